@@ -1,0 +1,391 @@
+"""The learner interface shared by every online kernel learner (ALGORITHMS.md §1.1, §1.11).
+
+A learner is a small state machine over a stream of ``(x, y)`` rounds:
+
+* ``predict_one(x) -> score`` uses only the past (it never sees ``y``) and does not change the
+  learning trajectory: whatever it computes (kernel row, random draws of the round) is cached
+  for the following ``learn_one`` of the same ``x``.
+* ``learn_one(x, y)`` performs the round-``t`` update.
+* ``predict_learn_many(X, y) -> scores`` runs test-then-train over a block and returns the
+  pre-update scores; it runs the very same per-round code, so it is bit-identical to the loop.
+* ``get_state()`` / ``set_state()`` move the whole learner (parameters, RNG, stores) as a flat
+  ``dict`` of numpy arrays; :func:`state_to_bytes` packs it without pickle.
+
+Subclasses declare ``params`` (a tuple of :class:`Param`) and implement ``_setup``,
+``_score``, ``_update``, ``_get_state`` and ``_set_state``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+
+STATE_VERSION = 1
+
+Seed = int | Sequence[int]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One hyper-parameter: name (the spec's symbol in plain words), default, type, check."""
+
+    name: str
+    default: Any
+    type: type
+    doc: str
+    check: Callable[[Any], bool] | None = None
+    rule: str = ""  # human-readable form of ``check`` for error messages
+    choices: tuple[Any, ...] | None = None
+
+    def coerce(self, value: Any, learner: str) -> Any:
+        if value is None and self.default is None:
+            return None
+        try:
+            if self.type is bool and isinstance(value, str):
+                low = value.strip().lower()
+                if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(value)
+                v: Any = low in ("1", "true", "yes", "on")
+            elif self.type is int:
+                fv = float(value)
+                if not fv.is_integer():
+                    raise ValueError(value)
+                v = int(fv)
+            else:
+                v = self.type(value)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{learner}: parameter {self.name!r} must be {self.type.__name__}, got {value!r}"
+            ) from None
+        if self.choices is not None and v not in self.choices:
+            raise ValueError(
+                f"{learner}: parameter {self.name!r} must be one of "
+                f"{', '.join(map(str, self.choices))}; got {v!r}"
+            )
+        if self.type is float and not math.isfinite(v):
+            raise ValueError(f"{learner}: parameter {self.name!r} must be finite, got {v!r}")
+        if self.check is not None and not self.check(v):
+            raise ValueError(f"{learner}: parameter {self.name!r} must be {self.rule}, got {v!r}")
+        return v
+
+
+def positive(v: Any) -> bool:
+    return v > 0
+
+
+def nonneg(v: Any) -> bool:
+    return v >= 0
+
+
+def unit_open(v: Any) -> bool:
+    return 0 < v < 1
+
+
+# Parameters shared by every kernel learner; subclasses list them explicitly (``KERNEL_PARAMS``)
+# so ``kernelstream learners`` shows a complete signature per learner.
+KERNEL_PARAMS: tuple[Param, ...] = (
+    Param("kernel", "gaussian", str, "kernel function", choices=("gaussian", "polynomial", "linear")),
+    Param("gamma", 0.5, float, "Gaussian width: exp(-gamma ||x-x'||^2); sigma=s sets gamma=1/(2 s^2)",
+          positive, "> 0"),
+    Param("degree", 2, int, "degree of the (homogeneous) polynomial kernel", positive, "> 0"),
+)
+TIE_PARAM = Param("tie", "positive", str, "label predicted for a zero score",
+                  choices=("positive", "negative"))
+
+
+class Learner:
+    """Base class of all online learners."""
+
+    name: ClassVar[str] = "learner"
+    params: ClassVar[tuple[Param, ...]] = ()
+    task: ClassVar[str] = "classification"
+    budgeted: ClassVar[bool] = False  # memory bounded by a parameter (``budget`` or similar)
+    randomized: ClassVar[bool] = False  # consumes its RNG (different seeds give different runs)
+    draws_in_predict: ClassVar[bool] = False  # randomness that forms the prediction (§1.1.4)
+    reference: ClassVar[str] = ""
+
+    def __init__(self, seed: Seed = 0, **params: Any) -> None:
+        self.seed = seed
+        self.hparams = self.resolve_params(params)
+        for k, v in self.hparams.items():
+            setattr(self, k, v)
+        self.rng = np.random.Generator(np.random.PCG64(_seed_seq(seed)))
+        self.dim: int | None = None
+        self.t = 0  # rounds learned so far
+        self._pending: tuple[np.ndarray, float, Any] | None = None
+
+    # -- parameters ----------------------------------------------------------------------------
+    @classmethod
+    def resolve_params(cls, given: dict[str, Any]) -> dict[str, Any]:
+        given = dict(given)
+        names = {p.name for p in cls.params}
+        if "sigma" in given and "gamma" in names:
+            if "gamma" in given:
+                raise ValueError(f"{cls.name}: give either gamma or sigma, not both")
+            sigma = float(given.pop("sigma"))
+            if not sigma > 0 or not math.isfinite(sigma):
+                raise ValueError(f"{cls.name}: parameter 'sigma' must be > 0, got {sigma!r}")
+            given["gamma"] = 1.0 / (2.0 * sigma * sigma)
+        unknown = sorted(set(given) - names)
+        if unknown:
+            valid = ", ".join(p.name for p in cls.params) or "(none)"
+            raise ValueError(
+                f"{cls.name}: unknown parameter(s) {', '.join(unknown)}; valid parameters: {valid}"
+                + (" (sigma is accepted for gamma)" if "gamma" in names else "")
+            )
+        out = {p.name: p.coerce(given.get(p.name, p.default), cls.name) for p in cls.params}
+        cls.check_params(out)
+        return out
+
+    @classmethod
+    def check_params(cls, p: dict[str, Any]) -> None:
+        """Cross-parameter checks (override)."""
+
+    # -- input validation ----------------------------------------------------------------------
+    def _check_x(self, x: Any) -> tuple[np.ndarray, float]:
+        """Return ``x`` as a float64 vector and ``‖x‖²``. The squared norm is needed by every
+        Gaussian row anyway and is non-finite iff ``x`` holds NaN/inf (or overflows), so it
+        doubles as the validity check at no extra cost."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 1:
+            raise ValueError(f"{self.name}: x must be a 1-D feature vector, got shape {x.shape}")
+        if self.dim is None:
+            if x.shape[0] == 0:
+                raise ValueError(f"{self.name}: x must have at least one feature")
+            self._init_dim(x.shape[0])
+        elif x.shape[0] != self.dim:
+            raise ValueError(
+                f"{self.name}: expected {self.dim} features (fixed by the first example), "
+                f"got {x.shape[0]}"
+            )
+        xx = float(x @ x)
+        if not math.isfinite(xx):
+            raise ValueError(f"{self.name}: x contains NaN or infinite values (or overflows)")
+        return x, xx
+
+    def _check_y(self, y: Any) -> float:
+        try:
+            yf = float(y)
+        except (TypeError, ValueError):
+            raise ValueError(f"{self.name}: label must be a number, got {y!r}") from None
+        if self.task == "classification":
+            if yf != 1.0 and yf != -1.0:
+                raise ValueError(
+                    f"{self.name}: classification labels must be -1 or +1, got {y!r} "
+                    "(kernelstream.data.load maps any two labels to ±1)"
+                )
+        elif not math.isfinite(yf):
+            raise ValueError(f"{self.name}: regression target must be finite, got {y!r}")
+        return yf
+
+    def _init_dim(self, d: int) -> None:
+        self.dim = d
+        self._setup(d)
+
+    # -- public API ----------------------------------------------------------------------------
+    def predict_one(self, x: Any) -> float:
+        """Score of ``x`` under the current hypothesis (never sees the label)."""
+        x, xx = self._check_x(x)
+        p = self._pending
+        if p is not None and p[0] is x:
+            return p[1]
+        score, aux = self._score(x, xx)
+        self._pending = (x, score, aux)
+        return score
+
+    def learn_one(self, x: Any, y: Any) -> None:
+        """Round-``t`` update with the true label."""
+        x, xx = self._check_x(x)
+        yf = self._check_y(y)
+        p = self._pending
+        if p is not None and p[0] is x:
+            score, aux = p[1], p[2]
+        else:
+            score, aux = self._score(x, xx)
+        self._pending = None
+        self._update(x, xx, yf, score, aux)
+        self.t += 1
+
+    def step(self, x: Any, y: Any) -> float:
+        """Predict then learn; returns the pre-update score."""
+        x, xx = self._check_x(x)
+        yf = self._check_y(y)
+        self._pending = None
+        score, aux = self._score(x, xx)
+        self._update(x, xx, yf, score, aux)
+        self.t += 1
+        return score
+
+    def predict_learn_many(self, X: Any, y: Any) -> np.ndarray:
+        """Test-then-train over a block; returns the pre-update scores. Same per-round code as
+        :meth:`step`, so the results are bit-identical to the per-example loop. The block is
+        validated up front, so a bad row raises before any state changes."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"{self.name}: X must be a 2-D array, got shape {X.shape}")
+        n = X.shape[0]
+        yv = np.asarray(y, dtype=np.float64).reshape(-1)
+        if yv.shape[0] != n:
+            raise ValueError(f"{self.name}: X has {n} rows but y has {yv.shape[0]} labels")
+        out = np.empty(n)
+        if n == 0:
+            return out
+        if self.dim is not None and X.shape[1] != self.dim:
+            raise ValueError(f"{self.name}: expected {self.dim} features, got {X.shape[1]}")
+        bad = ~np.isfinite(X).all(axis=1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{self.name}: row {i} of the block contains NaN or infinite values")
+        for yi in np.unique(yv):
+            self._check_y(yi)
+        self._pending = None
+        score_fn, update_fn = self._score, self._update
+        for i in range(n):
+            xi = X[i]
+            if self.dim is None:
+                self._init_dim(X.shape[1])
+            xx = float(xi @ xi)
+            if not math.isfinite(xx):
+                raise ValueError(f"{self.name}: row {i} of the block overflows")
+            s, aux = score_fn(xi, xx)
+            out[i] = s
+            update_fn(xi, xx, float(yv[i]), s, aux)
+            self.t += 1
+        return out
+
+    def predict_label(self, score: float) -> float:
+        """±1 label of a score; ``tie`` decides a zero score (§1.1.1)."""
+        if score > 0.0:
+            return 1.0
+        if score < 0.0:
+            return -1.0
+        return -1.0 if getattr(self, "tie", "positive") == "negative" else 1.0
+
+    @property
+    def n_support_vectors(self) -> int:
+        return 0
+
+    @property
+    def selected_kernel(self) -> int | None:
+        return None
+
+    # -- subclass hooks ------------------------------------------------------------------------
+    def _setup(self, d: int) -> None:
+        """Allocate per-dimension state once the first example fixes ``d``."""
+
+    def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
+        raise NotImplementedError
+
+    def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        raise NotImplementedError
+
+    def _get_state(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        pass
+
+    # -- state ---------------------------------------------------------------------------------
+    def get_state(self) -> dict[str, np.ndarray]:
+        """All of the learner as numpy arrays (versioned; no pickled objects)."""
+        st: dict[str, np.ndarray] = {
+            "__learner__": np.array(self.name),
+            "__version__": np.array(STATE_VERSION, dtype=np.int64),
+            "__params__": np.array(json.dumps(self.hparams, sort_keys=True)),
+            "__seed__": np.array(json.dumps(_seed_json(self.seed))),
+            "__rng__": _rng_to_array(self.rng),
+            "__dim__": np.array(-1 if self.dim is None else self.dim, dtype=np.int64),
+            "__t__": np.array(self.t, dtype=np.int64),
+        }
+        if self.dim is not None:
+            st.update(self._get_state())
+        return st
+
+    def set_state(self, state: dict[str, np.ndarray]) -> None:
+        name = str(state["__learner__"])
+        if name != self.name:
+            raise ValueError(f"state belongs to learner {name!r}, not {self.name!r}")
+        version = int(state["__version__"])
+        if version != STATE_VERSION:
+            raise ValueError(f"unsupported state version {version} (this build reads {STATE_VERSION})")
+        params = json.loads(str(state["__params__"]))
+        self.hparams = self.resolve_params(params)
+        for k, v in self.hparams.items():
+            setattr(self, k, v)
+        self.seed = _seed_from_json(json.loads(str(state["__seed__"])))
+        _rng_from_array(self.rng, state["__rng__"])
+        d = int(state["__dim__"])
+        self.t = int(state["__t__"])
+        self._pending = None
+        self.dim = None
+        if d >= 0:
+            self._init_dim(d)
+            self._set_state(state)
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray]) -> Learner:
+        obj = cls(seed=0, **json.loads(str(state["__params__"])))
+        obj.set_state(state)
+        return obj
+
+    def __repr__(self) -> str:
+        ps = ", ".join(f"{k}={v!r}" for k, v in self.hparams.items())
+        return f"{type(self).__name__}({ps})"
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _seed_seq(seed: Seed) -> np.random.SeedSequence:
+    if isinstance(seed, (int, np.integer)):
+        return np.random.SeedSequence(int(seed))
+    return np.random.SeedSequence([int(s) for s in seed])
+
+
+def _seed_json(seed: Seed) -> Any:
+    return int(seed) if isinstance(seed, (int, np.integer)) else [int(s) for s in seed]
+
+
+def _seed_from_json(v: Any) -> Seed:
+    return v if isinstance(v, int) else tuple(v)
+
+
+_M64 = (1 << 64) - 1
+
+
+def _rng_to_array(rng: np.random.Generator) -> np.ndarray:
+    st = rng.bit_generator.state
+    s, inc = st["state"]["state"], st["state"]["inc"]
+    return np.array(
+        [s >> 64, s & _M64, inc >> 64, inc & _M64, st["has_uint32"], st["uinteger"]],
+        dtype=np.uint64,
+    )
+
+
+def _rng_from_array(rng: np.random.Generator, a: np.ndarray) -> None:
+    v = [int(x) for x in a]
+    rng.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": (v[0] << 64) | v[1], "inc": (v[2] << 64) | v[3]},
+        "has_uint32": v[4],
+        "uinteger": v[5],
+    }
+
+
+def state_to_bytes(state: dict[str, np.ndarray]) -> bytes:
+    """Pack a learner state as an uncompressed ``.npz`` (numpy's own format, no pickle)."""
+    buf = io.BytesIO()
+    np.savez(buf, **state)
+    return buf.getvalue()
+
+
+def state_from_bytes(data: bytes) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def state_nbytes(state: dict[str, np.ndarray]) -> int:
+    return sum(v.nbytes for v in state.values())
