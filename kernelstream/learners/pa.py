@@ -1,0 +1,62 @@
+"""Kernel Passive-Aggressive PA-I (ALGORITHMS.md §4.3).
+
+Reference: K. Crammer, O. Dekel, J. Keshet, S. Shalev-Shwartz and Y. Singer, "Online
+passive-aggressive algorithms", JMLR 7, 2006. Baseline of paper 004 (SPA).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kernelstream.learners._kernel_learner import KernelLearner
+from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, positive
+from kernelstream.learners.registry import register
+
+
+@register
+class PAI(KernelLearner):
+    """PA-I: on a positive hinge loss ``ℓ_t`` store ``x_t`` with coefficient ``τ_t y_t``.
+
+    ``ℓ_t = [1 − y_t f_t(x_t)]_+`` and ``τ_t = min(C, ℓ_t / κ(x_t, x_t))``.
+    Unbounded: one support vector per margin error.
+    Edge case: if ``κ(x_t, x_t) = 0`` (polynomial/linear kernel and ``x_t = 0``) the new term
+    ``κ(x_t, ·)`` is the zero function, so nothing is stored.
+
+    Parameters
+    ----------
+    kernel, gamma, degree
+        Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
+    c
+        Aggressiveness ``C > 0`` (default 1; paper 004 uses ``{0.25, 0.5, 1, 2}``).
+    tie
+        Label predicted for a zero score.
+
+    Example
+    -------
+    >>> from kernelstream.learners import make
+    >>> m = make("pa-i", c=0.5)
+    >>> m.learn_one([0.0, 1.0], -1)
+    >>> float(m.sv.coef[0])
+    -0.5
+    """
+
+    name = "pa-i"
+    params = (
+        *KERNEL_PARAMS,
+        Param("c", 1.0, float, "aggressiveness C (upper bound of the step τ)", positive, "> 0"),
+        TIE_PARAM,
+    )
+    capacity_param = None
+    reference = "Crammer et al. 2006; ALGORITHMS.md §4.3"
+
+    c: float
+
+    def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        loss = 1.0 - y * score
+        if loss > 0.0:
+            kt = self.kern.diag(xx)
+            if kt > 0.0:
+                tau = min(self.c, loss / kt)
+                self.sv.append(x, xx, tau * y, id_=self.t, s=self.t, fz=score, kzz=kt)
