@@ -6,7 +6,18 @@
 True
 """
 
-from kernelstream.learners import perceptron  # noqa: F401  (registers)
+from kernelstream.learners import (  # noqa: F401  (registers)
+    bogd,
+    bpas,
+    fogd,
+    forgetron,
+    nogd,
+    ogd,
+    pa,
+    perceptron,
+    projectron,
+    rbp,
+)
 from kernelstream.learners.base import Learner, Param, state_from_bytes, state_to_bytes
 from kernelstream.learners.registry import available, get, make, register
 

@@ -117,7 +117,7 @@ class Learner:
         self.rng = np.random.Generator(np.random.PCG64(_seed_seq(seed)))
         self.dim: int | None = None
         self.t = 0  # rounds learned so far
-        self._pending: tuple[np.ndarray, float, Any] | None = None
+        self._pending: tuple[bytes, float, Any] | None = None  # (x bytes, score, aux)
 
     # -- parameters ----------------------------------------------------------------------------
     @classmethod
@@ -127,7 +127,10 @@ class Learner:
         if "sigma" in given and "gamma" in names:
             if "gamma" in given:
                 raise ValueError(f"{cls.name}: give either gamma or sigma, not both")
-            sigma = float(given.pop("sigma"))
+            try:
+                sigma = float(given.pop("sigma"))
+            except (TypeError, ValueError):
+                sigma = math.nan
             if not sigma > 0 or not math.isfinite(sigma):
                 raise ValueError(f"{cls.name}: parameter 'sigma' must be > 0, got {sigma!r}")
             given["gamma"] = 1.0 / (2.0 * sigma * sigma)
@@ -157,7 +160,6 @@ class Learner:
         if self.dim is None:
             if x.shape[0] == 0:
                 raise ValueError(f"{self.name}: x must have at least one feature")
-            self._init_dim(x.shape[0])
         elif x.shape[0] != self.dim:
             raise ValueError(
                 f"{self.name}: expected {self.dim} features (fixed by the first example), "
@@ -166,6 +168,8 @@ class Learner:
         xx = float(x @ x)
         if not math.isfinite(xx):
             raise ValueError(f"{self.name}: x contains NaN or infinite values (or overflows)")
+        if self.dim is None:  # only a valid first example fixes the dimension
+            self._init_dim(x.shape[0])
         return x, xx
 
     def _check_y(self, y: Any) -> float:
@@ -191,19 +195,20 @@ class Learner:
     def predict_one(self, x: Any) -> float:
         """Score of ``x`` under the current hypothesis (never sees the label)."""
         x, xx = self._check_x(x)
+        key = x.tobytes()  # by value: equal lists/copies hit, a buffer refilled in place misses
         p = self._pending
-        if p is not None and p[0] is x:
+        if p is not None and p[0] == key:
             return p[1]
         score, aux = self._score(x, xx)
-        self._pending = (x, score, aux)
+        self._pending = (key, score, aux)
         return score
 
     def learn_one(self, x: Any, y: Any) -> None:
         """Round-``t`` update with the true label."""
+        yf = self._check_y(y)  # labels first: a rejected call must not fix the dimension
         x, xx = self._check_x(x)
-        yf = self._check_y(y)
         p = self._pending
-        if p is not None and p[0] is x:
+        if p is not None and p[0] == x.tobytes():
             score, aux = p[1], p[2]
         else:
             score, aux = self._score(x, xx)
@@ -213,8 +218,8 @@ class Learner:
 
     def step(self, x: Any, y: Any) -> float:
         """Predict then learn; returns the pre-update score."""
-        x, xx = self._check_x(x)
         yf = self._check_y(y)
+        x, xx = self._check_x(x)
         self._pending = None
         score, aux = self._score(x, xx)
         self._update(x, xx, yf, score, aux)
@@ -229,7 +234,10 @@ class Learner:
         if X.ndim != 2:
             raise ValueError(f"{self.name}: X must be a 2-D array, got shape {X.shape}")
         n = X.shape[0]
-        yv = np.asarray(y, dtype=np.float64).reshape(-1)
+        try:
+            yv = np.asarray(y, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"{self.name}: labels must be numbers, got {y!r}") from None
         if yv.shape[0] != n:
             raise ValueError(f"{self.name}: X has {n} rows but y has {yv.shape[0]} labels")
         out = np.empty(n)
@@ -237,10 +245,16 @@ class Learner:
             return out
         if self.dim is not None and X.shape[1] != self.dim:
             raise ValueError(f"{self.name}: expected {self.dim} features, got {X.shape[1]}")
-        bad = ~np.isfinite(X).all(axis=1)
+        if X.shape[1] == 0:
+            raise ValueError(f"{self.name}: x must have at least one feature")
+        # squared row norms are non-finite iff a row holds NaN/inf or overflows, so a bad row is
+        # rejected before any state changes
+        bad = ~np.isfinite(np.einsum("ij,ij->i", X, X))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{self.name}: row {i} of the block contains NaN or infinite values")
+            raise ValueError(
+                f"{self.name}: row {i} of the block contains NaN or infinite values (or overflows)"
+            )
         for yi in np.unique(yv):
             self._check_y(yi)
         self._pending = None
@@ -318,7 +332,6 @@ class Learner:
         for k, v in self.hparams.items():
             setattr(self, k, v)
         self.seed = _seed_from_json(json.loads(str(state["__seed__"])))
-        _rng_from_array(self.rng, state["__rng__"])
         d = int(state["__dim__"])
         self.t = int(state["__t__"])
         self._pending = None
@@ -326,9 +339,20 @@ class Learner:
         if d >= 0:
             self._init_dim(d)
             self._set_state(state)
+        # last, so draws made by ``_setup`` (e.g. a random projection) do not advance it
+        _rng_from_array(self.rng, state["__rng__"])
 
     @classmethod
     def from_state(cls, state: dict[str, np.ndarray]) -> Learner:
+        """Rebuild a learner from :meth:`get_state`; ``Learner.from_state`` picks the class by
+        the stored learner name."""
+        if cls is Learner:
+            from kernelstream.learners.registry import get
+
+            cls = get(str(state["__learner__"]))
+        name = str(state["__learner__"])
+        if name != cls.name:
+            raise ValueError(f"state belongs to learner {name!r}, not {cls.name!r}")
         obj = cls(seed=0, **json.loads(str(state["__params__"])))
         obj.set_state(state)
         return obj

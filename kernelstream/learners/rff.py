@@ -1,0 +1,113 @@
+"""Random Fourier features for Gaussian kernels (ALGORITHMS.md §1.4).
+
+One draw ``Ω ∈ R^{D×d}`` with i.i.d. ``N(0, 1)`` entries serves every width: for a *frequency
+scale* ``s`` the map is
+
+    z_s(x) = D^{-1/2} [cos(s Ω x) ; sin(s Ω x)] ∈ R^{2D},
+
+so ``z_s(x)ᵀ z_s(x') = D^{-1} Σ_i cos(s ω_iᵀ(x − x'))`` is an unbiased estimate of the Gaussian
+kernel ``exp(−s² ‖x − x'‖² / 2)`` and ``‖z_s(x)‖² = 1`` exactly. The scale of a width is
+``s = 1/σ`` (C-P2 convention, :func:`scale_from_sigma`) or ``s = √(2γ)`` for
+``exp(−γ‖x−x'‖²)`` (:func:`scale_from_gamma`); ``√(2γ) Ω`` has rows ``N(0, 2γ I)``, the
+single-kernel form of FOGD/[C-SOL].
+
+A single-kernel learner may fold the scale into ``Ω`` once (``RFF.draw(..., scale=s)``), which
+saves one multiplication per round; multi-kernel learners keep the standard draw and pass one
+scale per kernel to :meth:`RFF.transform_multi`, which computes ``Ωx`` once for all widths.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def scale_from_gamma(gamma: float) -> float:
+    """Frequency scale of ``exp(−γ‖x−x'‖²)``: ``ω ~ N(0, 2γ I)`` ⇔ ``ω = √(2γ) g``."""
+    return math.sqrt(2.0 * gamma)
+
+
+def scale_from_sigma(sigma: float) -> float:
+    """Frequency scale of ``exp(−‖x−x'‖²/(2σ²))``: ``ω = g/σ``."""
+    return 1.0 / sigma
+
+
+def draw_omega(rng: np.random.Generator, n_components: int, dim: int,
+               scale: float = 1.0) -> np.ndarray:
+    """``Ω`` (``D × d``) with i.i.d. ``N(0, scale²)`` entries, drawn from ``rng``."""
+    om = rng.standard_normal((int(n_components), int(dim)))
+    if scale != 1.0:
+        om *= scale
+    return om
+
+
+def features(proj: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``D^{-1/2} [cos(proj); sin(proj)]`` along the last axis, where ``proj = s Ωx`` has
+    ``D`` entries in its last axis (any leading shape). ``out`` (``…×2D``) is reused if given."""
+    D = proj.shape[-1]
+    if out is None:
+        out = np.empty((*proj.shape[:-1], 2 * D))
+    np.cos(proj, out=out[..., :D])
+    np.sin(proj, out=out[..., D:])
+    out *= 1.0 / math.sqrt(D)
+    return out
+
+
+class RFF:
+    """A shared random-feature draw ``Ω`` and its feature maps.
+
+    Parameters
+    ----------
+    omega
+        ``D × d`` frequency matrix (use :meth:`draw`; store it in a learner's state so a restored
+        learner continues with the same features).
+
+    Example
+    -------
+    >>> rng = np.random.default_rng(0)
+    >>> f = RFF.draw(rng, n_components=500, dim=3)
+    >>> z = f.transform(np.ones(3), scale=scale_from_gamma(0.5))
+    >>> z.shape, round(float(z @ z), 12)
+    ((1000,), 1.0)
+    """
+
+    __slots__ = ("dim", "n_components", "omega")
+
+    def __init__(self, omega: np.ndarray) -> None:
+        self.omega = np.ascontiguousarray(omega, dtype=np.float64)
+        self.n_components, self.dim = self.omega.shape
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator, n_components: int, dim: int,
+             scale: float = 1.0) -> RFF:
+        return cls(draw_omega(rng, n_components, dim, scale))
+
+    @property
+    def n_features(self) -> int:
+        """Length ``2D`` of a feature vector."""
+        return 2 * self.n_components
+
+    def project(self, x: np.ndarray) -> np.ndarray:
+        """``Ωx`` (``D``,) for one ``x`` (``d``,), or ``X Ωᵀ`` (``n×D``) for a matrix (``n×d``)."""
+        return self.omega @ x if x.ndim == 1 else x @ self.omega.T
+
+    def transform(self, x: np.ndarray, scale: float = 1.0,
+                  out: np.ndarray | None = None) -> np.ndarray:
+        """``z_s(x)`` (``2D``,) for one ``x``, or one feature row per row of a matrix ``X``."""
+        p = self.project(np.asarray(x, dtype=np.float64))
+        if scale != 1.0:
+            p *= scale
+        return features(p, out)
+
+    def transform_multi(self, x: np.ndarray, scales: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Feature maps for several widths sharing ``Ωx`` (computed once): shape
+        ``(K, 2D)`` for one ``x`` or ``(K, n, 2D)`` for a matrix."""
+        p = self.project(np.asarray(x, dtype=np.float64))
+        s = np.asarray(scales, dtype=np.float64).reshape((-1,) + (1,) * p.ndim)
+        return features(s * p[None])
+
+    def kernel_estimate(self, x: np.ndarray, x2: np.ndarray, scale: float = 1.0) -> float:
+        """``z_s(x)ᵀ z_s(x')`` (a Monte-Carlo estimate of the Gaussian kernel)."""
+        return float(self.transform(x, scale) @ self.transform(x2, scale))
