@@ -20,8 +20,9 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -89,9 +90,10 @@ def unit_open(v: Any) -> bool:
 # Parameters shared by every kernel learner; subclasses list them explicitly (``KERNEL_PARAMS``)
 # so ``kernelstream learners`` shows a complete signature per learner.
 KERNEL_PARAMS: tuple[Param, ...] = (
-    Param("kernel", "gaussian", str, "kernel function", choices=("gaussian", "polynomial", "linear")),
-    Param("gamma", 0.5, float, "Gaussian width: exp(-gamma ||x-x'||^2); sigma=s sets gamma=1/(2 s^2)",
-          positive, "> 0"),
+    Param("kernel", "gaussian", str, "kernel function",
+          choices=("gaussian", "polynomial", "linear")),
+    Param("gamma", 0.5, float,
+          "Gaussian width: exp(-gamma ||x-x'||^2); sigma=s sets gamma=1/(2 s^2)", positive, "> 0"),
     Param("degree", 2, int, "degree of the (homogeneous) polynomial kernel", positive, "> 0"),
 )
 TIE_PARAM = Param("tie", "positive", str, "label predicted for a zero score",
@@ -114,6 +116,7 @@ class Learner:
         self.hparams = self.resolve_params(params)
         for k, v in self.hparams.items():
             setattr(self, k, v)
+        self._configure()
         self.rng = np.random.Generator(np.random.PCG64(_seed_seq(seed)))
         self.dim: int | None = None
         self.t = 0  # rounds learned so far
@@ -289,6 +292,9 @@ class Learner:
         return None
 
     # -- subclass hooks ------------------------------------------------------------------------
+    def _configure(self) -> None:
+        """Derive per-instance settings from ``self.hparams`` (runs on init and on set_state)."""
+
     def _setup(self, d: int) -> None:
         """Allocate per-dimension state once the first example fixes ``d``."""
 
@@ -326,11 +332,14 @@ class Learner:
             raise ValueError(f"state belongs to learner {name!r}, not {self.name!r}")
         version = int(state["__version__"])
         if version != STATE_VERSION:
-            raise ValueError(f"unsupported state version {version} (this build reads {STATE_VERSION})")
+            raise ValueError(
+                f"unsupported state version {version} (this build reads {STATE_VERSION})"
+            )
         params = json.loads(str(state["__params__"]))
         self.hparams = self.resolve_params(params)
         for k, v in self.hparams.items():
             setattr(self, k, v)
+        self._configure()
         self.seed = _seed_from_json(json.loads(str(state["__seed__"])))
         d = int(state["__dim__"])
         self.t = int(state["__t__"])

@@ -16,7 +16,6 @@ from kernelstream.learners.base import (
     KERNEL_PARAMS,
     TIE_PARAM,
     Param,
-    Seed,
     nonneg,
     positive,
 )
@@ -99,8 +98,7 @@ class BOGD(KernelLearner):
     variant: str
     coef_bound: float
 
-    def __init__(self, seed: Seed = 0, **params: Any) -> None:
-        super().__init__(seed, **params)
+    def _configure(self) -> None:
         self.randomized = self.variant == "p1"  # type: ignore[misc]
 
     @classmethod
@@ -114,7 +112,6 @@ class BOGD(KernelLearner):
 
     def _setup(self, d: int) -> None:
         super()._setup(d)
-        self.randomized = self.variant == "p1"  # type: ignore[misc]
         self._shrink = 1.0 - self.eta * self.lam
         B = self.budget
         # p1 at the budget: the per-round shrink and the B/(B−1) rescale in one multiply.

@@ -7,7 +7,7 @@ vectorised pass. Gaussian rows reuse cached squared row norms of ``X``:
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -104,7 +104,7 @@ def sq_dists(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 def gaussian_rows_multi(d2: np.ndarray, gammas: Sequence[float] | np.ndarray) -> np.ndarray:
-    """Several Gaussian widths on the same squared distances: shape ``(len(gammas),) + d2.shape``."""
+    """Several Gaussian widths on the same squared distances, shape ``(len(gammas), *d2.shape)``."""
     g = np.asarray(gammas, dtype=np.float64).reshape((-1,) + (1,) * d2.ndim)
     return np.exp(-g * d2[None])
 

@@ -7,7 +7,8 @@ ufunc dispatch would cost more than the arithmetic.
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 
 class Loss(NamedTuple):

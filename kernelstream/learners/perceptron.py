@@ -41,7 +41,7 @@ class Perceptron(KernelLearner):
     """
 
     name = "perceptron"
-    params = KERNEL_PARAMS + (TIE_PARAM,)
+    params = (*KERNEL_PARAMS, TIE_PARAM)
     capacity_param = None
     reference = "Freund & Schapire 1999; ALGORITHMS.md §4.1"
 

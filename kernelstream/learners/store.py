@@ -15,7 +15,7 @@ from kernelstream.learners.kernels import Kernel
 
 
 class SVStore:
-    __slots__ = ("dim", "X", "sqn", "a", "ids", "s", "n", "norm2")
+    __slots__ = ("X", "a", "dim", "ids", "n", "norm2", "s", "sqn")
 
     def __init__(self, dim: int, capacity: int = 16) -> None:
         self.dim = int(dim)
@@ -62,7 +62,7 @@ class SVStore:
         cap = 2 * len(self.a)
         for name in ("X", "sqn", "a", "ids", "s"):
             old = getattr(self, name)
-            new = np.zeros((cap,) + old.shape[1:], dtype=old.dtype)
+            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
 
