@@ -15,7 +15,8 @@ def learner_id(name: str) -> int:
 
 def permutation(n: int, base_seed: int, r: int) -> np.ndarray:
     """The stream order of repetition ``r``: a permutation seeded with ``(base_seed, r)``."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([base_seed, r]))).permutation(n)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([base_seed, r])))
+    return rng.permutation(n)
 
 
 def learner_seed(base_seed: int, r: int, name: str) -> tuple[int, int, int]:

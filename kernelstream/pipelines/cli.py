@@ -1,0 +1,401 @@
+"""The ``kernelstream`` command line.
+
+``kernelstream learners [NAME]``  lists the registered learners and their parameters.
+``kernelstream replay [DATA] ...`` runs the prequential evaluation (ALGORITHMS.md §2.1) and
+writes ``summary.json``.
+
+Flow of ``replay``: arguments → :class:`~kernelstream.pipelines.config.ReplayConfig` → a runner
+from :data:`RUNNERS` (returns one :class:`~kernelstream.evaluate.EvalResult` per learner
+configuration) → summary table and ``summary.json``. Runners are looked up by name so the Beam
+runners can be added to the table without touching the rest.
+"""
+
+from __future__ import annotations
+
+import os
+
+# One BLAS thread unless the user says otherwise, set before numpy is first imported. The
+# learners do one small matrix-vector product per example; multi-threaded BLAS gains nothing
+# there and, on a busy 2-core machine, its spinning threads made a kernel row 40x slower.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import inspect  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, TextIO  # noqa: E402
+
+from kernelstream import __version__, data, learners  # noqa: E402
+from kernelstream.evaluate import EvalResult, evaluate, stderr_progress  # noqa: E402
+from kernelstream.pipelines.config import (  # noqa: E402
+    DEFAULT_DATASET,
+    DEFAULT_LEARNER,
+    DEFAULT_PARAMS,
+    SCALES,
+    TASKS,
+    ConfigError,
+    DataError,
+    ReplayConfig,
+    default_out,
+    learner_configs,
+    resolve_task,
+)
+
+PROG = "kernelstream"
+SUMMARY_SCHEMA = 1
+
+Runner = Callable[[ReplayConfig], list[EvalResult]]
+
+
+# -- runners -----------------------------------------------------------------------------------
+def run_loop(config: ReplayConfig) -> list[EvalResult]:
+    """The reference runner: load the data in memory, then :func:`kernelstream.evaluate.evaluate`
+    each configuration in turn."""
+    try:
+        X, y = data.load_dataset(config.data, **config.load_kwargs())
+    except (ValueError, OSError) as exc:  # ParseError is a ValueError and names file:line
+        raise DataError(str(exc)) from exc
+    if X.shape[0] == 0:
+        raise DataError(f"{config.data}: no examples")
+    progress = None if config.quiet else stderr_progress
+    return [
+        evaluate(
+            X, y, c.name, c.params, seed=config.seed, permutations=config.permutations,
+            label=c.label, seed_name=c.seed_name, progress=progress,
+        )
+        for c in config.learners
+    ]
+
+
+RUNNERS: dict[str, Runner] = {"loop": run_loop}
+
+
+# -- summary -----------------------------------------------------------------------------------
+def build_summary(config: ReplayConfig, results: Sequence[EvalResult]) -> dict[str, Any]:
+    """The ``summary.json`` document (schema in README.md, "summary.json").
+
+    Run-level fields first, then the first (in single-learner runs: the only) configuration's
+    metrics at the top level, so a single-learner summary is flat; ``configs`` always holds
+    every configuration in command-line order.
+    """
+    configs = [r.to_summary() for r in results]
+    first = results[0]
+    doc: dict[str, Any] = {
+        "schema": SUMMARY_SCHEMA,
+        "kernelstream_version": __version__,
+        "dataset": config.dataset,
+        "data": config.data,
+        "examples": first.examples,
+        "n_features": first.n_features,
+        "task": config.task,
+        "scale": config.scale,
+        "limit": config.limit,
+        "seed": config.seed,
+        "permutations": config.permutations,
+        "runner": config.runner,
+        "argv": list(config.argv),
+    }
+    doc.update({k: v for k, v in configs[0].items() if k not in doc})
+    doc["configs"] = configs
+    return doc
+
+
+def _json_safe(v: Any) -> Any:
+    """NaN/inf are not JSON; write them as null rather than producing an unreadable file."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def write_summary(doc: dict[str, Any], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "summary.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n")
+    os.replace(tmp, path)  # never leave a half-written summary behind
+    return path
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def format_table(results: Sequence[EvalResult]) -> str:
+    rows = [("learner", "examples", "perms", "mistake rate (%)", "avg loss", "#SV",
+             "seconds", "examples/s")]
+    for r in results:
+        s = r.to_summary()
+        mr = ("-" if s["mistake_rate"] is None
+              else f"{s['mistake_rate']:.2f} ± {s['mistake_rate_std']:.2f}")
+        rows.append((
+            r.label, str(r.examples), str(r.permutations), mr,
+            f"{_fmt(s['avg_loss'], '.4f')} ({s['loss']})",
+            _fmt(s["n_support_vectors"], ".1f"), _fmt(s["seconds"], ".3f"),
+            _fmt(s["examples_per_second"], ",.0f"),
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [c.ljust(w) if i == 0 else c.rjust(w)
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+# -- learners listing --------------------------------------------------------------------------
+def _learner_info(name: str) -> dict[str, Any]:
+    cls = learners.get(name)
+    doc = inspect.getdoc(cls) or ""
+    return {
+        "name": name,
+        "summary": doc.split("\n\n", 1)[0].replace("\n", " "),
+        "reference": cls.reference,
+        "task": cls.task,
+        "budgeted": bool(cls.budgeted),
+        "randomized": bool(cls.randomized),
+        "params": [
+            {
+                "name": p.name,
+                "type": p.type.__name__,
+                "default": p.default,
+                "doc": p.doc,
+                **({"choices": list(p.choices)} if p.choices else {}),
+                **({"rule": p.rule} if p.rule else {}),
+            }
+            for p in cls.params
+        ],
+    }
+
+
+def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
+    for i, info in enumerate(infos):
+        if i:
+            print(file=out)
+        flags = [info["task"]] + [f for f in ("budgeted", "randomized") if info[f]]
+        print(f"{info['name']}  [{', '.join(flags)}]", file=out)
+        if info["summary"]:
+            print(f"  {info['summary']}", file=out)
+        if info["reference"]:
+            print(f"  reference: {info['reference']}", file=out)
+        ps = info["params"]
+        if not ps:
+            print("  (no parameters)", file=out)
+            continue
+        cells = [(p["name"], p["type"], repr(p["default"])) for p in ps]
+        w = [max(len(c[j]) for c in cells) for j in range(3)]
+        for p, c in zip(ps, cells, strict=True):
+            extra = []
+            if "choices" in p:
+                extra.append("one of " + ", ".join(map(str, p["choices"])))
+            if "rule" in p:
+                extra.append(p["rule"])
+            doc = p["doc"] + (f" ({'; '.join(extra)})" if extra else "")
+            print(f"    {c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:<{w[2]}}  {doc}", file=out)
+
+
+# Parameters most kernel learners share; the markdown table lists them once in a footnote.
+_SHARED_PARAMS = ("kernel", "gamma", "degree", "tie")
+
+
+def _print_learners_markdown(infos: list[dict[str, Any]], out: TextIO) -> None:
+    print("| learner | reference | task | budgeted | own parameters (default) |", file=out)
+    print("| --- | --- | --- | --- | --- |", file=out)
+    for info in infos:
+        ps = ", ".join(f"`{p['name']}`={p['default']!r}" for p in info["params"]
+                       if p["name"] not in _SHARED_PARAMS) or "—"
+        print(f"| `{info['name']}` | {info['reference']} | {info['task']} | "
+              f"{'yes' if info['budgeted'] else 'no'} | {ps} |", file=out)
+    print(f"\nThe last column leaves out the shared parameters {', '.join(_SHARED_PARAMS)} "
+          f"(where a learner has them); `{PROG} learners NAME` shows the full signature.",
+          file=out)
+
+
+def cmd_learners(args: argparse.Namespace) -> int:
+    names = [args.name] if args.name else learners.available()
+    infos = [_learner_info(n) for n in names]
+    if args.format == "json":
+        print(json.dumps(infos if not args.name else infos[0], indent=2))
+    elif args.format == "markdown":
+        _print_learners_markdown(infos, sys.stdout)
+    else:
+        _print_learners_text(infos, sys.stdout)
+    return 0
+
+
+# -- replay ------------------------------------------------------------------------------------
+def _int_or_str(s: str) -> int | str:
+    try:
+        return int(s)
+    except ValueError:
+        return s
+
+
+def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig:
+    """Arguments → a validated :class:`ReplayConfig` (raises ``ValueError`` on bad input)."""
+    configs = learner_configs(args.learner or [], args.param or [])
+    task = resolve_task(configs, args.task)
+    src = args.data or DEFAULT_DATASET
+    try:  # embedded names and their aliases display as the canonical name
+        dataset = data.embedded_dataset_info(src)["name"]
+    except KeyError:
+        dataset = Path(src).name
+    if args.permutations < 1:
+        raise ConfigError(f"--permutations must be >= 1, got {args.permutations}")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    return ReplayConfig(
+        data=src,
+        dataset=dataset,
+        learners=configs,
+        out=Path(args.out) if args.out else default_out(dataset, configs),
+        seed=args.seed,
+        permutations=args.permutations,
+        limit=args.limit,
+        scale=args.scale,
+        task=task,
+        fmt=args.format,
+        label_column=None if args.label_column is None else _int_or_str(args.label_column),
+        n_features=args.n_features,
+        positive_label=args.positive_label,
+        delimiter=args.delimiter,
+        header=args.header,
+        runner=args.runner,
+        quiet=args.quiet,
+        argv=tuple(argv),
+    )
+
+
+def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    try:
+        config = replay_config(args, argv)
+    except ValueError as exc:  # unknown learner, bad parameter, inconsistent options
+        return _error("replay", str(exc))
+    try:  # before the run: a long run must not fail at the very end on a bad --out
+        config.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return _error("replay", f"cannot create the output directory: {exc}")
+    try:
+        results = RUNNERS[config.runner](config)
+    except DataError as exc:
+        return _error("replay", f"cannot read data: {exc}")
+    except ValueError as exc:
+        # learner-side validation during the run (wrong labels for the task, bad rows, ...)
+        return _error("replay", str(exc), code=1)
+    print(format_table(results))
+    path = write_summary(build_summary(config, results), config.out)
+    print(f"summary: {path}")
+    return 0
+
+
+def _error(cmd: str, msg: str, code: int = 2) -> int:
+    print(f"{PROG} {cmd}: error: {msg}", file=sys.stderr)
+    return code
+
+
+# -- parser ------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Online kernel learning on data streams.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("learners", help="list the learners and their parameters",
+                       description="List every registered learner (or one) with its "
+                       "parameters, types, defaults and documentation.")
+    p.add_argument("name", nargs="?", help="show only this learner")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                   help="output format (default: text)")
+
+    default_params = " ".join(f"-p {k}={v}" for k, v in DEFAULT_PARAMS.items())
+    p = sub.add_parser(
+        "replay", help="prequential (test-then-train) evaluation on a data set",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Replay a data set as a stream in R random orders, test-then-train, and report\n"
+            "mean ± std (ddof=1) of the mistake rate, average loss, #SV and learning time.\n"
+            "Writes DIR/summary.json."
+        ),
+        epilog=(
+            "learner configurations:\n"
+            "  --learner may be repeated (grid mode); write LABEL=NAME to run the same learner\n"
+            "  twice. -p LABEL.key=value sets a parameter of one configuration; an unscoped\n"
+            "  -p key=value applies to every configuration whose learner has that parameter.\n\n"
+            "examples:\n"
+            f"  {PROG} replay --out runs/demo\n"
+            f"  {PROG} replay german_scale.libsvm --learner perceptron -p gamma=0.5 "
+            "--permutations 20\n"
+            f"  {PROG} replay --learner small=bogd --learner big=bogd -p small.budget=50 "
+            "-p big.budget=500"
+        ),
+    )
+    p.add_argument("data", nargs="?", metavar="DATA",
+                   help=f"embedded data set name or file path (default: {DEFAULT_DATASET!r}, "
+                   "embedded)")
+    p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
+                   help=f"learner (repeatable; default: {DEFAULT_LEARNER} {default_params}); "
+                   f"see `{PROG} learners`")
+    p.add_argument("-p", "--param", action="append", metavar="[LABEL.]KEY=VALUE",
+                   help="learner hyper-parameter (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")
+    p.add_argument("--permutations", "-R", type=int, default=1, metavar="R",
+                   help="number of random stream orders R (default: 1)")
+    p.add_argument("--limit", type=int, metavar="N",
+                   help="use only the first N rows of the file (before permuting)")
+    p.add_argument("--scale", choices=SCALES, default="none",
+                   help="feature scaling: none, min-max to [0,1] or to [-1,1] (default: none)")
+    p.add_argument("--task", choices=TASKS,
+                   help="default: the learners' task (classification maps labels to ±1)")
+    p.add_argument("--format", choices=data.FORMATS,
+                   help="data format (default: from the file name, else its content)")
+    p.add_argument("--label-column", metavar="COL",
+                   help="label column of a CSV/Parquet file: 0-based position (negative counts "
+                   "from the end; CSV default: last) or header name (Parquet default: label)")
+    p.add_argument("--n-features", type=int, metavar="D",
+                   help="feature dimension of a LIBSVM file (default: largest index seen)")
+    p.add_argument("--positive-label", metavar="LABEL",
+                   help="raw label mapped to +1 (all others to -1)")
+    p.add_argument("--delimiter", metavar="CHAR", help="CSV delimiter (default: sniffed)")
+    p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                   help="the CSV file has (or has not) a header row (default: auto-detect)")
+    p.add_argument("--out", "-o", metavar="DIR",
+                   help="output directory (default: runs/<dataset>-<learner>[+<learner>...])")
+    p.add_argument("--runner", choices=sorted(RUNNERS), default="loop",
+                   help="execution engine (default: loop, the in-process reference loop)")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress lines on stderr")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kernelstream`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors: keep argparse's exit code
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if args.command == "learners":
+        if args.name:
+            try:
+                learners.get(args.name)
+            except ValueError as exc:
+                return _error("learners", str(exc))
+        return cmd_learners(args)
+    try:
+        return cmd_replay(args, argv)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

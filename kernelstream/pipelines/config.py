@@ -1,0 +1,224 @@
+"""What a ``kernelstream replay`` run is, independent of the runner that carries it out.
+
+The CLI parses its arguments into a :class:`ReplayConfig`; every runner (the plain ``loop`` now,
+the Beam ``direct``/``portable`` runners later) takes the same object, so the configurations,
+their resolved hyper-parameters and their seeds are decided once, here.
+
+Learner configurations (grid mode)
+----------------------------------
+``--learner`` may be repeated; each occurrence is one configuration, written ``NAME`` or
+``LABEL=NAME`` (the label defaults to the name and must be unique, so the same learner can
+appear twice with different parameters). ``-p`` values are scoped by label:
+
+* ``-p LABEL.key=value`` sets ``key`` for that configuration only;
+* ``-p key=value`` sets ``key`` for the only configuration, or — with several — for every
+  configuration whose learner has that parameter (an error if none has it, so typos are
+  caught). Scoped values win over unscoped ones.
+
+Every configuration's parameters are resolved (defaults filled in, types checked) before any
+data is read, so a bad value fails fast.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelstream import learners
+
+# The demo configuration used when no --learner is given: budgeted, fast, and a sensible
+# baseline on the embedded german data.
+DEFAULT_LEARNER = "bogd"
+DEFAULT_PARAMS: dict[str, str] = {"budget": "100"}
+DEFAULT_DATASET = "german"
+
+SCALES = ("none", "01", "pm1")
+TASKS = ("classification", "regression")
+
+_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_+\-]*$")
+
+
+class ConfigError(ValueError):
+    """An invalid replay configuration (reported to the user without a traceback)."""
+
+
+class DataError(ValueError):
+    """The data of a run cannot be read (missing file, parse error, unusable contents). Runners
+    raise it for anything that goes wrong while reading, so the CLI can tell data problems
+    (exit 2) from failures during learning."""
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """One learner configuration of a replay run."""
+
+    name: str  # registry name
+    label: str  # unique within the run; the scope of ``-p LABEL.key=value``
+    params: dict[str, Any]  # every hyper-parameter, resolved
+    task: str
+
+    @property
+    def seed_name(self) -> str:
+        """Name hashed into the learner seed (``seeding.learner_seed``). The registry name, not
+        the label, so a configuration's result does not depend on its label or its grid."""
+        return self.name
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """A fully resolved ``kernelstream replay`` run."""
+
+    data: str  # embedded data set name or path
+    dataset: str  # display name (embedded name, else the file name)
+    learners: tuple[LearnerConfig, ...]
+    out: Path
+    seed: int = 0
+    permutations: int = 1
+    limit: int | None = None  # first N rows of the file (before permuting)
+    scale: str = "none"
+    task: str = "classification"
+    fmt: str | None = None
+    label_column: int | str | None = None
+    n_features: int | None = None
+    positive_label: str | None = None
+    delimiter: str | None = None
+    header: bool | None = None  # CSV header row: None = auto-detect
+    runner: str = "loop"
+    quiet: bool = False
+    argv: tuple[str, ...] = field(default_factory=tuple)
+
+    def load_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``kernelstream.data.load_dataset`` for this run."""
+        return {
+            "fmt": self.fmt,
+            "n_features": self.n_features,
+            "label_column": self.label_column,
+            "task": self.task,
+            "scale": self.scale,
+            "limit": self.limit,
+            "positive_label": self.positive_label,
+            "delimiter": self.delimiter,
+            "header": self.header,
+        }
+
+
+def parse_learner_spec(spec: str) -> tuple[str, str]:
+    """``NAME`` or ``LABEL=NAME`` → ``(label, name)``."""
+    label, sep, name = spec.partition("=")
+    if not sep:
+        label = name = spec
+    label, name = label.strip(), name.strip()
+    if not name:
+        raise ConfigError(f"--learner {spec!r}: missing learner name")
+    learners.get(name)  # unknown name: ValueError listing the available learners
+    if not _LABEL_RE.match(label):
+        raise ConfigError(
+            f"--learner {spec!r}: label {label!r} must start with a letter or digit and "
+            "contain only letters, digits, '_', '+', '-'"
+        )
+    return label, name
+
+
+def parse_param_spec(spec: str) -> tuple[str | None, str, str]:
+    """``[LABEL.]key=value`` → ``(label or None, key, value)``. The scope is split at the last
+    dot of the key (parameter names have none; labels have none either)."""
+    key, sep, value = spec.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"-p {spec!r}: expected key=value or LABEL.key=value")
+    scope, dot, name = key.rpartition(".")
+    if not dot:
+        return None, key, value.strip()
+    if not scope or not name:
+        raise ConfigError(f"-p {spec!r}: expected key=value or LABEL.key=value")
+    return scope, name, value.strip()
+
+
+def _accepts(name: str, key: str) -> bool:
+    names = {p.name for p in learners.get(name).params}
+    return key in names or (key == "sigma" and "gamma" in names)
+
+
+def learner_configs(
+    learner_specs: Sequence[str], param_specs: Sequence[str]
+) -> tuple[LearnerConfig, ...]:
+    """Resolve ``--learner`` and ``-p`` arguments (see the module docstring)."""
+    given = list(learner_specs)
+    defaults: dict[str, str] = {}
+    if not given:
+        given, defaults = [DEFAULT_LEARNER], dict(DEFAULT_PARAMS)
+    pairs = [parse_learner_spec(s) for s in given]
+    labels = [lab for lab, _ in pairs]
+    dups = sorted({lab for lab in labels if labels.count(lab) > 1})
+    if dups:
+        raise ConfigError(
+            f"learner label(s) {', '.join(dups)} given twice; name repeated learners "
+            "with --learner LABEL=NAME"
+        )
+    unscoped: dict[str, str] = {}
+    scoped: dict[str, dict[str, str]] = {lab: {} for lab in labels}
+    for spec in param_specs:
+        scope, key, value = parse_param_spec(spec)
+        if scope is None:
+            unscoped[key] = value
+        elif scope in scoped:
+            scoped[scope][key] = value
+        else:
+            raise ConfigError(
+                f"-p {spec!r}: no learner configuration labelled {scope!r} "
+                f"(configurations: {', '.join(labels)})"
+            )
+    if len(pairs) > 1:
+        for key in unscoped:
+            if not any(_accepts(name, key) for _, name in pairs):
+                raise ConfigError(
+                    f"-p {key}=...: no configured learner has a parameter {key!r} "
+                    f"(learners: {', '.join(name for _, name in pairs)})"
+                )
+    out = []
+    for label, name in pairs:
+        raw = dict(defaults)
+        if len(pairs) == 1:
+            raw.update(unscoped)
+        else:
+            raw.update({k: v for k, v in unscoped.items() if _accepts(name, k)})
+        raw.update(scoped[label])
+        if "sigma" in raw and "gamma" in raw:
+            # an unscoped sigma and a scoped gamma (or the reverse): the scoped one wins
+            drop = "gamma" if "sigma" in scoped[label] else "sigma"
+            raw.pop(drop)
+        cls = learners.get(name)
+        params = cls.resolve_params(raw)
+        # the task can depend on the parameters (e.g. a regression loss), so ask an instance
+        task = learners.make(name, seed=0, **params).task
+        out.append(LearnerConfig(name=name, label=label, params=params, task=task))
+    return tuple(out)
+
+
+def resolve_task(configs: Sequence[LearnerConfig], task: str | None) -> str:
+    """The task of the run: the one given, else the learners' own; they must all agree."""
+    tasks = {c.task for c in configs}
+    if task is None:
+        if len(tasks) > 1:
+            raise ConfigError(
+                "the configured learners mix classification and regression: "
+                + ", ".join(f"{c.label} ({c.task})" for c in configs)
+            )
+        return tasks.pop()
+    if task not in TASKS:
+        raise ConfigError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+    wrong = [c for c in configs if c.task != task]
+    if wrong:
+        raise ConfigError(
+            f"--task {task}, but "
+            + ", ".join(f"{c.label} is a {c.task} learner" for c in wrong)
+        )
+    return task
+
+
+def default_out(dataset: str, configs: Sequence[LearnerConfig]) -> Path:
+    """``runs/<dataset>-<label>[+<label>...]`` (relative to the working directory)."""
+    return Path("runs") / f"{dataset}-{'+'.join(c.label for c in configs)}"

@@ -1,0 +1,19 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def shared_datasets() -> Path:
+    """The project's real data sets: ``$KERNELSTREAM_DATA``, else ``shared/datasets`` beside the
+    repository checkout. Tests using it are skipped when neither holds a ``MANIFEST.tsv``."""
+    env = os.environ.get("KERNELSTREAM_DATA")
+    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "datasets"
+    if not (path / "MANIFEST.tsv").is_file():
+        pytest.skip(f"shared datasets not found at {path} (set KERNELSTREAM_DATA to their folder)")
+    return path

@@ -1,0 +1,151 @@
+"""The `kernelstream` command line, run in-process through main([...])."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelstream import __version__, learners
+from kernelstream.evaluate import evaluate
+from kernelstream.pipelines.cli import main
+
+REQUIRED = {
+    "dataset", "learner", "params", "runner", "permutations", "examples", "mistake_rate",
+    "mistake_rate_std", "avg_loss", "n_support_vectors", "seconds", "examples_per_second",
+    "per_permutation", "seed", "scale", "task", "kernelstream_version", "configs",
+}
+PER_PERMUTATION = {
+    "permutation", "examples", "mistakes", "mistake_rate", "avg_loss", "n_support_vectors",
+    "seconds", "examples_per_second",
+}
+
+
+def _replay(tmp_path: Path, *args: str) -> tuple[int, dict | None]:
+    out = tmp_path / "run"
+    code = main(["replay", *args, "--out", str(out), "--quiet"])
+    path = out / "summary.json"
+    return code, json.loads(path.read_text()) if path.exists() else None
+
+
+def test_learners_lists_every_learner(capsys) -> None:
+    assert main(["learners"]) == 0
+    text = capsys.readouterr().out
+    for name in learners.available():
+        assert any(line.startswith(name + " ") for line in text.splitlines())
+    assert "perceptron" in text and "gamma" in text and "0.5" in text
+
+
+def test_learners_one_as_json(capsys) -> None:
+    assert main(["learners", "perceptron", "--format", "json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["name"] == "perceptron"
+    expected = [p.name for p in learners.get("perceptron").params]
+    assert [p["name"] for p in info["params"]] == expected
+    assert {"type", "default", "doc"} <= set(info["params"][0])
+
+
+def test_learners_unknown(capsys) -> None:
+    assert main(["learners", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown learner 'nope'" in err and "perceptron" in err
+
+
+def test_replay_german(tmp_path, capsys) -> None:
+    code, s = _replay(tmp_path, "german", "--learner", "perceptron", "--permutations", "2",
+                      "--limit", "200", "-p", "gamma=0.25")
+    assert code == 0, capsys.readouterr().err
+    assert REQUIRED <= set(s)
+    assert s["dataset"] == "german" and s["learner"] == "perceptron" and s["runner"] == "loop"
+    assert s["examples"] == 200 and s["permutations"] == 2 and s["n_features"] == 24
+    assert s["params"] == {"kernel": "gaussian", "gamma": 0.25, "degree": 2, "tie": "positive"}
+    assert s["kernelstream_version"] == __version__ and s["seed"] == 0
+    assert s["scale"] == "none" and s["task"] == "classification"
+    assert 0 < s["mistake_rate"] < 100 and s["mistake_rate_std"] >= 0
+    assert s["avg_loss"] > 0 and 0 < s["n_support_vectors"] <= 200
+    assert s["seconds"] > 0 and s["examples_per_second"] > 0
+    assert len(s["per_permutation"]) == 2
+    assert PER_PERMUTATION <= set(s["per_permutation"][0])
+    assert len(s["configs"]) == 1 and s["configs"][0]["mistake_rate"] == s["mistake_rate"]
+    table = capsys.readouterr().out
+    assert "perceptron" in table and "±" in table and "summary.json" in table
+
+    # the CLI result is the library's result on the same rows and seeds
+    from kernelstream import data
+
+    X, y = data.load_dataset("german", limit=200)
+    ref = evaluate(X, y, "perceptron", {"gamma": 0.25}, permutations=2, progress=None)
+    assert [p["mistakes"] for p in s["per_permutation"]] == [p.mistakes for p in ref.runs]
+
+
+def test_replay_grid(tmp_path) -> None:
+    code, s = _replay(tmp_path, "german_scale", "--limit", "100", "-l", "perceptron",
+                      "-l", "neg=perceptron", "-p", "neg.tie=negative", "-p", "gamma=0.1")
+    assert code == 0
+    assert s["dataset"] == "german" and s["data"] == "german_scale"  # an alias of the embedded set
+    assert [c["label"] for c in s["configs"]] == ["perceptron", "neg"]
+    assert [c["params"]["tie"] for c in s["configs"]] == ["positive", "negative"]
+    assert all(c["params"]["gamma"] == 0.1 for c in s["configs"])
+    assert s["label"] == "perceptron" and s["params"]["tie"] == "positive"
+    # same registry name → same learner seeds; only the tie rule differs
+    assert s["configs"][0]["seed_name"] == s["configs"][1]["seed_name"] == "perceptron"
+
+
+@pytest.mark.skipif("bogd" not in learners.available(), reason="bogd not registered yet")
+def test_replay_default_learner(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["replay", "--limit", "150", "--quiet"]) == 0
+    s = json.loads((tmp_path / "runs" / "german-bogd" / "summary.json").read_text())
+    assert s["learner"] == "bogd" and s["params"]["budget"] == 100
+    assert s["n_support_vectors"] <= 100
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--learner", "nope"], "unknown learner 'nope'"),
+        (["--learner", "perceptron", "-p", "gamma=abc"], "'gamma' must be float"),
+        (["--learner", "perceptron", "-p", "gamma=-1"], "'gamma' must be > 0"),
+        (["--learner", "perceptron", "-p", "nope=1"], "unknown parameter(s) nope"),
+        (["--learner", "perceptron", "-p", "gamma"], "expected key=value"),
+        (["--learner", "perceptron", "-p", "other.gamma=1"], "no learner configuration"),
+        (["-l", "perceptron", "-l", "perceptron"], "given twice"),
+        (["--learner", "perceptron", "--permutations", "0"], "--permutations must be >= 1"),
+    ],
+)
+def test_replay_bad_configuration(tmp_path, capsys, args, message) -> None:
+    code, s = _replay(tmp_path, "german", *args)
+    err = capsys.readouterr().err
+    assert code == 2 and s is None
+    assert message in err and "Traceback" not in err
+    assert err.startswith("kernelstream replay: error:")
+
+
+def test_replay_bad_data(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.libsvm"
+    bad.write_text("+1 1:0.5 2:0.25\n-1 1:zero\n")
+    code, _ = _replay(tmp_path, str(bad), "--learner", "perceptron")
+    err = capsys.readouterr().err
+    assert code == 2 and f"{bad}:2" in err and "Traceback" not in err
+    code, _ = _replay(tmp_path, str(tmp_path / "missing.libsvm"), "--learner", "perceptron")
+    assert code == 2 and "missing.libsvm" in capsys.readouterr().err
+
+
+def test_replay_bad_out(tmp_path, capsys) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code = main(["replay", "-l", "perceptron", "--limit", "10", "-q", "--out", str(blocker / "x")])
+    assert code == 2 and "output directory" in capsys.readouterr().err
+
+
+def test_version_of_installed_script() -> None:
+    exe = Path(sys.executable).with_name("kernelstream")
+    script = str(exe) if exe.exists() else shutil.which("kernelstream")
+    assert script, "the kernelstream console script is not installed (pip install -e .)"
+    proc = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"kernelstream {__version__}"
