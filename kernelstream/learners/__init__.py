@@ -1,25 +1,23 @@
 """Online kernel learners: pure numpy, no Beam.
 
+Every module of this package that defines a learner registers it with ``@register``; importing
+the package imports them all, so adding a learner is adding one module (no list to edit).
+
 >>> from kernelstream import learners
 >>> m = learners.make("bogd", seed=0, budget=100, eta=0.5)
 >>> "bogd" in learners.available()
 True
 """
 
-from kernelstream.learners import (  # noqa: F401  (registers)
-    bogd,
-    bpas,
-    fogd,
-    forgetron,
-    nogd,
-    ogd,
-    pa,
-    perceptron,
-    projectron,
-    rbp,
-)
+import importlib
+import pkgutil
+
 from kernelstream.learners.base import Learner, Param, state_from_bytes, state_to_bytes
 from kernelstream.learners.registry import available, get, make, register
+
+for _mod in pkgutil.iter_modules(__path__):
+    if not _mod.name.startswith("_") and _mod.name != "testing":
+        importlib.import_module(f"{__name__}.{_mod.name}")
 
 __all__ = [
     "Learner",

@@ -1,0 +1,109 @@
+"""Expert-advice and bandit building blocks (ALGORITHMS.md §1.7–1.9): exponential weights,
+uniform smoothing, importance-weighted and implicit-exploration loss estimates, categorical and
+Bernoulli draws, weighted sampling without replacement, and a reservoir sample.
+
+All randomness comes from the caller's ``numpy.random.Generator``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def hedge(cum_loss: np.ndarray, eta: float) -> np.ndarray:
+    """Exponential weights ``q_i ∝ exp(−η (L_i − min L))`` (stable form)."""
+    z = np.exp(-eta * (cum_loss - cum_loss.min()))
+    return z / z.sum()
+
+
+def smooth(q: np.ndarray, delta: float) -> np.ndarray:
+    """``p = (1 − δ) q + δ/K``, so every ``p_i ≥ δ/K``."""
+    return (1.0 - delta) * q + delta / len(q)
+
+
+def multiplicative(theta: np.ndarray, beta: float, losses: np.ndarray) -> np.ndarray:
+    """P4's form: ``θ_i ← θ_i β^{loss_i}``, renormalised."""
+    t = theta * np.power(beta, losses)
+    return t / t.sum()
+
+
+def importance_weighted(loss: float, chosen: int, p: np.ndarray, zeta: float = 0.0) -> np.ndarray:
+    """``ℓ̃_i = ℓ 1[I = i] / (p_i + ζ)``; ``ζ > 0`` is the implicit-exploration (IX) estimator."""
+    est = np.zeros(len(p))
+    est[chosen] = loss / (p[chosen] + zeta)
+    return est
+
+
+def categorical(rng: np.random.Generator, p: np.ndarray) -> int:
+    """Draw ``I ~ p`` after renormalising round-off (one uniform draw, inverse CDF)."""
+    c = np.cumsum(p)
+    u = rng.random() * c[-1]
+    return min(int(np.searchsorted(c, u, side="right")), len(p) - 1)
+
+
+def bernoulli(rng: np.random.Generator, q: float) -> bool:
+    """``True`` with probability ``clip(q, 0, 1)``."""
+    return rng.random() < min(max(q, 0.0), 1.0)
+
+
+def sample_without_replacement(rng: np.random.Generator, p: np.ndarray, s: int) -> np.ndarray:
+    """Successive weighted sampling of ``s`` distinct indices (§1.9); when fewer than ``s``
+    weights are positive the rest is filled uniformly from the remaining indices."""
+    p = np.asarray(p, dtype=np.float64)
+    n = len(p)
+    s = min(s, n)
+    pos = int(np.count_nonzero(p > 0))
+    k = min(s, pos)
+    chosen = (rng.choice(n, k, replace=False, p=p / p.sum()) if k
+              else np.empty(0, dtype=np.int64))
+    if k < s:
+        rest = np.setdiff1d(np.arange(n), chosen)
+        chosen = np.concatenate([chosen, rng.choice(rest, s - k, replace=False)])
+    return chosen.astype(np.int64)
+
+
+class Reservoir:
+    """Vitter's Algorithm R over ``(x, y, id)`` with capacity ``M`` (§1.7).
+
+    Call :meth:`offer` at the end of every round; the stored rows are then a uniform sample of
+    the rounds offered so far. Rows live in preallocated arrays so the state is compact.
+    """
+
+    def __init__(self, capacity: int, dim: int) -> None:
+        self.capacity = int(capacity)
+        self.X = np.zeros((self.capacity, dim))
+        self.y = np.zeros(self.capacity)
+        self.ids = np.full(self.capacity, -1, dtype=np.int64)
+        self.n = 0  # rows filled
+        self.seen = 0  # rounds offered
+
+    def offer(self, rng: np.random.Generator, x: np.ndarray, y: float, id_: int) -> int:
+        """Offer round ``id_``; returns the slot written, or -1 if the example was not kept."""
+        self.seen += 1
+        if self.n < self.capacity:
+            j = self.n
+            self.n += 1
+        elif self.capacity and rng.random() < self.capacity / self.seen:
+            j = int(rng.random() * self.capacity)
+        else:
+            return -1
+        self.X[j] = x
+        self.y[j] = y
+        self.ids[j] = id_
+        return j
+
+    def get_state(self, prefix: str) -> dict[str, np.ndarray]:
+        return {
+            f"{prefix}X": self.X[: self.n].copy(),
+            f"{prefix}y": self.y[: self.n].copy(),
+            f"{prefix}ids": self.ids[: self.n].copy(),
+            f"{prefix}seen": np.array(self.seen, dtype=np.int64),
+        }
+
+    def set_state(self, state: dict[str, np.ndarray], prefix: str) -> None:
+        n = len(state[f"{prefix}y"])
+        self.X[:n] = state[f"{prefix}X"]
+        self.y[:n] = state[f"{prefix}y"]
+        self.ids[:n] = state[f"{prefix}ids"]
+        self.n = n
+        self.seen = int(state[f"{prefix}seen"])
