@@ -289,6 +289,12 @@ class Learner:
 
     @property
     def selected_kernel(self) -> int | None:
+        """Index of the kernel used for the last prediction (kernel-selection learners)."""
+        return None
+
+    @property
+    def kernel_distribution(self) -> np.ndarray | None:
+        """Current selection probabilities over the candidate kernels (selection learners)."""
         return None
 
     # -- subclass hooks ------------------------------------------------------------------------
