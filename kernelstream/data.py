@@ -78,15 +78,18 @@ __all__ = [
     "parse_csv_line",
     "parse_libsvm_line",
     "scale_minmax",
+    "scale_target_minmax",
 ]
 
 PathLike = str | os.PathLike[str]
 Format = Literal["libsvm", "csv", "parquet"]
 Task = Literal["classification", "regression"]
 Scale = Literal["none", "01", "pm1"]
+TargetScale = Literal["none", "01"]
 
 FORMATS: tuple[str, ...] = ("libsvm", "csv", "parquet")
 SCALES: tuple[str, ...] = ("none", "01", "pm1")
+TARGET_SCALES: tuple[str, ...] = ("none", "01")
 TASKS: tuple[str, ...] = ("classification", "regression")
 
 
@@ -1292,6 +1295,7 @@ def load(
     delimiter: str | None = None,
     header: bool | None = None,
     label_map: LabelMap | None = None,
+    scale_target: TargetScale = "none",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Load a whole data set as ``(X, y)``: ``X`` dense ``float64`` ``(n, d)`` C-contiguous,
     ``y`` ``float64`` (±1 for classification, the target for regression).
@@ -1310,6 +1314,9 @@ def load(
       loaded rows (:func:`scale_minmax`).
     * ``limit``: read only the first ``limit`` examples.
     * ``delimiter``/``header``: CSV options (default sniffed / auto-detected).
+    * ``scale_target``: ``"none"`` or ``"01"`` — min-max scaling of a regression target to
+      ``[0, 1]`` over the loaded rows (:func:`scale_target_minmax`; paper 002 rescales its
+      regression targets). Regression only.
 
     Raises :class:`ParseError` naming file and line on the first malformed line (syntax errors
     of all lines are checked before label errors).
@@ -1318,6 +1325,10 @@ def load(
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    if scale_target not in TARGET_SCALES:
+        raise ValueError(f"scale_target must be one of {TARGET_SCALES}, got {scale_target!r}")
+    if scale_target != "none" and task != "regression":
+        raise ValueError("scale_target applies to regression targets only (task='regression')")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
     fmt = fmt or infer_format(path)
@@ -1334,6 +1345,7 @@ def load(
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
     y = _map_labels(labels, task, positive_label, label_map, spath)
     X = scale_minmax(X, scale)
+    y = scale_target_minmax(y, scale_target)
     return np.ascontiguousarray(X, dtype=np.float64), y
 
 
@@ -1378,6 +1390,20 @@ def scale_minmax(X: Any, kind: Scale = "01", lo: Any = None, hi: Any = None) -> 
         Z = 2.0 * Z - 1.0
     Z[:, const] = 0.0
     return np.ascontiguousarray(Z)
+
+
+def scale_target_minmax(y: Any, kind: TargetScale = "01") -> np.ndarray:
+    """Min-max scale a regression target vector to ``[0, 1]`` (``"01"``); a constant target
+    maps to 0; ``"none"`` returns ``y`` as a float64 array unchanged."""
+    if kind not in TARGET_SCALES:
+        raise ValueError(f"scale_target must be one of {TARGET_SCALES}, got {kind!r}")
+    y = np.asarray(y, dtype=np.float64)
+    if kind == "none" or y.size == 0:
+        return y
+    lo, hi = float(y.min()), float(y.max())
+    if not hi > lo:
+        return np.zeros_like(y)
+    return (y - lo) / (hi - lo)
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kernelstream import __version__, learners
@@ -27,7 +28,7 @@ PER_PERMUTATION = {
 
 def _replay(tmp_path: Path, *args: str) -> tuple[int, dict | None]:
     out = tmp_path / "run"
-    code = main(["replay", *args, "--out", str(out), "--quiet"])
+    code = main(["replay", "--out", str(out), "--quiet", *args])
     path = out / "summary.json"
     return code, json.loads(path.read_text()) if path.exists() else None
 
@@ -55,12 +56,17 @@ def test_learners_unknown(capsys) -> None:
     assert "unknown learner 'nope'" in err and "perceptron" in err
 
 
-def test_replay_german(tmp_path, capsys) -> None:
+@pytest.mark.parametrize("runner", [None, "loop"])
+def test_replay_german(tmp_path, capsys, runner) -> None:
+    extra = [] if runner is None else ["--runner", runner]
     code, s = _replay(tmp_path, "german", "--learner", "perceptron", "--permutations", "2",
-                      "--limit", "200", "-p", "gamma=0.25")
+                      "--limit", "200", "-p", "gamma=0.25", *extra)
     assert code == 0, capsys.readouterr().err
     assert REQUIRED <= set(s)
-    assert s["dataset"] == "german" and s["learner"] == "perceptron" and s["runner"] == "loop"
+    assert s["dataset"] == "german" and s["learner"] == "perceptron"
+    assert s["runner"] == (runner or "direct")  # Beam's FnApiRunner is the default
+    for out in ("predictions", "metrics", "dead_letters"):  # every runner writes Parquet
+        assert list((tmp_path / "run" / out).glob("*.parquet"))
     assert s["examples"] == 200 and s["permutations"] == 2 and s["n_features"] == 24
     assert s["params"] == {"kernel": "gaussian", "gamma": 0.25, "degree": 2, "tie": "positive"}
     assert s["kernelstream_version"] == __version__ and s["seed"] == 0
@@ -125,12 +131,24 @@ def test_replay_bad_configuration(tmp_path, capsys, args, message) -> None:
     assert err.startswith("kernelstream replay: error:")
 
 
-def test_replay_bad_data(tmp_path, capsys) -> None:
+@pytest.mark.parametrize("runner", ["direct", "loop"])
+def test_replay_bad_lines_go_to_dead_letters(tmp_path, capsys, runner) -> None:
+    """A malformed line does not stop the run: it is a dead letter with its line number and
+    reason, every good line is predicted, and the counts in summary.json add up."""
+    import pyarrow.parquet as pq
+
     bad = tmp_path / "bad.libsvm"
-    bad.write_text("+1 1:0.5 2:0.25\n-1 1:zero\n")
-    code, _ = _replay(tmp_path, str(bad), "--learner", "perceptron")
-    err = capsys.readouterr().err
-    assert code == 2 and f"{bad}:2" in err and "Traceback" not in err
+    bad.write_text("+1 1:0.5 2:0.25\n-1 1:zero\n-1 1:0.1\n+1 2:nan\n+1 1:0.9 2:0.8\n")
+    code, s = _replay(tmp_path, str(bad), "--learner", "perceptron", "--runner", runner)
+    assert code == 0, capsys.readouterr().err
+    assert s["examples"] == 3 and s["predictions"] == 3 and s["dead_letters"] == 2
+    dead = pq.read_table(tmp_path / "run" / "dead_letters").to_pylist()
+    assert sorted(d["line"] for d in dead) == [2, 4]
+    assert all(d["reason"] for d in dead)
+    assert "dead letters: 2" in capsys.readouterr().out
+
+
+def test_replay_unreadable_data(tmp_path, capsys) -> None:
     code, _ = _replay(tmp_path, str(tmp_path / "missing.libsvm"), "--learner", "perceptron")
     assert code == 2 and "missing.libsvm" in capsys.readouterr().err
 
@@ -149,3 +167,33 @@ def test_version_of_installed_script() -> None:
     proc = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     assert proc.stdout.strip() == f"kernelstream {__version__}"
+
+
+def test_replay_pipeline_options_pass_through(tmp_path) -> None:
+    """Options after "--" reach Beam: two in-process workers, smaller blocks; same result."""
+    code, a = _replay(tmp_path / "a", "german", "--limit", "120", "-l", "perceptron")
+    assert code == 0
+    code, b = _replay(tmp_path / "b", "german", "--limit", "120", "-l", "perceptron",
+                      "-R", "2", "--", "--block_size=16", "--direct_num_workers=2")
+    assert code == 0
+    assert b["per_permutation"][0]["mistakes"] == a["per_permutation"][0]["mistakes"]
+
+
+def test_replay_beam_runner_needs_a_runner_option(tmp_path, capsys) -> None:
+    assert main(["replay", "--limit", "50", "--runner", "beam", "--out", str(tmp_path)]) == 2
+    assert "--runner=FlinkRunner" in capsys.readouterr().err
+
+
+def test_replay_key_by_one_model_per_entity(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    rows = ["user,f1,f2,label"]
+    for i in range(60):
+        x = rng.random(2)
+        rows.append(f"{'ab'[i % 2]},{x[0]:.4f},{x[1]:.4f},{int(x[0] > 0.5)}")
+    path = tmp_path / "entities.csv"
+    path.write_text("\n".join(rows) + "\n")
+    code, s = _replay(tmp_path, str(path), "-l", "perceptron", "--key-by", "user")
+    assert code == 0
+    assert s["key_by"] == "user" and s["examples"] == 60 and s["dead_letters"] == 0
+    assert sorted(k["entity"] for k in s["keys"]) == ["a", "b"]
+    assert [k["examples"] for k in s["keys"]] == [30, 30]

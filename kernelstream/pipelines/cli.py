@@ -26,8 +26,11 @@ import json  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, TextIO  # noqa: E402
+
+import pyarrow.parquet as pq  # noqa: E402
 
 from kernelstream import __version__, data, learners  # noqa: E402
 from kernelstream.evaluate import EvalResult, evaluate, stderr_progress  # noqa: E402
@@ -36,6 +39,7 @@ from kernelstream.pipelines.config import (  # noqa: E402
     DEFAULT_LEARNER,
     DEFAULT_PARAMS,
     SCALES,
+    TARGET_SCALES,
     TASKS,
     ConfigError,
     DataError,
@@ -44,15 +48,31 @@ from kernelstream.pipelines.config import (  # noqa: E402
     learner_configs,
     resolve_task,
 )
+from kernelstream.streams import STREAMS, evaluate_stream  # noqa: E402
 
 PROG = "kernelstream"
 SUMMARY_SCHEMA = 1
 
-Runner = Callable[[ReplayConfig], list[EvalResult]]
+@dataclass
+class RunOutput:
+    """What a runner returns: one :class:`EvalResult` per learner configuration (per-entity
+    runs, ``--key-by``, have none), and for runs that write Parquet outputs the row counts of
+    those outputs and the per-stream-key summaries read back from ``metrics/``."""
+
+    results: list[EvalResult]
+    counts: dict[str, int] = field(default_factory=dict)
+    keys: list[dict[str, Any]] = field(default_factory=list)
+
+
+Runner = Callable[[ReplayConfig], RunOutput]
 
 
 # -- runners -----------------------------------------------------------------------------------
-def run_loop(config: ReplayConfig) -> list[EvalResult]:
+def run_loop(config: ReplayConfig) -> RunOutput:
+    return RunOutput(_evaluate_in_memory(config))
+
+
+def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
     """The reference runner: load the data in memory, then :func:`kernelstream.evaluate.evaluate`
     each configuration in turn."""
     try:
@@ -62,6 +82,15 @@ def run_loop(config: ReplayConfig) -> list[EvalResult]:
     if X.shape[0] == 0:
         raise DataError(f"{config.data}: no examples")
     progress = None if config.quiet else stderr_progress
+    if config.stream != "none":  # adversarial streams are built per repetition, not permuted
+        return [
+            evaluate_stream(
+                X, y, config.stream, c.name, c.params, seed=config.seed,
+                permutations=config.permutations, label=c.label, seed_name=c.seed_name,
+                progress=progress,
+            )
+            for c in config.learners
+        ]
     return [
         evaluate(
             X, y, c.name, c.params, seed=config.seed, permutations=config.permutations,
@@ -71,36 +100,94 @@ def run_loop(config: ReplayConfig) -> list[EvalResult]:
     ]
 
 
-RUNNERS: dict[str, Runner] = {"loop": run_loop}
+def _beam_runner(name: str) -> Runner:
+    def run(config: ReplayConfig) -> RunOutput:
+        if config.stream != "none":
+            raise ConfigError(f"--stream {config.stream} is only supported by --runner loop")
+        # imported here: Beam takes a second to import and `kernelstream learners` needs none
+        from kernelstream.pipelines.beam_replay import LearnerConfig, replay_for_config
+        from kernelstream.transforms.sinks import parquet_files
+
+        try:
+            res = replay_for_config(config, name)
+        except (FileNotFoundError, OSError) as exc:
+            raise DataError(str(exc)) from exc
+        configs = [LearnerConfig(c.label, c.name, c.params, c.seed_name)
+                   for c in config.learners]
+        # counts from the files themselves, so the summary adds up whatever the runner's
+        # support for Beam metrics
+        counts = {
+            out: sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(res.out / out))
+            for out in ("predictions", "dead_letters")
+        }
+        return RunOutput(res.eval_results(configs, config.seed), counts, res.summaries)
+
+    run.__doc__ = f"Beam replay on the {name!r} runner (Parquet outputs, summary from metrics)."
+    return run
+
+
+def run_loop_outputs(config: ReplayConfig) -> RunOutput:
+    """The reference loop writing the same Parquet outputs as the Beam runners; adversarial
+    streams (``--stream``) are generated in memory and only summarised."""
+    if config.stream != "none":
+        return run_loop(config)
+    return _beam_runner("loop")(config)
+
+
+# direct: Beam's FnApiRunner in-process (named explicitly: no Prism download attempt);
+# portable: Beam's local job service (started and stopped here) or the --job_endpoint given
+# after "--" (e.g. a Flink job server); beam: the --runner given after "--" (FlinkRunner,
+# DataflowRunner, ...); loop: the plain reference loop.
+RUNNERS: dict[str, Runner] = {
+    "direct": _beam_runner("direct"),
+    "portable": _beam_runner("portable"),
+    "beam": _beam_runner("beam"),
+    "loop": run_loop_outputs,
+}
 
 
 # -- summary -----------------------------------------------------------------------------------
-def build_summary(config: ReplayConfig, results: Sequence[EvalResult]) -> dict[str, Any]:
+def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
     """The ``summary.json`` document (schema in README.md, "summary.json").
 
     Run-level fields first, then the first (in single-learner runs: the only) configuration's
     metrics at the top level, so a single-learner summary is flat; ``configs`` always holds
     every configuration in command-line order.
     """
+    results = run.results
     configs = [r.to_summary() for r in results]
-    first = results[0]
+    examples = (results[0].examples if results
+                else sum(k["examples"] for k in run.keys if k["permutation"] == 0))
     doc: dict[str, Any] = {
         "schema": SUMMARY_SCHEMA,
         "kernelstream_version": __version__,
         "dataset": config.dataset,
         "data": config.data,
-        "examples": first.examples,
-        "n_features": first.n_features,
+        "examples": examples,
+        "n_features": (results[0].n_features if results
+                       else max((k["n_features"] or 0 for k in run.keys), default=0)),
         "task": config.task,
         "scale": config.scale,
+        "scale_target": config.scale_target,
         "limit": config.limit,
         "seed": config.seed,
         "permutations": config.permutations,
         "runner": config.runner,
+        "stream": config.stream,
         "argv": list(config.argv),
     }
-    doc.update({k: v for k, v in configs[0].items() if k not in doc})
+    if run.counts:
+        # every input record is either an example (predicted once per stream) or a dead
+        # letter (source errors once, learner rejections once per stream)
+        doc["predictions"] = run.counts.get("predictions", 0)
+        doc["dead_letters"] = run.counts.get("dead_letters", 0)
+    if config.key_by is not None:
+        doc["key_by"] = config.key_by
+    if configs:
+        doc.update({k: v for k, v in configs[0].items() if k not in doc})
     doc["configs"] = configs
+    if config.key_by is not None:
+        doc["keys"] = run.keys  # one model per entity: per-key metrics
     return doc
 
 
@@ -251,6 +338,13 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         raise ConfigError(f"--permutations must be >= 1, got {args.permutations}")
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    if args.stream != "none" and args.runner != "loop":
+        raise ConfigError(f"--stream {args.stream} is only supported by the loop runner")
+    if args.runner == "beam" and not any(a.startswith("--runner") for a in args.pipeline_args):
+        raise ConfigError("--runner beam takes the Beam runner from the pipeline options "
+                          "after '--', e.g. -- --runner=FlinkRunner --flink_master=HOST:8081")
+    if args.scale_target != "none" and task != "regression":
+        raise ConfigError("--scale-target applies to regression targets only (--task regression)")
     return ReplayConfig(
         data=src,
         dataset=dataset,
@@ -260,6 +354,7 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         permutations=args.permutations,
         limit=args.limit,
         scale=args.scale,
+        scale_target=args.scale_target,
         task=task,
         fmt=args.format,
         label_column=None if args.label_column is None else _int_or_str(args.label_column),
@@ -268,6 +363,9 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         delimiter=args.delimiter,
         header=args.header,
         runner=args.runner,
+        stream=args.stream,
+        key_by=None if args.key_by is None else _int_or_str(args.key_by),
+        pipeline_args=tuple(getattr(args, "pipeline_args", ())),
         quiet=args.quiet,
         argv=tuple(argv),
     )
@@ -283,14 +381,20 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except OSError as exc:
         return _error("replay", f"cannot create the output directory: {exc}")
     try:
-        results = RUNNERS[config.runner](config)
+        run = RUNNERS[config.runner](config)
     except DataError as exc:
         return _error("replay", f"cannot read data: {exc}")
     except ValueError as exc:
         # learner-side validation during the run (wrong labels for the task, bad rows, ...)
         return _error("replay", str(exc), code=1)
-    print(format_table(results))
-    path = write_summary(build_summary(config, results), config.out)
+    if run.results:
+        print(format_table(run.results))
+    if run.keys and config.key_by is not None:
+        print(f"{len(run.keys)} per-entity models (see summary.json 'keys' and metrics/)")
+    if run.counts.get("dead_letters"):
+        print(f"dead letters: {run.counts['dead_letters']} rejected input records "
+              f"(see {config.out / 'dead_letters'})")
+    path = write_summary(build_summary(config, run), config.out)
     print(f"summary: {path}")
     return 0
 
@@ -352,6 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="use only the first N rows of the file (before permuting)")
     p.add_argument("--scale", choices=SCALES, default="none",
                    help="feature scaling: none, min-max to [0,1] or to [-1,1] (default: none)")
+    p.add_argument("--scale-target", choices=TARGET_SCALES, default="none",
+                   help="regression target scaling: none or min-max to [0,1] (default: none)")
     p.add_argument("--task", choices=TASKS,
                    help="default: the learners' task (classification maps labels to ±1)")
     p.add_argument("--format", choices=data.FORMATS,
@@ -368,8 +474,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the CSV file has (or has not) a header row (default: auto-detect)")
     p.add_argument("--out", "-o", metavar="DIR",
                    help="output directory (default: runs/<dataset>-<learner>[+<learner>...])")
-    p.add_argument("--runner", choices=sorted(RUNNERS), default="loop",
-                   help="execution engine (default: loop, the in-process reference loop)")
+    p.add_argument("--stream", choices=STREAMS, default="none",
+                   help="replay an adversarial stream built from the data instead of permutations "
+                   "(paper 003: blocks of one repeated example, labels negated on even blocks; "
+                   "german-1 = 500x10 rounds, german-2 = 500x20); each of the R repetitions "
+                   "draws its own stream (default: none)")
+    p.add_argument("--runner", choices=sorted(RUNNERS), default="direct",
+                   help="direct: Apache Beam in-process (FnApiRunner, the default); portable: "
+                   "Beam's portable job API (starts a local job service unless "
+                   "--job_endpoint is given after '--', e.g. a Flink job server); beam: the "
+                   "Beam --runner given after '--' (Flink, Dataflow, ...); loop: the plain "
+                   "reference loop. All write predictions/, metrics/, dead_letters/ as "
+                   "Parquet and summary.json. Beam pipeline options go after '--'.")
+    p.add_argument("--key-by", metavar="COL",
+                   help="CSV/Parquet column naming the entity: one model per entity value "
+                   "(0-based position or header name)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress lines on stderr")
     return parser
@@ -378,9 +497,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kernelstream`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after "--" is passed to Beam as pipeline options (runner, workers, ...).
+    pipeline_args: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, pipeline_args = argv[:cut], argv[cut + 1 :]
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        args.pipeline_args = pipeline_args
     except SystemExit as exc:  # --help, --version, usage errors: keep argparse's exit code
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if args.command == "learners":

@@ -36,6 +36,7 @@ DEFAULT_PARAMS: dict[str, str] = {"budget": "100"}
 DEFAULT_DATASET = "german"
 
 SCALES = ("none", "01", "pm1")
+TARGET_SCALES = ("none", "01")
 TASKS = ("classification", "regression")
 
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_+\-]*$")
@@ -79,6 +80,7 @@ class ReplayConfig:
     permutations: int = 1
     limit: int | None = None  # first N rows of the file (before permuting)
     scale: str = "none"
+    scale_target: str = "none"  # regression target min-max to [0, 1] ("01") or as is
     task: str = "classification"
     fmt: str | None = None
     label_column: int | str | None = None
@@ -86,7 +88,10 @@ class ReplayConfig:
     positive_label: str | None = None
     delimiter: str | None = None
     header: bool | None = None  # CSV header row: None = auto-detect
-    runner: str = "loop"
+    runner: str = "direct"
+    stream: str = "none"  # adversarial stream preset (kernelstream.streams) or "none"
+    key_by: int | str | None = None  # column naming the entity: one model per entity
+    pipeline_args: tuple[str, ...] = ()  # Beam pipeline options after "--", passed through
     quiet: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
 
@@ -98,6 +103,7 @@ class ReplayConfig:
             "label_column": self.label_column,
             "task": self.task,
             "scale": self.scale,
+            "scale_target": self.scale_target,
             "limit": self.limit,
             "positive_label": self.positive_label,
             "delimiter": self.delimiter,

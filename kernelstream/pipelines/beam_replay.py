@@ -1,0 +1,414 @@
+"""The replay pipeline on Beam: build, run, and read back its outputs.
+
+``run_replay`` evaluates several learner configurations on several permutations of a data set
+(and, with ``key_by``, one model per entity) in one pipeline, each stream as its own key::
+
+    source (blocks + dead letters) → [Reshuffle] → LearnPredict → Parquet sinks
+                                                   ├─ predictions/
+                                                   ├─ metrics/
+                                                   └─ dead_letters/
+
+and returns one summary dict per stream key, derived from the metrics output. Runners:
+
+* ``direct`` — Beam's FnApiRunner, named explicitly (the DirectRunner would first try to fetch
+  the Prism binary). ``--direct_num_workers=N --direct_running_mode=multi_processing`` in
+  ``pipeline_args`` runs it on N worker processes.
+* ``portable`` — the portable path Flink uses: a Beam local job service is started on a free
+  port, the pipeline is submitted with ``PortableRunner`` and a LOOPBACK environment, and the
+  job service is stopped afterwards.
+* ``loop`` — :func:`run_loop_outputs`: the same streams and the same per-block learning code,
+  in a plain Python loop, writing the same Parquet files, so outputs compare one to one.
+
+:func:`run_replay_config` adapts a CLI :class:`~kernelstream.pipelines.config.ReplayConfig` and
+returns ``EvalResult`` s, the CLI runner signature.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+from kernelstream import data as ksdata
+from kernelstream.evaluate import EvalResult
+from kernelstream.transforms.blocks import PredictionBlock
+from kernelstream.transforms.learn import (
+    LearnerConfig,
+    LearnPredict,
+    StreamLearner,
+    StreamState,
+    as_configs,
+)
+from kernelstream.transforms.metrics import eval_results, key_summaries
+from kernelstream.transforms.ordering import ScrambleBlocks
+from kernelstream.transforms.sinks import (
+    DEAD_LETTER_SCHEMA,
+    METRICS_SCHEMA,
+    PREDICTIONS_SCHEMA,
+    WriteParquet,
+    ensure_nonempty,
+    iter_rows,
+    predictions_batch,
+    rows_batch,
+)
+from kernelstream.transforms.sources import (
+    FileLoader,
+    ReadFileBlocks,
+    ReadOptions,
+    ReadPermutedStreams,
+    StreamSpec,
+    load_rows,
+    stream_blocks,
+)
+
+RUNNERS = ("direct", "portable", "beam", "loop")
+ORDERS = ("permuted", "file")
+OUTPUTS = ("predictions", "metrics", "dead_letters")
+
+
+class ReplayPipelineOptions(PipelineOptions):
+    """Pipeline options of the replay pipeline (also settable as ``--block_size`` etc.)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: Any) -> None:
+        parser.add_argument("--block_size", type=int, default=None,
+                            help="rows per block moved through the pipeline")
+        parser.add_argument("--metrics_window", type=int, default=None,
+                            help="positions per metrics window")
+        parser.add_argument("--reshuffle_blocks", default=None,
+                            choices=("true", "false"),
+                            help="redistribute blocks across workers before learning")
+
+
+@dataclass
+class ReplayRun:
+    """What a replay run was asked to do (plain values; see :func:`run_replay`)."""
+
+    data: str
+    configs: list[LearnerConfig]
+    out: Path
+    read: ReadOptions
+    seed: int = 0
+    permutations: int = 1
+    block_size: int = 1024  # large enough to amortise Beam's per-element cost (~1 ms a block)
+    metrics_window: int = 1000
+    reshuffle: bool | None = None  # None: when there are several streams and workers
+    scramble: int | None = None  # seed: deliver blocks in a random order (tests)
+    order: str = "permuted"  # "file": one stream in file order, read in parallel chunks
+    chunk_bytes: int = 16 << 20
+    runner: str = "direct"
+    pipeline_args: list[str] = field(default_factory=list)
+
+    @property
+    def spec(self) -> StreamSpec:
+        return StreamSpec(tuple(c.name for c in self.configs), seed=self.seed,
+                          permutations=self.permutations, block_size=self.block_size,
+                          shuffle=self.order == "permuted")
+
+
+@dataclass
+class ReplayResult:
+    """Per-key summaries (from the metrics output), Beam counters, and where the outputs are."""
+
+    summaries: list[dict[str, Any]]
+    counters: dict[str, int]
+    out: Path
+    runner: str
+    seconds: float
+
+    def eval_results(self, configs: Sequence[LearnerConfig], seed: int) -> list[EvalResult]:
+        return eval_results(self.summaries, configs, seed=seed)
+
+
+def resolve_data(name_or_path: str, fmt: str | None) -> tuple[str, str | None]:
+    """An embedded data set name or a file path → ``(path, fmt)``."""
+    p = os.fspath(name_or_path)
+    if not Path(p).exists():
+        with contextlib.suppress(KeyError):
+            info = ksdata.embedded_dataset_info(p)
+            return str(ksdata.embedded_path(p)), fmt or info.get("format")
+        raise FileNotFoundError(f"{p!r} is neither a file nor an embedded data set")
+    return p, fmt
+
+
+def make_run(
+    data: str,
+    configs: Sequence[LearnerConfig | tuple[Any, ...]],
+    out: str | os.PathLike[str],
+    *,
+    seed: int = 0,
+    permutations: int = 1,
+    limit: int | None = None,
+    scale: str = "none",
+    fmt: str | None = None,
+    task: str = "classification",
+    n_features: int | None = None,
+    label_column: int | str | None = None,
+    positive_label: str | None = None,
+    delimiter: str | None = None,
+    header: bool | None = None,
+    scale_target: str = "none",
+    key_by: int | str | None = None,
+    block_size: int = 1024,
+    metrics_window: int = 1000,
+    reshuffle: bool | None = None,
+    scramble: int | None = None,
+    order: str = "permuted",
+    chunk_bytes: int = 16 << 20,
+    runner: str = "direct",
+    pipeline_args: Sequence[str] = (),
+) -> ReplayRun:
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    if order == "file" and permutations != 1:
+        raise ValueError("order='file' is a single stream: permutations must be 1")
+    if runner not in RUNNERS:
+        raise ValueError(f"runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
+    path, fmt = resolve_data(data, fmt)
+    opts = PipelineOptions(list(pipeline_args)).view_as(ReplayPipelineOptions)
+    if opts.block_size:
+        block_size = opts.block_size
+    if opts.metrics_window:
+        metrics_window = opts.metrics_window
+    if opts.reshuffle_blocks:
+        reshuffle = opts.reshuffle_blocks == "true"
+    read = ReadOptions(path=path, fmt=fmt, n_features=n_features, label_column=label_column,
+                       task=task, scale=scale, limit=limit, positive_label=positive_label,
+                       delimiter=delimiter, header=header, key_by=key_by,
+                       scale_target=scale_target)
+    return ReplayRun(data=os.fspath(data), configs=list(as_configs(configs).values()),
+                     out=Path(out), read=read, seed=seed, permutations=permutations,
+                     block_size=block_size, metrics_window=metrics_window, reshuffle=reshuffle,
+                     scramble=scramble, order=order, chunk_bytes=chunk_bytes, runner=runner,
+                     pipeline_args=list(pipeline_args))
+
+
+def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
+               out: str | os.PathLike[str], **kw: Any) -> ReplayResult:
+    """Run the replay of ``data`` for ``configs`` (``LearnerConfig`` s or
+    ``(name, learner, params)`` tuples) and write ``out/{predictions,metrics,dead_letters}/``
+    as Parquet. Keyword arguments are those of :func:`make_run` (data options as in
+    ``data.load``, ``seed``, ``permutations``, ``limit``, ``scale``, ``key_by``,
+    ``block_size``, ``metrics_window``, ``reshuffle``, ``scramble``, ``order``,
+    ``chunk_bytes``, ``runner``, ``pipeline_args``).
+
+    ``order="permuted"`` (the default, ALGORITHMS.md §2.1) loads the data set on one worker
+    to permute it; ``order="file"`` streams the file in its own order through the chunked
+    reader, for files larger than one worker's memory."""
+    return execute(make_run(data, configs, out, **kw))
+
+
+def execute(run: ReplayRun) -> ReplayResult:
+    _clear_outputs(run.out)
+    t0 = time.perf_counter()
+    if run.runner == "loop":
+        counters = _run_loop(run)
+    else:
+        counters = _run_beam(run)
+    seconds = time.perf_counter() - t0
+    for name, schema in zip(OUTPUTS, (PREDICTIONS_SCHEMA, METRICS_SCHEMA, DEAD_LETTER_SCHEMA),
+                            strict=True):
+        ensure_nonempty(run.out / name, schema)
+    summaries = key_summaries(iter_rows(run.out / "metrics", METRICS_SCHEMA))
+    return ReplayResult(summaries, counters, run.out, run.runner, seconds)
+
+
+def _clear_outputs(out: Path) -> None:
+    """Remove the Parquet files of a previous run in the output directories (only those)."""
+    for name in OUTPUTS:
+        d = out / name
+        if d.is_dir():
+            for f in d.glob("*.parquet"):
+                f.unlink()
+
+
+# -- Beam ----------------------------------------------------------------------------------------
+
+
+def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
+    """Add the replay transforms to ``p``."""
+    if run.order == "file":
+        src = p | "Read" >> ReadFileBlocks(run.read, run.spec.configs, run.block_size,
+                                           run.chunk_bytes)
+    else:
+        src = p | "Read" >> ReadPermutedStreams(FileLoader(run.read), run.spec)
+    blocks = src.blocks
+    if run.scramble is not None:
+        blocks = blocks | "Scramble" >> ScrambleBlocks(run.scramble)
+    elif run.reshuffle or (run.reshuffle is None and _workers(run) > 1 and (
+            len(run.configs) * run.permutations > 1 or run.read.key_by is not None)):
+        # Spread the streams over workers; LearnPredict restores each stream's order. (With
+        # one stream or one worker the shuffle would only cost time.)
+        blocks = blocks | "Reshuffle" >> beam.Reshuffle()
+    out = blocks | "Learn" >> LearnPredict(run.configs, seed=run.seed,
+                                           metrics_window=run.metrics_window,
+                                           source=run.read.path)
+    dead = (src.dead_letters, out.dead_letters) | "DeadLetters" >> beam.Flatten()
+    _ = out.predictions | "WritePredictions" >> WriteParquet(
+        str(run.out / "predictions"), PREDICTIONS_SCHEMA)
+    _ = out.metrics | "WriteMetrics" >> WriteParquet(str(run.out / "metrics"), METRICS_SCHEMA)
+    _ = dead | "WriteDeadLetters" >> WriteParquet(str(run.out / "dead_letters"),
+                                                  DEAD_LETTER_SCHEMA)
+
+
+def _workers(run: ReplayRun) -> int:
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    return int(PipelineOptions(run.pipeline_args).view_as(DirectOptions).direct_num_workers
+               or 1)
+
+
+def _run_beam(run: ReplayRun) -> dict[str, int]:
+    args = list(run.pipeline_args)
+    with contextlib.ExitStack() as stack:
+        if run.runner == "portable":
+            if not any(a.startswith("--job_endpoint") for a in args):
+                # no job server given: start Beam's local one (the portable path Flink uses)
+                endpoint = stack.enter_context(local_job_service())
+                args += [f"--job_endpoint={endpoint}", "--environment_type=LOOPBACK"]
+            p = beam.Pipeline(options=PipelineOptions(["--runner=PortableRunner", *args]))
+        elif run.runner == "beam":
+            # the runner named in the pass-through options (FlinkRunner, DataflowRunner, ...)
+            if not any(a.startswith("--runner") for a in args):
+                raise ValueError("runner 'beam' needs a Beam --runner=... pipeline option")
+            p = beam.Pipeline(options=PipelineOptions(args))
+        else:
+            p = beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions(args))
+        build_pipeline(p, run)
+        result = p.run()
+        result.wait_until_finish()
+        return _counters(result)
+
+
+def _counters(result: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        res = result.metrics().query()
+    except Exception:  # a runner without metrics support: counters are a diagnostic only
+        return out
+    for c in res.get("counters", []):
+        if c.key.metric.namespace == "kernelstream":
+            name = c.key.metric.name
+            out[name] = out.get(name, 0) + int(c.committed or c.attempted or 0)
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def local_job_service(timeout: float = 60.0) -> Iterator[str]:
+    """Start Beam's local job service (the portable runner's job server) on a free port;
+    yield its endpoint; stop it (this process only) on exit."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
+         "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                raise RuntimeError(f"the Beam job service exited ({proc.returncode}): {err}")
+            with contextlib.suppress(OSError), socket.create_connection(("localhost", port), 1):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Beam job service did not listen on port {port}")
+            time.sleep(0.2)
+        yield f"localhost:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+# -- the plain loop ------------------------------------------------------------------------------
+
+
+def run_loop_outputs(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
+                     out: str | os.PathLike[str], **kw: Any) -> ReplayResult:
+    """:func:`run_replay` with the plain loop: the same files from a Python loop."""
+    return execute(replace(make_run(data, configs, out, **kw), runner="loop"))
+
+
+def _run_loop(run: ReplayRun) -> dict[str, int]:
+    ds = load_rows(run.read)
+    core = StreamLearner({c.name: c for c in run.configs}, run.seed, run.metrics_window,
+                         run.read.path)
+    states: dict[str, StreamState] = {}
+    for name in OUTPUTS:
+        (run.out / name).mkdir(parents=True, exist_ok=True)
+    counters = {"examples": 0, "mistakes": 0, "dead_letters": len(ds.dead_letters), "blocks": 0}
+    metrics: list[dict[str, Any]] = []
+    dead = list(ds.dead_letters)
+    with pq.ParquetWriter(run.out / "predictions" / "part-loop.parquet",
+                          PREDICTIONS_SCHEMA) as w:
+        for b in stream_blocks(ds, run.spec):
+            st = states.setdefault(b.key, StreamState())
+            res = core.learn(b.key, st, b)
+            p: PredictionBlock = res.predictions
+            w.write_batch(predictions_batch(p))
+            metrics += res.metrics
+            dead += res.dead_letters
+            counters["blocks"] += 1
+            counters["examples"] += p.n - len(res.dead_letters)
+            counters["mistakes"] += int((p.mistake == 1).sum())
+            counters["dead_letters"] += len(res.dead_letters)
+    metrics += [core.final_row(k, st) for k, st in states.items()]
+    for name, rows, schema in (("metrics", metrics, METRICS_SCHEMA),
+                               ("dead_letters", dead, DEAD_LETTER_SCHEMA)):
+        if rows:
+            pq.write_table(pa.Table.from_batches([rows_batch(rows, schema)]),
+                           run.out / name / "part-loop.parquet")
+    return counters
+
+
+# -- CLI adapter ---------------------------------------------------------------------------------
+
+
+def replay_for_config(config: Any, runner: str | None = None,
+                      pipeline_args: Sequence[str] = (), **kw: Any) -> ReplayResult:
+    """Run a CLI ``ReplayConfig`` (``kernelstream.pipelines.config``) on ``runner`` (default:
+    the config's) and return the :class:`ReplayResult`."""
+    configs = [LearnerConfig(c.label, c.name, c.params, c.seed_name) for c in config.learners]
+    return run_replay(
+        config.data, configs, config.out, seed=config.seed, permutations=config.permutations,
+        limit=config.limit, scale=config.scale, fmt=config.fmt, task=config.task,
+        n_features=config.n_features, label_column=config.label_column,
+        positive_label=config.positive_label, delimiter=config.delimiter,
+        header=config.header, scale_target=config.scale_target, key_by=config.key_by,
+        runner=runner or config.runner,
+        pipeline_args=list(config.pipeline_args) + list(pipeline_args), **kw,
+    )
+
+
+def run_replay_config(config: Any, runner: str | None = None,
+                      pipeline_args: Sequence[str] = (), **kw: Any) -> list[EvalResult]:
+    """:func:`replay_for_config`, as the per-configuration ``EvalResult`` s (the loop's
+    ``summary.json`` schema)."""
+    res = replay_for_config(config, runner, pipeline_args, **kw)
+    configs = [LearnerConfig(c.label, c.name, c.params, c.seed_name) for c in config.learners]
+    return res.eval_results(configs, config.seed)

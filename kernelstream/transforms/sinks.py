@@ -1,0 +1,265 @@
+"""Parquet sinks with explicit schemas, for batch and streaming pipelines.
+
+``beam.io.WriteToParquet`` corrupts the last file of a streaming write, so the sinks here are
+``fileio.WriteToFiles`` with a :class:`ParquetSink` that streams record batches through
+``pyarrow.parquet.ParquetWriter`` and writes the footer in ``flush`` (called once per file,
+just before the file is closed). Prediction blocks become record batches column by column
+(no per-row Python objects); metrics and dead-letter rows (few) are buffered dicts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from kernelstream.transforms.blocks import PredictionBlock, StreamKey
+
+PREDICTIONS_SCHEMA = pa.schema([
+    pa.field("key", pa.string(), nullable=False),
+    pa.field("config", pa.string(), nullable=False),
+    pa.field("permutation", pa.int32(), nullable=False),
+    pa.field("entity", pa.string()),
+    pa.field("position", pa.int64(), nullable=False),  # 0-based position in the stream
+    pa.field("id", pa.int64(), nullable=False),  # row of the data set (0-based)
+    pa.field("score", pa.float64()),  # pre-update score (null: row rejected by the learner)
+    pa.field("predicted", pa.float64()),  # ±1 label, or the score for regression
+    pa.field("label", pa.float64(), nullable=False),
+    pa.field("loss", pa.float64()),
+    pa.field("mistake", pa.bool_()),  # null for regression
+    pa.field("n_support_vectors", pa.int64(), nullable=False),
+    pa.field("selected_kernel", pa.int64()),  # null for single-kernel learners
+])
+
+METRICS_SCHEMA = pa.schema([
+    pa.field("key", pa.string(), nullable=False),
+    pa.field("config", pa.string(), nullable=False),
+    pa.field("learner", pa.string(), nullable=False),
+    pa.field("permutation", pa.int32(), nullable=False),
+    pa.field("entity", pa.string()),
+    pa.field("task", pa.string()),
+    pa.field("loss_name", pa.string()),
+    pa.field("final", pa.bool_(), nullable=False),
+    pa.field("window_start", pa.int64(), nullable=False),
+    pa.field("window_end", pa.int64(), nullable=False),
+    pa.field("examples", pa.int64(), nullable=False),
+    pa.field("mistakes", pa.int64()),
+    pa.field("mistake_rate", pa.float64()),
+    pa.field("avg_loss", pa.float64()),
+    pa.field("loss_sum", pa.float64()),
+    pa.field("n_support_vectors", pa.int64(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),
+    pa.field("examples_per_second", pa.float64()),
+    pa.field("window_examples", pa.int64(), nullable=False),
+    pa.field("window_mistakes", pa.int64()),
+    pa.field("window_mistake_rate", pa.float64()),
+    pa.field("window_avg_loss", pa.float64()),
+    pa.field("window_seconds", pa.float64(), nullable=False),
+    pa.field("window_examples_per_second", pa.float64()),
+    pa.field("n_features", pa.int64()),
+    pa.field("rejected", pa.int64(), nullable=False),
+    pa.field("duplicate_blocks", pa.int64(), nullable=False),
+    pa.field("max_buffered_blocks", pa.int64(), nullable=False),
+])
+
+DEAD_LETTER_SCHEMA = pa.schema([
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("stage", pa.string(), nullable=False),  # parse | learn | order
+    pa.field("key", pa.string()),  # stream key (learn/order stages)
+    pa.field("line", pa.int64()),  # 1-based line (or Parquet row) of the source file
+    pa.field("position", pa.int64()),
+    pa.field("id", pa.int64()),
+    pa.field("raw", pa.string(), nullable=False),
+    pa.field("reason", pa.string(), nullable=False),
+])
+
+SCHEMAS = {"predictions": PREDICTIONS_SCHEMA, "metrics": METRICS_SCHEMA,
+           "dead_letters": DEAD_LETTER_SCHEMA}
+
+
+def predictions_batch(p: PredictionBlock) -> pa.RecordBatch:
+    """One prediction block as a record batch of :data:`PREDICTIONS_SCHEMA`."""
+    sk = StreamKey.decode(p.key)
+    n = p.n
+    bad = np.isnan(p.score)
+    return pa.RecordBatch.from_arrays([
+        pa.array([p.key] * n, pa.string()),
+        pa.array([sk.config] * n, pa.string()),
+        pa.array(np.full(n, sk.rep, dtype=np.int32)),
+        pa.array([sk.entity] * n, pa.string()),
+        pa.array(p.positions),
+        pa.array(p.ids),
+        pa.array(p.score, mask=bad),
+        pa.array(p.predicted, mask=bad),
+        pa.array(p.y),
+        pa.array(p.loss, mask=bad),
+        pa.array(p.mistake == 1, mask=p.mistake < 0),
+        pa.array(p.n_sv),
+        pa.array(p.selected_kernel, mask=p.selected_kernel < 0),
+    ], schema=PREDICTIONS_SCHEMA)
+
+
+def rows_batch(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+class ParquetSink(fileio.FileSink):
+    """Writes ``PredictionBlock`` s or dict rows to one Parquet file of ``schema``."""
+
+    ROW_BUFFER = 8192
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self._writer: pq.ParquetWriter | None = None
+        self._rows: list[dict[str, Any]] = []
+
+    def open(self, fh: Any) -> None:
+        self._writer = pq.ParquetWriter(fh, self.schema)
+        self._rows = []
+
+    def write(self, record: Any) -> None:
+        assert self._writer is not None
+        if isinstance(record, PredictionBlock):
+            self._writer.write_batch(predictions_batch(record))
+            return
+        self._rows.append(record)
+        if len(self._rows) >= self.ROW_BUFFER:
+            self._flush_rows()
+
+    def _flush_rows(self) -> None:
+        if self._rows and self._writer is not None:
+            self._writer.write_batch(rows_batch(self._rows, self.schema))
+        self._rows = []
+
+    def flush(self) -> None:
+        # WriteToFiles calls flush right before closing the file: finish the Parquet file
+        # (footer) here; the file handle itself is closed by WriteToFiles.
+        self._flush_rows()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+class WriteParquet(beam.PTransform):
+    """Write a PCollection of ``PredictionBlock`` s or dict rows as Parquet files under
+    ``directory`` (``<prefix>-<window>-<shard>.parquet``).
+
+    ``streaming_window`` (seconds): for unbounded input, window the elements into fixed
+    windows first, so files are finalised as the watermark passes each window.
+    """
+
+    def __init__(self, directory: str, schema: pa.Schema, prefix: str = "part",
+                 shards: int | None = None, streaming_window: float | None = None) -> None:
+        super().__init__()
+        self.directory = str(directory)
+        self.schema = schema
+        self.prefix = prefix
+        self.shards = shards
+        self.streaming_window = streaming_window
+
+    def _write(self, pcoll: beam.PCollection, prefix: str, label: str) -> Any:
+        schema = self.schema
+        return pcoll | label >> fileio.WriteToFiles(
+            path=self.directory,
+            file_naming=fileio.default_file_naming(prefix, ".parquet"),
+            sink=lambda _dest: ParquetSink(schema),
+            shards=self.shards,
+        )
+
+    def expand(self, pcoll: beam.PCollection) -> Any:
+        if not self.streaming_window:
+            return self._write(pcoll, self.prefix, "WriteToFiles")
+        # Elements stamped at the end of the global window (what end-of-input timers emit,
+        # e.g. the final metrics) would land in a fixed window past the end of time that never
+        # closes, and any grouping of them would find the watermark already past their window
+        # (late data, dropped). They are few: each bundle of them is written to a file of its
+        # own, without grouping.
+        parts = pcoll | "SplitEndOfTime" >> beam.ParDo(_SplitEndOfTime()).with_outputs(
+            _SplitEndOfTime.END, main="timely")
+        timely = parts.timely | "Window" >> beam.WindowInto(
+            beam.window.FixedWindows(self.streaming_window))
+        at_end = parts[_SplitEndOfTime.END] | "WriteEndOfTime" >> beam.ParDo(
+            _WriteBundleFile(self.directory, f"{self.prefix}-end", self.schema))
+        return self._write(timely, self.prefix, "WriteToFiles"), at_end
+
+
+class _WriteBundleFile(beam.DoFn):
+    """Write each bundle's elements to one Parquet file (for the few end-of-input rows)."""
+
+    def __init__(self, directory: str, prefix: str, schema: pa.Schema) -> None:
+        self.directory = directory
+        self.prefix = prefix
+        self.schema = schema
+        self._items: list[Any] = []
+
+    def start_bundle(self) -> None:
+        self._items = []
+
+    def process(self, element: Any) -> None:
+        self._items.append(element)
+
+    def finish_bundle(self) -> None:
+        if not self._items:
+            return
+        batches = [predictions_batch(x) for x in self._items if isinstance(x, PredictionBlock)]
+        rows = [x for x in self._items if not isinstance(x, PredictionBlock)]
+        if rows:
+            batches.append(rows_batch(rows, self.schema))
+        name = f"{self.prefix}-{uuid.uuid4().hex}.parquet"
+        path = FileSystems.join(self.directory, name)
+        with FileSystems.create(path, mime_type="application/octet-stream",
+                                compression_type=CompressionTypes.UNCOMPRESSED) as fh:
+            with pq.ParquetWriter(fh, self.schema) as w:
+                for b in batches:
+                    w.write_batch(b)
+        self._items = []
+
+
+class _SplitEndOfTime(beam.DoFn):
+    END = "end_of_time"
+
+    def process(self, element: Any,
+                timestamp: Any = beam.DoFn.TimestampParam) -> Iterator[Any]:
+        if timestamp >= beam.window.GlobalWindow().max_timestamp():
+            yield beam.pvalue.TaggedOutput(self.END, element)
+        else:
+            yield element
+
+
+# -- reading back ---------------------------------------------------------------------------------
+
+
+def parquet_files(directory: str | Path) -> list[Path]:
+    d = Path(directory)
+    return sorted(p for p in d.glob("*.parquet") if p.is_file()) if d.is_dir() else []
+
+
+def read_table(directory: str | Path, schema: pa.Schema) -> pa.Table:
+    """All Parquet files of an output directory as one table (empty table of ``schema`` when
+    the directory has none)."""
+    files = parquet_files(directory)
+    if not files:
+        return schema.empty_table()
+    return pa.concat_tables([pq.read_table(f, schema=schema) for f in files])
+
+
+def ensure_nonempty(directory: str | Path, schema: pa.Schema, prefix: str = "part") -> None:
+    """Write an empty file of ``schema`` into an output directory that got no file (Beam
+    writes nothing for an empty PCollection), so readers always find the schema."""
+    d = Path(directory)
+    if not parquet_files(d):
+        d.mkdir(parents=True, exist_ok=True)
+        pq.write_table(schema.empty_table(), d / f"{prefix}-empty.parquet")
+
+
+def iter_rows(directory: str | Path, schema: pa.Schema) -> Iterator[dict[str, Any]]:
+    yield from read_table(directory, schema).to_pylist()
