@@ -43,7 +43,11 @@ SMALL: dict[str, Any] = {
 }
 
 # Per-learner extra settings, only for what SMALL cannot express. Keep this minimal.
-OVERRIDES: dict[str, dict[str, Any]] = {}
+OVERRIDES: dict[str, dict[str, Any]] = {
+    # predictions are 0 until the selection window is full: select early so the checks
+    # exercise the Projectron phase too
+    "proj-ka": {"selection_window": 60},
+}
 
 # Per-learner bound on ``n_support_vectors`` given the resolved parameters, for learners whose
 # bound is not simply ``budget`` (e.g. a budget per kernel). Default: ``params["budget"]``.

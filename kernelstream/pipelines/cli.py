@@ -338,6 +338,8 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         raise ConfigError(f"--permutations must be >= 1, got {args.permutations}")
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    if args.runner is None:  # adversarial streams are generated in memory: the loop's job
+        args.runner = "loop" if args.stream != "none" else "direct"
     if args.stream != "none" and args.runner != "loop":
         raise ConfigError(f"--stream {args.stream} is only supported by the loop runner")
     if args.runner == "beam" and not any(a.startswith("--runner") for a in args.pipeline_args):
@@ -479,8 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(paper 003: blocks of one repeated example, labels negated on even blocks; "
                    "german-1 = 500x10 rounds, german-2 = 500x20); each of the R repetitions "
                    "draws its own stream (default: none)")
-    p.add_argument("--runner", choices=sorted(RUNNERS), default="direct",
-                   help="direct: Apache Beam in-process (FnApiRunner, the default); portable: "
+    p.add_argument("--runner", choices=sorted(RUNNERS), default=None,
+                   help="direct: Apache Beam in-process (FnApiRunner, the default; loop with "
+                   "--stream); portable: "
                    "Beam's portable job API (starts a local job service unless "
                    "--job_endpoint is given after '--', e.g. a Flink job server); beam: the "
                    "Beam --runner given after '--' (Flink, Dataflow, ...); loop: the plain "
