@@ -1,0 +1,404 @@
+"""SkeGD — sketched online gradient descent with incremental randomized sketching
+(ALGORITHMS.md §3.10).
+
+Reference: X. Zhang and S. Liao, "Incremental Randomized Sketching for Online Kernel Learning",
+ICML 2019 (paper 003). [C-FORKS] (a third-party C++ re-implementation) is the source of the
+``reference_quirks`` variant.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from kernelstream.learners.base import (
+    KERNEL_PARAMS,
+    TIE_PARAM,
+    Learner,
+    Param,
+    nonneg,
+    positive,
+    unit_open,
+)
+from kernelstream.learners.kernels import Kernel, make_kernel
+from kernelstream.learners.linalg import gram_append
+from kernelstream.learners.losses import LOSSES
+from kernelstream.learners.registry import register
+from kernelstream.learners.sketch import IncrementalSketch
+from kernelstream.learners.store import SVStore
+
+CLASSIFICATION_LOSSES = tuple(n for n, loss in LOSSES.items() if loss.task == "classification")
+_TINY = 1e-12  # ‖φ‖² below this: no rescaling (the new feature vector carries no direction)
+
+
+def sizes(p: dict[str, Any]) -> tuple[int, int, int]:
+    """Effective ``(s_p, s_m, k)`` from resolved parameters: ``s_p = sketch_size`` or
+    ``⌊3B/4⌋``; ``s_m = max(1, round(tau·s_p))``; ``k = rank`` or ``max(1, round(B/10))``."""
+    B = p["budget"]
+    sp = p["sketch_size"] if p["sketch_size"] is not None else max(1, (3 * B) // 4)
+    sm = max(1, round(p["tau"] * sp))
+    k = p["rank"] if p["rank"] is not None else max(1, round(0.1 * B))
+    return sp, sm, k
+
+
+@register
+class SkeGD(Learner):
+    """SkeGD: kernel OGD until ``B`` SVs are buffered, then linear OGD on a time-varying explicit
+    feature map built from two incremental randomized sketches of the kernel matrix.
+
+    **Stage 1** (buffer holds fewer than ``B`` points at the start of the round): kernel OGD
+    (KOGD): ``α ← (1 − ηλ) α``; if the loss is nonzero, ``x_t`` joins the buffer with
+    coefficient ``−η ℓ'(f_t(x_t), y_t)`` (hinge: ``η y_t``).
+
+    **Initialisation round** ``T₀`` (first round whose start finds ``B`` buffered points): the
+    rows ``R`` of the sketched kernel matrix are the buffer; ``S_p`` (SJLT, ``sjlt_nonzeros``
+    blocks) and ``s_m`` landmarks are drawn, ``Φ_pp = S_pᵀKS_p``, ``Φ_pm = S_pᵀKS_m``
+    (:class:`~kernelstream.learners.sketch.IncrementalSketch`), ``Φ_pp ≈ VΣVᵀ`` (rank ``k``) and
+    ``Q = Φ_pm^† V Σ^{1/2}``; the feature map is ``φ(x) = Qᵀ κ(landmarks, x) ∈ R^k``. The stage-1
+    hypothesis is carried over by matching its value at ``x_{T₀}``:
+    ``w = f_{T₀}(x_{T₀}) φ(x_{T₀}) / ‖φ(x_{T₀})‖²``. No gradient step in that round.
+
+    **Stage 2**: predict ``wᵀφ(x_t)``. On an *update round* the sketches get the rank-1
+    modifications of ``x_t`` (``ψ = κ(x_t, R)``), ``x_t`` is appended to ``R``, ``Q`` is recomputed
+    and ``w`` is rescaled to keep its prediction at ``x_t`` under the new map
+    (``w̄ = f_t(x_t) φ_{t+1}(x_t)/‖φ_{t+1}(x_t)‖²``). Every stage-2 round then takes the
+    regularised OGD step ``w ← (1 − ηλ) w̄ − η ℓ'(w̄ᵀφ_{t+1}(x_t), y_t) φ_{t+1}(x_t)``.
+
+    **Update cycle** ``ρ``: update rounds are the rounds ``t`` (1-based stream index) with
+    ``t mod ρ = 1`` (every stage-2 round if ``ρ ≤ 1``), as in the paper's Algorithm 1.
+
+    * ``update_cycle`` given: ``ρ = update_cycle``.
+    * else ``horizon`` (the stream length ``T``) given: ``ρ = ⌊theta·(T − B)⌋`` (paper 003;
+      ``theta = 0.3`` is its "ρ = 0.3T"). Rounds past ``T`` keep that ``ρ``.
+    * neither (a stream of unknown length): the cycle is recomputed at every update as if the
+      stream ended there — after an update (or the initialisation) at round ``t`` the next
+      update comes ``max(1, ⌊theta·(t − B)⌋)`` rounds later. Updates are then geometrically
+      spaced (about ``log(T)/log(1 + theta)`` of them in ``T`` rounds instead of ``⌊1/theta⌋``),
+      so the row list ``R`` and the cost of an update grow only logarithmically with the
+      stream.
+
+    Memory: the ``B`` buffer points, one row of ``R`` per update round, ``Φ_pp`` (``s_p²``),
+    ``Φ_pm`` (``s_p s_m``), ``Q`` and ``w``; normal stage-2 rounds cost ``O(s_m d + s_m k)``.
+    ``n_support_vectors`` counts the points the hypothesis is expressed with: the buffer in
+    stage 1, the ``s_m`` landmarks in stage 2 (the rows of ``R`` are sketch memory:
+    ``n_sketch_rows``). :meth:`feature_map` returns ``φ(x)`` under the current map.
+
+    Parameters
+    ----------
+    kernel, gamma, degree
+        Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
+    budget
+        ``B``, stage-1 buffer size (paper: 100 if ``T ≤ 10 000``, else 200).
+    sketch_size
+        ``s_p``, SJLT columns; default ``⌊3B/4⌋``.
+    tau
+        ``τ``, landmarks ``s_m = round(τ s_p)`` (paper 0.2; its kernel-approximation experiment
+        uses ``s_m = B/2``, i.e. ``τ = 2/3``).
+    rank
+        ``k``, rank of the eigen-decomposition of ``Φ_pp``; default ``round(0.1 B)``.
+    sjlt_nonzeros
+        ``d_b``, SJLT blocks = nonzeros per row of ``S_p`` (paper 4).
+    eta, lam
+        Step size ``η`` and L2 regularisation ``λ`` (``ηλ < 1``; the paper tuned
+        ``η ∈ 10^{-5..0}``, ``λ ∈ 10^{-4..1}``). ``lam = 0`` is [C-FORKS]' unregularised KOGD.
+    horizon, theta, update_cycle
+        Stream length ``T``, ``θ`` and an explicit ``ρ`` (see *Update cycle*).
+    loss
+        ``hinge`` (paper), ``logistic`` or ``squared-hinge``.
+    exact_svd
+        ``True``: exact ``eigh`` of ``Φ_pp`` (deterministic given the sketches; tests).
+        ``False`` (default, the paper): randomized eigen-decomposition (Halko et al.;
+        oversampling 10, 2 power iterations — not given by the paper), drawing from the
+        learner's RNG. ``Φ_pm^†`` is always the exact SVD pseudo-inverse of §1.10.
+    reference_quirks
+        ``True`` replicates the [C-FORKS] re-implementation (QUIRK, §3.10 notes): nothing happens
+        on zero-loss rounds; the update cycle counts loss rounds of the whole stream (an update
+        when that count ``c`` has ``c mod ρ = 1``); the initialisation waits for the first loss
+        round with a full buffer and takes a gradient step; ``ψ`` is computed against the ``B``
+        buffer points only (``R`` never grows, the new SJLT row is not kept); no ``w̄``
+        rescaling; the gradient uses the pre-update score. [C-FORKS]' other differences are
+        settings (``sjlt_nonzeros=1``, ``rank = 0.1 s_p``, ``lam=0``) or evaluation (mistakes
+        counted after ``T₀`` only) and are not switched by this flag. Default ``False`` = the
+        paper.
+    tie
+        Label predicted for a zero score.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> from kernelstream.learners import make
+    >>> m = make("skegd", seed=0, budget=20, rank=4, eta=0.5, lam=0.0, horizon=300)
+    >>> X = np.random.default_rng(0).normal(size=(300, 2)); y = np.where(X[:, 0] >= 0, 1.0, -1.0)
+    >>> _ = m.predict_learn_many(X, y)
+    >>> m.stage, m.feature_map(X[:3]).shape
+    (2, (3, 4))
+    """
+
+    name = "skegd"
+    params = (
+        *KERNEL_PARAMS,
+        Param("budget", 100, int, "stage-1 buffer size B", positive, "> 0"),
+        Param("sketch_size", None, int, "SJLT sketch size s_p (default floor(3B/4))", positive,
+              "> 0"),
+        Param("tau", 0.2, float, "landmarks s_m = round(tau * s_p)", positive, "> 0"),
+        Param("rank", None, int, "rank k of the eigen-decomposition of the sketch "
+              "(default round(0.1 B))", positive, "> 0"),
+        Param("sjlt_nonzeros", 4, int, "SJLT blocks d_b (nonzeros per sketch row)", positive,
+              "> 0"),
+        Param("eta", 0.5, float, "step size", positive, "> 0"),
+        Param("lam", 0.001, float, "L2 regularisation lambda (eta*lam < 1)", nonneg, ">= 0"),
+        Param("horizon", None, int, "stream length T for the update cycle "
+              "rho = floor(theta (T - B)); None = unknown (geometric schedule)", positive, "> 0"),
+        Param("theta", 0.3, float, "update-cycle fraction theta", unit_open, "in (0, 1)"),
+        Param("update_cycle", None, int, "explicit update cycle rho (overrides horizon/theta)",
+              positive, "> 0"),
+        Param("loss", "hinge", str, "classification loss", choices=CLASSIFICATION_LOSSES),
+        Param("exact_svd", False, bool, "exact eigh of the sketch (True) or randomized "
+              "(paper, uses the learner's RNG)"),
+        Param("reference_quirks", False, bool, "replicate the [C-FORKS] simplifications"),
+        TIE_PARAM,
+    )
+    budgeted = True
+    randomized = True
+    capacity_param: ClassVar[str | None] = "budget"
+    reference = ("Zhang & Liao, ICML 2019 (paper 003), Algorithm 1; [C-FORKS]; "
+                 "ALGORITHMS.md §3.10")
+
+    kernel: str
+    gamma: float
+    degree: int
+    budget: int
+    sketch_size: int | None
+    tau: float
+    rank: int | None
+    sjlt_nonzeros: int
+    eta: float
+    lam: float
+    horizon: int | None
+    theta: float
+    update_cycle: int | None
+    loss: str
+    exact_svd: bool
+    reference_quirks: bool
+
+    @classmethod
+    def check_params(cls, p: dict[str, Any]) -> None:
+        sp, sm, k = sizes(p)
+        B = p["budget"]
+        if sm > B:
+            raise ValueError(f"{cls.name}: landmarks s_m = round(tau * s_p) = {sm} must be <= "
+                             f"budget {B} (lower tau or sketch_size)")
+        if k > sp:
+            raise ValueError(f"{cls.name}: rank {k} must be <= sketch_size s_p = {sp}")
+        if p["sjlt_nonzeros"] > sp:
+            raise ValueError(f"{cls.name}: sjlt_nonzeros {p['sjlt_nonzeros']} must be <= "
+                             f"sketch_size s_p = {sp}")
+        if p["eta"] * p["lam"] >= 1.0:
+            raise ValueError(f"{cls.name}: eta * lam must be < 1, got "
+                             f"{p['eta']} * {p['lam']}")
+
+    def _configure(self) -> None:
+        self._sp, self._sm, self._k = sizes(self.hparams)
+        self._shrink = 1.0 - self.eta * self.lam
+        if self.update_cycle is not None:
+            self._rho: int | None = self.update_cycle
+        elif self.horizon is not None:
+            self._rho = math.floor(self.theta * (self.horizon - self.budget))
+        else:
+            self._rho = None  # geometric schedule
+        self._deriv = LOSSES[self.loss].deriv
+
+    # -- properties ----------------------------------------------------------------------------
+    @property
+    def update_cycle_rounds(self) -> int | None:
+        """The fixed ``ρ`` in use (``None``: geometric schedule of an unknown horizon)."""
+        return self._rho
+
+    @property
+    def stage(self) -> int:
+        return self._stage if self.dim is not None else 1
+
+    @property
+    def init_round(self) -> int | None:
+        """``T₀`` (1-based), or ``None`` while in stage 1."""
+        return self._t0 if self.dim is not None and self._stage == 2 else None
+
+    @property
+    def n_updates(self) -> int:
+        """Update rounds so far (sketch modifications after the initialisation)."""
+        return self._n_updates if self.dim is not None else 0
+
+    @property
+    def n_sketch_rows(self) -> int:
+        """Rows of the sketched kernel matrix (``B`` + update rounds; ``B`` with the quirks)."""
+        if self.dim is None or self._stage == 1:
+            return 0
+        return self.sv.n
+
+    @property
+    def n_support_vectors(self) -> int:
+        if self.dim is None:
+            return 0
+        return self.sv.n if self._stage == 1 else self._sm
+
+    def feature_map(self, X: Any) -> np.ndarray:
+        """``φ(x)`` of the current (last) feature map for each row of ``X`` (``n × k``), so that
+        ``κ(x, x') ≈ φ(x)ᵀφ(x')`` (paper 003 eq. 4). Only exists in stage 2."""
+        if self.dim is None or self._stage != 2:
+            raise ValueError(f"{self.name}: no feature map before stage 2 (the buffer of "
+                             f"budget={self.budget} points is not full yet)")
+        A = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        if A.shape[1] != self.dim:
+            raise ValueError(f"{self.name}: expected {self.dim} features, got {A.shape[1]}")
+        return self.kern.matrix(A, self._L) @ self._Qt.T
+
+    # -- learner hooks -------------------------------------------------------------------------
+    def _setup(self, d: int) -> None:
+        self.kern: Kernel = make_kernel(self.kernel, self.gamma, self.degree)
+        B = self.budget
+        self.sv = SVStore(d, capacity=B + 1)  # stage 1: the buffer; stage 2: the rows R
+        self._K = np.zeros((B, B))  # Gram matrix of the buffer (stage 1 only)
+        self._stage = 1
+        self._t0 = 0
+        self._n_updates = 0
+        self._loss_rounds = 0  # loss rounds of the whole stream (quirk clock)
+        self._next = 0  # next update round (geometric schedule)
+        self._sk = IncrementalSketch(self._sp, self._sm, self.sjlt_nonzeros)
+        self._L = np.zeros((0, d))
+        self._Lsqn = np.zeros(0)
+        self._Qt = np.zeros((self._k, self._sm))
+        self._w = np.zeros(self._k)
+
+    def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
+        if self._stage == 2:
+            k_land = self.kern.row(self._L, self._Lsqn, x, xx)
+            phi = self._Qt @ k_land
+            return float(self._w @ phi), (k_land, phi)
+        sv = self.sv
+        n = sv.n
+        if n == 0:
+            return 0.0, None
+        k = sv.row(self.kern, x, xx)
+        return float(sv.a[:n] @ k), k
+
+    def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        g = self._deriv(score, y)
+        quirks = self.reference_quirks
+        if quirks:
+            if g == 0.0:
+                return  # [C-FORKS]: zero-loss rounds change nothing
+            self._loss_rounds += 1
+        if self._stage == 2:
+            self._stage2(x, xx, y, score, aux, g)
+            return
+        sv = self.sv
+        n = sv.n
+        if n < self.budget:  # stage 1: KOGD
+            if self._shrink != 1.0 and n:
+                sv.scale(self._shrink)
+            if g != 0.0:
+                kxx = self.kern.diag(xx)
+                gram_append(self._K, n, aux, kxx)
+                sv.append(x, xx, -self.eta * g, id_=self.t, s=self.t,
+                          fz=score * self._shrink, kzz=kxx)
+            return
+        self._initialize(score, aux, g)
+
+    def _clock(self) -> int:
+        """The index the update cycle runs on: the round (paper) or the loss-round count."""
+        return self._loss_rounds if self.reference_quirks else self.t + 1
+
+    def _schedule_next(self, c: int) -> None:
+        if self._rho is None:
+            self._next = c + max(1, math.floor(self.theta * (c - self.budget)))
+
+    def _is_update(self, c: int) -> bool:
+        rho = self._rho
+        if rho is None:
+            return c >= self._next
+        return rho <= 1 or c % rho == 1
+
+    def _refresh(self) -> None:
+        Q = self._sk.feature_matrix(self._k, exact=self.exact_svd, rng=self.rng)
+        self._Qt = np.ascontiguousarray(Q.T)
+
+    def _initialize(self, score: float, k_buf: np.ndarray, g: float) -> None:
+        """Round ``T₀``: sketches of the buffer's Gram matrix, feature map, carried-over ``w``."""
+        B = self.budget
+        sk = self._sk
+        sk.initialize(self._K[:B, :B], self.rng)
+        self._K = np.zeros((0, 0))  # not needed any more
+        idx = sk.landmarks
+        self._L = self.sv.X[idx].copy()
+        self._Lsqn = self.sv.sqn[idx].copy()
+        self._refresh()
+        phi = self._Qt @ k_buf[idx]
+        nrm2 = float(phi @ phi)
+        self._w = (score / nrm2) * phi if nrm2 > _TINY else np.zeros(self._k)
+        if self.reference_quirks and g != 0.0:  # [C-FORKS] also takes a gradient step at T₀
+            self._w *= self._shrink
+            self._w += (-self.eta * g) * phi
+        self._stage = 2
+        self._t0 = self.t + 1
+        self._schedule_next(self._clock())
+
+    def _stage2(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any,
+                g: float) -> None:
+        k_land, phi = aux
+        c = self._clock()
+        fbar = score
+        if self._is_update(c):
+            quirks = self.reference_quirks
+            psi = self.sv.row(self.kern, x, xx)  # against R (the buffer only, with the quirks)
+            self._sk.add_row(psi, self.kern.diag(xx), k_land, self.rng, store=not quirks)
+            if not quirks:
+                self.sv.append(x, xx, 0.0, id_=self.t, s=self.t)
+            self._refresh()
+            self._n_updates += 1
+            self._schedule_next(c)
+            phi = self._Qt @ k_land
+            if not quirks:
+                nrm2 = float(phi @ phi)
+                if nrm2 > _TINY:  # w̄ keeps the current prediction at x_t under the new map
+                    self._w = (score / nrm2) * phi
+                else:
+                    fbar = float(self._w @ phi)
+            if not quirks:
+                g = self._deriv(fbar, y)
+        w = self._w
+        if self._shrink != 1.0:
+            w *= self._shrink
+        if g != 0.0:
+            w += (-self.eta * g) * phi
+
+    # -- state ---------------------------------------------------------------------------------
+    def _get_state(self) -> dict[str, np.ndarray]:
+        st = self.sv.get_state("sv.")
+        st["skegd.ints"] = np.array([self._stage, self._t0, self._n_updates, self._loss_rounds,
+                                     self._next], dtype=np.int64)
+        if self._stage == 1:
+            n = self.sv.n
+            st["skegd.K"] = self._K[:n, :n].copy()
+        else:
+            st.update(self._sk.get_state("skegd.sk."))
+            st["skegd.Qt"] = self._Qt.copy()
+            st["skegd.w"] = self._w.copy()
+        return st
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        self.sv = SVStore.from_state(state, "sv.", self.dim, capacity=self.budget + 1)
+        ints = [int(v) for v in state["skegd.ints"]]
+        self._stage, self._t0, self._n_updates, self._loss_rounds, self._next = ints
+        if self._stage == 1:
+            n = self.sv.n
+            self._K[:n, :n] = state["skegd.K"]
+        else:
+            self._K = np.zeros((0, 0))
+            self._sk.set_state(state, "skegd.sk.")
+            idx = self._sk.landmarks
+            self._L = self.sv.X[idx].copy()
+            self._Lsqn = self.sv.sqn[idx].copy()
+            self._Qt = np.ascontiguousarray(state["skegd.Qt"], dtype=np.float64)
+            self._w = np.array(state["skegd.w"], dtype=np.float64)
