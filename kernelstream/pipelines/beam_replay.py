@@ -13,9 +13,13 @@ and returns one summary dict per stream key, derived from the metrics output. Ru
 * ``direct`` — Beam's FnApiRunner, named explicitly (the DirectRunner would first try to fetch
   the Prism binary). ``--direct_num_workers=N --direct_running_mode=multi_processing`` in
   ``pipeline_args`` runs it on N worker processes.
-* ``portable`` — the portable path Flink uses: a Beam local job service is started on a free
-  port, the pipeline is submitted with ``PortableRunner`` and a LOOPBACK environment, and the
-  job service is stopped afterwards.
+* ``portable`` — the portable path Flink uses: the pipeline is submitted with
+  ``PortableRunner`` to the ``--job_endpoint`` in ``pipeline_args`` (e.g. Beam's Flink job
+  server) or, without one, to a Beam local job service started on a free port and stopped
+  afterwards, with a LOOPBACK environment unless ``--environment_type`` is given (EXTERNAL:
+  a worker pool, see ``deploy/``).
+* ``beam`` — the Beam runner named by ``--runner=...`` in ``pipeline_args`` (FlinkRunner,
+  DataflowRunner, ...).
 * ``loop`` — :func:`run_loop_outputs`: the same streams and the same per-block learning code,
   in a plain Python loop, writing the same Parquet files, so outputs compare one to one.
 
@@ -76,6 +80,11 @@ from kernelstream.transforms.sources import (
 
 RUNNERS = ("direct", "portable", "beam", "loop")
 ORDERS = ("permuted", "file")
+# Where LearnPredict parks early blocks. Ordered-list state is what the FnApiRunner and
+# Beam's local job service implement best, but support for it through the portable Fn API on
+# Flink and Dataflow is not established (apache/beam#21358, #20666), so "auto" uses bag state
+# (supported everywhere; a range read scans only the parked blocks) on every other runner.
+EARLY_STATES = ("auto", "ordered_list", "bag")
 OUTPUTS = ("predictions", "metrics", "dead_letters")
 
 
@@ -91,6 +100,9 @@ class ReplayPipelineOptions(PipelineOptions):
         parser.add_argument("--reshuffle_blocks", default=None,
                             choices=("true", "false"),
                             help="redistribute blocks across workers before learning")
+        parser.add_argument("--early_state", default=None, choices=EARLY_STATES,
+                            help="state holding blocks that arrive early: ordered_list, bag, "
+                            "or auto (ordered_list on the in-process runners, bag elsewhere)")
 
 
 @dataclass
@@ -111,6 +123,7 @@ class ReplayRun:
     chunk_bytes: int = 16 << 20
     runner: str = "direct"
     pipeline_args: list[str] = field(default_factory=list)
+    early_state: str = "auto"
 
     @property
     def spec(self) -> StreamSpec:
@@ -185,6 +198,7 @@ def make_run(
         metrics_window = opts.metrics_window
     if opts.reshuffle_blocks:
         reshuffle = opts.reshuffle_blocks == "true"
+    early_state = opts.early_state or "auto"
     read = ReadOptions(path=path, fmt=fmt, n_features=n_features, label_column=label_column,
                        task=task, scale=scale, limit=limit, positive_label=positive_label,
                        delimiter=delimiter, header=header, key_by=key_by,
@@ -193,7 +207,7 @@ def make_run(
                      out=Path(out), read=read, seed=seed, permutations=permutations,
                      block_size=block_size, metrics_window=metrics_window, reshuffle=reshuffle,
                      scramble=scramble, order=order, chunk_bytes=chunk_bytes, runner=runner,
-                     pipeline_args=list(pipeline_args))
+                     pipeline_args=list(pipeline_args), early_state=early_state)
 
 
 def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
@@ -227,11 +241,12 @@ def execute(run: ReplayRun) -> ReplayResult:
 
 
 def _clear_outputs(out: Path) -> None:
-    """Remove the Parquet files of a previous run in the output directories (only those)."""
+    """Remove the Parquet files of a previous run in the output directories (only those, and
+    the hidden temporary files a crashed run of the sinks may have left)."""
     for name in OUTPUTS:
         d = out / name
         if d.is_dir():
-            for f in d.glob("*.parquet"):
+            for f in [*d.glob("*.parquet"), *d.glob(".*.parquet.tmp")]:
                 f.unlink()
 
 
@@ -255,13 +270,25 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
         blocks = blocks | "Reshuffle" >> beam.Reshuffle()
     out = blocks | "Learn" >> LearnPredict(run.configs, seed=run.seed,
                                            metrics_window=run.metrics_window,
-                                           source=run.read.path)
+                                           source=run.read.path,
+                                           early_state=resolve_early_state(run))
     dead = (src.dead_letters, out.dead_letters) | "DeadLetters" >> beam.Flatten()
     _ = out.predictions | "WritePredictions" >> WriteParquet(
         str(run.out / "predictions"), PREDICTIONS_SCHEMA)
     _ = out.metrics | "WriteMetrics" >> WriteParquet(str(run.out / "metrics"), METRICS_SCHEMA)
     _ = dead | "WriteDeadLetters" >> WriteParquet(str(run.out / "dead_letters"),
                                                   DEAD_LETTER_SCHEMA)
+
+
+def resolve_early_state(run: ReplayRun) -> str:
+    """The early-block state of ``run`` (see :data:`EARLY_STATES`): "auto" is ordered-list
+    state on the FnApiRunner and on Beam's local job service (``portable`` without a
+    ``--job_endpoint``), bag state on any other runner (Flink, Dataflow, ...)."""
+    if run.early_state != "auto":
+        return run.early_state
+    local = run.runner == "direct" or (run.runner == "portable" and not any(
+        a.startswith("--job_endpoint") for a in run.pipeline_args))
+    return "ordered_list" if local else "bag"
 
 
 def _workers(run: ReplayRun) -> int:
@@ -276,9 +303,13 @@ def _run_beam(run: ReplayRun) -> dict[str, int]:
     with contextlib.ExitStack() as stack:
         if run.runner == "portable":
             if not any(a.startswith("--job_endpoint") for a in args):
-                # no job server given: start Beam's local one (the portable path Flink uses)
+                # no job server given: start Beam's local one (the portable path Flink uses);
+                # its SDK workers run in this process (LOOPBACK) unless an environment is
+                # named (e.g. EXTERNAL: a worker pool, as in deploy/flink)
                 endpoint = stack.enter_context(local_job_service())
-                args += [f"--job_endpoint={endpoint}", "--environment_type=LOOPBACK"]
+                args += [f"--job_endpoint={endpoint}"]
+                if not any(a.startswith("--environment_type") for a in args):
+                    args += ["--environment_type=LOOPBACK"]
             p = beam.Pipeline(options=PipelineOptions(["--runner=PortableRunner", *args]))
         elif run.runner == "beam":
             # the runner named in the pass-through options (FlinkRunner, DataflowRunner, ...)
