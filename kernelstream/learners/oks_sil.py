@@ -1,0 +1,265 @@
+"""OKS-SIL: hypothesis sketching for online kernel selection in a continuous kernel space
+(ALGORITHMS.md §3.1).
+
+Reference: X. Zhang and S. Liao, "Hypothesis Sketching for Online Kernel Selection in
+Continuous Kernel Space", IJCAI 2020 (paper 000, Algorithm 1). No code is public; the rules are
+the paper's Sections 3–4 as written down in the spec.
+
+The hypothesis is a *sketch* ``f_t = Σ_{j∈V} ω_j κ_{γ_t}(x̃_j, ·)`` over a buffer ``V`` of at most
+``B`` points, all evaluated with the current Gaussian parameter ``γ_t``. The buffer is maintained
+by the randomized linear-dependency (RLD) test, the weights by kernelized OGD on the hinge loss
+with a *compensation* step, and ``γ`` by a gradient step on the sketched instantaneous loss.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive
+from kernelstream.learners.experts import sample_without_replacement
+from kernelstream.learners.linalg import pinv
+from kernelstream.learners.registry import register
+from kernelstream.learners.store import SVStore
+
+# Ω of paper 000: σ ∈ [2^-6.5, 2^5.5] ⇔ γ = 1/(2σ²) ∈ [2^-12, 2^12].
+GAMMA_MIN = 2.0**-12
+GAMMA_MAX = 2.0**12
+# Initial width of the paper's experiments: σ_1 = 2^{-(i+1)/2}, i uniform in {-12..-6}, i.e.
+# γ_1 = 2^i.
+INIT_EXPONENTS = np.arange(-12, -5)
+
+
+def paper_initial_gamma(rng: np.random.Generator) -> float:
+    """Draw P0's initial kernel parameter ``γ_1 = 2^i``, ``i`` uniform in ``{-12, …, -6}``
+    (``σ_1 = 2^{-(i+1)/2} ∈ {2^5.5, …, 2^2.5}``); one integer draw from ``rng``."""
+    return float(2.0 ** int(INIT_EXPONENTS[int(rng.integers(len(INIT_EXPONENTS)))]))
+
+
+def rld_residual(K_s: np.ndarray, psi_s: np.ndarray, kxx: float = 1.0) -> tuple[np.ndarray,
+                                                                                 float]:
+    """RLD quantities of §3.1 step 4.3: ``α* = pinv(K̃_s) ψ̃`` and
+    ``δ = κ(x,x) − ψ̃ᵀα*`` clamped at 0 — the squared RKHS distance from ``κ(·, x)`` to the span
+    of the sampled basis functions (the least-squares residual, also when ``K̃_s`` is
+    singular)."""
+    alpha = pinv(K_s) @ psi_s
+    delta = kxx - float(psi_s @ alpha)
+    return alpha, (delta if delta > 0.0 else 0.0)
+
+
+def gaussian_interval_params(initial_doc: str) -> tuple[Param, ...]:
+    """``gamma`` (initial value), the interval Ω and ``random_init``: shared by OKS-SIL and
+    OKL-GD, whose widths both live in P0's continuous interval."""
+    return (
+        Param("gamma", 0.5, float, initial_doc, positive, "> 0"),
+        Param("gamma_min", GAMMA_MIN, float, "lower end of the interval Ω of γ (default 2^-12, "
+              "i.e. σ ≤ 2^5.5)", positive, "> 0"),
+        Param("gamma_max", GAMMA_MAX, float, "upper end of the interval Ω of γ (default 2^12, "
+              "i.e. σ ≥ 2^-6.5)", positive, "> 0"),
+        Param("random_init", False, bool, "draw the initial width as in P0's experiments "
+              "(γ_1 = 2^i, i uniform in {-12..-6}) from the learner's RNG instead of using gamma"),
+    )
+
+
+def check_interval(name: str, p: dict[str, Any]) -> None:
+    if not p["gamma_min"] < p["gamma_max"]:
+        raise ValueError(f"{name}: gamma_min must be < gamma_max, got {p['gamma_min']!r} and "
+                         f"{p['gamma_max']!r}")
+    if not p["gamma_min"] <= p["gamma"] <= p["gamma_max"]:
+        raise ValueError(f"{name}: initial gamma must lie in [gamma_min, gamma_max] = "
+                         f"[{p['gamma_min']!r}, {p['gamma_max']!r}], got {p['gamma']!r}")
+
+
+@register
+class OKSSIL(Learner):
+    """OKS-SIL: budgeted kernel OGD (hinge loss) whose Gaussian width is learned online in a
+    continuous interval Ω, with a buffer of at most ``B`` points kept by a randomized
+    linear-dependency (RLD) test.
+
+    Predict: ``ψ_j = exp(−γ_t‖x_t − x̃_j‖²)``, ``f_t = ω·ψ`` (0 on an empty buffer). Learn
+    (only when ``y_t f_t < 1``; otherwise nothing changes):
+
+    1. buffer not full: append ``x_t`` with ``ω = η y_t``;
+    2. buffer full: sample ``s`` distinct indices with probabilities ``ψ/Σψ`` (uniform if
+       ``Σψ`` underflows to 0), ``α* = pinv(K̃_s) ψ̃``, ``δ_t = 1 − ψ̃ᵀα*`` (the squared RKHS
+       distance of ``κ(·,x_t)`` to the span of the sample);
+
+       * ``δ_t > ν`` (RLD holds): replace the point of smallest ``|ω_r|`` (first on ties) by
+         ``x_t`` and set ``ω_r = −η ℓ'(f^b, y_t)`` with the sketched score after the basis
+         change ``f^b = f_t − ω_r ψ_r + ω_r`` (so ``ω_r`` is 0 if ``y_t f^b ≥ 1``);
+       * otherwise compensation: ``ω_{k_a} += η y_t α*_a`` on the sampled points;
+    3. if the buffer changed (cases 1 and RLD-holds), kernel step with the kernel values at the
+       old parameter: ``γ ← γ − ρ_t y_t Σ_j ω_j^{(t+1)} ψ_j ‖x_t − x̃_j‖²`` (the new point has
+       distance 0 and contributes nothing), ``ρ_t = rho/t``, then ``γ`` is clipped to
+       ``[gamma_min, gamma_max]``.
+
+    Decisions on the spec's open points (ALGORITHMS.md §7.2 item 6):
+
+    * the projection of ``γ`` onto Ω is not written in the paper; it is a clip (recon);
+    * the kernel step uses the paper's hinge formula, i.e. ``ℓ' = −y_t`` without re-checking
+      the margin of the updated sketch ``f^w`` (default). ``recheck_margin=True`` uses the
+      general-loss form ``γ ← γ + ρ_t ℓ'(f^w, y_t) Σ_j ω_j ψ_j ‖x_t − x̃_j‖²`` instead, which
+      skips the step when ``y_t f^w ≥ 1``;
+    * the round counter of ``ρ_t = 1/t`` counts every round (also the zero-loss ones), ``t = 1``
+      for the first example.
+
+    The buffer is stored in an :class:`~kernelstream.learners.store.SVStore`; its RKHS norm is
+    not tracked (the kernel changes every update, ``sv.norm2`` is NaN).
+
+    Parameters
+    ----------
+    budget
+        Buffer size ``B`` (default 150, P0's value for ``T < 10^4``; P0 uses 200 otherwise).
+    eta
+        KOGD step size ``η`` (P0 tunes it in ``{10^-5..10^0}``; default 0.1).
+    sample_size
+        RLD sample size ``s`` (default 3).
+    nu
+        RLD threshold ``ν`` (default 0.9; the test is ``δ_t > ν``).
+    rho
+        Scale of the kernel-parameter step ``ρ_t = rho/t`` (default 1: P0's ``ρ_t = 1/t``).
+    gamma
+        Initial kernel parameter ``γ_1`` of ``exp(−γ‖x−x'‖²)`` (``sigma`` is accepted); must lie
+        in ``[gamma_min, gamma_max]``. Ignored when ``random_init=True``.
+    gamma_min, gamma_max
+        The interval Ω for ``γ`` (default ``[2^-12, 2^12]`` ⇔ ``σ ∈ [2^-6.5, 2^5.5]``).
+    random_init
+        Draw ``γ_1`` as in P0's experiments (``σ_1 = 2^{-(i+1)/2}``, ``i`` uniform in
+        ``{-12..-6}``) from the learner's RNG.
+    recheck_margin
+        Use ``ℓ'(f^w, y_t)`` in the kernel step instead of the paper's ``−y_t`` (see above).
+    tie
+        Label predicted for a zero score.
+
+    Randomness: the RLD sample (and the initial width with ``random_init``), from ``self.rng``
+    inside the update; predictions are deterministic.
+
+    Example
+    -------
+    >>> from kernelstream.learners import make
+    >>> m = make("oks-sil", budget=2, eta=0.5, gamma=0.5)
+    >>> for x, y in [([0.0, 0.0], 1), ([2.0, 0.0], -1), ([0.0, 2.0], -1), ([4.0, 4.0], 1)]:
+    ...     m.learn_one(x, y)
+    >>> m.n_support_vectors
+    2
+    >>> m.gamma_min <= m.current_gamma <= m.gamma_max
+    True
+    """
+
+    name = "oks-sil"
+    params = (
+        Param("budget", 150, int, "buffer size B (maximum number of stored points)", positive,
+              "> 0"),
+        Param("eta", 0.1, float, "KOGD step size η", positive, "> 0"),
+        Param("sample_size", 3, int, "RLD sample size s", positive, "> 0"),
+        Param("nu", 0.9, float, "RLD threshold ν: replace a point when δ_t > ν", positive, "> 0"),
+        Param("rho", 1.0, float, "kernel-parameter step ρ_t = rho / t", positive, "> 0"),
+        *gaussian_interval_params("initial Gaussian parameter γ_1 of exp(-γ||x-x'||²) "
+                                  "(sigma=s sets γ = 1/(2 s²))"),
+        Param("recheck_margin", False, bool, "kernel step with ℓ'(f^w, y) (general-loss form) "
+              "instead of the paper's -y"),
+        TIE_PARAM,
+    )
+    budgeted = True
+    randomized = True
+    capacity_param = "budget"
+    reference = "Zhang & Liao, IJCAI 2020 (paper 000), Algorithm 1; ALGORITHMS.md §3.1"
+
+    budget: int
+    eta: float
+    sample_size: int
+    nu: float
+    rho: float
+    gamma: float
+    gamma_min: float
+    gamma_max: float
+    random_init: bool
+    recheck_margin: bool
+
+    @classmethod
+    def check_params(cls, p: dict[str, Any]) -> None:
+        check_interval(cls.name, p)
+
+    def _setup(self, d: int) -> None:
+        self.sv = SVStore(d, capacity=self.budget)
+        self.sv.norm2 = math.nan  # not tracked: the kernel changes (see class docstring)
+        self.current_gamma = paper_initial_gamma(self.rng) if self.random_init else self.gamma
+
+    @property
+    def n_support_vectors(self) -> int:
+        return self.sv.n if self.dim is not None else 0
+
+    # -- per round -------------------------------------------------------------------------
+    def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
+        sv = self.sv
+        n = sv.n
+        if n == 0:
+            return 0.0, None
+        d2 = sv.X[:n] @ x
+        d2 *= -2.0
+        d2 += sv.sqn[:n]
+        d2 += xx
+        np.maximum(d2, 0.0, out=d2)
+        psi = np.exp(d2 * -self.current_gamma)
+        return float(sv.a[:n] @ psi), (d2, psi)
+
+    def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        if y * score >= 1.0:  # zero hinge loss: buffer, weights and γ stay
+            return
+        sv = self.sv
+        n = sv.n
+        eta = self.eta
+        if n < self.budget:
+            sv.append(x, xx, eta * y, id_=self.t, s=self.t)
+            if n:  # the new point has distance 0: the step only sees the old points
+                d2, psi = aux
+                self._kernel_step(y, d2, psi, sv.a[:n], score + eta * y)
+            return
+        d2, psi = aux
+        a = sv.a[:n]
+        tot = float(psi.sum())
+        idx = sample_without_replacement(self.rng, psi if tot > 0.0 else np.ones(n),
+                                         self.sample_size)
+        Xs = sv.X[idx]
+        sq = sv.sqn[idx]
+        D = Xs @ Xs.T
+        D *= -2.0
+        D += sq[:, None]
+        D += sq[None, :]
+        np.maximum(D, 0.0, out=D)
+        K_s = np.exp(D * -self.current_gamma)
+        alpha, delta = rld_residual(K_s, psi[idx])
+        if delta > self.nu:  # RLD holds: swap the smallest-|ω| point for x_t
+            r = int(np.argmin(np.abs(a)))
+            ar = float(a[r])
+            fb = score - ar * float(psi[r]) + ar  # old weight on the new basis function κ(x_t,·)
+            new_w = eta * y if y * fb < 1.0 else 0.0
+            sv.replace(r, x, xx, new_w, id_=self.t, s=self.t)
+            # the replaced slot now holds x_t (distance 0): drop its term from the step
+            psi[r] = 0.0
+            d2[r] = 0.0
+            self._kernel_step(y, d2, psi, a, fb - ar + new_w)  # f^w = f_t − ω_r ψ_r + ω_r^new
+        else:  # compensation: project the gradient onto the sampled basis functions
+            a[idx] += (eta * y) * alpha
+
+    def _kernel_step(self, y: float, d2: np.ndarray, psi: np.ndarray, a: np.ndarray,
+                     fw: float) -> None:
+        """``γ ← clip(γ + ρ_t g Σ_j a_j ψ_j d²_j)`` with ``g = −y`` (paper) or ``ℓ'(f^w, y)``."""
+        if self.recheck_margin:
+            if y * fw >= 1.0:
+                return
+        grad = float(a @ (psi * d2))
+        g = self.current_gamma - (self.rho / (self.t + 1)) * y * grad
+        self.current_gamma = min(max(g, self.gamma_min), self.gamma_max)
+
+    # -- state -----------------------------------------------------------------------------
+    def _get_state(self) -> dict[str, np.ndarray]:
+        st = self.sv.get_state("sv.")
+        st["oks_sil.gamma"] = np.array(self.current_gamma)
+        return st
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        self.sv = SVStore.from_state(state, "sv.", self.dim, capacity=self.budget)
+        self.current_gamma = float(state["oks_sil.gamma"])
