@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelstream.learners import registry
+from kernelstream.learners._selection import parse_sigmas
 from kernelstream.learners.base import Learner, Param, state_from_bytes, state_to_bytes
 
 D = 5  # features of the synthetic streams
@@ -51,7 +52,10 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 
 # Per-learner bound on ``n_support_vectors`` given the resolved parameters, for learners whose
 # bound is not simply ``budget`` (e.g. a budget per kernel). Default: ``params["budget"]``.
-SV_BOUND: dict[str, Callable[[dict[str, Any]], int]] = {}
+SV_BOUND: dict[str, Callable[[dict[str, Any]], int]] = {
+    # BEA2OKS budgets each of its K kernels separately
+    "bea2oks": lambda p: len(parse_sigmas(p["sigmas"])) * p["budget"],
+}
 
 
 # -- helpers -----------------------------------------------------------------------------------

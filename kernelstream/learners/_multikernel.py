@@ -1,0 +1,289 @@
+"""Shared block of paper 004's multiple-kernel learners (ALGORITHMS.md §3.12, §4.17).
+
+* :data:`POOL` — the ``m = 16`` kernels of paper 004: three homogeneous polynomial kernels
+  ``(xᵀx')^p``, ``p = 1, 2, 3`` (indices 0–2), and thirteen Gaussian kernels
+  ``exp(−‖x − x'‖²/(2σ²))``, ``σ = 2^-6, …, 2^6`` (indices 3–15).
+* :class:`MultiStore` — the kernel expansions ``f^i = Σ_j a_ij κ_i(x_j, ·)`` of all ``m``
+  kernels over one shared set of stored points. A point that several kernels store is kept
+  once; each (point, kernel) pair is an *entry* with its coefficient. All ``m`` scores
+  ``f^i(x)`` come from one matrix–vector product over the distinct points plus a gather, an
+  ``exp`` and a ``bincount`` over the entries — a fixed number of numpy calls per round
+  whatever ``m``, and work ``O(n_points · d + n_entries)``. For the OMKC-U/DD family, whose
+  components store mostly the same mistakes, this is several times cheaper than one store per
+  kernel (paper 004 Table 5: 234k SVs over 16 kernels on a9a, at most T = 48,842 points).
+  Append-only: the unbounded learners never remove an SV nor change a coefficient.
+* :class:`Combination` — a base learner for the Hedge-weighted vote
+  ``ŷ = sign(Σ_i θ_i sign(f^i(x)))`` with ``θ_i ∝ γ^{M_i}`` (``M_i`` = discount events of
+  kernel ``i``, ``γ`` = ``discount``). ``θ`` is recomputed from the integer counts in the
+  stable form ``γ^{M_i − min M} / Σ_j γ^{M_j − min M}`` (§1.8), which equals the papers'
+  multiply-and-renormalise recursion and never underflows to an all-zero vector.
+
+  Inner ``sign(0) = 0`` (a kernel with an exactly zero score abstains); only the vote itself
+  follows the tie rule. DEVIATION from the edge-case note of ALGORITHMS.md §3.12 ("sign(0): use
+  the global tie rule"), for two reasons: the first score must be 0 (§8 i), and with the
+  strict mistake indicator ``M_i = 1[y f^i < 0]`` of paper 004 Algorithm 2 a kernel whose
+  score underflows to exactly 0 (``σ = 2^-6``: ``exp(−2048‖x − x'‖²) = 0`` for any two
+  distinct points of a binary data set) would never be discounted and would vote for the tie
+  label forever with the largest weight. The predicted label differs only when some, but not
+  all, kernel scores are exactly 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from kernelstream.learners.base import Learner, Param, unit_open
+
+POLY_DEGREES: tuple[int, ...] = (1, 2, 3)
+SIGMA_EXPONENTS: tuple[int, ...] = tuple(range(-6, 7))
+SIGMAS = np.array([2.0**e for e in SIGMA_EXPONENTS])
+GAMMAS = 1.0 / (2.0 * SIGMAS * SIGMAS)
+N_POLY = len(POLY_DEGREES)
+M_KERNELS = N_POLY + len(SIGMAS)
+
+#: The pool as ``(kernel, params)`` pairs usable with any single-kernel learner, e.g.
+#: ``make("perceptron", **POOL[5][1] | {"kernel": POOL[5][0]})``.
+POOL: tuple[tuple[str, dict[str, Any]], ...] = (
+    *(("polynomial", {"degree": p}) for p in POLY_DEGREES),
+    *(("gaussian", {"gamma": float(g)}) for g in GAMMAS),
+)
+
+
+def pool_kernel_params(i: int) -> dict[str, Any]:
+    """Keyword parameters selecting pool kernel ``i`` in a single-kernel learner."""
+    kind, p = POOL[i]
+    return {"kernel": kind, **p}
+
+
+def pool_labels() -> list[str]:
+    """Human-readable names of the pool kernels (``poly1``…, ``sigma=2^-6``…)."""
+    return [f"poly{p}" for p in POLY_DEGREES] + [f"sigma=2^{e}" for e in SIGMA_EXPONENTS]
+
+
+def pool_diag(xx: float) -> np.ndarray:
+    """``κ_i(x, x)`` of every pool kernel given ``‖x‖²``: ``‖x‖^{2p}`` and 1."""
+    out = np.ones(M_KERNELS)
+    out[:N_POLY] = [xx**p for p in POLY_DEGREES]
+    return out
+
+
+def pool_rows(X: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """All ``m`` kernel rows ``κ_i(X_j, x)`` as an ``(m, n)`` array (reference/testing)."""
+    dots = X @ x
+    d2 = np.maximum((X * X).sum(1) + x @ x - 2.0 * dots, 0.0)
+    out = np.empty((M_KERNELS, X.shape[0]))
+    for i, p in enumerate(POLY_DEGREES):
+        out[i] = dots**p
+    out[N_POLY:] = np.exp(-GAMMAS[:, None] * d2[None, :])
+    return out
+
+
+class MultiStore:
+    """``m`` kernel expansions over one shared, append-only set of points (see module doc)."""
+
+    def __init__(self, dim: int, capacity: int = 64) -> None:
+        self.dim = int(dim)
+        cap = max(int(capacity), 1)
+        self.X = np.zeros((cap, self.dim))
+        self.sqn = np.zeros(cap)
+        self.ids = np.zeros(cap, dtype=np.int64)  # stream round of each point
+        self.n = 0  # distinct points
+        # Gaussian entries: point index, kernel index, coefficient, −γ of the kernel.
+        self.g_pt = np.zeros(cap, dtype=np.int64)
+        self.g_k = np.zeros(cap, dtype=np.int64)
+        self.g_a = np.zeros(cap)
+        self.g_ng = np.zeros(cap)
+        self.ng = 0
+        # Polynomial entries: point index, kernel index, coefficient, degree (float for pow).
+        self.p_pt = np.zeros(cap, dtype=np.int64)
+        self.p_k = np.zeros(cap, dtype=np.int64)
+        self.p_a = np.zeros(cap)
+        self.p_deg = np.zeros(cap)
+        self.np_ = 0
+        self.counts = np.zeros(M_KERNELS, dtype=np.int64)  # SVs per kernel
+
+    @property
+    def n_entries(self) -> int:
+        return self.ng + self.np_
+
+    def scores(self, x: np.ndarray, xx: float) -> np.ndarray:
+        """``f^i(x)`` for every kernel ``i`` (shape ``(m,)``)."""
+        n = self.n
+        if n == 0:
+            return np.zeros(M_KERNELS)
+        dots = self.X[:n] @ x
+        ng, npo = self.ng, self.np_
+        if ng:
+            # same arithmetic order as kernels.Gaussian.row
+            d2 = dots * -2.0
+            d2 += self.sqn[:n]
+            d2 += xx
+            np.maximum(d2, 0.0, out=d2)
+            v = d2[self.g_pt[:ng]]
+            v *= self.g_ng[:ng]
+            np.exp(v, out=v)
+            v *= self.g_a[:ng]
+            out = np.bincount(self.g_k[:ng], weights=v, minlength=M_KERNELS)
+        else:
+            out = np.zeros(M_KERNELS)
+        if npo:
+            v = dots[self.p_pt[:npo]]
+            np.power(v, self.p_deg[:npo], out=v)
+            v *= self.p_a[:npo]
+            out += np.bincount(self.p_k[:npo], weights=v, minlength=M_KERNELS)
+        return out
+
+    def add(self, x: np.ndarray, xx: float, kernels: np.ndarray, coefs: np.ndarray,
+            id_: int = -1) -> None:
+        """Store ``x`` once and give kernel ``kernels[r]`` the coefficient ``coefs[r]`` on it.
+        ``kernels`` must be increasing (as ``np.flatnonzero`` returns them)."""
+        if len(kernels) == 0:
+            return
+        if self.n == len(self.sqn):
+            self._grow_points()
+        j = self.n
+        self.X[j] = x
+        self.sqn[j] = xx
+        self.ids[j] = id_
+        self.n = j + 1
+        self.counts[kernels] += 1
+        cut = int(np.searchsorted(kernels, N_POLY))
+        if cut:
+            self._add_entries("p", j, kernels[:cut], coefs[:cut],
+                              np.asarray(POLY_DEGREES, dtype=np.float64)[kernels[:cut]])
+        if cut < len(kernels):
+            self._add_entries("g", j, kernels[cut:], coefs[cut:], -GAMMAS[kernels[cut:] - N_POLY])
+
+    def _add_entries(self, grp: str, j: int, ks: np.ndarray, cs: np.ndarray,
+                     extra: np.ndarray) -> None:
+        n0 = self.ng if grp == "g" else self.np_
+        n1 = n0 + len(ks)
+        names = ("g_pt", "g_k", "g_a", "g_ng") if grp == "g" else ("p_pt", "p_k", "p_a", "p_deg")
+        if n1 > len(getattr(self, names[0])):
+            cap = max(2 * len(getattr(self, names[0])), n1)
+            for nm in names:
+                old = getattr(self, nm)
+                new = np.zeros(cap, dtype=old.dtype)
+                new[:n0] = old[:n0]
+                setattr(self, nm, new)
+        pt, k, a, e = (getattr(self, nm) for nm in names)
+        pt[n0:n1] = j
+        k[n0:n1] = ks
+        a[n0:n1] = cs
+        e[n0:n1] = extra
+        if grp == "g":
+            self.ng = n1
+        else:
+            self.np_ = n1
+
+    def _grow_points(self) -> None:
+        cap = 2 * len(self.sqn)
+        for nm in ("X", "sqn", "ids"):
+            old = getattr(self, nm)
+            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, nm, new)
+
+    def coefficients(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(points, coefficients)`` of kernel ``i``'s expansion (copies; for inspection)."""
+        if i < N_POLY:
+            sel = self.p_k[: self.np_] == i
+            return self.X[self.p_pt[: self.np_][sel]].copy(), self.p_a[: self.np_][sel].copy()
+        sel = self.g_k[: self.ng] == i
+        return self.X[self.g_pt[: self.ng][sel]].copy(), self.g_a[: self.ng][sel].copy()
+
+    # -- state -----------------------------------------------------------------------------
+    _ENTRY = ("g_pt", "g_k", "g_a", "g_ng", "p_pt", "p_k", "p_a", "p_deg")
+
+    def get_state(self, prefix: str) -> dict[str, np.ndarray]:
+        st = {f"{prefix}X": self.X[: self.n].copy(), f"{prefix}sqn": self.sqn[: self.n].copy(),
+              f"{prefix}ids": self.ids[: self.n].copy(), f"{prefix}counts": self.counts.copy()}
+        for nm in self._ENTRY:
+            used = self.ng if nm[0] == "g" else self.np_
+            st[f"{prefix}{nm}"] = getattr(self, nm)[:used].copy()
+        return st
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray], prefix: str, dim: int) -> MultiStore:
+        X = state[f"{prefix}X"]
+        ng, npo = len(state[f"{prefix}g_pt"]), len(state[f"{prefix}p_pt"])
+        st = cls(dim, capacity=max(len(X), ng, npo, 1))
+        st.n = len(X)
+        st.X[: st.n] = X
+        st.sqn[: st.n] = state[f"{prefix}sqn"]
+        st.ids[: st.n] = state[f"{prefix}ids"]
+        st.counts[:] = state[f"{prefix}counts"]
+        st.ng, st.np_ = ng, npo
+        for nm in cls._ENTRY:
+            v = state[f"{prefix}{nm}"]
+            getattr(st, nm)[: len(v)] = v
+        return st
+
+
+# -- Hedge-weighted vote over the pool -----------------------------------------------------------
+DISCOUNT_PARAM = Param("discount", 0.99, float, "Hedge discount γ ∈ (0, 1): θ_i ← θ_i γ^{M_i}",
+                       unit_open, "in (0, 1)")
+DELTA_PARAM = Param("delta", 0.001, float,
+                    "smoothing δ ∈ (0, 1) of the update probability (1−δ)θ_i/max θ + δ",
+                    unit_open, "in (0, 1)")
+
+
+class Combination(Learner):
+    """Base of the pool learners: per-kernel scores ``s``, weights ``θ`` and the vote.
+
+    Subclasses provide ``_kernel_scores(x, xx)`` and call :meth:`_discount` with the kernels
+    whose weight is discounted this round. ``_score`` returns the vote ``Σ_i θ_i sign(s_i)``
+    (``sign(0) = 0``; a zero vote follows ``tie``) with ``s`` as the auxiliary value.
+    """
+
+    uniform_weights: ClassVar[bool] = False  # OMKC-U: θ fixed at 1/m
+
+    discount: float
+    tie: str
+
+    def _setup(self, d: int) -> None:
+        self.m = M_KERNELS
+        self._counts = np.zeros(self.m, dtype=np.int64)  # discount events M_i
+        self._theta = np.full(self.m, 1.0 / self.m)
+
+    def _kernel_scores(self, x: np.ndarray, xx: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def _vote(self, s: np.ndarray) -> float:
+        """``Σ_i θ_i sign(s_i)`` with ``sign(0) = 0``: a kernel whose score is exactly 0
+        abstains, and a zero vote is labelled by the tie rule (``predict_label``)."""
+        return float(self._theta @ np.sign(s))
+
+    def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
+        s = self._kernel_scores(x, xx)
+        return self._vote(s), s
+
+    def _discount(self, mask: np.ndarray) -> None:
+        """``θ_i ← θ_i γ`` for the kernels in ``mask`` (boolean or index array), renormalised."""
+        if self.uniform_weights:
+            return
+        self._counts[mask] += 1
+        self._refresh_theta()
+
+    def _refresh_theta(self) -> None:
+        c = self._counts
+        w = np.power(self.discount, (c - c.min()).astype(np.float64))
+        self._theta = w / w.sum()
+
+    def _sample_weight(self, theta: np.ndarray, delta: float) -> np.ndarray:
+        """``p_i = (1 − δ) θ_i / max_j θ_j + δ`` (update probability factor, P4 Alg. 2/4)."""
+        return (1.0 - delta) * (theta / theta.max()) + delta
+
+    @property
+    def kernel_distribution(self) -> np.ndarray | None:
+        return None if self.dim is None else self._theta.copy()
+
+    def _get_state(self) -> dict[str, np.ndarray]:
+        return {"mk.counts": self._counts.copy()}
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        self._counts = state["mk.counts"].astype(np.int64).copy()
+        if not self.uniform_weights:
+            self._refresh_theta()

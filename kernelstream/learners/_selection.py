@@ -1,0 +1,573 @@
+"""Shared block of the kernel-selection learners over ``K`` Gaussian widths (ALGORITHMS.md §1.2,
+§1.3, §3.2–3.6).
+
+API
+---
+* :data:`SIGMAS_PARAM`, :func:`parse_sigmas` — the candidate widths ``σ_1..σ_K`` as one string
+  parameter: comma-separated numbers, ``2^e`` tokens, or ``2^a:s:b`` ranges (inclusive, as the
+  papers write ``2^{-2:0.5:3.5}``), e.g. ``"0.25,0.5,1"``, ``"2^-2:1:3"``.
+* :data:`HORIZON_PARAM`, :func:`horizon_guess` — the stream length ``T`` of the T-dependent
+  constants; ``None`` = unknown: ``T`` is guessed as ``1000·2^k ≥ t`` (a function of the round
+  only, so it needs no state).
+* :class:`GaussianWidths` — the ``K`` kernels; ``rows(d2)`` turns ONE squared-distance row into
+  the ``K × n`` kernel rows of every width (one ``exp``), :func:`sq_dist_row` computes that row.
+* :class:`KernelPool` — one :class:`~kernelstream.learners.store.SVStore` per width (exact norm
+  bookkeeping each); ``score(i, x, xx)`` evaluates one expansion, ``scores(x, xx)`` all of them;
+  ``norm2`` (``K``), ``sizes`` (``K``), ``reset(i)``, state helpers. Use it when the kernels
+  keep *different* support sets and only some are evaluated per round (OKS, OKS++, IOKS,
+  B(AO)2KS, EA2OKS).
+* :class:`SharedPool` — all ``K`` kernels on ONE point set with a ``K × n`` coefficient matrix
+  and ``K`` tracked norms: one new point costs one distance row reused for every width. Use it
+  when the support set is shared (LKMBooks-type learners, or any learner adding each point to
+  every kernel).
+* :class:`SelectionLearner` — base class: ``randomized``/``draws_in_predict`` set, the widths
+  configured from ``sigmas``, and the ``selected_kernel`` / ``kernel_distribution`` properties
+  backed by ``self._selected`` (set in ``_score``) and ``self._distribution()`` (override).
+* :class:`OptimisticMirror` — paper 001's AO2MD bookkeeping (§3.3): per-kernel ``f'_{t−1,i}``
+  merged by stream id, tracked norms, the reservoir ``V`` (§1.7) with its kernel matrices, the
+  values ``h_i = f'(x_v)`` at the reservoir points, and the O(M) generic correction
+  ``f' ← Π_U(f' + a κ(x_t,·) + b μ̃)``. Used by B(AO)2KS, EA2OKS and BEA2OKS.
+
+Gaussian kernels only (``κ(x, x) = 1``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from kernelstream.learners.base import Learner, Param, positive
+from kernelstream.learners.experts import Reservoir
+from kernelstream.learners.kernels import Gaussian
+from kernelstream.learners.store import SVStore
+
+# -- parameters ----------------------------------------------------------------------------------
+P1_SIGMAS = "2^-2:1:3"  # σ ∈ {2^-2, ..., 2^3}, K = 6 (papers 001 and 002, experiment 2)
+HORIZON_GUESS0 = 1000  # first guess of T when the horizon is unknown (doubled as needed)
+
+_RANGE = re.compile(r"^2\^\(?(-?[\d.]+):(-?[\d.]+):(-?[\d.]+)\)?$")
+_POW = re.compile(r"^2\^\(?(-?[\d.]+)\)?$")
+
+
+def parse_sigmas(text: str) -> np.ndarray:
+    """Widths from ``"0.25,0.5"``, ``"2^-2,2^-1"`` or ``"2^-2:0.5:3.5"`` (inclusive range of
+    exponents); raises ValueError unless every width is a finite number > 0 (at least one)."""
+    vals: list[float] = []
+    try:
+        for tok in str(text).replace(";", ",").split(","):
+            tok = tok.strip().replace(" ", "")
+            if not tok:
+                continue
+            m = _RANGE.match(tok)
+            if m:
+                a, s, b = (float(g) for g in m.groups())
+                if not s > 0 or b < a or (b - a) / s > 1000:
+                    raise ValueError(tok)
+                n = math.floor((b - a) / s + 1e-9) + 1
+                vals += [2.0 ** (a + k * s) for k in range(n)]
+                continue
+            m = _POW.match(tok)
+            vals.append(2.0 ** float(m.group(1)) if m else float(tok))
+    except (ValueError, OverflowError):
+        raise ValueError(f"not a list of widths: {text!r}") from None
+    if not vals or not all(math.isfinite(v) and v > 0 for v in vals):
+        raise ValueError(f"widths must be finite numbers > 0, got {text!r}")
+    return np.array(vals, dtype=np.float64)
+
+
+def _valid_sigmas(text: Any) -> bool:
+    try:
+        parse_sigmas(text)
+    except ValueError:
+        return False
+    return True
+
+
+SIGMAS_PARAM = Param(
+    "sigmas", P1_SIGMAS, str,
+    "Gaussian widths sigma_i of the K candidate kernels exp(-||x-x'||^2/(2 sigma_i^2)): "
+    "comma-separated numbers or 2^e tokens, or a range 2^a:step:b (default 2^-2..2^3)",
+    _valid_sigmas, "a list of widths > 0 (e.g. '0.5,1,2' or '2^-2:1:3')",
+)
+HORIZON_PARAM = Param(
+    "horizon", None, int,
+    "stream length T used by the T-dependent constants; None = unknown: T is guessed as "
+    f"{HORIZON_GUESS0}·2^k, doubled whenever the round index exceeds it",
+    positive, "> 0",
+)
+
+
+def horizon_guess(t: int, horizon: int | None) -> int:
+    """``T`` for round ``t`` (1-based): the given horizon, else the smallest
+    ``HORIZON_GUESS0·2^k ≥ t``."""
+    if horizon is not None:
+        return horizon
+    T = HORIZON_GUESS0
+    while T < t:
+        T *= 2
+    return T
+
+
+# -- kernels -------------------------------------------------------------------------------------
+def sq_dist_row(X: np.ndarray, sqn: np.ndarray, z: np.ndarray, zz: float) -> np.ndarray:
+    """``‖X_j − z‖²`` for every row (one matrix–vector product; clipped at 0)."""
+    d = X @ z
+    d *= -2.0
+    d += sqn
+    d += zz
+    return np.maximum(d, 0.0, out=d)
+
+
+class GaussianWidths:
+    """The ``K`` candidate Gaussian kernels ``exp(−γ_i ‖x − x'‖²)``, ``γ_i = 1/(2σ_i²)``."""
+
+    def __init__(self, sigmas: np.ndarray) -> None:
+        self.sigmas = np.asarray(sigmas, dtype=np.float64)
+        self.K = len(self.sigmas)
+        self.gammas = 1.0 / (2.0 * self.sigmas * self.sigmas)
+        self._neg = -self.gammas[:, None]
+        self.kernels = [Gaussian(g) for g in self.gammas]
+
+    def rows(self, d2: np.ndarray) -> np.ndarray:
+        """``K × n`` kernel values of every width from one squared-distance row."""
+        return np.exp(self._neg * d2)
+
+    def matrix(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+        """``K × n_A × n_B`` Gram matrices (tests, reservoir initialisation)."""
+        from kernelstream.learners.kernels import sq_dists
+
+        d2 = sq_dists(A, A if B is None else B)
+        return np.exp(self._neg[:, :, None] * d2[None])
+
+
+# -- pools ---------------------------------------------------------------------------------------
+class KernelPool:
+    """One kernel expansion ``f_i = Σ_j a_ij κ_i(x_ij, ·)`` per width, each an :class:`SVStore`
+    with its exactly tracked ``‖f_i‖²``. Only the expansions asked for are evaluated."""
+
+    def __init__(self, widths: GaussianWidths, dim: int, capacity: int = 64) -> None:
+        self.widths = widths
+        self.dim = int(dim)
+        self.capacity = int(capacity)
+        self.stores = [SVStore(dim, capacity=capacity) for _ in range(widths.K)]
+
+    def score(self, i: int, x: np.ndarray, xx: float) -> tuple[float, np.ndarray | None]:
+        """``(f_i(x), κ_i(S_i, x))`` (``(0, None)`` for an empty store)."""
+        sv = self.stores[i]
+        n = sv.n
+        if n == 0:
+            return 0.0, None
+        k = self.widths.kernels[i].row(sv.X[:n], sv.sqn[:n], x, xx)
+        return float(sv.a[:n] @ k), k
+
+    def scores(self, x: np.ndarray, xx: float,
+               which: np.ndarray | list[int] | None = None) -> np.ndarray:
+        """``f_i(x)`` for ``i`` in ``which`` (all by default), in that order."""
+        idx = range(self.widths.K) if which is None else which
+        return np.array([self.score(int(i), x, xx)[0] for i in idx])
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.array([s.n for s in self.stores], dtype=np.int64)
+
+    @property
+    def n_support_vectors(self) -> int:
+        return sum(s.n for s in self.stores)
+
+    @property
+    def norm2(self) -> np.ndarray:
+        return np.array([s.norm2 for s in self.stores])
+
+    def exact_norm2(self) -> np.ndarray:
+        """``a_iᵀ K_i a_i`` recomputed from scratch for every kernel (tests)."""
+        return np.array([s.exact_norm2(k) for s, k in zip(self.stores, self.widths.kernels,
+                                                          strict=True)])
+
+    def reset(self, i: int) -> None:
+        """Empty expansion ``i`` (``f_i = 0``)."""
+        self.stores[i] = SVStore(self.dim, capacity=self.capacity)
+
+    def get_state(self, prefix: str) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for i, s in enumerate(self.stores):
+            out.update(s.get_state(f"{prefix}{i}."))
+        return out
+
+    def set_state(self, state: dict[str, np.ndarray], prefix: str) -> None:
+        self.stores = [SVStore.from_state(state, f"{prefix}{i}.", self.dim,
+                                          capacity=self.capacity)
+                       for i in range(self.widths.K)]
+
+
+class SharedPool:
+    """All ``K`` kernels on one point set: ``f_i = Σ_j A_ij κ_i(x_j, ·)``.
+
+    ``scores(x, xx)`` costs one distance row ``O(n d)`` plus ``K n`` exponentials, and returns
+    the ``K × n`` kernel rows for reuse by the update. The squared norms ``norm2`` (``K``) are
+    tracked with the §1.3 identities, vectorised over the kernels: callers pass ``f_i(z)``
+    (``K`` values they have already computed). ``κ(z, z) = 1`` (Gaussian).
+    """
+
+    def __init__(self, widths: GaussianWidths, dim: int, capacity: int = 64) -> None:
+        self.widths = widths
+        self.dim = int(dim)
+        cap = max(int(capacity), 1)
+        self.X = np.zeros((cap, self.dim))
+        self.sqn = np.zeros(cap)
+        self.A = np.zeros((widths.K, cap))
+        self.ids = np.zeros(cap, dtype=np.int64)
+        self.s = np.zeros(cap, dtype=np.int64)
+        self.n = 0
+        self.norm2 = np.zeros(widths.K)
+
+    def rows(self, x: np.ndarray, xx: float) -> np.ndarray:
+        n = self.n
+        return self.widths.rows(sq_dist_row(self.X[:n], self.sqn[:n], x, xx))
+
+    def scores(self, x: np.ndarray, xx: float) -> tuple[np.ndarray, np.ndarray]:
+        """``(f (K,), κ rows (K, n))``."""
+        n = self.n
+        if n == 0:
+            return np.zeros(self.widths.K), np.zeros((self.widths.K, 0))
+        R = self.rows(x, xx)
+        return np.einsum("kn,kn->k", self.A[:, :n], R), R
+
+    def _grow(self) -> None:
+        cap = 2 * len(self.sqn)
+        for name in ("X", "sqn", "ids", "s"):
+            old = getattr(self, name)
+            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+        A = np.zeros((self.widths.K, cap))
+        A[:, : self.n] = self.A[:, : self.n]
+        self.A = A
+
+    def append(self, z: np.ndarray, zz: float, coefs: np.ndarray, fz: np.ndarray,
+               id_: int = -1, s: int = 0) -> int:
+        """Add ``coefs_i κ_i(z, ·)`` to every ``f_i``; ``fz_i = f_i(z)`` before the addition."""
+        if self.n == len(self.sqn):
+            self._grow()
+        j = self.n
+        self.X[j] = z
+        self.sqn[j] = zz
+        self.A[:, j] = coefs
+        self.ids[j] = id_
+        self.s[j] = s
+        self.n = j + 1
+        self.norm2 += coefs * (2.0 * fz + coefs)
+        return j
+
+    def add_coef(self, j: int, c: np.ndarray, fxj: np.ndarray) -> None:
+        """``A[:, j] += c`` (merge by id); ``fxj_i = f_i(x_j)`` before the change."""
+        self.A[:, j] += c
+        self.norm2 += c * (2.0 * fxj + c)
+
+    def scale(self, c: np.ndarray | float) -> None:
+        """``f_i ← c_i f_i``."""
+        c = np.asarray(c, dtype=np.float64)
+        self.A[:, : self.n] *= c[:, None] if c.ndim else c
+        self.norm2 *= c * c
+
+    def remove(self, j: int, fxj: np.ndarray) -> None:
+        """Delete point ``j`` from every kernel (the last point moves into its slot)."""
+        a = self.A[:, j].copy()
+        self.norm2 += a * (a - 2.0 * fxj)
+        last = self.n - 1
+        if j != last:
+            self.X[j] = self.X[last]
+            self.sqn[j] = self.sqn[last]
+            self.A[:, j] = self.A[:, last]
+            self.ids[j] = self.ids[last]
+            self.s[j] = self.s[last]
+        self.A[:, last] = 0.0
+        self.n = last
+
+    def find_id(self, id_: int) -> int:
+        hit = np.flatnonzero(self.ids[: self.n] == id_)
+        return int(hit[0]) if len(hit) else -1
+
+    def exact_norm2(self) -> np.ndarray:
+        n = self.n
+        if n == 0:
+            return np.zeros(self.widths.K)
+        G = self.widths.matrix(self.X[:n])
+        A = self.A[:, :n]
+        return np.einsum("kn,knm,km->k", A, G, A)
+
+    def get_state(self, prefix: str) -> dict[str, np.ndarray]:
+        n = self.n
+        return {f"{prefix}X": self.X[:n].copy(), f"{prefix}sqn": self.sqn[:n].copy(),
+                f"{prefix}A": self.A[:, :n].copy(), f"{prefix}ids": self.ids[:n].copy(),
+                f"{prefix}s": self.s[:n].copy(), f"{prefix}norm2": self.norm2.copy()}
+
+    def set_state(self, state: dict[str, np.ndarray], prefix: str) -> None:
+        X = state[f"{prefix}X"]
+        n = len(X)
+        while len(self.sqn) < n:
+            self._grow()
+        self.X[:n] = X
+        self.sqn[:n] = state[f"{prefix}sqn"]
+        self.A[:, :n] = state[f"{prefix}A"]
+        self.A[:, n:] = 0.0
+        self.ids[:n] = state[f"{prefix}ids"]
+        self.s[:n] = state[f"{prefix}s"]
+        self.n = n
+        self.norm2 = np.array(state[f"{prefix}norm2"], dtype=np.float64)
+
+
+# -- learner base --------------------------------------------------------------------------------
+class SelectionLearner(Learner):
+    """Base of learners that select among ``K`` Gaussian widths (parameter ``sigmas``).
+
+    Subclasses set ``self._selected`` to the kernel drawn in ``_score`` and implement
+    ``_distribution()`` (the probability vector of the next draw).
+    """
+
+    randomized: ClassVar[bool] = True
+    draws_in_predict: ClassVar[bool] = True
+    capacity_param: ClassVar[str | None] = None
+
+    sigmas: str
+    _selected: int = -1
+
+    def _configure(self) -> None:
+        self.widths = GaussianWidths(parse_sigmas(self.sigmas))
+        self.K = self.widths.K
+
+    def _distribution(self) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def selected_kernel(self) -> int | None:
+        """Index of the kernel that formed the last prediction (``None`` before the first)."""
+        if self.dim is None or self._selected < 0:
+            return None
+        return int(self._selected)
+
+    @property
+    def kernel_distribution(self) -> np.ndarray:
+        """Probabilities of the next draw (a fresh, normalised copy)."""
+        if self.dim is None:
+            return np.full(self.K, 1.0 / self.K)
+        p = np.array(self._distribution(), dtype=np.float64)
+        return p / p.sum()
+
+
+# -- paper 001's AO2MD bookkeeping (§3.3) --------------------------------------------------------
+class RoundContext(NamedTuple):
+    """What ``OptimisticMirror.context`` computes for ``x_t`` (used by predict and update)."""
+
+    v: int  # reservoir size at the start of the round
+    d2v: np.ndarray  # ‖x_v − x_t‖² (v)
+    kv: np.ndarray  # κ_i(x_v, x_t) (K × v)
+    mux: np.ndarray  # μ̃_i(x_t) (K)
+    ip: np.ndarray  # ⟨f'_{t−1,i}, μ̃_i⟩ (K)
+    scale: np.ndarray  # min(1, U/‖f̄_{t,i}‖) (K)
+    lam: float  # step size λ of the round
+
+
+class OptimisticMirror:
+    """Per-kernel state of paper 001's adaptive optimistic mirror descent (ALGORITHMS.md §3.3).
+
+    For each kernel ``i``: ``F_i`` = ``f'_{t−1,i}`` (an :class:`SVStore` of :class:`KernelPool`,
+    points merged by stream id), ``n2_i = ‖f'_{t−1,i}‖²``, ``H[i, v] = f'_{t−1,i}(x_v)`` at the
+    reservoir points. Shared by all kernels: the reservoir ``V`` (``M`` examples, Algorithm R),
+    its kernel matrices ``KV`` (``K × M × M``), ``KVy = KV y_V``
+    and ``m2_i = ‖μ̃_i‖² = y_Vᵀ KV_i y_V / v²``, where ``μ̃_i = (1/v) Σ_V y κ_i(x, ·)``.
+
+    Per round: :meth:`context` (one distance row to the reservoir, reused by every width) gives
+    ``μ̃_i(x_t)``, ``⟨f'_{t−1,i}, μ̃_i⟩`` and the projection factor of
+    ``f̄_{t,i} = f'_{t−1,i} + λ μ̃_i``, so ``f_{t,i}(x_t) = s_i (f'_{t−1,i}(x_t) + λ μ̃_i(x_t))``;
+    :meth:`correct` applies ``f'_{t,i} = Π_U(f'_{t−1,i} + a_i κ_i(x_t, ·) + b_i μ̃_i)`` in O(M) per
+    kernel besides the append; :meth:`end_round` offers ``(x_t, y_t)`` to the reservoir and
+    refreshes what depends on it.
+    """
+
+    def __init__(self, widths: GaussianWidths, dim: int, reservoir_size: int,
+                 radius: float) -> None:
+        K, M = widths.K, int(reservoir_size)
+        self.widths = widths
+        self.K, self.M = K, M
+        self.radius = float(radius)
+        self.U2 = self.radius * self.radius
+        self.pool = KernelPool(widths, dim)
+        self.res = Reservoir(M, dim)
+        self.sqnV = np.zeros(M)
+        self.KV = np.zeros((K, M, M))
+        self.KVy = np.zeros((K, M))
+        self.m2 = np.zeros(K)
+        self.H = np.zeros((K, M))
+        self.n2 = np.zeros(K)
+        # position in store i of the point held in reservoir slot j (-1: not in the store yet)
+        self.pos = np.full((K, M), -1, dtype=np.int64)
+        self._missing = np.zeros(K, dtype=bool)  # some reservoir point is absent from F_i
+        self._new_pos = np.full(K, -1, dtype=np.int64)  # where x_t went this round
+
+    # -- per round ------------------------------------------------------------------------------
+    def context(self, x: np.ndarray, xx: float, lam: float) -> RoundContext:
+        v = self.res.n
+        K = self.K
+        if v == 0:
+            z = np.zeros(K)
+            e = np.zeros(0)
+            nbar2 = self.n2
+            d2v, kv, mux, ip = e, np.zeros((K, 0)), z, z
+        else:
+            d2v = sq_dist_row(self.res.X[:v], self.sqnV[:v], x, xx)
+            kv = self.widths.rows(d2v)
+            yv = self.res.y[:v]
+            mux = kv @ yv
+            mux /= v
+            ip = self.H[:, :v] @ yv
+            ip /= v
+            nbar2 = self.n2 + lam * (2.0 * ip + lam * self.m2)
+        scale = np.ones(K)
+        over = nbar2 > self.U2
+        if over.any():
+            scale[over] = self.radius / np.sqrt(nbar2[over])
+        return RoundContext(v, d2v, kv, mux, ip, scale, lam)
+
+    def predict(self, i: int, fx: float, ctx: RoundContext) -> float:
+        """``f_{t,i}(x_t)`` from ``fx = f'_{t−1,i}(x_t)``."""
+        return float(ctx.scale[i]) * (fx + ctx.lam * float(ctx.mux[i]))
+
+    def correct(self, a: np.ndarray, b: np.ndarray, x: np.ndarray, xx: float, fx: np.ndarray,
+                ctx: RoundContext, t: int) -> np.ndarray:
+        """``f'_{t,i} = Π_U(f'_{t−1,i} + a_i κ_i(x_t,·) + b_i μ̃_i)`` for every kernel.
+
+        ``fx_i = f'_{t−1,i}(x_t)`` is needed where ``a_i ≠ 0`` (NaN elsewhere is fine). Returns
+        ``f'_{t,i}(x_t)`` (NaN where ``fx_i`` is NaN). Kernels with ``a_i = b_i = 0`` are left
+        unchanged.
+        """
+        v = ctx.v
+        stores = self.pool.stores
+        new_pos = self._new_pos
+        if v:
+            H = self.H[:, :v]
+            H += a[:, None] * ctx.kv
+            H += (b / v)[:, None] * self.KVy[:, :v]
+            coefs = self.res.y[:v] / v
+        # K is small: scalar Python arithmetic per kernel beats numpy calls on K-vectors
+        n2 = self.n2.tolist()
+        m2 = self.m2.tolist()
+        ip = ctx.ip.tolist()
+        mux = ctx.mux.tolist()
+        a_l = a.tolist()
+        b_l = b.tolist()
+        fx_l = fx.tolist()
+        out = fx_l[:]
+        U2, radius = self.U2, self.radius
+        for i in range(self.K):
+            ai, bi = a_l[i], b_l[i]
+            new_pos[i] = -1
+            if ai == 0.0 and bi == 0.0:
+                continue
+            sv = stores[i]
+            # ‖f + aκ_x + bμ̃‖² = ‖f‖² + a² + b² m2 + 2a f(x) + 2b ⟨f, μ̃⟩ + 2ab μ̃(x)
+            nn = n2[i] + bi * (bi * m2[i] + 2.0 * ip[i])
+            if ai != 0.0:
+                nn += ai * (ai + 2.0 * fx_l[i] + 2.0 * bi * mux[i])
+                new_pos[i] = sv.append(x, xx, ai, id_=t, s=t)
+            if bi != 0.0 and v:
+                self._add_reservoir(i, bi * coefs, v)
+            fac = 1.0
+            if nn > U2:
+                fac = radius / math.sqrt(nn)
+                sv.a[: sv.n] *= fac
+                if v:
+                    self.H[i, :v] *= fac
+                nn = U2
+            elif nn < 0.0:  # round-off
+                nn = 0.0
+            n2[i] = nn
+            sv.norm2 = nn
+            out[i] = fac * (fx_l[i] + ai + bi * mux[i])
+        self.n2 = np.array(n2)
+        return np.array(out)
+
+    def _add_reservoir(self, i: int, c: np.ndarray, v: int) -> None:
+        """``F_i += Σ_v c_v κ_i(x_v, ·)`` merged by stream id (points absent are appended)."""
+        sv = self.pool.stores[i]
+        pos = self.pos[i]
+        if self._missing[i]:
+            res = self.res
+            for j in np.flatnonzero(pos[:v] < 0):
+                pos[j] = sv.append(res.X[j], float(self.sqnV[j]), 0.0, id_=int(res.ids[j]),
+                                   s=int(res.ids[j]))
+            self._missing[i] = False
+        sv.a[pos[:v]] += c
+
+    def end_round(self, rng: np.random.Generator, x: np.ndarray, xx: float, y: float, t: int,
+                  ctx: RoundContext, fpx: np.ndarray) -> int:
+        """Offer ``(x_t, y_t)`` (id ``t``) to the reservoir (§1.7) and refresh ``KV``,
+        ``KVy``, ``m2``, ``H`` and the positions. ``fpx_i = f'_{t,i}(x_t)`` (NaN: evaluated
+        here if needed). Returns the slot written or -1."""
+        j = self.res.offer(rng, x, y, t)
+        if j < 0:
+            return -1
+        v_old, v = ctx.v, self.res.n
+        self.sqnV[j] = xx
+        KV = self.KV
+        KV[:, j, :v_old] = ctx.kv
+        KV[:, :v_old, j] = ctx.kv
+        KV[:, j, j] = 1.0
+        yv = self.res.y[:v]
+        self.KVy[:, :v] = KV[:, :v, :v] @ yv
+        self.m2 = (self.KVy[:, :v] @ yv) / (v * v)
+        for i in np.flatnonzero(np.isnan(fpx)):
+            fpx[i] = self.pool.score(int(i), x, xx)[0]
+        self.H[:, j] = fpx
+        self.pos[:, j] = self._new_pos
+        self._missing |= self._new_pos < 0
+        return j
+
+    def reset_kernel(self, i: int) -> None:
+        """``f'_{i} ← 0`` (BEA2OKS restart): empty store, zero norm and ``h_i``."""
+        self.pool.reset(i)
+        self.n2[i] = 0.0
+        self.H[i] = 0.0
+        self.pos[i] = -1
+        self._missing[i] = self.res.n > 0
+
+    # -- diagnostics and state ------------------------------------------------------------------
+    def exact_h(self) -> np.ndarray:
+        """``f'_i(x_v)`` recomputed from the stores (tests)."""
+        v = self.res.n
+        out = np.zeros((self.K, v))
+        for i in range(self.K):
+            for j in range(v):
+                out[i, j] = self.pool.score(i, self.res.X[j], float(self.sqnV[j]))[0]
+        return out
+
+    def get_state(self, prefix: str) -> dict[str, np.ndarray]:
+        v = self.res.n
+        st = self.pool.get_state(f"{prefix}F")
+        st.update(self.res.get_state(f"{prefix}V."))
+        # the reservoir's Gram matrices are stored rather than rebuilt, so a
+        # restored learner continues bit-identically (they are O(K M²), M ≈ ln T)
+        st[f"{prefix}sqnV"] = self.sqnV[:v].copy()
+        st[f"{prefix}KV"] = self.KV[:, :v, :v].copy()
+        st[f"{prefix}KVy"] = self.KVy[:, :v].copy()
+        st[f"{prefix}m2"] = self.m2.copy()
+        st[f"{prefix}n2"] = self.n2.copy()
+        st[f"{prefix}H"] = self.H[:, :v].copy()
+        st[f"{prefix}pos"] = self.pos[:, :v].copy()
+        st[f"{prefix}missing"] = self._missing.copy()
+        return st
+
+    def set_state(self, state: dict[str, np.ndarray], prefix: str) -> None:
+        self.pool.set_state(state, f"{prefix}F")
+        self.res.set_state(state, f"{prefix}V.")
+        v = self.res.n
+        self.sqnV[:v] = state[f"{prefix}sqnV"]
+        self.KV[:, :v, :v] = state[f"{prefix}KV"]
+        self.KVy[:, :v] = state[f"{prefix}KVy"]
+        self.m2 = np.array(state[f"{prefix}m2"], dtype=np.float64)
+        self.n2 = np.array(state[f"{prefix}n2"], dtype=np.float64)
+        self.H[:, :v] = state[f"{prefix}H"]
+        self.pos[:, :v] = state[f"{prefix}pos"]
+        self._missing = np.array(state[f"{prefix}missing"], dtype=bool)

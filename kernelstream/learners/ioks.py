@@ -1,0 +1,255 @@
+"""IOKS — improved online kernel selection for Lipschitz losses: online mirror descent with a
+1/8-power (Tsallis-type) regulariser whose normalisation is found by bisection, per-arm
+increasing learning rates and a clipped loss estimator (ALGORITHMS.md §3.8).
+
+Reference: J. Li and S. Liao, "Improved regret bounds for online kernel selection under bandit
+feedback", ECML-PKDD 2022 (paper 002); rules from the authors' R code [C-P2]
+(``IOKS-absolute.R``, ``IOKS-logistic.R``, ``IOKS-square.R``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from kernelstream.learners._selection import HORIZON_PARAM, SIGMAS_PARAM, horizon_guess
+from kernelstream.learners.base import TIE_PARAM, Param, positive
+from kernelstream.learners.oks_pp import QUIRKS_DOC, BanditSelector, KernelHyp
+from kernelstream.learners.registry import register
+
+_P = -7.0 / 8.0  # mirror map exponent: ∇ψ(q)_j = −q_j^{−7/8}/η_j
+_INV = -8.0 / 7.0  # its inverse
+
+
+class OMDResult(NamedTuple):
+    lam: float  # the normaliser λ*
+    q: np.ndarray  # the new iterate (renormalised if asked)
+    residual: float  # |F(λ*) − 1| before renormalisation
+    iterations: int  # bisection steps taken (0 if an end point was accepted)
+
+
+def tsallis_omd_step(q: np.ndarray, eta: np.ndarray, i: int, lhat: float, tol: float = 1e-5,
+                     max_iter: int = 200, normalize: bool = True) -> OMDResult:
+    """One IOKS mirror-descent step with loss estimate ``lhat`` on arm ``i`` (0 elsewhere).
+
+    Finds ``λ*`` with ``F(λ) = Σ_j (q_j^{−7/8} + η_j(ℓ̂_j − λ))^{−8/7} = 1`` by bisection and
+    returns ``q_j ← (q_j^{−7/8} + η_j(ℓ̂_j − λ*))^{−8/7}``. ``F`` is increasing, ``F(0) ≤ 1`` and
+    ``F(ℓ̂_i) ≥ 1``, so ``λ* ∈ [0, ℓ̂_i]``; the upper end is lowered to just below the first
+    pole ``min_{j≠i} q_j^{−7/8}/η_j`` (where a base would reach 0 — possible when the estimate is
+    large), which keeps every base positive. As [C-P2]: ``λ = hi`` then ``λ = 0`` are tried
+    first, then bisection until ``|F − 1| ≤ tol`` (or ``max_iter`` steps). ``normalize``
+    divides the result by its sum (the code does not; the difference is ≤ ``tol``).
+
+    Pure Python floats: ``K`` is small and this runs every round.
+    """
+    qs = q.tolist()
+    if lhat <= 0.0:
+        qn = np.array(qs)
+        return OMDResult(0.0, qn / qn.sum() if normalize else qn, abs(sum(qs) - 1.0), 0)
+    es = eta.tolist()
+    # base_j(λ) = q_j^{-7/8} − η_j λ for j ≠ i and q_i^{-7/8} + η_i (ℓ̂ − λ) for i; the latter
+    # is evaluated as written (ℓ̂ − λ first): a huge ℓ̂ would otherwise swamp q_i^{-7/8}.
+    # A zero q_j has an infinite base (its term stays 0).
+    a = [qj ** _P if qj > 0.0 else math.inf for qj in qs]
+    ai, ei = a[i], es[i]
+    pole = math.inf
+    for j, (aj, ej) in enumerate(zip(a, es, strict=True)):
+        if j != i and ej > 0.0 and aj / ej < pole:
+            pole = aj / ej
+    hi = min(lhat, (1.0 - 1e-12) * pole)
+    lo = 0.0
+    pairs = [(aj, ej) for j, (aj, ej) in enumerate(zip(a, es, strict=True)) if j != i]
+
+    def big_f(lam: float) -> float:
+        s = (ai + ei * (lhat - lam)) ** _INV
+        for aj, ej in pairs:
+            s += (aj - ej * lam) ** _INV
+        return s
+
+    it = 0
+    lam = hi
+    f = big_f(hi)
+    if abs(f - 1.0) > tol:
+        lam = 0.0
+        f = big_f(0.0)
+        while abs(f - 1.0) > tol and it < max_iter:
+            lam = 0.5 * (lo + hi)
+            f = big_f(lam)
+            it += 1
+            if f < 1.0:
+                lo = lam
+            else:
+                hi = lam
+    qn = [(ai + ei * (lhat - lam)) ** _INV if j == i else (aj - ej * lam) ** _INV
+          for j, (aj, ej) in enumerate(zip(a, es, strict=True))]
+    if normalize:
+        tot = sum(qn)
+        qn = [v / tot for v in qn]
+    return OMDResult(lam, np.array(qn), abs(f - 1.0), it)
+
+
+# (U, G1, l_max) per loss (C-P2)
+IOKS_CONSTANTS: dict[str, tuple[float, float, float]] = {
+    "absolute": (1.0, 1.0, 1.0), "logistic": (15.0, 1.0, 1.0), "square": (1.0, 4.0, 1.0),
+}
+
+
+class IOKSRule:
+    """The scalar part of IOKS (§3.8 steps 2–3, 5–8), shared by IOKS and RF-IOKS.
+
+    State: ``S`` (Σ of squared importance-weighted gradients per arm), per-arm rates ``η``,
+    thresholds ``ρ``, the OMD iterate ``q``. ``T``-dependent constants (``η₀``, ``δ = T^{−3/4}``,
+    ``κ_η = exp(2/(3 ln T))``) follow :func:`horizon_guess`; when a guessed ``T`` doubles, all
+    ``η_j`` are rescaled by the ratio of the two ``η₀``."""
+
+    loss: str
+    radius: float | None
+    horizon: int | None
+    reference_quirks: bool
+    tol: float
+    K: int
+    p: np.ndarray
+    t: int
+
+    def _setup_rule(self: Any) -> None:
+        U0, G1, lmax = IOKS_CONSTANTS[self.loss]
+        U = U0 if self.radius is None else self.radius
+        self._radius = U
+        self._G1 = 2.0 * (U + 1.0) if self.loss == "square" else G1  # Lipschitz on |f| ≤ U
+        self._lmax = lmax
+        self._absolute = self.loss == "absolute"
+        # QUIRK (C-P2 IOKS-square.R): the clipping test uses p_I ≥ max η instead of >
+        self._ge = bool(self.reference_quirks) and self.loss == "square"
+        K = self.K
+        self.S = np.zeros(K)
+        self.rho = np.full(K, 2.0 * K)
+        self.q = np.full(K, 1.0 / K)
+        self._T = 0
+        self._retune(horizon_guess(self.t, self.horizon))
+        self.eta = np.full(K, self._eta0)
+
+    def _retune(self: Any, T: int) -> None:
+        lnT = math.log(T) if T > 1 else 1.0
+        U, K = self._radius, self.K
+        eta0 = 8.0 * self._lmax * K ** 0.375 / (self._G1 * U * math.sqrt(T) * math.sqrt(lnT))
+        if self._T and hasattr(self, "eta"):
+            self.eta *= eta0 / self._eta0
+        self._eta0 = eta0
+        self._delta = min(1.0, T ** -0.75)
+        self._kappa = math.exp(2.0 / (3.0 * lnT))
+        self._T = T
+
+    def _rule(self: Any, i: int, ell: float, g: float, yf: float) -> float:
+        t = self.t + 1
+        if t > self._T and self.horizon is None:
+            self._retune(horizon_guess(t, self.horizon))
+        p_i = float(self.p[i])
+        gt = g / p_i
+        # the absolute-loss code adds 1/p_I² even when f = y (ℓ' = 0)
+        self.S[i] += 1.0 / (p_i * p_i) if self._absolute else gt * gt
+        lam = math.sqrt(0.5) * self._radius / math.sqrt(1.0 + float(self.S[i]))
+        coef = -lam * gt
+        m = float(self.eta.max())
+        ln = ell / self._lmax
+        lhat = ln / p_i if (p_i >= m if self._ge else p_i > m) else ln / (p_i + m)
+        if lhat > 0.0:
+            self.q = tsallis_omd_step(self.q, self.eta, i, lhat, self.tol,
+                                      normalize=not self.reference_quirks).q
+        d = self._delta
+        self.p = p = (1.0 - d) * self.q + d / self.K
+        inv = 1.0 / p
+        grow = inv > self.rho
+        if grow.any():
+            self.rho[grow] = 2.0 * inv[grow]
+            self.eta[grow] *= self._kappa
+        return coef
+
+    def _rule_state(self: Any) -> dict[str, np.ndarray]:
+        return {"ioks.S": self.S.copy(), "ioks.eta": self.eta.copy(),
+                "ioks.rho": self.rho.copy(), "ioks.q": self.q.copy()}
+
+    def _set_rule_state(self: Any, state: dict[str, np.ndarray]) -> None:
+        self.S = np.array(state["ioks.S"], dtype=np.float64)
+        self.eta = np.array(state["ioks.eta"], dtype=np.float64)
+        self.rho = np.array(state["ioks.rho"], dtype=np.float64)
+        self.q = np.array(state["ioks.q"], dtype=np.float64)
+
+
+IOKS_PARAMS: tuple[Param, ...] = (
+    Param("loss", "logistic", str,
+          "loss: logistic (classification), absolute or square (regression)",
+          choices=("logistic", "absolute", "square")),
+    SIGMAS_PARAM,
+    HORIZON_PARAM,
+    Param("radius", None, float,
+          "ball radius U (None: 15 for logistic, 1 for absolute and square, as C-P2)",
+          positive, "> 0"),
+    Param("tol", 1e-5, float, "bisection tolerance on |F(lambda) - 1| (C-P2: 1e-5)",
+          lambda v: 0 < v < 1, "in (0, 1)"),
+    Param("reference_quirks", False, bool, QUIRKS_DOC),
+    TIE_PARAM,
+)
+
+
+@register
+class IOKS(IOKSRule, KernelHyp, BanditSelector):
+    """IOKS: bandit kernel selection by online mirror descent with a 1/8-power regulariser.
+
+    Each round ``I ~ p`` is drawn (in ``predict_one``), ``f = f_I(x)`` predicts, and with
+    ``∇̃ = ℓ'(f, y)/p_I`` (§3.8, C-P2):
+
+    * ``S_I += ∇̃²`` (absolute loss: ``1/p_I²``), ``λ_I = √½ U/√(1 + S_I)``;
+      ``f_I ← f_I − λ_I ∇̃ κ_I(x, ·)`` (an SV every round), projected onto ``‖f_I‖ ≤ U``;
+    * clipped estimate ``ℓ̂_I = (ℓ/l_max)/p_I`` if ``p_I > max_j η_j``, else
+      ``(ℓ/l_max)/(p_I + max_j η_j)``;
+    * ``q_j ← (q_j^{−7/8} + η_j(ℓ̂_j − λ*))^{−8/7}`` with ``λ*`` normalising ``q`` (bisection,
+      :func:`tsallis_omd_step`), ``p = (1 − δ) q + δ/K``;
+    * every arm with ``1/p_j > ρ_j``: ``ρ_j ← 2/p_j``, ``η_j ← κ_η η_j``.
+
+    Constants (C-P2): ``η₀ = 8 l_max K^{3/8}/(G₁ U √T √ln T)``, ``δ = T^{−3/4}``,
+    ``κ_η = exp(2/(3 ln T))``, ``ρ = 2K`` initially; ``(U, G₁, l_max)`` = (1, 1, 1) absolute,
+    (15, 1, 1) logistic, (1, 4, 1) square. ``T`` is ``horizon``; when it is unknown (None) a
+    doubling guess ``1000·2^k`` is used and the constants are re-derived when it doubles (the
+    paper assumes a known ``T``). Unbounded memory (one SV per round).
+
+    ``reference_quirks=True`` replicates the code: ``q`` is not renormalised after the bisection
+    (its sum is within ``tol`` of 1; the sampling distribution is renormalised by the draw
+    anyway), and with square loss the clipping test is ``p_I ≥ max_j η_j``. Default False:
+    renormalised ``q`` and the strict test of the other two files.
+
+    Parameters
+    ----------
+    loss
+        ``logistic`` (classification) or ``absolute`` / ``square`` (regression; the task
+        follows the loss).
+    sigmas
+        Candidate Gaussian widths (default ``2^-2..2^3``).
+    horizon
+        Stream length ``T`` (see above).
+    radius
+        ``U``; ``None`` = the C-P2 value of the loss.
+    tol
+        Bisection tolerance on ``|F(λ) − 1|``.
+    reference_quirks
+        See above.
+    tie
+        Label predicted for a zero score.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> from kernelstream.learners import make
+    >>> m = make("ioks", seed=0, loss="absolute", horizon=200)
+    >>> X = np.random.default_rng(0).random((200, 2)); y = X[:, 0] * X[:, 1]
+    >>> _ = m.predict_learn_many(X, y)
+    >>> m.task, m.n_support_vectors, round(float(m.kernel_distribution.sum()), 12)
+    ('regression', 200, 1.0)
+    """
+
+    name = "ioks"
+    params = IOKS_PARAMS
+    reference = ("Li & Liao, ECML-PKDD 2022 (paper 002), authors' code IOKS-{absolute,logistic,"
+                 "square}.R [C-P2]; ALGORITHMS.md §3.8")
+    capacity_param: ClassVar[str | None] = None

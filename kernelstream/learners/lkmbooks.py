@@ -1,0 +1,205 @@
+"""LKMBooks — kernel selection by expert advice with a shared memory budget (ALGORITHMS.md
+§4.12), as run by paper 002's authors.
+
+Reference: J. Li and S. Liao, "Worst-case regret analysis of computationally budgeted online
+kernel selection", Machine Learning 111, 2022; rules and constants of the paper-002 code
+[C-P2] (``LKMBooks.zip``), a baseline of paper 002 (J. Li and S. Liao, ECML-PKDD 2022).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from kernelstream.learners._selection import (
+    HORIZON_PARAM,
+    SIGMAS_PARAM,
+    GaussianWidths,
+    horizon_guess,
+    parse_sigmas,
+    sq_dist_row,
+)
+from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive, unit_open
+from kernelstream.learners.losses import LOSSES
+from kernelstream.learners.registry import register
+
+NU: dict[str, float] = {"logistic": 1.0 / 7.0, "square": 0.25, "absolute": 0.2}
+
+
+@register
+class LKMBooks(Learner):
+    """LKMBooks: one shared support set (at most ``budget`` points, shared coefficients)
+    evaluated under every Gaussian width; the prediction is the ``p``-weighted combination.
+
+    Round ``t`` (C-P2):
+
+    1. ``f_i = Σ_j a_j κ_i(x_j, x)`` for every width (one distance row, ``K`` exponentials);
+       ``f = Σ_i p_i f_i``.
+    2. ``g = ℓ'(f, y)``; linearised, shifted expert losses ``c_i = g (f_i − min f)/g_max`` if
+       ``g > 0``, else ``g (f_i − max f)/g_max`` (both ≥ 0); ``p_i ← p_i e^{−η c_i}``,
+       renormalised; then ``g_max ← max(g_max, max f − min f)`` (``g_max`` starts at 1).
+    3. ``P = min(1, B/((1−ν) T^{1−ν} t^ν))``; with probability ``P`` (one Bernoulli draw from
+       the learner's RNG, only while ``|S| < B``) add ``x`` with coefficient ``−λ g/P``. Once
+       the budget is full the hypotheses are fixed and only ``p`` adapts.
+
+    Constants (C-P2): ``ν`` = 1/7 (logistic), 1/4 (square), 1/5 (absolute);
+    ``λ = 10/√T`` (logistic) or ``√((1+ν)B)/(√(1−ν) T)`` (square, absolute);
+    expert rate ``η = √(8 ln K/T)``. ``T`` is ``horizon``; unknown (None): a doubling guess
+    ``1000·2^k`` (constants re-derived when it doubles). The C-P2 square-loss file omits the
+    ``min(1, ·)`` (no effect for its parameter values). Memory ``O(Bd)``; cost
+    ``O(Bd + KB)`` per round.
+
+    ``selected_kernel`` is the kernel of largest weight; ``kernel_distribution`` is ``p``.
+
+    Parameters
+    ----------
+    loss
+        ``logistic`` (classification), ``square`` or ``absolute`` (regression).
+    sigmas
+        Gaussian widths (default ``2^-2..2^3``).
+    budget
+        ``B`` (paper 002 tuned it to the time budget: 200–260).
+    horizon
+        Stream length ``T``.
+    nu
+        ``ν`` in (0, 1); ``None`` = the C-P2 value of the loss.
+    eta
+        Gradient step ``λ``; ``None`` = the C-P2 formula.
+    hedge_rate
+        Expert rate ``η``; ``None`` = ``√(8 ln K/T)``.
+    tie
+        Label predicted for a zero score.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> from kernelstream.learners import make
+    >>> m = make("lkmbooks", seed=0, budget=30, horizon=300)
+    >>> X = np.random.default_rng(0).normal(size=(300, 2)); y = np.where(X[:, 0] > 0, 1, -1)
+    >>> _ = m.predict_learn_many(X, y)
+    >>> m.n_support_vectors <= 30, round(float(m.kernel_distribution.sum()), 12)
+    (True, 1.0)
+    """
+
+    name = "lkmbooks"
+    params = (
+        Param("loss", "logistic", str,
+              "loss: logistic (classification), square or absolute (regression)",
+              choices=("logistic", "square", "absolute")),
+        SIGMAS_PARAM,
+        Param("budget", 200, int, "maximum number B of stored points (shared by all kernels)",
+              positive, "> 0"),
+        HORIZON_PARAM,
+        Param("nu", None, float, "nu of the sampling probability (None: 1/7 logistic, 1/4 "
+              "square, 1/5 absolute)", unit_open, "in (0, 1)"),
+        Param("eta", None, float, "gradient step lambda (None: 10/sqrt(T) logistic, "
+              "sqrt((1+nu)B)/(sqrt(1-nu) T) otherwise)", positive, "> 0"),
+        Param("hedge_rate", None, float, "expert-advice rate eta (None: sqrt(8 ln K / T))",
+              positive, "> 0"),
+        TIE_PARAM,
+    )
+    randomized = True
+    budgeted = True
+    capacity_param: ClassVar[str | None] = "budget"
+    reference = ("Li & Liao, Machine Learning 2022; as in the paper-002 code [C-P2] "
+                 "(Li & Liao, ECML-PKDD 2022); ALGORITHMS.md §4.12")
+
+    loss: str
+    sigmas: str
+    budget: int
+    horizon: int | None
+    nu: float | None
+    eta: float | None
+    hedge_rate: float | None
+
+    def _configure(self) -> None:
+        lf = LOSSES[self.loss]
+        self.task = lf.task
+        self._deriv = lf.deriv
+        self.widths = GaussianWidths(parse_sigmas(self.sigmas))
+        self.K = self.widths.K
+        self._nu = NU[self.loss] if self.nu is None else self.nu
+
+    def _setup(self, d: int) -> None:
+        B = self.budget
+        self.X = np.zeros((B, d))
+        self.sqn = np.zeros(B)
+        self.a = np.zeros(B)
+        self.n = 0
+        self.p = np.full(self.K, 1.0 / self.K)
+        self.gmax = 1.0
+        self._T = 0
+        self._retune(horizon_guess(self.t, self.horizon))
+
+    def _retune(self, T: int) -> None:
+        nu, B, K = self._nu, self.budget, self.K
+        if self.eta is not None:
+            self._lam = self.eta
+        elif self.loss == "logistic":
+            self._lam = 10.0 / math.sqrt(T)
+        else:
+            self._lam = math.sqrt((1.0 + nu) * B) / (math.sqrt(1.0 - nu) * T)
+        self._rate = (math.sqrt(8.0 * math.log(K) / T) if self.hedge_rate is None
+                      else self.hedge_rate)
+        self._pden = (1.0 - nu) * T ** (1.0 - nu)
+        self._T = T
+
+    def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
+        n = self.n
+        if n == 0:
+            return 0.0, np.zeros(self.K)
+        fv = self.widths.rows(sq_dist_row(self.X[:n], self.sqn[:n], x, xx)) @ self.a[:n]
+        return float(self.p @ fv), fv
+
+    def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        t = self.t + 1
+        if t > self._T and self.horizon is None:
+            self._retune(horizon_guess(t, self.horizon))
+        fv = aux
+        g = self._deriv(score, y)
+        lo, hi = float(fv.min()), float(fv.max())
+        if g != 0.0 and hi > lo:
+            c = (fv - lo) if g > 0.0 else (fv - hi)
+            c *= g / self.gmax
+            p = self.p * np.exp(-self._rate * c)
+            self.p = p / p.sum()
+        self.gmax = max(self.gmax, hi - lo)
+        n = self.n
+        if n < self.budget:
+            prob = min(1.0, self.budget / (self._pden * t ** self._nu))
+            if self.rng.random() < prob:
+                self.X[n] = x
+                self.sqn[n] = xx
+                self.a[n] = -self._lam * g / prob
+                self.n = n + 1
+
+    @property
+    def selected_kernel(self) -> int | None:
+        """Index of the kernel with the largest weight."""
+        return None if self.dim is None else int(np.argmax(self.p))
+
+    @property
+    def kernel_distribution(self) -> np.ndarray | None:
+        """The expert weights ``p``."""
+        return np.full(self.K, 1.0 / self.K) if self.dim is None else self.p.copy()
+
+    @property
+    def n_support_vectors(self) -> int:
+        return self.n if self.dim is not None else 0
+
+    def _get_state(self) -> dict[str, np.ndarray]:
+        n = self.n
+        return {"lkm.X": self.X[:n].copy(), "lkm.sqn": self.sqn[:n].copy(),
+                "lkm.a": self.a[:n].copy(), "lkm.p": self.p.copy(),
+                "lkm.gmax": np.array(self.gmax)}
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        n = len(state["lkm.a"])
+        self.X[:n] = state["lkm.X"]
+        self.sqn[:n] = state["lkm.sqn"]
+        self.a[:n] = state["lkm.a"]
+        self.n = n
+        self.p = np.array(state["lkm.p"], dtype=np.float64)
+        self.gmax = float(state["lkm.gmax"])

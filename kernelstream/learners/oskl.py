@@ -1,0 +1,145 @@
+"""OSKL — online sparse kernel learning by unbiased sampling of gradient steps
+(ALGORITHMS.md §4.16, reconstruction; averaged classifier §2.2).
+
+Reference: L. Zhang, J. Yi, R. Jin, M. Lin and X. He, "Online kernel learning with a near
+optimal sparsity bound", ICML 2013. Baseline of paper 004 (SPA), Tables 2 and 3.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kernelstream.learners._kernel_learner import KernelLearner
+from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, nonneg, positive
+from kernelstream.learners.losses import get_loss
+from kernelstream.learners.registry import register
+
+
+@register
+class OSKL(KernelLearner):
+    """Kernel OGD with a smooth loss whose gradient steps are sampled, so most rounds add no SV.
+
+    Round ``t`` (reconstruction of ALGORITHMS.md §4.16, moderate confidence):
+    ``u_t = |ℓ'(f_t(x_t), y_t)|``; if ``u_t > 0`` draw ``Z_t ~ B(min(1, u_t/G))``; if
+    ``Z_t = 1`` store ``x_t`` with coefficient ``η G y_t`` — an unbiased estimate of the
+    gradient step ``−η ℓ'(f_t(x_t), y_t) κ(x_t, ·)`` whenever ``u_t ≤ G``. Then, if
+    ``radius > 0``, ``f`` is projected onto ``‖f‖ ≤ R``. ``E[#SV] = Σ_t min(1, u_t/G)``, so ``G``
+    trades sparsity against step size (paper 004 tunes ``G`` so that OSKL's #SV matches SPA's).
+
+    Loss: ``logistic`` (default; ``|ℓ'| ≤ 1``, so ``G ≥ 1`` keeps the estimate unbiased) or
+    ``squared-hinge`` (``|ℓ'| = 2[1 − y f]_+`` is unbounded; rounds with ``u_t > G`` are sampled
+    with probability 1 and take the step ``η G``). UNCERTAIN (§7.2 item 2): the loss and the
+    projection radius used by paper 004 are not known; no projection by default.
+
+    **Averaged classifier** (``averaged=True``, as paper 004 reports OSKL): score
+    ``f̄_t(x) = (1/t) Σ_{τ≤t} f_τ(x)``. Projection rescales old coefficients, so the closed form
+    of SPA does not apply; instead every SV keeps its accumulated coefficient
+    ``A_j = Σ_{τ<t} a_j^{(τ)}`` (one vector addition per round, as the [C-SOL] averaging does) and
+    ``Σ_{τ≤t} f_τ(x) = (A + a)ᵀk``: O(|S| d) per round. The averaged classifier has the same
+    support vectors as the last one. ``‖f‖`` is tracked exactly (§1.3 identities).
+
+    Parameters
+    ----------
+    kernel, gamma, degree
+        Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
+    eta
+        Step size ``η > 0`` (default 0.1; paper 004 tunes ``{10^3, …, 10^-3}``).
+    grad_bound
+        Sampling constant ``G > 0`` (default 10): probability ``u_t/G``, step ``η G``.
+    loss
+        ``logistic`` (default) or ``squared-hinge``.
+    radius
+        Projection radius ``R`` of ``‖f‖ ≤ R``; 0 (default) = no projection.
+    averaged
+        Predict with the averaged classifier (default True) or the last one.
+    tie
+        Label predicted for a zero score.
+
+    Example
+    -------
+    >>> from kernelstream.learners import make
+    >>> m = make("oskl", seed=0, eta=1.0, grad_bound=0.5)
+    >>> m.learn_one([0.0, 0.0], 1)  # u = |ℓ'(0)| = 1/2 = G: always sampled
+    >>> m.n_support_vectors, float(m.sv.coef[0])
+    (1, 0.5)
+    """
+
+    name = "oskl"
+    params = (
+        *KERNEL_PARAMS,
+        Param("eta", 0.1, float, "step size η", positive, "> 0"),
+        Param("grad_bound", 10.0, float, "sampling constant G (probability |ℓ'|/G, step ηG)",
+              positive, "> 0"),
+        Param("loss", "logistic", str, "smooth classification loss",
+              choices=("logistic", "squared-hinge")),
+        Param("radius", 0.0, float, "projection radius R of ‖f‖ ≤ R (0 = none)", nonneg,
+              ">= 0"),
+        Param("averaged", True, bool, "predict with the averaged classifier (1/t) Σ f_τ"),
+        TIE_PARAM,
+    )
+    randomized = True
+    capacity_param = None
+    reference = "Zhang, Yi, Jin, Lin & He, ICML 2013; ALGORITHMS.md §4.16 (recon), §2.2"
+
+    eta: float
+    grad_bound: float
+    loss: str
+    radius: float
+    averaged: bool
+
+    def _configure(self) -> None:
+        self._dloss = get_loss(self.loss).deriv
+
+    def _setup(self, d: int) -> None:
+        super()._setup(d)
+        self._acc = np.zeros(len(self.sv.a))  # A_j = Σ_{τ<t} a_j^{(τ)}, parallel to the store
+
+    def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
+        sv = self.sv
+        n = sv.n
+        if n == 0:
+            return 0.0, 0.0
+        k = sv.row(self.kern, x, xx)
+        f = float(sv.a[:n] @ k)
+        if not self.averaged:
+            return f, f
+        return (float(self._acc[:n] @ k) + f) / (self.t + 1), f
+
+    def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        sv = self.sv
+        n = sv.n
+        if self.averaged and n:
+            self._acc[:n] += sv.a[:n]  # f_t joins the running sum
+        f = aux
+        u = abs(self._dloss(f, y))
+        if u <= 0.0:
+            return
+        G = self.grad_bound
+        if self.rng.random() >= u / G:  # u/G ≥ 1 always passes
+            return
+        j = sv.append(x, xx, self.eta * G * y, id_=self.t, s=self.t, fz=f,
+                      kzz=self.kern.diag(xx))
+        if len(self._acc) < len(sv.a):
+            grown = np.zeros(len(sv.a))
+            grown[:j] = self._acc[:j]
+            self._acc = grown
+        self._acc[j] = 0.0
+        if self.radius > 0.0:
+            sv.project(self.radius)
+
+    @property
+    def n_support_vectors(self) -> int:
+        return self.sv.n if self.dim is not None else 0
+
+    def _get_state(self) -> dict[str, np.ndarray]:
+        st = super()._get_state()
+        st["oskl.acc"] = self._acc[: self.sv.n].copy()
+        return st
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        super()._set_state(state)
+        self._acc = np.zeros(len(self.sv.a))
+        acc = state["oskl.acc"]
+        self._acc[: len(acc)] = acc
