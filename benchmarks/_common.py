@@ -27,7 +27,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from kernelstream import data as ksdata  # noqa: E402
-from kernelstream import learners  # noqa: E402
+from kernelstream import evaluate, learners  # noqa: E402
 from kernelstream.seeding import learner_seed, permutation  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,12 +96,6 @@ def _to_pm1(y: np.ndarray) -> np.ndarray:
     return np.where(y == vals[1], 1.0, -1.0)  # larger raw label -> +1
 
 
-def _minmax01(X: np.ndarray) -> np.ndarray:
-    lo, hi = X.min(0), X.max(0)
-    span = np.where(hi > lo, hi - lo, 1.0)
-    return np.where(hi > lo, (X - lo) / span, 0.0)
-
-
 _CACHE: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
 
 
@@ -115,7 +109,7 @@ def load_dataset(name: str, data_dir: Path | str) -> tuple[np.ndarray, np.ndarra
     X = np.ascontiguousarray(np.vstack([p[0] for p in parts]), dtype=np.float64)
     y = _to_pm1(np.concatenate([p[1] for p in parts]))
     if d.scale == "01":
-        X = _minmax01(X)
+        X = ksdata.scale_minmax(X, "01")
     _CACHE[key] = (X, y)
     return X, y
 
@@ -244,10 +238,9 @@ def _indexed_run(item: tuple[int, RunSpec]) -> tuple[int, RunResult | str]:
 
 # -- misc ----------------------------------------------------------------------------------------
 def mean_std(v: Iterable[float]) -> tuple[float, float]:
-    a = np.asarray(list(v), dtype=np.float64)
-    if a.size == 0:
-        return math.nan, math.nan
-    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
+    """:func:`kernelstream.evaluate.mean_std` (ddof=1), NaN for no values."""
+    vals = list(v)
+    return evaluate.mean_std(vals) if vals else (math.nan, math.nan)
 
 
 def machine_info() -> str:
