@@ -207,6 +207,7 @@ class StreamLearner:
         dead: list[dict[str, Any]] = []
         t0 = time.perf_counter()
         per_row = _selects_kernels(m)
+        dist: np.ndarray | None = None  # per-row kernel distribution of selection learners
         if not per_row and n:
             before = m.t
             try:
@@ -226,10 +227,16 @@ class StreamLearner:
                     ok[i] = False
                     dead.append(dead_letter(self.source, None, _row_text(b, i), str(exc),
                                             "learn", key, b.start + i, int(b.ids[i])))
-                    continue
-                n_sv[i] = m.n_support_vectors
-                k = m.selected_kernel
-                sel[i] = -1 if k is None else int(k)
+                else:
+                    n_sv[i] = m.n_support_vectors
+                    k = m.selected_kernel
+                    sel[i] = -1 if k is None else int(k)
+                # after row i (a rejected row leaves the learner as it was)
+                p = m.kernel_distribution
+                if p is not None:
+                    if dist is None:
+                        dist = np.empty((n, p.shape[0]))
+                    dist[i] = p
         seconds = time.perf_counter() - t0
 
         y = b.y
@@ -250,15 +257,16 @@ class StreamLearner:
         preds = PredictionBlock(b.key, b.start, b.ids, score, predicted, y, loss, mistake, n_sv,
                                 sel)
         rows = [
-            self.metrics_row(key, st, pos, final=False)
+            self.metrics_row(key, st, pos, final=False,
+                             distribution=None if dist is None else dist[pos - b.start - 1])
             for pos in st.metrics.account(b.start, ok, mistake, loss, seconds,
                                           self.metrics_window)
         ]
         st.cursor.next = max(st.cursor.next, b.end)
         return BlockResult(preds, rows, dead, seconds)
 
-    def metrics_row(self, key: str, st: StreamState, position: int,
-                    final: bool) -> dict[str, Any]:
+    def metrics_row(self, key: str, st: StreamState, position: int, final: bool,
+                    distribution: np.ndarray | None = None) -> dict[str, Any]:
         sk = StreamKey.decode(key)
         m = st.learner
         ident = {
@@ -276,11 +284,14 @@ class StreamLearner:
             n_support_vectors=0 if m is None else int(m.n_support_vectors),
             extra={"n_features": None if m is None else m.dim, "rejected": st.rejected,
                    "duplicate_blocks": st.cursor.duplicates,
-                   "max_buffered_blocks": st.cursor.max_buffered},
+                   "max_buffered_blocks": st.cursor.max_buffered,
+                   "kernel_distribution": None if distribution is None
+                   else [float(v) for v in distribution]},
         )
 
     def final_row(self, key: str, st: StreamState) -> dict[str, Any]:
-        return self.metrics_row(key, st, st.cursor.next, final=True)
+        p = None if st.learner is None else st.learner.kernel_distribution
+        return self.metrics_row(key, st, st.cursor.next, final=True, distribution=p)
 
 
 # -- the DoFn ------------------------------------------------------------------------------------

@@ -82,6 +82,9 @@ METRICS_SCHEMA = pa.schema([
     pa.field("rejected", pa.int64(), nullable=False),
     pa.field("duplicate_blocks", pa.int64(), nullable=False),
     pa.field("max_buffered_blocks", pa.int64(), nullable=False),
+    # kernel-selection learners: their distribution over the kernel pool after the row at
+    # ``window_end`` - 1 (null for single-kernel learners)
+    pa.field("kernel_distribution", pa.list_(pa.float64())),
 ])
 
 DEAD_LETTER_SCHEMA = pa.schema([
