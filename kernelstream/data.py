@@ -41,6 +41,7 @@ path only.
 
 from __future__ import annotations
 
+import array
 import bz2
 import contextlib
 import csv
@@ -891,8 +892,10 @@ def _gather_digits(
     return value, ok
 
 
-def _libsvm_bulk(data: bytes) -> _Sparse | None:
-    """Vectorised LIBSVM parse of a whole (decompressed) file, or None if unsure.
+def _libsvm_bulk(data: bytes, line0: int = 0) -> _Sparse | None:
+    """Vectorised LIBSVM parse of whole lines of a (decompressed) file, or None if unsure.
+
+    ``line0`` is the number of lines before ``data`` in the file (line numbers are global).
 
     The per-line parser costs several µs a line; this path finds tokens, labels and line
     numbers with numpy on the raw bytes, computes indices and integer values from their
@@ -960,7 +963,7 @@ def _libsvm_bulk(data: bytes) -> _Sparse | None:
     else:
         idx = np.zeros(0, dtype=np.int64)
         val = np.zeros(0, dtype=np.float64)
-    linenos = np.searchsorted(nl, lab_starts)  # = the number of newlines before it
+    linenos = np.searchsorted(nl, lab_starts) + line0  # = the number of newlines before it
     return _Sparse(_bulk_labels(buf, lab_starts, lab_len, linenos), counts, idx, val)
 
 
@@ -1045,14 +1048,17 @@ def _bulk_labels(
     return _Labels(tokens, rank[inverse].astype(np.int64), linenos.astype(np.int64))
 
 
-def _libsvm_exact(data: bytes, path: str) -> _Sparse:
-    """Per-line LIBSVM parse with :func:`parse_libsvm_line`; raises on the first bad line."""
+def _libsvm_exact(data: bytes, path: str, line0: int = 0) -> _Sparse:
+    """Per-line LIBSVM parse with :func:`parse_libsvm_line`; raises on the first bad line.
+
+    ``line0`` is the number of lines before ``data`` in the file (line numbers are global).
+    """
     labels: list[str] = []
     linenos: list[int] = []
     counts: list[int] = []
     idx: list[int] = []
     val: list[float] = []
-    for lineno, raw in enumerate(data.split(b"\n"), 1):
+    for lineno, raw in enumerate(data.split(b"\n"), line0 + 1):
         text, err = _decode_line(raw)
         if err is not None:
             if not raw.strip():
@@ -1077,48 +1083,187 @@ def _libsvm_exact(data: bytes, path: str) -> _Sparse:
     )
 
 
-def _read_head(path: PathLike, limit: int | None) -> bytes:
-    """The decompressed file, or its lines up to and including the ``limit``-th LIBSVM data
-    line (blank and comment-only lines do not count)."""
+# Whole-file loading reads the file in blocks of whole lines of about this many (decompressed)
+# bytes and parses one block at a time, so that the parser's temporaries (several bytes of
+# masks and int64 positions per input byte) stay bounded and the peak memory is about the
+# result X plus one block's worth. Tests shrink it to cross block boundaries.
+_CHUNK_BYTES = 1 << 18
+
+
+def _iter_line_blocks(path: PathLike, limit: int | None, size: int) -> Iterator[bytes]:
+    """The decompressed file as consecutive blocks of whole lines of about ``size`` bytes
+    (longer when one line is). Every block but the last ends with a newline, so the line
+    numbers of a block start after the newlines of the blocks before it.
+
+    With ``limit``, stops after the ``limit``-th LIBSVM data line (blank and comment-only
+    lines do not count) and reads nothing beyond it. A decompression error raises
+    :class:`ParseError` ("corrupt compressed file") when the read reaches it.
+    """
     with _open_binary(path) as f:
         if limit is None:
-            return _read_bytes(path, f)
+            pending: list[bytes] = []  # a line longer than one read, in pieces
+            while block := _read_bytes(path, f, size):
+                cut = block.rfind(b"\n") + 1
+                if not cut:
+                    pending.append(block)
+                    continue
+                head, tail = block[:cut], block[cut:]
+                if pending:
+                    pending.append(head)
+                    head = b"".join(pending)
+                pending = [tail] if tail else []
+                yield head
+            if pending:
+                yield b"".join(pending)
+            return
         out: list[bytes] = []
-        n = 0
+        n = nbytes = 0
         try:
             for raw in f:
                 if n >= limit:
                     break
                 out.append(raw)
+                nbytes += len(raw)
                 if raw.split(b"#", 1)[0].strip():
                     n += 1
+                if nbytes >= size:
+                    yield b"".join(out)
+                    out, nbytes = [], 0
         except _DECOMPRESS_ERRORS as e:
             raise ParseError(f"corrupt compressed file ({e})", os.fspath(path)) from e
-        return b"".join(out)
+        if out:
+            yield b"".join(out)
+
+
+def _grow_rows(X: np.ndarray, n: int) -> None:
+    """Resize ``X`` in place to ``n`` rows (new rows are zero).
+
+    ``ndarray.resize`` reallocates; for large arrays (mmap'ed by glibc) that remaps pages
+    instead of copying, so growing X block by block never holds two copies of it. ``X`` must
+    have no views (hence refcheck=False is safe: the callers keep none).
+    """
+    X.resize((n, X.shape[1]), refcheck=False)
+
+
+def _compact_pairs(idx: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``idx``/``val`` in the smallest types that hold them exactly (indices are at most
+    MAX_INDEX; many files hold only small integers or values exact in float32)."""
+    idx = idx.astype(np.uint16 if int(idx.max()) < 2**16 else np.int32)
+    v32 = val.astype(np.float32)
+    if np.array_equal(v32.astype(np.float64).view(np.int64), val.view(np.int64)):
+        val = v32  # bit for bit the same float64 values once written into X
+    return idx, val
+
+
+class _LibsvmBuilder:
+    """Collects parsed LIBSVM blocks into the dense X and the labels of :func:`_load_libsvm`.
+
+    With ``n_features`` known, each block is written into X (grown in place) and dropped.
+    Without it the width is only known at the end: blocks are kept as compact sparse parts
+    (:func:`_compact_pairs`) and written into X once it is allocated. Either way the result
+    and every error are those of a parse of the whole file at once:
+
+    * syntax errors first (the caller parses all blocks before :meth:`finish`), then an index
+      beyond ``n_features``, reported at the first such line;
+    * its index is the first one beyond ``n_features`` in file order when every block took
+      the bulk path, else the smallest one in that line: the whole file would then have gone
+      through the exact parser, whose rows are sorted.
+    """
+
+    def __init__(self, n_features: int | None) -> None:
+        self.d = None if n_features is None else int(n_features)
+        direct = self.d is not None and self.d >= 0
+        self.X = np.zeros((0, self.d), dtype=np.float64) if direct else None
+        self.parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray] | None] = []
+        self.table: dict[str, int] = {}
+        self.codes: list[np.ndarray] = []
+        self.linenos: list[np.ndarray] = []
+        self.n = 0
+        self.max_idx = 0
+        self.all_bulk = True
+        self.too_large: tuple[int, int, int] | None = None  # (line, first index, smallest)
+
+    def add(self, sp: _Sparse, bulk: bool) -> None:
+        self.all_bulk &= bulk
+        tokens, codes, linenos = sp.labels
+        remap = np.array(
+            [self.table.setdefault(t, len(self.table)) for t in tokens], dtype=np.int64
+        )
+        self.codes.append(remap[codes])
+        self.linenos.append(linenos)
+        row0, self.n = self.n, self.n + len(codes)
+        if not sp.idx.size:
+            if self.X is not None:
+                _grow_rows(self.X, self.n)
+            return
+        self.max_idx = max(self.max_idx, int(sp.idx.max()))
+        if self.d is None:
+            self.parts.append((row0, sp.counts, *_compact_pairs(sp.idx, sp.val)))
+            return
+        if self.too_large is None and self.max_idx > self.d:
+            self.too_large = self._first_too_large(sp, self.d)
+            self.X = None  # the load fails; only the syntax of the rest is still checked
+        if self.X is not None:
+            _grow_rows(self.X, self.n)
+            rows = np.repeat(np.arange(row0, self.n), sp.counts)
+            self.X[rows, sp.idx - 1] = sp.val
+
+    @staticmethod
+    def _first_too_large(sp: _Sparse, d: int) -> tuple[int, int, int]:
+        bad = int(np.argmax(sp.idx > d))
+        ends = np.cumsum(sp.counts)
+        r = int(np.searchsorted(ends, bad, side="right"))
+        row = sp.idx[int(ends[r] - sp.counts[r]) : int(ends[r])]
+        return int(sp.labels.linenos[r]), int(sp.idx[bad]), int(row[row > d].min())
+
+    def finish(self, path: str) -> tuple[np.ndarray, _Labels]:
+        d = self.max_idx if self.d is None else self.d
+        if self.too_large is not None:
+            line, first, smallest = self.too_large
+            index = first if self.all_bulk else smallest
+            raise ParseError(
+                f"index exceeds n_features: index {index} > n_features={d}", path, line
+            )
+        labels = _Labels(
+            list(self.table),
+            np.concatenate(self.codes) if self.codes else np.zeros(0, dtype=np.int64),
+            np.concatenate(self.linenos) if self.linenos else np.zeros(0, dtype=np.int64),
+        )
+        self.codes = self.linenos = []
+        if self.X is not None:
+            return self.X, labels
+        X = np.zeros((self.n, d), dtype=np.float64)
+        for k, part in enumerate(self.parts):
+            assert part is not None
+            self.parts[k] = None  # free each part once it is in X
+            row0, counts, idx, val = part
+            rows = np.repeat(np.arange(row0, row0 + len(counts)), counts)
+            X[rows, idx - 1] = val
+        return X, labels
 
 
 def _load_libsvm(
     path: PathLike, n_features: int | None, limit: int | None
 ) -> tuple[np.ndarray, _Labels]:
     spath = os.fspath(path)
-    data = _read_head(path, limit)
-    sp = _libsvm_bulk(data) if b"#" not in data else None
-    if sp is None:
-        sp = _libsvm_exact(data, spath)
-    n = len(sp.labels.codes)
-    max_idx = int(sp.idx.max()) if sp.idx.size else 0
-    d = max_idx if n_features is None else int(n_features)
-    rows = np.repeat(np.arange(n), sp.counts)
-    if max_idx > d:
-        bad = int(np.argmax(sp.idx > d))
-        raise ParseError(
-            f"index exceeds n_features: index {int(sp.idx[bad])} > n_features={d}",
-            spath,
-            int(sp.labels.linenos[rows[bad]]),
-        )
-    X = np.zeros((n, d), dtype=np.float64)
-    X[rows, sp.idx - 1] = sp.val
-    return X, sp.labels
+    out = _LibsvmBuilder(n_features)
+    line0 = 0  # lines before the current block
+    with contextlib.closing(_iter_line_blocks(path, limit, _CHUNK_BYTES)) as blocks:
+        for block in blocks:
+            try:
+                sp = _libsvm_bulk(block, line0) if b"#" not in block else None
+                bulk = sp is not None
+                if sp is None:
+                    sp = _libsvm_exact(block, spath, line0)
+            except ParseError:
+                # Reading the whole file first reported a corrupt compressed file before any
+                # bad line: read the rest (as far as a whole-file read went) before raising.
+                for _ in blocks:
+                    pass
+                raise
+            out.add(sp, bulk)
+            line0 += block.count(b"\n")
+    return out.finish(spath)
 
 
 def _load_csv(
@@ -1129,26 +1274,40 @@ def _load_csv(
     delimiter: str | None,
     header: bool | None,
 ) -> tuple[np.ndarray, _Labels]:
-    labels: list[str] = []
-    rows: list[np.ndarray] = []
-    linenos: list[int] = []
+    # Rows go straight into X (grown in place a block at a time), labels into int64 codes:
+    # no per-row arrays or label strings are kept for the whole file.
+    table: dict[str, int] = {}
+    codes = array.array("q")
+    linenos = array.array("q")
+    X: np.ndarray | None = None
+    block_rows = 1
     n_cols = None if n_features is None else n_features + 1
     records = iter_csv_records(
         path, label_column=label_column, delimiter=delimiter, header=header, n_columns=n_cols
     )
+    n = 0
     for lineno, _text, parsed in records:
-        if limit is not None and len(labels) >= limit:
+        if limit is not None and n >= limit:
             break
         if isinstance(parsed, ParseError):
             raise parsed
-        labels.append(parsed[0])
-        rows.append(parsed[1])
+        label, x = parsed
+        if X is None:
+            X = np.zeros((0, len(x)), dtype=np.float64)
+            block_rows = max(1, _CHUNK_BYTES // (8 * len(x) + 8))
+        if n == len(X):  # doubling while small, then a block at a time
+            _grow_rows(X, n + min(block_rows, max(n, 64)))
+        X[n] = x
+        n += 1
+        codes.append(table.setdefault(label, len(table)))
         linenos.append(lineno)
-    if rows:
-        X = np.vstack(rows)
-    else:
+    if X is None:
         X = np.zeros((0, n_features or 0), dtype=np.float64)
-    return X, _encode_labels(labels, linenos)
+    else:
+        _grow_rows(X, n)  # drop the unused rows of the last block
+    return X, _Labels(
+        list(table), np.array(codes, dtype=np.int64), np.array(linenos, dtype=np.int64)
+    )
 
 
 def _parquet_table(
@@ -1320,6 +1479,9 @@ def load(
 
     Raises :class:`ParseError` naming file and line on the first malformed line (syntax errors
     of all lines are checked before label errors).
+
+    Text files are parsed in blocks of lines and written into ``X`` as they go, and scaling
+    works in place, so the peak memory is about ``X`` plus one block's temporaries.
     """
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
@@ -1344,7 +1506,7 @@ def load(
     else:
         raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
     y = _map_labels(labels, task, positive_label, label_map, spath)
-    X = scale_minmax(X, scale)
+    X = _scale_minmax_inplace(X, scale)  # X is ours: no second copy of it
     y = scale_target_minmax(y, scale_target)
     return np.ascontiguousarray(X, dtype=np.float64), y
 
@@ -1390,6 +1552,25 @@ def scale_minmax(X: Any, kind: Scale = "01", lo: Any = None, hi: Any = None) -> 
         Z = 2.0 * Z - 1.0
     Z[:, const] = 0.0
     return np.ascontiguousarray(Z)
+
+
+def _scale_minmax_inplace(X: np.ndarray, kind: Scale) -> np.ndarray:
+    """:func:`scale_minmax` of ``X`` (2-D float64, fitted on itself) overwriting ``X``.
+
+    The same operations in the same order, so the result is bit-identical to it.
+    """
+    if kind == "none":
+        return X
+    lo, hi = fit_minmax(X)
+    span = hi - lo
+    const = ~(span > 0)
+    X -= lo
+    X /= np.where(const, 1.0, span)
+    if kind == "pm1":
+        X *= 2.0
+        X -= 1.0
+    X[:, const] = 0.0
+    return X
 
 
 def scale_target_minmax(y: Any, kind: TargetScale = "01") -> np.ndarray:
