@@ -61,6 +61,8 @@ from typing import IO, Any, Literal, NamedTuple
 
 import numpy as np
 
+from kernelstream import fs
+
 __all__ = [
     "Example",
     "LabelMap",
@@ -524,12 +526,18 @@ _DECOMPRESS_ERRORS = (OSError, EOFError, lzma.LZMAError)
 
 
 def _magic(path: PathLike) -> bytes:
+    if fs.is_remote(path):
+        with fs.open_read(path) as f:
+            return f.read(6)
     with open(path, "rb") as f:
         return f.read(6)
 
 
 def _open_binary(path: PathLike) -> IO[bytes]:
-    """Open for binary reading, decompressing gzip/bz2/xz (detected by magic bytes)."""
+    """Open for binary reading, decompressing gzip/bz2/xz (detected by magic bytes). URLs
+    (``gs://`` ...) are read through Beam's file systems (:mod:`kernelstream.fs`)."""
+    if fs.is_remote(path):
+        return fs.open_binary(path)
     head = _magic(path)
     if head.startswith(_GZIP_MAGIC):
         return gzip.open(path, "rb")
@@ -1318,7 +1326,7 @@ def _parquet_table(
     import pyarrow.parquet as pq
 
     spath = os.fspath(path)
-    pf = pq.ParquetFile(spath)
+    pf = pq.ParquetFile(fs.open_read(spath) if fs.is_remote(spath) else spath)
     schema = pf.schema_arrow
     names = schema.names
     if label_column is None:
@@ -1643,7 +1651,7 @@ def load_dataset(name_or_path: PathLike, **kw: Any) -> tuple[np.ndarray, np.ndar
         kw.setdefault("fmt", row["format"])
         with resources.as_file(res) as p:
             return load(p, **kw)
-    if not Path(name).exists():
+    if not fs.exists(name):
         raise FileNotFoundError(
             f"{name!r} is neither an embedded data set ({embedded_datasets()}) nor a file"
         )

@@ -5,8 +5,8 @@
 #   IMAGE=europe-west1-docker.pkg.dev/my-project/kernelstream/kernelstream-beam:0.1.0 \
 #   deploy/dataflow/run.sh DATA OUT [kernelstream replay options ...] [-- extra Beam options ...]
 #
-# DATA and OUT are passed to `kernelstream replay` as they are; see README.md beside this file
-# for what they must be (the current release reads and writes paths with local file APIs).
+# DATA and OUT are passed to `kernelstream replay` as they are: gs:// URLs (the workers read
+# DATA and write the Parquet outputs there; summary.json lands in OUT too). See README.md.
 # Extra Beam options after `--` are appended after the ones set here (later wins), e.g.
 # `-- --max_num_workers=4 --machine_type=n2-highmem-4`.
 #

@@ -37,7 +37,6 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
@@ -47,6 +46,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from kernelstream import data as ksdata
+from kernelstream import fs
 from kernelstream.evaluate import EvalResult
 from kernelstream.transforms.blocks import PredictionBlock
 from kernelstream.transforms.learn import (
@@ -111,7 +111,7 @@ class ReplayRun:
 
     data: str
     configs: list[LearnerConfig]
-    out: Path
+    out: str  # local directory or a URL (gs://...)
     read: ReadOptions
     seed: int = 0
     permutations: int = 1
@@ -138,7 +138,7 @@ class ReplayResult:
 
     summaries: list[dict[str, Any]]
     counters: dict[str, int]
-    out: Path
+    out: str  # local directory or a URL (gs://...)
     runner: str
     seconds: float
 
@@ -149,7 +149,7 @@ class ReplayResult:
 def resolve_data(name_or_path: str, fmt: str | None) -> tuple[str, str | None]:
     """An embedded data set name or a file path → ``(path, fmt)``."""
     p = os.fspath(name_or_path)
-    if not Path(p).exists():
+    if not fs.exists(p):
         with contextlib.suppress(KeyError):
             info = ksdata.embedded_dataset_info(p)
             return str(ksdata.embedded_path(p)), fmt or info.get("format")
@@ -204,7 +204,7 @@ def make_run(
                        delimiter=delimiter, header=header, key_by=key_by,
                        scale_target=scale_target)
     return ReplayRun(data=os.fspath(data), configs=list(as_configs(configs).values()),
-                     out=Path(out), read=read, seed=seed, permutations=permutations,
+                     out=os.fspath(out), read=read, seed=seed, permutations=permutations,
                      block_size=block_size, metrics_window=metrics_window, reshuffle=reshuffle,
                      scramble=scramble, order=order, chunk_bytes=chunk_bytes, runner=runner,
                      pipeline_args=list(pipeline_args), early_state=early_state)
@@ -235,19 +235,17 @@ def execute(run: ReplayRun) -> ReplayResult:
     seconds = time.perf_counter() - t0
     for name, schema in zip(OUTPUTS, (PREDICTIONS_SCHEMA, METRICS_SCHEMA, DEAD_LETTER_SCHEMA),
                             strict=True):
-        ensure_nonempty(run.out / name, schema)
-    summaries = key_summaries(iter_rows(run.out / "metrics", METRICS_SCHEMA))
+        ensure_nonempty(fs.join(run.out, name), schema)
+    summaries = key_summaries(iter_rows(fs.join(run.out, "metrics"), METRICS_SCHEMA))
     return ReplayResult(summaries, counters, run.out, run.runner, seconds)
 
 
-def _clear_outputs(out: Path) -> None:
+def _clear_outputs(out: str) -> None:
     """Remove the Parquet files of a previous run in the output directories (only those, and
     the hidden temporary files a crashed run of the sinks may have left)."""
     for name in OUTPUTS:
-        d = out / name
-        if d.is_dir():
-            for f in [*d.glob("*.parquet"), *d.glob(".*.parquet.tmp")]:
-                f.unlink()
+        d = fs.join(out, name)
+        fs.delete([*fs.list_files(d, "*.parquet"), *fs.list_files(d, ".*.parquet.tmp")])
 
 
 # -- Beam ----------------------------------------------------------------------------------------
@@ -274,9 +272,9 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
                                            early_state=resolve_early_state(run))
     dead = (src.dead_letters, out.dead_letters) | "DeadLetters" >> beam.Flatten()
     _ = out.predictions | "WritePredictions" >> WriteParquet(
-        str(run.out / "predictions"), PREDICTIONS_SCHEMA)
-    _ = out.metrics | "WriteMetrics" >> WriteParquet(str(run.out / "metrics"), METRICS_SCHEMA)
-    _ = dead | "WriteDeadLetters" >> WriteParquet(str(run.out / "dead_letters"),
+        fs.join(run.out, "predictions"), PREDICTIONS_SCHEMA)
+    _ = out.metrics | "WriteMetrics" >> WriteParquet(fs.join(run.out, "metrics"), METRICS_SCHEMA)
+    _ = dead | "WriteDeadLetters" >> WriteParquet(fs.join(run.out, "dead_letters"),
                                                   DEAD_LETTER_SCHEMA)
 
 
@@ -391,12 +389,12 @@ def _run_loop(run: ReplayRun) -> dict[str, int]:
                          run.read.path)
     states: dict[str, StreamState] = {}
     for name in OUTPUTS:
-        (run.out / name).mkdir(parents=True, exist_ok=True)
+        fs.makedirs(fs.join(run.out, name))
     counters = {"examples": 0, "mistakes": 0, "dead_letters": len(ds.dead_letters), "blocks": 0}
     metrics: list[dict[str, Any]] = []
     dead = list(ds.dead_letters)
-    with pq.ParquetWriter(run.out / "predictions" / "part-loop.parquet",
-                          PREDICTIONS_SCHEMA) as w:
+    with fs.open_write(fs.join(run.out, "predictions", "part-loop.parquet")) as fh, \
+            pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as w:
         for b in stream_blocks(ds, run.spec):
             st = states.setdefault(b.key, StreamState())
             res = core.learn(b.key, st, b)
@@ -412,8 +410,8 @@ def _run_loop(run: ReplayRun) -> dict[str, int]:
     for name, rows, schema in (("metrics", metrics, METRICS_SCHEMA),
                                ("dead_letters", dead, DEAD_LETTER_SCHEMA)):
         if rows:
-            pq.write_table(pa.Table.from_batches([rows_batch(rows, schema)]),
-                           run.out / name / "part-loop.parquet")
+            with fs.open_write(fs.join(run.out, name, "part-loop.parquet")) as fh:
+                pq.write_table(pa.Table.from_batches([rows_batch(rows, schema)]), fh)
     return counters
 
 

@@ -32,7 +32,7 @@ from typing import Any, TextIO  # noqa: E402
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from kernelstream import __version__, data, learners  # noqa: E402
+from kernelstream import __version__, data, fs, learners  # noqa: E402
 from kernelstream.evaluate import EvalResult, evaluate, stderr_progress  # noqa: E402
 from kernelstream.pipelines.config import (  # noqa: E402
     DEFAULT_DATASET,
@@ -117,7 +117,7 @@ def _beam_runner(name: str) -> Runner:
         # counts from the files themselves, so the summary adds up whatever the runner's
         # support for Beam metrics
         counts = {
-            out: sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(res.out / out))
+            out: sum(_parquet_rows(f) for f in parquet_files(fs.join(res.out, out)))
             for out in ("predictions", "dead_letters")
         }
         return RunOutput(res.eval_results(configs, config.seed), counts, res.summaries)
@@ -202,13 +202,20 @@ def _json_safe(v: Any) -> Any:
     return v
 
 
-def write_summary(doc: dict[str, Any], out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "summary.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n")
-    os.replace(tmp, path)  # never leave a half-written summary behind
+def write_summary(doc: dict[str, Any], out: str | Path) -> str:
+    fs.makedirs(out)
+    path = fs.join(out, "summary.json")
+    # never leave a half-written summary behind
+    fs.write_bytes_atomic(path, (json.dumps(_json_safe(doc), indent=2, allow_nan=False)
+                                 + "\n").encode())
     return path
+
+
+def _parquet_rows(path: str) -> int:
+    if fs.is_remote(path):
+        with fs.open_read(path) as fh:
+            return int(pq.ParquetFile(fh).metadata.num_rows)
+    return int(pq.ParquetFile(path).metadata.num_rows)
 
 
 def _fmt(v: float | None, spec: str) -> str:
@@ -351,7 +358,7 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         data=src,
         dataset=dataset,
         learners=configs,
-        out=Path(args.out) if args.out else default_out(dataset, configs),
+        out=args.out if args.out else str(default_out(dataset, configs)),
         seed=args.seed,
         permutations=args.permutations,
         limit=args.limit,
@@ -379,7 +386,7 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except ValueError as exc:  # unknown learner, bad parameter, inconsistent options
         return _error("replay", str(exc))
     try:  # before the run: a long run must not fail at the very end on a bad --out
-        config.out.mkdir(parents=True, exist_ok=True)
+        fs.makedirs(config.out)
     except OSError as exc:
         return _error("replay", f"cannot create the output directory: {exc}")
     try:
@@ -395,7 +402,7 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"{len(run.keys)} per-entity models (see summary.json 'keys' and metrics/)")
     if run.counts.get("dead_letters"):
         print(f"dead letters: {run.counts['dead_letters']} rejected input records "
-              f"(see {config.out / 'dead_letters'})")
+              f"(see {fs.join(config.out, 'dead_letters')})")
     path = write_summary(build_summary(config, run), config.out)
     print(f"summary: {path}")
     return 0

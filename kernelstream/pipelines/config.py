@@ -75,7 +75,7 @@ class ReplayConfig:
     data: str  # embedded data set name or path
     dataset: str  # display name (embedded name, else the file name)
     learners: tuple[LearnerConfig, ...]
-    out: Path
+    out: str  # output directory: a local path or a URL (gs://...)
     seed: int = 0
     permutations: int = 1
     limit: int | None = None  # first N rows of the file (before permuting)

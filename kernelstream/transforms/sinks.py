@@ -35,6 +35,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from kernelstream import fs
 from kernelstream.transforms.blocks import PredictionBlock, StreamKey
 
 PREDICTIONS_SCHEMA = pa.schema([
@@ -340,9 +341,9 @@ class _SplitEndOfTime(beam.DoFn):
 # -- reading back ---------------------------------------------------------------------------------
 
 
-def parquet_files(directory: str | Path) -> list[Path]:
-    d = Path(directory)
-    return sorted(p for p in d.glob("*.parquet") if p.is_file()) if d.is_dir() else []
+def parquet_files(directory: str | Path) -> list[str]:
+    """The finished Parquet files of an output directory (local or a URL), sorted."""
+    return fs.list_files(directory, "*.parquet")
 
 
 def read_table(directory: str | Path, schema: pa.Schema) -> pa.Table:
@@ -351,16 +352,23 @@ def read_table(directory: str | Path, schema: pa.Schema) -> pa.Table:
     files = parquet_files(directory)
     if not files:
         return schema.empty_table()
-    return pa.concat_tables([pq.read_table(f, schema=schema) for f in files])
+    tables = []
+    for f in files:
+        if fs.is_remote(f):
+            with fs.open_read(f) as fh:
+                tables.append(pq.read_table(fh, schema=schema))
+        else:
+            tables.append(pq.read_table(f, schema=schema))
+    return pa.concat_tables(tables)
 
 
 def ensure_nonempty(directory: str | Path, schema: pa.Schema, prefix: str = "part") -> None:
     """Write an empty file of ``schema`` into an output directory that got no file (Beam
     writes nothing for an empty PCollection), so readers always find the schema."""
-    d = Path(directory)
-    if not parquet_files(d):
-        d.mkdir(parents=True, exist_ok=True)
-        pq.write_table(schema.empty_table(), d / f"{prefix}-empty.parquet")
+    if not parquet_files(directory):
+        fs.makedirs(directory)
+        with fs.open_write(fs.join(directory, f"{prefix}-empty.parquet")) as fh:
+            pq.write_table(schema.empty_table(), fh)
 
 
 def iter_rows(directory: str | Path, schema: pa.Schema) -> Iterator[dict[str, Any]]:

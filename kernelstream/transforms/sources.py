@@ -20,7 +20,6 @@ Both emit malformed input as dead-letter rows (source, line, raw text, reason) o
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,6 +29,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
+from kernelstream import fs
 from kernelstream.data import (
     LabelMap,
     ParseError,
@@ -186,29 +186,14 @@ def array_loader(X: np.ndarray, y: np.ndarray, entities: Sequence[Any] | None = 
 # reported as dead letters too ("empty line"), so that every physical line of a text file is
 # either a predicted row, a dead letter, a comment or the CSV header.
 
-_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
-
-
 def open_binary(path: str) -> Any:
-    """The file for binary reading, decompressed when it is gzip/bz2/xz (magic bytes)."""
-    import bz2
-    import gzip
-    import lzma
-
-    with open(path, "rb") as f:
-        head = f.read(6)
-    if head.startswith(b"\x1f\x8b"):
-        return gzip.open(path, "rb")
-    if head.startswith(b"BZh"):
-        return bz2.open(path, "rb")
-    if head.startswith(b"\xfd7zXZ\x00"):
-        return lzma.open(path, "rb")
-    return open(path, "rb")
+    """The file for binary reading, decompressed when it is gzip/bz2/xz (magic bytes); local
+    paths and any URL Beam's file systems read (``gs://`` ...)."""
+    return fs.open_binary(path)
 
 
 def is_compressed(path: str) -> bool:
-    with open(path, "rb") as f:
-        return f.read(6).startswith(_COMPRESSED_MAGIC)
+    return fs.compression(path) is not None
 
 
 class ParsedRow(NamedTuple):
@@ -363,7 +348,7 @@ def iter_parquet_rows(path: str, label_column: int | str | None = None,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(path)
+    pf = pq.ParquetFile(fs.open_read(path) if fs.is_remote(path) else path)
     names = pf.schema_arrow.names
     label = _parquet_col(label_column if label_column is not None else "label", names)
     key = None if key_by is None else _parquet_col(key_by, names)
@@ -633,7 +618,7 @@ class Chunk(NamedTuple):
 def file_chunks(path: str, chunk_bytes: int) -> list[Chunk]:
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
-    size = os.path.getsize(path)
+    size = fs.size(path)
     if is_compressed(path) or size <= chunk_bytes:
         return [Chunk(0, 0, -1)]
     return [Chunk(i, s, min(s + chunk_bytes, size))
