@@ -1,7 +1,17 @@
 """Shared helpers of the benchmark scripts: dataset definitions and loading, the prequential
-runner (ALGORITHMS.md §2.1) with the shared seeding, and a small process pool (≤ 2 workers).
+runner (ALGORITHMS.md §2.1) with the shared seeding, a small process pool (≤ 2 workers), and the
+scaffolding every reproduction script repeats (command-line options, the tune / evaluate /
+render skeleton, json files, best-of-grid selection, markdown cells).
 
-The scripts import this module as ``_common`` (they put ``benchmarks/`` on ``sys.path``).
+The scripts import this module as ``_common``: they put ``benchmarks/`` on ``sys.path`` and
+import it before numpy, so that its first lines limit BLAS to one thread per process::
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _common  # first: it limits BLAS to one thread per process before numpy loads
+    import numpy as np
+    from _common import load_dataset, ...  # the names a script uses throughout
+
+and call the scaffolding (options, tuned / results files) as ``_common.<name>``.
 """
 
 from __future__ import annotations
@@ -14,15 +24,17 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import datetime as _dt  # noqa: E402
+import json  # noqa: E402
 import math  # noqa: E402
 import multiprocessing as mp  # noqa: E402
 import platform  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Iterable, Sequence  # noqa: E402
 from dataclasses import asdict, dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any, TypeVar  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -32,7 +44,10 @@ from kernelstream.seeding import learner_seed, permutation  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
+RESULTS = BENCH / "results"  # default --out-dir of the scripts
 MAX_WORKERS = 2
+# P3's Gaussian width grid σ = 2^e, e ∈ {-5, -4.5, …, 7} (kernel alignment and width sweeps)
+SIGMA_EXPONENTS = [e / 2 for e in range(-10, 15)]
 
 
 # -- data ----------------------------------------------------------------------------------------
@@ -146,22 +161,38 @@ class RunResult:
         d["spec"] = asdict(self.spec)
         return d
 
+    def record(self) -> dict[str, Any]:
+        """The per-run entry of a results json."""
+        return {"r": self.spec.r, "mistake_rate": self.mistake_rate, "n_sv": self.n_sv,
+                "seconds": self.seconds}
+
+
+def permuted(X: np.ndarray, y: np.ndarray, base_seed: int, r: int,
+             rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The stream of permutation ``r`` (shared seeding, :mod:`kernelstream.seeding`) as a
+    contiguous copy; with ``rows``, only its first ``rows`` rounds."""
+    perm = permutation(X.shape[0], base_seed, r)
+    if rows is not None:
+        perm = perm[:rows]
+    return np.ascontiguousarray(X[perm]), y[perm]
+
+
+def predicted_labels(model: Any, scores: np.ndarray) -> np.ndarray:
+    """±1 predictions of a prequential pass: the sign of each score, and for a zero score the
+    learner's tie label ``predict_label(0.0)``."""
+    tie = model.predict_label(0.0)
+    return np.where(scores > 0, 1.0, np.where(scores < 0, -1.0, tie))
+
 
 def run_prequential(spec: RunSpec, X: np.ndarray, y: np.ndarray) -> RunResult:
     """Test-then-train over permutation ``r`` (shared seeding); times only the learning loop."""
-    perm = permutation(X.shape[0], spec.base_seed, spec.r)
-    if spec.rows is not None:
-        perm = perm[: spec.rows]
-    Xp = np.ascontiguousarray(X[perm])
-    yp = y[perm]
+    Xp, yp = permuted(X, y, spec.base_seed, spec.r, spec.rows)
     m = learners.make(spec.learner, seed=learner_seed(spec.base_seed, spec.r, spec.learner),
                       **spec.params)
     t0 = time.perf_counter()
     scores = m.predict_learn_many(Xp, yp)
     secs = time.perf_counter() - t0
-    tie = m.predict_label(0.0)
-    pred = np.where(scores > 0, 1.0, np.where(scores < 0, -1.0, tie))
-    mr = 100.0 * float(np.mean(pred != yp))
+    mr = 100.0 * float(np.mean(predicted_labels(m, scores) != yp))
     return RunResult(spec, mr, len(yp), int(m.n_support_vectors), secs)
 
 
@@ -242,7 +273,38 @@ def _indexed_run(item: tuple[int, RunSpec]) -> tuple[int, RunResult | str]:
     return item[0], _worker_run(item[1])
 
 
+def run_all(specs: Sequence[RunSpec], data_dir: Path, workers: int = 1,
+            cost: Callable[[RunSpec], float] | None = None) -> list[RunResult]:
+    """:func:`run_many` for runs that must all succeed (a failed run raises ``RuntimeError``);
+    results in the order of ``specs``. With ``cost``, the costliest runs start first, which
+    keeps both workers busy until the end."""
+    order = list(range(len(specs)))
+    if cost is not None:
+        order.sort(key=lambda i: -cost(specs[i]))
+    res = run_many([specs[i] for i in order], data_dir, workers=workers)
+    out: list[RunResult | None] = [None] * len(specs)
+    for i, r in zip(order, res, strict=True):
+        if not isinstance(r, RunResult):
+            raise RuntimeError(f"run failed: {specs[i]}: {r}")
+        out[i] = r
+    return [r for r in out if r is not None]
+
+
+_T = TypeVar("_T")
+
+
+def best_of_grid(results: Iterable[_T], score: Callable[[_T], Any] = lambda t: t[1]) -> _T:
+    """The grid point of lowest ``score`` (default: the second item of a ``(point, score)``
+    pair); ties go to the earlier grid point."""
+    return min(results, key=score)
+
+
 # -- misc ----------------------------------------------------------------------------------------
+def gamma_of(sigma: float) -> float:
+    """Gaussian γ of the width σ: exp(−γ‖x − x′‖²) = exp(−‖x − x′‖² / (2σ²))."""
+    return 1.0 / (2.0 * sigma * sigma)
+
+
 def mean_std(v: Iterable[float]) -> tuple[float, float]:
     """:func:`kernelstream.evaluate.mean_std` (ddof=1), NaN for no values."""
     vals = list(v)
@@ -264,3 +326,173 @@ def machine_info() -> str:
 
 def now_utc() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def git_provenance() -> str:
+    """Commit and whether the learner code differs from it (read-only git commands)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "../kernelstream"],
+                               cwd=BENCH, text=True, capture_output=True,
+                               check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "git commit unknown"
+    return f"git {head}" + (" + uncommitted changes in kernelstream/" if dirty else "")
+
+
+# -- command line of the scripts -----------------------------------------------------------------
+def script_parser(doc: str, epilog: bool = True) -> argparse.ArgumentParser:
+    """Parser of a benchmark script: its docstring's first paragraph is the description, the
+    rest (raw text) the epilog; with the shared ``--data-dir`` option."""
+    head, _, rest = doc.partition("\n\n")
+    ap = argparse.ArgumentParser(description=head, epilog=rest if epilog else None,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_data_dir_arg(ap)
+    return ap
+
+
+def add_tuning_args(ap: argparse.ArgumentParser, default_tuned: Path) -> None:
+    """``--tune``, ``--tune-only`` and ``--tuned-file`` (see :func:`tune_step`)."""
+    ap.add_argument("--tune", action="store_true", help="run the tuning step first and "
+                    "(over)write the tuned file (entries of other datasets are kept)")
+    ap.add_argument("--tune-only", action="store_true", help="tune, write the file, stop")
+    ap.add_argument("--tuned-file", type=Path, default=default_tuned,
+                    help="tuned parameters (default %(default)s)")
+
+
+def add_eval_args(ap: argparse.ArgumentParser, permutations: int, help: str, *,
+                  short: str | None = None, tune_perm: bool = False) -> None:
+    """``--permutations`` (R: the evaluation runs permutations r = 0..R−1; ``help`` says what
+    R counts in this script), ``--base-seed`` and, with ``tune_perm``, ``--tune-perm`` (the
+    permutation index tuning uses, never an evaluation permutation)."""
+    flags = ("--permutations", short) if short else ("--permutations",)
+    ap.add_argument(*flags, type=int, default=permutations, help=help)
+    ap.add_argument("--base-seed", type=int, default=0, help="base seed (default 0)")
+    if tune_perm:
+        ap.add_argument("--tune-perm", type=int, default=1000,
+                        help="permutation index used for tuning only (default 1000)")
+
+
+def add_list_arg(ap: argparse.ArgumentParser, flag: str, choices: Iterable[str],
+                 help: str = "comma-separated subset of %(default)s") -> None:
+    """A comma-separated option defaulting to all of ``choices`` (parse with
+    :func:`parse_list`)."""
+    ap.add_argument(flag, default=",".join(choices), help=help)
+
+
+def parse_list(ap: argparse.ArgumentParser, value: str, choices: Iterable[str] | None = None,
+               what: str = "value") -> list[str]:
+    """The items of a comma-separated option; with ``choices``, an unknown item is a usage
+    error."""
+    items = [v for v in value.split(",") if v]
+    if choices is not None:
+        allowed = list(choices)
+        for v in items:
+            if v not in allowed:
+                ap.error(f"unknown {what} {v!r} (choose from {', '.join(allowed)})")
+    return items
+
+
+def add_output_args(ap: argparse.ArgumentParser, stem: str, render_flag: str | None = None,
+                    merge: bool = False) -> None:
+    """``--out-dir`` (where ``<stem>.md`` / ``<stem>.json`` go), the script's no-compute flag
+    ``render_flag`` if it has one (rewrite the markdown from the stored json) and, with
+    ``merge``, ``--merge`` (keep the other datasets' cells of the stored json)."""
+    ap.add_argument("--out-dir", type=Path, default=RESULTS,
+                    help=f"where {stem}.md/.json go (default %(default)s)")
+    if merge:
+        ap.add_argument("--merge", action="store_true",
+                        help=f"keep the cells of the other datasets of an existing {stem}.json "
+                             "(re-run a subset, e.g. --datasets german)")
+    if render_flag:
+        ap.add_argument(render_flag, action="store_true",
+                        help=f"rewrite {stem}.md from the existing {stem}.json (no runs)")
+
+
+def warn_unregistered(names: Iterable[str]) -> None:
+    """Warn (stderr) about requested learners that are not registered; they are skipped."""
+    missing = [m for m in names if m not in learners.available()]
+    if missing:
+        print(f"warning: not registered (skipped): {', '.join(missing)}", file=sys.stderr)
+
+
+# -- the tune / evaluate / render skeleton -------------------------------------------------------
+def json_default(o: Any) -> Any:
+    """``json.dumps`` fallback for numpy scalars and arrays."""
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(type(o))
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """The format of every tuned-parameter and results json (indent 1, trailing newline)."""
+    Path(path).write_text(json.dumps(obj, indent=1, default=json_default) + "\n")
+
+
+def write_report(out_dir: Path, stem: str, lines: list[str], results: dict[str, Any]) -> None:
+    """Write a script's outputs into ``out_dir`` (created if needed): ``<stem>.md`` (the
+    markdown lines) and ``<stem>.json`` (the results the markdown is rendered from)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    write_json(out / f"{stem}.json", results)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A json file, or ``{}`` if it does not exist (no tuning yet)."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def tune_step(ap: argparse.ArgumentParser, a: argparse.Namespace, tuned: dict[str, Any],
+              tune: Callable[[], None]) -> bool:
+    """With ``--tune`` / ``--tune-only``: run ``tune()`` (which fills ``tuned``) and write
+    ``a.tuned_file``; without them the tuned file must exist. True: stop now (``--tune-only``)."""
+    if a.tune or a.tune_only:
+        tune()
+        write_json(a.tuned_file, tuned)
+        print(f"wrote {a.tuned_file}", file=sys.stderr)
+        return bool(a.tune_only)
+    if not tuned:
+        ap.error(f"{a.tuned_file} not found: run with --tune first")
+    return False
+
+
+def tuning_meta(a: argparse.Namespace) -> dict[str, Any]:
+    """What every tuned file records first: when and where it was tuned, the base seed and the
+    tuning permutation."""
+    return {"tuned_at": now_utc(), "machine": machine_info(), "base_seed": a.base_seed,
+            "tune_perm": a.tune_perm}
+
+
+def read_results(a: argparse.Namespace, stem: str) -> dict[str, Any]:
+    """The stored ``<out-dir>/<stem>.json`` for a render-only run; its permutations and base
+    seed replace the command line's, since the report describes the stored runs."""
+    js = json.loads((Path(a.out_dir) / f"{stem}.json").read_text())
+    a.permutations, a.base_seed = js["permutations"], js["base_seed"]
+    return js
+
+
+# -- markdown cells ------------------------------------------------------------------------------
+def generated_line(script: str, stamp: str, detail: str = "") -> str:
+    """The line under the title of every generated results markdown."""
+    return (f"Generated by `benchmarks/{script}` on {stamp}" + (f" ({detail})" if detail else "")
+            + ". Do not edit by hand.")
+
+
+def fmt_pm(mean: float, std: float, digits: int = 3) -> str:
+    """``mean ± std`` with ``digits`` decimals."""
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def fmt_sv(n: float) -> str:
+    """A #SV count, in thousands from 10,000 on."""
+    return f"{n / 1000:.1f}k" if n >= 10000 else f"{n:.0f}"
+
+
+def pass_mark(passed: bool) -> str:
+    """The PASS column of a verdict row (a failure in bold)."""
+    return "PASS" if passed else "**FAIL**"

@@ -19,9 +19,7 @@ Example::
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
 import statistics
 import sys
 import time
@@ -29,15 +27,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")  # before numpy is imported
+import _common  # first: it limits BLAS to one thread per process before numpy loads
+import numpy as np
+from _common import load_dataset
 
-import numpy as np  # noqa: E402
-from _common import add_data_dir_arg, load_dataset, machine_info, now_utc  # noqa: E402
-
-from kernelstream import learners  # noqa: E402
-from kernelstream.learners.kernels import Gaussian  # noqa: E402
-from kernelstream.seeding import learner_seed, permutation  # noqa: E402
+from kernelstream import learners
+from kernelstream.learners.kernels import Gaussian
+from kernelstream.seeding import learner_seed, permutation
 
 TARGET = 2.5
 GAMMA = 0.4  # P4's a9a setting; only the unbudgeted learners' #SV depends on it
@@ -103,9 +99,7 @@ def time_rff_floor(Xp: np.ndarray, D: int, gamma: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_data_dir_arg(ap)
+    ap = _common.script_parser(__doc__, epilog=False)
     ap.add_argument("--dataset", default="a9a", help="benchmark dataset (default a9a)")
     ap.add_argument("--rows", type=int, default=20000,
                     help="rounds per timing of budgeted learners (default 20000)")
@@ -124,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     X, y = load_dataset(a.dataset, a.data_dir)
     perm = permutation(X.shape[0], 0, 0)
     print(f"# learner speed vs kernel-row floor — {a.dataset}, B={a.budget}, gamma={GAMMA}; "
-          f"{now_utc()}; {machine_info()}")
+          f"{_common.now_utc()}; {_common.machine_info()}")
     rows: list[tuple[str, str, int, float, float, float, str]] = []
     failed: list[str] = []
     for name in names:

@@ -52,8 +52,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -61,27 +59,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")  # before numpy is imported
+import _common  # first: it limits BLAS to one thread per process before numpy loads
+import numpy as np
+from _common import DATASETS, SIGMA_EXPONENTS, RunSpec, fmt_params, gamma_of, load_dataset
 
-import numpy as np  # noqa: E402
-from _common import (  # noqa: E402
-    BENCH,
-    DATASETS,
-    RunResult,
-    RunSpec,
-    add_data_dir_arg,
-    fmt_params,
-    load_dataset,
-    machine_info,
-    mean_std,
-    now_utc,
-    run_many,
-)
-
-from kernelstream import learners  # noqa: E402
-from kernelstream.learners.kernels import kernel_alignment, sq_dists  # noqa: E402
-from kernelstream.seeding import permutation  # noqa: E402
+from kernelstream import learners
+from kernelstream.learners.kernels import kernel_alignment, sq_dists
+from kernelstream.seeding import permutation
 
 # -- published numbers ---------------------------------------------------------------------------
 # Table P3-3: mistake % mean, std, seconds per run.
@@ -122,14 +106,11 @@ P3_BUDGET = {"german": 100, "svmguide3": 100, "spambase": 100, "a9a": 200, "w7a"
 P4_GAMMA = 0.4
 TOLERANCE_PP = 2.0
 
-SIGMA_EXPONENTS = [e / 2 for e in range(-10, 15)]  # 2^-5, 2^-4.5, ..., 2^7
 ETA_P3 = [10.0**e for e in range(-5, 1)]
 LAM_P3 = [10.0**e for e in range(-4, 2)]
 BPAS_C = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0]
 ETA_P4 = [10.0**e for e in range(3, -4, -1)]
 PAI_C = [0.25, 0.5, 1.0, 2.0]
-
-
 
 
 @dataclass(frozen=True)
@@ -162,13 +143,8 @@ DIAGNOSTICS = (
          note="σ tuned for this learner alone (instead of the dataset's shared KA width)"),
 )
 
-DEFAULT_TUNED = BENCH / "tuned_params.json"
-DEFAULT_OUT = BENCH / "results"
-NOTES_FILE = BENCH / "results" / "baselines_notes.md"
-
-
-def gamma_of(sigma: float) -> float:
-    return 1.0 / (2.0 * sigma * sigma)
+DEFAULT_TUNED = _common.BENCH / "tuned_params.json"
+NOTES_FILE = _common.RESULTS / "baselines_notes.md"
 
 
 def _pnames(name: str) -> set[str]:
@@ -226,21 +202,10 @@ def centered_alignment(X: np.ndarray, y: np.ndarray, gammas: list[float]) -> np.
     return np.asarray(out)
 
 
-def _best(results: list[tuple[dict[str, Any], float]]) -> tuple[dict[str, Any], float]:
-    """Lowest mistake rate; ties go to the earlier grid point."""
-    return min(results, key=lambda t: t[1])
-
-
-def _run(specs: list[RunSpec], a: argparse.Namespace) -> list[RunResult]:
+def _run(specs: list[RunSpec], a: argparse.Namespace) -> list[_common.RunResult]:
+    """All runs on the pool, the longest first; they must all succeed."""
     n = {d: load_dataset(d, a.data_dir)[0].shape[0] for d in {s.dataset for s in specs}}
-    order = sorted(range(len(specs)), key=lambda i: -cost(specs[i], n[specs[i].dataset]))
-    res = run_many([specs[i] for i in order], a.data_dir, workers=a.workers)
-    out: list[RunResult | None] = [None] * len(specs)
-    for i, r in zip(order, res, strict=True):
-        if not isinstance(r, RunResult):
-            raise RuntimeError(f"run failed: {specs[i]}: {r}")
-        out[i] = r
-    return [r for r in out if r is not None]
+    return _common.run_all(specs, a.data_dir, a.workers, cost=lambda s: cost(s, n[s.dataset]))
 
 
 def ka_select(X: np.ndarray, y: np.ndarray, a: argparse.Namespace) -> tuple[
@@ -283,7 +248,8 @@ def tune_diagnostics(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
         res = _run(specs, a)
         entry = out[d.key] = {"note": d.note}
         for m in names:
-            best = min((r for r in res if r.spec.learner == m), key=lambda r: r.mistake_rate)
+            best = _common.best_of_grid((r for r in res if r.spec.learner == m),
+                                        lambda r: r.mistake_rate)
             entry[m] = {"params": best.spec.params,
                         "sigma_log2": sigma_log2_of(best.spec.params["gamma"]),
                         "tune_mistake_rate": round(best.mistake_rate, 4)}
@@ -312,8 +278,7 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
     rt = a.tune_perm
     meta = tuned.setdefault("meta", {})
     meta.update({
-        "tuned_at": now_utc(), "machine": machine_info(), "base_seed": a.base_seed,
-        "tune_perm": rt, "ka_rows": a.ka_rows, "width_rows": a.width_rows,
+        **_common.tuning_meta(a), "ka_rows": a.ka_rows, "width_rows": a.width_rows,
         "sigma_grid": "2^-5:0.5:7", "eta_p3": ETA_P3, "lam_p3": LAM_P3, "bpas_c": BPAS_C,
         "eta_p4": ETA_P4, "pai_c": PAI_C, "p4_gamma": P4_GAMMA,
     })
@@ -359,7 +324,7 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
             msel = sel.setdefault(mode, {})
             for m in p3_l:
                 rr = [(r.spec.params, r.mistake_rate) for r in res if r.spec.learner == m]
-                params, mr = _best(rr)
+                params, mr = _common.best_of_grid(rr)
                 msel[m] = {"params": params, "sigma_log2": e, "tune_mistake_rate": round(mr, 4),
                            "grid": [[fmt_params({k: v for k, v in p.items()
                                                  if k in p3_grid(m)[0]}), round(v, 4)]
@@ -374,7 +339,7 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
         entry = p4.setdefault(ds, {})
         for m in p4_l:
             rr = [(r.spec.params, r.mistake_rate) for r in res if r.spec.learner == m]
-            params, mr = _best(rr)
+            params, mr = _common.best_of_grid(rr)
             entry[m] = {"params": params, "tune_mistake_rate": round(mr, 4),
                         "grid": [[fmt_params({k: v for k, v in p.items() if k != "gamma"}),
                                   round(v, 4)] for p, v in rr] if len(rr) > 1 else []}
@@ -444,27 +409,22 @@ def evaluate(a: argparse.Namespace, tuned: dict[str, Any]) -> list[dict[str, Any
         runs = [r for r, o in zip(res, owner, strict=True) if o == i]
         if not runs:
             continue
-        mr, sd = mean_std(r.mistake_rate for r in runs)
+        mr, sd = _common.mean_std(r.mistake_rate for r in runs)
         pub = c["published"][0]
         c.update(
             mistake_mean=mr, mistake_std=sd, diff=mr - pub,
             passed=bool(mr <= pub + TOLERANCE_PP),
             n_sv=float(np.mean([r.n_sv for r in runs])),
             seconds=float(np.mean([r.seconds for r in runs])),
-            runs=[{"r": r.spec.r, "mistake_rate": r.mistake_rate, "n_sv": r.n_sv,
-                   "seconds": r.seconds} for r in runs],
+            runs=[r.record() for r in runs],
         )
     return cells
 
 
 # -- output --------------------------------------------------------------------------------------
-def _sv(n: float) -> str:
-    return f"{n / 1000:.1f}k" if n >= 10000 else f"{n:.0f}"
-
-
 def _row(c: dict[str, Any]) -> str:
     pm, ps, psec = c["published"]
-    pub = f"{pm:.3f} ± {ps:.3f}" if c["group"] != "P4" else f"{pm:.2f} ± {ps:.2f}"
+    pub = _common.fmt_pm(pm, ps, 3 if c["group"] != "P4" else 2)
     if "passed" not in c:
         return (f"| {c['dataset']} | {c['learner']} | {c['width']} | – | {pub} | "
                 f"{c.get('status', 'no runs')} | | | | |")
@@ -475,41 +435,26 @@ def _row(c: dict[str, Any]) -> str:
              and not (k == "rank" and c["learner"] == "nogd" and c["group"] == "P3")}
     psv = c.get("published_sv") or str(P3_BUDGET.get(c["dataset"], ""))
     return (f"| {c['dataset']} | {c['learner']} | {width} | {fmt_params(shown)} | {pub} | "
-            f"{c['mistake_mean']:.3f} ± {c['mistake_std']:.3f} | {c['diff']:+.2f} | "
-            f"{'PASS' if c['passed'] else '**FAIL**'} | {_sv(c['n_sv'])} / {psv} | "
+            f"{_common.fmt_pm(c['mistake_mean'], c['mistake_std'])} | {c['diff']:+.2f} | "
+            f"{_common.pass_mark(c['passed'])} | {_common.fmt_sv(c['n_sv'])} / {psv} | "
             f"{c['seconds']:.2f} / {psec:g} |")
-
-
-def provenance() -> str:
-    """Commit and whether the learner code differs from it (read-only git commands)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH, text=True,
-                              capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "../kernelstream"],
-                               cwd=BENCH, text=True, capture_output=True,
-                               check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "git commit unknown"
-    return f"git {head}" + (" + uncommitted changes in kernelstream/" if dirty else "")
 
 
 def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict[str, Any]],
                   wall: float, generated: str | None = None, machine: str | None = None,
                   code: str | None = None) -> None:
-    out = Path(a.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     L: list[str] = []
     judged = [c for c in cells if "passed" in c and c["group"] != "diag"]
     npass = sum(c["passed"] for c in judged)
-    generated = generated or now_utc()
-    machine = machine or machine_info()
-    code = code or provenance()
+    generated = generated or _common.now_utc()
+    machine = machine or _common.machine_info()
+    code = code or _common.git_provenance()
     L += [
         "# Baselines: published vs ours",
         "",
-        f"Generated by `benchmarks/reproduce_baselines.py` on {generated} "
-        f"(evaluation wall time {wall / 60:.1f} min; tuning "
-        f"{tuned.get('meta', {}).get('tuning_seconds', 0) / 60:.1f} min). Do not edit by hand.",
+        _common.generated_line("reproduce_baselines.py", generated,
+                               f"evaluation wall time {wall / 60:.1f} min; tuning "
+                               f"{tuned.get('meta', {}).get('tuning_seconds', 0) / 60:.1f} min"),
         "",
         f"* Code: {code}.",
         f"* Machine: {machine}; ≤ {a.workers} worker processes; learners in pure "
@@ -582,77 +527,38 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
                  f"2^{e['sigma_centered_ka_log2']:g} | 2^{e_on:g} | {s_ka} / {s_on} |")
     if NOTES_FILE.exists():
         L += ["", NOTES_FILE.read_text().strip()]
-    (out / "baselines.md").write_text("\n".join(L) + "\n")
     js = {"generated": generated, "machine": machine, "code": code,
           "permutations": a.permutations, "workers": a.workers,
           "base_seed": a.base_seed, "tolerance_pp": TOLERANCE_PP, "wall_seconds": wall,
           "tuned_meta": tuned.get("meta", {}), "cells": cells}
-    (out / "baselines.json").write_text(json.dumps(js, indent=1, default=_json_default) + "\n")
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if isinstance(o, tuple):
-        return list(o)
-    raise TypeError(type(o))
+    _common.write_report(a.out_dir, "baselines", L, js)
 
 
 # -- main ----------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
-    add_data_dir_arg(ap)
-    ap.add_argument("--tune", action="store_true", help="run the tuning step first and "
-                    "(over)write the tuned file (entries of other datasets are kept)")
-    ap.add_argument("--tune-only", action="store_true", help="tune, write the file, stop")
-    ap.add_argument("--permutations", type=int, default=5, help="R evaluation permutations "
-                    "(default 5)")
-    ap.add_argument("--base-seed", type=int, default=0, help="base seed (default 0)")
-    ap.add_argument("--tune-perm", type=int, default=1000,
-                    help="permutation index used for tuning only (default 1000)")
+    ap = _common.script_parser(__doc__)
+    _common.add_tuning_args(ap, DEFAULT_TUNED)
+    _common.add_eval_args(ap, 5, "R evaluation permutations (default 5)", tune_perm=True)
     ap.add_argument("--ka-rows", type=int, default=2000,
                     help="rows of the tuning permutation for kernel alignment (default 2000)")
     ap.add_argument("--width-rows", type=int, default=10000, help="rows of the tuning "
                     "permutation for the online width selection (default 10000)")
-    ap.add_argument("--datasets", default=",".join(P3_DATASETS),
-                    help="comma-separated subset of %(default)s")
-    ap.add_argument("--learners", default=",".join(P3_LEARNERS + P4_LEARNERS),
-                    help="comma-separated subset of %(default)s")
+    _common.add_list_arg(ap, "--datasets", P3_DATASETS)
+    _common.add_list_arg(ap, "--learners", P3_LEARNERS + P4_LEARNERS)
     ap.add_argument("--no-diagnostics", dest="diagnostics", action="store_false",
                     help="skip the diagnostic configurations (tuned with --tune, evaluated "
                          "after the main tables)")
-    ap.add_argument("--merge", action="store_true",
-                    help="keep the cells of the other datasets of an existing baselines.json "
-                         "(re-run a subset, e.g. --datasets svmguide3)")
-    ap.add_argument("--render-only", action="store_true",
-                    help="rewrite baselines.md from the existing baselines.json (no runs)")
     ap.add_argument("--workers", type=int, default=2, help="worker processes (≤ 2; default 2)")
-    ap.add_argument("--tuned-file", type=Path, default=DEFAULT_TUNED,
-                    help="tuned parameters (default %(default)s)")
-    ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT,
-                    help="where baselines.md/.json go (default %(default)s)")
+    _common.add_output_args(ap, "baselines", "--render-only", merge=True)
     a = ap.parse_args(argv)
-    a.datasets = [d for d in a.datasets.split(",") if d]
-    a.learners = [m for m in a.learners.split(",") if m]
+    a.datasets = _common.parse_list(ap, a.datasets, DATASETS, "dataset")
+    a.learners = _common.parse_list(ap, a.learners, P3_LEARNERS + P4_LEARNERS, "learner")
     a.workers = max(1, min(a.workers, 2))
-    for d in a.datasets:
-        if d not in DATASETS:
-            ap.error(f"unknown dataset {d!r}")
-    for m in a.learners:
-        if m not in P3_LEARNERS + P4_LEARNERS:
-            ap.error(f"unknown learner {m!r}")
-    missing = [m for m in a.learners if m not in learners.available()]
-    if missing:
-        print(f"warning: not registered (skipped): {', '.join(missing)}", file=sys.stderr)
+    _common.warn_unregistered(a.learners)
 
-    tuned: dict[str, Any] = {}
-    if a.tuned_file.exists():
-        tuned = json.loads(a.tuned_file.read_text())
+    tuned = _common.read_json(a.tuned_file)
     if a.render_only:
-        js = json.loads((a.out_dir / "baselines.json").read_text())
-        a.permutations, a.base_seed = js["permutations"], js["base_seed"]
+        js = _common.read_results(a, "baselines")
         a.workers = js.get("workers", a.workers)
         a.datasets = sorted({c.get("run_dataset", c["dataset"]) for c in js["cells"]}
                             | {c["dataset"] for c in js["cells"]})
@@ -660,14 +566,8 @@ def main(argv: list[str] | None = None) -> int:
                       js["machine"], js.get("code"))
         print(f"rewrote {a.out_dir / 'baselines.md'}", file=sys.stderr)
         return 0
-    if a.tune or a.tune_only:
-        tune(a, tuned)
-        a.tuned_file.write_text(json.dumps(tuned, indent=1, default=_json_default) + "\n")
-        print(f"wrote {a.tuned_file}", file=sys.stderr)
-        if a.tune_only:
-            return 0
-    elif not tuned:
-        ap.error(f"{a.tuned_file} not found: run with --tune first")
+    if _common.tune_step(ap, a, tuned, lambda: tune(a, tuned)):
+        return 0
     t0 = time.perf_counter()
     cells = evaluate(a, tuned)
     wall = time.perf_counter() - t0

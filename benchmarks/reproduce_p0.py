@@ -37,32 +37,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")  # before numpy is imported
+import _common  # first: it limits BLAS to one thread per process before numpy loads
+import numpy as np
+from _common import DATASETS, DatasetDef, fmt_params, fmt_pm, load_dataset
 
-import numpy as np  # noqa: E402
-from _common import (  # noqa: E402
-    BENCH,
-    DATASETS,
-    DatasetDef,
-    add_data_dir_arg,
-    fmt_params,
-    load_dataset,
-    machine_info,
-    mean_std,
-    now_utc,
-)
-
-from kernelstream import learners  # noqa: E402
-from kernelstream.learners.proj_ka import P0_EXPONENTS, select_width  # noqa: E402
-from kernelstream.seeding import learner_seed, permutation  # noqa: E402
+from kernelstream import learners
+from kernelstream.learners.proj_ka import P0_EXPONENTS, select_width
+from kernelstream.seeding import learner_seed
 
 # mushrooms is not in _common's table (P3/P4 do not use it): defined here, same loader.
 if "mushrooms" not in DATASETS:
@@ -130,8 +117,7 @@ NOTES = """
   (done with one `exp` per kernel entry and squarings for the 25 widths).
 """
 
-DEFAULT_TUNED = BENCH / "tuned_params_p0.json"
-DEFAULT_OUT = BENCH / "results"
+DEFAULT_TUNED = _common.BENCH / "tuned_params_p0.json"
 
 
 def budget_of(n: int) -> int:
@@ -189,9 +175,7 @@ def step_param(name: str) -> str | None:
 def run_one(name: str, params: dict[str, Any], ds: str, r: int, a: argparse.Namespace,
             tag: str = "") -> dict[str, Any]:
     """One prequential run over permutation ``r`` (the shared seeding of ``_common``)."""
-    X, y = load_dataset(ds, a.data_dir)
-    perm = permutation(X.shape[0], a.base_seed, r)
-    Xp, yp = np.ascontiguousarray(X[perm]), y[perm]
+    Xp, yp = _common.permuted(*load_dataset(ds, a.data_dir), a.base_seed, r)
     extra: dict[str, Any] = {}
     t0 = time.perf_counter()
     if name == "proj-ka-paper":  # two passes: select on the first m rows, then Projectron
@@ -208,9 +192,7 @@ def run_one(name: str, params: dict[str, Any], ds: str, r: int, a: argparse.Name
     scores = model.predict_learn_many(Xp, yp)
     secs = time.perf_counter() - t0
     extra["learn_seconds"] = time.perf_counter() - t1
-    tie = model.predict_label(0.0)
-    pred = np.where(scores > 0, 1.0, np.where(scores < 0, -1.0, tie))
-    mr = 100.0 * float(np.mean(pred != yp))
+    mr = 100.0 * float(np.mean(_common.predicted_labels(model, scores) != yp))
     g_now = getattr(model, "current_gamma", None)
     if g_now is not None:
         extra["final_sigma_log2"] = math.log2(1.0 / math.sqrt(2.0 * g_now))
@@ -227,8 +209,7 @@ def run_one(name: str, params: dict[str, Any], ds: str, r: int, a: argparse.Name
 
 def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
     meta = tuned.setdefault("meta", {})
-    meta.update({"tuned_at": now_utc(), "machine": machine_info(), "base_seed": a.base_seed,
-                 "tune_perm": a.tune_perm, "eta_grid": ETA_GRID})
+    meta.update({**_common.tuning_meta(a), "eta_grid": ETA_GRID})
     t0 = time.perf_counter()
     for ds in a.datasets:
         n = load_dataset(ds, a.data_dir)[0].shape[0]
@@ -240,7 +221,7 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
             fx = fixed_params(name, n)
             rr = [(v, run_one(name, {**fx, sp: v}, ds, a.tune_perm, a, tag="tune")["mistake_rate"])
                   for v in ETA_GRID]
-            best, mr = min(rr, key=lambda t: t[1])  # ties: the smaller step (earlier)
+            best, mr = _common.best_of_grid(rr)  # ties: the smaller step (earlier)
             entry[name] = {"params": {**fx, sp: best}, "tuned": sp,
                            "tune_mistake_rate": round(mr, 4),
                            "grid": [[v, round(m, 4)] for v, m in rr]}
@@ -283,7 +264,7 @@ def evaluate_dataset(a: argparse.Namespace, tuned: dict[str, Any], ds: str) -> l
             continue
         runs = [run_one(c["run"], c["params"], ds, r, a, tag="eval")
                 for r in range(a.permutations)]
-        mr, sd = mean_std(x["mistake_rate"] for x in runs)
+        mr, sd = _common.mean_std(x["mistake_rate"] for x in runs)
         pub = c["published"][0]
         c.update(mistake_mean=mr, mistake_std=sd, diff=mr - pub,
                  passed=bool(mr <= pub + TOLERANCE_PP),
@@ -310,8 +291,6 @@ def _sig(c: dict[str, Any]) -> str:
 
 def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict[str, Any]],
                   wall: float, done: list[str]) -> None:
-    out = Path(a.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     a.datasets = sorted(a.datasets, key=P0_DATASETS.index)  # table order after a --merge
     cells = sorted(cells, key=lambda c: P0_DATASETS.index(c["dataset"]))
     partial = [d for d in a.datasets if d not in done]
@@ -321,15 +300,15 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
     L = [
         "# Paper 000 (OKS-SIL, IJCAI 2020), Table 2: published vs ours",
         "",
-        f"Generated by `benchmarks/reproduce_p0.py` on {now_utc()} (evaluation wall time "
-        f"{wall / 60:.1f} min). Do not edit by hand.",
+        _common.generated_line("reproduce_p0.py", _common.now_utc(),
+                               f"evaluation wall time {wall / 60:.1f} min"),
         "",
     ]
     if partial:
         L += [f"**PARTIAL RESULTS**: not (yet) evaluated: {', '.join(partial)}.", ""]
     L += [
-        f"* Machine: {machine_info()}; one process; pure numpy/Python (P0 used R 3.3.2 on an "
-        "i7 3.6 GHz, so only time *ratios* are comparable).",
+        f"* Machine: {_common.machine_info()}; one process; pure numpy/Python (P0 used R 3.3.2 "
+        "on an i7 3.6 GHz, so only time *ratios* are comparable).",
         f"* Protocol (§2.1, §5.1): prequential test-then-train, hinge loss, mean ± std (ddof=1) "
         f"over R = {a.permutations} permutations r = 0..{a.permutations - 1} "
         f"(`kernelstream.seeding`, base seed {a.base_seed}); P0 used 20. Mistake = "
@@ -363,7 +342,7 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
     ]
     for c in cells:
         pm, ps, psec = c["published"]
-        pub = f"{pm:.3f} ± {ps:.3f}"
+        pub = fmt_pm(pm, ps)
         if "passed" not in c:
             L.append(f"| {c['dataset']} | {c['n']} | {c['label']} | – | {pub} | "
                      f"{c.get('status', 'no runs')} | | | | | |")
@@ -372,8 +351,8 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
                                                                 "selection_window")}
         L.append(
             f"| {c['dataset']} | {c['n']} | {c['label']} | {fmt_params(shown)} | {pub} | "
-            f"{c['mistake_mean']:.3f} ± {c['mistake_std']:.3f} | {c['diff']:+.2f} | "
-            f"{'PASS' if c['passed'] else '**FAIL**'} | {c['n_sv']:.0f} | {_sig(c)} | "
+            f"{fmt_pm(c['mistake_mean'], c['mistake_std'])} | {c['diff']:+.2f} | "
+            f"{_common.pass_mark(c['passed'])} | {c['n_sv']:.0f} | {_sig(c)} | "
             f"{c['seconds']:.2f} / {psec:g} |")
     L += ["", "## Tuning (mistake % on the tuning permutation per η)", "",
           "| dataset | learner | " + " | ".join(f"{v:g}" for v in ETA_GRID) + " | chosen |",
@@ -387,80 +366,36 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
                                                        for v in ETA_GRID)
                      + f" | {e['tuned']}={e['params'][e['tuned']]:g} |")
     L += ["", NOTES.strip()]
-    (out / "p0.md").write_text("\n".join(L) + "\n")
-    js = {"generated": now_utc(), "machine": machine_info(), "permutations": a.permutations,
-          "base_seed": a.base_seed, "tolerance_pp": TOLERANCE_PP, "wall_seconds": wall,
-          "datasets_done": done, "datasets_pending": partial,
+    js = {"generated": _common.now_utc(), "machine": _common.machine_info(),
+          "permutations": a.permutations, "base_seed": a.base_seed, "tolerance_pp": TOLERANCE_PP,
+          "wall_seconds": wall, "datasets_done": done, "datasets_pending": partial,
           "tuned_meta": tuned.get("meta", {}), "cells": cells}
-    (out / "p0.json").write_text(json.dumps(js, indent=1, default=_json_default) + "\n")
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if isinstance(o, tuple):
-        return list(o)
-    raise TypeError(type(o))
+    _common.write_report(a.out_dir, "p0", L, js)
 
 
 # -- main ----------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
-    add_data_dir_arg(ap)
-    ap.add_argument("--tune", action="store_true", help="run the tuning step first and "
-                    "(over)write the tuned file (entries of other datasets are kept)")
-    ap.add_argument("--tune-only", action="store_true", help="tune, write the file, stop")
-    ap.add_argument("--permutations", type=int, default=20,
-                    help="R evaluation permutations (default 20, as P0)")
-    ap.add_argument("--base-seed", type=int, default=0, help="base seed (default 0)")
-    ap.add_argument("--tune-perm", type=int, default=1000,
-                    help="permutation index used for tuning only (default 1000)")
-    ap.add_argument("--datasets", default=",".join(P0_DATASETS),
-                    help="comma-separated subset of %(default)s")
-    ap.add_argument("--learners", default=",".join(P0_LEARNERS),
-                    help="comma-separated subset of %(default)s")
-    ap.add_argument("--tuned-file", type=Path, default=DEFAULT_TUNED,
-                    help="tuned parameters (default %(default)s)")
-    ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT,
-                    help="where p0.md/.json go (default %(default)s)")
-    ap.add_argument("--merge", action="store_true",
-                    help="keep the cells of the other datasets of an existing p0.json")
-    ap.add_argument("--report-only", action="store_true",
-                    help="rewrite p0.md from the existing p0.json (no runs)")
+    ap = _common.script_parser(__doc__)
+    _common.add_tuning_args(ap, DEFAULT_TUNED)
+    _common.add_eval_args(ap, 20, "R evaluation permutations (default 20, as P0)", tune_perm=True)
+    _common.add_list_arg(ap, "--datasets", P0_DATASETS)
+    _common.add_list_arg(ap, "--learners", P0_LEARNERS)
+    _common.add_output_args(ap, "p0", "--report-only", merge=True)
     a = ap.parse_args(argv)
-    a.datasets = [d for d in a.datasets.split(",") if d]
-    a.learners = [m for m in a.learners.split(",") if m]
-    for d in a.datasets:
-        if d not in P0_DATASETS:
-            ap.error(f"unknown dataset {d!r}")
-    for m in a.learners:
-        if m not in P0_LEARNERS:
-            ap.error(f"unknown learner {m!r}")
-    missing = [m for m in a.learners if m not in learners.available()]
-    if missing:
-        print(f"warning: not registered (skipped): {', '.join(missing)}", file=sys.stderr)
+    a.datasets = _common.parse_list(ap, a.datasets, P0_DATASETS, "dataset")
+    a.learners = _common.parse_list(ap, a.learners, P0_LEARNERS, "learner")
+    _common.warn_unregistered(a.learners)
     a.t_start = time.perf_counter()
 
-    tuned: dict[str, Any] = {}
-    if a.tuned_file.exists():
-        tuned = json.loads(a.tuned_file.read_text())
+    tuned = _common.read_json(a.tuned_file)
     if a.report_only:
-        js = json.loads((a.out_dir / "p0.json").read_text())
-        a.permutations, a.base_seed = js["permutations"], js["base_seed"]
+        js = _common.read_results(a, "p0")
         a.datasets = js["datasets_done"] + js["datasets_pending"]
         write_outputs(a, tuned, js["cells"], js["wall_seconds"], js["datasets_done"])
         print(f"rewrote {a.out_dir / 'p0.md'}", file=sys.stderr)
         return 0
-    if a.tune or a.tune_only:
-        tune(a, tuned)
-        a.tuned_file.write_text(json.dumps(tuned, indent=1, default=_json_default) + "\n")
-        print(f"wrote {a.tuned_file}", file=sys.stderr)
-        if a.tune_only:
-            return 0
-    elif not tuned:
-        ap.error(f"{a.tuned_file} not found: run with --tune first")
+    if _common.tune_step(ap, a, tuned, lambda: tune(a, tuned)):
+        return 0
     t0 = time.perf_counter()
     cells: list[dict[str, Any]] = []
     done: list[str] = []

@@ -40,37 +40,21 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")  # before numpy is imported
+import _common  # first: it limits BLAS to one thread per process before numpy loads
+import numpy as np
+from _common import SIGMA_EXPONENTS, RunSpec, fmt_params, fmt_pm, load_dataset, mean_std, permuted
 
-import numpy as np  # noqa: E402
-from _common import (  # noqa: E402
-    BENCH,
-    DATASETS,
-    RunResult,
-    RunSpec,
-    add_data_dir_arg,
-    fmt_params,
-    load_dataset,
-    machine_info,
-    mean_std,
-    now_utc,
-    run_many,
-)
-
-from kernelstream import learners  # noqa: E402
-from kernelstream.learners.kernels import kernel_alignment  # noqa: E402
-from kernelstream.learners.nystrom import IncrementalNystrom, relative_kernel_error  # noqa: E402
-from kernelstream.seeding import learner_seed, permutation  # noqa: E402
-from kernelstream.streams import PRESETS, evaluate_stream, preset_stream  # noqa: E402
+from kernelstream import learners
+from kernelstream.learners.kernels import kernel_alignment
+from kernelstream.learners.nystrom import IncrementalNystrom, relative_kernel_error
+from kernelstream.seeding import learner_seed, permutation
+from kernelstream.streams import PRESETS, evaluate_stream, preset_stream
 
 # -- published numbers (ALGORITHMS.md §5.4) ------------------------------------------------------
 P3_3: dict[str, tuple[float, float, float]] = {  # SkeGD mistake %, std, seconds
@@ -97,20 +81,19 @@ P3_2: dict[tuple[str, int], dict[str, tuple[float, float, float]]] = {  # (ds, B
     ("svmguide3", 200): {"INys": (0.031, 0.001, 0.092), "IRS": (0.012, 0.002, 0.077)},
 }
 DATASETS_P3 = ("german", "svmguide3", "spambase", "a9a", "w7a")
+TABLES = ("p3-3", "p3-4", "p3-2")
 BUDGET = {"german": 100, "svmguide3": 100, "spambase": 100, "a9a": 200, "w7a": 200}
 TOLERANCE_PP = 2.0
 
-SIGMA_EXPONENTS = [e / 2 for e in range(-10, 15)]  # 2^-5, 2^-4.5, ..., 2^7
 ETA = [10.0**e for e in range(-5, 1)]
 LAM = [10.0**e for e in range(-4, 2)]
 
-BASE_TUNED = BENCH / "tuned_params.json"
-DEFAULT_TUNED = BENCH / "tuned_params_skegd.json"
-DEFAULT_OUT = BENCH / "results"
-BASELINES_JSON = BENCH / "results" / "baselines.json"
+BASE_TUNED = _common.BENCH / "tuned_params.json"
+DEFAULT_TUNED = _common.BENCH / "tuned_params_skegd.json"
+BASELINES_JSON = _common.RESULTS / "baselines.json"
 
 
-def gamma_of(sigma_log2: float) -> float:
+def gamma_of_log2(sigma_log2: float) -> float:
     return 1.0 / (2.0 * 4.0**sigma_log2)
 
 
@@ -134,18 +117,8 @@ def widths(ds: str, base: dict[str, Any], a: argparse.Namespace) -> dict[str, fl
         return out
     X, y = load_dataset(ds, a.data_dir)
     idx = permutation(X.shape[0], a.base_seed, a.tune_perm)[: a.ka_rows]
-    ka = kernel_alignment(X[idx], y[idx], [gamma_of(s) for s in SIGMA_EXPONENTS])
+    ka = kernel_alignment(X[idx], y[idx], [gamma_of_log2(s) for s in SIGMA_EXPONENTS])
     return {"ka": SIGMA_EXPONENTS[int(np.argmax(ka))]}
-
-
-def _run(specs: list[RunSpec], a: argparse.Namespace) -> list[RunResult]:
-    res = run_many(specs, a.data_dir, workers=1)
-    out = []
-    for s, r in zip(specs, res, strict=True):
-        if not isinstance(r, RunResult):
-            raise RuntimeError(f"run failed: {s}: {r}")
-        out.append(r)
-    return out
 
 
 # -- tuning --------------------------------------------------------------------------------------
@@ -154,7 +127,7 @@ def _score_run(learner: str, params: dict[str, Any], X: np.ndarray, y: np.ndarra
     """(mistake %, average hinge loss) of one prequential pass over ``X`` in its order."""
     m = learners.make(learner, seed=seed, **params)
     s = m.predict_learn_many(X, y)
-    pred = np.where(s > 0, 1.0, np.where(s < 0, -1.0, m.predict_label(0.0)))
+    pred = _common.predicted_labels(m, s)
     return 100.0 * float(np.mean(pred != y)), float(np.mean(np.maximum(0.0, 1.0 - y * s)))
 
 
@@ -169,7 +142,7 @@ def _select(learner: str, grid: list[dict[str, Any]], X: np.ndarray, y: np.ndarr
         res.append((round(mr, 9), hl))
         print(f"[tune {tag}] {learner}({fmt_params(p)}): {mr:.3f}% hinge {hl:.4f}",
               file=sys.stderr, flush=True)
-    i = min(range(len(grid)), key=lambda j: res[j])
+    i = _common.best_of_grid(range(len(grid)), lambda j: res[j])
     return {"params": grid[i], "tune_mistake_rate": round(res[i][0], 4),
             "tune_hinge": round(res[i][1], 5),
             "grid": [[fmt_params({k: v for k, v in p.items() if k in ("eta", "eta2", "lam")}),
@@ -179,23 +152,21 @@ def _select(learner: str, grid: list[dict[str, Any]], X: np.ndarray, y: np.ndarr
 def tune(a: argparse.Namespace, tuned: dict[str, Any], base: dict[str, Any]) -> None:
     t0 = time.perf_counter()
     meta = tuned.setdefault("meta", {})
-    meta.update({"tuned_at": now_utc(), "machine": machine_info(), "base_seed": a.base_seed,
-                 "tune_perm": a.tune_perm, "eta": ETA, "lam": LAM,
+    meta.update({**_common.tuning_meta(a), "eta": ETA, "lam": LAM,
                  "widths_from": str(BASE_TUNED.name),
                  "selection": "lowest mistake rate, ties by lower average hinge loss"})
     sk = tuned.setdefault("skegd", {})
     for ds in a.datasets:
         X, y = load_dataset(ds, a.data_dir)
         n = X.shape[0]
-        perm = permutation(n, a.base_seed, a.tune_perm)
-        Xp, yp = np.ascontiguousarray(X[perm]), y[perm]
+        Xp, yp = permuted(X, y, a.base_seed, a.tune_perm)
         seed = learner_seed(a.base_seed, a.tune_perm, "skegd")
         entry = sk.setdefault(ds, {})
         for mode, e in widths(ds, base, a).items():
             if mode == "online" and e == entry.get("ka", {}).get("sigma_log2"):
                 entry["online"] = {"same_as": "ka"}
                 continue
-            grid = [{**skegd_fixed(ds, n), **g, "gamma": gamma_of(e)} for g in skegd_grid()]
+            grid = [{**skegd_fixed(ds, n), **g, "gamma": gamma_of_log2(e)} for g in skegd_grid()]
             entry[mode] = {"sigma_log2": e,
                            **_select("skegd", grid, Xp, yp, seed, f"{ds} {mode}")}
     if "german" in a.datasets and "p3-4" in a.tables:
@@ -209,9 +180,8 @@ def tune_adversarial(a: argparse.Namespace, tuned: dict[str, Any], base: dict[st
     and FOGD on a separate german-1 stream (index ``tune_perm``)."""
     X, y = load_dataset("german", a.data_dir)
     e = widths("german", base, a)["ka"]
-    g = gamma_of(e)
-    perm = permutation(X.shape[0], a.base_seed, a.tune_perm)
-    Xp, yp = np.ascontiguousarray(X[perm]), y[perm]
+    g = gamma_of_log2(e)
+    Xp, yp = permuted(X, y, a.base_seed, a.tune_perm)
     fogd_grid = [{"n_components": 400, "eta": eta, "gamma": g} for eta in ETA]
     tuned["fogd_german"] = {"sigma_log2": e, **_select(
         "fogd", fogd_grid, Xp, yp, learner_seed(a.base_seed, a.tune_perm, "fogd"), "german")}
@@ -242,7 +212,7 @@ def eval_p3_3(a: argparse.Namespace, tuned: dict[str, Any]) -> list[dict[str, An
                 continue
             specs = [RunSpec("skegd", cfg["params"], ds, r, a.base_seed, tag=f"P3-3 {mode}")
                      for r in range(a.permutations)]
-            res = _run(specs, a)
+            res = _common.run_all(specs, a.data_dir)
             mr, sd = mean_std(r.mistake_rate for r in res)
             _, y = load_dataset(ds, a.data_dir)
             pub = P3_3[ds]
@@ -261,10 +231,8 @@ def eval_p3_3(a: argparse.Namespace, tuned: dict[str, Any]) -> list[dict[str, An
 
 def _baseline_nogd() -> dict[tuple[str, str], float]:
     """Our NOGD of Table P3-3 (benchmarks/results/baselines.json), for context."""
-    if not BASELINES_JSON.exists():
-        return {}
     out: dict[tuple[str, str], float] = {}
-    for c in json.loads(BASELINES_JSON.read_text()).get("cells", []):
+    for c in _common.read_json(BASELINES_JSON).get("cells", []):
         if c.get("learner") == "nogd" and "mistake_mean" in c:
             for mode in ("ka", "online"):
                 if mode in str(c.get("width", "")):
@@ -334,8 +302,7 @@ def eval_p3_2(a: argparse.Namespace, tuned: dict[str, Any]) -> list[dict[str, An
                 err = {"IRS": [], "INys": []}
                 secs = {"IRS": [], "INys": []}
                 for r in range(a.permutations):
-                    p = permutation(n, a.base_seed, r)
-                    Xp, yp = np.ascontiguousarray(X[p]), y[p]
+                    Xp, yp = permuted(X, y, a.base_seed, r)
                     m = learners.make("skegd", seed=learner_seed(a.base_seed, r, "skegd"),
                                       **irs_p)
                     t0 = time.perf_counter()
@@ -414,17 +381,15 @@ NOTES = """## Notes
 def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], p33: list[dict[str, Any]],
                   p34: list[dict[str, Any]], p32: list[dict[str, Any]], wall: float,
                   generated: str | None = None) -> None:
-    generated = generated or now_utc()
-    out = Path(a.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    generated = generated or _common.now_utc()
     L: list[str] = [
         "# Paper 003 (SkeGD): published vs ours",
         "",
-        f"Generated by `benchmarks/reproduce_p3.py` on {generated} (evaluation wall time "
-        f"{wall / 60:.1f} min). Do not edit by hand.",
+        _common.generated_line("reproduce_p3.py", generated,
+                               f"evaluation wall time {wall / 60:.1f} min"),
         "",
-        f"* Machine: {machine_info()}; one process; pure numpy/Python (the paper: C++/Matlab, "
-        "4-core i7), so seconds are not comparable.",
+        f"* Machine: {_common.machine_info()}; one process; pure numpy/Python (the paper: "
+        "C++/Matlab, 4-core i7), so seconds are not comparable.",
         f"* Protocol: prequential test-then-train, mean ± std (ddof=1) over R = "
         f"{a.permutations} permutations (Table P3-4: R independent adversarial streams) "
         f"r = 0..{a.permutations - 1}, base seed {a.base_seed}; the paper used 20. Mistake = "
@@ -440,7 +405,7 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], p33: list[dict[s
         "s_p = 3B/4, τ = 0.2 (s_m = 0.15B), k = 0.1B, d_b = 4, ρ = ⌊0.3(T − B)⌋ (horizon = T), "
         "randomized eigen-decomposition.",
         f"* PASS = ours ≤ published + {TOLERANCE_PP:g} pp (judged for SkeGD).",
-        "* Data: " + "; ".join(f"{d.name}: {d.note}" for d in DATASETS.values()
+        "* Data: " + "; ".join(f"{d.name}: {d.note}" for d in _common.DATASETS.values()
                               if d.name in DATASETS_P3) + ".",
         "",
     ]
@@ -462,9 +427,9 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], p33: list[dict[s
             nogd = c["ours_nogd"]
             L.append(
                 f"| {c['dataset']} | {c['width']}: σ=2^{c['sigma_log2']:g} | "
-                f"{fmt_params(shown)} | {pm:.3f} ± {ps:.3f} | "
-                f"{c['mistake_mean']:.3f} ± {c['mistake_std']:.3f} | {c['diff']:+.2f} | "
-                f"{'PASS' if c['passed'] else '**FAIL**'} | {c['minority_rate']:.2f} | "
+                f"{fmt_params(shown)} | {fmt_pm(pm, ps)} | "
+                f"{fmt_pm(c['mistake_mean'], c['mistake_std'])} | {c['diff']:+.2f} | "
+                f"{_common.pass_mark(c['passed'])} | {c['minority_rate']:.2f} | "
                 f"{c['published_nogd']:.3f} / {'–' if nogd is None else f'{nogd:.3f}'} | "
                 f"{c['seconds']:.2f} / {psec:g} |")
         L.append("")
@@ -493,10 +458,9 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], p33: list[dict[s
                     if c is None:
                         parts += ["–", "–"]
                         continue
-                    mark = "" if not row.startswith("skegd") else (
-                        " PASS" if c["passed"] else " **FAIL**")
-                    parts += [f"{c['published'][0]:.3f} ± {c['published'][1]:.3f}",
-                              f"{c['mistake_mean']:.3f} ± {c['mistake_std']:.3f}{mark}"]
+                    mark = " " + _common.pass_mark(c["passed"]) if row.startswith("skegd") else ""
+                    parts += [fmt_pm(*c["published"][:2]),
+                              fmt_pm(c["mistake_mean"], c["mistake_std"]) + mark]
                 secs = " / ".join(f"{cs[s]['seconds']:.2f}" for s in ("german-1", "german-2")
                                   if s in cs)
                 L.append(f"| {variant} | {row} | {' | '.join(parts)} | {secs} |")
@@ -524,73 +488,36 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], p33: list[dict[s
                      f"{c['error_std']:.4f} | {c['seconds']:.3f} / {psec:g} |")
         L.append("")
     L.append(NOTES.strip())
-    (out / "p3.md").write_text("\n".join(L) + "\n")
-    js = {"generated": generated, "machine": machine_info(), "permutations": a.permutations,
+    js = {"generated": generated, "machine": _common.machine_info(), "permutations": a.permutations,
           "base_seed": a.base_seed, "tolerance_pp": TOLERANCE_PP, "wall_seconds": wall,
           "tuned_meta": tuned.get("meta", {}), "table_p3_3": p33, "table_p3_4": p34,
           "table_p3_2": p32}
-    (out / "p3.json").write_text(json.dumps(js, indent=1, default=_json_default) + "\n")
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if isinstance(o, tuple):
-        return list(o)
-    raise TypeError(type(o))
+    _common.write_report(a.out_dir, "p3", L, js)
 
 
 # -- main ----------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
-    add_data_dir_arg(ap)
-    ap.add_argument("--tune", action="store_true", help="tune first and (over)write the file")
-    ap.add_argument("--tune-only", action="store_true", help="tune, write the file, stop")
-    ap.add_argument("--permutations", "-R", type=int, default=20,
-                    help="R evaluation permutations / streams (default 20, as the paper)")
-    ap.add_argument("--base-seed", type=int, default=0, help="base seed (default 0)")
-    ap.add_argument("--tune-perm", type=int, default=1000,
-                    help="permutation index used for tuning only (default 1000)")
+    ap = _common.script_parser(__doc__)
+    _common.add_tuning_args(ap, DEFAULT_TUNED)
+    _common.add_eval_args(ap, 20, "R evaluation permutations / streams (default 20, as the paper)",
+                          short="-R", tune_perm=True)
     ap.add_argument("--ka-rows", type=int, default=2000,
                     help="rows for kernel alignment when tuned_params.json has no width")
-    ap.add_argument("--datasets", default=",".join(DATASETS_P3),
-                    help="comma-separated subset of %(default)s")
-    ap.add_argument("--tables", default="p3-3,p3-4,p3-2",
-                    help="comma-separated subset of %(default)s")
-    ap.add_argument("--tuned-file", type=Path, default=DEFAULT_TUNED,
-                    help="tuned parameters (default %(default)s)")
-    ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT,
-                    help="where p3.md/.json go (default %(default)s)")
-    ap.add_argument("--render-only", action="store_true",
-                    help="rebuild p3.md from the stored p3.json without running anything")
+    _common.add_list_arg(ap, "--datasets", DATASETS_P3)
+    _common.add_list_arg(ap, "--tables", TABLES)
+    _common.add_output_args(ap, "p3", "--render-only")
     a = ap.parse_args(argv)
-    a.datasets = [d for d in a.datasets.split(",") if d]
-    a.tables = [t for t in a.tables.split(",") if t]
-    for d in a.datasets:
-        if d not in DATASETS_P3:
-            ap.error(f"unknown dataset {d!r}")
-    for t in a.tables:
-        if t not in ("p3-3", "p3-4", "p3-2"):
-            ap.error(f"unknown table {t!r}")
+    a.datasets = _common.parse_list(ap, a.datasets, DATASETS_P3, "dataset")
+    a.tables = _common.parse_list(ap, a.tables, TABLES, "table")
+    tuned = _common.read_json(a.tuned_file)
     if a.render_only:
-        js = json.loads((Path(a.out_dir) / "p3.json").read_text())
-        a.permutations, a.base_seed = js["permutations"], js["base_seed"]
-        tuned0 = json.loads(a.tuned_file.read_text()) if a.tuned_file.exists() else {}
-        write_outputs(a, tuned0, js["table_p3_3"], js["table_p3_4"], js["table_p3_2"],
+        js = _common.read_results(a, "p3")
+        write_outputs(a, tuned, js["table_p3_3"], js["table_p3_4"], js["table_p3_2"],
                       js["wall_seconds"], generated=js["generated"])
         return 0
-    base = json.loads(BASE_TUNED.read_text()) if BASE_TUNED.exists() else {}
-    tuned: dict[str, Any] = json.loads(a.tuned_file.read_text()) if a.tuned_file.exists() else {}
-    if a.tune or a.tune_only:
-        tune(a, tuned, base)
-        a.tuned_file.write_text(json.dumps(tuned, indent=1, default=_json_default) + "\n")
-        print(f"wrote {a.tuned_file}", file=sys.stderr)
-        if a.tune_only:
-            return 0
-    elif not tuned:
-        ap.error(f"{a.tuned_file} not found: run with --tune first")
+    base = _common.read_json(BASE_TUNED)
+    if _common.tune_step(ap, a, tuned, lambda: tune(a, tuned, base)):
+        return 0
     t0 = time.perf_counter()
     p33 = eval_p3_3(a, tuned) if "p3-3" in a.tables else []
     p34 = eval_p3_4(a, tuned, base) if "p3-4" in a.tables and "german" in a.datasets else []

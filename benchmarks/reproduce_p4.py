@@ -38,33 +38,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")  # before numpy is imported
+import _common  # first: it limits BLAS to one thread per process before numpy loads
+import numpy as np
+from _common import DATASETS, RunResult, RunSpec, best_of_grid, fmt_params, fmt_pm, fmt_sv
 
-import numpy as np  # noqa: E402
-from _common import (  # noqa: E402
-    BENCH,
-    DATASETS,
-    RunResult,
-    RunSpec,
-    add_data_dir_arg,
-    fmt_params,
-    load_dataset,
-    machine_info,
-    mean_std,
-    now_utc,
-    run_prequential,
-)
-
-from kernelstream import data as ksdata  # noqa: E402
-from kernelstream.learners._multikernel import M_KERNELS, pool_kernel_params, pool_labels  # noqa: E402
+from kernelstream import data as ksdata
+from kernelstream.learners._multikernel import M_KERNELS, pool_kernel_params, pool_labels
 
 # -- data sets not defined in _common --------------------------------------------------------
 # (file(s), format, n_features, note); min-max scaled to [0, 1] over the loaded rows unless
@@ -90,7 +75,7 @@ _DATA_CACHE: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
 def load(name: str, data_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     if name in DATASETS:
-        return load_dataset(name, data_dir)
+        return _common.load_dataset(name, data_dir)
     if name not in _DATA_CACHE:
         files, fmt, nf, _ = EXTRA_DATA[name]
         parts = [ksdata.load(str(Path(data_dir) / f), fmt=fmt, n_features=nf,
@@ -178,6 +163,8 @@ P45_PARAMS: dict[str, dict[str, Any]] = {
 }
 P45_DATASETS = ("german", "svmguide3-train", "madelon", "a9a", "magic04")
 P42_DATASETS = ("a9a", "w7a", "covtype")
+ALL_DATASETS = tuple(dict.fromkeys(P42_DATASETS + P45_DATASETS))
+TABLES = ("p4-2", "p4-5")
 LARGE_OMKC = ("a9a", "magic04")  # unbounded OMKC: hundreds of thousands of SVs
 
 ETA_GRID = [10.0**e for e in range(3, -4, -1)]
@@ -185,8 +172,7 @@ C_GRID = [0.25, 0.5, 1.0, 2.0]
 TOLERANCE_PP = 2.0
 REQUIRED = {("P4-2", "spa"), ("P4-5", "bomkc-spa")}
 
-DEFAULT_TUNED = BENCH / "tuned_p4.json"
-DEFAULT_OUT = BENCH / "results"
+DEFAULT_TUNED = _common.BENCH / "tuned_p4.json"
 
 NOTES = [
     "**Data.** " + "; ".join(f"{d}: {data_note(d)}" for d in
@@ -223,16 +209,12 @@ NOTES = [
 ]
 
 
-def gamma_of(sigma: float) -> float:
-    return 1.0 / (2.0 * sigma * sigma)
-
-
 # -- running -----------------------------------------------------------------------------------
 def run(a: argparse.Namespace, learner: str, params: dict[str, Any], ds: str, r: int,
         rows: int | None = None, tag: str = "") -> RunResult:
     X, y = load(ds, a.data_dir)
     spec = RunSpec(learner, params, ds, r, a.base_seed, rows=rows, tag=tag)
-    res = run_prequential(spec, X, y)
+    res = _common.run_prequential(spec, X, y)
     print(f"[{(time.perf_counter() - a.t0) / 60:6.1f} min] {tag} {ds} {learner}"
           f"({fmt_params(params)}) r={r}{'' if rows is None else f' rows={rows}'}: "
           f"mistakes {res.mistake_rate:.3f}% #SV {res.n_sv} {res.seconds:.1f}s",
@@ -248,10 +230,9 @@ def tune_rows(a: argparse.Namespace, ds: str) -> int | None:
 def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
     rt = a.tune_perm
     meta = tuned.setdefault("meta", {})
-    meta.update({"tuned_at": now_utc(), "machine": machine_info(), "base_seed": a.base_seed,
-                 "tune_perm": rt, "tune_rows": a.tune_rows, "per_tune_rows": a.per_tune_rows,
-                 "eta_grid": ETA_GRID,
-                 "c_grid": C_GRID, "p42_gamma": P42_GAMMA})
+    meta.update({**_common.tuning_meta(a), "tune_rows": a.tune_rows,
+                 "per_tune_rows": a.per_tune_rows, "eta_grid": ETA_GRID, "c_grid": C_GRID,
+                 "p42_gamma": P42_GAMMA})
     if "p4-2" in a.tables:
         p42 = tuned.setdefault("p4-2", {})
         for ds in [d for d in a.datasets if d in P42_DATASETS]:
@@ -263,7 +244,7 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
             # against 28 % for η ≥ 1)
             spa_p = {**base, "alpha": 1.0, "beta": P42_BETA[ds]}
             spa = [(e, run(a, "spa", {**spa_p, "eta": e}, ds, rt, None, "tune")) for e in ETA_GRID]
-            e_best, r_best = min(spa, key=lambda t: t[1].mistake_rate)
+            e_best, r_best = best_of_grid(spa, lambda t: t[1].mistake_rate)
             entry["spa"] = {"params": {**spa_p, "eta": e_best},
                             "tune_mistake_rate": r_best.mistake_rate, "tune_n_sv": r_best.n_sv,
                             "grid": [[e, r.mistake_rate, r.n_sv] for e, r in spa]}
@@ -279,7 +260,7 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
             for m in [m for m in a.p42_learners if m in grids]:
                 rr = [(g, run(a, m, {**base, **budget, **g}, ds, rt, rows, "tune"))
                       for g in grids[m]]
-                g, r = min(rr, key=lambda t: t[1].mistake_rate)
+                g, r = best_of_grid(rr, lambda t: t[1].mistake_rate)
                 entry[m] = {"params": {**base, **g}, "tune_mistake_rate": r.mistake_rate,
                             "tune_budget": B,
                             "grid": [[fmt_params(g), r.mistake_rate] for g, r in rr]}
@@ -295,7 +276,7 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
             rows = None if rows is not None and rows >= n else rows
             rr = [(i, run(a, "perceptron", pool_kernel_params(i), ds, rt, rows, "tune per*"))
                   for i in range(M_KERNELS)]
-            i, r = min(rr, key=lambda t: t[1].mistake_rate)
+            i, r = best_of_grid(rr, lambda t: t[1].mistake_rate)
             p45[ds] = {"per*": {"params": pool_kernel_params(i), "kernel": pool_labels()[i],
                                 "tune_mistake_rate": r.mistake_rate, "rows": rows,
                                 "grid": [[pool_labels()[j], q.mistake_rate, q.n_sv]
@@ -320,24 +301,23 @@ def tune_oskl(a: argparse.Namespace, ds: str, rows: int | None, target: int) -> 
             G = G * max(r.n_sv, 1) / max(target, 1)
         assert best is not None
         out.append((e, best[0], best[1]))
-    e, G, r = min(out, key=lambda t: t[2].mistake_rate)
+    e, G, r = best_of_grid(out, lambda t: t[2].mistake_rate)
     return {"params": {**base, "eta": e, "grad_bound": G}, "tune_mistake_rate": r.mistake_rate,
             "tune_n_sv": r.n_sv, "target_n_sv": target,
             "grid": [[ee, gg, rr.mistake_rate, rr.n_sv] for ee, gg, rr in out]}
 
 
 def save_tuned(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
-    a.tuned_file.write_text(json.dumps(tuned, indent=1, default=_json_default) + "\n")
+    _common.write_json(a.tuned_file, tuned)
 
 
 # -- evaluation ----------------------------------------------------------------------------------
 def summarise(cell: dict[str, Any], runs: list[RunResult]) -> None:
-    mr, sd = mean_std(r.mistake_rate for r in runs)
+    mr, sd = _common.mean_std(r.mistake_rate for r in runs)
     cell.update(mistake_mean=mr, mistake_std=sd, n_sv=float(np.mean([r.n_sv for r in runs])),
-                n_sv_std=mean_std(r.n_sv for r in runs)[1],
+                n_sv_std=_common.mean_std(r.n_sv for r in runs)[1],
                 seconds=float(np.mean([r.seconds for r in runs])), n_runs=len(runs),
-                runs=[{"r": r.spec.r, "mistake_rate": r.mistake_rate, "n_sv": r.n_sv,
-                       "seconds": r.seconds} for r in runs])
+                runs=[r.record() for r in runs])
     pub = cell["published_error"]
     cell["diff"] = mr - pub
     if (cell["table"], cell["learner"]) in REQUIRED:
@@ -457,31 +437,25 @@ def evaluate(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict[str,
 
 
 # -- output --------------------------------------------------------------------------------------
-def _sv(n: float) -> str:
-    return f"{n / 1000:.1f}k" if n >= 10000 else f"{n:.0f}"
-
-
 def _row(c: dict[str, Any], show: str) -> str:
     name = {"per*": "Per(\\*)", "bomkc-spa": "**BOMKC(SPA)**", "spa": "**SPA**"}.get(
         c["learner"], c["learner"])
-    pub = f"{c['published_error']:.2f} ± {c['published_std']:.2f}"
+    pub = fmt_pm(c["published_error"], c["published_std"], 2)
     if "mistake_mean" not in c:
         return (f"| {c['dataset']} | {name} | – | {pub} | {c.get('status', 'not run')} | | | "
-                f"{_sv(c['published_sv'])} | | |")
+                f"{fmt_sv(c['published_sv'])} | | |")
     shown = {k: v for k, v in c["params"].items() if k in show.split(",")}
     if c["learner"] == "per*":
         shown = {"kernel": c.get("kernel_label", "")}
-    verdict = ("PASS" if c["passed"] else "**FAIL**") if "passed" in c else ""
+    verdict = _common.pass_mark(c["passed"]) if "passed" in c else ""
     return (f"| {c['dataset']} | {name} | {fmt_params(shown)} | {pub} | "
-            f"{c['mistake_mean']:.2f} ± {c['mistake_std']:.2f} | {c['diff']:+.2f} | {verdict} | "
-            f"{_sv(c['published_sv'])} | {_sv(c['n_sv'])} | "
+            f"{fmt_pm(c['mistake_mean'], c['mistake_std'], 2)} | {c['diff']:+.2f} | {verdict} | "
+            f"{fmt_sv(c['published_sv'])} | {fmt_sv(c['n_sv'])} | "
             f"{c['seconds']:.2f} / {c['published_seconds']:g} | {c['n_runs']} |")
 
 
 def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict[str, Any]]
                   ) -> None:
-    out = Path(a.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     for c in cells:
         if c["learner"] == "per*":
             c["kernel_label"] = tuned.get("p4-5", {}).get(c["dataset"], {}).get(
@@ -492,12 +466,13 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
     L = [
         "# Paper 004 (SPA, BOMKC(SPA)): published vs ours",
         "",
-        f"Generated by `benchmarks/reproduce_p4.py` on {now_utc()} (this invocation "
-        f"{wall:.1f} min; {sum(bool(c.get('resumed') or c.get('kept')) for c in cells)} rows "
-        "reused from earlier invocations with `--resume`). Do not edit by hand.",
+        _common.generated_line(
+            "reproduce_p4.py", _common.now_utc(), f"this invocation {wall:.1f} min; "
+            f"{sum(bool(c.get('resumed') or c.get('kept')) for c in cells)} rows reused from "
+            "earlier invocations with `--resume`"),
         "",
-        f"* Machine: {machine_info()}; one process; pure numpy/Python (P4 used C++ on a 3.2 GHz "
-        "PC: seconds are not comparable, only ratios).",
+        f"* Machine: {_common.machine_info()}; one process; pure numpy/Python (P4 used C++ on a "
+        "3.2 GHz PC: seconds are not comparable, only ratios).",
         "* Protocol: prequential test-then-train; mean ± std (ddof = 1) over the permutations "
         f"r = 0..R−1 (`kernelstream.seeding`, base seed {a.base_seed}); R per row in the last "
         "column (P4: 20 single-kernel, 10 multi-kernel). Error = mistake rate % "
@@ -538,20 +513,11 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
         rows.sort(key=lambda c: (order.index(c["dataset"]), lorder.index(c["learner"])))
         L += [_row(c, show) for c in rows]
         L.append("")
-    L += ["## Notes", ""] + [f"* {n}" for n in NOTES + a.extra_notes] + [""]
-    (out / "p4.md").write_text("\n".join(L))
-    js = {"generated": now_utc(), "machine": machine_info(), "base_seed": a.base_seed,
-          "tolerance_pp": TOLERANCE_PP, "wall_minutes": wall, "tuned_meta": meta,
-          "cells": cells}
-    (out / "p4.json").write_text(json.dumps(js, indent=1, default=_json_default) + "\n")
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if isinstance(o, tuple):
-        return list(o)
-    raise TypeError(type(o))
+    L += ["## Notes", ""] + [f"* {n}" for n in NOTES + a.extra_notes]
+    js = {"generated": _common.now_utc(), "machine": _common.machine_info(),
+          "base_seed": a.base_seed, "tolerance_pp": TOLERANCE_PP, "wall_minutes": wall,
+          "tuned_meta": meta, "cells": cells}
+    _common.write_report(a.out_dir, "p4", L, js)
 
 
 # -- main ----------------------------------------------------------------------------------------
@@ -564,21 +530,15 @@ def _perm_map(s: str) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
-    add_data_dir_arg(ap)
-    ap.add_argument("--tune", action="store_true", help="tune first (rewrites the tuned file)")
-    ap.add_argument("--tune-only", action="store_true", help="tune, write the file, stop")
-    ap.add_argument("--tables", default="p4-2,p4-5", help="subset of %(default)s")
-    ap.add_argument("--datasets", default=",".join(dict.fromkeys(P42_DATASETS + P45_DATASETS)),
-                    help="comma-separated subset of %(default)s")
+    ap = _common.script_parser(__doc__)
+    _common.add_tuning_args(ap, DEFAULT_TUNED)
+    _common.add_list_arg(ap, "--tables", TABLES)
+    _common.add_list_arg(ap, "--datasets", ALL_DATASETS)
     ap.add_argument("--p42-learners", default=",".join(P42_BASELINES),
                     help="P4-2 baselines to run besides SPA (default %(default)s)")
     ap.add_argument("--omkc", default=",".join(P45_OMKC),
                     help="unbounded OMKC variants of P4-5 (default %(default)s)")
-    ap.add_argument("--permutations", type=int, default=10,
-                    help="R for Table P4-5 (default 10, as P4)")
+    _common.add_eval_args(ap, 10, "R for Table P4-5 (default 10, as P4)", tune_perm=True)
     ap.add_argument("--permutations-p42", type=int, default=20,
                     help="R for Table P4-2 (default 20, as P4)")
     ap.add_argument("--p42-perms", default="covtype=10",
@@ -601,37 +561,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true",
                     help="reuse finished cells of the existing p4.json with the same parameters "
                          "and R, and keep its cells that this invocation does not plan")
-    ap.add_argument("--base-seed", type=int, default=0)
-    ap.add_argument("--tune-perm", type=int, default=1000)
     ap.add_argument("--tune-rows", type=int, default=60000,
                     help="prefix of the tuning permutation for long streams (default 60000)")
     ap.add_argument("--per-tune-rows", type=int, default=10000,
                     help="prefix of the tuning permutation for Per(*) on a9a and magic04 "
                          "(16 kernel Perceptrons; default 10000)")
-    ap.add_argument("--tuned-file", type=Path, default=DEFAULT_TUNED)
-    ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
+    _common.add_output_args(ap, "p4")
     a = ap.parse_args(argv)
     a.t0 = time.perf_counter()
-    a.tables = [t.lower() for t in a.tables.split(",") if t]
-    a.datasets = [d for d in a.datasets.split(",") if d]
-    a.p42_learners = [m for m in a.p42_learners.split(",") if m]
-    a.omkc = [m for m in a.omkc.split(",") if m]
+    a.tables = [t.lower() for t in _common.parse_list(ap, a.tables)]
+    a.datasets = _common.parse_list(ap, a.datasets, ALL_DATASETS, "dataset")
+    a.p42_learners = _common.parse_list(ap, a.p42_learners)
+    a.omkc = _common.parse_list(ap, a.omkc)
     a.p42_perms = _perm_map(a.p42_perms)
     a.baseline_perms_map = _perm_map(a.baseline_perms_map)
     a.projectron_perms_map = _perm_map(a.projectron_perms_map)
     a.extra_notes = []
-    for d in a.datasets:
-        if d not in P42_DATASETS + P45_DATASETS:
-            ap.error(f"unknown dataset {d!r}")
-    tuned: dict[str, Any] = json.loads(a.tuned_file.read_text()) if a.tuned_file.exists() else {}
-    if a.tune or a.tune_only:
-        tune(a, tuned)
-        save_tuned(a, tuned)
-        print(f"wrote {a.tuned_file}", file=sys.stderr)
-        if a.tune_only:
-            return 0
-    elif not tuned:
-        ap.error(f"{a.tuned_file} not found: run with --tune first")
+    tuned = _common.read_json(a.tuned_file)
+    if _common.tune_step(ap, a, tuned, lambda: tune(a, tuned)):
+        return 0
     if a.omkc and any(d in LARGE_OMKC for d in a.datasets):
         a.extra_notes.append(
             f"**Unbounded OMKC on a9a and magic04** (up to ~490k SVs) ran with R = "
