@@ -98,15 +98,16 @@ LOSS_VALUES = [1e-300, 1e-12, 1e-5, 0.3, 1.0, 50.0, 1e4, 1e8, 1e300]
 @pytest.mark.parametrize(("what", "q", "eta"), ADVERSARIAL, ids=[a[0] for a in ADVERSARIAL])
 @pytest.mark.parametrize("lhat", LOSS_VALUES)
 @pytest.mark.parametrize("tol", [1e-5, 1e-7])
+@pytest.mark.parametrize("tighten", [True, False])
 def test_bisection_adversarial(what: str, q: np.ndarray, eta: np.ndarray, lhat: float,
-                               tol: float) -> None:
+                               tol: float, tighten: bool) -> None:
     for i in range(len(q)):
-        r = tsallis_omd_step(q, eta, i, lhat, tol=tol)
+        r = tsallis_omd_step(q, eta, i, lhat, tol=tol, tighten=tighten)
         assert r.residual <= tol, f"{what}, arm {i}, lhat {lhat}: |F-1| = {r.residual}"
         assert 0.0 <= r.lam <= lhat, f"λ* = {r.lam} outside [0, {lhat}]"
         assert r.iterations < 200
         _valid_prob(r.q, len(q), f"{what}, arm {i}")
-        raw = tsallis_omd_step(q, eta, i, lhat, tol=tol, normalize=False).q
+        raw = tsallis_omd_step(q, eta, i, lhat, tol=tol, normalize=False, tighten=tighten).q
         assert abs(raw.sum() - 1.0) <= tol + 1e-12  # the code's unnormalised iterate
         # the arm that suffered the loss loses mass, every other arm gains (λ* ≥ 0)
         others = np.arange(len(q)) != i
@@ -139,6 +140,93 @@ def test_bisection_random(alpha: list[float], log_eta: list[float], log_l: float
     base = q ** (-7 / 8) + eta * (ell - lo)
     slope = 8 / 7 * float(np.sum(eta * base ** (-15 / 7)))
     assert abs(r.lam - ref.lam) <= 1.01 * (r.residual + ref.residual) / slope + 1e-12 * lhat
+
+
+def _plain_bisection(q: np.ndarray, eta: np.ndarray, i: int, lhat: float, tol: float,
+                     normalize: bool) -> tuple[float, list[float], int]:
+    """§3.8 step 6 as written: try λ = hi, then λ = 0, then bisect [0, hi] (reference)."""
+    a = [float(v) ** (-7 / 8) if v > 0 else math.inf for v in q]
+    pole = min([a[j] / eta[j] for j in range(len(q)) if j != i and eta[j] > 0], default=math.inf)
+    hi = min(lhat, (1 - 1e-12) * pole)
+
+    def terms(lam: float) -> list[float]:
+        return [(a[j] + eta[j] * (lhat - lam)) ** (-8 / 7) if j == i
+                else (a[j] - eta[j] * lam) ** (-8 / 7) for j in range(len(q))]
+
+    def big_f(lam: float) -> float:  # arm i first, then the others in order
+        t = terms(lam)
+        s = t[i]
+        for j, v in enumerate(t):
+            if j != i:
+                s += v
+        return s
+
+    lo, lam, it = 0.0, hi, 0
+    f = big_f(hi)
+    if abs(f - 1) > tol:
+        lam = 0.0
+        f = big_f(0.0)
+        while abs(f - 1) > tol and it < 200:
+            lam = 0.5 * (lo + hi)
+            f = big_f(lam)
+            it += 1
+            lo, hi = (lam, hi) if f < 1 else (lo, lam)
+    q_new = terms(lam)
+    if normalize:
+        tot = 0.0
+        for v in q_new:
+            tot += v
+        q_new = [v / tot for v in q_new]
+    return lam, q_new, it
+
+
+@pytest.mark.parametrize(("what", "q", "eta"), ADVERSARIAL, ids=[a[0] for a in ADVERSARIAL])
+@pytest.mark.parametrize("normalize", [True, False])
+def test_plain_bisection_is_the_reference(what: str, q: np.ndarray, eta: np.ndarray,
+                                          normalize: bool) -> None:
+    """tighten=False is exactly §3.8's bisection (bit for bit: same points, same result)."""
+    for lhat in LOSS_VALUES:
+        for i in range(len(q)):
+            r = tsallis_omd_step(q, eta, i, lhat, normalize=normalize, tighten=False)
+            lam, q_ref, it = _plain_bisection(q, eta, i, lhat, 1e-5, normalize)
+            assert (r.lam, r.iterations) == (lam, it), f"{what}, arm {i}, lhat {lhat}"
+            assert r.q.tolist() == q_ref, f"{what}, arm {i}, lhat {lhat}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(alpha=st.lists(st.floats(0.01, 10.0), min_size=2, max_size=8),
+       log_eta=st.lists(st.floats(-6.0, 1.0), min_size=8, max_size=8),
+       log_l=st.floats(-12.0, 12.0), i=st.integers(0, 7), seed=st.integers(0, 1000),
+       tol=st.sampled_from([1e-5, 1e-7]))
+def test_tight_bracket_within_tolerance_of_plain(alpha: list[float], log_eta: list[float],
+                                                 log_l: float, i: int, seed: int,
+                                                 tol: float) -> None:
+    """The convexity bracket changes where in the tolerance window λ* lands, not the window:
+    both meet |F − 1| ≤ tol, and since every q_j increases with λ the raw iterates differ by
+    F(λ_max) − F(λ_min) ≤ 2 tol in L1."""
+    K = len(alpha)
+    q = np.maximum(np.random.default_rng(seed).dirichlet(alpha), 1e-300)
+    q /= q.sum()
+    eta, lhat = 10.0 ** np.array(log_eta[:K]), 10.0**log_l
+    tight = tsallis_omd_step(q, eta, i % K, lhat, tol=tol, normalize=False)
+    plain = tsallis_omd_step(q, eta, i % K, lhat, tol=tol, normalize=False, tighten=False)
+    assert tight.residual <= tol and plain.residual <= tol
+    assert np.abs(tight.q - plain.q).sum() <= 2 * tol * (1 + 1e-9) + 1e-15
+
+
+def test_tight_bracket_needs_fewer_steps() -> None:
+    """What the bracket is for: far fewer bisection steps on IOKS-like steps (K = 6, rates
+    around η₀ ≈ 8 K^{3/8}/(U √T √ln T) for T in the thousands, clipped estimates ≲ 10)."""
+    rng = np.random.default_rng(5)
+    steps = {True: 0, False: 0}
+    for _ in range(300):
+        q = rng.dirichlet(np.full(6, 2.0))
+        eta = np.full(6, 10.0 ** rng.uniform(-3, -1.5))
+        lhat = 10.0 ** rng.uniform(-2, 1)
+        i = int(rng.integers(6))
+        for tighten in steps:
+            steps[tighten] += tsallis_omd_step(q, eta, i, lhat, tighten=tighten).iterations
+    assert steps[True] * 3 <= steps[False], steps
 
 
 def test_bisection_zero_loss_keeps_q() -> None:

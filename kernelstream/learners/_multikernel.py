@@ -12,6 +12,8 @@
   components store mostly the same mistakes, this is several times cheaper than one store per
   kernel (paper 004 Table 5: 234k SVs over 16 kernels on a9a, at most T = 48,842 points).
   Append-only: the unbounded learners never remove an SV nor change a coefficient.
+* :class:`StoreCombination` — :class:`Combination` whose ``m`` expansions live in one
+  :class:`MultiStore` (the unbounded OMKC family and BOMKC(SPA)).
 * :class:`Combination` — a base learner for the Hedge-weighted vote
   ``ŷ = sign(Σ_i θ_i sign(f^i(x)))`` with ``θ_i ∝ γ^{M_i}`` (``M_i`` = discount events of
   kernel ``i``, ``γ`` = ``discount``). ``θ`` is recomputed from the integer counts in the
@@ -287,3 +289,27 @@ class Combination(Learner):
         self._counts = state["mk.counts"].astype(np.int64).copy()
         if not self.uniform_weights:
             self._refresh_theta()
+
+
+class StoreCombination(Combination):
+    """:class:`Combination` over one :class:`MultiStore` (``self.store``): the scores, the SV
+    count (entries: a point stored by several kernels counts once per kernel) and the state.
+    Subclasses write ``_update`` (``self.store.add`` and :meth:`_discount`)."""
+
+    def _setup(self, d: int) -> None:
+        super()._setup(d)
+        self.store = MultiStore(d)
+
+    def _kernel_scores(self, x: np.ndarray, xx: float) -> np.ndarray:
+        return self.store.scores(x, xx)
+
+    @property
+    def n_support_vectors(self) -> int:
+        return self.store.n_entries if self.dim is not None else 0
+
+    def _get_state(self) -> dict[str, np.ndarray]:
+        return {**super()._get_state(), **self.store.get_state("store.")}
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        super()._set_state(state)
+        self.store = MultiStore.from_state(state, "store.", self.dim)

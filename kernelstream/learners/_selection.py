@@ -8,7 +8,8 @@ API
   papers write ``2^{-2:0.5:3.5}``), e.g. ``"0.25,0.5,1"``, ``"2^-2:1:3"``.
 * :data:`HORIZON_PARAM`, :func:`horizon_guess` — the stream length ``T`` of the T-dependent
   constants; ``None`` = unknown: ``T`` is guessed as ``1000·2^k ≥ t`` (a function of the round
-  only, so it needs no state).
+  only, so it needs no state). :class:`HorizonTuning` — mixin re-deriving a learner's
+  ``T``-dependent constants (``_retune(T)``) whenever that guess doubles.
 * :class:`GaussianWidths` — the ``K`` kernels; ``rows(d2)`` turns ONE squared-distance row into
   the ``K × n`` kernel rows of every width (one ``exp``), :func:`sq_dist_row` computes that row.
 * :class:`KernelPool` — one :class:`~kernelstream.learners.store.SVStore` per width (exact norm
@@ -23,6 +24,9 @@ API
 * :class:`SelectionLearner` — base class: ``randomized``/``draws_in_predict`` set, the widths
   configured from ``sigmas``, and the ``selected_kernel`` / ``kernel_distribution`` properties
   backed by ``self._selected`` (set in ``_score``) and ``self._distribution()`` (override).
+* :class:`WeightedWidths`, :data:`LOSS_PARAM` — mixin of learners that combine the widths with
+  weights ``p`` instead of drawing one (Raker, LKMBooks): task from the loss, widths,
+  ``kernel_distribution = p``, ``selected_kernel = argmax p``.
 * :class:`OptimisticMirror` — paper 001's AO2MD bookkeeping (§3.3): per-kernel ``f'_{t−1,i}``
   merged by stream id, tracked norms, the reservoir ``V`` (§1.7) with its kernel matrices, the
   values ``h_i = f'(x_v)`` at the reservoir points, and the O(M) generic correction
@@ -42,6 +46,7 @@ import numpy as np
 from kernelstream.learners.base import Learner, Param, positive
 from kernelstream.learners.experts import Reservoir
 from kernelstream.learners.kernels import Gaussian
+from kernelstream.learners.losses import LOSSES
 from kernelstream.learners.store import SVStore
 
 # -- parameters ----------------------------------------------------------------------------------
@@ -109,6 +114,32 @@ def horizon_guess(t: int, horizon: int | None) -> int:
     while T < t:
         T *= 2
     return T
+
+
+class HorizonTuning:
+    """Mixin for constants that depend on the stream length ``T`` (parameter ``horizon``).
+
+    The learner derives them in ``_retune(T)``; :meth:`_tune_horizon` (in ``_setup``) sets the
+    first ``T``, and :meth:`_round` (first thing of every update) re-derives them when the
+    round index exceeds the doubling guess of an unknown horizon (:func:`horizon_guess`)."""
+
+    horizon: int | None
+    t: int
+    _T: int
+
+    def _retune(self, T: int) -> None:
+        raise NotImplementedError
+
+    def _tune_horizon(self) -> None:
+        self._T = 0  # no previous T (``_retune`` may test it)
+        self._retune(horizon_guess(self.t, self.horizon))
+
+    def _round(self) -> int:
+        """The 1-based index ``t`` of the round being learned."""
+        t = self.t + 1
+        if t > self._T and self.horizon is None:
+            self._retune(horizon_guess(t, self.horizon))
+        return t
 
 
 # -- kernels -------------------------------------------------------------------------------------
@@ -355,6 +386,38 @@ class SelectionLearner(Learner):
             return np.full(self.K, 1.0 / self.K)
         p = np.array(self._distribution(), dtype=np.float64)
         return p / p.sum()
+
+
+LOSS_PARAM = Param("loss", "logistic", str,
+                   "loss: logistic (classification), square or absolute (regression)",
+                   choices=("logistic", "square", "absolute"))
+
+
+class WeightedWidths(HorizonTuning):
+    """Mixin of learners that *combine* the ``K`` widths with weights ``p`` rather than draw
+    one (Raker, LKMBooks; full information, no randomness in predict): widths from
+    ``sigmas``, the task from ``loss`` (:data:`LOSS_PARAM`), ``kernel_distribution`` = ``p``,
+    ``selected_kernel`` = the kernel of largest weight."""
+
+    loss: str
+    sigmas: str
+    dim: int | None
+    p: np.ndarray
+
+    def _configure(self) -> None:
+        self.task = LOSSES[self.loss].task  # instance attribute: the loss decides the task
+        self.widths = GaussianWidths(parse_sigmas(self.sigmas))
+        self.K = self.widths.K
+
+    @property
+    def selected_kernel(self) -> int | None:
+        """Index of the kernel with the largest weight."""
+        return None if self.dim is None else int(np.argmax(self.p))
+
+    @property
+    def kernel_distribution(self) -> np.ndarray | None:
+        """The combination weights ``p``."""
+        return np.full(self.K, 1.0 / self.K) if self.dim is None else self.p.copy()
 
 
 # -- paper 001's AO2MD bookkeeping (§3.3) --------------------------------------------------------

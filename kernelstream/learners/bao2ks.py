@@ -58,6 +58,47 @@ def step_size(eta: float | None, t: int, horizon: int | None) -> float:
     return eta if eta is not None else 5.0 / math.sqrt(horizon_guess(t, horizon))
 
 
+class AO2MDLearner(SelectionLearner):
+    """Shared part of B(AO)2KS, EA2OKS and BEA2OKS: the per-kernel AO2MD state
+    (:class:`~kernelstream.learners._selection.OptimisticMirror` with a reservoir of ``M``
+    examples, :func:`derive_reservoir_size`), the loss normaliser ``1 + U`` and the support
+    counts. Subclasses add their expert/bandit algorithm (``super()`` first in ``_setup`` and
+    the state methods)."""
+
+    eta: float | None
+    radius: float
+    reservoir_size: int | None
+    horizon: int | None
+    reference_quirks: bool
+
+    def _configure(self) -> None:
+        super()._configure()
+        self.M = derive_reservoir_size(self.reservoir_size, self.horizon, self.reference_quirks)
+        self._norm = 1.0 + self.radius  # 1 + U √D, D = max κ(x, x) = 1
+
+    def _setup(self, d: int) -> None:
+        self.mirror = OptimisticMirror(self.widths, d, self.M, self.radius)
+        self._selected = -1
+
+    @property
+    def n_support_vectors(self) -> int:
+        """Σ_i |S_i| (reservoir points merged into a kernel's support count there)."""
+        return self.mirror.pool.n_support_vectors if self.dim is not None else 0
+
+    @property
+    def support_sizes(self) -> np.ndarray:
+        """``|S_i|`` per kernel (``min`` is paper 001's ``|S_{i*}|``)."""
+        if self.dim is None:
+            return np.zeros(self.K, dtype=np.int64)
+        return self.mirror.pool.sizes
+
+    def _get_state(self) -> dict[str, np.ndarray]:
+        return self.mirror.get_state("ao.")
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        self.mirror.set_state(state, "ao.")
+
+
 class GreenIX:
     """GREEN-IX as in ``BAO2KS.R`` (§3.4): epochs ``τ = 1, 2, …`` with ``ε = 2^−τ``,
     ``ε' = ε/2``, rate ``η = ε'/(2K)``, IX parameter ``ζ = η``, freezing threshold
@@ -112,7 +153,7 @@ class GreenIX:
 
 
 @register
-class BAO2KS(SelectionLearner):
+class BAO2KS(AO2MDLearner):
     """B(AO)2KS: bandit kernel selection with one additional, uniformly drawn kernel observed
     per round; adaptive optimistic mirror descent in each RKHS with a reservoir-based optimistic
     gradient; GREEN-IX as the bandit.
@@ -184,24 +225,13 @@ class BAO2KS(SelectionLearner):
     reference = ("Liao & Li, ECML-PKDD 2021 (paper 001), Algorithm 1 and code BAO2KS.R; "
                  "ALGORITHMS.md §3.3-3.4")
 
-    eta: float | None
-    radius: float
-    reservoir_size: int | None
-    horizon: int | None
     delta: float
-    reference_quirks: bool
-
-    def _configure(self) -> None:
-        super()._configure()
-        self.M = derive_reservoir_size(self.reservoir_size, self.horizon, self.reference_quirks)
-        self._norm = 1.0 + self.radius  # 1 + U √D, D = max κ(x, x) = 1
 
     def _setup(self, d: int) -> None:
-        self.mirror = OptimisticMirror(self.widths, d, self.M, self.radius)
+        super()._setup(d)
         self.bandit = GreenIX(self.K, self.delta)
         self.same_draw_rounds = 0
         self.same_draw_mistakes = 0
-        self._selected = -1
 
     def _distribution(self) -> np.ndarray:
         return self.bandit.frozen()
@@ -250,26 +280,14 @@ class BAO2KS(SelectionLearner):
         fpx = mir.correct(a, b, x, xx, fx, ctx, self.t)
         mir.end_round(self.rng, x, xx, y, self.t, ctx, fpx)
 
-    @property
-    def n_support_vectors(self) -> int:
-        """Σ_i |S_i| (reservoir points merged into a kernel's support count there)."""
-        return self.mirror.pool.n_support_vectors if self.dim is not None else 0
-
-    @property
-    def support_sizes(self) -> np.ndarray:
-        """``|S_i|`` per kernel."""
-        if self.dim is None:
-            return np.zeros(self.K, dtype=np.int64)
-        return self.mirror.pool.sizes
-
     def _get_state(self) -> dict[str, np.ndarray]:
-        st = self.mirror.get_state("ao.")
+        st = super()._get_state()
         st.update(self.bandit.get_state("gix."))
         st["bao2ks.same"] = np.array([self.same_draw_rounds, self.same_draw_mistakes],
                                      dtype=np.int64)
         return st
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
-        self.mirror.set_state(state, "ao.")
+        super()._set_state(state)
         self.bandit.set_state(state, "gix.")
         self.same_draw_rounds, self.same_draw_mistakes = (int(v) for v in state["bao2ks.same"])

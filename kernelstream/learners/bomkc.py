@@ -13,16 +13,16 @@ import numpy as np
 from kernelstream.learners._multikernel import (
     DELTA_PARAM,
     DISCOUNT_PARAM,
-    Combination,
-    MultiStore,
+    StoreCombination,
     pool_diag,
 )
 from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.registry import register
+from kernelstream.learners.spa import ALPHA_PARAM, ETA_PARAM, check_alpha_beta
 
 
 @register
-class BOMKCSPA(Combination):
+class BOMKCSPA(StoreCombination):
     """One SPA classifier per kernel of the 16-kernel pool, combined by a Hedge-weighted vote.
 
     Pool (paper 004 §6.2.2): ``(xᵀx')^p``, ``p = 1, 2, 3`` and ``exp(−‖x−x'‖²/(2σ²))``,
@@ -85,8 +85,8 @@ class BOMKCSPA(Combination):
 
     name = "bomkc-spa"
     params = (
-        Param("eta", 0.1, float, "aggressiveness η (τ ≤ η/ρ)", positive, "> 0"),
-        Param("alpha", 1.0, float, "loss cap α of the sampling probability", positive, "> 0"),
+        ETA_PARAM,
+        ALPHA_PARAM,
         Param("beta", 3.0, float, "sparsity control β ≥ α", positive, "> 0"),
         DISCOUNT_PARAM,
         DELTA_PARAM,
@@ -106,16 +106,7 @@ class BOMKCSPA(Combination):
 
     @classmethod
     def check_params(cls, p: dict[str, Any]) -> None:
-        if p["beta"] < p["alpha"]:
-            raise ValueError(f"{cls.name}: beta must be >= alpha (ρ = min(α, ℓ)/β ≤ 1), got "
-                             f"alpha={p['alpha']!r}, beta={p['beta']!r}")
-
-    def _setup(self, d: int) -> None:
-        super()._setup(d)
-        self.store = MultiStore(d)
-
-    def _kernel_scores(self, x: np.ndarray, xx: float) -> np.ndarray:
-        return self.store.scores(x, xx)
+        check_alpha_beta(cls.name, p)
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         s = aux
@@ -141,14 +132,3 @@ class BOMKCSPA(Combination):
                 self.store.add(x, xx, sel, tau * y, id_=self.t)
         if not self.reference_quirks and mist.any():
             self._discount(mist)
-
-    @property
-    def n_support_vectors(self) -> int:
-        return self.store.n_entries if self.dim is not None else 0
-
-    def _get_state(self) -> dict[str, np.ndarray]:
-        return {**super()._get_state(), **self.store.get_state("store.")}
-
-    def _set_state(self, state: dict[str, np.ndarray]) -> None:
-        super()._set_state(state)
-        self.store = MultiStore.from_state(state, "store.", self.dim)

@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelstream.learners._selection import OptimisticMirror, SelectionLearner
-from kernelstream.learners.bao2ks import AO2MD_PARAMS, derive_reservoir_size, step_size
+from kernelstream.learners.bao2ks import AO2MD_PARAMS, AO2MDLearner, step_size
 from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.experts import categorical, hedge
 from kernelstream.learners.registry import register
@@ -68,7 +67,7 @@ def _check_beta(v: Any) -> bool:
 
 
 @register
-class EA2OKS(SelectionLearner):
+class EA2OKS(AO2MDLearner):
     """EA2OKS: every kernel is evaluated each round (full information for the kernel weights);
     each kernel's support set grows by adaptive Bernoulli sampling.
 
@@ -132,26 +131,18 @@ class EA2OKS(SelectionLearner):
     reference = ("Liao & Li, ECML-PKDD 2021 (paper 001), Algorithm 2 and code EA2OKS.R; "
                  "ALGORITHMS.md §3.3, §3.5")
 
-    eta: float | None
-    radius: float
-    reservoir_size: int | None
-    horizon: int | None
     beta: float | None
-    reference_quirks: bool
     _budget: int | None = None
 
     def _configure(self) -> None:
         super()._configure()
-        self.M = derive_reservoir_size(self.reservoir_size, self.horizon, self.reference_quirks)
         self._beta = self.beta if self.beta is not None else self.K**1.5
-        self._norm = 1.0 + self.radius  # 1 + U √D, D = 1
 
     def _setup(self, d: int) -> None:
-        self.mirror = OptimisticMirror(self.widths, d, self.M, self.radius)
+        super()._setup(d)
         self.experts = ExpWeights(self.K, self.radius)
         self.experts.check_epoch()  # the start-of-round test of round 1
         self.restarts = np.zeros(self.K, dtype=np.int64)
-        self._selected = -1
 
     def _distribution(self) -> np.ndarray:
         return self.experts.p
@@ -199,26 +190,14 @@ class EA2OKS(SelectionLearner):
         """BEA2OKS: restart every kernel whose support set reached the budget (the start-of-
         round test of the next round)."""
 
-    @property
-    def n_support_vectors(self) -> int:
-        """Σ_i |S_i| (reservoir points merged into a kernel's support count there)."""
-        return self.mirror.pool.n_support_vectors if self.dim is not None else 0
-
-    @property
-    def support_sizes(self) -> np.ndarray:
-        """``|S_i|`` per kernel (``min`` is the paper's ``|S_{i*}|``)."""
-        if self.dim is None:
-            return np.zeros(self.K, dtype=np.int64)
-        return self.mirror.pool.sizes
-
     def _get_state(self) -> dict[str, np.ndarray]:
-        st = self.mirror.get_state("ao.")
+        st = super()._get_state()
         st.update(self.experts.get_state("ek."))
         st["ea.restarts"] = self.restarts.copy()
         return st
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
-        self.mirror.set_state(state, "ao.")
+        super()._set_state(state)
         self.experts.set_state(state, "ek.")
         self.restarts = np.array(state["ea.restarts"], dtype=np.int64)
 

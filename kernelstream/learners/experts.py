@@ -7,6 +7,8 @@ All randomness comes from the caller's ``numpy.random.Generator``.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import numpy as np
 
 
@@ -35,10 +37,21 @@ def importance_weighted(loss: float, chosen: int, p: np.ndarray, zeta: float = 0
 
 
 def categorical(rng: np.random.Generator, p: np.ndarray) -> int:
-    """Draw ``I ~ p`` after renormalising round-off (one uniform draw, inverse CDF)."""
-    c = np.cumsum(p)
-    u = rng.random() * c[-1]
-    return min(int(np.searchsorted(c, u, side="right")), len(p) - 1)
+    """Draw ``I ~ p`` after renormalising round-off (one uniform draw, inverse CDF).
+
+    Python floats for the few arms of a selection learner (the same sequential cumulative sum
+    and right-side search as ``np.cumsum`` / ``np.searchsorted``, without their call
+    overhead); numpy for long vectors."""
+    if len(p) > 32:
+        c = np.cumsum(p)
+        u = rng.random() * c[-1]
+        return min(int(np.searchsorted(c, u, side="right")), len(p) - 1)
+    cum = []
+    tot = 0.0
+    for v in p.tolist():
+        tot += v
+        cum.append(tot)
+    return min(bisect_right(cum, rng.random() * tot), len(cum) - 1)
 
 
 def bernoulli(rng: np.random.Generator, q: float) -> bool:

@@ -14,13 +14,14 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from kernelstream.learners._selection import HORIZON_PARAM, SIGMAS_PARAM, horizon_guess
+from kernelstream.learners._selection import HORIZON_PARAM, SIGMAS_PARAM, HorizonTuning
 from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.oks_pp import QUIRKS_DOC, BanditSelector, KernelHyp
 from kernelstream.learners.registry import register
 
 _P = -7.0 / 8.0  # mirror map exponent: ∇ψ(q)_j = −q_j^{−7/8}/η_j
 _INV = -8.0 / 7.0  # its inverse
+_K87 = 8.0 / 7.0  # F'(λ) = (8/7) Σ_j η_j base_j^{−15/7}
 
 
 class OMDResult(NamedTuple):
@@ -31,7 +32,8 @@ class OMDResult(NamedTuple):
 
 
 def tsallis_omd_step(q: np.ndarray, eta: np.ndarray, i: int, lhat: float, tol: float = 1e-5,
-                     max_iter: int = 200, normalize: bool = True) -> OMDResult:
+                     max_iter: int = 200, normalize: bool = True,
+                     tighten: bool = True) -> OMDResult:
     """One IOKS mirror-descent step with loss estimate ``lhat`` on arm ``i`` (0 elsewhere).
 
     Finds ``λ*`` with ``F(λ) = Σ_j (q_j^{−7/8} + η_j(ℓ̂_j − λ))^{−8/7} = 1`` by bisection and
@@ -42,52 +44,113 @@ def tsallis_omd_step(q: np.ndarray, eta: np.ndarray, i: int, lhat: float, tol: f
     first, then bisection until ``|F − 1| ≤ tol`` (or ``max_iter`` steps). ``normalize``
     divides the result by its sum (the code does not; the difference is ≤ ``tol``).
 
-    Pure Python floats: ``K`` is small and this runs every round.
+    ``tighten`` (default) starts the bisection from a narrower bracket, free from the two end
+    points already evaluated: ``F`` is convex (a sum of convex terms), so the chord through
+    ``(0, F(0))`` and ``(hi, F(hi))`` crosses 1 below ``λ*`` and the tangents at ``0`` and
+    ``hi`` cross 1 above it (widened by 1e-9 relative against round-off). The stopping rule is
+    unchanged, so the result still satisfies ``|F(λ*) − 1| ≤ tol``; it is another point of
+    that window than the plain bisection's, reached in ~1–2 steps instead of ~6–12. Every
+    ``q_j`` increases with ``λ``, so the two raw iterates differ by at most
+    ``F(λ_max) − F(λ_min) ≤ 2·tol`` in L1. ``tighten=False`` is the plain bisection on
+    ``[0, hi]`` (bit-identical to the earlier implementation).
     """
-    qs = q.tolist()
     if lhat <= 0.0:
+        qs = q.tolist()
         qn = np.array(qs)
         return OMDResult(0.0, qn / qn.sum() if normalize else qn, abs(sum(qs) - 1.0), 0)
-    es = eta.tolist()
+    lam, qs, residual, it = _omd(q.tolist(), eta.tolist(), i, lhat, tol, max_iter, normalize,
+                                 tighten)
+    return OMDResult(lam, np.array(qs), residual, it)
+
+
+def _omd(qs: list[float], es: list[float], i: int, lhat: float, tol: float, max_iter: int,
+         normalize: bool, tighten: bool = True) -> tuple[float, list[float], float, int]:
+    """:func:`tsallis_omd_step` on Python lists (``lhat > 0``): ``(λ*, q, |F − 1|, steps)``.
+
+    Plain float arithmetic: ``K`` is small and this runs every round, where numpy calls on
+    ``K``-vectors would cost more than the arithmetic. ``F`` is summed in a fixed order
+    (arm ``i`` first), so results do not depend on the Python version's ``sum``.
+    """
     # base_j(λ) = q_j^{-7/8} − η_j λ for j ≠ i and q_i^{-7/8} + η_i (ℓ̂ − λ) for i; the latter
     # is evaluated as written (ℓ̂ − λ first): a huge ℓ̂ would otherwise swamp q_i^{-7/8}.
     # A zero q_j has an infinite base (its term stays 0).
+    inv = _INV  # a local: read on every power
     a = [qj ** _P if qj > 0.0 else math.inf for qj in qs]
     ai, ei = a[i], es[i]
+    A = a[:i] + a[i + 1:]  # the other arms, in order
+    E = es[:i] + es[i + 1:]
     pole = math.inf
-    for j, (aj, ej) in enumerate(zip(a, es, strict=True)):
-        if j != i and ej > 0.0 and aj / ej < pole:
-            pole = aj / ej
+    for aj, ej in zip(A, E, strict=True):
+        if ej > 0.0:
+            r = aj / ej
+            if r < pole:
+                pole = r
     hi = min(lhat, (1.0 - 1e-12) * pole)
-    lo = 0.0
-    pairs = [(aj, ej) for j, (aj, ej) in enumerate(zip(a, es, strict=True)) if j != i]
-
-    def big_f(lam: float) -> float:
-        s = (ai + ei * (lhat - lam)) ** _INV
-        for aj, ej in pairs:
-            s += (aj - ej * lam) ** _INV
-        return s
-
-    it = 0
+    # F(hi) and F'(hi)·7/8 = Σ η_j base_j^{-15/7} = Σ η_j term_j / base_j
+    b = ai + ei * (lhat - hi)
+    f = b ** inv
+    dh = ei * f / b
+    for aj, ej in zip(A, E, strict=True):
+        b = aj - ej * hi
+        t = b ** inv
+        f += t
+        dh += ej * t / b
     lam = hi
-    f = big_f(hi)
+    it = 0
     if abs(f - 1.0) > tol:
+        fhi = f
         lam = 0.0
-        f = big_f(0.0)
+        b = ai + ei * lhat
+        f = b ** inv
+        d0 = ei * f / b
+        for aj, ej in zip(A, E, strict=True):
+            t = aj ** inv
+            f += t
+            d0 += ej * t / aj
+        lo = 0.0
+        if tighten and abs(f - 1.0) > tol:
+            lo, hi = _convex_bracket(hi, f, fhi, d0, dh)
         while abs(f - 1.0) > tol and it < max_iter:
             lam = 0.5 * (lo + hi)
-            f = big_f(lam)
+            f = (ai + ei * (lhat - lam)) ** inv
+            for aj, ej in zip(A, E, strict=True):
+                f += (aj - ej * lam) ** inv
             it += 1
             if f < 1.0:
                 lo = lam
             else:
                 hi = lam
-    qn = [(ai + ei * (lhat - lam)) ** _INV if j == i else (aj - ej * lam) ** _INV
-          for j, (aj, ej) in enumerate(zip(a, es, strict=True))]
+    qn = [(aj - ej * lam) ** inv for aj, ej in zip(A, E, strict=True)]
+    qn.insert(i, (ai + ei * (lhat - lam)) ** inv)
     if normalize:
-        tot = sum(qn)
+        tot = 0.0
+        for v in qn:
+            tot += v
         qn = [v / tot for v in qn]
-    return OMDResult(lam, np.array(qn), abs(f - 1.0), it)
+    return lam, qn, abs(f - 1.0), it
+
+
+def _convex_bracket(hi: float, f0: float, fhi: float, d0: float,
+                    dh: float) -> tuple[float, float]:
+    """``[lo, hi]`` around ``λ*`` from ``F(0)``, ``F(hi)`` and the slopes ``(8/7)·d0``,
+    ``(8/7)·dh`` there, for a convex increasing ``F``; bounds that are not finite or fall outside
+    ``[0, hi]`` (``F(0) > 1``, round-off) are ignored."""
+    lo = 0.0
+    if fhi > f0:
+        c = hi * ((1.0 - f0) / (fhi - f0)) * (1.0 - 1e-9)  # chord: F ≤ chord ⇒ λ* ≥ c
+        if 0.0 < c < hi:
+            lo = c
+    up = hi
+    if d0 > 0.0:  # tangent at 0: F ≥ tangent ⇒ λ* ≤ u
+        u = (1.0 - f0) / (_K87 * d0) * (1.0 + 1e-9)
+        if lo < u < up:
+            up = u
+    if dh > 0.0:  # tangent at hi
+        u = hi - (fhi - 1.0) / (_K87 * dh)
+        u += 1e-9 * abs(u)
+        if lo < u < up:
+            up = u
+    return lo, up
 
 
 # (U, G1, l_max) per loss (C-P2)
@@ -96,12 +159,12 @@ IOKS_CONSTANTS: dict[str, tuple[float, float, float]] = {
 }
 
 
-class IOKSRule:
+class IOKSRule(HorizonTuning):
     """The scalar part of IOKS (§3.8 steps 2–3, 5–8), shared by IOKS and RF-IOKS.
 
     State: ``S`` (Σ of squared importance-weighted gradients per arm), per-arm rates ``η``,
     thresholds ``ρ``, the OMD iterate ``q``. ``T``-dependent constants (``η₀``, ``δ = T^{−3/4}``,
-    ``κ_η = exp(2/(3 ln T))``) follow :func:`horizon_guess`; when a guessed ``T`` doubles, all
+    ``κ_η = exp(2/(3 ln T))``) follow :class:`HorizonTuning`; when a guessed ``T`` doubles, all
     ``η_j`` are rescaled by the ratio of the two ``η₀``."""
 
     loss: str
@@ -126,8 +189,7 @@ class IOKSRule:
         self.S = np.zeros(K)
         self.rho = np.full(K, 2.0 * K)
         self.q = np.full(K, 1.0 / K)
-        self._T = 0
-        self._retune(horizon_guess(self.t, self.horizon))
+        self._tune_horizon()
         self.eta = np.full(K, self._eta0)
 
     def _retune(self: Any, T: int) -> None:
@@ -142,28 +204,33 @@ class IOKSRule:
         self._T = T
 
     def _rule(self: Any, i: int, ell: float, g: float, yf: float) -> float:
-        t = self.t + 1
-        if t > self._T and self.horizon is None:
-            self._retune(horizon_guess(t, self.horizon))
+        # K-vectors as Python floats (the same IEEE operations as the numpy forms, fewer calls)
+        self._round()
         p_i = float(self.p[i])
         gt = g / p_i
         # the absolute-loss code adds 1/p_I² even when f = y (ℓ' = 0)
         self.S[i] += 1.0 / (p_i * p_i) if self._absolute else gt * gt
         lam = math.sqrt(0.5) * self._radius / math.sqrt(1.0 + float(self.S[i]))
         coef = -lam * gt
-        m = float(self.eta.max())
+        es = self.eta.tolist()
+        m = max(es)
         ln = ell / self._lmax
         lhat = ln / p_i if (p_i >= m if self._ge else p_i > m) else ln / (p_i + m)
         if lhat > 0.0:
-            self.q = tsallis_omd_step(self.q, self.eta, i, lhat, self.tol,
-                                      normalize=not self.reference_quirks).q
+            qs = _omd(self.q.tolist(), es, i, lhat, self.tol, 200, not self.reference_quirks)[1]
+            self.q = np.array(qs)
+        else:
+            qs = self.q.tolist()
         d = self._delta
-        self.p = p = (1.0 - d) * self.q + d / self.K
-        inv = 1.0 / p
-        grow = inv > self.rho
-        if grow.any():
-            self.rho[grow] = 2.0 * inv[grow]
-            self.eta[grow] *= self._kappa
+        w, c = 1.0 - d, d / self.K
+        p = [w * qj + c for qj in qs]  # p = (1 − δ) q + δ/K
+        self.p = np.array(p)
+        rho = self.rho.tolist()
+        for j, pj in enumerate(p):
+            inv = 1.0 / pj
+            if inv > rho[j]:
+                self.rho[j] = 2.0 * inv
+                self.eta[j] *= self._kappa
         return coef
 
     def _rule_state(self: Any) -> dict[str, np.ndarray]:
@@ -204,8 +271,8 @@ class IOKS(IOKSRule, KernelHyp, BanditSelector):
       ``f_I ← f_I − λ_I ∇̃ κ_I(x, ·)`` (an SV every round), projected onto ``‖f_I‖ ≤ U``;
     * clipped estimate ``ℓ̂_I = (ℓ/l_max)/p_I`` if ``p_I > max_j η_j``, else
       ``(ℓ/l_max)/(p_I + max_j η_j)``;
-    * ``q_j ← (q_j^{−7/8} + η_j(ℓ̂_j − λ*))^{−8/7}`` with ``λ*`` normalising ``q`` (bisection,
-      :func:`tsallis_omd_step`), ``p = (1 − δ) q + δ/K``;
+    * ``q_j ← (q_j^{−7/8} + η_j(ℓ̂_j − λ*))^{−8/7}`` with ``λ*`` normalising ``q`` (bisection
+      to ``|F(λ*) − 1| ≤ tol``, :func:`tsallis_omd_step`), ``p = (1 − δ) q + δ/K``;
     * every arm with ``1/p_j > ρ_j``: ``ρ_j ← 2/p_j``, ``η_j ← κ_η η_j``.
 
     Constants (C-P2): ``η₀ = 8 l_max K^{3/8}/(G₁ U √T √ln T)``, ``δ = T^{−3/4}``,
@@ -213,6 +280,12 @@ class IOKS(IOKSRule, KernelHyp, BanditSelector):
     (15, 1, 1) logistic, (1, 4, 1) square. ``T`` is ``horizon``; when it is unknown (None) a
     doubling guess ``1000·2^k`` is used and the constants are re-derived when it doubles (the
     paper assumes a known ``T``). Unbounded memory (one SV per round).
+
+    The bisection starts from a bracket narrowed by the convexity of ``F`` (about 1–2 steps
+    instead of 6–12 per round, see :func:`tsallis_omd_step`); its stopping rule is [C-P2]'s, so
+    ``λ*`` is another point of the same tolerance window than the plain bisection on
+    ``[0, ℓ̂_I]`` would return (``q`` within ``2·tol`` in L1 per round). Runs therefore match the
+    plain bisection to tolerance level only, not bit for bit.
 
     ``reference_quirks=True`` replicates the code: ``q`` is not renormalised after the bisection
     (its sum is within ``tol`` of 1; the sampling distribution is renormalised by the draw

@@ -15,10 +15,9 @@ import numpy as np
 
 from kernelstream.learners._selection import (
     HORIZON_PARAM,
+    LOSS_PARAM,
     SIGMAS_PARAM,
-    GaussianWidths,
-    horizon_guess,
-    parse_sigmas,
+    WeightedWidths,
     sq_dist_row,
 )
 from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive, unit_open
@@ -29,7 +28,7 @@ NU: dict[str, float] = {"logistic": 1.0 / 7.0, "square": 0.25, "absolute": 0.2}
 
 
 @register
-class LKMBooks(Learner):
+class LKMBooks(WeightedWidths, Learner):
     """LKMBooks: one shared support set (at most ``budget`` points, shared coefficients)
     evaluated under every Gaussian width; the prediction is the ``p``-weighted combination.
 
@@ -85,9 +84,7 @@ class LKMBooks(Learner):
 
     name = "lkmbooks"
     params = (
-        Param("loss", "logistic", str,
-              "loss: logistic (classification), square or absolute (regression)",
-              choices=("logistic", "square", "absolute")),
+        LOSS_PARAM,
         SIGMAS_PARAM,
         Param("budget", 200, int, "maximum number B of stored points (shared by all kernels)",
               positive, "> 0"),
@@ -115,11 +112,8 @@ class LKMBooks(Learner):
     hedge_rate: float | None
 
     def _configure(self) -> None:
-        lf = LOSSES[self.loss]
-        self.task = lf.task
-        self._deriv = lf.deriv
-        self.widths = GaussianWidths(parse_sigmas(self.sigmas))
-        self.K = self.widths.K
+        super()._configure()
+        self._deriv = LOSSES[self.loss].deriv
         self._nu = NU[self.loss] if self.nu is None else self.nu
 
     def _setup(self, d: int) -> None:
@@ -130,8 +124,7 @@ class LKMBooks(Learner):
         self.n = 0
         self.p = np.full(self.K, 1.0 / self.K)
         self.gmax = 1.0
-        self._T = 0
-        self._retune(horizon_guess(self.t, self.horizon))
+        self._tune_horizon()
 
     def _retune(self, T: int) -> None:
         nu, B, K = self._nu, self.budget, self.K
@@ -154,9 +147,7 @@ class LKMBooks(Learner):
         return float(self.p @ fv), fv
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
-        t = self.t + 1
-        if t > self._T and self.horizon is None:
-            self._retune(horizon_guess(t, self.horizon))
+        t = self._round()
         fv = aux
         g = self._deriv(score, y)
         lo, hi = float(fv.min()), float(fv.max())
@@ -174,16 +165,6 @@ class LKMBooks(Learner):
                 self.sqn[n] = xx
                 self.a[n] = -self._lam * g / prob
                 self.n = n + 1
-
-    @property
-    def selected_kernel(self) -> int | None:
-        """Index of the kernel with the largest weight."""
-        return None if self.dim is None else int(np.argmax(self.p))
-
-    @property
-    def kernel_distribution(self) -> np.ndarray | None:
-        """The expert weights ``p``."""
-        return np.full(self.K, 1.0 / self.K) if self.dim is None else self.p.copy()
 
     @property
     def n_support_vectors(self) -> int:

@@ -18,54 +18,12 @@ import numpy as np
 
 from kernelstream.learners._selection import SIGMAS_PARAM, KernelPool, SelectionLearner
 from kernelstream.learners.base import TIE_PARAM, Param, positive
-from kernelstream.learners.experts import categorical
+from kernelstream.learners.experts import categorical, hedge
 from kernelstream.learners.losses import LOSSES
 from kernelstream.learners.registry import register
-from kernelstream.learners.rff import draw_omega, features
+from kernelstream.learners.rff import FeaturePool
 
 QUIRKS_DOC = "replicate the authors' R code [C-P2] instead of the intended rule (see docstring)"
-
-
-def softmax_neg(L: np.ndarray, eta: float) -> np.ndarray:
-    """``q_i ∝ exp(−η (L_i − min L))`` (stable Hedge weights)."""
-    z = np.exp(-eta * (L - L.min()))
-    return z / z.sum()
-
-
-# -- hypothesis back-ends ------------------------------------------------------------------------
-class FeaturePool:
-    """One random-feature weight vector per width (§1.4, C-P2 convention): a shared draw
-    ``Ω`` (``D × d``, i.i.d. ``N(0, 1)``) and ``z_i(x) = D^{-1/2}[cos(Ωx/σ_i); sin(Ωx/σ_i)]``;
-    weights ``W`` (``K × 2D``). Only the sampled kernel's features are computed."""
-
-    def __init__(self, rng: np.random.Generator, dim: int, sigmas: np.ndarray,
-                 n_components: int, scales: np.ndarray | None = None) -> None:
-        self.omega = draw_omega(rng, n_components, dim)
-        self.scales = 1.0 / sigmas if scales is None else scales
-        self.W = np.zeros((len(sigmas), 2 * n_components))
-
-    def eval(self, i: int, x: np.ndarray, xx: float) -> tuple[float, Any]:
-        u = self.omega @ x
-        u *= self.scales[i]
-        z = features(u)
-        return float(self.W[i] @ z), z
-
-    def step(self, i: int, z: np.ndarray, coef: float, clip: float | None) -> None:
-        """``W_i ← W_i + coef z_i(x)``, then (if ``clip``) the box projection
-        ``clip(W_i, −clip, +clip)`` (RF-OKS++/RF-IOKS use ``clip = U/√D``)."""
-        w = self.W[i]
-        if coef != 0.0:
-            w += coef * z
-        if clip is not None:
-            np.clip(w, -clip, clip, out=w)
-
-    def get_state(self, prefix: str) -> dict[str, np.ndarray]:
-        return {f"{prefix}omega": self.omega.copy(), f"{prefix}W": self.W.copy()}
-
-    def set_state(self, state: dict[str, np.ndarray], prefix: str) -> None:
-        # the Ω drawn again by _setup is overwritten; Learner.set_state restores the RNG last
-        self.omega = np.ascontiguousarray(state[f"{prefix}omega"], dtype=np.float64)
-        self.W = np.array(state[f"{prefix}W"], dtype=np.float64)
 
 
 # -- the bandit selector skeleton ----------------------------------------------------------------
@@ -169,7 +127,8 @@ class KernelHyp:
 
 
 class FeatureHyp:
-    """Mixin: the random-feature back-end (:class:`FeaturePool`) with box clipping
+    """Mixin: the random-feature back-end (:class:`~kernelstream.learners.rff.FeaturePool`,
+    only the sampled kernel's features are computed) with box clipping
     ``±U/√D`` when ``_radius`` is set. ``n_support_vectors`` is 0 (no stored examples)."""
 
     _hyp: Any
@@ -244,7 +203,7 @@ class OKSPPRule:
         ct3 = self.Ct ** (1.0 / 3.0)
         delta = 0.5 * c0 / max(c0, 2.0 * ct3)
         eta = self._hedge0 / math.sqrt(1.0 + self.V)
-        self.q = softmax_neg(self.L, eta)
+        self.q = hedge(self.L, eta)
         K = self.K
         self.p = (1.0 - delta) * self.q + delta / K
         return coef

@@ -23,18 +23,19 @@ from kernelstream.learners._multikernel import (
     DISCOUNT_PARAM,
     M_KERNELS,
     Combination,
-    MultiStore,
+    StoreCombination,
     pool_diag,
     pool_kernel_params,
 )
 from kernelstream.learners.base import TIE_PARAM, Learner, Param, nonneg, positive
 from kernelstream.learners.registry import get, register
 
+_REF = "Hoi, Jin, Zhao & Yang 2013; paper 004 §6.2; ALGORITHMS.md §4.17"
 _PA_C = Param("c", 0.1, float, "PA-I aggressiveness C of every component (τ ≤ C)", positive,
               "> 0")
 
 
-class _OMKC(Combination):
+class _OMKC(StoreCombination):
     """Unbounded OMKC: one Perceptron or PA-I component per pool kernel, Hedge-weighted vote.
 
     Class switches: ``pa`` (PA-I components), ``stochastic`` (SD: update with probability
@@ -46,13 +47,6 @@ class _OMKC(Combination):
 
     c: float
     delta: float
-
-    def _setup(self, d: int) -> None:
-        super()._setup(d)
-        self.store = MultiStore(d)
-
-    def _kernel_scores(self, x: np.ndarray, xx: float) -> np.ndarray:
-        return self.store.scores(x, xx)
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         ys = y * aux
@@ -80,17 +74,6 @@ class _OMKC(Combination):
         self.store.add(x, xx, idx, coef, id_=self.t)
         if len(disc):
             self._discount(disc)
-
-    @property
-    def n_support_vectors(self) -> int:
-        return self.store.n_entries if self.dim is not None else 0
-
-    def _get_state(self) -> dict[str, np.ndarray]:
-        return {**super()._get_state(), **self.store.get_state("store.")}
-
-    def _set_state(self, state: dict[str, np.ndarray]) -> None:
-        super()._set_state(state)
-        self.store = MultiStore.from_state(state, "store.", self.dim)
 
 
 _DOC_COMMON = """
@@ -127,7 +110,7 @@ class OMKCU(_OMKC):
     name = "omkc-u"
     params = (TIE_PARAM,)
     uniform_weights = True
-    reference = "Hoi, Jin, Zhao & Yang 2013; paper 004 §6.2; ALGORITHMS.md §4.17"
+    reference = _REF
 
 
 @register
@@ -155,7 +138,7 @@ class OMKCDD(_OMKC):
     """
     name = "omkc-dd"
     params = (DISCOUNT_PARAM, TIE_PARAM)
-    reference = "Hoi, Jin, Zhao & Yang 2013; paper 004 §6.2; ALGORITHMS.md §4.17"
+    reference = _REF
 
 
 @register
@@ -220,7 +203,7 @@ class OMKCDDPA(_OMKC):
     name = "omkc-ddpa"
     params = (_PA_C, DISCOUNT_PARAM, TIE_PARAM)
     pa = True
-    reference = "Hoi, Jin, Zhao & Yang 2013; paper 004 §6.2; ALGORITHMS.md §4.17"
+    reference = _REF
 
 
 @register
@@ -256,7 +239,7 @@ class OMKCSDPA(_OMKC):
     pa = True
     stochastic = True
     randomized = True
-    reference = "Hoi, Jin, Zhao & Yang 2013; paper 004 §6.2; ALGORITHMS.md §4.17"
+    reference = _REF
 
 
 # -- bounded versions (paper 004 Algorithms 3 and 4) ---------------------------------------------

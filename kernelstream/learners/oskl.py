@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, nonneg, positive
 from kernelstream.learners.losses import get_loss
 from kernelstream.learners.registry import register
+from kernelstream.learners.spa import AVERAGED_PARAM, AveragedKernelLearner
 
 
 @register
-class OSKL(KernelLearner):
+class OSKL(AveragedKernelLearner):
     """Kernel OGD with a smooth loss whose gradient steps are sampled, so most rounds add no SV.
 
     Round ``t`` (reconstruction of ALGORITHMS.md §4.16, moderate confidence):
@@ -76,7 +76,7 @@ class OSKL(KernelLearner):
               choices=("logistic", "squared-hinge")),
         Param("radius", 0.0, float, "projection radius R of ‖f‖ ≤ R (0 = none)", nonneg,
               ">= 0"),
-        Param("averaged", True, bool, "predict with the averaged classifier (1/t) Σ f_τ"),
+        AVERAGED_PARAM,
         TIE_PARAM,
     )
     randomized = True
@@ -96,16 +96,8 @@ class OSKL(KernelLearner):
         super()._setup(d)
         self._acc = np.zeros(len(self.sv.a))  # A_j = Σ_{τ<t} a_j^{(τ)}, parallel to the store
 
-    def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
-        sv = self.sv
-        n = sv.n
-        if n == 0:
-            return 0.0, 0.0
-        k = sv.row(self.kern, x, xx)
-        f = float(sv.a[:n] @ k)
-        if not self.averaged:
-            return f, f
-        return (float(self._acc[:n] @ k) + f) / (self.t + 1), f
+    def _average(self, f: float, k: np.ndarray, n: int) -> float:
+        return (float(self._acc[:n] @ k) + f) / (self.t + 1)
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         sv = self.sv
@@ -121,17 +113,10 @@ class OSKL(KernelLearner):
             return
         j = sv.append(x, xx, self.eta * G * y, id_=self.t, s=self.t, fz=f,
                       kzz=self.kern.diag(xx))
-        if len(self._acc) < len(sv.a):
-            grown = np.zeros(len(sv.a))
-            grown[:j] = self._acc[:j]
-            self._acc = grown
+        self._acc = self._per_sv(self._acc, j)
         self._acc[j] = 0.0
         if self.radius > 0.0:
             sv.project(self.radius)
-
-    @property
-    def n_support_vectors(self) -> int:
-        return self.sv.n if self.dim is not None else 0
 
     def _get_state(self) -> dict[str, np.ndarray]:
         st = super()._get_state()

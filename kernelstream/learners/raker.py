@@ -16,15 +16,15 @@ import numpy as np
 
 from kernelstream.learners._selection import (
     HORIZON_PARAM,
+    LOSS_PARAM,
     SIGMAS_PARAM,
-    horizon_guess,
-    parse_sigmas,
+    WeightedWidths,
 )
 from kernelstream.learners.base import TIE_PARAM, Learner, Param, nonneg, positive
-from kernelstream.learners.losses import LOSSES
-from kernelstream.learners.oks_pp import QUIRKS_DOC, softmax_neg
+from kernelstream.learners.experts import hedge
+from kernelstream.learners.oks_pp import QUIRKS_DOC
 from kernelstream.learners.registry import register
-from kernelstream.learners.rff import draw_omega, features
+from kernelstream.learners.rff import FeaturePool
 
 # (step constant c in η = c/√T, regulariser μ, loss scale l_max) per loss (C-P2)
 RAKER_CONSTANTS: dict[str, tuple[float, float, float]] = {
@@ -44,7 +44,7 @@ def loss_and_grad(loss: str, f: np.ndarray, y: float) -> tuple[np.ndarray, np.nd
 
 
 @register
-class Raker(Learner):
+class Raker(WeightedWidths, Learner):
     """Raker: one random-feature model per Gaussian width, combined by exponential weights
     (full information: every model is updated every round).
 
@@ -102,9 +102,7 @@ class Raker(Learner):
 
     name = "raker"
     params = (
-        Param("loss", "logistic", str,
-              "loss: logistic (classification), square or absolute (regression)",
-              choices=("logistic", "square", "absolute")),
+        LOSS_PARAM,
         SIGMAS_PARAM,
         Param("n_components", 50, int, "number D of random Fourier frequencies (shared draw)",
               positive, "> 0"),
@@ -134,68 +132,49 @@ class Raker(Learner):
     reference_quirks: bool
 
     def _configure(self) -> None:
-        self.task = LOSSES[self.loss].task
-        sig = parse_sigmas(self.sigmas)
-        self.K = len(sig)
+        super()._configure()
+        sig = self.widths.sigmas
         # QUIRK: cumulative division by σ_j in the C-P2 kernel loop
-        width = np.cumprod(sig) if self.reference_quirks else sig
-        self._scales = (1.0 / width)[:, None]
+        self._feature_widths = np.cumprod(sig) if self.reference_quirks else sig
         c, mu, lmax = RAKER_CONSTANTS[self.loss]
         self._c = c
         self._mu = mu if self.mu is None else self.mu
         self._lmax = lmax if self.loss_max is None else self.loss_max
 
     def _setup(self, d: int) -> None:
-        D = self.n_components
-        self._omega = draw_omega(self.rng, D, d)
-        self.W = np.zeros((self.K, 2 * D))
+        self._rf = FeaturePool(self.rng, d, self._feature_widths, self.n_components)
         self.L = np.zeros(self.K)
         self.p = np.full(self.K, 1.0 / self.K)
-        self._T = 0
-        self._retune(horizon_guess(self.t, self.horizon))
+        self._tune_horizon()
 
     def _retune(self, T: int) -> None:
         self._eta = self._c / math.sqrt(T) if self.eta is None else self.eta
         self._T = T
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
-        Z = features(self._scales * (self._omega @ x)[None, :])  # K × 2D
-        fv = np.einsum("ij,ij->i", self.W, Z)
+        fv, Z = self._rf.eval_all(x)  # K scores, K × 2D features
         return float(self.p @ fv), (fv, Z)
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
-        t = self.t + 1
-        if t > self._T and self.horizon is None:
-            self._retune(horizon_guess(t, self.horizon))
+        self._round()
         fv, Z = aux
-        W, eta, mu = self.W, self._eta, self._mu
+        W, eta, mu = self._rf.W, self._eta, self._mu
         ell, g = loss_and_grad(self.loss, fv, y)
         self.L += (ell + mu * np.einsum("ij,ij->i", W, W)) / self._lmax
         if mu:
             W *= 1.0 - 2.0 * eta * mu
         W -= (eta * g)[:, None] * Z
-        self.p = softmax_neg(self.L, eta)
-
-    @property
-    def selected_kernel(self) -> int | None:
-        """Index of the kernel with the largest combination weight."""
-        return None if self.dim is None else int(np.argmax(self.p))
-
-    @property
-    def kernel_distribution(self) -> np.ndarray | None:
-        """The combination weights ``p``."""
-        return np.full(self.K, 1.0 / self.K) if self.dim is None else self.p.copy()
+        self.p = hedge(self.L, eta)
 
     @property
     def n_support_vectors(self) -> int:
         return 0
 
     def _get_state(self) -> dict[str, np.ndarray]:
-        return {"raker.omega": self._omega.copy(), "raker.W": self.W.copy(),
-                "raker.L": self.L.copy(), "raker.p": self.p.copy()}
+        return {**self._rf.get_state("raker."), "raker.L": self.L.copy(),
+                "raker.p": self.p.copy()}
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
-        self._omega = np.ascontiguousarray(state["raker.omega"], dtype=np.float64)
-        self.W = np.array(state["raker.W"], dtype=np.float64)
+        self._rf.set_state(state, "raker.")
         self.L = np.array(state["raker.L"], dtype=np.float64)
         self.p = np.array(state["raker.p"], dtype=np.float64)

@@ -15,15 +15,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kernelstream.learners._selection import HORIZON_PARAM, SIGMAS_PARAM, horizon_guess
+from kernelstream.learners._selection import HORIZON_PARAM, SIGMAS_PARAM, HorizonTuning
 from kernelstream.learners.base import TIE_PARAM, Param, nonneg, positive
+from kernelstream.learners.experts import hedge
 from kernelstream.learners.ioks import IOKS_PARAMS, IOKSRule
 from kernelstream.learners.oks_pp import (
     OKSPP_PARAMS,
     BanditSelector,
     FeatureHyp,
     OKSPPRule,
-    softmax_neg,
 )
 from kernelstream.learners.registry import register
 
@@ -145,7 +145,7 @@ class RFIOKS(IOKSRule, FeatureHyp, BanditSelector):
     n_components: int
 
 
-class OKSP2Rule:
+class OKSP2Rule(HorizonTuning):
     """The OKS rule as used by paper 002 (§3.2, variant OKS-P2; the same rule as ``oks`` with
     ``convention="p2"``, on the feature back-end): ``δ = (K/T)^{1/3}``,
     ``η = √(2(1−δ) ln K/(KT))``, ``λ = c √δ/√(KT)`` (``c = 25`` logistic/square, 5 absolute),
@@ -164,8 +164,7 @@ class OKSP2Rule:
         self._radius = None  # RF-OKS has no projection
         self._c = 5.0 if self.loss == "absolute" else 25.0
         self.L = np.zeros(self.K)
-        self._T = 0
-        self._retune(horizon_guess(self.t, self.horizon))
+        self._tune_horizon()
 
     def _retune(self: Any, T: int) -> None:
         K = self.K
@@ -179,13 +178,11 @@ class OKSP2Rule:
         self._T = T
 
     def _rule(self: Any, i: int, ell: float, g: float, yf: float) -> float:
-        t = self.t + 1
-        if t > self._T and self.horizon is None:
-            self._retune(horizon_guess(t, self.horizon))
+        self._round()
         p_i = float(self.p[i])
         self.L[i] += ell / p_i
         d = self._delta
-        self.p = (1.0 - d) * softmax_neg(self.L, self._rate) + d / self.K
+        self.p = (1.0 - d) * hedge(self.L, self._rate) + d / self.K
         return -self._lam * g / p_i
 
     def _rule_state(self: Any) -> dict[str, np.ndarray]:

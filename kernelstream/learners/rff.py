@@ -14,6 +14,8 @@ single-kernel form of FOGD/[C-SOL].
 A single-kernel learner may fold the scale into ``Ω`` once (``RFF.draw(..., scale=s)``), which
 saves one multiplication per round; multi-kernel learners keep the standard draw and pass one
 scale per kernel to :meth:`RFF.transform_multi`, which computes ``Ωx`` once for all widths.
+:class:`FeaturePool` is the per-width weight-vector hypothesis of the paper-002 learners
+(RF-OKS++, RF-IOKS, RF-OKS, Raker) on such a shared draw.
 """
 
 from __future__ import annotations
@@ -111,3 +113,49 @@ class RFF:
     def kernel_estimate(self, x: np.ndarray, x2: np.ndarray, scale: float = 1.0) -> float:
         """``z_s(x)ᵀ z_s(x')`` (a Monte-Carlo estimate of the Gaussian kernel)."""
         return float(self.transform(x, scale) @ self.transform(x2, scale))
+
+
+class FeaturePool:
+    """One random-feature weight vector per width (§1.4, C-P2 convention): a shared draw
+    ``Ω`` (``D × d``, i.i.d. ``N(0, 1)``, from the learner's RNG) and
+    ``z_i(x) = D^{-1/2}[cos(s_i Ωx); sin(s_i Ωx)]`` with one frequency scale ``s_i`` per width
+    (``1/σ_i``); weights ``W`` (``K × 2D``). :meth:`eval` computes only kernel ``i``'s features
+    (bandit learners), :meth:`eval_all` every kernel's from one ``Ωx`` (full-information
+    learners)."""
+
+    def __init__(self, rng: np.random.Generator, dim: int, sigmas: np.ndarray,
+                 n_components: int, scales: np.ndarray | None = None) -> None:
+        self.omega = draw_omega(rng, n_components, dim)
+        self.scales = 1.0 / sigmas if scales is None else scales
+        self._col = self.scales[:, None]
+        self.W = np.zeros((len(sigmas), 2 * n_components))
+
+    def eval(self, i: int, x: np.ndarray, xx: float) -> tuple[float, np.ndarray]:
+        """``(W_i·z_i(x), z_i(x))``."""
+        u = self.omega @ x
+        u *= self.scales[i]
+        z = features(u)
+        return float(self.W[i] @ z), z
+
+    def eval_all(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(f, Z)``: ``f_i = W_i·z_i(x)`` (``K``) and the features ``Z`` (``K × 2D``)."""
+        Z = features(self._col * (self.omega @ x)[None, :])
+        return np.einsum("ij,ij->i", self.W, Z), Z
+
+    def step(self, i: int, z: np.ndarray, coef: float, clip: float | None) -> None:
+        """``W_i ← W_i + coef z_i(x)``, then (if ``clip``) the box projection
+        ``clip(W_i, −clip, +clip)`` (RF-OKS++/RF-IOKS use ``clip = U/√D``)."""
+        w = self.W[i]
+        if coef != 0.0:
+            w += coef * z
+        if clip is not None:  # = np.clip(w, -clip, clip), without its Python-level wrapper
+            np.minimum(w, clip, out=w)
+            np.maximum(w, -clip, out=w)
+
+    def get_state(self, prefix: str) -> dict[str, np.ndarray]:
+        return {f"{prefix}omega": self.omega.copy(), f"{prefix}W": self.W.copy()}
+
+    def set_state(self, state: dict[str, np.ndarray], prefix: str) -> None:
+        # the Ω drawn again by _setup is overwritten; Learner.set_state restores the RNG last
+        self.omega = np.ascontiguousarray(state[f"{prefix}omega"], dtype=np.float64)
+        self.W = np.array(state[f"{prefix}W"], dtype=np.float64)

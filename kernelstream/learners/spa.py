@@ -1,5 +1,10 @@
 """Sparse Passive-Aggressive learning, SPA (ALGORITHMS.md §3.11, averaged classifier §2.2).
 
+Also shared with paper 004's other learners: :class:`AveragedKernelLearner` and
+:data:`AVERAGED_PARAM` (the averaged classifier's scoring; SPA and OSKL), and the SPA
+parameters :data:`ETA_PARAM`, :data:`ALPHA_PARAM` with :func:`check_alpha_beta` (SPA and
+BOMKC(SPA)).
+
 Reference: J. Lu, D. Sahoo, P. Zhao and S. C. H. Hoi, "Sparse Passive-Aggressive learning for
 bounded online kernel methods", ACM TIST 9(4), 2018 (paper 004, Algorithm 1).
 """
@@ -14,9 +19,61 @@ from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, positive
 from kernelstream.learners.registry import register
 
+ETA_PARAM = Param("eta", 0.1, float, "aggressiveness η (τ ≤ η/ρ)", positive, "> 0")
+ALPHA_PARAM = Param("alpha", 1.0, float, "loss cap α of the sampling probability", positive,
+                    "> 0")
+
+
+def check_alpha_beta(name: str, p: dict[str, Any]) -> None:
+    """SPA's ``ρ = min(α, ℓ)/β`` is a probability only if ``β ≥ α``."""
+    if p["beta"] < p["alpha"]:
+        raise ValueError(f"{name}: beta must be >= alpha (ρ = min(α, ℓ)/β ≤ 1), got "
+                         f"alpha={p['alpha']!r}, beta={p['beta']!r}")
+
+
+AVERAGED_PARAM = Param("averaged", True, bool,
+                       "predict with the averaged classifier (1/t) Σ f_τ")
+
+
+class AveragedKernelLearner(KernelLearner):
+    """A single-kernel learner that can predict with the averaged classifier
+    ``f̄_t = (1/t) Σ_{τ≤t} f_τ`` (§2.2, parameter ``averaged``).
+
+    ``_score`` returns ``(score, f_t(x))``: the score is ``f̄_t(x)`` (from ``_average``, given
+    ``f_t(x)`` and the one kernel row ``k``) or ``f_t(x)``, and the auxiliary value is always
+    ``f_t(x)``, which the update uses. :meth:`_per_sv` keeps a per-SV array the length of the
+    store as it grows.
+    """
+
+    averaged: bool
+
+    def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
+        sv = self.sv
+        n = sv.n
+        if n == 0:
+            return 0.0, 0.0
+        k = sv.row(self.kern, x, xx)
+        f = float(sv.a[:n] @ k)
+        if not self.averaged:
+            return f, f
+        return self._average(f, k, n), f
+
+    def _average(self, f: float, k: np.ndarray, n: int) -> float:
+        """``f̄_t(x)`` from ``f = f_t(x)`` and the kernel row ``k`` of the ``n`` SVs."""
+        raise NotImplementedError
+
+    def _per_sv(self, arr: np.ndarray, j: int) -> np.ndarray:
+        """``arr`` (parallel to the store) grown to the store's capacity, keeping ``arr[:j]``."""
+        cap = len(self.sv.a)
+        if len(arr) < cap:
+            grown = np.zeros(cap)
+            grown[:j] = arr[:j]
+            return grown
+        return arr
+
 
 @register
-class SPA(KernelLearner):
+class SPA(AveragedKernelLearner):
     """PA-I-like hinge-loss updates on a random subset of rounds sampled by the loss.
 
     Round ``t``: ``ℓ_t = [1 − y_t f_t(x_t)]_+`` (loss of the *current* hypothesis ``f_t``, never
@@ -75,10 +132,10 @@ class SPA(KernelLearner):
     name = "spa"
     params = (
         *KERNEL_PARAMS,
-        Param("eta", 0.1, float, "aggressiveness η (τ ≤ η/ρ)", positive, "> 0"),
-        Param("alpha", 1.0, float, "loss cap α of the sampling probability", positive, "> 0"),
+        ETA_PARAM,
+        ALPHA_PARAM,
         Param("beta", 5.0, float, "sparsity control β ≥ α (E[#SV] ≤ αT/β)", positive, "> 0"),
-        Param("averaged", True, bool, "predict with the averaged classifier (1/t) Σ f_τ"),
+        AVERAGED_PARAM,
         Param("reference_quirks", False, bool, "τ = min(η/ρ, ℓ) ignoring κ(x,x) ([C-SOL])"),
         TIE_PARAM,
     )
@@ -94,25 +151,15 @@ class SPA(KernelLearner):
 
     @classmethod
     def check_params(cls, p: dict[str, Any]) -> None:
-        if p["beta"] < p["alpha"]:
-            raise ValueError(f"{cls.name}: beta must be >= alpha (ρ = min(α, ℓ)/β ≤ 1), got "
-                             f"alpha={p['alpha']!r}, beta={p['beta']!r}")
+        check_alpha_beta(cls.name, p)
 
     def _setup(self, d: int) -> None:
         super()._setup(d)
         self._as = np.zeros(len(self.sv.a))  # a_j · s_j, parallel to the store
 
-    def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
-        sv = self.sv
-        n = sv.n
-        if n == 0:
-            return 0.0, 0.0
-        k = sv.row(self.kern, x, xx)
-        f = float(sv.a[:n] @ k)
-        if not self.averaged:
-            return f, f
+    def _average(self, f: float, k: np.ndarray, n: int) -> float:
         T = self.t
-        return (T * f - float(self._as[:n] @ k)) / (T + 1), f
+        return (T * f - float(self._as[:n] @ k)) / (T + 1)
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         f = aux  # f_t(x_t): the update uses the last hypothesis, not the average
@@ -128,10 +175,7 @@ class SPA(KernelLearner):
         tau = min(self.eta / rho, loss if self.reference_quirks else loss / kt)
         sv = self.sv
         j = sv.append(x, xx, tau * y, id_=self.t, s=self.t, fz=f, kzz=kt)
-        if len(self._as) < len(sv.a):
-            grown = np.zeros(len(sv.a))
-            grown[:j] = self._as[:j]
-            self._as = grown
+        self._as = self._per_sv(self._as, j)
         self._as[j] = tau * y * self.t
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:

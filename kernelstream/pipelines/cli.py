@@ -245,14 +245,38 @@ def format_table(results: Sequence[EvalResult]) -> str:
 
 
 # -- learners listing --------------------------------------------------------------------------
+def _learner_tasks(name: str) -> list[str]:
+    """The tasks a learner runs: its class-level ``task`` first, then any other task one of its
+    ``loss`` choices gives it (learners whose task follows the loss set ``task`` per instance,
+    e.g. ``ioks`` with ``loss="square"`` is a regression learner)."""
+    cls = learners.get(name)
+    tasks = [cls.task]
+    loss = next((p for p in cls.params if p.name == "loss" and p.choices), None)
+    for choice in loss.choices if loss is not None else ():
+        try:
+            task = learners.make(name, loss=choice).task
+        except ValueError:  # a loss the default settings reject
+            continue
+        if task not in tasks:
+            tasks.append(task)
+    return tasks
+
+
+def _task_label(tasks: Sequence[str]) -> str:
+    """``classification`` or ``classification, regression (by loss)``."""
+    return tasks[0] if len(tasks) == 1 else f"{', '.join(tasks)} (by loss)"
+
+
 def _learner_info(name: str) -> dict[str, Any]:
     cls = learners.get(name)
     doc = inspect.getdoc(cls) or ""
+    tasks = _learner_tasks(name)
     return {
         "name": name,
         "summary": doc.split("\n\n", 1)[0].replace("\n", " "),
         "reference": cls.reference,
-        "task": cls.task,
+        "task": cls.task,  # the default (class-level) task
+        "tasks": tasks,  # every task the learner runs (more than one: chosen by ``loss``)
         "budgeted": bool(cls.budgeted),
         "randomized": bool(cls.randomized),
         "params": [
@@ -273,7 +297,8 @@ def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
     for i, info in enumerate(infos):
         if i:
             print(file=out)
-        flags = [info["task"]] + [f for f in ("budgeted", "randomized") if info[f]]
+        flags = [_task_label(info["tasks"])] + [f for f in ("budgeted", "randomized")
+                                                 if info[f]]
         print(f"{info['name']}  [{', '.join(flags)}]", file=out)
         if info["summary"]:
             print(f"  {info['summary']}", file=out)
@@ -305,10 +330,11 @@ def _print_learners_markdown(infos: list[dict[str, Any]], out: TextIO) -> None:
     for info in infos:
         ps = ", ".join(f"`{p['name']}`={p['default']!r}" for p in info["params"]
                        if p["name"] not in _SHARED_PARAMS) or "—"
-        print(f"| `{info['name']}` | {info['reference']} | {info['task']} | "
+        print(f"| `{info['name']}` | {info['reference']} | {_task_label(info['tasks'])} | "
               f"{'yes' if info['budgeted'] else 'no'} | {ps} |", file=out)
     print(f"\nThe last column leaves out the shared parameters {', '.join(_SHARED_PARAMS)} "
-          f"(where a learner has them); `{PROG} learners NAME` shows the full signature.",
+          f"(where a learner has them); `{PROG} learners NAME` shows the full signature. "
+          "A task marked \"(by loss)\" is chosen by the learner's `loss` parameter.",
           file=out)
 
 

@@ -1,0 +1,72 @@
+"""`kernelstream learners` shows the task of learners whose task follows their `loss`
+parameter (e.g. ``ioks`` with ``loss="square"`` is a regression learner) as
+"classification, regression (by loss)", in the text, markdown and json formats."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from kernelstream import learners
+from kernelstream.learners.losses import LOSSES
+from kernelstream.pipelines.cli import main
+
+BY_LOSS = "classification, regression (by loss)"
+# learners documented to run regression with a square / absolute loss
+LOSS_TASK = ["oks", "oks++", "ioks", "rf-oks++", "rf-ioks", "rf-oks", "raker", "lkmbooks"]
+
+
+def _markdown_rows(capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
+    assert main(["learners", "--format", "markdown"]) == 0
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells
+    return rows
+
+
+@pytest.mark.parametrize("name", LOSS_TASK)
+def test_text_shows_both_tasks(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["learners", name]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.startswith(f"{name}  [{BY_LOSS}"), header
+
+
+def test_markdown_task_column(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _markdown_rows(capsys)
+    assert set(rows) == set(learners.available())
+    for name in LOSS_TASK:
+        assert rows[name][2] == BY_LOSS, rows[name]
+    # a loss parameter whose choices are all classification losses is not "by loss"
+    for name in ("perceptron", "ogd", "oskl", "skegd", "spa"):
+        assert rows[name][2] == "classification", rows[name]
+
+
+def test_json_lists_tasks(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["learners", "raker", "--format", "json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["task"] == "classification"  # the default (class-level) task is kept
+    assert info["tasks"] == ["classification", "regression"]
+
+
+def test_listed_tasks_are_the_real_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every learner listed with regression learns a real-valued target with one of its
+    regression losses; every other learner rejects one."""
+    rows = _markdown_rows(capsys)
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(20, 3)), rng.normal(size=20)
+    for name, cells in rows.items():
+        cls = learners.get(name)
+        loss = next((p for p in cls.params if p.name == "loss"), None)
+        reg = [c for c in (loss.choices or ()) if LOSSES[c].task == "regression"] if loss else []
+        if "regression" in cells[2]:
+            assert reg, name
+            m = learners.make(name, loss=reg[0])
+            assert m.task == "regression"
+            assert np.isfinite(m.predict_learn_many(X, y)).all()
+        else:
+            with pytest.raises(ValueError, match="label"):
+                learners.make(name).predict_learn_many(X, y)
