@@ -70,3 +70,38 @@ def test_listed_tasks_are_the_real_ones(capsys: pytest.CaptureFixture[str]) -> N
         else:
             with pytest.raises(ValueError, match="label"):
                 learners.make(name).predict_learn_many(X, y)
+
+
+def test_closed_pipe_exits_quietly() -> None:
+    """`kernelstream learners | head -1`: no traceback when the reader closes the pipe."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from kernelstream.pipelines.cli import main; "
+         "sys.exit(main(['learners', '--format', 'markdown']))"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    # Close the read end before the child (still importing) writes anything, so its
+    # first write hits a closed pipe whatever the pipe buffer size.
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err, err
+
+
+def test_readme_learners_table_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's learners table is the generated one (regenerate it when learners change)."""
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    assert main(["learners", "--format", "markdown"]) == 0
+    generated = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("|")]
+    text = readme.read_text().splitlines()
+    start = text.index("<!-- generated with: kernelstream learners --format markdown -->") + 1
+    table = []
+    for line in text[start:]:
+        if not line.startswith("|"):
+            break
+        table.append(line)
+    assert table == generated

@@ -544,18 +544,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.pipeline_args = pipeline_args
     except SystemExit as exc:  # --help, --version, usage errors: keep argparse's exit code
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-    if args.command == "learners":
-        if args.name:
-            try:
-                learners.get(args.name)
-            except ValueError as exc:
-                return _error("learners", str(exc))
-        return cmd_learners(args)
     try:
+        if args.command == "learners":
+            if args.name:
+                try:
+                    learners.get(args.name)
+                except ValueError as exc:
+                    return _error("learners", str(exc))
+            return cmd_learners(args)
         return cmd_replay(args, argv)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`kernelstream learners | head`): exit quietly, as Unix
+        # tools do; point stdout at devnull so the interpreter's final flush cannot raise.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
