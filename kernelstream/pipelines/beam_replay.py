@@ -48,7 +48,20 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from kernelstream import data as ksdata
 from kernelstream import fs
 from kernelstream.evaluate import EvalResult
-from kernelstream.transforms.blocks import PredictionBlock
+from kernelstream.transforms.blocks import Block, PredictionBlock
+from kernelstream.transforms.kafka import (
+    KafkaBlocks,
+    KafkaReadOptions,
+    KafkaTopic,
+    KafkaWriter,
+    ReadKafkaBlocks,
+    WriteKafka,
+    check_read_options,
+    is_kafka_url,
+    iter_topic_records,
+    output_topics,
+    prediction_rows,
+)
 from kernelstream.transforms.learn import (
     LearnerConfig,
     LearnPredict,
@@ -124,6 +137,9 @@ class ReplayRun:
     runner: str = "direct"
     pipeline_args: list[str] = field(default_factory=list)
     early_state: str = "auto"
+    kafka: KafkaReadOptions | None = None  # the data is a Kafka topic (``transforms.kafka``)
+    kafka_out: KafkaTopic | None = None  # also write the outputs to PREFIX-{predictions,...}
+    kafka_client: tuple[tuple[str, str], ...] = ()  # kafka-python settings of the sink
 
     @property
     def spec(self) -> StreamSpec:
@@ -183,14 +199,31 @@ def make_run(
     chunk_bytes: int = 16 << 20,
     runner: str = "direct",
     pipeline_args: Sequence[str] = (),
+    kafka_idle: float = 5.0,
+    kafka_max_seconds: float | None = None,
+    kafka_out: str | None = None,
+    kafka_client: Sequence[tuple[str, str]] = (),
 ) -> ReplayRun:
+    """A :class:`ReplayRun` (see :func:`run_replay`); ``data`` may be a file, an embedded data
+    set or a topic ``kafka://HOST:PORT/TOPIC`` (read as in ``transforms.kafka``, stopping
+    after ``kafka_idle`` seconds without new records or ``kafka_max_seconds`` in all);
+    ``kafka_out`` (``kafka://HOST:PORT/PREFIX``) also sends the three outputs to the topics
+    PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters."""
+    kafka = None
+    if is_kafka_url(data):
+        kafka = KafkaReadOptions(KafkaTopic.parse(data), idle_seconds=kafka_idle,
+                                 max_seconds=kafka_max_seconds, client=tuple(kafka_client))
+        if permutations != 1:
+            raise ValueError("a Kafka topic is one stream in its own order: permutations must "
+                             "be 1")
+        order = "file"
     if order not in ORDERS:
         raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
     if order == "file" and permutations != 1:
         raise ValueError("order='file' is a single stream: permutations must be 1")
     if runner not in RUNNERS:
         raise ValueError(f"runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
-    path, fmt = resolve_data(data, fmt)
+    path, fmt = (data, fmt) if kafka is not None else resolve_data(data, fmt)
     opts = PipelineOptions(list(pipeline_args)).view_as(ReplayPipelineOptions)
     if opts.block_size:
         block_size = opts.block_size
@@ -203,11 +236,16 @@ def make_run(
                        task=task, scale=scale, limit=limit, positive_label=positive_label,
                        delimiter=delimiter, header=header, key_by=key_by,
                        scale_target=scale_target)
+    if kafka is not None:
+        check_read_options(read)
     return ReplayRun(data=os.fspath(data), configs=list(as_configs(configs).values()),
                      out=os.fspath(out), read=read, seed=seed, permutations=permutations,
                      block_size=block_size, metrics_window=metrics_window, reshuffle=reshuffle,
                      scramble=scramble, order=order, chunk_bytes=chunk_bytes, runner=runner,
-                     pipeline_args=list(pipeline_args), early_state=early_state)
+                     pipeline_args=list(pipeline_args), early_state=early_state,
+                     kafka=kafka,
+                     kafka_out=None if kafka_out is None else KafkaTopic.parse(kafka_out),
+                     kafka_client=tuple(kafka_client))
 
 
 def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
@@ -253,7 +291,10 @@ def _clear_outputs(out: str) -> None:
 
 def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
     """Add the replay transforms to ``p``."""
-    if run.order == "file":
+    if run.kafka is not None:
+        src = p | "Read" >> ReadKafkaBlocks(run.kafka, run.read, run.spec.configs,
+                                            run.block_size)
+    elif run.order == "file":
         src = p | "Read" >> ReadFileBlocks(run.read, run.spec.configs, run.block_size,
                                            run.chunk_bytes)
     else:
@@ -276,6 +317,11 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
     _ = out.metrics | "WriteMetrics" >> WriteParquet(fs.join(run.out, "metrics"), METRICS_SCHEMA)
     _ = dead | "WriteDeadLetters" >> WriteParquet(fs.join(run.out, "dead_letters"),
                                                   DEAD_LETTER_SCHEMA)
+    if run.kafka_out is not None:
+        topics = output_topics(run.kafka_out)
+        for name, pcoll in (("predictions", out.predictions), ("metrics", out.metrics),
+                            ("dead_letters", dead)):
+            _ = pcoll | f"Kafka_{name}" >> WriteKafka(topics[name], run.kafka_client)
 
 
 def resolve_early_state(run: ReplayRun) -> str:
@@ -383,30 +429,58 @@ def run_loop_outputs(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...
     return execute(replace(make_run(data, configs, out, **kw), runner="loop"))
 
 
+def _loop_source(run: ReplayRun, dead: list[dict[str, Any]]) -> Iterator[Block]:
+    """The run's blocks in stream order; its source's dead letters are appended to ``dead``."""
+    if run.kafka is None:
+        ds = load_rows(run.read)
+        dead += ds.dead_letters
+        yield from stream_blocks(ds, run.spec)
+        return
+    kb = KafkaBlocks(run.kafka.topic, run.read, run.spec.configs, run.block_size)
+    records = iter_topic_records(run.kafka, merge=run.read.key_by is None)
+    try:
+        for item in kb.run(records):
+            if isinstance(item, Block):
+                yield item
+            else:
+                dead.append(item)
+    finally:
+        records.close()
+
+
 def _run_loop(run: ReplayRun) -> dict[str, int]:
-    ds = load_rows(run.read)
     core = StreamLearner({c.name: c for c in run.configs}, run.seed, run.metrics_window,
                          run.read.path)
     states: dict[str, StreamState] = {}
     for name in OUTPUTS:
         fs.makedirs(fs.join(run.out, name))
-    counters = {"examples": 0, "mistakes": 0, "dead_letters": len(ds.dead_letters), "blocks": 0}
+    counters = {"examples": 0, "mistakes": 0, "dead_letters": 0, "blocks": 0}
     metrics: list[dict[str, Any]] = []
-    dead = list(ds.dead_letters)
+    dead: list[dict[str, Any]] = []
+    writers = ({} if run.kafka_out is None else
+               {k: KafkaWriter(t, run.kafka_client)
+                for k, t in output_topics(run.kafka_out).items()})
     with fs.open_write(fs.join(run.out, "predictions", "part-loop.parquet")) as fh, \
             pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as w:
-        for b in stream_blocks(ds, run.spec):
+        for b in _loop_source(run, dead):
             st = states.setdefault(b.key, StreamState())
             res = core.learn(b.key, st, b)
             p: PredictionBlock = res.predictions
             w.write_batch(predictions_batch(p))
+            if writers:
+                writers["predictions"].write(prediction_rows(p))
             metrics += res.metrics
             dead += res.dead_letters
             counters["blocks"] += 1
             counters["examples"] += p.n - len(res.dead_letters)
             counters["mistakes"] += int((p.mistake == 1).sum())
-            counters["dead_letters"] += len(res.dead_letters)
+    counters["dead_letters"] = len(dead)  # the source's and the learners'
     metrics += [core.final_row(k, st) for k, st in states.items()]
+    if writers:
+        writers["metrics"].write(metrics)
+        writers["dead_letters"].write(dead)
+        for wr in writers.values():
+            wr.close()
     for name, rows, schema in (("metrics", metrics, METRICS_SCHEMA),
                                ("dead_letters", dead, DEAD_LETTER_SCHEMA)):
         if rows:
@@ -430,7 +504,9 @@ def replay_for_config(config: Any, runner: str | None = None,
         positive_label=config.positive_label, delimiter=config.delimiter,
         header=config.header, scale_target=config.scale_target, key_by=config.key_by,
         runner=runner or config.runner,
-        pipeline_args=list(config.pipeline_args) + list(pipeline_args), **kw,
+        pipeline_args=list(config.pipeline_args) + list(pipeline_args),
+        kafka_idle=config.kafka_idle, kafka_max_seconds=config.kafka_max_seconds,
+        kafka_out=config.kafka_out, kafka_client=config.kafka_options, **kw,
     )
 
 

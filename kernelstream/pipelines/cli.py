@@ -51,6 +51,7 @@ from kernelstream.pipelines.config import (  # noqa: E402
 from kernelstream.streams import STREAMS, evaluate_stream  # noqa: E402
 
 PROG = "kernelstream"
+KAFKA_SCHEME = "kafka://"  # as kernelstream.transforms.kafka.SCHEME (not imported: Beam is slow)
 SUMMARY_SCHEMA = 1
 
 @dataclass
@@ -363,10 +364,12 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
     configs = learner_configs(args.learner or [], args.param or [])
     task = resolve_task(configs, args.task)
     src = args.data or DEFAULT_DATASET
+    kafka_src = src.startswith(KAFKA_SCHEME)
     try:  # embedded names and their aliases display as the canonical name
         dataset = data.embedded_dataset_info(src)["name"]
     except KeyError:
-        dataset = Path(src).name
+        dataset = src.rsplit("/", 1)[-1] if kafka_src else Path(src).name
+    kafka_options = _kafka_options(args, kafka_src)
     if args.permutations < 1:
         raise ConfigError(f"--permutations must be >= 1, got {args.permutations}")
     if args.limit is not None and args.limit < 1:
@@ -401,9 +404,53 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         stream=args.stream,
         key_by=None if args.key_by is None else _int_or_str(args.key_by),
         pipeline_args=tuple(getattr(args, "pipeline_args", ())),
+        kafka_idle=args.kafka_idle,
+        kafka_max_seconds=args.kafka_max_seconds,
+        kafka_out=args.kafka_out,
+        kafka_options=kafka_options,
         quiet=args.quiet,
         argv=tuple(argv),
     )
+
+
+def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str, str], ...]:
+    """Check the Kafka options of a run (topic URLs, what a topic source allows) and return
+    the client settings. kafka-python is imported only for runs that use Kafka."""
+    if not kafka_src and args.kafka_out is None:
+        if args.kafka_option:
+            raise ConfigError("--kafka-option needs a Kafka source or --kafka-out")
+        return ()
+    import logging
+
+    from kernelstream.transforms.kafka import KafkaTopic, client_settings
+
+    # kafka-python logs every failed connection attempt; the CLI reports the failure itself
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+
+    if kafka_src:
+        KafkaTopic.parse(args.data)
+        if args.permutations != 1:
+            raise ConfigError("a Kafka topic is one stream in its own order: --permutations "
+                              "must be 1")
+        if args.stream != "none":
+            raise ConfigError("--stream builds adversarial streams from a data file, not a "
+                              "Kafka topic")
+        fmt = args.format or "libsvm"
+        if fmt not in ("libsvm", "csv"):
+            raise ConfigError(f"Kafka messages are LIBSVM or CSV lines (--format), not {fmt}")
+        if fmt == "libsvm" and args.n_features is None:
+            raise ConfigError("LIBSVM messages need --n-features: a topic is read once, so the "
+                              "dimension cannot be taken from a scan (CSV: --format csv)")
+        if args.scale != "none" or args.scale_target != "none":
+            raise ConfigError("min-max scaling needs the whole data set; a Kafka topic is read "
+                              "once (scale before producing, or use --scale none)")
+    if args.kafka_out is not None:
+        KafkaTopic.parse(args.kafka_out)
+    if args.kafka_idle <= 0:
+        raise ConfigError(f"--kafka-idle must be > 0, got {args.kafka_idle}")
+    if args.kafka_max_seconds is not None and args.kafka_max_seconds <= 0:
+        raise ConfigError(f"--kafka-max-seconds must be > 0, got {args.kafka_max_seconds}")
+    return client_settings(args.kafka_option or [])
 
 
 def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -524,7 +571,23 @@ def build_parser() -> argparse.ArgumentParser:
                    "Parquet and summary.json. Beam pipeline options go after '--'.")
     p.add_argument("--key-by", metavar="COL",
                    help="CSV/Parquet column naming the entity: one model per entity value "
-                   "(0-based position or header name)")
+                   "(0-based position or header name); for a Kafka topic, 'key' (the message "
+                   "key) or a CSV column position")
+    k = p.add_argument_group(
+        "Kafka", "DATA may be a topic, kafka://HOST:PORT[,HOST:PORT...]/TOPIC: its messages are "
+        "LIBSVM or CSV lines (--format; LIBSVM needs --n-features), read from the beginning "
+        "until the topic goes idle; --key-by key keeps one model per message key")
+    k.add_argument("--kafka-idle", type=float, default=5.0, metavar="SECONDS",
+                   help="stop reading a topic once its end is reached and no record arrived "
+                   "for this long (default: 5)")
+    k.add_argument("--kafka-max-seconds", type=float, metavar="SECONDS",
+                   help="stop reading a topic after this long in all (default: no limit)")
+    k.add_argument("--kafka-out", metavar="kafka://HOST:PORT/PREFIX",
+                   help="also send predictions, metrics and dead letters as JSON to the "
+                   "topics PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters")
+    k.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
+                   help="kafka-python client setting for the source and sink, e.g. "
+                   "security_protocol=SASL_SSL (repeatable)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress lines on stderr")
     return parser

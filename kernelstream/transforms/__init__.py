@@ -8,9 +8,12 @@ prequential metrics and Parquet sinks. Learners are used only through ``kernelst
 * ``ordering``: restoring each stream's order with state bounded by the disorder.
 * ``learn``: :class:`LearnPredict`, the keyed stateful learner transform.
 * ``metrics``: running/window accounting and summaries; ``sinks``: Parquet with explicit schemas.
+* ``kafka``: :class:`ReadKafkaBlocks` (a topic as blocks; kafka-python) and :class:`WriteKafka`
+  (output rows as JSON messages).
 """
 
 from kernelstream.transforms.blocks import Block, PredictionBlock, StreamKey
+from kernelstream.transforms.kafka import ReadKafkaBlocks, WriteKafka
 from kernelstream.transforms.learn import LearnerConfig, LearnPredict
 from kernelstream.transforms.sources import ReadFileBlocks, ReadOptions, ReadPermutedStreams
 
@@ -20,7 +23,9 @@ __all__ = [
     "LearnerConfig",
     "PredictionBlock",
     "ReadFileBlocks",
+    "ReadKafkaBlocks",
     "ReadOptions",
     "ReadPermutedStreams",
     "StreamKey",
+    "WriteKafka",
 ]

@@ -1,0 +1,619 @@
+"""Kafka topics as a source of examples and as a sink of the run's outputs (kafka-python).
+
+Beam's own ``ReadFromKafka`` is a Java cross-language transform (it needs Maven jars and a Java
+expansion service); these transforms are pure Python, so they run wherever the pipeline runs.
+
+Source: :class:`ReadKafkaBlocks`
+    One message is one example: its value is one line in the LIBSVM (default) or CSV
+    (``fmt="csv"``) format of a data file (``"+1 3:0.5 7:1"``, ``"0.1,0.7,1"``), so a file
+    can be replayed onto a topic line by line. The topic is read from its beginning up to the
+    records it holds when the read goes idle (a *bounded* read: a replay of the topic; see
+    :class:`KafkaReadOptions` for when it stops) and cut into
+    :class:`~kernelstream.transforms.blocks.Block` s, as the file readers do, so everything
+    downstream is the same pipeline.
+
+    * Order. Kafka orders records within a partition only. With ``key_by="key"`` each entity
+      (message key) has its own model and stream, in its partition's offset order (all records
+      of a key are in one partition with Kafka's default partitioner). Without ``key_by`` there
+      is one stream over the whole topic; records of several partitions are merged by
+      ``(timestamp, partition, offset)``, an order that depends only on the topic's contents,
+      so a replay is reproducible.
+    * What the stream cannot know in advance. A file reader scans its file first; a stream is
+      read once, so the LIBSVM feature dimension must be given (``n_features``; CSV rows take
+      the width of the first valid row), min-max scaling is not available, and labels are
+      mapped as they arrive: ``positive_label`` names the +1 class (the first other label seen
+      is -1), or without it numeric -1/0 are -1 and 1 is +1 (as ``data.LabelMap`` does for a
+      one-class file).
+    * Bad messages (unparsable value, wrong width, a third label class, a missing key) go to
+      the dead letters with the topic and partition as ``source`` and the message offset as
+      ``line``; nothing is dropped.
+    * Row ids: ``partition * 2**48 + offset``, unique within the topic.
+
+Sink: :class:`WriteKafka`
+    Writes the rows of an output (predictions, metrics or dead letters) as JSON objects (the
+    Parquet schema's field names; NaN as null), keyed by the entity when there is one, else by
+    the stream key, so one entity's rows stay in order in one partition. Each bundle flushes
+    its producer before it completes: delivery is at least once (a retried bundle writes its
+    rows again).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from kernelstream.data import LabelMap, ParseError, densify
+from kernelstream.transforms.blocks import Block, PredictionBlock, StreamKey
+from kernelstream.transforms.sources import (
+    DEAD_LETTER_TAG,
+    METRICS_NAMESPACE,
+    ParsedRow,
+    ReadOptions,
+    SourceOutputs,
+    TextFormat,
+    dead_letter,
+)
+
+SCHEME = "kafka://"
+MESSAGE_KEY = "key"  # ``key_by`` value naming the Kafka message key as the entity
+ID_PARTITION_SHIFT = 48  # row id = partition << 48 | offset
+
+
+def is_kafka_url(s: object) -> bool:
+    return isinstance(s, str) and s.startswith(SCHEME)
+
+
+@dataclass(frozen=True)
+class KafkaTopic:
+    """A topic on a cluster, written ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``."""
+
+    bootstrap: str
+    topic: str
+
+    @classmethod
+    def parse(cls, url: str) -> KafkaTopic:
+        if not is_kafka_url(url):
+            raise ValueError(f"not a Kafka URL (kafka://HOST:PORT/TOPIC): {url!r}")
+        servers, sep, topic = url[len(SCHEME):].partition("/")
+        if not sep or not topic or "/" in topic:
+            raise ValueError(f"{url!r}: expected kafka://HOST:PORT[,HOST:PORT...]/TOPIC")
+        for server in servers.split(","):
+            host, colon, port = server.rpartition(":")
+            if not colon or not host or not port.isdigit():
+                raise ValueError(f"{url!r}: bootstrap server {server!r} is not HOST:PORT")
+        # Kafka's own rule for topic names
+        if len(topic) > 249 or not all(c.isalnum() or c in "._-" for c in topic):
+            raise ValueError(f"{url!r}: a topic name has at most 249 characters from "
+                             "[a-zA-Z0-9._-]")
+        return cls(servers, topic)
+
+    @property
+    def url(self) -> str:
+        return f"{SCHEME}{self.bootstrap}/{self.topic}"
+
+    def servers(self) -> list[str]:
+        return self.bootstrap.split(",")
+
+
+@dataclass(frozen=True)
+class KafkaReadOptions:
+    """How to read a topic.
+
+    The read starts at the beginning of every partition and stops once it has reached the end
+    offsets the brokers reported when it started *and* no record has arrived for
+    ``idle_seconds`` (end offsets alone are not trusted: some Kafka-protocol brokers report
+    them too low, and producers may still be writing), or after ``max_seconds`` in all, or at
+    ``ReadOptions.limit`` examples. ``client`` holds extra kafka-python client settings
+    (``security_protocol``, ``sasl_mechanism``, ``ssl_cafile``, ...) as strings.
+    """
+
+    topic: KafkaTopic
+    idle_seconds: float = 5.0
+    max_seconds: float | None = None
+    poll_ms: int = 200
+    metadata_timeout: float = 30.0
+    client: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.idle_seconds > 0:
+            raise ValueError(f"idle_seconds must be > 0, got {self.idle_seconds}")
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise ValueError(f"max_seconds must be > 0, got {self.max_seconds}")
+
+
+def _client_defaults() -> tuple[dict[str, Any], dict[str, Any]]:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    return KafkaConsumer.DEFAULT_CONFIG, KafkaProducer.DEFAULT_CONFIG
+
+
+# set by kernelstream itself, or callables (which a KEY=VALUE string cannot give)
+_RESERVED = ("bootstrap_servers", "group_id", "enable_auto_commit", "client_id",
+             "key_serializer", "value_serializer", "key_deserializer", "value_deserializer",
+             "partitioner", "default_offset_commit_callback")
+
+
+def client_settings(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``KEY=VALUE`` strings → kafka-python client settings, checked against the names (and
+    value types) of its consumer and producer settings. Each client gets the settings it
+    knows (security settings are shared; ``fetch_*`` only reach the consumer, ``acks`` or
+    ``compression_type`` only the producer)."""
+    consumer, producer = _client_defaults()
+    out = []
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        k = k.strip()
+        if not sep or not k:
+            raise ValueError(f"Kafka client setting {p!r}: expected KEY=VALUE")
+        if k in _RESERVED:
+            raise ValueError(f"Kafka client setting {k!r} is set by kernelstream")
+        if k not in consumer and k not in producer:
+            raise ValueError(f"unknown Kafka client setting {k!r} (kafka-python KafkaConsumer/"
+                             "KafkaProducer settings, e.g. security_protocol, sasl_mechanism)")
+        out.append((k, v.strip()))
+    settings = tuple(out)
+    _typed(settings, consumer)  # a bad value fails here, before any run
+    _typed(settings, producer)
+    return settings
+
+
+def _typed(settings: tuple[tuple[str, str], ...], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings a client with these ``defaults`` knows, as the types of its defaults
+    (``request_timeout_ms=5000`` → int)."""
+    out: dict[str, Any] = {}
+    for k, v in settings:
+        if k not in defaults:
+            continue
+        default = defaults[k]
+        try:
+            if isinstance(default, bool):
+                if v.lower() not in ("true", "false"):
+                    raise ValueError
+                out[k] = v.lower() == "true"
+            elif isinstance(default, int):
+                out[k] = int(v)
+            elif isinstance(default, float):
+                out[k] = float(v)
+            else:
+                out[k] = v
+        except ValueError:
+            raise ValueError(f"Kafka client setting {k}={v!r}: expected a "
+                             f"{type(default).__name__}") from None
+    return out
+
+
+# -- records ------------------------------------------------------------------------------------
+
+
+class KafkaRecord(NamedTuple):
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _consumer(opts: KafkaReadOptions) -> Any:
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer(bootstrap_servers=opts.topic.servers(), group_id=None,
+                         enable_auto_commit=False, client_id="kernelstream",
+                         **_typed(opts.client, _client_defaults()[0]))
+
+
+def iter_topic_records(opts: KafkaReadOptions, merge: bool,
+                       consumer_factory: Callable[[KafkaReadOptions], Any] = _consumer,
+                       ) -> Iterator[KafkaRecord]:
+    """The topic's records from the beginning until the read stops (see
+    :class:`KafkaReadOptions`). ``merge``: one sequence ordered by ``(timestamp, partition,
+    offset)``; otherwise each partition's records in offset order, partitions interleaved as
+    they arrive."""
+    from kafka import TopicPartition
+    from kafka.errors import KafkaError
+
+    try:
+        consumer = consumer_factory(opts)
+    except KafkaError as e:  # e.g. NoBrokersAvailable: a data problem, not a crash
+        raise ConnectionError(f"{opts.topic.url}: cannot connect ({type(e).__name__}: {e})"
+                              ) from e
+    try:
+        t0 = time.monotonic()
+        parts = None
+        while not parts:  # metadata of a new topic may take a moment
+            parts = consumer.partitions_for_topic(opts.topic.topic)
+            if not parts:
+                if time.monotonic() - t0 > opts.metadata_timeout:
+                    raise ValueError(f"{opts.topic.url}: topic not found (no partitions after "
+                                     f"{opts.metadata_timeout:.0f} s)")
+                time.sleep(0.2)
+        tps = [TopicPartition(opts.topic.topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        end = consumer.end_offsets(tps)
+        heads: dict[int, deque[KafkaRecord]] = {tp.partition: deque() for tp in tps}
+        heap: list[tuple[int, int, int]] = []  # (timestamp, partition, offset) of each head
+        last = time.monotonic()
+        while True:
+            batch = consumer.poll(timeout_ms=opts.poll_ms)
+            now = time.monotonic()
+            for tp in sorted(batch, key=lambda t: t.partition):
+                recs = [KafkaRecord(r.partition, r.offset, int(r.timestamp), r.key, r.value)
+                        for r in batch[tp]]
+                if not recs:
+                    continue
+                last = now
+                if not merge:
+                    yield from recs
+                    continue
+                q = heads[tp.partition]
+                if not q:
+                    heapq.heappush(heap, (recs[0].timestamp, tp.partition, recs[0].offset))
+                q.extend(recs)
+            if merge:
+                yield from _merge_ready(heads, heap, final=False)
+            done = (all(consumer.position(tp) >= end[tp] for tp in tps)
+                    and now - last >= opts.idle_seconds)
+            if done or (opts.max_seconds is not None and now - t0 >= opts.max_seconds):
+                break
+        if merge:
+            yield from _merge_ready(heads, heap, final=True)
+    finally:
+        consumer.close()
+
+
+def _merge_ready(heads: dict[int, deque[KafkaRecord]], heap: list[tuple[int, int, int]],
+                 final: bool) -> Iterator[KafkaRecord]:
+    """k-way merge of the partitions' records by (timestamp, partition, offset); ``heap``
+    holds the head of every partition with buffered records. A record is released only while
+    every partition has one buffered (the next record of an empty partition could be older),
+    so the order depends on the topic's contents alone; at the end of the read everything
+    left is released in the same order."""
+    while heap and (final or len(heap) == len(heads)):
+        _, p, _ = heapq.heappop(heap)
+        q = heads[p]
+        yield q.popleft()
+        if q:
+            heapq.heappush(heap, (q[0].timestamp, p, q[0].offset))
+
+
+# -- records → blocks ---------------------------------------------------------------------------
+
+
+class StreamLabels:
+    """Label tokens → ±1 as they arrive (classification), or floats (regression).
+
+    Each new class is admitted only if the map of the classes seen so far
+    (``LabelMap.from_labels``) stays consistent with the classes already mapped; otherwise
+    the row is an error ("third label", or a label whose class cannot be told yet).
+    """
+
+    def __init__(self, task: str, positive_label: str | None) -> None:
+        self.task = task
+        self.positive = positive_label
+        self.classes: list[str] = []
+        self.map: LabelMap | None = LabelMap.regression() if task == "regression" else None
+        self.values: dict[str, float] = {}
+
+    def __call__(self, tok: str) -> float:
+        if self.task == "regression":
+            assert self.map is not None
+            return self.map(tok)
+        if self.map is not None:
+            try:
+                return self.map(tok)
+            except ParseError:
+                pass  # a new class: try to admit it below
+        try:
+            new = LabelMap.from_labels([*self.classes, tok.strip()],
+                                       positive_label=self.positive)
+        except ValueError as e:
+            hint = "" if self.positive is not None else " (give positive_label / --positive-label)"
+            raise ParseError(f"label {tok.strip()!r}: {e}{hint}") from None
+        for c, v in self.values.items():
+            if new(c) != v:
+                raise ParseError(f"label {tok.strip()!r} would change the class of the earlier "
+                                 f"label {c!r}: give positive_label / --positive-label")
+        self.map = new
+        self.classes.append(tok.strip())
+        v = new(tok)
+        self.values[tok.strip()] = v
+        return v
+
+
+@dataclass
+class _Rows:
+    start: int = 0
+    ids: list[int] = field(default_factory=list)
+    X: list[np.ndarray] = field(default_factory=list)
+    y: list[float] = field(default_factory=list)
+
+
+def text_format_for(read: ReadOptions) -> TextFormat:
+    """The line format of the topic's messages: ``read.fmt``, LIBSVM by default (a stream
+    cannot be sniffed reliably: its first message may be a bad one). CSV: delimiter
+    ``read.delimiter``, default ``,``."""
+    fmt = read.fmt or "libsvm"
+    if fmt == "libsvm":
+        if read.label_column is not None:
+            raise ValueError("label_column does not apply to LIBSVM messages")
+        if read.key_by not in (None, MESSAGE_KEY):
+            raise ValueError("key_by of LIBSVM messages can only be 'key' (the message key)")
+        if read.n_features is None:
+            raise ValueError("LIBSVM messages need n_features (--n-features): a topic is read "
+                             "once, so the dimension cannot be taken from a scan")
+        return TextFormat("libsvm")
+    if fmt != "csv":
+        raise ValueError(f"Kafka messages are LIBSVM or CSV lines, not {fmt!r}")
+    delim = read.delimiter or ","
+    for what, col in (("label_column", read.label_column), ("key_by", read.key_by)):
+        if isinstance(col, str) and not (what == "key_by" and col == MESSAGE_KEY):
+            raise ValueError(f"{what} of CSV messages is a 0-based column position (messages "
+                             f"have no header), got {col!r}")
+    lc = -1 if read.label_column is None else int(read.label_column)
+    kc = read.key_by if isinstance(read.key_by, int) else None
+    if kc is not None and lc < 0:
+        raise ValueError("with a CSV key column give the label column as a position >= 0")
+    if kc is not None and kc == lc:
+        raise ValueError("the key_by column cannot be the label column")
+    return TextFormat("csv", delim, lc, kc, None, None)
+
+
+class KafkaBlocks:
+    """Records → blocks of every configuration's stream(s) and dead-letter rows (pure Python;
+    used by the Beam source and by the loop runner)."""
+
+    def __init__(self, topic: KafkaTopic, read: ReadOptions, configs: Sequence[str],
+                 block_size: int) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        self.topic, self.read, self.configs, self.B = topic, read, tuple(configs), block_size
+        self.labels = StreamLabels(read.task, read.positive_label)
+        self.tf = text_format_for(read)  # bad options fail here, before any record
+        self.d = read.n_features
+        self.rows: dict[str | None, _Rows] = {}
+        self.examples = 0
+        self.records = 0
+
+    def source(self, partition: int) -> str:
+        return f"{self.topic.url}/{partition}"
+
+    @property
+    def full(self) -> bool:
+        return self.read.limit is not None and self.examples >= self.read.limit
+
+    def add(self, rec: KafkaRecord) -> Iterator[Block | dict[str, Any]]:
+        """The blocks completed by ``rec`` and its dead letter, if it is one."""
+        self.records += 1
+        raw = rec.value if rec.value is not None else b""
+        text, row = self.tf.parse(rec.offset, raw)
+        try:
+            if row is None:
+                raise ParseError("no example in the message (a comment line)")
+            if isinstance(row, ParseError):
+                raise row
+            entity = self._entity(rec, row)
+            y = self.labels(row.label)
+            x = densify(row.idx, row.vals, self.d) if row.idx is not None else row.vals
+            if self.d is None:
+                self.d = int(x.shape[0])  # CSV: the first valid row fixes the width
+            if x.shape[0] != self.d:
+                raise ParseError(f"wrong number of columns: {x.shape[0]} features, "
+                                 f"expected {self.d}")
+        except ParseError as e:
+            yield dead_letter(self.source(rec.partition), rec.offset, text, e.reason)
+            return
+        r = self.rows.setdefault(entity, _Rows())
+        r.ids.append((rec.partition << ID_PARTITION_SHIFT) | rec.offset)
+        r.X.append(x)
+        r.y.append(y)
+        self.examples += 1
+        if len(r.ids) >= self.B:
+            yield from self._emit(entity, r)
+
+    def _entity(self, rec: KafkaRecord, row: ParsedRow) -> str | None:
+        if self.read.key_by == MESSAGE_KEY:
+            if rec.key is None:
+                raise ParseError("the message has no key (key_by='key': one model per key)")
+            try:
+                return rec.key.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ParseError("the message key is not UTF-8 text") from None
+        return row.entity
+
+    def _emit(self, entity: str | None, r: _Rows) -> Iterator[Block]:
+        n = len(r.ids)
+        ids, X, y = np.asarray(r.ids, dtype=np.int64), np.array(r.X), np.asarray(r.y)
+        for c in self.configs:
+            yield Block(StreamKey(c, 0, entity).encode(), r.start, ids, X, y)
+        r.start += n
+        r.ids, r.X, r.y = [], [], []
+
+    def flush(self) -> Iterator[Block]:
+        """The last, partial block of every stream."""
+        for entity, r in self.rows.items():
+            if r.ids:
+                yield from self._emit(entity, r)
+
+    def run(self, records: Iterator[KafkaRecord]) -> Iterator[Block | dict[str, Any]]:
+        """Every block and dead letter of ``records`` (stops at ``read.limit`` examples)."""
+        for rec in records:
+            if self.full:
+                break
+            yield from self.add(rec)
+        yield from self.flush()
+
+
+class _ReadTopic(beam.DoFn):
+    def __init__(self, opts: KafkaReadOptions, read: ReadOptions, configs: tuple[str, ...],
+                 block_size: int) -> None:
+        self.opts, self.read, self.configs, self.B = opts, read, configs, block_size
+        self.n_dead = Metrics.counter(METRICS_NAMESPACE, "dead_letters")
+        self.n_rows = Metrics.counter(METRICS_NAMESPACE, "rows_read")
+        self.n_records = Metrics.counter(METRICS_NAMESPACE, "kafka_records")
+
+    def process(self, _: Any) -> Iterator[Any]:
+        kb = KafkaBlocks(self.opts.topic, self.read, self.configs, self.B)
+        records = iter_topic_records(self.opts, merge=self.read.key_by is None)
+        try:
+            for item in kb.run(records):
+                if isinstance(item, Block):
+                    yield item
+                else:
+                    self.n_dead.inc()
+                    yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, item)
+        finally:
+            records.close()  # closes the consumer when the limit stops the read early
+        self.n_rows.inc(kb.examples)
+        self.n_records.inc(kb.records)
+
+
+class ReadKafkaBlocks(beam.PTransform):
+    """``PBegin`` → the topic's examples as blocks of every configuration's stream (one per
+    entity with ``key_by``; ``rep`` 0), plus ``dead_letters``. One worker reads the topic (the
+    learners, not the read, are the cost); see the module docstring for order and options."""
+
+    def __init__(self, opts: KafkaReadOptions, read: ReadOptions, configs: Sequence[str],
+                 block_size: int = 1024) -> None:
+        super().__init__()
+        check_read_options(read)
+        text_format_for(read)
+        self.opts, self.read, self.configs, self.B = opts, read, tuple(configs), block_size
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> SourceOutputs:
+        out = (pbegin
+               | "Impulse" >> beam.Impulse()
+               | "ReadTopic" >> beam.ParDo(_ReadTopic(self.opts, self.read, self.configs,
+                                                      self.B))
+               .with_outputs(DEAD_LETTER_TAG, main="blocks"))
+        return SourceOutputs(out.blocks, out[DEAD_LETTER_TAG])
+
+
+def check_read_options(read: ReadOptions) -> None:
+    """Reject the file-reading options a single pass over a stream cannot honour."""
+    if read.scale != "none":
+        raise ValueError("min-max scaling needs the whole data set; a Kafka topic is read once "
+                         "(scale the features before producing them, or use --scale none)")
+    if read.scale_target != "none":
+        raise ValueError("target scaling needs the whole data set; a Kafka topic is read once")
+    if read.fmt not in (None, "libsvm", "csv"):
+        raise ValueError(f"Kafka messages are LIBSVM or CSV lines, not {read.fmt!r}")
+    if read.header:
+        raise ValueError("Kafka messages are rows without a header")
+
+
+# -- sink ---------------------------------------------------------------------------------------
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, list):
+        return [_json_value(x) for x in v]
+    return v
+
+
+def message(row: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """``(key, value)`` of one output row: the entity (else the stream key, else the source)
+    and the row as compact JSON."""
+    key = row.get("entity") or row.get("key") or row.get("source") or ""
+    value = json.dumps({k: _json_value(v) for k, v in row.items()}, separators=(",", ":"),
+                       allow_nan=False)
+    return str(key).encode("utf-8"), value.encode("utf-8")
+
+
+def prediction_rows(p: PredictionBlock) -> list[dict[str, Any]]:
+    from kernelstream.transforms.sinks import predictions_batch
+
+    return predictions_batch(p).to_pylist()
+
+
+def _producer(topic: KafkaTopic, client: tuple[tuple[str, str], ...]) -> Any:
+    from kafka import KafkaProducer
+
+    return KafkaProducer(bootstrap_servers=topic.servers(), client_id="kernelstream",
+                         acks="all", linger_ms=20, **_typed(client, _client_defaults()[1]))
+
+
+class KafkaWriter:
+    """A producer for one topic (also used by the loop runner): :meth:`write` queues rows,
+    :meth:`flush` waits until the brokers have them (raising on a failed send)."""
+
+    def __init__(self, topic: KafkaTopic, client: tuple[tuple[str, str], ...] = ()) -> None:
+        self.topic = topic
+        self.producer = _producer(topic, client)
+        self.pending: list[Any] = []
+        self.sent = 0
+
+    def write(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        for row in rows:
+            k, v = message(row)
+            self.pending.append(self.producer.send(self.topic.topic, key=k, value=v))
+
+    def flush(self) -> int:
+        self.producer.flush()
+        n = len(self.pending)
+        for f in self.pending:
+            f.get(timeout=0)  # raises the send's error, if any
+        self.pending = []
+        self.sent += n
+        return n
+
+    def close(self) -> None:
+        self.flush()
+        self.producer.close()
+
+
+class _WriteRows(beam.DoFn):
+    def __init__(self, topic: KafkaTopic, client: tuple[tuple[str, str], ...]) -> None:
+        self.topic, self.client = topic, client
+        self.n_sent = Metrics.counter(METRICS_NAMESPACE, f"kafka_sent_{topic.topic}")
+        self.writer: KafkaWriter | None = None
+
+    def setup(self) -> None:
+        self.writer = KafkaWriter(self.topic, self.client)
+
+    def process(self, item: Any) -> None:
+        assert self.writer is not None
+        rows = prediction_rows(item) if isinstance(item, PredictionBlock) else [item]
+        self.writer.write(rows)
+
+    def finish_bundle(self) -> None:
+        assert self.writer is not None
+        self.n_sent.inc(self.writer.flush())
+
+    def teardown(self) -> None:
+        if self.writer is not None:
+            self.writer.producer.close()
+
+
+class WriteKafka(beam.PTransform):
+    """Rows (dicts of an output schema) or ``PredictionBlock`` s → JSON messages on a topic
+    (see the module docstring). Returns nothing useful (a sink)."""
+
+    def __init__(self, topic: KafkaTopic, client: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__()
+        self.topic, self.client = topic, client
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        return pcoll | "Produce" >> beam.ParDo(_WriteRows(self.topic, self.client))
+
+
+OUTPUT_TOPICS = {"predictions": "predictions", "metrics": "metrics",
+                 "dead_letters": "dead-letters"}
+
+
+def output_topics(prefix: KafkaTopic) -> dict[str, KafkaTopic]:
+    """``kafka://HOST/PREFIX`` → the topics ``PREFIX-predictions``, ``PREFIX-metrics`` and
+    ``PREFIX-dead-letters`` of the three outputs."""
+    return {out: KafkaTopic(prefix.bootstrap, f"{prefix.topic}-{suffix}")
+            for out, suffix in OUTPUT_TOPICS.items()}

