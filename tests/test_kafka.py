@@ -313,7 +313,7 @@ def _direct_scores(X: np.ndarray, y: np.ndarray, name: str, **params: Any) -> np
     return m.predict_learn_many(X, y)
 
 
-@pytest.mark.parametrize("runner", ["direct", "loop"])
+@pytest.mark.parametrize("runner", ["direct", "loop", "portable"])
 def test_topic_replays_exactly(broker: str, tmp_path: Path, runner: str) -> None:
     """A LIBSVM topic gives the scores of the learner run directly on the file's rows; a bad
     message becomes a dead letter at its offset; the summary counts add up."""
