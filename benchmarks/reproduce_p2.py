@@ -470,9 +470,10 @@ NOTES = [
     "Π_{l≤j} σ_l; `code` = with it (published), `intended` = the stated widths.",
     "* **Time-budget matching** is done on this machine with CPU time (§2.5, see the table "
     "above). A Python round has a large fixed cost, so sizes differ from P2's: LKMBooks' round "
-    "(one vectorised distance row over ≤ B points) is cheap, hence a large B; RF-IOKS pays ~10 "
-    "µs per round for its bisection, hence a small D. Its `paper D` row uses P2's D (380/370/"
-    "320) and isolates the algorithm from that implementation cost.",
+    "(one vectorised distance row over ≤ B points) is cheap, hence a large B; RF-IOKS pays a few "
+    "µs per round for its bisection (on a bracket narrowed around the previous solution), hence "
+    "a somewhat smaller D than P2's. Its `paper D` row uses P2's D (380/370/320) and isolates "
+    "the algorithm from that implementation cost.",
     "* **OKS with the P2 constants and square loss** (`oks`, convention p2, and `rf-oks`): the "
     "step is λ ℓ'/p_I with λ = 25√δ/√(KT); once p_I sits at its floor δ/K the step multiplier "
     "2λ/p_I exceeds 2 (for T = 8,192: 2·0.034/0.015 ≈ 4.5) and a rarely drawn wide kernel "

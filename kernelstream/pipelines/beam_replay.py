@@ -58,7 +58,6 @@ from kernelstream.transforms.kafka import (
     WriteKafka,
     check_read_options,
     is_kafka_url,
-    iter_topic_records,
     output_topics,
     prediction_rows,
 )
@@ -436,16 +435,12 @@ def _loop_source(run: ReplayRun, dead: list[dict[str, Any]]) -> Iterator[Block]:
         dead += ds.dead_letters
         yield from stream_blocks(ds, run.spec)
         return
-    kb = KafkaBlocks(run.kafka.topic, run.read, run.spec.configs, run.block_size)
-    records = iter_topic_records(run.kafka, merge=run.read.key_by is None)
-    try:
-        for item in kb.run(records):
-            if isinstance(item, Block):
-                yield item
-            else:
-                dead.append(item)
-    finally:
-        records.close()
+    for item in KafkaBlocks(run.kafka.topic, run.read, run.spec.configs,
+                            run.block_size).read(run.kafka):
+        if isinstance(item, Block):
+            yield item
+        else:
+            dead.append(item)
 
 
 def _run_loop(run: ReplayRun) -> dict[str, int]:

@@ -452,6 +452,14 @@ class KafkaBlocks:
             yield from self.add(rec)
         yield from self.flush()
 
+    def read(self, opts: KafkaReadOptions) -> Iterator[Block | dict[str, Any]]:
+        """:meth:`run` over the topic's records (:func:`iter_topic_records`)."""
+        records = iter_topic_records(opts, merge=self.read.key_by is None)
+        try:
+            yield from self.run(records)
+        finally:
+            records.close()  # closes the consumer when the limit stops the read early
+
 
 class _ReadTopic(beam.DoFn):
     def __init__(self, opts: KafkaReadOptions, read: ReadOptions, configs: tuple[str, ...],
@@ -463,16 +471,12 @@ class _ReadTopic(beam.DoFn):
 
     def process(self, _: Any) -> Iterator[Any]:
         kb = KafkaBlocks(self.opts.topic, self.read, self.configs, self.B)
-        records = iter_topic_records(self.opts, merge=self.read.key_by is None)
-        try:
-            for item in kb.run(records):
-                if isinstance(item, Block):
-                    yield item
-                else:
-                    self.n_dead.inc()
-                    yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, item)
-        finally:
-            records.close()  # closes the consumer when the limit stops the read early
+        for item in kb.read(self.opts):
+            if isinstance(item, Block):
+                yield item
+            else:
+                self.n_dead.inc()
+                yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, item)
         self.n_rows.inc(kb.examples)
         self.n_records.inc(kb.records)
 
