@@ -436,7 +436,7 @@ def _loop_source(run: ReplayRun, dead: list[dict[str, Any]]) -> Iterator[Block]:
         yield from stream_blocks(ds, run.spec)
         return
     for item in KafkaBlocks(run.kafka.topic, run.read, run.spec.configs,
-                            run.block_size).read(run.kafka):
+                            run.block_size).read_topic(run.kafka):
         if isinstance(item, Block):
             yield item
         else:

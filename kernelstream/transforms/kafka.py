@@ -452,7 +452,7 @@ class KafkaBlocks:
             yield from self.add(rec)
         yield from self.flush()
 
-    def read(self, opts: KafkaReadOptions) -> Iterator[Block | dict[str, Any]]:
+    def read_topic(self, opts: KafkaReadOptions) -> Iterator[Block | dict[str, Any]]:
         """:meth:`run` over the topic's records (:func:`iter_topic_records`)."""
         records = iter_topic_records(opts, merge=self.read.key_by is None)
         try:
@@ -471,7 +471,7 @@ class _ReadTopic(beam.DoFn):
 
     def process(self, _: Any) -> Iterator[Any]:
         kb = KafkaBlocks(self.opts.topic, self.read, self.configs, self.B)
-        for item in kb.read(self.opts):
+        for item in kb.read_topic(self.opts):
             if isinstance(item, Block):
                 yield item
             else:
