@@ -410,3 +410,64 @@ def test_limit_and_cli_errors(broker: str, tmp_path: Path,
         assert rc == 2 and msg in err, (args, rc, err)
     assert main(["replay", "kafka://nohost/x", "--out", str(tmp_path / "e")]) == 2
     assert "HOST:PORT" in capsys.readouterr().err
+
+
+def _keyed_rows(n: int, seed: int) -> tuple[list[tuple[bytes | None, bytes, int | None]],
+                                            list[str], np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = np.round(rng.random((n, 3)), 6)
+    y = np.where(X[:, 0] + X[:, 1] > 1, 1.0, -1.0)
+    keys = [f"k{i % 4}" for i in range(n)]
+    msgs: list[tuple[bytes | None, bytes, int | None]] = [
+        (k.encode(), (",".join(f"{v:.6f}" for v in x) + f",{int(t)}").encode(), None)
+        for k, x, t in zip(keys, X, y, strict=True)]
+    return msgs, keys, X, y
+
+
+@pytest.mark.parametrize("runner", ["direct", "loop", "portable"])
+def test_checkpoints_continue_exactly(broker: str, tmp_path: Path, runner: str) -> None:
+    """Three runs over a growing keyed topic with --checkpoint learn every record once, with
+    exactly the scores of the learner run on each key's rows in one go; a run without new
+    records carries the states over; only the two newest checkpoints stay; a checkpoint
+    refuses other learner configurations."""
+    msgs, keys, X, y = _keyed_rows(500, seed=3)
+    topic = _topic(broker, partitions=3)
+    url = f"kafka://{broker}/{topic}"
+    ck = tmp_path / "ck"
+    base = ["replay", url, "--format", "csv", "--key-by", "key", "--learner", "bogd", "-p",
+            "budget=20", "--kafka-idle", "0.5", "--checkpoint", str(ck), "--runner", runner,
+            "-q"]
+    preds: list[dict[str, list[Any]]] = []
+    for i, (lo, hi) in enumerate(((0, 180), (180, 500), (500, 500))):
+        _produce(broker, topic, msgs[lo:hi])
+        assert main([*base, "--out", str(tmp_path / f"o{i}")]) == 0
+        preds.append(_table(tmp_path / f"o{i}", "predictions"))
+    assert [len(p.get("score", [])) for p in preds] == [180, 320, 0]
+    for k in sorted(set(keys)):
+        idx = np.array([i for i, kk in enumerate(keys) if kk == k])
+        got: list[tuple[int, float]] = []
+        for p in preds[:2]:
+            got += [(pos, s) for e, pos, s in zip(p["entity"], p["position"], p["score"],
+                                                   strict=True) if e == k]
+        got.sort()
+        assert [pos for pos, _ in got] == list(range(len(idx)))
+        np.testing.assert_array_equal([s for _, s in got],
+                                      _direct_scores(X[idx], y[idx], "bogd", budget=20))
+    names = sorted(p.name for p in ck.iterdir())
+    assert [n for n in names if n.endswith(".committed")] == [
+        "ckpt-000002.committed", "ckpt-000003.committed"]
+    from kernelstream.transforms import checkpoint as ckpts
+
+    last = ckpts.latest(str(ck))
+    assert last is not None and last.number == 3
+    assert sorted(k for k, _ in ckpts.read_states(last)) == [f"bogd#0@k{i}" for i in range(4)]
+    pos = last.position()
+    assert sum(pos.offsets.values()) == 500 and sum(pos.positions.values()) == 500
+    # other learner parameters cannot continue these states
+    assert main([*base, "-p", "budget=21", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_checkpoint_needs_a_topic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "--checkpoint", str(tmp_path / "ck"), "--out", str(tmp_path / "o"),
+                 "-q"]) == 2
+    assert "continues a Kafka topic" in capsys.readouterr().err

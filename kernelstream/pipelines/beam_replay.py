@@ -30,6 +30,7 @@ returns ``EvalResult`` s, the CLI runner signature.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -48,6 +49,8 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from kernelstream import data as ksdata
 from kernelstream import fs
 from kernelstream.evaluate import EvalResult
+from kernelstream.pipelines.config import ConfigError
+from kernelstream.transforms import checkpoint as ckpts
 from kernelstream.transforms.blocks import Block, PredictionBlock
 from kernelstream.transforms.kafka import (
     KafkaBlocks,
@@ -55,6 +58,7 @@ from kernelstream.transforms.kafka import (
     KafkaTopic,
     KafkaWriter,
     ReadKafkaBlocks,
+    SourcePosition,
     WriteKafka,
     check_read_options,
     is_kafka_url,
@@ -66,6 +70,7 @@ from kernelstream.transforms.learn import (
     LearnPredict,
     StreamLearner,
     StreamState,
+    StreamStateCoder,
     as_configs,
 )
 from kernelstream.transforms.metrics import eval_results, key_summaries
@@ -139,6 +144,14 @@ class ReplayRun:
     kafka: KafkaReadOptions | None = None  # the data is a Kafka topic (``transforms.kafka``)
     kafka_out: KafkaTopic | None = None  # also write the outputs to PREFIX-{predictions,...}
     kafka_client: tuple[tuple[str, str], ...] = ()  # kafka-python settings of the sink
+    checkpoint: str | None = None  # resume from / write checkpoints here (Kafka sources)
+    # set by execute(): the checkpoint resumed from and the one this run writes
+    resume_from: ckpts.Checkpoint | None = None
+    writes: ckpts.Checkpoint | None = None
+
+    @property
+    def resume_position(self) -> SourcePosition | None:
+        return None if self.resume_from is None else self.resume_from.position()
 
     @property
     def spec(self) -> StreamSpec:
@@ -202,12 +215,18 @@ def make_run(
     kafka_max_seconds: float | None = None,
     kafka_out: str | None = None,
     kafka_client: Sequence[tuple[str, str]] = (),
+    checkpoint: str | None = None,
 ) -> ReplayRun:
     """A :class:`ReplayRun` (see :func:`run_replay`); ``data`` may be a file, an embedded data
     set or a topic ``kafka://HOST:PORT/TOPIC`` (read as in ``transforms.kafka``, stopping
     after ``kafka_idle`` seconds without new records or ``kafka_max_seconds`` in all);
     ``kafka_out`` (``kafka://HOST:PORT/PREFIX``) also sends the three outputs to the topics
-    PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters."""
+    PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters. ``checkpoint`` (a directory,
+    Kafka sources only) resumes from the newest checkpoint there and writes the next one
+    (``transforms.checkpoint``)."""
+    if checkpoint is not None and not is_kafka_url(data):
+        raise ValueError("checkpoints continue a Kafka topic: a file replay has nothing to "
+                         "continue (give a kafka:// source)")
     kafka = None
     if is_kafka_url(data):
         kafka = KafkaReadOptions(KafkaTopic.parse(data), idle_seconds=kafka_idle,
@@ -244,7 +263,8 @@ def make_run(
                      pipeline_args=list(pipeline_args), early_state=early_state,
                      kafka=kafka,
                      kafka_out=None if kafka_out is None else KafkaTopic.parse(kafka_out),
-                     kafka_client=tuple(kafka_client))
+                     kafka_client=tuple(kafka_client),
+                     checkpoint=None if checkpoint is None else os.fspath(checkpoint))
 
 
 def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
@@ -264,12 +284,26 @@ def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
 
 def execute(run: ReplayRun) -> ReplayResult:
     _clear_outputs(run.out)
+    configs = {c.name: {"learner": c.learner, "params": c.params} for c in run.configs}
+    if run.checkpoint is not None:
+        fs.makedirs(run.checkpoint)
+        run = replace(run, resume_from=ckpts.latest(run.checkpoint),
+                      writes=ckpts.next_checkpoint(run.checkpoint))
+        if run.resume_from is not None:
+            try:
+                ckpts.check_configs(run.resume_from, configs)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
     t0 = time.perf_counter()
     if run.runner == "loop":
         counters = _run_loop(run)
     else:
         counters = _run_beam(run)
     seconds = time.perf_counter() - t0
+    if run.writes is not None:
+        ckpts.commit(run.writes, {
+            "resumed_from": None if run.resume_from is None else run.resume_from.number,
+            "data": run.data, "seed": run.seed, "configs": configs})
     for name, schema in zip(OUTPUTS, (PREDICTIONS_SCHEMA, METRICS_SCHEMA, DEAD_LETTER_SCHEMA),
                             strict=True):
         ensure_nonempty(fs.join(run.out, name), schema)
@@ -292,7 +326,7 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
     """Add the replay transforms to ``p``."""
     if run.kafka is not None:
         src = p | "Read" >> ReadKafkaBlocks(run.kafka, run.read, run.spec.configs,
-                                            run.block_size)
+                                            run.block_size, run.resume_position)
     elif run.order == "file":
         src = p | "Read" >> ReadFileBlocks(run.read, run.spec.configs, run.block_size,
                                            run.chunk_bytes)
@@ -306,10 +340,17 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
         # Spread the streams over workers; LearnPredict restores each stream's order. (With
         # one stream or one worker the shuffle would only cost time.)
         blocks = blocks | "Reshuffle" >> beam.Reshuffle()
+    saved = (None if run.resume_from is None
+             else p | "SavedStates" >> ckpts.ReadStates(run.resume_from))
     out = blocks | "Learn" >> LearnPredict(run.configs, seed=run.seed,
                                            metrics_window=run.metrics_window,
                                            source=run.read.path,
-                                           early_state=resolve_early_state(run))
+                                           early_state=resolve_early_state(run),
+                                           initial_states=saved,
+                                           emit_states=run.writes is not None)
+    if run.writes is not None:
+        _ = out.states | "Checkpoint" >> ckpts.WriteCheckpoint(run.writes, saved,
+                                                              src.position)
     dead = (src.dead_letters, out.dead_letters) | "DeadLetters" >> beam.Flatten()
     _ = out.predictions | "WritePredictions" >> WriteParquet(
         fs.join(run.out, "predictions"), PREDICTIONS_SCHEMA)
@@ -428,25 +469,33 @@ def run_loop_outputs(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...
     return execute(replace(make_run(data, configs, out, **kw), runner="loop"))
 
 
-def _loop_source(run: ReplayRun, dead: list[dict[str, Any]]) -> Iterator[Block]:
-    """The run's blocks in stream order; its source's dead letters are appended to ``dead``."""
+def _loop_source(run: ReplayRun, dead: list[dict[str, Any]],
+                 position: list[SourcePosition]) -> Iterator[Block]:
+    """The run's blocks in stream order; its source's dead letters are appended to ``dead``,
+    and a Kafka read's end position to ``position``."""
     if run.kafka is None:
         ds = load_rows(run.read)
         dead += ds.dead_letters
         yield from stream_blocks(ds, run.spec)
         return
-    for item in KafkaBlocks(run.kafka.topic, run.read, run.spec.configs,
-                            run.block_size).read_topic(run.kafka):
+    kb = KafkaBlocks(run.kafka.topic, run.read, run.spec.configs, run.block_size,
+                     run.resume_position)
+    for item in kb.read_topic(run.kafka):
         if isinstance(item, Block):
             yield item
         else:
             dead.append(item)
+    position.append(kb.position())
 
 
 def _run_loop(run: ReplayRun) -> dict[str, int]:
     core = StreamLearner({c.name: c for c in run.configs}, run.seed, run.metrics_window,
                          run.read.path)
+    coder = StreamStateCoder()
+    saved = ({} if run.resume_from is None
+             else dict(ckpts.read_states(run.resume_from)))
     states: dict[str, StreamState] = {}
+    position: list[SourcePosition] = []
     for name in OUTPUTS:
         fs.makedirs(fs.join(run.out, name))
     counters = {"examples": 0, "mistakes": 0, "dead_letters": 0, "blocks": 0}
@@ -457,8 +506,11 @@ def _run_loop(run: ReplayRun) -> dict[str, int]:
                 for k, t in output_topics(run.kafka_out).items()})
     with fs.open_write(fs.join(run.out, "predictions", "part-loop.parquet")) as fh, \
             pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as w:
-        for b in _loop_source(run, dead):
-            st = states.setdefault(b.key, StreamState())
+        for b in _loop_source(run, dead, position):
+            st = states.get(b.key)
+            if st is None:  # a resumed stream starts from its saved state
+                st = states[b.key] = (coder.decode(saved[b.key]) if b.key in saved
+                                      else StreamState())
             res = core.learn(b.key, st, b)
             p: PredictionBlock = res.predictions
             w.write_batch(predictions_batch(p))
@@ -471,6 +523,16 @@ def _run_loop(run: ReplayRun) -> dict[str, int]:
             counters["mistakes"] += int((p.mistake == 1).sum())
     counters["dead_letters"] = len(dead)  # the source's and the learners'
     metrics += [core.final_row(k, st) for k, st in states.items()]
+    if run.writes is not None:
+        saved.update((k, coder.encode(st)) for k, st in states.items())
+        rows = [{"key": k, "state": v} for k, v in saved.items()]
+        if rows:
+            with fs.open_write(fs.join(run.writes.directory,
+                                       f"{run.writes.states_prefix}-loop.parquet")) as fh:
+                pq.write_table(pa.Table.from_batches([rows_batch(rows, ckpts.STATES_SCHEMA)]),
+                               fh)
+        fs.write_bytes_atomic(run.writes.source_path,
+                              json.dumps(position[0].to_json()).encode())
     if writers:
         writers["metrics"].write(metrics)
         writers["dead_letters"].write(dead)
@@ -501,7 +563,8 @@ def replay_for_config(config: Any, runner: str | None = None,
         runner=runner or config.runner,
         pipeline_args=list(config.pipeline_args) + list(pipeline_args),
         kafka_idle=config.kafka_idle, kafka_max_seconds=config.kafka_max_seconds,
-        kafka_out=config.kafka_out, kafka_client=config.kafka_options, **kw,
+        kafka_out=config.kafka_out, kafka_client=config.kafka_options,
+        checkpoint=config.checkpoint, **kw,
     )
 
 

@@ -408,6 +408,7 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         kafka_max_seconds=args.kafka_max_seconds,
         kafka_out=args.kafka_out,
         kafka_options=kafka_options,
+        checkpoint=args.checkpoint,
         quiet=args.quiet,
         argv=tuple(argv),
     )
@@ -416,6 +417,9 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
 def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str, str], ...]:
     """Check the Kafka options of a run (topic URLs, what a topic source allows) and return
     the client settings. kafka-python is imported only for runs that use Kafka."""
+    if args.checkpoint is not None and not kafka_src:
+        raise ConfigError("--checkpoint continues a Kafka topic (kafka:// DATA); a file replay "
+                          "has nothing to continue")
     if not kafka_src and args.kafka_out is None:
         if args.kafka_option:
             raise ConfigError("--kafka-option needs a Kafka source or --kafka-out")
@@ -466,6 +470,8 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
         run = RUNNERS[config.runner](config)
     except DataError as exc:
         return _error("replay", f"cannot read data: {exc}")
+    except ConfigError as exc:  # found once the run starts (e.g. a checkpoint's learners)
+        return _error("replay", str(exc))
     except ValueError as exc:
         # learner-side validation during the run (wrong labels for the task, bad rows, ...)
         return _error("replay", str(exc), code=1)
@@ -585,6 +591,10 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--kafka-out", metavar="kafka://HOST:PORT/PREFIX",
                    help="also send predictions, metrics and dead letters as JSON to the "
                    "topics PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters")
+    k.add_argument("--checkpoint", metavar="DIR",
+                   help="continue from the newest checkpoint in DIR (learner states, stream "
+                   "positions, partition offsets) and write the next one when the run "
+                   "succeeds: repeated runs learn the topic exactly once, as one long run")
     k.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                    help="kafka-python client setting for the source and sink, e.g. "
                    "security_protocol=SASL_SSL (repeatable)")

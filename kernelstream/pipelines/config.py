@@ -97,6 +97,7 @@ class ReplayConfig:
     kafka_max_seconds: float | None = None  # and at the latest after this long
     kafka_out: str | None = None  # kafka://HOST:PORT/PREFIX: outputs also to PREFIX-* topics
     kafka_options: tuple[tuple[str, str], ...] = ()  # kafka-python client settings
+    checkpoint: str | None = None  # resume from / write checkpoints (Kafka sources)
     quiet: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
 

@@ -59,7 +59,6 @@ from kernelstream.transforms.sources import (
     METRICS_NAMESPACE,
     ParsedRow,
     ReadOptions,
-    SourceOutputs,
     TextFormat,
     dead_letter,
 )
@@ -213,11 +212,11 @@ def _consumer(opts: KafkaReadOptions) -> Any:
 
 def iter_topic_records(opts: KafkaReadOptions, merge: bool,
                        consumer_factory: Callable[[KafkaReadOptions], Any] = _consumer,
-                       ) -> Iterator[KafkaRecord]:
-    """The topic's records from the beginning until the read stops (see
-    :class:`KafkaReadOptions`). ``merge``: one sequence ordered by ``(timestamp, partition,
-    offset)``; otherwise each partition's records in offset order, partitions interleaved as
-    they arrive."""
+                       start: Mapping[int, int] | None = None) -> Iterator[KafkaRecord]:
+    """The topic's records from the beginning (or, for the partitions in ``start``, from the
+    offset given there) until the read stops (see :class:`KafkaReadOptions`). ``merge``: one
+    sequence ordered by ``(timestamp, partition, offset)``; otherwise each partition's records
+    in offset order, partitions interleaved as they arrive."""
     from kafka import TopicPartition
     from kafka.errors import KafkaError
 
@@ -239,6 +238,9 @@ def iter_topic_records(opts: KafkaReadOptions, merge: bool,
         tps = [TopicPartition(opts.topic.topic, p) for p in sorted(parts)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
+        for tp in tps:
+            if start and tp.partition in start:
+                consumer.seek(tp, int(start[tp.partition]))
         end = consumer.end_offsets(tps)
         heads: dict[int, deque[KafkaRecord]] = {tp.partition: deque() for tp in tps}
         heap: list[tuple[int, int, int]] = []  # (timestamp, partition, offset) of each head
@@ -331,6 +333,36 @@ class StreamLabels:
 
 
 @dataclass
+class SourcePosition:
+    """Where a read of a topic ended, so the next run continues exactly there: the next offset
+    of every partition, the next stream position of every entity (None: the one stream
+    without ``key_by``), the label classes in the order they were admitted and the feature
+    dimension. Plain JSON (a checkpoint's ``source.json``)."""
+
+    topic: str
+    offsets: dict[int, int] = field(default_factory=dict)
+    positions: dict[str | None, int] = field(default_factory=dict)
+    labels: list[str] = field(default_factory=list)
+    n_features: int | None = None
+
+    VERSION = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.VERSION, "topic": self.topic,
+                "offsets": [[p, o] for p, o in sorted(self.offsets.items())],
+                "positions": [[e, n] for e, n in self.positions.items()],
+                "labels": list(self.labels), "n_features": self.n_features}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> SourcePosition:
+        if doc.get("version") != cls.VERSION:
+            raise ValueError(f"unsupported source position version {doc.get('version')!r}")
+        return cls(str(doc["topic"]), {int(p): int(o) for p, o in doc["offsets"]},
+                   {e: int(n) for e, n in doc["positions"]}, [str(c) for c in doc["labels"]],
+                   None if doc["n_features"] is None else int(doc["n_features"]))
+
+
+@dataclass
 class _Rows:
     start: int = 0
     ids: list[int] = field(default_factory=list)
@@ -373,7 +405,7 @@ class KafkaBlocks:
     used by the Beam source and by the loop runner)."""
 
     def __init__(self, topic: KafkaTopic, read: ReadOptions, configs: Sequence[str],
-                 block_size: int) -> None:
+                 block_size: int, resume: SourcePosition | None = None) -> None:
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         self.topic, self.read, self.configs, self.B = topic, read, tuple(configs), block_size
@@ -381,8 +413,27 @@ class KafkaBlocks:
         self.tf = text_format_for(read)  # bad options fail here, before any record
         self.d = read.n_features
         self.rows: dict[str | None, _Rows] = {}
+        self.offsets: dict[int, int] = {}  # next offset of each partition
         self.examples = 0
         self.records = 0
+        if resume is not None:
+            if resume.topic != topic.topic:
+                raise ValueError(f"the checkpoint is of topic {resume.topic!r}, not "
+                                 f"{topic.topic!r}")
+            if self.d is not None and resume.n_features not in (None, self.d):
+                raise ValueError(f"the checkpoint has {resume.n_features} features, not "
+                                 f"{self.d}")
+            for c in resume.labels:  # the same classes, admitted in the same order
+                self.labels(c)
+            self.d = resume.n_features if resume.n_features is not None else self.d
+            self.offsets = dict(resume.offsets)
+            self.rows = {e: _Rows(start=n) for e, n in resume.positions.items()}
+
+    def position(self) -> SourcePosition:
+        """Where the records given so far end (see :class:`SourcePosition`)."""
+        return SourcePosition(self.topic.topic, dict(self.offsets),
+                              {e: r.start + len(r.ids) for e, r in self.rows.items()},
+                              list(self.labels.classes), self.d)
 
     def source(self, partition: int) -> str:
         return f"{self.topic.url}/{partition}"
@@ -394,6 +445,7 @@ class KafkaBlocks:
     def add(self, rec: KafkaRecord) -> Iterator[Block | dict[str, Any]]:
         """The blocks completed by ``rec`` and its dead letter, if it is one."""
         self.records += 1
+        self.offsets[rec.partition] = rec.offset + 1
         raw = rec.value if rec.value is not None else b""
         text, row = self.tf.parse(rec.offset, raw)
         try:
@@ -454,52 +506,69 @@ class KafkaBlocks:
 
     def read_topic(self, opts: KafkaReadOptions) -> Iterator[Block | dict[str, Any]]:
         """:meth:`run` over the topic's records (:func:`iter_topic_records`)."""
-        records = iter_topic_records(opts, merge=self.read.key_by is None)
+        records = iter_topic_records(opts, merge=self.read.key_by is None, start=self.offsets)
         try:
             yield from self.run(records)
         finally:
             records.close()  # closes the consumer when the limit stops the read early
 
 
+POSITION_TAG = "position"
+
+
 class _ReadTopic(beam.DoFn):
     def __init__(self, opts: KafkaReadOptions, read: ReadOptions, configs: tuple[str, ...],
-                 block_size: int) -> None:
+                 block_size: int, resume: SourcePosition | None) -> None:
         self.opts, self.read, self.configs, self.B = opts, read, configs, block_size
+        self.resume = resume
         self.n_dead = Metrics.counter(METRICS_NAMESPACE, "dead_letters")
         self.n_rows = Metrics.counter(METRICS_NAMESPACE, "rows_read")
         self.n_records = Metrics.counter(METRICS_NAMESPACE, "kafka_records")
 
     def process(self, _: Any) -> Iterator[Any]:
-        kb = KafkaBlocks(self.opts.topic, self.read, self.configs, self.B)
+        kb = KafkaBlocks(self.opts.topic, self.read, self.configs, self.B, self.resume)
         for item in kb.read_topic(self.opts):
             if isinstance(item, Block):
                 yield item
             else:
                 self.n_dead.inc()
                 yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, item)
+        yield beam.pvalue.TaggedOutput(POSITION_TAG, json.dumps(kb.position().to_json()))
         self.n_rows.inc(kb.examples)
         self.n_records.inc(kb.records)
 
 
+class KafkaSourceOutputs(NamedTuple):
+    """``blocks`` and ``dead_letters`` as every source's, plus ``position``: one JSON string,
+    the :class:`SourcePosition` where the read ended (for a checkpoint)."""
+
+    blocks: beam.PCollection
+    dead_letters: beam.PCollection
+    position: beam.PCollection
+
+
 class ReadKafkaBlocks(beam.PTransform):
     """``PBegin`` → the topic's examples as blocks of every configuration's stream (one per
-    entity with ``key_by``; ``rep`` 0), plus ``dead_letters``. One worker reads the topic (the
-    learners, not the read, are the cost); see the module docstring for order and options."""
+    entity with ``key_by``; ``rep`` 0), plus ``dead_letters`` and the end ``position``. One
+    worker reads the topic (the learners, not the read, are the cost); see the module
+    docstring for order and options. ``resume`` continues where an earlier read ended."""
 
     def __init__(self, opts: KafkaReadOptions, read: ReadOptions, configs: Sequence[str],
-                 block_size: int = 1024) -> None:
+                 block_size: int = 1024, resume: SourcePosition | None = None) -> None:
         super().__init__()
         check_read_options(read)
-        text_format_for(read)
+        # bad options (or a checkpoint of another topic) fail at construction
+        KafkaBlocks(opts.topic, read, configs, block_size, resume)
         self.opts, self.read, self.configs, self.B = opts, read, tuple(configs), block_size
+        self.resume = resume
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> SourceOutputs:
+    def expand(self, pbegin: beam.pvalue.PBegin) -> KafkaSourceOutputs:
         out = (pbegin
                | "Impulse" >> beam.Impulse()
                | "ReadTopic" >> beam.ParDo(_ReadTopic(self.opts, self.read, self.configs,
-                                                      self.B))
-               .with_outputs(DEAD_LETTER_TAG, main="blocks"))
-        return SourceOutputs(out.blocks, out[DEAD_LETTER_TAG])
+                                                      self.B, self.resume))
+               .with_outputs(DEAD_LETTER_TAG, POSITION_TAG, main="blocks"))
+        return KafkaSourceOutputs(out.blocks, out[DEAD_LETTER_TAG], out[POSITION_TAG])
 
 
 def check_read_options(read: ReadOptions) -> None:

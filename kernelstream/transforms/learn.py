@@ -57,6 +57,7 @@ from kernelstream.transforms.sources import dead_letter
 METRICS_NAMESPACE = "kernelstream"
 METRICS_TAG = "metrics"
 DEAD_LETTER_TAG = "dead_letters"
+STATES_TAG = "states"  # (stream key, StreamStateCoder bytes) at the end of input: checkpoints
 
 
 # -- configuration ------------------------------------------------------------------------------
@@ -313,8 +314,9 @@ _END_BAG_PARAM = beam.DoFn.TimerParam(_END_BAG)
 class _LearnPredictBase(beam.DoFn):
     """The element and end-of-input logic; subclasses declare the state of early blocks."""
 
-    def __init__(self, core: StreamLearner) -> None:
+    def __init__(self, core: StreamLearner, emit_states: bool = False) -> None:
         self.core = core
+        self.emit_states = emit_states
         self.n_examples = Metrics.counter(METRICS_NAMESPACE, "examples")
         self.n_mistakes = Metrics.counter(METRICS_NAMESPACE, "mistakes")
         self.n_dead = Metrics.counter(METRICS_NAMESPACE, "dead_letters")
@@ -325,11 +327,13 @@ class _LearnPredictBase(beam.DoFn):
         self.learn_us = Metrics.distribution(METRICS_NAMESPACE, "learn_block_us")
 
     def _element(self, element: tuple[str, Block], state: Any, early: OrderedList, end: Any,
-                 window: Any) -> Iterator[Any]:
+                 window: Any, initial: Mapping[str, bytes]) -> Iterator[Any]:
         key, block = element
         st: StreamState | None = state.read()
         if st is None:
-            st = StreamState()
+            # a stream resumed from a checkpoint starts from its saved state
+            saved = initial.get(key)
+            st = StreamState() if saved is None else StreamStateCoder().decode(saved)
             # Fires when the input ends (bounded) or the watermark passes the end of the
             # window (unbounded): emit the final metrics and report stranded blocks.
             end.set(window.max_timestamp())
@@ -366,6 +370,8 @@ class _LearnPredictBase(beam.DoFn):
                     "never arrived before the end of input, so this later row was not learnt",
                     "order", key, b.start + i, int(b.ids[i])))
         yield beam.pvalue.TaggedOutput(METRICS_TAG, self.core.final_row(key, st))
+        if self.emit_states:
+            yield beam.pvalue.TaggedOutput(STATES_TAG, (key, StreamStateCoder().encode(st)))
         state.clear()
 
 
@@ -375,12 +381,13 @@ class _LearnPredictDoFn(_LearnPredictBase):
     def process(
         self,
         element: tuple[str, Block],
+        initial: Mapping[str, bytes],
         state: Any = _STATE_PARAM,
         early: Any = _EARLY_PARAM,
         end: Any = _END_PARAM,
         window: Any = beam.DoFn.WindowParam,
     ) -> Iterator[Any]:
-        yield from self._element(element, state, early, end, window)
+        yield from self._element(element, state, early, end, window, initial)
 
     @on_timer(_END)
     def on_end(self, key: Any = beam.DoFn.KeyParam, state: Any = _STATE_PARAM,
@@ -394,12 +401,14 @@ class _LearnPredictBagDoFn(_LearnPredictBase):
     def process(
         self,
         element: tuple[str, Block],
+        initial: Mapping[str, bytes],
         state: Any = _STATE_PARAM,
         early: Any = _EARLY_BAG_PARAM,
         end: Any = _END_BAG_PARAM,
         window: Any = beam.DoFn.WindowParam,
     ) -> Iterator[Any]:
-        yield from self._element(element, state, BagAsOrderedList(early), end, window)
+        yield from self._element(element, state, BagAsOrderedList(early), end, window,
+                                 initial)
 
     @on_timer(_END_BAG)
     def on_end(self, key: Any = beam.DoFn.KeyParam, state: Any = _STATE_PARAM,
@@ -432,13 +441,20 @@ class LearnPredict(beam.PTransform):
     (ordered-list state, read by position range: FnApiRunner, portable runners) or ``"bag"``
     (bag state, for runners without ordered lists such as the BundleBasedDirectRunner that
     runs TestStream). Both keep only the early blocks.
+
+    Checkpoints: ``initial_states`` (a ``PCollection`` of ``(stream key, state bytes)``, as a
+    dict side input) gives streams the state they start from; ``emit_states`` adds the
+    tagged output ``states`` with every stream's state at the end of input, in the same
+    encoding (:class:`StreamStateCoder`), so a later run continues the streams exactly.
     """
 
     EARLY_STATES = ("ordered_list", "bag")
 
     def __init__(self, configs: Iterable[LearnerConfig | tuple[Any, ...]], seed: int = 0,
                  metrics_window: int = 1000, source: str = "",
-                 early_state: str = "ordered_list") -> None:
+                 early_state: str = "ordered_list",
+                 initial_states: beam.PCollection | None = None,
+                 emit_states: bool = False) -> None:
         super().__init__()
         if early_state not in self.EARLY_STATES:
             raise ValueError(f"early_state must be one of {self.EARLY_STATES}")
@@ -447,9 +463,17 @@ class LearnPredict(beam.PTransform):
         self.metrics_window = metrics_window
         self.source = source
         self.early_state = early_state
+        self.initial_states = initial_states
+        self.emit_states = emit_states
 
     def expand(self, blocks: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         dofn = _LearnPredictDoFn if self.early_state == "ordered_list" else _LearnPredictBagDoFn
+        # Always a side input (empty without a checkpoint): an optional one would need a
+        # defaulted parameter before the state parameters, which Beam does not map.
+        initial = self.initial_states
+        if initial is None:
+            initial = (blocks.pipeline | "NoSavedStates"
+                       >> beam.Create([]).with_output_types(tuple[str, bytes]))
         return (
             blocks
             | "KeyByStream" >> beam.ParDo(_KeyByStream())
@@ -457,8 +481,9 @@ class LearnPredict(beam.PTransform):
             # bounded or unbounded.
             | "GlobalWindow" >> beam.WindowInto(beam.window.GlobalWindows())
             | "LearnPredict" >> beam.ParDo(dofn(
-                StreamLearner(self.configs, self.seed, self.metrics_window, self.source)))
-            .with_input_types(tuple[str, Block])
+                StreamLearner(self.configs, self.seed, self.metrics_window, self.source),
+                self.emit_states), beam.pvalue.AsDict(initial))
+            .with_input_types(tuple[str, Block], dict[str, bytes])
             .with_output_types(PredictionBlock)
-            .with_outputs(METRICS_TAG, DEAD_LETTER_TAG, main="predictions")
+            .with_outputs(METRICS_TAG, DEAD_LETTER_TAG, STATES_TAG, main="predictions")
         )
