@@ -68,6 +68,7 @@ from kernelstream.transforms.kafka import (
 from kernelstream.transforms.learn import (
     LearnerConfig,
     LearnPredict,
+    Progress,
     StreamLearner,
     StreamState,
     StreamStateCoder,
@@ -506,12 +507,14 @@ def _run_loop(run: ReplayRun) -> dict[str, int]:
                 for k, t in output_topics(run.kafka_out).items()})
     with fs.open_write(fs.join(run.out, "predictions", "part-loop.parquet")) as fh, \
             pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as w:
+        progress = Progress()
         for b in _loop_source(run, dead, position):
             st = states.get(b.key)
             if st is None:  # a resumed stream starts from its saved state
                 st = states[b.key] = (coder.decode(saved[b.key]) if b.key in saved
                                       else StreamState())
             res = core.learn(b.key, st, b)
+            progress.learnt(b.key, st, b.n)
             p: PredictionBlock = res.predictions
             w.write_batch(predictions_batch(p))
             if writers:

@@ -466,6 +466,7 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
         fs.makedirs(config.out)
     except OSError as exc:
         return _error("replay", f"cannot create the output directory: {exc}")
+    _progress_to_stderr(not config.quiet)
     try:
         run = RUNNERS[config.runner](config)
     except DataError as exc:
@@ -485,6 +486,24 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     path = write_summary(build_summary(config, run), config.out)
     print(f"summary: {path}")
     return 0
+
+
+def _progress_to_stderr(on: bool) -> None:
+    """Show the learners' progress lines (``kernelstream.progress`` logger, INFO; logged
+    where learning runs, in-process for the direct and loop runners) on stderr."""
+    import logging
+
+    log = logging.getLogger("kernelstream.progress")
+    log.propagate = False  # not through Beam's root handler: one line each, our format
+    for h in list(log.handlers):
+        if getattr(h, "_kernelstream", False):
+            log.removeHandler(h)
+    if on:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("[progress] %(message)s"))
+        h._kernelstream = True  # type: ignore[attr-defined]
+        log.addHandler(h)
+    log.setLevel(logging.INFO if on else logging.WARNING)
 
 
 def _error(cmd: str, msg: str, code: int = 2) -> int:

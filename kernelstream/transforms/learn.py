@@ -21,6 +21,7 @@ learners only through the registry and the :class:`~kernelstream.learners.Learne
 from __future__ import annotations
 
 import json
+import logging
 import struct
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -153,6 +154,38 @@ class StreamStateCoder(beam.coders.Coder):
 
     def __hash__(self) -> int:
         return hash(type(self))
+
+
+# -- progress ------------------------------------------------------------------------------------
+
+PROGRESS_LOGGER = "kernelstream.progress"
+_progress_log = logging.getLogger(PROGRESS_LOGGER)
+
+
+class Progress:
+    """Progress lines while streams are learnt, at most one every ``every`` seconds per
+    worker, on the ``kernelstream.progress`` logger (INFO): the CLI prints them on stderr; on
+    a cluster they land in the worker logs. Counts are this worker's."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.every = every
+        self.t0 = self.last = time.monotonic()
+        self.examples = 0
+
+    def learnt(self, key: str, st: StreamState, n: int) -> None:
+        self.examples += n
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        tot = st.metrics.total
+        err = ""
+        if st.learner is not None and st.learner.task == "classification" and tot.examples:
+            err = f", mistake rate {100.0 * tot.mistakes / tot.examples:.2f}%"
+        el = now - self.t0
+        _progress_log.info("%s examples learnt in %.0f s (%s/s); stream %s at %s examples%s",
+                           f"{self.examples:,}", el, f"{self.examples / el:,.0f}", key,
+                           f"{tot.examples:,}", err)
 
 
 # -- one stream's learning, without Beam ---------------------------------------------------------
@@ -317,6 +350,7 @@ class _LearnPredictBase(beam.DoFn):
     def __init__(self, core: StreamLearner, emit_states: bool = False) -> None:
         self.core = core
         self.emit_states = emit_states
+        self.progress: Progress | None = None
         self.n_examples = Metrics.counter(METRICS_NAMESPACE, "examples")
         self.n_mistakes = Metrics.counter(METRICS_NAMESPACE, "mistakes")
         self.n_dead = Metrics.counter(METRICS_NAMESPACE, "dead_letters")
@@ -326,9 +360,14 @@ class _LearnPredictBase(beam.DoFn):
         self.disorder = Metrics.distribution(METRICS_NAMESPACE, "buffered_blocks_on_arrival")
         self.learn_us = Metrics.distribution(METRICS_NAMESPACE, "learn_block_us")
 
+    def setup(self) -> None:
+        self.progress = Progress()
+
     def _element(self, element: tuple[str, Block], state: Any, early: OrderedList, end: Any,
                  window: Any, initial: Mapping[str, bytes]) -> Iterator[Any]:
         key, block = element
+        if self.progress is None:
+            self.progress = Progress()
         st: StreamState | None = state.read()
         if st is None:
             # a stream resumed from a checkpoint starts from its saved state
@@ -341,6 +380,7 @@ class _LearnPredictBase(beam.DoFn):
         self.disorder.update(buffered)
         for b in release_in_order(st.cursor, early, block):
             res = self.core.learn(key, st, b)
+            self.progress.learnt(key, st, b.n)
             self.n_blocks.inc()
             self.learn_us.update(int(res.seconds * 1e6))
             p = res.predictions
