@@ -471,3 +471,39 @@ def test_checkpoint_needs_a_topic(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["replay", "--checkpoint", str(tmp_path / "ck"), "--out", str(tmp_path / "o"),
                  "-q"]) == 2
     assert "continues a Kafka topic" in capsys.readouterr().err
+
+
+def test_follow_keeps_learning(broker: str, tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    """--follow: each run learns what arrived since the previous one, into OUT/ckpt-N/."""
+    import threading
+
+    msgs = _keyed_rows(300, seed=5)[0]
+    topic = _topic(broker, partitions=2)
+    _produce(broker, topic, msgs[:120])
+    ck = tmp_path / "ck"
+
+    def more() -> None:  # the second half arrives once the first run has committed
+        deadline = time.monotonic() + 60
+        while not (ck / "ckpt-000001.committed").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _produce(broker, topic, msgs[120:])
+
+    t = threading.Thread(target=more)
+    t.start()
+    rc = main(["replay", f"kafka://{broker}/{topic}", "--format", "csv", "--key-by", "key",
+               "--learner", "pa-i", "--kafka-idle", "0.5", "--checkpoint", str(ck),
+               "--follow", "3", "--follow-runs", "2", "--out", str(tmp_path / "o"), "-q"])
+    t.join()
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "120 new predictions" in out and "180 new predictions" in out
+    p1 = _table(tmp_path / "o" / "ckpt-000001", "predictions")
+    p2 = _table(tmp_path / "o" / "ckpt-000002", "predictions")
+    assert len(p1["score"]) == 120 and len(p2["score"]) == 180
+    doc = json.loads((tmp_path / "o" / "ckpt-000002" / "summary.json").read_text())
+    assert sum(k["examples"] for k in doc["keys"]) == 300  # counts continue across runs
+    capsys.readouterr()
+    assert main(["replay", f"kafka://{broker}/{topic}", "--format", "csv", "--follow", "1",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "give --checkpoint" in capsys.readouterr().err

@@ -25,8 +25,9 @@ import inspect  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import dataclass, field, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, TextIO  # noqa: E402
 
@@ -417,6 +418,10 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
 def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str, str], ...]:
     """Check the Kafka options of a run (topic URLs, what a topic source allows) and return
     the client settings. kafka-python is imported only for runs that use Kafka."""
+    if args.follow is not None and (args.checkpoint is None or args.follow <= 0):
+        raise ConfigError("--follow SECONDS (> 0) repeats checkpointed runs: give --checkpoint")
+    if args.follow_runs is not None and (args.follow is None or args.follow_runs < 1):
+        raise ConfigError("--follow-runs N (>= 1) goes with --follow")
     if args.checkpoint is not None and not kafka_src:
         raise ConfigError("--checkpoint continues a Kafka topic (kafka:// DATA); a file replay "
                           "has nothing to continue")
@@ -467,6 +472,13 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except OSError as exc:
         return _error("replay", f"cannot create the output directory: {exc}")
     _progress_to_stderr(not config.quiet)
+    if args.follow is not None:
+        return _follow(config, args.follow, args.follow_runs)
+    return _run_once(config)
+
+
+def _run_once(config: ReplayConfig, brief: bool = False) -> int:
+    """One run: the summary table (``brief``: one line) and ``summary.json``; the exit code."""
     try:
         run = RUNNERS[config.runner](config)
     except DataError as exc:
@@ -476,6 +488,12 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except ValueError as exc:
         # learner-side validation during the run (wrong labels for the task, bad rows, ...)
         return _error("replay", str(exc), code=1)
+    doc = build_summary(config, run)
+    path = write_summary(doc, config.out)
+    if brief:
+        print(f"{time.strftime('%H:%M:%S')} {config.out}: {doc.get('predictions', 0)} new "
+              f"predictions, {doc.get('dead_letters', 0)} dead letters", flush=True)
+        return 0
     if run.results:
         print(format_table(run.results))
     if run.keys and config.key_by is not None:
@@ -483,8 +501,33 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if run.counts.get("dead_letters"):
         print(f"dead letters: {run.counts['dead_letters']} rejected input records "
               f"(see {fs.join(config.out, 'dead_letters')})")
-    path = write_summary(build_summary(config, run), config.out)
     print(f"summary: {path}")
+    return 0
+
+
+def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
+    """``--follow``: a checkpointed run every ``every`` seconds, each learning what arrived
+    since the previous one, its outputs in ``OUT/ckpt-NNNNNN/`` (the checkpoint it commits);
+    until ``runs`` runs or Ctrl-C (a run cut short commits nothing: the next continues from
+    the last committed checkpoint)."""
+    from kernelstream.transforms.checkpoint import next_checkpoint
+
+    assert config.checkpoint is not None
+    done = 0
+    try:
+        while runs is None or done < runs:
+            t0 = time.monotonic()
+            name = next_checkpoint(config.checkpoint).name
+            code = _run_once(replace(config, out=fs.join(config.out, name)), brief=True)
+            if code:
+                return code
+            done += 1
+            if runs is not None and done >= runs:
+                break
+            time.sleep(max(0.0, every - (time.monotonic() - t0)))
+    except KeyboardInterrupt:
+        print(f"{PROG}: stopped after {done} run(s); the next run continues from the last "
+              "committed checkpoint", file=sys.stderr)
     return 0
 
 
@@ -614,6 +657,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue from the newest checkpoint in DIR (learner states, stream "
                    "positions, partition offsets) and write the next one when the run "
                    "succeeds: repeated runs learn the topic exactly once, as one long run")
+    k.add_argument("--follow", type=float, metavar="SECONDS",
+                   help="with --checkpoint: keep learning the topic, one run every SECONDS "
+                   "(each learns what arrived since the last; outputs in OUT/ckpt-NNNNNN/) "
+                   "until Ctrl-C")
+    k.add_argument("--follow-runs", type=int, metavar="N",
+                   help="with --follow: stop after N runs")
     k.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                    help="kafka-python client setting for the source and sink, e.g. "
                    "security_protocol=SASL_SSL (repeatable)")
