@@ -211,6 +211,13 @@ def test_partitions_merge_by_timestamp_whatever_the_arrival() -> None:
     assert got == [(1, 0), (0, 0), (0, 1), (0, 2)]
 
 
+def test_missing_topic_is_reported() -> None:
+    opts = KafkaReadOptions(KafkaTopic("h:1", "t"), metadata_timeout=0.2)
+    with pytest.raises(FileNotFoundError, match="topic not found"):
+        list(iter_topic_records(opts, merge=False,
+                                consumer_factory=lambda o: FakeConsumer([], 0)))
+
+
 def test_json_messages() -> None:
     k, v = message({"key": "c#0@u", "entity": "u", "score": float("nan"), "mistake": True})
     assert k == b"u" and json.loads(v) == {"key": "c#0@u", "entity": "u", "score": None,

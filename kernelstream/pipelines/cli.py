@@ -513,6 +513,9 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
     from kernelstream.transforms.checkpoint import next_checkpoint
 
     assert config.checkpoint is not None
+    print(f"following {config.data}: a run every {every:g} s, checkpoints in "
+          f"{config.checkpoint}, outputs in {config.out}/ckpt-NNNNNN; Ctrl-C stops",
+          file=sys.stderr, flush=True)
     done = 0
     try:
         while runs is None or done < runs:

@@ -120,7 +120,7 @@ class KafkaReadOptions:
     idle_seconds: float = 5.0
     max_seconds: float | None = None
     poll_ms: int = 200
-    metadata_timeout: float = 30.0
+    metadata_timeout: float = 10.0  # seconds to wait for a new topic's partitions
     client: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -232,8 +232,8 @@ def iter_topic_records(opts: KafkaReadOptions, merge: bool,
             parts = consumer.partitions_for_topic(opts.topic.topic)
             if not parts:
                 if time.monotonic() - t0 > opts.metadata_timeout:
-                    raise ValueError(f"{opts.topic.url}: topic not found (no partitions after "
-                                     f"{opts.metadata_timeout:.0f} s)")
+                    raise FileNotFoundError(f"{opts.topic.url}: topic not found (no partitions "
+                                            f"after {opts.metadata_timeout:g} s)")
                 time.sleep(0.2)
         tps = [TopicPartition(opts.topic.topic, p) for p in sorted(parts)]
         consumer.assign(tps)
