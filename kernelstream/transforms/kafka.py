@@ -247,13 +247,13 @@ def iter_topic_records(opts: KafkaReadOptions, merge: bool,
         last = time.monotonic()
         while True:
             batch = consumer.poll(timeout_ms=opts.poll_ms)
-            now = time.monotonic()
+            got = False
             for tp in sorted(batch, key=lambda t: t.partition):
                 recs = [KafkaRecord(r.partition, r.offset, int(r.timestamp), r.key, r.value)
                         for r in batch[tp]]
                 if not recs:
                     continue
-                last = now
+                got = True
                 if not merge:
                     yield from recs
                     continue
@@ -263,6 +263,9 @@ def iter_topic_records(opts: KafkaReadOptions, merge: bool,
                 q.extend(recs)
             if merge:
                 yield from _merge_ready(heads, heap, final=False)
+            now = time.monotonic()
+            if got:  # idle time counts from here, not from before the records were learnt
+                last = now
             done = (all(consumer.position(tp) >= end[tp] for tp in tps)
                     and now - last >= opts.idle_seconds)
             if done or (opts.max_seconds is not None and now - t0 >= opts.max_seconds):
