@@ -452,3 +452,19 @@ def test_selected_kernel_of_combiners_is_argmax() -> None:
         m.predict_learn_many(X, y)
         assert m.selected_kernel == int(np.argmax(m.kernel_distribution))
         assert not m.draws_in_predict and m.randomized
+
+
+def test_lkmbooks_weights_survive_underflow() -> None:
+    """Regression (found by the property test above): with g_max the range seen *before* a
+    round, one round's linearised losses can be far above 1 and underflow every remaining
+    weight; the update then continues in the log domain instead of dividing 0 by 0."""
+    seed, n = 350429680, 14
+    m = make("lkmbooks", seed=seed, **{**SMALL.get("lkmbooks", {}), "loss": "square",
+                                        "horizon": 5})
+    rng = np.random.default_rng(seed)
+    X = 30.0 * rng.normal(size=(n, 1))
+    y = 30.0 * rng.normal(size=n)
+    for t in range(n):
+        assert math.isfinite(m.predict_one(X[t]))
+        m.learn_one(X[t], y[t])
+        _valid_prob(m.kernel_distribution, 6, f"round {t}")

@@ -155,7 +155,16 @@ class LKMBooks(WeightedWidths, Learner):
             c = (fv - lo) if g > 0.0 else (fv - hi)
             c *= g / self.gmax
             p = self.p * np.exp(-self._rate * c)
-            self.p = p / p.sum()
+            z = p.sum()
+            if z > 0.0 and math.isfinite(z):
+                self.p = p / z
+            else:
+                # Every surviving weight underflowed (c can be far above 1: g_max is the range
+                # seen *before* this round): the same update in the log domain.
+                with np.errstate(divide="ignore"):
+                    lw = np.log(self.p) - self._rate * c
+                w = np.exp(lw - lw.max())
+                self.p = w / w.sum()
         self.gmax = max(self.gmax, hi - lo)
         n = self.n
         if n < self.budget:
