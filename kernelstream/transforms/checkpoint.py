@@ -101,9 +101,13 @@ def latest(directory: str) -> Checkpoint | None:
 def next_checkpoint(directory: str) -> Checkpoint:
     """The checkpoint a new run writes: one past every checkpoint file present (so the files
     of a failed attempt are never mistaken for this run's)."""
-    nums = [int(m.group(1)) for p in fs.list_files(directory, "ckpt-*")
-            if (m := re.search(r"ckpt-(\d{6})", p))]
+    nums = [n for p in fs.list_files(directory, "ckpt-*") if (n := _number(p)) is not None]
     return Checkpoint(directory, max(nums, default=0) + 1)
+
+
+def _number(path: str) -> int | None:
+    m = re.search(r"ckpt-(\d{6})", path)
+    return None if m is None else int(m.group(1))
 
 
 def _plain(v: Any) -> Any:
@@ -131,27 +135,25 @@ def commit(ckpt: Checkpoint, info: dict[str, Any]) -> None:
         {"checkpoint": ckpt.number, "committed_at": time.strftime(
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **_plain(info)}, indent=2) + "\n").encode())
     keep = {c.number for c in committed(ckpt.directory)[-KEEP:]}
-    stale = []
-    for p in fs.list_files(ckpt.directory, "ckpt-*"):
-        m = re.search(r"ckpt-(\d{6})", p)
-        if m and int(m.group(1)) not in keep:
-            stale.append(p)
-    fs.delete(stale)
+    fs.delete([p for p in fs.list_files(ckpt.directory, "ckpt-*")
+               if (n := _number(p)) is not None and n not in keep])
+
+
+def _state_file(path: str) -> Iterator[tuple[str, bytes]]:
+    with fs.open_read(path) as f:
+        t = pq.read_table(f, schema=STATES_SCHEMA)
+    yield from zip(t.column("key").to_pylist(), t.column("state").to_pylist(), strict=True)
 
 
 def read_states(ckpt: Checkpoint) -> Iterator[tuple[str, bytes]]:
     """Every ``(stream key, state bytes)`` of a checkpoint (the loop runner's reader)."""
     for path in ckpt.state_files():
-        with fs.open_read(path) as f:
-            t = pq.read_table(f, schema=STATES_SCHEMA)
-        yield from zip(t.column("key").to_pylist(), t.column("state").to_pylist(), strict=True)
+        yield from _state_file(path)
 
 
 class _ReadStateFile(beam.DoFn):
     def process(self, path: str) -> Iterator[tuple[str, bytes]]:
-        with fs.open_read(path) as f:
-            t = pq.read_table(f, schema=STATES_SCHEMA)
-        yield from zip(t.column("key").to_pylist(), t.column("state").to_pylist(), strict=True)
+        yield from _state_file(path)
 
 
 class ReadStates(beam.PTransform):
