@@ -130,12 +130,12 @@ class Diag:
 DIAGNOSTICS = (
     Diag("raw-spambase", "spambase_raw", "spambase", P3_LEARNERS, "ka",
          note="P3 protocol (KA width, same grids) on spambase WITHOUT min-max scaling"),
+    Diag("nogd-zero", "svmguide3", "svmguide3", ("nogd",), "ka", (("init", "zero"),),
+         note="NOGD as the [C-SOL] C++ class: w = 0 at the stage switch instead of LSOKL's "
+              "carried-over stage-1 model"),
     Diag("nogd-0.2B", "svmguide3", "svmguide3", ("nogd",), "ka", (("rank", 20),),
-         note="the KA-width P3 setting but rank k = 0.2B ([C-SOL] default) instead of P3's 0.1B"),
-    Diag("nogd-0.2B-carry", "svmguide3", "svmguide3", ("nogd",), "ka",
-         (("rank", 20), ("init", "carry")),
-         note="as nogd-0.2B and the stage-1 model carried over at the switch "
-              "(init='carry', reproduces the stage-1 predictions) instead of w = 0"),
+         note="the KA-width P3 setting but rank k = 0.2B (the LSOKL and [C-SOL] default) "
+              "instead of P3's 0.1B"),
     Diag("scaled-svmguide3", "svmguide3-01", "svmguide3", P3_LEARNERS, "ka",
          note="P3 protocol (KA width, same grids) on svmguide3 min-max scaled to [0, 1] "
               "(§2.8's reconstruction) instead of the raw values the toolboxes ship"),
@@ -156,7 +156,10 @@ def p3_fixed(name: str, dataset: str) -> dict[str, Any]:
     B = P3_BUDGET[dataset]
     out: dict[str, Any] = {"budget": B}
     if name == "nogd":
+        # P3 took NOGD from the LSOKL toolbox: its NysGD.m carries the stage-1 model over at
+        # the switch (w = α·pinv(M), i.e. init="carry"); [C-SOL]'s C++ class starts from w = 0
         out["rank"] = max(1, B // 10)
+        out["init"] = "carry"
     if name == "bogd" and "variant" in _pnames(name):
         out["variant"] = "sol"
     return out
@@ -246,7 +249,8 @@ def tune_diagnostics(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
                          tag=f"diag-{d.key}")
                  for e in exps for m in names for g in diag_grid(d, m)]
         res = _run(specs, a)
-        entry = out[d.key] = {"note": d.note}
+        entry = out.setdefault(d.key, {})  # other learners' entries stay (--learners subset)
+        entry["note"] = d.note
         for m in names:
             best = _common.best_of_grid((r for r in res if r.spec.learner == m),
                                         lambda r: r.mistake_rate)
@@ -271,6 +275,25 @@ def width_round(a: argparse.Namespace, ds: str, rows: int, names: list[str], exp
         scores[e] = float(np.mean(list(best.values())))
 
 
+def tune_hyper(a: argparse.Namespace, ds: str, entry: dict[str, Any], names: list[str],
+               e_ka: float, e_on: float) -> None:
+    """Hyper-parameters of ``names`` on the full tuning permutation, for each selected width."""
+    sel = entry.setdefault("selected", {})
+    for mode, e in (("ka", e_ka), ("online", e_on)):
+        specs = [RunSpec(m, {**p3_fixed(m, ds), **g, "gamma": gamma_of(2.0**e)}, ds,
+                         a.tune_perm, a.base_seed, tag=f"tune-{mode}")
+                 for m in names for g in p3_grid(m)]
+        res = _run(specs, a)
+        msel = sel.setdefault(mode, {})
+        for m in names:
+            rr = [(r.spec.params, r.mistake_rate) for r in res if r.spec.learner == m]
+            params, mr = _common.best_of_grid(rr)
+            msel[m] = {"params": params, "sigma_log2": e, "tune_mistake_rate": round(mr, 4),
+                       "grid": [[fmt_params({k: v for k, v in p.items()
+                                             if k in p3_grid(m)[0]}), round(v, 4)]
+                                for p, v in rr] if len(rr) > 1 else []}
+
+
 def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
     avail = set(learners.available())
     p3_l = [m for m in a.learners if m in P3_LEARNERS and m in avail]
@@ -290,6 +313,12 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
         X, y = load_dataset(ds, a.data_dir)
         n = X.shape[0]
         entry = p3.setdefault(ds, {})
+        if a.reuse_widths and "sigma_ka_log2" in entry and "sigma_online_log2" in entry:
+            e_ka, e_on = entry["sigma_ka_log2"], entry["sigma_online_log2"]
+            print(f"== {ds}: reusing the stored widths 2^{e_ka:g} (KA), 2^{e_on:g} (online)",
+                  file=sys.stderr, flush=True)
+            tune_hyper(a, ds, entry, p3_l, e_ka, e_on)
+            continue
         # 1. kernel alignment on a subsample of the tuning permutation
         e_ka, ka, cka = ka_select(X, y, a)
         entry["sigma_ka_log2"] = e_ka
@@ -315,20 +344,7 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
         print(f"== {ds}: online width 2^{e_on:g} (score {scores[e_on]:.3f}% vs KA width "
               f"{scores.get(e_ka, float('nan')):.3f}%)", file=sys.stderr, flush=True)
         # 3. hyper-parameters on the full tuning permutation for each selected width
-        sel = entry.setdefault("selected", {})
-        for mode, e in (("ka", e_ka), ("online", e_on)):
-            specs = [RunSpec(m, {**p3_fixed(m, ds), **g, "gamma": gamma_of(2.0**e)}, ds, rt,
-                             a.base_seed, tag=f"tune-{mode}")
-                     for m in p3_l for g in p3_grid(m)]
-            res = _run(specs, a)
-            msel = sel.setdefault(mode, {})
-            for m in p3_l:
-                rr = [(r.spec.params, r.mistake_rate) for r in res if r.spec.learner == m]
-                params, mr = _common.best_of_grid(rr)
-                msel[m] = {"params": params, "sigma_log2": e, "tune_mistake_rate": round(mr, 4),
-                           "grid": [[fmt_params({k: v for k, v in p.items()
-                                                 if k in p3_grid(m)[0]}), round(v, 4)]
-                                    for p, v in rr] if len(rr) > 1 else []}
+        tune_hyper(a, ds, entry, p3_l, e_ka, e_on)
     p4 = tuned.setdefault("p4", {})
     for ds in [d for d in a.datasets if d in P4_DATASETS]:
         if not p4_l:
@@ -466,7 +482,8 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
         f"{tuned.get('meta', {}).get('tuned_at', '?')}) on a separate permutation "
         f"r = {tuned.get('meta', {}).get('tune_perm', '?')} that is never used for evaluation.",
         "* P3 (Table P3-3): hinge loss, B = 100 (german, svmguide3, spambase) / 200 (a9a, w7a), "
-        "NOGD rank k = 0.1B with w = 0 at the switch ([C-SOL]), BOGD = [C-SOL] variant (oldest "
+        "NOGD rank k = 0.1B with the stage-1 model carried over at the switch (LSOKL "
+        "`NysGD.m`, the toolbox P3 names), BOGD = [C-SOL] variant (oldest "
         "removal), Projectron(++) = budget versions of §4.6, Forgetron self-tuned. One Gaussian "
         "width per dataset shared by all P3 learners, selected two ways: **ka** = kernel–target "
         f"alignment over σ ∈ 2^(-5:0.5:7) on {tuned.get('meta', {}).get('ka_rows', '?')} rows of "
@@ -545,6 +562,10 @@ def main(argv: list[str] | None = None) -> int:
                     "permutation for the online width selection (default 10000)")
     _common.add_list_arg(ap, "--datasets", P3_DATASETS)
     _common.add_list_arg(ap, "--learners", P3_LEARNERS + P4_LEARNERS)
+    ap.add_argument("--reuse-widths", action="store_true",
+                    help="with --tune: keep the widths already in the tuned file (skip kernel "
+                         "alignment and the online width search) and re-tune only the "
+                         "hyper-parameters of --learners")
     ap.add_argument("--no-diagnostics", dest="diagnostics", action="store_false",
                     help="skip the diagnostic configurations (tuned with --tune, evaluated "
                          "after the main tables)")
@@ -576,12 +597,25 @@ def main(argv: list[str] | None = None) -> int:
         js = json.loads(old_js.read_text())
         if (js["permutations"], js["base_seed"]) != (a.permutations, a.base_seed):
             ap.error("--merge needs the permutations/base seed of the existing baselines.json")
-        kept = [c for c in js["cells"] if c["dataset"] not in a.datasets]
+        # a re-run replaces only its own (dataset, learner) cells
+        kept = [c for c in js["cells"]
+                if not (c["dataset"] in a.datasets and c["learner"] in a.learners)
+                and (c["group"] != "diag" or c["width"] in {d.key for d in DIAGNOSTICS})]
         a.datasets = sorted({c.get("run_dataset", c["dataset"]) for c in kept}
                             | {c["dataset"] for c in kept} | set(a.datasets))
         order = {d: i for i, d in enumerate(DATASETS)}
         grp = {"P3": 0, "P4": 1, "diag": 2}
-        cells = sorted(kept + cells, key=lambda c: (grp[c["group"]], order[c["dataset"]]))
+        lrn = {m: i for i, m in enumerate(P3_LEARNERS + P4_LEARNERS)}
+        diag = {d.key: i for i, d in enumerate(DIAGNOSTICS)}
+
+        def place(c: dict[str, Any]) -> tuple[int, ...]:
+            # the order evaluate() produces: group, dataset, width (ka first), learner
+            if c["group"] == "diag":
+                return (grp["diag"], diag[c["width"]], order[c["dataset"]], lrn[c["learner"]])
+            return (grp[c["group"]], order[c["dataset"]], int(c["width"] == "online"),
+                    lrn[c["learner"]])
+
+        cells = sorted(kept + cells, key=place)
         wall += js["wall_seconds"]
     write_outputs(a, tuned, cells, wall)
     print(f"wrote {a.out_dir / 'baselines.md'} and baselines.json", file=sys.stderr)

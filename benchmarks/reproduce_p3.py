@@ -190,7 +190,8 @@ def tune_adversarial(a: argparse.Namespace, tuned: dict[str, Any], base: dict[st
     grids = {
         "skegd": [{"budget": 100, "horizon": T, "theta": 0.01, **p, "gamma": g}
                   for p in skegd_grid()],
-        "nogd": [{"budget": 100, "rank": 10, "eta": eta, "eta2": eta, "gamma": g}
+        "nogd": [{"budget": 100, "rank": 10, "init": "carry", "eta": eta, "eta2": eta,
+                  "gamma": g}
                  for eta in ETA],
         "fogd": fogd_grid,
     }

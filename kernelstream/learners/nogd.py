@@ -32,9 +32,13 @@ class NOGD(KernelLearner):
     * Stage 2 (including the switching round): predict ``wᵀz(x)``; if ``y wᵀz < 1``,
       ``w ← w + eta2·y·z(x)``. The SVs are then fixed landmarks.
 
-    ``init`` chooses ``w`` at the switch: ``"zero"`` ([C-SOL], default) or ``"carry"`` (recon):
-    ``w = Λ^{1/2} Vᵀ a``, so ``wᵀz(x) = aᵀ V Vᵀ k`` reproduces the stage-1 predictions (exactly
-    at full rank). Memory O(B d + B² ) (the Gram matrix, then ``M_N``); stage-2 rounds cost
+    ``init`` chooses ``w`` at the switch: ``"zero"`` ([C-SOL]'s C++ class, default) or
+    ``"carry"``: ``w = Λ^{1/2} Vᵀ a``, so ``wᵀz(x) = aᵀ V Vᵀ k`` reproduces the stage-1
+    predictions (exactly at full rank). ``"carry"`` is what the NOGD authors' Matlab toolbox
+    (LSOKL, ``NysGD.m``: ``w = alpha*pinv(M)``) does; paper 003 took its baselines from it, so
+    ``benchmarks/reproduce_baselines.py`` runs the P3 protocol with ``init="carry"``.
+
+    Memory O(B d + B² ) (the Gram matrix, then ``M_N``); stage-2 rounds cost
     O(B d + B·rank). ``n_support_vectors`` is the number of stored points (``B`` after the
     switch, when they serve as landmarks).
 
@@ -77,7 +81,8 @@ class NOGD(KernelLearner):
         Param("eta", 0.5, float, "stage-1 step eta1 (coefficient of a new SV)", positive, "> 0"),
         Param("eta2", None, float, "stage-2 step eta2 (default: eta)", positive, "> 0"),
         Param("init", "zero", str, "stage-2 weights at the switch: zero (C-SOL) or carry "
-              "(reproduces the stage-1 predictions)", choices=("zero", "carry")),
+              "(reproduces the stage-1 predictions, as LSOKL's NysGD.m)",
+              choices=("zero", "carry")),
         TIE_PARAM,
     )
     budgeted = True
