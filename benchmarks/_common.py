@@ -192,8 +192,17 @@ def run_prequential(spec: RunSpec, X: np.ndarray, y: np.ndarray) -> RunResult:
     t0 = time.perf_counter()
     scores = m.predict_learn_many(Xp, yp)
     secs = time.perf_counter() - t0
-    mr = 100.0 * float(np.mean(predicted_labels(m, scores) != yp))
-    return RunResult(spec, mr, len(yp), int(m.n_support_vectors), secs)
+    wrong = predicted_labels(m, scores) != yp
+    extra: dict[str, Any] = {}
+    if hasattr(m, "init_round"):
+        # two-stage learners (SkeGD): also the mistakes made after the switch round T₀ over
+        # all T rounds, the count of the public SkeGD code [C-FORKS] (stage-1 mistakes dropped)
+        t0 = m.init_round
+        extra["init_round"] = t0
+        extra["mistake_rate_after_init"] = (
+            100.0 * float(np.sum(wrong[t0:])) / len(yp) if t0 is not None else 0.0)
+    return RunResult(spec, 100.0 * float(np.mean(wrong)), len(yp), int(m.n_support_vectors),
+                     secs, extra)
 
 
 # -- process pool --------------------------------------------------------------------------------
