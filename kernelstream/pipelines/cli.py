@@ -23,7 +23,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import inspect  # noqa: E402
 import json  # noqa: E402
-import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
@@ -34,6 +33,7 @@ from typing import Any, TextIO  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from kernelstream import __version__, data, fs, learners  # noqa: E402
+from kernelstream._json import json_safe  # noqa: E402
 from kernelstream.evaluate import EvalResult, evaluate, stderr_progress  # noqa: E402
 from kernelstream.pipelines.config import (  # noqa: E402
     DEFAULT_DATASET,
@@ -193,22 +193,11 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
     return doc
 
 
-def _json_safe(v: Any) -> Any:
-    """NaN/inf are not JSON; write them as null rather than producing an unreadable file."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _json_safe(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_json_safe(x) for x in v]
-    return v
-
-
 def write_summary(doc: dict[str, Any], out: str | Path) -> str:
     fs.makedirs(out)
     path = fs.join(out, "summary.json")
     # never leave a half-written summary behind
-    fs.write_bytes_atomic(path, (json.dumps(_json_safe(doc), indent=2, allow_nan=False)
+    fs.write_bytes_atomic(path, (json.dumps(json_safe(doc), indent=2, allow_nan=False)
                                  + "\n").encode())
     return path
 
@@ -431,7 +420,13 @@ def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str
         return ()
     import logging
 
-    from kernelstream.transforms.kafka import KafkaTopic, client_settings
+    from kernelstream.transforms.kafka import (
+        KafkaTopic,
+        check_read_options,
+        client_settings,
+        text_format_for,
+    )
+    from kernelstream.transforms.sources import ReadOptions
 
     # kafka-python logs every failed connection attempt; the CLI reports the failure itself
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
@@ -444,15 +439,14 @@ def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str
         if args.stream != "none":
             raise ConfigError("--stream builds adversarial streams from a data file, not a "
                               "Kafka topic")
-        fmt = args.format or "libsvm"
-        if fmt not in ("libsvm", "csv"):
-            raise ConfigError(f"Kafka messages are LIBSVM or CSV lines (--format), not {fmt}")
-        if fmt == "libsvm" and args.n_features is None:
-            raise ConfigError("LIBSVM messages need --n-features: a topic is read once, so the "
-                              "dimension cannot be taken from a scan (CSV: --format csv)")
-        if args.scale != "none" or args.scale_target != "none":
-            raise ConfigError("min-max scaling needs the whole data set; a Kafka topic is read "
-                              "once (scale before producing, or use --scale none)")
+        # the source's own checks, before the run: format, columns, no scaling
+        read = ReadOptions(
+            path=args.data, fmt=args.format, n_features=args.n_features,
+            label_column=None if args.label_column is None else _int_or_str(args.label_column),
+            scale=args.scale, scale_target=args.scale_target, delimiter=args.delimiter,
+            header=args.header, key_by=None if args.key_by is None else _int_or_str(args.key_by))
+        check_read_options(read)
+        text_format_for(read)
     if args.kafka_out is not None:
         KafkaTopic.parse(args.kafka_out)
     if args.kafka_idle <= 0:

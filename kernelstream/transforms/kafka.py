@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -53,6 +52,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
+from kernelstream._json import json_safe
 from kernelstream._services import serve
 from kernelstream.data import LabelMap, ParseError, densify
 from kernelstream.transforms.blocks import Block, PredictionBlock, StreamKey
@@ -589,20 +589,11 @@ def check_read_options(read: ReadOptions) -> None:
 # -- sink ---------------------------------------------------------------------------------------
 
 
-def _json_value(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, list):
-        return [_json_value(x) for x in v]
-    return v
-
-
 def message(row: Mapping[str, Any]) -> tuple[bytes, bytes]:
     """``(key, value)`` of one output row: the entity (else the stream key, else the source)
     and the row as compact JSON."""
     key = row.get("entity") or row.get("key") or row.get("source") or ""
-    value = json.dumps({k: _json_value(v) for k, v in row.items()}, separators=(",", ":"),
-                       allow_nan=False)
+    value = json.dumps(json_safe(dict(row)), separators=(",", ":"), allow_nan=False)
     return str(key).encode("utf-8"), value.encode("utf-8")
 
 
