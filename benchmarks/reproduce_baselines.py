@@ -54,6 +54,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -275,6 +276,21 @@ def width_round(a: argparse.Namespace, ds: str, rows: int, names: list[str], exp
         scores[e] = float(np.mean(list(best.values())))
 
 
+def best_per_learner(res: list[_common.RunResult], names: list[str],
+                     shown: Callable[[str, str], bool],
+                     extra: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Each learner's best grid point (lowest mistake rate) with ``extra`` and the whole grid
+    (parameters ``k`` with ``shown(learner, k)``), as stored in the tuned file."""
+    out = {}
+    for m in names:
+        rr = [(r.spec.params, r.mistake_rate) for r in res if r.spec.learner == m]
+        params, mr = _common.best_of_grid(rr)
+        out[m] = {"params": params, **(extra or {}), "tune_mistake_rate": round(mr, 4),
+                  "grid": [[fmt_params({k: v for k, v in p.items() if shown(m, k)}),
+                            round(v, 4)] for p, v in rr] if len(rr) > 1 else []}
+    return out
+
+
 def tune_hyper(a: argparse.Namespace, ds: str, entry: dict[str, Any], names: list[str],
                e_ka: float, e_on: float) -> None:
     """Hyper-parameters of ``names`` on the full tuning permutation, for each selected width."""
@@ -283,15 +299,8 @@ def tune_hyper(a: argparse.Namespace, ds: str, entry: dict[str, Any], names: lis
         specs = [RunSpec(m, {**p3_fixed(m, ds), **g, "gamma": gamma_of(2.0**e)}, ds,
                          a.tune_perm, a.base_seed, tag=f"tune-{mode}")
                  for m in names for g in p3_grid(m)]
-        res = _run(specs, a)
-        msel = sel.setdefault(mode, {})
-        for m in names:
-            rr = [(r.spec.params, r.mistake_rate) for r in res if r.spec.learner == m]
-            params, mr = _common.best_of_grid(rr)
-            msel[m] = {"params": params, "sigma_log2": e, "tune_mistake_rate": round(mr, 4),
-                       "grid": [[fmt_params({k: v for k, v in p.items()
-                                             if k in p3_grid(m)[0]}), round(v, 4)]
-                                for p, v in rr] if len(rr) > 1 else []}
+        sel.setdefault(mode, {}).update(best_per_learner(
+            _run(specs, a), names, lambda m, k: k in p3_grid(m)[0], {"sigma_log2": e}))
 
 
 def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
@@ -351,14 +360,8 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
             break
         specs = [RunSpec(m, {**g, "gamma": P4_GAMMA}, ds, rt, a.base_seed, tag="tune-p4")
                  for m in p4_l for g in p4_grid(m)]
-        res = _run(specs, a)
-        entry = p4.setdefault(ds, {})
-        for m in p4_l:
-            rr = [(r.spec.params, r.mistake_rate) for r in res if r.spec.learner == m]
-            params, mr = _common.best_of_grid(rr)
-            entry[m] = {"params": params, "tune_mistake_rate": round(mr, 4),
-                        "grid": [[fmt_params({k: v for k, v in p.items() if k != "gamma"}),
-                                  round(v, 4)] for p, v in rr] if len(rr) > 1 else []}
+        p4.setdefault(ds, {}).update(best_per_learner(_run(specs, a), p4_l,
+                                                      lambda m, k: k != "gamma"))
     if a.diagnostics:
         tune_diagnostics(a, tuned)
     meta["tuning_seconds"] = round(time.perf_counter() - t0, 1)
