@@ -73,6 +73,9 @@ class DatasetDef:
     n_features: int
     paper_n: int  # rows used by papers P3/P4
     note: str = ""
+    # a toolbox's own permutations (one row each, 1-based row numbers): permutation r of the
+    # evaluation is row r of this file; r beyond its rows (the tuning permutation) is ours
+    perm_file: str | None = None
 
 
 DATASETS: dict[str, DatasetDef] = {
@@ -91,8 +94,16 @@ DATASETS: dict[str, DatasetDef] = {
                    "(§2.8 recon; sensitivity check only)"),
         DatasetDef("spambase", ("spambase.data",), "csv", "01", 57, 4601,
                    "UCI spambase, min-max [0, 1]; spam = +1"),
-        DatasetDef("spambase_raw", ("spambase.data",), "csv", "none", 57, 4601,
-                   "UCI spambase with its raw, unscaled features (diagnostic only)"),
+        # The LSOKL toolbox's own files (MANIFEST.tsv: german.numer = its german.mat,
+        # spambase.data = its spambase.mat, both unscaled) with its 20 permutations (ID_all)
+        DatasetDef("german_lsokl", ("german.numer",), "libsvm", "none", 24, 1000,
+                   "LIBSVM german.numer, unscaled (= LSOKL's german.mat), in LSOKL's own 20 "
+                   "permutations (extras/german_ID_all_LSOKL.txt; diagnostic only)",
+                   perm_file="extras/german_ID_all_LSOKL.txt"),
+        DatasetDef("spambase_lsokl", ("spambase.data",), "csv", "none", 57, 4601,
+                   "UCI spambase, unscaled (= LSOKL's spambase.mat), in LSOKL's own 20 "
+                   "permutations (extras/spambase_ID_all_LSOKL.txt; diagnostic only)",
+                   perm_file="extras/spambase_ID_all_LSOKL.txt"),
         DatasetDef("a9a", ("a9a", "a9a.t"), "libsvm", "none", 123, 48842,
                    "a9a + a9a.t merged (32,561 + 16,281), binary features as is"),
         DatasetDef("w7a", ("w7a",), "libsvm", "none", 300, 49749,
@@ -118,6 +129,7 @@ def _to_pm1(y: np.ndarray) -> np.ndarray:
 
 
 _CACHE: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+_PERMS: dict[str, np.ndarray] = {}  # dataset -> its toolbox permutations (0-based rows)
 
 
 def load_dataset(name: str, data_dir: Path | str) -> tuple[np.ndarray, np.ndarray]:
@@ -131,8 +143,22 @@ def load_dataset(name: str, data_dir: Path | str) -> tuple[np.ndarray, np.ndarra
     y = _to_pm1(np.concatenate([p[1] for p in parts]))
     if d.scale == "01":
         X = ksdata.scale_minmax(X, "01")
+    if d.perm_file is not None:
+        ids = np.loadtxt(Path(data_dir) / d.perm_file, dtype=np.int64, ndmin=2) - 1
+        if any(sorted(row.tolist()) != list(range(len(y))) for row in ids):
+            raise ValueError(f"{d.perm_file}: every row must be a permutation of 1..{len(y)}")
+        _PERMS[name] = ids
     _CACHE[key] = (X, y)
     return X, y
+
+
+def stream_order(dataset: str, n: int, base_seed: int, r: int) -> np.ndarray:
+    """Row order of permutation ``r``: the dataset's toolbox permutation ``r`` if it has one
+    (:attr:`DatasetDef.perm_file`, loaded by :func:`load_dataset`), else the shared seeding."""
+    ids = _PERMS.get(dataset)
+    if ids is not None and r < len(ids):
+        return ids[r]
+    return permutation(n, base_seed, r)
 
 
 # -- prequential runner --------------------------------------------------------------------------
@@ -168,10 +194,11 @@ class RunResult:
 
 
 def permuted(X: np.ndarray, y: np.ndarray, base_seed: int, r: int,
-             rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The stream of permutation ``r`` (shared seeding, :mod:`kernelstream.seeding`) as a
-    contiguous copy; with ``rows``, only its first ``rows`` rounds."""
-    perm = permutation(X.shape[0], base_seed, r)
+             rows: int | None = None, dataset: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """The stream of permutation ``r`` (shared seeding, :mod:`kernelstream.seeding`, or the
+    toolbox permutations of ``dataset``, :func:`stream_order`) as a contiguous copy; with
+    ``rows``, only its first ``rows`` rounds."""
+    perm = stream_order(dataset, X.shape[0], base_seed, r)
     if rows is not None:
         perm = perm[:rows]
     return np.ascontiguousarray(X[perm]), y[perm]
@@ -186,7 +213,7 @@ def predicted_labels(model: Any, scores: np.ndarray) -> np.ndarray:
 
 def run_prequential(spec: RunSpec, X: np.ndarray, y: np.ndarray) -> RunResult:
     """Test-then-train over permutation ``r`` (shared seeding); times only the learning loop."""
-    Xp, yp = permuted(X, y, spec.base_seed, spec.r, spec.rows)
+    Xp, yp = permuted(X, y, spec.base_seed, spec.r, spec.rows, spec.dataset)
     m = learners.make(spec.learner, seed=learner_seed(spec.base_seed, spec.r, spec.learner),
                       **spec.params)
     t0 = time.perf_counter()
