@@ -169,6 +169,19 @@ def test_version_of_installed_script() -> None:
     assert proc.stdout.strip() == f"kernelstream {__version__}"
 
 
+def test_installed_script_output_is_clean(tmp_path) -> None:
+    """A Beam replay from the console script prints the table and the progress lines only,
+    not the warning Beam logs on import about the optional Google API client."""
+    exe = Path(sys.executable).with_name("kernelstream")
+    script = str(exe) if exe.exists() else shutil.which("kernelstream")
+    assert script
+    proc = subprocess.run([script, "replay", "--limit", "50", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "summary:" in proc.stdout
+    assert "apitools" not in proc.stderr and "WARNING" not in proc.stderr, proc.stderr
+
+
 def test_replay_pipeline_options_pass_through(tmp_path) -> None:
     """Options after "--" reach Beam: two in-process workers, smaller blocks; same result."""
     code, a = _replay(tmp_path / "a", "german", "--limit", "120", "-l", "perceptron")

@@ -23,6 +23,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import inspect  # noqa: E402
 import json  # noqa: E402
+import logging  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
@@ -418,8 +419,6 @@ def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str
         if args.kafka_option:
             raise ConfigError("--kafka-option needs a Kafka source or --kafka-out")
         return ()
-    import logging
-
     from kernelstream.transforms.kafka import (
         KafkaTopic,
         check_read_options,
@@ -531,8 +530,6 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
 def _progress_to_stderr(on: bool) -> None:
     """Show the learners' progress lines (``kernelstream.progress`` logger, INFO; logged
     where learning runs, in-process for the direct and loop runners) on stderr."""
-    import logging
-
     log = logging.getLogger("kernelstream.progress")
     log.propagate = False  # not through Beam's root handler: one line each, our format
     for h in list(log.handlers):
@@ -668,8 +665,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _BeamImportNoise(logging.Filter):
+    """Drops the warning Beam logs on import when Google's optional API client is absent
+    ("apitools not found, and bigquery client libraries are not available ..."): it concerns
+    BigQuery only and would otherwise open every command's output."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not ("apache_beam" in record.pathname
+                    and str(record.msg).startswith("apitools not found"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kernelstream`` console script; returns the exit code."""
+    root = logging.getLogger()
+    if not any(isinstance(f, _BeamImportNoise) for f in root.filters):
+        root.addFilter(_BeamImportNoise())  # before the runners import Beam
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after "--" is passed to Beam as pipeline options (runner, workers, ...).
     pipeline_args: list[str] = []
