@@ -9,6 +9,10 @@ P4-5 (multiple kernels), ALGORITHMS.md §5.5.
   δ = 0.001, 16 kernels), the unbounded OMKC variants U, DD, SD, DDPA, SDPA (PA C = 0.1) and
   Per(*) (kernel Perceptron with the pool kernel that is best on the tuning permutation), on
   german, svmguide3, madelon, a9a, magic04. Error rates.
+* **Table P4-6** — the bounded OMKC variants DD-/SD-{RBP, Forgetron, BOGD, BPA-S} (paper 004
+  Algorithms 3 and 4, ``bomkc-dd`` / ``bomkc-sd``) at a total budget = BOMKC(SPA)'s #SV, on
+  a9a (the only one of its data sets available); BOGD's η, λ tuned on a prefix of the tuning
+  permutation (``--p46-tune-rows``). Baselines only (no verdict).
 
 Two steps, as ``reproduce_baselines.py``:
 
@@ -163,8 +167,24 @@ P45_PARAMS: dict[str, dict[str, Any]] = {
 }
 P45_DATASETS = ("german", "svmguide3-train", "madelon", "a9a", "magic04")
 P42_DATASETS = ("a9a", "w7a", "covtype")
+
+# Table P4-6: the bounded OMKC variants (paper 004 Algorithms 3/4 with a budget learner as
+# "budget maintenance") at a total budget = BOMKC(SPA)'s #SV. Only a9a of its data sets is
+# here. Error % mean, std, budget (#SV), seconds.
+P46_PUB: dict[str, dict[str, tuple[float, float, float, float]]] = {
+    "a9a": {"dd-rbp": (19.90, 0.49, 14544, 81.5), "dd-forgetron": (20.03, 0.22, 14544, 118.4),
+            "dd-bogd": (17.12, 0.08, 14544, 99.4), "dd-bpas": (16.66, 0.07, 14544, 95.1),
+            "sd-rbp": (18.15, 0.13, 14544, 78.2), "sd-forgetron": (18.83, 0.14, 14544, 96.5),
+            "sd-bogd": (17.46, 0.11, 14544, 89.7), "sd-bpas": (17.01, 0.11, 14544, 93.4)},
+}
+# row name -> (learner, budget learner)
+P46_VARIANTS: dict[str, tuple[str, str]] = {
+    f"{k}-{b.replace('-', '')}": (f"bomkc-{k}", b)
+    for k in ("dd", "sd") for b in ("rbp", "forgetron", "bogd", "bpa-s")}
+P46_DATASETS = ("a9a",)
+P46_BOGD_GRID = [10.0**-e for e in range(5)]  # P4: BOGD η, λ from {1, 0.1, …, 0.0001}
 ALL_DATASETS = tuple(dict.fromkeys(P42_DATASETS + P45_DATASETS))
-TABLES = ("p4-2", "p4-5")
+TABLES = ("p4-2", "p4-5", "p4-6")
 LARGE_OMKC = ("a9a", "magic04")  # unbounded OMKC: hundreds of thousands of SVs
 
 ETA_GRID = [10.0**e for e in range(3, -4, -1)]
@@ -282,6 +302,55 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
                                 "grid": [[pool_labels()[j], q.mistake_rate, q.n_sv]
                                          for j, q in rr]}}
             save_tuned(a, tuned)
+    if "p4-6" in a.tables:
+        tune_p46(a, tuned)
+
+
+def bomkc_budget(a: argparse.Namespace, ds: str, cells: list[dict[str, Any]] | None = None
+                 ) -> int | None:
+    """Total budget of the P4-6 variants: our BOMKC(SPA)'s average #SV on ``ds`` (Table P4-5
+    row, from ``cells`` or the existing p4.json), as P4 sets it to SPA's #SV."""
+    pool = cells if cells is not None else []
+    f = Path(a.out_dir) / "p4.json"
+    if not any(c.get("table") == "P4-5" and c.get("learner") == "bomkc-spa" for c in pool) \
+            and f.exists():
+        pool = json.loads(f.read_text())["cells"]
+    for c in pool:
+        if (c.get("table"), c.get("dataset"), c.get("learner")) == ("P4-5", ds, "bomkc-spa") \
+                and "n_sv" in c:
+            return max(1, round(c["n_sv"]))
+    return None
+
+
+def p46_params(m: str) -> dict[str, Any]:
+    """Fixed parameters of a P4-6 row (P4: γ = 0.99, δ = 0.001, PA rate 0.1 for BPA-S)."""
+    learner, bm = P46_VARIANTS[m]
+    p: dict[str, Any] = {"budget_maintenance": bm, "discount": 0.99}
+    if learner == "bomkc-sd":
+        p["delta"] = 0.001
+    if bm == "bpa-s":
+        p["c"] = 0.1
+    return p
+
+
+def tune_p46(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
+    """BOGD's η, λ of the DD-/SD-BOGD rows on the first ``--p46-tune-rows`` rows of the
+    tuning permutation, at the evaluation budget (published SPA #SV if ours is not known)."""
+    p46 = tuned.setdefault("p4-6", {})
+    for ds in [d for d in a.datasets if d in P46_DATASETS]:
+        B = bomkc_budget(a, ds) or int(P46_PUB[ds]["dd-rbp"][2])
+        entry = p46.setdefault(ds, {})
+        for m in [m for m in P46_VARIANTS if P46_VARIANTS[m][1] == "bogd"]:
+            # ηλ ≥ 1 would flip or zero the hypothesis every round (the learner rejects it)
+            grid = [{"eta": e, "lam": lam} for e in P46_BOGD_GRID for lam in P46_BOGD_GRID
+                    if e * lam < 1.0]
+            rr = [(g, run(a, P46_VARIANTS[m][0], {**p46_params(m), **g, "budget": B}, ds,
+                          a.tune_perm, a.p46_tune_rows, "tune p4-6")) for g in grid]
+            g, r = best_of_grid(rr, lambda t: t[1].mistake_rate)
+            entry[m] = {"params": {**p46_params(m), **g}, "tune_mistake_rate": r.mistake_rate,
+                        "tune_budget": B, "rows": a.p46_tune_rows,
+                        "grid": [[fmt_params(g), r.mistake_rate] for g, r in rr]}
+            save_tuned(a, tuned)
 
 
 def tune_oskl(a: argparse.Namespace, ds: str, rows: int | None, target: int) -> dict[str, Any]:
@@ -331,12 +400,17 @@ def plan(a: argparse.Namespace, tuned: dict[str, Any]) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = []
     p42 = [d for d in a.datasets if d in P42_DATASETS] if "p4-2" in a.tables else []
     p45 = [d for d in a.datasets if d in P45_DATASETS] if "p4-5" in a.tables else []
+    p46 = [d for d in a.datasets if d in P46_DATASETS] if "p4-6" in a.tables else []
 
     def cell(table: str, ds: str, m: str, prio: int, perms: int) -> dict[str, Any]:
         if table == "P4-2":
             acc, sd, secs, sv = P42_PUB[ds][m]
             c = {"published_error": round(100.0 - acc, 2), "published_std": sd,
                  "published_seconds": secs, "published_sv": sv}
+        elif table == "P4-6":
+            err, sd, sv, secs = P46_PUB[ds][m]
+            c = {"published_error": err, "published_std": sd, "published_seconds": secs,
+                 "published_sv": sv}
         else:
             err, sd, sv, svsd, secs = P45_PUB[ds][m]
             c = {"published_error": err, "published_std": sd, "published_seconds": secs,
@@ -367,6 +441,9 @@ def plan(a: argparse.Namespace, tuned: dict[str, Any]) -> list[dict[str, Any]]:
                 perms = min(perms, a.projectron_perms_map.get(ds, a.projectron_perms))
                 prio = 5
             cells.append(cell("P4-2", ds, m, prio if ds != "covtype" else 7, perms))
+    for ds in p46:
+        for m in P46_VARIANTS:
+            cells.append(cell("P4-6", ds, m, 9, a.p46_perms))
     cells.sort(key=lambda c: c["prio"])
     for c in cells:
         c["params"] = params_of(c, tuned)
@@ -384,6 +461,11 @@ def params_of(c: dict[str, Any], tuned: dict[str, Any]) -> dict[str, Any] | None
         return None if cfg is None else dict(cfg["params"])
     if m == "per*":
         cfg = tuned.get("p4-5", {}).get(ds, {}).get("per*")
+        return None if cfg is None else dict(cfg["params"])
+    if c["table"] == "P4-6":
+        if P46_VARIANTS[m][1] != "bogd":
+            return p46_params(m)
+        cfg = tuned.get("p4-6", {}).get(ds, {}).get(m)
         return None if cfg is None else dict(cfg["params"])
     return dict(P45_PARAMS[m])
 
@@ -406,8 +488,16 @@ def evaluate(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict[str,
     for c in cells:
         if c.get("status") == "not tuned" or c.get("kept"):
             continue
-        learner = "perceptron" if c["learner"] == "per*" else c["learner"]
+        learner = ("perceptron" if c["learner"] == "per*" else
+                   P46_VARIANTS[c["learner"]][0] if c["table"] == "P4-6" else c["learner"])
         params = dict(c["params"])
+        if c["table"] == "P4-6":
+            B = bomkc_budget(a, c["dataset"], cells)
+            if B is None:
+                c["status"] = "not run (no BOMKC(SPA) #SV for the budget)"
+                continue
+            params["budget"] = B
+            c["params"] = params
         if c["table"] == "P4-2" and c["learner"] != "spa":
             if c["dataset"] not in spa_sv:
                 c["status"] = "not run (no SPA budget)"
@@ -439,7 +529,7 @@ def evaluate(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict[str,
 # -- output --------------------------------------------------------------------------------------
 def _row(c: dict[str, Any], show: str) -> str:
     name = {"per*": "Per(\\*)", "bomkc-spa": "**BOMKC(SPA)**", "spa": "**SPA**"}.get(
-        c["learner"], c["learner"])
+        c["learner"], c["learner"].upper() if c["table"] == "P4-6" else c["learner"])
     pub = fmt_pm(c["published_error"], c["published_std"], 2)
     if "mistake_mean" not in c:
         return (f"| {c['dataset']} | {name} | – | {pub} | {c.get('status', 'not run')} | | | "
@@ -502,15 +592,19 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
         ("P4-2", "Table P4-2 — single kernel (error % = 100 − accuracy)",
          "eta,beta,c,budget,grad_bound"),
         ("P4-5", "Table P4-5 — multiple kernels: BOMKC(SPA) vs unbounded OMKC", "beta,c"),
+        ("P4-6", "Table P4-6 — bounded OMKC variants vs BOMKC(SPA) (a9a)", "eta,lam,c,budget"),
     ):
         rows = [c for c in cells if c["table"] == table]
         if not rows:
             continue
         L += [f"## {title}", "", head, sep]
-        order = P42_DATASETS if table == "P4-2" else P45_DATASETS
-        lorder = (("spa", *P42_BASELINES) if table == "P4-2"
-                  else ("bomkc-spa", "per*", *P45_OMKC))
+        order = {"P4-2": P42_DATASETS, "P4-5": P45_DATASETS, "P4-6": P46_DATASETS}[table]
+        lorder = {"P4-2": ("spa", *P42_BASELINES), "P4-5": ("bomkc-spa", "per*", *P45_OMKC),
+                  "P4-6": tuple(P46_VARIANTS)}[table]
         rows.sort(key=lambda c: (order.index(c["dataset"]), lorder.index(c["learner"])))
+        if table == "P4-6":  # BOMKC(SPA), the row they are compared with, from Table P4-5
+            rows += [c for c in cells if c["table"] == "P4-5" and c["learner"] == "bomkc-spa"
+                     and c["dataset"] in P46_DATASETS]
         L += [_row(c, show) for c in rows]
         L.append("")
     L += ["## Notes", ""] + [f"* {n}" for n in NOTES + a.extra_notes]
@@ -555,6 +649,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="R of the unbounded OMKC variants on a9a and magic04 (default 1)")
     ap.add_argument("--per-large-perms", type=int, default=3,
                     help="R of Per(*) on a9a and magic04 (default 3)")
+    ap.add_argument("--p46-perms", type=int, default=3,
+                    help="R of the bounded OMKC variants of P4-6 (default 3)")
+    ap.add_argument("--p46-tune-rows", type=int, default=20000,
+                    help="prefix of the tuning permutation for BOGD's η, λ in P4-6 "
+                         "(default 20000)")
     ap.add_argument("--max-minutes", type=float, default=math.inf,
                     help="do not start evaluation cells after this many minutes from the start "
                          "of the script (tuning included)")
@@ -580,18 +679,6 @@ def main(argv: list[str] | None = None) -> int:
     tuned = _common.read_json(a.tuned_file)
     if _common.tune_step(ap, a, tuned, lambda: tune(a, tuned)):
         return 0
-    if a.omkc and any(d in LARGE_OMKC for d in a.datasets):
-        a.extra_notes.append(
-            f"**Unbounded OMKC on a9a and magic04** (up to ~490k SVs) ran with R = "
-            f"{a.omkc_large_perms} permutation(s) only, and Per(\\*) there with R = "
-            f"{a.per_large_perms}, to fit the time budget.")
-    if "p4-2" in a.tables:
-        a.extra_notes.append(
-            f"**Fewer permutations in P4-2 (time budget).** SPA R = {a.permutations_p42} "
-            f"(covtype {a.p42_perms.get('covtype', a.permutations_p42)}); budget baselines "
-            f"R = {a.baseline_perms} (covtype {a.baseline_perms_map.get('covtype', '–')}); "
-            f"Projectron/Projectron++ (O(B²) per update) R ≤ {a.projectron_perms} "
-            f"(covtype {a.projectron_perms_map.get('covtype', '–')}).")
     cells = plan(a, tuned)
     planned = {_key(c) for c in cells}
     old = old_cells(a)  # read before the first write below
@@ -599,6 +686,29 @@ def main(argv: list[str] | None = None) -> int:
     for c in kept:
         c["kept"] = True  # from an earlier invocation, not re-run
     cells += kept
+    tables = {c["table"] for c in cells}  # planned now or kept from earlier invocations
+    if "P4-5" in tables:
+        a.extra_notes.append(
+            f"**Unbounded OMKC on a9a and magic04** (up to ~490k SVs) ran with R = "
+            f"{a.omkc_large_perms} permutation(s) only, and Per(\\*) there with R = "
+            f"{a.per_large_perms}, to fit the time budget.")
+    if "P4-2" in tables:
+        a.extra_notes.append(
+            f"**Fewer permutations in P4-2 (time budget).** SPA R = {a.permutations_p42} "
+            f"(covtype {a.p42_perms.get('covtype', a.permutations_p42)}); budget baselines "
+            f"R = {a.baseline_perms} (covtype {a.baseline_perms_map.get('covtype', '–')}); "
+            f"Projectron/Projectron++ (O(B²) per update) R ≤ {a.projectron_perms} "
+            f"(covtype {a.projectron_perms_map.get('covtype', '–')}).")
+    if "P4-6" in tables:
+        a.extra_notes.append(
+            "**Table P4-6** (baselines, not judged): DD = bounded OMKC-DD (Algorithm 3, budget "
+            "B/16 per kernel), SD = bounded OMKC-SD (Algorithm 4, one shared budget B), each "
+            "kernel's classifier kept within budget by RBP, Forgetron, BOGD or BPA-S; "
+            "γ = 0.99, δ = 0.001, BPA-S C = 0.1 (P4's PA rate); BOGD η, λ ∈ "
+            "{1, 0.1, …, 0.0001} tuned on the first "
+            f"{a.p46_tune_rows:,} rows of the tuning permutation. B = our BOMKC(SPA)'s average "
+            f"#SV on a9a (P4: SPA's #SV, 14,544); R = {a.p46_perms} (P4: 10). KDD08, ijcnn1 "
+            "and codrna are not available.")
     write_outputs(a, tuned, cells)
     evaluate(a, tuned, cells, old)
     write_outputs(a, tuned, cells)
