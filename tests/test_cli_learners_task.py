@@ -105,3 +105,16 @@ def test_readme_learners_table_is_current(capsys: pytest.CaptureFixture[str]) ->
             break
         table.append(line)
     assert table == generated
+
+
+def test_task_mismatch_names_the_loss_that_fits(tmp_path, capsys: pytest.CaptureFixture[str]
+                                                ) -> None:
+    """--task regression with a learner whose task follows its loss says which loss makes it
+    a regression learner; a learner without such a loss gets no hint."""
+    code = main(["replay", "--task", "regression", "-l", "ioks", "-l", "bogd", "--limit", "10",
+                 "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "ioks is a classification learner (its task follows its loss: " \
+           "-p ioks.loss=absolute or square makes it a regression learner)" in err
+    assert "bogd is a classification learner" in err and "bogd.loss" not in err

@@ -48,6 +48,7 @@ from kernelstream.pipelines.config import (  # noqa: E402
     ReplayConfig,
     default_out,
     learner_configs,
+    loss_tasks,
     resolve_task,
 )
 from kernelstream.streams import STREAMS, evaluate_stream  # noqa: E402
@@ -239,18 +240,9 @@ def format_table(results: Sequence[EvalResult]) -> str:
 # -- learners listing --------------------------------------------------------------------------
 def _learner_tasks(name: str) -> list[str]:
     """The tasks a learner runs: its class-level ``task`` first, then any other task one of its
-    ``loss`` choices gives it (learners whose task follows the loss set ``task`` per instance,
-    e.g. ``ioks`` with ``loss="square"`` is a regression learner)."""
-    cls = learners.get(name)
-    tasks = [cls.task]
-    loss = next((p for p in cls.params if p.name == "loss" and p.choices), None)
-    for choice in loss.choices if loss is not None else ():
-        try:
-            task = learners.make(name, loss=choice).task
-        except ValueError:  # a loss the default settings reject
-            continue
-        if task not in tasks:
-            tasks.append(task)
+    ``loss`` choices gives it (``config.loss_tasks``)."""
+    tasks = [learners.get(name).task]
+    tasks += [t for t in dict.fromkeys(loss_tasks(name).values()) if t not in tasks]
     return tasks
 
 

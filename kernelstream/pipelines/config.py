@@ -210,6 +210,20 @@ def learner_configs(
     return tuple(out)
 
 
+def loss_tasks(name: str) -> dict[str, str]:
+    """``{loss: task}`` for a learner whose ``loss`` parameter decides its task (e.g. ``ioks``:
+    logistic → classification, square/absolute → regression); empty for the others."""
+    cls = learners.get(name)
+    loss = next((p for p in cls.params if p.name == "loss" and p.choices), None)
+    out: dict[str, str] = {}
+    for choice in loss.choices if loss is not None else ():
+        try:
+            out[choice] = learners.make(name, loss=choice).task
+        except ValueError:  # a loss the default settings reject
+            continue
+    return out
+
+
 def resolve_task(configs: Sequence[LearnerConfig], task: str | None) -> str:
     """The task of the run: the one given, else the learners' own; they must all agree."""
     tasks = {c.task for c in configs}
@@ -224,10 +238,13 @@ def resolve_task(configs: Sequence[LearnerConfig], task: str | None) -> str:
         raise ConfigError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     wrong = [c for c in configs if c.task != task]
     if wrong:
-        raise ConfigError(
-            f"--task {task}, but "
-            + ", ".join(f"{c.label} is a {c.task} learner" for c in wrong)
-        )
+        parts = []
+        for c in wrong:
+            fits = [loss for loss, t in loss_tasks(c.name).items() if t == task]
+            hint = (f" (its task follows its loss: -p {c.label}.loss={' or '.join(fits)} "
+                    f"makes it a {task} learner)" if fits else "")
+            parts.append(f"{c.label} is a {c.task} learner{hint}")
+        raise ConfigError(f"--task {task}, but " + ", ".join(parts))
     return task
 
 
