@@ -198,7 +198,6 @@ def evaluate(
                 seed_name=seed_name, task=model.task, loss=loss.name, examples=n,
                 n_features=X.shape[1],
             )
-        classify = model.task == "classification"
         scores = np.empty(n)
         seconds = 0.0
         bs = block_size or _MIN_BLOCK * 4
@@ -225,22 +224,30 @@ def evaluate(
                 progress(f"[{label}] permutation {r + 1}/{permutations}: "
                          f"{done:,}/{n:,} rows, {rate_s}")
         # Metrics from the whole score vector after the loop: independent of the block sizes
-        # (fsum is exact, so the sum does not depend on the order or grouping either).
-        ys = yv[perm]
-        mistakes = 0
-        if classify:
-            pred = np.fromiter(map(model.predict_label, scores.tolist()), np.float64, count=n)
-            mistakes = int(np.count_nonzero(pred != ys))
-        loss_sum = math.fsum(map(loss.value, scores.tolist(), ys.tolist()))
-        result.runs.append(PermutationResult(
-            permutation=r,
-            examples=n,
-            mistakes=mistakes if classify else None,
-            mistake_rate=100.0 * mistakes / n if classify else None,
-            avg_loss=loss_sum / n,
-            n_support_vectors=int(model.n_support_vectors),
-            seconds=seconds,
-            examples_per_second=n / seconds if seconds > 0 else None,
-        ))
+        result.runs.append(run_metrics(model, loss, scores, yv[perm], r, seconds))
     assert result is not None
     return result
+
+
+def run_metrics(model: Any, loss: Loss, scores: np.ndarray, y: np.ndarray, r: int,
+                seconds: float) -> PermutationResult:
+    """The metrics of one prequential pass (repetition ``r``) from its pre-update ``scores``
+    and labels ``y``: mistakes by the learner's own ``predict_label`` (classification) and the
+    average loss, summed with ``fsum`` so it does not depend on order or grouping."""
+    n = len(y)
+    classify = model.task == "classification"
+    mistakes = 0
+    if classify:
+        pred = np.fromiter(map(model.predict_label, scores.tolist()), np.float64, count=n)
+        mistakes = int(np.count_nonzero(pred != y))
+    loss_sum = math.fsum(map(loss.value, scores.tolist(), y.tolist()))
+    return PermutationResult(
+        permutation=r,
+        examples=n,
+        mistakes=mistakes if classify else None,
+        mistake_rate=100.0 * mistakes / n if classify else None,
+        avg_loss=loss_sum / n,
+        n_support_vectors=int(model.n_support_vectors),
+        seconds=seconds,
+        examples_per_second=n / seconds if seconds > 0 else None,
+    )

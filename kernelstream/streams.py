@@ -30,7 +30,6 @@ True
 
 from __future__ import annotations
 
-import math
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from kernelstream import learners
-from kernelstream.evaluate import EvalResult, PermutationResult, learner_loss
+from kernelstream.evaluate import EvalResult, learner_loss, run_metrics
 from kernelstream.seeding import learner_seed
 
 
@@ -145,19 +144,7 @@ def evaluate_stream(
             )
         t0 = time.perf_counter()
         scores = model.predict_learn_many(Xs, ys)
-        seconds = time.perf_counter() - t0
-        classify = model.task == "classification"
-        mistakes = 0
-        if classify:
-            pred = np.fromiter(map(model.predict_label, scores.tolist()), np.float64, count=n)
-            mistakes = int(np.count_nonzero(pred != ys))
-        loss_sum = math.fsum(map(loss.value, scores.tolist(), ys.tolist()))
-        result.runs.append(PermutationResult(
-            permutation=r, examples=n, mistakes=mistakes if classify else None,
-            mistake_rate=100.0 * mistakes / n if classify else None, avg_loss=loss_sum / n,
-            n_support_vectors=int(model.n_support_vectors), seconds=seconds,
-            examples_per_second=n / seconds if seconds > 0 else None,
-        ))
+        result.runs.append(run_metrics(model, loss, scores, ys, r, time.perf_counter() - t0))
         if progress is not None:
             progress(f"[{label}] stream {stream} {r + 1}/{permutations}: "
                      f"{result.runs[-1].mistake_rate}% mistakes")
