@@ -347,6 +347,21 @@ def mean_std(v: Iterable[float]) -> tuple[float, float]:
     return evaluate.mean_std(vals) if vals else (math.nan, math.nan)
 
 
+def machines_line(cells: list[dict[str, Any]], key: Callable[[dict[str, Any]], str],
+                  what: str) -> str:
+    """The machine the cells ran on, or, when runs merged from different invocations ran on
+    different machines, each machine with the ``key(cell)`` labels (tables, dataset/learner
+    cells) it computed. A cell without a ``machine`` entry ran on this one."""
+    groups: dict[str, list[str]] = {}
+    for c in cells:
+        vals = groups.setdefault(c.get("machine") or machine_info(), [])
+        if key(c) not in vals:
+            vals.append(key(c))
+    if len(groups) <= 1:
+        return next(iter(groups), machine_info())
+    return "; ".join(f"{m} ({what} {', '.join(v)})" for m, v in groups.items())
+
+
 def machine_info() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -434,13 +449,14 @@ def add_output_args(ap: argparse.ArgumentParser, stem: str, render_flag: str | N
                     merge: bool = False) -> None:
     """``--out-dir`` (where ``<stem>.md`` / ``<stem>.json`` go), the script's no-compute flag
     ``render_flag`` if it has one (rewrite the markdown from the stored json) and, with
-    ``merge``, ``--merge`` (keep the other datasets' cells of the stored json)."""
+    ``merge``, ``--merge`` (keep the cells of the stored json that this run does not redo)."""
     ap.add_argument("--out-dir", type=Path, default=RESULTS,
                     help=f"where {stem}.md/.json go (default %(default)s)")
     if merge:
         ap.add_argument("--merge", action="store_true",
-                        help=f"keep the cells of the other datasets of an existing {stem}.json "
-                             "(re-run a subset, e.g. --datasets german)")
+                        help=f"keep the cells of an existing {stem}.json that this run does "
+                             "not redo (re-run a subset, e.g. --datasets german or "
+                             "--learners X)")
     if render_flag:
         ap.add_argument(render_flag, action="store_true",
                         help=f"rewrite {stem}.md from the existing {stem}.json (no runs)")

@@ -209,6 +209,8 @@ def run_one(name: str, params: dict[str, Any], ds: str, r: int, a: argparse.Name
 
 def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
     meta = tuned.setdefault("meta", {})
+    for e in (e for k, v in tuned.items() if k != "meta" for e in v.values()):
+        e.setdefault("tuned_at", meta.get("tuned_at", "?"))  # before meta moves to this run
     meta.update({**_common.tuning_meta(a), "eta_grid": ETA_GRID})
     t0 = time.perf_counter()
     for ds in a.datasets:
@@ -222,7 +224,7 @@ def tune(a: argparse.Namespace, tuned: dict[str, Any]) -> None:
             rr = [(v, run_one(name, {**fx, sp: v}, ds, a.tune_perm, a, tag="tune")["mistake_rate"])
                   for v in ETA_GRID]
             best, mr = _common.best_of_grid(rr)  # ties: the smaller step (earlier)
-            entry[name] = {"params": {**fx, sp: best}, "tuned": sp,
+            entry[name] = {"params": {**fx, sp: best}, "tuned": sp, "tuned_at": _common.now_utc(),
                            "tune_mistake_rate": round(mr, 4),
                            "grid": [[v, round(m, 4)] for v, m in rr]}
     meta["tuning_seconds"] = round(time.perf_counter() - t0, 1)
@@ -259,7 +261,8 @@ def evaluate_dataset(a: argparse.Namespace, tuned: dict[str, Any], ds: str) -> l
     n = load_dataset(ds, a.data_dir)[0].shape[0]
     cells = configs(ds, n, tuned, a.learners)
     for c in cells:
-        c.update(dataset=ds, n=n, published=PUBLISHED[ds][c["learner"]])
+        c.update(dataset=ds, n=n, published=PUBLISHED[ds][c["learner"]],
+                 machine=_common.machine_info())
         if "params" not in c:
             continue
         runs = [run_one(c["run"], c["params"], ds, r, a, tag="eval")
@@ -292,7 +295,8 @@ def _sig(c: dict[str, Any]) -> str:
 def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict[str, Any]],
                   wall: float, done: list[str]) -> None:
     a.datasets = sorted(a.datasets, key=P0_DATASETS.index)  # table order after a --merge
-    cells = sorted(cells, key=lambda c: P0_DATASETS.index(c["dataset"]))
+    cells = sorted(cells, key=lambda c: (P0_DATASETS.index(c["dataset"]),
+                                         P0_LEARNERS.index(c["learner"])))
     partial = [d for d in a.datasets if d not in done]
     sil = [c for c in cells if c["learner"] == "oks-sil" and "passed" in c
            and c["dataset"] in P0_DATASETS[:6]]  # the sensitivity row is not counted
@@ -307,8 +311,9 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
     if partial:
         L += [f"**PARTIAL RESULTS**: not (yet) evaluated: {', '.join(partial)}.", ""]
     L += [
-        f"* Machine: {_common.machine_info()}; one process; pure numpy/Python (P0 used R 3.3.2 "
-        "on an i7 3.6 GHz, so only time *ratios* are comparable).",
+        "* Machine: " + _common.machines_line(cells, lambda c: c["label"], "rows")
+        + "; one process; pure numpy/Python (P0 used R 3.3.2 on an i7 3.6 GHz, so only time "
+        "*ratios* are comparable).",
         f"* Protocol (§2.1, §5.1): prequential test-then-train, hinge loss, mean ± std (ddof=1) "
         f"over R = {a.permutations} permutations r = 0..{a.permutations - 1} "
         f"(`kernelstream.seeding`, base seed {a.base_seed}); P0 used 20. Mistake = "
@@ -321,8 +326,8 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
         "(B as OKS-SIL) over all T rows (time includes the alignment). Proj-KA (online) = the "
         "streaming `proj-ka` learner: predictions 0 for the first W = min(1000, ⌊T/10⌋) rows, "
         "then selection on them and Projectron (not P0's protocol; shown for comparison).",
-        f"* Tuning (`--tune`, `benchmarks/tuned_params_p0.json`, tuned "
-        f"{tuned.get('meta', {}).get('tuned_at', '?')}): the KOGD step η ∈ {{10^-5..10^0}} of "
+        "* Tuning (`--tune`, `benchmarks/tuned_params_p0.json`, when: the last column of the "
+        "tuning table): the KOGD step η ∈ {{10^-5..10^0}} of "
         "OKS-SIL, OKL-GD (and OKS's gradient step) by the lowest mistake rate on one whole "
         f"permutation r = {tuned.get('meta', {}).get('tune_perm', '?')}, never used for "
         "evaluation (P0: 'tuned … for all the algorithms', in hindsight).",
@@ -355,8 +360,10 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
             f"{_common.pass_mark(c['passed'])} | {c['n_sv']:.0f} | {_sig(c)} | "
             f"{c['seconds']:.2f} / {psec:g} |")
     L += ["", "## Tuning (mistake % on the tuning permutation per η)", "",
-          "| dataset | learner | " + " | ".join(f"{v:g}" for v in ETA_GRID) + " | chosen |",
-          "|---|---|" + "---:|" * len(ETA_GRID) + "---|"]
+          "| dataset | learner | " + " | ".join(f"{v:g}" for v in ETA_GRID)
+          + " | chosen | tuned |",
+          "|---|---|" + "---:|" * len(ETA_GRID) + "---|---|"]
+    tuned_at = tuned.get("meta", {}).get("tuned_at", "?")  # entries older than per-entry dates
     for ds in a.datasets:
         for name, e in tuned.get(ds, {}).items():
             if not isinstance(e, dict) or "grid" not in e:
@@ -364,9 +371,11 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
             vals = {v: m for v, m in e["grid"]}
             L.append(f"| {ds} | {name} | " + " | ".join(f"{vals.get(v, float('nan')):.2f}"
                                                        for v in ETA_GRID)
-                     + f" | {e['tuned']}={e['params'][e['tuned']]:g} |")
+                     + f" | {e['tuned']}={e['params'][e['tuned']]:g} | "
+                     f"{e.get('tuned_at', tuned_at)} |")
     L += ["", NOTES.strip()]
-    js = {"generated": _common.now_utc(), "machine": _common.machine_info(),
+    js = {"generated": _common.now_utc(),
+          "machine": _common.machines_line(cells, lambda c: c["label"], "rows"),
           "permutations": a.permutations, "base_seed": a.base_seed, "tolerance_pp": TOLERANCE_PP,
           "wall_seconds": wall, "datasets_done": done, "datasets_pending": partial,
           "tuned_meta": tuned.get("meta", {}), "cells": cells}
@@ -391,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.report_only:
         js = _common.read_results(a, "p0")
         a.datasets = js["datasets_done"] + js["datasets_pending"]
-        write_outputs(a, tuned, js["cells"], js["wall_seconds"], js["datasets_done"])
+        cells = [{"machine": js["machine"], **c} for c in js["cells"]]
+        write_outputs(a, tuned, cells, js["wall_seconds"], js["datasets_done"])
         print(f"rewrote {a.out_dir / 'p0.md'}", file=sys.stderr)
         return 0
     if _common.tune_step(ap, a, tuned, lambda: tune(a, tuned)):
@@ -401,14 +411,18 @@ def main(argv: list[str] | None = None) -> int:
     done: list[str] = []
     wall0 = 0.0
     old_js = a.out_dir / "p0.json"
+    redo = list(a.datasets)
     if a.merge and old_js.exists():
+        # keep every stored cell this run does not redo: other datasets, and on the re-run
+        # datasets the learners not named by --learners
         js = json.loads(old_js.read_text())
-        keep = [d for d in js["datasets_done"] if d not in a.datasets and d in P0_DATASETS]
-        cells = [c for c in js["cells"] if c["dataset"] in keep]
-        done = keep
+        stored = [d for d in js["datasets_done"] if d in P0_DATASETS]
+        cells = [{"machine": js["machine"], **c} for c in js["cells"] if c["dataset"] in stored
+                 and (c["dataset"] not in redo or c["learner"] not in a.learners)]
+        done = [d for d in stored if d not in redo]
         wall0 = js["wall_seconds"]
-        a.datasets = keep + a.datasets
-    for ds in [d for d in a.datasets if d not in done]:
+        a.datasets = done + redo
+    for ds in redo:
         cells += evaluate_dataset(a, tuned, ds)
         done.append(ds)
         write_outputs(a, tuned, cells, wall0 + time.perf_counter() - t0, done)

@@ -395,12 +395,12 @@ def test_state_bytes_are_pickle_free() -> None:
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), s=st.integers(1, 6),
        power=st.sampled_from([1.0, 5.0, 40.0]), zero_frac=st.floats(0.0, 0.9))
-def test_weighted_choice_equals_numpy(seed: int, n: int, s: int, power: float,
-                                      zero_frac: float) -> None:
-    """The hand-written weighted sampling without replacement (OKS-SIL's RLD sample) draws
-    exactly what ``Generator.choice(replace=False, p=...)`` draws and leaves the generator in
-    the same state, also with skewed and partly zero weights."""
-    from kernelstream.learners.experts import _choice_weighted, sample_without_replacement
+def test_weighted_distinct_draws_positive_distinct(seed: int, n: int, s: int, power: float,
+                                                   zero_frac: float) -> None:
+    """OKS-SIL's RLD sample: ``k`` distinct indices, never one of zero weight, also with
+    skewed and partly zero weights; ``sample_without_replacement`` fills up uniformly when
+    fewer than ``s`` weights are positive."""
+    from kernelstream.learners.experts import sample_without_replacement, weighted_distinct
 
     g = np.random.default_rng(seed)
     p = g.random(n) ** power
@@ -408,11 +408,50 @@ def test_weighted_choice_equals_numpy(seed: int, n: int, s: int, power: float,
     if not p.any():
         p[int(g.integers(n))] = 1.0
     k = min(s, int(np.count_nonzero(p)))
-    r1, r2 = np.random.default_rng(seed + 1), np.random.default_rng(seed + 1)
-    ours = _choice_weighted(r1, p / p.sum(), k)
-    ref = r2.choice(n, k, replace=False, p=p / p.sum())
-    assert ours.tolist() == ref.tolist()
-    assert r1.bit_generator.state == r2.bit_generator.state
-    # the public helper fills up uniformly when fewer than s weights are positive
-    got = sample_without_replacement(np.random.default_rng(seed), p, s)
-    assert len(set(got.tolist())) == len(got) == min(s, n)
+    got = weighted_distinct(np.random.default_rng(seed + 1), p, k)
+    assert len(set(got)) == len(got) == k
+    assert all(p[j] > 0.0 for j in got)
+    full = sample_without_replacement(np.random.default_rng(seed), p, s)
+    assert len(set(full.tolist())) == len(full) == min(s, n)
+    assert full.dtype == np.int64
+
+
+def test_weighted_distinct_is_successive_sampling() -> None:
+    """Ordered pairs drawn by ``weighted_distinct`` follow successive sampling,
+    ``P(i, j) = w_i / W · w_j / (W − w_i)``: 40,000 seeded draws, every pair within 4.5
+    standard errors (the zero-weight index never appears)."""
+    from kernelstream.learners.experts import weighted_distinct
+
+    w = np.array([0.5, 0.0, 0.25, 0.15, 0.1])
+    rng = np.random.default_rng(7)
+    n_draws = 40_000
+    counts: dict[tuple[int, int], int] = {}
+    for _ in range(n_draws):
+        i, j = weighted_distinct(rng, w, 2)
+        counts[(i, j)] = counts.get((i, j), 0) + 1
+    W = w.sum()
+    for i in range(len(w)):
+        for j in range(len(w)):
+            if i == j:
+                continue
+            prob = w[i] / W * w[j] / (W - w[i])
+            c = counts.get((i, j), 0)
+            if prob == 0.0:
+                assert c == 0
+                continue
+            se = math.sqrt(n_draws * prob * (1 - prob))
+            assert abs(c - n_draws * prob) < 4.5 * se, ((i, j), c, n_draws * prob)
+
+
+def test_weighted_distinct_uniform_at_the_top_end() -> None:
+    """The largest uniform below 1 picks the last index of positive weight, not a trailing
+    zero-weight index or the index past the end."""
+    from kernelstream.learners.experts import weighted_distinct
+
+    class TopRng:
+        def random(self, size: int) -> np.ndarray:
+            return np.full(size, np.nextafter(1.0, 0.0))
+
+    w = np.array([0.1, 0.7, 0.3, 0.0, 0.0])
+    assert weighted_distinct(TopRng(), w, 1) == [2]
+    assert weighted_distinct(TopRng(), np.array([0.25, 0.5, 0.0]), 2) == [1, 0]

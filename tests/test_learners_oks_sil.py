@@ -11,7 +11,8 @@ from kernelstream.learners import make
 from kernelstream.learners.base import _seed_seq
 from kernelstream.learners.experts import sample_without_replacement
 from kernelstream.learners.kernels import kernel_alignment, sq_dists
-from kernelstream.learners.oks_sil import GAMMA_MAX, GAMMA_MIN, rld_residual
+from kernelstream.learners.linalg import pinv
+from kernelstream.learners.oks_sil import GAMMA_MAX, GAMMA_MIN, rld_residual, rld_residual_unit3
 from kernelstream.learners.proj_ka import P0_EXPONENTS, alignment_pow2, select_width
 from kernelstream.learners.testing import make_stream
 
@@ -45,6 +46,34 @@ def test_rld_delta_equals_lstsq_residual(seed: int) -> None:
     alpha_ls, delta_ls = _lstsq_residual(S, x, g)
     assert delta == pytest.approx(delta_ls, abs=1e-9)
     np.testing.assert_allclose(alpha, alpha_ls, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_rld_fast_paths_equal_pseudo_inverse(seed: int) -> None:
+    """The Cholesky paths (generic and the unrolled s = 3 one) give the SVD pseudo-inverse's
+    ``α*`` and ``δ`` to round-off whenever they accept a sample, and decline exactly the
+    nearly singular ones (duplicate points), which :func:`pinv` then handles."""
+    rng = np.random.default_rng(seed)
+    g = float(rng.choice([0.01, 0.3, 3.0]))
+    S = rng.normal(size=(3, 5))
+    if seed % 4 == 0:
+        S[2] = S[1] + 1e-7 * rng.normal(size=5)  # nearly duplicate: must fall back
+    x = rng.normal(size=5)
+    K = _gauss(S, S, g)
+    np.fill_diagonal(K, 1.0)
+    b = _gauss(S, x[None, :], g)[:, 0]
+    ref_alpha = pinv(K) @ b
+    ref_delta = max(1.0 - float(b @ ref_alpha), 0.0)
+    alpha, delta = rld_residual(K, b)
+    assert delta == pytest.approx(ref_delta, abs=1e-9)
+    np.testing.assert_allclose(alpha, ref_alpha, rtol=1e-7, atol=1e-9)
+    fast = rld_residual_unit3(K[0, 1], K[0, 2], K[1, 2], *b.tolist())
+    if seed % 4 == 0:
+        assert fast is None
+    else:
+        assert fast is not None
+        np.testing.assert_allclose(fast[0], ref_alpha, rtol=1e-7, atol=1e-9)
+        assert fast[1] == pytest.approx(ref_delta, abs=1e-9)
 
 
 def test_rld_delta_singular_sample() -> None:

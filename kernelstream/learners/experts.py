@@ -65,34 +65,39 @@ def sample_without_replacement(rng: np.random.Generator, p: np.ndarray, s: int) 
     p = np.asarray(p, dtype=np.float64)
     n = len(p)
     s = min(s, n)
-    pos = int(np.count_nonzero(p > 0))
-    k = min(s, pos)
-    chosen = _choice_weighted(rng, p / p.sum(), k) if k else np.empty(0, dtype=np.int64)
+    k = min(s, int(np.count_nonzero(p > 0)))
+    chosen = weighted_distinct(rng, p, k) if k else []
     if k < s:
-        rest = np.setdiff1d(np.arange(n), chosen)
-        chosen = np.concatenate([chosen, rng.choice(rest, s - k, replace=False)])
-    return chosen.astype(np.int64)
+        rest = np.setdiff1d(np.arange(n), np.array(chosen, dtype=np.int64))
+        chosen = [*chosen, *rng.choice(rest, s - k, replace=False).tolist()]
+    return np.array(chosen, dtype=np.int64)
 
 
-def _choice_weighted(rng: np.random.Generator, q: np.ndarray, k: int) -> np.ndarray:
-    """``rng.choice(len(q), k, replace=False, p=q)`` (``q`` sums to 1, at least ``k`` entries
-    positive), draw for draw and index for index the same, including the generator state it
-    leaves: numpy's rounds of ``k − found`` uniforms against the renormalised CDF with the
-    found indices zeroed, duplicates dropped keeping first occurrences. Written out because
-    ``Generator.choice`` costs ~30 µs per call in argument checks and ``np.unique``, a large
-    share of an OKS-SIL round (tests/test_core.py compares the two)."""
-    q = q.copy()
+def weighted_distinct(rng: np.random.Generator, w: np.ndarray, k: int) -> list[int]:
+    """``k`` distinct indices drawn successively with probabilities proportional to ``w``
+    (``w ≥ 0`` with at least ``k`` positive entries), in draw order.
+
+    The scheme of ``Generator.choice(replace=False, p=...)``: rounds of ``k − found`` uniforms
+    against the cumulative weights, repeats dropped (first occurrences kept), the found indices
+    zeroed before the next round — rejection of repeats, so each draw is from the remaining
+    weights renormalised, i.e. successive sampling. Written out on *unnormalised* weights (the
+    uniforms are scaled by the total instead of dividing the whole CDF) because numpy's
+    ``choice`` costs ~30 µs per call in argument checks and ``np.unique``, more than OKS-SIL's
+    whole kernel row; it runs every OKS-SIL update."""
+    cdf = w.cumsum()
     found: list[int] = []
-    while len(found) < k:
-        x = rng.random(k - len(found))
-        if found:
-            q[found] = 0.0
-        cdf = np.cumsum(q)
-        cdf /= cdf[-1]
-        for j in cdf.searchsorted(x, side="right").tolist():
+    while True:
+        # u < 1 gives fl(u·tot) < tot under round-to-nearest, so "right" lands on an index of
+        # positive weight, never past the end
+        u = rng.random(k - len(found)) * cdf[-1]
+        for j in cdf.searchsorted(u, side="right").tolist():
             if j not in found:
                 found.append(j)
-    return np.array(found, dtype=np.int64)
+        if len(found) == k:
+            return found
+        w = w.copy()
+        w[found] = 0.0
+        cdf = w.cumsum()
 
 
 class Reservoir:

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive
-from kernelstream.learners.experts import sample_without_replacement
-from kernelstream.learners.linalg import pinv
+from kernelstream.learners.experts import sample_without_replacement, weighted_distinct
+from kernelstream.learners.linalg import PINV_ATOL, PINV_RTOL, pinv
 from kernelstream.learners.registry import register
 from kernelstream.learners.store import SVStore
 
@@ -38,15 +38,100 @@ def paper_initial_gamma(rng: np.random.Generator) -> float:
     return float(2.0 ** int(INIT_EXPONENTS[int(rng.integers(len(INIT_EXPONENTS)))]))
 
 
-def rld_residual(K_s: np.ndarray, psi_s: np.ndarray, kxx: float = 1.0) -> tuple[np.ndarray,
-                                                                                 float]:
+def rld_residual(K_s: Any, psi_s: Any, kxx: float = 1.0) -> tuple[list[float], float]:
     """RLD quantities of §3.1 step 4.3: ``α* = pinv(K̃_s) ψ̃`` and
     ``δ = κ(x,x) − ψ̃ᵀα*`` clamped at 0 — the squared RKHS distance from ``κ(·, x)`` to the span
     of the sampled basis functions (the least-squares residual, also when ``K̃_s`` is
-    singular)."""
-    alpha = pinv(K_s) @ psi_s
-    delta = kxx - float(psi_s @ alpha)
+    singular).
+
+    The ``s × s`` system is tiny (``s = 3``) and solved every update, where numpy's per-call
+    overhead would cost more than the kernel row: a Cholesky solve in plain floats is used when
+    it provably equals the pseudo-inverse, i.e. when the smallest eigenvalue exceeds the
+    pseudo-inverse cut-off. That bound comes free from the factorisation:
+    ``λ_min ≥ det / λ_max^{s−1} ≥ det / tr^{s−1}`` with ``det = Π L_jj²``. Otherwise (nearly
+    duplicate sampled points) the SVD pseudo-inverse of §1.10 decides."""
+    K = K_s.tolist() if isinstance(K_s, np.ndarray) else K_s
+    b = psi_s.tolist() if isinstance(psi_s, np.ndarray) else list(psi_s)
+    s = len(b)
+    sol = _chol_solve(K, b, s) if s <= 8 else None
+    if sol is None:
+        Ka = np.array(K, dtype=np.float64).reshape(s, s)
+        ba = np.array(b, dtype=np.float64)
+        alpha_a = pinv(Ka) @ ba
+        alpha, quad = alpha_a.tolist(), float(ba @ alpha_a)
+    else:
+        alpha, quad = sol
+    delta = kxx - quad
     return alpha, (delta if delta > 0.0 else 0.0)
+
+
+def _chol_solve(K: list[list[float]], b: list[float], s: int) -> tuple[list[float], float] | None:
+    """``(K⁻¹b, bᵀK⁻¹b)`` by Cholesky in Python floats, or None when ``K`` is not safely
+    positive definite (smallest eigenvalue possibly below ``pinv``'s cut-off)."""
+    L = [[0.0] * s for _ in range(s)]
+    det = 1.0
+    tr = 0.0
+    for j in range(s):
+        Lj = L[j]
+        Kj = K[j]
+        tr += Kj[j]
+        v = Kj[j]
+        for k in range(j):
+            v -= Lj[k] * Lj[k]
+        if not v > 0.0:
+            return None
+        det *= v
+        r = math.sqrt(v)
+        Lj[j] = r
+        for i in range(j + 1, s):
+            Li = L[i]
+            w = K[i][j]
+            for k in range(j):
+                w -= Li[k] * Lj[k]
+            Li[j] = w / r
+    if not det > max(PINV_ATOL, PINV_RTOL * tr) * tr ** (s - 1):
+        return None
+    z = [0.0] * s  # L z = b, so bᵀK⁻¹b = zᵀz
+    quad = 0.0
+    for i in range(s):
+        Li = L[i]
+        w = b[i]
+        for k in range(i):
+            w -= Li[k] * z[k]
+        w /= Li[i]
+        z[i] = w
+        quad += w * w
+    alpha = [0.0] * s  # Lᵀ α = z
+    for i in range(s - 1, -1, -1):
+        w = z[i]
+        for k in range(i + 1, s):
+            w -= L[k][i] * alpha[k]
+        alpha[i] = w / L[i][i]
+    return alpha, quad
+
+
+def rld_residual_unit3(k01: float, k02: float, k12: float, b0: float, b1: float,
+                       b2: float) -> tuple[list[float], float] | None:
+    """:func:`rld_residual` for the default ``s = 3`` with a unit diagonal (Gaussian kernel),
+    the Cholesky solve unrolled (it runs on every OKS-SIL update); None when ``K̃_s`` is too
+    close to singular for the bound of :func:`rld_residual`, which then decides."""
+    v1 = 1.0 - k01 * k01
+    if not v1 > 0.0:
+        return None
+    l11 = math.sqrt(v1)
+    l21 = (k12 - k02 * k01) / l11
+    v2 = 1.0 - k02 * k02 - l21 * l21
+    # λ_min ≥ det / tr² with det = v1 v2 and tr = 3 (the cut-off is 1e-8; 3e-12 tr is smaller)
+    if not v2 > 0.0 or not v1 * v2 > 9.0 * PINV_ATOL:
+        return None
+    l22 = math.sqrt(v2)
+    z1 = (b1 - k01 * b0) / l11
+    z2 = (b2 - k02 * b0 - l21 * z1) / l22
+    a2 = z2 / l22
+    a1 = (z1 - l21 * a2) / l11
+    a0 = b0 - k01 * a1 - k02 * a2
+    delta = 1.0 - (b0 * b0 + z1 * z1 + z2 * z2)
+    return [a0, a1, a2], (delta if delta > 0.0 else 0.0)
 
 
 def gaussian_interval_params(initial_doc: str) -> tuple[Param, ...]:
@@ -197,13 +282,17 @@ class OKSSIL(Learner):
         n = sv.n
         if n == 0:
             return 0.0, None
-        d2 = sv.X[:n] @ x
+        if n == len(sv.a):  # full buffer (the steady state): no slicing
+            X, sqn, a = sv.X, sv.sqn, sv.a
+        else:
+            X, sqn, a = sv.X[:n], sv.sqn[:n], sv.a[:n]
+        d2 = X @ x
         d2 *= -2.0
-        d2 += sv.sqn[:n]
+        d2 += sqn
         d2 += xx
         np.maximum(d2, 0.0, out=d2)
         psi = np.exp(d2 * -self.current_gamma)
-        return float(sv.a[:n] @ psi), (d2, psi)
+        return float(a @ psi), (d2, psi)
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         if y * score >= 1.0:  # zero hinge loss: buffer, weights and γ stay
@@ -219,20 +308,16 @@ class OKSSIL(Learner):
             return
         d2, psi = aux
         a = sv.a[:n]
-        tot = float(psi.sum())
-        idx = sample_without_replacement(self.rng, psi if tot > 0.0 else np.ones(n),
-                                         self.sample_size)
-        Xs = sv.X[idx]
-        sq = sv.sqn[idx]
-        D = Xs @ Xs.T
-        D *= -2.0
-        D += sq[:, None]
-        D += sq[None, :]
-        np.maximum(D, 0.0, out=D)
-        K_s = np.exp(D * -self.current_gamma)
-        alpha, delta = rld_residual(K_s, psi[idx])
+        s = self.sample_size
+        if s <= n and np.count_nonzero(psi) >= s:
+            # the common case, inlined: ψ ≥ 0, so this is sample_without_replacement(ψ, s)
+            idx = weighted_distinct(self.rng, psi, s)
+        else:  # fewer than s positive kernel values (underflow): uniform fill-up
+            idx = sample_without_replacement(self.rng, psi if psi.any() else np.ones(n),
+                                             s).tolist()
+        alpha, delta = self._rld(idx, psi)
         if delta > self.nu:  # RLD holds: swap the smallest-|ω| point for x_t
-            r = int(np.argmin(np.abs(a)))
+            r = int(np.abs(a).argmin())
             ar = float(a[r])
             fb = score - ar * float(psi[r]) + ar  # old weight on the new basis function κ(x_t,·)
             new_w = eta * y if y * fb < 1.0 else 0.0
@@ -242,7 +327,39 @@ class OKSSIL(Learner):
             d2[r] = 0.0
             self._kernel_step(y, d2, psi, a, fb - ar + new_w)  # f^w = f_t − ω_r ψ_r + ω_r^new
         else:  # compensation: project the gradient onto the sampled basis functions
-            a[idx] += (eta * y) * alpha
+            c = eta * y
+            for j, al in zip(idx, alpha, strict=True):
+                a[j] += c * al
+
+    def _rld(self, idx: list[int], psi: np.ndarray) -> tuple[list[float], float]:
+        """``(α*, δ_t)`` of the RLD test on the sampled points ``idx``. ``K̃_s`` is built in
+        Python floats from one Gram product (its unit diagonal exact): with ``s = 3`` a handful
+        of numpy calls would cost more than the arithmetic, and this runs every update."""
+        Xs = self.sv.X.take(idx, axis=0)
+        G = np.dot(Xs, Xs.T).tolist()
+        neg_g = -self.current_gamma
+        if len(idx) == 3:
+            (g00, g01, g02), (_, g11, g12), (_, _, g22) = G
+            d01 = g00 + g11 - 2.0 * g01
+            d02 = g00 + g22 - 2.0 * g02
+            d12 = g11 + g22 - 2.0 * g12
+            k01 = math.exp(neg_g * d01) if d01 > 0.0 else 1.0
+            k02 = math.exp(neg_g * d02) if d02 > 0.0 else 1.0
+            k12 = math.exp(neg_g * d12) if d12 > 0.0 else 1.0
+            b0, b1, b2 = psi.take(idx).tolist()
+            sol = rld_residual_unit3(k01, k02, k12, b0, b1, b2)
+            if sol is not None:
+                return sol
+            return rld_residual([[1.0, k01, k02], [k01, 1.0, k12], [k02, k12, 1.0]],
+                                [b0, b1, b2])
+        m = len(idx)
+        K = [[1.0] * m for _ in idx]
+        for i in range(1, m):
+            Gi = G[i]
+            for j in range(i):
+                d = Gi[i] + G[j][j] - 2.0 * Gi[j]
+                K[i][j] = K[j][i] = math.exp(neg_g * d) if d > 0.0 else 1.0
+        return rld_residual(K, psi.take(idx).tolist())
 
     def _kernel_step(self, y: float, d2: np.ndarray, psi: np.ndarray, a: np.ndarray,
                      fw: float) -> None:
