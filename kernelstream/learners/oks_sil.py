@@ -277,22 +277,32 @@ class OKSSIL(Learner):
         return self.sv.n if self.dim is not None else 0
 
     # -- per round -------------------------------------------------------------------------
+    def _sq_dists(self, x: np.ndarray, xx: float) -> np.ndarray:
+        """``‖x − x̃_j‖²`` to the buffer points (clamped at 0 against round-off)."""
+        sv = self.sv
+        n = sv.n
+        if n == len(sv.a):  # full buffer (the steady state): no slicing
+            d2 = sv.X @ x
+            d2 *= -2.0
+            d2 += sv.sqn
+        else:
+            d2 = sv.X[:n] @ x
+            d2 *= -2.0
+            d2 += sv.sqn[:n]
+        d2 += xx
+        return np.maximum(d2, 0.0, out=d2)
+
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
         sv = self.sv
         n = sv.n
         if n == 0:
             return 0.0, None
-        if n == len(sv.a):  # full buffer (the steady state): no slicing
-            X, sqn, a = sv.X, sv.sqn, sv.a
-        else:
-            X, sqn, a = sv.X[:n], sv.sqn[:n], sv.a[:n]
-        d2 = X @ x
-        d2 *= -2.0
-        d2 += sqn
-        d2 += xx
-        np.maximum(d2, 0.0, out=d2)
-        psi = np.exp(d2 * -self.current_gamma)
-        return float(a @ psi), (d2, psi)
+        # ψ in place over the distances: the kernel step, the only user of the distances, runs
+        # when the buffer changes (a small share of the rounds) and recomputes them
+        psi = self._sq_dists(x, xx)
+        psi *= -self.current_gamma
+        np.exp(psi, out=psi)
+        return float((sv.a if n == len(sv.a) else sv.a[:n]) @ psi), psi
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         if y * score >= 1.0:  # zero hinge loss: buffer, weights and γ stay
@@ -300,13 +310,13 @@ class OKSSIL(Learner):
         sv = self.sv
         n = sv.n
         eta = self.eta
+        psi = aux
         if n < self.budget:
+            d2 = self._sq_dists(x, xx) if n else None  # before x_t joins the buffer
             sv.append(x, xx, eta * y, id_=self.t, s=self.t)
             if n:  # the new point has distance 0: the step only sees the old points
-                d2, psi = aux
                 self._kernel_step(y, d2, psi, sv.a[:n], score + eta * y)
             return
-        d2, psi = aux
         a = sv.a[:n]
         s = self.sample_size
         if s <= n and np.count_nonzero(psi) >= s:
@@ -321,6 +331,7 @@ class OKSSIL(Learner):
             ar = float(a[r])
             fb = score - ar * float(psi[r]) + ar  # old weight on the new basis function κ(x_t,·)
             new_w = eta * y if y * fb < 1.0 else 0.0
+            d2 = self._sq_dists(x, xx)  # before x_t takes slot r
             sv.replace(r, x, xx, new_w, id_=self.t, s=self.t)
             # the replaced slot now holds x_t (distance 0): drop its term from the step
             psi[r] = 0.0
