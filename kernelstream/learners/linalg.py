@@ -26,47 +26,10 @@ def pinv(A: np.ndarray, atol: float = PINV_ATOL, rtol: float = PINV_RTOL) -> np.
     A = np.asarray(A, dtype=np.float64)
     if A.size == 0:
         return np.zeros((A.shape[1], A.shape[0]) if A.ndim == 2 else A.shape)
-    U, s, Vt = _svd(A)
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
     tol = max(atol, rtol * float(s[0]))  # s is sorted in decreasing order
-    if s[-1] > tol:  # full rank (the common case): no masking copies
-        return (Vt.T / s) @ U.T
     keep = s > tol
     return (Vt[keep].T / s[keep]) @ U[:, keep].T
-
-
-def _svd_checked(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Reduced SVD by numpy's LAPACK gufunc without ``numpy.linalg.svd``'s wrapper, which costs
-    three times the decomposition of the tiny matrices the RLD test (OKS-SIL) factors every
-    round. Same routine, same bits; a non-converged result (NaN) is redone by the public
-    function so that it raises ``LinAlgError`` as usual."""
-    U, s, Vt = _svd_gufunc(A, signature="d->ddd")
-    if not s[0] == s[0]:  # NaN: LAPACK did not converge
-        return np.linalg.svd(A, full_matrices=False)
-    return U, s, Vt
-
-
-def _svd_public(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return np.linalg.svd(A, full_matrices=False)
-
-
-def _pick_svd():
-    """The gufunc path when this numpy has it and it agrees bit for bit with the public one."""
-    try:
-        from numpy.linalg import _umath_linalg
-
-        gufunc = _umath_linalg.svd_s
-        probe = np.array([[2.0, 0.5, 0.1], [0.5, 1.0, 0.3], [0.1, 0.3, 0.7]])
-        ref = np.linalg.svd(probe, full_matrices=False)
-        with np.errstate(invalid="ignore"):
-            got = gufunc(probe, signature="d->ddd")
-        if all(np.array_equal(a, b) for a, b in zip(ref, got, strict=True)):
-            return gufunc, _svd_checked
-    except Exception:  # private numpy API moved or changed: use the public function
-        pass
-    return None, _svd_public
-
-
-_svd_gufunc, _svd = _pick_svd()
 
 
 def orth(Y: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ with a *compensation* step, and ``γ`` by a gradient step on the sketched instan
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,8 @@ def paper_initial_gamma(rng: np.random.Generator) -> float:
     return float(2.0 ** int(INIT_EXPONENTS[int(rng.integers(len(INIT_EXPONENTS)))]))
 
 
-def rld_residual(K_s: Any, psi_s: Any, kxx: float = 1.0) -> tuple[list[float], float]:
+def rld_residual(K_s: np.ndarray | Sequence[Sequence[float]], psi_s: np.ndarray | Sequence[float],
+                 kxx: float = 1.0) -> tuple[list[float], float]:
     """RLD quantities of §3.1 step 4.3: ``α* = pinv(K̃_s) ψ̃`` and
     ``δ = κ(x,x) − ψ̃ᵀα*`` clamped at 0 — the squared RKHS distance from ``κ(·, x)`` to the span
     of the sampled basis functions (the least-squares residual, also when ``K̃_s`` is
@@ -53,7 +55,7 @@ def rld_residual(K_s: Any, psi_s: Any, kxx: float = 1.0) -> tuple[list[float], f
     K = K_s.tolist() if isinstance(K_s, np.ndarray) else K_s
     b = psi_s.tolist() if isinstance(psi_s, np.ndarray) else list(psi_s)
     s = len(b)
-    sol = _chol_solve(K, b, s) if s <= 8 else None
+    sol = _chol_solve(K, b, s) if s <= 8 else None  # O(s³) Python loops: small s only
     if sol is None:
         Ka = np.array(K, dtype=np.float64).reshape(s, s)
         ba = np.array(b, dtype=np.float64)
@@ -65,7 +67,8 @@ def rld_residual(K_s: Any, psi_s: Any, kxx: float = 1.0) -> tuple[list[float], f
     return alpha, (delta if delta > 0.0 else 0.0)
 
 
-def _chol_solve(K: list[list[float]], b: list[float], s: int) -> tuple[list[float], float] | None:
+def _chol_solve(K: Sequence[Sequence[float]], b: Sequence[float],
+                s: int) -> tuple[list[float], float] | None:
     """``(K⁻¹b, bᵀK⁻¹b)`` by Cholesky in Python floats, or None when ``K`` is not safely
     positive definite (smallest eigenvalue possibly below ``pinv``'s cut-off)."""
     L = [[0.0] * s for _ in range(s)]
@@ -281,14 +284,10 @@ class OKSSIL(Learner):
         """``‖x − x̃_j‖²`` to the buffer points (clamped at 0 against round-off)."""
         sv = self.sv
         n = sv.n
-        if n == len(sv.a):  # full buffer (the steady state): no slicing
-            d2 = sv.X @ x
-            d2 *= -2.0
-            d2 += sv.sqn
-        else:
-            d2 = sv.X[:n] @ x
-            d2 *= -2.0
-            d2 += sv.sqn[:n]
+        full = n == len(sv.a)  # the steady state: no slicing
+        d2 = (sv.X if full else sv.X[:n]) @ x
+        d2 *= -2.0
+        d2 += sv.sqn if full else sv.sqn[:n]
         d2 += xx
         return np.maximum(d2, 0.0, out=d2)
 
