@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import sys
 import time
@@ -58,6 +59,19 @@ def configs(budgets: list[int], n: int, gamma: float) -> list[tuple[str, str, di
     return out
 
 
+def snapshots(m: Learner, X: np.ndarray, y: np.ndarray, positions: list[int], end: int,
+              block: int = 50_000) -> list[dict[str, np.ndarray]]:
+    """Run ``m`` over rows ``[0, end)`` in blocks, returning its state at each of the sorted
+    ``positions`` (before that row is learned)."""
+    out = []
+    cuts = sorted({0, end, *positions, *range(0, end, block)})
+    for lo, hi in itertools.pairwise(cuts):
+        if lo in positions:
+            out.append(m.get_state())
+        m.predict_learn_many(X[lo:hi], y[lo:hi])
+    return out
+
+
 def measure(name: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray,
             positions: list[int], window: int, repeats: int) -> dict[str, Any]:
     """One untimed pass through the stream snapshots the learner at every position; then the
@@ -66,15 +80,7 @@ def measure(name: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray,
     whichever was measured at the time."""
     m = learners.make(name, seed=learner_seed(0, 0, name), **params)
     t_all = time.perf_counter()
-    snaps = []
-    end = positions[-1] + window
-    for s in range(0, end, 50_000):
-        stop = min(end, s + 50_000)
-        for p in (p for p in positions if s <= p < stop):  # split the block at each position
-            m.predict_learn_many(X[s:p], y[s:p])
-            snaps.append(m.get_state())
-            s = p
-        m.predict_learn_many(X[s:stop], y[s:stop])
+    snaps = snapshots(m, X, y, positions, positions[-1] + window)
     secs: list[list[float]] = [[] for _ in positions]
     for _ in range(repeats):
         for i, (p, st) in enumerate(zip(positions, snaps, strict=True)):

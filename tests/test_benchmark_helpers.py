@@ -1,0 +1,43 @@
+"""Helpers of the benchmark scripts that decide what a results file says."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import _common
+import skegd_scaling
+
+from kernelstream.learners import make
+from kernelstream.learners.testing import make_stream
+
+
+def test_snapshots_are_the_states_of_one_straight_run() -> None:
+    """The scaling benchmark times windows from snapshots taken in one blocked pass; each must
+    be the state a plain run reaches at that position (block cuts and position cuts alike)."""
+    X, y = make_stream("classification", 900, 4, seed=3)
+    positions = [100, 250, 600]
+    m = make("oks-sil", seed=1, budget=20)
+    snaps = skegd_scaling.snapshots(m, X, y, positions, 700, block=170)
+    assert len(snaps) == len(positions)
+    for p, st in zip(positions, snaps, strict=True):
+        ref = make("oks-sil", seed=1, budget=20)
+        ref.predict_learn_many(X[:p], y[:p])
+        want = ref.get_state()
+        assert set(st) == set(want)
+        assert all(np.array_equal(st[k], want[k], equal_nan=st[k].dtype.kind == "f")
+                   for k in want)
+    end = make("oks-sil", seed=1, budget=20)
+    end.predict_learn_many(X[:700], y[:700])
+    assert np.array_equal(m.get_state()["sv.X"], end.get_state()["sv.X"])
+
+
+def test_machines_line_names_each_machine_with_its_cells() -> None:
+    one = [{"machine": "A", "t": "x"}, {"machine": "A", "t": "y"}]
+    assert _common.machines_line(one, lambda c: c["t"], "tables") == "A"
+    two = [*one, {"machine": "B", "t": "y"}, {"machine": "B", "t": "z"}]
+    assert _common.machines_line(two, lambda c: c["t"], "tables") == (
+        "A (tables x, y); B (tables y, z)")
