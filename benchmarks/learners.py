@@ -12,6 +12,11 @@ for the §4 budget baselines (the script always exits 0). Unbudgeted learners ru
 ``--unbudgeted-rows`` rows and their floor (at the final #SV) is shown but not judged;
 multi-kernel learners have no single-row floor (n/a).
 
+OKS-SIL sits closest to the target: on top of the row, about half of its rounds run the RLD
+test (a weighted sample of s = 3 points, their 3 × 3 Gram block and solve), some ten numpy calls
+whose fixed cost is of the order of the row's; on a shared 2-core machine its ratio moves
+between about 2.2 and 2.9 from run to run, so a run may print it over the target.
+
 Example::
 
     .venv/bin/python benchmarks/learners.py --rows 20000 --budget 200
@@ -171,8 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     if failed:
         print(f"ERRORS: {', '.join(failed)}")
-    for label, pool in (("budgeted single-kernel learners", None),
-                        ("§4 budget baselines", BASELINES)):
+    others = [r[0] for r in rows if r[6] in ("ok", "FAIL") and r[0] not in BASELINES]
+    every = "every budgeted single-kernel learner" + (
+        f" (the baselines and {', '.join(others)})" if others else "")
+    for label, pool in ((every, None),
+                        ("§4 budget baselines, the budgeted learners of issue 2", BASELINES)):
         judged = [r for r in rows if r[6] in ("ok", "FAIL") and (pool is None or r[0] in pool)]
         bad = [r[0] for r in judged if r[6] == "FAIL"]
         verdict = "FAIL" if bad else "PASS"
