@@ -334,7 +334,7 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
         "streaming `proj-ka` learner: predictions 0 for the first W = min(1000, ⌊T/10⌋) rows, "
         "then selection on them and Projectron (not P0's protocol; shown for comparison).",
         "* Tuning (`--tune`, `benchmarks/tuned_params_p0.json`, when: the last column of the "
-        "tuning table): the KOGD step η ∈ {{10^-5..10^0}} of "
+        "tuning table): the KOGD step η ∈ {10^-5..10^0} of "
         "OKS-SIL, OKL-GD (and OKS's gradient step) by the lowest mistake rate on one whole "
         f"permutation r = {tuned.get('meta', {}).get('tune_perm', '?')}, never used for "
         "evaluation (P0: 'tuned … for all the algorithms', in hindsight).",

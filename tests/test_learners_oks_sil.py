@@ -12,7 +12,13 @@ from kernelstream.learners.base import _seed_seq
 from kernelstream.learners.experts import sample_without_replacement
 from kernelstream.learners.kernels import kernel_alignment, sq_dists
 from kernelstream.learners.linalg import pinv
-from kernelstream.learners.oks_sil import GAMMA_MAX, GAMMA_MIN, rld_residual, rld_residual_unit3
+from kernelstream.learners.oks_sil import (
+    GAMMA_MAX,
+    GAMMA_MIN,
+    _chol_solve,
+    rld_residual,
+    rld_residual_unit3,
+)
 from kernelstream.learners.proj_ka import P0_EXPONENTS, alignment_pow2, select_width
 from kernelstream.learners.testing import make_stream
 
@@ -68,10 +74,11 @@ def test_rld_fast_paths_equal_pseudo_inverse(seed: int) -> None:
     assert delta == pytest.approx(ref_delta, abs=1e-9)
     np.testing.assert_allclose(alpha, ref_alpha, rtol=1e-7, atol=1e-9)
     fast = rld_residual_unit3(K[0, 1], K[0, 2], K[1, 2], *b.tolist())
+    chol = _chol_solve(K.tolist(), b.tolist(), 3)
     if seed % 4 == 0:
-        assert fast is None
+        assert fast is None and chol is None
     else:
-        assert fast is not None
+        assert fast is not None and chol is not None
         np.testing.assert_allclose(fast[0], ref_alpha, rtol=1e-7, atol=1e-9)
         assert fast[1] == pytest.approx(ref_delta, abs=1e-9)
 

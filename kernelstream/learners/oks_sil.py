@@ -319,7 +319,7 @@ class OKSSIL(Learner):
         a = sv.a[:n]
         s = self.sample_size
         if s <= n and np.count_nonzero(psi) >= s:
-            # the common case, inlined: ψ ≥ 0, so this is sample_without_replacement(ψ, s)
+            # the common case: ψ ≥ 0, so this is what sample_without_replacement(ψ, s) draws
             idx = weighted_distinct(self.rng, psi, s)
         else:  # fewer than s positive kernel values (underflow): uniform fill-up
             idx = sample_without_replacement(self.rng, psi if psi.any() else np.ones(n),
@@ -344,7 +344,9 @@ class OKSSIL(Learner):
     def _rld(self, idx: list[int], psi: np.ndarray) -> tuple[list[float], float]:
         """``(α*, δ_t)`` of the RLD test on the sampled points ``idx``. ``K̃_s`` is built in
         Python floats from one Gram product (its unit diagonal exact): with ``s = 3`` a handful
-        of numpy calls would cost more than the arithmetic, and this runs every update."""
+        of numpy calls would cost more than the arithmetic, and this runs every update. The
+        default ``s = 3`` is written out (about 2 µs less per update than the general loop,
+        which matters at OKS-SIL's margin to the kernel-row floor)."""
         Xs = self.sv.X.take(idx, axis=0)
         G = np.dot(Xs, Xs.T).tolist()
         neg_g = -self.current_gamma
