@@ -335,6 +335,48 @@ def best_of_grid(results: Iterable[_T], score: Callable[[_T], Any] = lambda t: t
     return min(results, key=score)
 
 
+# -- Kafka on the local broker (kafka_io.py, streaming.py) ---------------------------------------
+def read_lines(path: Path | str) -> list[bytes]:
+    """The non-blank lines of a data file (compressed or not), without their line ends."""
+    from kernelstream import fs
+
+    with fs.open_binary(str(path)) as f:
+        return [ln.rstrip(b"\r\n") for ln in f if ln.strip()]
+
+
+def create_topics(bootstrap: str, topics: Iterable[str], partitions: int = 1) -> None:
+    """Create ``topics`` with ``partitions`` partitions each (replication 1: one broker)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=1)
+                             for t in topics])
+    finally:
+        admin.close()
+
+
+def produce(bootstrap: str, topic: str, values: Sequence[bytes],
+            keys: Sequence[bytes] | None = None, create: bool = True) -> float:
+    """Send ``values`` (with message ``keys``, if given) to ``topic`` as fast as the client
+    goes, creating it with one partition first unless ``create`` is false; seconds taken."""
+    from kafka import KafkaProducer
+
+    if create:
+        create_topics(bootstrap, [topic])
+    prod = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=1 << 18)
+    t0 = time.perf_counter()
+    if keys is None:
+        for v in values:
+            prod.send(topic, value=v)
+    else:
+        for k, v in zip(keys, values, strict=True):
+            prod.send(topic, key=k, value=v)
+    prod.flush()
+    prod.close()
+    return time.perf_counter() - t0
+
+
 # -- misc ----------------------------------------------------------------------------------------
 def gamma_of(sigma: float) -> float:
     """Gaussian γ of the width σ: exp(−γ‖x − x′‖²) = exp(−‖x − x′‖² / (2σ²))."""

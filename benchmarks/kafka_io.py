@@ -36,32 +36,22 @@ import numpy as np
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, generated_line, machine_info, now_utc, script_parser, write_report
+from _common import (
+    RESULTS,
+    generated_line,
+    machine_info,
+    now_utc,
+    produce,
+    read_lines,
+    script_parser,
+    write_report,
+)
 
-from kernelstream import fs
-from kernelstream.pipelines.beam_replay import run_replay
-from kernelstream.transforms.kafka import local_broker
+from kernelstream.kafka_client import local_broker
+from kernelstream.pipelines.replay import run_replay
 
 LEARNER = ("bogd", "bogd", {"budget": 200})
 N_FEATURES = 123
-
-
-def produce(bootstrap: str, topic: str, lines: list[bytes], create: bool = True) -> float:
-    """Send ``lines`` to ``topic`` (created with one partition first); seconds taken."""
-    from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    if create:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
-        admin.close()
-    prod = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=1 << 18)
-    t0 = time.perf_counter()
-    for ln in lines:
-        prod.send(topic, value=ln)
-    prod.flush()
-    prod.close()
-    return time.perf_counter() - t0
 
 
 def scores(out: Path) -> np.ndarray:
@@ -86,8 +76,7 @@ def main() -> int:
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     a = ap.parse_args()
     path = str(Path(a.data_dir) / "a9a")
-    with fs.open_binary(path) as f:
-        lines = [ln.rstrip(b"\n") for ln in f if ln.strip()]
+    lines = read_lines(path)
     n = len(lines)
     started = now_utc()
     t_start = time.perf_counter()

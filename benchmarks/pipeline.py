@@ -1,7 +1,7 @@
 """The Beam replay pipeline against the plain loop: throughput on a9a, memory and per-key state
 size on covtype.binary.
 
-1. **Throughput (a9a, BOGD B = 200).** ``beam_replay.run_replay(..., runner="direct")`` (Beam's
+1. **Throughput (a9a, BOGD B = 200).** ``replay.run_replay(..., runner="direct")`` (Beam's
    FnApiRunner in-process, the default runner of ``kernelstream replay``) and
    ``runner="loop"`` (the plain reference loop writing the same Parquet outputs) on the same
    stream (seed 0, permutation 0), in alternating order after one warm-up pair, ``--pairs``
@@ -19,12 +19,12 @@ size on covtype.binary.
    on ``--runner direct`` runs in a child process (clean measurement): peak resident memory
    (``getrusage`` maxrss) and the resident set sampled every 50 ms (its maximum per tenth
    of the run). For comparison, child processes that only load the data set
-   (``sources.load_rows``, what the permuted source does on its worker) and that run the
+   (``engine.replay.load_rows``, what the permuted source does on its worker) and that run the
    loop runner.
 3. **Per-key state size.** The same stream replayed in a plain loop with the pipeline's own
-   per-block code (``sources.stream_blocks`` + ``learn.StreamLearner``), measuring at
+   per-block code (``engine.replay.stream_blocks`` + ``engine.core.StreamLearner``), measuring at
    checkpoints the bytes of ``state_to_bytes(learner.get_state())`` (the learner state) and of
-   the whole per-key ``StreamState`` as ``StreamStateCoder`` encodes it (what the runner
+   the whole per-key ``StreamState`` as ``encode_stream_state`` encodes it (what the runner
    stores per key). The loop's final mistakes and #SV must equal the pipeline's. PASS when
    the sizes stop growing once the budget is full (at most 1 % above the size at the first
    checkpoint with a full budget) and #SV never exceeds the budget.
@@ -61,7 +61,7 @@ MB = 1 << 20
 
 
 def _configs(budget: int) -> list[Any]:
-    from kernelstream.transforms.learn import LearnerConfig
+    from kernelstream.engine.core import LearnerConfig
 
     return [LearnerConfig("bogd", "bogd", {"budget": budget})]
 
@@ -70,7 +70,7 @@ def _configs(budget: int) -> list[Any]:
 
 
 def one_run(path: Path, runner: str, budget: int, out: Path, seed: int) -> dict[str, Any]:
-    from kernelstream.pipelines.beam_replay import run_replay
+    from kernelstream.pipelines.replay import run_replay
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     res = run_replay(str(path), _configs(budget), out, runner=runner, seed=seed)
@@ -82,7 +82,7 @@ def one_run(path: Path, runner: str, budget: int, out: Path, seed: int) -> dict[
 
 
 def same_predictions(a: Path, b: Path) -> bool:
-    from kernelstream.transforms.sinks import PREDICTIONS_SCHEMA, read_table
+    from kernelstream.engine.outputs import PREDICTIONS_SCHEMA, read_table
 
     keys = [("key", "ascending"), ("position", "ascending")]
     ta = read_table(a / "predictions", PREDICTIONS_SCHEMA).sort_by(keys)
@@ -186,15 +186,18 @@ def _maxrss_mb() -> float:
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
     """One measurement in this (fresh) process; the result is printed as JSON."""
-    from kernelstream.transforms.sources import ReadOptions, load_rows
+    from kernelstream.engine.reading import ReadOptions
+    from kernelstream.engine.replay import load_rows
 
     path = str(args.data_dir / COVTYPE)
     base = RssSampler.rss()  # after the imports above (_common: numpy, kernelstream.learners)
     out: dict[str, Any] = {"kind": args.child}
     if args.child in ("direct", "loop"):
-        from kernelstream.pipelines.beam_replay import run_replay
+        from kernelstream.pipelines.replay import run_replay
 
-        base = RssSampler.rss()  # Beam imported too
+        if args.child == "direct":
+            import kernelstream.pipelines.beam_replay  # noqa: F401  (Beam, counted in base)
+        base = RssSampler.rss()
         with RssSampler() as s:
             t0 = time.perf_counter()
             res = run_replay(path, _configs(args.budget), Path(args.out), runner=args.child,
@@ -222,10 +225,10 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 def state_sizes(path: str, args: argparse.Namespace) -> dict[str, Any]:
     """Replay the pipeline's stream (same blocks, same per-block code) and measure the per-key
     state at the first block end at or after each checkpoint."""
+    from kernelstream.engine.core import StreamLearner, StreamState, encode_stream_state
+    from kernelstream.engine.replay import load_rows, stream_blocks
     from kernelstream.learners.base import state_to_bytes
-    from kernelstream.pipelines.beam_replay import make_run
-    from kernelstream.transforms.learn import StreamLearner, StreamState, StreamStateCoder
-    from kernelstream.transforms.sources import load_rows, stream_blocks
+    from kernelstream.pipelines.replay import make_run
 
     run = make_run(path, _configs(args.budget), args.out, seed=args.seed,
                    scale=args.covtype_scale)
@@ -234,7 +237,6 @@ def state_sizes(path: str, args: argparse.Namespace) -> dict[str, Any]:
     core = StreamLearner({c.name: c for c in run.configs}, run.seed, run.metrics_window,
                          run.read.path)
     st = StreamState()
-    coder = StreamStateCoder()
     todo = [c for c in CHECKPOINTS if c < n] + [n]
     rows, mistakes = [], 0
     for b in stream_blocks(ds, run.spec):
@@ -246,7 +248,7 @@ def state_sizes(path: str, args: argparse.Namespace) -> dict[str, Any]:
                 todo.pop(0)
             rows.append({"position": b.end, "n_sv": int(st.learner.n_support_vectors),
                          "learner_bytes": len(state_to_bytes(st.learner.get_state())),
-                         "stream_state_bytes": len(coder.encode(st))})
+                         "stream_state_bytes": len(encode_stream_state(st))})
     assert st.learner is not None
     return {"checkpoints": rows, "mistakes": mistakes, "n_sv": int(st.learner.n_support_vectors),
             "n_features": int(st.learner.dim), "examples": n}
@@ -299,7 +301,7 @@ def render(args: argparse.Namespace, tp: dict[str, Any] | None, cov: dict[str, A
     L.append(f"* Learner: BOGD, budget B = {args.budget}, other parameters at their defaults "
              f"(gamma 0.5, eta 0.1, variant sol); seed {args.seed}, permutation 0; the CLI's "
              "block size (1024 rows) and metrics window (1000).")
-    L.append("* Both runners through `kernelstream.pipelines.beam_replay.run_replay(..., "
+    L.append("* Both runners through `kernelstream.pipelines.replay.run_replay(..., "
              "runner=...)`, the function `kernelstream replay --runner direct|loop` calls; "
              "both write predictions/, metrics/ and dead_letters/ as Parquet.")
     L.append("")
@@ -355,7 +357,7 @@ def render(args: argparse.Namespace, tp: dict[str, Any] | None, cov: dict[str, A
         L.append("|---|---:|---:|---:|---:|---:|---:|---|")
         dec = {k: " ".join(f"{x:.0f}" for x in v["deciles"]) for k, v in
                (("load", ld), ("direct", d), ("loop", lp))}
-        L.append(f"| load only (`sources.load_rows`) | {ld['wall']:.1f} | – | – | – | "
+        L.append(f"| load only (`engine.replay.load_rows`) | {ld['wall']:.1f} | – | – | – | "
                  f"{ld['base_rss']:.0f} | {ld['peak_rss']:.0f} | {dec['load']} |")
         for runner, r in (("direct", d), ("loop", lp)):
             L.append(f"| replay, `--runner {runner}` | {r['wall']:.1f} | "

@@ -1,4 +1,4 @@
-"""Prequential (test-then-train) evaluation: the reference loop of ALGORITHMS.md §2.1.
+"""Prequential (test-then-train) evaluation in memory: the reference of ALGORITHMS.md §2.1.
 
 For each repetition ``r`` the stream is ``X[permutation(n, seed, r)]`` and a fresh learner is
 built with ``learner_seed(seed, r, seed_name)`` (both from :mod:`kernelstream.seeding`, which the
@@ -11,7 +11,7 @@ Metrics per repetition:
   rule for a zero score is the learner's own ``predict_label``, i.e. its ``tie`` parameter).
 * ``avg_loss`` — mean of ``loss(score, y)``. The loss is the learner's training loss when it
   has one (a ``loss`` parameter or attribute), else hinge for classification and square loss
-  ``(f − y)²`` (no ½, as P2 reports it) for regression.
+  ``(f − y)²`` (no ½, as P2 reports it) for regression (``engine.prequential.learner_loss``).
 * ``n_support_vectors`` — at the end of the repetition.
 * ``seconds`` — wall-clock time spent inside ``predict_learn_many`` only: gathering the
   permuted rows, metric bookkeeping and progress output are excluded (§2.1 "learning loop
@@ -35,17 +35,11 @@ from typing import Any
 import numpy as np
 
 from kernelstream import learners
+from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
 from kernelstream.learners.base import Learner
-from kernelstream.learners.losses import Loss, get_loss
 from kernelstream.seeding import learner_seed, permutation
 
 ProgressFn = Callable[[str], None]
-
-# Blocks are sized to take about this long, so progress stays responsive for slow learners
-# while fast learners do not pay the per-call overhead of predict_learn_many too often. The
-# block size never changes the result (predict_learn_many is bit-identical to the loop).
-_TARGET_BLOCK_SECONDS = 0.2
-_MIN_BLOCK, _MAX_BLOCK = 16, 65536
 
 
 def stderr_progress(msg: str) -> None:
@@ -135,16 +129,6 @@ def mean_std(values: list[float] | np.ndarray) -> tuple[float, float]:
     return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
 
 
-def learner_loss(learner: Learner) -> Loss:
-    """The loss ``avg_loss`` is measured with (see module docstring)."""
-    loss = getattr(learner, "loss", None)
-    if isinstance(loss, Loss):
-        return loss
-    if isinstance(loss, str):
-        return get_loss(loss)
-    return get_loss("square" if learner.task == "regression" else "hinge")
-
-
 def evaluate(
     X: np.ndarray,
     y: np.ndarray,
@@ -177,70 +161,74 @@ def evaluate(
         raise ValueError("the data set has no examples")
     if yv.shape[0] != n:
         raise ValueError(f"X has {n} rows but y has {yv.shape[0]} labels")
+    last_report = time.monotonic()
+
+    def report(r: int, run: PrequentialPass, res: EvalResult) -> None:
+        nonlocal last_report
+        now = time.monotonic()
+        if progress is not None and now - last_report >= progress_interval:
+            last_report = now
+            rate_s = f"{run.done / run.seconds:,.0f} ex/s" if run.seconds > 0 else "-"
+            progress(f"[{res.label}] permutation {r + 1}/{permutations}: "
+                     f"{run.done:,}/{n:,} rows, {rate_s}")
+
+    return evaluate_runs(lambda r: (X, yv, permutation(n, seed, r)), learner, params,
+                         seed=seed, permutations=permutations, label=label,
+                         seed_name=seed_name, block_size=block_size, on_block=report)
+
+
+Stream = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # X, y, rows (None: all, in order)
+
+
+def evaluate_runs(stream: Callable[[int], Stream], learner: str,
+                  params: Mapping[str, Any] | None, *, seed: int, permutations: int,
+                  label: str | None, seed_name: str | None, block_size: int | None,
+                  on_block: Callable[[int, PrequentialPass, EvalResult], None] | None = None,
+                  on_run: Callable[[int, EvalResult], None] | None = None) -> EvalResult:
+    """The repetitions of a prequential evaluation: repetition ``r`` runs a fresh learner
+    seeded ``learner_seed(seed, r, seed_name)`` over ``stream(r)`` (the rows ``X[rows]`` in
+    order) with the engine's :class:`~kernelstream.engine.prequential.PrequentialPass`
+    (``block_size`` as there), then measures it from the whole score vector (independent of the
+    block sizes). ``on_block`` is called after every block, ``on_run`` after every repetition."""
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations}")
     if block_size is not None and block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
-    cls = learners.get(learner)
-    resolved = cls.resolve_params(dict(params or {}))
+    resolved = learners.get(learner).resolve_params(dict(params or {}))
     label = label or learner
     seed_name = seed_name or learner
-
     result: EvalResult | None = None
-    last_report = time.monotonic()
     for r in range(permutations):
-        perm = permutation(n, seed, r)
+        X, y, rows = stream(r)
         model = learners.make(learner, seed=learner_seed(seed, r, seed_name), **resolved)
-        loss = learner_loss(model)
+        run = PrequentialPass(model, X, y, rows, block_size=block_size)
         if result is None:
             result = EvalResult(
                 learner=learner, label=label, params=dict(model.hparams), seed=int(seed),
-                seed_name=seed_name, task=model.task, loss=loss.name, examples=n,
-                n_features=X.shape[1],
+                seed_name=seed_name, task=model.task, loss=learner_loss(model).name,
+                examples=run.n, n_features=X.shape[1],
             )
-        scores = np.empty(n)
-        seconds = 0.0
-        bs = block_size or _MIN_BLOCK * 4
-        done = 0
-        while done < n:
-            idx = perm[done : done + bs]
-            Xb, yb = X[idx], yv[idx]
-            t0 = time.perf_counter()
-            scores[done : done + idx.shape[0]] = model.predict_learn_many(Xb, yb)
-            dt = time.perf_counter() - t0
-            seconds += dt
-            done += idx.shape[0]
-            if block_size is None:
-                # Aim the next block at the target duration. Never more rows than done so far:
-                # an unbudgeted learner's cost per row grows with its #SV, which can then at
-                # most double within a block, so a block cannot overshoot the target by much.
-                rate = idx.shape[0] / max(dt, 1e-9)
-                bs = int(min(max(rate * _TARGET_BLOCK_SECONDS, bs / 4, _MIN_BLOCK),
-                             max(done, _MIN_BLOCK), _MAX_BLOCK))
-            now = time.monotonic()
-            if progress is not None and now - last_report >= progress_interval:
-                last_report = now
-                rate_s = f"{done / seconds:,.0f} ex/s" if seconds > 0 else "-"
-                progress(f"[{label}] permutation {r + 1}/{permutations}: "
-                         f"{done:,}/{n:,} rows, {rate_s}")
-        # Metrics from the whole score vector after the loop: independent of the block sizes
-        result.runs.append(run_metrics(model, loss, scores, yv[perm], r, seconds))
+        for _ in run.blocks():
+            if on_block is not None:
+                on_block(r, run, result)
+        result.runs.append(run_metrics(model, run.scores, y if rows is None else y[rows], r,
+                                       run.seconds))
+        if on_run is not None:
+            on_run(r, result)
     assert result is not None
     return result
 
 
-def run_metrics(model: Any, loss: Loss, scores: np.ndarray, y: np.ndarray, r: int,
+def run_metrics(model: Learner, scores: np.ndarray, y: np.ndarray, r: int,
                 seconds: float) -> PermutationResult:
     """The metrics of one prequential pass (repetition ``r``) from its pre-update ``scores``
-    and labels ``y``: mistakes by the learner's own ``predict_label`` (classification) and the
-    average loss, summed with ``fsum`` so it does not depend on order or grouping."""
+    and labels ``y`` (:func:`~kernelstream.engine.prequential.outcomes`), the loss summed with
+    ``fsum`` so it does not depend on order or grouping."""
     n = len(y)
     classify = model.task == "classification"
-    mistakes = 0
-    if classify:
-        pred = np.fromiter(map(model.predict_label, scores.tolist()), np.float64, count=n)
-        mistakes = int(np.count_nonzero(pred != y))
-    loss_sum = math.fsum(map(loss.value, scores.tolist(), y.tolist()))
+    _, mistake, loss = outcomes(model, scores, y)
+    mistakes = int(np.count_nonzero(mistake == 1)) if classify else 0
+    loss_sum = math.fsum(loss.tolist())
     return PermutationResult(
         permutation=r,
         examples=n,

@@ -30,7 +30,6 @@ True
 
 from __future__ import annotations
 
-import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,9 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelstream import learners
-from kernelstream.evaluate import EvalResult, learner_loss, run_metrics
-from kernelstream.seeding import learner_seed
+from kernelstream.evaluate import EvalResult, Stream, evaluate_runs
 
 
 @dataclass(frozen=True)
@@ -124,29 +121,16 @@ def evaluate_stream(
     (seed ``learner_seed(seed, r, seed_name)``) over ``preset_stream(stream, X, y, seed, r)`` in
     stream order. Same metrics and result type as :func:`kernelstream.evaluate.evaluate`
     (``PermutationResult.permutation`` holds ``r``)."""
-    if permutations < 1:
-        raise ValueError(f"permutations must be >= 1, got {permutations}")
-    cls = learners.get(learner)
-    resolved = cls.resolve_params(dict(params or {}))
-    label = label or learner
-    seed_name = seed_name or learner
-    result: EvalResult | None = None
-    for r in range(permutations):
-        Xs, ys = preset_stream(stream, X, y, seed, r)
-        n = Xs.shape[0]
-        model = learners.make(learner, seed=learner_seed(seed, r, seed_name), **resolved)
-        loss = learner_loss(model)
-        if result is None:
-            result = EvalResult(
-                learner=learner, label=label, params=dict(model.hparams), seed=int(seed),
-                seed_name=seed_name, task=model.task, loss=loss.name, examples=n,
-                n_features=Xs.shape[1],
-            )
-        t0 = time.perf_counter()
-        scores = model.predict_learn_many(Xs, ys)
-        result.runs.append(run_metrics(model, loss, scores, ys, r, time.perf_counter() - t0))
+    def report(r: int, result: EvalResult) -> None:
         if progress is not None:
-            progress(f"[{label}] stream {stream} {r + 1}/{permutations}: "
+            progress(f"[{result.label}] stream {stream} {r + 1}/{permutations}: "
                      f"{result.runs[-1].mistake_rate}% mistakes")
-    assert result is not None
-    return result
+
+    def build(r: int) -> Stream:
+        Xs, ys = preset_stream(stream, X, y, seed, r)
+        return Xs, ys, None
+
+    # one block: the whole stream in one predict_learn_many call
+    length = PRESETS[stream].length if stream in PRESETS else None
+    return evaluate_runs(build, learner, params, seed=seed, permutations=permutations,
+                         label=label, seed_name=seed_name, block_size=length, on_run=report)

@@ -16,41 +16,22 @@ import numpy as np
 import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
-from apache_beam.utils.timestamp import Timestamp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelstream import learners
+from kernelstream.engine.blocks import Block, PredictionBlock, StreamKey, concat_blocks
+from kernelstream.engine.core import LearnerConfig, StreamState
+from kernelstream.engine.metrics import exact_add, exact_value
+from kernelstream.engine.ordering import OrderCursor, release_in_order
+from kernelstream.engine.replay import StreamSpec, array_loader, stream_blocks
 from kernelstream.evaluate import evaluate
 from kernelstream.learners.testing import make_stream, small_params
 from kernelstream.seeding import permutation
-from kernelstream.transforms.blocks import (
-    Block,
-    BlockCoder,
-    PredictionBlock,
-    PredictionBlockCoder,
-    StreamKey,
-    concat_blocks,
-)
-from kernelstream.transforms.learn import (
-    LearnerConfig,
-    LearnPredict,
-    StreamState,
-    StreamStateCoder,
-)
-from kernelstream.transforms.metrics import exact_add, exact_value
-from kernelstream.transforms.ordering import (
-    OrderBlocks,
-    OrderCursor,
-    ScrambleBlocks,
-    release_in_order,
-)
-from kernelstream.transforms.sources import (
-    ReadPermutedStreams,
-    StreamSpec,
-    array_loader,
-    stream_blocks,
-)
+from kernelstream.transforms.blocks import BlockCoder, PredictionBlockCoder
+from kernelstream.transforms.learn import LearnPredict, StreamStateCoder
+from kernelstream.transforms.ordering import OrderBlocks, ScrambleBlocks
+from kernelstream.transforms.sources import ReadPermutedStreams
 
 SEED = 7
 
@@ -137,20 +118,19 @@ def test_exact_sum_of_many_large_mantissas() -> None:
 
 # -- ordering -------------------------------------------------------------------------------------
 class FakeOrderedList:
-    """In-memory stand-in for Beam's ordered-list runtime state."""
+    """In-memory parked blocks (the engine's ``ParkedBlocks``, as Beam's state adapters)."""
 
     def __init__(self) -> None:
         self.items: list[tuple[int, Block]] = []
 
-    def add(self, elem: tuple[Timestamp, Block]) -> None:
-        self.items.append((elem[0].micros, elem[1]))
+    def add(self, start: int, block: Block) -> None:
+        self.items.append((start, block))
 
-    def read_range(self, lo: Timestamp, hi: Timestamp) -> list[tuple[Timestamp, Block]]:
-        return [(Timestamp(micros=k), b) for k, b in sorted(self.items, key=lambda t: t[0])
-                if lo.micros <= k < hi.micros]
+    def read_range(self, lo: int, hi: int) -> list[Block]:
+        return [b for k, b in sorted(self.items, key=lambda t: t[0]) if lo <= k < hi]
 
-    def clear_range(self, lo: Timestamp, hi: Timestamp) -> None:
-        self.items = [(k, b) for k, b in self.items if not lo.micros <= k < hi.micros]
+    def clear_range(self, lo: int, hi: int) -> None:
+        self.items = [(k, b) for k, b in self.items if not lo <= k < hi]
 
 
 def _blocks(sizes: list[int]) -> list[Block]:
@@ -183,7 +163,7 @@ def test_release_in_order(sizes: list[int], rnd: random.Random, n_dups: int) -> 
 
 def test_release_in_order_in_order_stream_touches_no_state() -> None:
     class NoState(FakeOrderedList):
-        def read_range(self, lo: Timestamp, hi: Timestamp) -> Any:
+        def read_range(self, lo: int, hi: int) -> Any:
             raise AssertionError("an in-order stream must not read the ordered list")
 
     cur, early = OrderCursor(), NoState()

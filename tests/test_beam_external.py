@@ -25,16 +25,11 @@ import pyarrow as pa
 import pytest
 
 from kernelstream import data
+from kernelstream.engine.core import LearnerConfig
+from kernelstream.engine.outputs import METRICS_SCHEMA, PREDICTIONS_SCHEMA, read_table
 from kernelstream.pipelines import cli
-from kernelstream.pipelines.beam_replay import (
-    local_job_service,
-    make_run,
-    resolve_early_state,
-    run_loop_outputs,
-    run_replay,
-)
-from kernelstream.transforms.learn import LearnerConfig
-from kernelstream.transforms.sinks import METRICS_SCHEMA, PREDICTIONS_SCHEMA, read_table
+from kernelstream.pipelines.beam_replay import local_job_service, resolve_early_state
+from kernelstream.pipelines.replay import make_run, run_loop_outputs, run_replay
 
 pytestmark = pytest.mark.slow
 

@@ -18,17 +18,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from kernelstream import data, learners
-from kernelstream.evaluate import evaluate
-from kernelstream.learners.testing import small_params
-from kernelstream.pipelines.beam_replay import ReplayResult, run_loop_outputs, run_replay
-from kernelstream.seeding import permutation
-from kernelstream.transforms.learn import LearnerConfig
-from kernelstream.transforms.sinks import (
+from kernelstream.engine.core import LearnerConfig
+from kernelstream.engine.outputs import (
     DEAD_LETTER_SCHEMA,
     METRICS_SCHEMA,
     PREDICTIONS_SCHEMA,
     read_table,
 )
+from kernelstream.evaluate import evaluate
+from kernelstream.learners.testing import small_params
+from kernelstream.pipelines.replay import ReplayResult, run_loop_outputs, run_replay
+from kernelstream.seeding import permutation
 
 SEED = 3
 # Columns that describe the run rather than the stream: learner timings, and the disorder the
@@ -271,8 +271,8 @@ def test_parquet_source_with_missing_values(tmp_path: Path) -> None:
 
 
 def test_run_replay_config_gives_the_cli_runner_results(german: Path, tmp_path: Path) -> None:
-    from kernelstream.pipelines.beam_replay import run_replay_config
     from kernelstream.pipelines.config import ReplayConfig, learner_configs
+    from kernelstream.pipelines.replay import run_replay_config
 
     lcs = learner_configs(["bogd", "p=perceptron"], ["bogd.budget=20"])
     cfg = ReplayConfig(data=str(german), dataset="german200", learners=lcs,

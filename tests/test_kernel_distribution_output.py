@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernelstream.engine.blocks import Block, StreamKey
+from kernelstream.engine.core import LearnerConfig, StreamLearner, StreamState
+from kernelstream.engine.outputs import METRICS_SCHEMA, rows_batch
 from kernelstream.learners.testing import make_stream, small_params
-from kernelstream.transforms.blocks import Block
-from kernelstream.transforms.learn import LearnerConfig, StreamKey, StreamLearner, StreamState
-from kernelstream.transforms.sinks import METRICS_SCHEMA, rows_batch
 
 SEED = 5
 WINDOW = 50

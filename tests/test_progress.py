@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kernelstream.engine import core
+from kernelstream.engine.core import PROGRESS_LOGGER, Progress, StreamState
 from kernelstream.pipelines.cli import main
-from kernelstream.transforms import learn
-from kernelstream.transforms.learn import PROGRESS_LOGGER, Progress, StreamState
 
 
 def test_progress_line(caplog: pytest.LogCaptureFixture) -> None:
@@ -33,7 +33,7 @@ def test_cli_prints_progress_unless_quiet(monkeypatch: pytest.MonkeyPatch, tmp_p
                                           capsys: pytest.CaptureFixture[str],
                                           runner: str) -> None:
     init = Progress.__init__
-    monkeypatch.setattr(learn.Progress, "__init__",
+    monkeypatch.setattr(core.Progress, "__init__",
                         lambda self, every=0.0: init(self, every=0.0))
     args = ["replay", "--runner", runner, "--out", str(tmp_path / "o"), "--", "--block_size=200"]
     assert main(args) == 0

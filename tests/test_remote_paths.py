@@ -20,15 +20,15 @@ import pytest
 from _remote_fs import PREFIX, ROOT_ENV
 
 from kernelstream import data, fs
-from kernelstream.pipelines.beam_replay import run_loop_outputs, run_replay
-from kernelstream.pipelines.cli import main
-from kernelstream.transforms.learn import LearnerConfig
-from kernelstream.transforms.sinks import (
+from kernelstream.engine.core import LearnerConfig
+from kernelstream.engine.outputs import (
     DEAD_LETTER_SCHEMA,
     METRICS_SCHEMA,
     PREDICTIONS_SCHEMA,
     read_table,
 )
+from kernelstream.pipelines.cli import main
+from kernelstream.pipelines.replay import run_loop_outputs, run_replay
 
 CONFIGS = [LearnerConfig("bogd", "bogd", {"budget": 20}),
            LearnerConfig("ea2oks", "ea2oks", {"sigmas": "2^-1:1:1"})]

@@ -35,7 +35,20 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from kernelstream import __version__, data, fs, learners  # noqa: E402
 from kernelstream._json import json_safe  # noqa: E402
-from kernelstream.evaluate import EvalResult, evaluate, stderr_progress  # noqa: E402
+from kernelstream.engine.checkpoints import next_checkpoint  # noqa: E402
+from kernelstream.engine.core import PROGRESS_LOGGER  # noqa: E402
+from kernelstream.engine.deadletters import DEAD_LETTER_TAG  # noqa: E402
+from kernelstream.engine.outputs import parquet_files  # noqa: E402
+from kernelstream.engine.reading import ReadOptions  # noqa: E402
+from kernelstream.evaluate import EvalResult, stderr_progress  # noqa: E402
+from kernelstream.kafka_client import (  # noqa: E402
+    KafkaTopic,
+    check_read_options,
+    client_settings,
+    is_kafka_url,
+    text_format_for,
+)
+from kernelstream.pipelines import replay  # noqa: E402
 from kernelstream.pipelines.config import (  # noqa: E402
     DEFAULT_DATASET,
     DEFAULT_LEARNER,
@@ -54,7 +67,6 @@ from kernelstream.pipelines.config import (  # noqa: E402
 from kernelstream.streams import STREAMS, evaluate_stream  # noqa: E402
 
 PROG = "kernelstream"
-KAFKA_SCHEME = "kafka://"  # as kernelstream.transforms.kafka.SCHEME (not imported: Beam is slow)
 SUMMARY_SCHEMA = 1
 
 @dataclass
@@ -72,13 +84,9 @@ Runner = Callable[[ReplayConfig], RunOutput]
 
 
 # -- runners -----------------------------------------------------------------------------------
-def run_loop(config: ReplayConfig) -> RunOutput:
-    return RunOutput(_evaluate_in_memory(config))
-
-
 def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
-    """The reference runner: load the data in memory, then :func:`kernelstream.evaluate.evaluate`
-    each configuration in turn."""
+    """Adversarial streams (``--stream``): load the data in memory, then
+    :func:`kernelstream.streams.evaluate_stream` each configuration in turn."""
     try:
         X, y = data.load_dataset(config.data, **config.load_kwargs())
     except (ValueError, OSError) as exc:  # ParseError is a ValueError and names file:line
@@ -86,68 +94,45 @@ def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
     if X.shape[0] == 0:
         raise DataError(f"{config.data}: no examples")
     progress = None if config.quiet else stderr_progress
-    if config.stream != "none":  # adversarial streams are built per repetition, not permuted
-        return [
-            evaluate_stream(
-                X, y, config.stream, c.name, c.params, seed=config.seed,
-                permutations=config.permutations, label=c.label, seed_name=c.seed_name,
-                progress=progress,
-            )
-            for c in config.learners
-        ]
     return [
-        evaluate(
-            X, y, c.name, c.params, seed=config.seed, permutations=config.permutations,
-            label=c.label, seed_name=c.seed_name, progress=progress,
+        evaluate_stream(
+            X, y, config.stream, c.name, c.params, seed=config.seed,
+            permutations=config.permutations, label=c.label, seed_name=c.seed_name,
+            progress=progress,
         )
         for c in config.learners
     ]
 
 
-def _beam_runner(name: str) -> Runner:
+def _replay_runner(name: str) -> Runner:
     def run(config: ReplayConfig) -> RunOutput:
         if config.stream != "none":
-            raise ConfigError(f"--stream {config.stream} is only supported by --runner loop")
-        # imported here: Beam takes a second to import and `kernelstream learners` needs none
-        from kernelstream.pipelines.beam_replay import LearnerConfig, replay_for_config
-        from kernelstream.transforms.sinks import parquet_files
-
+            # adversarial streams are generated in memory and only summarised
+            if name != "loop":
+                raise ConfigError(f"--stream {config.stream} is only supported by --runner loop")
+            return RunOutput(_evaluate_in_memory(config))
         try:
-            res = replay_for_config(config, name)
+            res = replay.replay_for_config(config, name)
         except (FileNotFoundError, OSError) as exc:
             raise DataError(str(exc)) from exc
-        configs = [LearnerConfig(c.label, c.name, c.params, c.seed_name)
-                   for c in config.learners]
         # counts from the files themselves, so the summary adds up whatever the runner's
         # support for Beam metrics
         counts = {
             out: sum(_parquet_rows(f) for f in parquet_files(fs.join(res.out, out)))
-            for out in ("predictions", "dead_letters")
+            for out in ("predictions", DEAD_LETTER_TAG)
         }
-        return RunOutput(res.eval_results(configs, config.seed), counts, res.summaries)
+        return RunOutput(res.eval_results(replay.config_learners(config), config.seed), counts,
+                         res.summaries)
 
-    run.__doc__ = f"Beam replay on the {name!r} runner (Parquet outputs, summary from metrics)."
+    run.__doc__ = f"The replay on the {name!r} runner (Parquet outputs, summary from metrics)."
     return run
-
-
-def run_loop_outputs(config: ReplayConfig) -> RunOutput:
-    """The reference loop writing the same Parquet outputs as the Beam runners; adversarial
-    streams (``--stream``) are generated in memory and only summarised."""
-    if config.stream != "none":
-        return run_loop(config)
-    return _beam_runner("loop")(config)
 
 
 # direct: Beam's FnApiRunner in-process (named explicitly: no Prism download attempt);
 # portable: Beam's local job service (started and stopped here) or the --job_endpoint given
 # after "--" (e.g. a Flink job server); beam: the --runner given after "--" (FlinkRunner,
-# DataflowRunner, ...); loop: the plain reference loop.
-RUNNERS: dict[str, Runner] = {
-    "direct": _beam_runner("direct"),
-    "portable": _beam_runner("portable"),
-    "beam": _beam_runner("beam"),
-    "loop": run_loop_outputs,
-}
+# DataflowRunner, ...); loop: the engine in a plain loop (no Beam import).
+RUNNERS: dict[str, Runner] = {name: _replay_runner(name) for name in replay.RUNNERS}
 
 
 # -- summary -----------------------------------------------------------------------------------
@@ -184,7 +169,7 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
         # every input record is either an example (predicted once per stream) or a dead
         # letter (source errors once, learner rejections once per stream)
         doc["predictions"] = run.counts.get("predictions", 0)
-        doc["dead_letters"] = run.counts.get("dead_letters", 0)
+        doc["dead_letters"] = run.counts.get(DEAD_LETTER_TAG, 0)
     if config.key_by is not None:
         doc["key_by"] = config.key_by
     if configs:
@@ -347,7 +332,7 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
     configs = learner_configs(args.learner or [], args.param or [])
     task = resolve_task(configs, args.task)
     src = args.data or DEFAULT_DATASET
-    kafka_src = src.startswith(KAFKA_SCHEME)
+    kafka_src = is_kafka_url(src)
     try:  # embedded names and their aliases display as the canonical name
         dataset = data.embedded_dataset_info(src)["name"]
     except KeyError:
@@ -411,14 +396,6 @@ def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str
         if args.kafka_option:
             raise ConfigError("--kafka-option needs a Kafka source or --kafka-out")
         return ()
-    from kernelstream.transforms.kafka import (
-        KafkaTopic,
-        check_read_options,
-        client_settings,
-        text_format_for,
-    )
-    from kernelstream.transforms.sources import ReadOptions
-
     # kafka-python logs every failed connection attempt; the CLI reports the failure itself
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
@@ -483,9 +460,9 @@ def _run_once(config: ReplayConfig, brief: bool = False) -> int:
         print(format_table(run.results))
     if run.keys and config.key_by is not None:
         print(f"{len(run.keys)} per-entity models (see summary.json 'keys' and metrics/)")
-    if run.counts.get("dead_letters"):
-        print(f"dead letters: {run.counts['dead_letters']} rejected input records "
-              f"(see {fs.join(config.out, 'dead_letters')})")
+    if run.counts.get(DEAD_LETTER_TAG):
+        print(f"dead letters: {run.counts[DEAD_LETTER_TAG]} rejected input records "
+              f"(see {fs.join(config.out, DEAD_LETTER_TAG)})")
     print(f"summary: {path}")
     return 0
 
@@ -495,8 +472,6 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
     since the previous one, its outputs in ``OUT/ckpt-NNNNNN/`` (the checkpoint it commits);
     until ``runs`` runs or Ctrl-C (a run cut short commits nothing: the next continues from
     the last committed checkpoint)."""
-    from kernelstream.transforms.checkpoint import next_checkpoint
-
     assert config.checkpoint is not None
     print(f"following {config.data}: a run every {every:g} s, checkpoints in "
           f"{config.checkpoint}, outputs in {config.out}/ckpt-NNNNNN; Ctrl-C stops",
@@ -522,7 +497,7 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
 def _progress_to_stderr(on: bool) -> None:
     """Show the learners' progress lines (``kernelstream.progress`` logger, INFO; logged
     where learning runs, in-process for the direct and loop runners) on stderr."""
-    log = logging.getLogger("kernelstream.progress")
+    log = logging.getLogger(PROGRESS_LOGGER)
     log.propagate = False  # not through Beam's root handler: one line each, our format
     for h in list(log.handlers):
         if getattr(h, "_kernelstream", False):

@@ -92,7 +92,7 @@ class ReplayConfig:
     stream: str = "none"  # adversarial stream preset (kernelstream.streams) or "none"
     key_by: int | str | None = None  # column naming the entity: one model per entity
     pipeline_args: tuple[str, ...] = ()  # Beam pipeline options after "--", passed through
-    # Kafka (``kernelstream.transforms.kafka``): reading a topic given as kafka://HOST:PORT/TOPIC
+    # Kafka (``kernelstream.kafka_client``): reading a topic given as kafka://HOST:PORT/TOPIC
     kafka_idle: float = 5.0  # stop after this many seconds without a new record
     kafka_max_seconds: float | None = None  # and at the latest after this long
     kafka_out: str | None = None  # kafka://HOST:PORT/PREFIX: outputs also to PREFIX-* topics

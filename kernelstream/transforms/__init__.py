@@ -1,31 +1,28 @@
-"""Beam transforms of the replay pipeline: block sources, per-key ordering, the learner DoFn,
-prequential metrics and Parquet sinks. Learners are used only through ``kernelstream.learners``
-(registry and the ``Learner`` interface).
+"""Beam transforms of the replay pipeline around the engine (``kernelstream.engine``): block
+sources, per-key ordering state, the learner DoFn and Parquet sinks. They hold only Beam
+state, coders and timers; the learning, metrics, dead letters and outputs are the engine's.
 
-* ``blocks``: :class:`Block` / :class:`PredictionBlock` and their raw-buffer coders, stream keys.
+* ``blocks``: raw-buffer coders of the engine's blocks (registered on import).
 * ``sources``: :class:`ReadPermutedStreams` (in-memory permuted replay) and
-  :class:`ReadFileBlocks` (parallel chunked reader in file order), dead letters.
-* ``ordering``: restoring each stream's order with state bounded by the disorder.
+  :class:`ReadFileBlocks` (parallel chunked reader in file order).
+* ``ordering``: parking blocks that arrive early in ordered-list or bag state.
 * ``learn``: :class:`LearnPredict`, the keyed stateful learner transform.
-* ``metrics``: running/window accounting and summaries; ``sinks``: Parquet with explicit schemas.
-* ``kafka``: :class:`ReadKafkaBlocks` (a topic as blocks; kafka-python) and :class:`WriteKafka`
-  (output rows as JSON messages).
+* ``sinks``: Parquet files from bundles; ``checkpoint``: reading and writing stream states.
+* ``kafka``: :class:`ReadKafkaBlocks` (a topic as blocks) and :class:`WriteKafka` (output rows
+  as JSON messages), on ``kernelstream.kafka_client``.
 """
 
-from kernelstream.transforms.blocks import Block, PredictionBlock, StreamKey
+from kernelstream.transforms.blocks import BlockCoder, PredictionBlockCoder
 from kernelstream.transforms.kafka import ReadKafkaBlocks, WriteKafka
-from kernelstream.transforms.learn import LearnerConfig, LearnPredict
-from kernelstream.transforms.sources import ReadFileBlocks, ReadOptions, ReadPermutedStreams
+from kernelstream.transforms.learn import LearnPredict
+from kernelstream.transforms.sources import ReadFileBlocks, ReadPermutedStreams
 
 __all__ = [
-    "Block",
+    "BlockCoder",
     "LearnPredict",
-    "LearnerConfig",
-    "PredictionBlock",
+    "PredictionBlockCoder",
     "ReadFileBlocks",
     "ReadKafkaBlocks",
-    "ReadOptions",
     "ReadPermutedStreams",
-    "StreamKey",
     "WriteKafka",
 ]

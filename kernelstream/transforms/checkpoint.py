@@ -1,159 +1,22 @@
-"""Checkpoints: a run over a Kafka topic that continues exactly where the previous run ended.
-
-A checkpoint directory (local or any Beam file system URL) holds numbered checkpoints, each
-written by one run::
-
-    DIR/ckpt-000003-streams-<uuid>.parquet   every stream's state: key, StreamStateCoder bytes
-    DIR/ckpt-000003.source.json              where the read ended (kafka.SourcePosition)
-    DIR/ckpt-000003.committed                written last, once the run has succeeded
-
-A run resumes from the newest *committed* checkpoint: each partition is read from the offset
-after the last record the previous run consumed, each stream starts from its saved state
-(learner, ordering cursor, prequential counters) and stream position, and the label classes
-and feature dimension are those already seen. Learner state and read offsets are committed
-together, so a run that fails leaves the previous checkpoint in force and the next run
-consumes the same records again: the models see every record exactly once, while the
-outputs of a failed run may be written again (at least once). A resumed stream learns
-exactly as one long run would (bit-identical scores), except for a merged multi-partition
-stream, whose merge order is decided within each run.
-
-Streams without new records in a run keep their saved state (the new checkpoint carries
-them over). The two newest committed checkpoints are kept, older ones and the files of
-failed runs are deleted.
+"""Beam transforms of checkpoints: read a checkpoint's stream states on workers, and write
+this run's states and source position (the layout and its bookkeeping are in
+``kernelstream.engine.checkpoints``).
 """
 
 from __future__ import annotations
 
-import json
-import re
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from kernelstream import fs
-from kernelstream.transforms.kafka import SourcePosition
-from kernelstream.transforms.sinks import WriteParquet, ensure_nonempty
-
-STATES_SCHEMA = pa.schema([
-    pa.field("key", pa.string(), nullable=False),
-    pa.field("state", pa.binary(), nullable=False),
-])
-_NAME = re.compile(r"ckpt-(\d{6})\.committed$")
-KEEP = 2
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """Checkpoint ``number`` in ``directory``."""
-
-    directory: str
-    number: int
-
-    @property
-    def name(self) -> str:
-        return f"ckpt-{self.number:06d}"
-
-    @property
-    def states_prefix(self) -> str:
-        return f"{self.name}-streams"
-
-    @property
-    def source_path(self) -> str:
-        return fs.join(self.directory, f"{self.name}.source.json")
-
-    @property
-    def marker(self) -> str:
-        return fs.join(self.directory, f"{self.name}.committed")
-
-    def state_files(self) -> list[str]:
-        return fs.list_files(self.directory, f"{self.states_prefix}-*.parquet")
-
-    def info(self) -> dict[str, Any]:
-        """What :func:`commit` recorded (the run's configurations, ...)."""
-        with fs.open_read(self.marker) as f:
-            return dict(json.loads(f.read()))
-
-    def position(self) -> SourcePosition:
-        with fs.open_read(self.source_path) as f:
-            return SourcePosition.from_json(json.loads(f.read()))
-
-
-def committed(directory: str) -> list[Checkpoint]:
-    """The committed checkpoints in ``directory``, oldest first."""
-    out = []
-    for path in fs.list_files(directory, "ckpt-*.committed"):
-        m = _NAME.search(path)
-        if m:
-            out.append(Checkpoint(directory, int(m.group(1))))
-    return sorted(out, key=lambda c: c.number)
-
-
-def latest(directory: str) -> Checkpoint | None:
-    cs = committed(directory)
-    return cs[-1] if cs else None
-
-
-def next_checkpoint(directory: str) -> Checkpoint:
-    """The checkpoint a new run writes: one past every checkpoint file present (so the files
-    of a failed attempt are never mistaken for this run's)."""
-    nums = [n for p in fs.list_files(directory, "ckpt-*") if (n := _number(p)) is not None]
-    return Checkpoint(directory, max(nums, default=0) + 1)
-
-
-def _number(path: str) -> int | None:
-    m = re.search(r"ckpt-(\d{6})", path)
-    return None if m is None else int(m.group(1))
-
-
-def _plain(v: Any) -> Any:
-    return json.loads(json.dumps(v, default=str))
-
-
-def check_configs(ckpt: Checkpoint, configs: dict[str, Any]) -> None:
-    """A checkpoint continues the learners that wrote it: refuse other configurations (their
-    saved states would silently keep the old learners)."""
-    saved = ckpt.info().get("configs")
-    if _plain(saved) != _plain(configs):
-        raise ValueError(
-            f"the checkpoint {ckpt.name} in {ckpt.directory} was written by the learner "
-            f"configurations {json.dumps(saved, default=str)}; this run has "
-            f"{json.dumps(configs, default=str)}. Use the same configurations, or a new "
-            "checkpoint directory")
-
-
-def commit(ckpt: Checkpoint, info: dict[str, Any]) -> None:
-    """Make ``ckpt`` the one the next run resumes from, then prune (see the module doc)."""
-    ensure_nonempty(ckpt.directory, STATES_SCHEMA, prefix=ckpt.states_prefix)
-    if not fs.exists(ckpt.source_path):
-        raise RuntimeError(f"checkpoint {ckpt.name}: the source position was not written")
-    fs.write_bytes_atomic(ckpt.marker, (json.dumps(
-        {"checkpoint": ckpt.number, "committed_at": time.strftime(
-            "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **_plain(info)}, indent=2) + "\n").encode())
-    keep = {c.number for c in committed(ckpt.directory)[-KEEP:]}
-    fs.delete([p for p in fs.list_files(ckpt.directory, "ckpt-*")
-               if (n := _number(p)) is not None and n not in keep])
-
-
-def _state_file(path: str) -> Iterator[tuple[str, bytes]]:
-    with fs.open_read(path) as f:
-        t = pq.read_table(f, schema=STATES_SCHEMA)
-    yield from zip(t.column("key").to_pylist(), t.column("state").to_pylist(), strict=True)
-
-
-def read_states(ckpt: Checkpoint) -> Iterator[tuple[str, bytes]]:
-    """Every ``(stream key, state bytes)`` of a checkpoint (the loop runner's reader)."""
-    for path in ckpt.state_files():
-        yield from _state_file(path)
+from kernelstream.engine.checkpoints import STATES_SCHEMA, Checkpoint, state_file, write_position
+from kernelstream.transforms.sinks import WriteParquet
 
 
 class _ReadStateFile(beam.DoFn):
     def process(self, path: str) -> Iterator[tuple[str, bytes]]:
-        yield from _state_file(path)
+        yield from state_file(path)
 
 
 class ReadStates(beam.PTransform):
@@ -180,7 +43,8 @@ def _newest(kv: tuple[str, dict[str, list[bytes]]]) -> tuple[str, bytes]:
 class WriteCheckpoint(beam.PTransform):
     """``(stream key, state bytes)`` of this run (+ ``saved`` ones of the checkpoint resumed
     from, carried over where this run did not touch the stream) and the source ``position``
-    (one JSON string) → the files of ``ckpt`` (not yet committed: see :func:`commit`)."""
+    (one JSON string) → the files of ``ckpt`` (not yet committed: see
+    :func:`kernelstream.engine.checkpoints.commit`)."""
 
     def __init__(self, ckpt: Checkpoint, saved: beam.PCollection | None,
                  position: beam.PCollection) -> None:
@@ -196,6 +60,5 @@ class WriteCheckpoint(beam.PTransform):
              | "Rows" >> beam.Map(lambda kv: {"key": kv[0], "state": kv[1]})
              | "WriteStates" >> WriteParquet(self.ckpt.directory, STATES_SCHEMA,
                                              prefix=self.ckpt.states_prefix))
-        path = self.ckpt.source_path
-        return self.position | "WriteSource" >> beam.Map(
-            lambda js: fs.write_bytes_atomic(path, js.encode()))
+        ckpt = self.ckpt
+        return self.position | "WriteSource" >> beam.Map(lambda js: write_position(ckpt, js))

@@ -1,26 +1,14 @@
-"""Per-key stream ordering inside a stateful DoFn.
+"""Per-key stream ordering inside a stateful DoFn: Beam state for the engine's ordering.
 
-Online learning is order-sensitive, but a runner may deliver a key's blocks in any order
-(different bundles or workers, a reshuffle, retries). A stream's blocks partition its positions
-``0, 1, 2, ...``; the key's state keeps a cursor ``next`` (the first position not yet
-processed). An arriving block
-
-* that starts at ``next`` is processed at once, followed by every buffered block that has
-  become contiguous;
-* that starts after ``next`` arrived early: it is parked in ordered-list state under its start
-  position until the gap before it is filled;
-* that starts before ``next`` was already processed (a redelivery): it is dropped.
-
-So the memory held for ordering is the blocks that arrived early, i.e. it is bounded by the
-disorder of the input and not by the stream length, and it lives in runner-managed state, not
-in worker memory. Nothing here depends on the watermark or on the stream having an end, so the
-same logic serves bounded and unbounded input.
+The ordering itself (:class:`~kernelstream.engine.ordering.OrderCursor`,
+:func:`~kernelstream.engine.ordering.release_in_order`) is the engine's; here the blocks that
+arrived early are parked in runner-managed state, not in worker memory: ordered-list state
+(:class:`OrderedListBlocks`) or bag state (:class:`BagBlocks`) for runners without ordered lists.
 
 The ordering must live in the *same* stateful DoFn as the learner: a runner may re-shuffle
 between two transforms (e.g. to key-partition the input of a stateful ParDo), which would undo
-an ordering produced by a separate step. :class:`OrderCursor` and :func:`release_in_order` are
-therefore building blocks for such a DoFn (see ``learn.py``); :class:`OrderBlocks` is a
-standalone transform built from them, used to test the ordering on its own.
+an ordering produced by a separate step (see ``learn.py``). :class:`OrderBlocks` is a standalone
+transform built from the same pieces, used to test the ordering on its own.
 """
 
 from __future__ import annotations
@@ -28,8 +16,7 @@ from __future__ import annotations
 import random
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.transforms.userstate import (
@@ -41,32 +28,46 @@ from apache_beam.transforms.userstate import (
 )
 from apache_beam.utils.timestamp import Timestamp
 
-from kernelstream.transforms.blocks import Block, BlockCoder
-
-
-class OrderedList(Protocol):
-    """The part of Beam's ordered-list runtime state used here (sort keys are timestamps)."""
-
-    def add(self, elem: tuple[Timestamp, Any]) -> None: ...
-
-    def read_range(self, min_ts: Timestamp, limit_ts: Timestamp) -> Any: ...
-
-    def clear_range(self, min_ts: Timestamp, limit_ts: Timestamp) -> None: ...
+from kernelstream.engine.blocks import Block
+from kernelstream.engine.ordering import OrderCursor, drain_gaps, release_in_order
+from kernelstream.transforms.blocks import BlockCoder
 
 
 def early_blocks_spec(name: str = "early_blocks") -> OrderedListStateSpec:
-    """Ordered-list state of early blocks, sorted by start position."""
+    """Ordered-list state of early blocks, sorted by start position (wrap the runtime state
+    in :class:`OrderedListBlocks`)."""
     return OrderedListStateSpec(name, BlockCoder())
 
 
 def early_blocks_bag_spec(name: str = "early_blocks") -> BagStateSpec:
     """Bag state of early blocks, for runners without ordered-list state (wrap the runtime
-    state in :class:`BagAsOrderedList`)."""
+    state in :class:`BagBlocks`)."""
     return BagStateSpec(name, BlockCoder())
 
 
-class BagAsOrderedList:
-    """The :class:`OrderedList` operations on a bag of blocks (sort key: ``block.start``).
+def _ts(pos: int) -> Timestamp:
+    return Timestamp(micros=pos)
+
+
+class OrderedListBlocks:
+    """The engine's :class:`~kernelstream.engine.ordering.ParkedBlocks` on Beam's ordered-list
+    runtime state (sort key: the start position as a timestamp in microseconds)."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+    def add(self, start: int, block: Block) -> None:
+        self.state.add((_ts(start), block))
+
+    def read_range(self, lo: int, hi: int) -> list[Block]:
+        return [b for _, b in self.state.read_range(_ts(lo), _ts(hi))]
+
+    def clear_range(self, lo: int, hi: int) -> None:
+        self.state.clear_range(_ts(lo), _ts(hi))
+
+
+class BagBlocks:
+    """:class:`~kernelstream.engine.ordering.ParkedBlocks` on a bag of blocks.
 
     For runners without ordered-list state (e.g. the Python BundleBasedDirectRunner that runs
     TestStream). A range read scans the bag, so each release costs O(blocks buffered): still
@@ -76,92 +77,17 @@ class BagAsOrderedList:
     def __init__(self, bag: Any) -> None:
         self.bag = bag
 
-    def add(self, elem: tuple[Timestamp, Any]) -> None:
-        self.bag.add(elem[1])
+    def add(self, start: int, block: Block) -> None:
+        self.bag.add(block)
 
-    def read_range(self, min_ts: Timestamp, limit_ts: Timestamp) -> list[tuple[Timestamp, Any]]:
-        lo, hi = min_ts.micros, limit_ts.micros
-        found = [b for b in self.bag.read() if lo <= b.start < hi]
-        return [(_ts(b.start), b) for b in sorted(found, key=lambda b: b.start)]
+    def read_range(self, lo: int, hi: int) -> list[Block]:
+        return sorted((b for b in self.bag.read() if lo <= b.start < hi), key=lambda b: b.start)
 
-    def clear_range(self, min_ts: Timestamp, limit_ts: Timestamp) -> None:
-        lo, hi = min_ts.micros, limit_ts.micros
+    def clear_range(self, lo: int, hi: int) -> None:
         keep = [b for b in self.bag.read() if not lo <= b.start < hi]
         self.bag.clear()
         for b in keep:
             self.bag.add(b)
-
-
-@dataclass
-class OrderCursor:
-    """Ordering bookkeeping of one key (kept in the key's value state)."""
-
-    next: int = 0  # first stream position not yet processed
-    buffered: int = 0  # blocks parked in the ordered list
-    buffered_rows: int = 0
-    max_buffered: int = 0  # high-water mark of ``buffered`` (the observed disorder)
-    duplicates: int = 0  # redelivered blocks dropped
-
-    def to_json(self) -> list[int]:
-        return [self.next, self.buffered, self.buffered_rows, self.max_buffered, self.duplicates]
-
-    @classmethod
-    def from_json(cls, v: list[int]) -> OrderCursor:
-        return cls(*(int(x) for x in v))
-
-
-def _ts(pos: int) -> Timestamp:
-    return Timestamp(micros=pos)
-
-
-def release_in_order(cursor: OrderCursor, early: OrderedList, block: Block) -> Iterator[Block]:
-    """Yield the blocks that can be processed now, in stream order, after ``block`` arrived.
-
-    The caller must consume the iterator completely (it updates ``cursor`` and ``early`` as it
-    goes) and then persist ``cursor``. Each yielded block must be processed before the next one
-    is requested.
-    """
-    if block.start < cursor.next:
-        if block.end > cursor.next:
-            raise ValueError(
-                f"stream {block.key}: block [{block.start}, {block.end}) overlaps the processed "
-                f"prefix [0, {cursor.next}); blocks must partition the stream positions"
-            )
-        cursor.duplicates += 1
-        return
-    if block.start > cursor.next:
-        early.add((_ts(block.start), block))
-        cursor.buffered += 1
-        cursor.buffered_rows += block.n
-        cursor.max_buffered = max(cursor.max_buffered, cursor.buffered)
-        return
-    yield block
-    cursor.next = block.end
-    # Only touch the ordered list while something is parked: on an in-order stream this costs
-    # no state request at all.
-    while cursor.buffered > 0:
-        found = [b for _, b in early.read_range(_ts(cursor.next), _ts(cursor.next + 1))]
-        if not found:
-            break
-        early.clear_range(_ts(cursor.next), _ts(cursor.next + 1))
-        cursor.buffered -= len(found)
-        cursor.buffered_rows -= sum(b.n for b in found)
-        cursor.duplicates += len(found) - 1  # the same block parked twice
-        nxt = found[0]
-        yield nxt
-        cursor.next = nxt.end
-
-
-def drain_gaps(cursor: OrderCursor, early: OrderedList) -> list[Block]:
-    """At the end of a stream: the parked blocks that never became contiguous (missing input),
-    sorted by position. Clears them from the state."""
-    if cursor.buffered <= 0:
-        return []
-    lo, hi = _ts(cursor.next), Timestamp(micros=(1 << 62))
-    left = [b for _, b in early.read_range(lo, hi)]
-    early.clear_range(lo, hi)
-    cursor.buffered = cursor.buffered_rows = 0
-    return left
 
 
 class _OrderCursorCoder(beam.coders.Coder):
@@ -199,7 +125,7 @@ class _OrderBlocksDoFn(beam.DoFn):
         if cursor is None:
             cursor = OrderCursor()
             end.set(window.max_timestamp())
-        for b in release_in_order(cursor, early, block):
+        for b in release_in_order(cursor, OrderedListBlocks(early), block):
             yield key, b
         cursor_state.write(cursor)
 
@@ -212,7 +138,7 @@ class _OrderBlocksDoFn(beam.DoFn):
     ) -> Iterator[Any]:
         cursor = cursor_state.read()
         if cursor is not None:
-            for b in drain_gaps(cursor, early):
+            for b in drain_gaps(cursor, OrderedListBlocks(early)):
                 yield beam.pvalue.TaggedOutput(OrderBlocks.GAPS, (key, b))
         cursor_state.clear()
 

@@ -1,7 +1,8 @@
 """Prequential metrics of a stream: running and per-window accounting, the metrics rows, and
 the per-key summaries derived from them (pure Python; no Beam).
 
-A stream's metrics are kept by the learner DoFn, the only place that sees the stream in order.
+A stream's metrics are kept with its learner (``core.StreamState``), the only place that sees
+the stream in order.
 Every ``window`` positions it emits a row with the cumulative values (examples, mistakes,
 mistake rate, average loss, support vectors, learner seconds, throughput) and the values of the
 window just completed; when the input ends it emits a ``final`` row. Loss sums are exact
@@ -19,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from kernelstream.evaluate import EvalResult, PermutationResult
+
+METRICS_NAMESPACE = "kernelstream"  # of the runners' counters (Beam metrics)
 
 # Every finite float64 is an integer multiple of 2**-1127 once its 53-bit mantissa is made an
 # integer (frexp exponents go down to -1073), so sums scaled by 2**1127 are exact Python ints.
@@ -123,7 +126,7 @@ class StreamMetrics:
 
 def metrics_row(key: dict[str, Any], m: StreamMetrics, *, position: int, final: bool,
                 classify: bool, n_support_vectors: int, extra: dict[str, Any]) -> dict[str, Any]:
-    """One metrics row (schema ``sinks.METRICS_SCHEMA``). ``key`` holds the identity columns
+    """One metrics row (schema ``outputs.METRICS_SCHEMA``). ``key`` holds the identity columns
     (key, config, learner, permutation, entity, task, loss_name)."""
     tot, win = m.total, m.window
 
@@ -204,7 +207,7 @@ def eval_results(summaries: Sequence[dict[str, Any]], configs: Sequence[Any], *,
                  seed: int) -> list[EvalResult]:
     """The per-configuration :class:`~kernelstream.evaluate.EvalResult` s of a run (one
     ``PermutationResult`` per permutation, in order), so ``summary.json`` has the loop's
-    schema. ``configs`` are ``learn.LearnerConfig`` s; per-entity keys are not aggregated
+    schema. ``configs`` are ``core.LearnerConfig`` s; per-entity keys are not aggregated
     here (their summaries stay per key)."""
     from kernelstream import learners
 

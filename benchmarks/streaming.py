@@ -1,0 +1,800 @@
+"""`kernelstream stream` on a local Kafka broker: event-to-prediction latency, the largest
+sustained rate, and the ratio to the bounded file replay of the same rows.
+
+A local Kafka-protocol broker (tansu, memory storage, ``kernelstream.kafka_client.local_broker``)
+is started; BOGD B = 200 learns on a9a (a9a + a9a.t from ``--data-dir``) and on ijcnn1-like
+traffic (ijcnn1 is not in the shared data sets: a seeded synthetic dense set of 22 features
+in [-1, 1] with ~10 % positives, see :func:`ijcnn1_like`). Per data set, phases:
+
+1. **backlog**: ``--backlog`` labelled events (``KEY=e<i>``, value ``LABEL FEATURES``) are
+   produced to a fresh topic, then ``kernelstream stream`` starts on it. The consumer of the
+   predictions topic records each prediction's arrival; the *drain rate* is the events between
+   the 10 % and the last arrival / the time between them (the stream's start-up excluded).
+2. **replay**: the same rows, in the same order, as a LIBSVM file through
+   ``kernelstream replay FILE -l bogd -p budget=200 --runner direct`` (a subprocess, as a user
+   runs it), alternating ``--replay-runs`` times with a run on its first ``--replay-small``
+   rows. Rate = (N - small) / (median wall(N) - median wall(small)): end-to-end wall clock
+   with the fixed costs (interpreter, imports, pipeline start) cancelled out, as they are
+   for the stream's drain rate. ``examples_per_second`` of summary.json is learner time only,
+   so it is reported but not used. Ratio = drain rate / replay rate (target >= 0.5).
+3. **live**: a fresh topic and a fresh ``kernelstream stream``; once a probe event has its
+   prediction (start-up done), a producer process writes feature records at a steady rate
+   (label ``?``, record timestamp = send time) and, after a seeded random delay (exponential,
+   mean ``--label-delay-ms``, at most 5x the mean), the label record ``label:Y`` with the
+   same key, on the same topic (or ``--labels-topic``), so the model also learns. A consumer
+   process reads ``PREFIX-predictions`` and records, per prediction, arrival wall time -
+   ``event_time_ms``. Steps: 1k and 5k events/s, then a sweep (``--sweep-fractions`` of the
+   drain rate, or ``--sweep-rates``), ``--step-seconds`` each, the first ``--warmup``
+   seconds of each step dropped. Between steps the harness waits until every event of the
+   step has its prediction. A step is *bounded* when every prediction arrived, p99 <=
+   ``--bound-ms`` and the median of the step's last quarter is at most 100 ms above that of
+   its first quarter (no growing queue). Target: p99 <= 100 ms at 1k events/s.
+4. **floor** (once): the same producer and consumer on one topic, no stream: the latency the
+   broker and the two clients add by themselves (the stream path has two such hops).
+
+Producer and consumer run in their own processes (no GIL sharing with each other or the
+harness). Writes ``benchmarks/results/streaming.md`` / ``.json`` (generated; do not edit)::
+
+    nice -n 10 .venv/bin/python benchmarks/streaming.py               # ~8 min
+    .venv/bin/python benchmarks/streaming.py --datasets a9a --backlog 10000 \\
+        --step-seconds 6 --sweep-fractions '' --out-dir /tmp/ks-bench  # small check
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import multiprocessing as mp
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # first: it limits BLAS to one thread per process before numpy loads
+import numpy as np
+from _common import (
+    DATASETS,
+    RESULTS,
+    create_topics,
+    generated_line,
+    machine_info,
+    now_utc,
+    pass_mark,
+    produce,
+    read_lines,
+    script_parser,
+    write_report,
+)
+
+from kernelstream.kafka_client import local_broker
+
+LEARNER_ARGS = ["-l", "bogd", "-p", "budget=200"]
+LATENCY_TARGET_MS = 100.0  # p99 at 1k events/s
+RATIO_TARGET = 0.5  # stream drain rate / file replay rate
+REQUIRED_RATES = (1000, 5000)
+KERNELSTREAM = str(Path(sys.executable).with_name("kernelstream"))
+
+
+# -- traffic -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Traffic:
+    """Rows of a data set as LIBSVM text: ``labels[i]`` (``+1``/``-1``) and ``features[i]``
+    (the line after the label)."""
+
+    name: str
+    n_features: int
+    labels: list[str]
+    features: list[str]
+    note: str
+
+    def line(self, i: int) -> str:
+        return f"{self.labels[i]} {self.features[i]}"
+
+
+def a9a(data_dir: Path) -> Traffic:
+    d = DATASETS["a9a"]
+    labels, feats = [], []
+    for f in d.files:
+        for ln in read_lines(Path(data_dir) / f):
+            lab, _, rest = ln.decode().strip().partition(" ")
+            labels.append("+1" if float(lab) > 0 else "-1")
+            feats.append(rest)
+    return Traffic("a9a", d.n_features, labels, feats, d.note)
+
+
+def ijcnn1_like(n: int = 50_000, seed: int = 0) -> Traffic:
+    """Synthetic stand-in for ijcnn1 (not in the shared data sets): ``n`` dense rows of 22
+    features uniform in [-1, 1]; the label is +1 for the top 10 % of a fixed nonlinear score
+    (a linear part, a product term and a sine, plus noise), so ~10 % positives as in ijcnn1."""
+    d = 22
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, size=(n, d))
+    w = rng.normal(size=d)
+    v = rng.normal(size=d)
+    s = X @ w / math.sqrt(d) + X[:, 0] * X[:, 1] + 0.5 * np.sin(3.0 * (X @ v) / math.sqrt(d))
+    s += 0.3 * rng.normal(size=n)
+    y = np.where(s > np.quantile(s, 0.9), "+1", "-1")
+    feats = [" ".join(f"{j + 1}:{x:.4f}" for j, x in enumerate(row)) for row in X]
+    return Traffic("ijcnn1-like", d, y.tolist(), feats,
+                   f"SYNTHETIC stand-in for ijcnn1 (not in the shared data sets): {n:,} dense "
+                   f"rows, 22 features uniform in [-1, 1], {100 * np.mean(y == '+1'):.1f} % "
+                   f"positives (top 10 % of a seeded nonlinear score plus noise), seed {seed}")
+
+
+# -- machine load --------------------------------------------------------------------------------
+def cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    vals = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0.0)
+    return sum(vals) - idle, sum(vals)
+
+
+def machine_busy(t0: tuple[float, float], t1: tuple[float, float]) -> float:
+    """Share of all cores busy between two :func:`cpu_times` readings (0..1)."""
+    return (t1[0] - t0[0]) / max(1.0, t1[1] - t0[1])
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its live descendants."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs: dict[int, tuple[int, float]] = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            rest = (p / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        procs[int(p.name)] = (int(rest[1]), (float(rest[11]) + float(rest[12])) / tick)
+    total, todo = 0.0, [pid]
+    while todo:
+        q = todo.pop()
+        if q in procs:
+            total += procs[q][1]
+        todo += [c for c, (ppid, _) in procs.items() if ppid == q]
+    return total
+
+
+def load_avg() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# -- producer and consumer processes -------------------------------------------------------------
+def _producer(bootstrap: str, topic: str, labels_topic: str, first: int, rows: list[str],
+              labels: list[str], rate: float, delay_mean_ms: float, seed: int,
+              out: Any) -> None:
+    """Write ``len(rows)`` feature records (keys ``e<first + j>``, label ``?``) at ``rate``
+    per second, and each one's label record after its random delay; report what was done."""
+    from kafka import KafkaProducer
+
+    n = len(rows)
+    rng = np.random.default_rng([seed, first])
+    delays = np.minimum(rng.exponential(delay_mean_ms / 1000.0, n), 5 * delay_mean_ms / 1000.0)
+    prod = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks=1)
+    prod.partitions_for(topic)  # metadata before the clock starts
+    if labels_topic != topic:
+        prod.partitions_for(labels_topic)
+    pending: list[tuple[float, int]] = []
+    i, worst_lag = 0, 0.0
+    t0 = time.time()
+    t_last = t0
+    while i < n or pending:
+        now = time.time()
+        while pending and pending[0][0] <= now:
+            _, j = heapq.heappop(pending)
+            prod.send(labels_topic, key=f"e{first + j}".encode(),
+                      value=f"label:{labels[j]}".encode(), timestamp_ms=int(time.time() * 1e3))
+        due = min(n, int((now - t0) * rate) + 1)
+        if i < due:
+            worst_lag = max(worst_lag, now - (t0 + i / rate))
+        while i < due:
+            ts = time.time()
+            prod.send(topic, key=f"e{first + i}".encode(), value=f"? {rows[i]}".encode(),
+                      timestamp_ms=int(ts * 1e3))
+            heapq.heappush(pending, (ts + float(delays[i]), i))
+            t_last = ts
+            i += 1
+        nxt = min(t0 + i / rate if i < n else math.inf, pending[0][0] if pending else math.inf)
+        time.sleep(max(0.0, min(nxt - time.time(), 0.01)))
+    prod.flush()
+    prod.close()
+    out.put({"t0": t0, "t_last": t_last, "sent": n,
+             "achieved": (n - 1) / (t_last - t0) if n > 1 and t_last > t0 else float(n),
+             "worst_lag_s": worst_lag})
+
+
+def _consumer(bootstrap: str, topic: str, raw: bool, conn: Any) -> None:
+    """Read ``topic`` from its beginning and record, per event, (event time ms, arrival ms):
+    from the prediction rows' JSON (``event_id``, ``event_time_ms``), or with ``raw`` from the
+    record itself (key, timestamp). Answers the harness's questions on ``conn`` between
+    polls: ``("count", (lo, hi))`` -> how many of ``e<lo>..e<hi-1>`` arrived, ``("get",
+    (lo, hi))`` -> their (event ms, arrival ms) in id order, ``("seen",
+    prefix)`` -> whether an id with that prefix arrived, ``("stop", None)`` -> everything."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    cons = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                         fetch_max_wait_ms=10, auto_offset_reset="earliest")
+    parts = None
+    while parts is None:  # the topic may not exist for a moment
+        parts = cons.partitions_for_topic(topic)
+        if parts is None:
+            time.sleep(0.1)
+    tps = [TopicPartition(topic, p) for p in sorted(parts)]
+    cons.assign(tps)
+    cons.seek_to_beginning(*tps)
+    events: dict[int, tuple[int, float]] = {}
+    others: dict[str, tuple[int, float]] = {}
+    duplicates = rows = 0
+    conn.send("ready")
+    while True:
+        while conn.poll():
+            cmd, arg = conn.recv()
+            if cmd == "count":
+                lo, hi = arg
+                conn.send(sum(1 for k in range(lo, hi) if k in events))
+            elif cmd == "get":
+                lo, hi = arg
+                conn.send([events[k] for k in range(lo, hi) if k in events])
+            elif cmd == "seen":
+                conn.send(any(k.startswith(arg) for k in others))
+            else:
+                cons.close()
+                conn.send({"events": events, "others": others, "duplicates": duplicates,
+                           "rows": rows})
+                return
+        batch = cons.poll(timeout_ms=50, max_records=20_000)
+        arrival = time.time() * 1e3
+        for recs in batch.values():
+            for r in recs:
+                rows += 1
+                if raw:
+                    eid, ts = (r.key or b"").decode(), r.timestamp
+                else:
+                    row = json.loads(r.value)
+                    eid, ts = str(row.get("event_id")), row.get("event_time_ms")
+                if ts is None:
+                    continue
+                if eid.startswith("e") and eid[1:].isdigit():
+                    k = int(eid[1:])
+                    if k in events:
+                        duplicates += 1
+                    else:
+                        events[k] = (int(ts), arrival)
+                elif eid not in others:
+                    others[eid] = (int(ts), arrival)
+
+
+class Consumer:
+    """The consumer process and its pipe."""
+
+    def __init__(self, ctx: Any, bootstrap: str, topic: str, raw: bool = False) -> None:
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_consumer, args=(bootstrap, topic, raw, child),
+                                daemon=True)
+        self.proc.start()
+        if not self.conn.poll(60) or self.conn.recv() != "ready":
+            raise RuntimeError(f"the consumer of {topic} did not start")
+
+    def ask(self, cmd: str, arg: Any = None) -> Any:
+        self.conn.send((cmd, arg))
+        return self.conn.recv()
+
+    def wait_count(self, lo: int, hi: int, timeout: float, alive: Any = None) -> int:
+        """Wait until every event ``lo..hi-1`` has arrived or ``timeout``; the count."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.ask("count", (lo, hi))
+            if got >= hi - lo or time.monotonic() > deadline:
+                return got
+            if alive is not None:
+                alive()
+            time.sleep(0.1)
+
+    def stop(self) -> dict[str, Any]:
+        res = self.ask("stop")
+        self.proc.join(10)
+        return res
+
+
+def run_producer(ctx: Any, bootstrap: str, topic: str, labels_topic: str, tr: Traffic,
+                 first: int, rate: float, seconds: float, delay_mean_ms: float,
+                 seed: int) -> dict[str, Any]:
+    """One steady-rate step (in its own process); its report."""
+    n = max(1, int(rate * seconds))
+    idx = [(first + j) % len(tr.labels) for j in range(n)]
+    q = ctx.Queue()
+    p = ctx.Process(target=_producer, args=(
+        bootstrap, topic, labels_topic, first, [tr.features[i] for i in idx],
+        [tr.labels[i] for i in idx], rate, delay_mean_ms, seed, q), daemon=True)
+    p.start()
+    res = q.get(timeout=seconds * 3 + 60)
+    p.join(30)
+    return res
+
+
+# -- the stream under test -----------------------------------------------------------------------
+class StreamJob:
+    """``kernelstream stream`` as a subprocess (output to a log file)."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.args, self.log = args, log
+        self._f = open(log, "wb")  # open for the life of the process
+        self.t_start = time.time()
+        self.proc = subprocess.Popen(args, stdout=self._f, stderr=subprocess.STDOUT)
+
+    def tail(self, n: int = 25) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"kernelstream stream exited ({self.proc.returncode}):\n"
+                               f"{' '.join(self.args)}\n{self.tail()}")
+
+    def cpu(self) -> float:
+        return tree_cpu_seconds(self.proc.pid)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGINT (drain, snapshot, exit); SIGKILL if it does not end within ``timeout``."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._f.close()
+        return int(self.proc.returncode)
+
+
+def stream_args(a: Any, bootstrap: str, topic: str, prefix: str, tr: Traffic, out: Path,
+                labels_topic: str | None = None) -> list[str]:
+    args = [KERNELSTREAM, "stream", f"kafka://{bootstrap}/{topic}", *LEARNER_ARGS,
+            "--n-features", str(tr.n_features), "--runner", "direct",
+            "--kafka-out", f"kafka://{bootstrap}/{prefix}", "--out", str(out / "out"),
+            "--checkpoint", str(out / "ckpt"), "--max-seconds", str(a.max_stream_seconds)]
+    if labels_topic:
+        args += ["--labels", f"kafka://{bootstrap}/{labels_topic}"]
+    return args + list(a.stream_arg or [])
+
+
+def output_topics(bootstrap: str, prefix: str) -> str:
+    """Create the stream's output topics (one partition each); the predictions topic."""
+    create_topics(bootstrap, [f"{prefix}-{s}" for s in ("predictions", "outcomes", "metrics",
+                                                        "unlabeled", "dead-letters")])
+    return f"{prefix}-predictions"
+
+
+def summary_rate(out: Path) -> float | None:
+    """``examples_per_second`` of the stream's summary.json, if it writes one."""
+    p = out / "out" / "summary.json"
+    if not p.exists():
+        return None
+    doc = json.loads(p.read_text())
+    v = doc.get("examples_per_second")
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+# -- phases --------------------------------------------------------------------------------------
+def latency_stats(samples: Sequence[float]) -> dict[str, Any]:
+    if not samples:
+        return {"samples": 0, "p50": math.nan, "p99": math.nan, "max": math.nan}
+    v = np.asarray(samples, dtype=np.float64)
+    return {"samples": int(v.size), "p50": float(np.percentile(v, 50)),
+            "p99": float(np.percentile(v, 99)), "max": float(v.max())}
+
+
+def floor_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic) -> dict[str, Any]:
+    """Producer -> broker -> consumer alone (no stream) at the first required rate."""
+    topic = "floor"
+    create_topics(bootstrap, [topic, "floor-labels"])
+    cons = Consumer(ctx, bootstrap, topic, raw=True)
+    rate = REQUIRED_RATES[0]
+    p = run_producer(ctx, bootstrap, topic, "floor-labels", tr, 0, rate, a.step_seconds,
+                     a.label_delay_ms, a.seed)
+    cons.wait_count(0, p["sent"], 10)
+    got = cons.stop()
+    lat = [arr - ts for k, (ts, arr) in got["events"].items()
+           if ts >= p["t0"] * 1e3 + a.warmup * 1e3]
+    res = {"rate": rate, "sent": p["sent"], "arrived": len(got["events"]),
+           **latency_stats(lat)}
+    print(f"floor (producer -> broker -> consumer, no stream) at {rate}/s: "
+          f"p50 {res['p50']:.1f} ms, p99 {res['p99']:.1f} ms ({res['samples']} samples)",
+          file=sys.stderr, flush=True)
+    return res
+
+
+def backlog_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int,
+                  tmp: Path) -> dict[str, Any]:
+    """Pre-load ``n`` labelled events, start the stream, measure how fast it drains them."""
+    topic = f"{tr.name}-backlog"
+    prefix = f"{topic}-out"
+    create_topics(bootstrap, [topic])
+    pred = output_topics(bootstrap, prefix)
+    keys = [f"e{i}".encode() for i in range(n)]
+    produce(bootstrap, topic, [tr.line(i).encode() for i in range(n)], keys, create=False)
+    cons = Consumer(ctx, bootstrap, pred)
+    out = tmp / f"{tr.name}-backlog"
+    out.mkdir()
+    c0, load0 = cpu_times(), os.getloadavg()[0]
+    job = StreamJob(stream_args(a, bootstrap, topic, prefix, tr, out), out / "stream.log")
+    try:
+        got = cons.wait_count(0, n, a.backlog_timeout, job.check)
+        cpu = job.cpu()
+    finally:
+        rc = job.stop()
+        c1 = cpu_times()
+        res = cons.stop()
+    arr = sorted(v[1] for v in res["events"].values())
+    if len(arr) < 20:
+        raise RuntimeError(f"backlog: only {len(arr)} of {n} predictions arrived:\n{job.tail()}")
+    k = len(arr) // 10
+    rate = (len(arr) - 1 - k) / ((arr[-1] - arr[k]) / 1e3)
+    wall = arr[-1] / 1e3 - job.t_start
+    r = {"events": n, "arrived": got, "duplicates": res["duplicates"], "drain_rate": rate,
+         "first_prediction_s": arr[0] / 1e3 - job.t_start, "start_to_last_s": wall,
+         "stream_cpu_s": cpu, "stream_cpu_per_event_us": 1e6 * cpu / max(1, got),
+         "machine_busy": machine_busy(c0, c1), "load1": load0, "exit_code": rc,
+         "summary_rate": summary_rate(out)}
+    print(f"{tr.name} backlog: {got:,}/{n:,} predictions, drain rate {rate:,.0f} events/s "
+          f"(first prediction {r['first_prediction_s']:.1f} s after start; stream CPU "
+          f"{r['stream_cpu_per_event_us']:.0f} µs/event; machine busy "
+          f"{100 * r['machine_busy']:.0f} %; exit {rc})", file=sys.stderr, flush=True)
+    return r
+
+
+def replay_phase(a: Any, tr: Traffic, n: int, tmp: Path) -> dict[str, Any]:
+    """``kernelstream replay`` of the same ``n`` rows (and of their first few, to cancel the
+    fixed costs), as subprocesses; wall-clock times."""
+    small = min(a.replay_small, n // 10)
+    files = {}
+    for m in (small, n):
+        f = tmp / f"{tr.name}-{m}.libsvm"
+        f.write_text("".join(tr.line(i) + "\n" for i in range(m)))
+        files[m] = f
+    walls: dict[int, list[float]] = {small: [], n: []}
+    eps: list[float] = []
+    for r in range(a.replay_runs):
+        for m in ((small, n) if r % 2 == 0 else (n, small)):
+            out = tmp / f"replay-{tr.name}-{m}-{r}"
+            cmd = [KERNELSTREAM, "replay", str(files[m]), *LEARNER_ARGS, "--runner", "direct",
+                   "--n-features", str(tr.n_features), "--out", str(out), "-q"]
+            t0 = time.perf_counter()
+            p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            wall = time.perf_counter() - t0
+            if p.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n"
+                                   f"{p.stderr[-3000:]}")
+            walls[m].append(wall)
+            if m == n:
+                doc = json.loads((out / "summary.json").read_text())
+                if isinstance(doc.get("examples_per_second"), (int, float)):
+                    eps.append(float(doc["examples_per_second"]))
+            print(f"{tr.name} replay {m:,} rows, run {r}: {wall:.2f} s", file=sys.stderr,
+                  flush=True)
+    med = {m: statistics.median(v) for m, v in walls.items()}
+    rate = (n - small) / (med[n] - med[small]) if med[n] > med[small] else math.nan
+    return {"rows": n, "small": small, "walls": {str(k): v for k, v in walls.items()},
+            "median_wall": med[n], "median_wall_small": med[small], "rate": rate,
+            "rate_with_fixed_costs": n / med[n],
+            "learner_eps": statistics.median(eps) if eps else None}
+
+
+def step_bounded(st: dict[str, Any], bound_ms: float) -> bool:
+    return (st["arrived"] == st["sent"] and st["p99"] <= bound_ms
+            and st["growth_ms"] <= 100.0)
+
+
+def live_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, rates: list[int],
+               tmp: Path) -> dict[str, Any]:
+    """One stream on a fresh topic; the producer steps through ``rates`` (required rates
+    always, the others until the first unbounded step)."""
+    topic = f"{tr.name}-live"
+    labels_topic = f"{topic}-labels" if a.labels_topic else topic
+    prefix = f"{topic}-out"
+    create_topics(bootstrap, sorted({topic, labels_topic}))
+    pred = output_topics(bootstrap, prefix)
+    cons = Consumer(ctx, bootstrap, pred)
+    out = tmp / f"{tr.name}-live"
+    out.mkdir()
+    job = StreamJob(stream_args(a, bootstrap, topic, prefix, tr, out,
+                                labels_topic if a.labels_topic else None), out / "stream.log")
+    steps: list[dict[str, Any]] = []
+    try:
+        t_ready = wait_ready(bootstrap, topic, tr, cons, job, a.start_timeout)
+        print(f"{tr.name} live: stream ready {t_ready:.1f} s after start", file=sys.stderr,
+              flush=True)
+        first, stop_sweep = 0, False
+        for rate in rates:
+            required = rate in REQUIRED_RATES
+            if stop_sweep and not required:
+                continue
+            c0, cpu0 = cpu_times(), job.cpu()
+            p = run_producer(ctx, bootstrap, topic, labels_topic, tr, first, rate,
+                             a.step_seconds, a.label_delay_ms, a.seed)
+            n = p["sent"]
+            arrived = cons.wait_count(first, first + n, a.drain_timeout, job.check)
+            busy, cpu = machine_busy(c0, cpu_times()), job.cpu() - cpu0
+            st = step_stats(cons, first, n, p, a.warmup)
+            st.update(rate=rate, sent=n, arrived=arrived, achieved=p["achieved"],
+                      producer_lag_s=p["worst_lag_s"], machine_busy=busy,
+                      stream_cpu_share=cpu / max(1e-9, time.time() - p["t0"]))
+            st["bounded"] = step_bounded(st, a.bound_ms)
+            steps.append(st)
+            print(f"{tr.name} live {rate:,}/s (achieved {p['achieved']:,.0f}/s): "
+                  f"{arrived:,}/{n:,} predictions, p50 {st['p50']:.1f} ms, p99 "
+                  f"{st['p99']:.1f} ms, max {st['max']:.0f} ms over {st['samples']:,} samples; "
+                  f"{'bounded' if st['bounded'] else 'UNBOUNDED'}; stream CPU "
+                  f"{100 * st['stream_cpu_share']:.0f} %, machine busy {100 * busy:.0f} %",
+                  file=sys.stderr, flush=True)
+            first += n
+            if not st["bounded"]:
+                stop_sweep = True
+                if arrived < n:  # let the queue drain before a required step follows
+                    cons.wait_count(first - n, first, a.drain_timeout * 3, job.check)
+    finally:
+        rc = job.stop()
+        res = cons.stop()
+    return {"ready_s": t_ready if steps else None, "steps": steps, "exit_code": rc,
+            "duplicates": res["duplicates"], "summary_rate": summary_rate(out)}
+
+
+def step_stats(cons: Consumer, first: int, n: int, p: dict[str, Any],
+               warmup: float) -> dict[str, Any]:
+    """Latencies of a step's events sent after its warm-up; the growth of the median from the
+    first to the last quarter of them (in send order)."""
+    t_from = (p["t0"] + warmup) * 1e3
+    lat = [arr - ts for ts, arr in cons.ask("get", (first, first + n)) if ts >= t_from]
+    st = latency_stats(lat)
+    q = len(lat) // 4
+    st["growth_ms"] = float(np.median(lat[-q:]) - np.median(lat[:q])) if q >= 10 else 0.0
+    return st
+
+
+def wait_ready(bootstrap: str, topic: str, tr: Traffic, cons: Consumer, job: StreamJob,
+               timeout: float) -> float:
+    """Send a labelled probe event every 0.5 s until one has its prediction; seconds since
+    the stream started."""
+    from kafka import KafkaProducer
+
+    prod = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    try:
+        deadline = time.monotonic() + timeout
+        k = 0
+        while not cons.ask("seen", "probe-"):
+            job.check()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no prediction {timeout:.0f} s after the stream started:\n"
+                                   f"{job.tail()}")
+            prod.send(topic, key=f"probe-{k}".encode(), value=tr.line(k).encode())
+            prod.flush()
+            k += 1
+            time.sleep(0.5)
+    finally:
+        prod.close()
+    return time.time() - job.t_start
+
+
+# -- report --------------------------------------------------------------------------------------
+def nice_rate(x: float) -> int:
+    """``x`` rounded to two significant digits."""
+    e = 10 ** max(0, math.floor(math.log10(max(x, 1.0))) - 1)
+    return int(round(x / e) * e)
+
+
+def live_rates(a: Any, drain_rate: float | None) -> list[int]:
+    """The required rates plus the sweep: ``--sweep-rates``, else ``--sweep-fractions`` of
+    the drain rate; sweep points within 10 % of a required rate are dropped."""
+    if a.sweep_rates:
+        extra = [int(float(r)) for r in a.sweep_rates.split(",") if r]
+    elif drain_rate:
+        extra = [nice_rate(float(f) * drain_rate) for f in a.sweep_fractions.split(",") if f]
+    else:
+        extra = []
+    extra = [r for r in extra if r > 0 and all(abs(r - q) > 0.1 * q for q in REQUIRED_RATES)]
+    return sorted(set(REQUIRED_RATES) | set(extra))
+
+
+def verdict(st: dict[str, Any]) -> str:
+    if st["rate"] == REQUIRED_RATES[0]:
+        ok = st["p99"] <= LATENCY_TARGET_MS and st["arrived"] == st["sent"]
+        return f"{pass_mark(ok)} (p99 ≤ {LATENCY_TARGET_MS:.0f} ms)"
+    return "bounded" if st["bounded"] else "**unbounded**"
+
+
+def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[str]:
+    L = ["# Streaming: event-to-prediction latency, sustained rate, ratio to the file replay",
+         "", generated_line("streaming.py", started, f"wall time {minutes:.1f} min"), "",
+         f"* Machine: {res['machine']}; load average (1/5/15 min) {res['load_start']} at the "
+         f"start, {res['load_end']} at the end (a shared machine: the other tenants' load is "
+         "in the 'machine busy' figures below).",
+         f"* Command under test: `kernelstream stream kafka://…/TOPIC {' '.join(LEARNER_ARGS)} "
+         "--n-features D --runner direct --kafka-out kafka://…/PREFIX --out … --checkpoint … "
+         f"--max-seconds …{' ' + ' '.join(a.stream_arg) if a.stream_arg else ''}` (BOGD "
+         "B = 200), a subprocess per phase, stopped with SIGINT.",
+         "* Broker: local tansu (memory storage, 127.0.0.1), one partition per topic. Test "
+         "clients (kafka-python), each in its own process: producer linger 0 ms, acks 1; "
+         "consumer fetch wait ≤ 10 ms, polling every ≤ 50 ms.",
+         "* Data:"]
+    for name, note in res["data"].items():
+        L.append(f"  * {name}: {note}")
+    fl = res.get("floor")
+    if fl:
+        L.append(f"* Floor (producer → broker → consumer on one topic, no stream, "
+                 f"{fl['rate']:,} records/s): p50 {fl['p50']:.1f} ms, p99 {fl['p99']:.1f} ms "
+                 f"({fl['samples']:,} samples). The stream path crosses the broker twice "
+                 "(events in, predictions out).")
+    L.append("")
+    rows = [(name, st) for name, d in res["datasets"].items()
+            for st in (d.get("live") or {}).get("steps", [])]
+    if rows:
+        lt = "its own topic" if a.labels_topic else "the same topic (label-only records)"
+        L += ["## Event-to-prediction latency on live traffic", "",
+              f"Feature records at a steady rate (label `?`; key = event id; record timestamp "
+              f"= send time); each label follows on {lt} after a seeded random delay "
+              f"(exponential, mean {a.label_delay_ms:g} ms, at most 5× that), so the stream "
+              f"reads two records per event and learns as labels arrive. Latency = arrival "
+              f"of the prediction on `PREFIX-predictions` (consumer wall clock) − its "
+              f"`event_time_ms`. {a.step_seconds:g} s per rate; the first {a.warmup:g} s of "
+              f"each rate are dropped (samples = the rest). *Bounded*: every prediction "
+              f"arrived, p99 ≤ {a.bound_ms:g} ms, and the median of the last quarter of the "
+              f"samples is at most 100 ms above the first quarter's (no growing queue).", "",
+              "| data | rate (events/s) | achieved | samples | p50 (ms) | p99 (ms) | max (ms) "
+              "| stream CPU | machine busy | verdict |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        for name, st in rows:
+            L.append(f"| {name} | {st['rate']:,} | {st['achieved']:,.0f} | "
+                     f"{st['samples']:,} | {st['p50']:.1f} | {st['p99']:.1f} | "
+                     f"{st['max']:.0f} | {100 * st['stream_cpu_share']:.0f} % | "
+                     f"{100 * st['machine_busy']:.0f} % | {verdict(st)} |")
+        L += ["", "*stream CPU*: CPU time of the stream process tree / wall time of the rate "
+              "(100 % = one core); *machine busy*: both cores, everything on the machine.", ""]
+    L += ["## Largest sustained rate and the file replay", "",
+          "* *drain rate*: a backlog of labelled events (one record per event: label and "
+          "features) is on the topic before the stream starts; events from the 10 % arrival "
+          "to the last / the time between them (start-up excluded).",
+          "* *largest bounded live rate*: the highest rate of the table above that stayed "
+          "bounded (live traffic: two records per event).",
+          "* *file replay*: `kernelstream replay FILE "
+          f"{' '.join(LEARNER_ARGS)} --runner direct` on the same rows in the same order as "
+          f"a LIBSVM file (subprocess). End-to-end wall clock, {a.replay_runs} runs on N rows "
+          "alternating with runs on the first `small` rows; rate = (N − small) / (median "
+          "wall(N) − median wall(small)), so interpreter start, imports and pipeline start "
+          "cancel out as they do for the drain rate. (summary.json's `examples_per_second` "
+          "is learner time only; shown in brackets, not used.)",
+          f"* *ratio* = drain rate / replay rate, in the same run (target ≥ {RATIO_TARGET}).",
+          "", "| data | backlog events | drain rate (events/s) | stream CPU (µs/event) | "
+          "largest bounded live rate | replay (ex/s) | replay wall N / small (s) | ratio | "
+          "verdict |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for name, d in res["datasets"].items():
+        b, r, lv = d.get("backlog"), d.get("replay"), d.get("live")
+        bounded = [s["rate"] for s in (lv or {}).get("steps", []) if s["bounded"]]
+        ratio = b["drain_rate"] / r["rate"] if b and r and r["rate"] == r["rate"] else None
+        d["ratio"] = ratio
+        L.append(
+            f"| {name} | {b['events']:,} | {b['drain_rate']:,.0f} | "
+            f"{b['stream_cpu_per_event_us']:.0f} | " if b else f"| {name} | – | – | – | ")
+        L[-1] += (f"{max(bounded):,} | " if bounded else ("none | " if lv else "– | "))
+        if r:
+            le = f" [{r['learner_eps']:,.0f}]" if r.get("learner_eps") else ""
+            L[-1] += (f"{r['rate']:,.0f}{le} | {r['median_wall']:.2f} / "
+                      f"{r['median_wall_small']:.2f} | ")
+        else:
+            L[-1] += "– | – | "
+        L[-1] += (f"{ratio:.2f} | {pass_mark(ratio >= RATIO_TARGET)} (≥ {RATIO_TARGET}) |"
+                  if ratio is not None else "– | – |")
+    L.append("")
+    for name, d in res["datasets"].items():
+        b = d.get("backlog")
+        if b:
+            L.append(f"* {name} backlog: first prediction {b['first_prediction_s']:.1f} s "
+                     f"after the stream started, last {b['start_to_last_s']:.1f} s; "
+                     f"{b['arrived']:,} of {b['events']:,} predictions, {b['duplicates']} "
+                     f"duplicates; machine busy {100 * b['machine_busy']:.0f} %; exit code "
+                     f"{b['exit_code']}.")
+        lv = d.get("live")
+        if lv:
+            L.append(f"* {name} live: first prediction of a probe {lv['ready_s']:.1f} s "
+                     f"after the stream started; {lv['duplicates']} duplicate predictions; "
+                     f"exit code {lv['exit_code']}.")
+    return L
+
+
+def passed(res: dict[str, Any]) -> bool:
+    ok = True
+    for d in res["datasets"].values():
+        for st in (d.get("live") or {}).get("steps", []):
+            if st["rate"] == REQUIRED_RATES[0]:
+                ok = ok and st["p99"] <= LATENCY_TARGET_MS and st["arrived"] == st["sent"]
+        if d.get("ratio") is not None:
+            ok = ok and d["ratio"] >= RATIO_TARGET
+    return ok
+
+
+PHASES = ("floor", "backlog", "replay", "live")
+
+
+def main() -> int:
+    ap = script_parser(__doc__, epilog=False)
+    _common.add_list_arg(ap, "--datasets", ("a9a", "ijcnn1-like"))
+    _common.add_list_arg(ap, "--phases", PHASES)
+    ap.add_argument("--backlog", type=int, default=50_000,
+                    help="events of the backlog and of the replay (capped at the data set; "
+                         "default %(default)s)")
+    ap.add_argument("--step-seconds", type=float, default=12.0,
+                    help="seconds per live rate (default %(default)s)")
+    ap.add_argument("--warmup", type=float, default=2.0,
+                    help="seconds dropped at the start of each live rate (default %(default)s)")
+    ap.add_argument("--sweep-fractions", default="0.3,0.4,0.5",
+                    help="sweep rates as fractions of the drain rate (default %(default)s)")
+    ap.add_argument("--sweep-rates", default="",
+                    help="sweep rates in events/s (overrides --sweep-fractions)")
+    ap.add_argument("--label-delay-ms", type=float, default=500.0,
+                    help="mean label delay (default %(default)s)")
+    ap.add_argument("--labels-topic", action="store_true",
+                    help="labels on their own topic (--labels) instead of the events topic")
+    ap.add_argument("--bound-ms", type=float, default=1000.0,
+                    help="p99 bound of a 'bounded' live rate (default %(default)s)")
+    ap.add_argument("--drain-timeout", type=float, default=15.0,
+                    help="seconds to wait for a rate's last predictions (default %(default)s)")
+    ap.add_argument("--start-timeout", type=float, default=120.0)
+    ap.add_argument("--backlog-timeout", type=float, default=300.0)
+    ap.add_argument("--max-stream-seconds", type=float, default=900.0,
+                    help="--max-seconds of the stream (a safety net: it is stopped by SIGINT)")
+    ap.add_argument("--replay-runs", type=int, default=2)
+    ap.add_argument("--replay-small", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--stream-arg", action="append", metavar="ARG",
+                    help="extra argument of `kernelstream stream` (repeatable)")
+    ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    a = ap.parse_args()
+    names = _common.parse_list(ap, a.datasets, ("a9a", "ijcnn1-like"), "data set")
+    phases = _common.parse_list(ap, a.phases, PHASES, "phase")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["__main__"])
+    started, t_start = now_utc(), time.perf_counter()
+    res: dict[str, Any] = {"machine": machine_info(), "load_start": load_avg(), "data": {},
+                           "datasets": {}, "options": {k: str(v) for k, v in vars(a).items()}}
+    traffic = {"a9a": lambda: a9a(a.data_dir), "ijcnn1-like": lambda: ijcnn1_like(seed=a.seed)}
+    with local_broker() as b, tempfile.TemporaryDirectory(prefix="ks-streaming-") as d:
+        tmp = Path(d)
+        for i, name in enumerate(names):
+            tr = traffic[name]()
+            res["data"][name] = tr.note
+            n = min(a.backlog, len(tr.labels))
+            dr: dict[str, Any] = res["datasets"].setdefault(name, {})
+            print(f"== {name}: {len(tr.labels):,} rows, {tr.n_features} features",
+                  file=sys.stderr, flush=True)
+            if "floor" in phases and i == 0:
+                res["floor"] = floor_phase(a, ctx, b, tr)
+            if "backlog" in phases:
+                dr["backlog"] = backlog_phase(a, ctx, b, tr, n, tmp)
+            if "replay" in phases:
+                dr["replay"] = replay_phase(a, tr, n, tmp)
+                if dr.get("backlog"):
+                    print(f"{name}: replay {dr['replay']['rate']:,.0f} ex/s, drain "
+                          f"{dr['backlog']['drain_rate']:,.0f} events/s, ratio "
+                          f"{dr['backlog']['drain_rate'] / dr['replay']['rate']:.2f}",
+                          file=sys.stderr, flush=True)
+            if "live" in phases:
+                rates = live_rates(a, (dr.get("backlog") or {}).get("drain_rate"))
+                dr["live"] = live_phase(a, ctx, b, tr, rates, tmp)
+    res["load_end"] = load_avg()
+    minutes = (time.perf_counter() - t_start) / 60
+    L = render(a, res, started, minutes)
+    res["passed"] = passed(res)
+    write_report(a.out_dir, "streaming", L, res)
+    print("\n".join(L))
+    return 0 if res["passed"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

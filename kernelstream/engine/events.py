@@ -1,0 +1,517 @@
+"""Live streams with delayed labels: predict on arrival, learn when the label comes (no Beam).
+
+One :class:`StreamEngine` serves every model of a ``kernelstream stream`` run. The Beam
+pipeline and the reference loop (:func:`reference_outputs`) call the same two steps, so there is
+one loop: :meth:`StreamEngine.route` parses a Kafka record once and names the models it goes to;
+:meth:`StreamEngine.process` applies it to one model's :class:`ModelState` and returns rows.
+
+Messages (key = event id, UTF-8; a record without key is a dead letter)
+    * Feature record: one LIBSVM line (``--n-features`` required) or CSV line (label at
+      ``label_column``, default last). The label token ``?`` (CSV: ``?`` or an empty field)
+      means *unlabelled*; any other label token makes a *labelled* event.
+    * Label record: value ``label:Y``, on an events topic or on the labels topic, where a bare
+      ``Y`` is accepted too.
+    * Labels map statelessly: regression labels are floats; classification labels with
+      ``positive_label`` are one-vs-rest (that token is +1, every other token -1), without it
+      numeric -1 and 0 are -1 and 1 is +1 (anything else is a dead letter).
+    * ``key_by="id-prefix"``: one model per entity, the event id's text before its first ``/``
+      (an id without one is a dead letter); otherwise one model per configuration. Model keys
+      are ``StreamKey(config, 0, entity)`` encoded, as the replay's permutation 0.
+
+What a model does with a record at timestamp ``t`` (milliseconds), in this order
+    0. A record at or before the model's last applied offset of its partition
+       (``ModelState.applied``) is skipped without output: replay after a restore is idempotent.
+    1. The model's event-time clock becomes ``max(clock, t)``. If the clock reached the end of
+       the current metrics window ``[k W, (k+1) W)``, that window's ``metrics`` row is emitted
+       and the window containing the clock opens (windows nothing happened in have no row).
+       Everything the record causes counts in the window of the clock (a late record counts in
+       the open window).
+    2. Ids resolved at least ``label_ttl_ms`` ago (clock time) are forgotten; then every pending
+       event with ``event_ts + ttl <= clock`` expires, in (deadline, position) order, as an
+       ``unlabeled`` row (``expired_at_ms`` = the clock) and is remembered as expired for ttl.
+    3. The record itself:
+       * unlabelled feature record: ``score = learner.predict_one(x)``, a ``predictions`` row,
+         and the event waits (x, score, predicted label, event time, prediction position);
+       * labelled feature record: ``learner.step(x, y)`` (the base class's one-row
+         test-then-train, the same per-round code as ``predict_learn_many``), a prediction row
+         and an ``outcomes`` row with delay 0;
+       * label record for a pending id: ``learner.learn_one(x, y)`` on the stored x, and an
+         outcome row: the score and predicted label made on arrival, the label, ``mistake``
+         (classification), ``loss = learner_loss(learner).value(score, y)``, ``delay_ms`` =
+         label timestamp - event timestamp, and the number of support vectors after learning.
+    Learning order is therefore label arrival order; predictions use the model as it is, and
+    the update at label time scores x with the model as it is then. A model's learner is made
+    on its first record, ``config.make(spec.seed, 0)`` (or given to :meth:`new_state`).
+    Dead letters (stage ``join``): a feature record whose id is pending or resolved within the
+    last ttl ("duplicate event id"), a label for an id never seen or already forgotten ("label
+    for unknown event id"), for an expired id ("label for expired event id"), or for an id
+    already labelled ("duplicate label"). A ``ValueError`` of the learner is a dead letter of
+    stage ``learn`` and the run goes on. Parse errors are dead letters of :meth:`route`.
+
+    The learner's score cache (``predict_one`` keeps the round's work, e.g. OKS's random
+    kernel draw, for the next ``learn_one`` of the same x) is dropped after each prediction,
+    so a label always learns from a fresh score: a restored state (which has no cache)
+    continues bit for bit.
+
+Counts add up: every routed (record, model) that is not skipped gives a prediction, an outcome
+or a dead letter; per model ``predictions = outcomes + unlabeled + pending + learn_rejected``
+(:meth:`ModelState.counts`). Memory per model is bounded by the events of one ttl (pending) and
+of two ttls (remembered ids).
+
+Metrics rows (one per closed window, plus :meth:`StreamEngine.flush_metrics` at drain/end):
+window and cumulative counts, mistakes and mistake rate (percent), loss sums (exactly rounded:
+``math.fsum`` per window, :func:`~kernelstream.engine.metrics.exact_add` cumulative), label
+delay p50/p99 over the window's outcomes (delay 0 included) by the nearest-rank method,
+pending events, support vectors, and ``seconds`` (wall clock inside learner calls) with
+``examples_per_second`` (window records / seconds): the only non-deterministic fields.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from kernelstream.data import LabelMap, ParseError, densify, parse_csv_line, parse_libsvm_line
+from kernelstream.engine.blocks import StreamKey
+from kernelstream.engine.merge import merged as merge_group  # the reference loop's order
+from kernelstream.engine.metrics import exact_add, exact_value
+from kernelstream.engine.prequential import learner_loss
+from kernelstream.engine.records import SourceRecord
+from kernelstream.engine.stream_rows import (
+    OUTPUTS,
+    metrics_row,
+    outcome_row,
+    prediction_row,
+    stream_dead_letter,
+    unlabeled_row,
+)
+from kernelstream.engine.stream_state import EXPIRED, LABELLED, ModelState, Pending
+from kernelstream.engine.stream_state import decode_state as _decode_state
+from kernelstream.engine.stream_state import encode_state as _encode_state
+
+__all__ = ["ModelState", "Outputs", "ParsedRecord", "StreamEngine", "StreamSpec", "merge_group",
+           "reference_outputs"]
+
+KEY_BY = (None, "id-prefix")
+LABEL_PREFIX = "label:"
+UNLABELLED = "?"
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """Everything a worker needs to run the models of a stream (picklable).
+
+    ``configs`` are ``LearnerConfig``-like (``.name``, ``.learner``, ``.make(seed, rep)``);
+    ``source_prefix`` is put before ``TOPIC/PARTITION`` in dead letters' ``source`` (e.g.
+    ``kafka://HOST:PORT/``)."""
+
+    configs: tuple[Any, ...]
+    seed: int = 0
+    fmt: str = "libsvm"
+    n_features: int | None = None
+    label_column: int | None = None
+    delimiter: str | None = ","
+    task: str = "classification"
+    positive_label: str | None = None
+    key_by: str | None = None
+    label_ttl_ms: int = 3_600_000
+    metrics_window_ms: int = 60_000
+    labels_topic: str | None = None
+    source_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "configs", tuple(self.configs))
+        names = [c.name for c in self.configs]
+        if not names:
+            raise ValueError("no learner configuration given")
+        if len(set(names)) != len(names):
+            raise ValueError(f"configuration names given twice: {names}")
+        if self.fmt not in ("libsvm", "csv"):
+            raise ValueError(f"stream messages are LIBSVM or CSV lines, not {self.fmt!r}")
+        if self.fmt == "libsvm":
+            if self.n_features is None:
+                raise ValueError("LIBSVM messages need n_features (--n-features)")
+            if self.label_column is not None:
+                raise ValueError("label_column does not apply to LIBSVM messages")
+        if self.n_features is not None and self.n_features < 1:
+            raise ValueError(f"n_features must be >= 1, got {self.n_features}")
+        if self.task not in ("classification", "regression"):
+            raise ValueError(f"task must be classification or regression, got {self.task!r}")
+        if self.key_by not in KEY_BY:
+            raise ValueError(f"key_by must be one of {KEY_BY}, got {self.key_by!r}")
+        if self.label_ttl_ms < 1 or self.metrics_window_ms < 1:
+            raise ValueError("label_ttl_ms and metrics_window_ms must be >= 1 ms")
+
+
+class ParsedRecord(NamedTuple):
+    """A record after :meth:`StreamEngine.route`: a label (``label_only``) or an event with
+    features ``x`` and label ``y`` (None: unlabelled), plus where it came from."""
+
+    label_only: bool
+    event_id: str
+    x: np.ndarray | None
+    y: float | None
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    text: str
+    source: str
+
+
+class Outputs:
+    """Rows by output name (:data:`~kernelstream.engine.stream_rows.OUTPUTS`); one object can
+    collect the rows of many :meth:`StreamEngine.process` calls."""
+
+    __slots__ = OUTPUTS
+
+    def __init__(self) -> None:
+        self.predictions: list[dict[str, Any]] = []
+        self.outcomes: list[dict[str, Any]] = []
+        self.unlabeled: list[dict[str, Any]] = []
+        self.metrics: list[dict[str, Any]] = []
+        self.dead_letters: list[dict[str, Any]] = []
+
+    def __getitem__(self, name: str) -> list[dict[str, Any]]:
+        return getattr(self, name)  # type: ignore[no-any-return]
+
+    def items(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        return [(n, getattr(self, n)) for n in OUTPUTS]
+
+    def __len__(self) -> int:
+        return sum(len(getattr(self, n)) for n in OUTPUTS)
+
+
+class _Labels:
+    """The stateless label mapping of the module docstring, on ``data.LabelMap``."""
+
+    def __init__(self, task: str, positive_label: str | None) -> None:
+        self.other: float | None = None  # value of a token no map knows (one-vs-rest)
+        self.default = task == "classification" and positive_label is None
+        if task == "regression":
+            self.maps: tuple[LabelMap, ...] = (LabelMap.regression(),)
+        elif positive_label is not None:
+            self.maps, self.other = (LabelMap(positive=positive_label),), -1.0
+        else:
+            self.maps = (LabelMap("-1", "1"), LabelMap(negative="0"))
+
+    def __call__(self, tok: str) -> float:
+        if not tok.strip():
+            raise ParseError("empty label")
+        err: ParseError | None = None
+        for m in self.maps:
+            try:
+                return m(tok)
+            except ParseError as e:
+                err = e
+        if self.other is not None:
+            return self.other
+        if self.default:
+            raise ParseError(f"unknown label {tok.strip()!r}: classification labels are -1 or "
+                             "0 and 1 (--positive-label names the +1 class of others)")
+        assert err is not None
+        raise err
+
+
+class StreamEngine:
+    """Routing and processing of a stream's records (see the module docstring)."""
+
+    def __init__(self, spec: StreamSpec) -> None:
+        self.spec = spec
+        self.ttl = int(spec.label_ttl_ms)
+        self.window = int(spec.metrics_window_ms)
+        self.labels = _Labels(spec.task, spec.positive_label)
+        self.configs = {c.name: c for c in spec.configs}
+        self._global_keys = [StreamKey(c.name, 0).encode() for c in spec.configs]
+        self._entity_prefixes = [k + "@" for k in self._global_keys]
+        self._losses: dict[str, Any] = {}  # config name -> loss function of its learners
+        lc = -1 if spec.label_column is None else int(spec.label_column)
+        self._csv = (lc, spec.delimiter,
+                     None if spec.n_features is None else spec.n_features + 1)
+
+    # -- routing -----------------------------------------------------------------------------
+    def route(self, rec: SourceRecord) -> list[tuple[str, ParsedRecord]] | dict[str, Any]:
+        """Parse ``rec`` once: ``(model key, parsed)`` per model it goes to, or the dead-letter
+        row of a record that cannot be parsed."""
+        source = f"{self.spec.source_prefix}{rec.topic}/{rec.partition}"
+        text, eid = "", None
+        try:
+            if rec.value is None:
+                raise ParseError("empty message (no value)")
+            try:
+                text = rec.value.decode("utf-8")
+            except UnicodeDecodeError as e:
+                text = rec.value.decode("utf-8", errors="backslashreplace")
+                raise ParseError(f"undecodable bytes (not UTF-8 text at byte {e.start})"
+                                 ) from None
+            if not rec.key:
+                raise ParseError("no event id (the message has no key)")
+            try:
+                eid = rec.key.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ParseError("the event id (message key) is not UTF-8 text") from None
+            s = text.strip()
+            x: np.ndarray | None = None
+            if s.startswith(LABEL_PREFIX):
+                label_only, y = True, self.labels(s[len(LABEL_PREFIX):])
+            elif rec.topic == self.spec.labels_topic:
+                label_only, y = True, self.labels(s)
+            else:
+                label_only = False
+                x, y = self._features(text)
+            entity = None
+            if self.spec.key_by is not None:
+                entity, sep, _ = eid.partition("/")
+                if not sep or not entity:
+                    raise ParseError(f"event id {eid!r} has no entity prefix (--key-by "
+                                     "id-prefix wants ENTITY/ID)")
+        except ParseError as e:
+            return stream_dead_letter(source, rec.topic, rec.partition, rec.offset, text,
+                                      e.reason, event_id=eid)
+        parsed = ParsedRecord(label_only, eid, x, y, rec.topic, rec.partition, rec.offset,
+                              int(rec.timestamp_ms), text, source)
+        if entity is None:
+            return [(k, parsed) for k in self._global_keys]
+        return [(p + entity, parsed) for p in self._entity_prefixes]
+
+    def _features(self, text: str) -> tuple[np.ndarray, float | None]:
+        if self.spec.fmt == "libsvm":
+            tok, idx, vals = parse_libsvm_line(text)
+            assert self.spec.n_features is not None
+            x = densify(idx, vals, self.spec.n_features)
+        else:
+            lc, delim, ncol = self._csv
+            try:
+                tok, x = parse_csv_line(text, lc, delim, n_columns=ncol)
+            except ParseError as e:
+                if not e.reason.startswith("empty label"):
+                    raise
+                fields = text.split(delim)  # an empty label field: unlabelled
+                fields[lc] = UNLABELLED
+                tok, x = parse_csv_line((delim or " ").join(fields), lc, delim, n_columns=ncol)
+        return x, None if tok.strip() == UNLABELLED else self.labels(tok)
+
+    # -- state -------------------------------------------------------------------------------
+    def new_state(self, model_key: str, learner: Any = None) -> ModelState:
+        """A model's empty state (``learner``: start from a trained learner, e.g. a replay's)."""
+        sk = StreamKey.decode(model_key)
+        if sk.config not in self.configs:
+            raise KeyError(f"model {model_key!r}: no configuration named {sk.config!r}")
+        return ModelState(model_key, sk.config, sk.entity, learner)
+
+    def encode_state(self, st: ModelState) -> bytes:
+        """Versioned compact bytes of ``st`` (no pickle; see ``engine.stream_state``)."""
+        return _encode_state(st)
+
+    def decode_state(self, data: bytes) -> ModelState:
+        return _decode_state(data, self.ttl)
+
+    # -- processing --------------------------------------------------------------------------
+    def process(self, model_key: str, st: ModelState, parsed: ParsedRecord,
+                out: Outputs | None = None) -> Outputs:
+        """Apply one routed record to the model's state ``st`` (mutated); rows go to ``out``
+        (a new :class:`Outputs` when None), which is returned."""
+        if out is None:
+            out = Outputs()
+        p = parsed
+        tp = (p.topic, p.partition)
+        last = st.applied.get(tp)
+        if last is not None and p.offset <= last:
+            st.skipped += 1
+            return out
+        st.applied[tp] = p.offset
+        t = p.timestamp_ms
+        clock = st.clock_ms = t if st.clock_ms is None or t > st.clock_ms else st.clock_ms
+        w = st.window
+        if w.start is None:
+            w.start = clock - clock % self.window
+        elif clock >= w.start + self.window:
+            if w.records:
+                out.metrics.append(self._metrics_row(st, final=False, closing=True))
+            w.reset(clock - clock % self.window)
+        self._expire(st, clock, out)
+        w.records += 1
+        st.records += 1
+        if st.learner is None:
+            st.learner = self.configs[st.config].make(self.spec.seed, 0)
+        if p.label_only:
+            self._label(st, p, out)
+        elif p.event_id in st.pending or p.event_id in st.resolved:
+            self._dead(st, p, out, "duplicate event id", "join")
+        elif p.y is None:
+            self._predict(st, p, out)
+        else:
+            self._predict_learn(st, p, out)
+        return out
+
+    def _expire(self, st: ModelState, clock: int, out: Outputs) -> None:
+        forget, resolved = st.forget, st.resolved
+        while forget and forget[0][0] <= clock:
+            del resolved[forget.popleft()[1]]
+        heap, pending = st.expiry, st.pending
+        while heap and heap[0][0] <= clock:
+            _, pos, eid = heapq.heappop(heap)
+            ev = pending.get(eid)
+            if ev is None or ev.position != pos:
+                continue  # labelled meanwhile
+            del pending[eid]
+            self._resolve(st, eid, EXPIRED, clock)
+            st.unlabeled += 1
+            st.window.unlabeled += 1
+            out.unlabeled.append(unlabeled_row(st.key, st.config, st.entity, eid, pos,
+                                               ev.event_time_ms, clock))
+
+    def _resolve(self, st: ModelState, eid: str, status: int, clock: int) -> None:
+        st.resolved[eid] = status
+        st.forget.append((clock + self.ttl, eid))
+
+    def _dead(self, st: ModelState, p: ParsedRecord, out: Outputs, reason: str, stage: str,
+              position: int | None = None) -> None:
+        st.dead_letters += 1
+        st.window.dead_letters += 1
+        out.dead_letters.append(stream_dead_letter(
+            p.source, p.topic, p.partition, p.offset, p.text, reason, stage, st.key,
+            p.event_id, position))
+
+    def _predict(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
+        m = st.learner
+        assert m is not None and p.x is not None
+        t0 = time.perf_counter()
+        try:
+            score = m.predict_one(p.x)
+        except ValueError as e:
+            self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
+            return
+        # drop the score cache: a label learns from a fresh score, restored or not
+        m._pending = None
+        st.add_seconds(time.perf_counter() - t0)
+        predicted = m.predict_label(score) if m.task == "classification" else score
+        pos = st.position
+        st.position += 1
+        st.window.predictions += 1
+        st.pending[p.event_id] = Pending(p.x, score, predicted, p.timestamp_ms, pos)
+        heapq.heappush(st.expiry, (p.timestamp_ms + self.ttl, pos, p.event_id))
+        out.predictions.append(prediction_row(
+            st.key, st.config, st.entity, p.event_id, pos, p.timestamp_ms, p.topic,
+            p.partition, p.offset, score, predicted, int(m.n_support_vectors), False))
+
+    def _predict_learn(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
+        m = st.learner
+        assert m is not None
+        n_sv = int(m.n_support_vectors)
+        t0 = time.perf_counter()
+        try:
+            score = m.step(p.x, p.y)
+        except ValueError as e:
+            self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
+            return
+        st.add_seconds(time.perf_counter() - t0)
+        predicted = m.predict_label(score) if m.task == "classification" else score
+        pos = st.position
+        st.position += 1
+        st.window.predictions += 1
+        assert st.clock_ms is not None
+        self._resolve(st, p.event_id, LABELLED, st.clock_ms)
+        out.predictions.append(prediction_row(
+            st.key, st.config, st.entity, p.event_id, pos, p.timestamp_ms, p.topic,
+            p.partition, p.offset, score, predicted, n_sv, True))
+        self._outcome(st, p, out, Pending(p.x, score, predicted, p.timestamp_ms, pos))
+
+    def _label(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
+        ev = st.pending.pop(p.event_id, None)
+        if ev is None:
+            status = st.resolved.get(p.event_id)
+            reason = ("label for unknown event id" if status is None else
+                      "label for expired event id" if status == EXPIRED else "duplicate label")
+            self._dead(st, p, out, reason, "join")
+            return
+        m = st.learner
+        assert m is not None and st.clock_ms is not None
+        self._resolve(st, p.event_id, LABELLED, st.clock_ms)
+        t0 = time.perf_counter()
+        try:
+            m.learn_one(ev.x, p.y)
+        except ValueError as e:
+            st.learn_rejected += 1
+            self._dead(st, p, out, f"learner rejected the row: {e}", "learn", ev.position)
+            return
+        st.add_seconds(time.perf_counter() - t0)
+        self._outcome(st, p, out, ev)
+
+    def _outcome(self, st: ModelState, p: ParsedRecord, out: Outputs, ev: Pending) -> None:
+        m = st.learner
+        assert m is not None and p.y is not None
+        y = p.y
+        loss_fn = self._losses.get(st.config)
+        if loss_fn is None:
+            loss_fn = self._losses[st.config] = learner_loss(m).value
+        loss = float(loss_fn(ev.score, y))
+        mistake = None
+        w = st.window
+        if m.task == "classification":
+            mistake = ev.predicted != y
+            if mistake:
+                st.mistakes += 1
+                w.mistakes += 1
+        delay = p.timestamp_ms - ev.event_time_ms
+        lp = st.learnt
+        st.learnt += 1
+        w.outcomes += 1
+        w.losses.append(loss)
+        w.delays.append(delay)
+        out.outcomes.append(outcome_row(
+            st.key, st.config, st.entity, p.event_id, lp, ev.position, ev.event_time_ms,
+            p.timestamp_ms, ev.score, ev.predicted, y, mistake, loss, int(m.n_support_vectors),
+            p.topic, p.partition, p.offset))
+
+    # -- metrics -----------------------------------------------------------------------------
+    def flush_metrics(self, st: ModelState, final: bool = True) -> list[dict[str, Any]]:
+        """The open window's metrics so far (drain, end of input), or nothing when it saw no
+        record. ``st`` is not changed: the window goes on, and the row's id
+        (``{key}/m/{start}/partial/{records}``) differs from the closed window's."""
+        if st.window.start is None or not st.window.records:
+            return []
+        return [self._metrics_row(st, final=final, closing=False)]
+
+    def _metrics_row(self, st: ModelState, final: bool, closing: bool) -> dict[str, Any]:
+        m = st.learner
+        total_loss = exact_add(st.loss_total, np.asarray(st.window.losses, dtype=np.float64))
+        if closing:
+            st.loss_total = total_loss
+        return metrics_row(st, self.configs[st.config].learner, self.window,
+                           (m.task if m is not None else self.spec.task) == "classification",
+                           exact_value(total_loss), final, closing)
+
+
+# -- the reference loop ------------------------------------------------------------------------
+
+
+def reference_outputs(records: Iterable[SourceRecord], spec: StreamSpec,
+                      states: Mapping[str, ModelState] | None = None, *,
+                      flush: bool = False) -> tuple[Outputs, dict[str, ModelState]]:
+    """THE loop: route and process ``records`` in the given order, one state per model (the
+    given ``states`` are continued, and mutated). ``flush``: end with every model's
+    :meth:`~StreamEngine.flush_metrics` (as a drained stream does). Returns the rows and the
+    states by model key."""
+    engine = StreamEngine(spec)
+    out = Outputs()
+    st_by_key: dict[str, ModelState] = dict(states or {})
+    for rec in records:
+        routed = engine.route(rec)
+        if isinstance(routed, dict):
+            out.dead_letters.append(routed)
+            continue
+        for key, parsed in routed:
+            st = st_by_key.get(key)
+            if st is None:
+                st = st_by_key[key] = engine.new_state(key)
+            engine.process(key, st, parsed, out)
+    if flush:
+        for st in st_by_key.values():
+            out.metrics.extend(engine.flush_metrics(st, final=True))
+    return out, st_by_key

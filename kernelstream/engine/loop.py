@@ -1,0 +1,119 @@
+"""The loop runner: a replay run's streams through the engine in a plain Python loop (no Beam).
+
+The same sources (a data set in memory, or a Kafka topic through ``kafka_client``), the same
+per-block learning (:class:`~kernelstream.engine.core.StreamLearner`) and the same Parquet
+outputs and checkpoint files as the Beam runners, written with pyarrow directly, so the files
+of the two compare one to one. A run's blocks arrive in stream order here, so no ordering
+state is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+
+from kernelstream import fs
+from kernelstream.engine import checkpoints as ckpts
+from kernelstream.engine.blocks import Block
+from kernelstream.engine.core import (
+    Progress,
+    StreamLearner,
+    StreamState,
+    decode_stream_state,
+    encode_stream_state,
+)
+from kernelstream.engine.deadletters import DEAD_LETTER_TAG
+from kernelstream.engine.outputs import (
+    OUTPUTS,
+    PREDICTIONS_SCHEMA,
+    SCHEMAS,
+    predictions_batch,
+    write_rows,
+)
+from kernelstream.engine.replay import load_rows, stream_blocks
+from kernelstream.kafka_client import (
+    KafkaBlocks,
+    KafkaWriter,
+    SourcePosition,
+    output_topics,
+    prediction_rows,
+)
+
+if TYPE_CHECKING:  # the run description lives with the runners that share it
+    from kernelstream.pipelines.replay import ReplayRun
+
+PART = "part-loop"  # the name of the loop's file in every output directory
+
+
+def loop_source(run: ReplayRun, dead: list[dict[str, Any]],
+                position: list[SourcePosition]) -> Iterator[Block]:
+    """The run's blocks in stream order; its source's dead letters are appended to ``dead``,
+    and a Kafka read's end position to ``position``."""
+    if run.kafka is None:
+        ds = load_rows(run.read)
+        dead += ds.dead_letters
+        yield from stream_blocks(ds, run.spec)
+        return
+    kb = KafkaBlocks(run.kafka.topic, run.read, run.spec.configs, run.block_size,
+                     run.resume_position)
+    for item in kb.read_topic(run.kafka):
+        if isinstance(item, Block):
+            yield item
+        else:
+            dead.append(item)
+    position.append(kb.position())
+
+
+def run_loop(run: ReplayRun) -> dict[str, int]:
+    """Learn every stream of ``run``, write its outputs (and checkpoint files) and return the
+    counters the Beam runners report (examples, mistakes, dead letters, blocks)."""
+    core = StreamLearner({c.name: c for c in run.configs}, run.seed, run.metrics_window,
+                         run.read.path)
+    saved = ({} if run.resume_from is None
+             else dict(ckpts.read_states(run.resume_from)))
+    states: dict[str, StreamState] = {}
+    position: list[SourcePosition] = []
+    for name in OUTPUTS:
+        fs.makedirs(fs.join(run.out, name))
+    counters = {"examples": 0, "mistakes": 0, DEAD_LETTER_TAG: 0, "blocks": 0}
+    metrics: list[dict[str, Any]] = []
+    dead: list[dict[str, Any]] = []
+    writers = ({} if run.kafka_out is None else
+               {k: KafkaWriter(t, run.kafka_client)
+                for k, t in output_topics(run.kafka_out).items()})
+    with fs.open_write(fs.join(run.out, "predictions", f"{PART}.parquet")) as fh, \
+            pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as w:
+        progress = Progress()
+        for b in loop_source(run, dead, position):
+            st = states.get(b.key)
+            if st is None:  # a resumed stream starts from its saved state
+                st = states[b.key] = (decode_stream_state(saved[b.key]) if b.key in saved
+                                      else StreamState())
+            res = core.learn(b.key, st, b)
+            progress.learnt(b.key, st, b.n)
+            p = res.predictions
+            w.write_batch(predictions_batch(p))
+            if writers:
+                writers["predictions"].write(prediction_rows(p))
+            metrics += res.metrics
+            dead += res.dead_letters
+            counters["blocks"] += 1
+            counters["examples"] += p.n - len(res.dead_letters)
+            counters["mistakes"] += int((p.mistake == 1).sum())
+    counters[DEAD_LETTER_TAG] = len(dead)  # the source's and the learners'
+    metrics += [core.final_row(k, st) for k, st in states.items()]
+    if run.writes is not None:
+        saved.update((k, encode_stream_state(st)) for k, st in states.items())
+        ckpts.write_states(run.writes, saved, "loop")
+        ckpts.write_position(run.writes, position[0])
+    if writers:
+        writers["metrics"].write(metrics)
+        writers[DEAD_LETTER_TAG].write(dead)
+        for wr in writers.values():
+            wr.close()
+    for name, rows in (("metrics", metrics), (DEAD_LETTER_TAG, dead)):
+        if rows:
+            write_rows(fs.join(run.out, name, f"{PART}.parquet"), rows, SCHEMAS[name])
+    return counters

@@ -1,0 +1,135 @@
+"""The deterministic merge of a partition group, streamed and in one go.
+
+A *partition group* is partition ``p`` of every input topic of a stream: the events topics in
+the order they were given, then the labels topic. The topic's position in that list is its
+*topic index*. The records of a group are merged by ``(timestamp_ms, topic index, offset)``
+as a k-way merge of the partitions' heads: the next record is the smallest head among the
+group's partitions, and each partition keeps its own offset order (Kafka timestamps need not
+grow within a partition, so this is a merge of sequences, not a sort).
+
+:func:`merged` is that merge over known partition contents (the reference loop's order).
+:class:`GroupMerger` produces the same order while the records arrive in fetch batches of any
+size and interleaving: it releases a head only when every other partition of the group either
+has a record buffered (so its next record is known) or is *caught up*: the reader has fetched
+everything it holds (for ``merge_idle_ms``), so its next record will come later. As long as
+records produced after a partition was judged caught up have later timestamps, the streamed
+order is exactly :func:`merged` of the final contents; that is the determinism contract of a
+stream (a model fed by one group is reproduced bit for bit by the reference loop).
+
+A group of one partition (a single-topic stream) is passed through without any hold.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+from kernelstream.engine.records import SourceRecord
+
+TopicPartition = tuple[str, int]
+
+
+def merge_key(rec: SourceRecord, topic_index: int) -> tuple[int, int, int]:
+    """The merge order of a record whose topic is ``topic_index`` in its group."""
+    return (rec.timestamp_ms, topic_index, rec.offset)
+
+
+def merged(records_by_partition: Sequence[Iterable[SourceRecord]]) -> list[SourceRecord]:
+    """The records of one partition group in merge order. ``records_by_partition``: each
+    partition's records in offset order, in the group's topic order (events topics, then the
+    labels topic)."""
+    keyed = [_keyed(recs, i) for i, recs in enumerate(records_by_partition)]
+    return [r for _, r in heapq.merge(*keyed, key=lambda kr: kr[0])]
+
+
+def _keyed(recs: Iterable[SourceRecord], i: int) -> Iterator[tuple[tuple[int, int, int],
+                                                                  SourceRecord]]:
+    # a function, not a generator expression in the comprehension: that would read ``i``
+    # late, when the merge runs, and see the last topic index for every partition
+    return ((merge_key(r, i), r) for r in recs)
+
+
+class GroupMerger:
+    """The streamed merge of one partition group (see the module docstring).
+
+    ``partitions``: the group's ``(topic, partition)`` in topic-index order. :meth:`add`
+    buffers fetched records (each partition's in offset order; records at or below an offset
+    already added are ignored, so a re-fetch after a seek does no harm); :meth:`ready` and
+    :meth:`drain` release them in merge order. :attr:`next_offsets` is, per partition, the
+    offset after the last record released (None before the first): what a reader may claim.
+    """
+
+    def __init__(self, partitions: Sequence[TopicPartition]) -> None:
+        if not partitions:
+            raise ValueError("a partition group needs at least one partition")
+        if len(set(partitions)) != len(partitions):
+            raise ValueError(f"a partition appears twice in the group {list(partitions)}")
+        self.partitions: tuple[TopicPartition, ...] = tuple(partitions)
+        self._index = {tp: i for i, tp in enumerate(self.partitions)}
+        self._buf: list[deque[SourceRecord]] = [deque() for _ in self.partitions]
+        self._added: list[int] = [-1] * len(self.partitions)  # highest offset added
+        self.next_offsets: list[int | None] = [None] * len(self.partitions)
+        # heads of the non-empty buffers: (merge key, partition index)
+        self._heap: list[tuple[tuple[int, int, int], int]] = []
+
+    def __len__(self) -> int:
+        """Records buffered (added, not yet released)."""
+        return sum(len(b) for b in self._buf)
+
+    def buffered(self, tp: TopicPartition) -> int:
+        return len(self._buf[self._index[tp]])
+
+    def add(self, records: Iterable[SourceRecord]) -> None:
+        for r in records:
+            i = self._index.get((r.topic, r.partition))
+            if i is None:
+                raise ValueError(f"record of {r.topic}/{r.partition} is not in the group "
+                                 f"{list(self.partitions)}")
+            if r.offset <= self._added[i]:
+                continue
+            self._added[i] = r.offset
+            buf = self._buf[i]
+            if not buf:
+                heapq.heappush(self._heap, (merge_key(r, i), i))
+            buf.append(r)
+
+    def clear(self) -> None:
+        """Forget the buffered records (the reader seeks back to re-read them)."""
+        for b in self._buf:
+            b.clear()
+        self._heap.clear()
+        self._added = [-1] * len(self.partitions)
+        self.next_offsets = [None] * len(self.partitions)
+
+    def ready(self, caught_up: Iterable[TopicPartition] = (),
+              limit: int | None = None) -> list[SourceRecord]:
+        """The records that can be released now, in merge order: a head goes out while every
+        other partition has a record buffered or is in ``caught_up``. ``limit``: at most this
+        many (the rest stay buffered, in order)."""
+        if len(self.partitions) == 1:
+            return self._release(limit, lambda: True)
+        done = set(caught_up)
+        up = [tp in done for tp in self.partitions]
+        # partitions that hold the merge back: empty and not caught up
+        return self._release(limit, lambda: all(up[j] or self._buf[j]
+                                                for j in range(len(self.partitions))))
+
+    def drain(self, limit: int | None = None) -> list[SourceRecord]:
+        """Everything buffered (or the first ``limit``), in merge order, as if every partition
+        were caught up."""
+        return self._release(limit, lambda: True)
+
+    def _release(self, limit: int | None, may_release: Callable[[], bool]) -> list[SourceRecord]:
+        out: list[SourceRecord] = []
+        heap, bufs = self._heap, self._buf
+        # re-checked after each release: the released partition may have run dry
+        while heap and (limit is None or len(out) < limit) and may_release():
+            _, i = heapq.heappop(heap)
+            buf = bufs[i]
+            r = buf.popleft()
+            out.append(r)
+            self.next_offsets[i] = r.offset + 1
+            if buf:
+                heapq.heappush(heap, (merge_key(buf[0], i), i))
+        return out

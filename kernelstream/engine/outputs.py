@@ -1,0 +1,157 @@
+"""The run's Parquet outputs without Beam: schemas, record batches, writing and reading back.
+
+Every runner writes three outputs, each a directory of Parquet files with an explicit schema:
+``predictions/`` (one row per example and stream), ``metrics/`` (window and final rows per
+stream) and ``dead_letters/``. Prediction blocks become record batches column by column (no
+per-row Python objects). The Beam sinks (``kernelstream.transforms.sinks``) and the loop runner
+(``engine.loop``) write these same batches, so their files compare one to one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kernelstream import fs
+from kernelstream.engine.blocks import PredictionBlock, StreamKey
+from kernelstream.engine.deadletters import DEAD_LETTER_TAG
+
+PREDICTIONS_SCHEMA = pa.schema([
+    pa.field("key", pa.string(), nullable=False),
+    pa.field("config", pa.string(), nullable=False),
+    pa.field("permutation", pa.int32(), nullable=False),
+    pa.field("entity", pa.string()),
+    pa.field("position", pa.int64(), nullable=False),  # 0-based position in the stream
+    pa.field("id", pa.int64(), nullable=False),  # row of the data set (0-based)
+    pa.field("score", pa.float64()),  # pre-update score (null: row rejected by the learner)
+    pa.field("predicted", pa.float64()),  # ±1 label, or the score for regression
+    pa.field("label", pa.float64(), nullable=False),
+    pa.field("loss", pa.float64()),
+    pa.field("mistake", pa.bool_()),  # null for regression
+    pa.field("n_support_vectors", pa.int64(), nullable=False),
+    pa.field("selected_kernel", pa.int64()),  # null for single-kernel learners
+])
+
+METRICS_SCHEMA = pa.schema([
+    pa.field("key", pa.string(), nullable=False),
+    pa.field("config", pa.string(), nullable=False),
+    pa.field("learner", pa.string(), nullable=False),
+    pa.field("permutation", pa.int32(), nullable=False),
+    pa.field("entity", pa.string()),
+    pa.field("task", pa.string()),
+    pa.field("loss_name", pa.string()),
+    pa.field("final", pa.bool_(), nullable=False),
+    pa.field("window_start", pa.int64(), nullable=False),
+    pa.field("window_end", pa.int64(), nullable=False),
+    pa.field("examples", pa.int64(), nullable=False),
+    pa.field("mistakes", pa.int64()),
+    pa.field("mistake_rate", pa.float64()),
+    pa.field("avg_loss", pa.float64()),
+    pa.field("loss_sum", pa.float64()),
+    pa.field("n_support_vectors", pa.int64(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),
+    pa.field("examples_per_second", pa.float64()),
+    pa.field("window_examples", pa.int64(), nullable=False),
+    pa.field("window_mistakes", pa.int64()),
+    pa.field("window_mistake_rate", pa.float64()),
+    pa.field("window_avg_loss", pa.float64()),
+    pa.field("window_seconds", pa.float64(), nullable=False),
+    pa.field("window_examples_per_second", pa.float64()),
+    pa.field("n_features", pa.int64()),
+    pa.field("rejected", pa.int64(), nullable=False),
+    pa.field("duplicate_blocks", pa.int64(), nullable=False),
+    pa.field("max_buffered_blocks", pa.int64(), nullable=False),
+    # kernel-selection learners: their distribution over the kernel pool after the row at
+    # ``window_end`` - 1 (null for single-kernel learners)
+    pa.field("kernel_distribution", pa.list_(pa.float64())),
+])
+
+DEAD_LETTER_SCHEMA = pa.schema([
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("stage", pa.string(), nullable=False),  # parse | learn | order
+    pa.field("key", pa.string()),  # stream key (learn/order stages)
+    pa.field("line", pa.int64()),  # 1-based line (or Parquet row) of the source file
+    pa.field("position", pa.int64()),
+    pa.field("id", pa.int64()),
+    pa.field("raw", pa.string(), nullable=False),
+    pa.field("reason", pa.string(), nullable=False),
+])
+
+SCHEMAS = {"predictions": PREDICTIONS_SCHEMA, "metrics": METRICS_SCHEMA,
+           DEAD_LETTER_TAG: DEAD_LETTER_SCHEMA}
+OUTPUTS = tuple(SCHEMAS)  # the output directories of a run
+
+
+def predictions_batch(p: PredictionBlock) -> pa.RecordBatch:
+    """One prediction block as a record batch of :data:`PREDICTIONS_SCHEMA`."""
+    sk = StreamKey.decode(p.key)
+    n = p.n
+    bad = np.isnan(p.score)
+    return pa.RecordBatch.from_arrays([
+        pa.array([p.key] * n, pa.string()),
+        pa.array([sk.config] * n, pa.string()),
+        pa.array(np.full(n, sk.rep, dtype=np.int32)),
+        pa.array([sk.entity] * n, pa.string()),
+        pa.array(p.positions),
+        pa.array(p.ids),
+        pa.array(p.score, mask=bad),
+        pa.array(p.predicted, mask=bad),
+        pa.array(p.y),
+        pa.array(p.loss, mask=bad),
+        pa.array(p.mistake == 1, mask=p.mistake < 0),
+        pa.array(p.n_sv),
+        pa.array(p.selected_kernel, mask=p.selected_kernel < 0),
+    ], schema=PREDICTIONS_SCHEMA)
+
+
+def rows_batch(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(list(rows), schema=schema)
+
+
+def write_rows(path: str, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> None:
+    """One Parquet file of ``rows`` (local path or URL)."""
+    with fs.open_write(path) as fh:
+        pq.write_table(pa.Table.from_batches([rows_batch(rows, schema)]), fh)
+
+
+# -- reading back ---------------------------------------------------------------------------------
+
+
+def parquet_files(directory: str | Path) -> list[str]:
+    """The finished Parquet files of an output directory (local or a URL), sorted."""
+    return fs.list_files(directory, "*.parquet")
+
+
+def read_table(directory: str | Path, schema: pa.Schema) -> pa.Table:
+    """All Parquet files of an output directory as one table (empty table of ``schema`` when
+    the directory has none)."""
+    files = parquet_files(directory)
+    if not files:
+        return schema.empty_table()
+    tables = []
+    for f in files:
+        if fs.is_remote(f):
+            with fs.open_read(f) as fh:
+                tables.append(pq.read_table(fh, schema=schema))
+        else:
+            tables.append(pq.read_table(f, schema=schema))
+    return pa.concat_tables(tables)
+
+
+def ensure_nonempty(directory: str | Path, schema: pa.Schema, prefix: str = "part") -> None:
+    """Write an empty file of ``schema`` into an output directory that got no file (Beam
+    writes nothing for an empty PCollection), so readers always find the schema."""
+    if not parquet_files(directory):
+        fs.makedirs(directory)
+        with fs.open_write(fs.join(directory, f"{prefix}-empty.parquet")) as fh:
+            pq.write_table(schema.empty_table(), fh)
+
+
+def iter_rows(directory: str | Path, schema: pa.Schema) -> Iterator[dict[str, Any]]:
+    yield from read_table(directory, schema).to_pylist()
+

@@ -1,0 +1,300 @@
+"""Reading data files row by row: LIBSVM, CSV and Parquet records, tolerant of bad lines (no
+Beam).
+
+The line rules are data.py's (its public line parsers do the parsing): blank lines and LIBSVM
+comment-only lines carry no example. Unlike ``data.load``, which stops at the first bad line,
+these readers turn every bad line into a ``ParseError`` located at its line, so the callers
+can emit it as a dead letter and go on. Blank lines are reported too ("empty line"), so that
+every physical line of a text file is either a row, a dead letter, a comment or the CSV header.
+:class:`ReadOptions` are a run's reading options (``data.load``'s plus ``key_by``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from kernelstream import fs
+from kernelstream.data import (  # data.py's line rules, so the readers agree with data.load
+    LabelMap,
+    ParseError,
+    _clean_label,
+    infer_format,
+    parse_csv_line,
+    parse_libsvm_line,
+)
+
+
+def open_binary(path: str) -> Any:
+    """The file for binary reading, decompressed when it is gzip/bz2/xz (magic bytes); local
+    paths and any URL Beam's file systems read (``gs://`` ...)."""
+    return fs.open_binary(path)
+
+
+def is_compressed(path: str) -> bool:
+    return fs.compression(path) is not None
+
+
+class ParsedRow(NamedTuple):
+    """A syntactically valid row: raw label token, 1-based indices (LIBSVM; None for dense
+    formats), values, and the ``--key-by`` entity (None without one)."""
+
+    label: str
+    idx: np.ndarray | None
+    vals: np.ndarray
+    entity: str | None
+
+
+@dataclass(frozen=True)
+class TextFormat:
+    """How to parse the lines of one LIBSVM or CSV file (resolved once, from its head).
+
+    CSV: ``label_col``/``key_col`` are 0-based positions in the full field list; the header
+    (recognised as data.py does: no feature field parses as a number) is line ``header_line``.
+    """
+
+    fmt: str
+    delimiter: str | None = None
+    label_col: int = -1
+    key_col: int | None = None
+    n_columns: int | None = None
+    header_line: int | None = None
+
+    @classmethod
+    def detect(cls, path: str, fmt: str, label_column: int | str | None = None,
+               delimiter: str | None = None, header: bool | None = None,
+               key_by: int | str | None = None) -> TextFormat:
+        if fmt == "libsvm":
+            if label_column is not None:
+                raise ValueError("label_column does not apply to LIBSVM files")
+            if key_by is not None:
+                raise ValueError("--key-by needs a CSV or Parquet file (a named column)")
+            return cls("libsvm")
+        if fmt != "csv":
+            raise ValueError(f"not a text format: {fmt!r}")
+        first, lineno = None, 0
+        with open_binary(path) as f:
+            for raw in f:
+                lineno += 1
+                text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if text.strip():
+                    first = text
+                    break
+        if first is None:
+            return cls("csv", delimiter)
+        if delimiter is None:
+            name = path.lower()
+            for suf in (".gz", ".bz2", ".xz"):
+                name = name.removesuffix(suf)
+            if name.endswith(".tsv"):
+                delimiter = "\t"
+            else:
+                delimiter = next((d for d in (",", "\t", ";") if d in first), None)
+        fields = first.split(delimiter)
+        n = len(fields)
+        names = [_clean_label(f) for f in fields]
+        if header is None:
+            header = isinstance(label_column, str) or isinstance(key_by, str)
+            if not header:
+                lc = _column(label_column, None, n, "label_column", default=n - 1)
+                kc = None if key_by is None else _column(key_by, None, n, "key_by")
+                feats = [f for i, f in enumerate(fields) if i not in (lc, kc)]
+                header = bool(feats) and not any(_is_number(f) for f in feats)
+        hdr = names if header else None
+        lc = _column(label_column, hdr, n, "label_column", default=n - 1)
+        kc = None if key_by is None else _column(key_by, hdr, n, "key_by")
+        if kc == lc:
+            raise ValueError("the --key-by column cannot be the label column")
+        return cls("csv", delimiter, lc, kc, n, lineno if header else None)
+
+    def parse(self, lineno: int, raw: bytes) -> tuple[str, ParsedRow | ParseError | None]:
+        """``(text, row)`` for one physical line; row is None for a line without an example
+        (comment, header) and a ``ParseError`` (located at ``lineno``) for a bad line."""
+        try:
+            text = raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as e:
+            text = raw.decode("utf-8", errors="backslashreplace").rstrip("\r\n")
+            return text, ParseError(f"undecodable bytes (not UTF-8 text at byte {e.start})",
+                                    None, lineno)
+        try:
+            if not text.strip():
+                raise ParseError("empty line")
+            if self.fmt == "libsvm":
+                if not text.split("#", 1)[0].strip():
+                    return text, None  # comment-only line
+                label, idx, vals = parse_libsvm_line(text)
+                return text, ParsedRow(label, idx, vals, None)
+            if lineno == self.header_line:
+                return text, None
+            line, lc, ncol, entity = text, self.label_col, self.n_columns, None
+            if self.key_col is not None:
+                fields = text.split(self.delimiter)
+                if ncol is not None and len(fields) != ncol:
+                    raise ParseError(
+                        f"wrong number of columns: expected {ncol}, got {len(fields)}")
+                entity = _clean_label(fields.pop(self.key_col))
+                line = (self.delimiter or " ").join(fields)
+                lc = lc - 1 if lc > self.key_col else lc
+                ncol = None if ncol is None else ncol - 1
+            label, vals = parse_csv_line(line, lc, self.delimiter, n_columns=ncol)
+            return text, ParsedRow(label, None, vals, entity)
+        except ParseError as e:
+            return text, ParseError(e.reason, None, lineno)
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _column(col: int | str | None, header: list[str] | None, n: int, what: str,
+            default: int | None = None) -> int:
+    if col is None:
+        if default is None:
+            raise ValueError(f"{what} is required")
+        return default
+    if isinstance(col, str) and not col.lstrip("-").isdigit():
+        if header is None:
+            raise ValueError(f"{what} {col!r} is a name but the file has no header")
+        if col not in header:
+            raise ValueError(f"no column named {col!r} in the header {header}")
+        return header.index(col)
+    c = int(col)
+    if not -n <= c < n:
+        raise ValueError(f"{what} {c} out of range for {n} columns")
+    return c % n
+
+
+def iter_parquet_rows(path: str, label_column: int | str | None = None,
+                      key_by: int | str | None = None, row_groups: list[int] | None = None,
+                      first_row: int = 1) -> Iterator[tuple[int, str, ParsedRow | ParseError]]:
+    """``(row_number, raw_text, row | ParseError)`` of a Parquet file (or of some of its row
+    groups; ``first_row`` numbers the first one). Features are every numeric column other than
+    the label (default ``"label"``) and key columns, as in ``data.load``; the raw text of a bad
+    row is its JSON."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(fs.open_read(path) if fs.is_remote(path) else path)
+    names = pf.schema_arrow.names
+    label = _parquet_col(label_column if label_column is not None else "label", names)
+    key = None if key_by is None else _parquet_col(key_by, names)
+
+    def numeric(t: Any) -> bool:
+        return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))
+
+    feats = [c for c in names if c not in (label, key) and numeric(pf.schema_arrow.field(c).type)]
+    cols = [*feats, label] + ([key] if key is not None else [])
+    row = first_row
+    batches = (pf.iter_batches(columns=cols, row_groups=row_groups) if row_groups is not None
+               else pf.iter_batches(columns=cols))
+    for batch in batches:
+        n = batch.num_rows
+        F = np.empty((n, len(feats)))
+        null = np.zeros((n, len(feats)), dtype=bool)
+        for j, c in enumerate(feats):
+            arr = batch.column(c)
+            null[:, j] = np.asarray(arr.is_null())
+            F[:, j] = arr.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
+        labels = batch.column(label).to_pylist()
+        keys = batch.column(key).to_pylist() if key is not None else None
+        for i in range(n):
+            err = None
+            if null[i].any():
+                err = f"missing value in column {feats[int(np.argmax(null[i]))]!r}"
+            elif not np.isfinite(F[i]).all():
+                j = int(np.argmax(~np.isfinite(F[i])))
+                err = f"non-finite value {F[i, j]!r} in column {feats[j]!r}"
+            elif labels[i] is None:
+                err = f"missing value in label column {label!r}"
+            if err is not None:
+                rec = {c: batch.column(c)[i].as_py() for c in cols}
+                yield row + i, json.dumps(rec, default=str), ParseError(err, None, row + i)
+                continue
+            ent = None if keys is None else str(keys[i])
+            yield row + i, "", ParsedRow(str(labels[i]), None, F[i].copy(), ent)
+        row += n
+
+
+def _parquet_col(col: int | str, names: list[str]) -> str:
+    if isinstance(col, int):
+        if not -len(names) <= col < len(names):
+            raise ValueError(f"column {col} out of range for {len(names)} columns")
+        return names[col]
+    if col not in names:
+        raise ValueError(f"no column {col!r} in the Parquet file (columns: {names})")
+    return col
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read a data file (the options of ``data.load`` plus ``key_by``)."""
+
+    path: str
+    fmt: str | None = None
+    n_features: int | None = None
+    label_column: int | str | None = None
+    task: str = "classification"
+    scale: str = "none"
+    limit: int | None = None
+    positive_label: str | None = None
+    delimiter: str | None = None
+    header: bool | None = None
+    key_by: int | str | None = None
+    scale_target: str = "none"  # regression targets: "none" or min-max to [0, 1] ("01")
+
+    def resolved_fmt(self) -> str:
+        return self.fmt or infer_format(self.path)
+
+
+def iter_file_rows(opts: ReadOptions) -> Iterator[tuple[int, str, ParsedRow | ParseError]]:
+    """Every record of the file as ``(line, raw_text, row | ParseError)``, lazily; lines
+    without an example (comments, header) are left out."""
+    fmt = opts.resolved_fmt()
+    if fmt == "parquet":
+        yield from iter_parquet_rows(opts.path, opts.label_column, opts.key_by)
+        return
+    tf = TextFormat.detect(opts.path, fmt, opts.label_column, opts.delimiter, opts.header,
+                           opts.key_by)
+    with open_binary(opts.path) as f:
+        for lineno, raw in enumerate(f, 1):
+            text, row = tf.parse(lineno, raw)
+            if row is not None:
+                yield lineno, text, row
+
+
+def class_key(tok: str) -> float | str:
+    """Labels of one class: numeric labels compare by value, others as stripped strings (the
+    rule of ``data.LabelMap``)."""
+    t = tok.strip()
+    try:
+        v = float(t)
+    except ValueError:
+        return t
+    return v if math.isfinite(v) else t
+
+
+def label_map_for(tokens: Iterable[str], task: str,
+                  positive_label: str | None = None) -> LabelMap:
+    """The label map of a run: regression targets, or the first two classes in stream order
+    (``LabelMap.from_labels`` decides which is +1). Rows of a further class become dead
+    letters ("unknown label") instead of failing the whole run."""
+    if task == "regression":
+        return LabelMap.regression()
+    classes: list[str] = []
+    seen: set[float | str] = set()
+    for tok in dict.fromkeys(tokens):
+        k = class_key(tok)
+        if k not in seen and len(classes) < 2:
+            seen.add(k)
+            classes.append(tok.strip())
+    return LabelMap.from_labels(classes, positive_label=positive_label)

@@ -1,0 +1,256 @@
+"""A data set in memory and the blocks of its streams: the permuted replay's source (no Beam).
+
+A permutation needs random access to every row, so the whole data set is loaded as a
+:class:`Dataset` (``X`` is ``n × d`` float64, e.g. 32 MB for a9a, 0.9 GB for covtype: the
+documented memory trade-off) and :func:`stream_blocks` cuts every stream of a
+:class:`StreamSpec` into blocks in stream order. :func:`load_rows` reads a file keeping every
+bad line as a dead letter. The loop runner iterates these directly; the Beam source
+(``kernelstream.transforms.sources.ReadPermutedStreams``) emits them from one worker.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kernelstream.data import LabelMap, ParseError, load, scale_minmax, scale_target_minmax
+from kernelstream.engine.blocks import Block, StreamKey
+from kernelstream.engine.deadletters import dead_letter
+from kernelstream.engine.reading import (
+    ParsedRow,
+    ReadOptions,
+    class_key,
+    iter_file_rows,
+    label_map_for,
+    open_binary,
+)
+from kernelstream.seeding import permutation
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """Which streams a source emits: for every configuration name and every repetition
+    ``r < permutations``, the data in the order of ``seeding.permutation(n, seed, r)`` (or in
+    file order when ``shuffle`` is false), cut into blocks of ``block_size`` positions."""
+
+    configs: tuple[str, ...]
+    seed: int = 0
+    permutations: int = 1
+    block_size: int = 256
+    shuffle: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.configs:
+            raise ValueError("no configuration names")
+        if self.permutations < 1:
+            raise ValueError(f"permutations must be >= 1, got {self.permutations}")
+        if self.block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {self.block_size}")
+        if not self.shuffle and self.permutations != 1:
+            raise ValueError("file order (shuffle=False) is a single stream: permutations=1")
+
+    def order(self, n: int, r: int) -> np.ndarray:
+        return permutation(n, self.seed, r) if self.shuffle else np.arange(n)
+
+
+@dataclass
+class Dataset:
+    """A data set in memory: dense rows, mapped labels, their source ids and (``--key-by``)
+    each row's entity; plus the dead letters met while loading it."""
+
+    X: np.ndarray
+    y: np.ndarray
+    ids: np.ndarray | None = None
+    entities: np.ndarray | None = None  # str per row, or None: one stream per configuration
+    dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    lines: np.ndarray | None = None  # source line (row) number of each row, when known
+
+    def __post_init__(self) -> None:
+        self.X = np.ascontiguousarray(self.X, dtype=np.float64)
+        self.y = np.ascontiguousarray(self.y, dtype=np.float64).reshape(-1)
+        if self.ids is None:
+            self.ids = np.arange(self.y.shape[0], dtype=np.int64)
+        if self.X.ndim != 2 or self.X.shape[0] != self.y.shape[0]:
+            raise ValueError(f"X {self.X.shape} and y {self.y.shape} do not match")
+
+
+def stream_blocks(data: Dataset, spec: StreamSpec) -> Iterator[Block]:
+    """Every block of every stream of ``spec`` over ``data`` (the permuted-replay order).
+
+    With entities, each entity's stream is the permuted stream restricted to its rows (exactly
+    what a loop that dispatches each example to its entity's learner sees).
+    """
+    n = data.y.shape[0]
+    assert data.ids is not None
+    B = spec.block_size
+    for r in range(spec.permutations):
+        order = spec.order(n, r)
+        if data.entities is None:
+            groups: list[tuple[str | None, np.ndarray]] = [(None, order)]
+        else:
+            ents = data.entities[order]
+            # A stable sort keeps each entity's rows in stream order.
+            srt = np.argsort(ents, kind="stable")
+            uniq, first = np.unique(ents[srt], return_index=True)
+            bounds = [*first.tolist(), n]
+            groups = [(str(u), order[srt[bounds[i] : bounds[i + 1]]])
+                      for i, u in enumerate(uniq)]
+        for entity, idx_all in groups:
+            keys = [StreamKey(c, r, entity).encode() for c in spec.configs]
+            for s in range(0, idx_all.shape[0], B):
+                idx = idx_all[s : s + B]
+                base = Block(keys[0], s, data.ids[idx], data.X[idx], data.y[idx])
+                yield base
+                for k in keys[1:]:
+                    yield base.with_key(k)
+
+
+class _ArrayLoader:
+    """A picklable loader for data already in memory (tests, small examples)."""
+
+    def __init__(self, data: Dataset) -> None:
+        self.data = data
+
+    def __call__(self) -> Dataset:
+        return self.data
+
+
+def array_loader(X: np.ndarray, y: np.ndarray, entities: Sequence[Any] | None = None,
+                 ids: np.ndarray | None = None) -> Callable[[], Dataset]:
+    ents = None if entities is None else np.asarray([str(e) for e in entities], dtype=object)
+    return _ArrayLoader(Dataset(X, y, ids=ids, entities=ents))
+
+
+_BLANK_LINE = re.compile(rb"(?:\A|\n)[ \t\r\f\v]*(?:\n|\Z)")
+
+
+def _clean_for_load(opts: ReadOptions, fmt: str) -> bool:
+    """Whether ``data.load`` may read the file: it stops at the first bad line (then we fall
+    back to the tolerant reader) but skips blank lines, which the Beam sources report."""
+    if opts.key_by is not None:
+        return False
+    if fmt == "parquet":
+        return True
+    with open_binary(opts.path) as f:
+        raw = f.read()
+    raw = raw[:-1] if raw.endswith(b"\n") else raw
+    return _BLANK_LINE.search(raw) is None
+
+
+def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
+    """The whole file as a :class:`Dataset`, with every bad line as a dead letter.
+
+    A clean file is read by ``data.load`` itself (its fast vectorised parser; the rows of the
+    reference loop by construction). Otherwise every line is parsed with data.py's line
+    parsers and the same label map and scaling rules; ``limit`` then keeps the first
+    ``limit`` examples (reading stops right after the last one; bad lines do not count),
+    and the label classes and the LIBSVM width are decided on the rows read. Tests check that
+    both paths, and the chunked reader, give the same stream.
+    """
+    fmt = opts.resolved_fmt()
+    if _clean_for_load(opts, fmt):
+        try:
+            X, y = load(opts.path, fmt=fmt, n_features=opts.n_features,  # type: ignore[arg-type]
+                        label_column=opts.label_column, task=opts.task,  # type: ignore[arg-type]
+                        scale=opts.scale, limit=opts.limit,  # type: ignore[arg-type]
+                        positive_label=opts.positive_label, delimiter=opts.delimiter,
+                        header=opts.header,
+                        scale_target=opts.scale_target)  # type: ignore[arg-type]
+            return Dataset(X, y)
+        except ParseError:
+            pass  # a bad line: read it again line by line, keeping the bad lines
+    src = opts.path if source is None else source
+    dead: list[dict[str, Any]] = []
+    rows: list[ParsedRow] = []
+    lines: list[int] = []
+    texts: list[str] = []
+    accepted = 0
+    classes: list[float | str] = []
+    for lineno, text, row in iter_file_rows(opts):
+        if opts.limit is not None and accepted >= opts.limit:
+            break  # right after the limit-th example, as the chunked reader
+        if isinstance(row, ParseError):
+            dead.append(dead_letter(src, lineno, text, row.reason))
+            continue
+        rows.append(row)
+        lines.append(lineno)
+        texts.append(text)
+        accepted += _acceptable(row, opts, classes)
+    keep: list[int] = []
+    y: list[float] = []
+    max_idx = 0
+    lmap = label_map_for((r.label for r in rows), opts.task, opts.positive_label) if rows \
+        else None
+    for i, r in enumerate(rows):
+        assert lmap is not None
+        try:
+            yi = lmap(r.label)
+            if r.idx is not None and r.idx.size:
+                hi = int(r.idx[-1])
+                if opts.n_features is not None and hi > opts.n_features:
+                    raise ParseError(f"index exceeds n_features: index {hi} > "
+                                     f"n_features={opts.n_features}")
+                max_idx = max(max_idx, hi)
+        except ParseError as e:
+            dead.append(dead_letter(src, lines[i], texts[i] or _row_raw(r), e.reason))
+            continue
+        keep.append(i)
+        y.append(yi)
+    good = [rows[i] for i in keep]
+    if fmt == "libsvm":
+        d = opts.n_features if opts.n_features is not None else max_idx
+        X = np.zeros((len(good), d))
+        for i, r in enumerate(good):
+            assert r.idx is not None
+            X[i, r.idx - 1] = r.vals
+    else:
+        d = good[0].vals.shape[0] if good else (opts.n_features or 0)
+        X = np.array([r.vals for r in good]) if good else np.zeros((0, d))
+    X = scale_minmax(X, opts.scale)  # type: ignore[arg-type]
+    ents = None
+    if opts.key_by is not None:
+        ents = np.asarray([r.entity for r in good], dtype=object)
+    dead.sort(key=lambda d: (d["line"] is None, d["line"]))
+    yv = scale_target_minmax(np.asarray(y), opts.scale_target)  # type: ignore[arg-type]
+    return Dataset(X, yv, entities=ents, dead_letters=dead,
+                   lines=np.asarray([lines[i] for i in keep], dtype=np.int64))
+
+
+def _acceptable(row: ParsedRow, opts: ReadOptions, classes: list[float | str]) -> bool:
+    """Whether a valid row will be an example (decided online, so that ``limit`` counts
+    examples): its class is one of the first two in file order, its target numeric, its
+    indices within ``n_features``. The label map (and the dead letter) come later."""
+    if opts.task == "regression":
+        try:
+            LabelMap.regression()(row.label)
+        except ParseError:
+            return False
+    else:
+        k = class_key(row.label)
+        if k not in classes:
+            if len(classes) >= 2:
+                return False
+            classes.append(k)
+    return not (opts.n_features is not None and row.idx is not None and row.idx.size
+                and int(row.idx[-1]) > opts.n_features)
+
+
+def _row_raw(r: ParsedRow) -> str:
+    if r.idx is not None:
+        return " ".join([r.label, *(f"{int(i)}:{v!r}" for i, v in zip(r.idx, r.vals,
+                                                                     strict=True))])
+    return ",".join([*(repr(float(v)) for v in r.vals), r.label])
+
+
+class FileLoader:
+    """Picklable ``() -> Dataset`` for :class:`ReadPermutedStreams` (reads on the worker)."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def __call__(self) -> Dataset:
+        return load_rows(self.opts)

@@ -1,0 +1,186 @@
+"""The state of one live-stream model (:mod:`kernelstream.engine.events`) and its bytes.
+
+Encoding (no pickle), version 1::
+
+    b"KSEV" | u8 version | u32 n | JSON of the scalars (n bytes)
+           | u32 m | arrays (m bytes, little-endian, shapes in the JSON)
+           | learner state as .npz (``learners.base.state_to_bytes``; empty: no learner yet)
+
+The arrays are the pending events' features, scores, predicted labels, event times and
+prediction positions, and the open metrics window's losses and delays, raw, in that order.
+The expiry heap is rebuilt from the pending events: its pop order, (deadline, position), is a
+total order, so a decoded state expires events exactly as the original would.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from kernelstream.learners.base import Learner, state_from_bytes, state_to_bytes
+
+MAGIC = b"KSEV"
+VERSION = 1
+LABELLED, EXPIRED = 1, 2  # status of a resolved event id
+
+
+class Pending(NamedTuple):
+    """An event scored on arrival, waiting for its label."""
+
+    x: np.ndarray
+    score: float
+    predicted: float
+    event_time_ms: int
+    position: int
+
+
+@dataclass(slots=True)
+class Window:
+    """Accumulators of the open metrics window ``[start, start + W)``."""
+
+    start: int | None = None
+    records: int = 0
+    predictions: int = 0
+    outcomes: int = 0
+    mistakes: int = 0
+    unlabeled: int = 0
+    dead_letters: int = 0
+    seconds: float = 0.0
+    losses: list[float] = field(default_factory=list)
+    delays: list[int] = field(default_factory=list)
+
+    def reset(self, start: int) -> None:
+        self.start = start
+        self.records = self.predictions = self.outcomes = self.mistakes = 0
+        self.unlabeled = self.dead_letters = 0
+        self.seconds = 0.0
+        self.losses = []
+        self.delays = []
+
+
+@dataclass(slots=True, eq=False)
+class ModelState:
+    """Everything one model keeps between records (see ``events`` for the semantics)."""
+
+    key: str
+    config: str
+    entity: str | None
+    learner: Learner | None = None
+    clock_ms: int | None = None  # max record timestamp seen: the model's event time
+    position: int = 0  # predictions made (the next prediction's position)
+    learnt: int = 0  # outcomes (the next outcome's learn position)
+    records: int = 0  # records processed (not skipped)
+    mistakes: int = 0
+    unlabeled: int = 0
+    dead_letters: int = 0
+    learn_rejected: int = 0  # labels of pending events the learner refused
+    skipped: int = 0  # records at or before ``applied`` (replayed after a restore)
+    loss_total: int = 0  # exact sum of the closed windows' losses (metrics.exact_add)
+    seconds: float = 0.0  # wall clock inside learner calls
+    pending: dict[str, Pending] = field(default_factory=dict)
+    expiry: list[tuple[int, int, str]] = field(default_factory=list)  # heap, may hold stale
+    resolved: dict[str, int] = field(default_factory=dict)  # event id -> LABELLED | EXPIRED
+    forget: deque[tuple[int, str]] = field(default_factory=deque)  # (forget at, id), in order
+    applied: dict[tuple[str, int], int] = field(default_factory=dict)  # last offset processed
+    window: Window = field(default_factory=Window)
+
+    def add_seconds(self, dt: float) -> None:
+        self.seconds += dt
+        self.window.seconds += dt
+
+    def counts(self) -> dict[str, int]:
+        """Counters that add up: ``predictions == outcomes + unlabeled + pending +
+        learn_rejected``; every processed record gave a prediction, outcome or dead letter."""
+        return {"records": self.records, "skipped": self.skipped, "predictions": self.position,
+                "outcomes": self.learnt, "unlabeled": self.unlabeled,
+                "pending": len(self.pending), "learn_rejected": self.learn_rejected,
+                "dead_letters": self.dead_letters, "mistakes": self.mistakes}
+
+
+def encode_state(st: ModelState) -> bytes:
+    """``st`` as bytes (module docstring)."""
+    ids = list(st.pending)
+    evs = list(st.pending.values())
+    n = len(evs)
+    d = 0 if n == 0 else int(evs[0].x.shape[0])
+    w = st.window
+    meta = {
+        "key": st.key, "config": st.config, "entity": st.entity, "clock": st.clock_ms,
+        "counts": [st.position, st.learnt, st.records, st.mistakes, st.unlabeled,
+                   st.dead_letters, st.learn_rejected, st.skipped],
+        "loss_total": str(st.loss_total), "seconds": st.seconds,
+        "pending": ids, "n": n, "d": d,
+        "resolved": [[eid, st.resolved[eid], at] for at, eid in st.forget],
+        "applied": [[t, p, o] for (t, p), o in st.applied.items()],
+        "window": [w.start, w.records, w.predictions, w.outcomes, w.mistakes, w.unlabeled,
+                   w.dead_letters, w.seconds, len(w.losses)],
+    }
+    parts = []
+    if n:
+        parts.append(np.stack([e.x for e in evs]).astype("<f8", copy=False).tobytes())
+        parts.append(np.array([e.score for e in evs], "<f8").tobytes())
+        parts.append(np.array([e.predicted for e in evs], "<f8").tobytes())
+        parts.append(np.array([e.event_time_ms for e in evs], "<i8").tobytes())
+        parts.append(np.array([e.position for e in evs], "<i8").tobytes())
+    parts.append(np.array(w.losses, "<f8").tobytes())
+    parts.append(np.array(w.delays, "<i8").tobytes())
+    arrays = b"".join(parts)
+    js = json.dumps(meta, separators=(",", ":")).encode()
+    blob = b"" if st.learner is None else state_to_bytes(st.learner.get_state())
+    return b"".join((MAGIC, bytes([VERSION]), struct.pack("<I", len(js)), js,
+                     struct.pack("<I", len(arrays)), arrays, blob))
+
+
+def decode_state(data: bytes, ttl_ms: int) -> ModelState:
+    """The :class:`ModelState` of :func:`encode_state` bytes (``ttl_ms`` rebuilds the expiry
+    heap's deadlines)."""
+    data = bytes(data)
+    if data[:4] != MAGIC:
+        raise ValueError("not a kernelstream stream-model state")
+    if data[4] != VERSION:
+        raise ValueError(f"unsupported stream-model state version {data[4]} "
+                         f"(this build reads {VERSION})")
+    (nj,) = struct.unpack_from("<I", data, 5)
+    meta: dict[str, Any] = json.loads(data[9 : 9 + nj])
+    at = 9 + nj
+    (na,) = struct.unpack_from("<I", data, at)
+    arrays, blob = memoryview(data)[at + 4 : at + 4 + na], data[at + 4 + na :]
+    off = 0
+
+    def take(dtype: str, count: int) -> np.ndarray:
+        nonlocal off
+        a = np.frombuffer(arrays, dtype, count, off).astype(dtype[1:])  # own, native copy
+        off += a.nbytes
+        return a
+
+    n, d = int(meta["n"]), int(meta["d"])
+    st = ModelState(meta["key"], meta["config"], meta["entity"])
+    if n:
+        X = take("<f8", n * d).reshape(n, d)
+        score, pred = take("<f8", n).tolist(), take("<f8", n).tolist()
+        ts, pos = take("<i8", n).tolist(), take("<i8", n).tolist()
+        for i, eid in enumerate(meta["pending"]):
+            st.pending[eid] = Pending(X[i], score[i], pred[i], ts[i], pos[i])
+        st.expiry = [(ts[i] + ttl_ms, pos[i], eid) for i, eid in enumerate(meta["pending"])]
+        heapq.heapify(st.expiry)
+    win = meta["window"]
+    k = int(win[8])
+    st.window = Window(win[0], *map(int, win[1:7]), float(win[7]), take("<f8", k).tolist(),
+                       take("<i8", k).tolist())
+    st.clock_ms = meta["clock"]
+    (st.position, st.learnt, st.records, st.mistakes, st.unlabeled, st.dead_letters,
+     st.learn_rejected, st.skipped) = map(int, meta["counts"])
+    st.loss_total, st.seconds = int(meta["loss_total"]), float(meta["seconds"])
+    for eid, status, forget_at in meta["resolved"]:
+        st.resolved[eid] = int(status)
+        st.forget.append((int(forget_at), eid))
+    st.applied = {(t, int(p)): int(o) for t, p, o in meta["applied"]}
+    if blob:
+        st.learner = Learner.from_state(state_from_bytes(blob))
+    return st

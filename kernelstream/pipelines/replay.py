@@ -1,0 +1,313 @@
+"""A replay run: what it is asked to do, its runners, and its results (imports no Beam).
+
+``run_replay`` evaluates several learner configurations on several permutations of a data set
+(and, with ``key_by``, one model per entity), each stream as its own key, and writes
+``out/{predictions,metrics,dead_letters}/`` as Parquet; it returns one summary dict per stream
+key, derived from the metrics output. Runners (:data:`RUNNERS`):
+
+* ``loop`` — ``kernelstream.engine.loop``: the engine in a plain Python loop, writing the same
+  Parquet files, so outputs compare one to one. It never imports Beam.
+* ``direct``, ``portable``, ``beam`` — the Beam pipeline of ``kernelstream.pipelines.
+  beam_replay`` (imported only for them) on Beam's FnApiRunner, the portable job API (a local
+  job service or a ``--job_endpoint``), or the runner named by ``--runner=...`` in
+  ``pipeline_args``.
+
+:func:`run_replay_config` adapts a CLI :class:`~kernelstream.pipelines.config.ReplayConfig` and
+returns ``EvalResult`` s, the CLI runner signature.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kernelstream import data as ksdata
+from kernelstream import fs
+from kernelstream.engine import checkpoints as ckpts
+from kernelstream.engine.core import LearnerConfig, as_configs
+from kernelstream.engine.loop import run_loop
+from kernelstream.engine.metrics import eval_results, key_summaries
+from kernelstream.engine.outputs import METRICS_SCHEMA, OUTPUTS, SCHEMAS, ensure_nonempty, iter_rows
+from kernelstream.engine.reading import ReadOptions
+from kernelstream.engine.replay import StreamSpec
+from kernelstream.evaluate import EvalResult
+from kernelstream.kafka_client import (
+    KafkaReadOptions,
+    KafkaTopic,
+    SourcePosition,
+    check_read_options,
+    is_kafka_url,
+)
+from kernelstream.pipelines.config import ConfigError
+
+RUNNERS = ("direct", "portable", "beam", "loop")
+ORDERS = ("permuted", "file")
+# Where the Beam learner parks early blocks. Ordered-list state is what the FnApiRunner and
+# Beam's local job service implement best, but support for it through the portable Fn API on
+# Flink and Dataflow is not established (apache/beam#21358, #20666), so "auto" uses bag state
+# (supported everywhere; a range read scans only the parked blocks) on every other runner.
+EARLY_STATES = ("auto", "ordered_list", "bag")
+
+
+def add_replay_options(parser: Any) -> None:
+    """The replay's own pipeline options (``--block_size`` ...), settable after ``--``; Beam's
+    ``ReplayPipelineOptions`` declares the same ones."""
+    parser.add_argument("--block_size", type=int, default=None,
+                        help="rows per block moved through the pipeline")
+    parser.add_argument("--metrics_window", type=int, default=None,
+                        help="positions per metrics window")
+    parser.add_argument("--reshuffle_blocks", default=None, choices=("true", "false"),
+                        help="redistribute blocks across workers before learning")
+    parser.add_argument("--early_state", default=None, choices=EARLY_STATES,
+                        help="state holding blocks that arrive early: ordered_list, bag, "
+                        "or auto (ordered_list on the in-process runners, bag elsewhere)")
+
+
+def _replay_options(pipeline_args: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    add_replay_options(parser)
+    return parser.parse_known_args(list(pipeline_args))[0]
+
+
+@dataclass
+class ReplayRun:
+    """What a replay run was asked to do (plain values; see :func:`run_replay`)."""
+
+    data: str
+    configs: list[LearnerConfig]
+    out: str  # local directory or a URL (gs://...)
+    read: ReadOptions
+    seed: int = 0
+    permutations: int = 1
+    block_size: int = 1024  # large enough to amortise Beam's per-element cost (~1 ms a block)
+    metrics_window: int = 1000
+    reshuffle: bool | None = None  # None: when there are several streams and workers
+    scramble: int | None = None  # seed: deliver blocks in a random order (tests)
+    order: str = "permuted"  # "file": one stream in file order, read in parallel chunks
+    chunk_bytes: int = 16 << 20
+    runner: str = "direct"
+    pipeline_args: list[str] = field(default_factory=list)
+    early_state: str = "auto"
+    kafka: KafkaReadOptions | None = None  # the data is a Kafka topic (``kafka_client``)
+    kafka_out: KafkaTopic | None = None  # also write the outputs to PREFIX-{predictions,...}
+    kafka_client: tuple[tuple[str, str], ...] = ()  # kafka-python settings of the sink
+    checkpoint: str | None = None  # resume from / write checkpoints here (Kafka sources)
+    # set by execute(): the checkpoint resumed from and the one this run writes
+    resume_from: ckpts.Checkpoint | None = None
+    writes: ckpts.Checkpoint | None = None
+
+    @property
+    def resume_position(self) -> SourcePosition | None:
+        return None if self.resume_from is None else self.resume_from.position()
+
+    @property
+    def spec(self) -> StreamSpec:
+        return StreamSpec(tuple(c.name for c in self.configs), seed=self.seed,
+                          permutations=self.permutations, block_size=self.block_size,
+                          shuffle=self.order == "permuted")
+
+
+@dataclass
+class ReplayResult:
+    """Per-key summaries (from the metrics output), counters, and where the outputs are."""
+
+    summaries: list[dict[str, Any]]
+    counters: dict[str, int]
+    out: str  # local directory or a URL (gs://...)
+    runner: str
+    seconds: float
+
+    def eval_results(self, configs: Sequence[LearnerConfig], seed: int) -> list[EvalResult]:
+        return eval_results(self.summaries, configs, seed=seed)
+
+
+def resolve_data(name_or_path: str, fmt: str | None) -> tuple[str, str | None]:
+    """An embedded data set name or a file path → ``(path, fmt)``."""
+    p = os.fspath(name_or_path)
+    if not fs.exists(p):
+        with contextlib.suppress(KeyError):
+            info = ksdata.embedded_dataset_info(p)
+            return str(ksdata.embedded_path(p)), fmt or info.get("format")
+        raise FileNotFoundError(f"{p!r} is neither a file nor an embedded data set")
+    return p, fmt
+
+
+def make_run(
+    data: str,
+    configs: Sequence[LearnerConfig | tuple[Any, ...]],
+    out: str | os.PathLike[str],
+    *,
+    seed: int = 0,
+    permutations: int = 1,
+    limit: int | None = None,
+    scale: str = "none",
+    fmt: str | None = None,
+    task: str = "classification",
+    n_features: int | None = None,
+    label_column: int | str | None = None,
+    positive_label: str | None = None,
+    delimiter: str | None = None,
+    header: bool | None = None,
+    scale_target: str = "none",
+    key_by: int | str | None = None,
+    block_size: int = 1024,
+    metrics_window: int = 1000,
+    reshuffle: bool | None = None,
+    scramble: int | None = None,
+    order: str = "permuted",
+    chunk_bytes: int = 16 << 20,
+    runner: str = "direct",
+    pipeline_args: Sequence[str] = (),
+    kafka_idle: float = 5.0,
+    kafka_max_seconds: float | None = None,
+    kafka_out: str | None = None,
+    kafka_client: Sequence[tuple[str, str]] = (),
+    checkpoint: str | None = None,
+) -> ReplayRun:
+    """A :class:`ReplayRun` (see :func:`run_replay`); ``data`` may be a file, an embedded data
+    set or a topic ``kafka://HOST:PORT/TOPIC`` (read as in ``kafka_client``, stopping after
+    ``kafka_idle`` seconds without new records or ``kafka_max_seconds`` in all);
+    ``kafka_out`` (``kafka://HOST:PORT/PREFIX``) also sends the three outputs to the topics
+    PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters. ``checkpoint`` (a directory,
+    Kafka sources only) resumes from the newest checkpoint there and writes the next one
+    (``engine.checkpoints``)."""
+    if checkpoint is not None and not is_kafka_url(data):
+        raise ValueError("checkpoints continue a Kafka topic: a file replay has nothing to "
+                         "continue (give a kafka:// source)")
+    kafka = None
+    if is_kafka_url(data):
+        kafka = KafkaReadOptions(KafkaTopic.parse(data), idle_seconds=kafka_idle,
+                                 max_seconds=kafka_max_seconds, client=tuple(kafka_client))
+        if permutations != 1:
+            raise ValueError("a Kafka topic is one stream in its own order: permutations must "
+                             "be 1")
+        order = "file"
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    if order == "file" and permutations != 1:
+        raise ValueError("order='file' is a single stream: permutations must be 1")
+    if runner not in RUNNERS:
+        raise ValueError(f"runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
+    path, fmt = (data, fmt) if kafka is not None else resolve_data(data, fmt)
+    opts = _replay_options(pipeline_args)
+    if opts.block_size:
+        block_size = opts.block_size
+    if opts.metrics_window:
+        metrics_window = opts.metrics_window
+    if opts.reshuffle_blocks:
+        reshuffle = opts.reshuffle_blocks == "true"
+    early_state = opts.early_state or "auto"
+    read = ReadOptions(path=path, fmt=fmt, n_features=n_features, label_column=label_column,
+                       task=task, scale=scale, limit=limit, positive_label=positive_label,
+                       delimiter=delimiter, header=header, key_by=key_by,
+                       scale_target=scale_target)
+    if kafka is not None:
+        check_read_options(read)
+    return ReplayRun(data=os.fspath(data), configs=list(as_configs(configs).values()),
+                     out=os.fspath(out), read=read, seed=seed, permutations=permutations,
+                     block_size=block_size, metrics_window=metrics_window, reshuffle=reshuffle,
+                     scramble=scramble, order=order, chunk_bytes=chunk_bytes, runner=runner,
+                     pipeline_args=list(pipeline_args), early_state=early_state,
+                     kafka=kafka,
+                     kafka_out=None if kafka_out is None else KafkaTopic.parse(kafka_out),
+                     kafka_client=tuple(kafka_client),
+                     checkpoint=None if checkpoint is None else os.fspath(checkpoint))
+
+
+def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
+               out: str | os.PathLike[str], **kw: Any) -> ReplayResult:
+    """Run the replay of ``data`` for ``configs`` (``LearnerConfig`` s or
+    ``(name, learner, params)`` tuples) and write ``out/{predictions,metrics,dead_letters}/``
+    as Parquet. Keyword arguments are those of :func:`make_run` (data options as in
+    ``data.load``, ``seed``, ``permutations``, ``limit``, ``scale``, ``key_by``,
+    ``block_size``, ``metrics_window``, ``reshuffle``, ``scramble``, ``order``,
+    ``chunk_bytes``, ``runner``, ``pipeline_args``).
+
+    ``order="permuted"`` (the default, ALGORITHMS.md §2.1) loads the data set on one worker
+    to permute it; ``order="file"`` streams the file in its own order through the chunked
+    reader, for files larger than one worker's memory."""
+    return execute(make_run(data, configs, out, **kw))
+
+
+def run_loop_outputs(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
+                     out: str | os.PathLike[str], **kw: Any) -> ReplayResult:
+    """:func:`run_replay` on the loop runner: the same files from a plain Python loop."""
+    return execute(replace(make_run(data, configs, out, **kw), runner="loop"))
+
+
+def execute(run: ReplayRun) -> ReplayResult:
+    _clear_outputs(run.out)
+    configs = {c.name: {"learner": c.learner, "params": c.params} for c in run.configs}
+    if run.checkpoint is not None:
+        fs.makedirs(run.checkpoint)
+        run = replace(run, resume_from=ckpts.latest(run.checkpoint),
+                      writes=ckpts.next_checkpoint(run.checkpoint))
+        if run.resume_from is not None:
+            try:
+                ckpts.check_configs(run.resume_from, configs)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+    t0 = time.perf_counter()
+    if run.runner == "loop":
+        counters = run_loop(run)
+    else:  # Beam takes a second to import: only for the runs that need it
+        from kernelstream.pipelines.beam_replay import run_beam
+
+        counters = run_beam(run)
+    seconds = time.perf_counter() - t0
+    if run.writes is not None:
+        ckpts.commit(run.writes, {
+            "resumed_from": None if run.resume_from is None else run.resume_from.number,
+            "data": run.data, "seed": run.seed, "configs": configs})
+    for name in OUTPUTS:
+        ensure_nonempty(fs.join(run.out, name), SCHEMAS[name])
+    summaries = key_summaries(iter_rows(fs.join(run.out, "metrics"), METRICS_SCHEMA))
+    return ReplayResult(summaries, counters, run.out, run.runner, seconds)
+
+
+def _clear_outputs(out: str) -> None:
+    """Remove the Parquet files of a previous run in the output directories (only those, and
+    the hidden temporary files a crashed run of the sinks may have left)."""
+    for name in OUTPUTS:
+        d = fs.join(out, name)
+        fs.delete([*fs.list_files(d, "*.parquet"), *fs.list_files(d, ".*.parquet.tmp")])
+
+
+# -- CLI adapter ---------------------------------------------------------------------------------
+
+
+def replay_for_config(config: Any, runner: str | None = None,
+                      pipeline_args: Sequence[str] = (), **kw: Any) -> ReplayResult:
+    """Run a CLI ``ReplayConfig`` (``kernelstream.pipelines.config``) on ``runner`` (default:
+    the config's) and return the :class:`ReplayResult`."""
+    return run_replay(
+        config.data, config_learners(config), config.out, seed=config.seed,
+        permutations=config.permutations,
+        limit=config.limit, scale=config.scale, fmt=config.fmt, task=config.task,
+        n_features=config.n_features, label_column=config.label_column,
+        positive_label=config.positive_label, delimiter=config.delimiter,
+        header=config.header, scale_target=config.scale_target, key_by=config.key_by,
+        runner=runner or config.runner,
+        pipeline_args=list(config.pipeline_args) + list(pipeline_args),
+        kafka_idle=config.kafka_idle, kafka_max_seconds=config.kafka_max_seconds,
+        kafka_out=config.kafka_out, kafka_client=config.kafka_options,
+        checkpoint=config.checkpoint, **kw,
+    )
+
+
+def config_learners(config: Any) -> list[LearnerConfig]:
+    """The :class:`LearnerConfig` s of a CLI ``ReplayConfig``."""
+    return [LearnerConfig(c.label, c.name, c.params, c.seed_name) for c in config.learners]
+
+
+def run_replay_config(config: Any, runner: str | None = None,
+                      pipeline_args: Sequence[str] = (), **kw: Any) -> list[EvalResult]:
+    """:func:`replay_for_config`, as the per-configuration ``EvalResult`` s (the loop's
+    ``summary.json`` schema)."""
+    res = replay_for_config(config, runner, pipeline_args, **kw)
+    return res.eval_results(config_learners(config), config.seed)
