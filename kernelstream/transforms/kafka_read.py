@@ -1,0 +1,495 @@
+"""The unbounded Kafka reader of ``kernelstream stream``: a splittable DoFn over partition groups.
+
+:class:`ReadKafkaPartitions` reads one or more events topics and an optional labels topic
+(co-partitioned: the same number of partitions) with kafka-python, as *partition groups*:
+partition ``p`` of every topic is one element, whose records are merged by
+``(timestamp, topic index, offset)`` (:mod:`kernelstream.engine.merge`), so a model fed by one
+group sees its records in an order the topic contents alone decide.
+
+Restriction: :class:`GroupRestriction`, the next offset of each partition of the group and,
+for a bounded read, the offsets to stop before (``stop``), else an open end. Its tracker
+claims *positions* ``(partition index, next offset)``: a record at offset ``o`` claims
+``o + 1``, and offsets without records (transaction markers, compacted records) are claimed
+when the consumer moves past them. A checkpoint (``try_split(0)``) leaves the primary ending
+at the claimed positions and a residual that continues from them.
+
+Each ``process()`` call, on a consumer cached per group by the DoFn instance (no consumer
+group: partitions are ``assign()``ed and sought): one ``poll`` that blocks while the group is
+idle (the FnApiRunner reruns a deferred residual at once, ignoring its delay, so the wait must
+be here), releases the merge's ready records (at most ``max_records``) with their Kafka
+timestamps, emits a :class:`ReadProgress` per partition on the ``progress`` output after
+them, and defers the remainder; so bundles end after every call and a fused downstream DoFn's
+``finish_bundle`` sees records and the progress covering them. The watermark follows the
+released records' timestamps (the oldest partition's newest record); a caught-up partition
+counts as wall-clock time minus ``idle_watermark_lag_ms``, so event-time timers fire while
+the stream is quiet.
+
+Stopping: a bounded read (``stop_offsets``) ends when every partition is claimed up to its
+stop, however fast producers keep writing. An unbounded read ends on *drain*:
+:func:`request_drain` (the CLI's signal handler calls it; same process as the SDK harness:
+the FnApiRunner and LOOPBACK workers) or the file ``drain_path`` appearing (any worker that
+sees the path, e.g. an EXTERNAL worker pool on the same machine). The next call then releases
+every buffered record, emits the progress and finishes its restriction without residual, so
+the pipeline ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+from apache_beam.coders import coders
+from apache_beam.io.iobase import RestrictionProgress, RestrictionTracker
+from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
+from apache_beam.transforms.core import RestrictionProvider, WatermarkEstimatorProvider
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
+
+from kernelstream.engine.merge import GroupMerger
+from kernelstream.engine.records import SourceRecord
+from kernelstream.kafka_client import (
+    PartitionGroup,
+    assigned_consumer,
+    kafka_partition_info,
+    partition_groups,
+)
+
+PROGRESS_TAG = "progress"
+
+_DRAIN = threading.Event()
+
+
+def request_drain() -> None:
+    """Ask every reader of this process to finish: release what it holds and end."""
+    _DRAIN.set()
+
+
+def drain_requested() -> bool:
+    return _DRAIN.is_set()
+
+
+def clear_drain() -> None:
+    """Forget a drain request (before another run in the same process)."""
+    _DRAIN.clear()
+
+
+class ReadProgress(NamedTuple):
+    """After a reader's call: the next offset to read of ``topic``/``partition``; every record
+    before it has been emitted (a snapshot's source offset)."""
+
+    topic: str
+    partition: int
+    next_offset: int
+
+
+# -- restriction ----------------------------------------------------------------------------------
+
+
+class GroupRestriction(NamedTuple):
+    """The next offset of each partition of a group (in the group's topic order) and the
+    offsets to stop before (None: an open end)."""
+
+    start: tuple[int, ...]
+    stop: tuple[int, ...] | None = None
+
+    def done(self) -> bool:
+        return self.stop is not None and all(a >= b for a, b in zip(self.start, self.stop,
+                                                                     strict=True))
+
+
+FINISH = None  # the claim that ends a restriction at the positions claimed so far (drain)
+
+
+class GroupTracker(RestrictionTracker):
+    """Tracks a :class:`GroupRestriction`. Claims are ``(partition index, next offset)``
+    (everything below ``next offset`` is claimed) or :data:`FINISH`."""
+
+    def __init__(self, restriction: GroupRestriction) -> None:
+        self._start = tuple(restriction.start)
+        self._stop = None if restriction.stop is None else tuple(restriction.stop)
+        self._claimed = list(self._start)
+
+    def current_restriction(self) -> GroupRestriction:
+        return GroupRestriction(self._start, self._stop)
+
+    def claimed(self) -> tuple[int, ...]:
+        return tuple(self._claimed)
+
+    def try_claim(self, position: tuple[int, int] | None) -> bool:
+        if position is FINISH:
+            self._stop = tuple(self._claimed)  # nothing left: check_done passes, no residual
+            return False
+        i, nxt = position
+        if self._stop is not None and nxt > self._stop[i]:
+            return False
+        if nxt < self._claimed[i]:
+            raise ValueError(f"claim of partition index {i} goes back from {self._claimed[i]} "
+                             f"to {nxt}")
+        self._claimed[i] = nxt
+        return True
+
+    def try_split(self, fraction_of_remainder: float
+                  ) -> tuple[GroupRestriction, GroupRestriction] | None:
+        # Only checkpoints (fraction 0): an open range has no fraction to split at, and the
+        # records of a group must stay in one restriction to keep their merge order.
+        if fraction_of_remainder != 0:
+            return None
+        claimed = tuple(self._claimed)
+        residual = GroupRestriction(claimed, self._stop)
+        if residual.done():
+            return None
+        self._stop = claimed
+        return GroupRestriction(self._start, claimed), residual
+
+    def check_done(self) -> None:
+        if not GroupRestriction(tuple(self._claimed), self._stop).done():
+            raise ValueError(f"restriction {self.current_restriction()} is not done: claimed "
+                             f"up to {tuple(self._claimed)}")
+
+    def current_progress(self) -> RestrictionProgress:
+        completed = sum(c - s for c, s in zip(self._claimed, self._start, strict=True))
+        if self._stop is None:
+            return RestrictionProgress(completed=float(completed), remaining=1.0)
+        remaining = sum(max(0, b - c) for c, b in zip(self._claimed, self._stop, strict=True))
+        return RestrictionProgress(completed=float(completed), remaining=float(remaining))
+
+    def is_bounded(self) -> bool:
+        return self._stop is not None
+
+
+class GroupRestrictionCoder(coders.Coder):
+    """A :class:`GroupRestriction` as JSON (no pickle: a runner may persist it)."""
+
+    def encode(self, value: GroupRestriction) -> bytes:
+        stop = None if value.stop is None else list(value.stop)
+        return json.dumps([list(value.start), stop], separators=(",", ":")).encode()
+
+    def decode(self, encoded: bytes) -> GroupRestriction:
+        start, stop = json.loads(encoded)
+        return GroupRestriction(tuple(start), None if stop is None else tuple(stop))
+
+    def is_deterministic(self) -> bool:
+        return True
+
+
+class _GroupRestrictions(RestrictionProvider):
+    def initial_restriction(self, element: PartitionGroup) -> GroupRestriction:
+        return GroupRestriction(tuple(element.start), element.stop)
+
+    def create_tracker(self, restriction: GroupRestriction) -> GroupTracker:
+        return GroupTracker(restriction)
+
+    def restriction_size(self, element: PartitionGroup, restriction: GroupRestriction) -> float:
+        if restriction.stop is None:
+            return 1.0
+        return float(sum(max(0, b - a) for a, b in zip(restriction.start, restriction.stop,
+                                                       strict=True)))
+
+    def restriction_coder(self) -> coders.Coder:
+        return GroupRestrictionCoder()
+
+
+class _Watermarks(WatermarkEstimatorProvider):
+    def initial_estimator_state(self, element: Any, restriction: Any) -> Timestamp | None:
+        return None
+
+    def create_watermark_estimator(self, estimator_state: Timestamp | None
+                                   ) -> ManualWatermarkEstimator:
+        return ManualWatermarkEstimator(estimator_state)
+
+    def estimator_state_coder(self) -> coders.Coder:
+        return coders.NullableCoder(coders.TimestampCoder())
+
+
+_TRACKER = beam.DoFn.RestrictionParam(_GroupRestrictions())
+_WATERMARK = beam.DoFn.WatermarkEstimatorParam(_Watermarks())
+
+
+# -- one group's consumer and merge -----------------------------------------------------------
+
+
+class _GroupReader:
+    """A group's consumer and merge, kept across ``process()`` calls. ``claimed`` is where the
+    last call's restriction ended; a call whose restriction starts elsewhere (a retried
+    bundle, a residual run by another instance first) seeks back and refills the merge."""
+
+    def __init__(self, group: PartitionGroup, consumer: Any, merge_idle_ms: int) -> None:
+        from kafka import TopicPartition
+
+        self.keys = group.partitions
+        self.tps = [TopicPartition(t, p) for t, p in self.keys]
+        self.index = {tp: i for i, tp in enumerate(self.keys)}
+        self.consumer = consumer
+        self.consumer.assign(self.tps)
+        self.merger = GroupMerger(self.keys)
+        self.merge_idle_s = merge_idle_ms / 1000.0
+        self.claimed: list[int] | None = None
+        self.fetched: list[int] = []
+        self.idle_since: list[float | None] = [None] * len(self.keys)
+        self.newest_ts: list[int | None] = [None] * len(self.keys)
+        self.paused: set[int] = set()
+
+    def sync(self, start: Sequence[int]) -> None:
+        if self.claimed == list(start):
+            return
+        self.merger.clear()
+        for tp, off in zip(self.tps, start, strict=True):
+            self.consumer.seek(tp, off)
+        self.claimed = list(start)
+        self.fetched = list(start)
+        self.idle_since = [None] * len(self.keys)
+        if self.paused:
+            self.consumer.resume(*self.tps)
+            self.paused = set()
+
+    def caught_up(self, stop: Sequence[int] | None, now: float) -> set[tuple[str, int]]:
+        """The partitions with nothing more to merge now: at their stop, or fetched to the
+        high watermark and empty for ``merge_idle_ms``."""
+        out = set()
+        for i, key in enumerate(self.keys):
+            since = self.idle_since[i]
+            if (stop is not None and self.fetched[i] >= stop[i]) or (
+                    since is not None and now - since >= self.merge_idle_s):
+                out.add(key)
+        return out
+
+    def wait_s(self, budget_s: float, now: float) -> float:
+        """How long the next poll may block: ``budget_s``, or less when buffered records wait
+        only for another partition's idle time to pass."""
+        if not len(self.merger):
+            return budget_s
+        ends = [s + self.merge_idle_s - now for s in self.idle_since if s is not None]
+        return max(0.001, min([budget_s, *[e for e in ends if e > 0]]))
+
+    def fetch(self, timeout_s: float, stop: Sequence[int] | None, max_records: int) -> None:
+        if stop is not None:  # partitions at their stop: no more fetches (producers go on)
+            done = {i for i in range(len(self.keys)) if self.fetched[i] >= stop[i]}
+            if done - self.paused:
+                self.consumer.pause(*[self.tps[i] for i in done - self.paused])
+                self.paused |= done
+            if len(self.paused) == len(self.keys):
+                return
+        batch = self.consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        for tp, recs in batch.items():
+            i = self.index[(tp.topic, tp.partition)]
+            end = None if stop is None else stop[i]
+            self.merger.add(SourceRecord(r.topic, r.partition, r.offset, int(r.timestamp),
+                                         r.key, r.value)
+                            for r in recs if end is None or r.offset < end)
+        now = time.monotonic()
+        for i, tp in enumerate(self.tps):
+            if i not in self.paused:
+                self.fetched[i] = int(self.consumer.position(tp))
+            hw = self.consumer.highwater(tp)
+            idle = (self.merger.buffered(self.keys[i]) == 0 and hw is not None
+                    and self.fetched[i] >= hw)
+            if not idle:
+                self.idle_since[i] = None
+            elif self.idle_since[i] is None:
+                self.idle_since[i] = now
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+# -- the splittable DoFn ------------------------------------------------------------------------
+
+
+class _ReadGroups(beam.DoFn):
+    """Reads partition groups (elements: :class:`PartitionGroup`); bounded restrictions."""
+
+    def __init__(self, bootstrap: str, client: tuple[tuple[str, str], ...], poll_timeout_ms: int,
+                 max_records: int, merge_idle_ms: int, idle_watermark_lag_ms: int,
+                 drain_path: str | None) -> None:
+        self.bootstrap, self.client = bootstrap, client
+        self.poll_timeout_ms, self.max_records = poll_timeout_ms, max_records
+        self.merge_idle_ms, self.idle_lag_ms = merge_idle_ms, idle_watermark_lag_ms
+        self.drain_path = drain_path
+        self._readers: dict[tuple[int, tuple[str, ...]], _GroupReader] = {}
+
+    def setup(self) -> None:
+        self._readers = {}
+
+    def teardown(self) -> None:
+        for r in self._readers.values():
+            r.close()
+        self._readers = {}
+
+    def _draining(self) -> bool:
+        return drain_requested() or (self.drain_path is not None
+                                     and os.path.exists(self.drain_path))
+
+    def process(self, group: PartitionGroup,
+                tracker: Any = _TRACKER, watermark: Any = _WATERMARK,
+                ) -> Iterator[Any]:
+        yield from self._read(group, tracker, watermark)
+
+    def _read(self, group: PartitionGroup, tracker: Any, watermark: Any) -> Iterator[Any]:
+        rest: GroupRestriction = tracker.current_restriction()
+        cache_key = (group.partition, tuple(group.topics))
+        reader = self._readers.get(cache_key)
+        if reader is None:
+            reader = _GroupReader(group, assigned_consumer(self.bootstrap, self.client),
+                                  self.merge_idle_ms)
+            self._readers[cache_key] = reader
+        reader.sync(rest.start)
+        assert reader.claimed is not None
+        claimed = reader.claimed
+        stop = rest.stop
+        draining = self._draining()
+        if draining:
+            out = reader.merger.drain()
+        else:
+            # several idle groups of this instance share one poll budget (they run in turn)
+            budget = max(0.01, self.poll_timeout_ms / 1000.0 / max(1, len(self._readers)))
+            now = time.monotonic()
+            out = reader.merger.ready(reader.caught_up(stop, now), limit=self.max_records)
+            if len(out) < self.max_records:
+                reader.fetch(0.0 if out else reader.wait_s(budget, now), stop,
+                             self.max_records)
+                out += reader.merger.ready(reader.caught_up(stop, time.monotonic()),
+                                           limit=self.max_records - len(out))
+        split_away = False
+        for rec in out:
+            i = reader.index[(rec.topic, rec.partition)]
+            if not tracker.try_claim((i, rec.offset + 1)):
+                split_away = True  # the runner split the restriction meanwhile
+                break
+            claimed[i] = rec.offset + 1
+            prev = reader.newest_ts[i]
+            reader.newest_ts[i] = rec.timestamp_ms if prev is None else max(prev,
+                                                                           rec.timestamp_ms)
+            yield TimestampedValue(rec, Timestamp(micros=rec.timestamp_ms * 1000))
+        if not split_away:
+            # offsets without records (markers, compacted away, past a stop) behind an empty
+            # buffer are claimed too, so progress and stops move past them
+            for i, key in enumerate(reader.keys):
+                target = reader.fetched[i] if stop is None else min(reader.fetched[i], stop[i])
+                if target > claimed[i] and reader.merger.buffered(key) == 0:
+                    if not tracker.try_claim((i, target)):
+                        split_away = True
+                        break
+                    claimed[i] = target
+        self._advance_watermark(reader, stop, watermark)
+        wm = watermark.current_watermark() or MIN_TIMESTAMP
+        for (topic, p), off in zip(reader.keys, claimed, strict=True):
+            yield beam.pvalue.TaggedOutput(PROGRESS_TAG,
+                                           TimestampedValue(ReadProgress(topic, p, off), wm))
+        if split_away:
+            reader.claimed = None  # the merge gave out records nobody emitted: seek next time
+            return
+        finished = GroupRestriction(tuple(claimed), stop).done()
+        if draining and not finished:
+            tracker.try_claim(FINISH)
+        if draining or finished:
+            reader.close()
+            del self._readers[cache_key]
+            return
+        tracker.defer_remainder()
+
+    def _advance_watermark(self, reader: _GroupReader, stop: Sequence[int] | None,
+                           watermark: Any) -> None:
+        """The oldest partition's newest record timestamp; a caught-up partition counts as
+        now minus the idle lag. Never backwards."""
+        up = reader.caught_up(stop, time.monotonic())
+        idle_ms = int(time.time() * 1000) - self.idle_lag_ms
+        marks = []
+        for i, key in enumerate(reader.keys):
+            ts = reader.newest_ts[i]
+            if key in up:
+                ts = idle_ms if ts is None else max(ts, idle_ms)
+            if ts is None:
+                return  # a partition with nothing read yet and not caught up: no estimate
+            marks.append(ts)
+        mark = Timestamp(micros=min(marks) * 1000)
+        current = watermark.current_watermark()
+        if current is None or mark > current:
+            watermark.set_watermark(mark)
+
+
+class _ReadGroupsUnbounded(_ReadGroups):
+    """Reads partition groups without stop offsets (an unbounded output)."""
+
+    @beam.DoFn.unbounded_per_element()
+    def process(self, group: PartitionGroup,
+                tracker: Any = _TRACKER, watermark: Any = _WATERMARK,
+                ) -> Iterator[Any]:
+        yield from self._read(group, tracker, watermark)
+
+
+class _ListGroups(beam.DoFn):
+    """Impulse → the partition groups, their start offsets checked against the log."""
+
+    def __init__(self, bootstrap: str, topics: tuple[str, ...],
+                 client: tuple[tuple[str, str], ...],
+                 start: dict[tuple[str, int], int] | None,
+                 stop: dict[tuple[str, int], int] | None) -> None:
+        self.bootstrap, self.topics, self.client = bootstrap, topics, client
+        self.start, self.stop = start, stop
+
+    def process(self, _: Any) -> Iterator[PartitionGroup]:
+        info = kafka_partition_info(self.bootstrap, self.topics, self.client)
+        yield from partition_groups(info, self.topics, self.start, self.stop)
+
+
+class KafkaReadOutputs(NamedTuple):
+    """``records``: :class:`~kernelstream.engine.records.SourceRecord` s, timestamped with
+    their Kafka timestamps; ``progress``: :class:`ReadProgress` after each reader call."""
+
+    records: beam.PCollection
+    progress: beam.PCollection
+
+
+class ReadKafkaPartitions(beam.PTransform):
+    """``PBegin`` → the records of ``topics`` (events topics, then ``labels_topic``) by
+    partition group (see the module docstring) and the reader's progress.
+
+    ``start_offsets``: ``{(topic, partition): next offset}`` (a snapshot's), else each
+    partition's beginning; an offset outside the log raises
+    :class:`~kernelstream.engine.snapshot.OffsetOutOfLog`. ``stop_offsets``: a bounded read
+    up to these offsets (one for every partition; e.g. the end offsets of
+    :func:`~kernelstream.kafka_client.kafka_partition_info` when the run starts), else an
+    unbounded read until drained (:func:`request_drain` or ``drain_path`` existing).
+    ``client``: kafka-python consumer settings (``KEY=VALUE`` pairs of
+    :func:`~kernelstream.kafka_client.client_settings`). ``poll_timeout_ms``: how long an idle
+    reader blocks per call (shared by the groups of one worker); ``max_records``: at most
+    this many records per call; ``merge_idle_ms``: how long an empty partition of a group must
+    stay caught up before the others' records pass it (see
+    :mod:`kernelstream.engine.merge`)."""
+
+    def __init__(self, bootstrap: str, topics: Sequence[str], labels_topic: str | None = None,
+                 start_offsets: Mapping[tuple[str, int], int] | None = None,
+                 stop_offsets: Mapping[tuple[str, int], int] | None = None,
+                 client: tuple[tuple[str, str], ...] = (), poll_timeout_ms: int = 200,
+                 max_records: int = 1000, merge_idle_ms: int = 50,
+                 idle_watermark_lag_ms: int = 1000, drain_path: str | None = None) -> None:
+        super().__init__()
+        if isinstance(topics, str) or not topics:
+            raise ValueError("ReadKafkaPartitions needs a sequence of one or more topics")
+        all_topics = (*topics, *([labels_topic] if labels_topic else []))
+        if len(set(all_topics)) != len(all_topics):
+            raise ValueError(f"a topic is given twice: {list(all_topics)}")
+        if poll_timeout_ms < 1 or max_records < 1 or merge_idle_ms < 0:
+            raise ValueError("poll_timeout_ms and max_records must be >= 1, merge_idle_ms >= 0")
+        self.bootstrap, self.topics, self.client = bootstrap, tuple(all_topics), tuple(client)
+        self.start = None if start_offsets is None else dict(start_offsets)
+        self.stop = None if stop_offsets is None else dict(stop_offsets)
+        self.poll_timeout_ms, self.max_records = poll_timeout_ms, max_records
+        self.merge_idle_ms, self.idle_lag_ms = merge_idle_ms, idle_watermark_lag_ms
+        self.drain_path = drain_path
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> KafkaReadOutputs:
+        cls = _ReadGroups if self.stop is not None else _ReadGroupsUnbounded
+        dofn = cls(self.bootstrap, self.client, self.poll_timeout_ms, self.max_records,
+                   self.merge_idle_ms, self.idle_lag_ms, self.drain_path)
+        out = (pbegin
+               | "Impulse" >> beam.Impulse()
+               | "ListGroups" >> beam.ParDo(_ListGroups(self.bootstrap, self.topics,
+                                                        self.client, self.start, self.stop))
+               | "ReadGroups" >> beam.ParDo(dofn).with_outputs(PROGRESS_TAG, main="records"))
+        return KafkaReadOutputs(out.records, out[PROGRESS_TAG])
