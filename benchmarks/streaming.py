@@ -374,12 +374,12 @@ def output_topics(bootstrap: str, prefix: str) -> str:
 
 
 def summary_rate(out: Path) -> float | None:
-    """``examples_per_second`` of the stream's summary.json, if it writes one."""
+    """``records_per_second`` of the stream's summary.json (records / the whole run,
+    start-up and drain included), if it wrote one."""
     p = out / "out" / "summary.json"
     if not p.exists():
         return None
-    doc = json.loads(p.read_text())
-    v = doc.get("examples_per_second")
+    v = json.loads(p.read_text()).get("records_per_second")
     return float(v) if isinstance(v, (int, float)) else None
 
 

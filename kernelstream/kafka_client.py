@@ -7,8 +7,8 @@ Reading: :func:`iter_topic_records` and :class:`KafkaBlocks`
     One message is one example: its value is one line in the LIBSVM (default) or CSV
     (``fmt="csv"``) format of a data file (``"+1 3:0.5 7:1"``, ``"0.1,0.7,1"``), so a file
     can be replayed onto a topic line by line. The topic is read from its beginning up to the
-    records it holds when the read goes idle (a *bounded* read: a replay of the topic; see
-    :class:`KafkaReadOptions` for when it stops) and cut into
+    end offsets of a snapshot taken when the run starts (a *bounded* read: a replay of the
+    topic; see :func:`snapshot_ends` and :class:`KafkaReadOptions`) and cut into
     :class:`~kernelstream.engine.blocks.Block` s, as the file readers do, so everything
     downstream is the same.
 
@@ -31,8 +31,12 @@ Reading: :func:`iter_topic_records` and :class:`KafkaBlocks`
 
 Writing: :class:`KafkaWriter`
     Writes the rows of an output (predictions, metrics or dead letters) as JSON objects (the
-    Parquet schema's field names; NaN as null), keyed by the entity when there is one, else by
-    the stream key, so one entity's rows stay in order in one partition.
+    Parquet schema's field names; NaN as null). The message key is the row's identity
+    (:func:`row_id`: ``STREAMKEY/p/POSITION``, ``STREAMKEY/m/WINDOW_END``, ...), the same
+    in every run that writes the row, so a retried run's duplicates carry the same key and can
+    be dropped by key. The partition is the one Kafka's default partitioner gives the entity
+    (else the stream key, else the source), so one entity's rows stay in order in one
+    partition although their keys differ.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -100,12 +104,21 @@ class KafkaTopic:
 class KafkaReadOptions:
     """How to read a topic.
 
-    The read starts at the beginning of every partition and stops once it has reached the end
-    offsets the brokers reported when it started *and* no record has arrived for
-    ``idle_seconds`` (end offsets alone are not trusted: some Kafka-protocol brokers report
-    them too low, and producers may still be writing), or after ``max_seconds`` in all, or at
-    ``ReadOptions.limit`` examples. ``client`` holds extra kafka-python client settings
-    (``security_protocol``, ``sasl_mechanism``, ``ssl_cafile``, ...) as strings.
+    With ``stop`` (``(partition, end offset)`` pairs: a snapshot of the log ends taken when
+    the run started, see :func:`snapshot_ends`) the read covers exactly the records below
+    those offsets and stops as soon as every partition has reached its end, however busy
+    the topic (records written later are the next run's). If a partition delivers nothing
+    for ``idle_seconds`` before reaching its end (records that cannot be read, e.g. an open
+    transaction under ``isolation_level=read_committed``), the read stops there and the next
+    run continues from the last record read. Partitions created after the snapshot are left
+    to the next run.
+
+    Without ``stop`` (the Python API's default) it stops once it has reached the end offsets
+    the brokers reported when it started *and* no record has arrived for ``idle_seconds``.
+
+    Either way it also stops after ``max_seconds`` in all, or at ``ReadOptions.limit``
+    examples. ``client`` holds extra kafka-python client settings (``security_protocol``,
+    ``sasl_mechanism``, ``ssl_cafile``, ...) as strings.
     """
 
     topic: KafkaTopic
@@ -114,6 +127,7 @@ class KafkaReadOptions:
     poll_ms: int = 200
     metadata_timeout: float = 10.0  # seconds to wait for a new topic's partitions
     client: tuple[tuple[str, str], ...] = ()
+    stop: tuple[tuple[int, int], ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.idle_seconds > 0:
@@ -128,10 +142,11 @@ def _client_defaults() -> tuple[dict[str, Any], dict[str, Any]]:
     return KafkaConsumer.DEFAULT_CONFIG, KafkaProducer.DEFAULT_CONFIG
 
 
-# set by kernelstream itself, or callables (which a KEY=VALUE string cannot give)
+# set by kernelstream itself, or callables (which a KEY=VALUE string cannot give);
+# auto_offset_reset: a read position outside the log is an error, never silently moved
 _RESERVED = ("bootstrap_servers", "group_id", "enable_auto_commit", "client_id",
              "key_serializer", "value_serializer", "key_deserializer", "value_deserializer",
-             "partitioner", "default_offset_commit_callback")
+             "partitioner", "default_offset_commit_callback", "auto_offset_reset")
 
 
 def client_settings(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -197,26 +212,30 @@ class KafkaRecord(NamedTuple):
 def _consumer(opts: KafkaReadOptions) -> Any:
     from kafka import KafkaConsumer
 
+    # auto_offset_reset="none": a position outside the log raises instead of jumping to the
+    # end (kafka-python's default "latest" would silently skip or repeat records)
+    cfg = {**READ_DEFAULTS, **_typed(opts.client, _client_defaults()[0]),
+           "auto_offset_reset": "none"}
     return KafkaConsumer(bootstrap_servers=opts.topic.servers(), group_id=None,
-                         enable_auto_commit=False, client_id="kernelstream",
-                         **_typed(opts.client, _client_defaults()[0]))
+                         enable_auto_commit=False, client_id="kernelstream", **cfg)
 
 
 def iter_topic_records(opts: KafkaReadOptions, merge: bool,
                        consumer_factory: Callable[[KafkaReadOptions], Any] = _consumer,
                        start: Mapping[int, int] | None = None) -> Iterator[KafkaRecord]:
     """The topic's records from the beginning (or, for the partitions in ``start``, from the
-    offset given there) until the read stops (see :class:`KafkaReadOptions`). ``merge``: one
-    sequence ordered by ``(timestamp, partition, offset)``; otherwise each partition's records
-    in offset order, partitions interleaved as they arrive."""
+    offset given there) until the read stops (see :class:`KafkaReadOptions`; with
+    ``opts.stop`` only the records below those end offsets). ``merge``: one sequence ordered
+    by ``(timestamp, partition, offset)``; otherwise each partition's records in offset
+    order, partitions interleaved as they arrive. A read position outside the log raises
+    :class:`~kernelstream.engine.snapshot.OffsetOutOfLog`."""
     from kafka import TopicPartition
-    from kafka.errors import KafkaError
+    from kafka.errors import KafkaError, OffsetOutOfRangeError
 
     try:
         consumer = consumer_factory(opts)
     except KafkaError as e:  # e.g. NoBrokersAvailable: a data problem, not a crash
-        raise ConnectionError(f"{opts.topic.url}: cannot connect ({type(e).__name__}: {e})"
-                              ) from e
+        raise ConnectionError(f"{opts.topic.url}: cannot connect ({_error_text(e)})") from None
     try:
         t0 = time.monotonic()
         parts = None
@@ -227,22 +246,42 @@ def iter_topic_records(opts: KafkaReadOptions, merge: bool,
                     raise FileNotFoundError(f"{opts.topic.url}: topic not found (no partitions "
                                             f"after {opts.metadata_timeout:g} s)")
                 time.sleep(0.2)
+        stop = None if opts.stop is None else dict(opts.stop)
+        if stop is not None:  # partitions created after the snapshot are the next run's
+            parts = [p for p in parts if p in stop]
         tps = [TopicPartition(opts.topic.topic, p) for p in sorted(parts)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         for tp in tps:
             if start and tp.partition in start:
                 consumer.seek(tp, int(start[tp.partition]))
-        end = consumer.end_offsets(tps)
+        end = consumer.end_offsets(tps) if stop is None else {}
+        finished: set[int] = set()  # partitions read up to their stop offset
+
+        def check_finished() -> None:
+            if stop is None:
+                return
+            for tp in tps:
+                if tp.partition not in finished and consumer.position(tp) >= stop[tp.partition]:
+                    finished.add(tp.partition)
+                    consumer.pause(tp)  # fetch nothing more of it
+
+        check_finished()
         heads: dict[int, deque[KafkaRecord]] = {tp.partition: deque() for tp in tps}
         heap: list[tuple[int, int, int]] = []  # (timestamp, partition, offset) of each head
         last = time.monotonic()
-        while True:
-            batch = consumer.poll(timeout_ms=opts.poll_ms)
+        while stop is None or len(finished) < len(tps):
+            try:
+                batch = consumer.poll(timeout_ms=opts.poll_ms)
+            except OffsetOutOfRangeError as e:
+                raise _out_of_log(consumer, opts.topic.topic, e) from None
+            except KafkaError as e:  # e.g. the broker went away
+                raise ConnectionError(f"{opts.topic.url}: {_error_text(e)}") from None
             got = False
             for tp in sorted(batch, key=lambda t: t.partition):
                 recs = [KafkaRecord(r.partition, r.offset, int(r.timestamp), r.key, r.value)
-                        for r in batch[tp]]
+                        for r in batch[tp]
+                        if stop is None or r.offset < stop[tp.partition]]
                 if not recs:
                     continue
                 got = True
@@ -253,13 +292,19 @@ def iter_topic_records(opts: KafkaReadOptions, merge: bool,
                 if not q:
                     heapq.heappush(heap, (recs[0].timestamp, tp.partition, recs[0].offset))
                 q.extend(recs)
+            check_finished()
             if merge:
-                yield from _merge_ready(heads, heap, final=False)
+                yield from _merge_ready(heads, heap, final=False, finished=finished)
             now = time.monotonic()
             if got:  # idle time counts from here, not from before the records were learnt
                 last = now
-            done = (all(consumer.position(tp) >= end[tp] for tp in tps)
-                    and now - last >= opts.idle_seconds)
+            if stop is not None:
+                # a partition that delivers nothing below its snapshot end for idle_seconds
+                # (unreadable records): stop there, the next run continues from it
+                done = now - last >= opts.idle_seconds
+            else:
+                done = (all(consumer.position(tp) >= end[tp] for tp in tps)
+                        and now - last >= opts.idle_seconds)
             if done or (opts.max_seconds is not None and now - t0 >= opts.max_seconds):
                 break
         if merge:
@@ -268,19 +313,67 @@ def iter_topic_records(opts: KafkaReadOptions, merge: bool,
         consumer.close()
 
 
+def _out_of_log(consumer: Any, topic: str, e: Exception) -> Exception:
+    """kafka-python's OffsetOutOfRangeError (``{TopicPartition: offset}``) as
+    :class:`~kernelstream.engine.snapshot.OffsetOutOfLog` (one line, with the log's range)."""
+    from kernelstream.engine.snapshot import OffsetOutOfLog
+
+    where = e.args[0] if e.args and isinstance(e.args[0], dict) else {}
+    for tp, offset in where.items():
+        try:
+            lo = int(consumer.beginning_offsets([tp])[tp])
+            hi = int(consumer.end_offsets([tp])[tp])
+        except Exception:  # the range is a hint only
+            lo = hi = None
+        return OffsetOutOfLog(topic, tp.partition, int(offset), lo, hi)
+    return OffsetOutOfLog(topic, -1, -1, None, None)
+
+
 def _merge_ready(heads: dict[int, deque[KafkaRecord]], heap: list[tuple[int, int, int]],
-                 final: bool) -> Iterator[KafkaRecord]:
+                 final: bool, finished: set[int] | frozenset[int] = frozenset(),
+                 ) -> Iterator[KafkaRecord]:
     """k-way merge of the partitions' records by (timestamp, partition, offset); ``heap``
     holds the head of every partition with buffered records. A record is released only while
-    every partition has one buffered (the next record of an empty partition could be older),
-    so the order depends on the topic's contents alone; at the end of the read everything
-    left is released in the same order."""
-    while heap and (final or len(heap) == len(heads)):
+    every partition has one buffered or is ``finished`` (read up to its stop offset: nothing
+    older can come), since the next record of an empty partition could be older; so the order
+    depends on the topic's contents alone. At the end of the read everything left is released
+    in the same order."""
+    while heap and (final or all(heads[p] or p in finished for p in heads)):
         _, p, _ = heapq.heappop(heap)
         q = heads[p]
         yield q.popleft()
         if q:
             heapq.heappush(heap, (q[0].timestamp, p, q[0].offset))
+
+
+def snapshot_ends(opts: KafkaReadOptions,
+                  resume: Mapping[int, int] | None = None) -> KafkaReadOptions:
+    """``opts`` with ``stop`` = the end offset of every partition now (the bounded read's
+    snapshot, from :func:`kafka_partition_info`: the larger of the reported end offset and a
+    fetch's high watermark, right on Kafka and on brokers that report ends too low). Checks,
+    in seconds and before any pipeline starts, that the broker answers
+    (:class:`ConnectionError`, one line), that the topic exists (:class:`FileNotFoundError`)
+    and that every ``resume`` offset (partition -> next offset of a checkpoint) lies in its
+    partition's log (:class:`~kernelstream.engine.snapshot.OffsetOutOfLog`: the topic was
+    recreated, truncated or its records expired)."""
+    from kernelstream.engine.snapshot import check_offsets
+
+    t = opts.topic.topic
+    info = kafka_partition_info(opts.topic.bootstrap, [t], opts.client,
+                                metadata_timeout=opts.metadata_timeout)
+    check_offsets({(t, int(p)): int(o) for p, o in (resume or {}).items()},
+                  {tp: b for tp, (b, _) in info.items()}, {tp: e for tp, (_, e) in info.items()})
+    return replace(opts, stop=tuple(sorted((p, e) for (_, p), (_, e) in info.items())))
+
+
+def check_reachable(bootstrap: str, client: tuple[tuple[str, str], ...] = (),
+                    what: str = "") -> None:
+    """Raise :class:`ConnectionError` (one line, in seconds) when none of the brokers
+    ``bootstrap`` answers; ``what`` names the option in the message (e.g. ``--kafka-out``)."""
+    try:
+        assigned_consumer(bootstrap, client).close()
+    except ConnectionError as e:
+        raise ConnectionError(f"{what}: {e}" if what else str(e)) from None
 
 
 # -- records → blocks ---------------------------------------------------------------------------
@@ -521,12 +614,50 @@ def check_read_options(read: ReadOptions) -> None:
 # -- sink ---------------------------------------------------------------------------------------
 
 
+def _part(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def row_id(row: Mapping[str, Any]) -> str:
+    """The identity of an output row: the same in every run that writes the row (a retried
+    or resumed run included), unique within the output. ``row["row_id"]`` if the row has one
+    (the stream's rows), else:
+
+    * predictions: ``STREAMKEY/p/POSITION`` (the stream key names configuration,
+      permutation and entity: ``bogd#0@user42/p/17``);
+    * metrics: ``STREAMKEY/m/WINDOW_END``, a run's final row ``STREAMKEY/f/WINDOW_END``;
+    * dead letters: ``dl/SOURCE/LINE/STREAMKEY/POSITION`` (empty parts where not known;
+      a topic's source is ``kafka://HOST:PORT/TOPIC/PARTITION`` and its line the offset).
+    """
+    if row.get("row_id") is not None:
+        return str(row["row_id"])
+    if "window_end" in row:
+        return f"{row['key']}/{'f' if row.get('final') else 'm'}/{row['window_end']}"
+    if "reason" in row:
+        return (f"dl/{_part(row.get('source'))}/{_part(row.get('line'))}/"
+                f"{_part(row.get('key'))}/{_part(row.get('position'))}")
+    return f"{row['key']}/p/{row['position']}"
+
+
+def routing_key(row: Mapping[str, Any]) -> str:
+    """What decides a row's partition: its entity, else its stream key, else its source."""
+    return str(row.get("entity") or row.get("key") or row.get("source") or "")
+
+
 def message(row: Mapping[str, Any]) -> tuple[bytes, bytes]:
-    """``(key, value)`` of one output row: the entity (else the stream key, else the source)
-    and the row as compact JSON."""
-    key = row.get("entity") or row.get("key") or row.get("source") or ""
+    """``(key, value)`` of one output row: its :func:`row_id` and the row as compact JSON.
+    Every field but the metrics' wall-clock ones (``seconds``, ``examples_per_second``,
+    ``window_seconds``, ...) is deterministic, so a row written twice is the same message."""
     value = json.dumps(json_safe(dict(row)), separators=(",", ":"), allow_nan=False)
-    return str(key).encode("utf-8"), value.encode("utf-8")
+    return row_id(row).encode("utf-8"), value.encode("utf-8")
+
+
+def partition_for(routing: str, partitions: Sequence[int]) -> int:
+    """The partition Kafka's default partitioner (murmur2 of the key) gives ``routing``."""
+    from kafka.partitioner.default import murmur2
+
+    parts = sorted(partitions)
+    return parts[(murmur2(routing.encode("utf-8")) & 0x7FFFFFFF) % len(parts)]
 
 
 def prediction_rows(p: PredictionBlock) -> list[dict[str, Any]]:
@@ -539,26 +670,35 @@ def _producer(topic: KafkaTopic, client: tuple[tuple[str, str], ...]) -> Any:
     from kafka import KafkaProducer
 
     # Large batches: kafka-python's per-message cost is what limits the sink;
-    # acks="all": an output counts as written once every in-sync replica has it. Both can be
-    # overridden with --kafka-option.
-    cfg: dict[str, Any] = {"acks": "all", "linger_ms": 50, "batch_size": 1 << 20}
+    # acks="all": an output counts as written once every in-sync replica has it;
+    # bootstrap_timeout_ms: an unreachable broker fails in seconds. All can be overridden
+    # with --kafka-option.
+    cfg: dict[str, Any] = {"acks": "all", "linger_ms": 50, "batch_size": 1 << 20,
+                           "bootstrap_timeout_ms": READ_DEFAULTS["bootstrap_timeout_ms"]}
     cfg.update(_typed(client, _client_defaults()[1]))
     return KafkaProducer(bootstrap_servers=topic.servers(), client_id="kernelstream", **cfg)
 
 
 class KafkaWriter:
-    """A producer for one topic (also used by the loop runner): :meth:`write` queues rows,
-    :meth:`flush` waits until the brokers have them (raising on a failed send)."""
+    """A producer for one topic (also used by the loop runner): :meth:`write` queues rows
+    (key :func:`row_id`, partition by :func:`routing_key`, see the module doc), :meth:`flush`
+    waits until the brokers have them (raising on a failed send)."""
 
     def __init__(self, topic: KafkaTopic, client: tuple[tuple[str, str], ...] = ()) -> None:
         self.topic = topic
         self.producer = _producer(topic, client)
         self.pending: list[Any] = []
+        self._partitions: list[int] | None = None
 
     def write(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        if rows and self._partitions is None:  # waits for the topic's metadata (creates it)
+            self._partitions = sorted(self.producer.partitions_for(self.topic.topic))
         for row in rows:
             k, v = message(row)
-            self.pending.append(self.producer.send(self.topic.topic, key=k, value=v))
+            assert self._partitions is not None
+            p = partition_for(routing_key(row), self._partitions)
+            self.pending.append(self.producer.send(self.topic.topic, key=k, value=v,
+                                                   partition=p))
 
     def flush(self) -> int:
         self.producer.flush()

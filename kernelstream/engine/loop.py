@@ -9,6 +9,7 @@ state is needed.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -71,8 +72,8 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
     counters the Beam runners report (examples, mistakes, dead letters, blocks)."""
     core = StreamLearner({c.name: c for c in run.configs}, run.seed, run.metrics_window,
                          run.read.path)
-    saved = ({} if run.resume_from is None
-             else dict(ckpts.read_states(run.resume_from)))
+    # a resumed stream's saved state is read by key when the stream first appears
+    saved = None if run.resume_from is None else ckpts.SavedStates.of(run.resume_from)
     states: dict[str, StreamState] = {}
     position: list[SourcePosition] = []
     for name in OUTPUTS:
@@ -89,8 +90,9 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
         for b in loop_source(run, dead, position):
             st = states.get(b.key)
             if st is None:  # a resumed stream starts from its saved state
-                st = states[b.key] = (decode_stream_state(saved[b.key]) if b.key in saved
-                                      else StreamState())
+                data = None if saved is None else saved.get(b.key)
+                st = states[b.key] = (StreamState() if data is None
+                                      else decode_stream_state(data))
             res = core.learn(b.key, st, b)
             progress.learnt(b.key, st, b.n)
             p = res.predictions
@@ -105,8 +107,11 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
     counters[DEAD_LETTER_TAG] = len(dead)  # the source's and the learners'
     metrics += [core.final_row(k, st) for k, st in states.items()]
     if run.writes is not None:
-        saved.update((k, encode_stream_state(st)) for k, st in states.items())
-        ckpts.write_states(run.writes, saved, "loop")
+        # this run's streams, then the saved ones it did not touch, streamed from their files
+        new = ((k, encode_stream_state(st)) for k, st in states.items())
+        old = ((k, v) for k, v in (() if run.resume_from is None
+                                   else ckpts.read_states(run.resume_from)) if k not in states)
+        ckpts.write_states(run.writes, itertools.chain(new, old), "loop")
         ckpts.write_position(run.writes, position[0])
     if writers:
         writers["metrics"].write(metrics)

@@ -22,7 +22,10 @@ outputs)::
 from __future__ import annotations
 
 import contextlib
+import logging
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +35,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from kernelstream import fs
 from kernelstream._services import serve
+from kernelstream.engine.checkpoints import SavedStates
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.metrics import METRICS_NAMESPACE
 from kernelstream.engine.outputs import DEAD_LETTER_SCHEMA, METRICS_SCHEMA, PREDICTIONS_SCHEMA
@@ -75,15 +79,19 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
         # Spread the streams over workers; LearnPredict restores each stream's order. (With
         # one stream or one worker the shuffle would only cost time.)
         blocks = blocks | "Reshuffle" >> beam.Reshuffle()
-    saved = (None if run.resume_from is None
-             else p | "SavedStates" >> ckpts.ReadStates(run.resume_from))
+    # a resumed stream's saved state is read by key where the stream is learnt
     out = blocks | "Learn" >> LearnPredict(run.configs, seed=run.seed,
                                            metrics_window=run.metrics_window,
                                            source=run.read.path,
                                            early_state=resolve_early_state(run),
-                                           initial_states=saved,
+                                           saved_states=(None if run.resume_from is None else
+                                                         SavedStates.of(run.resume_from)),
                                            emit_states=run.writes is not None)
     if run.writes is not None:
+        # the streams this run did not touch keep their saved states (a shuffle, not a
+        # side input: each worker sees its share)
+        saved = (None if run.resume_from is None
+                 else p | "SavedStates" >> ckpts.ReadStates(run.resume_from))
         _ = out.states | "Checkpoint" >> ckpts.WriteCheckpoint(run.writes, saved,
                                                               src.position)
     dead = (src.dead_letters, out.dead_letters) | "DeadLetters" >> beam.Flatten()
@@ -139,9 +147,43 @@ def run_beam(run: ReplayRun) -> dict[str, int]:
         else:
             p = beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions(args))
         build_pipeline(p, run)
-        result = p.run()
-        result.wait_until_finish()
+        with _interrupt_quietly():
+            result = p.run()
+            result.wait_until_finish()
         return _counters(result)
+
+
+@contextlib.contextmanager
+def _interrupt_quietly() -> Iterator[None]:
+    """Ctrl-C (SIGINT) while Beam runs becomes a plain ``KeyboardInterrupt``. Left alone, the
+    FnApiRunner logs the interrupted DoFn's traceback and re-raises the interrupt as a
+    ``RuntimeError`` (exit 1 after ~180 lines); here Beam's logging is silenced from the
+    moment of the signal and whatever the run raises then is reported as the interrupt
+    (the CLI prints one line and exits 130)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield  # not ours to handle (a worker thread, or a caller's own handler)
+        return
+    beam_log = logging.getLogger("apache_beam")
+    level = beam_log.level
+    hit = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if not hit.is_set():
+            hit.set()
+            beam_log.setLevel(logging.CRITICAL + 1)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    except BaseException:
+        if hit.is_set():
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        beam_log.setLevel(level)
 
 
 def _counters(result: Any) -> dict[str, int]:

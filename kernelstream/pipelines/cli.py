@@ -35,11 +35,16 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from kernelstream import __version__, data, fs, learners  # noqa: E402
 from kernelstream._json import json_safe  # noqa: E402
-from kernelstream.engine.checkpoints import next_checkpoint  # noqa: E402
+from kernelstream.engine.checkpoints import committed, next_checkpoint  # noqa: E402
 from kernelstream.engine.core import PROGRESS_LOGGER  # noqa: E402
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG  # noqa: E402
 from kernelstream.engine.outputs import parquet_files  # noqa: E402
 from kernelstream.engine.reading import ReadOptions  # noqa: E402
+from kernelstream.engine.snapshot import (  # noqa: E402
+    CheckpointInUse,
+    OffsetOutOfLog,
+    remove_orphans,
+)
 from kernelstream.evaluate import EvalResult, stderr_progress  # noqa: E402
 from kernelstream.kafka_client import (  # noqa: E402
     KafkaTopic,
@@ -81,6 +86,9 @@ class RunOutput:
 
 
 Runner = Callable[[ReplayConfig], RunOutput]
+# errors whose message is the whole story (one line, exit 2): another run holds the checkpoint
+# directory, a resume offset outside the log, a broker that does not answer
+_OWN_LINE = (CheckpointInUse, OffsetOutOfLog, ConnectionError)
 
 
 # -- runners -----------------------------------------------------------------------------------
@@ -113,6 +121,8 @@ def _replay_runner(name: str) -> Runner:
             return RunOutput(_evaluate_in_memory(config))
         try:
             res = replay.replay_for_config(config, name)
+        except _OWN_LINE:
+            raise
         except (FileNotFoundError, OSError) as exc:
             raise DataError(str(exc)) from exc
         # counts from the files themselves, so the summary adds up whatever the runner's
@@ -443,6 +453,8 @@ def _run_once(config: ReplayConfig, brief: bool = False) -> int:
     """One run: the summary table (``brief``: one line) and ``summary.json``; the exit code."""
     try:
         run = RUNNERS[config.runner](config)
+    except _OWN_LINE as exc:  # a second writer, a resume offset outside the log, broker down
+        return _error("replay", str(exc))
     except DataError as exc:
         return _error("replay", f"cannot read data: {exc}")
     except ConfigError as exc:  # found once the run starts (e.g. a checkpoint's learners)
@@ -470,27 +482,35 @@ def _run_once(config: ReplayConfig, brief: bool = False) -> int:
 def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
     """``--follow``: a checkpointed run every ``every`` seconds, each learning what arrived
     since the previous one, its outputs in ``OUT/ckpt-NNNNNN/`` (the checkpoint it commits);
-    until ``runs`` runs or Ctrl-C (a run cut short commits nothing: the next continues from
-    the last committed checkpoint)."""
+    until ``runs`` runs or Ctrl-C (exit 130; a run cut short commits nothing: the next
+    continues from the last committed checkpoint). The checkpoint directory stays locked for
+    the whole command; before each run the output folders of runs that never committed are
+    removed."""
     assert config.checkpoint is not None
-    print(f"following {config.data}: a run every {every:g} s, checkpoints in "
-          f"{config.checkpoint}, outputs in {config.out}/ckpt-NNNNNN; Ctrl-C stops",
-          file=sys.stderr, flush=True)
     done = 0
     try:
-        while runs is None or done < runs:
-            t0 = time.monotonic()
-            name = next_checkpoint(config.checkpoint).name
-            code = _run_once(replace(config, out=fs.join(config.out, name)), brief=True)
-            if code:
-                return code
-            done += 1
-            if runs is not None and done >= runs:
-                break
-            time.sleep(max(0.0, every - (time.monotonic() - t0)))
+        with replay.checkpoint_lock(config.checkpoint):
+            print(f"following {config.data}: a run every {every:g} s, checkpoints in "
+                  f"{config.checkpoint}, outputs in {config.out}/ckpt-NNNNNN; Ctrl-C stops",
+                  file=sys.stderr, flush=True)
+            while runs is None or done < runs:
+                t0 = time.monotonic()
+                if not fs.is_remote(config.out) and not fs.is_remote(config.checkpoint):
+                    remove_orphans(config.out, [c.number for c in committed(config.checkpoint)])
+                name = next_checkpoint(config.checkpoint).name
+                code = _run_once(replace(config, out=fs.join(config.out, name)), brief=True)
+                if code:
+                    return code
+                done += 1
+                if runs is not None and done >= runs:
+                    break
+                time.sleep(max(0.0, every - (time.monotonic() - t0)))
+    except CheckpointInUse as exc:
+        return _error("replay", str(exc))
     except KeyboardInterrupt:
-        print(f"{PROG}: stopped after {done} run(s); the next run continues from the last "
+        print(f"{PROG}: interrupted after {done} run(s); the next run continues from the last "
               "committed checkpoint", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -516,6 +536,18 @@ def _error(cmd: str, msg: str, code: int = 2) -> int:
 
 
 # -- parser ------------------------------------------------------------------------------------
+def add_learner_arguments(p: argparse.ArgumentParser) -> None:
+    """``--learner``, ``-p`` and ``--seed`` (``config.learner_configs``): shared by ``replay``
+    and ``stream``."""
+    default_params = " ".join(f"-p {k}={v}" for k, v in DEFAULT_PARAMS.items())
+    p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
+                   help=f"learner (repeatable; default: {DEFAULT_LEARNER} {default_params}); "
+                   f"see `{PROG} learners`")
+    p.add_argument("-p", "--param", action="append", metavar="[LABEL.]KEY=VALUE",
+                   help="learner hyper-parameter (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Online kernel learning on data streams.",
@@ -530,7 +562,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                    help="output format (default: text)")
 
-    default_params = " ".join(f"-p {k}={v}" for k, v in DEFAULT_PARAMS.items())
     p = sub.add_parser(
         "replay", help="prequential (test-then-train) evaluation on a data set",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -555,12 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data", nargs="?", metavar="DATA",
                    help=f"embedded data set name or file path (default: {DEFAULT_DATASET!r}, "
                    "embedded)")
-    p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
-                   help=f"learner (repeatable; default: {DEFAULT_LEARNER} {default_params}); "
-                   f"see `{PROG} learners`")
-    p.add_argument("-p", "--param", action="append", metavar="[LABEL.]KEY=VALUE",
-                   help="learner hyper-parameter (repeatable)")
-    p.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")
+    add_learner_arguments(p)
     p.add_argument("--permutations", "-R", type=int, default=1, metavar="R",
                    help="number of random stream orders R (default: 1)")
     p.add_argument("--limit", type=int, metavar="N",
@@ -605,10 +631,11 @@ def build_parser() -> argparse.ArgumentParser:
     k = p.add_argument_group(
         "Kafka", "DATA may be a topic, kafka://HOST:PORT[,HOST:PORT...]/TOPIC: its messages are "
         "LIBSVM or CSV lines (--format; LIBSVM needs --n-features), read from the beginning "
-        "until the topic goes idle; --key-by key keeps one model per message key")
+        "up to the end of the log when the run starts; --key-by key keeps one model per "
+        "message key")
     k.add_argument("--kafka-idle", type=float, default=5.0, metavar="SECONDS",
-                   help="stop reading a topic once its end is reached and no record arrived "
-                   "for this long (default: 5)")
+                   help="stop waiting for a partition that delivers nothing for this long "
+                   "before the end the run started at (default: 5)")
     k.add_argument("--kafka-max-seconds", type=float, metavar="SECONDS",
                    help="stop reading a topic after this long in all (default: no limit)")
     k.add_argument("--kafka-out", metavar="kafka://HOST:PORT/PREFIX",
@@ -621,7 +648,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--follow", type=float, metavar="SECONDS",
                    help="with --checkpoint: keep learning the topic, one run every SECONDS "
                    "(each learns what arrived since the last; outputs in OUT/ckpt-NNNNNN/) "
-                   "until Ctrl-C")
+                   "until Ctrl-C (exit 130)")
     k.add_argument("--follow-runs", type=int, metavar="N",
                    help="with --follow: stop after N runs")
     k.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
@@ -629,6 +656,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "security_protocol=SASL_SSL (repeatable)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress lines on stderr")
+    # live streams (their modules import Beam only when a command runs)
+    from kernelstream.pipelines import demo, stream
+
+    stream.add_parser(sub)
+    demo.add_parser(sub)
     return parser
 
 
@@ -667,6 +699,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 except ValueError as exc:
                     return _error("learners", str(exc))
             return cmd_learners(args)
+        if getattr(args, "handler", None) is not None:  # stream, demo
+            return int(args.handler(args, argv))
         return cmd_replay(args, argv)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

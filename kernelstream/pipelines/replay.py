@@ -21,8 +21,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,13 +36,16 @@ from kernelstream.engine.metrics import eval_results, key_summaries
 from kernelstream.engine.outputs import METRICS_SCHEMA, OUTPUTS, SCHEMAS, ensure_nonempty, iter_rows
 from kernelstream.engine.reading import ReadOptions
 from kernelstream.engine.replay import StreamSpec
+from kernelstream.engine.snapshot import WriterLock
 from kernelstream.evaluate import EvalResult
 from kernelstream.kafka_client import (
     KafkaReadOptions,
     KafkaTopic,
     SourcePosition,
+    check_reachable,
     check_read_options,
     is_kafka_url,
+    snapshot_ends,
 )
 from kernelstream.pipelines.config import ConfigError
 
@@ -170,8 +174,9 @@ def make_run(
     checkpoint: str | None = None,
 ) -> ReplayRun:
     """A :class:`ReplayRun` (see :func:`run_replay`); ``data`` may be a file, an embedded data
-    set or a topic ``kafka://HOST:PORT/TOPIC`` (read as in ``kafka_client``, stopping after
-    ``kafka_idle`` seconds without new records or ``kafka_max_seconds`` in all);
+    set or a topic ``kafka://HOST:PORT/TOPIC`` (read as in ``kafka_client``, up to the log's
+    end when the run starts; ``kafka_idle``: how long a partition may deliver nothing before
+    that end, ``kafka_max_seconds``: the read's limit in all);
     ``kafka_out`` (``kafka://HOST:PORT/PREFIX``) also sends the three outputs to the topics
     PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters. ``checkpoint`` (a directory,
     Kafka sources only) resumes from the newest checkpoint there and writes the next one
@@ -240,8 +245,40 @@ def run_loop_outputs(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...
     return execute(replace(make_run(data, configs, out, **kw), runner="loop"))
 
 
+_HELD = threading.local()  # the checkpoint locks this thread holds: {directory: lock}
+
+
+@contextlib.contextmanager
+def checkpoint_lock(directory: str | None) -> Iterator[None]:
+    """Hold the checkpoint directory's writer lock (``engine.snapshot.WriterLock``: a
+    ``flock`` the kernel drops when the holder dies) for the block: a second run on the
+    directory fails at once with :class:`~kernelstream.engine.snapshot.CheckpointInUse`.
+    Re-entrant within a thread, so ``--follow`` holds it across its runs. Object-store
+    directories (``gs://``...) have no file locks: there, one writer at a time is the
+    user's to ensure."""
+    if directory is None or fs.is_remote(directory):
+        yield
+        return
+    d = os.path.realpath(fs.local_path(directory))
+    held: dict[str, WriterLock] = _HELD.__dict__.setdefault("locks", {})
+    if d in held:
+        yield
+        return
+    os.makedirs(d, exist_ok=True)
+    held[d] = WriterLock.acquire(d)
+    try:
+        yield
+    finally:
+        held.pop(d).release()
+
+
 def execute(run: ReplayRun) -> ReplayResult:
-    _clear_outputs(run.out)
+    """Run ``run`` (under its checkpoint directory's lock, see :func:`checkpoint_lock`)."""
+    with checkpoint_lock(run.checkpoint):
+        return _execute(run)
+
+
+def _execute(run: ReplayRun) -> ReplayResult:
     configs = {c.name: {"learner": c.learner, "params": c.params} for c in run.configs}
     if run.checkpoint is not None:
         fs.makedirs(run.checkpoint)
@@ -252,18 +289,38 @@ def execute(run: ReplayRun) -> ReplayResult:
                 ckpts.check_configs(run.resume_from, configs)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
+    # the brokers answer, the resume offsets lie in the log, and the read ends at the log's
+    # end now: checked in seconds, before any pipeline starts
+    if run.kafka is not None:
+        resume = run.resume_position
+        run = replace(run, kafka=snapshot_ends(run.kafka,
+                                               None if resume is None else resume.offsets))
+    if run.kafka_out is not None:
+        check_reachable(run.kafka_out.bootstrap, run.kafka_client,
+                        f"--kafka-out {run.kafka_out.url}")
+    _clear_outputs(run.out)
     t0 = time.perf_counter()
-    if run.runner == "loop":
-        counters = run_loop(run)
-    else:  # Beam takes a second to import: only for the runs that need it
-        from kernelstream.pipelines.beam_replay import run_beam
+    try:
+        if run.runner == "loop":
+            counters = run_loop(run)
+        else:  # Beam takes a second to import: only for the runs that need it
+            from kernelstream.pipelines.beam_replay import run_beam
 
-        counters = run_beam(run)
-    seconds = time.perf_counter() - t0
-    if run.writes is not None:
-        ckpts.commit(run.writes, {
-            "resumed_from": None if run.resume_from is None else run.resume_from.number,
-            "data": run.data, "seed": run.seed, "configs": configs})
+            counters = run_beam(run)
+        seconds = time.perf_counter() - t0
+        if run.writes is not None:
+            assert run.kafka is not None and run.kafka.stop is not None
+            ckpts.commit(run.writes, {
+                "resumed_from": None if run.resume_from is None else run.resume_from.number,
+                "data": run.data, "seed": run.seed, "configs": configs,
+                # the snapshot of the log's end the read stopped at (partition -> offset)
+                "read_to": [[p, o] for p, o in run.kafka.stop]})
+    except BaseException:
+        if run.writes is not None:
+            # outputs of a run that commits no checkpoint: the next run writes them again
+            with contextlib.suppress(Exception):
+                _clear_outputs(run.out)
+        raise
     for name in OUTPUTS:
         ensure_nonempty(fs.join(run.out, name), SCHEMAS[name])
     summaries = key_summaries(iter_rows(fs.join(run.out, "metrics"), METRICS_SCHEMA))

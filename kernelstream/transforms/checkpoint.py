@@ -1,6 +1,7 @@
-"""Beam transforms of checkpoints: read a checkpoint's stream states on workers, and write
-this run's states and source position (the layout and its bookkeeping are in
-``kernelstream.engine.checkpoints``).
+"""Beam transforms of checkpoints: read a checkpoint's stream states on workers (to carry the
+states of streams this run did not touch over to its checkpoint), and write this run's states
+and source position (the layout and its bookkeeping are in ``kernelstream.engine.checkpoints``;
+the learner restores a stream's state by key, ``engine.checkpoints.SavedStates``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,13 @@ from typing import Any
 
 import apache_beam as beam
 
-from kernelstream.engine.checkpoints import STATES_SCHEMA, Checkpoint, state_file, write_position
+from kernelstream.engine.checkpoints import (
+    GROUP_BYTES,
+    STATES_SCHEMA,
+    Checkpoint,
+    state_file,
+    write_position,
+)
 from kernelstream.transforms.sinks import WriteParquet
 
 
@@ -21,7 +28,7 @@ class _ReadStateFile(beam.DoFn):
 
 class ReadStates(beam.PTransform):
     """``PBegin`` → ``(stream key, state bytes)`` of a checkpoint (file names through
-    ``Create``; the states themselves are read by workers)."""
+    ``Create``; the states themselves are read by workers, one row group at a time)."""
 
     def __init__(self, ckpt: Checkpoint) -> None:
         super().__init__()
@@ -59,6 +66,7 @@ class WriteCheckpoint(beam.PTransform):
         _ = (states
              | "Rows" >> beam.Map(lambda kv: {"key": kv[0], "state": kv[1]})
              | "WriteStates" >> WriteParquet(self.ckpt.directory, STATES_SCHEMA,
-                                             prefix=self.ckpt.states_prefix))
+                                             prefix=self.ckpt.states_prefix,
+                                             group_bytes=GROUP_BYTES))
         ckpt = self.ckpt
         return self.position | "WriteSource" >> beam.Map(lambda js: write_position(ckpt, js))

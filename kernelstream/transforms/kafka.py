@@ -11,7 +11,9 @@ Source: :class:`ReadKafkaBlocks`
 
 Sink: :class:`WriteKafka`
     Each bundle flushes its producer before it completes: delivery is at least once (a retried
-    bundle writes its rows again).
+    bundle, or the rerun of a run that failed before its checkpoint, writes its rows again),
+    and a row written twice is the same message under the same key
+    (``kafka_client.row_id``), so consumers drop duplicates by key.
 """
 
 from __future__ import annotations

@@ -305,8 +305,9 @@ class _ReadGroups(beam.DoFn):
 
     def __init__(self, bootstrap: str, client: tuple[tuple[str, str], ...], poll_timeout_ms: int,
                  max_records: int, merge_idle_ms: int, idle_watermark_lag_ms: int,
-                 drain_path: str | None) -> None:
+                 drain_path: str | None, progress_in_records: bool = False) -> None:
         self.bootstrap, self.client = bootstrap, client
+        self.progress_in_records = progress_in_records
         self.poll_timeout_ms, self.max_records = poll_timeout_ms, max_records
         self.merge_idle_ms, self.idle_lag_ms = merge_idle_ms, idle_watermark_lag_ms
         self.drain_path = drain_path
@@ -378,8 +379,9 @@ class _ReadGroups(beam.DoFn):
         self._advance_watermark(reader, stop, watermark)
         wm = watermark.current_watermark() or MIN_TIMESTAMP
         for (topic, p), off in zip(reader.keys, claimed, strict=True):
-            yield beam.pvalue.TaggedOutput(PROGRESS_TAG,
-                                           TimestampedValue(ReadProgress(topic, p, off), wm))
+            item = TimestampedValue(ReadProgress(topic, p, off), wm)
+            yield item if self.progress_in_records else beam.pvalue.TaggedOutput(PROGRESS_TAG,
+                                                                                 item)
         if split_away:
             reader.claimed = None  # the merge gave out records nobody emitted: seek next time
             return
@@ -460,14 +462,19 @@ class ReadKafkaPartitions(beam.PTransform):
     reader blocks per call (shared by the groups of one worker); ``max_records``: at most
     this many records per call; ``merge_idle_ms``: how long an empty partition of a group must
     stay caught up before the others' records pass it (see
-    :mod:`kernelstream.engine.merge`)."""
+    :mod:`kernelstream.engine.merge`). ``progress_in_records``: the progress goes into the
+    records output, after the records it covers (``progress`` is then empty): one
+    PCollection for a consumer that needs both in order, without a ``Flatten`` (the
+    FnApiRunner breaks fusion at a Flatten, and a stage after the unbounded read never
+    runs)."""
 
     def __init__(self, bootstrap: str, topics: Sequence[str], labels_topic: str | None = None,
                  start_offsets: Mapping[tuple[str, int], int] | None = None,
                  stop_offsets: Mapping[tuple[str, int], int] | None = None,
                  client: tuple[tuple[str, str], ...] = (), poll_timeout_ms: int = 200,
                  max_records: int = 1000, merge_idle_ms: int = 50,
-                 idle_watermark_lag_ms: int = 1000, drain_path: str | None = None) -> None:
+                 idle_watermark_lag_ms: int = 1000, drain_path: str | None = None,
+                 progress_in_records: bool = False) -> None:
         super().__init__()
         if isinstance(topics, str) or not topics:
             raise ValueError("ReadKafkaPartitions needs a sequence of one or more topics")
@@ -482,11 +489,13 @@ class ReadKafkaPartitions(beam.PTransform):
         self.poll_timeout_ms, self.max_records = poll_timeout_ms, max_records
         self.merge_idle_ms, self.idle_lag_ms = merge_idle_ms, idle_watermark_lag_ms
         self.drain_path = drain_path
+        self.progress_in_records = progress_in_records
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> KafkaReadOutputs:
         cls = _ReadGroups if self.stop is not None else _ReadGroupsUnbounded
         dofn = cls(self.bootstrap, self.client, self.poll_timeout_ms, self.max_records,
-                   self.merge_idle_ms, self.idle_lag_ms, self.drain_path)
+                   self.merge_idle_ms, self.idle_lag_ms, self.drain_path,
+                   self.progress_in_records)
         out = (pbegin
                | "Impulse" >> beam.Impulse()
                | "ListGroups" >> beam.ParDo(_ListGroups(self.bootstrap, self.topics,

@@ -19,7 +19,7 @@ parallelism or arrival order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -28,6 +28,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 
 from kernelstream.engine.blocks import Block, PredictionBlock
+from kernelstream.engine.checkpoints import SavedStates
 from kernelstream.engine.core import (
     LearnerConfig,
     Progress,
@@ -84,9 +85,11 @@ _END_BAG_PARAM = beam.DoFn.TimerParam(_END_BAG)
 class _LearnPredictBase(beam.DoFn):
     """The element and end-of-input logic; subclasses declare the state of early blocks."""
 
-    def __init__(self, core: StreamLearner, emit_states: bool = False) -> None:
+    def __init__(self, core: StreamLearner, emit_states: bool = False,
+                 saved: SavedStates | None = None) -> None:
         self.core = core
         self.emit_states = emit_states
+        self.saved = saved  # a checkpoint's states, read by key when a stream first appears
         self.progress: Progress | None = None
         self.n_examples = Metrics.counter(METRICS_NAMESPACE, "examples")
         self.n_mistakes = Metrics.counter(METRICS_NAMESPACE, "mistakes")
@@ -99,16 +102,18 @@ class _LearnPredictBase(beam.DoFn):
 
     def setup(self) -> None:
         self.progress = Progress()
+        if self.saved is not None:  # one index per worker process, shared by its threads
+            self.saved = SavedStates.shared(self.saved.files)
 
     def _element(self, element: tuple[str, Block], state: Any, early: ParkedBlocks, end: Any,
-                 window: Any, initial: Mapping[str, bytes]) -> Iterator[Any]:
+                 window: Any) -> Iterator[Any]:
         key, block = element
         if self.progress is None:
             self.progress = Progress()
         st: StreamState | None = state.read()
         if st is None:
             # a stream resumed from a checkpoint starts from its saved state
-            saved = initial.get(key)
+            saved = None if self.saved is None else self.saved.get(key)
             st = StreamState() if saved is None else decode_stream_state(saved)
             # Fires when the input ends (bounded) or the watermark passes the end of the
             # window (unbounded): emit the final metrics and report stranded blocks.
@@ -154,14 +159,12 @@ class _LearnPredictDoFn(_LearnPredictBase):
     def process(
         self,
         element: tuple[str, Block],
-        initial: Mapping[str, bytes],
         state: Any = _STATE_PARAM,
         early: Any = _EARLY_PARAM,
         end: Any = _END_PARAM,
         window: Any = beam.DoFn.WindowParam,
     ) -> Iterator[Any]:
-        yield from self._element(element, state, OrderedListBlocks(early), end, window,
-                                 initial)
+        yield from self._element(element, state, OrderedListBlocks(early), end, window)
 
     @on_timer(_END)
     def on_end(self, key: Any = beam.DoFn.KeyParam, state: Any = _STATE_PARAM,
@@ -175,14 +178,12 @@ class _LearnPredictBagDoFn(_LearnPredictBase):
     def process(
         self,
         element: tuple[str, Block],
-        initial: Mapping[str, bytes],
         state: Any = _STATE_PARAM,
         early: Any = _EARLY_BAG_PARAM,
         end: Any = _END_BAG_PARAM,
         window: Any = beam.DoFn.WindowParam,
     ) -> Iterator[Any]:
-        yield from self._element(element, state, BagBlocks(early), end, window,
-                                 initial)
+        yield from self._element(element, state, BagBlocks(early), end, window)
 
     @on_timer(_END_BAG)
     def on_end(self, key: Any = beam.DoFn.KeyParam, state: Any = _STATE_PARAM,
@@ -209,10 +210,13 @@ class LearnPredict(beam.PTransform):
     (bag state, for runners without ordered lists such as the BundleBasedDirectRunner that
     runs TestStream). Both keep only the early blocks.
 
-    Checkpoints: ``initial_states`` (a ``PCollection`` of ``(stream key, state bytes)``, as a
-    dict side input) gives streams the state they start from; ``emit_states`` adds the
-    tagged output ``states`` with every stream's state at the end of input, in the same
-    encoding (:class:`StreamStateCoder`), so a later run continues the streams exactly.
+    Checkpoints: ``saved_states`` (a checkpoint's
+    :class:`~kernelstream.engine.checkpoints.SavedStates`) gives streams the state they start
+    from: a worker reads a stream's saved state by key when the stream first reaches it, so
+    it holds only the states of its own streams (no side input of every state);
+    ``emit_states`` adds the tagged output ``states`` with every stream's state at the end of
+    input, in the same encoding (:class:`StreamStateCoder`), so a later run continues the
+    streams exactly.
     """
 
     EARLY_STATES = ("ordered_list", "bag")
@@ -220,7 +224,7 @@ class LearnPredict(beam.PTransform):
     def __init__(self, configs: Iterable[LearnerConfig | tuple[Any, ...]], seed: int = 0,
                  metrics_window: int = 1000, source: str = "",
                  early_state: str = "ordered_list",
-                 initial_states: beam.PCollection | None = None,
+                 saved_states: SavedStates | None = None,
                  emit_states: bool = False) -> None:
         super().__init__()
         if early_state not in self.EARLY_STATES:
@@ -230,17 +234,11 @@ class LearnPredict(beam.PTransform):
         self.metrics_window = metrics_window
         self.source = source
         self.early_state = early_state
-        self.initial_states = initial_states
+        self.saved_states = saved_states
         self.emit_states = emit_states
 
     def expand(self, blocks: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         dofn = _LearnPredictDoFn if self.early_state == "ordered_list" else _LearnPredictBagDoFn
-        # Always a side input (empty without a checkpoint): an optional one would need a
-        # defaulted parameter before the state parameters, which Beam does not map.
-        initial = self.initial_states
-        if initial is None:
-            initial = (blocks.pipeline | "NoSavedStates"
-                       >> beam.Create([]).with_output_types(tuple[str, bytes]))
         return (
             blocks
             | "KeyByStream" >> beam.ParDo(_KeyByStream())
@@ -249,8 +247,8 @@ class LearnPredict(beam.PTransform):
             | "GlobalWindow" >> beam.WindowInto(beam.window.GlobalWindows())
             | "LearnPredict" >> beam.ParDo(dofn(
                 StreamLearner(self.configs, self.seed, self.metrics_window, self.source),
-                self.emit_states), beam.pvalue.AsDict(initial))
-            .with_input_types(tuple[str, Block], dict[str, bytes])
+                self.emit_states, self.saved_states))
+            .with_input_types(tuple[str, Block])
             .with_output_types(PredictionBlock)
             .with_outputs(METRICS_TAG, DEAD_LETTER_TAG, STATES_TAG, main="predictions")
         )

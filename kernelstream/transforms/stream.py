@@ -1,0 +1,665 @@
+"""The Beam graph of ``kernelstream stream``: one unbounded pipeline, fused into one stage.
+
+::
+
+    Impulse → ReadKafkaPartitions → Route → Learn (state per model key) → items ─→ Commit
+              (records, progress)                                              └→ KafkaOut
+
+Nothing here shuffles: on the FnApiRunner (also behind Beam's local job service) a stage after
+a shuffle runs only once the unbounded source's stage has finished, i.e. never, and so does a
+stage after a ``Flatten`` (measured: the FnApiRunner materializes a Flatten's inputs). So the
+graph is one chain and every DoFn is fused into the reader's stage: each bundle is one reader
+call, its records followed by the reader's progress (``progress_in_records``), and Learn's
+``finish_bundle`` (the states it wrote) runs before Commit's. Everything Commit needs travels
+through Learn as *items* ``(name, payload)``: ``(output, row)`` for the five outputs,
+``("states", (key, ModelState))`` and ``("progress", ReadProgress)``; Route hands progress
+and its dead letters to Learn under the key ``""`` (no model has it), and Learn passes them
+on. :class:`SplitOutputs` turns items into one PCollection of rows per output.
+
+On a runner that inserts a keyed shuffle before the stateful Learn (Flink, Dataflow) the graph
+stays correct, but Commit then runs downstream of that shuffle, and a snapshot is a consistent
+cut only if that runner delivers each worker's items in order: there, use the runner's own
+checkpointing.
+
+* :class:`RouteRecords` parses each record once (:meth:`StreamEngine.route`) into
+  ``(model key, parsed)`` pairs; unparsable records become ``dead_letters`` rows.
+* The Learn DoFn (:func:`learn_dofn`) keeps each model's
+  :class:`~kernelstream.engine.stream_state.ModelState` in ``ReadModifyWriteState`` (coded by
+  the engine's own bytes, :class:`ModelStateCoder`). A key whose state is empty is restored
+  from the snapshot the run resumed from (``SnapshotView.get``, read lazily by key: no side
+  input), else warm-started from ``--init-from``, else new. Its rows leave as items, and at
+  ``finish_bundle`` the states it wrote.
+* :class:`Committer` (one per worker, not keyed) appends rows to pending Parquet files of the
+  current epoch, keeps the newest state of each touched model and the reader's offsets, and
+  at ``finish_bundle``, when ``snapshot_every`` records or ``snapshot_seconds`` have passed
+  (or the stream drains): closes the files, commits states + offsets as one snapshot epoch
+  (``engine.snapshot.SnapshotStore``), then publishes the files. Without a checkpoint
+  directory the same happens minus the commit, so every output file is complete and
+  readable while the job runs.
+* :class:`WriteKafkaRows` sends every row at once to ``PREFIX-<output>``, keyed by its
+  ``row_id`` (the deterministic identity: a row replayed after a crash is the same message
+  again), and flushes at ``finish_bundle``.
+
+``KERNELSTREAM_CRASH_AT=POINT:N[,POINT:N...]`` (tests only) kills the worker with SIGKILL at
+the N-th pass of a named point (:data:`CRASH_POINTS`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
+
+from kernelstream._json import json_safe
+from kernelstream.engine.events import StreamEngine, StreamSpec
+from kernelstream.engine.stream_rows import OUTPUTS
+from kernelstream.transforms.kafka_read import (
+    ReadKafkaPartitions,
+    ReadProgress,
+    drain_requested,
+)
+
+STATES_TAG = "states"
+PROGRESS_TAG = "progress"
+DEAD_LETTERS = "dead_letters"
+PASS_KEY = ""  # Route → Learn: items for Commit, not for a model (model keys are CONFIG#...)
+CRASH_ENV = "KERNELSTREAM_CRASH_AT"
+CRASH_POINTS = (
+    "start",  # Committer.setup: the worker has just started
+    "learn",  # Learn.process, after a record's rows are emitted: mid-bundle
+    "kafka-flush",  # WriteKafkaRows.finish_bundle, after the producer's flush
+    "before-commit",  # Committer: output files of the epoch closed, snapshot not committed
+    "after-commit",  # Committer: snapshot committed, its output files not yet published
+)
+STATUS_FILE = "status.json"
+DRAIN_FILE = "drain"
+ROW_GROUP = 8192  # rows buffered per output before they become a Parquet row group
+
+
+@dataclass(frozen=True)
+class StreamJob:
+    """Everything the workers of one ``kernelstream stream`` run need (picklable, plain).
+
+    ``start_offsets``: ``(topic, partition, next offset)`` of every input partition (the
+    resumed snapshot's, else each partition's beginning). ``resume_epoch``: the snapshot epoch
+    in ``checkpoint`` the run resumed from (models are restored from it by key). ``init_from``
+    / ``init_kind``: warm start of models without a snapshot (``"stream"``: a stream
+    checkpoint directory; ``"replay"``: a replay checkpoint directory). ``control``: a local
+    directory of this run for the drain request (``drain``) and the workers' status file
+    (``status.json``). ``part``: tells this run's output files apart."""
+
+    spec: StreamSpec
+    bootstrap: str
+    topics: tuple[str, ...]
+    out: str
+    control: str
+    part: str
+    labels_topic: str | None = None
+    client: tuple[tuple[str, str], ...] = ()
+    start_offsets: tuple[tuple[str, int, int], ...] = ()
+    checkpoint: str | None = None
+    resume_epoch: int | None = None
+    init_from: str | None = None
+    init_kind: str | None = None
+    kafka_out: str | None = None  # bootstrap servers of the output topics
+    kafka_topics: tuple[tuple[str, str], ...] = ()  # output name -> topic
+    snapshot_every: int = 10_000
+    snapshot_seconds: float = 10.0
+    info: tuple[tuple[str, Any], ...] = ()  # committed with every snapshot (JSON-able)
+    poll_timeout_ms: int = 200
+    max_records: int = 1000
+    merge_idle_ms: int = 50
+
+    @property
+    def drain_path(self) -> str:
+        return os.path.join(self.control, DRAIN_FILE)
+
+    @property
+    def status_path(self) -> str:
+        return os.path.join(self.control, STATUS_FILE)
+
+    def offsets(self) -> dict[tuple[str, int], int]:
+        return {(t, p): o for t, p, o in self.start_offsets}
+
+    def output_topics(self) -> dict[str, str]:
+        """Output name → Kafka topic (``PREFIX-predictions``, ...); empty without Kafka out."""
+        return dict(self.kafka_topics)
+
+
+class StreamPipelineOptions(PipelineOptions):
+    """Reader tuning of a live stream, given after ``--`` as Beam pipeline options."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: Any) -> None:
+        parser.add_argument("--poll_timeout_ms", type=int, default=None,
+                            help="how long an idle reader blocks per call (default 200)")
+        parser.add_argument("--max_records", type=int, default=None,
+                            help="records per reader call, i.e. per bundle (default 1000)")
+        parser.add_argument("--merge_idle_ms", type=int, default=None,
+                            help="how long an empty partition of a group must stay caught up "
+                            "before the others' records pass it (default 50)")
+
+
+def draining(job: StreamJob) -> bool:
+    """Whether this run was asked to drain (in this process, or by the drain file)."""
+    return drain_requested() or os.path.exists(job.drain_path)
+
+
+# -- crash hooks (tests) ------------------------------------------------------------------------
+
+_crash_plan: dict[str, int] | None = None
+_crash_seen: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process at the N-th pass of ``name`` when ``KERNELSTREAM_CRASH_AT``
+    asks for it (``POINT:N``, comma-separated); otherwise nothing."""
+    global _crash_plan
+    if _crash_plan is None:
+        _crash_plan = {}
+        for item in os.environ.get(CRASH_ENV, "").split(","):
+            point, _, n = item.strip().partition(":")
+            if point:
+                _crash_plan[point] = int(n or 1)
+    if name not in _crash_plan:
+        return
+    seen = _crash_seen[name] = _crash_seen.get(name, 0) + 1
+    if seen == _crash_plan[name]:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- coders ---------------------------------------------------------------------------------------
+
+
+class ModelStateCoder(beam.coders.Coder):
+    """A model's :class:`~kernelstream.engine.stream_state.ModelState` as the engine's own
+    versioned bytes (no pickle); ``ttl_ms`` rebuilds the expiry deadlines on decode."""
+
+    def __init__(self, ttl_ms: int) -> None:
+        self.ttl_ms = int(ttl_ms)
+
+    def encode(self, value: Any) -> bytes:
+        from kernelstream.engine.stream_state import encode_state
+
+        return encode_state(value)
+
+    def decode(self, encoded: bytes) -> Any:
+        from kernelstream.engine.stream_state import decode_state
+
+        return decode_state(encoded, self.ttl_ms)
+
+    def is_deterministic(self) -> bool:
+        return False  # wall-clock seconds are part of the state
+
+    def estimate_size(self, value: Any) -> int:
+        # Beam samples element sizes; encoding a large learner just to count it is waste
+        return 1024
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.ttl_ms == other.ttl_ms  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.ttl_ms))
+
+
+# -- route ----------------------------------------------------------------------------------------
+
+
+class RouteRecords(beam.DoFn):
+    """``SourceRecord`` → ``(model key, ParsedRecord)`` per model; an unparsable record →
+    ``("", ("dead_letters", row))``; a ``ReadProgress`` → ``("", ("progress", it))``."""
+
+    def __init__(self, job: StreamJob) -> None:
+        self.job = job
+        self.engine: StreamEngine | None = None
+
+    def setup(self) -> None:
+        self.engine = StreamEngine(self.job.spec)
+
+    def process(self, rec: Any) -> Iterator[Any]:
+        assert self.engine is not None
+        if isinstance(rec, ReadProgress):
+            yield PASS_KEY, (PROGRESS_TAG, rec)
+            return
+        routed = self.engine.route(rec)
+        if isinstance(routed, dict):
+            yield PASS_KEY, (DEAD_LETTERS, routed)
+            return
+        yield from routed
+
+
+# -- learn ----------------------------------------------------------------------------------------
+
+
+class _InitStates:
+    """Warm-start learners of ``--init-from`` by model key: a stream checkpoint (read by key
+    on demand) or a replay checkpoint (its states loaded once)."""
+
+    def __init__(self, path: str, kind: str, engine: StreamEngine) -> None:
+        self.engine = engine
+        self.view: Any = None
+        self.replay: dict[str, bytes] | None = None
+        if kind == "stream":
+            from kernelstream.engine.snapshot import SnapshotView
+
+            self.view = SnapshotView.open(path)
+        else:
+            from kernelstream.engine import checkpoints
+
+            ckpt = checkpoints.latest(path)
+            self.replay = {} if ckpt is None else dict(checkpoints.read_states(ckpt))
+
+    def learner(self, key: str) -> Any:
+        if self.view is not None:
+            data = self.view.get(key)
+            return None if data is None else self.engine.decode_state(data).learner
+        assert self.replay is not None
+        data = self.replay.get(key)
+        if data is None:
+            return None
+        from kernelstream.engine.core import decode_stream_state
+
+        return decode_stream_state(data).learner
+
+    def close(self) -> None:
+        if self.view is not None:
+            self.view.close()
+
+
+class _LearnBase(beam.DoFn):
+    """The Learn DoFn without its state parameter (see :func:`learn_dofn`)."""
+
+    def __init__(self, job: StreamJob) -> None:
+        self.job = job
+        self.engine: StreamEngine | None = None
+        self.snapshot: Any = None
+        self.init: _InitStates | None = None
+        self.wrote: dict[str, Any] = {}
+        self.last_ts: Timestamp | None = None
+
+    def setup(self) -> None:
+        self.engine = StreamEngine(self.job.spec)
+        if self.job.checkpoint is not None and self.job.resume_epoch is not None:
+            from kernelstream.engine.snapshot import SnapshotView
+
+            self.snapshot = SnapshotView.open(self.job.checkpoint, self.job.resume_epoch)
+        if self.job.init_from is not None:
+            self.init = _InitStates(self.job.init_from, self.job.init_kind or "stream",
+                                    self.engine)
+
+    def teardown(self) -> None:
+        if self.snapshot is not None:
+            self.snapshot.close()
+        if self.init is not None:
+            self.init.close()
+
+    def start_bundle(self) -> None:
+        self.wrote = {}
+
+    def restore(self, key: str) -> Any:
+        """The state of a model this worker has none of: from the snapshot the run resumed
+        from, else a new state (warm-started from ``--init-from`` when it has the model)."""
+        assert self.engine is not None
+        if self.snapshot is not None:
+            data = self.snapshot.get(key)
+            if data is not None:
+                return self.engine.decode_state(data)
+        if self.init is not None:
+            learner = self.init.learner(key)
+            if learner is not None:
+                return self.engine.new_state(key, learner)
+        return self.engine.new_state(key)
+
+    def learn(self, element: tuple[str, Any], model: Any, ts: Timestamp) -> Iterator[Any]:
+        key, parsed = element
+        if key == PASS_KEY:
+            yield parsed
+            return
+        assert self.engine is not None
+        st = model.read()
+        if st is None:
+            st = self.restore(key)
+        out = self.engine.process(key, st, parsed)
+        model.write(st)
+        self.wrote[key] = st
+        self.last_ts = ts
+        for name, rows in out.items():
+            for row in rows:
+                yield name, row
+        crash_point("learn")
+
+    def finish_bundle(self) -> Iterator[Any]:
+        # the states this bundle wrote, for the snapshot (objects: in a fused stage nothing
+        # is encoded; the Committer encodes only what it commits)
+        ts = self.last_ts if self.last_ts is not None else Timestamp(0)
+        for key, st in self.wrote.items():
+            yield WindowedValue((STATES_TAG, (key, st)), ts, (GlobalWindow(),))
+        self.wrote = {}
+
+
+def learn_dofn(job: StreamJob) -> beam.DoFn:
+    """The stateful Learn DoFn of ``job``: its ``ReadModifyWriteState`` coder needs the run's
+    label TTL, and Beam reads state specs from the class, so the class is made per run."""
+    spec = ReadModifyWriteStateSpec("model", ModelStateCoder(job.spec.label_ttl_ms))
+
+    model_param = beam.DoFn.StateParam(spec)
+
+    class StreamLearnDoFn(_LearnBase):
+        def process(self, element: tuple[str, Any], model: Any = model_param,
+                    ts: Any = beam.DoFn.TimestampParam) -> Iterator[Any]:
+            yield from self.learn(element, model, ts)
+
+    return StreamLearnDoFn(job)
+
+
+# -- Kafka out ------------------------------------------------------------------------------------
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    raise TypeError(f"not JSON: {type(v).__name__}")
+
+
+def row_message(row: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """``(key, value)`` of an output row on Kafka: its ``row_id`` and the row as JSON (NaN
+    as null)."""
+    value = json.dumps(json_safe(dict(row)), separators=(",", ":"), allow_nan=False,
+                       default=_json_default)
+    return str(row["row_id"]).encode("utf-8"), value.encode("utf-8")
+
+
+class WriteKafkaRows(beam.DoFn):
+    """Items ``(output name, row)`` → one message on that output's topic, sent at once and
+    flushed at ``finish_bundle`` (a failed send fails the bundle); other items are skipped."""
+
+    def __init__(self, job: StreamJob) -> None:
+        self.job = job
+        self.topics: dict[str, str] = {}
+        self.producer: Any = None
+        self.futures: list[Any] = []
+
+    def setup(self) -> None:
+        from kernelstream.kafka_client import KafkaTopic, KafkaWriter
+
+        assert self.job.kafka_out is not None
+        self.topics = self.job.output_topics()
+        # one producer for every output topic (KafkaWriter's settings: acks=all, batching)
+        first = next(iter(self.topics.values()))
+        self.producer = KafkaWriter(KafkaTopic(self.job.kafka_out, first),
+                                    self.job.client).producer
+        self.futures = []
+
+    def process(self, item: tuple[str, dict[str, Any]]) -> None:
+        name, row = item
+        topic = self.topics.get(name)
+        if topic is None:  # states, progress
+            return
+        key, value = row_message(row)
+        self.futures.append(self.producer.send(topic, key=key, value=value))
+
+    def finish_bundle(self) -> None:
+        if not self.futures:
+            return
+        self.producer.flush()
+        for f in self.futures:
+            f.get(timeout=0)  # raises the send's error, if any
+        self.futures = []
+        crash_point("kafka-flush")
+
+    def teardown(self) -> None:
+        if self.producer is not None:
+            self.producer.close(timeout=5)
+            self.producer = None
+
+
+# -- commit ---------------------------------------------------------------------------------------
+
+# A snapshot store opened by the launching process, for a Committer running in that same
+# process (FnApiRunner, LOOPBACK workers): flock belongs to the open file, so the worker must
+# use the launcher's store rather than lock the directory a second time.
+_LOCAL_STORES: dict[str, Any] = {}
+
+
+def register_local_store(directory: str, store: Any) -> None:
+    _LOCAL_STORES[os.path.realpath(directory)] = store
+
+
+def unregister_local_store(directory: str) -> None:
+    _LOCAL_STORES.pop(os.path.realpath(directory), None)
+
+
+@dataclass
+class _Totals:
+    records: int = 0  # offsets consumed (the reader's progress)
+    rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTPUTS, 0))
+    published: int = 0  # rows in published files
+    last_ts_ms: int | None = None  # newest record timestamp seen
+
+    def as_doc(self) -> dict[str, Any]:
+        return {"records": self.records, "rows": dict(self.rows), "published": self.published,
+                "last_ts_ms": self.last_ts_ms}
+
+
+class Committer(beam.DoFn):
+    """Pending output files, snapshots and the status file (see the module docstring).
+    Elements: ``(output name, row)``, ``("states", (key, ModelState))`` and
+    ``("progress", ReadProgress)``."""
+
+    def __init__(self, job: StreamJob) -> None:
+        self.job = job
+        self.store: Any = None
+        self.own_store = False
+
+    # -- life cycle ------------------------------------------------------------------------
+    def setup(self) -> None:
+        from kernelstream.engine.stream_rows import stream_schemas
+
+        job = self.job
+        self.schemas = stream_schemas()
+        if job.checkpoint is not None:
+            self.store = _LOCAL_STORES.get(os.path.realpath(job.checkpoint))
+            if self.store is None:
+                from kernelstream.engine.snapshot import SnapshotStore
+
+                self.store = SnapshotStore.open(job.checkpoint)
+                self.own_store = True
+            self.epoch = (self.store.head or 0) + 1
+        else:
+            self.epoch = 1
+        self.engine = StreamEngine(job.spec)
+        self.offsets = job.offsets()
+        self.states: dict[str, Any] = {}
+        self.pending: dict[str, int] = {}  # model key -> pending events (for the status)
+        self.buffers: dict[str, list[dict[str, Any]]] = {n: [] for n in OUTPUTS}
+        self.writers: dict[str, Any] = {}
+        self.in_epoch = 0  # rows written to this epoch's pending files
+        self.since_records = 0
+        self.last_snapshot = time.monotonic()
+        self.last_status = 0.0
+        self.started = time.time()
+        self.totals = _Totals()
+        self.changed = False
+        crash_point("start")
+        self._status(force=True)
+
+    def teardown(self) -> None:
+        for w in self.writers.values():
+            w.close()  # files of an uncommitted epoch: the next start deletes them
+        self.writers = {}
+        if self.own_store and self.store is not None:
+            self.store.close()
+            self.store = None
+
+    # -- elements --------------------------------------------------------------------------
+    def process(self, item: tuple[str, Any], ts: Any = beam.DoFn.TimestampParam) -> None:
+        tag, value = item
+        if tag == PROGRESS_TAG:
+            tp = (value.topic, value.partition)
+            before = self.offsets.get(tp)
+            if before is None or value.next_offset > before:
+                moved = 0 if before is None else value.next_offset - before
+                self.since_records += moved
+                self.totals.records += moved
+                self.offsets[tp] = value.next_offset
+                self.changed = True
+            return
+        if tag == STATES_TAG:
+            key, st = value
+            if self.store is not None:
+                self.states[key] = st
+            self.pending[key] = len(st.pending)
+            self.changed = True
+            return
+        buf = self.buffers[tag]
+        buf.append(value)
+        self.totals.rows[tag] += 1
+        self.changed = True
+        ms = int(ts.micros // 1000)
+        if self.totals.last_ts_ms is None or ms > self.totals.last_ts_ms:
+            self.totals.last_ts_ms = ms
+        if len(buf) >= ROW_GROUP:
+            self._write(tag)
+
+    def finish_bundle(self) -> None:
+        due = (self.since_records >= self.job.snapshot_every
+               or time.monotonic() - self.last_snapshot >= self.job.snapshot_seconds)
+        if self.changed and (due or draining(self.job)):
+            self._snapshot()
+        self._status()
+
+    # -- files and snapshots ---------------------------------------------------------------
+    def _write(self, name: str) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from kernelstream.engine.snapshot import pending_path
+
+        rows = self.buffers[name]
+        if not rows:
+            return
+        w = self.writers.get(name)
+        if w is None:
+            path = pending_path(self.job.out, name, self.epoch, self.job.part)
+            w = self.writers[name] = pq.ParquetWriter(path, self.schemas[name])
+        w.write_batch(pa.RecordBatch.from_pylist(rows, schema=self.schemas[name]))
+        self.in_epoch += len(rows)
+        self.buffers[name] = []
+
+    def _snapshot(self) -> None:
+        from kernelstream.engine.snapshot import publish
+
+        for name in OUTPUTS:
+            self._write(name)
+        for w in self.writers.values():
+            w.close()  # complete files (footer written) before anything is committed
+        self.writers = {}
+        crash_point("before-commit")
+        if self.store is not None:
+            states = {k: self.engine.encode_state(st) for k, st in self.states.items()}
+            info = dict(self.job.info)
+            info["totals"] = self.totals.as_doc()
+            epoch = self.store.commit(states, self.offsets, info)
+        else:
+            epoch = self.epoch
+        crash_point("after-commit")
+        publish(self.job.out, OUTPUTS, epoch, remove_uncommitted=False)
+        self.totals.published += self.in_epoch
+        self.in_epoch = 0
+        self.epoch = epoch + 1
+        self.states = {}
+        self.since_records = 0
+        self.changed = False
+        self.last_snapshot = time.monotonic()
+        self._status(force=True)
+
+    def _status(self, force: bool = False) -> None:
+        """The status file the launcher's progress lines read (throttled; atomic)."""
+        now = time.monotonic()
+        if not force and now - self.last_status < 0.5:
+            return
+        self.last_status = now
+        doc = {"time": time.time(), "started": self.started, "pid": os.getpid(),
+               "epoch": self.epoch - 1 if self.epoch > 1 else None,
+               "pending": sum(self.pending.values()),
+               "buffered": self.in_epoch + sum(len(b) for b in self.buffers.values()),
+               **self.totals.as_doc()}
+        tmp = f"{self.job.status_path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump(doc, f)
+            os.replace(tmp, self.job.status_path)
+        except OSError:
+            pass  # progress display only
+
+
+# -- the composite --------------------------------------------------------------------------------
+
+
+class LiveStreamOutputs(NamedTuple):
+    """``items`` of a live stream (module docstring): ``(output name, row)``,
+    ``("states", (key, ModelState))``, ``("progress", ReadProgress)``."""
+
+    items: beam.PCollection
+
+
+class LiveStream(beam.PTransform):
+    """``PBegin`` → the live stream of ``job`` (module docstring), with its Parquet outputs
+    and snapshots (Committer) and, with ``job.kafka_out``, its Kafka outputs."""
+
+    def __init__(self, job: StreamJob) -> None:
+        super().__init__()
+        self.job = job
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> LiveStreamOutputs:
+        job = self.job
+        read = pbegin | "Read" >> ReadKafkaPartitions(
+            job.bootstrap, job.topics, job.labels_topic, start_offsets=job.offsets(),
+            client=job.client, poll_timeout_ms=job.poll_timeout_ms,
+            max_records=job.max_records, merge_idle_ms=job.merge_idle_ms,
+            drain_path=job.drain_path, progress_in_records=True)
+        items = (read.records
+                 | "Route" >> beam.ParDo(RouteRecords(job))
+                 | "Learn" >> beam.ParDo(learn_dofn(job)))
+        if job.kafka_out is not None:
+            _ = items | "KafkaOut" >> beam.ParDo(WriteKafkaRows(job))
+        _ = items | "Commit" >> beam.ParDo(Committer(job))
+        return LiveStreamOutputs(items)
+
+
+class _Split(beam.DoFn):
+    def process(self, item: tuple[str, Any]) -> Iterator[Any]:
+        name, payload = item
+        if name in OUTPUTS:
+            yield beam.pvalue.TaggedOutput(name, payload)
+
+
+class SplitOutputs(beam.PTransform):
+    """Items → one PCollection of rows per output (``predictions``, ``outcomes``,
+    ``unlabeled``, ``metrics``, ``dead_letters``), for composing a stream with other
+    transforms."""
+
+    def expand(self, items: beam.PCollection) -> Any:
+        return items | "Split" >> beam.ParDo(_Split()).with_outputs(*OUTPUTS)
+
+
+__all__ = ["CRASH_POINTS", "Committer", "LiveStream", "LiveStreamOutputs", "ModelStateCoder",
+           "ReadProgress", "RouteRecords", "SplitOutputs", "StreamJob", "StreamPipelineOptions",
+           "WriteKafkaRows", "crash_point", "learn_dofn", "register_local_store",
+           "row_message", "unregister_local_store"]
