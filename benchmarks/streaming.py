@@ -42,6 +42,7 @@ harness). Writes ``benchmarks/results/streaming.md`` / ``.json`` (generated; do 
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import math
@@ -131,20 +132,16 @@ def ijcnn1_like(n: int = 50_000, seed: int = 0) -> Traffic:
 
 
 # -- machine load --------------------------------------------------------------------------------
-def cpu_times() -> tuple[float, float]:
-    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+def _jiffies() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine (all cores), from /proc/stat."""
     vals = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = vals[3] + (vals[4] if len(vals) > 4 else 0.0)
     return sum(vals) - idle, sum(vals)
 
 
-def machine_busy(t0: tuple[float, float], t1: tuple[float, float]) -> float:
-    """Share of all cores busy between two :func:`cpu_times` readings (0..1)."""
-    return (t1[0] - t0[0]) / max(1.0, t1[1] - t0[1])
-
-
 def tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` and its live descendants."""
+    """CPU seconds (user + system) of process ``pid`` and its live descendants, including the
+    children they have already reaped."""
     tick = os.sysconf("SC_CLK_TCK")
     procs: dict[int, tuple[int, float]] = {}
     for p in Path("/proc").iterdir():
@@ -154,7 +151,7 @@ def tree_cpu_seconds(pid: int) -> float:
             rest = (p / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        procs[int(p.name)] = (int(rest[1]), (float(rest[11]) + float(rest[12])) / tick)
+        procs[int(p.name)] = (int(rest[1]), sum(float(x) for x in rest[11:15]) / tick)
     total, todo = 0.0, [pid]
     while todo:
         q = todo.pop()
@@ -162,6 +159,22 @@ def tree_cpu_seconds(pid: int) -> float:
             total += procs[q][1]
         todo += [c for c, (ppid, _) in procs.items() if ppid == q]
     return total
+
+
+class LoadMeter:
+    """CPU use over an interval, as shares of the whole machine (1.0 = every core busy):
+    everything (``busy``), this benchmark's process tree (broker, stream, clients: ``own``),
+    and the rest (``others``: the other tenants of a shared machine)."""
+
+    def __init__(self) -> None:
+        self.j0, self.own0 = _jiffies(), tree_cpu_seconds(os.getpid())
+
+    def read(self) -> dict[str, float]:
+        j1, own1 = _jiffies(), tree_cpu_seconds(os.getpid())
+        total = max(1.0, j1[1] - self.j0[1])
+        busy = (j1[0] - self.j0[0]) / total
+        own = (own1 - self.own0) * os.sysconf("SC_CLK_TCK") / total
+        return {"busy": busy, "own": own, "others": max(0.0, busy - own)}
 
 
 def load_avg() -> str:
@@ -424,14 +437,14 @@ def backlog_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int,
     cons = Consumer(ctx, bootstrap, pred)
     out = tmp / f"{tr.name}-backlog"
     out.mkdir()
-    c0, load0 = cpu_times(), os.getloadavg()[0]
+    meter, load0 = LoadMeter(), os.getloadavg()[0]
     job = StreamJob(stream_args(a, bootstrap, topic, prefix, tr, out), out / "stream.log")
     try:
         got = cons.wait_count(0, n, a.backlog_timeout, job.check)
         cpu = job.cpu()
     finally:
         rc = job.stop()
-        c1 = cpu_times()
+        load = meter.read()
         res = cons.stop()
     arr = sorted(v[1] for v in res["events"].values())
     if len(arr) < 20:
@@ -442,12 +455,13 @@ def backlog_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int,
     r = {"events": n, "arrived": got, "duplicates": res["duplicates"], "drain_rate": rate,
          "first_prediction_s": arr[0] / 1e3 - job.t_start, "start_to_last_s": wall,
          "stream_cpu_s": cpu, "stream_cpu_per_event_us": 1e6 * cpu / max(1, got),
-         "machine_busy": machine_busy(c0, c1), "load1": load0, "exit_code": rc,
+         "load": load, "load1": load0, "exit_code": rc,
          "summary_rate": summary_rate(out)}
     print(f"{tr.name} backlog: {got:,}/{n:,} predictions, drain rate {rate:,.0f} events/s "
           f"(first prediction {r['first_prediction_s']:.1f} s after start; stream CPU "
           f"{r['stream_cpu_per_event_us']:.0f} µs/event; machine busy "
-          f"{100 * r['machine_busy']:.0f} %; exit {rc})", file=sys.stderr, flush=True)
+          f"{100 * load['busy']:.0f} %, others {100 * load['others']:.0f} %; exit {rc})",
+          file=sys.stderr, flush=True)
     return r
 
 
@@ -512,20 +526,21 @@ def live_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, rates: list[int],
         t_ready = wait_ready(bootstrap, topic, tr, cons, job, a.start_timeout)
         print(f"{tr.name} live: stream ready {t_ready:.1f} s after start", file=sys.stderr,
               flush=True)
-        first, stop_sweep = 0, False
+        first, stop_sweep, backlog = 0, False, 0
         for rate in rates:
-            required = rate in REQUIRED_RATES
-            if stop_sweep and not required:
+            if stop_sweep and rate not in REQUIRED_RATES:
                 continue
-            c0, cpu0 = cpu_times(), job.cpu()
+            if backlog:  # the last step left a queue: let it drain before measuring again
+                cons.wait_count(first - backlog, first, a.drain_timeout * 3, job.check)
+            meter, cpu0 = LoadMeter(), job.cpu()
             p = run_producer(ctx, bootstrap, topic, labels_topic, tr, first, rate,
                              a.step_seconds, a.label_delay_ms, a.seed)
             n = p["sent"]
             arrived = cons.wait_count(first, first + n, a.drain_timeout, job.check)
-            busy, cpu = machine_busy(c0, cpu_times()), job.cpu() - cpu0
+            load, cpu = meter.read(), job.cpu() - cpu0
             st = step_stats(cons, first, n, p, a.warmup)
             st.update(rate=rate, sent=n, arrived=arrived, achieved=p["achieved"],
-                      producer_lag_s=p["worst_lag_s"], machine_busy=busy,
+                      producer_lag_s=p["worst_lag_s"], load=load,
                       stream_cpu_share=cpu / max(1e-9, time.time() - p["t0"]))
             st["bounded"] = step_bounded(st, a.bound_ms)
             steps.append(st)
@@ -533,13 +548,12 @@ def live_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, rates: list[int],
                   f"{arrived:,}/{n:,} predictions, p50 {st['p50']:.1f} ms, p99 "
                   f"{st['p99']:.1f} ms, max {st['max']:.0f} ms over {st['samples']:,} samples; "
                   f"{'bounded' if st['bounded'] else 'UNBOUNDED'}; stream CPU "
-                  f"{100 * st['stream_cpu_share']:.0f} %, machine busy {100 * busy:.0f} %",
+                  f"{100 * st['stream_cpu_share']:.0f} %, machine busy {100 * load['busy']:.0f} % "
+                  f"(others {100 * load['others']:.0f} %)",
                   file=sys.stderr, flush=True)
             first += n
-            if not st["bounded"]:
-                stop_sweep = True
-                if arrived < n:  # let the queue drain before a required step follows
-                    cons.wait_count(first - n, first, a.drain_timeout * 3, job.check)
+            backlog = n if arrived < n else 0
+            stop_sweep = stop_sweep or not st["bounded"]
     finally:
         rc = job.stop()
         res = cons.stop()
@@ -648,15 +662,18 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
               f"arrived, p99 ≤ {a.bound_ms:g} ms, and the median of the last quarter of the "
               f"samples is at most 100 ms above the first quarter's (no growing queue).", "",
               "| data | rate (events/s) | achieved | samples | p50 (ms) | p99 (ms) | max (ms) "
-              "| stream CPU | machine busy | verdict |",
+              "| stream CPU | machine busy (others) | verdict |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
         for name, st in rows:
             L.append(f"| {name} | {st['rate']:,} | {st['achieved']:,.0f} | "
                      f"{st['samples']:,} | {st['p50']:.1f} | {st['p99']:.1f} | "
                      f"{st['max']:.0f} | {100 * st['stream_cpu_share']:.0f} % | "
-                     f"{100 * st['machine_busy']:.0f} % | {verdict(st)} |")
+                     f"{100 * st['load']['busy']:.0f} % ({100 * st['load']['others']:.0f} %) | "
+                     f"{verdict(st)} |")
         L += ["", "*stream CPU*: CPU time of the stream process tree / wall time of the rate "
-              "(100 % = one core); *machine busy*: both cores, everything on the machine.", ""]
+              "(100 % = one core); *machine busy*: share of both cores in use, by everything; "
+              "*others*: the part not used by this benchmark's processes (broker, stream, "
+              "clients), i.e. other tenants of the shared machine.", ""]
     L += ["## Largest sustained rate and the file replay", "",
           "* *drain rate*: a backlog of labelled events (one record per event: label and "
           "features) is on the topic before the stream starts; events from the 10 % arrival "
@@ -698,7 +715,8 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
             L.append(f"* {name} backlog: first prediction {b['first_prediction_s']:.1f} s "
                      f"after the stream started, last {b['start_to_last_s']:.1f} s; "
                      f"{b['arrived']:,} of {b['events']:,} predictions, {b['duplicates']} "
-                     f"duplicates; machine busy {100 * b['machine_busy']:.0f} %; exit code "
+                     f"duplicates; machine busy {100 * b['load']['busy']:.0f} % (others "
+                     f"{100 * b['load']['others']:.0f} %); exit code "
                      f"{b['exit_code']}.")
         lv = d.get("live")
         if lv:
@@ -754,6 +772,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--stream-arg", action="append", metavar="ARG",
                     help="extra argument of `kernelstream stream` (repeatable)")
+    ap.add_argument("--keep-temp", type=Path, metavar="DIR",
+                    help="work in DIR (kept: stream logs, outputs, replay files) instead of a "
+                         "temporary directory")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     a = ap.parse_args()
     names = _common.parse_list(ap, a.datasets, ("a9a", "ijcnn1-like"), "data set")
@@ -764,8 +785,12 @@ def main() -> int:
     res: dict[str, Any] = {"machine": machine_info(), "load_start": load_avg(), "data": {},
                            "datasets": {}, "options": {k: str(v) for k, v in vars(a).items()}}
     traffic = {"a9a": lambda: a9a(a.data_dir), "ijcnn1-like": lambda: ijcnn1_like(seed=a.seed)}
-    with local_broker() as b, tempfile.TemporaryDirectory(prefix="ks-streaming-") as d:
-        tmp = Path(d)
+    with local_broker() as b, contextlib.ExitStack() as stack:
+        if a.keep_temp:
+            tmp = a.keep_temp
+            tmp.mkdir(parents=True)  # a fresh directory: the phases create fixed names in it
+        else:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ks-streaming-")))
         for i, name in enumerate(names):
             tr = traffic[name]()
             res["data"][name] = tr.note

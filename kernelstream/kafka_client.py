@@ -212,10 +212,9 @@ class KafkaRecord(NamedTuple):
 def _consumer(opts: KafkaReadOptions) -> Any:
     from kafka import KafkaConsumer
 
-    # auto_offset_reset="none": a position outside the log raises instead of jumping to the
-    # end (kafka-python's default "latest" would silently skip or repeat records)
-    cfg = {**READ_DEFAULTS, **_typed(opts.client, _client_defaults()[0]),
-           "auto_offset_reset": "none"}
+    # READ_DEFAULTS: fail in seconds on a dead broker; auto_offset_reset "none" (reserved, a
+    # user cannot override it): a position outside the log raises
+    cfg = {**READ_DEFAULTS, **_typed(opts.client, _client_defaults()[0])}
     return KafkaConsumer(bootstrap_servers=opts.topic.servers(), group_id=None,
                          enable_auto_commit=False, client_id="kernelstream", **cfg)
 
@@ -747,8 +746,10 @@ def output_topics(prefix: KafkaTopic) -> dict[str, KafkaTopic]:
 # would skip the probe but makes metadata calls hang forever against a dead broker).
 # fetch_max_wait_ms: how long a broker may hold an empty fetch; tansu holds it that long even
 # when a record arrives meanwhile (500 ms default: ~130 ms median latency; 20 ms: ~12 ms).
+# auto_offset_reset "none": a position outside the log raises instead of jumping silently to
+# the end (kafka-python's default "latest") and skipping records.
 READ_DEFAULTS: dict[str, Any] = {"bootstrap_timeout_ms": 5000, "request_timeout_ms": 10000,
-                                 "fetch_max_wait_ms": 20}
+                                 "fetch_max_wait_ms": 20, "auto_offset_reset": "none"}
 
 
 def assigned_consumer(bootstrap: str, client: tuple[tuple[str, str], ...] = ()) -> Any:

@@ -35,6 +35,8 @@ from kernelstream.kafka_client import (
     iter_topic_records,
     local_broker,
     message,
+    partition_for,
+    routing_key,
 )
 from kernelstream.pipelines.cli import main
 from kernelstream.seeding import learner_seed
@@ -217,13 +219,25 @@ def test_missing_topic_is_reported() -> None:
 
 
 def test_json_messages() -> None:
-    k, v = message({"key": "c#0@u", "entity": "u", "score": float("nan"), "mistake": True})
-    assert k == b"u" and json.loads(v) == {"key": "c#0@u", "entity": "u", "score": None,
-                                           "mistake": True}
-    k, _ = message({"key": "c#0", "entity": None})
-    assert k == b"c#0"
-    k, _ = message({"source": "kafka://h:1/t/0", "key": None})
-    assert k == b"kafka://h:1/t/0"
+    """Message key = the row's identity; the partition follows the entity (else stream key,
+    else source), as Kafka's default partitioner would place that key."""
+    row = {"key": "c#0@u", "entity": "u", "position": 7, "score": float("nan"),
+           "mistake": True}
+    k, v = message(row)
+    assert k == b"c#0@u/p/7" and json.loads(v) == {**row, "score": None}
+    assert routing_key(row) == "u"
+    k, _ = message({"key": "c#0", "entity": None, "final": False, "window_end": 1000})
+    assert k == b"c#0/m/1000"
+    k, _ = message({"key": "c#0", "entity": None, "final": True, "window_end": 1000})
+    assert k == b"c#0/f/1000"
+    dl = {"source": "kafka://h:1/t/0", "key": None, "line": 12, "position": None,
+          "reason": "bad"}
+    k, _ = message(dl)
+    assert k == b"dl/kafka://h:1/t/0/12//" and routing_key(dl) == "kafka://h:1/t/0"
+    assert message({"row_id": "x/p/1", "key": "x"})[0] == b"x/p/1"
+    from kafka.partitioner.default import murmur2
+
+    assert partition_for("u", [0, 1, 2]) == (murmur2(b"u") & 0x7FFFFFFF) % 3
 
 
 # -- against a broker ---------------------------------------------------------------------------
@@ -357,7 +371,7 @@ def test_keyed_topic_one_model_per_key_and_kafka_outputs(broker: str, tmp_path: 
     assert len(doc["keys"]) == 5
     kp = _consume_all(broker, f"{prefix}-predictions")
     assert len(kp) == 600
-    assert all(key.decode() == row["entity"] for key, row in kp)
+    assert all(key.decode() == f"{row['key']}/p/{row['position']}" for key, row in kp)
     by_id = {row["id"]: row["score"] for _, row in kp}
     assert by_id == dict(zip(pred["id"], pred["score"], strict=True))
     assert len(_consume_all(broker, f"{prefix}-dead-letters")) == 2

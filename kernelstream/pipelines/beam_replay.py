@@ -159,7 +159,9 @@ def _interrupt_quietly() -> Iterator[None]:
     FnApiRunner logs the interrupted DoFn's traceback and re-raises the interrupt as a
     ``RuntimeError`` (exit 1 after ~180 lines); here Beam's logging is silenced from the
     moment of the signal and whatever the run raises then is reported as the interrupt
-    (the CLI prints one line and exits 130)."""
+    (the CLI prints one line and exits 130). After an interrupt, Beam's logging and the
+    tracebacks of threads (the portable runner's gRPC threads fail once its job service is
+    stopped) stay silenced: the process is on its way out."""
     if (threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         yield  # not ours to handle (a worker thread, or a caller's own handler)
@@ -172,6 +174,7 @@ def _interrupt_quietly() -> Iterator[None]:
         if not hit.is_set():
             hit.set()
             beam_log.setLevel(logging.CRITICAL + 1)
+            threading.excepthook = _quiet_thread_exit
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_sigint)
@@ -183,7 +186,12 @@ def _interrupt_quietly() -> Iterator[None]:
         raise
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        beam_log.setLevel(level)
+        if not hit.is_set():
+            beam_log.setLevel(level)
+
+
+def _quiet_thread_exit(args: Any) -> None:
+    """``threading.excepthook`` after an interrupt: Beam's threads die quietly."""
 
 
 def _counters(result: Any) -> dict[str, int]:

@@ -316,8 +316,8 @@ def _execute(run: ReplayRun) -> ReplayResult:
                 # the snapshot of the log's end the read stopped at (partition -> offset)
                 "read_to": [[p, o] for p, o in run.kafka.stop]})
     except BaseException:
-        if run.writes is not None:
-            # outputs of a run that commits no checkpoint: the next run writes them again
+        # outputs of a run that committed no checkpoint: the next run writes them again
+        if run.writes is not None and not fs.exists(run.writes.marker):
             with contextlib.suppress(Exception):
                 _clear_outputs(run.out)
         raise

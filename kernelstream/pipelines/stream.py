@@ -32,7 +32,6 @@ import re
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -399,6 +398,8 @@ def prepare(config: StreamConfig) -> Prepared:
                 publish(out, None, store.head)
             else:
                 _clear_outputs(out)
+            for d in glob.glob(os.path.join(out, ".run-*")):  # a killed run's control folder
+                shutil.rmtree(d, ignore_errors=True)
         except OSError as exc:
             raise UpfrontError(f"--out {out}: {exc}") from None
         return Prepared(out, start, store, resume, init_kind, len(groups))
@@ -526,14 +527,15 @@ class Stopper:
         dt = max(1e-9, now - t_prev) if t_prev else max(1e-9, elapsed)
         rate, lrate = (records - r_prev) / dt, (outcomes - o_prev) / dt
         self._last_line = (now, records, outcomes)
-        last = st.get("last_ts_ms")
-        lag = "-" if last is None else f"{max(0.0, time.time() - last / 1000):.2f} s"
+        lag_ms = st.get("lag_ms")
+        lag = "-" if lag_ms is None else f"{lag_ms / 1000:.2f} s"
         written = int(st.get("published", 0)) + int(st.get("buffered", 0))
         epoch = st.get("epoch")
         draining = "  draining" if self.reason else ""
-        return (f"[stream] {elapsed:5.1f} s  events {records:,} ({rate:,.0f}/s)  labels "
-                f"{outcomes:,} ({lrate:,.0f}/s)  lag {lag}  pending {st.get('pending', 0):,}  "
-                f"outputs {written:,}  epoch {'-' if epoch is None else epoch}{draining}")
+        return (f"[stream] {elapsed:5.1f} s  records {records:,} ({rate:,.0f}/s)  labels "
+                f"learnt {outcomes:,} ({lrate:,.0f}/s)  lag {lag}  pending "
+                f"{st.get('pending', 0):,}  outputs {written:,}  epoch "
+                f"{'-' if epoch is None else epoch}{draining}")
 
 
 def _pipeline(config: StreamConfig, stack: contextlib.ExitStack) -> Any:
@@ -586,9 +588,11 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     from kernelstream.transforms import stream as ts
 
     opts = _reader_options(config.pipeline_args)
-    control = tempfile.mkdtemp(prefix="kernelstream-stream-")
     part = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     out = os.path.realpath(prep.out)
+    # the run's control folder: the drain request and the workers' status.json
+    control = os.path.join(out, f".run-{part}")
+    os.makedirs(control, exist_ok=True)
     info = {"out": out, "configs": config.configs_doc(), "stream": config.stream_doc(),
             "argv": list(config.argv)}
     job = ts.StreamJob(
@@ -640,7 +644,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
         where = (f"snapshot epoch {epoch} in {config.checkpoint}" if config.checkpoint
                  else f"outputs in {out}")
         print(f"{PROG} stream: stopped ({stopper.signal_name}): "
-              f"{doc['records']:,} events, {where}", file=sys.stderr, flush=True)
+              f"{doc['records']:,} records, {where}", file=sys.stderr, flush=True)
         return EXIT_STOPPED
     return 0
 
@@ -736,7 +740,7 @@ def _ms(v: int | None) -> str:
 def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
     mr = doc["mistake_rate"]
     lines = [
-        f"{doc['records']:,} events in {doc['seconds']:.1f} s "
+        f"{doc['records']:,} records in {doc['seconds']:.1f} s "
         f"({(doc['records_per_second'] or 0):,.0f}/s)",
         f"predictions {doc['predictions']:,}  outcomes {doc['outcomes']:,}"
         + ("" if mr is None else f"  mistake rate {mr:.2f}%")

@@ -22,7 +22,9 @@ them, and defers the remainder; so bundles end after every call and a fused down
 ``finish_bundle`` sees records and the progress covering them. The watermark follows the
 released records' timestamps (the oldest partition's newest record); a caught-up partition
 counts as wall-clock time minus ``idle_watermark_lag_ms``, so event-time timers fire while
-the stream is quiet.
+the stream is quiet. (The FnApiRunner, measured on Beam 2.77, does not use this watermark: a
+DoFn fused after the reader sees its event-time timers fire right after the bundle that set
+them, whatever their time, because that stage's input is the finished ``Impulse``.)
 
 Stopping: a bounded read (``stop_offsets``) ends when every partition is claimed up to its
 stop, however fast producers keep writing. An unbounded read ends on *drain*:
@@ -52,6 +54,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 
 from kernelstream.engine.merge import GroupMerger
 from kernelstream.engine.records import SourceRecord
+from kernelstream.engine.snapshot import OffsetOutOfLog
 from kernelstream.kafka_client import (
     PartitionGroup,
     assigned_consumer,
@@ -267,14 +270,27 @@ class _GroupReader:
         return max(0.001, min([budget_s, *[e for e in ends if e > 0]]))
 
     def fetch(self, timeout_s: float, stop: Sequence[int] | None, max_records: int) -> None:
-        if stop is not None:  # partitions at their stop: no more fetches (producers go on)
-            done = {i for i in range(len(self.keys)) if self.fetched[i] >= stop[i]}
-            if done - self.paused:
-                self.consumer.pause(*[self.tps[i] for i in done - self.paused])
-                self.paused |= done
-            if len(self.paused) == len(self.keys):
-                return
-        batch = self.consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        # Not fetched: partitions at their stop (producers go on writing) and partitions with
+        # a full buffer (their records wait for an older partition: bounded memory)
+        cap = max(1000, 4 * max_records)
+        hold = {i for i, key in enumerate(self.keys)
+                if (stop is not None and self.fetched[i] >= stop[i])
+                or self.merger.buffered(key) >= cap}
+        if hold != self.paused:
+            if self.paused - hold:
+                self.consumer.resume(*[self.tps[i] for i in self.paused - hold])
+            if hold - self.paused:
+                self.consumer.pause(*[self.tps[i] for i in hold - self.paused])
+            self.paused = hold
+        if len(hold) == len(self.keys):
+            return
+        from kafka.errors import OffsetOutOfRangeError
+
+        try:
+            batch = self.consumer.poll(timeout_ms=int(timeout_s * 1000),
+                                       max_records=max_records)
+        except OffsetOutOfRangeError as e:  # records deleted (retention) before we read them
+            raise self._out_of_log(e) from None
         for tp, recs in batch.items():
             i = self.index[(tp.topic, tp.partition)]
             end = None if stop is None else stop[i]
@@ -292,6 +308,14 @@ class _GroupReader:
                 self.idle_since[i] = None
             elif self.idle_since[i] is None:
                 self.idle_since[i] = now
+
+    def _out_of_log(self, e: Exception) -> Exception:
+        where = e.args[0] if e.args and isinstance(e.args[0], dict) else {}
+        for tp, offset in where.items():
+            lo = self.consumer.beginning_offsets([tp]).get(tp)
+            hi = self.consumer.end_offsets([tp]).get(tp)
+            return OffsetOutOfLog(tp.topic, tp.partition, int(offset), lo, hi)
+        return e
 
     def close(self) -> None:
         self.consumer.close()
@@ -377,7 +401,8 @@ class _ReadGroups(beam.DoFn):
                         break
                     claimed[i] = target
         self._advance_watermark(reader, stop, watermark)
-        wm = watermark.current_watermark() or MIN_TIMESTAMP
+        wm = watermark.current_watermark()
+        wm = MIN_TIMESTAMP if wm is None else wm
         for (topic, p), off in zip(reader.keys, claimed, strict=True):
             item = TimestampedValue(ReadProgress(topic, p, off), wm)
             yield item if self.progress_in_records else beam.pvalue.TaggedOutput(PROGRESS_TAG,

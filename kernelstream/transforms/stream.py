@@ -2,8 +2,8 @@
 
 ::
 
-    Impulse → ReadKafkaPartitions → Route → Learn (state per model key) → items ─→ Commit
-              (records, progress)                                              └→ KafkaOut
+    Impulse → ReadKafkaPartitions → Route → Learn (state per model key) → [KafkaOut] → Commit
+              (records, progress)                                      items
 
 Nothing here shuffles: on the FnApiRunner (also behind Beam's local job service) a stage after
 a shuffle runs only once the unbounded source's stage has finished, i.e. never, and so does a
@@ -38,7 +38,9 @@ checkpointing.
   readable while the job runs.
 * :class:`WriteKafkaRows` sends every row at once to ``PREFIX-<output>``, keyed by its
   ``row_id`` (the deterministic identity: a row replayed after a crash is the same message
-  again), and flushes at ``finish_bundle``.
+  again), and flushes at ``finish_bundle``. It passes the items on to Commit, so its flush
+  comes before Commit's snapshot (upstream DoFns finish their bundle first): a committed row
+  has always reached Kafka.
 
 ``KERNELSTREAM_CRASH_AT=POINT:N[,POINT:N...]`` (tests only) kills the worker with SIGKILL at
 the N-th pass of a named point (:data:`CRASH_POINTS`).
@@ -387,7 +389,7 @@ def row_message(row: Mapping[str, Any]) -> tuple[bytes, bytes]:
 
 class WriteKafkaRows(beam.DoFn):
     """Items ``(output name, row)`` → one message on that output's topic, sent at once and
-    flushed at ``finish_bundle`` (a failed send fails the bundle); other items are skipped."""
+    flushed at ``finish_bundle`` (a failed send fails the bundle). Every item is passed on."""
 
     def __init__(self, job: StreamJob) -> None:
         self.job = job
@@ -406,13 +408,13 @@ class WriteKafkaRows(beam.DoFn):
                                     self.job.client).producer
         self.futures = []
 
-    def process(self, item: tuple[str, dict[str, Any]]) -> None:
+    def process(self, item: tuple[str, Any]) -> Iterator[tuple[str, Any]]:
         name, row = item
         topic = self.topics.get(name)
-        if topic is None:  # states, progress
-            return
-        key, value = row_message(row)
-        self.futures.append(self.producer.send(topic, key=key, value=value))
+        if topic is not None:  # not states, progress
+            key, value = row_message(row)
+            self.futures.append(self.producer.send(topic, key=key, value=value))
+        yield item
 
     def finish_bundle(self) -> None:
         if not self.futures:
@@ -595,7 +597,11 @@ class Committer(beam.DoFn):
         if not force and now - self.last_status < 0.5:
             return
         self.last_status = now
-        doc = {"time": time.time(), "started": self.started, "pid": os.getpid(),
+        wall = time.time()
+        last = self.totals.last_ts_ms
+        doc = {"time": wall, "started": self.started, "pid": os.getpid(),
+               # now - newest record timestamp processed
+               "lag_ms": None if last is None else max(0, int(wall * 1000) - last),
                "epoch": self.epoch - 1 if self.epoch > 1 else None,
                "pending": sum(self.pending.values()),
                "buffered": self.in_epoch + sum(len(b) for b in self.buffers.values()),
@@ -637,9 +643,10 @@ class LiveStream(beam.PTransform):
         items = (read.records
                  | "Route" >> beam.ParDo(RouteRecords(job))
                  | "Learn" >> beam.ParDo(learn_dofn(job)))
+        to_commit = items
         if job.kafka_out is not None:
-            _ = items | "KafkaOut" >> beam.ParDo(WriteKafkaRows(job))
-        _ = items | "Commit" >> beam.ParDo(Committer(job))
+            to_commit = items | "KafkaOut" >> beam.ParDo(WriteKafkaRows(job))
+        _ = to_commit | "Commit" >> beam.ParDo(Committer(job))
         return LiveStreamOutputs(items)
 
 

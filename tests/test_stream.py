@@ -1,0 +1,442 @@
+"""``kernelstream stream`` end to end, on a real Kafka-protocol broker (tansu).
+
+The stream runs as a subprocess of the installed CLI. Its Parquet outputs must equal, bit for
+bit (all but the wall-clock metrics columns), what the reference loop
+(``engine.events.reference_outputs``) makes of the same topic contents read back from the
+broker: a labelled stream whose labels come late on a labels topic, some after the TTL, some
+twice, some for ids never seen, with malformed records, labelled-at-once events and label
+records on the events topic; in two runs on one checkpoint (the second resumes from the
+snapshot, models restored by key). Also: the one-line failures (a second writer, a resume
+offset outside the log, a broker that is down, a bad option), SIGINT (drain, final snapshot,
+exit 130, one line) and the same stream through Beam's portable job service with an EXTERNAL
+worker pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from kernelstream import data
+from kernelstream.engine.events import reference_outputs
+from kernelstream.engine.merge import merged
+from kernelstream.engine.records import SourceRecord
+from kernelstream.engine.snapshot import SnapshotStore, SnapshotView
+from kernelstream.engine.stream_rows import OUTPUTS, stream_schemas
+from kernelstream.kafka_client import local_broker
+from kernelstream.pipelines import cli
+from kernelstream.pipelines.stream import stream_config
+
+BIN = Path(sys.executable).parent / "kernelstream"
+# metrics columns measured on the wall clock: the only ones that differ between runs
+WALL_CLOCK = ("seconds", "examples_per_second", "total_seconds")
+N_FEATURES = 24
+
+
+# -- helpers (also used by test_stream_crash.py) ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[str]:
+    with local_broker() as hp:
+        yield hp
+
+
+def create_topics(broker: str, names: Sequence[str], partitions: int) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    try:
+        admin.create_topics([NewTopic(n, partitions, 1) for n in names])
+    finally:
+        admin.close()
+
+
+Message = tuple[str, int, bytes | None, bytes, int]  # topic, partition, key, value, timestamp
+
+
+def produce(broker: str, messages: Sequence[Message]) -> None:
+    from kafka import KafkaProducer
+
+    prod = KafkaProducer(bootstrap_servers=broker, linger_ms=0)
+    try:
+        for topic, part, key, value, ts in messages:
+            prod.send(topic, key=key, value=value, partition=part, timestamp_ms=ts)
+        prod.flush()
+    finally:
+        prod.close()
+
+
+def read_back(broker: str, topic: str, partitions: int) -> list[list[SourceRecord]]:
+    """Every record of ``topic``, per partition in offset order (waits until they are all
+    there: the producers flushed before)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False, group_id=None)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    out: list[list[SourceRecord]] = [[] for _ in tps]
+    idle = time.monotonic()
+    while time.monotonic() - idle < 1.5:
+        for tp, recs in c.poll(timeout_ms=200).items():
+            idle = time.monotonic()
+            out[tp.partition] += [SourceRecord(r.topic, r.partition, r.offset, r.timestamp,
+                                               r.key, r.value) for r in recs]
+    c.close()
+    return out
+
+
+def reference_records(broker: str, topics: Sequence[str], partitions: int,
+                      ) -> list[SourceRecord]:
+    """The records of every partition group, each group in the stream's merge order."""
+    per_topic = [read_back(broker, t, partitions) for t in topics]
+    out: list[SourceRecord] = []
+    for p in range(partitions):
+        out += merged([recs[p] for recs in per_topic])
+    return out
+
+
+def stream_argv(broker: str, *args: str) -> list[str]:
+    return ["stream", *(a.replace("BROKER", broker) for a in args)]
+
+
+def spec_for(argv: Sequence[str]) -> Any:
+    """The StreamSpec the CLI builds from ``argv`` (the reference loop's spec)."""
+    args = cli.build_parser().parse_args(list(argv))
+    return stream_config(args).spec
+
+
+def run_cli(argv: Sequence[str], timeout: float = 120, env: dict[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN), *argv], capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+def start_cli(argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(BIN), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, stdin=subprocess.DEVNULL)
+
+
+def outputs(out: Path) -> dict[str, pa.Table]:
+    """Every published output file, as one table per output, sorted by row_id (no
+    wall-clock columns)."""
+    schemas = stream_schemas()
+    tables = {}
+    for name in OUTPUTS:
+        files = sorted((out / name).glob("*.parquet"))
+        t = (pa.concat_tables([pq.read_table(f, schema=schemas[name]) for f in files])
+             if files else schemas[name].empty_table())
+        keep = [c for c in t.column_names if c not in WALL_CLOCK]
+        tables[name] = t.select(keep).sort_by("row_id")
+    return tables
+
+
+def reference_tables(records: Sequence[SourceRecord], spec: Any) -> tuple[dict[str, pa.Table],
+                                                                          dict[str, Any]]:
+    out, states = reference_outputs(records, spec)
+    schemas = stream_schemas()
+    tables = {}
+    for name in OUTPUTS:
+        t = pa.Table.from_pylist(out[name], schema=schemas[name])
+        keep = [c for c in t.column_names if c not in WALL_CLOCK]
+        tables[name] = t.select(keep).sort_by("row_id")
+    return tables, states
+
+
+def assert_same(got: dict[str, pa.Table], want: dict[str, pa.Table]) -> None:
+    for name in OUTPUTS:
+        g, w = got[name], want[name]
+        assert g.num_rows == w.num_rows, (name, g.num_rows, w.num_rows)
+        if not g.equals(w):
+            for a, b in zip(g.to_pylist(), w.to_pylist(), strict=True):
+                assert a == b, name
+        assert g.equals(w), name
+
+
+def status(out: Path) -> dict[str, Any]:
+    """The running stream's status (``OUT/.run-*/status.json``), or {}."""
+    for f in out.glob(".run-*/status.json"):
+        with contextlib.suppress(OSError, ValueError):
+            return dict(json.loads(f.read_text()))
+    return {}
+
+
+def wait_for_records(proc: subprocess.Popen[str], out: Path, n: int,
+                     timeout: float = 60) -> None:
+    """Until the stream in ``proc`` has read ``n`` records."""
+    deadline = time.monotonic() + timeout
+    while status(out).get("records", 0) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"the stream did not read {n} records: {status(out)}"
+        time.sleep(0.1)
+
+
+def one_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+# -- the labelled stream ----------------------------------------------------------------------
+
+TTL_MS = 2000
+T0 = 1_700_000_000_000
+
+
+def labelled_stream(n: int, first: int, t0: int, seed: int) -> list[Message]:
+    """``n`` events of 4 entities (``u{k}/e{i}``, entity k on partition k % 2 of ``ev`` and
+    ``lab``) from german rows, 30 ms apart from ``t0``; most labels later on ``lab`` (0 to 3
+    s: past the 2 s TTL for some), some twice, some for unknown ids, some as ``label:Y`` on
+    ``ev``; some events labelled at once; some records malformed."""
+    X, y = data.load_dataset("german")
+    rng = random.Random(seed)
+    events: list[Message] = []
+    labels: list[Message] = []
+    for i in range(first, first + n):
+        k = i % 4
+        part, eid = k % 2, f"u{k}/e{i}"
+        ts = t0 + (i - first) * 30
+        row = i % len(y)
+        feats = " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(X[row]) if v != 0)
+        lab = f"{int(y[row]):+d}"
+        r = rng.random()
+        if r < 0.04:
+            events.append(("ev", part, eid.encode(), b"? 3:abc", ts))  # malformed
+            continue
+        if r < 0.14:
+            events.append(("ev", part, eid.encode(), f"{lab} {feats}".encode(), ts))
+            continue
+        events.append(("ev", part, eid.encode(), f"? {feats}".encode(), ts))
+        s = rng.random()
+        if s < 0.05:
+            continue  # never labelled: expires
+        delay = rng.randint(0, 3000)
+        if s < 0.15:  # the label on the events topic
+            events.append(("ev", part, eid.encode(), f"label:{lab}".encode(), ts + delay))
+        else:
+            labels.append(("lab", part, eid.encode(), lab.encode(), ts + delay))
+        if s > 0.93:  # twice
+            labels.append(("lab", part, eid.encode(), lab.encode(), ts + delay + 50))
+        if rng.random() < 0.03:  # for an id never seen
+            labels.append(("lab", part, f"u{k}/never{i}".encode(), b"-1", ts + delay))
+    events.append(("ev", 0, None, b"? 1:1", t0 + 5))  # no event id
+    events.append(("ev", 1, b"u1/x", b"label:maybe", t0 + 7))  # unknown label token
+    # each partition in timestamp order, as a producer writing live would
+    return sorted(events + labels, key=lambda m: (m[0], m[1], m[4]))
+
+
+STREAM_ARGS = ("kafka://BROKER/ev", "--labels", "kafka://BROKER/lab", "--n-features", "24",
+               "-l", "b=bogd", "-p", "b.budget=20", "-l", "perceptron", "--key-by",
+               "id-prefix", "--label-ttl", "2s", "--metrics-window", "1s", "--seed", "3")
+
+
+def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path: Path) -> None:
+    create_topics(broker, ["ev", "lab"], 2)
+    produce(broker, labelled_stream(260, 0, T0, seed=1))
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    argv = stream_argv(broker, *STREAM_ARGS, "--out", str(out), "--checkpoint", str(ckpt),
+                       "--snapshot-every", "150", "--idle-stop", "2s", "-q", "--",
+                       "--max_records=60")
+    t = time.monotonic()
+    first = run_cli(argv)
+    assert first.returncode == 0, first.stderr
+    first_s = time.monotonic() - t
+    assert first.stderr.strip() == "", first.stderr
+    epoch1 = SnapshotView.open(ckpt).head
+    assert epoch1 is not None and epoch1 >= 2, "snapshots every 150 records"
+    # more traffic, later; the second run resumes from the snapshot
+    produce(broker, labelled_stream(200, 260, T0 + 60_000, seed=2))
+    second = run_cli(argv)
+    assert second.returncode == 0, second.stderr
+    assert "records" in second.stdout and "outcomes" in second.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["snapshot_epoch"] > epoch1
+
+    spec = spec_for(argv[: argv.index("--")])
+    records = reference_records(broker, ["ev", "lab"], 2)
+    want, states = reference_tables(records, spec)
+    got = outputs(out)
+    assert_same(got, want)
+    # every kind of row and dead letter is there
+    reasons = {r["reason"].split(":")[0] for r in got["dead_letters"].to_pylist()}
+    for reason in ("label for unknown event id", "label for expired event id",
+                   "duplicate label"):
+        assert reason in reasons, reasons
+    assert any("no event id" in r for r in reasons), reasons
+    assert got["unlabeled"].num_rows > 0 and got["metrics"].num_rows > 0
+    assert any(r["delay_ms"] == 0 for r in got["outcomes"].to_pylist())
+    assert len({r["key"] for r in got["predictions"].to_pylist()}) == 8  # 2 configs x 4
+    # counts add up per model: predictions = outcomes + unlabeled + pending (the snapshot's)
+    view = SnapshotView.open(ckpt)
+    from kernelstream.engine.events import StreamEngine
+
+    engine = StreamEngine(spec)
+    for key in view.keys():
+        st = engine.decode_state(view.get(key))
+        n = {name: sum(1 for r in got[name].to_pylist() if r.get("key") == key)
+             for name in ("predictions", "outcomes", "unlabeled")}
+        assert n["predictions"] == n["outcomes"] + n["unlabeled"] + len(st.pending)
+        assert st.counts() == states[key].counts()
+        assert st.learner.get_state().keys() == states[key].learner.get_state().keys()
+    # the process reads each record once: none is left, none is counted twice
+    assert summary["records"] > 0
+    print(f"first run {first_s:.1f} s")
+
+
+# -- one-line failures ------------------------------------------------------------------------
+
+
+def test_option_errors_are_one_line(tmp_path: Path) -> None:
+    for args, words in [
+        (["kafka://h:1/t", "--n-features", "3", "--label-ttl", "soon"], "--label-ttl"),
+        (["kafka://h:1/t"], "--n-features"),
+        (["kafka://h:1/t", "--n-features", "3", "-l", "nope"], "nope"),
+        (["kafka://h:1/t", "--labels", "kafka://g:1/l", "--n-features", "3"], "--labels"),
+        (["kafka://h:1/t", "--format", "csv", "--label-column", "y"], "position"),
+    ]:
+        r = run_cli(["stream", *args, "--out", str(tmp_path / "o")])
+        assert r.returncode == 2, r.stderr
+        assert words in one_line(r.stderr), r.stderr
+        assert one_line(r.stderr).startswith("kernelstream stream: error:")
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_broker_down_is_one_line(tmp_path: Path) -> None:
+    port = _closed_port()
+    r = run_cli(["stream", f"kafka://127.0.0.1:{port}/t", "--n-features", "3", "--out",
+                 str(tmp_path / "o"), "--checkpoint", str(tmp_path / "c"), "-q"], timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert f"cannot connect to the Kafka broker(s) 127.0.0.1:{port}" in one_line(r.stderr)
+
+
+def test_offset_outside_the_log_is_one_line(broker: str, tmp_path: Path) -> None:
+    create_topics(broker, ["short"], 1)
+    produce(broker, [("short", 0, b"a", b"? 1:1", T0), ("short", 0, b"b", b"? 1:2", T0 + 1)])
+    ckpt = tmp_path / "ckpt"
+    # a checkpoint that read further than the log now goes (the topic was recreated)
+    store = SnapshotStore.open(ckpt)
+    store.commit({}, {("short", 0): 500}, {})
+    store.close()
+    r = run_cli(stream_argv(broker, "kafka://BROKER/short", "--n-features", "3", "--out",
+                            str(tmp_path / "o"), "--checkpoint", str(ckpt), "-q"))
+    assert r.returncode == 2, r.stderr
+    line = one_line(r.stderr)
+    assert "cannot resume short/0 at offset 500" in line and "new --checkpoint" in line
+
+
+def test_second_writer_then_sigint(broker: str, tmp_path: Path) -> None:
+    """A second run on the same checkpoint fails in one line while the first runs; SIGINT
+    drains the first: final snapshot, exit 130, one line."""
+    create_topics(broker, ["live"], 1)
+    produce(broker, [("live", 0, f"e{i}".encode(), f"? 1:{i % 5}".encode(), T0 + i)
+                     for i in range(50)])
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    argv = stream_argv(broker, "kafka://BROKER/live", "--n-features", "3", "--out", str(out),
+                       "--checkpoint", str(ckpt), "--snapshot-every", "1000000",
+                       "--snapshot-seconds", "1h", "-q")
+    first = start_cli(argv)
+    try:
+        wait_for_records(first, out, 50)
+        second = run_cli(argv)
+        assert second.returncode == 2, second.stderr
+        line = one_line(second.stderr)
+        assert f"checkpoint directory {ckpt} is in use by another run (pid {first.pid}" in line
+        assert SnapshotView.open(ckpt).head is None  # nothing committed yet (1 h interval)
+        first.send_signal(signal.SIGINT)
+        stdout, stderr = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    assert first.returncode == 130, stderr
+    assert one_line(stderr) == (f"kernelstream stream: stopped (SIGINT): 50 records, "
+                                f"snapshot epoch 1 in {ckpt}")
+    view = SnapshotView.open(ckpt)
+    assert view.head == 1 and view.offsets() == {("live", 0): 50}
+    assert len(view.keys()) == 1
+    preds = pq.read_table(out / "predictions").num_rows
+    assert preds == 50 and "predictions 50" in stdout
+
+
+# -- portable runner, EXTERNAL worker pool ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def worker_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A Beam worker pool (its own process group, the venv first on its PATH so the SDK
+    workers it starts import kernelstream), stopped by signalling that group only."""
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = int(s.getsockname()[1])
+    log = tmp_path_factory.mktemp("pool") / "pool.log"
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+             "--service_port", str(port)],
+            env=env, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the worker pool exited: {log.read_text()}")
+            with contextlib.suppress(OSError), socket.create_connection(("localhost", port), 1):
+                break
+            if time.monotonic() > deadline:
+                pytest.fail("the worker pool did not listen within 60 s")
+            time.sleep(0.2)
+        yield f"localhost:{port}", log
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_portable_job_service_with_external_workers(broker: str, tmp_path: Path,
+                                                    worker_pool: tuple[str, Path]) -> None:
+    endpoint, log = worker_pool
+    create_topics(broker, ["ext", "ext-lab"], 2)
+    msgs = [(("ext" if m[0] == "ev" else "ext-lab"), *m[1:])
+            for m in labelled_stream(160, 0, T0, seed=7)]
+    produce(broker, msgs)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    base = stream_argv(broker, "kafka://BROKER/ext", "--labels", "kafka://BROKER/ext-lab",
+                       *STREAM_ARGS[3:], "--out", str(out), "--checkpoint", str(ckpt),
+                       "--snapshot-every", "100", "--idle-stop", "3s", "-q")
+    r = run_cli([*base, "--runner", "portable", "--",
+                 "--environment_type=EXTERNAL", f"--environment_config={endpoint}",
+                 "--max_records=50"], timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "Starting worker with command" in log.read_text(errors="replace")
+    assert SnapshotView.open(ckpt).head is not None
+    want, _ = reference_tables(reference_records(broker, ["ext", "ext-lab"], 2),
+                               spec_for(base))
+    assert_same(outputs(out), want)
