@@ -146,9 +146,10 @@ def outputs(out: Path) -> dict[str, pa.Table]:
     return tables
 
 
-def reference_tables(records: Sequence[SourceRecord], spec: Any) -> tuple[dict[str, pa.Table],
-                                                                          dict[str, Any]]:
-    out, states = reference_outputs(records, spec)
+def reference_tables(records: Sequence[SourceRecord], spec: Any,
+                     states: dict[str, Any] | None = None,
+                     ) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+    out, states = reference_outputs(records, spec, states)
     schemas = stream_schemas()
     tables = {}
     for name in OUTPUTS:
@@ -440,3 +441,61 @@ def test_portable_job_service_with_external_workers(broker: str, tmp_path: Path,
     want, _ = reference_tables(reference_records(broker, ["ext", "ext-lab"], 2),
                                spec_for(base))
     assert_same(outputs(out), want)
+
+
+# -- warm start -------------------------------------------------------------------------------
+
+
+def test_init_from_a_stream_checkpoint_or_a_replay_checkpoint(broker: str,
+                                                              tmp_path: Path) -> None:
+    """``--init-from``: the models start from the learners a stream checkpoint or a replay
+    checkpoint holds (history first, then live traffic), exactly as the reference loop
+    continues them."""
+    from kernelstream.engine import checkpoints
+    from kernelstream.engine.core import decode_stream_state
+    from kernelstream.engine.events import StreamEngine
+
+    create_topics(broker, ["hist", "fresh"], 1)
+    X, y = data.load_dataset("german", limit=150)
+    feats = [" ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(x) if v != 0) for x in X]
+    produce(broker, [("hist", 0, f"h{i}".encode(), f"{int(y[i]):+d} {feats[i]}".encode(),
+                      T0 + i) for i in range(100)])
+    live: list[Message] = []
+    for i in range(100, 150):
+        live.append(("fresh", 0, f"f{i}".encode(), f"? {feats[i]}".encode(), T0 + 10 * i))
+        live.append(("fresh", 0, f"f{i}".encode(), f"label:{int(y[i]):+d}".encode(),
+                     T0 + 10 * i + 5))
+    produce(broker, live)
+    learner = ("--n-features", "24", "-l", "b=bogd", "-p", "b.budget=20")
+    hist_ckpt = tmp_path / "hist-ckpt"
+    r = run_cli(stream_argv(broker, "kafka://BROKER/hist", *learner, "--checkpoint",
+                            str(hist_ckpt), "--out", str(tmp_path / "hist"), "--idle-stop",
+                            "2s", "-q"))
+    assert r.returncode == 0, r.stderr
+    replay_ckpt = tmp_path / "replay-ckpt"
+    r = run_cli(["replay", f"kafka://{broker}/hist", *learner, "--runner", "loop",
+                 "--checkpoint", str(replay_ckpt), "--out", str(tmp_path / "replay"),
+                 "--kafka-idle", "1", "-q"])
+    assert r.returncode == 0, r.stderr
+
+    records = read_back(broker, "fresh", 1)[0]
+    for init in (hist_ckpt, replay_ckpt):
+        out = tmp_path / f"from-{init.name}"
+        argv = stream_argv(broker, "kafka://BROKER/fresh", *learner, "--init-from", str(init),
+                           "--out", str(out), "--idle-stop", "2s", "-q")
+        r = run_cli(argv)
+        assert r.returncode == 0, r.stderr
+        spec = spec_for(argv)
+        if init == hist_ckpt:
+            view = SnapshotView.open(init)
+            trained = StreamEngine(spec).decode_state(view.get("b#0")).learner
+        else:
+            states = dict(checkpoints.read_states(checkpoints.latest(str(init))))
+            trained = decode_stream_state(states["b#0"]).learner
+        assert trained.n_support_vectors > 0
+        start = {"b#0": StreamEngine(spec).new_state("b#0", trained)}
+        want, _ = reference_tables(records, spec, start)
+        got = outputs(out)
+        assert_same(got, want)
+        first = got["predictions"].to_pylist()[0]
+        assert first["n_support_vectors"] == trained.n_support_vectors  # not a new model
