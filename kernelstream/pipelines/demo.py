@@ -165,15 +165,19 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kernelstream-demo")
         admin.create_topics([NewTopic(EVENTS, PARTITIONS, 1), NewTopic(LABELS, PARTITIONS, 1)])
         admin.close()
-        ns = argparse.Namespace(
-            source=f"kafka://{bootstrap}/{EVENTS}", labels=f"kafka://{bootstrap}/{LABELS}",
-            learner=args.learner, param=args.param, seed=args.seed, key_by=None,
-            format="libsvm", n_features=24, label_column=None, delimiter=None,
-            positive_label=None, task=None, label_ttl=f"{ttl_s}s",
-            metrics_window="5s", out=args.out, checkpoint=ckpt, snapshot_every=5000,
-            snapshot_seconds="2s", kafka_out=None, kafka_option=None, init_from=None,
-            max_seconds=f"{args.seconds}s", idle_stop=None, runner="direct",
-            quiet=args.quiet, pipeline_args=list(getattr(args, "pipeline_args", ()) or ()))
+        argv_stream = [
+            "stream", f"kafka://{bootstrap}/{EVENTS}", "--labels", f"kafka://{bootstrap}/{LABELS}",
+            "--n-features", "24", "--seed", str(args.seed), "--label-ttl", f"{ttl_s}s",
+            "--metrics-window", "5s", "--out", args.out, "--checkpoint", ckpt,
+            "--snapshot-seconds", "2s", "--snapshot-every", "5000",
+            "--max-seconds", f"{args.seconds}s",
+            *[a for lab in args.learner or [] for a in ("-l", lab)],
+            *[a for p in args.param or [] for a in ("-p", p)],
+            *(["-q"] if args.quiet else [])]
+        from kernelstream.pipelines.cli import build_parser
+
+        ns = build_parser().parse_args(argv_stream)
+        ns.pipeline_args = list(getattr(args, "pipeline_args", ()) or ())
         try:
             config = st.stream_config(ns, ["demo", *argv])
         except ValueError as exc:

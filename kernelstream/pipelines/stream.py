@@ -107,6 +107,7 @@ class StreamConfig:
     out: str | None  # None: the checkpoint's, else runs/stream-<topic>-<learners>
     checkpoint: str | None = None
     kafka_out: tuple[str, str] | None = None  # (bootstrap, prefix)
+    kafka_outputs: tuple[str, ...] = OUTPUT_NAMES  # the outputs sent to Kafka
     client: tuple[tuple[str, str], ...] = ()
     init_from: str | None = None
     max_seconds: float | None = None
@@ -195,6 +196,17 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
         if len(ot) != 1:
             raise ConfigError("--kafka-out names one topic prefix: kafka://HOST:PORT/PREFIX")
         kafka_out = (ob, ot[0])
+    kafka_outputs = OUTPUT_NAMES
+    if args.kafka_outputs is not None:
+        names = tuple(dict.fromkeys(n.strip().replace("-", "_")
+                                    for n in args.kafka_outputs.split(",") if n.strip()))
+        bad = [n for n in names if n not in OUTPUT_NAMES]
+        if bad or not names:
+            raise ConfigError(f"--kafka-outputs {args.kafka_outputs!r}: a comma-separated list "
+                              f"of {', '.join(OUTPUT_NAMES)}")
+        if kafka_out is None:
+            raise ConfigError("--kafka-outputs goes with --kafka-out")
+        kafka_outputs = names
     client = client_settings(args.kafka_option or [])
     pipeline_args = tuple(getattr(args, "pipeline_args", ()) or ())
     if any(a.startswith("--direct_num_workers") and a.split("=", 1)[-1] not in ("1", "0")
@@ -224,6 +236,7 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
     return StreamConfig(
         bootstrap=bootstrap, topics=topics, labels_topic=labels_topic, configs=engine_configs,
         spec=spec, out=args.out, checkpoint=args.checkpoint, kafka_out=kafka_out,
+        kafka_outputs=kafka_outputs,
         client=client, init_from=args.init_from, max_seconds=max_seconds, idle_stop=idle_stop,
         snapshot_every=args.snapshot_every, snapshot_seconds=snapshot_seconds,
         runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv))
@@ -315,7 +328,8 @@ def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
     from kernelstream.kafka_client import _client_defaults, _typed
 
     bootstrap, prefix = config.kafka_out
-    names = list(output_topic_names(prefix).values())
+    topics = output_topic_names(prefix)
+    names = [topics[n] for n in config.kafka_outputs]
     try:
         cfg = {"bootstrap_timeout_ms": 5000, "request_timeout_ms": 10000}
         cfg.update({k: v for k, v in _typed(config.client, _client_defaults()[0]).items()
@@ -603,7 +617,8 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
         resume_epoch=prep.resume_epoch, init_from=config.init_from, init_kind=prep.init_kind,
         kafka_out=None if config.kafka_out is None else config.kafka_out[0],
         kafka_topics=(() if config.kafka_out is None
-                      else tuple(output_topic_names(config.kafka_out[1]).items())),
+                      else tuple((n, t) for n, t in output_topic_names(config.kafka_out[1]).items()
+                                 if n in config.kafka_outputs)),
         snapshot_every=config.snapshot_every,
         snapshot_seconds=config.snapshot_seconds, info=tuple(info.items()), **opts)
     in_process = _in_process(config.runner, config.pipeline_args)
@@ -821,6 +836,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--kafka-out", metavar="kafka://HOST:PORT/PREFIX",
                    help="also send every row as JSON to PREFIX-predictions, -outcomes, "
                    "-unlabeled, -metrics, -dead-letters (message key = row_id)")
+    s.add_argument("--kafka-outputs", metavar="NAME[,NAME...]",
+                   help="with --kafka-out: only these outputs (default: all five)")
     s.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                    help="kafka-python client setting (repeatable)")
     s.add_argument("--init-from", metavar="DIR",

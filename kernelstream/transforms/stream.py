@@ -38,8 +38,9 @@ checkpointing.
   readable while the job runs.
 * :class:`WriteKafkaRows` sends every row at once to ``PREFIX-<output>``, keyed by its
   ``row_id`` (the deterministic identity: a row replayed after a crash is the same message
-  again). Commit flushes it before each snapshot, so a committed row has always reached
-  Kafka; rows sent after the last snapshot are sent again after a crash (same key).
+  again), a model's rows to one partition (in order). Commit flushes it before each
+  snapshot, so a committed row has always reached Kafka; rows sent after the last snapshot
+  are sent again after a crash (same key).
 
 ``KERNELSTREAM_CRASH_AT=POINT:N[,POINT:N...]`` (tests only) kills the worker with SIGKILL at
 the N-th pass of a named point (:data:`CRASH_POINTS`).
@@ -48,6 +49,7 @@ the N-th pass of a named point (:data:`CRASH_POINTS`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import time
@@ -403,12 +405,16 @@ def _json_default(v: Any) -> Any:
     raise TypeError(f"not JSON: {type(v).__name__}")
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_json_default)
+
+
 def row_message(row: Mapping[str, Any]) -> tuple[bytes, bytes]:
     """``(key, value)`` of an output row on Kafka: its ``row_id`` and the row as JSON (NaN
-    as null)."""
-    value = json.dumps(json_safe(dict(row)), separators=(",", ":"), allow_nan=False,
-                       default=_json_default)
-    return str(row["row_id"]).encode("utf-8"), value.encode("utf-8")
+    and infinities as null). Rows are flat, so one pass over the values does."""
+    flat = {k: (None if v.__class__ is float and not math.isfinite(v)
+                else json_safe(v) if isinstance(v, list | tuple) else v)
+            for k, v in row.items()}
+    return str(row["row_id"]).encode("utf-8"), _ENCODER.encode(flat).encode("utf-8")
 
 
 # The Kafka writer of a run in this process, for the Committer to flush before it commits.
@@ -427,6 +433,8 @@ class WriteKafkaRows(beam.DoFn):
         self.topics: dict[str, str] = {}
         self.producer: Any = None
         self.futures: list[Any] = []
+        self.partitions: dict[str, list[int]] = {}
+        self.where: dict[tuple[str, str], int] = {}
 
     def setup(self) -> None:
         from kernelstream.kafka_client import KafkaTopic, KafkaWriter
@@ -438,14 +446,31 @@ class WriteKafkaRows(beam.DoFn):
         settings = (("linger_ms", "2"), *self.job.client)
         self.producer = KafkaWriter(KafkaTopic(self.job.kafka_out, first), settings).producer
         self.futures = []
+        self.partitions = {t: sorted(self.producer.partitions_for(t))
+                           for t in self.topics.values()}
+        self.where = {}
         _KAFKA_WRITERS[self.job.control] = self
+
+    def _partition(self, topic: str, row: Mapping[str, Any]) -> int:
+        """A model's rows go to one partition, in order (murmur2 of the model key, as Kafka's
+        default partitioner would place that key); a parse dead letter's by its source."""
+        by = row.get("key") or row.get("source") or ""
+        p = self.where.get((topic, by))
+        if p is None:
+            from kafka.partitioner.default import murmur2
+
+            parts = self.partitions[topic]
+            p = self.where[(topic, by)] = parts[(murmur2(by.encode()) & 0x7FFFFFFF)
+                                                % len(parts)]
+        return p
 
     def process(self, item: tuple[str, Any]) -> Iterator[tuple[str, Any]]:
         name, row = item
         topic = self.topics.get(name)
-        if topic is not None:  # not states, progress
+        if topic is not None:  # an output sent to Kafka (not states, progress)
             key, value = row_message(row)
-            self.futures.append(self.producer.send(topic, key=key, value=value))
+            self.futures.append(self.producer.send(topic, key=key, value=value,
+                                                   partition=self._partition(topic, row)))
         yield item
 
     def finish_bundle(self) -> None:
