@@ -664,7 +664,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     return 0
 
 
-def _reader_options(pipeline_args: Sequence[str]) -> dict[str, int]:
+def _reader_options(pipeline_args: Sequence[str]) -> dict[str, Any]:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from kernelstream.transforms.stream import StreamPipelineOptions
@@ -675,6 +675,8 @@ def _reader_options(pipeline_args: Sequence[str]) -> dict[str, int]:
         v = getattr(o, name)
         if v is not None:
             out[name] = int(v)
+    if o.state_in_beam:
+        out["state_in_beam"] = True
     return out
 
 

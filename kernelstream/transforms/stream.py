@@ -53,6 +53,7 @@ import math
 import os
 import signal
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -125,6 +126,7 @@ class StreamJob:
     poll_timeout_ms: int = 200
     max_records: int = 1000
     merge_idle_ms: int = 50
+    state_in_beam: bool = False  # models as bytes in Beam state (see ModelStateCoder)
 
     @property
     def drain_path(self) -> str:
@@ -154,6 +156,10 @@ class StreamPipelineOptions(PipelineOptions):
         parser.add_argument("--merge_idle_ms", type=int, default=None,
                             help="how long an empty partition of a group must stay caught up "
                             "before the others' records pass it (default 50)")
+        parser.add_argument("--state_in_beam", action="store_true", default=False,
+                            help="keep each model as bytes in Beam state, committed every "
+                            "bundle (for runners that checkpoint or move Beam state "
+                            "themselves: Flink, Dataflow); default: in the worker's memory")
 
 
 def draining(job: StreamJob) -> bool:
@@ -194,10 +200,11 @@ class HeldState(CacheAware):
     This holder gives it a size estimate instead (learner arrays + ~200 bytes per pending
     or remembered event)."""
 
-    __slots__ = ("st",)
+    __slots__ = ("st", "token")
 
     def __init__(self, st: Any) -> None:
         self.st = st
+        self.token = uuid.uuid4().hex  # names it in this worker's memory (ModelStateCoder)
 
     def get_referents_for_cache(self) -> list[Any]:
         return []
@@ -211,23 +218,49 @@ class HeldState(CacheAware):
         return 1024 + learner + 200 * (len(st.pending) + len(st.resolved))
 
 
-class ModelStateCoder(beam.coders.Coder):
-    """A :class:`HeldState` as the engine's own versioned bytes of its
-    :class:`~kernelstream.engine.stream_state.ModelState` (no pickle); ``ttl_ms`` rebuilds
-    the expiry deadlines on decode."""
+# Models this worker process holds, by the token its Beam state carries (see ModelStateCoder).
+_HELD: dict[str, HeldState] = {}
 
-    def __init__(self, ttl_ms: int) -> None:
+
+class ModelStateCoder(beam.coders.Coder):
+    """A :class:`HeldState` as Beam state stores it, in one of two ways:
+
+    * ``in_worker`` (the default on the in-process and portable-local runners): the model stays
+      in this worker's memory and the state carries only a token naming it. Those runners keep
+      Beam state in memory and commit it at the end of *every* bundle; encoding a model there
+      (~5-25 ms for BOGD B=200 with an hour of remembered ids) would cost more than learning
+      at live rates, and buys nothing: their state dies with the process anyway, and a restart
+      restores the models from the run's own snapshots (``--checkpoint``).
+    * otherwise: the engine's own versioned bytes of the
+      :class:`~kernelstream.engine.stream_state.ModelState` (no pickle; ``ttl_ms`` rebuilds
+      the expiry deadlines on decode): for runners that move or checkpoint Beam state
+      themselves (Flink, Dataflow), selected with ``--state_in_beam``.
+    """
+
+    def __init__(self, ttl_ms: int, in_worker: bool = True) -> None:
         self.ttl_ms = int(ttl_ms)
+        self.in_worker = bool(in_worker)
 
     def encode(self, value: Any) -> bytes:
+        if self.in_worker:
+            token = value.token
+            _HELD[token] = value
+            return b"W" + token.encode()
         from kernelstream.engine.stream_state import encode_state
 
-        return encode_state(value.st)
+        return b"B" + encode_state(value.st)
 
     def decode(self, encoded: bytes) -> Any:
+        kind, body = encoded[:1], encoded[1:]
+        if kind == b"W":
+            held = _HELD.get(body.decode())
+            if held is None:  # Beam moved the state to another process: bytes are needed
+                raise RuntimeError("a model's Beam state names a model held by another worker "
+                                   "process; run this runner with --state_in_beam")
+            return held
         from kernelstream.engine.stream_state import decode_state
 
-        return HeldState(decode_state(encoded, self.ttl_ms))
+        return HeldState(decode_state(body, self.ttl_ms))
 
     def is_deterministic(self) -> bool:
         return False  # wall-clock seconds are part of the state
@@ -237,10 +270,11 @@ class ModelStateCoder(beam.coders.Coder):
         return 1024
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.ttl_ms == other.ttl_ms  # type: ignore[attr-defined]
+        return (type(self) is type(other) and self.ttl_ms == other.ttl_ms  # type: ignore[attr-defined]
+                and self.in_worker == other.in_worker)  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((type(self), self.ttl_ms))
+        return hash((type(self), self.ttl_ms, self.in_worker))
 
 
 # -- route ----------------------------------------------------------------------------------------
@@ -380,7 +414,8 @@ class _LearnBase(beam.DoFn):
 def learn_dofn(job: StreamJob) -> beam.DoFn:
     """The stateful Learn DoFn of ``job``: its ``ReadModifyWriteState`` coder needs the run's
     label TTL, and Beam reads state specs from the class, so the class is made per run."""
-    spec = ReadModifyWriteStateSpec("model", ModelStateCoder(job.spec.label_ttl_ms))
+    spec = ReadModifyWriteStateSpec("model", ModelStateCoder(job.spec.label_ttl_ms,
+                                                        not job.state_in_beam))
 
     model_param = beam.DoFn.StateParam(spec)
 
