@@ -1056,6 +1056,37 @@ def _bulk_labels(
     return _Labels(tokens, rank[inverse].astype(np.int64), linenos.astype(np.int64))
 
 
+def parse_libsvm_lines(
+    lines: Sequence[bytes], n_features: int
+) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """Many one-line LIBSVM records at once (e.g. Kafka messages), with the file loader's
+    vectorised parser (:func:`_libsvm_bulk`): ``(label token per line, dense X (n,
+    n_features), ok)``, or None when that parser cannot vouch for every line (a comment, a
+    bad token, a blank or multi-line record, ...): the caller then parses line by line with
+    :func:`parse_libsvm_line`, which also gives the errors. Row ``i`` equals
+    ``densify(*parse_libsvm_line(lines[i])[1:], n_features)`` bit for bit where ``ok[i]``;
+    rows with an index beyond ``n_features`` have ``ok`` False (and zeros): the line parser
+    and :func:`densify` report them."""
+    n, d = len(lines), int(n_features)
+    if n == 0:
+        return [], np.zeros((0, d), dtype=np.float64), np.ones(0, dtype=bool)
+    data = b"\n".join(lines)
+    if data.count(b"\n") != n - 1:
+        return None  # a record holding a newline: the line parser sees one line, we two
+    sp = _libsvm_bulk(data)
+    if sp is None or len(sp.counts) != n:
+        return None  # a blank record has no row
+    rows = np.repeat(np.arange(n), sp.counts)
+    beyond = sp.idx > d
+    ok = np.ones(n, dtype=bool)
+    ok[rows[beyond]] = False
+    keep = ok[rows]
+    X = np.zeros((n, d), dtype=np.float64)
+    X[rows[keep], sp.idx[keep] - 1] = sp.val[keep]
+    tokens = sp.labels.tokens
+    return [tokens[c] for c in sp.labels.codes.tolist()], X, ok
+
+
 def _libsvm_exact(data: bytes, path: str, line0: int = 0) -> _Sparse:
     """Per-line LIBSVM parse with :func:`parse_libsvm_line`; raises on the first bad line.
 

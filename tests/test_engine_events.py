@@ -64,9 +64,12 @@ NONDETERMINISTIC = ("seconds", "examples_per_second", "total_seconds")
 
 
 def comparable(out: Outputs) -> str:
-    """Every row without the wall-clock fields; ``repr`` tells floats apart bit for bit."""
+    """Every row without the wall-clock fields, by ``row_id`` (how the rows of different
+    models interleave depends on how the records were chunked); ``repr`` tells floats apart
+    bit for bit."""
     return repr([(name, [{k: v for k, v in r.items() if k not in NONDETERMINISTIC}
-                         for r in rows]) for name, rows in out.items()])
+                         for r in sorted(rows, key=lambda r: r["row_id"])])
+                 for name, rows in out.items()])
 
 
 def joined(*outs: Outputs) -> Outputs:

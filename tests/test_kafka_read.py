@@ -300,6 +300,46 @@ def test_bounded_read_ends_at_stop_offsets_while_producers_write(broker: str) ->
     assert took < 30
 
 
+class _Stamped(beam.DoFn):
+    """Logs ``(element, element timestamp in ms)`` to ``stamped``."""
+
+    def process(self, item: Any, ts: Any = beam.DoFn.TimestampParam) -> None:
+        _seen("stamped").append((item, ts.micros // 1000))
+
+
+def test_batched_records_are_the_same_records_one_element_per_call(broker: str) -> None:
+    (topic,) = _topics(broker, 2, "batched")
+    prod = _producer(broker)
+    for i in range(90):  # timestamps out of offset order within a partition
+        prod.send(topic, key=b"k", value=b"%d" % i, partition=i % 2,
+                  timestamp_ms=1_700_000_000_000 + (i * 7919) % 1000)
+    prod.flush()
+    prod.close()
+    stop = {tp: end for tp, (_, end) in kafka_partition_info(broker, [topic]).items()}
+    p = beam.Pipeline(runner=FnApiRunner())
+    out = p | kr.ReadKafkaPartitions(broker, [topic], stop_offsets=stop, max_records=20,
+                                     progress_in_records=True, batch_records=True)
+    out.records | beam.ParDo(_Stamped())
+    p.run().wait_until_finish()
+    stamped = _seen("stamped")
+    batches = [(b, ts) for b, ts in stamped if isinstance(b, kr.RecordBatch)]
+    assert len(batches) >= 90 // 20 and all(0 < len(b.records) <= 20 for b, _ in batches)
+    assert all(ts == min(r.timestamp_ms for r in b.records) for b, ts in batches)
+    want = [_contents(broker, topic, 0), _contents(broker, topic, 1)]
+    emitted: dict[int, int] = {0: 0, 1: 0}
+    got: list[list[SourceRecord]] = [[], []]
+    for item, _ in stamped:  # a progress covers exactly the records of the batches before it
+        if isinstance(item, kr.RecordBatch):
+            for r in item.records:
+                got[r.partition].append(r)
+                emitted[r.partition] = r.offset + 1
+        else:
+            assert isinstance(item, kr.ReadProgress)
+            assert item.next_offset == emitted[item.partition]
+    assert got == want
+    assert emitted == {p: stop[(topic, p)] for p in (0, 1)}
+
+
 def test_bad_offsets_missing_topics_and_mismatched_partitions(broker: str) -> None:
     (topic,) = _topics(broker, 1, "offsets")
     (two,) = _topics(broker, 2, "two")

@@ -155,7 +155,7 @@ class Progress:
 # -- one stream's learning -------------------------------------------------------------------------
 
 
-def _selects_kernels(learner: Learner) -> bool:
+def selects_kernels(learner: Learner) -> bool:
     """Kernel-selection learners override ``selected_kernel``; their per-example trace needs a
     per-example call (still the learner's batch path, one row at a time)."""
     return type(learner).selected_kernel is not Learner.selected_kernel
@@ -202,7 +202,7 @@ class StreamLearner:
         sel = np.full(n, -1, dtype=np.int64)
         ok = np.ones(n, dtype=bool)
         dead: list[dict[str, Any]] = []
-        per_row = _selects_kernels(m)
+        per_row = selects_kernels(m)
         dist: np.ndarray | None = None  # per-row kernel distribution of selection learners
         run = PrequentialPass(m, b.X, b.y, block_size=max(n, 1))
         if not per_row and n:

@@ -69,15 +69,24 @@ pending events, support vectors, and ``seconds`` (wall clock inside learner call
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from kernelstream.data import LabelMap, ParseError, densify, parse_csv_line, parse_libsvm_line
+from kernelstream.data import (
+    LabelMap,
+    ParseError,
+    densify,
+    parse_csv_line,
+    parse_libsvm_line,
+    parse_libsvm_lines,
+)
 from kernelstream.engine.blocks import StreamKey
+from kernelstream.engine.core import selects_kernels
 from kernelstream.engine.merge import merged as merge_group  # the reference loop's order
 from kernelstream.engine.metrics import exact_add, exact_value
 from kernelstream.engine.prequential import learner_loss
@@ -100,6 +109,12 @@ __all__ = ["ModelState", "Outputs", "ParsedRecord", "StreamEngine", "StreamSpec"
 KEY_BY = (None, "id-prefix")
 LABEL_PREFIX = "label:"
 UNLABELLED = "?"
+# Fewer LIBSVM feature records than this per route_many call are parsed line by line: numpy's
+# fixed cost per call of the vectorised parser is about that of a few lines.
+BULK_MIN = 8
+# reference_outputs routes and processes records in chunks of this many, as a stream's
+# reader hands them over per call (the chunking never changes a model's rows or state).
+REFERENCE_CHUNK = 1000
 
 
 @dataclass(frozen=True)
@@ -230,6 +245,7 @@ class StreamEngine:
         self._global_keys = [StreamKey(c.name, 0).encode() for c in spec.configs]
         self._entity_prefixes = [k + "@" for k in self._global_keys]
         self._losses: dict[str, Any] = {}  # config name -> loss function of its learners
+        self._sources: dict[tuple[str, int], str] = {}  # (topic, partition) -> source
         lc = -1 if spec.label_column is None else int(spec.label_column)
         self._csv = (lc, spec.delimiter,
                      None if spec.n_features is None else spec.n_features + 1)
@@ -237,8 +253,53 @@ class StreamEngine:
     # -- routing -----------------------------------------------------------------------------
     def route(self, rec: SourceRecord) -> list[tuple[str, ParsedRecord]] | dict[str, Any]:
         """Parse ``rec`` once: ``(model key, parsed)`` per model it goes to, or the dead-letter
-        row of a record that cannot be parsed."""
-        source = f"{self.spec.source_prefix}{rec.topic}/{rec.partition}"
+        row of a record that cannot be parsed (:meth:`route_many` of one record)."""
+        groups, dead = self.route_many((rec,))
+        if dead:
+            return dead[0]
+        return [(k, ps[0]) for k, ps in groups.items()]
+
+    def route_many(self, records: Iterable[SourceRecord]
+                   ) -> tuple[dict[str, list[ParsedRecord]], list[dict[str, Any]]]:
+        """Parse many records at once: the parsed records of each model in record order, the
+        models in order of first appearance, and the dead-letter rows of the records that
+        cannot be parsed (in record order). LIBSVM feature records are parsed together by the
+        vectorised parser when it vouches for all of them, else line by line; either way each
+        record gives what :meth:`route` gives it."""
+        heads: list[list[Any] | dict[str, Any]] = [self._head(rec) for rec in records]
+        feats = [i for i, h in enumerate(heads) if h.__class__ is list and h[4] is None]
+        if feats:
+            self._parse_features(heads, feats)
+        groups: dict[str, list[ParsedRecord]] = {}
+        dead: list[dict[str, Any]] = []
+        for h in heads:
+            if h.__class__ is dict:
+                dead.append(h)  # type: ignore[arg-type]
+                continue
+            rec, source, text, eid, label_only, x, y, entity, _ = h
+            parsed = ParsedRecord(label_only, eid, x, y, rec.topic, rec.partition, rec.offset,
+                                  int(rec.timestamp_ms), text, source)
+            if entity is None:
+                for k in self._global_keys:
+                    ps = groups.get(k)
+                    if ps is None:
+                        groups[k] = [parsed]
+                    else:
+                        ps.append(parsed)
+            else:
+                for pre in self._entity_prefixes:
+                    groups.setdefault(pre + entity, []).append(parsed)
+        return groups, dead
+
+    def _head(self, rec: SourceRecord) -> list[Any] | dict[str, Any]:
+        """What a record is, short of parsing features: its dead-letter row, or ``[rec,
+        source, text, event id, label_only, x, y, entity, entity error]`` with
+        ``label_only`` None for a feature record (parsed next, then the entity error, if
+        any, makes it a dead letter: the errors come in :meth:`route`'s order)."""
+        source = self._sources.get((rec.topic, rec.partition))
+        if source is None:
+            source = self._sources[(rec.topic, rec.partition)] = (
+                f"{self.spec.source_prefix}{rec.topic}/{rec.partition}")
         text, eid = "", None
         try:
             if rec.value is None:
@@ -255,29 +316,89 @@ class StreamEngine:
                 eid = rec.key.decode("utf-8")
             except UnicodeDecodeError:
                 raise ParseError("the event id (message key) is not UTF-8 text") from None
-            s = text.strip()
-            x: np.ndarray | None = None
-            if s.startswith(LABEL_PREFIX):
-                label_only, y = True, self.labels(s[len(LABEL_PREFIX):])
-            elif rec.topic == self.spec.labels_topic:
-                label_only, y = True, self.labels(s)
-            else:
-                label_only = False
-                x, y = self._features(text)
-            entity = None
+            entity = entity_error = None
             if self.spec.key_by is not None:
                 entity, sep, _ = eid.partition("/")
                 if not sep or not entity:
-                    raise ParseError(f"event id {eid!r} has no entity prefix (--key-by "
-                                     "id-prefix wants ENTITY/ID)")
+                    entity_error = (f"event id {eid!r} has no entity prefix (--key-by "
+                                    "id-prefix wants ENTITY/ID)")
+            s = text.strip()
+            if s.startswith(LABEL_PREFIX):
+                y = self.labels(s[len(LABEL_PREFIX):])
+                return self._label_head(rec, source, text, eid, y, entity, entity_error)
+            if rec.topic == self.spec.labels_topic:
+                y = self.labels(s)
+                return self._label_head(rec, source, text, eid, y, entity, entity_error)
         except ParseError as e:
             return stream_dead_letter(source, rec.topic, rec.partition, rec.offset, text,
                                       e.reason, event_id=eid)
-        parsed = ParsedRecord(label_only, eid, x, y, rec.topic, rec.partition, rec.offset,
-                              int(rec.timestamp_ms), text, source)
-        if entity is None:
-            return [(k, parsed) for k in self._global_keys]
-        return [(p + entity, parsed) for p in self._entity_prefixes]
+        return [rec, source, text, eid, None, None, None, entity, entity_error]
+
+    def _label_head(self, rec: SourceRecord, source: str, text: str, eid: str, y: float,
+                    entity: str | None, entity_error: str | None) -> list[Any] | dict[str, Any]:
+        if entity_error is not None:
+            return stream_dead_letter(source, rec.topic, rec.partition, rec.offset, text,
+                                      entity_error, event_id=eid)
+        return [rec, source, text, eid, True, None, y, entity, None]
+
+    def _parse_features(self, heads: list[list[Any] | dict[str, Any]],
+                        feats: list[int]) -> None:
+        """Parse the feature records ``heads[i]`` (``i`` in ``feats``) in place: x and y, or
+        the dead-letter row."""
+        bulk: list[tuple[str, np.ndarray] | None] = [None] * len(feats)
+        if self.spec.fmt == "libsvm" and len(feats) >= BULK_MIN:
+            # comments and multi-line records never pass the bulk parser: leave them out
+            values = [heads[i][0].value for i in feats]  # type: ignore[index]
+            js = [j for j, v in enumerate(values) if b"#" not in v and b"\n" not in v]
+            for j, row in zip(js, self._bulk([values[j] for j in js]), strict=True):
+                bulk[j] = row
+        ys: dict[str, float | ParseError | None] = {}  # label token -> y (bulk path)
+        for j, i in enumerate(feats):
+            h = heads[i]
+            assert isinstance(h, list)
+            row = bulk[j]
+            try:
+                if row is not None:
+                    tok, x = row
+                    y = ys.get(tok, ys)
+                    if y is ys:
+                        try:
+                            y = ys[tok] = self._label_of(tok)
+                        except ParseError as e:
+                            y = ys[tok] = e
+                    if isinstance(y, ParseError):
+                        raise y
+                else:
+                    x, y = self._features(h[2])
+            except ParseError as e:
+                heads[i] = stream_dead_letter(h[1], h[0].topic, h[0].partition, h[0].offset,
+                                              h[2], e.reason, event_id=h[3])
+                continue
+            if h[8] is not None:  # entity error
+                heads[i] = stream_dead_letter(h[1], h[0].topic, h[0].partition, h[0].offset,
+                                              h[2], h[8], event_id=h[3])
+                continue
+            h[4], h[5], h[6] = False, x, y
+
+    def _bulk(self, values: list[bytes]) -> list[tuple[str, np.ndarray] | None]:
+        """``(label token, x)`` of each LIBSVM line by the vectorised parser, None for the
+        lines left to the line parser: a block it declines is halved (down to
+        :data:`BULK_MIN` lines), so one bad record costs a few calls, not the block."""
+        assert self.spec.n_features is not None
+        if len(values) < BULK_MIN:
+            return [None] * len(values)
+        res = parse_libsvm_lines(values, self.spec.n_features)
+        if res is not None:
+            toks, X, ok = res
+            return [(t, X[j]) if good else None
+                    for j, (t, good) in enumerate(zip(toks, ok.tolist(), strict=True))]
+        if len(values) < 2 * BULK_MIN:
+            return [None] * len(values)
+        h = len(values) // 2
+        return self._bulk(values[:h]) + self._bulk(values[h:])
+
+    def _label_of(self, tok: str) -> float | None:
+        return None if tok.strip() == UNLABELLED else self.labels(tok)
 
     def _features(self, text: str) -> tuple[np.ndarray, float | None]:
         if self.spec.fmt == "libsvm":
@@ -294,7 +415,7 @@ class StreamEngine:
                 fields = text.split(delim)  # an empty label field: unlabelled
                 fields[lc] = UNLABELLED
                 tok, x = parse_csv_line((delim or " ").join(fields), lc, delim, n_columns=ncol)
-        return x, None if tok.strip() == UNLABELLED else self.labels(tok)
+        return x, self._label_of(tok)
 
     # -- state -------------------------------------------------------------------------------
     def new_state(self, model_key: str, learner: Any = None) -> ModelState:
@@ -315,15 +436,42 @@ class StreamEngine:
     def process(self, model_key: str, st: ModelState, parsed: ParsedRecord,
                 out: Outputs | None = None) -> Outputs:
         """Apply one routed record to the model's state ``st`` (mutated); rows go to ``out``
-        (a new :class:`Outputs` when None), which is returned."""
+        (a new :class:`Outputs` when None), which is returned (:meth:`process_many` of one
+        record)."""
+        return self.process_many(model_key, st, (parsed,), out)
+
+    def process_many(self, model_key: str, st: ModelState, parsed: Sequence[ParsedRecord],
+                     out: Outputs | None = None) -> Outputs:
+        """Apply a model's routed records in order: exactly the rows and state of
+        :meth:`process` one record at a time. A run of labelled events that nothing else
+        interleaves (no window closes inside it, no duplicate id) is learnt with one
+        ``predict_learn_many`` call, which is bit-identical to the learner's per-row
+        ``step``; kernel-selection learners learn one row at a time."""
         if out is None:
             out = Outputs()
-        p = parsed
+        n = len(parsed)
+        i = 0
+        while i < n:
+            p = parsed[i]
+            i += 1
+            if not self._arrive(st, p, out):
+                continue
+            if (i < n and not p.label_only and p.y is not None
+                    and not selects_kernels(st.learner)):  # type: ignore[arg-type]
+                end = self._run_end(st, parsed, i - 1)
+                if end - i >= 1 and self._learn_run(st, parsed, i - 1, end, out):
+                    i = end
+                    continue
+            self._act(st, p, out)
+        return out
+
+    def _arrive(self, st: ModelState, p: ParsedRecord, out: Outputs) -> bool:
+        """Steps 0-2 of a record (module docstring); False: skipped (already applied)."""
         tp = (p.topic, p.partition)
         last = st.applied.get(tp)
         if last is not None and p.offset <= last:
             st.skipped += 1
-            return out
+            return False
         st.applied[tp] = p.offset
         t = p.timestamp_ms
         clock = st.clock_ms = t if st.clock_ms is None or t > st.clock_ms else st.clock_ms
@@ -339,6 +487,10 @@ class StreamEngine:
         st.records += 1
         if st.learner is None:
             st.learner = self.configs[st.config].make(self.spec.seed, 0)
+        return True
+
+    def _act(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
+        """Step 3 of a record that arrived."""
         if p.label_only:
             self._label(st, p, out)
         elif p.event_id in st.pending or p.event_id in st.resolved:
@@ -347,7 +499,70 @@ class StreamEngine:
             self._predict(st, p, out)
         else:
             self._predict_learn(st, p, out)
-        return out
+
+    def _run_end(self, st: ModelState, ps: Sequence[ParsedRecord], i: int) -> int:
+        """The end (exclusive) of the run of labelled events starting at ``ps[i]`` (which has
+        arrived): records that will each be one ``step`` with nothing reading the learner in
+        between. Conservative: an id seen before, a window closing or a replayed offset ends
+        the run, and those records go one by one."""
+        pending, resolved = st.pending, st.resolved
+        p = ps[i]
+        if p.event_id in pending or p.event_id in resolved:
+            return i
+        ids = {p.event_id}
+        applied = {(p.topic, p.partition): p.offset}
+        clock = st.clock_ms
+        assert clock is not None and st.window.start is not None
+        close_at = st.window.start + self.window
+        for j in range(i + 1, len(ps)):
+            q = ps[j]
+            if q.label_only or q.y is None:
+                return j
+            eid = q.event_id
+            if eid in ids or eid in pending or eid in resolved:
+                return j
+            tp = (q.topic, q.partition)
+            last = applied.get(tp)
+            if last is None:
+                last = st.applied.get(tp)
+            if last is not None and q.offset <= last:
+                return j
+            if q.timestamp_ms > clock:
+                clock = q.timestamp_ms
+                if clock >= close_at:
+                    return j
+            ids.add(eid)
+            applied[tp] = q.offset
+        return len(ps)
+
+    def _learn_run(self, st: ModelState, ps: Sequence[ParsedRecord], i: int, end: int,
+                   out: Outputs) -> bool:
+        """Records ``ps[i:end]`` (a run of :meth:`_run_end`; ``ps[i]`` has arrived) with one
+        ``predict_learn_many``. False, with nothing changed, when the learner refuses the
+        block (its validation comes before any update): the caller goes one by one."""
+        m = st.learner
+        assert m is not None
+        run = ps[i:end]
+        k = len(run)
+        n_sv = np.empty(k + 1, dtype=np.int64)
+        n_sv[0] = m.n_support_vectors
+        X = np.stack([q.x for q in run])  # type: ignore[misc]
+        y = np.fromiter((q.y for q in run), np.float64, count=k)  # type: ignore[misc]
+        before = m.t
+        t0 = time.perf_counter()
+        try:
+            scores = m.predict_learn_many(X, y, n_sv=n_sv[1:]).tolist()
+        except ValueError:
+            if m.t != before:
+                raise  # not a bad row: the learner failed half way (as StreamLearner does)
+            return False
+        st.add_seconds(time.perf_counter() - t0)  # one window: no window closes in a run
+        svs = n_sv.tolist()
+        for r, q in enumerate(run):
+            if r:
+                self._arrive(st, q, out)
+            self._learnt(st, q, out, scores[r], svs[r], svs[r + 1])
+        return True
 
     def _expire(self, st: ModelState, clock: int, out: Outputs) -> None:
         forget, resolved = st.forget, st.resolved
@@ -394,7 +609,9 @@ class StreamEngine:
         pos = st.position
         st.position += 1
         st.window.predictions += 1
-        st.pending[p.event_id] = Pending(p.x, score, predicted, p.timestamp_ms, pos)
+        # a row of route_many's batch matrix: keep a copy, not the whole batch, while it waits
+        x = p.x if p.x.base is None else p.x.copy()
+        st.pending[p.event_id] = Pending(x, score, predicted, p.timestamp_ms, pos)
         heapq.heappush(st.expiry, (p.timestamp_ms + self.ttl, pos, p.event_id))
         out.predictions.append(prediction_row(
             st.key, st.config, st.entity, p.event_id, pos, p.timestamp_ms, p.topic,
@@ -411,6 +628,13 @@ class StreamEngine:
             self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
             return
         st.add_seconds(time.perf_counter() - t0)
+        self._learnt(st, p, out, float(score), n_sv, int(m.n_support_vectors))
+
+    def _learnt(self, st: ModelState, p: ParsedRecord, out: Outputs, score: float,
+                n_sv_before: int, n_sv_after: int) -> None:
+        """The rows of a labelled event the learner has just learnt (``score`` before)."""
+        m = st.learner
+        assert m is not None
         predicted = m.predict_label(score) if m.task == "classification" else score
         pos = st.position
         st.position += 1
@@ -419,8 +643,9 @@ class StreamEngine:
         self._resolve(st, p.event_id, LABELLED, st.clock_ms)
         out.predictions.append(prediction_row(
             st.key, st.config, st.entity, p.event_id, pos, p.timestamp_ms, p.topic,
-            p.partition, p.offset, score, predicted, n_sv, True))
-        self._outcome(st, p, out, Pending(p.x, score, predicted, p.timestamp_ms, pos))
+            p.partition, p.offset, score, predicted, n_sv_before, True))
+        self._outcome(st, p, out, Pending(p.x, score, predicted, p.timestamp_ms, pos),
+                      n_sv_after)
 
     def _label(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
         ev = st.pending.pop(p.event_id, None)
@@ -441,9 +666,10 @@ class StreamEngine:
             self._dead(st, p, out, f"learner rejected the row: {e}", "learn", ev.position)
             return
         st.add_seconds(time.perf_counter() - t0)
-        self._outcome(st, p, out, ev)
+        self._outcome(st, p, out, ev, int(m.n_support_vectors))
 
-    def _outcome(self, st: ModelState, p: ParsedRecord, out: Outputs, ev: Pending) -> None:
+    def _outcome(self, st: ModelState, p: ParsedRecord, out: Outputs, ev: Pending,
+                 n_sv: int) -> None:
         m = st.learner
         assert m is not None and p.y is not None
         y = p.y
@@ -466,7 +692,7 @@ class StreamEngine:
         w.delays.append(delay)
         out.outcomes.append(outcome_row(
             st.key, st.config, st.entity, p.event_id, lp, ev.position, ev.event_time_ms,
-            p.timestamp_ms, ev.score, ev.predicted, y, mistake, loss, int(m.n_support_vectors),
+            p.timestamp_ms, ev.score, ev.predicted, y, mistake, loss, n_sv,
             p.topic, p.partition, p.offset))
 
     # -- metrics -----------------------------------------------------------------------------
@@ -493,24 +719,30 @@ class StreamEngine:
 
 def reference_outputs(records: Iterable[SourceRecord], spec: StreamSpec,
                       states: Mapping[str, ModelState] | None = None, *,
-                      flush: bool = False) -> tuple[Outputs, dict[str, ModelState]]:
+                      flush: bool = False,
+                      chunk: int = REFERENCE_CHUNK) -> tuple[Outputs, dict[str, ModelState]]:
     """THE loop: route and process ``records`` in the given order, one state per model (the
-    given ``states`` are continued, and mutated). ``flush``: end with every model's
+    given ``states`` are continued, and mutated), ``chunk`` records at a time as a stream's
+    reader hands them over (:meth:`StreamEngine.route_many`, then
+    :meth:`StreamEngine.process_many` per model; chunking never changes a model's rows or
+    state, only how the lists interleave: per chunk, parse dead letters first, then the
+    models in order of first appearance). ``flush``: end with every model's
     :meth:`~StreamEngine.flush_metrics` (as a drained stream does). Returns the rows and the
     states by model key."""
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
     engine = StreamEngine(spec)
     out = Outputs()
     st_by_key: dict[str, ModelState] = dict(states or {})
-    for rec in records:
-        routed = engine.route(rec)
-        if isinstance(routed, dict):
-            out.dead_letters.append(routed)
-            continue
-        for key, parsed in routed:
+    it = iter(records)
+    while batch := list(itertools.islice(it, chunk)):
+        groups, dead = engine.route_many(batch)
+        out.dead_letters.extend(dead)
+        for key, parsed in groups.items():
             st = st_by_key.get(key)
             if st is None:
                 st = st_by_key[key] = engine.new_state(key)
-            engine.process(key, st, parsed, out)
+            engine.process_many(key, st, parsed, out)
     if flush:
         for st in st_by_key.values():
             out.metrics.extend(engine.flush_metrics(st, final=True))

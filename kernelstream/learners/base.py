@@ -229,10 +229,12 @@ class Learner:
         self.t += 1
         return score
 
-    def predict_learn_many(self, X: Any, y: Any) -> np.ndarray:
+    def predict_learn_many(self, X: Any, y: Any, n_sv: np.ndarray | None = None) -> np.ndarray:
         """Test-then-train over a block; returns the pre-update scores. Same per-round code as
         :meth:`step`, so the results are bit-identical to the per-example loop. The block is
-        validated up front, so a bad row raises before any state changes."""
+        validated up front, so a bad row raises before any state changes. ``n_sv`` (an int
+        array of one entry per row) receives :attr:`n_support_vectors` after each row, for
+        callers that report it per row."""
         X = np.ascontiguousarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError(f"{self.name}: X must be a 2-D array, got shape {X.shape}")
@@ -273,6 +275,8 @@ class Learner:
             out[i] = s
             update_fn(xi, xx, float(yv[i]), s, aux)
             self.t += 1
+            if n_sv is not None:
+                n_sv[i] = self.n_support_vectors
         return out
 
     def predict_label(self, score: float) -> float:

@@ -9,9 +9,11 @@ Nothing here shuffles: on the FnApiRunner (also behind Beam's local job service)
 a shuffle runs only once the unbounded source's stage has finished, i.e. never, and so does a
 stage after a ``Flatten`` (measured: the FnApiRunner materializes a Flatten's inputs). So the
 graph is one chain and every DoFn is fused into the reader's stage: each bundle is one reader
-call, its records followed by the reader's progress (``progress_in_records``), and Learn's
-``finish_bundle`` (the states it wrote) runs before Commit's. Everything Commit needs travels
-through Learn as *items* ``(name, payload)``: ``(output, row)`` for the five outputs,
+call, its records (one :class:`~kernelstream.transforms.kafka_read.RecordBatch` element:
+Beam's per-element cost, ~20 µs a DoFn, is paid per call and model, not per record) followed
+by the reader's progress (``progress_in_records``), and Learn's ``finish_bundle`` (the states
+it wrote) runs before Commit's. Everything Commit needs travels through Learn as *items*
+``(name, payload)``: ``(output, rows)`` for the five outputs (a list of rows each),
 ``("states", (key, ModelState))`` and ``("progress", ReadProgress)``; Route hands progress
 and its dead letters to Learn under the key ``""`` (no model has it), and Learn passes them
 on. :class:`SplitOutputs` turns items into one PCollection of rows per output.
@@ -21,13 +23,15 @@ stays correct, but Commit then runs downstream of that shuffle, and a snapshot i
 cut only if that runner delivers each worker's items in order: there, use the runner's own
 checkpointing.
 
-* :class:`RouteRecords` parses each record once (:meth:`StreamEngine.route`) into
-  ``(model key, parsed)`` pairs; unparsable records become ``dead_letters`` rows.
+* :class:`RouteRecords` parses a reader call's records at once
+  (:meth:`StreamEngine.route_many`) into one ``(model key, [parsed, ...])`` element per model
+  (in record order); unparsable records become ``dead_letters`` rows.
 * The Learn DoFn (:func:`learn_dofn`) keeps each model's
   :class:`~kernelstream.engine.stream_state.ModelState` in ``ReadModifyWriteState`` (coded by
   the engine's own bytes, :class:`ModelStateCoder`). A key whose state is empty is restored
   from the snapshot the run resumed from (``SnapshotView.get``, read lazily by key: no side
-  input), else warm-started from ``--init-from``, else new. Its rows leave as items, and at
+  input), else warm-started from ``--init-from``, else new. It applies a model's records
+  with :meth:`StreamEngine.process_many`; its rows leave as one item per output, and at
   ``finish_bundle`` the states it wrote.
 * :class:`Committer` (one per worker, not keyed) appends rows to pending Parquet files of the
   current epoch, keeps the newest state of each touched model and the reader's offsets, and
@@ -48,8 +52,10 @@ the N-th pass of a named point (:data:`CRASH_POINTS`).
 
 from __future__ import annotations
 
+import gc
 import json
 import math
+import operator
 import os
 import signal
 import time
@@ -60,6 +66,7 @@ from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
+from apache_beam import typehints
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.worker.statecache import CacheAware
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
@@ -71,8 +78,10 @@ from kernelstream._json import json_safe
 from kernelstream.engine.events import StreamEngine, StreamSpec
 from kernelstream.engine.stream_rows import OUTPUTS
 from kernelstream.transforms.kafka_read import (
+    Batched,
     ReadKafkaPartitions,
     ReadProgress,
+    RecordBatch,
     drain_requested,
 )
 
@@ -173,9 +182,10 @@ _crash_plan: dict[str, int] | None = None
 _crash_seen: dict[str, int] = {}
 
 
-def crash_point(name: str) -> None:
+def crash_point(name: str, passes: int = 1) -> None:
     """SIGKILL this process at the N-th pass of ``name`` when ``KERNELSTREAM_CRASH_AT``
-    asks for it (``POINT:N``, comma-separated); otherwise nothing."""
+    asks for it (``POINT:N``, comma-separated); otherwise nothing. ``passes``: this call
+    counts as that many passes (e.g. one per record of a batch)."""
     global _crash_plan
     if _crash_plan is None:
         _crash_plan = {}
@@ -185,8 +195,9 @@ def crash_point(name: str) -> None:
                 _crash_plan[point] = int(n or 1)
     if name not in _crash_plan:
         return
-    seen = _crash_seen[name] = _crash_seen.get(name, 0) + 1
-    if seen == _crash_plan[name]:
+    before = _crash_seen.get(name, 0)
+    seen = _crash_seen[name] = before + passes
+    if before < _crash_plan[name] <= seen:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -277,12 +288,14 @@ class ModelStateCoder(beam.coders.Coder):
         return hash((type(self), self.ttl_ms, self.in_worker))
 
 
+
 # -- route ----------------------------------------------------------------------------------------
 
 
 class RouteRecords(beam.DoFn):
-    """``SourceRecord`` → ``(model key, ParsedRecord)`` per model; an unparsable record →
-    ``("", ("dead_letters", row))``; a ``ReadProgress`` → ``("", ("progress", it))``."""
+    """A ``RecordBatch`` (or one ``SourceRecord``) → ``(model key, [ParsedRecord, ...])`` per
+    model, in record order; its unparsable records → ``("", ("dead_letters", rows))``; a
+    ``ReadProgress`` → ``("", ("progress", it))``."""
 
     def __init__(self, job: StreamJob) -> None:
         self.job = job
@@ -296,11 +309,11 @@ class RouteRecords(beam.DoFn):
         if isinstance(rec, ReadProgress):
             yield PASS_KEY, (PROGRESS_TAG, rec)
             return
-        routed = self.engine.route(rec)
-        if isinstance(routed, dict):
-            yield PASS_KEY, (DEAD_LETTERS, routed)
-            return
-        yield from routed
+        groups, dead = self.engine.route_many(
+            rec.records if isinstance(rec, RecordBatch) else (rec,))
+        if dead:
+            yield PASS_KEY, (DEAD_LETTERS, dead)
+        yield from groups.items()
 
 
 # -- learn ----------------------------------------------------------------------------------------
@@ -353,6 +366,11 @@ class _LearnBase(beam.DoFn):
         self.last_ts: Timestamp | None = None
 
     def setup(self) -> None:
+        # A stream worker lives long and allocates small objects per record (rows, Kafka
+        # futures): what is alive now (modules, runner, pipeline: ~100k objects) leaves the
+        # cyclic collector's view, so a full collection no longer walks it (~50 ms a time,
+        # every few thousand records: throughput and latency spikes).
+        gc.freeze()
         self.engine = StreamEngine(self.job.spec)
         if self.job.checkpoint is not None and self.job.resume_epoch is not None:
             from kernelstream.engine.snapshot import SnapshotView
@@ -393,14 +411,14 @@ class _LearnBase(beam.DoFn):
         assert self.engine is not None
         held = model.read()
         st = self.restore(key) if held is None else held.st
-        out = self.engine.process(key, st, parsed)
+        out = self.engine.process_many(key, st, parsed)
         model.write(HeldState(st) if held is None else held)
         self.wrote[key] = st
         self.last_ts = ts
         for name, rows in out.items():
-            for row in rows:
-                yield name, row
-        crash_point("learn")
+            if rows:
+                yield name, rows
+        crash_point("learn", len(parsed))
 
     def finish_bundle(self) -> Iterator[Any]:
         # the states this bundle wrote, for the snapshot (objects: in a fused stage nothing
@@ -445,11 +463,17 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_jso
 
 def row_message(row: Mapping[str, Any]) -> tuple[bytes, bytes]:
     """``(key, value)`` of an output row on Kafka: its ``row_id`` and the row as JSON (NaN
-    and infinities as null). Rows are flat, so one pass over the values does."""
+    and infinities as null). Rows are flat, so one pass over the values does; most rows have
+    no NaN at all and are encoded as they are (the encoder refuses NaN: then that pass)."""
+    key = str(row["row_id"]).encode("utf-8")
+    try:
+        return key, _ENCODER.encode(row).encode("utf-8")
+    except (ValueError, TypeError):
+        pass
     flat = {k: (None if v.__class__ is float and not math.isfinite(v)
                 else json_safe(v) if isinstance(v, list | tuple) else v)
             for k, v in row.items()}
-    return str(row["row_id"]).encode("utf-8"), _ENCODER.encode(flat).encode("utf-8")
+    return key, _ENCODER.encode(flat).encode("utf-8")
 
 
 # The Kafka writer of a run in this process, for the Committer to flush before it commits.
@@ -457,7 +481,7 @@ _KAFKA_WRITERS: dict[str, WriteKafkaRows] = {}
 
 
 class WriteKafkaRows(beam.DoFn):
-    """Items ``(output name, row)`` → one message on that output's topic, sent at once
+    """Items ``(output name, rows)`` → a message per row on that output's topic, sent at once
     (``linger_ms`` 2 unless ``--kafka-option`` says otherwise). Every item is passed on to
     the Committer, which calls :meth:`flush` before it commits a snapshot: a committed row
     has reached Kafka (a failed send fails that bundle, and nothing is committed). Bundles in
@@ -500,12 +524,14 @@ class WriteKafkaRows(beam.DoFn):
         return p
 
     def process(self, item: tuple[str, Any]) -> Iterator[tuple[str, Any]]:
-        name, row = item
+        name, rows = item
         topic = self.topics.get(name)
         if topic is not None:  # an output sent to Kafka (not states, progress)
-            key, value = row_message(row)
-            self.futures.append(self.producer.send(topic, key=key, value=value,
-                                                   partition=self._partition(topic, row)))
+            send, futures = self.producer.send, self.futures
+            for row in rows:
+                key, value = row_message(row)
+                futures.append(send(topic, key=key, value=value,
+                                    partition=self._partition(topic, row)))
         yield item
 
     def finish_bundle(self) -> None:
@@ -562,9 +588,13 @@ class _Totals:
                 "last_ts_ms": self.last_ts_ms}
 
 
+# The column of an output's rows that holds the timestamp of the record that made the row.
+_RECORD_TIME = {"predictions": "event_time_ms", "outcomes": "label_time_ms"}
+
+
 class Committer(beam.DoFn):
     """Pending output files, snapshots and the status file (see the module docstring).
-    Elements: ``(output name, row)``, ``("states", (key, ModelState))`` and
+    Elements: ``(output name, rows)``, ``("states", (key, ModelState))`` and
     ``("progress", ReadProgress)``."""
 
     def __init__(self, job: StreamJob) -> None:
@@ -632,13 +662,17 @@ class Committer(beam.DoFn):
             self.pending[key] = len(st.pending)
             self.changed = True
             return
+        if not value:
+            return
         buf = self.buffers[tag]
-        buf.append(value)
-        self.totals.rows[tag] += 1
+        buf.extend(value)
+        self.totals.rows[tag] += len(value)
         self.changed = True
-        ms = value.get("label_time_ms") or value.get("event_time_ms")  # the record's
-        if ms is not None and (self.totals.last_ts_ms is None or ms > self.totals.last_ts_ms):
-            self.totals.last_ts_ms = ms
+        field = _RECORD_TIME.get(tag)  # the newest record's timestamp, for the lag
+        if field is not None:
+            ms = max(map(operator.itemgetter(field), value))
+            if self.totals.last_ts_ms is None or ms > self.totals.last_ts_ms:
+                self.totals.last_ts_ms = ms
         if len(buf) >= ROW_GROUP:
             self._write(tag)
 
@@ -725,7 +759,7 @@ class Committer(beam.DoFn):
 
 
 class LiveStreamOutputs(NamedTuple):
-    """``items`` of a live stream (module docstring): ``(output name, row)``,
+    """``items`` of a live stream (module docstring): ``(output name, rows)``,
     ``("states", (key, ModelState))``, ``("progress", ReadProgress)``."""
 
     items: beam.PCollection
@@ -745,22 +779,25 @@ class LiveStream(beam.PTransform):
             job.bootstrap, job.topics, job.labels_topic, start_offsets=job.offsets(),
             client=job.client, poll_timeout_ms=job.poll_timeout_ms,
             max_records=job.max_records, merge_idle_ms=job.merge_idle_ms,
-            drain_path=job.drain_path, progress_in_records=True)
+            drain_path=job.drain_path, progress_in_records=True, batch_records=True)
         items = (read.records
-                 | "Route" >> beam.ParDo(RouteRecords(job))
-                 | "Learn" >> beam.ParDo(learn_dofn(job)))
+                 | "Route" >> beam.ParDo(RouteRecords(job)).with_output_types(
+                     typehints.Tuple[str, Batched])
+                 | "Learn" >> beam.ParDo(learn_dofn(job)).with_output_types(Batched))
         to_commit = items
         if job.kafka_out is not None:
-            to_commit = items | "KafkaOut" >> beam.ParDo(WriteKafkaRows(job))
+            to_commit = items | "KafkaOut" >> beam.ParDo(WriteKafkaRows(job)
+                                                         ).with_output_types(Batched)
         _ = to_commit | "Commit" >> beam.ParDo(Committer(job))
         return LiveStreamOutputs(items)
 
 
 class _Split(beam.DoFn):
     def process(self, item: tuple[str, Any]) -> Iterator[Any]:
-        name, payload = item
+        name, rows = item
         if name in OUTPUTS:
-            yield beam.pvalue.TaggedOutput(name, payload)
+            for row in rows:
+                yield beam.pvalue.TaggedOutput(name, row)
 
 
 class SplitOutputs(beam.PTransform):

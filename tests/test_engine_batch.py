@@ -1,0 +1,245 @@
+"""The stream engine's batch paths equal its one-record paths, bit for bit.
+
+``StreamEngine.route_many`` (LIBSVM feature records through the file loader's vectorised
+parser) must give every record what ``route`` gives it, dead letters included; and
+``process_many`` (runs of labelled events through one ``predict_learn_many``) must give the
+rows and the state bytes of ``process`` one record at a time, for plain, budgeted and
+kernel-selection learners, on streams that mix runs with delayed labels, duplicates, windows
+closing inside runs, replayed offsets and rows the learner refuses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kernelstream.engine.core import LearnerConfig
+from kernelstream.engine.events import (
+    BULK_MIN,
+    ModelState,
+    Outputs,
+    ParsedRecord,
+    StreamEngine,
+    StreamSpec,
+    reference_outputs,
+)
+from kernelstream.engine.records import SourceRecord
+from kernelstream.learners.base import Learner
+
+WALL_CLOCK = ("seconds", "examples_per_second", "total_seconds")
+D = 5
+
+
+def rec(offset: int, ts: int, key: str | None, value: str | bytes | None, topic: str = "ev",
+        partition: int = 0) -> SourceRecord:
+    v = value.encode() if isinstance(value, str) else value
+    return SourceRecord(topic, partition, offset, ts, None if key is None else key.encode(), v)
+
+
+def features(rng: np.random.Generator) -> str:
+    """A LIBSVM body in the spellings files use (unsorted, signs, exponents, integers)."""
+    idx = rng.choice(D, size=int(rng.integers(1, D + 1)), replace=False) + 1
+    forms = ("{:.3f}", "{:+.2f}", "{:.2e}", "{:.0f}", "{}")
+    return " ".join(f"{i}:{forms[int(rng.integers(len(forms)))].format(rng.normal() * 3)}"
+                    for i in idx)
+
+
+def stream(seed: int, n: int = 400) -> list[SourceRecord]:
+    """Long runs of labelled events, broken by unlabelled events with delayed labels (on the
+    events topic and on a labels topic), duplicates, malformed records, a replayed offset and
+    time jumps that close metrics windows inside runs; two partitions, merged by time."""
+    rng = np.random.default_rng(seed)
+    out: list[SourceRecord] = []
+    offsets = {("ev", 0): 0, ("ev", 1): 0, ("lab", 0): 0}
+    late: list[tuple[int, str, str]] = []  # (time, id, label)
+    t = 0
+
+    def put(ts: int, key: str | None, value: str | bytes | None, topic: str = "ev",
+            part: int = 0) -> None:
+        o = offsets[(topic, part)]
+        offsets[(topic, part)] = o + 1
+        out.append(rec(o, ts, key, value, topic, part))
+
+    for i in range(n):
+        t += int(rng.integers(0, 4)) if rng.random() < 0.97 else 250  # some windows close
+        part = int(rng.random() < 0.2)
+        u = rng.random()
+        eid = f"u{i % 2}/e{i}"
+        while late and late[0][0] <= t:
+            lt, lid, y = late.pop(0)
+            if rng.random() < 0.5:
+                put(lt, lid, f"label:{y}", part=part)
+            else:
+                put(lt, lid, y, topic="lab")
+        if u < 0.7:
+            put(t, eid, f"{rng.choice(['+1', '-1', '1', '0'])} {features(rng)}", part=part)
+        elif u < 0.85:
+            put(t, eid, f"? {features(rng)}", part=part)
+            late.append((t + int(rng.integers(1, 400)), eid, str(rng.choice(["1", "-1"]))))
+            late.sort()
+        elif u < 0.88:
+            put(t, f"u0/e{max(0, i - 2)}", f"+1 {features(rng)}", part=part)  # duplicate id
+        elif u < 0.9:
+            put(t, eid, "+1 1:2 # a comment", part=part)  # bulk parser declines, line ok
+        elif u < 0.92:
+            put(t, eid, "-1 9:1", part=part)  # index beyond n_features
+        elif u < 0.94:
+            put(t, eid, "+1 1:x", part=part)  # malformed
+        elif u < 0.95:
+            put(t, eid, "2 1:1", part=part)  # unknown label
+        elif u < 0.96:
+            put(t, eid, "+1 1:1\n-1 2:1", part=part)  # two lines in one record
+        elif u < 0.97:
+            put(t, None, f"+1 {features(rng)}", part=part)  # no event id
+        elif u < 0.98:
+            put(t, "noprefix", f"+1 {features(rng)}", part=part)
+        else:
+            put(t, f"u1/e{i}", f"label:{rng.choice(['1', '-1'])}", part=part)  # unknown id
+    # a replayed record (same offset again) in the middle
+    out.insert(len(out) // 2, out[len(out) // 3])
+    return sorted(out, key=lambda r: r.timestamp_ms)
+
+
+def spec(configs: tuple[LearnerConfig, ...], **kw: Any) -> StreamSpec:
+    base: dict[str, Any] = {"configs": configs, "n_features": D, "label_ttl_ms": 300,
+                            "metrics_window_ms": 200, "labels_topic": "lab"}
+    base.update(kw)
+    return StreamSpec(**base)
+
+
+def rows(out: Outputs) -> str:
+    """Every row without the wall-clock fields, by ``row_id``; ``repr`` tells floats apart."""
+    return repr([(name, [{k: v for k, v in r.items() if k not in WALL_CLOCK}
+                         for r in sorted(rs, key=lambda r: r["row_id"])])
+                 for name, rs in out.items()])
+
+
+def state_bytes(engine: StreamEngine, st: ModelState) -> bytes:
+    st.seconds = st.window.seconds = 0.0  # wall clock: the only field allowed to differ
+    return engine.encode_state(st)
+
+
+def one_by_one(recs: list[SourceRecord], s: StreamSpec
+               ) -> tuple[Outputs, dict[str, ModelState]]:
+    e = StreamEngine(s)
+    out = Outputs()
+    states: dict[str, ModelState] = {}
+    for r in recs:
+        routed = e.route(r)
+        if isinstance(routed, dict):
+            out.dead_letters.append(routed)
+            continue
+        for key, p in routed:
+            st = states.get(key) or states.setdefault(key, e.new_state(key))
+            e.process(key, st, p, out)
+    return out, states
+
+
+CONFIGS = [
+    LearnerConfig("bogd", "bogd", {"budget": 8}),
+    LearnerConfig("perc", "perceptron", {}),
+    LearnerConfig("pa", "pa-i", {}),
+    LearnerConfig("oks", "oks", {}),  # kernel selection: one row at a time
+    LearnerConfig("raker", "raker", {}),  # kernel selection (random features)
+]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("key_by", [None, "id-prefix"])
+def test_process_many_equals_process(cfg: LearnerConfig, key_by: str | None,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    recs = stream(11)
+    s = spec((cfg,), key_by=key_by)
+    calls: list[int] = []
+    plm = Learner.predict_learn_many
+
+    def counted(self: Learner, X: Any, y: Any, n_sv: Any = None) -> Any:
+        calls.append(len(X))
+        return plm(self, X, y, n_sv)
+
+    monkeypatch.setattr(Learner, "predict_learn_many", counted)
+    want, want_st = one_by_one(recs, s)
+    assert not calls  # the one-record path never batches
+    e = StreamEngine(s)
+    for chunk in (1, 7, 64, 10_000):
+        calls.clear()
+        got, got_st = reference_outputs(recs, s, chunk=chunk)
+        assert rows(got) == rows(want), chunk
+        assert got_st.keys() == want_st.keys()
+        for k in want_st:
+            assert state_bytes(e, got_st[k]) == state_bytes(e, want_st[k]), (chunk, k)
+        learner = next(iter(got_st.values())).learner
+        assert learner is not None
+        batched = sum(calls)
+        if chunk == 1 or type(learner).selected_kernel is not Learner.selected_kernel:
+            assert batched == 0
+        else:
+            assert batched > 0.3 * len(want.outcomes), (chunk, batched)
+
+
+def test_a_refused_block_goes_one_row_at_a_time() -> None:
+    """Regression labels for a classifier: the learner refuses those rows (dead letters)
+    and learns the others, in a batch as one by one."""
+    cfg = LearnerConfig("perc", "perceptron", {})
+    s = spec((cfg,), task="regression")
+    recs = [rec(i, i, f"e{i}", f"{'0.5' if i % 5 == 3 else '1'} 1:{i % 3} 2:1")
+            for i in range(40)]
+    want, want_st = one_by_one(recs, s)
+    got, got_st = reference_outputs(recs, s)
+    assert rows(got) == rows(want)
+    assert len(got.dead_letters) == 8
+    assert {d["reason"][:26] for d in got.dead_letters} == {"learner rejected the row: "}
+    e = StreamEngine(s)
+    assert state_bytes(e, got_st["perc#0"]) == state_bytes(e, want_st["perc#0"])
+
+
+def parsed_equal(a: ParsedRecord, b: ParsedRecord) -> bool:
+    xa = None if a.x is None else (a.x.dtype, a.x.shape, a.x.tobytes())
+    xb = None if b.x is None else (b.x.dtype, b.x.shape, b.x.tobytes())
+    return a._replace(x=None) == b._replace(x=None) and xa == xb
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("key_by", [None, "id-prefix"])
+def test_route_many_equals_route(seed: int, key_by: str | None) -> None:
+    configs = (LearnerConfig("a", "perceptron", {}), LearnerConfig("b", "pa-i", {}))
+    s = spec(configs, key_by=key_by)
+    e = StreamEngine(s)
+    recs = stream(seed, 200)
+    clean = [r for r in recs if r.value is not None and r.key is not None
+             and b"#" not in r.value and b"\n" not in r.value and b"9:" not in r.value
+             and b":x" not in r.value]
+    for batch in (recs, clean, recs[:BULK_MIN - 1], clean[:BULK_MIN], [], recs[5:6]):
+        want_groups: dict[str, list[ParsedRecord]] = {}
+        want_dead = []
+        for r in batch:
+            res = e.route(r)
+            if isinstance(res, dict):
+                want_dead.append(res)
+            else:
+                for k, p in res:
+                    want_groups.setdefault(k, []).append(p)
+        groups, dead = e.route_many(batch)
+        assert dead == want_dead
+        assert list(groups) == list(want_groups)  # first-appearance order
+        for k, ps in groups.items():
+            assert len(ps) == len(want_groups[k])
+            assert all(parsed_equal(a, b) for a, b in zip(ps, want_groups[k], strict=True))
+
+
+def test_route_many_parses_in_bulk_and_reports_lines_it_cannot() -> None:
+    e = StreamEngine(spec((LearnerConfig("a", "perceptron", {}),)))
+    good = [rec(i, i, f"e{i}", f"+1 {i % (D - 1) + 2}:{i}.5 1:-0") for i in range(40)]
+    bad = [rec(40, 40, "x", "+1 7:1"), rec(41, 41, "y", "3 1:1"), rec(42, 42, "z", "+1 1:x")]
+    groups, dead = e.route_many(good[:20] + bad + good[20:])
+    ps = groups["a#0"]
+    assert len(ps) == 40
+    assert ps[0].x is not None and ps[0].x.base is not None  # a row of one batch matrix
+    assert ps[35].x is not None and ps[35].x.base is not None  # after the bad line: halved
+    assert ps[3].x is not None and ps[3].x.tolist() == [-0.0, 0.0, 0.0, 0.0, 3.5]
+    assert np.signbit(ps[3].x[0])
+    assert [d["reason"][:27] for d in dead] == ["index exceeds n_features: i",
+                                                "unknown label '3': classifi",
+                                                "bad value 'x' at index 1"]
