@@ -14,14 +14,18 @@ when the consumer moves past them. A checkpoint (``try_split(0)``) leaves the pr
 at the claimed positions and a residual that continues from them.
 
 Each ``process()`` call, on a consumer cached per group by the DoFn instance (no consumer
-group: partitions are ``assign()``ed and sought): one ``poll`` that blocks while the group is
-idle (the FnApiRunner reruns a deferred residual at once, ignoring its delay, so the wait must
-be here), releases the merge's ready records (at most ``max_records``) with their Kafka
-timestamps (one element each, or all of them as one :class:`RecordBatch` with
-``batch_records``: Beam's per-element cost then comes once per call), emits a
-:class:`ReadProgress` per partition on the ``progress`` output after them, and defers the
-remainder; so bundles end after every call and a fused downstream DoFn's ``finish_bundle``
-sees records and the progress covering them. The watermark follows the
+group: partitions are ``assign()``ed and sought), runs rounds: one ``poll`` that blocks while
+the group is idle (the FnApiRunner reruns a deferred residual at once, ignoring its delay, so
+the wait must be here), then the merge's ready records (at most ``max_records``) with their
+Kafka timestamps (one element each, or all of them as one :class:`RecordBatch` with
+``batch_records``: Beam's per-element cost then comes once per round), then a
+:class:`ReadProgress` per partition on the ``progress`` output. With ``call_ms`` 0 a call is
+one round; otherwise rounds go on for ``call_ms`` (or until ``call_records`` records), and
+the call then defers the remainder.
+A fused downstream DoFn handles each element as it is emitted, so a long call adds no
+latency, while the costs Beam has per bundle (state commits, its state sampler's thread, the
+downstream ``finish_bundle`` s) come once per call; a fused ``finish_bundle`` sees the
+records and the progress covering them. The watermark follows the
 released records' timestamps (the oldest partition's newest record); a caught-up partition
 counts as wall-clock time minus ``idle_watermark_lag_ms``, so event-time timers fire while
 the stream is quiet. (The FnApiRunner, measured on Beam 2.77, does not use this watermark: a
@@ -44,7 +48,7 @@ import os
 import pickle
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -382,8 +386,10 @@ class _ReadGroups(beam.DoFn):
     def __init__(self, bootstrap: str, client: tuple[tuple[str, str], ...], poll_timeout_ms: int,
                  max_records: int, merge_idle_ms: int, idle_watermark_lag_ms: int,
                  drain_path: str | None, progress_in_records: bool = False,
-                 batch_records: bool = False) -> None:
+                 batch_records: bool = False, call_ms: int = 0,
+                 call_records: int = 0) -> None:
         self.bootstrap, self.client = bootstrap, client
+        self.call_ms, self.call_records = call_ms, call_records
         self.progress_in_records = progress_in_records
         self.batch_records = batch_records
         self.poll_timeout_ms, self.max_records = poll_timeout_ms, max_records
@@ -420,19 +426,47 @@ class _ReadGroups(beam.DoFn):
         assert reader.claimed is not None
         claimed = reader.claimed
         stop = rest.stop
-        draining = self._draining()
-        if draining:
-            out = reader.merger.drain()
-        else:
-            # several idle groups of this instance share one poll budget (they run in turn)
-            budget = max(0.01, self.poll_timeout_ms / 1000.0 / max(1, len(self._readers)))
-            now = time.monotonic()
-            out = reader.merger.ready(reader.caught_up(stop, now), limit=self.max_records)
-            if len(out) < self.max_records:
-                reader.fetch(0.0 if out else reader.wait_s(budget, now), stop,
-                             self.max_records)
-                out += reader.merger.ready(reader.caught_up(stop, time.monotonic()),
-                                           limit=self.max_records - len(out))
+        # several groups of this instance run in turn: they share the poll and call budgets
+        share = max(1, len(self._readers))
+        budget = max(0.01, self.poll_timeout_ms / 1000.0 / share)
+        call_end = time.monotonic() + self.call_ms / 1000.0 / share
+        n_call = 0
+        while True:
+            draining = self._draining()
+            if draining:
+                out = reader.merger.drain()
+            else:
+                now = time.monotonic()
+                out = reader.merger.ready(reader.caught_up(stop, now), limit=self.max_records)
+                if len(out) < self.max_records:
+                    wait = 0.0 if out else reader.wait_s(budget, now)
+                    if self.call_ms:
+                        wait = min(wait, max(0.001, call_end - now))
+                    reader.fetch(wait, stop, self.max_records)
+                    out += reader.merger.ready(reader.caught_up(stop, time.monotonic()),
+                                               limit=self.max_records - len(out))
+            split_away = yield from self._emit(reader, out, claimed, stop, tracker, watermark)
+            n_call += len(out)
+            if split_away:
+                reader.claimed = None  # the merge gave out records nobody emitted: seek next
+                return
+            finished = GroupRestriction(tuple(claimed), stop).done()
+            if draining and not finished:
+                tracker.try_claim(FINISH)
+            if draining or finished:
+                reader.close()
+                del self._readers[cache_key]
+                return
+            if time.monotonic() >= call_end or 0 < self.call_records <= n_call:
+                break
+        tracker.defer_remainder()
+
+    def _emit(self, reader: _GroupReader, out: list[SourceRecord], claimed: list[int],
+              stop: Sequence[int] | None, tracker: Any, watermark: Any
+              ) -> Generator[Any, None, bool]:
+        """Claim and emit ``out`` (one element each, or one :class:`RecordBatch`), claim the
+        offsets without records behind them, and emit the progress; True when the runner
+        split the restriction away meanwhile."""
         split_away = False
         batch: list[SourceRecord] = []
         for rec in out:
@@ -468,17 +502,7 @@ class _ReadGroups(beam.DoFn):
             item = TimestampedValue(ReadProgress(topic, p, off), wm)
             yield item if self.progress_in_records else beam.pvalue.TaggedOutput(PROGRESS_TAG,
                                                                                  item)
-        if split_away:
-            reader.claimed = None  # the merge gave out records nobody emitted: seek next time
-            return
-        finished = GroupRestriction(tuple(claimed), stop).done()
-        if draining and not finished:
-            tracker.try_claim(FINISH)
-        if draining or finished:
-            reader.close()
-            del self._readers[cache_key]
-            return
-        tracker.defer_remainder()
+        return split_away
 
     def _advance_watermark(self, reader: _GroupReader, stop: Sequence[int] | None,
                            watermark: Any) -> None:
@@ -553,8 +577,12 @@ class ReadKafkaPartitions(beam.PTransform):
     records output, after the records it covers (``progress`` is then empty): one
     PCollection for a consumer that needs both in order, without a ``Flatten`` (the
     FnApiRunner breaks fusion at a Flatten, and a stage after the unbounded read never
-    runs). ``batch_records``: one :class:`RecordBatch` per reader call instead of one element
-    per record (the progress still follows it)."""
+    runs). ``batch_records``: one :class:`RecordBatch` per round instead of one element per
+    record (the progress still follows it). ``call_ms``: how long a call goes on reading
+    (rounds) before it defers the remainder, i.e. how long a bundle lasts (shared by the
+    groups of one worker); 0: one round per call. ``call_records``: a call also ends once it
+    has emitted this many records (0: no limit), e.g. so that a downstream snapshot every N
+    records can happen at a bundle's end."""
 
     def __init__(self, bootstrap: str, topics: Sequence[str], labels_topic: str | None = None,
                  start_offsets: Mapping[tuple[str, int], int] | None = None,
@@ -562,15 +590,18 @@ class ReadKafkaPartitions(beam.PTransform):
                  client: tuple[tuple[str, str], ...] = (), poll_timeout_ms: int = 200,
                  max_records: int = 1000, merge_idle_ms: int = 50,
                  idle_watermark_lag_ms: int = 1000, drain_path: str | None = None,
-                 progress_in_records: bool = False, batch_records: bool = False) -> None:
+                 progress_in_records: bool = False, batch_records: bool = False,
+                 call_ms: int = 0, call_records: int = 0) -> None:
         super().__init__()
         if isinstance(topics, str) or not topics:
             raise ValueError("ReadKafkaPartitions needs a sequence of one or more topics")
         all_topics = (*topics, *([labels_topic] if labels_topic else []))
         if len(set(all_topics)) != len(all_topics):
             raise ValueError(f"a topic is given twice: {list(all_topics)}")
-        if poll_timeout_ms < 1 or max_records < 1 or merge_idle_ms < 0:
-            raise ValueError("poll_timeout_ms and max_records must be >= 1, merge_idle_ms >= 0")
+        if (poll_timeout_ms < 1 or max_records < 1
+                or min(merge_idle_ms, call_ms, call_records) < 0):
+            raise ValueError("poll_timeout_ms and max_records must be >= 1, merge_idle_ms, "
+                             "call_ms and call_records >= 0")
         self.bootstrap, self.topics, self.client = bootstrap, tuple(all_topics), tuple(client)
         self.start = None if start_offsets is None else dict(start_offsets)
         self.stop = None if stop_offsets is None else dict(stop_offsets)
@@ -579,12 +610,14 @@ class ReadKafkaPartitions(beam.PTransform):
         self.drain_path = drain_path
         self.progress_in_records = progress_in_records
         self.batch_records = batch_records
+        self.call_ms, self.call_records = call_ms, call_records
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> KafkaReadOutputs:
         cls = _ReadGroups if self.stop is not None else _ReadGroupsUnbounded
         dofn = cls(self.bootstrap, self.client, self.poll_timeout_ms, self.max_records,
                    self.merge_idle_ms, self.idle_lag_ms, self.drain_path,
-                   self.progress_in_records, self.batch_records)
+                   self.progress_in_records, self.batch_records, self.call_ms,
+                   self.call_records)
         out = (pbegin
                | "Impulse" >> beam.Impulse()
                | "ListGroups" >> beam.ParDo(_ListGroups(self.bootstrap, self.topics,
