@@ -507,9 +507,9 @@ _KAFKA_WRITERS: dict[str, WriteKafkaRows] = {}
 class WriteKafkaRows(beam.DoFn):
     """Items ``(output name, rows)`` → a message per row on that output's topic, sent at once
     (``linger_ms`` 2 unless ``--kafka-option`` says otherwise). Every item is passed on to
-    the Committer, which calls :meth:`flush` before it commits a snapshot: a committed row
-    has reached Kafka (a failed send fails that bundle, and nothing is committed). Bundles in
-    between do not wait for the brokers."""
+    the Committer, which waits for them (:meth:`sent` at a snapshot's cut, then :meth:`wait`)
+    before it commits that snapshot: a committed row has reached Kafka (a failed send fails
+    the run, and nothing is committed). Bundles in between do not wait for the brokers."""
 
     def __init__(self, job: StreamJob) -> None:
         self.job = job
@@ -568,12 +568,17 @@ class WriteKafkaRows(beam.DoFn):
                 f.get(timeout=0)
         self.futures = waiting
 
-    def flush(self) -> None:
-        """Wait until the brokers have every row sent so far (raises a send's error)."""
+    def sent(self) -> list[Any]:
+        """The sends not yet known to be acknowledged (a copy): what :meth:`wait` checks."""
+        return list(self.futures)
+
+    def wait(self, futures: list[Any]) -> None:
+        """Wait until the brokers have every row sent so far, and raise the error of any of
+        ``futures`` (:meth:`sent` at a snapshot's cut) that failed. Thread-safe: the
+        Committer's commit thread calls it while this DoFn goes on sending."""
         self.producer.flush()
-        for f in self.futures:
+        for f in futures:
             f.get(timeout=0)
-        self.futures = []
         crash_point("kafka-flush")
 
     def teardown(self) -> None:
@@ -619,7 +624,16 @@ _RECORD_TIME = {"predictions": "event_time_ms", "outcomes": "label_time_ms"}
 class Committer(beam.DoFn):
     """Pending output files, snapshots and the status file (see the module docstring).
     Elements: ``(output name, rows)``, ``("states", (key, ModelState))`` and
-    ``("progress", ReadProgress)``."""
+    ``("progress", ReadProgress)``.
+
+    The slow half of the work runs on one commit thread, in order, so the stream goes on
+    reading while it runs: turning buffered rows into Parquet row groups, and a snapshot's
+    wait for Kafka, file closing, commit (fsyncs) and publishing (~100-300 ms that would
+    otherwise stall every record behind it). A snapshot's *cut* is taken here, between
+    elements: the states encoded, the offsets copied, the rows of its epoch handed over; rows
+    that come later go to the next epoch's files. One snapshot is in flight at a time (a due
+    snapshot waits for the previous one to finish); at drain the last one is waited for, and
+    an error on the commit thread fails the run at the next bundle's end."""
 
     def __init__(self, job: StreamJob) -> None:
         self.job = job
@@ -628,6 +642,8 @@ class Committer(beam.DoFn):
 
     # -- life cycle ------------------------------------------------------------------------
     def setup(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         from kernelstream.engine.stream_rows import stream_schemas
 
         job = self.job
@@ -639,16 +655,20 @@ class Committer(beam.DoFn):
 
                 self.store = SnapshotStore.open(job.checkpoint)
                 self.own_store = True
-            self.epoch = (self.store.head or 0) + 1
+            self.committed = self.store.head
         else:
-            self.epoch = 1
+            self.committed = None
+        self.epoch = (self.committed or 0) + 1  # the epoch whose files rows go to now
         self.engine = StreamEngine(job.spec)
         self.offsets = job.offsets()
         self.states: dict[str, Any] = {}
         self.pending: dict[str, int] = {}  # model key -> pending events (for the status)
         self.buffers: dict[str, list[dict[str, Any]]] = {n: [] for n in OUTPUTS}
-        self.writers: dict[str, Any] = {}
-        self.in_epoch = 0  # rows written to this epoch's pending files
+        self.writers: dict[tuple[str, int], Any] = {}  # commit thread only
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="kernelstream-commit")
+        self.tasks: list[Any] = []  # futures of row-group writes (their errors)
+        self.inflight: Any = None  # the future of the snapshot being committed
+        self.in_epoch = 0  # rows handed to this epoch's pending files
         self.since_records = 0
         self.last_snapshot = time.monotonic()
         self.last_status = 0.0
@@ -659,6 +679,9 @@ class Committer(beam.DoFn):
         self._status(force=True)
 
     def teardown(self) -> None:
+        if getattr(self, "pool", None) is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
         for w in self.writers.values():
             w.close()  # files of an uncommitted epoch: the next start deletes them
         self.writers = {}
@@ -701,59 +724,112 @@ class Committer(beam.DoFn):
             self._write(tag)
 
     def finish_bundle(self) -> None:
+        self._collect()
+        drain = draining(self.job)
         due = (self.since_records >= self.job.snapshot_every
                or time.monotonic() - self.last_snapshot >= self.job.snapshot_seconds)
-        if self.changed and (due or draining(self.job)):
-            self._snapshot()
+        if self.changed and (due or drain):
+            self._snapshot(wait=drain)
+        elif drain:
+            self._settle()
         self._status()
 
     # -- files and snapshots ---------------------------------------------------------------
     def _write(self, name: str) -> None:
+        """Hand the buffered rows of ``name`` to the commit thread (a row group of this
+        epoch's pending file)."""
+        rows = self.buffers[name]
+        if not rows:
+            return
+        self.buffers[name] = []
+        self.in_epoch += len(rows)
+        self.tasks.append(self.pool.submit(self._write_rows, name, self.epoch, rows))
+
+    def _write_rows(self, name: str, epoch: int, rows: list[dict[str, Any]]) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         from kernelstream.engine.snapshot import pending_path
 
-        rows = self.buffers[name]
-        if not rows:
-            return
-        w = self.writers.get(name)
+        w = self.writers.get((name, epoch))
         if w is None:
-            path = pending_path(self.job.out, name, self.epoch, self.job.part)
-            w = self.writers[name] = pq.ParquetWriter(path, self.schemas[name])
+            path = pending_path(self.job.out, name, epoch, self.job.part)
+            w = self.writers[(name, epoch)] = pq.ParquetWriter(path, self.schemas[name])
         w.write_batch(pa.RecordBatch.from_pylist(rows, schema=self.schemas[name]))
-        self.in_epoch += len(rows)
-        self.buffers[name] = []
 
-    def _snapshot(self) -> None:
-        from kernelstream.engine.snapshot import publish
+    def _collect(self) -> None:
+        """Raise the commit thread's errors; take in a finished snapshot."""
+        if self.tasks:
+            left = []
+            for f in self.tasks:
+                if f.done():
+                    f.result()
+                else:
+                    left.append(f)
+            self.tasks = left
+        if self.inflight is not None and self.inflight.done():
+            epoch, rows = self.inflight.result()
+            self.inflight = None
+            self.committed = epoch
+            self.totals.published += rows
+            self._status(force=True)
 
-        writer = _KAFKA_WRITERS.get(self.job.control)
-        if writer is not None:
-            writer.flush()  # nothing committed that has not reached Kafka
+    def _settle(self) -> None:
+        """Wait for everything handed to the commit thread."""
+        for f in self.tasks:
+            f.result()
+        self.tasks = []
+        if self.inflight is not None:
+            self.inflight.result()  # raises its error
+            self._collect()
+
+    def _snapshot(self, wait: bool = False) -> None:
+        """Cut a snapshot here and commit it on the commit thread (``wait``: and wait for
+        it). Deferred while the previous one is still being committed, unless ``wait``."""
+        if self.inflight is not None:
+            if not wait:
+                return  # the next bundle's end tries again
+            self._settle()
         for name in OUTPUTS:
             self._write(name)
-        for w in self.writers.values():
-            w.close()  # complete files (footer written) before anything is committed
-        self.writers = {}
-        crash_point("before-commit")
+        states = None
         if self.store is not None:
             states = {k: self.engine.encode_state(st) for k, st in self.states.items()}
-            info = dict(self.job.info)
-            info["totals"] = self.totals.as_doc()
-            epoch = self.store.commit(states, self.offsets, info)
-        else:
-            epoch = self.epoch
-        crash_point("after-commit")
-        publish(self.job.out, OUTPUTS, epoch, remove_uncommitted=False)
-        self.totals.published += self.in_epoch
+        info = dict(self.job.info)
+        info["totals"] = self.totals.as_doc()
+        writer = _KAFKA_WRITERS.get(self.job.control)
+        sent = None if writer is None else writer.sent()
+        self.inflight = self.pool.submit(self._commit, self.epoch, states, dict(self.offsets),
+                                         info, writer, sent, self.in_epoch)
+        self.epoch += 1
         self.in_epoch = 0
-        self.epoch = epoch + 1
         self.states = {}
         self.since_records = 0
         self.changed = False
         self.last_snapshot = time.monotonic()
-        self._status(force=True)
+        if wait:
+            self._settle()
+
+    def _commit(self, epoch: int, states: dict[str, bytes] | None,
+                offsets: dict[tuple[str, int], int], info: dict[str, Any], writer: Any,
+                sent: list[Any] | None, rows: int) -> tuple[int, int]:
+        """On the commit thread: the snapshot of ``epoch`` (its rows already written)."""
+        from kernelstream.engine.snapshot import publish
+
+        if writer is not None:
+            writer.wait(sent or [])  # nothing committed that has not reached Kafka
+        for key in [k for k in self.writers if k[1] == epoch]:
+            self.writers.pop(key).close()  # complete files (footer) before the commit
+        crash_point("before-commit")
+        if self.store is not None:
+            assert states is not None
+            committed = self.store.commit(states, offsets, info)
+            if committed != epoch:
+                raise RuntimeError(f"snapshot epoch {committed} committed as {epoch}: another "
+                                   "writer in this checkpoint directory?")
+        crash_point("after-commit")
+        publish(self.job.out, OUTPUTS, epoch, remove_uncommitted=False)
+        return epoch, rows
 
     def _status(self, force: bool = False) -> None:
         """The status file the launcher's progress lines read (throttled; atomic)."""
@@ -766,7 +842,7 @@ class Committer(beam.DoFn):
         doc = {"time": wall, "started": self.started, "pid": os.getpid(),
                # now - newest record timestamp processed
                "lag_ms": None if last is None else max(0, int(wall * 1000) - last),
-               "epoch": self.epoch - 1 if self.epoch > 1 else None,
+               "epoch": self.committed,
                "pending": sum(self.pending.values()),
                "buffered": self.in_epoch + sum(len(b) for b in self.buffers.values()),
                **self.totals.as_doc()}
