@@ -580,3 +580,41 @@ def test_engine_does_not_import_beam_or_pyarrow() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert res.stdout.split() == ["False", "False"]
+
+
+def _as_version_1(blob: bytes) -> bytes:
+    """The version-1 bytes of a version-2 state: remembered ids back in the JSON."""
+    import json
+    import struct
+
+    from kernelstream.engine.stream_state import decode_state
+
+    st = decode_state(blob, 10**9)
+    (nj,) = struct.unpack_from("<I", blob, 5)
+    meta = json.loads(blob[9:9 + nj])
+    (na,) = struct.unpack_from("<I", blob, 9 + nj)
+    arrays, learner = blob[13 + nj:13 + nj + na], blob[13 + nj + na:]
+    m = meta.pop("n_resolved")
+    meta["resolved"] = [[eid, st.resolved[eid], at] for at, eid in st.forget]
+    ids = sum(len(eid.encode()) for _, eid in st.forget)
+    arrays = arrays[:len(arrays) - (13 * m + ids)]  # i8 + u1 + i4 per id, then the bytes
+    js = json.dumps(meta, separators=(",", ":")).encode()
+    return b"".join((blob[:4], bytes([1]), struct.pack("<I", len(js)), js,
+                     struct.pack("<I", len(arrays)), arrays, learner))
+
+
+def test_state_keeps_remembered_ids_in_binary_and_reads_version_1() -> None:
+    e = StreamEngine(spec())
+    _, states = reference_outputs(hand_stream(), spec())
+    st = states["perc#0"]
+    st.resolved["é/ü\n2"] = 2  # any UTF-8 id survives
+    st.forget.append((10**12, "é/ü\n2"))
+    assert len(st.forget) >= 2
+    blob = e.encode_state(st)
+    assert blob[4] == 2 and b"\xc3\xa9/\xc3\xbc\n2" in blob
+    back = e.decode_state(blob)
+    assert back.resolved == st.resolved and list(back.forget) == list(st.forget)
+    assert e.encode_state(back) == blob
+    old = e.decode_state(_as_version_1(blob))
+    assert old.resolved == st.resolved and list(old.forget) == list(st.forget)
+    assert e.encode_state(old) == blob

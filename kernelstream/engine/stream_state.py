@@ -1,13 +1,16 @@
 """The state of one live-stream model (:mod:`kernelstream.engine.events`) and its bytes.
 
-Encoding (no pickle), version 1::
+Encoding (no pickle), version 2::
 
     b"KSEV" | u8 version | u32 n | JSON of the scalars (n bytes)
            | u32 m | arrays (m bytes, little-endian, shapes in the JSON)
            | learner state as .npz (``learners.base.state_to_bytes``; empty: no learner yet)
 
 The arrays are the pending events' features, scores, predicted labels, event times and
-prediction positions, and the open metrics window's losses and delays, raw, in that order.
+prediction positions, the open metrics window's losses and delays, and the remembered
+(resolved) event ids: their forget times (i8), statuses (u1), UTF-8 lengths (i4) and bytes,
+raw, in that order. (Version 1 kept the remembered ids in the JSON, which made a snapshot of
+an hour's ids cost seconds; it is still read.)
 The expiry heap is rebuilt from the pending events: its pop order, (deadline, position), is a
 total order, so a decoded state expires events exactly as the original would.
 """
@@ -26,7 +29,8 @@ import numpy as np
 from kernelstream.learners.base import Learner, state_from_bytes, state_to_bytes
 
 MAGIC = b"KSEV"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)  # versions decode_state reads
 LABELLED, EXPIRED = 1, 2  # status of a resolved event id
 
 
@@ -116,7 +120,7 @@ def encode_state(st: ModelState) -> bytes:
                    st.dead_letters, st.learn_rejected, st.skipped],
         "loss_total": str(st.loss_total), "seconds": st.seconds,
         "pending": ids, "n": n, "d": d,
-        "resolved": [[eid, st.resolved[eid], at] for at, eid in st.forget],
+        "n_resolved": len(st.forget),
         "applied": [[t, p, o] for (t, p), o in st.applied.items()],
         "window": [w.start, w.records, w.predictions, w.outcomes, w.mistakes, w.unlabeled,
                    w.dead_letters, w.seconds, len(w.losses)],
@@ -130,6 +134,14 @@ def encode_state(st: ModelState) -> bytes:
         parts.append(np.array([e.position for e in evs], "<i8").tobytes())
     parts.append(np.array(w.losses, "<f8").tobytes())
     parts.append(np.array(w.delays, "<i8").tobytes())
+    m = len(st.forget)
+    if m:
+        at, ids = zip(*st.forget, strict=True)
+        raw = [e.encode("utf-8") for e in ids]
+        parts.append(np.array(at, "<i8").tobytes())
+        parts.append(np.fromiter(map(st.resolved.__getitem__, ids), "u1", m).tobytes())
+        parts.append(np.fromiter(map(len, raw), "<i4", m).tobytes())
+        parts.append(b"".join(raw))
     arrays = b"".join(parts)
     js = json.dumps(meta, separators=(",", ":")).encode()
     blob = b"" if st.learner is None else state_to_bytes(st.learner.get_state())
@@ -143,9 +155,10 @@ def decode_state(data: bytes, ttl_ms: int) -> ModelState:
     data = bytes(data)
     if data[:4] != MAGIC:
         raise ValueError("not a kernelstream stream-model state")
-    if data[4] != VERSION:
-        raise ValueError(f"unsupported stream-model state version {data[4]} "
-                         f"(this build reads {VERSION})")
+    version = data[4]
+    if version not in READS:
+        raise ValueError(f"unsupported stream-model state version {version} "
+                         f"(this build reads {', '.join(map(str, READS))})")
     (nj,) = struct.unpack_from("<I", data, 5)
     meta: dict[str, Any] = json.loads(data[9 : 9 + nj])
     at = 9 + nj
@@ -177,9 +190,17 @@ def decode_state(data: bytes, ttl_ms: int) -> ModelState:
     (st.position, st.learnt, st.records, st.mistakes, st.unlabeled, st.dead_letters,
      st.learn_rejected, st.skipped) = map(int, meta["counts"])
     st.loss_total, st.seconds = int(meta["loss_total"]), float(meta["seconds"])
-    for eid, status, forget_at in meta["resolved"]:
-        st.resolved[eid] = int(status)
-        st.forget.append((int(forget_at), eid))
+    if version == 1:
+        for eid, status, forget_at in meta["resolved"]:
+            st.resolved[eid] = int(status)
+            st.forget.append((int(forget_at), eid))
+    elif m := int(meta["n_resolved"]):
+        at, status = take("<i8", m).tolist(), take("|u1", m).tolist()
+        ends = np.cumsum(take("<i4", m)).tolist()
+        raw = bytes(arrays[off:off + (ends[-1] if ends else 0)])
+        ids = [raw[a:b].decode("utf-8") for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+        st.resolved = dict(zip(ids, status, strict=True))
+        st.forget = deque(zip(at, ids, strict=True))
     st.applied = {(t, int(p)): int(o) for t, p, o in meta["applied"]}
     if blob:
         st.learner = Learner.from_state(state_from_bytes(blob))
