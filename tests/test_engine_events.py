@@ -618,3 +618,15 @@ def test_state_keeps_remembered_ids_in_binary_and_reads_version_1() -> None:
     old = e.decode_state(_as_version_1(blob))
     assert old.resolved == st.resolved and list(old.forget) == list(st.forget)
     assert e.encode_state(old) == blob
+
+
+def test_a_cut_state_encodes_the_moment_it_was_cut() -> None:
+    e = StreamEngine(spec())
+    recs = hand_stream()
+    _, states = reference_outputs(recs[:7], spec())
+    st = states["perc#0"]
+    before = e.encode_state(st)
+    cut = e.cut_state(st)
+    reference_outputs(recs[7:], spec(), states)  # the live state goes on changing
+    assert e.encode_state(st) != before
+    assert cut.encode() == before

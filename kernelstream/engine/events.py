@@ -99,7 +99,8 @@ from kernelstream.engine.stream_rows import (
     stream_dead_letter,
     unlabeled_row,
 )
-from kernelstream.engine.stream_state import EXPIRED, LABELLED, ModelState, Pending
+from kernelstream.engine.stream_state import EXPIRED, LABELLED, ModelState, Pending, StateCut
+from kernelstream.engine.stream_state import cut_state as _cut_state
 from kernelstream.engine.stream_state import decode_state as _decode_state
 from kernelstream.engine.stream_state import encode_state as _encode_state
 
@@ -428,6 +429,11 @@ class StreamEngine:
     def encode_state(self, st: ModelState) -> bytes:
         """Versioned compact bytes of ``st`` (no pickle; see ``engine.stream_state``)."""
         return _encode_state(st)
+
+    def cut_state(self, st: ModelState) -> StateCut:
+        """``st`` detached at this moment; its ``encode()`` gives :meth:`encode_state`'s bytes
+        and may run on another thread while ``st`` goes on changing."""
+        return _cut_state(st)
 
     def decode_state(self, data: bytes) -> ModelState:
         return _decode_state(data, self.ttl)

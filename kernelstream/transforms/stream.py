@@ -628,12 +628,14 @@ class Committer(beam.DoFn):
 
     The slow half of the work runs on one commit thread, in order, so the stream goes on
     reading while it runs: turning buffered rows into Parquet row groups, and a snapshot's
-    wait for Kafka, file closing, commit (fsyncs) and publishing (~100-300 ms that would
-    otherwise stall every record behind it). A snapshot's *cut* is taken here, between
-    elements: the states encoded, the offsets copied, the rows of its epoch handed over; rows
-    that come later go to the next epoch's files. One snapshot is in flight at a time (a due
-    snapshot waits for the previous one to finish); at drain the last one is waited for, and
-    an error on the commit thread fails the run at the next bundle's end."""
+    wait for Kafka, the models' encoding, file closing, commit (fsyncs) and publishing
+    (~100-300 ms, and seconds for models remembering an hour of ids, that would otherwise
+    stall every record behind it). A snapshot's *cut* is taken here, between elements: the
+    states detached (``StreamEngine.cut_state``), the offsets copied, the rows of its epoch
+    handed over; rows that come later go to the next epoch's files. One snapshot is in
+    flight at a time (a due snapshot waits for the previous one to finish); at drain the last
+    one is waited for, and an error on the commit thread fails the run at the next bundle's
+    end."""
 
     def __init__(self, job: StreamJob) -> None:
         self.job = job
@@ -792,14 +794,14 @@ class Committer(beam.DoFn):
             self._settle()
         for name in OUTPUTS:
             self._write(name)
-        states = None
+        cuts = None  # encoded on the commit thread (an hour of remembered ids: seconds)
         if self.store is not None:
-            states = {k: self.engine.encode_state(st) for k, st in self.states.items()}
+            cuts = {k: self.engine.cut_state(st) for k, st in self.states.items()}
         info = dict(self.job.info)
         info["totals"] = self.totals.as_doc()
         writer = _KAFKA_WRITERS.get(self.job.control)
         sent = None if writer is None else writer.sent()
-        self.inflight = self.pool.submit(self._commit, self.epoch, states, dict(self.offsets),
+        self.inflight = self.pool.submit(self._commit, self.epoch, cuts, dict(self.offsets),
                                          info, writer, sent, self.in_epoch)
         self.epoch += 1
         self.in_epoch = 0
@@ -810,7 +812,7 @@ class Committer(beam.DoFn):
         if wait:
             self._settle()
 
-    def _commit(self, epoch: int, states: dict[str, bytes] | None,
+    def _commit(self, epoch: int, cuts: dict[str, Any] | None,
                 offsets: dict[tuple[str, int], int], info: dict[str, Any], writer: Any,
                 sent: list[Any] | None, rows: int) -> tuple[int, int]:
         """On the commit thread: the snapshot of ``epoch`` (its rows already written)."""
@@ -822,7 +824,8 @@ class Committer(beam.DoFn):
             self.writers.pop(key).close()  # complete files (footer) before the commit
         crash_point("before-commit")
         if self.store is not None:
-            assert states is not None
+            assert cuts is not None
+            states = {k: c.encode() for k, c in cuts.items()}
             committed = self.store.commit(states, offsets, info)
             if committed != epoch:
                 raise RuntimeError(f"snapshot epoch {committed} committed as {epoch}: another "
