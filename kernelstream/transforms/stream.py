@@ -100,6 +100,7 @@ CRASH_POINTS = (
 STATUS_FILE = "status.json"
 DRAIN_FILE = "drain"
 ROW_GROUP = 8192  # rows buffered per output before they become a Parquet row group
+CONVERT_SLICE = 256  # rows converted to Arrow per call on the commit thread (see _write_rows)
 
 
 @dataclass(frozen=True)
@@ -753,11 +754,18 @@ class Committer(beam.DoFn):
 
         from kernelstream.engine.snapshot import pending_path
 
+        schema = self.schemas[name]
         w = self.writers.get((name, epoch))
         if w is None:
             path = pending_path(self.job.out, name, epoch, self.job.part)
-            w = self.writers[(name, epoch)] = pq.ParquetWriter(path, self.schemas[name])
-        w.write_batch(pa.RecordBatch.from_pylist(rows, schema=self.schemas[name]))
+            w = self.writers[(name, epoch)] = pq.ParquetWriter(path, schema)
+        # pyarrow converts Python rows holding the GIL, and a C call is never preempted: in
+        # slices, the stream's thread gets the GIL back every ~2 ms instead of once per 8192
+        # rows (~40 ms). (Encoding the row group releases the GIL.)
+        table = pa.Table.from_batches(
+            [pa.RecordBatch.from_pylist(rows[i:i + CONVERT_SLICE], schema=schema)
+             for i in range(0, len(rows), CONVERT_SLICE)], schema=schema)
+        w.write_table(table, row_group_size=max(1, len(rows)))
 
     def _collect(self) -> None:
         """Raise the commit thread's errors; take in a finished snapshot."""
