@@ -251,3 +251,66 @@ def _map_labels(
             raise e.located(path, line_of(k)) from None
     return values[codes]
 
+
+# Label maps of streams (files read in chunks, topics)
+
+
+def class_key(tok: str) -> float | str:
+    """Labels of one class: numeric labels compare by value, others as stripped strings (the
+    rule of :class:`LabelMap`)."""
+    return _label_key(tok.strip())
+
+
+def label_map_for(tokens: Iterable[str], task: str,
+                  positive_label: str | None = None) -> LabelMap:
+    """The label map of a run: regression targets, or the first two classes in stream order
+    (``LabelMap.from_labels`` decides which is +1). Rows of a further class become dead
+    letters ("unknown label") instead of failing the whole run."""
+    if task == "regression":
+        return LabelMap.regression()
+    classes: list[str] = []
+    seen: set[float | str] = set()
+    for tok in dict.fromkeys(tokens):
+        k = class_key(tok)
+        if k not in seen and len(classes) < 2:
+            seen.add(k)
+            classes.append(tok.strip())
+    return LabelMap.from_labels(classes, positive_label=positive_label)
+
+
+class StreamLabels:
+    """Label tokens → ±1 as they arrive (classification), or floats (regression).
+
+    Each new class is admitted only if the map of the classes seen so far
+    (``LabelMap.from_labels``) stays consistent with the classes already mapped; otherwise
+    the row is an error ("third label", or a label whose class cannot be told yet).
+    """
+
+    def __init__(self, task: str, positive_label: str | None) -> None:
+        self.task = task
+        self.positive = positive_label
+        self.classes: list[str] = []
+        self.map: LabelMap | None = LabelMap.regression() if task == "regression" else None
+
+    def __call__(self, tok: str) -> float:
+        if self.task == "regression":
+            assert self.map is not None
+            return self.map(tok)
+        if self.map is not None:
+            try:
+                return self.map(tok)
+            except ParseError:
+                pass  # a new class: try to admit it below
+        try:
+            new = LabelMap.from_labels([*self.classes, tok.strip()],
+                                       positive_label=self.positive)
+        except ValueError as e:
+            hint = "" if self.positive is not None else " (give positive_label / --positive-label)"
+            raise ParseError(f"label {tok.strip()!r}: {e}{hint}") from None
+        for c in self.classes:
+            if self.map is not None and new(c) != self.map(c):
+                raise ParseError(f"label {tok.strip()!r} would change the class of the earlier "
+                                 f"label {c!r}: give positive_label / --positive-label")
+        self.map = new
+        self.classes.append(tok.strip())
+        return new(tok)

@@ -1,5 +1,7 @@
 """Raw lines and blocks of whole lines of a (decompressed) file, for the readers of every text
-format; a byte-order mark at the start of a file is dropped here."""
+format. A UTF-8 byte-order mark at the start of a line (editors put one at the start of a file;
+concatenated files have one further down) is dropped here, before any parsing, so it can never
+become part of a label or a header name."""
 
 from __future__ import annotations
 
@@ -14,6 +16,21 @@ from kernelstream.data.errors import (
     ParseError,
     PathLike,
 )
+
+BOM = b"\xef\xbb\xbf"
+_NL_BOM = b"\n" + BOM
+
+
+def strip_bom(raw: bytes) -> bytes:
+    """``raw`` (one line) without a leading UTF-8 byte-order mark."""
+    return raw[3:] if raw[:3] == BOM else raw
+
+
+def strip_boms(block: bytes) -> bytes:
+    """``block`` (whole lines) without the byte-order marks that start any of its lines."""
+    if BOM not in block:  # the common case: one fast scan, no copy
+        return block
+    return strip_bom(block).replace(_NL_BOM, b"\n")
 
 
 def _read_bytes(path: PathLike, f: IO[bytes], size: int = -1) -> bytes:
@@ -40,7 +57,7 @@ def _iter_raw_lines(path: PathLike) -> Iterator[tuple[int, bytes | ParseError]]:
         try:
             for raw in f:
                 lineno += 1
-                yield lineno, raw
+                yield lineno, strip_bom(raw)
         except fs.DECOMPRESS_ERRORS as e:
             yield lineno + 1, ParseError(f"corrupt compressed file ({e})", os.fspath(path))
 
@@ -67,9 +84,9 @@ def _iter_line_blocks(path: PathLike, limit: int | None, size: int) -> Iterator[
                     pending.append(head)
                     head = b"".join(pending)
                 pending = [tail] if tail else []
-                yield head
+                yield strip_boms(head)
             if pending:
-                yield b"".join(pending)
+                yield strip_boms(b"".join(pending))
             return
         out: list[bytes] = []
         n = nbytes = 0
@@ -82,12 +99,12 @@ def _iter_line_blocks(path: PathLike, limit: int | None, size: int) -> Iterator[
                 if raw.split(b"#", 1)[0].strip():
                     n += 1
                 if nbytes >= size:
-                    yield b"".join(out)
+                    yield strip_boms(b"".join(out))
                     out, nbytes = [], 0
         except fs.DECOMPRESS_ERRORS as e:
             raise ParseError(f"corrupt compressed file ({e})", os.fspath(path)) from e
         if out:
-            yield b"".join(out)
+            yield strip_boms(b"".join(out))
 
 
 def _grow_rows(X: np.ndarray, n: int) -> None:
