@@ -76,11 +76,13 @@ from kernelstream.data.errors import (
     TargetScale,
     Task,
 )
+from kernelstream.data.hashing import check_bits, hash_index
 from kernelstream.data.labels import LabelMap, _map_labels
 from kernelstream.data.labels import _clean_label as _clean_label
 from kernelstream.data.libsvm import (
     MAX_INDEX,
     _load_libsvm,
+    _load_libsvm_csr,
     densify,
     iter_libsvm_records,
     parse_libsvm_line,
@@ -88,6 +90,7 @@ from kernelstream.data.libsvm import (
 )
 from kernelstream.data.libsvm import _libsvm_bulk as _libsvm_bulk
 from kernelstream.data.libsvm import _libsvm_exact as _libsvm_exact
+from kernelstream.data.options import ReadOptions
 from kernelstream.data.parquet import _load_parquet
 from kernelstream.data.records import Example, iter_records
 from kernelstream.data.scaling import (
@@ -97,6 +100,7 @@ from kernelstream.data.scaling import (
     scale_target_minmax,
 )
 from kernelstream.data.sniff import infer_format
+from kernelstream.sparse import CSR
 
 __all__ = [
     "FORMATS",
@@ -107,17 +111,20 @@ __all__ = [
     "Example",
     "LabelMap",
     "ParseError",
+    "ReadOptions",
     "densify",
     "embedded_dataset_info",
     "embedded_datasets",
     "embedded_path",
     "fit_minmax",
+    "hash_index",
     "infer_format",
     "iter_csv_records",
     "iter_libsvm_records",
     "iter_records",
     "load",
     "load_dataset",
+    "load_sparse",
     "parse_csv_line",
     "parse_libsvm_line",
     "parse_libsvm_lines",
@@ -204,3 +211,27 @@ def load(
     y = scale_target_minmax(y, scale_target)
     return np.ascontiguousarray(X, dtype=np.float64), y
 
+
+def load_sparse(
+    path: PathLike,
+    *,
+    n_features: int | None = None,
+    task: Task = "classification",
+    limit: int | None = None,
+    positive_label: str | None = None,
+    label_map: LabelMap | None = None,
+    hash_features: int | None = None,
+) -> tuple[CSR, np.ndarray]:
+    """Load a LIBSVM file as ``(X, y)`` with ``X`` a :class:`~kernelstream.sparse.CSR`
+    (columns 0-based and strictly increasing per row): memory grows with the non-zeros, never
+    with the largest index. Labels, ``n_features``, ``limit`` and errors are as in
+    :func:`load`; ``hash_features=k`` hashes the feature indices into ``2**k`` columns
+    (:mod:`kernelstream.data.hashing`), summing collisions."""
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    if hash_features is not None:
+        check_bits(hash_features)
+    X, labels = _load_libsvm_csr(path, n_features, limit, _CHUNK_BYTES, hash_features)
+    return X, _map_labels(labels, task, positive_label, label_map, os.fspath(path))

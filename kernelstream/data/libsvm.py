@@ -18,6 +18,7 @@ from kernelstream.data.errors import (
     PathLike,
     _check_garbage,
 )
+from kernelstream.data.hashing import csr_from_pairs, hash_index
 from kernelstream.data.labels import (
     _encode_labels,
     _Labels,
@@ -28,6 +29,7 @@ from kernelstream.data.lines import (
     _iter_line_blocks,
     _iter_raw_lines,
 )
+from kernelstream.sparse import CSR
 
 # LIBSVM stores indices as C ints; larger ones are corrupt data, not features.
 MAX_INDEX = 2**31 - 1
@@ -561,3 +563,65 @@ def _load_libsvm(
             line0 += block.count(b"\n")
     return out.finish(spath)
 
+
+
+def _load_libsvm_csr(
+    path: PathLike, n_features: int | None, limit: int | None, chunk_bytes: int,
+    hash_bits: int | None = None,
+) -> tuple[CSR, _Labels]:
+    """The file as a :class:`~kernelstream.sparse.CSR` (0-based, sorted columns) and its labels.
+
+    Memory grows with the non-zeros only: no array is ever sized by the largest index, so an
+    index of 2**31 - 1 or one very long line costs what its pairs cost. Blocks are parsed as
+    :func:`_load_libsvm` parses them (the first bad line raises); an index beyond
+    ``n_features`` raises at its line. ``hash_bits`` hashes the columns into ``2**k``
+    (:mod:`kernelstream.data.hashing`) a block at a time.
+    """
+    spath = os.fspath(path)
+    table: dict[str, int] = {}
+    codes: list[np.ndarray] = []
+    linenos: list[np.ndarray] = []
+    parts: list[CSR] = []
+    line0 = 0
+    width = 0
+    for block in _iter_line_blocks(path, limit, chunk_bytes):
+        sp = _libsvm_bulk(block, line0) if b"#" not in block else None
+        if sp is None:
+            sp = _libsvm_exact(block, spath, line0)
+        line0 += block.count(b"\n")
+        n = len(sp.counts)
+        rows = np.repeat(np.arange(n, dtype=np.int64), sp.counts)
+        if n_features is not None and len(sp.idx) and int(sp.idx.max()) > n_features:
+            k = int(np.argmax(sp.idx > n_features))
+            raise ParseError(
+                f"index exceeds n_features: index {int(sp.idx[k])} > n_features={n_features}",
+                spath, int(sp.labels.linenos[rows[k]]))
+        if len(sp.idx):
+            width = max(width, int(sp.idx.max()))
+        cols = sp.idx - 1
+        d = max(width, n_features or 0)
+        if hash_bits is not None:
+            cols, d = hash_index(cols, hash_bits), 1 << hash_bits
+        parts.append(csr_from_pairs(rows, cols, sp.val, n, d))
+        remap = np.array([table.setdefault(t, len(table)) for t in sp.labels.tokens],
+                         dtype=np.int64)
+        codes.append(remap[sp.labels.codes] if len(remap) else sp.labels.codes)
+        linenos.append(sp.labels.linenos)
+    d = (1 << hash_bits) if hash_bits is not None else max(width, n_features or 0)
+    X = _concat_csr(parts, d)
+    return X, _Labels(list(table), _cat(codes), _cat(linenos))
+
+
+def _cat(xs: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)
+
+
+def _concat_csr(parts: Sequence[CSR], n_features: int) -> CSR:
+    """Blocks of rows, one after the other, as one :class:`CSR` of width ``n_features``."""
+    if not parts:
+        return CSR.empty(n_features)
+    offsets = np.cumsum([0] + [p.nnz for p in parts[:-1]])
+    indptr = np.concatenate([np.zeros(1, dtype=np.int64)]
+                            + [p.indptr[1:] + o for p, o in zip(parts, offsets, strict=True)])
+    return CSR(indptr, np.concatenate([p.indices for p in parts]),
+               np.concatenate([p.data for p in parts]), int(n_features))
