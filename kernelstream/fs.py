@@ -9,6 +9,7 @@ plain strings; :func:`join` builds them for both kinds.
 
 from __future__ import annotations
 
+import lzma
 import os
 import re
 import shutil
@@ -128,13 +129,21 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 _MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
+# What a decompressor raises on corrupt or truncated input (readers turn it into a located
+# "corrupt compressed file" error).
+DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, lzma.LZMAError)
+
+
+def magic(path: str | os.PathLike[str], n: int = 6) -> bytes:
+    """The first ``n`` raw (not decompressed) bytes of the file."""
+    with open_read(path) as f:
+        return f.read(n)
 
 
 def compression(path: str | os.PathLike[str]) -> str | None:
     """``"gzip"``, ``"bz2"`` or ``"xz"`` by the file's magic bytes (not its name), else None."""
-    with open_read(path) as f:
-        head = f.read(6)
-    return next((kind for magic, kind in _MAGIC.items() if head.startswith(magic)), None)
+    head = magic(path)
+    return next((kind for m, kind in _MAGIC.items() if head.startswith(m)), None)
 
 
 def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
@@ -144,7 +153,6 @@ def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
         return open_read(path)
     import bz2
     import gzip
-    import lzma
 
     if not is_remote(path):
         opener = {"gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}[kind]

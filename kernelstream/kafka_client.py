@@ -54,7 +54,8 @@ import numpy as np
 
 from kernelstream._json import json_safe
 from kernelstream._services import serve
-from kernelstream.data import LabelMap, ParseError, densify
+from kernelstream.data import ParseError, densify
+from kernelstream.data.labels import StreamLabels
 from kernelstream.engine.blocks import Block, PredictionBlock, StreamKey
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG, dead_letter
 from kernelstream.engine.reading import ParsedRow, ReadOptions, TextFormat
@@ -376,44 +377,6 @@ def check_reachable(bootstrap: str, client: tuple[tuple[str, str], ...] = (),
 
 
 # -- records → blocks ---------------------------------------------------------------------------
-
-
-class StreamLabels:
-    """Label tokens → ±1 as they arrive (classification), or floats (regression).
-
-    Each new class is admitted only if the map of the classes seen so far
-    (``LabelMap.from_labels``) stays consistent with the classes already mapped; otherwise
-    the row is an error ("third label", or a label whose class cannot be told yet).
-    """
-
-    def __init__(self, task: str, positive_label: str | None) -> None:
-        self.task = task
-        self.positive = positive_label
-        self.classes: list[str] = []
-        self.map: LabelMap | None = LabelMap.regression() if task == "regression" else None
-
-    def __call__(self, tok: str) -> float:
-        if self.task == "regression":
-            assert self.map is not None
-            return self.map(tok)
-        if self.map is not None:
-            try:
-                return self.map(tok)
-            except ParseError:
-                pass  # a new class: try to admit it below
-        try:
-            new = LabelMap.from_labels([*self.classes, tok.strip()],
-                                       positive_label=self.positive)
-        except ValueError as e:
-            hint = "" if self.positive is not None else " (give positive_label / --positive-label)"
-            raise ParseError(f"label {tok.strip()!r}: {e}{hint}") from None
-        for c in self.classes:
-            if self.map is not None and new(c) != self.map(c):
-                raise ParseError(f"label {tok.strip()!r} would change the class of the earlier "
-                                 f"label {c!r}: give positive_label / --positive-label")
-        self.map = new
-        self.classes.append(tok.strip())
-        return new(tok)
 
 
 @dataclass

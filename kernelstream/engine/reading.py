@@ -11,22 +11,23 @@ every physical line of a text file is either a row, a dead letter, a comment or 
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from kernelstream import fs
-from kernelstream.data import (  # data.py's line rules, so the readers agree with data.load
-    LabelMap,
+from kernelstream.data import (  # the line rules of data.load, so the readers agree with it
     ParseError,
     _clean_label,
-    infer_format,
     parse_csv_line,
     parse_libsvm_line,
 )
+from kernelstream.data.labels import class_key, label_map_for  # noqa: F401  (their old home)
+from kernelstream.data.lines import strip_bom
+from kernelstream.data.options import ReadOptions
+from kernelstream.data.sniff import first_data_line, looks_like_header, sniff_delimiter
 
 
 def open_binary(path: str) -> Any:
@@ -76,24 +77,12 @@ class TextFormat:
             return cls("libsvm")
         if fmt != "csv":
             raise ValueError(f"not a text format: {fmt!r}")
-        first, lineno = None, 0
-        with open_binary(path) as f:
-            for raw in f:
-                lineno += 1
-                text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                if text.strip():
-                    first = text
-                    break
-        if first is None:
+        head = first_data_line(path)
+        if head is None:
             return cls("csv", delimiter)
+        lineno, first = head
         if delimiter is None:
-            name = path.lower()
-            for suf in (".gz", ".bz2", ".xz"):
-                name = name.removesuffix(suf)
-            if name.endswith(".tsv"):
-                delimiter = "\t"
-            else:
-                delimiter = next((d for d in (",", "\t", ";") if d in first), None)
+            delimiter = sniff_delimiter(path, first)
         fields = first.split(delimiter)
         n = len(fields)
         names = [_clean_label(f) for f in fields]
@@ -102,8 +91,7 @@ class TextFormat:
             if not header:
                 lc = _column(label_column, None, n, "label_column", default=n - 1)
                 kc = None if key_by is None else _column(key_by, None, n, "key_by")
-                feats = [f for i, f in enumerate(fields) if i not in (lc, kc)]
-                header = bool(feats) and not any(_is_number(f) for f in feats)
+                header = looks_like_header(fields, [lc] if kc is None else [lc, kc])
         hdr = names if header else None
         lc = _column(label_column, hdr, n, "label_column", default=n - 1)
         kc = None if key_by is None else _column(key_by, hdr, n, "key_by")
@@ -114,6 +102,7 @@ class TextFormat:
     def parse(self, lineno: int, raw: bytes) -> tuple[str, ParsedRow | ParseError | None]:
         """``(text, row)`` for one physical line; row is None for a line without an example
         (comment, header) and a ``ParseError`` (located at ``lineno``) for a bad line."""
+        raw = strip_bom(raw)
         try:
             text = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as e:
@@ -144,14 +133,6 @@ class TextFormat:
             return text, ParsedRow(label, None, vals, entity)
         except ParseError as e:
             return text, ParseError(e.reason, None, lineno)
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
 
 
 def _column(col: int | str | None, header: list[str] | None, n: int, what: str,
@@ -235,27 +216,6 @@ def _parquet_col(col: int | str, names: list[str]) -> str:
     return col
 
 
-@dataclass(frozen=True)
-class ReadOptions:
-    """How to read a data file (the options of ``data.load`` plus ``key_by``)."""
-
-    path: str
-    fmt: str | None = None
-    n_features: int | None = None
-    label_column: int | str | None = None
-    task: str = "classification"
-    scale: str = "none"
-    limit: int | None = None
-    positive_label: str | None = None
-    delimiter: str | None = None
-    header: bool | None = None
-    key_by: int | str | None = None
-    scale_target: str = "none"  # regression targets: "none" or min-max to [0, 1] ("01")
-
-    def resolved_fmt(self) -> str:
-        return self.fmt or infer_format(self.path)
-
-
 def iter_file_rows(opts: ReadOptions) -> Iterator[tuple[int, str, ParsedRow | ParseError]]:
     """Every record of the file as ``(line, raw_text, row | ParseError)``, lazily; lines
     without an example (comments, header) are left out."""
@@ -270,31 +230,3 @@ def iter_file_rows(opts: ReadOptions) -> Iterator[tuple[int, str, ParsedRow | Pa
             text, row = tf.parse(lineno, raw)
             if row is not None:
                 yield lineno, text, row
-
-
-def class_key(tok: str) -> float | str:
-    """Labels of one class: numeric labels compare by value, others as stripped strings (the
-    rule of ``data.LabelMap``)."""
-    t = tok.strip()
-    try:
-        v = float(t)
-    except ValueError:
-        return t
-    return v if math.isfinite(v) else t
-
-
-def label_map_for(tokens: Iterable[str], task: str,
-                  positive_label: str | None = None) -> LabelMap:
-    """The label map of a run: regression targets, or the first two classes in stream order
-    (``LabelMap.from_labels`` decides which is +1). Rows of a further class become dead
-    letters ("unknown label") instead of failing the whole run."""
-    if task == "regression":
-        return LabelMap.regression()
-    classes: list[str] = []
-    seen: set[float | str] = set()
-    for tok in dict.fromkeys(tokens):
-        k = class_key(tok)
-        if k not in seen and len(classes) < 2:
-            seen.add(k)
-            classes.append(tok.strip())
-    return LabelMap.from_labels(classes, positive_label=positive_label)

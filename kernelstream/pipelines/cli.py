@@ -35,6 +35,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from kernelstream import __version__, data, fs, learners  # noqa: E402
 from kernelstream._json import json_safe  # noqa: E402
+from kernelstream.data import check as data_check  # noqa: E402
 from kernelstream.engine.checkpoints import committed, next_checkpoint  # noqa: E402
 from kernelstream.engine.core import PROGRESS_LOGGER  # noqa: E402
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG  # noqa: E402
@@ -350,6 +351,8 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
     kafka_options = _kafka_options(args, kafka_src)
     if args.permutations < 1:
         raise ConfigError(f"--permutations must be >= 1, got {args.permutations}")
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {args.limit}")
     if args.runner is None:  # adversarial streams are generated in memory: the loop's job
@@ -390,6 +393,61 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         quiet=args.quiet,
         argv=tuple(argv),
     )
+
+
+# Rows a replay's up-front data check reads: enough to see what a file is, cheap on any size.
+_PRECHECK_RECORDS = 5000
+
+
+def _check_data(config: ReplayConfig) -> None:
+    """Before the pipeline: the read options must fit the file (columns, --key-by), and its
+    head must not be empty, binary, continuous labels for classification, or mostly
+    rejected; each raises :class:`ConfigError` with one line naming the fix. Embedded data
+    sets and Kafka topics (checked by their source) are skipped. Returns nothing; the width
+    seen feeds :func:`_check_memory`."""
+    src = config.data
+    width = config.n_features
+    if not is_kafka_url(src) and not _is_embedded(src) and fs.exists(src):
+        opts = config.read_options()
+        try:
+            report = data_check.check_file(opts, max_records=_PRECHECK_RECORDS)
+        except (ValueError, OSError) as exc:
+            raise ConfigError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
+        problem = data_check.verdict(report)
+        if problem is not None:
+            raise ConfigError(problem)
+        width = width or report.width
+    _check_memory(config.learners, width or 1)
+
+
+def _is_embedded(src: str) -> bool:
+    try:
+        data.embedded_dataset_info(src)
+    except KeyError:
+        return False
+    return True
+
+
+def _available_memory() -> int:
+    """Bytes of physical memory of this machine."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _check_memory(configs: Sequence[Any], width: int) -> None:
+    """Refuse, before reading, a budgeted learner whose support vectors alone cannot fit in
+    memory: ``budget`` × ``width`` × 8 bytes (dense float64 rows). A stand-in until the
+    learners estimate their own memory: only this function needs to change then."""
+    limit = _available_memory()
+    for c in configs:
+        budget = c.params.get("budget")
+        if not isinstance(budget, int) or isinstance(budget, bool):
+            continue
+        need = budget * max(int(width), 1) * 8
+        if need > limit:
+            raise ConfigError(
+                f"learner {c.label}: budget={budget} × width {width} × 8 bytes = "
+                f"{need / 2**30:.1f} GiB, more than this machine's {limit / 2**30:.1f} GiB of "
+                "memory: lower -p budget")
 
 
 def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str, str], ...]:
@@ -437,6 +495,7 @@ def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str
 def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     try:
         config = replay_config(args, argv)
+        _check_data(config)
     except ValueError as exc:  # unknown learner, bad parameter, inconsistent options
         return _error("replay", str(exc))
     try:  # before the run: a long run must not fail at the very end on a bad --out
@@ -533,6 +592,82 @@ def _progress_to_stderr(on: bool) -> None:
 def _error(cmd: str, msg: str, code: int = 2) -> int:
     print(f"{PROG} {cmd}: error: {msg}", file=sys.stderr)
     return code
+
+
+# -- check -------------------------------------------------------------------------------------
+def cmd_check(args: argparse.Namespace) -> int:
+    """Report what a replay would see in DATA; rc 2 (and the report) when it would refuse it."""
+    if args.limit is not None and args.limit < 1:
+        return _error("check", f"--limit must be >= 1, got {args.limit}")
+    if args.hash_features is not None:
+        try:
+            data.hashing.check_bits(args.hash_features)
+        except ValueError as exc:
+            return _error("check", str(exc))
+    src = args.data
+    try:
+        src = str(data.embedded_path(src)) if _is_embedded(src) else src
+    except (KeyError, FileNotFoundError):
+        pass
+    opts = ReadOptions(
+        path=src, fmt=args.format, n_features=args.n_features,
+        label_column=None if args.label_column is None else _int_or_str(args.label_column),
+        task=args.task, limit=args.limit, positive_label=args.positive_label,
+        delimiter=args.delimiter, header=args.header,
+        key_by=None if args.key_by is None else _int_or_str(args.key_by),
+        hash_features=args.hash_features)
+    try:
+        if is_kafka_url(src):
+            logging.getLogger("kafka").setLevel(logging.CRITICAL)
+            report = data_check.check_topic(opts, args.kafka_idle,
+                                            client_settings(args.kafka_option or []))
+        else:
+            if not fs.exists(src):
+                return _error("check", f"no such file or embedded data set: {src}")
+            report = data_check.check_file(opts)
+    except (ValueError, OSError, ConnectionError) as exc:
+        return _error("check", str(exc).splitlines()[0] if str(exc) else repr(exc))
+    if args.hash_features is not None:
+        report.width = 1 << args.hash_features
+    problem = data_check.verdict(report)
+    if args.json:
+        doc = report.to_dict()
+        doc["problem"] = problem
+        print(json.dumps(doc, indent=2))
+    else:
+        for line in report.lines():
+            print(line)
+    if problem is not None:
+        return _error("check", problem)
+    return 0
+
+
+def _add_check_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "check", help="report what a replay would see in a data set",
+        description="One fast pass over DATA (a LIBSVM, CSV or Parquet file, gzip/bz2/xz "
+        "compressed or not, an embedded data set, or kafka://HOST:PORT/TOPIC): rows, width, "
+        "non-zeros per row, label classes and counts, dead-letter reasons with counts and "
+        "first line numbers (offsets for a topic). Exit 2 with one line on stderr when a "
+        "replay would refuse the data.")
+    p.add_argument("data", metavar="DATA")
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.add_argument("--task", choices=TASKS, default="classification",
+                   help="how labels are read (default: classification)")
+    p.add_argument("--format", choices=data.FORMATS, help="data format (default: sniffed)")
+    p.add_argument("--label-column", metavar="COL", help="as for replay")
+    p.add_argument("--n-features", type=int, metavar="D", help="as for replay")
+    p.add_argument("--positive-label", metavar="LABEL", help="as for replay")
+    p.add_argument("--delimiter", metavar="CHAR", help="CSV delimiter (default: sniffed)")
+    p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--key-by", metavar="COL", help="as for replay")
+    p.add_argument("--limit", type=int, metavar="N", help="stop after N records")
+    p.add_argument("--hash-features", type=int, metavar="K",
+                   help="report the width of features hashed into 2^K columns")
+    p.add_argument("--kafka-idle", type=float, default=2.0, metavar="SECONDS",
+                   help="a topic: stop after this long without a record (default: 2)")
+    p.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
+                   help="kafka-python client setting (repeatable)")
 
 
 # -- parser ------------------------------------------------------------------------------------
@@ -656,6 +791,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "security_protocol=SASL_SSL (repeatable)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress lines on stderr")
+    _add_check_parser(sub)
     # live streams (their modules import Beam only when a command runs)
     from kernelstream.pipelines import demo, stream
 
@@ -699,6 +835,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 except ValueError as exc:
                     return _error("learners", str(exc))
             return cmd_learners(args)
+        if args.command == "check":
+            return cmd_check(args)
         if getattr(args, "handler", None) is not None:  # stream, demo
             return int(args.handler(args, argv))
         return cmd_replay(args, argv)

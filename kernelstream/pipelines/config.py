@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelstream import learners
+from kernelstream.data.options import ReadOptions
 
 # The demo configuration used when no --learner is given: budgeted, fast, and a sensible
 # baseline on the embedded german data.
@@ -101,20 +102,18 @@ class ReplayConfig:
     quiet: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
 
+    def read_options(self) -> ReadOptions:
+        """The run's read options (the one object ``data.load``, the readers and Kafka share)."""
+        return ReadOptions(
+            path=self.data, fmt=self.fmt, n_features=self.n_features,
+            label_column=self.label_column, task=self.task, scale=self.scale,
+            limit=self.limit, positive_label=self.positive_label, delimiter=self.delimiter,
+            header=self.header, key_by=self.key_by, scale_target=self.scale_target,
+        )
+
     def load_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``kernelstream.data.load_dataset`` for this run."""
-        return {
-            "fmt": self.fmt,
-            "n_features": self.n_features,
-            "label_column": self.label_column,
-            "task": self.task,
-            "scale": self.scale,
-            "scale_target": self.scale_target,
-            "limit": self.limit,
-            "positive_label": self.positive_label,
-            "delimiter": self.delimiter,
-            "header": self.header,
-        }
+        return self.read_options().load_kwargs()
 
 
 def parse_learner_spec(spec: str) -> tuple[str, str]:

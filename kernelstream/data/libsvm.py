@@ -1,0 +1,627 @@
+"""LIBSVM text: the exact line parser, the vectorised block parser (:func:`parse_libsvm_lines`),
+record iteration, whole-file loading into a dense matrix and sparse (CSR) reading."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernelstream.data.errors import (
+    ParseError,
+    PathLike,
+    _check_garbage,
+)
+from kernelstream.data.hashing import csr_from_pairs, hash_index
+from kernelstream.data.labels import (
+    _encode_labels,
+    _Labels,
+)
+from kernelstream.data.lines import (
+    _decode_line,
+    _grow_rows,
+    _iter_line_blocks,
+    _iter_raw_lines,
+)
+from kernelstream.sparse import CSR
+
+# LIBSVM stores indices as C ints; larger ones are corrupt data, not features.
+MAX_INDEX = 2**31 - 1
+
+
+def _is_int_token(s: str) -> bool:
+    body = s[1:] if s[:1] in "+-" else s
+    return body.isascii() and body.isdigit()
+
+
+def _diagnose_libsvm(body: Sequence[str]) -> None:
+    """Raise the ParseError of the first bad ``idx:val`` token; return if every token is fine.
+
+    Slow and exact: only called once the fast path in :func:`_parse_libsvm_lists` has seen a
+    problem, so the happy path never pays for it.
+    """
+    for tok in body:
+        a, sep, b = tok.partition(":")
+        if not sep or not a or not b or ":" in b:
+            raise ParseError(f"bad token {tok!r} (expected index:value)")
+        if not _is_int_token(a):
+            raise ParseError(f"non-integer index {a!r} in {tok!r}")
+        if int(a) <= 0:
+            raise ParseError(f"non-positive index {int(a)} (indices are 1-based)")
+        if int(a) > MAX_INDEX:
+            raise ParseError(f"index too large: {int(a)} > {MAX_INDEX}")
+        if "_" in b or not b.isascii():
+            raise ParseError(f"bad value {b!r} at index {int(a)}")
+        try:
+            v = float(b)
+        except ValueError:
+            raise ParseError(f"bad value {b!r} at index {int(a)}") from None
+        if not math.isfinite(v):
+            raise ParseError(f"non-finite value {b!r} at index {int(a)}")
+
+
+def _parse_libsvm_lists(line: str) -> tuple[str, list[int], list[float]]:
+    """:func:`parse_libsvm_line` returning plain lists (sorted by index)."""
+    cut = line.find("#")
+    if cut >= 0:
+        line = line[:cut]
+    _check_garbage(line)
+    toks = line.split()
+    if not toks:
+        raise ParseError("empty line")
+    label = toks[0]
+    if ":" in label:
+        raise ParseError(f"missing label (line starts with the pair {label!r})")
+    body = toks[1:]
+    if not body:
+        return label, [], []
+    # int()/float() accept underscores ("1_0") and non-ASCII digits; LIBSVM does not.
+    if "_" in line or not (line.isascii() or "".join(body).isascii()):
+        _diagnose_libsvm(body)
+    try:
+        pairs = [t.split(":") for t in body]
+        idx = [int(a) for a, _ in pairs]
+        val = [float(b) for _, b in pairs]
+    except ValueError:
+        _diagnose_libsvm(body)
+        raise ParseError("bad token") from None  # unreachable: the diagnosis raises
+    # One C-level pass each; sum() is nan/inf iff some value is (or the sum overflows, in
+    # which case the diagnosis finds nothing and we go on).
+    if min(idx) <= 0 or max(idx) > MAX_INDEX or not math.isfinite(sum(val)):
+        _diagnose_libsvm(body)
+    s_idx = sorted(idx)
+    if s_idx != idx:
+        order = sorted(range(len(idx)), key=idx.__getitem__)
+        idx = s_idx
+        val = [val[i] for i in order]
+    if len(set(idx)) != len(idx):
+        dup = next(a for a, b in itertools.pairwise(idx) if a == b)
+        raise ParseError(f"duplicate index {dup}")
+    return label, idx, val
+
+
+def parse_libsvm_line(line: str) -> tuple[str, np.ndarray, np.ndarray]:
+    """Parse one LIBSVM line into ``(label_token, indices, values)``.
+
+    ``indices`` are the 1-based feature indices (``int64``, sorted ascending, unique) and
+    ``values`` the matching ``float64`` values. The label token is returned as written (e.g.
+    ``"+1"``); map it with a :class:`LabelMap`. A comment after ``#`` is ignored.
+
+    Raises :class:`ParseError` (without path/line) for an empty line, a missing label, a token
+    that is not ``index:value``, a non-integer or non-positive index, a bad or non-finite
+    value, a duplicate index, or control characters (binary data).
+    """
+    label, idx, val = _parse_libsvm_lists(line)
+    return label, np.array(idx, dtype=np.int64), np.array(val, dtype=np.float64)
+
+
+def densify(indices: Any, values: Any, n_features: int) -> np.ndarray:
+    """The dense ``float64`` vector of length ``n_features`` of a sparse LIBSVM example."""
+    idx = np.asarray(indices, dtype=np.int64)
+    x = np.zeros(int(n_features), dtype=np.float64)
+    if idx.size:
+        hi = int(idx.max())
+        if hi > n_features:
+            raise ParseError(f"index exceeds n_features: index {hi} > n_features={n_features}")
+        lo = int(idx.min())
+        if lo <= 0:
+            raise ParseError(f"non-positive index {lo} (indices are 1-based)")
+        x[idx - 1] = values
+    return x
+
+
+def _libsvm_blank(text: str) -> bool:
+    return not text.split("#", 1)[0].strip()
+
+
+def iter_libsvm_records(
+    path: PathLike,
+) -> Iterator[tuple[int, str, tuple[str, np.ndarray, np.ndarray] | ParseError]]:
+    """Lazily yield ``(line_number, raw_text, (label, indices, values) | ParseError)``.
+
+    Blank and comment-only lines are skipped. Bad lines (including binary garbage and
+    undecodable bytes) come out as a located :class:`ParseError`; the iterator does not raise
+    on bad data (a missing file still raises ``OSError`` on the first ``next``).
+    """
+    spath = os.fspath(path)
+    for lineno, raw in _iter_raw_lines(path):
+        if isinstance(raw, ParseError):
+            yield lineno, "", raw
+            return
+        text, err = _decode_line(raw)
+        if err is None:
+            if _libsvm_blank(text):
+                continue
+            try:
+                yield lineno, text, parse_libsvm_line(text)
+                continue
+            except ParseError as e:
+                err = e
+        elif not raw.strip():
+            continue
+        yield lineno, text, err.located(spath, lineno)
+
+
+@dataclass
+class _Sparse:
+    """Parsed LIBSVM rows in flat (CSR-like) form."""
+
+    labels: _Labels
+    counts: np.ndarray  # pairs per row
+    idx: np.ndarray  # 1-based, int64 (within a row in file order)
+    val: np.ndarray
+
+
+# Bytes the LIBSVM fast path handles itself; anything else ("#", "_", non-ASCII, control
+# characters) sends the file to the exact per-line parser.
+_BULK_BYTES = bytes(b for b in range(0x20, 0x7F) if b not in b"#_") + b"\t\r\n"
+
+
+_TO_SPACE = bytes.maketrans(b"\t\r", b"  ")
+
+
+_COLON_NL_TO_SPACE = bytes.maketrans(b":\n", b"  ")
+
+
+_MAX_BULK_LABEL = 64  # longer label tokens go to the exact path
+
+
+_MAX_INT_VALUE_DIGITS = 15  # integer values up to 10^15 - 1 are exact in float64
+
+
+def _gather_digits(
+    buf: np.ndarray, last: np.ndarray, length: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Integer value and "all digits" flag of the digit strings ``buf[last-length+1 .. last]``.
+
+    Works one digit place at a time (``width`` gathers of one byte per string) rather than
+    over the whole buffer, so it is cheap for the short numbers LIBSVM files are full of.
+    Requires ``1 <= length``; bytes beyond a string's length are ignored.
+    """
+    value = np.zeros(len(last), dtype=np.int64)
+    ok = np.ones(len(last), dtype=bool)
+    place = 1
+    for k in range(width):
+        d = buf[last - k] - np.uint8(0x30)  # uint8: bytes below "0" wrap to > 9
+        if k == 0:  # every string has a last digit: no mask needed
+            ok &= d <= 9
+            value += d
+        else:
+            has = length > k
+            ok &= (d <= 9) | ~has
+            d[~has] = 0
+            value += d.astype(np.int64) * place
+        place *= 10
+    return value, ok
+
+
+def _libsvm_bulk(data: bytes, line0: int = 0) -> _Sparse | None:
+    """Vectorised LIBSVM parse of whole lines of a (decompressed) file, or None if unsure.
+
+    ``line0`` is the number of lines before ``data`` in the file (line numbers are global).
+
+    The per-line parser costs several µs a line; this path finds tokens, labels and line
+    numbers with numpy on the raw bytes, computes indices and integer values from their
+    digits and converts the other values with one ``np.fromstring`` call. It only accepts
+    input whose meaning it can vouch for (plain ASCII, every pair ``digits:value``, finite
+    values, no duplicate index); for anything else it returns None and :func:`_libsvm_exact`
+    decides and reports the first bad line. A property test checks that both paths agree.
+    """
+    if data.translate(None, _BULK_BYTES):
+        return None
+    # Newlines at both ends: every token then has whitespace on both sides, the last line
+    # needs no newline, and line k (1-based) is preceded by exactly k newlines.
+    text = b"\n" + data.translate(_TO_SPACE) + b"\n"
+    buf = np.frombuffer(text, dtype=np.uint8)
+    newline = buf == 0x0A
+    ws = newline | (buf == 0x20)
+    starts = np.flatnonzero(ws[:-1] & ~ws[1:]) + 1
+    ends = np.flatnonzero(~ws[:-1] & ws[1:]) + 1  # exclusive
+    # A token starts a line (is a label) iff the gap before it holds a newline. Most gaps are
+    # one byte; count newlines (by binary search) only in the longer ones.
+    gap_start = np.empty_like(starts)
+    gap_start[:1] = 0
+    gap_start[1:] = ends[:-1]
+    is_label = buf[starts - 1] == 0x0A
+    long_gap = np.flatnonzero(starts - gap_start > 1)
+    nl = np.flatnonzero(newline)
+    if long_gap.size:
+        before = np.searchsorted(nl, starts[long_gap]) - np.searchsorted(nl, gap_start[long_gap])
+        is_label[long_gap] = before > 0
+    label_tok = np.flatnonzero(is_label)
+    lab_starts, lab_ends = starts[label_tok], ends[label_tok]
+    p_starts, p_ends = starts[~is_label], ends[~is_label]
+    n, ntok = len(lab_starts), len(p_starts)
+    colons = np.flatnonzero(buf == 0x3A)
+    # Equal counts plus "colon k lies strictly inside pair token k" means: every pair has
+    # exactly one colon with a non-empty index and value around it, and no label has one.
+    if len(colons) != ntok:
+        return None
+    if not (np.all(colons > p_starts) and np.all(colons < p_ends - 1)):
+        return None
+    lab_len = lab_ends - lab_starts
+    if n and int(lab_len.max()) > _MAX_BULK_LABEL:
+        return None
+    counts = np.diff(np.append(label_tok, len(starts))) - 1  # pairs per line
+    if ntok:
+        index_len = colons - p_starts
+        width = int(index_len.max())
+        if width > 10:  # beyond MAX_INDEX anyway; let the exact path say so
+            return None
+        idx, ok = _gather_digits(buf, colons - 1, index_len, width)
+        if not ok.all():
+            return None
+        val = _bulk_values(text, buf, colons, p_ends, index_len, width, lab_starts, lab_len)
+        if val is None:
+            return None
+        if not (np.all(idx > 0) and np.all(idx <= MAX_INDEX) and np.all(np.isfinite(val))):
+            return None
+        rows = np.repeat(np.arange(n), counts)
+        same_row = rows[1:] == rows[:-1]
+        if np.any((np.diff(idx) <= 0) & same_row):
+            # Unsorted rows are fine for a dense result; duplicates are not.
+            s_idx = idx[np.lexsort((idx, rows))]
+            if np.any((np.diff(s_idx) == 0) & same_row):
+                return None
+    else:
+        idx = np.zeros(0, dtype=np.int64)
+        val = np.zeros(0, dtype=np.float64)
+    linenos = np.searchsorted(nl, lab_starts) + line0  # = the number of newlines before it
+    return _Sparse(_bulk_labels(buf, lab_starts, lab_len, linenos), counts, idx, val)
+
+
+def _bulk_values(
+    text: bytes,
+    buf: np.ndarray,
+    colons: np.ndarray,
+    p_ends: np.ndarray,
+    index_len: np.ndarray,
+    index_width: int,
+    lab_starts: np.ndarray,
+    lab_len: np.ndarray,
+) -> np.ndarray | None:
+    """The float64 values of all pairs, or None if one is not a number numpy can read.
+
+    Plain integers (optionally signed), the bulk of many LIBSVM files, are computed from their
+    digits (exact, so equal to ``float()``); the rest go through one ``np.fromstring``.
+    """
+    val_len = p_ends - colons - 1
+    first = buf[colons + 1]
+    signed = (first == 0x2D) | (first == 0x2B)
+    n_digits = val_len - signed
+    # Candidates for the integer path: no ".", "e" or "E" in the value (found with one pass
+    # over the buffer; a hit inside a label only costs a candidate) and at most 15 digits.
+    cand_mask = (n_digits > 0) & (n_digits <= _MAX_INT_VALUE_DIGITS)
+    marks = np.flatnonzero((buf == 0x2E) | ((buf | 0x20) == 0x65))
+    if marks.size:
+        owner = np.searchsorted(colons, marks) - 1
+        cand_mask[owner[owner >= 0]] = False
+    cand = np.flatnonzero(cand_mask)
+    val = np.empty(len(colons), dtype=np.float64)
+    is_int = np.zeros(len(colons), dtype=bool)
+    if cand.size:
+        width = int(n_digits[cand].max())
+        ints, ok = _gather_digits(buf, p_ends[cand] - 1, n_digits[cand], width)
+        cand = cand[ok]
+        val[cand] = ints[ok]
+        neg = cand[first[cand] == 0x2D]
+        val[neg] *= -1.0  # also gives -0.0 for "-0", as float() does
+        is_int[cand] = True
+    rest = np.flatnonzero(~is_int)
+    if rest.size:
+        # Blank everything but the remaining values (labels, indices, colons, integer values),
+        # then let numpy's (correctly rounded) parser read them in order.
+        vt = np.frombuffer(text.translate(_COLON_NL_TO_SPACE), dtype=np.uint8).copy()
+        for k in range(index_width):
+            vt[(colons - 1 - k)[index_len > k]] = 0x20
+        for k in range(int(lab_len.max())):
+            vt[(lab_starts + k)[lab_len > k]] = 0x20
+        done_ends, done_len = p_ends[is_int], val_len[is_int]
+        for k in range(int(done_len.max(initial=0))):
+            vt[(done_ends - 1 - k)[done_len > k]] = 0x20
+        try:
+            parsed = np.fromstring(vt.tobytes(), dtype=np.float64, sep=" ")
+        except ValueError:
+            return None
+        if len(parsed) != rest.size:
+            return None
+        val[rest] = parsed
+    return val
+
+
+def _bulk_labels(
+    buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, linenos: np.ndarray
+) -> _Labels:
+    """Label tokens as fixed-width byte strings, reduced to distinct tokens with numpy."""
+    n = len(starts)
+    if n == 0:
+        return _Labels([], np.zeros(0, dtype=np.int64), linenos.astype(np.int64))
+    width = int(lengths.max())
+    cols = np.arange(width)
+    pos = np.minimum(starts[:, None] + cols, len(buf) - 1)
+    chars = np.where(cols < lengths[:, None], buf[pos], 0).astype(np.uint8)
+    fixed = np.ascontiguousarray(chars).view(f"S{width}").ravel()
+    uniq, inverse = np.unique(fixed, return_inverse=True)
+    first = np.full(len(uniq), n, dtype=np.int64)
+    np.minimum.at(first, inverse, np.arange(n))
+    order = np.argsort(first)  # distinct tokens in order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    tokens = [bytes(u).decode("ascii") for u in uniq[order]]
+    return _Labels(tokens, rank[inverse].astype(np.int64), linenos.astype(np.int64))
+
+
+def parse_libsvm_lines(
+    lines: Sequence[bytes], n_features: int
+) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """Many one-line LIBSVM records at once (e.g. Kafka messages), with the file loader's
+    vectorised parser (:func:`_libsvm_bulk`): ``(label token per line, dense X (n,
+    n_features), ok)``, or None when that parser cannot vouch for every line (a comment, a
+    bad token, a blank or multi-line record, ...): the caller then parses line by line with
+    :func:`parse_libsvm_line`, which also gives the errors. Row ``i`` equals
+    ``densify(*parse_libsvm_line(lines[i])[1:], n_features)`` bit for bit where ``ok[i]``;
+    rows with an index beyond ``n_features`` have ``ok`` False (and zeros): the line parser
+    and :func:`densify` report them."""
+    n, d = len(lines), int(n_features)
+    if n == 0:
+        return [], np.zeros((0, d), dtype=np.float64), np.ones(0, dtype=bool)
+    data = b"\n".join(lines)
+    if data.count(b"\n") != n - 1:
+        return None  # a record holding a newline: the line parser sees one line, we two
+    sp = _libsvm_bulk(data)
+    if sp is None or len(sp.counts) != n:
+        return None  # a blank record has no row
+    rows = np.repeat(np.arange(n), sp.counts)
+    beyond = sp.idx > d
+    ok = np.ones(n, dtype=bool)
+    ok[rows[beyond]] = False
+    keep = ok[rows]
+    X = np.zeros((n, d), dtype=np.float64)
+    X[rows[keep], sp.idx[keep] - 1] = sp.val[keep]
+    tokens = sp.labels.tokens
+    return [tokens[c] for c in sp.labels.codes.tolist()], X, ok
+
+
+def _libsvm_exact(data: bytes, path: str, line0: int = 0) -> _Sparse:
+    """Per-line LIBSVM parse with :func:`parse_libsvm_line`; raises on the first bad line.
+
+    ``line0`` is the number of lines before ``data`` in the file (line numbers are global).
+    """
+    labels: list[str] = []
+    linenos: list[int] = []
+    counts: list[int] = []
+    idx: list[int] = []
+    val: list[float] = []
+    for lineno, raw in enumerate(data.split(b"\n"), line0 + 1):
+        text, err = _decode_line(raw)
+        if err is not None:
+            if not raw.strip():
+                continue
+            raise err.located(path, lineno)
+        if _libsvm_blank(text):
+            continue
+        try:
+            label, i, v = _parse_libsvm_lists(text)
+        except ParseError as e:
+            raise e.located(path, lineno) from None
+        labels.append(label)
+        linenos.append(lineno)
+        counts.append(len(i))
+        idx.extend(i)
+        val.extend(v)
+    return _Sparse(
+        _encode_labels(labels, linenos),
+        np.asarray(counts, dtype=np.int64),
+        np.asarray(idx, dtype=np.int64),
+        np.asarray(val, dtype=np.float64),
+    )
+
+
+def _compact_pairs(idx: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``idx``/``val`` in the smallest types that hold them exactly (indices are at most
+    MAX_INDEX; many files hold only small integers or values exact in float32)."""
+    idx = idx.astype(np.uint16 if int(idx.max()) < 2**16 else np.int32)
+    v32 = val.astype(np.float32)
+    if np.array_equal(v32.astype(np.float64).view(np.int64), val.view(np.int64)):
+        val = v32  # bit for bit the same float64 values once written into X
+    return idx, val
+
+
+class _LibsvmBuilder:
+    """Collects parsed LIBSVM blocks into the dense X and the labels of :func:`_load_libsvm`.
+
+    With ``n_features`` known, each block is written into X (grown in place) and dropped.
+    Without it the width is only known at the end: blocks are kept as compact sparse parts
+    (:func:`_compact_pairs`) and written into X once it is allocated. Either way the result
+    and every error are those of a parse of the whole file at once:
+
+    * syntax errors first (the caller parses all blocks before :meth:`finish`), then an index
+      beyond ``n_features``, reported at the first such line;
+    * its index is the first one beyond ``n_features`` in file order when every block took
+      the bulk path, else the smallest one in that line: the whole file would then have gone
+      through the exact parser, whose rows are sorted.
+    """
+
+    def __init__(self, n_features: int | None) -> None:
+        self.d = None if n_features is None else int(n_features)
+        direct = self.d is not None and self.d >= 0
+        self.X = np.zeros((0, self.d), dtype=np.float64) if direct else None
+        self.parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray] | None] = []
+        self.table: dict[str, int] = {}
+        self.codes: list[np.ndarray] = []
+        self.linenos: list[np.ndarray] = []
+        self.n = 0
+        self.max_idx = 0
+        self.all_bulk = True
+        self.too_large: tuple[int, int, int] | None = None  # (line, first index, smallest)
+
+    def add(self, sp: _Sparse, bulk: bool) -> None:
+        self.all_bulk &= bulk
+        tokens, codes, linenos = sp.labels
+        remap = np.array(
+            [self.table.setdefault(t, len(self.table)) for t in tokens], dtype=np.int64
+        )
+        self.codes.append(remap[codes])
+        self.linenos.append(linenos)
+        row0, self.n = self.n, self.n + len(codes)
+        if not sp.idx.size:
+            if self.X is not None:
+                _grow_rows(self.X, self.n)
+            return
+        self.max_idx = max(self.max_idx, int(sp.idx.max()))
+        if self.d is None:
+            self.parts.append((row0, sp.counts, *_compact_pairs(sp.idx, sp.val)))
+            return
+        if self.too_large is None and self.max_idx > self.d:
+            self.too_large = self._first_too_large(sp, self.d)
+            self.X = None  # the load fails; only the syntax of the rest is still checked
+        if self.X is not None:
+            _grow_rows(self.X, self.n)
+            rows = np.repeat(np.arange(row0, self.n), sp.counts)
+            self.X[rows, sp.idx - 1] = sp.val
+
+    @staticmethod
+    def _first_too_large(sp: _Sparse, d: int) -> tuple[int, int, int]:
+        bad = int(np.argmax(sp.idx > d))
+        ends = np.cumsum(sp.counts)
+        r = int(np.searchsorted(ends, bad, side="right"))
+        row = sp.idx[int(ends[r] - sp.counts[r]) : int(ends[r])]
+        return int(sp.labels.linenos[r]), int(sp.idx[bad]), int(row[row > d].min())
+
+    def finish(self, path: str) -> tuple[np.ndarray, _Labels]:
+        d = self.max_idx if self.d is None else self.d
+        if self.too_large is not None:
+            line, first, smallest = self.too_large
+            index = first if self.all_bulk else smallest
+            raise ParseError(
+                f"index exceeds n_features: index {index} > n_features={d}", path, line
+            )
+        labels = _Labels(
+            list(self.table),
+            np.concatenate(self.codes) if self.codes else np.zeros(0, dtype=np.int64),
+            np.concatenate(self.linenos) if self.linenos else np.zeros(0, dtype=np.int64),
+        )
+        self.codes = self.linenos = []
+        if self.X is not None:
+            return self.X, labels
+        X = np.zeros((self.n, d), dtype=np.float64)
+        for k, part in enumerate(self.parts):
+            assert part is not None
+            self.parts[k] = None  # free each part once it is in X
+            row0, counts, idx, val = part
+            rows = np.repeat(np.arange(row0, row0 + len(counts)), counts)
+            X[rows, idx - 1] = val
+        return X, labels
+
+
+def _load_libsvm(
+    path: PathLike, n_features: int | None, limit: int | None, chunk_bytes: int
+) -> tuple[np.ndarray, _Labels]:
+    spath = os.fspath(path)
+    out = _LibsvmBuilder(n_features)
+    line0 = 0  # lines before the current block
+    with contextlib.closing(_iter_line_blocks(path, limit, chunk_bytes)) as blocks:
+        for block in blocks:
+            try:
+                sp = _libsvm_bulk(block, line0) if b"#" not in block else None
+                bulk = sp is not None
+                if sp is None:
+                    sp = _libsvm_exact(block, spath, line0)
+            except ParseError:
+                # Reading the whole file first reported a corrupt compressed file before any
+                # bad line: read the rest (as far as a whole-file read went) before raising.
+                for _ in blocks:
+                    pass
+                raise
+            out.add(sp, bulk)
+            line0 += block.count(b"\n")
+    return out.finish(spath)
+
+
+
+def _load_libsvm_csr(
+    path: PathLike, n_features: int | None, limit: int | None, chunk_bytes: int,
+    hash_bits: int | None = None,
+) -> tuple[CSR, _Labels]:
+    """The file as a :class:`~kernelstream.sparse.CSR` (0-based, sorted columns) and its labels.
+
+    Memory grows with the non-zeros only: no array is ever sized by the largest index, so an
+    index of 2**31 - 1 or one very long line costs what its pairs cost. Blocks are parsed as
+    :func:`_load_libsvm` parses them (the first bad line raises); an index beyond
+    ``n_features`` raises at its line. ``hash_bits`` hashes the columns into ``2**k``
+    (:mod:`kernelstream.data.hashing`) a block at a time.
+    """
+    spath = os.fspath(path)
+    table: dict[str, int] = {}
+    codes: list[np.ndarray] = []
+    linenos: list[np.ndarray] = []
+    parts: list[CSR] = []
+    line0 = 0
+    width = 0
+    for block in _iter_line_blocks(path, limit, chunk_bytes):
+        sp = _libsvm_bulk(block, line0) if b"#" not in block else None
+        if sp is None:
+            sp = _libsvm_exact(block, spath, line0)
+        line0 += block.count(b"\n")
+        n = len(sp.counts)
+        rows = np.repeat(np.arange(n, dtype=np.int64), sp.counts)
+        if n_features is not None and len(sp.idx) and int(sp.idx.max()) > n_features:
+            k = int(np.argmax(sp.idx > n_features))
+            raise ParseError(
+                f"index exceeds n_features: index {int(sp.idx[k])} > n_features={n_features}",
+                spath, int(sp.labels.linenos[rows[k]]))
+        if len(sp.idx):
+            width = max(width, int(sp.idx.max()))
+        cols = sp.idx - 1
+        d = max(width, n_features or 0)
+        if hash_bits is not None:
+            cols, d = hash_index(cols, hash_bits), 1 << hash_bits
+        parts.append(csr_from_pairs(rows, cols, sp.val, n, d))
+        remap = np.array([table.setdefault(t, len(table)) for t in sp.labels.tokens],
+                         dtype=np.int64)
+        codes.append(remap[sp.labels.codes] if len(remap) else sp.labels.codes)
+        linenos.append(sp.labels.linenos)
+    d = (1 << hash_bits) if hash_bits is not None else max(width, n_features or 0)
+    X = _concat_csr(parts, d)
+    return X, _Labels(list(table), _cat(codes), _cat(linenos))
+
+
+def _cat(xs: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)
+
+
+def _concat_csr(parts: Sequence[CSR], n_features: int) -> CSR:
+    """Blocks of rows, one after the other, as one :class:`CSR` of width ``n_features``."""
+    if not parts:
+        return CSR.empty(n_features)
+    offsets = np.cumsum([0] + [p.nnz for p in parts[:-1]])
+    indptr = np.concatenate([np.zeros(1, dtype=np.int64)]
+                            + [p.indptr[1:] + o for p, o in zip(parts, offsets, strict=True)])
+    return CSR(indptr, np.concatenate([p.indices for p in parts]),
+               np.concatenate([p.data for p in parts]), int(n_features))

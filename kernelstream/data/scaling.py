@@ -1,0 +1,87 @@
+"""Min-max scaling of features and regression targets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kernelstream.data.errors import (
+    SCALES,
+    TARGET_SCALES,
+    Scale,
+    TargetScale,
+)
+
+
+def fit_minmax(X: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column ``(lo, hi)`` of a 2-D array (zeros for an empty one)."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    if X.shape[0] == 0:
+        z = np.zeros(X.shape[1], dtype=np.float64)
+        return z, z.copy()
+    return X.min(axis=0), X.max(axis=0)
+
+
+def scale_minmax(X: Any, kind: Scale = "01", lo: Any = None, hi: Any = None) -> np.ndarray:
+    """Min-max scale each column to ``[0, 1]`` (``"01"``) or ``[-1, 1]`` (``"pm1"``).
+
+    ``lo``/``hi`` default to :func:`fit_minmax` of ``X``; pass a training set's to scale a test
+    set the same way (its values may then fall outside the range; they are not clipped).
+    Constant columns (``hi == lo``) map to 0 rather than dividing by zero. ``"none"`` returns
+    ``X`` as a float64 array unchanged. Always returns a new array for the other kinds.
+    """
+    if kind not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {kind!r}")
+    X = np.asarray(X, dtype=np.float64)
+    if kind == "none":
+        return X
+    if lo is None or hi is None:
+        flo, fhi = fit_minmax(X)
+        lo = flo if lo is None else lo
+        hi = fhi if hi is None else hi
+    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=np.float64)
+    span = hi - lo
+    const = ~(span > 0)
+    Z = (X - lo) / np.where(const, 1.0, span)
+    if kind == "pm1":
+        Z = 2.0 * Z - 1.0
+    Z[:, const] = 0.0
+    return np.ascontiguousarray(Z)
+
+
+def _scale_minmax_inplace(X: np.ndarray, kind: Scale) -> np.ndarray:
+    """:func:`scale_minmax` of ``X`` (2-D float64, fitted on itself) overwriting ``X``.
+
+    The same operations in the same order, so the result is bit-identical to it.
+    """
+    if kind == "none":
+        return X
+    lo, hi = fit_minmax(X)
+    span = hi - lo
+    const = ~(span > 0)
+    X -= lo
+    X /= np.where(const, 1.0, span)
+    if kind == "pm1":
+        X *= 2.0
+        X -= 1.0
+    X[:, const] = 0.0
+    return X
+
+
+def scale_target_minmax(y: Any, kind: TargetScale = "01") -> np.ndarray:
+    """Min-max scale a regression target vector to ``[0, 1]`` (``"01"``); a constant target
+    maps to 0; ``"none"`` returns ``y`` as a float64 array unchanged."""
+    if kind not in TARGET_SCALES:
+        raise ValueError(f"scale_target must be one of {TARGET_SCALES}, got {kind!r}")
+    y = np.asarray(y, dtype=np.float64)
+    if kind == "none" or y.size == 0:
+        return y
+    lo, hi = float(y.min()), float(y.max())
+    if not hi > lo:
+        return np.zeros_like(y)
+    return (y - lo) / (hi - lo)
+
