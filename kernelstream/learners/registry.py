@@ -50,7 +50,8 @@ class WidthError(ValueError):
 
 
 _SLOT_BYTES = 64  # per stored row besides its features (norm, coefficient, ids, pool offsets)
-_DEFAULT_NNZ = 1024  # non-zeros per row assumed for a sparse estimate when none is known
+_DEFAULT_NNZ = 1024
+_MIN_ROWS = 64  # initial capacity of the stores of unbounded learners  # non-zeros per row assumed for a sparse estimate when none is known
 
 
 def sparse_learners() -> list[str]:
@@ -87,7 +88,8 @@ def memory_estimate(name: str | type[Learner], params: dict[str, Any], n_feature
     """``(bytes, what)``: the memory the learner's model plans for at this width, and the part
     that dominates it (for messages). Stored rows cost ``8 d`` bytes dense, ``16 nnz`` sparse
     (only for learners that take sparse rows natively; others densify); random-feature
-    learners add their ``D × d`` projection. Growth of unbounded learners is not counted."""
+    learners add their ``D × d`` projection. Unbounded learners count their initial capacity
+    only (their growth with the stream is not bounded by a parameter)."""
     cls = _cls(name)
     p = cls.resolve_params(params)
     d = int(n_features)
@@ -99,6 +101,7 @@ def memory_estimate(name: str | type[Learner], params: dict[str, Any], n_feature
     for key in ("budget", "reservoir_size"):
         if p.get(key):
             rows += int(p[key]) * k
+    rows = max(rows, _MIN_ROWS * k)  # unbounded stores still preallocate a few rows
     stored = rows * row
     proj = 8 * d * int(p.get("n_components") or 0) * k
     if proj > stored:
