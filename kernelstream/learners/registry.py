@@ -50,8 +50,8 @@ class WidthError(ValueError):
 
 
 _SLOT_BYTES = 64  # per stored row besides its features (norm, coefficient, ids, pool offsets)
-_DEFAULT_NNZ = 1024
-_MIN_ROWS = 64  # initial capacity of the stores of unbounded learners  # non-zeros per row assumed for a sparse estimate when none is known
+_DEFAULT_NNZ = 1024  # non-zeros per row assumed for a sparse estimate when none is known
+_MIN_ROWS = 64  # initial capacity of the stores of unbounded learners
 
 
 def sparse_learners() -> list[str]:
