@@ -368,14 +368,21 @@ class Learner:
             return out
         nf = int(X.n_features)
         self._width(nf)
-        try:
-            X.check()
-        except ValueError as e:
-            raise ValueError(f"{self.name}: bad sparse block: {e}") from None
-        sq = X.row_sq_norms()  # non-finite iff a row overflows (values are finite by check)
-        if not np.all(np.isfinite(sq)):
-            i = int(np.flatnonzero(~np.isfinite(sq))[0])
-            raise ValueError(f"{self.name}: row {i} of the block overflows")
+        if len(X.indptr) != n + 1 or X.indptr[0] != 0:
+            raise ValueError(f"{self.name}: bad sparse block: indptr must start at 0")
+        # validated in chunks of rows: the checks' temporaries stay small next to the block
+        step = max(1, (1 << 16) * n // max(X.nnz, 1))
+        for a in range(0, n, step):
+            part = X.rows(a, a + step)
+            try:
+                part.check()
+            except ValueError as e:
+                raise ValueError(f"{self.name}: bad sparse block (rows {a}-"
+                                 f"{a + part.n_rows - 1}): {e}") from None
+            sq = part.row_sq_norms()  # non-finite iff a row overflows (values are finite)
+            if not np.all(np.isfinite(sq)):
+                i = a + int(np.flatnonzero(~np.isfinite(sq))[0])
+                raise ValueError(f"{self.name}: row {i} of the block overflows")
         for yi in np.unique(yv):
             self._check_y(yi)
         if self.dim is None:
