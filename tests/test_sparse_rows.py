@@ -176,3 +176,17 @@ def test_check_width_dense_learners_name_alternatives() -> None:
     with pytest.raises(WidthError):
         check_width("okl-gd", {"budget": 200}, 53_975, sparse=True, limit_bytes=10 << 20)
     assert set(SPARSE_LEARNERS) <= set(registry.sparse_learners())
+
+
+@pytest.mark.parametrize("name", SPARSE_LEARNERS)
+def test_sparse_pool_stays_bounded(name: str) -> None:
+    """3000 rounds of churn at B=20: the pool of sparse SVs (live + garbage) stays within a
+    constant factor of the live non-zeros (a leak would hold all 42,000 written ones)."""
+    X, y = _load("a9a_300.svm")
+    m = make(name, seed=0, budget=20, gamma=0.5)
+    rng = np.random.default_rng(0)
+    for rep in range(10):
+        m.predict_learn_many(X, np.where(rng.random(len(y)) < 0.3, -y, y))
+        sv = m.sv
+        assert len(sv._ind) <= 4 * max(sv.nnz, store._MIN_GARBAGE) + 64, (rep, len(sv._ind))
+    assert m.t == 3000

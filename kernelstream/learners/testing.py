@@ -563,7 +563,8 @@ def _csr_steps(m: Learner, C: CSR, y: np.ndarray) -> np.ndarray:
 def check_sparse_rows(name: str, params: dict[str, Any]) -> None:
     """Sparse input (1-row CSR / CSR blocks): deterministic; predict_learn_many over blocks ==
     predict_one/learn_one == step loop, bit for bit; a state saved mid-stream (sparse SVs
-    included, through bytes) continues bit-identically; results agree with the same rows given
+    included, through bytes) continues bit-identically; a budgeted sparse learner's state
+    stops growing; results agree with the same rows given
     dense (to round-off for learners that run sparse, exactly for those that densify); a
     learner that keeps dense rows refuses an enormous width with one line before learning,
     and a sparse learner runs at that width with memory independent of it; bad sparse input
@@ -602,6 +603,18 @@ def check_sparse_rows(name: str, params: dict[str, Any]) -> None:
         assert_scores_equal(b.predict_learn_many(tail, y[cut:]), scores[cut:],
                             f"sparse: restored at {cut}")
         assert_states_equal(b.get_state(), st_ref, f"sparse: restored at {cut}, final state")
+    if ref.budgeted and ref.accepts_sparse:  # sparse SVs: the state stops growing too
+        mb = new(name, params, seed=3)
+        Xl, yl = sparse_stream(mb, N_LONG // 2, seed=5)
+        yl = np.where(np.random.default_rng(6).random(len(yl)) < 0.3, -yl, yl)
+        Cl = CSR.from_dense(Xl)
+        half = len(yl) // 2
+        mb.predict_learn_many(Cl.rows(0, half), yl[:half])
+        s_half = len(state_to_bytes(mb.get_state()))
+        mb.predict_learn_many(Cl.rows(half, len(yl)), yl[half:])
+        s_end = len(state_to_bytes(mb.get_state()))
+        assert s_end <= s_half + max(1024, s_half // 50), (
+            f"sparse state grows: {s_half} bytes at {half}, {s_end} at {len(yl)}")
     dense = run_steps(new(name, params, seed=3), X, y)
     if ref.accepts_sparse:
         scale = max(1.0, float(np.max(np.abs(dense))))
