@@ -563,7 +563,7 @@ def _csr_steps(m: Learner, C: CSR, y: np.ndarray) -> np.ndarray:
 def check_sparse_rows(name: str, params: dict[str, Any]) -> None:
     """Sparse input (1-row CSR / CSR blocks): deterministic; predict_learn_many over blocks ==
     predict_one/learn_one == step loop, bit for bit; a state saved mid-stream (sparse SVs
-    included, through bytes) continues bit-identically; a budgeted sparse learner's state
+    included, through bytes, and a pickled copy) continues bit-identically; a budgeted sparse learner's state
     stops growing; results agree with the same rows given
     dense (to round-off for learners that run sparse, exactly for those that densify); a
     learner that keeps dense rows refuses an enormous width with one line before learning,
@@ -603,6 +603,9 @@ def check_sparse_rows(name: str, params: dict[str, Any]) -> None:
         assert_scores_equal(b.predict_learn_many(tail, y[cut:]), scores[cut:],
                             f"sparse: restored at {cut}")
         assert_states_equal(b.get_state(), st_ref, f"sparse: restored at {cut}, final state")
+        c = pickle.loads(pickle.dumps(a))  # how Beam ships a learner
+        assert_scores_equal(c.predict_learn_many(tail, y[cut:]), scores[cut:],
+                            f"sparse: pickled at {cut}")
     if ref.budgeted and ref.accepts_sparse:  # sparse SVs: the state stops growing too
         mb = new(name, params, seed=3)
         Xl, yl = sparse_stream(mb, N_LONG // 2, seed=5)
