@@ -563,12 +563,12 @@ def _csr_steps(m: Learner, C: CSR, y: np.ndarray) -> np.ndarray:
 def check_sparse_rows(name: str, params: dict[str, Any]) -> None:
     """Sparse input (1-row CSR / CSR blocks): deterministic; predict_learn_many over blocks ==
     predict_one/learn_one == step loop, bit for bit; a state saved mid-stream (sparse SVs
-    included, through bytes, and a pickled copy) continues bit-identically; a budgeted sparse learner's state
-    stops growing; results agree with the same rows given
-    dense (to round-off for learners that run sparse, exactly for those that densify); a
-    learner that keeps dense rows refuses an enormous width with one line before learning,
-    and a sparse learner runs at that width with memory independent of it; bad sparse input
-    is rejected and leaves the learner unchanged."""
+    included, through bytes) and a pickled copy continue bit-identically; a budgeted sparse
+    learner's state stops growing; results agree with the same rows given dense (to round-off
+    for learners that run sparse, exactly for those that densify); a learner that keeps dense
+    rows refuses an enormous width with one line before learning, and a sparse learner runs at
+    that width with memory independent of it; bad sparse input is rejected and leaves the
+    learner unchanged."""
     ref = new(name, params, seed=3)
     X, y = sparse_stream(ref)
     C = CSR.from_dense(X)
