@@ -8,6 +8,12 @@ which the kernels' sparse products rely on; :meth:`CSR.check` verifies it.
 
 Both the data layer (readers build CSR blocks) and the learners (which take CSR rows) use
 this module; it imports nothing of either.
+
+The learners' convention: one sparse example is a 1-row :class:`CSR`, a block of examples is
+a :class:`CSR` (see :mod:`kernelstream.learners.base`). Inside the learners a single row
+travels as a :class:`SparseRow` (``indices``, ``values``, ``n_features``), which the support
+vector store and the kernels read. :meth:`CSR.from_libsvm_bytes` is a small vectorised
+LIBSVM reader for benchmarks and tests (the data layer has its own readers).
 """
 
 from __future__ import annotations
@@ -16,7 +22,41 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CSR"]
+__all__ = ["CSR", "SparseRow"]
+
+
+class SparseRow:
+    """One sparse row: strictly increasing 0-based ``indices`` (int64) with float64 ``values``,
+    of a space of ``n_features`` columns. Cheap to build (no copies, no checks): the learners
+    make one per round from a checked :class:`CSR`."""
+
+    __slots__ = ("indices", "n_features", "values")
+
+    def __init__(self, indices: np.ndarray, values: np.ndarray, n_features: int) -> None:
+        self.indices = indices
+        self.values = values
+        self.n_features = n_features
+
+    @property
+    def nnz(self) -> int:
+        return len(self.indices)
+
+    def key(self) -> bytes:
+        """Bytes that identify the row by value (the learners' predict/learn cache key)."""
+        return (len(self.indices).to_bytes(8, "little") + self.indices.tobytes()
+                + self.values.tobytes())
+
+    def to_dense(self) -> np.ndarray:
+        out = np.zeros(self.n_features)
+        out[self.indices] = self.values
+        return out
+
+    @classmethod
+    def from_dense(cls, x: np.ndarray) -> SparseRow:
+        idx = np.flatnonzero(x)
+        return cls(idx.astype(np.int64, copy=False), np.ascontiguousarray(x[idx], np.float64),
+                   len(x))
+
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,6 +93,20 @@ class CSR:
         """Row ``i`` as ``(indices, values)`` views."""
         a, b = int(self.indptr[i]), int(self.indptr[i + 1])
         return self.indices[a:b], self.data[a:b]
+
+    def sparse_row(self, i: int) -> SparseRow:
+        """Row ``i`` as a :class:`SparseRow` (views)."""
+        a, b = int(self.indptr[i]), int(self.indptr[i + 1])
+        return SparseRow(self.indices[a:b], self.data[a:b], int(self.n_features))
+
+    def row_sq_norms(self) -> np.ndarray:
+        """``‖row‖²`` of every row (summed in index order, as the learners do)."""
+        sq = self.data * self.data
+        out = np.zeros(self.n_rows)
+        nz = np.diff(self.indptr) > 0
+        if len(sq):
+            out[nz] = np.add.reduceat(sq, self.indptr[:-1][nz] - self.indptr[0])
+        return out
 
     def rows(self, start: int, stop: int) -> CSR:
         """Rows ``start:stop`` (views of the arrays; ``indptr`` rebased to 0)."""
@@ -118,3 +172,57 @@ class CSR:
         if not np.all(np.isfinite(v)):
             raise ValueError("CSR: values must be finite")
         return self
+
+    @classmethod
+    def from_libsvm_bytes(cls, data: bytes, n_features: int | None = None,
+                          zero_based: bool = False) -> tuple[CSR, np.ndarray]:
+        """Parse LIBSVM/SVMlight text (``label idx:val ...`` per line; ``#`` comments and
+        ``qid:`` tokens ignored) into ``(CSR, labels)``. Indices are 1-based unless
+        ``zero_based``; rows are sorted by index and a duplicate index is an error. The width
+        is ``n_features`` or the largest index + 1. Parsing briefly holds one Python token per
+        index and value (several times the text size), so parse in a separate step from a
+        memory-measured run."""
+        labels: list[float] = []
+        counts: list[int] = []
+        feats: list[bytes] = []
+        for lineno, raw in enumerate(data.splitlines(), 1):
+            line = raw.split(b"#", 1)[0].strip()
+            if not line:
+                continue
+            head, _, rest = line.replace(b"\t", b" ").partition(b" ")
+            if b"qid:" in rest:
+                rest = b" ".join(t for t in rest.split() if not t.startswith(b"qid:"))
+            try:
+                labels.append(float(head))
+            except ValueError:
+                raise ValueError(f"LIBSVM line {lineno}: bad label {head[:40]!r}") from None
+            counts.append(rest.count(b":"))
+            feats.append(rest)
+        blob = b" ".join(feats).replace(b":", b" ").decode("ascii", "replace")
+        flat = np.array(blob.split(), dtype=np.float64) if blob.strip() else np.zeros(0)
+        cnt = np.asarray(counts, dtype=np.int64)
+        if len(flat) != 2 * int(cnt.sum()):
+            raise ValueError("LIBSVM: every feature must be written idx:value")
+        fidx, vals = flat[0::2], np.ascontiguousarray(flat[1::2])
+        if np.any(fidx != np.floor(fidx)):
+            raise ValueError("LIBSVM: feature indices must be integers")
+        idx = fidx.astype(np.int64) - (0 if zero_based else 1)
+        if len(idx) and idx.min() < 0:
+            raise ValueError("LIBSVM: feature indices must be >= " + ("0" if zero_based else "1"))
+        indptr = np.zeros(len(cnt) + 1, dtype=np.int64)
+        np.cumsum(cnt, out=indptr[1:])
+        rows = np.repeat(np.arange(len(cnt)), cnt)
+        if len(idx) > 1:
+            step = np.diff(idx)
+            same = rows[1:] == rows[:-1]
+            if np.any((step <= 0) & same):  # unsorted rows: sort each by index
+                order = np.lexsort((idx, rows))
+                idx, vals = idx[order], vals[order]
+                if np.any((np.diff(idx) == 0) & same):
+                    raise ValueError("LIBSVM: a feature index is repeated within a line")
+        width = int(idx.max()) + 1 if len(idx) else 0
+        if n_features is not None:
+            if width > n_features:
+                raise ValueError(f"LIBSVM: index {width} exceeds n_features={n_features}")
+            width = int(n_features)
+        return cls(indptr, idx, vals, max(width, 1)), np.asarray(labels, dtype=np.float64)

@@ -17,7 +17,7 @@ from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Learner, Param
 from kernelstream.learners.kernels import Gaussian
 from kernelstream.learners.perceptron import Perceptron
-from kernelstream.learners.store import SVStore
+from kernelstream.learners.store import SparseSVStore, SVStore
 from kernelstream.learners.testing import CHECKS, cases, check_learner
 
 CASES = [(name, cid, check, params) for name in available() for cid, check, params in cases(name)]
@@ -135,6 +135,30 @@ def _break(mp: pytest.MonkeyPatch, what: str) -> None:
         mp.setattr(cls, "_check_x", lambda self, x: (np.asarray(x, float), 0.0))
     elif what == "seed-ignored":  # claims to be randomized but ignores its seed
         mp.setattr(cls, "randomized", True)
+    elif what == "sparse-sv-order":  # restored sparse SVs lose their slot order
+        get_state = SparseSVStore.get_state
+
+        def g(self, prefix):  # type: ignore[no-untyped-def]
+            st = get_state(self, prefix)
+            if self.n > 1:
+                P = self.points.take(np.arange(self.n)[::-1])
+                st.update({f"{prefix}indptr": P.indptr, f"{prefix}indices": P.indices,
+                           f"{prefix}data": P.data})
+            return st
+
+        mp.setattr(SparseSVStore, "get_state", g)
+    elif what == "sparse-dots":  # a sparse dot that drops the last non-zero of the query
+        dots = SparseSVStore.dots
+
+        def dd(self, z):  # type: ignore[no-untyped-def]
+            if hasattr(z, "indices") and len(z.indices) > 1:
+                z = type(z)(z.indices[:-1], z.values[:-1], z.n_features)
+            return dots(self, z)
+
+        mp.setattr(SparseSVStore, "dots", dd)
+    elif what == "dense-at-any-width":  # a learner that densifies sparse rows, width unchecked
+        mp.setattr(cls, "accepts_sparse", False)
+        mp.setattr(registry, "memory_estimate", lambda *a, **k: (0, "nothing"))
     elif what == "unbounded":  # a budget parameter that is ignored
         budget = Param("budget", 500, int, "ignored", lambda v: v > 0)
         mp.setattr(cls, "params", (*cls.params, budget))
@@ -145,7 +169,9 @@ def _break(mp: pytest.MonkeyPatch, what: str) -> None:
     ("what", "check"),
     [("predict-draws", "predict_is_pure"), ("state-alias", "state_roundtrip"),
      ("lost-state", "state_roundtrip"), ("nan-accepted", "bad_input"),
-     ("seed-ignored", "seeds"), ("unbounded", "bounded_memory")],
+     ("seed-ignored", "seeds"), ("unbounded", "bounded_memory"),
+     ("sparse-sv-order", "sparse_rows"), ("sparse-dots", "sparse_rows"),
+     ("dense-at-any-width", "sparse_rows")],
 )
 def test_suite_catches_broken_learner(monkeypatch: pytest.MonkeyPatch, what: str,
                                       check: str) -> None:

@@ -13,7 +13,15 @@ import importlib
 import pkgutil
 
 from kernelstream.learners.base import Learner, Param, state_from_bytes, state_to_bytes
-from kernelstream.learners.registry import available, get, make, register
+from kernelstream.learners.registry import (
+    WidthError,
+    available,
+    check_width,
+    get,
+    make,
+    register,
+    sparse_learners,
+)
 
 for _mod in pkgutil.iter_modules(__path__):
     if not _mod.name.startswith("_") and _mod.name != "testing":
@@ -22,10 +30,13 @@ for _mod in pkgutil.iter_modules(__path__):
 __all__ = [
     "Learner",
     "Param",
+    "WidthError",
     "available",
+    "check_width",
     "get",
     "make",
     "register",
+    "sparse_learners",
     "state_from_bytes",
     "state_to_bytes",
 ]

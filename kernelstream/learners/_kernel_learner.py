@@ -1,4 +1,5 @@
-"""Shared machinery of single-kernel learners that keep one :class:`SVStore`."""
+"""Shared machinery of single-kernel learners that keep one support-vector store (a dense
+:class:`SVStore`, or a :class:`SparseSVStore` when the learner runs on sparse rows)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 
 from kernelstream.learners.base import Learner
 from kernelstream.learners.kernels import Kernel, make_kernel
-from kernelstream.learners.store import SVStore
+from kernelstream.learners.store import AnyStore, make_store, store_from_state
 
 
 class KernelLearner(Learner):
@@ -19,6 +20,7 @@ class KernelLearner(Learner):
     """
 
     capacity_param: ClassVar[str | None] = "budget"  # parameter bounding the store, if any
+    accepts_sparse = True  # x reaches only the store and the kernel (sparse SVs in sparse mode)
 
     kernel: str
     gamma: float
@@ -27,7 +29,7 @@ class KernelLearner(Learner):
     def _setup(self, d: int) -> None:
         self.kern: Kernel = make_kernel(self.kernel, self.gamma, self.degree)
         cap = getattr(self, self.capacity_param, 16) if self.capacity_param else 16
-        self.sv = SVStore(d, capacity=int(cap) + 1)
+        self.sv: AnyStore = make_store(d, int(cap) + 1, self.sparse)
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
         sv = self.sv
@@ -45,4 +47,4 @@ class KernelLearner(Learner):
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
         cap = getattr(self, self.capacity_param, 16) if self.capacity_param else 16
-        self.sv = SVStore.from_state(state, "sv.", self.dim, capacity=int(cap) + 1)
+        self.sv = store_from_state(state, "sv.", self.dim, capacity=int(cap) + 1)

@@ -13,6 +13,25 @@ A learner is a small state machine over a stream of ``(x, y)`` rounds:
 
 Subclasses declare ``params`` (a tuple of :class:`Param`) and implement ``_setup``,
 ``_score``, ``_update``, ``_get_state`` and ``_set_state``.
+
+**Sparse rows.** Every method that takes an example accepts either a dense row (a 1-D float
+sequence; a 2-D array for a block) or a sparse one: a 1-row :class:`~kernelstream.sparse.CSR`
+for one example and a :class:`~kernelstream.sparse.CSR` for a block (``(indices, values)``
+tuples are *not* accepted: they would be ambiguous with a 2-feature dense row). The first
+example decides the learner's *mode*:
+
+* learners with ``accepts_sparse = True`` (those that touch ``x`` only through the support
+  vector store and the kernel) run in sparse mode when the first example is sparse: the store
+  keeps sparse SVs with cached squared norms and kernel rows come from sparse–sparse products
+  (dense rows given later are used as they are: sparse–dense products). Memory grows with
+  the non-zeros, never with the width;
+* every other learner (and a sparse-capable one whose first example was dense) converts a
+  sparse row to a dense one of width ``n_features`` before using it, which is only allowed
+  when :func:`kernelstream.learners.registry.check_width` finds that its d-wide memory fits
+  (checked when the first example fixes the width; :class:`WidthError` otherwise).
+
+Sparse and dense input give the same results up to round-off (sums run in another order); for
+one input type the batch path stays bit-identical to the per-example path.
 """
 
 from __future__ import annotations
@@ -25,6 +44,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+
+from kernelstream.sparse import CSR, SparseRow
 
 STATE_VERSION = 1
 
@@ -109,6 +130,7 @@ class Learner:
     budgeted: ClassVar[bool] = False  # memory bounded by a parameter (``budget`` or similar)
     randomized: ClassVar[bool] = False  # consumes its RNG (different seeds give different runs)
     draws_in_predict: ClassVar[bool] = False  # randomness that forms the prediction (§1.1.4)
+    accepts_sparse: ClassVar[bool] = False  # runs on sparse rows natively (module docstring)
     reference: ClassVar[str] = ""
 
     def __init__(self, seed: Seed = 0, **params: Any) -> None:
@@ -119,6 +141,7 @@ class Learner:
         self._configure()
         self.rng = np.random.Generator(np.random.PCG64(_seed_seq(seed)))
         self.dim: int | None = None
+        self.sparse = False  # sparse mode (sparse SVs), fixed by the first example
         self.t = 0  # rounds learned so far
         self._pending: tuple[bytes, float, Any] | None = None  # (x bytes, score, aux)
 
@@ -153,10 +176,13 @@ class Learner:
         """Cross-parameter checks (override)."""
 
     # -- input validation ----------------------------------------------------------------------
-    def _check_x(self, x: Any) -> tuple[np.ndarray, float]:
-        """Return ``x`` as a float64 vector and ``‖x‖²``. The squared norm is needed by every
-        Gaussian row anyway and is non-finite iff ``x`` holds NaN/inf (or overflows), so it
-        doubles as the validity check at no extra cost."""
+    def _check_x(self, x: Any) -> tuple[Any, float]:
+        """Return ``x`` as a float64 vector (or a :class:`SparseRow` in sparse mode) and
+        ``‖x‖²``. The squared norm is needed by every Gaussian row anyway and is non-finite iff
+        ``x`` holds NaN/inf (or overflows), so it doubles as the validity check at no extra
+        cost."""
+        if isinstance(x, CSR):
+            return self._check_sparse_x(x)
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 1:
             raise ValueError(f"{self.name}: x must be a 1-D feature vector, got shape {x.shape}")
@@ -175,6 +201,46 @@ class Learner:
             self._init_dim(x.shape[0])
         return x, xx
 
+    def _width(self, nf: int) -> None:
+        if self.dim is None:
+            if nf <= 0:
+                raise ValueError(f"{self.name}: x must have at least one feature")
+        elif nf != self.dim:
+            raise ValueError(
+                f"{self.name}: expected {self.dim} features (fixed by the first example), "
+                f"got {nf}"
+            )
+
+    def _check_sparse_x(self, X: CSR) -> tuple[Any, float]:
+        """One sparse example (a 1-row CSR): validated, then a :class:`SparseRow` in sparse
+        mode or a dense vector otherwise."""
+        if X.n_rows != 1:
+            raise ValueError(f"{self.name}: a sparse x must be a 1-row CSR, got {X.n_rows} rows "
+                             "(use predict_learn_many for blocks)")
+        nf = int(X.n_features)
+        self._width(nf)
+        a, b = int(X.indptr[0]), int(X.indptr[1])
+        idx, vals = X.indices[a:b], X.data[a:b]
+        if len(idx) and (int(idx[0]) < 0 or int(idx[-1]) >= nf
+                         or (len(idx) > 1 and not bool(np.all(idx[1:] > idx[:-1])))):
+            raise ValueError(f"{self.name}: sparse x needs strictly increasing column indices "
+                             f"in [0, {nf})")
+        xx = float(vals @ vals)
+        if not math.isfinite(xx):
+            raise ValueError(f"{self.name}: x contains NaN or infinite values (or overflows)")
+        if self.dim is None:
+            self._init_dim(nf, sparse=True, nnz=len(idx))
+        return self._sparse_input(idx, vals, nf, xx)
+
+    def _sparse_input(self, idx: np.ndarray, vals: np.ndarray, nf: int,
+                      xx: float) -> tuple[Any, float]:
+        if self.sparse:
+            return SparseRow(idx.astype(np.int64, copy=False),
+                             vals.astype(np.float64, copy=False), nf), xx
+        x = np.zeros(nf)  # dense mode: the d-wide row (check_width allowed this width)
+        x[idx] = vals
+        return x, float(x @ x)
+
     def _check_y(self, y: Any) -> float:
         try:
             yf = float(y)
@@ -190,15 +256,20 @@ class Learner:
             raise ValueError(f"{self.name}: regression target must be finite, got {y!r}")
         return yf
 
-    def _init_dim(self, d: int) -> None:
+    def _init_dim(self, d: int, sparse: bool = False, nnz: int | None = None) -> None:
+        from kernelstream.learners.registry import check_width
+
+        check_width(type(self), self.hparams, d, sparse=sparse, nnz_per_row=nnz)
         self.dim = d
+        self.sparse = bool(sparse and self.accepts_sparse)
         self._setup(d)
 
     # -- public API ----------------------------------------------------------------------------
     def predict_one(self, x: Any) -> float:
         """Score of ``x`` under the current hypothesis (never sees the label)."""
         x, xx = self._check_x(x)
-        key = x.tobytes()  # by value: equal lists/copies hit, a buffer refilled in place misses
+        # by value: equal lists/copies hit, a buffer refilled in place misses
+        key = x.key() if type(x) is SparseRow else x.tobytes()
         p = self._pending
         if p is not None and p[0] == key:
             return p[1]
@@ -211,7 +282,7 @@ class Learner:
         yf = self._check_y(y)  # labels first: a rejected call must not fix the dimension
         x, xx = self._check_x(x)
         p = self._pending
-        if p is not None and p[0] == x.tobytes():
+        if p is not None and p[0] == (x.key() if type(x) is SparseRow else x.tobytes()):
             score, aux = p[1], p[2]
         else:
             score, aux = self._score(x, xx)
@@ -234,17 +305,15 @@ class Learner:
         :meth:`step`, so the results are bit-identical to the per-example loop. The block is
         validated up front, so a bad row raises before any state changes. ``n_sv`` (an int
         array of one entry per row) receives :attr:`n_support_vectors` after each row, for
-        callers that report it per row."""
+        callers that report it per row. ``X`` may be a :class:`~kernelstream.sparse.CSR`
+        block (the module docstring says how sparse rows are used)."""
+        if isinstance(X, CSR):
+            return self._predict_learn_many_sparse(X, y, n_sv)
         X = np.ascontiguousarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError(f"{self.name}: X must be a 2-D array, got shape {X.shape}")
         n = X.shape[0]
-        try:
-            yv = np.asarray(y, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            raise ValueError(f"{self.name}: labels must be numbers, got {y!r}") from None
-        if yv.shape[0] != n:
-            raise ValueError(f"{self.name}: X has {n} rows but y has {yv.shape[0]} labels")
+        yv = self._block_labels(y, n)
         out = np.empty(n)
         if n == 0:
             return out
@@ -274,6 +343,60 @@ class Learner:
             s, aux = score_fn(xi, xx)
             out[i] = s
             update_fn(xi, xx, float(yv[i]), s, aux)
+            self.t += 1
+            if n_sv is not None:
+                n_sv[i] = self.n_support_vectors
+        return out
+
+    def _block_labels(self, y: Any, n: int) -> np.ndarray:
+        try:
+            yv = np.asarray(y, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"{self.name}: labels must be numbers, got {y!r}") from None
+        if yv.shape[0] != n:
+            raise ValueError(f"{self.name}: X has {n} rows but y has {yv.shape[0]} labels")
+        return yv
+
+    def _predict_learn_many_sparse(self, X: CSR, y: Any,
+                                   n_sv: np.ndarray | None) -> np.ndarray:
+        """:meth:`predict_learn_many` over a CSR block: the per-example code of a 1-row CSR,
+        row by row (bit-identical to the loop)."""
+        n = X.n_rows
+        yv = self._block_labels(y, n)
+        out = np.empty(n)
+        if n == 0:
+            return out
+        nf = int(X.n_features)
+        self._width(nf)
+        if len(X.indptr) != n + 1 or X.indptr[0] != 0:
+            raise ValueError(f"{self.name}: bad sparse block: indptr must start at 0")
+        # validated in chunks of rows: the checks' temporaries stay small next to the block
+        step = max(1, (1 << 16) * n // max(X.nnz, 1))
+        for a in range(0, n, step):
+            part = X.rows(a, a + step)
+            try:
+                part.check()
+            except ValueError as e:
+                raise ValueError(f"{self.name}: bad sparse block (rows {a}-"
+                                 f"{a + part.n_rows - 1}): {e}") from None
+            sq = part.row_sq_norms()  # non-finite iff a row overflows (values are finite)
+            if not np.all(np.isfinite(sq)):
+                i = a + int(np.flatnonzero(~np.isfinite(sq))[0])
+                raise ValueError(f"{self.name}: row {i} of the block overflows")
+        for yi in np.unique(yv):
+            self._check_y(yi)
+        if self.dim is None:
+            self._init_dim(nf, sparse=True, nnz=max(1, X.nnz // n))
+        self._pending = None
+        score_fn, update_fn = self._score, self._update
+        ptr, ind, dat = X.indptr, X.indices, X.data
+        for i in range(n):
+            a, b = int(ptr[i]), int(ptr[i + 1])
+            vals = dat[a:b]
+            x, xx = self._sparse_input(ind[a:b], vals, nf, float(vals @ vals))
+            s, aux = score_fn(x, xx)
+            out[i] = s
+            update_fn(x, xx, float(yv[i]), s, aux)
             self.t += 1
             if n_sv is not None:
                 n_sv[i] = self.n_support_vectors
@@ -333,6 +456,8 @@ class Learner:
             "__t__": np.array(self.t, dtype=np.int64),
         }
         if self.dim is not None:
+            if self.sparse:  # only in sparse mode: dense states keep their exact old layout
+                st["__sparse__"] = np.array(True)
             st.update(self._get_state())
         return st
 
@@ -355,8 +480,9 @@ class Learner:
         self.t = int(state["__t__"])
         self._pending = None
         self.dim = None
+        self.sparse = False
         if d >= 0:
-            self._init_dim(d)
+            self._init_dim(d, sparse=bool(state.get("__sparse__", False)))
             self._set_state(state)
         # last, so draws made by ``_setup`` (e.g. a random projection) do not advance it
         _rng_from_array(self.rng, state["__rng__"])

@@ -1,7 +1,8 @@
 """Kernels (ALGORITHMS.md §1.2) and kernel-target alignment (§1.6).
 
 Every kernel evaluates one *row* ``κ(X, z)`` against a matrix of stored points in a single
-vectorised pass. Gaussian rows reuse cached squared row norms of ``X``:
+vectorised pass (``row``), or from the inner products ``X z`` computed by a sparse store
+(``row_from_dots``). Gaussian rows reuse cached squared row norms of ``X``:
 ``‖x − z‖² = ‖x‖² + ‖z‖² − 2 xᵀz`` (clipped at 0), so a row costs one matrix–vector product.
 """
 
@@ -24,6 +25,11 @@ class Kernel:
     name: str = "kernel"
 
     def row(self, X: np.ndarray, sqn: np.ndarray, z: np.ndarray, zz: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def row_from_dots(self, d: np.ndarray, sqn: np.ndarray, zz: float) -> np.ndarray:
+        """The row from the inner products ``d = X z`` (overwritten): the sparse stores compute
+        ``d`` by sparse–sparse or sparse–dense products, then share the kernel's formula."""
         raise NotImplementedError
 
     def diag(self, zz: float) -> float:
@@ -52,6 +58,15 @@ class Gaussian(Kernel):
         d *= self._neg_gamma
         return np.exp(d, out=d)
 
+    def row_from_dots(self, d: np.ndarray, sqn: np.ndarray, zz: float) -> np.ndarray:
+        # the tail of ``row`` (kept inline there: the dense path saves a call per round)
+        d *= -2.0
+        d += sqn
+        d += zz
+        np.maximum(d, 0.0, out=d)
+        d *= self._neg_gamma
+        return np.exp(d, out=d)
+
     def diag(self, zz: float) -> float:
         return 1.0
 
@@ -69,6 +84,9 @@ class Polynomial(Kernel):
 
     def row(self, X: np.ndarray, sqn: np.ndarray, z: np.ndarray, zz: float) -> np.ndarray:
         d = X @ z
+        return d if self.degree == 1 else np.power(d, self.degree, out=d)
+
+    def row_from_dots(self, d: np.ndarray, sqn: np.ndarray, zz: float) -> np.ndarray:
         return d if self.degree == 1 else np.power(d, self.degree, out=d)
 
     def diag(self, zz: float) -> float:

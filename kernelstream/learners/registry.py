@@ -1,7 +1,9 @@
-"""Name → learner class registry behind :func:`kernelstream.learners.make`."""
+"""Name → learner class registry behind :func:`kernelstream.learners.make`, and the up-front
+memory/width check :func:`check_width` that pipelines call before reading any data."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, TypeVar
 
 from kernelstream.learners.base import Learner, Seed
@@ -39,3 +41,107 @@ def get(name: str) -> type[Learner]:
 def make(name: str, seed: Seed = 0, **params: Any) -> Learner:
     """Build a learner by name, e.g. ``make("bogd", seed=1, budget=200, eta=0.1)``."""
     return get(name)(seed=seed, **params)
+
+
+# -- width and memory ----------------------------------------------------------------------------
+class WidthError(ValueError):
+    """A learner cannot run at the given width / budget: the memory it needs does not fit. The
+    message is one line saying why and what to use instead."""
+
+
+_SLOT_BYTES = 64  # per stored row besides its features (norm, coefficient, ids, pool offsets)
+_DEFAULT_NNZ = 1024  # non-zeros per row assumed for a sparse estimate when none is known
+_MIN_ROWS = 64  # initial capacity of the stores of unbounded learners
+
+
+def sparse_learners() -> list[str]:
+    """Names of the learners that run on sparse rows natively (memory O(non-zeros))."""
+    return [n for n in available() if _REGISTRY[n].accepts_sparse]
+
+
+def memory_limit() -> int:
+    """Bytes a learner may plan for: the machine's physical memory (8 GiB if unknown), or
+    ``$KERNELSTREAM_MEMORY_LIMIT`` (bytes) when set."""
+    env = os.environ.get("KERNELSTREAM_MEMORY_LIMIT")
+    if env:
+        return int(float(env))
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 8 << 30
+
+
+def _n_kernels(params: dict[str, Any]) -> int:
+    if "sigmas" not in params:
+        return 1
+    from kernelstream.learners._selection import parse_sigmas
+
+    return len(parse_sigmas(params["sigmas"]))
+
+
+def _cls(name: str | type[Learner]) -> type[Learner]:
+    return name if isinstance(name, type) else get(name)
+
+
+def memory_estimate(name: str | type[Learner], params: dict[str, Any], n_features: int,
+                    sparse: bool = False, nnz_per_row: int | None = None) -> tuple[int, str]:
+    """``(bytes, what)``: the memory the learner's model plans for at this width, and the part
+    that dominates it (for messages). Stored rows cost ``8 d`` bytes dense, ``16 nnz`` sparse
+    (only for learners that take sparse rows natively; others densify); random-feature
+    learners add their ``D × d`` projection. Unbounded learners count their initial capacity
+    only (their growth with the stream is not bounded by a parameter)."""
+    cls = _cls(name)
+    p = cls.resolve_params(params)
+    d = int(n_features)
+    native = bool(sparse and cls.accepts_sparse)
+    nnz = min(d, nnz_per_row if nnz_per_row is not None else _DEFAULT_NNZ)
+    row = (16 * nnz if native else 8 * d) + _SLOT_BYTES
+    k = _n_kernels(p)
+    rows = 1
+    for key in ("budget", "reservoir_size"):
+        if p.get(key):
+            rows += int(p[key]) * k
+    rows = max(rows, _MIN_ROWS * k)  # unbounded stores still preallocate a few rows
+    stored = rows * row
+    proj = 8 * d * int(p.get("n_components") or 0) * k
+    if proj > stored:
+        return stored + proj, (f"a {p['n_components']:,} x {d:,} random-feature projection"
+                               + (f" per kernel ({k})" if k > 1 else ""))
+    what = (f"budget={p['budget']:,} stored rows" if p.get("budget")
+            else "its stored rows") + (f" of {d:,} features" if not native else
+                                       f" of ~{nnz:,} non-zeros")
+    return stored + proj, what
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"  # unreachable
+
+
+def check_width(name: str | type[Learner], params: dict[str, Any], n_features: int,
+                sparse: bool = False, nnz_per_row: int | None = None,
+                limit_bytes: int | None = None) -> None:
+    """Raise :class:`WidthError` (one line: why, and what to use instead) unless learner
+    ``name`` with ``params`` fits in memory on rows of ``n_features`` columns (``sparse``:
+    given as sparse rows with about ``nnz_per_row`` non-zeros). Pipelines call it before
+    reading data; learners call it when their first example fixes the width."""
+    limit = memory_limit() if limit_bytes is None else int(limit_bytes)
+    need, what = memory_estimate(name, params, n_features, sparse, nnz_per_row)
+    if need <= limit:
+        return
+    cls = _cls(name)
+    head = (f"{cls.name}: {what} need {fmt_bytes(need)}, more than the {fmt_bytes(limit)} "
+            f"available")
+    budget = "lower the budget" if "budget" in params or "budget" in what else ""
+    if cls.accepts_sparse and (sparse or n_features <= 4096):
+        raise WidthError(f"{head}; {budget or 'use fewer features'}")
+    if cls.accepts_sparse and n_features > 4096:
+        raise WidthError(f"{head}; {budget + ', or ' if budget else ''}give the rows as sparse "
+                         f"CSR (memory then grows with the non-zeros, not the width)")
+    alt = ", ".join(sparse_learners())
+    raise WidthError(f"{head} (this learner keeps dense {n_features:,}-wide rows); "
+                     f"{budget + ', ' if budget else ''}hash the features to fewer columns "
+                     f"(--hash-features 2^18) or use a learner that takes sparse rows: {alt}")

@@ -27,7 +27,8 @@ from kernelstream.learners.linalg import gram_append
 from kernelstream.learners.losses import LOSSES
 from kernelstream.learners.registry import register
 from kernelstream.learners.sketch import IncrementalSketch
-from kernelstream.learners.store import SVStore
+from kernelstream.learners.store import AnyStore, make_store, store_from_state
+from kernelstream.sparse import CSR
 
 CLASSIFICATION_LOSSES = tuple(n for n, loss in LOSSES.items() if loss.task == "classification")
 _TINY = 1e-12  # ‖φ‖² below this: no rescaling (the new feature vector carries no direction)
@@ -163,6 +164,7 @@ class SkeGD(Learner):
     )
     budgeted = True
     randomized = True
+    accepts_sparse = True  # buffer, rows R and landmarks are store rows (sparse in sparse mode)
     capacity_param: ClassVar[str | None] = "budget"
     reference = ("Zhang & Liao, ICML 2019 (paper 003), Algorithm 1; [C-FORKS]; "
                  "ALGORITHMS.md §3.10")
@@ -250,16 +252,28 @@ class SkeGD(Learner):
         if self.dim is None or self._stage != 2:
             raise ValueError(f"{self.name}: no feature map before stage 2 (the buffer of "
                              f"budget={self.budget} points is not full yet)")
+        if isinstance(X, CSR):
+            if X.n_features != self.dim:
+                raise ValueError(f"{self.name}: expected {self.dim} features, got "
+                                 f"{X.n_features}")
+            sq = X.row_sq_norms()
+            K = np.array([self._land.row(self.kern, X.sparse_row(i), float(sq[i]))
+                          for i in range(X.n_rows)]).reshape(X.n_rows, self._land.n)
+            return K @ self._Qt.T
         A = np.atleast_2d(np.asarray(X, dtype=np.float64))
         if A.shape[1] != self.dim:
             raise ValueError(f"{self.name}: expected {self.dim} features, got {A.shape[1]}")
-        return self.kern.matrix(A, self._L) @ self._Qt.T
+        if self.sparse:  # sparse landmarks: dense rows against them (sparse–dense products)
+            K = np.array([self._land.row(self.kern, a, float(a @ a)) for a in A])
+            return K.reshape(len(A), self._land.n) @ self._Qt.T
+        return self.kern.matrix(A, self._land.points) @ self._Qt.T
 
     # -- learner hooks -------------------------------------------------------------------------
     def _setup(self, d: int) -> None:
         self.kern: Kernel = make_kernel(self.kernel, self.gamma, self.degree)
         B = self.budget
-        self.sv = SVStore(d, capacity=B + 1)  # stage 1: the buffer; stage 2: the rows R
+        # stage 1: the buffer; stage 2: the rows R
+        self.sv: AnyStore = make_store(d, B + 1, self.sparse)
         self._K = np.zeros((B, B))  # Gram matrix of the buffer (stage 1 only)
         self._stage = 1
         self._t0 = 0
@@ -267,14 +281,13 @@ class SkeGD(Learner):
         self._loss_rounds = 0  # loss rounds of the whole stream (quirk clock)
         self._next = 0  # next update round (geometric schedule)
         self._sk = IncrementalSketch(self._sp, self._sm, self.sjlt_nonzeros)
-        self._L = np.zeros((0, d))
-        self._Lsqn = np.zeros(0)
+        self._land: AnyStore = make_store(d, 1, self.sparse)  # the s_m landmarks (stage 2)
         self._Qt = np.zeros((self._k, self._sm))
         self._w = np.zeros(self._k)
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
         if self._stage == 2:
-            k_land = self.kern.row(self._L, self._Lsqn, x, xx)
+            k_land = self._land.row(self.kern, x, xx)
             phi = self._Qt @ k_land
             return float(self._w @ phi), (k_land, phi)
         sv = self.sv
@@ -332,8 +345,7 @@ class SkeGD(Learner):
         sk.initialize(self._K[:B, :B], self.rng)
         self._K = np.zeros((0, 0))  # not needed any more
         idx = sk.landmarks
-        self._L = self.sv.X[idx].copy()
-        self._Lsqn = self.sv.sqn[idx].copy()
+        self._land = self.sv.subset(idx)
         self._refresh()
         phi = self._Qt @ k_buf[idx]
         nrm2 = float(phi @ phi)
@@ -389,7 +401,7 @@ class SkeGD(Learner):
         return st
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
-        self.sv = SVStore.from_state(state, "sv.", self.dim, capacity=self.budget + 1)
+        self.sv = store_from_state(state, "sv.", self.dim, capacity=self.budget + 1)
         ints = [int(v) for v in state["skegd.ints"]]
         self._stage, self._t0, self._n_updates, self._loss_rounds, self._next = ints
         if self._stage == 1:
@@ -398,8 +410,6 @@ class SkeGD(Learner):
         else:
             self._K = np.zeros((0, 0))
             self._sk.set_state(state, "skegd.sk.")
-            idx = self._sk.landmarks
-            self._L = self.sv.X[idx].copy()
-            self._Lsqn = self.sv.sqn[idx].copy()
+            self._land = self.sv.subset(self._sk.landmarks)
             self._Qt = np.ascontiguousarray(state["skegd.Qt"], dtype=np.float64)
             self._w = np.array(state["skegd.w"], dtype=np.float64)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelstream.learners.kernels import Kernel
+from kernelstream.sparse import CSR, SparseRow
 
 
 class SVStore:
@@ -138,6 +139,15 @@ class SVStore:
         P, a = self.points, self.coef
         return float(a @ kernel.matrix(P) @ a) if self.n else 0.0
 
+    def subset(self, idx: np.ndarray) -> SVStore:
+        """A new store holding SVs ``idx`` (coefficients 0), e.g. landmarks."""
+        idx = np.asarray(idx, dtype=np.int64)
+        st = SVStore(self.dim, capacity=max(len(idx), 1))
+        st.X[: len(idx)] = self.X[idx]
+        st.sqn[: len(idx)] = self.sqn[idx]
+        st.n = len(idx)
+        return st
+
     # -- state ---------------------------------------------------------------------------------
     def get_state(self, prefix: str) -> dict[str, np.ndarray]:
         n = self.n
@@ -164,3 +174,339 @@ class SVStore:
         st.n = n
         st.norm2 = float(state[f"{prefix}norm2"])
         return st
+
+
+# Widths up to this use a reusable dense work vector (8 bytes a column) to scatter the query
+# row for the sparse–sparse dot; wider spaces use a merged index intersection (searchsorted),
+# so no allocation ever grows with the largest index (see benchmarks/sparse.py for timings).
+SCATTER_MAX_WIDTH = 1 << 17
+_MIN_GARBAGE = 4096  # non-zeros of released rows tolerated before compacting the pool
+
+
+class SparseSVStore:
+    """The :class:`SVStore` interface over sparse support vectors (rows of text, URL or hashed
+    data whose width may be 10^7+).
+
+    The non-zeros of all SVs live in one pool (``indices``/``values`` arrays) where SV ``j``
+    owns the segment ``[start_j, start_j + len_j)``, so the dots of a query with every SV are
+    one elementwise product over the pool and one ``np.add.reduceat`` over the segments'
+    (start, end) bounds: each segment is summed on its own, so the result does not depend on
+    where it sits in the pool (bit-reproducible across compactions and restored states; a
+    ``bincount`` over an owner array was 4x slower at news20 sizes). Replaced or removed rows
+    leave garbage that is compacted once it outgrows the live rows, so memory is O(total nnz
+    of the SVs), never O(width). Queries may be :class:`SparseRow` (sparse–sparse) or dense
+    rows (sparse–dense).
+    """
+
+    __slots__ = ("_bounds", "_buf", "_garbage", "_ind", "_len", "_live", "_start", "_used",
+                 "_val", "a", "dim", "ids", "n", "norm2", "s", "sqn")
+
+    def __init__(self, dim: int, capacity: int = 16, nnz_capacity: int = 1024) -> None:
+        self.dim = int(dim)
+        cap = max(int(capacity), 1)
+        self.sqn = np.zeros(cap)
+        self.a = np.zeros(cap)
+        self.ids = np.zeros(cap, dtype=np.int64)
+        self.s = np.zeros(cap, dtype=np.int64)
+        self._start = np.zeros(cap, dtype=np.int64)
+        self._len = np.zeros(cap, dtype=np.int64)
+        nz = max(int(nnz_capacity), 16)
+        self._ind = np.zeros(nz, dtype=np.int64)
+        self._val = np.zeros(nz)
+        self._used = 0
+        self._bounds: np.ndarray | None = None  # reduceat bounds, rebuilt after a mutation
+        self._live = np.zeros(0, dtype=np.int64)  # slots with non-zeros, in pool order
+        self._garbage = 0
+        self._buf = np.zeros(self.dim) if self.dim <= SCATTER_MAX_WIDTH else None
+        self.n = 0
+        self.norm2 = 0.0
+
+    # -- views -----------------------------------------------------------------------------
+    @property
+    def coef(self) -> np.ndarray:
+        return self.a[: self.n]
+
+    @property
+    def points(self) -> CSR:
+        """The SVs in slot order as a :class:`CSR` (copies)."""
+        n = self.n
+        lens = self._len[:n]
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        pos = self._positions(n)
+        return CSR(indptr, self._ind[pos], self._val[pos], self.dim)
+
+    @property
+    def nnz(self) -> int:
+        return int(self._len[: self.n].sum())
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (pool, per-slot arrays, work vector)."""
+        per = (self.sqn, self.a, self.ids, self.s, self._start, self._len, self._ind, self._val)
+        return sum(v.nbytes for v in per) + (0 if self._buf is None else self._buf.nbytes)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _positions(self, n: int) -> np.ndarray:
+        """Pool positions of the first ``n`` slots' non-zeros, in slot order."""
+        lens = self._len[:n]
+        tot = int(lens.sum())
+        offs = np.zeros(n, dtype=np.int64)
+        if n > 1:
+            np.cumsum(lens[:-1], out=offs[1:])
+        return np.repeat(self._start[:n] - offs, lens) + np.arange(tot, dtype=np.int64)
+
+    def sv_row(self, j: int) -> SparseRow:
+        """SV ``j`` as a :class:`SparseRow` (copies: the pool moves on compaction)."""
+        a = int(self._start[j])
+        b = a + int(self._len[j])
+        return SparseRow(self._ind[a:b].copy(), self._val[a:b].copy(), self.dim)
+
+    # -- evaluation ----------------------------------------------------------------------------
+    def _segments(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(bounds, live)``: ``[s, e, s', e', …]`` of the non-empty segments in pool order
+        and their slots; ``reduceat`` over ``bounds`` gives their sums at even positions."""
+        if self._bounds is None:
+            n = self.n
+            live = np.flatnonzero(self._len[:n] > 0)
+            live = live[np.argsort(self._start[live], kind="stable")]
+            b = np.empty(2 * len(live), dtype=np.int64)
+            b[0::2] = self._start[live]
+            b[1::2] = self._start[live] + self._len[live]
+            self._bounds, self._live = b, live
+        return self._bounds, self._live
+
+    def dots(self, z: SparseRow | np.ndarray) -> np.ndarray:
+        """``⟨x_j, z⟩`` for every stored point."""
+        u = self._used + 1  # the pool keeps a spare zero at the end: a segment may end at u - 1
+        ind = self._ind[:u]
+        if isinstance(z, SparseRow):
+            zi = z.indices
+            buf = self._buf
+            if buf is not None:  # scatter the query into the reusable width-d work vector
+                buf[zi] = z.values
+                prods = buf[ind]
+                buf[zi] = 0.0
+            elif len(zi):  # merged intersection: where each pool index sits in the query
+                pos = np.searchsorted(zi, ind)
+                np.minimum(pos, len(zi) - 1, out=pos)
+                prods = np.where(zi[pos] == ind, z.values[pos], 0.0)
+            else:
+                prods = np.zeros(u)
+        else:  # a dense query: gather its entries at the pool's indices
+            prods = z[ind]
+        prods *= self._val[:u]
+        bounds, live = self._segments()
+        out = np.zeros(self.n)
+        if len(live):
+            out[live] = np.add.reduceat(prods, bounds)[0::2]
+        return out
+
+    def row(self, kernel: Kernel, z: SparseRow | np.ndarray, zz: float) -> np.ndarray:
+        """``κ(x_j, z)`` for every stored point (a fresh array the caller may keep)."""
+        return kernel.row_from_dots(self.dots(z), self.sqn[: self.n], zz)
+
+    def dot(self, k: np.ndarray) -> float:
+        return float(self.a[: self.n] @ k) if self.n else 0.0
+
+    def eval(self, kernel: Kernel, z: SparseRow | np.ndarray, zz: float) -> float:
+        return self.dot(self.row(kernel, z, zz)) if self.n else 0.0
+
+    def eval_sv(self, kernel: Kernel, j: int) -> float:
+        return self.eval(kernel, self.sv_row(j), float(self.sqn[j]))
+
+    # -- mutation ------------------------------------------------------------------------------
+    def _grow(self) -> None:
+        cap = 2 * len(self.a)
+        for name in ("sqn", "a", "ids", "s", "_start", "_len"):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+    def _compact(self, extra: int) -> None:
+        """Drop the garbage (live rows packed in slot order) and make room for ``extra`` more
+        non-zeros."""
+        n = self.n
+        pos = self._positions(n)
+        live = len(pos)
+        nz = len(self._ind)
+        if live + extra >= nz or live + extra < nz // 4:  # grow, or give memory back
+            nz = max(2 * (live + extra), 16)
+        ind, val = np.zeros(nz, np.int64), np.zeros(nz)
+        ind[:live] = self._ind[pos]
+        val[:live] = self._val[pos]
+        self._ind, self._val = ind, val
+        self._bounds = None
+        starts = np.zeros(n, dtype=np.int64)
+        if n > 1:
+            np.cumsum(self._len[: n - 1], out=starts[1:])
+        self._start[:n] = starts
+        self._used = live
+        self._garbage = 0
+
+    def _release(self, j: int) -> None:
+        a = int(self._start[j])
+        b = a + int(self._len[j])
+        self._val[a:b] = 0.0  # garbage: zeros, summed by no segment
+        self._garbage += b - a
+        self._len[j] = 0
+        self._bounds = None
+
+    def _write(self, j: int, z: SparseRow | np.ndarray) -> None:
+        if not isinstance(z, SparseRow):
+            z = SparseRow.from_dense(np.asarray(z, dtype=np.float64))
+        m = len(z.indices)
+        if self._garbage > max(_MIN_GARBAGE, self._used - self._garbage):
+            self._compact(m)
+        if self._used + m >= len(self._ind):  # >=: one spare zero stays at the end
+            self._compact(m)
+        u = self._used
+        self._ind[u:u + m] = z.indices
+        self._val[u:u + m] = z.values
+        self._bounds = None
+        self._start[j] = u
+        self._len[j] = m
+        self._used = u + m
+
+    def append(self, z: SparseRow | np.ndarray, zz: float, coef: float, id_: int = -1,
+               s: int = 0, fz: float = 0.0, kzz: float = 1.0) -> int:
+        if self.n == len(self.a):
+            self._grow()
+        j = self.n
+        self.n = j + 1  # first: a compaction inside _write keeps slot j
+        self._len[j] = 0
+        self._write(j, z)
+        self.sqn[j] = zz
+        self.a[j] = coef
+        self.ids[j] = id_
+        self.s[j] = s
+        self.norm2 += 2.0 * coef * fz + coef * coef * kzz
+        return j
+
+    def replace(self, j: int, z: SparseRow | np.ndarray, zz: float, coef: float, id_: int = -1,
+                s: int = 0) -> None:
+        self._release(j)
+        self._write(j, z)
+        self.sqn[j] = zz
+        self.a[j] = coef
+        self.ids[j] = id_
+        self.s[j] = s
+        self.norm2 = float("nan")
+
+    def remove(self, j: int, fxj: float | None = None, kjj: float = 1.0) -> None:
+        aj = float(self.a[j])
+        if fxj is not None:
+            self.norm2 += -2.0 * aj * fxj + aj * aj * kjj
+        self._release(j)
+        last = self.n - 1
+        if j != last:
+            for arr in (self._start, self._len, self.sqn, self.a, self.ids, self.s):
+                arr[j] = arr[last]
+        self.n = last
+
+    def scale(self, c: float) -> None:
+        self.a[: self.n] *= c
+        self.norm2 *= c * c
+
+    def add_coef(self, j: int, c: float, fxj: float = 0.0, kjj: float = 1.0) -> None:
+        self.a[j] += c
+        self.norm2 += 2.0 * c * fxj + c * c * kjj
+
+    def find_id(self, id_: int) -> int:
+        hit = np.flatnonzero(self.ids[: self.n] == id_)
+        return int(hit[0]) if len(hit) else -1
+
+    def oldest(self) -> int:
+        return int(np.argmin(self.s[: self.n]))
+
+    @property
+    def norm(self) -> float:
+        return float(np.sqrt(max(self.norm2, 0.0)))
+
+    def project(self, radius: float) -> None:
+        nrm = self.norm
+        if nrm > radius and nrm > 0.0:
+            self.scale(radius / nrm)
+
+    def gram(self, kernel: Kernel) -> np.ndarray:
+        """``K[i, j] = κ(x_i, x_j)`` of the stored points (one kernel row per SV)."""
+        n = self.n
+        return np.array([self.row(kernel, self.sv_row(i), float(self.sqn[i]))
+                         for i in range(n)]).reshape(n, n)
+
+    def exact_norm2(self, kernel: Kernel) -> float:
+        a = self.coef
+        return float(a @ self.gram(kernel) @ a) if self.n else 0.0
+
+    def subset(self, idx: np.ndarray) -> SparseSVStore:
+        """A new store holding SVs ``idx`` (coefficients 0), e.g. landmarks."""
+        idx = np.asarray(idx, dtype=np.int64)
+        P = self.points.take(idx)
+        st = SparseSVStore(self.dim, capacity=max(len(idx), 1), nnz_capacity=P.nnz)
+        st._load(P, self.sqn[idx])
+        return st
+
+    def _load(self, P: CSR, sqn: np.ndarray) -> None:
+        n = P.n_rows
+        m = P.nnz
+        if m >= len(self._ind):
+            self._ind, self._val = np.zeros(m + 1, np.int64), np.zeros(m + 1)
+        self._ind[:m] = P.indices
+        self._val[:m] = P.data
+        lens = np.diff(P.indptr)
+        self._bounds = None
+        self._start[:n] = P.indptr[:-1]
+        self._len[:n] = lens
+        self._used = m
+        self._garbage = 0
+        self.sqn[:n] = sqn
+        self.n = n
+
+    # -- state ---------------------------------------------------------------------------------
+    def get_state(self, prefix: str) -> dict[str, np.ndarray]:
+        n = self.n
+        P = self.points
+        return {
+            f"{prefix}indptr": P.indptr,
+            f"{prefix}indices": P.indices,
+            f"{prefix}data": P.data,
+            f"{prefix}sqn": self.sqn[:n].copy(),
+            f"{prefix}a": self.a[:n].copy(),
+            f"{prefix}ids": self.ids[:n].copy(),
+            f"{prefix}s": self.s[:n].copy(),
+            f"{prefix}norm2": np.array(self.norm2),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray], prefix: str, dim: int,
+                   capacity: int = 16) -> SparseSVStore:
+        indptr = np.asarray(state[f"{prefix}indptr"], dtype=np.int64)
+        P = CSR(indptr, np.asarray(state[f"{prefix}indices"], dtype=np.int64),
+                np.asarray(state[f"{prefix}data"], dtype=np.float64), int(dim)).check()
+        n = P.n_rows
+        st = cls(dim, capacity=max(capacity, n), nnz_capacity=2 * P.nnz)
+        st._load(P, state[f"{prefix}sqn"])
+        st.a[:n] = state[f"{prefix}a"]
+        st.ids[:n] = state[f"{prefix}ids"]
+        st.s[:n] = state[f"{prefix}s"]
+        st.norm2 = float(state[f"{prefix}norm2"])
+        return st
+
+
+AnyStore = SVStore | SparseSVStore
+
+
+def make_store(dim: int, capacity: int, sparse: bool) -> AnyStore:
+    """A dense :class:`SVStore` or a :class:`SparseSVStore` (the learner's input type decides)."""
+    return SparseSVStore(dim, capacity=capacity) if sparse else SVStore(dim, capacity=capacity)
+
+
+def store_from_state(state: dict[str, np.ndarray], prefix: str, dim: int,
+                     capacity: int = 16) -> AnyStore:
+    """Restore whichever store :meth:`get_state` saved under ``prefix``."""
+    if f"{prefix}indptr" in state:
+        return SparseSVStore.from_state(state, prefix, dim, capacity=capacity)
+    return SVStore.from_state(state, prefix, dim, capacity=capacity)

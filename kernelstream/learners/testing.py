@@ -27,6 +27,8 @@ import numpy as np
 from kernelstream.learners import registry
 from kernelstream.learners._selection import parse_sigmas
 from kernelstream.learners.base import Learner, Param, state_from_bytes, state_to_bytes
+from kernelstream.learners.registry import WidthError, check_width
+from kernelstream.sparse import CSR
 
 D = 5  # features of the synthetic streams
 N = 500  # rounds of the main stream
@@ -547,6 +549,132 @@ def check_bad_params(name: str, params: dict[str, Any]) -> None:
         expect_error(lambda: new(name, {**nog, "sigma": 1.0}), r"sigma", "sigma without gamma")
 
 
+def sparse_stream(m: Learner, n: int = N, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A stream with about 40% zeros (so sparse rows differ from dense ones), as dense rows."""
+    X, y = stream_for(m, n, seed=seed)
+    X = X * (np.random.default_rng(seed + 1).random(X.shape) < 0.6)
+    return X, y
+
+
+def _csr_steps(m: Learner, C: CSR, y: np.ndarray) -> np.ndarray:
+    return np.array([m.step(C.rows(i, i + 1), y[i]) for i in range(C.n_rows)], dtype=np.float64)
+
+
+def check_sparse_rows(name: str, params: dict[str, Any]) -> None:
+    """Sparse input (1-row CSR / CSR blocks): deterministic; predict_learn_many over blocks ==
+    predict_one/learn_one == step loop, bit for bit; a state saved mid-stream (sparse SVs
+    included, through bytes) and a pickled copy continue bit-identically; a budgeted sparse
+    learner's state stops growing; results agree with the same rows given dense (to round-off
+    for learners that run sparse, exactly for those that densify); a learner that keeps dense
+    rows refuses an enormous width with one line before learning, and a sparse learner runs at
+    that width with memory independent of it; bad sparse input is rejected and leaves the
+    learner unchanged."""
+    ref = new(name, params, seed=3)
+    X, y = sparse_stream(ref)
+    C = CSR.from_dense(X)
+    n = len(X)
+    scores = _csr_steps(ref, C, y)
+    st_ref = ref.get_state()
+    assert bool(st_ref.get("__sparse__", False)) == ref.accepts_sparse, "sparse mode flag"
+    if ref.accepts_sparse:
+        assert not any(k.endswith(".X") for k in st_ref), "sparse mode keeps dense SV rows"
+    again = new(name, params, seed=3)
+    assert_scores_equal(_csr_steps(again, C, y), scores, "sparse: same seed, second run")
+    assert_states_equal(again.get_state(), st_ref, "sparse: same seed, final state")
+    m = new(name, params, seed=3)
+    got = np.empty(n)
+    for i in range(n):
+        got[i] = m.predict_one(C.rows(i, i + 1))
+        m.learn_one(C.rows(i, i + 1), y[i])
+    assert_scores_equal(got, scores, "sparse: predict_one/learn_one loop vs step loop")
+    assert_states_equal(m.get_state(), st_ref, "sparse: predict_one/learn_one final state")
+    for bs in (1, 7, n):
+        m = new(name, params, seed=3)
+        got = np.concatenate([m.predict_learn_many(C.rows(s, s + bs), y[s:s + bs])
+                              for s in range(0, n, bs)])
+        assert_scores_equal(got, scores, f"sparse: predict_learn_many, blocks of {bs}")
+        assert_states_equal(m.get_state(), st_ref, f"sparse: predict_learn_many, blocks of {bs}")
+    for cut in (1, n // 2):
+        a = new(name, params, seed=3)
+        a.predict_learn_many(C.rows(0, cut), y[:cut])
+        b = new(name, params, seed=99)
+        b.set_state(state_from_bytes(state_to_bytes(a.get_state())))
+        tail = C.rows(cut, n)
+        assert_scores_equal(b.predict_learn_many(tail, y[cut:]), scores[cut:],
+                            f"sparse: restored at {cut}")
+        assert_states_equal(b.get_state(), st_ref, f"sparse: restored at {cut}, final state")
+        c = pickle.loads(pickle.dumps(a))  # how Beam ships a learner
+        assert_scores_equal(c.predict_learn_many(tail, y[cut:]), scores[cut:],
+                            f"sparse: pickled at {cut}")
+    if ref.budgeted and ref.accepts_sparse:  # sparse SVs: the state stops growing too
+        mb = new(name, params, seed=3)
+        Xl, yl = sparse_stream(mb, N_LONG // 2, seed=5)
+        yl = np.where(np.random.default_rng(6).random(len(yl)) < 0.3, -yl, yl)
+        Cl = CSR.from_dense(Xl)
+        half = len(yl) // 2
+        mb.predict_learn_many(Cl.rows(0, half), yl[:half])
+        s_half = len(state_to_bytes(mb.get_state()))
+        mb.predict_learn_many(Cl.rows(half, len(yl)), yl[half:])
+        s_end = len(state_to_bytes(mb.get_state()))
+        assert s_end <= s_half + max(1024, s_half // 50), (
+            f"sparse state grows: {s_half} bytes at {half}, {s_end} at {len(yl)}")
+    dense = run_steps(new(name, params, seed=3), X, y)
+    if ref.accepts_sparse:
+        scale = max(1.0, float(np.max(np.abs(dense))))
+        bad = np.abs(scores - dense) > 1e-9 * scale
+        assert not bad.any(), (f"sparse vs dense: round {int(np.flatnonzero(bad)[0])}: "
+                               f"{scores[bad][0]!r} vs {dense[bad][0]!r}")
+    else:  # densified rows are the dense rows
+        assert_scores_equal(scores, dense, "densified sparse rows vs dense rows")
+    # widths: 2^31 - 1 columns, a handful of non-zeros per row
+    wide = CSR(C.indptr[:41], C.indices[: C.indptr[40]] * 400_000_000, C.data[: C.indptr[40]],
+               (1 << 31) - 1)
+    w = new(name, params, seed=3)
+    if ref.accepts_sparse:
+        check_width(name, w.hparams, wide.n_features, sparse=True, nnz_per_row=5)
+        sw = w.predict_learn_many(wide, y[:40])
+        assert_scores_equal(sw, _csr_steps(new(name, params, seed=3), wide, y[:40]),
+                            "sparse at width 2^31-1: block vs loop")
+        nbytes = len(state_to_bytes(w.get_state()))
+        assert nbytes < 400_000, f"state of {nbytes} bytes at width 2^31-1"
+    else:
+        empty = w.get_state()
+        msg = expect_error(lambda: w.predict_learn_many(wide, y[:40]), r"need.*more than",
+                           "dense learner at width 2^31-1")
+        assert "\n" not in msg and "sparse" in msg, f"width error is not one helpful line: {msg!r}"
+        try:
+            check_width(name, w.hparams, wide.n_features, sparse=True, nnz_per_row=5)
+        except WidthError:
+            pass
+        else:
+            raise AssertionError("check_width accepts width 2^31-1 for a dense learner")
+        assert_states_equal(w.get_state(), empty, "refused width changed the learner")
+    # bad sparse input
+    m = new(name, params, seed=3)
+    m.predict_learn_many(C.rows(0, 30), y[:30])
+    before = m.get_state()
+    one = C.rows(30, 31)
+    nanrow = CSR(one.indptr, one.indices, np.full(len(one.data), np.nan), one.n_features)
+    two = C.rows(30, 32)
+    unsorted = CSR(np.array([0, 2]), np.array([3, 1]), np.array([1.0, 1.0]), D)
+    narrow = CSR(one.indptr, one.indices, one.data, D + 1)
+    blk_nan = CSR(two.indptr, two.indices, np.where(np.arange(two.nnz) == 0, np.nan, two.data),
+                  D)
+    for what, fn, pat in (
+        ("predict_one, NaN", lambda: m.predict_one(nanrow), r"nan|finite"),
+        ("learn_one, NaN", lambda: m.learn_one(nanrow, 1.0), r"nan|finite"),
+        ("predict_one, 2-row CSR", lambda: m.predict_one(two), r"1-row"),
+        ("step, unsorted indices", lambda: m.step(unsorted, 1.0), r"increasing"),
+        ("predict_one, wrong width", lambda: m.predict_one(narrow), rf"{D}.*{D + 1}"),
+        ("predict_learn_many, NaN in block", lambda: m.predict_learn_many(blk_nan, y[:2]),
+         r"nan|finite"),
+        ("predict_learn_many, X/y lengths", lambda: m.predict_learn_many(two, y[:3]),
+         r"2.*3|rows"),
+    ):
+        expect_error(fn, pat, what)
+        assert_states_equal(m.get_state(), before, f"{what}: state changed")
+
+
 class Check(NamedTuple):
     fn: Callable[[str, dict[str, Any]], None]
     applies: Callable[[Learner], bool]  # given a learner built with the configuration
@@ -569,6 +697,7 @@ CHECKS: dict[str, Check] = {
     "bounded_memory": Check(check_bounded_memory, lambda m: m.budgeted, True),
     "first_prediction": Check(check_first_prediction, _always, True),
     "bad_input": Check(check_bad_input, _always, True),
+    "sparse_rows": Check(check_sparse_rows, _always, True),
 }
 
 # choice-valued parameters not worth a configuration of their own (checked elsewhere)

@@ -1,0 +1,327 @@
+"""Sparse, high-dimensional rows (issue 13): BOGD, BPA-S, NOGD and SkeGD on text, URL and tf-idf
+data given as CSR rows, and the sparse path against the dense path on narrow data.
+
+Part 1 — the sparse sets of ``--data-dir`` (news20 train, url_Day0-5_mini, vw_rcv1_small,
+reuters_moneyfx; a file that is missing is reported and skipped): every learner at B =
+``--budget`` runs once over the whole file (permutation 0 of ``kernelstream.seeding``: the
+files are grouped by class) in a fresh subprocess, so that its peak RSS is its own. The parent
+parses the LIBSVM text into CSR (``CSR.from_libsvm_bytes``; labels ``> 0`` are the positive
+class) and hands the arrays over as ``.npy`` files. The child first warms the learner up on a
+small synthetic sparse stream (lazy imports, BLAS/LAPACK buffers), resets its peak RSS
+(``/proc/self/clear_refs``) and takes its RSS as the *baseline*; then it loads the CSR, runs
+``predict_learn_many`` over all rows (test-then-train) and reports its peak RSS (``VmHWM``).
+The memory check: the growth of the peak over the baseline must stay within 1.5× (CSR bytes +
+model bytes), model bytes being every numpy array the learner holds at the end. The Gaussian
+width is ``gamma = 1 / mean‖x‖²`` of the file (distances of typical pairs give κ ≈ e^-2); step
+sizes are the learners' defaults. Nothing is tuned: the tables are about memory and speed, and a
+Gaussian kernel on raw term counts at B = 200 learns little on news20 and rcv1 (the table shows
+the minority-class rate, the mistake rate of always predicting the majority, beside it).
+
+Part 2 — a9a and w8a (w7a when w8a is absent), ``--rows`` rows (permutation 0): the same
+learners on the same rows given dense and as CSR, timed alternately ``--repeats`` times in this
+process; the table gives the median µs/round of both and their ratio, the mistakes of both, and
+the largest score difference relative to the largest score.
+
+Example::
+
+    .venv/bin/python benchmarks/sparse.py            # writes results/sparse.md and .json
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # first: it limits BLAS to one thread per process before numpy loads
+import numpy as np
+
+from kernelstream import learners
+from kernelstream.seeding import permutation
+from kernelstream.sparse import CSR
+
+LEARNERS = ("bogd", "bpa-s", "nogd", "skegd")
+SPARSE_SETS = (
+    ("news20", "news20bydate_train.binary.svm"),
+    ("url_mini", "url_Day0-5_mini.svm"),
+    ("rcv1_small", "vw_rcv1_small.svm"),
+    ("reuters_moneyfx", "reuters_moneyfx.trn"),
+)
+DENSE_SETS = (("a9a", ("a9a",), 123), ("w8a", ("w8a", "w7a"), 300))
+RSS_FACTOR = 1.5
+
+
+def read_libsvm(path: Path, n_features: int | None = None) -> tuple[CSR, np.ndarray]:
+    X, lab = CSR.from_libsvm_bytes(path.read_bytes(), n_features=n_features)
+    return X.check(), np.where(lab > 0, 1.0, -1.0)
+
+
+def gamma_for(X: CSR) -> float:
+    m = float(np.mean(X.row_sq_norms()))
+    return 1.0 / m if m > 0 else 1.0
+
+
+def params_for(name: str, budget: int, gamma: float) -> dict[str, Any]:
+    return {"budget": budget, "gamma": gamma}
+
+
+# -- the child: one measured run -----------------------------------------------------------------
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def model_nbytes(obj: Any) -> int:
+    """Bytes of every distinct numpy array reachable from ``obj`` through attributes, slots,
+    lists, tuples and dicts (the learner's in-memory model)."""
+    seen: set[int] = set()
+    total = 0
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, np.ndarray):
+            total += o.nbytes if o.base is None else 0  # views cost nothing extra
+        elif isinstance(o, (list, tuple)):
+            stack.extend(o)
+        elif isinstance(o, dict):
+            stack.extend(o.values())
+        elif hasattr(o, "__dict__") or hasattr(type(o), "__slots__"):
+            if isinstance(o, (type, np.random.Generator)):
+                continue
+            stack.extend(vars(o).values() if hasattr(o, "__dict__") else ())
+            for s in getattr(type(o), "__slots__", ()):
+                if hasattr(o, s):
+                    stack.append(getattr(o, s))
+    return total
+
+
+def warm_up(name: str, params: dict[str, Any]) -> None:
+    """Run the learner once on a small synthetic sparse stream (past the budget, so NOGD and
+    SkeGD reach stage 2), so that lazy imports and BLAS/LAPACK work buffers exist before the
+    baseline is taken: they are the same for any data."""
+    rng = np.random.default_rng(0)
+    n, d, k = 2 * int(params["budget"]) + 50, 1000, 5
+    idx = np.sort(np.argsort(rng.random((n, d)), axis=1)[:, :k], axis=1).ravel()
+    X = CSR(np.arange(n + 1, dtype=np.int64) * k, idx.astype(np.int64), rng.random(n * k), d)
+    learners.make(name, seed=0, **params).predict_learn_many(X, rng.choice([-1.0, 1.0], n))
+
+
+def _reset_peak() -> bool:
+    try:  # "5" resets VmHWM to the current RSS (Linux >= 4.0)
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def worker(folder: str, name: str, params_json: str) -> None:
+    params = json.loads(params_json)
+    warm_up(name, params)
+    gc.collect()
+    reset = _reset_peak()
+    base = _status_kib("VmRSS") * 1024  # interpreter, libraries, warmed-up buffers
+    d = Path(folder)
+    X = CSR(np.load(d / "indptr.npy"), np.load(d / "indices.npy"), np.load(d / "data.npy"),
+            int(np.load(d / "n_features.npy")))
+    y = np.load(d / "y.npy")
+    m = learners.make(name, seed=0, **params)
+    t = time.perf_counter()
+    s = m.predict_learn_many(X, y)
+    sec = time.perf_counter() - t
+    print(json.dumps({
+        "rows": int(X.n_rows), "seconds": sec,
+        "mistakes": int(np.sum(np.where(s >= 0.0, 1.0, -1.0) != y)),
+        "rss_base": base, "rss_peak": _status_kib("VmHWM") * 1024,
+        "csr_bytes": X.nbytes, "model_bytes": model_nbytes(m), "sparse_mode": bool(m.sparse),
+        "peak_reset": reset,
+    }))
+
+
+def run_child(folder: Path, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(folder), name,
+           json.dumps(params)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"{name}: child failed: {tail}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# -- part 2: sparse vs dense in one process ------------------------------------------------------
+def time_pair(name: str, params: dict[str, Any], Xd: np.ndarray, Xs: CSR, y: np.ndarray,
+              repeats: int) -> dict[str, Any]:
+    td: list[float] = []
+    ts: list[float] = []
+    sd = ss = np.zeros(0)
+    for _ in range(max(1, repeats)):  # alternate dense / sparse
+        m = learners.make(name, seed=0, **params)
+        t = time.perf_counter()
+        sd = m.predict_learn_many(Xd, y)
+        td.append(time.perf_counter() - t)
+        m = learners.make(name, seed=0, **params)
+        t = time.perf_counter()
+        ss = m.predict_learn_many(Xs, y)
+        ts.append(time.perf_counter() - t)
+    n = len(y)
+    dense_us = 1e6 * statistics.median(td) / n
+    sparse_us = 1e6 * statistics.median(ts) / n
+    scale = max(float(np.max(np.abs(sd))), 1e-300)
+    return {
+        "rows": n, "dense_us": dense_us, "sparse_us": sparse_us, "ratio": sparse_us / dense_us,
+        "dense_mistakes": int(np.sum(np.where(sd >= 0, 1.0, -1.0) != y)),
+        "sparse_mistakes": int(np.sum(np.where(ss >= 0, 1.0, -1.0) != y)),
+        "max_rel_diff": float(np.max(np.abs(ss - sd)) / scale),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker(*sys.argv[2:5])
+        return 0
+    ap = _common.script_parser(__doc__, epilog=False)
+    _common.add_output_args(ap, "sparse")
+    ap.add_argument("--budget", type=int, default=200, help="budget B (default 200)")
+    ap.add_argument("--rows", type=int, default=5000,
+                    help="rows of a9a / w8a for the sparse-vs-dense timing (default 5000)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="alternating dense/sparse repeats; medians are reported (default 3)")
+    ap.add_argument("--learners", default=",".join(LEARNERS),
+                    help=f"comma-separated learner names (default {','.join(LEARNERS)})")
+    a = ap.parse_args(argv)
+    names = [s for s in a.learners.split(",") if s]
+    started = time.time()
+    stamp = _common.now_utc()
+    res: dict[str, Any] = {"generated": stamp, "machine": _common.machine_info(),
+                           "budget": a.budget, "sparse_sets": [], "dense_sets": [],
+                           "missing": []}
+    # part 1
+    for label, fname in SPARSE_SETS:
+        path = Path(a.data_dir) / fname
+        if not path.exists():
+            res["missing"].append(fname)
+            print(f"{fname}: missing, skipped", file=sys.stderr)
+            continue
+        X, y = read_libsvm(path)
+        perm = permutation(X.n_rows, 0, 0)  # the files are grouped by class
+        X, y = X.take(perm), y[perm]
+        gamma = gamma_for(X)
+        info = {"dataset": label, "file": fname, "rows": X.n_rows, "width": X.n_features,
+                "minority_rate": float(min(np.mean(y > 0), np.mean(y < 0))),
+                "nnz": X.nnz, "max_index": int(X.indices.max()) + 1 if X.nnz else 0,
+                "csr_bytes": X.nbytes, "gamma": gamma, "runs": []}
+        with tempfile.TemporaryDirectory(prefix="ks-sparse-") as tmp:
+            for k, v in (("indptr", X.indptr), ("indices", X.indices), ("data", X.data),
+                         ("y", y), ("n_features", np.array(X.n_features))):
+                np.save(Path(tmp) / f"{k}.npy", v)
+            del X
+            for name in names:
+                params = params_for(name, a.budget, gamma)
+                try:
+                    r = run_child(Path(tmp), name, params)
+                except RuntimeError as e:
+                    print(str(e), file=sys.stderr)
+                    info["runs"].append({"learner": name, "error": str(e)})
+                    continue
+                grow = r["rss_peak"] - r["rss_base"]
+                r.update(learner=name, params=params, rss_growth=grow,
+                         rss_ratio=grow / (r["csr_bytes"] + r["model_bytes"]))
+                r["pass"] = r["rss_ratio"] <= RSS_FACTOR
+                info["runs"].append(r)
+                print(f"  {label} {name}: {r['rows'] / r['seconds']:.0f} ex/s, mistakes "
+                      f"{r['mistakes'] / r['rows']:.3f}, rss ratio {r['rss_ratio']:.2f}",
+                      file=sys.stderr, flush=True)
+        res["sparse_sets"].append(info)
+    # part 2
+    for label, candidates, width in DENSE_SETS:
+        path = next((Path(a.data_dir) / c for c in candidates
+                     if (Path(a.data_dir) / c).exists()), None)
+        if path is None:
+            res["missing"].append("/".join(candidates))
+            continue
+        X, y = read_libsvm(path, n_features=width)
+        perm = permutation(X.n_rows, 0, 0)[: a.rows]
+        Xs, y = X.take(perm), y[perm]
+        Xd = Xs.to_dense()
+        gamma = gamma_for(Xs)
+        info = {"dataset": label, "file": path.name, "rows": Xs.n_rows, "width": width,
+                "gamma": gamma, "runs": []}
+        for name in names:
+            r = time_pair(name, params_for(name, a.budget, gamma), Xd, Xs, y, a.repeats)
+            r["learner"] = name
+            info["runs"].append(r)
+            print(f"  {path.name} {name}: sparse/dense {r['ratio']:.2f}", file=sys.stderr,
+                  flush=True)
+        res["dense_sets"].append(info)
+    res["minutes"] = (time.time() - started) / 60
+    _common.write_report(a.out_dir, "sparse", render(res), res)
+    print(f"wrote {Path(a.out_dir) / 'sparse.md'}", file=sys.stderr)
+    return 0
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**20:.1f}"
+
+
+def render(res: dict[str, Any]) -> list[str]:
+    B = res["budget"]
+    lines = [f"# Sparse rows: BOGD, BPA-S, NOGD, SkeGD at B={B}", "",
+             _common.generated_line("sparse.py", res["generated"],
+                                    f"{res['minutes']:.1f} min; {res['machine']}"), ""]
+    lines += ["## Sparse sets (CSR rows, one subprocess per run)", "",
+              "Mistake rate of one test-then-train pass over permutation 0 (untuned: default "
+              "steps, gamma = 1/mean‖x‖²; *minority* = the rate of always predicting the "
+              "majority class). RSS growth = peak RSS − RSS after imports and a warm-up; the "
+              f"check is growth ≤ {RSS_FACTOR}× (CSR bytes + model bytes).", "",
+              "| data | rows | width (max index) | nnz/row | learner | mistake rate (minority) "
+              "| ex/s | CSR MiB | model MiB | peak RSS MiB (growth) | growth / (CSR+model) "
+              "| ≤ 1.5× |",
+              "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    verdicts = []
+    for ds in res["sparse_sets"]:
+        for r in ds["runs"]:
+            head = (f"| {ds['dataset']} | {ds['rows']} | {ds['width']:,} ({ds['max_index']:,}) "
+                    f"| {ds['nnz'] / ds['rows']:.0f} | {r['learner']} ")
+            if "error" in r:
+                lines.append(head + f"| ERROR: {r['error']} | | | | | | | |")
+                verdicts.append(False)
+                continue
+            verdicts.append(r["pass"])
+            lines.append(head + f"| {r['mistakes'] / r['rows']:.3f} "
+                         f"({ds['minority_rate']:.3f}) | "
+                         f"{r['rows'] / r['seconds']:.0f} | {_mib(r['csr_bytes'])} | "
+                         f"{_mib(r['model_bytes'])} | {_mib(r['rss_peak'])} "
+                         f"({_mib(r['rss_growth'])}) | {r['rss_ratio']:.2f} | "
+                         f"{'PASS' if r['pass'] else 'FAIL'} |")
+    lines.append("")
+    ok = sum(verdicts)
+    lines.append(f"{'PASS' if verdicts and all(verdicts) else 'FAIL'}: {ok}/{len(verdicts)} runs "
+                 f"within {RSS_FACTOR}× (CSR + model) of RSS growth, whatever the largest index.")
+    lines += ["", "## Sparse path vs dense path on narrow data (one process, alternating)", "",
+              "| data | rows | learner | dense µs/round | sparse µs/round | sparse/dense | "
+              "mistakes dense | mistakes sparse | max score diff (rel.) |",
+              "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for ds in res["dense_sets"]:
+        for r in ds["runs"]:
+            lines.append(f"| {ds['dataset']} ({ds['file']}) | {r['rows']} | {r['learner']} | "
+                         f"{r['dense_us']:.1f} | {r['sparse_us']:.1f} | {r['ratio']:.2f} | "
+                         f"{r['dense_mistakes']} | {r['sparse_mistakes']} | "
+                         f"{r['max_rel_diff']:.1e} |")
+    if res["missing"]:
+        lines += ["", f"Missing (skipped): {', '.join(res['missing'])}."]
+    return lines
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,192 @@
+"""Sparse rows in the learners (issue 13): the LIBSVM→CSR reader, the sparse support-vector
+store, sparse ≈ dense on real samples, memory independent of the width, and the up-front
+width/memory check. The conformance suite (``sparse_rows``) covers every learner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelstream.learners import make, registry, store
+from kernelstream.learners.kernels import make_kernel
+from kernelstream.learners.registry import WidthError, check_width, memory_estimate
+from kernelstream.learners.store import SparseSVStore, SVStore
+from kernelstream.sparse import CSR, SparseRow
+
+DATA = Path(__file__).parent / "data"
+SPARSE_LEARNERS = ("bogd", "bpa-s", "nogd", "skegd")
+
+
+def _load(name: str) -> tuple[CSR, np.ndarray]:
+    width = 123 if name.startswith("a9a") else None  # a9a's documented width
+    X, y = CSR.from_libsvm_bytes((DATA / name).read_bytes(), n_features=width)
+    return X.check(), np.where(y > 0, 1.0, -1.0)
+
+
+# -- reader ------------------------------------------------------------------------------------
+def test_libsvm_reader() -> None:
+    text = b"+1 3:1 1:2.5 # comment\n\n-1 qid:4 2:-1e-3\n# only a comment\n1\n"
+    X, y = CSR.from_libsvm_bytes(text)
+    assert y.tolist() == [1.0, -1.0, 1.0]
+    assert X.indptr.tolist() == [0, 2, 3, 3] and X.n_features == 3
+    assert X.indices.tolist() == [0, 2, 1]  # the first row is sorted by index
+    assert X.data.tolist() == [2.5, 1.0, -1e-3]
+    X0, _ = CSR.from_libsvm_bytes(b"1 0:1 7:2\n", zero_based=True, n_features=10)
+    assert X0.indices.tolist() == [0, 7] and X0.n_features == 10
+    for bad, pat in ((b"1 2:1 2:3\n", "repeated"), (b"1 0:1\n", ">= 1"), (b"x 1:1\n", "label"),
+                     (b"1 1:1 2\n", "idx:value"), (b"1 1.5:1\n", "integers")):
+        with pytest.raises(ValueError, match=pat):
+            CSR.from_libsvm_bytes(bad)
+    with pytest.raises(ValueError, match="n_features"):
+        CSR.from_libsvm_bytes(b"1 9:1\n", n_features=5)
+
+
+def test_samples_match_dense_parsing() -> None:
+    X, y = _load("a9a_300.svm")
+    assert X.shape == (300, 123) and set(np.unique(y)) == {-1.0, 1.0}
+    R, _ = _load("rcv1_100.svm")
+    assert R.n_rows == 100 and R.nnz > 5000
+    np.testing.assert_array_equal(CSR.from_dense(R.to_dense()).data, R.data)
+
+
+# -- the sparse store ----------------------------------------------------------------------------
+def _rand_rows(rng: np.random.Generator, n: int, d: int, nnz: int) -> list[SparseRow]:
+    rows = []
+    for _ in range(n):
+        idx = np.sort(rng.choice(d, size=int(rng.integers(0, nnz + 1)), replace=False))
+        rows.append(SparseRow(idx.astype(np.int64), rng.normal(size=len(idx)), d))
+    return rows
+
+
+@pytest.mark.parametrize("width", [50, (1 << 31) - 1])
+@pytest.mark.parametrize("kernel", ["gaussian", "polynomial", "linear"])
+def test_sparse_store_matches_dense_store(monkeypatch: pytest.MonkeyPatch, kernel: str,
+                                          width: int) -> None:
+    """Random appends/replaces/removes (forcing compactions): kernel rows of the sparse store
+    agree with a dense store of the same points; a restored store gives identical rows."""
+    monkeypatch.setattr(store, "_MIN_GARBAGE", 16)  # compact often
+    compactions = []
+    compact = SparseSVStore._compact
+    monkeypatch.setattr(SparseSVStore, "_compact",
+                        lambda self, extra: (compactions.append(1), compact(self, extra))[1])
+    rng = np.random.default_rng(0)
+    kern = make_kernel(kernel, gamma=0.3, degree=2)
+    d_dense = 50
+    rows = _rand_rows(rng, 400, d_dense, 12)
+    sp, de = SparseSVStore(width, capacity=4), SVStore(d_dense, capacity=4)
+    for i, r in enumerate(rows):
+        wide = SparseRow(r.indices, r.values, width)
+        zz = float(r.values @ r.values)
+        op = rng.integers(4) if sp.n > 3 else 0
+        if op == 0:
+            sp.append(wide, zz, float(i), id_=i)
+            de.append(r.to_dense(), zz, float(i), id_=i)
+        elif op == 1:
+            sp.replace(int(sp.n // 2), wide, zz, -1.0, id_=i)
+            de.replace(int(de.n // 2), r.to_dense(), zz, -1.0, id_=i)
+        elif op == 2:
+            sp.remove(1)
+            de.remove(1)
+        else:
+            sp.scale(0.9)
+            de.scale(0.9)
+        q = rows[(7 * i) % len(rows)]
+        qw = SparseRow(q.indices, q.values, width)
+        qq = float(q.values @ q.values)
+        np.testing.assert_allclose(sp.row(kern, qw, qq), de.row(kern, q.to_dense(), qq),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(sp.a[: sp.n], de.a[: de.n])
+    assert len(compactions) > 5
+    # memory: the pool holds O(live nnz), whatever the width
+    assert len(sp._ind) <= 4 * max(sp.nnz, 16) + 64
+    back = SparseSVStore.from_state(sp.get_state("p."), "p.", width)
+    for q in rows[:50]:
+        qw = SparseRow(q.indices, q.values, width)
+        qq = float(q.values @ q.values)
+        assert np.array_equal(back.row(kern, qw, qq), sp.row(kern, qw, qq))
+    np.testing.assert_allclose(sp.exact_norm2(kern), de.exact_norm2(kern), rtol=1e-9)
+
+
+def test_scatter_and_intersection_agree_bitwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = _load("rcv1_100.svm")
+    runs = []
+    for limit in (1 << 40, 0):  # scatter buffer vs merged index intersection
+        monkeypatch.setattr(store, "SCATTER_MAX_WIDTH", limit)
+        m = make("bogd", seed=0, budget=30, eta=0.5, gamma=0.5)
+        runs.append(m.predict_learn_many(X, y))
+        assert (m.sv._buf is None) == (limit == 0)
+    assert np.array_equal(runs[0], runs[1])
+
+
+# -- learners: sparse ≈ dense on real rows --------------------------------------------------------
+@pytest.mark.parametrize("sample", ["a9a_300.svm", "rcv1_100.svm"])
+@pytest.mark.parametrize("name", SPARSE_LEARNERS)
+def test_sparse_agrees_with_dense(name: str, sample: str) -> None:
+    X, y = _load(sample)
+    params = {"budget": 40, "gamma": 0.5}
+    sp = make(name, seed=4, **params)
+    de = make(name, seed=4, **params)
+    s = sp.predict_learn_many(X, y)
+    d = de.predict_learn_many(X.to_dense(), y)
+    assert sp.sparse and not de.sparse
+    np.testing.assert_allclose(s, d, rtol=1e-9, atol=1e-12)
+    assert np.array_equal(np.sign(s), np.sign(d)), "different mistakes"
+    # per-example path with 1-row CSRs is bit-identical to the block path
+    one = make(name, seed=4, **params)
+    loop = np.array([one.step(X.rows(i, i + 1), y[i]) for i in range(X.n_rows)])
+    assert np.array_equal(loop, s)
+
+
+def test_sparse_learner_memory_ignores_the_width() -> None:
+    """The same rows with their indices spread up to 2^31 - 2: identical scores, and a store
+    whose bytes follow the non-zeros (a dense store would need 200 × 16 GiB)."""
+    X, y = _load("rcv1_100.svm")
+    wide = CSR(X.indptr, X.indices * 40_000, X.data, (1 << 31) - 1)
+    assert int(wide.indices.max()) < wide.n_features
+    a = make("bogd", seed=0, budget=200, gamma=0.5)
+    b = make("bogd", seed=0, budget=200, gamma=0.5)
+    sa, sb = a.predict_learn_many(X, y), b.predict_learn_many(wide, y)
+    np.testing.assert_array_equal(sa, sb)
+    assert b.sv._buf is None
+    assert b.sv.nbytes < 4 * 16 * X.nnz + 64 * 201 + 65536, b.sv.nbytes
+
+
+# -- the width / memory check --------------------------------------------------------------------
+def test_check_width_refuses_huge_budget_in_one_line() -> None:
+    with pytest.raises(WidthError) as e:
+        check_width("bogd", {"budget": 100_000_000_000}, 123)
+    msg = str(e.value)
+    assert "\n" not in msg and "budget" in msg and "TiB" in msg
+    with pytest.raises(WidthError, match="budget"):
+        make("bogd", budget=100_000_000_000).predict_one([0.0] * 123)
+    need, _ = memory_estimate("bogd", {"budget": 200}, 123)
+    assert 200 * 123 * 8 <= need < 2 * 201 * (123 * 8 + 64) + 64 * 1024
+
+
+def test_check_width_dense_learners_name_alternatives() -> None:
+    with pytest.raises(WidthError) as e:
+        check_width("fogd", {"n_components": 4000}, 3_231_887, sparse=True)
+    msg = str(e.value)
+    assert "\n" not in msg and "hash-features" in msg and "bogd" in msg and "projection" in msg
+    check_width("bogd", {"budget": 200}, 3_231_887, sparse=True, nnz_per_row=115)
+    # a dense learner at moderate width densifies: allowed while d × budget fits
+    check_width("okl-gd", {"budget": 200}, 53_975, sparse=True)
+    with pytest.raises(WidthError):
+        check_width("okl-gd", {"budget": 200}, 53_975, sparse=True, limit_bytes=10 << 20)
+    assert set(SPARSE_LEARNERS) <= set(registry.sparse_learners())
+
+
+@pytest.mark.parametrize("name", SPARSE_LEARNERS)
+def test_sparse_pool_stays_bounded(name: str) -> None:
+    """3000 rounds of churn at B=20: the pool of sparse SVs (live + garbage) stays within a
+    constant factor of the live non-zeros (a leak would hold all 42,000 written ones)."""
+    X, y = _load("a9a_300.svm")
+    m = make(name, seed=0, budget=20, gamma=0.5)
+    rng = np.random.default_rng(0)
+    for rep in range(10):
+        m.predict_learn_many(X, np.where(rng.random(len(y)) < 0.3, -y, y))
+        sv = m.sv
+        assert len(sv._ind) <= 4 * max(sv.nnz, store._MIN_GARBAGE) + 64, (rep, len(sv._ind))
+    assert m.t == 3000
