@@ -429,25 +429,24 @@ def _is_embedded(src: str) -> bool:
 
 
 def _available_memory() -> int:
-    """Bytes of physical memory of this machine."""
-    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    """Bytes a run may plan for (``learners.registry.memory_limit``: physical memory, or
+    ``$KERNELSTREAM_MEMORY_LIMIT``)."""
+    from kernelstream.learners.registry import memory_limit
+
+    return memory_limit()
 
 
 def _check_memory(configs: Sequence[Any], width: int) -> None:
-    """Refuse, before reading, a budgeted learner whose support vectors alone cannot fit in
-    memory: ``budget`` × ``width`` × 8 bytes (dense float64 rows). A stand-in until the
-    learners estimate their own memory: only this function needs to change then."""
-    limit = _available_memory()
+    """Refuse, before reading, a learner that cannot fit in this machine's memory at this
+    width (the learners' own estimate, ``learners.registry.check_width``: e.g. budget ×
+    width × 8 bytes of dense support vectors), with one line naming the fix."""
+    from kernelstream.learners.registry import WidthError, check_width
+
     for c in configs:
-        budget = c.params.get("budget")
-        if not isinstance(budget, int) or isinstance(budget, bool):
-            continue
-        need = budget * max(int(width), 1) * 8
-        if need > limit:
-            raise ConfigError(
-                f"learner {c.label}: budget={budget} × width {width} × 8 bytes = "
-                f"{need / 2**30:.1f} GiB, more than this machine's {limit / 2**30:.1f} GiB of "
-                "memory: lower -p budget")
+        try:
+            check_width(c.name, dict(c.params), max(int(width), 1))
+        except WidthError as e:
+            raise ConfigError(f"learner {c.label}: {e}") from None
 
 
 def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str, str], ...]:

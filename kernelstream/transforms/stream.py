@@ -634,9 +634,9 @@ class Committer(beam.DoFn):
     stall every record behind it). A snapshot's *cut* is taken here, between elements: the
     states detached (``StreamEngine.cut_state``), the offsets copied, the rows of its epoch
     handed over; rows that come later go to the next epoch's files. One snapshot is in
-    flight at a time (a due snapshot waits for the previous one to finish); at drain the last
-    one is waited for, and an error on the commit thread fails the run at the next bundle's
-    end."""
+    flight at a time (a due snapshot is put off while the previous one commits, see
+    :meth:`_snapshot`); at drain the last one is waited for, and an error on the commit
+    thread fails the run at the next bundle's end."""
 
     def __init__(self, job: StreamJob) -> None:
         self.job = job
@@ -795,9 +795,12 @@ class Committer(beam.DoFn):
 
     def _snapshot(self, wait: bool = False) -> None:
         """Cut a snapshot here and commit it on the commit thread (``wait``: and wait for
-        it). Deferred while the previous one is still being committed, unless ``wait``."""
+        it). While the previous one is still being committed it is deferred to a later
+        bundle's end, unless ``wait`` or the stream has read two intervals
+        (``snapshot_every``) since the last cut: then it waits, so snapshots keep to their
+        interval and a restart never replays more than that."""
         if self.inflight is not None:
-            if not wait:
+            if not wait and self.since_records < 2 * self.job.snapshot_every:
                 return  # the next bundle's end tries again
             self._settle()
         for name in OUTPUTS:
