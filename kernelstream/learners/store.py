@@ -15,7 +15,45 @@ from kernelstream.learners.kernels import Kernel
 from kernelstream.sparse import CSR, SparseRow
 
 
-class SVStore:
+class _Coefficients:
+    """What both stores do with the coefficients ``a``, ages ``s``, ids and ``‖f‖²`` of
+    their ``n`` support vectors (the points themselves are each store's own)."""
+
+    __slots__ = ()
+    a: np.ndarray
+    ids: np.ndarray
+    s: np.ndarray
+    n: int
+    norm2: float
+
+    def scale(self, c: float) -> None:
+        self.a[: self.n] *= c
+        self.norm2 *= c * c
+
+    def add_coef(self, j: int, c: float, fxj: float = 0.0, kjj: float = 1.0) -> None:
+        """``a_j += c`` (merge by id); ``fxj = f(x_j)`` keeps ``‖f‖²`` exact."""
+        self.a[j] += c
+        self.norm2 += 2.0 * c * fxj + c * c * kjj
+
+    def find_id(self, id_: int) -> int:
+        hit = np.flatnonzero(self.ids[: self.n] == id_)
+        return int(hit[0]) if len(hit) else -1
+
+    def oldest(self) -> int:
+        return int(np.argmin(self.s[: self.n]))
+
+    @property
+    def norm(self) -> float:
+        return float(np.sqrt(max(self.norm2, 0.0)))
+
+    def project(self, radius: float) -> None:
+        """Project onto the ball ``‖f‖ ≤ radius`` by rescaling (no-op for ``‖f‖ = 0``)."""
+        nrm = self.norm
+        if nrm > radius and nrm > 0.0:
+            self.scale(radius / nrm)
+
+
+class SVStore(_Coefficients):
     __slots__ = ("X", "a", "dim", "ids", "n", "norm2", "s", "sqn")
 
     def __init__(self, dim: int, capacity: int = 16) -> None:
@@ -108,32 +146,6 @@ class SVStore:
             self.s[j] = self.s[last]
         self.n = last
 
-    def scale(self, c: float) -> None:
-        self.a[: self.n] *= c
-        self.norm2 *= c * c
-
-    def add_coef(self, j: int, c: float, fxj: float = 0.0, kjj: float = 1.0) -> None:
-        """``a_j += c`` (merge by id); ``fxj = f(x_j)`` keeps ``‖f‖²`` exact."""
-        self.a[j] += c
-        self.norm2 += 2.0 * c * fxj + c * c * kjj
-
-    def find_id(self, id_: int) -> int:
-        hit = np.flatnonzero(self.ids[: self.n] == id_)
-        return int(hit[0]) if len(hit) else -1
-
-    def oldest(self) -> int:
-        return int(np.argmin(self.s[: self.n]))
-
-    @property
-    def norm(self) -> float:
-        return float(np.sqrt(max(self.norm2, 0.0)))
-
-    def project(self, radius: float) -> None:
-        """Project onto the ball ``‖f‖ ≤ radius`` by rescaling (no-op for ``‖f‖ = 0``)."""
-        nrm = self.norm
-        if nrm > radius and nrm > 0.0:
-            self.scale(radius / nrm)
-
     def exact_norm2(self, kernel: Kernel) -> float:
         """``aᵀ K a`` recomputed from scratch (debugging and tests)."""
         P, a = self.points, self.coef
@@ -183,7 +195,7 @@ SCATTER_MAX_WIDTH = 1 << 17
 _MIN_GARBAGE = 4096  # non-zeros of released rows tolerated before compacting the pool
 
 
-class SparseSVStore:
+class SparseSVStore(_Coefficients):
     """The :class:`SVStore` interface over sparse support vectors (rows of text, URL or hashed
     data whose width may be 10^7+).
 
@@ -406,30 +418,6 @@ class SparseSVStore:
             for arr in (self._start, self._len, self.sqn, self.a, self.ids, self.s):
                 arr[j] = arr[last]
         self.n = last
-
-    def scale(self, c: float) -> None:
-        self.a[: self.n] *= c
-        self.norm2 *= c * c
-
-    def add_coef(self, j: int, c: float, fxj: float = 0.0, kjj: float = 1.0) -> None:
-        self.a[j] += c
-        self.norm2 += 2.0 * c * fxj + c * c * kjj
-
-    def find_id(self, id_: int) -> int:
-        hit = np.flatnonzero(self.ids[: self.n] == id_)
-        return int(hit[0]) if len(hit) else -1
-
-    def oldest(self) -> int:
-        return int(np.argmin(self.s[: self.n]))
-
-    @property
-    def norm(self) -> float:
-        return float(np.sqrt(max(self.norm2, 0.0)))
-
-    def project(self, radius: float) -> None:
-        nrm = self.norm
-        if nrm > radius and nrm > 0.0:
-            self.scale(radius / nrm)
 
     def gram(self, kernel: Kernel) -> np.ndarray:
         """``K[i, j] = κ(x_i, x_j)`` of the stored points (one kernel row per SV)."""
