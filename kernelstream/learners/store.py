@@ -23,8 +23,16 @@ class _Coefficients:
     a: np.ndarray
     ids: np.ndarray
     s: np.ndarray
+    sqn: np.ndarray
     n: int
     norm2: float
+
+    def _coef_state(self, prefix: str) -> dict[str, np.ndarray]:
+        """The state entries both stores share (after each store's points)."""
+        n = self.n
+        return {f"{prefix}sqn": self.sqn[:n].copy(), f"{prefix}a": self.a[:n].copy(),
+                f"{prefix}ids": self.ids[:n].copy(), f"{prefix}s": self.s[:n].copy(),
+                f"{prefix}norm2": np.array(self.norm2)}
 
     def scale(self, c: float) -> None:
         self.a[: self.n] *= c
@@ -162,15 +170,7 @@ class SVStore(_Coefficients):
 
     # -- state ---------------------------------------------------------------------------------
     def get_state(self, prefix: str) -> dict[str, np.ndarray]:
-        n = self.n
-        return {
-            f"{prefix}X": self.X[:n].copy(),
-            f"{prefix}sqn": self.sqn[:n].copy(),
-            f"{prefix}a": self.a[:n].copy(),
-            f"{prefix}ids": self.ids[:n].copy(),
-            f"{prefix}s": self.s[:n].copy(),
-            f"{prefix}norm2": np.array(self.norm2),
-        }
+        return {f"{prefix}X": self.X[:self.n].copy(), **self._coef_state(prefix)}
 
     @classmethod
     def from_state(cls, state: dict[str, np.ndarray], prefix: str, dim: int,
@@ -455,18 +455,9 @@ class SparseSVStore(_Coefficients):
 
     # -- state ---------------------------------------------------------------------------------
     def get_state(self, prefix: str) -> dict[str, np.ndarray]:
-        n = self.n
         P = self.points
-        return {
-            f"{prefix}indptr": P.indptr,
-            f"{prefix}indices": P.indices,
-            f"{prefix}data": P.data,
-            f"{prefix}sqn": self.sqn[:n].copy(),
-            f"{prefix}a": self.a[:n].copy(),
-            f"{prefix}ids": self.ids[:n].copy(),
-            f"{prefix}s": self.s[:n].copy(),
-            f"{prefix}norm2": np.array(self.norm2),
-        }
+        return {f"{prefix}indptr": P.indptr, f"{prefix}indices": P.indices,
+                f"{prefix}data": P.data, **self._coef_state(prefix)}
 
     @classmethod
     def from_state(cls, state: dict[str, np.ndarray], prefix: str, dim: int,

@@ -42,9 +42,9 @@ checkpointing.
   readable while the job runs.
 * :class:`WriteKafkaRows` sends every row at once to ``PREFIX-<output>``, keyed by its
   ``row_id`` (the deterministic identity: a row replayed after a crash is the same message
-  again), a model's rows to one partition (in order). Commit flushes it before each
-  snapshot, so a committed row has always reached Kafka; rows sent after the last snapshot
-  are sent again after a crash (same key).
+  again), a model's rows to one partition (in order). Commit waits for its sends before it
+  commits each snapshot (on the commit thread), so a committed row has always reached
+  Kafka; rows sent after the last snapshot are sent again after a crash (same key).
 
 ``KERNELSTREAM_CRASH_AT=POINT:N[,POINT:N...]`` (tests only) kills the worker with SIGKILL at
 the N-th pass of a named point (:data:`CRASH_POINTS`).
@@ -163,7 +163,7 @@ class StreamPipelineOptions(PipelineOptions):
         parser.add_argument("--poll_timeout_ms", type=int, default=None,
                             help="how long an idle reader blocks per call (default 200)")
         parser.add_argument("--max_records", type=int, default=None,
-                            help="records per reader call, i.e. per bundle (default 1000)")
+                            help="records per reader round (default 1000)")
         parser.add_argument("--call_ms", type=int, default=None,
                             help="how long a reader call, i.e. a bundle, goes on reading "
                             "(default 500; snapshots and the status file wait for its end)")
