@@ -117,6 +117,21 @@ class CSR:
         return CSR(self.indptr[start:stop + 1] - a, self.indices[a:b], self.data[a:b],
                    self.n_features)
 
+    def __getitem__(self, sel: slice | np.ndarray) -> CSR:
+        """Rows by a step-1 slice (views) or an index array (a copy), as numpy rows are
+        selected: runners slice blocks of rows without knowing whether they are dense."""
+        if isinstance(sel, slice):
+            start, stop, step = sel.indices(self.n_rows)
+            if step != 1:
+                return self.take(np.arange(start, stop, step))
+            return self.rows(start, stop)
+        arr = np.asarray(sel)
+        if arr.dtype == bool:
+            arr = np.flatnonzero(arr)
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise TypeError(f"CSR rows are selected by a slice or a 1-D index array, got {sel!r}")
+        return self.take(arr)
+
     def take(self, order: np.ndarray) -> CSR:
         """The rows in ``order`` (a permutation or any index array), as a new CSR."""
         order = np.asarray(order, dtype=np.int64)
@@ -145,6 +160,30 @@ class CSR:
         indptr = np.zeros(X.shape[0] + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=X.shape[0]), out=indptr[1:])
         return cls(indptr, cols.astype(np.int64), X[rows, cols], int(X.shape[1]))
+
+    @classmethod
+    def vstack(cls, parts: list[CSR], n_features: int | None = None) -> CSR:
+        """Blocks of rows, one after the other, as one CSR (width ``n_features``, default the
+        widest part's)."""
+        d = int(n_features if n_features is not None
+                else max((p.n_features for p in parts), default=1))
+        if not parts:
+            return cls.empty(d)
+        offsets = np.cumsum([0] + [p.nnz for p in parts[:-1]])
+        indptr = np.concatenate([np.zeros(1, dtype=np.int64)]
+                                + [p.indptr[1:] - p.indptr[0] + o
+                                   for p, o in zip(parts, offsets, strict=True)])
+        return cls(indptr, np.concatenate([p.indices[p.indptr[0]:p.indptr[-1]] for p in parts]),
+                   np.concatenate([p.data[p.indptr[0]:p.indptr[-1]] for p in parts]), d)
+
+    def equals(self, other: CSR) -> bool:
+        """Same shape and the same stored entries (values compared bit for bit, NaN = NaN)."""
+        return (self.shape == other.shape
+                and np.array_equal(self.indptr - self.indptr[0], other.indptr - other.indptr[0])
+                and np.array_equal(self.indices[self.indptr[0]:self.indptr[-1]],
+                                   other.indices[other.indptr[0]:other.indptr[-1]])
+                and np.array_equal(self.data[self.indptr[0]:self.indptr[-1]],
+                                   other.data[other.indptr[0]:other.indptr[-1]], equal_nan=True))
 
     @classmethod
     def empty(cls, n_features: int) -> CSR:

@@ -32,6 +32,26 @@ def check_bits(k: int) -> int:
     return k
 
 
+def parse_bits(text: str) -> int:
+    """Hash bits from how people write a table size: ``18``, ``2^18``, ``2**18`` or
+    ``262144`` (a power of two above 31 is read as the number of columns)."""
+    t = text.strip().replace(" ", "")
+    for pre in ("2^", "2**"):
+        if t.startswith(pre):
+            t = t[len(pre):]
+            break
+    else:
+        if t.isdigit() and int(t) > 31:
+            n = int(t)
+            if n & (n - 1):
+                raise ValueError(f"hash_features takes K from 1 to 31 (2^K columns) or a "
+                                 f"power of two, got {n}")
+            return check_bits(n.bit_length() - 1)
+    if not t.isdigit():
+        raise ValueError(f"hash_features takes K, 2^K or a power of two, got {text!r}")
+    return check_bits(int(t))
+
+
 def hash_index(index: np.ndarray | int, k: int) -> np.ndarray:
     """Columns in ``[0, 2**k)`` of 0-based feature indices (int64 array), vectorised."""
     check_bits(k)

@@ -608,20 +608,9 @@ def _load_libsvm_csr(
         codes.append(remap[sp.labels.codes] if len(remap) else sp.labels.codes)
         linenos.append(sp.labels.linenos)
     d = (1 << hash_bits) if hash_bits is not None else max(width, n_features or 0)
-    X = _concat_csr(parts, d)
+    X = CSR.vstack(parts, d)
     return X, _Labels(list(table), _cat(codes), _cat(linenos))
 
 
 def _cat(xs: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)
-
-
-def _concat_csr(parts: Sequence[CSR], n_features: int) -> CSR:
-    """Blocks of rows, one after the other, as one :class:`CSR` of width ``n_features``."""
-    if not parts:
-        return CSR.empty(n_features)
-    offsets = np.cumsum([0] + [p.nnz for p in parts[:-1]])
-    indptr = np.concatenate([np.zeros(1, dtype=np.int64)]
-                            + [p.indptr[1:] + o for p, o in zip(parts, offsets, strict=True)])
-    return CSR(indptr, np.concatenate([p.indices for p in parts]),
-               np.concatenate([p.data for p in parts]), int(n_features))

@@ -13,6 +13,14 @@ from kernelstream.data.sniff import infer_format
 # the LIBSVM C int, and below 2**1 there is nothing to learn.
 MIN_HASH_BITS, MAX_HASH_BITS = 1, 31
 
+# How rows reach the learners: "dense" numpy rows, "sparse" CSR rows, or "auto": sparse for
+# LIBSVM or hashed data wider than AUTO_SPARSE_WIDTH columns, dense otherwise. Narrow data
+# stays dense because dense kernel rows are faster there (benchmarks/results/sparse.md: the
+# sparse path costs 1.4-2.3x per round on a9a and w7a) and give the published numbers as
+# they were; past a few thousand columns a dense row costs more than its non-zeros.
+ROWS = ("auto", "dense", "sparse")
+AUTO_SPARSE_WIDTH = 2048
+
 
 @dataclass(frozen=True)
 class ReadOptions:
@@ -36,6 +44,27 @@ class ReadOptions:
     key_by: int | str | None = None
     scale_target: str = "none"  # regression targets: "none" or min-max to [0, 1] ("01")
     hash_features: int | None = None  # k: hash features into 2**k columns
+    rows: str = "auto"  # "auto", "dense" or "sparse" (see ROWS)
+
+    def __post_init__(self) -> None:
+        if self.rows not in ROWS:
+            raise ValueError(f"rows must be one of {', '.join(ROWS)}, got {self.rows!r}")
+        if self.rows == "sparse" and self.scale != "none":
+            raise ValueError(f"min-max scaling (scale={self.scale!r}) turns the zeros of sparse "
+                             "rows into non-zeros: use scale 'none' with sparse rows")
+        if self.hash_features is not None:
+            from kernelstream.data.hashing import check_bits
+
+            check_bits(self.hash_features)
+
+    def sparse_rows(self, width: int) -> bool:
+        """Whether rows of this width go to the learners as CSR (the ``rows`` rule)."""
+        if self.rows != "auto":
+            return self.rows == "sparse"
+        # a topic's records are LIBSVM unless named CSV (its path is no file to sniff)
+        fmt = self.fmt or ("libsvm" if self.path.startswith("kafka://") else self.resolved_fmt())
+        wide = self.hash_features is not None or fmt == "libsvm"
+        return wide and self.scale == "none" and width > AUTO_SPARSE_WIDTH
 
     def resolved_fmt(self) -> str:
         return self.fmt or infer_format(self.path)

@@ -25,6 +25,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernelstream.sparse import CSR
+
 # -- stream keys --------------------------------------------------------------------------------
 
 
@@ -67,21 +69,24 @@ class Block:
     """``n`` consecutive rows of stream ``key``, at stream positions ``start .. start+n-1``.
 
     ``ids`` are the rows' identities in the source (row index in the file, 0-based), ``X`` is
-    the dense ``(n, d)`` float64 feature matrix and ``y`` the mapped labels (±1 or targets).
+    the ``(n, d)`` float64 feature matrix, dense or a :class:`~kernelstream.sparse.CSR` (wide
+    or hashed data: memory grows with the non-zeros), and ``y`` the mapped labels (±1 or
+    targets).
     """
 
     key: str
     start: int
     ids: np.ndarray
-    X: np.ndarray
+    X: np.ndarray | CSR
     y: np.ndarray
 
     def __post_init__(self) -> None:
         self.ids = np.ascontiguousarray(self.ids, dtype=np.int64).reshape(-1)
-        self.X = np.ascontiguousarray(self.X, dtype=np.float64)
+        if not isinstance(self.X, CSR):
+            self.X = np.ascontiguousarray(self.X, dtype=np.float64)
         self.y = np.ascontiguousarray(self.y, dtype=np.float64).reshape(-1)
         n = self.ids.shape[0]
-        if self.X.ndim != 2 or self.X.shape[0] != n or self.y.shape[0] != n:
+        if len(self.X.shape) != 2 or self.X.shape[0] != n or self.y.shape[0] != n:
             raise ValueError(
                 f"inconsistent block: ids {self.ids.shape}, X {self.X.shape}, y {self.y.shape}"
             )
@@ -89,6 +94,10 @@ class Block:
     @property
     def n(self) -> int:
         return int(self.ids.shape[0])
+
+    @property
+    def sparse(self) -> bool:
+        return isinstance(self.X, CSR)
 
     @property
     def end(self) -> int:
@@ -108,13 +117,16 @@ class Block:
             self.key == other.key
             and self.start == other.start
             and np.array_equal(self.ids, other.ids)
+            and self.sparse == other.sparse
             and self.X.shape == other.X.shape
-            and np.array_equal(self.X, other.X, equal_nan=True)
+            and (self.X.equals(other.X) if isinstance(self.X, CSR)  # type: ignore[arg-type]
+                 else np.array_equal(self.X, other.X, equal_nan=True))
             and np.array_equal(self.y, other.y, equal_nan=True)
         )
 
     def __repr__(self) -> str:
-        return f"Block({self.key!r}, start={self.start}, n={self.n}, d={self.X.shape[1]})"
+        kind = ", sparse" if self.sparse else ""
+        return f"Block({self.key!r}, start={self.start}, n={self.n}, d={self.X.shape[1]}{kind})"
 
 
 def concat_blocks(parts: list[Block]) -> Block:
@@ -125,13 +137,13 @@ def concat_blocks(parts: list[Block]) -> Block:
             raise ValueError(f"pieces are not contiguous: {a!r} then {b!r}")
     if len(parts) == 1:
         return parts[0]
-    return Block(
-        parts[0].key,
-        parts[0].start,
-        np.concatenate([p.ids for p in parts]),
-        np.concatenate([p.X for p in parts]),
-        np.concatenate([p.y for p in parts]),
-    )
+    if any(p.sparse for p in parts):
+        X: np.ndarray | CSR = CSR.vstack([p.X if isinstance(p.X, CSR) else CSR.from_dense(p.X)
+                                          for p in parts])
+    else:
+        X = np.concatenate([p.X for p in parts])  # type: ignore[misc]
+    return Block(parts[0].key, parts[0].start, np.concatenate([p.ids for p in parts]), X,
+                 np.concatenate([p.y for p in parts]))
 
 # -- PredictionBlock ----------------------------------------------------------------------------
 

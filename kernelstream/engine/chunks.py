@@ -13,22 +13,25 @@ a pipeline.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from kernelstream import fs
-from kernelstream.data import LabelMap, ParseError, densify, scale_minmax
+from kernelstream.data import LabelMap, ParseError
 from kernelstream.engine.blocks import Block, StreamKey
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.reading import (
+    ParsedRow,
     ReadOptions,
     TextFormat,
     is_compressed,
     label_map_for,
     open_binary,
 )
+from kernelstream.engine.replay import finish_rows, rows_csr
+from kernelstream.sparse import CSR
 
 
 class Chunk(NamedTuple):
@@ -89,7 +92,8 @@ class ChunkStats:
 @dataclass
 class StreamPlan:
     """The global facts the second pass needs: per chunk, its first line number and first
-    stream position; the label map, the width, the scaling range; where ``limit`` cuts."""
+    stream position; the label map, the width (before hashing), the scaling range; where
+    ``limit`` cuts."""
 
     line_offset: dict[int, int]
     row_offset: dict[int, int]
@@ -104,6 +108,9 @@ def scan_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk) -> ChunkStats:
     """First pass over one chunk: what :func:`make_plan` needs from it."""
     st = ChunkStats(chunk.index)
     scale = opts.scale != "none"
+    if scale and opts.hash_features is not None:
+        raise ValueError("the file-order reader cannot min-max scale hashed features (their "
+                         "range is known only after hashing); use the permuted reader")
     regression = opts.task == "regression"
     cur_max = 0
     dense: list[np.ndarray] = []
@@ -251,7 +258,7 @@ def read_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk, plan: StreamPlan
         return out
     lmap = LabelMap.from_dict(plan.label_map)
     d = plan.n_features
-    X: list[np.ndarray] = []
+    X: list[ParsedRow] = []
     y: list[float] = []
     line = plan.line_offset[chunk.index]
     for raw in iter_chunk_lines(opts.path, chunk):
@@ -265,21 +272,28 @@ def read_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk, plan: StreamPlan
             if isinstance(row, ParseError):
                 raise row
             yi = lmap(row.label)
-            x = densify(row.idx, row.vals, d) if row.idx is not None else row.vals
-            if x.shape[0] != d:
-                raise ParseError(f"wrong number of columns: {x.shape[0]} features, "
+            if row.idx is not None:
+                top = int(row.idx[-1]) if row.idx.size else 0
+                if top > d:
+                    raise ParseError(f"index exceeds n_features: index {top} > n_features={d}")
+            elif row.vals.shape[0] != d:
+                raise ParseError(f"wrong number of columns: {row.vals.shape[0]} features, "
                                  f"expected {d}")
         except ParseError as e:
             out.dead_letters.append(dead_letter(opts.path, line, text, e.reason))
             continue
-        X.append(x)
+        X.append(row)
         y.append(yi)
     n = out.rows = len(y)
     if n == 0:
         return out
-    Xa = np.array(X)
-    if plan.lo is not None and plan.hi is not None:
-        Xa = scale_minmax(Xa, opts.scale, plan.lo, plan.hi)  # type: ignore[arg-type]
+    Xa: np.ndarray | CSR
+    if tf.fmt == "libsvm":
+        Xa = rows_csr(X, d, opts.hash_features)  # type: ignore[arg-type]
+        Xa = finish_rows(Xa, replace(opts, hash_features=None), plan.lo, plan.hi)
+    else:
+        Xa = finish_rows(np.array([r.vals for r in X]), opts, plan.lo,  # type: ignore[union-attr]
+                         plan.hi)
     ya = np.asarray(y)
     ids = np.arange(pos0, pos0 + n, dtype=np.int64)
     B = block_size

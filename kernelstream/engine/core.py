@@ -33,6 +33,7 @@ from kernelstream.engine.ordering import OrderCursor
 from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
 from kernelstream.learners.base import Learner, state_from_bytes, state_to_bytes
 from kernelstream.seeding import learner_seed
+from kernelstream.sparse import CSR
 
 # -- configuration ------------------------------------------------------------------------------
 
@@ -291,6 +292,11 @@ class StreamLearner:
 
 def _row_text(b: Block, i: int) -> str:
     """A readable rendering of a rejected row for the dead-letter output."""
-    nz = np.flatnonzero(b.X[i])
-    feats = " ".join(f"{j + 1}:{b.X[i, j]!r}" for j in nz[:50])
+    if isinstance(b.X, CSR):
+        nz, vals = b.X.row(i)
+    else:
+        nz = np.flatnonzero(b.X[i])
+        vals = b.X[i, nz]
+    feats = " ".join(f"{j + 1}:{v!r}" for j, v in zip(nz[:50].tolist(), vals[:50].tolist(),
+                                                          strict=True))
     return f"{b.y[i]!r} {feats}" + (" ..." if nz.shape[0] > 50 else "")

@@ -2,7 +2,8 @@
 
 A permutation needs random access to every row, so the whole data set is loaded as a
 :class:`Dataset` (``X`` is ``n × d`` float64, e.g. 32 MB for a9a, 0.9 GB for covtype: the
-documented memory trade-off) and :func:`stream_blocks` cuts every stream of a
+documented memory trade-off; or, for wide or hashed data, a CSR whose memory grows with the
+non-zeros: see :func:`finish_rows`) and :func:`stream_blocks` cuts every stream of a
 :class:`StreamSpec` into blocks in stream order. :func:`load_rows` reads a file keeping every
 bad line as a dead letter. The loop runner iterates these directly; the Beam source
 (``kernelstream.transforms.sources.ReadPermutedStreams``) emits them from one worker.
@@ -12,12 +13,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from kernelstream.data import LabelMap, ParseError, load, scale_minmax, scale_target_minmax
+from kernelstream.data import (
+    LabelMap,
+    ParseError,
+    load,
+    load_sparse,
+    scale_minmax,
+    scale_target_minmax,
+)
+from kernelstream.data.hashing import csr_from_pairs, hash_csr, hash_index
 from kernelstream.engine.blocks import Block, StreamKey
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.reading import (
@@ -29,6 +38,7 @@ from kernelstream.engine.reading import (
     open_binary,
 )
 from kernelstream.seeding import permutation
+from kernelstream.sparse import CSR
 
 
 @dataclass(frozen=True)
@@ -59,10 +69,10 @@ class StreamSpec:
 
 @dataclass
 class Dataset:
-    """A data set in memory: dense rows, mapped labels, their source ids and (``--key-by``)
-    each row's entity; plus the dead letters met while loading it."""
+    """A data set in memory: rows (dense, or CSR), mapped labels, their source ids and
+    (``--key-by``) each row's entity; plus the dead letters met while loading it."""
 
-    X: np.ndarray
+    X: np.ndarray | CSR
     y: np.ndarray
     ids: np.ndarray | None = None
     entities: np.ndarray | None = None  # str per row, or None: one stream per configuration
@@ -70,11 +80,12 @@ class Dataset:
     lines: np.ndarray | None = None  # source line (row) number of each row, when known
 
     def __post_init__(self) -> None:
-        self.X = np.ascontiguousarray(self.X, dtype=np.float64)
+        if not isinstance(self.X, CSR):
+            self.X = np.ascontiguousarray(self.X, dtype=np.float64)
         self.y = np.ascontiguousarray(self.y, dtype=np.float64).reshape(-1)
         if self.ids is None:
             self.ids = np.arange(self.y.shape[0], dtype=np.int64)
-        if self.X.ndim != 2 or self.X.shape[0] != self.y.shape[0]:
+        if len(self.X.shape) != 2 or self.X.shape[0] != self.y.shape[0]:
             raise ValueError(f"X {self.X.shape} and y {self.y.shape} do not match")
 
 
@@ -141,26 +152,55 @@ def _clean_for_load(opts: ReadOptions, fmt: str) -> bool:
     return _BLANK_LINE.search(raw) is None
 
 
+def finish_rows(X: np.ndarray | CSR, opts: ReadOptions, lo: np.ndarray | None = None,
+                hi: np.ndarray | None = None) -> np.ndarray | CSR:
+    """The rows as the learners get them: features hashed (``hash_features``), then CSR or
+    dense by :meth:`ReadOptions.sparse_rows` (dense rows min-max scaled by ``opts.scale``, over
+    ``lo``/``hi`` when given, else over these rows). Dense and CSR rows hold the same values."""
+    if opts.hash_features is not None:
+        X = hash_csr(X if isinstance(X, CSR) else CSR.from_dense(X), opts.hash_features)
+    if opts.sparse_rows(X.shape[1]):
+        return X if isinstance(X, CSR) else CSR.from_dense(X)
+    if isinstance(X, CSR):
+        from kernelstream.learners.registry import memory_limit
+
+        need = X.shape[0] * X.shape[1] * 8
+        if need > memory_limit():
+            raise MemoryError(f"{opts.path}: dense rows of {X.shape[1]:,} features need "
+                              f"{need / 2**30:.1f} GiB; read them as sparse rows (rows='sparse', "
+                              "CLI --rows sparse) or hash the features (--hash-features K)")
+        X = X.to_dense()
+    return scale_minmax(X, opts.scale, lo, hi)  # type: ignore[arg-type]
+
+
 def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
     """The whole file as a :class:`Dataset`, with every bad line as a dead letter.
 
-    A clean file is read by ``data.load`` itself (its fast vectorised parser; the rows of the
-    reference loop by construction). Otherwise every line is parsed with data.py's line
-    parsers and the same label map and scaling rules; ``limit`` then keeps the first
-    ``limit`` examples (reading stops right after the last one; bad lines do not count),
-    and the label classes and the LIBSVM width are decided on the rows read. Tests check that
-    both paths, and the chunked reader, give the same stream.
+    A clean file is read by ``data.load`` / ``data.load_sparse`` themselves (their fast
+    vectorised parsers; the rows of the reference loop by construction). Otherwise every line
+    is parsed with the data layer's line parsers and the same label map and scaling rules;
+    ``limit`` then keeps the first ``limit`` examples (reading stops right after the last one;
+    bad lines do not count), and the label classes and the LIBSVM width are decided on the
+    rows read. Rows become CSR or dense by :func:`finish_rows`. Tests check that both paths,
+    and the chunked reader, give the same stream.
     """
     fmt = opts.resolved_fmt()
     if _clean_for_load(opts, fmt):
         try:
+            if fmt == "libsvm":  # as CSR first: the widest index must not decide the memory
+                Xs, y = load_sparse(opts.path, n_features=opts.n_features,
+                                    task=opts.task, limit=opts.limit,  # type: ignore[arg-type]
+                                    positive_label=opts.positive_label)
+                return Dataset(finish_rows(Xs, opts),
+                               scale_target_minmax(y, opts.scale_target))  # type: ignore[arg-type]
+            plain = opts.hash_features is None and opts.rows != "sparse"  # dense, as read
             X, y = load(opts.path, fmt=fmt, n_features=opts.n_features,  # type: ignore[arg-type]
                         label_column=opts.label_column, task=opts.task,  # type: ignore[arg-type]
-                        scale=opts.scale, limit=opts.limit,  # type: ignore[arg-type]
-                        positive_label=opts.positive_label, delimiter=opts.delimiter,
-                        header=opts.header,
+                        scale=opts.scale if plain else "none",  # type: ignore[arg-type]
+                        limit=opts.limit, positive_label=opts.positive_label,
+                        delimiter=opts.delimiter, header=opts.header,
                         scale_target=opts.scale_target)  # type: ignore[arg-type]
-            return Dataset(X, y)
+            return Dataset(X if plain else finish_rows(X, opts), y)
         except ParseError:
             pass  # a bad line: read it again line by line, keeping the bad lines
     src = opts.path if source is None else source
@@ -201,16 +241,14 @@ def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
         keep.append(i)
         y.append(yi)
     good = [rows[i] for i in keep]
+    X: np.ndarray | CSR
     if fmt == "libsvm":
         d = opts.n_features if opts.n_features is not None else max_idx
-        X = np.zeros((len(good), d))
-        for i, r in enumerate(good):
-            assert r.idx is not None
-            X[i, r.idx - 1] = r.vals
+        X = rows_csr(good, d, opts.hash_features)
+        X = finish_rows(X, replace(opts, hash_features=None))  # hashed while building
     else:
         d = good[0].vals.shape[0] if good else (opts.n_features or 0)
-        X = np.array([r.vals for r in good]) if good else np.zeros((0, d))
-    X = scale_minmax(X, opts.scale)  # type: ignore[arg-type]
+        X = finish_rows(np.array([r.vals for r in good]) if good else np.zeros((0, d)), opts)
     ents = None
     if opts.key_by is not None:
         ents = np.asarray([r.entity for r in good], dtype=object)
@@ -218,6 +256,22 @@ def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
     yv = scale_target_minmax(np.asarray(y), opts.scale_target)  # type: ignore[arg-type]
     return Dataset(X, yv, entities=ents, dead_letters=dead,
                    lines=np.asarray([lines[i] for i in keep], dtype=np.int64))
+
+
+def rows_csr(rows: Sequence[ParsedRow], n_features: int, hash_bits: int | None = None) -> CSR:
+    """Parsed LIBSVM rows (1-based sorted indices) as one CSR of width ``n_features`` (or
+    ``2**hash_bits`` with their indices hashed, colliding values summed)."""
+    counts = np.fromiter((len(r.vals) for r in rows), np.int64, count=len(rows))
+    cols = (np.concatenate([r.idx for r in rows]).astype(np.int64) - 1 if len(rows)  # type: ignore[misc]
+            else np.zeros(0, dtype=np.int64))
+    vals = (np.concatenate([r.vals for r in rows]).astype(np.float64) if len(rows)
+            else np.zeros(0))
+    if hash_bits is not None:
+        return csr_from_pairs(np.repeat(np.arange(len(rows), dtype=np.int64), counts),
+                              hash_index(cols, hash_bits), vals, len(rows), 1 << hash_bits)
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return CSR(indptr, cols, vals, max(int(n_features), 1))
 
 
 def _acceptable(row: ParsedRow, opts: ReadOptions, classes: list[float | str]) -> bool:

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from kernelstream import __version__, data, fs, learners  # noqa: E402
 from kernelstream._json import json_safe  # noqa: E402
 from kernelstream.data import check as data_check  # noqa: E402
+from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS  # noqa: E402
 from kernelstream.engine.checkpoints import committed, next_checkpoint  # noqa: E402
 from kernelstream.engine.core import PROGRESS_LOGGER  # noqa: E402
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG  # noqa: E402
@@ -170,6 +171,8 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
         "scale": config.scale,
         "scale_target": config.scale_target,
         "limit": config.limit,
+        "hash_features": config.hash_features,
+        "rows": config.rows,
         "seed": config.seed,
         "permutations": config.permutations,
         "runner": config.runner,
@@ -331,6 +334,14 @@ def cmd_learners(args: argparse.Namespace) -> int:
 
 
 # -- replay ------------------------------------------------------------------------------------
+def hash_bits(s: str) -> int:
+    """argparse type of ``--hash-features``: K, 2^K or the power of two itself."""
+    try:
+        return data.hashing.parse_bits(s)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _int_or_str(s: str) -> int | str:
     try:
         return int(s)
@@ -364,6 +375,11 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
                           "after '--', e.g. -- --runner=FlinkRunner --flink_master=HOST:8081")
     if args.scale_target != "none" and task != "regression":
         raise ConfigError("--scale-target applies to regression targets only (--task regression)")
+    if args.rows == "sparse" and args.scale != "none":
+        raise ConfigError(f"--scale {args.scale} turns the zeros of sparse rows into non-zeros: "
+                          "drop --scale or use --rows dense")
+    if args.hash_features is not None and args.stream != "none":
+        raise ConfigError("--hash-features applies to data files and topics, not --stream")
     return ReplayConfig(
         data=src,
         dataset=dataset,
@@ -381,6 +397,8 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         positive_label=args.positive_label,
         delimiter=args.delimiter,
         header=args.header,
+        hash_features=args.hash_features,
+        rows=args.rows,
         runner=args.runner,
         stream=args.stream,
         key_by=None if args.key_by is None else _int_or_str(args.key_by),
@@ -417,7 +435,13 @@ def _check_data(config: ReplayConfig) -> None:
         if problem is not None:
             raise ConfigError(problem)
         width = width or report.width
-    _check_memory(config.learners, width or 1)
+        nnz = max(1, round(report.nnz_mean))
+    else:
+        nnz = None
+    if config.hash_features is not None:
+        width = 1 << config.hash_features
+    sparse = config.read_options().sparse_rows(width or 1) if config.stream == "none" else False
+    _check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz)
 
 
 def _is_embedded(src: str) -> bool:
@@ -436,15 +460,18 @@ def _available_memory() -> int:
     return memory_limit()
 
 
-def _check_memory(configs: Sequence[Any], width: int) -> None:
+def _check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
+                  nnz: int | None = None) -> None:
     """Refuse, before reading, a learner that cannot fit in this machine's memory at this
     width (the learners' own estimate, ``learners.registry.check_width``: e.g. budget ×
-    width × 8 bytes of dense support vectors), with one line naming the fix."""
+    width × 8 bytes of dense support vectors, or budget × non-zeros per row for sparse rows),
+    with one line naming the fix."""
     from kernelstream.learners.registry import WidthError, check_width
 
     for c in configs:
         try:
-            check_width(c.name, dict(c.params), max(int(width), 1))
+            check_width(c.name, dict(c.params), max(int(width), 1), sparse=sparse,
+                        nnz_per_row=nnz)
         except WidthError as e:
             raise ConfigError(f"learner {c.label}: {e}") from None
 
@@ -661,8 +688,9 @@ def _add_check_parser(sub: Any) -> None:
     p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--key-by", metavar="COL", help="as for replay")
     p.add_argument("--limit", type=int, metavar="N", help="stop after N records")
-    p.add_argument("--hash-features", type=int, metavar="K",
-                   help="report the width of features hashed into 2^K columns")
+    p.add_argument("--hash-features", type=hash_bits, metavar="K",
+                   help="report the width of features hashed into 2^K columns (K, 2^K or the "
+                   "power of two)")
     p.add_argument("--kafka-idle", type=float, default=2.0, metavar="SECONDS",
                    help="a topic: stop after this long without a record (default: 2)")
     p.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
@@ -738,6 +766,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "from the end; CSV default: last) or header name (Parquet default: label)")
     p.add_argument("--n-features", type=int, metavar="D",
                    help="feature dimension of a LIBSVM file (default: largest index seen)")
+    p.add_argument("--hash-features", type=hash_bits, metavar="K",
+                   help="hash feature indices (CSV: column positions) into 2^K columns, "
+                   "values of colliding features summed; K, 2^K or the power of two itself "
+                   "(for click logs and open vocabularies)")
+    p.add_argument("--rows", choices=ROWS, default="auto",
+                   help="rows to the learners as dense arrays or sparse CSR (memory grows with "
+                   "the non-zeros); auto: sparse for LIBSVM or hashed data wider than "
+                   f"{AUTO_SPARSE_WIDTH:,} columns (default: auto)")
     p.add_argument("--positive-label", metavar="LABEL",
                    help="raw label mapped to +1 (all others to -1)")
     p.add_argument("--delimiter", metavar="CHAR", help="CSV delimiter (default: sniffed)")

@@ -89,6 +89,8 @@ class ReplayConfig:
     positive_label: str | None = None
     delimiter: str | None = None
     header: bool | None = None  # CSV header row: None = auto-detect
+    hash_features: int | None = None  # k: hash feature indices into 2**k columns
+    rows: str = "auto"  # rows to the learners: auto, dense or sparse (CSR)
     runner: str = "direct"
     stream: str = "none"  # adversarial stream preset (kernelstream.streams) or "none"
     key_by: int | str | None = None  # column naming the entity: one model per entity
@@ -109,6 +111,7 @@ class ReplayConfig:
             label_column=self.label_column, task=self.task, scale=self.scale,
             limit=self.limit, positive_label=self.positive_label, delimiter=self.delimiter,
             header=self.header, key_by=self.key_by, scale_target=self.scale_target,
+            hash_features=self.hash_features, rows=self.rows,
         )
 
     def load_kwargs(self) -> dict[str, Any]:

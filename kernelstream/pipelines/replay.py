@@ -172,6 +172,8 @@ def make_run(
     kafka_out: str | None = None,
     kafka_client: Sequence[tuple[str, str]] = (),
     checkpoint: str | None = None,
+    hash_features: int | None = None,
+    rows: str = "auto",
 ) -> ReplayRun:
     """A :class:`ReplayRun` (see :func:`run_replay`); ``data`` may be a file, an embedded data
     set or a topic ``kafka://HOST:PORT/TOPIC`` (read as in ``kafka_client``, up to the log's
@@ -210,7 +212,7 @@ def make_run(
     read = ReadOptions(path=path, fmt=fmt, n_features=n_features, label_column=label_column,
                        task=task, scale=scale, limit=limit, positive_label=positive_label,
                        delimiter=delimiter, header=header, key_by=key_by,
-                       scale_target=scale_target)
+                       scale_target=scale_target, hash_features=hash_features, rows=rows)
     if kafka is not None:
         check_read_options(read)
     return ReplayRun(data=os.fspath(data), configs=list(as_configs(configs).values()),
@@ -353,7 +355,8 @@ def replay_for_config(config: Any, runner: str | None = None,
         pipeline_args=list(config.pipeline_args) + list(pipeline_args),
         kafka_idle=config.kafka_idle, kafka_max_seconds=config.kafka_max_seconds,
         kafka_out=config.kafka_out, kafka_client=config.kafka_options,
-        checkpoint=config.checkpoint, **kw,
+        checkpoint=config.checkpoint, hash_features=getattr(config, "hash_features", None),
+        rows=getattr(config, "rows", "auto"), **kw,
     )
 
 

@@ -15,6 +15,7 @@ import apache_beam as beam
 import numpy as np
 
 from kernelstream.engine.blocks import Block, PredictionBlock
+from kernelstream.sparse import CSR
 
 # -- raw buffer packing -------------------------------------------------------------------------
 
@@ -68,13 +69,29 @@ class StatelessCoder(beam.coders.Coder):
 
 _BLOCK_MAGIC = b"KSB"
 _BLOCK_HEAD = struct.Struct("<qII")  # start, n, d
+_SPARSE_MAGIC = b"KSS"
+_SPARSE_HEAD = struct.Struct("<qIQQ")  # start, n, d, nnz
 
 
 class BlockCoder(StatelessCoder):
-    """``KSB`` v1 | key (u32 length + utf-8) | start i64, n u32, d u32 | ids i64[n] | y f64[n]
-    | X f64[n*d] (C order), little-endian raw buffers."""
+    """Dense: ``KSB`` v1 | key (u32 length + utf-8) | start i64, n u32, d u32 | ids i64[n] |
+    y f64[n] | X f64[n*d] (C order). Sparse (CSR rows): ``KSS`` v1 | key | start i64, n u32,
+    d u64, nnz u64 | ids i64[n] | y f64[n] | indptr i64[n+1] | indices i64[nnz] | data
+    f64[nnz]. Little-endian raw buffers."""
 
     def encode(self, b: Block) -> bytes:
+        if isinstance(b.X, CSR):
+            X = b.X.rows(0, b.n)  # rebased, so indptr starts at 0
+            return b"".join((
+                _header(_SPARSE_MAGIC),
+                _pack_str(b.key),
+                _SPARSE_HEAD.pack(b.start, b.n, X.n_features, X.nnz),
+                b.ids.astype("<i8", copy=False).tobytes(),
+                b.y.astype("<f8", copy=False).tobytes(),
+                X.indptr.astype("<i8", copy=False).tobytes(),
+                X.indices.astype("<i8", copy=False).tobytes(),
+                X.data.astype("<f8", copy=False).tobytes(),
+            ))
         n, d = b.X.shape
         return b"".join((
             _header(_BLOCK_MAGIC),
@@ -86,6 +103,8 @@ class BlockCoder(StatelessCoder):
         ))
 
     def decode(self, data: bytes) -> Block:
+        if data[:3] == _SPARSE_MAGIC:
+            return self._decode_sparse(data)
         off = _check_header(data, _BLOCK_MAGIC)
         key, off = _unpack_str(data, off)
         start, n, d = _BLOCK_HEAD.unpack_from(data, off)
@@ -94,6 +113,19 @@ class BlockCoder(StatelessCoder):
         y, off = _take(data, off, "<f8", n)
         X, off = _take(data, off, "<f8", n * d)
         return Block(key, start, ids, X.reshape(n, d), y)
+
+    @staticmethod
+    def _decode_sparse(data: bytes) -> Block:
+        off = _check_header(data, _SPARSE_MAGIC)
+        key, off = _unpack_str(data, off)
+        start, n, d, nnz = _SPARSE_HEAD.unpack_from(data, off)
+        off += _SPARSE_HEAD.size
+        ids, off = _take(data, off, "<i8", n)
+        y, off = _take(data, off, "<f8", n)
+        indptr, off = _take(data, off, "<i8", n + 1)
+        indices, off = _take(data, off, "<i8", nnz)
+        vals, off = _take(data, off, "<f8", nnz)
+        return Block(key, start, ids, CSR(indptr, indices, vals, d), y)
 
     def is_deterministic(self) -> bool:
         return True
