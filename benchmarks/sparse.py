@@ -22,6 +22,12 @@ learners on the same rows given dense and as CSR, timed alternately ``--repeats`
 process; the table gives the median µs/round of both and their ratio, the mistakes of both, and
 the largest score difference relative to the largest score.
 
+Part 3 — end to end: ``kernelstream replay`` of every sparse set with BPA-S at B = ``--budget``
+(its defaults) on the loop and direct runners, each in a fresh process; wall time (process
+start to exit, imports included) and peak RSS of the process and all it waited for
+(``RUSAGE_CHILDREN`` of a wrapper). The first 2,000 news20 rows also run with ``--rows dense``,
+the path every run took before sparse rows, for comparison in the same run.
+
 Example::
 
     .venv/bin/python benchmarks/sparse.py            # writes results/sparse.md and .json
@@ -199,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="alternating dense/sparse repeats; medians are reported (default 3)")
     ap.add_argument("--learners", default=",".join(LEARNERS),
                     help=f"comma-separated learner names (default {','.join(LEARNERS)})")
+    ap.add_argument("--no-replay", dest="replay", action="store_false",
+                    help="skip part 3 (end-to-end kernelstream replay runs)")
     a = ap.parse_args(argv)
     names = [s for s in a.learners.split(",") if s]
     started = time.time()
@@ -264,10 +272,55 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {path.name} {name}: sparse/dense {r['ratio']:.2f}", file=sys.stderr,
                   flush=True)
         res["dense_sets"].append(info)
+    # part 3
+    res["replays"] = replays(Path(a.data_dir), a.budget) if a.replay else []
     res["minutes"] = (time.time() - started) / 60
     _common.write_report(a.out_dir, "sparse", render(res), res)
     print(f"wrote {Path(a.out_dir) / 'sparse.md'}", file=sys.stderr)
     return 0
+
+
+_WRAPPER = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+            "rc = subprocess.run(sys.argv[1:], capture_output=True).returncode; "
+            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)"
+            ".ru_maxrss, rc)")
+
+
+def replay_once(path: Path, budget: int, runner: str, extra: list[str]) -> dict[str, Any]:
+    """One ``kernelstream replay`` in a fresh process: seconds, peak RSS, examples."""
+    with tempfile.TemporaryDirectory(prefix="ks-replay-") as out:
+        argv = [sys.executable, "-m", "kernelstream.pipelines.cli", "replay", str(path), "-l",
+                "bpa-s", "-p", f"budget={budget}", "--runner", runner, "--out", out,
+                "--quiet", *extra]
+        res = subprocess.run([sys.executable, "-c", _WRAPPER, *argv], capture_output=True,
+                             text=True, check=True)
+        secs, rss_kib, rc = res.stdout.split()
+        if int(rc) != 0:
+            raise RuntimeError(f"replay {path.name} {runner} {extra}: exit {rc}")
+        summary = json.loads((Path(out) / "summary.json").read_text())
+    return {"runner": runner, "extra": extra, "seconds": float(secs),
+            "rss_peak": int(rss_kib) * 1024, "examples": summary["examples"],
+            "mistake_rate": summary["mistake_rate"], "rows": summary.get("rows")}
+
+
+def replays(data_dir: Path, budget: int) -> list[dict[str, Any]]:
+    out = []
+    for label, fname in SPARSE_SETS:
+        path = data_dir / fname
+        if not path.exists():
+            continue
+        for runner in ("loop", "direct"):
+            r = replay_once(path, budget, runner, [])
+            r["dataset"] = label
+            out.append(r)
+            print(f"  replay {label} {runner}: {r['examples'] / r['seconds']:.0f} ex/s, "
+                  f"{_mib(r['rss_peak'])} MiB", file=sys.stderr, flush=True)
+        if label == "news20":
+            for rows in ("sparse", "dense"):
+                r = replay_once(path, budget, "loop", ["--limit", "2000", "--rows", rows])
+                r["dataset"] = f"{label} (first 2,000 rows, --rows {rows})"
+                out.append(r)
+    return out
 
 
 def _mib(b: float) -> str:
@@ -318,6 +371,16 @@ def render(res: dict[str, Any]) -> list[str]:
                          f"{r['dense_us']:.1f} | {r['sparse_us']:.1f} | {r['ratio']:.2f} | "
                          f"{r['dense_mistakes']} | {r['sparse_mistakes']} | "
                          f"{r['max_rel_diff']:.1e} |")
+    if res.get("replays"):
+        lines += ["", f"## End to end: `kernelstream replay -l bpa-s -p budget={B}`", "",
+                  "Wall time from process start to exit (imports, reading, learning, Parquet "
+                  "outputs); peak RSS of the run and every process it waited for.", "",
+                  "| data | runner | examples | mistake rate (%) | seconds | ex/s (wall) "
+                  "| peak RSS MiB |", "|---|---|---:|---:|---:|---:|---:|"]
+        for r in res["replays"]:
+            lines.append(f"| {r['dataset']} | {r['runner']} | {r['examples']} | "
+                         f"{r['mistake_rate']:.2f} | {r['seconds']:.1f} | "
+                         f"{r['examples'] / r['seconds']:.0f} | {_mib(r['rss_peak'])} |")
     if res["missing"]:
         lines += ["", f"Missing (skipped): {', '.join(res['missing'])}."]
     return lines

@@ -262,6 +262,7 @@ def _learner_info(name: str) -> dict[str, Any]:
         "tasks": tasks,  # every task the learner runs (more than one: chosen by ``loss``)
         "budgeted": bool(cls.budgeted),
         "randomized": bool(cls.randomized),
+        "sparse_rows": bool(cls.accepts_sparse),  # keeps sparse SVs for CSR rows
         "params": [
             {
                 "name": p.name,
@@ -282,6 +283,7 @@ def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
             print(file=out)
         flags = [_task_label(info["tasks"])] + [f for f in ("budgeted", "randomized")
                                                  if info[f]]
+        flags += ["sparse rows"] if info["sparse_rows"] else []
         print(f"{info['name']}  [{', '.join(flags)}]", file=out)
         if info["summary"]:
             print(f"  {info['summary']}", file=out)
@@ -308,13 +310,15 @@ _SHARED_PARAMS = ("kernel", "gamma", "degree", "tie")
 
 
 def _print_learners_markdown(infos: list[dict[str, Any]], out: TextIO) -> None:
-    print("| learner | reference | task | budgeted | own parameters (default) |", file=out)
-    print("| --- | --- | --- | --- | --- |", file=out)
+    print("| learner | reference | task | budgeted | sparse rows | own parameters (default) |",
+          file=out)
+    print("| --- | --- | --- | --- | --- | --- |", file=out)
     for info in infos:
         ps = ", ".join(f"`{p['name']}`={p['default']!r}" for p in info["params"]
                        if p["name"] not in _SHARED_PARAMS) or "—"
         print(f"| `{info['name']}` | {info['reference']} | {_task_label(info['tasks'])} | "
-              f"{'yes' if info['budgeted'] else 'no'} | {ps} |", file=out)
+              f"{'yes' if info['budgeted'] else 'no'} | "
+              f"{'yes' if info['sparse_rows'] else 'no'} | {ps} |", file=out)
     print(f"\nThe last column leaves out the shared parameters {', '.join(_SHARED_PARAMS)} "
           f"(where a learner has them); `{PROG} learners NAME` shows the full signature. "
           "A task marked \"(by loss)\" is chosen by the learner's `loss` parameter.",
@@ -435,12 +439,14 @@ def _check_data(config: ReplayConfig) -> None:
         if problem is not None:
             raise ConfigError(problem)
         width = width or report.width
-        nnz = max(1, round(report.nnz_mean))
+        nnz: int | None = max(1, round(report.nnz_mean))
     else:
         nnz = None
     if config.hash_features is not None:
         width = 1 << config.hash_features
-    sparse = config.read_options().sparse_rows(width or 1) if config.stream == "none" else False
+    # the rows the learners will get (embedded sets are narrow and dense; --stream is dense)
+    sparse = (config.stream == "none" and (nnz is not None or is_kafka_url(src))
+              and config.read_options().sparse_rows(width or 1))
     _check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz)
 
 
