@@ -10,6 +10,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from kernelstream.data.errors import (
+    BadLines,
+    ErrorPolicy,
     ParseError,
     PathLike,
     _check_garbage,
@@ -113,6 +115,26 @@ def _resolve_label_column(
     return int(label_column)
 
 
+def _header_option(label_column: int | str | None, header: bool | None) -> bool | None:
+    """``header`` as the readers use it: a label column name implies a header row."""
+    if isinstance(label_column, str):
+        if header is False:
+            raise ValueError(f"label_column {label_column!r} is a name but header=False")
+        return True
+    return header
+
+
+def _layout(
+    first: str, label_column: int | str | None, delimiter: str | None, header: bool | None
+) -> tuple[bool, int, int]:
+    """``(is_header, label position, width)`` from the first non-blank line: the one rule of
+    both whole-file paths and the record iterator."""
+    fields = first.split(delimiter)
+    if header is None:
+        header = _looks_like_header(fields, _resolve_label_column(label_column, None))
+    return header, _resolve_label_column(label_column, fields if header else None), len(fields)
+
+
 def iter_csv_records(
     path: PathLike,
     *,
@@ -120,6 +142,7 @@ def iter_csv_records(
     delimiter: str | None = None,
     header: bool | None = None,
     n_columns: int | None = None,
+    errors: ErrorPolicy | BadLines = ErrorPolicy.COLLECT,
 ) -> Iterator[tuple[int, str, tuple[str, np.ndarray] | ParseError]]:
     """Lazily yield ``(line_number, raw_text, (label, features) | ParseError)`` for a CSV file.
 
@@ -128,41 +151,36 @@ def iter_csv_records(
     whitespace). ``header``: ``None`` auto-detects (see the module doc). Every row must have
     the width of the header or, without one, of the first row (or ``n_columns`` if given).
     Blank lines are skipped. A label column name missing from the header raises ValueError.
+    ``errors``: bad lines are yielded as located :class:`ParseError` (``COLLECT``, the
+    default) or the first one raises (``RAISE``); a :class:`BadLines` also counts them.
     """
+    bad = BadLines.of(errors)
     if delimiter is None:
         delimiter = _sniff_delimiter(path)
-    if isinstance(label_column, str):
-        if header is False:
-            raise ValueError(f"label_column {label_column!r} is a name but header=False")
-        header = True
+    header = _header_option(label_column, header)
     spath = os.fspath(path)
     lc: int | None = None  # set from the first non-blank line
     for lineno, raw in _iter_raw_lines(path):
         if isinstance(raw, ParseError):
-            yield lineno, "", raw
+            yield lineno, "", bad.add(raw)
             return
         text, err = _decode_line(raw)
         if err is not None:
             if raw.strip():
-                yield lineno, text, err.located(spath, lineno)
+                yield lineno, text, bad.add(err.located(spath, lineno))
             continue
         if not text.strip():
             continue
         if lc is None:
-            fields = text.split(delimiter)
-            if header is None:
-                is_header = _looks_like_header(fields, _resolve_label_column(label_column, None))
-            else:
-                is_header = header
-            lc = _resolve_label_column(label_column, fields if is_header else None)
+            is_header, lc, width = _layout(text, label_column, delimiter, header)
             if n_columns is None:
-                n_columns = len(fields)
+                n_columns = width
             if is_header:
                 continue
         try:
             label, feats = _parse_csv_lists(text, lc, delimiter, n_columns)
         except ParseError as e:
-            yield lineno, text, e.located(spath, lineno)
+            yield lineno, text, bad.add(e.located(spath, lineno))
             continue
         yield lineno, text, (label, np.array(feats, dtype=np.float64))
 
@@ -187,12 +205,14 @@ def _load_csv(
     records = iter_csv_records(
         path, label_column=label_column, delimiter=delimiter, header=header, n_columns=n_cols
     )
+    bad = BadLines(ErrorPolicy.RAISE)
     n = 0
     for lineno, _text, parsed in records:
         if limit is not None and n >= limit:
-            break
+            break  # the policy applies to the lines read, not to the one after the limit
         if isinstance(parsed, ParseError):
-            raise parsed
+            bad.add(parsed)  # raises
+            continue
         label, x = parsed
         if X is None:
             X = np.zeros((0, len(x)), dtype=np.float64)
@@ -210,4 +230,3 @@ def _load_csv(
     return X, _Labels(
         list(table), np.array(codes, dtype=np.int64), np.array(linenos, dtype=np.int64)
     )
-
