@@ -48,7 +48,9 @@ holds the one label map, :mod:`~kernelstream.data.sniff` guesses format, delimit
 and decompression belong to :mod:`kernelstream.fs` alone. Every name is re-exported here.
 
 Only numpy and the standard library are imported at import time; pyarrow is imported inside the
-Parquet and CSV fast paths only.
+Parquet reader and the CSV fast path only. The CSV fast path (whole-file loading of clean files)
+gives bit for bit the per-line parser's result and leaves every other file to it, so errors and
+their messages are the per-line parser's.
 """
 
 from __future__ import annotations
