@@ -5,11 +5,15 @@ Two kinds of entry points:
 
 * **Line parsers** (:func:`parse_libsvm_line`, :func:`parse_csv_line`) and record iterators
   (:func:`iter_libsvm_records`, :func:`iter_csv_records`, :func:`iter_records`) for streaming
-  sources. The iterators read lazily and never raise on bad input: each line comes out as
-  ``(line_number, raw_text, parsed_or_ParseError)`` so a caller can route bad lines to a
+  sources. The iterators read lazily and by default never raise on bad input: each line comes
+  out as ``(line_number, raw_text, parsed_or_ParseError)`` so a caller can route bad lines to a
   dead-letter output.
 * **Whole-file loading** (:func:`load`, :func:`load_dataset`) into a dense ``float64`` matrix and
   a label vector, raising :class:`ParseError` (``"path:line: reason"``) on the first bad line.
+* The **error policy** (:class:`ErrorPolicy`) names the two behaviours: ``RAISE`` (whole-file
+  loading) and ``COLLECT`` (the iterators' default); the iterators take ``errors=`` to choose.
+  :class:`BadLines` applies a policy and counts what it collects (per reason kind, with the
+  first line of each), as ``kernelstream check`` reports dead letters.
 
 Format rules (the same in every entry point):
 
@@ -44,7 +48,9 @@ holds the one label map, :mod:`~kernelstream.data.sniff` guesses format, delimit
 and decompression belong to :mod:`kernelstream.fs` alone. Every name is re-exported here.
 
 Only numpy and the standard library are imported at import time; pyarrow is imported inside the
-Parquet and CSV fast paths only.
+Parquet reader and the CSV fast path only. The CSV fast path (whole-file loading of clean files)
+gives bit for bit the per-line parser's result and leaves every other file to it, so errors and
+their messages are the per-line parser's.
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ from kernelstream.data.errors import (
     SCALES,
     TARGET_SCALES,
     TASKS,
+    BadLines,
+    ErrorPolicy,
     Format,
     ParseError,
     PathLike,
@@ -108,6 +116,8 @@ __all__ = [
     "SCALES",
     "TARGET_SCALES",
     "TASKS",
+    "BadLines",
+    "ErrorPolicy",
     "Example",
     "LabelMap",
     "ParseError",

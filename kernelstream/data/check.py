@@ -5,30 +5,22 @@ classification run, most rows rejected)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelstream.data.errors import ParseError
+from kernelstream.data.errors import BadLines, ParseError
+from kernelstream.data.errors import reason_kind as reason_kind  # its former home
 from kernelstream.data.labels import class_key
 from kernelstream.data.options import ReadOptions
 
-# A dead letter's reason starts with a fixed phrase (see ParseError); details follow "(" or ":"
-# or a quoted value.
-_REASON = re.compile(r"^[a-z][a-z0-9_ -]*[a-z0-9]")
 _BINARY = ("binary garbage", "undecodable bytes", "corrupt compressed file")
-
-
-def reason_kind(reason: str) -> str:
-    """The fixed leading phrase of a reason ("bad token", "binary garbage", ...)."""
-    m = _REASON.match(reason)
-    return m.group().strip() if m else reason
 
 
 @dataclass
 class CheckReport:
-    """The counts of one pass. ``dead`` maps a reason kind to ``[count, first line]``."""
+    """The counts of one pass. ``dead`` collects the dead letters (count and first line per
+    reason kind)."""
 
     source: str
     fmt: str
@@ -39,12 +31,12 @@ class CheckReport:
     nnz_max: int = 0
     nnz_sum: int = 0
     labels: dict[str, int] = field(default_factory=dict)
-    dead: dict[str, list[int]] = field(default_factory=dict)
+    dead: BadLines = field(default_factory=BadLines)
     truncated: bool = False  # stopped at max_records
 
     @property
     def records(self) -> int:
-        return self.rows + sum(c for c, _ in self.dead.values())
+        return self.rows + self.dead.total
 
     @property
     def nnz_mean(self) -> float:
@@ -57,8 +49,7 @@ class CheckReport:
             "nnz_per_row": {"min": self.nnz_min, "mean": round(self.nnz_mean, 3),
                             "max": self.nnz_max},
             "labels": dict(sorted(self.labels.items(), key=lambda kv: -kv[1])),
-            "dead_letters": {k: {"count": c, "first_line": ln}
-                             for k, (c, ln) in sorted(self.dead.items())},
+            "dead_letters": self.dead.to_dict(),
             "truncated": self.truncated,
         }
 
@@ -73,8 +64,7 @@ class CheckReport:
         classes = ", ".join(f"{k}: {v}" for k, v in list(d["labels"].items())[:10])
         more = f" (+{len(self.labels) - 10} more)" if len(self.labels) > 10 else ""
         yield f"  labels        {len(self.labels)} distinct: {classes}{more}"
-        dead = sum(c for c, _ in self.dead.values())
-        yield f"  dead letters  {dead}"
+        yield f"  dead letters  {self.dead.total}"
         for k, v in d["dead_letters"].items():
             yield f"    {k}: {v['count']} (first at line {v['first_line']})"
         if self.truncated:
@@ -96,8 +86,7 @@ def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
             if err is not None:
                 row = ParseError(err, None, line)
         if isinstance(row, ParseError):
-            ent = report.dead.setdefault(reason_kind(row.reason), [0, line])
-            ent[0] += 1
+            report.dead.add(ParseError(row.reason, row.path, line))  # at the item's line
             continue
         nnz = int((row.vals != 0).sum()) if row.idx is None else len(row.idx)
         width = len(row.vals) if row.idx is None else (int(row.idx[-1]) if len(row.idx) else 0)
@@ -134,7 +123,7 @@ def verdict(report: CheckReport) -> str | None:
     dead = n - report.rows
     if n == 0:
         return f"{report.source}: no data lines (an empty file?)"
-    binary = sum(report.dead.get(k, [0])[0] for k in _BINARY)
+    binary = sum(report.dead.counts.get(k, 0) for k in _BINARY)
     if binary * 2 > n:
         return (f"{report.source}: not a {report.fmt} text file ({binary} of {n} lines are "
                 "binary or not UTF-8): check the file or --format")
@@ -144,19 +133,21 @@ def verdict(report: CheckReport) -> str | None:
     if report.task == "classification":
         numeric = [class_key(t) for t in report.labels]
         floats = [v for v in numeric if isinstance(v, float)]
-        third = report.dead.get("unknown label", [0, 0])
-        distinct = len(report.labels) + (1 if third[0] else 0)
-        if third[0] * 2 > n and floats and any(v != int(v) for v in floats):
-            return (f"{report.source}: the labels look continuous ({third[0]} of {n} rows "
-                    f"would be rejected as a third class, e.g. at line {third[1]}): "
+        third = report.dead.counts.get("unknown label", 0)
+        third_line = report.dead.first_line.get("unknown label", 0)
+        distinct = len(report.labels) + (1 if third else 0)
+        if third * 2 > n and floats and any(v != int(v) for v in floats):
+            return (f"{report.source}: the labels look continuous ({third} of {n} rows "
+                    f"would be rejected as a third class, e.g. at line {third_line}): "
                     "use --task regression")
-        if third[0] * 2 > n:
-            return (f"{report.source}: more than two label classes ({third[0]} of {n} rows "
-                    f"are a third class, first at line {third[1]}): use --task regression or "
+        if third * 2 > n:
+            return (f"{report.source}: more than two label classes ({third} of {n} rows "
+                    f"are a third class, first at line {third_line}): use --task regression or "
                     f"name the positive class with --positive-label (distinct so far: "
                     f"{distinct})")
     if dead * 2 > n:
-        kind, (count, line) = max(report.dead.items(), key=lambda kv: kv[1][0])
+        kind, count = max(report.dead.counts.items(), key=lambda kv: kv[1])
+        line = report.dead.first_line[kind]
         return (f"{report.source}: {dead} of {n} records would be rejected (most: {kind!r}, "
                 f"{count} times, first at line {line}): check --format, --delimiter, --task "
                 "or --positive-label")

@@ -1,11 +1,14 @@
 """Errors of the data layer: :class:`ParseError` (a located bad line), the option value sets,
-and the error policy (``raise`` for the Python API, ``collect`` = dead letters for pipelines)."""
+and the error policy (:class:`ErrorPolicy`: ``raise`` for the Python API, ``collect`` = dead
+letters for pipelines) with :class:`BadLines`, which applies it and counts what it collects."""
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Literal
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
 
 PathLike = str | os.PathLike[str]
 
@@ -76,3 +79,73 @@ def _check_garbage(line: str) -> None:
         if m is not None:
             raise ParseError(f"binary garbage (control character {m.group()!r})")
 
+
+
+class ErrorPolicy(StrEnum):
+    """What a reader does with a bad line.
+
+    ``RAISE``: raise its located :class:`ParseError` (the Python API: :func:`load` stops at the
+    first bad line). ``COLLECT``: hand it on as an item and go on reading (pipelines turn it
+    into a dead letter). The values are the strings ``"raise"`` and ``"collect"``.
+    """
+
+    RAISE = "raise"
+    COLLECT = "collect"
+
+
+# A reason starts with a fixed phrase (see ParseError); details follow "(" or ":" or a quoted
+# value.
+_REASON = re.compile(r"^[a-z][a-z0-9_ -]*[a-z0-9]")
+
+
+def reason_kind(reason: str) -> str:
+    """The fixed leading phrase of a reason ("bad token", "binary garbage", ...)."""
+    m = _REASON.match(reason)
+    return m.group().strip() if m else reason
+
+
+@dataclass
+class BadLines:
+    """The bad lines of one read under an :class:`ErrorPolicy`.
+
+    Readers pass every located :class:`ParseError` through :meth:`add`: under ``RAISE`` it
+    raises; under ``COLLECT`` it is counted by reason kind (:func:`reason_kind`), the line of
+    the first of each kind is kept, and it is returned for the reader to hand on. Only counts
+    are kept (not the errors), so a long stream of bad lines costs no memory.
+    """
+
+    policy: ErrorPolicy = ErrorPolicy.COLLECT
+    counts: dict[str, int] = field(default_factory=dict)
+    first_line: dict[str, int | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.policy = ErrorPolicy(self.policy)  # also accepts "raise"/"collect"
+
+    @classmethod
+    def of(cls, errors: ErrorPolicy | str | BadLines) -> BadLines:
+        """``errors`` itself when it is a collector (the caller reads its counts), else a new
+        one with that policy."""
+        return errors if isinstance(errors, BadLines) else cls(ErrorPolicy(errors))
+
+    def add(self, err: ParseError) -> ParseError:
+        """Apply the policy to ``err`` (located by the caller): raise it, or count and return
+        it."""
+        if self.policy is ErrorPolicy.RAISE:
+            raise err from None  # the located error alone, as the readers always raised it
+        kind = reason_kind(err.reason)
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.first_line.setdefault(kind, err.line)
+        return err
+
+    @property
+    def total(self) -> int:
+        """The number of bad lines collected."""
+        return sum(self.counts.values())
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """``{kind: {"count": n, "first_line": line}}`` sorted by kind (JSON-able)."""
+        return {k: {"count": c, "first_line": self.first_line[k]}
+                for k, c in sorted(self.counts.items())}

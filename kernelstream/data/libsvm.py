@@ -7,13 +7,15 @@ import contextlib
 import itertools
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from kernelstream.data.errors import (
+    BadLines,
+    ErrorPolicy,
     ParseError,
     PathLike,
     _check_garbage,
@@ -140,32 +142,46 @@ def _libsvm_blank(text: str) -> bool:
     return not text.split("#", 1)[0].strip()
 
 
-def iter_libsvm_records(
-    path: PathLike,
-) -> Iterator[tuple[int, str, tuple[str, np.ndarray, np.ndarray] | ParseError]]:
-    """Lazily yield ``(line_number, raw_text, (label, indices, values) | ParseError)``.
-
-    Blank and comment-only lines are skipped. Bad lines (including binary garbage and
-    undecodable bytes) come out as a located :class:`ParseError`; the iterator does not raise
-    on bad data (a missing file still raises ``OSError`` on the first ``next``).
-    """
-    spath = os.fspath(path)
-    for lineno, raw in _iter_raw_lines(path):
-        if isinstance(raw, ParseError):
-            yield lineno, "", raw
+def _libsvm_lines(
+    lines: Iterable[tuple[int, bytes | ParseError]], path: str, bad: BadLines
+) -> Iterator[tuple[int, str, tuple[str, list[int], list[float]] | ParseError]]:
+    """Numbered raw lines parsed one by one (blank and comment-only lines skipped), for the
+    record iterator and the exact block parser alike; bad lines go through ``bad``."""
+    for lineno, raw in lines:
+        if isinstance(raw, ParseError):  # a corrupt compressed file: nothing more to read
+            yield lineno, "", bad.add(raw)
             return
         text, err = _decode_line(raw)
         if err is None:
             if _libsvm_blank(text):
                 continue
             try:
-                yield lineno, text, parse_libsvm_line(text)
-                continue
+                parsed = _parse_libsvm_lists(text)
             except ParseError as e:
                 err = e
+            else:
+                yield lineno, text, parsed
+                continue
         elif not raw.strip():
             continue
-        yield lineno, text, err.located(spath, lineno)
+        yield lineno, text, bad.add(err.located(path, lineno))
+
+
+def iter_libsvm_records(
+    path: PathLike, *, errors: ErrorPolicy | BadLines = ErrorPolicy.COLLECT
+) -> Iterator[tuple[int, str, tuple[str, np.ndarray, np.ndarray] | ParseError]]:
+    """Lazily yield ``(line_number, raw_text, (label, indices, values) | ParseError)``.
+
+    Blank and comment-only lines are skipped. Bad lines (including binary garbage and
+    undecodable bytes) come out as a located :class:`ParseError`: by default
+    (``ErrorPolicy.COLLECT``) the iterator does not raise on bad data (a missing file still
+    raises ``OSError`` on the first ``next``); ``RAISE`` raises the first; a
+    :class:`BadLines` as ``errors`` also counts them.
+    """
+    lines = _libsvm_lines(_iter_raw_lines(path), os.fspath(path), BadLines.of(errors))
+    for lineno, text, p in lines:
+        yield lineno, text, p if isinstance(p, ParseError) else (
+            p[0], np.array(p[1], dtype=np.int64), np.array(p[2], dtype=np.float64))
 
 
 @dataclass
@@ -418,18 +434,10 @@ def _libsvm_exact(data: bytes, path: str, line0: int = 0) -> _Sparse:
     counts: list[int] = []
     idx: list[int] = []
     val: list[float] = []
-    for lineno, raw in enumerate(data.split(b"\n"), line0 + 1):
-        text, err = _decode_line(raw)
-        if err is not None:
-            if not raw.strip():
-                continue
-            raise err.located(path, lineno)
-        if _libsvm_blank(text):
-            continue
-        try:
-            label, i, v = _parse_libsvm_lists(text)
-        except ParseError as e:
-            raise e.located(path, lineno) from None
+    lines = enumerate(data.split(b"\n"), line0 + 1)
+    for lineno, _text, parsed in _libsvm_lines(lines, path, BadLines(ErrorPolicy.RAISE)):
+        assert not isinstance(parsed, ParseError)  # RAISE: the first bad line raised
+        label, i, v = parsed
         labels.append(label)
         linenos.append(lineno)
         counts.append(len(i))
@@ -562,7 +570,6 @@ def _load_libsvm(
             out.add(sp, bulk)
             line0 += block.count(b"\n")
     return out.finish(spath)
-
 
 
 def _load_libsvm_csr(

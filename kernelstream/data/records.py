@@ -1,5 +1,5 @@
-"""Record iteration in any format: ``(line, raw_text, Example | ParseError)``, never raising on
-bad data."""
+"""Record iteration in any format: ``(line, raw_text, Example | ParseError)``, bad data handled
+by an :class:`~kernelstream.data.errors.ErrorPolicy` (by default never raising)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from kernelstream.data.csv import (
 )
 from kernelstream.data.errors import (
     FORMATS,
+    BadLines,
+    ErrorPolicy,
     Format,
     ParseError,
     PathLike,
@@ -50,6 +52,7 @@ def iter_records(
     delimiter: str | None = None,
     header: bool | None = None,
     limit: int | None = None,
+    errors: ErrorPolicy | BadLines = ErrorPolicy.COLLECT,
 ) -> Iterator[tuple[int, str, Example | ParseError]]:
     """Lazily yield ``(line_number, raw_text, Example | ParseError)`` in any format.
 
@@ -58,7 +61,10 @@ def iter_records(
     ParseError of that line), CSV rows must have ``n_features + 1`` columns when it is given.
     ``y`` is ``label_map(label)`` (an unknown label is a ParseError of that line) or ``nan``
     when no map is given. Parquet rows are numbered from 1 and their raw text is a JSON object.
-    ``limit`` stops after that many records (good or bad). Bad data never raises.
+    ``limit`` stops after that many records (good or bad). ``errors``: with the default
+    ``ErrorPolicy.COLLECT`` bad data never raises (a bad record is a located
+    :class:`ParseError`); ``ErrorPolicy.RAISE`` raises the first one; a :class:`BadLines` given
+    here also counts them by reason.
     """
     fmt = fmt or infer_format(path)
     if fmt not in FORMATS:
@@ -67,7 +73,8 @@ def iter_records(
         raise ValueError("n_features is required to stream a LIBSVM file")
     if fmt == "libsvm" and label_column is not None:
         raise ValueError("label_column does not apply to LIBSVM files")
-    return _iter_records(path, fmt, n_features, label_map, label_column, delimiter, header, limit)
+    return _iter_records(path, fmt, n_features, label_map, label_column, delimiter, header, limit,
+                         BadLines.of(errors))
 
 
 def _iter_records(
@@ -79,6 +86,7 @@ def _iter_records(
     delimiter: str | None,
     header: bool | None,
     limit: int | None,
+    bad: BadLines,
 ) -> Iterator[tuple[int, str, Example | ParseError]]:
     spath = os.fspath(path)
     source: Iterator[tuple[int, str, Any]]
@@ -91,13 +99,15 @@ def _iter_records(
         )
     else:
         source = _iter_parquet_records(path, label_column, n_features)
+    # The sources hand every bad line on; the policy applies here, to the records within the
+    # limit only.
     count = 0
     for lineno, text, parsed in source:
         if limit is not None and count >= limit:
             return
         count += 1
         if isinstance(parsed, ParseError):
-            yield lineno, text, parsed
+            yield lineno, text, bad.add(parsed)
             continue
         try:
             if fmt == "libsvm":
@@ -108,7 +118,7 @@ def _iter_records(
                 label, x = parsed
             y = math.nan if label_map is None else label_map(label)
         except ParseError as e:
-            yield lineno, text, e.located(spath, lineno)
+            yield lineno, text, bad.add(e.located(spath, lineno))
             continue
         yield lineno, text, Example(x, y, label)
 
