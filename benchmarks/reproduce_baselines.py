@@ -506,7 +506,8 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
         f"* PASS = ours ≤ published + {TOLERANCE_PP:g} pp. **Passed {npass}/{len(judged)} cells** "
         "(P3 + P4 tables; diagnostics not counted).",
         "* Data (`kernelstream.data.load`, files merged, then scaled): "
-        + "; ".join(f"{d.name}: {d.note}" for d in DATASETS.values() if d.name in a.datasets)
+        + "; ".join(f"{d.name}: {d.note}" for d in DATASETS.values()  # merged runs too
+                    if d.name in a.datasets or any(c["dataset"] == d.name for c in cells))
         + ".",
         "",
     ]
