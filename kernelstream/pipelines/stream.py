@@ -103,7 +103,7 @@ class StreamConfig:
     topics: tuple[str, ...]
     labels_topic: str | None
     configs: tuple[Any, ...]  # engine.core.LearnerConfig
-    spec: Any  # engine.events.StreamSpec
+    spec: Any  # engine.stream_routing.StreamSpec
     out: str | None  # None: the checkpoint's, else runs/stream-<topic>-<learners>
     checkpoint: str | None = None
     kafka_out: tuple[str, str] | None = None  # (bootstrap, prefix)
@@ -149,7 +149,7 @@ def _in_process(runner: str, pipeline_args: Sequence[str]) -> bool:
 def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
     """Arguments → a :class:`StreamConfig`; raises ``ValueError`` (one line) on bad input."""
     from kernelstream.engine.core import LearnerConfig
-    from kernelstream.engine.events import StreamSpec
+    from kernelstream.engine.stream_routing import StreamSpec
     from kernelstream.kafka_client import client_settings
 
     bootstrap, topics = parse_topics(args.source, "SOURCE")

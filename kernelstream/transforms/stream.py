@@ -75,7 +75,8 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from kernelstream._json import json_safe
-from kernelstream.engine.events import StreamEngine, StreamSpec
+from kernelstream.engine.events import StreamEngine
+from kernelstream.engine.stream_routing import StreamSpec
 from kernelstream.engine.stream_rows import OUTPUTS
 from kernelstream.transforms.kafka_read import (
     Batched,
