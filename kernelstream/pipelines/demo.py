@@ -155,7 +155,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         return _error(str(exc))
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    from kernelstream.kafka_client import local_broker
+    from kernelstream.kafka_client.clients import local_broker
 
     ckpt = os.path.join(args.out, "checkpoint")
     # every demo has a new (in-memory) broker: the previous demo's snapshot cannot resume

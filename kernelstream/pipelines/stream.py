@@ -77,7 +77,7 @@ def parse_duration(text: str, what: str) -> float:
 
 def parse_topics(url: str, what: str) -> tuple[str, tuple[str, ...]]:
     """``kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2...]`` → ``(bootstrap, topics)``."""
-    from kernelstream.kafka_client import KafkaTopic
+    from kernelstream.kafka_client.clients import KafkaTopic
 
     if not url.startswith(SCHEME):
         raise ConfigError(f"{what} {url!r}: expected kafka://HOST:PORT/TOPIC[,TOPIC...]")
@@ -150,7 +150,7 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
     """Arguments → a :class:`StreamConfig`; raises ``ValueError`` (one line) on bad input."""
     from kernelstream.engine.core import LearnerConfig
     from kernelstream.engine.stream_routing import StreamSpec
-    from kernelstream.kafka_client import client_settings
+    from kernelstream.kafka_client.clients import client_settings
 
     bootstrap, topics = parse_topics(args.source, "SOURCE")
     labels_topic = None
@@ -325,14 +325,14 @@ def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-    from kernelstream.kafka_client import _client_defaults, _typed
+    from kernelstream.kafka_client.clients import client_defaults, typed_settings
 
     bootstrap, prefix = config.kafka_out
     topics = output_topic_names(prefix)
     names = [topics[n] for n in config.kafka_outputs]
     try:
         cfg = {"bootstrap_timeout_ms": 5000, "request_timeout_ms": 10000}
-        cfg.update({k: v for k, v in _typed(config.client, _client_defaults()[0]).items()
+        cfg.update({k: v for k, v in typed_settings(config.client, client_defaults()[0]).items()
                     if k in KafkaAdminClient.DEFAULT_CONFIG})
         admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","),
                                  client_id="kernelstream", **cfg)
@@ -360,7 +360,7 @@ def prepare(config: StreamConfig) -> Prepared:
         SnapshotStore,
         publish,
     )
-    from kernelstream.kafka_client import kafka_partition_info, partition_groups
+    from kernelstream.kafka_client.partitions import kafka_partition_info, partition_groups
 
     store = None
     out = config.out

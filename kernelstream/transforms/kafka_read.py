@@ -62,9 +62,9 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 from kernelstream.engine.merge import GroupMerger
 from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.records import SourceRecord
-from kernelstream.kafka_client import (
+from kernelstream.kafka_client.clients import assigned_consumer
+from kernelstream.kafka_client.partitions import (
     PartitionGroup,
-    assigned_consumer,
     kafka_partition_info,
     partition_groups,
 )

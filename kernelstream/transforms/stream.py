@@ -522,7 +522,8 @@ class WriteKafkaRows(beam.DoFn):
         self.where: dict[tuple[str, str], int] = {}
 
     def setup(self) -> None:
-        from kernelstream.kafka_client import KafkaTopic, KafkaWriter
+        from kernelstream.kafka_client.clients import KafkaTopic
+        from kernelstream.kafka_client.sink import KafkaWriter
 
         assert self.job.kafka_out is not None
         self.topics = self.job.output_topics()
