@@ -451,7 +451,6 @@ class SnapshotStore(SnapshotView):
                 self._meta.pop(e, None)
 
 
-
 def _offsets_doc(offsets: Mapping[tuple[str, int], int]) -> list[dict[str, Any]]:
     out = []
     for (topic, partition), offset in sorted(offsets.items()):
