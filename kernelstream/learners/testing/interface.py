@@ -57,7 +57,6 @@ def check_metadata(name: str, params: dict[str, Any]) -> None:
     assert repr(m).startswith(type(m).__name__), f"repr {repr(m)!r}"
 
 
-
 def check_bad_input(name: str, params: dict[str, Any]) -> None:
     """Invalid x / y raise a clear ValueError and leave the learner unchanged and usable."""
     ref = new(name, params)
