@@ -5,7 +5,7 @@ Every other module of :mod:`kernelstream.kafka_client` (the bounded read, the bl
 sink, the stream's partition groups) reaches the brokers through these, so the settings a user
 gives (``--kafka-option KEY=VALUE``) are checked and typed in one place, the consumers share
 their defaults (:data:`READ_DEFAULTS`: fail in seconds, never move a position silently), and
-an unreachable broker is reported as the same one-line :class:`ConnectionError` everywhere.
+an unreachable broker is reported as a one-line :class:`ConnectionError`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``kernelstream stream`` arguments → a checked :class:`StreamConfig` (no Beam, no broker).
 
 Every option error is one line (:class:`~kernelstream.pipelines.config.ConfigError`, exit 2)
-before anything is imported or contacted; the config is what the up-front checks
+before Beam is imported or a broker contacted; the config is what the up-front checks
 (:mod:`~kernelstream.pipelines.stream_prepare`) and the run (:mod:`kernelstream.pipelines.stream`)
 then work from. It stands apart so that the parsing rules of a stream command (durations,
 topic URLs, output names) can be read and tested without the launcher around them.
