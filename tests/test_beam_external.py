@@ -10,19 +10,12 @@ up in the container. The replay's outputs must equal the plain loop's.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from _helpers import WorkerPool, start_worker_pool
 
 from kernelstream import data
 from kernelstream.engine.core import LearnerConfig
@@ -37,7 +30,6 @@ ROWS = 120
 # Metrics columns that describe the run, not the stream: timings and observed disorder.
 RUN_COLUMNS = ("seconds", "examples_per_second", "window_seconds", "window_examples_per_second",
                "max_buffered_blocks", "duplicate_blocks")
-STARTED = "Starting worker with command"  # what the pool logs for each SDK worker it starts
 
 
 @pytest.fixture(scope="module")
@@ -51,60 +43,10 @@ def german(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@dataclass
-class WorkerPool:
-    port: int
-    log: Path
-
-    @property
-    def endpoint(self) -> str:
-        return f"localhost:{self.port}"
-
-    def workers_started(self) -> int:
-        return self.log.read_text(errors="replace").count(STARTED)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def worker_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerPool]:
-    """A Beam worker pool in its own process group (it and the SDK workers it starts), stopped
-    at the end by signalling that group only."""
-    port = _free_port()
-    log = tmp_path_factory.mktemp("pool") / "pool.log"
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-             "--service_port", str(port)],
-            env=env, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the worker pool exited ({proc.returncode}): {log.read_text()}")
-            with contextlib.suppress(OSError), socket.create_connection(("localhost", port), 1):
-                break
-            if time.monotonic() > deadline:
-                pytest.fail("the worker pool did not listen within 60 s")
-            time.sleep(0.2)
-        yield WorkerPool(port, log)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with start_worker_pool(tmp_path_factory.mktemp("pool") / "pool.log") as pool:
+        yield pool
 
 
 def _sorted(out: Path, name: str) -> pa.Table:

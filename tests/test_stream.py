@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import signal
 import socket
@@ -30,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _helpers import WorkerPool, start_worker_pool
 
 from kernelstream import data
 from kernelstream.engine.events import reference_outputs
@@ -383,47 +383,14 @@ def test_second_writer_then_sigint(broker: str, tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def worker_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """A Beam worker pool (its own process group, the venv first on its PATH so the SDK
-    workers it starts import kernelstream), stopped by signalling that group only."""
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = int(s.getsockname()[1])
-    log = tmp_path_factory.mktemp("pool") / "pool.log"
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-             "--service_port", str(port)],
-            env=env, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the worker pool exited: {log.read_text()}")
-            with contextlib.suppress(OSError), socket.create_connection(("localhost", port), 1):
-                break
-            if time.monotonic() > deadline:
-                pytest.fail("the worker pool did not listen within 60 s")
-            time.sleep(0.2)
-        yield f"localhost:{port}", log
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+def worker_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerPool]:
+    with start_worker_pool(tmp_path_factory.mktemp("pool") / "pool.log") as pool:
+        yield pool
 
 
 @pytest.mark.slow
 def test_portable_job_service_with_external_workers(broker: str, tmp_path: Path,
-                                                    worker_pool: tuple[str, Path]) -> None:
-    endpoint, log = worker_pool
+                                                    worker_pool: WorkerPool) -> None:
     create_topics(broker, ["ext", "ext-lab"], 2)
     msgs = [(("ext" if m[0] == "ev" else "ext-lab"), *m[1:])
             for m in labelled_stream(160, 0, T0, seed=7)]
@@ -433,10 +400,10 @@ def test_portable_job_service_with_external_workers(broker: str, tmp_path: Path,
                        *STREAM_ARGS[3:], "--out", str(out), "--checkpoint", str(ckpt),
                        "--snapshot-every", "100", "--idle-stop", "3s", "-q")
     r = run_cli([*base, "--runner", "portable", "--",
-                 "--environment_type=EXTERNAL", f"--environment_config={endpoint}",
+                 "--environment_type=EXTERNAL", f"--environment_config={worker_pool.endpoint}",
                  "--max_records=50"], timeout=180)
     assert r.returncode == 0, r.stderr
-    assert "Starting worker with command" in log.read_text(errors="replace")
+    assert worker_pool.workers_started() > 0, "no SDK worker was started by the pool"
     assert SnapshotView.open(ckpt).head is not None
     want, _ = reference_tables(reference_records(broker, ["ext", "ext-lab"], 2),
                                spec_for(base))

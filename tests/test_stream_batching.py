@@ -10,7 +10,8 @@ import math
 import os
 import subprocess
 import sys
-from typing import Any
+
+from _helpers import route_one_by_one
 
 from kernelstream.engine.core import LearnerConfig
 from kernelstream.engine.events import StreamEngine, StreamSpec
@@ -43,16 +44,7 @@ def test_route_gives_one_element_per_model_and_one_dead_letter_item() -> None:
     route = RouteRecords(job())
     route.setup()
     out = list(route.process(RecordBatch(recs)))
-    engine = StreamEngine(job().spec)
-    want: dict[str, list[Any]] = {}
-    dead = []
-    for r in recs:
-        res = engine.route(r)
-        if isinstance(res, dict):
-            dead.append(res)
-        else:
-            for k, p in res:
-                want.setdefault(k, []).append(p)
+    want, dead = route_one_by_one(StreamEngine(job().spec), recs)
     assert out[0] == (PASS_KEY, (DEAD_LETTERS, dead))
     assert len(dead) == 6
     assert [k for k, _ in out[1:]] == list(want)  # models in order of first appearance

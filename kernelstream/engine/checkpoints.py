@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 
 from kernelstream import fs
 from kernelstream.engine.outputs import ensure_nonempty
-from kernelstream.kafka_client import SourcePosition
+from kernelstream.kafka_client.blocks import SourcePosition
 
 STATES_SCHEMA = pa.schema([
     pa.field("key", pa.string(), nullable=False),

@@ -34,13 +34,8 @@ from kernelstream.engine.outputs import (
     write_rows,
 )
 from kernelstream.engine.replay import load_rows, stream_blocks
-from kernelstream.kafka_client import (
-    KafkaBlocks,
-    KafkaWriter,
-    SourcePosition,
-    output_topics,
-    prediction_rows,
-)
+from kernelstream.kafka_client.blocks import KafkaBlocks, SourcePosition
+from kernelstream.kafka_client.sink import KafkaWriter, output_topics, prediction_rows
 
 if TYPE_CHECKING:  # the run description lives with the runners that share it
     from kernelstream.pipelines.replay import ReplayRun

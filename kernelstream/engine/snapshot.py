@@ -22,50 +22,60 @@ longer needed are deleted: the snapshots of the ``keep`` newest epochs stay rest
 so does the one the writer resumed from, for as long as it is open (readers pinned to it,
 see :class:`SnapshotView`, keep working during the whole run).
 
-``states.kss`` (little-endian; no pickle)::
+A reader loads only the indexes of the ``states.kss`` files (a key -> location map, about 100
+bytes a key; the format is :mod:`kernelstream.engine.snapshot_files`) and reads a model's
+bytes on demand with ``pread``, so a worker that sees few models never loads the others (this
+replaces the replay's ``AsDict`` side input of every state).
 
-    header   magic "KSSTATE\\0", version u16, flags u16 (1 = base), epoch u64, count u64,
-             key bytes u64, CRC-32 of the index u32
-    index    key ends u64[count], blob offsets u64[count], blob lengths u64[count],
-             blob CRC-32s u32[count], the UTF-8 keys concatenated (sorted by key)
-    blobs    the state bytes, in index order
+The writer lock (:mod:`kernelstream.engine.writer_lock`) is ``fcntl.flock``: the kernel
+releases it when its holder dies, even by ``kill -9``, so no stale lock survives a crash.
+Hence the stream's snapshots need a local or mounted file system with working locks (not an
+object store such as ``gs://``). The same file system also stages the stream's output files:
+:func:`~kernelstream.engine.snapshot_outputs.pending_path` and
+:func:`~kernelstream.engine.snapshot_outputs.publish` keep rows of an uncommitted epoch out of
+the published files.
 
-A reader loads only the indexes (a key -> location map, about 100 bytes a key) and reads a
-model's bytes on demand with ``pread``, so a worker that sees few models never loads the
-others (this replaces the replay's ``AsDict`` side input of every state).
-
-The writer lock is ``fcntl.flock``: the kernel releases it when its holder dies, even by
-``kill -9``, so no stale lock survives a crash. Hence the stream's snapshots need a local or
-mounted file system with working locks (not an object store such as ``gs://``). The same
-file system also stages the stream's output files: :func:`pending_path` and :func:`publish`
-keep rows of an uncommitted epoch out of the published files.
-
-Also here, free of Beam: :func:`check_offsets` (a resume offset outside the log fails loudly)
-and :func:`remove_orphans` (the output folders of ``replay --follow`` runs that never
-committed).
+The names this module has always offered stay importable from here: the lock
+(:class:`WriterLock`, :class:`CheckpointInUse`), the file errors (:class:`CorruptSnapshotError`),
+the offset check (:class:`OffsetOutOfLog`, :func:`check_offsets`, in
+:mod:`kernelstream.engine.offsets`) and the output files (:func:`pending_path`,
+:func:`published_path`, :func:`publish`, :func:`remove_orphans`).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import shutil
-import socket
-import struct
 import threading
-import time
-import zlib
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
-
-import numpy as np
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from kernelstream import fs
+from kernelstream.engine.offsets import OffsetOutOfLog, check_offsets
+from kernelstream.engine.snapshot_files import (
+    Blob,
+    CorruptSnapshotError,
+    Part,
+    fsync_dir,
+    is_base,
+    local_dir,
+    read_blob,
+    read_part,
+    state_blobs,
+    write_file,
+    write_states,
+)
+from kernelstream.engine.snapshot_outputs import (
+    Published,
+    pending_path,
+    publish,
+    published_path,
+    remove_orphans,
+)
+from kernelstream.engine.writer_lock import LOCK, CheckpointInUse, WriterLock, utc_now_text
 
-LOCK = "LOCK"
 HEAD = "HEAD"
 STATES = "states.kss"
 OFFSETS = "offsets.json"
@@ -74,267 +84,11 @@ COMPACT_EVERY = 16
 KEEP = 2
 
 _EPOCH_DIR = re.compile(r"^epoch-(\d{7,})$")
-_MAGIC = b"KSSTATE\x00"
-_VERSION = 1
-_FLAG_BASE = 1
-# magic, version, flags, epoch, count, key bytes, index CRC-32
-_HEADER = struct.Struct("<8sHHQQQI")
-_ENTRY = 8 + 8 + 8 + 4  # key end, offset, length, crc
 _SLOT = 1 << 40  # index value = slot * _SLOT + position in that file's index
-_CHUNK = 1 << 20
-
-
-class CheckpointInUse(RuntimeError):  # noqa: N818 (the name the design and CLI use)
-    """Another run (or this one, opened twice) writes to the checkpoint directory."""
-
-    def __init__(self, directory: str, holder: Mapping[str, Any] | None) -> None:
-        self.directory = directory
-        self.holder = dict(holder or {})
-        h = self.holder
-        who = ""
-        if h.get("pid") is not None:
-            who = f" (pid {h['pid']} on {h.get('host', '?')}, since {h.get('since', '?')})"
-        super().__init__(f"checkpoint directory {directory} is in use by another run{who}; "
-                         "stop it or choose another --checkpoint")
-
-
-class OffsetOutOfLog(ValueError):  # noqa: N818 (shared with the Kafka reader)
-    """A resume offset lies outside the partition's log (see :func:`check_offsets`)."""
-
-    def __init__(self, topic: str, partition: int, offset: int, beginning: int | None,
-                 end: int | None) -> None:
-        self.topic, self.partition, self.offset = topic, partition, offset
-        self.beginning, self.end = beginning, end
-        where = f"cannot resume {topic}/{partition} at offset {offset}"
-        if beginning is None or end is None:
-            why = f"the topic has no partition {partition} now (was it recreated?)"
-        elif offset < beginning:
-            why = (f"its log now runs from offset {beginning} to {end}, so records this "
-                   "checkpoint has not read were deleted (retention, or the topic was recreated)")
-        else:
-            why = (f"its log now runs from offset {beginning} to {end}, so the topic was "
-                   "recreated or truncated since the checkpoint")
-        super().__init__(f"{where}: {why}; start over with a new --checkpoint directory")
-
-
-class CorruptSnapshotError(RuntimeError):
-    """A snapshot file is damaged or missing (not a state the writer can leave behind)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# The writer lock
-
-
-def _since() -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-
-
-def _holder(fd: int) -> dict[str, Any] | None:
-    try:
-        text = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
-        doc = json.loads(text) if text else None
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-class WriterLock:
-    """The exclusive, non-blocking ``flock`` on ``DIR/LOCK`` (also usable by the bounded
-    replay's checkpoints). Two opens in one process conflict too: flock belongs to the open
-    file, not the process. A child forked while it is held shares it."""
-
-    def __init__(self, directory: str, fd: int) -> None:
-        self.directory = directory
-        self._fd: int | None = fd
-
-    @classmethod
-    def acquire(cls, directory: str) -> WriterLock:
-        path = os.path.join(directory, LOCK)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _holder(fd)
-            os.close(fd)
-            raise CheckpointInUse(directory, holder) from None
-        except OSError as exc:
-            os.close(fd)
-            raise OSError(exc.errno, f"cannot lock {path} ({exc.strerror}): the checkpoint "
-                          "directory needs a local or mounted file system with working locks"
-                          ) from None
-        try:
-            text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                               "since": _since()}) + "\n"
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, text.encode(), 0)
-        except BaseException:
-            os.close(fd)  # closing releases the lock
-            raise
-        return cls(directory, fd)
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        try:
-            os.ftruncate(fd, 0)  # no stale holder text once free
-        finally:
-            os.close(fd)  # closing the last descriptor drops the flock
-
-
-# ---------------------------------------------------------------------------------------------
-# states.kss
-
-
-@dataclass
-class _Part:
-    """The index of one ``states.kss`` (positions are absolute file offsets)."""
-
-    epoch: int
-    base: bool
-    path: str
-    keys: list[str]
-    offsets: np.ndarray
-    lengths: np.ndarray
-    crcs: np.ndarray
-    fd: int | None = field(default=None, repr=False)
-
-    def close(self) -> None:
-        fd, self.fd = self.fd, None
-        if fd is not None:
-            os.close(fd)
-
-
-class _Blob(NamedTuple):
-    """What one key's state bytes are written from: memory, or an older file (copied)."""
-
-    length: int
-    crc: int
-    data: bytes | None
-    part: _Part | None = None
-    offset: int = 0
-
-
-def _read_header(f: Any, path: str, epoch: int) -> tuple[bool, int, int, int]:
-    raw = f.read(_HEADER.size)
-    if len(raw) < _HEADER.size:
-        raise CorruptSnapshotError(f"{path}: truncated header")
-    magic, version, flags, ep, n, key_bytes, crc = _HEADER.unpack(raw)
-    if magic != _MAGIC:
-        raise CorruptSnapshotError(f"{path}: not a kernelstream state file")
-    if version != _VERSION:
-        raise CorruptSnapshotError(f"{path}: state file version {version}, this kernelstream reads "
-                              f"version {_VERSION}")
-    if ep != epoch:
-        raise CorruptSnapshotError(f"{path}: holds epoch {ep}, expected {epoch}")
-    return bool(flags & _FLAG_BASE), n, key_bytes, crc
-
-
-def _is_base(path: str, epoch: int) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return _read_header(f, path, epoch)[0]
-    except FileNotFoundError:
-        raise CorruptSnapshotError(f"{path} is missing") from None
-
-
-def _read_part(path: str, epoch: int) -> _Part:
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise CorruptSnapshotError(f"{path} is missing") from None
-    with f:
-        base, n, key_bytes, crc = _read_header(f, path, epoch)
-        index = f.read(n * _ENTRY + key_bytes)
-    if len(index) != n * _ENTRY + key_bytes or zlib.crc32(index) != crc:
-        raise CorruptSnapshotError(f"{path}: damaged index")
-    ends = np.frombuffer(index, "<u8", n, 0)
-    offsets = np.frombuffer(index, "<u8", n, 8 * n)
-    lengths = np.frombuffer(index, "<u8", n, 16 * n)
-    crcs = np.frombuffer(index, "<u4", n, 24 * n)
-    area = index[n * _ENTRY:]
-    starts = [0, *ends[:-1].tolist()] if n else []
-    keys = [area[s:e].decode() for s, e in zip(starts, ends.tolist(), strict=True)]
-    return _Part(epoch, base, path, keys, offsets, lengths, crcs)
-
-
-def _open_fd(part: _Part) -> int:
-    if part.fd is None:
-        try:
-            part.fd = os.open(part.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise CorruptSnapshotError(f"{part.path} is missing (deleted by a newer run's "
-                                  "compaction?)") from None
-    return part.fd
-
-
-def _read_blob(part: _Part, i: int) -> bytes:
-    off, n, crc = int(part.offsets[i]), int(part.lengths[i]), int(part.crcs[i])
-    data = os.pread(_open_fd(part), n, off)
-    if len(data) != n or zlib.crc32(data) != crc:
-        raise CorruptSnapshotError(f"{part.path}: damaged state of {part.keys[i]!r}")
-    return data
-
-
-def _copy_blob(blob: _Blob, out: Any) -> None:
-    assert blob.part is not None
-    fd, pos, left, crc = _open_fd(blob.part), blob.offset, blob.length, 0
-    while left:
-        chunk = os.pread(fd, min(left, _CHUNK), pos)
-        if not chunk:
-            raise CorruptSnapshotError(f"{blob.part.path}: truncated state")
-        crc = zlib.crc32(chunk, crc)
-        out.write(chunk)
-        pos += len(chunk)
-        left -= len(chunk)
-    if crc != blob.crc:
-        raise CorruptSnapshotError(f"{blob.part.path}: damaged state at offset {blob.offset}")
-
-
-def _write_states(path: str, epoch: int, base: bool, blobs: list[tuple[str, _Blob]]) -> _Part:
-    """Write ``states.kss`` (``blobs`` sorted by key), fsynced; its index as a :class:`_Part`."""
-    n = len(blobs)
-    encoded = [k.encode() for k, _ in blobs]
-    area = b"".join(encoded)
-    ends = np.cumsum(np.fromiter((len(b) for b in encoded), np.uint64, n), dtype="<u8")
-    lengths = np.fromiter((b.length for _, b in blobs), "<u8", n)
-    crcs = np.fromiter((b.crc for _, b in blobs), "<u4", n)
-    start = _HEADER.size + n * _ENTRY + len(area)
-    offsets = np.empty(n, "<u8")
-    if n:
-        offsets[0] = start
-        np.cumsum(lengths[:-1], out=offsets[1:])
-        offsets[1:] += np.uint64(start)
-    index = b"".join([ends.tobytes(), offsets.tobytes(), lengths.tobytes(), crcs.tobytes(), area])
-    header = _HEADER.pack(_MAGIC, _VERSION, _FLAG_BASE if base else 0, epoch, n, len(area),
-                          zlib.crc32(index))
-    with open(path, "wb") as f:
-        f.write(header)
-        f.write(index)
-        for _, blob in blobs:
-            if blob.data is not None:
-                f.write(blob.data)
-            else:
-                _copy_blob(blob, f)
-        f.flush()
-        os.fsync(f.fileno())
-    return _Part(epoch, base, path, [k for k, _ in blobs], offsets, lengths, crcs)
 
 
 # ---------------------------------------------------------------------------------------------
 # Directory helpers
-
-
-def _local_dir(directory: str | os.PathLike[str]) -> str:
-    d = os.fspath(directory)
-    if fs.is_remote(d):
-        raise ValueError(f"checkpoint directory {d}: a stream's snapshots need a local or mounted "
-                         "file system (the writer lock is a file lock), not an object store")
-    return fs.local_path(d)
 
 
 def epoch_dir(directory: str, epoch: int) -> str:
@@ -347,21 +101,6 @@ def _epochs_on_disk(directory: str) -> list[int]:
     except FileNotFoundError:
         return []
     return sorted(int(m.group(1)) for name in names if (m := _EPOCH_DIR.match(name)))
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_file(path: str, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _head_text(directory: str) -> str | None:
@@ -420,7 +159,7 @@ class SnapshotView:
         self.directory = directory
         self._head = head
         self._mutex = threading.RLock()
-        self._parts: list[_Part] = []  # the chain, oldest first, once the index is built
+        self._parts: list[Part] = []  # the chain, oldest first, once the index is built
         self._where: dict[str, int] | None = None
         self._bases: dict[int, bool] = {}
         self._meta: dict[int, dict[str, Any]] = {}
@@ -428,7 +167,7 @@ class SnapshotView:
     @classmethod
     def open(cls, directory: str | os.PathLike[str], epoch: int | None = None) -> SnapshotView:
         """The snapshot of ``epoch`` (default: ``HEAD`` now; None when nothing was committed)."""
-        d = _local_dir(directory)
+        d = local_dir(directory)
         head = _read_head(d)
         if epoch is not None:
             if head is None or not 1 <= epoch <= head or not os.path.isdir(epoch_dir(d, epoch)):
@@ -476,7 +215,7 @@ class SnapshotView:
             if pos is None:
                 return None
             part = self._parts[pos // _SLOT]
-        return _read_blob(part, pos % _SLOT)
+        return read_blob(part, pos % _SLOT)
 
     def __contains__(self, key: object) -> bool:
         return key in self._index()
@@ -498,7 +237,7 @@ class SnapshotView:
         for slot in sorted(by_slot):
             part = self._parts[slot]
             for i in sorted(by_slot[slot], key=lambda j: int(part.offsets[j])):
-                yield part.keys[i], _read_blob(part, i)
+                yield part.keys[i], read_blob(part, i)
 
     def close(self) -> None:
         with self._mutex:
@@ -528,7 +267,7 @@ class SnapshotView:
 
     def _base_flag(self, epoch: int) -> bool:
         if epoch not in self._bases:
-            self._bases[epoch] = _is_base(self._states_path(epoch), epoch)
+            self._bases[epoch] = is_base(self._states_path(epoch), epoch)
         return self._bases[epoch]
 
     def _chain(self, epoch: int) -> list[int]:
@@ -546,11 +285,11 @@ class SnapshotView:
             return where
         with self._mutex:
             if self._where is None:
-                parts: list[_Part] = []
+                parts: list[Part] = []
                 where = {}
                 if self._head is not None:
                     for slot, e in enumerate(self._chain(self._head)):
-                        part = _read_part(self._states_path(e), e)
+                        part = read_part(self._states_path(e), e)
                         parts.append(part)
                         # newer files come later and override (C-speed update)
                         where.update(zip(part.keys, range(slot * _SLOT,
@@ -583,7 +322,7 @@ class SnapshotStore(SnapshotView):
         if compact_every < 0 or keep < 1:
             raise ValueError(f"compact_every must be >= 0 and keep >= 1, got {compact_every} "
                              f"and {keep}")
-        d = _local_dir(directory)
+        d = local_dir(directory)
         if not os.path.isdir(d):
             if not create:
                 raise FileNotFoundError(f"checkpoint directory {d} does not exist")
@@ -601,7 +340,7 @@ class SnapshotStore(SnapshotView):
                 os.unlink(tmp)
                 removed = True
             if removed:
-                _fsync_dir(d)
+                fsync_dir(d)
             store = cls(d, head, lock, compact_every, keep)
             store._prune()  # a crash during the last prune may have left old epochs
         except BaseException:
@@ -631,7 +370,7 @@ class SnapshotStore(SnapshotView):
         new epoch; on any error nothing is committed."""
         if not self._lock.held:
             raise RuntimeError(f"the snapshot store of {self.directory} is closed")
-        blobs = _blobs(states)
+        blobs = state_blobs(states)
         offs = _offsets_doc(offsets)
         plain = _plain(dict(info))
         e = (self._head or 0) + 1
@@ -643,16 +382,16 @@ class SnapshotStore(SnapshotView):
             shutil.rmtree(d)  # a failed commit attempt of this store
         try:
             os.mkdir(d)
-            part = _write_states(os.path.join(d, STATES), e, base, blobs)
-            _write_file(os.path.join(d, OFFSETS), _json_bytes({"epoch": e, "offsets": offs}))
+            part = write_states(os.path.join(d, STATES), e, base, blobs)
+            write_file(os.path.join(d, OFFSETS), _json_bytes({"epoch": e, "offsets": offs}))
             meta = {"epoch": e, "kind": "base" if base else "delta",
                     "base": e if base else self._chain(self._head or 0)[0],
-                    "keys": len(blobs), "committed_at": _since(), "info": plain}
-            _write_file(os.path.join(d, INFO), _json_bytes(meta))
-            _fsync_dir(d)
-            _fsync_dir(self.directory)
+                    "keys": len(blobs), "committed_at": utc_now_text(), "info": plain}
+            write_file(os.path.join(d, INFO), _json_bytes(meta))
+            fsync_dir(d)
+            fsync_dir(self.directory)
             tmp = os.path.join(self.directory, HEAD + ".tmp")
-            _write_file(tmp, f"{e}\n".encode())
+            write_file(tmp, f"{e}\n".encode())
             os.replace(tmp, os.path.join(self.directory, HEAD))  # the commit point
         except BaseException:
             # HEAD decides: an interrupt right after the replace must not undo a commit
@@ -662,24 +401,24 @@ class SnapshotStore(SnapshotView):
             self._advance(e, base, part, meta)
             raise
         self._advance(e, base, part, meta)
-        _fsync_dir(self.directory)  # HEAD's new entry survives a power cut
+        fsync_dir(self.directory)  # HEAD's new entry survives a power cut
         self._prune()
         return e
 
     # -- internals --------------------------------------------------------------------------
 
-    def _full(self, fresh: list[tuple[str, _Blob]]) -> list[tuple[str, _Blob]]:
+    def _full(self, fresh: list[tuple[str, Blob]]) -> list[tuple[str, Blob]]:
         """Every model's newest bytes: ``fresh`` ones, the others copied from their files."""
         new = dict(fresh)
         where = self._index()
         for key, pos in where.items():
             if key not in new:
                 part, i = self._parts[pos // _SLOT], pos % _SLOT
-                new[key] = _Blob(int(part.lengths[i]), int(part.crcs[i]), None, part,
-                                 int(part.offsets[i]))
+                new[key] = Blob(int(part.lengths[i]), int(part.crcs[i]), None, part,
+                                int(part.offsets[i]))
         return sorted(new.items())
 
-    def _advance(self, e: int, base: bool, part: _Part, meta: dict[str, Any]) -> None:
+    def _advance(self, e: int, base: bool, part: Part, meta: dict[str, Any]) -> None:
         """Serve epoch ``e`` (the index, if built, learns what ``part`` holds)."""
         with self._mutex:
             self._head = e
@@ -712,18 +451,6 @@ class SnapshotStore(SnapshotView):
                 self._meta.pop(e, None)
 
 
-def _blobs(states: Mapping[str, bytes]) -> list[tuple[str, _Blob]]:
-    out = []
-    for key, value in states.items():
-        if not isinstance(key, str):
-            raise TypeError(f"state keys must be str, got {type(key).__name__}: {key!r}")
-        if not isinstance(value, bytes | bytearray | memoryview):
-            raise TypeError(f"the state of {key!r} must be bytes, got {type(value).__name__}")
-        data = bytes(value)
-        out.append((key, _Blob(len(data), zlib.crc32(data), data)))
-    return sorted(out)
-
-
 def _offsets_doc(offsets: Mapping[tuple[str, int], int]) -> list[dict[str, Any]]:
     out = []
     for (topic, partition), offset in sorted(offsets.items()):
@@ -752,136 +479,7 @@ def read_states_from(path: str | os.PathLike[str]) -> Iterator[tuple[str, bytes]
     return items()
 
 
-# ---------------------------------------------------------------------------------------------
-# Output files committed with the snapshot
-
-_PENDING = ".pending"
-_PENDING_NAME = re.compile(r"^e(\d{7,})-(.+)$")
-
-
-class Published(NamedTuple):
-    published: int  # pending files of committed epochs renamed into place
-    removed: int  # pending files of uncommitted epochs deleted
-
-
-def pending_path(out_dir: str | os.PathLike[str], output: str, epoch: int, part: str,
-                 suffix: str = ".parquet") -> str:
-    """Where a writer stages ``output``'s rows of ``epoch`` (``OUT/<output>/.pending/
-    e0000007-<part>.parquet``; the ``.pending`` folder is created). ``part`` tells the
-    writer's files of one epoch apart."""
-    if not part or "/" in part or "/" in output or "/" in suffix:
-        raise ValueError(f"bad output file part: output={output!r} part={part!r}")
-    if epoch < 1:
-        raise ValueError(f"epoch must be >= 1, got {epoch}")
-    d = os.path.join(_local_dir(out_dir), output, _PENDING)
-    os.makedirs(d, exist_ok=True)
-    return os.path.join(d, f"e{epoch:07d}-{part}{suffix}")
-
-
-def published_path(out_dir: str | os.PathLike[str], output: str, epoch: int, part: str,
-                   suffix: str = ".parquet") -> str:
-    """The name a pending file gets once its epoch is committed (``OUT/<output>/
-    part-e0000007-<part>.parquet``)."""
-    return os.path.join(_local_dir(out_dir), output, f"part-e{epoch:07d}-{part}{suffix}")
-
-
-def publish(out_dir: str | os.PathLike[str], outputs: Iterable[str] | None, head: int | None,
-            *, remove_uncommitted: bool = True) -> Published:
-    """Publish the pending files of epochs <= ``head`` (rename into ``OUT/<output>/``) and
-    delete those of later epochs, which a crash left uncommitted. Call it after each commit
-    (with ``remove_uncommitted=False`` while the next epoch's files are already open) and on
-    start, where it rolls a commit forward whose publishing a crash cut short. Idempotent.
-    ``outputs`` None: every folder of ``out_dir`` with pending files."""
-    root = _local_dir(out_dir)
-    if outputs is None:
-        try:
-            outputs = sorted(n for n in os.listdir(root)
-                             if os.path.isdir(os.path.join(root, n, _PENDING)))
-        except FileNotFoundError:
-            outputs = []
-    published = removed = 0
-    for output in outputs:
-        odir = os.path.join(root, output)
-        pdir = os.path.join(odir, _PENDING)
-        try:
-            names = sorted(os.listdir(pdir))
-        except FileNotFoundError:
-            continue
-        moved = False
-        for name in names:
-            m = _PENDING_NAME.match(name)
-            if m is None:
-                continue
-            src = os.path.join(pdir, name)
-            if head is not None and int(m.group(1)) <= head:
-                os.replace(src, os.path.join(odir, f"part-{name}"))
-                published += 1
-                moved = True
-            elif remove_uncommitted:
-                os.unlink(src)
-                removed += 1
-        if moved:  # the renames survive a power cut (else the next start redoes them)
-            _fsync_dir(odir)
-    return Published(published, removed)
-
-
-# ---------------------------------------------------------------------------------------------
-# Source offsets
-
-
-def check_offsets(committed: Mapping[tuple[str, int], int],
-                  beginning: Mapping[tuple[str, int], int],
-                  end: Mapping[tuple[str, int], int]) -> None:
-    """Refuse to resume where the log no longer matches the checkpoint: raise
-    :class:`OffsetOutOfLog` (one line) for the first ``(topic, partition)`` whose committed
-    next offset is below the log's ``beginning`` (records were deleted unread) or above its
-    ``end`` (the topic was recreated or truncated), or that no longer exists.
-
-    ``end`` is the offset after the last record (where the next record will be written).
-    Brokers that report it too low (tansu) must not fail a valid resume: the reader passes
-    ``max(reported end, highest offset seen + 1)``. Partitions in the log but not in
-    ``committed`` (new ones) are not checked: they are read from their beginning."""
-    for (topic, partition), offset in sorted(committed.items()):
-        tp = (topic, partition)
-        lo, hi = beginning.get(tp), end.get(tp)
-        if lo is None or hi is None or not lo <= offset <= hi:
-            raise OffsetOutOfLog(topic, partition, offset, lo, hi)
-
-
-# ---------------------------------------------------------------------------------------------
-# The bounded replay's --follow outputs
-
-_RUN_DIR = re.compile(r"^ckpt-(\d{6,})$")
-
-
-def remove_orphans(out_dir: str | os.PathLike[str], committed: Iterable[int]) -> list[str]:
-    """Delete the output folders ``OUT/ckpt-NNNNNN/`` of ``replay --follow`` runs whose
-    checkpoint never committed; the deleted paths. ``committed``: the numbers of the
-    checkpoints still committed in the checkpoint directory.
-
-    A folder is an orphan when its number is not committed and above the oldest committed
-    one (with none committed: every folder). Folders below the oldest kept checkpoint stay:
-    pruning removed the record of whether they committed. Calling this before every run,
-    while holding the checkpoint directory's :class:`WriterLock`, therefore removes every
-    orphan, and before a failed run's number is used again. Local paths only."""
-    if fs.is_remote(os.fspath(out_dir)):
-        raise ValueError(f"{os.fspath(out_dir)}: orphan removal needs a local or mounted "
-                         "file system")
-    root = fs.local_path(os.fspath(out_dir))
-    done = set(committed)
-    floor = min(done, default=0)
-    removed = []
-    try:
-        names = sorted(os.listdir(root))
-    except FileNotFoundError:
-        return []
-    for name in names:
-        m = _RUN_DIR.match(name)
-        path = os.path.join(root, name)
-        if m is None or not os.path.isdir(path):
-            continue
-        n = int(m.group(1))
-        if n not in done and n > floor:
-            shutil.rmtree(path)
-            removed.append(path)
-    return removed
+__all__ = ["COMPACT_EVERY", "HEAD", "INFO", "KEEP", "LOCK", "OFFSETS", "STATES", "CheckpointInUse",
+           "CorruptSnapshotError", "OffsetOutOfLog", "Published", "SnapshotStore", "SnapshotView",
+           "WriterLock", "check_offsets", "epoch_dir", "is_snapshot_dir", "pending_path",
+           "publish", "published_path", "read_states_from", "remove_orphans"]

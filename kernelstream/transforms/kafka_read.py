@@ -60,11 +60,11 @@ from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 
 from kernelstream.engine.merge import GroupMerger
+from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.records import SourceRecord
-from kernelstream.engine.snapshot import OffsetOutOfLog
-from kernelstream.kafka_client import (
+from kernelstream.kafka_client.clients import assigned_consumer
+from kernelstream.kafka_client.partitions import (
     PartitionGroup,
-    assigned_consumer,
     kafka_partition_info,
     partition_groups,
 )
@@ -564,7 +564,7 @@ class ReadKafkaPartitions(beam.PTransform):
 
     ``start_offsets``: ``{(topic, partition): next offset}`` (a snapshot's), else each
     partition's beginning; an offset outside the log raises
-    :class:`~kernelstream.engine.snapshot.OffsetOutOfLog`. ``stop_offsets``: a bounded read
+    :class:`~kernelstream.engine.offsets.OffsetOutOfLog`. ``stop_offsets``: a bounded read
     up to these offsets (one for every partition; e.g. the end offsets of
     :func:`~kernelstream.kafka_client.kafka_partition_info` when the run starts), else an
     unbounded read until drained (:func:`request_drain` or ``drain_path`` existing).

@@ -1,0 +1,124 @@
+"""The partitions of a live stream's topics: their offset ranges and the partition groups the
+unbounded reader (``transforms/kafka_read.py``) reads together.
+
+A stream joins events and labels by partition number, so every input topic must have the same
+partitions; a group is partition ``p`` of each topic, with the offset each starts at (a
+snapshot's, checked against the log) and, for a bounded read, where each stops. The bounded
+replay's end snapshot (:func:`~kernelstream.kafka_client.bounded.snapshot_ends`) also measures
+the log here, which is why :func:`kafka_partition_info` is not in the reader itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from kernelstream.kafka_client.clients import SCHEME, assigned_consumer, error_text
+
+
+def kafka_partition_info(bootstrap: str, topics: Sequence[str],
+                         client: tuple[tuple[str, str], ...] = (),
+                         metadata_timeout: float = 3.0, consumer: Any = None,
+                         ) -> dict[tuple[str, int], tuple[int, int]]:
+    """``{(topic, partition): (beginning offset, end offset)}`` of every partition of
+    ``topics`` (end: the offset the next record will get). Fails in seconds, with one line:
+    :class:`ConnectionError` (broker unreachable), :class:`FileNotFoundError` (a topic that
+    does not exist: no partitions after ``metadata_timeout`` seconds).
+
+    The end is the larger of the reported end offset and the high watermark of a fetch: some
+    Kafka-protocol brokers (tansu) report end offsets too low, but their fetches are right.
+    ``consumer``: use this one (assigned to these partitions afterwards) instead of a new one.
+    """
+    from kafka import TopicPartition
+    from kafka.errors import KafkaError
+
+    own = consumer is None
+    c = assigned_consumer(bootstrap, client) if own else consumer
+    try:
+        tps = []
+        for topic in dict.fromkeys(topics):
+            t0 = time.monotonic()
+            while not (parts := c.partitions_for_topic(topic)):
+                if time.monotonic() - t0 > metadata_timeout:  # a new topic may take a moment
+                    raise FileNotFoundError(f"{SCHEME}{bootstrap}/{topic}: topic not found "
+                                            f"(no partitions after {metadata_timeout:g} s)")
+                time.sleep(0.1)
+            tps += [TopicPartition(topic, p) for p in sorted(parts)]
+        begin = c.beginning_offsets(tps)
+        end = c.end_offsets(tps)
+        c.assign(tps)
+        for tp in tps:  # one fetch from just before the reported end gives the high watermarks
+            c.seek(tp, max(begin[tp], end[tp] - 1))
+        t0 = time.monotonic()
+        while (any(c.highwater(tp) is None for tp in tps)
+               and time.monotonic() - t0 < metadata_timeout):
+            c.poll(timeout_ms=50, max_records=1)
+        return {(tp.topic, tp.partition): (int(begin[tp]), max(int(end[tp]),
+                                                               int(c.highwater(tp) or 0)))
+                for tp in tps}
+    except KafkaError as e:  # e.g. a broker that went away after the connection
+        raise ConnectionError(f"Kafka broker(s) {bootstrap}: {error_text(e)}") from None
+    finally:
+        if own:
+            c.close()
+
+
+class PartitionGroup(NamedTuple):
+    """Partition ``partition`` of every input topic (events topics, then the labels topic: the
+    topic index of the merge), the offset to start each at and, for a bounded read, the
+    offset to stop each before (None: read on until drained)."""
+
+    partition: int
+    topics: tuple[str, ...]
+    start: tuple[int, ...]
+    stop: tuple[int, ...] | None = None
+
+    @property
+    def partitions(self) -> list[tuple[str, int]]:
+        return [(t, self.partition) for t in self.topics]
+
+
+def partition_groups(info: Mapping[tuple[str, int], tuple[int, int]], topics: Sequence[str],
+                     start_offsets: Mapping[tuple[str, int], int] | None = None,
+                     stop_offsets: Mapping[tuple[str, int], int] | None = None,
+                     ) -> list[PartitionGroup]:
+    """The partition groups of a stream over ``topics`` (events topics, then the labels
+    topic), from :func:`kafka_partition_info`'s ``info``. Every topic must have the same
+    number of partitions (co-partitioned, as a join needs), else :class:`ValueError`.
+
+    A partition starts at its ``start_offsets`` entry (e.g. a snapshot's), else at its
+    beginning; a start offset outside ``[beginning, end]`` raises
+    :class:`~kernelstream.engine.offsets.OffsetOutOfLog`. With ``stop_offsets`` (a bounded
+    read: every partition needs one, between its start and its end) a group ends there."""
+    from kernelstream.engine.offsets import check_offsets
+
+    if not topics or len(set(topics)) != len(topics):
+        raise ValueError(f"a stream reads one or more distinct topics, got {list(topics)}")
+    counts = {t: sum(1 for (tt, _) in info if tt == t) for t in topics}
+    if len(set(counts.values())) != 1:
+        raise ValueError("the input topics must have the same number of partitions (partition "
+                         "p of each is read together): " +
+                         ", ".join(f"{t} has {n}" for t, n in counts.items()))
+    start = dict(start_offsets or {})
+    check_offsets({tp: o for tp, o in start.items() if tp[0] in counts},
+                  {tp: b for tp, (b, _) in info.items()}, {tp: e for tp, (_, e) in info.items()})
+    groups = []
+    for p in range(next(iter(counts.values()))):
+        tps = [(t, p) for t in topics]
+        if any(tp not in info for tp in tps):
+            raise ValueError(f"partitions of {list(topics)} are not numbered 0..n-1")
+        first = tuple(int(start.get(tp, info[tp][0])) for tp in tps)
+        stop = None
+        if stop_offsets is not None:
+            missing = [tp for tp in tps if tp not in stop_offsets]
+            if missing:
+                raise ValueError(f"a bounded read needs a stop offset of every partition; "
+                                 f"none for {missing[0][0]}/{missing[0][1]}")
+            stop = tuple(int(stop_offsets[tp]) for tp in tps)
+            for tp, a, b in zip(tps, first, stop, strict=True):
+                if not a <= b <= info[tp][1]:
+                    raise ValueError(f"stop offset {b} of {tp[0]}/{tp[1]} is outside "
+                                     f"[{a}, {info[tp][1]}] (its start offset and end)")
+        groups.append(PartitionGroup(p, tuple(topics), first, stop))
+    return groups

@@ -1,0 +1,291 @@
+"""Conformance checks of what a learner does over a stream: the same seed gives the same run,
+seeds matter exactly when it is randomized, a saved or pickled learner continues bit for bit,
+predicting changes nothing, blocks equal the per-row loop, a budget bounds memory, and the
+first prediction is 0.
+
+These are the checks of the contract's dynamics, kept apart from the checks of what a learner
+declares and accepts (:mod:`~kernelstream.learners.testing.interface`); the suite that runs
+both is :mod:`kernelstream.learners.testing`.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from kernelstream.learners import registry
+from kernelstream.learners.base import Learner, state_from_bytes, state_to_bytes
+from kernelstream.learners.testing.support import (
+    N_LONG,
+    TAIL,
+    D,
+    assert_scores_equal,
+    assert_states_equal,
+    budget_bound,
+    expect_error,
+    make_stream,
+    new,
+    run_steps,
+    small_params,
+    stream_for,
+)
+
+
+def check_reproducible(name: str, params: dict[str, Any]) -> None:
+    """Same seed ⇒ bit-identical scores and state; scores are finite floats."""
+    for seed in (0, (3, 1, 4)):
+        a, b = new(name, params, seed), new(name, params, seed)
+        X, y = stream_for(a)
+        sa = [a.step(X[i], y[i]) for i in range(len(X))]
+        assert all(isinstance(s, float) for s in sa), "step must return a Python float"
+        sa_arr = np.array(sa)
+        assert np.isfinite(sa_arr).all(), "non-finite score"
+        assert_scores_equal(sa_arr, run_steps(b, X, y), f"seed {seed!r}, two runs")
+        assert_states_equal(a.get_state(), b.get_state(), f"seed {seed!r}, final state")
+        nsv = a.n_support_vectors
+        assert isinstance(nsv, (int, np.integer)) and nsv >= 0, f"n_support_vectors={nsv!r}"
+
+
+def check_seeds(name: str, params: dict[str, Any]) -> None:
+    """Different seeds differ iff the learner is randomized."""
+    runs = []
+    for seed in range(4):
+        m = new(name, params, seed)
+        X, y = stream_for(m)
+        runs.append(run_steps(m, X, y))
+    distinct = any(not np.array_equal(runs[0], r) for r in runs[1:])
+    if new(name, params).randomized:  # may depend on the parameters (e.g. a variant)
+        assert distinct, "randomized=True but seeds 0..3 give identical scores"
+    else:
+        assert not distinct, "randomized=False but different seeds give different scores"
+
+
+def _valid_state(st: dict[str, np.ndarray], where: str) -> None:
+    assert "__version__" in st, f"{where}: state has no '__version__'"
+    assert "__learner__" in st, f"{where}: state has no '__learner__'"
+    for k, v in st.items():
+        assert isinstance(k, str), f"{where}: state key {k!r} is not a str"
+        assert type(v) is np.ndarray, f"{where}: state[{k!r}] is {type(v).__name__}, not ndarray"
+        assert v.dtype != object, f"{where}: state[{k!r}] has object dtype"
+
+
+def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
+    """get_state/set_state mid-stream continues bit-identically (directly, through bytes,
+    through ``from_state``, into a learner that already learned something else)."""
+    cls = registry.get(name)
+    ref = new(name, params, seed=7)
+    X, y = stream_for(ref)
+    n = len(X)
+    nsv = np.empty(n, dtype=np.int64)
+    scores = np.empty(n)
+    for i in range(n):
+        scores[i] = ref.step(X[i], y[i])
+        nsv[i] = ref.n_support_vectors
+    bound = budget_bound(name, ref.hparams)
+    cuts = {0, 1, 2, n // 2, n - TAIL}
+    full = np.flatnonzero(nsv >= bound) if bound is not None else np.array([], dtype=np.int64)
+    if len(full):  # right after the budget fills (rounds are 1-based in nsv[i])
+        cuts |= {int(full[0]) + 1, int(full[0]) + 2}
+    cuts = sorted(c for c in cuts if 0 <= c <= n - TAIL)
+    # reference snapshots at cut + TAIL
+    want: dict[int, dict[str, np.ndarray]] = {}
+    chk = new(name, params, seed=7)
+    for i in range(n):
+        chk.step(X[i], y[i])
+        if i + 1 - TAIL in cuts:
+            want[i + 1 - TAIL] = chk.get_state()
+    Xo, yo = make_stream(ref.task, 50, seed=99)
+    for cut in cuts:
+        a = new(name, params, seed=7)
+        run_steps(a, X[:cut], y[:cut])
+        st = a.get_state()
+        _valid_state(st, f"cut {cut}")
+        # the original keeps going unperturbed (and must not mutate the state it handed out)
+        assert_scores_equal(run_steps(a, X[cut:cut + TAIL], y[cut:cut + TAIL]),
+                            scores[cut:cut + TAIL], f"cut {cut}: original after get_state")
+        blob = state_to_bytes(st)
+        _valid_state(state_from_bytes(blob), f"cut {cut} (bytes)")
+        used = new(name, params, seed=123)
+        run_steps(used, Xo, yo)
+        targets: list[tuple[str, Callable[[], Learner]]] = [
+            ("set_state on a used learner", lambda u=used, s=st: _set(u, s)),
+            ("set_state on a default-parameter learner",
+             lambda s=st: _set(registry.make(name, seed=5), s)),
+            ("bytes", lambda b=blob: _set(new(name, params, 321), state_from_bytes(b))),
+            ("cls.from_state", lambda s=st: cls.from_state(s)),
+            ("Learner.from_state", lambda s=st: Learner.from_state(s)),
+            ("set_state twice from one dict", lambda s=st: _set(new(name, params, 321), s)),
+        ]
+        for what, build in targets:
+            b = build()
+            assert type(b) is cls, f"cut {cut}, {what}: got {type(b).__name__}"
+            flags = [(f, getattr(b, f), getattr(ref, f))
+                     for f in ("task", "randomized", "draws_in_predict", "budgeted")]
+            assert all(u == v for _, u, v in flags), f"cut {cut}, {what}: flags {flags}"
+            assert_scores_equal(run_steps(b, X[cut:cut + TAIL], y[cut:cut + TAIL]),
+                                scores[cut:cut + TAIL], f"cut {cut}, {what}")
+            assert_states_equal(b.get_state(), want[cut], f"cut {cut}, {what}: state")
+    # versions and names are checked, and a rejected state leaves the learner unchanged
+    st = ref.get_state()
+    m = new(name, params)
+    run_steps(m, X[:30], y[:30])
+    before = m.get_state()
+    bad = dict(st)
+    bad["__version__"] = np.array(st["__version__"] + 1000)
+    expect_error(lambda: m.set_state(bad), r"version", "wrong state version")
+    expect_error(lambda: cls.from_state(bad), r"version", "from_state, wrong version")
+    bad = dict(st)
+    bad["__learner__"] = np.array("no-such-learner")
+    expect_error(lambda: m.set_state(bad), r"no-such-learner", "wrong learner name")
+    expect_error(lambda: Learner.from_state(bad), r"no-such-learner", "Learner.from_state")
+    assert_states_equal(m.get_state(), before, "rejected set_state changed the learner")
+    other = next((o for o in registry.available() if o != name), None)
+    if other is not None:
+        o = new(other, small_params(other))
+        expect_error(lambda: o.set_state(st), re.escape(name), f"{name} state into {other}")
+
+
+def _set(m: Learner, st: dict[str, np.ndarray]) -> Learner:
+    m.set_state(st)
+    return m
+
+
+def check_pickle(name: str, params: dict[str, Any]) -> None:
+    """A pickled copy (how Beam ships objects) continues bit-identically."""
+    m = new(name, params, seed=5)
+    X, y = stream_for(m)
+    run_steps(m, X[:100], y[:100])
+    c = pickle.loads(pickle.dumps(m))
+    assert_scores_equal(run_steps(c, X[100:200], y[100:200]), run_steps(m, X[100:200], y[100:200]),
+                        "pickled copy")
+
+
+def check_predict_is_pure(name: str, params: dict[str, Any]) -> None:
+    """predict_one 0, 1 or 3 times before each learn_one (same array, an equal list, a reused
+    buffer) leaves the trajectory unchanged; repeated predict_one returns the same value."""
+    ref = new(name, params)
+    draws = ref.draws_in_predict
+    X, y = stream_for(ref)
+    Xc, yc = make_stream(ref.task, 50, seed=11)
+    ref_scores = run_steps(ref, X, y)
+    ref_state = ref.get_state()
+    ref_cont = run_steps(ref, Xc, yc)
+    for k in (0, 1, 3):
+        for form in ("array", "list", "buffer"):
+            if k == 0 and form != "array":
+                continue
+            what = f"predict_one x{k} ({form})"
+            m = new(name, params)
+            buf = np.empty(D)
+            got = np.empty(len(X))
+            for i in range(len(X)):
+                if form == "array":
+                    x: Any = X[i]
+                elif form == "list":
+                    x = X[i].tolist()
+                else:  # one buffer refilled in place every round
+                    buf[:] = X[i]
+                    x = buf
+                vals = [m.predict_one(x) for _ in range(k)]
+                if form == "list":
+                    x = X[i].tolist()  # an equal, distinct object
+                if k:
+                    assert all(v == vals[0] for v in vals), f"{what}: repeated values {vals}"
+                    got[i] = vals[0]
+                m.learn_one(x, y[i])
+            if k:
+                assert_scores_equal(got, ref_scores, what)
+            assert_states_equal(m.get_state(), ref_state, f"{what}: final state")
+            assert_scores_equal(run_steps(m, Xc, yc), ref_cont, f"{what}: subsequent scores")
+    if not draws:
+        m = new(name, params)
+        for i in range(len(X)):
+            if i in (1, 2, 25, len(X) // 2, len(X) - 1):
+                before = m.get_state()
+                m.predict_one(X[i])
+                assert_states_equal(m.get_state(), before, f"round {i}: predict_one changed state")
+            m.step(X[i], y[i])
+    # a prediction for another x (here: a buffer refilled in place after predict_one) must not
+    # leak into the update
+    a, b = new(name, params), new(name, params)
+    buf = np.empty(D)
+    for i in range(len(X) - 1):
+        if i % 5 == 0:
+            buf[:] = X[i + 1]
+            a.predict_one(buf)
+            if draws:  # same number of draws on both sides
+                b.predict_one(X[i + 1].copy())
+        buf[:] = X[i]
+        a.learn_one(buf, y[i])
+        b.learn_one(X[i], y[i])
+    assert_states_equal(a.get_state(), b.get_state(), "prediction for another x leaked")
+
+
+def check_batch_equals_loop(name: str, params: dict[str, Any]) -> None:
+    """predict_learn_many over blocks == predict_one/learn_one loop == step loop."""
+    ref = new(name, params)
+    X, y = stream_for(ref)
+    ref_scores = run_steps(ref, X, y)
+    ref_state = ref.get_state()
+    m = new(name, params)
+    got = np.empty(len(X))
+    for i in range(len(X)):
+        got[i] = m.predict_one(X[i])
+        m.learn_one(X[i], y[i])
+    assert_scores_equal(got, ref_scores, "predict_one/learn_one loop vs step loop")
+    assert_states_equal(m.get_state(), ref_state, "predict_one/learn_one loop: final state")
+    for bs in (1, 7, 64, len(X)):
+        m = new(name, params)
+        parts = [m.predict_learn_many(X[s:s + bs], y[s:s + bs]) for s in range(0, len(X), bs)]
+        got = np.concatenate(parts)
+        assert got.dtype == np.float64, f"predict_learn_many returned {got.dtype}"
+        assert_scores_equal(got, ref_scores, f"predict_learn_many, blocks of {bs}")
+        assert_states_equal(m.get_state(), ref_state, f"predict_learn_many, blocks of {bs}")
+    # non-contiguous and list inputs behave the same
+    m = new(name, params)
+    got = m.predict_learn_many(np.asfortranarray(X[:100]), list(y[:100]))
+    assert_scores_equal(got, ref_scores[:100], "predict_learn_many, Fortran-order X")
+    assert len(new(name, params).predict_learn_many(np.empty((0, D)), [])) == 0
+
+
+def check_bounded_memory(name: str, params: dict[str, Any]) -> None:
+    """Budgeted learners: n_support_vectors ≤ bound every round of a long noisy stream, and the
+    serialised state stops growing once the budget is full."""
+    m = new(name, params)
+    bound = budget_bound(name, m.hparams)
+    X, y = stream_for(m, N_LONG, noise=0.3, seed=3)
+    sizes: dict[int, int] = {}
+    for i in range(N_LONG):
+        m.step(X[i], y[i])
+        if bound is not None:
+            nsv = m.n_support_vectors
+            assert nsv <= bound, f"round {i + 1}: n_support_vectors={nsv} > bound {bound}"
+        if i + 1 in (N_LONG // 2, N_LONG):
+            sizes[i + 1] = len(state_to_bytes(m.get_state()))
+    half, end = sizes[N_LONG // 2], sizes[N_LONG]
+    slack = max(1024, half // 50)
+    assert end <= half + slack, f"state grows: {half} bytes at {N_LONG // 2}, {end} at {N_LONG}"
+
+
+def check_first_prediction(name: str, params: dict[str, Any]) -> None:
+    """First score is 0 (§8 i); a zero score follows the tie rule (§1.1.1)."""
+    cls = registry.get(name)
+    m = new(name, params)
+    X, _ = make_stream(m.task, 3)
+    s = m.predict_one(X[0])
+    assert s == 0.0, f"first prediction is {s}, expected 0"
+    if m.task == "classification":
+        tie = "tie" in {p.name for p in cls.params}
+        assert m.predict_label(0.0) == 1.0, "a zero score must predict +1 by default"
+        if tie:
+            mp = new(name, {**params, "tie": "positive"})
+            assert mp.predict_label(mp.predict_one(X[0])) == 1.0, "tie=positive: first label"
+            mn = new(name, {**params, "tie": "negative"})
+            assert mn.predict_label(mn.predict_one(X[0])) == -1.0, "tie=negative: first label"
+        for sc, lab in ((1e-300, 1.0), (-1e-300, -1.0), (2.0, 1.0), (-2.0, -1.0)):
+            assert m.predict_label(sc) == lab, f"predict_label({sc}) != {lab}"
+

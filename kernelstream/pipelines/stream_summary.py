@@ -1,0 +1,97 @@
+"""The summary of a finished ``kernelstream stream`` run: counts of the rows it published, the
+mistake rate, mean loss and label delays of its outcomes (read back from its Parquet files),
+as ``summary.json`` and as the lines printed at the end.
+
+Kept apart from the launcher because it only reads the run's output files after the pipeline
+has ended, and its document (:data:`SUMMARY_SCHEMA`) is a stable output of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import math
+import os
+from typing import Any
+
+from kernelstream.pipelines.stream_config import OUTPUT_NAMES, SCHEME, StreamConfig
+
+SUMMARY_SCHEMA = 1
+
+
+def _run_files(out: str, name: str, part: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(out, name, f"part-e*-{part}.parquet")))
+
+
+def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], seconds: float,
+            epoch: int | None, stopped_by: str | None) -> dict[str, Any]:
+    """The run's summary: counts of the rows this run published, the mistake rate and label
+    delays of its outcomes (read back from its files)."""
+    import pyarrow.parquet as pq
+
+    from kernelstream.engine.stream_rows import nearest_rank
+
+    counts: dict[str, int] = {}
+    mistakes = labelled = 0
+    delays: list[int] = []
+    losses: list[float] = []
+    for name in OUTPUT_NAMES:
+        files = _run_files(out, name, part)
+        counts[name] = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        if name == "outcomes":
+            for f in files:
+                t = pq.read_table(f, columns=["mistake", "delay_ms", "loss"])
+                ms = [m for m in t.column("mistake").to_pylist() if m is not None]
+                mistakes += sum(ms)
+                labelled += len(ms)
+                delays += t.column("delay_ms").to_pylist()
+                losses += t.column("loss").to_pylist()
+    delays.sort()
+    records = int(status.get("records", 0))
+    return {
+        "schema": SUMMARY_SCHEMA, "command": "stream",
+        "source": f"{SCHEME}{config.bootstrap}/{','.join(config.topics)}",
+        "labels": (None if config.labels_topic is None
+                   else f"{SCHEME}{config.bootstrap}/{config.labels_topic}"),
+        "configs": list(config.configs_doc()), "out": out, "checkpoint": config.checkpoint,
+        "snapshot_epoch": epoch, "seconds": seconds, "stopped_by": stopped_by,
+        "records": records, "records_per_second": records / seconds if seconds > 0 else None,
+        **counts,
+        "mistake_rate": 100.0 * mistakes / labelled if labelled else None,
+        "avg_loss": math.fsum(losses) / len(losses) if losses else None,
+        "delay_p50_ms": nearest_rank(delays, 50), "delay_p99_ms": nearest_rank(delays, 99),
+        "argv": list(config.argv),
+    }
+
+
+def write_summary(out: str, doc: dict[str, Any]) -> None:
+    """``OUT/summary.json`` (atomic; a summary that cannot be written is skipped)."""
+    from kernelstream._json import json_safe
+
+    tmp = os.path.join(out, ".summary.json.tmp")
+    with contextlib.suppress(OSError):
+        with open(tmp, "w") as f:
+            f.write(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
+        os.replace(tmp, os.path.join(out, "summary.json"))
+
+
+def _ms(v: int | None) -> str:
+    return "-" if v is None else (f"{v / 1000:.2f} s" if abs(v) >= 1000 else f"{v} ms")
+
+
+def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
+    mr = doc["mistake_rate"]
+    lines = [
+        f"{doc['records']:,} records in {doc['seconds']:.1f} s "
+        f"({(doc['records_per_second'] or 0):,.0f}/s)",
+        f"predictions {doc['predictions']:,}  outcomes {doc['outcomes']:,}"
+        + ("" if mr is None else f"  mistake rate {mr:.2f}%")
+        + f"  label delay p50 {_ms(doc['delay_p50_ms'])} p99 {_ms(doc['delay_p99_ms'])}",
+        f"unlabeled {doc['unlabeled']:,}  dead letters {doc['dead_letters']:,}  "
+        f"metrics rows {doc['metrics']:,}",
+        f"outputs: {doc['out']}" + (f"  snapshot epoch {doc['snapshot_epoch']} in {checkpoint}"
+                                    if checkpoint else ""),
+    ]
+    return "\n".join(lines)
+
