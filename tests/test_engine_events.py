@@ -22,6 +22,7 @@ from kernelstream.engine.events import (
 )
 from kernelstream.engine.records import SourceRecord
 from kernelstream.engine.stream_rows import nearest_rank, stream_schemas
+from kernelstream.sparse import CSR
 
 PERCEPTRON = LearnerConfig("perc", "perceptron", {"kernel": "linear"})
 
@@ -630,3 +631,51 @@ def test_a_cut_state_encodes_the_moment_it_was_cut() -> None:
     reference_outputs(recs[7:], spec(), states)  # the live state goes on changing
     assert e.encode_state(st) != before
     assert cut.encode() == before
+
+
+# -- sparse rows --------------------------------------------------------------------------------
+
+
+SPARSE_CONFIGS = (LearnerConfig("bpas", "bpa-s", {"budget": 10}),
+                  LearnerConfig("b", "bogd", {"budget": 5}))
+
+
+def test_sparse_rows_agree_with_dense_rows() -> None:
+    """The same stream with CSR features (rows='sparse') and dense ones: the same predictions,
+    outcomes and counts, scores equal to round-off."""
+    recs = mixed_stream(8)
+    outs = {rows: reference_outputs(recs, mixed_spec(SPARSE_CONFIGS, rows=rows), flush=True)
+            for rows in ("sparse", "dense")}
+    (sp, sst), (dn, dst) = outs["sparse"], outs["dense"]
+    assert isinstance(routed(StreamEngine(spec(rows="sparse")), rec(0, 0, "e", "? 1:1")).x, CSR)
+    assert sst.keys() == dst.keys()
+    assert [st.counts() for st in sst.values()] == [st.counts() for st in dst.values()]
+    for a, b in ((sp.predictions, dn.predictions), (sp.outcomes, dn.outcomes)):
+        assert [r["event_id"] for r in a] == [r["event_id"] for r in b]
+        assert np.allclose([r["score"] for r in a], [r["score"] for r in b], rtol=1e-9,
+                           atol=1e-12)
+
+
+def test_sparse_pending_rows_round_trip_bit_identically() -> None:
+    recs = mixed_stream(9)
+    s = mixed_spec(SPARSE_CONFIGS, rows="sparse")
+    e = StreamEngine(s)
+    full, _ = reference_outputs(recs, s, flush=True)
+    head, states = reference_outputs(recs[:131], s)
+    assert any(st.pending for st in states.values())
+    blobs = {k: e.encode_state(st) for k, st in states.items()}
+    assert all(b[4] == 3 for b in blobs.values())  # the sparse format, refused by old builds
+    restored = {k: e.decode_state(b) for k, b in blobs.items()}
+    assert {k: e.encode_state(st) for k, st in restored.items()} == blobs
+    tail, _ = reference_outputs(recs[131:], s, restored, flush=True)
+    assert comparable(joined(head, tail)) == comparable(full)
+
+
+def test_auto_rows_are_sparse_for_wide_libsvm_and_refuse_past_n_features() -> None:
+    assert spec(n_features=10**9).sparse and not spec(n_features=100).sparse
+    assert not spec(fmt="csv", n_features=None).sparse
+    e = StreamEngine(spec(n_features=2**31 - 1))
+    x = routed(e, rec(0, 0, "e", "? 3:1 2147483647:0.5")).x
+    assert isinstance(x, CSR) and x.n_features == 2**31 - 1 and x.nnz == 2
+    assert "index exceeds n_features" in dead(StreamEngine(spec(n_features=10**4)),
+                                              rec(1, 0, "e", "? 20000:1"))["reason"]

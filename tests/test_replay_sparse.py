@@ -157,6 +157,42 @@ def test_sparse_option_errors_are_one_line(tmp_path: Path, capsys: pytest.Captur
     assert e.value.code == 2 and msg in err[-1], err
 
 
+# -- Kafka topics ------------------------------------------------------------------------------
+
+
+def _topic_blocks(read: ReadOptions, lines: list[bytes]) -> tuple[list[Block], list[dict]]:
+    from kernelstream.kafka_client import KafkaBlocks, KafkaTopic
+    from kernelstream.kafka_client.bounded import KafkaRecord
+
+    kb = KafkaBlocks(KafkaTopic.parse("kafka://127.0.0.1:9/t"), read, ("a",), 32)
+    out = list(kb.run(KafkaRecord(0, i, 0, None, v) for i, v in enumerate(lines)))
+    return ([b for b in out if isinstance(b, Block)],
+            [d for d in out if not isinstance(d, Block)])
+
+
+def test_topic_blocks_are_csr_for_wide_messages() -> None:
+    lines = RCV1.read_bytes().splitlines()
+    d = 47_000
+    sparse, dead = _topic_blocks(ReadOptions("kafka://127.0.0.1:9/t", n_features=d), lines)
+    dense, _ = _topic_blocks(ReadOptions("kafka://127.0.0.1:9/t", n_features=d, rows="dense"),
+                             lines)
+    assert not dead and all(b.sparse for b in sparse) and not any(b.sparse for b in dense)
+    for a, b in zip(sparse, dense, strict=True):
+        assert np.array_equal(a.X.to_dense(), b.X) and np.array_equal(a.y, b.y)  # type: ignore[union-attr]
+    # an index past n_features is a dead letter, not a crash or a silent widening
+    _, dead = _topic_blocks(ReadOptions("kafka://127.0.0.1:9/t", n_features=10),
+                            [b"+1 3:1 2147483647:1"])
+    assert "index exceeds n_features" in dead[0]["reason"]
+
+
+def test_topic_blocks_hash_features_without_n_features() -> None:
+    lines = [b"+1 3:1 2147483647:0.5", b"-1 1:2 3:1"]
+    blocks, dead = _topic_blocks(ReadOptions("kafka://127.0.0.1:9/t", hash_features=12), lines)
+    assert not dead and blocks[0].X.shape == (2, 4096)
+    X = blocks[0].X.to_dense() if isinstance(blocks[0].X, CSR) else blocks[0].X
+    assert np.allclose(X.sum(axis=1), [1.5, 3.0])  # hashed: values kept, collisions summed
+
+
 # -- the 1 GiB line test -----------------------------------------------------------------------
 
 

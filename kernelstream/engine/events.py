@@ -86,6 +86,7 @@ from kernelstream.engine.stream_state import EXPIRED, LABELLED, ModelState, Pend
 from kernelstream.engine.stream_state import cut_state as _cut_state
 from kernelstream.engine.stream_state import decode_state as _decode_state
 from kernelstream.engine.stream_state import encode_state as _encode_state
+from kernelstream.sparse import CSR
 
 __all__ = ["BULK_MIN", "ModelState", "Outputs", "ParsedRecord", "StreamEngine", "StreamSpec",
            "merge_group", "reference_outputs"]
@@ -263,7 +264,8 @@ class StreamEngine(StreamRouter):
         k = len(run)
         n_sv = np.empty(k + 1, dtype=np.int64)
         n_sv[0] = m.n_support_vectors
-        X = np.stack([q.x for q in run])  # type: ignore[misc]
+        X = (CSR.vstack([q.x for q in run]) if isinstance(run[0].x, CSR)  # type: ignore[misc]
+             else np.stack([q.x for q in run]))  # type: ignore[misc]
         y = np.fromiter((q.y for q in run), np.float64, count=k)  # type: ignore[misc]
         before = m.t
         t0 = time.perf_counter()
@@ -327,7 +329,7 @@ class StreamEngine(StreamRouter):
         st.position += 1
         st.window.predictions += 1
         # a row of route_many's batch matrix: keep a copy, not the whole batch, while it waits
-        x = p.x if p.x.base is None else p.x.copy()
+        x = p.x if isinstance(p.x, CSR) or p.x.base is None else p.x.copy()
         st.pending[p.event_id] = Pending(x, score, predicted, p.timestamp_ms, pos)
         heapq.heappush(st.expiry, (p.timestamp_ms + self.ttl, pos, p.event_id))
         out.predictions.append(prediction_row(

@@ -40,9 +40,11 @@ from kernelstream.data import (
     parse_libsvm_line,
     parse_libsvm_lines,
 )
+from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
 from kernelstream.engine.blocks import StreamKey
 from kernelstream.engine.records import SourceRecord
 from kernelstream.engine.stream_rows import stream_dead_letter
+from kernelstream.sparse import CSR
 
 KEY_BY = (None, "id-prefix")
 LABEL_PREFIX = "label:"
@@ -73,6 +75,7 @@ class StreamSpec:
     metrics_window_ms: int = 60_000
     labels_topic: str | None = None
     source_prefix: str = ""
+    rows: str = "auto"  # features as dense rows or 1-row CSR (data.options.ROWS)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "configs", tuple(self.configs))
@@ -96,6 +99,16 @@ class StreamSpec:
             raise ValueError(f"key_by must be one of {KEY_BY}, got {self.key_by!r}")
         if self.label_ttl_ms < 1 or self.metrics_window_ms < 1:
             raise ValueError("label_ttl_ms and metrics_window_ms must be >= 1 ms")
+        if self.rows not in ROWS:
+            raise ValueError(f"rows must be one of {', '.join(ROWS)}, got {self.rows!r}")
+
+    @property
+    def sparse(self) -> bool:
+        """Whether events carry 1-row CSR features: ``rows='sparse'``, or ``auto`` with LIBSVM
+        messages wider than ``AUTO_SPARSE_WIDTH`` (as a file replay decides)."""
+        if self.rows != "auto":
+            return self.rows == "sparse"
+        return self.fmt == "libsvm" and (self.n_features or 0) > AUTO_SPARSE_WIDTH
 
 
 class ParsedRecord(NamedTuple):
@@ -104,7 +117,7 @@ class ParsedRecord(NamedTuple):
 
     label_only: bool
     event_id: str
-    x: np.ndarray | None
+    x: np.ndarray | CSR | None  # a 1-row CSR when the spec's rows are sparse
     y: float | None
     topic: str
     partition: int
@@ -154,6 +167,7 @@ class StreamRouter:
         self._global_keys = [StreamKey(c.name, 0).encode() for c in spec.configs]
         self._entity_prefixes = [k + "@" for k in self._global_keys]
         self._sources: dict[tuple[str, int], str] = {}  # (topic, partition) -> source
+        self._sparse = spec.sparse
         lc = -1 if spec.label_column is None else int(spec.label_column)
         self._csv = (lc, spec.delimiter,
                      None if spec.n_features is None else spec.n_features + 1)
@@ -253,7 +267,8 @@ class StreamRouter:
         """Parse the feature records ``heads[i]`` (``i`` in ``feats``) in place: x and y, or
         the dead-letter row."""
         bulk: list[tuple[str, np.ndarray] | None] = [None] * len(feats)
-        if self.spec.fmt == "libsvm" and len(feats) >= BULK_MIN:
+        # the bulk parser builds dense rows: not for sparse rows (wide data)
+        if self.spec.fmt == "libsvm" and len(feats) >= BULK_MIN and not self._sparse:
             # comments and multi-line records never pass the bulk parser: leave them out
             values = [heads[i][0].value for i in feats]  # type: ignore[index]
             js = [j for j, v in enumerate(values) if b"#" not in v and b"\n" not in v]
@@ -307,11 +322,19 @@ class StreamRouter:
     def _label_of(self, tok: str) -> float | None:
         return None if tok.strip() == UNLABELLED else self.labels(tok)
 
-    def _features(self, text: str) -> tuple[np.ndarray, float | None]:
+    def _features(self, text: str) -> tuple[np.ndarray | CSR, float | None]:
+        x: np.ndarray | CSR
         if self.spec.fmt == "libsvm":
             tok, idx, vals = parse_libsvm_line(text)
-            assert self.spec.n_features is not None
-            x = densify(idx, vals, self.spec.n_features)
+            d = self.spec.n_features
+            assert d is not None
+            if self._sparse:
+                if idx.size and int(idx[-1]) > d:
+                    raise ParseError(f"index exceeds n_features: index {int(idx[-1])} > "
+                                     f"n_features={d}")
+                x = CSR(np.array([0, len(idx)], dtype=np.int64), idx - 1, vals, d)
+            else:
+                x = densify(idx, vals, d)
         else:
             lc, delim, ncol = self._csv
             try:
@@ -322,4 +345,6 @@ class StreamRouter:
                 fields = text.split(delim)  # an empty label field: unlabelled
                 fields[lc] = UNLABELLED
                 tok, x = parse_csv_line((delim or " ").join(fields), lc, delim, n_columns=ncol)
+        if self._sparse and not isinstance(x, CSR):
+            x = CSR.from_dense(x[None, :])
         return x, self._label_of(tok)

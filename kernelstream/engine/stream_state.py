@@ -27,17 +27,19 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelstream.learners.base import Learner, state_from_bytes, state_to_bytes
+from kernelstream.sparse import CSR
 
 MAGIC = b"KSEV"
 VERSION = 2
-READS = (1, 2)  # versions decode_state reads
+SPARSE_VERSION = 3  # pending features as CSR rows (written only by sparse streams)
+READS = (1, 2, 3)  # versions decode_state reads
 LABELLED, EXPIRED = 1, 2  # status of a resolved event id
 
 
 class Pending(NamedTuple):
     """An event scored on arrival, waiting for its label."""
 
-    x: np.ndarray
+    x: np.ndarray | CSR  # a 1-row CSR in a sparse stream
     score: float
     predicted: float
     event_time_ms: int
@@ -145,7 +147,8 @@ def _encode(st: ModelState, blob: bytes) -> bytes:
     ids = list(st.pending)
     evs = list(st.pending.values())
     n = len(evs)
-    d = 0 if n == 0 else int(evs[0].x.shape[0])
+    sparse = n > 0 and isinstance(evs[0].x, CSR)
+    d = 0 if n == 0 else int(evs[0].x.shape[-1])
     w = st.window
     meta = {
         "key": st.key, "config": st.config, "entity": st.entity, "clock": st.clock_ms,
@@ -160,7 +163,13 @@ def _encode(st: ModelState, blob: bytes) -> bytes:
     }
     parts = []
     if n:
-        parts.append(np.stack([e.x for e in evs]).astype("<f8", copy=False).tobytes())
+        if sparse:  # nnz per row, then all column indices, then all values
+            rows = CSR.vstack([e.x for e in evs], d)  # type: ignore[misc]
+            parts.append(np.diff(rows.indptr).astype("<i8").tobytes())
+            parts.append(rows.indices.astype("<i8", copy=False).tobytes())
+            parts.append(rows.data.astype("<f8", copy=False).tobytes())
+        else:
+            parts.append(np.stack([e.x for e in evs]).astype("<f8", copy=False).tobytes())
         parts.append(np.array([e.score for e in evs], "<f8").tobytes())
         parts.append(np.array([e.predicted for e in evs], "<f8").tobytes())
         parts.append(np.array([e.event_time_ms for e in evs], "<i8").tobytes())
@@ -177,7 +186,8 @@ def _encode(st: ModelState, blob: bytes) -> bytes:
         parts.append(b"".join(raw))
     arrays = b"".join(parts)
     js = json.dumps(meta, separators=(",", ":")).encode()
-    return b"".join((MAGIC, bytes([VERSION]), struct.pack("<I", len(js)), js,
+    version = SPARSE_VERSION if sparse else VERSION  # old builds refuse sparse states
+    return b"".join((MAGIC, bytes([version]), struct.pack("<I", len(js)), js,
                      struct.pack("<I", len(arrays)), arrays, blob))
 
 
@@ -207,7 +217,16 @@ def decode_state(data: bytes, ttl_ms: int) -> ModelState:
     n, d = int(meta["n"]), int(meta["d"])
     st = ModelState(meta["key"], meta["config"], meta["entity"])
     if n:
-        X = take("<f8", n * d).reshape(n, d)
+        X: Any
+        if version == SPARSE_VERSION:
+            counts = take("<i8", n)
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(counts, out=indptr[1:])
+            nnz = int(indptr[-1])
+            rows = CSR(indptr, take("<i8", nnz), take("<f8", nnz), d)
+            X = [rows.rows(i, i + 1) for i in range(n)]
+        else:
+            X = take("<f8", n * d).reshape(n, d)
         score, pred = take("<f8", n).tolist(), take("<f8", n).tolist()
         ts, pos = take("<i8", n).tolist(), take("<i8", n).tolist()
         for i, eid in enumerate(meta["pending"]):

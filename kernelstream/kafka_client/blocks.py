@@ -19,12 +19,14 @@ from typing import Any
 import numpy as np
 
 from kernelstream.data import ParseError, densify
+from kernelstream.data.hashing import hash_index
 from kernelstream.data.labels import StreamLabels
 from kernelstream.engine.blocks import Block, StreamKey
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.reading import ParsedRow, ReadOptions, TextFormat
 from kernelstream.kafka_client.bounded import KafkaReadOptions, KafkaRecord, iter_topic_records
 from kernelstream.kafka_client.clients import KafkaTopic
+from kernelstream.sparse import CSR
 
 MESSAGE_KEY = "key"  # ``key_by`` value naming the Kafka message key as the entity
 ID_PARTITION_SHIFT = 48  # row id = partition << 48 | offset
@@ -64,8 +66,21 @@ class SourcePosition:
 class _Rows:
     start: int = 0
     ids: list[int] = field(default_factory=list)
-    X: list[np.ndarray] = field(default_factory=list)
+    X: list[Any] = field(default_factory=list)  # dense rows, or (0-based columns, values)
     y: list[float] = field(default_factory=list)
+
+
+def _hashed(cols: np.ndarray, vals: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """One row's 0-based columns hashed into ``2**bits``: sorted, colliding values summed."""
+    h = hash_index(cols, bits)
+    order = np.argsort(h, kind="stable")
+    h, v = h[order], vals[order]
+    new = np.ones(len(h), dtype=bool)
+    new[1:] = h[1:] != h[:-1]
+    if new.all():
+        return h, v
+    starts = np.flatnonzero(new)
+    return h[starts], np.add.reduceat(v, starts)
 
 
 def text_format_for(read: ReadOptions) -> TextFormat:
@@ -78,9 +93,10 @@ def text_format_for(read: ReadOptions) -> TextFormat:
             raise ValueError("label_column does not apply to LIBSVM messages")
         if read.key_by not in (None, MESSAGE_KEY):
             raise ValueError("key_by of LIBSVM messages can only be 'key' (the message key)")
-        if read.n_features is None:
-            raise ValueError("LIBSVM messages need n_features (--n-features): a topic is read "
-                             "once, so the dimension cannot be taken from a scan")
+        if read.n_features is None and read.hash_features is None:
+            raise ValueError("LIBSVM messages need n_features (--n-features) or hashed "
+                             "features (--hash-features): a topic is read once, so the "
+                             "dimension cannot be taken from a scan")
         return TextFormat("libsvm")
     if fmt != "csv":
         raise ValueError(f"Kafka messages are LIBSVM or CSV lines, not {fmt!r}")
@@ -100,7 +116,8 @@ def text_format_for(read: ReadOptions) -> TextFormat:
 
 class KafkaBlocks:
     """Records → blocks of every configuration's stream(s) and dead-letter rows (used by the
-    Beam source and by the loop runner)."""
+    Beam source and by the loop runner). Rows are CSR or dense by ``read.sparse_rows`` of the
+    width (``n_features``, or ``2**hash_features`` with hashing), as in a file replay."""
 
     def __init__(self, topic: KafkaTopic, read: ReadOptions, configs: Sequence[str],
                  block_size: int, resume: SourcePosition | None = None) -> None:
@@ -109,7 +126,8 @@ class KafkaBlocks:
         self.topic, self.read, self.configs, self.B = topic, read, tuple(configs), block_size
         self.labels = StreamLabels(read.task, read.positive_label)
         self.tf = text_format_for(read)  # bad options fail here, before any record
-        self.d = read.n_features
+        self.hash = read.hash_features
+        self.d = (1 << self.hash) if self.hash is not None else read.n_features
         self.rows: dict[str | None, _Rows] = {}
         self.offsets: dict[int, int] = {}  # next offset of each partition
         self.examples = 0
@@ -153,12 +171,7 @@ class KafkaBlocks:
                 raise row
             entity = self._entity(rec, row)
             y = self.labels(row.label)
-            x = densify(row.idx, row.vals, self.d) if row.idx is not None else row.vals
-            if self.d is None:
-                self.d = int(x.shape[0])  # CSV: the first valid row fixes the width
-            if x.shape[0] != self.d:
-                raise ParseError(f"wrong number of columns: {x.shape[0]} features, "
-                                 f"expected {self.d}")
+            x = self._row(row)
         except ParseError as e:
             yield dead_letter(self.source(rec.partition), rec.offset, text, e.reason)
             return
@@ -169,6 +182,37 @@ class KafkaBlocks:
         self.examples += 1
         if len(r.ids) >= self.B:
             yield from self._emit(entity, r)
+
+    def _row(self, row: ParsedRow) -> Any:
+        """The row as the learners get it: dense, or ``(columns, values)`` for CSR blocks."""
+        if row.idx is None:  # CSV: the first valid row fixes the (unhashed) width
+            n = int(row.vals.shape[0])
+            if self.hash is None:
+                if self.d is None:
+                    self.d = n
+                if n != self.d:
+                    raise ParseError(f"wrong number of columns: {n} features, expected {self.d}")
+            elif self.read.n_features is not None and n != self.read.n_features:
+                raise ParseError(f"wrong number of columns: {n} features, expected "
+                                 f"{self.read.n_features}")
+            cols = np.arange(n, dtype=np.int64)
+        else:
+            top = int(row.idx[-1]) if row.idx.size else 0
+            if self.read.n_features is not None and top > self.read.n_features:
+                raise ParseError(f"index exceeds n_features: index {top} > "
+                                 f"n_features={self.read.n_features}")
+            cols = row.idx - 1
+        assert self.d is not None
+        if self.hash is not None:
+            cols, vals = _hashed(cols, row.vals, self.hash)
+        else:
+            vals = row.vals
+        if self.read.sparse_rows(self.d):
+            keep = vals != 0  # CSV zeros are no non-zeros
+            return (cols[keep], vals[keep]) if row.idx is None else (cols, vals)
+        if row.idx is None and self.hash is None:
+            return row.vals
+        return densify(cols + 1, vals, self.d)
 
     def _entity(self, rec: KafkaRecord, row: ParsedRow) -> str | None:
         if self.read.key_by == MESSAGE_KEY:
@@ -182,7 +226,16 @@ class KafkaBlocks:
 
     def _emit(self, entity: str | None, r: _Rows) -> Iterator[Block]:
         n = len(r.ids)
-        ids, X, y = np.asarray(r.ids, dtype=np.int64), np.array(r.X), np.asarray(r.y)
+        ids, y = np.asarray(r.ids, dtype=np.int64), np.asarray(r.y)
+        X: np.ndarray | CSR
+        if isinstance(r.X[0], tuple):
+            counts = np.fromiter((len(c) for c, _ in r.X), np.int64, count=n)
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(counts, out=indptr[1:])
+            X = CSR(indptr, np.concatenate([c for c, _ in r.X]).astype(np.int64),
+                    np.concatenate([v for _, v in r.X]).astype(np.float64), int(self.d or 1))
+        else:
+            X = np.array(r.X)
         for c in self.configs:
             yield Block(StreamKey(c, 0, entity).encode(), r.start, ids, X, y)
         r.start += n

@@ -259,6 +259,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="message format (default: libsvm; label token ? = unlabelled)")
     p.add_argument("--n-features", type=int, metavar="D",
                    help="feature dimension of LIBSVM messages (required for LIBSVM)")
+    p.add_argument("--rows", choices=("auto", "dense", "sparse"), default="auto",
+                   help="features as dense rows or sparse CSR rows (memory grows with the "
+                   "non-zeros); auto: sparse for LIBSVM messages wider than 2,048 features")
     p.add_argument("--label-column", metavar="COL",
                    help="label position of CSV messages (0-based; default: last)")
     p.add_argument("--delimiter", metavar="CHAR", help="CSV delimiter (default: ,)")

@@ -106,7 +106,22 @@ class StreamConfig:
                 "seed": s.seed, "format": s.fmt, "n_features": s.n_features,
                 "label_column": s.label_column, "delimiter": s.delimiter, "task": s.task,
                 "positive_label": s.positive_label, "key_by": s.key_by,
-                "label_ttl_ms": s.label_ttl_ms, "metrics_window_ms": s.metrics_window_ms}
+                "label_ttl_ms": s.label_ttl_ms, "metrics_window_ms": s.metrics_window_ms,
+                **({"rows": s.rows} if s.rows != "auto" else {})}
+
+
+def _check_width(spec: Any) -> None:  # engine.stream_routing.StreamSpec
+    """Refuse a learner whose memory at this width cannot fit (one line: why, what instead),
+    before anything connects: ``learners.registry.check_width``."""
+    from kernelstream.learners.registry import WidthError, check_width
+
+    if spec.n_features is None:  # CSV: the first record fixes the width
+        return
+    for c in spec.configs:
+        try:
+            check_width(c.learner, dict(c.params), spec.n_features, sparse=spec.sparse)
+        except WidthError as e:
+            raise ConfigError(f"learner {c.name}: {e}") from None
 
 
 def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
@@ -193,9 +208,10 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
             key_by=None if args.key_by is None else args.key_by,
             label_ttl_ms=max(1, round(ttl * 1000)),
             metrics_window_ms=max(1, round(window * 1000)), labels_topic=labels_topic,
-            source_prefix=f"{SCHEME}{bootstrap}/")
+            source_prefix=f"{SCHEME}{bootstrap}/", rows=getattr(args, "rows", "auto"))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    _check_width(spec)
     return StreamConfig(
         bootstrap=bootstrap, topics=topics, labels_topic=labels_topic, configs=engine_configs,
         spec=spec, out=args.out, checkpoint=args.checkpoint, kafka_out=kafka_out,
