@@ -186,7 +186,7 @@ def _maxrss_mb() -> float:
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
     """One measurement in this (fresh) process; the result is printed as JSON."""
-    from kernelstream.engine.reading import ReadOptions
+    from kernelstream.data.options import ReadOptions
     from kernelstream.engine.replay import load_rows
 
     path = str(args.data_dir / COVTYPE)

@@ -21,8 +21,8 @@ from _helpers import ScriptedConsumer, consume, new_topic, output_columns, produ
 
 from kernelstream import data, fs, learners
 from kernelstream.data import ParseError
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine.blocks import Block, StreamKey
-from kernelstream.engine.reading import ReadOptions
 from kernelstream.kafka_client import (
     ID_PARTITION_SHIFT,
     KafkaBlocks,

@@ -15,11 +15,12 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
+from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import TextFormat
 from kernelstream.engine.blocks import Block, concat_blocks
 from kernelstream.engine.chunks import file_chunks, make_plan, read_chunk, scan_chunk
 from kernelstream.engine.core import LearnerConfig
 from kernelstream.engine.outputs import METRICS_SCHEMA, PREDICTIONS_SCHEMA, read_table
-from kernelstream.engine.reading import ReadOptions, TextFormat
 from kernelstream.engine.replay import load_rows
 from kernelstream.pipelines import cli
 from kernelstream.pipelines.replay import run_replay

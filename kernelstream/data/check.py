@@ -156,7 +156,7 @@ def verdict(report: CheckReport) -> str | None:
 
 def check_file(opts: ReadOptions, max_records: int | None = None) -> CheckReport:
     """Scan a file (LIBSVM, CSV, Parquet; gzip/bz2/xz) with the replay's own row reader."""
-    from kernelstream.engine.reading import iter_file_rows  # the pipelines' reader
+    from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
 
     report = CheckReport(opts.path, opts.resolved_fmt(), opts.task)
     return scan(iter_file_rows(opts), report, max_records or opts.limit)

@@ -20,16 +20,11 @@ import numpy as np
 
 from kernelstream import fs
 from kernelstream.data import LabelMap, ParseError
+from kernelstream.data.labels import label_map_for
+from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import ParsedRow, TextFormat
 from kernelstream.engine.blocks import Block, StreamKey
 from kernelstream.engine.deadletters import dead_letter
-from kernelstream.engine.reading import (
-    ParsedRow,
-    ReadOptions,
-    TextFormat,
-    is_compressed,
-    label_map_for,
-    open_binary,
-)
 from kernelstream.engine.replay import finish_rows, rows_csr
 from kernelstream.sparse import CSR
 
@@ -47,7 +42,7 @@ def file_chunks(path: str, chunk_bytes: int) -> list[Chunk]:
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
     size = fs.size(path)
-    if is_compressed(path) or size <= chunk_bytes:
+    if fs.compression(path) is not None or size <= chunk_bytes:
         return [Chunk(0, 0, -1)]
     return [Chunk(i, s, min(s + chunk_bytes, size))
             for i, s in enumerate(range(0, size, chunk_bytes))]
@@ -55,7 +50,7 @@ def file_chunks(path: str, chunk_bytes: int) -> list[Chunk]:
 
 def iter_chunk_lines(path: str, chunk: Chunk) -> Iterator[bytes]:
     """The raw lines owned by ``chunk``: a line belongs to the chunk where it starts."""
-    with open_binary(path) as f:
+    with fs.open_binary(path) as f:
         if chunk.start > 0:
             f.seek(chunk.start - 1)
             f.readline()  # the rest of the line that started before this chunk

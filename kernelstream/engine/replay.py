@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream import fs
 from kernelstream.data import (
     LabelMap,
     ParseError,
@@ -27,16 +28,11 @@ from kernelstream.data import (
     scale_target_minmax,
 )
 from kernelstream.data.hashing import csr_from_pairs, hash_csr, hash_index
+from kernelstream.data.labels import class_key, label_map_for
+from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import ParsedRow, iter_file_rows
 from kernelstream.engine.blocks import Block, StreamKey
 from kernelstream.engine.deadletters import dead_letter
-from kernelstream.engine.reading import (
-    ParsedRow,
-    ReadOptions,
-    class_key,
-    iter_file_rows,
-    label_map_for,
-    open_binary,
-)
 from kernelstream.seeding import permutation
 from kernelstream.sparse import CSR
 
@@ -146,7 +142,7 @@ def _clean_for_load(opts: ReadOptions, fmt: str) -> bool:
         return False
     if fmt == "parquet":
         return True
-    with open_binary(opts.path) as f:
+    with fs.open_binary(opts.path) as f:
         raw = f.read()
     raw = raw[:-1] if raw.endswith(b"\n") else raw
     return _BLANK_LINE.search(raw) is None

@@ -21,9 +21,10 @@ import numpy as np
 from kernelstream.data import ParseError, densify
 from kernelstream.data.hashing import hash_index
 from kernelstream.data.labels import StreamLabels
+from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import ParsedRow, TextFormat
 from kernelstream.engine.blocks import Block, StreamKey
 from kernelstream.engine.deadletters import dead_letter
-from kernelstream.engine.reading import ParsedRow, ReadOptions, TextFormat
 from kernelstream.kafka_client.bounded import KafkaReadOptions, KafkaRecord, iter_topic_records
 from kernelstream.kafka_client.clients import KafkaTopic
 from kernelstream.sparse import CSR

@@ -36,12 +36,15 @@ import pyarrow.parquet as pq  # noqa: E402
 from kernelstream import __version__, data, fs, learners  # noqa: E402
 from kernelstream._json import json_safe  # noqa: E402
 from kernelstream.data import check as data_check  # noqa: E402
-from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS  # noqa: E402
+from kernelstream.data.options import (  # noqa: E402
+    AUTO_SPARSE_WIDTH,
+    ROWS,
+    ReadOptions,
+)
 from kernelstream.engine.checkpoints import committed, next_checkpoint  # noqa: E402
 from kernelstream.engine.core import PROGRESS_LOGGER  # noqa: E402
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG  # noqa: E402
 from kernelstream.engine.outputs import parquet_files  # noqa: E402
-from kernelstream.engine.reading import ReadOptions  # noqa: E402
 from kernelstream.engine.snapshot import (  # noqa: E402
     CheckpointInUse,
     OffsetOutOfLog,

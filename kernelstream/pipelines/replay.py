@@ -29,12 +29,12 @@ from typing import Any
 
 from kernelstream import data as ksdata
 from kernelstream import fs
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine import checkpoints as ckpts
 from kernelstream.engine.core import LearnerConfig, as_configs
 from kernelstream.engine.loop import run_loop
 from kernelstream.engine.metrics import eval_results, key_summaries
 from kernelstream.engine.outputs import METRICS_SCHEMA, OUTPUTS, SCHEMAS, ensure_nonempty, iter_rows
-from kernelstream.engine.reading import ReadOptions
 from kernelstream.engine.replay import StreamSpec
 from kernelstream.engine.snapshot import WriterLock
 from kernelstream.evaluate import EvalResult

@@ -25,10 +25,10 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine.blocks import Block, PredictionBlock
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.metrics import METRICS_NAMESPACE
-from kernelstream.engine.reading import ReadOptions
 from kernelstream.kafka_client.blocks import KafkaBlocks, SourcePosition, check_read_options
 from kernelstream.kafka_client.bounded import KafkaReadOptions
 from kernelstream.kafka_client.clients import KafkaTopic

@@ -26,6 +26,8 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import TextFormat
 from kernelstream.engine.blocks import Block, concat_blocks
 from kernelstream.engine.chunks import (
     Chunk,
@@ -38,7 +40,6 @@ from kernelstream.engine.chunks import (
 )
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.metrics import METRICS_NAMESPACE
-from kernelstream.engine.reading import ReadOptions, TextFormat
 from kernelstream.engine.replay import Dataset, StreamSpec, stream_blocks
 
 

@@ -1,12 +1,13 @@
-"""Reading data files row by row: LIBSVM, CSV and Parquet records, tolerant of bad lines (no
-Beam).
+"""Reading data files record by record for the pipelines: LIBSVM, CSV and Parquet rows,
+tolerant of bad lines (the ``collect`` error policy).
 
-The line rules are data.py's (its public line parsers do the parsing): blank lines and LIBSVM
-comment-only lines carry no example. Unlike ``data.load``, which stops at the first bad line,
-these readers turn every bad line into a ``ParseError`` located at its line, so the callers
-can emit it as a dead letter and go on. Blank lines are reported too ("empty line"), so that
-every physical line of a text file is either a row, a dead letter, a comment or the CSV header.
-:class:`ReadOptions` are a run's reading options (``data.load``'s plus ``key_by``).
+The line rules are the data layer's (its public line parsers do the parsing): blank lines and
+LIBSVM comment-only lines carry no example. Unlike ``data.load``, which stops at the first bad
+line (``raise``), these readers turn every bad line into a ``ParseError`` located at its line,
+so the callers can emit it as a dead letter and go on. Blank lines are reported too ("empty
+line"), so that every physical line of a text file is either a row, a dead letter, a comment
+or the CSV header. :class:`~kernelstream.data.options.ReadOptions` are a run's reading
+options.
 """
 
 from __future__ import annotations
@@ -24,20 +25,9 @@ from kernelstream.data import (  # the line rules of data.load, so the readers a
     parse_csv_line,
     parse_libsvm_line,
 )
-from kernelstream.data.labels import class_key, label_map_for  # noqa: F401  (their old home)
 from kernelstream.data.lines import strip_bom
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.sniff import first_data_line, looks_like_header, sniff_delimiter
-
-
-def open_binary(path: str) -> Any:
-    """The file for binary reading, decompressed when it is gzip/bz2/xz (magic bytes); local
-    paths and any URL Beam's file systems read (``gs://`` ...)."""
-    return fs.open_binary(path)
-
-
-def is_compressed(path: str) -> bool:
-    return fs.compression(path) is not None
 
 
 class ParsedRow(NamedTuple):
@@ -225,7 +215,7 @@ def iter_file_rows(opts: ReadOptions) -> Iterator[tuple[int, str, ParsedRow | Pa
         return
     tf = TextFormat.detect(opts.path, fmt, opts.label_column, opts.delimiter, opts.header,
                            opts.key_by)
-    with open_binary(opts.path) as f:
+    with fs.open_binary(opts.path) as f:
         for lineno, raw in enumerate(f, 1):
             text, row = tf.parse(lineno, raw)
             if row is not None:
