@@ -339,23 +339,36 @@ class SparseSVStore(_Coefficients):
             setattr(self, name, new)
 
     def _compact(self, extra: int) -> None:
-        """Drop the garbage (live rows packed in slot order) and make room for ``extra`` more
-        non-zeros."""
+        """Drop the garbage and make room for ``extra`` more non-zeros: live segments are
+        packed in pool order, in place unless the pool must grow or shrink (moving segments
+        down never overwrites one not yet moved, and only a live-sized temporary is made, so
+        the peak stays near the pool's size). Each segment is summed on its own, so where it
+        lands changes no result."""
         n = self.n
-        pos = self._positions(n)
-        live = len(pos)
+        slots = np.flatnonzero(self._len[:n] > 0)
+        slots = slots[np.argsort(self._start[slots], kind="stable")]  # pool order
+        lens = self._len[slots]
+        live = int(lens.sum())
+        starts = np.zeros(len(slots), dtype=np.int64)
+        if len(slots) > 1:
+            np.cumsum(lens[:-1], out=starts[1:])
+        pos = np.repeat(self._start[slots] - starts, lens) + np.arange(live, dtype=np.int64)
         nz = len(self._ind)
         if live + extra >= nz or live + extra < nz // 4:  # grow, or give memory back
             nz = max(2 * (live + extra), 16)
-        ind, val = np.zeros(nz, np.int64), np.zeros(nz)
-        ind[:live] = self._ind[pos]
-        val[:live] = self._val[pos]
-        self._ind, self._val = ind, val
+            ind, val = np.zeros(nz, np.int64), np.zeros(nz)
+            ind[:live] = self._ind[pos]
+            val[:live] = self._val[pos]
+            self._ind, self._val = ind, val
+        else:
+            self._ind[:live] = self._ind[pos]
+            self._val[:live] = self._val[pos]
+            end = min(self._used + 1, nz)  # the old tail, and the spare zero, become zeros
+            self._ind[live:end] = 0
+            self._val[live:end] = 0.0
         self._bounds = None
-        starts = np.zeros(n, dtype=np.int64)
-        if n > 1:
-            np.cumsum(self._len[: n - 1], out=starts[1:])
-        self._start[:n] = starts
+        self._start[:n] = 0  # empty slots own nothing
+        self._start[slots] = starts
         self._used = live
         self._garbage = 0
 
