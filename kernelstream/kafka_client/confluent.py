@@ -32,6 +32,7 @@ uses librdkafka. Producers, sinks and the bounded reader stay on kafka-python.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -204,6 +205,9 @@ class ConsumerRecord(NamedTuple):
 
 
 _new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__
+# How long a new assignment may take to reset the positions; a librdkafka that does not
+# reset them only costs this once per seek (its positions then count after a record).
+_RESET_WAIT_S = 0.5
 
 
 class ConfluentConsumer:
@@ -219,7 +223,14 @@ class ConfluentConsumer:
         self._c = Consumer({**config, "error_cb": self._errors.append}, logger=LOGGER)
         self._keys: list[tuple[str, int]] = []
         self._tps: dict[tuple[str, int], Any] = {}  # confluent TopicPartitions, reused
-        self._start: dict[tuple[str, int], int | None] = {}  # where the assignment started
+        # The next offset of each partition as far as this side knows (seeks, records
+        # returned); librdkafka's own position also moves past transaction markers, but
+        # right after an assignment it may still answer the old one (assign() is
+        # asynchronous), so it counts only once it is known to be the new assignment's:
+        # after it answered "none" (-1001, the reset of a new assignment), or after a record
+        # of it (_fresh).
+        self._pos: dict[tuple[str, int], int | None] = {}
+        self._fresh: dict[tuple[str, int], bool] = {}
         self._paused: set[tuple[str, int]] = set()
         self._dirty = False  # seeks not yet given to librdkafka
 
@@ -231,32 +242,46 @@ class ConfluentConsumer:
 
         self._keys = [(str(t), int(p)) for t, p in tps]
         self._tps = {k: TopicPartition(*k) for k in self._keys}
-        self._start = dict.fromkeys(self._keys)
+        self._pos = dict.fromkeys(self._keys)
+        self._fresh = dict.fromkeys(self._keys, False)
         self._paused = set()
         self._c.unassign()
         self._dirty = True
 
     def seek(self, tp: Sequence[Any], offset: int) -> None:
         key = (tp[0], tp[1])
-        if key not in self._start:
+        if key not in self._pos:
             raise ValueError(f"seek of {key[0]}/{key[1]}: not assigned")
-        self._start[key] = int(offset)
+        if not self._dirty:  # the new assignment keeps the other partitions where they are
+            for k in self._keys:
+                self._pos[k] = self.position(k)
+        self._pos[key] = int(offset)
         self._dirty = True
 
     def _apply_seeks(self) -> None:
         # librdkafka's seek needs a partition that is assigned and fetching; a new
-        # assignment with explicit offsets positions every partition, fetching or not. It
-        # resets the positions (-1001 until a record is consumed: position() answers
-        # _start then) and drops what was prefetched before.
+        # assignment with explicit offsets positions every partition, fetching or not (and
+        # drops what was prefetched for the old positions)
         from confluent_kafka import TopicPartition
 
-        missing = [k for k, o in self._start.items() if o is None]
+        missing = [k for k, o in self._pos.items() if o is None]
         if missing:
             raise ValueError(f"{missing[0][0]}/{missing[0][1]}: seek before reading")
-        self._c.assign([TopicPartition(t, p, self._start[(t, p)]) for t, p in self._keys])
+        self._c.assign([TopicPartition(t, p, self._pos[(t, p)]) for t, p in self._keys])
         if self._paused:
             self._c.pause([self._tps[k] for k in self._paused])
         self._dirty = False
+        # Wait (well under a millisecond, measured) for the reset, so that a position that
+        # passes a trailing transaction marker is believed even when no record follows it.
+        # Nothing is consumed meanwhile, so the position stays "none" once it is.
+        tps = [self._tps[k] for k in self._keys]
+        deadline = time.monotonic() + _RESET_WAIT_S
+        while True:
+            fresh = [tp.offset < 0 for tp in self._c.position(tps)]
+            if all(fresh) or time.monotonic() > deadline:
+                break
+            time.sleep(0.0002)
+        self._fresh = dict(zip(self._keys, fresh, strict=True))
 
     def pause(self, *tps: Sequence[Any]) -> None:
         keys = [(tp[0], tp[1]) for tp in tps]
@@ -271,16 +296,19 @@ class ConfluentConsumer:
             self._c.resume([self._tps[k] for k in keys])
 
     def position(self, tp: Sequence[Any]) -> int:
-        """The offset after the last record returned (past transaction markers)."""
+        """The offset after the last record returned (or the sought offset), moved past
+        transaction markers once librdkafka has consumed them."""
         key = (tp[0], tp[1])
         if self._dirty:
             self._apply_seeks()
-        off = self._c.position([self._tps[key]])[0].offset
-        if off >= 0:
-            return int(off)
-        start = self._start[key]
-        assert start is not None
-        return start  # nothing returned since the assignment
+        mine = self._pos[key]
+        assert mine is not None
+        theirs = self._c.position([self._tps[key]])[0].offset
+        if theirs < 0:
+            self._fresh[key] = True
+        elif self._fresh[key] and theirs > mine:
+            self._pos[key] = mine = int(theirs)
+        return mine
 
     def highwater(self, tp: Sequence[Any]) -> int | None:
         """The high watermark of the last fetch response, or None before one."""
@@ -320,6 +348,11 @@ class ConfluentConsumer:
                for m in msgs if m.error() is None]
         if len(out) != len(msgs):
             self._message_errors([m for m in msgs if m.error() is not None])
+        if out:  # each partition's last record (records come in offset order)
+            pos, fresh = self._pos, self._fresh
+            for key, off in {(r[0], r[1]): r[2] for r in out}.items():
+                pos[key] = off + 1
+                fresh[key] = True
         return out
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None
