@@ -114,6 +114,23 @@ def test_the_records_kafka_python_reads(broker: str, consumer: ConfluentConsumer
         tuple(r) for r in want[1][28:]]
 
 
+def test_a_poll_returns_once_records_are_there(broker: str, consumer: ConfluentConsumer
+                                               ) -> None:
+    """As kafka-python's: the first records end the wait (librdkafka's consume() would wait
+    for ``max_records`` of them or the whole timeout)."""
+    topic = new_topic(broker, 1)
+    _produce(broker, topic, _messages(6)[::2])
+    consumer.assign([(topic, 0)])
+    consumer.seek((topic, 0), 0)
+    t0 = time.monotonic()
+    got = consumer.poll_records(8.0, 1000)
+    took = time.monotonic() - t0
+    assert got and took < 4, took
+    t0 = time.monotonic()
+    assert consumer.poll_records(0.3, 1000) == [] or len(got) < 3
+    assert time.monotonic() - t0 < 2
+
+
 def test_positions_seek_back_pause_and_resume(broker: str, consumer: ConfluentConsumer
                                               ) -> None:
     topic = new_topic(broker, 2)

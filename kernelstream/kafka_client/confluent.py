@@ -339,7 +339,15 @@ class ConfluentConsumer:
         :class:`SourceRecord` s, waiting up to ``timeout_s`` for the first."""
         if self._dirty:
             self._apply_seeks()
-        msgs = self._c.consume(max_records, max(0.0, timeout_s))
+        # librdkafka's consume() waits for all ``max_records`` (or the timeout), kafka-python's
+        # poll() only for the first: take what is there; if nothing, wait for one message,
+        # then take what came with it
+        consume = self._c.consume
+        msgs = consume(max_records, 0)
+        if not msgs and timeout_s > 0:
+            msgs = consume(1, timeout_s)
+            if msgs and max_records > 1:
+                msgs += consume(max_records - 1, 0)
         if self._errors:
             self._raise_errors()
         new, rec = _new_tuple, SourceRecord
