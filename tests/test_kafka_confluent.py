@@ -220,6 +220,27 @@ def test_high_watermark_and_the_readers_idle_detection(broker: str) -> None:
         reader.close()
 
 
+def test_a_broker_outage_is_waited_out() -> None:
+    """As with kafka-python: the reader waits (librdkafka reconnects), it does not fail."""
+    from kernelstream.kafka_client import local_broker
+
+    with local_broker() as b:
+        topic = new_topic(b, 1)
+        _produce(b, topic, [(None, b"x", 0, T0)])
+        c = reader_consumer(b, (), "confluent")
+        assert isinstance(c, ConfluentConsumer)
+        c.assign([(topic, 0)])
+        c.seek((topic, 0), 0)
+        assert len(_read(c, 1)) == 1
+    try:  # the broker is gone
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2:
+            assert c.poll_records(0.2, 100) == []
+        assert c.position((topic, 0)) == 1
+    finally:
+        c.close()
+
+
 # -- out of the log: librdkafka's mock cluster ------------------------------------------------
 
 
@@ -347,3 +368,21 @@ def test_kafka_python_settings_translate_or_fall_back(broker: str) -> None:
         reader_consumer(broker, (), "librdkafka")
     with pytest.raises(ValueError, match="kafka_client"):
         kr.ReadKafkaPartitions(broker, ["t"], kafka_client="librdkafka")
+
+
+def test_a_librdkafka_that_refuses_the_settings(broker: str, monkeypatch: pytest.MonkeyPatch
+                                                ) -> None:
+    """e.g. a librdkafka older than one of the reader's properties: auto reads with
+    kafka-python, confluent fails in one line."""
+    from kafka import KafkaConsumer
+
+    from kernelstream.kafka_client import confluent
+
+    monkeypatch.setitem(confluent._BASE, "no.such.property", 1)
+    fallback = reader_consumer(broker, (), "auto")
+    try:
+        assert isinstance(fallback, KafkaConsumer)
+    finally:
+        fallback.close()
+    with pytest.raises(ValueError, match=r"--kafka-client confluent: .*no\.such\.property"):
+        reader_consumer(broker, (), "confluent")

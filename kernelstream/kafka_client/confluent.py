@@ -166,10 +166,17 @@ def reader_consumer(bootstrap: str, client: tuple[tuple[str, str], ...] = (),
     if kind != "kafka-python":
         problem = check_confluent(client)
         if problem is None:
+            from confluent_kafka import KafkaException
+
             cfg = confluent_config(bootstrap, client)
             assert cfg is not None
-            return ConfluentConsumer(cfg)
-        if kind == "confluent":
+            try:
+                return ConfluentConsumer(cfg)
+            except KafkaException as e:  # e.g. a librdkafka too old for a property
+                if kind == "confluent":
+                    raise ValueError(f"--kafka-client confluent: {e}") from None
+                LOGGER.warning("confluent-kafka consumer: %s; reading with kafka-python", e)
+        elif kind == "confluent":
             raise ValueError(problem)
     return assigned_consumer(bootstrap, client)
 
