@@ -31,6 +31,7 @@ uses librdkafka. Producers, sinks and the bounded reader stay on kafka-python.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -391,7 +392,7 @@ class ConfluentConsumer:
                                      self._query(tp, 1))
             if code == KafkaError._PARTITION_EOF:
                 continue
-            if err.fatal() or code in _FAILURES:
+            if err.fatal() or code in _failure_codes():
                 raise RuntimeError(f"Kafka consumer: {err.str()}")
             # else transient (a broker restarting): librdkafka retries, as kafka-python does
             LOGGER.debug("Kafka consumer: %s", err.str())
@@ -399,7 +400,7 @@ class ConfluentConsumer:
     def _raise_errors(self) -> None:
         errors, self._errors[:] = list(self._errors), []
         for err in errors:
-            if err.fatal() or err.code() in _FAILURES:
+            if err.fatal() or err.code() in _failure_codes():
                 raise RuntimeError(f"Kafka consumer: {err.str()}")
             LOGGER.debug("Kafka consumer: %s", err.str())
 
@@ -407,6 +408,7 @@ class ConfluentConsumer:
         self._c.close()
 
 
+@functools.cache
 def _failure_codes() -> frozenset[int]:
     """Errors no retry cures: fail the reader instead of waiting forever. (A missing topic
     or a denied group are not among them: kafka-python waits out the first, and the second
@@ -419,5 +421,3 @@ def _failure_codes() -> frozenset[int]:
              "SASL_AUTHENTICATION_FAILED", "UNSUPPORTED_SASL_MECHANISM")
     return frozenset(getattr(KafkaError, n) for n in names if hasattr(KafkaError, n))
 
-
-_FAILURES = _failure_codes()
