@@ -71,6 +71,13 @@ class _Log(beam.DoFn):
             _seen("log").append(None)
 
 
+@pytest.fixture(params=["confluent", "kafka-python"])
+def client(request: pytest.FixtureRequest) -> str:
+    """The readers' Kafka client (``kafka_client`` of ReadKafkaPartitions): each test that
+    takes it runs with both."""
+    return str(request.param)
+
+
 @pytest.fixture(autouse=True)
 def _fresh() -> Iterator[None]:
     _SEEN.clear()
@@ -150,12 +157,12 @@ def _quantile(xs: list[float], q: float) -> float:
 # -- live stream ----------------------------------------------------------------------------------
 
 
-def test_live_latency_bundles_and_drain(broker: str) -> None:
+def test_live_latency_bundles_and_drain(broker: str, client: str) -> None:
     """Records produced while the pipeline runs reach a fused keyed stateful DoFn quickly;
     each bundle (one reader call) ends with progress covering its records; drain ends it."""
     (topic,) = _topics(broker, 1, "live")
     p = _streaming()
-    out = p | kr.ReadKafkaPartitions(broker, [topic])
+    out = p | kr.ReadKafkaPartitions(broker, [topic], kafka_client=client)
     out.records | "Key" >> beam.Map(lambda r: (r.key, r)) | "State" >> beam.ParDo(_Stateful())
     out.progress | "Started" >> beam.ParDo(_Collect("progress"))
     # Not a Flatten of both: the FnApiRunner does not fuse it with the reader (it would see
@@ -182,7 +189,7 @@ def test_live_latency_bundles_and_drain(broker: str) -> None:
     drain_s = time.monotonic() - t_drain
 
     lat = [ms for ms, _ in _seen("latency")]
-    print(f"\n{n} records at ~{rate:g}/s: latency record timestamp -> stateful DoFn "
+    print(f"\n{client}: {n} records at ~{rate:g}/s: latency record timestamp -> stateful DoFn "
           f"p50 {_quantile(lat, 0.5):.1f} ms, p99 {_quantile(lat, 0.99):.1f} ms, "
           f"max {max(lat):.1f} ms; drain took {drain_s:.2f} s")
     assert [r.offset for _, r in _seen("latency")] == list(range(n))
@@ -209,7 +216,7 @@ def test_live_latency_bundles_and_drain(broker: str) -> None:
     assert sum(1 for b in bundles if len(b) > 1) > 10  # records arrived over many bundles
 
 
-def test_group_order_is_the_merge_of_the_topic_contents(broker: str) -> None:
+def test_group_order_is_the_merge_of_the_topic_contents(broker: str, client: str) -> None:
     """Two events topics and a labels topic of two partitions: the records of each partition
     group arrive in merged() order of the group's contents (timestamps with ties and going
     backwards within a partition); records of other groups interleave freely."""
@@ -227,7 +234,7 @@ def test_group_order_is_the_merge_of_the_topic_contents(broker: str) -> None:
     total = sum(map(len, contents.values()))
 
     p = _streaming()
-    out = p | kr.ReadKafkaPartitions(broker, [ev1, ev2], labels_topic=lab)
+    out = p | kr.ReadKafkaPartitions(broker, [ev1, ev2], labels_topic=lab, kafka_client=client)
     out.records | beam.ParDo(_Collect("records"))
     th, res = _run_in_thread(p)
     _wait(lambda: len(_seen("records")) >= total, 30, "every record")
@@ -242,7 +249,8 @@ def test_group_order_is_the_merge_of_the_topic_contents(broker: str) -> None:
         assert want != sorted(want, key=lambda r: r.timestamp_ms)  # the test is not trivial
 
 
-def test_bounded_read_ends_at_stop_offsets_while_producers_write(broker: str) -> None:
+def test_bounded_read_ends_at_stop_offsets_while_producers_write(broker: str,
+                                                                 client: str) -> None:
     (topic,) = _topics(broker, 2, "bounded")
     prod = _producer(broker)
     for i in range(60):
@@ -266,7 +274,8 @@ def test_bounded_read_ends_at_stop_offsets_while_producers_write(broker: str) ->
         p = beam.Pipeline(runner=FnApiRunner())
         # progress in the records output: one PCollection, each progress after its records
         out = p | kr.ReadKafkaPartitions(broker, [topic], start_offsets={(topic, 1): 10},
-                                         stop_offsets=stop, progress_in_records=True)
+                                         stop_offsets=stop, progress_in_records=True,
+                                         kafka_client=client)
         out.records | beam.ParDo(_Collect("both"))
         out.progress | "Progress" >> beam.ParDo(_Collect("progress"))
         t0 = time.monotonic()
@@ -300,7 +309,8 @@ class _Stamped(beam.DoFn):
         _seen("stamped").append((item, ts.micros // 1000))
 
 
-def test_batched_records_are_the_same_records_one_element_per_call(broker: str) -> None:
+def test_batched_records_are_the_same_records_one_element_per_call(broker: str,
+                                                                   client: str) -> None:
     (topic,) = _topics(broker, 2, "batched")
     prod = _producer(broker)
     for i in range(90):  # timestamps out of offset order within a partition
@@ -311,7 +321,8 @@ def test_batched_records_are_the_same_records_one_element_per_call(broker: str) 
     stop = {tp: end for tp, (_, end) in kafka_partition_info(broker, [topic]).items()}
     p = beam.Pipeline(runner=FnApiRunner())
     out = p | kr.ReadKafkaPartitions(broker, [topic], stop_offsets=stop, max_records=20,
-                                     progress_in_records=True, batch_records=True)
+                                     progress_in_records=True, batch_records=True,
+                                     kafka_client=client)
     out.records | beam.ParDo(_Stamped())
     p.run().wait_until_finish()
     stamped = _seen("stamped")
@@ -408,7 +419,7 @@ def test_tracker_checkpoints_and_finishes() -> None:
 # -- the portable runner ------------------------------------------------------------------------
 
 
-def test_portable_job_service_loopback_runs_and_drains(broker: str) -> None:
+def test_portable_job_service_loopback_runs_and_drains(broker: str, client: str) -> None:
     from kernelstream.pipelines.beam_replay import local_job_service
 
     (topic,) = _topics(broker, 1, "portable")
@@ -416,7 +427,7 @@ def test_portable_job_service_loopback_runs_and_drains(broker: str) -> None:
         p = beam.Pipeline(options=PipelineOptions([
             "--runner=PortableRunner", f"--job_endpoint={endpoint}",
             "--environment_type=LOOPBACK", "--streaming"]))
-        out = p | kr.ReadKafkaPartitions(broker, [topic])
+        out = p | kr.ReadKafkaPartitions(broker, [topic], kafka_client=client)
         out.records | beam.ParDo(_Collect("records"))
         out.progress | "Progress" >> beam.ParDo(_Collect("progress"))
         th, res = _run_in_thread(p)

@@ -13,7 +13,10 @@ from the package itself:
   (:class:`KafkaBlocks`, :class:`SourcePosition`);
 * :mod:`~kernelstream.kafka_client.sink`: output rows as messages (:class:`KafkaWriter`);
 * :mod:`~kernelstream.kafka_client.partitions`: a live stream's partition groups
-  (:func:`kafka_partition_info`, :func:`partition_groups`).
+  (:func:`kafka_partition_info`, :func:`partition_groups`);
+* :mod:`~kernelstream.kafka_client.confluent`: the live stream reader's consumer over
+  confluent-kafka (librdkafka) and the choice of client (``reader_consumer``; not imported
+  here: only the stream reader needs it).
 
 Reading: :func:`iter_topic_records` and :class:`KafkaBlocks`
     One message is one example: its value is one line in the LIBSVM (default) or CSV

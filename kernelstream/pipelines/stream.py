@@ -34,6 +34,7 @@ from typing import Any
 from kernelstream.pipelines.config import TASKS
 from kernelstream.pipelines.stream_config import (
     EXIT_STOPPED,
+    KAFKA_CLIENTS,
     KEY_BY,
     PROG,
     RUNNERS,
@@ -101,10 +102,11 @@ def _error_line(exc: BaseException) -> str:
 
 
 def _quiet_logs() -> None:
-    # Beam's and kafka-python's warnings would drown the one-line messages; the CLI reports
-    # failures itself
+    # Beam's, kafka-python's and librdkafka's warnings would drown the one-line messages; the
+    # CLI reports failures itself
     logging.getLogger("apache_beam").setLevel(logging.ERROR)
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    logging.getLogger("kernelstream.rdkafka").setLevel(logging.CRITICAL)
 
 
 def run(config: StreamConfig) -> int:
@@ -137,6 +139,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     job = StreamJob(
         spec=config.spec, bootstrap=config.bootstrap, topics=config.topics, out=out,
         control=control, part=part, labels_topic=config.labels_topic, client=config.client,
+        kafka_client=config.kafka_client,
         start_offsets=tuple((t, p, o) for (t, p), o in sorted(prep.start.items())),
         checkpoint=None if config.checkpoint is None else os.path.realpath(config.checkpoint),
         resume_epoch=prep.resume_epoch, init_from=config.init_from, init_kind=prep.init_kind,
@@ -292,6 +295,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="with --kafka-out: only these outputs (default: all five)")
     s.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                    help="kafka-python client setting (repeatable)")
+    s.add_argument("--kafka-client", choices=KAFKA_CLIENTS, default="auto",
+                   help="the reader's Kafka client: confluent-kafka (librdkafka: C decoding, "
+                   "background prefetch), or kafka-python; auto (default): confluent-kafka "
+                   "when installed and every --kafka-option has a librdkafka equivalent")
     s.add_argument("--init-from", metavar="DIR",
                    help="warm start: models without a snapshot start from the learners in "
                    "this stream checkpoint or replay checkpoint directory")

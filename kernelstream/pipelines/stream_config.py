@@ -22,6 +22,8 @@ PROG = "kernelstream"
 SCHEME = "kafka://"
 EXIT_STOPPED = 130
 RUNNERS = ("direct", "portable")
+# kafka_client.confluent.KAFKA_CLIENTS (not imported: this module stays free of the clients)
+KAFKA_CLIENTS = ("auto", "confluent", "kafka-python")
 KEY_BY = ("id-prefix",)
 OUTPUT_NAMES = ("predictions", "outcomes", "unlabeled", "metrics", "dead_letters")
 
@@ -81,6 +83,7 @@ class StreamConfig:
     kafka_out: tuple[str, str] | None = None  # (bootstrap, prefix)
     kafka_outputs: tuple[str, ...] = OUTPUT_NAMES  # the outputs sent to Kafka
     client: tuple[tuple[str, str], ...] = ()
+    kafka_client: str = "auto"  # the reader's client (kafka_client.confluent.reader_consumer)
     init_from: str | None = None
     max_seconds: float | None = None
     idle_stop: float | None = None
@@ -186,6 +189,16 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
             raise ConfigError("--kafka-outputs goes with --kafka-out")
         kafka_outputs = names
     client = client_settings(args.kafka_option or [])
+    kafka_client = getattr(args, "kafka_client", None) or "auto"
+    if kafka_client not in KAFKA_CLIENTS:
+        raise ConfigError(f"--kafka-client {kafka_client!r}: expected one of "
+                          f"{', '.join(KAFKA_CLIENTS)}")
+    if kafka_client == "confluent":  # asked for explicitly: no silent fallback
+        from kernelstream.kafka_client.confluent import check_confluent
+
+        problem = check_confluent(client)
+        if problem is not None:
+            raise ConfigError(problem)
     pipeline_args = tuple(getattr(args, "pipeline_args", ()) or ())
     if any(a.startswith("--direct_num_workers") and a.split("=", 1)[-1] not in ("1", "0")
            for a in pipeline_args):
@@ -216,7 +229,8 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
         bootstrap=bootstrap, topics=topics, labels_topic=labels_topic, configs=engine_configs,
         spec=spec, out=args.out, checkpoint=args.checkpoint, kafka_out=kafka_out,
         kafka_outputs=kafka_outputs,
-        client=client, init_from=args.init_from, max_seconds=max_seconds, idle_stop=idle_stop,
+        client=client, kafka_client=kafka_client, init_from=args.init_from,
+        max_seconds=max_seconds, idle_stop=idle_stop,
         snapshot_every=args.snapshot_every, snapshot_seconds=snapshot_seconds,
         runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv))
 

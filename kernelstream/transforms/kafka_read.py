@@ -1,7 +1,9 @@
 """The unbounded Kafka reader of ``kernelstream stream``: a splittable DoFn over partition groups.
 
 :class:`ReadKafkaPartitions` reads one or more events topics and an optional labels topic
-(co-partitioned: the same number of partitions) with kafka-python, as *partition groups*:
+(co-partitioned: the same number of partitions) with confluent-kafka (librdkafka: C decoding,
+background prefetch; :mod:`kernelstream.kafka_client.confluent`) where it is installed and the
+client settings translate, else kafka-python, as *partition groups*:
 partition ``p`` of every topic is one element, whose records are merged by
 ``(timestamp, topic index, offset)`` (:mod:`kernelstream.engine.merge`), so a model fed by one
 group sees its records in an order the topic contents alone decide.
@@ -62,7 +64,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 from kernelstream.engine.merge import GroupMerger
 from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.records import SourceRecord
-from kernelstream.kafka_client.clients import assigned_consumer
+from kernelstream.kafka_client.confluent import KAFKA_CLIENTS, reader_consumer
 from kernelstream.kafka_client.partitions import (
     PartitionGroup,
     kafka_partition_info,
@@ -278,10 +280,16 @@ class _GroupReader:
     bundle, a residual run by another instance first) seeks back and refills the merge."""
 
     def __init__(self, group: PartitionGroup, consumer: Any, merge_idle_ms: int) -> None:
-        from kafka import TopicPartition
-
         self.keys = group.partitions
-        self.tps = [TopicPartition(t, p) for t, p in self.keys]
+        # the confluent-kafka consumer takes plain (topic, partition) tuples and returns
+        # SourceRecords itself (poll_records); kafka-python's wants its TopicPartitions
+        self.direct = hasattr(consumer, "poll_records")
+        if self.direct:
+            self.tps: list[Any] = list(self.keys)
+        else:
+            from kafka import TopicPartition
+
+            self.tps = [TopicPartition(t, p) for t, p in self.keys]
         self.index = {tp: i for i, tp in enumerate(self.keys)}
         self.consumer = consumer
         self.consumer.assign(self.tps)
@@ -340,6 +348,28 @@ class _GroupReader:
             self.paused = hold
         if len(hold) == len(self.keys):
             return
+        if self.direct:  # raises OffsetOutOfLog itself
+            recs = self.consumer.poll_records(timeout_s, max_records)
+            if stop is not None:
+                index = self.index
+                recs = [r for r in recs if r.offset < stop[index[(r.topic, r.partition)]]]
+            self.merger.add(recs)
+        else:
+            self._poll_kafka_python(timeout_s, stop, max_records)
+        now = time.monotonic()
+        for i, tp in enumerate(self.tps):
+            if i not in self.paused:
+                self.fetched[i] = int(self.consumer.position(tp))
+            hw = self.consumer.highwater(tp)
+            idle = (self.merger.buffered(self.keys[i]) == 0 and hw is not None
+                    and self.fetched[i] >= hw)
+            if not idle:
+                self.idle_since[i] = None
+            elif self.idle_since[i] is None:
+                self.idle_since[i] = now
+
+    def _poll_kafka_python(self, timeout_s: float, stop: Sequence[int] | None,
+                           max_records: int) -> None:
         from kafka.errors import OffsetOutOfRangeError
 
         try:
@@ -353,17 +383,6 @@ class _GroupReader:
             self.merger.add(SourceRecord(r.topic, r.partition, r.offset, int(r.timestamp),
                                          r.key, r.value)
                             for r in recs if end is None or r.offset < end)
-        now = time.monotonic()
-        for i, tp in enumerate(self.tps):
-            if i not in self.paused:
-                self.fetched[i] = int(self.consumer.position(tp))
-            hw = self.consumer.highwater(tp)
-            idle = (self.merger.buffered(self.keys[i]) == 0 and hw is not None
-                    and self.fetched[i] >= hw)
-            if not idle:
-                self.idle_since[i] = None
-            elif self.idle_since[i] is None:
-                self.idle_since[i] = now
 
     def _out_of_log(self, e: Exception) -> Exception:
         where = e.args[0] if e.args and isinstance(e.args[0], dict) else {}
@@ -387,8 +406,8 @@ class _ReadGroups(beam.DoFn):
                  max_records: int, merge_idle_ms: int, idle_watermark_lag_ms: int,
                  drain_path: str | None, progress_in_records: bool = False,
                  batch_records: bool = False, call_ms: int = 0,
-                 call_records: int = 0) -> None:
-        self.bootstrap, self.client = bootstrap, client
+                 call_records: int = 0, kafka_client: str = "auto") -> None:
+        self.bootstrap, self.client, self.kafka_client = bootstrap, client, kafka_client
         self.call_ms, self.call_records = call_ms, call_records
         self.progress_in_records = progress_in_records
         self.batch_records = batch_records
@@ -419,7 +438,9 @@ class _ReadGroups(beam.DoFn):
         cache_key = (group.partition, tuple(group.topics))
         reader = self._readers.get(cache_key)
         if reader is None:
-            reader = _GroupReader(group, assigned_consumer(self.bootstrap, self.client),
+            # resolved here, on the worker: "auto" takes confluent-kafka where it imports
+            consumer = reader_consumer(self.bootstrap, self.client, self.kafka_client)
+            reader = _GroupReader(group, consumer,
                                   self.merge_idle_ms)
             self._readers[cache_key] = reader
         reader.sync(rest.start)
@@ -569,7 +590,10 @@ class ReadKafkaPartitions(beam.PTransform):
     :func:`~kernelstream.kafka_client.kafka_partition_info` when the run starts), else an
     unbounded read until drained (:func:`request_drain` or ``drain_path`` existing).
     ``client``: kafka-python consumer settings (``KEY=VALUE`` pairs of
-    :func:`~kernelstream.kafka_client.client_settings`). ``poll_timeout_ms``: how long an idle
+    :func:`~kernelstream.kafka_client.client_settings`). ``kafka_client``: the readers'
+    consumer (:func:`~kernelstream.kafka_client.confluent.reader_consumer`): ``auto``
+    (confluent-kafka where it imports and the settings translate, else kafka-python),
+    ``confluent`` or ``kafka-python``. ``poll_timeout_ms``: how long an idle
     reader blocks per call (shared by the groups of one worker); ``max_records``: at most
     this many records per call; ``merge_idle_ms``: how long an empty partition of a group must
     stay caught up before the others' records pass it (see
@@ -591,7 +615,7 @@ class ReadKafkaPartitions(beam.PTransform):
                  max_records: int = 1000, merge_idle_ms: int = 50,
                  idle_watermark_lag_ms: int = 1000, drain_path: str | None = None,
                  progress_in_records: bool = False, batch_records: bool = False,
-                 call_ms: int = 0, call_records: int = 0) -> None:
+                 call_ms: int = 0, call_records: int = 0, kafka_client: str = "auto") -> None:
         super().__init__()
         if isinstance(topics, str) or not topics:
             raise ValueError("ReadKafkaPartitions needs a sequence of one or more topics")
@@ -602,6 +626,10 @@ class ReadKafkaPartitions(beam.PTransform):
                 or min(merge_idle_ms, call_ms, call_records) < 0):
             raise ValueError("poll_timeout_ms and max_records must be >= 1, merge_idle_ms, "
                              "call_ms and call_records >= 0")
+        if kafka_client not in KAFKA_CLIENTS:
+            raise ValueError(f"kafka_client {kafka_client!r}: expected one of "
+                             f"{', '.join(KAFKA_CLIENTS)}")
+        self.kafka_client = kafka_client
         self.bootstrap, self.topics, self.client = bootstrap, tuple(all_topics), tuple(client)
         self.start = None if start_offsets is None else dict(start_offsets)
         self.stop = None if stop_offsets is None else dict(stop_offsets)
@@ -617,7 +645,7 @@ class ReadKafkaPartitions(beam.PTransform):
         dofn = cls(self.bootstrap, self.client, self.poll_timeout_ms, self.max_records,
                    self.merge_idle_ms, self.idle_lag_ms, self.drain_path,
                    self.progress_in_records, self.batch_records, self.call_ms,
-                   self.call_records)
+                   self.call_records, self.kafka_client)
         out = (pbegin
                | "Impulse" >> beam.Impulse()
                | "ListGroups" >> beam.ParDo(_ListGroups(self.bootstrap, self.topics,

@@ -375,7 +375,8 @@ class LiveStream(beam.PTransform):
             client=job.client, poll_timeout_ms=job.poll_timeout_ms,
             max_records=job.max_records, merge_idle_ms=job.merge_idle_ms,
             drain_path=job.drain_path, progress_in_records=True, batch_records=True,
-            call_ms=job.call_ms, call_records=job.snapshot_every)
+            call_ms=job.call_ms, call_records=job.snapshot_every,
+            kafka_client=job.kafka_client)
         items = (read.records
                  | "Route" >> beam.ParDo(RouteRecords(job)).with_output_types(
                      typehints.Tuple[str, Batched])

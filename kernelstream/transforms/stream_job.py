@@ -59,6 +59,7 @@ class StreamJob:
     part: str
     labels_topic: str | None = None
     client: tuple[tuple[str, str], ...] = ()
+    kafka_client: str = "auto"  # the reader's client: auto, confluent or kafka-python
     start_offsets: tuple[tuple[str, int, int], ...] = ()
     checkpoint: str | None = None
     resume_epoch: int | None = None

@@ -1,0 +1,423 @@
+"""The stream reader's consumer over confluent-kafka (librdkafka), and the choice of client.
+
+The unbounded reader (:class:`kernelstream.transforms.kafka_read._GroupReader`) was written
+against kafka-python's ``KafkaConsumer``; :class:`ConfluentConsumer` gives it the same calls
+(``assign``, ``seek``, ``pause``, ``resume``, ``poll``, ``position``, ``highwater``,
+``beginning_offsets``, ``end_offsets``, ``close``) over ``confluent_kafka.Consumer``, plus
+:meth:`ConfluentConsumer.poll_records`, which returns the reader's
+:class:`~kernelstream.engine.records.SourceRecord` s directly. Why: kafka-python decodes
+record batches in Python (a seventh of a stream's drain time, measured) and its ``poll``
+sometimes blocks for 40-150 ms; librdkafka decodes in C and prefetches in background threads.
+
+What it keeps of the kafka-python reader's contract:
+
+* no consumer group: partitions are assigned with explicit offsets, nothing is committed
+  (librdkafka still wants a ``group.id``: a fixed one that is never joined);
+* a position outside the log raises :class:`~kernelstream.engine.offsets.OffsetOutOfLog`
+  (``auto.offset.reset=error``), never a silent jump;
+* ``position`` is the offset after the last record returned (librdkafka moves it past
+  transaction markers as kafka-python does); ``highwater`` is the high watermark of the
+  last fetch response (None until there is one);
+* the same records: ``read_uncommitted`` (kafka-python's default, not librdkafka's), exact
+  offsets, Kafka timestamps, keys and values.
+
+Settings. Users give kafka-python names (``--kafka-option KEY=VALUE``);
+:func:`confluent_config` translates the consumer's ones to librdkafka properties.
+:func:`reader_consumer` picks the client: ``auto`` (the default) takes confluent-kafka when
+it imports and every setting translates, else kafka-python (no error: the settings are
+valid kafka-python ones); ``confluent`` insists (an error otherwise); ``kafka-python`` never
+uses librdkafka. Producers, sinks and the bounded reader stay on kafka-python.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from kernelstream.engine.offsets import OffsetOutOfLog
+from kernelstream.engine.records import SourceRecord
+from kernelstream.kafka_client.clients import (
+    READ_DEFAULTS,
+    assigned_consumer,
+    client_defaults,
+    typed_settings,
+)
+
+KAFKA_CLIENTS = ("auto", "confluent", "kafka-python")
+GROUP_ID = "kernelstream-reader"  # never joined, nothing committed: librdkafka needs one
+LOGGER = logging.getLogger("kernelstream.rdkafka")
+
+# kafka-python consumer setting -> librdkafka property; the value passes as it is
+_SAME: dict[str, str] = {
+    "fetch_max_wait_ms": "fetch.wait.max.ms",
+    "fetch_min_bytes": "fetch.min.bytes",
+    "fetch_max_bytes": "fetch.max.bytes",
+    "max_partition_fetch_bytes": "max.partition.fetch.bytes",
+    "request_timeout_ms": "socket.timeout.ms",
+    "retry_backoff_ms": "retry.backoff.ms",
+    "reconnect_backoff_ms": "reconnect.backoff.ms",
+    "reconnect_backoff_max_ms": "reconnect.backoff.max.ms",
+    "max_in_flight_requests_per_connection": "max.in.flight.requests.per.connection",
+    "check_crcs": "check.crcs",
+    "isolation_level": "isolation.level",
+    "allow_auto_create_topics": "allow.auto.create.topics",
+    "metadata_max_age_ms": "metadata.max.age.ms",
+    "connections_max_idle_ms": "connections.max.idle.ms",
+    "receive_buffer_bytes": "socket.receive.buffer.bytes",
+    "send_buffer_bytes": "socket.send.buffer.bytes",
+    "receive_message_max_bytes": "receive.message.max.bytes",
+    "client_rack": "client.rack",
+    "client_dns_lookup": "client.dns.lookup",
+    "security_protocol": "security.protocol",
+    "sasl_mechanism": "sasl.mechanism",
+    "sasl_plain_username": "sasl.username",
+    "sasl_plain_password": "sasl.password",
+    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
+    "ssl_cafile": "ssl.ca.location",
+    "ssl_certfile": "ssl.certificate.location",
+    "ssl_keyfile": "ssl.key.location",
+    "ssl_password": "ssl.key.password",
+    "ssl_crlfile": "ssl.crl.location",
+    "ssl_ciphers": "ssl.cipher.suites",
+}
+# Meaningless for an assigned reader without group (kafka-python's own connection probe,
+# group membership, the iterator API, its metrics): dropped.
+_IGNORED = frozenset({
+    "bootstrap_timeout_ms", "max_poll_records", "max_poll_interval_ms", "session_timeout_ms",
+    "heartbeat_interval_ms", "auto_commit_interval_ms", "group_instance_id",
+    "consumer_timeout_ms", "exclude_internal_topics", "enable_incremental_fetch_sessions",
+    "metrics_enabled", "metrics_num_samples", "metrics_sample_window_ms",
+    "metric_group_prefix",
+})
+# SASL mechanisms librdkafka runs from string settings alone (OAUTHBEARER needs
+# kafka-python's token provider object)
+_SASL = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI"})
+
+# The reader's own librdkafka settings (a user setting of the same meaning wins).
+# isolation.level: kafka-python's default, so both clients return the same records.
+# queued.max.messages.kbytes: the background prefetch per consumer (one per partition group),
+# 16 MB instead of 64: enough to keep a reader busy, bounded for many groups per worker.
+# fetch.queue.backoff.ms: once the prefetch queue is full, refetch soon after the reader
+# drains it (librdkafka waits 1 s by default).
+_BASE: dict[str, Any] = {
+    "client.id": "kernelstream",
+    "group.id": GROUP_ID,
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "auto.offset.reset": "error",
+    "isolation.level": "read_uncommitted",
+    "socket.nagle.disable": True,
+    "queued.max.messages.kbytes": 16384,
+    "fetch.queue.backoff.ms": 10,
+}
+
+
+def confluent_available() -> bool:
+    """Whether confluent-kafka (librdkafka) imports here."""
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def untranslatable(client: tuple[tuple[str, str], ...]) -> list[str]:
+    """The consumer settings among ``client`` that have no librdkafka equivalent."""
+    consumer = client_defaults()[0]
+    out = []
+    for k, v in client:
+        if k not in consumer or k in _IGNORED:
+            continue  # producer-only settings never reach a consumer
+        if k not in _SAME and k != "ssl_check_hostname":
+            out.append(k)
+        elif k == "sasl_mechanism" and v.strip().upper() not in _SASL:
+            out.append(f"{k}={v}")
+    return out
+
+
+def confluent_config(bootstrap: str, client: tuple[tuple[str, str], ...] = ()
+                     ) -> dict[str, Any] | None:
+    """librdkafka settings of the reader's consumer from kafka-python-named ``client``
+    settings (with :data:`~kernelstream.kafka_client.clients.READ_DEFAULTS`), or None when
+    one of them has no librdkafka equivalent."""
+    if untranslatable(client):
+        return None
+    typed = typed_settings(client, client_defaults()[0])
+    cfg = dict(_BASE)
+    for k, v in {**READ_DEFAULTS, **typed}.items():
+        if k in _SAME:
+            cfg[_SAME[k]] = v
+        elif k == "ssl_check_hostname":
+            cfg["ssl.endpoint.identification.algorithm"] = "https" if v else "none"
+    cfg["bootstrap.servers"] = bootstrap
+    return cfg
+
+
+def reader_consumer(bootstrap: str, client: tuple[tuple[str, str], ...] = (),
+                    kind: str = "auto") -> Any:
+    """The stream reader's consumer for ``kind`` (:data:`KAFKA_CLIENTS`): a
+    :class:`ConfluentConsumer`, or kafka-python's (``assigned_consumer``) when ``kind`` is
+    ``kafka-python``, or ``auto`` and confluent-kafka is missing or a setting does not
+    translate. ``confluent`` raises :class:`ValueError` where ``auto`` would fall back."""
+    if kind not in KAFKA_CLIENTS:
+        raise ValueError(f"Kafka client {kind!r}: expected one of {', '.join(KAFKA_CLIENTS)}")
+    if kind != "kafka-python":
+        problem = check_confluent(client)
+        if problem is None:
+            from confluent_kafka import KafkaException
+
+            cfg = confluent_config(bootstrap, client)
+            assert cfg is not None
+            try:
+                return ConfluentConsumer(cfg)
+            except KafkaException as e:  # e.g. a librdkafka too old for a property
+                if kind == "confluent":
+                    raise ValueError(f"--kafka-client confluent: {e}") from None
+                LOGGER.warning("confluent-kafka consumer: %s; reading with kafka-python", e)
+        elif kind == "confluent":
+            raise ValueError(problem)
+    return assigned_consumer(bootstrap, client)
+
+
+def check_confluent(client: tuple[tuple[str, str], ...] = ()) -> str | None:
+    """Why the confluent-kafka reader cannot take ``client`` (one line), or None."""
+    if not confluent_available():
+        return "--kafka-client confluent: the confluent-kafka package is not installed"
+    bad = untranslatable(client)
+    if bad:
+        return (f"--kafka-client confluent: no librdkafka equivalent for the Kafka client "
+                f"setting(s) {', '.join(bad)} (use --kafka-client kafka-python or auto)")
+    return None
+
+
+class TP(NamedTuple):
+    """A topic partition as the keys of :meth:`ConfluentConsumer.poll` (kafka-python's
+    ``TopicPartition`` has the same fields)."""
+
+    topic: str
+    partition: int
+
+
+class ConsumerRecord(NamedTuple):
+    """A record of :meth:`ConfluentConsumer.poll`, with kafka-python's field names."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+_new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level __new__
+# How long a new assignment may take to reset the positions; a librdkafka that does not
+# reset them only costs this once per seek (its positions then count after a record).
+_RESET_WAIT_S = 0.5
+
+
+class ConfluentConsumer:
+    """kafka-python's ``KafkaConsumer`` calls the stream reader makes, over
+    ``confluent_kafka.Consumer`` with settings ``config`` (see :func:`confluent_config`).
+    Partitions are any ``(topic, partition)`` tuples (kafka-python's ``TopicPartition``s
+    too)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        from confluent_kafka import Consumer
+
+        self._errors: list[Any] = []
+        self._c = Consumer({**config, "error_cb": self._errors.append}, logger=LOGGER)
+        self._keys: list[tuple[str, int]] = []
+        self._tps: dict[tuple[str, int], Any] = {}  # confluent TopicPartitions, reused
+        # The next offset of each partition as far as this side knows (seeks, records
+        # returned); librdkafka's own position also moves past transaction markers, but
+        # right after an assignment it may still answer the old one (assign() is
+        # asynchronous), so it counts only once it is known to be the new assignment's:
+        # after it answered "none" (-1001, the reset of a new assignment), or after a record
+        # of it (_fresh).
+        self._pos: dict[tuple[str, int], int | None] = {}
+        self._fresh: dict[tuple[str, int], bool] = {}
+        self._paused: set[tuple[str, int]] = set()
+        self._dirty = False  # seeks not yet given to librdkafka
+
+    # -- assignment and positions
+
+    def assign(self, tps: Iterable[Sequence[Any]]) -> None:
+        """Read these partitions; each needs a :meth:`seek` before the first poll."""
+        from confluent_kafka import TopicPartition
+
+        self._keys = [(str(t), int(p)) for t, p in tps]
+        self._tps = {k: TopicPartition(*k) for k in self._keys}
+        self._pos = dict.fromkeys(self._keys)
+        self._fresh = dict.fromkeys(self._keys, False)
+        self._paused = set()
+        self._c.unassign()
+        self._dirty = True
+
+    def seek(self, tp: Sequence[Any], offset: int) -> None:
+        key = (tp[0], tp[1])
+        if key not in self._pos:
+            raise ValueError(f"seek of {key[0]}/{key[1]}: not assigned")
+        if not self._dirty:  # the new assignment keeps the other partitions where they are
+            for k in self._keys:
+                self._pos[k] = self.position(k)
+        self._pos[key] = int(offset)
+        self._dirty = True
+
+    def _apply_seeks(self) -> None:
+        # librdkafka's seek needs a partition that is assigned and fetching; a new
+        # assignment with explicit offsets positions every partition, fetching or not (and
+        # drops what was prefetched for the old positions)
+        from confluent_kafka import TopicPartition
+
+        missing = [k for k, o in self._pos.items() if o is None]
+        if missing:
+            raise ValueError(f"{missing[0][0]}/{missing[0][1]}: seek before reading")
+        self._c.assign([TopicPartition(t, p, self._pos[(t, p)]) for t, p in self._keys])
+        if self._paused:
+            self._c.pause([self._tps[k] for k in self._paused])
+        self._dirty = False
+        # Wait (well under a millisecond, measured) for the reset, so that a position that
+        # passes a trailing transaction marker is believed even when no record follows it.
+        # Nothing is consumed meanwhile, so the position stays "none" once it is.
+        tps = [self._tps[k] for k in self._keys]
+        deadline = time.monotonic() + _RESET_WAIT_S
+        while True:
+            fresh = [tp.offset < 0 for tp in self._c.position(tps)]
+            if all(fresh) or time.monotonic() > deadline:
+                break
+            time.sleep(0.0002)
+        self._fresh = dict(zip(self._keys, fresh, strict=True))
+
+    def pause(self, *tps: Sequence[Any]) -> None:
+        keys = [(tp[0], tp[1]) for tp in tps]
+        self._paused.update(keys)
+        if not self._dirty:
+            self._c.pause([self._tps[k] for k in keys])
+
+    def resume(self, *tps: Sequence[Any]) -> None:
+        keys = [(tp[0], tp[1]) for tp in tps]
+        self._paused.difference_update(keys)
+        if not self._dirty:
+            self._c.resume([self._tps[k] for k in keys])
+
+    def position(self, tp: Sequence[Any]) -> int:
+        """The offset after the last record returned (or the sought offset), moved past
+        transaction markers once librdkafka has consumed them."""
+        key = (tp[0], tp[1])
+        if self._dirty:
+            self._apply_seeks()
+        mine = self._pos[key]
+        assert mine is not None
+        theirs = self._c.position([self._tps[key]])[0].offset
+        if theirs < 0:
+            self._fresh[key] = True
+        elif self._fresh[key] and theirs > mine:
+            self._pos[key] = mine = int(theirs)
+        return mine
+
+    def highwater(self, tp: Sequence[Any]) -> int | None:
+        """The high watermark of the last fetch response, or None before one."""
+        if self._dirty:
+            self._apply_seeks()
+        marks = self._c.get_watermark_offsets(self._tps[(tp[0], tp[1])], cached=True)
+        return None if marks is None or marks[1] < 0 else int(marks[1])
+
+    def beginning_offsets(self, tps: Iterable[Sequence[Any]]) -> dict[Any, int | None]:
+        return {tp: self._query(tp, 0) for tp in tps}
+
+    def end_offsets(self, tps: Iterable[Sequence[Any]]) -> dict[Any, int | None]:
+        return {tp: self._query(tp, 1) for tp in tps}
+
+    def _query(self, tp: Sequence[Any], which: int) -> int | None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            marks = self._c.get_watermark_offsets(TopicPartition(tp[0], tp[1]), timeout=5.0)
+        except KafkaException:
+            return None
+        return None if marks is None or marks[which] < 0 else int(marks[which])
+
+    # -- records
+
+    def poll_records(self, timeout_s: float, max_records: int) -> list[SourceRecord]:
+        """At most ``max_records`` records (each partition's in offset order) as
+        :class:`SourceRecord` s, waiting up to ``timeout_s`` for the first."""
+        if self._dirty:
+            self._apply_seeks()
+        # librdkafka's consume() waits for all ``max_records`` (or the timeout), kafka-python's
+        # poll() only for the first: take what is there; if nothing, wait for one message,
+        # then take what came with it
+        consume = self._c.consume
+        msgs = consume(max_records, 0)
+        if not msgs and timeout_s > 0:
+            msgs = consume(1, timeout_s)
+            if msgs and max_records > 1:
+                msgs += consume(max_records - 1, 0)
+        if self._errors:
+            self._raise_errors()
+        new, rec = _new_tuple, SourceRecord
+        out = [new(rec, (m.topic(), m.partition(), m.offset(), m.timestamp()[1], m.key(),
+                         m.value()))
+               for m in msgs if m.error() is None]
+        if len(out) != len(msgs):
+            self._message_errors([m for m in msgs if m.error() is not None])
+        if out:  # each partition's last record (records come in offset order)
+            pos, fresh = self._pos, self._fresh
+            for key, off in {(r[0], r[1]): r[2] for r in out}.items():
+                pos[key] = off + 1
+                fresh[key] = True
+        return out
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None
+             ) -> dict[TP, list[ConsumerRecord]]:
+        """kafka-python's ``poll``: ``{partition: records}``."""
+        out: dict[TP, list[ConsumerRecord]] = {}
+        for r in self.poll_records(timeout_ms / 1000.0, max_records or 500):
+            out.setdefault(TP(r.topic, r.partition), []).append(ConsumerRecord(*r))
+        return out
+
+    def _message_errors(self, msgs: list[Any]) -> None:
+        from confluent_kafka import KafkaError
+
+        for m in msgs:
+            err = m.error()
+            code = err.code()
+            if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                # records deleted (retention) before they were read, or a log truncated
+                tp = (m.topic(), m.partition())
+                raise OffsetOutOfLog(tp[0], tp[1], int(m.offset()), self._query(tp, 0),
+                                     self._query(tp, 1))
+            if code == KafkaError._PARTITION_EOF:
+                continue
+            if err.fatal() or code in _failure_codes():
+                raise RuntimeError(f"Kafka consumer: {err.str()}")
+            # else transient (a broker restarting): librdkafka retries, as kafka-python does
+            LOGGER.debug("Kafka consumer: %s", err.str())
+
+    def _raise_errors(self) -> None:
+        errors, self._errors[:] = list(self._errors), []
+        for err in errors:
+            if err.fatal() or err.code() in _failure_codes():
+                raise RuntimeError(f"Kafka consumer: {err.str()}")
+            LOGGER.debug("Kafka consumer: %s", err.str())
+
+    def close(self) -> None:
+        self._c.close()
+
+
+@functools.cache
+def _failure_codes() -> frozenset[int]:
+    """Errors no retry cures: fail the reader instead of waiting forever. (A missing topic
+    or a denied group are not among them: kafka-python waits out the first, and the second
+    does not matter to a reader that never joins its group.)"""
+    try:
+        from confluent_kafka import KafkaError
+    except ImportError:
+        return frozenset()
+    names = ("_AUTHENTICATION", "_SSL", "TOPIC_AUTHORIZATION_FAILED",
+             "SASL_AUTHENTICATION_FAILED", "UNSUPPORTED_SASL_MECHANISM")
+    return frozenset(getattr(KafkaError, n) for n in names if hasattr(KafkaError, n))
+
