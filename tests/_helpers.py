@@ -195,6 +195,28 @@ def consume(broker: str, topic: str, idle: float = 1.0) -> list[tuple[int, bytes
     return out
 
 
+def partition_records(broker: str, topic: str, partition: int) -> list[Any]:
+    """Everything kafka-python reads of one partition, as the readers' ``SourceRecord`` s (the
+    reference the stream readers are compared with)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from kernelstream.engine.records import SourceRecord
+
+    c = KafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False)
+    tp = TopicPartition(topic, partition)
+    c.assign([tp])
+    c.seek(tp, 0)
+    out: list[SourceRecord] = []
+    idle = time.monotonic()
+    while time.monotonic() - idle < 0.5:
+        for recs in c.poll(timeout_ms=100).values():
+            out += [SourceRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
+                    for r in recs]
+            idle = time.monotonic()
+    c.close()
+    return out
+
+
 def output_columns(out: Path, name: str) -> dict[str, list[Any]]:
     """The rows of output ``name`` under ``out`` as columns (``{}`` when it has no file)."""
     files = sorted((out / name).glob("*.parquet"))

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _helpers import new_topic
+from _helpers import new_topic, partition_records
 
 from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.records import SourceRecord
-from kernelstream.kafka_client import PartitionGroup, assigned_consumer, client_settings
+from kernelstream.kafka_client import PartitionGroup, client_settings
 from kernelstream.kafka_client.confluent import (
     GROUP_ID,
     ConfluentConsumer,
@@ -37,25 +37,6 @@ def _produce(broker: str, topic: str, msgs: list[tuple[bytes | None, bytes, int,
         prod.send(topic, key=key, value=value, partition=part, timestamp_ms=ts)
     prod.flush()
     prod.close()
-
-
-def _kafka_python_records(broker: str, topic: str, partition: int) -> list[SourceRecord]:
-    """What kafka-python reads of a partition (the reference)."""
-    from kafka import TopicPartition
-
-    c = assigned_consumer(broker)
-    tp = TopicPartition(topic, partition)
-    c.assign([tp])
-    c.seek(tp, 0)
-    out: list[SourceRecord] = []
-    idle = time.monotonic()
-    while time.monotonic() - idle < 0.5:
-        for recs in c.poll(timeout_ms=100).values():
-            out += [SourceRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
-                    for r in recs]
-            idle = time.monotonic()
-    c.close()
-    return out
 
 
 def _read(c: ConfluentConsumer, n: int, timeout: float = 10.0) -> list[SourceRecord]:
@@ -90,7 +71,7 @@ def _messages(n: int) -> list[tuple[bytes | None, bytes, int, int]]:
 def test_the_records_kafka_python_reads(broker: str, consumer: ConfluentConsumer) -> None:
     topic = new_topic(broker, 2)
     _produce(broker, topic, _messages(60))
-    want = [_kafka_python_records(broker, topic, p) for p in (0, 1)]
+    want = [partition_records(broker, topic, p) for p in (0, 1)]
     assert [len(w) for w in want] == [30, 30]
     consumer.assign([(topic, 0), (topic, 1)])
     consumer.seek((topic, 0), 0)

@@ -13,6 +13,7 @@ from typing import Any
 
 import apache_beam as beam
 import pytest
+from _helpers import partition_records
 from apache_beam.coders import VarIntCoder
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -103,24 +104,6 @@ def _producer(broker: str) -> Any:
     from kafka import KafkaProducer
 
     return KafkaProducer(bootstrap_servers=broker, linger_ms=0)
-
-
-def _contents(broker: str, topic: str, partition: int) -> list[SourceRecord]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False)
-    tp = TopicPartition(topic, partition)
-    c.assign([tp])
-    c.seek(tp, 0)
-    out: list[SourceRecord] = []
-    idle = time.monotonic()
-    while time.monotonic() - idle < 0.5:
-        for recs in c.poll(timeout_ms=100).values():
-            out += [SourceRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
-                    for r in recs]
-            idle = time.monotonic()
-    c.close()
-    return out
 
 
 def _run_in_thread(p: beam.Pipeline) -> tuple[threading.Thread, dict[str, Any]]:
@@ -216,7 +199,7 @@ def test_live_latency_bundles_and_drain(broker: str, client: str) -> None:
     assert sum(1 for b in bundles if len(b) > 1) > 10  # records arrived over many bundles
 
 
-def test_group_order_is_the_merge_of_the_topic_contents(broker: str, client: str) -> None:
+def test_group_order_is_the_merge_of_the_topicpartition_records(broker: str, client: str) -> None:
     """Two events topics and a labels topic of two partitions: the records of each partition
     group arrive in merged() order of the group's contents (timestamps with ties and going
     backwards within a partition); records of other groups interleave freely."""
@@ -230,7 +213,7 @@ def test_group_order_is_the_merge_of_the_topic_contents(broker: str, client: str
                   timestamp_ms=base + rng.randrange(40))
     prod.flush()
     prod.close()
-    contents = {(t, q): _contents(broker, t, q) for t in (ev1, ev2, lab) for q in (0, 1)}
+    contents = {(t, q): partition_records(broker, t, q) for t in (ev1, ev2, lab) for q in (0, 1)}
     total = sum(map(len, contents.values()))
 
     p = _streaming()
@@ -329,7 +312,7 @@ def test_batched_records_are_the_same_records_one_element_per_call(broker: str,
     batches = [(b, ts) for b, ts in stamped if isinstance(b, kr.RecordBatch)]
     assert len(batches) >= 90 // 20 and all(0 < len(b.records) <= 20 for b, _ in batches)
     assert all(ts == min(r.timestamp_ms for r in b.records) for b, ts in batches)
-    want = [_contents(broker, topic, 0), _contents(broker, topic, 1)]
+    want = [partition_records(broker, topic, 0), partition_records(broker, topic, 1)]
     emitted: dict[int, int] = {0: 0, 1: 0}
     got: list[list[SourceRecord]] = [[], []]
     for item, _ in stamped:  # a progress covers exactly the records of the batches before it
