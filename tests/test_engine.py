@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kernelstream import learners
 from kernelstream.engine.prequential import PrequentialPass
@@ -94,6 +96,18 @@ def test_read_table_reads_as_pyarrow_does(tmp_path: Path) -> None:
                              for f in ("new.parquet", "old.parquet")])
     assert got.schema.equals(want.schema, check_metadata=True) and got.equals(want)
     assert got.column("kernel_distribution").to_pylist() == [[0.25, 0.75], None]
+
+
+@given(st.binary(max_size=40).map(lambda b: bytes(b" \t\r\n\f\vx"[c % 7] for c in b)))
+def test_blank_line_check_is_the_one_pattern(raw: bytes) -> None:
+    """The fast blank-line check of ``load_rows`` finds what the single pattern it replaces
+    found: an empty or whitespace-only line at the start or after a newline."""
+    import re
+
+    from kernelstream.engine.replay import _has_blank_line
+
+    one = re.compile(rb"(?:\A|\n)[ \t\r\f\v]*(?:\n|\Z)")
+    assert _has_blank_line(raw) == (one.search(raw) is not None)
 
 
 @pytest.mark.parametrize("name", ["bogd", "perceptron", "omkc-u", "fogd"])
