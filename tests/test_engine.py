@@ -55,9 +55,9 @@ def _cli_modules(args: list[str], cwd: Path) -> tuple[int, set[str]]:
 
 
 def test_cli_commands_import_what_they_need(tmp_path: Path) -> None:
-    """``learners`` and ``check`` (an embedded data set, a LIBSVM file) import neither Beam nor
-    pyarrow, and ``check`` not the learners; ``replay --runner loop`` on a file imports pyarrow
-    for its Parquet outputs, but no Beam, no pyarrow.dataset and no Kafka client."""
+    """``learners`` and ``check`` (an embedded data set, LIBSVM and CSV files) import neither
+    Beam nor pyarrow, and ``check`` not the learners; ``replay --runner loop`` on a file imports
+    pyarrow for its Parquet outputs, but no Beam, no pyarrow.dataset and no Kafka client."""
     rng = np.random.default_rng(0)
     small = tmp_path / "small.libsvm"
     small.write_text("".join(f"{rng.choice(['+1', '-1'])} 1:{rng.random():.3f} "
@@ -66,6 +66,8 @@ def test_cli_commands_import_what_they_need(tmp_path: Path) -> None:
     assert _cli_modules(["learners", "bogd"], tmp_path) == (0, {"kernelstream.learners"})
     assert _cli_modules(["check", "german"], tmp_path) == (0, set())
     assert _cli_modules(["check", str(small)], tmp_path) == (0, set())
+    (tmp_path / "small.csv").write_text("a,b,label\n1,2,1\n3,4,-1\n5,6,1\n")
+    assert _cli_modules(["check", str(tmp_path / "small.csv")], tmp_path) == (0, set())
     replay = ["replay", str(small), "--runner", "loop", "-l", "bogd", "-q", "--out", "run"]
     assert _cli_modules(replay, tmp_path) == (0, {"pyarrow", "kernelstream.learners"})
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
