@@ -242,7 +242,7 @@ def format_table(results: Sequence[EvalResult]) -> str:
 def _learner_tasks(name: str) -> list[str]:
     """The tasks a learner runs: its class-level ``task`` first, then any other task one of its
     ``loss`` choices gives it (``config.loss_tasks``)."""
-    from kernelstream import learners
+    from kernelstream import learners  # the registry: see cmd_learners
 
     tasks = [learners.get(name).task]
     tasks += [t for t in dict.fromkeys(loss_tasks(name).values()) if t not in tasks]
@@ -255,7 +255,7 @@ def _task_label(tasks: Sequence[str]) -> str:
 
 
 def _learner_info(name: str) -> dict[str, Any]:
-    from kernelstream import learners
+    from kernelstream import learners  # the registry: see cmd_learners
 
     cls = learners.get(name)
     doc = inspect.getdoc(cls) or ""
