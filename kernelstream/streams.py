@@ -33,11 +33,12 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kernelstream.evaluate import EvalResult, Stream, evaluate_runs
+if TYPE_CHECKING:
+    from kernelstream.evaluate import EvalResult, Stream
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,9 @@ def evaluate_stream(
     (seed ``learner_seed(seed, r, seed_name)``) over ``preset_stream(stream, X, y, seed, r)`` in
     stream order. Same metrics and result type as :func:`kernelstream.evaluate.evaluate`
     (``PermutationResult.permutation`` holds ``r``)."""
+    # the evaluation imports the learner registry: loaded by a run, not by the CLI's parser
+    from kernelstream.evaluate import evaluate_runs
+
     def report(r: int, result: EvalResult) -> None:
         if progress is not None:
             progress(f"[{result.label}] stream {stream} {r + 1}/{permutations}: "

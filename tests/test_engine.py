@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kernelstream import learners
 from kernelstream.engine.prequential import PrequentialPass
@@ -34,17 +36,80 @@ def test_engine_modules_import_no_beam(tmp_path: Path) -> None:
     assert out.split() == ["False"]
 
 
-def test_loop_runner_and_learners_import_no_beam(tmp_path: Path) -> None:
+# What a command may load only when it needs it: Beam (its runners), pyarrow and
+# pyarrow.dataset (Parquet), the learner registry (learning) and the Kafka client (topics).
+_HEAVY = ("apache_beam", "pyarrow", "pyarrow.dataset", "kernelstream.learners",
+          "kernelstream.kafka_client", "kafka")
+
+
+def _cli_modules(args: list[str], cwd: Path) -> tuple[int, set[str]]:
+    """``kernelstream ARGS`` in a new interpreter: its exit code and the modules of
+    :data:`_HEAVY` it imported."""
     out = _fresh(
-        "import sys\n"
+        "import json, sys\n"
         "from kernelstream.pipelines.cli import main\n"
-        "assert main(['learners', 'bogd']) == 0\n"
-        "code = main(['replay', '--runner', 'loop', '--limit', '50', '-q', '--out', 'run'])\n"
-        "print(code, 'apache_beam' in sys.modules)", tmp_path)
-    assert out.split()[-2:] == ["0", "False"]
+        f"code = main({args!r})\n"
+        f"print(json.dumps([code, [m for m in {_HEAVY!r} if m in sys.modules]]))", cwd)
+    code, mods = json.loads(out.splitlines()[-1])
+    return code, set(mods)
+
+
+def test_cli_commands_import_what_they_need(tmp_path: Path) -> None:
+    """``learners`` and ``check`` (an embedded data set, LIBSVM and CSV files) import neither
+    Beam nor pyarrow, and ``check`` not the learners; ``replay --runner loop`` on a file imports
+    pyarrow for its Parquet outputs, but no Beam, no pyarrow.dataset and no Kafka client."""
+    rng = np.random.default_rng(0)
+    small = tmp_path / "small.libsvm"
+    small.write_text("".join(f"{rng.choice(['+1', '-1'])} 1:{rng.random():.3f} "
+                             f"3:{rng.random():.3f}\n" for _ in range(60)))
+    assert _cli_modules(["learners"], tmp_path) == (0, {"kernelstream.learners"})
+    assert _cli_modules(["learners", "bogd"], tmp_path) == (0, {"kernelstream.learners"})
+    assert _cli_modules(["check", "german"], tmp_path) == (0, set())
+    assert _cli_modules(["check", str(small)], tmp_path) == (0, set())
+    (tmp_path / "small.csv").write_text("a,b,label\n1,2,1\n3,4,-1\n5,6,1\n")
+    assert _cli_modules(["check", str(tmp_path / "small.csv")], tmp_path) == (0, set())
+    replay = ["replay", str(small), "--runner", "loop", "-l", "bogd", "-q", "--out", "run"]
+    assert _cli_modules(replay, tmp_path) == (0, {"pyarrow", "kernelstream.learners"})
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["runner"] == "loop" and summary["predictions"] == 50
+    assert summary["runner"] == "loop" and summary["predictions"] == 60
+    assert summary["examples"] == 60 and summary["n_support_vectors"] > 0
     assert (tmp_path / "run" / "predictions" / "part-loop.parquet").exists()
+
+
+def test_read_table_reads_as_pyarrow_does(tmp_path: Path) -> None:
+    """``outputs.read_table`` reads a file of the output's schema without pyarrow.dataset,
+    and gives what ``pq.read_table(schema=...)`` gives, for such a file and for one written
+    before a column was added (the column reads as nulls)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kernelstream.engine.outputs import METRICS_SCHEMA, read_table, write_rows
+
+    row = {f.name: None for f in METRICS_SCHEMA}
+    row.update(key="k", config="c", learner="bogd", permutation=0, final=True, window_start=0,
+               window_end=4, examples=4, n_support_vectors=2, seconds=0.5, window_examples=4,
+               window_seconds=0.5, rejected=0, duplicate_blocks=0, max_buffered_blocks=0,
+               kernel_distribution=[0.25, 0.75])
+    write_rows(str(tmp_path / "new.parquet"), [row], METRICS_SCHEMA)
+    old = pa.schema([f for f in METRICS_SCHEMA if f.name != "kernel_distribution"])
+    pq.write_table(pa.Table.from_pylist([row], schema=old), tmp_path / "old.parquet")
+    got = read_table(tmp_path, METRICS_SCHEMA)
+    want = pa.concat_tables([pq.read_table(tmp_path / f, schema=METRICS_SCHEMA)
+                             for f in ("new.parquet", "old.parquet")])
+    assert got.schema.equals(want.schema, check_metadata=True) and got.equals(want)
+    assert got.column("kernel_distribution").to_pylist() == [[0.25, 0.75], None]
+
+
+@given(st.binary(max_size=40).map(lambda b: bytes(b" \t\r\n\f\vx"[c % 7] for c in b)))
+def test_blank_line_check_is_the_one_pattern(raw: bytes) -> None:
+    """The fast blank-line check of ``load_rows`` finds what the single pattern it replaces
+    found: an empty or whitespace-only line at the start or after a newline."""
+    import re
+
+    from kernelstream.engine.replay import _has_blank_line
+
+    one = re.compile(rb"(?:\A|\n)[ \t\r\f\v]*(?:\n|\Z)")
+    assert _has_blank_line(raw) == (one.search(raw) is not None)
 
 
 @pytest.mark.parametrize("name", ["bogd", "perceptron", "omkc-u", "fogd"])

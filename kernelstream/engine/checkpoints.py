@@ -37,14 +37,16 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kernelstream import fs
 from kernelstream.engine.outputs import ensure_nonempty
-from kernelstream.kafka_client.blocks import SourcePosition
+
+if TYPE_CHECKING:  # the Kafka client: imported when a checkpoint's position is read
+    from kernelstream.kafka_client.blocks import SourcePosition
 
 STATES_SCHEMA = pa.schema([
     pa.field("key", pa.string(), nullable=False),
@@ -86,6 +88,8 @@ class Checkpoint:
             return dict(json.loads(f.read()))
 
     def position(self) -> SourcePosition:
+        from kernelstream.kafka_client.blocks import SourcePosition  # see TYPE_CHECKING
+
         with fs.open_read(self.source_path) as f:
             return SourcePosition.from_json(json.loads(f.read()))
 

@@ -34,10 +34,13 @@ from kernelstream.engine.outputs import (
     write_rows,
 )
 from kernelstream.engine.replay import load_rows, stream_blocks
-from kernelstream.kafka_client.blocks import KafkaBlocks, SourcePosition
-from kernelstream.kafka_client.sink import KafkaWriter, output_topics, prediction_rows
 
-if TYPE_CHECKING:  # the run description lives with the runners that share it
+if TYPE_CHECKING:
+    # the Kafka client is imported by the runs that use a topic (a file replay needs none)
+    from kernelstream.kafka_client.blocks import SourcePosition
+    from kernelstream.kafka_client.sink import KafkaWriter
+
+    # the run description lives with the runners that share it
     from kernelstream.pipelines.replay import ReplayRun
 
 PART = "part-loop"  # the name of the loop's file in every output directory
@@ -52,6 +55,8 @@ def loop_source(run: ReplayRun, dead: list[dict[str, Any]],
         dead += ds.dead_letters
         yield from stream_blocks(ds, run.spec)
         return
+    from kernelstream.kafka_client.blocks import KafkaBlocks  # a topic: its runs' own import
+
     kb = KafkaBlocks(run.kafka.topic, run.read, run.spec.configs, run.block_size,
                      run.resume_position)
     for item in kb.read_topic(run.kafka):
@@ -76,9 +81,12 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
     counters = {"examples": 0, "mistakes": 0, DEAD_LETTER_TAG: 0, "blocks": 0}
     metrics: list[dict[str, Any]] = []
     dead: list[dict[str, Any]] = []
-    writers = ({} if run.kafka_out is None else
-               {k: KafkaWriter(t, run.kafka_client)
-                for k, t in output_topics(run.kafka_out).items()})
+    writers: dict[str, KafkaWriter] = {}
+    if run.kafka_out is not None:  # the Kafka client: imported by the runs that use it
+        from kernelstream.kafka_client.sink import KafkaWriter, output_topics, prediction_rows
+
+        writers = {k: KafkaWriter(t, run.kafka_client)
+                   for k, t in output_topics(run.kafka_out).items()}
     with fs.open_write(fs.join(run.out, "predictions", f"{PART}.parquet")) as fh, \
             pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as w:
         progress = Progress()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -72,6 +71,8 @@ class WriterLock:
             raise OSError(exc.errno, f"cannot lock {path} ({exc.strerror}): the checkpoint "
                           "directory needs a local or mounted file system with working locks"
                           ) from None
+        import socket  # only to name the holder: the CLI imports this module for its errors
+
         try:
             text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                "since": utc_now_text()}) + "\n"

@@ -29,11 +29,12 @@ import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass, field, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, TextIO  # noqa: E402
+from typing import TYPE_CHECKING, Any, TextIO  # noqa: E402
 
-import pyarrow.parquet as pq  # noqa: E402
-
-from kernelstream import __version__, data, fs, learners  # noqa: E402
+# Only what every command needs is imported here: the learner registry, the replay machinery
+# (engine, pyarrow for its Parquet outputs, the Kafka client) and Beam are imported by the
+# commands that use them, so `learners` and `check` start in a fraction of a replay's time.
+from kernelstream import __version__, data, fs  # noqa: E402
 from kernelstream._json import json_safe  # noqa: E402
 from kernelstream.data import check as data_check  # noqa: E402
 from kernelstream.data.options import (  # noqa: E402
@@ -41,28 +42,14 @@ from kernelstream.data.options import (  # noqa: E402
     ROWS,
     ReadOptions,
 )
-from kernelstream.engine.checkpoints import committed, next_checkpoint  # noqa: E402
-from kernelstream.engine.core import PROGRESS_LOGGER  # noqa: E402
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG  # noqa: E402
-from kernelstream.engine.outputs import parquet_files  # noqa: E402
-from kernelstream.engine.snapshot import (  # noqa: E402
-    CheckpointInUse,
-    OffsetOutOfLog,
-    remove_orphans,
-)
-from kernelstream.evaluate import EvalResult, stderr_progress  # noqa: E402
-from kernelstream.kafka_client import (  # noqa: E402
-    KafkaTopic,
-    check_read_options,
-    client_settings,
-    is_kafka_url,
-    text_format_for,
-)
-from kernelstream.pipelines import replay  # noqa: E402
+from kernelstream.engine.offsets import OffsetOutOfLog  # noqa: E402
+from kernelstream.engine.writer_lock import CheckpointInUse  # noqa: E402
 from kernelstream.pipelines.config import (  # noqa: E402
     DEFAULT_DATASET,
     DEFAULT_LEARNER,
     DEFAULT_PARAMS,
+    REPLAY_RUNNERS,
     SCALES,
     TARGET_SCALES,
     TASKS,
@@ -70,11 +57,15 @@ from kernelstream.pipelines.config import (  # noqa: E402
     DataError,
     ReplayConfig,
     default_out,
+    is_topic,
     learner_configs,
     loss_tasks,
     resolve_task,
 )
 from kernelstream.streams import STREAMS, evaluate_stream  # noqa: E402
+
+if TYPE_CHECKING:
+    from kernelstream.evaluate import EvalResult
 
 PROG = "kernelstream"
 SUMMARY_SCHEMA = 1
@@ -100,6 +91,8 @@ _OWN_LINE = (CheckpointInUse, OffsetOutOfLog, ConnectionError)
 def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
     """Adversarial streams (``--stream``): load the data in memory, then
     :func:`kernelstream.streams.evaluate_stream` each configuration in turn."""
+    from kernelstream.evaluate import stderr_progress  # imports the learners: only for a run
+
     try:
         X, y = data.load_dataset(config.data, **config.load_kwargs())
     except (ValueError, OSError) as exc:  # ParseError is a ValueError and names file:line
@@ -124,6 +117,10 @@ def _replay_runner(name: str) -> Runner:
             if name != "loop":
                 raise ConfigError(f"--stream {config.stream} is only supported by --runner loop")
             return RunOutput(_evaluate_in_memory(config))
+        # the replay machinery (engine, pyarrow, Kafka client; Beam for its runners): only here
+        from kernelstream.engine.outputs import parquet_files
+        from kernelstream.pipelines import replay
+
         try:
             res = replay.replay_for_config(config, name)
         except _OWN_LINE:
@@ -147,7 +144,7 @@ def _replay_runner(name: str) -> Runner:
 # portable: Beam's local job service (started and stopped here) or the --job_endpoint given
 # after "--" (e.g. a Flink job server); beam: the --runner given after "--" (FlinkRunner,
 # DataflowRunner, ...); loop: the engine in a plain loop (no Beam import).
-RUNNERS: dict[str, Runner] = {name: _replay_runner(name) for name in replay.RUNNERS}
+RUNNERS: dict[str, Runner] = {name: _replay_runner(name) for name in REPLAY_RUNNERS}
 
 
 # -- summary -----------------------------------------------------------------------------------
@@ -207,6 +204,8 @@ def write_summary(doc: dict[str, Any], out: str | Path) -> str:
 
 
 def _parquet_rows(path: str) -> int:
+    import pyarrow.parquet as pq  # a replay's outputs are Parquet; the other commands need none
+
     if fs.is_remote(path):
         with fs.open_read(path) as fh:
             return int(pq.ParquetFile(fh).metadata.num_rows)
@@ -243,6 +242,8 @@ def format_table(results: Sequence[EvalResult]) -> str:
 def _learner_tasks(name: str) -> list[str]:
     """The tasks a learner runs: its class-level ``task`` first, then any other task one of its
     ``loss`` choices gives it (``config.loss_tasks``)."""
+    from kernelstream import learners  # the registry: see cmd_learners
+
     tasks = [learners.get(name).task]
     tasks += [t for t in dict.fromkeys(loss_tasks(name).values()) if t not in tasks]
     return tasks
@@ -254,6 +255,8 @@ def _task_label(tasks: Sequence[str]) -> str:
 
 
 def _learner_info(name: str) -> dict[str, Any]:
+    from kernelstream import learners  # the registry: see cmd_learners
+
     cls = learners.get(name)
     doc = inspect.getdoc(cls) or ""
     tasks = _learner_tasks(name)
@@ -329,6 +332,9 @@ def _print_learners_markdown(infos: list[dict[str, Any]], out: TextIO) -> None:
 
 
 def cmd_learners(args: argparse.Namespace) -> int:
+    # the registry imports every learner module: only for the commands that use learners
+    from kernelstream import learners
+
     names = [args.name] if args.name else learners.available()
     infos = [_learner_info(n) for n in names]
     if args.format == "json":
@@ -361,7 +367,7 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
     configs = learner_configs(args.learner or [], args.param or [])
     task = resolve_task(configs, args.task)
     src = args.data or DEFAULT_DATASET
-    kafka_src = is_kafka_url(src)
+    kafka_src = is_topic(src)
     try:  # embedded names and their aliases display as the canonical name
         dataset = data.embedded_dataset_info(src)["name"]
     except KeyError:
@@ -432,7 +438,7 @@ def _check_data(config: ReplayConfig) -> None:
     seen feeds :func:`_check_memory`."""
     src = config.data
     width = config.n_features
-    if not is_kafka_url(src) and not _is_embedded(src) and fs.exists(src):
+    if not is_topic(src) and not _is_embedded(src) and fs.exists(src):
         opts = config.read_options()
         try:
             report = data_check.check_file(opts, max_records=_PRECHECK_RECORDS)
@@ -448,7 +454,7 @@ def _check_data(config: ReplayConfig) -> None:
     if config.hash_features is not None:
         width = 1 << config.hash_features
     # the rows the learners will get (embedded sets are narrow and dense; --stream is dense)
-    sparse = (config.stream == "none" and (nnz is not None or is_kafka_url(src))
+    sparse = (config.stream == "none" and (nnz is not None or is_topic(src))
               and config.read_options().sparse_rows(width or 1))
     _check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz)
 
@@ -501,6 +507,12 @@ def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str
         return ()
     # kafka-python logs every failed connection attempt; the CLI reports the failure itself
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    from kernelstream.kafka_client import (  # the Kafka client: only for runs that use Kafka
+        KafkaTopic,
+        check_read_options,
+        client_settings,
+        text_format_for,
+    )
 
     if kafka_src:
         KafkaTopic.parse(args.data)
@@ -581,6 +593,11 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
     the whole command; before each run the output folders of runs that never committed are
     removed."""
     assert config.checkpoint is not None
+    # checkpoints are Parquet files (pyarrow): imported by the runs that keep them
+    from kernelstream.engine.checkpoints import committed, next_checkpoint
+    from kernelstream.engine.snapshot import remove_orphans
+    from kernelstream.pipelines import replay
+
     done = 0
     try:
         with replay.checkpoint_lock(config.checkpoint):
@@ -611,6 +628,8 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
 def _progress_to_stderr(on: bool) -> None:
     """Show the learners' progress lines (``kernelstream.progress`` logger, INFO; logged
     where learning runs, in-process for the direct and loop runners) on stderr."""
+    from kernelstream.engine.core import PROGRESS_LOGGER  # the engine: a replay's own import
+
     log = logging.getLogger(PROGRESS_LOGGER)
     log.propagate = False  # not through Beam's root handler: one line each, our format
     for h in list(log.handlers):
@@ -652,8 +671,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         key_by=None if args.key_by is None else _int_or_str(args.key_by),
         hash_features=args.hash_features)
     try:
-        if is_kafka_url(src):
+        if is_topic(src):
             logging.getLogger("kafka").setLevel(logging.CRITICAL)
+            from kernelstream.kafka_client import client_settings  # only for a topic
+
             report = data_check.check_topic(opts, args.kafka_idle,
                                             client_settings(args.kafka_option or []))
         else:
@@ -874,6 +895,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "learners":
             if args.name:
+                from kernelstream import learners  # the registry: this command's own import
+
                 try:
                     learners.get(args.name)
                 except ValueError as exc:

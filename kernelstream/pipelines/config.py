@@ -25,10 +25,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernelstream import learners
+from kernelstream import fs
 from kernelstream.data.options import ReadOptions
+
+if TYPE_CHECKING:
+    from kernelstream.learners import Learner
 
 # The demo configuration used when no --learner is given: budgeted, fast, and a sensible
 # baseline on the embedded german data.
@@ -39,6 +42,9 @@ DEFAULT_DATASET = "german"
 SCALES = ("none", "01", "pm1")
 TARGET_SCALES = ("none", "01")
 TASKS = ("classification", "regression")
+# The replay's runners (``kernelstream.pipelines.replay``): named here so that the CLI can
+# offer them without importing the replay machinery.
+REPLAY_RUNNERS = ("direct", "portable", "beam", "loop")
 
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_+\-]*$")
 
@@ -119,6 +125,31 @@ class ReplayConfig:
         return self.read_options().load_kwargs()
 
 
+def is_topic(src: object) -> bool:
+    """Whether ``src`` is a Kafka topic URL (``kafka_client.is_kafka_url``). The Kafka client
+    package is imported only for a path with a URL scheme: a file path needs none of it."""
+    if not (isinstance(src, str) and fs.is_remote(src)):
+        return False
+    from kernelstream.kafka_client import is_kafka_url
+
+    return is_kafka_url(src)
+
+
+def _learner(name: str) -> type[Learner]:
+    """The registered learner class ``name`` (ValueError listing the available ones). The
+    registry imports every learner module, so it is imported on first use: commands that
+    name no learner (``check``) never load it."""
+    from kernelstream import learners
+
+    return learners.get(name)
+
+
+def _make(name: str, **params: Any) -> Learner:
+    from kernelstream import learners  # see _learner
+
+    return learners.make(name, **params)
+
+
 def parse_learner_spec(spec: str) -> tuple[str, str]:
     """``NAME`` or ``LABEL=NAME`` → ``(label, name)``."""
     label, sep, name = spec.partition("=")
@@ -127,7 +158,7 @@ def parse_learner_spec(spec: str) -> tuple[str, str]:
     label, name = label.strip(), name.strip()
     if not name:
         raise ConfigError(f"--learner {spec!r}: missing learner name")
-    learners.get(name)  # unknown name: ValueError listing the available learners
+    _learner(name)  # unknown name: ValueError listing the available learners
     if not _LABEL_RE.match(label):
         raise ConfigError(
             f"--learner {spec!r}: label {label!r} must start with a letter or digit and "
@@ -152,7 +183,7 @@ def parse_param_spec(spec: str) -> tuple[str | None, str, str]:
 
 
 def _accepts(name: str, key: str) -> bool:
-    names = {p.name for p in learners.get(name).params}
+    names = {p.name for p in _learner(name).params}
     return key in names or (key == "sigma" and "gamma" in names)
 
 
@@ -204,10 +235,10 @@ def learner_configs(
             # an unscoped sigma and a scoped gamma (or the reverse): the scoped one wins
             drop = "gamma" if "sigma" in scoped[label] else "sigma"
             raw.pop(drop)
-        cls = learners.get(name)
+        cls = _learner(name)
         params = cls.resolve_params(raw)
         # the task can depend on the parameters (e.g. a regression loss), so ask an instance
-        task = learners.make(name, seed=0, **params).task
+        task = _make(name, seed=0, **params).task
         out.append(LearnerConfig(name=name, label=label, params=params, task=task))
     return tuple(out)
 
@@ -215,12 +246,12 @@ def learner_configs(
 def loss_tasks(name: str) -> dict[str, str]:
     """``{loss: task}`` for a learner whose ``loss`` parameter decides its task (e.g. ``ioks``:
     logistic → classification, square/absolute → regression); empty for the others."""
-    cls = learners.get(name)
+    cls = _learner(name)
     loss = next((p for p in cls.params if p.name == "loss" and p.choices), None)
     out: dict[str, str] = {}
     for choice in loss.choices if loss is not None else ():
         try:
-            out[choice] = learners.make(name, loss=choice).task
+            out[choice] = _make(name, loss=choice).task
         except ValueError:  # a loss the default settings reject
             continue
     return out

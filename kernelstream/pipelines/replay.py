@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelstream import data as ksdata
 from kernelstream import fs
@@ -36,20 +36,14 @@ from kernelstream.engine.loop import run_loop
 from kernelstream.engine.metrics import eval_results, key_summaries
 from kernelstream.engine.outputs import METRICS_SCHEMA, OUTPUTS, SCHEMAS, ensure_nonempty, iter_rows
 from kernelstream.engine.replay import StreamSpec
-from kernelstream.engine.snapshot import WriterLock
+from kernelstream.engine.writer_lock import WriterLock
 from kernelstream.evaluate import EvalResult
-from kernelstream.kafka_client import (
-    KafkaReadOptions,
-    KafkaTopic,
-    SourcePosition,
-    check_reachable,
-    check_read_options,
-    is_kafka_url,
-    snapshot_ends,
-)
-from kernelstream.pipelines.config import ConfigError
+from kernelstream.pipelines.config import REPLAY_RUNNERS, ConfigError, is_topic
 
-RUNNERS = ("direct", "portable", "beam", "loop")
+if TYPE_CHECKING:  # the Kafka client is imported by the runs that read or write a topic
+    from kernelstream.kafka_client import KafkaReadOptions, KafkaTopic, SourcePosition
+
+RUNNERS = REPLAY_RUNNERS
 ORDERS = ("permuted", "file")
 # Where the Beam learner parks early blocks. Ordered-list state is what the FnApiRunner and
 # Beam's local job service implement best, but support for it through the portable Fn API on
@@ -183,12 +177,14 @@ def make_run(
     PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters. ``checkpoint`` (a directory,
     Kafka sources only) resumes from the newest checkpoint there and writes the next one
     (``engine.checkpoints``)."""
-    if checkpoint is not None and not is_kafka_url(data):
+    if checkpoint is not None and not is_topic(data):
         raise ValueError("checkpoints continue a Kafka topic: a file replay has nothing to "
                          "continue (give a kafka:// source)")
     kafka = None
-    if is_kafka_url(data):
-        kafka = KafkaReadOptions(KafkaTopic.parse(data), idle_seconds=kafka_idle,
+    if is_topic(data):
+        from kernelstream.kafka_client import KafkaReadOptions  # a topic: see TYPE_CHECKING
+
+        kafka = KafkaReadOptions(_parse_topic(data), idle_seconds=kafka_idle,
                                  max_seconds=kafka_max_seconds, client=tuple(kafka_client))
         if permutations != 1:
             raise ValueError("a Kafka topic is one stream in its own order: permutations must "
@@ -214,6 +210,8 @@ def make_run(
                        delimiter=delimiter, header=header, key_by=key_by,
                        scale_target=scale_target, hash_features=hash_features, rows=rows)
     if kafka is not None:
+        from kernelstream.kafka_client import check_read_options
+
         check_read_options(read)
     return ReplayRun(data=os.fspath(data), configs=list(as_configs(configs).values()),
                      out=os.fspath(out), read=read, seed=seed, permutations=permutations,
@@ -221,9 +219,15 @@ def make_run(
                      scramble=scramble, order=order, chunk_bytes=chunk_bytes, runner=runner,
                      pipeline_args=list(pipeline_args), early_state=early_state,
                      kafka=kafka,
-                     kafka_out=None if kafka_out is None else KafkaTopic.parse(kafka_out),
+                     kafka_out=None if kafka_out is None else _parse_topic(kafka_out),
                      kafka_client=tuple(kafka_client),
                      checkpoint=None if checkpoint is None else os.fspath(checkpoint))
+
+
+def _parse_topic(url: str) -> KafkaTopic:
+    from kernelstream.kafka_client import KafkaTopic  # a topic: see TYPE_CHECKING
+
+    return KafkaTopic.parse(url)
 
 
 def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
@@ -294,10 +298,14 @@ def _execute(run: ReplayRun) -> ReplayResult:
     # the brokers answer, the resume offsets lie in the log, and the read ends at the log's
     # end now: checked in seconds, before any pipeline starts
     if run.kafka is not None:
+        from kernelstream.kafka_client import snapshot_ends  # a topic: see TYPE_CHECKING
+
         resume = run.resume_position
         run = replace(run, kafka=snapshot_ends(run.kafka,
                                                None if resume is None else resume.offsets))
     if run.kafka_out is not None:
+        from kernelstream.kafka_client import check_reachable
+
         check_reachable(run.kafka_out.bootstrap, run.kafka_client,
                         f"--kafka-out {run.kafka_out.url}")
     _clear_outputs(run.out)
