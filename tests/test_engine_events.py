@@ -679,3 +679,15 @@ def test_auto_rows_are_sparse_for_wide_libsvm_and_refuse_past_n_features() -> No
     assert isinstance(x, CSR) and x.n_features == 2**31 - 1 and x.nnz == 2
     assert "index exceeds n_features" in dead(StreamEngine(spec(n_features=10**4)),
                                               rec(1, 0, "e", "? 20000:1"))["reason"]
+
+
+def test_hashed_features_fix_the_width() -> None:
+    s = spec(n_features=None, hash_features=10)
+    assert s.n_features == 1024 and not s.sparse and not s.bulk
+    x = routed(StreamEngine(s), rec(0, 0, "e", "? 3:1 2147483647:0.5")).x
+    assert isinstance(x, np.ndarray) and x.shape == (1024,) and x.sum() == 1.5
+    wide = StreamEngine(spec(n_features=None, hash_features=20))
+    xs = routed(wide, rec(0, 0, "e", "? 3:1 2147483647:0.5")).x
+    assert isinstance(xs, CSR) and xs.n_features == 2**20 and xs.data.sum() == 1.5
+    with pytest.raises(ValueError, match="LIBSVM messages"):
+        spec(fmt="csv", n_features=None, hash_features=12)

@@ -64,6 +64,20 @@ def hash_index(index: np.ndarray | int, k: int) -> np.ndarray:
     return (z >> np.uint64(64 - k)).astype(np.int64)
 
 
+def hash_row(cols: np.ndarray, vals: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """One row's 0-based columns hashed into ``2**k``: sorted, colliding values summed (the
+    row-at-a-time form of :func:`hash_csr`, for streams)."""
+    h = hash_index(cols, k)
+    order = np.argsort(h, kind="stable")
+    h, v = h[order], np.asarray(vals, dtype=np.float64)[order]
+    new = np.ones(len(h), dtype=bool)
+    new[1:] = h[1:] != h[:-1]
+    if new.all():
+        return h, v
+    starts = np.flatnonzero(new)
+    return h[starts], np.add.reduceat(v, starts)
+
+
 def hash_csr(X: CSR, k: int) -> CSR:
     """``X`` with its columns hashed into ``2**k``: colliding values summed, columns of each
     row strictly increasing again, exact zeros of a sum kept (they are rare and harmless)."""

@@ -40,6 +40,7 @@ from kernelstream.data import (
     parse_libsvm_line,
     parse_libsvm_lines,
 )
+from kernelstream.data.hashing import check_bits, hash_row
 from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
 from kernelstream.engine.blocks import StreamKey
 from kernelstream.engine.records import SourceRecord
@@ -76,6 +77,7 @@ class StreamSpec:
     labels_topic: str | None = None
     source_prefix: str = ""
     rows: str = "auto"  # features as dense rows or 1-row CSR (data.options.ROWS)
+    hash_features: int | None = None  # k: LIBSVM indices hashed into 2**k columns
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "configs", tuple(self.configs))
@@ -86,9 +88,15 @@ class StreamSpec:
             raise ValueError(f"configuration names given twice: {names}")
         if self.fmt not in ("libsvm", "csv"):
             raise ValueError(f"stream messages are LIBSVM or CSV lines, not {self.fmt!r}")
+        if self.hash_features is not None:
+            if self.fmt != "libsvm":
+                raise ValueError("hash_features applies to LIBSVM messages")
+            check_bits(self.hash_features)
+            object.__setattr__(self, "n_features", 1 << self.hash_features)
         if self.fmt == "libsvm":
             if self.n_features is None:
-                raise ValueError("LIBSVM messages need n_features (--n-features)")
+                raise ValueError("LIBSVM messages need n_features (--n-features or "
+                                 "--hash-features)")
             if self.label_column is not None:
                 raise ValueError("label_column does not apply to LIBSVM messages")
         if self.n_features is not None and self.n_features < 1:
@@ -109,6 +117,11 @@ class StreamSpec:
         if self.rows != "auto":
             return self.rows == "sparse"
         return self.fmt == "libsvm" and (self.n_features or 0) > AUTO_SPARSE_WIDTH
+
+    @property
+    def bulk(self) -> bool:
+        """Whether the vectorised LIBSVM parser (dense rows of the raw indices) may be used."""
+        return self.fmt == "libsvm" and not self.sparse and self.hash_features is None
 
 
 class ParsedRecord(NamedTuple):
@@ -268,7 +281,7 @@ class StreamRouter:
         the dead-letter row."""
         bulk: list[tuple[str, np.ndarray] | None] = [None] * len(feats)
         # the bulk parser builds dense rows: not for sparse rows (wide data)
-        if self.spec.fmt == "libsvm" and len(feats) >= BULK_MIN and not self._sparse:
+        if self.spec.bulk and len(feats) >= BULK_MIN:
             # comments and multi-line records never pass the bulk parser: leave them out
             values = [heads[i][0].value for i in feats]  # type: ignore[index]
             js = [j for j, v in enumerate(values) if b"#" not in v and b"\n" not in v]
@@ -328,7 +341,12 @@ class StreamRouter:
             tok, idx, vals = parse_libsvm_line(text)
             d = self.spec.n_features
             assert d is not None
-            if self._sparse:
+            k = self.spec.hash_features
+            if k is not None:  # raw indices of any size, hashed into d = 2**k columns
+                cols, vals = hash_row(idx - 1, vals, k)
+                x = (CSR(np.array([0, len(cols)], dtype=np.int64), cols, vals, d) if self._sparse
+                     else densify(cols + 1, vals, d))
+            elif self._sparse:
                 if idx.size and int(idx[-1]) > d:
                     raise ParseError(f"index exceeds n_features: index {int(idx[-1])} > "
                                      f"n_features={d}")

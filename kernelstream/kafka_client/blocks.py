@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kernelstream.data import ParseError, densify
-from kernelstream.data.hashing import hash_index
+from kernelstream.data.hashing import hash_row
 from kernelstream.data.labels import StreamLabels
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, TextFormat
@@ -69,19 +69,6 @@ class _Rows:
     ids: list[int] = field(default_factory=list)
     X: list[Any] = field(default_factory=list)  # dense rows, or (0-based columns, values)
     y: list[float] = field(default_factory=list)
-
-
-def _hashed(cols: np.ndarray, vals: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """One row's 0-based columns hashed into ``2**bits``: sorted, colliding values summed."""
-    h = hash_index(cols, bits)
-    order = np.argsort(h, kind="stable")
-    h, v = h[order], vals[order]
-    new = np.ones(len(h), dtype=bool)
-    new[1:] = h[1:] != h[:-1]
-    if new.all():
-        return h, v
-    starts = np.flatnonzero(new)
-    return h[starts], np.add.reduceat(v, starts)
 
 
 def text_format_for(read: ReadOptions) -> TextFormat:
@@ -205,7 +192,7 @@ class KafkaBlocks:
             cols = row.idx - 1
         assert self.d is not None
         if self.hash is not None:
-            cols, vals = _hashed(cols, row.vals, self.hash)
+            cols, vals = hash_row(cols, row.vals, self.hash)
         else:
             vals = row.vals
         if self.read.sparse_rows(self.d):

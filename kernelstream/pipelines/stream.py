@@ -47,6 +47,16 @@ from kernelstream.pipelines.stream_prepare import Prepared, UpfrontError, prepar
 from kernelstream.pipelines.stream_summary import format_summary, summary, write_summary
 
 
+def _hash_bits(text: str) -> int:
+    """argparse type of ``--hash-features`` (as replay's)."""
+    from kernelstream.data.hashing import parse_bits
+
+    try:
+        return parse_bits(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _in_process(runner: str, pipeline_args: Sequence[str]) -> bool:
     """Whether the SDK workers run in this process (FnApiRunner in-process, LOOPBACK)."""
     if runner == "direct":
@@ -262,6 +272,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="message format (default: libsvm; label token ? = unlabelled)")
     p.add_argument("--n-features", type=int, metavar="D",
                    help="feature dimension of LIBSVM messages (required for LIBSVM)")
+    p.add_argument("--hash-features", type=_hash_bits, metavar="K",
+                   help="hash LIBSVM feature indices into 2^K columns (K, 2^K or the power of "
+                   "two), colliding values summed: a fixed width for open vocabularies "
+                   "(instead of --n-features)")
     p.add_argument("--rows", choices=("auto", "dense", "sparse"), default="auto",
                    help="features as dense rows or sparse CSR rows (memory grows with the "
                    "non-zeros); auto: sparse for LIBSVM messages wider than 2,048 features")

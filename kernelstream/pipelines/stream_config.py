@@ -110,7 +110,8 @@ class StreamConfig:
                 "label_column": s.label_column, "delimiter": s.delimiter, "task": s.task,
                 "positive_label": s.positive_label, "key_by": s.key_by,
                 "label_ttl_ms": s.label_ttl_ms, "metrics_window_ms": s.metrics_window_ms,
-                **({"rows": s.rows} if s.rows != "auto" else {})}
+                **({"rows": s.rows} if s.rows != "auto" else {}),
+                **({"hash_features": s.hash_features} if s.hash_features is not None else {})}
 
 
 def _check_width(spec: Any) -> None:  # engine.stream_routing.StreamSpec
@@ -149,8 +150,12 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
     engine_configs = tuple(LearnerConfig(c.label, c.name, c.params, c.seed_name)
                            for c in configs)
     fmt = args.format or "libsvm"
-    if fmt == "libsvm" and args.n_features is None:
-        raise ConfigError("LIBSVM messages need --n-features (a stream cannot be scanned first)")
+    hash_bits = getattr(args, "hash_features", None)
+    if fmt == "libsvm" and args.n_features is None and hash_bits is None:
+        raise ConfigError("LIBSVM messages need --n-features or --hash-features (a stream "
+                          "cannot be scanned first)")
+    if hash_bits is not None and args.n_features is not None:
+        raise ConfigError("--hash-features fixes the width at 2^K: drop --n-features")
     if fmt == "libsvm" and args.label_column is not None:
         raise ConfigError("--label-column applies to CSV messages (--format csv)")
     if args.n_features is not None and args.n_features < 1:
@@ -221,7 +226,8 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
             key_by=None if args.key_by is None else args.key_by,
             label_ttl_ms=max(1, round(ttl * 1000)),
             metrics_window_ms=max(1, round(window * 1000)), labels_topic=labels_topic,
-            source_prefix=f"{SCHEME}{bootstrap}/", rows=getattr(args, "rows", "auto"))
+            source_prefix=f"{SCHEME}{bootstrap}/", rows=getattr(args, "rows", "auto"),
+            hash_features=hash_bits)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     _check_width(spec)
