@@ -116,7 +116,7 @@ class MultiStore:
         n = self.n
         if n == 0:
             return np.zeros(M_KERNELS)
-        dots = self.X[:n] @ x
+        dots = self.X[:n].dot(x)  # = @, less call overhead
         ng, npo = self.ng, self.np_
         if ng:
             # same arithmetic order as kernels.Gaussian.row
@@ -284,7 +284,7 @@ class Combination(Learner):
     def _vote(self, s: np.ndarray) -> float:
         """``Σ_i θ_i sign(s_i)`` with ``sign(0) = 0``: a kernel whose score is exactly 0
         abstains, and a zero vote is labelled by the tie rule (``predict_label``)."""
-        return float(self._theta @ np.sign(s))
+        return float(self._theta.dot(np.sign(s)))
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
         s = self._kernel_scores(x, xx)
