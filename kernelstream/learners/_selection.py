@@ -485,7 +485,6 @@ class OptimisticMirror:
         if v == 0:
             z = np.zeros(K)
             e = np.zeros(0)
-            nbar2 = self.n2
             d2v, kv, mux, ip = e, np.zeros((K, 0)), z, z
         else:
             d2v = sq_dist_row(self.res.X[:v], self.sqnV[:v], x, xx)
@@ -495,12 +494,16 @@ class OptimisticMirror:
             mux /= v
             ip = self.H[:, :v].dot(yv)
             ip /= v
-            nbar2 = self.n2 + lam * (2.0 * ip + lam * self.m2)
-        scale = np.ones(K)
-        over = nbar2 > self.U2
-        if over.any():
-            scale[over] = self.radius / np.sqrt(nbar2[over])
-        return RoundContext(v, d2v, kv, mux, ip, scale, lam)
+        # ‖f̄_{t,i}‖² = ‖f'‖² + λ(2⟨f', μ̃⟩ + λ‖μ̃‖²) and the projection factor, in Python
+        # floats per kernel (as in correct)
+        U2, radius = self.U2, self.radius
+        scale = [1.0] * K
+        for i, (n2, ipi, m2) in enumerate(zip(self.n2.tolist(), ip.tolist(), self.m2.tolist(),
+                                              strict=True)):
+            nbar2 = n2 + lam * (2.0 * ipi + lam * m2) if v else n2
+            if nbar2 > U2:
+                scale[i] = radius / math.sqrt(nbar2)
+        return RoundContext(v, d2v, kv, mux, ip, np.array(scale), lam)
 
     def predict(self, i: int, fx: float, ctx: RoundContext) -> float:
         """``f_{t,i}(x_t)`` from ``fx = f'_{t−1,i}(x_t)``."""
