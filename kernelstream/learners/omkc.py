@@ -256,6 +256,9 @@ class _BoundedOMKC(Combination):
     variant, ``bpa-s`` §4.7), built with that kernel; its own ``_score``/``_update`` do the
     "normal update" below its budget and the "budget maintenance" at it, so no budget rule is
     re-implemented here. All components share this learner's RNG (one stream, saved once).
+    Their scores (``KernelLearner._score``: ``f^i(x)`` and the kernel row the update reuses)
+    are computed for all ``m`` at once by :func:`~kernelstream.learners.store.eval_stores`,
+    bit for bit.
     """
 
     budget: int
