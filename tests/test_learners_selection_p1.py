@@ -31,6 +31,7 @@ from kernelstream.learners._selection import (
 )
 from kernelstream.learners.bao2ks import GreenIX, derive_reservoir_size
 from kernelstream.learners.ea2oks import ExpWeights
+from kernelstream.learners.store import eval_stores
 
 
 def stream(n: int, d: int = 3, noise: float = 0.1, seed: int = 0):
@@ -285,6 +286,33 @@ def test_kernel_pool_scores() -> None:
     np.testing.assert_allclose(pool.scores(np.zeros(2), 0.0), [0.0, 2.0 * math.exp(-1 / 8)])
     pool.reset(1)
     assert pool.n_support_vectors == 0
+
+
+def test_kernel_pool_scores_are_the_single_scores_bit_for_bit() -> None:
+    """KernelPool.scores (eval_stores: one product per store, the rest of the rows at once)
+    gives exactly the values of score(i) and of each store's own row, for any subset."""
+    rng = np.random.default_rng(7)
+    w = GaussianWidths(parse_sigmas("2^-3:1:2"))
+    d = 13
+    pool = KernelPool(w, d, capacity=4)
+    for i, n in enumerate([0, 1, 37, 5, 120, 64]):
+        for _ in range(n):
+            z = rng.normal(size=d) * rng.uniform(0.1, 3.0)
+            pool.stores[i].append(z, float(z @ z), float(rng.normal()))
+    for _ in range(20):
+        x = rng.normal(size=d) * rng.uniform(0.1, 3.0)
+        xx = float(x @ x)
+        single = [pool.score(i, x, xx)[0] for i in range(w.K)]
+        np.testing.assert_array_equal(pool.scores(x, xx), single)
+        np.testing.assert_array_equal(pool.scores(x, xx, [4, 0, 2]),
+                                      [single[4], single[0], single[2]])
+        f, rows = eval_stores(pool.stores, w.kernels, x, xx)
+        for i, (sv, kern) in enumerate(zip(pool.stores, w.kernels, strict=True)):
+            if sv.n:
+                np.testing.assert_array_equal(rows[i], sv.row(kern, x, xx))
+                assert f[i] == sv.eval(kern, x, xx)
+            else:
+                assert rows[i] is None and f[i] == 0.0
 
 
 # -- parameters ----------------------------------------------------------------------------------

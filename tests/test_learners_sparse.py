@@ -20,7 +20,7 @@ from kernelstream.learners._multikernel import (
     pool_kernel_params,
     pool_rows,
 )
-from kernelstream.learners.kernels import Gaussian, make_kernel
+from kernelstream.learners.kernels import EXP_ZERO_BELOW, Gaussian, make_kernel
 from kernelstream.learners.testing import make_stream
 
 
@@ -193,6 +193,33 @@ def test_multistore_scores_match_brute_force() -> None:
     # state round trip
     st2 = MultiStore.from_state(st.get_state("p."), "p.", d)
     np.testing.assert_array_equal(st2.scores(z, float(z @ z)), st.scores(z, float(z @ z)))
+
+
+def test_exp_zero_below_is_exactly_zero() -> None:
+    """Arguments below EXP_ZERO_BELOW are left out of MultiStore's exp: their exp must be +0."""
+    x = np.concatenate([[EXP_ZERO_BELOW, -1e300, -np.inf], np.linspace(EXP_ZERO_BELOW, -2e3, 1001)])
+    e = np.exp(x)
+    assert (e == 0.0).all() and not np.signbit(e).any()
+    assert np.exp(-745.0) > 0.0  # a subnormal: must not be skipped (and it is not: > bound)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.05, 0.2, 0.6, 1.0])
+def test_multistore_skipped_exps_keep_sums_bit_identical(share: float) -> None:
+    """MultiStore._gaussian_sums (each of its three ways: plain, zeroed, gathered) equals the
+    plain bincount of a·exp(v) bit for bit, with subnormal and signed-zero terms."""
+    rng = np.random.default_rng(3)
+    ng = 4000
+    st = MultiStore(2, capacity=ng)
+    st.ng = ng
+    st.g_k[:] = rng.integers(N_POLY, M_KERNELS, ng)
+    st.g_a[:] = rng.normal(size=ng) * 10.0 ** rng.integers(-300, 300, ng)
+    under = rng.random(ng) < share
+    v = np.where(under, -rng.uniform(746.0, 1e6, ng), -rng.uniform(0.0, 40.0, ng))
+    v[rng.random(ng) < 0.01] = -745.0  # subnormal results
+    want = np.bincount(st.g_k[:ng], weights=np.exp(v) * st.g_a[:ng], minlength=M_KERNELS)
+    got = st._gaussian_sums(v.copy())
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize(("name", "single", "extra"), [

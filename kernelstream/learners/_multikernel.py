@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kernelstream.learners.base import Learner, Param, unit_open
+from kernelstream.learners.kernels import EXP_ZERO_BELOW
 
 POLY_DEGREES: tuple[int, ...] = (1, 2, 3)
 SIGMA_EXPONENTS: tuple[int, ...] = tuple(range(-6, 7))
@@ -115,7 +116,7 @@ class MultiStore:
         n = self.n
         if n == 0:
             return np.zeros(M_KERNELS)
-        dots = self.X[:n] @ x
+        dots = self.X[:n].dot(x)  # = @, less call overhead
         ng, npo = self.ng, self.np_
         if ng:
             # same arithmetic order as kernels.Gaussian.row
@@ -125,9 +126,7 @@ class MultiStore:
             np.maximum(d2, 0.0, out=d2)
             v = d2[self.g_pt[:ng]]
             v *= self.g_ng[:ng]
-            np.exp(v, out=v)
-            v *= self.g_a[:ng]
-            out = np.bincount(self.g_k[:ng], weights=v, minlength=M_KERNELS)
+            out = self._gaussian_sums(v)
         else:
             out = np.zeros(M_KERNELS)
         if npo:
@@ -136,6 +135,35 @@ class MultiStore:
             v *= self.p_a[:npo]
             out += np.bincount(self.p_k[:npo], weights=v, minlength=M_KERNELS)
         return out
+
+    def _gaussian_sums(self, v: np.ndarray) -> np.ndarray:
+        """``Σ_e a_e exp(v_e)`` per kernel over the Gaussian entries (``v`` = their
+        ``−γ ‖x_j − x‖²``, overwritten): ``np.bincount(g_k, a · exp(v))`` bit for bit, without
+        the ``exp`` of most entries where it is exactly 0 (``v <`` :data:`EXP_ZERO_BELOW`; the
+        narrow widths on almost every point), on which numpy's exp is ~7x slower.
+
+        Such an entry contributes ``a · 0 = ±0``, and adding ``±0`` to bincount's running sum
+        (started at ``+0``, entries in order) changes nothing, so these entries may be zeroed
+        or left out as long as the others keep their order. By their share (the cheapest way
+        at each, measured): up to 1/10, plain exp; up to 3/8, exp of 0 in their place, then
+        zeroed; more, only the other entries are gathered, exponentiated and summed."""
+        ng = self.ng
+        under = v < EXP_ZERO_BELOW
+        nu = np.count_nonzero(under)
+        if 8 * nu <= 3 * ng:
+            iu = np.flatnonzero(under) if 10 * nu > ng else None
+            if iu is not None:
+                v[iu] = 0.0
+            np.exp(v, out=v)
+            if iu is not None:
+                v[iu] = 0.0
+            v *= self.g_a[:ng]
+            return np.bincount(self.g_k[:ng], weights=v, minlength=M_KERNELS)
+        keep = np.flatnonzero(np.logical_not(under, out=under))
+        w = v[keep]
+        np.exp(w, out=w)
+        w *= self.g_a[keep]
+        return np.bincount(self.g_k[keep], weights=w, minlength=M_KERNELS)
 
     def add(self, x: np.ndarray, xx: float, kernels: np.ndarray, coefs: np.ndarray,
             id_: int = -1) -> None:
@@ -256,7 +284,7 @@ class Combination(Learner):
     def _vote(self, s: np.ndarray) -> float:
         """``Σ_i θ_i sign(s_i)`` with ``sign(0) = 0``: a kernel whose score is exactly 0
         abstains, and a zero vote is labelled by the tie rule (``predict_label``)."""
-        return float(self._theta @ np.sign(s))
+        return float(self._theta.dot(np.sign(s)))
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
         s = self._kernel_scores(x, xx)

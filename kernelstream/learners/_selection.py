@@ -47,7 +47,7 @@ from kernelstream.learners.base import Learner, Param, positive
 from kernelstream.learners.experts import Reservoir
 from kernelstream.learners.kernels import Gaussian
 from kernelstream.learners.losses import LOSSES
-from kernelstream.learners.store import SVStore
+from kernelstream.learners.store import SVStore, eval_stores
 
 # -- parameters ----------------------------------------------------------------------------------
 P1_SIGMAS = "2^-2:1:3"  # σ ∈ {2^-2, ..., 2^3}, K = 6 (papers 001 and 002, experiment 2)
@@ -144,8 +144,11 @@ class HorizonTuning:
 
 # -- kernels -------------------------------------------------------------------------------------
 def sq_dist_row(X: np.ndarray, sqn: np.ndarray, z: np.ndarray, zz: float) -> np.ndarray:
-    """``‖X_j − z‖²`` for every row (one matrix–vector product; clipped at 0)."""
-    d = X @ z
+    """``‖X_j − z‖²`` for every row (one matrix–vector product; clipped at 0).
+
+    ``X.dot(z)`` here and in the multi-kernel learners' hot paths is ``X @ z`` (the same BLAS
+    call, the same bits) at less call overhead."""
+    d = X.dot(z)
     d *= -2.0
     d += sqn
     d += zz
@@ -192,13 +195,18 @@ class KernelPool:
         if n == 0:
             return 0.0, None
         k = self.widths.kernels[i].row(sv.X[:n], sv.sqn[:n], x, xx)
-        return float(sv.a[:n] @ k), k
+        return float(sv.a[:n].dot(k)), k  # .dot: the BLAS dot of @, less call overhead
 
     def scores(self, x: np.ndarray, xx: float,
                which: np.ndarray | list[int] | None = None) -> np.ndarray:
-        """``f_i(x)`` for ``i`` in ``which`` (all by default), in that order."""
-        idx = range(self.widths.K) if which is None else which
-        return np.array([self.score(int(i), x, xx)[0] for i in idx])
+        """``f_i(x)`` for ``i`` in ``which`` (all by default), in that order: the values of
+        :meth:`score`, bit for bit (one product per store, the rest of the rows at once,
+        :func:`~kernelstream.learners.store.eval_stores`)."""
+        if which is None:
+            return eval_stores(self.stores, self.widths.kernels, x, xx)[0]
+        idx = [int(i) for i in which]
+        return eval_stores([self.stores[i] for i in idx],
+                           [self.widths.kernels[i] for i in idx], x, xx)[0]
 
     @property
     def sizes(self) -> np.ndarray:
@@ -477,22 +485,25 @@ class OptimisticMirror:
         if v == 0:
             z = np.zeros(K)
             e = np.zeros(0)
-            nbar2 = self.n2
             d2v, kv, mux, ip = e, np.zeros((K, 0)), z, z
         else:
             d2v = sq_dist_row(self.res.X[:v], self.sqnV[:v], x, xx)
             kv = self.widths.rows(d2v)
             yv = self.res.y[:v]
-            mux = kv @ yv
+            mux = kv.dot(yv)
             mux /= v
-            ip = self.H[:, :v] @ yv
+            ip = self.H[:, :v].dot(yv)
             ip /= v
-            nbar2 = self.n2 + lam * (2.0 * ip + lam * self.m2)
-        scale = np.ones(K)
-        over = nbar2 > self.U2
-        if over.any():
-            scale[over] = self.radius / np.sqrt(nbar2[over])
-        return RoundContext(v, d2v, kv, mux, ip, scale, lam)
+        # ‖f̄_{t,i}‖² = ‖f'‖² + λ(2⟨f', μ̃⟩ + λ‖μ̃‖²) and the projection factor, in Python
+        # floats per kernel (as in correct)
+        U2, radius = self.U2, self.radius
+        scale = [1.0] * K
+        for i, (n2, ipi, m2) in enumerate(zip(self.n2.tolist(), ip.tolist(), self.m2.tolist(),
+                                              strict=True)):
+            nbar2 = n2 + lam * (2.0 * ipi + lam * m2) if v else n2
+            if nbar2 > U2:
+                scale[i] = radius / math.sqrt(nbar2)
+        return RoundContext(v, d2v, kv, mux, ip, np.array(scale), lam)
 
     def predict(self, i: int, fx: float, ctx: RoundContext) -> float:
         """``f_{t,i}(x_t)`` from ``fx = f'_{t−1,i}(x_t)``."""
@@ -509,11 +520,12 @@ class OptimisticMirror:
         v = ctx.v
         stores = self.pool.stores
         new_pos = self._new_pos
+        new_pos.fill(-1)
         if v:
             H = self.H[:, :v]
             H += a[:, None] * ctx.kv
             H += (b / v)[:, None] * self.KVy[:, :v]
-            coefs = self.res.y[:v] / v
+            coefs = np.multiply.outer(b, self.res.y[:v] / v)  # row i: b_i y_V / v
         # K is small: scalar Python arithmetic per kernel beats numpy calls on K-vectors
         n2 = self.n2.tolist()
         m2 = self.m2.tolist()
@@ -524,9 +536,9 @@ class OptimisticMirror:
         fx_l = fx.tolist()
         out = fx_l[:]
         U2, radius = self.U2, self.radius
+        missing, pos = self._missing, self.pos
         for i in range(self.K):
             ai, bi = a_l[i], b_l[i]
-            new_pos[i] = -1
             if ai == 0.0 and bi == 0.0:
                 continue
             sv = stores[i]
@@ -536,7 +548,10 @@ class OptimisticMirror:
                 nn += ai * (ai + 2.0 * fx_l[i] + 2.0 * bi * mux[i])
                 new_pos[i] = sv.append(x, xx, ai, id_=t, s=t)
             if bi != 0.0 and v:
-                self._add_reservoir(i, bi * coefs, v)
+                # F_i += Σ_v (b_i y_v / v) κ_i(x_v, ·), merged by stream id
+                if missing[i]:
+                    self._store_reservoir(i, v)
+                sv.a[pos[i, :v]] += coefs[i]
             fac = 1.0
             if nn > U2:
                 fac = radius / math.sqrt(nn)
@@ -552,17 +567,16 @@ class OptimisticMirror:
         self.n2 = np.array(n2)
         return np.array(out)
 
-    def _add_reservoir(self, i: int, c: np.ndarray, v: int) -> None:
-        """``F_i += Σ_v c_v κ_i(x_v, ·)`` merged by stream id (points absent are appended)."""
+    def _store_reservoir(self, i: int, v: int) -> None:
+        """Append to ``F_i`` (coefficient 0) the reservoir points it does not hold yet, so that
+        ``F_i += Σ_v c_v κ_i(x_v, ·)`` merges by stream id."""
         sv = self.pool.stores[i]
         pos = self.pos[i]
-        if self._missing[i]:
-            res = self.res
-            for j in np.flatnonzero(pos[:v] < 0):
-                pos[j] = sv.append(res.X[j], float(self.sqnV[j]), 0.0, id_=int(res.ids[j]),
-                                   s=int(res.ids[j]))
-            self._missing[i] = False
-        sv.a[pos[:v]] += c
+        res = self.res
+        for j in np.flatnonzero(pos[:v] < 0):
+            pos[j] = sv.append(res.X[j], float(self.sqnV[j]), 0.0, id_=int(res.ids[j]),
+                               s=int(res.ids[j]))
+        self._missing[i] = False
 
     def end_round(self, rng: np.random.Generator, x: np.ndarray, xx: float, y: float, t: int,
                   ctx: RoundContext, fpx: np.ndarray) -> int:
@@ -581,8 +595,9 @@ class OptimisticMirror:
         yv = self.res.y[:v]
         self.KVy[:, :v] = KV[:, :v, :v] @ yv
         self.m2 = (self.KVy[:, :v] @ yv) / (v * v)
-        for i in np.flatnonzero(np.isnan(fpx)):
-            fpx[i] = self.pool.score(int(i), x, xx)[0]
+        todo = np.flatnonzero(np.isnan(fpx))
+        if len(todo):
+            fpx[todo] = self.pool.scores(x, xx, todo)
         self.H[:, j] = fpx
         self.pos[:, j] = self._new_pos
         self._missing |= self._new_pos < 0

@@ -162,25 +162,32 @@ class EA2OKS(AO2MDLearner):
         K = self.K
         lam = ctx.lam
         mir = self.mirror
-        margin = y * f
-        c = np.zeros(K)
-        a = np.zeros(K)
-        b = np.zeros(K)
         rng = self.rng
-        m2 = mir.m2
-        for i in np.flatnonzero(margin < 1.0):
-            c[i] = (1.0 - margin[i]) / self._norm
+        norm, beta = self._norm, self._beta
+        # K is small: scalar Python arithmetic per kernel (the same IEEE operations, one
+        # uniform per kernel in order) beats numpy calls on K-vectors (measured: ~2x)
+        margin = (y * f).tolist()
+        m2 = mir.m2.tolist()
+        mux = ctx.mux.tolist()
+        c = [0.0] * K
+        a = [0.0] * K
+        b = [0.0] * K
+        for i in range(K):
+            mi = margin[i]
+            if not mi < 1.0:
+                continue
+            c[i] = (1.0 - mi) / norm
             # g = ‖y κ(x,·) − μ̃‖, Z = β (g + ‖μ̃‖), P = g / Z
-            g = math.sqrt(max(1.0 + m2[i] - 2.0 * y * ctx.mux[i], 0.0))
-            z = self._beta * (g + math.sqrt(max(m2[i], 0.0)))
+            g = math.sqrt(max(1.0 + m2[i] - 2.0 * y * mux[i], 0.0))
+            z = beta * (g + math.sqrt(max(m2[i], 0.0)))
             prob = g / z if z > 0.0 else 0.0
             if rng.random() < prob:
                 a[i] = lam * y / prob
                 b[i] = lam * (1.0 - 1.0 / prob)
             else:
                 b[i] = lam
-        fpx = mir.correct(a, b, x, xx, fx, ctx, self.t)
-        self.experts.update(c)
+        fpx = mir.correct(np.array(a), np.array(b), x, xx, fx, ctx, self.t)
+        self.experts.update(np.array(c))
         self.experts.check_epoch()
         mir.end_round(rng, x, xx, y, self.t, ctx, fpx)
         if self._budget is not None:

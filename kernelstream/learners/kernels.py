@@ -14,6 +14,14 @@ import numpy as np
 
 KERNELS = ("gaussian", "polynomial", "linear")
 
+#: ``np.exp(x)`` is exactly ``+0.0`` for every float64 ``x`` below this bound: ``e^x`` rounds to
+#: 0 below ``ln 2^-1075 ≈ −745.133`` (between that and ``≈ −708.4`` it is subnormal, not 0);
+#: −746 leaves a margin for the rounding of the libm. numpy's ``exp`` is about 7x slower on
+#: such arguments than on ordinary ones (and subnormal results cost ~35x), which matters where
+#: narrow widths underflow on most stored points
+#: (:meth:`~kernelstream.learners._multikernel.MultiStore.scores`).
+EXP_ZERO_BELOW = -746.0
+
 
 class Kernel:
     """A positive-definite kernel on ``R^d``.

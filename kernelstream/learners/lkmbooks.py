@@ -143,8 +143,8 @@ class LKMBooks(WeightedWidths, Learner):
         n = self.n
         if n == 0:
             return 0.0, np.zeros(self.K)
-        fv = self.widths.rows(sq_dist_row(self.X[:n], self.sqn[:n], x, xx)) @ self.a[:n]
-        return float(self.p @ fv), fv
+        fv = self.widths.rows(sq_dist_row(self.X[:n], self.sqn[:n], x, xx)).dot(self.a[:n])
+        return float(self.p.dot(fv)), fv
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         t = self._round()

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners._multikernel import (
     DELTA_PARAM,
     DISCOUNT_PARAM,
@@ -27,8 +28,9 @@ from kernelstream.learners._multikernel import (
     pool_diag,
     pool_kernel_params,
 )
-from kernelstream.learners.base import TIE_PARAM, Learner, Param, nonneg, positive
+from kernelstream.learners.base import TIE_PARAM, Param, nonneg, positive
 from kernelstream.learners.registry import get, register
+from kernelstream.learners.store import eval_stores
 
 _REF = "Hoi, Jin, Zhao & Yang 2013; paper 004 §6.2; ALGORITHMS.md §4.17"
 _PA_C = Param("c", 0.1, float, "PA-I aggressiveness C of every component (τ ≤ C)", positive,
@@ -254,6 +256,9 @@ class _BoundedOMKC(Combination):
     variant, ``bpa-s`` §4.7), built with that kernel; its own ``_score``/``_update`` do the
     "normal update" below its budget and the "budget maintenance" at it, so no budget rule is
     re-implemented here. All components share this learner's RNG (one stream, saved once).
+    Their scores (``KernelLearner._score``: ``f^i(x)`` and the kernel row the update reuses)
+    are computed for all ``m`` at once by :func:`~kernelstream.learners.store.eval_stores`,
+    bit for bit.
     """
 
     budget: int
@@ -287,7 +292,9 @@ class _BoundedOMKC(Combination):
         super()._setup(d)
         cls = get(self.budget_maintenance)
         extra = self._component_params()
-        self.comps: list[Learner] = []
+        # _score evaluates the components' stores directly (KernelLearner._score)
+        assert issubclass(cls, KernelLearner) and cls._score is KernelLearner._score
+        self.comps: list[KernelLearner] = []
         for i, b in enumerate(self._component_budgets()):
             c = cls(seed=0, budget=b, tie=self.tie, **pool_kernel_params(i), **extra)
             c.rng = self.rng  # one random stream for the whole learner
@@ -295,11 +302,10 @@ class _BoundedOMKC(Combination):
             self.comps.append(c)
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
-        s = np.empty(M_KERNELS)
-        rows = []
-        for i, c in enumerate(self.comps):
-            s[i], k = c._score(x, xx)
-            rows.append(k)  # each component's kernel row, reused by its update
+        # every component's KernelLearner._score at once: s_i = f^i(x) and its kernel row,
+        # reused by the component's update (bit for bit, see eval_stores)
+        comps = self.comps
+        s, rows = eval_stores([c.sv for c in comps], [c.kern for c in comps], x, xx)
         return self._vote(s), (s, rows)
 
     def _learn_component(self, i: int, x: np.ndarray, xx: float, y: float, s: float,

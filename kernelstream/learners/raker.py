@@ -153,7 +153,7 @@ class Raker(WeightedWidths, Learner):
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
         fv, Z = self._rf.eval_all(x)  # K scores, K × 2D features
-        return float(self.p @ fv), (fv, Z)
+        return float(self.p.dot(fv)), (fv, Z)
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         self._round()

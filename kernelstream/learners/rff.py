@@ -139,7 +139,7 @@ class FeaturePool:
 
     def eval_all(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(f, Z)``: ``f_i = W_i·z_i(x)`` (``K``) and the features ``Z`` (``K × 2D``)."""
-        Z = features(self._col * (self.omega @ x)[None, :])
+        Z = features(self._col * self.omega.dot(x)[None, :])
         return np.einsum("ij,ij->i", self.W, Z), Z
 
     def step(self, i: int, z: np.ndarray, coef: float, clip: float | None) -> None:

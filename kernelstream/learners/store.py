@@ -9,9 +9,11 @@ mutating method takes them as arguments.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from kernelstream.learners.kernels import Kernel
+from kernelstream.learners.kernels import Gaussian, Kernel
 from kernelstream.sparse import CSR, SparseRow
 
 
@@ -186,6 +188,58 @@ class SVStore(_Coefficients):
         st.n = n
         st.norm2 = float(state[f"{prefix}norm2"])
         return st
+
+
+def eval_stores(stores: Sequence[SVStore], kernels: Sequence[Kernel], z: np.ndarray,
+                zz: float) -> tuple[np.ndarray, list[np.ndarray | None]]:
+    """``(f, rows)``: ``f_i = stores[i].eval(kernels[i], z, zz)`` and ``rows[i] =
+    stores[i].row(kernels[i], z, zz)`` (``None`` for an empty store) for several dense stores,
+    each with its own kernel, bit for bit, in fewer numpy calls (multi-kernel learners).
+
+    Each store keeps its own matrix–vector product: a BLAS product's value for a point depends
+    on the matrix the point sits in (its place in the kernel's blocks), so one product over the
+    union of the stores would change last bits. The elementwise rest of the Gaussian rows (the
+    steps of :meth:`Gaussian.row`, in its order) then runs once over their concatenation, and
+    every ``f_i`` is the same dot product of the store's coefficients with its own segment
+    (views into one fresh array). Other kernels are evaluated one by one. ``ndarray.dot`` is
+    the ``@`` of :meth:`SVStore.row` and :meth:`SVStore.dot` (the same BLAS calls, gemv and
+    dot) at a third of its call overhead."""
+    f = np.zeros(len(stores))
+    rows: list[np.ndarray | None] = [None] * len(stores)
+    gauss: list[int] = []
+    sizes: list[int] = []
+    negs: list[float] = []
+    dots: list[np.ndarray] = []
+    sqns: list[np.ndarray] = []
+    for i, (sv, kern) in enumerate(zip(stores, kernels, strict=True)):
+        n = sv.n
+        if n == 0:
+            continue
+        if isinstance(kern, Gaussian):
+            gauss.append(i)
+            sizes.append(n)
+            negs.append(kern._neg_gamma)
+            dots.append(sv.X[:n].dot(z))
+            sqns.append(sv.sqn[:n])
+        else:
+            k = kern.row(sv.X[:n], sv.sqn[:n], z, zz)
+            rows[i] = k
+            f[i] = sv.a[:n].dot(k)
+    if gauss:
+        d = np.concatenate(dots)
+        d *= -2.0
+        d += np.concatenate(sqns)
+        d += zz
+        np.maximum(d, 0.0, out=d)
+        d *= np.repeat(np.array(negs), sizes)
+        np.exp(d, out=d)
+        o = 0
+        for i, n in zip(gauss, sizes, strict=True):
+            k = d[o:o + n]
+            o += n
+            rows[i] = k
+            f[i] = stores[i].a[:n].dot(k)
+    return f, rows
 
 
 # Widths up to this use a reusable dense work vector (8 bytes a column) to scatter the query
