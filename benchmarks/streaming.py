@@ -749,7 +749,7 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
                       f"{r['median_wall_small']:.2f} | ")
         else:
             L[-1] += "– | – | "
-        L[-1] += (f"{ratio:.2f} | {pass_mark(ratio >= RATIO_TARGET)} (≥ {RATIO_TARGET}) |"
+        L[-1] += (f"{ratio:.3f} | {pass_mark(ratio >= RATIO_TARGET)} (≥ {RATIO_TARGET}) |"
                   if ratio is not None else "– | – |")
     L.append("")
     for name, d in res["datasets"].items():
