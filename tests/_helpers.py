@@ -241,3 +241,9 @@ def route_one_by_one(engine: Any, records: Sequence[Any],
             for k, p in res:
                 groups.setdefault(k, []).append(p)
     return groups, dead
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    """``text`` (str as UTF-8, or raw bytes) written to ``path``; returns the path."""
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return path

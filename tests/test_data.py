@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _helpers import write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,12 +40,6 @@ from kernelstream.data import (
     parse_libsvm_line,
     scale_minmax,
 )
-
-
-def write(path: Path, text: str | bytes) -> Path:
-    path.write_bytes(text.encode() if isinstance(text, str) else text)
-    return path
-
 
 # --------------------------------------------------------------------------------------------
 # ParseError

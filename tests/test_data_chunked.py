@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _helpers import write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,11 +20,6 @@ from kernelstream.data import ParseError, load, scale_minmax
 
 WHOLE = 1 << 30  # one block: the file is parsed at once
 SMALL = [1, 7, 64, 301]
-
-
-def write(path: Path, text: str | bytes) -> Path:
-    path.write_bytes(text.encode() if isinstance(text, str) else text)
-    return path
 
 
 def outcome(path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _helpers import write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,11 +23,6 @@ from kernelstream.data.csv import _load_csv_arrow, _load_csv_lines
 pytest.importorskip("pyarrow")
 
 CHUNK = data._CHUNK_BYTES
-
-
-def write(path: Path, text: str | bytes) -> Path:
-    path.write_bytes(text.encode() if isinstance(text, str) else text)
-    return path
 
 
 def _args(path: Path, chunk: int, kw: dict[str, Any]) -> tuple[Any, ...]:

@@ -7,6 +7,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+from _helpers import write
 
 from kernelstream import data
 from kernelstream.data import (
@@ -20,11 +21,6 @@ from kernelstream.data import (
     load,
 )
 from kernelstream.data import check as data_check
-
-
-def write(path: Path, text: str | bytes) -> Path:
-    path.write_bytes(text.encode() if isinstance(text, str) else text)
-    return path
 
 
 def test_collect_counts_by_reason_kind_with_first_line() -> None:
