@@ -8,8 +8,9 @@ the ``SourceRecord`` s, merge; the rounds of its DoFn) drains them with each cli
 turn. Records/s = records /
 wall time from the first poll to the last record released; also the slowest single round
 (one ``fetch`` + release), where kafka-python's occasional long polls show. A reader that
-releases nothing for 5 s is reported as stalled (kafka-python 3.0.12 does, with two topics:
-a partition it paused and resumed is never fetched again)::
+releases nothing for 5 s is reported as stalled (kafka-python 3.0.12 did, with two topics,
+until ``kafka_read._resume`` worked around its fetcher parking a resumed partition's
+records for good)::
 
     nice -n 10 .venv/bin/python benchmarks/reader_clients.py --records 50000
 """

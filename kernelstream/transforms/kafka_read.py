@@ -274,6 +274,20 @@ _WATERMARK = beam.DoFn.WatermarkEstimatorParam(_Watermarks())
 # -- one group's consumer and merge -----------------------------------------------------------
 
 
+def _resume(consumer: Any, tps: Sequence[Any]) -> None:
+    """``consumer.resume(*tps)``, working around a kafka-python 3.0 stall: its fetcher puts a
+    resumed partition's parked records back in line only when the in-line slot is None, but a
+    drained slot holds an empty ``PartitionRecords`` (falsy, not None), so the parked records,
+    and with them the partition, would wait forever (a multi-topic group with a backlog stopped
+    for good). A drained slot is as good as none (the fetcher replaces it either way): clear it
+    so the next poll restores them. confluent-kafka's consumer has no such slot."""
+    consumer.resume(*tps)
+    fetcher = getattr(consumer, "_fetcher", None)
+    slot = getattr(fetcher, "_next_partition_records", None)
+    if slot is not None and not slot:
+        fetcher._next_partition_records = None  # type: ignore[union-attr]
+
+
 class _GroupReader:
     """A group's consumer and merge, kept across ``process()`` calls. ``claimed`` is where the
     last call's restriction ended; a call whose restriction starts elsewhere (a retried
@@ -311,7 +325,7 @@ class _GroupReader:
         self.fetched = list(start)
         self.idle_since = [None] * len(self.keys)
         if self.paused:
-            self.consumer.resume(*self.tps)
+            _resume(self.consumer, self.tps)
             self.paused = set()
 
     def caught_up(self, stop: Sequence[int] | None, now: float) -> set[tuple[str, int]]:
@@ -342,7 +356,7 @@ class _GroupReader:
                 or self.merger.buffered(key) >= cap}
         if hold != self.paused:
             if self.paused - hold:
-                self.consumer.resume(*[self.tps[i] for i in self.paused - hold])
+                _resume(self.consumer, [self.tps[i] for i in self.paused - hold])
             if hold - self.paused:
                 self.consumer.pause(*[self.tps[i] for i in hold - self.paused])
             self.paused = hold
