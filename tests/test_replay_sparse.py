@@ -240,3 +240,14 @@ def test_a_huge_index_and_a_2mb_line_run_everywhere_in_under_1gib(
     assert len(ids) == n and np.isfinite(scores).all()  # every line learnt, none dead-lettered
     final = read_table(out / "metrics", METRICS_SCHEMA).filter(pc.field("final"))
     assert final.column("n_features").to_pylist() == [2**31 - 1]
+
+
+def test_a_large_but_possible_model_gets_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelstream.pipelines.config import learner_configs
+
+    cli._check_memory(learner_configs(["fogd"], []), 3_231_887, sparse=True, nnz=115)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "random-feature projection" in err[0]
+    assert "--hash-features" in err[0]
+    cli._check_memory(learner_configs(["bogd"], []), 3_231_887, sparse=True, nnz=115)
+    assert capsys.readouterr().err == ""  # sparse support vectors: nothing to note

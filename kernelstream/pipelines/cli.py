@@ -475,13 +475,22 @@ def _available_memory() -> int:
     return memory_limit()
 
 
+# A model that fits but plans more than this gets a note on stderr before the run starts.
+_WARN_BYTES = 2 << 30
+
+
 def _check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
                   nnz: int | None = None) -> None:
     """Refuse, before reading, a learner that cannot fit in this machine's memory at this
     width (the learners' own estimate, ``learners.registry.check_width``: e.g. budget ×
     width × 8 bytes of dense support vectors, or budget × non-zeros per row for sparse rows),
     with one line naming the fix."""
-    from kernelstream.learners.registry import WidthError, check_width
+    from kernelstream.learners.registry import (
+        WidthError,
+        check_width,
+        fmt_bytes,
+        memory_estimate,
+    )
 
     for c in configs:
         try:
@@ -489,6 +498,12 @@ def _check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
                         nnz_per_row=nnz)
         except WidthError as e:
             raise ConfigError(f"learner {c.label}: {e}") from None
+        need, what = memory_estimate(c.name, dict(c.params), max(int(width), 1), sparse=sparse,
+                                     nnz_per_row=nnz)
+        if need > _WARN_BYTES:  # it fits, but a user should know before waiting for it
+            print(f"{PROG}: note: learner {c.label} plans {fmt_bytes(need)} for {what}; "
+                  "--hash-features K bounds the width" + (", or use a learner that keeps "
+                  "sparse rows" if sparse else ""), file=sys.stderr)
 
 
 def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str, str], ...]:
