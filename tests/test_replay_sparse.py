@@ -251,3 +251,10 @@ def test_a_large_but_possible_model_gets_a_note(capsys: pytest.CaptureFixture[st
     assert "--hash-features" in err[0]
     cli._check_memory(learner_configs(["bogd"], []), 3_231_887, sparse=True, nnz=115)
     assert capsys.readouterr().err == ""  # sparse support vectors: nothing to note
+
+
+def test_check_says_how_a_replay_hands_rows_over(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", str(RCV1), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows_as"] == "sparse"
+    assert cli.main(["check", str(A9A)]) == 0
+    assert "width         117 (dense rows)" in capsys.readouterr().out  # 300 rows of a9a

@@ -33,6 +33,7 @@ class CheckReport:
     labels: dict[str, int] = field(default_factory=dict)
     dead: BadLines = field(default_factory=BadLines)
     truncated: bool = False  # stopped at max_records
+    rows_as: str | None = None  # "sparse" (CSR) or "dense": how a replay would hand rows over
 
     @property
     def records(self) -> int:
@@ -51,6 +52,7 @@ class CheckReport:
             "labels": dict(sorted(self.labels.items(), key=lambda kv: -kv[1])),
             "dead_letters": self.dead.to_dict(),
             "truncated": self.truncated,
+            **({"rows_as": self.rows_as} if self.rows_as is not None else {}),
         }
 
     def lines(self) -> Iterator[str]:
@@ -58,7 +60,8 @@ class CheckReport:
         d = self.to_dict()
         yield f"{self.source}: {self.fmt}, {self.records} records"
         yield f"  rows          {self.rows}"
-        yield f"  width         {self.width}"
+        yield f"  width         {self.width}" + (f" ({self.rows_as} rows)" if self.rows_as
+                                                       else "")
         nz = d["nnz_per_row"]
         yield f"  non-zeros/row min {nz['min']}, mean {nz['mean']}, max {nz['max']}"
         classes = ", ".join(f"{k}: {v}" for k, v in list(d["labels"].items())[:10])

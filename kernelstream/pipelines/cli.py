@@ -700,6 +700,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _error("check", str(exc).splitlines()[0] if str(exc) else repr(exc))
     if args.hash_features is not None:
         report.width = 1 << args.hash_features
+    if not is_topic(src) or opts.fmt or opts.hash_features is not None:
+        report.rows_as = "sparse" if opts.sparse_rows(max(report.width, 1)) else "dense"
     problem = data_check.verdict(report)
     if args.json:
         doc = report.to_dict()
