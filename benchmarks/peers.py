@@ -1,0 +1,373 @@
+"""Our budgeted learners beside the KOL (LIBOL/KOL C++ toolbox) figures of issue 14.
+
+Measured in one run, on this machine:
+
+1. Speed. Every budgeted single-kernel learner of the registry (``budgeted`` class attribute;
+   the kernel-selection / multi-kernel learners, which have no single Gaussian row, are listed
+   as excluded) at B = 200, one pass over the first ``--rows`` rows of permutation 0
+   (:func:`kernelstream.seeding.permutation`) of a9a, magic04, SUSY_30k and w7a, in memory:
+   examples/s and µs/round of ``predict_learn_many``, and the ratio to the kernel-row floor
+   of ``benchmarks/learners.py`` (one Gaussian row against B = 200 stored points per round,
+   ``Gaussian(γ).row``; FOGD: its random-feature map at D = 4B), timed alternately with the
+   learner ``--repeats`` times (medians). Gaussian width: the tuned parameters of
+   ``benchmarks/tuned_params.json`` (P3, kernel-alignment selection) where they cover the
+   learner and data set, else γ = 1/mean‖x‖² of the rows used. With ``--pre-issue COMMIT``
+   (default 6ab0a3a, the code before issue 14; ``--pre-issue ''`` skips it) the same passes
+   also run on that commit's ``kernelstream/`` (``git archive`` into a temporary directory, a
+   subprocess with ``PYTHONPATH`` pointing at it), which gives the issue's "≥ 2× the pre-issue
+   examples/s" ratio.
+2. KOL's figures from the issue, printed as reference only (not re-measured here).
+3. End to end: wall time and peak RSS (``RUSAGE_CHILDREN`` of a wrapper process) of
+   ``python -m kernelstream.pipelines.cli replay FILE -l bpa-s -p budget=200 --runner R``
+   (R = loop, direct) on a9a (the a9a training file) and SUSY_30k, beside the learning seconds
+   of the run's summary.json, so the fixed cost (wall − learning) shows.
+
+Progress goes to stderr; ``benchmarks/results/peers.md`` and ``.json`` are written.
+
+Example::
+
+    .venv/bin/python benchmarks/peers.py --rows 20000
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # first: it limits BLAS to one thread per process before numpy loads
+import learners as bench_learners  # benchmarks/learners.py: learner_config and the floors
+import numpy as np
+
+from kernelstream import data as ksdata
+from kernelstream import learners
+from kernelstream.seeding import learner_seed, permutation
+
+STEM = "peers"
+BUDGET = 200
+FLOOR_TARGET = 1.5  # issue 14: ≤ 1.5× the kernel-row floor
+SPEEDUP_TARGET = 2.0  # issue 14: ≥ 2× the pre-issue examples/s (a9a, magic04, SUSY_30k)
+SPEEDUP_SETS = ("a9a", "magic04", "SUSY_30k")
+PRE_ISSUE = "6ab0a3a"
+TUNED = _common.BENCH / "tuned_params.json"
+
+# name -> (loader kind, files, fmt, width, scale)
+SETS: dict[str, dict[str, Any]] = {
+    "a9a": {"common": True, "note": "a9a + a9a.t merged, 123 features"},
+    "magic04": {"file": "magic04.data", "fmt": "csv", "scale": "01", "positive": "g",
+                "note": "UCI magic04.data, label g (+1) / h, min-max [0, 1]"},
+    "SUSY_30k": {"file": "SUSY_30k.libsvm", "fmt": "libsvm", "scale": "none", "width": 18,
+                 "note": "SUSY_30k.libsvm, 18 raw features"},
+    "w7a": {"common": True, "note": "w7a training file, 300 features"},
+}
+E2E_FILES = {"a9a": ("a9a", ["--n-features", "123"]), "SUSY_30k": ("SUSY_30k.libsvm", [])}
+
+# KOL reference (issue 14): ratio of our examples/s over KOL's, measured before on this machine
+KOL_LEARNERS = ("rbp", "forgetron", "projectron++", "bpa-s", "bogd", "nogd")
+KOL_RATIOS = {
+    "a9a": (1.65, 1.77, 1.9, 1.6, 1.58, 1.5),
+    "ijcnn1 (22 dense)": (0.9, 0.85, 1.57, 0.9, 0.85, 0.82),
+    "cod-rna (8 dense)": (0.58, 0.6, 1.55, 0.65, 0.56, 0.6),
+}
+
+_CHILD = r"""
+import json, sys, time
+import numpy as np
+from kernelstream import learners
+z = np.load(sys.argv[1])
+X, y = np.ascontiguousarray(z["X"]), z["y"]
+out = {}
+for name, seed, params in json.loads(sys.argv[2]):
+    try:
+        m = learners.make(name, seed=seed, **params)
+        t0 = time.perf_counter()
+        m.predict_learn_many(X, y)
+        out[name] = time.perf_counter() - t0
+    except Exception as e:
+        out[name] = f"{type(e).__name__}: {e}"
+print(json.dumps(out))
+"""
+
+_WRAPPER = r"""
+import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+rc = subprocess.call(sys.argv[1:])
+wall = time.perf_counter() - t0
+print(json.dumps({"rc": rc, "wall": wall,
+                  "maxrss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
+"""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def load_set(name: str, data_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    d = SETS[name]
+    if d.get("common"):
+        return _common.load_dataset(name, data_dir)
+    X, y = ksdata.load(str(Path(data_dir) / d["file"]), fmt=d["fmt"],
+                       n_features=d.get("width"), scale=d["scale"],
+                       positive_label=d.get("positive"))
+    return np.ascontiguousarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+
+
+def inverse_mean_sqnorm(X: np.ndarray) -> float:
+    """γ = 1/mean‖x‖² (the fallback width)."""
+    return 1.0 / float(np.mean(np.einsum("ij,ij->i", X, X)))
+
+
+def selected_learners() -> tuple[list[str], list[str]]:
+    """(budgeted single-kernel learners, excluded budgeted kernel-selection/multi-kernel ones),
+    by benchmarks/learners.py's classification (a ``gamma`` parameter: one Gaussian kernel)."""
+    keep, excluded = [], []
+    for name in learners.available():
+        if not learners.get(name).budgeted:
+            continue
+        _, kind, size = bench_learners.learner_config(name, BUDGET)
+        (keep if kind != "n/a" and size is not None else excluded).append(name)
+    return keep, excluded
+
+
+def learner_params(name: str, dataset: str, gamma0: float, tuned: dict[str, Any]) -> tuple[
+        dict[str, Any], str]:
+    params, _, _ = bench_learners.learner_config(name, BUDGET)
+    sel = tuned.get("p3", {}).get(dataset, {}).get("selected", {}).get("ka", {}).get(name)
+    if sel:
+        params.update(sel["params"])
+        return params, "tuned"
+    if "gamma" in params:
+        params["gamma"] = gamma0
+    return params, "1/mean‖x‖²"
+
+
+def run_pre_issue(src: Path, Xp: np.ndarray, yp: np.ndarray,
+                  jobs: list[tuple[str, int, dict[str, Any]]]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        npz = Path(tmp) / "stream.npz"
+        np.savez(npz, X=Xp, y=yp)
+        env = dict(os.environ, PYTHONPATH=str(src))
+        res = subprocess.run([sys.executable, "-c", _CHILD, str(npz), json.dumps(jobs)],
+                             env=env, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        log(f"pre-issue run failed: {res.stderr.strip()[-500:]}")
+        return {}
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None) -> list[
+        dict[str, Any]]:
+    cells: list[dict[str, Any]] = []
+    for ds in a.datasets:
+        X, y = load_set(ds, a.data_dir)
+        perm = permutation(X.shape[0], 0, 0)[: min(a.rows, X.shape[0])]
+        Xp, yp = np.ascontiguousarray(X[perm]), y[perm]
+        n = len(yp)
+        gamma0 = inverse_mean_sqnorm(Xp)
+        log(f"{ds}: {n} rows x {X.shape[1]} features, 1/mean|x|^2 = {gamma0:.4g}")
+        jobs = []
+        for name in names:
+            params, width = learner_params(name, ds, gamma0, tuned)
+            _, kind, size = bench_learners.learner_config(name, BUDGET)
+            gamma = float(params.get("gamma", gamma0))
+            tl: list[float] = []
+            tf: list[float] = []
+            nsv = 0
+            for _ in range(max(1, a.repeats)):
+                t, nsv = bench_learners.time_learner(name, params, Xp, yp)
+                tl.append(t)
+                if kind == "rff":
+                    tf.append(bench_learners.time_rff_floor(Xp, int(size or 1), gamma))
+                else:
+                    tf.append(bench_learners.time_row_floor(Xp, Xp[:BUDGET], gamma))
+            us = 1e6 * statistics.median(tl) / n
+            fus = 1e6 * statistics.median(tf) / n
+            cell = {"dataset": ds, "learner": name, "rows": n, "params": params,
+                    "width": width, "floor": "rff D=4B" if kind == "rff" else "row B=200",
+                    "us_per_round": us, "examples_per_s": 1e6 / us, "floor_us": fus,
+                    "ratio_floor": us / fus, "n_sv": nsv}
+            cells.append(cell)
+            jobs.append((name, learner_seed(0, 0, name), params))
+            log(f"  {ds} {name}: {1e6 / us:,.0f} ex/s, {us:.1f} us/round, floor {fus:.1f}, "
+                f"ratio {us / fus:.2f} ({width})")
+        if pre_src is not None:
+            log(f"  {ds}: pre-issue {a.pre_issue} ...")
+            pre = run_pre_issue(pre_src, Xp, yp, jobs)
+            for c in cells:
+                if c["dataset"] != ds:
+                    continue
+                v = pre.get(c["learner"])
+                if isinstance(v, (int, float)):
+                    c["pre_examples_per_s"] = n / v
+                    c["speedup"] = c["examples_per_s"] / c["pre_examples_per_s"]
+                    log(f"  {ds} {c['learner']}: pre-issue {n / v:,.0f} ex/s, "
+                        f"speedup {c['speedup']:.2f}")
+                elif v is not None:
+                    c["pre_error"] = v
+    return cells
+
+
+def end_to_end(a: Any) -> list[dict[str, Any]]:
+    out = []
+    for ds, (fname, extra) in E2E_FILES.items():
+        for runner in ("loop", "direct"):
+            with tempfile.TemporaryDirectory() as tmp:
+                cmd = [sys.executable, "-m", "kernelstream.pipelines.cli", "replay",
+                       str(Path(a.data_dir) / fname), "-l", "bpa-s", "-p", f"budget={BUDGET}",
+                       *extra, "--runner", runner, "--out", tmp, "-q"]
+                res = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd],
+                                     capture_output=True, text=True, check=False,
+                                     cwd=_common.REPO)
+                w = json.loads(res.stdout.strip().splitlines()[-1])
+                summ_path = Path(tmp) / "summary.json"
+                secs = math.nan
+                if summ_path.exists():
+                    secs = _learning_seconds(json.loads(summ_path.read_text()))
+            cell = {"dataset": ds, "file": fname, "runner": runner, "rc": w["rc"],
+                    "wall_s": w["wall"], "peak_rss_mb": w["maxrss_kb"] / 1024,
+                    "learning_s": secs, "fixed_s": w["wall"] - secs,
+                    "command": " ".join(["python", *cmd[1:4], fname, *cmd[5:-3], "-q"])}
+            out.append(cell)
+            log(f"e2e {ds} {runner}: wall {w['wall']:.2f}s, peak {cell['peak_rss_mb']:.0f} MB, "
+                f"learning {secs:.2f}s (rc {w['rc']})")
+    return out
+
+
+def _learning_seconds(summary: Any) -> float:
+    """The first ``seconds`` entry of a summary.json (the learner's mean learning time)."""
+    if isinstance(summary, dict):
+        if "seconds" in summary:
+            v = summary["seconds"]
+            if isinstance(v, dict):
+                v = v.get("mean", next(iter(v.values()), math.nan))
+            if isinstance(v, (list, tuple)):
+                v = v[0]
+            return float(v)
+        for v in summary.values():
+            s = _learning_seconds(v)
+            if not math.isnan(s):
+                return s
+    if isinstance(summary, list):
+        for v in summary:
+            s = _learning_seconds(v)
+            if not math.isnan(s):
+                return s
+    return math.nan
+
+
+def render(js: dict[str, Any]) -> list[str]:
+    L = ["# Our budgeted learners beside KOL (issue 14)", "",
+         _common.generated_line("peers.py", js["generated"],
+                                f"{js['git']}; {js['machine']}"), ""]
+    L += [f"## 1. Speed at B = {BUDGET}, one pass (permutation 0), in memory", "",
+          f"Rows: the first {js['rows']} of each permutation (or the whole set). Floor: "
+          "`benchmarks/learners.py`'s kernel-row floor, one `Gaussian(γ).row` against "
+          f"{BUDGET} stored points per round (FOGD: its random-feature map at D = 4B), timed "
+          f"alternately with the learner, medians of {js['repeats']}. Width: **tuned** = "
+          "`benchmarks/tuned_params.json` (P3, kernel alignment; its other tuned parameters "
+          "too), else γ = 1/mean‖x‖² of the rows used. "
+          f"Excluded (budgeted kernel-selection / multi-kernel, no single row): "
+          f"{', '.join(js['excluded'])}.", ""]
+    pre = js.get("pre_issue")
+    L += ["| data | learner | width | examples/s | µs/round | floor µs | ratio to floor | "
+          f"≤ {FLOOR_TARGET}× | pre-issue ex/s | speedup | ≥ {SPEEDUP_TARGET:g}× |",
+          "|---|---|---|---:|---:|---:|---:|---|---:|---:|---|"]
+    for c in js["speed"]:
+        ok = c["ratio_floor"] <= FLOOR_TARGET
+        if "speedup" in c:
+            pre_s, sp = f"{c['pre_examples_per_s']:,.0f}", f"{c['speedup']:.2f}"
+            v = (_common.pass_mark(c["speedup"] >= SPEEDUP_TARGET)
+                 if c["dataset"] in SPEEDUP_SETS else "(not a target set)")
+        else:
+            pre_s, sp = ("error" if "pre_error" in c else "–"), "–"
+            v = "needs the pre-issue figure"
+        L.append(f"| {c['dataset']} | {c['learner']} | {c['width']} | "
+                 f"{c['examples_per_s']:,.0f} | {c['us_per_round']:.1f} | {c['floor_us']:.1f} | "
+                 f"{c['ratio_floor']:.2f} | {_common.pass_mark(ok)} | {pre_s} | {sp} | {v} |")
+    L.append("")
+    judged = js["speed"]
+    bad = [f"{c['dataset']}/{c['learner']}" for c in judged if c["ratio_floor"] > FLOOR_TARGET]
+    L.append(f"Floor criterion (≤ {FLOOR_TARGET}×): {len(judged) - len(bad)}/{len(judged)} "
+             "pass" + (f"; over: {', '.join(bad)}" if bad else "") + ".")
+    if pre:
+        sp = [c for c in judged if c["dataset"] in SPEEDUP_SETS and "speedup" in c]
+        slow = [f"{c['dataset']}/{c['learner']} ({c['speedup']:.2f})" for c in sp
+                if c["speedup"] < SPEEDUP_TARGET]
+        L.append(f"Speed-up criterion (≥ {SPEEDUP_TARGET:g}× commit {pre} on "
+                 f"{', '.join(SPEEDUP_SETS)}): {len(sp) - len(slow)}/{len(sp)} pass"
+                 + (f"; under: {', '.join(slow)}" if slow else "") + ".")
+    else:
+        L.append("Speed-up criterion: needs the pre-issue figure (run without "
+                 "`--pre-issue ''`).")
+    L += ["", "## 2. KOL reference (from issue 14; not re-measured, reference only)", "",
+          "Ratio of our examples/s over KOL's, measured before on this machine (ijcnn1 and "
+          "cod-rna are not among the sets above):", "",
+          "| data | " + " | ".join(KOL_LEARNERS) + " |",
+          "|---|" + "---:|" * len(KOL_LEARNERS)]
+    for ds, vals in KOL_RATIOS.items():
+        L.append(f"| {ds} | " + " | ".join(f"{v:g}" for v in vals) + " |")
+    L += ["", "KOL's absolute BPA-S examples/s: ijcnn1 121k, cod-rna 177k (ours then 109k / "
+          "117k). End to end, KOL took 0.42 s and 4 MB for `ijcnn1 -l bpa-s`, against our "
+          "2.1 s / 202 MB (direct) and 1.8 s / 199 MB (loop).", "",
+          "## 3. End to end: `kernelstream replay FILE -l bpa-s -p budget=200`", "",
+          "Wall time and peak RSS of the CLI process (`RUSAGE_CHILDREN` of a wrapper), "
+          "learning seconds from its summary.json (`seconds`); fixed = wall − learning.", "",
+          "| data (file) | runner | wall s | learning s | fixed s | peak RSS MB |",
+          "|---|---|---:|---:|---:|---:|"]
+    for c in js["end_to_end"]:
+        rc = "" if c["rc"] == 0 else f" (exit {c['rc']})"
+        L.append(f"| {c['dataset']} ({c['file']}) | {c['runner']}{rc} | {c['wall_s']:.2f} | "
+                 f"{c['learning_s']:.2f} | {c['fixed_s']:.2f} | {c['peak_rss_mb']:.0f} |")
+    L += ["", f"Command: `{js['end_to_end'][0]['command']}` (and `--runner direct`)."
+          if js["end_to_end"] else ""]
+    return L
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _common.script_parser(__doc__, epilog=False)
+    _common.add_output_args(ap, STEM)
+    ap.add_argument("--rows", type=int, default=20000,
+                    help="rounds per pass (default 20000; the whole set if smaller)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="alternating learner/floor timings; medians reported (default 3)")
+    _common.add_list_arg(ap, "--datasets", SETS)
+    ap.add_argument("--pre-issue", default=PRE_ISSUE,
+                    help="commit whose kernelstream/ to time too (default %(default)s; '' "
+                         "skips it)")
+    ap.add_argument("--no-e2e", action="store_true", help="skip the end-to-end runs")
+    a = ap.parse_args(argv)
+    a.datasets = _common.parse_list(ap, a.datasets, SETS, "dataset")
+    tuned = _common.read_json(TUNED)
+    names, excluded = selected_learners()
+    log(f"learners: {', '.join(names)}; excluded: {', '.join(excluded)}")
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        pre_src: Path | None = None
+        if a.pre_issue:
+            arch = subprocess.run(["git", "archive", a.pre_issue, "kernelstream"],
+                                  cwd=_common.REPO, capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=arch, check=True)
+            pre_src = Path(tmp)
+        cells = speed(a, tuned, names, pre_src)
+    e2e = [] if a.no_e2e else end_to_end(a)
+    js = {"generated": _common.now_utc(), "git": _common.git_provenance(),
+          "machine": _common.machine_info(), "rows": a.rows, "repeats": a.repeats,
+          "budget": BUDGET, "learners": names, "excluded": excluded,
+          "pre_issue": a.pre_issue or None, "speed": cells, "end_to_end": e2e,
+          "kol_reference": {"learners": KOL_LEARNERS, "ratios": KOL_RATIOS},
+          "seconds": time.perf_counter() - t0}
+    _common.write_report(a.out_dir, STEM, render(js), js)
+    log(f"wrote {a.out_dir}/{STEM}.md/.json in {js['seconds']:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
