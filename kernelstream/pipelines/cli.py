@@ -21,7 +21,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import inspect  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
@@ -29,7 +28,7 @@ import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass, field, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import TYPE_CHECKING, Any, TextIO  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 # Only what every command needs is imported here: the learner registry, the replay machinery
 # (engine, pyarrow for its Parquet outputs, the Kafka client) and Beam are imported by the
@@ -49,6 +48,7 @@ from kernelstream.pipelines.config import (  # noqa: E402
     DEFAULT_DATASET,
     DEFAULT_LEARNER,
     DEFAULT_PARAMS,
+    PROG,
     REPLAY_RUNNERS,
     SCALES,
     TARGET_SCALES,
@@ -59,15 +59,14 @@ from kernelstream.pipelines.config import (  # noqa: E402
     default_out,
     is_topic,
     learner_configs,
-    loss_tasks,
     resolve_task,
 )
+from kernelstream.pipelines.learners_cmd import cmd_learners  # noqa: E402
 from kernelstream.streams import STREAMS, evaluate_stream  # noqa: E402
 
 if TYPE_CHECKING:
     from kernelstream.evaluate import EvalResult
 
-PROG = "kernelstream"
 SUMMARY_SCHEMA = 1
 
 @dataclass
@@ -236,114 +235,6 @@ def format_table(results: Sequence[EvalResult]) -> str:
                  for i, (c, w) in enumerate(zip(row, widths, strict=True))]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
-
-
-# -- learners listing --------------------------------------------------------------------------
-def _learner_tasks(name: str) -> list[str]:
-    """The tasks a learner runs: its class-level ``task`` first, then any other task one of its
-    ``loss`` choices gives it (``config.loss_tasks``)."""
-    from kernelstream import learners  # the registry: see cmd_learners
-
-    tasks = [learners.get(name).task]
-    tasks += [t for t in dict.fromkeys(loss_tasks(name).values()) if t not in tasks]
-    return tasks
-
-
-def _task_label(tasks: Sequence[str]) -> str:
-    """``classification`` or ``classification, regression (by loss)``."""
-    return tasks[0] if len(tasks) == 1 else f"{', '.join(tasks)} (by loss)"
-
-
-def _learner_info(name: str) -> dict[str, Any]:
-    from kernelstream import learners  # the registry: see cmd_learners
-
-    cls = learners.get(name)
-    doc = inspect.getdoc(cls) or ""
-    tasks = _learner_tasks(name)
-    return {
-        "name": name,
-        "summary": doc.split("\n\n", 1)[0].replace("\n", " "),
-        "reference": cls.reference,
-        "task": cls.task,  # the default (class-level) task
-        "tasks": tasks,  # every task the learner runs (more than one: chosen by ``loss``)
-        "budgeted": bool(cls.budgeted),
-        "randomized": bool(cls.randomized),
-        "sparse_rows": bool(cls.accepts_sparse),  # keeps sparse SVs for CSR rows
-        "params": [
-            {
-                "name": p.name,
-                "type": p.type.__name__,
-                "default": p.default,
-                "doc": p.doc,
-                **({"choices": list(p.choices)} if p.choices else {}),
-                **({"rule": p.rule} if p.rule else {}),
-            }
-            for p in cls.params
-        ],
-    }
-
-
-def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
-    for i, info in enumerate(infos):
-        if i:
-            print(file=out)
-        flags = [_task_label(info["tasks"])] + [f for f in ("budgeted", "randomized")
-                                                 if info[f]]
-        flags += ["sparse rows"] if info["sparse_rows"] else []
-        print(f"{info['name']}  [{', '.join(flags)}]", file=out)
-        if info["summary"]:
-            print(f"  {info['summary']}", file=out)
-        if info["reference"]:
-            print(f"  reference: {info['reference']}", file=out)
-        ps = info["params"]
-        if not ps:
-            print("  (no parameters)", file=out)
-            continue
-        cells = [(p["name"], p["type"], repr(p["default"])) for p in ps]
-        w = [max(len(c[j]) for c in cells) for j in range(3)]
-        for p, c in zip(ps, cells, strict=True):
-            extra = []
-            if "choices" in p:
-                extra.append("one of " + ", ".join(map(str, p["choices"])))
-            if "rule" in p:
-                extra.append(p["rule"])
-            doc = p["doc"] + (f" ({'; '.join(extra)})" if extra else "")
-            print(f"    {c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:<{w[2]}}  {doc}", file=out)
-
-
-# Parameters most kernel learners share; the markdown table lists them once in a footnote.
-_SHARED_PARAMS = ("kernel", "gamma", "degree", "tie")
-
-
-def _print_learners_markdown(infos: list[dict[str, Any]], out: TextIO) -> None:
-    print("| learner | reference | task | budgeted | sparse rows | own parameters (default) |",
-          file=out)
-    print("| --- | --- | --- | --- | --- | --- |", file=out)
-    for info in infos:
-        ps = ", ".join(f"`{p['name']}`={p['default']!r}" for p in info["params"]
-                       if p["name"] not in _SHARED_PARAMS) or "—"
-        print(f"| `{info['name']}` | {info['reference']} | {_task_label(info['tasks'])} | "
-              f"{'yes' if info['budgeted'] else 'no'} | "
-              f"{'yes' if info['sparse_rows'] else 'no'} | {ps} |", file=out)
-    print(f"\nThe last column leaves out the shared parameters {', '.join(_SHARED_PARAMS)} "
-          f"(where a learner has them); `{PROG} learners NAME` shows the full signature. "
-          "A task marked \"(by loss)\" is chosen by the learner's `loss` parameter.",
-          file=out)
-
-
-def cmd_learners(args: argparse.Namespace) -> int:
-    # the registry imports every learner module: only for the commands that use learners
-    from kernelstream import learners
-
-    names = [args.name] if args.name else learners.available()
-    infos = [_learner_info(n) for n in names]
-    if args.format == "json":
-        print(json.dumps(infos if not args.name else infos[0], indent=2))
-    elif args.format == "markdown":
-        _print_learners_markdown(infos, sys.stdout)
-    else:
-        _print_learners_text(infos, sys.stdout)
-    return 0
 
 
 # -- replay ------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 # The demo configuration used when no --learner is given: budgeted, fast, and a sensible
 # baseline on the embedded german data.
+PROG = "kernelstream"  # the command's name in usage lines and messages
 DEFAULT_LEARNER = "bogd"
 DEFAULT_PARAMS: dict[str, str] = {"budget": "100"}
 DEFAULT_DATASET = "german"

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-PROG = "kernelstream"
+from kernelstream.pipelines.config import PROG
+
 EVENTS, LABELS = "demo-events", "demo-labels"
 PARTITIONS = 2
 WITHHELD = 0.03  # share of labels never sent

@@ -31,12 +31,11 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from kernelstream.pipelines.config import TASKS
+from kernelstream.pipelines.config import PROG, TASKS
 from kernelstream.pipelines.stream_config import (
     EXIT_STOPPED,
     KAFKA_CLIENTS,
     KEY_BY,
-    PROG,
     RUNNERS,
     StreamConfig,
     output_topic_names,

@@ -18,7 +18,6 @@ from typing import Any
 
 from kernelstream.pipelines.config import ConfigError, learner_configs, resolve_task
 
-PROG = "kernelstream"
 SCHEME = "kafka://"
 EXIT_STOPPED = 130
 RUNNERS = ("direct", "portable")

@@ -20,7 +20,8 @@ import threading
 import time
 from typing import Any
 
-from kernelstream.pipelines.stream_config import EXIT_STOPPED, PROG, StreamConfig
+from kernelstream.pipelines.config import PROG
+from kernelstream.pipelines.stream_config import EXIT_STOPPED, StreamConfig
 
 PROGRESS_EVERY = 2.0  # seconds between progress lines
 

@@ -1,0 +1,122 @@
+"""``kernelstream learners [NAME]``: the registered learners with their task, budget, sparse
+rows and parameters, as text, JSON or the README's markdown table. Kept apart from the rest of
+the command line because it is the one command that needs the learner registry and nothing
+else (no data, no runner)."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from kernelstream.pipelines.config import PROG, loss_tasks
+
+
+def _learner_tasks(name: str) -> list[str]:
+    """The tasks a learner runs: its class-level ``task`` first, then any other task one of its
+    ``loss`` choices gives it (``config.loss_tasks``)."""
+    from kernelstream import learners  # the registry: see cmd_learners
+
+    tasks = [learners.get(name).task]
+    tasks += [t for t in dict.fromkeys(loss_tasks(name).values()) if t not in tasks]
+    return tasks
+
+
+def _task_label(tasks: Sequence[str]) -> str:
+    """``classification`` or ``classification, regression (by loss)``."""
+    return tasks[0] if len(tasks) == 1 else f"{', '.join(tasks)} (by loss)"
+
+
+def _learner_info(name: str) -> dict[str, Any]:
+    from kernelstream import learners  # the registry: see cmd_learners
+
+    cls = learners.get(name)
+    doc = inspect.getdoc(cls) or ""
+    tasks = _learner_tasks(name)
+    return {
+        "name": name,
+        "summary": doc.split("\n\n", 1)[0].replace("\n", " "),
+        "reference": cls.reference,
+        "task": cls.task,  # the default (class-level) task
+        "tasks": tasks,  # every task the learner runs (more than one: chosen by ``loss``)
+        "budgeted": bool(cls.budgeted),
+        "randomized": bool(cls.randomized),
+        "sparse_rows": bool(cls.accepts_sparse),  # keeps sparse SVs for CSR rows
+        "params": [
+            {
+                "name": p.name,
+                "type": p.type.__name__,
+                "default": p.default,
+                "doc": p.doc,
+                **({"choices": list(p.choices)} if p.choices else {}),
+                **({"rule": p.rule} if p.rule else {}),
+            }
+            for p in cls.params
+        ],
+    }
+
+
+def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
+    for i, info in enumerate(infos):
+        if i:
+            print(file=out)
+        flags = [_task_label(info["tasks"])] + [f for f in ("budgeted", "randomized")
+                                                 if info[f]]
+        flags += ["sparse rows"] if info["sparse_rows"] else []
+        print(f"{info['name']}  [{', '.join(flags)}]", file=out)
+        if info["summary"]:
+            print(f"  {info['summary']}", file=out)
+        if info["reference"]:
+            print(f"  reference: {info['reference']}", file=out)
+        ps = info["params"]
+        if not ps:
+            print("  (no parameters)", file=out)
+            continue
+        cells = [(p["name"], p["type"], repr(p["default"])) for p in ps]
+        w = [max(len(c[j]) for c in cells) for j in range(3)]
+        for p, c in zip(ps, cells, strict=True):
+            extra = []
+            if "choices" in p:
+                extra.append("one of " + ", ".join(map(str, p["choices"])))
+            if "rule" in p:
+                extra.append(p["rule"])
+            doc = p["doc"] + (f" ({'; '.join(extra)})" if extra else "")
+            print(f"    {c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:<{w[2]}}  {doc}", file=out)
+
+
+# Parameters most kernel learners share; the markdown table lists them once in a footnote.
+_SHARED_PARAMS = ("kernel", "gamma", "degree", "tie")
+
+
+def _print_learners_markdown(infos: list[dict[str, Any]], out: TextIO) -> None:
+    print("| learner | reference | task | budgeted | sparse rows | own parameters (default) |",
+          file=out)
+    print("| --- | --- | --- | --- | --- | --- |", file=out)
+    for info in infos:
+        ps = ", ".join(f"`{p['name']}`={p['default']!r}" for p in info["params"]
+                       if p["name"] not in _SHARED_PARAMS) or "—"
+        print(f"| `{info['name']}` | {info['reference']} | {_task_label(info['tasks'])} | "
+              f"{'yes' if info['budgeted'] else 'no'} | "
+              f"{'yes' if info['sparse_rows'] else 'no'} | {ps} |", file=out)
+    print(f"\nThe last column leaves out the shared parameters {', '.join(_SHARED_PARAMS)} "
+          f"(where a learner has them); `{PROG} learners NAME` shows the full signature. "
+          "A task marked \"(by loss)\" is chosen by the learner's `loss` parameter.",
+          file=out)
+
+
+def cmd_learners(args: argparse.Namespace) -> int:
+    # the registry imports every learner module: only for the commands that use learners
+    from kernelstream import learners
+
+    names = [args.name] if args.name else learners.available()
+    infos = [_learner_info(n) for n in names]
+    if args.format == "json":
+        print(json.dumps(infos if not args.name else infos[0], indent=2))
+    elif args.format == "markdown":
+        _print_learners_markdown(infos, sys.stdout)
+    else:
+        _print_learners_text(infos, sys.stdout)
+    return 0
