@@ -3,13 +3,13 @@
 One run, no warm-up, printed only (no results file): a local tansu broker (memory storage)
 gets ``--records`` a9a LIBSVM lines (the training file repeated as needed) on a topic of one
 partition (``--topics 2``: two topics, i.e. a partition group whose records are merged), then
-the unbounded reader's own partition-group reader (``kafka_read._GroupReader``: poll, build
-the ``SourceRecord`` s, merge; the rounds of its DoFn) drains them with each client in
-turn. Records/s = records /
+the unbounded reader's own partition-group reader
+(``kafka_client.group_reader.GroupReader``: poll, build the ``SourceRecord`` s, merge; the
+rounds of its DoFn) drains them with each client in turn. Records/s = records /
 wall time from the first poll to the last record released; also the slowest single round
 (one ``fetch`` + release), where kafka-python's occasional long polls show. A reader that
 releases nothing for 5 s is reported as stalled (kafka-python 3.0.12 did, with two topics,
-until ``kafka_read._resume`` worked around its fetcher parking a resumed partition's
+until ``group_reader._resume`` worked around its fetcher parking a resumed partition's
 records for good)::
 
     nice -n 10 .venv/bin/python benchmarks/reader_clients.py --records 50000
@@ -26,7 +26,7 @@ from _common import create_topics, produce, read_lines, script_parser
 
 from kernelstream.kafka_client import PartitionGroup, local_broker
 from kernelstream.kafka_client.confluent import reader_consumer
-from kernelstream.transforms.kafka_read import _GroupReader
+from kernelstream.kafka_client.group_reader import GroupReader
 
 STALL_S = 5.0  # no record released for this long: report how far the drain got
 
@@ -35,7 +35,7 @@ def drain(bootstrap: str, topics: list[str], n: int, kind: str) -> tuple[float, 
     """Seconds to release ``n`` records of the group through ``kind``'s reader, the slowest
     round in milliseconds, and the records released (fewer than ``n``: it stalled)."""
     group = PartitionGroup(0, tuple(topics), tuple(0 for _ in topics))
-    reader = _GroupReader(group, reader_consumer(bootstrap, (), kind), merge_idle_ms=50)
+    reader = GroupReader(group, reader_consumer(bootstrap, (), kind), merge_idle_ms=50)
     reader.sync(group.start)
     got, slowest = 0, 0.0
     t0 = last = time.perf_counter()

@@ -23,6 +23,7 @@ from kernelstream.kafka_client.confluent import (
     reader_consumer,
     untranslatable,
 )
+from kernelstream.kafka_client.group_reader import GroupReader
 from kernelstream.transforms import kafka_read as kr
 
 T0 = 1_700_000_000_000
@@ -164,14 +165,14 @@ def test_positions_seek_back_pause_and_resume(broker: str, consumer: ConfluentCo
 
 def test_high_watermark_and_the_readers_idle_detection(broker: str) -> None:
     """``highwater`` is the true end (tansu's reported end offsets are lower), so a
-    ``_GroupReader`` on this consumer sees a drained partition as caught up after
+    ``GroupReader`` on this consumer sees a drained partition as caught up after
     ``merge_idle_ms``, and a new record ends that."""
     topic = new_topic(broker, 1)
     _produce(broker, topic, _messages(20)[::2])  # 10 records on partition 0
     c = reader_consumer(broker, (), "confluent")
     assert isinstance(c, ConfluentConsumer)
     group = PartitionGroup(0, (topic,), (0,))
-    reader = kr._GroupReader(group, c, merge_idle_ms=100)
+    reader = GroupReader(group, c, merge_idle_ms=100)
     try:
         reader.sync((0,))
         assert c.highwater((topic, 0)) is None  # no fetch response yet
@@ -249,7 +250,7 @@ def mock_cluster() -> Iterator[str]:
 def test_offset_beyond_the_log_raises_offset_out_of_log(mock_cluster: str) -> None:
     c = reader_consumer(mock_cluster, (), "confluent")
     assert isinstance(c, ConfluentConsumer)
-    reader = kr._GroupReader(PartitionGroup(0, ("t",), (0,)), c, merge_idle_ms=50)
+    reader = GroupReader(PartitionGroup(0, ("t",), (0,)), c, merge_idle_ms=50)
     try:
         reader.sync((2,))  # inside: read normally
         deadline = time.monotonic() + 10
@@ -283,7 +284,7 @@ def test_transaction_markers_are_passed_like_records(mock_cluster: str) -> None:
         prod.produce("tx", b"x%d" % i, partition=0)
     prod.commit_transaction(10)
     c = reader_consumer(mock_cluster, (), "confluent")
-    reader = kr._GroupReader(PartitionGroup(0, ("tx",), (0,)), c, merge_idle_ms=50)
+    reader = GroupReader(PartitionGroup(0, ("tx",), (0,)), c, merge_idle_ms=50)
     try:
         reader.sync((0,))
         deadline = time.monotonic() + 10

@@ -24,6 +24,7 @@ from kernelstream.engine.merge import merged
 from kernelstream.engine.records import SourceRecord
 from kernelstream.engine.snapshot import OffsetOutOfLog
 from kernelstream.kafka_client import kafka_partition_info, partition_groups
+from kernelstream.kafka_client.group_reader import GroupReader
 from kernelstream.transforms import kafka_read as kr
 
 # What the pipelines' DoFns saw. The FnApiRunner runs them in this process and unpickles these
@@ -452,7 +453,7 @@ def test_records_deleted_before_they_were_read_fail_loudly() -> None:
         def end_offsets(self, tps: Any) -> dict[Any, int]:
             return {tp: 20}
 
-    reader = kr._GroupReader(kr.PartitionGroup(0, ("t",), (3,)), Deleted(), 50)
+    reader = GroupReader(kr.PartitionGroup(0, ("t",), (3,)), Deleted(), 50)
     reader.sync((3,))
     with pytest.raises(OffsetOutOfLog, match="t/0 at offset 3: its log now runs from offset "
                                              "10 to 20, so records this checkpoint has not "
@@ -478,7 +479,7 @@ def test_a_backlogged_group_drains_after_pausing_a_partition(broker: str, client
     prod.flush()
     prod.close()
     group = PartitionGroup(0, (early, late), (0, 0))
-    reader = kr._GroupReader(group, reader_consumer(broker, (), client), merge_idle_ms=50)
+    reader = GroupReader(group, reader_consumer(broker, (), client), merge_idle_ms=50)
     reader.sync(group.start)
     got, deadline, paused = 0, time.monotonic() + 30, False
     while got < 2 * n and time.monotonic() < deadline:

@@ -1,6 +1,6 @@
 """The stream reader's consumer over confluent-kafka (librdkafka), and the choice of client.
 
-The unbounded reader (:class:`kernelstream.transforms.kafka_read._GroupReader`) was written
+The unbounded reader (:class:`kernelstream.kafka_client.group_reader.GroupReader`) was written
 against kafka-python's ``KafkaConsumer``; :class:`ConfluentConsumer` gives it the same calls
 (``assign``, ``seek``, ``pause``, ``resume``, ``poll``, ``position``, ``highwater``,
 ``beginning_offsets``, ``end_offsets``, ``close``) over ``confluent_kafka.Consumer``, plus

@@ -61,10 +61,9 @@ from apache_beam.transforms.core import RestrictionProvider, WatermarkEstimatorP
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 
-from kernelstream.engine.merge import GroupMerger
-from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.records import SourceRecord
 from kernelstream.kafka_client.confluent import KAFKA_CLIENTS, reader_consumer
+from kernelstream.kafka_client.group_reader import GroupReader
 from kernelstream.kafka_client.partitions import (
     PartitionGroup,
     kafka_partition_info,
@@ -271,145 +270,6 @@ _TRACKER = beam.DoFn.RestrictionParam(_GroupRestrictions())
 _WATERMARK = beam.DoFn.WatermarkEstimatorParam(_Watermarks())
 
 
-# -- one group's consumer and merge -----------------------------------------------------------
-
-
-def _resume(consumer: Any, tps: Sequence[Any]) -> None:
-    """``consumer.resume(*tps)``, working around a kafka-python 3.0 stall: its fetcher puts a
-    resumed partition's parked records back in line only when the in-line slot is None, but a
-    drained slot holds an empty ``PartitionRecords`` (falsy, not None), so the parked records,
-    and with them the partition, would wait forever (a multi-topic group with a backlog stopped
-    for good). A drained slot is as good as none (the fetcher replaces it either way): clear it
-    so the next poll restores them. confluent-kafka's consumer has no such slot."""
-    consumer.resume(*tps)
-    fetcher = getattr(consumer, "_fetcher", None)
-    slot = getattr(fetcher, "_next_partition_records", None)
-    if slot is not None and not slot:
-        fetcher._next_partition_records = None  # type: ignore[union-attr]
-
-
-class _GroupReader:
-    """A group's consumer and merge, kept across ``process()`` calls. ``claimed`` is where the
-    last call's restriction ended; a call whose restriction starts elsewhere (a retried
-    bundle, a residual run by another instance first) seeks back and refills the merge."""
-
-    def __init__(self, group: PartitionGroup, consumer: Any, merge_idle_ms: int) -> None:
-        self.keys = group.partitions
-        # the confluent-kafka consumer takes plain (topic, partition) tuples and returns
-        # SourceRecords itself (poll_records); kafka-python's wants its TopicPartitions
-        self.direct = hasattr(consumer, "poll_records")
-        if self.direct:
-            self.tps: list[Any] = list(self.keys)
-        else:
-            from kafka import TopicPartition
-
-            self.tps = [TopicPartition(t, p) for t, p in self.keys]
-        self.index = {tp: i for i, tp in enumerate(self.keys)}
-        self.consumer = consumer
-        self.consumer.assign(self.tps)
-        self.merger = GroupMerger(self.keys)
-        self.merge_idle_s = merge_idle_ms / 1000.0
-        self.claimed: list[int] | None = None
-        self.fetched: list[int] = []
-        self.idle_since: list[float | None] = [None] * len(self.keys)
-        self.newest_ts: list[int | None] = [None] * len(self.keys)
-        self.paused: set[int] = set()
-
-    def sync(self, start: Sequence[int]) -> None:
-        if self.claimed == list(start):
-            return
-        self.merger.clear()
-        for tp, off in zip(self.tps, start, strict=True):
-            self.consumer.seek(tp, off)
-        self.claimed = list(start)
-        self.fetched = list(start)
-        self.idle_since = [None] * len(self.keys)
-        if self.paused:
-            _resume(self.consumer, self.tps)
-            self.paused = set()
-
-    def caught_up(self, stop: Sequence[int] | None, now: float) -> set[tuple[str, int]]:
-        """The partitions with nothing more to merge now: at their stop, or fetched to the
-        high watermark and empty for ``merge_idle_ms``."""
-        out = set()
-        for i, key in enumerate(self.keys):
-            since = self.idle_since[i]
-            if (stop is not None and self.fetched[i] >= stop[i]) or (
-                    since is not None and now - since >= self.merge_idle_s):
-                out.add(key)
-        return out
-
-    def wait_s(self, budget_s: float, now: float) -> float:
-        """How long the next poll may block: ``budget_s``, or less when buffered records wait
-        only for another partition's idle time to pass."""
-        if not len(self.merger):
-            return budget_s
-        ends = [s + self.merge_idle_s - now for s in self.idle_since if s is not None]
-        return max(0.001, min([budget_s, *[e for e in ends if e > 0]]))
-
-    def fetch(self, timeout_s: float, stop: Sequence[int] | None, max_records: int) -> None:
-        # Not fetched: partitions at their stop (producers go on writing) and partitions with
-        # a full buffer (their records wait for an older partition: bounded memory)
-        cap = max(1000, 4 * max_records)
-        hold = {i for i, key in enumerate(self.keys)
-                if (stop is not None and self.fetched[i] >= stop[i])
-                or self.merger.buffered(key) >= cap}
-        if hold != self.paused:
-            if self.paused - hold:
-                _resume(self.consumer, [self.tps[i] for i in self.paused - hold])
-            if hold - self.paused:
-                self.consumer.pause(*[self.tps[i] for i in hold - self.paused])
-            self.paused = hold
-        if len(hold) == len(self.keys):
-            return
-        if self.direct:  # raises OffsetOutOfLog itself
-            recs = self.consumer.poll_records(timeout_s, max_records)
-            if stop is not None:
-                index = self.index
-                recs = [r for r in recs if r.offset < stop[index[(r.topic, r.partition)]]]
-            self.merger.add(recs)
-        else:
-            self._poll_kafka_python(timeout_s, stop, max_records)
-        now = time.monotonic()
-        for i, tp in enumerate(self.tps):
-            if i not in self.paused:
-                self.fetched[i] = int(self.consumer.position(tp))
-            hw = self.consumer.highwater(tp)
-            idle = (self.merger.buffered(self.keys[i]) == 0 and hw is not None
-                    and self.fetched[i] >= hw)
-            if not idle:
-                self.idle_since[i] = None
-            elif self.idle_since[i] is None:
-                self.idle_since[i] = now
-
-    def _poll_kafka_python(self, timeout_s: float, stop: Sequence[int] | None,
-                           max_records: int) -> None:
-        from kafka.errors import OffsetOutOfRangeError
-
-        try:
-            batch = self.consumer.poll(timeout_ms=int(timeout_s * 1000),
-                                       max_records=max_records)
-        except OffsetOutOfRangeError as e:  # records deleted (retention) before we read them
-            raise self._out_of_log(e) from None
-        for tp, recs in batch.items():
-            i = self.index[(tp.topic, tp.partition)]
-            end = None if stop is None else stop[i]
-            self.merger.add(SourceRecord(r.topic, r.partition, r.offset, int(r.timestamp),
-                                         r.key, r.value)
-                            for r in recs if end is None or r.offset < end)
-
-    def _out_of_log(self, e: Exception) -> Exception:
-        where = e.args[0] if e.args and isinstance(e.args[0], dict) else {}
-        for tp, offset in where.items():
-            lo = self.consumer.beginning_offsets([tp]).get(tp)
-            hi = self.consumer.end_offsets([tp]).get(tp)
-            return OffsetOutOfLog(tp.topic, tp.partition, int(offset), lo, hi)
-        return e
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
 # -- the splittable DoFn ------------------------------------------------------------------------
 
 
@@ -428,7 +288,7 @@ class _ReadGroups(beam.DoFn):
         self.poll_timeout_ms, self.max_records = poll_timeout_ms, max_records
         self.merge_idle_ms, self.idle_lag_ms = merge_idle_ms, idle_watermark_lag_ms
         self.drain_path = drain_path
-        self._readers: dict[tuple[int, tuple[str, ...]], _GroupReader] = {}
+        self._readers: dict[tuple[int, tuple[str, ...]], GroupReader] = {}
 
     def setup(self) -> None:
         self._readers = {}
@@ -454,7 +314,7 @@ class _ReadGroups(beam.DoFn):
         if reader is None:
             # resolved here, on the worker: "auto" takes confluent-kafka where it imports
             consumer = reader_consumer(self.bootstrap, self.client, self.kafka_client)
-            reader = _GroupReader(group, consumer,
+            reader = GroupReader(group, consumer,
                                   self.merge_idle_ms)
             self._readers[cache_key] = reader
         reader.sync(rest.start)
@@ -496,7 +356,7 @@ class _ReadGroups(beam.DoFn):
                 break
         tracker.defer_remainder()
 
-    def _emit(self, reader: _GroupReader, out: list[SourceRecord], claimed: list[int],
+    def _emit(self, reader: GroupReader, out: list[SourceRecord], claimed: list[int],
               stop: Sequence[int] | None, tracker: Any, watermark: Any
               ) -> Generator[Any, None, bool]:
         """Claim and emit ``out`` (one element each, or one :class:`RecordBatch`), claim the
@@ -539,7 +399,7 @@ class _ReadGroups(beam.DoFn):
                                                                                  item)
         return split_away
 
-    def _advance_watermark(self, reader: _GroupReader, stop: Sequence[int] | None,
+    def _advance_watermark(self, reader: GroupReader, stop: Sequence[int] | None,
                            watermark: Any) -> None:
         """The oldest partition's newest record timestamp; a caught-up partition counts as
         now minus the idle lag. Never backwards."""

@@ -1,0 +1,154 @@
+"""One partition group's consumer and merge, without Beam: what the stream's splittable DoFn
+(:mod:`kernelstream.transforms.kafka_read`) keeps across its calls. It polls the group's
+partitions (kafka-python or confluent-kafka, :mod:`kernelstream.kafka_client.confluent`),
+holds back a partition whose buffer is full, and releases records in the merged order of
+:class:`~kernelstream.engine.merge.GroupMerger` once every partition has caught up or idled.
+Kept apart from the DoFn so that it can be tested and benchmarked on its own
+(``benchmarks/reader_clients.py``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from kernelstream.engine.merge import GroupMerger
+from kernelstream.engine.offsets import OffsetOutOfLog
+from kernelstream.engine.records import SourceRecord
+from kernelstream.kafka_client.partitions import PartitionGroup
+
+
+def _resume(consumer: Any, tps: Sequence[Any]) -> None:
+    """``consumer.resume(*tps)``, working around a kafka-python 3.0 stall: its fetcher puts a
+    resumed partition's parked records back in line only when the in-line slot is None, but a
+    drained slot holds an empty ``PartitionRecords`` (falsy, not None), so the parked records,
+    and with them the partition, would wait forever (a multi-topic group with a backlog stopped
+    for good). A drained slot is as good as none (the fetcher replaces it either way): clear it
+    so the next poll restores them. confluent-kafka's consumer has no such slot."""
+    consumer.resume(*tps)
+    fetcher = getattr(consumer, "_fetcher", None)
+    slot = getattr(fetcher, "_next_partition_records", None)
+    if slot is not None and not slot:
+        fetcher._next_partition_records = None  # type: ignore[union-attr]
+
+
+class GroupReader:
+    """A group's consumer and merge, kept across ``process()`` calls. ``claimed`` is where the
+    last call's restriction ended; a call whose restriction starts elsewhere (a retried
+    bundle, a residual run by another instance first) seeks back and refills the merge."""
+
+    def __init__(self, group: PartitionGroup, consumer: Any, merge_idle_ms: int) -> None:
+        self.keys = group.partitions
+        # the confluent-kafka consumer takes plain (topic, partition) tuples and returns
+        # SourceRecords itself (poll_records); kafka-python's wants its TopicPartitions
+        self.direct = hasattr(consumer, "poll_records")
+        if self.direct:
+            self.tps: list[Any] = list(self.keys)
+        else:
+            from kafka import TopicPartition
+
+            self.tps = [TopicPartition(t, p) for t, p in self.keys]
+        self.index = {tp: i for i, tp in enumerate(self.keys)}
+        self.consumer = consumer
+        self.consumer.assign(self.tps)
+        self.merger = GroupMerger(self.keys)
+        self.merge_idle_s = merge_idle_ms / 1000.0
+        self.claimed: list[int] | None = None
+        self.fetched: list[int] = []
+        self.idle_since: list[float | None] = [None] * len(self.keys)
+        self.newest_ts: list[int | None] = [None] * len(self.keys)
+        self.paused: set[int] = set()
+
+    def sync(self, start: Sequence[int]) -> None:
+        if self.claimed == list(start):
+            return
+        self.merger.clear()
+        for tp, off in zip(self.tps, start, strict=True):
+            self.consumer.seek(tp, off)
+        self.claimed = list(start)
+        self.fetched = list(start)
+        self.idle_since = [None] * len(self.keys)
+        if self.paused:
+            _resume(self.consumer, self.tps)
+            self.paused = set()
+
+    def caught_up(self, stop: Sequence[int] | None, now: float) -> set[tuple[str, int]]:
+        """The partitions with nothing more to merge now: at their stop, or fetched to the
+        high watermark and empty for ``merge_idle_ms``."""
+        out = set()
+        for i, key in enumerate(self.keys):
+            since = self.idle_since[i]
+            if (stop is not None and self.fetched[i] >= stop[i]) or (
+                    since is not None and now - since >= self.merge_idle_s):
+                out.add(key)
+        return out
+
+    def wait_s(self, budget_s: float, now: float) -> float:
+        """How long the next poll may block: ``budget_s``, or less when buffered records wait
+        only for another partition's idle time to pass."""
+        if not len(self.merger):
+            return budget_s
+        ends = [s + self.merge_idle_s - now for s in self.idle_since if s is not None]
+        return max(0.001, min([budget_s, *[e for e in ends if e > 0]]))
+
+    def fetch(self, timeout_s: float, stop: Sequence[int] | None, max_records: int) -> None:
+        # Not fetched: partitions at their stop (producers go on writing) and partitions with
+        # a full buffer (their records wait for an older partition: bounded memory)
+        cap = max(1000, 4 * max_records)
+        hold = {i for i, key in enumerate(self.keys)
+                if (stop is not None and self.fetched[i] >= stop[i])
+                or self.merger.buffered(key) >= cap}
+        if hold != self.paused:
+            if self.paused - hold:
+                _resume(self.consumer, [self.tps[i] for i in self.paused - hold])
+            if hold - self.paused:
+                self.consumer.pause(*[self.tps[i] for i in hold - self.paused])
+            self.paused = hold
+        if len(hold) == len(self.keys):
+            return
+        if self.direct:  # raises OffsetOutOfLog itself
+            recs = self.consumer.poll_records(timeout_s, max_records)
+            if stop is not None:
+                index = self.index
+                recs = [r for r in recs if r.offset < stop[index[(r.topic, r.partition)]]]
+            self.merger.add(recs)
+        else:
+            self._poll_kafka_python(timeout_s, stop, max_records)
+        now = time.monotonic()
+        for i, tp in enumerate(self.tps):
+            if i not in self.paused:
+                self.fetched[i] = int(self.consumer.position(tp))
+            hw = self.consumer.highwater(tp)
+            idle = (self.merger.buffered(self.keys[i]) == 0 and hw is not None
+                    and self.fetched[i] >= hw)
+            if not idle:
+                self.idle_since[i] = None
+            elif self.idle_since[i] is None:
+                self.idle_since[i] = now
+
+    def _poll_kafka_python(self, timeout_s: float, stop: Sequence[int] | None,
+                           max_records: int) -> None:
+        from kafka.errors import OffsetOutOfRangeError
+
+        try:
+            batch = self.consumer.poll(timeout_ms=int(timeout_s * 1000),
+                                       max_records=max_records)
+        except OffsetOutOfRangeError as e:  # records deleted (retention) before we read them
+            raise self._out_of_log(e) from None
+        for tp, recs in batch.items():
+            i = self.index[(tp.topic, tp.partition)]
+            end = None if stop is None else stop[i]
+            self.merger.add(SourceRecord(r.topic, r.partition, r.offset, int(r.timestamp),
+                                         r.key, r.value)
+                            for r in recs if end is None or r.offset < end)
+
+    def _out_of_log(self, e: Exception) -> Exception:
+        where = e.args[0] if e.args and isinstance(e.args[0], dict) else {}
+        for tp, offset in where.items():
+            lo = self.consumer.beginning_offsets([tp]).get(tp)
+            hi = self.consumer.end_offsets([tp]).get(tp)
+            return OffsetOutOfLog(tp.topic, tp.partition, int(offset), lo, hi)
+        return e
+
+    def close(self) -> None:
+        self.consumer.close()
