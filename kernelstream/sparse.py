@@ -162,6 +162,11 @@ class CSR:
         return cls(indptr, cols.astype(np.int64), X[rows, cols], int(X.shape[1]))
 
     @classmethod
+    def one_row(cls, indices: np.ndarray, values: np.ndarray, n_features: int) -> CSR:
+        """One example as a 1-row CSR (0-based, strictly increasing ``indices``; not copied)."""
+        return cls(np.array([0, len(indices)], dtype=np.int64), indices, values, int(n_features))
+
+    @classmethod
     def vstack(cls, parts: list[CSR], n_features: int | None = None) -> CSR:
         """Blocks of rows, one after the other, as one CSR (width ``n_features``, default the
         widest part's)."""

@@ -18,6 +18,7 @@ from kernelstream.data.errors import (
     ParseError,
     PathLike,
     _check_garbage,
+    strict_float,
 )
 from kernelstream.data.labels import (
     _clean_label,
@@ -41,14 +42,8 @@ def _diagnose_csv(fields: Sequence[str], columns: Sequence[int]) -> None:
         s = f.strip()
         if not s:
             raise ParseError(f"empty field in column {col}")
-        if "_" in s or not s.isascii():
-            raise ParseError(f"non-numeric value {s!r} in column {col}")
-        try:
-            v = float(s)
-        except ValueError:
-            raise ParseError(f"non-numeric value {s!r} in column {col}") from None
-        if not math.isfinite(v):
-            raise ParseError(f"non-finite value {s!r} in column {col}")
+        strict_float(s, f"non-numeric value {s!r} in column {col}",
+                     f"non-finite value {s!r} in column {col}")
 
 
 def _parse_csv_lists(

@@ -4,6 +4,7 @@ letters for pipelines) with :class:`BadLines`, which applies it and counts what 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -69,6 +70,21 @@ class ParseError(ValueError):
 # ASCII control characters other than TAB, LF, CR: NUL bytes and the like mean binary data,
 # and str.split() would otherwise treat some of them (\x1c-\x1f, \v, \f) as separators.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def strict_float(s: str, bad: str, nonfinite: str) -> float:
+    """``float(s)`` under the data layer's number syntax (ASCII, no ``_`` digit separators),
+    else ``ParseError(bad)``; a NaN or infinity is ``ParseError(nonfinite)``. The readers'
+    slow, exact diagnosis of a token the fast path refused."""
+    if "_" in s or not s.isascii():
+        raise ParseError(bad)
+    try:
+        v = float(s)
+    except ValueError:
+        raise ParseError(bad) from None
+    if not math.isfinite(v):
+        raise ParseError(nonfinite)
+    return v
 
 
 def _check_garbage(line: str) -> None:

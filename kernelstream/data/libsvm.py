@@ -19,6 +19,7 @@ from kernelstream.data.errors import (
     ParseError,
     PathLike,
     _check_garbage,
+    strict_float,
 )
 from kernelstream.data.hashing import csr_from_pairs, hash_index
 from kernelstream.data.labels import (
@@ -58,14 +59,8 @@ def _diagnose_libsvm(body: Sequence[str]) -> None:
             raise ParseError(f"non-positive index {int(a)} (indices are 1-based)")
         if int(a) > MAX_INDEX:
             raise ParseError(f"index too large: {int(a)} > {MAX_INDEX}")
-        if "_" in b or not b.isascii():
-            raise ParseError(f"bad value {b!r} at index {int(a)}")
-        try:
-            v = float(b)
-        except ValueError:
-            raise ParseError(f"bad value {b!r} at index {int(a)}") from None
-        if not math.isfinite(v):
-            raise ParseError(f"non-finite value {b!r} at index {int(a)}")
+        strict_float(b, f"bad value {b!r} at index {int(a)}",
+                     f"non-finite value {b!r} at index {int(a)}")
 
 
 def _parse_libsvm_lists(line: str) -> tuple[str, list[int], list[float]]:
@@ -121,6 +116,15 @@ def parse_libsvm_line(line: str) -> tuple[str, np.ndarray, np.ndarray]:
     """
     label, idx, val = _parse_libsvm_lists(line)
     return label, np.array(idx, dtype=np.int64), np.array(val, dtype=np.float64)
+
+
+def check_top_index(indices: np.ndarray, n_features: int | None) -> int:
+    """The largest of a row's sorted 1-based ``indices`` (0 for an empty row); a ParseError
+    when it exceeds ``n_features`` (None: no limit)."""
+    top = int(indices[-1]) if len(indices) else 0
+    if n_features is not None and top > n_features:
+        raise ParseError(f"index exceeds n_features: index {top} > n_features={n_features}")
+    return top
 
 
 def densify(indices: Any, values: Any, n_features: int) -> np.ndarray:

@@ -21,6 +21,7 @@ import numpy as np
 from kernelstream import fs
 from kernelstream.data import LabelMap, ParseError
 from kernelstream.data.labels import label_map_for
+from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, TextFormat
 from kernelstream.engine.blocks import Block, StreamKey
@@ -268,9 +269,7 @@ def read_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk, plan: StreamPlan
                 raise row
             yi = lmap(row.label)
             if row.idx is not None:
-                top = int(row.idx[-1]) if row.idx.size else 0
-                if top > d:
-                    raise ParseError(f"index exceeds n_features: index {top} > n_features={d}")
+                check_top_index(row.idx, d)
             elif row.vals.shape[0] != d:
                 raise ParseError(f"wrong number of columns: {row.vals.shape[0]} features, "
                                  f"expected {d}")

@@ -29,6 +29,7 @@ from kernelstream.data import (
 )
 from kernelstream.data.hashing import csr_from_pairs, hash_csr, hash_index
 from kernelstream.data.labels import class_key, label_map_for
+from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, iter_file_rows
 from kernelstream.engine.blocks import Block, StreamKey
@@ -235,12 +236,8 @@ def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
         assert lmap is not None
         try:
             yi = lmap(r.label)
-            if r.idx is not None and r.idx.size:
-                hi = int(r.idx[-1])
-                if opts.n_features is not None and hi > opts.n_features:
-                    raise ParseError(f"index exceeds n_features: index {hi} > "
-                                     f"n_features={opts.n_features}")
-                max_idx = max(max_idx, hi)
+            if r.idx is not None:
+                max_idx = max(max_idx, check_top_index(r.idx, opts.n_features))
         except ParseError as e:
             dead.append(dead_letter(src, lines[i], texts[i] or _row_raw(r), e.reason))
             continue

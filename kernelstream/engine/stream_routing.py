@@ -41,6 +41,7 @@ from kernelstream.data import (
     parse_libsvm_lines,
 )
 from kernelstream.data.hashing import check_bits, hash_row
+from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
 from kernelstream.engine.blocks import StreamKey
 from kernelstream.engine.records import SourceRecord
@@ -344,13 +345,10 @@ class StreamRouter:
             k = self.spec.hash_features
             if k is not None:  # raw indices of any size, hashed into d = 2**k columns
                 cols, vals = hash_row(idx - 1, vals, k)
-                x = (CSR(np.array([0, len(cols)], dtype=np.int64), cols, vals, d) if self._sparse
-                     else densify(cols + 1, vals, d))
+                x = CSR.one_row(cols, vals, d) if self._sparse else densify(cols + 1, vals, d)
             elif self._sparse:
-                if idx.size and int(idx[-1]) > d:
-                    raise ParseError(f"index exceeds n_features: index {int(idx[-1])} > "
-                                     f"n_features={d}")
-                x = CSR(np.array([0, len(idx)], dtype=np.int64), idx - 1, vals, d)
+                check_top_index(idx, d)
+                x = CSR.one_row(idx - 1, vals, d)
             else:
                 x = densify(idx, vals, d)
         else:

@@ -21,6 +21,7 @@ import numpy as np
 from kernelstream.data import ParseError, densify
 from kernelstream.data.hashing import hash_row
 from kernelstream.data.labels import StreamLabels
+from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, TextFormat
 from kernelstream.engine.blocks import Block, StreamKey
@@ -185,10 +186,7 @@ class KafkaBlocks:
                                  f"{self.read.n_features}")
             cols = np.arange(n, dtype=np.int64)
         else:
-            top = int(row.idx[-1]) if row.idx.size else 0
-            if self.read.n_features is not None and top > self.read.n_features:
-                raise ParseError(f"index exceeds n_features: index {top} > "
-                                 f"n_features={self.read.n_features}")
+            check_top_index(row.idx, self.read.n_features)
             cols = row.idx - 1
         assert self.d is not None
         if self.hash is not None:
