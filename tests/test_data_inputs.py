@@ -18,7 +18,7 @@ import pytest
 from kernelstream import data
 from kernelstream.data import check as data_check
 from kernelstream.data.hashing import hash_index
-from kernelstream.pipelines import cli
+from kernelstream.pipelines import cli, replay_args
 
 ROOT = Path(__file__).resolve().parents[1]
 SVM = b"+1 1:0.5 3:1\n-1 2:0.25\n+1 1:1 2:1\n-1 3:2\n"
@@ -118,11 +118,11 @@ def test_check_memory_is_budget_times_width() -> None:
     from kernelstream.pipelines.config import LearnerConfig
 
     small = LearnerConfig("bogd", "bogd", {"budget": 100}, "classification")
-    cli._check_memory([small], 1000)
+    replay_args.check_memory([small], 1000)
     big = LearnerConfig("bogd", "bogd", {"budget": 10**6}, "classification")
-    width = cli._available_memory() // (8 * 10**6) + 1
+    width = replay_args.available_memory() // (8 * 10**6) + 1
     with pytest.raises(ValueError, match="budget"):
-        cli._check_memory([big], width)
+        replay_args.check_memory([big], width)
 
 
 # -- kernelstream check ----------------------------------------------------------------------

@@ -56,12 +56,16 @@ from kernelstream.pipelines.config import (  # noqa: E402
     ConfigError,
     DataError,
     ReplayConfig,
-    default_out,
     is_topic,
-    learner_configs,
-    resolve_task,
 )
 from kernelstream.pipelines.learners_cmd import cmd_learners  # noqa: E402
+from kernelstream.pipelines.replay_args import (  # noqa: E402
+    check_data,
+    hash_bits,
+    int_or_str,
+    is_embedded,
+    replay_config,
+)
 from kernelstream.streams import STREAMS, evaluate_stream  # noqa: E402
 
 if TYPE_CHECKING:
@@ -237,218 +241,10 @@ def format_table(results: Sequence[EvalResult]) -> str:
     return "\n".join(lines)
 
 
-# -- replay ------------------------------------------------------------------------------------
-def hash_bits(s: str) -> int:
-    """argparse type of ``--hash-features``: K, 2^K or the power of two itself."""
-    try:
-        return data.hashing.parse_bits(s)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _int_or_str(s: str) -> int | str:
-    try:
-        return int(s)
-    except ValueError:
-        return s
-
-
-def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig:
-    """Arguments → a validated :class:`ReplayConfig` (raises ``ValueError`` on bad input)."""
-    configs = learner_configs(args.learner or [], args.param or [])
-    task = resolve_task(configs, args.task)
-    src = args.data or DEFAULT_DATASET
-    kafka_src = is_topic(src)
-    try:  # embedded names and their aliases display as the canonical name
-        dataset = data.embedded_dataset_info(src)["name"]
-    except KeyError:
-        dataset = src.rsplit("/", 1)[-1] if kafka_src else Path(src).name
-    kafka_options = _kafka_options(args, kafka_src)
-    if args.permutations < 1:
-        raise ConfigError(f"--permutations must be >= 1, got {args.permutations}")
-    if args.seed < 0:
-        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
-    if args.runner is None:  # adversarial streams are generated in memory: the loop's job
-        args.runner = "loop" if args.stream != "none" else "direct"
-    if args.stream != "none" and args.runner != "loop":
-        raise ConfigError(f"--stream {args.stream} is only supported by the loop runner")
-    if args.runner == "beam" and not any(a.startswith("--runner") for a in args.pipeline_args):
-        raise ConfigError("--runner beam takes the Beam runner from the pipeline options "
-                          "after '--', e.g. -- --runner=FlinkRunner --flink_master=HOST:8081")
-    if args.scale_target != "none" and task != "regression":
-        raise ConfigError("--scale-target applies to regression targets only (--task regression)")
-    if args.rows == "sparse" and args.scale != "none":
-        raise ConfigError(f"--scale {args.scale} turns the zeros of sparse rows into non-zeros: "
-                          "drop --scale or use --rows dense")
-    if args.hash_features is not None and args.stream != "none":
-        raise ConfigError("--hash-features applies to data files and topics, not --stream")
-    return ReplayConfig(
-        data=src,
-        dataset=dataset,
-        learners=configs,
-        out=args.out if args.out else str(default_out(dataset, configs)),
-        seed=args.seed,
-        permutations=args.permutations,
-        limit=args.limit,
-        scale=args.scale,
-        scale_target=args.scale_target,
-        task=task,
-        fmt=args.format,
-        label_column=None if args.label_column is None else _int_or_str(args.label_column),
-        n_features=args.n_features,
-        positive_label=args.positive_label,
-        delimiter=args.delimiter,
-        header=args.header,
-        hash_features=args.hash_features,
-        rows=args.rows,
-        runner=args.runner,
-        stream=args.stream,
-        key_by=None if args.key_by is None else _int_or_str(args.key_by),
-        pipeline_args=tuple(getattr(args, "pipeline_args", ())),
-        kafka_idle=args.kafka_idle,
-        kafka_max_seconds=args.kafka_max_seconds,
-        kafka_out=args.kafka_out,
-        kafka_options=kafka_options,
-        checkpoint=args.checkpoint,
-        quiet=args.quiet,
-        argv=tuple(argv),
-    )
-
-
-# Rows a replay's up-front data check reads: enough to see what a file is, cheap on any size.
-_PRECHECK_RECORDS = 5000
-
-
-def _check_data(config: ReplayConfig) -> None:
-    """Before the pipeline: the read options must fit the file (columns, --key-by), and its
-    head must not be empty, binary, continuous labels for classification, or mostly
-    rejected; each raises :class:`ConfigError` with one line naming the fix. Embedded data
-    sets and Kafka topics (checked by their source) are skipped. Returns nothing; the width
-    seen feeds :func:`_check_memory`."""
-    src = config.data
-    width = config.n_features
-    if not is_topic(src) and not _is_embedded(src) and fs.exists(src):
-        opts = config.read_options()
-        try:
-            report = data_check.check_file(opts, max_records=_PRECHECK_RECORDS)
-        except (ValueError, OSError) as exc:
-            raise ConfigError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
-        problem = data_check.verdict(report)
-        if problem is not None:
-            raise ConfigError(problem)
-        width = width or report.width
-        nnz: int | None = max(1, round(report.nnz_mean))
-    else:
-        nnz = None
-    if config.hash_features is not None:
-        width = 1 << config.hash_features
-    # the rows the learners will get (embedded sets are narrow and dense; --stream is dense)
-    sparse = (config.stream == "none" and (nnz is not None or is_topic(src))
-              and config.read_options().sparse_rows(width or 1))
-    _check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz)
-
-
-def _is_embedded(src: str) -> bool:
-    try:
-        data.embedded_dataset_info(src)
-    except KeyError:
-        return False
-    return True
-
-
-def _available_memory() -> int:
-    """Bytes a run may plan for (``learners.registry.memory_limit``: physical memory, or
-    ``$KERNELSTREAM_MEMORY_LIMIT``)."""
-    from kernelstream.learners.registry import memory_limit
-
-    return memory_limit()
-
-
-# A model that fits but plans more than this gets a note on stderr before the run starts.
-_WARN_BYTES = 2 << 30
-
-
-def _check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
-                  nnz: int | None = None) -> None:
-    """Refuse, before reading, a learner that cannot fit in this machine's memory at this
-    width (the learners' own estimate, ``learners.registry.check_width``: e.g. budget ×
-    width × 8 bytes of dense support vectors, or budget × non-zeros per row for sparse rows),
-    with one line naming the fix."""
-    from kernelstream.learners.registry import (
-        WidthError,
-        check_width,
-        fmt_bytes,
-        memory_estimate,
-    )
-
-    for c in configs:
-        try:
-            check_width(c.name, dict(c.params), max(int(width), 1), sparse=sparse,
-                        nnz_per_row=nnz)
-        except WidthError as e:
-            raise ConfigError(f"learner {c.label}: {e}") from None
-        need, what = memory_estimate(c.name, dict(c.params), max(int(width), 1), sparse=sparse,
-                                     nnz_per_row=nnz)
-        if need > _WARN_BYTES:  # it fits, but a user should know before waiting for it
-            print(f"{PROG}: note: learner {c.label} plans {fmt_bytes(need)} for {what}; "
-                  "--hash-features K bounds the width" + (", or use a learner that keeps "
-                  "sparse rows" if sparse else ""), file=sys.stderr)
-
-
-def _kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str, str], ...]:
-    """Check the Kafka options of a run (topic URLs, what a topic source allows) and return
-    the client settings. kafka-python is imported only for runs that use Kafka."""
-    if args.follow is not None and (args.checkpoint is None or args.follow <= 0):
-        raise ConfigError("--follow SECONDS (> 0) repeats checkpointed runs: give --checkpoint")
-    if args.follow_runs is not None and (args.follow is None or args.follow_runs < 1):
-        raise ConfigError("--follow-runs N (>= 1) goes with --follow")
-    if args.checkpoint is not None and not kafka_src:
-        raise ConfigError("--checkpoint continues a Kafka topic (kafka:// DATA); a file replay "
-                          "has nothing to continue")
-    if not kafka_src and args.kafka_out is None:
-        if args.kafka_option:
-            raise ConfigError("--kafka-option needs a Kafka source or --kafka-out")
-        return ()
-    # kafka-python logs every failed connection attempt; the CLI reports the failure itself
-    logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    from kernelstream.kafka_client import (  # the Kafka client: only for runs that use Kafka
-        KafkaTopic,
-        check_read_options,
-        client_settings,
-        text_format_for,
-    )
-
-    if kafka_src:
-        KafkaTopic.parse(args.data)
-        if args.permutations != 1:
-            raise ConfigError("a Kafka topic is one stream in its own order: --permutations "
-                              "must be 1")
-        if args.stream != "none":
-            raise ConfigError("--stream builds adversarial streams from a data file, not a "
-                              "Kafka topic")
-        # the source's own checks, before the run: format, columns, no scaling
-        read = ReadOptions(
-            path=args.data, fmt=args.format, n_features=args.n_features,
-            label_column=None if args.label_column is None else _int_or_str(args.label_column),
-            scale=args.scale, scale_target=args.scale_target, delimiter=args.delimiter,
-            header=args.header, key_by=None if args.key_by is None else _int_or_str(args.key_by))
-        check_read_options(read)
-        text_format_for(read)
-    if args.kafka_out is not None:
-        KafkaTopic.parse(args.kafka_out)
-    if args.kafka_idle <= 0:
-        raise ConfigError(f"--kafka-idle must be > 0, got {args.kafka_idle}")
-    if args.kafka_max_seconds is not None and args.kafka_max_seconds <= 0:
-        raise ConfigError(f"--kafka-max-seconds must be > 0, got {args.kafka_max_seconds}")
-    return client_settings(args.kafka_option or [])
-
-
 def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     try:
         config = replay_config(args, argv)
-        _check_data(config)
+        check_data(config)
     except ValueError as exc:  # unknown learner, bad parameter, inconsistent options
         return _error("replay", str(exc))
     try:  # before the run: a long run must not fail at the very end on a bad --out
@@ -566,15 +362,15 @@ def cmd_check(args: argparse.Namespace) -> int:
             return _error("check", str(exc))
     src = args.data
     try:
-        src = str(data.embedded_path(src)) if _is_embedded(src) else src
+        src = str(data.embedded_path(src)) if is_embedded(src) else src
     except (KeyError, FileNotFoundError):
         pass
     opts = ReadOptions(
         path=src, fmt=args.format, n_features=args.n_features,
-        label_column=None if args.label_column is None else _int_or_str(args.label_column),
+        label_column=None if args.label_column is None else int_or_str(args.label_column),
         task=args.task, limit=args.limit, positive_label=args.positive_label,
         delimiter=args.delimiter, header=args.header,
-        key_by=None if args.key_by is None else _int_or_str(args.key_by),
+        key_by=None if args.key_by is None else int_or_str(args.key_by),
         hash_features=args.hash_features)
     try:
         if is_topic(src):
