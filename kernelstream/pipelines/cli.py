@@ -530,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
             f"  {PROG} replay german_scale.libsvm --learner perceptron -p gamma=0.5 "
             "--permutations 20\n"
             f"  {PROG} replay --learner small=bogd --learner big=bogd -p small.budget=50 "
-            "-p big.budget=500"
+            "-p big.budget=500\n"
+            f"  {PROG} replay path/to/a9a -l a=bogd -l b=bpa-s -R 8 --workers 2  # on 2 cores"
         ),
     )
     p.add_argument("data", nargs="?", metavar="DATA",

@@ -2,8 +2,8 @@
 
 Why processes of their own (``benchmarks/grid.py``, results in ``benchmarks/results/grid.md``):
 Beam's ``--direct_running_mode=multi_processing`` runs the SDK workers as subprocesses fed
-through gRPC, and a two-configuration grid took longer on two of them than on one; Beam's
-local job service (``--runner portable``) runs every job on one SDK harness, whatever
+through gRPC, and a two-configuration grid took twice as long on two of them as on one;
+Beam's local job service (``--runner portable``) runs every job on one SDK harness, whatever
 ``--direct_num_workers`` says (its ``FnApiRunner.run_via_runner_api`` never reads the option),
 so a pool of EXTERNAL workers gets one job's work on one of them. What scales is the grid's
 own independence: every stream key is learnt alone, so N processes that each run the whole
@@ -13,12 +13,14 @@ Each worker process is the same ``kernelstream replay`` command with the hidden 
 ``--shard I/N``: the same Beam pipeline (or loop) over the whole data set, whose source emits
 only the streams shard I owns (``engine.replay.StreamSpec.owns``; the source's dead letters
 come from shard 0 only), writing into the same ``OUT/predictions``, ``metrics``,
-``dead_letters`` (every sink names its files uniquely). This process clears ``OUT`` first,
-relays the workers' progress lines, and once all have finished reads the outputs back as a
-one-process run does (``replay.read_outputs``), so ``summary.json`` holds the same content
-(timings apart). A worker that fails stops the others and the run, with that worker's own
-error line and exit code; Ctrl-C stops them all; a worker also ends when this process dies
-(its standard input, a pipe from here, closes). The parent imports no Beam.
+``dead_letters`` (every sink names its files uniquely). The workers start as soon as the
+command line is valid and import Beam while this process checks the data; then this process
+clears ``OUT`` and lets them run (``go`` on their standard input), relays their progress
+lines, and once all have finished reads the outputs back as a one-process run does
+(``replay.read_outputs``), so ``summary.json`` holds the same content (timings apart). A
+worker that fails stops the others and the run, with that worker's own error line and exit
+code; Ctrl-C stops them all; a worker also ends when this process dies (its standard input,
+a pipe from here, closes). This process imports no Beam (but for a remote ``OUT``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 import kernelstream
 from kernelstream import fs
@@ -316,15 +318,14 @@ def _failure(w: _Worker) -> WorkerError:
                             "were stopped", *tail])
 
 
-def watch_parent(stdin: IO[str] | None = None) -> None:
+def watch_parent() -> None:
     """In a worker: end this process (SIGTERM) when the parent's pipe on standard input
     closes, i.e. when the parent has died or stopped the run, so no worker learns on
     alone."""
-    src = sys.stdin if stdin is None else stdin
 
     def watch() -> None:
         with contextlib.suppress(Exception):
-            src.read()
+            sys.stdin.read()
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
