@@ -82,6 +82,7 @@ class Forgetron(KernelLearner):
     )
     budgeted = True
     capacity_param = "budget"
+    update_when = "mistake"  # a correct prediction leaves the model alone
     reference = "Dekel, Shalev-Shwartz & Singer 2008; ALGORITHMS.md §4.5"
 
     budget: int
