@@ -49,6 +49,7 @@ import numpy as np
 
 from kernelstream import data as ksdata
 from kernelstream import learners
+from kernelstream.learners import compiled
 from kernelstream.seeding import learner_seed, permutation
 
 STEM = "peers"
@@ -269,8 +270,10 @@ def render(js: dict[str, Any]) -> list[str]:
                                 f"{js['git']}; {js['machine']}"), ""]
     L += [f"## 1. Speed at B = {BUDGET}, one pass (permutation 0), in memory", "",
           f"Rows: the first {js['rows']} of each permutation (or the whole set). Floor: "
-          "`benchmarks/learners.py`'s kernel-row floor, one `Gaussian(γ).row` against "
-          f"{BUDGET} stored points per round (FOGD: its random-feature map at D = 4B), timed "
+          "`benchmarks/learners.py`'s kernel-row floor, one Gaussian row and score against "
+          f"{BUDGET} stored points per round, by the learners' own row "
+          f"({js.get('kernels', 'numpy')}: compiled row in a compiled loop, no Python per "
+          "round; FOGD: its random-feature map at D = 4B), timed "
           f"alternately with the learner, medians of {js['repeats']}. Width: **tuned** = "
           "`benchmarks/tuned_params.json` (P3, kernel alignment; its other tuned parameters "
           "too), else γ = 1/mean‖x‖² of the rows used. "
@@ -360,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     e2e = [] if a.no_e2e else end_to_end(a)
     js = {"generated": _common.now_utc(), "git": _common.git_provenance(),
           "machine": _common.machine_info(), "rows": a.rows, "repeats": a.repeats,
+          "kernels": compiled.STATUS,
           "budget": BUDGET, "learners": names, "excluded": excluded,
           "pre_issue": a.pre_issue or None, "speed": cells, "end_to_end": e2e,
           "kol_reference": {"learners": KOL_LEARNERS, "ratios": KOL_RATIOS},

@@ -217,6 +217,45 @@ fail:
     return NULL;
 }
 
+static PyObject *py_scores(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* scores(X, sqn, a, n, kind, p, degree, Z, zz, out, k, work): out[i] = f(Z_i) for every
+     * row of the block under the fixed model (prediction without learning; also the
+     * benchmarks' floor: one compiled row and score per round and nothing else) */
+    if (nargs != 12)
+        return PyErr_Format(PyExc_TypeError, "scores() takes 12 arguments, got %zd", nargs);
+    Buf b[8];
+    memset(b, 0, sizeof b);
+    Model m;
+    Py_ssize_t rows;
+    if (parse_model(args, b, &m, "scores") < 0) goto fail;
+    if (get_buf(args[7], &b[3], 0, "Z", 'd') < 0 || get_buf(args[8], &b[4], 0, "zz", 'd') < 0
+        || get_buf(args[9], &b[5], 1, "out", 'd') < 0
+        || get_buf(args[10], &b[6], 1, "k", 'd') < 0
+        || get_buf(args[11], &b[7], 1, "work", 'q') < 0)
+        goto fail;
+    rows = b[3].view.ndim == 2 ? b[3].view.shape[0] : -1;
+    if (rows < 0 || b[3].view.shape[1] != m.d || n_items(&b[4]) < rows
+        || n_items(&b[5]) < rows || n_items(&b[6]) < m.n || n_items(&b[7]) < m.d) {
+        PyErr_SetString(PyExc_ValueError, "_ckernels.scores: block arrays have the wrong size");
+        goto fail;
+    }
+    {
+        const double *Z = b[3].view.buf, *zz = b[4].view.buf;
+        double *out = b[5].view.buf, *k = b[6].view.buf;
+        Py_ssize_t *nz = b[7].view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < rows; i++)
+            out[i] = row_score(m.X, m.sqn, m.a, m.n, m.d, Z + i * m.d, zz[i], m.kind, m.p,
+                               m.degree, nz, k);
+        Py_END_ALLOW_THREADS
+    }
+    release(b, 8);
+    Py_RETURN_NONE;
+fail:
+    release(b, 8);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"sqnorms", (PyCFunction)(void (*)(void))py_sqnorms, METH_FASTCALL,
      "sqnorms(X, out): out[i] = ||X_i||^2, summed in index order"},
@@ -224,6 +263,8 @@ static PyMethodDef methods[] = {
      "sqnorm(x) -> ||x||^2, summed in index order"},
     {"score", (PyCFunction)(void (*)(void))py_score, METH_FASTCALL,
      "score(X, sqn, a, n, kind, p, degree, z, zz, k, work) -> f(z); k[:n] = kernel row"},
+    {"scores", (PyCFunction)(void (*)(void))py_scores, METH_FASTCALL,
+     "scores(X, sqn, a, n, kind, p, degree, Z, zz, out, k, work): f of every row, no learning"},
     {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
      "run(...) -> (i, norm2): test-then-train up to the next round that updates the model"},
     {NULL, NULL, 0, NULL},

@@ -99,24 +99,27 @@ class KernelLearner(Learner):
             super()._learn_rows(X, zz, yv, out, n_sv)
             return
         trigger = compiled.TRIGGERS[self._update_trigger()]
+        # locals: this loop runs once per updating round, where Python's cost is the cost
+        run, update, work = ck.run, self._update, self._nzwork
+        kc, kp, kd, idle = self._kcode, self._kp, self._kdeg, self._idle_scale
         rows = X.shape[0]
         i = 0
         while i < rows:
             sv = self.sv  # an update may replace the store or grow its arrays
-            if len(self._krow) < sv.n:
+            n = sv.n
+            if len(self._krow) < n:
                 self._krow = np.empty(len(sv.a))
-            stop, sv.norm2 = ck.run(sv.X, sv.sqn, sv.a, sv.n, self._kcode, self._kp,
-                                    self._kdeg, X, zz, yv, i, trigger, self._idle_scale,
-                                    sv.norm2, out, n_sv, self._krow, self._nzwork)
+            krow = self._krow
+            stop, sv.norm2 = run(sv.X, sv.sqn, sv.a, n, kc, kp, kd, X, zz, yv, i, trigger, idle,
+                                 sv.norm2, out, n_sv, krow, work)
             self.t += stop - i
             if stop == rows:
                 break
-            n = sv.n
-            self._update(X[stop], float(zz[stop]), float(yv[stop]), float(out[stop]),
-                         self._krow[:n].copy() if n else None)
+            update(X[stop], zz.item(stop), yv.item(stop), out.item(stop),
+                   krow[:n].copy() if n else None)
             self.t += 1
             if n_sv is not None:
-                n_sv[stop] = self.n_support_vectors
+                n_sv[stop] = self.sv.n
             i = stop + 1
 
     @property
