@@ -83,6 +83,13 @@ class KernelLearner(Learner):
         k = sv.row(self.kern, x, xx)
         return float(sv.a[:n] @ k), k
 
+    def _eval_sv(self, j: int) -> float:
+        """``f(x_j)`` at stored point ``j``, by the same row code as the scores."""
+        sv = self.sv
+        if self._compiled:
+            return self._score(sv.X[j], float(sv.sqn[j]))[0]
+        return sv.eval_sv(self.kern, j)
+
     @classmethod
     def _update_trigger(cls) -> str:
         """``update_when``, if the class that declares it also knows the ``_update`` in force
