@@ -51,10 +51,15 @@ class KernelLearner(Learner):
     def _row_sqnorms(self, X: np.ndarray) -> np.ndarray:
         return compiled.row_sqnorms(X) if self._compiled_kernel() else super()._row_sqnorms(X)
 
+    @classmethod
+    def compiled_rounds(cls) -> bool:
+        """Whether this learner's dense rounds run on the compiled kernels (when built)."""
+        return cls._score is KernelLearner._score
+
     def _compiled_kernel(self) -> bool:
         """Rounds scored by the compiled kernels (learners scoring their own way keep numpy
         throughout, so their numbers do not change)."""
-        return (compiled.ck is not None and type(self)._score is KernelLearner._score
+        return (compiled.ck is not None and self.compiled_rounds()
                 and self.hparams.get("kernel") in compiled.KERNEL_CODES)
 
     def _compiled_setup(self) -> None:

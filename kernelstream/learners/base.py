@@ -338,6 +338,12 @@ class Learner:
         self._learn_rows(X, zz, yv, out, n_sv)
         return out
 
+    @classmethod
+    def compiled_rounds(cls) -> bool:
+        """Whether this learner's dense rounds run on the compiled kernels (when built; see
+        :mod:`kernelstream.learners.compiled`)."""
+        return False
+
     def _sqnorm(self, x: np.ndarray) -> float:
         """``‖x‖²`` of a dense example; :meth:`_row_sqnorms` must give the same numbers."""
         return float(x @ x)
