@@ -82,7 +82,9 @@ KOL_RATIOS = {
 _CHILD = r"""
 import json, sys, time
 import numpy as np
+import kernelstream
 from kernelstream import learners
+assert kernelstream.__file__.startswith(sys.path[0]), kernelstream.__file__  # the old commit
 z = np.load(sys.argv[1])
 X, y = np.ascontiguousarray(z["X"]), z["y"]
 out = {}
@@ -156,7 +158,9 @@ def run_pre_issue(src: Path, Xp: np.ndarray, yp: np.ndarray,
         npz = Path(tmp) / "stream.npz"
         np.savez(npz, X=Xp, y=yp)
         env = dict(os.environ, PYTHONPATH=str(src))
-        res = subprocess.run([sys.executable, "-c", _CHILD, str(npz), json.dumps(jobs)],
+        # -P: without it `python -c` puts the working directory first on sys.path, and run
+        # from the repository the child would time today's code, not the old commit's
+        res = subprocess.run([sys.executable, "-P", "-c", _CHILD, str(npz), json.dumps(jobs)],
                              env=env, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         log(f"pre-issue run failed: {res.stderr.strip()[-500:]}")
