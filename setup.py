@@ -12,6 +12,7 @@ from setuptools import Extension, setup
 
 HERE = Path(__file__).parent
 SOURCE = "kernelstream/learners/_ckernels.c"
+FEATURES_SOURCE = "kernelstream/learners/_ck_features.c"
 # the build records its sources' hash (kernelstream.learners.compiled.source_hash), so edited
 # sources with an old build are detected and the learners fall back to numpy, saying so
 C_FILES = sorted((HERE / "kernelstream" / "learners").glob("_ck*.[ch]"))
@@ -28,6 +29,17 @@ setup(
             # not depend on the compiler's mood or the machine's vector width
             extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],
             optional=True,
-        )
+        ),
+        # feature maps and their block driver (compiled.py, "feature maps"); -O3 so the
+        # elementwise loops (projection, cos/sin) vectorise, which changes no result (no FMA,
+        # no reassociation: each element sees the same IEEE operations at any vector width)
+        Extension(
+            "kernelstream.learners._ck_features",
+            sources=[FEATURES_SOURCE],
+            depends=[str(p.relative_to(HERE)) for p in C_FILES],
+            define_macros=[("KS_SOURCE_HASH", f'"{SOURCE_HASH}"')],
+            extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],
+            optional=True,
+        ),
     ]
 )

@@ -21,10 +21,15 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from kernelstream.learners.kernels import Kernel
 
 ABI = 1  # the _ckernels.c interface this module calls (its KS_ABI)
 
@@ -81,3 +86,130 @@ def row_sqnorms(X: np.ndarray) -> np.ndarray:
             xi = X[i]
             out[i] = float(xi @ xi)
     return out
+
+
+# ---- feature maps: _ck_features.c (FOGD, NOGD, SkeGD, OKL-GD, OKS-SIL) ----------------------
+#
+# The learners whose round is a feature map and a linear score rather than one kernel
+# expansion: random Fourier features (FOGD), a kernel row times a matrix (the Nystrom and
+# sketched maps of NOGD and SkeGD), a kernel row (their first stages), and Gaussian rows that
+# keep their squared distances (OKL-GD, OKS-SIL). A map is a tuple the C side reads (built by
+# the helpers below, per call: the learners replace their arrays as they learn); ``fk.score``
+# computes one round, ``fk.run`` a block up to the next round the learner's Python update
+# must see (``run`` in _ck_features.c says how), inside :func:`learn_rounds`. Same numerical
+# rules as _ckernels.c.
+
+FEATURES_ABI = 1  # the _ck_features.c interface this module calls (its KF_ABI)
+FM_RFF, FM_PROJ, FM_ROW, FM_DIST = 0, 1, 2, 3
+ALWAYS, MISTAKE, MARGIN = TRIGGERS["always"], TRIGGERS["mistake"], TRIGGERS["margin"]
+
+
+def _load_features() -> ModuleType | None:
+    if ck is None:  # same switch and same staleness rule as _ckernels
+        return None
+    try:
+        from kernelstream.learners import _ck_features
+    except ImportError:
+        return None
+    if (getattr(_ck_features, "ABI", None) != FEATURES_ABI
+            or getattr(_ck_features, "SOURCE_HASH", None) != ck.SOURCE_HASH):
+        return None
+    return _ck_features
+
+
+fk = _load_features()
+
+
+def rff_map(omega_t: np.ndarray, scale: float) -> tuple[Any, ...]:
+    """``z = [cos Ωx; sin Ωx]`` from ``Ωᵀ`` (``d × D``, C order), score ``scale·⟨w, z⟩``."""
+    return (FM_RFF, omega_t, scale)
+
+
+def row_map(X: np.ndarray, sqn: np.ndarray, n: int, kern: Kernel) -> tuple[Any, ...]:
+    """``z = κ(X[:n], x)`` (the compiled kernel row), score ``⟨a, z⟩``."""
+    return (FM_ROW, X, sqn, n, KERNEL_CODES[kern.name], float(getattr(kern, "_neg_gamma", 0.0)),
+            int(getattr(kern, "degree", 1)), 1.0)
+
+
+def proj_map(X: np.ndarray, sqn: np.ndarray, n: int, kern: Kernel, Mt: np.ndarray,
+             r: int) -> tuple[Any, ...]:
+    """``k = κ(X[:n], x)``, ``z = M k`` (``r`` features, written to ``z[:r]`` of a buffer of
+    ``Mt``'s width) from ``Mt`` = :func:`padded_t` of ``M``, score ``⟨w, z⟩``."""
+    return (FM_PROJ, X, sqn, n, KERNEL_CODES[kern.name],
+            float(getattr(kern, "_neg_gamma", 0.0)), int(getattr(kern, "degree", 1)), Mt, r, 1.0)
+
+
+def padded_t(M: np.ndarray) -> np.ndarray:
+    """``Mᵀ`` (``n × r``) in C order with zero columns up to a multiple of 8: the compiled
+    ``z = M k`` keeps all ``r`` sums in registers, eight at a time."""
+    r, n = M.shape
+    Mt = np.zeros((n, -(-r // 8) * 8))
+    Mt[:, :r] = M.T
+    return Mt
+
+
+def dist_map(X: np.ndarray, sqn: np.ndarray, n: int, g: np.ndarray | float) -> tuple[Any, ...]:
+    """``k = ‖X_j − x‖²`` (clipped at 0), ``z_j = exp(−k_j g_j)`` (one ``g`` per row or one for
+    all), score ``⟨a, z⟩``."""
+    return (FM_DIST, X, sqn, n, g if isinstance(g, np.ndarray) else float(g), 1.0)
+
+
+def kernel_ok(kern: Kernel) -> bool:
+    """A kernel the compiled rows know."""
+    return kern.name in KERNEL_CODES
+
+
+def learn_rounds(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray,
+                 out: np.ndarray, n_sv: np.ndarray | None,
+                 block: Callable[..., tuple[int, Any]]) -> None:
+    """Test-then-train over a block whose rounds run compiled.
+
+    ``block(X, zz, yv, out, n_sv, i, fired)`` runs rows ``i..j-1`` through ``fk.run`` and
+    returns ``(j, aux)``: row ``j`` was scored (``out[j]``) with the auxiliary value ``aux``
+    and waits for its update, or ``aux`` is None and row ``j`` (if any) is a round for the
+    per-example code (a scheduled event, an empty model, a change of stage). ``fired(j,
+    aux)`` is the update of a row the driver scored: ``fk.run``'s ``on_fire`` callbacks call
+    it, so a learner whose updates keep its map's shape never leaves the driver."""
+    rows = X.shape[0]
+    update = learner._update
+    t0 = learner.t  # rounds before row 0
+
+    def fired(j: int, aux: Any) -> None:
+        learner.t = t0 + j
+        update(X[j], float(zz[j]), float(yv[j]), float(out[j]), aux)
+        learner.t = t0 + j + 1
+        if n_sv is not None:
+            n_sv[j] = learner.n_support_vectors
+
+    i = 0
+    while i < rows:
+        j, aux = block(X, zz, yv, out, n_sv, i, fired)
+        learner.t = t0 + j
+        if j >= rows:
+            return
+        if aux is None:
+            s, aux = learner._score(X[j], float(zz[j]))
+            out[j] = s
+        fired(j, aux)
+        i = j + 1
+
+
+def head(buf: np.ndarray, n: int) -> np.ndarray:
+    """``buf[:n]``, without a new view when that is the whole buffer."""
+    return buf if n == len(buf) else buf[:n]
+
+
+class CompiledSqnorms:
+    """Learner mixin: ``‖x‖²`` by :func:`sqnorm` / :func:`row_sqnorms`, the compiled sums
+    (one C call per block instead of a Python loop over its rows; numpy's without them)."""
+
+    def _sqnorm(self, x: np.ndarray) -> float:
+        return sqnorm(x)
+
+    def _row_sqnorms(self, X: np.ndarray) -> np.ndarray:
+        return row_sqnorms(X)
+
+
+if ck is not None and fk is None:  # say so: these learners then run their numpy code
+    STATUS += ("; feature maps (fogd, nogd, skegd, okl-gd, oks-sil): numpy, _ck_features is "
+               "not built or stale")
