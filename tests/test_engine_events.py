@@ -633,6 +633,34 @@ def test_a_cut_state_encodes_the_moment_it_was_cut() -> None:
     assert cut.encode() == before
 
 
+def test_remembered_ids_encode_once_and_as_a_full_encoding_would() -> None:
+    """Cuts encode only the ids remembered since the previous cut and drop the forgotten
+    ones (whole chunks and part of one): every snapshot's bytes equal those of a state that
+    encodes all its ids at once, and decode to the live state's ids."""
+    s = spec(label_ttl_ms=40)
+    e = StreamEngine(s)
+    st = e.new_state("perc#0")
+    recs = []
+    for i in range(300):  # labelled events and delayed labels; some ids not ASCII
+        eid = f"é{i}" if i % 7 == 0 else f"e{i}"
+        if i % 3:
+            recs.append(rec(len(recs), i, eid, f"{'+1' if i % 2 else '-1'} 1:{i % 5} 2:1"))
+        else:
+            recs.append(rec(len(recs), i, eid, f"? 1:{i % 5} 3:1"))
+            recs.append(rec(len(recs), i + 1, eid, f"label:{'1' if i % 2 else '-1'}"))
+    cuts = 0
+    for lo in range(0, len(recs), 37):
+        reference_outputs(recs[lo:lo + 37], s, {"perc#0": st})
+        cut = e.cut_state(st)
+        fresh = e.decode_state(cut.encode())
+        assert list(fresh.forget) == list(st.forget) and fresh.resolved == st.resolved
+        whole = e.decode_state(cut.encode())  # no chunks yet: encodes every id at once
+        whole.learner, whole.seconds = st.learner, st.seconds
+        assert e.encode_state(whole) == cut.encode()
+        cuts += 1
+    assert len(st.id_chunks) < cuts and st.id_chunks[0].start > 0  # forgotten chunks went
+
+
 # -- sparse rows --------------------------------------------------------------------------------
 
 

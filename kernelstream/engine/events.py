@@ -389,8 +389,7 @@ class StreamEngine(StreamRouter):
             (ids, learn_pos, pos, ts, ts, scores, predicted, y, mistake, loss, Repeat(0),
              n_sv[1:], topic, part, off)))
         # the ids are resolved at each record's clock, then forgotten as step 2 would have
-        st.resolved.update(dict.fromkeys(ids, LABELLED))
-        st.forget.extend(zip((clock + self.ttl).tolist(), ids, strict=True))
+        st.remember_many((clock + self.ttl).tolist(), ids, LABELLED)
         self._forget(st, st.clock_ms)
         return True
 
@@ -428,8 +427,7 @@ class StreamEngine(StreamRouter):
                                                ev.event_time_ms, clock))
 
     def _resolve(self, st: ModelState, eid: str, status: int, clock: int) -> None:
-        st.resolved[eid] = status
-        st.forget.append((clock + self.ttl, eid))
+        st.remember(clock + self.ttl, eid, status)
 
     def _dead(self, st: ModelState, p: ParsedRecord, out: Outputs, reason: str, stage: str,
               position: int | None = None) -> None:

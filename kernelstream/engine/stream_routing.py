@@ -412,6 +412,25 @@ class StreamRouter:
             if X is not None:
                 b.X = X
             ys: dict[str, float | ParseError | None] = {}
+            if len(cand) == len(recs) and -1 not in rows and (
+                    entities is None or "" not in entities):
+                for tok in set(toks):
+                    try:
+                        ys[tok] = self._label_of(tok)
+                    except ParseError as e:
+                        ys[tok] = e
+                labels = list(ys.values())
+                if not any(isinstance(y, ParseError) for y in labels):
+                    # every record a good feature record: the columns as they come
+                    b.y = [ys[t] for t in toks]
+                    n = len(recs)
+                    b.kind = (bytearray([LABELLED]) * n if None not in labels
+                              else bytearray([FEATURES]) * n if labels == [None]
+                              else bytearray(FEATURES if y is None else LABELLED for y in b.y))
+                    b.eid, b.xrow = eids, rows
+                    if entities is not None:
+                        b.entity = entities  # type: ignore[assignment]
+                    return []
             for c, j in enumerate(cand):
                 row = rows[c]
                 if row < 0:

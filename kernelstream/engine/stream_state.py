@@ -13,11 +13,19 @@ raw, in that order. (Version 1 kept the remembered ids in the JSON, which made a
 an hour's ids cost seconds; it is still read.)
 The expiry heap is rebuilt from the pending events: its pop order, (deadline, position), is a
 total order, so a decoded state expires events exactly as the original would.
+
+The remembered ids are most of a long-lived model's bytes (an hour of ids: millions) and
+change only at the ends (new ids at the back, forgotten ones off the front; an id's entry
+never changes while it is remembered). So each id is encoded once: a cut encodes the ids
+remembered since the previous cut into an :class:`IdChunk` kept with the state, and the bytes
+of a snapshot are the chunks' bytes joined, minus the ids forgotten since (the same bytes as
+encoding them all again).
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import struct
 from collections import deque
@@ -70,6 +78,44 @@ class Window:
         self.delays = []
 
 
+class IdChunk(NamedTuple):
+    """Remembered ids ``start``, ``start + 1``, ... (entries of ``ModelState.forget`` counted
+    from the model's first) in the encoding's columns: forget times, statuses, UTF-8 lengths
+    (and their running ends, to cut the bytes at an entry) and bytes."""
+
+    start: int
+    at: np.ndarray  # <i8
+    status: np.ndarray  # u1
+    lens: np.ndarray  # <i4
+    ends: np.ndarray  # cumulative byte lengths (int64)
+    raw: bytes
+
+    @property
+    def stop(self) -> int:
+        return self.start + len(self.at)
+
+    @classmethod
+    def of(cls, start: int, entries: list[tuple[int, str]],
+           resolved: dict[str, int]) -> IdChunk:
+        ats, ids = zip(*entries, strict=True)
+        text = "".join(ids)
+        if text.isascii():  # one byte per character: no encoding per id
+            raw, lens = text.encode("ascii"), np.fromiter(map(len, ids), "<i4", len(ids))
+        else:
+            parts = [e.encode("utf-8") for e in ids]
+            raw, lens = b"".join(parts), np.fromiter(map(len, parts), "<i4", len(ids))
+        return cls(start, np.array(ats, "<i8"),
+                   np.fromiter(map(resolved.__getitem__, ids), "u1", len(ids)), lens,
+                   np.cumsum(lens, dtype=np.int64), raw)
+
+    def tail(self, k: int) -> tuple[Any, Any, Any, Any]:
+        """The columns from entry ``k`` of the chunk on (views, no copies)."""
+        if k == 0:
+            return self.at, self.status, self.lens, self.raw
+        return (self.at[k:], self.status[k:], self.lens[k:],
+                memoryview(self.raw)[int(self.ends[k - 1]):])
+
+
 @dataclass(slots=True, eq=False)
 class ModelState:
     """Everything one model keeps between records (see ``events`` for the semantics)."""
@@ -95,6 +141,25 @@ class ModelState:
     forget: deque[tuple[int, str]] = field(default_factory=deque)  # (forget at, id), in order
     applied: dict[tuple[str, int], int] = field(default_factory=dict)  # last offset processed
     window: Window = field(default_factory=Window)
+    # the encoding's cache of the remembered ids (module docstring): entries ever appended to
+    # ``forget`` (so the first one still there is ``remembered - len(forget)``), the chunks
+    # encoded so far and the entry they reach
+    remembered: int = 0
+    id_chunks: list[IdChunk] = field(default_factory=list)
+    chunked: int = 0
+
+    def remember(self, at: int, eid: str, status: int) -> None:
+        """Remember ``eid`` (``status``: LABELLED, EXPIRED) until the clock reaches ``at``."""
+        self.resolved[eid] = status
+        self.forget.append((at, eid))
+        self.remembered += 1
+
+    def remember_many(self, ats: list[int], ids: list[str], status: int) -> None:
+        """:meth:`remember` of every ``(ats[j], ids[j])`` (ids not remembered now, distinct),
+        in that order."""
+        self.resolved.update(dict.fromkeys(ids, status))
+        self.forget.extend(zip(ats, ids, strict=True))
+        self.remembered += len(ids)
 
     def add_seconds(self, dt: float) -> None:
         self.seconds += dt
@@ -116,34 +181,51 @@ def encode_state(st: ModelState) -> bytes:
 
 class StateCut(NamedTuple):
     """A model's state at one moment, detached from the live one: the learner already as
-    bytes, the rest as copies of its containers (``dict.copy`` and friends: ~20 ns an entry).
-    :meth:`encode` may then run on another thread while the live state goes on changing; a
-    snapshot takes its cut between records and encodes it off the stream's thread."""
+    bytes, the remembered ids as encoded chunks (``ids``, from entry ``front`` on), the rest
+    as copies of its containers (``dict.copy`` and friends: ~20 ns an entry). :meth:`encode`
+    may then run on another thread while the live state goes on changing; a snapshot takes
+    its cut between records and encodes it off the stream's thread."""
 
     st: ModelState
     learner: bytes
+    front: int
+    ids: tuple[IdChunk, ...]
 
     def encode(self) -> bytes:
-        return _encode(self.st, self.learner)
+        return _encode(self.st, self.learner, self.front, self.ids)
 
 
 def cut_state(st: ModelState) -> StateCut:
     """A :class:`StateCut` of ``st`` (see there). Pending events' feature rows are never
-    changed once stored, so they are shared, not copied."""
+    changed once stored, so they are shared, not copied. The ids remembered since the last
+    cut are encoded here (once each), the chunks of forgotten ids dropped."""
+    front = st.remembered - len(st.forget)
+    chunks = st.id_chunks
+    drop = 0
+    while drop < len(chunks) and chunks[drop].stop <= front:
+        drop += 1
+    if drop:
+        del chunks[:drop]
+    lo = max(st.chunked, front)
+    if st.remembered > lo:
+        tail = list(itertools.islice(reversed(st.forget), st.remembered - lo))
+        tail.reverse()
+        chunks.append(IdChunk.of(lo, tail, st.resolved))
+    st.chunked = st.remembered
     w = st.window
     copy = ModelState(
         st.key, st.config, st.entity, clock_ms=st.clock_ms, position=st.position,
         learnt=st.learnt, records=st.records, mistakes=st.mistakes, unlabeled=st.unlabeled,
         dead_letters=st.dead_letters, learn_rejected=st.learn_rejected, skipped=st.skipped,
         loss_total=st.loss_total, seconds=st.seconds, pending=st.pending.copy(),
-        resolved=st.resolved.copy(), forget=st.forget.copy(), applied=st.applied.copy(),
+        applied=st.applied.copy(),
         window=Window(w.start, w.records, w.predictions, w.outcomes, w.mistakes, w.unlabeled,
                       w.dead_letters, w.seconds, w.losses.copy(), w.delays.copy()))
     blob = b"" if st.learner is None else state_to_bytes(st.learner.get_state())
-    return StateCut(copy, blob)
+    return StateCut(copy, blob, front, tuple(chunks))
 
 
-def _encode(st: ModelState, blob: bytes) -> bytes:
+def _encode(st: ModelState, blob: bytes, front: int, chunks: tuple[IdChunk, ...]) -> bytes:
     ids = list(st.pending)
     evs = list(st.pending.values())
     n = len(evs)
@@ -156,7 +238,7 @@ def _encode(st: ModelState, blob: bytes) -> bytes:
                    st.dead_letters, st.learn_rejected, st.skipped],
         "loss_total": str(st.loss_total), "seconds": st.seconds,
         "pending": ids, "n": n, "d": d,
-        "n_resolved": len(st.forget),
+        "n_resolved": (chunks[-1].stop - front) if chunks else 0,
         "applied": [[t, p, o] for (t, p), o in st.applied.items()],
         "window": [w.start, w.records, w.predictions, w.outcomes, w.mistakes, w.unlabeled,
                    w.dead_letters, w.seconds, len(w.losses)],
@@ -176,14 +258,10 @@ def _encode(st: ModelState, blob: bytes) -> bytes:
         parts.append(np.array([e.position for e in evs], "<i8").tobytes())
     parts.append(np.array(w.losses, "<f8").tobytes())
     parts.append(np.array(w.delays, "<i8").tobytes())
-    m = len(st.forget)
-    if m:
-        at, ids = zip(*st.forget, strict=True)
-        raw = [e.encode("utf-8") for e in ids]
-        parts.append(np.array(at, "<i8").tobytes())
-        parts.append(np.fromiter(map(st.resolved.__getitem__, ids), "u1", m).tobytes())
-        parts.append(np.fromiter(map(len, raw), "<i4", m).tobytes())
-        parts.append(b"".join(raw))
+    if chunks:  # every remembered id from ``front`` on: the chunks' columns, in turn
+        cols = [c.tail(max(0, front - c.start)) for c in chunks]
+        for j in range(4):
+            parts.extend(c[j] for c in cols)
     arrays = b"".join(parts)
     js = json.dumps(meta, separators=(",", ":")).encode()
     version = SPARSE_VERSION if sparse else VERSION  # old builds refuse sparse states
@@ -252,6 +330,7 @@ def decode_state(data: bytes, ttl_ms: int) -> ModelState:
         ids = [raw[a:b].decode("utf-8") for a, b in zip([0, *ends[:-1]], ends, strict=True)]
         st.resolved = dict(zip(ids, status, strict=True))
         st.forget = deque(zip(at, ids, strict=True))
+    st.remembered = len(st.forget)
     st.applied = {(t, int(p)): int(o) for t, p, o in meta["applied"]}
     if blob:
         st.learner = Learner.from_state(state_from_bytes(blob))
