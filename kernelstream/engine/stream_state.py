@@ -29,6 +29,7 @@ import itertools
 import json
 import struct
 from collections import deque
+from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -104,8 +105,8 @@ class IdChunk(NamedTuple):
         else:
             parts = [e.encode("utf-8") for e in ids]
             raw, lens = b"".join(parts), np.fromiter(map(len, parts), "<i4", len(ids))
-        return cls(start, np.array(ats, "<i8"),
-                   np.fromiter(map(resolved.__getitem__, ids), "u1", len(ids)), lens,
+        status = itemgetter(*ids)(resolved) if len(ids) > 1 else (resolved[ids[0]],)
+        return cls(start, np.array(ats, "<i8"), np.array(status, "u1"), lens,
                    np.cumsum(lens, dtype=np.int64), raw)
 
     def tail(self, k: int) -> tuple[Any, Any, Any, Any]:
