@@ -29,8 +29,8 @@ import itertools
 import json
 import struct
 from collections import deque
-from operator import itemgetter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
