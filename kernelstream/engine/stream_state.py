@@ -69,6 +69,11 @@ class Window:
     seconds: float = 0.0
     losses: list[float] = field(default_factory=list)
     delays: list[int] = field(default_factory=list)
+    # the encoding's cache: losses and delays [0, coded) as arrays, a chunk per cut (both
+    # lists only grow until the window closes; a window can hold a minute of outcomes)
+    coded: int = 0
+    coded_losses: list[np.ndarray] = field(default_factory=list)
+    coded_delays: list[np.ndarray] = field(default_factory=list)
 
     def reset(self, start: int) -> None:
         self.start = start
@@ -77,6 +82,9 @@ class Window:
         self.seconds = 0.0
         self.losses = []
         self.delays = []
+        self.coded = 0
+        self.coded_losses = []
+        self.coded_delays = []
 
 
 class IdChunk(NamedTuple):
@@ -214,6 +222,10 @@ def cut_state(st: ModelState) -> StateCut:
         chunks.append(IdChunk.of(lo, tail, st.resolved))
     st.chunked = st.remembered
     w = st.window
+    if len(w.losses) > w.coded:
+        w.coded_losses.append(np.array(w.losses[w.coded:], "<f8"))
+        w.coded_delays.append(np.array(w.delays[w.coded:], "<i8"))
+        w.coded = len(w.losses)
     copy = ModelState(
         st.key, st.config, st.entity, clock_ms=st.clock_ms, position=st.position,
         learnt=st.learnt, records=st.records, mistakes=st.mistakes, unlabeled=st.unlabeled,
@@ -221,7 +233,8 @@ def cut_state(st: ModelState) -> StateCut:
         loss_total=st.loss_total, seconds=st.seconds, pending=st.pending.copy(),
         applied=st.applied.copy(),
         window=Window(w.start, w.records, w.predictions, w.outcomes, w.mistakes, w.unlabeled,
-                      w.dead_letters, w.seconds, w.losses.copy(), w.delays.copy()))
+                      w.dead_letters, w.seconds, coded=w.coded,
+                      coded_losses=w.coded_losses.copy(), coded_delays=w.coded_delays.copy()))
     blob = b"" if st.learner is None else state_to_bytes(st.learner.get_state())
     return StateCut(copy, blob, front, tuple(chunks))
 
@@ -242,7 +255,7 @@ def _encode(st: ModelState, blob: bytes, front: int, chunks: tuple[IdChunk, ...]
         "n_resolved": (chunks[-1].stop - front) if chunks else 0,
         "applied": [[t, p, o] for (t, p), o in st.applied.items()],
         "window": [w.start, w.records, w.predictions, w.outcomes, w.mistakes, w.unlabeled,
-                   w.dead_letters, w.seconds, len(w.losses)],
+                   w.dead_letters, w.seconds, w.coded],
     }
     parts = []
     if n:
@@ -257,17 +270,17 @@ def _encode(st: ModelState, blob: bytes, front: int, chunks: tuple[IdChunk, ...]
         parts.append(np.array([e.predicted for e in evs], "<f8").tobytes())
         parts.append(np.array([e.event_time_ms for e in evs], "<i8").tobytes())
         parts.append(np.array([e.position for e in evs], "<i8").tobytes())
-    parts.append(np.array(w.losses, "<f8").tobytes())
-    parts.append(np.array(w.delays, "<i8").tobytes())
+    parts.extend(w.coded_losses)  # the window's losses and delays, as cut
+    parts.extend(w.coded_delays)
     if chunks:  # every remembered id from ``front`` on: the chunks' columns, in turn
         cols = [c.tail(max(0, front - c.start)) for c in chunks]
         for j in range(4):
             parts.extend(c[j] for c in cols)
-    arrays = b"".join(parts)
+    size = sum(memoryview(p).nbytes for p in parts)
     js = json.dumps(meta, separators=(",", ":")).encode()
     version = SPARSE_VERSION if sparse else VERSION  # old builds refuse sparse states
     return b"".join((MAGIC, bytes([version]), struct.pack("<I", len(js)), js,
-                     struct.pack("<I", len(arrays)), arrays, blob))
+                     struct.pack("<I", size), *parts, blob))
 
 
 def decode_state(data: bytes, ttl_ms: int) -> ModelState:
