@@ -1,9 +1,10 @@
 """The live stream's Committer: Parquet output files, snapshots and the status file.
 
 :class:`Committer` (one per worker, not keyed) appends rows to pending Parquet files of the
-current epoch, keeps the newest state of each touched model and the reader's offsets, and at
-``finish_bundle``, when ``snapshot_every`` records or ``snapshot_seconds`` have passed (or the
-stream drains): closes the files, commits states + offsets as one snapshot epoch
+current epoch, keeps the newest state of each touched model and the reader's offsets, and,
+when ``snapshot_every`` records or ``snapshot_seconds`` have passed (checked at each reader
+round's progress, and at ``finish_bundle``, where the stream also drains): closes the files,
+commits states + offsets as one snapshot epoch
 (:class:`~kernelstream.engine.snapshot.SnapshotStore`), then publishes the files. Without a
 checkpoint directory the same happens minus the commit, so every output file is complete and
 readable while the job runs. The slow half runs on one commit thread (see the class).
@@ -82,7 +83,7 @@ class Committer(beam.DoFn):
     handed over; rows that come later go to the next epoch's files. One snapshot is in
     flight at a time (a due snapshot is put off while the previous one commits, see
     :meth:`_snapshot`); at drain the last one is waited for, and an error on the commit
-    thread fails the run at the next bundle's end."""
+    thread fails the run at the next reader progress."""
 
     def __init__(self, job: StreamJob) -> None:
         self.job = job
@@ -124,6 +125,10 @@ class Committer(beam.DoFn):
         self.started = time.time()
         self.totals = _Totals()
         self.changed = False
+        # Learn hands over a model's state right after its rows (models held in this worker),
+        # so a snapshot can be cut at any reader progress, mid-bundle; with models as bytes in
+        # Beam state the states come at Learn's finish_bundle, and so do the snapshots
+        self.cut_anywhere = not job.state_in_beam
         crash_point("start")
         self._status(force=True)
 
@@ -150,6 +155,14 @@ class Committer(beam.DoFn):
                 self.totals.records += moved
                 self.offsets[tp] = value.next_offset
                 self.changed = True
+            if self.cut_anywhere and value.last:
+                # the group's offsets cover every record it emitted, those have been learnt,
+                # their rows are here, and Learn has passed on the state of every model they
+                # touched: a consistent cut
+                self._collect()
+                if self.changed and self._due():
+                    self._snapshot()
+                self._status()
             return
         if tag == STATES_TAG:
             key, st = value
@@ -176,13 +189,15 @@ class Committer(beam.DoFn):
     def finish_bundle(self) -> None:
         self._collect()
         drain = draining(self.job)
-        due = (self.since_records >= self.job.snapshot_every
-               or time.monotonic() - self.last_snapshot >= self.job.snapshot_seconds)
-        if self.changed and (due or drain):
+        if self.changed and (self._due() or drain):
             self._snapshot(wait=drain)
         elif drain:
             self._settle()
         self._status()
+
+    def _due(self) -> bool:
+        return (self.since_records >= self.job.snapshot_every
+                or time.monotonic() - self.last_snapshot >= self.job.snapshot_seconds)
 
     # -- files and snapshots ---------------------------------------------------------------
     def _write(self, name: str) -> None:

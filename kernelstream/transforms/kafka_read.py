@@ -141,12 +141,15 @@ beam.coders.registry.register_coder(Batched, BatchCoder)
 
 
 class ReadProgress(NamedTuple):
-    """After a reader's call: the next offset to read of ``topic``/``partition``; every record
-    before it has been emitted (a snapshot's source offset)."""
+    """After a reader's round: the next offset to read of ``topic``/``partition``; every record
+    before it has been emitted (a snapshot's source offset). A round emits one per partition
+    of its group; ``last`` marks the group's last one, after which the offsets of every
+    partition of the group cover what the round emitted (a consistent cut)."""
 
     topic: str
     partition: int
     next_offset: int
+    last: bool = True
 
 
 # -- restriction ----------------------------------------------------------------------------------
@@ -394,8 +397,9 @@ class _ReadGroups(beam.DoFn):
         self._advance_watermark(reader, stop, watermark)
         wm = watermark.current_watermark()
         wm = MIN_TIMESTAMP if wm is None else wm
-        for (topic, p), off in zip(reader.keys, claimed, strict=True):
-            item = TimestampedValue(ReadProgress(topic, p, off), wm)
+        final = len(reader.keys) - 1
+        for i, ((topic, p), off) in enumerate(zip(reader.keys, claimed, strict=True)):
+            item = TimestampedValue(ReadProgress(topic, p, off, i == final), wm)
             yield item if self.progress_in_records else beam.pvalue.TaggedOutput(PROGRESS_TAG,
                                                                                  item)
         return split_away

@@ -11,12 +11,15 @@ stage after a ``Flatten`` (measured: the FnApiRunner materializes a Flatten's in
 graph is one chain and every DoFn is fused into the reader's stage: each bundle is one reader
 call, its records (one :class:`~kernelstream.transforms.kafka_read.RecordBatch` element:
 Beam's per-element cost, ~20 µs a DoFn, is paid per call and model, not per record) followed
-by the reader's progress (``progress_in_records``), and Learn's ``finish_bundle`` (the states
-it wrote) runs before Commit's. Everything Commit needs travels through Learn as *items*
-``(name, payload)``: ``(output, rows)`` for the five outputs (a list of rows each),
-``("states", (key, ModelState))`` and ``("progress", ReadProgress)``; Route hands progress
-and its dead letters to Learn under the key ``""`` (no model has it), and Learn passes them
-on. :class:`SplitOutputs` turns items into one PCollection of rows per output.
+by the reader's progress (``progress_in_records``). Everything Commit needs travels through
+Learn as *items* ``(name, payload)``: ``(output, rows)`` for the five outputs (a list of rows
+each), ``("states", (key, ModelState))`` (right after a model's rows) and ``("progress",
+ReadProgress)``; Route hands progress and its dead letters to Learn under the key ``""`` (no
+model has it), and Learn passes them on. So at a round's last progress item Commit holds
+every row and state the records before it made, and it may cut a snapshot there,
+mid-bundle: a bundle (a reader call, ``call_ms``) is not bounded by the snapshot interval,
+and its end, ~10-20 ms of Beam's bookkeeping during which nothing is read, comes rarely.
+:class:`SplitOutputs` turns items into one PCollection of rows per output.
 
 On a runner that inserts a keyed shuffle before the stateful Learn (Flink, Dataflow) the graph
 stays correct, but Commit then runs downstream of that shuffle, and a snapshot is a consistent
@@ -31,8 +34,9 @@ checkpointing.
   the engine's own bytes, :class:`ModelStateCoder`). A key whose state is empty is restored
   from the snapshot the run resumed from (``SnapshotView.get``, read lazily by key: no side
   input), else warm-started from ``--init-from``, else new. It applies a model's records
-  with :meth:`StreamEngine.process_many`; its rows leave as one item per output, and at
-  ``finish_bundle`` the states it wrote.
+  with :meth:`StreamEngine.process_many`; its rows leave as one item per output, then its
+  state (the live object; with ``--state_in_beam``, where each bundle decodes its own copy,
+  the states it wrote leave at ``finish_bundle``, and snapshots wait for a bundle's end).
 * :class:`~kernelstream.transforms.committer.Committer` (one per worker, not keyed) writes the
   rows to Parquet files and commits the states and offsets as snapshots (its module says how).
 * :class:`~kernelstream.transforms.kafka_rows.WriteKafkaRows` sends every row at once to
@@ -321,11 +325,14 @@ class _LearnBase(beam.DoFn):
             # written once. (Each write makes the SDK's state cache weigh the value at the
             # bundle's end, ~3 ms a key on Beam 2.77: objsize scans every module first.)
             model.write(HeldState(st) if held is None else held)
-        self.wrote[key] = st
         self.last_ts = ts
         for name, rows in out.items():
             if rows:
                 yield name, rows
+        if self.job.state_in_beam:
+            self.wrote[key] = st  # handed over at finish_bundle (a new object each bundle)
+        else:
+            yield STATES_TAG, (key, st)  # the live object: the Committer may cut it any time
         crash_point("learn", len(parsed))
 
     def finish_bundle(self) -> Iterator[Any]:
@@ -379,7 +386,8 @@ class LiveStream(beam.PTransform):
             client=job.client, poll_timeout_ms=job.poll_timeout_ms,
             max_records=job.max_records, merge_idle_ms=job.merge_idle_ms,
             drain_path=job.drain_path, progress_in_records=True, batch_records=True,
-            call_ms=job.call_ms, call_records=job.snapshot_every,
+            # snapshots wait for a bundle's end only with models in Beam state
+            call_ms=job.call_ms, call_records=job.snapshot_every if job.state_in_beam else 0,
             kafka_client=job.kafka_client)
         items = (read.records
                  | "Route" >> beam.ParDo(RouteRecords(job)).with_output_types(

@@ -103,7 +103,7 @@ class StreamPipelineOptions(PipelineOptions):
                             help="records per reader round (default 1000)")
         parser.add_argument("--call_ms", type=int, default=None,
                             help="how long a reader call, i.e. a bundle, goes on reading "
-                            "(default 500; snapshots and the status file wait for its end)")
+                            "(default 500; with --state_in_beam, snapshots wait for its end)")
         parser.add_argument("--merge_idle_ms", type=int, default=None,
                             help="how long an empty partition of a group must stay caught up "
                             "before the others' records pass it (default 50)")
