@@ -633,6 +633,24 @@ def test_a_cut_state_encodes_the_moment_it_was_cut() -> None:
     assert cut.encode() == before
 
 
+def test_column_blocks_make_the_table_of_their_rows() -> None:
+    """Rows.table (column blocks gathered at once) equals pyarrow's table of the row dicts:
+    per-record and run blocks, several models interleaved, regression's null mistakes."""
+    pa = pytest.importorskip("pyarrow")
+    schemas = stream_schemas()
+    for task, cfgs in (("classification", (PERCEPTRON, LearnerConfig("b2", "bogd", {}))),
+                       ("regression", (LearnerConfig("sq", "oks", {"loss": "square"}),))):
+        s = mixed_spec(cfgs, key_by="id-prefix", task=task)
+        runs = [rec(10_000 + i, 10_000 + i, f"u{i % 2}/r{i}", f"{i % 2} 1:{i % 3}")
+                for i in range(40)]  # labelled events: learnt in runs, rows as arrays
+        out, _ = reference_outputs(mixed_stream(5) + runs, s, chunk=9)
+        for name in ("predictions", "outcomes"):
+            rows = out[name]
+            assert len(rows.parts) > 3, name
+            want = pa.Table.from_pylist(list(rows), schema=schemas[name])
+            assert rows.table(schemas[name]).equals(want), (task, name)
+
+
 def test_remembered_ids_encode_once_and_as_a_full_encoding_would() -> None:
     """Cuts encode only the ids remembered since the previous cut and drop the forgotten
     ones (whole chunks and part of one): every snapshot's bytes equal those of a state that
