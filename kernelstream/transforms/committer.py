@@ -286,12 +286,12 @@ class Committer(beam.DoFn):
 
     def _commit(self, epoch: int, cuts: dict[str, Any] | None,
                 offsets: dict[tuple[str, int], int], info: dict[str, Any], writer: Any,
-                sent: list[Any] | None, rows: int) -> tuple[int, int]:
+                sent: Any, rows: int) -> tuple[int, int]:
         """On the commit thread: the snapshot of ``epoch`` (its rows already written)."""
         from kernelstream.engine.snapshot_outputs import publish
 
         if writer is not None:
-            writer.wait(sent or [])  # nothing committed that has not reached Kafka
+            writer.wait(sent)  # nothing committed that has not reached Kafka
         for key in [k for k in self.writers if k[1] == epoch]:
             self.writers.pop(key).close()  # complete files (footer) before the commit
         crash_point("before-commit")
