@@ -79,6 +79,7 @@ from kernelstream.engine.stream_routing import (
     ParsedRecord,
     StreamRouter,
     StreamSpec,
+    text_and_source,
 )
 from kernelstream.engine.stream_routing import (
     LABELLED as LABELLED_EVENT,
@@ -208,7 +209,7 @@ class StreamEngine(StreamRouter):
         try:
             i = 0
             while i < n:
-                p = b[i]
+                p = b.record(i)
                 if not self._arrive(st, p, out):
                     i += 1
                     continue
@@ -433,8 +434,9 @@ class StreamEngine(StreamRouter):
               position: int | None = None) -> None:
         st.dead_letters += 1
         st.window.dead_letters += 1
+        text, source = text_and_source(p)
         out.dead_letters.append(stream_dead_letter(
-            p.source, p.topic, p.partition, p.offset, p.text, reason, stage, st.key,
+            source, p.topic, p.partition, p.offset, text, reason, stage, st.key,
             p.event_id, position))
 
     def _predict(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:

@@ -211,6 +211,14 @@ class EventBatch:
     def __iter__(self) -> Iterator[ParsedRecord]:
         return (self[i] for i in range(len(self.kind)))
 
+    def record(self, i: int) -> ParsedRecord:
+        """Record ``i`` for the engine's one-record path: ``text`` and ``source`` are a
+        :class:`Later` (only a dead letter reads them: decoding every record's value would
+        cost more than the rest of the record)."""
+        return _new_tuple(ParsedRecord, (
+            self.kind[i] == LABEL, self.event_id[i], self.x(i), self.y[i], self.topic[i],
+            self.partition[i], self.offset[i], self.timestamp_ms[i], Later(self, i), None))
+
     def single_partition(self) -> bool:
         """Whether every record comes from one topic partition (made once)."""
         if self._single is None:
@@ -225,6 +233,32 @@ class EventBatch:
             self._arrays = (np.asarray(self.timestamp_ms, dtype=np.int64),
                             np.asarray(self.offset, dtype=np.int64))
         return self._arrays
+
+
+class Later:
+    """A record's dead-letter ``text`` and ``source``, made when asked for
+    (:meth:`EventBatch.record`)."""
+
+    __slots__ = ("batch", "i")
+
+    def __init__(self, batch: EventBatch, i: int) -> None:
+        self.batch, self.i = batch, i
+
+    def text(self) -> str:
+        return self.batch.text(self.i)
+
+    def source(self) -> str:
+        return self.batch.source(self.i)
+
+
+def text_and_source(p: ParsedRecord) -> tuple[str, str]:
+    """``(text, source)`` of a parsed record, whichever way it was made."""
+    if isinstance(p.text, Later):
+        return p.text.text(), p.text.source()
+    return p.text, p.source
+
+
+_new_tuple = tuple.__new__  # a NamedTuple without its Python-level __new__
 
 
 class _Columns:
@@ -334,6 +368,7 @@ class StreamRouter:
         self._global_keys = [StreamKey(c.name, 0).encode() for c in spec.configs]
         self._entity_prefixes = [k + "@" for k in self._global_keys]
         self._sources: dict[tuple[str, int], str] = {}  # (topic, partition) -> source
+        self._label_values: dict[bytes, Any] = {}  # label record value -> y or ParseError
         self._sparse = spec.sparse
         lc = -1 if spec.label_column is None else int(spec.label_column)
         self._csv = (lc, spec.delimiter,
@@ -366,6 +401,8 @@ class StreamRouter:
         b = _Columns(n)
         fast = self._fast_candidates(recs)
         slow = self._route_fast(recs, fast, b) if fast else list(range(n))
+        if slow:
+            slow = self._route_labels(recs, slow, b)
         if slow:
             self._route_slow(recs, slow, b)
         return b.groups(self, recs)
@@ -458,6 +495,57 @@ class StreamRouter:
                     b.put(j, FEATURES if y is None else LABELLED, eids[c], y, row, None,
                           entity)
         return [j for j in range(len(recs)) if not done[j]]
+
+    def _route_labels(self, recs: list[SourceRecord], idx: list[int], b: _Columns
+                      ) -> list[int]:
+        """Route the plain label records among ``recs[idx]`` (a key, an ASCII value: ``label:Y``,
+        or ``Y`` on the labels topic) into ``b``, each distinct label value mapped once;
+        the records left to :meth:`_route_slow`, in order."""
+        lt = self.spec.labels_topic
+        cache = self._label_values
+        left = []
+        for j in idx:
+            r = recs[j]
+            v, k = r.value, r.key
+            if not k or v is None or not v.isascii():
+                left.append(j)
+                continue
+            if v[:6] == LABEL_BYTES:
+                token = v[6:]
+            elif r.topic == lt and v[:1] and not v[:1].isspace():
+                token = v
+            else:
+                left.append(j)
+                continue
+            y = cache.get(token, cache)
+            if y is cache:
+                if len(cache) > 4096:  # label values are few; a flood of odd ones is not
+                    cache.clear()
+                try:
+                    # what _head gives the label: the text stripped, less its prefix
+                    y = cache[token] = self.labels(token.decode("ascii").rstrip())
+                except ParseError as e:
+                    y = cache[token] = e
+            try:
+                eid = k.decode("utf-8")
+            except UnicodeDecodeError:
+                left.append(j)  # the slow path words it
+                continue
+            if isinstance(y, ParseError):
+                b.dead[j] = stream_dead_letter(self._source(r), r.topic, r.partition,
+                                               r.offset, v.decode("ascii"), y.reason,
+                                               event_id=eid)
+                continue
+            entity = None
+            if self.spec.key_by is not None:
+                entity = eid.partition("/")[0] if "/" in eid else ""
+                if not entity:
+                    b.dead[j] = stream_dead_letter(self._source(r), r.topic, r.partition,
+                                                   r.offset, v.decode("ascii"),
+                                                   _entity_error(eid), event_id=eid)
+                    continue
+            b.put(j, LABEL, eid, y, -1, None, entity)  # type: ignore[arg-type]
+        return left
 
     def _route_slow(self, recs: list[SourceRecord], idx: list[int], b: _Columns) -> None:
         """Route records one by one: :meth:`_head`, then the line parser."""
