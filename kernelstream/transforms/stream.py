@@ -387,7 +387,8 @@ class LiveStream(beam.PTransform):
             max_records=job.max_records, merge_idle_ms=job.merge_idle_ms,
             drain_path=job.drain_path, progress_in_records=True, batch_records=True,
             # snapshots wait for a bundle's end only with models in Beam state
-            call_ms=job.call_ms, call_records=job.snapshot_every if job.state_in_beam else 0,
+            call_ms=job.reader_call_ms,
+            call_records=job.snapshot_every if job.state_in_beam else 0,
             kafka_client=job.kafka_client)
         items = (read.records
                  | "Route" >> beam.ParDo(RouteRecords(job)).with_output_types(
