@@ -608,8 +608,7 @@ def test_state_keeps_remembered_ids_in_binary_and_reads_version_1() -> None:
     e = StreamEngine(spec())
     _, states = reference_outputs(hand_stream(), spec())
     st = states["perc#0"]
-    st.resolved["é/ü\n2"] = 2  # any UTF-8 id survives
-    st.forget.append((10**12, "é/ü\n2"))
+    st.remember(10**12, "é/ü\n2", 2)  # any UTF-8 id survives
     assert len(st.forget) >= 2
     blob = e.encode_state(st)
     assert blob[4] == 2 and b"\xc3\xa9/\xc3\xbc\n2" in blob
@@ -676,7 +675,8 @@ def test_remembered_ids_encode_once_and_as_a_full_encoding_would() -> None:
         whole.learner, whole.seconds = st.learner, st.seconds
         assert e.encode_state(whole) == cut.encode()
         cuts += 1
-    assert len(st.id_chunks) < cuts and st.id_chunks[0].start > 0  # forgotten chunks went
+    segs = st.forget.segs
+    assert len(segs) < cuts and segs[0].head > 0  # forgotten segments went, one in part
 
 
 # -- sparse rows --------------------------------------------------------------------------------

@@ -407,10 +407,10 @@ class StreamEngine(StreamRouter):
             return CSR.vstack(xs)  # type: ignore[arg-type]
         return np.stack(xs)  # type: ignore[arg-type]
 
-    def _forget(self, st: ModelState, clock: int) -> None:
-        forget, resolved = st.forget, st.resolved
-        while forget and forget[0][0] <= clock:
-            del resolved[forget.popleft()[1]]
+    @staticmethod
+    def _forget(st: ModelState, clock: int) -> None:
+        if st.forget.next_at <= clock:
+            st.forget_until(clock)
 
     def _expire(self, st: ModelState, clock: int, out: Outputs) -> None:
         self._forget(st, clock)

@@ -16,21 +16,22 @@ total order, so a decoded state expires events exactly as the original would.
 
 The remembered ids are most of a long-lived model's bytes (an hour of ids: millions) and
 change only at the ends (new ids at the back, forgotten ones off the front; an id's entry
-never changes while it is remembered). So each id is encoded once: a cut encodes the ids
-remembered since the previous cut into an :class:`IdChunk` kept with the state, and the bytes
-of a snapshot are the chunks' bytes joined, minus the ids forgotten since (the same bytes as
-encoding them all again).
+never changes while it is remembered). So they are kept column by column in segments
+(:class:`Remembered`), and each id is encoded once: a cut seals the segment of the ids
+remembered since the previous cut into an :class:`IdChunk`, and the bytes of a snapshot are
+the chunks' bytes joined, minus the ids forgotten since (the same bytes as encoding them all
+again). The metrics window's losses and delays, which only grow until it closes, are encoded
+a cut's worth at a time in the same way.
 """
 
 from __future__ import annotations
 
 import heapq
-import itertools
 import json
+import math
 import struct
-from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -88,33 +89,24 @@ class Window:
 
 
 class IdChunk(NamedTuple):
-    """Remembered ids ``start``, ``start + 1``, ... (entries of ``ModelState.forget`` counted
-    from the model's first) in the encoding's columns: forget times, statuses, UTF-8 lengths
-    (and their running ends, to cut the bytes at an entry) and bytes."""
+    """Remembered ids in the encoding's columns: forget times, statuses, UTF-8 lengths (and
+    their running ends, to cut the bytes at an entry) and bytes."""
 
-    start: int
     at: np.ndarray  # <i8
     status: np.ndarray  # u1
     lens: np.ndarray  # <i4
     ends: np.ndarray  # cumulative byte lengths (int64)
     raw: bytes
 
-    @property
-    def stop(self) -> int:
-        return self.start + len(self.at)
-
     @classmethod
-    def of(cls, start: int, entries: list[tuple[int, str]],
-           resolved: dict[str, int]) -> IdChunk:
-        ats, ids = zip(*entries, strict=True)
+    def of(cls, ats: list[int], ids: list[str], status: bytearray) -> IdChunk:
         text = "".join(ids)
         if text.isascii():  # one byte per character: no encoding per id
             raw, lens = text.encode("ascii"), np.fromiter(map(len, ids), "<i4", len(ids))
         else:
             parts = [e.encode("utf-8") for e in ids]
             raw, lens = b"".join(parts), np.fromiter(map(len, parts), "<i4", len(ids))
-        status = itemgetter(*ids)(resolved) if len(ids) > 1 else (resolved[ids[0]],)
-        return cls(start, np.array(ats, "<i8"), np.array(status, "u1"), lens,
+        return cls(np.array(ats, "<i8"), np.frombuffer(bytes(status), "u1"), lens,
                    np.cumsum(lens, dtype=np.int64), raw)
 
     def tail(self, k: int) -> tuple[Any, Any, Any, Any]:
@@ -123,6 +115,109 @@ class IdChunk(NamedTuple):
             return self.at, self.status, self.lens, self.raw
         return (self.at[k:], self.status[k:], self.lens[k:],
                 memoryview(self.raw)[int(self.ends[k - 1]):])
+
+
+class _Segment:
+    """Consecutive remembered ids: ``ids[head:]`` are still remembered. Open (the last one),
+    it grows by lists; sealed by a cut, its forget times are ``chunk.at`` (an array, sought
+    by bisection) and ``chunk`` holds its encoding."""
+
+    __slots__ = ("ats", "chunk", "head", "ids", "status")
+
+    def __init__(self, ats: list[int] | None = None, ids: list[str] | None = None,
+                 status: bytearray | None = None) -> None:
+        self.ats: list[int] = [] if ats is None else ats
+        self.ids: list[str] = [] if ids is None else ids
+        self.status = bytearray() if status is None else status
+        self.head = 0
+        self.chunk: IdChunk | None = None
+
+
+class Remembered:
+    """The ids a model remembers (labelled or expired events, for a TTL), in the order they
+    are forgotten: ``(forget at, id)`` with a status each, appended at the back (forget times
+    never decrease: the clock plus the TTL), forgotten off the front. Kept by segments, one
+    per snapshot interval, each encoded once (:meth:`cut`), so a snapshot does not encode an
+    hour of ids again, nor does a cut copy them; reads as its ``(forget at, id)`` pairs."""
+
+    __slots__ = ("n", "next_at", "segs")
+
+    def __init__(self) -> None:
+        self.segs: list[_Segment] = [_Segment()]
+        self.n = 0
+        self.next_at: float = math.inf  # forget time of the first id (inf: none)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        for s in self.segs:
+            ats = s.chunk.at.tolist() if s.chunk is not None else s.ats
+            yield from zip(ats[s.head:], s.ids[s.head:], strict=True)
+
+    def statuses(self) -> list[int]:
+        return [st for s in self.segs for st in s.status[s.head:]]
+
+    def append(self, at: int, eid: str, status: int) -> None:
+        s = self.segs[-1]
+        s.ats.append(at)
+        s.ids.append(eid)
+        s.status.append(status)
+        if not self.n:
+            self.next_at = at
+        self.n += 1
+
+    def extend(self, ats: list[int], ids: list[str], status: int) -> None:
+        if not ids:
+            return
+        s = self.segs[-1]
+        s.ats.extend(ats)
+        s.ids.extend(ids)
+        s.status.extend(bytes((status,)) * len(ids))
+        if not self.n:
+            self.next_at = ats[0]
+        self.n += len(ids)
+
+    def forget(self, clock: int) -> list[str]:
+        """Forget the ids whose forget time is at or before ``clock``; they are returned."""
+        out: list[str] = []
+        segs = self.segs
+        while self.n and self.next_at <= clock:
+            s = segs[0]
+            if s.chunk is not None:
+                k = int(np.searchsorted(s.chunk.at, clock, side="right"))
+            else:
+                k, ats = s.head, s.ats
+                while k < len(ats) and ats[k] <= clock:
+                    k += 1
+            out.extend(s.ids[s.head:k])
+            self.n -= k - s.head
+            s.head = k
+            if k == len(s.ids):  # the segment is done
+                if len(segs) > 1:
+                    del segs[0]
+                else:
+                    segs[0] = _Segment()
+            s = segs[0]
+            if self.n:
+                self.next_at = (int(s.chunk.at[s.head]) if s.chunk is not None
+                                else s.ats[s.head])
+            else:
+                self.next_at = math.inf
+        return out
+
+    def cut(self) -> tuple[tuple[IdChunk, int], ...]:
+        """Seal the open segment (encode its ids, once) and return every segment's chunk with
+        its first id still remembered: the remembered ids of this moment, encoded."""
+        s = self.segs[-1]
+        if len(s.ids) > s.head:
+            s.chunk = IdChunk.of(s.ats, s.ids, s.status)
+            s.ats = []  # its forget times are the chunk's now
+            self.segs.append(_Segment())
+        elif s.head:  # an open segment whose ids are all forgotten: start afresh
+            self.segs[-1] = _Segment()
+        return tuple((t.chunk, t.head) for t in self.segs if t.chunk is not None
+                     and t.head < len(t.ids))
 
 
 @dataclass(slots=True, eq=False)
@@ -147,28 +242,27 @@ class ModelState:
     pending: dict[str, Pending] = field(default_factory=dict)
     expiry: list[tuple[int, int, str]] = field(default_factory=list)  # heap, may hold stale
     resolved: dict[str, int] = field(default_factory=dict)  # event id -> LABELLED | EXPIRED
-    forget: deque[tuple[int, str]] = field(default_factory=deque)  # (forget at, id), in order
+    forget: Remembered = field(default_factory=Remembered)  # (forget at, id), in order
     applied: dict[tuple[str, int], int] = field(default_factory=dict)  # last offset processed
     window: Window = field(default_factory=Window)
-    # the encoding's cache of the remembered ids (module docstring): entries ever appended to
-    # ``forget`` (so the first one still there is ``remembered - len(forget)``), the chunks
-    # encoded so far and the entry they reach
-    remembered: int = 0
-    id_chunks: list[IdChunk] = field(default_factory=list)
-    chunked: int = 0
 
     def remember(self, at: int, eid: str, status: int) -> None:
         """Remember ``eid`` (``status``: LABELLED, EXPIRED) until the clock reaches ``at``."""
         self.resolved[eid] = status
-        self.forget.append((at, eid))
-        self.remembered += 1
+        self.forget.append(at, eid, status)
 
     def remember_many(self, ats: list[int], ids: list[str], status: int) -> None:
         """:meth:`remember` of every ``(ats[j], ids[j])`` (ids not remembered now, distinct),
         in that order."""
         self.resolved.update(dict.fromkeys(ids, status))
-        self.forget.extend(zip(ats, ids, strict=True))
-        self.remembered += len(ids)
+        self.forget.extend(ats, ids, status)
+
+    def forget_until(self, clock: int) -> None:
+        """Forget the ids remembered until ``clock`` or before."""
+        if self.forget.next_at <= clock:
+            resolved = self.resolved
+            for eid in self.forget.forget(clock):
+                del resolved[eid]
 
     def add_seconds(self, dt: float) -> None:
         self.seconds += dt
@@ -190,37 +284,25 @@ def encode_state(st: ModelState) -> bytes:
 
 class StateCut(NamedTuple):
     """A model's state at one moment, detached from the live one: the learner already as
-    bytes, the remembered ids as encoded chunks (``ids``, from entry ``front`` on), the rest
-    as copies of its containers (``dict.copy`` and friends: ~20 ns an entry). :meth:`encode`
-    may then run on another thread while the live state goes on changing; a snapshot takes
-    its cut between records and encodes it off the stream's thread."""
+    bytes, the remembered ids as encoded chunks (``ids``: each with its first id still
+    remembered), the rest as copies of its containers (``dict.copy`` and friends: ~20 ns an
+    entry). :meth:`encode` may then run on another thread while the live state goes on
+    changing; a snapshot takes its cut between records and encodes it off the stream's
+    thread."""
 
     st: ModelState
     learner: bytes
-    front: int
-    ids: tuple[IdChunk, ...]
+    ids: tuple[tuple[IdChunk, int], ...]
 
     def encode(self) -> bytes:
-        return _encode(self.st, self.learner, self.front, self.ids)
+        return _encode(self.st, self.learner, self.ids)
 
 
 def cut_state(st: ModelState) -> StateCut:
     """A :class:`StateCut` of ``st`` (see there). Pending events' feature rows are never
     changed once stored, so they are shared, not copied. The ids remembered since the last
-    cut are encoded here (once each), the chunks of forgotten ids dropped."""
-    front = st.remembered - len(st.forget)
-    chunks = st.id_chunks
-    drop = 0
-    while drop < len(chunks) and chunks[drop].stop <= front:
-        drop += 1
-    if drop:
-        del chunks[:drop]
-    lo = max(st.chunked, front)
-    if st.remembered > lo:
-        tail = list(itertools.islice(reversed(st.forget), st.remembered - lo))
-        tail.reverse()
-        chunks.append(IdChunk.of(lo, tail, st.resolved))
-    st.chunked = st.remembered
+    cut are encoded here (once each)."""
+    ids = st.forget.cut()
     w = st.window
     if len(w.losses) > w.coded:
         w.coded_losses.append(np.array(w.losses[w.coded:], "<f8"))
@@ -236,10 +318,10 @@ def cut_state(st: ModelState) -> StateCut:
                       w.dead_letters, w.seconds, coded=w.coded,
                       coded_losses=w.coded_losses.copy(), coded_delays=w.coded_delays.copy()))
     blob = b"" if st.learner is None else state_to_bytes(st.learner.get_state())
-    return StateCut(copy, blob, front, tuple(chunks))
+    return StateCut(copy, blob, ids)
 
 
-def _encode(st: ModelState, blob: bytes, front: int, chunks: tuple[IdChunk, ...]) -> bytes:
+def _encode(st: ModelState, blob: bytes, chunks: tuple[tuple[IdChunk, int], ...]) -> bytes:
     ids = list(st.pending)
     evs = list(st.pending.values())
     n = len(evs)
@@ -252,7 +334,7 @@ def _encode(st: ModelState, blob: bytes, front: int, chunks: tuple[IdChunk, ...]
                    st.dead_letters, st.learn_rejected, st.skipped],
         "loss_total": str(st.loss_total), "seconds": st.seconds,
         "pending": ids, "n": n, "d": d,
-        "n_resolved": (chunks[-1].stop - front) if chunks else 0,
+        "n_resolved": sum(len(c.at) - head for c, head in chunks),
         "applied": [[t, p, o] for (t, p), o in st.applied.items()],
         "window": [w.start, w.records, w.predictions, w.outcomes, w.mistakes, w.unlabeled,
                    w.dead_letters, w.seconds, w.coded],
@@ -272,8 +354,8 @@ def _encode(st: ModelState, blob: bytes, front: int, chunks: tuple[IdChunk, ...]
         parts.append(np.array([e.position for e in evs], "<i8").tobytes())
     parts.extend(w.coded_losses)  # the window's losses and delays, as cut
     parts.extend(w.coded_delays)
-    if chunks:  # every remembered id from ``front`` on: the chunks' columns, in turn
-        cols = [c.tail(max(0, front - c.start)) for c in chunks]
+    if chunks:  # every remembered id: the chunks' columns, in turn
+        cols = [c.tail(head) for c, head in chunks]
         for j in range(4):
             parts.extend(c[j] for c in cols)
     size = sum(memoryview(p).nbytes for p in parts)
@@ -335,16 +417,16 @@ def decode_state(data: bytes, ttl_ms: int) -> ModelState:
     st.loss_total, st.seconds = int(meta["loss_total"]), float(meta["seconds"])
     if version == 1:
         for eid, status, forget_at in meta["resolved"]:
-            st.resolved[eid] = int(status)
-            st.forget.append((int(forget_at), eid))
+            st.remember(int(forget_at), eid, int(status))
     elif m := int(meta["n_resolved"]):
         at, status = take("<i8", m).tolist(), take("|u1", m).tolist()
         ends = np.cumsum(take("<i4", m)).tolist()
         raw = bytes(arrays[off:off + (ends[-1] if ends else 0)])
         ids = [raw[a:b].decode("utf-8") for a, b in zip([0, *ends[:-1]], ends, strict=True)]
         st.resolved = dict(zip(ids, status, strict=True))
-        st.forget = deque(zip(at, ids, strict=True))
-    st.remembered = len(st.forget)
+        st.forget.segs[0] = _Segment(at, ids, bytearray(status))
+        st.forget.n = len(ids)
+        st.forget.next_at = at[0]
     st.applied = {(t, int(p)): int(o) for t, p, o in meta["applied"]}
     if blob:
         st.learner = Learner.from_state(state_from_bytes(blob))
