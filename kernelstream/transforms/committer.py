@@ -124,6 +124,7 @@ class Committer(beam.DoFn):
         self.last_status = 0.0
         self.started = time.time()
         self.totals = _Totals()
+        self.records_at: float | None = None  # wall time the records count last moved
         self.changed = False
         # Learn hands over a model's state right after its rows (models held in this worker),
         # so a snapshot can be cut at any reader progress, mid-bundle; with models as bytes in
@@ -153,6 +154,7 @@ class Committer(beam.DoFn):
                 moved = 0 if before is None else value.next_offset - before
                 self.since_records += moved
                 self.totals.records += moved
+                self.records_at = time.time()
                 self.offsets[tp] = value.next_offset
                 self.changed = True
             if self.cut_anywhere and value.last:
@@ -314,7 +316,10 @@ class Committer(beam.DoFn):
         self.last_status = now
         wall = time.time()
         last = self.totals.last_ts_ms
+        # records_at: when ``records`` was reached (the file is rewritten at most every
+        # 0.5 s, so its time can be later), e.g. for measuring rates
         doc = {"time": wall, "started": self.started, "pid": os.getpid(),
+               "records_at": self.records_at,
                # now - newest record timestamp processed
                "lag_ms": None if last is None else max(0, int(wall * 1000) - last),
                "epoch": self.committed,
