@@ -130,15 +130,17 @@ def _blocks_batch(blocks: list[RowBlock], schema: Any) -> Any:
         cs = [b.cols[j] for b in blocks]
         if all(isinstance(c, Repeat) for c in cs) and same([c.value for c in cs]):
             return pa.repeat(pa.scalar(cs[0].value, typ), n)
-        if pa.types.is_int64(typ) or pa.types.is_float64(typ):  # never null here
+        numeric = pa.types.is_int64(typ) or pa.types.is_float64(typ)  # never null here
+        if numeric and any(isinstance(c, np.ndarray) for c in cs):  # runs' arrays
             dtype = np.int64 if pa.types.is_int64(typ) else np.float64
             return pa.array(np.concatenate([
                 np.full(k, c.value, dtype) if isinstance(c, Repeat) else np.asarray(c, dtype)
                 for c, k in zip(cs, sizes, strict=True)]), typ)
-        values: list[Any] = []  # strings, booleans (maybe null)
-        for c, k in zip(cs, sizes, strict=True):
-            values.extend([c.value] * k if isinstance(c, Repeat) else c)
-        return pa.array(values, typ)
+        # Python values (one-record rows: many small blocks), strings, booleans (maybe null):
+        # one list, converted by one call
+        return pa.array(list(itertools.chain.from_iterable(
+            itertools.repeat(c.value, k) if isinstance(c, Repeat) else c
+            for c, k in zip(cs, sizes, strict=True))), typ)
 
     def model(attr: str) -> Any:
         vals = [getattr(b, attr) for b in blocks]

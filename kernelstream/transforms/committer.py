@@ -69,6 +69,28 @@ class _Totals:
 _RECORD_TIME = {"predictions": "event_time_ms", "outcomes": "label_time_ms"}
 
 
+def _warm_up(schemas: dict[str, Any]) -> None:
+    """Convert and write a row of each columnar output once, to nowhere: pyarrow's first
+    conversion and Parquet write in a process take ~40 ms (kernel registry, writer set-up),
+    which would otherwise come with the first rows of the stream, on the commit thread,
+    holding the GIL the stream's thread needs."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from kernelstream.engine.stream_rows import COLUMNAR, RowBlock
+
+    for name, (fields, _, _) in COLUMNAR.items():
+        row = {f: schemas[name].field(f).type for f in fields}
+        values = [("x" if str(t) == "string" else True if str(t) == "bool" else 0)
+                  for t in row.values()]
+        table = Rows([RowBlock(name, "k", "c", None, [[v] for v in values])]).table(
+            schemas[name])
+        with pq.ParquetWriter(io.BytesIO(), schemas[name],
+                              use_dictionary=DICTIONARY_COLUMNS[name]) as w:
+            w.write_table(table)
+
+
 class Committer(beam.DoFn):
     """Pending output files, snapshots and the status file (see the module docstring).
     Elements: ``(output name, rows)``, ``("states", (key, ModelState))`` and
@@ -98,6 +120,7 @@ class Committer(beam.DoFn):
 
         job = self.job
         self.schemas = stream_schemas()
+        _warm_up(self.schemas)
         if job.checkpoint is not None:
             self.store = _LOCAL_STORES.get(os.path.realpath(job.checkpoint))
             if self.store is None:
