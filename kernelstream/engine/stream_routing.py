@@ -2,10 +2,12 @@
 
 :class:`StreamRouter` holds the routing half of :class:`~kernelstream.engine.events.StreamEngine`
 (which extends it with the per-model processing): :meth:`StreamRouter.route_many` turns a
-reader call's records into the :class:`ParsedRecord` s of each model plus the dead-letter rows
-of records that cannot be parsed. It lives apart from the processing because it needs no model
-state at all, only the stream's :class:`StreamSpec`, and because its speed concerns (the
-vectorised LIBSVM parser, halving blocks it declines) are separate from the learning ones.
+reader call's records into an :class:`EventBatch` per model (its records field by field; each
+reads as a sequence of :class:`ParsedRecord` s) plus the dead-letter rows of records that
+cannot be parsed. It lives apart from the processing because it needs no model state at all,
+only the stream's :class:`StreamSpec`, and because its speed concerns (keys decoded in one
+pass, the vectorised LIBSVM parser and the halving of blocks it declines, label values mapped
+once) are separate from the learning ones.
 
 Messages (key = event id, UTF-8; a record without key is a dead letter)
     * Feature record: one LIBSVM line (``--n-features`` required) or CSV line (label at
@@ -150,8 +152,8 @@ def _entity_error(eid: str) -> str:
 
 class EventBatch:
     """One model's routed records of a reader call, field by field (what
-    :meth:`StreamRouter.route_many` gives each model; models of one configuration set share
-    it, read-only). ``batch[i]`` is record ``i``'s :class:`ParsedRecord`; the engine reads a
+    :meth:`StreamRouter.route_many` gives each model; models that get the same records, the
+    configurations of one stream or of one entity, share it, read-only). ``batch[i]`` is record ``i``'s :class:`ParsedRecord`; the engine reads a
     run of labelled events from the fields directly (its features as a slice of ``X``).
 
     ``kind[i]``: :data:`FEATURES` (unlabelled event), :data:`LABELLED` (event with its label)
@@ -393,9 +395,10 @@ class StreamRouter:
         Plain feature records (a key, a value that is not a label, on an events topic) take
         the fast path: keys decoded in one pass and, for dense LIBSVM rows, every value parsed
         by the vectorised parser into one matrix (the batch's ``X``, whose rows the learner
-        reads in runs without copying them). Records it does not vouch for, labels and
-        anything odd go through :meth:`_head` and the line parser, which also word the
-        errors."""
+        reads in runs without copying them). Plain label records (ASCII ``label:Y``, or ``Y``
+        on the labels topic) map each distinct value once. Records the parser does not vouch
+        for and anything odd go through :meth:`_head` and the line parser, which also word
+        the errors; tests hold the fast paths to that record-by-record path."""
         recs = records if isinstance(records, list) else list(records)
         n = len(recs)
         b = _Columns(n)
