@@ -153,8 +153,9 @@ def _entity_error(eid: str) -> str:
 class EventBatch:
     """One model's routed records of a reader call, field by field (what
     :meth:`StreamRouter.route_many` gives each model; models that get the same records, the
-    configurations of one stream or of one entity, share it, read-only). ``batch[i]`` is record ``i``'s :class:`ParsedRecord`; the engine reads a
-    run of labelled events from the fields directly (its features as a slice of ``X``).
+    configurations of one stream or of one entity, share it, read-only). ``batch[i]`` is
+    record ``i``'s :class:`ParsedRecord`; the engine reads a run of labelled events from the
+    fields directly (its features as a slice of ``X``).
 
     ``kind[i]``: :data:`FEATURES` (unlabelled event), :data:`LABELLED` (event with its label)
     or :data:`LABEL` (label record); ``y[i]``: the label (None: unlabelled); features: row
