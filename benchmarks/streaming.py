@@ -377,8 +377,8 @@ class StreamJob:
 def stream_args(a: Any, bootstrap: str, topic: str, prefix: str | None, tr: Traffic, out: Path,
                 labels_topic: str | None = None) -> list[str]:
     """The stream's command line; ``prefix``: predictions also go to ``PREFIX-predictions``
-    (only they: the latency is measured there, and kafka-python's ~100 µs per sent message
-    would otherwise be what is measured), None: Parquet outputs only, as the replay writes."""
+    (only they: the latency is measured there, and the other outputs would add their sends to
+    what is measured), None: Parquet outputs only, as the replay writes."""
     args = [KERNELSTREAM, "stream", f"kafka://{bootstrap}/{topic}", *LEARNER_ARGS,
             "--n-features", str(tr.n_features), "--runner", "direct", "--out", str(out / "out"),
             "--checkpoint", str(out / "ckpt"), "--max-seconds", str(a.max_stream_seconds)]
