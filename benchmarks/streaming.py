@@ -9,7 +9,7 @@ in [-1, 1] with ~10 % positives, see :func:`ijcnn1_like`). Per data set, phases:
 1. **backlog**: ``--backlog`` labelled events (``KEY=e<i>``, value ``LABEL FEATURES``) are
    produced to a fresh topic, then ``kernelstream stream`` starts on it, writing its Parquet
    outputs only (as the replay does: no Kafka outputs). The harness polls the stream's status
-   file (records learnt and the time the stream reached that count, rewritten every ~0.5 s);
+   file (records learnt and the time the stream reached that count, rewritten every ~0.1 s);
    the *drain rate* is the records learnt between the first count past 10 % and the last one
    / the time between them (the stream's start-up excluded).
 2. **replay**: the same rows as a LIBSVM file through ``kernelstream replay FILE -l bogd
@@ -439,7 +439,7 @@ def floor_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic) -> dict[str, Any]
 
 def status_samples(out: Path) -> dict[str, Any]:
     """The stream's own status file (``OUT/.run-*/status.json``: records learnt so far,
-    rewritten every ~0.5 s by its committer), or {} while it has none."""
+    rewritten every ~0.1 s by its committer), or {} while it has none."""
     for p in sorted((out / "out").glob(".run-*/status.json")):
         try:
             return json.loads(p.read_text())
@@ -462,8 +462,8 @@ def backlog_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int,
     meter, load0 = LoadMeter(), os.getloadavg()[0]
     job = StreamJob(stream_args(a, bootstrap, topic, None, tr, out), out / "stream.log")
     # (wall time, records learnt) whenever the count moves: the time the stream reached the
-    # count (status records_at; the file is rewritten at most every 0.5 s, so the time it was
-    # read can be later, by as much as a third of a 50k-event drain)
+    # count (status records_at; the file is rewritten at most every 0.1 s, so the time it was
+    # read can be later, by as much as a sixth of a 50k-event drain)
     seen: list[tuple[float, int]] = []
     try:
         deadline = time.time() + a.backlog_timeout

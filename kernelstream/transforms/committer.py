@@ -35,6 +35,9 @@ from kernelstream.transforms.stream_job import (
     draining,
 )
 
+# The status file (progress lines, benchmarks) is rewritten at most this often: ~0.2 ms a
+# time, and a rate measured from it over a sub-second drain needs several points.
+STATUS_EVERY_S = 0.1
 ROW_GROUP = 8192  # rows buffered per output before they become a Parquet row group
 CONVERT_SLICE = 256  # rows converted to Arrow per call on the commit thread (see _write_rows)
 
@@ -334,13 +337,13 @@ class Committer(beam.DoFn):
     def _status(self, force: bool = False) -> None:
         """The status file the launcher's progress lines read (throttled; atomic)."""
         now = time.monotonic()
-        if not force and now - self.last_status < 0.5:
+        if not force and now - self.last_status < STATUS_EVERY_S:
             return
         self.last_status = now
         wall = time.time()
         last = self.totals.last_ts_ms
         # records_at: when ``records`` was reached (the file is rewritten at most every
-        # 0.5 s, so its time can be later), e.g. for measuring rates
+        # STATUS_EVERY_S, so its time can be later), e.g. for measuring rates
         doc = {"time": wall, "started": self.started, "pid": os.getpid(),
                "records_at": self.records_at,
                # now - newest record timestamp processed
