@@ -84,11 +84,9 @@ def _warm_up(schemas: dict[str, Any]) -> None:
     from kernelstream.engine.stream_rows import COLUMNAR, RowBlock
 
     for name, (fields, _, _) in COLUMNAR.items():
-        row = {f: schemas[name].field(f).type for f in fields}
-        values = [("x" if str(t) == "string" else True if str(t) == "bool" else 0)
-                  for t in row.values()]
-        table = Rows([RowBlock(name, "k", "c", None, [[v] for v in values])]).table(
-            schemas[name])
+        types = [str(schemas[name].field(f).type) for f in fields]
+        cols = [["x"] if t == "string" else [True] if t == "bool" else [0] for t in types]
+        table = Rows([RowBlock(name, "k", "c", None, cols)]).table(schemas[name])
         with pq.ParquetWriter(io.BytesIO(), schemas[name],
                               use_dictionary=DICTIONARY_COLUMNS[name]) as w:
             w.write_table(table)
@@ -285,12 +283,12 @@ class Committer(beam.DoFn):
     def _snapshot(self, wait: bool = False) -> None:
         """Cut a snapshot here and commit it on the commit thread (``wait``: and wait for
         it). While the previous one is still being committed it is deferred to a later
-        bundle's end, unless ``wait`` or the stream has read two intervals
+        round's end, unless ``wait`` or the stream has read two intervals
         (``snapshot_every``) since the last cut: then it waits, so snapshots keep to their
         interval and a restart never replays more than that."""
         if self.inflight is not None:
             if not wait and self.since_records < 2 * self.job.snapshot_every:
-                return  # the next bundle's end tries again
+                return  # the next round's end tries again
             self._settle()
         for name in OUTPUTS:
             self._write(name)
