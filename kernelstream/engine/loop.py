@@ -52,7 +52,8 @@ def loop_source(run: ReplayRun, dead: list[dict[str, Any]],
     and a Kafka read's end position to ``position``."""
     if run.kafka is None:
         ds = load_rows(run.read)
-        dead += ds.dead_letters
+        if run.spec.source_dead_letters:  # one shard of replay --workers reports them
+            dead += ds.dead_letters
         yield from stream_blocks(ds, run.spec)
         return
     from kernelstream.kafka_client.blocks import KafkaBlocks  # a topic: its runs' own import
@@ -87,7 +88,9 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
 
         writers = {k: KafkaWriter(t, run.kafka_client)
                    for k, t in output_topics(run.kafka_out).items()}
-    with fs.open_write(fs.join(run.out, "predictions", f"{PART}.parquet")) as fh, \
+    # the shards of replay --workers write into the same directories: one name each
+    part = PART if run.shards == 1 else f"{PART}-{run.shard}"
+    with fs.open_write(fs.join(run.out, "predictions", f"{part}.parquet")) as fh, \
             pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as w:
         progress = Progress()
         for b in loop_source(run, dead, position):
@@ -123,5 +126,5 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
             wr.close()
     for name, rows in (("metrics", metrics), (DEAD_LETTER_TAG, dead)):
         if rows:
-            write_rows(fs.join(run.out, name, f"{PART}.parquet"), rows, SCHEMAS[name])
+            write_rows(fs.join(run.out, name, f"{part}.parquet"), rows, SCHEMAS[name])
     return counters

@@ -12,6 +12,7 @@ bad line as a dead letter. The loop runner iterates these directly; the Beam sou
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -49,6 +50,10 @@ class StreamSpec:
     permutations: int = 1
     block_size: int = 256
     shuffle: bool = True
+    # ``replay --workers N``: this process learns shard ``shard`` of ``shards`` (see
+    # :meth:`owns`); the other streams are left to the other processes
+    shard: int = 0
+    shards: int = 1
 
     def __post_init__(self) -> None:
         if not self.configs:
@@ -59,9 +64,30 @@ class StreamSpec:
             raise ValueError(f"block_size must be >= 1, got {self.block_size}")
         if not self.shuffle and self.permutations != 1:
             raise ValueError("file order (shuffle=False) is a single stream: permutations=1")
+        if self.shards < 1 or not 0 <= self.shard < self.shards:
+            raise ValueError(f"shard must be in [0, {self.shards}), got {self.shard}")
 
     def order(self, n: int, r: int) -> np.ndarray:
         return permutation(n, self.seed, r) if self.shuffle else np.arange(n)
+
+    def owns(self, config: int, r: int, entity: str | None = None) -> bool:
+        """Whether stream (configuration index ``config``, repetition ``r``, ``entity``) is
+        this shard's. The (configuration, repetition) pairs are dealt round robin in
+        configuration-major order, so a two-configuration grid puts one configuration on each
+        of two shards and every shard gets a mix of configurations when there are more pairs;
+        an entity's stream moves by a stable hash of the entity (CRC-32: the same in every
+        process, unlike ``hash``), so entities spread over the shards too."""
+        if self.shards == 1:
+            return True
+        pair = config * self.permutations + r
+        spread = 0 if entity is None else zlib.crc32(entity.encode())
+        return (pair + spread) % self.shards == self.shard
+
+    @property
+    def source_dead_letters(self) -> bool:
+        """Whether this shard reports the source's dead letters: they are the file's, not a
+        stream's, so only the first shard writes them (once, as an unsharded run does)."""
+        return self.shard == 0
 
 
 @dataclass
@@ -87,7 +113,8 @@ class Dataset:
 
 
 def stream_blocks(data: Dataset, spec: StreamSpec) -> Iterator[Block]:
-    """Every block of every stream of ``spec`` over ``data`` (the permuted-replay order).
+    """Every block of every stream of ``spec`` over ``data`` (the permuted-replay order); of
+    a shard (``spec.shards`` > 1), only the blocks of the streams it owns.
 
     With entities, each entity's stream is the permuted stream restricted to its rows (exactly
     what a loop that dispatches each example to its entity's learner sees).
@@ -108,7 +135,10 @@ def stream_blocks(data: Dataset, spec: StreamSpec) -> Iterator[Block]:
             groups = [(str(u), order[srt[bounds[i] : bounds[i + 1]]])
                       for i, u in enumerate(uniq)]
         for entity, idx_all in groups:
-            keys = [StreamKey(c, r, entity).encode() for c in spec.configs]
+            keys = [StreamKey(c, r, entity).encode() for i, c in enumerate(spec.configs)
+                    if spec.owns(i, r, entity)]
+            if not keys:  # another shard's streams (replay --workers)
+                continue
             for s in range(0, idx_all.shape[0], B):
                 idx = idx_all[s : s + B]
                 base = Block(keys[0], s, data.ids[idx], data.X[idx], data.y[idx])

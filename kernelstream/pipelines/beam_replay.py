@@ -9,7 +9,10 @@ outputs)::
 
 * ``direct`` — Beam's FnApiRunner, named explicitly (the DirectRunner would first try to fetch
   the Prism binary). ``--direct_num_workers=N --direct_running_mode=multi_processing`` in
-  ``pipeline_args`` runs it on N worker processes.
+  ``pipeline_args`` runs it on N worker processes, but moves every block to them through
+  gRPC and was slower than one worker on a grid (``benchmarks/results/grid.md``): a grid
+  uses a machine's cores with ``replay --workers N`` (``pipelines.workers``), which runs
+  this pipeline in N processes on shares of the streams.
 * ``portable`` — the portable path Flink uses: the pipeline is submitted with
   ``PortableRunner`` to the ``--job_endpoint`` in ``pipeline_args`` (e.g. Beam's Flink job
   server) or, without one, to a Beam local job service started on a free port and stopped
@@ -94,7 +97,9 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
                  else p | "SavedStates" >> ckpts.ReadStates(run.resume_from))
         _ = out.states | "Checkpoint" >> ckpts.WriteCheckpoint(run.writes, saved,
                                                               src.position)
-    dead = (src.dead_letters, out.dead_letters) | "DeadLetters" >> beam.Flatten()
+    # the source's dead letters are the file's: with replay --workers one shard writes them
+    dead = ((src.dead_letters, out.dead_letters) if run.spec.source_dead_letters
+            else (out.dead_letters,)) | "DeadLetters" >> beam.Flatten()
     _ = out.predictions | "WritePredictions" >> WriteParquet(
         fs.join(run.out, "predictions"), PREDICTIONS_SCHEMA)
     _ = out.metrics | "WriteMetrics" >> WriteParquet(fs.join(run.out, "metrics"), METRICS_SCHEMA)

@@ -56,6 +56,7 @@ from kernelstream.pipelines.config import (  # noqa: E402
     ConfigError,
     DataError,
     ReplayConfig,
+    WorkerError,
     is_topic,
 )
 from kernelstream.pipelines.learners_cmd import cmd_learners  # noqa: E402
@@ -65,11 +66,14 @@ from kernelstream.pipelines.replay_args import (  # noqa: E402
     int_or_str,
     is_embedded,
     replay_config,
+    shard_arg,
+    workers_arg,
 )
 from kernelstream.streams import STREAMS, evaluate_stream  # noqa: E402
 
 if TYPE_CHECKING:
     from kernelstream.evaluate import EvalResult
+    from kernelstream.pipelines.workers import WorkerPool
 
 SUMMARY_SCHEMA = 1
 
@@ -84,7 +88,7 @@ class RunOutput:
     keys: list[dict[str, Any]] = field(default_factory=list)
 
 
-Runner = Callable[[ReplayConfig], RunOutput]
+Runner = Callable[..., RunOutput]  # (config[, WorkerPool of --workers]) -> RunOutput
 # errors whose message is the whole story (one line, exit 2): another run holds the checkpoint
 # directory, a resume offset outside the log, a broker that does not answer
 _OWN_LINE = (CheckpointInUse, OffsetOutOfLog, ConnectionError)
@@ -114,7 +118,7 @@ def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
 
 
 def _replay_runner(name: str) -> Runner:
-    def run(config: ReplayConfig) -> RunOutput:
+    def run(config: ReplayConfig, pool: WorkerPool | None = None) -> RunOutput:
         if config.stream != "none":
             # adversarial streams are generated in memory and only summarised
             if name != "loop":
@@ -125,7 +129,12 @@ def _replay_runner(name: str) -> Runner:
         from kernelstream.pipelines import replay
 
         try:
-            res = replay.replay_for_config(config, name)
+            if config.shard is not None:  # one worker process of --workers
+                replay.replay_for_config(config, name, shard=config.shard[0],
+                                         shards=config.shard[1])
+                return RunOutput([])  # the parent reads back and summarises all shards
+            # --workers: the worker processes started by cmd_replay
+            res = pool.finish() if pool is not None else replay.replay_for_config(config, name)
         except _OWN_LINE:
             raise
         except (FileNotFoundError, OSError) as exc:
@@ -139,7 +148,8 @@ def _replay_runner(name: str) -> Runner:
         return RunOutput(res.eval_results(replay.config_learners(config), config.seed), counts,
                          res.summaries)
 
-    run.__doc__ = f"The replay on the {name!r} runner (Parquet outputs, summary from metrics)."
+    run.__doc__ = (f"The replay on the {name!r} runner (Parquet outputs, summary from "
+                   "metrics); with a pool, on the worker processes of --workers.")
     return run
 
 
@@ -244,23 +254,63 @@ def format_table(results: Sequence[EvalResult]) -> str:
 def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     try:
         config = replay_config(args, argv)
-        check_data(config)
     except ValueError as exc:  # unknown learner, bad parameter, inconsistent options
         return _error("replay", str(exc))
-    try:  # before the run: a long run must not fail at the very end on a bad --out
-        fs.makedirs(config.out)
-    except OSError as exc:
-        return _error("replay", f"cannot create the output directory: {exc}")
-    _progress_to_stderr(not config.quiet)
-    if args.follow is not None:
-        return _follow(config, args.follow, args.follow_runs)
+    if config.shard is not None:
+        return _run_shard(config)
+    pool = None
+    try:
+        if config.workers > 1:
+            from kernelstream.pipelines.workers import WorkerPool, effective_workers
+
+            if effective_workers(config) > 1:
+                # started before the data check: they import Beam meanwhile, then wait
+                try:
+                    pool = WorkerPool.spawn(config)
+                except OSError as exc:
+                    return _error("replay", f"cannot start the worker processes: {exc}")
+        try:
+            check_data(config)
+        except ValueError as exc:  # the data does not fit the options
+            return _error("replay", str(exc))
+        try:  # before the run: a long run must not fail at the very end on a bad --out
+            fs.makedirs(config.out)
+        except OSError as exc:
+            return _error("replay", f"cannot create the output directory: {exc}")
+        _progress_to_stderr(not config.quiet)
+        if args.follow is not None:
+            return _follow(config, args.follow, args.follow_runs)
+        return _run_once(config, pool=pool)
+    finally:
+        if pool is not None:  # stops the workers of a run that did not finish
+            pool.close()
+
+
+def _run_shard(config: ReplayConfig) -> int:
+    """A worker process of ``--workers`` (``--shard I/N``): import the runner while the
+    parent checks the data, wait for its go, learn this shard's streams into the run's
+    outputs; the parent writes the summary."""
+    from kernelstream.pipelines.workers import await_go
+
+    _progress_to_stderr(not config.quiet, config.shard)
+    if config.runner != "loop":
+        import kernelstream.pipelines.beam_replay  # noqa: F401  (Beam: the second it takes)
+    if not await_go():  # the parent stopped the run before it started
+        return 0
     return _run_once(config)
 
 
-def _run_once(config: ReplayConfig, brief: bool = False) -> int:
-    """One run: the summary table (``brief``: one line) and ``summary.json``; the exit code."""
+def _run_once(config: ReplayConfig, brief: bool = False,
+              pool: WorkerPool | None = None) -> int:
+    """One run (on the worker processes of ``pool`` with ``--workers``): the summary table
+    (``brief``: one line) and ``summary.json``; the exit code."""
     try:
-        run = RUNNERS[config.runner](config)
+        run = (RUNNERS[config.runner](config) if pool is None
+               else RUNNERS[config.runner](config, pool))
+    except WorkerError as exc:  # --workers: the failed worker's own line(s) and exit code
+        for line in exc.lines:
+            print(line, file=sys.stderr)
+        return exc.code
     except _OWN_LINE as exc:  # a second writer, a resume offset outside the log, broker down
         return _error("replay", str(exc))
     except DataError as exc:
@@ -270,6 +320,8 @@ def _run_once(config: ReplayConfig, brief: bool = False) -> int:
     except ValueError as exc:
         # learner-side validation during the run (wrong labels for the task, bad rows, ...)
         return _error("replay", str(exc), code=1)
+    if config.shard is not None:  # a worker of --workers: its parent writes the summary
+        return 0
     doc = build_summary(config, run)
     path = write_summary(doc, config.out)
     if brief:
@@ -327,9 +379,10 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
     return 0
 
 
-def _progress_to_stderr(on: bool) -> None:
+def _progress_to_stderr(on: bool, shard: tuple[int, int] | None = None) -> None:
     """Show the learners' progress lines (``kernelstream.progress`` logger, INFO; logged
-    where learning runs, in-process for the direct and loop runners) on stderr."""
+    where learning runs, in-process for the direct and loop runners) on stderr; a worker of
+    ``--workers`` (``shard``) names itself in them."""
     from kernelstream.engine.core import PROGRESS_LOGGER  # the engine: a replay's own import
 
     log = logging.getLogger(PROGRESS_LOGGER)
@@ -339,7 +392,8 @@ def _progress_to_stderr(on: bool) -> None:
             log.removeHandler(h)
     if on:
         h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("[progress] %(message)s"))
+        tag = "" if shard is None else f"worker {shard[0] + 1}/{shard[1]}: "
+        h.setFormatter(logging.Formatter(f"[progress] {tag}%(message)s"))
         h._kernelstream = True  # type: ignore[attr-defined]
         log.addHandler(h)
     log.setLevel(logging.INFO if on else logging.WARNING)
@@ -528,6 +582,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "Beam --runner given after '--' (Flink, Dataflow, ...); loop: the plain "
                    "reference loop. All write predictions/, metrics/, dead_letters/ as "
                    "Parquet and summary.json. Beam pipeline options go after '--'.")
+    p.add_argument("--workers", "-j", type=workers_arg, default=1, metavar="N",
+                   help="learn the streams (configurations x permutations, or entities) in N "
+                   "processes, each running the run's pipeline on its share of the streams; "
+                   "outputs and summary.json as one process writes them; 'auto': one per "
+                   "core (default: 1). Local file replays on the direct or loop runner")
+    p.add_argument("--shard", type=shard_arg, default=None, help=argparse.SUPPRESS)
     p.add_argument("--key-by", metavar="COL",
                    help="CSV/Parquet column naming the entity: one model per entity value "
                    "(0-based position or header name); for a Kafka topic, 'key' (the message "

@@ -60,6 +60,17 @@ class DataError(ValueError):
     (exit 2) from failures during learning."""
 
 
+class WorkerError(Exception):
+    """A worker process of ``replay --workers`` (``pipelines.workers``) failed: ``code`` is
+    the exit code the run ends with, ``lines`` what to print on stderr (the worker's own error
+    line where it wrote one)."""
+
+    def __init__(self, code: int, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.code = code
+        self.lines = lines
+
+
 @dataclass(frozen=True)
 class LearnerConfig:
     """One learner configuration of a replay run."""
@@ -108,6 +119,10 @@ class ReplayConfig:
     kafka_out: str | None = None  # kafka://HOST:PORT/PREFIX: outputs also to PREFIX-* topics
     kafka_options: tuple[tuple[str, str], ...] = ()  # kafka-python client settings
     checkpoint: str | None = None  # resume from / write checkpoints (Kafka sources)
+    # ``--workers N``: the streams split over N runner processes (``pipelines.workers``);
+    # ``shard`` = (index, N) in one of those processes (the hidden ``--shard I/N``)
+    workers: int = 1
+    shard: tuple[int, int] | None = None
     quiet: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
 

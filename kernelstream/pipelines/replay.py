@@ -98,6 +98,10 @@ class ReplayRun:
     # set by execute(): the checkpoint resumed from and the one this run writes
     resume_from: ckpts.Checkpoint | None = None
     writes: ckpts.Checkpoint | None = None
+    # one shard of ``replay --workers`` (``pipelines.workers``): learn only the streams of
+    # shard ``shard`` of ``shards`` (``StreamSpec.owns``); the parent clears and reads back
+    shard: int = 0
+    shards: int = 1
 
     @property
     def resume_position(self) -> SourcePosition | None:
@@ -107,7 +111,8 @@ class ReplayRun:
     def spec(self) -> StreamSpec:
         return StreamSpec(tuple(c.name for c in self.configs), seed=self.seed,
                           permutations=self.permutations, block_size=self.block_size,
-                          shuffle=self.order == "permuted")
+                          shuffle=self.order == "permuted", shard=self.shard,
+                          shards=self.shards)
 
 
 @dataclass
@@ -168,6 +173,8 @@ def make_run(
     checkpoint: str | None = None,
     hash_features: int | None = None,
     rows: str = "auto",
+    shard: int = 0,
+    shards: int = 1,
 ) -> ReplayRun:
     """A :class:`ReplayRun` (see :func:`run_replay`); ``data`` may be a file, an embedded data
     set or a topic ``kafka://HOST:PORT/TOPIC`` (read as in ``kafka_client``, up to the log's
@@ -176,7 +183,11 @@ def make_run(
     ``kafka_out`` (``kafka://HOST:PORT/PREFIX``) also sends the three outputs to the topics
     PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters. ``checkpoint`` (a directory,
     Kafka sources only) resumes from the newest checkpoint there and writes the next one
-    (``engine.checkpoints``)."""
+    (``engine.checkpoints``). ``shard``/``shards``: learn only the streams of one shard, for
+    ``replay --workers`` (``pipelines.workers``), which clears and reads back the outputs."""
+    if shards > 1 and (is_topic(data) or order != "permuted" or checkpoint is not None):
+        raise ValueError("shards split the streams of a permuted file replay: a Kafka topic, "
+                         "a file-order stream or a checkpoint is one stream read once")
     if checkpoint is not None and not is_topic(data):
         raise ValueError("checkpoints continue a Kafka topic: a file replay has nothing to "
                          "continue (give a kafka:// source)")
@@ -221,7 +232,8 @@ def make_run(
                      kafka=kafka,
                      kafka_out=None if kafka_out is None else _parse_topic(kafka_out),
                      kafka_client=tuple(kafka_client),
-                     checkpoint=None if checkpoint is None else os.fspath(checkpoint))
+                     checkpoint=None if checkpoint is None else os.fspath(checkpoint),
+                     shard=shard, shards=shards)
 
 
 def _parse_topic(url: str) -> KafkaTopic:
@@ -308,7 +320,8 @@ def _execute(run: ReplayRun) -> ReplayResult:
 
         check_reachable(run.kafka_out.bootstrap, run.kafka_client,
                         f"--kafka-out {run.kafka_out.url}")
-    _clear_outputs(run.out)
+    if run.shards == 1:  # a shard's outputs are cleared by the parent, before any shard runs
+        clear_outputs(run.out)
     t0 = time.perf_counter()
     try:
         if run.runner == "loop":
@@ -329,15 +342,25 @@ def _execute(run: ReplayRun) -> ReplayResult:
         # outputs of a run that committed no checkpoint: the next run writes them again
         if run.writes is not None and not fs.exists(run.writes.marker):
             with contextlib.suppress(Exception):
-                _clear_outputs(run.out)
+                clear_outputs(run.out)
         raise
+    if run.shards > 1:  # the parent reads back the outputs of all the shards together
+        return ReplayResult([], counters, run.out, run.runner, seconds)
+    return read_outputs(run.out, counters, run.runner, seconds)
+
+
+def read_outputs(out: str, counters: dict[str, int], runner: str,
+                 seconds: float) -> ReplayResult:
+    """The result of a finished run from its outputs: an empty file in each output directory
+    that got none (readers always find the schema), and the per-key summaries of
+    ``metrics/``."""
     for name in OUTPUTS:
-        ensure_nonempty(fs.join(run.out, name), SCHEMAS[name])
-    summaries = key_summaries(iter_rows(fs.join(run.out, "metrics"), METRICS_SCHEMA))
-    return ReplayResult(summaries, counters, run.out, run.runner, seconds)
+        ensure_nonempty(fs.join(out, name), SCHEMAS[name])
+    summaries = key_summaries(iter_rows(fs.join(out, "metrics"), METRICS_SCHEMA))
+    return ReplayResult(summaries, counters, out, runner, seconds)
 
 
-def _clear_outputs(out: str) -> None:
+def clear_outputs(out: str) -> None:
     """Remove the Parquet files of a previous run in the output directories (only those, and
     the hidden temporary files a crashed run of the sinks may have left)."""
     for name in OUTPUTS:
@@ -351,7 +374,8 @@ def _clear_outputs(out: str) -> None:
 def replay_for_config(config: Any, runner: str | None = None,
                       pipeline_args: Sequence[str] = (), **kw: Any) -> ReplayResult:
     """Run a CLI ``ReplayConfig`` (``kernelstream.pipelines.config``) on ``runner`` (default:
-    the config's) and return the :class:`ReplayResult`."""
+    the config's) and return the :class:`ReplayResult`. ``kw``: further :func:`make_run`
+    arguments (``shard``/``shards`` for a shard of ``replay --workers``)."""
     return run_replay(
         config.data, config_learners(config), config.out, seed=config.seed,
         permutations=config.permutations,

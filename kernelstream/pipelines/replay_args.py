@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,42 @@ def hash_bits(s: str) -> int:
         return data.hashing.parse_bits(s)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def workers_arg(s: str) -> int:
+    """argparse type of ``--workers``: a count >= 1, or ``auto`` (the cores this process may
+    run on)."""
+    if s == "auto":
+        return usable_cores()
+    try:
+        n = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of processes or 'auto', got {s!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (or 'auto'), got {n}")
+    return n
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def shard_arg(s: str) -> tuple[int, int]:
+    """argparse type of the hidden ``--shard I/N`` (0-based index I of N) that ``--workers``
+    gives its worker processes."""
+    i, sep, n = s.partition("/")
+    try:
+        shard = (int(i), int(n))
+    except ValueError:
+        shard = (-1, 0)
+    if not sep or not 0 <= shard[0] < shard[1]:
+        raise argparse.ArgumentTypeError(f"expected I/N with 0 <= I < N, got {s!r}")
+    return shard
 
 
 def int_or_str(s: str) -> int | str:
@@ -73,6 +110,10 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
                           "drop --scale or use --rows dense")
     if args.hash_features is not None and args.stream != "none":
         raise ConfigError("--hash-features applies to data files and topics, not --stream")
+    shard = getattr(args, "shard", None)
+    workers = 1 if shard is not None else args.workers
+    if workers > 1:
+        check_workers(args, kafka_src)
     return ReplayConfig(
         data=src,
         dataset=dataset,
@@ -101,9 +142,28 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         kafka_out=args.kafka_out,
         kafka_options=settings,
         checkpoint=args.checkpoint,
+        workers=workers,
+        shard=shard,
         quiet=args.quiet,
         argv=tuple(argv),
     )
+
+
+def check_workers(args: argparse.Namespace, kafka_src: bool) -> None:
+    """``--workers N`` runs N copies of the run's pipeline on shares of its streams and merges
+    their outputs (``pipelines.workers``); refuse what that cannot carry out, one line each."""
+    if kafka_src:
+        raise ConfigError("--workers splits the streams of a data file over processes; a Kafka "
+                          "topic is read once, in its own order, by one run: drop --workers")
+    if args.stream != "none":
+        raise ConfigError(f"--stream {args.stream} runs in memory on the loop runner: drop "
+                          "--workers")
+    if args.runner in ("portable", "beam"):
+        raise ConfigError(f"--workers starts N local pipelines on the direct (or loop) runner; "
+                          f"--runner {args.runner} spreads the work over that runner's own "
+                          "workers (its options go after '--'): drop --workers")
+    if args.kafka_out is not None:
+        raise ConfigError("--kafka-out is not available with --workers: drop one of them")
 
 
 # Rows a replay's up-front data check reads: enough to see what a file is, cheap on any size.
