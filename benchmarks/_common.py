@@ -413,8 +413,10 @@ def machine_info() -> str:
                 break
     except OSError:
         pass
+    from kernelstream.learners import compiled
+
     return (f"{cpu}, {os.cpu_count()} cores (shared), Python {platform.python_version()}, "
-            f"numpy {np.__version__}")
+            f"numpy {np.__version__}, per-round kernels {compiled.STATUS}")
 
 
 def now_utc() -> str:

@@ -2,9 +2,11 @@
 
 For each learner: rounds per second of ``predict_learn_many`` over the first ``--rows`` rows of
 a fixed permutation of a9a (budgeted learners at ``--budget``, NOGD with rank ``0.1·B``, FOGD
-with ``D = 4B`` random features), and, interleaved with it in the same run, the *floor*: a Python
-loop over the same rows that evaluates one Gaussian row ``Gaussian(γ).row(X_B, sqn_B, x, x·x)``
-against ``B`` stored points (FOGD: the random-feature map ``z(x)`` at its ``D``). Learner and
+with ``D = 4B`` random features), and, interleaved with it in the same run, the *floor*: one
+Gaussian row and score per round against ``B`` stored points, computed by the same compiled
+row the learners use, in a compiled loop over the rows (numpy's ``Gaussian(γ).row`` in a Python
+loop when the compiled kernels are not built; FOGD: the random-feature map ``z(x)`` at its
+``D``). Learner and
 floor are timed alternately ``--repeats`` times and the medians are compared, which cancels
 most of the noise of a shared machine. The target is learner/floor ≤ 2.5 for every budgeted
 single-kernel learner at B = 200; PASS/FAIL lines say whether it is met, for all of them and
@@ -37,6 +39,7 @@ import numpy as np
 from _common import load_dataset
 
 from kernelstream import learners
+from kernelstream.learners import compiled
 from kernelstream.learners.kernels import Gaussian
 from kernelstream.seeding import learner_seed, permutation
 
@@ -78,6 +81,21 @@ def time_learner(name: str, params: dict[str, Any], Xp: np.ndarray, yp: np.ndarr
 
 
 def time_row_floor(Xp: np.ndarray, XB: np.ndarray, gamma: float) -> float:
+    """Seconds for one Gaussian row and score per row of ``Xp`` against ``XB``: the compiled
+    row, in the compiled loop (``_ckernels.scores``: no Python per round), when the learners
+    run on compiled kernels, else numpy's row in a Python loop."""
+    ck = compiled.ck
+    if ck is not None:
+        XB = np.ascontiguousarray(XB)
+        Xc = np.ascontiguousarray(Xp)
+        zz = compiled.row_sqnorms(Xc)
+        a = np.ones(len(XB))
+        out, k = np.empty(len(Xc)), np.empty(len(XB))
+        work = np.empty(Xc.shape[1], dtype=np.int64)
+        t0 = time.perf_counter()
+        ck.scores(XB, compiled.row_sqnorms(XB), a, len(XB), compiled.KERNEL_CODES["gaussian"],
+                  -gamma, 2, Xc, zz, out, k, work)
+        return time.perf_counter() - t0
     kern = Gaussian(gamma)
     XB = np.ascontiguousarray(XB)
     sqn = np.einsum("ij,ij->i", XB, XB)
@@ -90,10 +108,21 @@ def time_row_floor(Xp: np.ndarray, XB: np.ndarray, gamma: float) -> float:
 
 
 def time_rff_floor(Xp: np.ndarray, D: int, gamma: float) -> float:
+    """Seconds for FOGD's feature map z = [cos Ωx; sin Ωx] at D frequencies (and its score)
+    per row of ``Xp``: the compiled map in the compiled loop (``_ck_features.scores``) when the
+    learners run on it, else numpy's map in a Python loop."""
     rng = np.random.default_rng(0)
     omega = rng.standard_normal((D, Xp.shape[1])) * math.sqrt(2.0 * gamma)
     z = np.empty(2 * D)
     c = 1.0 / math.sqrt(D)
+    fk = compiled.fk
+    if fk is not None:
+        Xc = np.ascontiguousarray(Xp)
+        out, work = np.empty(len(Xc)), np.empty(Xc.shape[1], dtype=np.int64)
+        fmap = compiled.rff_map(np.ascontiguousarray(omega.T), c)
+        t0 = time.perf_counter()
+        fk.scores(fmap, np.ones(2 * D), Xc, np.zeros(len(Xc)), out, None, z, work)
+        return time.perf_counter() - t0
     t0 = time.perf_counter()
     for i in range(Xp.shape[0]):
         u = omega @ Xp[i]

@@ -49,6 +49,7 @@ import numpy as np
 
 from kernelstream import data as ksdata
 from kernelstream import learners
+from kernelstream.learners import compiled
 from kernelstream.seeding import learner_seed, permutation
 
 STEM = "peers"
@@ -81,7 +82,9 @@ KOL_RATIOS = {
 _CHILD = r"""
 import json, sys, time
 import numpy as np
+import kernelstream
 from kernelstream import learners
+assert kernelstream.__file__.startswith(sys.path[0]), kernelstream.__file__  # the old commit
 z = np.load(sys.argv[1])
 X, y = np.ascontiguousarray(z["X"]), z["y"]
 out = {}
@@ -155,7 +158,9 @@ def run_pre_issue(src: Path, Xp: np.ndarray, yp: np.ndarray,
         npz = Path(tmp) / "stream.npz"
         np.savez(npz, X=Xp, y=yp)
         env = dict(os.environ, PYTHONPATH=str(src))
-        res = subprocess.run([sys.executable, "-c", _CHILD, str(npz), json.dumps(jobs)],
+        # -P: without it `python -c` puts the working directory first on sys.path, and run
+        # from the repository the child would time today's code, not the old commit's
+        res = subprocess.run([sys.executable, "-P", "-c", _CHILD, str(npz), json.dumps(jobs)],
                              env=env, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         log(f"pre-issue run failed: {res.stderr.strip()[-500:]}")
@@ -269,8 +274,10 @@ def render(js: dict[str, Any]) -> list[str]:
                                 f"{js['git']}; {js['machine']}"), ""]
     L += [f"## 1. Speed at B = {BUDGET}, one pass (permutation 0), in memory", "",
           f"Rows: the first {js['rows']} of each permutation (or the whole set). Floor: "
-          "`benchmarks/learners.py`'s kernel-row floor, one `Gaussian(γ).row` against "
-          f"{BUDGET} stored points per round (FOGD: its random-feature map at D = 4B), timed "
+          "`benchmarks/learners.py`'s kernel-row floor, one Gaussian row and score against "
+          f"{BUDGET} stored points per round, by the learners' own row "
+          f"({js.get('kernels', 'numpy')}: compiled row in a compiled loop, no Python per "
+          "round; FOGD: its random-feature map at D = 4B), timed "
           f"alternately with the learner, medians of {js['repeats']}. Width: **tuned** = "
           "`benchmarks/tuned_params.json` (P3, kernel alignment; its other tuned parameters "
           "too), else γ = 1/mean‖x‖² of the rows used. "
@@ -360,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     e2e = [] if a.no_e2e else end_to_end(a)
     js = {"generated": _common.now_utc(), "git": _common.git_provenance(),
           "machine": _common.machine_info(), "rows": a.rows, "repeats": a.repeats,
+          "kernels": compiled.STATUS,
           "budget": BUDGET, "learners": names, "excluded": excluded,
           "pre_issue": a.pre_issue or None, "speed": cells, "end_to_end": e2e,
           "kol_reference": {"learners": KOL_LEARNERS, "ratios": KOL_RATIOS},

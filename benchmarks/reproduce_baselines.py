@@ -480,8 +480,8 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
                                f"{tuned.get('meta', {}).get('tuning_seconds', 0) / 60:.1f} min"),
         "",
         f"* Code: {code}.",
-        f"* Machine: {machine}; ≤ {a.workers} worker processes; learners in pure "
-        "numpy/Python (the papers used C++/Matlab toolboxes, so seconds are not comparable).",
+        f"* Machine: {machine}; ≤ {a.workers} worker processes; Python learners (the papers "
+        "used C++/Matlab toolboxes, so seconds are not comparable).",
         f"* Protocol: prequential test-then-train, mean ± std (ddof=1) over R = {a.permutations} "
         f"permutations r = 0..{a.permutations - 1} (`kernelstream.seeding`, base seed "
         f"{a.base_seed}); papers used 20. Mistake = `predict_label(score) ≠ y` (tie → +1).",

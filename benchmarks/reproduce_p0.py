@@ -319,7 +319,7 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
         L += [f"**PARTIAL RESULTS**: not (yet) evaluated: {', '.join(partial)}.", ""]
     L += [
         "* Machine: " + _common.machines_line(cells, lambda c: c["label"], "rows")
-        + "; one process; pure numpy/Python (P0 used R 3.3.2 on an i7 3.6 GHz, so only time "
+        + "; one process; Python learners (P0 used R 3.3.2 on an i7 3.6 GHz, so only time "
         "*ratios* are comparable).",
         f"* Protocol (§2.1, §5.1): prequential test-then-train, hinge loss, mean ± std (ddof=1) "
         f"over R = {a.permutations} permutations r = 0..{a.permutations - 1} "

@@ -291,7 +291,7 @@ def write_outputs(a: argparse.Namespace, cells: list[dict[str, Any]], t_start: f
               "planned (marked `(R=n)`, or `not run`); rerun with `--resume` to complete them.",
               ""]
     L += [
-        f"* Machine: {_common.machine_info()}; one process; learners in pure numpy/Python (the "
+        f"* Machine: {_common.machine_info()}; one process; Python learners (the "
         "paper used R on a 2.5 GHz i7, so seconds are comparable only as ratios).",
         f"* Protocol (ALGORITHMS.md §2.1): prequential test-then-train, mean ± std (ddof=1) over "
         f"R = {a.permutations} permutations r = 0..{a.permutations - 1} "

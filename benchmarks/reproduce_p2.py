@@ -373,7 +373,7 @@ def write_outputs(a: argparse.Namespace, doc: dict[str, Any]) -> None:
         f"time so far {doc.get('wall_seconds', 0) / 60:.1f} min). Do not edit by hand.",
         "",
         "* Machine: " + _common.machines_line(cells, lambda c: c["table"], "tables")
-        + "; one process; learners in pure numpy/Python (P2 "
+        + "; one process; Python learners (P2 "
         "used R on an i7-1165G7, so seconds are not comparable; time-matched sizes are "
         "calibrated on the machine that runs the table).",
         f"* Protocol: prequential test-then-train, mean ± std (ddof=1) over R = "

@@ -445,7 +445,7 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], p33: list[dict[s
         _common.generated_line("reproduce_p3.py", generated,
                                f"evaluation wall time {wall / 60:.1f} min"),
         "",
-        f"* Machine: {_common.machine_info()}; one process; pure numpy/Python (the paper: "
+        f"* Machine: {_common.machine_info()}; one process; Python learners (the paper: "
         "C++/Matlab, 4-core i7), so seconds are not comparable.",
         f"* Protocol: prequential test-then-train, mean ± std (ddof=1) over R = "
         f"{a.permutations} permutations (Table P3-4: R independent adversarial streams) "

@@ -561,7 +561,7 @@ def write_outputs(a: argparse.Namespace, tuned: dict[str, Any], cells: list[dict
             f"{sum(bool(c.get('resumed') or c.get('kept')) for c in cells)} rows reused from "
             "earlier invocations with `--resume`"),
         "",
-        f"* Machine: {_common.machine_info()}; one process; pure numpy/Python (P4 used C++ on a "
+        f"* Machine: {_common.machine_info()}; one process; Python learners (P4 used C++ on a "
         "3.2 GHz PC: seconds are not comparable, only ratios).",
         "* Protocol: prequential test-then-train; mean ± std (ddof = 1) over the permutations "
         f"r = 0..R−1 (`kernelstream.seeding`, base seed {a.base_seed}); R per row in the last "

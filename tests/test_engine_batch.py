@@ -212,13 +212,51 @@ def test_route_many_equals_route(seed: int, key_by: str | None) -> None:
     clean = [r for r in recs if r.value is not None and r.key is not None
              and b"#" not in r.value and b"\n" not in r.value and b"9:" not in r.value
              and b":x" not in r.value]
-    for batch in (recs, clean, recs[:BULK_MIN - 1], clean[:BULK_MIN], [], recs[5:6]):
+    # plain feature records only (the fast path's columns as they come)
+    plain = [r for r in clean if r.topic == "ev" and not r.value.startswith((b"label:", b"2 "))
+             and b"/" in r.key]
+    assert len(plain) > 50
+    for batch in (recs, clean, plain, recs[:BULK_MIN - 1], clean[:BULK_MIN], [], recs[5:6]):
         want_groups, want_dead = route_one_by_one(e, batch)
         groups, dead = e.route_many(batch)
         assert dead == want_dead
         assert list(groups) == list(want_groups)  # first-appearance order
         for k, ps in groups.items():
             assert len(ps) == len(want_groups[k])
+            assert all(parsed_equal(a, b) for a, b in zip(ps, want_groups[k], strict=True))
+
+
+def _slow_only(e: StreamEngine, recs: list[SourceRecord]) -> Any:
+    """What the record-by-record path (``_head``, the line parser) makes of ``recs``: the
+    reference of route_many's fast paths."""
+    from kernelstream.engine.stream_routing import _Columns
+
+    b = _Columns(len(recs))
+    e._route_slow(recs, list(range(len(recs))), b)
+    return b.groups(e, recs)
+
+
+ODD_LABELS = [("ev", b"label: 1"), ("ev", b"label:1 "), ("ev", b" label:1"), ("ev", b"label:+1"),
+              ("ev", b"label:maybe"), ("ev", b"label:"), ("ev", b"label:\x1c1\x1f"),
+              ("ev", "label:1\u00a0".encode()), ("ev", b"label:\xff"), ("lab", b"1"),
+              ("lab", b" 1"), ("lab", b"-1\t"), ("lab", b"label:-1"), ("lab", b"x"),
+              ("lab", b""), ("ev", b"0")]
+
+
+@pytest.mark.parametrize("key_by", [None, "id-prefix"])
+def test_route_many_fast_paths_equal_the_record_by_record_path(key_by: str | None) -> None:
+    configs = (LearnerConfig("a", "perceptron", {}), LearnerConfig("b", "pa-i", {}))
+    e = StreamEngine(spec(configs, key_by=key_by))
+    recs = stream(3, 200)
+    keys = [b"u0/e1", b"noprefix", b"u1/\xff", b"/x"]
+    recs += [SourceRecord(t, 0, 1000 + i, 5000 + i, keys[i % len(keys)], v)
+             for i, (t, v) in enumerate(ODD_LABELS * 2)]
+    for batch in (recs, [r for r in recs if r.offset >= 1000]):
+        groups, dead = e.route_many(batch)
+        want_groups, want_dead = _slow_only(e, batch)
+        assert dead == want_dead
+        assert list(groups) == list(want_groups)
+        for k, ps in groups.items():
             assert all(parsed_equal(a, b) for a, b in zip(ps, want_groups[k], strict=True))
 
 

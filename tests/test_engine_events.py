@@ -608,8 +608,7 @@ def test_state_keeps_remembered_ids_in_binary_and_reads_version_1() -> None:
     e = StreamEngine(spec())
     _, states = reference_outputs(hand_stream(), spec())
     st = states["perc#0"]
-    st.resolved["é/ü\n2"] = 2  # any UTF-8 id survives
-    st.forget.append((10**12, "é/ü\n2"))
+    st.remember(10**12, "é/ü\n2", 2)  # any UTF-8 id survives
     assert len(st.forget) >= 2
     blob = e.encode_state(st)
     assert blob[4] == 2 and b"\xc3\xa9/\xc3\xbc\n2" in blob
@@ -631,6 +630,53 @@ def test_a_cut_state_encodes_the_moment_it_was_cut() -> None:
     reference_outputs(recs[7:], spec(), states)  # the live state goes on changing
     assert e.encode_state(st) != before
     assert cut.encode() == before
+
+
+def test_column_blocks_make_the_table_of_their_rows() -> None:
+    """Rows.table (column blocks gathered at once) equals pyarrow's table of the row dicts:
+    per-record and run blocks, several models interleaved, regression's null mistakes."""
+    pa = pytest.importorskip("pyarrow")
+    schemas = stream_schemas()
+    for task, cfgs in (("classification", (PERCEPTRON, LearnerConfig("b2", "bogd", {}))),
+                       ("regression", (LearnerConfig("sq", "oks", {"loss": "square"}),))):
+        s = mixed_spec(cfgs, key_by="id-prefix", task=task)
+        runs = [rec(10_000 + i, 10_000 + i, f"u{i % 2}/r{i}", f"{i % 2} 1:{i % 3}")
+                for i in range(40)]  # labelled events: learnt in runs, rows as arrays
+        out, _ = reference_outputs(mixed_stream(5) + runs, s, chunk=9)
+        for name in ("predictions", "outcomes"):
+            rows = out[name]
+            assert len(rows.parts) > 3, name
+            want = pa.Table.from_pylist(list(rows), schema=schemas[name])
+            assert rows.table(schemas[name]).equals(want), (task, name)
+
+
+def test_remembered_ids_encode_once_and_as_a_full_encoding_would() -> None:
+    """Cuts encode only the ids remembered since the previous cut and drop the forgotten
+    ones (whole chunks and part of one): every snapshot's bytes equal those of a state that
+    encodes all its ids at once, and decode to the live state's ids."""
+    s = spec(label_ttl_ms=40)
+    e = StreamEngine(s)
+    st = e.new_state("perc#0")
+    recs = []
+    for i in range(300):  # labelled events and delayed labels; some ids not ASCII
+        eid = f"é{i}" if i % 7 == 0 else f"e{i}"
+        if i % 3:
+            recs.append(rec(len(recs), i, eid, f"{'+1' if i % 2 else '-1'} 1:{i % 5} 2:1"))
+        else:
+            recs.append(rec(len(recs), i, eid, f"? 1:{i % 5} 3:1"))
+            recs.append(rec(len(recs), i + 1, eid, f"label:{'1' if i % 2 else '-1'}"))
+    cuts = 0
+    for lo in range(0, len(recs), 37):
+        reference_outputs(recs[lo:lo + 37], s, {"perc#0": st})
+        cut = e.cut_state(st)
+        fresh = e.decode_state(cut.encode())
+        assert list(fresh.forget) == list(st.forget) and fresh.resolved == st.resolved
+        whole = e.decode_state(cut.encode())  # no chunks yet: encodes every id at once
+        whole.learner, whole.seconds = st.learner, st.seconds
+        assert e.encode_state(whole) == cut.encode()
+        cuts += 1
+    segs = st.forget.segs
+    assert len(segs) < cuts and segs[0].head > 0  # forgotten segments went, one in part
 
 
 # -- sparse rows --------------------------------------------------------------------------------

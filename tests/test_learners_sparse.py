@@ -458,3 +458,19 @@ def test_oskl_sampling_rate() -> None:
         m.learn_one(X[t], y[t])
     assert abs(m.n_support_vectors - expect) < 4 * np.sqrt(expect)
     np.testing.assert_allclose(np.abs(m.sv.coef), 0.2 * 4.0)
+
+
+
+def test_multistore_scores_when_every_gaussian_entry_underflows() -> None:
+    """Every Gaussian exp exactly 0 (a far point) next to polynomial entries: the scores stay
+    float64 (numpy's bincount of no entries is int64, and adding the polynomial sums to it
+    raised on svmguide3 in reproduce_p4)."""
+    from kernelstream.learners._multikernel import MultiStore
+
+    st = MultiStore(3)
+    x0 = np.array([0.1, 0.2, 0.0])
+    st.add(x0, float(x0 @ x0), np.array([0, 3, 4]), np.array([0.5, 1.0, -1.0]))
+    far = np.array([400.0, -400.0, 400.0])
+    s = st.scores(far, float(far @ far))
+    assert s.dtype == np.float64
+    assert s[0] == 0.5 * float(x0 @ far) and s[3] == 0.0 and s[4] == 0.0

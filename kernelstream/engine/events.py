@@ -73,12 +73,23 @@ from kernelstream.engine.merge import merged as merge_group  # the reference loo
 from kernelstream.engine.metrics import exact_add, exact_value
 from kernelstream.engine.prequential import learner_loss
 from kernelstream.engine.records import SourceRecord
-from kernelstream.engine.stream_routing import BULK_MIN, ParsedRecord, StreamRouter, StreamSpec
+from kernelstream.engine.stream_routing import (
+    BULK_MIN,
+    EventBatch,
+    ParsedRecord,
+    StreamRouter,
+    StreamSpec,
+    text_and_source,
+)
+from kernelstream.engine.stream_routing import (
+    LABELLED as LABELLED_EVENT,
+)
 from kernelstream.engine.stream_rows import (
     OUTPUTS,
+    Repeat,
+    RowBlock,
+    Rows,
     metrics_row,
-    outcome_row,
-    prediction_row,
     stream_dead_letter,
     unlabeled_row,
 )
@@ -86,10 +97,11 @@ from kernelstream.engine.stream_state import EXPIRED, LABELLED, ModelState, Pend
 from kernelstream.engine.stream_state import cut_state as _cut_state
 from kernelstream.engine.stream_state import decode_state as _decode_state
 from kernelstream.engine.stream_state import encode_state as _encode_state
+from kernelstream.learners.base import Learner
 from kernelstream.sparse import CSR
 
-__all__ = ["BULK_MIN", "ModelState", "Outputs", "ParsedRecord", "StreamEngine", "StreamSpec",
-           "merge_group", "reference_outputs"]
+__all__ = ["BULK_MIN", "EventBatch", "ModelState", "Outputs", "ParsedRecord", "StreamEngine",
+           "StreamSpec", "merge_group", "reference_outputs"]
 
 # reference_outputs routes and processes records in chunks of this many, as a stream's
 # reader hands them over per call (the chunking never changes a model's rows or state).
@@ -98,25 +110,46 @@ REFERENCE_CHUNK = 1000
 
 class Outputs:
     """Rows by output name (:data:`~kernelstream.engine.stream_rows.OUTPUTS`); one object can
-    collect the rows of many :meth:`StreamEngine.process` calls."""
+    collect the rows of many :meth:`StreamEngine.process` calls. Predictions and outcomes
+    are :class:`~kernelstream.engine.stream_rows.Rows` (column blocks, read as row dicts),
+    the other outputs lists of row dicts."""
 
-    __slots__ = OUTPUTS
+    __slots__ = (*OUTPUTS, "_model", "_p", "_o")
 
     def __init__(self) -> None:
-        self.predictions: list[dict[str, Any]] = []
-        self.outcomes: list[dict[str, Any]] = []
+        self.predictions = Rows()
+        self.outcomes = Rows()
         self.unlabeled: list[dict[str, Any]] = []
         self.metrics: list[dict[str, Any]] = []
         self.dead_letters: list[dict[str, Any]] = []
+        # rows of the model being processed, one tuple each (PREDICTION_FIELDS,
+        # OUTCOME_FIELDS), until they become a block (_flush)
+        self._model: tuple[str, str, str | None] = ("", "", None)
+        self._p: list[tuple[Any, ...]] = []
+        self._o: list[tuple[Any, ...]] = []
 
-    def __getitem__(self, name: str) -> list[dict[str, Any]]:
-        return getattr(self, name)  # type: ignore[no-any-return]
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self, name)
 
-    def items(self) -> list[tuple[str, list[dict[str, Any]]]]:
+    def items(self) -> list[tuple[str, Any]]:
         return [(n, getattr(self, n)) for n in OUTPUTS]
 
     def __len__(self) -> int:
         return sum(len(getattr(self, n)) for n in OUTPUTS)
+
+    def _start(self, st: ModelState) -> None:
+        self._model = (st.key, st.config, st.entity)
+
+    def _flush(self) -> None:
+        """The pending row tuples as blocks of the current model."""
+        if self._p:
+            self.predictions.append(RowBlock("predictions", *self._model,
+                                             list(zip(*self._p, strict=True))))
+            self._p = []
+        if self._o:
+            self.outcomes.append(RowBlock("outcomes", *self._model,
+                                          list(zip(*self._o, strict=True))))
+            self._o = []
 
 
 class StreamEngine(StreamRouter):
@@ -158,29 +191,38 @@ class StreamEngine(StreamRouter):
         record)."""
         return self.process_many(model_key, st, (parsed,), out)
 
-    def process_many(self, model_key: str, st: ModelState, parsed: Sequence[ParsedRecord],
+    def process_many(self, model_key: str, st: ModelState,
+                     parsed: EventBatch | Sequence[ParsedRecord],
                      out: Outputs | None = None) -> Outputs:
         """Apply a model's routed records in order: exactly the rows and state of
         :meth:`process` one record at a time. A run of labelled events that nothing else
-        interleaves (no window closes inside it, no duplicate id) is learnt with one
-        ``predict_learn_many`` call, which is bit-identical to the learner's per-row
-        ``step``; kernel-selection learners learn one row at a time."""
+        interleaves (no window closes and no pending event expires inside it, no id seen
+        before, no replayed offset) is learnt with one ``predict_learn_many`` call, which is
+        bit-identical to the learner's per-row ``step``, and its rows and state changes are
+        made for the whole run at once; kernel-selection learners learn one row at a time."""
         if out is None:
             out = Outputs()
-        n = len(parsed)
-        i = 0
-        while i < n:
-            p = parsed[i]
-            i += 1
-            if not self._arrive(st, p, out):
-                continue
-            if (i < n and not p.label_only and p.y is not None
-                    and not selects_kernels(st.learner)):  # type: ignore[arg-type]
-                end = self._run_end(st, parsed, i - 1)
-                if end - i >= 1 and self._learn_run(st, parsed, i - 1, end, out):
-                    i = end
+        b = parsed if isinstance(parsed, EventBatch) else EventBatch.of(parsed)
+        kind = b.kind
+        n = len(kind)
+        out._start(st)
+        try:
+            i = 0
+            while i < n:
+                p = b.record(i)
+                if not self._arrive(st, p, out):
+                    i += 1
                     continue
-            self._act(st, p, out)
+                if (i + 1 < n and kind[i] == LABELLED_EVENT and kind[i + 1] == LABELLED_EVENT
+                        and not selects_kernels(st.learner)):  # type: ignore[arg-type]
+                    end = self._run_end(st, b, i)
+                    if end - i >= 2 and self._learn_run(st, b, i, end, out):
+                        i = end
+                        continue
+                self._act(st, p, out)
+                i += 1
+        finally:
+            out._flush()
         return out
 
     def _arrive(self, st: ModelState, p: ParsedRecord, out: Outputs) -> bool:
@@ -218,75 +260,160 @@ class StreamEngine(StreamRouter):
         else:
             self._predict_learn(st, p, out)
 
-    def _run_end(self, st: ModelState, ps: Sequence[ParsedRecord], i: int) -> int:
-        """The end (exclusive) of the run of labelled events starting at ``ps[i]`` (which has
-        arrived): records that will each be one ``step`` with nothing reading the learner in
-        between. Conservative: an id seen before, a window closing or a replayed offset ends
+    def _run_end(self, st: ModelState, b: EventBatch, i: int) -> int:
+        """The end (exclusive) of the run of labelled events starting at ``b[i]`` (which has
+        arrived): records that will each be one ``step`` with nothing reading the learner,
+        nor anything but the run itself changing the state, in between. Conservative: an id
+        seen before, a replayed offset, a window closing or a pending event's deadline ends
         the run, and those records go one by one."""
+        kind = b.kind
+        n = len(kind)
+        end = n
+        for other in (0, 2):  # the first record of another kind (FEATURES, LABEL)
+            j = kind.find(other, i + 1, end)
+            if j >= 0:
+                end = j
+        ids = b.event_id[i:end]
         pending, resolved = st.pending, st.resolved
-        p = ps[i]
-        if p.event_id in pending or p.event_id in resolved:
-            return i
-        ids = {p.event_id}
-        applied = {(p.topic, p.partition): p.offset}
-        clock = st.clock_ms
-        assert clock is not None and st.window.start is not None
-        close_at = st.window.start + self.window
-        for j in range(i + 1, len(ps)):
-            q = ps[j]
-            if q.label_only or q.y is None:
-                return j
-            eid = q.event_id
+        ts, off = b.arrays()
+        if not (len(set(ids)) == len(ids) and pending.keys().isdisjoint(ids)
+                and resolved.keys().isdisjoint(ids) and b.single_partition()
+                and bool(np.all(off[i + 1:end] > off[i:end - 1]))):
+            end = self._run_end_scan(st, b, i, end)
+            if end - i < 2:
+                return end
+        # the run stops before the first record whose clock reaches the end of the window
+        # or the next expiry deadline (those happen at that record's arrival)
+        assert st.clock_ms is not None and st.window.start is not None
+        limit = st.window.start + self.window
+        if st.expiry and st.expiry[0][0] < limit:
+            limit = st.expiry[0][0]
+        clock = np.maximum.accumulate(np.maximum(ts[i:end], st.clock_ms))
+        return i + int(np.searchsorted(clock, limit, side="left"))
+
+    def _run_end_scan(self, st: ModelState, b: EventBatch, i: int, end: int) -> int:
+        """:meth:`_run_end` 's bound on ids and offsets, record by record (records of several
+        partitions, duplicates, replays)."""
+        pending, resolved = st.pending, st.resolved
+        if b.event_id[i] in pending or b.event_id[i] in resolved:
+            return i  # a duplicate event id: a dead letter
+        ids = {b.event_id[i]}
+        applied = {(b.topic[i], b.partition[i]): b.offset[i]}
+        for j in range(i + 1, end):
+            eid = b.event_id[j]
             if eid in ids or eid in pending or eid in resolved:
                 return j
-            tp = (q.topic, q.partition)
+            tp = (b.topic[j], b.partition[j])
             last = applied.get(tp)
             if last is None:
                 last = st.applied.get(tp)
-            if last is not None and q.offset <= last:
+            if last is not None and b.offset[j] <= last:
                 return j
-            if q.timestamp_ms > clock:
-                clock = q.timestamp_ms
-                if clock >= close_at:
-                    return j
             ids.add(eid)
-            applied[tp] = q.offset
-        return len(ps)
+            applied[tp] = b.offset[j]
+        return end
 
-    def _learn_run(self, st: ModelState, ps: Sequence[ParsedRecord], i: int, end: int,
+    def _learn_run(self, st: ModelState, b: EventBatch, i: int, end: int,
                    out: Outputs) -> bool:
-        """Records ``ps[i:end]`` (a run of :meth:`_run_end`; ``ps[i]`` has arrived) with one
-        ``predict_learn_many``. False, with nothing changed, when the learner refuses the
-        block (its validation comes before any update): the caller goes one by one."""
+        """Records ``b[i:end]`` (a run of :meth:`_run_end`; ``b[i]`` has arrived) with one
+        ``predict_learn_many``, their rows as column blocks. False, with nothing changed,
+        when the learner refuses the block (its validation comes before any update): the
+        caller goes one by one."""
         m = st.learner
-        assert m is not None
-        run = ps[i:end]
-        k = len(run)
+        assert m is not None and st.clock_ms is not None
+        k = end - i
         n_sv = np.empty(k + 1, dtype=np.int64)
         n_sv[0] = m.n_support_vectors
-        X = (CSR.vstack([q.x for q in run]) if isinstance(run[0].x, CSR)  # type: ignore[misc]
-             else np.stack([q.x for q in run]))  # type: ignore[misc]
-        y = np.fromiter((q.y for q in run), np.float64, count=k)  # type: ignore[misc]
+        X = self._run_rows(b, i, end)
+        y = np.array(b.y[i:end], dtype=np.float64)
         before = m.t
         t0 = time.perf_counter()
         try:
-            scores = m.predict_learn_many(X, y, n_sv=n_sv[1:]).tolist()
+            scores = m.predict_learn_many(X, y, n_sv=n_sv[1:])
         except ValueError:
             if m.t != before:
                 raise  # not a bad row: the learner failed half way (as StreamLearner does)
             return False
         st.add_seconds(time.perf_counter() - t0)  # one window: no window closes in a run
-        svs = n_sv.tolist()
-        for r, q in enumerate(run):
-            if r:
-                self._arrive(st, q, out)
-            self._learnt(st, q, out, scores[r], svs[r], svs[r + 1])
+        out._flush()  # the rows before the run come first
+        ts, off = b.arrays()
+        ts, off = ts[i:end], off[i:end]
+        # steps 0-2 of records i+1..end-1: the run holds no replay, no window end and no
+        # expiry (_run_end), so they only move the clock and the counters
+        clock = np.maximum.accumulate(np.maximum(ts, st.clock_ms))
+        st.clock_ms = int(clock[-1])
+        single = b.single_partition()
+        if single:
+            st.applied[(b.topic[i], b.partition[i])] = int(off[-1])
+        else:
+            for j in range(i + 1, end):
+                st.applied[(b.topic[j], b.partition[j])] = b.offset[j]
+        w = st.window
+        w.records += k - 1
+        st.records += k - 1
+        # step 3: a prediction and an outcome row each
+        ids = b.event_id[i:end]
+        if m.task == "classification":
+            if type(m).predict_label is Learner.predict_label:
+                tie = -1.0 if getattr(m, "tie", "positive") == "negative" else 1.0
+                predicted = np.where(scores > 0.0, 1.0, np.where(scores < 0.0, -1.0, tie))
+            else:
+                predicted = np.fromiter(map(m.predict_label, scores.tolist()), np.float64,
+                                        count=k)
+            wrong = predicted != y
+            mistakes = int(np.count_nonzero(wrong))
+            mistake: Any = wrong
+            st.mistakes += mistakes
+            w.mistakes += mistakes
+        else:
+            predicted, mistake = scores, Repeat(None)
+        loss_fn = self._losses.get(st.config)
+        if loss_fn is None:
+            loss_fn = self._losses[st.config] = learner_loss(m).value
+        loss = np.fromiter(map(loss_fn, scores.tolist(), y.tolist()), np.float64, count=k)
+        pos = np.arange(st.position, st.position + k, dtype=np.int64)
+        learn_pos = np.arange(st.learnt, st.learnt + k, dtype=np.int64)
+        st.position += k
+        st.learnt += k
+        w.predictions += k
+        w.outcomes += k
+        w.losses.extend(loss.tolist())
+        w.delays.extend(itertools.repeat(0, k))
+        topic: Any = Repeat(b.topic[i]) if single else list(b.topic[i:end])
+        part: Any = Repeat(b.partition[i]) if single else list(b.partition[i:end])
+        key, config, entity = out._model
+        out.predictions.append(RowBlock(
+            "predictions", key, config, entity,
+            (ids, pos, ts, topic, part, off, scores, predicted, n_sv[:k], Repeat(True))))
+        out.outcomes.append(RowBlock(
+            "outcomes", key, config, entity,
+            (ids, learn_pos, pos, ts, ts, scores, predicted, y, mistake, loss, Repeat(0),
+             n_sv[1:], topic, part, off)))
+        # the ids are resolved at each record's clock, then forgotten as step 2 would have
+        st.remember_many((clock + self.ttl).tolist(), ids, LABELLED)
+        self._forget(st, st.clock_ms)
         return True
 
+    @staticmethod
+    def _run_rows(b: EventBatch, i: int, end: int) -> np.ndarray | CSR:
+        """The features of ``b[i:end]``: a slice of the batch matrix when they are
+        consecutive rows of it, else stacked."""
+        rows = b.xrow[i:end]
+        r0 = rows[0]
+        if r0 >= 0 and rows[-1] - r0 == end - i - 1 and rows == list(range(r0, r0 + end - i)):
+            return b.X[r0:r0 + end - i]  # type: ignore[index]
+        xs = [b.x(j) for j in range(i, end)]
+        if isinstance(xs[0], CSR):
+            return CSR.vstack(xs)  # type: ignore[arg-type]
+        return np.stack(xs)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _forget(st: ModelState, clock: int) -> None:
+        if st.forget.next_at <= clock:
+            st.forget_until(clock)
+
     def _expire(self, st: ModelState, clock: int, out: Outputs) -> None:
-        forget, resolved = st.forget, st.resolved
-        while forget and forget[0][0] <= clock:
-            del resolved[forget.popleft()[1]]
+        self._forget(st, clock)
         heap, pending = st.expiry, st.pending
         while heap and heap[0][0] <= clock:
             _, pos, eid = heapq.heappop(heap)
@@ -301,15 +428,15 @@ class StreamEngine(StreamRouter):
                                                ev.event_time_ms, clock))
 
     def _resolve(self, st: ModelState, eid: str, status: int, clock: int) -> None:
-        st.resolved[eid] = status
-        st.forget.append((clock + self.ttl, eid))
+        st.remember(clock + self.ttl, eid, status)
 
     def _dead(self, st: ModelState, p: ParsedRecord, out: Outputs, reason: str, stage: str,
               position: int | None = None) -> None:
         st.dead_letters += 1
         st.window.dead_letters += 1
+        text, source = text_and_source(p)
         out.dead_letters.append(stream_dead_letter(
-            p.source, p.topic, p.partition, p.offset, p.text, reason, stage, st.key,
+            source, p.topic, p.partition, p.offset, text, reason, stage, st.key,
             p.event_id, position))
 
     def _predict(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
@@ -332,9 +459,8 @@ class StreamEngine(StreamRouter):
         x = p.x if isinstance(p.x, CSR) or p.x.base is None else p.x.copy()
         st.pending[p.event_id] = Pending(x, score, predicted, p.timestamp_ms, pos)
         heapq.heappush(st.expiry, (p.timestamp_ms + self.ttl, pos, p.event_id))
-        out.predictions.append(prediction_row(
-            st.key, st.config, st.entity, p.event_id, pos, p.timestamp_ms, p.topic,
-            p.partition, p.offset, score, predicted, int(m.n_support_vectors), False))
+        out._p.append((p.event_id, pos, p.timestamp_ms, p.topic, p.partition, p.offset, score,
+                       predicted, int(m.n_support_vectors), False))
 
     def _predict_learn(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
         m = st.learner
@@ -360,9 +486,8 @@ class StreamEngine(StreamRouter):
         st.window.predictions += 1
         assert st.clock_ms is not None
         self._resolve(st, p.event_id, LABELLED, st.clock_ms)
-        out.predictions.append(prediction_row(
-            st.key, st.config, st.entity, p.event_id, pos, p.timestamp_ms, p.topic,
-            p.partition, p.offset, score, predicted, n_sv_before, True))
+        out._p.append((p.event_id, pos, p.timestamp_ms, p.topic, p.partition, p.offset, score,
+                       predicted, n_sv_before, True))
         self._outcome(st, p, out, Pending(p.x, score, predicted, p.timestamp_ms, pos),
                       n_sv_after)
 
@@ -409,10 +534,9 @@ class StreamEngine(StreamRouter):
         w.outcomes += 1
         w.losses.append(loss)
         w.delays.append(delay)
-        out.outcomes.append(outcome_row(
-            st.key, st.config, st.entity, p.event_id, lp, ev.position, ev.event_time_ms,
-            p.timestamp_ms, ev.score, ev.predicted, y, mistake, loss, n_sv,
-            p.topic, p.partition, p.offset))
+        out._o.append((p.event_id, lp, ev.position, ev.event_time_ms, p.timestamp_ms, ev.score,
+                       ev.predicted, y, mistake, loss, p.timestamp_ms - ev.event_time_ms, n_sv,
+                       p.topic, p.partition, p.offset))
 
     # -- metrics -----------------------------------------------------------------------------
     def flush_metrics(self, st: ModelState, final: bool = True) -> list[dict[str, Any]]:

@@ -121,14 +121,37 @@ class GroupMerger:
         return self._release(limit, lambda: True)
 
     def _release(self, limit: int | None, may_release: Callable[[], bool]) -> list[SourceRecord]:
-        out: list[SourceRecord] = []
-        heap, bufs = self._heap, self._buf
-        # re-checked after each release: the released partition may have run dry
+        bufs = self._buf
+        if len(bufs) == 1:  # one partition: its records in offset order, nothing to merge
+            buf = bufs[0]
+            k = len(buf) if limit is None else min(limit, len(buf))
+            if k == len(buf):
+                out = list(buf)
+                buf.clear()
+            else:
+                out = [buf.popleft() for _ in range(k)]
+            if out:
+                self.next_offsets[0] = out[-1].offset + 1
+            self._heap = [(merge_key(buf[0], 0), 0)] if buf else []
+            return out
+        out = []
+        heap = self._heap
+        # re-checked after each run: the released partition may have run dry
         while heap and (limit is None or len(out) < limit) and may_release():
             _, i = heapq.heappop(heap)
             buf = bufs[i]
-            r = buf.popleft()
-            out.append(r)
+            # a run of partition i: its records go out while they come before every other
+            # partition's head (the others do not change meanwhile, and i is not empty, so
+            # what may_release saw still holds)
+            nt, ni = (heap[0][0][0], heap[0][1]) if heap else (None, 0)
+            while True:
+                r = buf.popleft()
+                out.append(r)
+                if not buf or (limit is not None and len(out) >= limit):
+                    break
+                t = buf[0].timestamp_ms
+                if nt is not None and (t > nt or (t == nt and i > ni)):
+                    break
             self.next_offsets[i] = r.offset + 1
             if buf:
                 heapq.heappush(heap, (merge_key(buf[0], i), i))

@@ -2,10 +2,12 @@
 
 :class:`StreamRouter` holds the routing half of :class:`~kernelstream.engine.events.StreamEngine`
 (which extends it with the per-model processing): :meth:`StreamRouter.route_many` turns a
-reader call's records into the :class:`ParsedRecord` s of each model plus the dead-letter rows
-of records that cannot be parsed. It lives apart from the processing because it needs no model
-state at all, only the stream's :class:`StreamSpec`, and because its speed concerns (the
-vectorised LIBSVM parser, halving blocks it declines) are separate from the learning ones.
+reader call's records into an :class:`EventBatch` per model (its records field by field; each
+reads as a sequence of :class:`ParsedRecord` s) plus the dead-letter rows of records that
+cannot be parsed. It lives apart from the processing because it needs no model state at all,
+only the stream's :class:`StreamSpec`, and because its speed concerns (keys decoded in one
+pass, the vectorised LIBSVM parser and the halving of blocks it declines, label values mapped
+once) are separate from the learning ones.
 
 Messages (key = event id, UTF-8; a record without key is a dead letter)
     * Feature record: one LIBSVM line (``--n-features`` required) or CSV line (label at
@@ -26,7 +28,7 @@ Parse errors become dead letters (stage ``parse``) with the record's source
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -50,7 +52,10 @@ from kernelstream.sparse import CSR
 
 KEY_BY = (None, "id-prefix")
 LABEL_PREFIX = "label:"
+LABEL_BYTES = LABEL_PREFIX.encode()
 UNLABELLED = "?"
+FEATURES, LABELLED, LABEL = 0, 1, 2  # what a routed record is: EventBatch.kind
+_UNROUTED = 255  # a record of a call that is a dead letter
 # Fewer LIBSVM feature records than this per route_many call are parsed line by line: numpy's
 # fixed cost per call of the vectorised parser is about that of a few lines.
 BULK_MIN = 8
@@ -141,6 +146,191 @@ class ParsedRecord(NamedTuple):
     source: str
 
 
+def _entity_error(eid: str) -> str:
+    return f"event id {eid!r} has no entity prefix (--key-by id-prefix wants ENTITY/ID)"
+
+
+class EventBatch:
+    """One model's routed records of a reader call, field by field (what
+    :meth:`StreamRouter.route_many` gives each model; models that get the same records, the
+    configurations of one stream or of one entity, share it, read-only). ``batch[i]`` is
+    record ``i``'s :class:`ParsedRecord`; the engine reads a run of labelled events from the
+    fields directly (its features as a slice of ``X``).
+
+    ``kind[i]``: :data:`FEATURES` (unlabelled event), :data:`LABELLED` (event with its label)
+    or :data:`LABEL` (label record); ``y[i]``: the label (None: unlabelled); features: row
+    ``xrow[i]`` of ``X`` (the vectorised parser's matrix) or, where ``xrow[i]`` is -1,
+    ``xs[i]`` (the line parser's row; none for labels). ``topic``, ``partition``, ``offset``,
+    ``timestamp_ms`` and ``value`` are the records' own (the text of a dead letter is the
+    value, decoded when needed)."""
+
+    def __init__(self, kind: bytearray, event_id: list[str], y: list[float | None],
+                 xrow: list[int], xs: dict[int, Any], X: np.ndarray | None,
+                 topic: Sequence[str], partition: Sequence[int], offset: Sequence[int],
+                 timestamp_ms: Sequence[int], value: Sequence[bytes], source_prefix: str,
+                 sources: Sequence[str] | None = None) -> None:
+        self.kind, self.event_id, self.y = kind, event_id, y
+        self.xrow, self.xs, self.X = xrow, xs, X
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.timestamp_ms, self.value = timestamp_ms, value
+        self.source_prefix = source_prefix
+        self.sources = sources  # per record; None: source_prefix + TOPIC/PARTITION
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self._single: bool | None = None
+
+    @classmethod
+    def of(cls, parsed: Sequence[ParsedRecord]) -> EventBatch:
+        """The batch of parsed records (e.g. :meth:`StreamRouter.route` 's, one by one)."""
+        return cls(bytearray(LABEL if p.label_only else FEATURES if p.y is None else LABELLED
+                             for p in parsed), [p.event_id for p in parsed], [p.y for p in parsed],
+                   [-1] * len(parsed),
+                   {i: p.x for i, p in enumerate(parsed) if p.x is not None}, None,
+                   [p.topic for p in parsed], [p.partition for p in parsed],
+                   [p.offset for p in parsed], [p.timestamp_ms for p in parsed],
+                   [p.text.encode("utf-8") for p in parsed], "", [p.source for p in parsed])
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def x(self, i: int) -> np.ndarray | CSR | None:
+        r = self.xrow[i]
+        return self.xs.get(i) if r < 0 else self.X[r]  # type: ignore[index]
+
+    def source(self, i: int) -> str:
+        if self.sources is not None:
+            return self.sources[i]
+        return f"{self.source_prefix}{self.topic[i]}/{self.partition[i]}"
+
+    def text(self, i: int) -> str:
+        return self.value[i].decode("utf-8")
+
+    def __getitem__(self, i: int) -> ParsedRecord:
+        if i < 0:
+            i += len(self.kind)
+        return ParsedRecord(self.kind[i] == LABEL, self.event_id[i], self.x(i), self.y[i],
+                            self.topic[i], int(self.partition[i]), int(self.offset[i]),
+                            int(self.timestamp_ms[i]), self.text(i), self.source(i))
+
+    def __iter__(self) -> Iterator[ParsedRecord]:
+        return (self[i] for i in range(len(self.kind)))
+
+    def record(self, i: int) -> ParsedRecord:
+        """Record ``i`` for the engine's one-record path: ``text`` and ``source`` are a
+        :class:`Later` (only a dead letter reads them: decoding every record's value would
+        cost more than the rest of the record)."""
+        return _new_tuple(ParsedRecord, (
+            self.kind[i] == LABEL, self.event_id[i], self.x(i), self.y[i], self.topic[i],
+            self.partition[i], self.offset[i], self.timestamp_ms[i], Later(self, i), None))
+
+    def single_partition(self) -> bool:
+        """Whether every record comes from one topic partition (made once)."""
+        if self._single is None:
+            n = len(self.kind)
+            self._single = n == 0 or (self.topic.count(self.topic[0]) == n
+                                      and self.partition.count(self.partition[0]) == n)
+        return self._single
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(timestamps, offsets)`` as int64 arrays (made once)."""
+        if self._arrays is None:
+            self._arrays = (np.asarray(self.timestamp_ms, dtype=np.int64),
+                            np.asarray(self.offset, dtype=np.int64))
+        return self._arrays
+
+
+class Later:
+    """A record's dead-letter ``text`` and ``source``, made when asked for
+    (:meth:`EventBatch.record`)."""
+
+    __slots__ = ("batch", "i")
+
+    def __init__(self, batch: EventBatch, i: int) -> None:
+        self.batch, self.i = batch, i
+
+    def text(self) -> str:
+        return self.batch.text(self.i)
+
+    def source(self) -> str:
+        return self.batch.source(self.i)
+
+
+def text_and_source(p: ParsedRecord) -> tuple[str, str]:
+    """``(text, source)`` of a parsed record, whichever way it was made."""
+    if isinstance(p.text, Later):
+        return p.text.text(), p.text.source()
+    return p.text, p.source
+
+
+_new_tuple = tuple.__new__  # a NamedTuple without its Python-level __new__
+
+
+class _Columns:
+    """What :meth:`StreamRouter.route_many` learns about each record of a call, by record
+    index, until it makes the models' :class:`EventBatch` es."""
+
+    def __init__(self, n: int) -> None:
+        self.kind = bytearray([_UNROUTED]) * n
+        self.eid: list[str] = [""] * n
+        self.y: list[float | None] = [None] * n
+        self.xrow: list[int] = [-1] * n
+        self.xs: dict[int, Any] = {}
+        self.entity: list[str | None] = [None] * n
+        self.dead: dict[int, dict[str, Any]] = {}
+        self.X: np.ndarray | None = None
+
+    def put(self, j: int, kind: int, eid: str, y: float | None, xrow: int, x: Any,
+            entity: str | None) -> None:
+        self.kind[j], self.eid[j], self.y[j], self.xrow[j] = kind, eid, y, xrow
+        if x is not None:
+            self.xs[j] = x
+        self.entity[j] = entity
+
+    def groups(self, router: StreamRouter, recs: list[SourceRecord]
+               ) -> tuple[dict[str, EventBatch], list[dict[str, Any]]]:
+        dead = [self.dead[j] for j in sorted(self.dead)]
+        n = len(recs)
+        if not n or len(dead) == n:
+            return {}, dead
+        topic, partition, offset, ts, _, value = zip(*recs, strict=True)
+        prefix = router.spec.source_prefix
+        if router.spec.key_by is None:
+            if dead:
+                idx = [j for j in range(n) if self.kind[j] != _UNROUTED]
+                b = self._take(idx, topic, partition, offset, ts, value, prefix)
+            else:
+                b = EventBatch(self.kind, self.eid, self.y, self.xrow, self.xs, self.X, topic,
+                               partition, offset, ts, value, prefix)
+            return dict.fromkeys(router._global_keys, b), dead
+        by: dict[str, list[int]] = {}
+        for j in range(n):
+            if self.kind[j] != _UNROUTED:
+                e = self.entity[j]
+                assert e is not None
+                ids = by.get(e)
+                if ids is None:
+                    by[e] = [j]
+                else:
+                    ids.append(j)
+        out: dict[str, EventBatch] = {}
+        for e, idx in by.items():
+            b = self._take(idx, topic, partition, offset, ts, value, prefix)
+            for pre in router._entity_prefixes:
+                out[pre + e] = b
+        return out, dead
+
+    def _take(self, idx: list[int], topic: Sequence[str], partition: Sequence[int],
+              offset: Sequence[int], ts: Sequence[int], value: Sequence[bytes], prefix: str
+              ) -> EventBatch:
+        xs = self.xs
+        return EventBatch(bytearray([self.kind[j] for j in idx]),
+                          [self.eid[j] for j in idx], [self.y[j] for j in idx],
+                          [self.xrow[j] for j in idx],
+                          {i: xs[j] for i, j in enumerate(idx) if j in xs}, self.X,
+                          [topic[j] for j in idx], [partition[j] for j in idx],
+                          [offset[j] for j in idx], [ts[j] for j in idx],
+                          [value[j] for j in idx], prefix)
+
+
 class _Labels:
     """The stateless label mapping of the module docstring, on ``data.LabelMap``."""
 
@@ -181,6 +371,7 @@ class StreamRouter:
         self._global_keys = [StreamKey(c.name, 0).encode() for c in spec.configs]
         self._entity_prefixes = [k + "@" for k in self._global_keys]
         self._sources: dict[tuple[str, int], str] = {}  # (topic, partition) -> source
+        self._label_values: dict[bytes, Any] = {}  # label record value -> y or ParseError
         self._sparse = spec.sparse
         lc = -1 if spec.label_column is None else int(spec.label_column)
         self._csv = (lc, spec.delimiter,
@@ -192,49 +383,210 @@ class StreamRouter:
         groups, dead = self.route_many((rec,))
         if dead:
             return dead[0]
-        return [(k, ps[0]) for k, ps in groups.items()]
+        made: dict[int, ParsedRecord] = {}  # models sharing a batch share the record
+        return [(k, made.setdefault(id(b), b[0])) for k, b in groups.items()]
 
     def route_many(self, records: Iterable[SourceRecord]
-                   ) -> tuple[dict[str, list[ParsedRecord]], list[dict[str, Any]]]:
-        """Parse many records at once: the parsed records of each model in record order, the
-        models in order of first appearance, and the dead-letter rows of the records that
-        cannot be parsed (in record order). LIBSVM feature records are parsed together by the
-        vectorised parser when it vouches for all of them, else line by line; either way each
-        record gives what :meth:`route` gives it."""
-        heads: list[list[Any] | dict[str, Any]] = [self._head(rec) for rec in records]
-        feats = [i for i, h in enumerate(heads) if h.__class__ is list and h[4] is None]
-        if feats:
-            self._parse_features(heads, feats)
-        groups: dict[str, list[ParsedRecord]] = {}
-        dead: list[dict[str, Any]] = []
-        for h in heads:
-            if h.__class__ is dict:
-                dead.append(h)  # type: ignore[arg-type]
+                   ) -> tuple[dict[str, EventBatch], list[dict[str, Any]]]:
+        """Parse many records at once: an :class:`EventBatch` of each model's records in
+        record order, the models in order of first appearance, and the dead-letter rows of
+        the records that cannot be parsed (in record order). Each record gives what
+        :meth:`route` gives it.
+
+        Plain feature records (a key, a value that is not a label, on an events topic) take
+        the fast path: keys decoded in one pass and, for dense LIBSVM rows, every value parsed
+        by the vectorised parser into one matrix (the batch's ``X``, whose rows the learner
+        reads in runs without copying them). Plain label records (ASCII ``label:Y``, or ``Y``
+        on the labels topic) map each distinct value once. Records the parser does not vouch
+        for and anything odd go through :meth:`_head` and the line parser, which also word
+        the errors; tests hold the fast paths to that record-by-record path."""
+        recs = records if isinstance(records, list) else list(records)
+        n = len(recs)
+        b = _Columns(n)
+        fast = self._fast_candidates(recs)
+        slow = self._route_fast(recs, fast, b) if fast else list(range(n))
+        if slow:
+            slow = self._route_labels(recs, slow, b)
+        if slow:
+            self._route_slow(recs, slow, b)
+        return b.groups(self, recs)
+
+    def _fast_candidates(self, recs: list[SourceRecord]) -> list[int]:
+        """Records that may be plain feature records: a key, a value holding no label
+        prefix, comment or newline, on an events topic."""
+        lt = self.spec.labels_topic
+        cand = [j for j, r in enumerate(recs)
+                if r.value is not None and r.key and r.topic != lt]
+        if cand:
+            joined = b"\n".join([recs[j].value for j in cand])  # type: ignore[misc]
+            if (b"#" in joined or LABEL_BYTES in joined
+                    or joined.count(b"\n") != len(cand) - 1):
+                cand = [j for j in cand if b"#" not in recs[j].value  # type: ignore[operator]
+                        and LABEL_BYTES not in recs[j].value  # type: ignore[operator]
+                        and b"\n" not in recs[j].value]  # type: ignore[operator]
+        return cand
+
+    def _route_fast(self, recs: list[SourceRecord], cand: list[int], b: _Columns
+                    ) -> list[int]:
+        """Route the candidates of :meth:`_fast_candidates` into ``b``; the records left to
+        :meth:`_route_slow` (every record not routed here), in order."""
+        keys = [recs[j].key for j in cand]
+        try:
+            eids = [k.decode("utf-8") for k in keys]  # type: ignore[union-attr]
+        except UnicodeDecodeError:  # the slow path words it, record by record
+            ok = []
+            for j in cand:
+                try:
+                    recs[j].key.decode("utf-8")  # type: ignore[union-attr]
+                except UnicodeDecodeError:
+                    continue
+                ok.append(j)
+            cand = ok
+            eids = [recs[j].key.decode("utf-8") for j in cand]  # type: ignore[union-attr]
+        entities: list[str | None] | None = None
+        if self.spec.key_by is not None:
+            entities = [e.partition("/")[0] if "/" in e else "" for e in eids]
+        done = bytearray(len(recs))  # 1: routed (or a dead letter) here
+        if self.spec.bulk and len(cand) >= BULK_MIN:
+            values: list[bytes] = [recs[j].value for j in cand]  # type: ignore[misc]
+            X, rows, toks = self._bulk_matrix(values)
+            if X is not None:
+                b.X = X
+            ys: dict[str, float | ParseError | None] = {}
+            if len(cand) == len(recs) and -1 not in rows and (
+                    entities is None or "" not in entities):
+                for tok in set(toks):
+                    try:
+                        ys[tok] = self._label_of(tok)
+                    except ParseError as e:
+                        ys[tok] = e
+                labels = list(ys.values())
+                if not any(isinstance(y, ParseError) for y in labels):
+                    # every record a good feature record: the columns as they come
+                    b.y = [ys[t] for t in toks]
+                    n = len(recs)
+                    b.kind = (bytearray([LABELLED]) * n if None not in labels
+                              else bytearray([FEATURES]) * n if labels == [None]
+                              else bytearray(FEATURES if y is None else LABELLED for y in b.y))
+                    b.eid, b.xrow = eids, rows
+                    if entities is not None:
+                        b.entity = entities  # type: ignore[assignment]
+                    return []
+            for c, j in enumerate(cand):
+                row = rows[c]
+                if row < 0:
+                    continue  # the line parser decides
+                tok = toks[c]
+                y = ys.get(tok, ys)
+                if y is ys:
+                    try:
+                        y = ys[tok] = self._label_of(tok)
+                    except ParseError as e:
+                        y = ys[tok] = e
+                done[j] = 1
+                rec = recs[j]
+                entity = None if entities is None else entities[c]
+                if isinstance(y, ParseError):
+                    b.dead[j] = stream_dead_letter(self._source(rec), rec.topic, rec.partition,
+                                                   rec.offset, rec.value.decode(),  # type: ignore[union-attr]
+                                                   y.reason, event_id=eids[c])
+                elif entity == "":
+                    b.dead[j] = stream_dead_letter(
+                        self._source(rec), rec.topic, rec.partition, rec.offset,
+                        rec.value.decode(), _entity_error(eids[c]),  # type: ignore[union-attr]
+                        event_id=eids[c])
+                else:
+                    b.put(j, FEATURES if y is None else LABELLED, eids[c], y, row, None,
+                          entity)
+        return [j for j in range(len(recs)) if not done[j]]
+
+    def _route_labels(self, recs: list[SourceRecord], idx: list[int], b: _Columns
+                      ) -> list[int]:
+        """Route the plain label records among ``recs[idx]`` (a key, an ASCII value: ``label:Y``,
+        or ``Y`` on the labels topic) into ``b``, each distinct label value mapped once;
+        the records left to :meth:`_route_slow`, in order."""
+        lt = self.spec.labels_topic
+        cache = self._label_values
+        left = []
+        for j in idx:
+            r = recs[j]
+            v, k = r.value, r.key
+            if not k or v is None or not v.isascii():
+                left.append(j)
                 continue
-            rec, source, text, eid, label_only, x, y, entity, _ = h
-            parsed = ParsedRecord(label_only, eid, x, y, rec.topic, rec.partition, rec.offset,
-                                  int(rec.timestamp_ms), text, source)
-            if entity is None:
-                for k in self._global_keys:
-                    ps = groups.get(k)
-                    if ps is None:
-                        groups[k] = [parsed]
-                    else:
-                        ps.append(parsed)
+            if v[:6] == LABEL_BYTES:
+                token = v[6:]
+            elif r.topic == lt and v[:1] and not v[:1].isspace():
+                token = v
             else:
-                for pre in self._entity_prefixes:
-                    groups.setdefault(pre + entity, []).append(parsed)
-        return groups, dead
+                left.append(j)
+                continue
+            y = cache.get(token, cache)
+            if y is cache:
+                if len(cache) > 4096:  # label values are few; a flood of odd ones is not
+                    cache.clear()
+                try:
+                    # what _head gives the label: the text stripped, less its prefix
+                    y = cache[token] = self.labels(token.decode("ascii").rstrip())
+                except ParseError as e:
+                    y = cache[token] = e
+            try:
+                eid = k.decode("utf-8")
+            except UnicodeDecodeError:
+                left.append(j)  # the slow path words it
+                continue
+            if isinstance(y, ParseError):
+                b.dead[j] = stream_dead_letter(self._source(r), r.topic, r.partition,
+                                               r.offset, v.decode("ascii"), y.reason,
+                                               event_id=eid)
+                continue
+            entity = None
+            if self.spec.key_by is not None:
+                entity = eid.partition("/")[0] if "/" in eid else ""
+                if not entity:
+                    b.dead[j] = stream_dead_letter(self._source(r), r.topic, r.partition,
+                                                   r.offset, v.decode("ascii"),
+                                                   _entity_error(eid), event_id=eid)
+                    continue
+            b.put(j, LABEL, eid, y, -1, None, entity)  # type: ignore[arg-type]
+        return left
+
+    def _route_slow(self, recs: list[SourceRecord], idx: list[int], b: _Columns) -> None:
+        """Route records one by one: :meth:`_head`, then the line parser."""
+        for j in idx:
+            h = self._head(recs[j])
+            if h.__class__ is dict:
+                b.dead[j] = h  # type: ignore[assignment]
+                continue
+            rec, source, text, eid, label_only, x, y, entity, entity_error = h
+            if label_only:
+                b.put(j, LABEL, eid, y, -1, None, entity)
+                continue
+            try:
+                x, y = self._features(text)
+            except ParseError as e:
+                b.dead[j] = stream_dead_letter(source, rec.topic, rec.partition, rec.offset,
+                                               text, e.reason, event_id=eid)
+                continue
+            if entity_error is not None:
+                b.dead[j] = stream_dead_letter(source, rec.topic, rec.partition, rec.offset,
+                                               text, entity_error, event_id=eid)
+                continue
+            b.put(j, FEATURES if y is None else LABELLED, eid, y, -1, x, entity)
+
+    def _source(self, rec: SourceRecord) -> str:
+        source = self._sources.get((rec.topic, rec.partition))
+        if source is None:
+            source = self._sources[(rec.topic, rec.partition)] = (
+                f"{self.spec.source_prefix}{rec.topic}/{rec.partition}")
+        return source
 
     def _head(self, rec: SourceRecord) -> list[Any] | dict[str, Any]:
         """What a record is, short of parsing features: its dead-letter row, or ``[rec,
         source, text, event id, label_only, x, y, entity, entity error]`` with
         ``label_only`` None for a feature record (parsed next, then the entity error, if
         any, makes it a dead letter: the errors come in :meth:`route`'s order)."""
-        source = self._sources.get((rec.topic, rec.partition))
-        if source is None:
-            source = self._sources[(rec.topic, rec.partition)] = (
-                f"{self.spec.source_prefix}{rec.topic}/{rec.partition}")
+        source = self._source(rec)
         text, eid = "", None
         try:
             if rec.value is None:
@@ -255,8 +607,7 @@ class StreamRouter:
             if self.spec.key_by is not None:
                 entity, sep, _ = eid.partition("/")
                 if not sep or not entity:
-                    entity_error = (f"event id {eid!r} has no entity prefix (--key-by "
-                                    "id-prefix wants ENTITY/ID)")
+                    entity_error = _entity_error(eid)
             s = text.strip()
             if s.startswith(LABEL_PREFIX):
                 y = self.labels(s[len(LABEL_PREFIX):])
@@ -276,62 +627,47 @@ class StreamRouter:
                                       entity_error, event_id=eid)
         return [rec, source, text, eid, True, None, y, entity, None]
 
-    def _parse_features(self, heads: list[list[Any] | dict[str, Any]],
-                        feats: list[int]) -> None:
-        """Parse the feature records ``heads[i]`` (``i`` in ``feats``) in place: x and y, or
-        the dead-letter row."""
-        bulk: list[tuple[str, np.ndarray] | None] = [None] * len(feats)
-        # the bulk parser builds dense rows: not for sparse rows (wide data)
-        if self.spec.bulk and len(feats) >= BULK_MIN:
-            # comments and multi-line records never pass the bulk parser: leave them out
-            values = [heads[i][0].value for i in feats]  # type: ignore[index]
-            js = [j for j, v in enumerate(values) if b"#" not in v and b"\n" not in v]
-            for j, row in zip(js, self._bulk([values[j] for j in js]), strict=True):
-                bulk[j] = row
-        ys: dict[str, float | ParseError | None] = {}  # label token -> y (bulk path)
-        for j, i in enumerate(feats):
-            h = heads[i]
-            assert isinstance(h, list)
-            row = bulk[j]
-            try:
-                if row is not None:
-                    tok, x = row
-                    y = ys.get(tok, ys)
-                    if y is ys:
-                        try:
-                            y = ys[tok] = self._label_of(tok)
-                        except ParseError as e:
-                            y = ys[tok] = e
-                    if isinstance(y, ParseError):
-                        raise y
-                else:
-                    x, y = self._features(h[2])
-            except ParseError as e:
-                heads[i] = stream_dead_letter(h[1], h[0].topic, h[0].partition, h[0].offset,
-                                              h[2], e.reason, event_id=h[3])
-                continue
-            if h[8] is not None:  # entity error
-                heads[i] = stream_dead_letter(h[1], h[0].topic, h[0].partition, h[0].offset,
-                                              h[2], h[8], event_id=h[3])
-                continue
-            h[4], h[5], h[6] = False, x, y
+    def _bulk_matrix(self, values: list[bytes]
+                     ) -> tuple[np.ndarray | None, list[int], list[str]]:
+        """The vectorised parser's dense rows of LIBSVM lines: one matrix, and per line its
+        row there and label token (row -1: left to the line parser). A block the parser
+        declines is halved (down to :data:`BULK_MIN` lines), so one bad record costs a few
+        calls, not the block; the halves' rows are then gathered into one matrix."""
+        parts: list[tuple[int, list[str], np.ndarray, np.ndarray]] = []
+        self._bulk(values, 0, parts)
+        rows = [-1] * len(values)
+        toks = [""] * len(values)
+        if not parts:
+            return None, rows, toks
+        if len(parts) == 1 and parts[0][2].shape[0] == len(values):
+            _, toks, X, ok = parts[0]
+            if ok.all():
+                return X, list(range(len(values))), toks
+            return X, [j if good else -1 for j, good in enumerate(ok.tolist())], toks
+        X = np.concatenate([p[2] for p in parts])
+        r = 0
+        for at, ptoks, PX, ok in parts:
+            for j, good in enumerate(ok.tolist()):
+                if good:
+                    rows[at + j] = r + j
+                    toks[at + j] = ptoks[j]
+            r += PX.shape[0]
+        return X, rows, toks
 
-    def _bulk(self, values: list[bytes]) -> list[tuple[str, np.ndarray] | None]:
-        """``(label token, x)`` of each LIBSVM line by the vectorised parser, None for the
-        lines left to the line parser: a block it declines is halved (down to
-        :data:`BULK_MIN` lines), so one bad record costs a few calls, not the block."""
+    def _bulk(self, values: list[bytes], at: int,
+              parts: list[tuple[int, list[str], np.ndarray, np.ndarray]]) -> None:
         assert self.spec.n_features is not None
         if len(values) < BULK_MIN:
-            return [None] * len(values)
+            return
         res = parse_libsvm_lines(values, self.spec.n_features)
         if res is not None:
-            toks, X, ok = res
-            return [(t, X[j]) if good else None
-                    for j, (t, good) in enumerate(zip(toks, ok.tolist(), strict=True))]
+            parts.append((at, *res))
+            return
         if len(values) < 2 * BULK_MIN:
-            return [None] * len(values)
+            return
         h = len(values) // 2
-        return self._bulk(values[:h]) + self._bulk(values[h:])
+        self._bulk(values[:h], at, parts)
+        self._bulk(values[h:], at + h, parts)
 
     def _label_of(self, tok: str) -> float | None:
         return None if tok.strip() == UNLABELLED else self.labels(tok)

@@ -1,9 +1,10 @@
 """The output rows of a live stream (:mod:`kernelstream.engine.events`) and their schemas.
 
-Rows are plain dicts, one function per output, so the reference loop and the Beam pipeline
-build them the same way. Every row carries ``row_id``, a deterministic identity from which
-output files and Kafka message keys derive: replaying a record after a restore rebuilds the
-same row under the same id, so outputs deduplicated by ``row_id`` equal an uninterrupted run's.
+Rows are plain dicts (predictions and outcomes: column blocks that read as dicts, see below),
+built by the same code for the reference loop and the Beam pipeline. Every row carries
+``row_id``, a deterministic identity from which output files and Kafka message keys derive:
+replaying a record after a restore rebuilds the same row under the same id, so outputs
+deduplicated by ``row_id`` equal an uninterrupted run's.
 
 ==============  ===========================================================================
 output          ``row_id``
@@ -17,15 +18,24 @@ metrics         ``{key}/m/{window_start_ms}`` a closed window;
 dead_letters    ``dl/{topic}/{partition}/{offset}/{key or ''}``
 ==============  ===========================================================================
 
+Predictions and outcomes, one or two rows per record, are kept column by column
+(:class:`RowBlock`, collected in a :class:`Rows`): a run of events the engine learns at once
+gives its rows as arrays, and they become Arrow columns without a Python object per value
+(:meth:`Rows.table`). A :class:`Rows` still reads as the sequence of its row dicts (iteration,
+``len``), which is how the Kafka output and the tests see it.
+
 The pyarrow schemas are built on demand (:func:`stream_schemas`) so the engine does not import
 pyarrow.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from kernelstream.engine.deadletters import dead_letter
 
@@ -34,33 +44,226 @@ if TYPE_CHECKING:
 
 OUTPUTS = ("predictions", "outcomes", "unlabeled", "metrics", "dead_letters")
 ID_PARTITION_SHIFT = 48  # dead-letter ``id`` = partition << 48 | offset, as the replay's
+# The per-row fields of the columnar outputs, in schema order (``row_id``, ``key``, ``config``
+# and ``entity`` come first: the model's, and the id made of the position field).
+PREDICTION_FIELDS = ("event_id", "position", "event_time_ms", "topic", "partition", "offset",
+                     "score", "predicted", "n_support_vectors", "labelled")
+OUTCOME_FIELDS = ("event_id", "learn_position", "prediction_position", "event_time_ms",
+                  "label_time_ms", "score", "predicted", "label", "mistake", "loss", "delay_ms",
+                  "n_support_vectors", "label_topic", "label_partition", "label_offset")
+COLUMNAR = {"predictions": (PREDICTION_FIELDS, "/p/", 1),
+            "outcomes": (OUTCOME_FIELDS, "/o/", 1)}  # fields, row id infix, its field
 
 
-def prediction_row(key: str, config: str, entity: str | None, event_id: str, position: int,
-                   event_time_ms: int, topic: str, partition: int, offset: int, score: float,
-                   predicted: float, n_support_vectors: int, labelled: bool) -> dict[str, Any]:
-    """A prediction made on arrival (``labelled``: the label came with the features)."""
-    return {"row_id": f"{key}/p/{position}", "key": key, "config": config, "entity": entity,
-            "event_id": event_id, "position": position, "event_time_ms": event_time_ms,
-            "topic": topic, "partition": partition, "offset": offset, "score": score,
-            "predicted": predicted, "n_support_vectors": n_support_vectors,
-            "labelled": labelled}
+class Repeat:
+    """A column of a :class:`RowBlock` with one value on every row."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Repeat, (self.value,))
 
 
-def outcome_row(key: str, config: str, entity: str | None, event_id: str, learn_position: int,
-                prediction_position: int, event_time_ms: int, label_time_ms: int, score: float,
-                predicted: float, label: float, mistake: bool | None, loss: float,
-                n_support_vectors: int, label_topic: str, label_partition: int,
-                label_offset: int) -> dict[str, Any]:
-    """A learnt example: the prediction made on arrival against its label."""
-    return {"row_id": f"{key}/o/{learn_position}", "key": key, "config": config,
-            "entity": entity, "event_id": event_id, "learn_position": learn_position,
-            "prediction_position": prediction_position, "event_time_ms": event_time_ms,
-            "label_time_ms": label_time_ms, "score": score, "predicted": predicted,
-            "label": label, "mistake": mistake, "loss": loss,
-            "delay_ms": label_time_ms - event_time_ms, "n_support_vectors": n_support_vectors,
-            "label_topic": label_topic, "label_partition": label_partition,
-            "label_offset": label_offset}
+def _values(c: Any, n: int) -> list[Any]:
+    """A column's values as Python objects."""
+    if isinstance(c, Repeat):
+        return [c.value] * n
+    return c.tolist() if isinstance(c, np.ndarray) else list(c)
+
+
+class RowBlock:
+    """Rows of one columnar output (:data:`COLUMNAR`) of one model: ``cols[j]`` holds field
+    ``j`` of the output's per-row fields for the ``n`` rows, as a list, a numpy array or a
+    :class:`Repeat`.
+    ``row_id`` derives from the position field; ``key``, ``config`` and ``entity`` are the
+    model's, the same on every row."""
+
+    __slots__ = ("cols", "config", "entity", "key", "n", "output")
+
+    def __init__(self, output: str, key: str, config: str, entity: str | None,
+                 cols: Sequence[Any]) -> None:
+        self.output, self.key, self.config, self.entity = output, key, config, entity
+        self.cols = tuple(cols)
+        self.n = len(self.cols[0])  # the first field (event ids) is never a Repeat
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        fields, infix, at = COLUMNAR[self.output]
+        cols = [_values(c, self.n) for c in self.cols]
+        head = {"row_id": "", "key": self.key, "config": self.config, "entity": self.entity}
+        pre = f"{self.key}{infix}"
+        for vals in zip(*cols, strict=True):
+            row = dict(head)
+            row["row_id"] = f"{pre}{vals[at]}"
+            row.update(zip(fields, vals, strict=True))
+            yield row
+
+    def max_of(self, field: str) -> int:
+        """The largest value of ``field`` (an integer field)."""
+        c = self.cols[COLUMNAR[self.output][0].index(field)]
+        if isinstance(c, Repeat):
+            return int(c.value)
+        return int(c.max()) if isinstance(c, np.ndarray) else int(max(c))
+
+
+def _blocks_batch(blocks: list[RowBlock], schema: Any) -> Any:
+    """Blocks of one output, in order, as one Arrow record batch of ``schema``: each column
+    gathered over the blocks, then converted at once (a block per reader round and model can
+    hold a single row: converting blocks one by one cost ~0.2 ms each)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    fields, infix, at = COLUMNAR[blocks[0].output]
+    sizes = [b.n for b in blocks]
+    n = sum(sizes)
+    string = pa.string()
+
+    def same(values: list[Any]) -> bool:
+        return all(v == values[0] for v in values)
+
+    def gathered(j: int, typ: Any) -> Any:
+        cs = [b.cols[j] for b in blocks]
+        if all(isinstance(c, Repeat) for c in cs) and same([c.value for c in cs]):
+            return pa.repeat(pa.scalar(cs[0].value, typ), n)
+        numeric = pa.types.is_int64(typ) or pa.types.is_float64(typ)  # never null here
+        if numeric and any(isinstance(c, np.ndarray) for c in cs):  # runs' arrays
+            dtype = np.int64 if pa.types.is_int64(typ) else np.float64
+            return pa.array(np.concatenate([
+                np.full(k, c.value, dtype) if isinstance(c, Repeat) else np.asarray(c, dtype)
+                for c, k in zip(cs, sizes, strict=True)]), typ)
+        # Python values (one-record rows: many small blocks), strings, booleans (maybe null):
+        # one list, converted by one call
+        return pa.array(list(itertools.chain.from_iterable(
+            itertools.repeat(c.value, k) if isinstance(c, Repeat) else c
+            for c, k in zip(cs, sizes, strict=True))), typ)
+
+    def model(attr: str) -> Any:
+        vals = [getattr(b, attr) for b in blocks]
+        if same(vals):
+            return pa.repeat(pa.scalar(vals[0], string), n)
+        return pa.array([v for v, k in zip(vals, sizes, strict=True) for _ in range(k)],
+                        string)
+
+    pos = gathered(at, pa.int64())
+    keys = [b.key for b in blocks]
+    prefix: Any = (f"{keys[0]}{infix}" if same(keys) else
+                   pa.array([f"{v}{infix}" for v, k in zip(keys, sizes, strict=True)
+                             for _ in range(k)], string))
+    arrays = [pc.binary_join_element_wise(prefix, pc.cast(pos, string), ""),
+              model("key"), model("config"), model("entity")]
+    for j, name in enumerate(fields):
+        arrays.append(pos if j == at else gathered(j, schema.field(name).type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+class Rows:
+    """The rows of one output: row dicts and :class:`RowBlock` s, in order. Reads as the
+    sequence of its row dicts (``len``, iteration, ``==`` a list of dicts)."""
+
+    __slots__ = ("n", "parts")
+
+    def __init__(self, rows: Iterable[Any] = ()) -> None:
+        self.parts: list[dict[str, Any] | RowBlock] = []
+        self.n = 0
+        self.extend(rows)
+
+    def append(self, row: dict[str, Any] | RowBlock) -> None:
+        if isinstance(row, RowBlock):
+            if not row.n:
+                return
+            self.n += row.n
+        else:
+            self.n += 1
+        self.parts.append(row)
+
+    def extend(self, rows: Iterable[Any]) -> None:
+        if isinstance(rows, Rows):
+            self.parts.extend(rows.parts)
+            self.n += rows.n
+            return
+        for r in rows:
+            self.append(r)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __bool__(self) -> bool:
+        return self.n > 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for p in self.parts:
+            if isinstance(p, RowBlock):
+                yield from p
+            else:
+                yield p
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        """Row ``i`` (by a walk over the parts: for inspection, not for loops)."""
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError("row index out of range")
+        for p in self.parts:
+            if not isinstance(p, RowBlock):
+                if i == 0:
+                    return p
+                i -= 1
+            elif i < p.n:
+                return next(itertools.islice(iter(p), i, None))
+            else:
+                i -= p.n
+        raise AssertionError("unreachable")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Rows | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Rows({list(self)!r})"
+
+    def max_of(self, field: str) -> int:
+        """The largest value of an integer ``field`` over every row (rows not empty)."""
+        return max(p.max_of(field) if isinstance(p, RowBlock) else int(p[field])
+                   for p in self.parts)
+
+    def table(self, schema: Any, slice_rows: int = 256) -> Any:
+        """The rows as one Arrow table of ``schema``: blocks column by column, row dicts
+        ``slice_rows`` at a time (pyarrow converts Python rows holding the GIL; in slices,
+        another thread gets it back every few ms)."""
+        import pyarrow as pa
+
+        batches: list[Any] = []
+        dicts: list[dict[str, Any]] = []
+        blocks: list[RowBlock] = []
+
+        def flush() -> None:
+            for i in range(0, len(dicts), slice_rows):
+                batches.append(pa.RecordBatch.from_pylist(dicts[i:i + slice_rows],
+                                                          schema=schema))
+            dicts.clear()
+            if blocks:
+                batches.append(_blocks_batch(blocks, schema))
+                blocks.clear()
+
+        for p in self.parts:  # runs of blocks and runs of dicts, in order
+            if isinstance(p, RowBlock):
+                if dicts:
+                    flush()
+                blocks.append(p)
+            else:
+                if blocks:
+                    flush()
+                dicts.append(p)
+        flush()
+        return pa.Table.from_batches(batches, schema=schema)
 
 
 def unlabeled_row(key: str, config: str, entity: str | None, event_id: str, position: int,
@@ -132,6 +335,20 @@ def nearest_rank(sorted_values: Sequence[int], p: float) -> int | None:
     if n == 0:
         return None
     return sorted_values[max(1, math.ceil(p / 100.0 * n)) - 1]
+
+
+# Columns of few distinct values, dictionary-encoded in the Parquet files; the others (ids,
+# positions, times, scores) are nearly all distinct, and trying a dictionary on them first
+# (pyarrow's default) costs 3-6x the write time for larger files.
+DICTIONARY_COLUMNS = {
+    "predictions": ["key", "config", "entity", "topic", "partition", "predicted",
+                    "n_support_vectors", "labelled"],
+    "outcomes": ["key", "config", "entity", "predicted", "label", "mistake",
+                 "n_support_vectors", "label_topic", "label_partition"],
+    "unlabeled": ["key", "config", "entity"],
+    "metrics": ["key", "config", "entity", "learner", "final"],
+    "dead_letters": ["source", "stage", "key", "reason"],
+}
 
 
 def stream_schemas() -> dict[str, Any]:

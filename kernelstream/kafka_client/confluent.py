@@ -359,9 +359,14 @@ class ConfluentConsumer:
         if self._errors:
             self._raise_errors()
         new, rec = _new_tuple, SourceRecord
-        out = [new(rec, (m.topic(), m.partition(), m.offset(), m.timestamp()[1], m.key(),
-                         m.value()))
-               for m in msgs if m.error() is None]
+        if len(self._keys) == 1:  # one partition: every record is of it (two calls fewer)
+            t, p = self._keys[0]
+            out = [new(rec, (t, p, m.offset(), m.timestamp()[1], m.key(), m.value()))
+                   for m in msgs if m.error() is None]
+        else:
+            out = [new(rec, (m.topic(), m.partition(), m.offset(), m.timestamp()[1], m.key(),
+                             m.value()))
+                   for m in msgs if m.error() is None]
         if len(out) != len(msgs):
             self._message_errors([m for m in msgs if m.error() is not None])
         if out:  # each partition's last record (records come in offset order)

@@ -80,6 +80,11 @@ def prediction_rows(p: PredictionBlock) -> list[dict[str, Any]]:
 
 
 def _producer(topic: KafkaTopic, client: tuple[tuple[str, str], ...]) -> Any:
+    return producer(topic.servers(), client)
+
+
+def producer(servers: Any, client: tuple[tuple[str, str], ...] = ()) -> Any:
+    """kafka-python's producer of output rows for ``servers`` (with ``client`` settings)."""
     from kafka import KafkaProducer
 
     # Large batches: kafka-python's per-message cost is what limits the sink;
@@ -89,7 +94,7 @@ def _producer(topic: KafkaTopic, client: tuple[tuple[str, str], ...]) -> Any:
     cfg: dict[str, Any] = {"acks": "all", "linger_ms": 50, "batch_size": 1 << 20,
                            "bootstrap_timeout_ms": READ_DEFAULTS["bootstrap_timeout_ms"]}
     cfg.update(typed_settings(client, client_defaults()[1]))
-    return KafkaProducer(bootstrap_servers=topic.servers(), client_id="kernelstream", **cfg)
+    return KafkaProducer(bootstrap_servers=servers, client_id="kernelstream", **cfg)
 
 
 class KafkaWriter:

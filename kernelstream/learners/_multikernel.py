@@ -160,6 +160,8 @@ class MultiStore:
             v *= self.g_a[:ng]
             return np.bincount(self.g_k[:ng], weights=v, minlength=M_KERNELS)
         keep = np.flatnonzero(np.logical_not(under, out=under))
+        if len(keep) == 0:  # every entry underflows (bincount of nothing would be int64)
+            return np.zeros(M_KERNELS)
         w = v[keep]
         np.exp(w, out=w)
         w *= self.g_a[keep]

@@ -194,7 +194,7 @@ class Learner:
                 f"{self.name}: expected {self.dim} features (fixed by the first example), "
                 f"got {x.shape[0]}"
             )
-        xx = float(x @ x)
+        xx = self._sqnorm(x)
         if not math.isfinite(xx):
             raise ValueError(f"{self.name}: x contains NaN or infinite values (or overflows)")
         if self.dim is None:  # only a valid first example fixes the dimension
@@ -239,7 +239,7 @@ class Learner:
                              vals.astype(np.float64, copy=False), nf), xx
         x = np.zeros(nf)  # dense mode: the d-wide row (check_width allowed this width)
         x[idx] = vals
-        return x, float(x @ x)
+        return x, self._sqnorm(x)
 
     def _check_y(self, y: Any) -> float:
         try:
@@ -323,7 +323,8 @@ class Learner:
             raise ValueError(f"{self.name}: x must have at least one feature")
         # squared row norms are non-finite iff a row holds NaN/inf or overflows, so a bad row is
         # rejected before any state changes
-        bad = ~np.isfinite(np.einsum("ij,ij->i", X, X))
+        zz = self._row_sqnorms(X)
+        bad = ~np.isfinite(zz)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(
@@ -331,22 +332,44 @@ class Learner:
             )
         for yi in np.unique(yv):
             self._check_y(yi)
+        if self.dim is None:
+            self._init_dim(X.shape[1])
         self._pending = None
-        score_fn, update_fn = self._score, self._update
-        for i in range(n):
+        self._learn_rows(X, zz, yv, out, n_sv)
+        return out
+
+    @classmethod
+    def compiled_rounds(cls) -> bool:
+        """Whether this learner's dense rounds run on the compiled kernels (when built; see
+        :mod:`kernelstream.learners.compiled`)."""
+        return False
+
+    def _sqnorm(self, x: np.ndarray) -> float:
+        """``‖x‖²`` of a dense example; :meth:`_row_sqnorms` must give the same numbers."""
+        return float(x @ x)
+
+    def _row_sqnorms(self, X: np.ndarray) -> np.ndarray:
+        """:meth:`_sqnorm` of every row of a block."""
+        out = np.empty(X.shape[0])
+        for i in range(X.shape[0]):
             xi = X[i]
-            if self.dim is None:
-                self._init_dim(X.shape[1])
-            xx = float(xi @ xi)
-            if not math.isfinite(xx):
-                raise ValueError(f"{self.name}: row {i} of the block overflows")
+            out[i] = float(xi @ xi)
+        return out
+
+    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        """Test-then-train over validated dense rows (``zz``: their squared norms): the
+        per-example code, row by row. Learners with compiled rounds override it."""
+        score_fn, update_fn = self._score, self._update
+        for i in range(X.shape[0]):
+            xi = X[i]
+            xx = float(zz[i])
             s, aux = score_fn(xi, xx)
             out[i] = s
             update_fn(xi, xx, float(yv[i]), s, aux)
             self.t += 1
             if n_sv is not None:
                 n_sv[i] = self.n_support_vectors
-        return out
 
     def _block_labels(self, y: Any, n: int) -> np.ndarray:
         try:

@@ -90,6 +90,7 @@ class BOGD(KernelLearner):
     budgeted = True
     randomized = False  # the default variant; instances of variant "p1" set it to True
     capacity_param = "budget"
+    update_when = "margin"  # zero hinge loss: only the shrink (_idle_scale)
     reference = "Zhao et al. 2012; ALGORITHMS.md §4.8"
 
     budget: int
@@ -113,6 +114,7 @@ class BOGD(KernelLearner):
     def _setup(self, d: int) -> None:
         super()._setup(d)
         self._shrink = 1.0 - self.eta * self.lam
+        self._idle_scale = self._shrink  # what _update does when y f ≥ 1 (compiled rounds)
         B = self.budget
         # p1 at the budget: the per-round shrink and the B/(B−1) rescale in one multiply.
         self._p1_factor = self._shrink * B / (B - 1) if B > 1 else self._shrink

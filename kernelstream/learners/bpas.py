@@ -66,6 +66,7 @@ class BPAS(KernelLearner):
     )
     budgeted = True
     capacity_param = "budget"
+    update_when = "margin"  # zero hinge loss leaves the model alone
     reference = "Wang & Vucetic 2010; ALGORITHMS.md §4.7"
 
     budget: int

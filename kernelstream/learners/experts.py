@@ -11,6 +11,8 @@ from bisect import bisect_right
 
 import numpy as np
 
+from kernelstream.learners import compiled
+
 
 def hedge(cum_loss: np.ndarray, eta: float) -> np.ndarray:
     """Exponential weights ``q_i ∝ exp(−η (L_i − min L))`` (stable form)."""
@@ -83,9 +85,20 @@ def weighted_distinct(rng: np.random.Generator, w: np.ndarray, k: int) -> list[i
     weights renormalised, i.e. successive sampling. Written out on *unnormalised* weights (the
     uniforms are scaled by the total instead of dividing the whole CDF) because numpy's
     ``choice`` costs ~30 µs per call in argument checks and ``np.unique``, more than OKS-SIL's
-    whole kernel row; it runs every OKS-SIL update."""
-    cdf = w.cumsum()
+    whole kernel row; it runs every OKS-SIL update. With the compiled kernels, the cumulative
+    sum and the search are one call (``cdf_search``: the same sums, the same indices)."""
     found: list[int] = []
+    if compiled.fk is not None:
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        while True:
+            for j in compiled.fk.cdf_search(w, rng.random(k - len(found))):
+                if j not in found:
+                    found.append(j)
+            if len(found) == k:
+                return found
+            w = w.copy()
+            w[found] = 0.0
+    cdf = w.cumsum()
     while True:
         # u < 1 gives fl(u·tot) < tot under round-to-nearest, so "right" lands on an index of
         # positive weight, never past the end

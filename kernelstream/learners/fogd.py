@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners.base import (
     KERNEL_PARAMS,
     TIE_PARAM,
@@ -27,7 +28,7 @@ _GAMMA = next(p for p in KERNEL_PARAMS if p.name == "gamma")
 
 
 @register
-class FOGD(Learner):
+class FOGD(compiled.CompiledSqnorms, Learner):
     """Linear OGD on random Fourier features of a Gaussian kernel.
 
     ``Ω`` (``D × d``, rows ``N(0, 2γ I)`` i.e. ``N(0, σ^{-2} I)``) is drawn once from the
@@ -84,6 +85,10 @@ class FOGD(Learner):
     eta: float
     loss: str
 
+    @classmethod
+    def compiled_rounds(cls) -> bool:
+        return True  # the feature maps of kernelstream.learners.compiled
+
     def _setup(self, d: int) -> None:
         D = self.n_components
         self._omega = draw_omega(self.rng, D, d, scale_from_gamma(self.gamma))
@@ -91,8 +96,25 @@ class FOGD(Learner):
         self.w = np.zeros(2 * D)
         self._hinge = self.loss == "hinge"
         self._deriv = LOSSES[self.loss].deriv
+        self._compiled_setup()
+
+    def _compiled_setup(self) -> None:
+        """With the compiled map, keep ``Ωᵀ`` (``d × D``) and ``Ω`` as its view: the projection
+        runs over the example's non-zeros, one contiguous column of ``Ωᵀ`` each."""
+        self._compiled = compiled.fk is not None
+        if self._compiled:
+            self._omega_t = np.ascontiguousarray(self._omega.T)
+            self._omega = self._omega_t.T  # the state's orientation, no second copy
+            self._nzwork = np.empty(self._omega.shape[1], dtype=np.int64)
+            self._zbuf = np.empty(len(self.w))
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
+        if self._compiled:  # the same z and score as below, up to round-off
+            z = np.empty(len(self.w))
+            f = compiled.fk.score(compiled.rff_map(self._omega_t, self._c), self.w,
+                                  x if x.flags.c_contiguous else np.ascontiguousarray(x), xx,
+                                  None, z, self._nzwork)
+            return f, z
         u = self._omega @ x
         D = len(u)
         z = np.empty(2 * D)  # the raw [cos; sin]; z(x) = c · this
@@ -109,6 +131,31 @@ class FOGD(Learner):
         if g != 0.0:
             self.w += (-self.eta * self._c * g) * aux
 
+    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        if not (self._compiled and self._hinge):
+            super()._learn_rows(X, zz, yv, out, n_sv)
+            return
+        # the hinge update is the linear model's step w += (η c y) z on margin errors, which
+        # the compiled driver takes itself: the whole block runs in one call
+        rows = X.shape[0]
+        compiled.fk.run(compiled.rff_map(self._omega_t, self._c), self.w, X, zz, yv, 0, rows,
+                        compiled.MARGIN, self.eta * self._c, 1.0, out, n_sv, 0, None,
+                        self._zbuf, self._nzwork, None)
+        self.t += rows
+
+    def __getstate__(self) -> dict[str, Any]:
+        # pickle Ω once: a view would come back as a second copy of the D × d matrix
+        st = self.__dict__.copy()
+        if st.get("_compiled"):
+            del st["_omega"]
+        return st
+
+    def __setstate__(self, st: dict[str, Any]) -> None:
+        self.__dict__.update(st)
+        if st.get("_compiled"):
+            self._omega = self._omega_t.T
+
     @property
     def n_support_vectors(self) -> int:
         return 0
@@ -121,3 +168,4 @@ class FOGD(Learner):
         # The Ω drawn again by _setup is overwritten here; Learner.set_state restores the RNG
         # afterwards, so that draw leaves no trace.
         self.w = np.array(state["fogd.w"], dtype=np.float64)
+        self._compiled_setup()

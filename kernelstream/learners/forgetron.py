@@ -82,6 +82,7 @@ class Forgetron(KernelLearner):
     )
     budgeted = True
     capacity_param = "budget"
+    update_when = "mistake"  # a correct prediction leaves the model alone
     reference = "Dekel, Shalev-Shwartz & Singer 2008; ALGORITHMS.md §4.5"
 
     budget: int
@@ -114,7 +115,7 @@ class Forgetron(KernelLearner):
         a = sv.a
         ar = float(a[r])
         # σ_r μ = a_r f'(x_r) since a_r = σ_r y_r; f' = f + y_t κ(x_t, ·), and aux[r] = κ(x_r, x_t).
-        am = ar * (sv.eval_sv(self.kern, r) + y * float(aux[r]))
+        am = ar * (self._eval_sv(r) + y * float(aux[r]))
         A = ar * ar - 2.0 * am
         b = 2.0 * abs(ar)
         c = self.damage - 15.0 * self.mistakes / 32.0
@@ -148,7 +149,7 @@ class Forgetron(KernelLearner):
             r = self._head
             ar = float(sv.a[r])
             # ‖f + y κ_t − a_r κ_r‖² = norm2 + a_r² κ_rr − 2 a_r f(x_r) − 2 y a_r κ(x_r, x_t)
-            norm2 += ar * (ar * kern.diag(float(sv.sqn[r])) - 2.0 * sv.eval_sv(kern, r)
+            norm2 += ar * (ar * kern.diag(float(sv.sqn[r])) - 2.0 * self._eval_sv(r)
                            - 2.0 * y * float(aux[r]))
             sv.replace(r, x, xx, y, id_=self.t, s=self.t)
             sv.norm2 = max(norm2, 0.0)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, positive
 from kernelstream.learners.linalg import PINV_ATOL, PINV_RTOL, gram_append, top_eigh
@@ -19,7 +20,7 @@ from kernelstream.learners.registry import register
 
 
 @register
-class NOGD(KernelLearner):
+class NOGD(compiled.CompiledSqnorms, KernelLearner):
     """Nyström OGD: kernel OGD until ``B`` SVs are stored, then linear OGD on Nyström features.
 
     * Stage 1 (``|S| < B``): if ``y f < 1`` add ``x`` with coefficient ``eta·y`` and grow the
@@ -100,6 +101,13 @@ class NOGD(KernelLearner):
         if p["rank"] is not None and p["rank"] > p["budget"]:
             raise ValueError(f"{cls.name}: rank must be <= budget, got {p['rank']} > {p['budget']}")
 
+    @classmethod
+    def compiled_rounds(cls) -> bool:
+        return True  # its own: the kernel row of stage 1, the Nyström features of stage 2
+
+    def _compiled_kernel(self) -> bool:
+        return super()._compiled_kernel() and compiled.fk is not None
+
     @property
     def effective_rank(self) -> int:
         """The rank in use (``rank`` or its default ``round(0.2·B)``, at least 1)."""
@@ -114,14 +122,34 @@ class NOGD(KernelLearner):
         self._eta2 = self.eta if self.eta2 is None else self.eta2
         self._K = np.zeros((self.budget, self.budget))
         self._stage2 = False
-        self._M = np.zeros((0, self.budget))
         self._w = np.zeros(0)
+        # compiled rounds (_compiled_kernel): stage 1's kernel row and score, stage 2's
+        # z = M k and score, and blocks of rounds (_learn_rows)
+        self._set_projection(np.zeros((0, self.budget)))
+        if self._compiled:
+            self._kbuf = np.empty(self.budget + 1)
+            self._zbuf = np.empty(self.budget + 8)  # z of stage 2 is padded
+
+    def _fmap(self) -> tuple[Any, ...]:
+        """The compiled map of the current stage: the kernel row, or the Nyström features."""
+        sv = self.sv
+        if self._stage2:
+            return compiled.proj_map(sv.X, sv.sqn, sv.n, self.kern, self._Mt, len(self._M))
+        return compiled.row_map(sv.X, sv.sqn, sv.n, self.kern)
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
         sv = self.sv
         n = sv.n
         if n == 0:
             return 0.0, None
+        if self._compiled:  # the numbers below, up to round-off (sums in another order)
+            k = np.empty(n)
+            x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+            if self._stage2:
+                z = np.empty(self._Mt.shape[1])  # padded to the compiled map's width
+                f = compiled.fk.score(self._fmap(), self._w, x, xx, k, z, self._nzwork)
+                return f, z[:len(self._w)]
+            return compiled.fk.score(self._fmap(), sv.a, x, xx, None, k, self._nzwork), k
         k = sv.row(self.kern, x, xx)
         if self._stage2:
             z = self._M @ k
@@ -146,13 +174,51 @@ class NOGD(KernelLearner):
         if y * float(self._w @ z) < 1.0:  # zero init: always; carry: as the stage-1 score
             self._w += (self._eta2 * y) * z
 
+    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        if not self._compiled:
+            super()._learn_rows(X, zz, yv, out, n_sv)
+            return
+        compiled.learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
+
+    def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                   n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:
+        """Compiled rounds from row ``i``. Stage 2's update is the step w += η₂ y z on margin
+        errors, which the driver takes itself; in stage 1 a margin error runs :meth:`_update`
+        with its kernel row (a new SV, or the switch, after which the driver stops)."""
+        sv = self.sv
+        if sv.n == 0:
+            return i, None  # the first round: the per-example code
+        rows = X.shape[0]
+        if self._stage2:
+            j, _ = compiled.fk.run(self._fmap(), self._w, X, zz, yv, i, rows, compiled.MARGIN,
+                                   self._eta2, 1.0, out, n_sv, sv.n, self._kbuf, self._zbuf,
+                                   self._nzwork, None)
+            return j, None
+        k = self._zbuf
+
+        def on_fire(j: int) -> tuple[Any, ...] | None:
+            fired(j, k[:sv.n])
+            return None if self._stage2 else (self._fmap(), sv.a, sv.n)
+
+        j, _ = compiled.fk.run(self._fmap(), sv.a, X, zz, yv, i, rows, compiled.MARGIN, None,
+                               1.0, out, n_sv, sv.n, self._kbuf, k, self._nzwork, on_fire)
+        return j, None
+
+    def _set_projection(self, M: np.ndarray) -> None:
+        """``M_N`` (``r × B``), and for the compiled map its transpose (the ``r`` features
+        then accumulate side by side)."""
+        self._M = np.ascontiguousarray(M)
+        if self._compiled:
+            self._Mt = compiled.padded_t(self._M)
+
     def _switch(self) -> None:
         """Nyström feature map from the Gram matrix of the ``B`` stored points."""
         lam, V = top_eigh(self._K, self.effective_rank, exact=True)
         tol = max(PINV_ATOL, PINV_RTOL * float(lam[0])) if len(lam) else math.inf
         keep = lam > tol
         lam, V = lam[keep], V[:, keep]
-        self._M = np.ascontiguousarray((V / np.sqrt(lam)).T)  # M_N = Λ^{-1/2} Vᵀ (r × B)
+        self._set_projection((V / np.sqrt(lam)).T)  # M_N = Λ^{-1/2} Vᵀ (r × B)
         if self.init == "carry":
             self._w = np.sqrt(lam) * (V.T @ self.sv.a[: self.sv.n])
         else:
@@ -174,5 +240,5 @@ class NOGD(KernelLearner):
         n = self.sv.n
         self._K[:n, :n] = state["nogd.K"]
         self._stage2 = int(state["nogd.stage"]) == 2
-        self._M = np.ascontiguousarray(state["nogd.M"], dtype=np.float64)
+        self._set_projection(np.asarray(state["nogd.M"], dtype=np.float64))
         self._w = np.array(state["nogd.w"], dtype=np.float64)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive
 from kernelstream.learners.oks_sil import (
     check_interval,
@@ -29,7 +30,7 @@ def _sigma(gamma: float) -> float:
 
 
 @register
-class OKLGD(Learner):
+class OKLGD(compiled.CompiledSqnorms, Learner):
     """OKL-GD: kernel OGD on the hinge loss where every support vector keeps the Gaussian width
     that was current when it was inserted, and the width is adapted by the KLMS-AKS rule.
 
@@ -120,6 +121,10 @@ class OKLGD(Learner):
     def check_params(cls, p: dict[str, Any]) -> None:
         check_interval(cls.name, p)
 
+    @classmethod
+    def compiled_rounds(cls) -> bool:
+        return True  # the feature maps of kernelstream.learners.compiled
+
     def _configure(self) -> None:
         self.randomized = self.random_init  # type: ignore[misc]
         self._sig_lo = _sigma(self.gamma_max)
@@ -137,6 +142,11 @@ class OKLGD(Learner):
         self.e_last = 0.0
         g0 = paper_initial_gamma(self.rng) if self.random_init else self.gamma
         self.sigma = _sigma(g0)
+        self._compiled = compiled.fk is not None  # compiled rows (per-centre widths) and blocks
+        if self._compiled:
+            self._nzwork = np.empty(d, dtype=np.int64)
+            self._d2buf = np.empty(B)
+            self._kbuf = np.empty(B)
 
     @property
     def n_support_vectors(self) -> int:
@@ -156,6 +166,12 @@ class OKLGD(Learner):
         n = self.n
         if n == 0:
             return 0.0, None
+        if self._compiled:  # the numbers below, up to round-off (sums in another order)
+            d2, k = np.empty(n), np.empty(n)
+            f = compiled.fk.score(self._fmap(), self.a,
+                                  x if x.flags.c_contiguous else np.ascontiguousarray(x), xx,
+                                  d2, k, self._nzwork)
+            return f, (d2, k)
         d2 = self.X[:n] @ x
         d2 *= -2.0
         d2 += self.sqn[:n]
@@ -188,6 +204,32 @@ class OKLGD(Learner):
         self.g[j] = 0.5 / (sig * sig)
         self.last = j
         self.e_last = y
+
+    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        if not self._compiled:
+            super()._learn_rows(X, zz, yv, out, n_sv)
+            return
+        compiled.learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
+
+    def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                   n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:
+        """Compiled rounds from row ``i``; a margin error runs :meth:`_update` with its
+        distances and kernel row (other rounds change nothing)."""
+        if self.n == 0:
+            return i, None  # the first round: the per-example code
+        d2, k = self._d2buf, self._kbuf
+
+        def on_fire(j: int) -> tuple[Any, ...]:
+            fired(j, (d2, k))  # whole buffers: the update reads one centre's entries
+            return self._fmap(), self.a, self.n
+
+        j, _ = compiled.fk.run(self._fmap(), self.a, X, zz, yv, i, X.shape[0], compiled.MARGIN,
+                               None, 1.0, out, n_sv, self.n, d2, k, self._nzwork, on_fire)
+        return j, None
+
+    def _fmap(self) -> tuple[Any, ...]:
+        return compiled.dist_map(self.X, self.sqn, self.n, self.g)
 
     # -- state -----------------------------------------------------------------------------
     def _get_state(self) -> dict[str, np.ndarray]:

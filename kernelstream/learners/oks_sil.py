@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive
 from kernelstream.learners.experts import sample_without_replacement, weighted_distinct
 from kernelstream.learners.linalg import PINV_ATOL, PINV_RTOL, pinv
@@ -161,7 +162,7 @@ def check_interval(name: str, p: dict[str, Any]) -> None:
 
 
 @register
-class OKSSIL(Learner):
+class OKSSIL(compiled.CompiledSqnorms, Learner):
     """OKS-SIL: budgeted kernel OGD (hinge loss) whose Gaussian width is learned online in a
     continuous interval Ω, with a buffer of at most ``B`` points kept by a randomized
     linear-dependency (RLD) test.
@@ -270,10 +271,19 @@ class OKSSIL(Learner):
     def check_params(cls, p: dict[str, Any]) -> None:
         check_interval(cls.name, p)
 
+    @classmethod
+    def compiled_rounds(cls) -> bool:
+        return True  # the feature maps of kernelstream.learners.compiled
+
     def _setup(self, d: int) -> None:
         self.sv = SVStore(d, capacity=self.budget)
         self.sv.norm2 = math.nan  # not tracked: the kernel changes (see class docstring)
         self.current_gamma = paper_initial_gamma(self.rng) if self.random_init else self.gamma
+        self._compiled = compiled.fk is not None  # compiled rows (distances kept) and blocks
+        if self._compiled:
+            self._nzwork = np.empty(d, dtype=np.int64)
+            self._d2buf = np.empty(self.budget)
+            self._psibuf = np.empty(self.budget)
 
     @property
     def n_support_vectors(self) -> int:
@@ -296,12 +306,21 @@ class OKSSIL(Learner):
         n = sv.n
         if n == 0:
             return 0.0, None
-        # ψ in place over the distances: the kernel step, the only user of the distances, runs
-        # when the buffer changes (a small share of the rounds) and recomputes them
+        if self._compiled:  # ψ and the distances in one pass (as below, up to round-off)
+            psi, d2 = np.empty(n), np.empty(n)
+            f = compiled.fk.score(self._fmap(), sv.a,
+                                  x if x.flags.c_contiguous else np.ascontiguousarray(x), xx,
+                                  d2, psi, self._nzwork)
+            return f, (psi, d2)
+        # ψ in place over the distances, which the update computes again if it needs them
         psi = self._sq_dists(x, xx)
         psi *= -self.current_gamma
         np.exp(psi, out=psi)
-        return float((sv.a if n == len(sv.a) else sv.a[:n]) @ psi), psi
+        return float((sv.a if n == len(sv.a) else sv.a[:n]) @ psi), (psi, None)
+
+    def _dists(self, x: np.ndarray, xx: float, d2: np.ndarray | None) -> np.ndarray:
+        """The round's distances to the buffer: kept by the compiled score, else computed."""
+        return self._sq_dists(x, xx) if d2 is None else d2
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         if y * score >= 1.0:  # zero hinge loss: buffer, weights and γ stay
@@ -309,9 +328,9 @@ class OKSSIL(Learner):
         sv = self.sv
         n = sv.n
         eta = self.eta
-        psi = aux
+        psi, d2 = aux if n else (None, None)
         if n < self.budget:
-            d2 = self._sq_dists(x, xx) if n else None  # before x_t joins the buffer
+            d2 = self._dists(x, xx, d2) if n else None  # before x_t joins the buffer
             sv.append(x, xx, eta * y, id_=self.t, s=self.t)
             if n:  # the new point has distance 0: the step only sees the old points
                 self._kernel_step(y, d2, psi, sv.a[:n], score + eta * y)
@@ -330,7 +349,7 @@ class OKSSIL(Learner):
             ar = float(a[r])
             fb = score - ar * float(psi[r]) + ar  # old weight on the new basis function κ(x_t,·)
             new_w = eta * y if y * fb < 1.0 else 0.0
-            d2 = self._sq_dists(x, xx)  # before x_t takes slot r
+            d2 = self._dists(x, xx, d2)  # before x_t takes slot r
             sv.replace(r, x, xx, new_w, id_=self.t, s=self.t)
             # the replaced slot now holds x_t (distance 0): drop its term from the step
             psi[r] = 0.0
@@ -347,9 +366,13 @@ class OKSSIL(Learner):
         of numpy calls would cost more than the arithmetic, and this runs every update. The
         default ``s = 3`` is written out (about 2 µs less per update than the general loop,
         which matters at OKS-SIL's margin to the kernel-row floor)."""
+        neg_g = -self.current_gamma
+        if self._compiled:  # K̃_s and ψ̃ in one call (the formulas below, index-order sums)
+            K, b = compiled.fk.sample_kernel(self.sv.X, psi, idx, neg_g)
+            sol = rld_residual_unit3(K[0][1], K[0][2], K[1][2], *b) if len(idx) == 3 else None
+            return sol if sol is not None else rld_residual(K, b)
         Xs = self.sv.X.take(idx, axis=0)
         G = np.dot(Xs, Xs.T).tolist()
-        neg_g = -self.current_gamma
         if len(idx) == 3:
             (g00, g01, g02), (_, g11, g12), (_, _, g22) = G
             d01 = g00 + g11 - 2.0 * g01
@@ -382,6 +405,35 @@ class OKSSIL(Learner):
         grad = float(a @ (psi * d2))
         g = self.current_gamma - (self.rho / (self.t + 1)) * y * grad
         self.current_gamma = min(max(g, self.gamma_min), self.gamma_max)
+
+    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        if not self._compiled:
+            super()._learn_rows(X, zz, yv, out, n_sv)
+            return
+        compiled.learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
+
+    def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                   n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:
+        """Compiled rounds from row ``i``; a margin error runs :meth:`_update` with ψ and the
+        distances (other rounds change nothing)."""
+        sv = self.sv
+        if sv.n == 0:
+            return i, None  # the first round: the per-example code
+        psi, d2 = self._psibuf, self._d2buf
+
+        def on_fire(j: int) -> tuple[Any, ...]:
+            n = sv.n
+            fired(j, (compiled.head(psi, n), compiled.head(d2, n)))
+            return self._fmap(), sv.a, sv.n
+
+        j, _ = compiled.fk.run(self._fmap(), sv.a, X, zz, yv, i, X.shape[0], compiled.MARGIN,
+                               None, 1.0, out, n_sv, sv.n, d2, psi, self._nzwork, on_fire)
+        return j, None
+
+    def _fmap(self) -> tuple[Any, ...]:
+        sv = self.sv
+        return compiled.dist_map(sv.X, sv.sqn, sv.n, self.current_gamma)
 
     # -- state -----------------------------------------------------------------------------
     def _get_state(self) -> dict[str, np.ndarray]:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners._multikernel import (
     DELTA_PARAM,
@@ -301,10 +302,24 @@ class _BoundedOMKC(Combination):
             c._init_dim(d)  # the store is preallocated for ``b`` SVs
             self.comps.append(c)
 
+    # ‖x‖² as the components compute it (compiled or numpy), so they learn what they would alone
+    def _sqnorm(self, x: np.ndarray) -> float:
+        return compiled.sqnorm(x)
+
+    def _row_sqnorms(self, X: np.ndarray) -> np.ndarray:
+        return compiled.row_sqnorms(X)
+
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
+        comps = self.comps
+        if comps[0]._compiled:  # each component's compiled KernelLearner._score
+            s = np.empty(len(comps))
+            rows: list[Any] = []
+            for i, c in enumerate(comps):
+                s[i], row = c._score(x, xx)
+                rows.append(row)
+            return self._vote(s), (s, rows)
         # every component's KernelLearner._score at once: s_i = f^i(x) and its kernel row,
         # reused by the component's update (bit for bit, see eval_stores)
-        comps = self.comps
         s, rows = eval_stores([c.sv for c in comps], [c.kern for c in comps], x, xx)
         return self._vote(s), (s, rows)
 

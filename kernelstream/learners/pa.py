@@ -49,6 +49,7 @@ class PAI(KernelLearner):
         TIE_PARAM,
     )
     capacity_param = None
+    update_when = "margin"  # zero hinge loss leaves the model alone
     reference = "Crammer et al. 2006; ALGORITHMS.md §4.3"
 
     c: float

@@ -43,6 +43,7 @@ class Perceptron(KernelLearner):
     name = "perceptron"
     params = (*KERNEL_PARAMS, TIE_PARAM)
     capacity_param = None
+    update_when = "mistake"  # a correct prediction leaves the model alone
     reference = "Freund & Schapire 1999; ALGORITHMS.md §4.1"
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:

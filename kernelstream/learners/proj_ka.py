@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive
 from kernelstream.learners.kernels import sq_dists
 from kernelstream.learners.projectron import Projectron
@@ -173,6 +174,14 @@ class ProjKA(Learner):
         return self.inner.gamma if self.dim is not None and self.inner is not None else None
 
     # -- per round -------------------------------------------------------------------------
+    # ‖x‖² as the inner Projectron computes it (compiled or numpy), so after the window it
+    # learns exactly what a Projectron replaying the stream would
+    def _sqnorm(self, x: np.ndarray) -> float:
+        return compiled.sqnorm(x)
+
+    def _row_sqnorms(self, X: np.ndarray) -> np.ndarray:
+        return compiled.row_sqnorms(X)
+
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
         if self.inner is None:
             return 0.0, None

@@ -57,6 +57,7 @@ class _Projectron(KernelLearner):
     budgeted = True
     capacity_param = "budget"
     plusplus: ClassVar[bool] = False
+    update_when = "mistake"  # a correct prediction leaves the model alone (++: margin)
 
     budget: int
     threshold: float
@@ -236,4 +237,5 @@ class ProjectronPP(_Projectron):
 
     name = "projectron++"
     plusplus = True
+    update_when = "margin"  # mistakes and margin errors y f < 1
     reference = "Orabona, Keshet & Caputo 2008/2009; budget version of [C-SOL]; ALGORITHMS.md §4.6"

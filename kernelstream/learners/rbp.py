@@ -55,6 +55,7 @@ class RBP(KernelLearner):
     )
     budgeted = True
     randomized = True
+    update_when = "mistake"  # a correct prediction leaves the model alone
     capacity_param = "budget"
     reference = "Cavallanti, Cesa-Bianchi & Gentile 2007; ALGORITHMS.md §4.4"
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners.base import (
     KERNEL_PARAMS,
     TIE_PARAM,
@@ -45,7 +46,7 @@ def sizes(p: dict[str, Any]) -> tuple[int, int, int]:
 
 
 @register
-class SkeGD(Learner):
+class SkeGD(compiled.CompiledSqnorms, Learner):
     """SkeGD: kernel OGD until ``B`` SVs are buffered, then linear OGD on a time-varying explicit
     feature map built from two incremental randomized sketches of the kernel matrix.
 
@@ -202,6 +203,10 @@ class SkeGD(Learner):
             raise ValueError(f"{cls.name}: eta * lam must be < 1, got "
                              f"{p['eta']} * {p['lam']}")
 
+    @classmethod
+    def compiled_rounds(cls) -> bool:
+        return True  # the feature maps of kernelstream.learners.compiled
+
     def _configure(self) -> None:
         self._sp, self._sm, self._k = sizes(self.hparams)
         self._shrink = 1.0 - self.eta * self.lam
@@ -282,10 +287,36 @@ class SkeGD(Learner):
         self._next = 0  # next update round (geometric schedule)
         self._sk = IncrementalSketch(self._sp, self._sm, self.sjlt_nonzeros)
         self._land: AnyStore = make_store(d, 1, self.sparse)  # the s_m landmarks (stage 2)
-        self._Qt = np.zeros((self._k, self._sm))
         self._w = np.zeros(self._k)
+        # compiled rounds (dense rows, a kernel the compiled rows know): the kernel row and
+        # score of stage 1, φ = Qᵀ κ(landmarks, x) and its score in stage 2, and blocks of
+        # rounds (_learn_rows)
+        self._compiled = (compiled.fk is not None and not self.sparse
+                          and compiled.kernel_ok(self.kern))
+        self._set_feature_matrix(np.zeros((self._k, self._sm)))
+        if self._compiled:
+            self._nzwork = np.empty(d, dtype=np.int64)
+            self._kbuf = np.empty(B + 1)
+            self._zbuf = np.empty(B + 8)  # φ of stage 2 is padded
+
+    def _fmap(self) -> tuple[Any, ...]:
+        """The compiled map of the current stage: the buffer's kernel row, or φ."""
+        if self._stage == 2:
+            land = self._land
+            return compiled.proj_map(land.X, land.sqn, land.n, self.kern, self._Q, self._k)
+        sv = self.sv
+        return compiled.row_map(sv.X, sv.sqn, sv.n, self.kern)
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
+        # compiled: the numbers below, up to round-off (sums in another order)
+        if self._compiled and (self._stage == 2 or self.sv.n):
+            x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+            if self._stage == 2:
+                k_land, phi = np.empty(self._land.n), np.empty(self._Q.shape[1])  # padded
+                f = compiled.fk.score(self._fmap(), self._w, x, xx, k_land, phi, self._nzwork)
+                return f, (k_land, phi[:self._k])
+            k = np.empty(self.sv.n)
+            return compiled.fk.score(self._fmap(), self.sv.a, x, xx, None, k, self._nzwork), k
         if self._stage == 2:
             k_land = self._land.row(self.kern, x, xx)
             phi = self._Qt @ k_land
@@ -320,6 +351,64 @@ class SkeGD(Learner):
             return
         self._initialize(score, aux, g)
 
+    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        if not self._compiled:
+            super()._learn_rows(X, zz, yv, out, n_sv)
+            return
+        compiled.learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
+
+    def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                   n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:
+        """Compiled rounds from row ``i``. Stage 2 with the hinge loss: a round that is not an
+        update round is ``w ← (1 − ηλ) w``, then ``w += η y φ`` on a margin error, which the
+        driver takes itself, up to the next update round (the per-example code). Otherwise
+        every round whose update does more than nothing (with the quirks, or without
+        shrinkage: the loss rounds; else all) runs :meth:`_update` from the driver, which
+        stops when the stage changes."""
+        rows = X.shape[0]
+        hinge, quirks = self.loss == "hinge", self.reference_quirks
+        quiet = (compiled.MARGIN if hinge and (quirks or self._shrink == 1.0)
+                 else compiled.ALWAYS)
+        kb, zb = self._kbuf, self._zbuf
+        if self._stage == 2:
+            if hinge and not quirks:
+                stop = min(rows, i + self._rounds_to_update())
+                j, _ = compiled.fk.run(self._fmap(), self._w, X, zz, yv, i, stop,
+                                       compiled.MARGIN, self.eta, self._shrink, out, n_sv,
+                                       self._sm, kb, zb, self._nzwork, None)
+                return j, None
+
+            def on_fire2(j: int) -> tuple[Any, ...]:
+                fired(j, (kb[:self._land.n], zb[:self._k]))
+                return self._fmap(), self._w, self._sm
+
+            j, _ = compiled.fk.run(self._fmap(), self._w, X, zz, yv, i, rows, quiet, None, 1.0,
+                                   out, n_sv, self._sm, kb, zb, self._nzwork, on_fire2)
+            return j, None
+        sv = self.sv
+        if sv.n == 0 or (sv.n >= self.budget and not quirks):
+            return i, None  # the first round, or the initialisation: the per-example code
+
+        def on_fire1(j: int) -> tuple[Any, ...] | None:
+            fired(j, zb[:sv.n])
+            if self._stage == 2 or (sv.n >= self.budget and not quirks):
+                return None
+            return self._fmap(), sv.a, sv.n
+
+        j, _ = compiled.fk.run(self._fmap(), sv.a, X, zz, yv, i, rows, quiet, None, 1.0, out,
+                               n_sv, sv.n, kb, zb, self._nzwork, on_fire1)
+        return j, None
+
+    def _rounds_to_update(self) -> int:
+        """Rounds from the current one (round ``t + 1``) to the next stage-2 update round
+        (0: this one), by the paper's clock (:meth:`_is_update`)."""
+        c = self.t + 1
+        rho = self._rho
+        if rho is None:
+            return max(0, self._next - c)
+        return 0 if rho <= 1 else (1 - c) % rho
+
     def _clock(self) -> int:
         """The index the update cycle runs on: the round (paper) or the loss-round count."""
         return self._loss_rounds if self.reference_quirks else self.t + 1
@@ -336,7 +425,14 @@ class SkeGD(Learner):
 
     def _refresh(self) -> None:
         Q = self._sk.feature_matrix(self._k, exact=self.exact_svd, rng=self.rng)
-        self._Qt = np.ascontiguousarray(Q.T)
+        self._set_feature_matrix(Q.T)
+
+    def _set_feature_matrix(self, Qt: np.ndarray) -> None:
+        """``Qᵀ`` (``k × s_m``), and for the compiled map ``Q`` itself (the ``k`` features
+        then accumulate side by side)."""
+        self._Qt = np.ascontiguousarray(Qt)
+        if self._compiled:
+            self._Q = compiled.padded_t(self._Qt)
 
     def _initialize(self, score: float, k_buf: np.ndarray, g: float) -> None:
         """Round ``T₀``: sketches of the buffer's Gram matrix, feature map, carried-over ``w``."""
@@ -411,5 +507,5 @@ class SkeGD(Learner):
             self._K = np.zeros((0, 0))
             self._sk.set_state(state, "skegd.sk.")
             self._land = self.sv.subset(self._sk.landmarks)
-            self._Qt = np.ascontiguousarray(state["skegd.Qt"], dtype=np.float64)
+            self._set_feature_matrix(np.asarray(state["skegd.Qt"], dtype=np.float64))
             self._w = np.array(state["skegd.w"], dtype=np.float64)

@@ -45,6 +45,7 @@ def _learner_info(name: str) -> dict[str, Any]:
         "budgeted": bool(cls.budgeted),
         "randomized": bool(cls.randomized),
         "sparse_rows": bool(cls.accepts_sparse),  # keeps sparse SVs for CSR rows
+        "compiled": bool(cls.compiled_rounds()),  # dense rounds on the compiled kernels
         "params": [
             {
                 "name": p.name,
@@ -66,6 +67,7 @@ def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
         flags = [_task_label(info["tasks"])] + [f for f in ("budgeted", "randomized")
                                                  if info[f]]
         flags += ["sparse rows"] if info["sparse_rows"] else []
+        flags += ["compiled rounds"] if info["compiled"] else []
         print(f"{info['name']}  [{', '.join(flags)}]", file=out)
         if info["summary"]:
             print(f"  {info['summary']}", file=out)
@@ -119,4 +121,7 @@ def cmd_learners(args: argparse.Namespace) -> int:
         _print_learners_markdown(infos, sys.stdout)
     else:
         _print_learners_text(infos, sys.stdout)
+        from kernelstream.learners import compiled
+
+        print(f"\nper-round kernels: {compiled.STATUS}")
     return 0

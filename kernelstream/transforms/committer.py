@@ -1,9 +1,10 @@
 """The live stream's Committer: Parquet output files, snapshots and the status file.
 
 :class:`Committer` (one per worker, not keyed) appends rows to pending Parquet files of the
-current epoch, keeps the newest state of each touched model and the reader's offsets, and at
-``finish_bundle``, when ``snapshot_every`` records or ``snapshot_seconds`` have passed (or the
-stream drains): closes the files, commits states + offsets as one snapshot epoch
+current epoch, keeps the newest state of each touched model and the reader's offsets, and,
+when ``snapshot_every`` records or ``snapshot_seconds`` have passed (checked at each reader
+round's progress, and at ``finish_bundle``, where the stream also drains): closes the files,
+commits states + offsets as one snapshot epoch
 (:class:`~kernelstream.engine.snapshot.SnapshotStore`), then publishes the files. Without a
 checkpoint directory the same happens minus the commit, so every output file is complete and
 readable while the job runs. The slow half runs on one commit thread (see the class).
@@ -24,7 +25,7 @@ from typing import Any
 import apache_beam as beam
 
 from kernelstream.engine.events import StreamEngine
-from kernelstream.engine.stream_rows import OUTPUTS
+from kernelstream.engine.stream_rows import DICTIONARY_COLUMNS, OUTPUTS, Rows
 from kernelstream.transforms.kafka_rows import kafka_writer
 from kernelstream.transforms.stream_job import (
     PROGRESS_TAG,
@@ -34,6 +35,9 @@ from kernelstream.transforms.stream_job import (
     draining,
 )
 
+# The status file (progress lines, benchmarks) is rewritten at most this often: ~0.2 ms a
+# time, and a rate measured from it over a sub-second drain needs several points.
+STATUS_EVERY_S = 0.1
 ROW_GROUP = 8192  # rows buffered per output before they become a Parquet row group
 CONVERT_SLICE = 256  # rows converted to Arrow per call on the commit thread (see _write_rows)
 
@@ -68,6 +72,26 @@ class _Totals:
 _RECORD_TIME = {"predictions": "event_time_ms", "outcomes": "label_time_ms"}
 
 
+def _warm_up(schemas: dict[str, Any]) -> None:
+    """Convert and write a row of each columnar output once, to nowhere: pyarrow's first
+    conversion and Parquet write in a process take ~40 ms (kernel registry, writer set-up),
+    which would otherwise come with the first rows of the stream, on the commit thread,
+    holding the GIL the stream's thread needs."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from kernelstream.engine.stream_rows import COLUMNAR, RowBlock
+
+    for name, (fields, _, _) in COLUMNAR.items():
+        types = [str(schemas[name].field(f).type) for f in fields]
+        cols = [["x"] if t == "string" else [True] if t == "bool" else [0] for t in types]
+        table = Rows([RowBlock(name, "k", "c", None, cols)]).table(schemas[name])
+        with pq.ParquetWriter(io.BytesIO(), schemas[name],
+                              use_dictionary=DICTIONARY_COLUMNS[name]) as w:
+            w.write_table(table)
+
+
 class Committer(beam.DoFn):
     """Pending output files, snapshots and the status file (see the module docstring).
     Elements: ``(output name, rows)``, ``("states", (key, ModelState))`` and
@@ -82,7 +106,7 @@ class Committer(beam.DoFn):
     handed over; rows that come later go to the next epoch's files. One snapshot is in
     flight at a time (a due snapshot is put off while the previous one commits, see
     :meth:`_snapshot`); at drain the last one is waited for, and an error on the commit
-    thread fails the run at the next bundle's end."""
+    thread fails the run at the next reader progress."""
 
     def __init__(self, job: StreamJob) -> None:
         self.job = job
@@ -97,6 +121,7 @@ class Committer(beam.DoFn):
 
         job = self.job
         self.schemas = stream_schemas()
+        _warm_up(self.schemas)
         if job.checkpoint is not None:
             self.store = _LOCAL_STORES.get(os.path.realpath(job.checkpoint))
             if self.store is None:
@@ -112,7 +137,7 @@ class Committer(beam.DoFn):
         self.offsets = job.offsets()
         self.states: dict[str, Any] = {}
         self.pending: dict[str, int] = {}  # model key -> pending events (for the status)
-        self.buffers: dict[str, list[dict[str, Any]]] = {n: [] for n in OUTPUTS}
+        self.buffers: dict[str, Rows] = {n: Rows() for n in OUTPUTS}
         self.writers: dict[tuple[str, int], Any] = {}  # commit thread only
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="kernelstream-commit")
         self.tasks: list[Any] = []  # futures of row-group writes (their errors)
@@ -123,7 +148,12 @@ class Committer(beam.DoFn):
         self.last_status = 0.0
         self.started = time.time()
         self.totals = _Totals()
+        self.records_at: float | None = None  # wall time the records count last moved
         self.changed = False
+        # Learn hands over a model's state right after its rows (models held in this worker),
+        # so a snapshot can be cut at any reader progress, mid-bundle; with models as bytes in
+        # Beam state the states come at Learn's finish_bundle, and so do the snapshots
+        self.cut_anywhere = not job.state_in_beam
         crash_point("start")
         self._status(force=True)
 
@@ -148,8 +178,17 @@ class Committer(beam.DoFn):
                 moved = 0 if before is None else value.next_offset - before
                 self.since_records += moved
                 self.totals.records += moved
+                self.records_at = time.time()
                 self.offsets[tp] = value.next_offset
                 self.changed = True
+            if self.cut_anywhere and value.last:
+                # the group's offsets cover every record it emitted, those have been learnt,
+                # their rows are here, and Learn has passed on the state of every model they
+                # touched: a consistent cut
+                self._collect()
+                if self.changed and self._due():
+                    self._snapshot()
+                self._status()
             return
         if tag == STATES_TAG:
             key, st = value
@@ -166,7 +205,8 @@ class Committer(beam.DoFn):
         self.changed = True
         field = _RECORD_TIME.get(tag)  # the newest record's timestamp, for the lag
         if field is not None:
-            ms = max(map(operator.itemgetter(field), value))
+            ms = (value.max_of(field) if isinstance(value, Rows)
+                  else max(map(operator.itemgetter(field), value)))
             if self.totals.last_ts_ms is None or ms > self.totals.last_ts_ms:
                 self.totals.last_ts_ms = ms
         if len(buf) >= ROW_GROUP:
@@ -175,13 +215,15 @@ class Committer(beam.DoFn):
     def finish_bundle(self) -> None:
         self._collect()
         drain = draining(self.job)
-        due = (self.since_records >= self.job.snapshot_every
-               or time.monotonic() - self.last_snapshot >= self.job.snapshot_seconds)
-        if self.changed and (due or drain):
+        if self.changed and (self._due() or drain):
             self._snapshot(wait=drain)
         elif drain:
             self._settle()
         self._status()
+
+    def _due(self) -> bool:
+        return (self.since_records >= self.job.snapshot_every
+                or time.monotonic() - self.last_snapshot >= self.job.snapshot_seconds)
 
     # -- files and snapshots ---------------------------------------------------------------
     def _write(self, name: str) -> None:
@@ -190,12 +232,11 @@ class Committer(beam.DoFn):
         rows = self.buffers[name]
         if not rows:
             return
-        self.buffers[name] = []
+        self.buffers[name] = Rows()
         self.in_epoch += len(rows)
         self.tasks.append(self.pool.submit(self._write_rows, name, self.epoch, rows))
 
-    def _write_rows(self, name: str, epoch: int, rows: list[dict[str, Any]]) -> None:
-        import pyarrow as pa
+    def _write_rows(self, name: str, epoch: int, rows: Rows) -> None:
         import pyarrow.parquet as pq
 
         from kernelstream.engine.snapshot_outputs import pending_path
@@ -204,13 +245,13 @@ class Committer(beam.DoFn):
         w = self.writers.get((name, epoch))
         if w is None:
             path = pending_path(self.job.out, name, epoch, self.job.part)
-            w = self.writers[(name, epoch)] = pq.ParquetWriter(path, schema)
-        # pyarrow converts Python rows holding the GIL, and a C call is never preempted: in
-        # slices, the stream's thread gets the GIL back every ~2 ms instead of once per 8192
-        # rows (~40 ms). (Encoding the row group releases the GIL.)
-        table = pa.Table.from_batches(
-            [pa.RecordBatch.from_pylist(rows[i:i + CONVERT_SLICE], schema=schema)
-             for i in range(0, len(rows), CONVERT_SLICE)], schema=schema)
+            w = self.writers[(name, epoch)] = pq.ParquetWriter(
+                path, schema, use_dictionary=DICTIONARY_COLUMNS[name])
+        # pyarrow converts Python rows holding the GIL, and a C call is never preempted: row
+        # dicts go in slices, so the stream's thread gets the GIL back every ~2 ms instead of
+        # once per 8192 rows (~40 ms); column blocks convert without a Python object per
+        # value. (Encoding the row group releases the GIL.)
+        table = rows.table(schema, CONVERT_SLICE)
         w.write_table(table, row_group_size=max(1, len(rows)))
 
     def _collect(self) -> None:
@@ -242,12 +283,12 @@ class Committer(beam.DoFn):
     def _snapshot(self, wait: bool = False) -> None:
         """Cut a snapshot here and commit it on the commit thread (``wait``: and wait for
         it). While the previous one is still being committed it is deferred to a later
-        bundle's end, unless ``wait`` or the stream has read two intervals
+        round's end, unless ``wait`` or the stream has read two intervals
         (``snapshot_every``) since the last cut: then it waits, so snapshots keep to their
         interval and a restart never replays more than that."""
         if self.inflight is not None:
             if not wait and self.since_records < 2 * self.job.snapshot_every:
-                return  # the next bundle's end tries again
+                return  # the next round's end tries again
             self._settle()
         for name in OUTPUTS:
             self._write(name)
@@ -271,12 +312,12 @@ class Committer(beam.DoFn):
 
     def _commit(self, epoch: int, cuts: dict[str, Any] | None,
                 offsets: dict[tuple[str, int], int], info: dict[str, Any], writer: Any,
-                sent: list[Any] | None, rows: int) -> tuple[int, int]:
+                sent: Any, rows: int) -> tuple[int, int]:
         """On the commit thread: the snapshot of ``epoch`` (its rows already written)."""
         from kernelstream.engine.snapshot_outputs import publish
 
         if writer is not None:
-            writer.wait(sent or [])  # nothing committed that has not reached Kafka
+            writer.wait(sent)  # nothing committed that has not reached Kafka
         for key in [k for k in self.writers if k[1] == epoch]:
             self.writers.pop(key).close()  # complete files (footer) before the commit
         crash_point("before-commit")
@@ -294,12 +335,15 @@ class Committer(beam.DoFn):
     def _status(self, force: bool = False) -> None:
         """The status file the launcher's progress lines read (throttled; atomic)."""
         now = time.monotonic()
-        if not force and now - self.last_status < 0.5:
+        if not force and now - self.last_status < STATUS_EVERY_S:
             return
         self.last_status = now
         wall = time.time()
         last = self.totals.last_ts_ms
+        # records_at: when ``records`` was reached (the file is rewritten at most every
+        # STATUS_EVERY_S, so its time can be later), e.g. for measuring rates
         doc = {"time": wall, "started": self.started, "pid": os.getpid(),
+               "records_at": self.records_at,
                # now - newest record timestamp processed
                "lag_ms": None if last is None else max(0, int(wall * 1000) - last),
                "epoch": self.committed,

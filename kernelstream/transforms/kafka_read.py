@@ -46,6 +46,7 @@ the pipeline ends.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import pickle
 import threading
@@ -71,6 +72,7 @@ from kernelstream.kafka_client.partitions import (
 )
 
 PROGRESS_TAG = "progress"
+_TIMESTAMP = operator.itemgetter(3)  # SourceRecord.timestamp_ms
 
 _DRAIN = threading.Event()
 
@@ -139,12 +141,15 @@ beam.coders.registry.register_coder(Batched, BatchCoder)
 
 
 class ReadProgress(NamedTuple):
-    """After a reader's call: the next offset to read of ``topic``/``partition``; every record
-    before it has been emitted (a snapshot's source offset)."""
+    """After a reader's round: the next offset to read of ``topic``/``partition``; every record
+    before it has been emitted (a snapshot's source offset). A round emits one per partition
+    of its group; ``last`` marks the group's last one, after which the offsets of every
+    partition of the group cover what the round emitted (a consistent cut)."""
 
     topic: str
     partition: int
     next_offset: int
+    last: bool = True
 
 
 # -- restriction ----------------------------------------------------------------------------------
@@ -363,23 +368,22 @@ class _ReadGroups(beam.DoFn):
         offsets without records behind them, and emit the progress; True when the runner
         split the restriction away meanwhile."""
         split_away = False
-        batch: list[SourceRecord] = []
-        for rec in out:
-            i = reader.index[(rec.topic, rec.partition)]
-            if not tracker.try_claim((i, rec.offset + 1)):
-                split_away = True  # the runner split the restriction meanwhile
-                break
-            claimed[i] = rec.offset + 1
-            prev = reader.newest_ts[i]
-            reader.newest_ts[i] = rec.timestamp_ms if prev is None else max(prev,
-                                                                           rec.timestamp_ms)
-            if self.batch_records:
-                batch.append(rec)
-            else:
+        if self.batch_records:
+            batch, split_away = self._claim_runs(reader, out, claimed, tracker)
+            if batch:
+                oldest = min(map(_TIMESTAMP, batch))
+                yield TimestampedValue(RecordBatch(batch), Timestamp(micros=oldest * 1000))
+        else:
+            for rec in out:
+                i = reader.index[(rec.topic, rec.partition)]
+                if not tracker.try_claim((i, rec.offset + 1)):
+                    split_away = True  # the runner split the restriction meanwhile
+                    break
+                claimed[i] = rec.offset + 1
+                prev = reader.newest_ts[i]
+                reader.newest_ts[i] = (rec.timestamp_ms if prev is None
+                                       else max(prev, rec.timestamp_ms))
                 yield TimestampedValue(rec, Timestamp(micros=rec.timestamp_ms * 1000))
-        if batch:
-            oldest = min(r.timestamp_ms for r in batch)
-            yield TimestampedValue(RecordBatch(batch), Timestamp(micros=oldest * 1000))
         if not split_away:
             # offsets without records (markers, compacted away, past a stop) behind an empty
             # buffer are claimed too, so progress and stops move past them
@@ -393,11 +397,38 @@ class _ReadGroups(beam.DoFn):
         self._advance_watermark(reader, stop, watermark)
         wm = watermark.current_watermark()
         wm = MIN_TIMESTAMP if wm is None else wm
-        for (topic, p), off in zip(reader.keys, claimed, strict=True):
-            item = TimestampedValue(ReadProgress(topic, p, off), wm)
+        final = len(reader.keys) - 1
+        for i, ((topic, p), off) in enumerate(zip(reader.keys, claimed, strict=True)):
+            item = TimestampedValue(ReadProgress(topic, p, off, i == final), wm)
             yield item if self.progress_in_records else beam.pvalue.TaggedOutput(PROGRESS_TAG,
                                                                                  item)
         return split_away
+
+    @staticmethod
+    def _claim_runs(reader: GroupReader, out: list[SourceRecord], claimed: list[int],
+                    tracker: Any) -> tuple[list[SourceRecord], bool]:
+        """Claim ``out`` a run at a time (consecutive records of one partition: one claim
+        of the run's last offset, not one per record) and return the records claimed, a
+        prefix of ``out`` in merge order, and whether the runner split the restriction
+        away meanwhile (a split lands between claims, so between runs)."""
+        n = len(out)
+        j = 0
+        while j < n:
+            first = out[j]
+            topic, part = first.topic, first.partition
+            k = n if len(reader.keys) == 1 else j + 1
+            while k < n and out[k].partition == part and out[k].topic == topic:
+                k += 1
+            i = reader.index[(topic, part)]
+            nxt = out[k - 1].offset + 1
+            if not tracker.try_claim((i, nxt)):
+                return out[:j], True
+            claimed[i] = nxt
+            newest = max(map(_TIMESTAMP, out[j:k]) if k - j < n else map(_TIMESTAMP, out))
+            prev = reader.newest_ts[i]
+            reader.newest_ts[i] = newest if prev is None else max(prev, newest)
+            j = k
+        return out, False
 
     def _advance_watermark(self, reader: GroupReader, stop: Sequence[int] | None,
                            watermark: Any) -> None:

@@ -57,32 +57,28 @@ _KAFKA_WRITERS: dict[str, WriteKafkaRows] = {}
 
 class WriteKafkaRows(beam.DoFn):
     """Items ``(output name, rows)`` → a message per row on that output's topic, sent at once
-    (``linger_ms`` 2 unless ``--kafka-option`` says otherwise). Every item is passed on to
-    the Committer, which waits for them (:meth:`sent` at a snapshot's cut, then :meth:`wait`)
-    before it commits that snapshot: a committed row has reached Kafka (a failed send fails
-    the run, and nothing is committed). Bundles in between do not wait for the brokers."""
+    by the run's row producer (:func:`~kernelstream.kafka_client.producers.row_producer`:
+    confluent-kafka unless ``--kafka-client kafka-python`` or settings it cannot take).
+    Every item is passed on to the Committer, which waits for them (:meth:`sent` at a
+    snapshot's cut, then :meth:`wait`) before it commits that snapshot: a committed row has
+    reached Kafka (a failed send fails the run, and nothing is committed). Bundles in
+    between do not wait for the brokers."""
 
     def __init__(self, job: StreamJob) -> None:
         self.job = job
         self.topics: dict[str, str] = {}
         self.producer: Any = None
-        self.futures: list[Any] = []
         self.partitions: dict[str, list[int]] = {}
         self.where: dict[tuple[str, str], int] = {}
 
     def setup(self) -> None:
-        from kernelstream.kafka_client.clients import KafkaTopic
-        from kernelstream.kafka_client.sink import KafkaWriter
+        from kernelstream.kafka_client.producers import row_producer
 
         assert self.job.kafka_out is not None
         self.topics = self.job.output_topics()
-        # one producer for every output topic (KafkaWriter's: acks=all), sending at once
-        first = next(iter(self.topics.values()))
-        settings = (("linger_ms", "2"), *self.job.client)
-        self.producer = KafkaWriter(KafkaTopic(self.job.kafka_out, first), settings).producer
-        self.futures = []
-        self.partitions = {t: sorted(self.producer.partitions_for(t))
-                           for t in self.topics.values()}
+        self.producer = row_producer(self.job.kafka_out, self.job.client,
+                                     self.job.kafka_client)
+        self.partitions = {t: self.producer.partitions(t) for t in self.topics.values()}
         self.where = {}
         _KAFKA_WRITERS[self.job.control] = self
 
@@ -103,41 +99,32 @@ class WriteKafkaRows(beam.DoFn):
         name, rows = item
         topic = self.topics.get(name)
         if topic is not None:  # an output sent to Kafka (not states, progress)
-            send, futures = self.producer.send, self.futures
+            send = self.producer.send
             for row in rows:
                 key, value = row_message(row)
-                futures.append(send(topic, key=key, value=value,
-                                    partition=self._partition(topic, row)))
+                send(topic, key, value, self._partition(topic, row))
+            self.producer.poll()
         yield item
 
     def finish_bundle(self) -> None:
-        # keep only what the brokers have not acknowledged yet; a failed send fails now
-        waiting = []
-        for f in self.futures:
-            if not f.is_done:
-                waiting.append(f)
-            elif f.failed():
-                f.get(timeout=0)
-        self.futures = waiting
+        self.producer.poll()  # a failed send fails now
 
-    def sent(self) -> list[Any]:
-        """The sends not yet known to be acknowledged (a copy): what :meth:`wait` checks."""
-        return list(self.futures)
+    def sent(self) -> Any:
+        """A mark of the rows sent so far: what :meth:`wait` waits for."""
+        return self.producer.mark()
 
-    def wait(self, futures: list[Any]) -> None:
-        """Wait until the brokers have every row sent so far, and raise the error of any of
-        ``futures`` (:meth:`sent` at a snapshot's cut) that failed. Thread-safe: the
+    def wait(self, sent: Any) -> None:
+        """Wait until the brokers have every row sent before ``sent`` (:meth:`sent` at a
+        snapshot's cut), and raise the error of one that failed. Thread-safe: the
         Committer's commit thread calls it while this DoFn goes on sending."""
-        self.producer.flush()
-        for f in futures:
-            f.get(timeout=0)
+        self.producer.wait(sent)
         crash_point("kafka-flush")
 
     def teardown(self) -> None:
         if _KAFKA_WRITERS.get(self.job.control) is self:
             del _KAFKA_WRITERS[self.job.control]
         if self.producer is not None:
-            self.producer.close(timeout=5)
+            self.producer.close(5)
             self.producer = None
 
 

@@ -11,12 +11,15 @@ stage after a ``Flatten`` (measured: the FnApiRunner materializes a Flatten's in
 graph is one chain and every DoFn is fused into the reader's stage: each bundle is one reader
 call, its records (one :class:`~kernelstream.transforms.kafka_read.RecordBatch` element:
 Beam's per-element cost, ~20 µs a DoFn, is paid per call and model, not per record) followed
-by the reader's progress (``progress_in_records``), and Learn's ``finish_bundle`` (the states
-it wrote) runs before Commit's. Everything Commit needs travels through Learn as *items*
-``(name, payload)``: ``(output, rows)`` for the five outputs (a list of rows each),
-``("states", (key, ModelState))`` and ``("progress", ReadProgress)``; Route hands progress
-and its dead letters to Learn under the key ``""`` (no model has it), and Learn passes them
-on. :class:`SplitOutputs` turns items into one PCollection of rows per output.
+by the reader's progress (``progress_in_records``). Everything Commit needs travels through
+Learn as *items* ``(name, payload)``: ``(output, rows)`` for the five outputs (a list of rows
+each), ``("states", (key, ModelState))`` (right after a model's rows) and ``("progress",
+ReadProgress)``; Route hands progress and its dead letters to Learn under the key ``""`` (no
+model has it), and Learn passes them on. So at a round's last progress item Commit holds
+every row and state the records before it made, and it may cut a snapshot there,
+mid-bundle: a bundle (a reader call, ``call_ms``) is not bounded by the snapshot interval,
+and its end, ~10-20 ms of Beam's bookkeeping during which nothing is read, comes rarely.
+:class:`SplitOutputs` turns items into one PCollection of rows per output.
 
 On a runner that inserts a keyed shuffle before the stateful Learn (Flink, Dataflow) the graph
 stays correct, but Commit then runs downstream of that shuffle, and a snapshot is a consistent
@@ -31,8 +34,9 @@ checkpointing.
   the engine's own bytes, :class:`ModelStateCoder`). A key whose state is empty is restored
   from the snapshot the run resumed from (``SnapshotView.get``, read lazily by key: no side
   input), else warm-started from ``--init-from``, else new. It applies a model's records
-  with :meth:`StreamEngine.process_many`; its rows leave as one item per output, and at
-  ``finish_bundle`` the states it wrote.
+  with :meth:`StreamEngine.process_many`; its rows leave as one item per output, then its
+  state (the live object; with ``--state_in_beam``, where each bundle decodes its own copy,
+  the states it wrote leave at ``finish_bundle``, and snapshots wait for a bundle's end).
 * :class:`~kernelstream.transforms.committer.Committer` (one per worker, not keyed) writes the
   rows to Parquet files and commits the states and offsets as snapshots (its module says how).
 * :class:`~kernelstream.transforms.kafka_rows.WriteKafkaRows` sends every row at once to
@@ -48,6 +52,7 @@ has always offered (:class:`StreamJob`, :class:`Committer`, :class:`WriteKafkaRo
 from __future__ import annotations
 
 import gc
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -92,6 +97,7 @@ from kernelstream.transforms.stream_job import (
 # at the end of a 500 ms reader call, during which no record is read (measured on Beam 2.77).
 # A short period bounds that wait; sampling only feeds Beam's msec counters.
 SAMPLING_PERIOD_MS = 5
+SWITCH_INTERVAL_S = 0.001  # the GIL switch interval of a stream worker (see _LearnBase.setup)
 
 
 def short_state_sampling() -> None:
@@ -274,6 +280,10 @@ class _LearnBase(beam.DoFn):
         # cyclic collector's view, so a full collection no longer walks it (~50 ms a time,
         # every few thousand records: throughput and latency spikes).
         gc.freeze()
+        # The commit thread's Python work (rows to Arrow, snapshots) holds the GIL in turns
+        # with this thread: a record that arrives meanwhile waited up to the switch interval
+        # (5 ms by default) for it, 1 ms here (measured: p99 of that wait 8 -> 4.5 ms).
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         short_state_sampling()  # for the bundle processors this worker creates later
         self.engine = StreamEngine(self.job.spec)
         if self.job.checkpoint is not None and self.job.resume_epoch is not None:
@@ -316,12 +326,19 @@ class _LearnBase(beam.DoFn):
         held = model.read()
         st = self.restore(key) if held is None else held.st
         out = self.engine.process_many(key, st, parsed)
-        model.write(HeldState(st) if held is None else held)
-        self.wrote[key] = st
+        if held is None or self.job.state_in_beam:
+            # Kept in this worker, the model changes in place: Beam's state (its token) is
+            # written once. (Each write makes the SDK's state cache weigh the value at the
+            # bundle's end, ~3 ms a key on Beam 2.77: objsize scans every module first.)
+            model.write(HeldState(st) if held is None else held)
         self.last_ts = ts
         for name, rows in out.items():
             if rows:
                 yield name, rows
+        if self.job.state_in_beam:
+            self.wrote[key] = st  # handed over at finish_bundle (a new object each bundle)
+        else:
+            yield STATES_TAG, (key, st)  # the live object: the Committer may cut it any time
         crash_point("learn", len(parsed))
 
     def finish_bundle(self) -> Iterator[Any]:
@@ -375,7 +392,9 @@ class LiveStream(beam.PTransform):
             client=job.client, poll_timeout_ms=job.poll_timeout_ms,
             max_records=job.max_records, merge_idle_ms=job.merge_idle_ms,
             drain_path=job.drain_path, progress_in_records=True, batch_records=True,
-            call_ms=job.call_ms, call_records=job.snapshot_every,
+            # snapshots wait for a bundle's end only with models in Beam state
+            call_ms=job.reader_call_ms,
+            call_records=job.snapshot_every if job.state_in_beam else 0,
             kafka_client=job.kafka_client)
         items = (read.records
                  | "Route" >> beam.ParDo(RouteRecords(job)).with_output_types(

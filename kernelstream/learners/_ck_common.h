@@ -1,0 +1,145 @@
+/* The arithmetic every compiled kernel module shares (kernelstream.learners.compiled): buffer
+ * access, squared norms, and the kernel row and score of one example against a store. Static
+ * functions: each module that includes this compiles its own copy of the same code, so every
+ * module computes a row with the same instructions. See _ckernels.c for the numerical rules
+ * (sequential sums, no FMA contraction). */
+#ifndef KS_CK_COMMON_H
+#define KS_CK_COMMON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { K_GAUSSIAN = 0, K_POLYNOMIAL = 1, K_LINEAR = 2 };
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} Buf;
+
+static inline int get_buf(PyObject *obj, Buf *b, int writable, const char *name, char fmt) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &b->view, flags) < 0) {
+        PyErr_Format(PyExc_TypeError, "_ckernels: %s must be a C-contiguous%s array", name,
+                     writable ? " writable" : "");
+        return -1;
+    }
+    b->held = 1;
+    const char *f = b->view.format;
+    if (f[0] == '<' || f[0] == '=' || f[0] == '@') f++;
+    char want = fmt;
+    int ok = b->view.itemsize == 8 && (f[0] == want || (want == 'q' && f[0] == 'l'))
+             && f[1] == '\0';
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "_ckernels: %s must be %s", name,
+                     fmt == 'd' ? "float64" : "int64");
+        return -1;
+    }
+    return 0;
+}
+
+static inline void release(Buf *bufs, int n) {
+    for (int i = 0; i < n; i++)
+        if (bufs[i].held) {
+            PyBuffer_Release(&bufs[i].view);
+            bufs[i].held = 0;
+        }
+}
+
+static inline Py_ssize_t n_items(const Buf *b) { return b->view.len / 8; }
+
+/* ---- the arithmetic ------------------------------------------------------------------- */
+
+/* ||x||^2, summed in index order. */
+static inline double sqnorm(const double *x, Py_ssize_t d) {
+    double s = 0.0;
+    for (Py_ssize_t i = 0; i < d; i++) s += x[i] * x[i];
+    return s;
+}
+
+/* Positions of the non-zeros of z; returns their count. */
+static inline Py_ssize_t nonzeros(const double *z, Py_ssize_t d, Py_ssize_t *nz) {
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < d; i++)
+        if (z[i] != 0.0) nz[m++] = i;
+    return m;
+}
+
+/* k_j = <X_j, z> for the n stored rows (row-major, width d), over z's non-zeros nz[0..m).
+ * Four rows at a time: four independent sums, each in index order. */
+static inline void dots(const double *X, Py_ssize_t n, Py_ssize_t d, const double *z,
+                 const Py_ssize_t *nz, Py_ssize_t m, double *k) {
+    Py_ssize_t j = 0;
+    if (m == d) { /* dense example: contiguous reads */
+        for (; j + 4 <= n; j += 4) {
+            const double *x0 = X + j * d, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
+            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+            for (Py_ssize_t i = 0; i < d; i++) {
+                double zi = z[i];
+                s0 += x0[i] * zi;
+                s1 += x1[i] * zi;
+                s2 += x2[i] * zi;
+                s3 += x3[i] * zi;
+            }
+            k[j] = s0; k[j + 1] = s1; k[j + 2] = s2; k[j + 3] = s3;
+        }
+        for (; j < n; j++) {
+            const double *x0 = X + j * d;
+            double s0 = 0.0;
+            for (Py_ssize_t i = 0; i < d; i++) s0 += x0[i] * z[i];
+            k[j] = s0;
+        }
+        return;
+    }
+    for (; j + 4 <= n; j += 4) {
+        const double *x0 = X + j * d, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        for (Py_ssize_t t = 0; t < m; t++) {
+            Py_ssize_t i = nz[t];
+            double zi = z[i];
+            s0 += x0[i] * zi;
+            s1 += x1[i] * zi;
+            s2 += x2[i] * zi;
+            s3 += x3[i] * zi;
+        }
+        k[j] = s0; k[j + 1] = s1; k[j + 2] = s2; k[j + 3] = s3;
+    }
+    for (; j < n; j++) {
+        const double *x0 = X + j * d;
+        double s0 = 0.0;
+        for (Py_ssize_t t = 0; t < m; t++) s0 += x0[nz[t]] * z[nz[t]];
+        k[j] = s0;
+    }
+}
+
+/* The kernel row k_j = kappa(X_j, z) from the dots (in place), in the order of the numpy
+ * reference (kernels.Gaussian.row): (-2 <x, z> + ||x||^2) + ||z||^2, clipped at 0, times
+ * -gamma, exponentiated. Returns f = sum_j a_j k_j (index order). */
+static inline double row_score(const double *X, const double *sqn, const double *a, Py_ssize_t n,
+                        Py_ssize_t d, const double *z, double zz, int kind, double p,
+                        long degree, Py_ssize_t *nz, double *k) {
+    if (n == 0) return 0.0;
+    Py_ssize_t m = nonzeros(z, d, nz);
+    dots(X, n, d, z, nz, m, k);
+    double f = 0.0;
+    if (kind == K_GAUSSIAN) {
+        for (Py_ssize_t j = 0; j < n; j++) {
+            double v = k[j] * -2.0;
+            v += sqn[j];
+            v += zz;
+            if (!(v > 0.0)) v = 0.0; /* round-off can make a distance slightly negative */
+            v *= p;
+            /* exp underflows to exactly +0 below -746 (kernels.EXP_ZERO_BELOW); libm is slow
+             * on such arguments */
+            k[j] = v < -746.0 ? 0.0 : exp(v);
+        }
+    } else if (kind == K_POLYNOMIAL && degree != 1) {
+        for (Py_ssize_t j = 0; j < n; j++) k[j] = degree == 2 ? k[j] * k[j] : pow(k[j], (double)degree);
+    }
+    for (Py_ssize_t j = 0; j < n; j++) f += a[j] * k[j];
+    return f;
+}
+
+#endif /* KS_CK_COMMON_H */
