@@ -160,16 +160,16 @@ class Progress:
         if st.learner is not None and st.learner.task == "classification" and tot.examples:
             err = f", mistake rate {100.0 * tot.mistakes / tot.examples:.2f}%"
         el = now - self.t0
-        done = f"{self.examples:,}"
+        done = f"{self.examples:,} examples"
         eta = ""
         if self.total is not None:
             share = min(self.examples / self.total, 1.0)
-            done += f" of {self.total:,} ({100.0 * share:.0f}%)"
+            done = f"{self.examples:,} of {self.total:,} examples ({100.0 * share:.0f}%)"
             if self.examples:
                 left = max(self.total - self.examples, 0) * el / self.examples
                 eta = f", ETA {fmt_duration(left)}"
         rate = "-" if self.busy <= 0 else f"{self.examples / self.busy:,.0f}"
-        return (f"{done} examples learnt in {fmt_duration(el)}{eta} (learning {rate}/s); "
+        return (f"{done} learnt in {fmt_duration(el)}{eta} (learning {rate}/s); "
                 f"stream {key} at {tot.examples:,} examples{err}")
 
 

@@ -238,7 +238,10 @@ def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     path, table = write_tuned(doc, config.out)
     print(tuning.format_table(doc))
     best = ", ".join(f"{k}={tuning.param_text(v)}" for k, v in doc["tuned"].items())
-    print(f"chosen: {best} ({doc['score']['metric']} {doc['score']['value']:.4f})")
+    score = doc["score"]
+    print(f"chosen: {best} (" + (f"mistake rate {score['value']:.4f}%" if score["metric"]
+                                 == "mistake_rate" else f"average loss {score['value']:.6f}")
+          + ")")
     print(f"tuned: {path}  (table: {table}; use: {PROG} replay {config.data} --params-from "
           f"{path})")
     return 0
