@@ -271,8 +271,8 @@ class _LibsvmBuilder:
 
     def __init__(self, n_features: int | None) -> None:
         self.d = None if n_features is None else int(n_features)
-        direct = self.d is not None and self.d >= 0
-        self.X = np.zeros((0, self.d), dtype=np.float64) if direct else None
+        self.X = (np.zeros((0, self.d), dtype=np.float64)
+                  if self.d is not None and self.d >= 0 else None)  # else: rows kept as pairs
         self.parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray] | None] = []
         self.table: dict[str, int] = {}
         self.codes: list[np.ndarray] = []

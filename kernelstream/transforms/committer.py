@@ -186,9 +186,10 @@ class Committer(beam.DoFn):
         _freeze_startup_heap()
 
     def teardown(self) -> None:
-        if getattr(self, "pool", None) is not None:
-            self.pool.shutdown(wait=True)
-            self.pool = None
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True)
+            del self.pool
         for w in self.writers.values():
             w.close()  # files of an uncommitted epoch: the next start deletes them
         self.writers = {}
