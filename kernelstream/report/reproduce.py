@@ -4,7 +4,8 @@
 The files differ from paper to paper, so they are read by shape, not by name: every list of
 records at the top level becomes a table (split by its ``table`` or ``group`` field when it
 has one), a mapping of records becomes a table with the keys as first column, and the
-remaining top-level values are the file's settings. Cells show numbers to four significant
+remaining top-level values are the file's settings (all there is in a file without
+records, such as a benchmark's medians). Cells show numbers to four significant
 digits, parameter mappings as ``key=value``, per-run lists as their count, and ``passed`` as
 PASS / FAIL.
 """
@@ -67,7 +68,7 @@ def fmt(v: Any, key: str = "") -> Cell:
     if isinstance(v, float):
         return Cell(_num(v))
     if isinstance(v, dict):
-        return Cell(", ".join(f"{k}={fmt(x).text}" for k, x in v.items()))
+        return Cell(", ".join(f"{k}={fmt(x).text}" for k, x in v.items()), "params")
     if isinstance(v, list):
         if v and all(isinstance(x, dict) for x in v):
             return Cell(f"{len(v)} runs" if key == "runs" else f"{len(v)} records")
@@ -136,6 +137,4 @@ def load_results(path: str, label: str) -> ResultFile:
         else:
             text = fmt(v, k).text
             settings.append((k, text if len(text) <= 300 else text[:300] + " …"))
-    if not tables:
-        raise ReportError(f"{path}: no result tables in this JSON file")
     return ResultFile(label or os.path.basename(path), path, settings, tables)
