@@ -203,9 +203,11 @@ def prediction_curves(table: pa.Table, series: dict[str, Series], seed: int,
             win.append(_windowed(c, v, idx, w))
             counts = _sv_total(ent[rows], n_sv[rows]) if key_by else n_sv[rows]
             sv.append(counts[idx].astype(np.float64))
-        x = idx + 1
+        # stream positions (a checkpointed run's start where the previous run ended)
+        x = idx + 1 if key_by else pos[ordered[0][idx]] + 1
+        full = idx + 1 >= w  # a window not yet full is a noisy prefix of the stream
         s.cumulative = Band(x, np.array(cum))
-        s.windowed = Band(x, np.array(win))
+        s.windowed = Band(x[full], np.array(win)[:, full])
         s.window = w
         s.n_sv = Band(x, np.array(sv))
 
@@ -271,7 +273,7 @@ def metrics_curves(metrics: pa.Table, series: dict[str, Series],
             first = by_perm[min(by_perm)]
             s.window = int(first[0]["window_end"] - first[0]["window_start"])
             s.n_sv = _band(by_perm, "n_support_vectors")
-        dists = [[r["kernel_distribution"] for r in rows] for rows in by_perm.values()]
+        dists = [[r.get("kernel_distribution") for r in rows] for rows in by_perm.values()]
         if any(d is None for rows in dists for d in rows) or not dists[0]:
             continue
         t = min(len(rows) for rows in dists)

@@ -24,6 +24,7 @@ WIDTH = 11.0  # inches: 1100 px at DPI
 STYLES = ("-", "--", ":", "-.")
 BINS = 30
 LOG_X_RATIO = 8.0
+SETTLE = 0.02
 
 
 @dataclass
@@ -78,6 +79,19 @@ def _legend(ax: Axes, n: int) -> None:
         ax.legend(fontsize=8, frameon=False, ncol=1 if n <= 6 else 2)
 
 
+def _y_range(ax: Axes, bands: list[Band]) -> None:
+    """Fit the y axis to the curves after their first :data:`SETTLE` of the stream, where the
+    first few examples' 0 or 100 % would flatten everything else."""
+    vals = [b.y[:, b.x > SETTLE * b.x[-1]] for b in bands if b.x.size]
+    vals = [v[np.isfinite(v)] for v in vals]
+    vals = [v for v in vals if v.size]
+    if not vals:
+        return
+    lo, hi = float(min(v.min() for v in vals)), float(max(v.max() for v in vals))
+    pad = 0.08 * (hi - lo) if hi > lo else 0.05 * abs(hi) + 1e-9
+    ax.set_ylim(max(0.0, lo - pad) if lo >= 0 else lo - pad, hi + pad)
+
+
 def _x_scale(axes: list[Axes], bands: list[Band]) -> None:
     """Log examples when the streams differ in length by more than :data:`LOG_X_RATIO`, so
     that a short run is not squeezed against the axis by a long one."""
@@ -94,14 +108,15 @@ def curves(runs: list[Run], regression: bool) -> Chart | None:
     left, right = fig.subplots(1, 2)
     n = 0
     windows = set()
-    bands = []
+    bands, windowed = [], []
     for run in runs:
         for s in run.series:
             if s.regression != regression or s.cumulative is None:
                 continue
             bands.append(s.cumulative)
             _line(left, s.cumulative, pal.color(run, s), pal.style(run), pal.name(run, s))
-            if s.windowed is not None:
+            if s.windowed is not None and s.windowed.x.size:
+                windowed.append(s.windowed)
                 _line(right, s.windowed, pal.color(run, s), pal.style(run), pal.name(run, s))
                 windows.add(s.window)
             n += 1
@@ -114,6 +129,8 @@ def curves(runs: list[Run], regression: bool) -> Chart | None:
     for ax in (left, right):
         ax.grid(alpha=0.3)
     _x_scale([left, right], bands)
+    _y_range(left, bands)
+    _y_range(right, windowed)
     _legend(left, n)
     ident = "fig-loss" if regression else "fig-mistakes"
     title = "Average loss" if regression else "Mistake rate"

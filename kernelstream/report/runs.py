@@ -223,9 +223,14 @@ def load_run(path: str, label: str) -> Run:
     key_by = summary.get("key_by") is not None
     metrics = read_columns(root / "metrics", METRICS_COLUMNS)
     meta: dict[str, dict[str, Any]] = {}
+    has_kernels = False
     if metrics is not None:
-        for r in metrics.select(["config", "learner", "task", "loss_name"]).to_pylist():
-            meta.setdefault(r["config"], r)
+        for name in pc.unique(metrics.column("config")).to_pylist():
+            first = metrics.filter(pc.equal(metrics.column("config"), name)).slice(0, 1)
+            meta[name] = first.select(["learner", "task", "loss_name"]).to_pylist()[0]
+        if "kernel_distribution" in metrics.column_names:  # older runs have none
+            dist = metrics.column("kernel_distribution")
+            has_kernels = dist.null_count < len(dist)
     series: dict[str, Series] = {}
     for row in rows:
         name = str(row["label"])
@@ -238,7 +243,8 @@ def load_run(path: str, label: str) -> Run:
     from_predictions = 0 < n_pred <= MAX_PREDICTION_ROWS
     predictions = None
     if from_predictions:
-        cols = PREDICTION_COLUMNS + (["entity", "id"] if key_by else []) + ["selected_kernel"]
+        cols = (PREDICTION_COLUMNS + (["entity", "id"] if key_by else [])
+                + (["selected_kernel"] if has_kernels else []))
         predictions = read_columns(root / "predictions", cols)
         if predictions is not None and predictions.num_rows:
             prediction_curves(predictions, series, int(summary.get("seed") or 0), key_by)
