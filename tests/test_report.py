@@ -237,8 +237,8 @@ def test_reproduce_results_get_their_tables(tmp_path: Path) -> None:
 def test_errors_are_one_line_with_exit_2(tmp_path: Path, runs: dict[str, Path],
                                          capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    def refused(*args: str) -> str:
-        assert main(["report", *args, "--out", str(tmp_path / "r.html")]) == 2
+    def refused(*args: str, out: Path = tmp_path / "r.html") -> str:
+        assert main(["report", *args, "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and err.startswith("kernelstream report: error: ")
         return err
@@ -246,23 +246,28 @@ def test_errors_are_one_line_with_exit_2(tmp_path: Path, runs: dict[str, Path],
     assert "no such file" in refused(str(tmp_path / "nope"))
     (tmp_path / "empty").mkdir()
     assert "no summary.json" in refused(str(tmp_path / "empty"))
+    follow = tmp_path / "follow" / "ckpt-000001"  # replay --follow: one run per folder
+    follow.mkdir(parents=True)
+    shutil.copy(runs["budgets"] / "summary.json", follow)
+    assert "its folders ckpt-000001 are runs" in refused(str(follow.parent))
     stream = tmp_path / "stream"
     stream.mkdir()
     (stream / "summary.json").write_text(json.dumps({"schema": 1, "command": "stream"}))
     assert "not a replay run folder" in refused(str(stream))
     (tmp_path / "list.json").write_text("[1, 2]")
     assert "JSON object" in refused(str(tmp_path / "list.json"))
-    assert "does not exist" in _out_folder_missing(tmp_path, runs, capsys)
+    assert "does not exist" in refused(str(runs["budgets"]), out=tmp_path / "no" / "r.html")
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
     assert "pip install 'kernelstream[report]'" in refused(str(runs["budgets"]))
     assert not (tmp_path / "r.html").exists()
 
 
-def _out_folder_missing(tmp_path: Path, runs: dict[str, Path],
-                     capsys: pytest.CaptureFixture[str]) -> str:
-    out = tmp_path / "no" / "such" / "r.html"
-    assert main(["report", str(runs["budgets"]), "--out", str(out)]) == 2
-    return capsys.readouterr().err
+def test_summary_only_run(tmp_path: Path) -> None:
+    """An adversarial --stream run writes summary.json alone: its table, and why no more."""
+    run = _replay(tmp_path / "adv", "--stream", "german-1", "-l", "bogd")
+    page = _report(tmp_path, run)
+    assert "<td>adv</td><td>german</td>" in page and not _figures(page)
+    assert "summary table only" in page and "no dead_letters/ output" in page
 
 
 def test_report_command_never_imports_beam(tmp_path: Path, runs: dict[str, Path]) -> None:

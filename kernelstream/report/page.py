@@ -4,6 +4,7 @@ script, so it opens from disk in any browser and can be mailed or archived as it
 from __future__ import annotations
 
 import base64
+import glob
 import html
 import os
 import time
@@ -133,6 +134,9 @@ def _entities(runs: list[Run]) -> str:
 def _dead(runs: list[Run]) -> str:
     out = []
     for r in runs:
+        if r.dead_total is None:
+            out.append(f"<p>{esc(r.label)}: no dead_letters/ output.</p>")
+            continue
         if not r.dead:
             out.append(f"<p>{esc(r.label)}: no dead letters.</p>")
             continue
@@ -213,6 +217,12 @@ def classify(paths: list[str]) -> tuple[list[str], list[str]]:
             result_files.append(p)
         elif not os.path.exists(p):
             raise ReportError(f"{p}: no such file or directory")
+        elif os.path.isdir(p) and (inner := sorted(glob.glob(os.path.join(p, "*",
+                                                                       "summary.json")))):
+            # e.g. a `replay --follow` folder: one run per ckpt-NNNNNN/ folder
+            names = ", ".join(os.path.basename(os.path.dirname(f)) for f in inner[:3])
+            raise ReportError(f"{p}: no summary.json here; its folders {names}"
+                              f"{', ...' if len(inner) > 3 else ''} are runs")
         else:
             raise ReportError(f"{p}: neither a run folder (no summary.json) nor a JSON results "
                               "file")

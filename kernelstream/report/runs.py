@@ -78,7 +78,7 @@ class Run:
     series: list[Series]
     entities: list[EntityRow] = field(default_factory=list)
     dead: list[DeadGroup] = field(default_factory=list)
-    dead_total: int = 0
+    dead_total: int | None = 0  # None: the run has no dead_letters/ output
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -259,8 +259,14 @@ def load_run(path: str, label: str) -> Run:
                          "over all entities, #SV is summed over the entities; examples/s and "
                          "kernel distributions are per entity in metrics/")
         run.entities = _entities(summary)
+    if metrics is None and not n_pred:
+        run.notes.append("no predictions/ or metrics/ (an adversarial --stream run writes "
+                         "summary.json only): the summary table only")
     run.series = list(series.values())
-    run.dead, run.dead_total = _dead_letters(root / "dead_letters")
+    if (root / "dead_letters").is_dir():
+        run.dead, run.dead_total = _dead_letters(root / "dead_letters")
+    else:
+        run.dead_total = None
     return run
 
 
