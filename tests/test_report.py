@@ -171,6 +171,15 @@ def test_key_by_report_lists_entities_worst_first(tmp_path: Path,
         total = 100 * sum(k["mistakes"] for k in keys) / sum(k["examples"] for k in keys)
         assert np.isclose(s.cumulative.y[r][-1], total)
         assert s.n_sv.y[r][-1] == sum(k["n_support_vectors"] for k in keys)
+    # the replay's entity streams are the permuted stream restricted to each entity
+    from kernelstream.seeding import permutation
+
+    preds = pq.read_table(runs["entities"] / "predictions",
+                          filters=[("permutation", "==", 1)]).to_pydict()
+    ids = np.array(preds["id"])
+    order = curves.global_order(ids, np.array(preds["entity"]), np.array(preds["position"]),
+                                summary["seed"], 1)
+    assert np.array_equal(ids[order], permutation(len(ids), summary["seed"], 1))
     # dead letters by stage and reason, with where the first ones are
     assert [(g.stage, g.kind, g.count) for g in run.dead] == [
         ("parse", "non-numeric value", 1), ("parse", "unknown label", 1),

@@ -16,6 +16,7 @@ entity), rebuilt from the rows' data-set ids with :func:`kernelstream.seeding.pe
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,17 +39,22 @@ class Band:
     x: np.ndarray
     y: np.ndarray
 
+    def _over_permutations(self, f: Any) -> np.ndarray:
+        with warnings.catch_warnings():  # a point where every permutation is NaN stays NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.asarray(f(self.y, axis=0))
+
     @property
     def mean(self) -> np.ndarray:
-        return np.asarray(np.nanmean(self.y, axis=0)) if len(self.y) else self.y
+        return self._over_permutations(np.nanmean)
 
     @property
     def lo(self) -> np.ndarray:
-        return np.asarray(np.nanmin(self.y, axis=0))
+        return self._over_permutations(np.nanmin)
 
     @property
     def hi(self) -> np.ndarray:
-        return np.asarray(np.nanmax(self.y, axis=0))
+        return self._over_permutations(np.nanmax)
 
 
 @dataclass

@@ -249,7 +249,9 @@ def load_run(path: str, label: str) -> Run:
         if predictions is not None and predictions.num_rows:
             prediction_curves(predictions, series, int(summary.get("seed") or 0), key_by)
     elif n_pred:
-        run.notes.append(f"{n_pred:,} prediction rows: curves drawn from metrics/ windows")
+        run.notes.append(f"{n_pred:,} prediction rows: " + (
+            "no curves for this per-entity run" if key_by else "curves drawn from the metrics/ "
+            "windows"))
     if metrics is not None and not key_by:
         metrics_curves(metrics, series, params, from_predictions)
         if predictions is not None:
