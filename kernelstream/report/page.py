@@ -28,7 +28,7 @@ h1{font-size:22px;margin:8px 0 2px}h2{font-size:18px;margin:26px 0 8px;border-bo
 .meta{color:#666;font-size:12px}
 table{border-collapse:collapse;margin:6px 0 10px;font-size:12.5px}
 th,td{border:1px solid #e2e2e2;padding:3px 7px;text-align:left;vertical-align:top}
-th{background:#f5f5f7;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums;
+th{background:#f5f5f7;font-weight:600}td:first-child{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums;
 white-space:nowrap}
 .params{color:#666;font-size:11px;max-width:340px}
 code{font:11.5px ui-monospace,Menlo,Consolas,monospace;background:#f5f5f7;padding:0 3px;
