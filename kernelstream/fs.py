@@ -13,7 +13,7 @@ import lzma
 import os
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -155,8 +155,9 @@ def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
     import gzip
 
     if not is_remote(path):
-        opener = {"gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}[kind]
-        return opener(local_path(path), "rb")  # type: ignore[return-value]
+        opener: Callable[[str, str], IO[bytes]] = {  # type: ignore[assignment]
+            "gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}[kind]
+        return opener(local_path(path), "rb")
     raw = open_read(path)
     cls = {"gzip": gzip.GzipFile, "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
     return _Owning(cls(fileobj=raw) if kind == "gzip" else cls(raw), raw)  # type: ignore

@@ -101,7 +101,6 @@ def test_replay_grid(tmp_path) -> None:
     assert s["configs"][0]["seed_name"] == s["configs"][1]["seed_name"] == "perceptron"
 
 
-@pytest.mark.skipif("bogd" not in learners.available(), reason="bogd not registered yet")
 def test_replay_default_learner(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["replay", "--limit", "150", "--quiet"]) == 0

@@ -478,8 +478,8 @@ def test_csv_limit_and_records(tmp_path):
 
 
 def test_parquet_round_trip(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     table = pa.table(
         {
             "f_float": pa.array([0.5, 1.5, -2.0, 3.0]),
@@ -507,8 +507,8 @@ def test_parquet_round_trip(tmp_path):
 
 
 def test_parquet_bad_rows(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     p = tmp_path / "n.parquet"
     pq.write_table(pa.table({"x": [1.0, None, 3.0], "label": [0, 1, 1]}), p)
     with pytest.raises(ParseError, match="missing value") as ei:

@@ -20,8 +20,6 @@ from kernelstream import data
 from kernelstream.data import ParseError, load
 from kernelstream.data.csv import _load_csv_arrow, _load_csv_lines
 
-pytest.importorskip("pyarrow")
-
 CHUNK = data._CHUNK_BYTES
 
 

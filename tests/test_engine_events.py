@@ -463,7 +463,7 @@ def test_counts_add_up(key_by: str | None) -> None:
 
 
 def test_rows_match_the_schemas() -> None:
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     out, _ = reference_outputs(mixed_stream(4), mixed_spec(key_by="id-prefix"), flush=True)
     schemas = stream_schemas()
     for name, rows in out.items():
@@ -635,7 +635,7 @@ def test_a_cut_state_encodes_the_moment_it_was_cut() -> None:
 def test_column_blocks_make_the_table_of_their_rows() -> None:
     """Rows.table (column blocks gathered at once) equals pyarrow's table of the row dicts:
     per-record and run blocks, several models interleaved, regression's null mistakes."""
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     schemas = stream_schemas()
     for task, cfgs in (("classification", (PERCEPTRON, LearnerConfig("b2", "bogd", {}))),
                        ("regression", (LearnerConfig("sq", "oks", {"loss": "square"}),))):

@@ -56,7 +56,6 @@ def test_csr_rows_select_like_numpy() -> None:
 
 
 def test_sparse_block_slices_joins_and_codes() -> None:
-    pytest.importorskip("apache_beam")
     from kernelstream.transforms.blocks import BlockCoder
 
     X, _ = CSR.from_libsvm_bytes(RCV1.read_bytes())

@@ -6,7 +6,7 @@ become part of a label or a header name."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import IO
 
 import numpy as np
@@ -62,7 +62,7 @@ def _iter_raw_lines(path: PathLike) -> Iterator[tuple[int, bytes | ParseError]]:
             yield lineno + 1, ParseError(f"corrupt compressed file ({e})", os.fspath(path))
 
 
-def _iter_line_blocks(path: PathLike, limit: int | None, size: int) -> Iterator[bytes]:
+def _iter_line_blocks(path: PathLike, limit: int | None, size: int) -> Generator[bytes]:
     """The decompressed file as consecutive blocks of whole lines of about ``size`` bytes
     (longer when one line is). Every block but the last ends with a newline, so the line
     numbers of a block start after the newlines of the blocks before it.

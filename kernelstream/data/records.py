@@ -110,12 +110,12 @@ def _iter_records(
             yield lineno, text, bad.add(parsed)
             continue
         try:
-            if fmt == "libsvm":
-                label, idx, val = parsed
+            if fmt == "libsvm":  # (label, indices, values)
+                label, idx, val = parsed[0], parsed[1], parsed[-1]
                 assert n_features is not None
                 x = densify(idx, val, n_features)
-            else:
-                label, x = parsed
+            else:  # (label, dense row)
+                label, x = parsed[0], parsed[-1]
             y = math.nan if label_map is None else label_map(label)
         except ParseError as e:
             yield lineno, text, bad.add(e.located(spath, lineno))

@@ -119,8 +119,7 @@ class Block:
             and np.array_equal(self.ids, other.ids)
             and self.sparse == other.sparse
             and self.X.shape == other.X.shape
-            and (self.X.equals(other.X) if isinstance(self.X, CSR)  # type: ignore[arg-type]
-                 else np.array_equal(self.X, other.X, equal_nan=True))
+            and _rows_equal(self.X, other.X)
             and np.array_equal(self.y, other.y, equal_nan=True)
         )
 
@@ -215,3 +214,9 @@ class PredictionBlock:
             for i in range(self.n)
         ]
 
+
+def _rows_equal(a: np.ndarray | CSR, b: np.ndarray | CSR) -> bool:
+    """Same rows, NaN equal to NaN (blocks of one stream are all sparse or all dense)."""
+    if isinstance(a, CSR) or isinstance(b, CSR):
+        return isinstance(a, CSR) and isinstance(b, CSR) and a.equals(b)
+    return bool(np.array_equal(a, b, equal_nan=True))

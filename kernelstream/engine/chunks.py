@@ -34,7 +34,7 @@ class Chunk(NamedTuple):
     """Byte range ``[start, end)`` of a text file; it owns the lines that *start* in it
     (``end`` = -1: to the end of the file; compressed files are one chunk)."""
 
-    index: int
+    number: int  # its place in the file (``index`` would shadow tuple.index)
     start: int
     end: int
 
@@ -102,7 +102,7 @@ class StreamPlan:
 
 def scan_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk) -> ChunkStats:
     """First pass over one chunk: what :func:`make_plan` needs from it."""
-    st = ChunkStats(chunk.index)
+    st = ChunkStats(chunk.number)
     scale = opts.scale != "none"
     if scale and opts.hash_features is not None:
         raise ValueError("the file-order reader cannot min-max scale hashed features (their "
@@ -249,14 +249,14 @@ def read_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk, plan: StreamPlan
                configs: tuple[str, ...], block_size: int) -> ChunkRead:
     """Second pass over one chunk: parse it again into rows (see :class:`ChunkRead`)."""
     out = ChunkRead()
-    pos0 = plan.row_offset[chunk.index]
+    pos0 = plan.row_offset[chunk.number]
     if pos0 >= plan.total_rows:
         return out
     lmap = LabelMap.from_dict(plan.label_map)
     d = plan.n_features
     X: list[ParsedRow] = []
     y: list[float] = []
-    line = plan.line_offset[chunk.index]
+    line = plan.line_offset[chunk.number]
     for raw in iter_chunk_lines(opts.path, chunk):
         if pos0 + len(y) >= plan.total_rows:
             break  # right after the limit-th example
@@ -294,14 +294,14 @@ def read_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk, plan: StreamPlan
     s = 0
     while s < n:
         p = pos0 + s
-        e = min(n, (p // B + 1) * B - pos0)  # up to the next multiple of B
-        whole = p % B == 0 and (e - s == B or pos0 + e == plan.total_rows)
+        stop = min(n, (p // B + 1) * B - pos0)  # up to the next multiple of B
+        whole = p % B == 0 and (stop - s == B or pos0 + stop == plan.total_rows)
         for c in configs:
             key = StreamKey(c, 0).encode()
-            b = Block(key, p, ids[s:e], Xa[s:e], ya[s:e])
+            b = Block(key, p, ids[s:stop], Xa[s:stop], ya[s:stop])
             if whole:
                 out.whole.append(b)
             else:
                 out.fragments.append(((key, p // B), b))
-        s = e
+        s = stop
     return out

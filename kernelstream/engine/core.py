@@ -130,27 +130,57 @@ _progress_log = logging.getLogger(PROGRESS_LOGGER)
 class Progress:
     """Progress lines while streams are learnt, at most one every ``every`` seconds per
     worker, on the ``kernelstream.progress`` logger (INFO): the CLI prints them on stderr; on
-    a cluster they land in the worker logs. Counts are this worker's."""
+    a cluster they land in the worker logs. Counts are this worker's.
 
-    def __init__(self, every: float = 5.0) -> None:
+    With ``total`` (the examples this worker will learn, when known in advance) a line shows
+    the share done and an ETA from the wall-clock pace so far. The rate shown is learning
+    throughput: examples over the seconds spent learning them (the blocks' learning time),
+    so a source that waits for records (a Kafka topic going idle) does not dilute it."""
+
+    def __init__(self, every: float = 5.0, total: int | None = None) -> None:
         self.every = every
+        self.total = total if total is not None and total > 0 else None
         self.t0 = self.last = time.monotonic()
         self.examples = 0
+        self.busy = 0.0  # seconds spent learning
 
-    def learnt(self, key: str, st: StreamState, n: int) -> None:
+    def learnt(self, key: str, st: StreamState, n: int, seconds: float = 0.0) -> None:
+        """``n`` more examples of stream ``key`` learnt in ``seconds``."""
         self.examples += n
+        self.busy += seconds
         now = time.monotonic()
         if now - self.last < self.every:
             return
         self.last = now
+        _progress_log.info("%s", self.line(key, st, now))
+
+    def line(self, key: str, st: StreamState, now: float) -> str:
         tot = st.metrics.total
         err = ""
         if st.learner is not None and st.learner.task == "classification" and tot.examples:
             err = f", mistake rate {100.0 * tot.mistakes / tot.examples:.2f}%"
         el = now - self.t0
-        _progress_log.info("%s examples learnt in %.0f s (%s/s); stream %s at %s examples%s",
-                           f"{self.examples:,}", el, f"{self.examples / el:,.0f}", key,
-                           f"{tot.examples:,}", err)
+        done = f"{self.examples:,} examples"
+        eta = ""
+        if self.total is not None:
+            share = min(self.examples / self.total, 1.0)
+            done = f"{self.examples:,} of {self.total:,} examples ({100.0 * share:.0f}%)"
+            if self.examples:
+                left = max(self.total - self.examples, 0) * el / self.examples
+                eta = f", ETA {fmt_duration(left)}"
+        rate = "-" if self.busy <= 0 else f"{self.examples / self.busy:,.0f}"
+        return (f"{done} learnt in {fmt_duration(el)}{eta} (learning {rate}/s); "
+                f"stream {key} at {tot.examples:,} examples{err}")
+
+
+def fmt_duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``2 h 07 min``: a duration for progress lines."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 # -- one stream's learning -------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
     part = PART if run.shards == 1 else f"{PART}-{run.shard}"
     with fs.open_write(fs.join(run.out, "predictions", f"{part}.parquet")) as fh, \
             pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as w:
-        progress = Progress()
+        progress = Progress(total=run.expected_examples)
         for b in loop_source(run, dead, position):
             st = states.get(b.key)
             if st is None:  # a resumed stream starts from its saved state
@@ -100,7 +100,7 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
                 st = states[b.key] = (StreamState() if data is None
                                       else decode_stream_state(data))
             res = core.learn(b.key, st, b)
-            progress.learnt(b.key, st, b.n)
+            progress.learnt(b.key, st, b.n, res.seconds)
             p = res.predictions
             w.write_batch(predictions_batch(p))
             if writers:

@@ -42,8 +42,11 @@ from kernelstream.sparse import CSR
 @dataclass(frozen=True)
 class StreamSpec:
     """Which streams a source emits: for every configuration name and every repetition
-    ``r < permutations``, the data in the order of ``seeding.permutation(n, seed, r)`` (or in
-    file order when ``shuffle`` is false), cut into blocks of ``block_size`` positions."""
+    ``first <= r < first + permutations``, the data in the order of
+    ``seeding.permutation(n, seed, r)`` (or in file order when ``shuffle`` is false), cut
+    into blocks of ``block_size`` positions. ``first`` > 0 draws permutations apart from a
+    replay's 0..R-1 (``kernelstream tune``'s held-out tuning permutations); ``rows`` keeps
+    only the first ``rows`` positions of each permuted stream (tuning on a prefix)."""
 
     configs: tuple[str, ...]
     seed: int = 0
@@ -54,6 +57,8 @@ class StreamSpec:
     # :meth:`owns`); the other streams are left to the other processes
     shard: int = 0
     shards: int = 1
+    first: int = 0
+    rows: int | None = None
 
     def __post_init__(self) -> None:
         if not self.configs:
@@ -66,9 +71,23 @@ class StreamSpec:
             raise ValueError("file order (shuffle=False) is a single stream: permutations=1")
         if self.shards < 1 or not 0 <= self.shard < self.shards:
             raise ValueError(f"shard must be in [0, {self.shards}), got {self.shard}")
+        if self.first < 0:
+            raise ValueError(f"first must be >= 0, got {self.first}")
+        if self.rows is not None and self.rows < 1:
+            raise ValueError(f"rows must be >= 1, got {self.rows}")
+        if not self.shuffle and (self.first or self.rows is not None):
+            raise ValueError("file order (shuffle=False) is the whole file as one stream: "
+                             "no first permutation or row limit")
+
+    @property
+    def reps(self) -> range:
+        """The repetition (permutation) indices of the streams."""
+        return range(self.first, self.first + self.permutations)
 
     def order(self, n: int, r: int) -> np.ndarray:
-        return permutation(n, self.seed, r) if self.shuffle else np.arange(n)
+        if not self.shuffle:
+            return np.arange(n)
+        return permutation(n, self.seed, r)[: self.rows]
 
     def owns(self, config: int, r: int, entity: str | None = None) -> bool:
         """Whether stream (configuration index ``config``, repetition ``r``, ``entity``) is
@@ -79,7 +98,7 @@ class StreamSpec:
         process, unlike ``hash``), so entities spread over the shards too."""
         if self.shards == 1:
             return True
-        pair = config * self.permutations + r
+        pair = config * self.permutations + (r - self.first)
         spread = 0 if entity is None else zlib.crc32(entity.encode())
         return (pair + spread) % self.shards == self.shard
 
@@ -122,7 +141,7 @@ def stream_blocks(data: Dataset, spec: StreamSpec) -> Iterator[Block]:
     n = data.y.shape[0]
     assert data.ids is not None
     B = spec.block_size
-    for r in range(spec.permutations):
+    for r in spec.reps:
         order = spec.order(n, r)
         if data.entities is None:
             groups: list[tuple[str | None, np.ndarray]] = [(None, order)]
@@ -131,7 +150,7 @@ def stream_blocks(data: Dataset, spec: StreamSpec) -> Iterator[Block]:
             # A stable sort keeps each entity's rows in stream order.
             srt = np.argsort(ents, kind="stable")
             uniq, first = np.unique(ents[srt], return_index=True)
-            bounds = [*first.tolist(), n]
+            bounds = [*first.tolist(), order.shape[0]]
             groups = [(str(u), order[srt[bounds[i] : bounds[i + 1]]])
                       for i, u in enumerate(uniq)]
         for entity, idx_all in groups:

@@ -339,7 +339,7 @@ def _encode(st: ModelState, blob: bytes, chunks: tuple[tuple[IdChunk, int], ...]
         "window": [w.start, w.records, w.predictions, w.outcomes, w.mistakes, w.unlabeled,
                    w.dead_letters, w.seconds, w.coded],
     }
-    parts = []
+    parts: list[Any] = []  # bytes and arrays, joined as buffers
     if n:
         if sparse:  # nnz per row, then all column indices, then all values
             rows = CSR.vstack([e.x for e in evs], d)  # type: ignore[misc]
@@ -347,7 +347,8 @@ def _encode(st: ModelState, blob: bytes, chunks: tuple[tuple[IdChunk, int], ...]
             parts.append(rows.indices.astype("<i8", copy=False).tobytes())
             parts.append(rows.data.astype("<f8", copy=False).tobytes())
         else:
-            parts.append(np.stack([e.x for e in evs]).astype("<f8", copy=False).tobytes())
+            dense = [np.asarray(e.x) for e in evs]  # a dense stream's events hold arrays
+            parts.append(np.stack(dense).astype("<f8", copy=False).tobytes())
         parts.append(np.array([e.score for e in evs], "<f8").tobytes())
         parts.append(np.array([e.predicted for e in evs], "<f8").tobytes())
         parts.append(np.array([e.event_time_ms for e in evs], "<i8").tobytes())
@@ -409,7 +410,9 @@ def decode_state(data: bytes, ttl_ms: int) -> ModelState:
         heapq.heapify(st.expiry)
     win = meta["window"]
     k = int(win[8])
-    st.window = Window(win[0], *map(int, win[1:7]), float(win[7]), take("<f8", k).tolist(),
+    records, predictions, outcomes, mistakes, unlabeled, dead_letters = map(int, win[1:7])
+    st.window = Window(win[0], records, predictions, outcomes, mistakes, unlabeled,
+                       dead_letters, float(win[7]), take("<f8", k).tolist(),
                        take("<i8", k).tolist())
     st.clock_ms = meta["clock"]
     (st.position, st.learnt, st.records, st.mistakes, st.unlabeled, st.dead_letters,

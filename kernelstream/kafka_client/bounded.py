@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -84,7 +84,7 @@ def _consumer(opts: KafkaReadOptions) -> Any:
 
 def iter_topic_records(opts: KafkaReadOptions, merge: bool,
                        consumer_factory: Callable[[KafkaReadOptions], Any] = _consumer,
-                       start: Mapping[int, int] | None = None) -> Iterator[KafkaRecord]:
+                       start: Mapping[int, int] | None = None) -> Generator[KafkaRecord]:
     """The topic's records from the beginning (or, for the partitions in ``start``, from the
     offset given there) until the read stops (see :class:`KafkaReadOptions`; with
     ``opts.stop`` only the records below those end offsets). ``merge``: one sequence ordered
@@ -182,6 +182,8 @@ def _out_of_log(consumer: Any, topic: str, e: Exception) -> Exception:
 
     where = e.args[0] if e.args and isinstance(e.args[0], dict) else {}
     for tp, offset in where.items():
+        lo: int | None
+        hi: int | None
         try:
             lo = int(consumer.beginning_offsets([tp])[tp])
             hi = int(consumer.end_offsets([tp])[tp])

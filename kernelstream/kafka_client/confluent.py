@@ -275,7 +275,8 @@ class ConfluentConsumer:
         missing = [k for k, o in self._pos.items() if o is None]
         if missing:
             raise ValueError(f"{missing[0][0]}/{missing[0][1]}: seek before reading")
-        self._c.assign([TopicPartition(t, p, self._pos[(t, p)]) for t, p in self._keys])
+        self._c.assign([TopicPartition(t, p, int(self._pos[(t, p)] or 0))  # all set: above
+                        for t, p in self._keys])
         if self._paused:
             self._c.pause([self._tps[k] for k in self._paused])
         self._dirty = False

@@ -89,7 +89,8 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
                                            early_state=resolve_early_state(run),
                                            saved_states=(None if run.resume_from is None else
                                                          SavedStates.of(run.resume_from)),
-                                           emit_states=run.writes is not None)
+                                           emit_states=run.writes is not None,
+                                           progress_total=run.expected_examples)
     if run.writes is not None:
         # the streams this run did not touch keep their saved states (a shuffle, not a
         # side input: each worker sees its share)

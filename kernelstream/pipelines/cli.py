@@ -538,6 +538,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"embedded data set name or file path (default: {DEFAULT_DATASET!r}, "
                    "embedded)")
     add_learner_arguments(p)
+    p.add_argument("--params-from", metavar="TUNED_JSON",
+                   help=f"the parameters chosen by `{PROG} tune` (its tuned.json); -p wins")
     p.add_argument("--permutations", "-R", type=int, default=1, metavar="R",
                    help="number of random stream orders R (default: 1)")
     p.add_argument("--limit", type=int, metavar="N",
@@ -624,9 +626,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check_parser(sub)
     # live streams (their modules import Beam only when a command runs)
     from kernelstream.pipelines import demo, stream
+    from kernelstream.pipelines.commands import report, tune
 
     stream.add_parser(sub)
     demo.add_parser(sub)
+    tune.add_parser(sub)
+    report.add_parser(sub)
     return parser
 
 
@@ -669,7 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_learners(args)
         if args.command == "check":
             return cmd_check(args)
-        if getattr(args, "handler", None) is not None:  # stream, demo
+        if getattr(args, "handler", None) is not None:  # stream, demo, report
             return int(args.handler(args, argv))
         return cmd_replay(args, argv)
     except KeyboardInterrupt:

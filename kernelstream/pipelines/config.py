@@ -123,6 +123,10 @@ class ReplayConfig:
     # ``shard`` = (index, N) in one of those processes (the hidden ``--shard I/N``)
     workers: int = 1
     shard: tuple[int, int] | None = None
+    # ``kernelstream tune``: the held-out tuning permutations first_permutation.. (a replay
+    # evaluates 0..R-1), each cut to its first ``stream_rows`` positions when given
+    first_permutation: int = 0
+    stream_rows: int | None = None
     quiet: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
 

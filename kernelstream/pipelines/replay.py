@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -27,11 +28,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from kernelstream import data as ksdata
 from kernelstream import fs
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine import checkpoints as ckpts
-from kernelstream.engine.core import LearnerConfig, as_configs
+from kernelstream.engine.core import PROGRESS_LOGGER, LearnerConfig, as_configs
 from kernelstream.engine.loop import run_loop
 from kernelstream.engine.metrics import eval_results, key_summaries
 from kernelstream.engine.outputs import METRICS_SCHEMA, OUTPUTS, SCHEMAS, ensure_nonempty, iter_rows
@@ -102,6 +105,13 @@ class ReplayRun:
     # shard ``shard`` of ``shards`` (``StreamSpec.owns``); the parent clears and reads back
     shard: int = 0
     shards: int = 1
+    # permutations first..first+permutations-1 (``kernelstream tune``: held out from a
+    # replay's 0..R-1), each cut to its first ``stream_rows`` positions when given
+    first_permutation: int = 0
+    stream_rows: int | None = None
+    # examples the run will learn (all its streams), when known: progress shows a total and
+    # an ETA (see :func:`expected_examples`)
+    expected_examples: int | None = None
 
     @property
     def resume_position(self) -> SourcePosition | None:
@@ -112,7 +122,8 @@ class ReplayRun:
         return StreamSpec(tuple(c.name for c in self.configs), seed=self.seed,
                           permutations=self.permutations, block_size=self.block_size,
                           shuffle=self.order == "permuted", shard=self.shard,
-                          shards=self.shards)
+                          shards=self.shards, first=self.first_permutation,
+                          rows=self.stream_rows)
 
 
 @dataclass
@@ -175,6 +186,8 @@ def make_run(
     rows: str = "auto",
     shard: int = 0,
     shards: int = 1,
+    first_permutation: int = 0,
+    stream_rows: int | None = None,
 ) -> ReplayRun:
     """A :class:`ReplayRun` (see :func:`run_replay`); ``data`` may be a file, an embedded data
     set or a topic ``kafka://HOST:PORT/TOPIC`` (read as in ``kafka_client``, up to the log's
@@ -184,7 +197,9 @@ def make_run(
     PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters. ``checkpoint`` (a directory,
     Kafka sources only) resumes from the newest checkpoint there and writes the next one
     (``engine.checkpoints``). ``shard``/``shards``: learn only the streams of one shard, for
-    ``replay --workers`` (``pipelines.workers``), which clears and reads back the outputs."""
+    ``replay --workers`` (``pipelines.workers``), which clears and reads back the outputs.
+    ``first_permutation``/``stream_rows``: the permutations ``first_permutation`` onwards,
+    each cut to its first ``stream_rows`` positions (``kernelstream tune``)."""
     if shards > 1 and (is_topic(data) or order != "permuted" or checkpoint is not None):
         raise ValueError("shards split the streams of a permuted file replay: a Kafka topic, "
                          "a file-order stream or a checkpoint is one stream read once")
@@ -205,6 +220,9 @@ def make_run(
         raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
     if order == "file" and permutations != 1:
         raise ValueError("order='file' is a single stream: permutations must be 1")
+    if order == "file" and (first_permutation or stream_rows is not None):
+        raise ValueError("order='file' is the whole stream in its own order: no "
+                         "first_permutation or stream_rows")
     if runner not in RUNNERS:
         raise ValueError(f"runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
     path, fmt = (data, fmt) if kafka is not None else resolve_data(data, fmt)
@@ -233,7 +251,8 @@ def make_run(
                      kafka_out=None if kafka_out is None else _parse_topic(kafka_out),
                      kafka_client=tuple(kafka_client),
                      checkpoint=None if checkpoint is None else os.fspath(checkpoint),
-                     shard=shard, shards=shards)
+                     shard=shard, shards=shards, first_permutation=first_permutation,
+                     stream_rows=stream_rows)
 
 
 def _parse_topic(url: str) -> KafkaTopic:
@@ -322,6 +341,9 @@ def _execute(run: ReplayRun) -> ReplayResult:
                         f"--kafka-out {run.kafka_out.url}")
     if run.shards == 1:  # a shard's outputs are cleared by the parent, before any shard runs
         clear_outputs(run.out)
+    if run.expected_examples is None and logging.getLogger(PROGRESS_LOGGER).isEnabledFor(
+            logging.INFO):  # a total for the progress lines (counted only when they show)
+        run = replace(run, expected_examples=expected_examples(run))
     t0 = time.perf_counter()
     try:
         if run.runner == "loop":
@@ -347,6 +369,52 @@ def _execute(run: ReplayRun) -> ReplayResult:
     if run.shards > 1:  # the parent reads back the outputs of all the shards together
         return ReplayResult([], counters, run.out, run.runner, seconds)
     return read_outputs(run.out, counters, run.runner, seconds)
+
+
+def expected_examples(run: ReplayRun) -> int | None:
+    """The examples ``run`` learns over all the streams it runs (a shard: its own), for the
+    progress lines' total and ETA: the file's records (a count of its lines, or Parquet's
+    row count: a pass that costs a fraction of the parse), at most ``limit`` and
+    ``stream_rows``, times the streams. An upper bound when lines turn out to be dead
+    letters; None when not known in advance (a Kafka topic, a remote file) or unreadable."""
+    if run.kafka is not None or fs.is_remote(run.read.path):
+        return None
+    try:
+        n = _count_records(run.read)
+    except (OSError, ValueError):
+        return None
+    for cap in (run.read.limit, run.stream_rows):
+        if cap is not None:
+            n = min(n, cap)
+    spec = run.spec
+    if run.read.key_by is not None:  # every row is in one entity's stream; entities spread
+        return n * len(run.configs) * spec.permutations // spec.shards
+    return n * sum(spec.owns(i, r) for i in range(len(run.configs)) for r in spec.reps)
+
+
+def _count_records(read: ReadOptions) -> int:
+    """Records of a local data file: Parquet rows, or non-blank lines less a CSV header."""
+    fmt = read.resolved_fmt()
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(fs.local_path(read.path)).metadata.num_rows)
+    n, after_newline = 0, True
+    with fs.open_binary(read.path) as f:
+        while chunk := f.read(1 << 22):
+            # a line counts at its newline when that follows something (not an empty line)
+            nl = np.frombuffer(chunk, dtype=np.uint8) == 10
+            prev = np.concatenate(([after_newline], nl[:-1]))
+            n += int(np.count_nonzero(nl & ~prev))
+            after_newline = bool(nl[-1])
+    n += not after_newline  # a last line without a newline
+    if fmt == "csv":
+        from kernelstream.data.rows import TextFormat
+
+        tf = TextFormat.detect(read.path, "csv", read.label_column, read.delimiter,
+                               read.header, read.key_by)
+        n -= tf.header_line is not None
+    return max(n, 0)
 
 
 def read_outputs(out: str, counters: dict[str, int], runner: str,
@@ -388,7 +456,9 @@ def replay_for_config(config: Any, runner: str | None = None,
         kafka_idle=config.kafka_idle, kafka_max_seconds=config.kafka_max_seconds,
         kafka_out=config.kafka_out, kafka_client=config.kafka_options,
         checkpoint=config.checkpoint, hash_features=getattr(config, "hash_features", None),
-        rows=getattr(config, "rows", "auto"), **kw,
+        rows=getattr(config, "rows", "auto"),
+        first_permutation=getattr(config, "first_permutation", 0),
+        stream_rows=getattr(config, "stream_rows", None), **kw,
     )
 
 

@@ -81,7 +81,16 @@ def int_or_str(s: str) -> int | str:
 
 def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig:
     """Arguments → a validated :class:`ReplayConfig` (raises ``ValueError`` on bad input)."""
-    configs = learner_configs(args.learner or [], args.param or [])
+    learner_specs, param_specs = list(args.learner or []), list(args.param or [])
+    params_from = getattr(args, "params_from", None)
+    tuned = None
+    if params_from is not None:  # kernelstream tune's choice, under the explicit -p values
+        from kernelstream.experiments import tuning
+
+        tuned = tuning.read_tuned(params_from)
+        learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
+                                                        param_specs)
+    configs = learner_configs(learner_specs, param_specs)
     task = resolve_task(configs, args.task)
     src = args.data or DEFAULT_DATASET
     kafka_src = is_topic(src)
@@ -111,6 +120,10 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
     if args.hash_features is not None and args.stream != "none":
         raise ConfigError("--hash-features applies to data files and topics, not --stream")
     shard = getattr(args, "shard", None)
+    if tuned is not None and shard is None:
+        note = tuning.overlap_note(tuned, args.seed, args.permutations)
+        if note is not None:
+            print(f"{PROG}: note: {note}", file=sys.stderr)
     workers = 1 if shard is not None else args.workers
     if workers > 1:
         check_workers(args, kafka_src)

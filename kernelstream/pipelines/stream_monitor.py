@@ -41,7 +41,8 @@ class Stopper:
         self._previous: dict[int, Any] = {}
         self._last_records: int | None = None
         self._last_change = time.monotonic()
-        self._last_line = (0.0, 0, 0)  # (time, records, outcomes) of the previous line
+        self._last_line = (0.0, 0)  # (time, records) of the previous line
+        self._last_learning = (0, 0.0)  # (labels learnt, learning seconds) of that line
 
     # -- drain -----------------------------------------------------------------------------
     def drain(self, reason: str) -> None:
@@ -109,19 +110,30 @@ class Stopper:
         elapsed = now - self.t0
         if not st:
             return f"[stream] {elapsed:5.1f} s  starting ..."
-        t_prev, r_prev, o_prev = self._last_line
+        t_prev, r_prev = self._last_line
         records = int(st.get("records", 0))
         outcomes = int(st.get("rows", {}).get("outcomes", 0))
         dt = max(1e-9, now - t_prev) if t_prev else max(1e-9, elapsed)
-        rate, lrate = (records - r_prev) / dt, (outcomes - o_prev) / dt
-        self._last_line = (now, records, outcomes)
+        rate = (records - r_prev) / dt
+        self._last_line = (now, records)
+        lrate = self._learning_rate(st)
         lag_ms = st.get("lag_ms")
         lag = "-" if lag_ms is None else f"{lag_ms / 1000:.2f} s"
         written = int(st.get("published", 0)) + int(st.get("buffered", 0))
         epoch = st.get("epoch")
         draining = "  draining" if self.reason else ""
         return (f"[stream] {elapsed:5.1f} s  records {records:,} ({rate:,.0f}/s)  labels "
-                f"learnt {outcomes:,} ({lrate:,.0f}/s)  lag {lag}  pending "
+                f"learnt {outcomes:,} (learning {lrate}/s)  lag {lag}  pending "
                 f"{st.get('pending', 0):,}  outputs {written:,}  epoch "
                 f"{'-' if epoch is None else epoch}{draining}")
 
+    def _learning_rate(self, st: dict[str, Any]) -> str:
+        """Labels learnt per second of learning (the models' time in learner calls) since
+        the previous line, else over the run so far: the stream's learning throughput, which
+        the waits of an idle topic do not dilute as records / wall seconds would."""
+        learnt, busy = int(st.get("learnt", 0)), float(st.get("learn_seconds", 0.0))
+        n0, s0 = self._last_learning
+        self._last_learning = (learnt, busy)
+        if busy > s0 and learnt > n0:
+            return f"{(learnt - n0) / (busy - s0):,.0f}"
+        return f"{learnt / busy:,.0f}" if busy > 0 else "-"

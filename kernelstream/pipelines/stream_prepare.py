@@ -160,9 +160,9 @@ def prepare(config: StreamConfig) -> Prepared:
                 raise UpfrontError(f"--checkpoint {config.checkpoint}: {exc}") from None
             resume = store.head
             if resume is not None:
-                info = store.info()
-                _check_resume(config, info, config.checkpoint)
-                saved_out = info.get("out")
+                saved = store.info()
+                _check_resume(config, saved, config.checkpoint)
+                saved_out = saved.get("out")
                 if out is None:
                     out = saved_out
                 elif saved_out is not None and os.path.realpath(out) != saved_out:

@@ -85,9 +85,9 @@ def effective_workers(config: ReplayConfig) -> int:
 def worker_argv(config: ReplayConfig, index: int, count: int) -> list[str]:
     """The command line of worker ``index`` of ``count``: the run's own arguments, its output
     directory made explicit, and ``--shard``; Beam's options after ``--`` as given."""
-    if not config.argv or config.argv[0] != "replay":
-        raise ValueError("--workers re-runs the replay command line: ReplayConfig.argv must "
-                         "start with 'replay'")
+    if not config.argv or config.argv[0] not in ("replay", "tune"):
+        raise ValueError("--workers re-runs the replay (or tune) command line: "
+                         "ReplayConfig.argv must start with 'replay' or 'tune'")
     argv = [sys.executable, "-c", _MAIN, *config.argv, "--out", config.out,
             "--shard", f"{index}/{count}"]
     if config.pipeline_args:

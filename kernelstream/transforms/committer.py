@@ -76,10 +76,23 @@ class _Totals:
     rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTPUTS, 0))
     published: int = 0  # rows in published files
     last_ts_ms: int | None = None  # newest record timestamp seen
+    # labels the models learnt and the seconds they spent in learner calls (their states'
+    # counters, summed): learning throughput, which waits for records do not dilute
+    learnt: int = 0
+    learn_seconds: float = 0.0
+    models: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+    def model(self, key: str, learnt: int, seconds: float) -> None:
+        """A model's counters as its state was handed over (they only grow)."""
+        n0, s0 = self.models.get(key, (0, 0.0))
+        self.models[key] = (learnt, seconds)
+        self.learnt += learnt - n0
+        self.learn_seconds += seconds - s0
 
     def as_doc(self) -> dict[str, Any]:
         return {"records": self.records, "rows": dict(self.rows), "published": self.published,
-                "last_ts_ms": self.last_ts_ms}
+                "last_ts_ms": self.last_ts_ms, "learnt": self.learnt,
+                "learn_seconds": self.learn_seconds}
 
 
 # The column of an output's rows that holds the timestamp of the record that made the row.
@@ -173,9 +186,10 @@ class Committer(beam.DoFn):
         _freeze_startup_heap()
 
     def teardown(self) -> None:
-        if getattr(self, "pool", None) is not None:
-            self.pool.shutdown(wait=True)
-            self.pool = None
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True)
+            del self.pool
         for w in self.writers.values():
             w.close()  # files of an uncommitted epoch: the next start deletes them
         self.writers = {}
@@ -210,6 +224,7 @@ class Committer(beam.DoFn):
             if self.store is not None:
                 self.states[key] = st
             self.pending[key] = len(st.pending)
+            self.totals.model(key, st.learnt, st.seconds)
             self.changed = True
             return
         if not value:

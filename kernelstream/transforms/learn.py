@@ -86,8 +86,9 @@ class _LearnPredictBase(beam.DoFn):
     """The element and end-of-input logic; subclasses declare the state of early blocks."""
 
     def __init__(self, core: StreamLearner, emit_states: bool = False,
-                 saved: SavedStates | None = None) -> None:
+                 saved: SavedStates | None = None, progress_total: int | None = None) -> None:
         self.core = core
+        self.progress_total = progress_total  # examples to learn, for progress lines
         self.emit_states = emit_states
         self.saved = saved  # a checkpoint's states, read by key when a stream first appears
         self.progress: Progress | None = None
@@ -101,7 +102,7 @@ class _LearnPredictBase(beam.DoFn):
         self.learn_us = Metrics.distribution(METRICS_NAMESPACE, "learn_block_us")
 
     def setup(self) -> None:
-        self.progress = Progress()
+        self.progress = Progress(total=self.progress_total)
         if self.saved is not None:  # one index per worker process, shared by its threads
             self.saved = SavedStates.shared(self.saved.files)
 
@@ -109,7 +110,7 @@ class _LearnPredictBase(beam.DoFn):
                  window: Any) -> Iterator[Any]:
         key, block = element
         if self.progress is None:
-            self.progress = Progress()
+            self.progress = Progress(total=self.progress_total)
         st: StreamState | None = state.read()
         if st is None:
             # a stream resumed from a checkpoint starts from its saved state
@@ -122,7 +123,7 @@ class _LearnPredictBase(beam.DoFn):
         self.disorder.update(buffered)
         for b in release_in_order(st.cursor, early, block):
             res = self.core.learn(key, st, b)
-            self.progress.learnt(key, st, b.n)
+            self.progress.learnt(key, st, b.n, res.seconds)
             self.n_blocks.inc()
             self.learn_us.update(int(res.seconds * 1e6))
             p = res.predictions
@@ -216,7 +217,8 @@ class LearnPredict(beam.PTransform):
     it holds only the states of its own streams (no side input of every state);
     ``emit_states`` adds the tagged output ``states`` with every stream's state at the end of
     input, in the same encoding (:class:`StreamStateCoder`), so a later run continues the
-    streams exactly.
+    streams exactly. ``progress_total``: the examples the run learns, when known, for the
+    progress lines' total and ETA (``engine.core.Progress``).
     """
 
     EARLY_STATES = ("ordered_list", "bag")
@@ -225,7 +227,7 @@ class LearnPredict(beam.PTransform):
                  metrics_window: int = 1000, source: str = "",
                  early_state: str = "ordered_list",
                  saved_states: SavedStates | None = None,
-                 emit_states: bool = False) -> None:
+                 emit_states: bool = False, progress_total: int | None = None) -> None:
         super().__init__()
         if early_state not in self.EARLY_STATES:
             raise ValueError(f"early_state must be one of {self.EARLY_STATES}")
@@ -236,6 +238,7 @@ class LearnPredict(beam.PTransform):
         self.early_state = early_state
         self.saved_states = saved_states
         self.emit_states = emit_states
+        self.progress_total = progress_total
 
     def expand(self, blocks: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         dofn = _LearnPredictDoFn if self.early_state == "ordered_list" else _LearnPredictBagDoFn
@@ -247,7 +250,7 @@ class LearnPredict(beam.PTransform):
             | "GlobalWindow" >> beam.WindowInto(beam.window.GlobalWindows())
             | "LearnPredict" >> beam.ParDo(dofn(
                 StreamLearner(self.configs, self.seed, self.metrics_window, self.source),
-                self.emit_states, self.saved_states))
+                self.emit_states, self.saved_states, self.progress_total))
             .with_input_types(tuple[str, Block])
             .with_output_types(PredictionBlock)
             .with_outputs(METRICS_TAG, DEAD_LETTER_TAG, STATES_TAG, main="predictions")

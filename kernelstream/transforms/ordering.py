@@ -26,6 +26,7 @@ from apache_beam.transforms.userstate import (
     TimerSpec,
     on_timer,
 )
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
 
 from kernelstream.engine.blocks import Block
@@ -156,7 +157,7 @@ class OrderBlocks(beam.PTransform):
     def expand(self, pcoll: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         return (
             pcoll
-            | "GlobalWindow" >> beam.WindowInto(beam.window.GlobalWindows())
+            | "GlobalWindow" >> beam.WindowInto(GlobalWindows())
             | "Order" >> beam.ParDo(_OrderBlocksDoFn())
             .with_outputs(self.GAPS, main="ordered")
         )

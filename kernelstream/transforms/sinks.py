@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.transforms.window import GlobalWindow
+from apache_beam.transforms.window import FixedWindows, GlobalWindow, GlobalWindows
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -126,7 +126,7 @@ class WriteParquet(beam.PTransform):
         parts = pcoll | "SplitEndOfTime" >> beam.ParDo(_SplitEndOfTime()).with_outputs(
             _SplitEndOfTime.END, main="timely")
         timely = parts.timely | "Window" >> beam.WindowInto(
-            beam.window.FixedWindows(self.streaming_window))
+            FixedWindows(self.streaming_window))
         at_end = parts[_SplitEndOfTime.END] | "WriteEndOfTime" >> beam.ParDo(
             _WriteBundleFile(self.directory, f"{self.prefix}-end", self.schema))
         return self._write(timely, self.prefix, "WriteToFiles"), at_end
@@ -136,7 +136,7 @@ class WriteParquet(beam.PTransform):
         # A token per transform instance: the finalizer deletes only its own leftovers.
         token = uuid.uuid4().hex[:12]
         parts = (pcoll
-                 | "GlobalWindow" >> beam.WindowInto(beam.window.GlobalWindows())
+                 | "GlobalWindow" >> beam.WindowInto(GlobalWindows())
                  | "WriteParts" >> beam.ParDo(
                      _WriteBundleParts(self.directory, self.prefix, token, self.schema,
                                        self.group_bytes)))
@@ -187,7 +187,7 @@ class _WriteBundleParts(beam.DoFn):
         self._fh.close()
         path = self._path
         self._path = self._fh = self._sink = None
-        yield WindowedValue(path, MIN_TIMESTAMP, [GlobalWindow()])
+        yield WindowedValue(path, MIN_TIMESTAMP, (GlobalWindow(),))
 
 
 class _FinalizeParts(beam.DoFn):
@@ -254,7 +254,7 @@ class _SplitEndOfTime(beam.DoFn):
 
     def process(self, element: Any,
                 timestamp: Any = beam.DoFn.TimestampParam) -> Iterator[Any]:
-        if timestamp >= beam.window.GlobalWindow().max_timestamp():
+        if timestamp >= GlobalWindow().max_timestamp():
             yield beam.pvalue.TaggedOutput(self.END, element)
         else:
             yield element

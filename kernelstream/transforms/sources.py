@@ -69,7 +69,7 @@ class ReadPermutedStreams(beam.PTransform):
         self.load = load
         self.spec = spec
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.pvalue.DoOutputsTuple:
+    def expand(self, pbegin: beam.pvalue.PBegin) -> SourceOutputs:
         return (
             pbegin
             | "Impulse" >> beam.Impulse()
@@ -130,7 +130,7 @@ class ReadFileBlocks(beam.PTransform):
         self.block_size = block_size
         self.chunk_bytes = chunk_bytes
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.pvalue.PCollectionTuple:
+    def expand(self, pbegin: beam.pvalue.PBegin) -> SourceOutputs:
         tf = TextFormat.detect(self.opts.path, self.opts.fmt or "libsvm",
                                self.opts.label_column, self.opts.delimiter, self.opts.header)
         chunks = (pbegin

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pickle
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -86,11 +87,11 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
         scores[i] = ref.step(X[i], y[i])
         nsv[i] = ref.n_support_vectors
     bound = budget_bound(name, ref.hparams)
-    cuts = {0, 1, 2, n // 2, n - TAIL}
+    at = {0, 1, 2, n // 2, n - TAIL}
     full = np.flatnonzero(nsv >= bound) if bound is not None else np.array([], dtype=np.int64)
     if len(full):  # right after the budget fills (rounds are 1-based in nsv[i])
-        cuts |= {int(full[0]) + 1, int(full[0]) + 2}
-    cuts = sorted(c for c in cuts if 0 <= c <= n - TAIL)
+        at |= {int(full[0]) + 1, int(full[0]) + 2}
+    cuts = sorted(c for c in at if 0 <= c <= n - TAIL)
     # reference snapshots at cut + TAIL
     want: dict[int, dict[str, np.ndarray]] = {}
     chk = new(name, params, seed=7)
@@ -112,13 +113,14 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
         used = new(name, params, seed=123)
         run_steps(used, Xo, yo)
         targets: list[tuple[str, Callable[[], Learner]]] = [
-            ("set_state on a used learner", lambda u=used, s=st: _set(u, s)),
+            ("set_state on a used learner", partial(_set, used, st)),
             ("set_state on a default-parameter learner",
-             lambda s=st: _set(registry.make(name, seed=5), s)),
-            ("bytes", lambda b=blob: _set(new(name, params, 321), state_from_bytes(b))),
-            ("cls.from_state", lambda s=st: cls.from_state(s)),
-            ("Learner.from_state", lambda s=st: Learner.from_state(s)),
-            ("set_state twice from one dict", lambda s=st: _set(new(name, params, 321), s)),
+             partial(_set_new, partial(registry.make, name, seed=5), st)),
+            ("bytes", partial(_set_new, partial(new, name, params, 321), state_from_bytes(blob))),
+            ("cls.from_state", partial(cls.from_state, st)),
+            ("Learner.from_state", partial(Learner.from_state, st)),
+            ("set_state twice from one dict",
+             partial(_set_new, partial(new, name, params, 321), st)),
         ]
         for what, build in targets:
             b = build()
@@ -152,6 +154,10 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
 def _set(m: Learner, st: dict[str, np.ndarray]) -> Learner:
     m.set_state(st)
     return m
+
+
+def _set_new(make: Callable[[], Learner], st: dict[str, np.ndarray]) -> Learner:
+    return _set(make(), st)
 
 
 def check_pickle(name: str, params: dict[str, Any]) -> None:

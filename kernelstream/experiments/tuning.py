@@ -1,0 +1,346 @@
+"""Hyper-parameter tuning on held-out permutations (``kernelstream tune``), without Beam.
+
+The protocol is the one of the papers' reproductions (``benchmarks/reproduce_baselines.py``,
+``reproduce_p0.py``, ``reproduce_p4.py``): every cell of a grid learns the same *tuning*
+permutation(s) of the data, test-then-train, and the cell with the lowest mistake rate (the
+lowest average loss for regression) wins; a tie goes to the cell that comes first in grid
+order (``ties="grid"``), or first to the lower average loss and then to grid order
+(``ties="loss"``, as ``reproduce_p3.py`` tunes SkeGD).
+
+Seeding. The tuning permutations are ``r = tune_perm, tune_perm + 1, ...`` (default 1000),
+drawn as every replay draws its permutations (``seeding.permutation(n, seed, r)``, a
+``SeedSequence([seed, r])``) with learner seeds ``(seed, r, learner)``. A replay evaluates
+``r = 0 .. R-1``, so for ``R <= tune_perm`` no evaluation stream was seen while tuning, yet
+a tuning stream can be replayed exactly. The reproduction scripts tune on ``r = 1000`` of
+base seed 0: the same streams.
+
+A grid is ``--grid key=v1,v2,...`` per parameter; its cells are the Cartesian product with
+the first key varying slowest (``eta`` × ``lam`` as the scripts loop). ``random`` keeps N of
+the cells, drawn without replacement from a generator seeded apart from the permutations,
+and in grid order, so ties still break the same way.
+
+This module parses grids, picks cells, chooses the winner and reads and writes
+``tuned.json`` (the chosen parameters, every cell's score and the protocol) and its table;
+running the cells is the replay's (``kernelstream.pipelines.commands.tune``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+TUNED_KIND = "kernelstream.tuned"
+TUNED_SCHEMA = 1
+TUNE_PERM = 1000  # the first tuning permutation, as in the reproduction scripts
+TIES = ("grid", "loss")
+_RANDOM_TAG = zlib.crc32(b"tune-random-cells")  # keeps cell draws apart from permutations
+_DIGITS = 9  # scores equal to this many decimals tie (sums of the same mistakes are equal)
+
+
+class TunedFileError(ValueError):
+    """A ``--params-from`` file that cannot be used (one line for the user)."""
+
+
+# -- grids ---------------------------------------------------------------------------------------
+
+
+def parse_grid(specs: Sequence[str]) -> dict[str, list[str]]:
+    """``["key=v1,v2", ...]`` → ``{key: [v1, v2]}`` in the order given (values as text: the
+    learner's parameters convert them, as for ``-p``)."""
+    axes: dict[str, list[str]] = {}
+    for spec in specs:
+        key, sep, values = spec.partition("=")
+        key = key.strip()
+        vals = [v.strip() for v in values.split(",")]
+        if not sep or not key or "." in key:
+            raise ValueError(f"--grid {spec!r}: expected KEY=V1,V2,...")
+        if not all(vals):
+            raise ValueError(f"--grid {spec!r}: an empty value")
+        if key in axes:
+            raise ValueError(f"--grid {key}=... given twice: list its values once")
+        dups = sorted({v for v in vals if vals.count(v) > 1})
+        if dups:
+            raise ValueError(f"--grid {key}: value(s) {', '.join(dups)} given twice")
+        axes[key] = vals
+    if not axes:
+        raise ValueError("no --grid KEY=V1,V2,... given")
+    return axes
+
+
+def grid_cells(axes: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
+    """Every cell of the grid, the first key varying slowest."""
+    keys = list(axes)
+    return [dict(zip(keys, vals, strict=True))
+            for vals in itertools.product(*(axes[k] for k in keys))]
+
+
+def random_cells(n_cells: int, count: int, seed: int) -> list[int]:
+    """``count`` distinct cell indices of ``n_cells``, drawn with ``seed``, in grid order
+    (all of them when ``count >= n_cells``)."""
+    if count < 1:
+        raise ValueError(f"--random must be >= 1, got {count}")
+    if count >= n_cells:
+        return list(range(n_cells))
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, _RANDOM_TAG])))
+    return sorted(int(i) for i in rng.choice(n_cells, size=count, replace=False))
+
+
+# -- scores and the choice -------------------------------------------------------------------------
+
+
+@dataclass
+class CellScore:
+    """One evaluated cell: its grid index and values, and its scores over the tuning
+    permutations (means; ``per_permutation``: ``(r, mistake rate or None, average loss)``)."""
+
+    index: int
+    label: str
+    grid: dict[str, str]  # the cell's grid values as given
+    params: dict[str, Any]  # every resolved hyper-parameter of the cell
+    mistake_rate: float | None
+    avg_loss: float
+    mistake_rate_std: float | None = None
+    avg_loss_std: float | None = None
+    n_support_vectors: float | None = None
+    seconds: float | None = None
+    per_permutation: list[tuple[int, float | None, float]] = field(default_factory=list)
+
+    def key(self, metric: str, ties: str) -> tuple[float, ...]:
+        """Sort key of the choice: the metric, then (``ties="loss"``) the average loss."""
+        main = self.avg_loss if metric == "avg_loss" else self.mistake_rate
+        if main is None or not math.isfinite(main):
+            main = math.inf
+        key = [round(main, _DIGITS)]
+        if ties == "loss" and metric != "avg_loss":
+            key.append(round(self.avg_loss, _DIGITS) if math.isfinite(self.avg_loss)
+                       else math.inf)
+        return tuple(key)
+
+
+def metric_for(task: str) -> str:
+    """What tuning minimises: the mistake rate (classification) or the average loss."""
+    return "avg_loss" if task == "regression" else "mistake_rate"
+
+
+def choose(cells: Sequence[CellScore], task: str, ties: str = "grid") -> CellScore:
+    """The winning cell: lowest metric (:func:`metric_for`); ties as ``ties`` says, then the
+    earlier cell in grid order."""
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
+    if not cells:
+        raise ValueError("no cell was evaluated")
+    metric = metric_for(task)
+    return min(sorted(cells, key=lambda c: c.index), key=lambda c: c.key(metric, ties))
+
+
+def selection_text(task: str, ties: str) -> str:
+    if task == "regression":
+        return "lowest mean average loss over the tuning permutations; ties: the earlier cell"
+    tie = ("the lower mean average loss, then the earlier cell in grid order" if ties == "loss"
+           else "the earlier cell in grid order")
+    return f"lowest mean mistake rate over the tuning permutations; ties: {tie}"
+
+
+# -- tuned.json ------------------------------------------------------------------------------------
+
+
+def tuned_doc(*, learner: str, task: str, loss: str, cells: Sequence[CellScore],
+              chosen: CellScore, ties: str, axes: Mapping[str, Sequence[str]],
+              fixed: Mapping[str, str], data: Mapping[str, Any], protocol: Mapping[str, Any],
+              version: str, created: str) -> dict[str, Any]:
+    """The ``tuned.json`` document: the chosen cell's parameters first (what
+    ``replay --params-from`` applies), then its score, the protocol and every cell."""
+    metric = metric_for(task)
+    return {
+        "kind": TUNED_KIND,
+        "schema": TUNED_SCHEMA,
+        "kernelstream_version": version,
+        "created": created,
+        "learner": learner,
+        "task": task,
+        "loss": loss,
+        "params": {k: v for k, v in chosen.params.items() if v is not None},
+        "tuned": {k: chosen.params.get(k, v) for k, v in chosen.grid.items()},
+        "cell": chosen.index,
+        "score": {"metric": metric, "value": getattr(chosen, metric),
+                  "mistake_rate": chosen.mistake_rate, "avg_loss": chosen.avg_loss},
+        "data": dict(data),
+        "protocol": {
+            **protocol,
+            "metric": metric,
+            "ties": ties,
+            "selection": selection_text(task, ties),
+            "grid": {k: list(v) for k, v in axes.items()},
+            "fixed": dict(fixed),
+        },
+        "cells": [_cell_doc(c, c is chosen) for c in cells],
+    }
+
+
+def _cell_doc(c: CellScore, chosen: bool) -> dict[str, Any]:
+    return {
+        "cell": c.index, "label": c.label, "grid": dict(c.grid),
+        "params": {k: c.params.get(k, v) for k, v in c.grid.items()},
+        "mistake_rate": c.mistake_rate, "mistake_rate_std": c.mistake_rate_std,
+        "avg_loss": c.avg_loss, "avg_loss_std": c.avg_loss_std,
+        "n_support_vectors": c.n_support_vectors, "seconds": c.seconds,
+        "per_permutation": [{"permutation": r, "mistake_rate": m, "avg_loss": a}
+                            for r, m, a in c.per_permutation],
+        "chosen": chosen,
+    }
+
+
+def read_tuned(path: str, text: str | None = None) -> dict[str, Any]:
+    """The document of a ``tuned.json`` (``text``: its contents, else read from ``path``);
+    :class:`TunedFileError` with one line when it is not one."""
+    if text is None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise TunedFileError(f"--params-from {path}: cannot read it "
+                                 f"({exc.strerror or exc})") from None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise TunedFileError(f"--params-from {path}: not a tuned.json (not JSON)") from None
+    if not isinstance(doc, dict) or doc.get("kind") != TUNED_KIND:
+        raise TunedFileError(f"--params-from {path}: not a tuned.json written by "
+                             "`kernelstream tune`")
+    if not isinstance(doc.get("schema"), int) or doc["schema"] > TUNED_SCHEMA:
+        raise TunedFileError(f"--params-from {path}: tuned.json schema {doc.get('schema')!r} "
+                             f"is newer than this kernelstream reads ({TUNED_SCHEMA})")
+    if not isinstance(doc.get("learner"), str) or not isinstance(doc.get("params"), dict):
+        raise TunedFileError(f"--params-from {path}: a tuned.json without its learner and "
+                             "parameters")
+    return doc
+
+
+def param_text(v: Any) -> str:
+    """A parameter value as ``-p`` text that converts back to the same value."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)  # shortest text that reads back as the same float
+    return str(v)
+
+
+def apply_tuned(doc: Mapping[str, Any], path: str, learner_specs: Sequence[str],
+                param_specs: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``replay --params-from``: the ``--learner`` and ``-p`` arguments with the tuned
+    parameters added for every configuration of the tuned learner (no ``--learner``: that
+    learner alone). A parameter the command line sets for a configuration (``-p key=...``
+    or ``-p LABEL.key=...``; ``sigma`` counts as ``gamma``) keeps its value."""
+    from kernelstream.pipelines.config import parse_learner_spec, parse_param_spec
+
+    learner = str(doc["learner"])
+    specs = list(learner_specs) or [learner]
+    pairs = [parse_learner_spec(s) for s in specs]
+    mine = [label for label, name in pairs if name == learner]
+    if not mine:
+        names = ", ".join(dict.fromkeys(name for _, name in pairs))
+        raise TunedFileError(f"--params-from {path} holds parameters of {learner}, not of "
+                             f"the run's learner(s) {names}")
+    given: dict[str | None, set[str]] = {}
+    for spec in param_specs:
+        scope, key, _ = parse_param_spec(spec)
+        given.setdefault(scope, set()).add("gamma" if key == "sigma" else key)
+    out = list(param_specs)
+    for label in mine:
+        explicit = given.get(None, set()) | given.get(label, set())
+        out += [f"{label}.{k}={param_text(v)}" for k, v in doc["params"].items()
+                if v is not None and k not in explicit]
+    return specs, out
+
+
+def overlap_note(doc: Mapping[str, Any], seed: int, permutations: int) -> str | None:
+    """A note when a replay's evaluation permutations 0..R-1 include a tuning permutation of
+    ``doc`` (same seed): the evaluation would score streams the parameters were chosen on."""
+    proto = doc.get("protocol", {})
+    tuned = [int(r) for r in proto.get("permutations", [])]
+    if proto.get("seed") != seed:
+        return None
+    seen = sorted(r for r in tuned if r < permutations)
+    if not seen:
+        return None
+    return (f"evaluation permutations 0..{permutations - 1} include the tuning "
+            f"permutation(s) {', '.join(map(str, seen))} (seed {seed}) the parameters were "
+            "chosen on")
+
+
+# -- tables --------------------------------------------------------------------------------------
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def table_rows(doc: Mapping[str, Any]) -> list[list[str]]:
+    """Header and one row per cell: grid values, scores, and ``*`` on the chosen cell."""
+    keys = list(doc["protocol"]["grid"])
+    classify = doc["task"] != "regression"
+    head = ["cell", *keys]
+    if classify:
+        head.append("mistake rate (%)")
+    head += [f"avg loss ({doc['loss']})", "#SV", "seconds", ""]
+    rows = [head]
+    for c in doc["cells"]:
+        row = [str(c["cell"]), *(c["grid"][k] for k in keys)]
+        if classify:
+            mr, sd = c["mistake_rate"], c["mistake_rate_std"]
+            row.append("-" if mr is None else
+                       f"{mr:.4f}" + ("" if not sd else f" ± {sd:.4f}"))
+        row += [_fmt(c["avg_loss"], ".5f"), _fmt(c["n_support_vectors"], ".1f"),
+                _fmt(c["seconds"], ".3f"), "*" if c["chosen"] else ""]
+        rows.append(row)
+    return rows
+
+
+def format_table(doc: Mapping[str, Any]) -> str:
+    """The cells as a plain text table (stdout)."""
+    rows = table_rows(doc)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) if i <= len(doc["protocol"]["grid"]) else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+                     for r in rows)
+
+
+def format_markdown(doc: Mapping[str, Any]) -> str:
+    """``tuned.md``: what was tuned, how, the choice, and every cell."""
+    proto, data = doc["protocol"], doc["data"]
+    chosen = ", ".join(f"{k} = {param_text(v)}" for k, v in doc["tuned"].items())
+    metric = ("mistake rate" if doc["score"]["metric"] == "mistake_rate" else "average loss")
+    perms = proto["permutations"]
+    rows = table_rows(doc)
+    lines = [
+        f"# Tuning {doc['learner']} on {data.get('dataset')}",
+        "",
+        f"Generated by `kernelstream tune` ({doc['created']}, kernelstream "
+        f"{doc['kernelstream_version']}); do not edit by hand.",
+        "",
+        f"* Chosen: **{chosen}** (cell {doc['cell']}; {metric} "
+        f"{_fmt(doc['score']['value'], '.4f')}).",
+        f"* Fixed parameters: {', '.join(f'{k}={v}' for k, v in proto['fixed'].items()) or '-'}.",
+        f"* Selection: {proto['selection']}.",
+        f"* Tuning permutations: r = {', '.join(map(str, perms))} of seed {proto['seed']} "
+        f"({proto['seeding']}).",
+        f"* Streams: {data.get('examples')} examples each"
+        + ("" if proto.get("rows") is None else
+           f" (the first {proto['rows']} positions of each tuning permutation)") + ".",
+        f"* Cells: {len(doc['cells'])} of {proto['cells_in_grid']}"
+        + ("" if proto.get("random") is None else
+           f" (--random {proto['random']}: drawn with seed {proto['seed']})") + ".",
+        "",
+        "| " + " | ".join(rows[0][:-1]) + " | chosen |",
+        "|" + "---|" * len(rows[0]),
+    ]
+    lines += ["| " + " | ".join(r[:-1]) + f" | {'**yes**' if r[-1] else ''} |"
+              for r in rows[1:]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,292 @@
+"""``kernelstream tune DATA -l LEARNER --grid key=v1,v2,... [--grid ...] [--random N]``.
+
+The cells of the grid become the learner configurations of one replay run (labels
+``cell00``, ``cell01``, ...) over the held-out tuning permutations ``--tune-perm`` onwards
+(default 1000; a replay evaluates 0..R-1), so they are learnt by the replay's own machinery
+(``pipelines.replay``: the loop or the Beam pipeline, ``--workers N`` processes) like any
+grid. The choice, ``tuned.json`` and its table are :mod:`kernelstream.experiments.tuning`'s;
+``replay --params-from OUT/tuned.json`` runs the chosen parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernelstream import __version__, data, fs
+from kernelstream._json import json_safe
+from kernelstream.data.options import ROWS
+from kernelstream.experiments import tuning
+from kernelstream.pipelines.config import (
+    PROG,
+    SCALES,
+    TARGET_SCALES,
+    TASKS,
+    ConfigError,
+    DataError,
+    ReplayConfig,
+    WorkerError,
+    is_topic,
+    parse_learner_spec,
+)
+from kernelstream.pipelines.replay_args import (
+    check_data,
+    hash_bits,
+    replay_config,
+    shard_arg,
+    workers_arg,
+)
+
+if TYPE_CHECKING:
+    from kernelstream.evaluate import EvalResult
+
+TUNED_FILE = "tuned.json"
+TABLE_FILE = "tuned.md"
+SEEDING = ("permutation r = seeding.permutation(n, seed, r), i.e. SeedSequence([seed, r]), "
+           "learner seed (seed, r, learner), as a replay draws r = 0..R-1: disjoint from the "
+           "evaluation permutations for R <= the first tuning permutation")
+# replay options that tune does not offer (a tuning run is a permuted replay of a data file)
+_REPLAY_ONLY = {"stream": "none", "key_by": None, "kafka_idle": 5.0, "kafka_max_seconds": None,
+                "kafka_out": None, "kafka_option": None, "checkpoint": None, "follow": None,
+                "follow_runs": None, "params_from": None}
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``tune`` subcommand (argument definitions only: no Beam)."""
+    p = sub.add_parser(
+        "tune", help="choose hyper-parameters on held-out permutations (a grid replay)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Replay DATA for every cell of a hyper-parameter grid on the tuning permutations\n"
+            "(r = --tune-perm onwards, never a replay's evaluation permutations 0..R-1), pick\n"
+            "the cell with the lowest mistake rate (regression: average loss; ties: the\n"
+            "earlier cell in grid order, or --ties loss), and write DIR/tuned.json (the\n"
+            "parameters, every cell's score, the protocol) and DIR/tuned.md. The cells are the\n"
+            "configurations of one replay run, so --workers N spreads them like any grid."
+        ),
+        epilog=(
+            "examples:\n"
+            f"  {PROG} tune german -l bpa-s -p budget=100 -p sigma=2.83 --grid c=0.25,0.5,1,2\n"
+            f"  {PROG} tune a9a -l bogd -p budget=200 --grid eta=0.01,0.1,1 "
+            "--grid lam=0.001,0.01 -j 2\n"
+            f"  {PROG} replay a9a --params-from runs/tune-a9a-bogd/tuned.json -R 20"
+        ),
+    )
+    p.add_argument("data", metavar="DATA", help="embedded data set name or file path")
+    p.add_argument("--learner", "-l", required=True, metavar="NAME",
+                   help=f"the learner to tune (see `{PROG} learners`)")
+    p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
+                   help="a fixed hyper-parameter of every cell (repeatable)")
+    p.add_argument("--grid", "-g", action="append", required=True, metavar="KEY=V1,V2,...",
+                   help="values of one hyper-parameter (repeatable: the cells are the product, "
+                   "the first --grid varying slowest)")
+    p.add_argument("--random", type=int, metavar="N",
+                   help="evaluate N cells of the grid drawn at random (seeded by --seed), for "
+                   "large grids")
+    p.add_argument("--seed", type=int, default=0,
+                   help="base seed of the permutations, learners and --random (default: 0)")
+    p.add_argument("--tune-perm", type=int, default=tuning.TUNE_PERM, metavar="R0",
+                   help="the first tuning permutation index (default: "
+                   f"{tuning.TUNE_PERM}, as the reproduction scripts)")
+    p.add_argument("--tune-permutations", type=int, default=1, metavar="T",
+                   help="tune on the mean over T permutations R0..R0+T-1 (default: 1, as the "
+                   "papers: one permutation)")
+    p.add_argument("--tune-rows", type=int, metavar="N",
+                   help="learn only the first N positions of each tuning permutation (for "
+                   "large data sets)")
+    p.add_argument("--ties", choices=tuning.TIES, default="grid",
+                   help="equal mistake rates: the earlier cell in grid order (grid, the "
+                   "baselines' rule) or the lower average loss first (loss, as P3's SkeGD "
+                   "tuning) (default: grid)")
+    d = p.add_argument_group("data", "read options, as for replay")
+    d.add_argument("--format", choices=data.FORMATS)
+    d.add_argument("--label-column", metavar="COL")
+    d.add_argument("--n-features", type=int, metavar="D")
+    d.add_argument("--positive-label", metavar="LABEL")
+    d.add_argument("--delimiter", metavar="CHAR")
+    d.add_argument("--header", action=argparse.BooleanOptionalAction, default=None)
+    d.add_argument("--limit", type=int, metavar="N",
+                   help="use only the first N rows of the file (before permuting)")
+    d.add_argument("--scale", choices=SCALES, default="none")
+    d.add_argument("--scale-target", choices=TARGET_SCALES, default="none")
+    d.add_argument("--task", choices=TASKS)
+    d.add_argument("--hash-features", type=hash_bits, metavar="K")
+    d.add_argument("--rows", choices=ROWS, default="auto")
+    p.add_argument("--out", "-o", metavar="DIR",
+                   help="output directory (default: runs/tune-<dataset>-<learner>)")
+    p.add_argument("--runner", choices=("direct", "loop"), default="direct",
+                   help="direct: Apache Beam in-process; loop: the plain reference loop "
+                   "(default: direct)")
+    p.add_argument("--workers", "-j", type=workers_arg, default=1, metavar="N",
+                   help="learn the cells in N processes, as replay --workers (default: 1)")
+    p.add_argument("--shard", type=shard_arg, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(handler=cmd_tune)
+    return p
+
+
+def _labels(cells: Sequence[int], n_cells: int) -> list[str]:
+    width = len(str(max(n_cells - 1, 0)))
+    return [f"cell{i:0{width}d}" for i in cells]
+
+
+def tune_config(args: argparse.Namespace, argv: Sequence[str]) -> tuple[
+        ReplayConfig, dict[str, list[str]], list[dict[str, str]], list[int]]:
+    """The tuning run as a replay configuration (one learner configuration per evaluated
+    cell, the tuning permutations), the grid, its cells and the evaluated cells' indices."""
+    if is_topic(args.data):
+        raise ConfigError("tune replays permutations of a data file; a Kafka topic is one "
+                          "stream in its own order")
+    label, name = parse_learner_spec(args.learner)
+    if label != name:
+        raise ConfigError(f"--learner {args.learner!r}: give the learner's name alone")
+    axes = tuning.parse_grid(args.grid)
+    fixed = list(args.param or [])
+    for spec in fixed:
+        key = spec.partition("=")[0].strip()
+        if "." in key:
+            raise ConfigError(f"-p {spec!r}: tune has one learner; give -p KEY=VALUE")
+        width = {"sigma", "gamma"}
+        both = key if key in axes else next(iter(width & set(axes) - {key}), None)
+        if both is not None and (key in axes or key in width):
+            raise ConfigError(f"-p {key}=... and --grid {both}=...: give each parameter once")
+    if args.tune_perm < 0:
+        raise ConfigError(f"--tune-perm must be >= 0, got {args.tune_perm}")
+    if args.tune_permutations < 1:
+        raise ConfigError(f"--tune-permutations must be >= 1, got {args.tune_permutations}")
+    if args.tune_rows is not None and args.tune_rows < 1:
+        raise ConfigError(f"--tune-rows must be >= 1, got {args.tune_rows}")
+    cells = tuning.grid_cells(axes)
+    chosen = (list(range(len(cells))) if args.random is None
+              else tuning.random_cells(len(cells), args.random, args.seed))
+    labels = _labels(chosen, len(cells))
+    ns = argparse.Namespace(**vars(args))
+    for k, v in _REPLAY_ONLY.items():
+        setattr(ns, k, getattr(ns, k, v))
+    ns.learner = [f"{lab}={name}" for lab in labels]
+    ns.param = fixed + [f"{lab}.{k}={v}" for lab, i in zip(labels, chosen, strict=True)
+                        for k, v in cells[i].items()]
+    ns.permutations = args.tune_permutations
+    if not args.out:
+        try:
+            dataset = data.embedded_dataset_info(args.data)["name"]
+        except KeyError:
+            dataset = Path(args.data).name
+        ns.out = str(Path("runs") / f"tune-{dataset}-{name}")
+    config = replay_config(ns, argv)
+    config = replace(config, first_permutation=args.tune_perm, stream_rows=args.tune_rows)
+    return config, axes, cells, chosen
+
+
+def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from kernelstream.pipelines import cli  # the replay's runners and helpers
+
+    try:
+        config, axes, cells, chosen = tune_config(args, argv)
+    except ValueError as exc:  # unknown learner, bad grid or parameter, inconsistent options
+        return cli._error("tune", str(exc))
+    if config.shard is not None:  # a worker process of --workers: its share of the cells
+        return cli._run_shard(config)
+    pool = None
+    try:
+        if config.workers > 1:
+            from kernelstream.pipelines.workers import WorkerPool, effective_workers
+
+            if effective_workers(config) > 1:
+                try:
+                    pool = WorkerPool.spawn(config)
+                except OSError as exc:
+                    return cli._error("tune", f"cannot start the worker processes: {exc}")
+        try:
+            check_data(config)
+            fs.makedirs(config.out)
+        except ValueError as exc:
+            return cli._error("tune", str(exc))
+        except OSError as exc:
+            return cli._error("tune", f"cannot create the output directory: {exc}")
+        cli._progress_to_stderr(not config.quiet)
+        if not config.quiet:
+            print(f"[tune] {config.learners[0].name}: {len(chosen)} of {len(cells)} cells x "
+                  f"{config.permutations} tuning permutation(s) from r = "
+                  f"{config.first_permutation}", file=sys.stderr, flush=True)
+        try:
+            run = (cli.RUNNERS[config.runner](config) if pool is None
+                   else cli.RUNNERS[config.runner](config, pool))
+        except WorkerError as exc:
+            for line in exc.lines:
+                print(line, file=sys.stderr)
+            return exc.code
+        except cli._OWN_LINE as exc:
+            return cli._error("tune", str(exc))
+        except DataError as exc:
+            return cli._error("tune", f"cannot read data: {exc}")
+        except ConfigError as exc:
+            return cli._error("tune", str(exc))
+        except ValueError as exc:  # learner-side validation during the run
+            return cli._error("tune", str(exc), code=1)
+    finally:
+        if pool is not None:
+            pool.close()
+    doc = tuned_document(args, argv, config, run.results, axes, cells, chosen)
+    cli.write_summary(cli.build_summary(config, run), config.out)
+    path, table = write_tuned(doc, config.out)
+    print(tuning.format_table(doc))
+    best = ", ".join(f"{k}={tuning.param_text(v)}" for k, v in doc["tuned"].items())
+    score = doc["score"]
+    print(f"chosen: {best} (" + (f"mistake rate {score['value']:.4f}%" if score["metric"]
+                                 == "mistake_rate" else f"average loss {score['value']:.6f}")
+          + ")")
+    print(f"tuned: {path}  (table: {table}; use: {PROG} replay {config.data} --params-from "
+          f"{path})")
+    return 0
+
+
+def tuned_document(args: argparse.Namespace, argv: Sequence[str], config: ReplayConfig,
+                   results: Sequence[EvalResult], axes: dict[str, list[str]],
+                   cells: list[dict[str, str]], chosen: list[int]) -> dict[str, Any]:
+    """The ``tuned.json`` document of a finished tuning run."""
+    by_label = {r.label: r for r in results}
+    scores = []
+    for label, i in zip(_labels(chosen, len(cells)), chosen, strict=True):
+        r = by_label[label]
+        s = r.to_summary()
+        scores.append(tuning.CellScore(
+            index=i, label=label, grid=cells[i], params=dict(r.params),
+            mistake_rate=s["mistake_rate"], avg_loss=float(s["avg_loss"] or 0.0),
+            mistake_rate_std=s["mistake_rate_std"], avg_loss_std=s["avg_loss_std"],
+            n_support_vectors=s["n_support_vectors"], seconds=s["seconds"],
+            per_permutation=[(p.permutation, p.mistake_rate, p.avg_loss) for p in r.runs]))
+    first = results[0]
+    best = tuning.choose(scores, config.task, args.ties)
+    return tuning.tuned_doc(
+        learner=first.learner, task=config.task, loss=first.loss, cells=scores, chosen=best,
+        ties=args.ties, axes=axes,
+        fixed=dict(spec.split("=", 1) for spec in (args.param or [])),
+        data={"dataset": config.dataset, "data": config.data, "examples": first.examples,
+              "n_features": first.n_features, "task": config.task, "format": config.fmt,
+              "scale": config.scale, "scale_target": config.scale_target,
+              "limit": config.limit, "hash_features": config.hash_features,
+              "rows": config.rows},
+        protocol={"seed": config.seed, "tune_perm": config.first_permutation,
+                  "tune_permutations": config.permutations,
+                  "permutations": list(range(config.first_permutation,
+                                             config.first_permutation + config.permutations)),
+                  "rows": config.stream_rows, "random": args.random,
+                  "cells_in_grid": len(cells), "seeding": SEEDING, "runner": config.runner,
+                  "argv": list(argv)},
+        version=__version__, created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+
+
+def write_tuned(doc: dict[str, Any], out: str) -> tuple[str, str]:
+    """``OUT/tuned.json`` and ``OUT/tuned.md`` (each written whole or not at all)."""
+    path, table = fs.join(out, TUNED_FILE), fs.join(out, TABLE_FILE)
+    fs.write_bytes_atomic(path, (json.dumps(json_safe(doc), indent=2, allow_nan=False)
+                                 + "\n").encode())
+    fs.write_bytes_atomic(table, tuning.format_markdown(doc).encode())
+    return path, table

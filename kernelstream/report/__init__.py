@@ -1,0 +1,27 @@
+"""Reports: one self-contained HTML page from replay run folders and reproduction results.
+
+``kernelstream report RUN_DIR [RUN_DIR ...]`` reads what a replay wrote (``summary.json`` and
+the Parquet outputs ``predictions/``, ``metrics/``, ``dead_letters/``), draws its figures with
+matplotlib (PNG, inlined as data URIs) and writes one HTML file that opens from disk without a
+server. Several run folders are overlaid; a reproduction's JSON results get tables of their
+own. Nothing here imports Apache Beam.
+
+Modules: :mod:`.runs` (a run folder: summary rows, entities, dead letters), :mod:`.curves`
+(per-configuration curves over the stream), :mod:`.figures` (matplotlib), :mod:`.reproduce`
+(reproduction results), :mod:`.page` (the HTML page and :func:`render_report`).
+"""
+
+from __future__ import annotations
+
+from kernelstream.report.runs import ReportError
+
+__all__ = ["ReportError", "render_report"]
+
+
+def render_report(paths: list[str], out: str) -> str:
+    """Write the report of ``paths`` (run folders and reproduction JSON files) to ``out``;
+    returns the path written. Needs matplotlib; raises :class:`ReportError` for an input that
+    is neither."""
+    from kernelstream.report.page import render_report as _render
+
+    return _render(paths, out)

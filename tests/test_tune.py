@@ -1,0 +1,249 @@
+"""``kernelstream tune`` (held-out tuning permutations, grid cells as the configurations of one
+replay) and ``replay --params-from``; the choice and ``tuned.json`` of
+``kernelstream.experiments.tuning``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kernelstream import data
+from kernelstream.engine.replay import StreamSpec
+from kernelstream.experiments import tuning
+from kernelstream.experiments.tuning import CellScore
+from kernelstream.pipelines.cli import main
+from kernelstream.seeding import permutation
+
+TUNED_PARAMS = Path(__file__).resolve().parents[1] / "benchmarks" / "tuned_params.json"
+
+
+def _tuned_params() -> dict[str, Any]:
+    return json.loads(TUNED_PARAMS.read_text())
+
+
+def _tune(tmp_path: Path, *args: str, name: str = "t") -> dict[str, Any]:
+    out = tmp_path / name
+    assert main(["tune", *args, "--out", str(out), "-q"]) == 0
+    return json.loads((out / "tuned.json").read_text())
+
+
+# -- grids and the choice ------------------------------------------------------------------------
+
+
+def test_grid_cells_vary_the_first_key_slowest() -> None:
+    axes = tuning.parse_grid(["eta=1e-5, 0.1", "lam=1,10,100"])
+    assert axes == {"eta": ["1e-5", "0.1"], "lam": ["1", "10", "100"]}
+    cells = tuning.grid_cells(axes)
+    assert cells[:4] == [{"eta": "1e-5", "lam": "1"}, {"eta": "1e-5", "lam": "10"},
+                         {"eta": "1e-5", "lam": "100"}, {"eta": "0.1", "lam": "1"}]
+    assert len(cells) == 6
+
+
+@pytest.mark.parametrize(("specs", "msg"), [
+    (["c"], "expected KEY=V1,V2"),
+    (["c=1,,2"], "an empty value"),
+    (["c=1", "c=2"], "given twice"),
+    (["c=1,2,1"], "value(s) 1 given twice"),
+    (["x.c=1"], "expected KEY=V1,V2"),
+    ([], "no --grid"),
+])
+def test_bad_grids_are_refused(specs: list[str], msg: str) -> None:
+    with pytest.raises(ValueError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        tuning.parse_grid(specs)
+
+
+def test_random_cells_are_seeded_distinct_and_in_grid_order() -> None:
+    a = tuning.random_cells(100, 10, seed=0)
+    assert a == tuning.random_cells(100, 10, seed=0) and a == sorted(set(a)) and len(a) == 10
+    assert a != tuning.random_cells(100, 10, seed=1)
+    assert tuning.random_cells(5, 9, seed=0) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="--random"):
+        tuning.random_cells(5, 0, seed=0)
+
+
+def _cell(i: int, mr: float | None, loss: float) -> CellScore:
+    return CellScore(index=i, label=f"cell{i}", grid={"c": str(i)}, params={"c": i},
+                     mistake_rate=mr, avg_loss=loss)
+
+
+def test_ties_go_to_grid_order_or_to_the_loss() -> None:
+    cells = [_cell(2, 10.0, 0.5), _cell(0, 12.0, 0.1), _cell(1, 10.0, 0.4), _cell(3, 10.0, 0.3)]
+    assert tuning.choose(cells, "classification").index == 1  # earliest of the 10.0 cells
+    assert tuning.choose(cells, "classification", "loss").index == 3
+    # regression: the average loss alone decides
+    assert tuning.choose(cells, "regression").index == 0
+    # equal to 9 decimals is a tie (means of the same mistakes)
+    near = [_cell(0, 0.1 + 0.2, 1.0), _cell(1, 0.3, 0.0)]
+    assert tuning.choose(near, "classification").index == 0
+
+
+# -- the papers' tuning, recovered ---------------------------------------------------------------
+
+
+def _check_recovered(doc: dict[str, Any], selected: dict[str, Any], keys: list[str]) -> None:
+    """``doc`` picks what ``benchmarks/tuned_params.json`` selected, with the same scores."""
+    assert {k: doc["params"][k] for k in keys} == {k: selected["params"][k] for k in keys}
+    assert doc["score"]["value"] == pytest.approx(selected["tune_mistake_rate"], abs=5e-5)
+    committed = dict(selected["grid"])
+    for c in doc["cells"]:
+        label = ",".join(f"{k}={tuning.param_text(c['params'][k]).removesuffix('.0')}"
+                         for k in keys)
+        assert c["mistake_rate"] == pytest.approx(committed[label], abs=5e-5), label
+
+
+def test_tune_recovers_the_committed_german_values(tmp_path: Path) -> None:
+    """P3 on german (the embedded german.numer_scale), at the KA width: BPA-S's C and, among
+    BOGD's many ties (every small step gives 29.9 %), the first cell in grid order."""
+    sel = _tuned_params()["p3"]["german"]["selected"]["ka"]
+    gamma = repr(sel["bpa-s"]["params"]["gamma"])
+    doc = _tune(tmp_path, "german", "-l", "bpa-s", "-p", "budget=100", "-p", f"gamma={gamma}",
+                "--grid", "c=0.25,0.5,1", "--runner", "loop")
+    _check_recovered(doc, sel["bpa-s"], ["c"])
+    assert doc["tuned"] == {"c": 0.5} and doc["protocol"]["permutations"] == [1000]
+    doc = _tune(tmp_path, "german", "-l", "bogd", "-p", "budget=100", "-p", "variant=sol",
+                "-p", f"gamma={gamma}", "--grid", "eta=1e-05,0.0001",
+                "--grid", "lam=0.0001,0.001", "--runner", "loop", name="bogd")
+    _check_recovered(doc, sel["bogd"], ["eta", "lam"])
+    assert len({c["mistake_rate"] for c in doc["cells"]}) == 1  # all four tie
+
+
+def test_tune_recovers_the_committed_spambase_value(tmp_path: Path,
+                                                    shared_datasets: Path) -> None:
+    """P3 on spambase (UCI spambase.data, min-max [0, 1], spam = +1) at the KA width."""
+    sel = _tuned_params()["p3"]["spambase"]["selected"]["ka"]["bpa-s"]
+    doc = _tune(tmp_path, str(shared_datasets / "spambase.data"), "--scale", "01",
+                "--positive-label", "1", "-l", "bpa-s", "-p", "budget=100",
+                "-p", f"gamma={sel['params']['gamma']!r}", "--grid", "c=0.25,0.5,1",
+                "--runner", "loop")
+    _check_recovered(doc, sel, ["c"])
+    assert doc["data"]["examples"] == 4601
+
+
+def test_beam_and_workers_tune_as_the_loop(tmp_path: Path) -> None:
+    args = ["german", "-l", "bpa-s", "-p", "budget=50", "--grid", "c=0.5,1,2",
+            "--grid", "sigma=1,4"]
+    loop = _tune(tmp_path, *args, "--runner", "loop", name="loop")
+    beam = _tune(tmp_path, *args, "-j", "2", name="beam")
+
+    def scores(doc: dict[str, Any]) -> list[Any]:
+        return [(c["grid"], c["mistake_rate"], c["avg_loss"]) for c in doc["cells"]]
+
+    assert scores(beam) == scores(loop) and beam["params"] == loop["params"]
+    assert loop["protocol"]["grid"] == {"c": ["0.5", "1", "2"], "sigma": ["1", "4"]}
+    assert "gamma" in loop["params"]  # sigma given, the learner's gamma stored
+
+
+def test_held_out_permutations_prefix_and_random_cells(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    out = tmp_path / "t"
+    assert main(["tune", "german", "-l", "pa-i", "--grid", "c=0.1,0.5,1,2,4",
+                 "--random", "3", "--tune-permutations", "2", "--tune-perm", "7",
+                 "--tune-rows", "300", "--runner", "loop", "-o", str(out), "-q"]) == 0
+    stdout = capsys.readouterr().out
+    doc = json.loads((out / "tuned.json").read_text())
+    assert [c["cell"] for c in doc["cells"]] == tuning.random_cells(5, 3, seed=0)
+    assert doc["protocol"]["permutations"] == [7, 8] and doc["data"]["examples"] == 300
+    for c in doc["cells"]:
+        assert [p["permutation"] for p in c["per_permutation"]] == [7, 8]
+    assert sum(c["chosen"] for c in doc["cells"]) == 1
+    assert "chosen: c=" in stdout and "tuned.json" in stdout
+    md = (out / "tuned.md").read_text()
+    assert md.startswith("# Tuning pa-i on german") and "**yes**" in md
+    # the streams: the first 300 positions of permutations 7 and 8 of the whole data set
+    X, _ = data.load_dataset("german")
+    spec = StreamSpec(("a",), seed=0, permutations=2, first=7, rows=300)
+    assert list(spec.reps) == [7, 8]
+    assert np.array_equal(spec.order(X.shape[0], 8), permutation(X.shape[0], 0, 8)[:300])
+
+
+def test_regression_tunes_the_average_loss(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    yv = X @ [0.5, -1.0, 0.2]
+    path = tmp_path / "r.csv"
+    path.write_text("".join(",".join(repr(float(v)) for v in [*x, t]) + "\n"
+                            for x, t in zip(X, yv, strict=True)))
+    doc = _tune(tmp_path, str(path), "-l", "ioks", "-p", "loss=square", "--grid",
+                "radius=0.1,1,10", "--runner", "loop")
+    assert doc["task"] == "regression" and doc["score"]["metric"] == "avg_loss"
+    best = min(doc["cells"], key=lambda c: c["avg_loss"])
+    assert best["chosen"] and best["mistake_rate"] is None
+
+
+@pytest.mark.parametrize(("args", "msg"), [
+    (["german", "-l", "bpa-s", "--grid", "c=1", "-p", "c=2"], "-p c=... and --grid c=..."),
+    (["german", "-l", "bpa-s", "--grid", "sigma=1,2", "-p", "gamma=2"],
+     "-p gamma=... and --grid sigma=..."),
+    (["german", "-l", "bpa-s", "--grid", "c=1,x"], "parameter 'c' must be float"),
+    (["german", "-l", "bpa-s", "--grid", "nope=1"], "unknown parameter"),
+    (["german", "-l", "x=bpa-s", "--grid", "c=1"], "the learner's name alone"),
+    (["german", "-l", "bpa-s", "--grid", "c=1", "--tune-rows", "0"], "--tune-rows must be"),
+    (["kafka://localhost:9/t", "-l", "bpa-s", "--grid", "c=1"], "a Kafka topic"),
+])
+def test_bad_tune_commands_fail_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              args: list[str], msg: str) -> None:
+    assert main(["tune", *args, "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kernelstream tune: error:") and msg in err[0]
+
+
+# -- replay --params-from ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tuned_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tuned")
+    assert main(["tune", "german", "-l", "bpa-s", "-p", "budget=30", "--grid", "c=0.5,2",
+                 "--tune-rows", "200", "--runner", "loop", "-o", str(out), "-q"]) == 0
+    return out / "tuned.json"
+
+
+def _replay_params(tmp_path: Path, *args: str) -> list[dict[str, Any]]:
+    out = tmp_path / "r"
+    assert main(["replay", "german", *args, "--limit", "50", "--runner", "loop", "-o",
+                 str(out), "-q"]) == 0
+    return [c["params"] for c in json.loads((out / "summary.json").read_text())["configs"]]
+
+
+def test_replay_runs_the_tuned_parameters(tmp_path: Path, tuned_file: Path) -> None:
+    doc = json.loads(tuned_file.read_text())
+    [params] = _replay_params(tmp_path, "--params-from", str(tuned_file))
+    assert params == doc["params"] and params["budget"] == 30
+    # an explicit -p wins, for every configuration of the tuned learner
+    [params] = _replay_params(tmp_path, "--params-from", str(tuned_file), "-p", "budget=7")
+    assert params["budget"] == 7 and params["c"] == doc["params"]["c"]
+    a, b = _replay_params(tmp_path, "--params-from", str(tuned_file), "-l", "bpa-s",
+                          "-l", "bogd", "-p", "bogd.budget=5")
+    assert a == doc["params"] and b["budget"] == 5
+    a, b = _replay_params(tmp_path, "--params-from", str(tuned_file), "-l", "x=bpa-s",
+                          "-l", "y=bpa-s", "-p", "y.c=3")
+    assert a == doc["params"] and b == {**doc["params"], "c": 3.0}
+
+
+def test_params_from_a_wrong_file_fails_with_one_line(tmp_path: Path, tuned_file: Path,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    other = tmp_path / "summary.json"
+    other.write_text('{"schema": 1}')
+    cases = [(["--params-from", str(other)], "not a tuned.json written by `kernelstream tune`"),
+             (["--params-from", str(tmp_path / "none.json")], "cannot read it"),
+             (["--params-from", str(tuned_file), "-l", "bogd"],
+              "holds parameters of bpa-s, not of the run's learner(s) bogd")]
+    for args, msg in cases:
+        assert main(["replay", "german", *args, "-o", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and msg in err[0], err
+
+
+def test_params_from_notes_evaluation_on_tuning_permutations(
+        tmp_path: Path, tuned_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _replay_params(tmp_path, "--params-from", str(tuned_file), "-R", "2")
+    assert "note" not in capsys.readouterr().err
+    doc = json.loads(tuned_file.read_text())
+    assert tuning.overlap_note(doc, 0, 1001) is not None
+    assert tuning.overlap_note(doc, 1, 1001) is None  # another seed: other permutations
