@@ -210,6 +210,42 @@ class CompiledSqnorms:
         return row_sqnorms(X)
 
 
+# ---- budget rules: _ck_budget.c (RBP, Forgetron, BOGD, BPA-S, Projectron, Projectron++) --
+#
+# The update of a budget learner compiled as one C function per learner (its ``_update``,
+# operation for operation), built from shared steps: append / replace / scale, f(x_r) at a
+# stored point, BPA-S's removal costs, the projection K⁻¹k and the bordered K⁻¹ update.
+# ``bk.run`` runs a whole block (row, score and update per round) without returning to Python;
+# ``bk.update`` is one round's update, which the learner's ``_update`` calls on the
+# per-example path, so both paths run the same C code. A learner names its rule with
+# ``budget_rule`` (KernelLearner says how); the numpy ``_update`` stays the reference and the
+# fallback. Same numerical rules as _ckernels.c; the rules equal the numpy updates bit for
+# bit given the same kernel row, except the Projectron's K⁻¹k and kᵀK⁻¹k (sums in another
+# order than BLAS: round-off).
+
+BUDGET_ABI = 1  # the _ck_budget.c interface this module calls (its KB_ABI)
+RULES = {"rbp": 1, "forgetron": 2, "forgetron-p1": 3, "bogd": 4, "bogd-p1": 5, "bpa-s": 6,
+         "projectron": 7, "projectron++": 8}
+
+
+def _load_budget() -> ModuleType | None:
+    if ck is None:  # same switch and same staleness rule as _ckernels
+        return None
+    try:
+        from kernelstream.learners import _ck_budget
+    except ImportError:
+        return None
+    if (getattr(_ck_budget, "ABI", None) != BUDGET_ABI
+            or getattr(_ck_budget, "SOURCE_HASH", None) != ck.SOURCE_HASH):
+        return None
+    return _ck_budget
+
+
+bk = _load_budget()
+
 if ck is not None and fk is None:  # say so: these learners then run their numpy code
     STATUS += ("; feature maps (fogd, nogd, skegd, okl-gd, oks-sil): numpy, _ck_features is "
                "not built or stale")
+if ck is not None and bk is None:
+    STATUS += ("; budget updates (rbp, forgetron, bogd, bpa-s, projectron, projectron++): "
+               "numpy, _ck_budget is not built or stale")
