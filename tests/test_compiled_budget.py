@@ -168,3 +168,106 @@ def test_bad_calls_raise() -> None:
     bad[6] = 10_000
     with pytest.raises(ValueError, match="disagree"):
         bk.update(*bad, x, 1.0, 1.0, 0.5, k, 99)
+
+
+# ---- the rules of the learners whose rows keep their distances (OKL-GD, OKS-SIL) ----------
+DIST_CASES = [
+    ("okl-gd", {"eta": 0.4, "gamma": 0.3}),
+    ("okl-gd", {"eta": 0.4, "gamma": 0.3, "rho": 20.0}),
+    ("oks-sil", {"eta": 0.4, "gamma": 0.3}),
+    ("oks-sil", {"eta": 0.4, "gamma": 0.3, "nu": 0.3, "recheck_margin": True}),
+]
+
+
+def _make_dist(name: str, params: dict[str, Any]) -> Any:
+    return make(name, seed=7, budget=12, **params)
+
+
+@needs_bk
+@pytest.mark.parametrize(("name", "params"), DIST_CASES)
+def test_compiled_dist_update_equals_numpy_update(name: str, params: dict[str, Any]) -> None:
+    X, y = _data()
+    m = _make_dist(name, params)
+    m.learn_one(X[0], y[0])
+    assert m._rule > 0
+    for i in range(1, len(X)):
+        x, yi = X[i], float(y[i])
+        xx = m._sqnorm(x)
+        score, aux = m._score(x, xx)
+        ref = copy.deepcopy(m)
+        ref._rule = 0  # the numpy _update from the same state
+        ref._update(x, xx, yi, score, copy.deepcopy(aux))
+        m._update(x, xx, yi, score, aux)
+        a, b = m.get_state(), ref.get_state()
+        # OKS-SIL's kernel step sums Σ a_j ψ_j d²_j in another order than BLAS: γ at round-off
+        g = b.pop("oks_sil.gamma", None)
+        if g is not None:
+            np.testing.assert_allclose(a.pop("oks_sil.gamma"), g, rtol=1e-12)
+        _assert_states(a, b, exact=True)
+        m = ref  # from the numpy state on: single updates, not accumulated round-off
+        m._rule = compiled.DIST_RULES[name]
+        m.t += 1
+    assert m.n_support_vectors == 12
+
+
+@needs_bk
+@pytest.mark.parametrize(("name", "params"), [
+    *DIST_CASES,
+    ("oks-sil", {"eta": 0.4, "gamma": 200.0}),  # ψ underflows: rounds handed to Python
+    ("oks-sil", {"eta": 0.4, "gamma": 0.3, "random_init": True}),
+    ("oks-sil", {"eta": 0.4, "gamma": 0.3, "five_points": True}),
+])
+def test_dist_block_driver_equals_per_example_path(name: str, params: dict[str, Any],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = _data(250, seed=1)
+    params = dict(params)
+    if params.pop("five_points", False):  # a buffer of duplicates: singular RLD samples
+        X = np.ascontiguousarray(X[np.arange(len(X)) % 5])
+    cls = type(_make_dist(name, params))
+    handed: list[int] = []
+    deferred = getattr(cls, "_deferred", None)
+    if deferred is not None:
+        def spy(self: Any, *a: Any) -> None:
+            handed.append(a[-2])
+            deferred(self, *a)
+
+        monkeypatch.setattr(cls, "_deferred", spy)
+    blocked = _make_dist(name, params)
+    n_sv = np.zeros(len(X), dtype=np.int64)
+    s1 = np.concatenate([blocked.predict_learn_many(X[:90], y[:90], n_sv[:90]),
+                         blocked.predict_learn_many(X[90:], y[90:], n_sv[90:])])
+    in_blocks = len(handed)
+    single = _make_dist(name, params)
+    s2 = np.empty(len(X))
+    for i in range(len(X)):
+        s2[i] = single.step(X[i], y[i])
+        assert n_sv[i] == single.n_support_vectors
+    np.testing.assert_array_equal(s1, s2)
+    _assert_states(blocked.get_state(), single.get_state(), exact=True)
+    assert len(handed) == 2 * in_blocks  # the same rounds went to Python on both paths
+    if params.get("gamma") == 200.0:
+        assert compiled.DEFER_ALL in handed
+    if len(X) > len(np.unique(X, axis=0)) + 100:
+        assert compiled.DEFER_RLD in handed
+    again = type(blocked).from_state(blocked.get_state())
+    Xn, yn = _data(60, seed=2)
+    np.testing.assert_array_equal(again.predict_learn_many(Xn, yn),
+                                  blocked.predict_learn_many(Xn, yn))
+
+
+@needs_bk
+def test_oks_sil_sample_kernel_is_the_features_one() -> None:
+    """The compiled rule's RLD kernel entries are _ck_features.sample_kernel's: a sample whose
+    Cholesky solve fails in C fails in Python too (the pseudo-inverse then decides)."""
+    X, y = _data(120, seed=4)
+    m = _make_dist("oks-sil", {"eta": 0.4, "gamma": 0.3})
+    m.predict_learn_many(X, y)
+    sv, rng = m.sv, np.random.default_rng(0)
+    for _ in range(20):
+        idx = rng.choice(sv.n, 3, replace=False).tolist()
+        psi = rng.random(sv.n)
+        K, b = compiled.fk.sample_kernel(sv.X, psi, idx, -m.current_gamma)
+        s = copy.deepcopy(m)
+        s.sv.X[idx[2]] = s.sv.X[idx[0]]  # an exact duplicate: K singular, in both
+        K2, _ = compiled.fk.sample_kernel(s.sv.X, psi, idx, -m.current_gamma)
+        assert K2[0][2] == 1.0 and K[0][0] == 1.0 and b == psi[idx].tolist()

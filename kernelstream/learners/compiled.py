@@ -243,6 +243,37 @@ def _load_budget() -> ModuleType | None:
 
 bk = _load_budget()
 
+#: The rules of the learners whose rows keep their distances (``bk.update_dist`` /
+#: ``bk.run_dist``), and what a rule did with a round: all of it, nothing (the learner's
+#: Python update does the round), or all but the RLD solve (OKS-SIL, a nearly singular sample)
+DIST_RULES = {"okl-gd": 1, "oks-sil": 2}
+DONE, DEFER_ALL, DEFER_RLD = 0, 1, 2
+
+
+def run_dist_rule(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray,
+                  out: np.ndarray, n_sv: np.ndarray | None) -> None:
+    """Test-then-train over a block with a compiled distance-row rule (``bk.run_dist``):
+    ``learner._dist_args()`` gives the rule's leading arguments and state arrays,
+    ``learner._dist_done(n, ist, fst)`` takes the results back, and a round the rule hands
+    over goes to ``learner._deferred(x, xx, y, score, d2, k, status, idx)``."""
+    rows = X.shape[0]
+    d2, k = learner._d2buf, learner._kbuf
+    i = 0
+    while i < rows:
+        args, ist, fst = learner._dist_args()
+        # row r is round t0 + r: t0 = learner.t - i
+        j, status, n, idx = bk.run_dist(*args, X, zz, yv, i, learner.t - i, out, n_sv, d2, k)
+        learner._dist_done(n, ist, fst)
+        learner.t += j - i
+        if status == DONE:
+            return
+        learner._deferred(X[j], float(zz[j]), float(yv[j]), float(out[j]), d2[:n], k[:n],
+                          status, idx)
+        learner.t += 1
+        if n_sv is not None:
+            n_sv[j] = learner.n_support_vectors
+        i = j + 1
+
 if ck is not None and fk is None:  # say so: these learners then run their numpy code
     STATUS += ("; feature maps (fogd, nogd, skegd, okl-gd, oks-sil): numpy, _ck_features is "
                "not built or stale")
