@@ -9,8 +9,9 @@ loop when the compiled kernels are not built; FOGD: the random-feature map ``z(x
 ``D``). Learner and
 floor are timed alternately ``--repeats`` times and the medians are compared, which cancels
 most of the noise of a shared machine. The target is learner/floor ≤ 1.5 for every budgeted
-single-kernel learner at B = 200 (issue 14; it was 2.5 before their updates were compiled); PASS/FAIL lines say whether it is met, for all of them and
-for the §4 budget baselines (the script always exits 0). Unbudgeted learners run on
+single-kernel learner at B = 200 (issue 14; 2.5 before their updates were compiled);
+PASS/FAIL lines say whether it is met, for all of them and for the §4 budget baselines (the
+script always exits 0). Unbudgeted learners run on
 ``--unbudgeted-rows`` rows and their floor (at the final #SV) is shown but not judged;
 multi-kernel learners have no single-row floor (n/a).
 
