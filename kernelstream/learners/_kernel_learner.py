@@ -45,6 +45,7 @@ class KernelLearner(Learner):
     rule_ints: ClassVar[tuple[str, ...]] = ()
     rule_floats: ClassVar[tuple[str, ...]] = ()
     rule_matrix: ClassVar[str | None] = None
+    budget: int  # B of the learners with a compiled rule (every rule's first constant)
 
     kernel: str
     gamma: float
@@ -109,6 +110,9 @@ class KernelLearner(Learner):
                 rule = compiled.RULES[cfg[0]]
                 self._rule_prm = np.array(cfg[1], dtype=np.float64)
                 self._rule_scratch = np.empty(0)
+                self._rule_trigger = compiled.TRIGGERS[self._update_trigger()]
+                self._rule_ist = np.zeros(len(self.rule_ints), dtype=np.int64)
+                self._rule_fst = np.zeros(len(self.rule_floats))
             self._rule = rule
         return rule
 
@@ -116,27 +120,42 @@ class KernelLearner(Learner):
         """The compiled update's leading arguments (store, kernel, constants, state), and the
         state arrays it updates in place."""
         sv = self.sv
-        if sv.n == len(sv.a):  # room for an append (C does not grow the store)
+        cap = len(sv.a)
+        if sv.n == cap:  # room for an append (C does not grow the store)
             sv._grow()
-        if len(self._rule_scratch) < 3 * len(sv.a):
-            self._rule_scratch = np.empty(3 * len(sv.a))
+            cap = len(sv.a)
+        if len(self._rule_scratch) < 3 * cap:
+            self._rule_scratch = np.empty(3 * cap)
         # the budget as of now: multi-kernel learners move their components' budgets
-        self._rule_prm[0] = getattr(self, self.capacity_param or "budget")
-        ist = np.array([getattr(self, n) for n in self.rule_ints], dtype=np.int64)
-        fst = np.array([getattr(self, n) for n in self.rule_floats], dtype=np.float64)
+        self._rule_prm[0] = self.budget
+        ist, fst = self._rule_ist, self._rule_fst  # kept between calls: no allocation
+        for i, name in enumerate(self.rule_ints):
+            ist[i] = getattr(self, name)
+        for i, name in enumerate(self.rule_floats):
+            fst[i] = getattr(self, name)
         mat = getattr(self, self.rule_matrix) if self.rule_matrix else None
         return ((self._rule, sv.X, sv.sqn, sv.a, sv.ids, sv.s, sv.n, sv.norm2, self._kcode,
                  self._kp, self._kdeg, self._rule_prm, ist, fst, mat,
                  self.rng.bit_generator.capsule, self._rule_scratch, self._nzwork), ist, fst)
 
     def _rule_done(self, ist: np.ndarray, fst: np.ndarray) -> None:
-        for name, v in zip(self.rule_ints, ist.tolist(), strict=True):
-            setattr(self, name, v)
-        for name, v in zip(self.rule_floats, fst.tolist(), strict=True):
-            setattr(self, name, v)
+        if self.rule_ints:
+            for name, v in zip(self.rule_ints, ist.tolist(), strict=True):
+                setattr(self, name, v)
+        if self.rule_floats:
+            for name, v in zip(self.rule_floats, fst.tolist(), strict=True):
+                setattr(self, name, v)
 
     def _rule_update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
-        """One round's update by the compiled rule (the one the block driver runs)."""
+        """One round's update by the compiled rule (the one the block driver runs). A round
+        that ``update_when`` says leaves the model alone only scales the coefficients by
+        ``_idle_scale`` (what the rule would do), without the call's packing."""
+        m = y * score
+        trigger = self._rule_trigger
+        if (trigger == 1 and m > 0.0) or (trigger == 2 and m >= 1.0):
+            if self._idle_scale != 1.0 and self.sv.n:
+                self.sv.scale(self._idle_scale)
+            return
         args, ist, fst = self._rule_args()
         sv = self.sv
         sv.n, sv.norm2 = compiled.bk.update(
