@@ -271,3 +271,19 @@ def test_oks_sil_sample_kernel_is_the_features_one() -> None:
         s.sv.X[idx[2]] = s.sv.X[idx[0]]  # an exact duplicate: K singular, in both
         K2, _ = compiled.fk.sample_kernel(s.sv.X, psi, idx, -m.current_gamma)
         assert K2[0][2] == 1.0 and K[0][0] == 1.0 and b == psi[idx].tolist()
+
+
+@needs_bk
+def test_a_full_store_raises_in_both_entry_points() -> None:
+    d, n = 3, 4  # a store without room, under a rule that would append (budget 10)
+    X, sqn, a = np.ones((n, d)), np.full(n, 3.0), np.zeros(n)
+    ids, s = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    head = (compiled.RULES["rbp"], X, sqn, a, ids, s, n, 0.0, 0, -0.5, 2, np.array([10.0]),
+            np.zeros(0, dtype=np.int64), np.zeros(0), None,
+            np.random.default_rng(0).bit_generator.capsule, np.empty(3 * n),
+            np.empty(d, dtype=np.int64))
+    x = np.array([5.0, -1.0, 2.0])
+    with pytest.raises(RuntimeError, match="store is full"):
+        bk.update(*head, x, 30.0, 1.0, -0.5, np.ones(n), 7)
+    with pytest.raises(RuntimeError, match="store is full"):
+        bk.run(*head, x[None, :], np.array([30.0]), np.array([-1.0]), 0, np.empty(1), None)

@@ -76,6 +76,7 @@ typedef struct {
     int kind;
     double p;
     long degree;
+    const char *err; /* why a rule failed (set without the GIL; raised after it) */
 } Store;
 
 typedef struct {
@@ -102,7 +103,7 @@ static int store_append(Store *st, const double *x, double xx, double coef, int6
                         double fz, double kzz) {
     Py_ssize_t j = st->n;
     if (j >= st->cap) {
-        PyErr_SetString(PyExc_RuntimeError, "_ck_budget: the store is full");
+        st->err = "the store is full";
         return -1;
     }
     memcpy(st->X + j * st->d, x, (size_t)st->d * sizeof(double));
@@ -364,7 +365,7 @@ static int rule_bpas(Store *st, Rule *R, const double *x, double xx, double y, d
 static int projectron_add(Store *st, Rule *R, const double *x, double xx, double y, double f,
                           const double *d, double delta, double kxx, int64_t t) {
     if (st->n >= R->side) {
-        PyErr_SetString(PyExc_RuntimeError, "_ck_budget: K^-1 is full");
+        st->err = "K^-1 is full";
         return -1;
     }
     bordered_append(R->K, R->side, st->n, d, delta);
@@ -535,7 +536,10 @@ static PyObject *py_update(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
         PyErr_SetString(PyExc_ValueError, "_ck_budget.update: x or k has the wrong size");
         goto fail;
     }
-    if (RULES[R.code](&st, &R, b[11].view.buf, xx, y, f, b[12].view.buf, t) < 0) goto fail;
+    if (RULES[R.code](&st, &R, b[11].view.buf, xx, y, f, b[12].view.buf, t) < 0) {
+        PyErr_Format(PyExc_RuntimeError, "_ck_budget.update: %s", st.err);
+        goto fail;
+    }
     release(b, 13);
     return Py_BuildValue("(nd)", st.n, st.norm2);
 fail:
@@ -593,7 +597,10 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         }
         Py_END_ALLOW_THREADS
     }
-    if (rc < 0) goto fail;
+    if (rc < 0) {
+        PyErr_Format(PyExc_RuntimeError, "_ck_budget.run: %s", st.err);
+        goto fail;
+    }
     release(b, 16);
     return Py_BuildValue("(nd)", st.n, st.norm2);
 fail:
@@ -622,6 +629,7 @@ typedef struct {
     double *X, *sqn, *a, *g; /* g: OKL-GD's widths; OKS-SIL: NULL (one gamma, fst[0]) */
     int64_t *ids, *s;        /* OKS-SIL's SVStore ids and insertion rounds */
     Py_ssize_t n, cap, d;
+    const char *err; /* as Store's */
 } DStore;
 
 typedef struct {
@@ -767,7 +775,7 @@ static int rule_okssil(DStore *st, DRule *R, const double *x, double xx, double 
     double eta = prm[1];
     if (n < (Py_ssize_t)prm[0]) { /* room: append x_t; the step sees the old points */
         if (n >= st->cap) {
-            PyErr_SetString(PyExc_RuntimeError, "_ck_budget: the store is full");
+            st->err = "the store is full";
             return -1;
         }
         memcpy(st->X + n * st->d, x, (size_t)st->d * sizeof(double));
@@ -939,7 +947,10 @@ static PyObject *py_update_dist(PyObject *Py_UNUSED(self), PyObject *const *args
         goto done;
     }
     status = DRULES[R.code](&st, &R, b[11].view.buf, xx, y, f, b[12].view.buf, b[13].view.buf, t);
-    if (status >= 0) res = dist_result(0, status, &st, &R);
+    if (status >= 0)
+        res = dist_result(0, status, &st, &R);
+    else
+        PyErr_Format(PyExc_RuntimeError, "_ck_budget.update_dist: %s", st.err);
 done:
     release(b, 14);
     return res;
@@ -1005,7 +1016,10 @@ static PyObject *py_run_dist(PyObject *Py_UNUSED(self), PyObject *const *args,
         }
         Py_END_ALLOW_THREADS
     }
-    if (status >= 0) res = dist_result(i, status, &st, &R);
+    if (status >= 0)
+        res = dist_result(i, status, &st, &R);
+    else
+        PyErr_Format(PyExc_RuntimeError, "_ck_budget.run_dist: %s", st.err);
 done:
     release(b, 18);
     return res;
