@@ -13,6 +13,7 @@ from setuptools import Extension, setup
 HERE = Path(__file__).parent
 SOURCE = "kernelstream/learners/_ckernels.c"
 FEATURES_SOURCE = "kernelstream/learners/_ck_features.c"
+BUDGET_SOURCE = "kernelstream/learners/_ck_budget.c"
 # the build records its sources' hash (kernelstream.learners.compiled.source_hash), so edited
 # sources with an old build are detected and the learners fall back to numpy, saying so
 C_FILES = sorted((HERE / "kernelstream" / "learners").glob("_ck*.[ch]"))
@@ -36,6 +37,16 @@ setup(
         Extension(
             "kernelstream.learners._ck_features",
             sources=[FEATURES_SOURCE],
+            depends=[str(p.relative_to(HERE)) for p in C_FILES],
+            define_macros=[("KS_SOURCE_HASH", f'"{SOURCE_HASH}"')],
+            extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],
+            optional=True,
+        ),
+        # budget maintenance and its block driver (compiled.py, "budget rules"); -O3 for the
+        # Projectron's K^-1 k, vectorised the same way (each sum keeps its order)
+        Extension(
+            "kernelstream.learners._ck_budget",
+            sources=[BUDGET_SOURCE],
             depends=[str(p.relative_to(HERE)) for p in C_FILES],
             define_macros=[("KS_SOURCE_HASH", f'"{SOURCE_HASH}"')],
             extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],

@@ -142,4 +142,22 @@ static inline double row_score(const double *X, const double *sqn, const double 
     return f;
 }
 
+/* Gaussian row that keeps its distances: d2_j = max(||X_j||^2 - 2 <X_j, x> + ||x||^2, 0) (in
+ * that order, as the learners' numpy code), k_j = exp(-(d2_j g_j)) (g per centre, or one g). */
+static inline void dist_row(const double *X, const double *sqn, Py_ssize_t n, Py_ssize_t d,
+                     const double *x, double xx, const double *g, double g1, Py_ssize_t *nz,
+                     double *d2, double *k) {
+    Py_ssize_t m = nonzeros(x, d, nz);
+    dots(X, n, d, x, nz, m, d2);
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double v = d2[j] * -2.0;
+        v += sqn[j];
+        v += xx;
+        if (!(v > 0.0)) v = 0.0;
+        d2[j] = v;
+        double e = -(v * (g ? g[j] : g1));
+        k[j] = e < -746.0 ? 0.0 : exp(e);
+    }
+}
+
 #endif /* KS_CK_COMMON_H */

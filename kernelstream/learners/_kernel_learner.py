@@ -6,7 +6,13 @@ when they are built: the kernel row and score of every round, and, in blocks, ev
 to the next one that changes the model. A learner says when that is with ``update_when``
 (its ``_update`` must then leave the model alone on the other rounds, apart from scaling the
 coefficients by ``_idle_scale``); the conformance suite's block-versus-loop check holds it to
-that."""
+that.
+
+A budget learner whose update is compiled too (``_ck_budget.c``) names it in
+:meth:`KernelLearner._rule_config`; its ``_update`` then hands each round to
+:meth:`KernelLearner._rule_update` and blocks run entirely in C. The attributes the update
+changes besides the store are listed in ``rule_ints`` / ``rule_floats`` (and the matrix
+``rule_matrix``), which the compiled update reads and writes."""
 
 from __future__ import annotations
 
@@ -18,6 +24,8 @@ from kernelstream.learners import compiled
 from kernelstream.learners.base import Learner
 from kernelstream.learners.kernels import Kernel, make_kernel
 from kernelstream.learners.store import AnyStore, make_store, store_from_state
+
+_NO_ROW = np.empty(0)  # the kernel row of a round against an empty store
 
 
 class KernelLearner(Learner):
@@ -31,6 +39,13 @@ class KernelLearner(Learner):
     accepts_sparse = True  # x reaches only the store and the kernel (sparse SVs in sparse mode)
     #: rounds whose ``_update`` changes the model (compiled.TRIGGERS); "always" is always safe
     update_when: ClassVar[str] = "always"
+
+    #: learner attributes the compiled update (``_rule_config``) reads and writes, in the
+    #: order of its state arrays (int64, float64), and its matrix (e.g. the Projectron's K⁻¹)
+    rule_ints: ClassVar[tuple[str, ...]] = ()
+    rule_floats: ClassVar[tuple[str, ...]] = ()
+    rule_matrix: ClassVar[str | None] = None
+    budget: int  # B of the learners with a compiled rule (every rule's first constant)
 
     kernel: str
     gamma: float
@@ -73,6 +88,80 @@ class KernelLearner(Learner):
             self._kdeg = int(getattr(self.kern, "degree", 1))
             self._nzwork = np.empty(self.dim, dtype=np.int64)  # the example's non-zeros
             self._krow = np.empty(0)
+        self._rule = -1  # compiled update: decided at the first round (after the subclass's setup)
+
+    def _rule_config(self) -> tuple[str, list[float]] | None:
+        """``(name in compiled.RULES, its constants)`` of the compiled form of ``_update`` for
+        this instance, or None (numpy update)."""
+        return None
+
+    def _compiled_rule(self) -> int:
+        """The compiled update's code (``compiled.RULES``), 0 for the numpy ``_update``: only
+        on compiled rounds, and only when the class that names the rule also owns the
+        ``_update`` in force (a subclass that changes the update keeps numpy)."""
+        rule = self._rule
+        if rule < 0:
+            rule = 0
+            cls = type(self)
+            owner = next(c for c in cls.__mro__ if "_rule_config" in c.__dict__)
+            updater = next(c for c in cls.__mro__ if "_update" in c.__dict__)
+            cfg = self._rule_config() if self._compiled and compiled.bk is not None else None
+            if cfg is not None and issubclass(owner, updater):
+                rule = compiled.RULES[cfg[0]]
+                self._rule_prm = np.array(cfg[1], dtype=np.float64)
+                self._rule_scratch = np.empty(0)
+                self._rule_trigger = compiled.TRIGGERS[self._update_trigger()]
+                self._rule_ist = np.zeros(len(self.rule_ints), dtype=np.int64)
+                self._rule_fst = np.zeros(len(self.rule_floats))
+            self._rule = rule
+        return rule
+
+    def _rule_args(self) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray]:
+        """The compiled update's leading arguments (store, kernel, constants, state), and the
+        state arrays it updates in place."""
+        sv = self.sv
+        cap = len(sv.a)
+        if sv.n == cap:  # room for an append (C does not grow the store)
+            sv._grow()
+            cap = len(sv.a)
+        if len(self._rule_scratch) < 3 * cap:
+            self._rule_scratch = np.empty(3 * cap)
+        # the budget as of now: multi-kernel learners move their components' budgets
+        self._rule_prm[0] = self.budget
+        ist, fst = self._rule_ist, self._rule_fst  # kept between calls: no allocation
+        for i, name in enumerate(self.rule_ints):
+            ist[i] = getattr(self, name)
+        for i, name in enumerate(self.rule_floats):
+            fst[i] = getattr(self, name)
+        mat = getattr(self, self.rule_matrix) if self.rule_matrix else None
+        return ((self._rule, sv.X, sv.sqn, sv.a, sv.ids, sv.s, sv.n, sv.norm2, self._kcode,
+                 self._kp, self._kdeg, self._rule_prm, ist, fst, mat,
+                 self.rng.bit_generator.capsule, self._rule_scratch, self._nzwork), ist, fst)
+
+    def _rule_done(self, ist: np.ndarray, fst: np.ndarray) -> None:
+        if self.rule_ints:
+            for name, v in zip(self.rule_ints, ist.tolist(), strict=True):
+                setattr(self, name, v)
+        if self.rule_floats:
+            for name, v in zip(self.rule_floats, fst.tolist(), strict=True):
+                setattr(self, name, v)
+
+    def _rule_update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        """One round's update by the compiled rule (the one the block driver runs). A round
+        that ``update_when`` says leaves the model alone only scales the coefficients by
+        ``_idle_scale`` (what the rule would do), without the call's packing."""
+        m = y * score
+        trigger = self._rule_trigger
+        if (trigger == 1 and m > 0.0) or (trigger == 2 and m >= 1.0):
+            if self._idle_scale != 1.0 and self.sv.n:
+                self.sv.scale(self._idle_scale)
+            return
+        args, ist, fst = self._rule_args()
+        sv = self.sv
+        sv.n, sv.norm2 = compiled.bk.update(
+            *args, x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, y, score,
+            _NO_ROW if aux is None else aux, self.t)
+        self._rule_done(ist, fst)
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
         sv = self.sv
@@ -109,6 +198,13 @@ class KernelLearner(Learner):
         if (not self._compiled
                 or type(self).n_support_vectors is not KernelLearner.n_support_vectors):
             super()._learn_rows(X, zz, yv, out, n_sv)
+            return
+        if self._compiled_rule():  # the whole block in C, updates included
+            args, ist, fst = self._rule_args()
+            sv = self.sv
+            sv.n, sv.norm2 = compiled.bk.run(*args, X, zz, yv, self.t, out, n_sv)
+            self._rule_done(ist, fst)
+            self.t += X.shape[0]
             return
         trigger = compiled.TRIGGERS[self._update_trigger()]
         # locals: this loop runs once per updating round, where Python's cost is the cost

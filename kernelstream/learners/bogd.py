@@ -92,6 +92,7 @@ class BOGD(KernelLearner):
     capacity_param = "budget"
     update_when = "margin"  # zero hinge loss: only the shrink (_idle_scale)
     reference = "Zhao et al. 2012; ALGORITHMS.md §4.8"
+    rule_ints = ("_head",)
 
     budget: int
     eta: float
@@ -121,7 +122,15 @@ class BOGD(KernelLearner):
         self._clip = self.eta * self.coef_bound
         self._head = 0  # ring slot of the oldest SV (variant sol)
 
+    def _rule_config(self) -> tuple[str, list[float]] | None:
+        if self.variant == "p1":
+            return "bogd-p1", [self.budget, self.eta, self._shrink, self._p1_factor, self._clip]
+        return "bogd", [self.budget, self.eta, self._shrink]
+
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        if self._compiled_rule():  # the same update compiled (_ck_budget.c), blocks in C
+            self._rule_update(x, xx, y, score, aux)
+            return
         sv = self.sv
         n = sv.n
         shrink = self._shrink

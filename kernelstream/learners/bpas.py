@@ -76,7 +76,14 @@ class BPAS(KernelLearner):
         super()._setup(d)
         self._unit_diag = self.kernel == "gaussian"  # κ(x, x) = 1 for every x
 
+    def _rule_config(self) -> tuple[str, list[float]] | None:
+        # compiled for κ(x, x) = 1 only: numpy's vectorised κ_rr (a power) may round otherwise
+        return ("bpa-s", [self.budget, self.c]) if self._unit_diag else None
+
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        if self._compiled_rule():  # the same update compiled (_ck_budget.c), blocks in C
+            self._rule_update(x, xx, y, score, aux)
+            return
         loss = 1.0 - y * score
         if loss <= 0.0:
             return

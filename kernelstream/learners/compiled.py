@@ -6,7 +6,8 @@ the "does this round update?" test cost what their arithmetic costs. ``_ckernels
 with the package by ``pip install``; ``setup.py``) holds the parts every single-kernel learner
 shares: the example's squared norm, its kernel row and score, and a block driver that runs
 test-then-train up to the next round that changes the model. The learners' updates stay in
-Python, written as their papers state them; the README explains why C rather than a JIT.
+Python, written as their papers state them, except those of the budget learners, which
+``_ck_budget`` compiles too ("budget rules" below); the README explains why C rather than a JIT.
 
 Every sum is sequential in index order, so a round's numbers depend on nothing but its inputs:
 the block driver and the per-example path agree bit for bit (both call the same C code), and
@@ -210,6 +211,73 @@ class CompiledSqnorms:
         return row_sqnorms(X)
 
 
+# ---- budget rules: _ck_budget.c (RBP, Forgetron, BOGD, BPA-S, Projectron, Projectron++) --
+#
+# The update of a budget learner compiled as one C function per learner (its ``_update``,
+# operation for operation), built from shared steps: append / replace / scale, f(x_r) at a
+# stored point, BPA-S's removal costs, the projection K⁻¹k and the bordered K⁻¹ update.
+# ``bk.run`` runs a whole block (row, score and update per round) without returning to Python;
+# ``bk.update`` is one round's update, which the learner's ``_update`` calls on the
+# per-example path, so both paths run the same C code. A learner names its rule with
+# ``budget_rule`` (KernelLearner says how); the numpy ``_update`` stays the reference and the
+# fallback. Same numerical rules as _ckernels.c; the rules equal the numpy updates bit for
+# bit given the same kernel row, except the Projectron's K⁻¹k and kᵀK⁻¹k (sums in another
+# order than BLAS: round-off).
+
+BUDGET_ABI = 1  # the _ck_budget.c interface this module calls (its KB_ABI)
+RULES = {"rbp": 1, "forgetron": 2, "forgetron-p1": 3, "bogd": 4, "bogd-p1": 5, "bpa-s": 6,
+         "projectron": 7, "projectron++": 8}
+
+
+def _load_budget() -> ModuleType | None:
+    if ck is None:  # same switch and same staleness rule as _ckernels
+        return None
+    try:
+        from kernelstream.learners import _ck_budget
+    except ImportError:
+        return None
+    if (getattr(_ck_budget, "ABI", None) != BUDGET_ABI
+            or getattr(_ck_budget, "SOURCE_HASH", None) != ck.SOURCE_HASH):
+        return None
+    return _ck_budget
+
+
+bk = _load_budget()
+
+#: The rules of the learners whose rows keep their distances (``bk.update_dist`` /
+#: ``bk.run_dist``), and what a rule did with a round: all of it, nothing (the learner's
+#: Python update does the round), or all but the RLD solve (OKS-SIL, a nearly singular sample)
+DIST_RULES = {"okl-gd": 1, "oks-sil": 2}
+DONE, DEFER_ALL, DEFER_RLD = 0, 1, 2
+
+
+def run_dist_rule(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray,
+                  out: np.ndarray, n_sv: np.ndarray | None) -> None:
+    """Test-then-train over a block with a compiled distance-row rule (``bk.run_dist``):
+    ``learner._dist_args()`` gives the rule's leading arguments and state arrays,
+    ``learner._dist_done(n, ist, fst)`` takes the results back, and a round the rule hands
+    over goes to ``learner._deferred(x, xx, y, score, d2, k, status, idx)``."""
+    rows = X.shape[0]
+    d2, k = learner._d2buf, learner._kbuf
+    i = 0
+    while i < rows:
+        args, ist, fst = learner._dist_args()
+        # row r is round t0 + r: t0 = learner.t - i
+        j, status, n, idx = bk.run_dist(*args, X, zz, yv, i, learner.t - i, out, n_sv, d2, k)
+        learner._dist_done(n, ist, fst)
+        learner.t += j - i
+        if status == DONE:
+            return
+        learner._deferred(X[j], float(zz[j]), float(yv[j]), float(out[j]), d2[:n], k[:n],
+                          status, idx)
+        learner.t += 1
+        if n_sv is not None:
+            n_sv[j] = learner.n_support_vectors
+        i = j + 1
+
 if ck is not None and fk is None:  # say so: these learners then run their numpy code
     STATUS += ("; feature maps (fogd, nogd, skegd, okl-gd, oks-sil): numpy, _ck_features is "
                "not built or stale")
+if ck is not None and bk is None:
+    STATUS += ("; budget updates (rbp, forgetron, bogd, bpa-s, projectron, projectron++): "
+               "numpy, _ck_budget is not built or stale")

@@ -84,6 +84,8 @@ class Forgetron(KernelLearner):
     capacity_param = "budget"
     update_when = "mistake"  # a correct prediction leaves the model alone
     reference = "Dekel, Shalev-Shwartz & Singer 2008; ALGORITHMS.md §4.5"
+    rule_ints = ("_head", "mistakes")
+    rule_floats = ("damage",)
 
     budget: int
     variant: str
@@ -100,7 +102,15 @@ class Forgetron(KernelLearner):
         self._p1_shrink = b1 ** (-0.5 / b1)
         self._p1_radius = 0.25 * math.sqrt(b1 / math.log(b1))
 
+    def _rule_config(self) -> tuple[str, list[float]] | None:
+        if self.variant == "p1":
+            return "forgetron-p1", [self.budget, self._p1_shrink, self._p1_radius]
+        return "forgetron", [self.budget, float(self.reference_quirks)]
+
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        if self._compiled_rule():  # the same update compiled (_ck_budget.c), blocks in C
+            self._rule_update(x, xx, y, score, aux)
+            return
         if y * score > 0.0:
             return
         self.mistakes += 1

@@ -24,6 +24,8 @@ from kernelstream.learners.oks_sil import (
 )
 from kernelstream.learners.registry import register
 
+_NO_ROW = np.empty(0)  # distances and row of a round against no centre
+
 
 def _sigma(gamma: float) -> float:
     return 1.0 / math.sqrt(2.0 * gamma)
@@ -147,6 +149,11 @@ class OKLGD(compiled.CompiledSqnorms, Learner):
             self._nzwork = np.empty(d, dtype=np.int64)
             self._d2buf = np.empty(B)
             self._kbuf = np.empty(B)
+        # the update compiled too (_ck_budget.c): blocks run in C, updates included
+        self._rule = compiled.DIST_RULES[self.name] if self._compiled and compiled.bk else 0
+        if self._rule:
+            self._rule_prm = np.array([B, self.eta, self.rho, self._sig_lo, self._sig_hi])
+            self._rule_scratch = np.empty(2 * B)
 
     @property
     def n_support_vectors(self) -> int:
@@ -183,6 +190,14 @@ class OKLGD(compiled.CompiledSqnorms, Learner):
         return float(self.a[:n] @ k), (d2, k)
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        if self._rule:  # the same update compiled (_ck_budget.c), which the blocks run
+            args, ist, fst = self._dist_args()
+            d2, k = aux if aux is not None else (_NO_ROW, _NO_ROW)
+            _, _, n, _ = compiled.bk.update_dist(
+                *args, x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, y, score,
+                d2, k, self.t)
+            self._dist_done(n, ist, fst)
+            return
         if y * score >= 1.0:
             return
         sig = self.sigma
@@ -210,7 +225,22 @@ class OKLGD(compiled.CompiledSqnorms, Learner):
         if not self._compiled:
             super()._learn_rows(X, zz, yv, out, n_sv)
             return
+        if self._rule:
+            compiled.run_dist_rule(self, X, zz, yv, out, n_sv)
+            return
         compiled.learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
+
+    def _dist_args(self) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray]:
+        """The compiled rule's leading arguments, and its state arrays (updated in place)."""
+        ist = np.array([self.head, self.last], dtype=np.int64)
+        fst = np.array([self.e_last, self.sigma])
+        return ((self._rule, self.X, self.sqn, self.a, self.g, None, None, self.n,
+                 self._rule_prm, ist, fst, None, self._rule_scratch, self._nzwork), ist, fst)
+
+    def _dist_done(self, n: int, ist: np.ndarray, fst: np.ndarray) -> None:
+        self.n = n
+        self.head, self.last = ist.tolist()
+        self.e_last, self.sigma = fst.tolist()
 
     def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                    n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:

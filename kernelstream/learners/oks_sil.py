@@ -34,6 +34,9 @@ GAMMA_MAX = 2.0**12
 INIT_EXPONENTS = np.arange(-12, -5)
 
 
+_NO_ROW = np.empty(0)  # kernel values and distances of a round against an empty buffer
+
+
 def paper_initial_gamma(rng: np.random.Generator) -> float:
     """Draw P0's initial kernel parameter ``γ_1 = 2^i``, ``i`` uniform in ``{-12, …, -6}``
     (``σ_1 = 2^{-(i+1)/2} ∈ {2^5.5, …, 2^2.5}``); one integer draw from ``rng``."""
@@ -284,6 +287,15 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
             self._nzwork = np.empty(d, dtype=np.int64)
             self._d2buf = np.empty(self.budget)
             self._psibuf = np.empty(self.budget)
+        # the update compiled too (_ck_budget.c; the paper's s = 3): blocks run in C
+        self._rule = (compiled.DIST_RULES[self.name]
+                      if self._compiled and compiled.bk and self.sample_size == 3 else 0)
+        if self._rule:
+            self._kbuf = self._psibuf
+            self._rule_prm = np.array([self.budget, self.eta, 3, self.nu, self.rho,
+                                       self.gamma_min, self.gamma_max, self.recheck_margin],
+                                      dtype=np.float64)
+            self._rule_scratch = np.empty(2 * self.budget)
 
     @property
     def n_support_vectors(self) -> int:
@@ -323,6 +335,28 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
         return self._sq_dists(x, xx) if d2 is None else d2
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        if self._rule:  # the same update compiled (_ck_budget.c), which the blocks run
+            args, ist, fst = self._dist_args()
+            psi, d2 = aux if aux is not None else (_NO_ROW, _NO_ROW)
+            _, status, n, idx = compiled.bk.update_dist(
+                *args, x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, y, score,
+                d2, psi, self.t)
+            self._dist_done(n, ist, fst)
+            if status != compiled.DONE:
+                self._deferred(x, xx, y, score, d2, psi, status, idx)
+            return
+        self._update_numpy(x, xx, y, score, aux)
+
+    def _deferred(self, x: np.ndarray, xx: float, y: float, score: float, d2: np.ndarray,
+                  psi: np.ndarray, status: int, idx: list[int] | None) -> None:
+        """A round the compiled rule handed back: all of it, or the RLD test of its sample."""
+        if status == compiled.DEFER_ALL:
+            self._update_numpy(x, xx, y, score, (psi, d2))
+        else:
+            self._rld_update(x, xx, y, score, psi, d2, idx)
+
+    def _update_numpy(self, x: np.ndarray, xx: float, y: float, score: float,
+                      aux: Any) -> None:
         if y * score >= 1.0:  # zero hinge loss: buffer, weights and γ stay
             return
         sv = self.sv
@@ -335,7 +369,6 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
             if n:  # the new point has distance 0: the step only sees the old points
                 self._kernel_step(y, d2, psi, sv.a[:n], score + eta * y)
             return
-        a = sv.a[:n]
         s = self.sample_size
         if s <= n and np.count_nonzero(psi) >= s:
             # the common case: ψ ≥ 0, so this is what sample_without_replacement(ψ, s) draws
@@ -343,6 +376,14 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
         else:  # fewer than s positive kernel values (underflow): uniform fill-up
             idx = sample_without_replacement(self.rng, psi if psi.any() else np.ones(n),
                                              s).tolist()
+        self._rld_update(x, xx, y, score, psi, d2, idx)
+
+    def _rld_update(self, x: np.ndarray, xx: float, y: float, score: float, psi: np.ndarray,
+                    d2: np.ndarray | None, idx: list[int]) -> None:
+        """The full buffer's update given the RLD sample ``idx``: swap or compensate."""
+        sv = self.sv
+        a = sv.a[:sv.n]
+        eta = self.eta
         alpha, delta = self._rld(idx, psi)
         if delta > self.nu:  # RLD holds: swap the smallest-|ω| point for x_t
             r = int(np.abs(a).argmin())
@@ -411,7 +452,23 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
         if not self._compiled:
             super()._learn_rows(X, zz, yv, out, n_sv)
             return
+        if self._rule:
+            compiled.run_dist_rule(self, X, zz, yv, out, n_sv)
+            return
         compiled.learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
+
+    def _dist_args(self) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray]:
+        """The compiled rule's leading arguments, and its state arrays (updated in place)."""
+        sv = self.sv
+        ist = np.empty(0, dtype=np.int64)
+        fst = np.array([self.current_gamma])
+        return ((self._rule, sv.X, sv.sqn, sv.a, None, sv.ids, sv.s, sv.n, self._rule_prm,
+                 ist, fst, self.rng.bit_generator.capsule, self._rule_scratch, self._nzwork),
+                ist, fst)
+
+    def _dist_done(self, n: int, ist: np.ndarray, fst: np.ndarray) -> None:
+        self.sv.n = n
+        self.current_gamma = float(fst[0])
 
     def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                    n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:

@@ -58,6 +58,7 @@ class _Projectron(KernelLearner):
     capacity_param = "budget"
     plusplus: ClassVar[bool] = False
     update_when = "mistake"  # a correct prediction leaves the model alone (++: margin)
+    rule_matrix = "_Kinv"
 
     budget: int
     threshold: float
@@ -88,7 +89,15 @@ class _Projectron(KernelLearner):
         self._Kinv = np.zeros((cap, cap))
 
     # -- per-round update ------------------------------------------------------------------------
+    def _rule_config(self) -> tuple[str, list[float]] | None:
+        if not self.budget:  # unbounded: K⁻¹'s buffer grows, which numpy does
+            return None
+        return self.name, [self.budget, self._thr2, self._cm]
+
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        if self._compiled_rule():  # the same update compiled (_ck_budget.c), blocks in C
+            self._rule_update(x, xx, y, score, aux)
+            return
         m = y * score
         if m <= 0.0:  # mistake (perceptron trigger y f ≤ 0, as the kernel Perceptron)
             self._mistake(x, xx, y, score, aux)

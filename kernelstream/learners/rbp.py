@@ -61,7 +61,13 @@ class RBP(KernelLearner):
 
     budget: int
 
+    def _rule_config(self) -> tuple[str, list[float]] | None:
+        return "rbp", [self.budget]
+
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        if self._compiled_rule():  # the same update compiled (_ck_budget.c), blocks in C
+            self._rule_update(x, xx, y, score, aux)
+            return
         if y * score <= 0.0:
             sv = self.sv
             n = sv.n
