@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners.base import Learner, Param, unit_open
 from kernelstream.learners.kernels import EXP_ZERO_BELOW
 
@@ -106,6 +107,10 @@ class MultiStore:
         self.p_deg = np.zeros(cap)
         self.np_ = 0
         self.counts = np.zeros(M_KERNELS, dtype=np.int64)  # SVs per kernel
+        if compiled.mk is not None:  # scratch of the compiled scores
+            self._dots = np.empty(cap)
+            self._ebuf = np.empty(cap)
+            self._work = np.empty(2 * self.dim, dtype=np.int64)
 
     @property
     def n_entries(self) -> int:
@@ -116,6 +121,17 @@ class MultiStore:
         n = self.n
         if n == 0:
             return np.zeros(M_KERNELS)
+        mk = compiled.mk
+        if mk is not None:
+            out = np.empty(M_KERNELS)
+            if len(self._dots) < n:
+                self._dots = np.empty(len(self.sqn))
+            if len(self._ebuf) < self.ng:
+                self._ebuf = np.empty(len(self.g_a))
+            mk.multi_scores(self.X, self.sqn, n, x, xx, self.g_pt, self.g_k, self.g_a,
+                                  self.g_ng, self.ng, self.p_pt, self.p_k, self.p_a,
+                                  self.p_deg, self.np_, out, self._dots, self._work, self._ebuf)
+            return out
         dots = self.X[:n].dot(x)  # = @, less call overhead
         ng, npo = self.ng, self.np_
         if ng:

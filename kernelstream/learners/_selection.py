@@ -43,6 +43,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners.base import Learner, Param, positive
 from kernelstream.learners.experts import Reservoir
 from kernelstream.learners.kernels import Gaussian
@@ -180,28 +181,148 @@ class GaussianWidths:
 # -- pools ---------------------------------------------------------------------------------------
 class KernelPool:
     """One kernel expansion ``f_i = Σ_j a_ij κ_i(x_ij, ·)`` per width, each an :class:`SVStore`
-    with its exactly tracked ``‖f_i‖²``. Only the expansions asked for are evaluated."""
+    with its exactly tracked ``‖f_i‖²``. Only the expansions asked for are evaluated.
+
+    With the compiled kernels (:data:`~kernelstream.learners.compiled.mk`), the expansions
+    are scored from one squared-distance row to the union of their support vectors: every
+    stored point gets a slot of a shared distance cache named by its stream id (the same id
+    is the same example, wherever it is stored: the learners store ``x_t`` under ``id = t``,
+    and reservoir points under their own id), so a point that several kernels store costs one
+    distance per round, and a kernel's score is the distance row gathered through its slots,
+    one exponential per point and the dot with its coefficients (``_ck_multi.pool_scores``).
+    The slots follow the stores lazily (appends, :meth:`reset`, a restored state): the stores
+    keep their own points and coefficients, so callers may keep appending to
+    ``stores[i]`` directly and the state format is unchanged. Without the compiled kernels
+    the numpy rows (:func:`~kernelstream.learners.store.eval_stores`) run."""
 
     def __init__(self, widths: GaussianWidths, dim: int, capacity: int = 64) -> None:
         self.widths = widths
         self.dim = int(dim)
         self.capacity = int(capacity)
         self.stores = [SVStore(dim, capacity=capacity) for _ in range(widths.K)]
+        self._compiled = compiled.mk is not None
+        if self._compiled:
+            K = widths.K
+            self._neg = [float(-g) for g in widths.gammas]
+            self._seen: list[SVStore | None] = [None] * K  # the store each slot list follows
+            self._synced = [0] * K  # its points that have slots
+            self._slot = [np.zeros(max(self.capacity, 1), dtype=np.int64) for _ in range(K)]
+            self._ns = np.zeros(K, dtype=np.int64)
+            self._slot_of: dict[int, int] = {}  # stream id -> slot
+            self._id_of: list[int] = []  # slot -> stream id (-1: none)
+            self._refs: list[int] = []  # slot -> how many stores hold it
+            self._free: list[int] = []
+            self._cache = np.zeros(64)
+            self._stamp = np.full(64, -1, dtype=np.int64)
+            self._round = 0
+            self._work = np.empty(2 * self.dim, dtype=np.int64)
+            self._ebuf = np.empty(64)
 
+    # -- the union of the support vectors (compiled scores) -------------------------------------
+    def _new_slot(self, id_: int) -> int:
+        if self._free:
+            s = self._free.pop()
+            self._id_of[s] = id_
+            self._refs[s] = 1
+        else:
+            s = len(self._refs)
+            self._id_of.append(id_)
+            self._refs.append(1)
+            if s >= len(self._cache):
+                cap = 2 * len(self._cache)
+                cache, stamp = np.zeros(cap), np.full(cap, -1, dtype=np.int64)
+                cache[:s], stamp[:s] = self._cache[:s], self._stamp[:s]
+                self._cache, self._stamp = cache, stamp
+        if id_ >= 0:
+            self._slot_of[id_] = s
+        return s
+
+    def _release(self, i: int) -> None:
+        """Drop the slots of the points store ``i``'s slot list holds."""
+        refs, id_of = self._refs, self._id_of
+        for s in self._slot[i][: self._synced[i]].tolist():
+            refs[s] -= 1
+            if refs[s] == 0:
+                if id_of[s] >= 0:
+                    del self._slot_of[id_of[s]]
+                id_of[s] = -1
+                self._free.append(s)
+        self._synced[i] = 0
+
+    def _sync(self) -> tuple[tuple[Any, ...], ...]:
+        """Give every stored point its slot (new points since the last call, or all the points
+        of a store that was replaced or shrank) and return the stores as ``pool_scores``
+        takes them."""
+        out = []
+        for i, sv in enumerate(self.stores):
+            n = sv.n
+            if sv is not self._seen[i] or n < self._synced[i]:
+                self._release(i)
+                self._seen[i] = sv
+            k = self._synced[i]
+            if n > k:
+                sl = self._slot[i]
+                if len(sl) < n:
+                    grown = np.zeros(max(2 * len(sl), n), dtype=np.int64)
+                    grown[:k] = sl[:k]
+                    self._slot[i] = sl = grown
+                slot_of, refs = self._slot_of, self._refs
+                for j, id_ in enumerate(sv.ids[k:n].tolist(), start=k):
+                    s = slot_of.get(id_, -1) if id_ >= 0 else -1
+                    if s >= 0:
+                        refs[s] += 1
+                    else:
+                        s = self._new_slot(id_)
+                    sl[j] = s
+                self._synced[i] = n
+                self._ns[i] = n
+                if n > len(self._ebuf):
+                    self._ebuf = np.empty(max(2 * len(self._ebuf), n))
+            elif n != self._ns[i]:
+                self._ns[i] = n
+            out.append((sv.X, sv.sqn, sv.a, self._slot[i], self._neg[i]))
+        return tuple(out)
+
+    @property
+    def union_size(self) -> int:
+        """Distinct points over the stores (stored once per stream id; ids < 0 count once per
+        store they are in)."""
+        if self._compiled:
+            self._sync()
+            return len(self._refs) - len(self._free)
+        ids = np.concatenate([s.ids[: s.n] for s in self.stores])
+        return int(len(np.unique(ids[ids >= 0])) + np.count_nonzero(ids < 0))
+
+    def _compiled_scores(self, x: np.ndarray, xx: float, which: np.ndarray | None) -> np.ndarray:
+        stores = self._sync()
+        out = np.empty(self.widths.K if which is None else len(which))
+        self._round += 1
+        compiled.mk.pool_scores(stores, self._ns, which, x, xx, self._cache, self._stamp,
+                             self._round, out, self._work, self._ebuf)
+        return out
+
+    # -- scores -------------------------------------------------------------------------------
     def score(self, i: int, x: np.ndarray, xx: float) -> tuple[float, np.ndarray | None]:
-        """``(f_i(x), κ_i(S_i, x))`` (``(0, None)`` for an empty store)."""
+        """``(f_i(x), κ_i(S_i, x))`` (``(0, None)`` for an empty store; the row is ``None``
+        with the compiled scores, which do not keep it)."""
         sv = self.stores[i]
         n = sv.n
         if n == 0:
             return 0.0, None
+        if self._compiled:
+            return float(self._compiled_scores(x, xx, np.array([i], dtype=np.int64))[0]), None
         k = self.widths.kernels[i].row(sv.X[:n], sv.sqn[:n], x, xx)
         return float(sv.a[:n].dot(k)), k  # .dot: the BLAS dot of @, less call overhead
 
     def scores(self, x: np.ndarray, xx: float,
                which: np.ndarray | list[int] | None = None) -> np.ndarray:
         """``f_i(x)`` for ``i`` in ``which`` (all by default), in that order: the values of
-        :meth:`score`, bit for bit (one product per store, the rest of the rows at once,
+        :meth:`score`, bit for bit (compiled: one distance row to the union; numpy: one
+        product per store, the rest of the rows at once,
         :func:`~kernelstream.learners.store.eval_stores`)."""
+        if self._compiled:
+            return self._compiled_scores(
+                x, xx, None if which is None else np.asarray(which, dtype=np.int64))
         if which is None:
             return eval_stores(self.stores, self.widths.kernels, x, xx)[0]
         idx = [int(i) for i in which]
