@@ -399,6 +399,116 @@ fail:
     return NULL;
 }
 
+/* ---- mirror_correct (paper 001's AO2MD correction, OptimisticMirror.correct) ---------- */
+
+static PyObject *py_mirror_correct(PyObject *Py_UNUSED(self), PyObject *const *args,
+                                   Py_ssize_t nargs) {
+    /* mirror_correct(stores, pos, v, coefs, a, b, fx, n2, m2, ip, mux, H, U2, radius, out)
+     * For every kernel i with (a_i, b_i) != 0, after the caller appended x_t (coefficient a_i)
+     * and the reservoir points store i lacked: the tracked norm of
+     * f + a_i k(x_t, .) + b_i mu_i, the merge of coefs[i] (b_i y_V / v) into the store's
+     * coefficients at pos[i, :v], the projection onto ||f|| <= radius (coefficients and H[i, :v]
+     * scaled), n2[i] and the store's norm2 set, out[i] = f'_{t,i}(x_t). out[i] = fx[i] for the
+     * others. The same IEEE operations in the same order as the Python loop it replaces.
+     * stores: list of SVStore; pos, H: (K x M) C order; coefs: (K x v) C order. */
+    if (nargs != 15)
+        return PyErr_Format(PyExc_TypeError, "mirror_correct() takes 15 arguments, got %zd",
+                            nargs);
+    PyObject *stores = args[0];
+    if (!PyList_Check(stores))
+        return PyErr_Format(PyExc_TypeError, "_ck_multi.mirror_correct: stores must be a list");
+    Py_ssize_t K = PyList_GET_SIZE(stores), v = PyLong_AsSsize_t(args[2]);
+    double U2 = PyFloat_AsDouble(args[12]), radius = PyFloat_AsDouble(args[13]);
+    if (PyErr_Occurred()) return NULL;
+    Buf b[11];
+    memset(b, 0, sizeof b);
+    Buf sa;
+    memset(&sa, 0, sizeof sa);
+    if (get_buf(args[1], &b[0], 0, "pos", 'q') < 0 || get_buf(args[3], &b[1], 0, "coefs", 'd') < 0
+        || get_buf(args[4], &b[2], 0, "a", 'd') < 0 || get_buf(args[5], &b[3], 0, "b", 'd') < 0
+        || get_buf(args[6], &b[4], 0, "fx", 'd') < 0 || get_buf(args[7], &b[5], 1, "n2", 'd') < 0
+        || get_buf(args[8], &b[6], 0, "m2", 'd') < 0 || get_buf(args[9], &b[7], 0, "ip", 'd') < 0
+        || get_buf(args[10], &b[8], 0, "mux", 'd') < 0
+        || get_buf(args[11], &b[9], 1, "H", 'd') < 0
+        || get_buf(args[14], &b[10], 1, "out", 'd') < 0)
+        goto fail;
+    {
+        Py_ssize_t M = b[9].view.ndim == 2 ? b[9].view.shape[1] : -1;
+        if (M < 0 || v < 0 || v > M || b[0].view.ndim != 2 || b[0].view.shape[1] != M
+            || b[0].view.shape[0] < K || b[9].view.shape[0] < K || n_items(&b[1]) < K * v
+            || n_items(&b[2]) < K || n_items(&b[3]) < K || n_items(&b[4]) < K
+            || n_items(&b[5]) < K || n_items(&b[6]) < K || n_items(&b[7]) < K
+            || n_items(&b[8]) < K || n_items(&b[10]) < K) {
+            PyErr_SetString(PyExc_ValueError, "_ck_multi.mirror_correct: arrays have wrong sizes");
+            goto fail;
+        }
+        const int64_t *pos = b[0].view.buf;
+        const double *coefs = b[1].view.buf, *A = b[2].view.buf, *B = b[3].view.buf,
+                     *fx = b[4].view.buf, *m2 = b[6].view.buf, *ip = b[7].view.buf,
+                     *mux = b[8].view.buf;
+        double *n2 = b[5].view.buf, *H = b[9].view.buf, *out = b[10].view.buf;
+        for (Py_ssize_t i = 0; i < K; i++) {
+            double ai = A[i], bi = B[i];
+            out[i] = fx[i];
+            if (ai == 0.0 && bi == 0.0) continue;
+            PyObject *sv = PyList_GET_ITEM(stores, i);
+            PyObject *arr = PyObject_GetAttrString(sv, "a"), *nobj = PyObject_GetAttrString(sv, "n");
+            Py_ssize_t n = nobj ? PyLong_AsSsize_t(nobj) : -1;
+            Py_XDECREF(nobj);
+            if (arr == NULL || (n < 0 && PyErr_Occurred())) {
+                Py_XDECREF(arr);
+                goto fail;
+            }
+            int got = get_buf(arr, &sa, 1, "store.a", 'd');
+            Py_DECREF(arr);
+            if (got < 0) goto fail;
+            if (n_items(&sa) < n) {
+                PyErr_SetString(PyExc_ValueError, "_ck_multi.mirror_correct: store.a too short");
+                goto fail;
+            }
+            double *a = sa.view.buf;
+            double nn = n2[i] + bi * (bi * m2[i] + 2.0 * ip[i]);
+            if (ai != 0.0) nn += ai * (ai + 2.0 * fx[i] + 2.0 * bi * mux[i]);
+            if (bi != 0.0 && v) {
+                const int64_t *p = pos + i * M;
+                const double *c = coefs + i * v;
+                for (Py_ssize_t j = 0; j < v; j++) {
+                    if (p[j] < 0 || p[j] >= n) {
+                        PyErr_SetString(PyExc_ValueError,
+                                        "_ck_multi.mirror_correct: a reservoir point is not stored");
+                        goto fail;
+                    }
+                    a[p[j]] += c[j];
+                }
+            }
+            double fac = 1.0;
+            if (nn > U2) {
+                fac = radius / sqrt(nn);
+                for (Py_ssize_t j = 0; j < n; j++) a[j] *= fac;
+                for (Py_ssize_t j = 0; j < v; j++) H[i * M + j] *= fac;
+                nn = U2;
+            } else if (nn < 0.0) { /* round-off */
+                nn = 0.0;
+            }
+            release(&sa, 1);
+            n2[i] = nn;
+            PyObject *f = PyFloat_FromDouble(nn);
+            if (f == NULL || PyObject_SetAttrString(sv, "norm2", f) < 0) {
+                Py_XDECREF(f);
+                goto fail;
+            }
+            Py_DECREF(f);
+            out[i] = fac * (fx[i] + ai + bi * mux[i]);
+        }
+    }
+    release(b, 11);
+    Py_RETURN_NONE;
+fail:
+    release(&sa, 1);
+    release(b, 11);
+    return NULL;
+}
+
 static PyObject *py_exp(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* exp(v): v <- exp(v) in place, 0 below -746 (the exponential of the scores above) */
     if (nargs != 1) return PyErr_Format(PyExc_TypeError, "exp(v)");
@@ -414,6 +524,9 @@ static PyObject *py_exp(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
 }
 
 static PyMethodDef methods[] = {
+    {"mirror_correct", (PyCFunction)(void (*)(void))py_mirror_correct, METH_FASTCALL,
+     "mirror_correct(stores, pos, v, coefs, a, b, fx, n2, m2, ip, mux, H, U2, radius, out): "
+     "paper 001's AO2MD correction of every kernel"},
     {"exp", (PyCFunction)(void (*)(void))py_exp, METH_FASTCALL,
      "exp(v): v <- exp(v) in place (exactly 0 below -746), as the scores compute it"},
     {"pool_scores", (PyCFunction)(void (*)(void))py_pool_scores, METH_FASTCALL,

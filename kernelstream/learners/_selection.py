@@ -598,6 +598,7 @@ class OptimisticMirror:
         self.pos = np.full((K, M), -1, dtype=np.int64)
         self._missing = np.zeros(K, dtype=bool)  # some reservoir point is absent from F_i
         self._new_pos = np.full(K, -1, dtype=np.int64)  # where x_t went this round
+        self._no_coefs = np.zeros(0)
 
     # -- per round ------------------------------------------------------------------------------
     def context(self, x: np.ndarray, xx: float, lam: float) -> RoundContext:
@@ -647,6 +648,21 @@ class OptimisticMirror:
             H += a[:, None] * ctx.kv
             H += (b / v)[:, None] * self.KVy[:, :v]
             coefs = np.multiply.outer(b, self.res.y[:v] / v)  # row i: b_i y_V / v
+        mk = compiled.mk
+        if mk is not None:
+            # the appends in Python (a few kernels a round), the per-kernel arithmetic of the
+            # loop below in C, in the same order: x_t first, then the reservoir points F_i
+            # lacks, then the merge and the projection
+            for i in np.flatnonzero(a).tolist():
+                new_pos[i] = stores[i].append(x, xx, float(a[i]), id_=t, s=t)
+            if v:
+                for i in np.flatnonzero(self._missing & (b != 0.0)).tolist():
+                    self._store_reservoir(i, v)
+            out = np.empty(self.K)
+            mk.mirror_correct(stores, self.pos, v, coefs if v else self._no_coefs, a, b, fx,
+                              self.n2, self.m2, ctx.ip, ctx.mux, self.H, self.U2, self.radius,
+                              out)
+            return out
         # K is small: scalar Python arithmetic per kernel beats numpy calls on K-vectors
         n2 = self.n2.tolist()
         m2 = self.m2.tolist()
