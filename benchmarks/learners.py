@@ -144,10 +144,11 @@ def time_union_floor(Xp: np.ndarray, n: int, gammas: np.ndarray) -> float:
         Xc = np.ascontiguousarray(Xp)
         zz = compiled.row_sqnorms(Xc)
         out = np.empty((len(Xc), K))
-        work = np.empty(2 * n + Xc.shape[1], dtype=np.int64)
+        work = np.empty(2 * n + 2 * Xc.shape[1], dtype=np.int64)
         sqn = compiled.row_sqnorms(XB)
+        XT = np.ascontiguousarray(XB.T)  # the points as columns, as MultiStore keeps them
         t0 = time.perf_counter()
-        mk.floor_scores(XB, sqn, n, ng, A, Xc, zz, out, work)
+        mk.floor_scores(XT, sqn, n, ng, A, Xc, zz, out, work)
         return time.perf_counter() - t0
     sqn = np.einsum("ij,ij->i", XB, XB)
     t0 = time.perf_counter()

@@ -123,6 +123,21 @@ static inline double dist1(const double *x, double xx_, const Py_ssize_t *nz, co
     return v > 0.0 ? v : 0.0;
 }
 
+/* k_j = <X_j, z> for j < n from the points stored as the columns of XT (d x cap, C order),
+ * over z's compacted non-zeros: column nz[t] scaled by zv[t] is added to every k_j, t in
+ * order, so each k_j is the same sum in the same order as dots() of a row-major store (bit
+ * for bit), while a round reads m contiguous columns instead of a cache line of every row. */
+KM_CLONES
+static void dots_t(const double *XT, Py_ssize_t cap, Py_ssize_t n, const Py_ssize_t *nz,
+                   const double *zv, Py_ssize_t m, double *k) {
+    for (Py_ssize_t j = 0; j < n; j++) k[j] = 0.0;
+    for (Py_ssize_t t = 0; t < m; t++) {
+        const double *col = XT + nz[t] * cap;
+        double zt = zv[t];
+        for (Py_ssize_t j = 0; j < n; j++) k[j] += col[j] * zt;
+    }
+}
+
 /* ---- pool_scores ---------------------------------------------------------------------- */
 
 static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
@@ -240,13 +255,15 @@ fail:
 
 static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
                                  Py_ssize_t nargs) {
-    /* multi_scores(X, sqn, n, z, zz, g_pt, g_k, g_a, g_ng, ng, p_pt, p_k, p_a, p_deg, np_,
+    /* multi_scores(XT, sqn, n, z, zz, g_pt, g_k, g_a, g_ng, ng, p_pt, p_k, p_a, p_deg, np_,
      *              out, dots, work, ebuf)
+     * XT: the points as columns (d x cap, C order).
      * out[k] = sum over the Gaussian entries e of kernel k (in order) of g_a[e] *
      * exp(g_ng[e] * d2[g_pt[e]]), plus over the polynomial entries of p_a[e] *
      * dots[p_pt[e]]^p_deg[e]; out is zeroed first. Polynomial and Gaussian kernels are
      * distinct (each kernel's terms are summed in entry order). dots: float64 scratch (>= n),
-     * work: int64 scratch (>= 2 d), ebuf: float64 scratch (>= ng). */
+     * work: int64 scratch (>= 2 d), ebuf: float64 scratch (>= 2 ng: arguments, then the
+     * entries' indices as int64). */
     if (nargs != 19)
         return PyErr_Format(PyExc_TypeError, "multi_scores() takes 19 arguments, got %zd", nargs);
     Buf b[15];
@@ -255,7 +272,7 @@ static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
                np_ = PyLong_AsSsize_t(args[14]);
     double zz = PyFloat_AsDouble(args[4]);
     if (PyErr_Occurred()) return NULL;
-    if (get_buf(args[0], &b[0], 0, "X", 'd') < 0 || get_buf(args[1], &b[1], 0, "sqn", 'd') < 0
+    if (get_buf(args[0], &b[0], 0, "XT", 'd') < 0 || get_buf(args[1], &b[1], 0, "sqn", 'd') < 0
         || get_buf(args[3], &b[2], 0, "z", 'd') < 0
         || get_buf(args[5], &b[3], 0, "g_pt", 'q') < 0
         || get_buf(args[6], &b[4], 0, "g_k", 'q') < 0
@@ -272,34 +289,37 @@ static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
         goto fail;
     {
         Py_ssize_t d = n_items(&b[2]), K = n_items(&b[11]);
-        if (b[0].view.ndim != 2 || b[0].view.shape[1] != d || b[0].view.shape[0] < n || n < 0
+        if (b[0].view.ndim != 2 || b[0].view.shape[0] != d || b[0].view.shape[1] < n || n < 0
             || n_items(&b[1]) < n || ng < 0 || np_ < 0 || n_items(&b[3]) < ng
             || n_items(&b[4]) < ng || n_items(&b[5]) < ng || n_items(&b[6]) < ng
             || n_items(&b[7]) < np_ || n_items(&b[8]) < np_ || n_items(&b[9]) < np_
             || n_items(&b[10]) < np_ || n_items(&b[12]) < n || n_items(&b[13]) < 2 * d
-            || n_items(&b[14]) < ng) {
+            || n_items(&b[14]) < 2 * ng) {
             PyErr_SetString(PyExc_ValueError, "_ck_multi.multi_scores: arrays have wrong sizes");
             goto fail;
         }
-        const double *X = b[0].view.buf, *sqn = b[1].view.buf, *z = b[2].view.buf;
+        const double *XT = b[0].view.buf, *sqn = b[1].view.buf, *z = b[2].view.buf;
+        Py_ssize_t cap = b[0].view.shape[1];
         const int64_t *g_pt = b[3].view.buf, *g_k = b[4].view.buf, *p_pt = b[7].view.buf,
                       *p_k = b[8].view.buf;
         const double *g_a = b[5].view.buf, *g_ng = b[6].view.buf, *p_a = b[9].view.buf,
                      *p_deg = b[10].view.buf;
         double *out = b[11].view.buf, *dt = b[12].view.buf, *eb = b[14].view.buf;
+        Py_ssize_t *ei = (Py_ssize_t *)(eb + ng), kept = 0;
         Py_ssize_t *nz = b[13].view.buf;
         int bad = 0;
         for (Py_ssize_t k = 0; k < K; k++) out[k] = 0.0;
         Py_BEGIN_ALLOW_THREADS
-        Py_ssize_t m = nonzeros(z, d, nz);
-        dots(X, n, d, z, nz, m, dt);
+        double *zv = (double *)(nz + d);
+        Py_ssize_t m = compact(z, d, nz, zv);
+        dots_t(XT, cap, n, nz, zv, m, dt);
         /* polynomial entries first: they read the dots, which the distances then replace */
         for (Py_ssize_t e = 0; e < np_; e++) {
             int64_t j = p_pt[e], k = p_k[e];
             if (j < 0 || j >= n || k < 0 || k >= K) { bad = 1; break; }
             double v = dt[j], p = p_deg[e];
-            /* as the single-kernel row (row_score): v, v * v, or pow */
-            v = p == 1.0 ? v : p == 2.0 ? v * v : pow(v, p);
+            /* v, v * v, (v * v) * v (libm's pow costs ~20 ns a call), else pow */
+            v = p == 1.0 ? v : p == 2.0 ? v * v : p == 3.0 ? v * v * v : pow(v, p);
             out[k] += v * p_a[e];
         }
         if (!bad && ng) {
@@ -309,16 +329,24 @@ static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
                 v += zz;
                 dt[j] = v > 0.0 ? v : 0.0;
             }
+            /* the entries whose exp does not underflow, in order (written always, kept by
+             * advancing the count: no branch on a coin-flip test). A left-out entry would add
+             * a * (+0) = +-0, which changes no sum. */
             for (Py_ssize_t e = 0; e < ng; e++) {
                 int64_t j = g_pt[e];
                 if (j < 0 || j >= n || g_k[e] < 0 || g_k[e] >= K) { bad = 1; break; }
-                eb[e] = dt[j] * g_ng[e];
+                double v = dt[j] * g_ng[e];
+                eb[kept] = v;
+                ei[kept] = e;
+                kept += !(v < EXP_ZERO_BELOW);
             }
         }
-        if (!bad && ng) {
-            vexp(eb, ng);
-            /* an underflowed entry adds a * (+0) = +-0, which changes no sum */
-            for (Py_ssize_t e = 0; e < ng; e++) out[g_k[e]] += eb[e] * g_a[e];
+        if (!bad && kept) {
+            vexp(eb, kept);
+            for (Py_ssize_t r = 0; r < kept; r++) {
+                Py_ssize_t e = ei[r];
+                out[g_k[e]] += eb[r] * g_a[e];
+            }
         }
         Py_END_ALLOW_THREADS
         if (bad) {
@@ -337,18 +365,18 @@ fail:
 
 static PyObject *py_floor_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
                                  Py_ssize_t nargs) {
-    /* floor_scores(X, sqn, n, neg_gammas (K), A (K x n), Z (rows x d), zz, out (rows x K),
-     *              work): for every row z of Z, one distance row to X[:n], then for each width
+    /* floor_scores(XT, sqn, n, neg_gammas (K), A (K x n), Z (rows x d), zz, out (rows x K),
+     *              work): for every row z of Z, one distance row to the n points stored as
+     *              the columns of XT (d x n, as MultiStore keeps them), then for each width
      *              k: out[r, k] = sum_j A[k, j] exp(neg_gammas[k] d2_j). work: int64 scratch of
-     *              >= 2 n + d entries (non-zero positions, then the row and the exponentials
-     *              as float64). */
+     *              >= 2 n + 2 d entries (non-zeros, then the row and the exponentials). */
     if (nargs != 9)
         return PyErr_Format(PyExc_TypeError, "floor_scores() takes 9 arguments, got %zd", nargs);
     Buf b[8];
     memset(b, 0, sizeof b);
     Py_ssize_t n = PyLong_AsSsize_t(args[2]);
     if (PyErr_Occurred()) return NULL;
-    if (get_buf(args[0], &b[0], 0, "X", 'd') < 0 || get_buf(args[1], &b[1], 0, "sqn", 'd') < 0
+    if (get_buf(args[0], &b[0], 0, "XT", 'd') < 0 || get_buf(args[1], &b[1], 0, "sqn", 'd') < 0
         || get_buf(args[3], &b[2], 0, "neg_gammas", 'd') < 0
         || get_buf(args[4], &b[3], 0, "A", 'd') < 0 || get_buf(args[5], &b[4], 0, "Z", 'd') < 0
         || get_buf(args[6], &b[5], 0, "zz", 'd') < 0
@@ -357,24 +385,24 @@ static PyObject *py_floor_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
         goto fail;
     {
         Py_ssize_t K = n_items(&b[2]);
-        Py_ssize_t d = b[0].view.ndim == 2 ? b[0].view.shape[1] : -1;
+        Py_ssize_t d = b[0].view.ndim == 2 ? b[0].view.shape[0] : -1;
         Py_ssize_t rows = b[4].view.ndim == 2 ? b[4].view.shape[0] : -1;
-        if (d < 0 || rows < 0 || b[4].view.shape[1] != d || b[0].view.shape[0] < n || n < 0
+        if (d < 0 || rows < 0 || b[4].view.shape[1] != d || b[0].view.shape[1] != n || n < 0
             || n_items(&b[1]) < n || n_items(&b[3]) < K * n || n_items(&b[5]) < rows
-            || n_items(&b[6]) < rows * K || n_items(&b[7]) < 2 * n + d) {
+            || n_items(&b[6]) < rows * K || n_items(&b[7]) < 2 * n + 2 * d) {
             PyErr_SetString(PyExc_ValueError, "_ck_multi.floor_scores: arrays have wrong sizes");
             goto fail;
         }
-        const double *X = b[0].view.buf, *sqn = b[1].view.buf, *g = b[2].view.buf,
+        const double *XT = b[0].view.buf, *sqn = b[1].view.buf, *g = b[2].view.buf,
                      *A = b[3].view.buf, *Z = b[4].view.buf, *zz = b[5].view.buf;
         double *out = b[6].view.buf;
         Py_ssize_t *nz = b[7].view.buf;
-        double *d2 = (double *)(nz + d), *eb = d2 + n;
+        double *zv = (double *)(nz + d), *d2 = zv + d, *eb = d2 + n;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t r = 0; r < rows; r++) {
             const double *z = Z + r * d;
-            Py_ssize_t m = nonzeros(z, d, nz);
-            dots(X, n, d, z, nz, m, d2);
+            Py_ssize_t m = compact(z, d, nz, zv);
+            dots_t(XT, n, n, nz, zv, m, d2);
             for (Py_ssize_t j = 0; j < n; j++) {
                 double v = d2[j] * -2.0;
                 v += sqn[j];

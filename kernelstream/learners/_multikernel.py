@@ -90,7 +90,14 @@ class MultiStore:
     def __init__(self, dim: int, capacity: int = 64) -> None:
         self.dim = int(dim)
         cap = max(int(capacity), 1)
-        self.X = np.zeros((cap, self.dim))
+        # the points: rows of _X (numpy), or columns of XT (compiled: the dots of the example's
+        # non-zeros then read a few contiguous columns instead of a cache line of every row)
+        self.XT: np.ndarray | None = None
+        self._X: np.ndarray | None = None
+        if compiled.mk is not None:
+            self.XT = np.zeros((self.dim, cap))
+        else:
+            self._X = np.zeros((cap, self.dim))
         self.sqn = np.zeros(cap)
         self.ids = np.zeros(cap, dtype=np.int64)  # stream round of each point
         self.n = 0  # distinct points
@@ -109,8 +116,13 @@ class MultiStore:
         self.counts = np.zeros(M_KERNELS, dtype=np.int64)  # SVs per kernel
         if compiled.mk is not None:  # scratch of the compiled scores
             self._dots = np.empty(cap)
-            self._ebuf = np.empty(cap)
+            self._ebuf = np.empty(2 * cap)
             self._work = np.empty(2 * self.dim, dtype=np.int64)
+
+    @property
+    def X(self) -> np.ndarray:  # noqa: N802 (the attribute it replaces)
+        """The stored points as rows (``capacity × d``; a view of ``XT`` when compiled)."""
+        return self._X if self.XT is None else self.XT.T  # type: ignore[return-value]
 
     @property
     def n_entries(self) -> int:
@@ -126,9 +138,9 @@ class MultiStore:
             out = np.empty(M_KERNELS)
             if len(self._dots) < n:
                 self._dots = np.empty(len(self.sqn))
-            if len(self._ebuf) < self.ng:
-                self._ebuf = np.empty(len(self.g_a))
-            mk.multi_scores(self.X, self.sqn, n, x, xx, self.g_pt, self.g_k, self.g_a,
+            if len(self._ebuf) < 2 * self.ng:
+                self._ebuf = np.empty(2 * len(self.g_a))
+            mk.multi_scores(self.XT, self.sqn, n, x, xx, self.g_pt, self.g_k, self.g_a,
                                   self.g_ng, self.ng, self.p_pt, self.p_k, self.p_a,
                                   self.p_deg, self.np_, out, self._dots, self._work, self._ebuf)
             return out
@@ -228,7 +240,11 @@ class MultiStore:
 
     def _grow_points(self) -> None:
         cap = 2 * len(self.sqn)
-        for nm in ("X", "sqn", "ids"):
+        if self.XT is not None:
+            XT = np.zeros((self.dim, cap))
+            XT[:, : self.n] = self.XT[:, : self.n]
+            self.XT = XT
+        for nm in ("_X", "sqn", "ids") if self._X is not None else ("sqn", "ids"):
             old = getattr(self, nm)
             new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
             new[: self.n] = old[: self.n]
