@@ -200,7 +200,9 @@ class KernelPool:
         self.dim = int(dim)
         self.capacity = int(capacity)
         self.stores = [SVStore(dim, capacity=capacity) for _ in range(widths.K)]
-        self._compiled = compiled.mk is not None
+        # the compiled entry point itself (not the module: learners pickle)
+        self._pool_scores = None if compiled.mk is None else compiled.mk.pool_scores
+        self._compiled = self._pool_scores is not None
         if self._compiled:
             K = widths.K
             self._neg = [float(-g) for g in widths.gammas]
@@ -297,7 +299,7 @@ class KernelPool:
         stores = self._sync()
         out = np.empty(self.widths.K if which is None else len(which))
         self._round += 1
-        compiled.mk.pool_scores(stores, self._ns, which, x, xx, self._cache, self._stamp,
+        self._pool_scores(stores, self._ns, which, x, xx, self._cache, self._stamp,
                              self._round, out, self._work, self._ebuf)
         return out
 
