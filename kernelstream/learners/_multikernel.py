@@ -47,6 +47,10 @@ GAMMAS = 1.0 / (2.0 * SIGMAS * SIGMAS)
 N_POLY = len(POLY_DEGREES)
 M_KERNELS = N_POLY + len(SIGMAS)
 
+# per pool kernel: its degree (polynomial entries) and its −γ (Gaussian entries)
+_POLY_DEG = np.array([float(p) for p in POLY_DEGREES] + [0.0] * len(SIGMAS))
+_NEG_GAMMA = np.concatenate([np.zeros(N_POLY), -GAMMAS])
+
 #: The pool as ``(kernel, params)`` pairs usable with any single-kernel learner, e.g.
 #: ``make("perceptron", **POOL[5][1] | {"kernel": POOL[5][0]})``.
 POOL: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -209,34 +213,38 @@ class MultiStore:
         self.ids[j] = id_
         self.n = j + 1
         self.counts[kernels] += 1
-        cut = int(np.searchsorted(kernels, N_POLY))
+        cut = int(kernels.searchsorted(N_POLY))
         if cut:
-            self._add_entries("p", j, kernels[:cut], coefs[:cut],
-                              np.asarray(POLY_DEGREES, dtype=np.float64)[kernels[:cut]])
+            self._add_entries(False, j, kernels[:cut], coefs[:cut], _POLY_DEG[kernels[:cut]])
         if cut < len(kernels):
-            self._add_entries("g", j, kernels[cut:], coefs[cut:], -GAMMAS[kernels[cut:] - N_POLY])
+            self._add_entries(True, j, kernels[cut:], coefs[cut:], _NEG_GAMMA[kernels[cut:]])
 
-    def _add_entries(self, grp: str, j: int, ks: np.ndarray, cs: np.ndarray,
+    def _add_entries(self, gauss: bool, j: int, ks: np.ndarray, cs: np.ndarray,
                      extra: np.ndarray) -> None:
-        n0 = self.ng if grp == "g" else self.np_
+        n0 = self.ng if gauss else self.np_
         n1 = n0 + len(ks)
-        names = ("g_pt", "g_k", "g_a", "g_ng") if grp == "g" else ("p_pt", "p_k", "p_a", "p_deg")
-        if n1 > len(getattr(self, names[0])):
-            cap = max(2 * len(getattr(self, names[0])), n1)
-            for nm in names:
-                old = getattr(self, nm)
-                new = np.zeros(cap, dtype=old.dtype)
-                new[:n0] = old[:n0]
-                setattr(self, nm, new)
-        pt, k, a, e = (getattr(self, nm) for nm in names)
+        if gauss:
+            if n1 > len(self.g_pt):
+                self._grow_entries(self._G_ENTRY, n0, n1)
+            pt, k, a, e = self.g_pt, self.g_k, self.g_a, self.g_ng
+            self.ng = n1
+        else:
+            if n1 > len(self.p_pt):
+                self._grow_entries(self._P_ENTRY, n0, n1)
+            pt, k, a, e = self.p_pt, self.p_k, self.p_a, self.p_deg
+            self.np_ = n1
         pt[n0:n1] = j
         k[n0:n1] = ks
         a[n0:n1] = cs
         e[n0:n1] = extra
-        if grp == "g":
-            self.ng = n1
-        else:
-            self.np_ = n1
+
+    def _grow_entries(self, names: tuple[str, ...], n0: int, n1: int) -> None:
+        cap = max(2 * len(getattr(self, names[0])), n1)
+        for nm in names:
+            old = getattr(self, nm)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[:n0] = old[:n0]
+            setattr(self, nm, new)
 
     def _grow_points(self) -> None:
         cap = 2 * len(self.sqn)
@@ -259,7 +267,9 @@ class MultiStore:
         return self.X[self.g_pt[: self.ng][sel]].copy(), self.g_a[: self.ng][sel].copy()
 
     # -- state -----------------------------------------------------------------------------
-    _ENTRY = ("g_pt", "g_k", "g_a", "g_ng", "p_pt", "p_k", "p_a", "p_deg")
+    _G_ENTRY = ("g_pt", "g_k", "g_a", "g_ng")
+    _P_ENTRY = ("p_pt", "p_k", "p_a", "p_deg")
+    _ENTRY = _G_ENTRY + _P_ENTRY
 
     def get_state(self, prefix: str) -> dict[str, np.ndarray]:
         st = {f"{prefix}X": self.X[: self.n].copy(), f"{prefix}sqn": self.sqn[: self.n].copy(),

@@ -210,6 +210,8 @@ class KernelPool:
             self._synced = [0] * K  # its points that have slots
             self._slot = [np.zeros(max(self.capacity, 1), dtype=np.int64) for _ in range(K)]
             self._ns = np.zeros(K, dtype=np.int64)
+            self._last: tuple[tuple[Any, ...], ...] = ()
+            self._last_ns: list[int] = []
             self._slot_of: dict[int, int] = {}  # stream id -> slot
             self._id_of: list[int] = []  # slot -> stream id (-1: none)
             self._refs: list[int] = []  # slot -> how many stores hold it
@@ -255,6 +257,14 @@ class KernelPool:
         """Give every stored point its slot (new points since the last call, or all the points
         of a store that was replaced or shrank) and return the stores as ``pool_scores``
         takes them."""
+        ns = [sv.n for sv in self.stores]
+        if ns == self._last_ns and self.stores == self._seen:  # == on stores: identity
+            # nothing appended or replaced; the stores' arrays may still have been regrown
+            # by an append that a removal undid, so compare them too
+            last = self._last
+            if all(sv.a is t[2] and sv.X is t[0] for sv, t in zip(self.stores, last,
+                                                                   strict=True)):
+                return last
         out = []
         for i, sv in enumerate(self.stores):
             n = sv.n
@@ -283,7 +293,9 @@ class KernelPool:
             elif n != self._ns[i]:
                 self._ns[i] = n
             out.append((sv.X, sv.sqn, sv.a, self._slot[i], self._neg[i]))
-        return tuple(out)
+        self._last = tuple(out)
+        self._last_ns = ns
+        return self._last
 
     @property
     def union_size(self) -> int:
@@ -600,7 +612,6 @@ class OptimisticMirror:
         self.pos = np.full((K, M), -1, dtype=np.int64)
         self._missing = np.zeros(K, dtype=bool)  # some reservoir point is absent from F_i
         self._new_pos = np.full(K, -1, dtype=np.int64)  # where x_t went this round
-        self._no_coefs = np.zeros(0)
 
     # -- per round ------------------------------------------------------------------------------
     def context(self, x: np.ndarray, xx: float, lam: float) -> RoundContext:
@@ -619,8 +630,13 @@ class OptimisticMirror:
             ip = self.H[:, :v].dot(yv)
             ip /= v
         # ‖f̄_{t,i}‖² = ‖f'‖² + λ(2⟨f', μ̃⟩ + λ‖μ̃‖²) and the projection factor, in Python
-        # floats per kernel (as in correct)
+        # floats per kernel (as in correct), or the same operations compiled
         U2, radius = self.U2, self.radius
+        mk = compiled.mk
+        if mk is not None:
+            sc = np.empty(K)
+            mk.mirror_scale(self.n2, ip, self.m2, lam, v, U2, radius, sc)
+            return RoundContext(v, d2v, kv, mux, ip, sc, lam)
         scale = [1.0] * K
         for i, (n2, ipi, m2) in enumerate(zip(self.n2.tolist(), ip.tolist(), self.m2.tolist(),
                                               strict=True)):
@@ -645,26 +661,27 @@ class OptimisticMirror:
         stores = self.pool.stores
         new_pos = self._new_pos
         new_pos.fill(-1)
+        mk = compiled.mk
+        if mk is not None:
+            # the appends in Python (a few kernels a round), the rest of the loop below and the
+            # updates of H in C, in the same order: x_t first, then the reservoir points F_i
+            # lacks, then the merge and the projection
+            if a.any():
+                for i in np.flatnonzero(a).tolist():
+                    new_pos[i] = stores[i].append(x, xx, float(a[i]), id_=t, s=t)
+            if v and self._missing.any():
+                for i in np.flatnonzero(self._missing & (b != 0.0)).tolist():
+                    self._store_reservoir(i, v)
+            out = np.empty(self.K)
+            mk.mirror_correct(stores, self.pos, v, ctx.kv, self.KVy, self.res.y, a, b, fx,
+                              self.n2, self.m2, ctx.ip, ctx.mux, self.H, self.U2, self.radius,
+                              out)
+            return out
         if v:
             H = self.H[:, :v]
             H += a[:, None] * ctx.kv
             H += (b / v)[:, None] * self.KVy[:, :v]
             coefs = np.multiply.outer(b, self.res.y[:v] / v)  # row i: b_i y_V / v
-        mk = compiled.mk
-        if mk is not None:
-            # the appends in Python (a few kernels a round), the per-kernel arithmetic of the
-            # loop below in C, in the same order: x_t first, then the reservoir points F_i
-            # lacks, then the merge and the projection
-            for i in np.flatnonzero(a).tolist():
-                new_pos[i] = stores[i].append(x, xx, float(a[i]), id_=t, s=t)
-            if v:
-                for i in np.flatnonzero(self._missing & (b != 0.0)).tolist():
-                    self._store_reservoir(i, v)
-            out = np.empty(self.K)
-            mk.mirror_correct(stores, self.pos, v, coefs if v else self._no_coefs, a, b, fx,
-                              self.n2, self.m2, ctx.ip, ctx.mux, self.H, self.U2, self.radius,
-                              out)
-            return out
         # K is small: scalar Python arithmetic per kernel beats numpy calls on K-vectors
         n2 = self.n2.tolist()
         m2 = self.m2.tolist()
