@@ -14,9 +14,10 @@ API
   the ``K × n`` kernel rows of every width (one ``exp``), :func:`sq_dist_row` computes that row.
 * :class:`KernelPool` — one :class:`~kernelstream.learners.store.SVStore` per width (exact norm
   bookkeeping each); ``score(i, x, xx)`` evaluates one expansion, ``scores(x, xx)`` all of them;
-  ``norm2`` (``K``), ``sizes`` (``K``), ``reset(i)``, state helpers. Use it when the kernels
-  keep *different* support sets and only some are evaluated per round (OKS, OKS++, IOKS,
-  B(AO)2KS, EA2OKS).
+  ``norm2`` (``K``), ``sizes`` (``K``), ``union_size``, ``reset(i)``, state helpers. Use it when
+  the kernels keep *different* support sets and only some are evaluated per round (OKS, OKS++,
+  IOKS, B(AO)2KS, EA2OKS). With the compiled kernels the stores are scored from one distance
+  row to the union of their support vectors (points named by stream id; see the class).
 * :class:`SharedPool` — all ``K`` kernels on ONE point set with a ``K × n`` coefficient matrix
   and ``K`` tracked norms: one new point costs one distance row reused for every width. Use it
   when the support set is shared (LKMBooks-type learners, or any learner adding each point to
@@ -33,6 +34,18 @@ API
   ``f' ← Π_U(f' + a κ(x_t,·) + b μ̃)``. Used by B(AO)2KS, EA2OKS and BEA2OKS.
 
 Gaussian kernels only (``κ(x, x) = 1``).
+
+Compiled rounds (``kernelstream.learners.compiled.mk``, ``_ck_multi.c``): the scores of a
+:class:`KernelPool`, the per-kernel arithmetic of :meth:`OptimisticMirror.correct` and of its
+projection factors, and EA2OKS's update constants. The last three are the same IEEE operations
+in the same order as the Python code they replace (bit-identical; the uniforms are drawn as
+before). The scores change at round-off level against the numpy code: a point's inner product
+with ``x`` is summed in index order over ``x``'s non-zeros (BLAS's gemv sums in blocks), the
+exponential is ``_ck_multi``'s vectorised one (fdlibm's algorithm, within 1 ulp of libm;
+numpy's SIMD exp differs from both by up to 1 ulp), and ``f_i = Σ_j a_ij k_ij`` is summed in
+index order (BLAS's dot in blocks). On the reproduction checks (paper 001's learners on w7a and
+german, paper 002's on german and spambase, 3 permutations each) the mistake rates stayed the
+same but for one mistake in 4,601 rounds.
 """
 
 from __future__ import annotations
