@@ -205,8 +205,10 @@ class KernelPool:
     one exponential per point and the dot with its coefficients (``_ck_multi.pool_scores``).
     The slots follow the stores lazily (appends, :meth:`reset`, a restored state): the stores
     keep their own points and coefficients, so callers may keep appending to
-    ``stores[i]`` directly and the state format is unchanged. Without the compiled kernels
-    the numpy rows (:func:`~kernelstream.learners.store.eval_stores`) run."""
+    ``stores[i]`` directly and the state format is unchanged. The stores are append-only
+    (their coefficients may change; a point is never removed or replaced in place). Without
+    the compiled kernels the numpy rows (:func:`~kernelstream.learners.store.eval_stores`)
+    run."""
 
     def __init__(self, widths: GaussianWidths, dim: int, capacity: int = 64) -> None:
         self.widths = widths
