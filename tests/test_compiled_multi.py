@@ -197,3 +197,20 @@ def test_bad_calls_raise() -> None:
     st.g_pt[0] = 7  # an entry pointing past the stored points
     with pytest.raises(ValueError):
         st.scores(np.ones(3), 3.0)
+
+
+@needs_mk
+@pytest.mark.parametrize("name", ["ea2oks", "bao2ks", "oks", "omkc-dd", "bomkc-spa"])
+def test_rows_of_any_memory_layout(name: str) -> None:
+    """predict_one / learn_one take rows of a Fortran-ordered matrix (non-contiguous views),
+    with the scores of contiguous copies up to round-off (numpy's products of the learners'
+    Python parts, e.g. ‖x‖², may round a strided row differently)."""
+    X = _data(60, 5, 1.0)
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    F = np.asfortranarray(X)
+    a, b = make(name, seed=0), make(name, seed=0)
+    for t in range(len(X)):
+        sa, sb = a.predict_one(F[t]), b.predict_one(X[t].copy())
+        assert sa == pytest.approx(sb, rel=1e-9, abs=1e-12)
+        a.learn_one(F[t], y[t])
+        b.learn_one(X[t].copy(), y[t])

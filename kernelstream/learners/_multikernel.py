@@ -150,6 +150,8 @@ class MultiStore:
             return np.zeros(M_KERNELS)
         mk = compiled.mk
         if mk is not None:
+            if not x.flags.c_contiguous:  # e.g. predict_one on a row of a Fortran matrix
+                x = np.ascontiguousarray(x)
             out = np.empty(M_KERNELS)
             if len(self._dots) < n:
                 self._dots = np.empty(len(self.sqn))

@@ -324,6 +324,8 @@ class KernelPool:
 
     def _compiled_scores(self, x: np.ndarray, xx: float, which: np.ndarray | None) -> np.ndarray:
         stores = self._sync()
+        if not x.flags.c_contiguous:  # e.g. predict_one on a column of a Fortran matrix
+            x = np.ascontiguousarray(x)
         out = np.empty(self.widths.K if which is None else len(which))
         self._round += 1
         self._pool_scores(stores, self._ns, which, x, xx, self._cache, self._stamp,
