@@ -11,17 +11,23 @@
  *   has computed, so a point that several kernels store costs one distance, whichever store
  *   reaches it first, and kernels that are not asked for cost nothing.
  * - multi_scores: one point set with (point, kernel, coefficient) entries (MultiStore of the
- *   OMKC family and BOMKC(SPA)): the dots of all points, then every entry in order.
+ *   OMKC family and BOMKC(SPA)), the points stored as columns: the dots of all points, then
+ *   every entry in order.
+ *
+ * Besides the scores, the per-kernel arithmetic of paper 001's AO2MD rounds (mirror_correct,
+ * mirror_scale, ea2oks_step): the same operations in the same order as the Python they
+ * replace, so those results are bit-identical to it.
  *
  * Numbers follow _ckernels.c: a point's inner product with the example is a sum in index order
- * over the example's non-zeros (the dots() of _ck_common.h, one accumulator per point), no FMA
+ * over the example's non-zeros (as dots() of _ck_common.h, one accumulator per point), no FMA
  * contraction (-ffp-contract=off), and its squared distance is (-2 <x, z> + ||x||^2) + ||z||^2
  * clipped at 0: the value the single-kernel row of the same point gives, bit for bit, in
- * whatever store or block the point sits. A Gaussian value is exp(-gamma d2), and exactly 0
- * without calling exp where the argument is below -746 (exp underflows to +0 there; libm is
- * slow on such arguments). Each kernel's score sums coefficient x kernel value in the store's
- * (or the entries') order, so pool_scores gives every store exactly the score of the
- * single-kernel compiled row (_ckernels.score) on that store.
+ * whatever store or block the point sits. A Gaussian value is exp(-gamma d2) by vexp below
+ * (within 1 ulp of libm's exp, which _ckernels.c calls: the one place where these scores and
+ * the single-kernel row may differ, in the last bit), and exactly 0 where the argument is
+ * below -746 (exp underflows to +0 there). Each kernel's score sums coefficient x kernel value
+ * in the store's (or the entries') order, so a store's score depends on nothing but the store
+ * and the example.
  *
  * floor_scores is the benchmarks' union-row floor: one distance row to n points, then for each
  * of K widths its exponentials and the dot with its coefficients, per example of a block.
