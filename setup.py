@@ -14,6 +14,7 @@ HERE = Path(__file__).parent
 SOURCE = "kernelstream/learners/_ckernels.c"
 FEATURES_SOURCE = "kernelstream/learners/_ck_features.c"
 BUDGET_SOURCE = "kernelstream/learners/_ck_budget.c"
+MULTI_SOURCE = "kernelstream/learners/_ck_multi.c"
 # the build records its sources' hash (kernelstream.learners.compiled.source_hash), so edited
 # sources with an old build are detected and the learners fall back to numpy, saying so
 C_FILES = sorted((HERE / "kernelstream" / "learners").glob("_ck*.[ch]"))
@@ -47,6 +48,16 @@ setup(
         Extension(
             "kernelstream.learners._ck_budget",
             sources=[BUDGET_SOURCE],
+            depends=[str(p.relative_to(HERE)) for p in C_FILES],
+            define_macros=[("KS_SOURCE_HASH", f'"{SOURCE_HASH}"')],
+            extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],
+            optional=True,
+        ),
+        # multi-kernel scores from one shared distance row (compiled.py, "multi-kernel scores");
+        # -O3 so that the exponential loop vectorises (same rule as _ck_features)
+        Extension(
+            "kernelstream.learners._ck_multi",
+            sources=[MULTI_SOURCE],
             depends=[str(p.relative_to(HERE)) for p in C_FILES],
             define_macros=[("KS_SOURCE_HASH", f'"{SOURCE_HASH}"')],
             extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],

@@ -10,10 +10,24 @@ loop when the compiled kernels are not built; FOGD: the random-feature map ``z(x
 floor are timed alternately ``--repeats`` times and the medians are compared, which cancels
 most of the noise of a shared machine. The target is learner/floor ≤ 1.5 for every budgeted
 single-kernel learner at B = 200 (issue 14; 2.5 before their updates were compiled);
-PASS/FAIL lines say whether it is met, for all of them and for the §4 budget baselines (the
-script always exits 0). Unbudgeted learners run on
-``--unbudgeted-rows`` rows and their floor (at the final #SV) is shown but not judged;
-multi-kernel learners have no single-row floor (n/a).
+PASS/FAIL lines say whether it is met, for all of them and
+for the §4 budget baselines (the script always exits 0). Unbudgeted learners run on
+``--unbudgeted-rows`` rows and their floor (at the final #SV) is shown but not judged.
+
+Multi-kernel learners (K kernel expansions) are judged against their *union-row floor*: per
+round, one squared-distance row to ``n`` points (``n`` = the learner's union of support
+vectors at the end of the run: its distinct stored points), then for each of its K kernels
+the ``n`` exponentials and the dot with ``n`` coefficients, by the compiled row and
+exponential the learners use (``_ck_multi.floor_scores``), in a compiled loop. Target:
+learner/floor ≤ 2 (``MULTI_TARGET``), timed alternately like the others (unbudgeted ones
+``--multi-repeats`` times). The random-feature learners (raker, rf-*) keep no support vectors
+and proj-ka is one Projectron after its selection pass: no union row (n/a).
+
+With ``--pre-issue COMMIT`` (default 6ab0a3a, the code before issue 14; ``''`` skips it),
+ea2oks and omkc-dd (``SPEEDUP_LEARNERS``) are also timed on that commit's ``kernelstream/`` in
+a child process (``python -P``, asserting it imports the old code; benchmarks/peers.py's
+mechanism) over the first ``--speedup-rows`` rows, alternating with today's code
+``--speedup-repeats`` times; the ratio of the medians is judged against ≥ 2×.
 
 Projectron++ cannot meet it at this budget: every margin error (on a9a, nearly every round)
 needs the projection ``d = K⁻¹k``, a pass over the ``B × B`` inverse (320 kB at B = 200, O(B²)
@@ -45,6 +59,13 @@ from kernelstream.seeding import learner_seed, permutation
 
 TARGET = 1.5  # budgeted single-kernel learners: learner/floor at B = 200
 GAMMA = 0.4  # P4's a9a setting; only the unbudgeted learners' #SV depends on it
+MULTI_TARGET = 2.0  # issue 14: multi-kernel learners ≤ 2× their union-row floor
+SPEEDUP_TARGET = 2.0  # issue 14: ea2oks and omkc-dd ≥ 2× the pre-issue commit
+SPEEDUP_LEARNERS = ("ea2oks", "omkc-dd")
+PRE_ISSUE = "6ab0a3a"
+NO_UNION = {"raker": "random features", "rf-oks": "random features",
+            "rf-oks++": "random features", "rf-ioks": "random features",
+            "proj-ka": "one Projectron after selection"}
 
 
 BASELINES = ("rbp", "forgetron", "projectron", "projectron++", "bpa-s", "bogd", "nogd", "fogd")
@@ -74,10 +95,102 @@ def learner_config(name: str, budget: int) -> tuple[dict[str, Any], str, int | N
 
 def time_learner(name: str, params: dict[str, Any], Xp: np.ndarray, yp: np.ndarray) -> tuple[
         float, int]:
+    t, m = time_learner_model(name, params, Xp, yp)
+    return t, int(m.n_support_vectors)
+
+
+def time_learner_model(name: str, params: dict[str, Any], Xp: np.ndarray,
+                       yp: np.ndarray) -> tuple[float, Any]:
+    """Seconds of one ``predict_learn_many`` pass, and the learner after it."""
     m = learners.make(name, seed=learner_seed(0, 0, name), **params)
     t0 = time.perf_counter()
     m.predict_learn_many(Xp, yp)
-    return time.perf_counter() - t0, int(m.n_support_vectors)
+    return time.perf_counter() - t0, m
+
+
+def union_shape(m: Any) -> tuple[int, np.ndarray] | None:
+    """``(n, γ)`` of a multi-kernel learner: its distinct stored points (the union of its K
+    support sets) and the widths of its K kernels (``γ = 0`` stands for a polynomial kernel of
+    OMKC's pool: an exponential all the same); None when it has no union row."""
+    from kernelstream.learners._multikernel import GAMMAS, N_POLY
+
+    pool_g = np.concatenate([np.zeros(N_POLY), GAMMAS])
+    if hasattr(m, "store") and hasattr(m.store, "n_entries"):  # omkc-*, bomkc-spa
+        return int(m.store.n), pool_g
+    if hasattr(m, "comps"):  # bomkc-dd / -sd: one budgeted store per kernel
+        ids = np.concatenate([c.sv.ids[: c.sv.n] for c in m.comps])
+        return len(np.unique(ids)), pool_g
+    pool = getattr(getattr(m, "mirror", None), "pool", None) or getattr(m, "pool", None)
+    if pool is None and hasattr(getattr(m, "_hyp", None), "stores"):
+        pool = m._hyp
+    if pool is not None and hasattr(pool, "union_size"):  # the KernelPool learners
+        return int(pool.union_size), np.asarray(pool.widths.gammas)
+    if hasattr(m, "widths") and hasattr(m, "sqn") and hasattr(m, "n"):  # lkmbooks
+        return int(m.n), np.asarray(m.widths.gammas)
+    return None
+
+
+def time_union_floor(Xp: np.ndarray, n: int, gammas: np.ndarray) -> float:
+    """Seconds for the union-row floor over the rows of ``Xp``: one distance row to ``n``
+    points (the first ``n`` rows) and, per kernel, ``n`` exponentials and a dot, compiled
+    (``_ck_multi.floor_scores``); numpy's row, ``exp`` and product in a Python loop without
+    the compiled kernels."""
+    XB = np.ascontiguousarray(Xp[:n])
+    ng = np.ascontiguousarray(-np.asarray(gammas, dtype=np.float64))
+    K = len(ng)
+    A = np.ones((K, n))
+    mk = compiled.mk
+    if mk is not None:
+        Xc = np.ascontiguousarray(Xp)
+        zz = compiled.row_sqnorms(Xc)
+        out = np.empty((len(Xc), K))
+        work = np.empty(2 * n + 2 * Xc.shape[1], dtype=np.int64)
+        sqn = compiled.row_sqnorms(XB)
+        XT = np.ascontiguousarray(XB.T)  # the points as columns, as MultiStore keeps them
+        t0 = time.perf_counter()
+        mk.floor_scores(XT, sqn, n, ng, A, Xc, zz, out, work)
+        return time.perf_counter() - t0
+    sqn = np.einsum("ij,ij->i", XB, XB)
+    t0 = time.perf_counter()
+    for i in range(Xp.shape[0]):
+        x = Xp[i]
+        d2 = np.maximum(XB.dot(x) * -2.0 + sqn + float(x @ x), 0.0)
+        np.einsum("kn,kn->k", A, np.exp(ng[:, None] * d2[None, :]))
+    return time.perf_counter() - t0
+
+
+def pre_issue_speedups(a: Any, X: np.ndarray, y: np.ndarray,
+                       perm: np.ndarray) -> list[tuple[str, int, float, float]]:
+    """``(learner, rows, µs/round today, µs/round at --pre-issue)`` of ``SPEEDUP_LEARNERS``,
+    medians of ``--speedup-repeats`` alternating runs (benchmarks/peers.py's child process)."""
+    import subprocess
+    import tempfile
+
+    from peers import run_pre_issue
+
+    n = min(len(perm), a.speedup_rows)
+    Xp, yp = np.ascontiguousarray(X[perm[:n]]), y[perm[:n]]
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        arch = subprocess.run(["git", "archive", a.pre_issue, "kernelstream"],
+                              cwd=_common.REPO, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=arch, check=True)
+        for name in SPEEDUP_LEARNERS:
+            params, _, _ = learner_config(name, a.budget)
+            now: list[float] = []
+            old: list[float] = []
+            for _ in range(max(1, a.speedup_repeats)):
+                now.append(time_learner(name, params, Xp, yp)[0])
+                v = run_pre_issue(Path(tmp), Xp, yp,
+                                  [(name, learner_seed(0, 0, name), params)]).get(name)
+                if not isinstance(v, (int, float)):
+                    raise RuntimeError(f"{name} at {a.pre_issue}: {v}")
+                old.append(float(v))
+            out.append((name, n, 1e6 * statistics.median(now) / n,
+                        1e6 * statistics.median(old) / n))
+            print(f"  {name}: {out[-1][2]:.1f} us/round, {a.pre_issue}: {out[-1][3]:.1f}, "
+                  f"speedup {out[-1][3] / out[-1][2]:.2f}", file=sys.stderr, flush=True)
+    return out
 
 
 def time_row_floor(Xp: np.ndarray, XB: np.ndarray, gamma: float) -> float:
@@ -146,6 +259,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="repeats for unbudgeted learners, which are slow (default 1)")
     ap.add_argument("--learners", default="",
                     help="comma-separated learner names (default: every registered learner)")
+    ap.add_argument("--multi-repeats", type=int, default=3,
+                    help="repeats for unbudgeted multi-kernel learners (default 3)")
+    ap.add_argument("--pre-issue", default=PRE_ISSUE,
+                    help="commit whose ea2oks/omkc-dd to time too (default %(default)s; '' "
+                         "skips it)")
+    ap.add_argument("--speedup-rows", type=int, default=5000,
+                    help="rows of the pre-issue comparison (default 5000)")
+    ap.add_argument("--speedup-repeats", type=int, default=3,
+                    help="alternating today/pre-issue runs (default 3)")
     a = ap.parse_args(argv)
 
     names = [s for s in a.learners.split(",") if s] or learners.available()
@@ -153,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     perm = permutation(X.shape[0], 0, 0)
     print(f"# learner speed vs kernel-row floor — {a.dataset}, B={a.budget}, gamma={GAMMA}; "
           f"{_common.now_utc()}; {_common.machine_info()}")
+    speedups = pre_issue_speedups(a, X, y, perm) if a.pre_issue else []
     rows: list[tuple[str, str, int, float, float, float, str]] = []
     failed: list[str] = []
     for name in names:
@@ -161,18 +284,25 @@ def main(argv: list[str] | None = None) -> int:
             bounded = size is not None
             n = min(len(perm), a.rows if bounded else a.unbudgeted_rows)
             Xp, yp = np.ascontiguousarray(X[perm[:n]]), y[perm[:n]]
-            reps = a.repeats if bounded else a.unbudgeted_repeats
+            reps = a.repeats if bounded else (
+                a.multi_repeats if kind == "n/a" else a.unbudgeted_repeats)
             tl: list[float] = []
             tf: list[float] = []
             nsv = 0
+            shape = None
             for _ in range(max(1, reps)):  # alternate learner / floor
-                t, nsv = time_learner(name, params, Xp, yp)
+                t, model = time_learner_model(name, params, Xp, yp)
+                nsv = int(model.n_support_vectors)
                 tl.append(t)
                 if kind == "rff":
                     tf.append(time_rff_floor(Xp, int(size or 1), GAMMA))
                 elif kind == "row":
                     nb = size if size is not None else nsv
                     tf.append(time_row_floor(Xp, Xp[:nb], GAMMA) if nb else math.nan)
+                elif name not in NO_UNION:
+                    shape = union_shape(model)
+                    if shape is not None and shape[0]:
+                        tf.append(time_union_floor(Xp, *shape))
         except Exception as e:  # a learner that fails is reported, not fatal
             print(f"{name}: ERROR {type(e).__name__}: {e}", file=sys.stderr)
             failed.append(name)
@@ -180,9 +310,13 @@ def main(argv: list[str] | None = None) -> int:
         us = 1e6 * statistics.median(tl) / n
         fus = 1e6 * statistics.median(tf) / n if tf else math.nan
         ratio = us / fus if fus > 0 else math.nan
-        if kind == "n/a":
+        if kind == "n/a" and shape is not None and tf:
+            bud = (str(size) if bounded else "none") + f" (union {shape[0]}, K={len(shape[1])})"
+            flag = (f"FAIL (> {MULTI_TARGET:g}× union floor)" if ratio > MULTI_TARGET
+                    else f"ok (≤ {MULTI_TARGET:g}× union floor)")
+        elif kind == "n/a":
             bud = str(size) if bounded else "none"
-            flag = "n/a (multi-kernel)"
+            flag = f"n/a (multi-kernel: {NO_UNION.get(name, 'no union row')})"
         elif bounded:
             bud = f"D={size}" if kind == "rff" else str(size)
             if "rank" in params:
@@ -216,6 +350,24 @@ def main(argv: list[str] | None = None) -> int:
         detail = f": over {TARGET}x: {', '.join(bad)}" if bad else ""
         print(f"{verdict} ({label}): {len(judged) - len(bad)}/{len(judged)} within {TARGET}x the "
               f"kernel-row floor at B={a.budget}{detail}")
+    multi = [r for r in rows if "union floor" in r[6]]
+    if multi:
+        bad = [f"{r[0]} ({r[5]:.2f})" for r in multi if r[6].startswith("FAIL")]
+        print(f"{'FAIL' if bad else 'PASS'} (multi-kernel learners with a union row): "
+              f"{len(multi) - len(bad)}/{len(multi)} within {MULTI_TARGET:g}x their union-row "
+              f"floor" + (f": over: {', '.join(bad)}" if bad else ""))
+    if a.pre_issue and speedups:
+        print()
+        print(f"Speed-up over commit {a.pre_issue} (a9a, first {speedups[0][1]} rows of "
+              f"permutation 0, default parameters; medians of {a.speedup_repeats} alternating "
+              f"runs, the old code in a child process):")
+        print()
+        print(f"| learner | rows | µs/round | {a.pre_issue} µs/round | speed-up | "
+              f"≥ {SPEEDUP_TARGET:g}× |")
+        print("|---|---:|---:|---:|---:|---|")
+        for name, n, now, old in speedups:
+            print(f"| {name} | {n} | {now:.1f} | {old:.1f} | {old / now:.2f} | "
+                  f"{_common.pass_mark(old / now >= SPEEDUP_TARGET)} |")
     return 0
 
 

@@ -245,12 +245,13 @@ class BAO2KS(AO2MDLearner):
         self._selected = i
         mir = self.mirror
         ctx = mir.context(x, xx, lam)
-        fxi = mir.pool.score(i, x, xx)[0]
-        fi = mir.predict(i, fxi, ctx)
         if j == i:
+            fxi = mir.pool.score(i, x, xx)[0]
+            fi = mir.predict(i, fxi, ctx)
             fxj, fj = fxi, fi
-        else:
-            fxj = mir.pool.score(j, x, xx)[0]
+        else:  # both at once: a point both stores hold costs one distance (same values)
+            fxi, fxj = mir.pool.scores(x, xx, [i, j]).tolist()
+            fi = mir.predict(i, fxi, ctx)
             fj = mir.predict(j, fxj, ctx)
         return fi, (i, j, fxi, fxj, fj, ctx, float(pt[i]))
 

@@ -275,9 +275,41 @@ def run_dist_rule(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray,
             n_sv[j] = learner.n_support_vectors
         i = j + 1
 
+
+# ---- multi-kernel scores: _ck_multi.c (EA2OKS, BEA2OKS, B(AO)2KS, OKS, OKS++, IOKS, OMKC) ----
+#
+# Several kernel expansions scored from one squared-distance row to the union of their support
+# vectors: ``mk.pool_scores`` for one store per kernel whose points carry slots in a shared
+# distance cache (:class:`~kernelstream.learners._selection.KernelPool`), ``mk.multi_scores`` for
+# (point, kernel, coefficient) entries over one point set
+# (:class:`~kernelstream.learners._multikernel.MultiStore`). Same numerical rules as
+# _ckernels.c: a store's score is the single-kernel compiled score of that store, bit for bit.
+
+MULTI_ABI = 1  # the _ck_multi.c interface this module calls (its KM_ABI)
+
+
+def _load_multi() -> ModuleType | None:
+    if ck is None:  # same switch and same staleness rule as _ckernels
+        return None
+    try:
+        from kernelstream.learners import _ck_multi
+    except ImportError:
+        return None
+    if (getattr(_ck_multi, "ABI", None) != MULTI_ABI
+            or getattr(_ck_multi, "SOURCE_HASH", None) != ck.SOURCE_HASH):
+        return None
+    return _ck_multi
+
+
+mk = _load_multi()
+
+
 if ck is not None and fk is None:  # say so: these learners then run their numpy code
     STATUS += ("; feature maps (fogd, nogd, skegd, okl-gd, oks-sil): numpy, _ck_features is "
                "not built or stale")
 if ck is not None and bk is None:
     STATUS += ("; budget updates (rbp, forgetron, bogd, bpa-s, projectron, projectron++): "
                "numpy, _ck_budget is not built or stale")
+if ck is not None and mk is None:
+    STATUS += ("; multi-kernel scores (ea2oks, bea2oks, bao2ks, oks, oks++, ioks, omkc-*, "
+               "bomkc-spa): numpy, _ck_multi is not built or stale")

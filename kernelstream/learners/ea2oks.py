@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners.bao2ks import AO2MD_PARAMS, AO2MDLearner, step_size
 from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.experts import categorical, hedge
@@ -164,6 +165,21 @@ class EA2OKS(AO2MDLearner):
         mir = self.mirror
         rng = self.rng
         norm, beta = self._norm, self._beta
+        mk = compiled.mk
+        if mk is not None:
+            # the loop below compiled: the same operations, and the same uniforms (one per
+            # kernel with a margin below 1, in kernel order: Generator.random(n) draws what n
+            # calls of random() would)
+            u = rng.random(int(np.count_nonzero(y * f < 1.0)))
+            c_, a_, b_ = np.empty(K), np.empty(K), np.empty(K)
+            mk.ea2oks_step(f, y, mir.m2, ctx.mux, lam, norm, beta, u, c_, a_, b_)
+            fpx = mir.correct(a_, b_, x, xx, fx, ctx, self.t)
+            self.experts.update(c_)
+            self.experts.check_epoch()
+            mir.end_round(rng, x, xx, y, self.t, ctx, fpx)
+            if self._budget is not None:
+                self._restart()
+            return
         # K is small: scalar Python arithmetic per kernel (the same IEEE operations, one
         # uniform per kernel in order) beats numpy calls on K-vectors (measured: ~2x)
         margin = (y * f).tolist()

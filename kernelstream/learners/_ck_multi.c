@@ -1,0 +1,701 @@
+/* Compiled scores of the multi-kernel learners (kernelstream.learners.compiled, "multi-kernel
+ * scores"): K kernel expansions whose support sets overlap, scored from ONE squared-distance
+ * row to the union of their support vectors. Next to _ckernels.c (single-kernel learners) and
+ * _ck_features.c (feature maps).
+ *
+ * Two layouts of the same idea:
+ *
+ * - pool_scores: one store per kernel (KernelPool of the kernel-selection learners: EA2OKS,
+ *   BEA2OKS, B(AO)2KS, OKS, OKS++, IOKS). Each stored point carries a slot in a shared
+ *   distance cache (its stream id's slot, kept by the Python side); a round stamps the slots it
+ *   has computed, so a point that several kernels store costs one distance, whichever store
+ *   reaches it first, and kernels that are not asked for cost nothing.
+ * - multi_scores: one point set with (point, kernel, coefficient) entries (MultiStore of the
+ *   OMKC family and BOMKC(SPA)), the points stored as columns: the dots of all points, then
+ *   every entry in order.
+ *
+ * Besides the scores, the per-kernel arithmetic of paper 001's AO2MD rounds (mirror_correct,
+ * mirror_scale, ea2oks_step): the same operations in the same order as the Python they
+ * replace, so those results are bit-identical to it.
+ *
+ * Numbers follow _ckernels.c: a point's inner product with the example is a sum in index order
+ * over the example's non-zeros (as dots() of _ck_common.h, one accumulator per point), no FMA
+ * contraction (-ffp-contract=off), and its squared distance is (-2 <x, z> + ||x||^2) + ||z||^2
+ * clipped at 0: the value the single-kernel row of the same point gives, bit for bit, in
+ * whatever store or block the point sits. A Gaussian value is exp(-gamma d2) by vexp below
+ * (within 1 ulp of libm's exp, which _ckernels.c calls: the one place where these scores and
+ * the single-kernel row may differ, in the last bit), and exactly 0 where the argument is
+ * below -746 (exp underflows to +0 there). Each kernel's score sums coefficient x kernel value
+ * in the store's (or the entries') order, so a store's score depends on nothing but the store
+ * and the example.
+ *
+ * floor_scores is the benchmarks' union-row floor: one distance row to n points, then for each
+ * of K widths its exponentials and the dot with its coefficients, per example of a block.
+ */
+#include "_ck_common.h"
+
+/* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
+#define KM_ABI 1
+#ifndef KS_SOURCE_HASH
+#define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
+#endif
+
+#define EXP_ZERO_BELOW (-746.0)
+
+/* Run-time dispatch of the exponential loop to AVX2/AVX-512 where the compiler supports it (as
+ * _ck_features.c); the clones compute identical numbers. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define KM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef KM_CLONES
+#define KM_CLONES
+#endif
+
+/* v[i] <- exp(v[i]) for n arguments, and exactly 0 where v[i] < -746 (exp underflows to +0
+ * there). fdlibm's e_exp.c (Sun, within 1 ulp), written without branches so that the loop
+ * vectorises: k = round(x / ln 2) by the 1.5 * 2^52 shift, r = x - k ln 2 in two parts (the
+ * high part exact), exp(r) by fdlibm's rational form with its degree-5 minimax polynomial,
+ * then the product with 2^k as 2^(k/2) * 2^(k - k/2): exact for a normal result, one rounding
+ * for a subnormal one. libm's scalar exp costs ~10 ns an argument here; a vectorised one
+ * ~1 ns, which is the difference between exponentials and distances dominating a round.
+ * Every element sees the same IEEE operations at any vector width (no FMA: -ffp-contract=off). */
+KM_CLONES
+static void vexp(double *v, Py_ssize_t n) {
+    const double shift = 0x1.8p52, invln2 = 1.44269504088896338700e+00,
+                 ln2hi = 6.93147180369123816490e-01, ln2lo = 1.90821492927058770002e-10,
+                 P1 = 1.66666666666666019037e-01, P2 = -2.77777777770155933842e-03,
+                 P3 = 6.61375632143793436117e-05, P4 = -1.65339022054652515390e-06,
+                 P5 = 4.13813679705723846039e-08;
+    const uint64_t shift_bits = 0x4338000000000000ULL;
+    const double low = EXP_ZERO_BELOW;
+    uint64_t low_bits;
+    memcpy(&low_bits, &low, 8);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double x = v[i];
+        /* below the bound: compute exp(-746) and return 0 (masks, not branches) */
+        uint64_t under = (uint64_t)0 - (uint64_t)(x < EXP_ZERO_BELOW), xb;
+        memcpy(&xb, &x, 8);
+        xb = (xb & ~under) | (low_bits & under);
+        double xc;
+        memcpy(&xc, &xb, 8);
+        double kd = xc * invln2;
+        kd += shift;
+        uint64_t kb;
+        memcpy(&kb, &kd, 8);
+        kd -= shift;
+        double hi = xc - kd * ln2hi;
+        double lo = kd * ln2lo;
+        double r = hi - lo;
+        double t = r * r;
+        double c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
+        double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+        /* k + 2048 >= 0 for every argument here (k >= -1076), so unsigned shifts halve it */
+        uint64_t kp = kb - shift_bits + 2048u, k1p = kp >> 1;
+        uint64_t b1 = (k1p - 1u) << 52, b2 = (kp - k1p - 1u) << 52;
+        double s1, s2;
+        memcpy(&s1, &b1, 8);
+        memcpy(&s2, &b2, 8);
+        y *= s1;
+        y *= s2;
+        uint64_t yb;
+        memcpy(&yb, &y, 8);
+        yb &= ~under;
+        memcpy(&v[i], &yb, 8);
+    }
+}
+
+/* The compacted non-zeros of z: positions nz[0..m) and values zv[0..m). */
+static Py_ssize_t compact(const double *z, Py_ssize_t d, Py_ssize_t *nz, double *zv) {
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < d; i++)
+        if (z[i] != 0.0) {
+            nz[m] = i;
+            zv[m++] = z[i];
+        }
+    return m;
+}
+
+/* ||x - z||^2 of one stored row x (norm xx_) against z (norm zz), clipped at 0: the sum of
+ * dots() for this row (index order over z's non-zeros), then row_score's steps. */
+static inline double dist1(const double *x, double xx_, const Py_ssize_t *nz, const double *zv,
+                           Py_ssize_t m, double zz) {
+    double s = 0.0;
+    for (Py_ssize_t t = 0; t < m; t++) s += x[nz[t]] * zv[t];
+    double v = s * -2.0;
+    v += xx_;
+    v += zz;
+    return v > 0.0 ? v : 0.0;
+}
+
+/* k_j = <X_j, z> for j < n from the points stored as the columns of XT (d x cap, C order),
+ * over z's compacted non-zeros: column nz[t] scaled by zv[t] is added to every k_j, t in
+ * order, so each k_j is the same sum in the same order as dots() of a row-major store (bit
+ * for bit), while a round reads m contiguous columns instead of a cache line of every row. */
+KM_CLONES
+static void dots_t(const double *XT, Py_ssize_t cap, Py_ssize_t n, const Py_ssize_t *nz,
+                   const double *zv, Py_ssize_t m, double *k) {
+    for (Py_ssize_t j = 0; j < n; j++) k[j] = 0.0;
+    for (Py_ssize_t t = 0; t < m; t++) {
+        const double *col = XT + nz[t] * cap;
+        double zt = zv[t];
+        for (Py_ssize_t j = 0; j < n; j++) k[j] += col[j] * zt;
+    }
+}
+
+/* ---- pool_scores ---------------------------------------------------------------------- */
+
+static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
+                                Py_ssize_t nargs) {
+    /* pool_scores(stores, ns, which, z, zz, cache, stamp, round, out, work, ebuf)
+     * stores: tuple of K tuples (X, sqn, a, slot, neg_gamma), ns: int64 (K) point counts,
+     * which: int64 kernel indices to score (out[r] = f_which[r]) or None (all, out[i] = f_i),
+     * cache: float64 distance per slot, stamp: int64 per slot (slot s holds this round's
+     * distance iff stamp[s] == round), work: int64 scratch of 2 d entries, ebuf: float64
+     * scratch as long as the largest store. */
+    if (nargs != 11)
+        return PyErr_Format(PyExc_TypeError, "pool_scores() takes 11 arguments, got %zd", nargs);
+    PyObject *stores = args[0];
+    if (!PyTuple_Check(stores))
+        return PyErr_Format(PyExc_TypeError, "_ck_multi.pool_scores: stores must be a tuple");
+    Py_ssize_t K = PyTuple_GET_SIZE(stores);
+    Buf b[8];
+    memset(b, 0, sizeof b);
+    Buf sb[4];
+    memset(sb, 0, sizeof sb);
+    int with_which = args[2] != Py_None;
+    double zz = PyFloat_AsDouble(args[4]);
+    int64_t round = PyLong_AsLongLong(args[7]);
+    if (PyErr_Occurred()) return NULL;
+    if (get_buf(args[1], &b[0], 0, "ns", 'q') < 0
+        || (with_which && get_buf(args[2], &b[1], 0, "which", 'q') < 0)
+        || get_buf(args[3], &b[2], 0, "z", 'd') < 0
+        || get_buf(args[5], &b[3], 1, "cache", 'd') < 0
+        || get_buf(args[6], &b[4], 1, "stamp", 'q') < 0
+        || get_buf(args[8], &b[5], 1, "out", 'd') < 0
+        || get_buf(args[9], &b[6], 1, "work", 'q') < 0
+        || get_buf(args[10], &b[7], 1, "ebuf", 'd') < 0)
+        goto fail;
+    {
+        double *eb = b[7].view.buf;
+        Py_ssize_t ebn = n_items(&b[7]);
+        const int64_t *ns = b[0].view.buf, *which = with_which ? b[1].view.buf : NULL;
+        Py_ssize_t R = with_which ? n_items(&b[1]) : K;
+        Py_ssize_t d = n_items(&b[2]), cap = n_items(&b[3]);
+        const double *z = b[2].view.buf;
+        double *cache = b[3].view.buf, *out = b[5].view.buf;
+        int64_t *stamp = b[4].view.buf;
+        if (n_items(&b[0]) < K || n_items(&b[4]) < cap || n_items(&b[5]) < R
+            || n_items(&b[6]) < 2 * d) {
+            PyErr_SetString(PyExc_ValueError, "_ck_multi.pool_scores: arrays have wrong sizes");
+            goto fail;
+        }
+        Py_ssize_t *nz = b[6].view.buf;
+        double *zv = (double *)(nz + d);
+        Py_ssize_t m = compact(z, d, nz, zv);
+        for (Py_ssize_t r = 0; r < R; r++) {
+            Py_ssize_t i = with_which ? (Py_ssize_t)which[r] : r;
+            if (i < 0 || i >= K) {
+                PyErr_SetString(PyExc_ValueError, "_ck_multi.pool_scores: kernel out of range");
+                goto fail;
+            }
+            Py_ssize_t n = (Py_ssize_t)ns[i];
+            if (n == 0) {
+                out[r] = 0.0;
+                continue;
+            }
+            PyObject *st = PyTuple_GET_ITEM(stores, i);
+            if (!PyTuple_Check(st) || PyTuple_GET_SIZE(st) != 5) {
+                PyErr_SetString(PyExc_TypeError,
+                                "_ck_multi.pool_scores: a store is (X, sqn, a, slot, neg_gamma)");
+                goto fail;
+            }
+            double ng = PyFloat_AsDouble(PyTuple_GET_ITEM(st, 4));
+            if (PyErr_Occurred()) goto fail;
+            if (get_buf(PyTuple_GET_ITEM(st, 0), &sb[0], 0, "X", 'd') < 0
+                || get_buf(PyTuple_GET_ITEM(st, 1), &sb[1], 0, "sqn", 'd') < 0
+                || get_buf(PyTuple_GET_ITEM(st, 2), &sb[2], 0, "a", 'd') < 0
+                || get_buf(PyTuple_GET_ITEM(st, 3), &sb[3], 0, "slot", 'q') < 0)
+                goto fail;
+            if (sb[0].view.ndim != 2 || sb[0].view.shape[1] != d || sb[0].view.shape[0] < n
+                || ebn < n || n_items(&sb[1]) < n || n_items(&sb[2]) < n || n_items(&sb[3]) < n) {
+                PyErr_Format(PyExc_ValueError, "_ck_multi.pool_scores: store %zd is shorter than "
+                             "its count %zd or has the wrong width", i, n);
+                goto fail;
+            }
+            const double *X = sb[0].view.buf, *sqn = sb[1].view.buf, *a = sb[2].view.buf;
+            const int64_t *slot = sb[3].view.buf;
+            for (Py_ssize_t j = 0; j < n; j++) {
+                int64_t s = slot[j];
+                if (s < 0 || s >= cap) {
+                    PyErr_SetString(PyExc_ValueError, "_ck_multi.pool_scores: slot out of range");
+                    goto fail;
+                }
+                double v;
+                if (stamp[s] == round) {
+                    v = cache[s];
+                } else {
+                    v = dist1(X + j * d, sqn[j], nz, zv, m, zz);
+                    cache[s] = v;
+                    stamp[s] = round;
+                }
+                eb[j] = v * ng;
+            }
+            vexp(eb, n);
+            double f = 0.0;
+            for (Py_ssize_t j = 0; j < n; j++) f += a[j] * eb[j];
+            out[r] = f;
+            release(sb, 4);
+        }
+    }
+    release(b, 8);
+    Py_RETURN_NONE;
+fail:
+    release(sb, 4);
+    release(b, 8);
+    return NULL;
+}
+
+/* ---- multi_scores --------------------------------------------------------------------- */
+
+static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
+                                 Py_ssize_t nargs) {
+    /* multi_scores(XT, sqn, n, z, zz, g_pt, g_k, g_a, g_ng, ng, p_pt, p_k, p_a, p_deg, np_,
+     *              out, dots, work, ebuf)
+     * XT: the points as columns (d x cap, C order).
+     * out[k] = sum over the Gaussian entries e of kernel k (in order) of g_a[e] *
+     * exp(g_ng[e] * d2[g_pt[e]]), plus over the polynomial entries of p_a[e] *
+     * dots[p_pt[e]]^p_deg[e]; out is zeroed first. Polynomial and Gaussian kernels are
+     * distinct (each kernel's terms are summed in entry order). dots: float64 scratch (>= n),
+     * work: int64 scratch (>= 2 d), ebuf: float64 scratch (>= 2 ng: arguments, then the
+     * entries' indices as int64). */
+    if (nargs != 19)
+        return PyErr_Format(PyExc_TypeError, "multi_scores() takes 19 arguments, got %zd", nargs);
+    Buf b[15];
+    memset(b, 0, sizeof b);
+    Py_ssize_t n = PyLong_AsSsize_t(args[2]), ng = PyLong_AsSsize_t(args[9]),
+               np_ = PyLong_AsSsize_t(args[14]);
+    double zz = PyFloat_AsDouble(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    if (get_buf(args[0], &b[0], 0, "XT", 'd') < 0 || get_buf(args[1], &b[1], 0, "sqn", 'd') < 0
+        || get_buf(args[3], &b[2], 0, "z", 'd') < 0
+        || get_buf(args[5], &b[3], 0, "g_pt", 'q') < 0
+        || get_buf(args[6], &b[4], 0, "g_k", 'q') < 0
+        || get_buf(args[7], &b[5], 0, "g_a", 'd') < 0
+        || get_buf(args[8], &b[6], 0, "g_ng", 'd') < 0
+        || get_buf(args[10], &b[7], 0, "p_pt", 'q') < 0
+        || get_buf(args[11], &b[8], 0, "p_k", 'q') < 0
+        || get_buf(args[12], &b[9], 0, "p_a", 'd') < 0
+        || get_buf(args[13], &b[10], 0, "p_deg", 'd') < 0
+        || get_buf(args[15], &b[11], 1, "out", 'd') < 0
+        || get_buf(args[16], &b[12], 1, "dots", 'd') < 0
+        || get_buf(args[17], &b[13], 1, "work", 'q') < 0
+        || get_buf(args[18], &b[14], 1, "ebuf", 'd') < 0)
+        goto fail;
+    {
+        Py_ssize_t d = n_items(&b[2]), K = n_items(&b[11]);
+        if (b[0].view.ndim != 2 || b[0].view.shape[0] != d || b[0].view.shape[1] < n || n < 0
+            || n_items(&b[1]) < n || ng < 0 || np_ < 0 || n_items(&b[3]) < ng
+            || n_items(&b[4]) < ng || n_items(&b[5]) < ng || n_items(&b[6]) < ng
+            || n_items(&b[7]) < np_ || n_items(&b[8]) < np_ || n_items(&b[9]) < np_
+            || n_items(&b[10]) < np_ || n_items(&b[12]) < n || n_items(&b[13]) < 2 * d
+            || n_items(&b[14]) < 2 * ng) {
+            PyErr_SetString(PyExc_ValueError, "_ck_multi.multi_scores: arrays have wrong sizes");
+            goto fail;
+        }
+        const double *XT = b[0].view.buf, *sqn = b[1].view.buf, *z = b[2].view.buf;
+        Py_ssize_t cap = b[0].view.shape[1];
+        const int64_t *g_pt = b[3].view.buf, *g_k = b[4].view.buf, *p_pt = b[7].view.buf,
+                      *p_k = b[8].view.buf;
+        const double *g_a = b[5].view.buf, *g_ng = b[6].view.buf, *p_a = b[9].view.buf,
+                     *p_deg = b[10].view.buf;
+        double *out = b[11].view.buf, *dt = b[12].view.buf, *eb = b[14].view.buf;
+        Py_ssize_t *ei = (Py_ssize_t *)(eb + ng), kept = 0;
+        Py_ssize_t *nz = b[13].view.buf;
+        int bad = 0;
+        for (Py_ssize_t k = 0; k < K; k++) out[k] = 0.0;
+        Py_BEGIN_ALLOW_THREADS
+        double *zv = (double *)(nz + d);
+        Py_ssize_t m = compact(z, d, nz, zv);
+        dots_t(XT, cap, n, nz, zv, m, dt);
+        /* polynomial entries first: they read the dots, which the distances then replace */
+        for (Py_ssize_t e = 0; e < np_; e++) {
+            int64_t j = p_pt[e], k = p_k[e];
+            if (j < 0 || j >= n || k < 0 || k >= K) { bad = 1; break; }
+            double v = dt[j], p = p_deg[e];
+            /* v, v * v, (v * v) * v (libm's pow costs ~20 ns a call), else pow */
+            v = p == 1.0 ? v : p == 2.0 ? v * v : p == 3.0 ? v * v * v : pow(v, p);
+            out[k] += v * p_a[e];
+        }
+        if (!bad && ng) {
+            for (Py_ssize_t j = 0; j < n; j++) {
+                double v = dt[j] * -2.0;
+                v += sqn[j];
+                v += zz;
+                dt[j] = v > 0.0 ? v : 0.0;
+            }
+            /* the entries whose exp does not underflow, in order (written always, kept by
+             * advancing the count: no branch on a coin-flip test). A left-out entry would add
+             * a * (+0) = +-0, which changes no sum. */
+            for (Py_ssize_t e = 0; e < ng; e++) {
+                uint64_t j = (uint64_t)g_pt[e];
+                if (j >= (uint64_t)n || (uint64_t)g_k[e] >= (uint64_t)K) { bad = 1; break; }
+                double v = dt[j] * g_ng[e];
+                eb[kept] = v;
+                ei[kept] = e;
+                kept += !(v < EXP_ZERO_BELOW);
+            }
+        }
+        if (!bad && kept) {
+            vexp(eb, kept);
+            for (Py_ssize_t r = 0; r < kept; r++) {
+                Py_ssize_t e = ei[r];
+                out[g_k[e]] += eb[r] * g_a[e];
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "_ck_multi.multi_scores: entry out of range");
+            goto fail;
+        }
+    }
+    release(b, 15);
+    Py_RETURN_NONE;
+fail:
+    release(b, 15);
+    return NULL;
+}
+
+/* ---- floor_scores (benchmarks) -------------------------------------------------------- */
+
+static PyObject *py_floor_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
+                                 Py_ssize_t nargs) {
+    /* floor_scores(XT, sqn, n, neg_gammas (K), A (K x n), Z (rows x d), zz, out (rows x K),
+     *              work): for every row z of Z, one distance row to the n points stored as
+     *              the columns of XT (d x n, as MultiStore keeps them), then for each width
+     *              k: out[r, k] = sum_j A[k, j] exp(neg_gammas[k] d2_j). work: int64 scratch of
+     *              >= 2 n + 2 d entries (non-zeros, then the row and the exponentials). */
+    if (nargs != 9)
+        return PyErr_Format(PyExc_TypeError, "floor_scores() takes 9 arguments, got %zd", nargs);
+    Buf b[8];
+    memset(b, 0, sizeof b);
+    Py_ssize_t n = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (get_buf(args[0], &b[0], 0, "XT", 'd') < 0 || get_buf(args[1], &b[1], 0, "sqn", 'd') < 0
+        || get_buf(args[3], &b[2], 0, "neg_gammas", 'd') < 0
+        || get_buf(args[4], &b[3], 0, "A", 'd') < 0 || get_buf(args[5], &b[4], 0, "Z", 'd') < 0
+        || get_buf(args[6], &b[5], 0, "zz", 'd') < 0
+        || get_buf(args[7], &b[6], 1, "out", 'd') < 0
+        || get_buf(args[8], &b[7], 1, "work", 'q') < 0)
+        goto fail;
+    {
+        Py_ssize_t K = n_items(&b[2]);
+        Py_ssize_t d = b[0].view.ndim == 2 ? b[0].view.shape[0] : -1;
+        Py_ssize_t rows = b[4].view.ndim == 2 ? b[4].view.shape[0] : -1;
+        if (d < 0 || rows < 0 || b[4].view.shape[1] != d || b[0].view.shape[1] != n || n < 0
+            || n_items(&b[1]) < n || n_items(&b[3]) < K * n || n_items(&b[5]) < rows
+            || n_items(&b[6]) < rows * K || n_items(&b[7]) < 2 * n + 2 * d) {
+            PyErr_SetString(PyExc_ValueError, "_ck_multi.floor_scores: arrays have wrong sizes");
+            goto fail;
+        }
+        const double *XT = b[0].view.buf, *sqn = b[1].view.buf, *g = b[2].view.buf,
+                     *A = b[3].view.buf, *Z = b[4].view.buf, *zz = b[5].view.buf;
+        double *out = b[6].view.buf;
+        Py_ssize_t *nz = b[7].view.buf;
+        double *zv = (double *)(nz + d), *d2 = zv + d, *eb = d2 + n;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t r = 0; r < rows; r++) {
+            const double *z = Z + r * d;
+            Py_ssize_t m = compact(z, d, nz, zv);
+            dots_t(XT, n, n, nz, zv, m, d2);
+            for (Py_ssize_t j = 0; j < n; j++) {
+                double v = d2[j] * -2.0;
+                v += sqn[j];
+                v += zz[r];
+                d2[j] = v > 0.0 ? v : 0.0;
+            }
+            for (Py_ssize_t k = 0; k < K; k++) {
+                const double *a = A + k * n;
+                double f = 0.0, gk = g[k];
+                for (Py_ssize_t j = 0; j < n; j++) eb[j] = d2[j] * gk;
+                vexp(eb, n);
+                for (Py_ssize_t j = 0; j < n; j++) f += a[j] * eb[j];
+                out[r * K + k] = f;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    release(b, 8);
+    Py_RETURN_NONE;
+fail:
+    release(b, 8);
+    return NULL;
+}
+
+/* ---- mirror_correct (paper 001's AO2MD correction, OptimisticMirror.correct) ---------- */
+
+static PyObject *py_mirror_correct(PyObject *Py_UNUSED(self), PyObject *const *args,
+                                   Py_ssize_t nargs) {
+    /* mirror_correct(stores, pos, v, kv, KVy, yv, a, b, fx, n2, m2, ip, mux, H, U2, radius,
+     *                out)
+     * First, for every kernel, H[i, :v] += a_i kv[i, :v] and then += (b_i / v) KVy[i, :v]
+     * (numpy's two broadcast updates, element by element). Then, for every kernel i with
+     * (a_i, b_i) != 0, after the caller appended x_t (coefficient a_i) and the reservoir
+     * points store i lacked: the tracked norm of
+     * f + a_i k(x_t, .) + b_i mu_i, the merge of b_i (y_V / v) into the store's
+     * coefficients at pos[i, :v], the projection onto ||f|| <= radius (coefficients and H[i, :v]
+     * scaled), n2[i] and the store's norm2 set, out[i] = f'_{t,i}(x_t). out[i] = fx[i] for the
+     * others. The same IEEE operations in the same order as the Python loop it replaces.
+     * stores: list of SVStore; pos, H, KVy: (K x M) C order; kv: (K x v) C order; yv: the
+     * reservoir's labels (>= v). */
+    if (nargs != 17)
+        return PyErr_Format(PyExc_TypeError, "mirror_correct() takes 17 arguments, got %zd",
+                            nargs);
+    PyObject *stores = args[0];
+    if (!PyList_Check(stores))
+        return PyErr_Format(PyExc_TypeError, "_ck_multi.mirror_correct: stores must be a list");
+    Py_ssize_t K = PyList_GET_SIZE(stores), v = PyLong_AsSsize_t(args[2]);
+    double U2 = PyFloat_AsDouble(args[14]), radius = PyFloat_AsDouble(args[15]);
+    if (PyErr_Occurred()) return NULL;
+    Buf b[13];
+    memset(b, 0, sizeof b);
+    Buf sa;
+    memset(&sa, 0, sizeof sa);
+    if (get_buf(args[1], &b[0], 0, "pos", 'q') < 0 || get_buf(args[3], &b[1], 0, "kv", 'd') < 0
+        || get_buf(args[6], &b[2], 0, "a", 'd') < 0 || get_buf(args[7], &b[3], 0, "b", 'd') < 0
+        || get_buf(args[8], &b[4], 0, "fx", 'd') < 0 || get_buf(args[9], &b[5], 1, "n2", 'd') < 0
+        || get_buf(args[10], &b[6], 0, "m2", 'd') < 0 || get_buf(args[11], &b[7], 0, "ip", 'd') < 0
+        || get_buf(args[12], &b[8], 0, "mux", 'd') < 0
+        || get_buf(args[13], &b[9], 1, "H", 'd') < 0
+        || get_buf(args[16], &b[10], 1, "out", 'd') < 0
+        || get_buf(args[4], &b[11], 0, "KVy", 'd') < 0
+        || get_buf(args[5], &b[12], 0, "yv", 'd') < 0)
+        goto fail;
+    {
+        Py_ssize_t M = b[9].view.ndim == 2 ? b[9].view.shape[1] : -1;
+        if (M < 0 || v < 0 || v > M || b[0].view.ndim != 2 || b[0].view.shape[1] != M
+            || b[0].view.shape[0] < K || b[9].view.shape[0] < K || n_items(&b[1]) < K * v
+            || b[11].view.ndim != 2 || b[11].view.shape[1] != M || b[11].view.shape[0] < K
+            || n_items(&b[12]) < v || n_items(&b[2]) < K || n_items(&b[3]) < K || n_items(&b[4]) < K
+            || n_items(&b[5]) < K || n_items(&b[6]) < K || n_items(&b[7]) < K
+            || n_items(&b[8]) < K || n_items(&b[10]) < K) {
+            PyErr_SetString(PyExc_ValueError, "_ck_multi.mirror_correct: arrays have wrong sizes");
+            goto fail;
+        }
+        const int64_t *pos = b[0].view.buf;
+        const double *kv = b[1].view.buf, *A = b[2].view.buf, *B = b[3].view.buf,
+                     *fx = b[4].view.buf, *m2 = b[6].view.buf, *ip = b[7].view.buf,
+                     *mux = b[8].view.buf, *KVy = b[11].view.buf, *yv = b[12].view.buf;
+        double *n2 = b[5].view.buf, *H = b[9].view.buf, *out = b[10].view.buf;
+        for (Py_ssize_t i = 0; i < K && v; i++) {
+            double ai = A[i], bv = B[i] / (double)v;
+            for (Py_ssize_t j = 0; j < v; j++) H[i * M + j] += ai * kv[i * v + j];
+            for (Py_ssize_t j = 0; j < v; j++) H[i * M + j] += bv * KVy[i * M + j];
+        }
+        for (Py_ssize_t i = 0; i < K; i++) {
+            double ai = A[i], bi = B[i];
+            out[i] = fx[i];
+            if (ai == 0.0 && bi == 0.0) continue;
+            PyObject *sv = PyList_GET_ITEM(stores, i);
+            PyObject *arr = PyObject_GetAttrString(sv, "a"), *nobj = PyObject_GetAttrString(sv, "n");
+            Py_ssize_t n = nobj ? PyLong_AsSsize_t(nobj) : -1;
+            Py_XDECREF(nobj);
+            if (arr == NULL || (n < 0 && PyErr_Occurred())) {
+                Py_XDECREF(arr);
+                goto fail;
+            }
+            int got = get_buf(arr, &sa, 1, "store.a", 'd');
+            Py_DECREF(arr);
+            if (got < 0) goto fail;
+            if (n_items(&sa) < n) {
+                PyErr_SetString(PyExc_ValueError, "_ck_multi.mirror_correct: store.a too short");
+                goto fail;
+            }
+            double *a = sa.view.buf;
+            double nn = n2[i] + bi * (bi * m2[i] + 2.0 * ip[i]);
+            if (ai != 0.0) nn += ai * (ai + 2.0 * fx[i] + 2.0 * bi * mux[i]);
+            if (bi != 0.0 && v) {
+                const int64_t *p = pos + i * M;
+                for (Py_ssize_t j = 0; j < v; j++) {
+                    if (p[j] < 0 || p[j] >= n) {
+                        PyErr_SetString(PyExc_ValueError,
+                                        "_ck_multi.mirror_correct: a reservoir point is not stored");
+                        goto fail;
+                    }
+                    a[p[j]] += bi * (yv[j] / (double)v); /* np.multiply.outer(b, y_V / v) */
+                }
+            }
+            double fac = 1.0;
+            if (nn > U2) {
+                fac = radius / sqrt(nn);
+                for (Py_ssize_t j = 0; j < n; j++) a[j] *= fac;
+                for (Py_ssize_t j = 0; j < v; j++) H[i * M + j] *= fac;
+                nn = U2;
+            } else if (nn < 0.0) { /* round-off */
+                nn = 0.0;
+            }
+            release(&sa, 1);
+            n2[i] = nn;
+            PyObject *f = PyFloat_FromDouble(nn);
+            if (f == NULL || PyObject_SetAttrString(sv, "norm2", f) < 0) {
+                Py_XDECREF(f);
+                goto fail;
+            }
+            Py_DECREF(f);
+            out[i] = fac * (fx[i] + ai + bi * mux[i]);
+        }
+    }
+    release(b, 13);
+    Py_RETURN_NONE;
+fail:
+    release(&sa, 1);
+    release(b, 13);
+    return NULL;
+}
+
+/* ---- mirror_scale, ea2oks_step: the K-vector arithmetic of a round ------------------- */
+
+static PyObject *py_mirror_scale(PyObject *Py_UNUSED(self), PyObject *const *args,
+                                 Py_ssize_t nargs) {
+    /* mirror_scale(n2, ip, m2, lam, v, U2, radius, out): out[i] = min(1, U / ||fbar_i||) with
+     * ||fbar_i||^2 = n2 + lam (2 ip + lam m2) (n2 alone when v = 0), as
+     * OptimisticMirror.context writes it */
+    if (nargs != 8) return PyErr_Format(PyExc_TypeError, "mirror_scale() takes 8 arguments");
+    double lam = PyFloat_AsDouble(args[3]), U2 = PyFloat_AsDouble(args[5]),
+           radius = PyFloat_AsDouble(args[6]);
+    Py_ssize_t v = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    Buf b[4];
+    memset(b, 0, sizeof b);
+    if (get_buf(args[0], &b[0], 0, "n2", 'd') < 0 || get_buf(args[1], &b[1], 0, "ip", 'd') < 0
+        || get_buf(args[2], &b[2], 0, "m2", 'd') < 0 || get_buf(args[7], &b[3], 1, "out", 'd') < 0)
+        goto fail;
+    {
+        Py_ssize_t K = n_items(&b[0]);
+        if (n_items(&b[1]) < K || n_items(&b[2]) < K || n_items(&b[3]) < K) {
+            PyErr_SetString(PyExc_ValueError, "_ck_multi.mirror_scale: arrays have wrong sizes");
+            goto fail;
+        }
+        const double *n2 = b[0].view.buf, *ip = b[1].view.buf, *m2 = b[2].view.buf;
+        double *out = b[3].view.buf;
+        for (Py_ssize_t i = 0; i < K; i++) {
+            double nbar2 = v ? n2[i] + lam * (2.0 * ip[i] + lam * m2[i]) : n2[i];
+            out[i] = nbar2 > U2 ? radius / sqrt(nbar2) : 1.0;
+        }
+    }
+    release(b, 4);
+    Py_RETURN_NONE;
+fail:
+    release(b, 4);
+    return NULL;
+}
+
+static PyObject *py_ea2oks_step(PyObject *Py_UNUSED(self), PyObject *const *args,
+                                Py_ssize_t nargs) {
+    /* ea2oks_step(f, y, m2, mux, lam, norm, beta, u, c, a, b) -> None
+     * EA2OKS's per-kernel update constants (ea2oks.EA2OKS._update): for every kernel with
+     * margin y f_i < 1, in order, the next uniform of u decides whether x_t joins S_i; c, a, b
+     * (zeroed first) receive the expert loss and the two coefficients. u holds one uniform per
+     * such kernel (the caller draws them as the Python loop did, in kernel order). */
+    if (nargs != 11) return PyErr_Format(PyExc_TypeError, "ea2oks_step() takes 11 arguments");
+    double y = PyFloat_AsDouble(args[1]), lam = PyFloat_AsDouble(args[4]),
+           norm = PyFloat_AsDouble(args[5]), beta = PyFloat_AsDouble(args[6]);
+    if (PyErr_Occurred()) return NULL;
+    Buf b[7];
+    memset(b, 0, sizeof b);
+    if (get_buf(args[0], &b[0], 0, "f", 'd') < 0 || get_buf(args[2], &b[1], 0, "m2", 'd') < 0
+        || get_buf(args[3], &b[2], 0, "mux", 'd') < 0 || get_buf(args[7], &b[3], 0, "u", 'd') < 0
+        || get_buf(args[8], &b[4], 1, "c", 'd') < 0 || get_buf(args[9], &b[5], 1, "a", 'd') < 0
+        || get_buf(args[10], &b[6], 1, "b", 'd') < 0)
+        goto fail;
+    {
+        Py_ssize_t K = n_items(&b[0]), nu = n_items(&b[3]), r = 0;
+        if (n_items(&b[1]) < K || n_items(&b[2]) < K || n_items(&b[4]) < K
+            || n_items(&b[5]) < K || n_items(&b[6]) < K) {
+            PyErr_SetString(PyExc_ValueError, "_ck_multi.ea2oks_step: arrays have wrong sizes");
+            goto fail;
+        }
+        const double *f = b[0].view.buf, *m2 = b[1].view.buf, *mux = b[2].view.buf,
+                     *u = b[3].view.buf;
+        double *c = b[4].view.buf, *A = b[5].view.buf, *B = b[6].view.buf;
+        for (Py_ssize_t i = 0; i < K; i++) {
+            c[i] = A[i] = B[i] = 0.0;
+            double mi = y * f[i];
+            if (!(mi < 1.0)) continue;
+            if (r >= nu) {
+                PyErr_SetString(PyExc_ValueError, "_ck_multi.ea2oks_step: too few uniforms");
+                goto fail;
+            }
+            c[i] = (1.0 - mi) / norm;
+            /* g = ||y k(x, .) - mu||, Z = beta (g + ||mu||), P = g / Z */
+            double g2 = 1.0 + m2[i] - 2.0 * y * mux[i];
+            double g = sqrt(0.0 > g2 ? 0.0 : g2); /* Python's max(g2, 0.0) */
+            double z = beta * (g + sqrt(0.0 > m2[i] ? 0.0 : m2[i]));
+            double prob = z > 0.0 ? g / z : 0.0;
+            if (u[r++] < prob) {
+                A[i] = lam * y / prob;
+                B[i] = lam * (1.0 - 1.0 / prob);
+            } else {
+                B[i] = lam;
+            }
+        }
+    }
+    release(b, 7);
+    Py_RETURN_NONE;
+fail:
+    release(b, 7);
+    return NULL;
+}
+
+static PyObject *py_exp(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* exp(v): v <- exp(v) in place, 0 below -746 (the exponential of the scores above) */
+    if (nargs != 1) return PyErr_Format(PyExc_TypeError, "exp(v)");
+    Buf b;
+    memset(&b, 0, sizeof b);
+    if (get_buf(args[0], &b, 1, "v", 'd') < 0) {
+        release(&b, 1);
+        return NULL;
+    }
+    vexp(b.view.buf, n_items(&b));
+    release(&b, 1);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"mirror_scale", (PyCFunction)(void (*)(void))py_mirror_scale, METH_FASTCALL,
+     "mirror_scale(n2, ip, m2, lam, v, U2, radius, out): AO2MD projection factors"},
+    {"ea2oks_step", (PyCFunction)(void (*)(void))py_ea2oks_step, METH_FASTCALL,
+     "ea2oks_step(f, y, m2, mux, lam, norm, beta, u, c, a, b): EA2OKS's per-kernel constants"},
+    {"mirror_correct", (PyCFunction)(void (*)(void))py_mirror_correct, METH_FASTCALL,
+     "mirror_correct(stores, pos, v, kv, KVy, yv, a, b, fx, n2, m2, ip, mux, H, U2, radius, out): "
+     "paper 001's AO2MD correction of every kernel"},
+    {"exp", (PyCFunction)(void (*)(void))py_exp, METH_FASTCALL,
+     "exp(v): v <- exp(v) in place (exactly 0 below -746), as the scores compute it"},
+    {"pool_scores", (PyCFunction)(void (*)(void))py_pool_scores, METH_FASTCALL,
+     "pool_scores(stores, ns, which, z, zz, cache, stamp, round, out, work, ebuf): one score per "
+     "store from one shared distance row"},
+    {"multi_scores", (PyCFunction)(void (*)(void))py_multi_scores, METH_FASTCALL,
+     "multi_scores(X, sqn, n, z, zz, g_pt, g_k, g_a, g_ng, ng, p_pt, p_k, p_a, p_deg, np_, out, "
+     "dots, work, ebuf): the scores of a MultiStore's kernels"},
+    {"floor_scores", (PyCFunction)(void (*)(void))py_floor_scores, METH_FASTCALL,
+     "floor_scores(X, sqn, n, neg_gammas, A, Z, zz, out, work): the union-row floor"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_ck_multi",
+    "Compiled scores of kernelstream's multi-kernel learners (one shared distance row).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__ck_multi(void) {
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL) return NULL;
+    if (PyModule_AddIntConstant(mod, "ABI", KM_ABI) < 0
+        || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
+}
