@@ -1,4 +1,4 @@
-"""Prequential (test-then-train) evaluation in memory: the reference of ALGORITHMS.md §2.1.
+"""Prequential (test-then-train) evaluation in memory: the reference of every runner.
 
 For each repetition ``r`` the stream is ``X[permutation(n, seed, r)]`` and a fresh learner is
 built with ``learner_seed(seed, r, seed_name)`` (both from :mod:`kernelstream.seeding`, which the

@@ -1,4 +1,4 @@
-"""Seed derivation shared by every runner (ALGORITHMS.md §2.1), so that the plain loop and the
+"""Seed derivation shared by every runner (the R permutations), so that the plain loop and the
 Beam pipeline draw exactly the same permutations and learner randomness."""
 
 from __future__ import annotations

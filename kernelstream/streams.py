@@ -1,5 +1,5 @@
 """Synthetic stream orders built from a data set: the adversarial streams of paper 003
-(ALGORITHMS.md §2.6, Table P3-4).
+(Zhang & Liao, ICML 2019, §6.4, Table 4).
 
 An adversarial stream has ``n_blocks`` blocks of ``block_len`` rounds. Each block draws one
 example of the data set uniformly at random (with replacement, (recon)) and presents it

@@ -1,4 +1,4 @@
-"""Shared block of paper 004's multiple-kernel learners (ALGORITHMS.md §3.12, §4.17).
+"""Shared block of paper 004's multiple-kernel learners (Lu et al., ACM TIST 2018).
 
 * :data:`POOL` — the ``m = 16`` kernels of paper 004: three homogeneous polynomial kernels
   ``(xᵀx')^p``, ``p = 1, 2, 3`` (indices 0–2), and thirteen Gaussian kernels
@@ -32,7 +32,7 @@
   multiply-and-renormalise recursion and never underflows to an all-zero vector.
 
   Inner ``sign(0) = 0`` (a kernel with an exactly zero score abstains); only the vote itself
-  follows the tie rule. DEVIATION from the edge-case note of ALGORITHMS.md §3.12 ("sign(0): use
+  follows the tie rule. DEVIATION from the edge-case note of our spec ("sign(0): use
   the global tie rule"), for two reasons: the first score must be 0 (§8 i), and with the
   strict mistake indicator ``M_i = 1[y f^i < 0]`` of paper 004 Algorithm 2 a kernel whose
   score underflows to exactly 0 (``σ = 2^-6``: ``exp(−2048‖x − x'‖²) = 0`` for any two

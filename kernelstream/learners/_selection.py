@@ -1,5 +1,5 @@
-"""Shared block of the kernel-selection learners over ``K`` Gaussian widths (ALGORITHMS.md §1.2,
-§1.3, §3.2–3.6).
+"""Shared block of the kernel-selection learners over ``K`` Gaussian widths (Yang et al. 2012;
+Liao & Li, ECML-PKDD 2021; Li & Liao, ECML-PKDD 2022).
 
 API
 ---
@@ -594,7 +594,7 @@ class RoundContext(NamedTuple):
 
 
 class OptimisticMirror:
-    """Per-kernel state of paper 001's adaptive optimistic mirror descent (ALGORITHMS.md §3.3).
+    """Per-kernel state of paper 001's adaptive optimistic mirror descent (Liao & Li 2021, §3.2).
 
     For each kernel ``i``: ``F_i`` = ``f'_{t−1,i}`` (an :class:`SVStore` of :class:`KernelPool`,
     points merged by stream id), ``n2_i = ‖f'_{t−1,i}‖²``, ``H[i, v] = f'_{t−1,i}(x_v)`` at the

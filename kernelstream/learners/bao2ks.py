@@ -1,5 +1,5 @@
 """B(AO)2KS — bandit with additional observation for adaptive online kernel selection, with
-the GREEN-IX bandit (ALGORITHMS.md §3.3, §3.4).
+the GREEN-IX bandit (Liao & Li, ECML-PKDD 2021, Algorithm 1).
 
 Reference: S. Liao and J. Li, "High-probability kernel alignment regret bounds for online
 kernel selection", ECML-PKDD 2021 (paper 001), Algorithm 1; details (GREEN-IX epochs, step
@@ -174,7 +174,7 @@ class BAO2KS(AO2MDLearner):
     kernel on the O(M log T) rounds when the reservoir changes). Memory grows like
     O(T/K + M log T) points per kernel.
 
-    QUIRKS (``reference_quirks=True`` replicates ``BAO2KS.R``; ALGORITHMS.md §3.4): (1) when
+    QUIRKS (``reference_quirks=True`` replicates ``BAO2KS.R``): (1) when
     ``I = J`` GREEN-IX receives no feedback — and the code does not count that round's mistake,
     which a learner cannot hide from its caller: :attr:`same_draw_rounds` and
     :attr:`same_draw_mistakes` count those rounds so a runner can report the code's biased
@@ -223,7 +223,7 @@ class BAO2KS(AO2MDLearner):
         TIE_PARAM,
     )
     reference = ("Liao & Li, ECML-PKDD 2021 (paper 001), Algorithm 1 and code BAO2KS.R; "
-                 "ALGORITHMS.md §3.3-3.4")
+                 "GREEN-IX: Lykouris, Sridharan & Tardos, COLT 2018")
 
     delta: float
 

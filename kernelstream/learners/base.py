@@ -1,4 +1,4 @@
-"""The learner interface shared by every online kernel learner (ALGORITHMS.md §1.1, §1.11).
+"""The learner interface shared by every online kernel learner.
 
 A learner is a small state machine over a stream of ``(x, y)`` rounds:
 

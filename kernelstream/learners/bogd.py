@@ -1,4 +1,4 @@
-"""Bounded Online Gradient Descent, BOGD (ALGORITHMS.md §4.8).
+"""Bounded Online Gradient Descent, BOGD (Zhao et al., ICML 2012).
 
 Reference: P. Zhao, J. Wang, P. Wu, R. Jin and S. C. H. Hoi, "Fast bounded online gradient
 descent algorithms for scalable kernel-based online learning", ICML 2012. Baseline of papers
@@ -37,7 +37,7 @@ class BOGD(KernelLearner):
       ``min(1, η γ_B / max_j |a_j|)`` so that ``max_j |a_j| ≤ η γ_B``. Needs ``B ≥ 2``; the
       slot is ``⌊U·B⌋`` with ``U = rng.random()``.
 
-    UNCERTAIN (ALGORITHMS.md §4.8, §7.2 item 10): which of the two implementations produced
+    UNCERTAIN: which of the two implementations produced
     the BOGD rows of papers 003/004 is not certain; the toolbox one (``sol``) is the likely
     one and is the default. Paper 001's tables use ``p1``.
 
@@ -91,7 +91,7 @@ class BOGD(KernelLearner):
     randomized = False  # the default variant; instances of variant "p1" set it to True
     capacity_param = "budget"
     update_when = "margin"  # zero hinge loss: only the shrink (_idle_scale)
-    reference = "Zhao et al. 2012; ALGORITHMS.md §4.8"
+    reference = "Zhao, Wang, Wu, Jin & Hoi, ICML 2012"
     rule_ints = ("_head",)
 
     budget: int

@@ -1,4 +1,4 @@
-"""BOMKC(SPA): bounded online multiple-kernel classification with SPA (ALGORITHMS.md §3.12).
+"""BOMKC(SPA): bounded online multiple-kernel classification with SPA.
 
 Reference: J. Lu, D. Sahoo, P. Zhao and S. C. H. Hoi, "Sparse Passive-Aggressive learning for
 bounded online kernel methods", ACM TIST 9(4), 2018 (paper 004, Algorithm 2).
@@ -37,7 +37,7 @@ class BOMKCSPA(StoreCombination):
     (skipped if ``κ_i(x_t, x_t) = 0``). Then ``θ_i ← θ_i γ^{M_i}`` and ``θ`` is renormalised,
     with ``M_i = 1[y_t s_i ≤ 0]``.
 
-    DECISION on ``M_i`` (Algorithm 2 prints ``1[y f < 0]``; ALGORITHMS.md §3.12 copies it and
+    DECISION on ``M_i`` (Algorithm 2 prints ``1[y f < 0]``; our spec copied it and
     says "sign(0): use the global tie rule"): a zero score counts as a mistake, as in the OMKC
     family (§4.17) and the Perceptron trigger. Narrow Gaussians score exactly 0 on almost every
     new point (``σ = 2^-6``: ``exp(−2048‖x − x'‖²)`` underflows; on unscaled madelon every
@@ -96,7 +96,7 @@ class BOMKCSPA(StoreCombination):
     )
     randomized = True
     reference = ("Lu, Sahoo, Zhao & Hoi, ACM TIST 2018 (paper 004, Algorithm 2); "
-                 "ALGORITHMS.md §3.12")
+                 "kernel pool and vote of Hoi, Jin, Zhao & Yang, MLJ 2013")
 
     eta: float
     alpha: float

@@ -1,4 +1,4 @@
-"""Budgeted Passive-Aggressive, "simple" variant BPA-S (ALGORITHMS.md §4.7).
+"""Budgeted Passive-Aggressive, "simple" variant BPA-S (Wang & Vucetic, AISTATS 2010).
 
 Reference: Z. Wang and S. Vucetic, "Online passive-aggressive algorithms on a budget",
 AISTATS 2010. Baseline of papers 003 (SkeGD) and 004 (SPA).
@@ -67,7 +67,7 @@ class BPAS(KernelLearner):
     budgeted = True
     capacity_param = "budget"
     update_when = "margin"  # zero hinge loss leaves the model alone
-    reference = "Wang & Vucetic 2010; ALGORITHMS.md §4.7"
+    reference = "Wang & Vucetic, AISTATS 2010 (BPA-Simple)"
 
     budget: int
     c: float

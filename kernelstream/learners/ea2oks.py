@@ -1,5 +1,5 @@
 """EA2OKS and BEA2OKS — expert-advice adaptive online kernel selection, unbudgeted and with a
-per-kernel budget (ALGORITHMS.md §3.3, §3.5, §3.6).
+per-kernel budget (Liao & Li, ECML-PKDD 2021, Algorithm 2, §4.2).
 
 Reference: S. Liao and J. Li, "High-probability kernel alignment regret bounds for online
 kernel selection", ECML-PKDD 2021 (paper 001), Algorithm 2 and §4.2; closed-form steps,
@@ -130,7 +130,7 @@ class EA2OKS(AO2MDLearner):
         TIE_PARAM,
     )
     reference = ("Liao & Li, ECML-PKDD 2021 (paper 001), Algorithm 2 and code EA2OKS.R; "
-                 "ALGORITHMS.md §3.3, §3.5")
+                 "in JunfLi-TJU/KARegret-OKS")
 
     beta: float | None
     _budget: int | None = None
@@ -277,7 +277,7 @@ class BEA2OKS(EA2OKS):
     budgeted = True
     capacity_param = "budget"
     reference = ("Liao & Li, ECML-PKDD 2021 (paper 001), §4.2 and code BEA2OKS.R; "
-                 "ALGORITHMS.md §3.6")
+                 "in JunfLi-TJU/KARegret-OKS")
 
     budget: int
 

@@ -1,4 +1,4 @@
-"""Expert-advice and bandit building blocks (ALGORITHMS.md §1.7–1.9): exponential weights,
+"""Expert-advice and bandit building blocks: exponential weights,
 uniform smoothing, importance-weighted and implicit-exploration loss estimates, categorical and
 Bernoulli draws, weighted sampling without replacement, and a reservoir sample.
 

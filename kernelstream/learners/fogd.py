@@ -1,4 +1,4 @@
-"""FOGD — Fourier Online Gradient Descent (ALGORITHMS.md §4.10).
+"""FOGD — Fourier Online Gradient Descent (Lu et al., JMLR 2016).
 
 Reference: J. Lu, S. C. H. Hoi, J. Wang, P. Zhao and Z.-Y. Liu, "Large scale online kernel
 learning", JMLR 17(47), 2016; the toolbox version [C-SOL] ``kernel_fogd`` is a baseline of
@@ -78,7 +78,7 @@ class FOGD(compiled.CompiledSqnorms, Learner):
     budgeted = True
     randomized = True
     capacity_param: ClassVar[str | None] = None
-    reference = "Lu, Hoi, Wang, Zhao & Liu, JMLR 2016; [C-SOL] kernel_fogd; ALGORITHMS.md §4.10"
+    reference = "Lu, Hoi, Wang, Zhao & Liu, JMLR 2016; toolbox kernel_fogd"
 
     gamma: float
     n_components: int

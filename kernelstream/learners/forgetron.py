@@ -1,5 +1,5 @@
 """Forgetron: self-tuned (Dekel et al.) and the fixed-shrink variant of paper 001's code
-(ALGORITHMS.md §4.5).
+(Dekel, Shalev-Shwartz & Singer, SIAM J. Comput. 2008).
 
 Reference: O. Dekel, S. Shalev-Shwartz and Y. Singer, "The Forgetron: a kernel-based
 perceptron on a budget", SIAM J. Computing 37(5), 2008. Baseline of papers 001, 003 and 004.
@@ -83,7 +83,7 @@ class Forgetron(KernelLearner):
     budgeted = True
     capacity_param = "budget"
     update_when = "mistake"  # a correct prediction leaves the model alone
-    reference = "Dekel, Shalev-Shwartz & Singer 2008; ALGORITHMS.md §4.5"
+    reference = "Dekel, Shalev-Shwartz & Singer, SIAM J. Computing 2008 (self-tuned)"
     rule_ints = ("_head", "mistakes")
     rule_floats = ("damage",)
 

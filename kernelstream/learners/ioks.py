@@ -1,6 +1,6 @@
 """IOKS — improved online kernel selection for Lipschitz losses: online mirror descent with a
 1/8-power (Tsallis-type) regulariser whose normalisation is found by bisection, per-arm
-increasing learning rates and a clipped loss estimator (ALGORITHMS.md §3.8).
+increasing learning rates and a clipped loss estimator.
 
 Reference: J. Li and S. Liao, "Improved regret bounds for online kernel selection under bandit
 feedback", ECML-PKDD 2022 (paper 002); rules from the authors' R code [C-P2]
@@ -324,5 +324,5 @@ class IOKS(IOKSRule, KernelHyp, BanditSelector):
     name = "ioks"
     params = IOKS_PARAMS
     reference = ("Li & Liao, ECML-PKDD 2022 (paper 002), authors' code IOKS-{absolute,logistic,"
-                 "square}.R [C-P2]; ALGORITHMS.md §3.8")
+                 "square}.R (JunfLi-TJU/OKS-Bandit)")
     capacity_param: ClassVar[str | None] = None

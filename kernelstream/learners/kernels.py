@@ -1,4 +1,4 @@
-"""Kernels (ALGORITHMS.md §1.2) and kernel-target alignment (§1.6).
+"""Kernels and kernel-target alignment (Cristianini et al., NIPS 2001).
 
 Every kernel evaluates one *row* ``κ(X, z)`` against a matrix of stored points in a single
 vectorised pass (``row``), or from the inner products ``X z`` computed by a sparse store

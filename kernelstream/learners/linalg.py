@@ -1,4 +1,4 @@
-"""Linear-algebra helpers shared by the projection and sketching learners (ALGORITHMS.md §1.10).
+"""Linear-algebra helpers shared by the projection and sketching learners.
 
 * :func:`pinv` — SVD pseudo-inverse with the spec's tolerance ``max(1e-8, 1e-12 σ_max)``.
 * :func:`top_eigh` — the ``k`` largest eigenpairs of a symmetric PSD matrix, exact

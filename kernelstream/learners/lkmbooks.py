@@ -1,5 +1,5 @@
-"""LKMBooks — kernel selection by expert advice with a shared memory budget (ALGORITHMS.md
-§4.12), as run by paper 002's authors.
+"""LKMBooks — kernel selection by expert advice with a shared memory budget
+as run by paper 002's authors.
 
 Reference: J. Li and S. Liao, "Worst-case regret analysis of computationally budgeted online
 kernel selection", Machine Learning 111, 2022; rules and constants of the paper-002 code
@@ -101,7 +101,7 @@ class LKMBooks(WeightedWidths, Learner):
     budgeted = True
     capacity_param: ClassVar[str | None] = "budget"
     reference = ("Li & Liao, Machine Learning 2022; as in the paper-002 code [C-P2] "
-                 "(Li & Liao, ECML-PKDD 2022); ALGORITHMS.md §4.12")
+                 "(Li & Liao, ECML-PKDD 2022)")
 
     loss: str
     sigmas: str

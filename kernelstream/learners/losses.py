@@ -1,4 +1,4 @@
-"""Losses and their derivatives with respect to the score (ALGORITHMS.md §1.5).
+"""Losses and their derivatives with respect to the score.
 
 Scalar functions on purpose: learners call them once per round on Python floats, where numpy
 ufunc dispatch would cost more than the arithmetic.

@@ -1,4 +1,4 @@
-"""NOGD — Nyström Online Gradient Descent (ALGORITHMS.md §4.9).
+"""NOGD — Nyström Online Gradient Descent (Lu et al., JMLR 2016).
 
 Reference: J. Lu, S. C. H. Hoi, J. Wang, P. Zhao and Z.-Y. Liu, "Large scale online kernel
 learning", JMLR 17(47), 2016; the toolbox version [C-SOL] ``kernel_nogd`` is the baseline of
@@ -88,7 +88,7 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
     )
     budgeted = True
     capacity_param = "budget"
-    reference = "Lu, Hoi, Wang, Zhao & Liu, JMLR 2016; [C-SOL] kernel_nogd; ALGORITHMS.md §4.9"
+    reference = "Lu, Hoi, Wang, Zhao & Liu, JMLR 2016; toolbox kernel_nogd"
 
     budget: int
     rank: int | None

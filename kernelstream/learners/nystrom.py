@@ -1,5 +1,5 @@
 """Incremental Nyström (INys) feature map and the kernel-approximation error of paper 003
-(ALGORITHMS.md §2.7, Table P3-2).
+(Zhang & Liao, ICML 2019, §6.2, Table 2).
 
 INys (Lu et al., JMLR 2016, as paper 003 §6.2 describes it) fixes its landmarks to the first ``B``
 examples of the stream and approximates the kernel matrix by ``K̃ = C W_k^† Cᵀ`` with

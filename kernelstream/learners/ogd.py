@@ -1,4 +1,4 @@
-"""Kernel Online Gradient Descent / NORMA (ALGORITHMS.md §4.2).
+"""Kernel Online Gradient Descent / NORMA (Kivinen, Smola & Williamson 2004).
 
 Reference: J. Kivinen, A. J. Smola and R. C. Williamson, "Online learning with kernels",
 IEEE Trans. Signal Processing 52(8), 2004 (NIPS 2001). Baseline "OGD" of paper 004 (SPA).
@@ -61,7 +61,7 @@ class OGD(KernelLearner):
         TIE_PARAM,
     )
     capacity_param = None
-    reference = "Kivinen, Smola & Williamson 2004 (NORMA); ALGORITHMS.md §4.2"
+    reference = "Kivinen, Smola & Williamson, IEEE Trans. Signal Process. 2004 (NORMA)"
 
     eta: float
     lam: float

@@ -1,5 +1,5 @@
 """OKL-GD: kernel least-mean-square with an adaptive kernel size, adapted to classification as
-in paper 000 (ALGORITHMS.md §4.13).
+in Zhang & Liao, IJCAI 2020.
 
 Reference: B. Chen, J. Liang, N. Zheng and J. C. Príncipe, "Kernel least mean square with
 adaptive kernel size", Neurocomputing 191, 2016 (KLMS-AKS); used as the baseline "OKL-GD" of
@@ -109,7 +109,7 @@ class OKLGD(compiled.CompiledSqnorms, Learner):
     randomized = False  # instances with random_init=True set it to True
     capacity_param = "budget"
     reference = ("Chen, Liang, Zheng & Príncipe 2016 (KLMS-AKS), hinge adaptation of paper 000; "
-                 "ALGORITHMS.md §4.13")
+                 "Zhang & Liao, IJCAI 2020")
 
     budget: int
     eta: float

@@ -1,7 +1,7 @@
-"""OKS — online kernel selection by a bandit over ``K`` Gaussian widths (ALGORITHMS.md §3.2),
+"""OKS — online kernel selection by a bandit over ``K`` Gaussian widths,
 with the parameter conventions of the three papers that use it as a baseline.
 
-Reference: T. Yang, M. Mahdavi, R. Jin, J. Zhang and Y. Zhou, "Online kernel selection:
+Reference: T. Yang, M. Mahdavi, R. Jin, J. Yi and S. C. H. Hoi, "Online kernel selection:
 algorithms and evaluations", AAAI 2012. Baseline of papers 000 (OKS-SIL), 001 (B(AO)2KS,
 authors' code ``OKS.R``) and 002 (OKS++/IOKS, authors' code ``OKS-*.R``).
 """
@@ -53,7 +53,7 @@ class OKS(SelectionLearner):
       ``λ = c √δ / √(K T)`` with ``c = 25`` (logistic, square) or ``5`` (absolute, hinge); an SV
       is appended every round (its coefficient may be 0), as the code does.
 
-    QUIRK (``reference_quirks=True``, convention ``p1`` only; ALGORITHMS.md §3.2, §7.3): as
+    QUIRK (``reference_quirks=True``, convention ``p1`` only): as
     ``OKS.R``, the gradient step is **not** importance-weighted (``f_I ← f_I − λ g κ_I``, i.e.
     ``+λ y`` on a margin error), Hedge is fed the 0-1 mistake ``1[ŷ ≠ y] / p_I`` instead of the
     loss, and the softmax uses ``δ/K`` as its rate (the code computes ``η`` but never uses it).
@@ -114,7 +114,7 @@ class OKS(SelectionLearner):
               "p1 only: replicate OKS.R (no importance weighting, 0-1 loss in Hedge, rate δ/K)"),
         TIE_PARAM,
     )
-    reference = "Yang et al., AAAI 2012; papers 000/001/002 conventions; ALGORITHMS.md §3.2"
+    reference = "Yang, Mahdavi, Jin, Yi & Hoi, AAAI 2012; papers 000/001/002 conventions"
 
     loss: str
     convention: str

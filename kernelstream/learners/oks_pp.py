@@ -1,5 +1,5 @@
 """OKS++ — online kernel selection with adaptive parameter tuning for smooth losses
-(ALGORITHMS.md §3.7), plus the skeleton shared by the paper-002 bandit selectors (§3.8, §3.9):
+(Li & Liao 2022), plus the skeleton shared by the paper-002 bandit selectors (§3.8, §3.9):
 draw a kernel in ``predict_one``, update only that kernel, with two hypothesis back-ends (one
 kernel expansion per width, or one random-feature weight vector per width). The width
 parameter, the horizon convention and the kernel pool come from ``_selection``.
@@ -278,5 +278,5 @@ class OKSPlusPlus(OKSPPRule, KernelHyp, BanditSelector):
     name = "oks++"
     params = OKSPP_PARAMS
     reference = ("Li & Liao, ECML-PKDD 2022 (paper 002), authors' code OKS++logistic.R / "
-                 "OKS++square.R [C-P2]; ALGORITHMS.md §3.7")
+                 "OKS++square.R (JunfLi-TJU/OKS-Bandit)")
     capacity_param: ClassVar[str | None] = None

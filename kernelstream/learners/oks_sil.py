@@ -1,5 +1,5 @@
 """OKS-SIL: hypothesis sketching for online kernel selection in a continuous kernel space
-(ALGORITHMS.md §3.1).
+(Zhang & Liao, IJCAI 2020, Algorithm 1).
 
 Reference: X. Zhang and S. Liao, "Hypothesis Sketching for Online Kernel Selection in
 Continuous Kernel Space", IJCAI 2020 (paper 000, Algorithm 1). No code is public; the rules are
@@ -187,7 +187,7 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
        distance 0 and contributes nothing), ``ρ_t = rho/t``, then ``γ`` is clipped to
        ``[gamma_min, gamma_max]``.
 
-    Decisions on the spec's open points (ALGORITHMS.md §7.2 item 6):
+    Decisions on the spec's open points (which the paper leaves open):
 
     * the projection of ``γ`` onto Ω is not written in the paper; it is a clip (recon);
     * the kernel step uses the paper's hinge formula, i.e. ``ℓ' = −y_t`` without re-checking
@@ -257,7 +257,7 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
     budgeted = True
     randomized = True
     capacity_param = "budget"
-    reference = "Zhang & Liao, IJCAI 2020 (paper 000), Algorithm 1; ALGORITHMS.md §3.1"
+    reference = "Zhang & Liao, IJCAI 2020, Algorithm 1"
 
     budget: int
     eta: float

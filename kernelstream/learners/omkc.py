@@ -1,5 +1,5 @@
 """OMKC family (Hoi, Jin, Zhao & Yang 2013) as used by paper 004, and its bounded versions
-(ALGORITHMS.md §4.17; paper 004 Algorithms 3 and 4).
+(Lu et al., ACM TIST 2018, Algorithms 3 and 4).
 
 Unbounded: ``omkc-u``, ``omkc-dd``, ``omkc-sd`` (Perceptron components) and ``omkc-ddpa``,
 ``omkc-sdpa`` (PA-I components). Bounded: ``bomkc-dd`` (Algorithm 3, budget ``B/m`` per
@@ -33,7 +33,7 @@ from kernelstream.learners.base import TIE_PARAM, Param, nonneg, positive
 from kernelstream.learners.registry import get, register
 from kernelstream.learners.store import eval_stores
 
-_REF = "Hoi, Jin, Zhao & Yang 2013; paper 004 §6.2; ALGORITHMS.md §4.17"
+_REF = "Hoi, Jin, Zhao & Yang, Machine Learning 2013; Lu et al., ACM TIST 2018, §6.2"
 _PA_C = Param("c", 0.1, float, "PA-I aggressiveness C of every component (τ ≤ C)", positive,
               "> 0")
 
@@ -175,7 +175,7 @@ class OMKCSD(_OMKC):
     params = (DISCOUNT_PARAM, DELTA_PARAM, TIE_PARAM)
     stochastic = True
     randomized = True
-    reference = "Hoi, Jin, Zhao & Yang 2013; paper 004 Algorithm 4; ALGORITHMS.md §4.17"
+    reference = "Hoi, Jin, Zhao & Yang, MLJ 2013; Lu et al., ACM TIST 2018, Algorithm 4"
 
 
 @register
@@ -413,7 +413,7 @@ class BOMKCDD(_BoundedOMKC):
     params = (*_BOUNDED_PARAMS, DISCOUNT_PARAM, TIE_PARAM)
     budgeted = True
     randomized = False  # instances with budget_maintenance="rbp" set it to True
-    reference = "paper 004 Algorithm 3 (Lu et al., ACM TIST 2018); ALGORITHMS.md §4.17"
+    reference = "Lu, Sahoo, Zhao & Hoi, ACM TIST 2018, Algorithm 3"
 
     @classmethod
     def check_params(cls, p: dict[str, Any]) -> None:
@@ -482,7 +482,7 @@ class BOMKCSD(_BoundedOMKC):
     params = (*_BOUNDED_PARAMS, DISCOUNT_PARAM, DELTA_PARAM, TIE_PARAM)
     budgeted = True
     randomized = True
-    reference = "paper 004 Algorithm 4 (Lu et al., ACM TIST 2018); ALGORITHMS.md §4.17"
+    reference = "Lu, Sahoo, Zhao & Hoi, ACM TIST 2018, Algorithm 4"
 
     delta: float
 

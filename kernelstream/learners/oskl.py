@@ -1,5 +1,5 @@
 """OSKL — online sparse kernel learning by unbiased sampling of gradient steps
-(ALGORITHMS.md §4.16, reconstruction; averaged classifier §2.2).
+(Zhang et al., ICML 2013; reconstruction).
 
 Reference: L. Zhang, J. Yi, R. Jin, M. Lin and X. He, "Online kernel learning with a near
 optimal sparsity bound", ICML 2013. Baseline of paper 004 (SPA), Tables 2 and 3.
@@ -21,7 +21,7 @@ from kernelstream.learners.spa import AVERAGED_PARAM, AveragedKernelLearner
 class OSKL(AveragedKernelLearner):
     """Kernel OGD with a smooth loss whose gradient steps are sampled, so most rounds add no SV.
 
-    Round ``t`` (reconstruction of ALGORITHMS.md §4.16, moderate confidence):
+    Round ``t`` (reconstruction, moderate confidence):
     ``u_t = |ℓ'(f_t(x_t), y_t)|``; if ``u_t > 0`` draw ``Z_t ~ B(min(1, u_t/G))``; if
     ``Z_t = 1`` store ``x_t`` with coefficient ``η G y_t`` — an unbiased estimate of the
     gradient step ``−η ℓ'(f_t(x_t), y_t) κ(x_t, ·)`` whenever ``u_t ≤ G``. Then, if
@@ -81,7 +81,7 @@ class OSKL(AveragedKernelLearner):
     )
     randomized = True
     capacity_param = None
-    reference = "Zhang, Yi, Jin, Lin & He, ICML 2013; ALGORITHMS.md §4.16 (recon), §2.2"
+    reference = "Zhang, Yi, Jin, Lin & He, ICML 2013 (reconstruction)"
 
     eta: float
     grad_bound: float

@@ -1,4 +1,4 @@
-"""Kernel Passive-Aggressive PA-I (ALGORITHMS.md §4.3).
+"""Kernel Passive-Aggressive PA-I (Crammer et al., JMLR 2006).
 
 Reference: K. Crammer, O. Dekel, J. Keshet, S. Shalev-Shwartz and Y. Singer, "Online
 passive-aggressive algorithms", JMLR 7, 2006. Baseline of paper 004 (SPA).
@@ -50,7 +50,7 @@ class PAI(KernelLearner):
     )
     capacity_param = None
     update_when = "margin"  # zero hinge loss leaves the model alone
-    reference = "Crammer et al. 2006; ALGORITHMS.md §4.3"
+    reference = "Crammer, Dekel, Keshet, Shalev-Shwartz & Singer, JMLR 2006 (PA-I)"
 
     c: float
 

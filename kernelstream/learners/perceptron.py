@@ -1,4 +1,4 @@
-"""Kernel Perceptron (ALGORITHMS.md §4.1).
+"""Kernel Perceptron (Freund & Schapire, MLJ 1999).
 
 Reference: Y. Freund and R. E. Schapire, "Large margin classification using the perceptron
 algorithm", Machine Learning 37(3), 1999 (kernelised Rosenblatt perceptron). Baseline of
@@ -44,7 +44,7 @@ class Perceptron(KernelLearner):
     params = (*KERNEL_PARAMS, TIE_PARAM)
     capacity_param = None
     update_when = "mistake"  # a correct prediction leaves the model alone
-    reference = "Freund & Schapire 1999; ALGORITHMS.md §4.1"
+    reference = "Freund & Schapire, Machine Learning 1999"
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         # y f ≤ 0 is the perceptron trigger; with the "negative" tie rule a zero score on a

@@ -1,5 +1,5 @@
 """Proj-KA: kernel selection by kernel–target alignment, then the budget Projectron
-(ALGORITHMS.md §4.14, baseline of paper 000).
+(baseline of Zhang & Liao, IJCAI 2020).
 
 Reference: X. Zhang and S. Liao, IJCAI 2020 (paper 000), Section 6: "the two-pass algorithm
 Proj-KA uses the first m = min{T, 10^4} instances to form a validation set, selects the kernel
@@ -141,7 +141,7 @@ class ProjKA(Learner):
     randomized = False
     capacity_param = "budget"
     reference = ("Zhang & Liao, IJCAI 2020 (paper 000), baseline Proj-KA; Orabona et al. 2008; "
-                 "ALGORITHMS.md §4.14, §4.6, §1.6")
+                 "alignment: Cristianini et al., NIPS 2001")
 
     budget: int
     selection_window: int

@@ -1,4 +1,4 @@
-"""Projectron and Projectron++ (ALGORITHMS.md §4.6).
+"""Projectron and Projectron++ (Orabona, Keshet & Caputo, ICML 2008).
 
 Reference: F. Orabona, J. Keshet and B. Caputo, "The Projectron: a bounded kernel-based
 Perceptron", ICML 2008 (journal version: "Bounded kernel-based online learning", JMLR 10, 2009).
@@ -208,7 +208,7 @@ class Projectron(_Projectron):
     """
 
     name = "projectron"
-    reference = "Orabona, Keshet & Caputo 2008/2009; budget version of [C-SOL]; ALGORITHMS.md §4.6"
+    reference = "Orabona, Keshet & Caputo, ICML 2008 / JMLR 2009; budget version of [C-SOL]"
 
 
 @register
@@ -247,4 +247,4 @@ class ProjectronPP(_Projectron):
     name = "projectron++"
     plusplus = True
     update_when = "margin"  # mistakes and margin errors y f < 1
-    reference = "Orabona, Keshet & Caputo 2008/2009; budget version of [C-SOL]; ALGORITHMS.md §4.6"
+    reference = "Orabona, Keshet & Caputo 2008/2009; budget version of [C-SOL]"

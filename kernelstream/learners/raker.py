@@ -1,4 +1,4 @@
-"""Raker — random-feature online multi-kernel learning (ALGORITHMS.md §4.11), as run by paper
+"""Raker — random-feature online multi-kernel learning, as run by paper
 002's authors.
 
 Reference: Y. Shen, T. Chen and G. B. Giannakis, "Random feature-based online multi-kernel
@@ -120,7 +120,7 @@ class Raker(WeightedWidths, Learner):
     budgeted = True  # memory bounded by n_components
     capacity_param: ClassVar[str | None] = None
     reference = ("Shen, Chen & Giannakis, JMLR 2019; as in the paper-002 code [C-P2] "
-                 "(Li & Liao, ECML-PKDD 2022); ALGORITHMS.md §4.11")
+                 "(Li & Liao, ECML-PKDD 2022)")
 
     loss: str
     sigmas: str

@@ -1,4 +1,4 @@
-"""Randomized Budget Perceptron (ALGORITHMS.md §4.4).
+"""Randomized Budget Perceptron (Cavallanti et al., MLJ 2007).
 
 Reference: G. Cavallanti, N. Cesa-Bianchi and C. Gentile, "Tracking the best hyperplane with a
 simple budget Perceptron", Machine Learning 69(2–3), 2007. Baseline of papers 003 (SkeGD) and
@@ -57,7 +57,7 @@ class RBP(KernelLearner):
     randomized = True
     update_when = "mistake"  # a correct prediction leaves the model alone
     capacity_param = "budget"
-    reference = "Cavallanti, Cesa-Bianchi & Gentile 2007; ALGORITHMS.md §4.4"
+    reference = "Cavallanti, Cesa-Bianchi & Gentile, Machine Learning 2007"
 
     budget: int
 

@@ -1,5 +1,5 @@
 """Random-feature kernel selection under a time budget: RF-OKS++, RF-IOKS and RF-OKS
-(ALGORITHMS.md §3.9). Each candidate kernel's hypothesis is a weight vector on ``2D`` random
+(Li & Liao 2022). Each candidate kernel's hypothesis is a weight vector on ``2D`` random
 Fourier features from one shared draw ``Ω`` rescaled by ``1/σ_i``
 (``z_i(x) = D^{-1/2}[cos(Ωx/σ_i); sin(Ωx/σ_i)]``), so a round costs O(Dd) regardless of t.
 
@@ -43,7 +43,7 @@ def _insert(params: tuple[Param, ...], after: str, new: Param) -> tuple[Param, .
     return tuple(out)
 
 
-_REF = ("Li & Liao, ECML-PKDD 2022 (paper 002), authors' code [C-P2]; ALGORITHMS.md §3.9")
+_REF = ("Li & Liao, ECML-PKDD 2022 (paper 002), code JunfLi-TJU/OKS-Bandit")
 
 
 @register

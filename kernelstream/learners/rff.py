@@ -1,4 +1,4 @@
-"""Random Fourier features for Gaussian kernels (ALGORITHMS.md §1.4).
+"""Random Fourier features for Gaussian kernels (Rahimi & Recht, NIPS 2007).
 
 One draw ``Ω ∈ R^{D×d}`` with i.i.d. ``N(0, 1)`` entries serves every width: for a *frequency
 scale* ``s`` the map is

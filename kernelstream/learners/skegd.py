@@ -1,5 +1,5 @@
 """SkeGD — sketched online gradient descent with incremental randomized sketching
-(ALGORITHMS.md §3.10).
+(Zhang & Liao, ICML 2019, Algorithm 1).
 
 Reference: X. Zhang and S. Liao, "Incremental Randomized Sketching for Online Kernel Learning",
 ICML 2019 (paper 003). [C-FORKS] (a third-party C++ re-implementation) is the source of the
@@ -168,7 +168,7 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
     accepts_sparse = True  # buffer, rows R and landmarks are store rows (sparse in sparse mode)
     capacity_param: ClassVar[str | None] = "budget"
     reference = ("Zhang & Liao, ICML 2019 (paper 003), Algorithm 1; [C-FORKS]; "
-                 "ALGORITHMS.md §3.10")
+                 "FORKS re-implementation for reference_quirks")
 
     kernel: str
     gamma: float

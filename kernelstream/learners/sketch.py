@@ -1,4 +1,4 @@
-"""Incremental randomized sketches of a growing kernel matrix (ALGORITHMS.md §3.10, paper 003 §3).
+"""Incremental randomized sketches of a growing kernel matrix (Zhang & Liao, ICML 2019, §3).
 
 The kernel matrix ``K`` of an ordered row list ``R = (r_1, …, r_n)`` is seen through two sketch
 matrices with one row per element of ``R``:

@@ -1,4 +1,4 @@
-"""Sparse Passive-Aggressive learning, SPA (ALGORITHMS.md §3.11, averaged classifier §2.2).
+"""Sparse Passive-Aggressive learning, SPA (Lu et al., ACM TIST 2018, Algorithm 1).
 
 Also shared with paper 004's other learners: :class:`AveragedKernelLearner` and
 :data:`AVERAGED_PARAM` (the averaged classifier's scoring; SPA and OSKL), and the SPA
@@ -141,7 +141,7 @@ class SPA(AveragedKernelLearner):
     )
     randomized = True
     capacity_param = None
-    reference = "Lu, Sahoo, Zhao & Hoi, ACM TIST 2018 (paper 004); ALGORITHMS.md §3.11, §2.2"
+    reference = "Lu, Sahoo, Zhao & Hoi, ACM TIST 2018, Algorithm 1 (averaged: §6.1.3)"
 
     eta: float
     alpha: float

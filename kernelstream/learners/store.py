@@ -1,4 +1,4 @@
-"""Kernel expansion store ``f(·) = Σ_j a_j κ(x_j, ·)`` (ALGORITHMS.md §1.3).
+"""Kernel expansion store ``f(·) = Σ_j a_j κ(x_j, ·)``.
 
 Points live in a pre-allocated ``capacity × d`` array that grows geometrically, so appending is
 amortised O(d) and a kernel row is one matrix–vector product on a contiguous slice. The squared

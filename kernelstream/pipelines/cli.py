@@ -1,7 +1,7 @@
 """The ``kernelstream`` command line.
 
 ``kernelstream learners [NAME]``  lists the registered learners and their parameters.
-``kernelstream replay [DATA] ...`` runs the prequential evaluation (ALGORITHMS.md §2.1) and
+``kernelstream replay [DATA] ...`` runs the prequential (test-then-train) evaluation and
 writes ``summary.json``.
 
 Flow of ``replay``: arguments → :class:`~kernelstream.pipelines.config.ReplayConfig` → a runner

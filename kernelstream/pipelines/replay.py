@@ -270,7 +270,7 @@ def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
     ``block_size``, ``metrics_window``, ``reshuffle``, ``scramble``, ``order``,
     ``chunk_bytes``, ``runner``, ``pipeline_args``).
 
-    ``order="permuted"`` (the default, ALGORITHMS.md §2.1) loads the data set on one worker
+    ``order="permuted"`` (the default, the papers' protocol) loads the data set on one worker
     to permute it; ``order="file"`` streams the file in its own order through the chunked
     reader, for files larger than one worker's memory."""
     return execute(make_run(data, configs, out, **kw))

@@ -2,7 +2,7 @@
 
 Two readers, for the two ways a replay orders its stream (the reading itself is the engine's):
 
-* :class:`ReadPermutedStreams` — the replay of random permutations (ALGORITHMS.md §2.1). A
+* :class:`ReadPermutedStreams` — the replay of random permutations (the papers' protocol). A
   permutation needs random access to every row, so one worker loads the data set
   (:class:`~kernelstream.engine.replay.Dataset`) and emits each permutation's blocks, in
   permuted order, for every configuration (:func:`~kernelstream.engine.replay.stream_blocks`).

@@ -6,7 +6,7 @@ and scikit-learn's common estimator checks.
 
 Every check is a function ``check_xxx(name, params)`` that raises ``AssertionError`` (or lets
 an unexpected exception through) when the learner breaks the contract of
-:class:`~kernelstream.learners.base.Learner` (ALGORITHMS.md §1.1, §1.11, §8). ``CHECKS`` maps
+:class:`~kernelstream.learners.base.Learner`. ``CHECKS`` maps
 check names to :class:`Check` entries and :func:`cases` lists the applicable
 ``(configuration, check, params)`` triples of a learner, so a test suite can parametrise over
 every registered learner without skips. :func:`small_params` derives fast settings (small
