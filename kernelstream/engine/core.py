@@ -116,7 +116,7 @@ def decode_stream_state(data: bytes) -> StreamState:
     learner = None
     if blob:
         state = state_from_bytes(blob)
-        learner = learners.get(str(state["__learner__"])).from_state(state)
+        learner = learners.from_state(state)
     return StreamState(OrderCursor.from_json(cur), learner, StreamMetrics.from_json(met),
                        int(rejected))
 

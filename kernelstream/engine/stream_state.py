@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernelstream import learners
 from kernelstream.learners.base import Learner, state_from_bytes, state_to_bytes
 from kernelstream.sparse import CSR
 
@@ -432,5 +433,5 @@ def decode_state(data: bytes, ttl_ms: int) -> ModelState:
         st.forget.next_at = at[0]
     st.applied = {(t, int(p)): int(o) for t, p, o in meta["applied"]}
     if blob:
-        st.learner = Learner.from_state(state_from_bytes(blob))
+        st.learner = learners.from_state(state_from_bytes(blob))
     return st

@@ -51,7 +51,6 @@ same but for one mistake in 4,601 rounds.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -59,43 +58,13 @@ import numpy as np
 from kernelstream.learners import compiled
 from kernelstream.learners.base import Learner, Param, positive
 from kernelstream.learners.experts import Reservoir
-from kernelstream.learners.kernels import Gaussian
+from kernelstream.learners.kernels import Gaussian, parse_sigmas
 from kernelstream.learners.losses import LOSSES
 from kernelstream.learners.store import SVStore, eval_stores
 
 # -- parameters ----------------------------------------------------------------------------------
 P1_SIGMAS = "2^-2:1:3"  # σ ∈ {2^-2, ..., 2^3}, K = 6 (papers 001 and 002, experiment 2)
 HORIZON_GUESS0 = 1000  # first guess of T when the horizon is unknown (doubled as needed)
-
-_RANGE = re.compile(r"^2\^\(?(-?[\d.]+):(-?[\d.]+):(-?[\d.]+)\)?$")
-_POW = re.compile(r"^2\^\(?(-?[\d.]+)\)?$")
-
-
-def parse_sigmas(text: str) -> np.ndarray:
-    """Widths from ``"0.25,0.5"``, ``"2^-2,2^-1"`` or ``"2^-2:0.5:3.5"`` (inclusive range of
-    exponents); raises ValueError unless every width is a finite number > 0 (at least one)."""
-    vals: list[float] = []
-    try:
-        for tok in str(text).replace(";", ",").split(","):
-            tok = tok.strip().replace(" ", "")
-            if not tok:
-                continue
-            m = _RANGE.match(tok)
-            if m:
-                a, s, b = (float(g) for g in m.groups())
-                if not s > 0 or b < a or (b - a) / s > 1000:
-                    raise ValueError(tok)
-                n = math.floor((b - a) / s + 1e-9) + 1
-                vals += [2.0 ** (a + k * s) for k in range(n)]
-                continue
-            m = _POW.match(tok)
-            vals.append(2.0 ** float(m.group(1)) if m else float(tok))
-    except (ValueError, OverflowError):
-        raise ValueError(f"not a list of widths: {text!r}") from None
-    if not vals or not all(math.isfinite(v) and v > 0 for v in vals):
-        raise ValueError(f"widths must be finite numbers > 0, got {text!r}")
-    return np.array(vals, dtype=np.float64)
-
 
 def _valid_sigmas(text: Any) -> bool:
     try:

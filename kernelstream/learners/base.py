@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kernelstream.learners.registry import check_width, get
 from kernelstream.sparse import CSR, SparseRow
 
 STATE_VERSION = 1
@@ -257,8 +258,6 @@ class Learner:
         return yf
 
     def _init_dim(self, d: int, sparse: bool = False, nnz: int | None = None) -> None:
-        from kernelstream.learners.registry import check_width
-
         check_width(type(self), self.hparams, d, sparse=sparse, nnz_per_row=nnz)
         self.dim = d
         self.sparse = bool(sparse and self.accepts_sparse)
@@ -515,8 +514,6 @@ class Learner:
         """Rebuild a learner from :meth:`get_state`; ``Learner.from_state`` picks the class by
         the stored learner name."""
         if cls is Learner:
-            from kernelstream.learners.registry import get
-
             cls = get(str(state["__learner__"]))
         name = str(state["__learner__"])
         if name != cls.name:

@@ -8,6 +8,8 @@ vectorised pass (``row``), or from the inner products ``X z`` computed by a spar
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -156,3 +158,34 @@ def kernel_alignment(
             yKy[i] += y[s : s + block] @ (K @ y)
             fro2[i] += np.einsum("ij,ij->", K, K)
     return yKy / (m * np.sqrt(fro2))
+
+
+# -- lists of Gaussian widths (the multi-kernel learners' ``sigmas``) -----------------------------
+_RANGE = re.compile(r"^2\^\(?(-?[\d.]+):(-?[\d.]+):(-?[\d.]+)\)?$")
+_POW = re.compile(r"^2\^\(?(-?[\d.]+)\)?$")
+
+
+def parse_sigmas(text: str) -> np.ndarray:
+    """Widths from ``"0.25,0.5"``, ``"2^-2,2^-1"`` or ``"2^-2:0.5:3.5"`` (inclusive range of
+    exponents); raises ValueError unless every width is a finite number > 0 (at least one)."""
+    vals: list[float] = []
+    try:
+        for tok in str(text).replace(";", ",").split(","):
+            tok = tok.strip().replace(" ", "")
+            if not tok:
+                continue
+            m = _RANGE.match(tok)
+            if m:
+                a, s, b = (float(g) for g in m.groups())
+                if not s > 0 or b < a or (b - a) / s > 1000:
+                    raise ValueError(tok)
+                n = math.floor((b - a) / s + 1e-9) + 1
+                vals += [2.0 ** (a + k * s) for k in range(n)]
+                continue
+            m = _POW.match(tok)
+            vals.append(2.0 ** float(m.group(1)) if m else float(tok))
+    except (ValueError, OverflowError):
+        raise ValueError(f"not a list of widths: {text!r}") from None
+    if not vals or not all(math.isfinite(v) and v > 0 for v in vals):
+        raise ValueError(f"widths must be finite numbers > 0, got {text!r}")
+    return np.array(vals, dtype=np.float64)
