@@ -299,6 +299,19 @@ class Learner:
         self.t += 1
         return score
 
+    # -- composition: a learner made of learners drives its parts through these two ------------
+    def score_checked(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
+        """``(score, aux)`` of a row the composing learner has already checked (``xx``: its
+        squared norm, computed as this learner computes it): the pre-update score and what
+        :meth:`learn_checked` reuses (e.g. the kernel row)."""
+        return self._score(x, xx)
+
+    def learn_checked(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        """One round on a checked row and label whose :meth:`score_checked` gave ``score, aux``:
+        the update and the round count, as :meth:`step` does them."""
+        self._update(x, xx, y, score, aux)
+        self.t += 1
+
     def predict_learn_many(self, X: Any, y: Any, n_sv: np.ndarray | None = None) -> np.ndarray:
         """Test-then-train over a block; returns the pre-update scores. Same per-round code as
         :meth:`step`, so the results are bit-identical to the per-example loop. The block is

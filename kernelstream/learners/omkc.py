@@ -253,10 +253,10 @@ class _BoundedOMKC(Combination):
     """OMKC whose components are the library's single-kernel budget learners.
 
     Each pool kernel ``i`` gets its own instance of the learner named by
-    ``budget_maintenance`` (``rbp`` §4.4, ``forgetron`` §4.5 self-tuned, ``bogd`` §4.8 [C-SOL]
-    variant, ``bpa-s`` §4.7), built with that kernel; its own ``_score``/``_update`` do the
-    "normal update" below its budget and the "budget maintenance" at it, so no budget rule is
-    re-implemented here. All components share this learner's RNG (one stream, saved once).
+    ``budget_maintenance`` (``rbp``, ``forgetron`` self-tuned, ``bogd`` in the [C-SOL]
+    variant, ``bpa-s``), built with that kernel; its public ``score_checked`` /
+    ``learn_checked`` do the "normal update" below its budget and the "budget maintenance" at
+    it, so no budget rule is re-implemented here. All components share this learner's RNG (one stream, saved once).
     Their scores (``KernelLearner._score``: ``f^i(x)`` and the kernel row the update reuses)
     are computed for all ``m`` at once by :func:`~kernelstream.learners.store.eval_stores`,
     bit for bit.
@@ -311,11 +311,11 @@ class _BoundedOMKC(Combination):
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
         comps = self.comps
-        if comps[0]._compiled:  # each component's compiled KernelLearner._score
+        if comps[0]._compiled:  # each component's compiled score
             s = np.empty(len(comps))
             rows: list[Any] = []
             for i, c in enumerate(comps):
-                s[i], row = c._score(x, xx)
+                s[i], row = c.score_checked(x, xx)
                 rows.append(row)
             return self._vote(s), (s, rows)
         # every component's KernelLearner._score at once: s_i = f^i(x) and its kernel row,
@@ -325,9 +325,7 @@ class _BoundedOMKC(Combination):
 
     def _learn_component(self, i: int, x: np.ndarray, xx: float, y: float, s: float,
                          row: Any) -> None:
-        c = self.comps[i]
-        c._update(x, xx, y, s, row)
-        c.t += 1
+        self.comps[i].learn_checked(x, xx, y, s, row)
 
     @property
     def n_support_vectors(self) -> int:
