@@ -85,10 +85,9 @@ def learner_config(name: str, budget: int) -> tuple[dict[str, Any], str, int | N
         return params, "rff", 4 * budget
     if name in ("nogd", "skegd"):
         params["rank"] = max(1, budget // 10)
-    cap = getattr(cls, "capacity_param", None) or ("budget" if "budget" in pnames else None)
     kind = "row" if "gamma" in pnames else "n/a"
-    if cls.budgeted and cap in pnames:
-        params[cap] = budget
+    if "budget" in pnames and cls().memory_bound() is not None:
+        params["budget"] = budget
         return params, kind, budget
     return params, kind, None
 

@@ -2,7 +2,7 @@
 
 Measured in one run, on this machine:
 
-1. Speed. Every budgeted single-kernel learner of the registry (``budgeted`` class attribute;
+1. Speed. Every budgeted single-kernel learner of the registry (a ``memory_bound()``;
    the kernel-selection / multi-kernel learners, which have no single Gaussian row, are listed
    as excluded) at B = 200, one pass over the first ``--rows`` rows of permutation 0
    (:func:`kernelstream.seeding.permutation`) of a9a, magic04, SUSY_30k and w7a, in memory:
@@ -133,7 +133,7 @@ def selected_learners() -> tuple[list[str], list[str]]:
     by benchmarks/learners.py's classification (a ``gamma`` parameter: one Gaussian kernel)."""
     keep, excluded = [], []
     for name in learners.available():
-        if not learners.get(name).budgeted:
+        if not learners.registry.bounded(name):
             continue
         _, kind, size = bench_learners.learner_config(name, BUDGET)
         (keep if kind != "n/a" and size is not None else excluded).append(name)

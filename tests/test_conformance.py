@@ -37,7 +37,7 @@ def test_every_learner_is_covered() -> None:
     for name in names:
         for check in ("metadata", "state_roundtrip", "batch_equals_loop", "bad_input"):
             assert (name, check) in covered, f"{name} misses {check}"
-        if get(name).budgeted:
+        if get(name)().memory_bound() is not None:
             assert (name, "bounded_memory") in covered, f"{name} misses bounded_memory"
 
 
@@ -95,7 +95,6 @@ class _KLMS(KernelLearner):
     name = "test-klms"
     task = "regression"
     params = (*KERNEL_PARAMS, Param("eta", 0.2, float, "step", lambda v: v > 0, "> 0"))
-    capacity_param = None
     reference = "test double"
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
@@ -162,7 +161,6 @@ def _break(mp: pytest.MonkeyPatch, what: str) -> None:
     elif what == "unbounded":  # a budget parameter that is ignored
         budget = Param("budget", 500, int, "ignored", lambda v: v > 0)
         mp.setattr(cls, "params", (*cls.params, budget))
-        mp.setattr(cls, "budgeted", True)
 
 
 @pytest.mark.parametrize(

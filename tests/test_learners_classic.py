@@ -336,8 +336,7 @@ BUDGETED = [
 
 @pytest.mark.parametrize(("name", "params"), BUDGETED, ids=[f"{n}-{p}" for n, p in BUDGETED])
 def test_budget_is_never_exceeded(name: str, params: dict) -> None:
-    cls = get(name)
-    assert cls.budgeted and cls.capacity_param == "budget"
+    assert make(name, budget=7, **params).memory_bound() == 7
     X, y = noisy_stream(400, noise=0.3, seed=7)
     m = make(name, seed=1, budget=7, gamma=0.5, **params)
     sizes = []
@@ -350,7 +349,7 @@ def test_budget_is_never_exceeded(name: str, params: dict) -> None:
 def test_class_attributes() -> None:
     for name in ("ogd", "pa-i"):
         cls = get(name)
-        assert not cls.budgeted and cls.capacity_param is None and not cls.randomized
+        assert cls().memory_bound() is None and not cls.randomized
     assert get("rbp").randomized
     assert not get("forgetron").randomized and not get("bpa-s").randomized
 

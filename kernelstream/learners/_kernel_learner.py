@@ -35,7 +35,6 @@ class KernelLearner(Learner):
     auxiliary value, so the update never recomputes it.
     """
 
-    capacity_param: ClassVar[str | None] = "budget"  # parameter bounding the store, if any
     accepts_sparse = True  # x reaches only the store and the kernel (sparse SVs in sparse mode)
     #: rounds whose ``_update`` changes the model (compiled.TRIGGERS); "always" is always safe
     update_when: ClassVar[str] = "always"
@@ -53,8 +52,8 @@ class KernelLearner(Learner):
 
     def _setup(self, d: int) -> None:
         self.kern: Kernel = make_kernel(self.kernel, self.gamma, self.degree)
-        cap = getattr(self, self.capacity_param, 16) if self.capacity_param else 16
-        self.sv: AnyStore = make_store(d, int(cap) + 1, self.sparse)
+        cap = self.memory_bound() or 16  # a budget preallocates its store
+        self.sv: AnyStore = make_store(d, cap + 1, self.sparse)
         self._idle_scale = 1.0  # coefficient scaling of a round that does not update
         self._compiled_setup()
 
@@ -238,6 +237,6 @@ class KernelLearner(Learner):
         return self.sv.get_state("sv.")
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
-        cap = getattr(self, self.capacity_param, 16) if self.capacity_param else 16
-        self.sv = store_from_state(state, "sv.", self.dim, capacity=int(cap) + 1)
+        cap = self.memory_bound() or 16
+        self.sv = store_from_state(state, "sv.", self.dim, capacity=cap + 1)
         self._compiled_setup()

@@ -489,7 +489,6 @@ class SelectionLearner(Learner):
 
     randomized: ClassVar[bool] = True
     draws_in_predict: ClassVar[bool] = True
-    capacity_param: ClassVar[str | None] = None
 
     sigmas: str
     _selected: int = -1

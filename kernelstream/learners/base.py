@@ -128,7 +128,6 @@ class Learner:
     name: ClassVar[str] = "learner"
     params: ClassVar[tuple[Param, ...]] = ()
     task: ClassVar[str] = "classification"
-    budgeted: ClassVar[bool] = False  # memory bounded by a parameter (``budget`` or similar)
     randomized: ClassVar[bool] = False  # consumes its RNG (different seeds give different runs)
     draws_in_predict: ClassVar[bool] = False  # randomness that forms the prediction (§1.1.4)
     accepts_sparse: ClassVar[bool] = False  # runs on sparse rows natively (module docstring)
@@ -298,6 +297,16 @@ class Learner:
         self._update(x, xx, yf, score, aux)
         self.t += 1
         return score
+
+    def memory_bound(self) -> int | None:
+        """The most rows (support vectors) this learner stores on any stream with its
+        parameters, or None when that number grows with the stream. The default reads the
+        ``budget`` parameter (0 or absent: unbounded); a learner whose bound is something
+        else says so here (a budget per kernel; 0 for random features, which store no rows).
+        The conformance suite checks it (``bounded_memory``) and ``kernelstream learners``
+        lists a learner as budgeted when its default parameters give a bound."""
+        budget = self.hparams.get("budget")
+        return int(budget) if budget else None
 
     # -- composition: a learner made of learners drives its parts through these two ------------
     def score_checked(self, x: np.ndarray, xx: float) -> tuple[float, Any]:

@@ -87,9 +87,7 @@ class BOGD(KernelLearner):
               positive, "> 0"),
         TIE_PARAM,
     )
-    budgeted = True
     randomized = False  # the default variant; instances of variant "p1" set it to True
-    capacity_param = "budget"
     update_when = "margin"  # zero hinge loss: only the shrink (_idle_scale)
     reference = "Zhao, Wang, Wu, Jin & Hoi, ICML 2012"
     rule_ints = ("_head",)

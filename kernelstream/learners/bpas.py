@@ -64,8 +64,6 @@ class BPAS(KernelLearner):
         Param("c", 1.0, float, "aggressiveness C (upper bound of the step τ)", positive, "> 0"),
         TIE_PARAM,
     )
-    budgeted = True
-    capacity_param = "budget"
     update_when = "margin"  # zero hinge loss leaves the model alone
     reference = "Wang & Vucetic, AISTATS 2010 (BPA-Simple)"
 

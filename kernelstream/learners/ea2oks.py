@@ -18,6 +18,7 @@ from kernelstream.learners import compiled
 from kernelstream.learners.bao2ks import AO2MD_PARAMS, AO2MDLearner, step_size
 from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.experts import categorical, hedge
+from kernelstream.learners.kernels import parse_sigmas
 from kernelstream.learners.registry import register
 
 
@@ -274,8 +275,6 @@ class BEA2OKS(EA2OKS):
               "replicate BEA2OKS.R: restart when |S_i| > B (not >= B), M = round(ln T)"),
         TIE_PARAM,
     )
-    budgeted = True
-    capacity_param = "budget"
     reference = ("Liao & Li, ECML-PKDD 2021 (paper 001), §4.2 and code BEA2OKS.R; "
                  "in JunfLi-TJU/KARegret-OKS")
 
@@ -284,6 +283,9 @@ class BEA2OKS(EA2OKS):
     def _configure(self) -> None:
         super()._configure()
         self._budget = self.budget
+
+    def memory_bound(self) -> int | None:
+        return len(parse_sigmas(self.sigmas)) * self.budget  # a budget per kernel
 
     def _restart(self) -> None:
         B = self.budget

@@ -8,7 +8,7 @@ paper 003 (SkeGD).
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -75,9 +75,7 @@ class FOGD(compiled.CompiledSqnorms, Learner):
         Param("loss", "hinge", str, "loss", choices=("hinge", "logistic", "squared-hinge")),
         TIE_PARAM,
     )
-    budgeted = True
     randomized = True
-    capacity_param: ClassVar[str | None] = None
     reference = "Lu, Hoi, Wang, Zhao & Liu, JMLR 2016; toolbox kernel_fogd"
 
     gamma: float
@@ -159,6 +157,9 @@ class FOGD(compiled.CompiledSqnorms, Learner):
     @property
     def n_support_vectors(self) -> int:
         return 0
+
+    def memory_bound(self) -> int | None:
+        return 0  # random features: no stored rows (memory fixed by n_components)
 
     def _get_state(self) -> dict[str, np.ndarray]:
         return {"fogd.omega": self._omega.copy(), "fogd.w": self.w.copy()}

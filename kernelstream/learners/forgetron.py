@@ -80,8 +80,6 @@ class Forgetron(KernelLearner):
               "replicate the C++ toolbox's wrong root for A < 0 (self-tuned)"),
         TIE_PARAM,
     )
-    budgeted = True
-    capacity_param = "budget"
     update_when = "mistake"  # a correct prediction leaves the model alone
     reference = "Dekel, Shalev-Shwartz & Singer, SIAM J. Computing 2008 (self-tuned)"
     rule_ints = ("_head", "mistakes")

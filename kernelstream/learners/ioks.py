@@ -10,7 +10,7 @@ feedback", ECML-PKDD 2022 (paper 002); rules from the authors' R code [C-P2]
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -325,4 +325,3 @@ class IOKS(IOKSRule, KernelHyp, BanditSelector):
     params = IOKS_PARAMS
     reference = ("Li & Liao, ECML-PKDD 2022 (paper 002), authors' code IOKS-{absolute,logistic,"
                  "square}.R (JunfLi-TJU/OKS-Bandit)")
-    capacity_param: ClassVar[str | None] = None

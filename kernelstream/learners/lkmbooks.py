@@ -9,7 +9,7 @@ kernel selection", Machine Learning 111, 2022; rules and constants of the paper-
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -98,8 +98,6 @@ class LKMBooks(WeightedWidths, Learner):
         TIE_PARAM,
     )
     randomized = True
-    budgeted = True
-    capacity_param: ClassVar[str | None] = "budget"
     reference = ("Li & Liao, Machine Learning 2022; as in the paper-002 code [C-P2] "
                  "(Li & Liao, ECML-PKDD 2022)")
 

@@ -86,8 +86,6 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
               choices=("zero", "carry")),
         TIE_PARAM,
     )
-    budgeted = True
-    capacity_param = "budget"
     reference = "Lu, Hoi, Wang, Zhao & Liu, JMLR 2016; toolbox kernel_nogd"
 
     budget: int

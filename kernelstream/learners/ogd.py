@@ -60,7 +60,6 @@ class OGD(KernelLearner):
         Param("loss", "hinge", str, "classification loss", choices=CLASSIFICATION_LOSSES),
         TIE_PARAM,
     )
-    capacity_param = None
     reference = "Kivinen, Smola & Williamson, IEEE Trans. Signal Process. 2004 (NORMA)"
 
     eta: float

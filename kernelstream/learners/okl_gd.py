@@ -105,9 +105,7 @@ class OKLGD(compiled.CompiledSqnorms, Learner):
         *gaussian_interval_params("initial Gaussian parameter γ = 1/(2σ²) (sigma is accepted)"),
         TIE_PARAM,
     )
-    budgeted = True
     randomized = False  # instances with random_init=True set it to True
-    capacity_param = "budget"
     reference = ("Chen, Liang, Zheng & Príncipe 2016 (KLMS-AKS), hinge adaptation of paper 000; "
                  "Zhang & Liao, IJCAI 2020")
 

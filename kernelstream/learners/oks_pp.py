@@ -12,7 +12,7 @@ feedback", ECML-PKDD 2022 (paper 002); the update rules follow the authors' R co
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -150,6 +150,9 @@ class FeatureHyp:
     def n_support_vectors(self: Any) -> int:
         return 0
 
+    def memory_bound(self: Any) -> int | None:
+        return 0  # random features: no stored rows (memory fixed by n_components)
+
 
 # -- OKS++ ---------------------------------------------------------------------------------------
 # (U, C0) per loss (C-P2); G = 1 for both.
@@ -279,4 +282,3 @@ class OKSPlusPlus(OKSPPRule, KernelHyp, BanditSelector):
     params = OKSPP_PARAMS
     reference = ("Li & Liao, ECML-PKDD 2022 (paper 002), authors' code OKS++logistic.R / "
                  "OKS++square.R (JunfLi-TJU/OKS-Bandit)")
-    capacity_param: ClassVar[str | None] = None

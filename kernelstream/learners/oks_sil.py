@@ -254,9 +254,7 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
               "instead of the paper's -y"),
         TIE_PARAM,
     )
-    budgeted = True
     randomized = True
-    capacity_param = "budget"
     reference = "Zhang & Liao, IJCAI 2020, Algorithm 1"
 
     budget: int

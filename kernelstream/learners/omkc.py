@@ -256,7 +256,8 @@ class _BoundedOMKC(Combination):
     ``budget_maintenance`` (``rbp``, ``forgetron`` self-tuned, ``bogd`` in the [C-SOL]
     variant, ``bpa-s``), built with that kernel; its public ``score_checked`` /
     ``learn_checked`` do the "normal update" below its budget and the "budget maintenance" at
-    it, so no budget rule is re-implemented here. All components share this learner's RNG (one stream, saved once).
+    it, so no budget rule is re-implemented here. All components share this learner's RNG
+    (one stream, saved once).
     Their scores (``KernelLearner._score``: ``f^i(x)`` and the kernel row the update reuses)
     are computed for all ``m`` at once by :func:`~kernelstream.learners.store.eval_stores`,
     bit for bit.
@@ -409,7 +410,6 @@ class BOMKCDD(_BoundedOMKC):
     """
     name = "bomkc-dd"
     params = (*_BOUNDED_PARAMS, DISCOUNT_PARAM, TIE_PARAM)
-    budgeted = True
     randomized = False  # instances with budget_maintenance="rbp" set it to True
     reference = "Lu, Sahoo, Zhao & Hoi, ACM TIST 2018, Algorithm 3"
 
@@ -478,7 +478,6 @@ class BOMKCSD(_BoundedOMKC):
     """
     name = "bomkc-sd"
     params = (*_BOUNDED_PARAMS, DISCOUNT_PARAM, DELTA_PARAM, TIE_PARAM)
-    budgeted = True
     randomized = True
     reference = "Lu, Sahoo, Zhao & Hoi, ACM TIST 2018, Algorithm 4"
 

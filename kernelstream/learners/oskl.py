@@ -80,7 +80,6 @@ class OSKL(AveragedKernelLearner):
         TIE_PARAM,
     )
     randomized = True
-    capacity_param = None
     reference = "Zhang, Yi, Jin, Lin & He, ICML 2013 (reconstruction)"
 
     eta: float

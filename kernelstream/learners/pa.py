@@ -48,7 +48,6 @@ class PAI(KernelLearner):
         Param("c", 1.0, float, "aggressiveness C (upper bound of the step τ)", positive, "> 0"),
         TIE_PARAM,
     )
-    capacity_param = None
     update_when = "margin"  # zero hinge loss leaves the model alone
     reference = "Crammer, Dekel, Keshet, Shalev-Shwartz & Singer, JMLR 2006 (PA-I)"
 

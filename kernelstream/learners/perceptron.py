@@ -42,7 +42,6 @@ class Perceptron(KernelLearner):
 
     name = "perceptron"
     params = (*KERNEL_PARAMS, TIE_PARAM)
-    capacity_param = None
     update_when = "mistake"  # a correct prediction leaves the model alone
     reference = "Freund & Schapire, Machine Learning 1999"
 

@@ -137,9 +137,7 @@ class ProjKA(Learner):
         Param("replay", True, bool, "train the Projectron on the buffered rows after selecting"),
         TIE_PARAM,
     )
-    budgeted = True
     randomized = False
-    capacity_param = "budget"
     reference = ("Zhang & Liao, IJCAI 2020 (paper 000), baseline Proj-KA; Orabona et al. 2008; "
                  "alignment: Cristianini et al., NIPS 2001")
 

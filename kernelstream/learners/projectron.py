@@ -54,8 +54,6 @@ class _Projectron(KernelLearner):
     """Shared machinery of ``projectron`` and ``projectron++`` (see their docstrings)."""
 
     params = _PARAMS
-    budgeted = True
-    capacity_param = "budget"
     plusplus: ClassVar[bool] = False
     update_when = "mistake"  # a correct prediction leaves the model alone (++: margin)
     rule_matrix = "_Kinv"

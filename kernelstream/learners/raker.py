@@ -10,7 +10,7 @@ below are those of the paper-002 code [C-P2] (``Raker.zip``), a baseline of pape
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -117,8 +117,6 @@ class Raker(WeightedWidths, Learner):
         TIE_PARAM,
     )
     randomized = True
-    budgeted = True  # memory bounded by n_components
-    capacity_param: ClassVar[str | None] = None
     reference = ("Shen, Chen & Giannakis, JMLR 2019; as in the paper-002 code [C-P2] "
                  "(Li & Liao, ECML-PKDD 2022)")
 
@@ -169,6 +167,9 @@ class Raker(WeightedWidths, Learner):
     @property
     def n_support_vectors(self) -> int:
         return 0
+
+    def memory_bound(self) -> int | None:
+        return 0  # random features: no stored rows (memory fixed by n_components)
 
     def _get_state(self) -> dict[str, np.ndarray]:
         return {**self._rf.get_state("raker."), "raker.L": self.L.copy(),

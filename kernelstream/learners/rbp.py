@@ -53,10 +53,8 @@ class RBP(KernelLearner):
         Param("budget", 500, int, "maximum number of support vectors B", positive, "> 0"),
         TIE_PARAM,
     )
-    budgeted = True
     randomized = True
     update_when = "mistake"  # a correct prediction leaves the model alone
-    capacity_param = "budget"
     reference = "Cavallanti, Cesa-Bianchi & Gentile, Machine Learning 2007"
 
     budget: int

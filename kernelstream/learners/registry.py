@@ -73,6 +73,12 @@ _DEFAULT_NNZ = 1024  # non-zeros per row assumed for a sparse estimate when none
 _MIN_ROWS = 64  # initial capacity of the stores of unbounded learners
 
 
+def bounded(name: str | type[Learner]) -> bool:
+    """Whether the learner's stored rows are bounded with its default parameters
+    (:meth:`~kernelstream.learners.base.Learner.memory_bound`): a *budgeted* learner."""
+    return _cls(name)().memory_bound() is not None
+
+
 def sparse_learners() -> list[str]:
     """Names of the learners that run on sparse rows natively (memory O(non-zeros))."""
     return [n for n in available() if _REGISTRY[n].accepts_sparse]

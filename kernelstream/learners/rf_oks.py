@@ -11,7 +11,7 @@ feedback", ECML-PKDD 2022 (paper 002); authors' code [C-P2] (``RF-OKS++.zip``,
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -88,8 +88,6 @@ class RFOKSPlusPlus(OKSPPRule, FeatureHyp, BanditSelector):
 
     name = "rf-oks++"
     params = _insert(OKSPP_PARAMS, "sigmas", _n_components(400))
-    budgeted = True  # memory bounded by n_components (Ω and K × 2D weights)
-    capacity_param: ClassVar[str | None] = None
     reference = _REF
     n_components: int
 
@@ -139,8 +137,6 @@ class RFIOKS(IOKSRule, FeatureHyp, BanditSelector):
 
     name = "rf-ioks"
     params = _insert(IOKS_PARAMS, "sigmas", _n_components(400))
-    budgeted = True
-    capacity_param: ClassVar[str | None] = None
     reference = _REF
     n_components: int
 
@@ -249,7 +245,5 @@ class RFOKS(OKSP2Rule, FeatureHyp, BanditSelector):
               "Hedge rate eta (None: sqrt(2 (1 - delta) ln K / (K T)))", nonneg, ">= 0"),
         TIE_PARAM,
     )
-    budgeted = True
-    capacity_param: ClassVar[str | None] = None
     reference = _REF
     n_components: int

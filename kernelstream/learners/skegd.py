@@ -9,7 +9,7 @@ ICML 2019 (paper 003). [C-FORKS] (a third-party C++ re-implementation) is the so
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -163,10 +163,8 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
         Param("reference_quirks", False, bool, "replicate the [C-FORKS] simplifications"),
         TIE_PARAM,
     )
-    budgeted = True
     randomized = True
     accepts_sparse = True  # buffer, rows R and landmarks are store rows (sparse in sparse mode)
-    capacity_param: ClassVar[str | None] = "budget"
     reference = ("Zhang & Liao, ICML 2019 (paper 003), Algorithm 1; [C-FORKS]; "
                  "FORKS re-implementation for reference_quirks")
 

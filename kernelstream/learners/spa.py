@@ -140,7 +140,6 @@ class SPA(AveragedKernelLearner):
         TIE_PARAM,
     )
     randomized = True
-    capacity_param = None
     reference = "Lu, Sahoo, Zhao & Hoi, ACM TIST 2018, Algorithm 1 (averaged: §6.1.3)"
 
     eta: float

@@ -42,7 +42,7 @@ def _learner_info(name: str) -> dict[str, Any]:
         "reference": cls.reference,
         "task": cls.task,  # the default (class-level) task
         "tasks": tasks,  # every task the learner runs (more than one: chosen by ``loss``)
-        "budgeted": bool(cls.budgeted),
+        "budgeted": learners.registry.bounded(cls),
         "randomized": bool(cls.randomized),
         "sparse_rows": bool(cls.accepts_sparse),  # keeps sparse SVs for CSR rows
         "compiled": bool(cls.compiled_rounds()),  # dense rounds on the compiled kernels

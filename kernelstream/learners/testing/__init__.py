@@ -65,7 +65,7 @@ CHECKS: dict[str, Check] = {
     "state_roundtrip": Check(check_state_roundtrip, _always, True),
     "predict_is_pure": Check(check_predict_is_pure, _always, True),
     "batch_equals_loop": Check(check_batch_equals_loop, _always, True),
-    "bounded_memory": Check(check_bounded_memory, lambda m: m.budgeted, True),
+    "bounded_memory": Check(check_bounded_memory, lambda m: m.memory_bound() is not None, True),
     "first_prediction": Check(check_first_prediction, _always, True),
     "bad_input": Check(check_bad_input, _always, True),
     "sparse_rows": Check(check_sparse_rows, _always, True),

@@ -48,10 +48,9 @@ def check_metadata(name: str, params: dict[str, Any]) -> None:
         assert isinstance(p, Param), f"{p!r} is not a Param"
         assert p.doc.strip(), f"parameter {p.name!r} has no doc"
         p.coerce(p.default, name)  # the default passes its own check
-    if "budget" in pnames:
-        assert cls.budgeted, "has a 'budget' parameter but budgeted is False"
-    cap = getattr(cls, "capacity_param", None)
-    assert cap is None or cap in pnames, f"capacity_param {cap!r} is not a parameter"
+    bound = new(name, params).memory_bound()
+    assert bound is None or (isinstance(bound, int) and bound >= 0), (
+        f"memory_bound() must be None or an int >= 0, got {bound!r}")
     m = new(name, params)
     if m.draws_in_predict:
         assert m.randomized, "draws_in_predict is True but randomized is False"
@@ -250,7 +249,7 @@ def check_sparse_rows(name: str, params: dict[str, Any]) -> None:
         c = pickle.loads(pickle.dumps(a))  # how Beam ships a learner
         assert_scores_equal(c.predict_learn_many(tail, y[cut:]), scores[cut:],
                             f"sparse: pickled at {cut}")
-    if ref.budgeted and ref.accepts_sparse:  # sparse SVs: the state stops growing too
+    if ref.memory_bound() is not None and ref.accepts_sparse:  # sparse SVs: state bounded too
         mb = new(name, params, seed=3)
         Xl, yl = sparse_stream(mb, N_LONG // 2, seed=5)
         yl = np.where(np.random.default_rng(6).random(len(yl)) < 0.3, -yl, yl)

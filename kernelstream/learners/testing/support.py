@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from kernelstream.learners import registry
-from kernelstream.learners._selection import parse_sigmas
 from kernelstream.learners.base import Learner
 
 D = 5  # features of the synthetic streams
@@ -39,14 +38,6 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # exercise the Projectron phase too
     "proj-ka": {"selection_window": 60},
 }
-
-# Per-learner bound on ``n_support_vectors`` given the resolved parameters, for learners whose
-# bound is not simply ``budget`` (e.g. a budget per kernel). Default: ``params["budget"]``.
-SV_BOUND: dict[str, Callable[[dict[str, Any]], int]] = {
-    # BEA2OKS budgets each of its K kernels separately
-    "bea2oks": lambda p: len(parse_sigmas(p["sigmas"])) * p["budget"],
-}
-
 
 # -- helpers -----------------------------------------------------------------------------------
 def small_params(name: str) -> dict[str, Any]:
@@ -84,12 +75,6 @@ def stream_for(m: Learner, n: int = N, noise: float = 0.0,
 
 def run_steps(m: Learner, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.array([m.step(X[i], y[i]) for i in range(len(X))], dtype=np.float64)
-
-
-def budget_bound(name: str, params: dict[str, Any]) -> int | None:
-    if name in SV_BOUND:
-        return SV_BOUND[name](params)
-    return params.get("budget")
 
 
 def assert_states_equal(a: dict[str, np.ndarray], b: dict[str, np.ndarray], what: str) -> None:

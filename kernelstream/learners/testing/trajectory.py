@@ -26,7 +26,6 @@ from kernelstream.learners.testing.support import (
     D,
     assert_scores_equal,
     assert_states_equal,
-    budget_bound,
     expect_error,
     make_stream,
     new,
@@ -86,7 +85,7 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
     for i in range(n):
         scores[i] = ref.step(X[i], y[i])
         nsv[i] = ref.n_support_vectors
-    bound = budget_bound(name, ref.hparams)
+    bound = ref.memory_bound()
     at = {0, 1, 2, n // 2, n - TAIL}
     full = np.flatnonzero(nsv >= bound) if bound is not None else np.array([], dtype=np.int64)
     if len(full):  # right after the budget fills (rounds are 1-based in nsv[i])
@@ -126,7 +125,8 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
             b = build()
             assert type(b) is cls, f"cut {cut}, {what}: got {type(b).__name__}"
             flags = [(f, getattr(b, f), getattr(ref, f))
-                     for f in ("task", "randomized", "draws_in_predict", "budgeted")]
+                     for f in ("task", "randomized", "draws_in_predict")]
+            flags.append(("memory_bound", b.memory_bound(), ref.memory_bound()))
             assert all(u == v for _, u, v in flags), f"cut {cut}, {what}: flags {flags}"
             assert_scores_equal(run_steps(b, X[cut:cut + TAIL], y[cut:cut + TAIL]),
                                 scores[cut:cut + TAIL], f"cut {cut}, {what}")
@@ -262,7 +262,7 @@ def check_bounded_memory(name: str, params: dict[str, Any]) -> None:
     """Budgeted learners: n_support_vectors ≤ bound every round of a long noisy stream, and the
     serialised state stops growing once the budget is full."""
     m = new(name, params)
-    bound = budget_bound(name, m.hparams)
+    bound = m.memory_bound()
     X, y = stream_for(m, N_LONG, noise=0.3, seed=3)
     sizes: dict[int, int] = {}
     for i in range(N_LONG):
