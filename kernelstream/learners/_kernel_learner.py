@@ -16,14 +16,14 @@ changes besides the store are listed in ``rule_ints`` / ``rule_floats`` (and the
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
 from kernelstream.learners import compiled
 from kernelstream.learners.base import Learner
 from kernelstream.learners.kernels import Kernel, make_kernel
-from kernelstream.learners.store import AnyStore, make_store, store_from_state
+from kernelstream.learners.store import AnyStore, SVStore, make_store, store_from_state
 
 _NO_ROW = np.empty(0)  # the kernel row of a round against an empty store
 
@@ -82,6 +82,7 @@ class KernelLearner(Learner):
         # a flag, not the module: learners are pickled (Beam ships them)
         self._compiled = self._compiled_kernel() and not self.sparse and code is not None
         if self._compiled:
+            assert self.dim is not None  # for mypy: set before _setup / _set_state run
             self._kcode = code
             self._kp = float(getattr(self.kern, "_neg_gamma", 0.0))
             self._kdeg = int(getattr(self.kern, "degree", 1))
@@ -118,7 +119,7 @@ class KernelLearner(Learner):
     def _rule_args(self) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray]:
         """The compiled update's leading arguments (store, kernel, constants, state), and the
         state arrays it updates in place."""
-        sv = self.sv
+        sv = cast(SVStore, self.sv)  # compiled rules run on dense stores only
         cap = len(sv.a)
         if sv.n == cap:  # room for an append (C does not grow the store)
             sv._grow()
@@ -168,8 +169,9 @@ class KernelLearner(Learner):
         if n == 0:
             return 0.0, None
         if self._compiled:
+            ds = cast(SVStore, sv)  # compiled rounds: a dense store
             k = np.empty(n)
-            f = compiled.ck.score(sv.X, sv.sqn, sv.a, n, self._kcode, self._kp, self._kdeg,
+            f = compiled.ck.score(ds.X, ds.sqn, ds.a, n, self._kcode, self._kp, self._kdeg,
                                x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, k,
                                self._nzwork)
             return f, k
@@ -180,6 +182,7 @@ class KernelLearner(Learner):
         """``f(x_j)`` at stored point ``j``, by the same row code as the scores."""
         sv = self.sv
         if self._compiled:
+            sv = cast(SVStore, sv)  # compiled rounds: a dense store
             return self._score(sv.X[j], float(sv.sqn[j]))[0]
         return sv.eval_sv(self.kern, j)
 
@@ -212,7 +215,8 @@ class KernelLearner(Learner):
         rows = X.shape[0]
         i = 0
         while i < rows:
-            sv = self.sv  # an update may replace the store or grow its arrays
+            # an update may replace the store or grow its arrays; compiled: a dense store
+            sv = cast(SVStore, self.sv)
             n = sv.n
             if len(self._krow) < n:
                 self._krow = np.empty(len(sv.a))
@@ -237,6 +241,7 @@ class KernelLearner(Learner):
         return self.sv.get_state("sv.")
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        assert self.dim is not None  # for mypy: set_state fixes it first
         cap = self.memory_bound() or 16
         self.sv = store_from_state(state, "sv.", self.dim, capacity=cap + 1)
         self._compiled_setup()

@@ -397,4 +397,5 @@ class StoreCombination(Combination):
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
         super()._set_state(state)
+        assert self.dim is not None  # for mypy: set_state fixes it first
         self.store = MultiStore.from_state(state, "store.", self.dim)

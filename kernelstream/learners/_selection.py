@@ -185,7 +185,8 @@ class KernelPool:
         self.capacity = int(capacity)
         self.stores = [SVStore(dim, capacity=capacity) for _ in range(widths.K)]
         # the compiled entry point itself (not the module: learners pickle)
-        self._pool_scores = None if compiled.mk is None else compiled.mk.pool_scores
+        # the C function (Any: no stub), None without it
+        self._pool_scores: Any = None if compiled.mk is None else compiled.mk.pool_scores
         self._compiled = self._pool_scores is not None
         if self._compiled:
             K = widths.K

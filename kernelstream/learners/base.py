@@ -127,7 +127,8 @@ class Learner:
 
     name: ClassVar[str] = "learner"
     params: ClassVar[tuple[Param, ...]] = ()
-    task: ClassVar[str] = "classification"
+    # not a ClassVar: learners whose loss decides the task set it per instance
+    task: str = "classification"
     randomized: ClassVar[bool] = False  # consumes its RNG (different seeds give different runs)
     draws_in_predict: ClassVar[bool] = False  # randomness that forms the prediction (§1.1.4)
     accepts_sparse: ClassVar[bool] = False  # runs on sparse rows natively (module docstring)
@@ -589,7 +590,9 @@ def _rng_from_array(rng: np.random.Generator, a: np.ndarray) -> None:
 def state_to_bytes(state: dict[str, np.ndarray]) -> bytes:
     """Pack a learner state as an uncompressed ``.npz`` (numpy's own format, no pickle)."""
     buf = io.BytesIO()
-    np.savez(buf, **state)
+    # Any values: numpy's stub types savez's **kwds like its allow_pickle keyword (bool)
+    arrays: dict[str, Any] = state
+    np.savez(buf, **arrays)
     return buf.getvalue()
 
 

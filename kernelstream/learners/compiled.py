@@ -54,7 +54,7 @@ def _load() -> tuple[ModuleType | None, str]:
                                                                          "off"):
         return None, "numpy (KERNELSTREAM_COMPILED=0)"
     try:
-        from kernelstream.learners import _ckernels
+        from kernelstream.learners import _ckernels  # type: ignore[attr-defined]  # C, no stub
     except ImportError:
         return None, ("numpy (the compiled kernels are not built: reinstall with a C compiler, "
                       "`pip install -e .`)")
@@ -67,6 +67,10 @@ def _load() -> tuple[ModuleType | None, str]:
     return _ckernels, "compiled (C)"
 
 
+# Any: the C modules have no stubs, and a learner calls them only behind a flag set from
+# ``ck is not None`` (or fk/bk/mk), which mypy cannot follow across objects
+ck: Any
+STATUS: str
 ck, STATUS = _load()
 
 
@@ -109,7 +113,7 @@ def _load_features() -> ModuleType | None:
     if ck is None:  # same switch and same staleness rule as _ckernels
         return None
     try:
-        from kernelstream.learners import _ck_features
+        from kernelstream.learners import _ck_features  # type: ignore[attr-defined]  # C, no stub
     except ImportError:
         return None
     if (getattr(_ck_features, "ABI", None) != FEATURES_ABI
@@ -118,7 +122,7 @@ def _load_features() -> ModuleType | None:
     return _ck_features
 
 
-fk = _load_features()
+fk: Any = _load_features()  # Any: as ``ck``
 
 
 def rff_map(omega_t: np.ndarray, scale: float) -> tuple[Any, ...]:
@@ -233,7 +237,7 @@ def _load_budget() -> ModuleType | None:
     if ck is None:  # same switch and same staleness rule as _ckernels
         return None
     try:
-        from kernelstream.learners import _ck_budget
+        from kernelstream.learners import _ck_budget  # type: ignore[attr-defined]  # C, no stub
     except ImportError:
         return None
     if (getattr(_ck_budget, "ABI", None) != BUDGET_ABI
@@ -242,7 +246,7 @@ def _load_budget() -> ModuleType | None:
     return _ck_budget
 
 
-bk = _load_budget()
+bk: Any = _load_budget()  # Any: as ``ck``
 
 #: The rules of the learners whose rows keep their distances (``bk.update_dist`` /
 #: ``bk.run_dist``), and what a rule did with a round: all of it, nothing (the learner's
@@ -292,7 +296,7 @@ def _load_multi() -> ModuleType | None:
     if ck is None:  # same switch and same staleness rule as _ckernels
         return None
     try:
-        from kernelstream.learners import _ck_multi
+        from kernelstream.learners import _ck_multi  # type: ignore[attr-defined]  # C, no stub
     except ImportError:
         return None
     if (getattr(_ck_multi, "ABI", None) != MULTI_ABI
@@ -301,7 +305,7 @@ def _load_multi() -> ModuleType | None:
     return _ck_multi
 
 
-mk = _load_multi()
+mk: Any = _load_multi()  # Any: as ``ck``
 
 
 if ck is not None and fk is None:  # say so: these learners then run their numpy code

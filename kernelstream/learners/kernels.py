@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from typing import overload
 
 import numpy as np
 
@@ -42,7 +43,13 @@ class Kernel:
         ``d`` by sparse–sparse or sparse–dense products, then share the kernel's formula."""
         raise NotImplementedError
 
-    def diag(self, zz: float) -> float:
+    @overload
+    def diag(self, zz: float) -> float: ...
+    @overload
+    def diag(self, zz: np.ndarray) -> np.ndarray | float: ...
+    def diag(self, zz: float | np.ndarray) -> float | np.ndarray:
+        """``κ(z, z)`` from ``zz = ‖z‖²``; of each entry of an array of them too (BPA-S), a
+        scalar for a kernel whose diagonal is constant."""
         raise NotImplementedError
 
     def matrix(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
@@ -77,7 +84,11 @@ class Gaussian(Kernel):
         d *= self._neg_gamma
         return np.exp(d, out=d)
 
-    def diag(self, zz: float) -> float:
+    @overload
+    def diag(self, zz: float) -> float: ...
+    @overload
+    def diag(self, zz: np.ndarray) -> np.ndarray | float: ...
+    def diag(self, zz: float | np.ndarray) -> float | np.ndarray:
         return 1.0
 
     def matrix(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
@@ -99,7 +110,11 @@ class Polynomial(Kernel):
     def row_from_dots(self, d: np.ndarray, sqn: np.ndarray, zz: float) -> np.ndarray:
         return d if self.degree == 1 else np.power(d, self.degree, out=d)
 
-    def diag(self, zz: float) -> float:
+    @overload
+    def diag(self, zz: float) -> float: ...
+    @overload
+    def diag(self, zz: np.ndarray) -> np.ndarray | float: ...
+    def diag(self, zz: float | np.ndarray) -> float | np.ndarray:
         return zz**self.degree
 
     def matrix(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:

@@ -87,11 +87,14 @@ def bordered_inverse(Kinv: np.ndarray, d: np.ndarray, delta: float) -> np.ndarra
     return out
 
 
-def bordered_inverse_append(buf: np.ndarray, n: int, d: np.ndarray, delta: float) -> None:
+def bordered_inverse_append(buf: np.ndarray, n: int, d: np.ndarray | None,
+                            delta: float) -> None:
     """In place: ``buf[:n, :n]`` holds ``K⁻¹``; write the inverse of the Gram matrix grown by
-    one point into ``buf[:n+1, :n+1]`` (§4.6 bordered-inverse formula). O(n²)."""
+    one point into ``buf[:n+1, :n+1]`` (§4.6 bordered-inverse formula; ``d = K⁻¹k``, None
+    when ``n = 0``). O(n²)."""
     inv = 1.0 / delta
     if n:
+        assert d is not None  # for mypy: only the first point comes without a projection
         e = d * (-inv)  # −d/Δ: the new border; K⁻¹ += d dᵀ/Δ = outer(d, −e)
         buf[:n, :n] -= np.multiply.outer(d, e)
         buf[:n, n] = e

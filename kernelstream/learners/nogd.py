@@ -8,7 +8,7 @@ paper 003 (SkeGD).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, positive
 from kernelstream.learners.linalg import PINV_ATOL, PINV_RTOL, gram_append, top_eigh
 from kernelstream.learners.registry import register
+from kernelstream.learners.store import SVStore
 
 
 @register
@@ -130,7 +131,7 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
 
     def _fmap(self) -> tuple[Any, ...]:
         """The compiled map of the current stage: the kernel row, or the Nyström features."""
-        sv = self.sv
+        sv = cast(SVStore, self.sv)  # compiled rounds: a dense store
         if self._stage2:
             return compiled.proj_map(sv.X, sv.sqn, sv.n, self.kern, self._Mt, len(self._M))
         return compiled.row_map(sv.X, sv.sqn, sv.n, self.kern)

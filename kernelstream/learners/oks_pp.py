@@ -37,6 +37,7 @@ class BanditSelector(SelectionLearner):
 
     loss: str
     _radius: float | None
+    _hyp: Any  # the back-end of the *Hyp mixin (KernelPool or FeaturePool)
 
     def _configure(self) -> None:
         super()._configure()

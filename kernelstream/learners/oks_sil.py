@@ -351,6 +351,7 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
         if status == compiled.DEFER_ALL:
             self._update_numpy(x, xx, y, score, (psi, d2))
         else:
+            assert idx is not None  # for mypy: DEFER_RLD comes with its sample
             self._rld_update(x, xx, y, score, psi, d2, idx)
 
     def _update_numpy(self, x: np.ndarray, xx: float, y: float, score: float,
@@ -365,8 +366,10 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
             d2 = self._dists(x, xx, d2) if n else None  # before x_t joins the buffer
             sv.append(x, xx, eta * y, id_=self.t, s=self.t)
             if n:  # the new point has distance 0: the step only sees the old points
+                assert d2 is not None and psi is not None  # for mypy: n > 0
                 self._kernel_step(y, d2, psi, sv.a[:n], score + eta * y)
             return
+        assert psi is not None  # for mypy: n ≥ budget > 0
         s = self.sample_size
         if s <= n and np.count_nonzero(psi) >= s:
             # the common case: ψ ≥ 0, so this is what sample_without_replacement(ψ, s) draws
@@ -497,5 +500,6 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
         return st
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        assert self.dim is not None  # for mypy: set_state fixes it first
         self.sv = SVStore.from_state(state, "sv.", self.dim, capacity=self.budget)
         self.current_gamma = float(state["oks_sil.gamma"])

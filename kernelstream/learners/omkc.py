@@ -14,7 +14,7 @@ ACM TIST 9(4), 2018 (paper 004, §6.2 and Algorithms 3–4).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from kernelstream.learners._multikernel import (
 )
 from kernelstream.learners.base import TIE_PARAM, Param, nonneg, positive
 from kernelstream.learners.registry import get, register
-from kernelstream.learners.store import eval_stores
+from kernelstream.learners.store import SVStore, eval_stores
 
 _REF = "Hoi, Jin, Zhao & Yang, Machine Learning 2013; Lu et al., ACM TIST 2018, §6.2"
 _PA_C = Param("c", 0.1, float, "PA-I aggressiveness C of every component (τ ≤ C)", positive,
@@ -321,7 +321,9 @@ class _BoundedOMKC(Combination):
             return self._vote(s), (s, rows)
         # every component's KernelLearner._score at once: s_i = f^i(x) and its kernel row,
         # reused by the component's update (bit for bit, see eval_stores)
-        s, rows = eval_stores([c.sv for c in comps], [c.kern for c in comps], x, xx)
+        # dense stores: these learners do not take sparse rows
+        s, rows = eval_stores(cast("list[SVStore]", [c.sv for c in comps]),
+                              [c.kern for c in comps], x, xx)
         return self._vote(s), (s, rows)
 
     def _learn_component(self, i: int, x: np.ndarray, xx: float, y: float, s: float,

@@ -155,6 +155,7 @@ class OKSP2Rule(HorizonTuning):
     K: int
     p: np.ndarray
     t: int
+    _radius: float | None
 
     def _setup_rule(self: Any) -> None:
         self._radius = None  # RF-OKS has no projection

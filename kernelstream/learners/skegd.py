@@ -9,7 +9,7 @@ ICML 2019 (paper 003). [C-FORKS] (a third-party C++ re-implementation) is the so
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -28,7 +28,13 @@ from kernelstream.learners.linalg import gram_append
 from kernelstream.learners.losses import LOSSES
 from kernelstream.learners.registry import register
 from kernelstream.learners.sketch import IncrementalSketch
-from kernelstream.learners.store import AnyStore, make_store, store_from_state
+from kernelstream.learners.store import (
+    AnyStore,
+    SparseSVStore,
+    SVStore,
+    make_store,
+    store_from_state,
+)
 from kernelstream.sparse import CSR
 
 CLASSIFICATION_LOSSES = tuple(n for n, loss in LOSSES.items() if loss.task == "classification")
@@ -260,7 +266,9 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
                 raise ValueError(f"{self.name}: expected {self.dim} features, got "
                                  f"{X.n_features}")
             sq = X.row_sq_norms()
-            K = np.array([self._land.row(self.kern, X.sparse_row(i), float(sq[i]))
+            # CSR rows are a sparse learner's (a dense store fails on them either way)
+            sparse_land = cast(SparseSVStore, self._land)
+            K = np.array([sparse_land.row(self.kern, X.sparse_row(i), float(sq[i]))
                           for i in range(X.n_rows)]).reshape(X.n_rows, self._land.n)
             return K @ self._Qt.T
         A = np.atleast_2d(np.asarray(X, dtype=np.float64))
@@ -269,7 +277,7 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
         if self.sparse:  # sparse landmarks: dense rows against them (sparse–dense products)
             K = np.array([self._land.row(self.kern, a, float(a @ a)) for a in A])
             return K.reshape(len(A), self._land.n) @ self._Qt.T
-        return self.kern.matrix(A, self._land.points) @ self._Qt.T
+        return self.kern.matrix(A, cast(SVStore, self._land).points) @ self._Qt.T
 
     # -- learner hooks -------------------------------------------------------------------------
     def _setup(self, d: int) -> None:
@@ -299,10 +307,11 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
 
     def _fmap(self) -> tuple[Any, ...]:
         """The compiled map of the current stage: the buffer's kernel row, or φ."""
+        # compiled rounds: dense stores
         if self._stage == 2:
-            land = self._land
+            land = cast(SVStore, self._land)
             return compiled.proj_map(land.X, land.sqn, land.n, self.kern, self._Q, self._k)
-        sv = self.sv
+        sv = cast(SVStore, self.sv)
         return compiled.row_map(sv.X, sv.sqn, sv.n, self.kern)
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
@@ -495,6 +504,7 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
         return st
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        assert self.dim is not None  # for mypy: set_state fixes it first
         self.sv = store_from_state(state, "sv.", self.dim, capacity=self.budget + 1)
         ints = [int(v) for v in state["skegd.ints"]]
         self._stage, self._t0, self._n_updates, self._loss_rounds, self._next = ints

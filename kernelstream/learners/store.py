@@ -21,7 +21,8 @@ class _Coefficients:
     """What both stores do with the coefficients ``a``, ages ``s``, ids and ``‖f‖²`` of
     their ``n`` support vectors (the points themselves are each store's own)."""
 
-    __slots__ = ()
+    # the slots of what this class's methods assign (mypy checks assignments against them)
+    __slots__ = ("a", "ids", "n", "norm2", "s", "sqn")
     a: np.ndarray
     ids: np.ndarray
     s: np.ndarray
@@ -64,7 +65,7 @@ class _Coefficients:
 
 
 class SVStore(_Coefficients):
-    __slots__ = ("X", "a", "dim", "ids", "n", "norm2", "s", "sqn")
+    __slots__ = ("X", "dim")
 
     def __init__(self, dim: int, capacity: int = 16) -> None:
         self.dim = int(dim)
@@ -265,7 +266,7 @@ class SparseSVStore(_Coefficients):
     """
 
     __slots__ = ("_bounds", "_buf", "_garbage", "_ind", "_len", "_live", "_start", "_used",
-                 "_val", "a", "dim", "ids", "n", "norm2", "s", "sqn")
+                 "_val", "dim")
 
     def __init__(self, dim: int, capacity: int = 16, nnz_capacity: int = 1024) -> None:
         self.dim = int(dim)
