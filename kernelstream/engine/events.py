@@ -485,6 +485,7 @@ class StreamEngine(StreamRouter):
         st.position += 1
         st.window.predictions += 1
         assert st.clock_ms is not None
+        assert p.x is not None  # a labelled event has its features
         self._resolve(st, p.event_id, LABELLED, st.clock_ms)
         out._p.append((p.event_id, pos, p.timestamp_ms, p.topic, p.partition, p.offset, score,
                        predicted, n_sv_before, True))

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -463,7 +463,7 @@ class StreamRouter:
                 labels = list(ys.values())
                 if not any(isinstance(y, ParseError) for y in labels):
                     # every record a good feature record: the columns as they come
-                    b.y = [ys[t] for t in toks]
+                    b.y = cast("list[float | None]", [ys[t] for t in toks])  # no ParseError
                     n = len(recs)
                     b.kind = (bytearray([LABELLED]) * n if None not in labels
                               else bytearray([FEATURES]) * n if labels == [None]
@@ -477,7 +477,7 @@ class StreamRouter:
                 if row < 0:
                     continue  # the line parser decides
                 tok = toks[c]
-                y = ys.get(tok, ys)
+                y: Any = ys.get(tok, ys)  # a label, a ParseError, or ys: not seen yet
                 if y is ys:
                     try:
                         y = ys[tok] = self._label_of(tok)
@@ -555,8 +555,8 @@ class StreamRouter:
         """Route records one by one: :meth:`_head`, then the line parser."""
         for j in idx:
             h = self._head(recs[j])
-            if h.__class__ is dict:
-                b.dead[j] = h  # type: ignore[assignment]
+            if isinstance(h, dict):
+                b.dead[j] = h
                 continue
             rec, source, text, eid, label_only, x, y, entity, entity_error = h
             if label_only:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -23,6 +24,7 @@ DPI = 100
 WIDTH = 11.0  # inches: 1100 px at DPI
 STYLES = ("-", "--", ":", "-.")
 BINS = 30
+RGB = tuple[float, float, float]  # a colour of the palette
 LOG_X_RATIO = 8.0
 SETTLE = 0.02
 
@@ -42,15 +44,19 @@ class _Palette:
 
     def __init__(self, runs: list[Run]) -> None:
         import matplotlib as mpl
+        from matplotlib.colors import ListedColormap
 
-        colors = mpl.colormaps["tab10"].colors
+        cmap = mpl.colormaps["tab10"]
+        assert isinstance(cmap, ListedColormap)  # for mypy: a qualitative map lists its colours
+        colors = cast("tuple[RGB, ...]", cmap.colors)  # the stub's type is any colour array
         keys = [(r.label, s.config) for r in runs for s in r.series]
-        self._color = {k: colors[i % len(colors)] for i, k in enumerate(keys)}
+        self._color: dict[tuple[str, str], RGB] = {
+            k: colors[i % len(colors)] for i, k in enumerate(keys)}
         self._style = {r.label: STYLES[i % len(STYLES)] for i, r in enumerate(runs)}
         self._many = len(runs) > 1
 
-    def color(self, run: Run, s: Series) -> tuple[float, ...]:
-        return tuple(self._color[(run.label, s.config)])
+    def color(self, run: Run, s: Series) -> RGB:
+        return self._color[(run.label, s.config)]
 
     def style(self, run: Run) -> str:
         return self._style[run.label]

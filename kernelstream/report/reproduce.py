@@ -96,9 +96,9 @@ def _records_table(title: str, records: list[dict[str, Any]],
     table = ResultTable(title, columns, rows, constant)
     for c in VERDICTS:
         if c in columns:
-            vals = [r.get(c) for r in records]
-            table.passed = sum(v is True for v in vals)
-            table.failed = sum(v is False for v in vals)
+            verdicts = [r.get(c) for r in records]
+            table.passed = sum(v is True for v in verdicts)
+            table.failed = sum(v is False for v in verdicts)
             break
     return table
 

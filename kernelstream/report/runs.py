@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,7 @@ def row_count(directory: Path) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in _files(directory))
 
 
-def _mean_std(values: list[float]) -> tuple[float | None, float]:
+def _mean_std(values: Sequence[float | None]) -> tuple[float | None, float]:
     vals = [v for v in values if v is not None and math.isfinite(v)]
     if not vals:
         return None, 0.0
