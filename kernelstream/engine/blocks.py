@@ -140,7 +140,7 @@ def concat_blocks(parts: list[Block]) -> Block:
         X: np.ndarray | CSR = CSR.vstack([p.X if isinstance(p.X, CSR) else CSR.from_dense(p.X)
                                           for p in parts])
     else:
-        X = np.concatenate([p.X for p in parts])  # type: ignore[misc]
+        X = np.concatenate([p.X for p in parts])
     return Block(parts[0].key, parts[0].start, np.concatenate([p.ids for p in parts]), X,
                  np.concatenate([p.y for p in parts]))
 

@@ -283,10 +283,10 @@ def read_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk, plan: StreamPlan
         return out
     Xa: np.ndarray | CSR
     if tf.fmt == "libsvm":
-        Xa = rows_csr(X, d, opts.hash_features)  # type: ignore[arg-type]
+        Xa = rows_csr(X, d, opts.hash_features)
         Xa = finish_rows(Xa, replace(opts, hash_features=None), plan.lo, plan.hi)
     else:
-        Xa = finish_rows(np.array([r.vals for r in X]), opts, plan.lo,  # type: ignore[union-attr]
+        Xa = finish_rows(np.array([r.vals for r in X]), opts, plan.lo,
                          plan.hi)
     ya = np.asarray(y)
     ids = np.arange(pos0, pos0 + n, dtype=np.int64)

@@ -63,7 +63,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -214,7 +214,7 @@ class StreamEngine(StreamRouter):
                     i += 1
                     continue
                 if (i + 1 < n and kind[i] == LABELLED_EVENT and kind[i + 1] == LABELLED_EVENT
-                        and not selects_kernels(st.learner)):  # type: ignore[arg-type]
+                        and not selects_kernels(cast(Learner, st.learner))):  # _arrive made it
                     end = self._run_end(st, b, i)
                     if end - i >= 2 and self._learn_run(st, b, i, end, out):
                         i = end
@@ -401,11 +401,12 @@ class StreamEngine(StreamRouter):
         rows = b.xrow[i:end]
         r0 = rows[0]
         if r0 >= 0 and rows[-1] - r0 == end - i - 1 and rows == list(range(r0, r0 + end - i)):
-            return b.X[r0:r0 + end - i]  # type: ignore[index]
+            return cast(np.ndarray, b.X)[r0:r0 + end - i]  # rows of X: it exists
+        # events: each has its features, all of one kind (a stream is dense or sparse)
         xs = [b.x(j) for j in range(i, end)]
         if isinstance(xs[0], CSR):
-            return CSR.vstack(xs)  # type: ignore[arg-type]
-        return np.stack(xs)  # type: ignore[arg-type]
+            return CSR.vstack(cast("list[CSR]", xs))
+        return np.stack(cast("list[np.ndarray]", xs))
 
     @staticmethod
     def _forget(st: ModelState, clock: int) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 import numpy as np
 
@@ -130,6 +130,23 @@ class StreamSpec:
         return self.fmt == "libsvm" and not self.sparse and self.hash_features is None
 
 
+class _Whole(Protocol):
+    """A record with its key and value, as the fast paths read the records that
+    :meth:`StreamRouter._fast_candidates` keeps (a cast of ``recs``, for the type checker:
+    only those records are read through it)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes: ...
+    @property
+    def value(self) -> bytes: ...
+
+
 class ParsedRecord(NamedTuple):
     """A record after :meth:`StreamEngine.route`: a label (``label_only``) or an event with
     features ``x`` and label ``y`` (None: unlabelled), plus where it came from."""
@@ -194,7 +211,8 @@ class EventBatch:
 
     def x(self, i: int) -> np.ndarray | CSR | None:
         r = self.xrow[i]
-        return self.xs.get(i) if r < 0 else self.X[r]  # type: ignore[index]
+        # a row of X: the vectorised parser made it
+        return self.xs.get(i) if r < 0 else cast(np.ndarray, self.X)[r]
 
     def source(self, i: int) -> str:
         if self.sources is not None:
@@ -418,37 +436,39 @@ class StreamRouter:
         cand = [j for j, r in enumerate(recs)
                 if r.value is not None and r.key and r.topic != lt]
         if cand:
-            joined = b"\n".join([recs[j].value for j in cand])  # type: ignore[misc]
+            whole = cast("list[_Whole]", recs)
+            joined = b"\n".join([whole[j].value for j in cand])
             if (b"#" in joined or LABEL_BYTES in joined
                     or joined.count(b"\n") != len(cand) - 1):
-                cand = [j for j in cand if b"#" not in recs[j].value  # type: ignore[operator]
-                        and LABEL_BYTES not in recs[j].value  # type: ignore[operator]
-                        and b"\n" not in recs[j].value]  # type: ignore[operator]
+                cand = [j for j in cand if b"#" not in whole[j].value
+                        and LABEL_BYTES not in whole[j].value
+                        and b"\n" not in whole[j].value]
         return cand
 
     def _route_fast(self, recs: list[SourceRecord], cand: list[int], b: _Columns
                     ) -> list[int]:
         """Route the candidates of :meth:`_fast_candidates` into ``b``; the records left to
         :meth:`_route_slow` (every record not routed here), in order."""
-        keys = [recs[j].key for j in cand]
+        whole = cast("list[_Whole]", recs)
+        keys = [whole[j].key for j in cand]
         try:
-            eids = [k.decode("utf-8") for k in keys]  # type: ignore[union-attr]
+            eids = [k.decode("utf-8") for k in keys]
         except UnicodeDecodeError:  # the slow path words it, record by record
             ok = []
             for j in cand:
                 try:
-                    recs[j].key.decode("utf-8")  # type: ignore[union-attr]
+                    whole[j].key.decode("utf-8")
                 except UnicodeDecodeError:
                     continue
                 ok.append(j)
             cand = ok
-            eids = [recs[j].key.decode("utf-8") for j in cand]  # type: ignore[union-attr]
+            eids = [whole[j].key.decode("utf-8") for j in cand]
         entities: list[str | None] | None = None
         if self.spec.key_by is not None:
             entities = [e.partition("/")[0] if "/" in e else "" for e in eids]
         done = bytearray(len(recs))  # 1: routed (or a dead letter) here
         if self.spec.bulk and len(cand) >= BULK_MIN:
-            values: list[bytes] = [recs[j].value for j in cand]  # type: ignore[misc]
+            values = [whole[j].value for j in cand]
             X, rows, toks = self._bulk_matrix(values)
             if X is not None:
                 b.X = X
@@ -470,7 +490,7 @@ class StreamRouter:
                               else bytearray(FEATURES if y is None else LABELLED for y in b.y))
                     b.eid, b.xrow = eids, rows
                     if entities is not None:
-                        b.entity = entities  # type: ignore[assignment]
+                        b.entity = entities
                     return []
             for c, j in enumerate(cand):
                 row = rows[c]
@@ -484,16 +504,16 @@ class StreamRouter:
                     except ParseError as e:
                         y = ys[tok] = e
                 done[j] = 1
-                rec = recs[j]
+                rec = whole[j]
                 entity = None if entities is None else entities[c]
                 if isinstance(y, ParseError):
                     b.dead[j] = stream_dead_letter(self._source(rec), rec.topic, rec.partition,
-                                                   rec.offset, rec.value.decode(),  # type: ignore[union-attr]
+                                                   rec.offset, rec.value.decode(),
                                                    y.reason, event_id=eids[c])
                 elif entity == "":
                     b.dead[j] = stream_dead_letter(
                         self._source(rec), rec.topic, rec.partition, rec.offset,
-                        rec.value.decode(), _entity_error(eids[c]),  # type: ignore[union-attr]
+                        rec.value.decode(), _entity_error(eids[c]),
                         event_id=eids[c])
                 else:
                     b.put(j, FEATURES if y is None else LABELLED, eids[c], y, row, None,
@@ -548,7 +568,7 @@ class StreamRouter:
                                                    r.offset, v.decode("ascii"),
                                                    _entity_error(eid), event_id=eid)
                     continue
-            b.put(j, LABEL, eid, y, -1, None, entity)  # type: ignore[arg-type]
+            b.put(j, LABEL, eid, y, -1, None, entity)
         return left
 
     def _route_slow(self, recs: list[SourceRecord], idx: list[int], b: _Columns) -> None:
@@ -574,7 +594,7 @@ class StreamRouter:
                 continue
             b.put(j, FEATURES if y is None else LABELLED, eid, y, -1, x, entity)
 
-    def _source(self, rec: SourceRecord) -> str:
+    def _source(self, rec: SourceRecord | _Whole) -> str:
         source = self._sources.get((rec.topic, rec.partition))
         if source is None:
             source = self._sources[(rec.topic, rec.partition)] = (

@@ -43,7 +43,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -137,7 +137,8 @@ class MultiStore:
     @property
     def X(self) -> np.ndarray:  # noqa: N802 (the attribute it replaces)
         """The stored points as rows (``capacity × d``; a view of ``XT`` when compiled)."""
-        return self._X if self.XT is None else self.XT.T  # type: ignore[return-value]
+        # _X exists exactly when XT does not
+        return cast(np.ndarray, self._X) if self.XT is None else self.XT.T
 
     @property
     def n_entries(self) -> int:

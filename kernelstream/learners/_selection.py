@@ -488,7 +488,7 @@ class SelectionLearner(Learner):
     ``_distribution()`` (the probability vector of the next draw).
     """
 
-    randomized: ClassVar[bool] = True
+    randomized = True
     draws_in_predict: ClassVar[bool] = True
 
     sigmas: str

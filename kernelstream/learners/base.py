@@ -127,9 +127,9 @@ class Learner:
 
     name: ClassVar[str] = "learner"
     params: ClassVar[tuple[Param, ...]] = ()
-    # not a ClassVar: learners whose loss decides the task set it per instance
+    # not ClassVars: some learners decide them per instance (the loss, a variant)
     task: str = "classification"
-    randomized: ClassVar[bool] = False  # consumes its RNG (different seeds give different runs)
+    randomized: bool = False  # consumes its RNG (different seeds give different runs)
     draws_in_predict: ClassVar[bool] = False  # randomness that forms the prediction (§1.1.4)
     accepts_sparse: ClassVar[bool] = False  # runs on sparse rows natively (module docstring)
     reference: ClassVar[str] = ""

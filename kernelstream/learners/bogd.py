@@ -99,7 +99,7 @@ class BOGD(KernelLearner):
     coef_bound: float
 
     def _configure(self) -> None:
-        self.randomized = self.variant == "p1"  # type: ignore[misc]
+        self.randomized = self.variant == "p1"
 
     @classmethod
     def check_params(cls, p: dict[str, Any]) -> None:

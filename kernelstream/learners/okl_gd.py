@@ -126,7 +126,7 @@ class OKLGD(compiled.CompiledSqnorms, Learner):
         return True  # the feature maps of kernelstream.learners.compiled
 
     def _configure(self) -> None:
-        self.randomized = self.random_init  # type: ignore[misc]
+        self.randomized = self.random_init
         self._sig_lo = _sigma(self.gamma_max)
         self._sig_hi = _sigma(self.gamma_min)
 

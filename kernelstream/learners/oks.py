@@ -134,7 +134,7 @@ class OKS(SelectionLearner):
     def _configure(self) -> None:
         super()._configure()
         lf = get_loss(self.loss)
-        self.task = lf.task  # type: ignore[misc]  # the loss decides the task
+        self.task = lf.task  # the loss decides the task
         self._lf = lf
         self._quirk = self.reference_quirks and self.convention == "p1"
         self._append_always = self.convention == "p2"

@@ -277,7 +277,7 @@ class _BoundedOMKC(Combination):
 
     def _configure(self) -> None:
         # RBP draws its evictions; the other maintenances are deterministic
-        self.randomized = type(self).randomized or self.budget_maintenance == "rbp"  # type: ignore[misc]
+        self.randomized = type(self).randomized or self.budget_maintenance == "rbp"
 
     def _component_params(self) -> dict[str, Any]:
         m = self.budget_maintenance
@@ -497,16 +497,16 @@ class BOMKCSD(_BoundedOMKC):
         B = self.budget
         for i in np.flatnonzero(z):
             c = self.comps[i]
-            sv = c.sv  # type: ignore[attr-defined]
+            sv = c.sv
             n = sv.n
             if total >= B:
                 if n == 0:
                     continue
-                c.budget = n  # type: ignore[attr-defined]
+                c.budget = n
                 if hasattr(c, "_head"):
-                    c._head = sv.oldest()  # type: ignore[attr-defined]
+                    c._head = sv.oldest()
             else:
-                c.budget = B  # type: ignore[attr-defined]
+                c.budget = B
             self._learn_component(int(i), x, xx, y, float(s[i]), rows[i])
             total += sv.n - n
         disc = z & (y * s <= 0.0)

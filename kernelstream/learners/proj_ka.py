@@ -156,7 +156,8 @@ class ProjKA(Learner):
     def _make_inner(self, i: int) -> Projectron:
         inner = Projectron(seed=0, budget=self.budget,
                            gamma=float(2.0 ** float(P0_EXPONENTS[i])), tie=self.tie)
-        inner._init_dim(self.dim)  # type: ignore[arg-type]
+        assert self.dim is not None  # for mypy: the inner learner starts after the first row
+        inner._init_dim(self.dim)
         return inner
 
     @property
@@ -223,7 +224,8 @@ class ProjKA(Learner):
             pre = "pka.inner."
             self.inner.set_state({k[len(pre):]: v for k, v in state.items()
                                   if k.startswith(pre)})
-            self._wx = np.zeros((0, self.dim))  # type: ignore[arg-type]
+            assert self.dim is not None  # for mypy: set_state fixes it first
+            self._wx = np.zeros((0, self.dim))
             self._wy = np.zeros(0)
         else:
             n = len(state["pka.y"])

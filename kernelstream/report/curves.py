@@ -303,7 +303,9 @@ def selection_shares(table: pa.Table, series: dict[str, Series],
         sel = t.column("selected_kernel")
         if sel.null_count == len(sel):
             continue
-        k = series[name].kernels.p.shape[0]  # type: ignore[union-attr]
+        km = series[name].kernels
+        assert km is not None  # want: the configurations with a kernel map
+        k = km.p.shape[0]
         perm = np.asarray(t.column("permutation").to_numpy(), dtype=np.int64)
         pos = np.asarray(t.column("position").to_numpy(), dtype=np.int64)
         kern = _numpy(sel, -1).astype(np.int64)

@@ -183,7 +183,7 @@ def kernels(runs: list[Run]) -> Chart | None:
     maps = [(run, s) for run in runs for s in run.series if s.kernels is not None]
     if not maps:
         return None
-    k_max = max(s.kernels.p.shape[0] for _, s in maps)  # type: ignore[union-attr]
+    k_max = max(s.kernels.p.shape[0] for _, s in maps if s.kernels is not None)
     fig = Figure(figsize=(WIDTH, 0.6 + len(maps) * (0.9 + 0.16 * k_max)), layout="constrained")
     axes = np.atleast_1d(fig.subplots(len(maps), 1, squeeze=False)[:, 0])
     image = None
