@@ -87,6 +87,15 @@ SCHEMAS = {"predictions": PREDICTIONS_SCHEMA, "metrics": METRICS_SCHEMA,
 OUTPUTS = tuple(SCHEMAS)  # the output directories of a run
 
 
+def output_of(record: PredictionBlock | dict[str, Any]) -> str:
+    """The output a record of a run goes to: a prediction block to ``predictions``, a row
+    with a ``reason`` (only dead letters have one) to ``dead_letters``, any other row to
+    ``metrics``. Lets one sink write all three outputs of a run."""
+    if isinstance(record, PredictionBlock):
+        return "predictions"
+    return DEAD_LETTER_TAG if "reason" in record else "metrics"
+
+
 def predictions_batch(p: PredictionBlock) -> pa.RecordBatch:
     """One prediction block as a record batch of :data:`PREDICTIONS_SCHEMA`."""
     sk = StreamKey.decode(p.key)

@@ -217,6 +217,11 @@ class LearnPredict(beam.PTransform):
     ``emit_states`` adds the tagged output ``states`` with every stream's state at the end of
     input, in the same encoding (:class:`StreamStateCoder`), so a later run continues the
     streams exactly.
+
+    ``keyed``: the input is already ``(stream key, block)`` pairs (e.g.
+    ``ReadPermutedStreams(keyed=True)``), so no keying step is added. Input in the global
+    window (any source's) is learnt as it comes; other windowing is replaced by the global
+    window first.
     """
 
     EARLY_STATES = ("ordered_list", "bag")
@@ -225,8 +230,9 @@ class LearnPredict(beam.PTransform):
                  metrics_window: int = 1000, source: str = "",
                  early_state: str = "ordered_list",
                  saved_states: SavedStates | None = None,
-                 emit_states: bool = False) -> None:
+                 emit_states: bool = False, keyed: bool = False) -> None:
         super().__init__()
+        self.keyed = keyed
         if early_state not in self.EARLY_STATES:
             raise ValueError(f"early_state must be one of {self.EARLY_STATES}")
         self.configs = as_configs(configs)
@@ -239,12 +245,13 @@ class LearnPredict(beam.PTransform):
 
     def expand(self, blocks: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         dofn = _LearnPredictDoFn if self.early_state == "ordered_list" else _LearnPredictBagDoFn
-        return (
-            blocks
-            | "KeyByStream" >> beam.ParDo(_KeyByStream())
+        keyed = blocks if self.keyed else blocks | "KeyByStream" >> beam.ParDo(_KeyByStream())
+        if not keyed.windowing.is_default():
             # State and timers are per window: one global window keeps each stream whole,
             # bounded or unbounded.
-            | "GlobalWindow" >> beam.WindowInto(beam.window.GlobalWindows())
+            keyed = keyed | "GlobalWindow" >> beam.WindowInto(beam.window.GlobalWindows())
+        return (
+            keyed
             | "LearnPredict" >> beam.ParDo(dofn(
                 StreamLearner(self.configs, self.seed, self.metrics_window, self.source),
                 self.emit_states, self.saved_states))
