@@ -14,16 +14,17 @@ Each worker process runs the same ``kernelstream replay`` command with the hidde
 only the streams shard I owns (``engine.replay.StreamSpec.owns``; the source's dead letters
 come from shard 0 only), writing into the same ``OUT/predictions``, ``metrics``,
 ``dead_letters`` (every sink names its files uniquely). On Linux the workers are forked from
-this process once it has imported what a run needs (Beam, pyarrow, the learners): a worker
-pays no Python start and no imports, ~1 s of CPU each that a two-configuration grid would
-otherwise spend before learning (:func:`start_method`; elsewhere each worker is a new Python
-that imports Beam while this process checks the data). The workers wait until this process
-has checked the data, then it clears ``OUT`` and lets them run (``go`` on their standard
-input), relays their progress lines, and once all have finished reads the outputs back as a
-one-process run does (``replay.read_outputs``), so ``summary.json`` holds the same content
-(timings apart). A worker that fails stops the others and the run, with that worker's own
-error line and exit code; Ctrl-C stops them all; a worker also ends when this process dies
-(its standard input, a pipe from here, closes).
+this process once it has checked the data, cleared ``OUT`` and imported what a run needs
+(Beam, pyarrow, the learners): a worker pays no Python start and no imports, ~1 s of CPU
+each that a two-configuration grid would otherwise spend before learning
+(:func:`start_method`). Elsewhere each worker is a new Python that imports Beam while this
+process checks the data and waits until ``OUT`` is cleared. Either way the workers run on
+this process's word (``go`` on their standard input). This process relays their progress
+lines and, once all have finished, reads the outputs back as a one-process run does
+(``replay.read_outputs``), so ``summary.json`` holds the same content (timings apart). A
+worker that fails stops the others and the run, with that worker's own error line and exit
+code; Ctrl-C stops them all; a worker also ends when this process dies (its standard input,
+a pipe from here, closes).
 """
 
 from __future__ import annotations
@@ -159,9 +160,10 @@ def worker_env() -> dict[str, str]:
 class WorkerPool:
     """The worker processes of one ``--workers`` run (see the module docstring).
 
-    :meth:`spawn` starts them as soon as the command line is valid: they import Beam while
-    this process checks the data, then wait. :meth:`go` clears the outputs and lets them
-    run (a pool whose data check fails never touches the outputs); :meth:`finish` waits for
+    :meth:`spawn` starts spawned workers as soon as the command line is valid: they import
+    Beam while this process checks the data, then wait. :meth:`go` clears the outputs,
+    forks the workers that are forked, and lets them run (a pool whose data check fails
+    never touches the outputs); :meth:`finish` waits for
     them and reads the outputs back; :meth:`close` (always, e.g. in a ``finally``) stops the
     workers of a run that did not finish (a failed check, Ctrl-C) and removes what they
     wrote."""
@@ -172,13 +174,26 @@ class WorkerPool:
         self.t0 = time.perf_counter()
         self.started = False  # go() was sent: outputs may exist
         self.done = False
+        self.count = 1  # worker processes (effective_workers)
+        self.method = "spawn"  # start_method()
 
     @classmethod
     def spawn(cls, config: ReplayConfig) -> WorkerPool:
+        """The pool of ``config``'s run: spawned workers start now (a new Python imports Beam
+        while this process checks the data), forked ones in :meth:`go`, once the data is
+        checked (a bad file fails before this process imports Beam)."""
         pool = cls(config)
-        n = effective_workers(config)
+        pool.count = effective_workers(config)
+        pool.method = start_method()
+        if pool.method == "spawn":
+            pool._start()
+        return pool
+
+    def _start(self) -> None:
+        config, n = self.config, self.count
+        # a thread started since spawn() (none in the command) would make a fork unsafe
+        fork = self.method == "fork" and threading.active_count() == 1
         try:
-            fork = start_method() == "fork"
             if fork:
                 preload(config)
             env = None if fork else worker_env()
@@ -186,26 +201,25 @@ class WorkerPool:
                 # stdin: "go" once this process has checked the data and cleared the outputs;
                 # then a pipe that closes when this process dies: no worker outlives it
                 proc: subprocess.Popen[str] | _Forked = (
-                    _fork_worker(worker_args(config, i, n), pool.workers) if fork else
+                    _fork_worker(worker_args(config, i, n), self.workers) if fork else
                     subprocess.Popen(worker_argv(config, i, n), stdin=subprocess.PIPE,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      env=env, text=True, bufsize=1))
-                pool.workers.append(_Worker(i, n, proc, time.perf_counter()))
+                self.workers.append(_Worker(i, n, proc, time.perf_counter()))
             lock = threading.Lock()
-            for w in pool.workers:
+            for w in self.workers:
                 w.relay = threading.Thread(target=_relay, args=(w, lock), daemon=True,
                                            name=f"relay-{w.index}")
                 w.relay.start()
         except BaseException:
-            pool.close()
+            self.close()
             raise
-        return pool
 
     def go(self) -> None:
-        """Clear the outputs and let the workers run."""
+        """Clear the outputs, start the workers that are forked, and let them all run."""
         config = self.config
         streams = stream_count(config)
-        n = len(self.workers)
+        n = self.count
         _log.info("%s over %d worker processes%s",
                   "per-entity streams" if streams is None else f"{streams} streams", n,
                   "" if n == config.workers else
@@ -218,6 +232,8 @@ class WorkerPool:
         clear_outputs(config.out)
         for name in OUTPUTS:  # before the workers, so that none of them races to create them
             fs.makedirs(fs.join(config.out, name))
+        if not self.workers:
+            self._start()
         for w in self.workers:
             assert w.proc.stdin is not None
             with contextlib.suppress(OSError):  # a worker that died: finish() reports it
