@@ -4,7 +4,7 @@ and ``replay --workers``.
 Each grid is a ``kernelstream replay`` command line (a9a, configurations ``a=bogd`` and
 ``b=bpa-s`` at budget 200; ``--grids`` picks which), run end to end as a user runs it (a fresh
 process: Python start, imports, reading the data, learning, writing the Parquet outputs and
-summary.json) in four ways:
+summary.json) in these ways (``--ways`` picks which):
 
 * ``1 worker``: ``--runner direct`` (Beam's FnApiRunner in-process), the baseline;
 * ``multi_processing``: ``-- --direct_num_workers=2 --direct_running_mode=multi_processing``
@@ -14,9 +14,12 @@ summary.json) in four ways:
   and the pool are started once, before the rounds, and not timed; the pool's log says how
   many SDK workers each job started;
 * ``--workers 2``: the grid's streams split over two runner processes, each running the same
-  Beam pipeline on its share (``kernelstream.pipelines.workers``).
+  Beam pipeline on its share (``kernelstream.pipelines.workers``), forked from the command
+  once it has imported Beam;
+* ``--workers 2 spawned``: the same with ``KERNELSTREAM_WORKER_START=spawn``: each worker a
+  new Python that imports Beam itself (how ``--workers`` started its workers before).
 
-Rounds alternate the order of the four (round k starts with the k-th), ``--rounds`` rounds
+Rounds alternate the order of the ways (round k starts with the k-th), ``--rounds`` rounds
 (default 3); medians over the rounds, and the ratio of each median to the 1-worker median.
 The machine is shared: before each run the script waits (up to ``--idle-wait`` seconds) for
 a second in which the CPUs are at least 90 % idle, and it measures the CPU seconds other
@@ -36,10 +39,16 @@ Writes ``benchmarks/results/grid.md`` and ``grid.json`` (generated; never edit b
 
     .venv/bin/python benchmarks/grid.py                    # ~5 min on 2 idle cores
     .venv/bin/python benchmarks/grid.py --rounds 1 --grids R1
+    .venv/bin/python benchmarks/grid.py --ways "1 worker,--workers 2" --idle-wait 10
+
+The package's bytecode is compiled first (``compileall``), as an installed package has it:
+with ``PYTHONDONTWRITEBYTECODE`` set and no ``__pycache__``, every fresh process would
+compile kernelstream's sources again.
 """
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import json
 import os
@@ -65,6 +74,7 @@ from kernelstream.engine.outputs import (
     PREDICTIONS_SCHEMA,
     read_table,
 )
+from kernelstream.pipelines.workers import START_ENV
 
 STEM = "grid"
 TARGET = 0.65
@@ -82,7 +92,10 @@ MODES: dict[str, tuple[list[str], list[str]]] = {  # name -> (replay options, af
     "multi_processing": ([], ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]),
     "portable EXTERNAL": (["--runner", "portable"], ["--direct_num_workers=2"]),
     "--workers 2": (["--workers", "2"], []),
+    "--workers 2 spawned": (["--workers", "2"], []),
 }
+# ways that differ by their environment: workers as new Pythons instead of forks
+MODE_ENV: dict[str, dict[str, str]] = {"--workers 2 spawned": {START_ENV: "spawn"}}
 BASE = "1 worker"
 SHARDED = "--workers 2"
 PORTABLE = "portable EXTERNAL"
@@ -100,10 +113,10 @@ def log(msg: str) -> None:
     print(f"[grid] {msg}", file=sys.stderr, flush=True)
 
 
-def _env() -> dict[str, str]:
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The runs' environment: this checkout importable, the venv first on PATH (the worker
-    pool starts its SDK workers as ``python``)."""
-    env = dict(os.environ)
+    pool starts its SDK workers as ``python``), plus ``extra``."""
+    env = {**os.environ, **(extra or {})}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_common.REPO), env.get("PYTHONPATH"))
                                         if p)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -236,7 +249,7 @@ def wait_idle(limit: float) -> float:
     return time.monotonic() - t0
 
 
-def run_cli(args: list[str], out: Path) -> dict[str, Any]:
+def run_cli(args: list[str], out: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     """One ``kernelstream replay`` in a fresh process: wall seconds, exit code, stderr, its
     CPU seconds and the seconds its threads waited for a CPU (all its processes), and the CPU
     seconds other tenants used meanwhile."""
@@ -247,7 +260,7 @@ def run_cli(args: list[str], out: Path) -> dict[str, Any]:
     b0, me0 = busy_seconds(), time.process_time()
     own.start()
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, env=_env(), cwd=_common.REPO, capture_output=True, text=True,
+    res = subprocess.run(cmd, env=_env(env), cwd=_common.REPO, capture_output=True, text=True,
                          check=False)
     wall = time.perf_counter() - t0
     ours, waited = own.seconds()
@@ -271,12 +284,19 @@ def disturbed(res: dict[str, Any]) -> bool:
     return bool(res["others_cpu_s"] > per_s and res["cpu_wait_s"] > per_s)
 
 
+def _started(pool_log: Path) -> int:
+    """SDK workers the EXTERNAL pool has started so far (0 when no pool runs)."""
+    if not pool_log.exists():
+        return 0
+    return pool_log.read_text(errors="replace").count(STARTED)
+
+
 def measure(a: Any, tmp: Path, job: str, pool: str, pool_log: Path) -> dict[str, Any]:
     data = str(Path(a.data_dir) / A9A)
     cells: dict[str, Any] = {}
     for grid in a.grids:
         extra, what = GRIDS[grid]
-        modes = list(MODES)
+        modes = list(a.ways)
         runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
         ref: Path | None = None
         for k in range(a.rounds):
@@ -293,13 +313,12 @@ def measure(a: Any, tmp: Path, job: str, pool: str, pool_log: Path) -> dict[str,
                 best: dict[str, Any] | None = None
                 for _ in range(a.tries):
                     waited = wait_idle(a.idle_wait)
-                    started = pool_log.read_text(errors="replace").count(STARTED)
-                    res = run_cli(args, out)
+                    started = _started(pool_log)
+                    res = run_cli(args, out, MODE_ENV.get(m))
                     if res["rc"] != 0:
                         raise RuntimeError(f"{grid} / {m}: exit {res['rc']}: "
                                            f"{res['stderr'][-3000:]}")
-                    res["sdk_workers"] = (pool_log.read_text(errors="replace").count(STARTED)
-                                          - started)
+                    res["sdk_workers"] = _started(pool_log) - started
                     res["waited"] = waited
                     if best is None or res["cpu_wait_s"] < best["cpu_wait_s"]:
                         best = res
@@ -331,8 +350,10 @@ def measure(a: Any, tmp: Path, job: str, pool: str, pool_log: Path) -> dict[str,
             walls = [c["wall_s"] for c, _ in runs[m]]
             med = statistics.median(walls)
             row: dict[str, Any] = {
-                "mode": m, "options": " ".join([*MODES[m][0], *(["--", *MODES[m][1]]
-                                                                  if MODES[m][1] else [])]),
+                "mode": m, "options": " ".join([*(f"{k}={v}" for k, v in
+                                                  MODE_ENV.get(m, {}).items()),
+                                                *MODES[m][0], *(["--", *MODES[m][1]]
+                                                                if MODES[m][1] else [])]),
                 "walls_s": walls, "median_s": med, "ratio": med / base_median,
                 "learning_s": statistics.median(c["learning_s"] for c, _ in runs[m]),
                 "own_cpu_s": statistics.median(c["own_cpu_s"] for c, _ in runs[m]),
@@ -344,7 +365,7 @@ def measure(a: Any, tmp: Path, job: str, pool: str, pool_log: Path) -> dict[str,
             if m == PORTABLE:
                 row["sdk_workers"] = [c["sdk_workers"] for c, _ in runs[m]]
             rows.append(row)
-        learn = rows[0]["learning_s"]
+        learn = next(r["learning_s"] for r in rows if r["mode"] == BASE)
         cells[grid] = {"what": what, "command": " ".join(["kernelstream", "replay", A9A, *GRID,
                                                            *extra]),
                        "rows": rows, "base_median_s": base_median,
@@ -359,7 +380,7 @@ def render(js: dict[str, Any]) -> list[str]:
                                     f"wall time {js['wall_min']:.1f} min"), "",
              f"* Machine: {js['machine']}; load average at the start {js['load']} (1/5/15 "
              "min): a shared machine, hence alternating rounds and medians.",
-             f"* {js['rounds']} rounds; in round k the four ways run in turn starting with "
+             f"* {js['rounds']} rounds; in round k the ways run in turn starting with "
              "the k-th. Each run is a fresh `kernelstream replay ... -q` process, timed from "
              "start to exit (Python start, imports, reading a9a, learning, Parquet outputs, "
              "summary.json).",
@@ -398,43 +419,62 @@ def render(js: dict[str, Any]) -> list[str]:
                          f"{others} | {waits} | {r['disturbed']} | "
                          f"{'yes' if r['identical'] else '**no**'} |")
         sharded = next(r for r in c["rows"] if r["mode"] == SHARDED)
-        portable = next(r for r in c["rows"] if r["mode"] == PORTABLE)
+        portable = next((r for r in c["rows"] if r["mode"] == PORTABLE), None)
         ok = sharded["ratio"] <= TARGET and sharded["identical"]
+        pool = ("" if portable is None else " SDK workers the EXTERNAL pool started per "
+                f"portable job: {', '.join(map(str, portable['sdk_workers']))}.")
         lines += ["", f"**`--workers 2` / 1 worker: {sharded['ratio']:.2f}** (target ≤ "
                   f"{TARGET}: {_common.pass_mark(ok)}); learning-only bound for this grid "
-                  f"{c['amdahl_bound']:.2f}. SDK workers the EXTERNAL pool started per "
-                  f"portable job: {', '.join(map(str, portable['sdk_workers']))}.", ""]
-    lines += ["## Reading", "",
-              "* `multi_processing` starts SDK worker subprocesses (each imports Beam) and "
-              "moves every block and every state read and write between them and the runner "
-              "through gRPC: it keeps both cores busy (CPU column) and finishes about twice "
-              "as late as one worker.",
-              "* `portable EXTERNAL`: Beam's local job service runs each job with "
-              "`FnApiRunner.run_via_runner_api`, which never reads `--direct_num_workers` "
-              "(only `FnApiRunner.run_pipeline` does), so a job gets one SDK worker from the "
-              "pool whatever the option says (*SDK workers* above): one core, with every "
-              "block crossing gRPC between the service and the worker.",
-              "* `--workers 2` runs the same pipeline in two processes, each on its half of "
-              "the streams, and merges the outputs. Each process pays its own fixed cost "
-              "(about 1.5 s: Python, Beam's import, reading a9a, starting the runner) in "
-              "parallel with the other, so the ratio nears 0.5 as learning dominates and "
-              "stays near the learning-only bound when it does not: the two-stream grid "
-              "learns for 0.8 s in all, too little to halve a 2.4 s run."]
+                  f"{c['amdahl_bound']:.2f}.{pool}", ""]
+    ways = js.get("ways", list(MODES))
+    skipped = [m for m in MODES if m not in ways]
+    lines += ["## Reading", ""]
+    if skipped:
+        lines.append(f"* Not run this time (`--ways`): {', '.join(skipped)}; see this file's "
+                     "history for their last measurements.")
+    if "multi_processing" in ways:
+        lines.append("* `multi_processing` starts SDK worker subprocesses (each imports Beam) "
+                     "and moves every block and every state read and write between them and "
+                     "the runner through gRPC: it keeps both cores busy (CPU column) and "
+                     "finishes about twice as late as one worker.")
+    if PORTABLE in ways:
+        lines.append("* `portable EXTERNAL`: Beam's local job service runs each job with "
+                     "`FnApiRunner.run_via_runner_api`, which never reads "
+                     "`--direct_num_workers` (only `FnApiRunner.run_pipeline` does), so a job "
+                     "gets one SDK worker from the pool whatever the option says (*SDK "
+                     "workers* above): one core, with every block crossing gRPC between the "
+                     "service and the worker.")
+    first = next(iter(js["cells"].values()))
+    base = next(r for r in first["rows"] if r["mode"] == BASE)
+    lines.append(
+        "* `--workers 2` runs the same pipeline in two processes, each on its half of the "
+        "streams, and merges the outputs. The workers are forked from the command once it "
+        "has checked the data and imported Beam, so what stays serial is one Python start, "
+        "Beam's import and reading back the outputs; each worker still reads the data and "
+        "builds and starts its pipeline. The ratio nears 0.5 as learning dominates and stays "
+        "near the learning-only bound when it does not: the first grid above learns for "
+        f"{base['learning_s']:.2f} s in all, too little to halve a {base['median_s']:.2f} s "
+        "run whose serial part alone is about a second.")
     return lines
 
 
 def main() -> None:
     ap = _common.script_parser(__doc__)
     _common.add_output_args(ap, STEM, render_flag="--render")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of the four ways (default 3)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the ways (default 3)")
     ap.add_argument("--tries", type=int, default=3,
                     help="runs of a cell while other tenants disturb it (default 3)")
     ap.add_argument("--idle-wait", type=float, default=120.0,
                     help="before each run, wait at most this long for an idle second "
                     "(default 120)")
     _common.add_list_arg(ap, "--grids", GRIDS)
+    _common.add_list_arg(ap, "--ways", MODES)
     a = ap.parse_args()
     a.grids = _common.parse_list(ap, a.grids, GRIDS, "grid")
+    a.ways = _common.parse_list(ap, a.ways, MODES, "way")
+    for need in (BASE, SHARDED):
+        if need not in a.ways:
+            ap.error(f"--ways must include {need!r}")
     if a.render:
         js = _common.read_json(a.out_dir / f"{STEM}.json")
         (a.out_dir / f"{STEM}.md").write_text("\n".join(render(js)) + "\n")
@@ -443,19 +483,23 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     t0 = time.time()
     load = " / ".join(f"{v:.2f}" for v in os.getloadavg())
-    with tempfile.TemporaryDirectory() as d:
+    # as an installed package: no fresh process compiles the sources again
+    compileall.compile_dir(str(_common.REPO / "kernelstream"), quiet=1)
+    with tempfile.TemporaryDirectory() as d, contextlib.ExitStack() as stack:
         tmp = Path(d)
         jport, pport = free_port("localhost"), free_port("localhost")
         pool_log = tmp / "pool.log"
-        with _listening([sys.executable, "-m",
-                         "apache_beam.runners.portability.local_job_service_main",
-                         "--port", str(jport)], jport, tmp / "job.log"), \
-                _listening([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-                            "--service_port", str(pport)], pport, pool_log):
-            cells = measure(a, tmp, f"localhost:{jport}", f"localhost:{pport}", pool_log)
+        if PORTABLE in a.ways:
+            stack.enter_context(_listening(
+                [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
+                 "--port", str(jport)], jport, tmp / "job.log"))
+            stack.enter_context(_listening(
+                [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+                 "--service_port", str(pport)], pport, pool_log))
+        cells = measure(a, tmp, f"localhost:{jport}", f"localhost:{pport}", pool_log)
     js = {"generated": _common.now_utc(), "wall_min": (time.time() - t0) / 60,
           "machine": _common.machine_info(), "load": load, "rounds": a.rounds,
-          "idle_wait": a.idle_wait, "tries": a.tries, "cells": cells}
+          "idle_wait": a.idle_wait, "tries": a.tries, "ways": a.ways, "cells": cells}
     _common.write_report(a.out_dir, STEM, render(js), js)
     log(f"wrote {a.out_dir / (STEM + '.md')}")
 

@@ -93,7 +93,7 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
                                            saved_states=(None if run.resume_from is None else
                                                          SavedStates.of(run.resume_from)),
                                            emit_states=run.writes is not None,
-                                           keyed=keyed)
+                                           keyed=keyed, merged=run.kafka_out is None)
     if run.writes is not None:
         # the streams this run did not touch keep their saved states (a shuffle, not a
         # side input: each worker sees its share)
@@ -102,16 +102,18 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
         _ = out.states | "Checkpoint" >> ckpts.WriteCheckpoint(run.writes, saved,
                                                               src.position)
     # the source's dead letters are the file's: with replay --workers one shard writes them
-    dead = ((src.dead_letters, out.dead_letters) if run.spec.source_dead_letters
-            else (out.dead_letters,))
-    # one sink for the three outputs (each record routed to its directory by its kind)
-    _ = (out.predictions, out.metrics, *dead) | "Write" >> WriteOutputs(
+    src_dead = (src.dead_letters,) if run.spec.source_dead_letters else ()
+    # one sink for the three outputs, each record routed to its directory by its kind (the
+    # learner's are all on its main output, but with --kafka-out)
+    learnt = ((out.predictions,) if run.kafka_out is None
+              else (out.predictions, out.metrics, out.dead_letters))
+    _ = (*learnt, *src_dead) | "Write" >> WriteOutputs(
         {name: (fs.join(run.out, name), SCHEMAS[name]) for name in OUTPUTS}, output_of)
     if run.kafka_out is not None:
         topics = output_topics(run.kafka_out)
-        dead_all = dead | "DeadLetters" >> beam.Flatten()
+        dead = (*src_dead, out.dead_letters) | "DeadLetters" >> beam.Flatten()
         for name, pcoll in (("predictions", out.predictions), ("metrics", out.metrics),
-                            (DEAD_LETTER_TAG, dead_all)):
+                            (DEAD_LETTER_TAG, dead)):
             _ = pcoll | f"Kafka_{name}" >> WriteKafka(topics[name], run.kafka_client)
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import logging
 import os
 import signal
@@ -196,6 +197,9 @@ class WorkerPool:
         try:
             if fork:
                 preload(config)
+                # objects of this process stay out of the workers' collections: a collection
+                # would touch (and so copy) every page they share with this process
+                gc.freeze()
             env = None if fork else worker_env()
             for i in range(n):
                 # stdin: "go" once this process has checked the data and cleared the outputs;

@@ -86,8 +86,9 @@ class _LearnPredictBase(beam.DoFn):
     """The element and end-of-input logic; subclasses declare the state of early blocks."""
 
     def __init__(self, core: StreamLearner, emit_states: bool = False,
-                 saved: SavedStates | None = None) -> None:
+                 saved: SavedStates | None = None, merged: bool = False) -> None:
         self.core = core
+        self.merged = merged  # metrics and dead letters on the main output too
         self.emit_states = emit_states
         self.saved = saved  # a checkpoint's states, read by key when a stream first appears
         self.progress: Progress | None = None
@@ -104,6 +105,9 @@ class _LearnPredictBase(beam.DoFn):
         self.progress = Progress()
         if self.saved is not None:  # one index per worker process, shared by its threads
             self.saved = SavedStates.shared(self.saved.files)
+
+    def _out(self, tag: str, value: Any) -> Any:
+        return value if self.merged else beam.pvalue.TaggedOutput(tag, value)
 
     def _element(self, element: tuple[str, Block], state: Any, early: ParkedBlocks, end: Any,
                  window: Any) -> Iterator[Any]:
@@ -130,10 +134,10 @@ class _LearnPredictBase(beam.DoFn):
             self.n_mistakes.inc(int(np.count_nonzero(p.mistake == 1)))
             yield p
             for r in res.metrics:
-                yield beam.pvalue.TaggedOutput(METRICS_TAG, r)
+                yield self._out(METRICS_TAG, r)
             for d in res.dead_letters:
                 self.n_dead.inc()
-                yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, d)
+                yield self._out(DEAD_LETTER_TAG, d)
         if st.cursor.buffered > buffered:
             self.n_early.inc(st.cursor.buffered - buffered)
         if st.cursor.duplicates > dups:
@@ -146,8 +150,8 @@ class _LearnPredictBase(beam.DoFn):
             return
         for d in self.core.gap_letters(key, st, drain_gaps(st.cursor, early)):
             self.n_dead.inc()
-            yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, d)
-        yield beam.pvalue.TaggedOutput(METRICS_TAG, self.core.final_row(key, st))
+            yield self._out(DEAD_LETTER_TAG, d)
+        yield self._out(METRICS_TAG, self.core.final_row(key, st))
         if self.emit_states:
             yield beam.pvalue.TaggedOutput(STATES_TAG, (key, encode_stream_state(st)))
         state.clear()
@@ -222,6 +226,11 @@ class LearnPredict(beam.PTransform):
     ``ReadPermutedStreams(keyed=True)``), so no keying step is added. Input in the global
     window (any source's) is learnt as it comes; other windowing is replaced by the global
     window first.
+
+    ``merged``: the metrics and dead-letter rows go to the main output too, beside the
+    prediction blocks (their tagged outputs stay empty): one PCollection for one sink (e.g.
+    ``sinks.WriteOutputs`` routed by ``engine.outputs.output_of``), one writing step fewer
+    per output in the pipeline.
     """
 
     EARLY_STATES = ("ordered_list", "bag")
@@ -230,9 +239,11 @@ class LearnPredict(beam.PTransform):
                  metrics_window: int = 1000, source: str = "",
                  early_state: str = "ordered_list",
                  saved_states: SavedStates | None = None,
-                 emit_states: bool = False, keyed: bool = False) -> None:
+                 emit_states: bool = False, keyed: bool = False,
+                 merged: bool = False) -> None:
         super().__init__()
         self.keyed = keyed
+        self.merged = merged
         if early_state not in self.EARLY_STATES:
             raise ValueError(f"early_state must be one of {self.EARLY_STATES}")
         self.configs = as_configs(configs)
@@ -254,8 +265,8 @@ class LearnPredict(beam.PTransform):
             keyed
             | "LearnPredict" >> beam.ParDo(dofn(
                 StreamLearner(self.configs, self.seed, self.metrics_window, self.source),
-                self.emit_states, self.saved_states))
+                self.emit_states, self.saved_states, self.merged))
             .with_input_types(tuple[str, Block])
-            .with_output_types(PredictionBlock)
+            .with_output_types(Any if self.merged else PredictionBlock)
             .with_outputs(METRICS_TAG, DEAD_LETTER_TAG, STATES_TAG, main="predictions")
         )
