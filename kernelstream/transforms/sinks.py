@@ -151,9 +151,9 @@ class WriteOutputs(beam.PTransform):
     record goes to the output ``route(record)`` names (a key of ``outputs``: its directory
     and schema), and each bundle writes at most one file per output.
 
-    Apply to one PCollection or a tuple of them. Every bundle streams its
-    records into hidden temporary files and emits their names; once the input is complete a
-    finalizing step (the names as a side input) renames the committed bundles' files to
+    Apply to one PCollection or a tuple of them. Every bundle streams its records into hidden
+    temporary files and emits their names; once the input is complete a finalizing step (the
+    names as a side input) renames the committed bundles' files to
     ``<prefix>-<token>-<uuid>.parquet`` and deletes the temporary files of failed attempts,
     so a retried bundle leaves no duplicate rows. One light writing step per input and one
     finalizer for all the outputs of a run: each transform of a pipeline costs its
