@@ -202,6 +202,7 @@ class OwnCpu(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.ours: dict[int, bool] = {}
+        self.parent: dict[int, int] = {}  # our processes' parent pids
         self.first: dict[tuple[int, int], tuple[float, float]] = {}
         self.last: dict[tuple[int, int], tuple[float, float]] = {}
         self.stop = threading.Event()
@@ -215,6 +216,8 @@ class OwnCpu(threading.Thread):
                     self.ours[pid] = MARKER.encode() in (d / "environ").read_bytes().split(b"\0")
                 if not self.ours[pid]:
                     continue
+                if pid not in self.parent:
+                    self.parent[pid] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
                 for t in (d / "task").iterdir():
                     with contextlib.suppress(OSError, IndexError, ValueError):
                         # run time and run-queue wait (ns) of the thread
@@ -226,6 +229,18 @@ class OwnCpu(threading.Thread):
     def run(self) -> None:
         while not self.stop.wait(0.05):
             self.sample()
+
+    def critical(self, root: int) -> float:
+        """CPU seconds along the critical path of a run whose command is ``root``: its own
+        CPU plus that of its busiest child process (its workers run in parallel; what the
+        command does before and after them does not). The wall time of the run on cores
+        nobody else uses, when the workers start after the command's own work (forked
+        ones); an upper bound for workers that start while the command works (spawned)."""
+        cpu: dict[int, float] = {}
+        for k, v in self.last.items():
+            cpu[k[0]] = cpu.get(k[0], 0.0) + v[0] - self.first.get(k, (0.0, 0.0))[0]
+        kids = [c for p, c in cpu.items() if self.parent.get(p) == root]
+        return cpu.get(root, 0.0) + max(kids, default=0.0)
 
     def seconds(self) -> tuple[float, float]:
         """(CPU seconds, seconds waited for a CPU) of our processes since the start."""
@@ -260,13 +275,14 @@ def run_cli(args: list[str], out: Path, env: dict[str, str] | None = None) -> di
     b0, me0 = busy_seconds(), time.process_time()
     own.start()
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, env=_env(env), cwd=_common.REPO, capture_output=True, text=True,
-                         check=False)
+    proc = subprocess.Popen(cmd, env=_env(env), cwd=_common.REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _, stderr = proc.communicate()
     wall = time.perf_counter() - t0
     ours, waited = own.seconds()
     busy = busy_seconds() - b0
-    return {"wall_s": wall, "rc": res.returncode, "stderr": res.stderr, "own_cpu_s": ours,
-            "cpu_wait_s": waited,
+    return {"wall_s": wall, "rc": proc.returncode, "stderr": stderr, "own_cpu_s": ours,
+            "critical_cpu_s": own.critical(proc.pid), "cpu_wait_s": waited,
             "others_cpu_s": max(0.0, busy - ours - (time.process_time() - me0))}
 
 
@@ -332,6 +348,7 @@ def measure(a: Any, tmp: Path, job: str, pool: str, pool_log: Path) -> dict[str,
                 wall = res["wall_s"]
                 cell: dict[str, Any] = {"wall_s": wall, "learning_s": learning_seconds(out),
                                         "own_cpu_s": res["own_cpu_s"],
+                                        "critical_cpu_s": res["critical_cpu_s"],
                                         "cpu_wait_s": res["cpu_wait_s"],
                                         "disturbed": disturbed(res),
                                         "others_cpu_s": res["others_cpu_s"],
@@ -357,6 +374,7 @@ def measure(a: Any, tmp: Path, job: str, pool: str, pool_log: Path) -> dict[str,
                 "walls_s": walls, "median_s": med, "ratio": med / base_median,
                 "learning_s": statistics.median(c["learning_s"] for c, _ in runs[m]),
                 "own_cpu_s": statistics.median(c["own_cpu_s"] for c, _ in runs[m]),
+                "critical_cpu_s": statistics.median(c["critical_cpu_s"] for c, _ in runs[m]),
                 "others_cpu_s": [c["others_cpu_s"] for c, _ in runs[m]],
                 "cpu_wait_s": [c["cpu_wait_s"] for c, _ in runs[m]],
                 "disturbed": sum(bool(c["disturbed"]) for c, _ in runs[m]),
@@ -403,29 +421,44 @@ def render(js: dict[str, Any]) -> list[str]:
              "(1-worker wall − learning/2) / 1-worker wall. The per-block work around the "
              "learners (Beam's bundles, metrics, writing the outputs) splits too, so a "
              "ratio can fall below it; each process's own fixed cost (Python, Beam's "
-             "import, reading the data, starting the runner) does not.", ""]
+             "import, reading the data, starting the runner) does not.",
+             "* *critical path*: CPU seconds of the command plus those of its busiest "
+             "worker process (sampled every 50 ms), median: what the run would take on two "
+             "cores nobody else uses, when the workers start after the command's own work "
+             "(forked workers); an upper bound for spawned ones, which start while the "
+             "command works. Unlike the wall times, it hardly depends on the other tenants: "
+             "*critical-path ratio* = a way's over the 1-worker run's.", ""]
     for c in js["cells"].values():
         lines += [f"## `{c['command']}` ({c['what']})", "",
                   "| way | options | median wall (s) | walls (s) | ratio to 1 worker | "
-                  "learning (s) | CPU (s) | others' CPU (s) | waited (s) | disturbed | "
-                  "identical |", "|---|---|---:|---|---:|---:|---:|---|---|---:|---|"]
+                  "learning (s) | CPU (s) | critical path (s) | critical-path ratio | "
+                  "others' CPU (s) | waited (s) | disturbed | identical |",
+                  "|---|---|---:|---|---:|---:|---:|---:|---:|---|---|---:|---|"]
+        base_crit = next((r.get("critical_cpu_s") for r in c["rows"] if r["mode"] == BASE),
+                         None)
         for r in c["rows"]:
             opts = f"`{r['options']}`" if r["options"] else "(default)"
             walls = ", ".join(f"{w:.2f}" for w in r["walls_s"])
             others = ", ".join(f"{v:.1f}" for v in r["others_cpu_s"])
             waits = ", ".join(f"{v:.1f}" for v in r["cpu_wait_s"])
+            crit = r.get("critical_cpu_s")
+            crit_cells = ("– | –" if crit is None or not base_crit else
+                          f"{crit:.2f} | {crit / base_crit:.2f}")
             lines.append(f"| {r['mode']} | {opts} | {r['median_s']:.2f} | {walls} | "
                          f"{r['ratio']:.2f} | {r['learning_s']:.2f} | {r['own_cpu_s']:.1f} | "
-                         f"{others} | {waits} | {r['disturbed']} | "
+                         f"{crit_cells} | {others} | {waits} | {r['disturbed']} | "
                          f"{'yes' if r['identical'] else '**no**'} |")
         sharded = next(r for r in c["rows"] if r["mode"] == SHARDED)
         portable = next((r for r in c["rows"] if r["mode"] == PORTABLE), None)
         ok = sharded["ratio"] <= TARGET and sharded["identical"]
         pool = ("" if portable is None else " SDK workers the EXTERNAL pool started per "
                 f"portable job: {', '.join(map(str, portable['sdk_workers']))}.")
+        crit = ("" if not base_crit or sharded.get("critical_cpu_s") is None else
+                f" Critical-path ratio (idle cores): "
+                f"{sharded['critical_cpu_s'] / base_crit:.2f}.")
         lines += ["", f"**`--workers 2` / 1 worker: {sharded['ratio']:.2f}** (target ≤ "
                   f"{TARGET}: {_common.pass_mark(ok)}); learning-only bound for this grid "
-                  f"{c['amdahl_bound']:.2f}.{pool}", ""]
+                  f"{c['amdahl_bound']:.2f}.{crit}{pool}", ""]
     ways = js.get("ways", list(MODES))
     skipped = [m for m in MODES if m not in ways]
     lines += ["## Reading", ""]
@@ -446,6 +479,9 @@ def render(js: dict[str, Any]) -> list[str]:
                      "service and the worker.")
     first = next(iter(js["cells"].values()))
     base = next(r for r in first["rows"] if r["mode"] == BASE)
+    crit = base.get("critical_cpu_s")
+    size = (f"a {base['median_s']:.2f} s run" if crit is None else
+            f"a run of {crit:.2f} s on idle cores (critical path)")
     lines.append(
         "* `--workers 2` runs the same pipeline in two processes, each on its half of the "
         "streams, and merges the outputs. The workers are forked from the command once it "
@@ -453,8 +489,19 @@ def render(js: dict[str, Any]) -> list[str]:
         "Beam's import and reading back the outputs; each worker still reads the data and "
         "builds and starts its pipeline. The ratio nears 0.5 as learning dominates and stays "
         "near the learning-only bound when it does not: the first grid above learns for "
-        f"{base['learning_s']:.2f} s in all, too little to halve a {base['median_s']:.2f} s "
-        "run whose serial part alone is about a second.")
+        f"{base['learning_s']:.2f} s in all, too little to halve {size} whose serial part "
+        "alone is about a second.")
+    runs = [r for c in js["cells"].values() for r in c["rows"]]
+    disturbed = sum(r["disturbed"] for r in runs)
+    total = sum(len(r["walls_s"]) for r in runs)
+    if disturbed * 2 > total:
+        busy = statistics.median(v / w for r in runs
+                                 for v, w in zip(r["others_cpu_s"], r["walls_s"], strict=True))
+        lines.append(
+            f"* {disturbed} of {total} runs were disturbed (other tenants kept about "
+            f"{busy:.1f} of the 2 CPUs busy during a run, median): the walls and their "
+            "ratios measure the machine's load as much as the code; the critical-path "
+            "ratio is the figure to read.")
     return lines
 
 
