@@ -118,6 +118,35 @@ def predictions_batch(p: PredictionBlock) -> pa.RecordBatch:
     ], schema=PREDICTIONS_SCHEMA)
 
 
+# Prediction rows per Parquet row group. Each write of a record batch ends a row group, whose
+# column chunks, statistics and page headers cost about a millisecond whatever its size: one
+# group per 1024-row block took 0.05 s of a 50k-row replay; 32768 rows buffer ~4 MB.
+GROUP_ROWS = 32768
+
+
+class PredictionWriter:
+    """Prediction blocks into a ``pyarrow.parquet.ParquetWriter`` (of
+    :data:`PREDICTIONS_SCHEMA`), about :data:`GROUP_ROWS` rows per row group; :meth:`flush`
+    writes what is buffered (before the writer closes)."""
+
+    def __init__(self, writer: pq.ParquetWriter) -> None:
+        self.writer = writer
+        self.batches: list[pa.RecordBatch] = []
+        self.rows = 0
+
+    def write(self, p: PredictionBlock) -> None:
+        self.batches.append(predictions_batch(p))
+        self.rows += p.n
+        if self.rows >= GROUP_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.batches:
+            self.writer.write_table(pa.Table.from_batches(self.batches, PREDICTIONS_SCHEMA),
+                                    row_group_size=max(1, self.rows))
+        self.batches, self.rows = [], 0
+
+
 def rows_batch(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(list(rows), schema=schema)
 

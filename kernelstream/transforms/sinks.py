@@ -37,7 +37,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from kernelstream.engine.blocks import PredictionBlock
-from kernelstream.engine.outputs import predictions_batch, rows_batch
+from kernelstream.engine.outputs import PredictionWriter, predictions_batch, rows_batch
 
 
 class ParquetSink(fileio.FileSink):
@@ -51,17 +51,19 @@ class ParquetSink(fileio.FileSink):
         self.schema = schema
         self.group_bytes = group_bytes
         self._writer: pq.ParquetWriter | None = None
+        self._blocks: PredictionWriter | None = None
         self._rows: list[dict[str, Any]] = []
         self._size = 0
 
     def open(self, fh: Any) -> None:
         self._writer = pq.ParquetWriter(fh, self.schema)
+        self._blocks = PredictionWriter(self._writer)
         self._rows = []
 
     def write(self, record: Any) -> None:
-        assert self._writer is not None
+        assert self._writer is not None and self._blocks is not None
         if isinstance(record, PredictionBlock):
-            self._writer.write_batch(predictions_batch(record))
+            self._blocks.write(record)
             return
         self._rows.append(record)
         if self.group_bytes is not None:
@@ -80,6 +82,9 @@ class ParquetSink(fileio.FileSink):
         # WriteToFiles calls flush right before closing the file: finish the Parquet file
         # (footer) here; the file handle itself is closed by WriteToFiles.
         self._flush_rows()
+        if self._blocks is not None:
+            self._blocks.flush()
+            self._blocks = None
         if self._writer is not None:
             self._writer.close()
             self._writer = None
