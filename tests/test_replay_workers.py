@@ -25,6 +25,7 @@ from kernelstream.engine.outputs import (
 )
 from kernelstream.engine.replay import Dataset, StreamSpec, stream_blocks
 from kernelstream.pipelines.cli import main
+from kernelstream.pipelines.workers import START_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 # metrics columns and summary fields that describe the run, not the streams
@@ -144,6 +145,28 @@ def test_grid_on_two_workers_equals_one_worker(dirty: Path, tmp_path: Path, caps
     assert "worker 1/2 finished" in err and "worker 2/2 finished" in err
     # both workers wrote predictions (four streams, two each)
     assert len(list((tmp_path / "two" / "predictions").glob("part-*.parquet"))) >= 2
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_forked_and_spawned_workers_write_one_workers_outputs(dirty: Path, tmp_path: Path,
+                                                              start: str) -> None:
+    """A command of its own (one thread: ``workers.start_method`` forks its workers from
+    the parent once it has imported Beam, unless told to spawn new Pythons)."""
+    args = [sys.executable, "-m", "kernelstream.pipelines.cli", "replay", str(dirty),
+            "-l", "a=bogd", "-l", "b=pa-i", "-p", "a.budget=20", "-R", "2"]
+    env = {k: v for k, v in os.environ.items() if k != START_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH"))
+                                        if p)
+    one = subprocess.run([*args, "-q", "--out", str(tmp_path / "one")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr
+    env[START_ENV] = start
+    two = subprocess.run([*args, "--workers", "2", "--out", str(tmp_path / "two")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr
+    assert "worker 1/2 finished" in two.stderr and "worker 2/2 finished" in two.stderr
+    assert [ln for ln in two.stderr.splitlines() if not ln.startswith("[progress]")] == []
+    assert_same_run(tmp_path / "one", tmp_path / "two")
 
 
 def test_entities_spread_over_workers(tmp_path: Path) -> None:
@@ -309,6 +332,9 @@ def test_a_killed_worker_stops_the_run(tmp_path: Path) -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_workers_end_with_their_parent(tmp_path: Path) -> None:
     proc, _, workers = _long_grid(tmp_path)
+    # forked from the command (the default on Linux): the same command line, no new Python
+    cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+    assert all(Path(f"/proc/{w}/cmdline").read_bytes() == cmdline for w in workers)
     proc.kill()
     proc.communicate(timeout=60)
     assert _gone(workers), "a worker outlived its parent"

@@ -30,7 +30,7 @@ from kernelstream.engine.outputs import (
     OUTPUTS,
     PREDICTIONS_SCHEMA,
     SCHEMAS,
-    predictions_batch,
+    PredictionWriter,
     write_rows,
 )
 from kernelstream.engine.replay import load_rows, stream_blocks
@@ -91,7 +91,8 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
     # the shards of replay --workers write into the same directories: one name each
     part = PART if run.shards == 1 else f"{PART}-{run.shard}"
     with fs.open_write(fs.join(run.out, "predictions", f"{part}.parquet")) as fh, \
-            pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as w:
+            pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as pw:
+        w = PredictionWriter(pw)
         progress = Progress(total=run.expected_examples)
         for b in loop_source(run, dead, position):
             st = states.get(b.key)
@@ -102,7 +103,7 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
             res = core.learn(b.key, st, b)
             progress.learnt(b.key, st, b.n, res.seconds)
             p = res.predictions
-            w.write_batch(predictions_batch(p))
+            w.write(p)
             if writers:
                 writers["predictions"].write(prediction_rows(p))
             metrics += res.metrics
@@ -110,6 +111,7 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
             counters["blocks"] += 1
             counters["examples"] += p.n - len(res.dead_letters)
             counters["mistakes"] += int((p.mistake == 1).sum())
+        w.flush()
     counters[DEAD_LETTER_TAG] = len(dead)  # the source's and the learners'
     metrics += [core.final_row(k, st) for k, st in states.items()]
     if run.writes is not None:

@@ -87,6 +87,15 @@ SCHEMAS = {"predictions": PREDICTIONS_SCHEMA, "metrics": METRICS_SCHEMA,
 OUTPUTS = tuple(SCHEMAS)  # the output directories of a run
 
 
+def output_of(record: PredictionBlock | dict[str, Any]) -> str:
+    """The output a record of a run goes to: a prediction block to ``predictions``, a row
+    with a ``reason`` (only dead letters have one) to ``dead_letters``, any other row to
+    ``metrics``. Lets one sink write all three outputs of a run."""
+    if isinstance(record, PredictionBlock):
+        return "predictions"
+    return DEAD_LETTER_TAG if "reason" in record else "metrics"
+
+
 def predictions_batch(p: PredictionBlock) -> pa.RecordBatch:
     """One prediction block as a record batch of :data:`PREDICTIONS_SCHEMA`."""
     sk = StreamKey.decode(p.key)
@@ -107,6 +116,36 @@ def predictions_batch(p: PredictionBlock) -> pa.RecordBatch:
         pa.array(p.n_sv),
         pa.array(p.selected_kernel, mask=p.selected_kernel < 0),
     ], schema=PREDICTIONS_SCHEMA)
+
+
+# Prediction rows per Parquet row group. Each write of a record batch ends a row group, whose
+# column chunks, statistics and page headers cost about a millisecond whatever its size: one
+# group per 1024-row block took 0.05 s of a 50k-row replay. Larger groups buy little more and
+# cost memory (32768 rows: +12 MB of peak RSS).
+GROUP_ROWS = 8192
+
+
+class PredictionWriter:
+    """Prediction blocks into a ``pyarrow.parquet.ParquetWriter`` (of
+    :data:`PREDICTIONS_SCHEMA`), about :data:`GROUP_ROWS` rows per row group; :meth:`flush`
+    writes what is buffered (before the writer closes)."""
+
+    def __init__(self, writer: pq.ParquetWriter) -> None:
+        self.writer = writer
+        self.batches: list[pa.RecordBatch] = []
+        self.rows = 0
+
+    def write(self, p: PredictionBlock) -> None:
+        self.batches.append(predictions_batch(p))
+        self.rows += p.n
+        if self.rows >= GROUP_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.batches:
+            self.writer.write_table(pa.Table.from_batches(self.batches, PREDICTIONS_SCHEMA),
+                                    row_group_size=max(1, self.rows))
+        self.batches, self.rows = [], 0
 
 
 def rows_batch(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:

@@ -2,10 +2,10 @@
 runners of ``kernelstream.pipelines.replay``, which describes the run and reads back its
 outputs)::
 
-    source (blocks + dead letters) → [Reshuffle] → LearnPredict → Parquet sinks
-                                                   ├─ predictions/
-                                                   ├─ metrics/
-                                                   └─ dead_letters/
+    source (blocks + dead letters) → [Reshuffle] → LearnPredict → one Parquet sink
+                                                                 ├─ predictions/
+                                                                 ├─ metrics/
+                                                                 └─ dead_letters/
 
 * ``direct`` — Beam's FnApiRunner, named explicitly (the DirectRunner would first try to fetch
   the Prism binary). ``--direct_num_workers=N --direct_running_mode=multi_processing`` in
@@ -41,7 +41,7 @@ from kernelstream._services import serve
 from kernelstream.engine.checkpoints import SavedStates
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.metrics import METRICS_NAMESPACE
-from kernelstream.engine.outputs import DEAD_LETTER_SCHEMA, METRICS_SCHEMA, PREDICTIONS_SCHEMA
+from kernelstream.engine.outputs import OUTPUTS, SCHEMAS, output_of
 from kernelstream.engine.replay import FileLoader
 from kernelstream.kafka_client.sink import output_topics
 from kernelstream.pipelines.replay import ReplayRun, add_replay_options
@@ -49,7 +49,7 @@ from kernelstream.transforms import checkpoint as ckpts
 from kernelstream.transforms.kafka import ReadKafkaBlocks, WriteKafka
 from kernelstream.transforms.learn import LearnPredict
 from kernelstream.transforms.ordering import ScrambleBlocks
-from kernelstream.transforms.sinks import WriteParquet
+from kernelstream.transforms.sinks import WriteOutputs
 from kernelstream.transforms.sources import ReadFileBlocks, ReadPermutedStreams
 
 
@@ -66,6 +66,7 @@ class ReplayPipelineOptions(PipelineOptions):
 
 def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
     """Add the replay transforms to ``p``."""
+    keyed = False
     if run.kafka is not None:
         src = p | "Read" >> ReadKafkaBlocks(run.kafka, run.read, run.spec.configs,
                                             run.block_size, run.resume_position)
@@ -73,7 +74,9 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
         src = p | "Read" >> ReadFileBlocks(run.read, run.spec.configs, run.block_size,
                                            run.chunk_bytes)
     else:
-        src = p | "Read" >> ReadPermutedStreams(FileLoader(run.read), run.spec)
+        # (stream key, block) pairs straight from the source, unless they are scrambled
+        keyed = run.scramble is None
+        src = p | "Read" >> ReadPermutedStreams(FileLoader(run.read), run.spec, keyed=keyed)
     blocks = src.blocks
     if run.scramble is not None:
         blocks = blocks | "Scramble" >> ScrambleBlocks(run.scramble)
@@ -90,7 +93,8 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
                                            saved_states=(None if run.resume_from is None else
                                                          SavedStates.of(run.resume_from)),
                                            emit_states=run.writes is not None,
-                                           progress_total=run.expected_examples)
+                                           progress_total=run.expected_examples,
+                                           keyed=keyed, merged=run.kafka_out is None)
     if run.writes is not None:
         # the streams this run did not touch keep their saved states (a shuffle, not a
         # side input: each worker sees its share)
@@ -99,15 +103,16 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
         _ = out.states | "Checkpoint" >> ckpts.WriteCheckpoint(run.writes, saved,
                                                               src.position)
     # the source's dead letters are the file's: with replay --workers one shard writes them
-    dead = ((src.dead_letters, out.dead_letters) if run.spec.source_dead_letters
-            else (out.dead_letters,)) | "DeadLetters" >> beam.Flatten()
-    _ = out.predictions | "WritePredictions" >> WriteParquet(
-        fs.join(run.out, "predictions"), PREDICTIONS_SCHEMA)
-    _ = out.metrics | "WriteMetrics" >> WriteParquet(fs.join(run.out, "metrics"), METRICS_SCHEMA)
-    _ = dead | "WriteDeadLetters" >> WriteParquet(fs.join(run.out, DEAD_LETTER_TAG),
-                                                  DEAD_LETTER_SCHEMA)
+    src_dead = (src.dead_letters,) if run.spec.source_dead_letters else ()
+    # one sink for the three outputs, each record routed to its directory by its kind (the
+    # learner's are all on its main output, but with --kafka-out)
+    learnt = ((out.predictions,) if run.kafka_out is None
+              else (out.predictions, out.metrics, out.dead_letters))
+    _ = (*learnt, *src_dead) | "Write" >> WriteOutputs(
+        {name: (fs.join(run.out, name), SCHEMAS[name]) for name in OUTPUTS}, output_of)
     if run.kafka_out is not None:
         topics = output_topics(run.kafka_out)
+        dead = (*src_dead, out.dead_letters) | "DeadLetters" >> beam.Flatten()
         for name, pcoll in (("predictions", out.predictions), ("metrics", out.metrics),
                             (DEAD_LETTER_TAG, dead)):
             _ = pcoll | f"Kafka_{name}" >> WriteKafka(topics[name], run.kafka_client)
@@ -152,11 +157,39 @@ def run_beam(run: ReplayRun) -> dict[str, int]:
             p = beam.Pipeline(options=PipelineOptions(args))
         else:
             p = beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions(args))
+            stack.enter_context(prompt_state_sampler())
         build_pipeline(p, run)
         with _interrupt_quietly():
             result = p.run()
             result.wait_until_finish()
         return _counters(result)
+
+
+# Every bundle runs a state sampler: a thread that times the steps for Beam's msecs counters
+# (nothing a replay reads). It sleeps in steps that grow by 1.2x up to 200 ms, and the end of
+# the bundle waits for the current sleep to finish: about a twelfth of a short bundle, up to
+# 0.2 s of a long one, lost at the end of each of a replay's four bundles (10 % of a9a's
+# direct run on 2 busy cores). Steps of at most 5 ms cost a thread wake-up every 5 ms.
+SAMPLING_MS = 5
+
+
+@contextlib.contextmanager
+def prompt_state_sampler() -> Iterator[None]:
+    """Sample every :data:`SAMPLING_MS` ms in the bundles of this process's FnApiRunner while
+    the block runs (the default of ``StateSampler``'s period; left alone by a Beam whose
+    sampler has another signature)."""
+    from apache_beam.runners.worker import statesampler
+
+    init = statesampler.StateSampler.__init__
+    default = (statesampler.DEFAULT_SAMPLING_PERIOD_MS,)
+    if init.__defaults__ != default:
+        yield
+        return
+    init.__defaults__ = (SAMPLING_MS,)
+    try:
+        yield
+    finally:
+        init.__defaults__ = default
 
 
 @contextlib.contextmanager

@@ -179,8 +179,9 @@ def check_workers(args: argparse.Namespace, kafka_src: bool) -> None:
         raise ConfigError("--kafka-out is not available with --workers: drop one of them")
 
 
-# Rows a replay's up-front data check reads: enough to see what a file is, cheap on any size.
-_PRECHECK_RECORDS = 5000
+# Rows a replay's up-front data check reads: enough to see what a file is, cheap on any size
+# (parsed line by line: 5000 rows took 0.1-0.2 s, a fifth of a 50k-row loop replay's fixed cost)
+_PRECHECK_RECORDS = 1000
 
 
 def check_data(config: ReplayConfig) -> None:

@@ -9,23 +9,29 @@ so a pool of EXTERNAL workers gets one job's work on one of them. What scales is
 own independence: every stream key is learnt alone, so N processes that each run the whole
 pipeline on a share of the keys do the same work in parallel and write the same rows.
 
-Each worker process is the same ``kernelstream replay`` command with the hidden option
+Each worker process runs the same ``kernelstream replay`` command with the hidden option
 ``--shard I/N``: the same Beam pipeline (or loop) over the whole data set, whose source emits
 only the streams shard I owns (``engine.replay.StreamSpec.owns``; the source's dead letters
 come from shard 0 only), writing into the same ``OUT/predictions``, ``metrics``,
-``dead_letters`` (every sink names its files uniquely). The workers start as soon as the
-command line is valid and import Beam while this process checks the data; then this process
-clears ``OUT`` and lets them run (``go`` on their standard input), relays their progress
-lines, and once all have finished reads the outputs back as a one-process run does
+``dead_letters`` (every sink names its files uniquely). On Linux the workers are forked from
+this process once it has checked the data, cleared ``OUT`` and imported what a run needs
+(Beam, pyarrow, the learners): a worker pays no Python start and no imports, ~1 s of CPU
+each that a two-configuration grid would otherwise spend before learning
+(:func:`start_method`). Elsewhere each worker is a new Python that imports Beam while this
+process checks the data and waits until ``OUT`` is cleared. Either way the workers run on
+this process's word (``go`` on their standard input). This process relays their progress
+lines and, once all have finished, reads the outputs back as a one-process run does
 (``replay.read_outputs``), so ``summary.json`` holds the same content (timings apart). A
 worker that fails stops the others and the run, with that worker's own error line and exit
 code; Ctrl-C stops them all; a worker also ends when this process dies (its standard input,
-a pipe from here, closes). This process imports no Beam (but for a remote ``OUT``).
+a pipe from here, closes).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import gc
 import logging
 import os
 import signal
@@ -34,9 +40,10 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import kernelstream
 from kernelstream import fs
@@ -52,14 +59,53 @@ _MAIN = "from kernelstream.pipelines.workers import worker_main; worker_main()"
 _GO = "go"  # the parent's word on a worker's stdin: the run may start
 # how long stopped workers get to exit on SIGINT (they stop learning at once) before SIGKILL
 _GRACE = 10.0
+START_ENV = "KERNELSTREAM_WORKER_START"  # "spawn": a new Python per worker (see start_method)
 _log = logging.getLogger(PROGRESS_LOGGER)
+
+
+class _Forked:
+    """The part of ``subprocess.Popen`` the pool uses, for a worker forked from this
+    process (:func:`_fork_worker`): its pid, exit code (``-N``: killed by signal N), pipes."""
+
+    def __init__(self, pid: int, args: list[str], stdin: TextIO, stderr: TextIO) -> None:
+        self.pid = pid
+        self.args = args
+        self.stdin = stdin
+        self.stderr = stderr
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: its code is lost
+                self.returncode = 1
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            time.sleep(0.01)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 @dataclass
 class _Worker:
     index: int
     count: int
-    proc: subprocess.Popen[str]
+    proc: subprocess.Popen[str] | _Forked
     started: float
     held: list[str] = field(default_factory=list)  # stderr lines other than progress
     relay: threading.Thread | None = None
@@ -82,17 +128,21 @@ def effective_workers(config: ReplayConfig) -> int:
     return config.workers if streams is None else max(1, min(config.workers, streams))
 
 
-def worker_argv(config: ReplayConfig, index: int, count: int) -> list[str]:
-    """The command line of worker ``index`` of ``count``: the run's own arguments, its output
+def worker_args(config: ReplayConfig, index: int, count: int) -> list[str]:
+    """The command of worker ``index`` of ``count``: the run's own arguments, its output
     directory made explicit, and ``--shard``; Beam's options after ``--`` as given."""
     if not config.argv or config.argv[0] not in ("replay", "tune"):
         raise ValueError("--workers re-runs the replay (or tune) command line: "
                          "ReplayConfig.argv must start with 'replay' or 'tune'")
-    argv = [sys.executable, "-c", _MAIN, *config.argv, "--out", config.out,
-            "--shard", f"{index}/{count}"]
+    args = [*config.argv, "--out", config.out, "--shard", f"{index}/{count}"]
     if config.pipeline_args:
-        argv += ["--", *config.pipeline_args]
-    return argv
+        args += ["--", *config.pipeline_args]
+    return args
+
+
+def worker_argv(config: ReplayConfig, index: int, count: int) -> list[str]:
+    """The command line of a spawned worker (:func:`worker_args` run by a new Python)."""
+    return [sys.executable, "-c", _MAIN, *worker_args(config, index, count)]
 
 
 def worker_env() -> dict[str, str]:
@@ -111,9 +161,10 @@ def worker_env() -> dict[str, str]:
 class WorkerPool:
     """The worker processes of one ``--workers`` run (see the module docstring).
 
-    :meth:`spawn` starts them as soon as the command line is valid: they import Beam while
-    this process checks the data, then wait. :meth:`go` clears the outputs and lets them
-    run (a pool whose data check fails never touches the outputs); :meth:`finish` waits for
+    :meth:`spawn` starts spawned workers as soon as the command line is valid: they import
+    Beam while this process checks the data, then wait. :meth:`go` clears the outputs,
+    forks the workers that are forked, and lets them run (a pool whose data check fails
+    never touches the outputs); :meth:`finish` waits for
     them and reads the outputs back; :meth:`close` (always, e.g. in a ``finally``) stops the
     workers of a run that did not finish (a failed check, Ctrl-C) and removes what they
     wrote."""
@@ -124,35 +175,55 @@ class WorkerPool:
         self.t0 = time.perf_counter()
         self.started = False  # go() was sent: outputs may exist
         self.done = False
+        self.count = 1  # worker processes (effective_workers)
+        self.method = "spawn"  # start_method()
 
     @classmethod
     def spawn(cls, config: ReplayConfig) -> WorkerPool:
+        """The pool of ``config``'s run: spawned workers start now (a new Python imports Beam
+        while this process checks the data), forked ones in :meth:`go`, once the data is
+        checked (a bad file fails before this process imports Beam)."""
         pool = cls(config)
-        n = effective_workers(config)
+        pool.count = effective_workers(config)
+        pool.method = start_method()
+        if pool.method == "spawn":
+            pool._start()
+        return pool
+
+    def _start(self) -> None:
+        config, n = self.config, self.count
+        # a thread started since spawn() (none in the command) would make a fork unsafe
+        fork = self.method == "fork" and threading.active_count() == 1
         try:
-            env = worker_env()
+            if fork:
+                preload(config)
+                # objects of this process stay out of the workers' collections: a collection
+                # would touch (and so copy) every page they share with this process
+                gc.freeze()
+            env = None if fork else worker_env()
             for i in range(n):
                 # stdin: "go" once this process has checked the data and cleared the outputs;
                 # then a pipe that closes when this process dies: no worker outlives it
-                proc = subprocess.Popen(worker_argv(config, i, n), stdin=subprocess.PIPE,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        env=env, text=True, bufsize=1)
-                pool.workers.append(_Worker(i, n, proc, time.perf_counter()))
+                proc: subprocess.Popen[str] | _Forked = (
+                    _fork_worker(worker_args(config, i, n), self.workers) if fork else
+                    subprocess.Popen(worker_argv(config, i, n), stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     env=env, text=True, bufsize=1))
+                self.workers.append(_Worker(i, n, proc, time.perf_counter()))
             lock = threading.Lock()
-            for w in pool.workers:
+            for w in self.workers:
                 w.relay = threading.Thread(target=_relay, args=(w, lock), daemon=True,
                                            name=f"relay-{w.index}")
                 w.relay.start()
         except BaseException:
-            pool.close()
+            self.close()
             raise
-        return pool
 
     def go(self) -> None:
-        """Clear the outputs and let the workers run."""
+        """Clear the outputs, start the workers that are forked, and let them all run."""
         config = self.config
         streams = stream_count(config)
-        n = len(self.workers)
+        n = self.count
         _log.info("%s over %d worker processes%s",
                   "per-entity streams" if streams is None else f"{streams} streams", n,
                   "" if n == config.workers else
@@ -165,6 +236,8 @@ class WorkerPool:
         clear_outputs(config.out)
         for name in OUTPUTS:  # before the workers, so that none of them races to create them
             fs.makedirs(fs.join(config.out, name))
+        if not self.workers:
+            self._start()
         for w in self.workers:
             assert w.proc.stdin is not None
             with contextlib.suppress(OSError):  # a worker that died: finish() reports it
@@ -205,6 +278,91 @@ class WorkerPool:
 
             with contextlib.suppress(Exception):
                 clear_outputs(self.config.out)
+
+
+def start_method() -> str:
+    """How the workers start: ``"fork"``, copies of this process made once it has imported
+    what a run needs (:func:`preload`), so a worker pays no Python start and no imports (on
+    Linux, when this process runs one thread: a fork copies only the calling thread, and
+    another thread's locks could be held forever in the copy); else ``"spawn"``, a new
+    Python per worker. ``KERNELSTREAM_WORKER_START=spawn`` chooses spawn."""
+    if os.environ.get(START_ENV, "").strip().lower() == "spawn":
+        return "spawn"
+    linux = sys.platform.startswith("linux") and hasattr(os, "fork")
+    return "fork" if linux and threading.active_count() == 1 else "spawn"
+
+
+def preload(config: ReplayConfig) -> None:
+    """Import what a worker's run of ``config`` imports (the engine, pyarrow, the learners;
+    Beam but for the loop runner), before the workers are forked from this process."""
+    from kernelstream.pipelines import replay  # noqa: F401  (the engine, pyarrow, learners)
+
+    if config.runner != "loop":
+        from kernelstream.pipelines import beam_replay  # noqa: F401  (Beam)
+
+
+def _fork_worker(args: list[str], earlier: list[_Worker]) -> _Forked:
+    """Fork a worker that runs the command ``args`` (:func:`_forked_main`) with a pipe from
+    this process as its standard input and one to this process as its standard error."""
+    in_r, in_w = os.pipe()
+    err_r, err_w = os.pipe()
+    sys.stdout.flush()  # what is buffered here must not be written twice
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _forked_main(args, in_r, err_w, (in_w, err_r), earlier)
+    os.close(in_r)
+    os.close(err_w)
+    return _Forked(pid, args, os.fdopen(in_w, "w", buffering=1),
+                   os.fdopen(err_r, "r"))
+
+
+def _forked_main(args: list[str], stdin_fd: int, stderr_fd: int, parent_fds: tuple[int, ...],
+                 earlier: list[_Worker]) -> NoReturn:
+    """A forked worker: the pipes of the other workers closed (a pipe open in a sibling would
+    not close when this process's parent dies), its own ones as fds 0 and 2, the command,
+    then an immediate exit (:func:`worker_main`)."""
+    code = 1
+    try:
+        for w in earlier:
+            for f in (w.proc.stdin, w.proc.stderr):
+                if f is not None:
+                    with contextlib.suppress(OSError):
+                        f.close()
+        for fd in parent_fds:
+            os.close(fd)
+        # above 2 first, so that none is overwritten or closed below (a parent started
+        # with a standard stream closed gets one of the pipes as fd 0, 1 or 2)
+        stdin_fd, stderr_fd = _above_2(stdin_fd), _above_2(stderr_fd)
+        devnull = _above_2(os.open(os.devnull, os.O_WRONLY))
+        os.dup2(stdin_fd, 0)
+        os.dup2(devnull, 1)
+        os.dup2(stderr_fd, 2)
+        for fd in (stdin_fd, stderr_fd, devnull):
+            os.close(fd)
+        sys.stdin = open(0, closefd=False)  # the new fds 0-2, not the copied parent objects
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        from kernelstream.pipelines.cli import main  # imported: this process is a copy
+
+        code = main(args)
+    except BaseException:  # the parent shows the end of a failed worker's stderr
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _above_2(fd: int) -> int:
+    if fd > 2:
+        return fd
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD, 3)
+    os.close(fd)
+    return high
 
 
 def run_workers(config: ReplayConfig) -> ReplayResult:

@@ -86,9 +86,11 @@ class _LearnPredictBase(beam.DoFn):
     """The element and end-of-input logic; subclasses declare the state of early blocks."""
 
     def __init__(self, core: StreamLearner, emit_states: bool = False,
-                 saved: SavedStates | None = None, progress_total: int | None = None) -> None:
+                 saved: SavedStates | None = None, progress_total: int | None = None,
+                 merged: bool = False) -> None:
         self.core = core
         self.progress_total = progress_total  # examples to learn, for progress lines
+        self.merged = merged  # metrics and dead letters on the main output too
         self.emit_states = emit_states
         self.saved = saved  # a checkpoint's states, read by key when a stream first appears
         self.progress: Progress | None = None
@@ -105,6 +107,9 @@ class _LearnPredictBase(beam.DoFn):
         self.progress = Progress(total=self.progress_total)
         if self.saved is not None:  # one index per worker process, shared by its threads
             self.saved = SavedStates.shared(self.saved.files)
+
+    def _out(self, tag: str, value: Any) -> Any:
+        return value if self.merged else beam.pvalue.TaggedOutput(tag, value)
 
     def _element(self, element: tuple[str, Block], state: Any, early: ParkedBlocks, end: Any,
                  window: Any) -> Iterator[Any]:
@@ -131,10 +136,10 @@ class _LearnPredictBase(beam.DoFn):
             self.n_mistakes.inc(int(np.count_nonzero(p.mistake == 1)))
             yield p
             for r in res.metrics:
-                yield beam.pvalue.TaggedOutput(METRICS_TAG, r)
+                yield self._out(METRICS_TAG, r)
             for d in res.dead_letters:
                 self.n_dead.inc()
-                yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, d)
+                yield self._out(DEAD_LETTER_TAG, d)
         if st.cursor.buffered > buffered:
             self.n_early.inc(st.cursor.buffered - buffered)
         if st.cursor.duplicates > dups:
@@ -147,8 +152,8 @@ class _LearnPredictBase(beam.DoFn):
             return
         for d in self.core.gap_letters(key, st, drain_gaps(st.cursor, early)):
             self.n_dead.inc()
-            yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, d)
-        yield beam.pvalue.TaggedOutput(METRICS_TAG, self.core.final_row(key, st))
+            yield self._out(DEAD_LETTER_TAG, d)
+        yield self._out(METRICS_TAG, self.core.final_row(key, st))
         if self.emit_states:
             yield beam.pvalue.TaggedOutput(STATES_TAG, (key, encode_stream_state(st)))
         state.clear()
@@ -219,6 +224,16 @@ class LearnPredict(beam.PTransform):
     input, in the same encoding (:class:`StreamStateCoder`), so a later run continues the
     streams exactly. ``progress_total``: the examples the run learns, when known, for the
     progress lines' total and ETA (``engine.core.Progress``).
+
+    ``keyed``: the input is already ``(stream key, block)`` pairs (e.g.
+    ``ReadPermutedStreams(keyed=True)``), so no keying step is added. Input in the global
+    window (any source's) is learnt as it comes; other windowing is replaced by the global
+    window first.
+
+    ``merged``: the metrics and dead-letter rows go to the main output too, beside the
+    prediction blocks (their tagged outputs stay empty): one PCollection for one sink (e.g.
+    ``sinks.WriteOutputs`` routed by ``engine.outputs.output_of``), one writing step fewer
+    per output in the pipeline.
     """
 
     EARLY_STATES = ("ordered_list", "bag")
@@ -227,8 +242,11 @@ class LearnPredict(beam.PTransform):
                  metrics_window: int = 1000, source: str = "",
                  early_state: str = "ordered_list",
                  saved_states: SavedStates | None = None,
-                 emit_states: bool = False, progress_total: int | None = None) -> None:
+                 emit_states: bool = False, progress_total: int | None = None,
+                 keyed: bool = False, merged: bool = False) -> None:
         super().__init__()
+        self.keyed = keyed
+        self.merged = merged
         if early_state not in self.EARLY_STATES:
             raise ValueError(f"early_state must be one of {self.EARLY_STATES}")
         self.configs = as_configs(configs)
@@ -242,16 +260,17 @@ class LearnPredict(beam.PTransform):
 
     def expand(self, blocks: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         dofn = _LearnPredictDoFn if self.early_state == "ordered_list" else _LearnPredictBagDoFn
-        return (
-            blocks
-            | "KeyByStream" >> beam.ParDo(_KeyByStream())
+        keyed = blocks if self.keyed else blocks | "KeyByStream" >> beam.ParDo(_KeyByStream())
+        if not keyed.windowing.is_default():
             # State and timers are per window: one global window keeps each stream whole,
             # bounded or unbounded.
-            | "GlobalWindow" >> beam.WindowInto(beam.window.GlobalWindows())
+            keyed = keyed | "GlobalWindow" >> beam.WindowInto(beam.window.GlobalWindows())
+        return (
+            keyed
             | "LearnPredict" >> beam.ParDo(dofn(
                 StreamLearner(self.configs, self.seed, self.metrics_window, self.source),
-                self.emit_states, self.saved_states, self.progress_total))
+                self.emit_states, self.saved_states, self.progress_total, self.merged))
             .with_input_types(tuple[str, Block])
-            .with_output_types(PredictionBlock)
+            .with_output_types(Any if self.merged else PredictionBlock)
             .with_outputs(METRICS_TAG, DEAD_LETTER_TAG, STATES_TAG, main="predictions")
         )

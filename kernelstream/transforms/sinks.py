@@ -5,14 +5,16 @@ A :class:`ParquetSink` streams record batches through ``pyarrow.parquet.ParquetW
 writes the footer when its file is finished. Metrics and dead-letter rows (few) are buffered
 dicts.
 
-Two ways of writing files, chosen by :class:`WriteParquet`:
+Two ways of writing files:
 
-* bounded input (the replay): each bundle writes its records to one temporary file and emits
-  its name; once the input is complete a finalizing step (the list of names as a side input)
-  renames the files of committed bundles to ``<prefix>-<uuid>.parquet`` and deletes the
-  temporary files of failed attempts, so a retried bundle leaves no duplicate rows. Three
-  light transforms instead of ``fileio.WriteToFiles``' dozen: this saves ~0.4 s of pipeline
-  construction and start-up per run (three outputs), which matters for short replays.
+* bounded input (the replay; :class:`WriteOutputs`, or :class:`WriteParquet` for one
+  output): each bundle writes its records to one temporary file per output and emits the
+  names; once the input is complete a finalizing step (the list of names as a side input)
+  renames the files of committed bundles to ``<prefix>-<token>-<uuid>.parquet`` and deletes
+  the temporary files of failed attempts, so a retried bundle leaves no duplicate rows. A
+  light DoFn per input and one finalizer for all of a run's outputs instead of
+  ``fileio.WriteToFiles``' dozen transforms per output: pipeline construction and start-up
+  are a short replay's main fixed cost.
 * unbounded input (``streaming_window``): ``fileio.WriteToFiles`` over fixed windows (not
   ``beam.io.WriteToParquet``, which corrupts the last file of a streaming write), so files
   are finalised as the watermark passes each window.
@@ -35,7 +37,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from kernelstream.engine.blocks import PredictionBlock
-from kernelstream.engine.outputs import predictions_batch, rows_batch
+from kernelstream.engine.outputs import PredictionWriter, predictions_batch, rows_batch
 
 
 class ParquetSink(fileio.FileSink):
@@ -49,17 +51,19 @@ class ParquetSink(fileio.FileSink):
         self.schema = schema
         self.group_bytes = group_bytes
         self._writer: pq.ParquetWriter | None = None
+        self._blocks: PredictionWriter | None = None
         self._rows: list[dict[str, Any]] = []
         self._size = 0
 
     def open(self, fh: Any) -> None:
         self._writer = pq.ParquetWriter(fh, self.schema)
+        self._blocks = PredictionWriter(self._writer)
         self._rows = []
 
     def write(self, record: Any) -> None:
-        assert self._writer is not None
+        assert self._writer is not None and self._blocks is not None
         if isinstance(record, PredictionBlock):
-            self._writer.write_batch(predictions_batch(record))
+            self._blocks.write(record)
             return
         self._rows.append(record)
         if self.group_bytes is not None:
@@ -78,6 +82,9 @@ class ParquetSink(fileio.FileSink):
         # WriteToFiles calls flush right before closing the file: finish the Parquet file
         # (footer) here; the file handle itself is closed by WriteToFiles.
         self._flush_rows()
+        if self._blocks is not None:
+            self._blocks.flush()
+            self._blocks = None
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -133,19 +140,75 @@ class WriteParquet(beam.PTransform):
 
 
     def _write_bounded(self, pcoll: beam.PCollection) -> beam.PCollection:
-        # A token per transform instance: the finalizer deletes only its own leftovers.
-        token = uuid.uuid4().hex[:12]
-        parts = (pcoll
-                 | "GlobalWindow" >> beam.WindowInto(GlobalWindows())
-                 | "WriteParts" >> beam.ParDo(
-                     _WriteBundleParts(self.directory, self.prefix, token, self.schema,
-                                       self.group_bytes)))
-        # The side input is complete only when every bundle of the input has committed.
-        return (pcoll.pipeline
-                | "Finalize" >> beam.Impulse()
-                | "RenameParts" >> beam.ParDo(
-                    _FinalizeParts(self.directory, self.prefix, token),
-                    beam.pvalue.AsList(parts)))
+        return _write_bounded((pcoll,), {"out": (self.directory, self.schema)}, _OneOutput(),
+                              self.prefix, self.group_bytes)
+
+
+class _OneOutput:
+    """The route of a single-output :class:`WriteOutputs`."""
+
+    def __call__(self, record: Any) -> str:
+        return "out"
+
+
+class WriteOutputs(beam.PTransform):
+    """Bounded PCollections → Parquet files of several outputs, through one sink: each
+    record goes to the output ``route(record)`` names (a key of ``outputs``: its directory
+    and schema), and each bundle writes at most one file per output.
+
+    Apply to one PCollection or a tuple of them. Every bundle streams its records into hidden
+    temporary files and emits their names; once the input is complete a finalizing step (the
+    names as a side input) renames the committed bundles' files to
+    ``<prefix>-<token>-<uuid>.parquet`` and deletes the temporary files of failed attempts,
+    so a retried bundle leaves no duplicate rows. One light writing step per input and one
+    finalizer for all the outputs of a run: each transform of a pipeline costs its
+    construction, translation and bundle set-up, a fixed cost that dominates a short replay.
+    """
+
+    def __init__(self, outputs: dict[str, tuple[str, pa.Schema]], route: Any,
+                 prefix: str = "part", group_bytes: int | None = None) -> None:
+        super().__init__()
+        self.outputs = {k: (str(d), s) for k, (d, s) in outputs.items()}
+        self.route = route  # picklable: record -> output name
+        self.prefix = prefix
+        self.group_bytes = group_bytes
+
+    def expand(self, pcolls: Any) -> beam.PCollection:
+        if isinstance(pcolls, beam.PCollection):
+            pcolls = (pcolls,)
+        return _write_bounded(tuple(pcolls), self.outputs, self.route, self.prefix,
+                              self.group_bytes)
+
+
+def _write_bounded(pcolls: tuple[beam.PCollection, ...],
+                   outputs: dict[str, tuple[str, pa.Schema]], route: Any, prefix: str,
+                   group_bytes: int | None) -> beam.PCollection:
+    """The transforms of :class:`WriteOutputs` (also :class:`WriteParquet`'s, for bounded
+    input), applied in the caller's ``expand``. One writing step per input, fused with the
+    step that makes the input (a Flatten first would make the FnApiRunner buffer every
+    record until the input ends)."""
+    # A token per transform instance: the finalizer deletes only its own leftovers.
+    token = uuid.uuid4().hex[:12]
+    parts = []
+    for i, pc in enumerate(pcolls):
+        sfx = "" if len(pcolls) == 1 else str(i)
+        parts.append(_globally_windowed(pc, f"GlobalWindow{sfx}")
+                     | f"WriteParts{sfx}" >> beam.ParDo(_WriteBundleParts(
+                         outputs, route, prefix, token, group_bytes)))
+    # The side inputs are complete only when every bundle of the input has committed.
+    dirs = tuple(dict.fromkeys(d for d, _ in outputs.values()))
+    return (pcolls[0].pipeline
+            | "Finalize" >> beam.Impulse()
+            | "RenameParts" >> beam.ParDo(_FinalizeParts(dirs, prefix, token),
+                                          *(beam.pvalue.AsList(p) for p in parts)))
+
+
+def _globally_windowed(pcoll: beam.PCollection, label: str) -> beam.PCollection:
+    """``pcoll`` in the global window with the default trigger (most inputs already are:
+    then no transform is added)."""
+    if pcoll.windowing.is_default():
+        return pcoll
+    return pcoll | label >> beam.WindowInto(GlobalWindows())
 
 
 def _temp_name(prefix: str, token: str) -> str:
@@ -154,64 +217,65 @@ def _temp_name(prefix: str, token: str) -> str:
 
 
 class _WriteBundleParts(beam.DoFn):
-    """Write each bundle's records to one temporary Parquet file (opened on the first record,
-    record batches streamed, footer at the end of the bundle) and emit its path."""
+    """Write each bundle's records to one temporary Parquet file per output (opened on the
+    output's first record, record batches streamed, footer at the end of the bundle) and
+    emit their paths."""
 
-    def __init__(self, directory: str, prefix: str, token: str, schema: pa.Schema,
-                 group_bytes: int | None = None) -> None:
-        self.directory = directory
+    def __init__(self, outputs: dict[str, tuple[str, pa.Schema]], route: Any, prefix: str,
+                 token: str, group_bytes: int | None = None) -> None:
+        self.outputs = outputs
+        self.route = route
         self.prefix = prefix
         self.token = token
-        self.schema = schema
         self.group_bytes = group_bytes
-        self._path: str | None = None
-        self._fh: Any = None
-        self._sink: ParquetSink | None = None
+        self._open: dict[str, tuple[str, Any, ParquetSink]] = {}
 
     def start_bundle(self) -> None:
-        self._path = self._fh = self._sink = None
+        self._open = {}
 
     def process(self, record: Any) -> None:
-        if self._sink is None:
-            self._path = FileSystems.join(self.directory, _temp_name(self.prefix, self.token))
-            self._fh = FileSystems.create(self._path, mime_type="application/octet-stream",
-                                          compression_type=CompressionTypes.UNCOMPRESSED)
-            self._sink = ParquetSink(self.schema, self.group_bytes)
-            self._sink.open(self._fh)
-        self._sink.write(record)
+        name = self.route(record)
+        got = self._open.get(name)
+        if got is None:
+            directory, schema = self.outputs[name]
+            path = FileSystems.join(directory, _temp_name(self.prefix, self.token))
+            fh = FileSystems.create(path, mime_type="application/octet-stream",
+                                    compression_type=CompressionTypes.UNCOMPRESSED)
+            sink = ParquetSink(schema, self.group_bytes)
+            sink.open(fh)
+            got = self._open[name] = (path, fh, sink)
+        got[2].write(record)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
-        if self._sink is None:
-            return
-        self._sink.flush()
-        self._fh.close()
-        path = self._path
-        self._path = self._fh = self._sink = None
-        yield WindowedValue(path, MIN_TIMESTAMP, (GlobalWindow(),))
+        files, self._open = self._open, {}
+        for path, fh, sink in files.values():
+            sink.flush()
+            fh.close()
+            yield WindowedValue(path, MIN_TIMESTAMP, (GlobalWindow(),))
 
 
 class _FinalizeParts(beam.DoFn):
     """Rename the committed bundles' temporary files to their final names; delete the
     temporary files of this sink that no committed bundle wrote (failed attempts)."""
 
-    def __init__(self, directory: str, prefix: str, token: str) -> None:
-        self.directory = directory
+    def __init__(self, directories: tuple[str, ...], prefix: str, token: str) -> None:
+        self.directories = directories
         self.prefix = prefix
         self.token = token
 
-    def process(self, _: Any, parts: list[str]) -> None:
-        keep = set(parts)
+    def process(self, _: Any, *parts: list[str]) -> None:
+        keep = {p for ps in parts for p in ps}
         src, dst = [], []
         for p in sorted(keep):
-            final = FileSystems.join(self.directory, FileSystems.split(p)[1][1:]
-                                     .removesuffix(".tmp"))
+            directory, name = FileSystems.split(p)
             if FileSystems.exists(p):  # absent: a retried finalizer already moved it
                 src.append(p)
-                dst.append(final)
+                dst.append(FileSystems.join(directory, name[1:].removesuffix(".tmp")))
         if src:
             FileSystems.rename(src, dst)
-        pattern = FileSystems.join(self.directory, f".{self.prefix}-{self.token}-*.parquet.tmp")
-        stale = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list
+        patterns = [FileSystems.join(d, f".{self.prefix}-{self.token}-*.parquet.tmp")
+                    for d in self.directories]
+        stale = [m.path for r in FileSystems.match(patterns) for m in r.metadata_list
                  if m.path not in keep]
         if stale:
             FileSystems.delete(stale)

@@ -44,9 +44,11 @@ from kernelstream.engine.replay import Dataset, StreamSpec, stream_blocks
 
 
 class _EmitStreams(beam.DoFn):
-    def __init__(self, load: Callable[[], Dataset], spec: StreamSpec) -> None:
+    def __init__(self, load: Callable[[], Dataset], spec: StreamSpec,
+                 keyed: bool = False) -> None:
         self.load = load
         self.spec = spec
+        self.keyed = keyed
         self.n_dead = Metrics.counter(METRICS_NAMESPACE, DEAD_LETTER_TAG)
         self.n_rows = Metrics.counter(METRICS_NAMESPACE, "rows_read")
 
@@ -56,25 +58,33 @@ class _EmitStreams(beam.DoFn):
         for d in data.dead_letters:
             self.n_dead.inc()
             yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, d)
-        yield from stream_blocks(data, self.spec)
+        if self.keyed:
+            for b in stream_blocks(data, self.spec):
+                yield b.key, b
+        else:
+            yield from stream_blocks(data, self.spec)
 
 
 class ReadPermutedStreams(beam.PTransform):
     """``PBegin`` → ``Block`` s of every (configuration, permutation[, entity]) stream, plus
     ``dead_letters``. ``load`` (a picklable callable) runs once, on one worker, and returns
-    the whole :class:`Dataset` — see the module docstring for the memory trade-off."""
+    the whole :class:`Dataset` — see the module docstring for the memory trade-off.
+    ``keyed``: emit ``(stream key, block)`` pairs, the input of ``LearnPredict(keyed=True)``
+    (no keying step of its own)."""
 
-    def __init__(self, load: Callable[[], Dataset], spec: StreamSpec) -> None:
+    def __init__(self, load: Callable[[], Dataset], spec: StreamSpec,
+                 keyed: bool = False) -> None:
         super().__init__()
         self.load = load
         self.spec = spec
+        self.keyed = keyed
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> SourceOutputs:
         return (
             pbegin
             | "Impulse" >> beam.Impulse()
-            | "EmitStreams" >> beam.ParDo(_EmitStreams(self.load, self.spec))
-            .with_output_types(Block)
+            | "EmitStreams" >> beam.ParDo(_EmitStreams(self.load, self.spec, self.keyed))
+            .with_output_types(tuple[str, Block] if self.keyed else Block)
             .with_outputs(DEAD_LETTER_TAG, main="blocks")
         )
 
