@@ -627,6 +627,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     stream.add_parser(sub)
     demo.add_parser(sub)
+    from kernelstream.pipelines.commands import reproduce
+
+    reproduce.add_parser(sub)
     return parser
 
 

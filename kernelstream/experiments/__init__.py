@@ -1,0 +1,1 @@
+"""Experiment protocols: tuning and the papers' reproductions."""
