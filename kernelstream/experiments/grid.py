@@ -123,17 +123,41 @@ def run_grid(runs: Sequence[Run], ctx: Context) -> list[list[KeyResult]]:
             continue
         # a stream of its own per permutation (a toolbox's order, an adversarial stream):
         # one file each, arranged so that the replay's permutation r reads it in that order
-        for k in mine:
-            by_key[k] = []
+        tasks = []
         for r in range(ctx.permutations):
             if stream is None:
                 path = dsets.prepare_toolbox_order(ds, ctx.data_dir, data, ctx.seed, r)
             else:
                 path = dsets.prepare_stream(ds, stream, ctx.data_dir, data, ctx.seed, r)
-            res = _replay(path, f"{what} r={r}", mine, r + 1, ctx, switch, only=r)
+            ctx.replays += 1
+            tasks.append((path, f"{what} r={r}", mine, r + 1, ctx, switch, r,
+                          ctx.work_dir / f"replay-{ctx.replays:03d}"))
+        for k in mine:
+            by_key[k] = []
+        for res in _each_permutation(tasks, ctx.workers):
             for k, rr in zip(mine, res, strict=True):
                 by_key[k].extend(rr)
     return [by_key[_key(r)] for r in runs]
+
+
+def _each_permutation(tasks: list[tuple[Any, ...]], workers: int) -> list[list[list[KeyResult]]]:
+    """The one-permutation replays of ``tasks`` (arguments of :func:`_replay`), in order: with
+    ``workers`` > 1 on that many processes (fresh interpreters: a forked Beam runner is not
+    safe), since each of these replays is a single process's shard."""
+    if workers <= 1 or len(tasks) <= 1:
+        return [_replay_task(t) for t in tasks]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    # the children inherit this environment (one BLAS thread: kernelstream.pipelines.cli)
+    with ProcessPoolExecutor(min(workers, len(tasks)),
+                             mp_context=mp.get_context("spawn")) as pool:
+        return list(pool.map(_replay_task, tasks))
+
+
+def _replay_task(t: tuple[Any, ...]) -> list[list[KeyResult]]:
+    path, what, keys, permutations, ctx, switch, only, out = t
+    return _replay(path, what, keys, permutations, ctx, switch, only=only, out=out)
 
 
 def _key(run: Run) -> tuple[Any, ...]:
@@ -171,8 +195,8 @@ def replay_argv(path: Path, keys: Sequence[tuple[Any, ...]], permutations: int, 
 
 
 def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations: int,
-            ctx: Context, switch: set[tuple[Any, ...]],
-            only: int | None = None) -> list[list[KeyResult]]:
+            ctx: Context, switch: set[tuple[Any, ...]], only: int | None = None,
+            out: Path | None = None) -> list[list[KeyResult]]:
     """The replay of ``keys`` on the file ``path``: the ``kernelstream replay`` command line
     (:func:`replay_argv`: ``--workers`` as the command does it), or with ``only`` = r the
     replay's shard r of r + 1 (``StreamSpec.owns``: exactly the streams of permutation r,
@@ -180,8 +204,9 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
     from kernelstream.pipelines import cli
     from kernelstream.pipelines.replay import clear_outputs, read_outputs, run_replay
 
-    ctx.replays += 1
-    out = ctx.work_dir / f"replay-{ctx.replays:03d}"
+    if out is None:
+        ctx.replays += 1
+        out = ctx.work_dir / f"replay-{ctx.replays:03d}"
     argv = replay_argv(path, keys, permutations, ctx, out)
     ctx.log(f"{what}: {len(keys)} configurations x "
             + (f"{permutations} permutations ({ctx.runner}, {ctx.workers} worker"
