@@ -11,6 +11,12 @@ replay's ``metrics/`` output (:func:`kernelstream.pipelines.replay.read_outputs`
 The learner seed of a key is ``seeding.learner_seed(seed, r, learner)`` and its stream is
 ``seeding.permutation(n, seed, r)`` of the prepared file (``experiments.datasets.prepare``):
 the seeding the old per-script loops used, so the numbers are the same bit for bit.
+
+A data set whose permutation r is an order of its own (a toolbox's permutations, an
+adversarial stream) gets one file per r, arranged so that the replay's permutation r reads
+it in that order; that replay runs shard r of r + 1 (``replay.make_run(shard=, shards=)``,
+which owns exactly the streams of permutation r), and with ``--workers N`` these
+one-permutation replays run on N processes.
 """
 
 from __future__ import annotations
