@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -54,14 +55,22 @@ def _cells(js: dict[str, Any]) -> list[Any]:
     return out
 
 
-def run_once(cmd: list[str], workers: int, out: Path) -> tuple[float, list[Any]]:
+def _child_cpu() -> float:
+    """CPU seconds of this process's finished children and theirs (the command's workers)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_once(cmd: list[str], workers: int, out: Path) -> tuple[float, float, list[Any]]:
+    """Wall seconds, CPU seconds (the command and its worker processes) and the cells."""
     argv = [sys.executable, "-m", "kernelstream.pipelines.cli", *cmd, "--workers", str(workers),
             "--out-dir", str(out), "-q"]
+    cpu0 = _child_cpu()
     t0 = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     stem = cmd[1]
-    return wall, _cells(json.loads((out / f"{stem}.json").read_text()))
+    return wall, _child_cpu() - cpu0, _cells(json.loads((out / f"{stem}.json").read_text()))
 
 
 def _load() -> str:
@@ -82,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = ["reproduce", a.paper, "--tables", a.tables, "--datasets", a.datasets,
            "--data-dir", str(a.data_dir)]
     times: dict[int, list[float]] = {1: [], 2: []}
+    cpus: dict[int, list[float]] = {1: [], 2: []}
     ref: list[Any] | None = None
     same = True
     load_before = _load()
@@ -90,11 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(a.rounds):
             for w in ((1, 2) if k % 2 == 0 else (2, 1)):
                 out = Path(tmp) / f"r{k}-w{w}"
-                wall, cells = run_once(cmd, w, out)
+                wall, cpu, cells = run_once(cmd, w, out)
                 times[w].append(wall)
+                cpus[w].append(cpu)
                 ref = cells if ref is None else ref
                 same = same and cells == ref
-                print(f"round {k + 1}, {w} worker(s): {wall:.1f} s", file=sys.stderr, flush=True)
+                print(f"round {k + 1}, {w} worker(s): {wall:.1f} s, CPU {cpu:.1f} s",
+                      file=sys.stderr, flush=True)
     med = {w: statistics.median(v) for w, v in times.items()}
     ratio = med[2] / med[1]
     L = [
@@ -110,12 +122,17 @@ def main(argv: list[str] | None = None) -> int:
         "medians.",
         f"* Outputs: {'identical' if same else '**DIFFERENT**'} (every run's mistake rate and "
         "#SV, every verdict).",
+        "* CPU = CPU seconds of the command and its worker processes; cores used = CPU / wall "
+        "(below 2 with 2 workers: the processes waited for a CPU that other tenants held).",
         "",
-        "| workers | wall times (s) | median (s) | ratio to 1 worker |",
-        "|---:|---|---:|---:|",
+        "| workers | wall times (s) | CPU (s) | cores used | median wall (s) | ratio to 1 "
+        "worker |",
+        "|---:|---|---|---|---:|---:|",
     ]
     for w in (1, 2):
-        L.append(f"| {w} | {', '.join(f'{t:.1f}' for t in times[w])} | {med[w]:.1f} | "
+        used = ", ".join(f"{c / t:.2f}" for c, t in zip(cpus[w], times[w], strict=True))
+        L.append(f"| {w} | {', '.join(f'{t:.1f}' for t in times[w])} | "
+                 f"{', '.join(f'{c:.1f}' for c in cpus[w])} | {used} | {med[w]:.1f} | "
                  f"{med[w] / med[1]:.2f} |")
     L += ["", f"Target (issue 15): 2 workers ≤ {TARGET} × 1 worker: "
           f"**{'met' if ratio <= TARGET else 'not met'}** ({ratio:.2f})."]

@@ -75,6 +75,8 @@ def test_reproduce_errors(german_dir: Path, tmp_path: Path,
               "--tuned-dir", str(REPO / "benchmarks")]
     assert main(["reproduce", "baselines", "--tables", "p9", *common]) == 2
     assert "baselines has no table p9" in capsys.readouterr().err
+    assert main(["reproduce", "p3", "--datasets", "gremlin", *common]) == 2
+    assert "p3 has no data set gremlin" in capsys.readouterr().err
     assert main(["reproduce", "baselines", "--tuned-dir", str(tmp_path), "--data-dir",
                  str(german_dir), "--out-dir", str(tmp_path)]) == 2
     assert "tuned_params.json not found" in capsys.readouterr().err

@@ -75,6 +75,7 @@ P4_DATASETS = ("a9a", "w7a")
 P3_BUDGET = {"german": 100, "svmguide3": 100, "spambase": 100, "a9a": 200, "w7a": 200}
 P4_GAMMA = 0.4
 TOLERANCE_PP = 2.0
+DATA = P3_DATASETS  # the data sets of the tables (``--datasets``)
 
 ETA_P3 = [10.0**e for e in range(-5, 1)]
 LAM_P3 = [10.0**e for e in range(-4, 2)]

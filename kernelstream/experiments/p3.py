@@ -70,6 +70,7 @@ P3_2: dict[tuple[str, int], dict[str, tuple[float, float, float]]] = {  # (ds, B
 DATASETS_P3 = ("german", "svmguide3", "spambase", "a9a", "w7a")
 BUDGET = {"german": 100, "svmguide3": 100, "spambase": 100, "a9a": 200, "w7a": 200}
 TOLERANCE_PP = 2.0
+DATA = DATASETS_P3  # the data sets of the tables (``--datasets``)
 
 
 

@@ -102,14 +102,22 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
     if out_dir is None or tuned_dir is None:
         return _error("not run from a checkout: give --out-dir and --tuned-dir")
     papers = list(PAPERS) if args.paper == "all" else [args.paper]
+    mods = {p: importlib.import_module(f"kernelstream.experiments.{PAPERS[p]}") for p in papers}
+    known = [t for m in mods.values() for t in m.TABLES]
+    unknown = [t for t in args.tables or () if t not in known]
+    if unknown:  # with "all", a table names the paper it belongs to
+        return _error(f"{args.paper} has no table {', '.join(unknown)} (tables: "
+                      f"{', '.join(known)})")
+    names = list(dict.fromkeys(d for m in mods.values() for d in m.DATA))
+    unknown = [d for d in args.datasets or () if d not in names]
+    if unknown:
+        return _error(f"{args.paper} has no data set {', '.join(unknown)} (data sets: "
+                      f"{', '.join(names)})")
     with tempfile.TemporaryDirectory(prefix="kernelstream-reproduce-") as tmp:
         work = args.work_dir or Path(tmp)
-        for paper in papers:
-            mod = importlib.import_module(f"kernelstream.experiments.{PAPERS[paper]}")
-            unknown = [t for t in args.tables or () if t not in mod.TABLES]
-            if unknown and args.paper != "all":
-                return _error(f"{paper} has no table {', '.join(unknown)} (tables: "
-                              f"{', '.join(mod.TABLES)})")
+        for paper, mod in mods.items():
+            if args.tables and not set(args.tables) & set(mod.TABLES):
+                continue
             ctx = Context(args.data_dir, work / paper, args.permutations or mod.PERMUTATIONS,
                           seed=args.seed, runner=args.runner, workers=args.workers,
                           pipeline_args=list(getattr(args, "pipeline_args", [])),
