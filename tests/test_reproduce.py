@@ -105,3 +105,27 @@ def test_switch_round() -> None:
     assert switch_round(loss, 4) == 7
     assert switch_round(loss, 5) is None  # the stream ends first
     assert switch_round(loss[:6], 4) is None
+
+
+def test_reproduce_p3_counts_after_the_switch(shared_datasets: Path, tmp_path: Path) -> None:
+    # SkeGD's T₀ comes from the replay's predictions (the losses): it and the mistakes after
+    # it equal the learner's own init_round and what the old script counted
+    out = tmp_path / "results"
+    assert main(["reproduce", "p3", "--data-dir", str(shared_datasets), "--datasets", "german",
+                 "--tables", "p3-3", "-R", "1", "--out-dir", str(out),
+                 "--tuned-dir", str(REPO / "benchmarks"), "-q"]) == 0
+    js = json.loads((out / "p3.json").read_text())
+    assert js["table_p3_4"] == [] and js["table_p3_2"] == []
+    cell = next(c for c in js["table_p3_3"] if c["width"] == "ka")
+    X, y = dsets.load_dataset("german", shared_datasets)
+    perm = permutation(len(y), 0, 0)
+    Xp, yp = np.ascontiguousarray(X[perm]), y[perm]
+    m = learners.make("skegd", seed=learner_seed(0, 0, "skegd"), **cell["params"])
+    s = m.predict_learn_many(Xp, yp)
+    wrong = np.where(s > 0, 1.0, np.where(s < 0, -1.0, m.predict_label(0.0))) != yp
+    run = cell["runs"][0]
+    assert run["init_round"] == m.init_round is not None
+    assert run["mistake_rate"] == 100.0 * float(np.mean(wrong))
+    assert run["mistake_rate_after_init"] == 100.0 * float(np.sum(wrong[m.init_round:])) / len(yp)
+    md = (out / "p3.md").read_text()
+    assert "## Table P3-3" in md and "## Table P3-4" not in md
