@@ -26,7 +26,6 @@ class Options:
     tuned_dir: Path
     datasets: list[str] | None = None
     tables: list[str] | None = None
-    permutations: int | None = None  # -R; None: the protocol's own R
 
     def tuned_file(self, name: str) -> Path:
         path = self.tuned_dir / name

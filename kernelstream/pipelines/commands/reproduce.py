@@ -122,8 +122,7 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
                           seed=args.seed, runner=args.runner, workers=args.workers,
                           pipeline_args=list(getattr(args, "pipeline_args", [])),
                           quiet=args.quiet, keep_outputs=args.work_dir is not None)
-            opts = Options(ctx, out_dir, tuned_dir, args.datasets, args.tables,
-                           args.permutations)
+            opts = Options(ctx, out_dir, tuned_dir, args.datasets, args.tables)
             try:
                 res = mod.reproduce(opts)
             except (ProtocolError, FileNotFoundError) as exc:
