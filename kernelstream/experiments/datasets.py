@@ -16,7 +16,6 @@ arranged so that the replay's permutation ``r`` of that file is the toolbox's or
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,13 +77,6 @@ DATASETS: dict[str, DatasetDef] = {
                    "the identity on them); raw label 2 → +1"),
     )
 }
-
-
-def default_data_dir() -> Path:
-    """``$KERNELSTREAM_DATA``, else ``datasets`` beside the working directory's parent (the
-    layout of a checkout next to the shared data); the command's ``--data-dir`` overrides."""
-    env = os.environ.get("KERNELSTREAM_DATA")
-    return Path(env) if env else (Path.cwd() / ".." / "shared" / "datasets").resolve()
 
 
 def _load_file(path: Path, fmt: str, n_features: int) -> tuple[np.ndarray, np.ndarray]:

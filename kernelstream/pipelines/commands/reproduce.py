@@ -42,7 +42,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         ),
         epilog=(
             "examples:\n"
-            f"  {PROG} reproduce baselines --data-dir ../shared/datasets --workers 2\n"
+            f"  {PROG} reproduce baselines --data-dir ~/datasets --workers 2\n"
             f"  {PROG} reproduce p3 --tables p3-3 --datasets german -R 2 --out-dir /tmp/p3\n"
             f"  {PROG} reproduce all -- --direct_num_workers=2 "
             "--direct_running_mode=multi_processing"
