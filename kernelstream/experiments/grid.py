@@ -162,6 +162,13 @@ def _each_permutation(tasks: list[tuple[Any, ...]], workers: int) -> list[list[l
 
 
 def _replay_task(t: tuple[Any, ...]) -> list[list[KeyResult]]:
+    import logging
+
+    from kernelstream.pipelines.cli import _BeamImportNoise
+
+    root = logging.getLogger()  # a pool process imports Beam without the command's filter
+    if not any(isinstance(f, _BeamImportNoise) for f in root.filters):
+        root.addFilter(_BeamImportNoise())
     path, what, keys, permutations, ctx, switch, only, out = t
     return _replay(path, what, keys, permutations, ctx, switch, only=only, out=out)
 
