@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 
 from kernelstream import data as ksdata  # noqa: E402
 from kernelstream import evaluate, learners  # noqa: E402
+from kernelstream.experiments import datasets as _datasets  # noqa: E402
 from kernelstream.seeding import learner_seed, permutation  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,53 +65,10 @@ def add_data_dir_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-@dataclass(frozen=True)
-class DatasetDef:
-    name: str
-    files: tuple[str, ...]  # concatenated in this order ("merged" train + test)
-    fmt: str  # "libsvm" | "csv" (label in the last column)
-    scale: str  # "none" (already scaled) | "01" (min-max of the merged data to [0, 1])
-    n_features: int
-    paper_n: int  # rows used by papers P3/P4
-    note: str = ""
-    # a toolbox's own permutations (one row each, 1-based row numbers): permutation r of the
-    # evaluation is row r of this file; r beyond its rows (the tuning permutation) is ours
-    perm_file: str | None = None
-
-
-DATASETS: dict[str, DatasetDef] = {
-    d.name: d
-    for d in (
-        DatasetDef("german", ("german.numer_scale",), "libsvm", "none", 24, 1000,
-                   "LIBSVM german.numer_scale (features already in [-1, 1])"),
-        # Raw values: LIBSVM has no scaled svmguide3, and the toolboxes the papers ran
-        # (LIBOL, LSOKL) ship svmguide3.mat with these raw values (MANIFEST.tsv); §2.8's
-        # min-max reconstruction misses P3's NOGD and P0's OKS-SIL, the raw file matches both.
-        DatasetDef("svmguide3", ("svmguide3", "svmguide3.t"), "libsvm", "none", 22, 1284,
-                   "svmguide3 + svmguide3.t merged (1,243 + 41), raw values as in the toolboxes' "
-                   "svmguide3.mat (LIBSVM has no scaled copy)"),
-        DatasetDef("svmguide3-01", ("svmguide3", "svmguide3.t"), "libsvm", "01", 22, 1284,
-                   "the same merged svmguide3 rows min-max scaled to [0, 1] on the merged data "
-                   "(§2.8 recon; sensitivity check only)"),
-        DatasetDef("spambase", ("spambase.data",), "csv", "01", 57, 4601,
-                   "UCI spambase, min-max [0, 1]; spam = +1"),
-        # The LSOKL toolbox's own files (MANIFEST.tsv: german.numer = its german.mat,
-        # spambase.data = its spambase.mat, both unscaled) with its 20 permutations (ID_all)
-        DatasetDef("german_lsokl", ("german.numer",), "libsvm", "none", 24, 1000,
-                   "LIBSVM german.numer, unscaled (= LSOKL's german.mat), in LSOKL's own 20 "
-                   "permutations (extras/german_ID_all_LSOKL.txt; diagnostic only)",
-                   perm_file="extras/german_ID_all_LSOKL.txt"),
-        DatasetDef("spambase_lsokl", ("spambase.data",), "csv", "none", 57, 4601,
-                   "UCI spambase, unscaled (= LSOKL's spambase.mat), in LSOKL's own 20 "
-                   "permutations (extras/spambase_ID_all_LSOKL.txt; diagnostic only)",
-                   perm_file="extras/spambase_ID_all_LSOKL.txt"),
-        DatasetDef("a9a", ("a9a", "a9a.t"), "libsvm", "none", 123, 48842,
-                   "a9a + a9a.t merged (32,561 + 16,281), binary features as is"),
-        DatasetDef("w7a", ("w7a",), "libsvm", "none", 300, 49749,
-                   "DEVIATION: only the w7a training file (24,692 rows) is available; "
-                   "P3/P4 used train + test merged (49,749 rows). Binary features as is"),
-    )
-}
+# The protocol data sets are the package's (kernelstream.experiments.datasets): one table for
+# the scripts and for ``kernelstream reproduce``.
+DATASETS = _datasets.DATASETS
+DatasetDef = _datasets.DatasetDef
 
 
 def _load_file(path: Path, fmt: str, n_features: int) -> tuple[np.ndarray, np.ndarray]:

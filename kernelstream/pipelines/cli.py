@@ -626,12 +626,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check_parser(sub)
     # live streams (their modules import Beam only when a command runs)
     from kernelstream.pipelines import demo, stream
-    from kernelstream.pipelines.commands import report, tune
+    from kernelstream.pipelines.commands import report, reproduce, tune
 
     stream.add_parser(sub)
     demo.add_parser(sub)
     tune.add_parser(sub)
     report.add_parser(sub)
+    reproduce.add_parser(sub)
     return parser
 
 
