@@ -23,12 +23,9 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
 import argparse  # noqa: E402
-import datetime as _dt  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import multiprocessing as mp  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Iterable, Sequence  # noqa: E402
@@ -38,9 +35,9 @@ from typing import Any, TypeVar  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from kernelstream import data as ksdata  # noqa: E402
 from kernelstream import evaluate, learners  # noqa: E402
 from kernelstream.experiments import datasets as _datasets  # noqa: E402
+from kernelstream.experiments import report as _report  # noqa: E402
 from kernelstream.seeding import learner_seed, permutation  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,42 +68,19 @@ DATASETS = _datasets.DATASETS
 DatasetDef = _datasets.DatasetDef
 
 
-def _load_file(path: Path, fmt: str, n_features: int) -> tuple[np.ndarray, np.ndarray]:
-    """One file with raw numeric labels (a file may hold one class only, e.g. svmguide3.t, so
-    the ±1 mapping is done on the merged labels) and no scaling."""
-    X, y = ksdata.load(str(path), fmt=fmt, n_features=n_features, task="regression",
-                       scale="none")
-    return np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
-
-
-def _to_pm1(y: np.ndarray) -> np.ndarray:
-    vals = np.unique(y)
-    if vals.size != 2:
-        raise ValueError(f"expected two labels, got {vals}")
-    return np.where(y == vals[1], 1.0, -1.0)  # larger raw label -> +1
-
-
-_CACHE: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
 _PERMS: dict[str, np.ndarray] = {}  # dataset -> its toolbox permutations (0-based rows)
 
 
 def load_dataset(name: str, data_dir: Path | str) -> tuple[np.ndarray, np.ndarray]:
-    """``(X, y)`` of a benchmark dataset as defined in :data:`DATASETS` (labels ±1); cached."""
-    key = (name, str(data_dir))
-    if key in _CACHE:
-        return _CACHE[key]
+    """``(X, y)`` of a benchmark dataset as defined in :data:`DATASETS` (labels ±1; the
+    package's loader, cached), and its toolbox permutations when it has a permutation file."""
+    X, y = _datasets.load_dataset(name, data_dir)
     d = DATASETS[name]
-    parts = [_load_file(Path(data_dir) / f, d.fmt, d.n_features) for f in d.files]
-    X = np.ascontiguousarray(np.vstack([p[0] for p in parts]), dtype=np.float64)
-    y = _to_pm1(np.concatenate([p[1] for p in parts]))
-    if d.scale == "01":
-        X = ksdata.scale_minmax(X, "01")
-    if d.perm_file is not None:
+    if d.perm_file is not None and name not in _PERMS:
         ids = np.loadtxt(Path(data_dir) / d.perm_file, dtype=np.int64, ndmin=2) - 1
         if any(sorted(row.tolist()) != list(range(len(y))) for row in ids):
             raise ValueError(f"{d.perm_file}: every row must be a permutation of 1..{len(y)}")
         _PERMS[name] = ids
-    _CACHE[key] = (X, y)
     return X, y
 
 
@@ -362,36 +336,10 @@ def machines_line(cells: list[dict[str, Any]], key: Callable[[dict[str, Any]], s
     return "; ".join(f"{m} ({what} {', '.join(v)})" for m, v in groups.items())
 
 
-def machine_info() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    from kernelstream.learners import compiled
-
-    return (f"{cpu}, {os.cpu_count()} cores (shared), Python {platform.python_version()}, "
-            f"numpy {np.__version__}, per-round kernels {compiled.STATUS}")
-
-
-def now_utc() -> str:
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def git_provenance() -> str:
-    """Commit and whether the learner code differs from it (read-only git commands)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH, text=True,
-                              capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "../kernelstream"],
-                               cwd=BENCH, text=True, capture_output=True,
-                               check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "git commit unknown"
-    return f"git {head}" + (" + uncommitted changes in kernelstream/" if dirty else "")
+# the machine, time and code lines of every results file: the package's
+machine_info = _report.machine_info
+now_utc = _report.now_utc
+git_provenance = _report.git_provenance
 
 
 # -- command line of the scripts -----------------------------------------------------------------
@@ -537,16 +485,7 @@ def generated_line(script: str, stamp: str, detail: str = "") -> str:
             + ". Do not edit by hand.")
 
 
-def fmt_pm(mean: float, std: float, digits: int = 3) -> str:
-    """``mean ± std`` with ``digits`` decimals."""
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def fmt_sv(n: float) -> str:
-    """A #SV count, in thousands from 10,000 on."""
-    return f"{n / 1000:.1f}k" if n >= 10000 else f"{n:.0f}"
-
-
-def pass_mark(passed: bool) -> str:
-    """The PASS column of a verdict row (a failure in bold)."""
-    return "PASS" if passed else "**FAIL**"
+# number formats and verdict marks: the package's, as the tables `kernelstream reproduce` writes
+fmt_pm = _report.fmt_pm
+fmt_sv = _report.fmt_sv
+pass_mark = _report.pass_mark

@@ -19,6 +19,7 @@ import numpy as np
 
 from kernelstream.learners.base import Learner
 from kernelstream.learners.losses import Loss, get_loss
+from kernelstream.sparse import CSR
 
 # Adaptive blocks are sized to take about this long, so progress stays responsive for slow
 # learners while fast learners do not pay the per-call overhead of predict_learn_many too
@@ -39,7 +40,7 @@ class PrequentialPass:
     the whole data set.
     """
 
-    def __init__(self, model: Learner, X: np.ndarray, y: np.ndarray,
+    def __init__(self, model: Learner, X: np.ndarray | CSR, y: np.ndarray,
                  rows: np.ndarray | None = None, *, block_size: int | None = None,
                  skip_rejected: bool = False) -> None:
         if block_size is not None and block_size < 1:

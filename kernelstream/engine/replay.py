@@ -250,19 +250,19 @@ def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
     if _clean_for_load(opts, fmt):
         try:
             if fmt == "libsvm":  # as CSR first: the widest index must not decide the memory
-                Xs, y = load_sparse(opts.path, n_features=opts.n_features,
+                Xs, ys = load_sparse(opts.path, n_features=opts.n_features,
                                     task=opts.task, limit=opts.limit,  # type: ignore[arg-type]
                                     positive_label=opts.positive_label)
                 return Dataset(finish_rows(Xs, opts),
-                               scale_target_minmax(y, opts.scale_target))  # type: ignore[arg-type]
+                               scale_target_minmax(ys, opts.scale_target))  # type: ignore[arg-type]
             plain = opts.hash_features is None and opts.rows != "sparse"  # dense, as read
-            X, y = load(opts.path, fmt=fmt, n_features=opts.n_features,  # type: ignore[arg-type]
+            Xd, yd = load(opts.path, fmt=fmt, n_features=opts.n_features,  # type: ignore[arg-type]
                         label_column=opts.label_column, task=opts.task,  # type: ignore[arg-type]
                         scale=opts.scale if plain else "none",  # type: ignore[arg-type]
                         limit=opts.limit, positive_label=opts.positive_label,
                         delimiter=opts.delimiter, header=opts.header,
                         scale_target=opts.scale_target)  # type: ignore[arg-type]
-            return Dataset(X if plain else finish_rows(X, opts), y)
+            return Dataset(Xd if plain else finish_rows(Xd, opts), yd)
         except ParseError:
             pass  # a bad line: read it again line by line, keeping the bad lines
     src = opts.path if source is None else source
@@ -320,7 +320,7 @@ def rows_csr(rows: Sequence[ParsedRow], n_features: int, hash_bits: int | None =
     """Parsed LIBSVM rows (1-based sorted indices) as one CSR of width ``n_features`` (or
     ``2**hash_bits`` with their indices hashed, colliding values summed)."""
     counts = np.fromiter((len(r.vals) for r in rows), np.int64, count=len(rows))
-    cols = (np.concatenate([r.idx for r in rows]).astype(np.int64) - 1 if len(rows)  # type: ignore[misc]
+    cols = (np.concatenate([r.idx for r in rows]).astype(np.int64) - 1 if len(rows)
             else np.zeros(0, dtype=np.int64))
     vals = (np.concatenate([r.vals for r in rows]).astype(np.float64) if len(rows)
             else np.zeros(0))

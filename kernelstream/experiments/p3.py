@@ -194,7 +194,7 @@ def eval_p3_2(opts: Options, tuned: dict[str, Any]) -> list[dict[str, Any]]:
                 for r in range(ctx.permutations):
                     perm = permutation(n, ctx.seed, r)
                     Xp, yp = np.ascontiguousarray(X[perm]), y[perm]
-                    m = learners.make("skegd", seed=learner_seed(ctx.seed, r, "skegd"),
+                    m: Any = learners.make("skegd", seed=learner_seed(ctx.seed, r, "skegd"),
                                       **irs_p)
                     t0 = time.perf_counter()
                     m.predict_learn_many(Xp, yp)  # the state after the whole stream
@@ -413,14 +413,15 @@ def write_outputs(opts: Options, tuned: dict[str, Any], p33: list[dict[str, Any]
             for row in dict.fromkeys(c["row"] for c in vc):
                 cs = {c["stream"]: c for c in vc if c["row"] == row}
                 parts = []
-                for st in ("german-1", "german-2"):
-                    c = cs.get(st)
-                    if c is None:
+                for stream in ("german-1", "german-2"):
+                    cell = cs.get(stream)
+                    if cell is None:
                         parts += ["–", "–"]
                         continue
-                    mark = " " + report.pass_mark(c["passed"]) if row.startswith("skegd") else ""
-                    parts += [report.fmt_pm(*c["published"][:2]),
-                              report.fmt_pm(c["mistake_mean"], c["mistake_std"]) + mark]
+                    mark = (" " + report.pass_mark(cell["passed"]) if row.startswith("skegd")
+                            else "")
+                    parts += [report.fmt_pm(*cell["published"][:2]),
+                              report.fmt_pm(cell["mistake_mean"], cell["mistake_std"]) + mark]
                 secs = " / ".join(f"{cs[s]['seconds']:.2f}" for s in ("german-1", "german-2")
                                   if s in cs)
                 L.append(f"| {variant} | {row} | {' | '.join(parts)} | {secs} |")

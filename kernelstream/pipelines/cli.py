@@ -21,11 +21,12 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
+from collections.abc import Callable, Iterator, Sequence  # noqa: E402
 from dataclasses import dataclass, field, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
@@ -258,31 +259,56 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return _error("replay", str(exc))
     if config.shard is not None:
         return _run_shard(config)
+    try:
+        with started(config, "replay") as pool:
+            if args.follow is not None:
+                return _follow(config, args.follow, args.follow_runs)
+            return _run_once(config, pool=pool)
+    except RefusedError as exc:
+        return exc.code
+
+
+class RefusedError(Exception):
+    """A run refused before it started; its one-line error is printed, ``code`` is the exit
+    code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def started(config: ReplayConfig, command: str) -> Iterator[Any]:
+    """The start of a replay-shaped run (``replay``, ``tune``): the ``--workers`` processes
+    spawned (before the data check: they import Beam meanwhile, then wait), the data checked,
+    the output directory made (a long run must not fail at its very end on a bad ``--out``),
+    progress lines on; yields the worker pool (None for one process) and closes it at the end,
+    which stops the workers of a run that did not finish. Raises :class:`RefusedError` after
+    printing the error."""
     pool = None
     try:
         if config.workers > 1:
             from kernelstream.pipelines.workers import WorkerPool, effective_workers
 
             if effective_workers(config) > 1:
-                # started before the data check: they import Beam meanwhile, then wait
                 try:
                     pool = WorkerPool.spawn(config)
                 except OSError as exc:
-                    return _error("replay", f"cannot start the worker processes: {exc}")
+                    raise RefusedError(_error(command, f"cannot start the worker processes: {exc}")
+                                  ) from None
         try:
             check_data(config)
         except ValueError as exc:  # the data does not fit the options
-            return _error("replay", str(exc))
-        try:  # before the run: a long run must not fail at the very end on a bad --out
+            raise RefusedError(_error(command, str(exc))) from None
+        try:
             fs.makedirs(config.out)
         except OSError as exc:
-            return _error("replay", f"cannot create the output directory: {exc}")
+            raise RefusedError(_error(command, f"cannot create the output directory: {exc}")
+                          ) from None
         _progress_to_stderr(not config.quiet)
-        if args.follow is not None:
-            return _follow(config, args.follow, args.follow_runs)
-        return _run_once(config, pool=pool)
+        yield pool
     finally:
-        if pool is not None:  # stops the workers of a run that did not finish
+        if pool is not None:
             pool.close()
 
 

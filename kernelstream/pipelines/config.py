@@ -269,7 +269,7 @@ def loss_tasks(name: str) -> dict[str, str]:
     cls = _learner(name)
     loss = next((p for p in cls.params if p.name == "loss" and p.choices), None)
     out: dict[str, str] = {}
-    for choice in loss.choices if loss is not None else ():
+    for choice in loss.choices if loss is not None and loss.choices else ():
         try:
             out[choice] = _make(name, loss=choice).task
         except ValueError:  # a loss the default settings reject

@@ -467,6 +467,7 @@ def _failure(w: _Worker) -> WorkerError:
     assert w.relay is not None
     w.relay.join(timeout=5)  # the rest of its stderr
     rc = w.proc.returncode
+    assert rc is not None  # it has ended
     own = [ln.rstrip("\n") for ln in w.held if ln.startswith(f"{PROG} replay: error:")]
     if own and rc > 0:
         return WorkerError(rc, own)

@@ -26,6 +26,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.transforms.window import GlobalWindows
 
 from kernelstream.engine.blocks import Block, PredictionBlock
 from kernelstream.engine.checkpoints import SavedStates
@@ -264,7 +265,7 @@ class LearnPredict(beam.PTransform):
         if not keyed.windowing.is_default():
             # State and timers are per window: one global window keeps each stream whole,
             # bounded or unbounded.
-            keyed = keyed | "GlobalWindow" >> beam.WindowInto(beam.window.GlobalWindows())
+            keyed = keyed | "GlobalWindow" >> beam.WindowInto(GlobalWindows())
         return (
             keyed
             | "LearnPredict" >> beam.ParDo(dofn(

@@ -191,8 +191,9 @@ class ModelStateCoder(beam.coders.Coder):
         return 1024
 
     def __eq__(self, other: object) -> bool:
-        return (type(self) is type(other) and self.ttl_ms == other.ttl_ms  # type: ignore[attr-defined]
-                and self.in_worker == other.in_worker)  # type: ignore[attr-defined]
+        if type(other) is not type(self) or not isinstance(other, type(self)):
+            return False
+        return self.ttl_ms == other.ttl_ms and self.in_worker == other.in_worker
 
     def __hash__(self) -> int:
         return hash((type(self), self.ttl_ms, self.in_worker))

@@ -36,7 +36,6 @@ from kernelstream.pipelines.config import (
     parse_learner_spec,
 )
 from kernelstream.pipelines.replay_args import (
-    check_data,
     hash_bits,
     replay_config,
     shard_arg,
@@ -193,46 +192,29 @@ def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return cli._error("tune", str(exc))
     if config.shard is not None:  # a worker process of --workers: its share of the cells
         return cli._run_shard(config)
-    pool = None
     try:
-        if config.workers > 1:
-            from kernelstream.pipelines.workers import WorkerPool, effective_workers
-
-            if effective_workers(config) > 1:
-                try:
-                    pool = WorkerPool.spawn(config)
-                except OSError as exc:
-                    return cli._error("tune", f"cannot start the worker processes: {exc}")
-        try:
-            check_data(config)
-            fs.makedirs(config.out)
-        except ValueError as exc:
-            return cli._error("tune", str(exc))
-        except OSError as exc:
-            return cli._error("tune", f"cannot create the output directory: {exc}")
-        cli._progress_to_stderr(not config.quiet)
-        if not config.quiet:
-            print(f"[tune] {config.learners[0].name}: {len(chosen)} of {len(cells)} cells x "
-                  f"{config.permutations} tuning permutation(s) from r = "
-                  f"{config.first_permutation}", file=sys.stderr, flush=True)
-        try:
-            run = (cli.RUNNERS[config.runner](config) if pool is None
-                   else cli.RUNNERS[config.runner](config, pool))
-        except WorkerError as exc:
-            for line in exc.lines:
-                print(line, file=sys.stderr)
-            return exc.code
-        except cli._OWN_LINE as exc:
-            return cli._error("tune", str(exc))
-        except DataError as exc:
-            return cli._error("tune", f"cannot read data: {exc}")
-        except ConfigError as exc:
-            return cli._error("tune", str(exc))
-        except ValueError as exc:  # learner-side validation during the run
-            return cli._error("tune", str(exc), code=1)
-    finally:
-        if pool is not None:
-            pool.close()
+        with cli.started(config, "tune") as pool:
+            if not config.quiet:
+                print(f"[tune] {config.learners[0].name}: {len(chosen)} of {len(cells)} cells x "
+                      f"{config.permutations} tuning permutation(s) from r = "
+                      f"{config.first_permutation}", file=sys.stderr, flush=True)
+            try:
+                run = (cli.RUNNERS[config.runner](config) if pool is None
+                       else cli.RUNNERS[config.runner](config, pool))
+            except WorkerError as exc:
+                for line in exc.lines:
+                    print(line, file=sys.stderr)
+                return exc.code
+            except cli._OWN_LINE as exc:
+                return cli._error("tune", str(exc))
+            except DataError as exc:
+                return cli._error("tune", f"cannot read data: {exc}")
+            except ConfigError as exc:
+                return cli._error("tune", str(exc))
+            except ValueError as exc:  # learner-side validation during the run
+                return cli._error("tune", str(exc), code=1)
+    except cli.RefusedError as exc:
+        return exc.code
     doc = tuned_document(args, argv, config, run.results, axes, cells, chosen)
     cli.write_summary(cli.build_summary(config, run), config.out)
     path, table = write_tuned(doc, config.out)
