@@ -60,7 +60,7 @@ def step_size(eta: float | None, t: int, horizon: int | None) -> float:
 
 class AO2MDLearner(SelectionLearner):
     """Shared part of B(AO)2KS, EA2OKS and BEA2OKS: the per-kernel AO2MD state
-    (:class:`~kernelstream.learners._selection.OptimisticMirror` with a reservoir of ``M``
+    (:class:`~kernelstream.learners._mirror.OptimisticMirror` with a reservoir of ``M``
     examples, :func:`derive_reservoir_size`), the loss normaliser ``1 + U`` and the support
     counts. Subclasses add their expert/bandit algorithm (``super()`` first in ``_setup`` and
     the state methods)."""

@@ -32,94 +32,59 @@ example decides the learner's *mode*:
 
 Sparse and dense input give the same results up to round-off (sums run in another order); for
 one input type the batch path stays bit-identical to the per-example path.
+
+The parameter declarations (:class:`Param`, :data:`KERNEL_PARAMS`, :data:`TIE_PARAM`) live in
+:mod:`kernelstream.learners.params` and the state's format helpers (seed and RNG as arrays,
+:func:`state_to_bytes`) in :mod:`kernelstream.learners.state`; both are re-exported here.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
+# Param and the shared parameters (params.py), the seed/RNG/bytes helpers of the state
+# (state.py): re-exported, every learner and caller imports them from here
+from kernelstream.learners.params import (
+    KERNEL_PARAMS,
+    TIE_PARAM,
+    Param,
+    nonneg,
+    positive,
+    unit_open,
+)
 from kernelstream.learners.registry import check_width, get
+from kernelstream.learners.state import (
+    STATE_VERSION,
+    Seed,
+    _rng_from_array,
+    _rng_to_array,
+    _seed_from_json,
+    _seed_json,
+    _seed_seq,
+    state_from_bytes,
+    state_nbytes,
+    state_to_bytes,
+)
 from kernelstream.sparse import CSR, SparseRow
 
-STATE_VERSION = 1
-
-Seed = int | Sequence[int]
-
-
-@dataclass(frozen=True)
-class Param:
-    """One hyper-parameter: name (the spec's symbol in plain words), default, type, check."""
-
-    name: str
-    default: Any
-    type: type
-    doc: str
-    check: Callable[[Any], bool] | None = None
-    rule: str = ""  # human-readable form of ``check`` for error messages
-    choices: tuple[Any, ...] | None = None
-
-    def coerce(self, value: Any, learner: str) -> Any:
-        if value is None and self.default is None:
-            return None
-        try:
-            if self.type is bool and isinstance(value, str):
-                low = value.strip().lower()
-                if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                    raise ValueError(value)
-                v: Any = low in ("1", "true", "yes", "on")
-            elif self.type is int:
-                fv = float(value)
-                if not fv.is_integer():
-                    raise ValueError(value)
-                v = int(fv)
-            else:
-                v = self.type(value)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"{learner}: parameter {self.name!r} must be {self.type.__name__}, got {value!r}"
-            ) from None
-        if self.choices is not None and v not in self.choices:
-            raise ValueError(
-                f"{learner}: parameter {self.name!r} must be one of "
-                f"{', '.join(map(str, self.choices))}; got {v!r}"
-            )
-        if self.type is float and not math.isfinite(v):
-            raise ValueError(f"{learner}: parameter {self.name!r} must be finite, got {v!r}")
-        if self.check is not None and not self.check(v):
-            raise ValueError(f"{learner}: parameter {self.name!r} must be {self.rule}, got {v!r}")
-        return v
-
-
-def positive(v: Any) -> bool:
-    return v > 0
-
-
-def nonneg(v: Any) -> bool:
-    return v >= 0
-
-
-def unit_open(v: Any) -> bool:
-    return 0 < v < 1
-
-
-# Parameters shared by every kernel learner; subclasses list them explicitly (``KERNEL_PARAMS``)
-# so ``kernelstream learners`` shows a complete signature per learner.
-KERNEL_PARAMS: tuple[Param, ...] = (
-    Param("kernel", "gaussian", str, "kernel function",
-          choices=("gaussian", "polynomial", "linear")),
-    Param("gamma", 0.5, float,
-          "Gaussian width: exp(-gamma ||x-x'||^2); sigma=s sets gamma=1/(2 s^2)", positive, "> 0"),
-    Param("degree", 2, int, "degree of the (homogeneous) polynomial kernel", positive, "> 0"),
-)
-TIE_PARAM = Param("tie", "positive", str, "label predicted for a zero score",
-                  choices=("positive", "negative"))
+__all__ = [
+    "KERNEL_PARAMS",
+    "STATE_VERSION",
+    "TIE_PARAM",
+    "Learner",
+    "Param",
+    "Seed",
+    "nonneg",
+    "positive",
+    "state_from_bytes",
+    "state_nbytes",
+    "state_to_bytes",
+    "unit_open",
+]
 
 
 class Learner:
@@ -548,58 +513,3 @@ class Learner:
     def __repr__(self) -> str:
         ps = ", ".join(f"{k}={v!r}" for k, v in self.hparams.items())
         return f"{type(self).__name__}({ps})"
-
-
-# -- helpers -----------------------------------------------------------------------------------
-def _seed_seq(seed: Seed) -> np.random.SeedSequence:
-    if isinstance(seed, (int, np.integer)):
-        return np.random.SeedSequence(int(seed))
-    return np.random.SeedSequence([int(s) for s in seed])
-
-
-def _seed_json(seed: Seed) -> Any:
-    return int(seed) if isinstance(seed, (int, np.integer)) else [int(s) for s in seed]
-
-
-def _seed_from_json(v: Any) -> Seed:
-    return v if isinstance(v, int) else tuple(v)
-
-
-_M64 = (1 << 64) - 1
-
-
-def _rng_to_array(rng: np.random.Generator) -> np.ndarray:
-    st = rng.bit_generator.state
-    s, inc = st["state"]["state"], st["state"]["inc"]
-    return np.array(
-        [s >> 64, s & _M64, inc >> 64, inc & _M64, st["has_uint32"], st["uinteger"]],
-        dtype=np.uint64,
-    )
-
-
-def _rng_from_array(rng: np.random.Generator, a: np.ndarray) -> None:
-    v = [int(x) for x in a]
-    rng.bit_generator.state = {
-        "bit_generator": "PCG64",
-        "state": {"state": (v[0] << 64) | v[1], "inc": (v[2] << 64) | v[3]},
-        "has_uint32": v[4],
-        "uinteger": v[5],
-    }
-
-
-def state_to_bytes(state: dict[str, np.ndarray]) -> bytes:
-    """Pack a learner state as an uncompressed ``.npz`` (numpy's own format, no pickle)."""
-    buf = io.BytesIO()
-    # Any values: numpy's stub types savez's **kwds like its allow_pickle keyword (bool)
-    arrays: dict[str, Any] = state
-    np.savez(buf, **arrays)
-    return buf.getvalue()
-
-
-def state_from_bytes(data: bytes) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
-
-
-def state_nbytes(state: dict[str, np.ndarray]) -> int:
-    return sum(v.nbytes for v in state.values())

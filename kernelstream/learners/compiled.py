@@ -284,7 +284,7 @@ def run_dist_rule(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray,
 #
 # Several kernel expansions scored from one squared-distance row to the union of their support
 # vectors: ``mk.pool_scores`` for one store per kernel whose points carry slots in a shared
-# distance cache (:class:`~kernelstream.learners._selection.KernelPool`), ``mk.multi_scores`` for
+# distance cache (:class:`~kernelstream.learners._pools.KernelPool`), ``mk.multi_scores`` for
 # (point, kernel, coefficient) entries over one point set
 # (:class:`~kernelstream.learners._multikernel.MultiStore`). Same numerical rules as
 # _ckernels.c: a store's score is the single-kernel compiled score of that store, bit for bit.

@@ -1,0 +1,89 @@
+"""Hyper-parameter declarations of the learners: :class:`Param` and the shared ones.
+
+A learner lists its hyper-parameters as a tuple of :class:`Param` (name, default, type, a
+check and its wording); :meth:`Param.coerce` turns what a user typed (a CLI string, a JSON
+value) into the typed value or a one-line error naming the learner and the parameter. The
+checks :func:`positive`, :func:`nonneg` and :func:`unit_open`, and the parameters most kernel
+learners share (:data:`KERNEL_PARAMS`, :data:`TIE_PARAM`), live here too.
+
+Kept apart from :mod:`kernelstream.learners.base` because these are declarations and value
+checks, with no learner behaviour: the learner class only calls :meth:`Param.coerce` when it
+resolves its parameters. ``base`` re-exports every name, so
+``from kernelstream.learners.base import Param`` keeps working.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Param:
+    """One hyper-parameter: name (the spec's symbol in plain words), default, type, check."""
+
+    name: str
+    default: Any
+    type: type
+    doc: str
+    check: Callable[[Any], bool] | None = None
+    rule: str = ""  # human-readable form of ``check`` for error messages
+    choices: tuple[Any, ...] | None = None
+
+    def coerce(self, value: Any, learner: str) -> Any:
+        if value is None and self.default is None:
+            return None
+        try:
+            if self.type is bool and isinstance(value, str):
+                low = value.strip().lower()
+                if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(value)
+                v: Any = low in ("1", "true", "yes", "on")
+            elif self.type is int:
+                fv = float(value)
+                if not fv.is_integer():
+                    raise ValueError(value)
+                v = int(fv)
+            else:
+                v = self.type(value)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{learner}: parameter {self.name!r} must be {self.type.__name__}, got {value!r}"
+            ) from None
+        if self.choices is not None and v not in self.choices:
+            raise ValueError(
+                f"{learner}: parameter {self.name!r} must be one of "
+                f"{', '.join(map(str, self.choices))}; got {v!r}"
+            )
+        if self.type is float and not math.isfinite(v):
+            raise ValueError(f"{learner}: parameter {self.name!r} must be finite, got {v!r}")
+        if self.check is not None and not self.check(v):
+            raise ValueError(f"{learner}: parameter {self.name!r} must be {self.rule}, got {v!r}")
+        return v
+
+
+def positive(v: Any) -> bool:
+    return v > 0
+
+
+def nonneg(v: Any) -> bool:
+    return v >= 0
+
+
+def unit_open(v: Any) -> bool:
+    return 0 < v < 1
+
+
+# Parameters shared by every kernel learner; subclasses list them explicitly (``KERNEL_PARAMS``)
+# so ``kernelstream learners`` shows a complete signature per learner.
+KERNEL_PARAMS: tuple[Param, ...] = (
+    Param("kernel", "gaussian", str, "kernel function",
+          choices=("gaussian", "polynomial", "linear")),
+    Param("gamma", 0.5, float,
+          "Gaussian width: exp(-gamma ||x-x'||^2); sigma=s sets gamma=1/(2 s^2)", positive, "> 0"),
+    Param("degree", 2, int, "degree of the (homogeneous) polynomial kernel", positive, "> 0"),
+)
+TIE_PARAM = Param("tie", "positive", str, "label predicted for a zero score",
+                  choices=("positive", "negative"))
