@@ -19,10 +19,9 @@ rules), only how the expansions are stored, scored and saved. Gaussian kernels o
 (``κ(x, x) = 1``); ``_selection`` re-exports every name.
 
 Compiled rounds (``kernelstream.learners.compiled.mk``, ``_ck_multi.c``): the scores of a
-:class:`KernelPool`, the per-kernel arithmetic of :meth:`OptimisticMirror.correct` and of its
-projection factors, and EA2OKS's update constants. The last three are the same IEEE operations
-in the same order as the Python code they replace (bit-identical; the uniforms are drawn as
-before). The scores change at round-off level against the numpy code: a point's inner product
+:class:`KernelPool` (the other compiled parts of the selection learners, in
+:mod:`~kernelstream.learners._mirror` and EA2OKS, are bit-identical to their Python code).
+The scores change at round-off level against the numpy code: a point's inner product
 with ``x`` is summed in index order over ``x``'s non-zeros (BLAS's gemv sums in blocks), the
 exponential is ``_ck_multi``'s vectorised one (fdlibm's algorithm, within 1 ulp of libm;
 numpy's SIMD exp differs from both by up to 1 ulp), and ``f_i = Σ_j a_ij k_ij`` is summed in
