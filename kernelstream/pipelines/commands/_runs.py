@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 SUMMARY_SCHEMA = 1
 
+
 @dataclass
 class RunOutput:
     """What a runner returns: one :class:`EvalResult` per learner configuration (per-entity

@@ -139,6 +139,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def cmd_replay(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
+    """Check the options and the data, then one run (or ``--follow``'s runs); the exit code."""
     try:
         config = replay_config(args, argv)
     except ValueError as exc:  # unknown learner, bad parameter, inconsistent options
@@ -154,11 +155,10 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         return exc.code
 
 
-
 def run_shard(config: ReplayConfig) -> int:
     """A worker process of ``--workers`` (``--shard I/N``): import the runner while the
     parent checks the data, wait for its go, learn this shard's streams into the run's
-    outputs; the parent writes the summary."""
+    outputs; the parent writes the summary. Also ``tune``'s workers."""
     from kernelstream.pipelines.workers import await_go
 
     progress_to_stderr(not config.quiet, config.shard)
