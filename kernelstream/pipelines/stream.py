@@ -14,13 +14,13 @@ Stopping. SIGINT/SIGTERM, ``--max-seconds`` and ``--idle-stop`` all *drain*
 (:mod:`~kernelstream.pipelines.stream_monitor`). A signal exits 130 with one line on stderr;
 the other two exit 0.
 
-This module holds the command line and the launcher; it imports no Beam at import time (nor do
-the modules above): the CLI builds its parser from it.
+This module is the launcher; the command line is
+:mod:`kernelstream.pipelines.commands.stream`. It imports no Beam at import time (nor do the
+modules above).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import os
@@ -31,29 +31,19 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from kernelstream.pipelines.config import PROG, TASKS
+from kernelstream.pipelines.commands._common import error
+from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.stream_config import (
     EXIT_STOPPED,
-    KAFKA_CLIENTS,
-    KEY_BY,
-    RUNNERS,
     StreamConfig,
     output_topic_names,
-    stream_config,
 )
+
+# re-exported: the stream's tests import the option parser from here
+from kernelstream.pipelines.stream_config import stream_config as stream_config
 from kernelstream.pipelines.stream_monitor import Stopper
 from kernelstream.pipelines.stream_prepare import Prepared, UpfrontError, prepare
 from kernelstream.pipelines.stream_summary import format_summary, summary, write_summary
-
-
-def _hash_bits(text: str) -> int:
-    """argparse type of ``--hash-features`` (as replay's)."""
-    from kernelstream.data.hashing import parse_bits
-
-    try:
-        return parse_bits(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _in_process(runner: str, pipeline_args: Sequence[str]) -> bool:
@@ -124,7 +114,7 @@ def run(config: StreamConfig) -> int:
     try:
         prep = prepare(config)
     except UpfrontError as exc:
-        return _error(str(exc))
+        return error("stream", str(exc))
     try:
         return _execute(config, prep)
     finally:
@@ -188,7 +178,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     if failure is not None:
         where = (f"; resumes from snapshot epoch {epoch} in {config.checkpoint}"
                  if epoch is not None else "")
-        return _error(f"{_error_line(failure)}{where}", code=1)
+        return error("stream", f"{_error_line(failure)}{where}", code=1)
     doc = summary(config, out, part, status, seconds, epoch, stopper.reason)
     write_summary(out, doc)
     print(format_summary(doc, config.checkpoint), flush=True)
@@ -227,111 +217,3 @@ def _head(checkpoint: str | None, prep: Prepared) -> int | None:
     with contextlib.suppress(Exception), SnapshotView.open(checkpoint) as view:
         return view.head
     return None
-
-
-# -- command line ---------------------------------------------------------------------------------
-
-
-def _error(msg: str, code: int = 2) -> int:
-    print(f"{PROG} stream: error: {msg}", file=sys.stderr, flush=True)
-    return code
-
-
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``stream`` subcommand (argument definitions only: no Beam)."""
-    from kernelstream.pipelines.cli import add_learner_arguments
-
-    p = sub.add_parser(
-        "stream", help="learn a live Kafka stream with delayed labels until stopped",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "One unbounded Beam job: each feature record (message key = event id) is scored\n"
-            "on arrival; when its label arrives (a `label:Y` record, or a record on --labels)\n"
-            "the model learns it and an outcome row is written. Labels that never come expire\n"
-            "after --label-ttl. Ctrl-C drains: final snapshot, exit 130."
-        ),
-        epilog=(
-            "examples:\n"
-            f"  {PROG} stream kafka://localhost:9092/events --n-features 24 -l bogd "
-            "-p budget=100 \\\n      --checkpoint ckpt/events --out runs/events\n"
-            f"  {PROG} stream kafka://localhost:9092/clicks --labels "
-            "kafka://localhost:9092/click-labels \\\n      --format csv --key-by id-prefix "
-            "--label-ttl 1h --kafka-out kafka://localhost:9092/clicks-bogd"
-        ),
-    )
-    p.add_argument("source", metavar="kafka://HOST:PORT/TOPIC[,TOPIC...]",
-                   help="the events topic(s); message key = event id")
-    p.add_argument("--labels", metavar="kafka://HOST:PORT/TOPIC",
-                   help="labels topic (key = event id, value Y or label:Y), co-partitioned "
-                   "with the events topics")
-    add_learner_arguments(p)
-    p.add_argument("--key-by", choices=KEY_BY,
-                   help="one model per entity: the event id's text before its first '/'")
-    p.add_argument("--format", choices=("libsvm", "csv"),
-                   help="message format (default: libsvm; label token ? = unlabelled)")
-    p.add_argument("--n-features", type=int, metavar="D",
-                   help="feature dimension of LIBSVM messages (required for LIBSVM)")
-    p.add_argument("--hash-features", type=_hash_bits, metavar="K",
-                   help="hash LIBSVM feature indices into 2^K columns (K, 2^K or the power of "
-                   "two), colliding values summed: a fixed width for open vocabularies "
-                   "(instead of --n-features)")
-    p.add_argument("--rows", choices=("auto", "dense", "sparse"), default="auto",
-                   help="features as dense rows or sparse CSR rows (memory grows with the "
-                   "non-zeros); auto: sparse for LIBSVM messages wider than 2,048 features")
-    p.add_argument("--label-column", metavar="COL",
-                   help="label position of CSV messages (0-based; default: last)")
-    p.add_argument("--delimiter", metavar="CHAR", help="CSV delimiter (default: ,)")
-    p.add_argument("--positive-label", metavar="LABEL",
-                   help="raw label mapped to +1 (all others to -1)")
-    p.add_argument("--task", choices=TASKS, help="default: the learners' task")
-    p.add_argument("--label-ttl", default="1h", metavar="DURATION",
-                   help="an event whose label has not come after this long (event time) "
-                   "expires as an unlabeled row (default: 1h; e.g. 30s, 10m, 2d)")
-    p.add_argument("--metrics-window", default="1m", metavar="DURATION",
-                   help="event-time window of the metrics rows (default: 1m)")
-    s = p.add_argument_group("outputs and snapshots")
-    s.add_argument("--out", "-o", metavar="DIR",
-                   help="output directory (default: the checkpoint's, else "
-                   "runs/stream-<topic>-<learners>)")
-    s.add_argument("--checkpoint", metavar="DIR",
-                   help="snapshot learner states and offsets here, together with the output "
-                   "files; a restart resumes from the last snapshot (one run per DIR)")
-    s.add_argument("--snapshot-every", type=int, default=10_000, metavar="N",
-                   help="snapshot after N events (default: 10000)")
-    s.add_argument("--snapshot-seconds", default="10s", metavar="DURATION",
-                   help="and at least this often (default: 10s); output files appear at each "
-                   "snapshot")
-    s.add_argument("--kafka-out", metavar="kafka://HOST:PORT/PREFIX",
-                   help="also send every row as JSON to PREFIX-predictions, -outcomes, "
-                   "-unlabeled, -metrics, -dead-letters (message key = row_id)")
-    s.add_argument("--kafka-outputs", metavar="NAME[,NAME...]",
-                   help="with --kafka-out: only these outputs (default: all five)")
-    s.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
-                   help="kafka-python client setting (repeatable)")
-    s.add_argument("--kafka-client", choices=KAFKA_CLIENTS, default="auto",
-                   help="the reader's Kafka client: confluent-kafka (librdkafka: C decoding, "
-                   "background prefetch), or kafka-python; auto (default): confluent-kafka "
-                   "when installed and every --kafka-option has a librdkafka equivalent")
-    s.add_argument("--init-from", metavar="DIR",
-                   help="warm start: models without a snapshot start from the learners in "
-                   "this stream checkpoint or replay checkpoint directory")
-    r = p.add_argument_group("running")
-    r.add_argument("--max-seconds", metavar="DURATION",
-                   help="drain after this long and exit 0")
-    r.add_argument("--idle-stop", metavar="DURATION",
-                   help="drain once no event arrived for this long and exit 0")
-    r.add_argument("--runner", choices=RUNNERS, default="direct",
-                   help="direct: Beam's FnApiRunner in this process (default); portable: "
-                   "Beam's job API (a local job service unless --job_endpoint is given after "
-                   "'--'; LOOPBACK unless --environment_type). Beam options go after '--'")
-    r.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
-    p.set_defaults(handler=cmd_stream)
-    return p
-
-
-def cmd_stream(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
-    try:
-        config = stream_config(args, argv)
-    except ValueError as exc:
-        return _error(str(exc))
-    return run(config)

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from kernelstream.pipelines.replay import ReplayResult
 
 # the worker's entry point (:func:`worker_main`): ``-c`` rather than ``-m``, which would import
-# the cli module twice (as __main__ and by name, through the stream/demo parsers)
+# the cli module twice (as __main__ and by name, as the demo command does)
 _MAIN = "from kernelstream.pipelines.workers import worker_main; worker_main()"
 _GO = "go"  # the parent's word on a worker's stdin: the run may start
 # how long stopped workers get to exit on SIGINT (they stop learning at once) before SIGKILL

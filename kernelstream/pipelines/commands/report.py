@@ -8,12 +8,13 @@ Only the argument definitions and the handler live here; reading and drawing are
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
-PROG = "kernelstream"
+from kernelstream.pipelines.commands._common import error
+from kernelstream.pipelines.config import PROG
+
 DEFAULT_OUT = "report.html"
 INSTALL = "pip install 'kernelstream[report]'"
 
@@ -45,10 +46,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _error(msg: str, code: int = 2) -> int:
-    print(f"{PROG} report: error: {msg}", file=sys.stderr)
-    return code
-
 
 def cmd_report(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     """Render the report; 2 with one line when matplotlib is missing or an input is
@@ -56,15 +53,15 @@ def cmd_report(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     try:
         import matplotlib  # noqa: F401  (the report extra)
     except ImportError:
-        return _error(f"the report needs matplotlib: {INSTALL}")
+        return error("report", f"the report needs matplotlib: {INSTALL}")
     from kernelstream.report import ReportError, render_report
 
     start = time.perf_counter()
     try:
         out = render_report(list(args.paths), args.out)
     except ReportError as exc:
-        return _error(str(exc))
+        return error("report", str(exc))
     except OSError as exc:
-        return _error(f"cannot write {args.out}: {exc}")
+        return error("report", f"cannot write {args.out}: {exc}")
     print(f"report: {out} ({time.perf_counter() - start:.1f} s)")
     return 0

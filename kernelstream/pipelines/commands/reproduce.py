@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG, REPLAY_RUNNERS
 
 # paper -> module of kernelstream.experiments, in the order ``all`` runs them
@@ -78,10 +78,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _error(msg: str, code: int = 2) -> int:
-    print(f"{PROG} reproduce: error: {msg}", file=sys.stderr)
-    return code
-
 
 def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
     from kernelstream.experiments import report
@@ -89,29 +85,29 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
     from kernelstream.experiments.protocol import Options, ProtocolError
 
     if args.paper in NOT_MOVED:
-        return _error(f"{args.paper} is not in the package yet: run "
+        return error("reproduce", f"{args.paper} is not in the package yet: run "
                       f"benchmarks/reproduce_{args.paper}.py from a checkout")
     if args.data_dir is None:
-        return _error("no data directory: give --data-dir or set KERNELSTREAM_DATA")
+        return error("reproduce", "no data directory: give --data-dir or set KERNELSTREAM_DATA")
     if not args.data_dir.is_dir():
-        return _error(f"--data-dir {args.data_dir} is not a directory")
+        return error("reproduce", f"--data-dir {args.data_dir} is not a directory")
     if args.permutations is not None and args.permutations < 1:
-        return _error(f"-R must be >= 1, got {args.permutations}")
+        return error("reproduce", f"-R must be >= 1, got {args.permutations}")
     out_dir = args.out_dir or report.checkout_dir("benchmarks", "results")
     tuned_dir = args.tuned_dir or report.checkout_dir("benchmarks")
     if out_dir is None or tuned_dir is None:
-        return _error("not run from a checkout: give --out-dir and --tuned-dir")
+        return error("reproduce", "not run from a checkout: give --out-dir and --tuned-dir")
     papers = list(PAPERS) if args.paper == "all" else [args.paper]
     mods = {p: importlib.import_module(f"kernelstream.experiments.{PAPERS[p]}") for p in papers}
     known = [t for m in mods.values() for t in m.TABLES]
     unknown = [t for t in args.tables or () if t not in known]
     if unknown:  # with "all", a table names the paper it belongs to
-        return _error(f"{args.paper} has no table {', '.join(unknown)} (tables: "
+        return error("reproduce", f"{args.paper} has no table {', '.join(unknown)} (tables: "
                       f"{', '.join(known)})")
     names = list(dict.fromkeys(d for m in mods.values() for d in m.DATA))
     unknown = [d for d in args.datasets or () if d not in names]
     if unknown:
-        return _error(f"{args.paper} has no data set {', '.join(unknown)} (data sets: "
+        return error("reproduce", f"{args.paper} has no data set {', '.join(unknown)} (data sets: "
                       f"{', '.join(names)})")
     with tempfile.TemporaryDirectory(prefix="kernelstream-reproduce-") as tmp:
         work = args.work_dir or Path(tmp)
@@ -126,9 +122,9 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
             try:
                 res = mod.reproduce(opts)
             except (ProtocolError, FileNotFoundError) as exc:
-                return _error(str(exc))
+                return error("reproduce", str(exc))
             except ReplayError as exc:
-                return _error(str(exc), 1)
+                return error("reproduce", str(exc), 1)
             print(f"{paper}: passed {res.passed}/{res.judged} judged cells in "
                   f"{res.wall_seconds / 60:.1f} min; wrote "
                   + ", ".join(str(f) for f in res.files))

@@ -21,26 +21,28 @@ from typing import TYPE_CHECKING, Any
 
 from kernelstream import __version__, data, fs
 from kernelstream._json import json_safe
-from kernelstream.data.options import ROWS
 from kernelstream.experiments import tuning
+from kernelstream.pipelines.commands._common import (
+    add_prepare_arguments,
+    add_read_arguments,
+    error,
+)
+from kernelstream.pipelines.commands._runs import (
+    RefusedError,
+    build_summary,
+    execute,
+    started,
+    write_summary,
+)
+from kernelstream.pipelines.commands.replay import run_shard
 from kernelstream.pipelines.config import (
     PROG,
-    SCALES,
-    TARGET_SCALES,
-    TASKS,
     ConfigError,
-    DataError,
     ReplayConfig,
-    WorkerError,
     is_topic,
     parse_learner_spec,
 )
-from kernelstream.pipelines.replay_args import (
-    hash_bits,
-    replay_config,
-    shard_arg,
-    workers_arg,
-)
+from kernelstream.pipelines.replay_args import replay_config, shard_arg, workers_arg
 
 if TYPE_CHECKING:
     from kernelstream.evaluate import EvalResult
@@ -104,19 +106,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "baselines' rule) or the lower average loss first (loss, as P3's SkeGD "
                    "tuning) (default: grid)")
     d = p.add_argument_group("data", "read options, as for replay")
-    d.add_argument("--format", choices=data.FORMATS)
-    d.add_argument("--label-column", metavar="COL")
-    d.add_argument("--n-features", type=int, metavar="D")
-    d.add_argument("--positive-label", metavar="LABEL")
-    d.add_argument("--delimiter", metavar="CHAR")
-    d.add_argument("--header", action=argparse.BooleanOptionalAction, default=None)
-    d.add_argument("--limit", type=int, metavar="N",
-                   help="use only the first N rows of the file (before permuting)")
-    d.add_argument("--scale", choices=SCALES, default="none")
-    d.add_argument("--scale-target", choices=TARGET_SCALES, default="none")
-    d.add_argument("--task", choices=TASKS)
-    d.add_argument("--hash-features", type=hash_bits, metavar="K")
-    d.add_argument("--rows", choices=ROWS, default="auto")
+    add_read_arguments(d)
+    add_prepare_arguments(d)
     p.add_argument("--out", "-o", metavar="DIR",
                    help="output directory (default: runs/tune-<dataset>-<learner>)")
     p.add_argument("--runner", choices=("direct", "loop"), default="direct",
@@ -184,39 +175,25 @@ def tune_config(args: argparse.Namespace, argv: Sequence[str]) -> tuple[
 
 
 def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from kernelstream.pipelines import cli  # the replay's runners and helpers
-
     try:
         config, axes, cells, chosen = tune_config(args, argv)
     except ValueError as exc:  # unknown learner, bad grid or parameter, inconsistent options
-        return cli._error("tune", str(exc))
+        return error("tune", str(exc))
     if config.shard is not None:  # a worker process of --workers: its share of the cells
-        return cli._run_shard(config)
+        return run_shard(config)
     try:
-        with cli.started(config, "tune") as pool:
+        with started(config, "tune") as pool:
             if not config.quiet:
                 print(f"[tune] {config.learners[0].name}: {len(chosen)} of {len(cells)} cells x "
                       f"{config.permutations} tuning permutation(s) from r = "
                       f"{config.first_permutation}", file=sys.stderr, flush=True)
-            try:
-                run = (cli.RUNNERS[config.runner](config) if pool is None
-                       else cli.RUNNERS[config.runner](config, pool))
-            except WorkerError as exc:
-                for line in exc.lines:
-                    print(line, file=sys.stderr)
-                return exc.code
-            except cli._OWN_LINE as exc:
-                return cli._error("tune", str(exc))
-            except DataError as exc:
-                return cli._error("tune", f"cannot read data: {exc}")
-            except ConfigError as exc:
-                return cli._error("tune", str(exc))
-            except ValueError as exc:  # learner-side validation during the run
-                return cli._error("tune", str(exc), code=1)
-    except cli.RefusedError as exc:
+            run = execute(config, "tune", pool)
+    except RefusedError as exc:
         return exc.code
+    if isinstance(run, int):  # the run failed: its error is printed
+        return run
     doc = tuned_document(args, argv, config, run.results, axes, cells, chosen)
-    cli.write_summary(cli.build_summary(config, run), config.out)
+    write_summary(build_summary(config, run), config.out)
     path, table = write_tuned(doc, config.out)
     print(tuning.format_table(doc))
     best = ", ".join(f"{k}={tuning.param_text(v)}" for k, v in doc["tuned"].items())

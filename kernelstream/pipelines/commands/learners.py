@@ -1,7 +1,6 @@
 """``kernelstream learners [NAME]``: the registered learners with their task, budget, sparse
-rows and parameters, as text, JSON or the README's markdown table. Kept apart from the rest of
-the command line because it is the one command that needs the learner registry and nothing
-else (no data, no runner)."""
+rows and parameters, as text, JSON or the README's markdown table. It needs the learner
+registry and nothing else (no data, no runner)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,20 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG, loss_tasks
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``learners`` subcommand."""
+    p = sub.add_parser("learners", help="list the learners and their parameters",
+                       description="List every registered learner (or one) with its "
+                       "parameters, types, defaults and documentation.")
+    p.add_argument("name", nargs="?", help="show only this learner")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                   help="output format (default: text)")
+    p.set_defaults(handler=cmd_learners)
+    return p
 
 
 def _learner_tasks(name: str) -> list[str]:
@@ -109,10 +121,15 @@ def _print_learners_markdown(infos: list[dict[str, Any]], out: TextIO) -> None:
           file=out)
 
 
-def cmd_learners(args: argparse.Namespace) -> int:
+def cmd_learners(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     # the registry imports every learner module: only for the commands that use learners
     from kernelstream import learners
 
+    if args.name:
+        try:
+            learners.get(args.name)
+        except ValueError as exc:  # an unknown name: one line, exit 2
+            return error("learners", str(exc))
     names = [args.name] if args.name else learners.available()
     infos = [_learner_info(n) for n in names]
     if args.format == "json":

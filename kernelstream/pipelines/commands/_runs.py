@@ -1,0 +1,283 @@
+"""The run machinery ``replay`` and ``tune`` share: the runners by name (:data:`RUNNERS`), the
+start of a run (:func:`started`: ``--workers`` processes, data check, output directory), the
+summary table and ``summary.json`` (:func:`build_summary`, schema in README.md).
+
+Flow of a run: :class:`~kernelstream.pipelines.config.ReplayConfig` → a runner from
+:data:`RUNNERS` (returns one :class:`~kernelstream.evaluate.EvalResult` per learner
+configuration) → summary table and ``summary.json``. Runners are looked up by name so the Beam
+runners sit in the same table as the plain loop. The engine, pyarrow and Beam are imported by
+the runners when they run, never here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernelstream import __version__, data, fs
+from kernelstream._json import json_safe
+from kernelstream.engine.deadletters import DEAD_LETTER_TAG
+from kernelstream.engine.offsets import OffsetOutOfLog
+from kernelstream.engine.writer_lock import CheckpointInUse
+from kernelstream.pipelines.commands._common import error, progress_to_stderr
+from kernelstream.pipelines.config import (
+    REPLAY_RUNNERS,
+    ConfigError,
+    DataError,
+    ReplayConfig,
+    WorkerError,
+)
+from kernelstream.pipelines.replay_args import check_data
+from kernelstream.streams import evaluate_stream
+
+if TYPE_CHECKING:
+    from kernelstream.evaluate import EvalResult
+    from kernelstream.pipelines.workers import WorkerPool
+
+SUMMARY_SCHEMA = 1
+
+
+@dataclass
+class RunOutput:
+    """What a runner returns: one :class:`EvalResult` per learner configuration (per-entity
+    runs, ``--key-by``, have none), and for runs that write Parquet outputs the row counts of
+    those outputs and the per-stream-key summaries read back from ``metrics/``."""
+
+    results: list[EvalResult]
+    counts: dict[str, int] = field(default_factory=dict)
+    keys: list[dict[str, Any]] = field(default_factory=list)
+
+
+Runner = Callable[..., RunOutput]  # (config[, WorkerPool of --workers]) -> RunOutput
+# errors whose message is the whole story (one line, exit 2): another run holds the checkpoint
+# directory, a resume offset outside the log, a broker that does not answer
+OWN_LINE = (CheckpointInUse, OffsetOutOfLog, ConnectionError)
+
+
+# -- runners -----------------------------------------------------------------------------------
+def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
+    """Adversarial streams (``--stream``): load the data in memory, then
+    :func:`kernelstream.streams.evaluate_stream` each configuration in turn."""
+    from kernelstream.evaluate import stderr_progress  # imports the learners: only for a run
+
+    try:
+        X, y = data.load_dataset(config.data, **config.load_kwargs())
+    except (ValueError, OSError) as exc:  # ParseError is a ValueError and names file:line
+        raise DataError(str(exc)) from exc
+    if X.shape[0] == 0:
+        raise DataError(f"{config.data}: no examples")
+    progress = None if config.quiet else stderr_progress
+    return [
+        evaluate_stream(
+            X, y, config.stream, c.name, c.params, seed=config.seed,
+            permutations=config.permutations, label=c.label, seed_name=c.seed_name,
+            progress=progress,
+        )
+        for c in config.learners
+    ]
+
+
+def _replay_runner(name: str) -> Runner:
+    def run(config: ReplayConfig, pool: WorkerPool | None = None) -> RunOutput:
+        if config.stream != "none":
+            # adversarial streams are generated in memory and only summarised
+            if name != "loop":
+                raise ConfigError(f"--stream {config.stream} is only supported by --runner loop")
+            return RunOutput(_evaluate_in_memory(config))
+        # the replay machinery (engine, pyarrow, Kafka client; Beam for its runners): only here
+        from kernelstream.engine.outputs import parquet_files
+        from kernelstream.pipelines import replay
+
+        try:
+            if config.shard is not None:  # one worker process of --workers
+                replay.replay_for_config(config, name, shard=config.shard[0],
+                                         shards=config.shard[1])
+                return RunOutput([])  # the parent reads back and summarises all shards
+            # --workers: the worker processes started by cmd_replay
+            res = pool.finish() if pool is not None else replay.replay_for_config(config, name)
+        except OWN_LINE:
+            raise
+        except (FileNotFoundError, OSError) as exc:
+            raise DataError(str(exc)) from exc
+        # counts from the files themselves, so the summary adds up whatever the runner's
+        # support for Beam metrics
+        counts = {
+            out: sum(_parquet_rows(f) for f in parquet_files(fs.join(res.out, out)))
+            for out in ("predictions", DEAD_LETTER_TAG)
+        }
+        return RunOutput(res.eval_results(replay.config_learners(config), config.seed), counts,
+                         res.summaries)
+
+    run.__doc__ = (f"The replay on the {name!r} runner (Parquet outputs, summary from "
+                   "metrics); with a pool, on the worker processes of --workers.")
+    return run
+
+
+# direct: Beam's FnApiRunner in-process (named explicitly: no Prism download attempt);
+# portable: Beam's local job service (started and stopped here) or the --job_endpoint given
+# after "--" (e.g. a Flink job server); beam: the --runner given after "--" (FlinkRunner,
+# DataflowRunner, ...); loop: the engine in a plain loop (no Beam import).
+RUNNERS: dict[str, Runner] = {name: _replay_runner(name) for name in REPLAY_RUNNERS}
+
+
+def execute(config: ReplayConfig, command: str, pool: WorkerPool | None = None
+            ) -> RunOutput | int:
+    """Run ``config`` on its runner (on the worker processes of ``pool`` with ``--workers``);
+    a failure is printed as its one line (a failed worker's own lines) and its exit code
+    returned instead."""
+    try:
+        return (RUNNERS[config.runner](config) if pool is None
+                else RUNNERS[config.runner](config, pool))
+    except WorkerError as exc:  # --workers: the failed worker's own line(s) and exit code
+        for line in exc.lines:
+            print(line, file=sys.stderr)
+        return exc.code
+    except OWN_LINE as exc:  # a second writer, a resume offset outside the log, broker down
+        return error(command, str(exc))
+    except DataError as exc:
+        return error(command, f"cannot read data: {exc}")
+    except ConfigError as exc:  # found once the run starts (e.g. a checkpoint's learners)
+        return error(command, str(exc))
+    except ValueError as exc:
+        # learner-side validation during the run (wrong labels for the task, bad rows, ...)
+        return error(command, str(exc), code=1)
+
+
+# -- summary -----------------------------------------------------------------------------------
+def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
+    """The ``summary.json`` document (schema in README.md, "summary.json").
+
+    Run-level fields first, then the first (in single-learner runs: the only) configuration's
+    metrics at the top level, so a single-learner summary is flat; ``configs`` always holds
+    every configuration in command-line order.
+    """
+    results = run.results
+    configs = [r.to_summary() for r in results]
+    examples = (results[0].examples if results
+                else sum(k["examples"] for k in run.keys if k["permutation"] == 0))
+    doc: dict[str, Any] = {
+        "schema": SUMMARY_SCHEMA,
+        "kernelstream_version": __version__,
+        "dataset": config.dataset,
+        "data": config.data,
+        "examples": examples,
+        "n_features": (results[0].n_features if results
+                       else max((k["n_features"] or 0 for k in run.keys), default=0)),
+        "task": config.task,
+        "scale": config.scale,
+        "scale_target": config.scale_target,
+        "limit": config.limit,
+        "hash_features": config.hash_features,
+        "rows": config.rows,
+        "seed": config.seed,
+        "permutations": config.permutations,
+        "runner": config.runner,
+        "stream": config.stream,
+        "argv": list(config.argv),
+    }
+    if run.counts:
+        # every input record is either an example (predicted once per stream) or a dead
+        # letter (source errors once, learner rejections once per stream)
+        doc["predictions"] = run.counts.get("predictions", 0)
+        doc["dead_letters"] = run.counts.get(DEAD_LETTER_TAG, 0)
+    if config.key_by is not None:
+        doc["key_by"] = config.key_by
+    if configs:
+        doc.update({k: v for k, v in configs[0].items() if k not in doc})
+    doc["configs"] = configs
+    if config.key_by is not None:
+        doc["keys"] = run.keys  # one model per entity: per-key metrics
+    return doc
+
+
+def write_summary(doc: dict[str, Any], out: str | Path) -> str:
+    fs.makedirs(out)
+    path = fs.join(out, "summary.json")
+    # never leave a half-written summary behind
+    fs.write_bytes_atomic(path, (json.dumps(json_safe(doc), indent=2, allow_nan=False)
+                                 + "\n").encode())
+    return path
+
+
+def _parquet_rows(path: str) -> int:
+    import pyarrow.parquet as pq  # a replay's outputs are Parquet; the other commands need none
+
+    if fs.is_remote(path):
+        with fs.open_read(path) as fh:
+            return int(pq.ParquetFile(fh).metadata.num_rows)
+    return int(pq.ParquetFile(path).metadata.num_rows)
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def format_table(results: Sequence[EvalResult]) -> str:
+    rows = [("learner", "examples", "perms", "mistake rate (%)", "avg loss", "#SV",
+             "seconds", "examples/s")]
+    for r in results:
+        s = r.to_summary()
+        mr = ("-" if s["mistake_rate"] is None
+              else f"{s['mistake_rate']:.2f} ± {s['mistake_rate_std']:.2f}")
+        rows.append((
+            r.label, str(r.examples), str(r.permutations), mr,
+            f"{_fmt(s['avg_loss'], '.4f')} ({s['loss']})",
+            _fmt(s["n_support_vectors"], ".1f"), _fmt(s["seconds"], ".3f"),
+            _fmt(s["examples_per_second"], ",.0f"),
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [c.ljust(w) if i == 0 else c.rjust(w)
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+class RefusedError(Exception):
+    """A run refused before it started; its one-line error is printed, ``code`` is the exit
+    code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def started(config: ReplayConfig, command: str) -> Iterator[Any]:
+    """The start of a replay-shaped run (``replay``, ``tune``): the ``--workers`` processes
+    spawned (before the data check: they import Beam meanwhile, then wait), the data checked,
+    the output directory made (a long run must not fail at its very end on a bad ``--out``),
+    progress lines on; yields the worker pool (None for one process) and closes it at the end,
+    which stops the workers of a run that did not finish. Raises :class:`RefusedError` after
+    printing the error."""
+    pool = None
+    try:
+        if config.workers > 1:
+            from kernelstream.pipelines.workers import WorkerPool, effective_workers
+
+            if effective_workers(config) > 1:
+                try:
+                    pool = WorkerPool.spawn(config)
+                except OSError as exc:
+                    raise RefusedError(error(command, f"cannot start the worker processes: {exc}")
+                                  ) from None
+        try:
+            check_data(config)
+        except ValueError as exc:  # the data does not fit the options
+            raise RefusedError(error(command, str(exc))) from None
+        try:
+            fs.makedirs(config.out)
+        except OSError as exc:
+            raise RefusedError(error(command, f"cannot create the output directory: {exc}")
+                          ) from None
+        progress_to_stderr(not config.quiet)
+        yield pool
+    finally:
+        if pool is not None:
+            pool.close()

@@ -1,0 +1,94 @@
+"""``kernelstream check DATA``: one fast pass over a data file or topic reporting what a replay
+would see (rows, width, non-zeros, labels, dead-letter reasons); exit 2 with one line when a
+replay would refuse it. Needs neither the learners nor pyarrow nor Beam.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from kernelstream import data, fs
+from kernelstream.data import check as data_check
+from kernelstream.data.options import ReadOptions
+from kernelstream.pipelines.commands._common import add_read_arguments, error
+from kernelstream.pipelines.config import TASKS, is_topic
+from kernelstream.pipelines.replay_args import int_or_str, is_embedded
+
+
+def cmd_check(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
+    """Report what a replay would see in DATA; rc 2 (and the report) when it would refuse it."""
+    if args.limit is not None and args.limit < 1:
+        return error("check", f"--limit must be >= 1, got {args.limit}")
+    if args.hash_features is not None:
+        try:
+            data.hashing.check_bits(args.hash_features)
+        except ValueError as exc:
+            return error("check", str(exc))
+    src = args.data
+    try:
+        src = str(data.embedded_path(src)) if is_embedded(src) else src
+    except (KeyError, FileNotFoundError):
+        pass
+    opts = ReadOptions(
+        path=src, fmt=args.format, n_features=args.n_features,
+        label_column=None if args.label_column is None else int_or_str(args.label_column),
+        task=args.task, limit=args.limit, positive_label=args.positive_label,
+        delimiter=args.delimiter, header=args.header,
+        key_by=None if args.key_by is None else int_or_str(args.key_by),
+        hash_features=args.hash_features)
+    try:
+        if is_topic(src):
+            logging.getLogger("kafka").setLevel(logging.CRITICAL)
+            from kernelstream.kafka_client import client_settings  # only for a topic
+
+            report = data_check.check_topic(opts, args.kafka_idle,
+                                            client_settings(args.kafka_option or []))
+        else:
+            if not fs.exists(src):
+                return error("check", f"no such file or embedded data set: {src}")
+            report = data_check.check_file(opts)
+    except (ValueError, OSError, ConnectionError) as exc:
+        return error("check", str(exc).splitlines()[0] if str(exc) else repr(exc))
+    if args.hash_features is not None:
+        report.width = 1 << args.hash_features
+    if not is_topic(src) or opts.fmt or opts.hash_features is not None:
+        report.rows_as = "sparse" if opts.sparse_rows(max(report.width, 1)) else "dense"
+    problem = data_check.verdict(report)
+    if args.json:
+        doc = report.to_dict()
+        doc["problem"] = problem
+        print(json.dumps(doc, indent=2))
+    else:
+        for line in report.lines():
+            print(line)
+    if problem is not None:
+        return error("check", problem)
+    return 0
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``check`` subcommand."""
+    p = sub.add_parser(
+        "check", help="report what a replay would see in a data set",
+        description="One fast pass over DATA (a LIBSVM, CSV or Parquet file, gzip/bz2/xz "
+        "compressed or not, an embedded data set, or kafka://HOST:PORT/TOPIC): rows, width, "
+        "non-zeros per row, label classes and counts, dead-letter reasons with counts and "
+        "first line numbers (offsets for a topic). Exit 2 with one line on stderr when a "
+        "replay would refuse the data.")
+    p.add_argument("data", metavar="DATA")
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.add_argument("--task", choices=TASKS, default="classification",
+                   help="how labels are read (default: classification)")
+    add_read_arguments(p)
+    p.add_argument("--key-by", metavar="COL", help="as for replay")
+    p.add_argument("--limit", type=int, metavar="N", help="stop after N records")
+    p.add_argument("--kafka-idle", type=float, default=2.0, metavar="SECONDS",
+                   help="a topic: stop after this long without a record (default: 2)")
+    p.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
+                   help="kafka-python client setting (repeatable)")
+    p.set_defaults(handler=cmd_check)
+    return p

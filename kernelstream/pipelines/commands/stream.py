@@ -1,0 +1,115 @@
+"""``kernelstream stream``: the command line of one unbounded Beam job over Kafka topics (the
+launcher, its up-front checks and its summary are :mod:`kernelstream.pipelines.stream` and the
+``stream_*`` modules beside it). Argument definitions only here: no Beam at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from kernelstream.pipelines.commands._common import add_learner_arguments, error
+from kernelstream.pipelines.config import PROG, TASKS
+from kernelstream.pipelines.replay_args import hash_bits
+from kernelstream.pipelines.stream_config import KAFKA_CLIENTS, KEY_BY, RUNNERS, stream_config
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``stream`` subcommand (argument definitions only: no Beam)."""
+    p = sub.add_parser(
+        "stream", help="learn a live Kafka stream with delayed labels until stopped",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "One unbounded Beam job: each feature record (message key = event id) is scored\n"
+            "on arrival; when its label arrives (a `label:Y` record, or a record on --labels)\n"
+            "the model learns it and an outcome row is written. Labels that never come expire\n"
+            "after --label-ttl. Ctrl-C drains: final snapshot, exit 130."
+        ),
+        epilog=(
+            "examples:\n"
+            f"  {PROG} stream kafka://localhost:9092/events --n-features 24 -l bogd "
+            "-p budget=100 \\\n      --checkpoint ckpt/events --out runs/events\n"
+            f"  {PROG} stream kafka://localhost:9092/clicks --labels "
+            "kafka://localhost:9092/click-labels \\\n      --format csv --key-by id-prefix "
+            "--label-ttl 1h --kafka-out kafka://localhost:9092/clicks-bogd"
+        ),
+    )
+    p.add_argument("source", metavar="kafka://HOST:PORT/TOPIC[,TOPIC...]",
+                   help="the events topic(s); message key = event id")
+    p.add_argument("--labels", metavar="kafka://HOST:PORT/TOPIC",
+                   help="labels topic (key = event id, value Y or label:Y), co-partitioned "
+                   "with the events topics")
+    add_learner_arguments(p)
+    p.add_argument("--key-by", choices=KEY_BY,
+                   help="one model per entity: the event id's text before its first '/'")
+    p.add_argument("--format", choices=("libsvm", "csv"),
+                   help="message format (default: libsvm; label token ? = unlabelled)")
+    p.add_argument("--n-features", type=int, metavar="D",
+                   help="feature dimension of LIBSVM messages (required for LIBSVM)")
+    p.add_argument("--hash-features", type=hash_bits, metavar="K",
+                   help="hash LIBSVM feature indices into 2^K columns (K, 2^K or the power of "
+                   "two), colliding values summed: a fixed width for open vocabularies "
+                   "(instead of --n-features)")
+    p.add_argument("--rows", choices=("auto", "dense", "sparse"), default="auto",
+                   help="features as dense rows or sparse CSR rows (memory grows with the "
+                   "non-zeros); auto: sparse for LIBSVM messages wider than 2,048 features")
+    p.add_argument("--label-column", metavar="COL",
+                   help="label position of CSV messages (0-based; default: last)")
+    p.add_argument("--delimiter", metavar="CHAR", help="CSV delimiter (default: ,)")
+    p.add_argument("--positive-label", metavar="LABEL",
+                   help="raw label mapped to +1 (all others to -1)")
+    p.add_argument("--task", choices=TASKS, help="default: the learners' task")
+    p.add_argument("--label-ttl", default="1h", metavar="DURATION",
+                   help="an event whose label has not come after this long (event time) "
+                   "expires as an unlabeled row (default: 1h; e.g. 30s, 10m, 2d)")
+    p.add_argument("--metrics-window", default="1m", metavar="DURATION",
+                   help="event-time window of the metrics rows (default: 1m)")
+    s = p.add_argument_group("outputs and snapshots")
+    s.add_argument("--out", "-o", metavar="DIR",
+                   help="output directory (default: the checkpoint's, else "
+                   "runs/stream-<topic>-<learners>)")
+    s.add_argument("--checkpoint", metavar="DIR",
+                   help="snapshot learner states and offsets here, together with the output "
+                   "files; a restart resumes from the last snapshot (one run per DIR)")
+    s.add_argument("--snapshot-every", type=int, default=10_000, metavar="N",
+                   help="snapshot after N events (default: 10000)")
+    s.add_argument("--snapshot-seconds", default="10s", metavar="DURATION",
+                   help="and at least this often (default: 10s); output files appear at each "
+                   "snapshot")
+    s.add_argument("--kafka-out", metavar="kafka://HOST:PORT/PREFIX",
+                   help="also send every row as JSON to PREFIX-predictions, -outcomes, "
+                   "-unlabeled, -metrics, -dead-letters (message key = row_id)")
+    s.add_argument("--kafka-outputs", metavar="NAME[,NAME...]",
+                   help="with --kafka-out: only these outputs (default: all five)")
+    s.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
+                   help="kafka-python client setting (repeatable)")
+    s.add_argument("--kafka-client", choices=KAFKA_CLIENTS, default="auto",
+                   help="the reader's Kafka client: confluent-kafka (librdkafka: C decoding, "
+                   "background prefetch), or kafka-python; auto (default): confluent-kafka "
+                   "when installed and every --kafka-option has a librdkafka equivalent")
+    s.add_argument("--init-from", metavar="DIR",
+                   help="warm start: models without a snapshot start from the learners in "
+                   "this stream checkpoint or replay checkpoint directory")
+    r = p.add_argument_group("running")
+    r.add_argument("--max-seconds", metavar="DURATION",
+                   help="drain after this long and exit 0")
+    r.add_argument("--idle-stop", metavar="DURATION",
+                   help="drain once no event arrived for this long and exit 0")
+    r.add_argument("--runner", choices=RUNNERS, default="direct",
+                   help="direct: Beam's FnApiRunner in this process (default); portable: "
+                   "Beam's job API (a local job service unless --job_endpoint is given after "
+                   "'--'; LOOPBACK unless --environment_type). Beam options go after '--'")
+    r.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(handler=cmd_stream)
+    return p
+
+
+def cmd_stream(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
+    try:
+        config = stream_config(args, argv)
+    except ValueError as exc:
+        return error("stream", str(exc))
+    from kernelstream.pipelines import stream  # the launcher (Beam only once it runs)
+
+    return stream.run(config)
