@@ -420,18 +420,9 @@ def warn_unregistered(names: Iterable[str]) -> None:
 
 
 # -- the tune / evaluate / render skeleton -------------------------------------------------------
-def json_default(o: Any) -> Any:
-    """``json.dumps`` fallback for numpy scalars and arrays."""
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(type(o))
-
-
-def write_json(path: Path, obj: Any) -> None:
-    """The format of every tuned-parameter and results json (indent 1, trailing newline)."""
-    Path(path).write_text(json.dumps(obj, indent=1, default=json_default) + "\n")
+# the JSON format of every tuned-parameter and results file: the package's
+json_default = _report.json_default
+write_json = _report.write_json
 
 
 def write_report(out_dir: Path, stem: str, lines: list[str], results: dict[str, Any]) -> None:
