@@ -33,9 +33,11 @@ Projectron++ cannot meet it at this budget: every margin error (on a9a, nearly e
 needs the projection ``d = K⁻¹k``, a pass over the ``B × B`` inverse (320 kB at B = 200, O(B²)
 work), while the floor's row is O(B·nnz); its ratio is printed and judged like the others.
 
-Example::
+The markdown goes to stdout (progress to stderr); ``benchmarks/results/learners_speed.md`` is
+made by::
 
-    .venv/bin/python benchmarks/learners.py --rows 20000 --budget 200
+    .venv/bin/python benchmarks/learners.py --rows 20000 --budget 200 \
+        > benchmarks/results/learners_speed.md
 """
 
 from __future__ import annotations

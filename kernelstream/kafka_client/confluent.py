@@ -50,26 +50,19 @@ KAFKA_CLIENTS = ("auto", "confluent", "kafka-python")
 GROUP_ID = "kernelstream-reader"  # never joined, nothing committed: librdkafka needs one
 LOGGER = logging.getLogger("kernelstream.rdkafka")
 
-# kafka-python consumer setting -> librdkafka property; the value passes as it is
-_SAME: dict[str, str] = {
-    "fetch_max_wait_ms": "fetch.wait.max.ms",
-    "fetch_min_bytes": "fetch.min.bytes",
-    "fetch_max_bytes": "fetch.max.bytes",
-    "max_partition_fetch_bytes": "max.partition.fetch.bytes",
-    "request_timeout_ms": "socket.timeout.ms",
+# kafka-python setting -> librdkafka property, the same for consumers and producers: connection,
+# retries and security (values pass as they are)
+CONNECTION_SETTINGS: dict[str, str] = {
     "retry_backoff_ms": "retry.backoff.ms",
     "reconnect_backoff_ms": "reconnect.backoff.ms",
     "reconnect_backoff_max_ms": "reconnect.backoff.max.ms",
     "max_in_flight_requests_per_connection": "max.in.flight.requests.per.connection",
-    "check_crcs": "check.crcs",
-    "isolation_level": "isolation.level",
     "allow_auto_create_topics": "allow.auto.create.topics",
     "metadata_max_age_ms": "metadata.max.age.ms",
     "connections_max_idle_ms": "connections.max.idle.ms",
     "receive_buffer_bytes": "socket.receive.buffer.bytes",
     "send_buffer_bytes": "socket.send.buffer.bytes",
     "receive_message_max_bytes": "receive.message.max.bytes",
-    "client_rack": "client.rack",
     "client_dns_lookup": "client.dns.lookup",
     "security_protocol": "security.protocol",
     "sasl_mechanism": "sasl.mechanism",
@@ -82,6 +75,18 @@ _SAME: dict[str, str] = {
     "ssl_password": "ssl.key.password",
     "ssl_crlfile": "ssl.crl.location",
     "ssl_ciphers": "ssl.cipher.suites",
+}
+# kafka-python consumer setting -> librdkafka property; the value passes as it is
+_SAME: dict[str, str] = {
+    "fetch_max_wait_ms": "fetch.wait.max.ms",
+    "fetch_min_bytes": "fetch.min.bytes",
+    "fetch_max_bytes": "fetch.max.bytes",
+    "max_partition_fetch_bytes": "max.partition.fetch.bytes",
+    "request_timeout_ms": "socket.timeout.ms",
+    "check_crcs": "check.crcs",
+    "isolation_level": "isolation.level",
+    "client_rack": "client.rack",
+    **CONNECTION_SETTINGS,
 }
 # Meaningless for an assigned reader without group (kafka-python's own connection probe,
 # group membership, the iterator API, its metrics): dropped.

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernelstream.kafka_client.clients import client_defaults, typed_settings
+from kernelstream.kafka_client.confluent import CONNECTION_SETTINGS
 
 LOGGER = logging.getLogger("kernelstream.rdkafka")
 
@@ -37,30 +38,9 @@ _PRODUCER_SAME: dict[str, str] = {
     "retries": "retries",
     "delivery_timeout_ms": "delivery.timeout.ms",
     "enable_idempotence": "enable.idempotence",
-    "max_in_flight_requests_per_connection": "max.in.flight.requests.per.connection",
     "max_request_size": "message.max.bytes",
     "request_timeout_ms": "request.timeout.ms",
-    "retry_backoff_ms": "retry.backoff.ms",
-    "reconnect_backoff_ms": "reconnect.backoff.ms",
-    "reconnect_backoff_max_ms": "reconnect.backoff.max.ms",
-    "metadata_max_age_ms": "metadata.max.age.ms",
-    "connections_max_idle_ms": "connections.max.idle.ms",
-    "receive_buffer_bytes": "socket.receive.buffer.bytes",
-    "send_buffer_bytes": "socket.send.buffer.bytes",
-    "receive_message_max_bytes": "receive.message.max.bytes",
-    "allow_auto_create_topics": "allow.auto.create.topics",
-    "client_dns_lookup": "client.dns.lookup",
-    "security_protocol": "security.protocol",
-    "sasl_mechanism": "sasl.mechanism",
-    "sasl_plain_username": "sasl.username",
-    "sasl_plain_password": "sasl.password",
-    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
-    "ssl_cafile": "ssl.ca.location",
-    "ssl_certfile": "ssl.certificate.location",
-    "ssl_keyfile": "ssl.key.location",
-    "ssl_password": "ssl.key.password",
-    "ssl_crlfile": "ssl.crl.location",
-    "ssl_ciphers": "ssl.cipher.suites",
+    **CONNECTION_SETTINGS,
 }
 # kafka-python's own internals or probes, meaningless to librdkafka: dropped
 _PRODUCER_IGNORED = frozenset({

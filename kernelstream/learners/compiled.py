@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -278,6 +278,21 @@ def run_dist_rule(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray,
         if n_sv is not None:
             n_sv[j] = learner.n_support_vectors
         i = j + 1
+
+
+class DistRuleRounds(CompiledSqnorms):
+    """Learner mixin of the distance-row learners (OKL-GD, OKS-SIL): a block runs their
+    compiled rule (:func:`run_dist_rule`) when they have one, else the feature-map block driver
+    (:func:`learn_rounds` with the learner's ``_run_block``), else numpy's loop."""
+
+    def _learn_rows(self: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        if not self._compiled:
+            cast(Any, super())._learn_rows(X, zz, yv, out, n_sv)  # the Learner after the mixin
+        elif self._rule:
+            run_dist_rule(self, X, zz, yv, out, n_sv)
+        else:
+            learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
 
 
 # ---- multi-kernel scores: _ck_multi.c (EA2OKS, BEA2OKS, B(AO)2KS, OKS, OKS++, IOKS, OMKC) ----

@@ -32,7 +32,7 @@ def _sigma(gamma: float) -> float:
 
 
 @register
-class OKLGD(compiled.CompiledSqnorms, Learner):
+class OKLGD(compiled.DistRuleRounds, Learner):
     """OKL-GD: kernel OGD on the hinge loss where every support vector keeps the Gaussian width
     that was current when it was inserted, and the width is adapted by the KLMS-AKS rule.
 
@@ -217,16 +217,6 @@ class OKLGD(compiled.CompiledSqnorms, Learner):
         self.g[j] = 0.5 / (sig * sig)
         self.last = j
         self.e_last = y
-
-    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
-                    n_sv: np.ndarray | None) -> None:
-        if not self._compiled:
-            super()._learn_rows(X, zz, yv, out, n_sv)
-            return
-        if self._rule:
-            compiled.run_dist_rule(self, X, zz, yv, out, n_sv)
-            return
-        compiled.learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
 
     def _dist_args(self) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray]:
         """The compiled rule's leading arguments, and its state arrays (updated in place)."""

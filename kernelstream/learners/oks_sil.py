@@ -165,7 +165,7 @@ def check_interval(name: str, p: dict[str, Any]) -> None:
 
 
 @register
-class OKSSIL(compiled.CompiledSqnorms, Learner):
+class OKSSIL(compiled.DistRuleRounds, Learner):
     """OKS-SIL: budgeted kernel OGD (hinge loss) whose Gaussian width is learned online in a
     continuous interval Ω, with a buffer of at most ``B`` points kept by a randomized
     linear-dependency (RLD) test.
@@ -447,16 +447,6 @@ class OKSSIL(compiled.CompiledSqnorms, Learner):
         grad = float(a @ (psi * d2))
         g = self.current_gamma - (self.rho / (self.t + 1)) * y * grad
         self.current_gamma = min(max(g, self.gamma_min), self.gamma_max)
-
-    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
-                    n_sv: np.ndarray | None) -> None:
-        if not self._compiled:
-            super()._learn_rows(X, zz, yv, out, n_sv)
-            return
-        if self._rule:
-            compiled.run_dist_rule(self, X, zz, yv, out, n_sv)
-            return
-        compiled.learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
 
     def _dist_args(self) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray]:
         """The compiled rule's leading arguments, and its state arrays (updated in place)."""
