@@ -14,8 +14,8 @@ Metrics per repetition:
   ``(f − y)²`` (no ½, as P2 reports it) for regression (``engine.prequential.learner_loss``).
 * ``n_support_vectors`` — at the end of the repetition.
 * ``seconds`` — wall-clock time spent inside ``predict_learn_many`` only: gathering the
-  permuted rows, metric bookkeeping and progress output are excluded (§2.1 "learning loop
-  only").
+  permuted rows, metric bookkeeping and progress output are excluded (the papers time the learning
+  loop only).
 
 ``limit`` is not handled here: it means "the first N rows of the file" and is applied when
 loading (``kernelstream.data.load(limit=N)``), so the permutations are drawn over those N rows.

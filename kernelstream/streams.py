@@ -1,5 +1,5 @@
-"""Synthetic stream orders built from a data set: the adversarial streams of paper 003
-(Zhang & Liao, ICML 2019, §6.4, Table 4).
+"""Synthetic stream orders built from a data set: the adversarial streams of
+Zhang & Liao, ICML 2019 (§6.4, Table 4).
 
 An adversarial stream has ``n_blocks`` blocks of ``block_len`` rounds. Each block draws one
 example of the data set uniformly at random (with replacement, (recon)) and presents it
@@ -69,7 +69,8 @@ _TAG = zlib.crc32(b"adversarial-stream")  # keeps stream draws apart from the pe
 
 def adversarial_stream(X: Any, y: Any, n_blocks: int, block_len: int,
                        seed: int | Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The adversarial stream of §2.6 as arrays ``(X_s, y_s)`` of ``n_blocks·block_len`` rows.
+    """The adversarial stream (Zhang & Liao, ICML 2019, §6.4) as arrays ``(X_s, y_s)`` of
+    ``n_blocks·block_len`` rows.
 
     Block ``b = 1..n_blocks`` repeats one example drawn uniformly with replacement; the labels of
     even blocks are negated. ``seed`` (an int or a sequence of ints) seeds a

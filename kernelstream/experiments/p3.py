@@ -43,7 +43,7 @@ PERMUTATIONS = 20
 TUNED_FILE = "tuned_params_skegd.json"
 BASE_TUNED_FILE = "tuned_params.json"
 
-# -- published numbers (ALGORITHMS.md §5.4) ------------------------------------------------------
+# -- published numbers (Zhang & Liao, ICML 2019, Tables 2-4) -------------------------------------
 P3_3: dict[str, tuple[float, float, float]] = {  # SkeGD mistake %, std, seconds
     "german": (27.932, 0.481, 0.076), "svmguide3": (21.388, 0.122, 0.082),
     "spambase": (31.301, 0.531, 0.322), "a9a": (18.524, 0.283, 11.736),

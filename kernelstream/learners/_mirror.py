@@ -1,10 +1,10 @@
-"""Paper 001's AO2MD bookkeeping (Liao & Li, ECML-PKDD 2021, §3.3), shared by B(AO)2KS, EA2OKS
+"""The AO2MD bookkeeping (Liao & Li, ECML-PKDD 2021, §3.3), shared by B(AO)2KS, EA2OKS
 and BEA2OKS.
 
 :class:`OptimisticMirror` keeps per kernel ``f'_{t−1,i}`` (a :class:`~kernelstream.learners.
 _pools.KernelPool` store, points merged by stream id) with its tracked norm, the reservoir
-``V`` (§1.7) with its kernel matrices, the values ``h_i = f'(x_v)`` at the reservoir points,
-and applies the O(M) generic correction ``f' ← Π_U(f' + a κ(x_t,·) + b μ̃)``;
+``V`` (Vitter's Algorithm R) with its kernel matrices, the values ``h_i = f'(x_v)`` at the reservoir
+points, and applies the O(M) generic correction ``f' ← Π_U(f' + a κ(x_t,·) + b μ̃)``;
 :class:`RoundContext` is what one round computes for ``x_t`` and both predict and update read.
 
 Its own module because it is one paper's algorithmic state, larger than the rest of the
@@ -39,7 +39,7 @@ class RoundContext(NamedTuple):
 
 
 class OptimisticMirror:
-    """Per-kernel state of paper 001's adaptive optimistic mirror descent (Liao & Li 2021, §3.2).
+    """Per-kernel state of the adaptive optimistic mirror descent (Liao & Li 2021, §3.2).
 
     For each kernel ``i``: ``F_i`` = ``f'_{t−1,i}`` (an :class:`SVStore` of :class:`KernelPool`,
     points merged by stream id), ``n2_i = ‖f'_{t−1,i}‖²``, ``H[i, v] = f'_{t−1,i}(x_v)`` at the
@@ -198,7 +198,7 @@ class OptimisticMirror:
 
     def end_round(self, rng: np.random.Generator, x: np.ndarray, xx: float, y: float, t: int,
                   ctx: RoundContext, fpx: np.ndarray) -> int:
-        """Offer ``(x_t, y_t)`` (id ``t``) to the reservoir (§1.7) and refresh ``KV``,
+        """Offer ``(x_t, y_t)`` (id ``t``) to the reservoir (Algorithm R) and refresh ``KV``,
         ``KVy``, ``m2``, ``H`` and the positions. ``fpx_i = f'_{t,i}(x_t)`` (NaN: evaluated
         here if needed). Returns the slot written or -1."""
         j = self.res.offer(rng, x, y, t)

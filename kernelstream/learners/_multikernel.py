@@ -28,14 +28,14 @@
 * :class:`Combination` — a base learner for the Hedge-weighted vote
   ``ŷ = sign(Σ_i θ_i sign(f^i(x)))`` with ``θ_i ∝ γ^{M_i}`` (``M_i`` = discount events of
   kernel ``i``, ``γ`` = ``discount``). ``θ`` is recomputed from the integer counts in the
-  stable form ``γ^{M_i − min M} / Σ_j γ^{M_j − min M}`` (§1.8), which equals the papers'
+  stable form ``γ^{M_i − min M} / Σ_j γ^{M_j − min M}`` (Hedge), which equals the papers'
   multiply-and-renormalise recursion and never underflows to an all-zero vector.
 
   Inner ``sign(0) = 0`` (a kernel with an exactly zero score abstains); only the vote itself
   follows the tie rule. DEVIATION from the edge-case note of our spec ("sign(0): use
-  the global tie rule"), for two reasons: the first score must be 0 (§8 i), and with the
-  strict mistake indicator ``M_i = 1[y f^i < 0]`` of paper 004 Algorithm 2 a kernel whose
-  score underflows to exactly 0 (``σ = 2^-6``: ``exp(−2048‖x − x'‖²) = 0`` for any two
+  the global tie rule"), for two reasons: the first score of every learner must be 0 (a conformance
+  rule), and with the strict mistake indicator ``M_i = 1[y f^i < 0]`` of paper 004 Algorithm 2 a
+  kernel whose score underflows to exactly 0 (``σ = 2^-6``: ``exp(−2048‖x − x'‖²) = 0`` for any two
   distinct points of a binary data set) would never be discounted and would vote for the tie
   label forever with the largest weight. The predicted label differs only when some, but not
   all, kernel scores are exactly 0.

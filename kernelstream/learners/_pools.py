@@ -284,8 +284,9 @@ class SharedPool:
 
     ``scores(x, xx)`` costs one distance row ``O(n d)`` plus ``K n`` exponentials, and returns
     the ``K × n`` kernel rows for reuse by the update. The squared norms ``norm2`` (``K``) are
-    tracked with the §1.3 identities, vectorised over the kernels: callers pass ``f_i(z)``
-    (``K`` values they have already computed). ``κ(z, z) = 1`` (Gaussian).
+    tracked with the exact identities of :mod:`kernelstream.learners.store`, vectorised over the
+    kernels: callers pass ``f_i(z)`` (``K`` values they have already computed). ``κ(z, z) = 1``
+    (Gaussian).
     """
 
     def __init__(self, widths: GaussianWidths, dim: int, capacity: int = 64) -> None:

@@ -100,9 +100,9 @@ class AO2MDLearner(SelectionLearner):
 
 
 class GreenIX:
-    """GREEN-IX as in ``BAO2KS.R`` (§3.4): epochs ``τ = 1, 2, …`` with ``ε = 2^−τ``,
-    ``ε' = ε/2``, rate ``η = ε'/(2K)``, IX parameter ``ζ = η``, freezing threshold
-    ``γ = ε'/K``; a new epoch (``L = 0``, ``p`` uniform) starts when ``ε² L̂ > K ln(K/δ)``
+    """GREEN-IX (Lykouris, Sridharan & Tardos, COLT 2018) as in ``BAO2KS.R``: epochs ``τ = 1, 2, …``
+    with ``ε = 2^−τ``, ``ε' = ε/2``, rate ``η = ε'/(2K)``, IX parameter ``ζ = η``, freezing
+    threshold ``γ = ε'/K``; a new epoch (``L = 0``, ``p`` uniform) starts when ``ε² L̂ > K ln(K/δ)``
     (``L̂``, the total estimated loss, is never reset)."""
 
     def __init__(self, K: int, delta: float) -> None:
@@ -158,9 +158,9 @@ class BAO2KS(AO2MDLearner):
     per round; adaptive optimistic mirror descent in each RKHS with a reservoir-based optimistic
     gradient; GREEN-IX as the bandit.
 
-    State (§3.3): per kernel ``i`` the auxiliary hypothesis ``f'_{t−1,i}`` (support points
-    merged by stream id), its tracked norm, and a shared reservoir ``V`` of ``M`` examples
-    (Algorithm R) giving ``μ̃_i = (1/|V|) Σ_V y κ_i(x, ·)``.
+    State (Liao & Li, ECML-PKDD 2021, Algorithm 1): per kernel ``i`` the auxiliary hypothesis
+    ``f'_{t−1,i}`` (support points merged by stream id), its tracked norm, and a shared reservoir
+    ``V`` of ``M`` examples (Algorithm R) giving ``μ̃_i = (1/|V|) Σ_V y κ_i(x, ·)``.
 
     *predict* (draws in ``predict_one``): ``I ~ p̃`` (GREEN-IX frozen distribution),
     ``J`` uniform on ``{1..K}`` independently; for ``i ∈ {I, J}``

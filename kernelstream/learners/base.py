@@ -95,7 +95,8 @@ class Learner:
     # not ClassVars: some learners decide them per instance (the loss, a variant)
     task: str = "classification"
     randomized: bool = False  # consumes its RNG (different seeds give different runs)
-    draws_in_predict: ClassVar[bool] = False  # randomness that forms the prediction (§1.1.4)
+    # randomness that forms the prediction, drawn in predict_one
+    draws_in_predict: ClassVar[bool] = False
     accepts_sparse: ClassVar[bool] = False  # runs on sparse rows natively (module docstring)
     reference: ClassVar[str] = ""
 
@@ -413,7 +414,8 @@ class Learner:
         return out
 
     def predict_label(self, score: float) -> float:
-        """±1 label of a score; ``tie`` decides a zero score (§1.1.1)."""
+        """±1 label of a score; ``tie`` decides a zero score (``positive``: a zero score predicts
+        +1)."""
         if score > 0.0:
             return 1.0
         if score < 0.0:

@@ -25,8 +25,8 @@ from kernelstream.learners.spa import ALPHA_PARAM, ETA_PARAM, check_alpha_beta
 class BOMKCSPA(StoreCombination):
     """One SPA classifier per kernel of the 16-kernel pool, combined by a Hedge-weighted vote.
 
-    Pool (paper 004 §6.2.2): ``(xᵀx')^p``, ``p = 1, 2, 3`` and ``exp(−‖x−x'‖²/(2σ²))``,
-    ``σ = 2^-6, …, 2^6`` (see :mod:`kernelstream.learners._multikernel`).
+    Pool (Lu et al., ACM TIST 2018, §6.2.2): ``(xᵀx')^p``, ``p = 1, 2, 3`` and
+    ``exp(−‖x−x'‖²/(2σ²))``, ``σ = 2^-6, …, 2^6`` (see :mod:`kernelstream.learners._multikernel`).
 
     Predict: ``s_i = f^i(x_t)``; score = vote ``Σ_i θ_i sign(s_i)`` with ``sign(0) = 0`` (a kernel
     scoring exactly 0 abstains; a zero vote is labelled by ``tie``; see ``_multikernel``).
@@ -39,14 +39,14 @@ class BOMKCSPA(StoreCombination):
 
     DECISION on ``M_i`` (Algorithm 2 prints ``1[y f < 0]``; our spec copied it and
     says "sign(0): use the global tie rule"): a zero score counts as a mistake, as in the OMKC
-    family (§4.17) and the Perceptron trigger. Narrow Gaussians score exactly 0 on almost every
-    new point (``σ = 2^-6``: ``exp(−2048‖x − x'‖²)`` underflows; on unscaled madelon every
-    ``σ ≤ 2^5``). With the strict indicator they are never discounted, keep ``p_i ≈ 1`` and
-    each store a third of the stream (a9a: two kernels with 3,200 useless SVs after 10,000
-    rounds); charging a mistake only when the tie label is wrong halves that but still gives
+    family (Hoi, Jin, Zhao & Yang, MLJ 2013) and the Perceptron trigger. Narrow Gaussians score
+    exactly 0 on almost every new point (``σ = 2^-6``: ``exp(−2048‖x − x'‖²)`` underflows; on
+    unscaled madelon every ``σ ≤ 2^5``). With the strict indicator they are never discounted, keep
+    ``p_i ≈ 1`` and each store a third of the stream (a9a: two kernels with 3,200 useless SVs after
+    10,000 rounds); charging a mistake only when the tie label is wrong halves that but still gives
     5,177 SVs on madelon. With ``≤ 0`` madelon gives 2,253 SVs and 39.1 % error against the
     published 2,285 and 39.39 % (german 2,597 / 28.6 % vs 2,388 / 28.57 %), so it is most
-    likely what produced paper 004's numbers.
+    likely what produced the published numbers.
     ``E[#SV] ≤ Σ_t Σ_i ρ_i p_i ≤ m α T / β``; in practice close to the best kernel's count.
     ``n_support_vectors`` sums the SVs of all kernels (paper 004's #SV); ``kernel_distribution``
     is ``θ``. All 16 scores come from one shared point store (one matrix–vector product per

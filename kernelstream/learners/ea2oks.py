@@ -2,7 +2,7 @@
 per-kernel budget (Liao & Li, ECML-PKDD 2021, Algorithm 2, §4.2).
 
 Reference: S. Liao and J. Li, "High-probability kernel alignment regret bounds for online
-kernel selection", ECML-PKDD 2021 (paper 001), Algorithm 2 and §4.2; closed-form steps,
+kernel selection", ECML-PKDD 2021, Algorithm 2 and §4.2; closed-form steps,
 incremental norms and the expert algorithm's doubling rule from the authors' code
 ``EA2OKS.R`` / ``BEA2OKS.R`` and supplement.
 """
@@ -73,8 +73,9 @@ class EA2OKS(AO2MDLearner):
     """EA2OKS: every kernel is evaluated each round (full information for the kernel weights);
     each kernel's support set grows by adaptive Bernoulli sampling.
 
-    State (§3.3): per kernel ``i`` the auxiliary hypothesis ``f'_{t−1,i}``, its tracked norm and
-    a shared reservoir ``V`` (``M`` examples) giving ``μ̃_i = (1/|V|) Σ_V y κ_i(x, ·)``.
+    State (as in B(AO)2KS, Liao & Li 2021, Algorithm 1): per kernel ``i`` the auxiliary hypothesis
+    ``f'_{t−1,i}``, its tracked norm and a shared reservoir ``V`` (``M`` examples) giving
+    ``μ̃_i = (1/|V|) Σ_V y κ_i(x, ·)``.
 
     *predict* (draws in ``predict_one``): ``I ~ p`` (E(K)); for every kernel
     ``f_{t,i} = Π_U(f'_{t−1,i} + λ μ̃_i)``; the score is ``f_{t,I}(x_t)``.
@@ -87,7 +88,7 @@ class EA2OKS(AO2MDLearner):
     reservoir. Norms are tracked exactly in O(M) per kernel.
 
     The E(K) epoch counter of ``EA2OKS.R`` is initialised once outside the 10 repetitions
-    (runner-level QUIRK, §3.5); here it is reset for every learner.
+    (runner-level QUIRK); here it is reset for every learner.
 
     ``reference_quirks=True``: ``M = round(ln T)`` as the code (paper: ``⌈ln T⌉``).
 

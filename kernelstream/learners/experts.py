@@ -62,8 +62,9 @@ def bernoulli(rng: np.random.Generator, q: float) -> bool:
 
 
 def sample_without_replacement(rng: np.random.Generator, p: np.ndarray, s: int) -> np.ndarray:
-    """Successive weighted sampling of ``s`` distinct indices (§1.9); when fewer than ``s``
-    weights are positive the rest is filled uniformly from the remaining indices."""
+    """Successive weighted sampling of ``s`` distinct indices (what ``Generator.choice(n, s,
+    replace=False, p=p)`` does); when fewer than ``s`` weights are positive the rest is filled
+    uniformly from the remaining indices."""
     p = np.asarray(p, dtype=np.float64)
     n = len(p)
     s = min(s, n)
@@ -114,7 +115,7 @@ def weighted_distinct(rng: np.random.Generator, w: np.ndarray, k: int) -> list[i
 
 
 class Reservoir:
-    """Vitter's Algorithm R over ``(x, y, id)`` with capacity ``M`` (§1.7).
+    """Vitter's Algorithm R over ``(x, y, id)`` with capacity ``M`` (Vitter, ACM TOMS 1985).
 
     Call :meth:`offer` at the end of every round; the stored rows are then a uniform sample of
     the rounds offered so far. Rows live in preallocated arrays so the state is compact.

@@ -41,11 +41,11 @@ class Forgetron(KernelLearner):
     ``variant="p1"`` (paper 001's ``Forgetron.R``, "Forgetron-σ"). On a mistake, with
     ``U_F = ¼ √((B+1)/ln(B+1))`` and ``φ = min((B+1)^{−1/(2(B+1))}, U_F / ‖f + y_t κ(x_t,·)‖)``:
     if ``|S| = B`` the oldest SV is dropped; ``x_t`` is added with ``y_t``; all coefficients are
-    multiplied by ``φ``. ``‖f‖`` is tracked with the exact identities of §1.3 (dropping the
-    oldest costs one extra kernel row). The spec's ``‖f'‖`` is read as in the R code: the norm
-    of ``f + y_t κ(x_t, ·)`` *before* the oldest SV is dropped. The code's special first round
-    (always stored) coincides with the generic rule, since ``f_1 = 0`` is a mistake.
-    ``reference_quirks`` has no effect in this variant.
+    multiplied by ``φ``. ``‖f‖`` is tracked with the exact norm identities of
+    :mod:`kernelstream.learners.store` (dropping the oldest costs one extra kernel row). The spec's
+    ``‖f'‖`` is read as in the R code: the norm of ``f + y_t κ(x_t, ·)`` *before* the oldest SV is
+    dropped. The code's special first round (always stored) coincides with the generic rule, since
+    ``f_1 = 0`` is a mistake. ``reference_quirks`` has no effect in this variant.
 
     Parameters
     ----------

@@ -160,7 +160,8 @@ IOKS_CONSTANTS: dict[str, tuple[float, float, float]] = {
 
 
 class IOKSRule(HorizonTuning):
-    """The scalar part of IOKS (§3.8 steps 2–3, 5–8), shared by IOKS and RF-IOKS.
+    """The scalar part of IOKS (step sizes, thresholds, clipped estimate and OMD step of the
+    authors' code [C-P2]), shared by IOKS and RF-IOKS.
 
     State: ``S`` (Σ of squared importance-weighted gradients per arm), per-arm rates ``η``,
     thresholds ``ρ``, the OMD iterate ``q``. ``T``-dependent constants (``η₀``, ``δ = T^{−3/4}``,
@@ -265,7 +266,7 @@ class IOKS(IOKSRule, KernelHyp, BanditSelector):
     """IOKS: bandit kernel selection by online mirror descent with a 1/8-power regulariser.
 
     Each round ``I ~ p`` is drawn (in ``predict_one``), ``f = f_I(x)`` predicts, and with
-    ``∇̃ = ℓ'(f, y)/p_I`` (§3.8, C-P2):
+    ``∇̃ = ℓ'(f, y)/p_I`` (rules of the authors' code, C-P2):
 
     * ``S_I += ∇̃²`` (absolute loss: ``1/p_I²``), ``λ_I = √½ U/√(1 + S_I)``;
       ``f_I ← f_I − λ_I ∇̃ κ_I(x, ·)`` (an SV every round), projected onto ``‖f_I‖ ≤ U``;

@@ -155,7 +155,8 @@ def gaussian_rows_multi(d2: np.ndarray, gammas: Sequence[float] | np.ndarray) ->
 def kernel_alignment(
     X: np.ndarray, y: np.ndarray, gammas: Sequence[float], block: int = 1024
 ) -> np.ndarray:
-    """Kernel–target alignment ``yᵀKy / (m ‖K‖_F)`` of Gaussian kernels (§1.6), one per gamma.
+    """Kernel–target alignment ``yᵀKy / (m ‖K‖_F)`` of Gaussian kernels (Cristianini et al., NIPS
+    2001), one per gamma.
 
     Computed blockwise so memory stays ``O(block · m)``; the squared distances of a block are
     computed once and reused for every width.

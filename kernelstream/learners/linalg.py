@@ -22,7 +22,7 @@ PINV_RTOL = 1e-12
 
 def pinv(A: np.ndarray, atol: float = PINV_ATOL, rtol: float = PINV_RTOL) -> np.ndarray:
     """Moore–Penrose pseudo-inverse via SVD; singular values ``≤ max(atol, rtol·σ_max)`` are
-    treated as zero (§1.10; [C-FORKS] uses the absolute 1e-8)."""
+    treated as zero ([C-FORKS] uses the absolute 1e-8)."""
     A = np.asarray(A, dtype=np.float64)
     if A.size == 0:
         return np.zeros((A.shape[1], A.shape[0]) if A.ndim == 2 else A.shape)
@@ -51,7 +51,7 @@ def top_eigh(
     ``V`` (``n × k``), so ``A ≈ V diag(lam) Vᵀ``. ``k`` is clipped to ``n``.
 
     ``exact=True`` uses ``numpy.linalg.eigh`` (deterministic; O(n³), cheap for the ``n ≤ ~500``
-    of the budgeted learners). ``exact=False`` is the randomized algorithm of §1.10
+    of the budgeted learners). ``exact=False`` is the randomized algorithm
     (Halko, Martinsson & Tropp 2011): ``G ~ N(0,1)^{n×(k+o)}``, ``Y = A G``, ``q`` power
     iterations ``Y = A orth(Y)``, ``Q = orth(Y)``, eigen-decomposition of ``Qᵀ A Q``. It draws
     ``G`` from ``rng`` (required), so it advances the learner's generator.
@@ -90,8 +90,8 @@ def bordered_inverse(Kinv: np.ndarray, d: np.ndarray, delta: float) -> np.ndarra
 def bordered_inverse_append(buf: np.ndarray, n: int, d: np.ndarray | None,
                             delta: float) -> None:
     """In place: ``buf[:n, :n]`` holds ``K⁻¹``; write the inverse of the Gram matrix grown by
-    one point into ``buf[:n+1, :n+1]`` (§4.6 bordered-inverse formula; ``d = K⁻¹k``, None
-    when ``n = 0``). O(n²)."""
+    one point into ``buf[:n+1, :n+1]`` (the bordered-inverse formula of Projectron, Orabona et al.
+    2009; ``d = K⁻¹k``, None when ``n = 0``). O(n²)."""
     inv = 1.0 / delta
     if n:
         assert d is not None  # for mypy: only the first point comes without a projection

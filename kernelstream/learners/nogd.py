@@ -28,9 +28,9 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
       Gram matrix ``K_B`` (kept in a pre-allocated ``B × B`` buffer).
     * Switch, on the first loss round (``y f < 1``) with ``|S| = B``: exact eigen-decomposition
       ``K_B = V Λ Vᵀ``; keep the ``rank`` largest eigenpairs with
-      ``λ > max(1e-8, 1e-12 λ_max)`` (the §1.10 tolerance; non-positive and round-off ones are
-      dropped, so the feature dimension can be smaller than ``rank``);
-      ``M_N = Λ^{-1/2} Vᵀ``, features ``z(x) = M_N κ(X_S, x)``.
+      ``λ > max(1e-8, 1e-12 λ_max)`` (the :func:`~kernelstream.learners.linalg.pinv` tolerance;
+      non-positive and round-off ones are dropped, so the feature dimension can be smaller than
+      ``rank``); ``M_N = Λ^{-1/2} Vᵀ``, features ``z(x) = M_N κ(X_S, x)``.
     * Stage 2 (including the switching round): predict ``wᵀz(x)``; if ``y wᵀz < 1``,
       ``w ← w + eta2·y·z(x)``. The SVs are then fixed landmarks.
 

@@ -1,13 +1,13 @@
-"""Incremental Nyström (INys) feature map and the kernel-approximation error of paper 003
-(Zhang & Liao, ICML 2019, §6.2, Table 2).
+"""Incremental Nyström (INys) feature map and the kernel-approximation error of
+Zhang & Liao, ICML 2019 (§6.2, Table 2).
 
-INys (Lu et al., JMLR 2016, as paper 003 §6.2 describes it) fixes its landmarks to the first ``B``
-examples of the stream and approximates the kernel matrix by ``K̃ = C W_k^† Cᵀ`` with
+INys (Lu et al., JMLR 2016, as Zhang & Liao 2019, §6.2, describe it) fixes its landmarks to the
+first ``B`` examples of the stream and approximates the kernel matrix by ``K̃ = C W_k^† Cᵀ`` with
 ``C = κ(X, landmarks)``, ``W = κ(landmarks, landmarks)`` and ``W_k`` its best rank-``k``
 approximation. Its explicit feature map is ``φ(x) = Λ_k^{-1/2} V_kᵀ κ(landmarks, x)`` with
-``W ≈ V_k Λ_k V_kᵀ`` (eigenvalues at or below the §1.10 tolerance are dropped, as NOGD does), so
-``K̃ = Φ Φᵀ``. The rank used by paper 003 is not stated; (UNCERTAIN) ``k = 0.2 B``, the rank of
-its IRS, is the default.
+``W ≈ V_k Λ_k V_kᵀ`` (eigenvalues at or below the :func:`~kernelstream.learners.linalg.pinv`
+tolerance are dropped, as NOGD does), so ``K̃ = Φ Φᵀ``. The rank used by Zhang & Liao is not stated;
+(UNCERTAIN) ``k = 0.2 B``, the rank of its IRS, is the default.
 
 This is a helper (not a registered learner): it only builds a feature map from a stream.
 :class:`~kernelstream.learners.skegd.SkeGD` offers the same ``feature_map`` API, so both can be
@@ -95,8 +95,8 @@ class IncrementalNystrom:
 
 def relative_kernel_error(Phi: np.ndarray, X: np.ndarray, kernel: str = "gaussian",
                           gamma: float = 0.5, degree: int = 2, block: int = 2048) -> float:
-    """``‖ΦΦᵀ − K‖_F² / ‖K‖_F²`` for the exact kernel matrix ``K`` of ``X`` (§2.7), computed in
-    row blocks (memory ``O(block · n)``)."""
+    """``‖ΦΦᵀ − K‖_F² / ‖K‖_F²`` for the exact kernel matrix ``K`` of ``X`` (Zhang & Liao 2019,
+    Table 2), computed in row blocks (memory ``O(block · n)``)."""
     kern = make_kernel(kernel, gamma, degree)
     X = np.asarray(X, dtype=np.float64)
     Phi = np.asarray(Phi, dtype=np.float64)

@@ -3,9 +3,10 @@ in Zhang & Liao, IJCAI 2020.
 
 Reference: B. Chen, J. Liang, N. Zheng and J. C. Príncipe, "Kernel least mean square with
 adaptive kernel size", Neurocomputing 191, 2016 (KLMS-AKS); used as the baseline "OKL-GD" of
-X. Zhang and S. Liao, IJCAI 2020 (paper 000), which describes its adaptation in one sentence
+X. Zhang and S. Liao, IJCAI 2020, which describes its adaptation in one sentence
 (hinge loss instead of the square loss, at most 2000 stored instances). Everything beyond that
-sentence is a reconstruction (§7.2 item 3).
+sentence is a reconstruction (the KLMS-AKS width update, the hinge adaptation and the
+memory rule are not specified by Zhang & Liao).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class OKLGD(compiled.DistRuleRounds, Learner):
     2. add ``x_t`` with coefficient ``η e_t`` and the updated width ``σ``; when ``budget``
        centres are stored the **oldest** one is overwritten.
 
-    Decisions (all UNCERTAIN, §4.13 / §7.2 item 3):
+    Decisions (all UNCERTAIN: Zhang & Liao describe the adaptation in one sentence):
 
     * KLMS-AKS order (Chen et al. 2016): the width is updated first and the new centre gets the
       updated width; the kernel value in the step uses the running width, which is exactly the

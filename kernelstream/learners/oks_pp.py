@@ -1,5 +1,6 @@
 """OKS++ — online kernel selection with adaptive parameter tuning for smooth losses
-(Li & Liao 2022), plus the skeleton shared by the paper-002 bandit selectors (§3.8, §3.9):
+(Li & Liao, ECML-PKDD 2022), plus the skeleton shared by that paper's bandit selectors (IOKS
+and the random-feature variants):
 draw a kernel in ``predict_one``, update only that kernel, with two hypothesis back-ends (one
 kernel expansion per width, or one random-feature weight vector per width). The width
 parameter, the horizon convention and the kernel pool come from ``_selection``.
@@ -161,7 +162,8 @@ OKSPP_CONSTANTS: dict[str, tuple[float, float]] = {"logistic": (15.0, 1.0), "squ
 
 
 class OKSPPRule:
-    """The scalar part of OKS++ (§3.7 steps 2–4 and 7), shared by OKS++ and RF-OKS++.
+    """The scalar part of OKS++ (losses, exploration and Hedge of the authors' code [C-P2]), shared
+    by OKS++ and RF-OKS++.
 
     Mixin over :class:`BanditSelector`; state: cumulative importance-weighted losses ``L``,
     ``C̃``, ``V``, the Hedge distribution ``q`` (``p`` lives in the selector)."""
@@ -239,7 +241,7 @@ class OKSPlusPlus(OKSPPRule, KernelHyp, BanditSelector):
     rate and Hedge rate (smooth losses).
 
     Each round ``I ~ p`` is drawn (in ``predict_one``), ``f = f_I(x)`` predicts, and only
-    ``f_I`` is updated (§3.7, C-P2): with ``ℓ̃ = ℓ/p_I``,
+    ``f_I`` is updated (rules of the authors' code, C-P2): with ``ℓ̃ = ℓ/p_I``,
     ``C̃ += ℓ̃``, ``V += ℓ̃² q_I``, ``L_I += ℓ̃``;
     ``λ_I = √(3/4) U^{4/3} max(c₀³, 8C̃)^{−1/6} / (K^{1/6} (G C₀)^{1/3} √(1 + L_I))``;
     ``f_I ← f_I − λ_I (ℓ'/p_I) κ_I(x, ·)`` (an SV every round), projected onto ``‖f_I‖ ≤ U``

@@ -45,7 +45,8 @@ def paper_initial_gamma(rng: np.random.Generator) -> float:
 
 def rld_residual(K_s: np.ndarray | Sequence[Sequence[float]], psi_s: np.ndarray | Sequence[float],
                  kxx: float = 1.0) -> tuple[list[float], float]:
-    """RLD quantities of §3.1 step 4.3: ``α* = pinv(K̃_s) ψ̃`` and
+    """Quantities of the randomized linear-dependency (RLD) test (Zhang & Liao, IJCAI 2020,
+    §3, eq. (1)): ``α* = pinv(K̃_s) ψ̃`` and
     ``δ = κ(x,x) − ψ̃ᵀα*`` clamped at 0 — the squared RKHS distance from ``κ(·, x)`` to the span
     of the sampled basis functions (the least-squares residual, also when ``K̃_s`` is
     singular).
@@ -55,7 +56,8 @@ def rld_residual(K_s: np.ndarray | Sequence[Sequence[float]], psi_s: np.ndarray 
     it provably equals the pseudo-inverse, i.e. when the smallest eigenvalue exceeds the
     pseudo-inverse cut-off. That bound comes free from the factorisation:
     ``λ_min ≥ det / λ_max^{s−1} ≥ det / tr^{s−1}`` with ``det = Π L_jj²``. Otherwise (nearly
-    duplicate sampled points) the SVD pseudo-inverse of §1.10 decides."""
+    duplicate sampled points) the SVD pseudo-inverse (:func:`~kernelstream.learners.linalg.pinv`)
+    decides."""
     K = K_s.tolist() if isinstance(K_s, np.ndarray) else K_s
     b = psi_s.tolist() if isinstance(psi_s, np.ndarray) else list(psi_s)
     s = len(b)

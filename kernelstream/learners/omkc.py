@@ -53,7 +53,7 @@ class _OMKC(StoreCombination):
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         ys = y * aux
-        mist = ys <= 0.0  # M_i = 1[y f^i(x) ≤ 0] (§4.17), also the Perceptron trigger
+        mist = ys <= 0.0  # M_i = 1[y f^i(x) ≤ 0] (Hoi et al. 2013), also the Perceptron trigger
         upd = (ys < 1.0) if self.pa else mist  # PA-I: positive hinge loss (⊇ mistakes)
         idx = np.flatnonzero(upd)
         if not len(idx):

@@ -30,15 +30,17 @@ class OSKL(AveragedKernelLearner):
 
     Loss: ``logistic`` (default; ``|ℓ'| ≤ 1``, so ``G ≥ 1`` keeps the estimate unbiased) or
     ``squared-hinge`` (``|ℓ'| = 2[1 − y f]_+`` is unbounded; rounds with ``u_t > G`` are sampled
-    with probability 1 and take the step ``η G``). UNCERTAIN (§7.2 item 2): the loss and the
-    projection radius used by paper 004 are not known; no projection by default.
+    with probability 1 and take the step ``η G``). UNCERTAIN (reconstructed from the abstract and
+    the standard description): the loss and the projection radius used by Lu et al. (ACM TIST 2018)
+    are not known; no projection by default.
 
-    **Averaged classifier** (``averaged=True``, as paper 004 reports OSKL): score
+    **Averaged classifier** (``averaged=True``, as Lu et al. report OSKL): score
     ``f̄_t(x) = (1/t) Σ_{τ≤t} f_τ(x)``. Projection rescales old coefficients, so the closed form
     of SPA does not apply; instead every SV keeps its accumulated coefficient
     ``A_j = Σ_{τ<t} a_j^{(τ)}`` (one vector addition per round, as the [C-SOL] averaging does) and
     ``Σ_{τ≤t} f_τ(x) = (A + a)ᵀk``: O(|S| d) per round. The averaged classifier has the same
-    support vectors as the last one. ``‖f‖`` is tracked exactly (§1.3 identities).
+    support vectors as the last one. ``‖f‖`` is tracked exactly (the identities of
+    :mod:`kernelstream.learners.store`).
 
     Parameters
     ----------

@@ -47,6 +47,6 @@ class Perceptron(KernelLearner):
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         # y f ≤ 0 is the perceptron trigger; with the "negative" tie rule a zero score on a
-        # negative example is not a mistake, but it still triggers (margin 0) as in §1.1.2.
+        # negative example is not a mistake, but it still triggers (margin 0).
         if y * score <= 0.0:
             self.sv.append(x, xx, y, id_=self.t, s=self.t, fz=score, kzz=self.kern.diag(xx))

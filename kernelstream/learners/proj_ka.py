@@ -1,11 +1,12 @@
 """Proj-KA: kernel selection by kernel–target alignment, then the budget Projectron
 (baseline of Zhang & Liao, IJCAI 2020).
 
-Reference: X. Zhang and S. Liao, IJCAI 2020 (paper 000), Section 6: "the two-pass algorithm
+Reference: X. Zhang and S. Liao, IJCAI 2020, Section 6: "the two-pass algorithm
 Proj-KA uses the first m = min{T, 10^4} instances to form a validation set, selects the kernel
 using the kernel alignment criterion [Kandola et al. 2002] on the validation set, and runs
-Projectron [Orabona et al. 2008] with the selected kernel". Alignment: §1.6; Projectron: §4.6
-(the existing ``projectron`` learner is reused).
+Projectron [Orabona et al. 2008] with the selected kernel". Alignment: Cristianini et al., NIPS
+2001; Projectron: the budget version of Orabona, Keshet & Caputo, ICML 2008 (the existing
+``projectron`` learner is reused).
 
 :func:`alignment_pow2` evaluates the uncentered alignment of every width of a grid
 ``γ = 2^e`` (consecutive integer ``e``; P0's 25 widths are ``e = -12..12``) at the cost of one
@@ -32,10 +33,10 @@ P0_EXPONENTS = np.arange(-12, 13)
 
 def alignment_pow2(X: np.ndarray, y: np.ndarray, exponents: np.ndarray | list[int] = P0_EXPONENTS,
                    block: int = 512) -> np.ndarray:
-    """Kernel–target alignment ``yᵀKy / (m‖K‖_F)`` (§1.6, uncentered) of the Gaussian kernels
-    ``exp(−2^e ‖x−x'‖²)`` for consecutive integer exponents ``e`` (increasing), one value per
-    exponent. Equal to :func:`kernelstream.learners.kernels.kernel_alignment` on the same
-    widths up to round-off (relative ~1e-9 after 24 squarings); memory ``O(block · m)``."""
+    """Kernel–target alignment ``yᵀKy / (m‖K‖_F)`` (Cristianini et al., NIPS 2001; uncentered) of
+    the Gaussian kernels ``exp(−2^e ‖x−x'‖²)`` for consecutive integer exponents ``e`` (increasing),
+    one value per exponent. Equal to :func:`kernelstream.learners.kernels.kernel_alignment` on the
+    same widths up to round-off (relative ~1e-9 after 24 squarings); memory ``O(block · m)``."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     e = np.asarray(exponents)
@@ -84,23 +85,24 @@ class ProjKA(Learner):
 
     * Rounds ``1..m`` (``m = selection_window``): the rows (and labels, once learned) are
       buffered and the score is 0 (the ``tie`` label is predicted); no model exists yet.
-    * After the ``m``-th row is learned: uncentered alignment (§1.6) of the 25 widths of P0
+    * After the ``m``-th row is learned: uncentered alignment of the 25 widths of P0
       (``σ = 2^{-(i+1)/2}``, ``γ = 2^i``, ``i = -12..12``) on the buffered rows; the first
       maximiser is selected (``selected_kernel`` = its index ``i + 12``, ``current_gamma`` its
-      ``γ``), a ``projectron`` (budget version, §4.6) with that width is created and, with
+      ``γ``), a ``projectron`` (budget version) with that width is created and, with
       ``replay=True`` (default), trained on the buffered rows in order (their predictions were
       already made, so this only uses their labels). The buffer is then freed.
     * Later rounds: predictions and updates of that Projectron.
 
-    Difference from the paper (§4.14, §7.2 item 12): P0's Proj-KA is a *two-pass* method — it
-    selects on the first ``m = min(T, 10^4)`` rows of the stream and then runs Projectron over
-    **all** ``T`` rows, counting every mistake, so the first ``m`` predictions already use the
-    selected kernel (hindsight selection). A streaming learner cannot see labels before it
-    predicts, so here the first ``m`` predictions are 0. ``benchmarks/reproduce_p0.py`` runs
-    the paper's protocol (:func:`select_width` on the first ``min(T, 10^4)`` rows of each
-    permutation, then ``projectron`` over the whole permutation) and this learner side by side.
-    P0 quotes Projectron's ``U = ¼√((B+1)/ln(B+1))``; the budget Projectron of §4.6 does not use
-    it (only Projectron++ does). Budget = OKS-SIL's budget (recon, §7.2 item 12).
+    Difference from the paper (a DECISION, since the paper's protocol needs hindsight): P0's Proj-KA
+    is a *two-pass* method — it selects on the first ``m = min(T, 10^4)`` rows of the stream and
+    then runs Projectron over **all** ``T`` rows, counting every mistake, so the first ``m``
+    predictions already use the selected kernel (hindsight selection). A streaming learner cannot
+    see labels before it predicts, so here the first ``m`` predictions are 0.
+    ``benchmarks/reproduce_p0.py`` runs the paper's protocol (:func:`select_width` on the first
+    ``min(T, 10^4)`` rows of each permutation, then ``projectron`` over the whole permutation) and
+    this learner side by side. P0 quotes Projectron's ``U = ¼√((B+1)/ln(B+1))``; the budget
+    Projectron does not use it (only Projectron++ does). Budget = OKS-SIL's budget (recon: the paper
+    does not state it).
 
     A stream shorter than ``selection_window`` never leaves the first phase (all scores 0).
     Memory: ``O(m·d)`` until the selection, then Projectron's ``O(B·d + B²)``.

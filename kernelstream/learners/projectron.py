@@ -10,10 +10,10 @@ bordered-inverse formula (:mod:`kernelstream.learners.linalg`), so an added supp
 O(|S|²) and a projection one matrix–vector product; ``d* = K_S^{-1} k`` is only computed on
 rounds that update (mistakes, and margin errors for ++).
 
-Design decision (Projectron++): §4.6 writes ``‖P k_t‖² = d*ᵀ K_S d*`` and keeps ``K_S``. Since
-``K_S d* = k`` this equals ``kᵀ d* = κ(x,x) − Δ``, a by-product of ``Δ``; using it saves the
-``K_S`` buffer (B² floats) and one O(B²) product per margin error (the dominant cost of ++ on
-noisy streams), with the same update up to round-off.
+Design decision (Projectron++): Orabona et al. (JMLR 2009) write ``‖P k_t‖² = d*ᵀ K_S d*`` and keep
+``K_S``. Since ``K_S d* = k`` this equals ``kᵀ d* = κ(x,x) − Δ``, a by-product of ``Δ``; using it
+saves the ``K_S`` buffer (B² floats) and one O(B²) product per margin error (the dominant cost of ++
+on noisy streams), with the same update up to round-off.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from kernelstream.learners.linalg import bordered_inverse_append, grow_square
 from kernelstream.learners.registry import register
 
 # Δ below this fraction of κ(x,x) is round-off of an in-span point (e.g. a duplicate SV): project
-# instead of adding. Same absolute scale as the pinv tolerance of §1.10; it also caps the entries
-# of K_S^{-1} near 1e8·κ, which keeps the incremental inverse accurate.
+# instead of adding. Same absolute scale as the pinv tolerance (linalg.pinv); it also caps the
+# entries of K_S^{-1} near 1e8·κ, which keeps the incremental inverse accurate.
 DELTA_RTOL = 1e-8
 _MIN_CAP = 16
 
@@ -181,7 +181,7 @@ class Projectron(_Projectron):
 
     Decision (design): one rule covers both published versions, no ``mode`` switch; ``budget=0``
     with ``threshold=0`` is rejected (it would be an unbounded Perceptron with an O(|S|²) inverse).
-    Edge cases (§4.6): ``Δ ≤ 1e-8·κ(x,x)`` counts as in span (round-off of a duplicate point),
+    Edge cases: ``Δ ≤ 1e-8·κ(x,x)`` counts as in span (round-off of a duplicate point),
     so a duplicate never becomes an SV; the first SV initialises ``K_S^{-1} = [1/κ(x,x)]``.
 
     Parameters

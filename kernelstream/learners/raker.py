@@ -33,7 +33,8 @@ RAKER_CONSTANTS: dict[str, tuple[float, float, float]] = {
 
 
 def loss_and_grad(loss: str, f: np.ndarray, y: float) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised ``ℓ(f_i, y)`` and ``ℓ'(f_i, y)`` for a vector of scores (§1.5 scalings)."""
+    """Vectorised ``ℓ(f_i, y)`` and ``ℓ'(f_i, y)`` for a vector of scores (the scalings of
+    :mod:`kernelstream.learners.losses`)."""
     if loss == "logistic":
         m = y * f
         return np.logaddexp(0.0, -m), -y / (1.0 + np.exp(np.minimum(m, 700.0)))

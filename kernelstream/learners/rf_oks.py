@@ -48,7 +48,7 @@ _REF = ("Li & Liao, ECML-PKDD 2022 (paper 002), code JunfLi-TJU/OKS-Bandit")
 
 @register
 class RFOKSPlusPlus(OKSPPRule, FeatureHyp, BanditSelector):
-    """RF-OKS++: OKS++ (§3.7) on random Fourier features.
+    """RF-OKS++: OKS++ (Li & Liao, ECML-PKDD 2022) on random Fourier features.
 
     Same selection rule as ``oks++`` (sampled kernel ``I``, data-dependent ``λ_I``, ``δ``,
     ``η``); the hypothesis of kernel ``i`` is ``W_i·z_i(x)`` and the step is
@@ -94,7 +94,7 @@ class RFOKSPlusPlus(OKSPPRule, FeatureHyp, BanditSelector):
 
 @register
 class RFIOKS(IOKSRule, FeatureHyp, BanditSelector):
-    """RF-IOKS: IOKS (§3.8) on random Fourier features.
+    """RF-IOKS: IOKS (Li & Liao, ECML-PKDD 2022) on random Fourier features.
 
     Same selection rule as ``ioks`` (Tsallis-type OMD with bisection, per-arm rates, clipped
     loss estimate; ``S_I`` accumulates ``∇̃²``, or ``1/p_I²`` for absolute loss); the step is
@@ -142,8 +142,8 @@ class RFIOKS(IOKSRule, FeatureHyp, BanditSelector):
 
 
 class OKSP2Rule(HorizonTuning):
-    """The OKS rule as used by paper 002 (§3.2, variant OKS-P2; the same rule as ``oks`` with
-    ``convention="p2"``, on the feature back-end): ``δ = (K/T)^{1/3}``,
+    """The OKS rule (Yang et al., AAAI 2012) as used by Li & Liao 2022 (variant OKS-P2; the same
+    rule as ``oks`` with ``convention="p2"``, on the feature back-end): ``δ = (K/T)^{1/3}``,
     ``η = √(2(1−δ) ln K/(KT))``, ``λ = c √δ/√(KT)`` (``c = 25`` logistic/square, 5 absolute),
     ``L_I += ℓ/p_I``, step coefficient ``−λ ℓ'/p_I``, ``p = (1−δ) softmax(−ηL) + δ/K``."""
 
@@ -191,7 +191,7 @@ class OKSP2Rule(HorizonTuning):
 
 @register
 class RFOKS(OKSP2Rule, FeatureHyp, BanditSelector):
-    """RF-OKS: the OKS rule of paper 002 (§3.2, OKS-P2) on random Fourier features.
+    """RF-OKS: the OKS rule as Li & Liao 2022 use it (OKS-P2) on random Fourier features.
 
     Each round ``I ~ p`` is drawn (in ``predict_one``), ``f = W_I·z_I(x)`` predicts;
     ``L_I += ℓ/p_I``; ``W_I ← W_I − λ (ℓ'/p_I) z_I(x)`` (no projection);

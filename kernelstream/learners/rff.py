@@ -116,8 +116,8 @@ class RFF:
 
 
 class FeaturePool:
-    """One random-feature weight vector per width (§1.4, C-P2 convention): a shared draw
-    ``Ω`` (``D × d``, i.i.d. ``N(0, 1)``, from the learner's RNG) and
+    """One random-feature weight vector per width (Rahimi & Recht, NIPS 2007; C-P2 convention): a
+    shared draw ``Ω`` (``D × d``, i.i.d. ``N(0, 1)``, from the learner's RNG) and
     ``z_i(x) = D^{-1/2}[cos(s_i Ωx); sin(s_i Ωx)]`` with one frequency scale ``s_i`` per width
     (``1/σ_i``); weights ``W`` (``K × 2D``). :meth:`eval` computes only kernel ``i``'s features
     (bandit learners), :meth:`eval_all` every kernel's from one ``Ωx`` (full-information

@@ -2,7 +2,7 @@
 (Zhang & Liao, ICML 2019, Algorithm 1).
 
 Reference: X. Zhang and S. Liao, "Incremental Randomized Sketching for Online Kernel Learning",
-ICML 2019 (paper 003). [C-FORKS] (a third-party C++ re-implementation) is the source of the
+ICML 2019. [C-FORKS] (a third-party C++ re-implementation) is the source of the
 ``reference_quirks`` variant.
 """
 
@@ -119,9 +119,10 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
         ``True``: exact ``eigh`` of ``Φ_pp`` (deterministic given the sketches; tests).
         ``False`` (default, the paper): randomized eigen-decomposition (Halko et al.;
         oversampling 10, 2 power iterations — not given by the paper), drawing from the
-        learner's RNG. ``Φ_pm^†`` is always the exact SVD pseudo-inverse of §1.10.
+        learner's RNG. ``Φ_pm^†`` is always the exact SVD pseudo-inverse of
+        :func:`~kernelstream.learners.linalg.pinv`.
     reference_quirks
-        ``True`` replicates the [C-FORKS] re-implementation (QUIRK, §3.10 notes): nothing happens
+        ``True`` replicates the [C-FORKS] re-implementation (QUIRK): nothing happens
         on zero-loss rounds; the update cycle counts loss rounds of the whole stream (an update
         when that count ``c`` has ``c mod ρ = 1``); the initialisation waits for the first loss
         round with a full buffer and takes a gradient step; ``ψ`` is computed against the ``B``

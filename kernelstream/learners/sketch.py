@@ -160,8 +160,9 @@ class IncrementalSketch:
     def feature_matrix(self, rank: int, exact: bool = True,
                        rng: np.random.Generator | None = None) -> np.ndarray:
         """``Q = Φ_pm^† V Σ^{1/2}`` (``s_m × rank``) with ``Φ_pp ≈ V Σ Vᵀ`` the ``rank`` largest
-        eigenpairs (exact ``eigh``, or the randomized range finder of §1.10 drawing from
-        ``rng``); negative round-off eigenvalues are clipped to 0."""
+        eigenpairs (exact ``eigh``, or the randomized range finder of
+        :func:`~kernelstream.learners.linalg.top_eigh` drawing from ``rng``); negative round-off
+        eigenvalues are clipped to 0."""
         lam, V = top_eigh(self.pp, rank, exact=exact, rng=rng)
         np.maximum(lam, 0.0, out=lam)
         return pinv(self.pm) @ (V * np.sqrt(lam))

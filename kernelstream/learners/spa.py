@@ -37,7 +37,7 @@ AVERAGED_PARAM = Param("averaged", True, bool,
 
 class AveragedKernelLearner(KernelLearner):
     """A single-kernel learner that can predict with the averaged classifier
-    ``f̄_t = (1/t) Σ_{τ≤t} f_τ`` (§2.2, parameter ``averaged``).
+    ``f̄_t = (1/t) Σ_{τ≤t} f_τ`` (Lu et al., ACM TIST 2018, §6.1.3; parameter ``averaged``).
 
     ``_score`` returns ``(score, f_t(x))``: the score is ``f̄_t(x)`` (from ``_average``, given
     ``f_t(x)`` and the one kernel row ``k``) or ``f_t(x)``, and the auxiliary value is always

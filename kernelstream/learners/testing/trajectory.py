@@ -278,7 +278,7 @@ def check_bounded_memory(name: str, params: dict[str, Any]) -> None:
 
 
 def check_first_prediction(name: str, params: dict[str, Any]) -> None:
-    """First score is 0 (§8 i); a zero score follows the tie rule (§1.1.1)."""
+    """First score is 0; a zero score follows the tie rule (``positive``: predict +1)."""
     cls = registry.get(name)
     m = new(name, params)
     X, _ = make_stream(m.task, 3)
