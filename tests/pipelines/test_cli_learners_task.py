@@ -94,7 +94,7 @@ def test_readme_learners_table_is_current(capsys: pytest.CaptureFixture[str]) ->
     """The README's learners table is the generated one (regenerate it when learners change)."""
     from pathlib import Path
 
-    readme = Path(__file__).resolve().parents[1] / "README.md"
+    readme = Path(__file__).resolve().parents[2] / "README.md"
     assert main(["learners", "--format", "markdown"]) == 0
     generated = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("|")]
     text = readme.read_text().splitlines()

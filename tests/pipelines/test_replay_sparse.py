@@ -26,8 +26,8 @@ from kernelstream.pipelines import cli, replay_args
 from kernelstream.pipelines.replay import run_replay
 from kernelstream.sparse import CSR
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[1] / "data"
 RCV1 = DATA / "rcv1_100.svm"  # 100 rows, 47k columns: sparse under the auto rule
 A9A = DATA / "a9a_300.svm"  # 300 rows, 123 columns: dense under the auto rule
 

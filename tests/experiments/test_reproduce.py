@@ -16,7 +16,7 @@ from kernelstream.experiments.grid import switch_round
 from kernelstream.pipelines.cli import main
 from kernelstream.seeding import learner_seed, permutation
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture()

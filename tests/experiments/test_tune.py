@@ -18,7 +18,7 @@ from kernelstream.experiments.tuning import CellScore
 from kernelstream.pipelines.cli import main
 from kernelstream.seeding import permutation
 
-TUNED_PARAMS = Path(__file__).resolve().parents[1] / "benchmarks" / "tuned_params.json"
+TUNED_PARAMS = Path(__file__).resolve().parents[2] / "benchmarks" / "tuned_params.json"
 
 
 def _tuned_params() -> dict[str, Any]:

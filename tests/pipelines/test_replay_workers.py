@@ -27,7 +27,7 @@ from kernelstream.engine.replay import Dataset, StreamSpec, stream_blocks
 from kernelstream.pipelines.cli import main
 from kernelstream.pipelines.workers import START_ENV
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # metrics columns and summary fields that describe the run, not the streams
 RUN_COLUMNS = ("seconds", "examples_per_second", "window_seconds", "window_examples_per_second",
                "max_buffered_blocks", "duplicate_blocks")

@@ -25,7 +25,7 @@ from kernelstream.learners import available, get, registry
 from kernelstream.learners.testing import CHECKS, check_learner
 from kernelstream.pipelines import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "docs" / "adding-a-learner.md"
 FAMILIES = ROOT / "docs" / "learners"
 MODULE_MARK = re.compile(r"\A# kernelstream/learners/(\w+)\.py\n")

@@ -23,7 +23,7 @@ from kernelstream.engine.snapshot import (
     SnapshotView,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _child(code: str) -> subprocess.Popen[str]:

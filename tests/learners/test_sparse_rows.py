@@ -15,7 +15,7 @@ from kernelstream.learners.registry import WidthError, check_width, memory_estim
 from kernelstream.learners.store import SparseSVStore, SVStore
 from kernelstream.sparse import CSR, SparseRow
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 SPARSE_LEARNERS = ("bogd", "bpa-s", "nogd", "skegd")
 
 
