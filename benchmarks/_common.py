@@ -1,7 +1,7 @@
 """Shared helpers of the benchmark scripts: dataset definitions and loading, the prequential
-runner (ALGORITHMS.md §2.1) with the shared seeding, a small process pool (≤ 2 workers), and the
-scaffolding every reproduction script repeats (command-line options, the tune / evaluate /
-render skeleton, json files, best-of-grid selection, markdown cells).
+runner (test-then-train over R random permutations, as the papers) with the shared seeding, a small
+process pool (≤ 2 workers), and the scaffolding every reproduction script repeats (command-line
+options, the tune / evaluate / render skeleton, json files, best-of-grid selection, markdown cells).
 
 The scripts import this module as ``_common``: they put ``benchmarks/`` on ``sys.path`` and
 import it before numpy, so that its first lines limit BLAS to one thread per process::

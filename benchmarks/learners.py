@@ -11,8 +11,9 @@ floor are timed alternately ``--repeats`` times and the medians are compared, wh
 most of the noise of a shared machine. The target is learner/floor ≤ 1.5 for every budgeted
 single-kernel learner at B = 200 (issue 14; 2.5 before their updates were compiled);
 PASS/FAIL lines say whether it is met, for all of them and
-for the §4 budget baselines (the script always exits 0). Unbudgeted learners run on
-``--unbudgeted-rows`` rows and their floor (at the final #SV) is shown but not judged.
+for the budget baselines (RBP, Forgetron, Projectron(++), BPA-S, BOGD, NOGD, FOGD; the script always
+exits 0). Unbudgeted learners run on ``--unbudgeted-rows`` rows and their floor (at the final #SV)
+is shown but not judged.
 
 Multi-kernel learners (K kernel expansions) are judged against their *union-row floor*: per
 round, one squared-distance row to ``n`` points (``n`` = the learner's union of support

@@ -1,6 +1,7 @@
-"""Tuning of the baselines of papers P3 (SkeGD, Table 3) and P4 (SPA, Table 2), ALGORITHMS.md
-§5.4 / §5.5; the evaluation is ``kernelstream reproduce baselines`` (``kernelstream/experiments/
-baselines.py``: published numbers, cells, verdicts, ``benchmarks/results/baselines.md/.json``).
+"""Tuning of the baselines of papers P3 (SkeGD, Table 3) and P4 (SPA, Table 2): Zhang & Liao,
+ICML 2019 and Lu et al., ACM TIST 2018; the evaluation is ``kernelstream reproduce baselines``
+(``kernelstream/experiments/baselines.py``: published numbers, cells, verdicts,
+``benchmarks/results/baselines.md/.json``).
 
 * P3 group — RBP, Forgetron, Projectron, Projectron++, BPA-S, BOGD, NOGD on german, svmguide3,
   spambase (B = 100) and a9a, w7a (B = 200); hinge loss; NOGD rank k = 0.1 B.
@@ -10,9 +11,9 @@ baselines.py``: published numbers, cells, verdicts, ``benchmarks/results/baselin
 *tuning permutation* (index ``--tune-perm``, default 1000, never one of the evaluation
 permutations 0..R−1):
 
-1. P3 Gaussian width by kernel–target alignment (§1.6, ``kernel_alignment``) over
-   σ ∈ {2^-5, 2^-4.5, …, 2^7}, on the first ``--ka-rows`` (2,000) rows of the tuning
-   permutation — one width per dataset, shared by every P3 learner ("ka" selection).
+1. P3 Gaussian width by kernel–target alignment (Cristianini et al., NIPS 2001;
+   ``kernel_alignment``) over σ ∈ {2^-5, 2^-4.5, …, 2^7}, on the first ``--ka-rows`` (2,000) rows of
+   the tuning permutation — one width per dataset, shared by every P3 learner ("ka" selection).
 2. Also a width chosen by the online mistake rate ("online" selection): for every σ of the
    same grid, each P3 learner runs on the first ``--width-rows`` rows of the tuning
    permutation with its whole hyper-parameter grid; the σ with the lowest mean (over
@@ -22,7 +23,7 @@ permutations 0..R−1):
    permutation: BOGD η ∈ {10^-5..10^0} × λ ∈ {10^-4..10^1} with ηλ < 1 (variant "sol":
    [C-SOL] oldest removal), NOGD η = η₂ ∈ {10^-5..10^0}, BPA-S C ∈ {0.1, 0.25, 0.5, 1, 2, 4}
    (P3 does not say; this brackets the LSOKL default 1 and P4's PA-I grid). RBP, Forgetron,
-   Projectron, Projectron++ have no free parameter besides B (defaults of §4.4–4.6).
+   Projectron, Projectron++ have no free parameter besides B (the learners' defaults).
 4. P4: OGD η ∈ {10^3..10^-3} (λ = 0), PA-I C ∈ {0.25, 0.5, 1, 2}, on the full tuning
    permutation ("searched on one random permutation").
 5. Diagnostics (skip with ``--no-diagnostics``): configurations outside the spec's settings
@@ -89,7 +90,8 @@ def cost(spec: RunSpec, n: int) -> float:
 
 # -- tuning --------------------------------------------------------------------------------------
 def centered_alignment(X: np.ndarray, y: np.ndarray, gammas: list[float]) -> np.ndarray:
-    """Centered kernel–target alignment (Cortes et al. 2012; §1.6, optional), for the record."""
+    """Centered kernel–target alignment (Cortes, Mohri & Rostamizadeh, JMLR 2012; optional), for
+    the record."""
     d2 = sq_dists(X, X)
     out = []
     for g in gammas:

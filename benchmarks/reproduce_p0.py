@@ -1,12 +1,12 @@
-"""Published vs ours: Table 2 of paper 000 (OKS-SIL, IJCAI 2020), ALGORITHMS.md §5.1.
+"""Published vs ours: Table 2 of paper 000 (Zhang & Liao, OKS-SIL, IJCAI 2020).
 
-Learners: OKS-SIL (§3.1), OKL-GD (§4.13), Proj-KA (§4.14) and OKS (§3.2, only if a learner
-named ``oks`` is registered) on german, svmguide3, spambase, mushrooms, a9a, w7a (datasets of
-``benchmarks/_common.py``; train + test merged where both files exist, §2.8; mushrooms is
-added here with min-max [0, 1] scaling; w7a has only its training file — see the notes).
-ijcnn1 and cod-rna of Table 2 are not in the data directory and are not run.
+Learners: OKS-SIL (Algorithm 1), the baselines OKL-GD and Proj-KA, and OKS (Yang et al., AAAI 2012;
+only if a learner named ``oks`` is registered) on german, svmguide3, spambase, mushrooms, a9a, w7a
+(datasets of ``benchmarks/_common.py``; train + test merged where both files exist, as P0 does;
+mushrooms is added here with min-max [0, 1] scaling; w7a has only its training file — see the
+notes). ijcnn1 and cod-rna of Table 2 are not in the data directory and are not run.
 
-Protocol of P0 (§5.1): hinge loss, mistake rate of the prequential loop, R random permutations
+Protocol of P0 (its §6): hinge loss, mistake rate of the prequential loop, R random permutations
 (20 in the paper), mean ± std (ddof=1). OKS-SIL: B = 150 if T < 10^4 else 200, s = 3, ν = 0.9,
 ρ_t = 1/t, γ in Ω = [2^-12, 2^12] (σ ∈ [2^-6.5, 2^5.5]), initial σ_1 = 2^{-(i+1)/2} with i
 uniform in {-12..-6} (``random_init=True``, drawn from the learner seed). OKL-GD: same interval
@@ -73,7 +73,7 @@ PUBLISHED: dict[str, dict[str, tuple[float, float, float]]] = {
     "w7a": {"oks-sil": (2.975, 0.012, 72.826), "okl-gd": (2.973, 0.010, 434.908),
             "oks": (7.199, 0.860, 837.220), "proj-ka": (5.430, 1.816, 622.044)},
 }
-# sensitivity row (not a P0 dataset name): §2.8's min-max reconstruction of svmguide3
+# sensitivity row (not a P0 dataset name): svmguide3 min-max scaled to [0, 1] (our reconstruction)
 PUBLISHED["svmguide3-01"] = PUBLISHED["svmguide3"]
 P0_DATASETS = ("german", "svmguide3", "spambase", "mushrooms", "a9a", "w7a", "svmguide3-01")
 P0_LEARNERS = ("oks-sil", "okl-gd", "oks", "proj-ka")
@@ -148,7 +148,7 @@ def fixed_params(name: str, n: int) -> dict[str, Any]:
         return {"budget": 2000, "random_init": True}
     if name == "proj-ka":
         return {"budget": budget_of(n), "selection_window": window_of(n)}
-    if name == "oks":  # adapt to the registered learner's parameter names (§3.2, OKS-P0 row)
+    if name == "oks":  # adapt to the registered learner's parameter names (OKS as P0 ran it)
         pn = _pnames("oks")
         out: dict[str, Any] = {}
         if "sigmas" in pn:

@@ -1,6 +1,6 @@
-"""Published vs ours: paper 001 (B(AO)2KS, EA2OKS, BEA2OKS; ALGORITHMS.md §5.2), Tables 1–2 on
-the datasets available here (a9a merged train+test, 48,842 rows; w7a training file, 24,692
-rows — the sizes paper 001 used, §6).
+"""Published vs ours: paper 001 (Liao & Li, ECML-PKDD 2021: B(AO)2KS, EA2OKS, BEA2OKS), Tables 1–2
+on the datasets available here (a9a merged train+test, 48,842 rows; w7a training file, 24,692
+rows — the sizes paper 001 used).
 
 * Table 2 (w7a, a9a): K = 6 widths σ ∈ {2^-2..2^3}, λ = 5/√T for all algorithms, U = 20,
   M = ⌈ln T⌉, β = K^{3/2}, GREEN-IX δ_G = 0.01; BEA2OKS budgets 200 (w7a) and 1200 (a9a);
@@ -8,12 +8,13 @@ rows — the sizes paper 001 used, §6).
   (``forgetron variant=p1``; B = 500 / 1700) and BOGD-σ (``bogd variant=p1``; B = 500 / 1500,
   η = 5/√T, λ = 8/T², γ_B = 1) with the width "best in hindsight": every σ of the grid is run
   on the first ``--sweep-perms`` evaluation permutations and the σ with the lowest mean mistake
-  rate is then run on all of them. ISKA is not reproduced (§4.15: not recoverable).
+  rate is then run on all of them. ISKA is not reproduced (its algorithm is not recoverable from the
+  published material).
 * Table 1 (a9a): B(AO)2KS with K12 = {2^-2:0.5:3.5}, K8 = {2^-1:0.5:2.5}, K4 = {2^-1:1:2} and
   λ = 1/√(K√T).
-* Reference-code quirks (§3.4, §7.3): the B(AO)2KS code does not count the mistakes of rounds
-  with I_t = J_t (≈ 1/K of them), so every B(AO)2KS cell also reports that "code-counted" rate
-  (from the learner's ``same_draw_mistakes``) and B(AO)2KS is also run with
+* Reference-code quirks (of the authors' R code, C-P1): the B(AO)2KS code does not count the
+  mistakes of rounds with I_t = J_t (≈ 1/K of them), so every B(AO)2KS cell also reports that
+  "code-counted" rate (from the learner's ``same_draw_mistakes``) and B(AO)2KS is also run with
   ``reference_quirks=True``; OKS is run as the code (``reference_quirks=True``: no importance
   weighting, 0-1 loss in Hedge with rate δ/K) and as intended; BEA2OKS with both restart tests.
 
@@ -143,7 +144,7 @@ def n_rows(a: argparse.Namespace, ds: str) -> int:
 # -- runs ----------------------------------------------------------------------------------------
 def run_one(a: argparse.Namespace, learner: str, params: dict[str, Any], ds: str,
             r: int) -> dict[str, Any]:
-    """One prequential pass over permutation ``r`` (shared seeding, §2.1) with diagnostics."""
+    """One prequential pass over permutation ``r`` (shared seeding) with diagnostics."""
     Xp, yp = _common.permuted(*load_dataset(ds, a.data_dir), a.base_seed, r, n_rows(a, ds))
     m = learners.make(learner, seed=learner_seed(a.base_seed, r, learner), **params)
     t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 """Published vs ours: paper 002 (Li & Liao, ECML-PKDD 2022 — OKS++, IOKS and their
-random-feature versions), ALGORITHMS.md §5.3.
+random-feature versions).
 
 Tables reproduced on the datasets available here:
 
@@ -14,14 +14,15 @@ Tables reproduced on the datasets available here:
   RF-OKS++ on phishing, a9a (+ magic04, SUSY) / elevators, bank32nh (+ bank8FM) / elevators,
   bank32nh (+ bank8FM). Hardware and ailerons are not available.
 
-Protocol (§2.1, §5.3): prequential test-then-train, 10 permutations ``r = 0..9``
+Protocol (P2's §6): prequential test-then-train, 10 permutations ``r = 0..9``
 (``kernelstream.seeding``), mean ± std (ddof=1); K = 6 Gaussian kernels
 ``σ ∈ {2^-2..2^3}``; every T-dependent constant uses the true stream length (``horizon = n``).
-Preprocessing (§2.8): phishing and a9a as distributed; magic04, SUSY features min-max scaled
-to [0, 1]; elevators, bank32nh, bank8FM features min-max scaled to [-1, 1] and targets to
-[0, 1] (as the authors' own elevators file is).
+Preprocessing (P2 rescales into fixed intervals; the ones below are our reading): phishing
+and a9a as distributed; magic04, SUSY features min-max scaled to [0, 1]; elevators, bank32nh,
+bank8FM features min-max scaled to [-1, 1] and targets to [0, 1] (as the authors' own elevators file
+is).
 
-Time-budget matching (§2.5), on this machine: per dataset and loss, the per-round time of
+Time-budget matching (P2's §6.2), on this machine: per dataset and loss, the per-round time of
 RF-OKS++ with D = 400 (RF-IOKS with D = 400 for the absolute loss) is measured on a calibration
 stream (permutation ``--calib-perm``, first ``--calib-rows`` rows, best of 3 runs, CPU time of
 the process because the machine is shared); for
@@ -30,11 +31,12 @@ sizes, a line ``time = a + b·size`` is fitted and solved for the reference time
 10, clamped to the grid). Because a Python round has a large fixed cost, RF-IOKS (whose
 bisection costs a few extra microseconds) is also run with the paper's D ("paper D").
 
-Quirks (§7.3): OKS++/RF-OKS++ logistic are run with ``reference_quirks=True`` (the code that
-produced the published numbers: c₀ overwritten by e^{−yf}) and False (intended rule); Raker
-with the cumulative-σ quirk (published) and without; IOKS on the regression tables with and
-without its quirks (no renormalisation; ``≥`` clipping test for square loss). The pass verdict
-of a proposed algorithm uses the setting that produced the published numbers ("code").
+Quirks (of the authors' R code, C-P2): OKS++/RF-OKS++ logistic are run with
+``reference_quirks=True`` (the code that produced the published numbers: c₀ overwritten by e^{−yf})
+and False (intended rule); Raker with the cumulative-σ quirk (published) and without; IOKS on the
+regression tables with and without its quirks (no renormalisation; ``≥`` clipping test for square
+loss). The pass verdict of a proposed algorithm uses the setting that produced the published numbers
+("code").
 
 PASS (proposed algorithms OKS++, IOKS, RF-OKS++, RF-IOKS): AMR ≤ published + 2 pp
 (classification), AL ≤ 1.25 × published (regression).
@@ -119,7 +121,7 @@ def load(name: str, data_dir: Path) -> tuple[np.ndarray, np.ndarray]:
                        positive_label=d.positive_label, scale_target="01" if reg else "none")
 
 
-# -- published numbers (§5.3) --------------------------------------------------------------------
+# -- published numbers (P2's Tables 2-10) --------------------------------------------------------
 # Tables 2-4: mean, std, seconds per run. P2's "bank" column is bank32nh; bank8FM rows are
 # set beside the same numbers (indicative, below).
 T2 = {
@@ -280,7 +282,7 @@ def rf_cells(tables: list[str], datasets: list[str], n: dict[str, int],
     return out
 
 
-# -- time-budget matching (§2.5) -----------------------------------------------------------------
+# -- time-budget matching (P2's §6.2) -------------------------------------------------------------
 def per_round_us(name: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray,
                  reps: int) -> float:
     """Best-of-``reps`` per-round *CPU* time of this process (µs): on a shared machine the

@@ -1,4 +1,4 @@
-"""Tuning of SkeGD for paper 003 (Zhang & Liao, ICML 2019), ALGORITHMS.md §5.4; the evaluation
+"""Tuning of SkeGD for paper 003 (Zhang & Liao, ICML 2019); the evaluation
 is ``kernelstream reproduce p3`` (``kernelstream/experiments/p3.py``: Tables P3-3, P3-4, P3-2,
 published numbers, verdicts, ``benchmarks/results/p3.md/.json``).
 

@@ -1,5 +1,5 @@
 """Published vs ours for paper 004 (SPA, BOMKC(SPA)): Table P4-2 (single kernel) and Table
-P4-5 (multiple kernels), ALGORITHMS.md §5.5.
+P4-5 (multiple kernels) of Lu, Sahoo, Zhao & Hoi, ACM TIST 2018.
 
 * **Table P4-2** — SPA (averaged classifier, α = 1, β = 20 for a9a and 200 for w7a and
   covtype, Gaussian γ = 0.4) and the budget baselines RBP, Forgetron, Projectron, Projectron++,

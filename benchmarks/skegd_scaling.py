@@ -1,4 +1,5 @@
-"""Per-round cost of SkeGD grows with the budget, not with the stream (paper 003 §5.3).
+"""Per-round cost of SkeGD grows with the budget, not with the stream (Zhang & Liao,
+ICML 2019, §5.3).
 
 Loads covtype.binary (581,012 rows, min-max [0, 1]) once, fixes one random order, and runs each
 configuration through the stream once, untimed, snapshotting the learner state at every

@@ -183,8 +183,8 @@ def load(
     * ``limit``: read only the first ``limit`` examples.
     * ``delimiter``/``header``: CSV options (default sniffed / auto-detected).
     * ``scale_target``: ``"none"`` or ``"01"`` — min-max scaling of a regression target to
-      ``[0, 1]`` over the loaded rows (:func:`scale_target_minmax`; paper 002 rescales its
-      regression targets). Regression only.
+      ``[0, 1]`` over the loaded rows (:func:`scale_target_minmax`; Li & Liao (ECML-PKDD 2022)
+      rescale their regression targets). Regression only.
 
     Raises :class:`ParseError` naming file and line on the first malformed line (syntax errors
     of all lines are checked before label errors).

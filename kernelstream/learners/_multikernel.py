@@ -1,6 +1,6 @@
-"""Shared block of paper 004's multiple-kernel learners (Lu et al., ACM TIST 2018).
+"""Shared block of the multiple-kernel learners of Lu et al., ACM TIST 2018.
 
-* :data:`POOL` — the ``m = 16`` kernels of paper 004: three homogeneous polynomial kernels
+* :data:`POOL` — the ``m = 16`` kernels of Lu et al. (§6.2.2): three homogeneous polynomial kernels
   ``(xᵀx')^p``, ``p = 1, 2, 3`` (indices 0–2), and thirteen Gaussian kernels
   ``exp(−‖x − x'‖²/(2σ²))``, ``σ = 2^-6, …, 2^6`` (indices 3–15).
 * :class:`MultiStore` — the kernel expansions ``f^i = Σ_j a_ij κ_i(x_j, ·)`` of all ``m``
@@ -10,7 +10,7 @@
   ``exp`` and a ``bincount`` over the entries — a fixed number of numpy calls per round
   whatever ``m``, and work ``O(n_points · d + n_entries)``. For the OMKC-U/DD family, whose
   components store mostly the same mistakes, this is several times cheaper than one store per
-  kernel (paper 004 Table 5: 234k SVs over 16 kernels on a9a, at most T = 48,842 points).
+  kernel (Lu et al., Table 5: 234k SVs over 16 kernels on a9a, at most T = 48,842 points).
   Append-only: the unbounded learners never remove an SV nor change a coefficient.
 
   Compiled (``kernelstream.learners.compiled.mk``, ``_ck_multi.multi_scores``): the points are
@@ -32,9 +32,9 @@
   multiply-and-renormalise recursion and never underflows to an all-zero vector.
 
   Inner ``sign(0) = 0`` (a kernel with an exactly zero score abstains); only the vote itself
-  follows the tie rule. DEVIATION from the edge-case note of our spec ("sign(0): use
-  the global tie rule"), for two reasons: the first score of every learner must be 0 (a conformance
-  rule), and with the strict mistake indicator ``M_i = 1[y f^i < 0]`` of paper 004 Algorithm 2 a
+  follows the tie rule. DEVIATION from applying the global tie rule to each kernel's
+  zero score, for two reasons: the first score of every learner must be 0 (a conformance
+  rule), and with the strict mistake indicator ``M_i = 1[y f^i < 0]`` of Lu et al.'s Algorithm 2 a
   kernel whose score underflows to exactly 0 (``σ = 2^-6``: ``exp(−2048‖x − x'‖²) = 0`` for any two
   distinct points of a binary data set) would never be discounted and would vote for the tie
   label forever with the largest weight. The predicted label differs only when some, but not

@@ -25,9 +25,9 @@ The scores change at round-off level against the numpy code: a point's inner pro
 with ``x`` is summed in index order over ``x``'s non-zeros (BLAS's gemv sums in blocks), the
 exponential is ``_ck_multi``'s vectorised one (fdlibm's algorithm, within 1 ulp of libm;
 numpy's SIMD exp differs from both by up to 1 ulp), and ``f_i = Σ_j a_ij k_ij`` is summed in
-index order (BLAS's dot in blocks). On the reproduction checks (paper 001's learners on w7a and
-german, paper 002's on german and spambase, 3 permutations each) the mistake rates stayed the
-same but for one mistake in 4,601 rounds.
+index order (BLAS's dot in blocks). On the reproduction checks (the learners of Liao & Li 2021
+on w7a and german, those of Li & Liao 2022 on german and spambase, 3 permutations
+each) the mistake rates stayed the same but for one mistake in 4,601 rounds.
 """
 
 from __future__ import annotations

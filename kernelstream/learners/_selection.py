@@ -23,7 +23,7 @@ re-exported here (the learners and tests import them from this module):
 * :mod:`kernelstream.learners._pools` — :class:`GaussianWidths`, :func:`sq_dist_row`,
   :class:`KernelPool` (a store per width) and :class:`SharedPool` (one point set for all).
 * :mod:`kernelstream.learners._mirror` — :class:`OptimisticMirror` and :class:`RoundContext`,
-  paper 001's AO2MD bookkeeping (B(AO)2KS, EA2OKS, BEA2OKS).
+  the AO2MD bookkeeping of Liao & Li, ECML-PKDD 2021 (B(AO)2KS, EA2OKS, BEA2OKS).
 
 Gaussian kernels only (``κ(x, x) = 1``).
 """
@@ -62,7 +62,7 @@ __all__ = [
 
 
 # -- parameters ----------------------------------------------------------------------------------
-P1_SIGMAS = "2^-2:1:3"  # σ ∈ {2^-2, ..., 2^3}, K = 6 (papers 001 and 002, experiment 2)
+P1_SIGMAS = "2^-2:1:3"  # σ ∈ {2^-2, ..., 2^3}, K = 6 (Liao & Li 2021, experiment 2; Li & Liao 2022)
 HORIZON_GUESS0 = 1000  # first guess of T when the horizon is unknown (doubled as needed)
 
 def _valid_sigmas(text: Any) -> bool:

@@ -2,7 +2,7 @@
 the GREEN-IX bandit (Liao & Li, ECML-PKDD 2021, Algorithm 1).
 
 Reference: S. Liao and J. Li, "High-probability kernel alignment regret bounds for online
-kernel selection", ECML-PKDD 2021 (paper 001), Algorithm 1; details (GREEN-IX epochs, step
+kernel selection", ECML-PKDD 2021, Algorithm 1; details (GREEN-IX epochs, step
 size, reservoir size, quirks) from the authors' code ``BAO2KS.R``. GREEN-IX: T. Lykouris,
 K. Sridharan and É. Tardos, "Small-loss bounds for online learning with partial information",
 COLT 2018.
@@ -87,7 +87,7 @@ class AO2MDLearner(SelectionLearner):
 
     @property
     def support_sizes(self) -> np.ndarray:
-        """``|S_i|`` per kernel (``min`` is paper 001's ``|S_{i*}|``)."""
+        """``|S_i|`` per kernel (``min`` is the paper's ``|S_{i*}|``)."""
         if self.dim is None:
             return np.zeros(self.K, dtype=np.int64)
         return self.mirror.pool.sizes
@@ -184,7 +184,7 @@ class BAO2KS(AO2MDLearner):
     Parameters
     ----------
     sigmas
-        Candidate Gaussian widths (default ``2^-2..2^3``; experiment 1 of paper 001 uses
+        Candidate Gaussian widths (default ``2^-2..2^3``; experiment 1 of the paper uses
         ``2^-2:0.5:3.5``, ``2^-1:0.5:2.5``, ``2^-1:1:2`` with ``eta = 1/√(K√T)``).
     eta
         Step size ``λ`` (None: ``5/√T``).

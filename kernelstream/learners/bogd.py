@@ -30,16 +30,17 @@ class BOGD(KernelLearner):
     before the shrink) ``x_t`` gets coefficient ``η y_t``. Below the budget it is appended.
     At the budget:
 
-    * ``variant="sol"`` (default; the C++ budget toolbox behind papers 003/004): the **oldest**
-      SV is replaced (ring of slots, no search), no rescaling, no clipping. Deterministic.
-    * ``variant="p1"`` (paper 001's ``BOGD.R``): a uniformly random SV ``r`` is replaced, the
-      coefficients are rescaled by ``B/(B−1)`` (unbiased removal), then all are scaled by
-      ``min(1, η γ_B / max_j |a_j|)`` so that ``max_j |a_j| ≤ η γ_B``. Needs ``B ≥ 2``; the
-      slot is ``⌊U·B⌋`` with ``U = rng.random()``.
+    * ``variant="sol"`` (default; the C++ budget toolbox behind Zhang & Liao (ICML 2019) and Lu et
+      al. (ACM TIST 2018)): the **oldest** SV is replaced (ring of slots, no search), no rescaling,
+      no clipping. Deterministic.
+    * ``variant="p1"`` (``BOGD.R``, the code of Liao & Li, ECML-PKDD 2021): a uniformly random
+      SV ``r`` is replaced, the coefficients are rescaled by ``B/(B−1)`` (unbiased removal), then
+      all are scaled by ``min(1, η γ_B / max_j |a_j|)`` so that ``max_j |a_j| ≤ η γ_B``. Needs
+      ``B ≥ 2``; the slot is ``⌊U·B⌋`` with ``U = rng.random()``.
 
     UNCERTAIN: which of the two implementations produced
-    the BOGD rows of papers 003/004 is not certain; the toolbox one (``sol``) is the likely
-    one and is the default. Paper 001's tables use ``p1``.
+    the BOGD rows of Zhang & Liao 2019 and Lu et al. 2018 is not certain; the toolbox one (``sol``)
+    is the likely one and is the default. Liao & Li's tables use ``p1``.
 
     Once the budget is reached SVs are overwritten in place, so the tracked ``‖f‖`` is not
     maintained (``sv.norm2`` is NaN); BOGD never needs it.
@@ -49,16 +50,16 @@ class BOGD(KernelLearner):
     kernel, gamma, degree
         Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
     budget
-        Maximum number of support vectors ``B`` (default 500, as in paper 001's code).
+        Maximum number of support vectors ``B`` (default 500, as in Liao & Li's code).
     eta
-        Step size ``η > 0`` (default 0.1; paper 001 uses ``5/√T``).
+        Step size ``η > 0`` (default 0.1; Liao & Li use ``5/√T``).
     lam
-        Regularisation ``λ ≥ 0`` (default 0; paper 001 uses ``8/T²``, negligible for its
+        Regularisation ``λ ≥ 0`` (default 0; Liao & Li use ``8/T²``, negligible for its
         ``T``); ``η λ < 1`` is required.
     variant
         ``sol`` (default) or ``p1``.
     coef_bound
-        ``γ_B > 0``, the ℓ∞ bound in units of ``η`` (``p1`` only; default 1, paper 001's grid
+        ``γ_B > 0``, the ℓ∞ bound in units of ``η`` (``p1`` only; default 1, Liao & Li's grid
         ``{1, 2, 4, 8, 16}``).
     tie
         Label predicted for a zero score.

@@ -1,7 +1,7 @@
 """BOMKC(SPA): bounded online multiple-kernel classification with SPA.
 
 Reference: J. Lu, D. Sahoo, P. Zhao and S. C. H. Hoi, "Sparse Passive-Aggressive learning for
-bounded online kernel methods", ACM TIST 9(4), 2018 (paper 004, Algorithm 2).
+bounded online kernel methods", ACM TIST 9(4), 2018 (Algorithm 2).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class BOMKCSPA(StoreCombination):
     (skipped if ``κ_i(x_t, x_t) = 0``). Then ``θ_i ← θ_i γ^{M_i}`` and ``θ`` is renormalised,
     with ``M_i = 1[y_t s_i ≤ 0]``.
 
-    DECISION on ``M_i`` (Algorithm 2 prints ``1[y f < 0]``; our spec copied it and
-    says "sign(0): use the global tie rule"): a zero score counts as a mistake, as in the OMKC
+    DECISION on ``M_i`` (Algorithm 2 prints ``1[y f < 0]``, which would leave a zero
+    score to the global tie rule): a zero score counts as a mistake, as in the OMKC
     family (Hoi, Jin, Zhao & Yang, MLJ 2013) and the Perceptron trigger. Narrow Gaussians score
     exactly 0 on almost every new point (``σ = 2^-6``: ``exp(−2048‖x − x'‖²)`` underflows; on
     unscaled madelon every ``σ ≤ 2^5``). With the strict indicator they are never discounted, keep
@@ -48,7 +48,7 @@ class BOMKCSPA(StoreCombination):
     published 2,285 and 39.39 % (german 2,597 / 28.6 % vs 2,388 / 28.57 %), so it is most
     likely what produced the published numbers.
     ``E[#SV] ≤ Σ_t Σ_i ρ_i p_i ≤ m α T / β``; in practice close to the best kernel's count.
-    ``n_support_vectors`` sums the SVs of all kernels (paper 004's #SV); ``kernel_distribution``
+    ``n_support_vectors`` sums the SVs of all kernels (the paper's #SV); ``kernel_distribution``
     is ``θ``. All 16 scores come from one shared point store (one matrix–vector product per
     round, :class:`~kernelstream.learners._multikernel.MultiStore`).
 
@@ -59,11 +59,11 @@ class BOMKCSPA(StoreCombination):
     Parameters
     ----------
     eta
-        Aggressiveness ``η > 0`` (default 0.1, paper 004).
+        Aggressiveness ``η > 0`` (default 0.1, as the paper).
     alpha
         Loss cap ``α`` (default 1).
     beta
-        Sparsity control ``β ≥ α`` (default 3; paper 004 uses 3 for ``T < 10^5`` and 10
+        Sparsity control ``β ≥ α`` (default 3; the paper uses 3 for ``T < 10^5`` and 10
         otherwise — set it from the stream length yourself).
     discount
         Hedge discount ``γ ∈ (0, 1)`` (default 0.99).

@@ -1,7 +1,8 @@
 """Budgeted Passive-Aggressive, "simple" variant BPA-S (Wang & Vucetic, AISTATS 2010).
 
 Reference: Z. Wang and S. Vucetic, "Online passive-aggressive algorithms on a budget",
-AISTATS 2010. Baseline of papers 003 (SkeGD) and 004 (SPA).
+AISTATS 2010. Baseline of Zhang & Liao (ICML 2019, SkeGD) and
+Lu et al. (ACM TIST 2018, SPA).
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ class EA2OKS(AO2MDLearner):
     eta
         Step size ``λ`` (None: ``5/√T``).
     beta
-        Balancing factor ``β ≥ 1`` (None: ``K^{3/2}``, paper 001).
+        Balancing factor ``β ≥ 1`` (None: ``K^{3/2}``, as the paper).
     radius
         ``U`` (default 20).
     reservoir_size
@@ -247,7 +247,7 @@ class BEA2OKS(EA2OKS):
     Parameters
     ----------
     budget
-        Per-kernel budget ``B`` (default 400, the code's default; paper 001 Table 2: 200 for
+        Per-kernel budget ``B`` (default 400, the code's default; the paper's Table 2: 200 for
         w7a, 1200 for a9a).
     sigmas, eta, beta, radius, reservoir_size, horizon, tie
         As :class:`EA2OKS`.

@@ -2,7 +2,7 @@
 
 Reference: J. Lu, S. C. H. Hoi, J. Wang, P. Zhao and Z.-Y. Liu, "Large scale online kernel
 learning", JMLR 17(47), 2016; the toolbox version [C-SOL] ``kernel_fogd`` is a baseline of
-paper 003 (SkeGD).
+Zhang & Liao (ICML 2019, SkeGD).
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ class FOGD(compiled.CompiledSqnorms, Learner):
     gamma
         Gaussian width ``exp(-gamma‖x−x'‖²)`` (``sigma`` accepted).
     n_components
-        Number ``D`` of random frequencies (features ``2D``); paper 003 used ``D = 4B``.
+        Number ``D`` of random frequencies (features ``2D``); Zhang & Liao used
+        ``D = 4B``.
     eta
         Step size ``η``.
     loss

@@ -1,8 +1,9 @@
-"""Forgetron: self-tuned (Dekel et al.) and the fixed-shrink variant of paper 001's code
-(Dekel, Shalev-Shwartz & Singer, SIAM J. Comput. 2008).
+"""Forgetron: self-tuned (Dekel et al.) and the fixed-shrink variant of Liao & Li's
+code (ECML-PKDD 2021) (Dekel, Shalev-Shwartz & Singer, SIAM J. Comput. 2008).
 
 Reference: O. Dekel, S. Shalev-Shwartz and Y. Singer, "The Forgetron: a kernel-based
-perceptron on a budget", SIAM J. Computing 37(5), 2008. Baseline of papers 001, 003 and 004.
+perceptron on a budget", SIAM J. Computing 37(5), 2008. Baseline of Liao & Li 2021, Zhang & Liao
+2019 and Lu et al. 2018.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ class Forgetron(KernelLearner):
     Support vectors live in a ring of ``B`` slots: the oldest is overwritten in place by the
     newest, so FIFO eviction costs no search.
 
-    ``variant="self-tuned"`` (default; the budget toolboxes of papers 003/004). On a mistake
+    ``variant="self-tuned"`` (default; the budget toolboxes of Zhang & Liao, ICML 2019, and
+    Lu et al., ACM TIST 2018). On a mistake
     (``y_t f_t(x_t) ≤ 0``): ``M ← M + 1`` and ``x_t`` is added with ``y_t`` (giving ``f'``). If
     that exceeds the budget, with ``r`` the oldest SV, ``σ_r = |a_r|``, ``μ = y_r f'(x_r)``, the
     shrink ``φ`` is the largest value in ``(0, 1]`` with ``A φ² + b φ + c ≤ 0``,
@@ -32,27 +34,27 @@ class Forgetron(KernelLearner):
     ``φ``, ``Q ← Q + A φ² + b φ`` (= ``Ψ(σ_r φ, φ μ)``) and ``r`` is deleted. This keeps
     ``Q ≤ 15M/32``. ``f'(x_r)`` costs one extra kernel row per eviction.
     The root is computed as ``φ = −2c / (b + √(b² − 4Ac))``, algebraically identical to the
-    spec's ``(−b + √(b² − 4Ac)) / (2A)`` for both signs of ``A`` (and ``= −c/b`` for ``A = 0``)
-    but free of cancellation when ``|A|`` is small; it is clamped to ``[0, 1]``.
+    textbook root ``(−b + √(b² − 4Ac)) / (2A)`` for both signs of ``A`` (and ``= −c/b`` for ``A =
+    0``) but free of cancellation when ``|A|`` is small; it is clamped to ``[0, 1]``.
     QUIRK (``reference_quirks=True``): for ``A < 0`` the C++ toolbox takes the other root
     ``(−b − √(b² − 4Ac)) / (2A)``, which is > 1 and is applied unclamped (coefficients grow);
     ``Q`` then lands exactly on ``15M/32``.
 
-    ``variant="p1"`` (paper 001's ``Forgetron.R``, "Forgetron-σ"). On a mistake, with
+    ``variant="p1"`` (``Forgetron.R`` of Liao & Li 2021, "Forgetron-σ"). On a mistake, with
     ``U_F = ¼ √((B+1)/ln(B+1))`` and ``φ = min((B+1)^{−1/(2(B+1))}, U_F / ‖f + y_t κ(x_t,·)‖)``:
     if ``|S| = B`` the oldest SV is dropped; ``x_t`` is added with ``y_t``; all coefficients are
     multiplied by ``φ``. ``‖f‖`` is tracked with the exact norm identities of
-    :mod:`kernelstream.learners.store` (dropping the oldest costs one extra kernel row). The spec's
-    ``‖f'‖`` is read as in the R code: the norm of ``f + y_t κ(x_t, ·)`` *before* the oldest SV is
-    dropped. The code's special first round (always stored) coincides with the generic rule, since
-    ``f_1 = 0`` is a mistake. ``reference_quirks`` has no effect in this variant.
+    :mod:`kernelstream.learners.store` (dropping the oldest costs one extra kernel row). The
+    paper's ``‖f'‖`` is read as in the R code: the norm of ``f + y_t κ(x_t, ·)`` *before* the oldest
+    SV is dropped. The code's special first round (always stored) coincides with the generic rule,
+    since ``f_1 = 0`` is a mistake. ``reference_quirks`` has no effect in this variant.
 
     Parameters
     ----------
     kernel, gamma, degree
         Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
     budget
-        Maximum number of support vectors ``B`` (default 500, as in paper 001's code).
+        Maximum number of support vectors ``B`` (default 500, as in Liao & Li's code).
     variant
         ``self-tuned`` (default) or ``p1``.
     reference_quirks

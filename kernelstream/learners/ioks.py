@@ -3,7 +3,7 @@
 increasing learning rates and a clipped loss estimator.
 
 Reference: J. Li and S. Liao, "Improved regret bounds for online kernel selection under bandit
-feedback", ECML-PKDD 2022 (paper 002); rules from the authors' R code [C-P2]
+feedback", ECML-PKDD 2022; rules from the authors' R code [C-P2]
 (``IOKS-absolute.R``, ``IOKS-logistic.R``, ``IOKS-square.R``).
 """
 

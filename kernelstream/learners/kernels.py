@@ -96,7 +96,8 @@ class Gaussian(Kernel):
 
 
 class Polynomial(Kernel):
-    """Homogeneous polynomial ``κ(x, x') = (xᵀx')^degree`` (paper 004's multi-kernel pool)."""
+    """Homogeneous polynomial ``κ(x, x') = (xᵀx')^degree`` (the multi-kernel pool of Lu et
+    al., ACM TIST 2018)."""
 
     name = "polynomial"
 

@@ -1,6 +1,6 @@
 """Linear-algebra helpers shared by the projection and sketching learners.
 
-* :func:`pinv` — SVD pseudo-inverse with the spec's tolerance ``max(1e-8, 1e-12 σ_max)``.
+* :func:`pinv` — SVD pseudo-inverse with the package's tolerance ``max(1e-8, 1e-12 σ_max)``.
 * :func:`top_eigh` — the ``k`` largest eigenpairs of a symmetric PSD matrix, exact
   (``numpy.linalg.eigh``, deterministic) or randomized (Halko–Martinsson–Tropp range finder with
   oversampling and power iterations; consumes the caller's ``rng``).

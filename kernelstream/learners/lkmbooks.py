@@ -1,9 +1,9 @@
 """LKMBooks — kernel selection by expert advice with a shared memory budget
-as run by paper 002's authors.
+as run by Li & Liao (ECML-PKDD 2022).
 
 Reference: J. Li and S. Liao, "Worst-case regret analysis of computationally budgeted online
-kernel selection", Machine Learning 111, 2022; rules and constants of the paper-002 code
-[C-P2] (``LKMBooks.zip``), a baseline of paper 002 (J. Li and S. Liao, ECML-PKDD 2022).
+kernel selection", Machine Learning 111, 2022; rules and constants of the code [C-P2]
+(``LKMBooks.zip``) of its baseline runs in J. Li and S. Liao, ECML-PKDD 2022.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class LKMBooks(WeightedWidths, Learner):
     sigmas
         Gaussian widths (default ``2^-2..2^3``).
     budget
-        ``B`` (paper 002 tuned it to the time budget: 200–260).
+        ``B`` (Li & Liao 2022 tuned it to the time budget: 200–260).
     horizon
         Stream length ``T``.
     nu

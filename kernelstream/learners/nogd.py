@@ -2,7 +2,7 @@
 
 Reference: J. Lu, S. C. H. Hoi, J. Wang, P. Zhao and Z.-Y. Liu, "Large scale online kernel
 learning", JMLR 17(47), 2016; the toolbox version [C-SOL] ``kernel_nogd`` is the baseline of
-paper 003 (SkeGD).
+Zhang & Liao (ICML 2019, SkeGD).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
     ``init`` chooses ``w`` at the switch: ``"zero"`` ([C-SOL]'s C++ class, default) or
     ``"carry"``: ``w = Λ^{1/2} Vᵀ a``, so ``wᵀz(x) = aᵀ V Vᵀ k`` reproduces the stage-1
     predictions (exactly at full rank). ``"carry"`` is what the NOGD authors' Matlab toolbox
-    (LSOKL, ``NysGD.m``: ``w = alpha*pinv(M)``) does; paper 003 took its baselines from it, so
-    ``benchmarks/reproduce_baselines.py`` runs the P3 protocol with ``init="carry"``.
+    (LSOKL, ``NysGD.m``: ``w = alpha*pinv(M)``) does; Zhang & Liao (ICML 2019) took their baselines
+    from it, so ``benchmarks/reproduce_baselines.py`` runs the P3 protocol with ``init="carry"``.
 
     Memory O(B d + B² ) (the Gram matrix, then ``M_N``); stage-2 rounds cost
     O(B d + B·rank). ``n_support_vectors`` is the number of stored points (``B`` after the
@@ -51,7 +51,7 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
     budget
         Number of stored points ``B`` (default 100).
     rank
-        Nyström rank ``k``; default ``None`` = ``round(0.2·B)`` as [C-SOL] (paper 003 used
+        Nyström rank ``k``; default ``None`` = ``round(0.2·B)`` as [C-SOL] (Zhang & Liao used
         ``0.1·B``). Must be ``≤ budget``.
     eta
         Stage-1 step ``η₁`` (coefficient of a new SV).

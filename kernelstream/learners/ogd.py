@@ -1,7 +1,8 @@
 """Kernel Online Gradient Descent / NORMA (Kivinen, Smola & Williamson 2004).
 
 Reference: J. Kivinen, A. J. Smola and R. C. Williamson, "Online learning with kernels",
-IEEE Trans. Signal Processing 52(8), 2004 (NIPS 2001). Baseline "OGD" of paper 004 (SPA).
+IEEE Trans. Signal Processing 52(8), 2004 (NIPS 2001). Baseline "OGD" of Lu et al. (ACM TIST 2018,
+SPA).
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ class OGD(KernelLearner):
     kernel, gamma, degree
         Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
     eta
-        Step size ``η`` (> 0). The spec gives no default (paper 004 tunes it in
+        Step size ``η`` (> 0). There is no published default (Lu et al. tune it in
         ``{10^3, …, 10^-3}``); 0.1 is used.
     lam
-        Regularisation ``λ ≥ 0`` (default 0, as in paper 004); ``η λ < 1`` is required.
+        Regularisation ``λ ≥ 0`` (default 0, as in Lu et al.); ``η λ < 1`` is required.
     loss
         Classification loss: ``hinge`` (default), ``logistic`` or ``squared-hinge``.
     tie

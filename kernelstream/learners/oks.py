@@ -2,8 +2,9 @@
 with the parameter conventions of the three papers that use it as a baseline.
 
 Reference: T. Yang, M. Mahdavi, R. Jin, J. Yi and S. C. H. Hoi, "Online kernel selection:
-algorithms and evaluations", AAAI 2012. Baseline of papers 000 (OKS-SIL), 001 (B(AO)2KS,
-authors' code ``OKS.R``) and 002 (OKS++/IOKS, authors' code ``OKS-*.R``).
+algorithms and evaluations", AAAI 2012. Baseline of Zhang & Liao (IJCAI 2020, OKS-SIL), Liao & Li
+(ECML-PKDD 2021, B(AO)2KS, authors' code ``OKS.R``) and Li & Liao (ECML-PKDD 2022, OKS++/IOKS,
+authors' code ``OKS-*.R``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from kernelstream.learners.experts import categorical, hedge
 from kernelstream.learners.losses import get_loss
 from kernelstream.learners.registry import register
 
-# λ = c √δ / √(K T) in paper 002's code: c = 25 (logistic, square), 5 (absolute); the hinge
-# loss (1-Lipschitz like the absolute loss) gets 5.
+# λ = c √δ / √(K T) in the code of Li & Liao 2022: c = 25 (logistic, square), 5 (absolute); the
+# hinge loss (1-Lipschitz like the absolute loss) gets 5.
 P2_STEP_CONSTANT = {"logistic": 25.0, "square": 25.0, "absolute": 5.0, "hinge": 5.0,
                     "squared-hinge": 25.0}
 
@@ -44,12 +45,12 @@ class OKS(SelectionLearner):
     ``convention`` sets the defaults of ``δ`` (``delta``), ``η`` (``hedge_rate``) and ``λ``
     (``eta``) and when an SV is appended (any of the three can be given explicitly):
 
-    * ``p0`` (paper 000): ``δ = 0.2``, ``η = √(2(1−δ) ln K / (K T))``, ``λ`` was tuned in
-      ``{10^-5..10^0}`` there (default here ``5/√T``, as ``p1``); SV appended when ``g ≠ 0``.
-      Which loss P0 fed to Hedge is not stated (UNCERTAIN; the training loss is used).
-    * ``p1`` (paper 001, ``OKS.R``; default): ``δ = 0.2``, ``η = √(2(1−δ) ln K / (K T))``,
-      ``λ = 5/√T``; SV appended when ``g ≠ 0`` (hinge: ``y f < 1``).
-    * ``p2`` (paper 002, ``OKS-*.R``): ``δ = min(1, (K/T)^{1/3})``, ``η`` as above,
+    * ``p0`` (Zhang & Liao, IJCAI 2020): ``δ = 0.2``, ``η = √(2(1−δ) ln K / (K T))``, ``λ`` was
+      tuned in ``{10^-5..10^0}`` there (default here ``5/√T``, as ``p1``); SV appended when
+      ``g ≠ 0``. Which loss P0 fed to Hedge is not stated (UNCERTAIN; the training loss is used).
+    * ``p1`` (Liao & Li, ECML-PKDD 2021, ``OKS.R``; default): ``δ = 0.2``,
+      ``η = √(2(1−δ) ln K / (K T))``, ``λ = 5/√T``; SV appended when ``g ≠ 0`` (hinge: ``y f < 1``).
+    * ``p2`` (Li & Liao, ECML-PKDD 2022, ``OKS-*.R``): ``δ = min(1, (K/T)^{1/3})``, ``η`` as above,
       ``λ = c √δ / √(K T)`` with ``c = 25`` (logistic, square) or ``5`` (absolute, hinge); an SV
       is appended every round (its coefficient may be 0), as the code does.
 
@@ -57,7 +58,7 @@ class OKS(SelectionLearner):
     ``OKS.R``, the gradient step is **not** importance-weighted (``f_I ← f_I − λ g κ_I``, i.e.
     ``+λ y`` on a margin error), Hedge is fed the 0-1 mistake ``1[ŷ ≠ y] / p_I`` instead of the
     loss, and the softmax uses ``δ/K`` as its rate (the code computes ``η`` but never uses it).
-    The published OKS rows of paper 001 were produced that way. Needs a classification loss.
+    The published OKS rows of Liao & Li were produced that way. Needs a classification loss.
 
     With ``horizon=None`` the T-dependent constants use the doubling guess ``T = 1000·2^k ≥ t``
     (so they change at powers of two); give ``horizon`` to reproduce the papers.

@@ -6,7 +6,7 @@ kernel expansion per width, or one random-feature weight vector per width). The 
 parameter, the horizon convention and the kernel pool come from ``_selection``.
 
 Reference: J. Li and S. Liao, "Improved regret bounds for online kernel selection under bandit
-feedback", ECML-PKDD 2022 (paper 002); the update rules follow the authors' R code [C-P2]
+feedback", ECML-PKDD 2022; the update rules follow the authors' R code [C-P2]
 (``OKS++logistic.R``, ``OKS++square.R``), because the paper copy lost its formulas.
 """
 
@@ -253,8 +253,8 @@ class OKSPlusPlus(OKSPPRule, KernelHyp, BanditSelector):
     ``reference_quirks=True`` (logistic only; no effect for square loss) replicates
     ``OKS++logistic.R``, where the variable holding ``c₀`` is overwritten by ``e^{−y_t f_t}``
     of the current round, so that value replaces ``c₀`` in ``λ_I`` and ``δ`` (and the factor
-    ``(G C₀)^{1/3} = 1`` is omitted). The published logistic numbers (paper 002 Tables 2, 5,
-    8) were produced that way; the default (False) is the intended rule.
+    ``(G C₀)^{1/3} = 1`` is omitted). The published logistic numbers (Tables 2, 5
+    and 8 of the paper) were produced that way; the default (False) is the intended rule.
 
     Parameters
     ----------

@@ -2,8 +2,8 @@
 (Zhang & Liao, IJCAI 2020, Algorithm 1).
 
 Reference: X. Zhang and S. Liao, "Hypothesis Sketching for Online Kernel Selection in
-Continuous Kernel Space", IJCAI 2020 (paper 000, Algorithm 1). No code is public; the rules are
-the paper's Sections 3–4 as written down in the spec.
+Continuous Kernel Space", IJCAI 2020 (Algorithm 1). No code is public; the rules are
+the paper's Sections 3–4 and Algorithm 1.
 
 The hypothesis is a *sketch* ``f_t = Σ_{j∈V} ω_j κ_{γ_t}(x̃_j, ·)`` over a buffer ``V`` of at most
 ``B`` points, all evaluated with the current Gaussian parameter ``γ_t``. The buffer is maintained
@@ -26,7 +26,7 @@ from kernelstream.learners.linalg import PINV_ATOL, PINV_RTOL, pinv
 from kernelstream.learners.registry import register
 from kernelstream.learners.store import SVStore
 
-# Ω of paper 000: σ ∈ [2^-6.5, 2^5.5] ⇔ γ = 1/(2σ²) ∈ [2^-12, 2^12].
+# Ω of the paper: σ ∈ [2^-6.5, 2^5.5] ⇔ γ = 1/(2σ²) ∈ [2^-12, 2^12].
 GAMMA_MIN = 2.0**-12
 GAMMA_MAX = 2.0**12
 # Initial width of the paper's experiments: σ_1 = 2^{-(i+1)/2}, i uniform in {-12..-6}, i.e.
@@ -189,7 +189,7 @@ class OKSSIL(compiled.DistRuleRounds, Learner):
        distance 0 and contributes nothing), ``ρ_t = rho/t``, then ``γ`` is clipped to
        ``[gamma_min, gamma_max]``.
 
-    Decisions on the spec's open points (which the paper leaves open):
+    Decisions on the points the paper leaves open:
 
     * the projection of ``γ`` onto Ω is not written in the paper; it is a clip (recon);
     * the kernel step uses the paper's hinge formula, i.e. ``ℓ' = −y_t`` without re-checking

@@ -1,4 +1,4 @@
-"""OMKC family (Hoi, Jin, Zhao & Yang 2013) as used by paper 004, and its bounded versions
+"""OMKC family (Hoi, Jin, Zhao & Yang 2013) as used by Lu et al., and its bounded versions
 (Lu et al., ACM TIST 2018, Algorithms 3 and 4).
 
 Unbounded: ``omkc-u``, ``omkc-dd``, ``omkc-sd`` (Perceptron components) and ``omkc-ddpa``,
@@ -9,7 +9,7 @@ one of the library's single-kernel budget learners (``budget_maintenance`` ∈ {
 
 References: S. C. H. Hoi, R. Jin, P. Zhao and T. Yang, "Online multiple kernel
 classification", Machine Learning 90(2), 2013; J. Lu, D. Sahoo, P. Zhao and S. C. H. Hoi,
-ACM TIST 9(4), 2018 (paper 004, §6.2 and Algorithms 3–4).
+ACM TIST 9(4), 2018 (§6.2 and Algorithms 3–4).
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ class OMKCSDPA(_OMKC):
     reference = _REF
 
 
-# -- bounded versions (paper 004 Algorithms 3 and 4) ---------------------------------------------
+# -- bounded versions (Lu et al. 2018, Algorithms 3 and 4) ----------------------------------------
 MAINTENANCE = ("rbp", "forgetron", "bogd", "bpa-s")
 
 

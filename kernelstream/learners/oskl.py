@@ -2,7 +2,7 @@
 (Zhang et al., ICML 2013; reconstruction).
 
 Reference: L. Zhang, J. Yi, R. Jin, M. Lin and X. He, "Online kernel learning with a near
-optimal sparsity bound", ICML 2013. Baseline of paper 004 (SPA), Tables 2 and 3.
+optimal sparsity bound", ICML 2013. Baseline of Lu et al. (ACM TIST 2018, SPA), Tables 2 and 3.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class OSKL(AveragedKernelLearner):
     ``Z_t = 1`` store ``x_t`` with coefficient ``η G y_t`` — an unbiased estimate of the
     gradient step ``−η ℓ'(f_t(x_t), y_t) κ(x_t, ·)`` whenever ``u_t ≤ G``. Then, if
     ``radius > 0``, ``f`` is projected onto ``‖f‖ ≤ R``. ``E[#SV] = Σ_t min(1, u_t/G)``, so ``G``
-    trades sparsity against step size (paper 004 tunes ``G`` so that OSKL's #SV matches SPA's).
+    trades sparsity against step size (Lu et al. tune ``G`` so that OSKL's #SV matches SPA's).
 
     Loss: ``logistic`` (default; ``|ℓ'| ≤ 1``, so ``G ≥ 1`` keeps the estimate unbiased) or
     ``squared-hinge`` (``|ℓ'| = 2[1 − y f]_+`` is unbounded; rounds with ``u_t > G`` are sampled
@@ -47,7 +47,7 @@ class OSKL(AveragedKernelLearner):
     kernel, gamma, degree
         Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
     eta
-        Step size ``η > 0`` (default 0.1; paper 004 tunes ``{10^3, …, 10^-3}``).
+        Step size ``η > 0`` (default 0.1; Lu et al. tune ``{10^3, …, 10^-3}``).
     grad_bound
         Sampling constant ``G > 0`` (default 10): probability ``u_t/G``, step ``η G``.
     loss

@@ -1,7 +1,7 @@
 """Kernel Passive-Aggressive PA-I (Crammer et al., JMLR 2006).
 
 Reference: K. Crammer, O. Dekel, J. Keshet, S. Shalev-Shwartz and Y. Singer, "Online
-passive-aggressive algorithms", JMLR 7, 2006. Baseline of paper 004 (SPA).
+passive-aggressive algorithms", JMLR 7, 2006. Baseline of Lu et al. (ACM TIST 2018, SPA).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class PAI(KernelLearner):
     kernel, gamma, degree
         Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
     c
-        Aggressiveness ``C > 0`` (default 1; paper 004 uses ``{0.25, 0.5, 1, 2}``).
+        Aggressiveness ``C > 0`` (default 1; Lu et al. use ``{0.25, 0.5, 1, 2}``).
     tie
         Label predicted for a zero score.
 

@@ -22,7 +22,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Param:
-    """One hyper-parameter: name (the spec's symbol in plain words), default, type, check."""
+    """One hyper-parameter: name (the paper's symbol in plain words), default, type, check."""
 
     name: str
     default: Any

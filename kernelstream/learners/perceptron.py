@@ -2,7 +2,7 @@
 
 Reference: Y. Freund and R. E. Schapire, "Large margin classification using the perceptron
 algorithm", Machine Learning 37(3), 1999 (kernelised Rosenblatt perceptron). Baseline of
-paper 004 (SPA), Table 2.
+Lu et al. (ACM TIST 2018, SPA), Table 2.
 """
 
 from __future__ import annotations

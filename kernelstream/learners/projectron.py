@@ -3,7 +3,8 @@
 Reference: F. Orabona, J. Keshet and B. Caputo, "The Projectron: a bounded kernel-based
 Perceptron", ICML 2008 (journal version: "Bounded kernel-based online learning", JMLR 10, 2009).
 The budget variant is the one of the LIBOL/LSOKL toolboxes ([C-SOL] ``kernel_projectron``,
-``kernel_projectronpp``) used as baselines by papers 003 (SkeGD) and 004 (SPA).
+``kernel_projectronpp``) used as baselines by Zhang & Liao (ICML 2019, SkeGD) and
+Lu et al. (ACM TIST 2018, SPA).
 
 Both learners keep ``K_S^{-1}`` in a pre-allocated square buffer updated in place by the
 bordered-inverse formula (:mod:`kernelstream.learners.linalg`), so an added support vector costs

@@ -1,10 +1,10 @@
-"""Raker — random-feature online multi-kernel learning, as run by paper
-002's authors.
+"""Raker — random-feature online multi-kernel learning, as run by
+Li & Liao (ECML-PKDD 2022).
 
 Reference: Y. Shen, T. Chen and G. B. Giannakis, "Random feature-based online multi-kernel
 learning in environments with unknown dynamics", JMLR 20(22), 2019; the version and constants
-below are those of the paper-002 code [C-P2] (``Raker.zip``), a baseline of paper 002
-(J. Li and S. Liao, ECML-PKDD 2022).
+below are those of the code [C-P2] (``Raker.zip``) of its baseline runs in J. Li and S. Liao,
+ECML-PKDD 2022.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Raker(WeightedWidths, Learner):
     re-derived when it doubles). Memory ``O(Dd + KD)``; cost ``O(Dd + KD)`` per round.
 
     The original algorithm draws independent features per kernel and uses two step sizes; the
-    shared draw and single ``η`` are those of the code that produced paper 002's numbers.
+    shared draw and single ``η`` are those of the code that produced Li & Liao's numbers.
 
     ``reference_quirks=True`` replicates ``Raker-*.R``: ``Ωx`` is divided by ``σ_j``
     cumulatively inside the kernel loop, so kernel ``j`` effectively has width
@@ -76,7 +76,7 @@ class Raker(WeightedWidths, Learner):
     sigmas
         Gaussian widths (default ``2^-2..2^3``).
     n_components
-        ``D`` per kernel (paper 002 tuned it to the time budget: 40–100).
+        ``D`` per kernel (Li & Liao 2022 tuned it to the time budget: 40–100).
     horizon
         Stream length ``T``.
     eta

@@ -1,8 +1,8 @@
 """Randomized Budget Perceptron (Cavallanti et al., MLJ 2007).
 
 Reference: G. Cavallanti, N. Cesa-Bianchi and C. Gentile, "Tracking the best hyperplane with a
-simple budget Perceptron", Machine Learning 69(2–3), 2007. Baseline of papers 003 (SkeGD) and
-004 (SPA).
+simple budget Perceptron", Machine Learning 69(2–3), 2007. Baseline of Zhang & Liao (ICML 2019,
+SkeGD) and Lu et al. (ACM TIST 2018, SPA).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class RBP(KernelLearner):
     kernel, gamma, degree
         Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
     budget
-        Maximum number of support vectors ``B`` (default 500, the budget of paper 001's runs).
+        Maximum number of support vectors ``B`` (default 500, the budget of Liao & Li's runs).
     tie
         Label predicted for a zero score.
 

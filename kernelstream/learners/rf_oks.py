@@ -4,7 +4,7 @@ Fourier features from one shared draw ``Ω`` rescaled by ``1/σ_i``
 (``z_i(x) = D^{-1/2}[cos(Ωx/σ_i); sin(Ωx/σ_i)]``), so a round costs O(Dd) regardless of t.
 
 Reference: J. Li and S. Liao, "Improved regret bounds for online kernel selection under bandit
-feedback", ECML-PKDD 2022 (paper 002); authors' code [C-P2] (``RF-OKS++.zip``,
+feedback", ECML-PKDD 2022; authors' code [C-P2] (``RF-OKS++.zip``,
 ``RF-IOKS.zip``, ``RF-OKS.zip``).
 """
 
@@ -67,7 +67,7 @@ class RFOKSPlusPlus(OKSPPRule, FeatureHyp, BanditSelector):
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``).
     n_components
-        ``D`` (paper 002: 400, the time reference of Tables 5, 6, 8, 9).
+        ``D`` (Li & Liao 2022: 400, the time reference of Tables 5, 6, 8, 9).
     radius
         ``U`` (``None``: 15 logistic, 1 square).
     reference_quirks
@@ -111,7 +111,7 @@ class RFIOKS(IOKSRule, FeatureHyp, BanditSelector):
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``).
     n_components
-        ``D`` (paper 002 tuned it to the time budget: 320–400; 400 is the absolute-loss
+        ``D`` (Li & Liao 2022 tuned it to the time budget: 320–400; 400 is the absolute-loss
         reference).
     horizon
         Stream length ``T``.
@@ -207,7 +207,7 @@ class RFOKS(OKSP2Rule, FeatureHyp, BanditSelector):
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``).
     n_components
-        ``D`` (paper 002 tuned it to the time budget: 450–530).
+        ``D`` (Li & Liao 2022 tuned it to the time budget: 450–530).
     horizon
         Stream length ``T``.
     eta

@@ -14,8 +14,8 @@ single-kernel form of FOGD/[C-SOL].
 A single-kernel learner may fold the scale into ``Ω`` once (``RFF.draw(..., scale=s)``), which
 saves one multiplication per round; multi-kernel learners keep the standard draw and pass one
 scale per kernel to :meth:`RFF.transform_multi`, which computes ``Ωx`` once for all widths.
-:class:`FeaturePool` is the per-width weight-vector hypothesis of the paper-002 learners
-(RF-OKS++, RF-IOKS, RF-OKS, Raker) on such a shared draw.
+:class:`FeaturePool` is the per-width weight-vector hypothesis of the learners of Li & Liao,
+ECML-PKDD 2022 (RF-OKS++, RF-IOKS, RF-OKS, Raker) on such a shared draw.
 """
 
 from __future__ import annotations

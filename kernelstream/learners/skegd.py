@@ -78,7 +78,7 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
     ``t mod ρ = 1`` (every stage-2 round if ``ρ ≤ 1``), as in the paper's Algorithm 1.
 
     * ``update_cycle`` given: ``ρ = update_cycle``.
-    * else ``horizon`` (the stream length ``T``) given: ``ρ = ⌊theta·(T − B)⌋`` (paper 003;
+    * else ``horizon`` (the stream length ``T``) given: ``ρ = ⌊theta·(T − B)⌋`` (the paper;
       ``theta = 0.3`` is its "ρ = 0.3T"). Rounds past ``T`` keep that ``ρ``.
     * neither (a stream of unknown length): the cycle is recomputed at every update as if the
       stream ended there — after an update (or the initialisation) at round ``t`` the next
@@ -258,7 +258,7 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
 
     def feature_map(self, X: Any) -> np.ndarray:
         """``φ(x)`` of the current (last) feature map for each row of ``X`` (``n × k``), so that
-        ``κ(x, x') ≈ φ(x)ᵀφ(x')`` (paper 003 eq. 4). Only exists in stage 2."""
+        ``κ(x, x') ≈ φ(x)ᵀφ(x')`` (the paper's eq. 4). Only exists in stage 2."""
         if self.dim is None or self._stage != 2:
             raise ValueError(f"{self.name}: no feature map before stage 2 (the buffer of "
                              f"budget={self.budget} points is not full yet)")

@@ -1,12 +1,12 @@
 """Sparse Passive-Aggressive learning, SPA (Lu et al., ACM TIST 2018, Algorithm 1).
 
-Also shared with paper 004's other learners: :class:`AveragedKernelLearner` and
+Also shared with the other learners of that paper: :class:`AveragedKernelLearner` and
 :data:`AVERAGED_PARAM` (the averaged classifier's scoring; SPA and OSKL), and the SPA
 parameters :data:`ETA_PARAM`, :data:`ALPHA_PARAM` with :func:`check_alpha_beta` (SPA and
 BOMKC(SPA)).
 
 Reference: J. Lu, D. Sahoo, P. Zhao and S. C. H. Hoi, "Sparse Passive-Aggressive learning for
-bounded online kernel methods", ACM TIST 9(4), 2018 (paper 004, Algorithm 1).
+bounded online kernel methods", ACM TIST 9(4), 2018 (Algorithm 1).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class SPA(AveragedKernelLearner):
     ``argmin_f ½‖f − f_t‖² + (Z_t/ρ_t) η ℓ_t(f)``). Existing coefficients never change, so the
     expected number of support vectors is at most ``αT/β``. Cost O(|S| d) per round.
 
-    **Averaged classifier** (``averaged=True``, paper 004's tables): the score is
+    **Averaged classifier** (``averaged=True``, the paper's tables): the score is
     ``f̄_t(x) = (1/t) Σ_{τ≤t} f_τ(x) = Σ_j a_j (t − s_j)/t · κ(x_j, x)`` with ``s_j`` the round
     that stored SV ``j`` (``f_1 = 0``). It is computed as ``(T·aᵀk − (a∘s)ᵀk)/(T + 1)`` with
     ``T`` the rounds learned so far, i.e. two dot products with the one kernel row ``k`` that the
@@ -100,18 +100,18 @@ class SPA(AveragedKernelLearner):
     Parameters
     ----------
     kernel, gamma, degree
-        Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; paper 004 uses ``gamma = 0.4``;
+        Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; the paper uses ``gamma = 0.4``;
         ``sigma`` is accepted for gamma).
     eta
-        Aggressiveness ``η > 0`` (default 0.1, paper 004's multi-kernel value; its
+        Aggressiveness ``η > 0`` (default 0.1, the paper's multi-kernel value; its
         single-kernel table tunes ``η ∈ {10^3, …, 10^-3}``).
     alpha
-        Loss cap ``α > 0`` of the sampling probability (default 1, as in paper 004).
+        Loss cap ``α > 0`` of the sampling probability (default 1, as in the paper).
     beta
-        Sparsity control ``β ≥ α`` (default 5, paper 004's online-to-batch value; its Table 2
+        Sparsity control ``β ≥ α`` (default 5, the paper's online-to-batch value; its Table 2
         uses 20 or 200). ``E[#SV] ≤ αT/β``.
     averaged
-        Predict with the averaged classifier ``f̄_t`` (default True, as in paper 004) or with
+        Predict with the averaged classifier ``f̄_t`` (default True, as in the paper) or with
         the last one ``f_t``.
     reference_quirks
         ``τ = min(η/ρ, ℓ)`` as in [C-SOL] (default False: divide by ``κ(x, x)``).
