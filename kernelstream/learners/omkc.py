@@ -80,10 +80,10 @@ class _OMKC(StoreCombination):
 
 
 _DOC_COMMON = """
-    Pool: the 16 kernels of paper 004 (``(xᵀx')^p``, ``p = 1..3``; Gaussians with
+    Pool: the 16 kernels of Lu et al. 2018 (``(xᵀx')^p``, ``p = 1..3``; Gaussians with
     ``σ = 2^-6..2^6``). Score = vote ``Σ_i θ_i sign(f^i(x))`` with ``sign(0) = 0`` (an
     exactly-zero kernel abstains; a zero vote is labelled by ``tie``).
-    ``M_i = 1[y f^i(x) ≤ 0]``. ``n_support_vectors`` sums the SVs of all kernels (paper 004's
+    ``M_i = 1[y f^i(x) ≤ 0]``. ``n_support_vectors`` sums the SVs of all kernels (Lu et al.'s
     #SV; a point stored by several kernels counts once per kernel, but is kept once in memory).
     Unbounded: at most one SV per kernel and round. A zero function ``κ_i(x_t, ·)``
     (polynomial kernel at ``x_t = 0``) is never stored."""
@@ -127,7 +127,7 @@ class OMKCDD(_OMKC):
     Parameters
     ----------
     discount
-        Hedge discount ``γ ∈ (0, 1)`` (default 0.99, paper 004).
+        Hedge discount ``γ ∈ (0, 1)`` (default 0.99, as Lu et al.).
     tie
         Label predicted for a zero score/vote.
 
@@ -149,7 +149,7 @@ class OMKCSD(_OMKC):
     __doc__ = """OMKC-SD: deterministic combination, stochastic (Perceptron) updates.
 
     ``p_i = (1 − δ) θ_i / max_j θ_j + δ``; ``Z_i ~ B(p_i)``; only if ``Z_i = 1``:
-    ``θ_i ← θ_i γ^{M_i}`` and a Perceptron update on a mistake; ``θ`` renormalised (paper 004
+    ``θ_i ← θ_i γ^{M_i}`` and a Perceptron update on a mistake; ``θ`` renormalised (Lu et al.'s
     Algorithm 4 without the budget). ``Z_i`` is drawn only for kernels with ``M_i = 1`` (for
     the others it changes nothing), one uniform each in kernel order.
     """ + _DOC_COMMON + """
@@ -180,7 +180,7 @@ class OMKCSD(_OMKC):
 
 @register
 class OMKCDDPA(_OMKC):
-    __doc__ = """OMKC-DDPA: OMKC-DD with PA-I components (paper 004's stronger baseline).
+    __doc__ = """OMKC-DDPA: OMKC-DD with PA-I components (Lu et al.'s stronger baseline).
 
     Every component with ``ℓ_i = [1 − y f^i(x_t)]_+ > 0`` adds ``x_t`` with ``τ_i y_t``,
     ``τ_i = min(C, ℓ_i/κ_i(x_t, x_t))``; ``θ_i ← θ_i γ^{M_i}``, renormalised. Deterministic.
@@ -189,7 +189,7 @@ class OMKCDDPA(_OMKC):
     Parameters
     ----------
     c
-        PA-I aggressiveness ``C`` (default 0.1, paper 004).
+        PA-I aggressiveness ``C`` (default 0.1, as Lu et al.).
     discount
         Hedge discount ``γ ∈ (0, 1)`` (default 0.99).
     tie
@@ -377,25 +377,25 @@ _DOC_BOUNDED = """
 
 @register
 class BOMKCDD(_BoundedOMKC):
-    __doc__ = """Bounded OMKC-DD (paper 004 Algorithm 3): per-component budget ``B/m``.
+    __doc__ = """Bounded OMKC-DD (Lu et al. 2018, Algorithm 3): per-component budget ``B/m``.
 
     Every round every component is updated with its own rule (Perceptron-type for ``rbp`` and
     ``forgetron``, hinge for ``bogd`` and ``bpa-s``); a component holding its budget applies
     the maintenance instead of a plain insertion. ``θ_i ← θ_i γ^{M_i}``, renormalised. The
     budget ``B`` is split as evenly as possible (``⌊B/m⌋``, the first ``B mod m`` kernels get
-    one more; paper 004's budgets are multiples of 16), so ``B ≥ 16`` is required.
+    one more; Lu et al.'s budgets are multiples of 16), so ``B ≥ 16`` is required.
     """ + _DOC_BOUNDED + """
 
     Parameters
     ----------
     budget
-        Total budget ``B`` (default 1600; paper 004 sets it to BOMKC(SPA)'s #SV).
+        Total budget ``B`` (default 1600; Lu et al. set it to BOMKC(SPA)'s #SV).
     budget_maintenance
         ``rbp`` (default), ``forgetron``, ``bogd`` or ``bpa-s``.
     eta, lam
-        BOGD step size and regularisation (paper 004 searches ``{1, 0.1, …, 10^-4}``).
+        BOGD step size and regularisation (Lu et al. search ``{1, 0.1, …, 10^-4}``).
     c
-        BPA-S aggressiveness (default 0.1, paper 004's PA learning rate).
+        BPA-S aggressiveness (default 0.1, Lu et al.'s PA learning rate).
     discount
         Hedge discount ``γ`` (default 0.99).
     tie
@@ -437,7 +437,7 @@ class BOMKCDD(_BoundedOMKC):
 
 @register
 class BOMKCSD(_BoundedOMKC):
-    __doc__ = """Bounded OMKC-SD (paper 004 Algorithm 4): total budget ``B``.
+    __doc__ = """Bounded OMKC-SD (Lu et al. 2018, Algorithm 4): total budget ``B``.
 
     For every kernel ``i``: ``p_i = (1 − δ) θ_i / max_j θ_j + δ``, ``Z_i ~ B(p_i)`` (``m``
     uniforms per round, kernels in order, with the weights of the prediction); if ``Z_i = 1``:
