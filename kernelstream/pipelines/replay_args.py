@@ -10,7 +10,6 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from kernelstream import data, fs
@@ -22,6 +21,7 @@ from kernelstream.pipelines.config import (
     ConfigError,
     ReplayConfig,
     default_out,
+    display_name,
     is_topic,
     learner_configs,
     resolve_task,
@@ -94,10 +94,7 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
     task = resolve_task(configs, args.task)
     src = args.data or DEFAULT_DATASET
     kafka_src = is_topic(src)
-    try:  # embedded names and their aliases display as the canonical name
-        dataset = data.embedded_dataset_info(src)["name"]
-    except KeyError:
-        dataset = src.rsplit("/", 1)[-1] if kafka_src else Path(src).name
+    dataset = display_name(src)
     settings = kafka_options(args, kafka_src)
     if args.permutations < 1:
         raise ConfigError(f"--permutations must be >= 1, got {args.permutations}")
@@ -248,11 +245,11 @@ def check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
 
     for c in configs:
         try:
-            check_width(c.name, dict(c.params), max(int(width), 1), sparse=sparse,
+            check_width(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
                         nnz_per_row=nnz)
         except WidthError as e:
             raise ConfigError(f"learner {c.label}: {e}") from None
-        need, what = memory_estimate(c.name, dict(c.params), max(int(width), 1), sparse=sparse,
+        need, what = memory_estimate(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
                                      nnz_per_row=nnz)
         if need > _WARN_BYTES:  # it fits, but a user should know before waiting for it
             print(f"{PROG}: note: learner {c.label} plans {fmt_bytes(need)} for {what}; "

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernelstream.pipelines.commands._common import add_learner_arguments, error
-from kernelstream.pipelines.config import PROG, TASKS
+from kernelstream.pipelines.config import PROG, TASKS, runners_for
 from kernelstream.pipelines.replay_args import hash_bits
-from kernelstream.pipelines.stream_config import KAFKA_CLIENTS, KEY_BY, RUNNERS, stream_config
+from kernelstream.pipelines.stream_config import KAFKA_CLIENTS, KEY_BY, stream_config
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -96,7 +96,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="drain after this long and exit 0")
     r.add_argument("--idle-stop", metavar="DURATION",
                    help="drain once no event arrived for this long and exit 0")
-    r.add_argument("--runner", choices=RUNNERS, default="direct",
+    r.add_argument("--runner", choices=runners_for("stream"), default="direct",
                    help="direct: Beam's FnApiRunner in this process (default); portable: "
                    "Beam's job API (a local job service unless --job_endpoint is given after "
                    "'--'; LOOPBACK unless --environment_type). Beam options go after '--'")
