@@ -170,6 +170,9 @@ class ReplayConfig:
 
         object.__setattr__(self, "learners", tuple(as_configs(self.learners).values()))
         object.__setattr__(self, "out", os.fspath(self.out))
+        # lists from the Python API: the config stays hashable and comparable
+        object.__setattr__(self, "pipeline_args", tuple(self.pipeline_args))
+        object.__setattr__(self, "kafka_options", tuple(map(tuple, self.kafka_options)))
         if not self.dataset:
             object.__setattr__(self, "dataset", display_name(self.data))
 
