@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kernelstream import data
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig, as_configs, learner_config
 from kernelstream.evaluate import evaluate
 from kernelstream.pipelines import cli
@@ -67,10 +68,14 @@ def test_runner_table_names_each_commands_runners() -> None:
 def test_run_replay_keywords_are_the_config_fields(tmp_path: Path) -> None:
     configs = [LearnerConfig("b", "bogd", {"budget": 10})]
     run = make_run("german", configs, tmp_path, limit=100, block_size=7, runner="loop")
-    cfg = ReplayConfig(data="german", learners=tuple(configs), out=str(tmp_path), limit=100,
-                       block_size=7, runner="loop")
+    cfg = ReplayConfig(data="german", learners=tuple(configs), out=str(tmp_path),
+                       read=ReadOptions(path="german", limit=100), block_size=7, runner="loop")
     assert run == plan(cfg)
+    assert cfg == ReplayConfig.of("german", configs, tmp_path, limit=100, block_size=7,
+                                  runner="loop")
     assert cfg.dataset == "german" and run.read.limit == 100 and run.block_size == 7
+    # the read options' path is the data's, however they were given
+    assert ReplayConfig(data="german", learners=tuple(configs), out="o").read.path == "german"
     with pytest.raises(TypeError, match="no_such_option"):
         make_run("german", configs, tmp_path, no_such_option=1)
     with pytest.raises(ValueError, match="runner must be one of"):

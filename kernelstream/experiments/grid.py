@@ -214,6 +214,7 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
     (:func:`replay_argv`: ``--workers`` as the command does it), or with ``only`` = r the
     replay's shard r of r + 1 (``StreamSpec.owns``: exactly the streams of permutation r,
     in one process)."""
+    from kernelstream.engine.learner_config import LearnerConfig
     from kernelstream.pipelines import cli
     from kernelstream.pipelines.replay import clear_outputs, read_outputs, run_replay
 
@@ -234,7 +235,7 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
             raise ReplayError(f"the replay of {what} failed (exit {rc}): kernelstream "
                               + " ".join(argv))
     else:
-        configs = [(f"c{i}", learner, _resolved(learner, dict(params)))
+        configs = [LearnerConfig(f"c{i}", learner, _resolved(learner, dict(params)))
                    for i, (_, learner, params, _) in enumerate(keys)]
         out.mkdir(parents=True, exist_ok=True)
         clear_outputs(str(out))

@@ -24,13 +24,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelstream import fs
 from kernelstream.data.options import ReadOptions
-from kernelstream.engine.learner_config import LearnerConfig
+from kernelstream.engine.learner_config import LearnerConfig, as_configs
 
 if TYPE_CHECKING:
     from kernelstream.learners import Learner
@@ -111,10 +111,11 @@ class WorkerError(Exception):
 
 @dataclass(frozen=True)
 class ReplayConfig:
-    """One replay run, as the CLI's commands (``replay``, ``tune``, ``reproduce``, ``demo``)
-    and the Python API (``pipelines.replay.run_replay``, ``experiments.grid``) describe it:
-    the data and how to read it, the learner configurations, the outputs, the runner and the
-    engine's settings. ``pipelines.replay.plan`` turns it into the runners' plan.
+    """One replay run, as the CLI's commands (``replay``, ``tune``, ``reproduce``) and the
+    Python API (``pipelines.replay.run_replay``, ``experiments.grid``) describe it:
+    the data and how to read it (``read``), the learner configurations, the outputs (``out``
+    and the Kafka ones), the runner and the engine's settings. ``pipelines.replay.plan`` turns
+    it into the runners' plan.
 
     ``learners`` may be given as ``LearnerConfig`` s or ``(label, learner, params)`` tuples;
     ``dataset`` (the display name) defaults to the data's (:func:`display_name`)."""
@@ -123,23 +124,13 @@ class ReplayConfig:
     learners: tuple[LearnerConfig, ...]
     out: str  # output directory: a local path or a URL (gs://...)
     dataset: str = ""  # display name (embedded name, else the file or topic name)
+    # how the data is read (format, columns, scaling, limit, task, key_by, hashing, rows);
+    # its path is ``data``
+    read: ReadOptions = field(default_factory=lambda: ReadOptions(path=""))
     seed: int = 0
     permutations: int = 1
-    limit: int | None = None  # first N rows of the file (before permuting)
-    scale: str = "none"
-    scale_target: str = "none"  # regression target min-max to [0, 1] ("01") or as is
-    task: str = "classification"
-    fmt: str | None = None
-    label_column: int | str | None = None
-    n_features: int | None = None
-    positive_label: str | None = None
-    delimiter: str | None = None
-    header: bool | None = None  # CSV header row: None = auto-detect
-    hash_features: int | None = None  # k: hash feature indices into 2**k columns
-    rows: str = "auto"  # rows to the learners: auto, dense or sparse (CSR)
     runner: str = "direct"
     stream: str = "none"  # adversarial stream preset (kernelstream.streams) or "none"
-    key_by: int | str | None = None  # column naming the entity: one model per entity
     pipeline_args: tuple[str, ...] = ()  # Beam pipeline options after "--", passed through
     # Kafka (``kernelstream.kafka_client``): reading a topic given as kafka://HOST:PORT/TOPIC
     kafka_idle: float = 5.0  # stop after this many seconds without a new record
@@ -166,29 +157,26 @@ class ReplayConfig:
     argv: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        from kernelstream.engine.learner_config import as_configs
-
         object.__setattr__(self, "learners", tuple(as_configs(self.learners).values()))
         object.__setattr__(self, "out", os.fspath(self.out))
-        # lists from the Python API: the config stays hashable and comparable
+        # lists from the Python API: tuples, so a config compares equal and stays as built
         object.__setattr__(self, "pipeline_args", tuple(self.pipeline_args))
         object.__setattr__(self, "kafka_options", tuple(map(tuple, self.kafka_options)))
         if not self.dataset:
             object.__setattr__(self, "dataset", display_name(self.data))
+        if self.read.path != self.data:  # one name of the data: ``data``
+            object.__setattr__(self, "read", replace(self.read, path=self.data))
 
-    def read_options(self) -> ReadOptions:
-        """The run's read options (the one object ``data.load``, the readers and Kafka share)."""
-        return ReadOptions(
-            path=self.data, fmt=self.fmt, n_features=self.n_features,
-            label_column=self.label_column, task=self.task, scale=self.scale,
-            limit=self.limit, positive_label=self.positive_label, delimiter=self.delimiter,
-            header=self.header, key_by=self.key_by, scale_target=self.scale_target,
-            hash_features=self.hash_features, rows=self.rows,
-        )
-
-    def load_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``kernelstream.data.load_dataset`` for this run."""
-        return self.read_options().load_kwargs()
+    @classmethod
+    def of(cls, data: str, learners: Sequence[LearnerConfig | tuple[Any, ...]],
+           out: str | os.PathLike[str], **options: Any) -> ReplayConfig:
+        """The Python API's form: ``options`` are the fields of this class or of its
+        :class:`~kernelstream.data.options.ReadOptions` (``scale=``, ``limit=``, ...)."""
+        reads = {f.name for f in fields(ReadOptions)} - {"path"}
+        read = ReadOptions(path=data, **{k: v for k, v in options.items() if k in reads})
+        rest = {k: v for k, v in options.items() if k not in reads}
+        return cls(data=data, learners=tuple(as_configs(learners).values()), out=os.fspath(out),
+                   read=read, **rest)
 
 
 def display_name(src: str) -> str:

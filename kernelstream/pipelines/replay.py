@@ -36,7 +36,7 @@ from kernelstream import fs
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine import checkpoints as ckpts
 from kernelstream.engine.core import PROGRESS_LOGGER
-from kernelstream.engine.learner_config import LearnerConfig, as_configs, records
+from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.loop import run_loop
 from kernelstream.engine.metrics import eval_results, key_summaries
 from kernelstream.engine.outputs import METRICS_SCHEMA, OUTPUTS, SCHEMAS, ensure_nonempty, iter_rows
@@ -155,10 +155,10 @@ def resolve_data(name_or_path: str, fmt: str | None) -> tuple[str, str | None]:
 
 def make_run(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
              out: str | os.PathLike[str], **options: Any) -> ReplayRun:
-    """The plan of ``ReplayConfig(data, configs, out, **options)`` (:func:`plan`): the
-    Python API's short form; ``options`` are :class:`ReplayConfig` fields."""
-    return plan(ReplayConfig(data=data, learners=tuple(as_configs(configs).values()),
-                             out=os.fspath(out), **options))
+    """The plan (:func:`plan`) of ``ReplayConfig.of(data, configs, out, **options)``: the
+    Python API's short form; ``options`` are fields of :class:`ReplayConfig` or of its read
+    options."""
+    return plan(ReplayConfig.of(data, configs, out, **options))
 
 
 def plan(config: ReplayConfig) -> ReplayRun:
@@ -202,12 +202,12 @@ def plan(config: ReplayConfig) -> ReplayRun:
         raise ValueError("order='file' is the whole stream in its own order: no "
                          "first_permutation or stream_rows")
     check_runner(c.runner)
-    path, fmt = (c.data, c.fmt) if topic else resolve_data(c.data, c.fmt)
+    path, fmt = (c.data, c.read.fmt) if topic else resolve_data(c.data, c.read.fmt)
     opts = _replay_options(c.pipeline_args)
     reshuffle = c.reshuffle
     if opts.reshuffle_blocks:
         reshuffle = opts.reshuffle_blocks == "true"
-    read = replace(c.read_options(), path=path, fmt=fmt)
+    read = replace(c.read, path=path, fmt=fmt)
     if kafka is not None:
         from kernelstream.kafka_client import check_read_options
 
@@ -235,9 +235,9 @@ def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
                out: str | os.PathLike[str], **options: Any) -> ReplayResult:
     """Run the replay of ``data`` for ``configs`` (``LearnerConfig`` s or
     ``(label, learner, params)`` tuples) and write ``out/{predictions,metrics,dead_letters}/``
-    as Parquet; ``options`` are :class:`ReplayConfig` fields (read options as in
-    ``data.load``, ``seed``, ``permutations``, ``key_by``, ``runner``, ``block_size``,
-    ``order`` ...).
+    as Parquet; ``options`` are fields of :class:`ReplayConfig` (``seed``, ``permutations``,
+    ``runner``, ``block_size``, ``order`` ...) or of its read options (``scale``, ``limit``,
+    ``key_by`` ..., as in ``data.load``).
 
     ``order="permuted"`` (the default, the papers' protocol) loads the data set on one worker
     to permute it; ``order="file"`` streams the file in its own order through the chunked

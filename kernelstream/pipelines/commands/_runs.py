@@ -63,7 +63,7 @@ def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
     from kernelstream.evaluate import stderr_progress  # imports the learners: only for a run
 
     try:
-        X, y = data.load_dataset(config.data, **config.load_kwargs())
+        X, y = data.load_dataset(config.data, **config.read.load_kwargs())
     except (ValueError, OSError) as exc:  # ParseError is a ValueError and names file:line
         raise DataError(str(exc)) from exc
     if X.shape[0] == 0:
@@ -148,12 +148,12 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
         "examples": examples,
         "n_features": (results[0].n_features if results
                        else max((k["n_features"] or 0 for k in run.keys), default=0)),
-        "task": config.task,
-        "scale": config.scale,
-        "scale_target": config.scale_target,
-        "limit": config.limit,
-        "hash_features": config.hash_features,
-        "rows": config.rows,
+        "task": config.read.task,
+        "scale": config.read.scale,
+        "scale_target": config.read.scale_target,
+        "limit": config.read.limit,
+        "hash_features": config.read.hash_features,
+        "rows": config.read.rows,
         "seed": config.seed,
         "permutations": config.permutations,
         "runner": config.runner,
@@ -165,12 +165,12 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
         # letter (source errors once, learner rejections once per stream)
         doc["predictions"] = run.counts.get("predictions", 0)
         doc["dead_letters"] = run.counts.get(DEAD_LETTER_TAG, 0)
-    if config.key_by is not None:
-        doc["key_by"] = config.key_by
+    if config.read.key_by is not None:
+        doc["key_by"] = config.read.key_by
     if configs:
         doc.update({k: v for k, v in configs[0].items() if k not in doc})
     doc["configs"] = configs
-    if config.key_by is not None:
+    if config.read.key_by is not None:
         doc["keys"] = run.keys  # one model per entity: per-key metrics
     return doc
 

@@ -186,7 +186,7 @@ def _run_once(config: ReplayConfig, brief: bool = False,
         return 0
     if run.results:
         print(format_table(run.results))
-    if run.keys and config.key_by is not None:
+    if run.keys and config.read.key_by is not None:
         print(f"{len(run.keys)} per-entity models (see summary.json 'keys' and metrics/)")
     if run.counts.get(DEAD_LETTER_TAG):
         print(f"dead letters: {run.counts[DEAD_LETTER_TAG]} rejected input records "

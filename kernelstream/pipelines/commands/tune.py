@@ -220,16 +220,16 @@ def tuned_document(args: argparse.Namespace, argv: Sequence[str], config: Replay
             n_support_vectors=s["n_support_vectors"], seconds=s["seconds"],
             per_permutation=[(p.permutation, p.mistake_rate, p.avg_loss) for p in r.runs]))
     first = results[0]
-    best = tuning.choose(scores, config.task, args.ties)
+    best = tuning.choose(scores, config.read.task, args.ties)
     return tuning.tuned_doc(
-        learner=first.learner, task=config.task, loss=first.loss, cells=scores, chosen=best,
+        learner=first.learner, task=config.read.task, loss=first.loss, cells=scores, chosen=best,
         ties=args.ties, axes=axes,
         fixed=dict(spec.split("=", 1) for spec in (args.param or [])),
         data={"dataset": config.dataset, "data": config.data, "examples": first.examples,
-              "n_features": first.n_features, "task": config.task, "format": config.fmt,
-              "scale": config.scale, "scale_target": config.scale_target,
-              "limit": config.limit, "hash_features": config.hash_features,
-              "rows": config.rows},
+              "n_features": first.n_features, "task": config.read.task, "format": config.read.fmt,
+              "scale": config.read.scale, "scale_target": config.read.scale_target,
+              "limit": config.read.limit, "hash_features": config.read.hash_features,
+              "rows": config.read.rows},
         protocol={"seed": config.seed, "tune_perm": config.first_permutation,
                   "tune_permutations": config.permutations,
                   "permutations": list(range(config.first_permutation,
