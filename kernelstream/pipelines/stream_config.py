@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelstream.engine.learner_config import LearnerConfig, records
+from kernelstream.engine.stream_rows import OUTPUTS
 from kernelstream.pipelines.config import ConfigError, learner_configs, resolve_task
 
 SCHEME = "kafka://"
@@ -24,7 +25,7 @@ EXIT_STOPPED = 130
 # kafka_client.confluent.KAFKA_CLIENTS (not imported: this module stays free of the clients)
 KAFKA_CLIENTS = ("auto", "confluent", "kafka-python")
 KEY_BY = ("id-prefix",)
-OUTPUT_NAMES = ("predictions", "outcomes", "unlabeled", "metrics", "dead_letters")
+OUTPUT_NAMES = OUTPUTS  # the stream's outputs, by name
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
