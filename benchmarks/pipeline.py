@@ -77,7 +77,7 @@ MB = 1 << 20
 
 
 def _configs(budget: int) -> list[Any]:
-    from kernelstream.engine.core import LearnerConfig
+    from kernelstream.engine.learner_config import LearnerConfig
 
     return [LearnerConfig("bogd", "bogd", {"budget": budget})]
 
@@ -304,7 +304,7 @@ def state_sizes(path: str, args: argparse.Namespace) -> dict[str, Any]:
                    scale=args.covtype_scale)
     ds = load_rows(run.read)
     n = int(ds.y.shape[0])
-    core = StreamLearner({c.name: c for c in run.configs}, run.seed, run.metrics_window,
+    core = StreamLearner({c.label: c for c in run.configs}, run.seed, run.metrics_window,
                          run.read.path)
     st = StreamState()
     todo = [c for c in CHECKPOINTS if c < n] + [n]

@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from kernelstream import learners
+from kernelstream.engine.learner_config import LearnerConfig, learner_config
 from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
 from kernelstream.learners.base import Learner
-from kernelstream.seeding import learner_seed, permutation
+from kernelstream.seeding import permutation
 
 ProgressFn = Callable[[str], None]
 
@@ -132,7 +132,7 @@ def mean_std(values: list[float] | np.ndarray) -> tuple[float, float]:
 def evaluate(
     X: np.ndarray,
     y: np.ndarray,
-    learner: str,
+    learner: str | LearnerConfig,
     params: Mapping[str, Any] | None = None,
     *,
     seed: int = 0,
@@ -145,6 +145,8 @@ def evaluate(
 ) -> EvalResult:
     """Run the prequential loop ``permutations`` times and return every repetition's metrics.
 
+    ``learner`` is a registry name (with ``params``, ``label``) or a whole
+    :class:`~kernelstream.engine.learner_config.LearnerConfig`, the object of a replay.
     ``seed_name`` (default: the learner's registry name) is the name hashed into the learner
     seed. Using the registry name rather than the configuration label means a configuration's
     result does not depend on its label or on the other configurations of a grid.
@@ -172,41 +174,38 @@ def evaluate(
             progress(f"[{res.label}] permutation {r + 1}/{permutations}: "
                      f"{run.done:,}/{n:,} rows, {rate_s}")
 
-    return evaluate_runs(lambda r: (X, yv, permutation(n, seed, r)), learner, params,
-                         seed=seed, permutations=permutations, label=label,
-                         seed_name=seed_name, block_size=block_size, on_block=report)
+    return evaluate_runs(lambda r: (X, yv, permutation(n, seed, r)),
+                         learner_config(learner, params, label, seed_name), seed=seed,
+                         permutations=permutations, block_size=block_size, on_block=report)
 
 
 Stream = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # X, y, rows (None: all, in order)
 
 
-def evaluate_runs(stream: Callable[[int], Stream], learner: str,
-                  params: Mapping[str, Any] | None, *, seed: int, permutations: int,
-                  label: str | None, seed_name: str | None, block_size: int | None,
+def evaluate_runs(stream: Callable[[int], Stream], config: LearnerConfig, *, seed: int,
+                  permutations: int, block_size: int | None,
                   on_block: Callable[[int, PrequentialPass, EvalResult], None] | None = None,
                   on_run: Callable[[int, EvalResult], None] | None = None) -> EvalResult:
     """The repetitions of a prequential evaluation: repetition ``r`` runs a fresh learner
-    seeded ``learner_seed(seed, r, seed_name)`` over ``stream(r)`` (the rows ``X[rows]`` in
-    order) with the engine's :class:`~kernelstream.engine.prequential.PrequentialPass`
-    (``block_size`` as there), then measures it from the whole score vector (independent of the
-    block sizes). ``on_block`` is called after every block, ``on_run`` after every repetition."""
+    of ``config`` seeded ``learner_seed(seed, r, config.seed_name)`` over ``stream(r)`` (the
+    rows ``X[rows]`` in order) with the engine's
+    :class:`~kernelstream.engine.prequential.PrequentialPass` (``block_size`` as there), then
+    measures it from the whole score vector (independent of the block sizes). ``on_block``
+    is called after every block, ``on_run`` after every repetition."""
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations}")
     if block_size is not None and block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
-    resolved = learners.get(learner).resolve_params(dict(params or {}))
-    label = label or learner
-    seed_name = seed_name or learner
     result: EvalResult | None = None
     for r in range(permutations):
         X, y, rows = stream(r)
-        model = learners.make(learner, seed=learner_seed(seed, r, seed_name), **resolved)
+        model = config.make(seed, r)
         run = PrequentialPass(model, X, y, rows, block_size=block_size)
         if result is None:
             result = EvalResult(
-                learner=learner, label=label, params=dict(model.hparams), seed=int(seed),
-                seed_name=seed_name, task=model.task, loss=learner_loss(model).name,
-                examples=run.n, n_features=X.shape[1],
+                learner=config.learner, label=config.label, params=dict(model.hparams),
+                seed=int(seed), seed_name=config.seed_name, task=model.task,
+                loss=learner_loss(model).name, examples=run.n, n_features=X.shape[1],
             )
         for _ in run.blocks():
             if on_block is not None:

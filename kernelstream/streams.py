@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from kernelstream.engine.learner_config import LearnerConfig
     from kernelstream.evaluate import EvalResult, Stream
 
 
@@ -110,20 +111,21 @@ def evaluate_stream(
     X: Any,
     y: Any,
     stream: str,
-    learner: str,
+    learner: str | LearnerConfig,
     params: Mapping[str, Any] | None = None,
     *,
     seed: int = 0,
     permutations: int = 1,
-    label: str | None = None,
-    seed_name: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> EvalResult:
     """Prequential evaluation on adversarial streams: repetition ``r`` runs a fresh learner
     (seed ``learner_seed(seed, r, seed_name)``) over ``preset_stream(stream, X, y, seed, r)`` in
     stream order. Same metrics and result type as :func:`kernelstream.evaluate.evaluate`
-    (``PermutationResult.permutation`` holds ``r``)."""
+    (``PermutationResult.permutation`` holds ``r``). ``learner``: a registry name (with
+    ``params``) or a :class:`~kernelstream.engine.learner_config.LearnerConfig` (its label and
+    seed name)."""
     # the evaluation imports the learner registry: loaded by a run, not by the CLI's parser
+    from kernelstream.engine.learner_config import learner_config
     from kernelstream.evaluate import evaluate_runs
 
     def report(r: int, result: EvalResult) -> None:
@@ -137,5 +139,5 @@ def evaluate_stream(
 
     # one block: the whole stream in one predict_learn_many call
     length = PRESETS[stream].length if stream in PRESETS else None
-    return evaluate_runs(build, learner, params, seed=seed, permutations=permutations,
-                         label=label, seed_name=seed_name, block_size=length, on_run=report)
+    return evaluate_runs(build, learner_config(learner, params), seed=seed,
+                         permutations=permutations, block_size=length, on_run=report)

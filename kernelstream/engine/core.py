@@ -1,15 +1,15 @@
-"""The prequential core of a run's streams: configurations, per-key state, block learning.
+"""The prequential core of a run's streams: per-key state and block learning.
 
 Each stream key (see :class:`~kernelstream.engine.blocks.StreamKey`) owns one learner, built on
-first use from the key's :class:`LearnerConfig` with the seed and permutation conventions of the
-reference loop (``kernelstream.evaluate``), and one :class:`StreamState`: the learner, the
-ordering cursor and the prequential accumulators, coded compactly by
-:func:`encode_stream_state` (no pickle). :class:`StreamLearner` learns a stream one block at a
-time in stream order with the engine's test-then-train loop
-(:class:`~kernelstream.engine.prequential.PrequentialPass`) and returns the block's
-predictions, metrics rows and dead letters. The loop runner (``engine.loop``) and the Beam
-DoFn (``kernelstream.transforms.learn``, which adds state, ordering and timers) both drive it,
-so their outputs compare file to file. Learners are known only through the registry and the
+first use from the key's :class:`~kernelstream.engine.learner_config.LearnerConfig` with the
+seed and permutation conventions of the reference loop (``kernelstream.evaluate``), and one
+:class:`StreamState`: the learner, the ordering cursor and the prequential accumulators, coded
+compactly by :func:`encode_stream_state` (no pickle). :class:`StreamLearner` learns a stream one
+block at a time in stream order with the engine's test-then-train loop
+(:class:`~kernelstream.engine.prequential.PrequentialPass`) and returns the block's predictions,
+metrics rows and dead letters. The loop runner (``engine.loop``) and the Beam DoFn
+(``kernelstream.transforms.learn``, which adds state, ordering and timers) both drive it, so
+their outputs compare file to file. Learners are known only through the registry and the
 :class:`~kernelstream.learners.Learner` interface.
 """
 
@@ -19,65 +19,21 @@ import json
 import logging
 import struct
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from kernelstream import learners
-from kernelstream.engine.blocks import Block, PredictionBlock, StreamKey, check_config_name
+from kernelstream.engine.blocks import Block, PredictionBlock, StreamKey
 from kernelstream.engine.deadletters import dead_letter
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.metrics import StreamMetrics, metrics_row
 from kernelstream.engine.ordering import OrderCursor
 from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
 from kernelstream.learners.base import Learner, state_from_bytes, state_to_bytes
-from kernelstream.seeding import learner_seed
 from kernelstream.sparse import CSR
-
-# -- configuration ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LearnerConfig:
-    """One learner configuration of a run: ``name`` labels it (first field of the stream key),
-    ``learner`` is the registry name, ``seed_name`` the name hashed into the learner seed
-    (default: the registry name, as in ``kernelstream.evaluate.evaluate``)."""
-
-    name: str
-    learner: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-    seed_name: str | None = None
-
-    def __post_init__(self) -> None:
-        check_config_name(self.name)
-        # Fail when the run is built, not inside a worker.
-        resolved = learners.get(self.learner).resolve_params(dict(self.params))
-        object.__setattr__(self, "params", resolved)
-
-    @property
-    def effective_seed_name(self) -> str:
-        return self.seed_name or self.learner
-
-    def make(self, base_seed: int, rep: int) -> Learner:
-        return learners.make(
-            self.learner, seed=learner_seed(base_seed, rep, self.effective_seed_name),
-            **self.params,
-        )
-
-
-def as_configs(configs: Iterable[LearnerConfig | tuple[Any, ...]]) -> dict[str, LearnerConfig]:
-    """``LearnerConfig`` objects or ``(name, learner, params[, seed_name])`` tuples → by name."""
-    out: dict[str, LearnerConfig] = {}
-    for c in configs:
-        cfg = c if isinstance(c, LearnerConfig) else LearnerConfig(*c)
-        if cfg.name in out:
-            raise ValueError(f"configuration name {cfg.name!r} given twice")
-        out[cfg.name] = cfg
-    if not out:
-        raise ValueError("no learner configuration given")
-    return out
-
 
 # -- per-key state --------------------------------------------------------------------------------
 

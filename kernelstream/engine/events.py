@@ -160,7 +160,7 @@ class StreamEngine(StreamRouter):
         super().__init__(spec)
         self.ttl = int(spec.label_ttl_ms)
         self.window = int(spec.metrics_window_ms)
-        self.configs = {c.name: c for c in spec.configs}
+        self.configs = {c.label: c for c in spec.configs}
         self._losses: dict[str, Any] = {}  # config name -> loss function of its learners
 
     # -- state -------------------------------------------------------------------------------

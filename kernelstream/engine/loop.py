@@ -71,7 +71,7 @@ def loop_source(run: ReplayRun, dead: list[dict[str, Any]],
 def run_loop(run: ReplayRun) -> dict[str, int]:
     """Learn every stream of ``run``, write its outputs (and checkpoint files) and return the
     counters the Beam runners report (examples, mistakes, dead letters, blocks)."""
-    core = StreamLearner({c.name: c for c in run.configs}, run.seed, run.metrics_window,
+    core = StreamLearner({c.label: c for c in run.configs}, run.seed, run.metrics_window,
                          run.read.path)
     # a resumed stream's saved state is read by key when the stream first appears
     saved = None if run.resume_from is None else ckpts.SavedStates.of(run.resume_from)

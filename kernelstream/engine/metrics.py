@@ -207,20 +207,20 @@ def eval_results(summaries: Sequence[dict[str, Any]], configs: Sequence[Any], *,
                  seed: int) -> list[EvalResult]:
     """The per-configuration :class:`~kernelstream.evaluate.EvalResult` s of a run (one
     ``PermutationResult`` per permutation, in order), so ``summary.json`` has the loop's
-    schema. ``configs`` are ``core.LearnerConfig`` s; per-entity keys are not aggregated
-    here (their summaries stay per key)."""
+    schema. ``configs`` are ``engine.learner_config.LearnerConfig`` s; per-entity keys are
+    not aggregated here (their summaries stay per key)."""
     from kernelstream import learners
 
     out = []
     for cfg in configs:
-        mine = sorted((s for s in summaries if s["config"] == cfg.name and s["entity"] is None),
+        mine = sorted((s for s in summaries if s["config"] == cfg.label and s["entity"] is None),
                       key=lambda s: s["permutation"])
         if not mine:
             continue
         m = learners.make(cfg.learner, **cfg.params)
         res = EvalResult(
-            learner=cfg.learner, label=cfg.name, params=dict(m.hparams), seed=int(seed),
-            seed_name=cfg.effective_seed_name, task=m.task, loss=mine[0]["loss"],
+            learner=cfg.learner, label=cfg.label, params=dict(m.hparams), seed=int(seed),
+            seed_name=cfg.seed_name, task=m.task, loss=mine[0]["loss"],
             examples=int(mine[0]["examples"]), n_features=int(mine[0]["n_features"] or 0),
         )
         for s in mine:

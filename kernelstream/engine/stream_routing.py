@@ -94,7 +94,7 @@ BULK_MIN = 8
 class StreamSpec:
     """Everything a worker needs to run the models of a stream (picklable).
 
-    ``configs`` are ``LearnerConfig``-like (``.name``, ``.learner``, ``.make(seed, rep)``);
+    ``configs`` are ``engine.learner_config.LearnerConfig`` s;
     ``source_prefix`` is put before ``TOPIC/PARTITION`` in dead letters' ``source`` (e.g.
     ``kafka://HOST:PORT/``)."""
 
@@ -116,7 +116,7 @@ class StreamSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "configs", tuple(self.configs))
-        names = [c.name for c in self.configs]
+        names = [c.label for c in self.configs]
         if not names:
             raise ValueError("no learner configuration given")
         if len(set(names)) != len(names):
@@ -216,7 +216,7 @@ class StreamRouter:
     def __init__(self, spec: StreamSpec) -> None:
         self.spec = spec
         self.labels = _Labels(spec.task, spec.positive_label)
-        self._global_keys = [StreamKey(c.name, 0).encode() for c in spec.configs]
+        self._global_keys = [StreamKey(c.label, 0).encode() for c in spec.configs]
         self._entity_prefixes = [k + "@" for k in self._global_keys]
         self._sources: dict[tuple[str, int], str] = {}  # (topic, partition) -> source
         self._label_values: dict[bytes, Any] = {}  # label record value -> y or ParseError

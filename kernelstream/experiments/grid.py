@@ -14,7 +14,7 @@ the seeding the old per-script loops used, so the numbers are the same bit for b
 
 A data set whose permutation r is an order of its own (a toolbox's permutations, an
 adversarial stream) gets one file per r, arranged so that the replay's permutation r reads
-it in that order; that replay runs shard r of r + 1 (``replay.make_run(shard=, shards=)``,
+it in that order; that replay runs shard r of r + 1 (``ReplayConfig.shard``,
 which owns exactly the streams of permutation r), and with ``--workers N`` these
 one-permutation replays run on N processes.
 """
@@ -214,6 +214,7 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
     (:func:`replay_argv`: ``--workers`` as the command does it), or with ``only`` = r the
     replay's shard r of r + 1 (``StreamSpec.owns``: exactly the streams of permutation r,
     in one process)."""
+    from kernelstream.engine.learner_config import LearnerConfig
     from kernelstream.pipelines import cli
     from kernelstream.pipelines.replay import clear_outputs, read_outputs, run_replay
 
@@ -234,14 +235,14 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
             raise ReplayError(f"the replay of {what} failed (exit {rc}): kernelstream "
                               + " ".join(argv))
     else:
-        configs = [(f"c{i}", learner, _resolved(learner, dict(params)))
+        configs = [LearnerConfig(f"c{i}", learner, _resolved(learner, dict(params)))
                    for i, (_, learner, params, _) in enumerate(keys)]
         out.mkdir(parents=True, exist_ok=True)
         clear_outputs(str(out))
         run_replay(str(path), configs, out, fmt="libsvm",
                    n_features=dsets.DATASETS[keys[0][0]].n_features, rows="dense",
                    seed=ctx.seed, permutations=permutations, runner=ctx.runner,
-                   pipeline_args=ctx.pipeline_args, shard=only, shards=permutations)
+                   pipeline_args=ctx.pipeline_args, shard=(only, permutations))
     summaries = read_outputs(str(out), {}, ctx.runner, 0.0).summaries
     ctx.log(f"{what}: done in {time.perf_counter() - t0:.1f} s")
     res: list[list[KeyResult]] = [[] for _ in keys]

@@ -21,14 +21,16 @@ data is read, so a bad value fails fast.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelstream import fs
 from kernelstream.data.options import ReadOptions
+from kernelstream.engine.learner_config import LearnerConfig, as_configs
 
 if TYPE_CHECKING:
     from kernelstream.learners import Learner
@@ -43,9 +45,45 @@ DEFAULT_DATASET = "german"
 SCALES = ("none", "01", "pm1")
 TARGET_SCALES = ("none", "01")
 TASKS = ("classification", "regression")
-# The replay's runners (``kernelstream.pipelines.replay``): named here so that the CLI can
-# offer them without importing the replay machinery.
-REPLAY_RUNNERS = ("direct", "portable", "beam", "loop")
+
+
+@dataclass(frozen=True)
+class RunnerInfo:
+    """A runner and the commands that accept it (``--runner NAME``)."""
+
+    name: str
+    commands: frozenset[str]
+    beam: bool  # the run imports Apache Beam
+    doc: str
+
+
+# The one table of runners: named here so that the CLI can offer them without importing the
+# replay machinery (``kernelstream.pipelines.replay``) or Beam.
+RUNNERS: dict[str, RunnerInfo] = {r.name: r for r in (
+    RunnerInfo("direct", frozenset({"replay", "tune", "reproduce", "stream"}), True,
+               "Beam's FnApiRunner in this process (named explicitly: no Prism download)"),
+    RunnerInfo("portable", frozenset({"replay", "reproduce", "stream"}), True,
+               "Beam's local job service (started and stopped here) or the --job_endpoint "
+               "given after '--' (e.g. a Flink job server)"),
+    RunnerInfo("beam", frozenset({"replay", "reproduce"}), True,
+               "the Beam runner named by --runner=... after '--' (FlinkRunner, DataflowRunner)"),
+    RunnerInfo("loop", frozenset({"replay", "tune", "reproduce"}), False,
+               "the engine in a plain Python loop (no Beam import)"),
+)}
+
+
+def runners_for(command: str) -> tuple[str, ...]:
+    """The runners ``command`` accepts, in the table's order."""
+    return tuple(name for name, r in RUNNERS.items() if command in r.commands)
+
+
+def check_runner(runner: str, command: str = "replay") -> str:
+    """``runner`` if ``command`` accepts it, else ``ValueError`` naming the ones it does."""
+    names = runners_for(command)
+    if runner not in names:
+        raise ValueError(f"runner must be one of {', '.join(names)}, got {runner!r}")
+    return runner
+
 
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_+\-]*$")
 
@@ -72,46 +110,27 @@ class WorkerError(Exception):
 
 
 @dataclass(frozen=True)
-class LearnerConfig:
-    """One learner configuration of a replay run."""
-
-    name: str  # registry name
-    label: str  # unique within the run; the scope of ``-p LABEL.key=value``
-    params: dict[str, Any]  # every hyper-parameter, resolved
-    task: str
-
-    @property
-    def seed_name(self) -> str:
-        """Name hashed into the learner seed (``seeding.learner_seed``). The registry name, not
-        the label, so a configuration's result does not depend on its label or its grid."""
-        return self.name
-
-
-@dataclass(frozen=True)
 class ReplayConfig:
-    """A fully resolved ``kernelstream replay`` run."""
+    """One replay run, as the CLI's commands (``replay``, ``tune``, ``reproduce``) and the
+    Python API (``pipelines.replay.run_replay``, ``experiments.grid``) describe it:
+    the data and how to read it (``read``), the learner configurations, the outputs (``out``
+    and the Kafka ones), the runner and the engine's settings. ``pipelines.replay.plan`` turns
+    it into the runners' plan.
 
-    data: str  # embedded data set name or path
-    dataset: str  # display name (embedded name, else the file name)
+    ``learners`` may be given as ``LearnerConfig`` s or ``(label, learner, params)`` tuples;
+    ``dataset`` (the display name) defaults to the data's (:func:`display_name`)."""
+
+    data: str  # embedded data set name, path, or topic kafka://HOST:PORT/TOPIC
     learners: tuple[LearnerConfig, ...]
     out: str  # output directory: a local path or a URL (gs://...)
+    dataset: str = ""  # display name (embedded name, else the file or topic name)
+    # how the data is read (format, columns, scaling, limit, task, key_by, hashing, rows);
+    # its path is ``data``
+    read: ReadOptions = field(default_factory=lambda: ReadOptions(path=""))
     seed: int = 0
     permutations: int = 1
-    limit: int | None = None  # first N rows of the file (before permuting)
-    scale: str = "none"
-    scale_target: str = "none"  # regression target min-max to [0, 1] ("01") or as is
-    task: str = "classification"
-    fmt: str | None = None
-    label_column: int | str | None = None
-    n_features: int | None = None
-    positive_label: str | None = None
-    delimiter: str | None = None
-    header: bool | None = None  # CSV header row: None = auto-detect
-    hash_features: int | None = None  # k: hash feature indices into 2**k columns
-    rows: str = "auto"  # rows to the learners: auto, dense or sparse (CSR)
     runner: str = "direct"
     stream: str = "none"  # adversarial stream preset (kernelstream.streams) or "none"
-    key_by: int | str | None = None  # column naming the entity: one model per entity
     pipeline_args: tuple[str, ...] = ()  # Beam pipeline options after "--", passed through
     # Kafka (``kernelstream.kafka_client``): reading a topic given as kafka://HOST:PORT/TOPIC
     kafka_idle: float = 5.0  # stop after this many seconds without a new record
@@ -127,22 +146,48 @@ class ReplayConfig:
     # evaluates 0..R-1), each cut to its first ``stream_rows`` positions when given
     first_permutation: int = 0
     stream_rows: int | None = None
+    # the engine's settings (pipeline options after "--" override the first three)
+    block_size: int = 1024  # rows a block: amortises Beam's per-element cost (~1 ms a block)
+    metrics_window: int = 1000  # positions per metrics window
+    reshuffle: bool | None = None  # None: when there are several streams and workers
+    scramble: int | None = None  # seed: deliver blocks in a random order (tests)
+    order: str = "permuted"  # "file": one stream in file order, read in parallel chunks
+    chunk_bytes: int = 16 << 20  # the chunks of order="file"
     quiet: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
 
-    def read_options(self) -> ReadOptions:
-        """The run's read options (the one object ``data.load``, the readers and Kafka share)."""
-        return ReadOptions(
-            path=self.data, fmt=self.fmt, n_features=self.n_features,
-            label_column=self.label_column, task=self.task, scale=self.scale,
-            limit=self.limit, positive_label=self.positive_label, delimiter=self.delimiter,
-            header=self.header, key_by=self.key_by, scale_target=self.scale_target,
-            hash_features=self.hash_features, rows=self.rows,
-        )
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "learners", tuple(as_configs(self.learners).values()))
+        object.__setattr__(self, "out", os.fspath(self.out))
+        # lists from the Python API: tuples, so a config compares equal and stays as built
+        object.__setattr__(self, "pipeline_args", tuple(self.pipeline_args))
+        object.__setattr__(self, "kafka_options", tuple(map(tuple, self.kafka_options)))
+        if not self.dataset:
+            object.__setattr__(self, "dataset", display_name(self.data))
+        if self.read.path != self.data:  # one name of the data: ``data``
+            object.__setattr__(self, "read", replace(self.read, path=self.data))
 
-    def load_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``kernelstream.data.load_dataset`` for this run."""
-        return self.read_options().load_kwargs()
+    @classmethod
+    def of(cls, data: str, learners: Sequence[LearnerConfig | tuple[Any, ...]],
+           out: str | os.PathLike[str], **options: Any) -> ReplayConfig:
+        """The Python API's form: ``options`` are the fields of this class or of its
+        :class:`~kernelstream.data.options.ReadOptions` (``scale=``, ``limit=``, ...)."""
+        reads = {f.name for f in fields(ReadOptions)} - {"path"}
+        read = ReadOptions(path=data, **{k: v for k, v in options.items() if k in reads})
+        rest = {k: v for k, v in options.items() if k not in reads}
+        return cls(data=data, learners=tuple(as_configs(learners).values()), out=os.fspath(out),
+                   read=read, **rest)
+
+
+def display_name(src: str) -> str:
+    """The name a run shows for its data: an embedded data set's canonical name (aliases
+    too), else the file's or the topic's name."""
+    from kernelstream import data
+
+    try:
+        return str(data.embedded_dataset_info(src)["name"])
+    except KeyError:
+        return src.rsplit("/", 1)[-1] if is_topic(src) else Path(src).name
 
 
 def is_topic(src: object) -> bool:
@@ -255,11 +300,7 @@ def learner_configs(
             # an unscoped sigma and a scoped gamma (or the reverse): the scoped one wins
             drop = "gamma" if "sigma" in scoped[label] else "sigma"
             raw.pop(drop)
-        cls = _learner(name)
-        params = cls.resolve_params(raw)
-        # the task can depend on the parameters (e.g. a regression loss), so ask an instance
-        task = _make(name, seed=0, **params).task
-        out.append(LearnerConfig(name=name, label=label, params=params, task=task))
+        out.append(LearnerConfig(label, name, raw))
     return tuple(out)
 
 
@@ -293,7 +334,7 @@ def resolve_task(configs: Sequence[LearnerConfig], task: str | None) -> str:
     if wrong:
         parts = []
         for c in wrong:
-            fits = [loss for loss, t in loss_tasks(c.name).items() if t == task]
+            fits = [loss for loss, t in loss_tasks(c.learner).items() if t == task]
             hint = (f" (its task follows its loss: -p {c.label}.loss={' or '.join(fits)} "
                     f"makes it a {task} learner)" if fits else "")
             parts.append(f"{c.label} is a {c.task} learner{hint}")

@@ -3,7 +3,7 @@
 ``run_replay`` evaluates several learner configurations on several permutations of a data set
 (and, with ``key_by``, one model per entity), each stream as its own key, and writes
 ``out/{predictions,metrics,dead_letters}/`` as Parquet; it returns one summary dict per stream
-key, derived from the metrics output. Runners (:data:`RUNNERS`):
+key, derived from the metrics output. Runners (``pipelines.config.RUNNERS``):
 
 * ``loop`` — ``kernelstream.engine.loop``: the engine in a plain Python loop, writing the same
   Parquet files, so outputs compare one to one. It never imports Beam.
@@ -12,8 +12,9 @@ key, derived from the metrics output. Runners (:data:`RUNNERS`):
   job service or a ``--job_endpoint``), or the runner named by ``--runner=...`` in
   ``pipeline_args``.
 
-:func:`run_replay_config` adapts a CLI :class:`~kernelstream.pipelines.config.ReplayConfig` and
-returns ``EvalResult`` s, the CLI runner signature.
+Every run is a :class:`~kernelstream.pipelines.config.ReplayConfig` (the CLI's commands build
+it from their arguments, :func:`run_replay` from its keywords), made into the runners' plan by
+:func:`plan` and carried out by :func:`execute`.
 """
 
 from __future__ import annotations
@@ -34,19 +35,19 @@ from kernelstream import data as ksdata
 from kernelstream import fs
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine import checkpoints as ckpts
-from kernelstream.engine.core import PROGRESS_LOGGER, LearnerConfig, as_configs
+from kernelstream.engine.core import PROGRESS_LOGGER
+from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.loop import run_loop
 from kernelstream.engine.metrics import eval_results, key_summaries
 from kernelstream.engine.outputs import METRICS_SCHEMA, OUTPUTS, SCHEMAS, ensure_nonempty, iter_rows
 from kernelstream.engine.replay import StreamSpec
 from kernelstream.engine.writer_lock import WriterLock
 from kernelstream.evaluate import EvalResult
-from kernelstream.pipelines.config import REPLAY_RUNNERS, ConfigError, is_topic
+from kernelstream.pipelines.config import ConfigError, ReplayConfig, check_runner, is_topic
 
 if TYPE_CHECKING:  # the Kafka client is imported by the runs that read or write a topic
     from kernelstream.kafka_client import KafkaReadOptions, KafkaTopic, SourcePosition
 
-RUNNERS = REPLAY_RUNNERS
 ORDERS = ("permuted", "file")
 # Where the Beam learner parks early blocks. Ordered-list state is what the FnApiRunner and
 # Beam's local job service implement best, but support for it through the portable Fn API on
@@ -77,7 +78,8 @@ def _replay_options(pipeline_args: Sequence[str]) -> argparse.Namespace:
 
 @dataclass
 class ReplayRun:
-    """What a replay run was asked to do (plain values; see :func:`run_replay`)."""
+    """The runners' plan of a :class:`ReplayConfig` (:func:`plan`): its data resolved, its
+    options checked and parsed."""
 
     data: str
     configs: list[LearnerConfig]
@@ -119,7 +121,7 @@ class ReplayRun:
 
     @property
     def spec(self) -> StreamSpec:
-        return StreamSpec(tuple(c.name for c in self.configs), seed=self.seed,
+        return StreamSpec(tuple(c.label for c in self.configs), seed=self.seed,
                           permutations=self.permutations, block_size=self.block_size,
                           shuffle=self.order == "permuted", shard=self.shard,
                           shards=self.shards, first=self.first_permutation,
@@ -151,108 +153,76 @@ def resolve_data(name_or_path: str, fmt: str | None) -> tuple[str, str | None]:
     return p, fmt
 
 
-def make_run(
-    data: str,
-    configs: Sequence[LearnerConfig | tuple[Any, ...]],
-    out: str | os.PathLike[str],
-    *,
-    seed: int = 0,
-    permutations: int = 1,
-    limit: int | None = None,
-    scale: str = "none",
-    fmt: str | None = None,
-    task: str = "classification",
-    n_features: int | None = None,
-    label_column: int | str | None = None,
-    positive_label: str | None = None,
-    delimiter: str | None = None,
-    header: bool | None = None,
-    scale_target: str = "none",
-    key_by: int | str | None = None,
-    block_size: int = 1024,
-    metrics_window: int = 1000,
-    reshuffle: bool | None = None,
-    scramble: int | None = None,
-    order: str = "permuted",
-    chunk_bytes: int = 16 << 20,
-    runner: str = "direct",
-    pipeline_args: Sequence[str] = (),
-    kafka_idle: float = 5.0,
-    kafka_max_seconds: float | None = None,
-    kafka_out: str | None = None,
-    kafka_client: Sequence[tuple[str, str]] = (),
-    checkpoint: str | None = None,
-    hash_features: int | None = None,
-    rows: str = "auto",
-    shard: int = 0,
-    shards: int = 1,
-    first_permutation: int = 0,
-    stream_rows: int | None = None,
-) -> ReplayRun:
-    """A :class:`ReplayRun` (see :func:`run_replay`); ``data`` may be a file, an embedded data
-    set or a topic ``kafka://HOST:PORT/TOPIC`` (read as in ``kafka_client``, up to the log's
-    end when the run starts; ``kafka_idle``: how long a partition may deliver nothing before
-    that end, ``kafka_max_seconds``: the read's limit in all);
-    ``kafka_out`` (``kafka://HOST:PORT/PREFIX``) also sends the three outputs to the topics
+def make_run(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
+             out: str | os.PathLike[str], **options: Any) -> ReplayRun:
+    """The plan (:func:`plan`) of ``ReplayConfig.of(data, configs, out, **options)``: the
+    Python API's short form; ``options`` are fields of :class:`ReplayConfig` or of its read
+    options."""
+    return plan(ReplayConfig.of(data, configs, out, **options))
+
+
+def plan(config: ReplayConfig) -> ReplayRun:
+    """The runners' :class:`ReplayRun` of ``config``: the data resolved (an embedded name to
+    its file), the pipeline options after ``--`` applied, and what a run cannot do refused.
+
+    ``data`` may be a topic ``kafka://HOST:PORT/TOPIC`` (read as in ``kafka_client``, up to the
+    log's end when the run starts; ``kafka_idle``: how long a partition may deliver nothing
+    before that end, ``kafka_max_seconds``: the read's limit in all); ``kafka_out``
+    (``kafka://HOST:PORT/PREFIX``) also sends the three outputs to the topics
     PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters. ``checkpoint`` (a directory,
     Kafka sources only) resumes from the newest checkpoint there and writes the next one
-    (``engine.checkpoints``). ``shard``/``shards``: learn only the streams of one shard, for
+    (``engine.checkpoints``). ``shard`` = (I, N): learn only the streams of shard I of N, for
     ``replay --workers`` (``pipelines.workers``), which clears and reads back the outputs.
     ``first_permutation``/``stream_rows``: the permutations ``first_permutation`` onwards,
     each cut to its first ``stream_rows`` positions (``kernelstream tune``)."""
-    if shards > 1 and (is_topic(data) or order != "permuted" or checkpoint is not None):
+    c = config
+    shard, shards = c.shard or (0, 1)
+    topic = is_topic(c.data)
+    order = "file" if topic else c.order
+    if shards > 1 and (topic or order != "permuted" or c.checkpoint is not None):
         raise ValueError("shards split the streams of a permuted file replay: a Kafka topic, "
                          "a file-order stream or a checkpoint is one stream read once")
-    if checkpoint is not None and not is_topic(data):
+    if c.checkpoint is not None and not topic:
         raise ValueError("checkpoints continue a Kafka topic: a file replay has nothing to "
                          "continue (give a kafka:// source)")
     kafka = None
-    if is_topic(data):
+    if topic:
         from kernelstream.kafka_client import KafkaReadOptions  # a topic: see TYPE_CHECKING
 
-        kafka = KafkaReadOptions(_parse_topic(data), idle_seconds=kafka_idle,
-                                 max_seconds=kafka_max_seconds, client=tuple(kafka_client))
-        if permutations != 1:
+        kafka = KafkaReadOptions(_parse_topic(c.data), idle_seconds=c.kafka_idle,
+                                 max_seconds=c.kafka_max_seconds, client=c.kafka_options)
+        if c.permutations != 1:
             raise ValueError("a Kafka topic is one stream in its own order: permutations must "
                              "be 1")
-        order = "file"
     if order not in ORDERS:
         raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
-    if order == "file" and permutations != 1:
+    if order == "file" and c.permutations != 1:
         raise ValueError("order='file' is a single stream: permutations must be 1")
-    if order == "file" and (first_permutation or stream_rows is not None):
+    if order == "file" and (c.first_permutation or c.stream_rows is not None):
         raise ValueError("order='file' is the whole stream in its own order: no "
                          "first_permutation or stream_rows")
-    if runner not in RUNNERS:
-        raise ValueError(f"runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
-    path, fmt = (data, fmt) if kafka is not None else resolve_data(data, fmt)
-    opts = _replay_options(pipeline_args)
-    if opts.block_size:
-        block_size = opts.block_size
-    if opts.metrics_window:
-        metrics_window = opts.metrics_window
+    check_runner(c.runner)
+    path, fmt = (c.data, c.read.fmt) if topic else resolve_data(c.data, c.read.fmt)
+    opts = _replay_options(c.pipeline_args)
+    reshuffle = c.reshuffle
     if opts.reshuffle_blocks:
         reshuffle = opts.reshuffle_blocks == "true"
-    early_state = opts.early_state or "auto"
-    read = ReadOptions(path=path, fmt=fmt, n_features=n_features, label_column=label_column,
-                       task=task, scale=scale, limit=limit, positive_label=positive_label,
-                       delimiter=delimiter, header=header, key_by=key_by,
-                       scale_target=scale_target, hash_features=hash_features, rows=rows)
+    read = replace(c.read, path=path, fmt=fmt)
     if kafka is not None:
         from kernelstream.kafka_client import check_read_options
 
         check_read_options(read)
-    return ReplayRun(data=os.fspath(data), configs=list(as_configs(configs).values()),
-                     out=os.fspath(out), read=read, seed=seed, permutations=permutations,
-                     block_size=block_size, metrics_window=metrics_window, reshuffle=reshuffle,
-                     scramble=scramble, order=order, chunk_bytes=chunk_bytes, runner=runner,
-                     pipeline_args=list(pipeline_args), early_state=early_state,
+    return ReplayRun(data=c.data, configs=list(c.learners), out=c.out, read=read, seed=c.seed,
+                     permutations=c.permutations, block_size=opts.block_size or c.block_size,
+                     metrics_window=opts.metrics_window or c.metrics_window,
+                     reshuffle=reshuffle, scramble=c.scramble, order=order,
+                     chunk_bytes=c.chunk_bytes, runner=c.runner,
+                     pipeline_args=list(c.pipeline_args), early_state=opts.early_state or "auto",
                      kafka=kafka,
-                     kafka_out=None if kafka_out is None else _parse_topic(kafka_out),
-                     kafka_client=tuple(kafka_client),
-                     checkpoint=None if checkpoint is None else os.fspath(checkpoint),
-                     shard=shard, shards=shards, first_permutation=first_permutation,
-                     stream_rows=stream_rows)
+                     kafka_out=None if c.kafka_out is None else _parse_topic(c.kafka_out),
+                     kafka_client=c.kafka_options, checkpoint=c.checkpoint, shard=shard,
+                     shards=shards, first_permutation=c.first_permutation,
+                     stream_rows=c.stream_rows)
 
 
 def _parse_topic(url: str) -> KafkaTopic:
@@ -262,24 +232,23 @@ def _parse_topic(url: str) -> KafkaTopic:
 
 
 def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
-               out: str | os.PathLike[str], **kw: Any) -> ReplayResult:
+               out: str | os.PathLike[str], **options: Any) -> ReplayResult:
     """Run the replay of ``data`` for ``configs`` (``LearnerConfig`` s or
-    ``(name, learner, params)`` tuples) and write ``out/{predictions,metrics,dead_letters}/``
-    as Parquet. Keyword arguments are those of :func:`make_run` (data options as in
-    ``data.load``, ``seed``, ``permutations``, ``limit``, ``scale``, ``key_by``,
-    ``block_size``, ``metrics_window``, ``reshuffle``, ``scramble``, ``order``,
-    ``chunk_bytes``, ``runner``, ``pipeline_args``).
+    ``(label, learner, params)`` tuples) and write ``out/{predictions,metrics,dead_letters}/``
+    as Parquet; ``options`` are fields of :class:`ReplayConfig` (``seed``, ``permutations``,
+    ``runner``, ``block_size``, ``order`` ...) or of its read options (``scale``, ``limit``,
+    ``key_by`` ..., as in ``data.load``).
 
     ``order="permuted"`` (the default, the papers' protocol) loads the data set on one worker
     to permute it; ``order="file"`` streams the file in its own order through the chunked
     reader, for files larger than one worker's memory."""
-    return execute(make_run(data, configs, out, **kw))
+    return execute(make_run(data, configs, out, **options))
 
 
 def run_loop_outputs(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
-                     out: str | os.PathLike[str], **kw: Any) -> ReplayResult:
+                     out: str | os.PathLike[str], **options: Any) -> ReplayResult:
     """:func:`run_replay` on the loop runner: the same files from a plain Python loop."""
-    return execute(replace(make_run(data, configs, out, **kw), runner="loop"))
+    return run_replay(data, configs, out, **{**options, "runner": "loop"})
 
 
 _HELD = threading.local()  # the checkpoint locks this thread holds: {directory: lock}
@@ -316,7 +285,7 @@ def execute(run: ReplayRun) -> ReplayResult:
 
 
 def _execute(run: ReplayRun) -> ReplayResult:
-    configs = {c.name: {"learner": c.learner, "params": c.params} for c in run.configs}
+    configs = records(run.configs)
     if run.checkpoint is not None:
         fs.makedirs(run.checkpoint)
         run = replace(run, resume_from=ckpts.latest(run.checkpoint),
@@ -439,37 +408,13 @@ def clear_outputs(out: str) -> None:
 # -- CLI adapter ---------------------------------------------------------------------------------
 
 
-def replay_for_config(config: Any, runner: str | None = None,
-                      pipeline_args: Sequence[str] = (), **kw: Any) -> ReplayResult:
-    """Run a CLI ``ReplayConfig`` (``kernelstream.pipelines.config``) on ``runner`` (default:
-    the config's) and return the :class:`ReplayResult`. ``kw``: further :func:`make_run`
-    arguments (``shard``/``shards`` for a shard of ``replay --workers``)."""
-    return run_replay(
-        config.data, config_learners(config), config.out, seed=config.seed,
-        permutations=config.permutations,
-        limit=config.limit, scale=config.scale, fmt=config.fmt, task=config.task,
-        n_features=config.n_features, label_column=config.label_column,
-        positive_label=config.positive_label, delimiter=config.delimiter,
-        header=config.header, scale_target=config.scale_target, key_by=config.key_by,
-        runner=runner or config.runner,
-        pipeline_args=list(config.pipeline_args) + list(pipeline_args),
-        kafka_idle=config.kafka_idle, kafka_max_seconds=config.kafka_max_seconds,
-        kafka_out=config.kafka_out, kafka_client=config.kafka_options,
-        checkpoint=config.checkpoint, hash_features=getattr(config, "hash_features", None),
-        rows=getattr(config, "rows", "auto"),
-        first_permutation=getattr(config, "first_permutation", 0),
-        stream_rows=getattr(config, "stream_rows", None), **kw,
-    )
+def run_config(config: ReplayConfig, **changes: Any) -> ReplayResult:
+    """Run ``config`` (with ``changes``: other :class:`ReplayConfig` field values, e.g. a
+    shard of ``replay --workers``) and return the :class:`ReplayResult`."""
+    return execute(plan(replace(config, **changes) if changes else config))
 
 
-def config_learners(config: Any) -> list[LearnerConfig]:
-    """The :class:`LearnerConfig` s of a CLI ``ReplayConfig``."""
-    return [LearnerConfig(c.label, c.name, c.params, c.seed_name) for c in config.learners]
-
-
-def run_replay_config(config: Any, runner: str | None = None,
-                      pipeline_args: Sequence[str] = (), **kw: Any) -> list[EvalResult]:
-    """:func:`replay_for_config`, as the per-configuration ``EvalResult`` s (the loop's
+def run_replay_config(config: ReplayConfig, **changes: Any) -> list[EvalResult]:
+    """:func:`run_config`, as the per-configuration ``EvalResult`` s (the loop's
     ``summary.json`` schema)."""
-    res = replay_for_config(config, runner, pipeline_args, **kw)
-    return res.eval_results(config_learners(config), config.seed)
+    return run_config(config, **changes).eval_results(config.learners, config.seed)

@@ -10,7 +10,6 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from kernelstream import data, fs
@@ -22,6 +21,7 @@ from kernelstream.pipelines.config import (
     ConfigError,
     ReplayConfig,
     default_out,
+    display_name,
     is_topic,
     learner_configs,
     resolve_task,
@@ -94,10 +94,7 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
     task = resolve_task(configs, args.task)
     src = args.data or DEFAULT_DATASET
     kafka_src = is_topic(src)
-    try:  # embedded names and their aliases display as the canonical name
-        dataset = data.embedded_dataset_info(src)["name"]
-    except KeyError:
-        dataset = src.rsplit("/", 1)[-1] if kafka_src else Path(src).name
+    dataset = display_name(src)
     settings = kafka_options(args, kafka_src)
     if args.permutations < 1:
         raise ConfigError(f"--permutations must be >= 1, got {args.permutations}")
@@ -134,21 +131,15 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         out=args.out if args.out else str(default_out(dataset, configs)),
         seed=args.seed,
         permutations=args.permutations,
-        limit=args.limit,
-        scale=args.scale,
-        scale_target=args.scale_target,
-        task=task,
-        fmt=args.format,
-        label_column=None if args.label_column is None else int_or_str(args.label_column),
-        n_features=args.n_features,
-        positive_label=args.positive_label,
-        delimiter=args.delimiter,
-        header=args.header,
-        hash_features=args.hash_features,
-        rows=args.rows,
+        read=ReadOptions(
+            path=src, fmt=args.format, n_features=args.n_features,
+            label_column=None if args.label_column is None else int_or_str(args.label_column),
+            task=task, scale=args.scale, limit=args.limit, positive_label=args.positive_label,
+            delimiter=args.delimiter, header=args.header,
+            key_by=None if args.key_by is None else int_or_str(args.key_by),
+            scale_target=args.scale_target, hash_features=args.hash_features, rows=args.rows),
         runner=args.runner,
         stream=args.stream,
-        key_by=None if args.key_by is None else int_or_str(args.key_by),
         pipeline_args=tuple(getattr(args, "pipeline_args", ())),
         kafka_idle=args.kafka_idle,
         kafka_max_seconds=args.kafka_max_seconds,
@@ -191,11 +182,10 @@ def check_data(config: ReplayConfig) -> None:
     sets and Kafka topics (checked by their source) are skipped. Returns nothing; the width
     seen feeds :func:`check_memory`."""
     src = config.data
-    width = config.n_features
+    width = config.read.n_features
     if not is_topic(src) and not is_embedded(src) and fs.exists(src):
-        opts = config.read_options()
         try:
-            report = data_check.check_file(opts, max_records=_PRECHECK_RECORDS)
+            report = data_check.check_file(config.read, max_records=_PRECHECK_RECORDS)
         except (ValueError, OSError) as exc:
             raise ConfigError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
         problem = data_check.verdict(report)
@@ -205,11 +195,11 @@ def check_data(config: ReplayConfig) -> None:
         nnz: int | None = max(1, round(report.nnz_mean))
     else:
         nnz = None
-    if config.hash_features is not None:
-        width = 1 << config.hash_features
+    if config.read.hash_features is not None:
+        width = 1 << config.read.hash_features
     # the rows the learners will get (embedded sets are narrow and dense; --stream is dense)
     sparse = (config.stream == "none" and (nnz is not None or is_topic(src))
-              and config.read_options().sparse_rows(width or 1))
+              and config.read.sparse_rows(width or 1))
     check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz)
 
 
@@ -248,11 +238,11 @@ def check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
 
     for c in configs:
         try:
-            check_width(c.name, dict(c.params), max(int(width), 1), sparse=sparse,
+            check_width(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
                         nnz_per_row=nnz)
         except WidthError as e:
             raise ConfigError(f"learner {c.label}: {e}") from None
-        need, what = memory_estimate(c.name, dict(c.params), max(int(width), 1), sparse=sparse,
+        need, what = memory_estimate(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
                                      nnz_per_row=nnz)
         if need > _WARN_BYTES:  # it fits, but a user should know before waiting for it
             print(f"{PROG}: note: learner {c.label} plans {fmt_bytes(need)} for {what}; "

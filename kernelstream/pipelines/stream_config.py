@@ -16,15 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelstream.engine.learner_config import LearnerConfig, records
+from kernelstream.engine.stream_rows import OUTPUTS
 from kernelstream.pipelines.config import ConfigError, learner_configs, resolve_task
 
 SCHEME = "kafka://"
 EXIT_STOPPED = 130
-RUNNERS = ("direct", "portable")
 # kafka_client.confluent.KAFKA_CLIENTS (not imported: this module stays free of the clients)
 KAFKA_CLIENTS = ("auto", "confluent", "kafka-python")
 KEY_BY = ("id-prefix",)
-OUTPUT_NAMES = ("predictions", "outcomes", "unlabeled", "metrics", "dead_letters")
+OUTPUT_NAMES = OUTPUTS  # the stream's outputs, by name
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -75,7 +76,7 @@ class StreamConfig:
     bootstrap: str
     topics: tuple[str, ...]
     labels_topic: str | None
-    configs: tuple[Any, ...]  # engine.core.LearnerConfig
+    configs: tuple[LearnerConfig, ...]
     spec: Any  # engine.stream_routing.StreamSpec
     out: str | None  # None: the checkpoint's, else runs/stream-<topic>-<learners>
     checkpoint: str | None = None
@@ -99,7 +100,7 @@ class StreamConfig:
 
     def configs_doc(self) -> dict[str, Any]:
         """The learner configurations as a checkpoint records them (the replay's form)."""
-        return {c.name: {"learner": c.learner, "params": dict(c.params)} for c in self.configs}
+        return records(self.configs)
 
     def stream_doc(self) -> dict[str, Any]:
         """What a checkpoint's models depend on besides the learners."""
@@ -124,12 +125,11 @@ def _check_width(spec: Any) -> None:  # engine.stream_routing.StreamSpec
         try:
             check_width(c.learner, dict(c.params), spec.n_features, sparse=spec.sparse)
         except WidthError as e:
-            raise ConfigError(f"learner {c.name}: {e}") from None
+            raise ConfigError(f"learner {c.label}: {e}") from None
 
 
 def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
     """Arguments → a :class:`StreamConfig`; raises ``ValueError`` (one line) on bad input."""
-    from kernelstream.engine.core import LearnerConfig
     from kernelstream.engine.stream_routing import StreamSpec
     from kernelstream.kafka_client.clients import client_settings
 
@@ -146,8 +146,6 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
         labels_topic = lt[0]
     configs = learner_configs(args.learner or [], args.param or [])
     task = resolve_task(configs, args.task)
-    engine_configs = tuple(LearnerConfig(c.label, c.name, c.params, c.seed_name)
-                           for c in configs)
     fmt = args.format or "libsvm"
     hash_bits = getattr(args, "hash_features", None)
     if fmt == "libsvm" and args.n_features is None and hash_bits is None:
@@ -219,7 +217,7 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
                           "resumes on its own")
     try:
         spec = StreamSpec(
-            configs=engine_configs, seed=args.seed, fmt=fmt, n_features=args.n_features,
+            configs=configs, seed=args.seed, fmt=fmt, n_features=args.n_features,
             label_column=label_column, delimiter=args.delimiter or ",", task=task,
             positive_label=args.positive_label,
             key_by=None if args.key_by is None else args.key_by,
@@ -231,7 +229,7 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
         raise ConfigError(str(exc)) from None
     _check_width(spec)
     return StreamConfig(
-        bootstrap=bootstrap, topics=topics, labels_topic=labels_topic, configs=engine_configs,
+        bootstrap=bootstrap, topics=topics, labels_topic=labels_topic, configs=configs,
         spec=spec, out=args.out, checkpoint=args.checkpoint, kafka_out=kafka_out,
         kafka_outputs=kafka_outputs,
         client=client, kafka_client=kafka_client, init_from=args.init_from,

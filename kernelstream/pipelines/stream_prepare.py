@@ -50,7 +50,7 @@ class Prepared:
 
 def _default_out(config: StreamConfig) -> str:
     return os.path.join("runs", f"stream-{config.topics[0]}-"
-                        + "+".join(c.name for c in config.configs))
+                        + "+".join(c.label for c in config.configs))
 
 
 def _check_resume(config: StreamConfig, info: dict[str, Any], directory: str) -> None:

@@ -119,7 +119,7 @@ class _Worker:
 def stream_count(config: ReplayConfig) -> int | None:
     """The run's stream keys (configurations × permutations), or None with ``--key-by`` (the
     entities are known only once the data is read)."""
-    return None if config.key_by is not None else len(config.learners) * config.permutations
+    return None if config.read.key_by is not None else len(config.learners) * config.permutations
 
 
 def effective_workers(config: ReplayConfig) -> int:

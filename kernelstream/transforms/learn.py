@@ -31,15 +31,14 @@ from apache_beam.transforms.window import GlobalWindows
 from kernelstream.engine.blocks import Block, PredictionBlock
 from kernelstream.engine.checkpoints import SavedStates
 from kernelstream.engine.core import (
-    LearnerConfig,
     Progress,
     StreamLearner,
     StreamState,
-    as_configs,
     decode_stream_state,
     encode_stream_state,
 )
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
+from kernelstream.engine.learner_config import LearnerConfig, as_configs
 from kernelstream.engine.metrics import METRICS_NAMESPACE
 from kernelstream.engine.ordering import ParkedBlocks, drain_gaps, release_in_order
 from kernelstream.transforms.blocks import StatelessCoder

@@ -20,12 +20,13 @@ from typing import Any
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.stream_routing import StreamSpec
 from kernelstream.transforms.kafka_read import drain_requested
 
 STATES_TAG = "states"
 PROGRESS_TAG = "progress"
-DEAD_LETTERS = "dead_letters"
+DEAD_LETTERS = DEAD_LETTER_TAG  # the stream's dead letters: the replay's output name
 PASS_KEY = ""  # Route → Learn: items for Commit, not for a model (model keys are CONFIG#...)
 CRASH_ENV = "KERNELSTREAM_CRASH_AT"
 CRASH_POINTS = (

@@ -115,11 +115,11 @@ def test_huge_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_check_memory_is_budget_times_width() -> None:
-    from kernelstream.pipelines.config import LearnerConfig
+    from kernelstream.engine.learner_config import LearnerConfig
 
-    small = LearnerConfig("bogd", "bogd", {"budget": 100}, "classification")
+    small = LearnerConfig("bogd", "bogd", {"budget": 100})
     replay_args.check_memory([small], 1000)
-    big = LearnerConfig("bogd", "bogd", {"budget": 10**6}, "classification")
+    big = LearnerConfig("bogd", "bogd", {"budget": 10**6})
     width = replay_args.available_memory() // (8 * 10**6) + 1
     with pytest.raises(ValueError, match="budget"):
         replay_args.check_memory([big], width)

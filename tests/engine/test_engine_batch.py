@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from _helpers import route_one_by_one
 
-from kernelstream.engine.core import LearnerConfig
 from kernelstream.engine.events import (
     BULK_MIN,
     ModelState,
@@ -26,6 +25,7 @@ from kernelstream.engine.events import (
     StreamSpec,
     reference_outputs,
 )
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.records import SourceRecord
 from kernelstream.learners.base import Learner
 
@@ -147,7 +147,7 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.label)
 @pytest.mark.parametrize("key_by", [None, "id-prefix"])
 def test_process_many_equals_process(cfg: LearnerConfig, key_by: str | None,
                                      monkeypatch: pytest.MonkeyPatch) -> None:

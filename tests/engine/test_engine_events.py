@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernelstream.engine.core import LearnerConfig
 from kernelstream.engine.events import (
     Outputs,
     ParsedRecord,
@@ -20,6 +19,7 @@ from kernelstream.engine.events import (
     merge_group,
     reference_outputs,
 )
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.records import SourceRecord
 from kernelstream.engine.stream_rows import nearest_rank, stream_schemas
 from kernelstream.sparse import CSR
@@ -513,7 +513,7 @@ def test_applied_offsets_skip_replayed_records() -> None:
     LearnerConfig("perc", "perceptron", {}),
     LearnerConfig("ea2oks", "ea2oks", {}),
     LearnerConfig("oks", "oks", {}),
-], ids=lambda c: c.name)
+], ids=lambda c: c.label)
 def test_state_round_trip_is_bit_identical(cfg: LearnerConfig) -> None:
     recs = mixed_stream(6)
     s = mixed_spec((cfg,), key_by="id-prefix")

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from kernelstream.engine.blocks import Block, StreamKey
-from kernelstream.engine.core import LearnerConfig, StreamLearner, StreamState
+from kernelstream.engine.core import StreamLearner, StreamState
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.outputs import METRICS_SCHEMA, rows_batch
 from kernelstream.learners.testing import make_stream, small_params
 

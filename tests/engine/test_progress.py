@@ -75,7 +75,7 @@ def test_expected_examples_counts_records_times_streams(tmp_path: Path) -> None:
     assert expected_examples(_run(lib, limit=3, permutations=2)) == 4 * 3
     assert expected_examples(_run(lib, stream_rows=2, first_permutation=1000)) == 2 * 2
     # two shards: a stream each
-    assert [expected_examples(_run(lib, shard=i, shards=2)) for i in (0, 1)] == [4, 4]
+    assert [expected_examples(_run(lib, shard=(i, 2))) for i in (0, 1)] == [4, 4]
     csv = tmp_path / "d.csv"
     csv.write_text("f1,f2,label\n1,2,a\n3,4,b\n5,6,a\n")
     assert expected_examples(_run(csv)) == 2 * 3

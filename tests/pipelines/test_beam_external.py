@@ -18,7 +18,7 @@ import pytest
 from _helpers import WorkerPool, start_worker_pool
 
 from kernelstream import data
-from kernelstream.engine.core import LearnerConfig
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.outputs import METRICS_SCHEMA, PREDICTIONS_SCHEMA, read_table
 from kernelstream.pipelines import cli
 from kernelstream.pipelines.beam_replay import local_job_service, resolve_early_state

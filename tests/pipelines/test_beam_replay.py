@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kernelstream import data, learners
-from kernelstream.engine.core import LearnerConfig
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.outputs import (
     DEAD_LETTER_SCHEMA,
     METRICS_SCHEMA,
@@ -83,7 +83,7 @@ def assert_matches_evaluate(res: ReplayResult, configs: list[LearnerConfig], pat
     for cfg in configs:
         ref = evaluate(X, y, cfg.learner, cfg.params, seed=SEED, permutations=permutations,
                        progress=None)
-        mine = got[cfg.name]
+        mine = got[cfg.label]
         assert mine.n_features == ref.n_features and mine.examples == ref.examples
         for a, b in zip(mine.runs, ref.runs, strict=True):
             assert (a.permutation, a.examples, a.mistakes, a.mistake_rate, a.avg_loss,
@@ -94,7 +94,7 @@ def assert_matches_evaluate(res: ReplayResult, configs: list[LearnerConfig], pat
 def assert_scores_equal_step_loop(out: Path, cfg: LearnerConfig, X: np.ndarray, y: np.ndarray,
                                   r: int) -> None:
     t = _table(out, "predictions")
-    key = f"{cfg.name}#{r}"
+    key = f"{cfg.label}#{r}"
     mask = np.array(t.column("key").to_pylist()) == key
     sub = t.filter(pa.array(mask))
     perm = permutation(X.shape[0], SEED, r)
@@ -280,7 +280,7 @@ def test_run_replay_config_gives_the_cli_runner_results(german: Path, tmp_path: 
     results = run_replay_config(cfg)
     X, y = data.load(german)
     for res, lc in zip(results, lcs, strict=True):
-        ref = evaluate(X, y, lc.name, lc.params, seed=SEED, permutations=2, label=lc.label,
+        ref = evaluate(X, y, lc.learner, lc.params, seed=SEED, permutations=2, label=lc.label,
                        progress=None)
         a, b = res.to_summary(), ref.to_summary()
         for k in ("learner", "label", "params", "seed_name", "task", "loss", "examples",

@@ -20,7 +20,7 @@ import pytest
 from _remote_fs import PREFIX, ROOT_ENV
 
 from kernelstream import data, fs
-from kernelstream.engine.core import LearnerConfig
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.outputs import (
     DEAD_LETTER_SCHEMA,
     METRICS_SCHEMA,

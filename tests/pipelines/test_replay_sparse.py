@@ -19,7 +19,7 @@ from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import TextFormat
 from kernelstream.engine.blocks import Block, concat_blocks
 from kernelstream.engine.chunks import file_chunks, make_plan, read_chunk, scan_chunk
-from kernelstream.engine.core import LearnerConfig
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.outputs import METRICS_SCHEMA, PREDICTIONS_SCHEMA, read_table
 from kernelstream.engine.replay import load_rows
 from kernelstream.pipelines import cli, replay_args
@@ -210,7 +210,7 @@ def huge_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     return path, len(lines)
 
 
-_FILE_ORDER = ("import sys; from kernelstream.engine.core import LearnerConfig; "
+_FILE_ORDER = ("import sys; from kernelstream.engine.learner_config import LearnerConfig; "
                "from kernelstream.pipelines.replay import run_replay; "
                "run_replay(sys.argv[1], [LearnerConfig('bpa-s', 'bpa-s', {'budget': 100})], "
                "sys.argv[2], runner='direct', order='file', chunk_bytes=1 << 20)")

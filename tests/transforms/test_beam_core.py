@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from kernelstream import learners
 from kernelstream.engine.blocks import Block, PredictionBlock, StreamKey, concat_blocks
-from kernelstream.engine.core import LearnerConfig, StreamState
+from kernelstream.engine.core import StreamState
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.metrics import exact_add, exact_value
 from kernelstream.engine.ordering import OrderCursor, release_in_order
 from kernelstream.engine.replay import StreamSpec, array_loader, stream_blocks
@@ -224,9 +225,9 @@ def test_learn_predict_equals_loop_for_every_learner_out_of_order(tmp_path: Any)
     cls_cfgs = [c for c in configs if learners.make(c.learner, **c.params).task
                 == "classification"]
     reg_cfgs = [c for c in configs if c not in cls_cfgs]
-    spec_c = StreamSpec(tuple(c.name for c in cls_cfgs), seed=SEED, permutations=R,
+    spec_c = StreamSpec(tuple(c.label for c in cls_cfgs), seed=SEED, permutations=R,
                         block_size=32)
-    spec_r = StreamSpec(tuple(c.name for c in reg_cfgs) or ("none",), seed=SEED,
+    spec_r = StreamSpec(tuple(c.label for c in reg_cfgs) or ("none",), seed=SEED,
                         permutations=R, block_size=32)
     cp, cf = Collector(tmp_path / "p"), Collector(tmp_path / "f")
     with beam.Pipeline(runner=FnApiRunner()) as p:
@@ -251,7 +252,7 @@ def test_learn_predict_equals_loop_for_every_learner_out_of_order(tmp_path: Any)
     for cfg in configs:
         y = yr if cfg in reg_cfgs else yc
         for r in range(R):
-            key = StreamKey(cfg.name, r).encode()
+            key = StreamKey(cfg.label, r).encode()
             parts = sorted(by_key[key], key=lambda b: b.start)
             assert [b.start for b in parts] == list(range(0, n, 32))
             got = np.concatenate([b.score for b in parts])
@@ -263,7 +264,7 @@ def test_learn_predict_equals_loop_for_every_learner_out_of_order(tmp_path: Any)
         # the summary derived from the metrics output equals the reference evaluate()
         ev = evaluate(X, y, cfg.learner, cfg.params, seed=SEED, permutations=R, progress=None)
         for r, run in enumerate(ev.runs):
-            f = final_by_key[StreamKey(cfg.name, r).encode()]
+            f = final_by_key[StreamKey(cfg.label, r).encode()]
             assert f["examples"] == run.examples
             assert f["mistakes"] == run.mistakes
             assert f["mistake_rate"] == run.mistake_rate

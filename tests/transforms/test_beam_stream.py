@@ -21,7 +21,7 @@ from apache_beam.testing import test_stream
 
 from kernelstream import learners
 from kernelstream.engine.blocks import Block, StreamKey
-from kernelstream.engine.core import LearnerConfig
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.outputs import (
     METRICS_SCHEMA,
     PREDICTIONS_SCHEMA,
@@ -41,7 +41,7 @@ def test_teststream_out_of_order_with_watermarks_equals_loop(tmp_path: Path) -> 
     n, B = 160, 20
     X, y = make_stream("classification", n, seed=3)
     configs = [LearnerConfig(name, name, small_params(name)) for name in learners.available()]
-    spec = StreamSpec(tuple(c.name for c in configs), seed=SEED, permutations=1, block_size=B)
+    spec = StreamSpec(tuple(c.label for c in configs), seed=SEED, permutations=1, block_size=B)
     blocks = list(stream_blocks(array_loader(X, y)(), spec))
     random.Random(5).shuffle(blocks)
 
@@ -71,7 +71,7 @@ def test_teststream_out_of_order_with_watermarks_equals_loop(tmp_path: Path) -> 
     max_buffered = 0
     for cfg in configs:
         for r in range(1):
-            key = StreamKey(cfg.name, r).encode()
+            key = StreamKey(cfg.label, r).encode()
             mine = sorted((row for row in preds if row["key"] == key),
                           key=lambda row: row["position"])
             assert [row["position"] for row in mine] == list(range(n))

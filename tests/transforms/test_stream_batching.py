@@ -14,8 +14,8 @@ from dataclasses import replace
 
 from _helpers import route_one_by_one
 
-from kernelstream.engine.core import LearnerConfig
 from kernelstream.engine.events import StreamEngine, StreamSpec
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.records import SourceRecord
 from kernelstream.transforms.kafka_read import ReadProgress, RecordBatch
 from kernelstream.transforms.stream import (

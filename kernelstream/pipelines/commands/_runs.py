@@ -1,11 +1,10 @@
-"""The run machinery ``replay`` and ``tune`` share: the runners by name (:data:`RUNNERS`), the
+"""The run machinery ``replay`` and ``tune`` share: a run on its runner (:func:`run`), the
 start of a run (:func:`started`: ``--workers`` processes, data check, output directory), the
 summary table and ``summary.json`` (:func:`build_summary`, schema in README.md).
 
 Flow of a run: :class:`~kernelstream.pipelines.config.ReplayConfig` → a runner from
-:data:`RUNNERS` (returns one :class:`~kernelstream.evaluate.EvalResult` per learner
-configuration) → summary table and ``summary.json``. Runners are looked up by name so the Beam
-runners sit in the same table as the plain loop. The engine, pyarrow and Beam are imported by
+:func:`run` (returns one :class:`~kernelstream.evaluate.EvalResult` per learner
+configuration) → summary table and ``summary.json``. The engine, pyarrow and Beam are imported by
 the runners when they run, never here.
 """
 
@@ -14,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,6 @@ from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.pipelines.commands._common import error, progress_to_stderr
 from kernelstream.pipelines.config import (
-    REPLAY_RUNNERS,
     ConfigError,
     DataError,
     ReplayConfig,
@@ -53,7 +51,6 @@ class RunOutput:
     keys: list[dict[str, Any]] = field(default_factory=list)
 
 
-Runner = Callable[..., RunOutput]  # (config[, WorkerPool of --workers]) -> RunOutput
 # errors whose message is the whole story (one line, exit 2): another run holds the checkpoint
 # directory, a resume offset outside the log, a broker that does not answer
 OWN_LINE = (CheckpointInUse, OffsetOutOfLog, ConnectionError)
@@ -66,63 +63,47 @@ def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
     from kernelstream.evaluate import stderr_progress  # imports the learners: only for a run
 
     try:
-        X, y = data.load_dataset(config.data, **config.load_kwargs())
+        X, y = data.load_dataset(config.data, **config.read.load_kwargs())
     except (ValueError, OSError) as exc:  # ParseError is a ValueError and names file:line
         raise DataError(str(exc)) from exc
     if X.shape[0] == 0:
         raise DataError(f"{config.data}: no examples")
     progress = None if config.quiet else stderr_progress
     return [
-        evaluate_stream(
-            X, y, config.stream, c.name, c.params, seed=config.seed,
-            permutations=config.permutations, label=c.label, seed_name=c.seed_name,
-            progress=progress,
-        )
+        evaluate_stream(X, y, config.stream, c, seed=config.seed,
+                        permutations=config.permutations, progress=progress)
         for c in config.learners
     ]
 
 
-def _replay_runner(name: str) -> Runner:
-    def run(config: ReplayConfig, pool: WorkerPool | None = None) -> RunOutput:
-        if config.stream != "none":
-            # adversarial streams are generated in memory and only summarised
-            if name != "loop":
-                raise ConfigError(f"--stream {config.stream} is only supported by --runner loop")
-            return RunOutput(_evaluate_in_memory(config))
-        # the replay machinery (engine, pyarrow, Kafka client; Beam for its runners): only here
-        from kernelstream.engine.outputs import parquet_files
-        from kernelstream.pipelines import replay
+def run(config: ReplayConfig, pool: WorkerPool | None = None) -> RunOutput:
+    """``config`` on its runner (``config.RUNNERS``; on the worker processes of ``pool`` with
+    ``--workers``): Parquet outputs, the summary from ``metrics/``. Adversarial streams
+    (``--stream``, loop runner only: ``replay_args`` refuses the others) are generated in
+    memory and only summarised."""
+    if config.stream != "none":
+        return RunOutput(_evaluate_in_memory(config))
+    # the replay machinery (engine, pyarrow, Kafka client; Beam for its runners): only here
+    from kernelstream.engine.outputs import parquet_files
+    from kernelstream.pipelines import replay
 
-        try:
-            if config.shard is not None:  # one worker process of --workers
-                replay.replay_for_config(config, name, shard=config.shard[0],
-                                         shards=config.shard[1])
-                return RunOutput([])  # the parent reads back and summarises all shards
-            # --workers: the worker processes started by cmd_replay
-            res = pool.finish() if pool is not None else replay.replay_for_config(config, name)
-        except OWN_LINE:
-            raise
-        except (FileNotFoundError, OSError) as exc:
-            raise DataError(str(exc)) from exc
-        # counts from the files themselves, so the summary adds up whatever the runner's
-        # support for Beam metrics
-        counts = {
-            out: sum(_parquet_rows(f) for f in parquet_files(fs.join(res.out, out)))
-            for out in ("predictions", DEAD_LETTER_TAG)
-        }
-        return RunOutput(res.eval_results(replay.config_learners(config), config.seed), counts,
-                         res.summaries)
-
-    run.__doc__ = (f"The replay on the {name!r} runner (Parquet outputs, summary from "
-                   "metrics); with a pool, on the worker processes of --workers.")
-    return run
-
-
-# direct: Beam's FnApiRunner in-process (named explicitly: no Prism download attempt);
-# portable: Beam's local job service (started and stopped here) or the --job_endpoint given
-# after "--" (e.g. a Flink job server); beam: the --runner given after "--" (FlinkRunner,
-# DataflowRunner, ...); loop: the engine in a plain loop (no Beam import).
-RUNNERS: dict[str, Runner] = {name: _replay_runner(name) for name in REPLAY_RUNNERS}
+    try:
+        if config.shard is not None:  # one worker process of --workers
+            replay.run_config(config)
+            return RunOutput([])  # the parent reads back and summarises all shards
+        # --workers: the worker processes started by cmd_replay
+        res = pool.finish() if pool is not None else replay.run_config(config)
+    except OWN_LINE:
+        raise
+    except (FileNotFoundError, OSError) as exc:
+        raise DataError(str(exc)) from exc
+    # counts from the files themselves, so the summary adds up whatever the runner's
+    # support for Beam metrics
+    counts = {
+        out: sum(_parquet_rows(f) for f in parquet_files(fs.join(res.out, out)))
+        for out in ("predictions", DEAD_LETTER_TAG)
+    }
+    return RunOutput(res.eval_results(config.learners, config.seed), counts, res.summaries)
 
 
 def execute(config: ReplayConfig, command: str, pool: WorkerPool | None = None
@@ -131,8 +112,7 @@ def execute(config: ReplayConfig, command: str, pool: WorkerPool | None = None
     a failure is printed as its one line (a failed worker's own lines) and its exit code
     returned instead."""
     try:
-        return (RUNNERS[config.runner](config) if pool is None
-                else RUNNERS[config.runner](config, pool))
+        return run(config, pool)
     except WorkerError as exc:  # --workers: the failed worker's own line(s) and exit code
         for line in exc.lines:
             print(line, file=sys.stderr)
@@ -168,12 +148,12 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
         "examples": examples,
         "n_features": (results[0].n_features if results
                        else max((k["n_features"] or 0 for k in run.keys), default=0)),
-        "task": config.task,
-        "scale": config.scale,
-        "scale_target": config.scale_target,
-        "limit": config.limit,
-        "hash_features": config.hash_features,
-        "rows": config.rows,
+        "task": config.read.task,
+        "scale": config.read.scale,
+        "scale_target": config.read.scale_target,
+        "limit": config.read.limit,
+        "hash_features": config.read.hash_features,
+        "rows": config.read.rows,
         "seed": config.seed,
         "permutations": config.permutations,
         "runner": config.runner,
@@ -185,12 +165,12 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
         # letter (source errors once, learner rejections once per stream)
         doc["predictions"] = run.counts.get("predictions", 0)
         doc["dead_letters"] = run.counts.get(DEAD_LETTER_TAG, 0)
-    if config.key_by is not None:
-        doc["key_by"] = config.key_by
+    if config.read.key_by is not None:
+        doc["key_by"] = config.read.key_by
     if configs:
         doc.update({k: v for k, v in configs[0].items() if k not in doc})
     doc["configs"] = configs
-    if config.key_by is not None:
+    if config.read.key_by is not None:
         doc["keys"] = run.keys  # one model per entity: per-key metrics
     return doc
 

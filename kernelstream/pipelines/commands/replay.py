@@ -27,7 +27,6 @@ from kernelstream.pipelines.commands._common import (
     progress_to_stderr,
 )
 from kernelstream.pipelines.commands._runs import (
-    RUNNERS,
     RefusedError,
     build_summary,
     execute,
@@ -39,6 +38,7 @@ from kernelstream.pipelines.config import (
     DEFAULT_DATASET,
     PROG,
     ReplayConfig,
+    runners_for,
 )
 from kernelstream.pipelines.replay_args import replay_config, shard_arg, workers_arg
 from kernelstream.streams import STREAMS
@@ -88,7 +88,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "(paper 003: blocks of one repeated example, labels negated on even blocks; "
                    "german-1 = 500x10 rounds, german-2 = 500x20); each of the R repetitions "
                    "draws its own stream (default: none)")
-    p.add_argument("--runner", choices=sorted(RUNNERS), default=None,
+    p.add_argument("--runner", choices=sorted(runners_for("replay")), default=None,
                    help="direct: Apache Beam in-process (FnApiRunner, the default; loop with "
                    "--stream); portable: "
                    "Beam's portable job API (starts a local job service unless "
@@ -186,7 +186,7 @@ def _run_once(config: ReplayConfig, brief: bool = False,
         return 0
     if run.results:
         print(format_table(run.results))
-    if run.keys and config.key_by is not None:
+    if run.keys and config.read.key_by is not None:
         print(f"{len(run.keys)} per-entity models (see summary.json 'keys' and metrics/)")
     if run.counts.get(DEAD_LETTER_TAG):
         print(f"dead letters: {run.counts[DEAD_LETTER_TAG]} rejected input records "

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelstream.pipelines.commands._common import error
-from kernelstream.pipelines.config import PROG, REPLAY_RUNNERS
+from kernelstream.pipelines.config import PROG, runners_for
 
 # paper -> module of kernelstream.experiments, in the order ``all`` runs them
 PAPERS = {"baselines": "baselines", "p3": "p3"}
@@ -69,7 +69,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--work-dir", type=Path,
                    help="prepared data files and the replays' outputs (default: a temporary "
                    "directory, removed afterwards)")
-    p.add_argument("--runner", choices=REPLAY_RUNNERS, default="direct",
+    p.add_argument("--runner", choices=runners_for("reproduce"), default="direct",
                    help="the replay's runner (default: direct)")
     p.add_argument("--workers", "-j", type=workers_arg, default=1, metavar="N",
                    help="split each replay's keys over N processes (as replay --workers)")

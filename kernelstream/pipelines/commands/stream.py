@@ -9,10 +9,11 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
 from kernelstream.pipelines.commands._common import add_learner_arguments, error
-from kernelstream.pipelines.config import PROG, TASKS
+from kernelstream.pipelines.config import PROG, TASKS, runners_for
 from kernelstream.pipelines.replay_args import hash_bits
-from kernelstream.pipelines.stream_config import KAFKA_CLIENTS, KEY_BY, RUNNERS, stream_config
+from kernelstream.pipelines.stream_config import KAFKA_CLIENTS, KEY_BY, stream_config
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -51,9 +52,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="hash LIBSVM feature indices into 2^K columns (K, 2^K or the power of "
                    "two), colliding values summed: a fixed width for open vocabularies "
                    "(instead of --n-features)")
-    p.add_argument("--rows", choices=("auto", "dense", "sparse"), default="auto",
+    p.add_argument("--rows", choices=ROWS, default="auto",
                    help="features as dense rows or sparse CSR rows (memory grows with the "
-                   "non-zeros); auto: sparse for LIBSVM messages wider than 2,048 features")
+                   f"non-zeros); auto: sparse for LIBSVM messages wider than "
+                   f"{AUTO_SPARSE_WIDTH:,} features")
     p.add_argument("--label-column", metavar="COL",
                    help="label position of CSV messages (0-based; default: last)")
     p.add_argument("--delimiter", metavar="CHAR", help="CSV delimiter (default: ,)")
@@ -96,7 +98,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="drain after this long and exit 0")
     r.add_argument("--idle-stop", metavar="DURATION",
                    help="drain once no event arrived for this long and exit 0")
-    r.add_argument("--runner", choices=RUNNERS, default="direct",
+    r.add_argument("--runner", choices=runners_for("stream"), default="direct",
                    help="direct: Beam's FnApiRunner in this process (default); portable: "
                    "Beam's job API (a local job service unless --job_endpoint is given after "
                    "'--'; LOOPBACK unless --environment_type). Beam options go after '--'")

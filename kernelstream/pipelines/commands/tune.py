@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelstream import __version__, data, fs
+from kernelstream import __version__, fs
 from kernelstream._json import json_safe
 from kernelstream.experiments import tuning
 from kernelstream.pipelines.commands._common import (
@@ -39,8 +39,10 @@ from kernelstream.pipelines.config import (
     PROG,
     ConfigError,
     ReplayConfig,
+    display_name,
     is_topic,
     parse_learner_spec,
+    runners_for,
 )
 from kernelstream.pipelines.replay_args import replay_config, shard_arg, workers_arg
 
@@ -110,7 +112,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_prepare_arguments(d)
     p.add_argument("--out", "-o", metavar="DIR",
                    help="output directory (default: runs/tune-<dataset>-<learner>)")
-    p.add_argument("--runner", choices=("direct", "loop"), default="direct",
+    p.add_argument("--runner", choices=runners_for("tune"), default="direct",
                    help="direct: Apache Beam in-process; loop: the plain reference loop "
                    "(default: direct)")
     p.add_argument("--workers", "-j", type=workers_arg, default=1, metavar="N",
@@ -164,11 +166,7 @@ def tune_config(args: argparse.Namespace, argv: Sequence[str]) -> tuple[
                         for k, v in cells[i].items()]
     ns.permutations = args.tune_permutations
     if not args.out:
-        try:
-            dataset = data.embedded_dataset_info(args.data)["name"]
-        except KeyError:
-            dataset = Path(args.data).name
-        ns.out = str(Path("runs") / f"tune-{dataset}-{name}")
+        ns.out = str(Path("runs") / f"tune-{display_name(args.data)}-{name}")
     config = replay_config(ns, argv)
     config = replace(config, first_permutation=args.tune_perm, stream_rows=args.tune_rows)
     return config, axes, cells, chosen
@@ -184,7 +182,7 @@ def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     try:
         with started(config, "tune") as pool:
             if not config.quiet:
-                print(f"[tune] {config.learners[0].name}: {len(chosen)} of {len(cells)} cells x "
+                print(f"[tune] {config.learners[0].learner}: {len(chosen)} of {len(cells)} cells x "
                       f"{config.permutations} tuning permutation(s) from r = "
                       f"{config.first_permutation}", file=sys.stderr, flush=True)
             run = execute(config, "tune", pool)
@@ -222,16 +220,16 @@ def tuned_document(args: argparse.Namespace, argv: Sequence[str], config: Replay
             n_support_vectors=s["n_support_vectors"], seconds=s["seconds"],
             per_permutation=[(p.permutation, p.mistake_rate, p.avg_loss) for p in r.runs]))
     first = results[0]
-    best = tuning.choose(scores, config.task, args.ties)
+    best = tuning.choose(scores, config.read.task, args.ties)
     return tuning.tuned_doc(
-        learner=first.learner, task=config.task, loss=first.loss, cells=scores, chosen=best,
+        learner=first.learner, task=config.read.task, loss=first.loss, cells=scores, chosen=best,
         ties=args.ties, axes=axes,
         fixed=dict(spec.split("=", 1) for spec in (args.param or [])),
         data={"dataset": config.dataset, "data": config.data, "examples": first.examples,
-              "n_features": first.n_features, "task": config.task, "format": config.fmt,
-              "scale": config.scale, "scale_target": config.scale_target,
-              "limit": config.limit, "hash_features": config.hash_features,
-              "rows": config.rows},
+              "n_features": first.n_features, "task": config.read.task, "format": config.read.fmt,
+              "scale": config.read.scale, "scale_target": config.read.scale_target,
+              "limit": config.read.limit, "hash_features": config.read.hash_features,
+              "rows": config.read.rows},
         protocol={"seed": config.seed, "tune_perm": config.first_permutation,
                   "tune_permutations": config.permutations,
                   "permutations": list(range(config.first_permutation,

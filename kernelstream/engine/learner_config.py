@@ -1,0 +1,91 @@
+"""One learner configuration of a run: the object the CLI, the Python API, the engine and the
+Beam transforms all pass around.
+
+It lives below both the pipelines and the engine (the engine never imports ``pipelines``), and
+imports the learner registry only when asked for something only a learner knows (resolved
+parameters, the task, a learner), so commands that name no learner never load it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from kernelstream.engine.blocks import check_config_name
+from kernelstream.seeding import learner_seed
+
+if TYPE_CHECKING:
+    from kernelstream.learners import Learner
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """``label``: the configuration's name in the run (unique; the first field of its stream
+    keys and the scope of ``-p LABEL.key=value``); ``learner``: the registry name; ``params``:
+    its hyper-parameters (resolved here: defaults filled in, types checked, so a bad value
+    fails when the run is built, not inside a worker); ``seed_name``: the name hashed into the
+    learner seed, the registry name unless given, so a configuration's result depends neither
+    on its label nor on the other configurations of its grid."""
+
+    label: str
+    learner: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    seed_name: str = ""
+
+    def __post_init__(self) -> None:
+        check_config_name(self.label)
+        from kernelstream import learners  # the registry imports every learner module
+
+        resolved = learners.get(self.learner).resolve_params(dict(self.params))
+        object.__setattr__(self, "params", resolved)
+        if not self.seed_name:
+            object.__setattr__(self, "seed_name", self.learner)
+
+    @cached_property
+    def task(self) -> str:
+        """``classification`` or ``regression``: it can follow the parameters (e.g. a
+        regression loss), so an instance is asked."""
+        return self.make(0, 0).task
+
+    def make(self, base_seed: int, rep: int) -> Learner:
+        """The learner of permutation ``rep`` (seed ``seeding.learner_seed``)."""
+        from kernelstream import learners
+
+        return learners.make(self.learner, seed=learner_seed(base_seed, rep, self.seed_name),
+                             **self.params)
+
+    def record(self) -> dict[str, Any]:
+        """What a checkpoint records of the configuration (``engine.checkpoints``)."""
+        return {"learner": self.learner, "params": dict(self.params)}
+
+
+def as_configs(configs: Iterable[LearnerConfig | tuple[Any, ...]]) -> dict[str, LearnerConfig]:
+    """``LearnerConfig`` objects or ``(label, learner, params[, seed_name])`` tuples → by
+    label."""
+    out: dict[str, LearnerConfig] = {}
+    for c in configs:
+        cfg = c if isinstance(c, LearnerConfig) else LearnerConfig(*c)
+        if cfg.label in out:
+            raise ValueError(f"configuration name {cfg.label!r} given twice")
+        out[cfg.label] = cfg
+    if not out:
+        raise ValueError("no learner configuration given")
+    return out
+
+
+def learner_config(learner: str | LearnerConfig, params: Mapping[str, Any] | None = None,
+                   label: str | None = None, seed_name: str | None = None) -> LearnerConfig:
+    """``learner`` itself when it is a :class:`LearnerConfig` (then nothing else may be
+    given), else the configuration of the registry name ``learner`` (label: the name)."""
+    if isinstance(learner, LearnerConfig):
+        if params or label or seed_name:
+            raise TypeError("a LearnerConfig holds its own params, label and seed_name")
+        return learner
+    return LearnerConfig(label or learner, learner, params or {}, seed_name or "")
+
+
+def records(configs: Iterable[LearnerConfig]) -> dict[str, dict[str, Any]]:
+    """``{label: record}``: the configurations as a checkpoint records them."""
+    return {c.label: c.record() for c in configs}
