@@ -50,8 +50,9 @@ class ExpWeights:
 
     def update(self, c: np.ndarray) -> None:
         self.L += c
-        self.p = hedge(self.L, self.rate)
-        self.Lmin = float(self.L.min())
+        lmin = self.L.min()
+        self.p = hedge(self.L, self.rate, lmin)  # the minimum once (it is hedge's too)
+        self.Lmin = float(lmin)
 
     def get_state(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}r": np.array(self.r, dtype=np.int64), f"{prefix}L": self.L.copy(),
@@ -288,9 +289,9 @@ class BEA2OKS(EA2OKS):
         return len(parse_sigmas(self.sigmas)) * self.budget  # a budget per kernel
 
     def _restart(self) -> None:
-        B = self.budget
-        sizes = self.mirror.pool.sizes
-        full = sizes > B if self.reference_quirks else sizes >= B
-        for i in np.flatnonzero(full):
-            self.mirror.reset_kernel(int(i))
-            self.restarts[i] += 1
+        B = self.budget + 1 if self.reference_quirks else self.budget  # |S_i| > B or ≥ B
+        # the sizes as Python ints (a K-vector of numpy calls costs more than the test)
+        for i, sv in enumerate(self.mirror.pool.stores):
+            if sv.n >= B:
+                self.mirror.reset_kernel(i)
+                self.restarts[i] += 1
