@@ -409,6 +409,8 @@ def _load_experts() -> ModuleType | None:
     if blas is None:
         return None
     _ck_experts.bind(*blas, np.exp)
+    if mk is not None:  # EA2OKS's stores are scored with _ck_multi's exponential
+        _ck_experts.bind_vexp(mk.vexp_capsule)
     return _ck_experts if _experts_agree(_ck_experts) else None
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from kernelstream.learners import compiled
+from kernelstream.learners._selection import horizon_guess
 from kernelstream.learners.bao2ks import AO2MD_PARAMS, AO2MDLearner, step_size
 from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.experts import categorical, hedge
@@ -214,6 +215,99 @@ class EA2OKS(AO2MDLearner):
     def _restart(self) -> None:
         """BEA2OKS: restart every kernel whose support set reached the budget (the start-of-
         round test of the next round)."""
+
+    # -- compiled blocks --------------------------------------------------------------------
+    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        """The rounds of :meth:`_score` and :meth:`_update` in C (``compiled.ek.ea2oks_run``:
+        the same operations on the same numbers, with numpy's own BLAS and exp where this
+        code calls numpy, and ``_ck_multi``'s scores), back here for the rounds it leaves to
+        this code: while the reservoir fills, an accepted offer to it, a store that must grow,
+        a new guess of an unknown horizon, and BEA2OKS's restarts (after the round).
+
+        The draws: the uniforms of the next rounds are drawn ahead and the C code uses them in
+        the order of this code (the kernel draw, one per kernel with a margin below 1, the
+        reservoir's); the Generator is then rewound and advanced by the number used, so it
+        ends where the per-example code leaves it."""
+        ek = compiled.ek
+        mir = self.mirror
+        if ek is None or compiled.mk is None or self.K < 2 or self.K > 64 or mir.M < 2:
+            super()._learn_rows(X, zz, yv, out, n_sv)
+            return
+        K, M, d = self.K, mir.M, X.shape[1]
+        rows = X.shape[0]
+        rng = self.rng
+        ex = self.experts
+        neg = -self.widths.gammas
+        cache_n = 1 << 12
+        cache = (np.zeros(cache_n), np.full(cache_n, -1, dtype=np.int64),
+                 np.full(cache_n, -1, dtype=np.int64))
+        work = np.empty(d, dtype=np.int64)
+        touched = np.zeros(K, dtype=np.int64)
+        bq = -1 if self._budget is None else self._budget + int(bool(self.reference_quirks))
+        i = 0
+        while i < rows:
+            t = self.t
+            if mir.res.n < M:  # the reservoir fills: Python rounds
+                self._python_round(X, zz, yv, out, n_sv, i)
+                i += 1
+                continue
+            end = rows
+            if self.eta is None and self.horizon is None:  # λ's guess of T holds until T
+                end = min(rows, i + horizon_guess(t + 1, None) - t)
+            stores = mir.pool.stores
+            for sv in stores:  # room for a round's appends (x_t and the reservoir)
+                while len(sv.a) < sv.n + 1 + M:
+                    sv._grow()
+            before = rng.bit_generator.state
+            u = rng.random(min((end - i) * (K + 2), 8192))
+            ns = np.array([sv.n for sv in stores], dtype=np.int64)
+            cap = max(len(sv.a) for sv in stores)
+            scratch = np.empty(cap + K * M + M + 12 * K + d)
+            fstate = np.array([step_size(self.eta, t + 1, self.horizon), self._norm, self._beta,
+                               mir.U2, mir.radius, ex.rate, ex.Lmin, ex.thr])
+            istate = np.array([ex.r, mir.res.seen, bq, self._selected], dtype=np.int64)
+            missing = mir._missing.astype(np.int64)
+            touched[:] = 0
+            j, status, used = ek.ea2oks_run(
+                X, zz, yv, i, end, t, out, n_sv,
+                tuple((sv.X, sv.sqn, sv.a, sv.ids, sv.s) for sv in stores), ns,
+                mir.res.X, mir.sqnV, mir.res.y, mir.res.ids, mir.KVy, mir.m2, mir.H, mir.n2,
+                mir.pos, missing, ex.L, ex.p, fstate, istate, neg, u, *cache, scratch, work,
+                touched)
+            # the state the C code kept in arrays and scalars, back into the objects
+            for k, sv in enumerate(stores):
+                sv.n = int(ns[k])
+                if touched[k]:
+                    sv.norm2 = float(mir.n2[k])
+            mir._missing = missing != 0
+            if int(istate[0]) != ex.r:
+                ex._epoch(int(istate[0]))
+            ex.rate, ex.Lmin = float(fstate[5]), float(fstate[6])
+            mir.res.seen = int(istate[1])
+            self._selected = int(istate[3])
+            self.t = t + (j - i)
+            # the Generator: back to before the draws, then the ones used (Generator.random(n)
+            # draws what n calls of random() would)
+            rng.bit_generator.state = before
+            rng.random(used)
+            if status == 3:  # EA_RESTART: the restart test that ends the round
+                self._restart()
+            elif status == 4:  # EA_GROW: the stores grow at the top of the loop
+                pass
+            elif status == 2 and j < rows:  # EA_PYTHON: this round in Python
+                self._python_round(X, zz, yv, out, n_sv, j)
+                j += 1
+            i = j
+
+    def _python_round(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                      n_sv: np.ndarray | None, j: int) -> None:
+        s, aux = self._score(X[j], float(zz[j]))
+        out[j] = s
+        self._update(X[j], float(zz[j]), float(yv[j]), s, aux)
+        self.t += 1
+        if n_sv is not None:
+            n_sv[j] = self.n_support_vectors
 
     def _get_state(self) -> dict[str, np.ndarray]:
         st = super()._get_state()
