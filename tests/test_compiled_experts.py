@@ -103,7 +103,7 @@ def test_block_equals_numpy_per_example(params: dict[str, Any],
     monkeypatch.setattr(compiled, "ek", Counting())
     _assert_same(ref, _block_run(params, X, y, [1500]))
     assert in_c[0] > 1000  # most rounds ran compiled
-    _assert_same(ref, _block_run(params, X, y, [1, 37, 500, 3]))
+    _assert_same(ref, _block_run(params, X, y, [1, 37, 500, 3, 9]))
 
 
 @needs_ek
@@ -134,3 +134,78 @@ def test_bad_calls_raise() -> None:
     with pytest.raises(TypeError, match="float64"):
         ek.lkm_run(X, zz, y.astype(np.int64), 0, 10, 1, out, None, m.X, m.sqn, m.a, m.p,
                    -m.widths.gammas, m.n, m.gmax, np.zeros(5), 0, np.empty(0), *w)
+
+
+# -- EA2OKS / BEA2OKS -------------------------------------------------------------------------
+def _steps(name: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray
+           ) -> tuple[np.ndarray, Any]:
+    """The per-example code (whose parts run on _ck_multi, as before the compiled block)."""
+    m = make(name, **params)
+    return np.array([m.step(X[i], y[i]) for i in range(len(X))]), m
+
+
+def _blocks(name: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray,
+            sizes: list[int]) -> tuple[np.ndarray, Any]:
+    m = make(name, **params)
+    out, i, k = [], 0, 0
+    while i < len(X):
+        j = min(len(X), i + sizes[k % len(sizes)])
+        out.append(m.predict_learn_many(X[i:j], y[i:j]))
+        i, k = j, k + 1
+    return np.concatenate(out), m
+
+
+def _assert_same_ea(a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any]) -> None:
+    _assert_same(a, b)
+    (_, ma), (_, mb) = a, b
+    assert ma.selected_kernel == mb.selected_kernel
+    assert ma.restarts.tolist() == mb.restarts.tolist()
+    assert [s.norm2 for s in ma.mirror.pool.stores] == [s.norm2 for s in mb.mirror.pool.stores]
+
+
+@needs_ek
+@pytest.mark.parametrize(("name", "params"), [
+    ("ea2oks", {"horizon": 1500}),
+    ("ea2oks", {}),  # unknown horizon: λ's guess of T doubles at round 1001
+    ("ea2oks", {"horizon": 1500, "reference_quirks": True, "sigmas": "2^-2:0.5:3.5"}),
+    ("ea2oks", {"eta": 0.3, "reservoir_size": 3, "radius": 2.0}),  # projections
+    ("bea2oks", {"budget": 30, "horizon": 1500}),  # restarts
+    ("bea2oks", {"budget": 25, "reference_quirks": True}),
+])
+def test_ea2oks_block_equals_per_example(name: str, params: dict[str, Any],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = _stream(1500, 6, "classification", seed=2)
+    params = {"seed": 3, **params}
+    ref = _steps(name, params, X, y)
+    in_c = [0]
+
+    class Counting:  # ek, counting the rounds its block runs
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(ek, attr)
+
+        def ea2oks_run(self, *args: Any) -> Any:
+            res = ek.ea2oks_run(*args)
+            in_c[0] += res[0] - args[3]
+            return res
+
+    monkeypatch.setattr(compiled, "ek", Counting())
+    _assert_same_ea(ref, _blocks(name, params, X, y, [1500]))
+    assert in_c[0] > 1200  # most rounds ran compiled
+    if name == "bea2oks":
+        assert ref[1].restarts.sum() > 0
+    _assert_same_ea(ref, _blocks(name, params, X, y, [1, 200, 7, 333, 8, 9]))
+    monkeypatch.setattr(compiled, "ek", None)  # without the block: the per-example code
+    _assert_same_ea(ref, _blocks(name, params, X, y, [500]))
+
+
+@needs_ek
+def test_restored_ea2oks_continues_in_the_compiled_block() -> None:
+    X, y = _stream(1200, 5, "classification", seed=6)
+    params = {"seed": 1, "budget": 40, "horizon": 1200}
+    ref = _steps("bea2oks", params, X, y)
+    m = make("bea2oks", **params)
+    first = m.predict_learn_many(X[:600], y[:600])
+    m2 = make("bea2oks", **params)
+    m2.set_state(m.get_state())
+    rest = m2.predict_learn_many(X[600:], y[600:])
+    _assert_same(ref, (np.concatenate([first, rest]), m2))

@@ -1,6 +1,13 @@
 /* Compiled blocks of the expert-advice kernel-selection learners (kernelstream.learners.compiled,
  * "expert blocks"): whole test-then-train blocks of LKMBooks (Li & Liao, Machine Learning 2022)
- * without returning to Python, except for the rare rounds its Python code must see.
+ * and of EA2OKS / BEA2OKS (Liao & Li, ECML-PKDD 2021, Algorithm 2) without returning to
+ * Python, except for the rare rounds their Python code must see.
+ *
+ * Random draws: the caller draws the uniforms of the next rounds ahead (Generator.random(n)
+ * draws what n calls of random() would); the C code uses them in the order of the Python code
+ * and reports how many it used, and the caller rewinds the Generator and advances it by that
+ * number. A round whose draws would lead to a rare path (an accepted reservoir offer) is
+ * recognised from its uniforms before anything is written, and left to Python whole.
  *
  * Bit-identity with the numpy reference. LKMBooks's reference code is numpy: a BLAS gemv for
  * the distance row and for the K scores, numpy's SIMD exponential, a BLAS dot, numpy's sum.
@@ -11,8 +18,10 @@
  * the float64 inner loop of the numpy.exp ufunc (read from the ufunc object; the prefix of
  * numpy's public PyUFuncObject layout is declared below, numpy's headers are not needed to
  * build). compiled.py checks these primitives against numpy on random data once at import and
- * leaves the learner on numpy if any bit differs. Everything else is scalar IEEE arithmetic in
- * the order of the Python code (no FMA contraction: -ffp-contract=off).
+ * leaves the learner on numpy if any bit differs. EA2OKS's per-kernel stores are scored as
+ * _ck_multi.pool_scores scores them (its exponential, bound from a capsule; the distances
+ * by the same operations, shared within a round by stream id). Everything else is scalar IEEE
+ * arithmetic in the order of the Python code (no FMA contraction: -ffp-contract=off).
  */
 #include "_ck_common.h"
 

@@ -334,11 +334,12 @@ if ck is not None and mk is None:
                "bomkc-spa): numpy, _ck_multi is not built or stale")
 
 
-# ---- expert blocks: _ck_experts.c (LKMBooks) ----------------------------------------------
+# ---- expert blocks: _ck_experts.c (LKMBooks, EA2OKS, BEA2OKS) -----------------------------
 #
-# Whole test-then-train blocks of a learner whose reference code is numpy (BLAS products,
+# Whole test-then-train blocks of learners whose per-example code calls numpy (BLAS products,
 # numpy's exp): the C code calls the routines numpy calls, found here, so its results are
-# numpy's bit for bit. ``ek`` is None (the learner runs its numpy code) when the build is
+# numpy's bit for bit (and EA2OKS's store scores use _ck_multi's exponential, as
+# KernelPool's). ``ek`` is None (the learners run their per-example code) when the build is
 # missing or stale, when numpy's BLAS is not found, or when the routines differ from numpy on
 # the check below.
 
@@ -417,5 +418,5 @@ def _load_experts() -> ModuleType | None:
 ek: Any = _load_experts()  # Any: as ``ck``
 
 if ck is not None and ek is None:
-    STATUS += ("; expert blocks (lkmbooks): numpy, _ck_experts is not built or stale, or "
-               "numpy's BLAS was not found or differs")
+    STATUS += ("; expert blocks (lkmbooks, ea2oks, bea2oks): per-example code, _ck_experts is "
+               "not built or stale, or numpy's BLAS was not found or differs")

@@ -66,6 +66,20 @@ class ExpWeights:
         self.Lmin = float(state[f"{prefix}Lmin"])
 
 
+# how ``_ck_experts.ea2oks_run`` stopped (besides the end of its rows, more uniforms needed,
+# a store to grow): a round for the Python code, a restart test after the round
+_EA_PYTHON, _EA_RESTART = 2, 3
+_MIN_BLOCK = 8  # fewer rows: the per-example code
+
+
+def _distance_cache(points: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The compiled block's distances by stream id within a round (value, id, round): a power
+    of 2 at least twice the stored points, so that few ids share an entry (a shared entry only
+    costs a recomputed distance)."""
+    n = max(1 << 12, 1 << max(2 * points - 1, 1).bit_length())
+    return np.zeros(n), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+
+
 def _check_beta(v: Any) -> bool:
     return v >= 1.0
 
@@ -231,18 +245,18 @@ class EA2OKS(AO2MDLearner):
         ends where the per-example code leaves it."""
         ek = compiled.ek
         mir = self.mirror
-        if ek is None or compiled.mk is None or self.K < 2 or self.K > 64 or mir.M < 2:
+        rows = X.shape[0]
+        # a block of a few rows costs less per example than the compiled block's set-up
+        if (ek is None or compiled.mk is None or self.K < 2 or self.K > 64 or mir.M < 2
+                or rows < _MIN_BLOCK):
             super()._learn_rows(X, zz, yv, out, n_sv)
             return
         K, M, d = self.K, mir.M, X.shape[1]
-        rows = X.shape[0]
         rng = self.rng
         ex = self.experts
         neg = -self.widths.gammas
-        cache_n = 1 << 12
-        cache = (np.zeros(cache_n), np.full(cache_n, -1, dtype=np.int64),
-                 np.full(cache_n, -1, dtype=np.int64))
         work = np.empty(d, dtype=np.int64)
+        cache = _distance_cache(0)
         touched = np.zeros(K, dtype=np.int64)
         bq = -1 if self._budget is None else self._budget + int(bool(self.reference_quirks))
         i = 0
@@ -263,6 +277,8 @@ class EA2OKS(AO2MDLearner):
             u = rng.random(min((end - i) * (K + 2), 8192))
             ns = np.array([sv.n for sv in stores], dtype=np.int64)
             cap = max(len(sv.a) for sv in stores)
+            if len(cache[0]) < 2 * (int(ns.sum()) + M + 1):
+                cache = _distance_cache(int(ns.sum()) + M + 1)
             scratch = np.empty(cap + K * M + M + 12 * K + d)
             fstate = np.array([step_size(self.eta, t + 1, self.horizon), self._norm, self._beta,
                                mir.U2, mir.radius, ex.rate, ex.Lmin, ex.thr])
@@ -291,14 +307,13 @@ class EA2OKS(AO2MDLearner):
             # draws what n calls of random() would)
             rng.bit_generator.state = before
             rng.random(used)
-            if status == 3:  # EA_RESTART: the restart test that ends the round
+            if status == _EA_RESTART:  # the restart test that ends the round
                 self._restart()
-            elif status == 4:  # EA_GROW: the stores grow at the top of the loop
-                pass
-            elif status == 2 and j < rows:  # EA_PYTHON: this round in Python
+            elif status == _EA_PYTHON:  # this round in Python
                 self._python_round(X, zz, yv, out, n_sv, j)
                 j += 1
-            i = j
+            i = j  # else: the limit of the block, more uniforms, or the stores grow (above)
+
 
     def _python_round(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                       n_sv: np.ndarray | None, j: int) -> None:

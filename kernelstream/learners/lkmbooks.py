@@ -188,7 +188,8 @@ class LKMBooks(WeightedWidths, Learner):
         is rewound and advanced by the number used, so it ends where the per-example code
         leaves it."""
         ek = compiled.ek
-        if ek is None or self.K < 2 or self.K > 128 or X.shape[1] < 2:
+        # a block of a few rows costs less per example than the compiled block's set-up
+        if ek is None or self.K < 2 or self.K > 128 or X.shape[1] < 2 or X.shape[0] < 8:
             super()._learn_rows(X, zz, yv, out, n_sv)
             return
         B, K = self.budget, self.K
