@@ -209,3 +209,20 @@ def test_restored_ea2oks_continues_in_the_compiled_block() -> None:
     m2.set_state(m.get_state())
     rest = m2.predict_learn_many(X[600:], y[600:])
     _assert_same(ref, (np.concatenate([first, rest]), m2))
+
+
+@pytest.mark.parametrize(("name", "params"), [
+    ("lkmbooks", {"budget": 20, "horizon": 300}),
+    ("lkmbooks", {"budget": 20, "horizon": 300, "sigmas": "1.0"}),
+    ("ea2oks", {"horizon": 300}),
+    ("ea2oks", {"horizon": 300, "sigmas": "1.0"}),
+    ("ea2oks", {"horizon": 300, "reservoir_size": 1}),
+])
+@pytest.mark.parametrize("d", [1, 3])
+def test_shapes_numpy_treats_apart_equal_per_example(name: str, params: dict[str, Any],
+                                                      d: int) -> None:
+    """One feature, one kernel, a reservoir of one: the per-example code either way."""
+    X, _ = _stream(300, d, "regression", seed=8)  # a stream of d features
+    y = np.where(X[:, 0] > 0.1, 1.0, -1.0)
+    params = {"seed": 2, **params}
+    _assert_same(_steps(name, params, X, y), _blocks(name, params, X, y, [300]))

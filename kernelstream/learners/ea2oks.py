@@ -246,9 +246,10 @@ class EA2OKS(AO2MDLearner):
         ek = compiled.ek
         mir = self.mirror
         rows = X.shape[0]
-        # a block of a few rows costs less per example than the compiled block's set-up
+        # a block of a few rows costs less per example than the compiled block's set-up; one
+        # feature, one kernel or M = 1 take other paths in numpy's products
         if (ek is None or compiled.mk is None or self.K < 2 or self.K > 64 or mir.M < 2
-                or rows < _MIN_BLOCK):
+                or X.shape[1] < 2 or rows < _MIN_BLOCK):
             super()._learn_rows(X, zz, yv, out, n_sv)
             return
         K, M, d = self.K, mir.M, X.shape[1]
