@@ -27,24 +27,42 @@ def _stream(n: int, d: int, task: str, seed: int = 0) -> tuple[np.ndarray, np.nd
     return X, y
 
 
+def _steps(name: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray
+           ) -> tuple[np.ndarray, Any]:
+    """The per-example code (whose parts run on _ck_multi, as before the compiled block);
+    the learner's ``n_sv_rows``: its support count after each row."""
+    m = make(name, **params)
+    s, n_sv = [], []
+    for i in range(len(X)):
+        s.append(m.step(X[i], y[i]))
+        n_sv.append(m.n_support_vectors)
+    m.n_sv_rows = np.array(n_sv, dtype=np.int64)
+    return np.array(s), m
+
+
+def _blocks(name: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray,
+            sizes: list[int]) -> tuple[np.ndarray, Any]:
+    m = make(name, **params)
+    out, n_sv, i, k = [], np.zeros(len(X), dtype=np.int64), 0, 0
+    while i < len(X):
+        j = min(len(X), i + sizes[k % len(sizes)])
+        out.append(m.predict_learn_many(X[i:j], y[i:j], n_sv=n_sv[i:j]))
+        i, k = j, k + 1
+    m.n_sv_rows = n_sv
+    return np.concatenate(out), m
+
+
 def _numpy_run(params: dict[str, Any], X: np.ndarray, y: np.ndarray,
                monkeypatch: pytest.MonkeyPatch) -> tuple[np.ndarray, Any]:
     """The numpy reference: per-example rounds without the compiled block."""
     with monkeypatch.context() as mp:
         mp.setattr(compiled, "ek", None)
-        m = make("lkmbooks", **params)
-        return np.array([m.step(X[i], y[i]) for i in range(len(X))]), m
+        return _steps("lkmbooks", params, X, y)
 
 
 def _block_run(params: dict[str, Any], X: np.ndarray, y: np.ndarray,
                sizes: list[int]) -> tuple[np.ndarray, Any]:
-    m = make("lkmbooks", **params)
-    out, i, k = [], 0, 0
-    while i < len(X):
-        j = min(len(X), i + sizes[k % len(sizes)])
-        out.append(m.predict_learn_many(X[i:j], y[i:j]))
-        i, k = j, k + 1
-    return np.concatenate(out), m
+    return _blocks("lkmbooks", params, X, y, sizes)
 
 
 def _assert_same(a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any]) -> None:
@@ -56,6 +74,8 @@ def _assert_same(a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any]) -> None:
     for key in st_a:
         assert np.asarray(st_a[key]).tobytes() == np.asarray(st_b[key]).tobytes(), key
     assert ma.rng.bit_generator.state == mb.rng.bit_generator.state
+    if hasattr(ma, "n_sv_rows") and hasattr(mb, "n_sv_rows"):
+        assert ma.n_sv_rows.tolist() == mb.n_sv_rows.tolist()
 
 
 @needs_ek
@@ -137,24 +157,6 @@ def test_bad_calls_raise() -> None:
 
 
 # -- EA2OKS / BEA2OKS -------------------------------------------------------------------------
-def _steps(name: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray
-           ) -> tuple[np.ndarray, Any]:
-    """The per-example code (whose parts run on _ck_multi, as before the compiled block)."""
-    m = make(name, **params)
-    return np.array([m.step(X[i], y[i]) for i in range(len(X))]), m
-
-
-def _blocks(name: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray,
-            sizes: list[int]) -> tuple[np.ndarray, Any]:
-    m = make(name, **params)
-    out, i, k = [], 0, 0
-    while i < len(X):
-        j = min(len(X), i + sizes[k % len(sizes)])
-        out.append(m.predict_learn_many(X[i:j], y[i:j]))
-        i, k = j, k + 1
-    return np.concatenate(out), m
-
-
 def _assert_same_ea(a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any]) -> None:
     _assert_same(a, b)
     (_, ma), (_, mb) = a, b

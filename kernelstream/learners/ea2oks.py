@@ -308,8 +308,10 @@ class EA2OKS(AO2MDLearner):
             # draws what n calls of random() would)
             rng.bit_generator.state = before
             rng.random(used)
-            if status == _EA_RESTART:  # the restart test that ends the round
+            if status == _EA_RESTART:  # the restart test that ends round j - 1
                 self._restart()
+                if n_sv is not None:
+                    n_sv[j - 1] = self.n_support_vectors
             elif status == _EA_PYTHON:  # this round in Python
                 self._python_round(X, zz, yv, out, n_sv, j)
                 j += 1
