@@ -1,8 +1,9 @@
 """The compiled expert blocks (_ck_experts, kernelstream.learners.compiled.ek): the BLAS
-routines, exp loop and sum they call give numpy's numbers bit for bit, and LKMBooks's compiled
-block equals its numpy per-example code exactly (scores, state, the Generator's state), for
-every loss, every block split, an unknown horizon (retunes), the hedge's log-domain fallback,
-and a restored learner."""
+routines, exp loop and sum they call give numpy's numbers bit for bit; LKMBooks's compiled
+block equals its numpy per-example code, and EA2OKS's / BEA2OKS's their per-example code,
+exactly (scores, support counts per row, state, the Generator's state), for every loss, every
+block split, an unknown horizon, the hedge's log-domain fallback, BEA2OKS's restarts, the
+reference quirks and a restored learner."""
 
 from __future__ import annotations
 
