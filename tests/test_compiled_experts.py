@@ -155,6 +155,10 @@ def test_bad_calls_raise() -> None:
     with pytest.raises(TypeError, match="float64"):
         ek.lkm_run(X, zz, y.astype(np.int64), 0, 10, 1, out, None, m.X, m.sqn, m.a, m.p,
                    -m.widths.gammas, m.n, m.gmax, np.zeros(5), 0, np.empty(0), *w)
+    with pytest.raises(TypeError, match="32 arguments"):
+        ek.ea2oks_run(X, zz, y)
+    with pytest.raises(TypeError, match="stores must be a tuple"):
+        ek.ea2oks_run(*([X, zz, y, 0, 10, 0, out, None, [], None] + [None] * 22))
 
 
 # -- EA2OKS / BEA2OKS -------------------------------------------------------------------------

@@ -202,7 +202,7 @@ static PyObject *py_lkm_run(PyObject *Py_UNUSED(self), PyObject *const *args,
     int loss = (int)PyLong_AsLong(args[16]);
     if (PyErr_Occurred()) return NULL;
     int has_nsv = args[7] != Py_None;
-    Buf b[15];
+    Buf b[16];
     memset(b, 0, sizeof b);
     if (get_buf(args[0], &b[0], 0, "X", 'd') < 0 || get_buf(args[1], &b[1], 0, "zz", 'd') < 0
         || get_buf(args[2], &b[2], 0, "yv", 'd') < 0 || get_buf(args[6], &b[3], 1, "out", 'd') < 0
@@ -213,21 +213,17 @@ static PyObject *py_lkm_run(PyObject *Py_UNUSED(self), PyObject *const *args,
         || get_buf(args[15], &b[10], 0, "consts", 'd') < 0
         || get_buf(args[17], &b[11], 0, "u", 'd') < 0
         || get_buf(args[18], &b[12], 1, "d2", 'd') < 0 || get_buf(args[19], &b[13], 1, "R", 'd') < 0
-        || get_buf(args[20], &b[14], 1, "fv", 'd') < 0)
+        || get_buf(args[20], &b[14], 1, "fv", 'd') < 0 || get_buf(args[21], &b[15], 1, "e", 'd') < 0)
         goto fail;
     {
-        Buf be;
-        memset(&be, 0, sizeof be);
-        if (get_buf(args[21], &be, 1, "e", 'd') < 0) goto fail;
         Py_ssize_t rows = n_items(&b[1]), K = n_items(&b[8]), Bsz = n_items(&b[6]);
         Py_ssize_t d = rows ? n_items(&b[0]) / rows : 0;
         const double *cs = b[10].view.buf;
         Py_ssize_t B = (Py_ssize_t)cs[0];
         if (n_items(&b[10]) != 5 || B > Bsz || n_items(&b[5]) != Bsz * d || n_items(&b[7]) != Bsz
             || n_items(&b[9]) != K || n_items(&b[12]) < Bsz || n_items(&b[13]) < K * Bsz
-            || n_items(&b[14]) < K || n_items(&be) < K || n_items(&b[3]) < rows
+            || n_items(&b[14]) < K || n_items(&b[15]) < K || n_items(&b[3]) < rows
             || (has_nsv && n_items(&b[4]) < rows) || end > rows || i0 < 0 || n < 0 || n > B) {
-            release(&be, 1);
             PyErr_SetString(PyExc_ValueError, "_ck_experts.lkm_run: arrays have wrong sizes");
             goto fail;
         }
@@ -236,7 +232,7 @@ static PyObject *py_lkm_run(PyObject *Py_UNUSED(self), PyObject *const *args,
         const double *neg = b[9].view.buf, *u = b[11].view.buf;
         double *out = b[3].view.buf, *SX = b[5].view.buf, *sqn = b[6].view.buf;
         double *a = b[7].view.buf, *p = b[8].view.buf, *d2 = b[12].view.buf, *R = b[13].view.buf;
-        double *fv = b[14].view.buf, *e = be.view.buf;
+        double *fv = b[14].view.buf, *e = b[15].view.buf;
         int64_t *nsv = has_nsv ? b[4].view.buf : NULL;
         Py_ssize_t nu_ = n_items(&b[11]), used = 0, j = i0;
         int status = LKM_END;
@@ -294,12 +290,11 @@ static PyObject *py_lkm_run(PyObject *Py_UNUSED(self), PyObject *const *args,
             }
             if (nsv) nsv[j] = n;
         }
-        release(&be, 1);
-        release(b, 15);
+        release(b, 16);
         return Py_BuildValue("(nndni)", j, n, gmax, used, status);
     }
 fail:
-    release(b, 15);
+    release(b, 16);
     return NULL;
 }
 
