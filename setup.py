@@ -15,6 +15,7 @@ SOURCE = "kernelstream/learners/_ckernels.c"
 FEATURES_SOURCE = "kernelstream/learners/_ck_features.c"
 BUDGET_SOURCE = "kernelstream/learners/_ck_budget.c"
 MULTI_SOURCE = "kernelstream/learners/_ck_multi.c"
+EXPERTS_SOURCE = "kernelstream/learners/_ck_experts.c"
 # the build records its sources' hash (kernelstream.learners.compiled.source_hash), so edited
 # sources with an old build are detected and the learners fall back to numpy, saying so
 C_FILES = sorted((HERE / "kernelstream" / "learners").glob("_ck*.[ch]"))
@@ -61,6 +62,16 @@ setup(
             depends=[str(p.relative_to(HERE)) for p in C_FILES],
             define_macros=[("KS_SOURCE_HASH", f'"{SOURCE_HASH}"')],
             extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],
+            optional=True,
+        ),
+        # whole blocks of the expert-advice selection learners (compiled.py, "expert blocks"):
+        # they call numpy's own BLAS routines and exp loop, so -O2 as _ckernels
+        Extension(
+            "kernelstream.learners._ck_experts",
+            sources=[EXPERTS_SOURCE],
+            depends=[str(p.relative_to(HERE)) for p in C_FILES],
+            define_macros=[("KS_SOURCE_HASH", f'"{SOURCE_HASH}"')],
+            extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],
             optional=True,
         ),
     ]

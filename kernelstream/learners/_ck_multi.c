@@ -697,5 +697,12 @@ PyMODINIT_FUNC PyInit__ck_multi(void) {
         Py_DECREF(mod);
         return NULL;
     }
+    /* vexp for _ck_experts.c, whose compiled EA2OKS rounds score the stores as pool_scores */
+    PyObject *cap = PyCapsule_New((void *)vexp, "kernelstream.learners._ck_multi.vexp", NULL);
+    if (cap == NULL || PyModule_AddObject(mod, "vexp_capsule", cap) < 0) {
+        Py_XDECREF(cap);
+        Py_DECREF(mod);
+        return NULL;
+    }
     return mod;
 }

@@ -128,10 +128,11 @@ class OptimisticMirror:
             # the appends in Python (a few kernels a round), the rest of the loop below and the
             # updates of H in C, in the same order: x_t first, then the reservoir points F_i
             # lacks, then the merge and the projection
-            if a.any():
+            # count_nonzero: the cheapest of numpy's tests on a K-vector (.any() is ~5x slower)
+            if np.count_nonzero(a):
                 for i in np.flatnonzero(a).tolist():
                     new_pos[i] = stores[i].append(x, xx, float(a[i]), id_=t, s=t)
-            if v and self._missing.any():
+            if v and np.count_nonzero(self._missing):
                 for i in np.flatnonzero(self._missing & (b != 0.0)).tolist():
                     self._store_reservoir(i, v)
             out = np.empty(self.K)

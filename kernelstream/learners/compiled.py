@@ -332,3 +332,91 @@ if ck is not None and bk is None:
 if ck is not None and mk is None:
     STATUS += ("; multi-kernel scores (ea2oks, bea2oks, bao2ks, oks, oks++, ioks, omkc-*, "
                "bomkc-spa): numpy, _ck_multi is not built or stale")
+
+
+# ---- expert blocks: _ck_experts.c (LKMBooks, EA2OKS, BEA2OKS) -----------------------------
+#
+# Whole test-then-train blocks of learners whose per-example code calls numpy (BLAS products,
+# numpy's exp): the C code calls the routines numpy calls, found here, so its results are
+# numpy's bit for bit (and EA2OKS's store scores use _ck_multi's exponential, as
+# KernelPool's). ``ek`` is None (the learners run their per-example code) when the build is
+# missing or stale, when numpy's BLAS is not found, or when the routines differ from numpy on
+# the check below.
+
+EXPERTS_ABI = 1  # the _ck_experts.c interface this module calls (its KE_ABI)
+_BLAS_NAMES = (("scipy_cblas_dgemv64_", "scipy_cblas_ddot64_", True),
+               ("cblas_dgemv64_", "cblas_ddot64_", True),
+               ("scipy_cblas_dgemv", "scipy_cblas_ddot", False),
+               ("cblas_dgemv", "cblas_ddot", False))
+
+
+def _numpy_blas() -> tuple[int, int, bool] | None:
+    """Addresses of numpy's cblas_dgemv and cblas_ddot and whether they take 64-bit ints: the
+    first loaded library that exports them, numpy's own (a path under numpy) first."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            # the 6th field is the mapped file's path (absent for anonymous maps)
+            paths = {p[5].strip() for p in (ln.split(None, 5) for ln in f) if len(p) == 6}
+    except OSError:
+        return None
+    libs = sorted((p for p in paths if ".so" in p and "blas" in p.lower()),
+                  key=lambda p: "numpy" not in p)
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for gemv, dot, ilp64 in _BLAS_NAMES:
+            if hasattr(lib, gemv) and hasattr(lib, dot):
+                addr = ctypes.cast(getattr(lib, gemv), ctypes.c_void_p).value
+                daddr = ctypes.cast(getattr(lib, dot), ctypes.c_void_p).value
+                if addr and daddr:
+                    return addr, daddr, ilp64
+    return None
+
+
+def _experts_agree(mod: ModuleType) -> bool:
+    """Whether the bound routines give numpy's numbers, bit for bit, on random data."""
+    rng = np.random.default_rng(20261125)
+    for m, n in ((2, 2), (6, 2), (6, 3), (6, 7), (6, 33), (6, 200), (3, 123), (200, 123),
+                 (17, 8), (9, 300), (12, 5), (8, 9)):
+        A = rng.normal(size=(m, n))
+        x = rng.normal(size=n)
+        y = np.empty(m)
+        v = rng.uniform(-800.0, 5.0, size=m * n)
+        want_v = np.exp(v)
+        k = 1 + (m * n) % 40  # sums of 1..40 values, of spread magnitudes
+        w = rng.normal(size=k) * 10.0 ** rng.uniform(-3.0, 3.0, size=k)
+        dt, sm = mod.check(A, x, y, v, w)
+        if (y.tobytes() != A.dot(x).tobytes() or v.tobytes() != want_v.tobytes()
+                or dt != w.dot(w) or sm != w.sum()):
+            return False
+    return True
+
+
+def _load_experts() -> ModuleType | None:
+    if ck is None:  # same switch and same staleness rule as _ckernels
+        return None
+    try:
+        from kernelstream.learners import _ck_experts  # type: ignore[attr-defined]  # C, no stub
+    except ImportError:
+        return None
+    if (getattr(_ck_experts, "ABI", None) != EXPERTS_ABI
+            or getattr(_ck_experts, "SOURCE_HASH", None) != ck.SOURCE_HASH):
+        return None
+    blas = _numpy_blas()
+    if blas is None:
+        return None
+    _ck_experts.bind(*blas, np.exp)
+    if mk is not None:  # EA2OKS's stores are scored with _ck_multi's exponential
+        _ck_experts.bind_vexp(mk.vexp_capsule)
+    return _ck_experts if _experts_agree(_ck_experts) else None
+
+
+ek: Any = _load_experts()  # Any: as ``ck``
+
+if ck is not None and ek is None:
+    STATUS += ("; expert blocks (lkmbooks, ea2oks, bea2oks): per-example code, _ck_experts is "
+               "not built or stale, or numpy's BLAS was not found or differs")

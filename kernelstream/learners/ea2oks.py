@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from kernelstream.learners import compiled
+from kernelstream.learners._selection import horizon_guess
 from kernelstream.learners.bao2ks import AO2MD_PARAMS, AO2MDLearner, step_size
 from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.experts import categorical, hedge
@@ -50,8 +51,9 @@ class ExpWeights:
 
     def update(self, c: np.ndarray) -> None:
         self.L += c
-        self.p = hedge(self.L, self.rate)
-        self.Lmin = float(self.L.min())
+        lmin = self.L.min()
+        self.p = hedge(self.L, self.rate, lmin)  # the minimum once (it is hedge's too)
+        self.Lmin = float(lmin)
 
     def get_state(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}r": np.array(self.r, dtype=np.int64), f"{prefix}L": self.L.copy(),
@@ -62,6 +64,20 @@ class ExpWeights:
         self.L = np.array(state[f"{prefix}L"], dtype=np.float64)
         self.p = np.array(state[f"{prefix}p"], dtype=np.float64)
         self.Lmin = float(state[f"{prefix}Lmin"])
+
+
+# how ``_ck_experts.ea2oks_run`` stopped (besides the end of its rows, more uniforms needed,
+# a store to grow): a round for the Python code, a restart test after the round
+_EA_PYTHON, _EA_RESTART = 2, 3
+_MIN_BLOCK = 8  # fewer rows: the per-example code
+
+
+def _distance_cache(points: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The compiled block's distances by stream id within a round (value, id, round): a power
+    of 2 at least twice the stored points, so that few ids share an entry (a shared entry only
+    costs a recomputed distance)."""
+    n = max(1 << 12, 1 << max(2 * points - 1, 1).bit_length())
+    return np.zeros(n), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
 
 
 def _check_beta(v: Any) -> bool:
@@ -215,6 +231,103 @@ class EA2OKS(AO2MDLearner):
         """BEA2OKS: restart every kernel whose support set reached the budget (the start-of-
         round test of the next round)."""
 
+    # -- compiled blocks --------------------------------------------------------------------
+    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        """The rounds of :meth:`_score` and :meth:`_update` in C (``compiled.ek.ea2oks_run``:
+        the same operations on the same numbers, with numpy's own BLAS and exp where this
+        code calls numpy, and ``_ck_multi``'s scores), back here for the rounds it leaves to
+        this code: while the reservoir fills, an accepted offer to it, a store that must grow,
+        a new guess of an unknown horizon, and BEA2OKS's restarts (after the round).
+
+        The draws: the uniforms of the next rounds are drawn ahead and the C code uses them in
+        the order of this code (the kernel draw, one per kernel with a margin below 1, the
+        reservoir's); the Generator is then rewound and advanced by the number used, so it
+        ends where the per-example code leaves it."""
+        ek = compiled.ek
+        mir = self.mirror
+        rows = X.shape[0]
+        # a block of a few rows costs less per example than the compiled block's set-up; one
+        # feature, one kernel or M = 1 take other paths in numpy's products
+        if (ek is None or compiled.mk is None or self.K < 2 or self.K > 64 or mir.M < 2
+                or X.shape[1] < 2 or rows < _MIN_BLOCK):
+            super()._learn_rows(X, zz, yv, out, n_sv)
+            return
+        K, M, d = self.K, mir.M, X.shape[1]
+        rng = self.rng
+        ex = self.experts
+        neg = -self.widths.gammas
+        work = np.empty(d, dtype=np.int64)
+        cache = _distance_cache(0)
+        touched = np.zeros(K, dtype=np.int64)
+        bq = -1 if self._budget is None else self._budget + int(bool(self.reference_quirks))
+        i = 0
+        while i < rows:
+            t = self.t
+            if mir.res.n < M:  # the reservoir fills: Python rounds
+                self._python_round(X, zz, yv, out, n_sv, i)
+                i += 1
+                continue
+            end = rows
+            if self.eta is None and self.horizon is None:  # λ's guess of T holds until T
+                end = min(rows, i + horizon_guess(t + 1, None) - t)
+            stores = mir.pool.stores
+            for sv in stores:  # room for a round's appends (x_t and the reservoir)
+                while len(sv.a) < sv.n + 1 + M:
+                    sv._grow()
+            before = rng.bit_generator.state
+            u = rng.random(min((end - i) * (K + 2), 8192))
+            ns = np.array([sv.n for sv in stores], dtype=np.int64)
+            cap = max(len(sv.a) for sv in stores)
+            if len(cache[0]) < 2 * (int(ns.sum()) + M + 1):
+                cache = _distance_cache(int(ns.sum()) + M + 1)
+            scratch = np.empty(cap + K * M + M + 12 * K + d)
+            fstate = np.array([step_size(self.eta, t + 1, self.horizon), self._norm, self._beta,
+                               mir.U2, mir.radius, ex.rate, ex.Lmin, ex.thr])
+            istate = np.array([ex.r, mir.res.seen, bq, self._selected], dtype=np.int64)
+            missing = mir._missing.astype(np.int64)
+            touched[:] = 0
+            j, status, used = ek.ea2oks_run(
+                X, zz, yv, i, end, t, out, n_sv,
+                tuple((sv.X, sv.sqn, sv.a, sv.ids, sv.s) for sv in stores), ns,
+                mir.res.X, mir.sqnV, mir.res.y, mir.res.ids, mir.KVy, mir.m2, mir.H, mir.n2,
+                mir.pos, missing, ex.L, ex.p, fstate, istate, neg, u, *cache, scratch, work,
+                touched)
+            # the state the C code kept in arrays and scalars, back into the objects
+            for k, sv in enumerate(stores):
+                sv.n = int(ns[k])
+                if touched[k]:
+                    sv.norm2 = float(mir.n2[k])
+            mir._missing = missing != 0
+            if int(istate[0]) != ex.r:
+                ex._epoch(int(istate[0]))
+            ex.rate, ex.Lmin = float(fstate[5]), float(fstate[6])
+            mir.res.seen = int(istate[1])
+            self._selected = int(istate[3])
+            self.t = t + (j - i)
+            # the Generator: back to before the draws, then the ones used (Generator.random(n)
+            # draws what n calls of random() would)
+            rng.bit_generator.state = before
+            rng.random(used)
+            if status == _EA_RESTART:  # the restart test that ends round j - 1
+                self._restart()
+                if n_sv is not None:
+                    n_sv[j - 1] = self.n_support_vectors
+            elif status == _EA_PYTHON:  # this round in Python
+                self._python_round(X, zz, yv, out, n_sv, j)
+                j += 1
+            i = j  # else: the limit of the block, more uniforms, or the stores grow (above)
+
+
+    def _python_round(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                      n_sv: np.ndarray | None, j: int) -> None:
+        s, aux = self._score(X[j], float(zz[j]))
+        out[j] = s
+        self._update(X[j], float(zz[j]), float(yv[j]), s, aux)
+        self.t += 1
+        if n_sv is not None:
+            n_sv[j] = self.n_support_vectors
+
     def _get_state(self) -> dict[str, np.ndarray]:
         st = super()._get_state()
         st.update(self.experts.get_state("ek."))
@@ -289,9 +402,9 @@ class BEA2OKS(EA2OKS):
         return len(parse_sigmas(self.sigmas)) * self.budget  # a budget per kernel
 
     def _restart(self) -> None:
-        B = self.budget
-        sizes = self.mirror.pool.sizes
-        full = sizes > B if self.reference_quirks else sizes >= B
-        for i in np.flatnonzero(full):
-            self.mirror.reset_kernel(int(i))
-            self.restarts[i] += 1
+        B = self.budget + 1 if self.reference_quirks else self.budget  # |S_i| > B or ≥ B
+        # the sizes as Python ints (a K-vector of numpy calls costs more than the test)
+        for i, sv in enumerate(self.mirror.pool.stores):
+            if sv.n >= B:
+                self.mirror.reset_kernel(i)
+                self.restarts[i] += 1

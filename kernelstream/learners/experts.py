@@ -8,15 +8,17 @@ All randomness comes from the caller's ``numpy.random.Generator``.
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import Any
 
 import numpy as np
 
 from kernelstream.learners import compiled
 
 
-def hedge(cum_loss: np.ndarray, eta: float) -> np.ndarray:
-    """Exponential weights ``q_i ∝ exp(−η (L_i − min L))`` (stable form)."""
-    z = np.exp(-eta * (cum_loss - cum_loss.min()))
+def hedge(cum_loss: np.ndarray, eta: float, lmin: Any = None) -> np.ndarray:
+    """Exponential weights ``q_i ∝ exp(−η (L_i − min L))`` (stable form); ``lmin``: ``min L``
+    if the caller has it."""
+    z = np.exp(-eta * (cum_loss - (cum_loss.min() if lmin is None else lmin)))
     return z / z.sum()
 
 

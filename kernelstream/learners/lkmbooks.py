@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners._selection import (
     HORIZON_PARAM,
     LOSS_PARAM,
@@ -25,6 +26,8 @@ from kernelstream.learners.losses import LOSSES
 from kernelstream.learners.registry import register
 
 NU: dict[str, float] = {"logistic": 1.0 / 7.0, "square": 0.25, "absolute": 0.2}
+_LOSS_CODES = {"logistic": 0, "square": 1, "absolute": 2}  # _ck_experts.c's
+_UNIFORMS = 4096  # uniforms drawn per call of the compiled block at most
 
 
 @register
@@ -172,6 +175,59 @@ class LKMBooks(WeightedWidths, Learner):
                 self.sqn[n] = xx
                 self.a[n] = -self._lam * g / prob
                 self.n = n + 1
+
+    # -- compiled blocks --------------------------------------------------------------------
+    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        """The rounds of :meth:`_score` and :meth:`_update` in C (``compiled.ek.lkm_run``,
+        numpy's own BLAS and exp: the same numbers), back here for the rounds it leaves to
+        this code (the first points, a retune of an unknown horizon, the log-domain hedge).
+
+        The Bernoulli draws: the uniforms of the next rounds are drawn ahead; the C code uses
+        one per round that starts with ``|S| < B``, as :meth:`_update` does, and the Generator
+        is rewound and advanced by the number used, so it ends where the per-example code
+        leaves it."""
+        ek = compiled.ek
+        # a block of a few rows costs less per example than the compiled block's set-up
+        if ek is None or self.K < 2 or self.K > 128 or X.shape[1] < 2 or X.shape[0] < 8:
+            super()._learn_rows(X, zz, yv, out, n_sv)
+            return
+        B, K = self.budget, self.K
+        work = (np.empty(B), np.empty(K * B), np.empty(K), np.empty(K))
+        neg = -self.widths.gammas
+        code = _LOSS_CODES[self.loss]
+        rows = X.shape[0]
+        rng = self.rng
+        none = np.empty(0)
+        i = 0
+        while i < rows:
+            end = rows
+            if self.horizon is None:  # a round beyond the guess of T retunes (in Python)
+                end = min(rows, i + max(self._T - self.t, 0))
+            u, saved = none, None
+            if self.n < B and end > i:
+                saved = rng.bit_generator.state
+                u = rng.random(min(end - i, _UNIFORMS))
+            consts = np.array([B, self._lam, self._rate, self._pden, self._nu])
+            j, self.n, self.gmax, used, status = ek.lkm_run(
+                X, zz, yv, i, end, self.t + 1, out, n_sv, self.X, self.sqn, self.a, self.p,
+                neg, self.n, self.gmax, consts, code, u, *work)
+            if saved is not None and used < len(u):
+                rng.bit_generator.state = saved  # back to before the draws, then the used ones
+                rng.random(used)
+            self.t += j - i
+            if j >= rows:
+                return
+            if status == 1:  # uniforms used up: draw the next ones
+                i = j
+                continue
+            s, aux = self._score(X[j], float(zz[j]))
+            out[j] = s
+            self._update(X[j], float(zz[j]), float(yv[j]), s, aux)
+            self.t += 1
+            if n_sv is not None:
+                n_sv[j] = self.n
+            i = j + 1
 
     @property
     def n_support_vectors(self) -> int:
