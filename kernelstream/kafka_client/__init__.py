@@ -54,46 +54,97 @@ Writing: :class:`KafkaWriter`
     partition although their keys differ.
 """
 
-from kernelstream.data.labels import StreamLabels
-from kernelstream.kafka_client.blocks import (
-    ID_PARTITION_SHIFT,
-    MESSAGE_KEY,
-    KafkaBlocks,
-    SourcePosition,
-    check_read_options,
-    text_format_for,
-)
-from kernelstream.kafka_client.bounded import (
-    KafkaReadOptions,
-    KafkaRecord,
-    iter_topic_records,
-    snapshot_ends,
-)
-from kernelstream.kafka_client.clients import (
-    READ_DEFAULTS,
-    SCHEME,
-    KafkaTopic,
-    assigned_consumer,
-    check_reachable,
-    client_settings,
-    is_kafka_url,
-    local_broker,
-)
-from kernelstream.kafka_client.partitions import (
-    PartitionGroup,
-    kafka_partition_info,
-    partition_groups,
-)
-from kernelstream.kafka_client.sink import (
-    OUTPUT_TOPICS,
-    KafkaWriter,
-    message,
-    output_topics,
-    partition_for,
-    prediction_rows,
-    routing_key,
-    row_id,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names for type checkers; at run time each loads on first use
+    from kernelstream.data.labels import StreamLabels
+    from kernelstream.kafka_client.blocks import (
+        ID_PARTITION_SHIFT,
+        MESSAGE_KEY,
+        KafkaBlocks,
+        SourcePosition,
+        check_read_options,
+        text_format_for,
+    )
+    from kernelstream.kafka_client.bounded import (
+        KafkaReadOptions,
+        KafkaRecord,
+        iter_topic_records,
+        snapshot_ends,
+    )
+    from kernelstream.kafka_client.clients import (
+        READ_DEFAULTS,
+        SCHEME,
+        KafkaTopic,
+        assigned_consumer,
+        check_reachable,
+        client_settings,
+        is_kafka_url,
+        local_broker,
+    )
+    from kernelstream.kafka_client.partitions import (
+        PartitionGroup,
+        kafka_partition_info,
+        partition_groups,
+    )
+    from kernelstream.kafka_client.sink import (
+        OUTPUT_TOPICS,
+        KafkaWriter,
+        message,
+        output_topics,
+        partition_for,
+        prediction_rows,
+        routing_key,
+        row_id,
+    )
+
+# Loaded on first use, so that a light submodule (``names``) can be imported without the
+# clients, the blocks and the sink (about 0.2 s).
+_LAZY = {
+    "ID_PARTITION_SHIFT": "kernelstream.kafka_client.blocks",
+    "KafkaBlocks": "kernelstream.kafka_client.blocks",
+    "KafkaReadOptions": "kernelstream.kafka_client.bounded",
+    "KafkaRecord": "kernelstream.kafka_client.bounded",
+    "KafkaTopic": "kernelstream.kafka_client.clients",
+    "KafkaWriter": "kernelstream.kafka_client.sink",
+    "MESSAGE_KEY": "kernelstream.kafka_client.blocks",
+    "OUTPUT_TOPICS": "kernelstream.kafka_client.sink",
+    "PartitionGroup": "kernelstream.kafka_client.partitions",
+    "READ_DEFAULTS": "kernelstream.kafka_client.clients",
+    "SCHEME": "kernelstream.kafka_client.clients",
+    "SourcePosition": "kernelstream.kafka_client.blocks",
+    "StreamLabels": "kernelstream.data.labels",
+    "assigned_consumer": "kernelstream.kafka_client.clients",
+    "check_reachable": "kernelstream.kafka_client.clients",
+    "check_read_options": "kernelstream.kafka_client.blocks",
+    "client_settings": "kernelstream.kafka_client.clients",
+    "is_kafka_url": "kernelstream.kafka_client.clients",
+    "iter_topic_records": "kernelstream.kafka_client.bounded",
+    "kafka_partition_info": "kernelstream.kafka_client.partitions",
+    "local_broker": "kernelstream.kafka_client.clients",
+    "message": "kernelstream.kafka_client.sink",
+    "output_topics": "kernelstream.kafka_client.sink",
+    "partition_for": "kernelstream.kafka_client.sink",
+    "partition_groups": "kernelstream.kafka_client.partitions",
+    "prediction_rows": "kernelstream.kafka_client.sink",
+    "routing_key": "kernelstream.kafka_client.sink",
+    "row_id": "kernelstream.kafka_client.sink",
+    "snapshot_ends": "kernelstream.kafka_client.bounded",
+    "text_format_for": "kernelstream.kafka_client.blocks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ID_PARTITION_SHIFT",

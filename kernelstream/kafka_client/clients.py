@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelstream._services import serve
-
-SCHEME = "kafka://"
+from kernelstream.kafka_client.names import SCHEME
 
 
 def is_kafka_url(s: object) -> bool:

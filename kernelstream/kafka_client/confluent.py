@@ -45,8 +45,8 @@ from kernelstream.kafka_client.clients import (
     client_defaults,
     typed_settings,
 )
+from kernelstream.kafka_client.names import KAFKA_CLIENTS
 
-KAFKA_CLIENTS = ("auto", "confluent", "kafka-python")
 GROUP_ID = "kernelstream-reader"  # never joined, nothing committed: librdkafka needs one
 LOGGER = logging.getLogger("kernelstream.rdkafka")
 

@@ -18,12 +18,10 @@ from typing import Any
 
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.stream_rows import OUTPUTS
+from kernelstream.kafka_client.names import KAFKA_CLIENTS, SCHEME
 from kernelstream.pipelines.config import ConfigError, learner_configs, resolve_task
 
-SCHEME = "kafka://"
 EXIT_STOPPED = 130
-# kafka_client.confluent.KAFKA_CLIENTS (not imported: this module stays free of the clients)
-KAFKA_CLIENTS = ("auto", "confluent", "kafka-python")
 KEY_BY = ("id-prefix",)
 OUTPUT_NAMES = OUTPUTS  # the stream's outputs, by name
 
