@@ -263,6 +263,8 @@ class _BoundedOMKC(Combination):
     bit for bit.
     """
 
+    stochastic: ClassVar[bool] = False  # Algorithm 4 (SD) rather than 3 (DD)
+
     budget: int
     budget_maintenance: str
     eta: float
@@ -325,6 +327,25 @@ class _BoundedOMKC(Combination):
         s, rows = eval_stores(cast("list[SVStore]", [c.sv for c in comps]),
                               [c.kern for c in comps], x, xx)
         return self._vote(s), (s, rows)
+
+    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        # whole blocks in C (compiled.omkc_rounds) when every component's update is compiled
+        # (not BPA-S's with a polynomial kernel: its rounds would all go back to Python)
+        if compiled.om is not None and all(c._compiled and c._compiled_rule()
+                                           for c in self.comps):
+            compiled.omkc_rounds(self, X, zz, yv, out, n_sv, self.stochastic)
+        else:
+            super()._learn_rows(X, zz, yv, out, n_sv)
+
+    def _powers(self, grow: bool = False) -> np.ndarray:
+        """``γ^k`` for ``k < L`` by ``np.power`` (so the compiled weights are numpy's
+        ``_refresh_theta`` numbers), ``L`` doubled on request (derived data, not state)."""
+        tab = getattr(self, "_powtab", None)
+        if tab is None or grow:
+            n = 1024 if tab is None else 2 * len(tab)
+            tab = self._powtab = np.power(self.discount, np.arange(n, dtype=np.float64))
+        return tab
 
     def _learn_component(self, i: int, x: np.ndarray, xx: float, y: float, s: float,
                          row: Any) -> None:
@@ -481,6 +502,7 @@ class BOMKCSD(_BoundedOMKC):
     name = "bomkc-sd"
     params = (*_BOUNDED_PARAMS, DISCOUNT_PARAM, DELTA_PARAM, TIE_PARAM)
     randomized = True
+    stochastic = True
     reference = "Lu, Sahoo, Zhao & Hoi, ACM TIST 2018, Algorithm 4"
 
     delta: float
