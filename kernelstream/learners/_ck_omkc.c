@@ -16,9 +16,10 @@
  *   generator in the same order as the Python code;
  * - the vote sum_i theta_i sign(s_i) is left to the caller (np.dot's BLAS summation order):
  *   the block writes every round's scores and weights.
- * A round the compiled rules cannot do (a component whose update is numpy's, e.g. BPA-S with a
- * polynomial kernel, when its update would act) is handed back before it starts, as is a round
- * whose weights need more of the power table.
+ * BPA-S with a polynomial kernel (its numpy update, bpas.BPAS._update, has no _ck_budget rule)
+ * is written out below; its kappa(x_r, x_r) = ||x_r||^(2p) are numpy's powers too (the caller's
+ * kern.diag of the stored points and of the block's rows). A round whose weights need more of
+ * the power table is handed back before it starts.
  */
 #define KB_RULES_ONLY
 #include "_ck_budget.c"
@@ -27,13 +28,14 @@
 #define KO_ABI 1
 #define NK 16 /* _multikernel.M_KERNELS */
 
-enum { O_DONE = 0, O_DEFER = 1, O_POWERS = 2 };
+enum { O_DONE = 0, O_POWERS = 1 };
 
 typedef struct {
     Store st;
     Rule R;
     double prm[8]; /* the rule's constants, prm[0] = the budget of the round */
-    int trig;      /* -1: compiled rule; else the TRIGGERS code of its numpy update */
+    double *diag;        /* BPA-S, polynomial kernel: kappa(x_j, x_j) of the stored points */
+    const double *zdiag; /* ... and of the block's rows */
     int has_head;  /* a ring head (_head) that SD re-points at the oldest SV */
     double *k;     /* the round's kernel row (scratch w3) */
 } Comp;
@@ -77,9 +79,52 @@ static void refresh_theta(const int64_t *cnt, const double *powtab, double *thet
     for (int i = 0; i < NK; i++) theta[i] = w[i] / s;
 }
 
-/* Whether the numpy update of a component would act on this round (compiled.TRIGGERS) */
-static int fires(int trig, double m) {
-    return trig == 0 || (trig == 1 && m <= 0.0) || (trig == 2 && m < 1.0);
+/* bpas.BPAS._update for a kernel whose kappa(x, x) is not 1: the removal cost
+ * q_r = a_r^2 kappa_rr - (a_r k_r)^2 / kappa_tt as numpy computes it, its first minimum (a NaN
+ * first), the merge into the removed slot's replacement. */
+static int rule_bpas_diag(Comp *c, const double *x, double xx, double y, double f,
+                          const double *k, int64_t t, double zdiag) {
+    Store *st = &c->st;
+    double loss = 1.0 - y * f;
+    if (loss <= 0.0) return 0;
+    double kt = kdiag(st, xx); /* xx ** degree, as Python computes it */
+    if (kt <= 0.0) return 0;
+    double cc = c->prm[1], v = loss / kt;
+    double tau = v < cc ? v : cc; /* Python's min(c, v) */
+    Py_ssize_t n = st->n;
+    if (n < (Py_ssize_t)c->prm[0]) {
+        c->diag[n] = zdiag;
+        return store_append(st, x, xx, tau * y, t, f, kt);
+    }
+    Py_ssize_t r = 0;
+    double qb = 0.0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double u = st->a[j] * k[j];
+        u *= u;
+        u /= kt;
+        double q = st->a[j] * st->a[j];
+        q *= c->diag[j];
+        q -= u;
+        if (q != q) {
+            r = j;
+            break;
+        }
+        if (j == 0 || q < qb) {
+            r = j;
+            qb = q;
+        }
+    }
+    double beta = st->a[r] * k[r] / kt + tau * y;
+    store_replace(st, r, x, xx, beta, t);
+    c->diag[r] = zdiag;
+    return 0;
+}
+
+/* One component's update of round t (its own round count) on row r of the block */
+static int comp_update(Comp *c, const double *x, double xx, double y, double f, int64_t t,
+                       Py_ssize_t r) {
+    if (c->diag) return rule_bpas_diag(c, x, xx, y, f, c->k, t, c->zdiag[r]);
+    return RULES[c->R.code](&c->st, &c->R, x, xx, y, f, c->k, t);
 }
 
 /* SVStore.oldest: the first slot of the smallest insertion round */
@@ -98,17 +143,18 @@ static Py_ssize_t total_n(const Comp *cs) {
 
 #define NARG 20
 static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    /* run(sd, heads, trig, has_head, ct, budgets, counts, theta, powtab, delta, B, bitgen,
-     *     Z, zz, y, start, S, T, nsv, out_n) -> (j, status)
+    /* run(sd, heads, diags, has_head, ct, budgets, counts, theta, powtab, delta, B, bitgen,
+     *     Z, zz, y, start, S, T, nsv, out_n) -> (j, status, norm2s)
      * Rounds start.. of the block Z: S[r] = the 16 scores, T[r] = the weights of the vote.
-     * heads: 16 tuples of _ck_budget's head (KernelLearner._rule_args); trig (int64): -1 or
-     * the trigger of a numpy update; ct, budgets, counts (int64, in/out): the components'
-     * rounds and budgets, the discount counts M_i; theta (in/out); powtab: gamma^k, k < L;
-     * out_n (int64, 16) and the heads' norm2 come back in out_n / the returned tuple.
-     * Returns at the first round not done: status O_DEFER (a numpy update) or O_POWERS. */
+     * heads: 16 tuples of _ck_budget's head (KernelLearner._rule_args); diags: 16 of None or
+     * (kappa_jj of the stored points (cap), kappa of the block's rows) of a polynomial BPA-S;
+     * ct, budgets, counts (int64, in/out): the components' rounds and budgets, the discount
+     * counts M_i; theta (in/out); powtab: gamma^k, k < L. The components' sizes come back in
+     * out_n (int64, 16), their norms in norm2s. Returns at the first round not done: row j,
+     * status O_DONE (j = rows) or O_POWERS (powtab is too short). */
     if (nargs != NARG)
         return PyErr_Format(PyExc_TypeError, "run() takes %d arguments, got %zd", NARG, nargs);
-    Buf cb[NK][11];
+    Buf cb[NK][13];
     Buf b[14];
     memset(cb, 0, sizeof cb);
     memset(b, 0, sizeof b);
@@ -131,7 +177,27 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         if (parse_head(&PyTuple_GET_ITEM(h, 0), cb[i], &cs[i].st, &cs[i].R, "omkc") < 0)
             goto done;
     }
-    if (get_buf(args[2], &b[0], 0, "trig", 'q') < 0 || get_buf(args[3], &b[1], 0, "has_head", 'q') < 0
+    if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != NK) {
+        PyErr_SetString(PyExc_ValueError, "_ck_omkc.run: diags must be a tuple of 16");
+        goto done;
+    }
+    for (int i = 0; i < NK; i++) {
+        PyObject *g = PyTuple_GET_ITEM(args[2], i);
+        cs[i].diag = NULL;
+        cs[i].zdiag = NULL;
+        if (g == Py_None) continue;
+        if (!PyTuple_Check(g) || PyTuple_GET_SIZE(g) != 2
+            || get_buf(PyTuple_GET_ITEM(g, 0), &cb[i][11], 1, "diag", 'd') < 0
+            || get_buf(PyTuple_GET_ITEM(g, 1), &cb[i][12], 0, "zdiag", 'd') < 0)
+            goto done;
+        if (n_items(&cb[i][11]) < cs[i].st.cap || cs[i].R.code != R_BPAS) {
+            PyErr_SetString(PyExc_ValueError, "_ck_omkc.run: a diag is too short or not BPA-S");
+            goto done;
+        }
+        cs[i].diag = cb[i][11].view.buf;
+        cs[i].zdiag = cb[i][12].view.buf;
+    }
+    if (get_buf(args[3], &b[1], 0, "has_head", 'q') < 0
         || get_buf(args[4], &b[2], 1, "ct", 'q') < 0 || get_buf(args[5], &b[3], 1, "budgets", 'q') < 0
         || get_buf(args[6], &b[4], 1, "counts", 'q') < 0 || get_buf(args[7], &b[5], 1, "theta", 'd') < 0
         || get_buf(args[8], &b[6], 0, "powtab", 'd') < 0 || get_buf(args[12], &b[7], 0, "Z", 'd') < 0
@@ -148,14 +214,15 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
               || n_items(&b[9]) < rows || n_items(&b[10]) < rows * NK
               || n_items(&b[11]) < rows * NK || (b[12].held && n_items(&b[12]) < rows)
               || L < 1 || start < 0 || start > rows;
-    for (int i = 0; i < 6; i++) bad |= n_items(&b[i]) < NK;
+    for (int i = 1; i < 6; i++) bad |= n_items(&b[i]) < NK;
     bad |= n_items(&b[13]) < NK;
-    for (int i = 0; i < NK; i++) bad |= cs[i].st.d != d;
+    for (int i = 0; i < NK; i++)
+        bad |= cs[i].st.d != d || (cs[i].zdiag && n_items(&cb[i][12]) < rows);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "_ck_omkc.run: arrays have the wrong sizes");
         goto done;
     }
-    const int64_t *trig = b[0].view.buf, *has_head = b[1].view.buf;
+    const int64_t *has_head = b[1].view.buf;
     int64_t *ct = b[2].view.buf, *budgets = b[3].view.buf, *cnt = b[4].view.buf;
     double *theta = b[5].view.buf;
     const double *powtab = b[6].view.buf, *Z = b[7].view.buf, *zz = b[8].view.buf,
@@ -166,7 +233,6 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         Comp *c = &cs[i];
         memcpy(c->prm, c->R.prm, (size_t)NPRM[c->R.code] * sizeof(double));
         c->R.prm = c->prm;
-        c->trig = (int)trig[i];
         c->has_head = has_head[i] != 0;
         c->k = c->R.w3;
     }
@@ -187,23 +253,14 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         const double *x = Z + r * d;
         double xx = zz[r], y = yv[r], s[NK];
         Py_ssize_t m = nonzeros(x, d, nz);
-        int defer = 0;
-        for (int i = 0; i < NK; i++) {
-            s[i] = comp_score(&cs[i], x, xx, nz, m);
-            if (cs[i].trig >= 0 && fires(cs[i].trig, y * s[i])) defer = 1;
-        }
+        for (int i = 0; i < NK; i++) s[i] = comp_score(&cs[i], x, xx, nz, m);
         memcpy(S + r * NK, s, sizeof s);
         memcpy(T + r * NK, theta, NK * sizeof(double));
-        if (defer) {
-            status = O_DEFER;
-            break;
-        }
         int disc = 0;
         if (!sd) { /* Algorithm 3: every component learns */
             for (int i = 0; i < NK; i++) {
                 Comp *c = &cs[i];
-                if (c->trig < 0
-                    && RULES[c->R.code](&c->st, &c->R, x, xx, y, s[i], c->k, ct[i]) < 0) {
+                if (comp_update(c, x, xx, y, s[i], ct[i], r) < 0) {
                     rc = -1;
                     break;
                 }
@@ -235,8 +292,7 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
                     budgets[i] = B;
                 }
                 c->prm[0] = (double)budgets[i];
-                if (c->trig < 0
-                    && RULES[c->R.code](&c->st, &c->R, x, xx, y, s[i], c->k, ct[i]) < 0) {
+                if (comp_update(c, x, xx, y, s[i], ct[i], r) < 0) {
                     rc = -1;
                     break;
                 }
@@ -272,7 +328,7 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         res = Py_BuildValue("(niN)", r, status, norms);
     }
 done:
-    for (int i = 0; i < NK; i++) release(cb[i], 11);
+    for (int i = 0; i < NK; i++) release(cb[i], 13);
     release(b, 14);
     return res;
 }
@@ -293,7 +349,6 @@ PyMODINIT_FUNC PyInit__ck_omkc(void) {
     if (mod == NULL) return NULL;
     if (PyModule_AddIntConstant(mod, "ABI", KO_ABI) < 0
         || PyModule_AddIntConstant(mod, "DONE", O_DONE) < 0
-        || PyModule_AddIntConstant(mod, "DEFER", O_DEFER) < 0
         || PyModule_AddIntConstant(mod, "POWERS", O_POWERS) < 0
         || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
         Py_DECREF(mod);

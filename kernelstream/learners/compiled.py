@@ -327,10 +327,10 @@ mk: Any = _load_multi()  # Any: as ``ck``
 #
 # A block of bounded OMKC's rounds in C: the 16 components' rows and scores, the Hedge weights,
 # SD's update draws and the components' budget rules (_ck_budget.c's functions, compiled into
-# _ck_omkc). ``om.run`` stops before a round it cannot do (a component whose update is numpy's
-# would act; the weights need more of the power table), which :func:`omkc_rounds` does with
-# the learner's per-example code. The vote ``θ·sign(s)`` is numpy's (BLAS's summation order),
-# from the scores and weights the block records.
+# _ck_omkc, and BPA-S's numpy update for the polynomial kernels). Numbers C cannot reproduce
+# come from numpy: the powers γ^k of the weights (a table, :func:`omkc_rounds` grows it when
+# ``om.run`` stops for it), the polynomial BPA-S's κ(x, x), and the vote ``θ·sign(s)`` (BLAS's
+# summation order), from the scores and weights the block records.
 
 OMKC_ABI = 1  # the _ck_omkc.c interface this module calls (its KO_ABI)
 
@@ -351,66 +351,60 @@ def _load_omkc() -> ModuleType | None:
 om: Any = _load_omkc()  # Any: as ``ck``
 
 
+def _omkc_head(c: Any, sd_cap: int) -> tuple[tuple[Any, ...], Any]:
+    """A component's head for ``om.run`` and what to hand back to it after the block: its
+    rule's state arrays, or the κ(x_j, x_j) buffer of a polynomial BPA-S (rule written in
+    _ck_omkc.c, from the head of BPA-S's compiled rule)."""
+    sv = c.sv
+    while len(sv.a) < sd_cap:  # SD: room for B SVs and an append (C does not grow a store)
+        sv._grow()
+    if c._compiled_rule():
+        args, ist, fst = c._rule_args()
+        return args, (ist, fst)
+    if len(sv.a) == sv.n:
+        sv._grow()
+    return (RULES["bpa-s"], sv.X, sv.sqn, sv.a, sv.ids, sv.s, sv.n, sv.norm2, c._kcode, c._kp,
+            c._kdeg, np.array([c.budget, c.c]), np.zeros(0, dtype=np.int64), np.zeros(0), None,
+            None, np.empty(3 * len(sv.a)), c._nzwork), None
+
+
 def omkc_rounds(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                 n_sv: np.ndarray | None, sd: bool) -> None:
     """Test-then-train over a block of bounded OMKC (``learner``: an ``omkc._BoundedOMKC``
-    whose components all have compiled scores), equal bit for bit to its per-example rounds."""
+    whose components score compiled, with a compiled rule or as BPA-S), equal bit for bit to
+    its per-example rounds."""
     comps = learner.comps
     m = len(comps)
     rows = X.shape[0]
     S, T = np.empty((rows, m)), np.empty((rows, m))
-    trig = np.array([-1 if c._compiled_rule() else TRIGGERS[c._update_trigger()]
-                     for c in comps], dtype=np.int64)
     has_head = np.array([hasattr(c, "_head") for c in comps], dtype=np.int64)
     out_n = np.empty(m, dtype=np.int64)
-    cap = learner.budget + 1  # SD: a component may hold up to B SVs, plus the append's room
+    sd_cap = learner.budget + 1 if sd else 0
     i = 0
     while i < rows:
-        heads, rules = [], []
-        for c in comps:
-            sv = c.sv
-            while sd and len(sv.a) < cap:  # C does not grow a store
-                sv._grow()
-            if c._compiled_rule():
-                args, ist, fst = c._rule_args()
-                rules.append((ist, fst))
-            else:  # scored here; its numpy update runs in Python (om.run hands the round back)
-                args = (RULES["bpa-s"], sv.X, sv.sqn, sv.a, sv.ids, sv.s, sv.n, sv.norm2,
-                        c._kcode, c._kp, c._kdeg, np.array([c.budget, 0.0]),
-                        np.zeros(0, dtype=np.int64), np.zeros(0), None, None,
-                        np.empty(3 * len(sv.a)), c._nzwork)
-                rules.append(None)
-            heads.append(args)
+        heads, back = zip(*(_omkc_head(c, sd_cap) for c in comps), strict=True)
+        # numpy's κ(x, x) (kern.diag: a power) of a polynomial BPA-S's points and rows
+        diags = tuple(None if b is not None else (c.kern.diag(c.sv.sqn), c.kern.diag(zz))
+                      for c, b in zip(comps, back, strict=True))
         ct = np.array([c.t for c in comps], dtype=np.int64)
         budgets = np.array([c.budget for c in comps], dtype=np.int64)
-        theta = learner._theta.copy()
-        j, status, norms = om.run(sd, tuple(heads), trig, has_head, ct, budgets, learner._counts,
-                                  theta, learner._powers(), getattr(learner, "delta", 0.0),
-                                  learner.budget, learner.rng.bit_generator.capsule, X, zz, yv,
-                                  i, S, T, n_sv, out_n)
+        j, status, norms = om.run(sd, heads, diags, has_head, ct, budgets, learner._counts,
+                                  learner._theta.copy(), learner._powers(),
+                                  getattr(learner, "delta", 0.0), learner.budget,
+                                  learner.rng.bit_generator.capsule, X, zz, yv, i, S, T, n_sv,
+                                  out_n)
         for k, c in enumerate(comps):
             c.sv.n, c.sv.norm2 = int(out_n[k]), norms[k]
-            if rules[k] is not None:
-                c._rule_done(*rules[k])
+            if back[k] is not None:
+                c._rule_done(*back[k])
             c.t, c.budget = int(ct[k]), int(budgets[k])
         learner._refresh_theta()
-        if j > i:  # the vote, as Combination._vote computes it
+        if j > i:  # the vote, as Combination._vote computes it (np.dot per row)
             out[i:j] = np.matmul(T[i:j, None, :], np.sign(S[i:j])[:, :, None])[:, 0, 0]
         learner.t += j - i
-        if j >= rows:
-            return
         if status == om.POWERS:
             learner._powers(grow=True)
-            i = j
-            continue
-        x, xx, y = X[j], float(zz[j]), float(yv[j])
-        s, aux = learner._score(x, xx)
-        out[j] = s
-        learner._update(x, xx, y, s, aux)
-        learner.t += 1
-        if n_sv is not None:
-            n_sv[j] = learner.n_support_vectors
-        i = j + 1
+        i = j
 
 
 if ck is not None and fk is None:  # say so: these learners then run their numpy code

@@ -330,10 +330,10 @@ class _BoundedOMKC(Combination):
 
     def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                     n_sv: np.ndarray | None) -> None:
-        # whole blocks in C (compiled.omkc_rounds) when every component's update is compiled
-        # (not BPA-S's with a polynomial kernel: its rounds would all go back to Python)
-        if compiled.om is not None and all(c._compiled and c._compiled_rule()
-                                           for c in self.comps):
+        # whole blocks in C (compiled.omkc_rounds): compiled scores, and compiled rules (BPA-S
+        # with a polynomial kernel has none in _ck_budget; _ck_omkc has it)
+        if compiled.om is not None and all(
+                c._compiled and (c._compiled_rule() or c.name == "bpa-s") for c in self.comps):
             compiled.omkc_rounds(self, X, zz, yv, out, n_sv, self.stochastic)
         else:
             super()._learn_rows(X, zz, yv, out, n_sv)
