@@ -82,6 +82,8 @@ def test_blocks_equal_the_per_example_rounds(name: str, bm: str, budget: int) ->
     got = (np.concatenate([want[0][:1], got[0]]), np.concatenate([want[1][:1], got[1]]))
     _assert_same(got, want, m, ref)
     assert m.n_support_vectors <= budget
+    for c in m.comps:  # stores grow on demand (SD: not to the total budget each)
+        assert len(c.sv.a) <= 2 * max(c.sv.n, 1) + 1
 
 
 @needs_om

@@ -19,7 +19,8 @@
  * BPA-S with a polynomial kernel (its numpy update, bpas.BPAS._update, has no _ck_budget rule)
  * is written out below; its kappa(x_r, x_r) = ||x_r||^(2p) are numpy's powers too (the caller's
  * kern.diag of the stored points and of the block's rows). A round whose weights need more of
- * the power table is handed back before it starts.
+ * the power table, or with a full store (C does not grow one; SD's components grow up to B) is
+ * handed back before it starts.
  */
 #define KB_RULES_ONLY
 #include "_ck_budget.c"
@@ -28,7 +29,7 @@
 #define KO_ABI 1
 #define NK 16 /* _multikernel.M_KERNELS */
 
-enum { O_DONE = 0, O_POWERS = 1 };
+enum { O_DONE = 0, O_POWERS = 1, O_FULL = 2 };
 
 typedef struct {
     Store st;
@@ -151,7 +152,8 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
      * ct, budgets, counts (int64, in/out): the components' rounds and budgets, the discount
      * counts M_i; theta (in/out); powtab: gamma^k, k < L. The components' sizes come back in
      * out_n (int64, 16), their norms in norm2s. Returns at the first round not done: row j,
-     * status O_DONE (j = rows) or O_POWERS (powtab is too short). */
+     * status O_DONE (j = rows), O_POWERS (powtab is too short) or O_FULL (a store has no
+     * room for an append). */
     if (nargs != NARG)
         return PyErr_Format(PyExc_TypeError, "run() takes %d arguments, got %zd", NARG, nargs);
     Buf cb[NK][13];
@@ -250,6 +252,9 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
             status = O_POWERS;
             break;
         }
+        for (int i = 0; i < NK; i++)
+            if (cs[i].st.n >= cs[i].st.cap) status = O_FULL;
+        if (status == O_FULL) break;
         const double *x = Z + r * d;
         double xx = zz[r], y = yv[r], s[NK];
         Py_ssize_t m = nonzeros(x, d, nz);
@@ -350,6 +355,7 @@ PyMODINIT_FUNC PyInit__ck_omkc(void) {
     if (PyModule_AddIntConstant(mod, "ABI", KO_ABI) < 0
         || PyModule_AddIntConstant(mod, "DONE", O_DONE) < 0
         || PyModule_AddIntConstant(mod, "POWERS", O_POWERS) < 0
+        || PyModule_AddIntConstant(mod, "FULL", O_FULL) < 0
         || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
         Py_DECREF(mod);
         return NULL;

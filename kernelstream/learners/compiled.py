@@ -330,7 +330,8 @@ mk: Any = _load_multi()  # Any: as ``ck``
 # _ck_omkc, and BPA-S's numpy update for the polynomial kernels). Numbers C cannot reproduce
 # come from numpy: the powers γ^k of the weights (a table, :func:`omkc_rounds` grows it when
 # ``om.run`` stops for it), the polynomial BPA-S's κ(x, x), and the vote ``θ·sign(s)`` (BLAS's
-# summation order), from the scores and weights the block records.
+# summation order), from the scores and weights the block records. ``om.run`` also stops before
+# a round with a full store (SD's components grow as in Python, up to the total budget).
 
 OMKC_ABI = 1  # the _ck_omkc.c interface this module calls (its KO_ABI)
 
@@ -351,16 +352,14 @@ def _load_omkc() -> ModuleType | None:
 om: Any = _load_omkc()  # Any: as ``ck``
 
 
-def _omkc_head(c: Any, sd_cap: int) -> tuple[tuple[Any, ...], Any]:
-    """A component's head for ``om.run`` and what to hand back to it after the block: its
-    rule's state arrays, or the κ(x_j, x_j) buffer of a polynomial BPA-S (rule written in
-    _ck_omkc.c, from the head of BPA-S's compiled rule)."""
-    sv = c.sv
-    while len(sv.a) < sd_cap:  # SD: room for B SVs and an append (C does not grow a store)
-        sv._grow()
+def _omkc_head(c: Any) -> tuple[tuple[Any, ...], Any]:
+    """A component's head for ``om.run`` (its store with room for an append) and what to
+    hand back to it after the block: its rule's state arrays, or None for a polynomial BPA-S
+    (no rule in _ck_budget; _ck_omkc.c has it, from a head of BPA-S's compiled rule)."""
     if c._compiled_rule():
-        args, ist, fst = c._rule_args()
+        args, ist, fst = c._rule_args()  # grows a full store
         return args, (ist, fst)
+    sv = c.sv
     if len(sv.a) == sv.n:
         sv._grow()
     return (RULES["bpa-s"], sv.X, sv.sqn, sv.a, sv.ids, sv.s, sv.n, sv.norm2, c._kcode, c._kp,
@@ -379,10 +378,9 @@ def omkc_rounds(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out
     S, T = np.empty((rows, m)), np.empty((rows, m))
     has_head = np.array([hasattr(c, "_head") for c in comps], dtype=np.int64)
     out_n = np.empty(m, dtype=np.int64)
-    sd_cap = learner.budget + 1 if sd else 0
     i = 0
     while i < rows:
-        heads, back = zip(*(_omkc_head(c, sd_cap) for c in comps), strict=True)
+        heads, back = zip(*(_omkc_head(c) for c in comps), strict=True)
         # numpy's κ(x, x) (kern.diag: a power) of a polynomial BPA-S's points and rows
         diags = tuple(None if b is not None else (c.kern.diag(c.sv.sqn), c.kern.diag(zz))
                       for c, b in zip(comps, back, strict=True))
@@ -404,7 +402,7 @@ def omkc_rounds(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out
         learner.t += j - i
         if status == om.POWERS:
             learner._powers(grow=True)
-        i = j
+        i = j  # om.FULL: the heads above grow the full stores
 
 
 if ck is not None and fk is None:  # say so: these learners then run their numpy code
