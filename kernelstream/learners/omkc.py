@@ -260,7 +260,9 @@ class _BoundedOMKC(Combination):
     (one stream, saved once).
     Their scores (``KernelLearner._score``: ``f^i(x)`` and the kernel row the update reuses)
     are computed for all ``m`` at once by :func:`~kernelstream.learners.store.eval_stores`,
-    bit for bit.
+    bit for bit. With the compiled kernels a block runs in C (``compiled.omkc_rounds``: the
+    components' compiled rows and rules, the weights and draws), bit for bit the rounds of the
+    per-example path.
     """
 
     stochastic: ClassVar[bool] = False  # Algorithm 4 (SD) rather than 3 (DD)
