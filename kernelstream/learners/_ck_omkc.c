@@ -41,15 +41,60 @@ typedef struct {
     double *k;     /* the round's kernel row (scratch w3) */
 } Comp;
 
+/* The dots <x_j, x> of one round by stored point, for points several components hold (DD:
+ * every component learns every round, so its round counts, which are the SVs' ids, are the
+ * learner's, and one id is one example): open addressing on the id, entries of this round
+ * only (stamp). */
+typedef struct {
+    int64_t *id, *stamp;
+    double *dot;
+    uint64_t mask;
+    int bits;
+    int64_t round;
+} DotCache;
+
+/* <X_j, x> over x's non-zeros, as one row of dots() (the same sum in the same order) */
+static inline double one_dot(const double *xj, const double *x, const Py_ssize_t *nz,
+                             Py_ssize_t m, Py_ssize_t d) {
+    double s = 0.0;
+    if (m == d) {
+        for (Py_ssize_t i = 0; i < d; i++) s += xj[i] * x[i];
+    } else {
+        for (Py_ssize_t t = 0; t < m; t++) s += xj[nz[t]] * x[nz[t]];
+    }
+    return s;
+}
+
+static void cached_dots(const Store *st, const double *x, const Py_ssize_t *nz, Py_ssize_t m,
+                        DotCache *dc, double *k) {
+    for (Py_ssize_t j = 0; j < st->n; j++) {
+        int64_t id = st->ids[j];
+        uint64_t h = ((uint64_t)id * 0x9E3779B97F4A7C15ULL) >> (64 - dc->bits);
+        while (dc->stamp[h] == dc->round && dc->id[h] != id) h = (h + 1) & dc->mask;
+        if (dc->stamp[h] == dc->round) {
+            k[j] = dc->dot[h];
+        } else {
+            k[j] = one_dot(st->X + j * st->d, x, nz, m, st->d);
+            dc->stamp[h] = dc->round;
+            dc->id[h] = id;
+            dc->dot[h] = k[j];
+        }
+    }
+}
+
 /* The component's score and kernel row from the example's non-zeros nz[0..m): row_score of
- * _ck_common.h (the same operations, in the same order) without re-scanning x. */
+ * _ck_common.h (the same operations, in the same order) without re-scanning x, its dots shared
+ * with the other components through dc (or NULL). */
 static double comp_score(Comp *c, const double *x, double xx, const Py_ssize_t *nz,
-                         Py_ssize_t m) {
+                         Py_ssize_t m, DotCache *dc) {
     Store *st = &c->st;
     Py_ssize_t n = st->n;
     if (n == 0) return 0.0;
     double *k = c->k;
-    dots(st->X, n, st->d, x, nz, m, k);
+    if (dc)
+        cached_dots(st, x, nz, m, dc, k);
+    else
+        dots(st->X, n, st->d, x, nz, m, k);
     if (st->kind == K_GAUSSIAN) {
         for (Py_ssize_t j = 0; j < n; j++) {
             double v = k[j] * -2.0;
@@ -239,6 +284,33 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         c->k = c->R.w3;
     }
     Py_ssize_t *nz = cs[0].R.nz; /* the example's non-zeros, shared by the 16 rows */
+    /* DD with equal round counts: a table of at least twice the points the stores can hold */
+    DotCache cache, *dc = NULL;
+    int same_t = 1;
+    Py_ssize_t caps = 0;
+    for (int i = 0; i < NK; i++) {
+        same_t &= ct[i] == ct[0];
+        caps += cs[i].st.cap;
+    }
+    if (!sd && same_t) {
+        int bits = 4;
+        while (((Py_ssize_t)1 << bits) < 2 * caps) bits++;
+        size_t size = (size_t)1 << bits;
+        cache.id = PyMem_Malloc(size * sizeof(int64_t));
+        cache.stamp = PyMem_Malloc(size * sizeof(int64_t));
+        cache.dot = PyMem_Malloc(size * sizeof(double));
+        if (!cache.id || !cache.stamp || !cache.dot) {
+            PyMem_Free(cache.id);
+            PyMem_Free(cache.stamp);
+            PyMem_Free(cache.dot);
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (size_t h = 0; h < size; h++) cache.stamp[h] = -1;
+        cache.mask = size - 1;
+        cache.bits = bits;
+        dc = &cache;
+    }
     Py_ssize_t r = start;
     int status = O_DONE, rc = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -258,7 +330,8 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         const double *x = Z + r * d;
         double xx = zz[r], y = yv[r], s[NK];
         Py_ssize_t m = nonzeros(x, d, nz);
-        for (int i = 0; i < NK; i++) s[i] = comp_score(&cs[i], x, xx, nz, m);
+        if (dc) dc->round = r;
+        for (int i = 0; i < NK; i++) s[i] = comp_score(&cs[i], x, xx, nz, m, dc);
         memcpy(S + r * NK, s, sizeof s);
         memcpy(T + r * NK, theta, NK * sizeof(double));
         int disc = 0;
@@ -315,6 +388,11 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         if (nsv) nsv[r] = total_n(cs);
     }
     Py_END_ALLOW_THREADS
+    if (dc) {
+        PyMem_Free(cache.id);
+        PyMem_Free(cache.stamp);
+        PyMem_Free(cache.dot);
+    }
     if (rc < 0) {
         const char *err = "a rule failed";
         for (int i = 0; i < NK; i++)
