@@ -2,7 +2,8 @@
  * Zhao & Hoi, ACM TIST 2018, Algorithms 3 and 4): a block of test-then-train rounds without
  * returning to Python. Per round: the m = 16 components' kernel rows and scores (the
  * single-kernel compiled row of _ck_common.h, so each score is the component's own compiled
- * score bit for bit), the Hedge weights, for SD the m update draws, and the components' budget
+ * score bit for bit; in DD, where an SV's id names one example for every component, each
+ * distinct stored point's dot product is computed once a round), the Hedge weights, for SD the m update draws, and the components' budget
  * rules, which are _ck_budget.c's own functions (included with KB_RULES_ONLY: the same code,
  * not a copy).
  *
