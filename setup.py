@@ -16,6 +16,7 @@ FEATURES_SOURCE = "kernelstream/learners/_ck_features.c"
 BUDGET_SOURCE = "kernelstream/learners/_ck_budget.c"
 MULTI_SOURCE = "kernelstream/learners/_ck_multi.c"
 EXPERTS_SOURCE = "kernelstream/learners/_ck_experts.c"
+OMKC_SOURCE = "kernelstream/learners/_ck_omkc.c"
 # the build records its sources' hash (kernelstream.learners.compiled.source_hash), so edited
 # sources with an old build are detected and the learners fall back to numpy, saying so
 C_FILES = sorted((HERE / "kernelstream" / "learners").glob("_ck*.[ch]"))
@@ -72,6 +73,16 @@ setup(
             depends=[str(p.relative_to(HERE)) for p in C_FILES],
             define_macros=[("KS_SOURCE_HASH", f'"{SOURCE_HASH}"')],
             extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],
+            optional=True,
+        ),
+        # bounded OMKC's whole rounds (compiled.py, "bounded OMKC"): includes _ck_budget.c's
+        # rules, so the same flags as _ck_budget
+        Extension(
+            "kernelstream.learners._ck_omkc",
+            sources=[OMKC_SOURCE],
+            depends=[str(p.relative_to(HERE)) for p in C_FILES],
+            define_macros=[("KS_SOURCE_HASH", f'"{SOURCE_HASH}"')],
+            extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],
             optional=True,
         ),
     ]

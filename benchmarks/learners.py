@@ -120,8 +120,10 @@ def union_shape(m: Any) -> tuple[int, np.ndarray] | None:
     if hasattr(m, "store") and hasattr(m.store, "n_entries"):  # omkc-*, bomkc-spa
         return int(m.store.n), pool_g
     if hasattr(m, "comps"):  # bomkc-dd / -sd: one budgeted store per kernel
-        ids = np.concatenate([c.sv.ids[: c.sv.n] for c in m.comps])
-        return len(np.unique(ids)), pool_g
+        # distinct rows, not ids: an SV's id is its component's round count, and bomkc-sd's
+        # components count only the rounds they learn (the same id, different points)
+        X = np.concatenate([c.sv.X[: c.sv.n] for c in m.comps])
+        return len(np.unique(X, axis=0)), pool_g
     pool = getattr(getattr(m, "mirror", None), "pool", None) or getattr(m, "pool", None)
     if pool is None and hasattr(getattr(m, "_hyp", None), "stores"):
         pool = m._hyp

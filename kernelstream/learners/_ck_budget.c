@@ -509,6 +509,10 @@ static int parse_head(PyObject *const *args, Buf *b, Store *st, Rule *R, const c
     return 0;
 }
 
+/* _ck_omkc.c includes this file for the rules and parse_head above (KB_RULES_ONLY): the
+ * entry points and the module below are this module's own. */
+#ifndef KB_RULES_ONLY
+
 /* ---- Python entry points -------------------------------------------------------------- */
 
 static PyObject *py_update(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
@@ -1052,3 +1056,5 @@ PyMODINIT_FUNC PyInit__ck_budget(void) {
     }
     return mod;
 }
+
+#endif /* KB_RULES_ONLY */

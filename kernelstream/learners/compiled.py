@@ -323,6 +323,88 @@ def _load_multi() -> ModuleType | None:
 mk: Any = _load_multi()  # Any: as ``ck``
 
 
+# ---- bounded OMKC: _ck_omkc.c (bomkc-dd, bomkc-sd) -------------------------------------------
+#
+# A block of bounded OMKC's rounds in C: the 16 components' rows and scores, the Hedge weights,
+# SD's update draws and the components' budget rules (_ck_budget.c's functions, compiled into
+# _ck_omkc, and BPA-S's numpy update for the polynomial kernels). Numbers C cannot reproduce
+# come from numpy: the powers γ^k of the weights (a table, :func:`omkc_rounds` grows it when
+# ``om.run`` stops for it), the polynomial BPA-S's κ(x, x), and the vote ``θ·sign(s)`` (BLAS's
+# summation order), from the scores and weights the block records. ``om.run`` also stops before
+# a round with a full store (SD's components grow as in Python, up to the total budget).
+
+OMKC_ABI = 1  # the _ck_omkc.c interface this module calls (its KO_ABI)
+
+
+def _load_omkc() -> ModuleType | None:
+    if ck is None or bk is None:  # same switch and staleness rule; the rules must be compiled
+        return None
+    try:
+        from kernelstream.learners import _ck_omkc  # type: ignore[attr-defined]  # C, no stub
+    except ImportError:
+        return None
+    if (getattr(_ck_omkc, "ABI", None) != OMKC_ABI
+            or getattr(_ck_omkc, "SOURCE_HASH", None) != ck.SOURCE_HASH):
+        return None
+    return _ck_omkc
+
+
+om: Any = _load_omkc()  # Any: as ``ck``
+
+
+def _omkc_head(c: Any) -> tuple[tuple[Any, ...], Any]:
+    """A component's head for ``om.run`` (its store with room for an append) and what to
+    hand back to it after the block: its rule's state arrays, or None for a polynomial BPA-S
+    (no rule in _ck_budget; _ck_omkc.c has it, from a head of BPA-S's compiled rule)."""
+    if c._compiled_rule():
+        args, ist, fst = c._rule_args()  # grows a full store
+        return args, (ist, fst)
+    sv = c.sv
+    if len(sv.a) == sv.n:
+        sv._grow()
+    return (RULES["bpa-s"], sv.X, sv.sqn, sv.a, sv.ids, sv.s, sv.n, sv.norm2, c._kcode, c._kp,
+            c._kdeg, np.array([c.budget, c.c]), np.zeros(0, dtype=np.int64), np.zeros(0), None,
+            None, np.empty(3 * len(sv.a)), c._nzwork), None
+
+
+def omkc_rounds(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                n_sv: np.ndarray | None, sd: bool) -> None:
+    """Test-then-train over a block of bounded OMKC (``learner``: an ``omkc._BoundedOMKC``
+    whose components score compiled, with a compiled rule or as BPA-S), equal bit for bit to
+    its per-example rounds."""
+    comps = learner.comps
+    m = len(comps)
+    rows = X.shape[0]
+    S, T = np.empty((rows, m)), np.empty((rows, m))
+    has_head = np.array([hasattr(c, "_head") for c in comps], dtype=np.int64)
+    out_n = np.empty(m, dtype=np.int64)
+    i = 0
+    while i < rows:
+        heads, back = zip(*(_omkc_head(c) for c in comps), strict=True)
+        # numpy's κ(x, x) (kern.diag: a power) of a polynomial BPA-S's points and rows
+        diags = tuple(None if b is not None else (c.kern.diag(c.sv.sqn), c.kern.diag(zz))
+                      for c, b in zip(comps, back, strict=True))
+        ct = np.array([c.t for c in comps], dtype=np.int64)
+        budgets = np.array([c.budget for c in comps], dtype=np.int64)
+        j, status, norms = om.run(sd, heads, diags, has_head, ct, budgets, learner._counts,
+                                  learner._theta.copy(), learner._powers(),
+                                  getattr(learner, "delta", 0.0), learner.budget,
+                                  learner.rng.bit_generator.capsule, X, zz, yv, i, S, T, n_sv,
+                                  out_n)
+        for k, c in enumerate(comps):
+            c.sv.n, c.sv.norm2 = int(out_n[k]), norms[k]
+            if back[k] is not None:
+                c._rule_done(*back[k])
+            c.t, c.budget = int(ct[k]), int(budgets[k])
+        learner._refresh_theta()
+        if j > i:  # the vote, as Combination._vote computes it (np.dot per row)
+            out[i:j] = np.matmul(T[i:j, None, :], np.sign(S[i:j])[:, :, None])[:, 0, 0]
+        learner.t += j - i
+        if status == om.POWERS:
+            learner._powers(grow=True)
+        i = j  # om.FULL: the heads above grow the full stores
+
+
 if ck is not None and fk is None:  # say so: these learners then run their numpy code
     STATUS += ("; feature maps (fogd, nogd, skegd, okl-gd, oks-sil): numpy, _ck_features is "
                "not built or stale")
@@ -420,3 +502,5 @@ ek: Any = _load_experts()  # Any: as ``ck``
 if ck is not None and ek is None:
     STATUS += ("; expert blocks (lkmbooks, ea2oks, bea2oks): per-example code, _ck_experts is "
                "not built or stale, or numpy's BLAS was not found or differs")
+if ck is not None and bk is not None and om is None:
+    STATUS += "; bounded OMKC blocks (bomkc-dd, bomkc-sd): Python rounds, _ck_omkc is not built"

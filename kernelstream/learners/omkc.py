@@ -260,8 +260,12 @@ class _BoundedOMKC(Combination):
     (one stream, saved once).
     Their scores (``KernelLearner._score``: ``f^i(x)`` and the kernel row the update reuses)
     are computed for all ``m`` at once by :func:`~kernelstream.learners.store.eval_stores`,
-    bit for bit.
+    bit for bit. With the compiled kernels a block runs in C (``compiled.omkc_rounds``: the
+    components' compiled rows and rules, the weights and draws), bit for bit the rounds of the
+    per-example path.
     """
+
+    stochastic: ClassVar[bool] = False  # Algorithm 4 (SD) rather than 3 (DD)
 
     budget: int
     budget_maintenance: str
@@ -325,6 +329,25 @@ class _BoundedOMKC(Combination):
         s, rows = eval_stores(cast("list[SVStore]", [c.sv for c in comps]),
                               [c.kern for c in comps], x, xx)
         return self._vote(s), (s, rows)
+
+    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        # whole blocks in C (compiled.omkc_rounds): compiled scores, and compiled rules (BPA-S
+        # with a polynomial kernel has none in _ck_budget; _ck_omkc has it)
+        if compiled.om is not None and all(
+                c._compiled and (c._compiled_rule() or c.name == "bpa-s") for c in self.comps):
+            compiled.omkc_rounds(self, X, zz, yv, out, n_sv, self.stochastic)
+        else:
+            super()._learn_rows(X, zz, yv, out, n_sv)
+
+    def _powers(self, grow: bool = False) -> np.ndarray:
+        """``γ^k`` for ``k < L`` by ``np.power`` (so the compiled weights are numpy's
+        ``_refresh_theta`` numbers), ``L`` doubled on request (derived data, not state)."""
+        tab = getattr(self, "_powtab", None)
+        if tab is None or grow:
+            n = 1024 if tab is None else 2 * len(tab)
+            tab = self._powtab = np.power(self.discount, np.arange(n, dtype=np.float64))
+        return tab
 
     def _learn_component(self, i: int, x: np.ndarray, xx: float, y: float, s: float,
                          row: Any) -> None:
@@ -481,6 +504,7 @@ class BOMKCSD(_BoundedOMKC):
     name = "bomkc-sd"
     params = (*_BOUNDED_PARAMS, DISCOUNT_PARAM, DELTA_PARAM, TIE_PARAM)
     randomized = True
+    stochastic = True
     reference = "Lu, Sahoo, Zhao & Hoi, ACM TIST 2018, Algorithm 4"
 
     delta: float

@@ -1,0 +1,171 @@
+"""The compiled blocks of bounded OMKC (kernelstream.learners._ck_omkc, compiled.omkc_rounds):
+blocks equal the per-example rounds bit for bit (scores, #SV, state, weights, random stream)
+for both algorithms and every budget maintenance, also across restores and when the weights'
+power table must grow; the numpy fallback learns the same model up to round-off; bad calls
+raise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kernelstream.learners import compiled, make
+
+om = compiled.om
+needs_om = pytest.mark.skipif(om is None, reason=f"bounded OMKC blocks not compiled: "
+                              f"{compiled.STATUS}")
+
+LEARNERS = ("bomkc-dd", "bomkc-sd")
+MAINTENANCE = ("rbp", "forgetron", "bogd", "bpa-s")
+
+
+def _data(n: int = 360, d: int = 7, density: float = 0.6, seed: int = 0) -> tuple:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * (rng.random((n, d)) < density)
+    X[::37] = 0.0  # x = 0: the polynomial kernels' zero function
+    y = np.where(X[:, 0] - 0.7 * X[:, 2] + 0.4 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    return np.ascontiguousarray(X), y
+
+
+def _make(name: str, bm: str, budget: int, **kw: Any) -> Any:
+    extra = {"eta": 0.3, "lam": 0.2} if bm == "bogd" else {"c": 0.5} if bm == "bpa-s" else {}
+    return make(name, seed=11, budget=budget, budget_maintenance=bm, **extra, **kw)
+
+
+def _fingerprint(m: Any) -> dict[str, bytes]:
+    st = m.get_state()
+    out = {k: np.asarray(v).tobytes() + str(np.asarray(v).dtype).encode() for k, v in st.items()}
+    out["theta"] = m.kernel_distribution.tobytes()
+    out["rng"] = repr(m.rng.bit_generator.state).encode()
+    out["comps"] = repr([(c.t, c.budget, getattr(c, "_head", None), getattr(c, "damage", None))
+                         for c in m.comps]).encode()
+    return out
+
+
+def _per_example(m: Any, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    out, nsv = np.empty(len(y)), np.empty(len(y), dtype=np.int64)
+    for i in range(len(y)):
+        out[i] = m.step(X[i], y[i])
+        nsv[i] = m.n_support_vectors
+    return out, nsv
+
+
+def _blocks(m: Any, X: np.ndarray, y: np.ndarray, cuts: list[int]) -> tuple:
+    out, nsv = np.empty(len(y)), np.empty(len(y), dtype=np.int64)
+    for a, b in zip([0, *cuts], [*cuts, len(y)], strict=True):
+        out[a:b] = m.predict_learn_many(X[a:b], y[a:b], n_sv=nsv[a:b])
+    return out, nsv
+
+
+def _assert_same(a: tuple, b: tuple, ma: Any, mb: Any) -> None:
+    np.testing.assert_array_equal(a[0].view(np.int64), b[0].view(np.int64))  # bits, NaN-safe
+    np.testing.assert_array_equal(a[1], b[1])
+    fa, fb = _fingerprint(ma), _fingerprint(mb)
+    assert fa.keys() == fb.keys()
+    for key in fa:
+        assert fa[key] == fb[key], key
+
+
+@needs_om
+@pytest.mark.parametrize("name", LEARNERS)
+@pytest.mark.parametrize("bm", MAINTENANCE)
+@pytest.mark.parametrize("budget", [20, 70])
+def test_blocks_equal_the_per_example_rounds(name: str, bm: str, budget: int) -> None:
+    X, y = _data()
+    ref = _make(name, bm, budget)
+    want = _per_example(ref, X, y)
+    m = _make(name, bm, budget)
+    m.step(X[0], y[0])  # the first round per example, then blocks of uneven sizes
+    got = _blocks(m, X[1:], y[1:], [1, 90, 200])
+    got = (np.concatenate([want[0][:1], got[0]]), np.concatenate([want[1][:1], got[1]]))
+    _assert_same(got, want, m, ref)
+    assert m.n_support_vectors <= budget
+    for c in m.comps:  # stores grow on demand (SD: not to the total budget each)
+        assert len(c.sv.a) <= 2 * max(c.sv.n, 1) + 1
+
+
+@needs_om
+@pytest.mark.parametrize("name", LEARNERS)
+def test_blocks_equal_the_per_example_rounds_on_a_polynomial_scale(name: str) -> None:
+    # large norms: the cubic kernel's κ(x, x) = ‖x‖⁶ (numpy's power) drives BPA-S's removals
+    X, y = _data(seed=3)
+    X *= 4.0
+    ref, m = _make(name, "bpa-s", 32), _make(name, "bpa-s", 32)
+    _assert_same(_blocks(m, X, y, [150]), _per_example(ref, X, y), m, ref)
+
+
+@needs_om
+@pytest.mark.parametrize("name", LEARNERS)
+def test_restored_learner_continues_in_blocks(name: str) -> None:
+    X, y = _data(seed=1)
+    ref = _make(name, "forgetron", 40)
+    want = _per_example(ref, X, y)
+    m = _make(name, "forgetron", 40)
+    first = m.predict_learn_many(X[:200], y[:200])
+    r = _make(name, "forgetron", 40)
+    r.set_state(m.get_state())
+    rest = r.predict_learn_many(X[200:], y[200:])
+    np.testing.assert_array_equal(np.concatenate([first, rest]).view(np.int64),
+                                  want[0].view(np.int64))
+    fr, fref = _fingerprint(r), _fingerprint(ref)
+    del fr["comps"], fref["comps"]  # SD's budgets of the last round: set again before use
+    assert fr == fref
+
+
+@needs_om
+@pytest.mark.parametrize("name", LEARNERS)
+def test_a_short_power_table_grows_between_calls(name: str) -> None:
+    X, y = _data(seed=2)
+    ref = _make(name, "rbp", 30, discount=0.7)
+    want = _per_example(ref, X, y)
+    m = _make(name, "rbp", 30, discount=0.7)
+    m.step(X[0], y[0])
+    m._powtab = np.power(m.discount, np.arange(2, dtype=np.float64))  # forces om.POWERS
+    got = _blocks(m, X[1:], y[1:], [])
+    _assert_same((np.concatenate([want[0][:1], got[0]]), np.concatenate([want[1][:1], got[1]])),
+                 want, m, ref)
+    assert len(m._powtab) > 2
+
+
+@needs_om
+@pytest.mark.parametrize("name", LEARNERS)
+@pytest.mark.parametrize("bm", MAINTENANCE)
+def test_numpy_fallback_learns_the_same_model(name: str, bm: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = _data(n=200, seed=4)
+    m = _make(name, bm, 40)
+    out = m.predict_learn_many(X, y)
+    for mod in ("ck", "bk", "mk", "om"):
+        monkeypatch.setattr(compiled, mod, None)
+    ref = _make(name, bm, 40)
+    want = ref.predict_learn_many(X, y)
+    assert not any(c._compiled for c in ref.comps)  # numpy rows and updates throughout
+    np.testing.assert_array_equal(np.sign(out), np.sign(want))
+    sa, sb = m.get_state(), ref.get_state()
+    assert sa.keys() == sb.keys()
+    for key in sa:
+        if sa[key].dtype.kind == "f":
+            np.testing.assert_allclose(sa[key], sb[key], rtol=1e-9, atol=1e-12, err_msg=key)
+        else:
+            np.testing.assert_array_equal(sa[key], sb[key], err_msg=key)
+
+
+@needs_om
+def test_bad_calls_raise() -> None:
+    with pytest.raises(TypeError, match="takes 20 arguments"):
+        om.run(False)
+    m = _make("bomkc-dd", "rbp", 32)
+    X, y = _data(n=5)
+    m.predict_learn_many(X, y)
+    args = [False, (), (None,) * 16, np.zeros(16, dtype=np.int64), np.zeros(16, dtype=np.int64),
+            np.zeros(16, dtype=np.int64), np.zeros(16, dtype=np.int64), np.zeros(16),
+            np.ones(4), 0.0, 32, None, X, np.zeros(5), y, 0, np.empty((5, 16)),
+            np.empty((5, 16)), None, np.empty(16, dtype=np.int64)]
+    with pytest.raises(ValueError, match="heads must be a tuple of 16"):
+        om.run(*args)
+    args[1] = tuple(c._rule_args()[0] for c in m.comps)
+    args[16] = np.empty((2, 16))  # too few rows for the scores
+    with pytest.raises(ValueError, match="wrong sizes"):
+        om.run(*args)
