@@ -62,7 +62,7 @@ enum {
  * them from the learner's attributes). */
 static const int NPRM[] = {0, 1, 2, 3, 3, 5, 2, 3, 3};
 static const int NIST[] = {0, 0, 2, 2, 1, 0, 0, 0, 0};
-static const int NFST[] = {0, 0, 1, 0, 0, 0, 0, 0, 1};
+static const int NFST[] = {0, 0, 1, 0, 0, 0, 0, 0, 2};
 
 /* Same threshold as projectron.DELTA_RTOL. */
 #define DELTA_RTOL 1e-8
@@ -368,7 +368,7 @@ static int projectron_add(Store *st, Rule *R, const double *x, double xx, double
         st->err = "K^-1 is full";
         return -1;
     }
-    if (R->code == R_PROJECTRON_PP) R->fst[0] = NAN; /* K^-1 changes: its bound is unknown */
+    if (R->code == R_PROJECTRON_PP) R->fst[0] = R->fst[1] = NAN; /* K^-1 changes: bounds unknown */
     bordered_append(R->K, R->side, st->n, d, delta);
     return store_append(st, x, xx, y, t, f, kxx);
 }
@@ -411,6 +411,19 @@ static double kinv_rho(const double *K, Py_ssize_t side, Py_ssize_t n, double *v
     return rho;
 }
 
+/* max |M_ij - M_ji| over the live block (K^-1 is symmetric up to the round-off of its
+ * updates); NaN when M holds one */
+static double kinv_asym(const double *K, Py_ssize_t side, Py_ssize_t n) {
+    double m = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        for (Py_ssize_t j = i + 1; j < n; j++) {
+            double e = fabs(K[i * side + j] - K[j * side + i]);
+            if (e > m || e != e) m = e;
+            if (m != m) return m;
+        }
+    return m;
+}
+
 /* Whether beta = tau (2 l - tau p - 2 c sqrt(kxx - p)) (tau = min(l / p, 1), so tau p =
  * min(l, p)) is negative for every p <= P, with a margin of 1e-6 (relative) for the round-off
  * of the computed beta and of this test. With c^2 > kxx, 2 l - min(l, p) - 2 c sqrt(kxx - p)
@@ -427,26 +440,45 @@ static int beta_negative(double P, double kxx, double loss, double c) {
     return low > lc * lc * (1.0 + 1e-6);
 }
 
-#define SKIP_LMAX 64 /* most kernel values the second bound takes exactly */
+#define SKIP_NL 16 /* kernel values the second bound takes exactly */
+#define SKIP_NB 24 /* exponent buckets: 0..22 below the largest, the last one for the rest */
+
+/* The binary exponent field of |v| (0 for zero and subnormals; NaN/inf: 2047). */
+static inline int binexp(double v) {
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    return (int)((u >> 52) & 0x7ff);
+}
+
+/* Bucket of v: how many binary orders of magnitude below the largest (exponent etop), capped
+ * at SKIP_NB - 1 (NaN and inf, which only the largest can be, land in 0 with it). */
+static inline int bucket(int etop, double v) {
+    int b = etop - binexp(v);
+    return b < 0 ? 0 : (b > SKIP_NB - 1 ? SKIP_NB - 1 : b);
+}
 
 /* Whether a Projectron++ margin error (loss 0 < l < 1) certainly leaves the model alone,
- * without the projection d = K^-1 k (on noisy streams nearly every round is a margin error and
- * nearly none updates). ||Pk||^2 = k^T M k (M = K^-1) is bounded by rho ||k||^2 (kinv_rho),
- * then, if that is not enough, by k_L^T M k_L + rho (2 |k_L| |k_S| + |k_S|^2) with k_L the
- * entries >= max|k| / 64 (at most SKIP_LMAX of them; k_S the others; |M_s| <= rho bounds the
- * cross and small terms). Each bound gets a margin (1e-6 relative, 1e-6 rho ||k||^2) that
+ * without the projection d = K^-1 k (on some streams nearly every round is a margin error and
+ * nearly none updates). With M = K^-1, rho >= lambda_max of M's symmetric part (kinv_rho) and
+ * e = max |M_ij - M_ji| (kinv_asym), ||Pk||^2 = k^T M k is bounded by rho ||k||^2, then, if that
+ * is not enough, by splitting k = k_L + k_S with k_L the SKIP_NL largest entries:
+ *   k^T M k <= 2 k_L^T M k - k_L^T M k_L + e |k_L|_1 |k_S|_1 + rho |k_S|^2
+ * (k_S^T M k_L equals k_L^T M k_S up to e; k_S^T M k_S <= rho |k_S|^2): SKIP_NL rows of M
+ * instead of all of them. Each bound gets a margin (1e-6 relative, 1e-6 rho ||k||^2) that
  * covers the round-off of the computed k^T M k (at most 2n 2^-53 rho ||k||^2) and of these
- * sums, so a skipped round is one whose computed beta is negative: skipping changes no
- * result. Only with the budget full: K^-1 no longer changes, so rho is computed once (fst[0],
- * NaN = unknown, reset by every change of K^-1). */
+ * sums, so a skipped round is one whose computed beta is negative: skipping changes no result.
+ * Only with the budget full: K^-1 no longer changes, so rho and e are computed once (fst[0],
+ * fst[1]; NaN = unknown, reset by every change of K^-1). */
 static int margin_skips(Store *st, Rule *R, const double *k, double kxx, double loss) {
     Py_ssize_t n = st->n;
     double c = R->prm[2];
     if (n < (Py_ssize_t)R->prm[0] || !(c > 0.0)) return 0;
-    double rho = R->fst[0];
-    if (rho != rho) {
+    double rho = R->fst[0], asym = R->fst[1];
+    if (rho != rho || asym != asym) {
         rho = kinv_rho(R->K, R->side, n, R->w1, R->w2);
+        asym = kinv_asym(R->K, R->side, n);
         R->fst[0] = rho;
+        R->fst[1] = asym;
     }
     double kk = 0.0, top = 0.0;
     for (Py_ssize_t j = 0; j < n; j++) {
@@ -455,29 +487,38 @@ static int margin_skips(Store *st, Rule *R, const double *k, double kxx, double 
         if (a > top) top = a;
     }
     if (beta_negative(rho * kk * (1.0 + 1e-6), kxx, loss, c)) return 1;
-    /* the large entries exactly */
-    Py_ssize_t L[SKIP_LMAX], nl = 0;
-    double cut = top / 64.0, kkl = 0.0, kks = 0.0;
+    if (n <= SKIP_NL) return 0;
+    /* k_L: by binary orders of magnitude below the largest, the first SKIP_NL */
+    int etop = binexp(top);
+    Py_ssize_t cnt[SKIP_NB];
+    for (int b = 0; b < SKIP_NB; b++) cnt[b] = 0;
+    for (Py_ssize_t j = 0; j < n; j++) cnt[bucket(etop, k[j])]++;
+    int last = 0; /* the bucket where k_L stops */
+    Py_ssize_t below = 0;
+    while (below + cnt[last] < SKIP_NL) below += cnt[last++];
+    Py_ssize_t L[SKIP_NL], nl = 0, fill = SKIP_NL - below;
+    double l1 = 0.0, s1 = 0.0, kks = 0.0;
     for (Py_ssize_t j = 0; j < n; j++) {
-        double a = fabs(k[j]);
-        if (a >= cut) {
-            if (nl == SKIP_LMAX) return 0;
+        int b = bucket(etop, k[j]);
+        if (b < last || (b == last && fill-- > 0)) {
             L[nl++] = j;
-            kkl += k[j] * k[j];
+            l1 += fabs(k[j]);
         } else {
+            s1 += fabs(k[j]);
             kks += k[j] * k[j];
         }
     }
-    double q = 0.0;
+    if (!(rho * kks < kxx)) return 0; /* the small entries alone leave no room: hopeless */
+    double t1 = 0.0, tll = 0.0;
     for (Py_ssize_t a = 0; a < nl; a++) {
         const double *row = R->K + L[a] * R->side;
-        double s = 0.0;
-        for (Py_ssize_t b = 0; b < nl; b++) s += row[L[b]] * k[L[b]];
-        q += k[L[a]] * s;
+        double r = dot4(row, k, n), rl = 0.0;
+        for (Py_ssize_t b = 0; b < nl; b++) rl += row[L[b]] * k[L[b]];
+        t1 += k[L[a]] * r;
+        tll += k[L[a]] * rl;
     }
-    double ns = sqrt(kks);
-    double P = q + fabs(q) * 1e-6 + rho * ((2.0 * sqrt(kkl) + ns) * ns + 1e-6 * kk);
-    return beta_negative(P * (1.0 + 1e-6), kxx, loss, c);
+    double P = 2.0 * t1 - tll + asym * l1 * s1 + rho * (kks + 1e-6 * kk);
+    return beta_negative(P + fabs(P) * 1e-6, kxx, loss, c);
 }
 
 static int rule_projectron(Store *st, Rule *R, const double *x, double xx, double y, double f,

@@ -15,9 +15,10 @@ summed in the order of the compiled rule (:func:`~kernelstream.learners.linalg.p
 
 The compiled Projectron++ also skips, once the budget is full (``K_S^{-1}`` no longer changes),
 the margin errors whose update test ``β ≥ 0`` certainly fails, from a bound of ``‖P k_t‖²`` by
-the spectrum of ``K_S^{-1}`` (computed once) and the row's large entries: O(|S|) instead of
-O(|S|²), with a margin that makes a skipped round one whose computed ``β`` is negative, so the
-results do not change (on a9a at B = 200, 99% of its margin errors do not update).
+the spectrum of ``K_S^{-1}`` (computed once) and the rows of the row's 16 largest entries:
+O(16 |S|) instead of O(|S|²), with a margin that makes a skipped round one whose computed ``β``
+is negative, so the results do not change (on a9a at B = 200, 99% of its margin errors do not
+update, and nearly all of them are skipped).
 
 Design decision (Projectron++): Orabona, Keshet & Caputo (JMLR 2009) write the update with
 ``‖P k_t‖² = d*ᵀ K_S d*`` and keep ``K_S``. Since
@@ -95,12 +96,17 @@ class _Projectron(KernelLearner):
         self._cm = 1.0 / self.threshold if self.threshold > 0.0 else budget_u(self.budget)
         cap = self._cap_for(0)
         self._Kinv = np.zeros((cap, cap))
-        self._kinv_rho = math.nan
+        self._forget_bounds()
 
-    # Projectron++'s compiled rule keeps a bound of K⁻¹'s spectrum (_ck_budget.c, margin_skips)
-    # to skip margin errors that cannot update: derived from K⁻¹, NaN = unknown, reset whenever
-    # K⁻¹ changes; not state (a restored learner recomputes it).
+    # Projectron++'s compiled rule keeps two numbers derived from K⁻¹ (_ck_budget.c,
+    # margin_skips: a bound of its spectrum and its largest asymmetry) to skip margin errors
+    # that cannot update; NaN = unknown, reset whenever K⁻¹ changes; not state (a restored
+    # learner recomputes them).
     _kinv_rho: float
+    _kinv_asym: float
+
+    def _forget_bounds(self) -> None:
+        self._kinv_rho = self._kinv_asym = math.nan
 
     # -- per-round update ------------------------------------------------------------------------
     def _rule_config(self) -> tuple[str, list[float]] | None:
@@ -145,7 +151,7 @@ class _Projectron(KernelLearner):
         if n == self._Kinv.shape[0]:  # only when unbounded: double the buffer
             self._Kinv = grow_square(self._Kinv, n, 2 * n)
         bordered_inverse_append(self._Kinv, n, d, delta)
-        self._kinv_rho = math.nan
+        self._forget_bounds()
         sv.append(x, xx, y, id_=self.t, s=self.t, fz=score, kzz=kxx)
 
     def _margin(self, xx: float, y: float, score: float, k: Any, loss: float) -> None:
@@ -180,7 +186,7 @@ class _Projectron(KernelLearner):
         side = self._cap_for(n)
         self._Kinv = np.zeros((side, side))
         self._Kinv[:n, :n] = state["proj.Kinv"]
-        self._kinv_rho = math.nan
+        self._forget_bounds()
 
 
 @register
@@ -262,7 +268,7 @@ class ProjectronPP(_Projectron):
 
     name = "projectron++"
     plusplus = True
-    rule_floats = ("_kinv_rho",)
-    rule_caches = ("_kinv_rho",)  # of rule_floats: derived from K⁻¹, not model state
+    rule_floats = ("_kinv_rho", "_kinv_asym")
+    rule_caches = rule_floats  # derived from K⁻¹, not model state
     update_when = "margin"  # mistakes and margin errors y f < 1
     reference = "Orabona, Keshet & Caputo 2008/2009; budget version of [C-SOL]"
