@@ -23,7 +23,7 @@
 #include "_ck_common.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
-#define KB_ABI 1
+#define KB_ABI 2
 #ifndef KS_SOURCE_HASH
 #define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
 #endif

@@ -228,7 +228,7 @@ class CompiledSqnorms:
 # bit given the same kernel row (the Projectron's K⁻¹k and kᵀK⁻¹k too: numpy sums them in the
 # compiled order, linalg.project_rows / linalg.dot4).
 
-BUDGET_ABI = 1  # the _ck_budget.c interface this module calls (its KB_ABI)
+BUDGET_ABI = 2  # the _ck_budget.c interface this module calls (its KB_ABI)
 RULES = {"rbp": 1, "forgetron": 2, "forgetron-p1": 3, "bogd": 4, "bogd-p1": 5, "bpa-s": 6,
          "projectron": 7, "projectron++": 8}
 
