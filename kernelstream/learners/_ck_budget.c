@@ -8,12 +8,12 @@
  * A rule is one learner's _update, operation for operation: the same scalar expressions in the
  * same order (IEEE doubles, no FMA contraction: -ffp-contract=off) and, for the vector steps,
  * the same elementwise operations as the numpy code, so with the same kernel row the compiled
- * update equals the numpy one bit for bit. The exception is the Projectron's projection: numpy
- * computes d = K^-1 k and k.d with BLAS (blocked sums); here d_i = sum_j K_ji k_j in index
- * order, vectorised across i (K^-1 is symmetric up to round-off, its columns are contiguous),
- * and k.d in the four-lane order of _ck_features.c, so the two differ at round-off. The
- * per-example path (learn_one) calls update(), the block driver run(): both call the same rule
- * function, so blocks and single rounds agree bit for bit.
+ * update equals the numpy one bit for bit. That includes the Projectron's projection: here
+ * d_i = sum_j K_ji k_j in index order, vectorised across i (K^-1 is symmetric up to round-off,
+ * its rows are contiguous), and k.d in the four-lane order of _ck_features.c, which the numpy
+ * code follows (linalg.project_rows, linalg.dot4). The per-example path (learn_one) calls
+ * update(), the block driver run(): both call the same rule function, so blocks and single
+ * rounds agree bit for bit.
  *
  * Randomness (RBP's and BOGD p1's evicted slot) is drawn from the learner's own numpy
  * Generator through its bit generator's C interface (numpy's bitgen_t, the documented
@@ -23,7 +23,7 @@
 #include "_ck_common.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
-#define KB_ABI 1
+#define KB_ABI 2
 #ifndef KS_SOURCE_HASH
 #define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
 #endif
@@ -62,7 +62,7 @@ enum {
  * them from the learner's attributes). */
 static const int NPRM[] = {0, 1, 2, 3, 3, 5, 2, 3, 3};
 static const int NIST[] = {0, 0, 2, 2, 1, 0, 0, 0, 0};
-static const int NFST[] = {0, 0, 1, 0, 0, 0, 0, 0, 0};
+static const int NFST[] = {0, 0, 1, 0, 0, 0, 0, 0, 2};
 
 /* Same threshold as projectron.DELTA_RTOL. */
 #define DELTA_RTOL 1e-8
@@ -368,8 +368,169 @@ static int projectron_add(Store *st, Rule *R, const double *x, double xx, double
         st->err = "K^-1 is full";
         return -1;
     }
+    if (R->code == R_PROJECTRON_PP) R->fst[0] = R->fst[1] = NAN; /* K^-1 changes: bounds unknown */
     bordered_append(R->K, R->side, st->n, d, delta);
     return store_append(st, x, xx, y, t, f, kxx);
+}
+
+/* An upper bound of the spectral radius of A = (|M| + |M|^T) / 2 for the live n x n block M of
+ * K^-1 (Collatz-Wielandt: rho(A) <= max_i (A v)_i / v_i for any v > 0; v from a few power
+ * steps so the bound is close to rho). rho(A) bounds lambda_max of M's symmetric part, hence
+ * k^T M k <= rho ||k||^2, and |k|^T |M| |k| too (the round-off of the computed k^T M k).
+ * v and w: n doubles of scratch each. Inf or NaN when M holds one (then nothing is skipped). */
+static double kinv_rho(const double *K, Py_ssize_t side, Py_ssize_t n, double *v, double *w) {
+    for (Py_ssize_t i = 0; i < n; i++) v[i] = 1.0;
+    double rho = INFINITY;
+    for (int it = 0; it <= 12; it++) {
+        for (Py_ssize_t i = 0; i < n; i++) { /* w = (|M| v + |M|^T v) / 2, by rows */
+            const double *row = K + i * side;
+            double s = 0.0;
+            for (Py_ssize_t j = 0; j < n; j++) s += fabs(row[j]) * v[j];
+            w[i] = s;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const double *row = K + i * side;
+            double vi = v[i];
+            for (Py_ssize_t j = 0; j < n; j++) w[j] += fabs(row[j]) * vi;
+        }
+        double top = 0.0;
+        rho = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            w[i] *= 0.5;
+            double q = w[i] / v[i];
+            if (q > rho || q != q) rho = q; /* a NaN sticks */
+            if (w[i] > top) top = w[i];
+        }
+        if (!(rho < INFINITY) || !(top > 0.0)) return INFINITY;
+        /* the next v: A v normalised, kept positive (the bound needs v > 0) */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double q = w[i] / top;
+            v[i] = q > 1e-3 ? q : 1e-3;
+        }
+    }
+    return rho;
+}
+
+/* max |M_ij - M_ji| over the live block (K^-1 is symmetric up to the round-off of its
+ * updates); NaN when M holds one */
+static double kinv_asym(const double *K, Py_ssize_t side, Py_ssize_t n) {
+    double m = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        for (Py_ssize_t j = i + 1; j < n; j++) {
+            double e = fabs(K[i * side + j] - K[j * side + i]);
+            if (e > m || e != e) m = e;
+            if (m != m) return m;
+        }
+    return m;
+}
+
+/* Whether beta = tau (2 l - tau p - 2 c sqrt(kxx - p)) (tau = min(l / p, 1), so tau p =
+ * min(l, p)) is negative for every p <= P, with a margin of 1e-6 (relative) for the round-off
+ * of the computed beta and of this test. With c^2 > kxx, 2 l - min(l, p) - 2 c sqrt(kxx - p)
+ * grows with p, so its value at P decides; else only tau p >= 0 is used: it needs
+ * kxx - p <= (l / c)^2. */
+static int beta_negative(double P, double kxx, double loss, double c) {
+    double low = kxx - P; /* Delta >= low */
+    if (!(low > 0.0)) return 0;
+    if (c * c > kxx * (1.0 + 1e-3)) {
+        double lhs = 2.0 * loss - (P < loss ? P : loss);
+        return lhs * (1.0 + 1e-6) < 2.0 * c * sqrt(low) * (1.0 - 1e-6);
+    }
+    double lc = loss / c;
+    return low > lc * lc * (1.0 + 1e-6);
+}
+
+/* <u, v> in eight lanes, for the bounds below (any order: their margins cover the round-off
+ * of every order), vectorised */
+KB_CLONES
+static double dot8(const double *u, const double *v, Py_ssize_t n) {
+    double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    Py_ssize_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) s[l] += u[j + l] * v[j + l];
+    for (; j < n; j++) s[0] += u[j] * v[j];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+#define SKIP_NL 16 /* kernel values the second bound takes exactly */
+#define SKIP_NB 24 /* exponent buckets: 0..22 below the largest, the last one for the rest */
+
+/* The binary exponent field of |v| (0 for zero and subnormals; NaN/inf: 2047). */
+static inline int binexp(double v) {
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    return (int)((u >> 52) & 0x7ff);
+}
+
+/* Bucket of v: how many binary orders of magnitude below the largest (exponent etop), capped
+ * at SKIP_NB - 1 (NaN and inf, which only the largest can be, land in 0 with it). */
+static inline int bucket(int etop, double v) {
+    int b = etop - binexp(v);
+    return b < 0 ? 0 : (b > SKIP_NB - 1 ? SKIP_NB - 1 : b);
+}
+
+/* Whether a Projectron++ margin error (loss 0 < l < 1) certainly leaves the model alone,
+ * without the projection d = K^-1 k (on some streams nearly every round is a margin error and
+ * nearly none updates). With M = K^-1, rho >= lambda_max of M's symmetric part (kinv_rho) and
+ * e = max |M_ij - M_ji| (kinv_asym), ||Pk||^2 = k^T M k is bounded by rho ||k||^2, then, if that
+ * is not enough, by splitting k = k_L + k_S with k_L the SKIP_NL largest entries:
+ *   k^T M k <= 2 k_L^T M k - k_L^T M k_L + e |k_L|_1 |k_S|_1 + rho |k_S|^2
+ * (k_S^T M k_L equals k_L^T M k_S up to e; k_S^T M k_S <= rho |k_S|^2): SKIP_NL rows of M
+ * instead of all of them. Each bound gets a margin (1e-6 relative, 1e-6 rho ||k||^2) that
+ * covers the round-off of the computed k^T M k (at most 2n 2^-53 rho ||k||^2) and of these
+ * sums, so a skipped round is one whose computed beta is negative: skipping changes no result.
+ * Only with the budget full: K^-1 no longer changes, so rho and e are computed once (fst[0],
+ * fst[1]; NaN = unknown, reset by every change of K^-1). */
+static int margin_skips(Store *st, Rule *R, const double *k, double kxx, double loss) {
+    Py_ssize_t n = st->n;
+    double c = R->prm[2];
+    if (n < (Py_ssize_t)R->prm[0] || !(c > 0.0)) return 0;
+    double rho = R->fst[0], asym = R->fst[1];
+    if (rho != rho || asym != asym) {
+        rho = kinv_rho(R->K, R->side, n, R->w1, R->w2);
+        asym = kinv_asym(R->K, R->side, n);
+        R->fst[0] = rho;
+        R->fst[1] = asym;
+    }
+    double kk = dot8(k, k, n);
+    if (beta_negative(rho * kk * (1.0 + 1e-6), kxx, loss, c)) return 1;
+    if (n <= SKIP_NL) return 0;
+    double top = 0.0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double a = fabs(k[j]);
+        if (a > top) top = a;
+    }
+    /* k_L: by binary orders of magnitude below the largest, the first SKIP_NL */
+    int etop = binexp(top);
+    Py_ssize_t cnt[SKIP_NB];
+    for (int b = 0; b < SKIP_NB; b++) cnt[b] = 0;
+    for (Py_ssize_t j = 0; j < n; j++) cnt[bucket(etop, k[j])]++;
+    int last = 0; /* the bucket where k_L stops */
+    Py_ssize_t below = 0;
+    while (below + cnt[last] < SKIP_NL) below += cnt[last++];
+    Py_ssize_t L[SKIP_NL], nl = 0, fill = SKIP_NL - below;
+    double l1 = 0.0, s1 = 0.0, kks = 0.0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int b = bucket(etop, k[j]);
+        if (b < last || (b == last && fill-- > 0)) {
+            L[nl++] = j;
+            l1 += fabs(k[j]);
+        } else {
+            s1 += fabs(k[j]);
+            kks += k[j] * k[j];
+        }
+    }
+    if (!(rho * kks < kxx)) return 0; /* the small entries alone leave no room: hopeless */
+    double t1 = 0.0, tll = 0.0;
+    for (Py_ssize_t a = 0; a < nl; a++) {
+        const double *row = R->K + L[a] * R->side;
+        double r = dot8(row, k, n), rl = 0.0;
+        for (Py_ssize_t b = 0; b < nl; b++) rl += row[L[b]] * k[L[b]];
+        t1 += k[L[a]] * r;
+        tll += k[L[a]] * rl;
+    }
+    double P = 2.0 * t1 - tll + asym * l1 * s1 + rho * (kks + 1e-6 * kk);
+    return beta_negative(P + fabs(P) * 1e-6, kxx, loss, c);
 }
 
 static int rule_projectron(Store *st, Rule *R, const double *x, double xx, double y, double f,
@@ -397,9 +558,11 @@ static int rule_projectron(Store *st, Rule *R, const double *x, double xx, doubl
     if (!(m < 1.0 && R->code == R_PROJECTRON_PP)) return 0;
     /* ++: a margin error 0 < loss < 1, with |S| >= 1 */
     double loss = 1.0 - m;
+    double kxx = kdiag(st, xx);
+    if (margin_skips(st, R, k, kxx, loss)) return 0;
     kinv_apply(R->K, R->side, n, k, d);
     double pk2 = dot4(k, d, n);
-    double delta = kdiag(st, xx) - pk2;
+    double delta = kxx - pk2;
     if (!(pk2 > 0.0)) return 0;
     double tau = loss / pk2;
     if (tau > 1.0) tau = 1.0;

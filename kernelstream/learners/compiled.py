@@ -225,10 +225,10 @@ class CompiledSqnorms:
 # per-example path, so both paths run the same C code. A learner names its rule with
 # ``budget_rule`` (KernelLearner says how); the numpy ``_update`` stays the reference and the
 # fallback. Same numerical rules as _ckernels.c; the rules equal the numpy updates bit for
-# bit given the same kernel row, except the Projectron's K⁻¹k and kᵀK⁻¹k (sums in another
-# order than BLAS: round-off).
+# bit given the same kernel row (the Projectron's K⁻¹k and kᵀK⁻¹k too: numpy sums them in the
+# compiled order, linalg.project_rows / linalg.dot4).
 
-BUDGET_ABI = 1  # the _ck_budget.c interface this module calls (its KB_ABI)
+BUDGET_ABI = 2  # the _ck_budget.c interface this module calls (its KB_ABI)
 RULES = {"rbp": 1, "forgetron": 2, "forgetron-p1": 3, "bogd": 4, "bogd-p1": 5, "bpa-s": 6,
          "projectron": 7, "projectron++": 8}
 

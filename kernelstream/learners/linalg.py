@@ -76,6 +76,27 @@ def top_eigh(
     return lam.copy(), Q @ W
 
 
+# -- the Projectron's projection, in the compiled code's order ----------------------------------
+def project_rows(M: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """``d = Mᵀk`` with each ``d_i = Σ_j M_ji k_j`` summed from 0 in index order (``M`` is a
+    ``K⁻¹``, symmetric up to round-off): the order of the compiled projection
+    (``_ck_budget.c``, ``kinv_apply``), so both give the same bits. numpy's reduction over the
+    leading axis of a C-contiguous array adds whole rows in turn."""
+    return np.add.reduce(M * k[:, None], axis=0, initial=0.0)
+
+
+def dot4(u: np.ndarray, v: np.ndarray) -> float:
+    """``⟨u, v⟩`` in the compiled code's four-lane order: lane ``l`` sums the products at
+    indices ``≡ l (mod 4)`` in order, the tail goes to lane 0, then ``(l0 + l1) + (l2 + l3)``."""
+    p = u * v
+    m = len(p) - len(p) % 4
+    s = np.add.reduce(p[:m].reshape(-1, 4), axis=0, initial=0.0).tolist()
+    s0 = s[0]
+    for t in p[m:].tolist():
+        s0 += t
+    return (s0 + s[1]) + (s[2] + s[3])
+
+
 # -- bordered inverse of a Gram matrix -----------------------------------------------------------
 def bordered_inverse(Kinv: np.ndarray, d: np.ndarray, delta: float) -> np.ndarray:
     """Inverse of ``[[K, k], [kᵀ, c]]`` from ``K⁻¹``, ``d = K⁻¹k`` and the Schur complement
