@@ -8,7 +8,11 @@ outputs)::
                                                                  └─ dead_letters/
 
 * ``direct`` — Beam's FnApiRunner, named explicitly (the DirectRunner would first try to fetch
-  the Prism binary). ``--direct_num_workers=N --direct_running_mode=multi_processing`` in
+  the Prism binary). Two cuts of its fixed cost, which dominates a short replay: the
+  permuted source's file is read in a thread while Beam builds and starts the pipeline
+  (``sources.PrefetchedLoad``), and the sink's files are renamed after the run rather than
+  by a finalizing stage (the FnApiRunner never retries a bundle: ``WriteOutputs(finalize=
+  False)``). ``--direct_num_workers=N --direct_running_mode=multi_processing`` in
   ``pipeline_args`` runs it on N worker processes, but moves every block to them through
   gRPC and was slower than one worker on a grid (``benchmarks/results/grid.md``): a grid
   uses a machine's cores with ``replay --workers N`` (``pipelines.workers``), which runs
