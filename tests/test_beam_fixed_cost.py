@@ -107,3 +107,36 @@ def test_sink_finalized_by_the_caller_matches_the_pipelines_finalizer(tmp_path: 
     for name in ("a", "b"):
         assert _rows(tmp_path / "out" / name) == _rows(tmp_path / "in" / name)
     assert _rows(tmp_path / "out" / "a") == [1, 3, 5, 7, 9]
+
+
+def test_preloaded_rows_are_what_load_rows_returns_until_forgotten(tmp_path: Path) -> None:
+    from kernelstream.data.options import ReadOptions
+    from kernelstream.engine.replay import forget_preloaded, load_rows, preload_rows
+
+    f = tmp_path / "d.libsvm"
+    f.write_text("+1 1:0.5 3:1\n-1 2:0.25\n+1 1:1\n")
+    opts = ReadOptions(path=str(f))
+    fresh = load_rows(opts)
+    preload_rows(opts)
+    try:
+        shared = load_rows(opts)
+        assert shared is load_rows(opts)  # the same rows: what forked workers share
+        assert np.array_equal(shared.y, fresh.y)
+        assert load_rows(ReadOptions(path=str(f), limit=2)) is not shared  # other options
+    finally:
+        forget_preloaded()
+    assert load_rows(opts) is not shared
+
+
+def test_a_file_that_fails_to_preload_is_read_and_reported_by_load_rows(
+        tmp_path: Path) -> None:
+    from kernelstream.data.options import ReadOptions
+    from kernelstream.engine.replay import forget_preloaded, load_rows, preload_rows
+
+    opts = ReadOptions(path=str(tmp_path / "missing.libsvm"))
+    preload_rows(opts)  # no error here: each worker's own read reports it
+    try:
+        with pytest.raises(OSError):
+            load_rows(opts)
+    finally:
+        forget_preloaded()
