@@ -55,7 +55,7 @@ class PrefetchedLoad:
     the same process (the in-process FnApiRunner) takes the result, waiting for the read to
     finish and raising its error; a copy in any other process, or a second call, runs
     ``load`` itself. Use as a context manager: on exit a result nobody took is dropped
-    (after the read ends, so no thread outlives the run)."""
+    (after the read ends, so no thread outlives a run that succeeded)."""
 
     def __init__(self, load: Callable[[], Dataset]) -> None:
         self.load = load
@@ -75,10 +75,10 @@ class PrefetchedLoad:
         t.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         got = _STARTED.pop(self.token, None)
-        if got is not None:
-            got[0].join()
+        if got is not None and exc_type is None:
+            got[0].join()  # a failed run (Ctrl-C) does not wait: the thread is a daemon
 
     def __call__(self) -> Dataset:
         got = _STARTED.pop(self.token, None)
