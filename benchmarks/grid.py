@@ -221,6 +221,7 @@ class OwnCpu(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.ours: dict[int, bool] = {}
+        self.unexeced: set[int] = set()  # our children not yet running their command
         self.parent: dict[int, int] = {}  # our processes' parent pids
         self.first: dict[tuple[int, int], tuple[float, float]] = {}
         self.last: dict[tuple[int, int], tuple[float, float]] = {}
@@ -233,8 +234,16 @@ class OwnCpu(threading.Thread):
         for d in Path("/proc").glob("[0-9]*"):
             pid = int(d.name)
             with contextlib.suppress(OSError, IndexError, ValueError):
-                if pid not in self.ours:
-                    self.ours[pid] = MARKER.encode() in (d / "environ").read_bytes().split(b"\0")
+                if pid not in self.ours or pid in self.unexeced:
+                    mine = MARKER.encode() in (d / "environ").read_bytes().split(b"\0")
+                    self.ours[pid] = mine
+                    # a child of this script seen between its fork and its exec still has
+                    # this script's environment: look again until it has its own
+                    stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                    if not mine and int(stat[1]) == os.getpid():
+                        self.unexeced.add(pid)
+                    else:
+                        self.unexeced.discard(pid)
                 if not self.ours[pid]:
                     continue
                 stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
