@@ -140,3 +140,39 @@ def test_a_file_that_fails_to_preload_is_read_and_reported_by_load_rows(
             load_rows(opts)
     finally:
         forget_preloaded()
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_direct_replay_reading_ahead_or_not_writes_the_loops_outputs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead: bool) -> None:
+    from kernelstream import data
+    from kernelstream.engine.core import LearnerConfig
+    from kernelstream.engine.outputs import PREDICTIONS_SCHEMA, read_table
+    from kernelstream.pipelines import beam_replay
+    from kernelstream.pipelines.replay import run_loop_outputs, run_replay
+
+    X, y = data.load_dataset("german", limit=120)
+    f = tmp_path / "g.libsvm"
+    f.write_text("".join(f"{int(yi):+d} " + " ".join(f"{j + 1}:{float(v)!r}"
+                                                      for j, v in enumerate(xi) if v) + "\n"
+                         for xi, yi in zip(X, y, strict=True)))
+    loads: list[str] = []
+    real = sources.PrefetchedLoad.__call__
+
+    def taken(self: PrefetchedLoad) -> Any:
+        loads.append(threading.current_thread().name)
+        return real(self)
+
+    monkeypatch.setattr(beam_replay, "core_free", lambda: ahead)
+    monkeypatch.setattr(sources.PrefetchedLoad, "__call__", taken)
+    configs = [LearnerConfig("bogd", "bogd", {"budget": 20})]
+    kw = dict(seed=3, permutations=2, block_size=16, metrics_window=40)
+    res = run_replay(str(f), configs, tmp_path / "direct", runner="direct", **kw)
+    ref = run_loop_outputs(str(f), configs, tmp_path / "loop", **kw)
+    assert len(loads) == (1 if ahead else 0)  # the source took the rows read ahead
+    keys = [("key", "ascending"), ("position", "ascending")]
+    assert read_table(tmp_path / "direct" / "predictions", PREDICTIONS_SCHEMA).sort_by(
+        keys).equals(read_table(tmp_path / "loop" / "predictions", PREDICTIONS_SCHEMA)
+                     .sort_by(keys))
+    assert [s["mistakes"] for s in res.summaries] == [s["mistakes"] for s in ref.summaries]
+    assert not list((tmp_path / "direct").rglob(".*.tmp"))  # every part finalized
