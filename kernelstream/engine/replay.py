@@ -11,6 +11,7 @@ bad line as a dead letter. The loop runner iterates these directly; the Beam sou
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -250,6 +251,19 @@ def preload_rows(opts: ReadOptions) -> None:
         _PRELOADED[opts] = load_rows(opts)
     except Exception:
         _PRELOADED.pop(opts, None)
+
+
+def core_free() -> bool:
+    """Whether a CPU of this process has been idle over the last minute (load average), so
+    that a thread reading a file beside other work (Beam's import or start) runs in
+    parallel. On a busy machine such a thread only competes for the GIL and the CPUs: the
+    runs that read ahead took longer there (``benchmarks/results/pipeline.md``)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on Linux: no reading ahead
+        return False
+    return cpus - load >= 1.0
 
 
 def forget_preloaded() -> None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
 import sys
 import threading
@@ -47,7 +46,7 @@ from kernelstream.engine.checkpoints import SavedStates
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.metrics import METRICS_NAMESPACE
 from kernelstream.engine.outputs import OUTPUTS, SCHEMAS, output_of
-from kernelstream.engine.replay import Dataset, FileLoader
+from kernelstream.engine.replay import Dataset, FileLoader, core_free
 from kernelstream.kafka_client.sink import output_topics
 from kernelstream.pipelines.replay import ReplayRun, add_replay_options
 from kernelstream.transforms import checkpoint as ckpts
@@ -156,18 +155,6 @@ def in_process(run: ReplayRun) -> bool:
 
     opts = PipelineOptions(run.pipeline_args).view_as(DirectOptions)
     return _workers(run) == 1 and opts.direct_running_mode in (None, "in_memory")
-
-
-def core_free() -> bool:
-    """Whether a CPU of this process has been idle over the last minute (load average): a
-    reading thread then runs beside Beam's start. On a busy machine it only competes for
-    the GIL and the CPUs, and the run took longer (``benchmarks/results/pipeline.md``)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # not on Linux: no read ahead
-        return False
-    return cpus - load >= 1.0
 
 
 def _workers(run: ReplayRun) -> int:

@@ -304,16 +304,19 @@ def preload(config: ReplayConfig) -> None:
     """Import what a worker's run of ``config`` imports (the engine, pyarrow, the learners;
     Beam but for the loop runner) and read its data set (``engine.replay.preload_rows``),
     before the workers are forked from this process: the workers share the parsed rows
-    instead of each parsing the file. The file is read in a thread while Beam is imported
-    (parsing is mostly numpy, which releases the GIL); the thread has ended on return."""
-    from kernelstream.engine.replay import preload_rows
+    instead of each parsing the file. With a CPU free (``engine.replay.core_free``) the
+    file is read in a thread while Beam is imported (parsing is mostly numpy, which
+    releases the GIL); the thread has ended on return."""
+    from kernelstream.engine.replay import core_free, preload_rows
     from kernelstream.pipelines import replay  # noqa: F401  (the engine, pyarrow, learners)
 
     opts = _file_read_options(config)
     reader = None
-    if opts is not None:
+    if opts is not None and core_free():
         reader = threading.Thread(target=preload_rows, args=(opts,), name="preload")
         reader.start()
+    elif opts is not None:
+        preload_rows(opts)  # here and now: no thread to compete with the import
     try:
         if config.runner != "loop":
             from kernelstream.pipelines import beam_replay  # noqa: F401  (Beam)
