@@ -590,7 +590,7 @@ def render(args: argparse.Namespace, tp: dict[str, Any] | None, cov: dict[str, A
             gain = sr["wall"] - s["direct"]["wall"]
             L.append(
                 "The read started ahead, measured: the direct runner starts it only when a "
-                "CPU has been free over the last minute (`beam_replay.core_free`: load "
+                "CPU has been free over the last minute (`engine.replay.core_free`: load "
                 f"average); it did in {sr['ahead']:.0f} of the {sr['direct_runs']:.0f} counted "
                 "direct runs. The same run with the read always inside the running pipeline "
                 f"(`{SERIAL_READ}`, in every pair) took {sr['wall']:.3f} s (median wall; CPU "
