@@ -11,6 +11,7 @@ bad line as a dead letter. The loop runner iterates these directly; the Beam sou
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -235,8 +236,44 @@ def finish_rows(X: np.ndarray | CSR, opts: ReadOptions, lo: np.ndarray | None = 
     return scale_minmax(X, opts.scale, lo, hi)  # type: ignore[arg-type]
 
 
+# Data sets read by a process before it forked workers that read the same file
+# (``replay --workers``): each worker takes the parent's rows, shared copy-on-write, instead
+# of parsing the file again (see :func:`preload_rows`).
+_PRELOADED: dict[ReadOptions, Dataset] = {}
+
+
+def preload_rows(opts: ReadOptions) -> None:
+    """Read ``opts`` now: until :func:`forget_preloaded`, :func:`load_rows` of the same options
+    returns these rows (not a copy: readers never write into them), here and in the
+    processes forked meanwhile. A file that fails to read is left to each
+    :func:`load_rows` call, which reports it as usual."""
+    try:
+        _PRELOADED[opts] = load_rows(opts)
+    except Exception:
+        _PRELOADED.pop(opts, None)
+
+
+def core_free() -> bool:
+    """Whether a CPU of this process has been idle over the last minute (load average), so
+    that a thread reading a file beside other work (Beam's import or start) runs in
+    parallel. On a busy machine such a thread only competes for the GIL and the CPUs: the
+    runs that read ahead took longer there (``benchmarks/results/pipeline.md``)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on Linux: no reading ahead
+        return False
+    return cpus - load >= 1.0
+
+
+def forget_preloaded() -> None:
+    """Drop the rows :func:`preload_rows` read (the forked workers keep their copies)."""
+    _PRELOADED.clear()
+
+
 def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
-    """The whole file as a :class:`Dataset`, with every bad line as a dead letter.
+    """The whole file as a :class:`Dataset`, with every bad line as a dead letter (the rows
+    read before a fork, when :func:`preloaded` read them).
 
     A clean file is read by ``data.load`` / ``data.load_sparse`` themselves (their fast
     vectorised parsers; the rows of the reference loop by construction). Otherwise every line
@@ -246,6 +283,8 @@ def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
     rows read. Rows become CSR or dense by :func:`finish_rows`. Tests check that both paths,
     and the chunked reader, give the same stream.
     """
+    if source is None and (ready := _PRELOADED.get(opts)) is not None:
+        return ready
     fmt = opts.resolved_fmt()
     if _clean_for_load(opts, fmt):
         try:

@@ -8,7 +8,11 @@ outputs)::
                                                                  └─ dead_letters/
 
 * ``direct`` — Beam's FnApiRunner, named explicitly (the DirectRunner would first try to fetch
-  the Prism binary). ``--direct_num_workers=N --direct_running_mode=multi_processing`` in
+  the Prism binary). Two cuts of its fixed cost, which dominates a short replay: the
+  permuted source's file is read in a thread while Beam builds and starts the pipeline
+  (``sources.PrefetchedLoad``), and the sink's files are renamed after the run rather than
+  by a finalizing stage (the FnApiRunner never retries a bundle: ``WriteOutputs(finalize=
+  False)``). ``--direct_num_workers=N --direct_running_mode=multi_processing`` in
   ``pipeline_args`` runs it on N worker processes, but moves every block to them through
   gRPC and was slower than one worker on a grid (``benchmarks/results/grid.md``): a grid
   uses a machine's cores with ``replay --workers N`` (``pipelines.workers``), which runs
@@ -29,7 +33,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -42,7 +46,7 @@ from kernelstream.engine.checkpoints import SavedStates
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.metrics import METRICS_NAMESPACE
 from kernelstream.engine.outputs import OUTPUTS, SCHEMAS, output_of
-from kernelstream.engine.replay import FileLoader
+from kernelstream.engine.replay import Dataset, FileLoader, core_free
 from kernelstream.kafka_client.sink import output_topics
 from kernelstream.pipelines.replay import ReplayRun, add_replay_options
 from kernelstream.transforms import checkpoint as ckpts
@@ -50,7 +54,11 @@ from kernelstream.transforms.kafka import ReadKafkaBlocks, WriteKafka
 from kernelstream.transforms.learn import LearnPredict
 from kernelstream.transforms.ordering import ScrambleBlocks
 from kernelstream.transforms.sinks import WriteOutputs
-from kernelstream.transforms.sources import ReadFileBlocks, ReadPermutedStreams
+from kernelstream.transforms.sources import (
+    PrefetchedLoad,
+    ReadFileBlocks,
+    ReadPermutedStreams,
+)
 
 
 class ReplayPipelineOptions(PipelineOptions):
@@ -64,8 +72,12 @@ class ReplayPipelineOptions(PipelineOptions):
 # -- Beam ----------------------------------------------------------------------------------------
 
 
-def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
-    """Add the replay transforms to ``p``."""
+def build_pipeline(p: beam.Pipeline, run: ReplayRun,
+                   load: Callable[[], Dataset] | None = None) -> WriteOutputs | None:
+    """Add the replay transforms to ``p``; ``load`` reads the data set of a permuted replay
+    (default: a :class:`~kernelstream.engine.replay.FileLoader` of ``run.read``). Returns the
+    sink when its files are the caller's to finalize once ``p`` has run (the FnApiRunner,
+    which never retries a bundle: see ``WriteOutputs(finalize=False)``), else None."""
     keyed = False
     if run.kafka is not None:
         src = p | "Read" >> ReadKafkaBlocks(run.kafka, run.read, run.spec.configs,
@@ -76,7 +88,8 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
     else:
         # (stream key, block) pairs straight from the source, unless they are scrambled
         keyed = run.scramble is None
-        src = p | "Read" >> ReadPermutedStreams(FileLoader(run.read), run.spec, keyed=keyed)
+        src = p | "Read" >> ReadPermutedStreams(load or FileLoader(run.read), run.spec,
+                                                keyed=keyed)
     blocks = src.blocks
     if run.scramble is not None:
         blocks = blocks | "Scramble" >> ScrambleBlocks(run.scramble)
@@ -108,14 +121,18 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> None:
     # learner's are all on its main output, but with --kafka-out)
     learnt = ((out.predictions,) if run.kafka_out is None
               else (out.predictions, out.metrics, out.dead_letters))
-    _ = (*learnt, *src_dead) | "Write" >> WriteOutputs(
-        {name: (fs.join(run.out, name), SCHEMAS[name]) for name in OUTPUTS}, output_of)
+    # on the FnApiRunner the sink's renaming step (a stage of its own) runs after the pipeline
+    after = run.runner == "direct"
+    sink = WriteOutputs({name: (fs.join(run.out, name), SCHEMAS[name]) for name in OUTPUTS},
+                        output_of, finalize=not after)
+    _ = (*learnt, *src_dead) | "Write" >> sink
     if run.kafka_out is not None:
         topics = output_topics(run.kafka_out)
         dead = (*src_dead, out.dead_letters) | "DeadLetters" >> beam.Flatten()
         for name, pcoll in (("predictions", out.predictions), ("metrics", out.metrics),
                             (DEAD_LETTER_TAG, dead)):
             _ = pcoll | f"Kafka_{name}" >> WriteKafka(topics[name], run.kafka_client)
+    return sink if after else None
 
 
 def resolve_early_state(run: ReplayRun) -> str:
@@ -127,6 +144,17 @@ def resolve_early_state(run: ReplayRun) -> str:
     local = run.runner == "direct" or (run.runner == "portable" and not any(
         a.startswith("--job_endpoint") for a in run.pipeline_args))
     return "ordered_list" if local else "bag"
+
+
+def in_process(run: ReplayRun) -> bool:
+    """Whether the source of ``run`` reads a whole file on this process's FnApiRunner (one
+    in-memory worker), so that the read can start before the pipeline does."""
+    if run.runner != "direct" or run.kafka is not None or run.order != "permuted":
+        return False
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    opts = PipelineOptions(run.pipeline_args).view_as(DirectOptions)
+    return _workers(run) == 1 and opts.direct_running_mode in (None, "in_memory")
 
 
 def _workers(run: ReplayRun) -> int:
@@ -158,10 +186,17 @@ def run_beam(run: ReplayRun) -> dict[str, int]:
         else:
             p = beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions(args))
             stack.enter_context(prompt_state_sampler())
-        build_pipeline(p, run)
+        load = None
+        if in_process(run) and core_free():
+            # the file is read while Beam builds and starts the pipeline (parsing is mostly
+            # numpy, which releases the GIL): the source's worker is this process
+            load = stack.enter_context(PrefetchedLoad(FileLoader(run.read)))
+        sink = build_pipeline(p, run, load)
         with _interrupt_quietly():
             result = p.run()
             result.wait_until_finish()
+        if sink is not None:
+            sink.finalize()
         return _counters(result)
 
 

@@ -14,12 +14,14 @@ Each worker process runs the same ``kernelstream replay`` command with the hidde
 only the streams shard I owns (``engine.replay.StreamSpec.owns``; the source's dead letters
 come from shard 0 only), writing into the same ``OUT/predictions``, ``metrics``,
 ``dead_letters`` (every sink names its files uniquely). On Linux the workers are forked from
-this process once it has checked the data, cleared ``OUT`` and imported what a run needs
-(Beam, pyarrow, the learners): a worker pays no Python start and no imports, ~1 s of CPU
-each that a two-configuration grid would otherwise spend before learning
-(:func:`start_method`). Elsewhere each worker is a new Python that imports Beam while this
-process checks the data and waits until ``OUT`` is cleared. Either way the workers run on
-this process's word (``go`` on their standard input). This process relays their progress
+this process once it has checked the data, cleared ``OUT``, imported what a run needs
+(Beam, pyarrow, the learners) and read the data set (:func:`preload`): a worker pays no
+Python start, no imports and no parse of the file, ~1 s of CPU each that a
+two-configuration grid would otherwise spend before learning, and the workers share the
+parsed rows copy-on-write (:func:`start_method`). Elsewhere each worker is a new Python
+that imports Beam while this process checks the data and waits until ``OUT`` is cleared
+(and reads the file itself). Either way the workers run on this process's word (``go`` on
+their standard input). This process relays their progress
 lines and, once all have finished, reads the outputs back as a one-process run does
 (``replay.read_outputs``), so ``summary.json`` holds the same content (timings apart). A
 worker that fails stops the others and the run, with that worker's own error line and exit
@@ -41,16 +43,17 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import kernelstream
 from kernelstream import fs
 from kernelstream.engine.core import PROGRESS_LOGGER
-from kernelstream.pipelines.config import PROG, ReplayConfig, WorkerError
+from kernelstream.pipelines.config import PROG, ReplayConfig, WorkerError, is_topic
 
 if TYPE_CHECKING:
+    from kernelstream.data.options import ReadOptions
     from kernelstream.pipelines.replay import ReplayResult
 
 # the worker's entry point (:func:`worker_main`): ``-c`` rather than ``-m``, which would import
@@ -218,6 +221,11 @@ class WorkerPool:
         except BaseException:
             self.close()
             raise
+        finally:
+            if fork:  # the workers have their copy-on-write share of the rows read here
+                from kernelstream.engine.replay import forget_preloaded
+
+                forget_preloaded()
 
     def go(self) -> None:
         """Clear the outputs, start the workers that are forked, and let them all run."""
@@ -294,11 +302,42 @@ def start_method() -> str:
 
 def preload(config: ReplayConfig) -> None:
     """Import what a worker's run of ``config`` imports (the engine, pyarrow, the learners;
-    Beam but for the loop runner), before the workers are forked from this process."""
+    Beam but for the loop runner) and read its data set (``engine.replay.preload_rows``),
+    before the workers are forked from this process: the workers share the parsed rows
+    instead of each parsing the file. With a CPU free (``engine.replay.core_free``) the
+    file is read in a thread while Beam is imported (parsing is mostly numpy, which
+    releases the GIL); the thread has ended on return."""
+    from kernelstream.engine.replay import core_free, preload_rows
     from kernelstream.pipelines import replay  # noqa: F401  (the engine, pyarrow, learners)
 
-    if config.runner != "loop":
-        from kernelstream.pipelines import beam_replay  # noqa: F401  (Beam)
+    opts = _file_read_options(config)
+    reader = None
+    if opts is not None and core_free():
+        reader = threading.Thread(target=preload_rows, args=(opts,), name="preload")
+        reader.start()
+    elif opts is not None:
+        preload_rows(opts)  # here and now: no thread to compete with the import
+    try:
+        if config.runner != "loop":
+            from kernelstream.pipelines import beam_replay  # noqa: F401  (Beam)
+    finally:
+        if reader is not None:
+            reader.join()
+
+
+def _file_read_options(config: ReplayConfig) -> ReadOptions | None:
+    """The read options of the file every worker of ``config`` loads whole (as ``replay.
+    make_run`` resolves them), or None when the workers read nothing in common (a Kafka
+    topic, adversarial streams generated in memory)."""
+    from kernelstream.pipelines.replay import resolve_data
+
+    if config.stream != "none" or is_topic(config.data):
+        return None
+    try:
+        path, fmt = resolve_data(config.data, config.fmt)
+    except (OSError, ValueError):
+        return None
+    return replace(config.read_options(), path=path, fmt=fmt)
 
 
 def _fork_worker(args: list[str], earlier: list[_Worker]) -> _Forked:

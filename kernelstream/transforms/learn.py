@@ -260,6 +260,11 @@ class LearnPredict(beam.PTransform):
 
     def expand(self, blocks: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         dofn = _LearnPredictDoFn if self.early_state == "ordered_list" else _LearnPredictBagDoFn
+        # merged: the tagged outputs that stay empty are not declared (each declared output is
+        # a PCollection, a coder and a receiver to build for nothing); one read anyway is made
+        # on demand
+        tags = (((STATES_TAG,) if self.emit_states else ()) if self.merged
+                else (METRICS_TAG, DEAD_LETTER_TAG, STATES_TAG))
         keyed = blocks if self.keyed else blocks | "KeyByStream" >> beam.ParDo(_KeyByStream())
         if not keyed.windowing.is_default():
             # State and timers are per window: one global window keeps each stream whole,
@@ -272,5 +277,5 @@ class LearnPredict(beam.PTransform):
                 self.emit_states, self.saved_states, self.progress_total, self.merged))
             .with_input_types(tuple[str, Block])
             .with_output_types(Any if self.merged else PredictionBlock)
-            .with_outputs(METRICS_TAG, DEAD_LETTER_TAG, STATES_TAG, main="predictions")
+            .with_outputs(*tags, main="predictions", allow_unknown_tags=True)
         )

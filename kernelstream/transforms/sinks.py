@@ -163,44 +163,65 @@ class WriteOutputs(beam.PTransform):
     so a retried bundle leaves no duplicate rows. One light writing step per input and one
     finalizer for all the outputs of a run: each transform of a pipeline costs its
     construction, translation and bundle set-up, a fixed cost that dominates a short replay.
+
+    ``finalize=False`` leaves the finalizing step (a stage of its own, with a side input per
+    input) out of the pipeline: the caller calls :meth:`finalize` once the pipeline has
+    finished. Only for runners that never retry a bundle (a failed bundle fails the run),
+    such as the in-process FnApiRunner: there every temporary file of the sink is a
+    committed bundle's.
     """
 
     def __init__(self, outputs: dict[str, tuple[str, pa.Schema]], route: Any,
-                 prefix: str = "part", group_bytes: int | None = None) -> None:
+                 prefix: str = "part", group_bytes: int | None = None,
+                 finalize: bool = True) -> None:
         super().__init__()
         self.outputs = {k: (str(d), s) for k, (d, s) in outputs.items()}
         self.route = route  # picklable: record -> output name
         self.prefix = prefix
         self.group_bytes = group_bytes
+        self.in_pipeline = finalize
+        # A token per transform instance: the finalizer touches only its own files.
+        self.token = uuid.uuid4().hex[:12]
 
-    def expand(self, pcolls: Any) -> beam.PCollection:
+    def expand(self, pcolls: Any) -> Any:
         if isinstance(pcolls, beam.PCollection):
             pcolls = (pcolls,)
         return _write_bounded(tuple(pcolls), self.outputs, self.route, self.prefix,
-                              self.group_bytes)
+                              self.group_bytes, self.token, self.in_pipeline)
+
+    def finalize(self) -> None:
+        """Give every temporary file of this sink its final name (``finalize=False``, after
+        the pipeline has finished without error)."""
+        finalize_parts(_directories(self.outputs), self.prefix, self.token, None)
 
 
 def _write_bounded(pcolls: tuple[beam.PCollection, ...],
                    outputs: dict[str, tuple[str, pa.Schema]], route: Any, prefix: str,
-                   group_bytes: int | None) -> beam.PCollection:
+                   group_bytes: int | None, token: str | None = None,
+                   finalize: bool = True) -> Any:
     """The transforms of :class:`WriteOutputs` (also :class:`WriteParquet`'s, for bounded
     input), applied in the caller's ``expand``. One writing step per input, fused with the
     step that makes the input (a Flatten first would make the FnApiRunner buffer every
-    record until the input ends)."""
+    record until the input ends). Without ``finalize``: the writing steps' outputs."""
     # A token per transform instance: the finalizer deletes only its own leftovers.
-    token = uuid.uuid4().hex[:12]
+    token = token or uuid.uuid4().hex[:12]
     parts = []
     for i, pc in enumerate(pcolls):
         sfx = "" if len(pcolls) == 1 else str(i)
         parts.append(_globally_windowed(pc, f"GlobalWindow{sfx}")
                      | f"WriteParts{sfx}" >> beam.ParDo(_WriteBundleParts(
                          outputs, route, prefix, token, group_bytes)))
+    if not finalize:
+        return tuple(parts)
     # The side inputs are complete only when every bundle of the input has committed.
-    dirs = tuple(dict.fromkeys(d for d, _ in outputs.values()))
     return (pcolls[0].pipeline
             | "Finalize" >> beam.Impulse()
-            | "RenameParts" >> beam.ParDo(_FinalizeParts(dirs, prefix, token),
+            | "RenameParts" >> beam.ParDo(_FinalizeParts(_directories(outputs), prefix, token),
                                           *(beam.pvalue.AsList(p) for p in parts)))
+
+
+def _directories(outputs: dict[str, tuple[str, pa.Schema]]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(d for d, _ in outputs.values()))
 
 
 def _globally_windowed(pcoll: beam.PCollection, label: str) -> beam.PCollection:
@@ -264,21 +285,33 @@ class _FinalizeParts(beam.DoFn):
         self.token = token
 
     def process(self, _: Any, *parts: list[str]) -> None:
-        keep = {p for ps in parts for p in ps}
-        src, dst = [], []
-        for p in sorted(keep):
-            directory, name = FileSystems.split(p)
-            if FileSystems.exists(p):  # absent: a retried finalizer already moved it
-                src.append(p)
-                dst.append(FileSystems.join(directory, name[1:].removesuffix(".tmp")))
-        if src:
-            FileSystems.rename(src, dst)
-        patterns = [FileSystems.join(d, f".{self.prefix}-{self.token}-*.parquet.tmp")
-                    for d in self.directories]
-        stale = [m.path for r in FileSystems.match(patterns) for m in r.metadata_list
-                 if m.path not in keep]
-        if stale:
-            FileSystems.delete(stale)
+        finalize_parts(self.directories, self.prefix, self.token,
+                       {p for ps in parts for p in ps})
+
+
+def finalize_parts(directories: tuple[str, ...], prefix: str, token: str,
+                   keep: set[str] | None) -> None:
+    """Rename the temporary files ``keep`` (None: every temporary file of ``token``) to their
+    final names and delete the other temporary files of ``token`` (failed attempts)."""
+    # every file of the directories, filtered here: an object store lists by a prefix that
+    # ends at the first wildcard, and not every store lists a prefix that is not a directory
+    mine = f".{prefix}-{token}-"
+    found = [m.path for r in FileSystems.match([FileSystems.join(d, "*") for d in directories])
+             for m in r.metadata_list
+             if (n := FileSystems.split(m.path)[1]).startswith(mine) and n.endswith(".tmp")]
+    if keep is None:
+        keep = set(found)
+    src, dst = [], []
+    for p in sorted(keep):
+        directory, name = FileSystems.split(p)
+        if FileSystems.exists(p):  # absent: a retried finalizer already moved it
+            src.append(p)
+            dst.append(FileSystems.join(directory, name[1:].removesuffix(".tmp")))
+    if src:
+        FileSystems.rename(src, dst)
+    stale = [p for p in found if p not in keep]
+    if stale:
+        FileSystems.delete(stale)
 
 
 class _WriteBundleFile(beam.DoFn):
