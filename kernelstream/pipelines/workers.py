@@ -334,10 +334,10 @@ def _file_read_options(config: ReplayConfig) -> ReadOptions | None:
     if config.stream != "none" or is_topic(config.data):
         return None
     try:
-        path, fmt = resolve_data(config.data, config.fmt)
+        path, fmt = resolve_data(config.data, config.read.fmt)
     except (OSError, ValueError):
         return None
-    return replace(config.read_options(), path=path, fmt=fmt)
+    return replace(config.read, path=path, fmt=fmt)
 
 
 def _fork_worker(args: list[str], earlier: list[_Worker]) -> _Forked:
