@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kernelstream import fs
 from kernelstream.data.options import ReadOptions
@@ -110,6 +110,29 @@ class WorkerError(Exception):
 
 
 @dataclass(frozen=True)
+class KafkaOptions:
+    """A replay's Kafka side (``kernelstream.kafka_client``): how it reads a topic given as
+    ``kafka://HOST:PORT/TOPIC`` (the read stops after ``idle`` seconds without a new record,
+    and at the latest after ``max_seconds``), the client settings (``--kafka-option``),
+    ``out`` = ``kafka://HOST:PORT/PREFIX`` to write the outputs also to PREFIX-* topics, and
+    the ``checkpoint`` directory a topic's replay resumes from and writes to."""
+
+    idle: float = 5.0
+    max_seconds: float | None = None
+    out: str | None = None
+    client: tuple[tuple[str, str], ...] = ()  # kafka-python client settings
+    checkpoint: str | None = None
+
+    # the Python API's keyword for each field (``run_replay(..., kafka_idle=2.0)``)
+    KEYWORDS: ClassVar[dict[str, str]] = {"kafka_idle": "idle", "kafka_max_seconds": "max_seconds",
+                "kafka_out": "out", "kafka_options": "client", "checkpoint": "checkpoint"}
+
+    def __post_init__(self) -> None:
+        # lists from the Python API: tuples, so a config compares equal and stays as built
+        object.__setattr__(self, "client", tuple(map(tuple, self.client)))
+
+
+@dataclass(frozen=True)
 class ReplayConfig:
     """One replay run, as the CLI's commands (``replay``, ``tune``, ``reproduce``) and the
     Python API (``pipelines.replay.run_replay``, ``experiments.grid``) describe it:
@@ -132,12 +155,7 @@ class ReplayConfig:
     runner: str = "direct"
     stream: str = "none"  # adversarial stream preset (kernelstream.streams) or "none"
     pipeline_args: tuple[str, ...] = ()  # Beam pipeline options after "--", passed through
-    # Kafka (``kernelstream.kafka_client``): reading a topic given as kafka://HOST:PORT/TOPIC
-    kafka_idle: float = 5.0  # stop after this many seconds without a new record
-    kafka_max_seconds: float | None = None  # and at the latest after this long
-    kafka_out: str | None = None  # kafka://HOST:PORT/PREFIX: outputs also to PREFIX-* topics
-    kafka_options: tuple[tuple[str, str], ...] = ()  # kafka-python client settings
-    checkpoint: str | None = None  # resume from / write checkpoints (Kafka sources)
+    kafka: KafkaOptions = field(default_factory=KafkaOptions)  # topic reads, outputs, checkpoints
     # ``--workers N``: the streams split over N runner processes (``pipelines.workers``);
     # ``shard`` = (index, N) in one of those processes (the hidden ``--shard I/N``)
     workers: int = 1
@@ -161,7 +179,6 @@ class ReplayConfig:
         object.__setattr__(self, "out", os.fspath(self.out))
         # lists from the Python API: tuples, so a config compares equal and stays as built
         object.__setattr__(self, "pipeline_args", tuple(self.pipeline_args))
-        object.__setattr__(self, "kafka_options", tuple(map(tuple, self.kafka_options)))
         if not self.dataset:
             object.__setattr__(self, "dataset", display_name(self.data))
         if self.read.path != self.data:  # one name of the data: ``data``
@@ -170,13 +187,17 @@ class ReplayConfig:
     @classmethod
     def of(cls, data: str, learners: Sequence[LearnerConfig | tuple[Any, ...]],
            out: str | os.PathLike[str], **options: Any) -> ReplayConfig:
-        """The Python API's form: ``options`` are the fields of this class or of its
-        :class:`~kernelstream.data.options.ReadOptions` (``scale=``, ``limit=``, ...)."""
+        """The Python API's form: ``options`` are the fields of this class, of its
+        :class:`~kernelstream.data.options.ReadOptions` (``scale=``, ``limit=``, ...) or its
+        :class:`KafkaOptions` by their keywords (``kafka_idle=``, ``checkpoint=``, ...)."""
         reads = {f.name for f in fields(ReadOptions)} - {"path"}
         read = ReadOptions(path=data, **{k: v for k, v in options.items() if k in reads})
-        rest = {k: v for k, v in options.items() if k not in reads}
+        kafka = KafkaOptions(**{KafkaOptions.KEYWORDS[k]: v for k, v in options.items()
+                                if k in KafkaOptions.KEYWORDS})
+        rest = {k: v for k, v in options.items()
+                if k not in reads and k not in KafkaOptions.KEYWORDS}
         return cls(data=data, learners=tuple(as_configs(learners).values()), out=os.fspath(out),
-                   read=read, **rest)
+                   read=read, kafka=kafka, **rest)
 
 
 def display_name(src: str) -> str:

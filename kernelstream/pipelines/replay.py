@@ -179,18 +179,18 @@ def plan(config: ReplayConfig) -> ReplayRun:
     shard, shards = c.shard or (0, 1)
     topic = is_topic(c.data)
     order = "file" if topic else c.order
-    if shards > 1 and (topic or order != "permuted" or c.checkpoint is not None):
+    if shards > 1 and (topic or order != "permuted" or c.kafka.checkpoint is not None):
         raise ValueError("shards split the streams of a permuted file replay: a Kafka topic, "
                          "a file-order stream or a checkpoint is one stream read once")
-    if c.checkpoint is not None and not topic:
+    if c.kafka.checkpoint is not None and not topic:
         raise ValueError("checkpoints continue a Kafka topic: a file replay has nothing to "
                          "continue (give a kafka:// source)")
     kafka = None
     if topic:
         from kernelstream.kafka_client import KafkaReadOptions  # a topic: see TYPE_CHECKING
 
-        kafka = KafkaReadOptions(_parse_topic(c.data), idle_seconds=c.kafka_idle,
-                                 max_seconds=c.kafka_max_seconds, client=c.kafka_options)
+        kafka = KafkaReadOptions(_parse_topic(c.data), idle_seconds=c.kafka.idle,
+                                 max_seconds=c.kafka.max_seconds, client=c.kafka.client)
         if c.permutations != 1:
             raise ValueError("a Kafka topic is one stream in its own order: permutations must "
                              "be 1")
@@ -219,8 +219,8 @@ def plan(config: ReplayConfig) -> ReplayRun:
                      chunk_bytes=c.chunk_bytes, runner=c.runner,
                      pipeline_args=list(c.pipeline_args), early_state=opts.early_state or "auto",
                      kafka=kafka,
-                     kafka_out=None if c.kafka_out is None else _parse_topic(c.kafka_out),
-                     kafka_client=c.kafka_options, checkpoint=c.checkpoint, shard=shard,
+                     kafka_out=None if c.kafka.out is None else _parse_topic(c.kafka.out),
+                     kafka_client=c.kafka.client, checkpoint=c.kafka.checkpoint, shard=shard,
                      shards=shards, first_permutation=c.first_permutation,
                      stream_rows=c.stream_rows)
 

@@ -202,7 +202,8 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
     continues from the last committed checkpoint). The checkpoint directory stays locked for
     the whole command; before each run the output folders of runs that never committed are
     removed."""
-    assert config.checkpoint is not None
+    checkpoint = config.kafka.checkpoint
+    assert checkpoint is not None
     # checkpoints are Parquet files (pyarrow): imported by the runs that keep them
     from kernelstream.engine.checkpoints import committed, next_checkpoint
     from kernelstream.engine.snapshot import remove_orphans
@@ -210,15 +211,15 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
 
     done = 0
     try:
-        with replay.checkpoint_lock(config.checkpoint):
+        with replay.checkpoint_lock(checkpoint):
             print(f"following {config.data}: a run every {every:g} s, checkpoints in "
-                  f"{config.checkpoint}, outputs in {config.out}/ckpt-NNNNNN; Ctrl-C stops",
+                  f"{checkpoint}, outputs in {config.out}/ckpt-NNNNNN; Ctrl-C stops",
                   file=sys.stderr, flush=True)
             while runs is None or done < runs:
                 t0 = time.monotonic()
-                if not fs.is_remote(config.out) and not fs.is_remote(config.checkpoint):
-                    remove_orphans(config.out, [c.number for c in committed(config.checkpoint)])
-                name = next_checkpoint(config.checkpoint).name
+                if not fs.is_remote(config.out) and not fs.is_remote(checkpoint):
+                    remove_orphans(config.out, [c.number for c in committed(checkpoint)])
+                name = next_checkpoint(checkpoint).name
                 code = _run_once(replace(config, out=fs.join(config.out, name)), brief=True)
                 if code:
                     return code
