@@ -121,16 +121,18 @@ def published(table: str, ds: str, learner: str) -> tuple[float, ...] | None:
 # -- cells ---------------------------------------------------------------------------------------
 @dataclass
 class Cell:
+    """One row of a table: a learner configuration on a data set (table "2" .. "7")."""
+
     table: str
     dataset: str
     learner: str
     setting: str  # "code" (the published setting), "intended", "paper D", "matched", ...
     params: dict[str, Any]
-    priority: int  # the old script's run order (kept: it orders nothing now)
     verdict: bool  # this row decides the PASS of a proposed algorithm
 
 
 def kernel_cells(tables: list[str], datasets: list[str], n: dict[str, int]) -> list[Cell]:
+    """The rows of Tables 2-4 (``n``: each data set's stream length, the horizon)."""
     out: list[Cell] = []
     for tb, pub in (("2", T2), ("3", T3), ("4", T4)):
         if tb not in tables:
@@ -138,26 +140,25 @@ def kernel_cells(tables: list[str], datasets: list[str], n: dict[str, int]) -> l
         loss = LOSS_OF_TABLE[tb]
         for ds in [d for d in pub if d in datasets]:
             T = n[ds]
-            big = 9 if ds == "a9a" else 0
             out.append(Cell(tb, ds, "oks", "p2", {"convention": "p2", "loss": loss,
-                                                   "horizon": T}, 2 + big, False))
+                                                   "horizon": T}, False))
             out.append(Cell(tb, ds, "ioks", "code", {"loss": loss, "horizon": T,
-                                                     "reference_quirks": True}, 1 + big, True))
+                                                     "reference_quirks": True}, True))
             if tb != "2":  # the IOKS quirks hardly matter for logistic loss (renormalisation)
-                out.append(Cell(tb, ds, "ioks", "intended", {"loss": loss, "horizon": T},
-                                3, False))
+                out.append(Cell(tb, ds, "ioks", "intended", {"loss": loss, "horizon": T}, False))
             if tb == "2":
                 out.append(Cell(tb, ds, "oks++", "code", {"loss": loss,
-                                                          "reference_quirks": True},
-                                1 + big, True))
-                out.append(Cell(tb, ds, "oks++", "intended", {"loss": loss}, 4 + big, False))
+                                                          "reference_quirks": True}, True))
+                out.append(Cell(tb, ds, "oks++", "intended", {"loss": loss}, False))
             elif tb == "3":
-                out.append(Cell(tb, ds, "oks++", "code", {"loss": loss}, 1, True))
+                out.append(Cell(tb, ds, "oks++", "code", {"loss": loss}, True))
     return out
 
 
 def rf_cells(tables: list[str], datasets: list[str], n: dict[str, int],
              sizes: dict[str, dict[str, Any]]) -> list[Cell]:
+    """The rows of the time-constrained tables at the sizes of ``sizes`` (the calibration of
+    ``tuned_p2.json``; a size not calibrated leaves its row out)."""
     out: list[Cell] = []
     for tb, pub in (("5", T5), ("6", T6), ("7", T7)):
         if tb not in tables:
@@ -166,36 +167,32 @@ def rf_cells(tables: list[str], datasets: list[str], n: dict[str, int],
         for ds in [d for d in pub if d in datasets]:
             T = n[ds]
             cal = sizes.get(f"T{tb}|{ds}", {}).get("matched", {})
-            pr = 5 if ds == "a9a" else 4
             if "rf-oks++" in pub[ds]:
-                out.append(Cell(tb, ds, "rf-oks++", "code",
-                                {"loss": loss, "n_components": 400, "reference_quirks": True},
-                                pr, True))
+                out.append(Cell(tb, ds, "rf-oks++", "code", {"loss": loss, "n_components": 400,
+                                                             "reference_quirks": True}, True))
                 if loss == "logistic":
                     out.append(Cell(tb, ds, "rf-oks++", "intended",
-                                    {"loss": loss, "n_components": 400}, pr + 1, False))
+                                    {"loss": loss, "n_components": 400}, False))
             D_ioks = 400 if loss == "absolute" else cal.get("rf-ioks")
             if D_ioks is not None:
                 out.append(Cell(tb, ds, "rf-ioks", "code" if loss == "absolute" else "matched",
                                 {"loss": loss, "n_components": D_ioks, "horizon": T,
-                                 "reference_quirks": True}, pr, True))
+                                 "reference_quirks": True}, True))
             if loss != "absolute":
                 out.append(Cell(tb, ds, "rf-ioks", "paper D",
                                 {"loss": loss, "n_components": pub[ds]["rf-ioks"][0],
-                                 "horizon": T, "reference_quirks": True}, pr, False))
+                                 "horizon": T, "reference_quirks": True}, False))
             if "rf-oks" in cal:
                 out.append(Cell(tb, ds, "rf-oks", "matched",
-                                {"loss": loss, "n_components": cal["rf-oks"], "horizon": T},
-                                pr + 1, False))
+                                {"loss": loss, "n_components": cal["rf-oks"], "horizon": T}, False))
             if "lkmbooks" in cal:
                 out.append(Cell(tb, ds, "lkmbooks", "matched",
-                                {"loss": loss, "budget": cal["lkmbooks"], "horizon": T},
-                                pr + 1, False))
+                                {"loss": loss, "budget": cal["lkmbooks"], "horizon": T}, False))
             if "raker" in cal:
                 for q, lab in ((True, "code"), (False, "intended")):
                     out.append(Cell(tb, ds, "raker", f"matched, {lab}",
                                     {"loss": loss, "n_components": cal["raker"], "horizon": T,
-                                     "reference_quirks": q}, pr + 1, False))
+                                     "reference_quirks": q}, False))
     return out
 
 
@@ -273,6 +270,7 @@ def _fmt(v: float, metric: str) -> str:
 
 
 def write_outputs(opts: Options, doc: dict[str, Any]) -> None:
+    """``p2.md`` and ``p2.json`` (``doc``) in the output directory."""
     R, ctx = doc["permutations"], opts.ctx
     cells = doc["cells"]
     L: list[str] = [
