@@ -123,10 +123,9 @@ def run_grid(runs: Sequence[Run], ctx: Context) -> list[list[KeyResult]]:
     switch = {_key(r) for r in runs if r.switch}
     by_key: dict[tuple[Any, ...], list[KeyResult]] = {}
     data = ctx.work_dir / "data"
-    for ds, stream, R in dict.fromkeys((k[0], k[3], k[4]) for k in unique):
-        R = R or ctx.permutations
-        mine = [k for k in unique if k[0] == ds and k[3] == stream and (k[4] or
-                                                                     ctx.permutations) == R]
+    perms = {k: k[4] or ctx.permutations for k in unique}
+    for ds, stream, R in dict.fromkeys((k[0], k[3], perms[k]) for k in unique):
+        mine = [k for k in unique if k[0] == ds and k[3] == stream and perms[k] == R]
         what = ds if stream is None else stream
         if stream is None and dsets.DATASETS[ds].perm_file is None:
             path = dsets.prepare(ds, ctx.data_dir, data)
