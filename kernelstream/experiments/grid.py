@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import shutil
 import sys
 import time
@@ -40,13 +41,15 @@ class Run:
 
     ``stream``: an adversarial stream preset (``kernelstream.streams.PRESETS``) of the data
     set instead of its permutations. ``switch``: also find each key's stage switch (a
-    SkeGD's ``init_round``) in the predictions (:func:`switch_round`)."""
+    SkeGD's ``init_round``) in the predictions (:func:`switch_round`). ``permutations``: a
+    run with fewer permutations than the table (a protocol's per-row R)."""
 
     dataset: str  # a key of ``datasets.DATASETS``
     learner: str  # registry name
     params: dict[str, Any]
     stream: str | None = None
     switch: bool = False
+    permutations: int | None = None  # R of this run (None: the context's)
 
     def param_args(self, label: str) -> list[str]:
         out = []
@@ -100,6 +103,7 @@ class KeyResult:
     # with ``Run.switch``: T₀ (1-based; None: never switched) and the mistakes after it
     init_round: int | None = None
     mistakes_after_init: int | None = None
+    avg_loss: float | None = None  # the mean prequential loss (exact sum over the rows)
 
     def record(self) -> dict[str, Any]:
         """The per-run entry of a results JSON."""
@@ -113,24 +117,26 @@ class ReplayError(RuntimeError):
 
 def run_grid(runs: Sequence[Run], ctx: Context) -> list[list[KeyResult]]:
     """The results of every run on permutations 0..R−1 (in the order of ``runs``; each a list
-    in permutation order). Identical runs are learnt once."""
+    in permutation order; R the run's ``permutations`` or the context's). Identical runs are
+    learnt once; the runs of one data set and R share one replay."""
     unique = list(dict.fromkeys(_key(r) for r in runs))
     switch = {_key(r) for r in runs if r.switch}
     by_key: dict[tuple[Any, ...], list[KeyResult]] = {}
     data = ctx.work_dir / "data"
-    for ds, stream in dict.fromkeys((k[0], k[3]) for k in unique):
-        mine = [k for k in unique if k[0] == ds and k[3] == stream]
+    perms = {k: k[4] or ctx.permutations for k in unique}
+    for ds, stream, R in dict.fromkeys((k[0], k[3], perms[k]) for k in unique):
+        mine = [k for k in unique if k[0] == ds and k[3] == stream and perms[k] == R]
         what = ds if stream is None else stream
         if stream is None and dsets.DATASETS[ds].perm_file is None:
             path = dsets.prepare(ds, ctx.data_dir, data)
-            res = _replay(path, what, mine, ctx.permutations, ctx, switch)
+            res = _replay(path, what, mine, R, ctx, switch)
             for k, rr in zip(mine, res, strict=True):
                 by_key[k] = rr
             continue
         # a stream of its own per permutation (a toolbox's order, an adversarial stream):
         # one file each, arranged so that the replay's permutation r reads it in that order
         tasks = []
-        for r in range(ctx.permutations):
+        for r in range(R):
             if stream is None:
                 path = dsets.prepare_toolbox_order(ds, ctx.data_dir, data, ctx.seed, r)
             else:
@@ -175,7 +181,7 @@ def _replay_task(t: tuple[Any, ...]) -> list[list[KeyResult]]:
 
 def _key(run: Run) -> tuple[Any, ...]:
     return (run.dataset, run.learner, tuple(sorted((k, _text(v)) for k, v in run.params.items())),
-            run.stream)
+            run.stream, run.permutations)
 
 
 def switch_round(loss: Any, budget: int) -> int | None:
@@ -196,10 +202,11 @@ def replay_argv(path: Path, keys: Sequence[tuple[Any, ...]], permutations: int, 
     ...), Beam's options after ``--``."""
     name = keys[0][0]
     argv = ["replay", str(path), "--format", "libsvm", "--n-features",
-            str(dsets.DATASETS[name].n_features), "--rows", "dense", "--scale", "none",
+            str(dsets.DATASETS[name].n_features), "--task", dsets.DATASETS[name].task,
+            "--rows", "dense", "--scale", "none",
             "-R", str(permutations), "--seed", str(ctx.seed), "--runner", ctx.runner,
             "--workers", str(ctx.workers), "--out", str(out), "--quiet"]
-    for i, (_, learner, params, _) in enumerate(keys):
+    for i, (_, learner, params, *_) in enumerate(keys):
         argv += ["-l", f"c{i}={learner}"]
         argv += Run(name, learner, dict(params)).param_args(f"c{i}")
     if ctx.pipeline_args:
@@ -236,11 +243,12 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
                               + " ".join(argv))
     else:
         configs = [LearnerConfig(f"c{i}", learner, _resolved(learner, dict(params)))
-                   for i, (_, learner, params, _) in enumerate(keys)]
+                   for i, (_, learner, params, *_) in enumerate(keys)]
         out.mkdir(parents=True, exist_ok=True)
         clear_outputs(str(out))
         run_replay(str(path), configs, out, fmt="libsvm",
                    n_features=dsets.DATASETS[keys[0][0]].n_features, rows="dense",
+                   task=dsets.DATASETS[keys[0][0]].task,
                    seed=ctx.seed, permutations=permutations, runner=ctx.runner,
                    pipeline_args=ctx.pipeline_args, shard=(only, permutations))
     summaries = read_outputs(str(out), {}, ctx.runner, 0.0).summaries
@@ -251,10 +259,13 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
         if not s["complete"] or s["rejected"]:
             raise ReplayError(f"{what}: stream {s['key']} is incomplete or rejected rows")
         n = int(s["examples"])
-        # 100·k/n as the old loops computed it (100 · mean of the mistake indicators)
-        k = int(s["mistakes"])
-        res[i].append(KeyResult(int(s["permutation"]), 100.0 * (k / n),
-                                int(s["n_support_vectors"]), float(s["seconds"]), n, k))
+        # 100·k/n as the old loops computed it (100 · mean of the mistake indicators); a
+        # regression key has no mistakes (NaN)
+        k = int(s["mistakes"] or 0)
+        rate = 100.0 * (k / n) if s["task"] == "classification" else math.nan
+        loss = None if s["avg_loss"] is None else float(s["avg_loss"])
+        res[i].append(KeyResult(int(s["permutation"]), rate, int(s["n_support_vectors"]),
+                                float(s["seconds"]), n, k, avg_loss=loss))
     traced = [i for i, k in enumerate(keys) if k in switch]
     if traced:
         res = _with_switch(res, traced, keys, out)

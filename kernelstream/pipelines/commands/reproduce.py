@@ -19,9 +19,9 @@ from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG, runners_for
 
 # paper -> module of kernelstream.experiments, in the order ``all`` runs them
-PAPERS = {"baselines": "baselines", "p3": "p3"}
+PAPERS = {"baselines": "baselines", "p2": "p2", "p3": "p3", "p4": "p4"}
 # papers whose protocol is still a script of the repository's benchmarks/
-NOT_MOVED = ("p0", "p1", "p2", "p4")
+NOT_MOVED = ("p0", "p1")
 
 
 def _csv(s: str) -> list[str]:
