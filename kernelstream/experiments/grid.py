@@ -40,13 +40,16 @@ class Run:
 
     ``stream``: an adversarial stream preset (``kernelstream.streams.PRESETS``) of the data
     set instead of its permutations. ``switch``: also find each key's stage switch (a
-    SkeGD's ``init_round``) in the predictions (:func:`switch_round`)."""
+    SkeGD's ``init_round``) in the predictions (:func:`switch_round`). ``permutation``: run
+    on that permutation r only (parameters chosen per permutation, e.g. a width selected on
+    the permutation's first rows); its results list has the one entry."""
 
     dataset: str  # a key of ``datasets.DATASETS``
     learner: str  # registry name
     params: dict[str, Any]
     stream: str | None = None
     switch: bool = False
+    permutation: int | None = None
 
     def param_args(self, label: str) -> list[str]:
         out = []
@@ -100,6 +103,10 @@ class KeyResult:
     # with ``Run.switch``: T₀ (1-based; None: never switched) and the mistakes after it
     init_round: int | None = None
     mistakes_after_init: int | None = None
+    # the learner's state after the last example: ``Learner.diagnostics`` (e.g. OKS-SIL's
+    # ``kernel_gamma``) and a selection learner's ``kernel_distribution`` (None: none)
+    diagnostics: dict[str, Any] | None = None
+    kernel_distribution: list[float] | None = None
 
     def record(self) -> dict[str, Any]:
         """The per-run entry of a results JSON."""
@@ -118,8 +125,12 @@ def run_grid(runs: Sequence[Run], ctx: Context) -> list[list[KeyResult]]:
     switch = {_key(r) for r in runs if r.switch}
     by_key: dict[tuple[Any, ...], list[KeyResult]] = {}
     data = ctx.work_dir / "data"
-    for ds, stream in dict.fromkeys((k[0], k[3]) for k in unique):
-        mine = [k for k in unique if k[0] == ds and k[3] == stream]
+    pinned = [k for k in unique if k[4] is not None]
+    if any(k[3] is not None for k in pinned):
+        raise ValueError("a run of one permutation reads the data set's permutations, not a "
+                         "stream preset")
+    for ds, stream in dict.fromkeys((k[0], k[3]) for k in unique if k[4] is None):
+        mine = [k for k in unique if k[0] == ds and k[3] == stream and k[4] is None]
         what = ds if stream is None else stream
         if stream is None and dsets.DATASETS[ds].perm_file is None:
             path = dsets.prepare(ds, ctx.data_dir, data)
@@ -143,6 +154,16 @@ def run_grid(runs: Sequence[Run], ctx: Context) -> list[list[KeyResult]]:
         for res in _each_permutation(tasks, ctx.workers):
             for k, rr in zip(mine, res, strict=True):
                 by_key[k].extend(rr)
+    # runs of one permutation: per (data set, r), one replay of exactly permutation r
+    tasks = []
+    for ds, r in dict.fromkeys((k[0], k[4]) for k in pinned):
+        mine = [k for k in pinned if k[0] == ds and k[4] == r]
+        ctx.replays += 1
+        tasks.append((dsets.prepare(ds, ctx.data_dir, data), f"{ds} r={r}", mine, r + 1, ctx,
+                      switch, r, ctx.work_dir / f"replay-{ctx.replays:03d}"))
+    for t, res in zip(tasks, _each_permutation(tasks, ctx.workers), strict=True):
+        for k, rr in zip(t[2], res, strict=True):
+            by_key[k] = rr
     return [by_key[_key(r)] for r in runs]
 
 
@@ -175,7 +196,7 @@ def _replay_task(t: tuple[Any, ...]) -> list[list[KeyResult]]:
 
 def _key(run: Run) -> tuple[Any, ...]:
     return (run.dataset, run.learner, tuple(sorted((k, _text(v)) for k, v in run.params.items())),
-            run.stream)
+            run.stream, run.permutation)
 
 
 def switch_round(loss: Any, budget: int) -> int | None:
@@ -199,7 +220,7 @@ def replay_argv(path: Path, keys: Sequence[tuple[Any, ...]], permutations: int, 
             str(dsets.DATASETS[name].n_features), "--rows", "dense", "--scale", "none",
             "-R", str(permutations), "--seed", str(ctx.seed), "--runner", ctx.runner,
             "--workers", str(ctx.workers), "--out", str(out), "--quiet"]
-    for i, (_, learner, params, _) in enumerate(keys):
+    for i, (_, learner, params, *_) in enumerate(keys):
         argv += ["-l", f"c{i}={learner}"]
         argv += Run(name, learner, dict(params)).param_args(f"c{i}")
     if ctx.pipeline_args:
@@ -235,7 +256,7 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
                               + " ".join(argv))
     else:
         configs = [(f"c{i}", learner, _resolved(learner, dict(params)))
-                   for i, (_, learner, params, _) in enumerate(keys)]
+                   for i, (_, learner, params, *_) in enumerate(keys)]
         out.mkdir(parents=True, exist_ok=True)
         clear_outputs(str(out))
         run_replay(str(path), configs, out, fmt="libsvm",
@@ -253,7 +274,9 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
         # 100·k/n as the old loops computed it (100 · mean of the mistake indicators)
         k = int(s["mistakes"])
         res[i].append(KeyResult(int(s["permutation"]), 100.0 * (k / n),
-                                int(s["n_support_vectors"]), float(s["seconds"]), n, k))
+                                int(s["n_support_vectors"]), float(s["seconds"]), n, k,
+                                diagnostics=s.get("diagnostics"),
+                                kernel_distribution=s.get("kernel_distribution")))
     traced = [i for i, k in enumerate(keys) if k in switch]
     if traced:
         res = _with_switch(res, traced, keys, out)

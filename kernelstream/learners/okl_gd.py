@@ -154,6 +154,10 @@ class OKLGD(compiled.DistRuleRounds, Learner):
             self._rule_scratch = np.empty(2 * B)
 
     @property
+    def kernel_gamma(self) -> float | None:
+        return self.current_gamma if self.dim is not None else None
+
+    @property
     def n_support_vectors(self) -> int:
         return self.n if self.dim is not None else 0
 

@@ -161,6 +161,10 @@ class ProjKA(Learner):
         return inner
 
     @property
+    def kernel_gamma(self) -> float | None:
+        return self.current_gamma
+
+    @property
     def n_support_vectors(self) -> int:
         return self.inner.n_support_vectors if self.inner is not None else 0
 
