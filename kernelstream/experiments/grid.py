@@ -16,7 +16,12 @@ A data set whose permutation r is an order of its own (a toolbox's permutations,
 adversarial stream) gets one file per r, arranged so that the replay's permutation r reads
 it in that order; that replay runs shard r of r + 1 (``replay.make_run(shard=, shards=)``,
 which owns exactly the streams of permutation r), and with ``--workers N`` these
-one-permutation replays run on N processes.
+one-permutation replays run on N processes. A run whose parameters depend on the permutation
+(``Run.permutation``: e.g. Proj-KA's width, selected on the permutation's first rows) is such
+a replay of the shared file, with the other runs of that data set and permutation.
+
+A key's result also carries the learner's state after the last example that tables report
+(``Learner.diagnostics`` and ``kernel_distribution``, from the replay's final metrics row).
 """
 
 from __future__ import annotations
@@ -126,9 +131,9 @@ def run_grid(runs: Sequence[Run], ctx: Context) -> list[list[KeyResult]]:
     by_key: dict[tuple[Any, ...], list[KeyResult]] = {}
     data = ctx.work_dir / "data"
     pinned = [k for k in unique if k[4] is not None]
-    if any(k[3] is not None for k in pinned):
-        raise ValueError("a run of one permutation reads the data set's permutations, not a "
-                         "stream preset")
+    if any(k[3] is not None or dsets.DATASETS[k[0]].perm_file is not None for k in pinned):
+        raise ValueError("a run of one permutation reads the seeded permutations of a data "
+                         "set, not a stream of its own")
     for ds, stream in dict.fromkeys((k[0], k[3]) for k in unique if k[4] is None):
         mine = [k for k in unique if k[0] == ds and k[3] == stream and k[4] is None]
         what = ds if stream is None else stream

@@ -96,7 +96,7 @@ class ProjKA(Learner):
     selects on the first ``m = min(T, 10^4)`` rows of the stream and then runs Projectron over
     **all** ``T`` rows, counting every mistake, so the first ``m`` predictions already use the
     selected kernel (hindsight selection). A streaming learner cannot see labels before it
-    predicts, so here the first ``m`` predictions are 0. ``benchmarks/reproduce_p0.py`` runs
+    predicts, so here the first ``m`` predictions are 0. ``kernelstream reproduce p0`` runs
     the paper's protocol (:func:`select_width` on the first ``min(T, 10^4)`` rows of each
     permutation, then ``projectron`` over the whole permutation) and this learner side by side.
     P0 quotes Projectron's ``U = ¼√((B+1)/ln(B+1))``; the budget Projectron of §4.6 does not use
