@@ -1,6 +1,6 @@
 """Tuning of Lu, Sahoo, Zhao & Hoi, ACM TIST 2018 (SPA, BOMKC(SPA)); the evaluation is
-``kernelstream reproduce p4`` (``kernelstream/experiments/p4.py``: Tables P4-2, P4-5, P4-6, published
-numbers, verdicts, ``benchmarks/results/p4.md/.json``).
+``kernelstream reproduce p4`` (``kernelstream/experiments/p4.py``: Tables P4-2, P4-5, P4-6,
+published numbers, verdicts, ``benchmarks/results/p4.md/.json``).
 
 ``--tune`` (writes ``benchmarks/tuned_p4.json``) does what paper 004 tuned, on the tuning
 permutation (index ``--tune-perm``, default 1000, never an evaluation permutation): SPA, OGD-type

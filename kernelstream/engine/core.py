@@ -156,6 +156,11 @@ class BlockResult:
     seconds: float
 
 
+def _diagnostics(m: Learner) -> str | None:
+    d = m.diagnostics
+    return None if d is None else json.dumps(d, sort_keys=True)  # floats by repr: exact
+
+
 class StreamLearner:
     """Learning of the streams of a run, one block at a time in stream order.
 
@@ -261,7 +266,8 @@ class StreamLearner:
                    "duplicate_blocks": st.cursor.duplicates,
                    "max_buffered_blocks": st.cursor.max_buffered,
                    "kernel_distribution": None if distribution is None
-                   else [float(v) for v in distribution]},
+                   else [float(v) for v in distribution],
+                   "diagnostics": None if m is None or not final else _diagnostics(m)},
         )
 
     def final_row(self, key: str, st: StreamState) -> dict[str, Any]:

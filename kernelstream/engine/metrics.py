@@ -12,6 +12,7 @@ window just completed; when the input ends it emits a ``final`` row. Loss sums a
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -199,6 +200,9 @@ def key_summaries(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             "examples_per_second": r["examples_per_second"],
             "n_features": r["n_features"],
             "rejected": r["rejected"],
+            # the learner's state after the last example (None in outputs older than these)
+            "kernel_distribution": r.get("kernel_distribution"),
+            "diagnostics": None if r.get("diagnostics") is None else json.loads(r["diagnostics"]),
         })
     return out
 

@@ -69,6 +69,10 @@ METRICS_SCHEMA = pa.schema([
     # kernel-selection learners: their distribution over the kernel pool after the row at
     # ``window_end`` - 1 (null for single-kernel learners)
     pa.field("kernel_distribution", pa.list_(pa.float64())),
+    # final rows: ``Learner.diagnostics`` after the last example as a JSON object (e.g.
+    # OKS-SIL's learnt width, B(AO)2KS's same-draw rounds); null elsewhere and for learners
+    # without diagnostics
+    pa.field("diagnostics", pa.string()),
 ])
 
 DEAD_LETTER_SCHEMA = pa.schema([

@@ -16,7 +16,12 @@ A data set whose permutation r is an order of its own (a toolbox's permutations,
 adversarial stream) gets one file per r, arranged so that the replay's permutation r reads
 it in that order; that replay runs shard r of r + 1 (``ReplayConfig.shard``,
 which owns exactly the streams of permutation r), and with ``--workers N`` these
-one-permutation replays run on N processes.
+one-permutation replays run on N processes. A run whose parameters depend on the permutation
+(``Run.permutation``: e.g. Proj-KA's width, selected on the permutation's first rows) is such
+a replay of the shared file, with the other runs of that data set and permutation.
+
+A key's result also carries the learner's state after the last example that tables report
+(``Learner.diagnostics`` and ``kernel_distribution``, from the replay's final metrics row).
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ class Run:
     ``stream``: an adversarial stream preset (``kernelstream.streams.PRESETS``) of the data
     set instead of its permutations. ``switch``: also find each key's stage switch (a
     SkeGD's ``init_round``) in the predictions (:func:`switch_round`). ``permutations``: a
-    run with fewer permutations than the table (a protocol's per-row R)."""
+    run with fewer permutations than the table (a protocol's per-row R). ``permutation``: run
+    on that permutation r only (parameters chosen per permutation, e.g. a width selected on
+    the permutation's first rows); its results list has the one entry."""
 
     dataset: str  # a key of ``datasets.DATASETS``
     learner: str  # registry name
@@ -50,6 +57,7 @@ class Run:
     stream: str | None = None
     switch: bool = False
     permutations: int | None = None  # R of this run (None: the context's)
+    permutation: int | None = None  # run on this permutation only
 
     def param_args(self, label: str) -> list[str]:
         out = []
@@ -104,6 +112,10 @@ class KeyResult:
     init_round: int | None = None
     mistakes_after_init: int | None = None
     avg_loss: float | None = None  # the mean prequential loss (exact sum over the rows)
+    # the learner's state after the last example: ``Learner.diagnostics`` (e.g. OKS-SIL's
+    # ``kernel_gamma``) and a selection learner's ``kernel_distribution`` (None: none)
+    diagnostics: dict[str, Any] | None = None
+    kernel_distribution: list[float] | None = None
 
     def record(self) -> dict[str, Any]:
         """The per-run entry of a results JSON."""
@@ -124,8 +136,13 @@ def run_grid(runs: Sequence[Run], ctx: Context) -> list[list[KeyResult]]:
     by_key: dict[tuple[Any, ...], list[KeyResult]] = {}
     data = ctx.work_dir / "data"
     perms = {k: k[4] or ctx.permutations for k in unique}
-    for ds, stream, R in dict.fromkeys((k[0], k[3], perms[k]) for k in unique):
-        mine = [k for k in unique if k[0] == ds and k[3] == stream and perms[k] == R]
+    pinned = [k for k in unique if k[5] is not None]
+    if any(k[3] is not None or dsets.DATASETS[k[0]].perm_file is not None for k in pinned):
+        raise ValueError("a run of one permutation reads the seeded permutations of a data "
+                         "set, not a stream of its own")
+    free = [k for k in unique if k[5] is None]
+    for ds, stream, R in dict.fromkeys((k[0], k[3], perms[k]) for k in free):
+        mine = [k for k in free if k[0] == ds and k[3] == stream and perms[k] == R]
         what = ds if stream is None else stream
         if stream is None and dsets.DATASETS[ds].perm_file is None:
             path = dsets.prepare(ds, ctx.data_dir, data)
@@ -149,6 +166,16 @@ def run_grid(runs: Sequence[Run], ctx: Context) -> list[list[KeyResult]]:
         for res in _each_permutation(tasks, ctx.workers):
             for k, rr in zip(mine, res, strict=True):
                 by_key[k].extend(rr)
+    # runs of one permutation: per (data set, r), one replay of exactly permutation r
+    tasks = []
+    for ds, r in dict.fromkeys((k[0], k[5]) for k in pinned):
+        mine = [k for k in pinned if k[0] == ds and k[5] == r]
+        ctx.replays += 1
+        tasks.append((dsets.prepare(ds, ctx.data_dir, data), f"{ds} r={r}", mine, r + 1, ctx,
+                      switch, r, ctx.work_dir / f"replay-{ctx.replays:03d}"))
+    for t, res in zip(tasks, _each_permutation(tasks, ctx.workers), strict=True):
+        for k, rr in zip(t[2], res, strict=True):
+            by_key[k] = rr
     return [by_key[_key(r)] for r in runs]
 
 
@@ -181,7 +208,7 @@ def _replay_task(t: tuple[Any, ...]) -> list[list[KeyResult]]:
 
 def _key(run: Run) -> tuple[Any, ...]:
     return (run.dataset, run.learner, tuple(sorted((k, _text(v)) for k, v in run.params.items())),
-            run.stream, run.permutations)
+            run.stream, run.permutations, run.permutation)
 
 
 def switch_round(loss: Any, budget: int) -> int | None:
@@ -265,7 +292,9 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
         rate = 100.0 * (k / n) if s["task"] == "classification" else math.nan
         loss = None if s["avg_loss"] is None else float(s["avg_loss"])
         res[i].append(KeyResult(int(s["permutation"]), rate, int(s["n_support_vectors"]),
-                                float(s["seconds"]), n, k, avg_loss=loss))
+                                float(s["seconds"]), n, k, avg_loss=loss,
+                                diagnostics=s.get("diagnostics"),
+                                kernel_distribution=s.get("kernel_distribution")))
     traced = [i for i, k in enumerate(keys) if k in switch]
     if traced:
         res = _with_switch(res, traced, keys, out)

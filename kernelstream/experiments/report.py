@@ -156,3 +156,76 @@ def summarize(cell: dict[str, Any], runs: list[Any], tolerance_pp: float) -> Non
                 n_sv=float(np.mean([r.n_sv for r in runs])),
                 seconds=float(np.mean([r.seconds for r in runs])),
                 runs=[r.record() for r in runs])
+
+
+# -- comparison with a committed results JSON ---------------------------------------------------
+# What may differ between two runs of the same protocol: when, where and how fast it ran.
+VOLATILE = frozenset({"generated", "machine", "wall_seconds", "runner", "workers",
+                      "pipeline_args", "datasets_done", "datasets_pending"})
+
+
+def _volatile(key: str) -> bool:
+    return key in VOLATILE or key == "seconds" or key.endswith("_seconds")
+
+
+def _identity(d: dict[str, Any]) -> tuple[Any, ...]:
+    """What names an entry of a results list (a cell, a run): its text fields, and its
+    permutation ``r`` and ``budget`` (the numbers that label rather than measure)."""
+    return tuple((k, v) for k, v in sorted(d.items()) if not _volatile(k)
+                 and (isinstance(v, str) or (k in ("r", "budget") and isinstance(v, int))))
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
+
+
+def compare_results(old: dict[str, Any], new: dict[str, Any]) -> tuple[int, list[str]]:
+    """The entries of ``new`` (a reproduction's JSON) whose numbers differ from ``old`` (a
+    committed one): ``(entries compared, one line per difference)``. Timings, the machine and
+    the run's settings are not compared; list entries are matched by their identity (text
+    fields, ``r``, ``budget``), so a run on a subset (``--datasets``, ``--tables``) compares
+    the entries it has. With another R (``-R``) only the per-permutation runs are compared,
+    since means over other permutations differ by construction."""
+    same_r = old.get("permutations") == new.get("permutations")
+    diffs: list[str] = []
+    count = 0
+
+    def walk(a: Any, b: Any, path: str, aggregates: bool) -> None:
+        nonlocal count
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k, va in a.items():
+                if _volatile(k):
+                    continue
+                if k not in b:
+                    if aggregates:
+                        diffs.append(f"{path}.{k}: missing (committed {va!r})")
+                    continue
+                vb = b[k]
+                if isinstance(va, (dict, list)):
+                    walk(va, vb, f"{path}.{k}", aggregates)
+                elif aggregates and not _same(va, vb):
+                    diffs.append(f"{path}.{k}: {va!r} -> {vb!r}")
+            return
+        if isinstance(a, list) and isinstance(b, list):
+            if a and all(isinstance(x, dict) for x in a) and all(isinstance(x, dict) for x in b):
+                by_id = {_identity(x): x for x in a}
+                for x in b:
+                    ident = _identity(x)
+                    name = path + "[" + ",".join(f"{k}={v}" for k, v in ident) + "]"
+                    if ident not in by_id:
+                        diffs.append(f"{name}: not in the committed file")
+                        continue
+                    count += 1
+                    # a run of one permutation is comparable whatever R is
+                    walk(by_id[ident], x, name, aggregates or "r" in dict(ident))
+                return
+            if aggregates and not _same(a, b):
+                diffs.append(f"{path}: {a!r} -> {b!r}")
+            return
+        if aggregates and not _same(a, b):
+            diffs.append(f"{path}: {a!r} -> {b!r}")
+
+    walk(old, new, "", same_r)
+    return count, diffs

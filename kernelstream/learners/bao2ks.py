@@ -92,6 +92,11 @@ class AO2MDLearner(SelectionLearner):
             return np.zeros(self.K, dtype=np.int64)
         return self.mirror.pool.sizes
 
+    @property
+    def diagnostics(self) -> dict[str, Any] | None:
+        """``support_sizes`` (|S_i| per kernel) after the last example."""
+        return None if self.dim is None else {"support_sizes": self.support_sizes.tolist()}
+
     def _get_state(self) -> dict[str, np.ndarray]:
         return self.mirror.get_state("ao.")
 
@@ -232,6 +237,16 @@ class BAO2KS(AO2MDLearner):
         self.bandit = GreenIX(self.K, self.delta)
         self.same_draw_rounds = 0
         self.same_draw_mistakes = 0
+
+    @property
+    def diagnostics(self) -> dict[str, Any] | None:
+        """Also the rounds with I_t = J_t and their mistakes (which the authors' code does not
+        count)."""
+        d = super().diagnostics
+        if d is not None:
+            d.update(same_draw_rounds=self.same_draw_rounds,
+                     same_draw_mistakes=self.same_draw_mistakes)
+        return d
 
     def _distribution(self) -> np.ndarray:
         return self.bandit.frozen()

@@ -436,6 +436,19 @@ class Learner:
         """Current selection probabilities over the candidate kernels (selection learners)."""
         return None
 
+    @property
+    def kernel_gamma(self) -> float | None:
+        """Gaussian γ a learner that chooses or learns its width predicts with now (OKS-SIL,
+        OKL-GD, Proj-KA); None for a fixed width or before a width exists."""
+        return None
+
+    @property
+    def diagnostics(self) -> dict[str, Any] | None:
+        """Numbers of the learner's state that a report reads after a run (JSON values: the
+        replay writes them in each stream's final metrics row); None: nothing to report."""
+        g = self.kernel_gamma
+        return None if g is None else {"kernel_gamma": g}
+
     # -- subclass hooks ------------------------------------------------------------------------
     def _configure(self) -> None:
         """Derive per-instance settings from ``self.hparams`` (runs on init and on set_state)."""

@@ -163,6 +163,14 @@ class EA2OKS(AO2MDLearner):
         self.experts.check_epoch()  # the start-of-round test of round 1
         self.restarts = np.zeros(self.K, dtype=np.int64)
 
+    @property
+    def diagnostics(self) -> dict[str, Any] | None:
+        """Also the restarts of each kernel (BEA2OKS restarts a kernel at its budget)."""
+        d = super().diagnostics
+        if d is not None:
+            d["restarts"] = self.restarts.tolist()
+        return d
+
     def _distribution(self) -> np.ndarray:
         return self.experts.p
 

@@ -58,7 +58,7 @@ class OKLGD(compiled.DistRuleRounds, Learner):
     * the 2000-instance limit of P0 drops the oldest centre (P0 does not say which);
     * ``ρ`` is constant (KLMS-AKS uses a fixed step; P0 gives no value); default 1.
 
-    Observed behaviour (``benchmarks/reproduce_p0.py``): with P0's wide initial widths
+    Observed behaviour (``kernelstream reproduce p0``): with P0's wide initial widths
     (``σ_1 ≥ 2^2.5`` on [0, 1]-scaled data) the ``1/σ³`` factor makes the steps tiny, so the
     kernel stays nearly constant and the learner predicts the majority class; a larger ``ρ``
     lets ``σ`` run to either end of Ω. A fixed good width does much better, so the published
@@ -153,6 +153,10 @@ class OKLGD(compiled.DistRuleRounds, Learner):
         if self._rule:
             self._rule_prm = np.array([B, self.eta, self.rho, self._sig_lo, self._sig_hi])
             self._rule_scratch = np.empty(2 * B)
+
+    @property
+    def kernel_gamma(self) -> float | None:
+        return self.current_gamma if self.dim is not None else None
 
     @property
     def n_support_vectors(self) -> int:

@@ -298,6 +298,10 @@ class OKSSIL(compiled.DistRuleRounds, Learner):
             self._rule_scratch = np.empty(2 * self.budget)
 
     @property
+    def kernel_gamma(self) -> float | None:
+        return float(self.current_gamma) if self.dim is not None else None
+
+    @property
     def n_support_vectors(self) -> int:
         return self.sv.n if self.dim is not None else 0
 

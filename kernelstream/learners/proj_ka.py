@@ -98,7 +98,7 @@ class ProjKA(Learner):
     then runs Projectron over **all** ``T`` rows, counting every mistake, so the first ``m``
     predictions already use the selected kernel (hindsight selection). A streaming learner cannot
     see labels before it predicts, so here the first ``m`` predictions are 0.
-    ``benchmarks/reproduce_p0.py`` runs the paper's protocol (:func:`select_width` on the first
+    ``kernelstream reproduce p0`` runs the paper's protocol (:func:`select_width` on the first
     ``min(T, 10^4)`` rows of each permutation, then ``projectron`` over the whole permutation) and
     this learner side by side. P0 quotes Projectron's ``U = ¼√((B+1)/ln(B+1))``; the budget
     Projectron does not use it (only Projectron++ does). Budget = OKS-SIL's budget (recon: the paper
@@ -161,6 +161,10 @@ class ProjKA(Learner):
         assert self.dim is not None  # for mypy: the inner learner starts after the first row
         inner._init_dim(self.dim)
         return inner
+
+    @property
+    def kernel_gamma(self) -> float | None:
+        return self.current_gamma
 
     @property
     def n_support_vectors(self) -> int:

@@ -19,9 +19,7 @@ from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG, runners_for
 
 # paper -> module of kernelstream.experiments, in the order ``all`` runs them
-PAPERS = {"baselines": "baselines", "p2": "p2", "p3": "p3", "p4": "p4"}
-# papers whose protocol is still a script of the repository's benchmarks/
-NOT_MOVED = ("p0", "p1")
+PAPERS = {"baselines": "baselines", "p0": "p0", "p1": "p1", "p2": "p2", "p3": "p3", "p4": "p4"}
 
 
 def _csv(s: str) -> list[str]:
@@ -48,7 +46,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
             "--direct_running_mode=multi_processing"
         ),
     )
-    p.add_argument("paper", choices=(*PAPERS, *NOT_MOVED, "all"),
+    p.add_argument("paper", choices=(*PAPERS, "all"),
                    help="the tables to reproduce (all: " + ", ".join(PAPERS) + ")")
     env = os.environ.get("KERNELSTREAM_DATA")
     p.add_argument("--data-dir", type=Path, default=Path(env) if env else None,
@@ -73,10 +71,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="the replay's runner (default: direct)")
     p.add_argument("--workers", "-j", type=workers_arg, default=1, metavar="N",
                    help="split each replay's keys over N processes (as replay --workers)")
+    p.add_argument("--compare", type=Path, metavar="JSON|DIR",
+                   help="afterwards, list the cells whose numbers differ from a committed "
+                   "results JSON (a directory: its <paper>.json for each paper); exit 1 if "
+                   "any differ (timings and the machine are not compared)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.set_defaults(handler=cmd_reproduce)
     return p
-
 
 
 def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
@@ -84,9 +85,6 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
     from kernelstream.experiments.grid import Context, ReplayError
     from kernelstream.experiments.protocol import Options, ProtocolError
 
-    if args.paper in NOT_MOVED:
-        return error("reproduce", f"{args.paper} is not in the package yet: run "
-                      f"benchmarks/reproduce_{args.paper}.py from a checkout")
     if args.data_dir is None:
         return error("reproduce", "no data directory: give --data-dir or set KERNELSTREAM_DATA")
     if not args.data_dir.is_dir():
@@ -109,6 +107,12 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
     if unknown:
         return error("reproduce", f"{args.paper} has no data set {', '.join(unknown)} (data sets: "
                       f"{', '.join(names)})")
+    if args.compare is not None and not args.compare.is_dir() and len(papers) > 1:
+        return error("reproduce", "--compare FILE.json needs one paper (give a directory of "
+                      "results for all)")
+    if args.compare is not None and not args.compare.exists():
+        return error("reproduce", f"--compare {args.compare} not found")
+    differ = False
     with tempfile.TemporaryDirectory(prefix="kernelstream-reproduce-") as tmp:
         work = args.work_dir or Path(tmp)
         for paper, mod in mods.items():
@@ -128,4 +132,22 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
             print(f"{paper}: passed {res.passed}/{res.judged} judged cells in "
                   f"{res.wall_seconds / 60:.1f} min; wrote "
                   + ", ".join(str(f) for f in res.files))
-    return 0
+            if args.compare is not None:
+                differ |= _compare(args.compare, paper, opts.out_dir / f"{paper}.json")
+    return 1 if differ else 0
+
+
+def _compare(given: Path, paper: str, ours: Path) -> bool:
+    """Print the differences of ``ours`` from the committed JSON; True if there are any."""
+    from kernelstream.experiments import report
+
+    path = given / f"{paper}.json" if given.is_dir() else given
+    if not path.exists():
+        print(f"{paper}: no {path} to compare with")
+        return False
+    n, diffs = report.compare_results(report.read_json(path), report.read_json(ours))
+    print(f"{paper}: compared {n} entries with {path}: "
+          + (f"{len(diffs)} differ" if diffs else "numbers identical"))
+    for d in diffs:
+        print(f"  {d}")
+    return bool(diffs)
