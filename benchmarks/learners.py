@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     every = "every budgeted single-kernel learner" + (
         f" (the baselines and {', '.join(others)})" if others else "")
     for label, pool in ((every, None),
-                        ("§4 budget baselines, the budgeted learners of issue 2", BASELINES)):
+                        ("the budget baselines, the budgeted learners of issue 2", BASELINES)):
         judged = [r for r in rows if r[6] in ("ok", "FAIL") and (pool is None or r[0] in pool)]
         bad = [r[0] for r in judged if r[6] == "FAIL"]
         verdict = "FAIL" if bad else "PASS"
