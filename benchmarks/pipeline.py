@@ -85,29 +85,14 @@ def _configs(budget: int) -> list[Any]:
 # -- 1. throughput -------------------------------------------------------------------------------
 
 
-# the direct runner with the file read inside the running pipeline, as before the read was
-# started ahead of it (``beam_replay.in_process`` says no): what that overlap is worth here
-SERIAL_READ = "direct, read not started ahead"
-
-
 def one_run(path: Path, runner: str, budget: int, out: Path, seed: int) -> dict[str, Any]:
-    from kernelstream.pipelines import beam_replay
     from kernelstream.pipelines.replay import run_replay
 
-    ahead = beam_replay.in_process
-    free = beam_replay.core_free()  # the direct runner reads ahead only with a core free
-    if runner == SERIAL_READ:
-        beam_replay.in_process = lambda run: False  # type: ignore[assignment]
     cpu0, t0 = time.process_time(), time.perf_counter()
-    try:
-        res = run_replay(str(path), _configs(budget), out,
-                         runner="direct" if runner == SERIAL_READ else runner, seed=seed)
-    finally:
-        beam_replay.in_process = ahead  # type: ignore[assignment]
+    res = run_replay(str(path), _configs(budget), out, runner=runner, seed=seed)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     s = res.summaries[0]
     return {"runner": runner, "wall": wall, "cpu": cpu, "examples": int(s["examples"]),
-            "read_ahead": runner == "direct" and free,
             "learner_seconds": float(s["seconds"]), "mistakes": s["mistakes"],
             "n_sv": s["n_support_vectors"]}
 
@@ -186,8 +171,7 @@ def throughput(path: Path, budget: int, pairs: int, seed: int, tmp: Path) -> dic
     builds: list[float] = []
     reads: list[float] = []
     for i in range(pairs + 1):  # pair 0 warms up (lazy imports, caches) and is not counted
-        order = (("direct", SERIAL_READ, "loop") if i % 2 == 0
-                 else ("loop", SERIAL_READ, "direct"))
+        order = ("direct", "loop") if i % 2 == 0 else ("loop", "direct")
         floor, built = beam_floor()
         read = read_seconds(path)
         if i:
@@ -195,8 +179,7 @@ def throughput(path: Path, budget: int, pairs: int, seed: int, tmp: Path) -> dic
             builds.append(built)
             reads.append(read)
         for runner in order:
-            r = one_run(path, runner, budget,
-                        tmp / ("direct-serial" if runner == SERIAL_READ else runner), seed)
+            r = one_run(path, runner, budget, tmp / runner, seed)
             r["pair"] = i
             print(f"  a9a pair {i}{' (warm-up)' if i == 0 else ''} {runner:6s}: "
                   f"{r['wall']:6.2f} s wall, {r['examples'] / r['wall']:8,.0f} ex/s end to end, "
@@ -228,9 +211,6 @@ def throughput(path: Path, budget: int, pairs: int, seed: int, tmp: Path) -> dic
     agree = {(r["mistakes"], r["n_sv"]) for r in runs}
     floor = statistics.median(floors)
     build, read = statistics.median(builds), statistics.median(reads)
-    serial: dict[str, float] = {f: med(SERIAL_READ, f) for f in ("wall", "cpu")}
-    serial["ahead"] = sum(r["read_ahead"] for r in counted)
-    serial["direct_runs"] = sum(r["runner"] == "direct" for r in counted)
     loop = stats["loop"]["wall"]
     return {
         "runs": runs,
@@ -238,7 +218,6 @@ def throughput(path: Path, budget: int, pairs: int, seed: int, tmp: Path) -> dic
         "floors": floors,
         "floor_build": build,
         "read": read,
-        "serial_read": serial,
         # direct takes at least loop + floor: the best ratio a pipeline of this shape reaches
         # when nothing overlaps
         "bound": loop / (loop + floor),
@@ -573,30 +552,16 @@ def render(args: argparse.Namespace, tp: dict[str, Any] | None, cov: dict[str, A
                 "`Pipeline` and applying its transforms before the runner starts; the rest "
                 f"of the gap, {gap - tp['floor']:.3f} s, is what the replay's pipeline adds "
                 "to the floor (its source, learner and sink transforms: their construction, "
-                "translation and bundle set-up, block coding, per-key state, Beam metrics) "
-                "less what the read hides. The direct runner starts reading the file "
-                f"({tp['read']:.3f} s here) in a thread before it builds the pipeline "
-                "(`sources.PrefetchedLoad`); parsing holds the GIL for part of its time, so "
-                "only part of it overlaps Beam's start, and on a busy machine none. Even a "
-                "read hidden entirely behind the floor's construction leaves a bound of "
-                f"{tp['bound_overlap']:.2f}. {TARGET} would need direct − loop ≤ "
+                "translation and bundle set-up, block coding, per-key state, Beam metrics). "
+                f"Even reading the file ({tp['read']:.3f} s here) entirely hidden behind the "
+                "floor's construction would leave a bound of "
+                f"{tp['bound_overlap']:.2f} (a thread reading it while Beam builds the "
+                "pipeline was tried, and measured slower: parsing holds the GIL). "
+                f"{TARGET} would need direct − loop ≤ "
                 f"{need:.3f} s on this file: "
                 + ("below Beam's own floor, so **unreachable on a9a with the FnApiRunner**; "
                    "the ratio rises with the file as the fixed cost is amortised (covtype "
                    "below)." if need < tp["floor"] else "within reach of the floor."))
-            L.append("")
-        if "serial_read" in tp:
-            sr = tp["serial_read"]
-            gain = sr["wall"] - s["direct"]["wall"]
-            L.append(
-                "The read started ahead, measured: the direct runner starts it only when a "
-                "CPU has been free over the last minute (`engine.replay.core_free`: load "
-                f"average); it did in {sr['ahead']:.0f} of the {sr['direct_runs']:.0f} counted "
-                "direct runs. The same run with the read always inside the running pipeline "
-                f"(`{SERIAL_READ}`, in every pair) took {sr['wall']:.3f} s (median wall; CPU "
-                f"{sr['cpu']:.3f} s) against {s['direct']['wall']:.3f} s (CPU "
-                f"{s['direct']['cpu']:.3f} s): a difference of {gain:+.3f} s"
-                + (" (noise: both read inside the pipeline)." if not sr["ahead"] else "."))
             L.append("")
     if lp is not None:
         L += render_loop(lp)

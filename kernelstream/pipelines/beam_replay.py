@@ -8,15 +8,16 @@ outputs)::
                                                                  └─ dead_letters/
 
 * ``direct`` — Beam's FnApiRunner, named explicitly (the DirectRunner would first try to fetch
-  the Prism binary). Two cuts of its fixed cost, which dominates a short replay: the
-  permuted source's file is read in a thread while Beam builds and starts the pipeline
-  (``sources.PrefetchedLoad``), and the sink's files are renamed after the run rather than
-  by a finalizing stage (the FnApiRunner never retries a bundle: ``WriteOutputs(finalize=
-  False)``). ``--direct_num_workers=N --direct_running_mode=multi_processing`` in
-  ``pipeline_args`` runs it on N worker processes, but moves every block to them through
-  gRPC and was slower than one worker on a grid (``benchmarks/results/grid.md``): a grid
-  uses a machine's cores with ``replay --workers N`` (``pipelines.workers``), which runs
-  this pipeline in N processes on shares of the streams.
+  the Prism binary). Its fixed cost dominates a short replay; one cut of it: the sink's
+  files are renamed after the run rather than by a finalizing stage (the FnApiRunner never
+  retries a bundle: ``WriteOutputs(finalize=False)``). (Reading the file in a thread while
+  Beam builds the pipeline was tried and measured slower on an idle machine: parsing holds
+  the GIL; ``benchmarks/results/pipeline.md``.)
+  ``--direct_num_workers=N --direct_running_mode=multi_processing`` in ``pipeline_args``
+  runs it on N worker processes, but moves every block to them through gRPC and was slower
+  than one worker on a grid (``benchmarks/results/grid.md``): a grid uses a machine's cores
+  with ``replay --workers N`` (``pipelines.workers``), which runs this pipeline in N
+  processes on shares of the streams.
 * ``portable`` — the portable path Flink uses: the pipeline is submitted with
   ``PortableRunner`` to the ``--job_endpoint`` in ``pipeline_args`` (e.g. Beam's Flink job
   server) or, without one, to a Beam local job service started on a free port and stopped
@@ -33,7 +34,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -46,7 +47,7 @@ from kernelstream.engine.checkpoints import SavedStates
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.metrics import METRICS_NAMESPACE
 from kernelstream.engine.outputs import OUTPUTS, SCHEMAS, output_of
-from kernelstream.engine.replay import Dataset, FileLoader, core_free
+from kernelstream.engine.replay import FileLoader
 from kernelstream.kafka_client.sink import output_topics
 from kernelstream.pipelines.replay import ReplayRun, add_replay_options
 from kernelstream.transforms import checkpoint as ckpts
@@ -55,7 +56,6 @@ from kernelstream.transforms.learn import LearnPredict
 from kernelstream.transforms.ordering import ScrambleBlocks
 from kernelstream.transforms.sinks import WriteOutputs
 from kernelstream.transforms.sources import (
-    PrefetchedLoad,
     ReadFileBlocks,
     ReadPermutedStreams,
 )
@@ -72,12 +72,10 @@ class ReplayPipelineOptions(PipelineOptions):
 # -- Beam ----------------------------------------------------------------------------------------
 
 
-def build_pipeline(p: beam.Pipeline, run: ReplayRun,
-                   load: Callable[[], Dataset] | None = None) -> WriteOutputs | None:
-    """Add the replay transforms to ``p``; ``load`` reads the data set of a permuted replay
-    (default: a :class:`~kernelstream.engine.replay.FileLoader` of ``run.read``). Returns the
-    sink when its files are the caller's to finalize once ``p`` has run (the FnApiRunner,
-    which never retries a bundle: see ``WriteOutputs(finalize=False)``), else None."""
+def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> WriteOutputs | None:
+    """Add the replay transforms to ``p``. Returns the sink when its files are the caller's to
+    finalize once ``p`` has run (the FnApiRunner, which never retries a bundle: see
+    ``WriteOutputs(finalize=False)``), else None."""
     keyed = False
     if run.kafka is not None:
         src = p | "Read" >> ReadKafkaBlocks(run.kafka, run.read, run.spec.configs,
@@ -88,7 +86,7 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun,
     else:
         # (stream key, block) pairs straight from the source, unless they are scrambled
         keyed = run.scramble is None
-        src = p | "Read" >> ReadPermutedStreams(load or FileLoader(run.read), run.spec,
+        src = p | "Read" >> ReadPermutedStreams(FileLoader(run.read), run.spec,
                                                 keyed=keyed)
     blocks = src.blocks
     if run.scramble is not None:
@@ -146,17 +144,6 @@ def resolve_early_state(run: ReplayRun) -> str:
     return "ordered_list" if local else "bag"
 
 
-def in_process(run: ReplayRun) -> bool:
-    """Whether the source of ``run`` reads a whole file on this process's FnApiRunner (one
-    in-memory worker), so that the read can start before the pipeline does."""
-    if run.runner != "direct" or run.kafka is not None or run.order != "permuted":
-        return False
-    from apache_beam.options.pipeline_options import DirectOptions
-
-    opts = PipelineOptions(run.pipeline_args).view_as(DirectOptions)
-    return _workers(run) == 1 and opts.direct_running_mode in (None, "in_memory")
-
-
 def _workers(run: ReplayRun) -> int:
     from apache_beam.options.pipeline_options import DirectOptions
 
@@ -186,12 +173,7 @@ def run_beam(run: ReplayRun) -> dict[str, int]:
         else:
             p = beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions(args))
             stack.enter_context(prompt_state_sampler())
-        load = None
-        if in_process(run) and core_free():
-            # the file is read while Beam builds and starts the pipeline (parsing is mostly
-            # numpy, which releases the GIL): the source's worker is this process
-            load = stack.enter_context(PrefetchedLoad(FileLoader(run.read)))
-        sink = build_pipeline(p, run, load)
+        sink = build_pipeline(p, run)
         with _interrupt_quietly():
             result = p.run()
             result.wait_until_finish()

@@ -19,8 +19,6 @@ Both emit malformed input as dead-letter rows (source, line, raw text, reason) o
 
 from __future__ import annotations
 
-import threading
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -43,52 +41,6 @@ from kernelstream.engine.chunks import (
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.metrics import METRICS_NAMESPACE
 from kernelstream.engine.replay import Dataset, StreamSpec, stream_blocks
-
-# the reads started in this process: token -> (thread, [(ok, Dataset or error)])
-_STARTED: dict[str, tuple[threading.Thread, list[Any]]] = {}
-
-
-class PrefetchedLoad:
-    """A picklable ``() -> Dataset`` whose reading starts at once, in a thread of the process
-    that builds the pipeline, while Beam builds, translates and starts it (the permuted
-    source's read is otherwise the first thing the running pipeline waits for). A worker in
-    the same process (the in-process FnApiRunner) takes the result, waiting for the read to
-    finish and raising its error; a copy in any other process, or a second call, runs
-    ``load`` itself. Use as a context manager: on exit a result nobody took is dropped
-    (after the read ends, so no thread outlives a run that succeeded)."""
-
-    def __init__(self, load: Callable[[], Dataset]) -> None:
-        self.load = load
-        self.token = uuid.uuid4().hex
-
-    def __enter__(self) -> PrefetchedLoad:
-        box: list[Any] = []
-
-        def read() -> None:
-            try:
-                box.append((True, self.load()))
-            except BaseException as exc:  # raised again where the source asks for the data
-                box.append((False, exc))
-
-        t = threading.Thread(target=read, name="kernelstream-prefetch", daemon=True)
-        _STARTED[self.token] = (t, box)
-        t.start()
-        return self
-
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        got = _STARTED.pop(self.token, None)
-        if got is not None and exc_type is None:
-            got[0].join()  # a failed run (Ctrl-C) does not wait: the thread is a daemon
-
-    def __call__(self) -> Dataset:
-        got = _STARTED.pop(self.token, None)
-        if got is None:
-            return self.load()
-        got[0].join()
-        ok, value = got[1][0]
-        if not ok:
-            raise value
-        return value
 
 
 class _EmitStreams(beam.DoFn):
