@@ -159,13 +159,20 @@ def summarize(cell: dict[str, Any], runs: list[Any], tolerance_pp: float) -> Non
 
 
 # -- comparison with a committed results JSON ---------------------------------------------------
-# What may differ between two runs of the same protocol: when, where and how fast it ran.
-VOLATILE = frozenset({"generated", "machine", "wall_seconds", "runner", "workers",
-                      "pipeline_args", "datasets_done", "datasets_pending"})
+# What may differ between two runs of the same protocol: when, where, how fast and from which
+# commit it ran.
+# P2's "calibration" is the time-matching input of a machine (``tuned_p2.json``), not a result;
+# "prio" the order in which the P4 script that wrote the committed p4.json ran its rows.
+VOLATILE = frozenset({"generated", "generated_by", "updated", "machine", "code", "runner",
+                      "workers", "pipeline_args", "datasets_done", "datasets_pending",
+                      "calibration", "prio"})
 
 
 def _volatile(key: str) -> bool:
-    return key in VOLATILE or key == "seconds" or key.endswith("_seconds")
+    """Timings (``seconds``, ``seconds_std``, ``wall_minutes``, ``per_round_1e5s``, ...) and
+    the run's circumstances (:data:`VOLATILE`)."""
+    return (key in VOLATILE or "seconds" in key or key.endswith("_minutes")
+            or key.startswith("per_round"))
 
 
 def _identity(d: dict[str, Any]) -> tuple[Any, ...]:

@@ -160,4 +160,17 @@ static inline void dist_row(const double *X, const double *sqn, Py_ssize_t n, Py
     }
 }
 
+/* ||x - z||^2 of one stored row x (norm xx_) against z's compacted non-zeros (positions
+ * nz[0..m), values zv; norm zz), clipped at 0: the sum of dots() for this row (index order
+ * over z's non-zeros), then row_score's steps, so it equals that row's distance bit for bit. */
+static inline double dist1(const double *x, double xx_, const Py_ssize_t *nz, const double *zv,
+                           Py_ssize_t m, double zz) {
+    double s = 0.0;
+    for (Py_ssize_t t = 0; t < m; t++) s += x[nz[t]] * zv[t];
+    double v = s * -2.0;
+    v += xx_;
+    v += zz;
+    return v > 0.0 ? v : 0.0;
+}
+
 #endif /* KS_CK_COMMON_H */

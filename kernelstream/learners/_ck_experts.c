@@ -307,18 +307,6 @@ static vexp_t g_vexp = NULL;
 
 enum { EA_END = 0, EA_NEED_U = 1, EA_PYTHON = 2, EA_RESTART = 3, EA_GROW = 4 };
 
-/* ||x - z||^2 of a stored row x (norm xx_) against z's compacted non-zeros (norm zz), clipped
- * at 0: _ck_multi's dist1, operation for operation */
-static inline double ea_dist(const double *x, double xx_, const Py_ssize_t *nz, const double *zv,
-                             Py_ssize_t m, double zz) {
-    double s = 0.0;
-    for (Py_ssize_t t = 0; t < m; t++) s += x[nz[t]] * zv[t];
-    double v = s * -2.0;
-    v += xx_;
-    v += zz;
-    return v > 0.0 ? v : 0.0;
-}
-
 typedef struct { /* one kernel's store (SVStore's arrays) */
     double *X, *sqn, *a;
     int64_t *ids, *s;
@@ -507,7 +495,7 @@ static PyObject *py_ea2oks_run(PyObject *Py_UNUSED(self), PyObject *const *args,
                     if (id >= 0 && ctag[h] == id && cstamp[h] == t) {
                         v = cd[h];
                     } else {
-                        v = ea_dist(S->X + k * d, S->sqn[k], nz, zv, m, xx);
+                        v = dist1(S->X + k * d, S->sqn[k], nz, zv, m, xx);
                         if (id >= 0) { cd[h] = v; ctag[h] = id; cstamp[h] = t; }
                     }
                     eb[k] = v * neg[i];

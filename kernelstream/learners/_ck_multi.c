@@ -117,18 +117,6 @@ static Py_ssize_t compact(const double *z, Py_ssize_t d, Py_ssize_t *nz, double 
     return m;
 }
 
-/* ||x - z||^2 of one stored row x (norm xx_) against z (norm zz), clipped at 0: the sum of
- * dots() for this row (index order over z's non-zeros), then row_score's steps. */
-static inline double dist1(const double *x, double xx_, const Py_ssize_t *nz, const double *zv,
-                           Py_ssize_t m, double zz) {
-    double s = 0.0;
-    for (Py_ssize_t t = 0; t < m; t++) s += x[nz[t]] * zv[t];
-    double v = s * -2.0;
-    v += xx_;
-    v += zz;
-    return v > 0.0 ? v : 0.0;
-}
-
 /* k_j = <X_j, z> for j < n from the points stored as the columns of XT (d x cap, C order),
  * over z's compacted non-zeros: column nz[t] scaled by zv[t] is added to every k_j, t in
  * order, so each k_j is the same sum in the same order as dots() of a row-major store (bit

@@ -253,10 +253,12 @@ def test_compare_results() -> None:
                 "seconds": secs, "runs": [{"r": r, "mistake_rate": v, "seconds": secs}
                                           for r, v in enumerate(rates)]}
 
-    old = {"permutations": 2, "machine": "a", "cells": [cell("german", [1.0, 2.0], 1.0),
-                                                        cell("a9a", [3.0, 4.0], 9.0)]}
-    same = {"permutations": 2, "machine": "b", "cells": [cell("german", [1.0, 2.0], 5.0)]}
-    assert compare_results(old, same) == (3, [])  # a subset; timings and machine not compared
+    old = {"permutations": 2, "machine": "a", "code": "git 1234567",
+           "cells": [cell("german", [1.0, 2.0], 1.0), cell("a9a", [3.0, 4.0], 9.0)]}
+    same = {"permutations": 2, "machine": "b", "code": "git 89abcde + uncommitted changes",
+            "cells": [cell("german", [1.0, 2.0], 5.0)]}
+    # a subset; timings, the machine and the commit are not compared
+    assert compare_results(old, same) == (3, [])
     moved = {"permutations": 2, "cells": [cell("german", [1.0, 2.5], 1.0)]}
     n, diffs = compare_results(old, moved)
     assert n == 3 and len(diffs) == 2  # the mean and run r=1
