@@ -246,10 +246,10 @@ def evaluate(opts: Options, tuned: dict[str, Any], datasets: list[str]) -> list[
             plan.append((c, idx, extras))
     results = run_grid(runs, ctx)
     for c, idx, extras in plan:
-        if len(idx) == 1:
+        if c["run"] != "proj-ka-paper":  # one run over permutations 0..R-1
             keys = results[idx[0]]
             recs = [_run_record(c, c["dataset"], k, {}) for k in keys]
-        else:
+        else:  # one run per permutation, each with its selection's extras
             keys = [results[j][0] for j in idx]
             recs = [_run_record(c, c["dataset"], k, e)
                     for k, e in zip(keys, extras, strict=True)]

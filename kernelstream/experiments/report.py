@@ -168,6 +168,9 @@ VOLATILE = frozenset({"generated", "generated_by", "updated", "machine", "code",
                       "calibration", "prio"})
 
 
+_R_KEYS = ("permutations", "perms", "n_runs")  # how many permutations an entry averages
+
+
 def _volatile(key: str) -> bool:
     """Timings (``seconds``, ``seconds_std``, ``wall_minutes``, ``per_round_1e5s``, ...) and
     the run's circumstances (:data:`VOLATILE`)."""
@@ -202,6 +205,10 @@ def compare_results(old: dict[str, Any], new: dict[str, Any]) -> tuple[int, list
     def walk(a: Any, b: Any, path: str, aggregates: bool) -> None:
         nonlocal count
         if isinstance(a, dict) and isinstance(b, dict):
+            # an entry with its own R (a P4 row's ``perms``): its means are comparable only
+            # at the same R, its runs of one permutation always
+            if any(k in a and k in b and a[k] != b[k] for k in _R_KEYS):
+                aggregates = False
             for k, va in a.items():
                 if _volatile(k):
                     continue

@@ -190,14 +190,16 @@ def test_reproduce_p4_subset(shared_datasets: Path, tmp_path: Path,
                               and abs(np.log10(ours["n_sv"] / ours["published_sv"])) < 0.5)
 
 
+@pytest.mark.parametrize("R", [2, 1])
 def test_reproduce_p0_subset(shared_datasets: Path, tmp_path: Path,
-                             capsys: pytest.CaptureFixture[str]) -> None:
-    # german, R = 2: the cells of Table 2, each run's numbers as committed (OKS-SIL's final
-    # width from the replay's diagnostics, Proj-KA's two passes), and --compare agrees
+                             capsys: pytest.CaptureFixture[str], R: int) -> None:
+    # german, R = 2 (and 1: Proj-KA's one run per permutation is then a single run too): the
+    # cells of Table 2, each run's numbers as committed (OKS-SIL's final width from the
+    # replay's diagnostics, Proj-KA's two passes and its selected width), --compare agrees
     out = tmp_path / "results"
     committed = REPO / "benchmarks" / "results" / "p0.json"
     rc = main(["reproduce", "p0", "--data-dir", str(shared_datasets), "--datasets", "german",
-               "-R", "2", "--out-dir", str(out), "--tuned-dir", str(REPO / "benchmarks"), "-q",
+               "-R", str(R), "--out-dir", str(out), "--tuned-dir", str(REPO / "benchmarks"), "-q",
                "--compare", str(committed)])
     printed = capsys.readouterr().out
     assert rc == 0, printed
@@ -210,6 +212,8 @@ def test_reproduce_p0_subset(shared_datasets: Path, tmp_path: Path,
     assert [c["label"] for c in js["cells"]] == ["oks-sil", "okl-gd", "oks", "proj-ka (paper)",
                                                  "proj-ka (online)"]
     old = {c["label"]: c for c in _committed("p0")["cells"] if c["dataset"] == "german"}
+    assert [len(c["runs"]) for c in js["cells"]] == [R] * 5
+    assert all("selected_sigma_log2" in run for run in js["cells"][3]["runs"])
     for c in js["cells"]:
         for run in c["runs"]:
             ref = old[c["label"]]["runs"][run["r"]]
@@ -267,6 +271,10 @@ def test_compare_results() -> None:
     fewer = {"permutations": 1, "cells": [cell("german", [1.0], 1.0)]}
     assert compare_results(old, fewer) == (2, [])
     assert compare_results(old, {"permutations": 1, "cells": [cell("german", [1.5], 1.0)]})[1]
+    # an entry with its own R (P4's rows): its means only at the same R, its runs always
+    own = {"cells": [dict(cell("german", [1.0, 2.0], 1.0), perms=2)]}
+    assert compare_results(own, {"cells": [dict(cell("german", [1.0], 1.0), perms=1)]}) == (2, [])
+    assert compare_results(own, {"cells": [dict(cell("german", [1.5], 1.0), perms=1)]})[1]
     extra = {"permutations": 2, "cells": [cell("w7a", [1.0, 2.0], 1.0)]}
     assert compare_results(old, extra)[1] == [".cells[dataset=w7a,learner=x]: not in the "
                                               "committed file"]
