@@ -75,12 +75,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # first: it limits BLAS to one thread per process before numpy loads
 
 from kernelstream._services import free_port
-from kernelstream.engine.outputs import (
-    DEAD_LETTER_SCHEMA,
-    METRICS_SCHEMA,
-    PREDICTIONS_SCHEMA,
-    read_table,
-)
+from kernelstream.engine.outputs import comparable_table
 from kernelstream.pipelines.workers import START_ENV
 
 STEM = "grid"
@@ -118,9 +113,7 @@ MODE_ENV: dict[str, dict[str, str]] = {"--workers 2 spawned": {START_ENV: "spawn
 BASE = "1 worker"
 SHARDED = "--workers 2"
 PORTABLE = "portable EXTERNAL"
-# metrics columns that describe the run rather than the stream
-RUN_COLUMNS = ("seconds", "examples_per_second", "window_seconds", "window_examples_per_second",
-               "max_buffered_blocks", "duplicate_blocks")
+# summary fields that describe the run rather than the streams
 SUMMARY_RUN_KEYS = {"seconds", "seconds_std", "examples_per_second", "argv", "runner"}
 STARTED = "Starting worker with command"  # the worker pool's line for each SDK worker
 # a run is run again when, per second of its wall time, other tenants used more than this
@@ -172,15 +165,6 @@ def _listening(argv: list[str], port: int, log_path: Path) -> Iterator[None]:
             proc.wait()
 
 
-def _table(out: Path, name: str) -> Any:
-    schema = {"predictions": PREDICTIONS_SCHEMA, "metrics": METRICS_SCHEMA,
-              "dead_letters": DEAD_LETTER_SCHEMA}[name]
-    order = {"predictions": ["key", "position"], "metrics": ["key", "window_end", "final"],
-             "dead_letters": ["line", "key", "position"]}[name]
-    t = read_table(out / name, schema).sort_by([(c, "ascending") for c in order])
-    return t.drop_columns(list(RUN_COLUMNS)) if name == "metrics" else t
-
-
 def _strip(doc: Any) -> Any:
     if isinstance(doc, dict):
         return {k: _strip(v) for k, v in doc.items() if k not in SUMMARY_RUN_KEYS}
@@ -192,7 +176,7 @@ def _strip(doc: Any) -> Any:
 def same_outputs(a: Path, b: Path) -> bool:
     """Predictions, dead letters, metrics (but the run's columns) and summary.json (but
     timings, argv, runner) equal."""
-    if not all(_table(a, n).equals(_table(b, n))
+    if not all(comparable_table(a, n).equals(comparable_table(b, n))
                for n in ("predictions", "dead_letters", "metrics")):
         return False
     return bool(_strip(json.loads((a / "summary.json").read_text()))

@@ -214,3 +214,20 @@ def ensure_nonempty(directory: str | Path, schema: pa.Schema, prefix: str = "par
 def iter_rows(directory: str | Path, schema: pa.Schema) -> Iterator[dict[str, Any]]:
     yield from read_table(directory, schema).to_pylist()
 
+
+
+# Metrics columns that describe the run (timings, the runner's buffering), not the stream:
+# they differ between two runs of the same replay.
+RUN_METRIC_COLUMNS = ("seconds", "examples_per_second", "window_seconds",
+                      "window_examples_per_second", "max_buffered_blocks", "duplicate_blocks")
+_ROW_ORDER = {"predictions": ["key", "position"], "metrics": ["key", "window_end", "final"],
+              "dead_letters": ["line", "key", "position"]}
+
+
+def comparable_table(out: str | Path, name: str) -> pa.Table:
+    """Output ``name`` of the run in ``out`` in a canonical row order and without the
+    metrics' run columns (:data:`RUN_METRIC_COLUMNS`): two runs of the same replay (other
+    runners, worker counts, block deliveries) give equal tables."""
+    t = read_table(Path(out) / name, SCHEMAS[name]).sort_by(
+        [(c, "ascending") for c in _ROW_ORDER[name]])
+    return t.drop_columns(list(RUN_METRIC_COLUMNS)) if name == "metrics" else t

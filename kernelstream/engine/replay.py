@@ -255,13 +255,13 @@ def preload_rows(opts: ReadOptions) -> None:
 
 def core_free() -> bool:
     """Whether a CPU of this process has been idle over the last minute (load average), so
-    that a thread reading a file beside other work (Beam's import or start) runs in
-    parallel. On a busy machine such a thread only competes for the GIL and the CPUs: the
-    runs that read ahead took longer there (``benchmarks/results/pipeline.md``)."""
+    that ``replay --workers``' parent can read the data set in a thread while it imports Beam
+    (``pipelines.workers.preload``). On a busy machine such a thread only competes for the
+    GIL and the CPUs, and the read runs before the import instead."""
     try:
         cpus = len(os.sched_getaffinity(0))
         load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # not on Linux: no reading ahead
+    except (AttributeError, OSError):  # not on Linux: no reading in a thread
         return False
     return cpus - load >= 1.0
 

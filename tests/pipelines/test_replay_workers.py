@@ -13,34 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kernelstream.engine.outputs import (
-    DEAD_LETTER_SCHEMA,
-    METRICS_SCHEMA,
-    PREDICTIONS_SCHEMA,
-    read_table,
-)
+from kernelstream.engine.outputs import comparable_table
 from kernelstream.engine.replay import Dataset, StreamSpec, stream_blocks
 from kernelstream.pipelines.cli import main
 from kernelstream.pipelines.workers import START_ENV
 
 REPO = Path(__file__).resolve().parents[2]
-# metrics columns and summary fields that describe the run, not the streams
-RUN_COLUMNS = ("seconds", "examples_per_second", "window_seconds", "window_examples_per_second",
-               "max_buffered_blocks", "duplicate_blocks")
+# summary fields that describe the run, not the streams
 RUN_FIELDS = {"seconds", "seconds_std", "examples_per_second", "argv"}
-
-
-def _table(out: Path, name: str) -> pa.Table:
-    schema = {"predictions": PREDICTIONS_SCHEMA, "metrics": METRICS_SCHEMA,
-              "dead_letters": DEAD_LETTER_SCHEMA}[name]
-    order = {"predictions": ["key", "position"], "metrics": ["key", "window_end", "final"],
-             "dead_letters": ["line", "key", "position"]}[name]
-    t = read_table(out / name, schema).sort_by([(c, "ascending") for c in order])
-    return t.drop_columns(list(RUN_COLUMNS)) if name == "metrics" else t
 
 
 def _strip(doc: Any) -> Any:
@@ -55,7 +38,7 @@ def assert_same_run(one: Path, many: Path) -> None:
     """Outputs equal row for row (metrics but the run's columns); summary.json equal but
     timings and argv."""
     for name in ("predictions", "metrics", "dead_letters"):
-        a, b = _table(one, name), _table(many, name)
+        a, b = comparable_table(one, name), comparable_table(many, name)
         assert a.num_rows == b.num_rows, name
         assert a.equals(b), f"{name} differ between 1 and N workers"
     s1 = json.loads((one / "summary.json").read_text())
@@ -139,7 +122,7 @@ def test_grid_on_two_workers_equals_one_worker(dirty: Path, tmp_path: Path, caps
     err = capsys.readouterr().err
     assert_same_run(tmp_path / "one", tmp_path / "two")
     # the source's dead letters once (the first shard's), not once per worker
-    dead = _table(tmp_path / "two", "dead_letters")
+    dead = comparable_table(tmp_path / "two", "dead_letters")
     assert sorted(dead.column("line").to_pylist()) == [11, 151, 201]
     assert "[progress] 4 streams over 2 worker processes" in err
     assert "worker 1/2 finished" in err and "worker 2/2 finished" in err
