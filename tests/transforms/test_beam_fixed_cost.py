@@ -88,7 +88,7 @@ def test_a_file_that_fails_to_preload_is_read_and_reported_by_load_rows(
 def test_direct_replay_writes_the_loops_outputs_with_every_part_finalized(
         tmp_path: Path) -> None:
     from kernelstream import data
-    from kernelstream.engine.core import LearnerConfig
+    from kernelstream.engine.learner_config import LearnerConfig
     from kernelstream.engine.outputs import PREDICTIONS_SCHEMA, read_table
     from kernelstream.pipelines.replay import run_loop_outputs, run_replay
 
