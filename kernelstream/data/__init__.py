@@ -60,6 +60,7 @@ import os
 import numpy as np
 
 from kernelstream.data.csv import (
+    CsvRead,
     _load_csv,
     iter_csv_records,
     parse_csv_line,
@@ -210,8 +211,7 @@ def load(
         X, labels = _load_libsvm(path, n_features, limit, _CHUNK_BYTES)
     elif fmt == "csv":
         X, labels = _load_csv(
-            path, n_features, limit, label_column, delimiter, header, _CHUNK_BYTES
-        )
+            CsvRead(path, n_features, limit, label_column, delimiter, header, _CHUNK_BYTES))
     elif fmt == "parquet":
         X, labels = _load_parquet(path, n_features, limit, label_column)
     else:

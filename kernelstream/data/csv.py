@@ -8,7 +8,7 @@ import contextlib
 import math
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -184,34 +184,29 @@ def iter_csv_records(
         yield lineno, text, (label, np.array(feats, dtype=np.float64))
 
 
-def _load_csv(
-    path: PathLike,
-    n_features: int | None,
-    limit: int | None,
-    label_column: int | str | None,
-    delimiter: str | None,
-    header: bool | None,
-    chunk_bytes: int,
-) -> tuple[np.ndarray, _Labels]:
+class CsvRead(NamedTuple):
+    """A whole-file read of :func:`_load_csv`: the file and ``data.load``'s options for it."""
+
+    path: PathLike
+    n_features: int | None
+    limit: int | None
+    label_column: int | str | None
+    delimiter: str | None
+    header: bool | None
+    chunk_bytes: int
+
+
+def _load_csv(read: CsvRead) -> tuple[np.ndarray, _Labels]:
     """The whole file as ``(X, labels)``; raises the first bad line. Clean files are parsed
     by pyarrow; whenever its result could differ from the per-line parser's (or there is a
     bad line to report), the per-line parser reads the file instead."""
-    fast = _load_csv_arrow(path, n_features, limit, label_column, delimiter, header, chunk_bytes)
-    if fast is not None:
-        return fast
-    return _load_csv_lines(path, n_features, limit, label_column, delimiter, header, chunk_bytes)
+    fast = _load_csv_arrow(read)
+    return _load_csv_lines(read) if fast is None else fast
 
 
-def _load_csv_lines(
-    path: PathLike,
-    n_features: int | None,
-    limit: int | None,
-    label_column: int | str | None,
-    delimiter: str | None,
-    header: bool | None,
-    chunk_bytes: int,
-) -> tuple[np.ndarray, _Labels]:
+def _load_csv_lines(read: CsvRead) -> tuple[np.ndarray, _Labels]:
     """The per-line path of :func:`_load_csv` (the reference for the fast path)."""
+    path, n_features, limit, label_column, delimiter, header, chunk_bytes = read
     # Rows go straight into X (grown in place a block at a time), labels into int64 codes:
     # no per-row arrays or label strings are kept for the whole file.
     table: dict[str, int] = {}
@@ -266,17 +261,10 @@ _FAST_BYTES = bytes(range(0x20, 0x7F)) + b"\t\r\n"
 _ARROW_BLOCK_FACTOR = 4
 
 
-def _load_csv_arrow(
-    path: PathLike,
-    n_features: int | None,
-    limit: int | None,
-    label_column: int | str | None,
-    delimiter: str | None,
-    header: bool | None,
-    chunk_bytes: int,
-) -> tuple[np.ndarray, _Labels] | None:
+def _load_csv_arrow(read: CsvRead) -> tuple[np.ndarray, _Labels] | None:
     """:func:`_load_csv_lines`'s result parsed by pyarrow, or None when it cannot vouch for
     it. Raises only what the per-line path raises before reading a line (option errors)."""
+    path, n_features, limit, label_column, delimiter, header, chunk_bytes = read
     try:
         import pyarrow  # noqa: F401  (lazy: the data package imports numpy only)
     except ImportError:

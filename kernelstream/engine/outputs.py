@@ -21,70 +21,56 @@ from kernelstream import fs
 from kernelstream.engine.blocks import PredictionBlock, StreamKey
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 
-PREDICTIONS_SCHEMA = pa.schema([
-    pa.field("key", pa.string(), nullable=False),
-    pa.field("config", pa.string(), nullable=False),
-    pa.field("permutation", pa.int32(), nullable=False),
-    pa.field("entity", pa.string()),
-    pa.field("position", pa.int64(), nullable=False),  # 0-based position in the stream
-    pa.field("id", pa.int64(), nullable=False),  # row of the data set (0-based)
-    pa.field("score", pa.float64()),  # pre-update score (null: row rejected by the learner)
-    pa.field("predicted", pa.float64()),  # ±1 label, or the score for regression
-    pa.field("label", pa.float64(), nullable=False),
-    pa.field("loss", pa.float64()),
-    pa.field("mistake", pa.bool_()),  # null for regression
-    pa.field("n_support_vectors", pa.int64(), nullable=False),
-    pa.field("selected_kernel", pa.int64()),  # null for single-kernel learners
-])
+# Arrow type of each word of a schema spec (:func:`_schema`)
+_TYPES = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(),
+          "float64": pa.float64(), "bool": pa.bool_(), "float64[]": pa.list_(pa.float64())}
 
-METRICS_SCHEMA = pa.schema([
-    pa.field("key", pa.string(), nullable=False),
-    pa.field("config", pa.string(), nullable=False),
-    pa.field("learner", pa.string(), nullable=False),
-    pa.field("permutation", pa.int32(), nullable=False),
-    pa.field("entity", pa.string()),
-    pa.field("task", pa.string()),
-    pa.field("loss_name", pa.string()),
-    pa.field("final", pa.bool_(), nullable=False),
-    pa.field("window_start", pa.int64(), nullable=False),
-    pa.field("window_end", pa.int64(), nullable=False),
-    pa.field("examples", pa.int64(), nullable=False),
-    pa.field("mistakes", pa.int64()),
-    pa.field("mistake_rate", pa.float64()),
-    pa.field("avg_loss", pa.float64()),
-    pa.field("loss_sum", pa.float64()),
-    pa.field("n_support_vectors", pa.int64(), nullable=False),
-    pa.field("seconds", pa.float64(), nullable=False),
-    pa.field("examples_per_second", pa.float64()),
-    pa.field("window_examples", pa.int64(), nullable=False),
-    pa.field("window_mistakes", pa.int64()),
-    pa.field("window_mistake_rate", pa.float64()),
-    pa.field("window_avg_loss", pa.float64()),
-    pa.field("window_seconds", pa.float64(), nullable=False),
-    pa.field("window_examples_per_second", pa.float64()),
-    pa.field("n_features", pa.int64()),
-    pa.field("rejected", pa.int64(), nullable=False),
-    pa.field("duplicate_blocks", pa.int64(), nullable=False),
-    pa.field("max_buffered_blocks", pa.int64(), nullable=False),
+
+def _schema(spec: str) -> pa.Schema:
+    """A schema from ``name:type`` words in column order (``!`` after the type: never null;
+    ``#`` starts a comment to the end of the line)."""
+    fields = []
+    for line in spec.splitlines():
+        for word in line.split("#", 1)[0].split():
+            name, kind = word.split(":")
+            fields.append(pa.field(name, _TYPES[kind.rstrip("!")], nullable=kind[-1] != "!"))
+    return pa.schema(fields)
+
+
+PREDICTIONS_SCHEMA = _schema("""
+    key:string! config:string! permutation:int32! entity:string
+    position:int64!  # 0-based position in the stream
+    id:int64!  # row of the data set (0-based)
+    score:float64  # pre-update score (null: row rejected by the learner)
+    predicted:float64 label:float64! loss:float64  # predicted: ±1 label, or regression's score
+    mistake:bool n_support_vectors:int64!  # mistake: null for regression
+    selected_kernel:int64  # null for single-kernel learners
+""")
+
+METRICS_SCHEMA = _schema("""
+    key:string! config:string! learner:string! permutation:int32! entity:string task:string
+    loss_name:string final:bool! window_start:int64! window_end:int64! examples:int64!
+    mistakes:int64 mistake_rate:float64 avg_loss:float64 loss_sum:float64
+    n_support_vectors:int64! seconds:float64! examples_per_second:float64
+    window_examples:int64! window_mistakes:int64 window_mistake_rate:float64
+    window_avg_loss:float64 window_seconds:float64! window_examples_per_second:float64
+    n_features:int64 rejected:int64! duplicate_blocks:int64! max_buffered_blocks:int64!
     # kernel-selection learners: their distribution over the kernel pool after the row at
     # ``window_end`` - 1 (null for single-kernel learners)
-    pa.field("kernel_distribution", pa.list_(pa.float64())),
+    kernel_distribution:float64[]
     # final rows: ``Learner.diagnostics`` after the last example as a JSON object (e.g.
     # OKS-SIL's learnt width, B(AO)2KS's same-draw rounds); null elsewhere and for learners
     # without diagnostics
-    pa.field("diagnostics", pa.string()),
-])
+    diagnostics:string
+""")
 
-DEAD_LETTER_SCHEMA = pa.schema([
-    pa.field("source", pa.string(), nullable=False),
-    pa.field("stage", pa.string(), nullable=False),  # parse | learn | order
-    pa.field("key", pa.string()),  # stream key (learn/order stages)
-    pa.field("line", pa.int64()),  # 1-based line (or Parquet row) of the source file
-    pa.field("position", pa.int64()),
-    pa.field("id", pa.int64()),
-    pa.field("raw", pa.string(), nullable=False),
-    pa.field("reason", pa.string(), nullable=False),
-])
+DEAD_LETTER_SCHEMA = _schema("""
+    source:string!
+    stage:string!  # parse | learn | order
+    key:string  # stream key (learn/order stages)
+    line:int64  # 1-based line (or Parquet row) of the source file
+    position:int64 id:int64 raw:string! reason:string!
+""")
 
 SCHEMAS = {"predictions": PREDICTIONS_SCHEMA, "metrics": METRICS_SCHEMA,
            DEAD_LETTER_TAG: DEAD_LETTER_SCHEMA}

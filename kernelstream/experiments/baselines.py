@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from kernelstream import learners
-from kernelstream.experiments import report
+from kernelstream.experiments import published, report
 from kernelstream.experiments.datasets import DATASETS, load_dataset
 from kernelstream.experiments.grid import Run, run_grid
 from kernelstream.experiments.protocol import Options, Outcome
@@ -39,35 +39,11 @@ NOTES_FILE = "baselines_notes.md"
 
 # -- published numbers ---------------------------------------------------------------------------
 # Table P3-3: mistake % mean, std, seconds per run.
-P3_PUBLISHED: dict[str, dict[str, tuple[float, float, float]]] = {
-    "german": {"rbp": (38.924, 1.754, 0.071), "forgetron": (38.387, 1.345, 0.089),
-               "projectron": (37.008, 1.232, 0.069), "projectron++": (35.396, 1.262, 0.162),
-               "bpa-s": (35.345, 1.119, 0.072), "bogd": (33.985, 2.013, 0.085),
-               "nogd": (29.881, 0.510, 0.075)},
-    "svmguide3": {"rbp": (34.091, 1.230, 0.080), "forgetron": (35.023, 1.161, 0.119),
-                  "projectron": (34.172, 0.989, 0.081), "projectron++": (28.902, 0.650, 0.161),
-                  "bpa-s": (28.948, 0.765, 0.081), "bogd": (30.013, 1.109, 0.088),
-                  "nogd": (22.891, 0.043, 0.085)},
-    "spambase": {"rbp": (35.533, 0.769, 0.391), "forgetron": (36.082, 0.692, 0.502),
-                 "projectron": (33.627, 1.531, 0.381), "projectron++": (32.424, 0.932, 0.928),
-                 "bpa-s": (33.359, 1.351, 0.392), "bogd": (33.112, 0.692, 0.447),
-                 "nogd": (34.332, 1.671, 0.396)},
-    "a9a": {"rbp": (28.297, 0.115, 15.338), "forgetron": (28.977, 0.380, 19.503),
-            "projectron": (21.376, 0.315, 15.310), "projectron++": (18.702, 0.389, 23.525),
-            "bpa-s": (21.840, 0.391, 15.304), "bogd": (29.614, 0.244, 15.569),
-            "nogd": (18.843, 0.366, 15.416)},
-    "w7a": {"rbp": (5.246, 0.034, 17.753), "forgetron": (5.552, 0.045, 18.579),
-            "projectron": (4.749, 0.455, 17.639), "projectron++": (4.236, 1.042, 17.101),
-            "bpa-s": (3.204, 0.010, 17.937), "bogd": (3.482, 0.133, 17.969),
-            "nogd": (2.903, 0.009, 17.923)},
-}
+P3_PUBLISHED: dict[str, dict[str, tuple[float, float, float]]] = published.table(
+    "baselines-p3-3")
 # Table P4-2: accuracy % mean, std, seconds per run, #SV.
-P4_PUBLISHED: dict[str, dict[str, tuple[float, float, float, str]]] = {
-    "a9a": {"perceptron": (79.40, 0.11, 19.93, "9.9k"), "ogd": (83.41, 0.05, 54.20, "23.5k"),
-            "pa-i": (84.07, 0.08, 57.91, "22.8k")},
-    "w7a": {"perceptron": (97.64, 0.04, 2.50, "1.1k"), "ogd": (98.06, 0.02, 38.16, "10.1k"),
-            "pa-i": (98.16, 0.02, 63.47, "19.6k")},
-}
+P4_PUBLISHED: dict[str, dict[str, tuple[float, float, float, str]]] = published.table(
+    "baselines-p4-2")
 P3_LEARNERS = ("rbp", "forgetron", "projectron", "projectron++", "bpa-s", "bogd", "nogd")
 P4_LEARNERS = ("perceptron", "ogd", "pa-i")
 P3_DATASETS = ("german", "svmguide3", "spambase", "a9a", "w7a")

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from kernelstream import learners
-from kernelstream.experiments import report
+from kernelstream.experiments import published, report
 from kernelstream.experiments.datasets import DATASETS, load_dataset
 from kernelstream.experiments.grid import KeyResult, Run, run_grid
 from kernelstream.experiments.protocol import Options, Outcome
@@ -46,20 +46,7 @@ PERMUTATIONS = 20
 TUNED_FILE = "tuned_params_p0.json"
 
 # -- published numbers (Table 2 of the paper: mistake % mean, std, seconds per run) -------------
-PUBLISHED: dict[str, dict[str, tuple[float, float, float]]] = {
-    "german": {"oks-sil": (29.610, 0.363, 0.250), "okl-gd": (30.990, 0.899, 0.217),
-               "oks": (42.590, 1.049, 0.253), "proj-ka": (38.280, 1.405, 2.318)},
-    "svmguide3": {"oks-sil": (21.480, 0.624, 0.170), "okl-gd": (23.821, 0.407, 0.208),
-                  "oks": (29.879, 0.852, 0.287), "proj-ka": (25.567, 0.829, 3.307)},
-    "spambase": {"oks-sil": (28.209, 0.104, 1.526), "okl-gd": (31.869, 0.145, 5.567),
-                 "oks": (34.432, 0.282, 3.965), "proj-ka": (30.596, 0.293, 35.336)},
-    "mushrooms": {"oks-sil": (0.351, 0.420, 1.785), "okl-gd": (3.957, 1.623, 39.625),
-                  "oks": (7.749, 0.532, 7.690), "proj-ka": (0.375, 0.415, 175.815)},
-    "a9a": {"oks-sil": (23.753, 0.502, 32.026), "okl-gd": (23.929, 0.436, 319.956),
-            "oks": (24.302, 0.512, 983.808), "proj-ka": (23.901, 0.471, 321.434)},
-    "w7a": {"oks-sil": (2.975, 0.012, 72.826), "okl-gd": (2.973, 0.010, 434.908),
-            "oks": (7.199, 0.860, 837.220), "proj-ka": (5.430, 1.816, 622.044)},
-}
+PUBLISHED: dict[str, dict[str, tuple[float, float, float]]] = published.table("p0-2")
 # sensitivity row (not a data set of the paper): the min-max reconstruction of svmguide3
 PUBLISHED["svmguide3-01"] = PUBLISHED["svmguide3"]
 P0_DATASETS = ("german", "svmguide3", "spambase", "mushrooms", "a9a", "w7a", "svmguide3-01")
@@ -302,12 +289,10 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
            and c["dataset"] in P0_DATASETS[:6]]  # the sensitivity row is not counted
     npass = sum(c["passed"] for c in sil)
     L = [
-        "# Paper 000 (OKS-SIL, IJCAI 2020), Table 2: published vs ours",
-        "",
-        report.generated_line(NAME, generated, f"evaluation wall time {wall / 60:.1f} min"),
-        "",
-        f"* Machine: {report.machine_info()}; {report.runner_line(ctx)}; Python learners (P0 "
-        "used R 3.3.2 on an i7 3.6 GHz, so only time *ratios* are comparable).",
+        *report.preamble(NAME, "# Paper 000 (OKS-SIL, IJCAI 2020), Table 2: published vs ours",
+                         generated, f"evaluation wall time {wall / 60:.1f} min", ctx,
+                         "; Python learners (P0 used R 3.3.2 on an i7 3.6 GHz, so only time "
+                         "*ratios* are comparable)."),
         f"* Protocol (§2.1, §5.1): prequential test-then-train, hinge loss, mean ± std (ddof=1) "
         f"over R = {R} permutations r = 0..{R - 1} "
         f"(`kernelstream.seeding`, base seed {ctx.seed}); P0 used 20. Mistake = "

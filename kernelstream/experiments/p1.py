@@ -283,13 +283,10 @@ def write_outputs(opts: Options, cells: list[dict[str, Any]], datasets: list[str
     generated = report.now_utc()
     learning = sum(r["seconds"] for c in cells for r in c.get("runs") or [])
     L: list[str] = [
-        "# Paper 001 (B(AO)2KS, EA2OKS, BEA2OKS): published vs ours",
-        "",
-        report.generated_line(NAME, generated,
-                              f"learning time of the reported runs {learning / 60:.0f} min"),
-        "",
-        f"* Machine: {report.machine_info()}; {report.runner_line(ctx)}; Python learners (the "
-        "paper used R on a 2.5 GHz i7, so seconds are comparable only as ratios).",
+        *report.preamble(NAME, "# Paper 001 (B(AO)2KS, EA2OKS, BEA2OKS): published vs ours",
+                         generated, f"learning time of the reported runs {learning / 60:.0f} min",
+                         ctx, "; Python learners (the paper used R on a 2.5 GHz i7, so seconds "
+                         "are comparable only as ratios)."),
         f"* Protocol (ALGORITHMS.md §2.1): prequential test-then-train, mean ± std (ddof=1) over "
         f"R = {R} permutations r = 0..{R - 1} "
         f"(`kernelstream.seeding`, base seed {ctx.seed}), as the paper's 10 random "

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from kernelstream.experiments import report
 from kernelstream.experiments.datasets import DATASETS, load_dataset
 from kernelstream.experiments.grid import Run, run_grid
 from kernelstream.experiments.protocol import Options, Outcome
+from kernelstream.experiments.published import table as published_table
 
 NAME = "p2"
 TABLES = ("p2-2", "p2-3", "p2-4", "p2-5", "p2-6", "p2-7")
@@ -43,57 +45,12 @@ DS = {"phishing": "phishing", "a9a": "a9a-train", "magic04": "magic04-01", "SUSY
 DATA = tuple(DS)  # the data sets of the tables (``--datasets``)
 
 # -- published numbers ---------------------------------------------------------------------------
-# Tables 2-4: mean, std, seconds per run. P2's "bank" column is bank32nh; bank8FM rows are
-# set beside the same numbers (indicative, below).
-T2 = {
-    "phishing": {"oks": (13.80, 0.34, 17.34), "ioks": (13.25, 0.28, 6.58),
-                 "oks++": (7.80, 0.49, 32.31)},
-    "a9a": {"oks": (19.65, 0.12, 208.84), "ioks": (17.46, 0.12, 103.91),
-            "oks++": (16.57, 0.31, 474.65)},
-    "magic04": {"oks": (22.23, 0.22, 6.31), "ioks": (21.50, 0.18, 4.02),
-                "oks++": (17.88, 0.57, 11.06)},
-    "SUSY": {"oks": (32.98, 0.66, 9.97), "ioks": (31.75, 0.30, 6.68),
-             "oks++": (27.84, 0.70, 19.88)},
-}
-T3 = {
-    "elevators": {"oks": (0.0068, 0.0001, 3.23), "ioks": (0.0077, 0.0001, 4.08),
-                  "oks++": (0.0046, 0.0001, 12.75)},
-    "bank32nh": {"oks": (0.0240, 0.0002, 1.51), "ioks": (0.0252, 0.0002, 1.57),
-                "oks++": (0.0205, 0.0006, 4.24)},
-}
-T4 = {
-    "elevators": {"oks": (0.0507, 0.0001, 4.76), "ioks": (0.0492, 0.0004, 5.20)},
-    "bank32nh": {"oks": (0.0961, 0.0009, 1.55), "ioks": (0.0961, 0.0008, 1.64)},
-}
-# Tables 5-10: B-D, mean, std, per-round time (1e-5 s). Tables 6/9 are printed ×100 in P2.
-T5 = {
-    "phishing": {"rf-oks": (500, 14.61, 0.65, 9.63), "lkmbooks": (250, 12.50, 1.03, 9.46),
-                 "raker": (70, 13.60, 1.00, 9.35), "rf-ioks": (380, 15.59, 0.39, 9.66),
-                 "rf-oks++": (400, 9.15, 0.56, 9.20)},
-    "a9a": {"rf-oks": (450, 21.25, 0.12, 11.61), "lkmbooks": (220, 20.06, 0.54, 11.53),
-            "raker": (90, 24.08, 0.00, 11.30), "rf-ioks": (380, 22.99, 0.20, 11.95),
-            "rf-oks++": (400, 17.28, 0.29, 11.19)},
-    "magic04": {"rf-oks": (500, 22.45, 0.21, 6.45), "lkmbooks": (250, 22.73, 0.96, 6.67),
-                "raker": (40, 22.83, 0.70, 6.80), "rf-ioks": (380, 22.21, 0.26, 6.59),
-                "rf-oks++": (400, 18.41, 0.35, 6.28)},
-    "SUSY": {"rf-oks": (500, 33.78, 0.45, 6.89), "lkmbooks": (220, 38.47, 0.77, 6.89),
-             "raker": (40, 33.62, 1.20, 6.75), "rf-ioks": (320, 33.93, 0.27, 6.94),
-             "rf-oks++": (400, 28.93, 0.96, 6.63)},
-}
-T6 = {
-    "elevators": {"rf-oks": (450, 0.0072, 0.0002, 6.47), "lkmbooks": (220, 0.0090, 0.0004, 6.72),
-                  "raker": (40, 0.0070, 0.0004, 6.57), "rf-ioks": (380, 0.0089, 0.0001, 6.83),
-                  "rf-oks++": (400, 0.0051, 0.0002, 6.45)},
-    "bank32nh": {"rf-oks": (450, 0.0255, 0.0003, 7.57), "lkmbooks": (220, 0.0224, 0.0002, 7.52),
-                "raker": (50, 0.0238, 0.0002, 7.93), "rf-ioks": (370, 0.0263, 0.0002, 7.89),
-                "rf-oks++": (400, 0.0214, 0.0005, 7.30)},
-}
-T7 = {
-    "elevators": {"rf-oks": (530, 0.0515, 0.0004, 7.13), "lkmbooks": (230, 0.0550, 0.0014, 7.35),
-                  "raker": (50, 0.0550, 0.0012, 7.41), "rf-ioks": (400, 0.0515, 0.0007, 7.63)},
-    "bank32nh": {"rf-oks": (500, 0.0969, 0.0004, 8.63), "lkmbooks": (250, 0.0941, 0.0004, 8.28),
-                "raker": (50, 0.0980, 0.0004, 8.87), "rf-ioks": (400, 0.0994, 0.0015, 8.80)},
-}
+# Tables 2-4 (mean, std, seconds per run) and 5-10 (B-D, mean, std, per-round time in 1e-5 s;
+# Tables 6/9 are printed ×100 in P2), as published/p2-<table>.txt. P2's "bank" column is
+# bank32nh; bank8FM rows are set beside the same numbers (indicative, below).
+PUBLISHED: dict[str, dict[str, dict[str, tuple[Any, ...]]]] = {
+    t: published_table(f"p2-{t}") for t in "234567"}
+T2, T3, T4, T5, T6, T7 = PUBLISHED.values()
 LOSS_OF_TABLE = {"2": "logistic", "3": "square", "4": "absolute", "5": "logistic",
                  "6": "square", "7": "absolute"}
 TABLE_NAMES = {"2": "Table 2 (logistic loss; AMR %)", "3": "Table 3 (square loss; AL)",
@@ -115,9 +72,18 @@ SIZE_PARAM = {"rf-oks": "n_components", "rf-ioks": "n_components", "raker": "n_c
 
 def published(table: str, ds: str, learner: str) -> tuple[float, ...] | None:
     # T2-T4 hold (mean, std, seconds), T5-T7 (size, mean, std, seconds)
-    tables: dict[str, Any] = {"2": T2, "3": T3, "4": T4, "5": T5, "6": T6, "7": T7}
-    t: dict[str, dict[str, tuple[float, ...]]] = tables[table]
-    return t.get(ds, {}).get(learner)
+    return PUBLISHED[table].get(ds, {}).get(learner)
+
+
+def _table_rows(group: str, tables: list[str], datasets: list[str], n: dict[str, int]
+                ) -> Iterator[tuple[str, str, str, int, dict[str, tuple[Any, ...]]]]:
+    """(table, data set, loss, stream length, the data set's published rows) for the tables
+    of ``group`` among ``tables`` and the data sets they publish among ``datasets``."""
+    for tb in group:
+        if tb in tables:
+            pub = PUBLISHED[tb]
+            for ds in [d for d in pub if d in datasets]:
+                yield tb, ds, LOSS_OF_TABLE[tb], n[ds], pub[ds]
 
 
 # -- cells ---------------------------------------------------------------------------------------
@@ -136,24 +102,19 @@ class Cell:
 def kernel_cells(tables: list[str], datasets: list[str], n: dict[str, int]) -> list[Cell]:
     """The rows of Tables 2-4 (``n``: each data set's stream length, the horizon)."""
     out: list[Cell] = []
-    for tb, pub in (("2", T2), ("3", T3), ("4", T4)):
-        if tb not in tables:
-            continue
-        loss = LOSS_OF_TABLE[tb]
-        for ds in [d for d in pub if d in datasets]:
-            T = n[ds]
-            out.append(Cell(tb, ds, "oks", "p2", {"convention": "p2", "loss": loss,
-                                                   "horizon": T}, False))
-            out.append(Cell(tb, ds, "ioks", "code", {"loss": loss, "horizon": T,
-                                                     "reference_quirks": True}, True))
-            if tb != "2":  # the IOKS quirks hardly matter for logistic loss (renormalisation)
-                out.append(Cell(tb, ds, "ioks", "intended", {"loss": loss, "horizon": T}, False))
-            if tb == "2":
-                out.append(Cell(tb, ds, "oks++", "code", {"loss": loss,
-                                                          "reference_quirks": True}, True))
-                out.append(Cell(tb, ds, "oks++", "intended", {"loss": loss}, False))
-            elif tb == "3":
-                out.append(Cell(tb, ds, "oks++", "code", {"loss": loss}, True))
+    for tb, ds, loss, T, _ in _table_rows("234", tables, datasets, n):
+        out.append(Cell(tb, ds, "oks", "p2", {"convention": "p2", "loss": loss,
+                                               "horizon": T}, False))
+        out.append(Cell(tb, ds, "ioks", "code", {"loss": loss, "horizon": T,
+                                                 "reference_quirks": True}, True))
+        if tb != "2":  # the IOKS quirks hardly matter for logistic loss (renormalisation)
+            out.append(Cell(tb, ds, "ioks", "intended", {"loss": loss, "horizon": T}, False))
+        if tb == "2":
+            out.append(Cell(tb, ds, "oks++", "code", {"loss": loss,
+                                                      "reference_quirks": True}, True))
+            out.append(Cell(tb, ds, "oks++", "intended", {"loss": loss}, False))
+        elif tb == "3":
+            out.append(Cell(tb, ds, "oks++", "code", {"loss": loss}, True))
     return out
 
 
@@ -162,39 +123,34 @@ def rf_cells(tables: list[str], datasets: list[str], n: dict[str, int],
     """The rows of the time-constrained tables at the sizes of ``sizes`` (the calibration of
     ``tuned_p2.json``; a size not calibrated leaves its row out)."""
     out: list[Cell] = []
-    for tb, pub in (("5", T5), ("6", T6), ("7", T7)):
-        if tb not in tables:
-            continue
-        loss = LOSS_OF_TABLE[tb]
-        for ds in [d for d in pub if d in datasets]:
-            T = n[ds]
-            cal = sizes.get(f"T{tb}|{ds}", {}).get("matched", {})
-            if "rf-oks++" in pub[ds]:
-                out.append(Cell(tb, ds, "rf-oks++", "code", {"loss": loss, "n_components": 400,
-                                                             "reference_quirks": True}, True))
-                if loss == "logistic":
-                    out.append(Cell(tb, ds, "rf-oks++", "intended",
-                                    {"loss": loss, "n_components": 400}, False))
-            D_ioks = 400 if loss == "absolute" else cal.get("rf-ioks")
-            if D_ioks is not None:
-                out.append(Cell(tb, ds, "rf-ioks", "code" if loss == "absolute" else "matched",
-                                {"loss": loss, "n_components": D_ioks, "horizon": T,
-                                 "reference_quirks": True}, True))
-            if loss != "absolute":
-                out.append(Cell(tb, ds, "rf-ioks", "paper D",
-                                {"loss": loss, "n_components": pub[ds]["rf-ioks"][0],
-                                 "horizon": T, "reference_quirks": True}, False))
-            if "rf-oks" in cal:
-                out.append(Cell(tb, ds, "rf-oks", "matched",
-                                {"loss": loss, "n_components": cal["rf-oks"], "horizon": T}, False))
-            if "lkmbooks" in cal:
-                out.append(Cell(tb, ds, "lkmbooks", "matched",
-                                {"loss": loss, "budget": cal["lkmbooks"], "horizon": T}, False))
-            if "raker" in cal:
-                for q, lab in ((True, "code"), (False, "intended")):
-                    out.append(Cell(tb, ds, "raker", f"matched, {lab}",
-                                    {"loss": loss, "n_components": cal["raker"], "horizon": T,
-                                     "reference_quirks": q}, False))
+    for tb, ds, loss, T, pub in _table_rows("567", tables, datasets, n):
+        cal = sizes.get(f"T{tb}|{ds}", {}).get("matched", {})
+        if "rf-oks++" in pub:
+            out.append(Cell(tb, ds, "rf-oks++", "code", {"loss": loss, "n_components": 400,
+                                                         "reference_quirks": True}, True))
+            if loss == "logistic":
+                out.append(Cell(tb, ds, "rf-oks++", "intended",
+                                {"loss": loss, "n_components": 400}, False))
+        D_ioks = 400 if loss == "absolute" else cal.get("rf-ioks")
+        if D_ioks is not None:
+            out.append(Cell(tb, ds, "rf-ioks", "code" if loss == "absolute" else "matched",
+                            {"loss": loss, "n_components": D_ioks, "horizon": T,
+                             "reference_quirks": True}, True))
+        if loss != "absolute":
+            out.append(Cell(tb, ds, "rf-ioks", "paper D",
+                            {"loss": loss, "n_components": pub["rf-ioks"][0],
+                             "horizon": T, "reference_quirks": True}, False))
+        if "rf-oks" in cal:
+            out.append(Cell(tb, ds, "rf-oks", "matched",
+                            {"loss": loss, "n_components": cal["rf-oks"], "horizon": T}, False))
+        if "lkmbooks" in cal:
+            out.append(Cell(tb, ds, "lkmbooks", "matched",
+                            {"loss": loss, "budget": cal["lkmbooks"], "horizon": T}, False))
+        if "raker" in cal:
+            for q, lab in ((True, "code"), (False, "intended")):
+                out.append(Cell(tb, ds, "raker", f"matched, {lab}",
+                                {"loss": loss, "n_components": cal["raker"], "horizon": T,
+                                 "reference_quirks": q}, False))
     return out
 
 

@@ -317,13 +317,10 @@ def write_outputs(opts: Options, tuned: dict[str, Any], p33: list[dict[str, Any]
     R = ctx.permutations
     generated = report.now_utc()
     L: list[str] = [
-        "# Paper 003 (SkeGD): published vs ours",
-        "",
-        report.generated_line(NAME, generated,
-                               f"evaluation wall time {wall / 60:.1f} min"),
-        "",
-        f"* Machine: {report.machine_info()}; {report.runner_line(ctx)}; Python learners "
-        "(the paper: C++/Matlab, 4-core i7), so seconds are not comparable.",
+        *report.preamble(NAME, "# Paper 003 (SkeGD): published vs ours", generated,
+                         f"evaluation wall time {wall / 60:.1f} min", ctx,
+                         "; Python learners (the paper: C++/Matlab, 4-core i7), so seconds are "
+                         "not comparable."),
         f"* Protocol: prequential test-then-train, mean ± std (ddof=1) over R = "
         f"{R} permutations (Table P3-4: R independent adversarial streams) "
         f"r = 0..{R - 1}, base seed {ctx.seed}; the paper used 20. Mistake = "

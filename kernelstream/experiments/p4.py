@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelstream.experiments import report
+from kernelstream.experiments import published, report
 from kernelstream.experiments.datasets import DATASETS
 from kernelstream.experiments.grid import Run, run_grid
 from kernelstream.experiments.protocol import Options, Outcome
@@ -38,63 +38,14 @@ TUNED_FILE = "tuned_p4.json"
 
 # -- published numbers -----------------------------------------------------------------------
 # Table P4-2: accuracy % mean, std, seconds, #SV (as printed).
-P42_PUB: dict[str, dict[str, tuple[float, float, float, float]]] = {
-    "a9a": {"rbp": (78.83, 0.38, 5.34, 1350), "forgetron": (78.08, 0.22, 6.45, 1350),
-            "projectron": (79.25, 0.13, 32.47, 1350), "projectron++": (79.35, 0.13, 150.63, 1350),
-            "bpa-s": (80.44, 0.14, 7.75, 1350), "bogd": (80.97, 0.04, 6.17, 1350),
-            "oskl": (82.01, 0.32, 4.08, 1344), "spa": (82.04, 0.25, 3.84, 1350)},
-    "w7a": {"rbp": (96.36, 0.06, 0.72, 175), "forgetron": (95.19, 0.39, 0.87, 175),
-            "projectron": (95.19, 0.39, 0.87, 175), "projectron++": (95.90, 0.38, 3.01, 175),
-            "bpa-s": (96.83, 0.23, 1.77, 175), "bogd": (96.75, 0.03, 1.05, 175),
-            "oskl": (96.98, 0.43, 0.71, 177), "spa": (97.05, 0.13, 0.56, 175)},
-    "covtype": {"rbp": (65.63, 0.23, 50.27, 1510), "forgetron": (65.33, 0.22, 67.60, 1510),
-                "projectron": (57.82, 6.09, 316.05, 1510),
-                "projectron++": (59.33, 5.85, 470.35, 1510),
-                "bpa-s": (72.37, 0.13, 73.48, 1510), "bogd": (68.75, 0.03, 54.44, 1510),
-                "oskl": (72.11, 0.67, 29.77, 1508), "spa": (71.34, 0.59, 27.53, 1510)},
-}
+P42_PUB: dict[str, dict[str, tuple[float, float, float, float]]] = published.table("p4-2")
 P42_BETA = {"a9a": 20.0, "w7a": 200.0, "covtype": 200.0}
 P42_GAMMA = 0.4
 P42_BASELINES = ("bpa-s", "bogd", "oskl", "rbp", "forgetron", "projectron", "projectron++")
 
 # Table P4-5: error % mean, std, #SV mean, #SV std, seconds.
-P45_PUB: dict[str, dict[str, tuple[float, float, float, float, float]]] = {
-    "german": {"per*": (31.87, 1.61, 318.8, 16.1, 0.04),
-               "omkc-u": (35.75, 1.52, 6904.1, 101.3, 0.38),
-               "omkc-dd": (30.71, 1.25, 6904.1, 101.3, 0.38),
-               "omkc-sd": (34.83, 1.54, 5723.3, 95.1, 0.34),
-               "omkc-ddpa": (28.92, 0.90, 12481.5, 60.9, 0.70),
-               "omkc-sdpa": (28.88, 0.63, 6794.6, 93.5, 0.45),
-               "bomkc-spa": (28.57, 0.51, 2388.2, 95.2, 0.16)},
-    "svmguide3-train": {"per*": (25.98, 0.51, 323.0, 6.3, 0.03),
-                        "omkc-u": (28.25, 0.80, 6166.9, 100.1, 0.36),
-                        "omkc-dd": (25.41, 0.95, 6166.9, 100.1, 0.37),
-                        "omkc-sd": (24.65, 0.46, 5550.8, 95.8, 0.36),
-                        "omkc-ddpa": (21.81, 0.21, 13734.9, 61.6, 0.87),
-                        "omkc-sdpa": (21.64, 0.11, 12596.2, 217.9, 0.80),
-                        "bomkc-spa": (22.21, 0.24, 2777.1, 92.50, 0.20)},
-    "madelon": {"per*": (48.65, 1.57, 973.0, 31.4, 0.81),
-                "omkc-u": (50.00, 0.00, 26498.2, 92.6, 35.27),
-                "omkc-dd": (41.15, 0.50, 26498.2, 92.6, 35.46),
-                "omkc-sd": (50.00, 0.00, 13872.3, 150.6, 20.67),
-                "omkc-ddpa": (37.55, 1.00, 28918.0, 95.7, 39.39),
-                "omkc-sdpa": (50.00, 0.00, 23837.2, 29.7, 33.93),
-                "bomkc-spa": (39.39, 1.12, 2285.2, 68.8, 3.58)},
-    "a9a": {"per*": (20.43, 0.13, 9980.1, 67.4, 22.5),
-            "omkc-u": (20.60, 0.10, 234008.7, 373.8, 1178.5),
-            "omkc-dd": (19.20, 0.12, 234008.7, 373.8, 1178.6),
-            "omkc-sd": (18.93, 0.10, 155393.9, 560.9, 778.9),
-            "omkc-ddpa": (15.82, 0.07, 491137.2, 237.2, 3061.3),
-            "omkc-sdpa": (20.70, 0.48, 214751.2, 474.8, 1051.6),
-            "bomkc-spa": (16.31, 0.11, 14540.0, 1779.4, 58.0)},
-    "magic04": {"per*": (24.29, 0.13, 4620.9, 25.9, 1.94),
-                "omkc-u": (28.70, 0.12, 157922.7, 164.4, 199.5),
-                "omkc-dd": (22.58, 0.46, 157922.7, 164.4, 199.0),
-                "omkc-sd": (22.39, 0.11, 73433.4, 320.1, 69.4),
-                "omkc-ddpa": (18.91, 0.10, 243950.0, 106.9, 352.8),
-                "omkc-sdpa": (34.57, 0.01, 92635.9, 560.1, 94.6),
-                "bomkc-spa": (19.62, 0.23, 7452.3, 869.2, 5.10)},
-}
+P45_PUB: dict[str, dict[str, tuple[float, float, float, float, float]]] = published.table(
+    "p4-5")
 P45_OMKC = ("omkc-u", "omkc-dd", "omkc-sd", "omkc-ddpa", "omkc-sdpa")
 P45_PARAMS: dict[str, dict[str, Any]] = {
     "bomkc-spa": {"eta": 0.1, "alpha": 1.0, "beta": 3.0, "discount": 0.99, "delta": 0.001},
@@ -108,12 +59,7 @@ P42_DATASETS = ("a9a", "w7a", "covtype")
 # Table P4-6: the bounded OMKC variants (paper 004 Algorithms 3/4 with a budget learner as
 # "budget maintenance") at a total budget = BOMKC(SPA)'s #SV. Only a9a of its data sets is
 # here. Error % mean, std, budget (#SV), seconds.
-P46_PUB: dict[str, dict[str, tuple[float, float, float, float]]] = {
-    "a9a": {"dd-rbp": (19.90, 0.49, 14544, 81.5), "dd-forgetron": (20.03, 0.22, 14544, 118.4),
-            "dd-bogd": (17.12, 0.08, 14544, 99.4), "dd-bpas": (16.66, 0.07, 14544, 95.1),
-            "sd-rbp": (18.15, 0.13, 14544, 78.2), "sd-forgetron": (18.83, 0.14, 14544, 96.5),
-            "sd-bogd": (17.46, 0.11, 14544, 89.7), "sd-bpas": (17.01, 0.11, 14544, 93.4)},
-}
+P46_PUB: dict[str, dict[str, tuple[float, float, float, float]]] = published.table("p4-6")
 # row name -> (learner, budget learner)
 P46_VARIANTS: dict[str, tuple[str, str]] = {
     f"{k}-{b.replace('-', '')}": (f"bomkc-{k}", b)
@@ -341,12 +287,10 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
     judged = [c for c in cells if "passed" in c]
     meta = tuned.get("meta", {})
     L = [
-        "# Paper 004 (SPA, BOMKC(SPA)): published vs ours",
-        "",
-        report.generated_line(NAME, report.now_utc(), f"{wall / 60:.1f} min"),
-        "",
-        f"* Machine: {report.machine_info()}; {report.runner_line(ctx)} (P4 used C++ on a "
-        "3.2 GHz PC: seconds are not comparable, only ratios).",
+        *report.preamble(NAME, "# Paper 004 (SPA, BOMKC(SPA)): published vs ours",
+                         report.now_utc(), f"{wall / 60:.1f} min", ctx,
+                         " (P4 used C++ on a 3.2 GHz PC: seconds are not comparable, only "
+                         "ratios)."),
         "* Protocol: prequential test-then-train; mean ± std (ddof = 1) over the permutations "
         f"r = 0..R−1 (`kernelstream.seeding`, base seed {ctx.seed}); R per row in the last "
         "column (P4: 20 single-kernel, 10 multi-kernel). Error = mistake rate % "

@@ -74,6 +74,15 @@ def generated_line(table: str, stamp: str, detail: str = "") -> str:
             + (f" ({detail})" if detail else "") + ". Do not edit by hand.")
 
 
+def preamble(table: str, title: str, stamp: str, detail: str, ctx: Any,
+             learners: str) -> list[str]:
+    """The first lines of a results markdown: the title, the generated line and the line
+    naming the machine and how the keys ran, which ``learners`` ends (e.g. "; Python learners
+    (the paper used C++)." — the paper's setting, so times are read as they should be)."""
+    return [title, "", generated_line(table, stamp, detail), "",
+            f"* Machine: {machine_info()}; {runner_line(ctx)}{learners}"]
+
+
 def machines_line(cells: list[dict[str, Any]], key: Callable[[dict[str, Any]], str],
                   what: str) -> str:
     """The machine the cells ran on or, when cells kept from earlier runs ran elsewhere, each

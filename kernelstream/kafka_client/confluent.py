@@ -50,42 +50,33 @@ from kernelstream.kafka_client.names import KAFKA_CLIENTS
 GROUP_ID = "kernelstream-reader"  # never joined, nothing committed: librdkafka needs one
 LOGGER = logging.getLogger("kernelstream.rdkafka")
 
+
+def librdkafka_names(dotted: str, **renamed: str) -> dict[str, str]:
+    """kafka-python setting -> librdkafka property: each name of ``dotted`` (white-space
+    separated) is the property with ``.`` for ``_``; ``renamed`` gives the others."""
+    return {**{k: k.replace("_", ".") for k in dotted.split()}, **renamed}
+
+
 # kafka-python setting -> librdkafka property, the same for consumers and producers: connection,
 # retries and security (values pass as they are)
-CONNECTION_SETTINGS: dict[str, str] = {
-    "retry_backoff_ms": "retry.backoff.ms",
-    "reconnect_backoff_ms": "reconnect.backoff.ms",
-    "reconnect_backoff_max_ms": "reconnect.backoff.max.ms",
-    "max_in_flight_requests_per_connection": "max.in.flight.requests.per.connection",
-    "allow_auto_create_topics": "allow.auto.create.topics",
-    "metadata_max_age_ms": "metadata.max.age.ms",
-    "connections_max_idle_ms": "connections.max.idle.ms",
-    "receive_buffer_bytes": "socket.receive.buffer.bytes",
-    "send_buffer_bytes": "socket.send.buffer.bytes",
-    "receive_message_max_bytes": "receive.message.max.bytes",
-    "client_dns_lookup": "client.dns.lookup",
-    "security_protocol": "security.protocol",
-    "sasl_mechanism": "sasl.mechanism",
-    "sasl_plain_username": "sasl.username",
-    "sasl_plain_password": "sasl.password",
-    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
-    "ssl_cafile": "ssl.ca.location",
-    "ssl_certfile": "ssl.certificate.location",
-    "ssl_keyfile": "ssl.key.location",
-    "ssl_password": "ssl.key.password",
-    "ssl_crlfile": "ssl.crl.location",
-    "ssl_ciphers": "ssl.cipher.suites",
-}
+CONNECTION_SETTINGS = librdkafka_names(
+    "retry_backoff_ms reconnect_backoff_ms reconnect_backoff_max_ms "
+    "max_in_flight_requests_per_connection allow_auto_create_topics metadata_max_age_ms "
+    "connections_max_idle_ms receive_message_max_bytes client_dns_lookup security_protocol "
+    "sasl_mechanism sasl_kerberos_service_name",
+    receive_buffer_bytes="socket.receive.buffer.bytes",
+    send_buffer_bytes="socket.send.buffer.bytes",
+    sasl_plain_username="sasl.username", sasl_plain_password="sasl.password",
+    ssl_cafile="ssl.ca.location", ssl_certfile="ssl.certificate.location",
+    ssl_keyfile="ssl.key.location", ssl_password="ssl.key.password",
+    ssl_crlfile="ssl.crl.location", ssl_ciphers="ssl.cipher.suites",
+)
 # kafka-python consumer setting -> librdkafka property; the value passes as it is
-_SAME: dict[str, str] = {
-    "fetch_max_wait_ms": "fetch.wait.max.ms",
-    "fetch_min_bytes": "fetch.min.bytes",
-    "fetch_max_bytes": "fetch.max.bytes",
-    "max_partition_fetch_bytes": "max.partition.fetch.bytes",
-    "request_timeout_ms": "socket.timeout.ms",
-    "check_crcs": "check.crcs",
-    "isolation_level": "isolation.level",
-    "client_rack": "client.rack",
+_SAME = {
+    **librdkafka_names("fetch_min_bytes fetch_max_bytes max_partition_fetch_bytes check_crcs "
+                       "isolation_level client_rack",
+                       fetch_max_wait_ms="fetch.wait.max.ms",
+                       request_timeout_ms="socket.timeout.ms"),
     **CONNECTION_SETTINGS,
 }
 # Meaningless for an assigned reader without group (kafka-python's own connection probe,
@@ -129,18 +120,26 @@ def confluent_available() -> bool:
     return True
 
 
-def untranslatable(client: tuple[tuple[str, str], ...]) -> list[str]:
-    """The consumer settings among ``client`` that have no librdkafka equivalent."""
-    consumer = client_defaults()[0]
+def without_librdkafka(client: tuple[tuple[str, str], ...], accepted: dict[str, Any],
+                       same: dict[str, str], ignored: frozenset[str]) -> list[str]:
+    """The settings among ``client`` that a kafka-python client (its settings ``accepted``)
+    takes but librdkafka has no equivalent for: neither in ``same`` (kafka-python -> librdkafka
+    names) nor ``ignored`` (dropped), or an unsupported SASL mechanism. Settings the client
+    does not take are skipped (producer-only ones never reach a consumer)."""
     out = []
     for k, v in client:
-        if k not in consumer or k in _IGNORED:
-            continue  # producer-only settings never reach a consumer
-        if k not in _SAME and k != "ssl_check_hostname":
+        if k not in accepted or k in ignored:
+            continue
+        if k not in same and k != "ssl_check_hostname":
             out.append(k)
         elif k == "sasl_mechanism" and v.strip().upper() not in _SASL:
             out.append(f"{k}={v}")
     return out
+
+
+def untranslatable(client: tuple[tuple[str, str], ...]) -> list[str]:
+    """The consumer settings among ``client`` that have no librdkafka equivalent."""
+    return without_librdkafka(client, client_defaults()[0], _SAME, _IGNORED)
 
 
 def confluent_config(bootstrap: str, client: tuple[tuple[str, str], ...] = ()

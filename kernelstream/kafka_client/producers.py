@@ -25,21 +25,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernelstream.kafka_client.clients import client_defaults, typed_settings
-from kernelstream.kafka_client.confluent import CONNECTION_SETTINGS
+from kernelstream.kafka_client.confluent import (
+    CONNECTION_SETTINGS,
+    librdkafka_names,
+    without_librdkafka,
+)
 
 LOGGER = logging.getLogger("kernelstream.rdkafka")
 
 # kafka-python producer setting -> librdkafka property (values pass as they are)
-_PRODUCER_SAME: dict[str, str] = {
-    "acks": "acks",
-    "linger_ms": "linger.ms",
-    "compression_type": "compression.type",
-    "batch_size": "batch.size",
-    "retries": "retries",
-    "delivery_timeout_ms": "delivery.timeout.ms",
-    "enable_idempotence": "enable.idempotence",
-    "max_request_size": "message.max.bytes",
-    "request_timeout_ms": "request.timeout.ms",
+_PRODUCER_SAME = {
+    **librdkafka_names("acks linger_ms compression_type batch_size retries delivery_timeout_ms "
+                       "enable_idempotence request_timeout_ms",
+                       max_request_size="message.max.bytes"),
     **CONNECTION_SETTINGS,
 }
 # kafka-python's own internals or probes, meaningless to librdkafka: dropped
@@ -47,7 +45,6 @@ _PRODUCER_IGNORED = frozenset({
     "bootstrap_timeout_ms", "max_block_ms", "metrics_enabled", "metrics_num_samples",
     "metrics_sample_window_ms", "metric_reporters",
 })
-_SASL = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI"})
 # The stream's defaults (a --kafka-option of the same meaning wins): every in-sync replica
 # acknowledges a row, idempotent sends (kafka-python's default: retries neither reorder nor
 # double a partition's rows); a row waits at most LINGER_MS to share a request with its
@@ -58,16 +55,7 @@ KAFKA_PYTHON_LINGER_MS = 2
 
 def producer_untranslatable(client: tuple[tuple[str, str], ...]) -> list[str]:
     """The producer settings among ``client`` without a librdkafka equivalent."""
-    producer = client_defaults()[1]
-    out = []
-    for k, v in client:
-        if k not in producer or k in _PRODUCER_IGNORED:
-            continue
-        if k not in _PRODUCER_SAME and k != "ssl_check_hostname":
-            out.append(k)
-        elif k == "sasl_mechanism" and v.strip().upper() not in _SASL:
-            out.append(f"{k}={v}")
-    return out
+    return without_librdkafka(client, client_defaults()[1], _PRODUCER_SAME, _PRODUCER_IGNORED)
 
 
 def confluent_producer_config(bootstrap: str, client: tuple[tuple[str, str], ...] = ()

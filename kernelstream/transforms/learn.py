@@ -25,7 +25,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.transforms.window import GlobalWindows
 
 from kernelstream.engine.blocks import Block, PredictionBlock
@@ -42,12 +42,7 @@ from kernelstream.engine.learner_config import LearnerConfig, as_configs
 from kernelstream.engine.metrics import METRICS_NAMESPACE
 from kernelstream.engine.ordering import ParkedBlocks, drain_gaps, release_in_order
 from kernelstream.transforms.blocks import StatelessCoder
-from kernelstream.transforms.ordering import (
-    BagBlocks,
-    OrderedListBlocks,
-    early_blocks_bag_spec,
-    early_blocks_spec,
-)
+from kernelstream.transforms.ordering import EARLY_STATES, keyed_ordering_dofn
 
 METRICS_TAG = "metrics"
 STATES_TAG = "states"  # (stream key, StreamStateCoder bytes) at the end of input: checkpoints
@@ -69,21 +64,8 @@ class StreamStateCoder(StatelessCoder):
 # -- the DoFn ------------------------------------------------------------------------------------
 
 
-_STATE = ReadModifyWriteStateSpec("stream", StreamStateCoder())
-_EARLY = early_blocks_spec()
-_EARLY_BAG = early_blocks_bag_spec()
-_END = TimerSpec("end", beam.TimeDomain.WATERMARK)
-_END_BAG = TimerSpec("end", beam.TimeDomain.WATERMARK)  # a spec has one callback: one per DoFn
-# Beam declares state/timer parameters as argument defaults; module-level singletons.
-_STATE_PARAM = beam.DoFn.StateParam(_STATE)
-_EARLY_PARAM = beam.DoFn.StateParam(_EARLY)
-_EARLY_BAG_PARAM = beam.DoFn.StateParam(_EARLY_BAG)
-_END_PARAM = beam.DoFn.TimerParam(_END)
-_END_BAG_PARAM = beam.DoFn.TimerParam(_END_BAG)
-
-
 class _LearnPredictBase(beam.DoFn):
-    """The element and end-of-input logic; subclasses declare the state of early blocks."""
+    """Learns each key's blocks in stream order (the DoFns with its state: :data:`_DOFNS`)."""
 
     def __init__(self, core: StreamLearner, emit_states: bool = False,
                  saved: SavedStates | None = None, progress_total: int | None = None,
@@ -159,42 +141,12 @@ class _LearnPredictBase(beam.DoFn):
         state.clear()
 
 
-class _LearnPredictDoFn(_LearnPredictBase):
-    """Early blocks in ordered-list state (FnApiRunner, portable runners)."""
-
-    def process(
-        self,
-        element: tuple[str, Block],
-        state: Any = _STATE_PARAM,
-        early: Any = _EARLY_PARAM,
-        end: Any = _END_PARAM,
-        window: Any = beam.DoFn.WindowParam,
-    ) -> Iterator[Any]:
-        yield from self._element(element, state, OrderedListBlocks(early), end, window)
-
-    @on_timer(_END)
-    def on_end(self, key: Any = beam.DoFn.KeyParam, state: Any = _STATE_PARAM,
-               early: Any = _EARLY_PARAM) -> Iterator[Any]:
-        yield from self._end(key, state, OrderedListBlocks(early))
-
-
-class _LearnPredictBagDoFn(_LearnPredictBase):
-    """Early blocks in bag state, for runners without ordered-list state."""
-
-    def process(
-        self,
-        element: tuple[str, Block],
-        state: Any = _STATE_PARAM,
-        early: Any = _EARLY_BAG_PARAM,
-        end: Any = _END_BAG_PARAM,
-        window: Any = beam.DoFn.WindowParam,
-    ) -> Iterator[Any]:
-        yield from self._element(element, state, BagBlocks(early), end, window)
-
-    @on_timer(_END_BAG)
-    def on_end(self, key: Any = beam.DoFn.KeyParam, state: Any = _STATE_PARAM,
-               early: Any = _EARLY_BAG_PARAM) -> Iterator[Any]:
-        yield from self._end(key, state, BagBlocks(early))
+_STATE = ReadModifyWriteStateSpec("stream", StreamStateCoder())
+# one DoFn per place early blocks wait (LearnPredict's early_state)
+_DOFNS = {early: keyed_ordering_dofn(_LearnPredictBase, name, _STATE, early) for early, name in
+          (("ordered_list", "_LearnPredictDoFn"), ("bag", "_LearnPredictBagDoFn"))}
+# module names for the classes, so a pickled DoFn refers to its class
+_LearnPredictDoFn, _LearnPredictBagDoFn = _DOFNS.values()
 
 
 @beam.typehints.with_input_types(Block)
@@ -236,7 +188,7 @@ class LearnPredict(beam.PTransform):
     per output in the pipeline.
     """
 
-    EARLY_STATES = ("ordered_list", "bag")
+    EARLY_STATES = EARLY_STATES
 
     def __init__(self, configs: Iterable[LearnerConfig | tuple[Any, ...]], seed: int = 0,
                  metrics_window: int = 1000, source: str = "",
@@ -259,7 +211,7 @@ class LearnPredict(beam.PTransform):
         self.progress_total = progress_total
 
     def expand(self, blocks: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        dofn = _LearnPredictDoFn if self.early_state == "ordered_list" else _LearnPredictBagDoFn
+        dofn = _DOFNS[self.early_state]
         # merged: the tagged outputs that stay empty are not declared (each declared output is
         # a PCollection, a coder and a receiver to build for nothing); one read anyway is made
         # on demand

@@ -30,7 +30,12 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
 
 from kernelstream.engine.blocks import Block
-from kernelstream.engine.ordering import OrderCursor, drain_gaps, release_in_order
+from kernelstream.engine.ordering import (
+    OrderCursor,
+    ParkedBlocks,
+    drain_gaps,
+    release_in_order,
+)
 from kernelstream.transforms.blocks import BlockCoder
 
 
@@ -102,46 +107,69 @@ class _OrderCursorCoder(beam.coders.Coder):
         return True
 
 
-_CURSOR = ReadModifyWriteStateSpec("cursor", _OrderCursorCoder())
-_EARLY = early_blocks_spec()
-_END = TimerSpec("end", beam.TimeDomain.WATERMARK)
-# Beam's DoFn parameters are declared as argument defaults; module-level singletons keep them
-# out of the function signatures' evaluation.
-_CURSOR_PARAM = beam.DoFn.StateParam(_CURSOR)
-_EARLY_PARAM = beam.DoFn.StateParam(_EARLY)
-_END_PARAM = beam.DoFn.TimerParam(_END)
+EARLY_STATES = ("ordered_list", "bag")  # where a DoFn keeps its early blocks
 
 
-class _OrderBlocksDoFn(beam.DoFn):
-    def process(
-        self,
-        element: tuple[str, Block],
-        cursor_state: Any = _CURSOR_PARAM,
-        early: Any = _EARLY_PARAM,
-        end: Any = _END_PARAM,
-        window: Any = beam.DoFn.WindowParam,
-    ) -> Iterator[tuple[str, Block]]:
+def keyed_ordering_dofn(base: type, name: str, value: ReadModifyWriteStateSpec,
+                        early_state: str) -> type:
+    """``base`` with the state and timer of a per-key ordering DoFn declared, as class ``name``
+    of ``base``'s module: per key the value state ``value`` and the early blocks in
+    ordered-list or bag state (``early_state``), and a timer at the end of the window.
+    ``process`` calls ``base._element(element, value_state, early, end_timer, window)`` and the
+    timer ``base._end(key, value_state, early)``, ``early`` as a
+    :class:`~kernelstream.engine.ordering.ParkedBlocks`."""
+    if early_state not in EARLY_STATES:
+        raise ValueError(f"early_state must be one of {EARLY_STATES}, got {early_state!r}")
+    bag = early_state == "bag"
+    parked = BagBlocks if bag else OrderedListBlocks
+    # Beam declares state and timers as argument defaults; a timer spec takes one callback,
+    # so each DoFn gets its own.
+    end_spec = TimerSpec("end", beam.TimeDomain.WATERMARK)
+    value_param = beam.DoFn.StateParam(value)
+    early_param = beam.DoFn.StateParam(early_blocks_bag_spec() if bag else early_blocks_spec())
+    end_param = beam.DoFn.TimerParam(end_spec)
+
+    def process(self: Any, element: tuple[str, Block], value_state: Any = value_param,
+                early: Any = early_param, end: Any = end_param,
+                window: Any = beam.DoFn.WindowParam) -> Iterator[Any]:
+        yield from self._element(element, value_state, parked(early), end, window)
+
+    @on_timer(end_spec)
+    def on_end(self: Any, key: Any = beam.DoFn.KeyParam, value_state: Any = value_param,
+               early: Any = early_param) -> Iterator[Any]:
+        yield from self._end(key, value_state, parked(early))
+
+    return type(name, (base,), {
+        "process": process, "on_end": on_end, "__module__": base.__module__,
+        "__qualname__": name,
+        "__doc__": f"{base.__doc__} Early blocks in {early_state.replace('_', '-')} state."})
+
+
+class _OrderBlocks(beam.DoFn):
+    """Releases each key's blocks in stream order."""
+
+    def _element(self, element: tuple[str, Block], cursor_state: Any, early: ParkedBlocks,
+                 end: Any, window: Any) -> Iterator[tuple[str, Block]]:
         key, block = element
         cursor = cursor_state.read()
         if cursor is None:
             cursor = OrderCursor()
             end.set(window.max_timestamp())
-        for b in release_in_order(cursor, OrderedListBlocks(early), block):
+        for b in release_in_order(cursor, early, block):
             yield key, b
         cursor_state.write(cursor)
 
-    @on_timer(_END)
-    def on_end(
-        self,
-        key: Any = beam.DoFn.KeyParam,
-        cursor_state: Any = _CURSOR_PARAM,
-        early: Any = _EARLY_PARAM,
-    ) -> Iterator[Any]:
+    def _end(self, key: Any, cursor_state: Any, early: ParkedBlocks) -> Iterator[Any]:
         cursor = cursor_state.read()
         if cursor is not None:
-            for b in drain_gaps(cursor, OrderedListBlocks(early)):
+            for b in drain_gaps(cursor, early):
                 yield beam.pvalue.TaggedOutput(OrderBlocks.GAPS, (key, b))
         cursor_state.clear()
+
+
+_OrderBlocksDoFn = keyed_ordering_dofn(
+    _OrderBlocks, "_OrderBlocksDoFn", ReadModifyWriteStateSpec("cursor", _OrderCursorCoder()),
+    "ordered_list")
 
 
 class OrderBlocks(beam.PTransform):

@@ -18,21 +18,21 @@ from hypothesis import strategies as st
 
 from kernelstream import data
 from kernelstream.data import ParseError, load
-from kernelstream.data.csv import _load_csv_arrow, _load_csv_lines
+from kernelstream.data.csv import CsvRead, _load_csv_arrow, _load_csv_lines
 
 CHUNK = data._CHUNK_BYTES
 
 
-def _args(path: Path, chunk: int, kw: dict[str, Any]) -> tuple[Any, ...]:
-    return (path, kw.get("n_features"), kw.get("limit"), kw.get("label_column"),
-            kw.get("delimiter"), kw.get("header"), chunk)
+def _args(path: Path, chunk: int, kw: dict[str, Any]) -> CsvRead:
+    return CsvRead(path, kw.get("n_features"), kw.get("limit"), kw.get("label_column"),
+                   kw.get("delimiter"), kw.get("header"), chunk)
 
 
 def per_line(path: Path, chunk: int = CHUNK, **kw: Any) -> tuple:
     """Everything observable about the per-line path: arrays bit for bit and labels, or the
     error."""
     try:
-        X, lab = _load_csv_lines(*_args(path, chunk, kw))
+        X, lab = _load_csv_lines(_args(path, chunk, kw))
     except (ParseError, ValueError) as e:
         return ("error", type(e).__name__, str(e))
     return ("ok", X.shape, X.tobytes(), lab.tokens, lab.codes.tolist(), lab.linenos.tolist())
@@ -40,7 +40,7 @@ def per_line(path: Path, chunk: int = CHUNK, **kw: Any) -> tuple:
 
 def fast(path: Path, chunk: int = CHUNK, **kw: Any) -> tuple | None:
     """The fast path's result in :func:`per_line`'s form, or None when it declines."""
-    out = _load_csv_arrow(*_args(path, chunk, kw))
+    out = _load_csv_arrow(_args(path, chunk, kw))
     if out is None:
         return None
     X, lab = out
@@ -247,7 +247,7 @@ def test_option_errors_are_the_per_line_errors(tmp_path: Path) -> None:
     p = write(tmp_path / "o.csv", "a,b,y\n1,2,g\n")
     for kw in ({"label_column": "zzz"}, {"label_column": "y", "header": False}):
         with pytest.raises(ValueError) as fast_err:
-            _load_csv_arrow(*_args(p, CHUNK, kw))
+            _load_csv_arrow(_args(p, CHUNK, kw))
         assert per_line(p, **kw) == ("error", "ValueError", str(fast_err.value))
 
 
