@@ -114,9 +114,12 @@ def add_data_options(p: Any, helps: Mapping[str, str], **changes: dict[str, Any]
     """Add the :data:`DATA_OPTIONS` that ``helps`` names, in its order and with its help texts
     (``p``: a parser or an argument group); ``changes``, keyed by an option's destination
     (``task={"default": "classification"}``), replace some of its keywords for this command."""
+    dests = {flag: flag.removeprefix("--").replace("-", "_") for flag in helps}
+    stray = sorted(set(changes) - set(dests.values()))
+    if stray:  # a misspelt change would otherwise be dropped silently
+        raise ValueError(f"changes to options not added: {stray}")
     for flag, text in helps.items():
-        dest = flag.removeprefix("--").replace("-", "_")
-        p.add_argument(flag, **{**DATA_OPTIONS[flag], **changes.get(dest, {})}, help=text)
+        p.add_argument(flag, **{**DATA_OPTIONS[flag], **changes.get(dests[flag], {})}, help=text)
 
 
 # replay's and tune's texts of the read options (a file, read in one pass after sniffing it)
