@@ -1,10 +1,11 @@
 """The ``kernelstream`` command line: the parser and :func:`main`.
 
-Every command is a module of :mod:`kernelstream.pipelines.commands` with ``add_parser(sub)``
-(its arguments; the handler via ``set_defaults(handler=...)``); what several share (the
-one-line error, progress lines, the learner and read options) is
-:mod:`~kernelstream.pipelines.commands._common`, and the run machinery ``replay`` and ``tune``
-share (runners, ``summary.json``) is :mod:`~kernelstream.pipelines.commands._runs`.
+Every command is a module of :mod:`kernelstream.pipelines.commands` with ``COMMAND`` (its
+help texts, a ``_common.Command``) and ``add_arguments(p)`` (its arguments; the handler via
+``set_defaults(handler=...)``); what several share (the one-line error, progress lines, the
+learner and data options) is :mod:`~kernelstream.pipelines.commands._common`, and the run
+machinery ``replay`` and ``tune`` share (runners, ``summary.json``) is
+:mod:`~kernelstream.pipelines.commands._runs`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from kernelstream.pipelines.commands import (  # noqa: E402
     stream,
     tune,
 )
+from kernelstream.pipelines.commands._common import add_command  # noqa: E402
 from kernelstream.pipelines.config import PROG  # noqa: E402
 
 # the commands in the order `kernelstream --help` lists them
@@ -50,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
-        command.add_parser(sub)
+        command.add_arguments(add_command(sub, command.COMMAND))
     return parser
 
 

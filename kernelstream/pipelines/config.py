@@ -92,6 +92,16 @@ class ConfigError(ValueError):
     """An invalid replay configuration (reported to the user without a traceback)."""
 
 
+def check_at_least(args: Any, **minimums: int) -> None:
+    """Raise :class:`ConfigError` for the first of the options (by destination, in the order
+    given) whose value is below its minimum, e.g. ``--tune-rows must be >= 1, got 0``; an
+    option that was not given (None) passes."""
+    for dest, low in minimums.items():
+        value = getattr(args, dest)
+        if value is not None and value < low:
+            raise ConfigError(f"--{dest.replace('_', '-')} must be >= {low}, got {value}")
+
+
 class DataError(ValueError):
     """The data of a run cannot be read (missing file, parse error, unusable contents). Runners
     raise it for anything that goes wrong while reading, so the CLI can tell data problems

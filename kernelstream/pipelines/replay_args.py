@@ -21,6 +21,7 @@ from kernelstream.pipelines.config import (
     ConfigError,
     KafkaOptions,
     ReplayConfig,
+    check_at_least,
     default_out,
     display_name,
     is_topic,
@@ -97,12 +98,7 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
     kafka_src = is_topic(src)
     dataset = display_name(src)
     settings = kafka_options(args, kafka_src)
-    if args.permutations < 1:
-        raise ConfigError(f"--permutations must be >= 1, got {args.permutations}")
-    if args.seed < 0:
-        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be >= 1, got {args.limit}")
+    check_at_least(args, permutations=1, seed=0, limit=1)
     if args.runner is None:  # adversarial streams are generated in memory: the loop's job
         args.runner = "loop" if args.stream != "none" else "direct"
     if args.stream != "none" and args.runner != "loop":

@@ -19,7 +19,12 @@ from typing import Any
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.stream_rows import OUTPUTS
 from kernelstream.kafka_client.names import KAFKA_CLIENTS, SCHEME
-from kernelstream.pipelines.config import ConfigError, learner_configs, resolve_task
+from kernelstream.pipelines.config import (
+    ConfigError,
+    check_at_least,
+    learner_configs,
+    resolve_task,
+)
 
 EXIT_STOPPED = 130
 KEY_BY = ("id-prefix",)
@@ -153,8 +158,7 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
         raise ConfigError("--hash-features fixes the width at 2^K: drop --n-features")
     if fmt == "libsvm" and args.label_column is not None:
         raise ConfigError("--label-column applies to CSV messages (--format csv)")
-    if args.n_features is not None and args.n_features < 1:
-        raise ConfigError(f"--n-features must be >= 1, got {args.n_features}")
+    check_at_least(args, n_features=1)
     label_column = None
     if args.label_column is not None:
         try:
@@ -164,8 +168,7 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
                               f"have no header), got {args.label_column!r}") from None
     ttl = parse_duration(args.label_ttl, "--label-ttl")
     window = parse_duration(args.metrics_window, "--metrics-window")
-    if args.snapshot_every < 1:
-        raise ConfigError(f"--snapshot-every must be >= 1, got {args.snapshot_every}")
+    check_at_least(args, snapshot_every=1)
     snapshot_seconds = parse_duration(args.snapshot_seconds, "--snapshot-seconds")
     max_seconds = (None if args.max_seconds is None
                    else parse_duration(args.max_seconds, "--max-seconds"))

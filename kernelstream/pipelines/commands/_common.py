@@ -1,6 +1,6 @@
-"""What several commands share: the one-line error, progress lines on stderr, and the argument
-groups more than one command offers (the learners, the read and preparation options), each
-defined once here.
+"""What several commands share: how a command's parser is made from its :class:`Command`
+texts, the one-line error, progress lines on stderr, and the options more than one command
+offers (the learners, the read and preparation options), each defined once here.
 
 Nothing here imports the learners, the engine or Beam at import time: the CLI builds every
 command's parser from these helpers, also for ``learners`` and ``check``.
@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kernelstream import data
@@ -64,41 +66,96 @@ def add_learner_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")
 
 
+@dataclass(frozen=True)
+class Command:
+    """What the help says of a command: ``help``, its line in ``kernelstream --help``; the
+    ``description`` and ``epilog`` of ``kernelstream NAME --help``. Their line breaks are kept
+    (examples are laid out by hand) unless ``wrap``: argparse then re-flows the text to the
+    terminal's width."""
+
+    name: str
+    help: str
+    description: str
+    epilog: str | None = None
+    wrap: bool = False
+
+
+def add_command(sub: Any, command: Command) -> argparse.ArgumentParser:
+    """Add ``command``'s parser, with its texts, to the subparsers ``sub``; returns it for the
+    command's arguments."""
+    return sub.add_parser(
+        command.name, help=command.help, description=command.description,
+        epilog=command.epilog,
+        formatter_class=(argparse.HelpFormatter if command.wrap
+                         else argparse.RawDescriptionHelpFormatter))
+
+
+# How each data option parses (type, choices, metavar, default), defined once for every command
+# that offers it; the help texts are the commands' own, since a file, a topic's messages and a
+# check read them to different ends.
+DATA_OPTIONS: dict[str, dict[str, Any]] = {
+    "--format": {"choices": data.FORMATS},
+    "--label-column": {"metavar": "COL"},
+    "--n-features": {"type": int, "metavar": "D"},
+    "--hash-features": {"type": hash_bits, "metavar": "K"},
+    "--positive-label": {"metavar": "LABEL"},
+    "--delimiter": {"metavar": "CHAR"},
+    "--header": {"action": argparse.BooleanOptionalAction, "default": None},
+    "--key-by": {"metavar": "COL"},
+    "--limit": {"type": int, "metavar": "N"},
+    "--scale": {"choices": SCALES, "default": "none"},
+    "--scale-target": {"choices": TARGET_SCALES, "default": "none"},
+    "--task": {"choices": TASKS},
+    "--rows": {"choices": ROWS, "default": "auto"},
+}
+
+
+def add_data_options(p: Any, helps: Mapping[str, str], **changes: dict[str, Any]) -> None:
+    """Add the :data:`DATA_OPTIONS` that ``helps`` names, in its order and with its help texts
+    (``p``: a parser or an argument group); ``changes``, keyed by an option's destination
+    (``task={"default": "classification"}``), replace some of its keywords for this command."""
+    dests = {flag: flag.removeprefix("--").replace("-", "_") for flag in helps}
+    stray = sorted(set(changes) - set(dests.values()))
+    if stray:  # a misspelt change would otherwise be dropped silently
+        raise ValueError(f"changes to options not added: {stray}")
+    for flag, text in helps.items():
+        p.add_argument(flag, **{**DATA_OPTIONS[flag], **changes.get(dests[flag], {})}, help=text)
+
+
+# replay's and tune's texts of the read options (a file, read in one pass after sniffing it)
+READ_HELP = {
+    "--format": "data format (default: from the file name, else its content)",
+    "--label-column": "label column of a CSV/Parquet file: 0-based position (negative counts "
+    "from the end; CSV default: last) or header name (Parquet default: label)",
+    "--n-features": "feature dimension of a LIBSVM file (default: largest index seen)",
+    "--hash-features": "hash feature indices (CSV: column positions) into 2^K columns, values "
+    "of colliding features summed; K, 2^K or the power of two itself (for click logs and open "
+    "vocabularies)",
+    "--positive-label": "raw label mapped to +1 (all others to -1)",
+    "--delimiter": "CSV delimiter (default: sniffed)",
+    "--header": "the CSV file has (or has not) a header row (default: auto-detect)",
+}
+
+PREPARE_HELP = {
+    "--limit": "use only the first N rows of the file (before permuting)",
+    "--scale": "feature scaling: none, min-max to [0,1] or to [-1,1] (default: none)",
+    "--scale-target": "regression target scaling: none or min-max to [0,1] (default: none)",
+    "--task": "default: the learners' task (classification maps labels to ±1)",
+    "--rows": "rows to the learners as dense arrays or sparse CSR (memory grows with the "
+    "non-zeros); auto: sparse for LIBSVM or hashed data wider than "
+    f"{AUTO_SPARSE_WIDTH:,} columns (default: auto)",
+}
+
+
 def add_read_arguments(p: Any) -> None:
     """How a data file is read (``data.options.ReadOptions``): ``--format``,
-    ``--label-column``, ``--n-features``, ``--positive-label``, ``--delimiter``, ``--header``
-    and ``--hash-features``; shared by ``replay``, ``check`` and ``tune`` (``p``: a parser or
-    an argument group)."""
-    p.add_argument("--format", choices=data.FORMATS,
-                   help="data format (default: from the file name, else its content)")
-    p.add_argument("--label-column", metavar="COL",
-                   help="label column of a CSV/Parquet file: 0-based position (negative counts "
-                   "from the end; CSV default: last) or header name (Parquet default: label)")
-    p.add_argument("--n-features", type=int, metavar="D",
-                   help="feature dimension of a LIBSVM file (default: largest index seen)")
-    p.add_argument("--hash-features", type=hash_bits, metavar="K",
-                   help="hash feature indices (CSV: column positions) into 2^K columns, "
-                   "values of colliding features summed; K, 2^K or the power of two itself "
-                   "(for click logs and open vocabularies)")
-    p.add_argument("--positive-label", metavar="LABEL",
-                   help="raw label mapped to +1 (all others to -1)")
-    p.add_argument("--delimiter", metavar="CHAR", help="CSV delimiter (default: sniffed)")
-    p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
-                   help="the CSV file has (or has not) a header row (default: auto-detect)")
+    ``--label-column``, ``--n-features``, ``--hash-features``, ``--positive-label``,
+    ``--delimiter`` and ``--header``; shared by ``replay``, ``check`` and ``tune`` (``p``: a
+    parser or an argument group)."""
+    add_data_options(p, READ_HELP)
 
 
 def add_prepare_arguments(p: Any) -> None:
     """What is done to the rows read before they are learnt: ``--limit``, ``--scale``,
     ``--scale-target``, ``--task`` and ``--rows``; shared by ``replay`` and ``tune``."""
-    p.add_argument("--limit", type=int, metavar="N",
-                   help="use only the first N rows of the file (before permuting)")
-    p.add_argument("--scale", choices=SCALES, default="none",
-                   help="feature scaling: none, min-max to [0,1] or to [-1,1] (default: none)")
-    p.add_argument("--scale-target", choices=TARGET_SCALES, default="none",
-                   help="regression target scaling: none or min-max to [0,1] (default: none)")
-    p.add_argument("--task", choices=TASKS,
-                   help="default: the learners' task (classification maps labels to ±1)")
-    p.add_argument("--rows", choices=ROWS, default="auto",
-                   help="rows to the learners as dense arrays or sparse CSR (memory grows with "
-                   "the non-zeros); auto: sparse for LIBSVM or hashed data wider than "
-                   f"{AUTO_SPARSE_WIDTH:,} columns (default: auto)")
+    add_data_options(p, PREPARE_HELP)

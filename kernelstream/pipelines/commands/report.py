@@ -10,40 +10,39 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
-from typing import Any
 
-from kernelstream.pipelines.commands._common import error
+from kernelstream.pipelines.commands._common import Command, error
 from kernelstream.pipelines.config import PROG
 
 DEFAULT_OUT = "report.html"
 INSTALL = "pip install 'kernelstream[report]'"
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``report`` subcommand."""
-    p = sub.add_parser(
-        "report", help="an HTML report of run folders (figures inline; opens from a file)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Write one self-contained HTML page (images inline, no server needed) from replay\n"
-            "run folders: the summary table; mistake rate (loss for regression), cumulative and\n"
-            "windowed, per configuration with a band over the permutations; #SV and\n"
-            "examples/s over the stream; kernel distributions of kernel-selection learners;\n"
-            "per-entity results of --key-by runs; dead letters by stage and reason. Several\n"
-            "folders are overlaid. A reproduction's results JSON gets its tables. Needs\n"
-            f"matplotlib: {INSTALL}."),
-        epilog=(
-            "examples:\n"
-            f"  {PROG} report runs/demo\n"
-            f"  {PROG} report runs/a9a-bogd runs/a9a-grid --out a9a.html\n"
-            f"  {PROG} report benchmarks/results/p3.json --out p3.html"),
-    )
+COMMAND = Command(
+    "report", help="an HTML report of run folders (figures inline; opens from a file)",
+    description=(
+        "Write one self-contained HTML page (images inline, no server needed) from replay\n"
+        "run folders: the summary table; mistake rate (loss for regression), cumulative and\n"
+        "windowed, per configuration with a band over the permutations; #SV and\n"
+        "examples/s over the stream; kernel distributions of kernel-selection learners;\n"
+        "per-entity results of --key-by runs; dead letters by stage and reason. Several\n"
+        "folders are overlaid. A reproduction's results JSON gets its tables. Needs\n"
+        f"matplotlib: {INSTALL}."),
+    epilog=(
+        "examples:\n"
+        f"  {PROG} report runs/demo\n"
+        f"  {PROG} report runs/a9a-bogd runs/a9a-grid --out a9a.html\n"
+        f"  {PROG} report benchmarks/results/p3.json --out p3.html"),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``report``'s arguments and handler."""
     p.add_argument("paths", nargs="+", metavar="RUN_DIR",
                    help="a replay's output folder (with summary.json), or a results .json file")
     p.add_argument("--out", "-o", default=DEFAULT_OUT, metavar="FILE",
                    help=f"the HTML file to write (default: {DEFAULT_OUT})")
     p.set_defaults(handler=cmd_report)
-    return p
 
 
 

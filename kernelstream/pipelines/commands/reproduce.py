@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kernelstream.pipelines.commands._common import error
+from kernelstream.pipelines.commands._common import Command, error
 from kernelstream.pipelines.config import PROG, runners_for
 
 # paper -> module of kernelstream.experiments, in the order ``all`` runs them
@@ -26,26 +26,27 @@ def _csv(s: str) -> list[str]:
     return [v.strip() for v in s.split(",") if v.strip()]
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``reproduce`` subcommand (argument definitions only)."""
+COMMAND = Command(
+    "reproduce", help="rerun a paper's tables and judge them against the published numbers",
+    description=(
+        "Runs a paper's tables with the committed tuned parameters, as keys of the replay\n"
+        "pipeline, and writes TABLE.md (published beside ours, PASS/FAIL, the machine) and\n"
+        "TABLE.json into --out-dir. Beam pipeline options go after `--`."
+    ),
+    epilog=(
+        "examples:\n"
+        f"  {PROG} reproduce baselines --data-dir ~/datasets --workers 2\n"
+        f"  {PROG} reproduce p3 --tables p3-3 --datasets german -R 2 --out-dir /tmp/p3\n"
+        f"  {PROG} reproduce all -- --direct_num_workers=2 "
+        "--direct_running_mode=multi_processing"
+    ),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``reproduce``'s arguments and handler (definitions only)."""
     from kernelstream.pipelines.replay_args import workers_arg
 
-    p = sub.add_parser(
-        "reproduce", help="rerun a paper's tables and judge them against the published numbers",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Runs a paper's tables with the committed tuned parameters, as keys of the replay\n"
-            "pipeline, and writes TABLE.md (published beside ours, PASS/FAIL, the machine) and\n"
-            "TABLE.json into --out-dir. Beam pipeline options go after `--`."
-        ),
-        epilog=(
-            "examples:\n"
-            f"  {PROG} reproduce baselines --data-dir ~/datasets --workers 2\n"
-            f"  {PROG} reproduce p3 --tables p3-3 --datasets german -R 2 --out-dir /tmp/p3\n"
-            f"  {PROG} reproduce all -- --direct_num_workers=2 "
-            "--direct_running_mode=multi_processing"
-        ),
-    )
     p.add_argument("paper", choices=(*PAPERS, "all"),
                    help="the tables to reproduce (all: " + ", ".join(PAPERS) + ")")
     env = os.environ.get("KERNELSTREAM_DATA")
@@ -77,7 +78,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "any differ (timings and the machine are not compared)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.set_defaults(handler=cmd_reproduce)
-    return p
 
 
 def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:

@@ -7,35 +7,53 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
 
-from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
-from kernelstream.pipelines.commands._common import add_learner_arguments, error
-from kernelstream.pipelines.config import PROG, TASKS, runners_for
-from kernelstream.pipelines.replay_args import hash_bits
+from kernelstream.data.options import AUTO_SPARSE_WIDTH
+from kernelstream.pipelines.commands._common import (
+    Command,
+    add_data_options,
+    add_learner_arguments,
+    error,
+)
+from kernelstream.pipelines.config import PROG, runners_for
 from kernelstream.pipelines.stream_config import KAFKA_CLIENTS, KEY_BY, stream_config
 
+# the read options of a topic's messages, which cannot be sniffed or scanned first
+MESSAGE_HELP = {
+    "--format": "message format (default: libsvm; label token ? = unlabelled)",
+    "--n-features": "feature dimension of LIBSVM messages (required for LIBSVM)",
+    "--hash-features": "hash LIBSVM feature indices into 2^K columns (K, 2^K or the power of "
+    "two), colliding values summed: a fixed width for open vocabularies (instead of "
+    "--n-features)",
+    "--rows": "features as dense rows or sparse CSR rows (memory grows with the non-zeros); "
+    f"auto: sparse for LIBSVM messages wider than {AUTO_SPARSE_WIDTH:,} features",
+    "--label-column": "label position of CSV messages (0-based; default: last)",
+    "--delimiter": "CSV delimiter (default: ,)",
+    "--positive-label": "raw label mapped to +1 (all others to -1)",
+    "--task": "default: the learners' task",
+}
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``stream`` subcommand (argument definitions only: no Beam)."""
-    p = sub.add_parser(
-        "stream", help="learn a live Kafka stream with delayed labels until stopped",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "One unbounded Beam job: each feature record (message key = event id) is scored\n"
-            "on arrival; when its label arrives (a `label:Y` record, or a record on --labels)\n"
-            "the model learns it and an outcome row is written. Labels that never come expire\n"
-            "after --label-ttl. Ctrl-C drains: final snapshot, exit 130."
-        ),
-        epilog=(
-            "examples:\n"
-            f"  {PROG} stream kafka://localhost:9092/events --n-features 24 -l bogd "
-            "-p budget=100 \\\n      --checkpoint ckpt/events --out runs/events\n"
-            f"  {PROG} stream kafka://localhost:9092/clicks --labels "
-            "kafka://localhost:9092/click-labels \\\n      --format csv --key-by id-prefix "
-            "--label-ttl 1h --kafka-out kafka://localhost:9092/clicks-bogd"
-        ),
-    )
+COMMAND = Command(
+    "stream", help="learn a live Kafka stream with delayed labels until stopped",
+    description=(
+        "One unbounded Beam job: each feature record (message key = event id) is scored\n"
+        "on arrival; when its label arrives (a `label:Y` record, or a record on --labels)\n"
+        "the model learns it and an outcome row is written. Labels that never come expire\n"
+        "after --label-ttl. Ctrl-C drains: final snapshot, exit 130."
+    ),
+    epilog=(
+        "examples:\n"
+        f"  {PROG} stream kafka://localhost:9092/events --n-features 24 -l bogd "
+        "-p budget=100 \\\n      --checkpoint ckpt/events --out runs/events\n"
+        f"  {PROG} stream kafka://localhost:9092/clicks --labels "
+        "kafka://localhost:9092/click-labels \\\n      --format csv --key-by id-prefix "
+        "--label-ttl 1h --kafka-out kafka://localhost:9092/clicks-bogd"
+    ),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``stream``'s arguments and handler (definitions only: no Beam)."""
     p.add_argument("source", metavar="kafka://HOST:PORT/TOPIC[,TOPIC...]",
                    help="the events topic(s); message key = event id")
     p.add_argument("--labels", metavar="kafka://HOST:PORT/TOPIC",
@@ -44,24 +62,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_learner_arguments(p)
     p.add_argument("--key-by", choices=KEY_BY,
                    help="one model per entity: the event id's text before its first '/'")
-    p.add_argument("--format", choices=("libsvm", "csv"),
-                   help="message format (default: libsvm; label token ? = unlabelled)")
-    p.add_argument("--n-features", type=int, metavar="D",
-                   help="feature dimension of LIBSVM messages (required for LIBSVM)")
-    p.add_argument("--hash-features", type=hash_bits, metavar="K",
-                   help="hash LIBSVM feature indices into 2^K columns (K, 2^K or the power of "
-                   "two), colliding values summed: a fixed width for open vocabularies "
-                   "(instead of --n-features)")
-    p.add_argument("--rows", choices=ROWS, default="auto",
-                   help="features as dense rows or sparse CSR rows (memory grows with the "
-                   f"non-zeros); auto: sparse for LIBSVM messages wider than "
-                   f"{AUTO_SPARSE_WIDTH:,} features")
-    p.add_argument("--label-column", metavar="COL",
-                   help="label position of CSV messages (0-based; default: last)")
-    p.add_argument("--delimiter", metavar="CHAR", help="CSV delimiter (default: ,)")
-    p.add_argument("--positive-label", metavar="LABEL",
-                   help="raw label mapped to +1 (all others to -1)")
-    p.add_argument("--task", choices=TASKS, help="default: the learners' task")
+    add_data_options(p, MESSAGE_HELP, format={"choices": ("libsvm", "csv")})
     p.add_argument("--label-ttl", default="1h", metavar="DURATION",
                    help="an event whose label has not come after this long (event time) "
                    "expires as an unlabeled row (default: 1h; e.g. 30s, 10m, 2d)")
@@ -104,7 +105,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "'--'; LOOPBACK unless --environment_type). Beam options go after '--'")
     r.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.set_defaults(handler=cmd_stream)
-    return p
 
 
 def cmd_stream(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:

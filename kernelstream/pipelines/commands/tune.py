@@ -23,6 +23,7 @@ from kernelstream import __version__, fs
 from kernelstream._json import json_safe
 from kernelstream.experiments import tuning
 from kernelstream.pipelines.commands._common import (
+    Command,
     add_prepare_arguments,
     add_read_arguments,
     error,
@@ -39,6 +40,7 @@ from kernelstream.pipelines.config import (
     PROG,
     ConfigError,
     ReplayConfig,
+    check_at_least,
     display_name,
     is_topic,
     parse_learner_spec,
@@ -60,27 +62,28 @@ _REPLAY_ONLY = {"stream": "none", "key_by": None, "kafka_idle": 5.0, "kafka_max_
                 "follow_runs": None, "params_from": None}
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The ``tune`` subcommand (argument definitions only: no Beam)."""
-    p = sub.add_parser(
-        "tune", help="choose hyper-parameters on held-out permutations (a grid replay)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Replay DATA for every cell of a hyper-parameter grid on the tuning permutations\n"
-            "(r = --tune-perm onwards, never a replay's evaluation permutations 0..R-1), pick\n"
-            "the cell with the lowest mistake rate (regression: average loss; ties: the\n"
-            "earlier cell in grid order, or --ties loss), and write DIR/tuned.json (the\n"
-            "parameters, every cell's score, the protocol) and DIR/tuned.md. The cells are the\n"
-            "configurations of one replay run, so --workers N spreads them like any grid."
-        ),
-        epilog=(
-            "examples:\n"
-            f"  {PROG} tune german -l bpa-s -p budget=100 -p sigma=2.83 --grid c=0.25,0.5,1,2\n"
-            f"  {PROG} tune a9a -l bogd -p budget=200 --grid eta=0.01,0.1,1 "
-            "--grid lam=0.001,0.01 -j 2\n"
-            f"  {PROG} replay a9a --params-from runs/tune-a9a-bogd/tuned.json -R 20"
-        ),
-    )
+COMMAND = Command(
+    "tune", help="choose hyper-parameters on held-out permutations (a grid replay)",
+    description=(
+        "Replay DATA for every cell of a hyper-parameter grid on the tuning permutations\n"
+        "(r = --tune-perm onwards, never a replay's evaluation permutations 0..R-1), pick\n"
+        "the cell with the lowest mistake rate (regression: average loss; ties: the\n"
+        "earlier cell in grid order, or --ties loss), and write DIR/tuned.json (the\n"
+        "parameters, every cell's score, the protocol) and DIR/tuned.md. The cells are the\n"
+        "configurations of one replay run, so --workers N spreads them like any grid."
+    ),
+    epilog=(
+        "examples:\n"
+        f"  {PROG} tune german -l bpa-s -p budget=100 -p sigma=2.83 --grid c=0.25,0.5,1,2\n"
+        f"  {PROG} tune a9a -l bogd -p budget=200 --grid eta=0.01,0.1,1 "
+        "--grid lam=0.001,0.01 -j 2\n"
+        f"  {PROG} replay a9a --params-from runs/tune-a9a-bogd/tuned.json -R 20"
+    ),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``tune``'s arguments and handler (definitions only: no Beam)."""
     p.add_argument("data", metavar="DATA", help="embedded data set name or file path")
     p.add_argument("--learner", "-l", required=True, metavar="NAME",
                    help=f"the learner to tune (see `{PROG} learners`)")
@@ -120,7 +123,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--shard", type=shard_arg, default=None, help=argparse.SUPPRESS)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.set_defaults(handler=cmd_tune)
-    return p
 
 
 def _labels(cells: Sequence[int], n_cells: int) -> list[str]:
@@ -148,12 +150,7 @@ def tune_config(args: argparse.Namespace, argv: Sequence[str]) -> tuple[
         both = key if key in axes else next(iter(width & set(axes) - {key}), None)
         if both is not None and (key in axes or key in width):
             raise ConfigError(f"-p {key}=... and --grid {both}=...: give each parameter once")
-    if args.tune_perm < 0:
-        raise ConfigError(f"--tune-perm must be >= 0, got {args.tune_perm}")
-    if args.tune_permutations < 1:
-        raise ConfigError(f"--tune-permutations must be >= 1, got {args.tune_permutations}")
-    if args.tune_rows is not None and args.tune_rows < 1:
-        raise ConfigError(f"--tune-rows must be >= 1, got {args.tune_rows}")
+    check_at_least(args, tune_perm=0, tune_permutations=1, tune_rows=1)
     cells = tuning.grid_cells(axes)
     chosen = (list(range(len(cells))) if args.random is None
               else tuning.random_cells(len(cells), args.random, args.seed))
