@@ -21,7 +21,7 @@ from kernelstream.learners.store import SVStore
 
 
 @register
-class NOGD(compiled.CompiledSqnorms, KernelLearner):
+class NOGD(compiled.FeatureMapRounds, KernelLearner):
     """Nyström OGD: kernel OGD until ``B`` SVs are stored, then linear OGD on Nyström features.
 
     * Stage 1 (``|S| < B``): if ``y f < 1`` add ``x`` with coefficient ``eta·y`` and grow the
@@ -100,10 +100,6 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
         if p["rank"] is not None and p["rank"] > p["budget"]:
             raise ValueError(f"{cls.name}: rank must be <= budget, got {p['rank']} > {p['budget']}")
 
-    @classmethod
-    def compiled_rounds(cls) -> bool:
-        return True  # its own: the kernel row of stage 1, the Nyström features of stage 2
-
     def _compiled_kernel(self) -> bool:
         return super()._compiled_kernel() and compiled.fk is not None
 
@@ -172,13 +168,6 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
         z = self._M @ aux
         if y * float(self._w @ z) < 1.0:  # zero init: always; carry: as the stage-1 score
             self._w += (self._eta2 * y) * z
-
-    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
-                    n_sv: np.ndarray | None) -> None:
-        if not self._compiled:
-            super()._learn_rows(X, zz, yv, out, n_sv)
-            return
-        compiled.learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
 
     def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                    n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:

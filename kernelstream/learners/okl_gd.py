@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from kernelstream.learners import compiled
-from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive
+from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.oks_sil import (
-    check_interval,
+    IntervalWidthLearner,
     gaussian_interval_params,
     paper_initial_gamma,
 )
@@ -33,7 +33,7 @@ def _sigma(gamma: float) -> float:
 
 
 @register
-class OKLGD(compiled.DistRuleRounds, Learner):
+class OKLGD(IntervalWidthLearner):
     """OKL-GD: kernel OGD on the hinge loss where every support vector keeps the Gaussian width
     that was current when it was inserted, and the width is adapted by the KLMS-AKS rule.
 
@@ -110,22 +110,6 @@ class OKLGD(compiled.DistRuleRounds, Learner):
     reference = ("Chen, Liang, Zheng & Príncipe 2016 (KLMS-AKS), hinge adaptation of paper 000; "
                  "Zhang & Liao, IJCAI 2020")
 
-    budget: int
-    eta: float
-    rho: float
-    gamma: float
-    gamma_min: float
-    gamma_max: float
-    random_init: bool
-
-    @classmethod
-    def check_params(cls, p: dict[str, Any]) -> None:
-        check_interval(cls.name, p)
-
-    @classmethod
-    def compiled_rounds(cls) -> bool:
-        return True  # the feature maps of kernelstream.learners.compiled
-
     def _configure(self) -> None:
         self.randomized = self.random_init
         self._sig_lo = _sigma(self.gamma_max)
@@ -194,12 +178,8 @@ class OKLGD(compiled.DistRuleRounds, Learner):
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         if self._rule:  # the same update compiled (_ck_budget.c), which the blocks run
-            args, ist, fst = self._dist_args()
             d2, k = aux if aux is not None else (_NO_ROW, _NO_ROW)
-            _, _, n, _ = compiled.bk.update_dist(
-                *args, x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, y, score,
-                d2, k, self.t)
-            self._dist_done(n, ist, fst)
+            self._rule_update(x, xx, y, score, d2, k)
             return
         if y * score >= 1.0:
             return

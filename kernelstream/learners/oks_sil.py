@@ -157,17 +157,31 @@ def gaussian_interval_params(initial_doc: str) -> tuple[Param, ...]:
     )
 
 
-def check_interval(name: str, p: dict[str, Any]) -> None:
-    if not p["gamma_min"] < p["gamma_max"]:
-        raise ValueError(f"{name}: gamma_min must be < gamma_max, got {p['gamma_min']!r} and "
-                         f"{p['gamma_max']!r}")
-    if not p["gamma_min"] <= p["gamma"] <= p["gamma_max"]:
-        raise ValueError(f"{name}: initial gamma must lie in [gamma_min, gamma_max] = "
-                         f"[{p['gamma_min']!r}, {p['gamma_max']!r}], got {p['gamma']!r}")
+class IntervalWidthLearner(compiled.DistRuleRounds, Learner):
+    """Base of the budgeted hinge learners whose Gaussian width moves in the interval Ω
+    (OKS-SIL, OKL-GD): the attributes of the parameters they share (the budget, the step sizes
+    ``η`` and ``ρ``, those of :func:`gaussian_interval_params`) and the check of Ω."""
+
+    budget: int
+    eta: float
+    rho: float
+    gamma: float
+    gamma_min: float
+    gamma_max: float
+    random_init: bool
+
+    @classmethod
+    def check_params(cls, p: dict[str, Any]) -> None:
+        if not p["gamma_min"] < p["gamma_max"]:
+            raise ValueError(f"{cls.name}: gamma_min must be < gamma_max, got "
+                             f"{p['gamma_min']!r} and {p['gamma_max']!r}")
+        if not p["gamma_min"] <= p["gamma"] <= p["gamma_max"]:
+            raise ValueError(f"{cls.name}: initial gamma must lie in [gamma_min, gamma_max] = "
+                             f"[{p['gamma_min']!r}, {p['gamma_max']!r}], got {p['gamma']!r}")
 
 
 @register
-class OKSSIL(compiled.DistRuleRounds, Learner):
+class OKSSIL(IntervalWidthLearner):
     """OKS-SIL: budgeted kernel OGD (hinge loss) whose Gaussian width is learned online in a
     continuous interval Ω, with a buffer of at most ``B`` points kept by a randomized
     linear-dependency (RLD) test.
@@ -259,24 +273,9 @@ class OKSSIL(compiled.DistRuleRounds, Learner):
     randomized = True
     reference = "Zhang & Liao, IJCAI 2020, Algorithm 1"
 
-    budget: int
-    eta: float
     sample_size: int
     nu: float
-    rho: float
-    gamma: float
-    gamma_min: float
-    gamma_max: float
-    random_init: bool
     recheck_margin: bool
-
-    @classmethod
-    def check_params(cls, p: dict[str, Any]) -> None:
-        check_interval(cls.name, p)
-
-    @classmethod
-    def compiled_rounds(cls) -> bool:
-        return True  # the feature maps of kernelstream.learners.compiled
 
     def _setup(self, d: int) -> None:
         self.sv = SVStore(d, capacity=self.budget)
@@ -340,14 +339,8 @@ class OKSSIL(compiled.DistRuleRounds, Learner):
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         if self._rule:  # the same update compiled (_ck_budget.c), which the blocks run
-            args, ist, fst = self._dist_args()
             psi, d2 = aux if aux is not None else (_NO_ROW, _NO_ROW)
-            _, status, n, idx = compiled.bk.update_dist(
-                *args, x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, y, score,
-                d2, psi, self.t)
-            self._dist_done(n, ist, fst)
-            if status != compiled.DONE:
-                self._deferred(x, xx, y, score, d2, psi, status, idx)
+            self._rule_update(x, xx, y, score, d2, psi)
             return
         self._update_numpy(x, xx, y, score, aux)
 

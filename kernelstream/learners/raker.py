@@ -165,10 +165,6 @@ class Raker(WeightedWidths, Learner):
         W -= (eta * g)[:, None] * Z
         self.p = hedge(self.L, eta)
 
-    @property
-    def n_support_vectors(self) -> int:
-        return 0
-
     def memory_bound(self) -> int | None:
         return 0  # random features: no stored rows (memory fixed by n_components)
 
