@@ -93,7 +93,7 @@ class BOMKCSPA(SPAParams, StoreCombination):
         TIE_PARAM,
     )
     randomized = True
-    reference = ("Lu, Sahoo, Zhao & Hoi, ACM TIST 2018 (paper 004, Algorithm 2); "
+    reference = ("Lu, Sahoo, Zhao & Hoi, ACM TIST 2018, Algorithm 2; "
                  "kernel pool and vote of Hoi, Jin, Zhao & Yang, MLJ 2013")
 
     delta: float

@@ -28,7 +28,7 @@ def smooth(q: np.ndarray, delta: float) -> np.ndarray:
 
 
 def multiplicative(theta: np.ndarray, beta: float, losses: np.ndarray) -> np.ndarray:
-    """P4's form: ``θ_i ← θ_i β^{loss_i}``, renormalised."""
+    """The form of Lu et al., ACM TIST 2018: ``θ_i ← θ_i β^{loss_i}``, renormalised."""
     t = theta * np.power(beta, losses)
     return t / t.sum()
 

@@ -38,7 +38,8 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
     ``"carry"``: ``w = Λ^{1/2} Vᵀ a``, so ``wᵀz(x) = aᵀ V Vᵀ k`` reproduces the stage-1
     predictions (exactly at full rank). ``"carry"`` is what the NOGD authors' Matlab toolbox
     (LSOKL, ``NysGD.m``: ``w = alpha*pinv(M)``) does; Zhang & Liao (ICML 2019) took their baselines
-    from it, so ``benchmarks/reproduce_baselines.py`` runs the P3 protocol with ``init="carry"``.
+    from it, so ``benchmarks/reproduce_baselines.py`` runs their protocol with
+    ``init="carry"``.
 
     Memory O(B d + B² ) (the Gram matrix, then ``M_N``); stage-2 rounds cost
     O(B d + B·rank). ``n_support_vectors`` is the number of stored points (``B`` after the
@@ -78,7 +79,8 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
         *KERNEL_PARAMS,
         Param("budget", 100, int, "number of stored points B (landmarks of stage 2)", positive,
               "> 0"),
-        Param("rank", None, int, "Nystrom rank k (default round(0.2 B); paper 003 used 0.1 B)",
+        Param("rank", None, int,
+              "Nystrom rank k (default round(0.2 B); Zhang & Liao 2019 used 0.1 B)",
               positive, "> 0"),
         Param("eta", 0.5, float, "stage-1 step eta1 (coefficient of a new SV)", positive, "> 0"),
         Param("eta2", None, float, "stage-2 step eta2 (default: eta)", positive, "> 0"),

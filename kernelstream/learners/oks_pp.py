@@ -284,5 +284,5 @@ class OKSPlusPlus(OKSPPRule, KernelHyp, BanditSelector):
 
     name = "oks++"
     params = OKSPP_PARAMS
-    reference = ("Li & Liao, ECML-PKDD 2022 (paper 002), authors' code OKS++logistic.R / "
+    reference = ("Li & Liao, ECML-PKDD 2022, authors' code OKS++logistic.R / "
                  "OKS++square.R (JunfLi-TJU/OKS-Bandit)")

@@ -38,7 +38,7 @@ _NO_ROW = np.empty(0)  # kernel values and distances of a round against an empty
 
 
 def paper_initial_gamma(rng: np.random.Generator) -> float:
-    """Draw P0's initial kernel parameter ``γ_1 = 2^i``, ``i`` uniform in ``{-12, …, -6}``
+    """Draw Zhang & Liao's initial kernel parameter ``γ_1 = 2^i``, ``i`` uniform in ``{-12, …, -6}``
     (``σ_1 = 2^{-(i+1)/2} ∈ {2^5.5, …, 2^2.5}``); one integer draw from ``rng``."""
     return float(2.0 ** int(INIT_EXPONENTS[int(rng.integers(len(INIT_EXPONENTS)))]))
 
@@ -145,14 +145,14 @@ def rld_residual_unit3(k01: float, k02: float, k12: float, b0: float, b1: float,
 
 def gaussian_interval_params(initial_doc: str) -> tuple[Param, ...]:
     """``gamma`` (initial value), the interval Ω and ``random_init``: shared by OKS-SIL and
-    OKL-GD, whose widths both live in P0's continuous interval."""
+    OKL-GD, whose widths both live in Zhang & Liao's continuous interval."""
     return (
         Param("gamma", 0.5, float, initial_doc, positive, "> 0"),
         Param("gamma_min", GAMMA_MIN, float, "lower end of the interval Ω of γ (default 2^-12, "
               "i.e. σ ≤ 2^5.5)", positive, "> 0"),
         Param("gamma_max", GAMMA_MAX, float, "upper end of the interval Ω of γ (default 2^12, "
               "i.e. σ ≥ 2^-6.5)", positive, "> 0"),
-        Param("random_init", False, bool, "draw the initial width as in P0's experiments "
+        Param("random_init", False, bool, "draw the initial width as in Zhang & Liao's experiments "
               "(γ_1 = 2^i, i uniform in {-12..-6}) from the learner's RNG instead of using gamma"),
     )
 
@@ -219,22 +219,23 @@ class OKSSIL(IntervalWidthLearner):
     Parameters
     ----------
     budget
-        Buffer size ``B`` (default 150, P0's value for ``T < 10^4``; P0 uses 200 otherwise).
+        Buffer size ``B`` (default 150, Zhang & Liao's value for ``T < 10^4``; 200 otherwise).
     eta
-        KOGD step size ``η`` (P0 tunes it in ``{10^-5..10^0}``; default 0.1).
+        KOGD step size ``η`` (Zhang & Liao tune it in ``{10^-5..10^0}``; default 0.1).
     sample_size
         RLD sample size ``s`` (default 3).
     nu
         RLD threshold ``ν`` (default 0.9; the test is ``δ_t > ν``).
     rho
-        Scale of the kernel-parameter step ``ρ_t = rho/t`` (default 1: P0's ``ρ_t = 1/t``).
+        Scale of the kernel-parameter step ``ρ_t = rho/t`` (default 1: the
+        paper's ``ρ_t = 1/t``).
     gamma
         Initial kernel parameter ``γ_1`` of ``exp(−γ‖x−x'‖²)`` (``sigma`` is accepted); must lie
         in ``[gamma_min, gamma_max]``. Ignored when ``random_init=True``.
     gamma_min, gamma_max
         The interval Ω for ``γ`` (default ``[2^-12, 2^12]`` ⇔ ``σ ∈ [2^-6.5, 2^5.5]``).
     random_init
-        Draw ``γ_1`` as in P0's experiments (``σ_1 = 2^{-(i+1)/2}``, ``i`` uniform in
+        Draw ``γ_1`` as in Zhang & Liao's experiments (``σ_1 = 2^{-(i+1)/2}``, ``i`` uniform in
         ``{-12..-6}``) from the learner's RNG.
     recheck_margin
         Use ``ℓ'(f^w, y_t)`` in the kernel step instead of the paper's ``−y_t`` (see above).

@@ -118,8 +118,8 @@ class Raker(WeightedWidths, Learner):
         TIE_PARAM,
     )
     randomized = True
-    reference = ("Shen, Chen & Giannakis, JMLR 2019; as in the paper-002 code [C-P2] "
-                 "(Li & Liao, ECML-PKDD 2022)")
+    reference = ("Shen, Chen & Giannakis, JMLR 2019; as in the code [C-P2] of Li & Liao, "
+                 "ECML-PKDD 2022")
 
     loss: str
     sigmas: str

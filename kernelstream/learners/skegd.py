@@ -173,7 +173,7 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
     )
     randomized = True
     accepts_sparse = True  # buffer, rows R and landmarks are store rows (sparse in sparse mode)
-    reference = ("Zhang & Liao, ICML 2019 (paper 003), Algorithm 1; [C-FORKS]; "
+    reference = ("Zhang & Liao, ICML 2019, Algorithm 1; [C-FORKS]; "
                  "FORKS re-implementation for reference_quirks")
 
     kernel: str
