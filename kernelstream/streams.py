@@ -59,8 +59,10 @@ class StreamPreset:
 PRESETS: dict[str, StreamPreset] = {
     p.name: p
     for p in (
-        StreamPreset("german-1", 500, 10, "paper 003 german-1: k_b = 500 blocks of k_r = 10"),
-        StreamPreset("german-2", 500, 20, "paper 003 german-2: k_b = 500 blocks of k_r = 20"),
+        StreamPreset("german-1", 500, 10,
+                     "Zhang & Liao, ICML 2019, german-1: k_b = 500 blocks of k_r = 10"),
+        StreamPreset("german-2", 500, 20,
+                     "Zhang & Liao, ICML 2019, german-2: k_b = 500 blocks of k_r = 20"),
     )
 }
 STREAMS = ("none", *PRESETS)  # choices of ``kernelstream replay --stream``

@@ -1,4 +1,4 @@
-"""Paper 000 (OKS-SIL, Zhang & Liao, IJCAI 2020), Table 2: published vs ours.
+"""OKS-SIL (Zhang & Liao, IJCAI 2020), Table 2: published vs ours.
 
 Learners: OKS-SIL, OKL-GD, Proj-KA and OKS (Zhang & Liao's baselines) on german, svmguide3,
 spambase, mushrooms, a9a, w7a, and the sensitivity row svmguide3-01 (min-max scaled

@@ -1,4 +1,4 @@
-"""Paper 001 (B(AO)2KS, EA2OKS, BEA2OKS; Liao & Li, ECML-PKDD 2021), Tables 1 and 2:
+"""B(AO)2KS, EA2OKS, BEA2OKS (Liao & Li, ECML-PKDD 2021), Tables 1 and 2:
 published vs ours, on a9a (train + test merged, 48,842 rows) and w7a (its training file,
 24,692 rows: the sizes the paper used).
 

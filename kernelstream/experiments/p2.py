@@ -1,4 +1,4 @@
-"""Paper 002 (Li & Liao, "Improved regret bounds for online kernel selection under bandit
+"""Li & Liao ("Improved regret bounds for online kernel selection under bandit
 feedback", ECML-PKDD 2022: OKS++, IOKS and their random-feature versions), published vs ours.
 
 * Table 2 (``p2-2``; logistic loss, AMR %): OKS, IOKS, OKS++ on phishing, a9a (the 32,561-row

@@ -1,4 +1,4 @@
-"""Paper 003 (SkeGD, Zhang & Liao, ICML 2019): Tables 3, 4 and 2, published vs ours.
+"""SkeGD (Zhang & Liao, ICML 2019): Tables 3, 4 and 2, published vs ours.
 
 * Table P3-3 (``p3-3``) — online mistake rate of SkeGD on german, svmguide3, spambase
   (B = 100) and a9a, w7a (B = 200): hinge loss, τ = 0.2, s_p = 3B/4, s_m = τ s_p, d_b = 4,

@@ -1,4 +1,4 @@
-"""Paper 004 (Lu, Sahoo, Zhao & Hoi, "Sparse passive-aggressive learning for bounded online
+"""Lu, Sahoo, Zhao & Hoi ("Sparse passive-aggressive learning for bounded online
 kernel methods", ACM TIST 2018: SPA and BOMKC(SPA)), published vs ours.
 
 * Table P4-2 (``p4-2``) — SPA (averaged classifier, α = 1, β = 20 on a9a and 200 on w7a and

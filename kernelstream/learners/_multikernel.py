@@ -361,7 +361,8 @@ class Combination(Learner):
         self._theta = w / w.sum()
 
     def _sample_weight(self, theta: np.ndarray, delta: float) -> np.ndarray:
-        """``p_i = (1 − δ) θ_i / max_j θ_j + δ`` (update probability factor, P4 Alg. 2/4)."""
+        """``p_i = (1 − δ) θ_i / max_j θ_j + δ`` (update probability factor, Lu et al. 2018,
+        Alg. 2/4)."""
         return (1.0 - delta) * (theta / theta.max()) + delta
 
     @property

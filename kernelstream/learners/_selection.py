@@ -67,10 +67,9 @@ HORIZON_GUESS0 = 1000  # first guess of T when the horizon is unknown (doubled a
 
 def _valid_sigmas(text: Any) -> bool:
     try:
-        parse_sigmas(text)
+        return len(parse_sigmas(text)) > 0  # a list parse_sigmas accepts is never empty
     except ValueError:
         return False
-    return True
 
 
 SIGMAS_PARAM = Param(

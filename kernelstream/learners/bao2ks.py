@@ -44,7 +44,7 @@ def derive_reservoir_size(given: int | None, horizon: int | None, quirks: bool) 
 AO2MD_PARAMS: tuple[Param, ...] = (
     SIGMAS_PARAM,
     Param("eta", None, float,
-          "step size λ of both mirror steps (None: 5/√T, paper 001 experiment 2)", positive,
+          "step size λ of both mirror steps (None: 5/√T, Liao & Li 2021, experiment 2)", positive,
           "> 0"),
     Param("radius", 20.0, float, "ball radius U (‖f‖ ≤ U)", positive, "> 0"),
     Param("reservoir_size", None, int,
@@ -227,7 +227,7 @@ class BAO2KS(AO2MDLearner):
               "M = round(ln T)"),
         TIE_PARAM,
     )
-    reference = ("Liao & Li, ECML-PKDD 2021 (paper 001), Algorithm 1 and code BAO2KS.R; "
+    reference = ("Liao & Li, ECML-PKDD 2021, Algorithm 1 and code BAO2KS.R; "
                  "GREEN-IX: Lykouris, Sridharan & Tardos, COLT 2018")
 
     delta: float

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -348,13 +349,17 @@ class Learner:
                     n_sv: np.ndarray | None) -> None:
         """Test-then-train over validated dense rows (``zz``: their squared norms): the
         per-example code, row by row. Learners with compiled rounds override it."""
+        self._rounds(((X[i], float(zz[i])) for i in range(X.shape[0])), yv, out, n_sv)
+
+    def _rounds(self, rows: Iterator[tuple[Any, float]], yv: np.ndarray, out: np.ndarray,
+                n_sv: np.ndarray | None) -> None:
+        """The per-example round (score, update, count) over checked ``(x, ‖x‖²)`` rows: the
+        dense and sparse block paths share it, so both stay bit-identical to :meth:`step`."""
         score_fn, update_fn = self._score, self._update
-        for i in range(X.shape[0]):
-            xi = X[i]
-            xx = float(zz[i])
-            s, aux = score_fn(xi, xx)
+        for i, (x, xx) in enumerate(rows):
+            s, aux = score_fn(x, xx)
             out[i] = s
-            update_fn(xi, xx, float(yv[i]), s, aux)
+            update_fn(x, xx, float(yv[i]), s, aux)
             self.t += 1
             if n_sv is not None:
                 n_sv[i] = self.n_support_vectors
@@ -399,19 +404,18 @@ class Learner:
         if self.dim is None:
             self._init_dim(nf, sparse=True, nnz=max(1, X.nnz // n))
         self._pending = None
-        score_fn, update_fn = self._score, self._update
+        self._rounds(self._sparse_rows(X), yv, out, n_sv)
+        return out
+
+    def _sparse_rows(self, X: CSR) -> Iterator[tuple[Any, float]]:
+        """The rows of a checked CSR block as :meth:`_sparse_input` gives them, one at a time
+        (a row is converted when its round comes)."""
         ptr, ind, dat = X.indptr, X.indices, X.data
-        for i in range(n):
+        nf = int(X.n_features)
+        for i in range(X.n_rows):
             a, b = int(ptr[i]), int(ptr[i + 1])
             vals = dat[a:b]
-            x, xx = self._sparse_input(ind[a:b], vals, nf, float(vals @ vals))
-            s, aux = score_fn(x, xx)
-            out[i] = s
-            update_fn(x, xx, float(yv[i]), s, aux)
-            self.t += 1
-            if n_sv is not None:
-                n_sv[i] = self.n_support_vectors
-        return out
+            yield self._sparse_input(ind[a:b], vals, nf, float(vals @ vals))
 
     def predict_label(self, score: float) -> float:
         """±1 label of a score; ``tie`` decides a zero score (``positive``: a zero score predicts

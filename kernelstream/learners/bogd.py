@@ -19,11 +19,12 @@ from kernelstream.learners.base import (
     nonneg,
     positive,
 )
+from kernelstream.learners.params import ShrinkParams
 from kernelstream.learners.registry import register
 
 
 @register
-class BOGD(KernelLearner):
+class BOGD(ShrinkParams, KernelLearner):
     """Kernel OGD with the hinge loss on a budget of ``B`` support vectors.
 
     Every round ``a ← (1 − η λ) a``; on a margin error (``y_t f_t(x_t) < 1``, score taken
@@ -94,8 +95,6 @@ class BOGD(KernelLearner):
     rule_ints = ("_head",)
 
     budget: int
-    eta: float
-    lam: float
     variant: str
     coef_bound: float
 
@@ -104,9 +103,7 @@ class BOGD(KernelLearner):
 
     @classmethod
     def check_params(cls, p: dict[str, Any]) -> None:
-        if p["eta"] * p["lam"] >= 1.0:
-            raise ValueError(f"{cls.name}: eta*lam must be < 1 (shrink factor 1 − ηλ > 0), "
-                             f"got eta={p['eta']!r}, lam={p['lam']!r}")
+        super().check_params(p)
         if p["variant"] == "p1" and p["budget"] < 2:
             raise ValueError(f"{cls.name}: variant 'p1' rescales by B/(B-1) and needs "
                              f"budget >= 2, got {p['budget']!r}")

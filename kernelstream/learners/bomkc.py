@@ -16,13 +16,13 @@ from kernelstream.learners._multikernel import (
     StoreCombination,
     pool_diag,
 )
-from kernelstream.learners.base import TIE_PARAM, Param, positive
+from kernelstream.learners.base import TIE_PARAM, Param
 from kernelstream.learners.registry import register
-from kernelstream.learners.spa import ALPHA_PARAM, ETA_PARAM, check_alpha_beta
+from kernelstream.learners.spa import SPAParams, spa_params
 
 
 @register
-class BOMKCSPA(StoreCombination):
+class BOMKCSPA(SPAParams, StoreCombination):
     """One SPA classifier per kernel of the 16-kernel pool, combined by a Hedge-weighted vote.
 
     Pool (Lu et al., ACM TIST 2018, §6.2.2): ``(xᵀx')^p``, ``p = 1, 2, 3`` and
@@ -85,9 +85,7 @@ class BOMKCSPA(StoreCombination):
 
     name = "bomkc-spa"
     params = (
-        ETA_PARAM,
-        ALPHA_PARAM,
-        Param("beta", 3.0, float, "sparsity control β ≥ α", positive, "> 0"),
+        *spa_params(3.0, "sparsity control β ≥ α"),
         DISCOUNT_PARAM,
         DELTA_PARAM,
         Param("reference_quirks", False, bool,
@@ -95,18 +93,10 @@ class BOMKCSPA(StoreCombination):
         TIE_PARAM,
     )
     randomized = True
-    reference = ("Lu, Sahoo, Zhao & Hoi, ACM TIST 2018 (paper 004, Algorithm 2); "
+    reference = ("Lu, Sahoo, Zhao & Hoi, ACM TIST 2018, Algorithm 2; "
                  "kernel pool and vote of Hoi, Jin, Zhao & Yang, MLJ 2013")
 
-    eta: float
-    alpha: float
-    beta: float
     delta: float
-    reference_quirks: bool
-
-    @classmethod
-    def check_params(cls, p: dict[str, Any]) -> None:
-        check_alpha_beta(cls.name, p)
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         s = aux

@@ -20,6 +20,7 @@ results differ from the numpy fallback (BLAS products, SIMD ``exp``) at round-of
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import warnings
 from collections.abc import Callable
@@ -74,6 +75,20 @@ STATUS: str
 ck, STATUS = _load()
 
 
+def _load_ext(module: str, abi: int) -> ModuleType | None:
+    """The compiled module ``module`` of this package if it is built for interface ``abi`` from
+    the sources ``_ckernels`` was built from, else None (same switch and staleness rule)."""
+    if ck is None:
+        return None
+    try:
+        mod = importlib.import_module(f"kernelstream.learners.{module}")
+    except ImportError:
+        return None
+    if getattr(mod, "ABI", None) != abi or getattr(mod, "SOURCE_HASH", None) != ck.SOURCE_HASH:
+        return None
+    return mod
+
+
 def sqnorm(x: np.ndarray) -> float:
     """``‖x‖²`` of a float64 vector, the same number in the per-example and block paths."""
     if ck is not None:
@@ -109,20 +124,7 @@ FM_RFF, FM_PROJ, FM_ROW, FM_DIST = 0, 1, 2, 3
 ALWAYS, MISTAKE, MARGIN = TRIGGERS["always"], TRIGGERS["mistake"], TRIGGERS["margin"]
 
 
-def _load_features() -> ModuleType | None:
-    if ck is None:  # same switch and same staleness rule as _ckernels
-        return None
-    try:
-        from kernelstream.learners import _ck_features  # type: ignore[attr-defined]  # C, no stub
-    except ImportError:
-        return None
-    if (getattr(_ck_features, "ABI", None) != FEATURES_ABI
-            or getattr(_ck_features, "SOURCE_HASH", None) != ck.SOURCE_HASH):
-        return None
-    return _ck_features
-
-
-fk: Any = _load_features()  # Any: as ``ck``
+fk: Any = _load_ext("_ck_features", FEATURES_ABI)  # Any: as ``ck``
 
 
 def rff_map(omega_t: np.ndarray, scale: float) -> tuple[Any, ...]:
@@ -215,6 +217,23 @@ class CompiledSqnorms:
         return row_sqnorms(X)
 
 
+class FeatureMapRounds(CompiledSqnorms):
+    """Learner mixin of the feature-map learners whose blocks run in :func:`learn_rounds`
+    (NOGD, SkeGD, OKL-GD, OKS-SIL): with the compiled kernels (the learner's ``_compiled``) a
+    block goes to the driver with the learner's ``_run_block``, else to numpy's loop."""
+
+    @classmethod
+    def compiled_rounds(cls) -> bool:
+        return True
+
+    def _learn_rows(self: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
+                    n_sv: np.ndarray | None) -> None:
+        if self._compiled:
+            learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
+        else:
+            cast(Any, super())._learn_rows(X, zz, yv, out, n_sv)  # the Learner after the mixin
+
+
 # ---- budget rules: _ck_budget.c (RBP, Forgetron, BOGD, BPA-S, Projectron, Projectron++) --
 #
 # The update of a budget learner compiled as one C function per learner (its ``_update``,
@@ -233,20 +252,7 @@ RULES = {"rbp": 1, "forgetron": 2, "forgetron-p1": 3, "bogd": 4, "bogd-p1": 5, "
          "projectron": 7, "projectron++": 8}
 
 
-def _load_budget() -> ModuleType | None:
-    if ck is None:  # same switch and same staleness rule as _ckernels
-        return None
-    try:
-        from kernelstream.learners import _ck_budget  # type: ignore[attr-defined]  # C, no stub
-    except ImportError:
-        return None
-    if (getattr(_ck_budget, "ABI", None) != BUDGET_ABI
-            or getattr(_ck_budget, "SOURCE_HASH", None) != ck.SOURCE_HASH):
-        return None
-    return _ck_budget
-
-
-bk: Any = _load_budget()  # Any: as ``ck``
+bk: Any = _load_ext("_ck_budget", BUDGET_ABI)  # Any: as ``ck``
 
 #: The rules of the learners whose rows keep their distances (``bk.update_dist`` /
 #: ``bk.run_dist``), and what a rule did with a round: all of it, nothing (the learner's
@@ -280,19 +286,30 @@ def run_dist_rule(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray,
         i = j + 1
 
 
-class DistRuleRounds(CompiledSqnorms):
+class DistRuleRounds(FeatureMapRounds):
     """Learner mixin of the distance-row learners (OKL-GD, OKS-SIL): a block runs their
-    compiled rule (:func:`run_dist_rule`) when they have one, else the feature-map block driver
-    (:func:`learn_rounds` with the learner's ``_run_block``), else numpy's loop."""
+    compiled rule (:func:`run_dist_rule`) when they have one, else as
+    :class:`FeatureMapRounds` runs it."""
 
     def _learn_rows(self: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                     n_sv: np.ndarray | None) -> None:
-        if not self._compiled:
-            cast(Any, super())._learn_rows(X, zz, yv, out, n_sv)  # the Learner after the mixin
-        elif self._rule:
+        if self._compiled and self._rule:
             run_dist_rule(self, X, zz, yv, out, n_sv)
         else:
-            learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
+            cast(Any, super())._learn_rows(X, zz, yv, out, n_sv)
+
+    def _rule_update(self: Any, x: np.ndarray, xx: float, y: float, score: float,
+                     d2: np.ndarray, k: np.ndarray) -> None:
+        """One round's update by the compiled rule (``bk.update_dist``, the code the blocks
+        run) from the round's distances and kernel values; a round the rule hands over goes to
+        ``_deferred`` as in :func:`run_dist_rule`."""
+        args, ist, fst = self._dist_args()
+        _, status, n, idx = bk.update_dist(
+            *args, x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, y, score, d2, k,
+            self.t)
+        self._dist_done(n, ist, fst)
+        if status != DONE:
+            self._deferred(x, xx, y, score, d2, k, status, idx)
 
 
 # ---- multi-kernel scores: _ck_multi.c (EA2OKS, BEA2OKS, B(AO)2KS, OKS, OKS++, IOKS, OMKC) ----
@@ -307,20 +324,7 @@ class DistRuleRounds(CompiledSqnorms):
 MULTI_ABI = 1  # the _ck_multi.c interface this module calls (its KM_ABI)
 
 
-def _load_multi() -> ModuleType | None:
-    if ck is None:  # same switch and same staleness rule as _ckernels
-        return None
-    try:
-        from kernelstream.learners import _ck_multi  # type: ignore[attr-defined]  # C, no stub
-    except ImportError:
-        return None
-    if (getattr(_ck_multi, "ABI", None) != MULTI_ABI
-            or getattr(_ck_multi, "SOURCE_HASH", None) != ck.SOURCE_HASH):
-        return None
-    return _ck_multi
-
-
-mk: Any = _load_multi()  # Any: as ``ck``
+mk: Any = _load_ext("_ck_multi", MULTI_ABI)  # Any: as ``ck``
 
 
 # ---- bounded OMKC: _ck_omkc.c (bomkc-dd, bomkc-sd) -------------------------------------------
@@ -336,20 +340,8 @@ mk: Any = _load_multi()  # Any: as ``ck``
 OMKC_ABI = 1  # the _ck_omkc.c interface this module calls (its KO_ABI)
 
 
-def _load_omkc() -> ModuleType | None:
-    if ck is None or bk is None:  # same switch and staleness rule; the rules must be compiled
-        return None
-    try:
-        from kernelstream.learners import _ck_omkc  # type: ignore[attr-defined]  # C, no stub
-    except ImportError:
-        return None
-    if (getattr(_ck_omkc, "ABI", None) != OMKC_ABI
-            or getattr(_ck_omkc, "SOURCE_HASH", None) != ck.SOURCE_HASH):
-        return None
-    return _ck_omkc
-
-
-om: Any = _load_omkc()  # Any: as ``ck``
+# Any: as ``ck``; the budget rules it calls must be compiled too
+om: Any = _load_ext("_ck_omkc", OMKC_ABI) if bk is not None else None
 
 
 def _omkc_head(c: Any) -> tuple[tuple[Any, ...], Any]:
@@ -479,22 +471,16 @@ def _experts_agree(mod: ModuleType) -> bool:
 
 
 def _load_experts() -> ModuleType | None:
-    if ck is None:  # same switch and same staleness rule as _ckernels
-        return None
-    try:
-        from kernelstream.learners import _ck_experts  # type: ignore[attr-defined]  # C, no stub
-    except ImportError:
-        return None
-    if (getattr(_ck_experts, "ABI", None) != EXPERTS_ABI
-            or getattr(_ck_experts, "SOURCE_HASH", None) != ck.SOURCE_HASH):
+    mod = _load_ext("_ck_experts", EXPERTS_ABI)
+    if mod is None:
         return None
     blas = _numpy_blas()
     if blas is None:
         return None
-    _ck_experts.bind(*blas, np.exp)
+    mod.bind(*blas, np.exp)
     if mk is not None:  # EA2OKS's stores are scored with _ck_multi's exponential
-        _ck_experts.bind_vexp(mk.vexp_capsule)
-    return _ck_experts if _experts_agree(_ck_experts) else None
+        mod.bind_vexp(mk.vexp_capsule)
+    return mod if _experts_agree(mod) else None
 
 
 ek: Any = _load_experts()  # Any: as ``ck``

@@ -147,7 +147,7 @@ class EA2OKS(AO2MDLearner):
         Param("reference_quirks", False, bool, "replicate the authors' code: M = round(ln T)"),
         TIE_PARAM,
     )
-    reference = ("Liao & Li, ECML-PKDD 2021 (paper 001), Algorithm 2 and code EA2OKS.R; "
+    reference = ("Liao & Li, ECML-PKDD 2021, Algorithm 2 and code EA2OKS.R; "
                  "in JunfLi-TJU/KARegret-OKS")
 
     beta: float | None
@@ -397,7 +397,7 @@ class BEA2OKS(EA2OKS):
               "replicate BEA2OKS.R: restart when |S_i| > B (not >= B), M = round(ln T)"),
         TIE_PARAM,
     )
-    reference = ("Liao & Li, ECML-PKDD 2021 (paper 001), §4.2 and code BEA2OKS.R; "
+    reference = ("Liao & Li, ECML-PKDD 2021, §4.2 and code BEA2OKS.R; "
                  "in JunfLi-TJU/KARegret-OKS")
 
     budget: int

@@ -28,7 +28,7 @@ def smooth(q: np.ndarray, delta: float) -> np.ndarray:
 
 
 def multiplicative(theta: np.ndarray, beta: float, losses: np.ndarray) -> np.ndarray:
-    """P4's form: ``θ_i ← θ_i β^{loss_i}``, renormalised."""
+    """The form of Lu et al., ACM TIST 2018: ``θ_i ← θ_i β^{loss_i}``, renormalised."""
     t = theta * np.power(beta, losses)
     return t / t.sum()
 
@@ -91,29 +91,25 @@ def weighted_distinct(rng: np.random.Generator, w: np.ndarray, k: int) -> list[i
     whole kernel row; it runs every OKS-SIL update. With the compiled kernels, the cumulative
     sum and the search are one call (``cdf_search``: the same sums, the same indices)."""
     found: list[int] = []
-    if compiled.fk is not None:
+    fk = compiled.fk
+    if fk is not None:
         w = np.ascontiguousarray(w, dtype=np.float64)
-        while True:
-            for j in compiled.fk.cdf_search(w, rng.random(k - len(found))):
-                if j not in found:
-                    found.append(j)
-            if len(found) == k:
-                return found
-            w = w.copy()
-            w[found] = 0.0
-    cdf = w.cumsum()
     while True:
-        # u < 1 gives fl(u·tot) < tot under round-to-nearest, so "right" lands on an index of
-        # positive weight, never past the end
-        u = rng.random(k - len(found)) * cdf[-1]
-        for j in cdf.searchsorted(u, side="right").tolist():
+        u = rng.random(k - len(found))
+        if fk is not None:
+            hits = fk.cdf_search(w, u)
+        else:
+            cdf = w.cumsum()
+            # u < 1 gives fl(u·tot) < tot under round-to-nearest, so "right" lands on an index
+            # of positive weight, never past the end
+            hits = cdf.searchsorted(u * cdf[-1], side="right").tolist()
+        for j in hits:
             if j not in found:
                 found.append(j)
         if len(found) == k:
             return found
         w = w.copy()
         w[found] = 0.0
-        cdf = w.cumsum()
 
 
 class Reservoir:

@@ -155,10 +155,6 @@ class FOGD(compiled.CompiledSqnorms, Learner):
         if st.get("_compiled"):
             self._omega = self._omega_t.T
 
-    @property
-    def n_support_vectors(self) -> int:
-        return 0
-
     def memory_bound(self) -> int | None:
         return 0  # random features: no stored rows (memory fixed by n_components)
 

@@ -76,7 +76,8 @@ class Forgetron(KernelLearner):
     params = (
         *KERNEL_PARAMS,
         Param("budget", 500, int, "maximum number of support vectors B", positive, "> 0"),
-        Param("variant", "self-tuned", str, "self-tuned (Dekel et al.) or p1 (paper 001 code)",
+        Param("variant", "self-tuned", str,
+              "self-tuned (Dekel et al.) or p1 (code of Liao & Li 2021)",
               choices=("self-tuned", "p1")),
         Param("reference_quirks", False, bool,
               "replicate the C++ toolbox's wrong root for A < 0 (self-tuned)"),

@@ -324,5 +324,5 @@ class IOKS(IOKSRule, KernelHyp, BanditSelector):
 
     name = "ioks"
     params = IOKS_PARAMS
-    reference = ("Li & Liao, ECML-PKDD 2022 (paper 002), authors' code IOKS-{absolute,logistic,"
+    reference = ("Li & Liao, ECML-PKDD 2022, authors' code IOKS-{absolute,logistic,"
                  "square}.R (JunfLi-TJU/OKS-Bandit)")

@@ -101,8 +101,8 @@ class LKMBooks(WeightedWidths, Learner):
         TIE_PARAM,
     )
     randomized = True
-    reference = ("Li & Liao, Machine Learning 2022; as in the paper-002 code [C-P2] "
-                 "(Li & Liao, ECML-PKDD 2022)")
+    reference = ("Li & Liao, Machine Learning 2022; as in the code [C-P2] of Li & Liao, "
+                 "ECML-PKDD 2022")
 
     loss: str
     sigmas: str

@@ -21,7 +21,7 @@ from kernelstream.learners.store import SVStore
 
 
 @register
-class NOGD(compiled.CompiledSqnorms, KernelLearner):
+class NOGD(compiled.FeatureMapRounds, KernelLearner):
     """Nyström OGD: kernel OGD until ``B`` SVs are stored, then linear OGD on Nyström features.
 
     * Stage 1 (``|S| < B``): if ``y f < 1`` add ``x`` with coefficient ``eta·y`` and grow the
@@ -38,7 +38,8 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
     ``"carry"``: ``w = Λ^{1/2} Vᵀ a``, so ``wᵀz(x) = aᵀ V Vᵀ k`` reproduces the stage-1
     predictions (exactly at full rank). ``"carry"`` is what the NOGD authors' Matlab toolbox
     (LSOKL, ``NysGD.m``: ``w = alpha*pinv(M)``) does; Zhang & Liao (ICML 2019) took their baselines
-    from it, so ``benchmarks/reproduce_baselines.py`` runs the P3 protocol with ``init="carry"``.
+    from it, so ``benchmarks/reproduce_baselines.py`` runs their protocol with
+    ``init="carry"``.
 
     Memory O(B d + B² ) (the Gram matrix, then ``M_N``); stage-2 rounds cost
     O(B d + B·rank). ``n_support_vectors`` is the number of stored points (``B`` after the
@@ -78,7 +79,8 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
         *KERNEL_PARAMS,
         Param("budget", 100, int, "number of stored points B (landmarks of stage 2)", positive,
               "> 0"),
-        Param("rank", None, int, "Nystrom rank k (default round(0.2 B); paper 003 used 0.1 B)",
+        Param("rank", None, int,
+              "Nystrom rank k (default round(0.2 B); Zhang & Liao 2019 used 0.1 B)",
               positive, "> 0"),
         Param("eta", 0.5, float, "stage-1 step eta1 (coefficient of a new SV)", positive, "> 0"),
         Param("eta2", None, float, "stage-2 step eta2 (default: eta)", positive, "> 0"),
@@ -99,10 +101,6 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
     def check_params(cls, p: dict[str, Any]) -> None:
         if p["rank"] is not None and p["rank"] > p["budget"]:
             raise ValueError(f"{cls.name}: rank must be <= budget, got {p['rank']} > {p['budget']}")
-
-    @classmethod
-    def compiled_rounds(cls) -> bool:
-        return True  # its own: the kernel row of stage 1, the Nyström features of stage 2
 
     def _compiled_kernel(self) -> bool:
         return super()._compiled_kernel() and compiled.fk is not None
@@ -172,13 +170,6 @@ class NOGD(compiled.CompiledSqnorms, KernelLearner):
         z = self._M @ aux
         if y * float(self._w @ z) < 1.0:  # zero init: always; carry: as the stage-1 score
             self._w += (self._eta2 * y) * z
-
-    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
-                    n_sv: np.ndarray | None) -> None:
-        if not self._compiled:
-            super()._learn_rows(X, zz, yv, out, n_sv)
-            return
-        compiled.learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
 
     def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                    n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:

@@ -14,13 +14,14 @@ import numpy as np
 from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, nonneg, positive
 from kernelstream.learners.losses import LOSSES, get_loss
+from kernelstream.learners.params import ShrinkParams
 from kernelstream.learners.registry import register
 
 CLASSIFICATION_LOSSES = tuple(n for n, loss in LOSSES.items() if loss.task == "classification")
 
 
 @register
-class OGD(KernelLearner):
+class OGD(ShrinkParams, KernelLearner):
     """Kernel OGD (NORMA): shrink every round, add ``x_t`` whenever the loss has a gradient.
 
     Every round ``a ← (1 − η λ) a``; then, if ``ℓ'(f_t(x_t), y_t) ≠ 0``, ``x_t`` is stored with
@@ -63,15 +64,7 @@ class OGD(KernelLearner):
     )
     reference = "Kivinen, Smola & Williamson, IEEE Trans. Signal Process. 2004 (NORMA)"
 
-    eta: float
-    lam: float
     loss: str
-
-    @classmethod
-    def check_params(cls, p: dict[str, Any]) -> None:
-        if p["eta"] * p["lam"] >= 1.0:
-            raise ValueError(f"{cls.name}: eta*lam must be < 1 (shrink factor 1 − ηλ > 0), "
-                             f"got eta={p['eta']!r}, lam={p['lam']!r}")
 
     def _setup(self, d: int) -> None:
         super()._setup(d)

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from kernelstream.learners import compiled
-from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive
+from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.oks_sil import (
-    check_interval,
+    IntervalWidthLearner,
     gaussian_interval_params,
     paper_initial_gamma,
 )
@@ -33,7 +33,7 @@ def _sigma(gamma: float) -> float:
 
 
 @register
-class OKLGD(compiled.DistRuleRounds, Learner):
+class OKLGD(IntervalWidthLearner):
     """OKL-GD: kernel OGD on the hinge loss where every support vector keeps the Gaussian width
     that was current when it was inserted, and the width is adapted by the KLMS-AKS rule.
 
@@ -54,11 +54,11 @@ class OKLGD(compiled.DistRuleRounds, Learner):
       width of the most recent centre, so the step is the true (scaled) partial derivative;
     * only margin-error rounds add a centre and move the width (the hinge derivative is 0
       otherwise); ``e_last`` is the label of the most recently added centre;
-    * the width stays in P0's interval Ω (same ``gamma_min``/``gamma_max`` as OKS-SIL);
-    * the 2000-instance limit of P0 drops the oldest centre (P0 does not say which);
-    * ``ρ`` is constant (KLMS-AKS uses a fixed step; P0 gives no value); default 1.
+    * the width stays in Zhang & Liao's interval Ω (same ``gamma_min``/``gamma_max`` as OKS-SIL);
+    * the 2000-instance limit of Zhang & Liao drops the oldest centre (they do not say which);
+    * ``ρ`` is constant (KLMS-AKS uses a fixed step; Zhang & Liao give no value); default 1.
 
-    Observed behaviour (``kernelstream reproduce p0``): with P0's wide initial widths
+    Observed behaviour (``kernelstream reproduce p0``): with Zhang & Liao's wide initial widths
     (``σ_1 ≥ 2^2.5`` on [0, 1]-scaled data) the ``1/σ³`` factor makes the steps tiny, so the
     kernel stays nearly constant and the learner predicts the majority class; a larger ``ρ``
     lets ``σ`` run to either end of Ω. A fixed good width does much better, so the published
@@ -67,9 +67,10 @@ class OKLGD(compiled.DistRuleRounds, Learner):
     Parameters
     ----------
     budget
-        Maximum number of stored centres (default 2000, P0's limit); the oldest is dropped.
+        Maximum number of stored centres (default 2000, Zhang & Liao's limit); the oldest is
+        dropped.
     eta
-        KOGD step size ``η`` (P0 tunes it in ``{10^-5..10^0}``; default 0.1).
+        KOGD step size ``η`` (Zhang & Liao tune it in ``{10^-5..10^0}``; default 0.1).
     rho
         Width step size ``ρ`` (default 1).
     gamma
@@ -78,8 +79,8 @@ class OKLGD(compiled.DistRuleRounds, Learner):
     gamma_min, gamma_max
         The interval Ω of ``γ`` (default ``[2^-12, 2^12]`` ⇔ ``σ ∈ [2^-6.5, 2^5.5]``).
     random_init
-        Draw the initial width as in P0's experiments (``σ_1 = 2^{-(i+1)/2}``, ``i`` uniform in
-        ``{-12..-6}``) from the learner's RNG — its only randomness.
+        Draw the initial width as in Zhang & Liao's experiments (``σ_1 = 2^{-(i+1)/2}``,
+        ``i`` uniform in ``{-12..-6}``) from the learner's RNG — its only randomness.
     tie
         Label predicted for a zero score.
 
@@ -107,24 +108,8 @@ class OKLGD(compiled.DistRuleRounds, Learner):
         TIE_PARAM,
     )
     randomized = False  # instances with random_init=True set it to True
-    reference = ("Chen, Liang, Zheng & Príncipe 2016 (KLMS-AKS), hinge adaptation of paper 000; "
-                 "Zhang & Liao, IJCAI 2020")
-
-    budget: int
-    eta: float
-    rho: float
-    gamma: float
-    gamma_min: float
-    gamma_max: float
-    random_init: bool
-
-    @classmethod
-    def check_params(cls, p: dict[str, Any]) -> None:
-        check_interval(cls.name, p)
-
-    @classmethod
-    def compiled_rounds(cls) -> bool:
-        return True  # the feature maps of kernelstream.learners.compiled
+    reference = ("Chen, Liang, Zheng & Príncipe, Neurocomputing 2016 (KLMS-AKS), hinge "
+                 "adaptation of Zhang & Liao, IJCAI 2020")
 
     def _configure(self) -> None:
         self.randomized = self.random_init
@@ -194,12 +179,8 @@ class OKLGD(compiled.DistRuleRounds, Learner):
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         if self._rule:  # the same update compiled (_ck_budget.c), which the blocks run
-            args, ist, fst = self._dist_args()
             d2, k = aux if aux is not None else (_NO_ROW, _NO_ROW)
-            _, _, n, _ = compiled.bk.update_dist(
-                *args, x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, y, score,
-                d2, k, self.t)
-            self._dist_done(n, ist, fst)
+            self._rule_update(x, xx, y, score, d2, k)
             return
         if y * score >= 1.0:
             return

@@ -47,7 +47,7 @@ class OKS(SelectionLearner):
 
     * ``p0`` (Zhang & Liao, IJCAI 2020): ``δ = 0.2``, ``η = √(2(1−δ) ln K / (K T))``, ``λ`` was
       tuned in ``{10^-5..10^0}`` there (default here ``5/√T``, as ``p1``); SV appended when
-      ``g ≠ 0``. Which loss P0 fed to Hedge is not stated (UNCERTAIN; the training loss is used).
+      ``g ≠ 0``. Which loss they fed to Hedge is not stated (UNCERTAIN; the training loss is used).
     * ``p1`` (Liao & Li, ECML-PKDD 2021, ``OKS.R``; default): ``δ = 0.2``,
       ``η = √(2(1−δ) ln K / (K T))``, ``λ = 5/√T``; SV appended when ``g ≠ 0`` (hinge: ``y f < 1``).
     * ``p2`` (Li & Liao, ECML-PKDD 2022, ``OKS-*.R``): ``δ = min(1, (K/T)^{1/3})``, ``η`` as above,
@@ -102,7 +102,8 @@ class OKS(SelectionLearner):
         Param("loss", "hinge", str, "training loss (the task follows the loss)",
               choices=("hinge", "logistic", "square", "absolute")),
         Param("convention", "p1", str,
-              "parameter conventions of paper 000 (p0), 001 (p1) or 002 (p2)",
+              "parameter conventions of Zhang & Liao 2020 (p0), Liao & Li 2021 (p1) or "
+              "Li & Liao 2022 (p2)",
               choices=("p0", "p1", "p2")),
         Param("eta", None, float, "gradient step λ (None: the convention's value)", positive,
               "> 0"),
@@ -115,7 +116,8 @@ class OKS(SelectionLearner):
               "p1 only: replicate OKS.R (no importance weighting, 0-1 loss in Hedge, rate δ/K)"),
         TIE_PARAM,
     )
-    reference = "Yang, Mahdavi, Jin, Yi & Hoi, AAAI 2012; papers 000/001/002 conventions"
+    reference = ("Yang, Mahdavi, Jin, Yi & Hoi, AAAI 2012; conventions of Zhang & Liao, IJCAI "
+                 "2020, Liao & Li, ECML-PKDD 2021 and Li & Liao, ECML-PKDD 2022")
 
     loss: str
     convention: str

@@ -32,7 +32,8 @@ class BanditSelector(SelectionLearner):
     """Shared skeleton of OKS++/IOKS/OKS-type learners: draw ``I ~ p`` in ``_score`` (the
     randomness that forms the prediction, cached for the update), predict with ``f_I(x)``,
     update only kernel ``I``. Subclasses implement ``_setup_hyp``, ``_eval``, ``_rule`` (the
-    scalar selection rule, returning the gradient-step coefficient) and ``_step``. The widths
+    scalar selection rule, returning the gradient-step coefficient), ``_step`` and the rule's
+    state (``_setup_rule``, ``_rule_state``, ``_set_rule_state``). The widths
     (``sigmas``), ``selected_kernel`` and ``kernel_distribution`` come from
     :class:`~kernelstream.learners._selection.SelectionLearner`."""
 
@@ -84,10 +85,10 @@ class BanditSelector(SelectionLearner):
         raise NotImplementedError
 
     def _rule_state(self) -> dict[str, np.ndarray]:
-        return {}
+        raise NotImplementedError
 
     def _set_rule_state(self, state: dict[str, np.ndarray]) -> None:
-        pass
+        raise NotImplementedError
 
     def _get_state(self) -> dict[str, np.ndarray]:
         st = {"sel.p": self.p.copy(), "sel.last": np.array(self._selected, dtype=np.int64)}
@@ -283,5 +284,5 @@ class OKSPlusPlus(OKSPPRule, KernelHyp, BanditSelector):
 
     name = "oks++"
     params = OKSPP_PARAMS
-    reference = ("Li & Liao, ECML-PKDD 2022 (paper 002), authors' code OKS++logistic.R / "
+    reference = ("Li & Liao, ECML-PKDD 2022, authors' code OKS++logistic.R / "
                  "OKS++square.R (JunfLi-TJU/OKS-Bandit)")

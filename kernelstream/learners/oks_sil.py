@@ -38,7 +38,7 @@ _NO_ROW = np.empty(0)  # kernel values and distances of a round against an empty
 
 
 def paper_initial_gamma(rng: np.random.Generator) -> float:
-    """Draw P0's initial kernel parameter ``γ_1 = 2^i``, ``i`` uniform in ``{-12, …, -6}``
+    """Draw Zhang & Liao's initial kernel parameter ``γ_1 = 2^i``, ``i`` uniform in ``{-12, …, -6}``
     (``σ_1 = 2^{-(i+1)/2} ∈ {2^5.5, …, 2^2.5}``); one integer draw from ``rng``."""
     return float(2.0 ** int(INIT_EXPONENTS[int(rng.integers(len(INIT_EXPONENTS)))]))
 
@@ -145,29 +145,43 @@ def rld_residual_unit3(k01: float, k02: float, k12: float, b0: float, b1: float,
 
 def gaussian_interval_params(initial_doc: str) -> tuple[Param, ...]:
     """``gamma`` (initial value), the interval Ω and ``random_init``: shared by OKS-SIL and
-    OKL-GD, whose widths both live in P0's continuous interval."""
+    OKL-GD, whose widths both live in Zhang & Liao's continuous interval."""
     return (
         Param("gamma", 0.5, float, initial_doc, positive, "> 0"),
         Param("gamma_min", GAMMA_MIN, float, "lower end of the interval Ω of γ (default 2^-12, "
               "i.e. σ ≤ 2^5.5)", positive, "> 0"),
         Param("gamma_max", GAMMA_MAX, float, "upper end of the interval Ω of γ (default 2^12, "
               "i.e. σ ≥ 2^-6.5)", positive, "> 0"),
-        Param("random_init", False, bool, "draw the initial width as in P0's experiments "
+        Param("random_init", False, bool, "draw the initial width as in Zhang & Liao's experiments "
               "(γ_1 = 2^i, i uniform in {-12..-6}) from the learner's RNG instead of using gamma"),
     )
 
 
-def check_interval(name: str, p: dict[str, Any]) -> None:
-    if not p["gamma_min"] < p["gamma_max"]:
-        raise ValueError(f"{name}: gamma_min must be < gamma_max, got {p['gamma_min']!r} and "
-                         f"{p['gamma_max']!r}")
-    if not p["gamma_min"] <= p["gamma"] <= p["gamma_max"]:
-        raise ValueError(f"{name}: initial gamma must lie in [gamma_min, gamma_max] = "
-                         f"[{p['gamma_min']!r}, {p['gamma_max']!r}], got {p['gamma']!r}")
+class IntervalWidthLearner(compiled.DistRuleRounds, Learner):
+    """Base of the budgeted hinge learners whose Gaussian width moves in the interval Ω
+    (OKS-SIL, OKL-GD): the attributes of the parameters they share (the budget, the step sizes
+    ``η`` and ``ρ``, those of :func:`gaussian_interval_params`) and the check of Ω."""
+
+    budget: int
+    eta: float
+    rho: float
+    gamma: float
+    gamma_min: float
+    gamma_max: float
+    random_init: bool
+
+    @classmethod
+    def check_params(cls, p: dict[str, Any]) -> None:
+        if not p["gamma_min"] < p["gamma_max"]:
+            raise ValueError(f"{cls.name}: gamma_min must be < gamma_max, got "
+                             f"{p['gamma_min']!r} and {p['gamma_max']!r}")
+        if not p["gamma_min"] <= p["gamma"] <= p["gamma_max"]:
+            raise ValueError(f"{cls.name}: initial gamma must lie in [gamma_min, gamma_max] = "
+                             f"[{p['gamma_min']!r}, {p['gamma_max']!r}], got {p['gamma']!r}")
 
 
 @register
-class OKSSIL(compiled.DistRuleRounds, Learner):
+class OKSSIL(IntervalWidthLearner):
     """OKS-SIL: budgeted kernel OGD (hinge loss) whose Gaussian width is learned online in a
     continuous interval Ω, with a buffer of at most ``B`` points kept by a randomized
     linear-dependency (RLD) test.
@@ -205,22 +219,23 @@ class OKSSIL(compiled.DistRuleRounds, Learner):
     Parameters
     ----------
     budget
-        Buffer size ``B`` (default 150, P0's value for ``T < 10^4``; P0 uses 200 otherwise).
+        Buffer size ``B`` (default 150, Zhang & Liao's value for ``T < 10^4``; 200 otherwise).
     eta
-        KOGD step size ``η`` (P0 tunes it in ``{10^-5..10^0}``; default 0.1).
+        KOGD step size ``η`` (Zhang & Liao tune it in ``{10^-5..10^0}``; default 0.1).
     sample_size
         RLD sample size ``s`` (default 3).
     nu
         RLD threshold ``ν`` (default 0.9; the test is ``δ_t > ν``).
     rho
-        Scale of the kernel-parameter step ``ρ_t = rho/t`` (default 1: P0's ``ρ_t = 1/t``).
+        Scale of the kernel-parameter step ``ρ_t = rho/t`` (default 1: the
+        paper's ``ρ_t = 1/t``).
     gamma
         Initial kernel parameter ``γ_1`` of ``exp(−γ‖x−x'‖²)`` (``sigma`` is accepted); must lie
         in ``[gamma_min, gamma_max]``. Ignored when ``random_init=True``.
     gamma_min, gamma_max
         The interval Ω for ``γ`` (default ``[2^-12, 2^12]`` ⇔ ``σ ∈ [2^-6.5, 2^5.5]``).
     random_init
-        Draw ``γ_1`` as in P0's experiments (``σ_1 = 2^{-(i+1)/2}``, ``i`` uniform in
+        Draw ``γ_1`` as in Zhang & Liao's experiments (``σ_1 = 2^{-(i+1)/2}``, ``i`` uniform in
         ``{-12..-6}``) from the learner's RNG.
     recheck_margin
         Use ``ℓ'(f^w, y_t)`` in the kernel step instead of the paper's ``−y_t`` (see above).
@@ -259,24 +274,9 @@ class OKSSIL(compiled.DistRuleRounds, Learner):
     randomized = True
     reference = "Zhang & Liao, IJCAI 2020, Algorithm 1"
 
-    budget: int
-    eta: float
     sample_size: int
     nu: float
-    rho: float
-    gamma: float
-    gamma_min: float
-    gamma_max: float
-    random_init: bool
     recheck_margin: bool
-
-    @classmethod
-    def check_params(cls, p: dict[str, Any]) -> None:
-        check_interval(cls.name, p)
-
-    @classmethod
-    def compiled_rounds(cls) -> bool:
-        return True  # the feature maps of kernelstream.learners.compiled
 
     def _setup(self, d: int) -> None:
         self.sv = SVStore(d, capacity=self.budget)
@@ -340,14 +340,8 @@ class OKSSIL(compiled.DistRuleRounds, Learner):
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         if self._rule:  # the same update compiled (_ck_budget.c), which the blocks run
-            args, ist, fst = self._dist_args()
             psi, d2 = aux if aux is not None else (_NO_ROW, _NO_ROW)
-            _, status, n, idx = compiled.bk.update_dist(
-                *args, x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, y, score,
-                d2, psi, self.t)
-            self._dist_done(n, ist, fst)
-            if status != compiled.DONE:
-                self._deferred(x, xx, y, score, d2, psi, status, idx)
+            self._rule_update(x, xx, y, score, d2, psi)
             return
         self._update_numpy(x, xx, y, score, aux)
 

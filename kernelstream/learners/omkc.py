@@ -30,6 +30,7 @@ from kernelstream.learners._multikernel import (
     pool_kernel_params,
 )
 from kernelstream.learners.base import TIE_PARAM, Param, nonneg, positive
+from kernelstream.learners.params import ShrinkParams
 from kernelstream.learners.registry import get, register
 from kernelstream.learners.store import SVStore, eval_stores
 
@@ -249,7 +250,7 @@ class OMKCSDPA(_OMKC):
 MAINTENANCE = ("rbp", "forgetron", "bogd", "bpa-s")
 
 
-class _BoundedOMKC(Combination):
+class _BoundedOMKC(ShrinkParams, Combination):
     """OMKC whose components are the library's single-kernel budget learners.
 
     Each pool kernel ``i`` gets its own instance of the learner named by
@@ -269,15 +270,7 @@ class _BoundedOMKC(Combination):
 
     budget: int
     budget_maintenance: str
-    eta: float
-    lam: float
     c: float
-
-    @classmethod
-    def check_params(cls, p: dict[str, Any]) -> None:
-        if p["eta"] * p["lam"] >= 1.0:
-            raise ValueError(f"{cls.name}: eta*lam must be < 1 (BOGD shrink 1 − ηλ > 0), got "
-                             f"eta={p['eta']!r}, lam={p['lam']!r}")
 
     def _configure(self) -> None:
         # RBP draws its evictions; the other maintenances are deterministic

@@ -3,8 +3,9 @@
 A learner lists its hyper-parameters as a tuple of :class:`Param` (name, default, type, a
 check and its wording); :meth:`Param.coerce` turns what a user typed (a CLI string, a JSON
 value) into the typed value or a one-line error naming the learner and the parameter. The
-checks :func:`positive`, :func:`nonneg` and :func:`unit_open`, and the parameters most kernel
-learners share (:data:`KERNEL_PARAMS`, :data:`TIE_PARAM`), live here too.
+checks :func:`positive`, :func:`nonneg` and :func:`unit_open`, the parameters most kernel
+learners share (:data:`KERNEL_PARAMS`, :data:`TIE_PARAM`) and the ``eta``/``lam`` pair of the
+shrinking learners (:class:`ShrinkParams`) live here too.
 
 Kept apart from :mod:`kernelstream.learners.base` because these are declarations and value
 checks, with no learner behaviour: the learner class only calls :meth:`Param.coerce` when it
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,22 @@ def nonneg(v: Any) -> bool:
 
 def unit_open(v: Any) -> bool:
     return 0 < v < 1
+
+
+class ShrinkParams:
+    """Learner mixin of the learners whose coefficients shrink by ``1 − ηλ`` per round (OGD,
+    BOGD, SkeGD, bounded OMKC's components): the attributes ``eta`` and ``lam`` and the check
+    that the factor stays positive. A learner with more checks calls it through ``super()``."""
+
+    name: ClassVar[str]
+    eta: float
+    lam: float
+
+    @classmethod
+    def check_params(cls, p: dict[str, Any]) -> None:
+        if p["eta"] * p["lam"] >= 1.0:
+            raise ValueError(f"{cls.name}: eta*lam must be < 1 (shrink factor 1 − ηλ > 0), "
+                             f"got eta={p['eta']!r}, lam={p['lam']!r}")
 
 
 # Parameters shared by every kernel learner; subclasses list them explicitly (``KERNEL_PARAMS``)

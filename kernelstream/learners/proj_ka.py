@@ -140,7 +140,7 @@ class ProjKA(Learner):
         TIE_PARAM,
     )
     randomized = False
-    reference = ("Zhang & Liao, IJCAI 2020 (paper 000), baseline Proj-KA; Orabona et al. 2008; "
+    reference = ("Zhang & Liao, IJCAI 2020, baseline Proj-KA; Orabona et al. 2008; "
                  "alignment: Cristianini et al., NIPS 2001")
 
     budget: int

@@ -58,7 +58,7 @@ _PARAMS = (
 
 
 def budget_u(budget: int) -> float:
-    """``U = ¼ √((B+1)/ln(B+1))`` ([C-SOL]; P0's "projection parameter U")."""
+    """``U = ¼ √((B+1)/ln(B+1))`` ([C-SOL]; "projection parameter U" of Zhang & Liao 2020)."""
     return 0.25 * math.sqrt((budget + 1) / math.log(budget + 1))
 
 
@@ -214,7 +214,8 @@ class Projectron(_Projectron):
     kernel, gamma, degree
         Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
     budget
-        Maximum number of SVs ``B`` (default 100, P3's choice for T ≤ 10 000); 0 = unbounded.
+        Maximum number of SVs ``B`` (default 100, Zhang & Liao's choice, ICML 2019, for
+        T ≤ 10 000); 0 = unbounded.
     threshold
         ``η_P`` of the original Projectron (default 0: budget version).
     tie

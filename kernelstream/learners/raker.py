@@ -118,8 +118,8 @@ class Raker(WeightedWidths, Learner):
         TIE_PARAM,
     )
     randomized = True
-    reference = ("Shen, Chen & Giannakis, JMLR 2019; as in the paper-002 code [C-P2] "
-                 "(Li & Liao, ECML-PKDD 2022)")
+    reference = ("Shen, Chen & Giannakis, JMLR 2019; as in the code [C-P2] of Li & Liao, "
+                 "ECML-PKDD 2022")
 
     loss: str
     sigmas: str
@@ -164,10 +164,6 @@ class Raker(WeightedWidths, Learner):
             W *= 1.0 - 2.0 * eta * mu
         W -= (eta * g)[:, None] * Z
         self.p = hedge(self.L, eta)
-
-    @property
-    def n_support_vectors(self) -> int:
-        return 0
 
     def memory_bound(self) -> int | None:
         return 0  # random features: no stored rows (memory fixed by n_components)

@@ -43,7 +43,7 @@ def _insert(params: tuple[Param, ...], after: str, new: Param) -> tuple[Param, .
     return tuple(out)
 
 
-_REF = ("Li & Liao, ECML-PKDD 2022 (paper 002), code JunfLi-TJU/OKS-Bandit")
+_REF = ("Li & Liao, ECML-PKDD 2022, code JunfLi-TJU/OKS-Bandit")
 
 
 @register

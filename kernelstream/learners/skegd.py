@@ -26,6 +26,7 @@ from kernelstream.learners.base import (
 from kernelstream.learners.kernels import Kernel, make_kernel
 from kernelstream.learners.linalg import gram_append
 from kernelstream.learners.losses import LOSSES
+from kernelstream.learners.params import ShrinkParams
 from kernelstream.learners.registry import register
 from kernelstream.learners.sketch import IncrementalSketch
 from kernelstream.learners.store import (
@@ -52,7 +53,7 @@ def sizes(p: dict[str, Any]) -> tuple[int, int, int]:
 
 
 @register
-class SkeGD(compiled.CompiledSqnorms, Learner):
+class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
     """SkeGD: kernel OGD until ``B`` SVs are buffered, then linear OGD on a time-varying explicit
     feature map built from two incremental randomized sketches of the kernel matrix.
 
@@ -172,7 +173,7 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
     )
     randomized = True
     accepts_sparse = True  # buffer, rows R and landmarks are store rows (sparse in sparse mode)
-    reference = ("Zhang & Liao, ICML 2019 (paper 003), Algorithm 1; [C-FORKS]; "
+    reference = ("Zhang & Liao, ICML 2019, Algorithm 1; [C-FORKS]; "
                  "FORKS re-implementation for reference_quirks")
 
     kernel: str
@@ -183,8 +184,6 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
     tau: float
     rank: int | None
     sjlt_nonzeros: int
-    eta: float
-    lam: float
     horizon: int | None
     theta: float
     update_cycle: int | None
@@ -204,13 +203,7 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
         if p["sjlt_nonzeros"] > sp:
             raise ValueError(f"{cls.name}: sjlt_nonzeros {p['sjlt_nonzeros']} must be <= "
                              f"sketch_size s_p = {sp}")
-        if p["eta"] * p["lam"] >= 1.0:
-            raise ValueError(f"{cls.name}: eta * lam must be < 1, got "
-                             f"{p['eta']} * {p['lam']}")
-
-    @classmethod
-    def compiled_rounds(cls) -> bool:
-        return True  # the feature maps of kernelstream.learners.compiled
+        super().check_params(p)
 
     def _configure(self) -> None:
         self._sp, self._sm, self._k = sizes(self.hparams)
@@ -358,13 +351,6 @@ class SkeGD(compiled.CompiledSqnorms, Learner):
                           fz=score * self._shrink, kzz=kxx)
             return
         self._initialize(score, aux, g)
-
-    def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
-                    n_sv: np.ndarray | None) -> None:
-        if not self._compiled:
-            super()._learn_rows(X, zz, yv, out, n_sv)
-            return
-        compiled.learn_rounds(self, X, zz, yv, out, n_sv, self._run_block)
 
     def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                    n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:

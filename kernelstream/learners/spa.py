@@ -2,8 +2,7 @@
 
 Also shared with the other learners of that paper: :class:`AveragedKernelLearner` and
 :data:`AVERAGED_PARAM` (the averaged classifier's scoring; SPA and OSKL), and the SPA
-parameters :data:`ETA_PARAM`, :data:`ALPHA_PARAM` with :func:`check_alpha_beta` (SPA and
-BOMKC(SPA)).
+parameters (:func:`spa_params`, :class:`SPAParams`; SPA and BOMKC(SPA)).
 
 Reference: J. Lu, D. Sahoo, P. Zhao and S. C. H. Hoi, "Sparse Passive-Aggressive learning for
 bounded online kernel methods", ACM TIST 9(4), 2018 (Algorithm 1).
@@ -11,7 +10,7 @@ bounded online kernel methods", ACM TIST 9(4), 2018 (Algorithm 1).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -19,16 +18,31 @@ from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, positive
 from kernelstream.learners.registry import register
 
-ETA_PARAM = Param("eta", 0.1, float, "aggressiveness η (τ ≤ η/ρ)", positive, "> 0")
-ALPHA_PARAM = Param("alpha", 1.0, float, "loss cap α of the sampling probability", positive,
-                    "> 0")
+
+def spa_params(beta: float, beta_doc: str) -> tuple[Param, ...]:
+    """SPA's ``eta``, ``alpha`` and ``beta`` (default ``beta``; the learners differ there)."""
+    return (
+        Param("eta", 0.1, float, "aggressiveness η (τ ≤ η/ρ)", positive, "> 0"),
+        Param("alpha", 1.0, float, "loss cap α of the sampling probability", positive, "> 0"),
+        Param("beta", beta, float, beta_doc, positive, "> 0"),
+    )
 
 
-def check_alpha_beta(name: str, p: dict[str, Any]) -> None:
-    """SPA's ``ρ = min(α, ℓ)/β`` is a probability only if ``β ≥ α``."""
-    if p["beta"] < p["alpha"]:
-        raise ValueError(f"{name}: beta must be >= alpha (ρ = min(α, ℓ)/β ≤ 1), got "
-                         f"alpha={p['alpha']!r}, beta={p['beta']!r}")
+class SPAParams:
+    """Learner mixin of SPA and BOMKC(SPA): the attributes of :func:`spa_params` and
+    ``reference_quirks``, and the check that ``ρ = min(α, ℓ)/β`` is a probability."""
+
+    name: ClassVar[str]
+    eta: float
+    alpha: float
+    beta: float
+    reference_quirks: bool
+
+    @classmethod
+    def check_params(cls, p: dict[str, Any]) -> None:
+        if p["beta"] < p["alpha"]:
+            raise ValueError(f"{cls.name}: beta must be >= alpha (ρ = min(α, ℓ)/β ≤ 1), got "
+                             f"alpha={p['alpha']!r}, beta={p['beta']!r}")
 
 
 AVERAGED_PARAM = Param("averaged", True, bool,
@@ -73,7 +87,7 @@ class AveragedKernelLearner(KernelLearner):
 
 
 @register
-class SPA(AveragedKernelLearner):
+class SPA(SPAParams, AveragedKernelLearner):
     """PA-I-like hinge-loss updates on a random subset of rounds sampled by the loss.
 
     Round ``t``: ``ℓ_t = [1 − y_t f_t(x_t)]_+`` (loss of the *current* hypothesis ``f_t``, never
@@ -132,9 +146,7 @@ class SPA(AveragedKernelLearner):
     name = "spa"
     params = (
         *KERNEL_PARAMS,
-        ETA_PARAM,
-        ALPHA_PARAM,
-        Param("beta", 5.0, float, "sparsity control β ≥ α (E[#SV] ≤ αT/β)", positive, "> 0"),
+        *spa_params(5.0, "sparsity control β ≥ α (E[#SV] ≤ αT/β)"),
         AVERAGED_PARAM,
         Param("reference_quirks", False, bool, "τ = min(η/ρ, ℓ) ignoring κ(x,x) ([C-SOL])"),
         TIE_PARAM,
@@ -142,15 +154,7 @@ class SPA(AveragedKernelLearner):
     randomized = True
     reference = "Lu, Sahoo, Zhao & Hoi, ACM TIST 2018, Algorithm 1 (averaged: §6.1.3)"
 
-    eta: float
-    alpha: float
-    beta: float
     averaged: bool
-    reference_quirks: bool
-
-    @classmethod
-    def check_params(cls, p: dict[str, Any]) -> None:
-        check_alpha_beta(cls.name, p)
 
     def _setup(self, d: int) -> None:
         super()._setup(d)

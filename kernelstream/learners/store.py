@@ -10,6 +10,7 @@ mutating method takes them as arguments.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -22,13 +23,76 @@ class _Coefficients:
     their ``n`` support vectors (the points themselves are each store's own)."""
 
     # the slots of what this class's methods assign (mypy checks assignments against them)
-    __slots__ = ("a", "ids", "n", "norm2", "s", "sqn")
+    __slots__ = ("a", "dim", "ids", "n", "norm2", "s", "sqn")
     a: np.ndarray
     ids: np.ndarray
     s: np.ndarray
     sqn: np.ndarray
     n: int
     norm2: float
+    dim: int
+    # the arrays with one entry (row) per slot, which grow and move together
+    _SLOT_ARRAYS: ClassVar[tuple[str, ...]]
+
+    def __init__(self, dim: int, capacity: int) -> None:
+        self.dim = int(dim)
+        cap = max(int(capacity), 1)
+        self.sqn = np.zeros(cap)
+        self.a = np.zeros(cap)
+        self.ids = np.zeros(cap, dtype=np.int64)
+        self.s = np.zeros(cap, dtype=np.int64)
+        self.n = 0
+        self.norm2 = 0.0
+
+    @property
+    def coef(self) -> np.ndarray:
+        return self.a[: self.n]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def row(self, kernel: Kernel, z: Any, zz: float) -> np.ndarray:
+        """``κ(x_j, z)`` for every stored point (a fresh array the caller may keep)."""
+        raise NotImplementedError
+
+    def dot(self, k: np.ndarray) -> float:
+        """``f(z) = aᵀ k`` for a row ``k`` returned by :meth:`row`."""
+        return float(self.a[: self.n] @ k) if self.n else 0.0
+
+    def eval(self, kernel: Kernel, z: Any, zz: float) -> float:
+        return self.dot(self.row(kernel, z, zz)) if self.n else 0.0
+
+    def _grow(self) -> None:
+        cap = 2 * len(self.a)
+        for name in self._SLOT_ARRAYS:
+            old = getattr(self, name)
+            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+    def _set_coefs(self, j: int, zz: float, coef: float, id_: int, s: int) -> None:
+        """Slot ``j``'s entries besides its point."""
+        self.sqn[j] = zz
+        self.a[j] = coef
+        self.ids[j] = id_
+        self.s[j] = s
+
+    def _release(self, j: int) -> None:
+        """Give up slot ``j``'s point before the slot is reused (the sparse pool's garbage)."""
+
+    def remove(self, j: int, fxj: float | None = None, kjj: float = 1.0) -> None:
+        """Delete SV ``j`` by moving the last SV into its slot (order is not meaningful; the
+        insertion round ``s`` keeps FIFO information). ``fxj = f(x_j)`` keeps ``‖f‖²`` exact."""
+        aj = float(self.a[j])
+        if fxj is not None:
+            self.norm2 += -2.0 * aj * fxj + aj * aj * kjj
+        self._release(j)
+        last = self.n - 1
+        if j != last:
+            for name in self._SLOT_ARRAYS:
+                arr = getattr(self, name)
+                arr[j] = arr[last]
+        self.n = last
 
     def _coef_state(self, prefix: str) -> dict[str, np.ndarray]:
         """The state entries both stores share (after each store's points)."""
@@ -36,6 +100,14 @@ class _Coefficients:
         return {f"{prefix}sqn": self.sqn[:n].copy(), f"{prefix}a": self.a[:n].copy(),
                 f"{prefix}ids": self.ids[:n].copy(), f"{prefix}s": self.s[:n].copy(),
                 f"{prefix}norm2": np.array(self.norm2)}
+
+    def _load_coefs(self, state: dict[str, np.ndarray], prefix: str) -> None:
+        """The :meth:`_coef_state` entries besides ``sqn``, for the ``n`` loaded points."""
+        n = self.n
+        self.a[:n] = state[f"{prefix}a"]
+        self.ids[:n] = state[f"{prefix}ids"]
+        self.s[:n] = state[f"{prefix}s"]
+        self.norm2 = float(state[f"{prefix}norm2"])
 
     def scale(self, c: float) -> None:
         self.a[: self.n] *= c
@@ -65,57 +137,27 @@ class _Coefficients:
 
 
 class SVStore(_Coefficients):
-    __slots__ = ("X", "dim")
+    __slots__ = ("X",)
+    _SLOT_ARRAYS = ("X", "sqn", "a", "ids", "s")
 
     def __init__(self, dim: int, capacity: int = 16) -> None:
-        self.dim = int(dim)
-        cap = max(int(capacity), 1)
-        self.X = np.zeros((cap, self.dim))
-        self.sqn = np.zeros(cap)
-        self.a = np.zeros(cap)
-        self.ids = np.zeros(cap, dtype=np.int64)
-        self.s = np.zeros(cap, dtype=np.int64)
-        self.n = 0
-        self.norm2 = 0.0
+        super().__init__(dim, capacity)
+        self.X = np.zeros((len(self.a), self.dim))
 
-    # -- views -----------------------------------------------------------------------------
     @property
     def points(self) -> np.ndarray:
         return self.X[: self.n]
 
-    @property
-    def coef(self) -> np.ndarray:
-        return self.a[: self.n]
-
-    def __len__(self) -> int:
-        return self.n
-
     # -- evaluation ----------------------------------------------------------------------------
     def row(self, kernel: Kernel, z: np.ndarray, zz: float) -> np.ndarray:
-        """``κ(x_j, z)`` for every stored point (a fresh array the caller may keep)."""
         n = self.n
         return kernel.row(self.X[:n], self.sqn[:n], z, zz)
-
-    def dot(self, k: np.ndarray) -> float:
-        """``f(z) = aᵀ k`` for a row ``k`` returned by :meth:`row`."""
-        return float(self.a[: self.n] @ k) if self.n else 0.0
-
-    def eval(self, kernel: Kernel, z: np.ndarray, zz: float) -> float:
-        return self.dot(self.row(kernel, z, zz)) if self.n else 0.0
 
     def eval_sv(self, kernel: Kernel, j: int) -> float:
         """``f(x_j)`` at a stored point."""
         return self.eval(kernel, self.X[j], float(self.sqn[j]))
 
     # -- mutation ------------------------------------------------------------------------------
-    def _grow(self) -> None:
-        cap = 2 * len(self.a)
-        for name in ("X", "sqn", "a", "ids", "s"):
-            old = getattr(self, name)
-            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
-            new[: self.n] = old[: self.n]
-            setattr(self, name, new)
-
     def append(self, z: np.ndarray, zz: float, coef: float, id_: int = -1, s: int = 0,
                fz: float = 0.0, kzz: float = 1.0) -> int:
         """Add ``coef κ(z, ·)``; ``fz = f(z)`` before the addition keeps ``‖f‖²`` exact."""
@@ -123,10 +165,7 @@ class SVStore(_Coefficients):
             self._grow()
         j = self.n
         self.X[j] = z
-        self.sqn[j] = zz
-        self.a[j] = coef
-        self.ids[j] = id_
-        self.s[j] = s
+        self._set_coefs(j, zz, coef, id_, s)
         self.n = j + 1
         self.norm2 += 2.0 * coef * fz + coef * coef * kzz
         return j
@@ -136,26 +175,8 @@ class SVStore(_Coefficients):
         """Overwrite slot ``j`` (remove-then-add in one step). Invalidates the tracked norm;
         learners that need ``‖f‖`` use :meth:`remove` and :meth:`append` instead."""
         self.X[j] = z
-        self.sqn[j] = zz
-        self.a[j] = coef
-        self.ids[j] = id_
-        self.s[j] = s
+        self._set_coefs(j, zz, coef, id_, s)
         self.norm2 = float("nan")
-
-    def remove(self, j: int, fxj: float | None = None, kjj: float = 1.0) -> None:
-        """Delete SV ``j`` by moving the last SV into its slot (order is not meaningful; the
-        insertion round ``s`` keeps FIFO information). ``fxj = f(x_j)`` keeps ``‖f‖²`` exact."""
-        aj = float(self.a[j])
-        if fxj is not None:
-            self.norm2 += -2.0 * aj * fxj + aj * aj * kjj
-        last = self.n - 1
-        if j != last:
-            self.X[j] = self.X[last]
-            self.sqn[j] = self.sqn[last]
-            self.a[j] = self.a[last]
-            self.ids[j] = self.ids[last]
-            self.s[j] = self.s[last]
-        self.n = last
 
     def exact_norm2(self, kernel: Kernel) -> float:
         """``aᵀ K a`` recomputed from scratch (debugging and tests)."""
@@ -183,11 +204,8 @@ class SVStore(_Coefficients):
         st = cls(dim, capacity=max(capacity, n))
         st.X[:n] = X
         st.sqn[:n] = state[f"{prefix}sqn"]
-        st.a[:n] = state[f"{prefix}a"]
-        st.ids[:n] = state[f"{prefix}ids"]
-        st.s[:n] = state[f"{prefix}s"]
         st.n = n
-        st.norm2 = float(state[f"{prefix}norm2"])
+        st._load_coefs(state, prefix)
         return st
 
 
@@ -266,15 +284,12 @@ class SparseSVStore(_Coefficients):
     """
 
     __slots__ = ("_bounds", "_buf", "_garbage", "_ind", "_len", "_live", "_start", "_used",
-                 "_val", "dim")
+                 "_val")
+    _SLOT_ARRAYS = ("_start", "_len", "sqn", "a", "ids", "s")
 
     def __init__(self, dim: int, capacity: int = 16, nnz_capacity: int = 1024) -> None:
-        self.dim = int(dim)
-        cap = max(int(capacity), 1)
-        self.sqn = np.zeros(cap)
-        self.a = np.zeros(cap)
-        self.ids = np.zeros(cap, dtype=np.int64)
-        self.s = np.zeros(cap, dtype=np.int64)
+        super().__init__(dim, capacity)
+        cap = len(self.a)
         self._start = np.zeros(cap, dtype=np.int64)
         self._len = np.zeros(cap, dtype=np.int64)
         nz = max(int(nnz_capacity), 16)
@@ -285,14 +300,8 @@ class SparseSVStore(_Coefficients):
         self._live = np.zeros(0, dtype=np.int64)  # slots with non-zeros, in pool order
         self._garbage = 0
         self._buf = np.zeros(self.dim) if self.dim <= SCATTER_MAX_WIDTH else None
-        self.n = 0
-        self.norm2 = 0.0
 
     # -- views -----------------------------------------------------------------------------
-    @property
-    def coef(self) -> np.ndarray:
-        return self.a[: self.n]
-
     @property
     def points(self) -> CSR:
         """The SVs in slot order as a :class:`CSR` (copies)."""
@@ -312,9 +321,6 @@ class SparseSVStore(_Coefficients):
         """Bytes held (pool, per-slot arrays, work vector)."""
         per = (self.sqn, self.a, self.ids, self.s, self._start, self._len, self._ind, self._val)
         return sum(v.nbytes for v in per) + (0 if self._buf is None else self._buf.nbytes)
-
-    def __len__(self) -> int:
-        return self.n
 
     def _positions(self, n: int) -> np.ndarray:
         """Pool positions of the first ``n`` slots' non-zeros, in slot order."""
@@ -372,26 +378,12 @@ class SparseSVStore(_Coefficients):
         return out
 
     def row(self, kernel: Kernel, z: SparseRow | np.ndarray, zz: float) -> np.ndarray:
-        """``κ(x_j, z)`` for every stored point (a fresh array the caller may keep)."""
         return kernel.row_from_dots(self.dots(z), self.sqn[: self.n], zz)
-
-    def dot(self, k: np.ndarray) -> float:
-        return float(self.a[: self.n] @ k) if self.n else 0.0
-
-    def eval(self, kernel: Kernel, z: SparseRow | np.ndarray, zz: float) -> float:
-        return self.dot(self.row(kernel, z, zz)) if self.n else 0.0
 
     def eval_sv(self, kernel: Kernel, j: int) -> float:
         return self.eval(kernel, self.sv_row(j), float(self.sqn[j]))
 
     # -- mutation ------------------------------------------------------------------------------
-    def _grow(self) -> None:
-        cap = 2 * len(self.a)
-        for name in ("sqn", "a", "ids", "s", "_start", "_len"):
-            old = getattr(self, name)
-            new = np.zeros(cap, dtype=old.dtype)
-            new[: self.n] = old[: self.n]
-            setattr(self, name, new)
 
     def _compact(self, extra: int) -> None:
         """Drop the garbage and make room for ``extra`` more non-zeros: live segments are
@@ -459,10 +451,7 @@ class SparseSVStore(_Coefficients):
         self.n = j + 1  # first: a compaction inside _write keeps slot j
         self._len[j] = 0
         self._write(j, z)
-        self.sqn[j] = zz
-        self.a[j] = coef
-        self.ids[j] = id_
-        self.s[j] = s
+        self._set_coefs(j, zz, coef, id_, s)
         self.norm2 += 2.0 * coef * fz + coef * coef * kzz
         return j
 
@@ -470,22 +459,8 @@ class SparseSVStore(_Coefficients):
                 s: int = 0) -> None:
         self._release(j)
         self._write(j, z)
-        self.sqn[j] = zz
-        self.a[j] = coef
-        self.ids[j] = id_
-        self.s[j] = s
+        self._set_coefs(j, zz, coef, id_, s)
         self.norm2 = float("nan")
-
-    def remove(self, j: int, fxj: float | None = None, kjj: float = 1.0) -> None:
-        aj = float(self.a[j])
-        if fxj is not None:
-            self.norm2 += -2.0 * aj * fxj + aj * aj * kjj
-        self._release(j)
-        last = self.n - 1
-        if j != last:
-            for arr in (self._start, self._len, self.sqn, self.a, self.ids, self.s):
-                arr[j] = arr[last]
-        self.n = last
 
     def gram(self, kernel: Kernel) -> np.ndarray:
         """``K[i, j] = κ(x_i, x_j)`` of the stored points (one kernel row per SV)."""
@@ -536,10 +511,7 @@ class SparseSVStore(_Coefficients):
         n = P.n_rows
         st = cls(dim, capacity=max(capacity, n), nnz_capacity=2 * P.nnz)
         st._load(P, state[f"{prefix}sqn"])
-        st.a[:n] = state[f"{prefix}a"]
-        st.ids[:n] = state[f"{prefix}ids"]
-        st.s[:n] = state[f"{prefix}s"]
-        st.norm2 = float(state[f"{prefix}norm2"])
+        st._load_coefs(state, prefix)
         return st
 
 

@@ -229,7 +229,7 @@ def test_learns_a_nonlinear_concept() -> None:
         ({"budget": 10, "tau": 2.0}, "landmarks"),
         ({"budget": 20, "rank": 16}, "rank"),
         ({"budget": 8, "sjlt_nonzeros": 7}, "sjlt_nonzeros"),
-        ({"eta": 2.0, "lam": 0.5}, "eta \\* lam"),
+        ({"eta": 2.0, "lam": 0.5}, "eta\\*lam must be < 1"),
         ({"theta": 1.0}, "theta"),
     ],
 )

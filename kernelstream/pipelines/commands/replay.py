@@ -88,9 +88,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output directory (default: runs/<dataset>-<learner>[+<learner>...])")
     p.add_argument("--stream", choices=STREAMS, default="none",
                    help="replay an adversarial stream built from the data instead of permutations "
-                   "(paper 003: blocks of one repeated example, labels negated on even blocks; "
-                   "german-1 = 500x10 rounds, german-2 = 500x20); each of the R repetitions "
-                   "draws its own stream (default: none)")
+                   "(Zhang & Liao, ICML 2019: blocks of one repeated example, labels negated "
+                   "on even blocks; german-1 = 500x10 rounds, german-2 = 500x20); each of the R "
+                   "repetitions draws its own stream (default: none)")
     p.add_argument("--runner", choices=sorted(runners_for("replay")), default=None,
                    help="direct: Apache Beam in-process (FnApiRunner, the default; loop with "
                    "--stream); portable: "
