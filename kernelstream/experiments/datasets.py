@@ -41,7 +41,8 @@ class DatasetDef:
     perm_file: str | None = None
     # loader "merged": the files' raw labels mapped to ±1 (larger = +1), scaled over the merged
     # rows; "load": the one file read by ``kernelstream.data.load`` with the options below (its
-    # label map, scaling, row limit, target scaling), as paper 002's and 004's scripts read it
+    # label map, scaling, row limit, target scaling), as the reproductions of Li & Liao
+    # (ECML-PKDD 2022) and Lu et al. (ACM TIST 2018) read it
     loader: str = "merged"
     task: str = "classification"
     limit: int | None = None
@@ -80,7 +81,7 @@ DATASETS: dict[str, DatasetDef] = {
         DatasetDef("w7a", ("w7a",), "libsvm", "none", 300, 49749,
                    "DEVIATION: only the w7a training file (24,692 rows) is available; "
                    "P3/P4 used train + test merged (49,749 rows). Binary features as is"),
-        # paper 002 (its script read each file with kernelstream.data.load)
+        # Li & Liao, ECML-PKDD 2022 (its reproduction read each file with kernelstream.data.load)
         DatasetDef("phishing", ("phishing",), "libsvm", "none", 68, 11055,
                    "LIBSVM phishing as distributed (11,055 × 68, unit-length rows; P2 file "
                    "`phishing`)", loader="load"),
@@ -109,7 +110,7 @@ DATASETS: dict[str, DatasetDef] = {
                    "P2's bank numbers for orientation (not judged). Features min-max [-1, 1], "
                    "target [0, 1], as elevators", loader="load", task="regression",
                    scale_target="01"),
-        # paper 004's own data sets (the others are the baselines' above)
+        # Lu et al. (ACM TIST 2018)'s own data sets (the others are the baselines' above)
         DatasetDef("svmguide3-train", ("svmguide3",), "libsvm", "none", 22, 1243,
                    "LIBSVM svmguide3 training file only (1,243 rows, as P4 Table 4), raw values"),
         DatasetDef("madelon", ("madelon",), "libsvm", "none", 500, 2000,

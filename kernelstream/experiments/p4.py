@@ -56,9 +56,9 @@ P45_PARAMS: dict[str, dict[str, Any]] = {
 P45_DATASETS = ("german", "svmguide3-train", "madelon", "a9a", "magic04")
 P42_DATASETS = ("a9a", "w7a", "covtype")
 
-# Table P4-6: the bounded OMKC variants (paper 004 Algorithms 3/4 with a budget learner as
-# "budget maintenance") at a total budget = BOMKC(SPA)'s #SV. Only a9a of its data sets is
-# here. Error % mean, std, budget (#SV), seconds.
+# Table P4-6: the bounded OMKC variants (Lu et al., ACM TIST 2018, Algorithms 3/4 with a
+# budget learner as "budget maintenance") at a total budget = BOMKC(SPA)'s #SV. Only a9a of
+# its data sets is here. Error % mean, std, budget (#SV), seconds.
 P46_PUB: dict[str, dict[str, tuple[float, float, float, float]]] = published.table("p4-6")
 # row name -> (learner, budget learner)
 P46_VARIANTS: dict[str, tuple[str, str]] = {
