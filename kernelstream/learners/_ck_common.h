@@ -8,11 +8,29 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
+#ifndef KS_SOURCE_HASH
+#define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
+#endif
+
 enum { K_GAUSSIAN = 0, K_POLYNOMIAL = 1, K_LINEAR = 2 };
+enum { T_ALWAYS = 0, T_MISTAKE = 1, T_MARGIN = 2 }; /* compiled.TRIGGERS */
+
+/* Does the round with label y and score f update the model? (the learner's own early return,
+ * written as its module does) */
+static inline int fires(int trigger, double y, double f) {
+    switch (trigger) {
+    case T_MISTAKE: return !(y * f > 0.0);
+    case T_MARGIN: return !(y * f >= 1.0);
+    default: return 1;
+    }
+}
 
 typedef struct {
     Py_buffer view;
@@ -50,6 +68,53 @@ static inline void release(Buf *bufs, int n) {
 
 static inline Py_ssize_t n_items(const Buf *b) { return b->view.len / 8; }
 
+/* Takes the buffers a spec names into b[0], b[1], ... in order (the caller releases them).
+ * The spec is a comma-separated list of "<type><position>[?] <name>": type d (float64) or q
+ * (int64), upper case when written to; position: the argument's index in args; "?": the
+ * argument may be None (its buffer is then left unheld). E.g. "d0 X, D3 out, Q4? nsv". */
+static inline int get_bufs(PyObject *const *args, Buf *b, const char *spec) {
+    const char *s = spec;
+    for (int i = 0; *s; i++) {
+        char type = *s++, *end, name[32];
+        long pos = strtol(s, &end, 10);
+        int optional = *end == '?';
+        s = end + optional + 1; /* the space before the name */
+        size_t len = strcspn(s, ",");
+        snprintf(name, sizeof name, "%.*s", (int)len, s);
+        s += len;
+        while (*s == ',' || *s == ' ') s++;
+        if (optional && args[pos] == Py_None) continue;
+        int writable = type == 'D' || type == 'Q';
+        if (get_buf(args[pos], &b[i], writable, name, (char)tolower(type)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- module glue ---------------------------------------------------------------------- */
+
+/* A METH_FASTCALL entry of a method table: py_NAME, documented by DOC. */
+#define KS_METHOD(NAME, DOC) {#NAME, (PyCFunction)(void (*)(void))py_##NAME, METH_FASTCALL, DOC}
+
+/* The module of a method table, with its ABI and the sources' hash (compiled.py refuses a
+ * build whose numbers do not match its own). */
+static inline PyObject *ks_module(struct PyModuleDef *def, int abi) {
+    PyObject *mod = PyModule_Create(def);
+    if (mod == NULL) return NULL;
+    if (PyModule_AddIntConstant(mod, "ABI", abi) < 0
+        || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
+}
+
+/* The definition and init function of extension NAME from its table `methods`. */
+#define KS_MODULE(NAME, DOC, ABI)                                                             \
+    static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, #NAME, DOC, -1, methods,       \
+                                        NULL, NULL, NULL, NULL};                              \
+    PyMODINIT_FUNC PyInit_##NAME(void) { return ks_module(&module, ABI); }
+
 /* ---- the arithmetic ------------------------------------------------------------------- */
 
 /* ||x||^2, summed in index order. */
@@ -67,68 +132,60 @@ static inline Py_ssize_t nonzeros(const double *z, Py_ssize_t d, Py_ssize_t *nz)
     return m;
 }
 
-/* k_j = <X_j, z> for the n stored rows (row-major, width d), over z's non-zeros nz[0..m).
- * Four rows at a time: four independent sums, each in index order. */
+/* k_j = <X_j, z> for the n stored rows (row-major, width d), over the positions IDX(t) of
+ * t < m: four rows at a time, four independent sums, each in index order. Written once for
+ * the dense example (IDX(t) = t: contiguous reads) and once for its non-zeros nz[0..m). */
+#define KS_DOTS(NAME, IDX)                                                                    \
+    static inline void NAME(const double *X, Py_ssize_t n, Py_ssize_t d, const double *z,     \
+                            const Py_ssize_t *nz, Py_ssize_t m, double *k) {                  \
+        (void)nz;                                                                             \
+        Py_ssize_t j = 0;                                                                     \
+        for (; j + 4 <= n; j += 4) {                                                          \
+            const double *x0 = X + j * d, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;           \
+            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;                                    \
+            for (Py_ssize_t t = 0; t < m; t++) {                                              \
+                Py_ssize_t i = IDX(t);                                                        \
+                double zi = z[i];                                                             \
+                s0 += x0[i] * zi;                                                             \
+                s1 += x1[i] * zi;                                                             \
+                s2 += x2[i] * zi;                                                             \
+                s3 += x3[i] * zi;                                                             \
+            }                                                                                 \
+            k[j] = s0; k[j + 1] = s1; k[j + 2] = s2; k[j + 3] = s3;                           \
+        }                                                                                     \
+        for (; j < n; j++) {                                                                  \
+            const double *x0 = X + j * d;                                                     \
+            double s0 = 0.0;                                                                  \
+            for (Py_ssize_t t = 0; t < m; t++) s0 += x0[IDX(t)] * z[IDX(t)];                  \
+            k[j] = s0;                                                                        \
+        }                                                                                     \
+    }
+#define KS_DENSE_IDX(t) (t)
+#define KS_SPARSE_IDX(t) nz[t]
+KS_DOTS(dots_dense, KS_DENSE_IDX)
+KS_DOTS(dots_sparse, KS_SPARSE_IDX)
+
 static inline void dots(const double *X, Py_ssize_t n, Py_ssize_t d, const double *z,
-                 const Py_ssize_t *nz, Py_ssize_t m, double *k) {
-    Py_ssize_t j = 0;
-    if (m == d) { /* dense example: contiguous reads */
-        for (; j + 4 <= n; j += 4) {
-            const double *x0 = X + j * d, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
-            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-            for (Py_ssize_t i = 0; i < d; i++) {
-                double zi = z[i];
-                s0 += x0[i] * zi;
-                s1 += x1[i] * zi;
-                s2 += x2[i] * zi;
-                s3 += x3[i] * zi;
-            }
-            k[j] = s0; k[j + 1] = s1; k[j + 2] = s2; k[j + 3] = s3;
-        }
-        for (; j < n; j++) {
-            const double *x0 = X + j * d;
-            double s0 = 0.0;
-            for (Py_ssize_t i = 0; i < d; i++) s0 += x0[i] * z[i];
-            k[j] = s0;
-        }
-        return;
-    }
-    for (; j + 4 <= n; j += 4) {
-        const double *x0 = X + j * d, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-        for (Py_ssize_t t = 0; t < m; t++) {
-            Py_ssize_t i = nz[t];
-            double zi = z[i];
-            s0 += x0[i] * zi;
-            s1 += x1[i] * zi;
-            s2 += x2[i] * zi;
-            s3 += x3[i] * zi;
-        }
-        k[j] = s0; k[j + 1] = s1; k[j + 2] = s2; k[j + 3] = s3;
-    }
-    for (; j < n; j++) {
-        const double *x0 = X + j * d;
-        double s0 = 0.0;
-        for (Py_ssize_t t = 0; t < m; t++) s0 += x0[nz[t]] * z[nz[t]];
-        k[j] = s0;
-    }
+                        const Py_ssize_t *nz, Py_ssize_t m, double *k) {
+    if (m == d)
+        dots_dense(X, n, d, z, nz, m, k);
+    else
+        dots_sparse(X, n, d, z, nz, m, k);
 }
 
-/* The kernel row k_j = kappa(X_j, z) from the dots (in place), in the order of the numpy
+/* The kernel row k_j = kappa(X_j, x) of the n stored rows, in the order of the numpy
  * reference (kernels.Gaussian.row): (-2 <x, z> + ||x||^2) + ||z||^2, clipped at 0, times
- * -gamma, exponentiated. Returns f = sum_j a_j k_j (index order). */
-static inline double row_score(const double *X, const double *sqn, const double *a, Py_ssize_t n,
-                        Py_ssize_t d, const double *z, double zz, int kind, double p,
-                        long degree, Py_ssize_t *nz, double *k) {
-    if (n == 0) return 0.0;
-    Py_ssize_t m = nonzeros(z, d, nz);
-    dots(X, n, d, z, nz, m, k);
-    double f = 0.0;
+ * -gamma, exponentiated; a polynomial's power of the dots. */
+static inline void kernel_row(const double *X, const double *sqn, Py_ssize_t n, Py_ssize_t d,
+                              const double *x, double xx, int kind, double p, long degree,
+                              Py_ssize_t *nz, double *k) {
+    Py_ssize_t m = nonzeros(x, d, nz);
+    dots(X, n, d, x, nz, m, k);
     if (kind == K_GAUSSIAN) {
         for (Py_ssize_t j = 0; j < n; j++) {
             double v = k[j] * -2.0;
             v += sqn[j];
-            v += zz;
+            v += xx;
             if (!(v > 0.0)) v = 0.0; /* round-off can make a distance slightly negative */
             v *= p;
             /* exp underflows to exactly +0 below -746 (kernels.EXP_ZERO_BELOW); libm is slow
@@ -136,8 +193,18 @@ static inline double row_score(const double *X, const double *sqn, const double 
             k[j] = v < -746.0 ? 0.0 : exp(v);
         }
     } else if (kind == K_POLYNOMIAL && degree != 1) {
-        for (Py_ssize_t j = 0; j < n; j++) k[j] = degree == 2 ? k[j] * k[j] : pow(k[j], (double)degree);
+        for (Py_ssize_t j = 0; j < n; j++)
+            k[j] = degree == 2 ? k[j] * k[j] : pow(k[j], (double)degree);
     }
+}
+
+/* kernel_row() in k, and the score f = sum_j a_j k_j (index order). */
+static inline double row_score(const double *X, const double *sqn, const double *a, Py_ssize_t n,
+                               Py_ssize_t d, const double *z, double zz, int kind, double p,
+                               long degree, Py_ssize_t *nz, double *k) {
+    if (n == 0) return 0.0;
+    kernel_row(X, sqn, n, d, z, zz, kind, p, degree, nz, k);
+    double f = 0.0;
     for (Py_ssize_t j = 0; j < n; j++) f += a[j] * k[j];
     return f;
 }

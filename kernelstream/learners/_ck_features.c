@@ -29,9 +29,6 @@
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KF_ABI 1
-#ifndef KS_SOURCE_HASH
-#define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
-#endif
 
 /* Run-time dispatch of the elementwise loops to AVX2/AVX-512 where the compiler supports it
  * (the default clone is plain SSE2); the clones compute identical numbers. */
@@ -45,15 +42,6 @@
 #endif
 
 enum { FM_RFF = 0, FM_PROJ = 1, FM_ROW = 2, FM_DIST = 3 };
-enum { T_ALWAYS = 0, T_MISTAKE = 1, T_MARGIN = 2 };
-
-static int fires(int trigger, double y, double f) {
-    switch (trigger) {
-    case T_MISTAKE: return !(y * f > 0.0);
-    case T_MARGIN: return !(y * f >= 1.0);
-    default: return 1;
-    }
-}
 
 /* <a, b> in the fixed four-lane order described above. */
 static double dot4(const double *a, const double *b, Py_ssize_t n) {
@@ -175,31 +163,8 @@ static void cos_sin(double *z, Py_ssize_t D) {
     }
 }
 
-/* ---- kernel rows ---------------------------------------------------------------------- */
-
-/* k_j = kappa(X_j, x) for the n stored rows: row_score()'s row (same operations, so the two
- * modules give the same numbers), without its score. */
-static void kernel_row(const double *X, const double *sqn, Py_ssize_t n, Py_ssize_t d,
-                       const double *x, double xx, int kind, double p, long degree,
-                       Py_ssize_t *nz, double *k) {
-    Py_ssize_t m = nonzeros(x, d, nz);
-    dots(X, n, d, x, nz, m, k);
-    if (kind == K_GAUSSIAN) {
-        for (Py_ssize_t j = 0; j < n; j++) {
-            double v = k[j] * -2.0;
-            v += sqn[j];
-            v += xx;
-            if (!(v > 0.0)) v = 0.0;
-            v *= p;
-            k[j] = v < -746.0 ? 0.0 : exp(v);
-        }
-    } else if (kind == K_POLYNOMIAL && degree != 1) {
-        for (Py_ssize_t j = 0; j < n; j++)
-            k[j] = degree == 2 ? k[j] * k[j] : pow(k[j], (double)degree);
-    }
-}
-
-/* dist_row(): _ck_common.h (also the row of _ck_budget.c's OKL-GD / OKS-SIL rules) */
+/* kernel_row(), dist_row(): _ck_common.h (the rows of _ckernels.c and of _ck_budget.c's
+ * OKL-GD / OKS-SIL rules) */
 
 /* ---- feature maps --------------------------------------------------------------------- */
 
@@ -330,11 +295,18 @@ static int parse_map(PyObject *t, Buf *b, FMap *fm) {
     return 0;
 }
 
-/* w, x/X, k, z and work sizes against the map. */
-static int check_sizes(const FMap *fm, const Buf *w, Py_ssize_t xd, const Buf *k,
-                       const Buf *z, const Buf *work, const char *fn) {
-    if (n_items(w) < fm_zlen(fm) || xd != fm->d || (k && n_items(k) < fm_klen(fm))
-        || n_items(z) < fm_zbuf(fm) || n_items(work) < fm->d) {
+/* The buffers every entry point takes after the map's b[0..4): w, x (or the block X), z,
+ * work and k (None for the maps without one), at these positions of b. */
+enum { B_W = 4, B_X = 5, B_Z = 6, B_WORK = 7, B_K = 8 };
+
+/* w, x (width xd), k, z and work against the map. */
+static int check_sizes(const FMap *fm, const Buf *b, Py_ssize_t xd, const char *fn) {
+    if (fm_klen(fm) > 0 && !b[B_K].held) {
+        PyErr_Format(PyExc_ValueError, "_ck_features.%s: this map needs k", fn);
+        return -1;
+    }
+    if (n_items(&b[B_W]) < fm_zlen(fm) || xd != fm->d || n_items(&b[B_K]) < fm_klen(fm)
+        || n_items(&b[B_Z]) < fm_zbuf(fm) || n_items(&b[B_WORK]) < fm->d) {
         PyErr_Format(PyExc_ValueError, "_ck_features.%s: w, x, k, z or work has the wrong size",
                      fn);
         return -1;
@@ -342,39 +314,48 @@ static int check_sizes(const FMap *fm, const Buf *w, Py_ssize_t xd, const Buf *k
     return 0;
 }
 
+/* The rows of the block X in b[B_X], checked against the map and, with zz, out (and y), in
+ * the buffers from `first` on (the caller's extra block arrays); -1 with an exception. */
+static Py_ssize_t block_rows(const FMap *fm, const Buf *b, int first, int count,
+                             const char *fn) {
+    Py_ssize_t rows = b[B_X].view.ndim == 2 ? b[B_X].view.shape[0] : -1;
+    if (rows < 0) {
+        PyErr_Format(PyExc_ValueError, "_ck_features.%s: X must be 2-D", fn);
+        return -1;
+    }
+    if (check_sizes(fm, b, b[B_X].view.shape[1], fn) < 0) return -1;
+    for (int i = first; i < first + count; i++)
+        if (b[i].held && n_items(&b[i]) < rows) {
+            PyErr_Format(PyExc_ValueError, "_ck_features.%s: block arrays have the wrong size",
+                         fn);
+            return -1;
+        }
+    return rows;
+}
+
 /* ---- Python entry points -------------------------------------------------------------- */
+
+/* Each entry point leaves through one exit that releases its buffers: res is NULL (exception
+ * set) until the result is built. */
 
 static PyObject *py_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* score(map, w, x, xx, k, z, work) -> f; k (None for RFF/ROW) and z receive the features,
      * work (int64, >= d) is scratch */
     if (nargs != 7) return PyErr_Format(PyExc_TypeError, "score(map, w, x, xx, k, z, work)");
-    Buf b[9];
-    memset(b, 0, sizeof b);
+    Buf b[9] = {0};
     FMap fm;
-    double f = 0.0, xx;
-    int with_k = args[4] != Py_None;
-    if (parse_map(args[0], b, &fm) < 0 || get_buf(args[1], &b[4], 0, "w", 'd') < 0
-        || get_buf(args[2], &b[5], 0, "x", 'd') < 0
-        || (with_k && get_buf(args[4], &b[6], 1, "k", 'd') < 0)
-        || get_buf(args[5], &b[7], 1, "z", 'd') < 0
-        || get_buf(args[6], &b[8], 1, "work", 'q') < 0)
-        goto fail;
-    xx = PyFloat_AsDouble(args[3]);
-    if (PyErr_Occurred()) goto fail;
-    if (fm_klen(&fm) && !with_k) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features.score: this map needs k");
-        goto fail;
-    }
-    if (check_sizes(&fm, &b[4], n_items(&b[5]), with_k ? &b[6] : NULL, &b[7], &b[8], "score")
-        < 0)
-        goto fail;
-    f = fm_score(&fm, b[4].view.buf, b[5].view.buf, xx, (Py_ssize_t *)b[8].view.buf,
-                 with_k ? b[6].view.buf : NULL, b[7].view.buf);
+    PyObject *res = NULL;
+    if (parse_map(args[0], b, &fm) < 0
+        || get_bufs(args, b + B_W, "d1 w, d2 x, D5 z, Q6 work, D4? k") < 0)
+        goto done;
+    double xx = PyFloat_AsDouble(args[3]);
+    if (PyErr_Occurred() || check_sizes(&fm, b, n_items(&b[B_X]), "score") < 0) goto done;
+    res = PyFloat_FromDouble(fm_score(&fm, b[B_W].view.buf, b[B_X].view.buf, xx,
+                                      (Py_ssize_t *)b[B_WORK].view.buf,
+                                      b[B_K].held ? b[B_K].view.buf : NULL, b[B_Z].view.buf));
+done:
     release(b, 9);
-    return PyFloat_FromDouble(f);
-fail:
-    release(b, 9);
-    return NULL;
+    return res;
 }
 
 static PyObject *py_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
@@ -382,39 +363,27 @@ static PyObject *py_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
     /* scores(map, w, X, zz, out, k, z, work): out[i] = the score of row i of X (prediction
      * only, no learning; the benchmarks' feature-map floor) */
     if (nargs != 8) return PyErr_Format(PyExc_TypeError, "scores(map, w, X, zz, out, k, z, work)");
-    Buf b[10];
-    memset(b, 0, sizeof b);
+    Buf b[11] = {0};
     FMap fm;
-    int with_k = args[5] != Py_None;
-    if (parse_map(args[0], b, &fm) < 0 || get_buf(args[1], &b[4], 0, "w", 'd') < 0
-        || get_buf(args[2], &b[5], 0, "X", 'd') < 0
-        || get_buf(args[3], &b[6], 0, "zz", 'd') < 0
-        || get_buf(args[4], &b[7], 1, "out", 'd') < 0
-        || (with_k && get_buf(args[5], &b[8], 1, "k", 'd') < 0)
-        || get_buf(args[6], &b[9], 1, "z", 'd') < 0 || get_buf(args[7], &b[3], 1, "work", 'q') < 0)
-        goto fail;
-    Py_ssize_t rows = b[5].view.ndim == 2 ? b[5].view.shape[0] : -1;
-    if (rows < 0 || (fm_klen(&fm) > 0 && !with_k) || n_items(&b[6]) < rows
-        || n_items(&b[7]) < rows) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features.scores: block arrays have the wrong size");
-        goto fail;
-    }
-    if (check_sizes(&fm, &b[4], b[5].view.shape[1], with_k ? &b[8] : NULL, &b[9], &b[3],
-                    "scores") < 0)
-        goto fail;
+    PyObject *res = NULL;
+    if (parse_map(args[0], b, &fm) < 0
+        || get_bufs(args, b + B_W, "d1 w, d2 X, D6 z, Q7 work, D5? k, d3 zz, D4 out") < 0)
+        goto done;
+    Py_ssize_t rows = block_rows(&fm, b, 9, 2, "scores");
+    if (rows < 0) goto done;
     {
-        const double *X = b[5].view.buf, *zz = b[6].view.buf, *w = b[4].view.buf;
-        double *out = b[7].view.buf, *k = with_k ? b[8].view.buf : NULL, *z = b[9].view.buf;
-        Py_ssize_t *nz = b[3].view.buf, d = fm.d;
+        const double *X = b[B_X].view.buf, *zz = b[9].view.buf, *w = b[B_W].view.buf;
+        double *out = b[10].view.buf, *k = b[B_K].held ? b[B_K].view.buf : NULL;
+        double *z = b[B_Z].view.buf;
+        Py_ssize_t *nz = b[B_WORK].view.buf, d = fm.d;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < rows; i++) out[i] = fm_score(&fm, w, X + i * d, zz[i], nz, k, z);
         Py_END_ALLOW_THREADS
     }
-    release(b, 10);
-    Py_RETURN_NONE;
-fail:
-    release(b, 10);
-    return NULL;
+    res = Py_NewRef(Py_None);
+done:
+    release(b, 11);
+    return res;
 }
 
 /* The learner's update of a fired row, called from run(): on_fire(i) returns the model to
@@ -422,9 +391,8 @@ fail:
  * are released during the call (the update may replace or grow those arrays) and taken again
  * from its answer. Returns 1 (continue), 0 (stop) or -1 (error, exception set). */
 static int call_on_fire(PyObject *on_fire, Py_ssize_t i, Buf *b, FMap *fm,
-                        Py_ssize_t *nsv_value, Py_ssize_t xd, const Buf *k, const Buf *z,
-                        const Buf *work) {
-    release(b, 5);
+                        Py_ssize_t *nsv_value, Py_ssize_t xd) {
+    release(b, B_W + 1);
     PyObject *idx = PyLong_FromSsize_t(i);
     if (idx == NULL) return -1;
     PyObject *r = PyObject_CallOneArg(on_fire, idx);
@@ -439,13 +407,10 @@ static int call_on_fire(PyObject *on_fire, Py_ssize_t i, Buf *b, FMap *fm,
         PyErr_SetString(PyExc_TypeError, "_ck_features.run: on_fire must return "
                                          "(map, w, nsv_value) or None");
     } else if (parse_map(PyTuple_GET_ITEM(r, 0), b, fm) == 0
-               && get_buf(PyTuple_GET_ITEM(r, 1), &b[4], 1, "w", 'd') == 0
+               && get_buf(PyTuple_GET_ITEM(r, 1), &b[B_W], 1, "w", 'd') == 0
                && (*nsv_value = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 2)), !PyErr_Occurred())
-               && !(fm_klen(fm) > 0 && k == NULL)
-               && check_sizes(fm, &b[4], xd, k, z, work, "run") == 0) {
+               && check_sizes(fm, b, xd, "run") == 0) {
         rc = 1;
-    } else if (!PyErr_Occurred()) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features.run: on_fire's map needs k");
     }
     Py_DECREF(r); /* the buffers keep their arrays alive */
     return rc;
@@ -464,53 +429,34 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
      * untouched, and (i + 1, False) when on_fire stops after row i. */
     if (nargs != 17)
         return PyErr_Format(PyExc_TypeError, "run() takes 17 arguments, got %zd", nargs);
-    Buf b[13];
-    memset(b, 0, sizeof b);
+    Buf b[13] = {0};
     FMap fm;
-    Py_ssize_t start, stop, rows, i = 0, nsv_value;
-    PyObject *on_fire = args[16];
-    int trigger, c_step = args[8] != Py_None, with_nsv = args[11] != Py_None,
-                 with_k = args[13] != Py_None, fired = 0, failed = 0;
-    double step = 0.0, shrink;
-    if (parse_map(args[0], b, &fm) < 0 || get_buf(args[1], &b[4], 1, "w", 'd') < 0
-        || get_buf(args[2], &b[5], 0, "X", 'd') < 0
-        || get_buf(args[3], &b[6], 0, "zz", 'd') < 0
-        || get_buf(args[4], &b[7], 0, "y", 'd') < 0
-        || get_buf(args[10], &b[8], 1, "out", 'd') < 0
-        || (with_nsv && get_buf(args[11], &b[9], 1, "nsv", 'q') < 0)
-        || (with_k && get_buf(args[13], &b[10], 1, "k", 'd') < 0)
-        || get_buf(args[14], &b[11], 1, "z", 'd') < 0
-        || get_buf(args[15], &b[12], 1, "work", 'q') < 0)
-        goto fail;
-    start = PyLong_AsSsize_t(args[5]);
-    stop = PyLong_AsSsize_t(args[6]);
-    trigger = (int)PyLong_AsLong(args[7]);
-    if (c_step) step = PyFloat_AsDouble(args[8]);
-    shrink = PyFloat_AsDouble(args[9]);
-    nsv_value = PyLong_AsSsize_t(args[12]);
-    if (PyErr_Occurred()) goto fail;
-    rows = b[5].view.ndim == 2 ? b[5].view.shape[0] : -1;
-    if (rows < 0 || (fm_klen(&fm) > 0 && !with_k)) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features.run: X must be 2-D; k is needed");
-        goto fail;
-    }
-    if (check_sizes(&fm, &b[4], b[5].view.shape[1], with_k ? &b[10] : NULL, &b[11], &b[12],
-                    "run") < 0)
-        goto fail;
-    if (n_items(&b[6]) < rows || n_items(&b[7]) < rows || n_items(&b[8]) < rows
-        || (with_nsv && n_items(&b[9]) < rows) || start < 0 || stop < start || stop > rows) {
+    PyObject *res = NULL, *on_fire = args[16];
+    if (parse_map(args[0], b, &fm) < 0
+        || get_bufs(args, b + B_W,
+                    "D1 w, d2 X, D14 z, Q15 work, D13? k, d3 zz, d4 y, D10 out, Q11? nsv") < 0)
+        goto done;
+    Py_ssize_t start = PyLong_AsSsize_t(args[5]), stop = PyLong_AsSsize_t(args[6]), i = 0;
+    Py_ssize_t nsv_value = PyLong_AsSsize_t(args[12]);
+    int trigger = (int)PyLong_AsLong(args[7]), c_step = args[8] != Py_None, fired = 0,
+        failed = 0;
+    double step = c_step ? PyFloat_AsDouble(args[8]) : 0.0, shrink = PyFloat_AsDouble(args[9]);
+    if (PyErr_Occurred()) goto done;
+    Py_ssize_t rows = block_rows(&fm, b, 9, 4, "run");
+    if (rows < 0) goto done;
+    if (start < 0 || stop < start || stop > rows) {
         PyErr_SetString(PyExc_ValueError, "_ck_features.run: block arrays have the wrong size");
-        goto fail;
+        goto done;
     }
     {
-        const double *X = b[5].view.buf, *zz = b[6].view.buf, *y = b[7].view.buf;
-        double *out = b[8].view.buf, *z = b[11].view.buf;
-        double *k = with_k ? b[10].view.buf : NULL;
-        int64_t *nsv = with_nsv ? b[9].view.buf : NULL;
-        Py_ssize_t *nz = b[12].view.buf, d = fm.d;
+        const double *X = b[B_X].view.buf, *zz = b[9].view.buf, *y = b[10].view.buf;
+        double *out = b[11].view.buf, *z = b[B_Z].view.buf;
+        double *k = b[B_K].held ? b[B_K].view.buf : NULL;
+        int64_t *nsv = b[12].held ? b[12].view.buf : NULL;
+        Py_ssize_t *nz = b[B_WORK].view.buf, d = fm.d;
         PyThreadState *ts = PyEval_SaveThread();
         for (i = start; i < stop; i++) {
-            double *w = b[4].view.buf; /* (re)read: on_fire may hand over another w */
+            double *w = b[B_W].view.buf; /* (re)read: on_fire may hand over another w */
             double f = fm_score(&fm, w, X + i * d, zz[i], nz, k, z);
             out[i] = f;
             int fire = fires(trigger, y[i], f);
@@ -520,8 +466,7 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
                     break;
                 }
                 PyEval_RestoreThread(ts);
-                int rc = call_on_fire(on_fire, i, b, &fm, &nsv_value, d,
-                                      with_k ? &b[10] : NULL, &b[11], &b[12]);
+                int rc = call_on_fire(on_fire, i, b, &fm, &nsv_value, d);
                 ts = PyEval_SaveThread();
                 if (rc < 0) {
                     failed = 1;
@@ -544,12 +489,10 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         }
         PyEval_RestoreThread(ts);
     }
-    if (failed) goto fail;
+    if (!failed) res = Py_BuildValue("(nO)", i, fired ? Py_True : Py_False);
+done:
     release(b, 13);
-    return Py_BuildValue("(nO)", i, fired ? Py_True : Py_False);
-fail:
-    release(b, 13);
-    return NULL;
+    return res;
 }
 
 static PyObject *py_cdf_search(PyObject *Py_UNUSED(self), PyObject *const *args,
@@ -680,32 +623,17 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"score", (PyCFunction)(void (*)(void))py_score, METH_FASTCALL,
-     "score(map, w, x, xx, k, z, work) -> f: the features of x and their linear score"},
-    {"scores", (PyCFunction)(void (*)(void))py_scores, METH_FASTCALL,
-     "scores(map, w, X, zz, out, k, z, work): the scores of a block, without learning"},
-    {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
-     "run(...) -> (i, fired): test-then-train up to the next round the learner updates"},
-    {"cdf_search", (PyCFunction)(void (*)(void))py_cdf_search, METH_FASTCALL,
-     "cdf_search(w, u) -> indices of the uniforms u in the cumulative weights"},
-    {"sample_kernel", (PyCFunction)(void (*)(void))py_sample_kernel, METH_FASTCALL,
-     "sample_kernel(X, psi, idx, neg_gamma) -> (K, b): Gaussian kernel matrix of a few rows"},
+    KS_METHOD(score, "score(map, w, x, xx, k, z, work) -> f: the features of x and their score"),
+    KS_METHOD(scores, "scores(map, w, X, zz, out, k, z, work): the scores of a block, without "
+                      "learning"),
+    KS_METHOD(run, "run(...) -> (i, fired): test-then-train up to the next round the learner "
+                   "updates"),
+    KS_METHOD(cdf_search, "cdf_search(w, u) -> indices of the uniforms u in the cumulative "
+                          "weights"),
+    KS_METHOD(sample_kernel, "sample_kernel(X, psi, idx, neg_gamma) -> (K, b): Gaussian kernel "
+                             "matrix of a few rows"),
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_ck_features",
-    "Compiled feature maps and block driver of kernelstream's feature-map learners.", -1,
-    methods,
-};
-
-PyMODINIT_FUNC PyInit__ck_features(void) {
-    PyObject *mod = PyModule_Create(&module);
-    if (mod == NULL) return NULL;
-    if (PyModule_AddIntConstant(mod, "ABI", KF_ABI) < 0
-        || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
-        Py_DECREF(mod);
-        return NULL;
-    }
-    return mod;
-}
+KS_MODULE(_ck_features,
+          "Compiled feature maps and block driver of kernelstream's feature-map learners.", KF_ABI)

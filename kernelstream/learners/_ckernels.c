@@ -24,63 +24,45 @@
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KS_ABI 1
-#ifndef KS_SOURCE_HASH
-#define KS_SOURCE_HASH "" /* setup.py defines the source's hash */
-#endif
-
-enum { T_ALWAYS = 0, T_MISTAKE = 1, T_MARGIN = 2 };
-
-/* Does the round with label y and score f update the model? (the learner's own early return,
- * written as its module does) */
-static int fires(int trigger, double y, double f) {
-    switch (trigger) {
-    case T_MISTAKE: return !(y * f > 0.0);
-    case T_MARGIN: return !(y * f >= 1.0);
-    default: return 1;
-    }
-}
 
 /* ---- Python entry points -------------------------------------------------------------- */
+
+/* Each entry point takes its buffers into b, computes, and leaves through one exit that
+ * releases them: res is NULL (exception set) until the result is built. */
 
 static PyObject *py_sqnorms(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* sqnorms(X (m x d), out (m)) */
     if (nargs != 2) return PyErr_Format(PyExc_TypeError, "sqnorms(X, out)");
-    Buf b[2];
-    memset(b, 0, sizeof b);
-    if (get_buf(args[0], &b[0], 0, "X", 'd') < 0 || get_buf(args[1], &b[1], 1, "out", 'd') < 0)
-        goto fail;
+    Buf b[2] = {0};
+    PyObject *res = NULL;
+    if (get_bufs(args, b, "d0 X, D1 out") < 0) goto done;
     if (b[0].view.ndim != 2) {
         PyErr_SetString(PyExc_ValueError, "_ckernels.sqnorms: X must be 2-D");
-        goto fail;
+        goto done;
     }
     Py_ssize_t m = b[0].view.shape[0], d = b[0].view.shape[1];
     if (n_items(&b[1]) < m) {
         PyErr_SetString(PyExc_ValueError, "_ckernels.sqnorms: out is too short");
-        goto fail;
+        goto done;
     }
     const double *X = b[0].view.buf;
     double *out = b[1].view.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < m; i++) out[i] = sqnorm(X + i * d, d);
     Py_END_ALLOW_THREADS
+    res = Py_NewRef(Py_None);
+done:
     release(b, 2);
-    Py_RETURN_NONE;
-fail:
-    release(b, 2);
-    return NULL;
+    return res;
 }
 
 static PyObject *py_sqnorm(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 1) return PyErr_Format(PyExc_TypeError, "sqnorm(x)");
-    Buf b;
-    memset(&b, 0, sizeof b);
-    if (get_buf(args[0], &b, 0, "x", 'd') < 0) {
-        release(&b, 1);
-        return NULL;
-    }
-    double s = sqnorm(b.view.buf, n_items(&b));
+    Buf b = {0};
+    PyObject *res = NULL;
+    if (get_bufs(args, &b, "d0 x") == 0) res = PyFloat_FromDouble(sqnorm(b.view.buf, n_items(&b)));
     release(&b, 1);
-    return PyFloat_FromDouble(s);
+    return res;
 }
 
 /* Store and kernel arguments shared by score() and run(). */
@@ -93,12 +75,10 @@ typedef struct {
     long degree;
 } Model;
 
-/* args: X (cap x d), sqn, a, n, kind, p, degree -> fills m; returns the number of buffers
- * taken from b (all released by the caller). */
+/* args: X (cap x d), sqn, a, n, kind, p, degree -> fills m; takes b[0..3) (released by the
+ * caller). */
 static int parse_model(PyObject *const *args, Buf *b, Model *m, const char *fn) {
-    if (get_buf(args[0], &b[0], 0, "X", 'd') < 0 || get_buf(args[1], &b[1], 0, "sqn", 'd') < 0
-        || get_buf(args[2], &b[2], 1, "a", 'd') < 0)
-        return -1;
+    if (get_bufs(args, b, "d0 X, d1 sqn, D2 a") < 0) return -1;
     m->n = PyLong_AsSsize_t(args[3]);
     m->kind = (int)PyLong_AsLong(args[4]);
     m->p = PyFloat_AsDouble(args[5]);
@@ -124,32 +104,41 @@ static int parse_model(PyObject *const *args, Buf *b, Model *m, const char *fn) 
     return 0;
 }
 
+/* The rows of a block Z (b[3]) against the model, with zz (b[4]) and a kernel-row buffer k
+ * and the scratch work of at least the model's sizes; -1 (exception set) otherwise. */
+static Py_ssize_t block_rows(const Buf *Z, const Buf *zz, const Buf *k, const Buf *work,
+                             const Model *m, const char *fn) {
+    Py_ssize_t rows = Z->view.ndim == 2 ? Z->view.shape[0] : -1;
+    if (rows < 0 || Z->view.shape[1] != m->d || n_items(zz) < rows || n_items(k) < m->n
+        || n_items(work) < m->d) {
+        PyErr_Format(PyExc_ValueError, "_ckernels.%s: block arrays have the wrong size", fn);
+        return -1;
+    }
+    return rows;
+}
+
 static PyObject *py_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* score(X, sqn, a, n, kind, p, degree, z, zz, k, work) -> f; k[:n] receives the row,
      * work (int64, >= d) is scratch for the non-zero positions */
     if (nargs != 11)
         return PyErr_Format(PyExc_TypeError, "score(X, sqn, a, n, kind, p, degree, z, zz, k, work)");
-    Buf b[6];
-    memset(b, 0, sizeof b);
+    Buf b[6] = {0};
     Model m;
-    double f = 0.0, zz;
-    if (parse_model(args, b, &m, "score") < 0) goto fail;
-    if (get_buf(args[7], &b[3], 0, "z", 'd') < 0 || get_buf(args[9], &b[4], 1, "k", 'd') < 0
-        || get_buf(args[10], &b[5], 1, "work", 'q') < 0)
-        goto fail;
-    zz = PyFloat_AsDouble(args[8]);
-    if (PyErr_Occurred()) goto fail;
+    PyObject *res = NULL;
+    if (parse_model(args, b, &m, "score") < 0 || get_bufs(args, b + 3, "d7 z, D9 k, Q10 work") < 0)
+        goto done;
+    double zz = PyFloat_AsDouble(args[8]);
+    if (PyErr_Occurred()) goto done;
     if (n_items(&b[3]) != m.d || n_items(&b[4]) < m.n || n_items(&b[5]) < m.d) {
         PyErr_SetString(PyExc_ValueError, "_ckernels.score: z, k or work has the wrong size");
-        goto fail;
+        goto done;
     }
-    f = row_score(m.X, m.sqn, m.a, m.n, m.d, b[3].view.buf, zz, m.kind, m.p, m.degree,
-                  (Py_ssize_t *)b[5].view.buf, b[4].view.buf);
+    res = PyFloat_FromDouble(row_score(m.X, m.sqn, m.a, m.n, m.d, b[3].view.buf, zz, m.kind,
+                                       m.p, m.degree, (Py_ssize_t *)b[5].view.buf,
+                                       b[4].view.buf));
+done:
     release(b, 6);
-    return PyFloat_FromDouble(f);
-fail:
-    release(b, 6);
-    return NULL;
+    return res;
 }
 
 static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
@@ -162,38 +151,28 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
      * k[:n], and returns its index (or the block's length). */
     if (nargs != 18)
         return PyErr_Format(PyExc_TypeError, "run() takes 18 arguments, got %zd", nargs);
-    Buf b[10];
-    memset(b, 0, sizeof b);
+    Buf b[10] = {0};
     Model m;
-    Py_ssize_t start, i, rows;
-    int trigger, with_nsv = args[15] != Py_None;
-    double shrink, norm2;
-    if (parse_model(args, b, &m, "run") < 0) goto fail;
-    if (get_buf(args[7], &b[3], 0, "Z", 'd') < 0 || get_buf(args[8], &b[4], 0, "zz", 'd') < 0
-        || get_buf(args[9], &b[5], 0, "y", 'd') < 0
-        || get_buf(args[14], &b[6], 1, "out", 'd') < 0
-        || (with_nsv && get_buf(args[15], &b[7], 1, "nsv", 'q') < 0)
-        || get_buf(args[16], &b[8], 1, "k", 'd') < 0
-        || get_buf(args[17], &b[9], 1, "work", 'q') < 0)
-        goto fail;
-    start = PyLong_AsSsize_t(args[10]);
-    trigger = (int)PyLong_AsLong(args[11]);
-    shrink = PyFloat_AsDouble(args[12]);
-    norm2 = PyFloat_AsDouble(args[13]);
-    if (PyErr_Occurred()) goto fail;
-    rows = b[3].view.ndim == 2 ? b[3].view.shape[0] : -1;
-    if (rows < 0 || b[3].view.shape[1] != m.d || n_items(&b[4]) < rows
-        || n_items(&b[5]) < rows || n_items(&b[6]) < rows
-        || (with_nsv && n_items(&b[7]) < rows) || n_items(&b[8]) < m.n
-        || n_items(&b[9]) < m.d || start < 0 || start > rows) {
+    PyObject *res = NULL;
+    if (parse_model(args, b, &m, "run") < 0
+        || get_bufs(args, b + 3, "d7 Z, d8 zz, D16 k, Q17 work, d9 y, D14 out, Q15? nsv") < 0)
+        goto done;
+    Py_ssize_t start = PyLong_AsSsize_t(args[10]), i;
+    int trigger = (int)PyLong_AsLong(args[11]);
+    double shrink = PyFloat_AsDouble(args[12]), norm2 = PyFloat_AsDouble(args[13]);
+    if (PyErr_Occurred()) goto done;
+    Py_ssize_t rows = block_rows(&b[3], &b[4], &b[5], &b[6], &m, "run");
+    if (rows < 0) goto done;
+    int64_t *nsv = b[9].held ? b[9].view.buf : NULL;
+    if (n_items(&b[7]) < rows || n_items(&b[8]) < rows || (nsv && n_items(&b[9]) < rows)
+        || start < 0 || start > rows) {
         PyErr_SetString(PyExc_ValueError, "_ckernels.run: block arrays have the wrong size");
-        goto fail;
+        goto done;
     }
     {
-        const double *Z = b[3].view.buf, *zz = b[4].view.buf, *y = b[5].view.buf;
-        double *out = b[6].view.buf, *k = b[8].view.buf, *a = m.a;
-        int64_t *nsv = with_nsv ? b[7].view.buf : NULL;
-        Py_ssize_t *nz = b[9].view.buf;
+        const double *Z = b[3].view.buf, *zz = b[4].view.buf, *y = b[7].view.buf;
+        double *out = b[8].view.buf, *k = b[5].view.buf, *a = m.a;
+        Py_ssize_t *nz = b[6].view.buf;
         Py_ssize_t n = m.n, d = m.d;
         double s2 = shrink * shrink;
         Py_BEGIN_ALLOW_THREADS
@@ -210,11 +189,10 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         }
         Py_END_ALLOW_THREADS
     }
+    res = Py_BuildValue("(nd)", i, norm2);
+done:
     release(b, 10);
-    return Py_BuildValue("(nd)", i, norm2);
-fail:
-    release(b, 10);
-    return NULL;
+    return res;
 }
 
 static PyObject *py_scores(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
@@ -223,65 +201,44 @@ static PyObject *py_scores(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
      * benchmarks' floor: one compiled row and score per round and nothing else) */
     if (nargs != 12)
         return PyErr_Format(PyExc_TypeError, "scores() takes 12 arguments, got %zd", nargs);
-    Buf b[8];
-    memset(b, 0, sizeof b);
+    Buf b[8] = {0};
     Model m;
-    Py_ssize_t rows;
-    if (parse_model(args, b, &m, "scores") < 0) goto fail;
-    if (get_buf(args[7], &b[3], 0, "Z", 'd') < 0 || get_buf(args[8], &b[4], 0, "zz", 'd') < 0
-        || get_buf(args[9], &b[5], 1, "out", 'd') < 0
-        || get_buf(args[10], &b[6], 1, "k", 'd') < 0
-        || get_buf(args[11], &b[7], 1, "work", 'q') < 0)
-        goto fail;
-    rows = b[3].view.ndim == 2 ? b[3].view.shape[0] : -1;
-    if (rows < 0 || b[3].view.shape[1] != m.d || n_items(&b[4]) < rows
-        || n_items(&b[5]) < rows || n_items(&b[6]) < m.n || n_items(&b[7]) < m.d) {
+    PyObject *res = NULL;
+    if (parse_model(args, b, &m, "scores") < 0
+        || get_bufs(args, b + 3, "d7 Z, d8 zz, D10 k, Q11 work, D9 out") < 0)
+        goto done;
+    Py_ssize_t rows = block_rows(&b[3], &b[4], &b[5], &b[6], &m, "scores");
+    if (rows < 0) goto done;
+    if (n_items(&b[7]) < rows) {
         PyErr_SetString(PyExc_ValueError, "_ckernels.scores: block arrays have the wrong size");
-        goto fail;
+        goto done;
     }
     {
         const double *Z = b[3].view.buf, *zz = b[4].view.buf;
-        double *out = b[5].view.buf, *k = b[6].view.buf;
-        Py_ssize_t *nz = b[7].view.buf;
+        double *out = b[7].view.buf, *k = b[5].view.buf;
+        Py_ssize_t *nz = b[6].view.buf;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < rows; i++)
             out[i] = row_score(m.X, m.sqn, m.a, m.n, m.d, Z + i * m.d, zz[i], m.kind, m.p,
                                m.degree, nz, k);
         Py_END_ALLOW_THREADS
     }
+    res = Py_NewRef(Py_None);
+done:
     release(b, 8);
-    Py_RETURN_NONE;
-fail:
-    release(b, 8);
-    return NULL;
+    return res;
 }
 
 static PyMethodDef methods[] = {
-    {"sqnorms", (PyCFunction)(void (*)(void))py_sqnorms, METH_FASTCALL,
-     "sqnorms(X, out): out[i] = ||X_i||^2, summed in index order"},
-    {"sqnorm", (PyCFunction)(void (*)(void))py_sqnorm, METH_FASTCALL,
-     "sqnorm(x) -> ||x||^2, summed in index order"},
-    {"score", (PyCFunction)(void (*)(void))py_score, METH_FASTCALL,
-     "score(X, sqn, a, n, kind, p, degree, z, zz, k, work) -> f(z); k[:n] = kernel row"},
-    {"scores", (PyCFunction)(void (*)(void))py_scores, METH_FASTCALL,
-     "scores(X, sqn, a, n, kind, p, degree, Z, zz, out, k, work): f of every row, no learning"},
-    {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
-     "run(...) -> (i, norm2): test-then-train up to the next round that updates the model"},
+    KS_METHOD(sqnorms, "sqnorms(X, out): out[i] = ||X_i||^2, summed in index order"),
+    KS_METHOD(sqnorm, "sqnorm(x) -> ||x||^2, summed in index order"),
+    KS_METHOD(score, "score(X, sqn, a, n, kind, p, degree, z, zz, k, work) -> f(z); k[:n] = row"),
+    KS_METHOD(scores, "scores(X, sqn, a, n, kind, p, degree, Z, zz, out, k, work): f of every "
+                      "row, no learning"),
+    KS_METHOD(run, "run(...) -> (i, norm2): test-then-train up to the next round that updates "
+                   "the model"),
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_ckernels",
-    "Compiled per-round kernels of kernelstream's single-kernel learners.", -1, methods,
-};
-
-PyMODINIT_FUNC PyInit__ckernels(void) {
-    PyObject *mod = PyModule_Create(&module);
-    if (mod == NULL) return NULL;
-    if (PyModule_AddIntConstant(mod, "ABI", KS_ABI) < 0
-        || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
-        Py_DECREF(mod);
-        return NULL;
-    }
-    return mod;
-}
+KS_MODULE(_ckernels, "Compiled per-round kernels of kernelstream's single-kernel learners.",
+          KS_ABI)
