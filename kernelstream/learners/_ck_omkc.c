@@ -4,8 +4,8 @@
  * single-kernel compiled row of _ck_common.h, so each score is the component's own compiled
  * score bit for bit; in DD, where an SV's id names one example for every component, each
  * distinct stored point's dot product is computed once a round), the Hedge weights, for SD the m update draws, and the components' budget
- * rules, which are _ck_budget.c's own functions (included with KB_RULES_ONLY: the same code,
- * not a copy).
+ * rules, which are _ck_budget's own functions (_ck_budget_rules.h: the same code, not a
+ * copy).
  *
  * Exactness against the Python rounds (omkc._BoundedOMKC and its components):
  * - theta = gamma^(M_i - min M) / sum_j: the powers come from a table numpy filled
@@ -23,8 +23,7 @@
  * the power table, or with a full store (C does not grow one; SD's components grow up to B) is
  * handed back before it starts.
  */
-#define KB_RULES_ONLY
-#include "_ck_budget.c"
+#include "_ck_budget_rules.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KO_ABI 1
