@@ -164,6 +164,9 @@ static void gram3(const double *X, Py_ssize_t d, const Py_ssize_t *idx, double n
     *k12 = d12 > 0.0 ? exp(neg_g * d12) : 1.0;
 }
 
+/* |a_j|, the value OKS-SIL's RLD replacement minimises */
+static double abs_coef(const void *a, Py_ssize_t j) { return fabs(((const double *)a)[j]); }
+
 static int rule_okssil(DStore *st, DRule *R, const double *x, double xx, double y, double f,
                        double *d2, double *psi, int64_t t) {
     if (y * f >= 1.0) return DONE;
@@ -196,19 +199,7 @@ static int rule_okssil(DStore *st, DRule *R, const double *x, double xx, double 
         return DEFER_RLD;
     double *a = st->a;
     if (delta > prm[3]) { /* RLD holds: x_t takes the slot of the smallest |a_r| */
-        Py_ssize_t r = 0;
-        double best = 0.0;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            double v = fabs(a[j]);
-            if (v != v) {
-                r = j;
-                break;
-            }
-            if (j == 0 || v < best) {
-                r = j;
-                best = v;
-            }
-        }
+        Py_ssize_t r = argmin_nan_first(n, abs_coef, a);
         double ar = a[r];
         double fb = f - ar * psi[r] + ar;
         double new_w = y * fb < 1.0 ? eta * y : 0.0;

@@ -129,21 +129,22 @@ static Py_ssize_t uniform_slot(Rule *R, Py_ssize_t n) {
 
 /* BPA-S at the budget, Gaussian kernel: argmin_r a_r^2 - (a_r k_r)^2 (the removal cost up to
  * terms shared by every r), the first minimum; a NaN cost wins, as in numpy's argmin. */
+typedef struct {
+    const double *a, *k;
+} RemovalCosts;
+
+static double removal_cost(const void *ctx, Py_ssize_t j) {
+    const RemovalCosts *c = ctx;
+    double u = c->a[j] * c->k[j];
+    u *= u;
+    double q = c->a[j] * c->a[j];
+    q -= u;
+    return q;
+}
+
 static Py_ssize_t removal_argmin(const double *a, const double *k, Py_ssize_t n) {
-    Py_ssize_t best = 0;
-    double qb = 0.0;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        double u = a[j] * k[j];
-        u *= u;
-        double q = a[j] * a[j];
-        q -= u;
-        if (q != q) return j;
-        if (j == 0 || q < qb) {
-            best = j;
-            qb = q;
-        }
-    }
-    return best;
+    RemovalCosts c = {a, k};
+    return argmin_nan_first(n, removal_cost, &c);
 }
 
 /* d_i = sum_j K_ji k_j (j in index order) for i < n: the projection coefficients d = K^-1 k,

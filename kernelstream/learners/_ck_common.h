@@ -227,6 +227,23 @@ static inline void dist_row(const double *X, const double *sqn, Py_ssize_t n, Py
     }
 }
 
+/* The index numpy's argmin gives over v_j = value(ctx, j), j < n: the first NaN, else the
+ * first minimum (a store's removal choices: BPA-S's costs, OKS-SIL's smallest |a_j|). */
+static inline Py_ssize_t argmin_nan_first(Py_ssize_t n, double (*value)(const void *, Py_ssize_t),
+                                          const void *ctx) {
+    Py_ssize_t best = 0;
+    double vb = 0.0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double v = value(ctx, j);
+        if (v != v) return j;
+        if (j == 0 || v < vb) {
+            best = j;
+            vb = v;
+        }
+    }
+    return best;
+}
+
 /* ||x - z||^2 of one stored row x (norm xx_) against z's compacted non-zeros (positions
  * nz[0..m), values zv; norm zz), clipped at 0: the sum of dots() for this row (index order
  * over z's non-zeros), then row_score's steps, so it equals that row's distance bit for bit. */

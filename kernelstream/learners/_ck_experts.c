@@ -23,7 +23,7 @@
  * by the same operations, shared within a round by stream id). Everything else is scalar IEEE
  * arithmetic in the order of the Python code (no FMA contraction: -ffp-contract=off).
  */
-#include "_ck_common.h"
+#include "_ck_mirror.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KE_ABI 1
@@ -516,23 +516,10 @@ static PyObject *py_ea2oks_run(PyObject *Py_UNUSED(self), PyObject *const *args,
             used++;
             out[j] = f[I];
             sel = I;
-            /* _update: ea2oks_step's constants, one uniform per kernel with margin < 1 */
-            for (Py_ssize_t i = 0; i < K; i++) {
-                c[i] = A[i] = Bc[i] = 0.0;
-                double mi = y * f[i];
-                if (!(mi < 1.0)) continue;
-                c[i] = (1.0 - mi) / norm;
-                double g2 = 1.0 + m2[i] - 2.0 * y * mux[i];
-                double g = sqrt(0.0 > g2 ? 0.0 : g2);
-                double z = beta * (g + sqrt(0.0 > m2[i] ? 0.0 : m2[i]));
-                double prob = z > 0.0 ? g / z : 0.0;
-                if (u[used++] < prob) {
-                    A[i] = lam * y / prob;
-                    Bc[i] = lam * (1.0 - 1.0 / prob);
-                } else {
-                    Bc[i] = lam;
-                }
-            }
+            /* _update: ea2oks_step's constants, one uniform per kernel with margin < 1 (at
+             * most K: enough are left, checked above) */
+            used += ea2oks_consts(K, y, f, m2, mux, lam, norm, beta, u + used, nu_ - used, c, A,
+                                  Bc);
             /* OptimisticMirror.correct: x_t into the stores with a_i != 0, then the reservoir
              * points a store lacks where b_i != 0, then mirror_correct's arithmetic */
             for (Py_ssize_t i = 0; i < K; i++) {
@@ -562,30 +549,13 @@ static PyObject *py_ea2oks_run(PyObject *Py_UNUSED(self), PyObject *const *args,
                 }
                 missing[i] = 0;
             }
+            mirror_h(K, M, M, A, Bc, kv, KVy, H);
             for (Py_ssize_t i = 0; i < K; i++) {
-                double ai = A[i], bv = Bc[i] / (double)M;
-                for (Py_ssize_t k = 0; k < M; k++) H[i * M + k] += ai * kv[i * M + k];
-                for (Py_ssize_t k = 0; k < M; k++) H[i * M + k] += bv * KVy[i * M + k];
-            }
-            for (Py_ssize_t i = 0; i < K; i++) {
-                double ai = A[i], bi = Bc[i];
-                if (ai == 0.0 && bi == 0.0) continue;
-                ea_store *S = &st[i];
-                Py_ssize_t n = (Py_ssize_t)ns[i];
-                double nn = n2[i] + bi * (bi * m2[i] + 2.0 * ip[i]);
-                if (ai != 0.0) nn += ai * (ai + 2.0 * fx[i] + 2.0 * bi * mux[i]);
-                if (bi != 0.0)
-                    for (Py_ssize_t k = 0; k < M; k++)
-                        S->a[pos[i * M + k]] += bi * (resy[k] / (double)M);
-                if (nn > U2) {
-                    double fac = radius / sqrt(nn);
-                    for (Py_ssize_t k = 0; k < n; k++) S->a[k] *= fac;
-                    for (Py_ssize_t k = 0; k < M; k++) H[i * M + k] *= fac;
-                    nn = U2;
-                } else if (nn < 0.0) {
-                    nn = 0.0;
-                }
-                n2[i] = nn;
+                if (A[i] == 0.0 && Bc[i] == 0.0) continue;
+                double fac;
+                n2[i] = mirror_correct1(st[i].a, (Py_ssize_t)ns[i], pos + i * M, M, resy, A[i],
+                                        Bc[i], n2[i], m2[i], ip[i], fx[i], mux[i], U2, radius,
+                                        H + i * M, &fac);
                 touched[i] = 1;
             }
             /* ExpWeights.update and check_epoch */

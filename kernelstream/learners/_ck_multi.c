@@ -32,7 +32,7 @@
  * floor_scores is the benchmarks' union-row floor: one distance row to n points, then for each
  * of K widths its exponentials and the dot with its coefficients, per example of a block.
  */
-#include "_ck_common.h"
+#include "_ck_mirror.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KM_ABI 1
@@ -476,11 +476,7 @@ static PyObject *py_mirror_correct(PyObject *Py_UNUSED(self), PyObject *const *a
                      *fx = b[4].view.buf, *m2 = b[6].view.buf, *ip = b[7].view.buf,
                      *mux = b[8].view.buf, *KVy = b[11].view.buf, *yv = b[12].view.buf;
         double *n2 = b[5].view.buf, *H = b[9].view.buf, *out = b[10].view.buf;
-        for (Py_ssize_t i = 0; i < K && v; i++) {
-            double ai = A[i], bv = B[i] / (double)v;
-            for (Py_ssize_t j = 0; j < v; j++) H[i * M + j] += ai * kv[i * v + j];
-            for (Py_ssize_t j = 0; j < v; j++) H[i * M + j] += bv * KVy[i * M + j];
-        }
+        mirror_h(K, v, M, A, B, kv, KVy, H);
         for (Py_ssize_t i = 0; i < K; i++) {
             double ai = A[i], bi = B[i];
             out[i] = fx[i];
@@ -500,29 +496,15 @@ static PyObject *py_mirror_correct(PyObject *Py_UNUSED(self), PyObject *const *a
                 PyErr_SetString(PyExc_ValueError, "_ck_multi.mirror_correct: store.a too short");
                 goto fail;
             }
-            double *a = sa.view.buf;
-            double nn = n2[i] + bi * (bi * m2[i] + 2.0 * ip[i]);
-            if (ai != 0.0) nn += ai * (ai + 2.0 * fx[i] + 2.0 * bi * mux[i]);
-            if (bi != 0.0 && v) {
-                const int64_t *p = pos + i * M;
-                for (Py_ssize_t j = 0; j < v; j++) {
-                    if (p[j] < 0 || p[j] >= n) {
-                        PyErr_SetString(PyExc_ValueError,
-                                        "_ck_multi.mirror_correct: a reservoir point is not stored");
-                        goto fail;
-                    }
-                    a[p[j]] += bi * (yv[j] / (double)v); /* np.multiply.outer(b, y_V / v) */
+            const int64_t *p = pos + i * M;
+            for (Py_ssize_t j = 0; bi != 0.0 && j < v; j++)
+                if (p[j] < 0 || p[j] >= n) {
+                    PyErr_SetString(PyExc_ValueError,
+                                    "_ck_multi.mirror_correct: a reservoir point is not stored");
+                    goto fail;
                 }
-            }
-            double fac = 1.0;
-            if (nn > U2) {
-                fac = radius / sqrt(nn);
-                for (Py_ssize_t j = 0; j < n; j++) a[j] *= fac;
-                for (Py_ssize_t j = 0; j < v; j++) H[i * M + j] *= fac;
-                nn = U2;
-            } else if (nn < 0.0) { /* round-off */
-                nn = 0.0;
-            }
+            double fac, nn = mirror_correct1(sa.view.buf, n, p, v, yv, ai, bi, n2[i], m2[i], ip[i],
+                                             fx[i], mux[i], U2, radius, H + i * M, &fac);
             release(&sa, 1);
             n2[i] = nn;
             PyObject *f = PyFloat_FromDouble(nn);
@@ -598,7 +580,7 @@ static PyObject *py_ea2oks_step(PyObject *Py_UNUSED(self), PyObject *const *args
         || get_buf(args[10], &b[6], 1, "b", 'd') < 0)
         goto fail;
     {
-        Py_ssize_t K = n_items(&b[0]), nu = n_items(&b[3]), r = 0;
+        Py_ssize_t K = n_items(&b[0]), nu = n_items(&b[3]);
         if (n_items(&b[1]) < K || n_items(&b[2]) < K || n_items(&b[4]) < K
             || n_items(&b[5]) < K || n_items(&b[6]) < K) {
             PyErr_SetString(PyExc_ValueError, "_ck_multi.ea2oks_step: arrays have wrong sizes");
@@ -607,26 +589,9 @@ static PyObject *py_ea2oks_step(PyObject *Py_UNUSED(self), PyObject *const *args
         const double *f = b[0].view.buf, *m2 = b[1].view.buf, *mux = b[2].view.buf,
                      *u = b[3].view.buf;
         double *c = b[4].view.buf, *A = b[5].view.buf, *B = b[6].view.buf;
-        for (Py_ssize_t i = 0; i < K; i++) {
-            c[i] = A[i] = B[i] = 0.0;
-            double mi = y * f[i];
-            if (!(mi < 1.0)) continue;
-            if (r >= nu) {
-                PyErr_SetString(PyExc_ValueError, "_ck_multi.ea2oks_step: too few uniforms");
-                goto fail;
-            }
-            c[i] = (1.0 - mi) / norm;
-            /* g = ||y k(x, .) - mu||, Z = beta (g + ||mu||), P = g / Z */
-            double g2 = 1.0 + m2[i] - 2.0 * y * mux[i];
-            double g = sqrt(0.0 > g2 ? 0.0 : g2); /* Python's max(g2, 0.0) */
-            double z = beta * (g + sqrt(0.0 > m2[i] ? 0.0 : m2[i]));
-            double prob = z > 0.0 ? g / z : 0.0;
-            if (u[r++] < prob) {
-                A[i] = lam * y / prob;
-                B[i] = lam * (1.0 - 1.0 / prob);
-            } else {
-                B[i] = lam;
-            }
+        if (ea2oks_consts(K, y, f, m2, mux, lam, norm, beta, u, nu, c, A, B) < 0) {
+            PyErr_SetString(PyExc_ValueError, "_ck_multi.ea2oks_step: too few uniforms");
+            goto fail;
         }
     }
     release(b, 7);

@@ -125,6 +125,23 @@ static void refresh_theta(const int64_t *cnt, const double *powtab, double *thet
     for (int i = 0; i < NK; i++) theta[i] = w[i] / s;
 }
 
+/* BPA-S's removal cost of slot j with the kernel's own kappa(x_j, x_j) (diag) */
+typedef struct {
+    const double *a, *k, *diag;
+    double kt;
+} DiagCosts;
+
+static double diag_cost(const void *ctx, Py_ssize_t j) {
+    const DiagCosts *c = ctx;
+    double u = c->a[j] * c->k[j];
+    u *= u;
+    u /= c->kt;
+    double q = c->a[j] * c->a[j];
+    q *= c->diag[j];
+    q -= u;
+    return q;
+}
+
 /* bpas.BPAS._update for a kernel whose kappa(x, x) is not 1: the removal cost
  * q_r = a_r^2 kappa_rr - (a_r k_r)^2 / kappa_tt as numpy computes it, its first minimum (a NaN
  * first), the merge into the removed slot's replacement. */
@@ -142,24 +159,8 @@ static int rule_bpas_diag(Comp *c, const double *x, double xx, double y, double 
         c->diag[n] = zdiag;
         return store_append(st, x, xx, tau * y, t, f, kt);
     }
-    Py_ssize_t r = 0;
-    double qb = 0.0;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        double u = st->a[j] * k[j];
-        u *= u;
-        u /= kt;
-        double q = st->a[j] * st->a[j];
-        q *= c->diag[j];
-        q -= u;
-        if (q != q) {
-            r = j;
-            break;
-        }
-        if (j == 0 || q < qb) {
-            r = j;
-            qb = q;
-        }
-    }
+    DiagCosts costs = {st->a, k, c->diag, kt};
+    Py_ssize_t r = argmin_nan_first(n, diag_cost, &costs);
     double beta = st->a[r] * k[r] / kt + tau * y;
     store_replace(st, r, x, xx, beta, t);
     c->diag[r] = zdiag;
