@@ -217,7 +217,7 @@ static int beta_negative(double P, double kxx, double loss, double c) {
 
 /* <u, v> in eight lanes, for the bounds below (any order: their margins cover the round-off
  * of every order), vectorised */
-KB_CLONES
+KS_CLONES
 static double dot8(const double *u, const double *v, Py_ssize_t n) {
     double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     Py_ssize_t j = 0;

@@ -6,14 +6,6 @@
 #define KS_CK_BUDGET_STEPS_H
 #include "_ck_common.h"
 
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define KB_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef KB_CLONES
-#define KB_CLONES
-#endif
 
 /* numpy/random/bitgen.h (numpy's stable C interface of its bit generators) */
 typedef struct bitgen {
@@ -167,28 +159,13 @@ KINV_BLOCK(32)
 KINV_BLOCK(8)
 KINV_BLOCK(1)
 
-KB_CLONES
+KS_CLONES
 static void kinv_apply(const double *K, Py_ssize_t side, Py_ssize_t n, const double *k,
                        double *d) {
     Py_ssize_t i = 0;
     for (; i + 32 <= n; i += 32) kinv_block32(K + i, side, n, k, d + i);
     for (; i + 8 <= n; i += 8) kinv_block8(K + i, side, n, k, d + i);
     for (; i < n; i++) kinv_block1(K + i, side, n, k, d + i);
-}
-
-/* <u, v> in a fixed four-lane order: lane l sums the indices = l mod 4 in order, then
- * (l0 + l1) + (l2 + l3) */
-static double dot4(const double *u, const double *v, Py_ssize_t n) {
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    Py_ssize_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        s0 += u[j] * v[j];
-        s1 += u[j + 1] * v[j + 1];
-        s2 += u[j + 2] * v[j + 2];
-        s3 += u[j + 3] * v[j + 3];
-    }
-    for (; j < n; j++) s0 += u[j] * v[j];
-    return (s0 + s1) + (s2 + s3);
 }
 
 /* linalg.bordered_inverse_append: K^-1 grown by one point (border -d/delta, corner 1/delta),

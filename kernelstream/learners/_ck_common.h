@@ -19,6 +19,18 @@
 #define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
 #endif
 
+/* Run-time dispatch of a vectorisable loop to AVX2/AVX-512 where the compiler supports it
+ * (the default clone is plain SSE2); the clones compute identical numbers (no FMA, no
+ * reassociation: each element sees the same IEEE operations at any vector width). */
+#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define KS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef KS_CLONES
+#define KS_CLONES
+#endif
+
 enum { K_GAUSSIAN = 0, K_POLYNOMIAL = 1, K_LINEAR = 2 };
 enum { T_ALWAYS = 0, T_MISTAKE = 1, T_MARGIN = 2 }; /* compiled.TRIGGERS */
 
@@ -109,10 +121,14 @@ static inline PyObject *ks_module(struct PyModuleDef *def, int abi) {
     return mod;
 }
 
-/* The definition and init function of extension NAME from its table `methods`. */
-#define KS_MODULE(NAME, DOC, ABI)                                                             \
+/* The module definition `module` of extension NAME from its table `methods`. */
+#define KS_MODULE_DEF(NAME, DOC)                                                              \
     static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, #NAME, DOC, -1, methods,       \
-                                        NULL, NULL, NULL, NULL};                              \
+                                        NULL, NULL, NULL, NULL}
+
+/* The definition and the init function of extension NAME (one with nothing else to add). */
+#define KS_MODULE(NAME, DOC, ABI)                                                             \
+    KS_MODULE_DEF(NAME, DOC);                                                                 \
     PyMODINIT_FUNC PyInit_##NAME(void) { return ks_module(&module, ABI); }
 
 /* ---- the arithmetic ------------------------------------------------------------------- */
@@ -207,6 +223,22 @@ static inline double row_score(const double *X, const double *sqn, const double 
     double f = 0.0;
     for (Py_ssize_t j = 0; j < n; j++) f += a[j] * k[j];
     return f;
+}
+
+/* <u, v> in a fixed four-lane order: lane l sums the indices = l mod 4 in order, then
+ * (l0 + l1) + (l2 + l3) (the feature maps' scores, the distance rules' scores, the
+ * Projectron's k.d; numpy follows it: linalg.dot4) */
+static inline double dot4(const double *u, const double *v, Py_ssize_t n) {
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    Py_ssize_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        s0 += u[j] * v[j];
+        s1 += u[j + 1] * v[j + 1];
+        s2 += u[j + 2] * v[j + 2];
+        s3 += u[j + 3] * v[j + 3];
+    }
+    for (; j < n; j++) s0 += u[j] * v[j];
+    return (s0 + s1) + (s2 + s3);
 }
 
 /* Gaussian row that keeps its distances: d2_j = max(||X_j||^2 - 2 <X_j, x> + ||x||^2, 0) (in

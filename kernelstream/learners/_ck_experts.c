@@ -27,9 +27,6 @@
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KE_ABI 1
-#ifndef KS_SOURCE_HASH
-#define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
-#endif
 
 /* ---- the routines numpy calls ----------------------------------------------------------- */
 enum { ROW_MAJOR = 101, NO_TRANS = 111 };
@@ -620,31 +617,15 @@ static PyObject *py_bind_vexp(PyObject *Py_UNUSED(self), PyObject *const *args,
 }
 
 static PyMethodDef methods[] = {
-    {"bind", (PyCFunction)(void (*)(void))py_bind, METH_FASTCALL,
-     "bind(gemv_address, dot_address, ilp64, exp_ufunc): the BLAS routines and exp loop numpy "
-     "uses"},
-    {"check", (PyCFunction)(void (*)(void))py_check, METH_FASTCALL,
-     "check(A, x, y, v, w) -> (dot, sum): the bound routines, for the comparison with numpy"},
-    {"lkm_run", (PyCFunction)(void (*)(void))py_lkm_run, METH_FASTCALL,
-     "lkm_run(...): LKMBooks's test-then-train rounds over a block"},
-    {"ea2oks_run", (PyCFunction)(void (*)(void))py_ea2oks_run, METH_FASTCALL,
-     "ea2oks_run(...): EA2OKS's / BEA2OKS's test-then-train rounds over a block"},
-    {"bind_vexp", (PyCFunction)(void (*)(void))py_bind_vexp, METH_FASTCALL,
-     "bind_vexp(capsule): _ck_multi's exponential"},
+    KS_METHOD(bind, "bind(gemv_address, dot_address, ilp64, exp_ufunc): the BLAS routines and "
+                    "exp loop numpy uses"),
+    KS_METHOD(check, "check(A, x, y, v, w) -> (dot, sum): the bound routines, for the "
+                     "comparison with numpy"),
+    KS_METHOD(lkm_run, "lkm_run(...): LKMBooks's test-then-train rounds over a block"),
+    KS_METHOD(ea2oks_run, "ea2oks_run(...): EA2OKS's / BEA2OKS's test-then-train rounds over a "
+                          "block"),
+    KS_METHOD(bind_vexp, "bind_vexp(capsule): _ck_multi's exponential"),
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ck_experts",
-                                    "Compiled blocks of the expert-advice selection learners",
-                                    -1, methods};
-
-PyMODINIT_FUNC PyInit__ck_experts(void) {
-    PyObject *mod = PyModule_Create(&module);
-    if (mod == NULL) return NULL;
-    if (PyModule_AddIntConstant(mod, "ABI", KE_ABI) < 0
-        || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
-        Py_DECREF(mod);
-        return NULL;
-    }
-    return mod;
-}
+KS_MODULE(_ck_experts, "Compiled blocks of the expert-advice selection learners", KE_ABI)

@@ -30,32 +30,7 @@
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KF_ABI 1
 
-/* Run-time dispatch of the elementwise loops to AVX2/AVX-512 where the compiler supports it
- * (the default clone is plain SSE2); the clones compute identical numbers. */
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define KF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef KF_CLONES
-#define KF_CLONES
-#endif
-
 enum { FM_RFF = 0, FM_PROJ = 1, FM_ROW = 2, FM_DIST = 3 };
-
-/* <a, b> in the fixed four-lane order described above. */
-static double dot4(const double *a, const double *b, Py_ssize_t n) {
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    Py_ssize_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        s0 += a[j] * b[j];
-        s1 += a[j + 1] * b[j + 1];
-        s2 += a[j + 2] * b[j + 2];
-        s3 += a[j + 3] * b[j + 3];
-    }
-    for (; j < n; j++) s0 += a[j] * b[j];
-    return (s0 + s1) + (s2 + s3);
-}
 
 /* ---- random Fourier features ---------------------------------------------------------- */
 
@@ -92,7 +67,7 @@ static inline void sincos_reduced(double v, double *cv, double *sv) {
 
 /* u = Omega x (Omega^T given, d x D row-major) over x's non-zeros nz[0..m): each u_i is the
  * sum in index order, as dots() would give it, but computed column by column (vectorised). */
-KF_CLONES
+KS_CLONES
 static void project(const double *OmT, Py_ssize_t D, const double *x, const Py_ssize_t *nz,
                     Py_ssize_t m, double *u) {
     for (Py_ssize_t i = 0; i < D; i++) u[i] = 0.0;
@@ -124,7 +99,7 @@ MV_BLOCK(16)
 MV_BLOCK(24)
 MV_BLOCK(32)
 
-KF_CLONES
+KS_CLONES
 static void matvec_t(const double *Mt, Py_ssize_t n, Py_ssize_t rp, const double *k, double *z) {
     Py_ssize_t i0 = 0;
     for (; i0 + 32 <= rp; i0 += 32) mv_block32(Mt + i0, n, rp, k, z + i0);
@@ -137,7 +112,7 @@ static void matvec_t(const double *Mt, Py_ssize_t n, Py_ssize_t rp, const double
 }
 
 /* z[0..D) = cos u, z[D..2D) = sin u, where u arrives in z[D..2D). */
-KF_CLONES
+KS_CLONES
 static void cos_sin(double *z, Py_ssize_t D) {
     int far = 0;
     for (Py_ssize_t i = 0; i < D; i++) far |= !(fabs(z[D + i]) <= RFF_REDUCE_MAX);

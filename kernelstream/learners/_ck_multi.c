@@ -36,22 +36,8 @@
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KM_ABI 1
-#ifndef KS_SOURCE_HASH
-#define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
-#endif
 
 #define EXP_ZERO_BELOW (-746.0)
-
-/* Run-time dispatch of the exponential loop to AVX2/AVX-512 where the compiler supports it (as
- * _ck_features.c); the clones compute identical numbers. */
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define KM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef KM_CLONES
-#define KM_CLONES
-#endif
 
 /* v[i] <- exp(v[i]) for n arguments, and exactly 0 where v[i] < -746 (exp underflows to +0
  * there). fdlibm's e_exp.c (Sun, within 1 ulp), written without branches so that the loop
@@ -61,7 +47,7 @@
  * for a subnormal one. libm's scalar exp costs ~10 ns an argument here; a vectorised one
  * ~1 ns, which is the difference between exponentials and distances dominating a round.
  * Every element sees the same IEEE operations at any vector width (no FMA: -ffp-contract=off). */
-KM_CLONES
+KS_CLONES
 static void vexp(double *v, Py_ssize_t n) {
     const double shift = 0x1.8p52, invln2 = 1.44269504088896338700e+00,
                  ln2hi = 6.93147180369123816490e-01, ln2lo = 1.90821492927058770002e-10,
@@ -121,7 +107,7 @@ static Py_ssize_t compact(const double *z, Py_ssize_t d, Py_ssize_t *nz, double 
  * over z's compacted non-zeros: column nz[t] scaled by zv[t] is added to every k_j, t in
  * order, so each k_j is the same sum in the same order as dots() of a row-major store (bit
  * for bit), while a round reads m contiguous columns instead of a cache line of every row. */
-KM_CLONES
+KS_CLONES
 static void dots_t(const double *XT, Py_ssize_t cap, Py_ssize_t n, const Py_ssize_t *nz,
                    const double *zv, Py_ssize_t m, double *k) {
     for (Py_ssize_t j = 0; j < n; j++) k[j] = 0.0;
@@ -604,52 +590,39 @@ fail:
 static PyObject *py_exp(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* exp(v): v <- exp(v) in place, 0 below -746 (the exponential of the scores above) */
     if (nargs != 1) return PyErr_Format(PyExc_TypeError, "exp(v)");
-    Buf b;
-    memset(&b, 0, sizeof b);
-    if (get_buf(args[0], &b, 1, "v", 'd') < 0) {
-        release(&b, 1);
-        return NULL;
-    }
-    vexp(b.view.buf, n_items(&b));
+    Buf b = {0};
+    int ok = get_bufs(args, &b, "D0 v") == 0;
+    if (ok) vexp(b.view.buf, n_items(&b));
     release(&b, 1);
-    Py_RETURN_NONE;
+    return ok ? Py_NewRef(Py_None) : NULL;
 }
 
 static PyMethodDef methods[] = {
-    {"mirror_scale", (PyCFunction)(void (*)(void))py_mirror_scale, METH_FASTCALL,
-     "mirror_scale(n2, ip, m2, lam, v, U2, radius, out): AO2MD projection factors"},
-    {"ea2oks_step", (PyCFunction)(void (*)(void))py_ea2oks_step, METH_FASTCALL,
-     "ea2oks_step(f, y, m2, mux, lam, norm, beta, u, c, a, b): EA2OKS's per-kernel constants"},
-    {"mirror_correct", (PyCFunction)(void (*)(void))py_mirror_correct, METH_FASTCALL,
-     "mirror_correct(stores, pos, v, kv, KVy, yv, a, b, fx, n2, m2, ip, mux, H, U2, radius, out): "
-     "paper 001's AO2MD correction of every kernel"},
-    {"exp", (PyCFunction)(void (*)(void))py_exp, METH_FASTCALL,
-     "exp(v): v <- exp(v) in place (exactly 0 below -746), as the scores compute it"},
-    {"pool_scores", (PyCFunction)(void (*)(void))py_pool_scores, METH_FASTCALL,
-     "pool_scores(stores, ns, which, z, zz, cache, stamp, round, out, work, ebuf): one score per "
-     "store from one shared distance row"},
-    {"multi_scores", (PyCFunction)(void (*)(void))py_multi_scores, METH_FASTCALL,
-     "multi_scores(X, sqn, n, z, zz, g_pt, g_k, g_a, g_ng, ng, p_pt, p_k, p_a, p_deg, np_, out, "
-     "dots, work, ebuf): the scores of a MultiStore's kernels"},
-    {"floor_scores", (PyCFunction)(void (*)(void))py_floor_scores, METH_FASTCALL,
-     "floor_scores(X, sqn, n, neg_gammas, A, Z, zz, out, work): the union-row floor"},
+    KS_METHOD(mirror_scale,
+              "mirror_scale(n2, ip, m2, lam, v, U2, radius, out): AO2MD projection factors"),
+    KS_METHOD(ea2oks_step, "ea2oks_step(f, y, m2, mux, lam, norm, beta, u, c, a, b): EA2OKS's "
+                           "per-kernel constants"),
+    KS_METHOD(mirror_correct, "mirror_correct(stores, pos, v, kv, KVy, yv, a, b, fx, n2, m2, ip, "
+                              "mux, H, U2, radius, out): paper 001's AO2MD correction of every "
+                              "kernel"),
+    KS_METHOD(exp, "exp(v): v <- exp(v) in place (exactly 0 below -746), as the scores compute "
+                   "it"),
+    KS_METHOD(pool_scores, "pool_scores(stores, ns, which, z, zz, cache, stamp, round, out, work, "
+                           "ebuf): one score per store from one shared distance row"),
+    KS_METHOD(multi_scores, "multi_scores(X, sqn, n, z, zz, g_pt, g_k, g_a, g_ng, ng, p_pt, p_k, "
+                            "p_a, p_deg, np_, out, dots, work, ebuf): the scores of a "
+                            "MultiStore's kernels"),
+    KS_METHOD(floor_scores,
+              "floor_scores(X, sqn, n, neg_gammas, A, Z, zz, out, work): the union-row floor"),
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_ck_multi",
-    "Compiled scores of kernelstream's multi-kernel learners (one shared distance row).", -1,
-    methods,
-};
+KS_MODULE_DEF(_ck_multi,
+              "Compiled scores of kernelstream's multi-kernel learners (one shared distance row).");
 
 PyMODINIT_FUNC PyInit__ck_multi(void) {
-    PyObject *mod = PyModule_Create(&module);
+    PyObject *mod = ks_module(&module, KM_ABI);
     if (mod == NULL) return NULL;
-    if (PyModule_AddIntConstant(mod, "ABI", KM_ABI) < 0
-        || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
-        Py_DECREF(mod);
-        return NULL;
-    }
     /* vexp for _ck_experts.c, whose compiled EA2OKS rounds score the stores as pool_scores */
     PyObject *cap = PyCapsule_New((void *)vexp, "kernelstream.learners._ck_multi.vexp", NULL);
     if (cap == NULL || PyModule_AddObject(mod, "vexp_capsule", cap) < 0) {

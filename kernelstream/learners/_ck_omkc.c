@@ -418,26 +418,19 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
-     "run(sd, heads, ..., Z, zz, y, start, S, T, nsv, out_n) -> (j, status, norm2s)"},
+    KS_METHOD(run, "run(sd, heads, ..., Z, zz, y, start, S, T, nsv, out_n) -> (j, status, "
+                   "norm2s)"),
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_ck_omkc", "Compiled block rounds of kernelstream's bounded OMKC.",
-    -1, methods,
-};
+KS_MODULE_DEF(_ck_omkc, "Compiled block rounds of kernelstream's bounded OMKC.");
 
 PyMODINIT_FUNC PyInit__ck_omkc(void) {
-    PyObject *mod = PyModule_Create(&module);
-    if (mod == NULL) return NULL;
-    if (PyModule_AddIntConstant(mod, "ABI", KO_ABI) < 0
-        || PyModule_AddIntConstant(mod, "DONE", O_DONE) < 0
-        || PyModule_AddIntConstant(mod, "POWERS", O_POWERS) < 0
-        || PyModule_AddIntConstant(mod, "FULL", O_FULL) < 0
-        || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
-        Py_DECREF(mod);
-        return NULL;
-    }
+    PyObject *mod = ks_module(&module, KO_ABI);
+    if (mod != NULL
+        && (PyModule_AddIntConstant(mod, "DONE", O_DONE) < 0
+            || PyModule_AddIntConstant(mod, "POWERS", O_POWERS) < 0
+            || PyModule_AddIntConstant(mod, "FULL", O_FULL) < 0))
+        Py_CLEAR(mod);
     return mod;
 }
