@@ -50,9 +50,7 @@ static Py_ssize_t block_rows(const Buf *b, int count, Py_ssize_t d, const char *
 static PyObject *py_update(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* update(<head>, x, xx, y, f, k, t) -> (n, norm2): one round's update given its score f
      * and kernel row k (k[:n]); the learner's ist / fst arrays are updated in place */
-    if (nargs != NHEAD + 6)
-        return PyErr_Format(PyExc_TypeError, "update() takes %d arguments, got %zd", NHEAD + 6,
-                            nargs);
+    if (!nargs_ok(nargs, NHEAD + 6, "update")) return NULL;
     Buf b[13] = {0};
     Store st;
     Rule R;
@@ -82,9 +80,7 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
      * Test-then-train over every row of the block Z: out[i] = f(Z_i) (the row and score of
      * _ckernels), then the rule's update of round t0 + i; nsv[i] (nsv may be None) receives
      * the number of support vectors after it. */
-    if (nargs != NHEAD + 6)
-        return PyErr_Format(PyExc_TypeError, "run() takes %d arguments, got %zd", NHEAD + 6,
-                            nargs);
+    if (!nargs_ok(nargs, NHEAD + 6, "run")) return NULL;
     Buf b[16] = {0};
     Store st;
     Rule R;
@@ -140,9 +136,7 @@ static PyObject *py_update_dist(PyObject *Py_UNUSED(self), PyObject *const *args
      * given its distances d2 and Gaussian row k (changed as the learner's update changes
      * them); status DEFER_ALL / DEFER_RLD hands (the rest of) the round to Python, idx being
      * the drawn sample of a deferred RLD solve */
-    if (nargs != DHEAD + 7)
-        return PyErr_Format(PyExc_TypeError, "update_dist() takes %d arguments, got %zd",
-                            DHEAD + 7, nargs);
+    if (!nargs_ok(nargs, DHEAD + 7, "update_dist")) return NULL;
     Buf b[14] = {0};
     DStore st;
     DRule R;
@@ -173,9 +167,7 @@ static PyObject *py_run_dist(PyObject *Py_UNUSED(self), PyObject *const *args,
      * f(Z_i), then the rule's update; nsv[i] (nsv may be None) receives n. Stops at the end
      * of the block (i = rows, status DONE) or at a row whose update the rule hands to Python
      * (status DEFER_*), with that row's distances and Gaussian row in d2[:n] and k[:n]. */
-    if (nargs != DHEAD + 9)
-        return PyErr_Format(PyExc_TypeError, "run_dist() takes %d arguments, got %zd",
-                            DHEAD + 9, nargs);
+    if (!nargs_ok(nargs, DHEAD + 9, "run_dist")) return NULL;
     Buf b[18] = {0};
     DStore st;
     DRule R;

@@ -96,15 +96,7 @@ static void weighted3(DRule *R, const double *w, Py_ssize_t n, Py_ssize_t *found
         Py_ssize_t m = 3 - nf;
         for (Py_ssize_t i = 0; i < m; i++) u[i] = R->rng->next_double(R->rng->state);
         for (Py_ssize_t i = 0; i < m; i++) {
-            double v = u[i] * tot;
-            Py_ssize_t lo = 0, hi = n;
-            while (lo < hi) {
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (c[mid] > v)
-                    hi = mid;
-                else
-                    lo = mid + 1;
-            }
+            Py_ssize_t lo = search_right(c, n, u[i] * tot);
             if (lo >= n) lo = n - 1; /* u < 1 keeps v below the total: never taken */
             int seen = 0;
             for (Py_ssize_t q = 0; q < nf; q++) seen |= found[q] == lo;
@@ -275,18 +267,10 @@ static int parse_dhead(PyObject *const *args, Buf *b, DStore *st, DRule *R, cons
         PyErr_Format(PyExc_ValueError, "_ck_budget.%s: ring slots out of range", fn);
         return -1;
     }
-    if (!okl) {
-        R->rng = PyCapsule_GetPointer(args[11], "BitGenerator");
-        if (R->rng == NULL) return -1;
-    }
-    if (get_bufs(args, b + 9, "D12 scratch, Q13 work") < 0) return -1;
-    if (n_items(&b[9]) < 2 * st->cap || n_items(&b[10]) < st->d) {
-        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: scratch or work is too short", fn);
+    if (parse_scratch(args, b, "D12 scratch, Q13 work", okl ? NULL : args[11], &R->rng, 2,
+                      st->cap, st->d, &R->w1, &R->nz, fn) < 0)
         return -1;
-    }
-    R->w1 = b[9].view.buf;
     R->w2 = R->w1 + st->cap;
-    R->nz = b[10].view.buf;
     return 0;
 }
 

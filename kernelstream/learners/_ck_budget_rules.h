@@ -424,19 +424,12 @@ static int parse_head(PyObject *const *args, Buf *b, Store *st, Rule *R, const c
         R->K = b[8].view.buf;
         R->side = b[8].view.shape[0];
     }
-    if (R->code == R_RBP || R->code == R_BOGD_P1) {
-        R->rng = PyCapsule_GetPointer(args[15], "BitGenerator");
-        if (R->rng == NULL) return -1;
-    }
-    if (get_bufs(args, b + 9, "D16 scratch, Q17 work") < 0) return -1;
-    if (n_items(&b[9]) < 3 * st->cap || n_items(&b[10]) < st->d) {
-        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: scratch or work is too short", fn);
+    PyObject *capsule = R->code == R_RBP || R->code == R_BOGD_P1 ? args[15] : NULL;
+    if (parse_scratch(args, b, "D16 scratch, Q17 work", capsule, &R->rng, 3, st->cap, st->d,
+                      &R->w1, &R->nz, fn) < 0)
         return -1;
-    }
-    R->w1 = b[9].view.buf;
     R->w2 = R->w1 + st->cap;
     R->w3 = R->w2 + st->cap;
-    R->nz = b[10].view.buf;
     return 0;
 }
 

@@ -61,6 +61,24 @@ typedef struct {
     Py_ssize_t *nz;  /* scratch, d */
 } Rule;
 
+/* The tail of both argument heads (_ck_budget_rules.h, _ck_budget_dist.h): the rule's bit
+ * generator from its capsule (NULL: the rule draws nothing), then the scratch (b[9], at least
+ * per_cap * cap doubles) and work (b[10], at least d ints) that spec names. */
+static int parse_scratch(PyObject *const *args, Buf *b, const char *spec, PyObject *capsule,
+                         bitgen_t **rng, Py_ssize_t per_cap, Py_ssize_t cap, Py_ssize_t d,
+                         double **w1, Py_ssize_t **nz, const char *fn) {
+    if (capsule != NULL && (*rng = PyCapsule_GetPointer(capsule, "BitGenerator")) == NULL)
+        return -1;
+    if (get_bufs(args, b + 9, spec) < 0) return -1;
+    if (n_items(&b[9]) < per_cap * cap || n_items(&b[10]) < d) {
+        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: scratch or work is too short", fn);
+        return -1;
+    }
+    *w1 = b[9].view.buf;
+    *nz = b[10].view.buf;
+    return 0;
+}
+
 /* ---- shared steps --------------------------------------------------------------------- */
 
 /* kappa(x, x) from ||x||^2 (Kernel.diag: 1, or zz ** degree as Python computes it) */

@@ -103,6 +103,13 @@ static inline int get_bufs(PyObject *const *args, Buf *b, const char *spec) {
     return 0;
 }
 
+/* 1 when a call got its n arguments, else 0 with a TypeError naming fn. */
+static inline int nargs_ok(Py_ssize_t nargs, Py_ssize_t n, const char *fn) {
+    if (nargs == n) return 1;
+    PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments, got %zd", fn, n, nargs);
+    return 0;
+}
+
 /* ---- module glue ---------------------------------------------------------------------- */
 
 /* A METH_FASTCALL entry of a method table: py_NAME, documented by DOC. */
@@ -274,6 +281,20 @@ static inline Py_ssize_t argmin_nan_first(Py_ssize_t n, double (*value)(const vo
         }
     }
     return best;
+}
+
+/* numpy's searchsorted(c, v, side="right") over the n sorted values of c: the first j with
+ * c_j > v (n when there is none). */
+static inline Py_ssize_t search_right(const double *c, Py_ssize_t n, double v) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (c[mid] > v)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
 }
 
 /* ||x - z||^2 of one stored row x (norm xx_) against z's compacted non-zeros (positions

@@ -493,16 +493,7 @@ static PyObject *py_cdf_search(PyObject *Py_UNUSED(self), PyObject *const *args,
         for (Py_ssize_t j = 0; j < n; j++) c[j] = tot += w[j];
         res = PyList_New(m);
         for (Py_ssize_t i = 0; res != NULL && i < m; i++) {
-            double v = u[i] * tot;
-            Py_ssize_t lo = 0, hi = n; /* first j with c_j > v (side="right") */
-            while (lo < hi) {
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (c[mid] > v)
-                    hi = mid;
-                else
-                    lo = mid + 1;
-            }
-            PyObject *o = PyLong_FromSsize_t(lo);
+            PyObject *o = PyLong_FromSsize_t(search_right(c, n, u[i] * tot));
             if (o == NULL)
                 Py_CLEAR(res);
             else
