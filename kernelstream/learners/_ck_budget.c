@@ -47,32 +47,70 @@ static Py_ssize_t block_rows(const Buf *b, int count, Py_ssize_t d, const char *
     return rows;
 }
 
-static PyObject *py_update(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    /* update(<head>, x, xx, y, f, k, t) -> (n, norm2): one round's update given its score f
-     * and kernel row k (k[:n]); the learner's ist / fst arrays are updated in place */
-    if (!nargs_ok(nargs, NHEAD + 6, "update")) return NULL;
-    Buf b[13] = {0};
+/* The result of a distance-row round or block: (i, status, n, idx), or the rule's error. */
+static PyObject *dist_result(Py_ssize_t i, int status, const DStore *st, const DRule *R,
+                             const char *fn) {
+    if (status < 0) return PyErr_Format(PyExc_RuntimeError, "_ck_budget.%s: %s", fn, st->err);
+    if (status == DEFER_RLD)
+        return Py_BuildValue("(nin[nnn])", i, status, st->n, R->idx[0], R->idx[1], R->idx[2]);
+    return Py_BuildValue("(ninO)", i, status, st->n, Py_None);
+}
+
+/* update() and update_dist(): one round's update, by a budget rule (after its head: x, xx,
+ * y, f, k, t -> (n, norm2)) or a distance-row rule (after its head: x, xx, y, f, d2, k, t ->
+ * (0, status, n, idx)). The rule is given the round's score f and its kernel row k[:n] (and
+ * distances d2[:n], changed as the learner's update changes them); the learner's ist / fst
+ * arrays are updated in place; a distance rule's status DEFER_ALL / DEFER_RLD hands (the
+ * rest of) the round to Python, idx being the drawn sample of a deferred RLD solve. */
+static PyObject *one_round(PyObject *const *args, Py_ssize_t nargs, int dist) {
+    const char *fn = dist ? "update_dist" : "update";
+    Py_ssize_t head = dist ? DHEAD : NHEAD;
+    int nown = dist ? 3 : 2; /* x, (d2,) k */
+    if (!nargs_ok(nargs, head + nown + 4, fn)) return NULL;
+    Buf b[B_OWN + 3] = {0};
     Store st;
     Rule R;
+    DStore dst;
+    DRule dR;
     PyObject *res = NULL;
-    if (parse_head(args, b, &st, &R, "update") < 0
-        || get_bufs(args + NHEAD, b + B_OWN, "d0 x, d4 k") < 0)
+    double xx = 0.0, y = 0.0, f = 0.0;
+    int64_t t = 0;
+    if ((dist ? parse_dhead(args, b, &dst, &dR, fn) : parse_head(args, b, &st, &R, fn)) < 0
+        || get_bufs(args + head, b + B_OWN, dist ? "d0 x, D4 d2, D5 k" : "d0 x, d4 k") < 0)
         goto done;
-    double xx = PyFloat_AsDouble(args[NHEAD + 1]), y = PyFloat_AsDouble(args[NHEAD + 2]),
-           f = PyFloat_AsDouble(args[NHEAD + 3]);
-    int64_t t = PyLong_AsLongLong(args[NHEAD + 5]);
+    xx = PyFloat_AsDouble(args[head + 1]);
+    y = PyFloat_AsDouble(args[head + 2]);
+    f = PyFloat_AsDouble(args[head + 3]);
+    t = PyLong_AsLongLong(args[head + nown + 3]);
     if (PyErr_Occurred()) goto done;
-    if (n_items(&b[B_OWN]) != st.d || n_items(&b[B_OWN + 1]) < st.n) {
-        PyErr_SetString(PyExc_ValueError, "_ck_budget.update: x or k has the wrong size");
+    Py_ssize_t d = dist ? dst.d : st.d, n = dist ? dst.n : st.n;
+    int ok = n_items(&b[B_OWN]) == d;
+    for (int i = 1; i < nown; i++) ok = ok && n_items(&b[B_OWN + i]) >= n;
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: x, d2 or k has the wrong size", fn);
         goto done;
     }
-    if (RULES[R.code](&st, &R, b[B_OWN].view.buf, xx, y, f, b[B_OWN + 1].view.buf, t) < 0)
-        PyErr_Format(PyExc_RuntimeError, "_ck_budget.update: %s", st.err);
+    const double *x = b[B_OWN].view.buf;
+    double *k = b[B_OWN + nown - 1].view.buf;
+    if (dist)
+        res = dist_result(0, DRULES[dR.code](&dst, &dR, x, xx, y, f, b[B_OWN + 1].view.buf, k, t),
+                          &dst, &dR, fn);
+    else if (RULES[R.code](&st, &R, x, xx, y, f, k, t) < 0)
+        PyErr_Format(PyExc_RuntimeError, "_ck_budget.%s: %s", fn, st.err);
     else
         res = Py_BuildValue("(nd)", st.n, st.norm2);
 done:
-    release(b, 13);
+    release(b, B_OWN + 3);
     return res;
+}
+
+static PyObject *py_update(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    return one_round(args, nargs, 0);
+}
+
+static PyObject *py_update_dist(PyObject *Py_UNUSED(self), PyObject *const *args,
+                                Py_ssize_t nargs) {
+    return one_round(args, nargs, 1);
 }
 
 static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
@@ -85,7 +123,6 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
     Store st;
     Rule R;
     PyObject *res = NULL;
-    int rc = 0;
     if (parse_head(args, b, &st, &R, "run") < 0
         || get_bufs(args + NHEAD, b + B_OWN, "d0 Z, d1 zz, d2 y, D4 out, Q5? nsv") < 0)
         goto done;
@@ -93,6 +130,7 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
     if (PyErr_Occurred()) goto done;
     Py_ssize_t rows = block_rows(b, 5, st.d, "run");
     if (rows < 0) goto done;
+    int rc = 0;
     {
         const double *Z = b[11].view.buf, *zz = b[12].view.buf, *y = b[13].view.buf;
         double *out = b[14].view.buf, *k = R.w3;
@@ -118,45 +156,6 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         res = Py_BuildValue("(nd)", st.n, st.norm2);
 done:
     release(b, 16);
-    return res;
-}
-
-/* The result of a distance-row round or block: (i, status, n, idx), or the rule's error. */
-static PyObject *dist_result(Py_ssize_t i, int status, const DStore *st, const DRule *R,
-                             const char *fn) {
-    if (status < 0) return PyErr_Format(PyExc_RuntimeError, "_ck_budget.%s: %s", fn, st->err);
-    if (status == DEFER_RLD)
-        return Py_BuildValue("(nin[nnn])", i, status, st->n, R->idx[0], R->idx[1], R->idx[2]);
-    return Py_BuildValue("(ninO)", i, status, st->n, Py_None);
-}
-
-static PyObject *py_update_dist(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                Py_ssize_t nargs) {
-    /* update_dist(<head>, x, xx, y, f, d2, k, t) -> (0, status, n, idx): one round's update
-     * given its distances d2 and Gaussian row k (changed as the learner's update changes
-     * them); status DEFER_ALL / DEFER_RLD hands (the rest of) the round to Python, idx being
-     * the drawn sample of a deferred RLD solve */
-    if (!nargs_ok(nargs, DHEAD + 7, "update_dist")) return NULL;
-    Buf b[14] = {0};
-    DStore st;
-    DRule R;
-    PyObject *res = NULL;
-    if (parse_dhead(args, b, &st, &R, "update_dist") < 0
-        || get_bufs(args + DHEAD, b + B_OWN, "d0 x, D4 d2, D5 k") < 0)
-        goto done;
-    double xx = PyFloat_AsDouble(args[DHEAD + 1]), y = PyFloat_AsDouble(args[DHEAD + 2]),
-           f = PyFloat_AsDouble(args[DHEAD + 3]);
-    int64_t t = PyLong_AsLongLong(args[DHEAD + 6]);
-    if (PyErr_Occurred()) goto done;
-    if (n_items(&b[11]) != st.d || n_items(&b[12]) < st.n || n_items(&b[13]) < st.n) {
-        PyErr_SetString(PyExc_ValueError, "_ck_budget.update_dist: x, d2 or k has the wrong size");
-        goto done;
-    }
-    int status = DRULES[R.code](&st, &R, b[11].view.buf, xx, y, f, b[12].view.buf,
-                                b[13].view.buf, t);
-    res = dist_result(0, status, &st, &R, "update_dist");
-done:
-    release(b, 14);
     return res;
 }
 

@@ -233,13 +233,8 @@ static int parse_dhead(PyObject *const *args, Buf *b, DStore *st, DRule *R, cons
         || (okl ? get_bufs(args, b + 3, "D4 g") : get_bufs(args, b + 4, "Q5 ids, Q6 s")) < 0)
         return -1;
     st->n = PyLong_AsSsize_t(args[7]);
-    if (PyErr_Occurred()) return -1;
-    if (b[0].view.ndim != 2) {
-        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: X must be 2-D", fn);
+    if (PyErr_Occurred() || store_shape(&b[0], &st->cap, &st->d, "_ck_budget", fn) < 0)
         return -1;
-    }
-    st->cap = b[0].view.shape[0];
-    st->d = b[0].view.shape[1];
     if (n_items(&b[1]) < st->cap || n_items(&b[2]) < st->cap
         || (okl && n_items(&b[3]) < st->cap)
         || (!okl && (n_items(&b[4]) < st->cap || n_items(&b[5]) < st->cap)) || st->n < 0
@@ -253,15 +248,9 @@ static int parse_dhead(PyObject *const *args, Buf *b, DStore *st, DRule *R, cons
     st->g = okl ? b[3].view.buf : NULL;
     st->ids = okl ? NULL : b[4].view.buf;
     st->s = okl ? NULL : b[5].view.buf;
-    if (get_bufs(args, b + 6, "d8 prm, Q9 ist, D10 fst") < 0) return -1;
-    if (n_items(&b[6]) < DNPRM[R->code] || n_items(&b[7]) < DNIST[R->code]
-        || n_items(&b[8]) < DNFST[R->code]) {
-        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: too few rule constants or state", fn);
+    if (parse_rule_state(args, b + 6, "d8 prm, Q9 ist, D10 fst", R->code, DNPRM, DNIST, DNFST,
+                         &R->prm, &R->ist, &R->fst, fn) < 0)
         return -1;
-    }
-    R->prm = b[6].view.buf;
-    R->ist = b[7].view.buf;
-    R->fst = b[8].view.buf;
     if (okl && (R->ist[0] < 0 || R->ist[0] >= (st->n > 0 ? st->n : 1) || R->ist[1] >= st->n
                 || (Py_ssize_t)R->prm[0] > st->cap)) {
         PyErr_Format(PyExc_ValueError, "_ck_budget.%s: ring slots out of range", fn);

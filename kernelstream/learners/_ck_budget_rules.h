@@ -378,36 +378,22 @@ static int parse_head(PyObject *const *args, Buf *b, Store *st, Rule *R, const c
     st->kind = (int)PyLong_AsLong(args[8]);
     st->p = PyFloat_AsDouble(args[9]);
     st->degree = PyLong_AsLong(args[10]);
-    if (PyErr_Occurred()) return -1;
-    if (b[0].view.ndim != 2) {
-        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: X must be 2-D", fn);
+    if (PyErr_Occurred() || store_shape(&b[0], &st->cap, &st->d, "_ck_budget", fn) < 0)
         return -1;
-    }
-    st->cap = b[0].view.shape[0];
-    st->d = b[0].view.shape[1];
     if (n_items(&b[1]) < st->cap || n_items(&b[2]) < st->cap || n_items(&b[3]) < st->cap
         || n_items(&b[4]) < st->cap || st->n < 0 || st->n > st->cap) {
         PyErr_Format(PyExc_ValueError, "_ck_budget.%s: the store's arrays disagree", fn);
         return -1;
     }
-    if (st->kind < K_GAUSSIAN || st->kind > K_LINEAR) {
-        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: unknown kernel code %d", fn, st->kind);
-        return -1;
-    }
+    if (check_kernel(st->kind, "_ck_budget", fn) < 0) return -1;
     st->X = b[0].view.buf;
     st->sqn = b[1].view.buf;
     st->a = b[2].view.buf;
     st->ids = b[3].view.buf;
     st->s = b[4].view.buf;
-    if (get_bufs(args, b + 5, "d11 prm, Q12 ist, D13 fst") < 0) return -1;
-    if (n_items(&b[5]) < NPRM[R->code] || n_items(&b[6]) < NIST[R->code]
-        || n_items(&b[7]) < NFST[R->code]) {
-        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: too few rule constants or state", fn);
+    if (parse_rule_state(args, b + 5, "d11 prm, Q12 ist, D13 fst", R->code, NPRM, NIST, NFST,
+                         &R->prm, &R->ist, &R->fst, fn) < 0)
         return -1;
-    }
-    R->prm = b[5].view.buf;
-    R->ist = b[6].view.buf;
-    R->fst = b[7].view.buf;
     if ((R->code == R_FORGETRON || R->code == R_FORGETRON_P1 || R->code == R_BOGD)
         && st->n >= (Py_ssize_t)R->prm[0] && (R->ist[0] < 0 || R->ist[0] >= st->n)) {
         PyErr_Format(PyExc_ValueError, "_ck_budget.%s: ring head out of range", fn);

@@ -79,6 +79,24 @@ static int parse_scratch(PyObject *const *args, Buf *b, const char *spec, PyObje
     return 0;
 }
 
+/* A rule's constants prm (read), int and float state ist, fst (written back), of at least
+ * the counts its code needs (tables nprm, nist, nfst), into b[0..3) from the arguments spec
+ * names. */
+static int parse_rule_state(PyObject *const *args, Buf *b, const char *spec, int code,
+                            const int *nprm, const int *nist, const int *nfst,
+                            const double **prm, int64_t **ist, double **fst, const char *fn) {
+    if (get_bufs(args, b, spec) < 0) return -1;
+    if (n_items(&b[0]) < nprm[code] || n_items(&b[1]) < nist[code]
+        || n_items(&b[2]) < nfst[code]) {
+        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: too few rule constants or state", fn);
+        return -1;
+    }
+    *prm = b[0].view.buf;
+    *ist = b[1].view.buf;
+    *fst = b[2].view.buf;
+    return 0;
+}
+
 /* ---- shared steps --------------------------------------------------------------------- */
 
 /* kappa(x, x) from ||x||^2 (Kernel.diag: 1, or zz ** degree as Python computes it) */

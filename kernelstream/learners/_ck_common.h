@@ -103,6 +103,25 @@ static inline int get_bufs(PyObject *const *args, Buf *b, const char *spec) {
     return 0;
 }
 
+/* The rows and width of a store's matrix X, or -1 with a ValueError naming mod.fn. */
+static inline int store_shape(const Buf *X, Py_ssize_t *cap, Py_ssize_t *d, const char *mod,
+                              const char *fn) {
+    if (X->view.ndim != 2) {
+        PyErr_Format(PyExc_ValueError, "%s.%s: X must be 2-D", mod, fn);
+        return -1;
+    }
+    *cap = X->view.shape[0];
+    *d = X->view.shape[1];
+    return 0;
+}
+
+/* 0 for a kernel code the rows know (compiled.KERNEL_CODES), else -1 with a ValueError. */
+static inline int check_kernel(int kind, const char *mod, const char *fn) {
+    if (kind >= K_GAUSSIAN && kind <= K_LINEAR) return 0;
+    PyErr_Format(PyExc_ValueError, "%s.%s: unknown kernel code %d", mod, fn, kind);
+    return -1;
+}
+
 /* 1 when a call got its n arguments, else 0 with a TypeError naming fn. */
 static inline int nargs_ok(Py_ssize_t nargs, Py_ssize_t n, const char *fn) {
     if (nargs == n) return 1;

@@ -250,10 +250,7 @@ static int parse_map(PyObject *t, Buf *b, FMap *fm) {
     fm->p = PyFloat_AsDouble(PyTuple_GET_ITEM(t, 5));
     fm->degree = PyLong_AsLong(PyTuple_GET_ITEM(t, 6));
     if (PyErr_Occurred()) return -1;
-    if (fm->kcode < K_GAUSSIAN || fm->kcode > K_LINEAR) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features: unknown kernel code");
-        return -1;
-    }
+    if (check_kernel(fm->kcode, "_ck_features", "map") < 0) return -1;
     if (fm->kind == FM_PROJ) {
         if (get_buf(PyTuple_GET_ITEM(t, 7), &b[2], 0, "M^T", 'd') < 0) return -1;
         fm->r = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 8));

@@ -83,21 +83,13 @@ static int parse_model(PyObject *const *args, Buf *b, Model *m, const char *fn) 
     m->kind = (int)PyLong_AsLong(args[4]);
     m->p = PyFloat_AsDouble(args[5]);
     m->degree = PyLong_AsLong(args[6]);
-    if (PyErr_Occurred()) return -1;
-    if (b[0].view.ndim != 2) {
-        PyErr_Format(PyExc_ValueError, "_ckernels.%s: X must be 2-D", fn);
-        return -1;
-    }
-    Py_ssize_t cap = b[0].view.shape[0];
-    m->d = b[0].view.shape[1];
+    Py_ssize_t cap;
+    if (PyErr_Occurred() || store_shape(&b[0], &cap, &m->d, "_ckernels", fn) < 0) return -1;
     if (m->n < 0 || m->n > cap || n_items(&b[1]) < m->n || n_items(&b[2]) < m->n) {
         PyErr_Format(PyExc_ValueError, "_ckernels.%s: n=%zd exceeds the store", fn, m->n);
         return -1;
     }
-    if (m->kind < K_GAUSSIAN || m->kind > K_LINEAR) {
-        PyErr_Format(PyExc_ValueError, "_ckernels.%s: unknown kernel code %d", fn, m->kind);
-        return -1;
-    }
+    if (check_kernel(m->kind, "_ckernels", fn) < 0) return -1;
     m->X = b[0].view.buf;
     m->sqn = b[1].view.buf;
     m->a = b[2].view.buf;
