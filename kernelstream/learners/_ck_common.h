@@ -129,6 +129,35 @@ static inline int nargs_ok(Py_ssize_t nargs, Py_ssize_t n, const char *fn) {
     return 0;
 }
 
+/* ---- entry points --------------------------------------------------------------------- */
+
+#define KS_MAX_BUFS 24
+typedef PyObject *(*ks_body)(PyObject *const *args, Buf *b);
+
+/* The frame of an entry point: its argument count, room for nbufs buffers (body takes them
+ * into b and returns its result, or NULL with an exception set), and their release whatever
+ * body returned, so a body can return from anywhere. */
+static inline PyObject *with_bufs(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want,
+                                  const char *fn, int nbufs, ks_body body) {
+    if (!nargs_ok(nargs, want, fn)) return NULL;
+    Buf b[KS_MAX_BUFS];
+    memset(b, 0, (size_t)nbufs * sizeof *b);
+    PyObject *res = body(args, b);
+    release(b, nbufs);
+    return res;
+}
+
+/* Entry point py_NAME of NARGS arguments and at most NBUFS buffers (<= KS_MAX_BUFS): the
+ * block that follows is its body, with args and b in scope (with_bufs). */
+#define KS_ENTRY(NAME, NARGS, NBUFS)                                                          \
+    static PyObject *NAME##_body(PyObject *const *args, Buf *b);                              \
+    static PyObject *py_##NAME(PyObject *Py_UNUSED(self), PyObject *const *args,              \
+                               Py_ssize_t nargs) {                                            \
+        _Static_assert((NBUFS) <= KS_MAX_BUFS, "KS_MAX_BUFS is too small");                  \
+        return with_bufs(args, nargs, NARGS, #NAME, NBUFS, NAME##_body);                      \
+    }                                                                                         \
+    static PyObject *NAME##_body(PyObject *const *args, Buf *b)
+
 /* ---- module glue ---------------------------------------------------------------------- */
 
 /* A METH_FASTCALL entry of a method table: py_NAME, documented by DOC. */

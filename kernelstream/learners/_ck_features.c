@@ -201,55 +201,39 @@ static Py_ssize_t block_rows(const FMap *fm, const Buf *b, int first, int count,
 
 /* ---- Python entry points -------------------------------------------------------------- */
 
-/* Each entry point leaves through one exit that releases its buffers: res is NULL (exception
- * set) until the result is built. */
+/* Each entry point is a body run by with_bufs (_ck_common.h), which releases its buffers. */
 
-static PyObject *py_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+KS_ENTRY(score, 7, 9) {
     /* score(map, w, x, xx, k, z, work) -> f; k (None for RFF/ROW) and z receive the features,
      * work (int64, >= d) is scratch */
-    if (nargs != 7) return PyErr_Format(PyExc_TypeError, "score(map, w, x, xx, k, z, work)");
-    Buf b[9] = {0};
     FMap fm;
-    PyObject *res = NULL;
     if (parse_map(args[0], b, &fm) < 0
         || get_bufs(args, b + B_W, "d1 w, d2 x, D5 z, Q6 work, D4? k") < 0)
-        goto done;
+        return NULL;
     double xx = PyFloat_AsDouble(args[3]);
-    if (PyErr_Occurred() || check_sizes(&fm, b, n_items(&b[B_X]), "score") < 0) goto done;
-    res = PyFloat_FromDouble(fm_score(&fm, b[B_W].view.buf, b[B_X].view.buf, xx,
-                                      (Py_ssize_t *)b[B_WORK].view.buf,
-                                      b[B_K].held ? b[B_K].view.buf : NULL, b[B_Z].view.buf));
-done:
-    release(b, 9);
-    return res;
+    if (PyErr_Occurred() || check_sizes(&fm, b, n_items(&b[B_X]), "score") < 0) return NULL;
+    return PyFloat_FromDouble(fm_score(&fm, b[B_W].view.buf, b[B_X].view.buf, xx,
+                                       (Py_ssize_t *)b[B_WORK].view.buf,
+                                       b[B_K].held ? b[B_K].view.buf : NULL, b[B_Z].view.buf));
 }
 
-static PyObject *py_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
-                           Py_ssize_t nargs) {
+KS_ENTRY(scores, 8, 11) {
     /* scores(map, w, X, zz, out, k, z, work): out[i] = the score of row i of X (prediction
      * only, no learning; the benchmarks' feature-map floor) */
-    if (nargs != 8) return PyErr_Format(PyExc_TypeError, "scores(map, w, X, zz, out, k, z, work)");
-    Buf b[11] = {0};
     FMap fm;
-    PyObject *res = NULL;
     if (parse_map(args[0], b, &fm) < 0
         || get_bufs(args, b + B_W, "d1 w, d2 X, D6 z, Q7 work, D5? k, d3 zz, D4 out") < 0)
-        goto done;
+        return NULL;
     Py_ssize_t rows = block_rows(&fm, b, 9, 2, "scores");
-    if (rows < 0) goto done;
-    {
-        const double *X = b[B_X].view.buf, *zz = b[9].view.buf, *w = b[B_W].view.buf;
-        double *out = b[10].view.buf, *k = b[B_K].held ? b[B_K].view.buf : NULL;
-        double *z = b[B_Z].view.buf;
-        Py_ssize_t *nz = b[B_WORK].view.buf, d = fm.d;
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < rows; i++) out[i] = fm_score(&fm, w, X + i * d, zz[i], nz, k, z);
-        Py_END_ALLOW_THREADS
-    }
-    res = Py_NewRef(Py_None);
-done:
-    release(b, 11);
-    return res;
+    if (rows < 0) return NULL;
+    const double *X = b[B_X].view.buf, *zz = b[9].view.buf, *w = b[B_W].view.buf;
+    double *out = b[10].view.buf, *k = b[B_K].held ? b[B_K].view.buf : NULL;
+    double *z = b[B_Z].view.buf;
+    Py_ssize_t *nz = b[B_WORK].view.buf, d = fm.d;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < rows; i++) out[i] = fm_score(&fm, w, X + i * d, zz[i], nz, k, z);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
 }
 
 /* The learner's update of a fired row, called from run(): on_fire(i) returns the model to
@@ -282,7 +266,7 @@ static int call_on_fire(PyObject *on_fire, Py_ssize_t i, Buf *b, FMap *fm,
     return rc;
 }
 
-static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+KS_ENTRY(run, 17, 13) {
     /* run(map, w, X, zz, y, start, stop, trigger, step, shrink, out, nsv, nsv_value, k, z,
      *     work, on_fire) -> (i, fired)
      * Test-then-train over rows start..stop-1 of the block X: row i's score goes to out[i].
@@ -293,27 +277,22 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
      * the row's features in k and z. nsv[i] (nsv may be None) receives nsv_value for every
      * row finished here (on_fire writes its own). Returns (stop, False) at stop, row stop
      * untouched, and (i + 1, False) when on_fire stops after row i. */
-    if (nargs != 17)
-        return PyErr_Format(PyExc_TypeError, "run() takes 17 arguments, got %zd", nargs);
-    Buf b[13] = {0};
     FMap fm;
-    PyObject *res = NULL, *on_fire = args[16];
+    PyObject *on_fire = args[16];
     if (parse_map(args[0], b, &fm) < 0
         || get_bufs(args, b + B_W,
                     "D1 w, d2 X, D14 z, Q15 work, D13? k, d3 zz, d4 y, D10 out, Q11? nsv") < 0)
-        goto done;
+        return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(args[5]), stop = PyLong_AsSsize_t(args[6]), i = 0;
     Py_ssize_t nsv_value = PyLong_AsSsize_t(args[12]);
     int trigger = (int)PyLong_AsLong(args[7]), c_step = args[8] != Py_None, fired = 0,
         failed = 0;
     double step = c_step ? PyFloat_AsDouble(args[8]) : 0.0, shrink = PyFloat_AsDouble(args[9]);
-    if (PyErr_Occurred()) goto done;
+    if (PyErr_Occurred()) return NULL;
     Py_ssize_t rows = block_rows(&fm, b, 9, 4, "run");
-    if (rows < 0) goto done;
-    if (start < 0 || stop < start || stop > rows) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features.run: block arrays have the wrong size");
-        goto done;
-    }
+    if (rows < 0) return NULL;
+    if (start < 0 || stop < start || stop > rows)
+        return PyErr_Format(PyExc_ValueError, "_ck_features.run: block arrays have the wrong size");
     {
         const double *X = b[B_X].view.buf, *zz = b[9].view.buf, *y = b[10].view.buf;
         double *out = b[11].view.buf, *z = b[B_Z].view.buf;
@@ -355,62 +334,41 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         }
         PyEval_RestoreThread(ts);
     }
-    if (!failed) res = Py_BuildValue("(nO)", i, fired ? Py_True : Py_False);
-done:
-    release(b, 13);
-    return res;
+    return failed ? NULL : Py_BuildValue("(nO)", i, fired ? Py_True : Py_False);
 }
 
-static PyObject *py_cdf_search(PyObject *Py_UNUSED(self), PyObject *const *args,
-                               Py_ssize_t nargs) {
+KS_ENTRY(cdf_search, 2, 2) {
     /* cdf_search(w, u) -> [j...]: with c = cumsum(w) (sequential, as numpy's), the indices
      * searchsorted(c, u_i * c[-1], side="right") of the uniforms u, exactly as numpy gives
      * them (the draw step of experts.weighted_distinct) */
-    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "cdf_search(w, u)");
-    Buf b[2];
-    memset(b, 0, sizeof b);
-    PyObject *res = NULL;
-    if (get_buf(args[0], &b[0], 0, "w", 'd') < 0 || get_buf(args[1], &b[1], 0, "u", 'd') < 0)
-        goto done;
-    {
-        const double *w = b[0].view.buf, *u = b[1].view.buf;
-        Py_ssize_t n = n_items(&b[0]), m = n_items(&b[1]);
-        double *c = PyMem_Malloc((n ? n : 1) * sizeof(double));
-        if (c == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        double tot = 0.0;
-        for (Py_ssize_t j = 0; j < n; j++) c[j] = tot += w[j];
-        res = PyList_New(m);
-        for (Py_ssize_t i = 0; res != NULL && i < m; i++) {
-            PyObject *o = PyLong_FromSsize_t(search_right(c, n, u[i] * tot));
-            if (o == NULL)
-                Py_CLEAR(res);
-            else
-                PyList_SET_ITEM(res, i, o);
-        }
-        PyMem_Free(c);
+    if (get_bufs(args, b, "d0 w, d1 u") < 0) return NULL;
+    const double *w = b[0].view.buf, *u = b[1].view.buf;
+    Py_ssize_t n = n_items(&b[0]), m = n_items(&b[1]);
+    double *c = PyMem_Malloc((n ? n : 1) * sizeof(double));
+    if (c == NULL) return PyErr_NoMemory();
+    double tot = 0.0;
+    for (Py_ssize_t j = 0; j < n; j++) c[j] = tot += w[j];
+    PyObject *res = PyList_New(m);
+    for (Py_ssize_t i = 0; res != NULL && i < m; i++) {
+        PyObject *o = PyLong_FromSsize_t(search_right(c, n, u[i] * tot));
+        if (o == NULL)
+            Py_CLEAR(res);
+        else
+            PyList_SET_ITEM(res, i, o);
     }
-done:
-    release(b, 2);
+    PyMem_Free(c);
     return res;
 }
 
-static PyObject *py_sample_kernel(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                  Py_ssize_t nargs) {
+KS_ENTRY(sample_kernel, 4, 2) {
     /* sample_kernel(X, psi, idx, neg_gamma) -> (K, b): the Gaussian kernel matrix of a few
      * stored rows (a list of lists, unit diagonal) and their entries of psi. With G the
      * rows' inner products (sums in index order), K_ij = exp(neg_gamma d) for
      * d = (G_ii + G_jj) - 2 G_ij > 0 (i < j), else 1: OKS-SIL's RLD sample */
-    if (nargs != 4) return PyErr_Format(PyExc_TypeError, "sample_kernel(X, psi, idx, neg_gamma)");
-    Buf b[2];
-    memset(b, 0, sizeof b);
     PyObject *K = NULL, *bv = NULL, *seq = NULL, *res = NULL;
     Py_ssize_t idx[16];
     double G[16][16], neg_g;
-    if (get_buf(args[0], &b[0], 0, "X", 'd') < 0 || get_buf(args[1], &b[1], 0, "psi", 'd') < 0)
-        goto done;
+    if (get_bufs(args, b, "d0 X, d1 psi") < 0) goto done;
     neg_g = PyFloat_AsDouble(args[3]);
     if (PyErr_Occurred()) goto done;
     if (b[0].view.ndim != 2) {
@@ -475,7 +433,6 @@ done:
     Py_XDECREF(K);
     Py_XDECREF(bv);
     Py_XDECREF(seq);
-    release(b, 2);
     return res;
 }
 

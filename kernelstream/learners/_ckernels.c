@@ -27,42 +27,26 @@
 
 /* ---- Python entry points -------------------------------------------------------------- */
 
-/* Each entry point takes its buffers into b, computes, and leaves through one exit that
- * releases them: res is NULL (exception set) until the result is built. */
+/* Each entry point is a body run by with_bufs (_ck_common.h), which releases its buffers. */
 
-static PyObject *py_sqnorms(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+KS_ENTRY(sqnorms, 2, 2) {
     /* sqnorms(X (m x d), out (m)) */
-    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "sqnorms(X, out)");
-    Buf b[2] = {0};
-    PyObject *res = NULL;
-    if (get_bufs(args, b, "d0 X, D1 out") < 0) goto done;
-    if (b[0].view.ndim != 2) {
-        PyErr_SetString(PyExc_ValueError, "_ckernels.sqnorms: X must be 2-D");
-        goto done;
-    }
-    Py_ssize_t m = b[0].view.shape[0], d = b[0].view.shape[1];
-    if (n_items(&b[1]) < m) {
-        PyErr_SetString(PyExc_ValueError, "_ckernels.sqnorms: out is too short");
-        goto done;
-    }
+    Py_ssize_t m, d;
+    if (get_bufs(args, b, "d0 X, D1 out") < 0 || store_shape(&b[0], &m, &d, "_ckernels", "sqnorms") < 0)
+        return NULL;
+    if (n_items(&b[1]) < m) return PyErr_Format(PyExc_ValueError, "_ckernels.sqnorms: out is too short");
     const double *X = b[0].view.buf;
     double *out = b[1].view.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < m; i++) out[i] = sqnorm(X + i * d, d);
     Py_END_ALLOW_THREADS
-    res = Py_NewRef(Py_None);
-done:
-    release(b, 2);
-    return res;
+    Py_RETURN_NONE;
 }
 
-static PyObject *py_sqnorm(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 1) return PyErr_Format(PyExc_TypeError, "sqnorm(x)");
-    Buf b = {0};
-    PyObject *res = NULL;
-    if (get_bufs(args, &b, "d0 x") == 0) res = PyFloat_FromDouble(sqnorm(b.view.buf, n_items(&b)));
-    release(&b, 1);
-    return res;
+KS_ENTRY(sqnorm, 1, 1) {
+    /* sqnorm(x) -> ||x||^2 */
+    if (get_bufs(args, b, "d0 x") < 0) return NULL;
+    return PyFloat_FromDouble(sqnorm(b[0].view.buf, n_items(&b[0])));
 }
 
 /* Store and kernel arguments shared by score() and run(). */
@@ -75,8 +59,7 @@ typedef struct {
     long degree;
 } Model;
 
-/* args: X (cap x d), sqn, a, n, kind, p, degree -> fills m; takes b[0..3) (released by the
- * caller). */
+/* args: X (cap x d), sqn, a, n, kind, p, degree -> fills m; takes b[0..3). */
 static int parse_model(PyObject *const *args, Buf *b, Model *m, const char *fn) {
     if (get_bufs(args, b, "d0 X, d1 sqn, D2 a") < 0) return -1;
     m->n = PyLong_AsSsize_t(args[3]);
@@ -96,44 +79,38 @@ static int parse_model(PyObject *const *args, Buf *b, Model *m, const char *fn) 
     return 0;
 }
 
-/* The rows of a block Z (b[3]) against the model, with zz (b[4]) and a kernel-row buffer k
- * and the scratch work of at least the model's sizes; -1 (exception set) otherwise. */
-static Py_ssize_t block_rows(const Buf *Z, const Buf *zz, const Buf *k, const Buf *work,
-                             const Model *m, const char *fn) {
+/* The model (b[0..3)), then a block Z (b[3]) with zz (b[4]), a kernel-row buffer k (b[5]) and
+ * the scratch work (b[6]) of at least the model's sizes: the block's rows, or -1 (exception
+ * set). */
+static Py_ssize_t model_block(PyObject *const *args, Buf *b, Model *m, const char *spec,
+                              const char *fn) {
+    if (parse_model(args, b, m, fn) < 0 || get_bufs(args, b + 3, spec) < 0) return -1;
+    const Buf *Z = &b[3];
     Py_ssize_t rows = Z->view.ndim == 2 ? Z->view.shape[0] : -1;
-    if (rows < 0 || Z->view.shape[1] != m->d || n_items(zz) < rows || n_items(k) < m->n
-        || n_items(work) < m->d) {
+    if (rows < 0 || Z->view.shape[1] != m->d || n_items(&b[4]) < rows || n_items(&b[5]) < m->n
+        || n_items(&b[6]) < m->d) {
         PyErr_Format(PyExc_ValueError, "_ckernels.%s: block arrays have the wrong size", fn);
         return -1;
     }
     return rows;
 }
 
-static PyObject *py_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+KS_ENTRY(score, 11, 6) {
     /* score(X, sqn, a, n, kind, p, degree, z, zz, k, work) -> f; k[:n] receives the row,
      * work (int64, >= d) is scratch for the non-zero positions */
-    if (nargs != 11)
-        return PyErr_Format(PyExc_TypeError, "score(X, sqn, a, n, kind, p, degree, z, zz, k, work)");
-    Buf b[6] = {0};
     Model m;
-    PyObject *res = NULL;
     if (parse_model(args, b, &m, "score") < 0 || get_bufs(args, b + 3, "d7 z, D9 k, Q10 work") < 0)
-        goto done;
+        return NULL;
     double zz = PyFloat_AsDouble(args[8]);
-    if (PyErr_Occurred()) goto done;
-    if (n_items(&b[3]) != m.d || n_items(&b[4]) < m.n || n_items(&b[5]) < m.d) {
-        PyErr_SetString(PyExc_ValueError, "_ckernels.score: z, k or work has the wrong size");
-        goto done;
-    }
-    res = PyFloat_FromDouble(row_score(m.X, m.sqn, m.a, m.n, m.d, b[3].view.buf, zz, m.kind,
-                                       m.p, m.degree, (Py_ssize_t *)b[5].view.buf,
-                                       b[4].view.buf));
-done:
-    release(b, 6);
-    return res;
+    if (PyErr_Occurred()) return NULL;
+    if (n_items(&b[3]) != m.d || n_items(&b[4]) < m.n || n_items(&b[5]) < m.d)
+        return PyErr_Format(PyExc_ValueError, "_ckernels.score: z, k or work has the wrong size");
+    return PyFloat_FromDouble(row_score(m.X, m.sqn, m.a, m.n, m.d, b[3].view.buf, zz, m.kind,
+                                        m.p, m.degree, (Py_ssize_t *)b[5].view.buf,
+                                        b[4].view.buf));
 }
 
-static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+KS_ENTRY(run, 18, 10) {
     /* run(X, sqn, a, n, kind, p, degree, Z, zz, y, start, trigger, shrink, norm2, out, nsv,
      *     k, work) -> (i, norm2)
      * Test-then-train over rows start.. of the block Z: each row's score goes to out[i]; a
@@ -141,84 +118,55 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
      * the coefficients (and ||f||^2) as the learner's no-update branch does; nsv[i] (if nsv
      * is not None) receives n. Stops at the first row that fires, with its kernel row in
      * k[:n], and returns its index (or the block's length). */
-    if (nargs != 18)
-        return PyErr_Format(PyExc_TypeError, "run() takes 18 arguments, got %zd", nargs);
-    Buf b[10] = {0};
     Model m;
-    PyObject *res = NULL;
-    if (parse_model(args, b, &m, "run") < 0
-        || get_bufs(args, b + 3, "d7 Z, d8 zz, D16 k, Q17 work, d9 y, D14 out, Q15? nsv") < 0)
-        goto done;
+    Py_ssize_t rows = model_block(args, b, &m, "d7 Z, d8 zz, D16 k, Q17 work, d9 y, D14 out, Q15? nsv", "run");
+    if (rows < 0) return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(args[10]), i;
     int trigger = (int)PyLong_AsLong(args[11]);
     double shrink = PyFloat_AsDouble(args[12]), norm2 = PyFloat_AsDouble(args[13]);
-    if (PyErr_Occurred()) goto done;
-    Py_ssize_t rows = block_rows(&b[3], &b[4], &b[5], &b[6], &m, "run");
-    if (rows < 0) goto done;
+    if (PyErr_Occurred()) return NULL;
     int64_t *nsv = b[9].held ? b[9].view.buf : NULL;
     if (n_items(&b[7]) < rows || n_items(&b[8]) < rows || (nsv && n_items(&b[9]) < rows)
-        || start < 0 || start > rows) {
-        PyErr_SetString(PyExc_ValueError, "_ckernels.run: block arrays have the wrong size");
-        goto done;
-    }
-    {
-        const double *Z = b[3].view.buf, *zz = b[4].view.buf, *y = b[7].view.buf;
-        double *out = b[8].view.buf, *k = b[5].view.buf, *a = m.a;
-        Py_ssize_t *nz = b[6].view.buf;
-        Py_ssize_t n = m.n, d = m.d;
-        double s2 = shrink * shrink;
-        Py_BEGIN_ALLOW_THREADS
-        for (i = start; i < rows; i++) {
-            double f = row_score(m.X, m.sqn, a, n, d, Z + i * d, zz[i], m.kind, m.p, m.degree,
-                                 nz, k);
-            out[i] = f;
-            if (fires(trigger, y[i], f)) break;
-            if (shrink != 1.0 && n) {
-                for (Py_ssize_t j = 0; j < n; j++) a[j] *= shrink;
-                norm2 *= s2;
-            }
-            if (nsv) nsv[i] = n;
+        || start < 0 || start > rows)
+        return PyErr_Format(PyExc_ValueError, "_ckernels.run: block arrays have the wrong size");
+    const double *Z = b[3].view.buf, *zz = b[4].view.buf, *y = b[7].view.buf;
+    double *out = b[8].view.buf, *k = b[5].view.buf, *a = m.a;
+    Py_ssize_t *nz = b[6].view.buf;
+    Py_ssize_t n = m.n, d = m.d;
+    double s2 = shrink * shrink;
+    Py_BEGIN_ALLOW_THREADS
+    for (i = start; i < rows; i++) {
+        double f = row_score(m.X, m.sqn, a, n, d, Z + i * d, zz[i], m.kind, m.p, m.degree, nz, k);
+        out[i] = f;
+        if (fires(trigger, y[i], f)) break;
+        if (shrink != 1.0 && n) {
+            for (Py_ssize_t j = 0; j < n; j++) a[j] *= shrink;
+            norm2 *= s2;
         }
-        Py_END_ALLOW_THREADS
+        if (nsv) nsv[i] = n;
     }
-    res = Py_BuildValue("(nd)", i, norm2);
-done:
-    release(b, 10);
-    return res;
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("(nd)", i, norm2);
 }
 
-static PyObject *py_scores(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+KS_ENTRY(scores, 12, 8) {
     /* scores(X, sqn, a, n, kind, p, degree, Z, zz, out, k, work): out[i] = f(Z_i) for every
      * row of the block under the fixed model (prediction without learning; also the
      * benchmarks' floor: one compiled row and score per round and nothing else) */
-    if (nargs != 12)
-        return PyErr_Format(PyExc_TypeError, "scores() takes 12 arguments, got %zd", nargs);
-    Buf b[8] = {0};
     Model m;
-    PyObject *res = NULL;
-    if (parse_model(args, b, &m, "scores") < 0
-        || get_bufs(args, b + 3, "d7 Z, d8 zz, D10 k, Q11 work, D9 out") < 0)
-        goto done;
-    Py_ssize_t rows = block_rows(&b[3], &b[4], &b[5], &b[6], &m, "scores");
-    if (rows < 0) goto done;
-    if (n_items(&b[7]) < rows) {
-        PyErr_SetString(PyExc_ValueError, "_ckernels.scores: block arrays have the wrong size");
-        goto done;
-    }
-    {
-        const double *Z = b[3].view.buf, *zz = b[4].view.buf;
-        double *out = b[7].view.buf, *k = b[5].view.buf;
-        Py_ssize_t *nz = b[6].view.buf;
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < rows; i++)
-            out[i] = row_score(m.X, m.sqn, m.a, m.n, m.d, Z + i * m.d, zz[i], m.kind, m.p,
-                               m.degree, nz, k);
-        Py_END_ALLOW_THREADS
-    }
-    res = Py_NewRef(Py_None);
-done:
-    release(b, 8);
-    return res;
+    Py_ssize_t rows = model_block(args, b, &m, "d7 Z, d8 zz, D10 k, Q11 work, D9 out", "scores");
+    if (rows < 0) return NULL;
+    if (n_items(&b[7]) < rows)
+        return PyErr_Format(PyExc_ValueError, "_ckernels.scores: block arrays have the wrong size");
+    const double *Z = b[3].view.buf, *zz = b[4].view.buf;
+    double *out = b[7].view.buf, *k = b[5].view.buf;
+    Py_ssize_t *nz = b[6].view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < rows; i++)
+        out[i] = row_score(m.X, m.sqn, m.a, m.n, m.d, Z + i * m.d, zz[i], m.kind, m.p, m.degree,
+                           nz, k);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
