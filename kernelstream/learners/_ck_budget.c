@@ -28,9 +28,7 @@
 
 /* ---- Python entry points -------------------------------------------------------------- */
 
-/* Each entry point leaves through one exit that releases its buffers: res is NULL (exception
- * set) until the result is built. The store's head takes b[0..11), the call's own arrays
- * follow it from B_OWN on. */
+/* The store's head takes b[0..11), the call's own arrays follow it from B_OWN on. */
 enum { B_OWN = 11 };
 
 /* The rows of the block Z in b[B_OWN] (width d), and zz, y, out, nsv (when held) of at least
@@ -113,23 +111,20 @@ static PyObject *py_update_dist(PyObject *Py_UNUSED(self), PyObject *const *args
     return one_round(args, nargs, 1);
 }
 
-static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+KS_ENTRY(run, NHEAD + 6, 16) {
     /* run(<head>, Z, zz, y, t0, out, nsv) -> (n, norm2)
      * Test-then-train over every row of the block Z: out[i] = f(Z_i) (the row and score of
      * _ckernels), then the rule's update of round t0 + i; nsv[i] (nsv may be None) receives
      * the number of support vectors after it. */
-    if (!nargs_ok(nargs, NHEAD + 6, "run")) return NULL;
-    Buf b[16] = {0};
     Store st;
     Rule R;
-    PyObject *res = NULL;
     if (parse_head(args, b, &st, &R, "run") < 0
         || get_bufs(args + NHEAD, b + B_OWN, "d0 Z, d1 zz, d2 y, D4 out, Q5? nsv") < 0)
-        goto done;
+        return NULL;
     int64_t t0 = PyLong_AsLongLong(args[NHEAD + 3]);
-    if (PyErr_Occurred()) goto done;
+    if (PyErr_Occurred()) return NULL;
     Py_ssize_t rows = block_rows(b, 5, st.d, "run");
-    if (rows < 0) goto done;
+    if (rows < 0) return NULL;
     int rc = 0;
     {
         const double *Z = b[11].view.buf, *zz = b[12].view.buf, *y = b[13].view.buf;
@@ -150,42 +145,31 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         }
         Py_END_ALLOW_THREADS
     }
-    if (rc < 0)
-        PyErr_Format(PyExc_RuntimeError, "_ck_budget.run: %s", st.err);
-    else
-        res = Py_BuildValue("(nd)", st.n, st.norm2);
-done:
-    release(b, 16);
-    return res;
+    if (rc < 0) return PyErr_Format(PyExc_RuntimeError, "_ck_budget.run: %s", st.err);
+    return Py_BuildValue("(nd)", st.n, st.norm2);
 }
 
-static PyObject *py_run_dist(PyObject *Py_UNUSED(self), PyObject *const *args,
-                             Py_ssize_t nargs) {
+KS_ENTRY(run_dist, DHEAD + 9, 18) {
     /* run_dist(<head>, Z, zz, y, start, t0, out, nsv, d2, k) -> (i, status, n, idx)
      * Test-then-train over rows start.. of the block Z (round t0 + i for row i): out[i] =
      * f(Z_i), then the rule's update; nsv[i] (nsv may be None) receives n. Stops at the end
      * of the block (i = rows, status DONE) or at a row whose update the rule hands to Python
      * (status DEFER_*), with that row's distances and Gaussian row in d2[:n] and k[:n]. */
-    if (!nargs_ok(nargs, DHEAD + 9, "run_dist")) return NULL;
-    Buf b[18] = {0};
     DStore st;
     DRule R;
-    PyObject *res = NULL;
     Py_ssize_t i = 0;
     int status = DONE;
     if (parse_dhead(args, b, &st, &R, "run_dist") < 0
         || get_bufs(args + DHEAD, b + B_OWN,
                     "d0 Z, d1 zz, d2 y, D5 out, Q6? nsv, D7 d2, D8 k") < 0)
-        goto done;
+        return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(args[DHEAD + 3]);
     int64_t t0 = PyLong_AsLongLong(args[DHEAD + 4]);
-    if (PyErr_Occurred()) goto done;
+    if (PyErr_Occurred()) return NULL;
     Py_ssize_t rows = block_rows(b, 5, st.d, "run_dist");
-    if (rows < 0) goto done;
-    if (n_items(&b[16]) < st.cap || n_items(&b[17]) < st.cap || start < 0 || start > rows) {
-        PyErr_SetString(PyExc_ValueError, "_ck_budget.run_dist: block arrays have the wrong size");
-        goto done;
-    }
+    if (rows < 0) return NULL;
+    if (n_items(&b[16]) < st.cap || n_items(&b[17]) < st.cap || start < 0 || start > rows)
+        return PyErr_Format(PyExc_ValueError, "_ck_budget.run_dist: block arrays have the wrong size");
     {
         const double *Z = b[11].view.buf, *zz = b[12].view.buf, *y = b[13].view.buf;
         double *out = b[14].view.buf, *d2 = b[16].view.buf, *k = b[17].view.buf;
@@ -208,10 +192,7 @@ static PyObject *py_run_dist(PyObject *Py_UNUSED(self), PyObject *const *args,
         }
         Py_END_ALLOW_THREADS
     }
-    res = dist_result(i, status, &st, &R, "run_dist");
-done:
-    release(b, 18);
-    return res;
+    return dist_result(i, status, &st, &R, "run_dist");
 }
 
 static PyMethodDef methods[] = {

@@ -120,37 +120,24 @@ static void dots_t(const double *XT, Py_ssize_t cap, Py_ssize_t n, const Py_ssiz
 
 /* ---- pool_scores ---------------------------------------------------------------------- */
 
-static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                Py_ssize_t nargs) {
+KS_ENTRY(pool_scores, 11, 12) {
     /* pool_scores(stores, ns, which, z, zz, cache, stamp, round, out, work, ebuf)
      * stores: tuple of K tuples (X, sqn, a, slot, neg_gamma), ns: int64 (K) point counts,
      * which: int64 kernel indices to score (out[r] = f_which[r]) or None (all, out[i] = f_i),
      * cache: float64 distance per slot, stamp: int64 per slot (slot s holds this round's
      * distance iff stamp[s] == round), work: int64 scratch of 2 d entries, ebuf: float64
      * scratch as long as the largest store. */
-    if (nargs != 11)
-        return PyErr_Format(PyExc_TypeError, "pool_scores() takes 11 arguments, got %zd", nargs);
     PyObject *stores = args[0];
     if (!PyTuple_Check(stores))
         return PyErr_Format(PyExc_TypeError, "_ck_multi.pool_scores: stores must be a tuple");
     Py_ssize_t K = PyTuple_GET_SIZE(stores);
-    Buf b[8];
-    memset(b, 0, sizeof b);
-    Buf sb[4];
-    memset(sb, 0, sizeof sb);
+    Buf *sb = b + 8; /* one store's buffers at a time */
     int with_which = args[2] != Py_None;
     double zz = PyFloat_AsDouble(args[4]);
     int64_t round = PyLong_AsLongLong(args[7]);
     if (PyErr_Occurred()) return NULL;
-    if (get_buf(args[1], &b[0], 0, "ns", 'q') < 0
-        || (with_which && get_buf(args[2], &b[1], 0, "which", 'q') < 0)
-        || get_buf(args[3], &b[2], 0, "z", 'd') < 0
-        || get_buf(args[5], &b[3], 1, "cache", 'd') < 0
-        || get_buf(args[6], &b[4], 1, "stamp", 'q') < 0
-        || get_buf(args[8], &b[5], 1, "out", 'd') < 0
-        || get_buf(args[9], &b[6], 1, "work", 'q') < 0
-        || get_buf(args[10], &b[7], 1, "ebuf", 'd') < 0)
-        goto fail;
+    if (get_bufs(args, b, "q1 ns, q2? which, d3 z, D5 cache, Q6 stamp, D8 out, Q9 work, D10 ebuf") < 0)
+        return NULL;
     {
         double *eb = b[7].view.buf;
         Py_ssize_t ebn = n_items(&b[7]);
@@ -163,7 +150,7 @@ static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args
         if (n_items(&b[0]) < K || n_items(&b[4]) < cap || n_items(&b[5]) < R
             || n_items(&b[6]) < 2 * d) {
             PyErr_SetString(PyExc_ValueError, "_ck_multi.pool_scores: arrays have wrong sizes");
-            goto fail;
+            return NULL;
         }
         Py_ssize_t *nz = b[6].view.buf;
         double *zv = (double *)(nz + d);
@@ -172,7 +159,7 @@ static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args
             Py_ssize_t i = with_which ? (Py_ssize_t)which[r] : r;
             if (i < 0 || i >= K) {
                 PyErr_SetString(PyExc_ValueError, "_ck_multi.pool_scores: kernel out of range");
-                goto fail;
+                return NULL;
             }
             Py_ssize_t n = (Py_ssize_t)ns[i];
             if (n == 0) {
@@ -183,20 +170,20 @@ static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args
             if (!PyTuple_Check(st) || PyTuple_GET_SIZE(st) != 5) {
                 PyErr_SetString(PyExc_TypeError,
                                 "_ck_multi.pool_scores: a store is (X, sqn, a, slot, neg_gamma)");
-                goto fail;
+                return NULL;
             }
             double ng = PyFloat_AsDouble(PyTuple_GET_ITEM(st, 4));
-            if (PyErr_Occurred()) goto fail;
+            if (PyErr_Occurred()) return NULL;
             if (get_buf(PyTuple_GET_ITEM(st, 0), &sb[0], 0, "X", 'd') < 0
                 || get_buf(PyTuple_GET_ITEM(st, 1), &sb[1], 0, "sqn", 'd') < 0
                 || get_buf(PyTuple_GET_ITEM(st, 2), &sb[2], 0, "a", 'd') < 0
                 || get_buf(PyTuple_GET_ITEM(st, 3), &sb[3], 0, "slot", 'q') < 0)
-                goto fail;
+                return NULL;
             if (sb[0].view.ndim != 2 || sb[0].view.shape[1] != d || sb[0].view.shape[0] < n
                 || ebn < n || n_items(&sb[1]) < n || n_items(&sb[2]) < n || n_items(&sb[3]) < n) {
                 PyErr_Format(PyExc_ValueError, "_ck_multi.pool_scores: store %zd is shorter than "
                              "its count %zd or has the wrong width", i, n);
-                goto fail;
+                return NULL;
             }
             const double *X = sb[0].view.buf, *sqn = sb[1].view.buf, *a = sb[2].view.buf;
             const int64_t *slot = sb[3].view.buf;
@@ -204,7 +191,7 @@ static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args
                 int64_t s = slot[j];
                 if (s < 0 || s >= cap) {
                     PyErr_SetString(PyExc_ValueError, "_ck_multi.pool_scores: slot out of range");
-                    goto fail;
+                    return NULL;
                 }
                 double v;
                 if (stamp[s] == round) {
@@ -223,18 +210,12 @@ static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args
             release(sb, 4);
         }
     }
-    release(b, 8);
     Py_RETURN_NONE;
-fail:
-    release(sb, 4);
-    release(b, 8);
-    return NULL;
 }
 
 /* ---- multi_scores --------------------------------------------------------------------- */
 
-static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                 Py_ssize_t nargs) {
+KS_ENTRY(multi_scores, 19, 15) {
     /* multi_scores(XT, sqn, n, z, zz, g_pt, g_k, g_a, g_ng, ng, p_pt, p_k, p_a, p_deg, np_,
      *              out, dots, work, ebuf)
      * XT: the points as columns (d x cap, C order).
@@ -244,29 +225,12 @@ static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
      * distinct (each kernel's terms are summed in entry order). dots: float64 scratch (>= n),
      * work: int64 scratch (>= 2 d), ebuf: float64 scratch (>= 2 ng: arguments, then the
      * entries' indices as int64). */
-    if (nargs != 19)
-        return PyErr_Format(PyExc_TypeError, "multi_scores() takes 19 arguments, got %zd", nargs);
-    Buf b[15];
-    memset(b, 0, sizeof b);
     Py_ssize_t n = PyLong_AsSsize_t(args[2]), ng = PyLong_AsSsize_t(args[9]),
                np_ = PyLong_AsSsize_t(args[14]);
     double zz = PyFloat_AsDouble(args[4]);
     if (PyErr_Occurred()) return NULL;
-    if (get_buf(args[0], &b[0], 0, "XT", 'd') < 0 || get_buf(args[1], &b[1], 0, "sqn", 'd') < 0
-        || get_buf(args[3], &b[2], 0, "z", 'd') < 0
-        || get_buf(args[5], &b[3], 0, "g_pt", 'q') < 0
-        || get_buf(args[6], &b[4], 0, "g_k", 'q') < 0
-        || get_buf(args[7], &b[5], 0, "g_a", 'd') < 0
-        || get_buf(args[8], &b[6], 0, "g_ng", 'd') < 0
-        || get_buf(args[10], &b[7], 0, "p_pt", 'q') < 0
-        || get_buf(args[11], &b[8], 0, "p_k", 'q') < 0
-        || get_buf(args[12], &b[9], 0, "p_a", 'd') < 0
-        || get_buf(args[13], &b[10], 0, "p_deg", 'd') < 0
-        || get_buf(args[15], &b[11], 1, "out", 'd') < 0
-        || get_buf(args[16], &b[12], 1, "dots", 'd') < 0
-        || get_buf(args[17], &b[13], 1, "work", 'q') < 0
-        || get_buf(args[18], &b[14], 1, "ebuf", 'd') < 0)
-        goto fail;
+    if (get_bufs(args, b, "d0 XT, d1 sqn, d3 z, q5 g_pt, q6 g_k, d7 g_a, d8 g_ng, q10 p_pt, q11 p_k, d12 p_a, d13 p_deg, D15 out, D16 dots, Q17 work, D18 ebuf") < 0)
+        return NULL;
     {
         Py_ssize_t d = n_items(&b[2]), K = n_items(&b[11]);
         if (b[0].view.ndim != 2 || b[0].view.shape[0] != d || b[0].view.shape[1] < n || n < 0
@@ -276,7 +240,7 @@ static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
             || n_items(&b[10]) < np_ || n_items(&b[12]) < n || n_items(&b[13]) < 2 * d
             || n_items(&b[14]) < 2 * ng) {
             PyErr_SetString(PyExc_ValueError, "_ck_multi.multi_scores: arrays have wrong sizes");
-            goto fail;
+            return NULL;
         }
         const double *XT = b[0].view.buf, *sqn = b[1].view.buf, *z = b[2].view.buf;
         Py_ssize_t cap = b[0].view.shape[1];
@@ -331,38 +295,24 @@ static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
         Py_END_ALLOW_THREADS
         if (bad) {
             PyErr_SetString(PyExc_ValueError, "_ck_multi.multi_scores: entry out of range");
-            goto fail;
+            return NULL;
         }
     }
-    release(b, 15);
     Py_RETURN_NONE;
-fail:
-    release(b, 15);
-    return NULL;
 }
 
 /* ---- floor_scores (benchmarks) -------------------------------------------------------- */
 
-static PyObject *py_floor_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                 Py_ssize_t nargs) {
+KS_ENTRY(floor_scores, 9, 8) {
     /* floor_scores(XT, sqn, n, neg_gammas (K), A (K x n), Z (rows x d), zz, out (rows x K),
      *              work): for every row z of Z, one distance row to the n points stored as
      *              the columns of XT (d x n, as MultiStore keeps them), then for each width
      *              k: out[r, k] = sum_j A[k, j] exp(neg_gammas[k] d2_j). work: int64 scratch of
      *              >= 2 n + 2 d entries (non-zeros, then the row and the exponentials). */
-    if (nargs != 9)
-        return PyErr_Format(PyExc_TypeError, "floor_scores() takes 9 arguments, got %zd", nargs);
-    Buf b[8];
-    memset(b, 0, sizeof b);
     Py_ssize_t n = PyLong_AsSsize_t(args[2]);
     if (PyErr_Occurred()) return NULL;
-    if (get_buf(args[0], &b[0], 0, "XT", 'd') < 0 || get_buf(args[1], &b[1], 0, "sqn", 'd') < 0
-        || get_buf(args[3], &b[2], 0, "neg_gammas", 'd') < 0
-        || get_buf(args[4], &b[3], 0, "A", 'd') < 0 || get_buf(args[5], &b[4], 0, "Z", 'd') < 0
-        || get_buf(args[6], &b[5], 0, "zz", 'd') < 0
-        || get_buf(args[7], &b[6], 1, "out", 'd') < 0
-        || get_buf(args[8], &b[7], 1, "work", 'q') < 0)
-        goto fail;
+    if (get_bufs(args, b, "d0 XT, d1 sqn, d3 neg_gammas, d4 A, d5 Z, d6 zz, D7 out, Q8 work") < 0)
+        return NULL;
     {
         Py_ssize_t K = n_items(&b[2]);
         Py_ssize_t d = b[0].view.ndim == 2 ? b[0].view.shape[0] : -1;
@@ -371,7 +321,7 @@ static PyObject *py_floor_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
             || n_items(&b[1]) < n || n_items(&b[3]) < K * n || n_items(&b[5]) < rows
             || n_items(&b[6]) < rows * K || n_items(&b[7]) < 2 * n + 2 * d) {
             PyErr_SetString(PyExc_ValueError, "_ck_multi.floor_scores: arrays have wrong sizes");
-            goto fail;
+            return NULL;
         }
         const double *XT = b[0].view.buf, *sqn = b[1].view.buf, *g = b[2].view.buf,
                      *A = b[3].view.buf, *Z = b[4].view.buf, *zz = b[5].view.buf;
@@ -400,23 +350,16 @@ static PyObject *py_floor_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
         }
         Py_END_ALLOW_THREADS
     }
-    release(b, 8);
     Py_RETURN_NONE;
-fail:
-    release(b, 8);
-    return NULL;
 }
 
 #include "_ck_multi_ao2md.h"
 
-static PyObject *py_exp(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+KS_ENTRY(exp, 1, 1) {
     /* exp(v): v <- exp(v) in place, 0 below -746 (the exponential of the scores above) */
-    if (nargs != 1) return PyErr_Format(PyExc_TypeError, "exp(v)");
-    Buf b = {0};
-    int ok = get_bufs(args, &b, "D0 v") == 0;
-    if (ok) vexp(b.view.buf, n_items(&b));
-    release(&b, 1);
-    return ok ? Py_NewRef(Py_None) : NULL;
+    if (get_bufs(args, b, "D0 v") < 0) return NULL;
+    vexp(b[0].view.buf, n_items(&b[0]));
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
