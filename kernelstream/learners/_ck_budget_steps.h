@@ -176,32 +176,16 @@ static Py_ssize_t removal_argmin(const double *a, const double *k, Py_ssize_t n)
 }
 
 /* d_i = sum_j K_ji k_j (j in index order) for i < n: the projection coefficients d = K^-1 k,
- * read along K's contiguous rows (K^-1 is symmetric up to round-off), W outputs at a time with
- * their sums in registers, so they advance side by side (vectorised); each sum is the same
- * sequence of operations at any vector width and blocking. */
-#define KINV_BLOCK(W)                                                                         \
-    static inline void kinv_block##W(const double *K, Py_ssize_t side, Py_ssize_t n,         \
-                                     const double *k, double *d) {                           \
-        double acc[W];                                                                        \
-        for (int l = 0; l < W; l++) acc[l] = 0.0;                                            \
-        for (Py_ssize_t j = 0; j < n; j++) {                                                  \
-            const double *row = K + j * side;                                                 \
-            double kj = k[j];                                                                 \
-            for (int l = 0; l < W; l++) acc[l] += row[l] * kj;                                \
-        }                                                                                     \
-        for (int l = 0; l < W; l++) d[l] = acc[l];                                           \
-    }
-KINV_BLOCK(32)
-KINV_BLOCK(8)
-KINV_BLOCK(1)
-
+ * read along K's contiguous rows (K^-1 is symmetric up to round-off) by cols_block
+ * (_ck_common.h), so each sum is the same sequence of operations at any vector width and
+ * blocking. */
 KS_CLONES
 static void kinv_apply(const double *K, Py_ssize_t side, Py_ssize_t n, const double *k,
                        double *d) {
     Py_ssize_t i = 0;
-    for (; i + 32 <= n; i += 32) kinv_block32(K + i, side, n, k, d + i);
-    for (; i + 8 <= n; i += 8) kinv_block8(K + i, side, n, k, d + i);
-    for (; i < n; i++) kinv_block1(K + i, side, n, k, d + i);
+    for (; i + 32 <= n; i += 32) cols_block32(K + i, n, side, k, d + i);
+    for (; i + 8 <= n; i += 8) cols_block8(K + i, n, side, k, d + i);
+    for (; i < n; i++) cols_block1(K + i, n, side, k, d + i);
 }
 
 /* linalg.bordered_inverse_append: K^-1 grown by one point (border -d/delta, corner 1/delta),

@@ -345,6 +345,27 @@ static inline Py_ssize_t search_right(const double *c, Py_ssize_t n, double v) {
     return lo;
 }
 
+/* z_l = sum_j A[j * stride + l] k_j (j < n, in index order) for the W columns l < W of a
+ * row-major A: W sums kept in registers that advance side by side (vectorised), one chain of
+ * n dependent adds in all. The Projectron's K^-1 k and the feature maps' z = M k. */
+#define KS_COLS_BLOCK(W)                                                                      \
+    static inline void cols_block##W(const double *A, Py_ssize_t n, Py_ssize_t stride,       \
+                                     const double *k, double *z) {                           \
+        double acc[W];                                                                        \
+        for (int l = 0; l < W; l++) acc[l] = 0.0;                                            \
+        for (Py_ssize_t j = 0; j < n; j++) {                                                  \
+            const double *row = A + j * stride;                                               \
+            double kj = k[j];                                                                 \
+            for (int l = 0; l < W; l++) acc[l] += row[l] * kj;                                \
+        }                                                                                     \
+        for (int l = 0; l < W; l++) z[l] = acc[l];                                            \
+    }
+KS_COLS_BLOCK(1)
+KS_COLS_BLOCK(8)
+KS_COLS_BLOCK(16)
+KS_COLS_BLOCK(24)
+KS_COLS_BLOCK(32)
+
 /* ||x - z||^2 of one stored row x (norm xx_) against z's compacted non-zeros (positions
  * nz[0..m), values zv; norm zz), clipped at 0: the sum of dots() for this row (index order
  * over z's non-zeros), then row_score's steps, so it equals that row's distance bit for bit. */

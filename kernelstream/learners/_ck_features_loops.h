@@ -54,33 +54,17 @@ static void project(const double *OmT, Py_ssize_t D, const double *x, const Py_s
 
 /* z = M k from M^T (n x rp row-major, rp = r rounded up to a multiple of 8, zero-padded):
  * z_i = sum_j M_ij k_j in index order (the sums of dots(M, ...)), computed row of M^T by row
- * of M^T with all the features' sums in registers, so they advance side by side (one chain
- * of n dependent adds in all, not r of them). */
-#define MV_BLOCK(W)                                                                           \
-    static inline void mv_block##W(const double *Mt, Py_ssize_t n, Py_ssize_t rp,            \
-                                   const double *k, double *z) {                             \
-        double acc[W];                                                                        \
-        for (int l = 0; l < W; l++) acc[l] = 0.0;                                            \
-        for (Py_ssize_t j = 0; j < n; j++) {                                                  \
-            const double *row = Mt + j * rp;                                                  \
-            double kj = k[j];                                                                 \
-            for (int l = 0; l < W; l++) acc[l] += row[l] * kj;                                \
-        }                                                                                     \
-        for (int l = 0; l < W; l++) z[l] = acc[l];                                            \
-    }
-MV_BLOCK(8)
-MV_BLOCK(16)
-MV_BLOCK(24)
-MV_BLOCK(32)
+ * of M^T by cols_block (_ck_common.h): all the features' sums advance side by side (one
+ * chain of n dependent adds in all, not r of them). */
 
 KS_CLONES
 static void matvec_t(const double *Mt, Py_ssize_t n, Py_ssize_t rp, const double *k, double *z) {
     Py_ssize_t i0 = 0;
-    for (; i0 + 32 <= rp; i0 += 32) mv_block32(Mt + i0, n, rp, k, z + i0);
+    for (; i0 + 32 <= rp; i0 += 32) cols_block32(Mt + i0, n, rp, k, z + i0);
     switch (rp - i0) {
-    case 24: mv_block24(Mt + i0, n, rp, k, z + i0); break;
-    case 16: mv_block16(Mt + i0, n, rp, k, z + i0); break;
-    case 8: mv_block8(Mt + i0, n, rp, k, z + i0); break;
+    case 24: cols_block24(Mt + i0, n, rp, k, z + i0); break;
+    case 16: cols_block16(Mt + i0, n, rp, k, z + i0); break;
+    case 8: cols_block8(Mt + i0, n, rp, k, z + i0); break;
     default: break;
     }
 }
