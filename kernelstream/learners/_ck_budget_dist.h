@@ -222,12 +222,7 @@ static const drule_fn DRULES[] = {NULL, rule_oklgd, rule_okssil};
 static int parse_dhead(PyObject *const *args, Buf *b, DStore *st, DRule *R, const char *fn) {
     memset(st, 0, sizeof *st);
     memset(R, 0, sizeof *R);
-    R->code = (int)PyLong_AsLong(args[0]);
-    if (PyErr_Occurred()) return -1;
-    if (R->code != D_OKLGD && R->code != D_OKSSIL) {
-        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: unknown rule %d", fn, R->code);
-        return -1;
-    }
+    if ((R->code = rule_code(args[0], D_OKSSIL, fn)) < 0) return -1;
     int okl = R->code == D_OKLGD;
     if (get_bufs(args, b, "D1 X, D2 sqn, D3 a") < 0
         || (okl ? get_bufs(args, b + 3, "D4 g") : get_bufs(args, b + 4, "Q5 ids, Q6 s")) < 0)

@@ -366,12 +366,7 @@ static const rule_fn RULES[] = {NULL,           rule_rbp,  rule_forgetron,
 static int parse_head(PyObject *const *args, Buf *b, Store *st, Rule *R, const char *fn) {
     memset(st, 0, sizeof *st);
     memset(R, 0, sizeof *R);
-    R->code = (int)PyLong_AsLong(args[0]);
-    if (PyErr_Occurred()) return -1;
-    if (R->code < 1 || R->code > R_LAST) {
-        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: unknown rule %d", fn, R->code);
-        return -1;
-    }
+    if ((R->code = rule_code(args[0], R_LAST, fn)) < 0) return -1;
     if (get_bufs(args, b, "D1 X, D2 sqn, D3 a, Q4 ids, Q5 s") < 0) return -1;
     st->n = PyLong_AsSsize_t(args[6]);
     st->norm2 = PyFloat_AsDouble(args[7]);

@@ -61,6 +61,17 @@ typedef struct {
     Py_ssize_t *nz;  /* scratch, d */
 } Rule;
 
+/* A rule code 1..last from arg, or -1 with an exception. */
+static int rule_code(PyObject *arg, int last, const char *fn) {
+    int code = (int)PyLong_AsLong(arg);
+    if (PyErr_Occurred()) return -1;
+    if (code < 1 || code > last) {
+        PyErr_Format(PyExc_ValueError, "_ck_budget.%s: unknown rule %d", fn, code);
+        return -1;
+    }
+    return code;
+}
+
 /* The tail of both argument heads (_ck_budget_rules.h, _ck_budget_dist.h): the rule's bit
  * generator from its capsule (NULL: the rule draws nothing), then the scratch (b[9], at least
  * per_cap * cap doubles) and work (b[10], at least d ints) that spec names. */
