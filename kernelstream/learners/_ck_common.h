@@ -49,25 +49,35 @@ typedef struct {
     int held;
 } Buf;
 
-static inline int get_buf(PyObject *obj, Buf *b, int writable, const char *name, char fmt) {
+/* Takes obj's buffer into b: 0, or why it is refused (1: not a C-contiguous, writable when
+ * asked, array; 2: not of type fmt, 'd' float64 or 'q' int64). No exception is set. */
+static inline int take_buf(PyObject *obj, Buf *b, int writable, char fmt) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, &b->view, flags) < 0) {
-        PyErr_Format(PyExc_TypeError, "_ckernels: %s must be a C-contiguous%s array", name,
-                     writable ? " writable" : "");
-        return -1;
+        PyErr_Clear();
+        return 1;
     }
     b->held = 1;
     const char *f = b->view.format;
     if (f[0] == '<' || f[0] == '=' || f[0] == '@') f++;
-    char want = fmt;
-    int ok = b->view.itemsize == 8 && (f[0] == want || (want == 'q' && f[0] == 'l'))
-             && f[1] == '\0';
-    if (!ok) {
+    int ok = b->view.itemsize == 8 && (f[0] == fmt || (fmt == 'q' && f[0] == 'l')) && f[1] == '\0';
+    return ok ? 0 : 2;
+}
+
+/* The TypeError of a buffer take_buf refused (why), naming the argument: -1. */
+static inline int buf_error(int why, const char *name, int writable, char fmt) {
+    if (why == 1)
+        PyErr_Format(PyExc_TypeError, "_ckernels: %s must be a C-contiguous%s array", name,
+                     writable ? " writable" : "");
+    else
         PyErr_Format(PyExc_TypeError, "_ckernels: %s must be %s", name,
                      fmt == 'd' ? "float64" : "int64");
-        return -1;
-    }
-    return 0;
+    return -1;
+}
+
+static inline int get_buf(PyObject *obj, Buf *b, int writable, const char *name, char fmt) {
+    int why = take_buf(obj, b, writable, fmt);
+    return why ? buf_error(why, name, writable, fmt) : 0;
 }
 
 static inline void release(Buf *bufs, int n) {
@@ -87,18 +97,21 @@ static inline Py_ssize_t n_items(const Buf *b) { return b->view.len / 8; }
 static inline int get_bufs(PyObject *const *args, Buf *b, const char *spec) {
     const char *s = spec;
     for (int i = 0; *s; i++) {
-        char type = *s++, *end, name[32];
-        long pos = strtol(s, &end, 10);
-        int optional = *end == '?';
-        s = end + optional + 1; /* the space before the name */
-        size_t len = strcspn(s, ",");
-        snprintf(name, sizeof name, "%.*s", (int)len, s);
-        s += len;
+        char type = *s++, name[32];
+        Py_ssize_t pos = 0; /* the spec is read on every call: no strtol, no copies */
+        while (*s >= '0' && *s <= '9') pos = pos * 10 + (*s++ - '0');
+        int optional = *s == '?';
+        const char *nm = s + optional + 1; /* after the space before the name */
+        for (s = nm; *s && *s != ','; s++) {}
+        size_t len = (size_t)(s - nm);
         while (*s == ',' || *s == ' ') s++;
         if (optional && args[pos] == Py_None) continue;
-        int writable = type == 'D' || type == 'Q';
-        if (get_buf(args[pos], &b[i], writable, name, (char)tolower(type)) < 0)
-            return -1;
+        int writable = type == 'D' || type == 'Q', why;
+        char fmt = (char)tolower(type);
+        if ((why = take_buf(args[pos], &b[i], writable, fmt)) != 0) {
+            snprintf(name, sizeof name, "%.*s", (int)len, nm); /* only to say which */
+            return buf_error(why, name, writable, fmt);
+        }
     }
     return 0;
 }
