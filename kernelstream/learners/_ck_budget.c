@@ -19,6 +19,10 @@
  * Generator through its bit generator's C interface (numpy's bitgen_t, the documented
  * `bit_generator.capsule`): next_double is what Generator.random() returns, so the stream and
  * the generator's state are those of the numpy code.
+ *
+ * This file: the entry points and the module. The store and shared steps are in
+ * _ck_budget_steps.h, the rules in _ck_budget_rules.h (_ck_omkc includes them too), OKL-GD's
+ * and OKS-SIL's distance-row rules in _ck_budget_dist.h. One translation unit.
  */
 #include "_ck_budget_rules.h"
 #include "_ck_budget_dist.h"
@@ -169,7 +173,8 @@ KS_ENTRY(run_dist, DHEAD + 9, 18) {
     Py_ssize_t rows = block_rows(b, 5, st.d, "run_dist");
     if (rows < 0) return NULL;
     if (n_items(&b[16]) < st.cap || n_items(&b[17]) < st.cap || start < 0 || start > rows)
-        return PyErr_Format(PyExc_ValueError, "_ck_budget.run_dist: block arrays have the wrong size");
+        return PyErr_Format(PyExc_ValueError,
+                            "_ck_budget.run_dist: block arrays have the wrong size");
     {
         const double *Z = b[11].view.buf, *zz = b[12].view.buf, *y = b[13].view.buf;
         double *out = b[14].view.buf, *d2 = b[16].view.buf, *k = b[17].view.buf;

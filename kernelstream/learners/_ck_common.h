@@ -1,8 +1,11 @@
-/* The arithmetic every compiled kernel module shares (kernelstream.learners.compiled): buffer
- * access, squared norms, and the kernel row and score of one example against a store. Static
- * functions: each module that includes this compiles its own copy of the same code, so every
- * module computes a row with the same instructions. See _ckernels.c for the numerical rules
- * (sequential sums, no FMA contraction). */
+/* What every compiled kernel module shares (kernelstream.learners.compiled): buffer access
+ * (get_buf, and get_bufs for a call's arguments by a spec), the frame of an entry point
+ * (KS_ENTRY) and of a module (KS_METHOD, KS_MODULE), the trigger test, and the arithmetic:
+ * squared norms, dots, the kernel row and score of one example against a store, Gaussian rows
+ * that keep their distances, dot4, the register-blocked column sums and numpy's argmin and
+ * searchsorted. Static functions: each module that includes this compiles its own copy of the
+ * same code, so every module computes a row with the same instructions. See _ckernels.c for
+ * the numerical rules (sequential sums, no FMA contraction). */
 #ifndef KS_CK_COMMON_H
 #define KS_CK_COMMON_H
 

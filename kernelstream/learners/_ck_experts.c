@@ -22,6 +22,10 @@
  * _ck_multi.pool_scores scores them (its exponential, bound from a capsule; the distances
  * by the same operations, shared within a round by stream id). Everything else is scalar IEEE
  * arithmetic in the order of the Python code (no FMA contraction: -ffp-contract=off).
+ *
+ * This file: LKMBooks's and EA2OKS's blocks and the module; numpy's routines and their
+ * binding are in _ck_experts_numpy.h, EA2OKS's AO2MD arithmetic (shared with _ck_multi) in
+ * _ck_mirror.h. One translation unit.
  */
 #include "_ck_mirror.h"
 

@@ -24,6 +24,11 @@
  * SIMD changes the speed, never the result. cos/sin use Cody-Waite reduction by pi/2 and the
  * fdlibm kernel polynomials (about 1 ulp), branch-free so they vectorise; arguments beyond
  * RFF_REDUCE_MAX (never met at sensible widths) go to libm.
+ *
+ * This file: the feature maps, their arguments and the entry points (score, scores, run,
+ * cdf_search, sample_kernel); the vectorised loops are in _ck_features_loops.h, the kernel
+ * rows (kernel_row, dist_row: also _ckernels' and _ck_budget's) in _ck_common.h. One
+ * translation unit.
  */
 #include "_ck_common.h"
 
@@ -33,7 +38,6 @@
 enum { FM_RFF = 0, FM_PROJ = 1, FM_ROW = 2, FM_DIST = 3 };
 
 #include "_ck_features_loops.h"
-
 
 /* ---- feature maps --------------------------------------------------------------------- */
 

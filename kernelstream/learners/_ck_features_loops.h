@@ -96,7 +96,4 @@ static void cos_sin(double *z, Py_ssize_t D) {
     }
 }
 
-/* kernel_row(), dist_row(): _ck_common.h (the rows of _ckernels.c and of _ck_budget.c's
- * OKL-GD / OKS-SIL rules) */
-
 #endif /* KS_CK_FEATURES_LOOPS_H */

@@ -16,7 +16,9 @@
  *
  * Besides the scores, the per-kernel arithmetic of paper 001's AO2MD rounds (mirror_correct,
  * mirror_scale, ea2oks_step): the same operations in the same order as the Python they
- * replace, so those results are bit-identical to it.
+ * replace, so those results are bit-identical to it. Their entry points are in
+ * _ck_multi_ao2md.h, their arithmetic (shared with _ck_experts's EA2OKS block) in
+ * _ck_mirror.h; this file holds the scores and the module. One translation unit.
  *
  * Numbers follow _ckernels.c: a point's inner product with the example is a sum in index order
  * over the example's non-zeros (as dots() of _ck_common.h, one accumulator per point), no FMA
@@ -136,7 +138,8 @@ KS_ENTRY(pool_scores, 11, 12) {
     double zz = PyFloat_AsDouble(args[4]);
     int64_t round = PyLong_AsLongLong(args[7]);
     if (PyErr_Occurred()) return NULL;
-    if (get_bufs(args, b, "q1 ns, q2? which, d3 z, D5 cache, Q6 stamp, D8 out, Q9 work, D10 ebuf") < 0)
+    if (get_bufs(args, b,
+                 "q1 ns, q2? which, d3 z, D5 cache, Q6 stamp, D8 out, Q9 work, D10 ebuf") < 0)
         return NULL;
     {
         double *eb = b[7].view.buf;
@@ -229,7 +232,9 @@ KS_ENTRY(multi_scores, 19, 15) {
                np_ = PyLong_AsSsize_t(args[14]);
     double zz = PyFloat_AsDouble(args[4]);
     if (PyErr_Occurred()) return NULL;
-    if (get_bufs(args, b, "d0 XT, d1 sqn, d3 z, q5 g_pt, q6 g_k, d7 g_a, d8 g_ng, q10 p_pt, q11 p_k, d12 p_a, d13 p_deg, D15 out, D16 dots, Q17 work, D18 ebuf") < 0)
+    if (get_bufs(args, b,
+                 "d0 XT, d1 sqn, d3 z, q5 g_pt, q6 g_k, d7 g_a, d8 g_ng, q10 p_pt, q11 p_k, "
+                 "d12 p_a, d13 p_deg, D15 out, D16 dots, Q17 work, D18 ebuf") < 0)
         return NULL;
     {
         Py_ssize_t d = n_items(&b[2]), K = n_items(&b[11]);

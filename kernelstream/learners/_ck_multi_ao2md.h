@@ -52,7 +52,8 @@ KS_ENTRY(mirror_correct, 17, 14) {
             out[i] = fx[i];
             if (ai == 0.0 && bi == 0.0) continue;
             PyObject *sv = PyList_GET_ITEM(stores, i);
-            PyObject *arr = PyObject_GetAttrString(sv, "a"), *nobj = PyObject_GetAttrString(sv, "n");
+            PyObject *arr = PyObject_GetAttrString(sv, "a");
+            PyObject *nobj = PyObject_GetAttrString(sv, "n");
             Py_ssize_t n = nobj ? PyLong_AsSsize_t(nobj) : -1;
             Py_XDECREF(nobj);
             if (arr == NULL || (n < 0 && PyErr_Occurred())) {

@@ -32,9 +32,11 @@
 KS_ENTRY(sqnorms, 2, 2) {
     /* sqnorms(X (m x d), out (m)) */
     Py_ssize_t m, d;
-    if (get_bufs(args, b, "d0 X, D1 out") < 0 || store_shape(&b[0], &m, &d, "_ckernels", "sqnorms") < 0)
+    if (get_bufs(args, b, "d0 X, D1 out") < 0
+        || store_shape(&b[0], &m, &d, "_ckernels", "sqnorms") < 0)
         return NULL;
-    if (n_items(&b[1]) < m) return PyErr_Format(PyExc_ValueError, "_ckernels.sqnorms: out is too short");
+    if (n_items(&b[1]) < m)
+        return PyErr_Format(PyExc_ValueError, "_ckernels.sqnorms: out is too short");
     const double *X = b[0].view.buf;
     double *out = b[1].view.buf;
     Py_BEGIN_ALLOW_THREADS
@@ -119,7 +121,8 @@ KS_ENTRY(run, 18, 10) {
      * is not None) receives n. Stops at the first row that fires, with its kernel row in
      * k[:n], and returns its index (or the block's length). */
     Model m;
-    Py_ssize_t rows = model_block(args, b, &m, "d7 Z, d8 zz, D16 k, Q17 work, d9 y, D14 out, Q15? nsv", "run");
+    Py_ssize_t rows =
+        model_block(args, b, &m, "d7 Z, d8 zz, D16 k, Q17 work, d9 y, D14 out, Q15? nsv", "run");
     if (rows < 0) return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(args[10]), i;
     int trigger = (int)PyLong_AsLong(args[11]);
