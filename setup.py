@@ -75,8 +75,8 @@ setup(
             extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],
             optional=True,
         ),
-        # bounded OMKC's whole rounds (compiled.py, "bounded OMKC"): includes _ck_budget.c's
-        # rules, so the same flags as _ck_budget
+        # bounded OMKC's whole rounds (compiled.py, "bounded OMKC"): includes _ck_budget's
+        # rules (_ck_budget_rules.h), so the same flags as _ck_budget
         Extension(
             "kernelstream.learners._ck_omkc",
             sources=[OMKC_SOURCE],

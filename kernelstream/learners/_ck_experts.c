@@ -22,146 +22,18 @@
  * _ck_multi.pool_scores scores them (its exponential, bound from a capsule; the distances
  * by the same operations, shared within a round by stream id). Everything else is scalar IEEE
  * arithmetic in the order of the Python code (no FMA contraction: -ffp-contract=off).
+ *
+ * This file: LKMBooks's and EA2OKS's blocks and the module; numpy's routines and their
+ * binding are in _ck_experts_numpy.h, EA2OKS's AO2MD arithmetic (shared with _ck_multi) in
+ * _ck_mirror.h. One translation unit.
  */
-#include "_ck_common.h"
+#include "_ck_mirror.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KE_ABI 1
-#ifndef KS_SOURCE_HASH
-#define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
-#endif
 
-/* ---- the routines numpy calls ----------------------------------------------------------- */
-enum { ROW_MAJOR = 101, NO_TRANS = 111 };
-typedef void (*gemv64_t)(int, int, int64_t, int64_t, double, const double *, int64_t,
-                         const double *, int64_t, double, double *, int64_t);
-typedef void (*gemv32_t)(int, int, int, int, double, const double *, int, const double *, int,
-                         double, double *, int);
-typedef double (*dot64_t)(int64_t, const double *, int64_t, const double *, int64_t);
-typedef double (*dot32_t)(int, const double *, int, const double *, int);
-typedef void (*uloop_t)(char **, const Py_ssize_t *, const Py_ssize_t *, void *);
+#include "_ck_experts_numpy.h"
 
-/* numpy's PyUFuncObject up to `types` (public and unchanged since numpy 1.0) */
-typedef struct {
-    PyObject_HEAD
-    int nin, nout, nargs;
-    int identity;
-    uloop_t *functions;
-    void *const *data;
-    int ntypes;
-    int reserved1;
-    const char *name;
-    const char *types;
-} ufunc_head;
-
-static void *g_gemv = NULL, *g_dot = NULL;
-static int g_ilp64 = 1;
-static uloop_t g_exp = NULL;
-static void *g_exp_data = NULL;
-static PyObject *g_exp_ufunc = NULL; /* keeps the ufunc (and its loop) alive */
-
-#define NPY_DOUBLE_NUM 12
-
-/* y = A x for a C-ordered m x n matrix A: numpy's A.dot(x) (RowMajor, NoTrans, lda = n) */
-static inline void np_gemv(Py_ssize_t m, Py_ssize_t n, const double *A, const double *x,
-                           double *y) {
-    if (g_ilp64)
-        ((gemv64_t)g_gemv)(ROW_MAJOR, NO_TRANS, m, n, 1.0, A, n, x, 1, 0.0, y, 1);
-    else
-        ((gemv32_t)g_gemv)(ROW_MAJOR, NO_TRANS, (int)m, (int)n, 1.0, A, (int)n, x, 1, 0.0, y, 1);
-}
-
-/* numpy's a.dot(b) of two 1-D float64 vectors: 0.0 + ddot (DOUBLE_dot) */
-static inline double np_dot(Py_ssize_t n, const double *a, const double *b) {
-    double s = 0.0;
-    if (g_ilp64)
-        s += ((dot64_t)g_dot)(n, a, 1, b, 1);
-    else
-        s += ((dot32_t)g_dot)((int)n, a, 1, b, 1);
-    return s;
-}
-
-/* v <- numpy.exp(v) in place, n contiguous values */
-static inline void np_exp(double *v, Py_ssize_t n) {
-    char *args[2] = {(char *)v, (char *)v};
-    Py_ssize_t dims[1] = {n}, steps[2] = {8, 8};
-    g_exp(args, dims, steps, g_exp_data);
-}
-
-/* numpy's a.sum() of a contiguous float64 vector of 1 <= n <= 128 values (one block of its
- * pairwise sum): in order below 8 values, else 8 running sums combined as a tree, then the
- * tail in order */
-static inline double np_small_sum(const double *a, Py_ssize_t n) {
-    if (n < 8) {
-        double r = a[0];
-        for (Py_ssize_t i = 1; i < n; i++) r += a[i];
-        return r;
-    }
-    double r[8];
-    Py_ssize_t i;
-    for (int k = 0; k < 8; k++) r[k] = a[k];
-    for (i = 8; i < n - (n % 8); i += 8)
-        for (int k = 0; k < 8; k++) r[k] += a[i + k];
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; i++) res += a[i];
-    return res;
-}
-
-static PyObject *py_bind(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    /* bind(gemv_address, dot_address, ilp64, exp_ufunc): the routines numpy calls */
-    if (nargs != 4) return PyErr_Format(PyExc_TypeError, "bind() takes 4 arguments");
-    void *gemv = PyLong_AsVoidPtr(args[0]), *dot = PyLong_AsVoidPtr(args[1]);
-    int ilp64 = PyObject_IsTrue(args[2]);
-    if (PyErr_Occurred()) return NULL;
-    ufunc_head *u = (ufunc_head *)args[3];
-    if (gemv == NULL || dot == NULL || u->nin != 1 || u->nout != 1 || u->nargs != 2)
-        return PyErr_Format(PyExc_ValueError, "_ck_experts.bind: not BLAS routines and a ufunc");
-    uloop_t loop = NULL;
-    void *data = NULL;
-    for (int i = 0; i < u->ntypes; i++)
-        if (u->types[2 * i] == NPY_DOUBLE_NUM && u->types[2 * i + 1] == NPY_DOUBLE_NUM) {
-            loop = u->functions[i];
-            data = u->data ? u->data[i] : NULL;
-            break;
-        }
-    if (loop == NULL) return PyErr_Format(PyExc_ValueError, "_ck_experts.bind: no float64 loop");
-    Py_INCREF(args[3]);
-    Py_XDECREF(g_exp_ufunc);
-    g_exp_ufunc = args[3];
-    g_gemv = gemv;
-    g_dot = dot;
-    g_ilp64 = ilp64;
-    g_exp = loop;
-    g_exp_data = data;
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_check(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    /* check(A, x, y, v, w) -> (dot, sum): y = A.dot(x) (A: len(y) x len(x)), v <- exp(v),
-     * dot = w.dot(w), sum = w.sum(), by the bound routines (compiled.py compares them with
-     * numpy) */
-    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "check() takes 5 arguments");
-    if (g_exp == NULL) return PyErr_Format(PyExc_RuntimeError, "_ck_experts: not bound");
-    Buf b[5];
-    memset(b, 0, sizeof b);
-    if (get_buf(args[0], &b[0], 0, "A", 'd') < 0 || get_buf(args[1], &b[1], 0, "x", 'd') < 0
-        || get_buf(args[2], &b[2], 1, "y", 'd') < 0 || get_buf(args[3], &b[3], 1, "v", 'd') < 0
-        || get_buf(args[4], &b[4], 0, "w", 'd') < 0) {
-        release(b, 5);
-        return NULL;
-    }
-    Py_ssize_t m = n_items(&b[2]), n = n_items(&b[1]), nw = n_items(&b[4]);
-    if (n_items(&b[0]) != m * n || nw < 1 || nw > 128) {
-        release(b, 5);
-        return PyErr_Format(PyExc_ValueError, "_ck_experts.check: wrong sizes");
-    }
-    np_gemv(m, n, b[0].view.buf, b[1].view.buf, b[2].view.buf);
-    np_exp(b[3].view.buf, n_items(&b[3]));
-    double dt = np_dot(nw, b[4].view.buf, b[4].view.buf);
-    double sm = np_small_sum(b[4].view.buf, nw);
-    release(b, 5);
-    return Py_BuildValue("(dd)", dt, sm);
-}
 
 /* ---- LKMBooks -------------------------------------------------------------------------- */
 enum { LOSS_LOGISTIC = 0, LOSS_SQUARE = 1, LOSS_ABSOLUTE = 2 };
@@ -516,23 +388,10 @@ static PyObject *py_ea2oks_run(PyObject *Py_UNUSED(self), PyObject *const *args,
             used++;
             out[j] = f[I];
             sel = I;
-            /* _update: ea2oks_step's constants, one uniform per kernel with margin < 1 */
-            for (Py_ssize_t i = 0; i < K; i++) {
-                c[i] = A[i] = Bc[i] = 0.0;
-                double mi = y * f[i];
-                if (!(mi < 1.0)) continue;
-                c[i] = (1.0 - mi) / norm;
-                double g2 = 1.0 + m2[i] - 2.0 * y * mux[i];
-                double g = sqrt(0.0 > g2 ? 0.0 : g2);
-                double z = beta * (g + sqrt(0.0 > m2[i] ? 0.0 : m2[i]));
-                double prob = z > 0.0 ? g / z : 0.0;
-                if (u[used++] < prob) {
-                    A[i] = lam * y / prob;
-                    Bc[i] = lam * (1.0 - 1.0 / prob);
-                } else {
-                    Bc[i] = lam;
-                }
-            }
+            /* _update: ea2oks_step's constants, one uniform per kernel with margin < 1 (at
+             * most K: enough are left, checked above) */
+            used += ea2oks_consts(K, y, f, m2, mux, lam, norm, beta, u + used, nu_ - used, c, A,
+                                  Bc);
             /* OptimisticMirror.correct: x_t into the stores with a_i != 0, then the reservoir
              * points a store lacks where b_i != 0, then mirror_correct's arithmetic */
             for (Py_ssize_t i = 0; i < K; i++) {
@@ -562,30 +421,13 @@ static PyObject *py_ea2oks_run(PyObject *Py_UNUSED(self), PyObject *const *args,
                 }
                 missing[i] = 0;
             }
+            mirror_h(K, M, M, A, Bc, kv, KVy, H);
             for (Py_ssize_t i = 0; i < K; i++) {
-                double ai = A[i], bv = Bc[i] / (double)M;
-                for (Py_ssize_t k = 0; k < M; k++) H[i * M + k] += ai * kv[i * M + k];
-                for (Py_ssize_t k = 0; k < M; k++) H[i * M + k] += bv * KVy[i * M + k];
-            }
-            for (Py_ssize_t i = 0; i < K; i++) {
-                double ai = A[i], bi = Bc[i];
-                if (ai == 0.0 && bi == 0.0) continue;
-                ea_store *S = &st[i];
-                Py_ssize_t n = (Py_ssize_t)ns[i];
-                double nn = n2[i] + bi * (bi * m2[i] + 2.0 * ip[i]);
-                if (ai != 0.0) nn += ai * (ai + 2.0 * fx[i] + 2.0 * bi * mux[i]);
-                if (bi != 0.0)
-                    for (Py_ssize_t k = 0; k < M; k++)
-                        S->a[pos[i * M + k]] += bi * (resy[k] / (double)M);
-                if (nn > U2) {
-                    double fac = radius / sqrt(nn);
-                    for (Py_ssize_t k = 0; k < n; k++) S->a[k] *= fac;
-                    for (Py_ssize_t k = 0; k < M; k++) H[i * M + k] *= fac;
-                    nn = U2;
-                } else if (nn < 0.0) {
-                    nn = 0.0;
-                }
-                n2[i] = nn;
+                if (A[i] == 0.0 && Bc[i] == 0.0) continue;
+                double fac;
+                n2[i] = mirror_correct1(st[i].a, (Py_ssize_t)ns[i], pos + i * M, M, resy, A[i],
+                                        Bc[i], n2[i], m2[i], ip[i], fx[i], mux[i], U2, radius,
+                                        H + i * M, &fac);
                 touched[i] = 1;
             }
             /* ExpWeights.update and check_epoch */
@@ -650,31 +492,15 @@ static PyObject *py_bind_vexp(PyObject *Py_UNUSED(self), PyObject *const *args,
 }
 
 static PyMethodDef methods[] = {
-    {"bind", (PyCFunction)(void (*)(void))py_bind, METH_FASTCALL,
-     "bind(gemv_address, dot_address, ilp64, exp_ufunc): the BLAS routines and exp loop numpy "
-     "uses"},
-    {"check", (PyCFunction)(void (*)(void))py_check, METH_FASTCALL,
-     "check(A, x, y, v, w) -> (dot, sum): the bound routines, for the comparison with numpy"},
-    {"lkm_run", (PyCFunction)(void (*)(void))py_lkm_run, METH_FASTCALL,
-     "lkm_run(...): LKMBooks's test-then-train rounds over a block"},
-    {"ea2oks_run", (PyCFunction)(void (*)(void))py_ea2oks_run, METH_FASTCALL,
-     "ea2oks_run(...): EA2OKS's / BEA2OKS's test-then-train rounds over a block"},
-    {"bind_vexp", (PyCFunction)(void (*)(void))py_bind_vexp, METH_FASTCALL,
-     "bind_vexp(capsule): _ck_multi's exponential"},
+    KS_METHOD(bind, "bind(gemv_address, dot_address, ilp64, exp_ufunc): the BLAS routines and "
+                    "exp loop numpy uses"),
+    KS_METHOD(check, "check(A, x, y, v, w) -> (dot, sum): the bound routines, for the "
+                     "comparison with numpy"),
+    KS_METHOD(lkm_run, "lkm_run(...): LKMBooks's test-then-train rounds over a block"),
+    KS_METHOD(ea2oks_run, "ea2oks_run(...): EA2OKS's / BEA2OKS's test-then-train rounds over a "
+                          "block"),
+    KS_METHOD(bind_vexp, "bind_vexp(capsule): _ck_multi's exponential"),
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ck_experts",
-                                    "Compiled blocks of the expert-advice selection learners",
-                                    -1, methods};
-
-PyMODINIT_FUNC PyInit__ck_experts(void) {
-    PyObject *mod = PyModule_Create(&module);
-    if (mod == NULL) return NULL;
-    if (PyModule_AddIntConstant(mod, "ABI", KE_ABI) < 0
-        || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
-        Py_DECREF(mod);
-        return NULL;
-    }
-    return mod;
-}
+KS_MODULE(_ck_experts, "Compiled blocks of the expert-advice selection learners", KE_ABI)

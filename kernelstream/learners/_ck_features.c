@@ -24,182 +24,20 @@
  * SIMD changes the speed, never the result. cos/sin use Cody-Waite reduction by pi/2 and the
  * fdlibm kernel polynomials (about 1 ulp), branch-free so they vectorise; arguments beyond
  * RFF_REDUCE_MAX (never met at sensible widths) go to libm.
+ *
+ * This file: the feature maps, their arguments and the entry points (score, scores, run,
+ * cdf_search, sample_kernel); the vectorised loops are in _ck_features_loops.h, the kernel
+ * rows (kernel_row, dist_row: also _ckernels' and _ck_budget's) in _ck_common.h. One
+ * translation unit.
  */
 #include "_ck_common.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KF_ABI 1
-#ifndef KS_SOURCE_HASH
-#define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
-#endif
-
-/* Run-time dispatch of the elementwise loops to AVX2/AVX-512 where the compiler supports it
- * (the default clone is plain SSE2); the clones compute identical numbers. */
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define KF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef KF_CLONES
-#define KF_CLONES
-#endif
 
 enum { FM_RFF = 0, FM_PROJ = 1, FM_ROW = 2, FM_DIST = 3 };
-enum { T_ALWAYS = 0, T_MISTAKE = 1, T_MARGIN = 2 };
 
-static int fires(int trigger, double y, double f) {
-    switch (trigger) {
-    case T_MISTAKE: return !(y * f > 0.0);
-    case T_MARGIN: return !(y * f >= 1.0);
-    default: return 1;
-    }
-}
-
-/* <a, b> in the fixed four-lane order described above. */
-static double dot4(const double *a, const double *b, Py_ssize_t n) {
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    Py_ssize_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        s0 += a[j] * b[j];
-        s1 += a[j + 1] * b[j + 1];
-        s2 += a[j + 2] * b[j + 2];
-        s3 += a[j + 3] * b[j + 3];
-    }
-    for (; j < n; j++) s0 += a[j] * b[j];
-    return (s0 + s1) + (s2 + s3);
-}
-
-/* ---- random Fourier features ---------------------------------------------------------- */
-
-#define RFF_REDUCE_MAX 1.0e5 /* |u| below this: k = round(u 2/pi) < 2^17, reduction exact */
-static const double INVPIO2 = 6.36619772367581382433e-01;
-static const double PIO2_1 = 1.57079632673412561417e+00;  /* first 33 bits of pi/2 */
-static const double PIO2_2 = 6.07710050630396597660e-11;  /* next 33 bits */
-static const double PIO2_2T = 2.02226624879595063154e-21; /* pi/2 - (PIO2_1 + PIO2_2) */
-static const double ROUND = 0x1.8p52;                     /* x + ROUND - ROUND rounds x */
-static const double S1 = -1.66666666666666324348e-01, S2 = 8.33333333332248946124e-03,
-                    S3 = -1.98412698298579493134e-04, S4 = 2.75573137070700676789e-06,
-                    S5 = -2.50507602534068634195e-08, S6 = 1.58969099521155010221e-10;
-static const double C1 = 4.16666666666666019037e-02, C2 = -1.38888888888741095749e-03,
-                    C3 = 2.48015872894767294178e-05, C4 = -2.75573143513906633035e-07,
-                    C5 = 2.08757232129817482790e-09, C6 = -1.13596475577881948265e-11;
-
-/* cos(v), sin(v) for |v| <= RFF_REDUCE_MAX, without branches. */
-static inline void sincos_reduced(double v, double *cv, double *sv) {
-    double k = (v * INVPIO2 + ROUND) - ROUND;   /* nearest integer to v / (pi/2) */
-    double r = ((v - k * PIO2_1) - k * PIO2_2) - k * PIO2_2T; /* v - k pi/2, |r| <= pi/4 */
-    double k4 = (k * 0.25 + ROUND) - ROUND;
-    double q = k - 4.0 * k4; /* k mod 4, in {-2, -1, 0, 1, 2} */
-    double z = r * r;
-    double s = r + (z * r) * (S1 + z * (S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)))));
-    double cr = z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6)))));
-    double hz = 0.5 * z, w = 1.0 - hz;
-    double c = w + (((1.0 - w) - hz) + z * cr);
-    double aq = fabs(q);
-    int odd = aq == 1.0, two = aq == 2.0;
-    double sn = odd ? c : s, cs = odd ? s : c;
-    *sv = (two || q == -1.0) ? -sn : sn;
-    *cv = (two || q == 1.0) ? -cs : cs;
-}
-
-/* u = Omega x (Omega^T given, d x D row-major) over x's non-zeros nz[0..m): each u_i is the
- * sum in index order, as dots() would give it, but computed column by column (vectorised). */
-KF_CLONES
-static void project(const double *OmT, Py_ssize_t D, const double *x, const Py_ssize_t *nz,
-                    Py_ssize_t m, double *u) {
-    for (Py_ssize_t i = 0; i < D; i++) u[i] = 0.0;
-    for (Py_ssize_t t = 0; t < m; t++) {
-        const double *col = OmT + nz[t] * D;
-        double xv = x[nz[t]];
-        for (Py_ssize_t i = 0; i < D; i++) u[i] += col[i] * xv;
-    }
-}
-
-/* z = M k from M^T (n x rp row-major, rp = r rounded up to a multiple of 8, zero-padded):
- * z_i = sum_j M_ij k_j in index order (the sums of dots(M, ...)), computed row of M^T by row
- * of M^T with all the features' sums in registers, so they advance side by side (one chain
- * of n dependent adds in all, not r of them). */
-#define MV_BLOCK(W)                                                                           \
-    static inline void mv_block##W(const double *Mt, Py_ssize_t n, Py_ssize_t rp,            \
-                                   const double *k, double *z) {                             \
-        double acc[W];                                                                        \
-        for (int l = 0; l < W; l++) acc[l] = 0.0;                                            \
-        for (Py_ssize_t j = 0; j < n; j++) {                                                  \
-            const double *row = Mt + j * rp;                                                  \
-            double kj = k[j];                                                                 \
-            for (int l = 0; l < W; l++) acc[l] += row[l] * kj;                                \
-        }                                                                                     \
-        for (int l = 0; l < W; l++) z[l] = acc[l];                                            \
-    }
-MV_BLOCK(8)
-MV_BLOCK(16)
-MV_BLOCK(24)
-MV_BLOCK(32)
-
-KF_CLONES
-static void matvec_t(const double *Mt, Py_ssize_t n, Py_ssize_t rp, const double *k, double *z) {
-    Py_ssize_t i0 = 0;
-    for (; i0 + 32 <= rp; i0 += 32) mv_block32(Mt + i0, n, rp, k, z + i0);
-    switch (rp - i0) {
-    case 24: mv_block24(Mt + i0, n, rp, k, z + i0); break;
-    case 16: mv_block16(Mt + i0, n, rp, k, z + i0); break;
-    case 8: mv_block8(Mt + i0, n, rp, k, z + i0); break;
-    default: break;
-    }
-}
-
-/* z[0..D) = cos u, z[D..2D) = sin u, where u arrives in z[D..2D). */
-KF_CLONES
-static void cos_sin(double *z, Py_ssize_t D) {
-    int far = 0;
-    for (Py_ssize_t i = 0; i < D; i++) far |= !(fabs(z[D + i]) <= RFF_REDUCE_MAX);
-    if (!far) {
-        for (Py_ssize_t i = 0; i < D; i++) {
-            double c, s;
-            sincos_reduced(z[D + i], &c, &s);
-            z[i] = c;
-            z[D + i] = s;
-        }
-        return;
-    }
-    for (Py_ssize_t i = 0; i < D; i++) { /* rare: a far (or non-finite) argument */
-        double v = z[D + i], c, s;
-        if (fabs(v) <= RFF_REDUCE_MAX) {
-            sincos_reduced(v, &c, &s);
-        } else {
-            c = cos(v);
-            s = sin(v);
-        }
-        z[i] = c;
-        z[D + i] = s;
-    }
-}
-
-/* ---- kernel rows ---------------------------------------------------------------------- */
-
-/* k_j = kappa(X_j, x) for the n stored rows: row_score()'s row (same operations, so the two
- * modules give the same numbers), without its score. */
-static void kernel_row(const double *X, const double *sqn, Py_ssize_t n, Py_ssize_t d,
-                       const double *x, double xx, int kind, double p, long degree,
-                       Py_ssize_t *nz, double *k) {
-    Py_ssize_t m = nonzeros(x, d, nz);
-    dots(X, n, d, x, nz, m, k);
-    if (kind == K_GAUSSIAN) {
-        for (Py_ssize_t j = 0; j < n; j++) {
-            double v = k[j] * -2.0;
-            v += sqn[j];
-            v += xx;
-            if (!(v > 0.0)) v = 0.0;
-            v *= p;
-            k[j] = v < -746.0 ? 0.0 : exp(v);
-        }
-    } else if (kind == K_POLYNOMIAL && degree != 1) {
-        for (Py_ssize_t j = 0; j < n; j++)
-            k[j] = degree == 2 ? k[j] * k[j] : pow(k[j], (double)degree);
-    }
-}
-
-/* dist_row(): _ck_common.h (also the row of _ck_budget.c's OKL-GD / OKS-SIL rules) */
+#include "_ck_features_loops.h"
 
 /* ---- feature maps --------------------------------------------------------------------- */
 
@@ -310,10 +148,7 @@ static int parse_map(PyObject *t, Buf *b, FMap *fm) {
     fm->p = PyFloat_AsDouble(PyTuple_GET_ITEM(t, 5));
     fm->degree = PyLong_AsLong(PyTuple_GET_ITEM(t, 6));
     if (PyErr_Occurred()) return -1;
-    if (fm->kcode < K_GAUSSIAN || fm->kcode > K_LINEAR) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features: unknown kernel code");
-        return -1;
-    }
+    if (check_kernel(fm->kcode, "_ck_features", "map") < 0) return -1;
     if (fm->kind == FM_PROJ) {
         if (get_buf(PyTuple_GET_ITEM(t, 7), &b[2], 0, "M^T", 'd') < 0) return -1;
         fm->r = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 8));
@@ -330,11 +165,18 @@ static int parse_map(PyObject *t, Buf *b, FMap *fm) {
     return 0;
 }
 
-/* w, x/X, k, z and work sizes against the map. */
-static int check_sizes(const FMap *fm, const Buf *w, Py_ssize_t xd, const Buf *k,
-                       const Buf *z, const Buf *work, const char *fn) {
-    if (n_items(w) < fm_zlen(fm) || xd != fm->d || (k && n_items(k) < fm_klen(fm))
-        || n_items(z) < fm_zbuf(fm) || n_items(work) < fm->d) {
+/* The buffers every entry point takes after the map's b[0..4): w, x (or the block X), z,
+ * work and k (None for the maps without one), at these positions of b. */
+enum { B_W = 4, B_X = 5, B_Z = 6, B_WORK = 7, B_K = 8 };
+
+/* w, x (width xd), k, z and work against the map. */
+static int check_sizes(const FMap *fm, const Buf *b, Py_ssize_t xd, const char *fn) {
+    if (fm_klen(fm) > 0 && !b[B_K].held) {
+        PyErr_Format(PyExc_ValueError, "_ck_features.%s: this map needs k", fn);
+        return -1;
+    }
+    if (n_items(&b[B_W]) < fm_zlen(fm) || xd != fm->d || n_items(&b[B_K]) < fm_klen(fm)
+        || n_items(&b[B_Z]) < fm_zbuf(fm) || n_items(&b[B_WORK]) < fm->d) {
         PyErr_Format(PyExc_ValueError, "_ck_features.%s: w, x, k, z or work has the wrong size",
                      fn);
         return -1;
@@ -342,79 +184,60 @@ static int check_sizes(const FMap *fm, const Buf *w, Py_ssize_t xd, const Buf *k
     return 0;
 }
 
-/* ---- Python entry points -------------------------------------------------------------- */
-
-static PyObject *py_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    /* score(map, w, x, xx, k, z, work) -> f; k (None for RFF/ROW) and z receive the features,
-     * work (int64, >= d) is scratch */
-    if (nargs != 7) return PyErr_Format(PyExc_TypeError, "score(map, w, x, xx, k, z, work)");
-    Buf b[9];
-    memset(b, 0, sizeof b);
-    FMap fm;
-    double f = 0.0, xx;
-    int with_k = args[4] != Py_None;
-    if (parse_map(args[0], b, &fm) < 0 || get_buf(args[1], &b[4], 0, "w", 'd') < 0
-        || get_buf(args[2], &b[5], 0, "x", 'd') < 0
-        || (with_k && get_buf(args[4], &b[6], 1, "k", 'd') < 0)
-        || get_buf(args[5], &b[7], 1, "z", 'd') < 0
-        || get_buf(args[6], &b[8], 1, "work", 'q') < 0)
-        goto fail;
-    xx = PyFloat_AsDouble(args[3]);
-    if (PyErr_Occurred()) goto fail;
-    if (fm_klen(&fm) && !with_k) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features.score: this map needs k");
-        goto fail;
+/* The rows of the block X in b[B_X], checked against the map and, with zz, out (and y), in
+ * the buffers from `first` on (the caller's extra block arrays); -1 with an exception. */
+static Py_ssize_t block_rows(const FMap *fm, const Buf *b, int first, int count,
+                             const char *fn) {
+    Py_ssize_t rows = b[B_X].view.ndim == 2 ? b[B_X].view.shape[0] : -1;
+    if (rows < 0) {
+        PyErr_Format(PyExc_ValueError, "_ck_features.%s: X must be 2-D", fn);
+        return -1;
     }
-    if (check_sizes(&fm, &b[4], n_items(&b[5]), with_k ? &b[6] : NULL, &b[7], &b[8], "score")
-        < 0)
-        goto fail;
-    f = fm_score(&fm, b[4].view.buf, b[5].view.buf, xx, (Py_ssize_t *)b[8].view.buf,
-                 with_k ? b[6].view.buf : NULL, b[7].view.buf);
-    release(b, 9);
-    return PyFloat_FromDouble(f);
-fail:
-    release(b, 9);
-    return NULL;
+    if (check_sizes(fm, b, b[B_X].view.shape[1], fn) < 0) return -1;
+    for (int i = first; i < first + count; i++)
+        if (b[i].held && n_items(&b[i]) < rows) {
+            PyErr_Format(PyExc_ValueError, "_ck_features.%s: block arrays have the wrong size",
+                         fn);
+            return -1;
+        }
+    return rows;
 }
 
-static PyObject *py_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
-                           Py_ssize_t nargs) {
+/* ---- Python entry points -------------------------------------------------------------- */
+
+/* Each entry point is a body run by with_bufs (_ck_common.h), which releases its buffers. */
+
+KS_ENTRY(score, 7, 9) {
+    /* score(map, w, x, xx, k, z, work) -> f; k (None for RFF/ROW) and z receive the features,
+     * work (int64, >= d) is scratch */
+    FMap fm;
+    if (parse_map(args[0], b, &fm) < 0
+        || get_bufs(args, b + B_W, "d1 w, d2 x, D5 z, Q6 work, D4? k") < 0)
+        return NULL;
+    double xx = PyFloat_AsDouble(args[3]);
+    if (PyErr_Occurred() || check_sizes(&fm, b, n_items(&b[B_X]), "score") < 0) return NULL;
+    return PyFloat_FromDouble(fm_score(&fm, b[B_W].view.buf, b[B_X].view.buf, xx,
+                                       (Py_ssize_t *)b[B_WORK].view.buf,
+                                       b[B_K].held ? b[B_K].view.buf : NULL, b[B_Z].view.buf));
+}
+
+KS_ENTRY(scores, 8, 11) {
     /* scores(map, w, X, zz, out, k, z, work): out[i] = the score of row i of X (prediction
      * only, no learning; the benchmarks' feature-map floor) */
-    if (nargs != 8) return PyErr_Format(PyExc_TypeError, "scores(map, w, X, zz, out, k, z, work)");
-    Buf b[10];
-    memset(b, 0, sizeof b);
     FMap fm;
-    int with_k = args[5] != Py_None;
-    if (parse_map(args[0], b, &fm) < 0 || get_buf(args[1], &b[4], 0, "w", 'd') < 0
-        || get_buf(args[2], &b[5], 0, "X", 'd') < 0
-        || get_buf(args[3], &b[6], 0, "zz", 'd') < 0
-        || get_buf(args[4], &b[7], 1, "out", 'd') < 0
-        || (with_k && get_buf(args[5], &b[8], 1, "k", 'd') < 0)
-        || get_buf(args[6], &b[9], 1, "z", 'd') < 0 || get_buf(args[7], &b[3], 1, "work", 'q') < 0)
-        goto fail;
-    Py_ssize_t rows = b[5].view.ndim == 2 ? b[5].view.shape[0] : -1;
-    if (rows < 0 || (fm_klen(&fm) > 0 && !with_k) || n_items(&b[6]) < rows
-        || n_items(&b[7]) < rows) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features.scores: block arrays have the wrong size");
-        goto fail;
-    }
-    if (check_sizes(&fm, &b[4], b[5].view.shape[1], with_k ? &b[8] : NULL, &b[9], &b[3],
-                    "scores") < 0)
-        goto fail;
-    {
-        const double *X = b[5].view.buf, *zz = b[6].view.buf, *w = b[4].view.buf;
-        double *out = b[7].view.buf, *k = with_k ? b[8].view.buf : NULL, *z = b[9].view.buf;
-        Py_ssize_t *nz = b[3].view.buf, d = fm.d;
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < rows; i++) out[i] = fm_score(&fm, w, X + i * d, zz[i], nz, k, z);
-        Py_END_ALLOW_THREADS
-    }
-    release(b, 10);
+    if (parse_map(args[0], b, &fm) < 0
+        || get_bufs(args, b + B_W, "d1 w, d2 X, D6 z, Q7 work, D5? k, d3 zz, D4 out") < 0)
+        return NULL;
+    Py_ssize_t rows = block_rows(&fm, b, 9, 2, "scores");
+    if (rows < 0) return NULL;
+    const double *X = b[B_X].view.buf, *zz = b[9].view.buf, *w = b[B_W].view.buf;
+    double *out = b[10].view.buf, *k = b[B_K].held ? b[B_K].view.buf : NULL;
+    double *z = b[B_Z].view.buf;
+    Py_ssize_t *nz = b[B_WORK].view.buf, d = fm.d;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < rows; i++) out[i] = fm_score(&fm, w, X + i * d, zz[i], nz, k, z);
+    Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
-fail:
-    release(b, 10);
-    return NULL;
 }
 
 /* The learner's update of a fired row, called from run(): on_fire(i) returns the model to
@@ -422,9 +245,8 @@ fail:
  * are released during the call (the update may replace or grow those arrays) and taken again
  * from its answer. Returns 1 (continue), 0 (stop) or -1 (error, exception set). */
 static int call_on_fire(PyObject *on_fire, Py_ssize_t i, Buf *b, FMap *fm,
-                        Py_ssize_t *nsv_value, Py_ssize_t xd, const Buf *k, const Buf *z,
-                        const Buf *work) {
-    release(b, 5);
+                        Py_ssize_t *nsv_value, Py_ssize_t xd) {
+    release(b, B_W + 1);
     PyObject *idx = PyLong_FromSsize_t(i);
     if (idx == NULL) return -1;
     PyObject *r = PyObject_CallOneArg(on_fire, idx);
@@ -439,19 +261,16 @@ static int call_on_fire(PyObject *on_fire, Py_ssize_t i, Buf *b, FMap *fm,
         PyErr_SetString(PyExc_TypeError, "_ck_features.run: on_fire must return "
                                          "(map, w, nsv_value) or None");
     } else if (parse_map(PyTuple_GET_ITEM(r, 0), b, fm) == 0
-               && get_buf(PyTuple_GET_ITEM(r, 1), &b[4], 1, "w", 'd') == 0
+               && get_buf(PyTuple_GET_ITEM(r, 1), &b[B_W], 1, "w", 'd') == 0
                && (*nsv_value = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 2)), !PyErr_Occurred())
-               && !(fm_klen(fm) > 0 && k == NULL)
-               && check_sizes(fm, &b[4], xd, k, z, work, "run") == 0) {
+               && check_sizes(fm, b, xd, "run") == 0) {
         rc = 1;
-    } else if (!PyErr_Occurred()) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features.run: on_fire's map needs k");
     }
     Py_DECREF(r); /* the buffers keep their arrays alive */
     return rc;
 }
 
-static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+KS_ENTRY(run, 17, 13) {
     /* run(map, w, X, zz, y, start, stop, trigger, step, shrink, out, nsv, nsv_value, k, z,
      *     work, on_fire) -> (i, fired)
      * Test-then-train over rows start..stop-1 of the block X: row i's score goes to out[i].
@@ -462,55 +281,31 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
      * the row's features in k and z. nsv[i] (nsv may be None) receives nsv_value for every
      * row finished here (on_fire writes its own). Returns (stop, False) at stop, row stop
      * untouched, and (i + 1, False) when on_fire stops after row i. */
-    if (nargs != 17)
-        return PyErr_Format(PyExc_TypeError, "run() takes 17 arguments, got %zd", nargs);
-    Buf b[13];
-    memset(b, 0, sizeof b);
     FMap fm;
-    Py_ssize_t start, stop, rows, i = 0, nsv_value;
     PyObject *on_fire = args[16];
-    int trigger, c_step = args[8] != Py_None, with_nsv = args[11] != Py_None,
-                 with_k = args[13] != Py_None, fired = 0, failed = 0;
-    double step = 0.0, shrink;
-    if (parse_map(args[0], b, &fm) < 0 || get_buf(args[1], &b[4], 1, "w", 'd') < 0
-        || get_buf(args[2], &b[5], 0, "X", 'd') < 0
-        || get_buf(args[3], &b[6], 0, "zz", 'd') < 0
-        || get_buf(args[4], &b[7], 0, "y", 'd') < 0
-        || get_buf(args[10], &b[8], 1, "out", 'd') < 0
-        || (with_nsv && get_buf(args[11], &b[9], 1, "nsv", 'q') < 0)
-        || (with_k && get_buf(args[13], &b[10], 1, "k", 'd') < 0)
-        || get_buf(args[14], &b[11], 1, "z", 'd') < 0
-        || get_buf(args[15], &b[12], 1, "work", 'q') < 0)
-        goto fail;
-    start = PyLong_AsSsize_t(args[5]);
-    stop = PyLong_AsSsize_t(args[6]);
-    trigger = (int)PyLong_AsLong(args[7]);
-    if (c_step) step = PyFloat_AsDouble(args[8]);
-    shrink = PyFloat_AsDouble(args[9]);
-    nsv_value = PyLong_AsSsize_t(args[12]);
-    if (PyErr_Occurred()) goto fail;
-    rows = b[5].view.ndim == 2 ? b[5].view.shape[0] : -1;
-    if (rows < 0 || (fm_klen(&fm) > 0 && !with_k)) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features.run: X must be 2-D; k is needed");
-        goto fail;
-    }
-    if (check_sizes(&fm, &b[4], b[5].view.shape[1], with_k ? &b[10] : NULL, &b[11], &b[12],
-                    "run") < 0)
-        goto fail;
-    if (n_items(&b[6]) < rows || n_items(&b[7]) < rows || n_items(&b[8]) < rows
-        || (with_nsv && n_items(&b[9]) < rows) || start < 0 || stop < start || stop > rows) {
-        PyErr_SetString(PyExc_ValueError, "_ck_features.run: block arrays have the wrong size");
-        goto fail;
-    }
+    if (parse_map(args[0], b, &fm) < 0
+        || get_bufs(args, b + B_W,
+                    "D1 w, d2 X, D14 z, Q15 work, D13? k, d3 zz, d4 y, D10 out, Q11? nsv") < 0)
+        return NULL;
+    Py_ssize_t start = PyLong_AsSsize_t(args[5]), stop = PyLong_AsSsize_t(args[6]), i = 0;
+    Py_ssize_t nsv_value = PyLong_AsSsize_t(args[12]);
+    int trigger = (int)PyLong_AsLong(args[7]), c_step = args[8] != Py_None, fired = 0,
+        failed = 0;
+    double step = c_step ? PyFloat_AsDouble(args[8]) : 0.0, shrink = PyFloat_AsDouble(args[9]);
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t rows = block_rows(&fm, b, 9, 4, "run");
+    if (rows < 0) return NULL;
+    if (start < 0 || stop < start || stop > rows)
+        return PyErr_Format(PyExc_ValueError, "_ck_features.run: block arrays have the wrong size");
     {
-        const double *X = b[5].view.buf, *zz = b[6].view.buf, *y = b[7].view.buf;
-        double *out = b[8].view.buf, *z = b[11].view.buf;
-        double *k = with_k ? b[10].view.buf : NULL;
-        int64_t *nsv = with_nsv ? b[9].view.buf : NULL;
-        Py_ssize_t *nz = b[12].view.buf, d = fm.d;
+        const double *X = b[B_X].view.buf, *zz = b[9].view.buf, *y = b[10].view.buf;
+        double *out = b[11].view.buf, *z = b[B_Z].view.buf;
+        double *k = b[B_K].held ? b[B_K].view.buf : NULL;
+        int64_t *nsv = b[12].held ? b[12].view.buf : NULL;
+        Py_ssize_t *nz = b[B_WORK].view.buf, d = fm.d;
         PyThreadState *ts = PyEval_SaveThread();
         for (i = start; i < stop; i++) {
-            double *w = b[4].view.buf; /* (re)read: on_fire may hand over another w */
+            double *w = b[B_W].view.buf; /* (re)read: on_fire may hand over another w */
             double f = fm_score(&fm, w, X + i * d, zz[i], nz, k, z);
             out[i] = f;
             int fire = fires(trigger, y[i], f);
@@ -520,8 +315,7 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
                     break;
                 }
                 PyEval_RestoreThread(ts);
-                int rc = call_on_fire(on_fire, i, b, &fm, &nsv_value, d,
-                                      with_k ? &b[10] : NULL, &b[11], &b[12]);
+                int rc = call_on_fire(on_fire, i, b, &fm, &nsv_value, d);
                 ts = PyEval_SaveThread();
                 if (rc < 0) {
                     failed = 1;
@@ -544,73 +338,41 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         }
         PyEval_RestoreThread(ts);
     }
-    if (failed) goto fail;
-    release(b, 13);
-    return Py_BuildValue("(nO)", i, fired ? Py_True : Py_False);
-fail:
-    release(b, 13);
-    return NULL;
+    return failed ? NULL : Py_BuildValue("(nO)", i, fired ? Py_True : Py_False);
 }
 
-static PyObject *py_cdf_search(PyObject *Py_UNUSED(self), PyObject *const *args,
-                               Py_ssize_t nargs) {
+KS_ENTRY(cdf_search, 2, 2) {
     /* cdf_search(w, u) -> [j...]: with c = cumsum(w) (sequential, as numpy's), the indices
      * searchsorted(c, u_i * c[-1], side="right") of the uniforms u, exactly as numpy gives
      * them (the draw step of experts.weighted_distinct) */
-    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "cdf_search(w, u)");
-    Buf b[2];
-    memset(b, 0, sizeof b);
-    PyObject *res = NULL;
-    if (get_buf(args[0], &b[0], 0, "w", 'd') < 0 || get_buf(args[1], &b[1], 0, "u", 'd') < 0)
-        goto done;
-    {
-        const double *w = b[0].view.buf, *u = b[1].view.buf;
-        Py_ssize_t n = n_items(&b[0]), m = n_items(&b[1]);
-        double *c = PyMem_Malloc((n ? n : 1) * sizeof(double));
-        if (c == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        double tot = 0.0;
-        for (Py_ssize_t j = 0; j < n; j++) c[j] = tot += w[j];
-        res = PyList_New(m);
-        for (Py_ssize_t i = 0; res != NULL && i < m; i++) {
-            double v = u[i] * tot;
-            Py_ssize_t lo = 0, hi = n; /* first j with c_j > v (side="right") */
-            while (lo < hi) {
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (c[mid] > v)
-                    hi = mid;
-                else
-                    lo = mid + 1;
-            }
-            PyObject *o = PyLong_FromSsize_t(lo);
-            if (o == NULL)
-                Py_CLEAR(res);
-            else
-                PyList_SET_ITEM(res, i, o);
-        }
-        PyMem_Free(c);
+    if (get_bufs(args, b, "d0 w, d1 u") < 0) return NULL;
+    const double *w = b[0].view.buf, *u = b[1].view.buf;
+    Py_ssize_t n = n_items(&b[0]), m = n_items(&b[1]);
+    double *c = PyMem_Malloc((n ? n : 1) * sizeof(double));
+    if (c == NULL) return PyErr_NoMemory();
+    double tot = 0.0;
+    for (Py_ssize_t j = 0; j < n; j++) c[j] = tot += w[j];
+    PyObject *res = PyList_New(m);
+    for (Py_ssize_t i = 0; res != NULL && i < m; i++) {
+        PyObject *o = PyLong_FromSsize_t(search_right(c, n, u[i] * tot));
+        if (o == NULL)
+            Py_CLEAR(res);
+        else
+            PyList_SET_ITEM(res, i, o);
     }
-done:
-    release(b, 2);
+    PyMem_Free(c);
     return res;
 }
 
-static PyObject *py_sample_kernel(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                  Py_ssize_t nargs) {
+KS_ENTRY(sample_kernel, 4, 2) {
     /* sample_kernel(X, psi, idx, neg_gamma) -> (K, b): the Gaussian kernel matrix of a few
      * stored rows (a list of lists, unit diagonal) and their entries of psi. With G the
      * rows' inner products (sums in index order), K_ij = exp(neg_gamma d) for
      * d = (G_ii + G_jj) - 2 G_ij > 0 (i < j), else 1: OKS-SIL's RLD sample */
-    if (nargs != 4) return PyErr_Format(PyExc_TypeError, "sample_kernel(X, psi, idx, neg_gamma)");
-    Buf b[2];
-    memset(b, 0, sizeof b);
     PyObject *K = NULL, *bv = NULL, *seq = NULL, *res = NULL;
     Py_ssize_t idx[16];
     double G[16][16], neg_g;
-    if (get_buf(args[0], &b[0], 0, "X", 'd') < 0 || get_buf(args[1], &b[1], 0, "psi", 'd') < 0)
-        goto done;
+    if (get_bufs(args, b, "d0 X, d1 psi") < 0) goto done;
     neg_g = PyFloat_AsDouble(args[3]);
     if (PyErr_Occurred()) goto done;
     if (b[0].view.ndim != 2) {
@@ -675,37 +437,21 @@ done:
     Py_XDECREF(K);
     Py_XDECREF(bv);
     Py_XDECREF(seq);
-    release(b, 2);
     return res;
 }
 
 static PyMethodDef methods[] = {
-    {"score", (PyCFunction)(void (*)(void))py_score, METH_FASTCALL,
-     "score(map, w, x, xx, k, z, work) -> f: the features of x and their linear score"},
-    {"scores", (PyCFunction)(void (*)(void))py_scores, METH_FASTCALL,
-     "scores(map, w, X, zz, out, k, z, work): the scores of a block, without learning"},
-    {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
-     "run(...) -> (i, fired): test-then-train up to the next round the learner updates"},
-    {"cdf_search", (PyCFunction)(void (*)(void))py_cdf_search, METH_FASTCALL,
-     "cdf_search(w, u) -> indices of the uniforms u in the cumulative weights"},
-    {"sample_kernel", (PyCFunction)(void (*)(void))py_sample_kernel, METH_FASTCALL,
-     "sample_kernel(X, psi, idx, neg_gamma) -> (K, b): Gaussian kernel matrix of a few rows"},
+    KS_METHOD(score, "score(map, w, x, xx, k, z, work) -> f: the features of x and their score"),
+    KS_METHOD(scores, "scores(map, w, X, zz, out, k, z, work): the scores of a block, without "
+                      "learning"),
+    KS_METHOD(run, "run(...) -> (i, fired): test-then-train up to the next round the learner "
+                   "updates"),
+    KS_METHOD(cdf_search, "cdf_search(w, u) -> indices of the uniforms u in the cumulative "
+                          "weights"),
+    KS_METHOD(sample_kernel, "sample_kernel(X, psi, idx, neg_gamma) -> (K, b): Gaussian kernel "
+                             "matrix of a few rows"),
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_ck_features",
-    "Compiled feature maps and block driver of kernelstream's feature-map learners.", -1,
-    methods,
-};
-
-PyMODINIT_FUNC PyInit__ck_features(void) {
-    PyObject *mod = PyModule_Create(&module);
-    if (mod == NULL) return NULL;
-    if (PyModule_AddIntConstant(mod, "ABI", KF_ABI) < 0
-        || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
-        Py_DECREF(mod);
-        return NULL;
-    }
-    return mod;
-}
+KS_MODULE(_ck_features,
+          "Compiled feature maps and block driver of kernelstream's feature-map learners.", KF_ABI)

@@ -16,7 +16,9 @@
  *
  * Besides the scores, the per-kernel arithmetic of paper 001's AO2MD rounds (mirror_correct,
  * mirror_scale, ea2oks_step): the same operations in the same order as the Python they
- * replace, so those results are bit-identical to it.
+ * replace, so those results are bit-identical to it. Their entry points are in
+ * _ck_multi_ao2md.h, their arithmetic (shared with _ck_experts's EA2OKS block) in
+ * _ck_mirror.h; this file holds the scores and the module. One translation unit.
  *
  * Numbers follow _ckernels.c: a point's inner product with the example is a sum in index order
  * over the example's non-zeros (as dots() of _ck_common.h, one accumulator per point), no FMA
@@ -32,26 +34,12 @@
  * floor_scores is the benchmarks' union-row floor: one distance row to n points, then for each
  * of K widths its exponentials and the dot with its coefficients, per example of a block.
  */
-#include "_ck_common.h"
+#include "_ck_mirror.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KM_ABI 1
-#ifndef KS_SOURCE_HASH
-#define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
-#endif
 
 #define EXP_ZERO_BELOW (-746.0)
-
-/* Run-time dispatch of the exponential loop to AVX2/AVX-512 where the compiler supports it (as
- * _ck_features.c); the clones compute identical numbers. */
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define KM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef KM_CLONES
-#define KM_CLONES
-#endif
 
 /* v[i] <- exp(v[i]) for n arguments, and exactly 0 where v[i] < -746 (exp underflows to +0
  * there). fdlibm's e_exp.c (Sun, within 1 ulp), written without branches so that the loop
@@ -61,7 +49,7 @@
  * for a subnormal one. libm's scalar exp costs ~10 ns an argument here; a vectorised one
  * ~1 ns, which is the difference between exponentials and distances dominating a round.
  * Every element sees the same IEEE operations at any vector width (no FMA: -ffp-contract=off). */
-KM_CLONES
+KS_CLONES
 static void vexp(double *v, Py_ssize_t n) {
     const double shift = 0x1.8p52, invln2 = 1.44269504088896338700e+00,
                  ln2hi = 6.93147180369123816490e-01, ln2lo = 1.90821492927058770002e-10,
@@ -121,7 +109,7 @@ static Py_ssize_t compact(const double *z, Py_ssize_t d, Py_ssize_t *nz, double 
  * over z's compacted non-zeros: column nz[t] scaled by zv[t] is added to every k_j, t in
  * order, so each k_j is the same sum in the same order as dots() of a row-major store (bit
  * for bit), while a round reads m contiguous columns instead of a cache line of every row. */
-KM_CLONES
+KS_CLONES
 static void dots_t(const double *XT, Py_ssize_t cap, Py_ssize_t n, const Py_ssize_t *nz,
                    const double *zv, Py_ssize_t m, double *k) {
     for (Py_ssize_t j = 0; j < n; j++) k[j] = 0.0;
@@ -134,37 +122,25 @@ static void dots_t(const double *XT, Py_ssize_t cap, Py_ssize_t n, const Py_ssiz
 
 /* ---- pool_scores ---------------------------------------------------------------------- */
 
-static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                Py_ssize_t nargs) {
+KS_ENTRY(pool_scores, 11, 12) {
     /* pool_scores(stores, ns, which, z, zz, cache, stamp, round, out, work, ebuf)
      * stores: tuple of K tuples (X, sqn, a, slot, neg_gamma), ns: int64 (K) point counts,
      * which: int64 kernel indices to score (out[r] = f_which[r]) or None (all, out[i] = f_i),
      * cache: float64 distance per slot, stamp: int64 per slot (slot s holds this round's
      * distance iff stamp[s] == round), work: int64 scratch of 2 d entries, ebuf: float64
      * scratch as long as the largest store. */
-    if (nargs != 11)
-        return PyErr_Format(PyExc_TypeError, "pool_scores() takes 11 arguments, got %zd", nargs);
     PyObject *stores = args[0];
     if (!PyTuple_Check(stores))
         return PyErr_Format(PyExc_TypeError, "_ck_multi.pool_scores: stores must be a tuple");
     Py_ssize_t K = PyTuple_GET_SIZE(stores);
-    Buf b[8];
-    memset(b, 0, sizeof b);
-    Buf sb[4];
-    memset(sb, 0, sizeof sb);
+    Buf *sb = b + 8; /* one store's buffers at a time */
     int with_which = args[2] != Py_None;
     double zz = PyFloat_AsDouble(args[4]);
     int64_t round = PyLong_AsLongLong(args[7]);
     if (PyErr_Occurred()) return NULL;
-    if (get_buf(args[1], &b[0], 0, "ns", 'q') < 0
-        || (with_which && get_buf(args[2], &b[1], 0, "which", 'q') < 0)
-        || get_buf(args[3], &b[2], 0, "z", 'd') < 0
-        || get_buf(args[5], &b[3], 1, "cache", 'd') < 0
-        || get_buf(args[6], &b[4], 1, "stamp", 'q') < 0
-        || get_buf(args[8], &b[5], 1, "out", 'd') < 0
-        || get_buf(args[9], &b[6], 1, "work", 'q') < 0
-        || get_buf(args[10], &b[7], 1, "ebuf", 'd') < 0)
-        goto fail;
+    if (get_bufs(args, b,
+                 "q1 ns, q2? which, d3 z, D5 cache, Q6 stamp, D8 out, Q9 work, D10 ebuf") < 0)
+        return NULL;
     {
         double *eb = b[7].view.buf;
         Py_ssize_t ebn = n_items(&b[7]);
@@ -177,7 +153,7 @@ static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args
         if (n_items(&b[0]) < K || n_items(&b[4]) < cap || n_items(&b[5]) < R
             || n_items(&b[6]) < 2 * d) {
             PyErr_SetString(PyExc_ValueError, "_ck_multi.pool_scores: arrays have wrong sizes");
-            goto fail;
+            return NULL;
         }
         Py_ssize_t *nz = b[6].view.buf;
         double *zv = (double *)(nz + d);
@@ -186,7 +162,7 @@ static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args
             Py_ssize_t i = with_which ? (Py_ssize_t)which[r] : r;
             if (i < 0 || i >= K) {
                 PyErr_SetString(PyExc_ValueError, "_ck_multi.pool_scores: kernel out of range");
-                goto fail;
+                return NULL;
             }
             Py_ssize_t n = (Py_ssize_t)ns[i];
             if (n == 0) {
@@ -197,20 +173,20 @@ static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args
             if (!PyTuple_Check(st) || PyTuple_GET_SIZE(st) != 5) {
                 PyErr_SetString(PyExc_TypeError,
                                 "_ck_multi.pool_scores: a store is (X, sqn, a, slot, neg_gamma)");
-                goto fail;
+                return NULL;
             }
             double ng = PyFloat_AsDouble(PyTuple_GET_ITEM(st, 4));
-            if (PyErr_Occurred()) goto fail;
+            if (PyErr_Occurred()) return NULL;
             if (get_buf(PyTuple_GET_ITEM(st, 0), &sb[0], 0, "X", 'd') < 0
                 || get_buf(PyTuple_GET_ITEM(st, 1), &sb[1], 0, "sqn", 'd') < 0
                 || get_buf(PyTuple_GET_ITEM(st, 2), &sb[2], 0, "a", 'd') < 0
                 || get_buf(PyTuple_GET_ITEM(st, 3), &sb[3], 0, "slot", 'q') < 0)
-                goto fail;
+                return NULL;
             if (sb[0].view.ndim != 2 || sb[0].view.shape[1] != d || sb[0].view.shape[0] < n
                 || ebn < n || n_items(&sb[1]) < n || n_items(&sb[2]) < n || n_items(&sb[3]) < n) {
                 PyErr_Format(PyExc_ValueError, "_ck_multi.pool_scores: store %zd is shorter than "
                              "its count %zd or has the wrong width", i, n);
-                goto fail;
+                return NULL;
             }
             const double *X = sb[0].view.buf, *sqn = sb[1].view.buf, *a = sb[2].view.buf;
             const int64_t *slot = sb[3].view.buf;
@@ -218,7 +194,7 @@ static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args
                 int64_t s = slot[j];
                 if (s < 0 || s >= cap) {
                     PyErr_SetString(PyExc_ValueError, "_ck_multi.pool_scores: slot out of range");
-                    goto fail;
+                    return NULL;
                 }
                 double v;
                 if (stamp[s] == round) {
@@ -237,18 +213,12 @@ static PyObject *py_pool_scores(PyObject *Py_UNUSED(self), PyObject *const *args
             release(sb, 4);
         }
     }
-    release(b, 8);
     Py_RETURN_NONE;
-fail:
-    release(sb, 4);
-    release(b, 8);
-    return NULL;
 }
 
 /* ---- multi_scores --------------------------------------------------------------------- */
 
-static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                 Py_ssize_t nargs) {
+KS_ENTRY(multi_scores, 19, 15) {
     /* multi_scores(XT, sqn, n, z, zz, g_pt, g_k, g_a, g_ng, ng, p_pt, p_k, p_a, p_deg, np_,
      *              out, dots, work, ebuf)
      * XT: the points as columns (d x cap, C order).
@@ -258,29 +228,14 @@ static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
      * distinct (each kernel's terms are summed in entry order). dots: float64 scratch (>= n),
      * work: int64 scratch (>= 2 d), ebuf: float64 scratch (>= 2 ng: arguments, then the
      * entries' indices as int64). */
-    if (nargs != 19)
-        return PyErr_Format(PyExc_TypeError, "multi_scores() takes 19 arguments, got %zd", nargs);
-    Buf b[15];
-    memset(b, 0, sizeof b);
     Py_ssize_t n = PyLong_AsSsize_t(args[2]), ng = PyLong_AsSsize_t(args[9]),
                np_ = PyLong_AsSsize_t(args[14]);
     double zz = PyFloat_AsDouble(args[4]);
     if (PyErr_Occurred()) return NULL;
-    if (get_buf(args[0], &b[0], 0, "XT", 'd') < 0 || get_buf(args[1], &b[1], 0, "sqn", 'd') < 0
-        || get_buf(args[3], &b[2], 0, "z", 'd') < 0
-        || get_buf(args[5], &b[3], 0, "g_pt", 'q') < 0
-        || get_buf(args[6], &b[4], 0, "g_k", 'q') < 0
-        || get_buf(args[7], &b[5], 0, "g_a", 'd') < 0
-        || get_buf(args[8], &b[6], 0, "g_ng", 'd') < 0
-        || get_buf(args[10], &b[7], 0, "p_pt", 'q') < 0
-        || get_buf(args[11], &b[8], 0, "p_k", 'q') < 0
-        || get_buf(args[12], &b[9], 0, "p_a", 'd') < 0
-        || get_buf(args[13], &b[10], 0, "p_deg", 'd') < 0
-        || get_buf(args[15], &b[11], 1, "out", 'd') < 0
-        || get_buf(args[16], &b[12], 1, "dots", 'd') < 0
-        || get_buf(args[17], &b[13], 1, "work", 'q') < 0
-        || get_buf(args[18], &b[14], 1, "ebuf", 'd') < 0)
-        goto fail;
+    if (get_bufs(args, b,
+                 "d0 XT, d1 sqn, d3 z, q5 g_pt, q6 g_k, d7 g_a, d8 g_ng, q10 p_pt, q11 p_k, "
+                 "d12 p_a, d13 p_deg, D15 out, D16 dots, Q17 work, D18 ebuf") < 0)
+        return NULL;
     {
         Py_ssize_t d = n_items(&b[2]), K = n_items(&b[11]);
         if (b[0].view.ndim != 2 || b[0].view.shape[0] != d || b[0].view.shape[1] < n || n < 0
@@ -290,7 +245,7 @@ static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
             || n_items(&b[10]) < np_ || n_items(&b[12]) < n || n_items(&b[13]) < 2 * d
             || n_items(&b[14]) < 2 * ng) {
             PyErr_SetString(PyExc_ValueError, "_ck_multi.multi_scores: arrays have wrong sizes");
-            goto fail;
+            return NULL;
         }
         const double *XT = b[0].view.buf, *sqn = b[1].view.buf, *z = b[2].view.buf;
         Py_ssize_t cap = b[0].view.shape[1];
@@ -345,38 +300,24 @@ static PyObject *py_multi_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
         Py_END_ALLOW_THREADS
         if (bad) {
             PyErr_SetString(PyExc_ValueError, "_ck_multi.multi_scores: entry out of range");
-            goto fail;
+            return NULL;
         }
     }
-    release(b, 15);
     Py_RETURN_NONE;
-fail:
-    release(b, 15);
-    return NULL;
 }
 
 /* ---- floor_scores (benchmarks) -------------------------------------------------------- */
 
-static PyObject *py_floor_scores(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                 Py_ssize_t nargs) {
+KS_ENTRY(floor_scores, 9, 8) {
     /* floor_scores(XT, sqn, n, neg_gammas (K), A (K x n), Z (rows x d), zz, out (rows x K),
      *              work): for every row z of Z, one distance row to the n points stored as
      *              the columns of XT (d x n, as MultiStore keeps them), then for each width
      *              k: out[r, k] = sum_j A[k, j] exp(neg_gammas[k] d2_j). work: int64 scratch of
      *              >= 2 n + 2 d entries (non-zeros, then the row and the exponentials). */
-    if (nargs != 9)
-        return PyErr_Format(PyExc_TypeError, "floor_scores() takes 9 arguments, got %zd", nargs);
-    Buf b[8];
-    memset(b, 0, sizeof b);
     Py_ssize_t n = PyLong_AsSsize_t(args[2]);
     if (PyErr_Occurred()) return NULL;
-    if (get_buf(args[0], &b[0], 0, "XT", 'd') < 0 || get_buf(args[1], &b[1], 0, "sqn", 'd') < 0
-        || get_buf(args[3], &b[2], 0, "neg_gammas", 'd') < 0
-        || get_buf(args[4], &b[3], 0, "A", 'd') < 0 || get_buf(args[5], &b[4], 0, "Z", 'd') < 0
-        || get_buf(args[6], &b[5], 0, "zz", 'd') < 0
-        || get_buf(args[7], &b[6], 1, "out", 'd') < 0
-        || get_buf(args[8], &b[7], 1, "work", 'q') < 0)
-        goto fail;
+    if (get_bufs(args, b, "d0 XT, d1 sqn, d3 neg_gammas, d4 A, d5 Z, d6 zz, D7 out, Q8 work") < 0)
+        return NULL;
     {
         Py_ssize_t K = n_items(&b[2]);
         Py_ssize_t d = b[0].view.ndim == 2 ? b[0].view.shape[0] : -1;
@@ -385,7 +326,7 @@ static PyObject *py_floor_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
             || n_items(&b[1]) < n || n_items(&b[3]) < K * n || n_items(&b[5]) < rows
             || n_items(&b[6]) < rows * K || n_items(&b[7]) < 2 * n + 2 * d) {
             PyErr_SetString(PyExc_ValueError, "_ck_multi.floor_scores: arrays have wrong sizes");
-            goto fail;
+            return NULL;
         }
         const double *XT = b[0].view.buf, *sqn = b[1].view.buf, *g = b[2].view.buf,
                      *A = b[3].view.buf, *Z = b[4].view.buf, *zz = b[5].view.buf;
@@ -414,277 +355,44 @@ static PyObject *py_floor_scores(PyObject *Py_UNUSED(self), PyObject *const *arg
         }
         Py_END_ALLOW_THREADS
     }
-    release(b, 8);
     Py_RETURN_NONE;
-fail:
-    release(b, 8);
-    return NULL;
 }
 
-/* ---- mirror_correct (paper 001's AO2MD correction, OptimisticMirror.correct) ---------- */
+#include "_ck_multi_ao2md.h"
 
-static PyObject *py_mirror_correct(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                   Py_ssize_t nargs) {
-    /* mirror_correct(stores, pos, v, kv, KVy, yv, a, b, fx, n2, m2, ip, mux, H, U2, radius,
-     *                out)
-     * First, for every kernel, H[i, :v] += a_i kv[i, :v] and then += (b_i / v) KVy[i, :v]
-     * (numpy's two broadcast updates, element by element). Then, for every kernel i with
-     * (a_i, b_i) != 0, after the caller appended x_t (coefficient a_i) and the reservoir
-     * points store i lacked: the tracked norm of
-     * f + a_i k(x_t, .) + b_i mu_i, the merge of b_i (y_V / v) into the store's
-     * coefficients at pos[i, :v], the projection onto ||f|| <= radius (coefficients and H[i, :v]
-     * scaled), n2[i] and the store's norm2 set, out[i] = f'_{t,i}(x_t). out[i] = fx[i] for the
-     * others. The same IEEE operations in the same order as the Python loop it replaces.
-     * stores: list of SVStore; pos, H, KVy: (K x M) C order; kv: (K x v) C order; yv: the
-     * reservoir's labels (>= v). */
-    if (nargs != 17)
-        return PyErr_Format(PyExc_TypeError, "mirror_correct() takes 17 arguments, got %zd",
-                            nargs);
-    PyObject *stores = args[0];
-    if (!PyList_Check(stores))
-        return PyErr_Format(PyExc_TypeError, "_ck_multi.mirror_correct: stores must be a list");
-    Py_ssize_t K = PyList_GET_SIZE(stores), v = PyLong_AsSsize_t(args[2]);
-    double U2 = PyFloat_AsDouble(args[14]), radius = PyFloat_AsDouble(args[15]);
-    if (PyErr_Occurred()) return NULL;
-    Buf b[13];
-    memset(b, 0, sizeof b);
-    Buf sa;
-    memset(&sa, 0, sizeof sa);
-    if (get_buf(args[1], &b[0], 0, "pos", 'q') < 0 || get_buf(args[3], &b[1], 0, "kv", 'd') < 0
-        || get_buf(args[6], &b[2], 0, "a", 'd') < 0 || get_buf(args[7], &b[3], 0, "b", 'd') < 0
-        || get_buf(args[8], &b[4], 0, "fx", 'd') < 0 || get_buf(args[9], &b[5], 1, "n2", 'd') < 0
-        || get_buf(args[10], &b[6], 0, "m2", 'd') < 0 || get_buf(args[11], &b[7], 0, "ip", 'd') < 0
-        || get_buf(args[12], &b[8], 0, "mux", 'd') < 0
-        || get_buf(args[13], &b[9], 1, "H", 'd') < 0
-        || get_buf(args[16], &b[10], 1, "out", 'd') < 0
-        || get_buf(args[4], &b[11], 0, "KVy", 'd') < 0
-        || get_buf(args[5], &b[12], 0, "yv", 'd') < 0)
-        goto fail;
-    {
-        Py_ssize_t M = b[9].view.ndim == 2 ? b[9].view.shape[1] : -1;
-        if (M < 0 || v < 0 || v > M || b[0].view.ndim != 2 || b[0].view.shape[1] != M
-            || b[0].view.shape[0] < K || b[9].view.shape[0] < K || n_items(&b[1]) < K * v
-            || b[11].view.ndim != 2 || b[11].view.shape[1] != M || b[11].view.shape[0] < K
-            || n_items(&b[12]) < v || n_items(&b[2]) < K || n_items(&b[3]) < K || n_items(&b[4]) < K
-            || n_items(&b[5]) < K || n_items(&b[6]) < K || n_items(&b[7]) < K
-            || n_items(&b[8]) < K || n_items(&b[10]) < K) {
-            PyErr_SetString(PyExc_ValueError, "_ck_multi.mirror_correct: arrays have wrong sizes");
-            goto fail;
-        }
-        const int64_t *pos = b[0].view.buf;
-        const double *kv = b[1].view.buf, *A = b[2].view.buf, *B = b[3].view.buf,
-                     *fx = b[4].view.buf, *m2 = b[6].view.buf, *ip = b[7].view.buf,
-                     *mux = b[8].view.buf, *KVy = b[11].view.buf, *yv = b[12].view.buf;
-        double *n2 = b[5].view.buf, *H = b[9].view.buf, *out = b[10].view.buf;
-        for (Py_ssize_t i = 0; i < K && v; i++) {
-            double ai = A[i], bv = B[i] / (double)v;
-            for (Py_ssize_t j = 0; j < v; j++) H[i * M + j] += ai * kv[i * v + j];
-            for (Py_ssize_t j = 0; j < v; j++) H[i * M + j] += bv * KVy[i * M + j];
-        }
-        for (Py_ssize_t i = 0; i < K; i++) {
-            double ai = A[i], bi = B[i];
-            out[i] = fx[i];
-            if (ai == 0.0 && bi == 0.0) continue;
-            PyObject *sv = PyList_GET_ITEM(stores, i);
-            PyObject *arr = PyObject_GetAttrString(sv, "a"), *nobj = PyObject_GetAttrString(sv, "n");
-            Py_ssize_t n = nobj ? PyLong_AsSsize_t(nobj) : -1;
-            Py_XDECREF(nobj);
-            if (arr == NULL || (n < 0 && PyErr_Occurred())) {
-                Py_XDECREF(arr);
-                goto fail;
-            }
-            int got = get_buf(arr, &sa, 1, "store.a", 'd');
-            Py_DECREF(arr);
-            if (got < 0) goto fail;
-            if (n_items(&sa) < n) {
-                PyErr_SetString(PyExc_ValueError, "_ck_multi.mirror_correct: store.a too short");
-                goto fail;
-            }
-            double *a = sa.view.buf;
-            double nn = n2[i] + bi * (bi * m2[i] + 2.0 * ip[i]);
-            if (ai != 0.0) nn += ai * (ai + 2.0 * fx[i] + 2.0 * bi * mux[i]);
-            if (bi != 0.0 && v) {
-                const int64_t *p = pos + i * M;
-                for (Py_ssize_t j = 0; j < v; j++) {
-                    if (p[j] < 0 || p[j] >= n) {
-                        PyErr_SetString(PyExc_ValueError,
-                                        "_ck_multi.mirror_correct: a reservoir point is not stored");
-                        goto fail;
-                    }
-                    a[p[j]] += bi * (yv[j] / (double)v); /* np.multiply.outer(b, y_V / v) */
-                }
-            }
-            double fac = 1.0;
-            if (nn > U2) {
-                fac = radius / sqrt(nn);
-                for (Py_ssize_t j = 0; j < n; j++) a[j] *= fac;
-                for (Py_ssize_t j = 0; j < v; j++) H[i * M + j] *= fac;
-                nn = U2;
-            } else if (nn < 0.0) { /* round-off */
-                nn = 0.0;
-            }
-            release(&sa, 1);
-            n2[i] = nn;
-            PyObject *f = PyFloat_FromDouble(nn);
-            if (f == NULL || PyObject_SetAttrString(sv, "norm2", f) < 0) {
-                Py_XDECREF(f);
-                goto fail;
-            }
-            Py_DECREF(f);
-            out[i] = fac * (fx[i] + ai + bi * mux[i]);
-        }
-    }
-    release(b, 13);
-    Py_RETURN_NONE;
-fail:
-    release(&sa, 1);
-    release(b, 13);
-    return NULL;
-}
-
-/* ---- mirror_scale, ea2oks_step: the K-vector arithmetic of a round ------------------- */
-
-static PyObject *py_mirror_scale(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                 Py_ssize_t nargs) {
-    /* mirror_scale(n2, ip, m2, lam, v, U2, radius, out): out[i] = min(1, U / ||fbar_i||) with
-     * ||fbar_i||^2 = n2 + lam (2 ip + lam m2) (n2 alone when v = 0), as
-     * OptimisticMirror.context writes it */
-    if (nargs != 8) return PyErr_Format(PyExc_TypeError, "mirror_scale() takes 8 arguments");
-    double lam = PyFloat_AsDouble(args[3]), U2 = PyFloat_AsDouble(args[5]),
-           radius = PyFloat_AsDouble(args[6]);
-    Py_ssize_t v = PyLong_AsSsize_t(args[4]);
-    if (PyErr_Occurred()) return NULL;
-    Buf b[4];
-    memset(b, 0, sizeof b);
-    if (get_buf(args[0], &b[0], 0, "n2", 'd') < 0 || get_buf(args[1], &b[1], 0, "ip", 'd') < 0
-        || get_buf(args[2], &b[2], 0, "m2", 'd') < 0 || get_buf(args[7], &b[3], 1, "out", 'd') < 0)
-        goto fail;
-    {
-        Py_ssize_t K = n_items(&b[0]);
-        if (n_items(&b[1]) < K || n_items(&b[2]) < K || n_items(&b[3]) < K) {
-            PyErr_SetString(PyExc_ValueError, "_ck_multi.mirror_scale: arrays have wrong sizes");
-            goto fail;
-        }
-        const double *n2 = b[0].view.buf, *ip = b[1].view.buf, *m2 = b[2].view.buf;
-        double *out = b[3].view.buf;
-        for (Py_ssize_t i = 0; i < K; i++) {
-            double nbar2 = v ? n2[i] + lam * (2.0 * ip[i] + lam * m2[i]) : n2[i];
-            out[i] = nbar2 > U2 ? radius / sqrt(nbar2) : 1.0;
-        }
-    }
-    release(b, 4);
-    Py_RETURN_NONE;
-fail:
-    release(b, 4);
-    return NULL;
-}
-
-static PyObject *py_ea2oks_step(PyObject *Py_UNUSED(self), PyObject *const *args,
-                                Py_ssize_t nargs) {
-    /* ea2oks_step(f, y, m2, mux, lam, norm, beta, u, c, a, b) -> None
-     * EA2OKS's per-kernel update constants (ea2oks.EA2OKS._update): for every kernel with
-     * margin y f_i < 1, in order, the next uniform of u decides whether x_t joins S_i; c, a, b
-     * (zeroed first) receive the expert loss and the two coefficients. u holds one uniform per
-     * such kernel (the caller draws them as the Python loop did, in kernel order). */
-    if (nargs != 11) return PyErr_Format(PyExc_TypeError, "ea2oks_step() takes 11 arguments");
-    double y = PyFloat_AsDouble(args[1]), lam = PyFloat_AsDouble(args[4]),
-           norm = PyFloat_AsDouble(args[5]), beta = PyFloat_AsDouble(args[6]);
-    if (PyErr_Occurred()) return NULL;
-    Buf b[7];
-    memset(b, 0, sizeof b);
-    if (get_buf(args[0], &b[0], 0, "f", 'd') < 0 || get_buf(args[2], &b[1], 0, "m2", 'd') < 0
-        || get_buf(args[3], &b[2], 0, "mux", 'd') < 0 || get_buf(args[7], &b[3], 0, "u", 'd') < 0
-        || get_buf(args[8], &b[4], 1, "c", 'd') < 0 || get_buf(args[9], &b[5], 1, "a", 'd') < 0
-        || get_buf(args[10], &b[6], 1, "b", 'd') < 0)
-        goto fail;
-    {
-        Py_ssize_t K = n_items(&b[0]), nu = n_items(&b[3]), r = 0;
-        if (n_items(&b[1]) < K || n_items(&b[2]) < K || n_items(&b[4]) < K
-            || n_items(&b[5]) < K || n_items(&b[6]) < K) {
-            PyErr_SetString(PyExc_ValueError, "_ck_multi.ea2oks_step: arrays have wrong sizes");
-            goto fail;
-        }
-        const double *f = b[0].view.buf, *m2 = b[1].view.buf, *mux = b[2].view.buf,
-                     *u = b[3].view.buf;
-        double *c = b[4].view.buf, *A = b[5].view.buf, *B = b[6].view.buf;
-        for (Py_ssize_t i = 0; i < K; i++) {
-            c[i] = A[i] = B[i] = 0.0;
-            double mi = y * f[i];
-            if (!(mi < 1.0)) continue;
-            if (r >= nu) {
-                PyErr_SetString(PyExc_ValueError, "_ck_multi.ea2oks_step: too few uniforms");
-                goto fail;
-            }
-            c[i] = (1.0 - mi) / norm;
-            /* g = ||y k(x, .) - mu||, Z = beta (g + ||mu||), P = g / Z */
-            double g2 = 1.0 + m2[i] - 2.0 * y * mux[i];
-            double g = sqrt(0.0 > g2 ? 0.0 : g2); /* Python's max(g2, 0.0) */
-            double z = beta * (g + sqrt(0.0 > m2[i] ? 0.0 : m2[i]));
-            double prob = z > 0.0 ? g / z : 0.0;
-            if (u[r++] < prob) {
-                A[i] = lam * y / prob;
-                B[i] = lam * (1.0 - 1.0 / prob);
-            } else {
-                B[i] = lam;
-            }
-        }
-    }
-    release(b, 7);
-    Py_RETURN_NONE;
-fail:
-    release(b, 7);
-    return NULL;
-}
-
-static PyObject *py_exp(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+KS_ENTRY(exp, 1, 1) {
     /* exp(v): v <- exp(v) in place, 0 below -746 (the exponential of the scores above) */
-    if (nargs != 1) return PyErr_Format(PyExc_TypeError, "exp(v)");
-    Buf b;
-    memset(&b, 0, sizeof b);
-    if (get_buf(args[0], &b, 1, "v", 'd') < 0) {
-        release(&b, 1);
-        return NULL;
-    }
-    vexp(b.view.buf, n_items(&b));
-    release(&b, 1);
+    if (get_bufs(args, b, "D0 v") < 0) return NULL;
+    vexp(b[0].view.buf, n_items(&b[0]));
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    {"mirror_scale", (PyCFunction)(void (*)(void))py_mirror_scale, METH_FASTCALL,
-     "mirror_scale(n2, ip, m2, lam, v, U2, radius, out): AO2MD projection factors"},
-    {"ea2oks_step", (PyCFunction)(void (*)(void))py_ea2oks_step, METH_FASTCALL,
-     "ea2oks_step(f, y, m2, mux, lam, norm, beta, u, c, a, b): EA2OKS's per-kernel constants"},
-    {"mirror_correct", (PyCFunction)(void (*)(void))py_mirror_correct, METH_FASTCALL,
-     "mirror_correct(stores, pos, v, kv, KVy, yv, a, b, fx, n2, m2, ip, mux, H, U2, radius, out): "
-     "paper 001's AO2MD correction of every kernel"},
-    {"exp", (PyCFunction)(void (*)(void))py_exp, METH_FASTCALL,
-     "exp(v): v <- exp(v) in place (exactly 0 below -746), as the scores compute it"},
-    {"pool_scores", (PyCFunction)(void (*)(void))py_pool_scores, METH_FASTCALL,
-     "pool_scores(stores, ns, which, z, zz, cache, stamp, round, out, work, ebuf): one score per "
-     "store from one shared distance row"},
-    {"multi_scores", (PyCFunction)(void (*)(void))py_multi_scores, METH_FASTCALL,
-     "multi_scores(X, sqn, n, z, zz, g_pt, g_k, g_a, g_ng, ng, p_pt, p_k, p_a, p_deg, np_, out, "
-     "dots, work, ebuf): the scores of a MultiStore's kernels"},
-    {"floor_scores", (PyCFunction)(void (*)(void))py_floor_scores, METH_FASTCALL,
-     "floor_scores(X, sqn, n, neg_gammas, A, Z, zz, out, work): the union-row floor"},
+    KS_METHOD(mirror_scale,
+              "mirror_scale(n2, ip, m2, lam, v, U2, radius, out): AO2MD projection factors"),
+    KS_METHOD(ea2oks_step, "ea2oks_step(f, y, m2, mux, lam, norm, beta, u, c, a, b): EA2OKS's "
+                           "per-kernel constants"),
+    KS_METHOD(mirror_correct, "mirror_correct(stores, pos, v, kv, KVy, yv, a, b, fx, n2, m2, ip, "
+                              "mux, H, U2, radius, out): paper 001's AO2MD correction of every "
+                              "kernel"),
+    KS_METHOD(exp, "exp(v): v <- exp(v) in place (exactly 0 below -746), as the scores compute "
+                   "it"),
+    KS_METHOD(pool_scores, "pool_scores(stores, ns, which, z, zz, cache, stamp, round, out, work, "
+                           "ebuf): one score per store from one shared distance row"),
+    KS_METHOD(multi_scores, "multi_scores(X, sqn, n, z, zz, g_pt, g_k, g_a, g_ng, ng, p_pt, p_k, "
+                            "p_a, p_deg, np_, out, dots, work, ebuf): the scores of a "
+                            "MultiStore's kernels"),
+    KS_METHOD(floor_scores,
+              "floor_scores(X, sqn, n, neg_gammas, A, Z, zz, out, work): the union-row floor"),
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_ck_multi",
-    "Compiled scores of kernelstream's multi-kernel learners (one shared distance row).", -1,
-    methods,
-};
+KS_MODULE_DEF(_ck_multi,
+              "Compiled scores of kernelstream's multi-kernel learners (one shared distance row).");
 
 PyMODINIT_FUNC PyInit__ck_multi(void) {
-    PyObject *mod = PyModule_Create(&module);
+    PyObject *mod = ks_module(&module, KM_ABI);
     if (mod == NULL) return NULL;
-    if (PyModule_AddIntConstant(mod, "ABI", KM_ABI) < 0
-        || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
-        Py_DECREF(mod);
-        return NULL;
-    }
     /* vexp for _ck_experts.c, whose compiled EA2OKS rounds score the stores as pool_scores */
     PyObject *cap = PyCapsule_New((void *)vexp, "kernelstream.learners._ck_multi.vexp", NULL);
     if (cap == NULL || PyModule_AddObject(mod, "vexp_capsule", cap) < 0) {

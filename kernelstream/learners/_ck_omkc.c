@@ -4,8 +4,8 @@
  * single-kernel compiled row of _ck_common.h, so each score is the component's own compiled
  * score bit for bit; in DD, where an SV's id names one example for every component, each
  * distinct stored point's dot product is computed once a round), the Hedge weights, for SD the m update draws, and the components' budget
- * rules, which are _ck_budget.c's own functions (included with KB_RULES_ONLY: the same code,
- * not a copy).
+ * rules, which are _ck_budget's own functions (_ck_budget_rules.h: the same code, not a
+ * copy).
  *
  * Exactness against the Python rounds (omkc._BoundedOMKC and its components):
  * - theta = gamma^(M_i - min M) / sum_j: the powers come from a table numpy filled
@@ -23,8 +23,7 @@
  * the power table, or with a full store (C does not grow one; SD's components grow up to B) is
  * handed back before it starts.
  */
-#define KB_RULES_ONLY
-#include "_ck_budget.c"
+#include "_ck_budget_rules.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
 #define KO_ABI 1
@@ -126,6 +125,23 @@ static void refresh_theta(const int64_t *cnt, const double *powtab, double *thet
     for (int i = 0; i < NK; i++) theta[i] = w[i] / s;
 }
 
+/* BPA-S's removal cost of slot j with the kernel's own kappa(x_j, x_j) (diag) */
+typedef struct {
+    const double *a, *k, *diag;
+    double kt;
+} DiagCosts;
+
+static double diag_cost(const void *ctx, Py_ssize_t j) {
+    const DiagCosts *c = ctx;
+    double u = c->a[j] * c->k[j];
+    u *= u;
+    u /= c->kt;
+    double q = c->a[j] * c->a[j];
+    q *= c->diag[j];
+    q -= u;
+    return q;
+}
+
 /* bpas.BPAS._update for a kernel whose kappa(x, x) is not 1: the removal cost
  * q_r = a_r^2 kappa_rr - (a_r k_r)^2 / kappa_tt as numpy computes it, its first minimum (a NaN
  * first), the merge into the removed slot's replacement. */
@@ -143,24 +159,8 @@ static int rule_bpas_diag(Comp *c, const double *x, double xx, double y, double 
         c->diag[n] = zdiag;
         return store_append(st, x, xx, tau * y, t, f, kt);
     }
-    Py_ssize_t r = 0;
-    double qb = 0.0;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        double u = st->a[j] * k[j];
-        u *= u;
-        u /= kt;
-        double q = st->a[j] * st->a[j];
-        q *= c->diag[j];
-        q -= u;
-        if (q != q) {
-            r = j;
-            break;
-        }
-        if (j == 0 || q < qb) {
-            r = j;
-            qb = q;
-        }
-    }
+    DiagCosts costs = {st->a, k, c->diag, kt};
+    Py_ssize_t r = argmin_nan_first(n, diag_cost, &costs);
     double beta = st->a[r] * k[r] / kt + tau * y;
     store_replace(st, r, x, xx, beta, t);
     c->diag[r] = zdiag;
@@ -418,26 +418,19 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
-     "run(sd, heads, ..., Z, zz, y, start, S, T, nsv, out_n) -> (j, status, norm2s)"},
+    KS_METHOD(run, "run(sd, heads, ..., Z, zz, y, start, S, T, nsv, out_n) -> (j, status, "
+                   "norm2s)"),
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_ck_omkc", "Compiled block rounds of kernelstream's bounded OMKC.",
-    -1, methods,
-};
+KS_MODULE_DEF(_ck_omkc, "Compiled block rounds of kernelstream's bounded OMKC.");
 
 PyMODINIT_FUNC PyInit__ck_omkc(void) {
-    PyObject *mod = PyModule_Create(&module);
-    if (mod == NULL) return NULL;
-    if (PyModule_AddIntConstant(mod, "ABI", KO_ABI) < 0
-        || PyModule_AddIntConstant(mod, "DONE", O_DONE) < 0
-        || PyModule_AddIntConstant(mod, "POWERS", O_POWERS) < 0
-        || PyModule_AddIntConstant(mod, "FULL", O_FULL) < 0
-        || PyModule_AddStringConstant(mod, "SOURCE_HASH", KS_SOURCE_HASH) < 0) {
-        Py_DECREF(mod);
-        return NULL;
-    }
+    PyObject *mod = ks_module(&module, KO_ABI);
+    if (mod != NULL
+        && (PyModule_AddIntConstant(mod, "DONE", O_DONE) < 0
+            || PyModule_AddIntConstant(mod, "POWERS", O_POWERS) < 0
+            || PyModule_AddIntConstant(mod, "FULL", O_FULL) < 0))
+        Py_CLEAR(mod);
     return mod;
 }
