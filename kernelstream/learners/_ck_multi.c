@@ -14,8 +14,8 @@
  *   OMKC family and BOMKC(SPA)), the points stored as columns: the dots of all points, then
  *   every entry in order.
  *
- * Besides the scores, the per-kernel arithmetic of paper 001's AO2MD rounds (mirror_correct,
- * mirror_scale, ea2oks_step): the same operations in the same order as the Python they
+ * Besides the scores, the per-kernel arithmetic of the AO2MD rounds (Liao & Li,
+ * ECML-PKDD 2021: mirror_correct, mirror_scale, ea2oks_step): the same operations in the same order as the Python they
  * replace, so those results are bit-identical to it. Their entry points are in
  * _ck_multi_ao2md.h, their arithmetic (shared with _ck_experts's EA2OKS block) in
  * _ck_mirror.h; this file holds the scores and the module. One translation unit.
@@ -373,8 +373,8 @@ static PyMethodDef methods[] = {
     KS_METHOD(ea2oks_step, "ea2oks_step(f, y, m2, mux, lam, norm, beta, u, c, a, b): EA2OKS's "
                            "per-kernel constants"),
     KS_METHOD(mirror_correct, "mirror_correct(stores, pos, v, kv, KVy, yv, a, b, fx, n2, m2, ip, "
-                              "mux, H, U2, radius, out): paper 001's AO2MD correction of every "
-                              "kernel"),
+                              "mux, H, U2, radius, out): the AO2MD correction (Liao & Li, "
+                              "ECML-PKDD 2021) of every kernel"),
     KS_METHOD(exp, "exp(v): v <- exp(v) in place (exactly 0 below -746), as the scores compute "
                    "it"),
     KS_METHOD(pool_scores, "pool_scores(stores, ns, which, z, zz, cache, stamp, round, out, work, "

@@ -1,11 +1,11 @@
-/* _ck_multi's entry points for paper 001's AO2MD rounds that Python runs (B(AO)2KS, EA2OKS's
- * per-example path): mirror_correct, mirror_scale and ea2oks_step, over the arithmetic of
+/* _ck_multi's entry points for the AO2MD rounds (Liao & Li, ECML-PKDD 2021) that Python runs
+ * (B(AO)2KS, EA2OKS's per-example path): mirror_correct, mirror_scale and ea2oks_step, over the arithmetic of
  * _ck_mirror.h. Included by _ck_multi.c only. */
 #ifndef KS_CK_MULTI_AO2MD_H
 #define KS_CK_MULTI_AO2MD_H
 #include "_ck_mirror.h"
 
-/* ---- mirror_correct (paper 001's AO2MD correction, OptimisticMirror.correct) ---------- */
+/* ---- mirror_correct (the AO2MD correction, OptimisticMirror.correct) ---------------------- */
 
 KS_ENTRY(mirror_correct, 17, 14) {
     /* mirror_correct(stores, pos, v, kv, KVy, yv, a, b, fx, n2, m2, ip, mux, H, U2, radius,
