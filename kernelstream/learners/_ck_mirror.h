@@ -1,7 +1,7 @@
 /* The AO2MD arithmetic of a round (Liao & Li, ECML-PKDD 2021; ea2oks.py: EA2OKS._update's
- * per-kernel constants, OptimisticMirror.correct), shared by _ck_multi's per-round entry points (ea2oks_step,
- * mirror_correct) and _ck_experts's EA2OKS block: the same IEEE operations in the same order
- * as the Python they replace, so either path gives its numbers bit for bit. */
+ * per-kernel constants, OptimisticMirror.correct), shared by _ck_multi's per-round entry points
+ * (ea2oks_step, mirror_correct) and _ck_experts's EA2OKS block: the same IEEE operations in the
+ * same order as the Python they replace, so either path gives its numbers bit for bit. */
 #ifndef KS_CK_MIRROR_H
 #define KS_CK_MIRROR_H
 #include "_ck_common.h"

@@ -14,9 +14,9 @@
  *   OMKC family and BOMKC(SPA)), the points stored as columns: the dots of all points, then
  *   every entry in order.
  *
- * Besides the scores, the per-kernel arithmetic of the AO2MD rounds (Liao & Li,
- * ECML-PKDD 2021: mirror_correct, mirror_scale, ea2oks_step): the same operations in the same order as the Python they
- * replace, so those results are bit-identical to it. Their entry points are in
+ * Besides the scores, the per-kernel arithmetic of the AO2MD rounds (Liao & Li, ECML-PKDD
+ * 2021: mirror_correct, mirror_scale, ea2oks_step): the same operations in the same order as
+ * the Python they replace, so those results are bit-identical to it. Their entry points are in
  * _ck_multi_ao2md.h, their arithmetic (shared with _ck_experts's EA2OKS block) in
  * _ck_mirror.h; this file holds the scores and the module. One translation unit.
  *

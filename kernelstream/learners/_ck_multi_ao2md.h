@@ -1,6 +1,6 @@
 /* _ck_multi's entry points for the AO2MD rounds (Liao & Li, ECML-PKDD 2021) that Python runs
- * (B(AO)2KS, EA2OKS's per-example path): mirror_correct, mirror_scale and ea2oks_step, over the arithmetic of
- * _ck_mirror.h. Included by _ck_multi.c only. */
+ * (B(AO)2KS, EA2OKS's per-example path): mirror_correct, mirror_scale and ea2oks_step, over the
+ * arithmetic of _ck_mirror.h. Included by _ck_multi.c only. */
 #ifndef KS_CK_MULTI_AO2MD_H
 #define KS_CK_MULTI_AO2MD_H
 #include "_ck_mirror.h"
