@@ -11,7 +11,7 @@ touched); the script checks that both write the same cells (every run's mistake 
 #SV, every verdict).
 
 ``--paper all`` is ``kernelstream reproduce all``: every paper's every table and data set.
-At the papers' own permutation counts that is hours of machine time per run (about 1.5 h with
+At the papers' own permutation counts that is hours of machine time per run (about 1 h with
 two workers), so ``--permutations R`` (``-R``) runs the whole scope with R permutations per
 configuration: every replay, data set and learner of ``reproduce all``, fewer keys each. The
 default, ``baselines --tables p3,p4 --datasets w7a`` (17 configurations × 5 permutations),
@@ -133,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         f"* Command: `kernelstream {' '.join(cmd[:-2])} --workers N` (a fresh process per run, "
         f"outputs to a temporary directory), {a.rounds} rounds alternating which runs first; "
         "medians.",
+        *([f"* Scope: {a.permutations} permutation(s) per configuration instead of the papers' "
+           "protocol, over the whole scope of the command (every replay, data set and learner); "
+           "fewer keys per replay, so the fixed costs weigh more than at the full protocol."]
+          if a.permutations else []),
         f"* Outputs: {'identical' if same else '**DIFFERENT**'} (every run's mistake rate and "
         "#SV, every verdict).",
         "* CPU = CPU seconds of the command and its worker processes; cores used = CPU / wall "
