@@ -2,12 +2,12 @@
 ``kernelstream reproduce p4`` (``kernelstream/experiments/p4.py``: Tables P4-2, P4-5, P4-6,
 published numbers, verdicts, ``benchmarks/results/p4.md/.json``).
 
-``--tune`` (writes ``benchmarks/tuned_p4.json``) does what paper 004 tuned, on the tuning
-permutation (index ``--tune-perm``, default 1000, never an evaluation permutation): SPA, OGD-type
-η ∈ {10^3, …, 10^-3} for SPA, BOGD (λ = 0) and OSKL; BPA-S C ∈ {0.25, 0.5, 1, 2} (PA-I's grid;
-P4 does not say); OSKL's G so that its #SV matches SPA's (secant steps on log G, since
-#SV ∝ 1/G); the budget of the baselines during tuning = SPA's #SV on the tuning run; Per(*)'s
-kernel among the 16; BOGD's η, λ of the P4-6 rows on a prefix of the tuning permutation
+``--tune`` (writes ``benchmarks/tuned_p4.json``) does what Lu et al. (ACM TIST 2018) tuned, on
+the tuning permutation (index ``--tune-perm``, default 1000, never an evaluation permutation):
+SPA, OGD-type η ∈ {10^3, …, 10^-3} for SPA, BOGD (λ = 0) and OSKL; BPA-S C ∈ {0.25, 0.5, 1, 2}
+(PA-I's grid; P4 does not say); OSKL's G so that its #SV matches SPA's (secant steps on log G,
+since #SV ∝ 1/G); the budget of the baselines during tuning = SPA's #SV on the tuning run;
+Per(*)'s kernel among the 16; BOGD's η, λ of the P4-6 rows on a prefix of the tuning permutation
 (``--p46-tune-rows``) at the budget = BOMKC(SPA)'s #SV of ``p4.json`` in ``--out-dir``. Large
 streams are tuned on a prefix of the tuning permutation (``--tune-rows``, default 60,000 rows:
 covtype only).
@@ -51,6 +51,7 @@ from kernelstream.experiments.p4 import (
     P46_VARIANTS,
     PERMUTATIONS,
     TABLES,
+    bomkc_sv,
     p46_params,
 )
 from kernelstream.learners._multikernel import M_KERNELS, pool_kernel_params, pool_labels
@@ -142,11 +143,7 @@ def bomkc_budget(a: argparse.Namespace, ds: str) -> int | None:
     """Our BOMKC(SPA)'s average #SV on ``ds`` (its Table P4-5 row in ``p4.json`` of
     ``--out-dir``), the total budget of the P4-6 rows."""
     f = Path(a.out_dir) / "p4.json"
-    for c in json.loads(f.read_text())["cells"] if f.exists() else []:
-        if (c.get("table"), c.get("dataset"), c.get("learner")) == ("P4-5", ds, "bomkc-spa") \
-                and "n_sv" in c:
-            return max(1, round(c["n_sv"]))
-    return None
+    return bomkc_sv(json.loads(f.read_text())["cells"] if f.exists() else [], ds)
 
 
 def tune_p46(a: argparse.Namespace, tuned: dict[str, Any]) -> None:

@@ -231,19 +231,22 @@ def params_of(c: dict[str, Any], tuned: dict[str, Any]) -> dict[str, Any] | None
     return dict(P45_PARAMS[m])
 
 
+def bomkc_sv(cells: list[dict[str, Any]], ds: str) -> int | None:
+    """Our BOMKC(SPA)'s average #SV on ``ds`` (its Table P4-5 cell among ``cells``), rounded:
+    the total budget of the P4-6 variants, as P4 sets it to SPA's #SV."""
+    key = ("P4-5", ds, "bomkc-spa")
+    return next((max(1, round(c["n_sv"])) for c in cells
+                 if (c.get("table"), c.get("dataset"), c.get("learner")) == key and "n_sv" in c),
+                None)
+
+
 def bomkc_budget(opts: Options, ds: str, cells: list[dict[str, Any]]) -> int | None:
-    """Total budget of the P4-6 variants: our BOMKC(SPA)'s average #SV on ``ds`` (its Table
-    P4-5 row, from ``cells`` or else the ``p4.json`` of the output directory), as P4 sets it
-    to SPA's #SV."""
-    pool = cells
-    if not any(c.get("table") == "P4-5" and c.get("learner") == "bomkc-spa"
-               and c.get("dataset") == ds and "n_sv" in c for c in pool):
-        pool = report.read_json(opts.out_dir / f"{NAME}.json").get("cells", [])
-    for c in pool:
-        if (c.get("table"), c.get("dataset"), c.get("learner")) == ("P4-5", ds, "bomkc-spa") \
-                and "n_sv" in c:
-            return max(1, round(c["n_sv"]))
-    return None
+    """:func:`bomkc_sv` from ``cells``, or else from the ``p4.json`` of the output
+    directory."""
+    found = bomkc_sv(cells, ds)
+    if found is None:
+        found = bomkc_sv(report.read_json(opts.out_dir / f"{NAME}.json").get("cells", []), ds)
+    return found
 
 
 def p46_params(m: str) -> dict[str, Any]:
