@@ -278,3 +278,23 @@ def test_compare_results() -> None:
     extra = {"permutations": 2, "cells": [cell("w7a", [1.0, 2.0], 1.0)]}
     assert compare_results(old, extra)[1] == [".cells[dataset=w7a,learner=x]: not in the "
                                               "committed file"]
+
+
+def test_p46_budget_is_bomkc_spa_sv(tmp_path: Path) -> None:
+    # P4-6's total budget: BOMKC(SPA)'s rounded #SV on the data set (its P4-5 cell), from the
+    # run's own cells or else from the p4.json already in the output directory
+    from kernelstream.experiments import p4
+    from kernelstream.experiments.grid import Context
+    from kernelstream.experiments.protocol import Options
+
+    cell = {"table": "P4-5", "dataset": "a9a", "learner": "bomkc-spa", "n_sv": 1234.6}
+    others = [{**cell, "dataset": "w7a", "n_sv": 9.0}, {**cell, "learner": "spa", "n_sv": 5.0},
+              {k: v for k, v in cell.items() if k != "n_sv"}]
+    assert p4.bomkc_sv([*others, cell], "a9a") == 1235
+    assert p4.bomkc_sv(others[1:], "a9a") is None
+    assert p4.bomkc_sv([{**cell, "n_sv": 0.2}], "a9a") == 1  # never a zero budget
+    opts = Options(Context(tmp_path, tmp_path, 1), tmp_path, tmp_path)
+    assert p4.bomkc_budget(opts, "a9a", others) is None  # no p4.json yet
+    (tmp_path / "p4.json").write_text(json.dumps({"cells": [cell]}))
+    assert p4.bomkc_budget(opts, "a9a", others) == 1235
+    assert p4.bomkc_budget(opts, "a9a", [{**cell, "n_sv": 7.0}]) == 7  # the run's own first
