@@ -273,7 +273,8 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         "(P3 + P4 tables; diagnostics not counted).",
         "* Data (`kernelstream.data.load`, files merged, then scaled): "
         + "; ".join(f"{d.name}: {d.note}" for d in DATASETS.values()
-                    if d.name in datasets or any(c["dataset"] == d.name for c in cells))
+                    if d.name in datasets or any(d.name in (c["dataset"], c.get("run_dataset"))
+                                                 for c in cells))
         + ".",
         "",
     ]

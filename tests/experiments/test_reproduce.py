@@ -69,6 +69,28 @@ def test_reproduce_baselines_subset(german_dir: Path, tmp_path: Path,
         assert c["passed"] == (c["mistake_mean"] <= c["published"][0] + 2.0)
 
 
+def test_baselines_diagnostics_describe_the_data_they_ran(shared_datasets: Path,
+                                                          tmp_path: Path) -> None:
+    # a diagnostic compared with svmguide3's column runs on svmguide3-01: the Data line
+    # describes the file it ran, and its cells match the committed ones
+    out = tmp_path / "results"
+    assert main(["reproduce", "baselines", "--data-dir", str(shared_datasets), "--datasets",
+                 "svmguide3", "--tables", "diag", "-R", "1", "--out-dir", str(out),
+                 "--tuned-dir", str(REPO / "benchmarks"), "-q"]) == 0
+    data_line = next(line for line in (out / "baselines.md").read_text().splitlines()
+                     if line.startswith("* Data "))
+    assert "svmguide3-01: the same merged svmguide3 rows" in data_line
+    assert "svmguide3: svmguide3 + svmguide3.t merged" in data_line
+    cells = json.loads((out / "baselines.json").read_text())["cells"]
+    assert {c["run_dataset"] for c in cells} == {"svmguide3", "svmguide3-01"}
+    committed = {(c["width"], c["learner"]): c for c in _committed("baselines")["cells"]
+                 if c["group"] == "diag"}
+    for c in cells:
+        old = committed[c["width"], c["learner"]]
+        assert (c["params"], c["runs"][0]["mistake_rate"]) == (old["params"],
+                                                               old["runs"][0]["mistake_rate"])
+
+
 def test_reproduce_errors(german_dir: Path, tmp_path: Path,
                           capsys: pytest.CaptureFixture[str]) -> None:
     common = ["--data-dir", str(german_dir), "--out-dir", str(tmp_path),
