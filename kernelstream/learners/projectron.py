@@ -37,7 +37,14 @@ import numpy as np
 
 from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, nonneg
-from kernelstream.learners.linalg import bordered_inverse_append, dot4, grow_square, project_rows
+from kernelstream.learners.linalg import (
+    aligned_zeros,
+    bordered_inverse_append,
+    dot4,
+    grow_square,
+    is_aligned,
+    project_rows,
+)
 from kernelstream.learners.registry import register
 
 # Δ below this fraction of κ(x,x) is round-off of an in-span point (e.g. a duplicate SV): project
@@ -80,10 +87,11 @@ class _Projectron(KernelLearner):
 
     # -- setup / buffers -------------------------------------------------------------------------
     def _cap_for(self, n: int) -> int:
-        """Buffer side: ``B`` when budgeted, else the smallest ``16·2^j ≥ n`` (the same rule as
-        the doubling in :meth:`_add`, so a restored learner gets the same buffer layout)."""
+        """Buffer side: ``B`` rounded up to a multiple of 8 (so every row of the aligned buffer
+        starts on a 64-byte boundary) when budgeted, else the smallest ``16·2^j ≥ n`` (the same
+        rule as the doubling in :meth:`_add`, so a restored learner gets the same layout)."""
         if self.budget:
-            return self.budget
+            return -(-self.budget // 8) * 8
         cap = _MIN_CAP
         while cap < n:
             cap *= 2
@@ -95,9 +103,15 @@ class _Projectron(KernelLearner):
         # Margin-error penalty factor c in β = τ(2ℓ − τ‖Pk‖² − 2c√Δ): the paper's 1/η_P when a
         # threshold is given, else the toolbox constant U(B).
         self._cm = 1.0 / self.threshold if self.threshold > 0.0 else budget_u(self.budget)
-        cap = self._cap_for(0)
-        self._Kinv = np.zeros((cap, cap))
+        self._Kinv = aligned_zeros(self._cap_for(0))
         self._forget_bounds()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # copy.deepcopy and pickle rebuild _Kinv with numpy's 16-byte alignment: realign it
+        self.__dict__.update(state)
+        Kinv = state.get("_Kinv")
+        if Kinv is not None and not is_aligned(Kinv):
+            self._Kinv = grow_square(Kinv, Kinv.shape[0], Kinv.shape[0])
 
     # Projectron++'s compiled rule keeps two numbers derived from K⁻¹ (_ck_budget.c,
     # margin_skips: a bound of its spectrum and its largest asymmetry) to skip margin errors
@@ -184,8 +198,7 @@ class _Projectron(KernelLearner):
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
         super()._set_state(state)
         n = self.sv.n
-        side = self._cap_for(n)
-        self._Kinv = np.zeros((side, side))
+        self._Kinv = aligned_zeros(self._cap_for(n))
         self._Kinv[:n, :n] = state["proj.Kinv"]
         self._forget_bounds()
 
