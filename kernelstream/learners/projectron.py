@@ -22,7 +22,9 @@ the margin errors whose update test ``β ≥ 0`` certainly fails, from a bound o
 the spectrum of ``K_S^{-1}`` (computed once) and the rows of the row's 16 largest entries:
 O(16 |S|) instead of O(|S|²), with a margin that makes a skipped round one whose computed ``β``
 is negative, so the results do not change (on a9a at B = 200, 99% of its margin errors do not
-update, and nearly all of them are skipped).
+update, and nearly all of them are skipped). With an ill-conditioned ``K_S^{-1}`` (wide
+kernels: a9a at γ = 1/16, SUSY_30k) the bound can rarely succeed; a round gives it up after one
+O(|S|) pass, when even ``ρ(‖k‖² − 16 max|k_j|²)`` leaves no room.
 
 Design decision (Projectron++): Orabona, Keshet & Caputo (JMLR 2009) write the update with
 ``‖P k_t‖² = d*ᵀ K_S d*`` and keep ``K_S``. Since
