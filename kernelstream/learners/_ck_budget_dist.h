@@ -85,14 +85,37 @@ static void okssil_step(DRule *R, double y, const double *d2, const double *psi,
     R->fst[0] = g;
 }
 
+/* The scans of a full-buffer update in one pass, so that their dependency chains overlap
+ * (each is computed as it would be alone): the count of psi_j != 0, the running sums c of psi
+ * (weighted3's first round; returns their total) and in *r the index numpy's argmin of |a_j|
+ * gives (the first NaN, else the first minimum: argmin_nan_first). */
+static double okssil_scan(const double *psi, const double *a, Py_ssize_t n, double *c,
+                          Py_ssize_t *pos, Py_ssize_t *r) {
+    double tot = 0.0, vb = 0.0;
+    Py_ssize_t np = 0, best = 0, nan_at = -1;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        np += psi[j] != 0.0;
+        c[j] = tot += psi[j];
+        double v = fabs(a[j]);
+        if (v != v) {
+            if (nan_at < 0) nan_at = j;
+        } else if (j == 0 || v < vb) {
+            best = j;
+            vb = v;
+        }
+    }
+    *pos = np;
+    *r = nan_at >= 0 ? nan_at : best;
+    return tot;
+}
+
 /* experts.weighted_distinct(rng, w, 3) with the compiled cdf_search: rounds of 3 - found
- * uniforms against the running sums of w, repeats dropped, found entries zeroed */
-static void weighted3(DRule *R, const double *w, Py_ssize_t n, Py_ssize_t *found) {
+ * uniforms against the running sums of w, repeats dropped, found entries zeroed. The first
+ * round's sums are in R->w2 already, tot their total (okssil_scan). */
+static void weighted3(DRule *R, const double *w, Py_ssize_t n, double tot, Py_ssize_t *found) {
     Py_ssize_t nf = 0;
     double *wc = R->w1, *c = R->w2, u[3];
     for (;;) {
-        double tot = 0.0;
-        for (Py_ssize_t j = 0; j < n; j++) c[j] = tot += w[j];
         Py_ssize_t m = 3 - nf;
         for (Py_ssize_t i = 0; i < m; i++) u[i] = R->rng->next_double(R->rng->state);
         for (Py_ssize_t i = 0; i < m; i++) {
@@ -108,6 +131,8 @@ static void weighted3(DRule *R, const double *w, Py_ssize_t n, Py_ssize_t *found
             w = wc;
         }
         for (Py_ssize_t q = 0; q < nf; q++) wc[found[q]] = 0.0;
+        tot = 0.0;
+        for (Py_ssize_t j = 0; j < n; j++) c[j] = tot += w[j];
     }
 }
 
@@ -156,9 +181,6 @@ static void gram3(const double *X, Py_ssize_t d, const Py_ssize_t *idx, double n
     *k12 = d12 > 0.0 ? exp(neg_g * d12) : 1.0;
 }
 
-/* |a_j|, the value OKS-SIL's RLD replacement minimises */
-static double abs_coef(const void *a, Py_ssize_t j) { return fabs(((const double *)a)[j]); }
-
 static int rule_okssil(DStore *st, DRule *R, const double *x, double xx, double y, double f,
                        double *d2, double *psi, int64_t t) {
     if (y * f >= 1.0) return DONE;
@@ -179,11 +201,11 @@ static int rule_okssil(DStore *st, DRule *R, const double *x, double xx, double 
         if (n) okssil_step(R, y, d2, psi, st->a, n, f + eta * y, t);
         return DONE;
     }
-    Py_ssize_t pos = 0;
-    for (Py_ssize_t j = 0; j < n; j++) pos += psi[j] != 0.0;
+    Py_ssize_t pos, r;
+    double tot = okssil_scan(psi, st->a, n, R->w2, &pos, &r);
     if (n < 3 || pos < 3) return DEFER_ALL;
     Py_ssize_t *idx = R->idx;
-    weighted3(R, psi, n, idx);
+    weighted3(R, psi, n, tot, idx);
     double neg_g = -R->fst[0];
     double k01, k02, k12, alpha[3], delta;
     gram3(st->X, st->d, idx, neg_g, &k01, &k02, &k12);
@@ -191,7 +213,6 @@ static int rule_okssil(DStore *st, DRule *R, const double *x, double xx, double 
         return DEFER_RLD;
     double *a = st->a;
     if (delta > prm[3]) { /* RLD holds: x_t takes the slot of the smallest |a_r| */
-        Py_ssize_t r = argmin_nan_first(n, abs_coef, a);
         double ar = a[r];
         double fb = f - ar * psi[r] + ar;
         double new_w = y * fb < 1.0 ? eta * y : 0.0;

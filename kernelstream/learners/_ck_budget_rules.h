@@ -275,6 +275,9 @@ static int margin_skips(Store *st, Rule *R, const double *k, double kxx, double 
         double a = fabs(k[j]);
         if (a > top) top = a;
     }
+    /* |k_S|^2 >= |k|^2 - SKIP_NL top^2: when even that leaves no room (an ill-conditioned
+     * K^-1, a flat row), the bound below cannot succeed; spare its passes */
+    if (!(rho * (kk - SKIP_NL * top * top) < kxx)) return 0;
     /* k_L: by binary orders of magnitude below the largest, the first SKIP_NL */
     int etop = binexp(top);
     Py_ssize_t cnt[SKIP_NB];

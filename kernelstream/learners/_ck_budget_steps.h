@@ -189,14 +189,24 @@ static Py_ssize_t removal_argmin(const double *a, const double *k, Py_ssize_t n)
 /* d_i = sum_j K_ji k_j (j in index order) for i < n: the projection coefficients d = K^-1 k,
  * read along K's contiguous rows (K^-1 is symmetric up to round-off) by cols_block
  * (_ck_common.h), so each sum is the same sequence of operations at any vector width and
- * blocking. */
+ * blocking. Blocks of 32 columns; the last 33..63 in one block, as a narrow last block would
+ * be one chain of n dependent adds with little else to overlap it. */
 KS_CLONES
 static void kinv_apply(const double *K, Py_ssize_t side, Py_ssize_t n, const double *k,
                        double *d) {
     Py_ssize_t i = 0;
-    for (; i + 32 <= n; i += 32) cols_block32(K + i, n, side, k, d + i);
-    for (; i + 8 <= n; i += 8) cols_block8(K + i, n, side, k, d + i);
-    for (; i < n; i++) cols_block1(K + i, n, side, k, d + i);
+    for (; n - i >= 64; i += 32) cols_block32(K + i, n, side, k, d + i);
+    switch ((n - i) / 8) {
+    case 7: cols_block56(K + i, n, side, k, d + i); break;
+    case 6: cols_block48(K + i, n, side, k, d + i); break;
+    case 5: cols_block40(K + i, n, side, k, d + i); break;
+    case 4: cols_block32(K + i, n, side, k, d + i); break;
+    case 3: cols_block24(K + i, n, side, k, d + i); break;
+    case 2: cols_block16(K + i, n, side, k, d + i); break;
+    case 1: cols_block8(K + i, n, side, k, d + i); break;
+    default: break;
+    }
+    for (i += (n - i) / 8 * 8; i < n; i++) cols_block1(K + i, n, side, k, d + i);
 }
 
 /* linalg.bordered_inverse_append: K^-1 grown by one point (border -d/delta, corner 1/delta),

@@ -362,25 +362,45 @@ static inline Py_ssize_t search_right(const double *c, Py_ssize_t n, double v) {
 }
 
 /* z_l = sum_j A[j * stride + l] k_j (j < n, in index order) for the W columns l < W of a
- * row-major A: W sums kept in registers that advance side by side (vectorised), one chain of
- * n dependent adds in all. The Projectron's K^-1 k and the feature maps' z = M k. */
+ * row-major A: W sums kept in registers that advance side by side, one chain of n dependent
+ * adds in all. W = 8m: m vectors of eight (GCC's vector type: reliable register use at any
+ * width, where an array of W doubles vectorises poorly for some W); each lane does the
+ * scalar operations. The Projectron's K^-1 k and the feature maps' z = M k. */
+typedef double ks_v8 __attribute__((vector_size(64)));
+/* always inlined: an out-of-line copy would run the default (SSE2) code, not its caller's
+ * clone (KS_CLONES) */
+#define KS_INLINE static inline __attribute__((always_inline))
 #define KS_COLS_BLOCK(W)                                                                      \
-    static inline void cols_block##W(const double *A, Py_ssize_t n, Py_ssize_t stride,       \
-                                     const double *k, double *z) {                           \
-        double acc[W];                                                                        \
-        for (int l = 0; l < W; l++) acc[l] = 0.0;                                            \
+    KS_INLINE void cols_block##W(const double *A, Py_ssize_t n, Py_ssize_t stride,            \
+                                 const double *k, double *z) {                               \
+        ks_v8 acc[W / 8];                                                                     \
+        for (int l = 0; l < W / 8; l++) acc[l] = (ks_v8){0.0};                                \
         for (Py_ssize_t j = 0; j < n; j++) {                                                  \
             const double *row = A + j * stride;                                               \
             double kj = k[j];                                                                 \
-            for (int l = 0; l < W; l++) acc[l] += row[l] * kj;                                \
+            for (int l = 0; l < W / 8; l++) {                                                 \
+                ks_v8 r;                                                                      \
+                memcpy(&r, row + 8 * l, sizeof r);                                            \
+                acc[l] += r * kj;                                                             \
+            }                                                                                 \
         }                                                                                     \
-        for (int l = 0; l < W; l++) z[l] = acc[l];                                            \
+        memcpy(z, acc, sizeof acc);                                                           \
     }
-KS_COLS_BLOCK(1)
 KS_COLS_BLOCK(8)
 KS_COLS_BLOCK(16)
 KS_COLS_BLOCK(24)
 KS_COLS_BLOCK(32)
+KS_COLS_BLOCK(40)
+KS_COLS_BLOCK(48)
+KS_COLS_BLOCK(56)
+
+/* cols_block for one column */
+static inline void cols_block1(const double *A, Py_ssize_t n, Py_ssize_t stride,
+                               const double *k, double *z) {
+    double acc = 0.0;
+    for (Py_ssize_t j = 0; j < n; j++) acc += A[j * stride] * k[j];
+    z[0] = acc;
+}
 
 /* ||x - z||^2 of one stored row x (norm xx_) against z's compacted non-zeros (positions
  * nz[0..m), values zv; norm zz), clipped at 0: the sum of dots() for this row (index order

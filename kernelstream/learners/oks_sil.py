@@ -143,6 +143,42 @@ def rld_residual_unit3(k01: float, k02: float, k12: float, b0: float, b1: float,
     return [a0, a1, a2], (delta if delta > 0.0 else 0.0)
 
 
+# Margin of the repeated-point shortcut of the RLD test (rld_repeat_delta): far above the
+# round-off of either computation of δ (relative ~1e-10 at the condition number allowed there).
+RLD_REPEAT_MARGIN = 1e-8
+
+
+def rld_repeat_delta(k01: float, k02: float, k12: float, b0: float, b1: float,
+                     b2: float) -> float | None:
+    """``δ`` of the RLD test for ``s = 3`` (unit diagonal) when the sample holds one point twice
+    (``K̃_s`` singular: ``K_ij = 1``, the same ψ̃ and the same kernel values to the third point),
+    from the distinct points by a 2 × 2 Cholesky solve: the residual that the pseudo-inverse of
+    :func:`rld_residual` gives, in exact arithmetic (ψ̃ lies in the range of ``K̃_s``). None when
+    no point repeats or the distinct ones are nearly dependent (``1 − k² ≤ 1e-3``: condition
+    number over ~5000), where only the pseudo-inverse decides. Duplicate rows are common (a9a),
+    and the SVD of the pseudo-inverse costs more than the rest of such a round."""
+    if k01 == 1.0 and b0 == b1 and k02 == k12:
+        k, u, v = k02, b0, b2
+    elif k02 == 1.0 and b0 == b2 and k01 == k12:
+        k, u, v = k01, b0, b1
+    elif k12 == 1.0 and b1 == b2 and k01 == k02:
+        k, u, v = k01, b0, b1
+    else:
+        return None
+    if k == 1.0:  # one point three times
+        if u != v:
+            return None
+        quad = u * u
+    else:
+        v1 = 1.0 - k * k
+        if not v1 > 1e-3:
+            return None
+        z = (v - k * u) / math.sqrt(v1)
+        quad = u * u + z * z
+    delta = 1.0 - quad
+    return delta if delta > 0.0 else 0.0
+
+
 def gaussian_interval_params(initial_doc: str) -> tuple[Param, ...]:
     """``gamma`` (initial value), the interval Ω and ``random_init``: shared by OKS-SIL and
     OKL-GD, whose widths both live in Zhang & Liao's continuous interval."""
@@ -386,7 +422,7 @@ class OKSSIL(IntervalWidthLearner):
         a = sv.a[:sv.n]
         eta = self.eta
         alpha, delta = self._rld(idx, psi)
-        if delta > self.nu:  # RLD holds: swap the smallest-|ω| point for x_t
+        if delta > self.nu:  # RLD holds: swap the smallest-|ω| point for x_t (α unused)
             r = int(np.abs(a).argmin())
             ar = float(a[r])
             fb = score - ar * float(psi[r]) + ar  # old weight on the new basis function κ(x_t,·)
@@ -398,21 +434,24 @@ class OKSSIL(IntervalWidthLearner):
             d2[r] = 0.0
             self._kernel_step(y, d2, psi, a, fb - ar + new_w)  # f^w = f_t − ω_r ψ_r + ω_r^new
         else:  # compensation: project the gradient onto the sampled basis functions
+            assert alpha is not None  # _rld leaves α out only when δ > ν
             c = eta * y
             for j, al in zip(idx, alpha, strict=True):
                 a[j] += c * al
 
-    def _rld(self, idx: list[int], psi: np.ndarray) -> tuple[list[float], float]:
-        """``(α*, δ_t)`` of the RLD test on the sampled points ``idx``. ``K̃_s`` is built in
-        Python floats from one Gram product (its unit diagonal exact): with ``s = 3`` a handful
-        of numpy calls would cost more than the arithmetic, and this runs every update. The
-        default ``s = 3`` is written out (about 2 µs less per update than the general loop,
-        which matters at OKS-SIL's margin to the kernel-row floor)."""
+    def _rld(self, idx: list[int], psi: np.ndarray) -> tuple[list[float] | None, float]:
+        """``(α*, δ_t)`` of the RLD test on the sampled points ``idx`` (α* None when a repeated
+        sampled point shows ``δ_t > ν`` beyond round-off: the swap, which needs no α*).
+        ``K̃_s`` is built in Python floats from one Gram product (its unit diagonal exact): with
+        ``s = 3`` a handful of numpy calls would cost more than the arithmetic, and this runs
+        every update. The default ``s = 3`` is written out (about 2 µs less per update than
+        the general loop, which matters at OKS-SIL's margin to the kernel-row floor)."""
         neg_g = -self.current_gamma
         if self._compiled:  # K̃_s and ψ̃ in one call (the formulas below, index-order sums)
             K, b = compiled.fk.sample_kernel(self.sv.X, psi, idx, neg_g)
-            sol = rld_residual_unit3(K[0][1], K[0][2], K[1][2], *b) if len(idx) == 3 else None
-            return sol if sol is not None else rld_residual(K, b)
+            if len(idx) != 3:
+                return rld_residual(K, b)
+            return self._rld3(K[0][1], K[0][2], K[1][2], *b)
         Xs = self.sv.X.take(idx, axis=0)
         G = np.dot(Xs, Xs.T).tolist()
         if len(idx) == 3:
@@ -423,12 +462,7 @@ class OKSSIL(IntervalWidthLearner):
             k01 = math.exp(neg_g * d01) if d01 > 0.0 else 1.0
             k02 = math.exp(neg_g * d02) if d02 > 0.0 else 1.0
             k12 = math.exp(neg_g * d12) if d12 > 0.0 else 1.0
-            b0, b1, b2 = psi.take(idx).tolist()
-            sol = rld_residual_unit3(k01, k02, k12, b0, b1, b2)
-            if sol is not None:
-                return sol
-            return rld_residual([[1.0, k01, k02], [k01, 1.0, k12], [k02, k12, 1.0]],
-                                [b0, b1, b2])
+            return self._rld3(k01, k02, k12, *psi.take(idx).tolist())
         m = len(idx)
         K = [[1.0] * m for _ in idx]
         for i in range(1, m):
@@ -437,6 +471,17 @@ class OKSSIL(IntervalWidthLearner):
                 d = Gi[i] + G[j][j] - 2.0 * Gi[j]
                 K[i][j] = K[j][i] = math.exp(neg_g * d) if d > 0.0 else 1.0
         return rld_residual(K, psi.take(idx).tolist())
+
+    def _rld3(self, k01: float, k02: float, k12: float, b0: float, b1: float,
+              b2: float) -> tuple[list[float] | None, float]:
+        """:meth:`_rld` for ``s = 3`` from the off-diagonal kernel values and ψ̃."""
+        sol = rld_residual_unit3(k01, k02, k12, b0, b1, b2)
+        if sol is not None:
+            return sol
+        delta = rld_repeat_delta(k01, k02, k12, b0, b1, b2)
+        if delta is not None and delta > self.nu + RLD_REPEAT_MARGIN:
+            return None, delta
+        return rld_residual([[1.0, k01, k02], [k01, 1.0, k12], [k02, k12, 1.0]], [b0, b1, b2])
 
     def _kernel_step(self, y: float, d2: np.ndarray, psi: np.ndarray, a: np.ndarray,
                      fw: float) -> None:

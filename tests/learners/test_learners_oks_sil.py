@@ -16,6 +16,7 @@ from kernelstream.learners.oks_sil import (
     GAMMA_MAX,
     GAMMA_MIN,
     _chol_solve,
+    rld_repeat_delta,
     rld_residual,
     rld_residual_unit3,
 )
@@ -93,6 +94,33 @@ def test_rld_delta_singular_sample() -> None:
     assert delta == pytest.approx(_lstsq_residual(S, x, 0.5)[1], abs=1e-9)
     _, d0 = rld_residual(_gauss(S, S, 0.5), _gauss(S, a[None, :], 0.5)[:, 0])
     assert d0 == pytest.approx(0.0, abs=1e-9)  # x in the span: δ = 0 (clamped, never < 0)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_rld_repeat_delta_equals_pseudo_inverse(seed: int) -> None:
+    """A sample that holds one point twice (in any two of the three places, or three times):
+    the 2 × 2 shortcut gives the pseudo-inverse's δ far within RLD_REPEAT_MARGIN; it declines
+    samples without a repeat and nearly dependent distinct points."""
+    rng = np.random.default_rng(seed)
+    g = float(rng.choice([0.01, 0.3, 3.0]))
+    u, v, x = rng.normal(size=5), rng.normal(size=5), rng.normal(size=5)
+    if seed % 5 == 4:
+        v = u + 1e-4 * rng.normal(size=5)  # nearly dependent: declined
+    pos = [(0, 0, 1), (0, 1, 0), (1, 0, 0), (0, 0, 0)][seed % 4]
+    S = np.vstack([(u, v)[p] for p in pos])
+    K = _gauss(S, S, g)
+    np.fill_diagonal(K, 1.0)
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        if pos[i] == pos[j]:
+            K[i, j] = K[j, i] = 1.0  # what the compiled and Python Gram give: d = 0
+    b = _gauss(S, x[None, :], g)[:, 0]
+    ref_delta = max(1.0 - float(b @ (pinv(K) @ b)), 0.0)
+    got = rld_repeat_delta(K[0, 1], K[0, 2], K[1, 2], *b.tolist())
+    if seed % 5 == 4 and pos != (0, 0, 0):
+        assert got is None
+    else:
+        assert got is not None and abs(got - ref_delta) < 1e-11
+    assert rld_repeat_delta(0.5, 0.4, 0.3, 0.2, 0.2, 0.1) is None  # no repeat
 
 
 def _reference_oks_sil(X: np.ndarray, y: np.ndarray, seed: int, B: int, eta: float, s: int,
