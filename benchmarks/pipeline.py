@@ -15,6 +15,9 @@ size on covtype.binary.
      (time inside the learner's ``predict_learn_many`` only).
 
    Both runs' predictions are compared (they must be the same stream and the same scores).
+   Then the same comparison as the replay grows (``--grow``, default R = 4 and 16
+   permutations in one run, ``--grow-pairs`` alternating pairs each): what ``direct`` adds
+   is a fixed cost per run, so the ratio tends to 1 as the work grows.
 2. **Memory (covtype.binary, 581,012 rows, BOGD B = 200, ``--covtype-scale``).** The replay
    on ``--runner direct`` runs in a child process (clean measurement): peak resident memory
    (``getrusage`` maxrss) and the resident set sampled every 50 ms (its maximum per tenth
@@ -653,7 +656,8 @@ def render(args: argparse.Namespace, tp: dict[str, Any] | None, cov: dict[str, A
                  f"direct {d['peak_rss'] - d['base_rss']:.0f} MB, loading alone "
                  f"{ld['peak_rss'] - ld['base_rss']:.0f} MB, loop "
                  f"{lp['peak_rss'] - lp['base_rss']:.0f} MB. "
-                 f"Direct / loop wall time on covtype: {d['wall'] / lp['wall']:.2f}.")
+                 f"Direct / loop wall time on covtype: {d['wall'] / lp['wall']:.2f} "
+                 f"(end-to-end examples/s: {lp['wall'] / d['wall']:.2f}).")
         L.append("")
         if d["peak_rss"] - d["base_rss"] <= 1.15 * (ld["peak_rss"] - ld["base_rss"]):
             L.append("Where the memory goes: the peak is the loader's, not Beam's. The permuted "

@@ -170,6 +170,7 @@ def aligned_zeros(side: int) -> np.ndarray:
 
 
 def is_aligned(a: np.ndarray) -> bool:
+    """Whether ``a``'s data starts on a 64-byte boundary (see :func:`aligned_zeros`)."""
     return a.ctypes.data % ALIGN == 0
 
 

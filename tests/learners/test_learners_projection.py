@@ -20,6 +20,7 @@ from kernelstream.learners.linalg import (
     gram_append,
     gram_remove,
     inverse_remove,
+    is_aligned,
     pinv,
     top_eigh,
 )
@@ -159,6 +160,30 @@ def test_rff_inner_products_approach_gaussian_kernel() -> None:
 
 
 # -- Projectron ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["projectron", "projectron++"])
+@pytest.mark.parametrize("params", [{"budget": 30}, {"budget": 0, "threshold": 0.2}])
+def test_projectron_inverse_buffer_stays_aligned_through_copies(name: str, params: dict) -> None:
+    # the compiled projection reads K^-1 in 64-byte vectors along its rows: the buffer starts
+    # on a 64-byte boundary and its side is a multiple of 8 whether made, grown, restored,
+    # deep-copied or unpickled; a copy continues bit-identically
+    import copy
+    import pickle
+
+    X, y = _blobs(400, seed=5)
+    m = make(name, gamma=0.5, **params)
+    m.learn_one(X[0], y[0])  # the buffer is made with the first example
+    assert is_aligned(m._Kinv) and m._Kinv.shape[0] in (16, 32)  # unbounded: 16; B = 30: 32
+    m.predict_learn_many(X[1:300], y[1:300])
+    restored = make(name, gamma=0.5, **params)
+    restored.set_state(m.get_state())
+    copies = [copy.deepcopy(m), pickle.loads(pickle.dumps(m)), restored]
+    want = m.predict_learn_many(X[300:], y[300:])
+    for c in copies:
+        assert is_aligned(c._Kinv) and c._Kinv.shape[0] % 8 == 0
+        np.testing.assert_array_equal(c.predict_learn_many(X[300:], y[300:]), want)
+    assert is_aligned(m._Kinv)
+
+
 @pytest.mark.parametrize("name", ["projectron", "projectron++"])
 @pytest.mark.parametrize("params", [{"budget": 30}, {"budget": 0, "threshold": 0.2}])
 def test_projectron_inverse_gram_and_norm_stay_exact(name: str, params: dict) -> None:
