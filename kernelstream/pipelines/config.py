@@ -69,6 +69,9 @@ RUNNERS: dict[str, RunnerInfo] = {r.name: r for r in (
                "the Beam runner named by --runner=... after '--' (FlinkRunner, DataflowRunner)"),
     RunnerInfo("loop", frozenset({"replay", "tune", "reproduce"}), False,
                "the engine in a plain Python loop (no Beam import)"),
+    RunnerInfo("dask", frozenset({"replay"}), True,
+               "Beam's DaskRunner on a dask.distributed cluster: a local one (--workers) or "
+               "the --dask-scheduler given; a file's permuted streams only"),
 )}
 
 
@@ -166,10 +169,14 @@ class ReplayConfig:
     stream: str = "none"  # adversarial stream preset (kernelstream.streams) or "none"
     pipeline_args: tuple[str, ...] = ()  # Beam pipeline options after "--", passed through
     kafka: KafkaOptions = field(default_factory=KafkaOptions)  # topic reads, outputs, checkpoints
-    # ``--workers N``: the streams split over N runner processes (``pipelines.workers``);
-    # ``shard`` = (index, N) in one of those processes (the hidden ``--shard I/N``)
+    # ``--workers N``: the streams split over N runner processes (``pipelines.workers``; with
+    # ``--runner dask``, the local Dask cluster's worker processes); ``shard`` = (index, N) in
+    # one of those processes (the hidden ``--shard I/N``)
     workers: int = 1
     shard: tuple[int, int] | None = None
+    # ``--runner dask``: the scheduler of an existing cluster (tcp://HOST:PORT); None: a local
+    # cluster of ``workers`` processes (``pipelines.dask_replay``)
+    dask_scheduler: str | None = None
     # ``kernelstream tune``: the held-out tuning permutations first_permutation.. (a replay
     # evaluates 0..R-1), each cut to its first ``stream_rows`` positions when given
     first_permutation: int = 0

@@ -11,6 +11,9 @@ key, derived from the metrics output. Runners (``pipelines.config.RUNNERS``):
   beam_replay`` (imported only for them) on Beam's FnApiRunner, the portable job API (a local
   job service or a ``--job_endpoint``), or the runner named by ``--runner=...`` in
   ``pipeline_args``.
+* ``dask`` — ``kernelstream.pipelines.dask_replay``: Beam's DaskRunner on a dask.distributed
+  cluster, each stream learnt whole by one task through the loop's core (no state or timers:
+  a file's permuted streams only).
 
 Every run is a :class:`~kernelstream.pipelines.config.ReplayConfig` (the CLI's commands build
 it from their arguments, :func:`run_replay` from its keywords), made into the runners' plan by
@@ -114,6 +117,10 @@ class ReplayRun:
     # examples the run will learn (all its streams), when known: progress shows a total and
     # an ETA (see :func:`expected_examples`)
     expected_examples: int | None = None
+    # ``dask``: an existing cluster's scheduler (tcp://HOST:PORT), else a local cluster of
+    # ``dask_workers`` processes
+    dask_scheduler: str | None = None
+    dask_workers: int = 2
 
     @property
     def resume_position(self) -> SourcePosition | None:
@@ -182,6 +189,10 @@ def plan(config: ReplayConfig) -> ReplayRun:
     if shards > 1 and (topic or order != "permuted" or c.kafka.checkpoint is not None):
         raise ValueError("shards split the streams of a permuted file replay: a Kafka topic, "
                          "a file-order stream or a checkpoint is one stream read once")
+    if c.runner == "dask" and (topic or order != "permuted" or c.kafka.out is not None):
+        raise ValueError("the dask runner learns a file's permuted streams, each in one task: "
+                         "a Kafka topic, a file-order stream or --kafka-out needs another "
+                         "runner")
     if c.kafka.checkpoint is not None and not topic:
         raise ValueError("checkpoints continue a Kafka topic: a file replay has nothing to "
                          "continue (give a kafka:// source)")
@@ -222,7 +233,8 @@ def plan(config: ReplayConfig) -> ReplayRun:
                      kafka_out=None if c.kafka.out is None else _parse_topic(c.kafka.out),
                      kafka_client=c.kafka.client, checkpoint=c.kafka.checkpoint, shard=shard,
                      shards=shards, first_permutation=c.first_permutation,
-                     stream_rows=c.stream_rows)
+                     stream_rows=c.stream_rows, dask_scheduler=c.dask_scheduler,
+                     dask_workers=c.workers)
 
 
 def _parse_topic(url: str) -> KafkaTopic:
@@ -317,6 +329,10 @@ def _execute(run: ReplayRun) -> ReplayResult:
     try:
         if run.runner == "loop":
             counters = run_loop(run)
+        elif run.runner == "dask":  # Beam and dask.distributed: only for the runs on Dask
+            from kernelstream.pipelines.dask_replay import run_dask
+
+            counters = run_dask(run)
         else:  # Beam takes a second to import: only for the runs that need it
             from kernelstream.pipelines.beam_replay import run_beam
 

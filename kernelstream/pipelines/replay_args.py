@@ -118,8 +118,13 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         note = tuning.overlap_note(tuned, args.seed, args.permutations)
         if note is not None:
             print(f"{PROG}: note: {note}", file=sys.stderr)
+    dask_scheduler = getattr(args, "dask_scheduler", None)
+    if args.runner == "dask" or dask_scheduler is not None:
+        check_dask(args, kafka_src, dask_scheduler)
     workers = 1 if shard is not None else args.workers
-    if workers > 1:
+    if workers is None:  # not given: one process, or a local Dask cluster of two
+        workers = DASK_WORKERS if args.runner == "dask" else 1
+    if workers > 1 and args.runner != "dask":
         check_workers(args, kafka_src)
     return ReplayConfig(
         data=src,
@@ -142,6 +147,7 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
                            out=args.kafka_out, client=settings, checkpoint=args.checkpoint),
         workers=workers,
         shard=shard,
+        dask_scheduler=dask_scheduler,
         quiet=args.quiet,
         argv=tuple(argv),
     )
@@ -162,6 +168,35 @@ def check_workers(args: argparse.Namespace, kafka_src: bool) -> None:
                           "workers (its options go after '--'): drop --workers")
     if args.kafka_out is not None:
         raise ConfigError("--kafka-out is not available with --workers: drop one of them")
+
+
+# the local Dask cluster's worker processes when --workers is not given: two, as on a laptop
+DASK_WORKERS = 2
+
+
+def check_dask(args: argparse.Namespace, kafka_src: bool, scheduler: str | None) -> None:
+    """``--runner dask`` runs the stateless replay (``pipelines.dask_replay``): each of a
+    file's permuted streams learnt whole by one task. Refuse what it cannot carry out, and a
+    missing Dask, one line each."""
+    if args.runner != "dask":
+        raise ConfigError("--dask-scheduler names the cluster of --runner dask: add "
+                          "--runner dask or drop --dask-scheduler")
+    if kafka_src or args.kafka_out is not None:
+        raise ConfigError("--runner dask replays a data file's permuted streams; a Kafka "
+                          "topic (or --kafka-out) needs a streaming runner: --runner direct")
+    if scheduler is not None:
+        if args.workers is not None:
+            raise ConfigError("--workers sizes a local Dask cluster; the cluster of "
+                              "--dask-scheduler runs on its own workers: drop --workers")
+        if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://", "ws://",
+                                     "wss://")):
+            raise ConfigError(f"--dask-scheduler {scheduler!r}: expected a scheduler "
+                              "address such as tcp://HOST:8786")
+    import importlib.util
+
+    if importlib.util.find_spec("distributed") is None:
+        raise ConfigError("--runner dask needs Dask: pip install 'kernelstream[dask]' "
+                          "(or 'dask[distributed]')")
 
 
 # Rows a replay's up-front data check reads: enough to see what a file is, cheap on any size

@@ -238,7 +238,7 @@ def started(config: ReplayConfig, command: str) -> Iterator[Any]:
     printing the error."""
     pool = None
     try:
-        if config.workers > 1:
+        if config.workers > 1 and config.runner != "dask":  # dask: its cluster's workers
             from kernelstream.pipelines.workers import WorkerPool, effective_workers
 
             if effective_workers(config) > 1:

@@ -96,14 +96,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "--stream); portable: "
                    "Beam's portable job API (starts a local job service unless "
                    "--job_endpoint is given after '--', e.g. a Flink job server); beam: the "
-                   "Beam --runner given after '--' (Flink, Dataflow, ...); loop: the plain "
+                   "Beam --runner given after '--' (Flink, Dataflow, ...); dask: Beam's "
+                   "DaskRunner on a local Dask cluster of --workers processes or on "
+                   "--dask-scheduler (a file's permuted streams; pip install "
+                   "'kernelstream[dask]'); loop: the plain "
                    "reference loop. All write predictions/, metrics/, dead_letters/ as "
                    "Parquet and summary.json. Beam pipeline options go after '--'.")
-    p.add_argument("--workers", "-j", type=workers_arg, default=1, metavar="N",
+    p.add_argument("--workers", "-j", type=workers_arg, default=None, metavar="N",
                    help="learn the streams (configurations x permutations, or entities) in N "
                    "processes, each running the run's pipeline on its share of the streams; "
                    "outputs and summary.json as one process writes them; 'auto': one per "
-                   "core (default: 1). Local file replays on the direct or loop runner")
+                   "core (default: 1). Local file replays on the direct or loop runner; "
+                   "with --runner dask: the local Dask cluster's workers (default: 2)")
+    p.add_argument("--dask-scheduler", metavar="tcp://HOST:PORT",
+                   help="with --runner dask: run on the Dask cluster of this scheduler (its "
+                   "workers need kernelstream installed, and DATA and --out at the same "
+                   "paths) instead of a local one")
     p.add_argument("--shard", type=shard_arg, default=None, help=argparse.SUPPRESS)
     add_data_options(p, {
         "--key-by": "CSV/Parquet column naming the entity: one model per entity value (0-based "
