@@ -129,13 +129,14 @@ def run_dask(run: ReplayRun) -> dict[str, int]:
             result.wait_until_finish()
             # the last transform's outputs: each task's counters
             outputs: list[Any] = result.client.gather(list(result.futures))
-        except ModuleNotFoundError as exc:  # a worker without kernelstream (or a dependency)
-            raise ConfigError(f"the Dask workers at {address} cannot import {exc.name!r}: "
-                              "install kernelstream (with its compiled learners) where they "
-                              "run") from None
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(Exception):
                 result.cancel()
+            missing = _missing_module(exc)
+            if missing is not None:
+                raise ConfigError(f"the Dask cluster at {address} cannot import {missing!r}: "
+                                  "install this kernelstream (with its compiled learners) "
+                                  "where its scheduler and workers run") from None
             raise
         finally:
             with contextlib.suppress(Exception):
@@ -147,6 +148,18 @@ def run_dask(run: ReplayRun) -> dict[str, int]:
             for k, v in c.items():
                 counters[k] = counters.get(k, 0) + int(v)
     return counters
+
+
+def _missing_module(exc: BaseException) -> str | None:
+    """The module a cluster could not import, when that is what ``exc`` comes from: the
+    scheduler unpickles the task graph (a ``RuntimeError`` caused by the import error), the
+    workers the tasks (the import error itself)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ModuleNotFoundError):
+            return seen.name or str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _absolute(path: str) -> str:

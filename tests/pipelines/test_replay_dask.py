@@ -4,6 +4,7 @@ two-worker cluster over TCP writes the loop runner's outputs, row for row and bi
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -100,28 +101,29 @@ def _env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def tcp_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Dask scheduler and two single-thread worker processes (``dask scheduler``/``dask
-    worker``, as on machines of their own), on 127.0.0.1 over TCP; yields the address."""
+@contextlib.contextmanager
+def dask_processes(scratch: Path, workers: int, env: dict[str, str],
+                   preload: bool = True) -> Iterator[str]:
+    """A Dask scheduler and ``workers`` single-thread worker processes (``dask scheduler``/
+    ``dask worker``, as on machines of their own), on 127.0.0.1 over TCP; yields the
+    address."""
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     local = ["--dashboard-address", "127.0.0.1:0", "--no-dashboard"]
-    scratch = tmp_path_factory.mktemp("dask-scratch")
     procs = [subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host",
-                               "127.0.0.1", "--port", str(port), *local],
-                              env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+                               "127.0.0.1", "--port", str(port), *local], cwd=scratch,
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
-        for _ in range(2):
+        for _ in range(workers):
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "dask", "worker", address, "--host", "127.0.0.1",
-                 "--nthreads", "1", "--local-directory", str(scratch),
-                 "--preload", "kernelstream.pipelines.dask_worker", *local],
-                env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                 "--nthreads", "1", "--local-directory", str(scratch), *local,
+                 *(["--preload", "kernelstream.pipelines.dask_worker"] if preload else [])],
+                cwd=scratch, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         from distributed import Client
 
         with Client(address, timeout=60) as client:
-            client.wait_for_workers(2, timeout=120)
+            client.wait_for_workers(workers, timeout=120)
         yield address
     finally:
         for p in reversed(procs):  # workers first, then the scheduler
@@ -132,6 +134,13 @@ def tcp_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+@pytest.fixture(scope="module")
+def tcp_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A scheduler and two workers over TCP, with the preload."""
+    with dask_processes(tmp_path_factory.mktemp("dask-scratch"), 2, _env()) as address:
+        yield address
 
 
 def test_two_workers_over_tcp_equal_the_loop(dirty: Path, loop_run: Path, tmp_path: Path,
@@ -182,6 +191,22 @@ def test_a_failing_task_ends_the_run_with_its_error(dirty: Path, tmp_path: Path,
     err1 = capsys.readouterr().err
     assert code0 == code1 != 0
     assert err0 == err1 and len(err1.strip().splitlines()) == 1, err1
+
+
+def test_a_cluster_without_kernelstream_is_one_line(tmp_path: Path, capsys) -> None:
+    """A cluster whose Pythons import another kernelstream (here an empty package first on
+    their path) cannot unpickle the tasks: one line saying what to install, exit 2."""
+    other = tmp_path / "other"
+    (other / "kernelstream").mkdir(parents=True)
+    (other / "kernelstream" / "__init__.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": str(other)}
+    with dask_processes(tmp_path, 1, env, preload=False) as address:
+        code = main(["replay", "german", "--limit", "50", "--runner", "dask", "-q",
+                     "--dask-scheduler", address, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"the Dask cluster at {address} cannot import 'kernelstream.pipelines" in err
+    assert len(err.strip().splitlines()) == 1, err
 
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path: Path, capsys) -> None:
