@@ -51,7 +51,7 @@ def test_cli_learner_specs_give_the_engine_object() -> None:
 
 
 def test_runner_table_names_each_commands_runners() -> None:
-    assert runners_for("replay") == ("direct", "portable", "beam", "loop")
+    assert runners_for("replay") == ("direct", "portable", "beam", "loop", "dask")
     assert runners_for("tune") == ("direct", "loop")
     assert runners_for("stream") == ("direct", "portable")
     assert not RUNNERS["loop"].beam and RUNNERS["direct"].beam
