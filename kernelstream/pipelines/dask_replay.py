@@ -57,6 +57,7 @@ WORKER_SECONDS = 60.0  # for the cluster to have a worker (a local one starts it
 # than threads even out the load
 TASKS_PER_THREAD = 2
 WORKER_PRELOAD = "kernelstream.pipelines.dask_worker"  # imported by a local worker as it starts
+LOCAL_WORKER_ENV = "KERNELSTREAM_DASK_LOCAL_WORKER"  # WORKER_PRELOAD: ignore SIGINT
 
 
 def task_count(run: ReplayRun, threads: int) -> int:
@@ -180,7 +181,7 @@ def dask_cluster(run: ReplayRun) -> Iterator[Client]:
             cluster = stack.enter_context(LocalCluster(
                 n_workers=run.dask_workers, threads_per_worker=1, processes=True,
                 host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
-                preload=[WORKER_PRELOAD]))
+                preload=[WORKER_PRELOAD], env={LOCAL_WORKER_ENV: "1"}))
             address = cluster.scheduler_address
         try:
             client = stack.enter_context(Client(address, timeout=CONNECT_SECONDS))

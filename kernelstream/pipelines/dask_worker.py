@@ -2,15 +2,25 @@
 kernelstream.pipelines.dask_worker`` does the same on a cluster of one's own): Beam's import
 warning about BigQuery's absent client dropped, as the CLI does, and the replay's modules
 (Beam, the engine, the learners) imported as the worker starts rather than by its first
-task."""
+task. A worker of the local cluster also ignores SIGINT: a Ctrl-C at the terminal reaches
+every process of the command's group, and the command stops its cluster itself (a worker
+left to the signal would print its traceback)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 
 from kernelstream.pipelines.cli import _BeamImportNoise
 
+LOCAL_ENV = "KERNELSTREAM_DASK_LOCAL_WORKER"  # "1" in the local cluster's worker processes
+
 if not any(isinstance(f, _BeamImportNoise) for f in logging.getLogger().filters):
     logging.getLogger().addFilter(_BeamImportNoise())  # before Beam is imported
+if os.environ.get(LOCAL_ENV) == "1":
+    with contextlib.suppress(ValueError):  # not the main thread: the signal stays as it is
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-import kernelstream.pipelines.dask_replay  # noqa: F401  (Beam and the replay)
+import kernelstream.pipelines.dask_replay  # noqa: E402, F401  (Beam and the replay)

@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -207,6 +208,51 @@ def test_a_cluster_without_kernelstream_is_one_line(tmp_path: Path, capsys) -> N
     assert code == 2
     assert f"the Dask cluster at {address} cannot import 'kernelstream.pipelines" in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_ctrl_c_stops_the_run_and_its_local_cluster(tmp_path: Path) -> None:
+    """Ctrl-C at the terminal (SIGINT to the command's process group, the local cluster's
+    workers included) while the tasks run: exit 130 with the one line every runner prints,
+    no worker's traceback, and no process of the group left."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(4000, 10))
+    path = tmp_path / "big.svm"
+    path.write_text("".join(f"{1 if x[0] + x[1] > 0 else -1} " + " ".join(
+        f"{j + 1}:{v!r}" for j, v in enumerate(x.tolist())) + "\n" for x in X))
+    cmd = [sys.executable, "-m", "kernelstream.pipelines.cli", "replay", str(path), "-l",
+           "bpa-s", "-p", "budget=300", "-R", "40", "--runner", "dask", "--out",
+           str(tmp_path / "o")]
+    proc = subprocess.Popen(cmd, env=_env(), stderr=subprocess.PIPE, text=True,
+                            start_new_session=True,  # a group of its own, as a terminal's job
+                            # SIGINT as a terminal leaves it (a background shell ignores it)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # the tasks are on their way
+        assert "40 tasks on Dask" in first, first
+        os.killpg(proc.pid, signal.SIGINT)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert rest.strip() == "kernelstream: interrupted", rest
+    deadline = time.monotonic() + 30
+    while _group(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _group(proc.pid)
+
+
+def _group(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid`` (Linux /proc; zombies are gone)."""
+    pids = []
+    for d in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[2]) == pgid and stat[0] != "Z":
+                pids.append(int(d.name))
+    return pids
 
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path: Path, capsys) -> None:
