@@ -57,7 +57,8 @@ WORKER_SECONDS = 60.0  # for the cluster to have a worker (a local one starts it
 # than threads even out the load
 TASKS_PER_THREAD = 2
 WORKER_PRELOAD = "kernelstream.pipelines.dask_worker"  # imported by a local worker as it starts
-LOCAL_WORKER_ENV = "KERNELSTREAM_DASK_LOCAL_WORKER"  # WORKER_PRELOAD: ignore SIGINT
+# "1" in the local cluster's workers: WORKER_PRELOAD makes them ignore SIGINT
+LOCAL_WORKER_ENV = "KERNELSTREAM_DASK_LOCAL_WORKER"
 
 
 def task_count(run: ReplayRun, threads: int) -> int:

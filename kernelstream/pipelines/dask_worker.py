@@ -15,12 +15,12 @@ import signal
 
 from kernelstream.pipelines.cli import _BeamImportNoise
 
-LOCAL_ENV = "KERNELSTREAM_DASK_LOCAL_WORKER"  # "1" in the local cluster's worker processes
-
 if not any(isinstance(f, _BeamImportNoise) for f in logging.getLogger().filters):
     logging.getLogger().addFilter(_BeamImportNoise())  # before Beam is imported
-if os.environ.get(LOCAL_ENV) == "1":
+
+# after the filter: this imports Beam and the replay
+from kernelstream.pipelines.dask_replay import LOCAL_WORKER_ENV
+
+if os.environ.get(LOCAL_WORKER_ENV) == "1":
     with contextlib.suppress(ValueError):  # not the main thread: the signal stays as it is
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-import kernelstream.pipelines.dask_replay  # noqa: E402, F401  (Beam and the replay)
