@@ -25,6 +25,7 @@ from typing import Any
 import apache_beam as beam
 
 from kernelstream.engine.events import StreamEngine
+from kernelstream.engine.stream_accounting import Accounting
 from kernelstream.engine.stream_rows import DICTIONARY_COLUMNS, OUTPUTS, Rows
 from kernelstream.transforms.kafka_rows import kafka_writer
 from kernelstream.transforms.stream_job import (
@@ -72,7 +73,8 @@ def _freeze_startup_heap() -> None:
 
 @dataclass
 class _Totals:
-    records: int = 0  # offsets consumed (the reader's progress)
+    # the run's accounting (records, offsets, rows, ..., and ``all`` runs on the checkpoint)
+    counts: Accounting = field(default_factory=lambda: Accounting({}))
     rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTPUTS, 0))
     published: int = 0  # rows in published files
     last_ts_ms: int | None = None  # newest record timestamp seen
@@ -90,9 +92,9 @@ class _Totals:
         self.learn_seconds += seconds - s0
 
     def as_doc(self) -> dict[str, Any]:
-        return {"records": self.records, "rows": dict(self.rows), "published": self.published,
-                "last_ts_ms": self.last_ts_ms, "learnt": self.learnt,
-                "learn_seconds": self.learn_seconds}
+        return {**self.counts.run(), "all": self.counts.all(), "rows": dict(self.rows),
+                "published": self.published, "last_ts_ms": self.last_ts_ms,
+                "learnt": self.learnt, "learn_seconds": self.learn_seconds}
 
 
 # The column of an output's rows that holds the timestamp of the record that made the row.
@@ -163,7 +165,6 @@ class Committer(beam.DoFn):
         self.engine = StreamEngine(job.spec)
         self.offsets = job.offsets()
         self.states: dict[str, Any] = {}
-        self.pending: dict[str, int] = {}  # model key -> pending events (for the status)
         self.buffers: dict[str, Rows] = {n: Rows() for n in OUTPUTS}
         self.writers: dict[tuple[str, int], Any] = {}  # commit thread only
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="kernelstream-commit")
@@ -174,7 +175,12 @@ class Committer(beam.DoFn):
         self.last_snapshot = time.monotonic()
         self.last_status = 0.0
         self.started = time.time()
-        self.totals = _Totals()
+        # the counts of the earlier runs on the checkpoint, as of the snapshot resumed from
+        # (None: a snapshot older than these counts)
+        base: dict[str, Any] | None = {}
+        if self.committed is not None:
+            base = (self.store.info().get("totals") or {}).get("all")
+        self.totals = _Totals(Accounting(base))
         self.records_at: float | None = None  # wall time the records count last moved
         self.changed = False
         # Learn hands over a model's state right after its rows (models held in this worker),
@@ -203,13 +209,14 @@ class Committer(beam.DoFn):
         if tag == PROGRESS_TAG:
             tp = (value.topic, value.partition)
             before = self.offsets.get(tp)
+            moved = 0
             if before is None or value.next_offset > before:
                 moved = 0 if before is None else value.next_offset - before
                 self.since_records += moved
-                self.totals.records += moved
                 self.records_at = time.time()
                 self.offsets[tp] = value.next_offset
                 self.changed = True
+            self.totals.counts.progress(moved, value.records)
             if self.cut_anywhere and value.last:
                 # the group's offsets cover every record it emitted, those have been learnt,
                 # their rows are here, and Learn has passed on the state of every model they
@@ -223,7 +230,7 @@ class Committer(beam.DoFn):
             key, st = value
             if self.store is not None:
                 self.states[key] = st
-            self.pending[key] = len(st.pending)
+            self.totals.counts.state(key, st)
             self.totals.model(key, st.learnt, st.seconds)
             self.changed = True
             return
@@ -232,6 +239,7 @@ class Committer(beam.DoFn):
         buf = self.buffers[tag]
         buf.extend(value)
         self.totals.rows[tag] += len(value)
+        self.totals.counts.rows(tag, value)
         self.changed = True
         field = _RECORD_TIME.get(tag)  # the newest record's timestamp, for the lag
         if field is not None:
@@ -377,7 +385,6 @@ class Committer(beam.DoFn):
                # now - newest record timestamp processed
                "lag_ms": None if last is None else max(0, int(wall * 1000) - last),
                "epoch": self.committed,
-               "pending": sum(self.pending.values()),
                "buffered": self.in_epoch + sum(len(b) for b in self.buffers.values()),
                **self.totals.as_doc()}
         tmp = f"{self.job.status_path}.{os.getpid()}.tmp"

@@ -144,12 +144,15 @@ class ReadProgress(NamedTuple):
     """After a reader's round: the next offset to read of ``topic``/``partition``; every record
     before it has been emitted (a snapshot's source offset). A round emits one per partition
     of its group; ``last`` marks the group's last one, after which the offsets of every
-    partition of the group cover what the round emitted (a consistent cut)."""
+    partition of the group cover what the round emitted (a consistent cut). ``records``: the
+    records the round emitted, on its last progress (0 on the others); offsets without a
+    record (transaction markers, aborted or compacted records) are not records."""
 
     topic: str
     partition: int
     next_offset: int
     last: bool = True
+    records: int = 0
 
 
 # -- restriction ----------------------------------------------------------------------------------
@@ -368,8 +371,10 @@ class _ReadGroups(beam.DoFn):
         offsets without records behind them, and emit the progress; True when the runner
         split the restriction away meanwhile."""
         split_away = False
+        emitted = 0
         if self.batch_records:
             batch, split_away = self._claim_runs(reader, out, claimed, tracker)
+            emitted = len(batch)
             if batch:
                 oldest = min(map(_TIMESTAMP, batch))
                 yield TimestampedValue(RecordBatch(batch), Timestamp(micros=oldest * 1000))
@@ -383,6 +388,7 @@ class _ReadGroups(beam.DoFn):
                 prev = reader.newest_ts[i]
                 reader.newest_ts[i] = (rec.timestamp_ms if prev is None
                                        else max(prev, rec.timestamp_ms))
+                emitted += 1
                 yield TimestampedValue(rec, Timestamp(micros=rec.timestamp_ms * 1000))
         if not split_away:
             # offsets without records (markers, compacted away, past a stop) behind an empty
@@ -399,7 +405,8 @@ class _ReadGroups(beam.DoFn):
         wm = MIN_TIMESTAMP if wm is None else wm
         final = len(reader.keys) - 1
         for i, ((topic, p), off) in enumerate(zip(reader.keys, claimed, strict=True)):
-            item = TimestampedValue(ReadProgress(topic, p, off, i == final), wm)
+            item = TimestampedValue(ReadProgress(topic, p, off, i == final,
+                                                 emitted if i == final else 0), wm)
             yield item if self.progress_in_records else beam.pvalue.TaggedOutput(PROGRESS_TAG,
                                                                                  item)
         return split_away

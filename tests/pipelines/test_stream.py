@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from _helpers import WorkerPool, start_worker_pool
+from stream_accounting import assert_accounting
 
 from kernelstream import data
 from kernelstream.engine.events import reference_outputs
@@ -270,6 +271,7 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
     assert first.stderr.strip() == "", first.stderr
     epoch1 = SnapshotView.open(ckpt).head
     assert epoch1 is not None and epoch1 >= 2, "snapshots every 150 records"
+    first_totals = assert_accounting(out)
     # more traffic, later; the second run resumes from the snapshot
     produce(broker, _renamed(labelled_stream(200, 260, T0 + 60_000, seed=2), ev, lab))
     second = run_cli(argv)
@@ -277,6 +279,11 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
     assert "records" in second.stdout and "outcomes" in second.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["snapshot_epoch"] > epoch1
+    totals = assert_accounting(out, summary)
+    # the second run's counts continue the first's
+    assert summary["pending_start"] == first_totals["pending"]
+    for f in ("records", "offsets", "predictions", "outcomes", "dead_letters", "processed"):
+        assert totals[f] == first_totals[f] + summary[f], f
 
     spec = spec_for(argv[: argv.index("--")])
     records = reference_records(broker, [ev, lab], 2)
@@ -304,6 +311,10 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
         assert n["predictions"] == n["outcomes"] + n["unlabeled"] + len(st.pending)
         assert st.counts() == states[key].counts()
         assert st.learner.get_state().keys() == states[key].learner.get_state().keys()
+    # the totals are the reference loop's: every record of both topics read once
+    assert totals["records"] == totals["offsets"] == len(records)
+    assert totals["pending"] == sum(len(st.pending) for st in states.values())
+    assert totals["skipped"] == 0 and totals["labelled"] > 0 and totals["rejected"] == 0
     # the process reads each record once: none is left, none is counted twice
     assert summary["records"] > 0
     print(f"first run {first_s:.1f} s")
@@ -394,6 +405,7 @@ def test_second_writer_then_sigint(broker: str, tmp_path: Path) -> None:
     assert len(view.keys()) == 1
     preds = pq.read_table(out / "predictions").num_rows
     assert preds == 50 and "predictions 50" in stdout
+    assert assert_accounting(out)["pending"] == 50
 
 
 # -- portable runner, EXTERNAL worker pool ----------------------------------------------------
@@ -481,5 +493,6 @@ def test_init_from_a_stream_checkpoint_or_a_replay_checkpoint(broker: str,
         want, _ = reference_tables(records, spec, start)
         got = outputs(out)
         assert_same(got, want)
+        assert assert_accounting(out)["outcomes"] == 50  # no checkpoint: the run's counts
         first = got["predictions"].to_pylist()[0]
         assert first["n_support_vectors"] == trained.n_support_vectors  # not a new model
