@@ -44,9 +44,10 @@ What a model does with a record at timestamp ``t`` (milliseconds), in this order
     so a label always learns from a fresh score: a restored state (which has no cache)
     continues bit for bit.
 
-Counts add up: every routed (record, model) that is not skipped gives a prediction, an outcome
-or a dead letter; per model ``predictions = outcomes + unlabeled + pending + learn_rejected``
-(:meth:`ModelState.counts`). Memory per model is bounded by the events of one ttl (pending) and
+Counts add up: every routed (record, model) that is not skipped gives a prediction, an outcome,
+both (a labelled event) or one dead letter; per model ``predictions = outcomes + unlabeled +
+pending + learn_rejected`` (:meth:`ModelState.counts`; the run-wide identities are
+:mod:`kernelstream.engine.stream_accounting`'s). Memory per model is bounded by the events of one ttl (pending) and
 of two ttls (remembered ids).
 
 Metrics rows (one per closed window, plus :meth:`StreamEngine.flush_metrics` at drain/end):

@@ -117,6 +117,10 @@ def _ms(v: int | None) -> str:
     return "-" if v is None else (f"{v / 1000:.2f} s" if abs(v) >= 1000 else f"{v} ms")
 
 
+def _count(v: int | None) -> str:
+    return "-" if v is None else f"{v:,}"
+
+
 def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
     mr = doc["mistake_rate"]
     lines = [
@@ -125,8 +129,9 @@ def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
         f"predictions {doc['predictions']:,}  outcomes {doc['outcomes']:,}"
         + ("" if mr is None else f"  mistake rate {mr:.2f}%")
         + f"  label delay p50 {_ms(doc['delay_p50_ms'])} p99 {_ms(doc['delay_p99_ms'])}",
-        f"unlabeled {doc['unlabeled']:,}  dead letters {doc['dead_letters']:,}  "
-        f"metrics rows {doc['metrics']:,}",
+        f"unlabeled {doc['unlabeled']:,}  pending {_count(doc['pending'])}  rejected "
+        f"{doc['rejected']:,}  dead letters {doc['dead_letters']:,}  metrics rows "
+        f"{doc['metrics']:,}",
         f"outputs: {doc['out']}" + (f"  snapshot epoch {doc['snapshot_epoch']} in {checkpoint}"
                                     if checkpoint else ""),
     ]
