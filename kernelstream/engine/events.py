@@ -47,8 +47,8 @@ What a model does with a record at timestamp ``t`` (milliseconds), in this order
 Counts add up: every routed (record, model) that is not skipped gives a prediction, an outcome,
 both (a labelled event) or one dead letter; per model ``predictions = outcomes + unlabeled +
 pending + learn_rejected`` (:meth:`ModelState.counts`; the run-wide identities are
-:mod:`kernelstream.engine.stream_accounting`'s). Memory per model is bounded by the events of one ttl (pending) and
-of two ttls (remembered ids).
+:mod:`kernelstream.engine.stream_accounting`'s). Memory per model is bounded by the events
+of one ttl (pending) and of two ttls (remembered ids).
 
 Metrics rows (one per closed window, plus :meth:`StreamEngine.flush_metrics` at drain/end):
 window and cumulative counts, mistakes and mistake rate (percent), loss sums (exactly rounded:

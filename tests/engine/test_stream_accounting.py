@@ -191,7 +191,7 @@ def test_a_wrong_count_breaks_an_identity() -> None:
     moved = {**doc, "rejected": doc["rejected"] - 1}
     assert [v.split(":")[0] for v in violations(moved, 2)] == [
         "predictions + pending_start == outcomes + unlabeled + pending + rejected"]
-    assert [name for name, _, _ in identities(doc, 2)][0] == "records <= offsets"
+    assert next(name for name, _, _ in identities(doc, 2)) == "records <= offsets"
 
 
 def test_refused_rows_with_and_without_a_prediction() -> None:
