@@ -320,6 +320,37 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
     print(f"first run {first_s:.1f} s")
 
 
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_transaction_markers_are_offsets_not_records(broker: str, tmp_path: Path,
+                                                     client: str) -> None:
+    """Three committed transactions of 4 records: 15 offsets (a commit marker each), 12
+    records, and the counts add up."""
+    import logging
+
+    from confluent_kafka import Producer
+
+    topic = f"tx-{client}"
+    create_topics(broker, [topic], 1)
+    quiet = logging.getLogger("kernelstream.test.rdkafka")
+    quiet.setLevel(logging.CRITICAL)
+    prod = Producer({"bootstrap.servers": broker, "transactional.id": topic}, logger=quiet)
+    prod.init_transactions(10)
+    for t in range(3):
+        prod.begin_transaction()
+        for i in range(4):
+            prod.produce(topic, f"? 1:{i}".encode(), key=f"e{t}-{i}".encode(), partition=0,
+                         timestamp=T0 + 10 * (4 * t + i))
+        prod.commit_transaction(10)
+    out = tmp_path / "out"
+    r = run_cli(stream_argv(broker, f"kafka://BROKER/{topic}", "--n-features", "3", "--out",
+                            str(out), "--checkpoint", str(tmp_path / "ckpt"), "--idle-stop",
+                            "2s", "-q", "--kafka-client", client))
+    assert r.returncode == 0, r.stderr
+    totals = assert_accounting(out)
+    assert (totals["records"], totals["offsets"], totals["predictions"]) == (12, 15, 12)
+    assert "12 records" in r.stdout
+
+
 # -- one-line failures ------------------------------------------------------------------------
 
 
