@@ -349,6 +349,15 @@ def test_transaction_markers_are_offsets_not_records(broker: str, tmp_path: Path
     totals = assert_accounting(out)
     assert (totals["records"], totals["offsets"], totals["predictions"]) == (12, 15, 12)
     assert "12 records" in r.stdout
+    # and the check sees a count that is off, or a file that is missing
+    summary = json.loads((out / "summary.json").read_text())
+    summary["totals"]["pending"] -= 1
+    with pytest.raises(AssertionError, match="totals: predictions"):
+        assert_accounting(out, summary)
+    for f in (out / "predictions").glob("*.parquet"):
+        f.unlink()
+    with pytest.raises(AssertionError, match="the run's files"):
+        assert_accounting(out)
 
 
 # -- one-line failures ------------------------------------------------------------------------
