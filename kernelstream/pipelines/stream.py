@@ -21,6 +21,8 @@ file of a snapshot epoch that cannot be written whole (an output file or the sna
 a full disk) is such a failure, and that epoch is neither committed nor published
 (:class:`~kernelstream.transforms.committer.Committer`). Once there is room again, the next
 start drops its pending files and makes them again from the snapshot, as after ``kill -9``.
+A restart on a disk still full exits 2 (the folder takes no 64 KiB file), or 1 at its first
+snapshot when the pending files it dropped made room for that but not for an epoch.
 
 This module is the launcher; the command line is
 :mod:`kernelstream.pipelines.commands.stream`. It imports no Beam at import time (nor do the
