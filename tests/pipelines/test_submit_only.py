@@ -139,3 +139,38 @@ def test_submit_only_then_summary_equals_a_waited_run(tmp_path: Path,
     want = json.loads((ref / "summary.json").read_text())
     assert got["predictions"] == want["predictions"] == 2 * 2 * 300
     assert _without_run_details(got) == _without_run_details(want)
+
+
+@pytest.mark.slow
+def test_the_flex_template_launcher_submits_and_exits(tmp_path: Path,
+                                                      worker_pool: WorkerPool) -> None:
+    """deploy/dataflow/flex/launch.py as Dataflow's template launcher runs it (parameters and
+    pipeline options as ``--name=value``), with the portable runner standing in for
+    Dataflow: it exits once the job is submitted, and the job writes the outputs."""
+    from kernelstream import data
+
+    X, y = data.load_dataset("german", limit=200)
+    src = tmp_path / "german.libsvm"
+    src.write_text("".join(
+        f"{int(yi):+d} " + " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(xi) if v)
+        + "\n" for xi, yi in zip(X, y, strict=True)))
+    out = tmp_path / "out"
+    launcher = Path(__file__).resolve().parents[2] / "deploy" / "dataflow" / "flex" / "launch.py"
+    with local_job_service() as endpoint:
+        res = subprocess.run(
+            [sys.executable, str(launcher), f"--data={src}", f"--out={out}",
+             "--learners=perceptron", "--params=gamma=0.5", "--seed=3",
+             "--runner=PortableRunner", f"--job_endpoint={endpoint}",
+             "--environment_type=EXTERNAL", f"--environment_config={worker_pool.endpoint}"],
+            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        assert res.returncode == 0, res.stderr
+        job = json.loads((out / "submitted.json").read_text())["job_id"]
+        assert f"submitted: job {job}" in res.stdout
+        deadline = time.monotonic() + 240
+        while (state := _job_state(endpoint, job)) not in ("DONE", "FAILED", "CANCELLED"):
+            assert time.monotonic() < deadline, state
+            time.sleep(0.5)
+        assert state == "DONE"
+    res = kernelstream("summary", str(out))
+    assert res.returncode == 0, res.stderr
+    assert json.loads((out / "summary.json").read_text())["predictions"] == 200
