@@ -18,7 +18,9 @@ The backlog: an events topic and a labels topic of two partitions each, four ent
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -43,6 +45,7 @@ from test_stream import (
     run_cli,
     spec_for,
     start_cli,
+    status,
     stream_argv,
     wait_for_records,
 )
@@ -143,23 +146,70 @@ def test_a_signal_mid_backlog_then_restart_equals_one_run(backlog: Backlog, tmp_
 @pytest.mark.slow
 def test_max_seconds_mid_backlog_then_restart_equals_one_run(backlog: Backlog,
                                                              tmp_path: Path) -> None:
+    """``--max-seconds 8s``; the process is suspended (SIGSTOP) mid-backlog until those 8 s
+    have passed, so the stop lands mid-backlog however fast this machine reads."""
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    r = run_cli(_argv(backlog.broker, out, ckpt, "--max-seconds", "2s"))
-    assert r.returncode == 0 and r.stderr.strip() == "", r.stderr
+    proc = start_cli(_argv(backlog.broker, out, ckpt, "--max-seconds", "8s"))
+    try:
+        wait_for_records(proc, out, backlog.total // 5)
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            # the run's clock starts before its Committer's ("started")
+            time.sleep(max(0.0, status(out)["started"] + 8.5 - time.time()))
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and stderr.strip() == "", stderr
     summary = _summary(out)
     assert summary["stopped_by"] == "max-seconds"
     _finish_and_compare(backlog, out, ckpt, summary["records"])
 
 
+def _broker_pid(hp: str) -> int:
+    """The pid of the local broker listening at ``hp`` (its command line names the address)."""
+    url = f"tcp://{hp}".encode()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError):
+                if url in (d / "cmdline").read_bytes().split(b"\0"):
+                    return int(d.name)
+    raise AssertionError(f"no broker process listens at {hp}")
+
+
 @pytest.mark.slow
 def test_idle_stop_waits_for_the_backlog(backlog: Backlog, tmp_path: Path) -> None:
-    """``--idle-stop 500ms`` on a backlog: the start-up (no record read yet) and the reader's
-    pauses while records wait on the broker are not idle, so the first run reads everything
-    before it stops; a restart at the end of the topics stops again, adding nothing."""
+    """``--idle-stop 500ms`` on a backlog whose broker does not answer for 2 s as the pipeline
+    starts (frozen with SIGSTOP once the status file appears, before the reader's first
+    fetch): no record is read for longer than the idle time, but the reader does not know
+    yet what the broker holds, so that is not idle; the run reads the whole backlog before
+    it stops. (The old rule counted from the start: it stopped with nothing read.) A restart
+    at the end of the topics stops again, adding nothing."""
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     argv = _argv(backlog.broker, out, ckpt, "--idle-stop", "500ms")
-    r = run_cli(argv)
-    assert r.returncode == 0 and r.stderr.strip() == "", r.stderr
+    pid = _broker_pid(backlog.broker)
+    proc = start_cli(argv)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(out.glob(".run-*/status.json")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the pipeline did not start"
+            time.sleep(0.002)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            frozen_at = status(out).get("records")
+            time.sleep(2.0)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and stderr.strip() == "", stderr
     summary = _summary(out)
     assert summary["stopped_by"] == "idle"
     assert summary["records"] == backlog.total, "idle-stop fired before the backlog was read"
@@ -172,6 +222,7 @@ def test_idle_stop_waits_for_the_backlog(backlog: Backlog, tmp_path: Path) -> No
         ids = got[name].column("row_id").to_pylist()
         assert len(ids) == len(set(ids)), f"{name}: a row published twice"
     assert_same(got, backlog.want)
+    print(f"records read when the broker froze: {frozen_at}")
 
 
 def test_idle_counts_only_while_the_reader_is_caught_up(tmp_path: Path) -> None:
