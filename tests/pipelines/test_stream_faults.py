@@ -13,7 +13,10 @@ event id" dead letters, and every later prediction of the model changed.)
 in the status file): neither a start-up nor a reader busy on a backlog is idle.
 
 The backlog: an events topic and a labels topic of two partitions each, four entities
-(``--key-by id-prefix``), labels late, ~5,700 records.
+(``--key-by id-prefix``), labels late, ~5,700 records. Where the stops land, whatever this
+machine's speed: a signal once a fifth of the backlog is read; ``--max-seconds 8s`` with the
+run suspended (SIGSTOP) mid-backlog until its time is up; ``--idle-stop 500ms`` with the
+broker frozen for 2 s as the pipeline starts (the old idle rule stopped there, nothing read).
 """
 
 from __future__ import annotations
