@@ -11,8 +11,10 @@ after ``--``; LOOPBACK workers unless ``--environment_type`` says otherwise) →
 (:mod:`~kernelstream.pipelines.stream_summary`).
 
 Stopping. SIGINT/SIGTERM, ``--max-seconds`` and ``--idle-stop`` all *drain*
-(:mod:`~kernelstream.pipelines.stream_monitor`). A signal exits 130 with one line on stderr;
-the other two exit 0.
+(:mod:`~kernelstream.pipelines.stream_monitor`): a checkpoint at the positions the reader has
+claimed, not a flush of what it holds, so a restart continues exactly where an uninterrupted
+run would be (as after a kill). ``--idle-stop`` counts only while the reader has read
+everything on the broker. A signal exits 130 with one line on stderr; the other two exit 0.
 
 Failures. An up-front check exits 2, among them a ``--out`` or ``--checkpoint`` folder that
 cannot take a small file (a disk still full) and a published output file that is not whole.

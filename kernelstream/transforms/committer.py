@@ -3,7 +3,8 @@
 :class:`Committer` (one per worker, not keyed) appends rows to pending Parquet files of the
 current epoch, keeps the newest state of each touched model and the reader's offsets, and,
 when ``snapshot_every`` records or ``snapshot_seconds`` have passed (checked at each reader
-round's progress, and at ``finish_bundle``, where the stream also drains): closes the files,
+round's progress, and at ``finish_bundle``; at a drain, the last ``finish_bundle`` always
+snapshots, at the positions the reader claimed: a drain is a checkpoint): closes the files,
 commits states + offsets as one snapshot epoch
 (:class:`~kernelstream.engine.snapshot.SnapshotStore`), then publishes the files. Without a
 checkpoint directory the same happens minus the commit, so every output file is complete and
@@ -186,6 +187,7 @@ class Committer(beam.DoFn):
         self.epoch = (self.committed or 0) + 1  # the epoch whose files rows go to now
         self.engine = StreamEngine(job.spec)
         self.offsets = job.offsets()
+        self.highwater: dict[tuple[str, int], int] = {}  # the reader's, for ``behind``
         self.states: dict[str, Any] = {}
         self.buffers: dict[str, Rows] = {n: Rows() for n in OUTPUTS}
         self.writers: dict[tuple[str, int], Any] = {}  # commit thread only
@@ -235,6 +237,8 @@ class Committer(beam.DoFn):
         tag, value = item
         if tag == PROGRESS_TAG:
             tp = (value.topic, value.partition)
+            if value.highwater is not None:
+                self.highwater[tp] = value.highwater
             before = self.offsets.get(tp)
             moved = 0
             if before is None or value.next_offset > before:
@@ -443,6 +447,18 @@ class Committer(beam.DoFn):
             self._fail(exc, what)
         return epoch, rows
 
+    def _behind(self) -> int | None:
+        """Records on the broker the reader has not released yet (over every input partition:
+        high watermark - next offset), or None while a partition's high watermark is unknown
+        (its reader has had no fetch response yet). ``--idle-stop`` counts only at 0."""
+        total = 0
+        for tp, off in self.offsets.items():
+            hw = self.highwater.get(tp)
+            if hw is None:
+                return None
+            total += max(0, hw - off)
+        return total
+
     def _status(self, force: bool = False) -> None:
         """The status file the launcher's progress lines read (throttled; atomic)."""
         now = time.monotonic()
@@ -459,6 +475,7 @@ class Committer(beam.DoFn):
                "lag_ms": None if last is None else max(0, int(wall * 1000) - last),
                "epoch": self.committed,
                "buffered": self.in_epoch + sum(len(b) for b in self.buffers.values()),
+               "behind": self._behind(),
                **self.totals.as_doc()}
         tmp = f"{self.job.status_path}.{os.getpid()}.tmp"
         try:
