@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from stream_accounting import assert_accounting
 from test_stream import (
     T0,
     Message,
@@ -177,6 +178,9 @@ def _full_disk_then_resume(hp: str, topic: str, tmp_path: Path, out: Path, ckpt:
         assert got[name].num_rows == want[name].num_rows, name
         assert got[name].equals(want[name]), name
     assert want["outcomes"].num_rows > 0 and want["dead_letters"].num_rows > 0
+    # the counts add up over the failed, refused and resumed runs, and equal one run's
+    assert assert_accounting(out, checkpoint=ckpt) == assert_accounting(ref_out,
+                                                                         checkpoint=ref_ckpt)
 
 
 def test_out_on_a_full_disk_commits_nothing_then_resumes_whole(broker: str,

@@ -34,6 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from stream_accounting import assert_accounting
 from test_stream import (
     STREAM_ARGS,
     T0,
@@ -95,6 +96,7 @@ def backlog(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Backlog:
                               spec_for(argv[: argv.index("--")]))
     assert_same(want, ref)
     assert _summary(tmp / "out")["records"] == len(msgs)
+    assert_accounting(tmp / "out", checkpoint=tmp / "ckpt")
     return Backlog(broker, len(msgs), want)
 
 
@@ -121,6 +123,7 @@ def _finish_and_compare(b: Backlog, out: Path, ckpt: Path, stopped: int) -> None
         ids = got[name].column("row_id").to_pylist()
         assert len(ids) == len(set(ids)), f"{name}: a row published twice"
     assert_same(got, b.want)
+    assert_accounting(out, checkpoint=ckpt)  # over both runs: the counts add up
     print(f"stopped after {stopped:,} of {b.total:,} records")
 
 
@@ -225,6 +228,7 @@ def test_idle_stop_waits_for_the_backlog(backlog: Backlog, tmp_path: Path) -> No
         ids = got[name].column("row_id").to_pylist()
         assert len(ids) == len(set(ids)), f"{name}: a row published twice"
     assert_same(got, backlog.want)
+    assert_accounting(out, checkpoint=ckpt)
     print(f"records read when the broker froze: {frozen_at}")
 
 
