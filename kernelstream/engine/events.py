@@ -44,12 +44,15 @@ What a model does with a record at timestamp ``t`` (milliseconds), in this order
     so a label always learns from a fresh score: a restored state (which has no cache)
     continues bit for bit.
 
-Counts add up: every routed (record, model) that is not skipped gives a prediction, an outcome
-or a dead letter; per model ``predictions = outcomes + unlabeled + pending + learn_rejected``
-(:meth:`ModelState.counts`). Memory per model is bounded by the events of one ttl (pending) and
-of two ttls (remembered ids).
+Counts add up: every routed (record, model) that is not skipped gives a prediction, an outcome,
+both (a labelled event) or one dead letter; per model ``predictions = outcomes + unlabeled +
+pending + learn_rejected`` (:meth:`ModelState.counts`; the run-wide identities are
+:mod:`kernelstream.engine.stream_accounting`'s). Memory per model is bounded by the events
+of one ttl (pending) and of two ttls (remembered ids).
 
-Metrics rows (one per closed window, plus :meth:`StreamEngine.flush_metrics` at drain/end):
+Metrics rows (one per closed window, plus :meth:`StreamEngine.flush_metrics` where an input
+ends for good; a stream's drain does not flush: it is a checkpoint, and the next run closes
+the window):
 window and cumulative counts, mistakes and mistake rate (percent), loss sums (exactly rounded:
 ``math.fsum`` per window, :func:`~kernelstream.engine.metrics.exact_add` cumulative), label
 delay p50/p99 over the window's outcomes (delay 0 included) by the nearest-rank method,
@@ -542,7 +545,7 @@ class StreamEngine(StreamRouter):
 
     # -- metrics -----------------------------------------------------------------------------
     def flush_metrics(self, st: ModelState, final: bool = True) -> list[dict[str, Any]]:
-        """The open window's metrics so far (drain, end of input), or nothing when it saw no
+        """The open window's metrics so far (end of input), or nothing when it saw no
         record. ``st`` is not changed: the window goes on, and the row's id
         (``{key}/m/{start}/partial/{records}``) differs from the closed window's."""
         if st.window.start is None or not st.window.records:
@@ -572,7 +575,8 @@ def reference_outputs(records: Iterable[SourceRecord], spec: StreamSpec,
     :meth:`StreamEngine.process_many` per model; chunking never changes a model's rows or
     state, only how the lists interleave: per chunk, parse dead letters first, then the
     models in order of first appearance). ``flush``: end with every model's
-    :meth:`~StreamEngine.flush_metrics` (as a drained stream does). Returns the rows and the
+    :meth:`~StreamEngine.flush_metrics` (the end of an input for good; a drained stream does
+    not flush: its next run continues the window). Returns the rows and the
     states by model key."""
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")

@@ -103,7 +103,7 @@ class EventBatch:
         return f"{self.source_prefix}{self.topic[i]}/{self.partition[i]}"
 
     def text(self, i: int) -> str:
-        return self.value[i].decode("utf-8")
+        return value_text(self.value[i])
 
     def __getitem__(self, i: int) -> ParsedRecord:
         if i < 0:
@@ -160,6 +160,13 @@ def text_and_source(p: ParsedRecord) -> tuple[str, str]:
     if isinstance(p.text, Later):
         return p.text.text(), p.text.source()
     return p.text, p.source
+
+
+def value_text(value: bytes) -> str:
+    """A record's value as text: UTF-8, less a leading byte-order mark (dropped as every file
+    reader drops it, ``data.lines``: it is never part of a label or a feature)."""
+    text = value.decode("utf-8")
+    return text[1:] if text[:1] == "\ufeff" else text
 
 
 _new_tuple = tuple.__new__  # a NamedTuple without its Python-level __new__

@@ -25,7 +25,12 @@ Messages (key = event id, UTF-8; a record without key is a dead letter)
       are ``StreamKey(config, 0, entity)`` encoded, as the replay's permutation 0.
 
 Parse errors become dead letters (stage ``parse``) with the record's source
-(``source_prefix`` + ``TOPIC/PARTITION``), offset and text.
+(``source_prefix`` + ``TOPIC/PARTITION``), offset and text. Values are decoded as the file
+readers decode lines: UTF-8, a leading UTF-8 byte-order mark dropped (it is never part of a
+label or a feature, nor of a dead letter's text). Every dead letter of a keyed message keeps
+its key as ``event_id``, also when the value is not UTF-8 or is missing; a key that is not
+UTF-8 itself (a dead letter) is kept with its undecodable bytes as ``\\xNN`` escapes
+(:func:`event_id_of`).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from kernelstream.data import (
 )
 from kernelstream.data.hashing import check_bits, hash_row
 from kernelstream.data.libsvm import check_top_index
+from kernelstream.data.lines import BOM
 from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
 from kernelstream.engine.blocks import StreamKey
 from kernelstream.engine.records import SourceRecord
@@ -60,6 +66,7 @@ from kernelstream.engine.stream_batch import (
     ParsedRecord,
     _Columns,
     text_and_source,
+    value_text,
 )
 from kernelstream.engine.stream_rows import stream_dead_letter
 from kernelstream.sparse import CSR
@@ -78,7 +85,9 @@ __all__ = [
     "ParsedRecord",
     "StreamRouter",
     "StreamSpec",
+    "event_id_of",
     "text_and_source",
+    "value_text",
 ]
 
 KEY_BY = (None, "id-prefix")
@@ -176,6 +185,18 @@ class _Whole(Protocol):
     def value(self) -> bytes: ...
 
 
+def event_id_of(key: bytes | None) -> tuple[str | None, bool]:
+    """A message key as its event id, and whether the key is UTF-8 text. None: no key (or an
+    empty one). A key that is not UTF-8 is kept readable for its dead letter: its valid
+    UTF-8 as text, every other byte as a ``\\xNN`` escape (``backslashreplace``)."""
+    if not key:
+        return None, True
+    try:
+        return key.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return key.decode("utf-8", errors="backslashreplace"), False
+
+
 def _entity_error(eid: str) -> str:
     return f"event id {eid!r} has no entity prefix (--key-by id-prefix wants ENTITY/ID)"
 
@@ -268,11 +289,12 @@ class StreamRouter:
         if cand:
             whole = cast("list[_Whole]", recs)
             joined = b"\n".join([whole[j].value for j in cand])
-            if (b"#" in joined or LABEL_BYTES in joined
+            if (b"#" in joined or LABEL_BYTES in joined or BOM in joined
                     or joined.count(b"\n") != len(cand) - 1):
+                # a byte-order mark goes to the line parser too, which drops it (_head)
                 cand = [j for j in cand if b"#" not in whole[j].value
                         and LABEL_BYTES not in whole[j].value
-                        and b"\n" not in whole[j].value]
+                        and b"\n" not in whole[j].value and BOM not in whole[j].value]
         return cand
 
     def _route_fast(self, recs: list[SourceRecord], cand: list[int], b: _Columns
@@ -437,22 +459,22 @@ class StreamRouter:
         ``label_only`` None for a feature record (parsed next, then the entity error, if
         any, makes it a dead letter: the errors come in :meth:`route`'s order)."""
         source = self._source(rec)
-        text, eid = "", None
+        text = ""
+        # the key first: every dead letter of a keyed message names its event id
+        eid, key_ok = event_id_of(rec.key)
         try:
             if rec.value is None:
                 raise ParseError("empty message (no value)")
             try:
-                text = rec.value.decode("utf-8")
+                text = value_text(rec.value)
             except UnicodeDecodeError as e:
                 text = rec.value.decode("utf-8", errors="backslashreplace")
                 raise ParseError(f"undecodable bytes (not UTF-8 text at byte {e.start})"
                                  ) from None
-            if not rec.key:
+            if eid is None:
                 raise ParseError("no event id (the message has no key)")
-            try:
-                eid = rec.key.decode("utf-8")
-            except UnicodeDecodeError:
-                raise ParseError("the event id (message key) is not UTF-8 text") from None
+            if not key_ok:
+                raise ParseError("the event id (message key) is not UTF-8 text")
             entity = entity_error = None
             if self.spec.key_by is not None:
                 entity, sep, _ = eid.partition("/")

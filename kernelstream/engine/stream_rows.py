@@ -103,6 +103,13 @@ class RowBlock:
             row.update(zip(fields, vals, strict=True))
             yield row
 
+    def count_true(self, field: str) -> int:
+        """The rows whose ``field`` (a boolean field) is true."""
+        c = self.cols[COLUMNAR[self.output][0].index(field)]
+        if isinstance(c, Repeat):
+            return self.n if c.value else 0
+        return int(np.count_nonzero(c)) if isinstance(c, np.ndarray) else sum(map(bool, c))
+
     def max_of(self, field: str) -> int:
         """The largest value of ``field`` (an integer field)."""
         c = self.cols[COLUMNAR[self.output][0].index(field)]
@@ -228,6 +235,11 @@ class Rows:
 
     def __repr__(self) -> str:
         return f"Rows({list(self)!r})"
+
+    def count_true(self, field: str) -> int:
+        """The rows whose ``field`` (a boolean field) is true."""
+        return sum(p.count_true(field) if isinstance(p, RowBlock) else bool(p[field])
+                   for p in self.parts)
 
     def max_of(self, field: str) -> int:
         """The largest value of an integer ``field`` over every row (rows not empty)."""

@@ -246,6 +246,9 @@ class ModelState:
     forget: Remembered = field(default_factory=Remembered)  # (forget at, id), in order
     applied: dict[tuple[str, int], int] = field(default_factory=dict)  # last offset processed
     window: Window = field(default_factory=Window)
+    # (records, skipped, pending) when a run restored this state from its snapshot; not
+    # encoded: the run's accounting counts what it adds (engine.stream_accounting)
+    restored: tuple[int, int, int] | None = None
 
     def remember(self, at: int, eid: str, status: int) -> None:
         """Remember ``eid`` (``status``: LABELLED, EXPIRED) until the clock reaches ``at``."""

@@ -6,7 +6,9 @@ runner both use these. The package is split by concern, and every name below can
 from the package itself:
 
 * :mod:`~kernelstream.kafka_client.clients`: topic URLs (:class:`KafkaTopic`), client
-  settings, consumers, :func:`check_reachable`, the local test broker (:func:`local_broker`);
+  settings, consumers, :func:`check_reachable`, the local test brokers (:func:`local_broker`:
+  tansu; :func:`apache_broker`: Apache Kafka from its Maven jars,
+  :mod:`~kernelstream.kafka_client.apache`);
 * :mod:`~kernelstream.kafka_client.bounded`: the bounded read of one topic
   (:func:`iter_topic_records`, :class:`KafkaReadOptions`, :func:`snapshot_ends`);
 * :mod:`~kernelstream.kafka_client.blocks`: records → blocks and dead letters
@@ -79,6 +81,7 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each loads on firs
         READ_DEFAULTS,
         SCHEME,
         KafkaTopic,
+        apache_broker,
         assigned_consumer,
         check_reachable,
         client_settings,
@@ -117,6 +120,7 @@ _LAZY = {
     "SCHEME": "kernelstream.kafka_client.clients",
     "SourcePosition": "kernelstream.kafka_client.blocks",
     "StreamLabels": "kernelstream.data.labels",
+    "apache_broker": "kernelstream.kafka_client.clients",
     "assigned_consumer": "kernelstream.kafka_client.clients",
     "check_reachable": "kernelstream.kafka_client.clients",
     "check_read_options": "kernelstream.kafka_client.blocks",
@@ -160,6 +164,7 @@ __all__ = [
     "PartitionGroup",
     "SourcePosition",
     "StreamLabels",
+    "apache_broker",
     "assigned_consumer",
     "check_reachable",
     "check_read_options",

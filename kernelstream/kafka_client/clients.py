@@ -185,3 +185,15 @@ def local_broker(timeout: float = 30.0) -> Iterator[str]:
     with serve(argv, "the tansu broker", "127.0.0.1", timeout) as port:
         yield f"127.0.0.1:{port}"
 
+
+@contextlib.contextmanager
+def apache_broker(timeout: float = 120.0) -> Iterator[str]:
+    """A throw-away Apache Kafka broker (one KRaft node from the Maven jars, see
+    :mod:`kernelstream.kafka_client.apache`) on free ports of 127.0.0.1; yields its
+    ``HOST:PORT`` and stops it on exit. Unlike :func:`local_broker` it gives Kafka's own
+    guarantees (``read_committed`` hides aborted transactions). Raises
+    ``apache.BrokerUnavailableError`` without java or mvn."""
+    from kernelstream.kafka_client import apache  # subprocess and zip handling: only here
+
+    with apache.apache_broker(timeout=timeout) as bootstrap:
+        yield bootstrap

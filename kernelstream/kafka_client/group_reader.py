@@ -57,6 +57,8 @@ class GroupReader:
         self.fetched: list[int] = []
         self.idle_since: list[float | None] = [None] * len(self.keys)
         self.newest_ts: list[int | None] = [None] * len(self.keys)
+        # each partition's high watermark in the last fetch response (None before one)
+        self.highwater: list[int | None] = [None] * len(self.keys)
         self.paused: set[int] = set()
 
     def sync(self, start: Sequence[int]) -> None:
@@ -119,6 +121,8 @@ class GroupReader:
             if i not in self.paused:
                 self.fetched[i] = int(self.consumer.position(tp))
             hw = self.consumer.highwater(tp)
+            if hw is not None:
+                self.highwater[i] = int(hw)
             idle = (self.merger.buffered(self.keys[i]) == 0 and hw is not None
                     and self.fetched[i] >= hw)
             if not idle:

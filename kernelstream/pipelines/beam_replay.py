@@ -153,26 +153,8 @@ def _workers(run: ReplayRun) -> int:
 
 def run_beam(run: ReplayRun) -> dict[str, int]:
     """Build the pipeline of ``run``, run it on its runner and return its counters."""
-    args = list(run.pipeline_args)
     with contextlib.ExitStack() as stack:
-        if run.runner == "portable":
-            if not any(a.startswith("--job_endpoint") for a in args):
-                # no job server given: start Beam's local one (the portable path Flink uses);
-                # its SDK workers run in this process (LOOPBACK) unless an environment is
-                # named (e.g. EXTERNAL: a worker pool, as in deploy/flink)
-                endpoint = stack.enter_context(local_job_service())
-                args += [f"--job_endpoint={endpoint}"]
-                if not any(a.startswith("--environment_type") for a in args):
-                    args += ["--environment_type=LOOPBACK"]
-            p = beam.Pipeline(options=PipelineOptions(["--runner=PortableRunner", *args]))
-        elif run.runner == "beam":
-            # the runner named in the pass-through options (FlinkRunner, DataflowRunner, ...)
-            if not any(a.startswith("--runner") for a in args):
-                raise ValueError("runner 'beam' needs a Beam --runner=... pipeline option")
-            p = beam.Pipeline(options=PipelineOptions(args))
-        else:
-            p = beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions(args))
-            stack.enter_context(prompt_state_sampler())
+        p = _pipeline(run, stack)
         sink = build_pipeline(p, run)
         with _interrupt_quietly():
             result = p.run()
@@ -180,6 +162,45 @@ def run_beam(run: ReplayRun) -> dict[str, int]:
         if sink is not None:
             sink.finalize()
         return _counters(result)
+
+
+def submit_beam(run: ReplayRun) -> str:
+    """Build the pipeline of ``run`` and hand it to its runner without waiting for it
+    (``replay --submit-only``): the job's id as the runner names it. Only for runners that
+    run the job elsewhere (``replay_args.check_submit_only``): an in-process runner's job
+    would end with this process, and its sinks' files are renamed by the caller."""
+    with contextlib.ExitStack() as stack:
+        p = _pipeline(run, stack)
+        if build_pipeline(p, run) is not None:  # not on a runner that submit-only accepts
+            raise ValueError("this runner's outputs are finalized by the launcher: it cannot "
+                             "submit and exit")
+        result = p.run()
+        job_id = getattr(result, "job_id", None)  # Dataflow's result; the portable one's:
+        job_id = job_id() if callable(job_id) else getattr(result, "_job_id", None)
+        return str(job_id or "(the runner gave no job id)")
+
+
+def _pipeline(run: ReplayRun, stack: contextlib.ExitStack) -> beam.Pipeline:
+    """The Beam pipeline object of ``run``'s runner; what it needs for the run's length
+    (Beam's local job service) is entered on ``stack``."""
+    args = list(run.pipeline_args)
+    if run.runner == "portable":
+        if not any(a.startswith("--job_endpoint") for a in args):
+            # no job server given: start Beam's local one (the portable path Flink uses);
+            # its SDK workers run in this process (LOOPBACK) unless an environment is
+            # named (e.g. EXTERNAL: a worker pool, as in deploy/flink)
+            endpoint = stack.enter_context(local_job_service())
+            args += [f"--job_endpoint={endpoint}"]
+            if not any(a.startswith("--environment_type") for a in args):
+                args += ["--environment_type=LOOPBACK"]
+        return beam.Pipeline(options=PipelineOptions(["--runner=PortableRunner", *args]))
+    if run.runner == "beam":
+        # the runner named in the pass-through options (FlinkRunner, DataflowRunner, ...)
+        if not any(a.startswith("--runner") for a in args):
+            raise ValueError("runner 'beam' needs a Beam --runner=... pipeline option")
+        return beam.Pipeline(options=PipelineOptions(args))
+    stack.enter_context(prompt_state_sampler())
+    return beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions(args))
 
 
 # Every bundle runs a state sampler: a thread that times the steps for Beam's msecs counters

@@ -36,13 +36,14 @@ from kernelstream.pipelines.commands import (  # noqa: E402
     report,
     reproduce,
     stream,
+    summary,
     tune,
 )
 from kernelstream.pipelines.commands._common import add_command  # noqa: E402
 from kernelstream.pipelines.config import PROG  # noqa: E402
 
 # the commands in the order `kernelstream --help` lists them
-COMMANDS = (learners, replay, check, stream, demo, tune, report, reproduce)
+COMMANDS = (learners, replay, summary, check, stream, demo, tune, report, reproduce)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -307,19 +307,7 @@ def _execute(run: ReplayRun) -> ReplayResult:
                 ckpts.check_configs(run.resume_from, configs)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
-    # the brokers answer, the resume offsets lie in the log, and the read ends at the log's
-    # end now: checked in seconds, before any pipeline starts
-    if run.kafka is not None:
-        from kernelstream.kafka_client import snapshot_ends  # a topic: see TYPE_CHECKING
-
-        resume = run.resume_position
-        run = replace(run, kafka=snapshot_ends(run.kafka,
-                                               None if resume is None else resume.offsets))
-    if run.kafka_out is not None:
-        from kernelstream.kafka_client import check_reachable
-
-        check_reachable(run.kafka_out.bootstrap, run.kafka_client,
-                        f"--kafka-out {run.kafka_out.url}")
+    run = _check_brokers(run)
     if run.shards == 1:  # a shard's outputs are cleared by the parent, before any shard runs
         clear_outputs(run.out)
     if run.expected_examples is None and logging.getLogger(PROGRESS_LOGGER).isEnabledFor(
@@ -354,6 +342,39 @@ def _execute(run: ReplayRun) -> ReplayResult:
     if run.shards > 1:  # the parent reads back the outputs of all the shards together
         return ReplayResult([], counters, run.out, run.runner, seconds)
     return read_outputs(run.out, counters, run.runner, seconds)
+
+
+def _check_brokers(run: ReplayRun) -> ReplayRun:
+    """``run`` with its topic read's end fixed at the log's end now, once the brokers have
+    answered and the resume offsets are found in the log: checked in seconds, before any
+    pipeline starts."""
+    if run.kafka is not None:
+        from kernelstream.kafka_client import snapshot_ends  # a topic: see TYPE_CHECKING
+
+        resume = run.resume_position
+        run = replace(run, kafka=snapshot_ends(run.kafka,
+                                               None if resume is None else resume.offsets))
+    if run.kafka_out is not None:
+        from kernelstream.kafka_client import check_reachable
+
+        check_reachable(run.kafka_out.bootstrap, run.kafka_client,
+                        f"--kafka-out {run.kafka_out.url}")
+    return run
+
+
+def submit(run: ReplayRun) -> str:
+    """Hand ``run`` to its runner and return at once (``replay --submit-only``), the job's
+    id: the runner writes the outputs; ``kernelstream summary OUT`` reads them back once the
+    job has finished (:func:`read_outputs`). No checkpoint: committing one needs the end of
+    the run."""
+    if run.checkpoint is not None:
+        raise ConfigError("a checkpoint is committed when the run ends: --submit-only cannot "
+                          "write one")
+    run = _check_brokers(run)
+    clear_outputs(run.out)
+    from kernelstream.pipelines.beam_replay import submit_beam  # Beam: only here
+
+    return submit_beam(run)
 
 
 def expected_examples(run: ReplayRun) -> int | None:

@@ -126,6 +126,8 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         workers = DASK_WORKERS if args.runner == "dask" else 1
     if workers > 1 and args.runner != "dask":
         check_workers(args, kafka_src)
+    if getattr(args, "submit_only", False):
+        check_submit_only(args)
     return ReplayConfig(
         data=src,
         dataset=dataset,
@@ -197,6 +199,40 @@ def check_dask(args: argparse.Namespace, kafka_src: bool, scheduler: str | None)
     if importlib.util.find_spec("distributed") is None:
         raise ConfigError("--runner dask needs Dask: pip install 'kernelstream[dask]' "
                           "(or 'dask[distributed]')")
+
+
+# Beam runners that run the job inside the launching process (or a helper it starts and stops):
+# a job submitted there ends with the launcher. Lower case, "Runner" suffix optional.
+IN_PROCESS_BEAM_RUNNERS = ("direct", "fnapi", "prism", "bundlebaseddirect", "switchingdirect",
+                           "interactive", "render")
+
+
+def check_submit_only(args: argparse.Namespace) -> None:
+    """``--submit-only`` hands the job to a runner that runs it elsewhere and exits: refuse,
+    one line each, a runner that would run it in this process (``direct``, ``loop``, the
+    local job service of ``portable`` without ``--job_endpoint``, an in-process Beam
+    runner) and what needs the end of the run (``--checkpoint``, ``--follow``,
+    ``--workers``)."""
+    pipeline_args = list(getattr(args, "pipeline_args", ()))
+    named = [a.split("=", 1)[1] for a in pipeline_args if a.startswith("--runner=")]
+    beam_runner = named[-1].lower().removesuffix("runner") if named else ""
+    local = (args.runner not in ("portable", "beam")
+             or (args.runner == "portable"
+                 and not any(a.startswith("--job_endpoint") for a in pipeline_args))
+             or (args.runner == "beam" and beam_runner in IN_PROCESS_BEAM_RUNNERS))
+    if local:
+        what = (f"--runner={named[-1]}" if args.runner == "beam" and named
+                else f"the {args.runner} runner"
+                + (" without --job_endpoint" if args.runner == "portable" else ""))
+        raise ConfigError(f"--submit-only needs a runner that runs the job elsewhere (--runner "
+                          f"beam -- --runner=DataflowRunner ..., or --runner portable -- "
+                          f"--job_endpoint=HOST:PORT); {what} runs it in this process")
+    for flag, on in (("--checkpoint", args.checkpoint is not None),
+                     ("--follow", getattr(args, "follow", None) is not None),
+                     ("--workers", (args.workers or 1) > 1)):
+        if on:
+            raise ConfigError(f"{flag} needs the end of the run, which --submit-only does not "
+                              f"wait for: drop one of them")
 
 
 # Rows a replay's up-front data check reads: enough to see what a file is, cheap on any size

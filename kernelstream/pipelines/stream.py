@@ -11,8 +11,20 @@ after ``--``; LOOPBACK workers unless ``--environment_type`` says otherwise) →
 (:mod:`~kernelstream.pipelines.stream_summary`).
 
 Stopping. SIGINT/SIGTERM, ``--max-seconds`` and ``--idle-stop`` all *drain*
-(:mod:`~kernelstream.pipelines.stream_monitor`). A signal exits 130 with one line on stderr;
-the other two exit 0.
+(:mod:`~kernelstream.pipelines.stream_monitor`): a checkpoint at the positions the reader has
+claimed, not a flush of what it holds, so a restart continues exactly where an uninterrupted
+run would be (as after a kill). ``--idle-stop`` counts only while the reader has read
+everything on the broker. A signal exits 130 with one line on stderr; the other two exit 0.
+
+Failures. An up-front check exits 2, among them a ``--out`` or ``--checkpoint`` folder that
+cannot take a small file (a disk still full) and a published output file that is not whole.
+A failure during the run exits 1 with one line naming the snapshot epoch it resumes from; a
+file of a snapshot epoch that cannot be written whole (an output file or the snapshot itself:
+a full disk) is such a failure, and that epoch is neither committed nor published
+(:class:`~kernelstream.transforms.committer.Committer`). Once there is room again, the next
+start drops its pending files and makes them again from the snapshot, as after ``kill -9``.
+A restart on a disk still full exits 2 (the folder takes no 64 KiB file), or 1 at its first
+snapshot when the pending files it dropped made room for that but not for an epoch.
 
 This module is the launcher; the command line is
 :mod:`kernelstream.pipelines.commands.stream`. It imports no Beam at import time (nor do the
@@ -106,6 +118,19 @@ def _quiet_logs() -> None:
     logging.getLogger("apache_beam").setLevel(logging.ERROR)
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     logging.getLogger("kernelstream.rdkafka").setLevel(logging.CRITICAL)
+    beam_errors = logging.getLogger("apache_beam.runners.common")
+    if not any(isinstance(f, _NoWriteErrorTraceback) for f in beam_errors.filters):
+        beam_errors.addFilter(_NoWriteErrorTraceback())
+
+
+class _NoWriteErrorTraceback(logging.Filter):
+    """Beam logs every error a DoFn raises with its traceback (``DoFnRunner``, at ERROR); a
+    write error of a snapshot epoch (a full disk) is the user's to fix and the launcher's one
+    line says it all (other errors keep their traceback: those are bugs to report)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return type(exc).__name__ != "EpochWriteError"
 
 
 def run(config: StreamConfig) -> int:

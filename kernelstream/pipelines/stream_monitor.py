@@ -1,12 +1,18 @@
 """Drain requests and progress lines of a running ``kernelstream stream`` (:class:`Stopper`).
 
-SIGINT/SIGTERM, ``--max-seconds`` and ``--idle-stop`` all *drain*: the reader releases what it
-holds and ends, the Committer writes the last snapshot at its last ``finish_bundle``, the
-pipeline finishes. A second signal exits 130 at once (the next run resumes from the last
-snapshot). The drain request reaches workers in this process directly and workers elsewhere
-(EXTERNAL) through a file in the run's control directory, where the Committer also writes the
-status the progress lines show. This watcher thread is the launcher's only moving part while
-the pipeline runs, hence its own module.
+SIGINT/SIGTERM, ``--max-seconds`` and ``--idle-stop`` all *drain*, and a drain is a
+checkpoint, not a flush: the reader ends at the positions it has claimed (records its merge
+still holds back stay unread), the Committer writes the last snapshot of that cut at its last
+``finish_bundle``, the pipeline finishes. The next run resumes exactly there, as it would
+after a kill: its outputs and the stopped run's together equal one uninterrupted run's. A
+second signal exits 130 at once (the next run resumes from the last snapshot).
+``--idle-stop D`` fires once no record has been read for ``D`` while the reader is caught up:
+every partition read to its high watermark (``behind`` 0 in the status file), so neither a
+slow start nor a reader busy on a backlog counts as idle.
+The drain request reaches workers in this process directly and workers elsewhere (EXTERNAL)
+through a file in the run's control directory, where the Committer also writes the status the
+progress lines and ``--idle-stop`` read. This watcher thread is the launcher's only moving
+part while the pipeline runs, hence its own module.
 """
 
 from __future__ import annotations
@@ -92,10 +98,10 @@ class Stopper:
             now = time.monotonic()
             st = self.read_status()
             records = st.get("records")
-            if records is not None and self._last_records is None:
-                self._last_change = now  # idle time counts from the pipeline's start
             if records is not None and records != self._last_records:
                 self._last_records = records
+                self._last_change = now
+            if st.get("behind") != 0:  # idle counts only once every record on the broker is read
                 self._last_change = now
             if self.config.max_seconds is not None and now - self.t0 >= self.config.max_seconds:
                 self.drain("max-seconds")

@@ -5,13 +5,19 @@ In order: the checkpoint directory's writer lock and, on a resume, that it was w
 same learners and stream settings; the broker, the topics and their partitions; the committed
 offsets against the log; the ``--kafka-out`` broker and topics (created if missing);
 ``--init-from``; and the output folder (a crash's unpublished files rolled forward or
-dropped). They are a module of their own because they are the part of a run that touches the
-broker and the file system without Beam, and each of their failures has its own message.
+dropped). Both folders must take a small file (:func:`_check_writable`: a disk still full
+fails here, not at the first snapshot), and every published output file of a resumed run must
+be whole (:func:`~kernelstream.engine.snapshot_outputs.check_published`): one that a crash or
+an older version left cut short is refused, naming it, since its rows belong to a committed
+epoch that the snapshot cannot make again. They are a module of their own because they are
+the part of a run that touches the broker and the file system without Beam, and each of their
+failures has its own message.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
@@ -29,6 +35,29 @@ from kernelstream.pipelines.stream_config import (
 
 class UpfrontError(Exception):
     """A check before the run failed (one line, exit 2)."""
+
+
+PROBE_BYTES = 64 << 10  # what a folder must take at start: far less than a snapshot's files
+
+
+def _check_writable(directory: str, option: str) -> None:
+    """Write, fsync and delete a small file in ``directory``: a disk that is full (or
+    read-only) is one line now, rather than a failed snapshot commit later."""
+    path = os.path.join(directory, f".kernelstream-probe-{os.getpid()}")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            if os.write(fd, bytes(PROBE_BYTES)) != PROBE_BYTES:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise UpfrontError(f"{option} {directory}: cannot write a file there "
+                           f"({exc.strerror or exc}); nothing was run") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 @dataclass
@@ -142,7 +171,11 @@ def prepare(config: StreamConfig) -> Prepared:
     from kernelstream.engine.offsets import OffsetOutOfLog
     from kernelstream.engine.snapshot import SnapshotStore
     from kernelstream.engine.snapshot_files import CorruptSnapshotError
-    from kernelstream.engine.snapshot_outputs import publish
+    from kernelstream.engine.snapshot_outputs import (
+        UnreadableOutputError,
+        check_published,
+        publish,
+    )
     from kernelstream.engine.writer_lock import CheckpointInUse
     from kernelstream.kafka_client.partitions import kafka_partition_info, partition_groups
 
@@ -158,6 +191,7 @@ def prepare(config: StreamConfig) -> Prepared:
                 raise UpfrontError(str(exc)) from None
             except (ValueError, OSError, CorruptSnapshotError) as exc:
                 raise UpfrontError(f"--checkpoint {config.checkpoint}: {exc}") from None
+            _check_writable(store.directory, "--checkpoint")
             resume = store.head
             if resume is not None:
                 saved = store.info()
@@ -198,6 +232,14 @@ def prepare(config: StreamConfig) -> Prepared:
                 _clear_outputs(out)
             for d in glob.glob(os.path.join(out, ".run-*")):  # a killed run's control folder
                 shutil.rmtree(d, ignore_errors=True)
+            _check_writable(out, "--out")
+            if store is not None:
+                check_published(out, OUTPUT_NAMES)
+        except UnreadableOutputError as exc:
+            raise UpfrontError(f"--out {out}: {exc}: its rows of a committed epoch cannot be "
+                               "made again from the snapshot; move the file away to go on "
+                               "without them, or start over with a new --out and "
+                               "--checkpoint") from None
         except OSError as exc:
             raise UpfrontError(f"--out {out}: {exc}") from None
         return Prepared(out, start, store, resume, init_kind, len(groups))

@@ -4,6 +4,26 @@ as ``summary.json`` and as the lines printed at the end.
 
 Kept apart from the launcher because it only reads the run's output files after the pipeline
 has ended, and its document (:data:`SUMMARY_SCHEMA`) is a stable output of its own.
+
+Accounting (``docs/stream-accounting.md``; the counts and identities are
+:mod:`kernelstream.engine.stream_accounting`'s). The top-level counts are **this run's**:
+``predictions``, ``labelled``, ``outcomes``, ``unlabeled``, ``metrics``, ``dead_letters``,
+``parse_dead_letters`` and ``rejected`` counted in the run's own published files
+(``part-e*-<run>.parquet``, ``run`` below); ``offsets``, ``records``, ``processed`` and
+``skipped`` as the run's reader and models counted them; ``pending`` (every model's, at the end) and
+``pending_start`` (at the run's start: the resumed snapshot's; None when that snapshot
+predates these counts) from the models' states. With ``C = len(configs)``::
+
+    records <= offsets
+    C * (records - parse_dead_letters) == processed + skipped
+    processed == predictions + outcomes - labelled + (dead_letters - parse_dead_letters)
+    predictions + pending_start == outcomes + unlabeled + pending + rejected
+
+``totals`` holds the same counts for **all runs on the checkpoint** (the last snapshot's,
+``info["totals"]["all"]``; ``pending_start`` 0), crashed runs included: its row counts equal
+the rows of every published file in ``OUT`` when only this checkpoint's runs wrote there, and
+the identities hold on it too. Without ``--checkpoint`` every run starts anew and ``totals``
+is the run's counts; None when the run resumed from a snapshot older than these counts.
 """
 
 from __future__ import annotations
@@ -34,12 +54,25 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
 
     counts: dict[str, int] = {}
     mistakes = labelled = 0
+    kinds = {"labelled": 0, "parse_dead_letters": 0, "rejected": 0}
     delays: list[int] = []
     losses: list[float] = []
     for name in OUTPUT_NAMES:
         files = _run_files(out, name, part)
         counts[name] = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-        if name == "outcomes":
+        if name == "predictions":
+            for f in files:
+                kinds["labelled"] += sum(
+                    bool(v) for v in pq.read_table(f, columns=["labelled"])
+                    .column("labelled").to_pylist())
+        elif name == "dead_letters":
+            for f in files:
+                t = pq.read_table(f, columns=["stage", "position"])
+                for stage, pos in zip(t.column("stage").to_pylist(),
+                                      t.column("position").to_pylist(), strict=True):
+                    kinds["parse_dead_letters"] += stage == "parse"
+                    kinds["rejected"] += stage == "learn" and pos is not None
+        elif name == "outcomes":
             for f in files:
                 t = pq.read_table(f, columns=["mistake", "delay_ms", "loss"])
                 ms = [m for m in t.column("mistake").to_pylist() if m is not None]
@@ -49,15 +82,19 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
                 losses += t.column("loss").to_pylist()
     delays.sort()
     records = int(status.get("records", 0))
+    # the reader's and the models' counts of this run (the status file; see the docstring)
+    run = {f: status.get(f, 0 if f not in ("pending", "pending_start") else None)
+           for f in ("offsets", "processed", "skipped", "pending", "pending_start")}
     return {
         "schema": SUMMARY_SCHEMA, "command": "stream",
         "source": f"{SCHEME}{config.bootstrap}/{','.join(config.topics)}",
         "labels": (None if config.labels_topic is None
                    else f"{SCHEME}{config.bootstrap}/{config.labels_topic}"),
         "configs": list(config.configs_doc()), "out": out, "checkpoint": config.checkpoint,
-        "snapshot_epoch": epoch, "seconds": seconds, "stopped_by": stopped_by,
+        "snapshot_epoch": epoch, "run": part, "seconds": seconds, "stopped_by": stopped_by,
         "records": records, "records_per_second": records / seconds if seconds > 0 else None,
-        **counts,
+        **counts, **kinds, **run,
+        "totals": status.get("all"),
         "mistake_rate": 100.0 * mistakes / labelled if labelled else None,
         "avg_loss": math.fsum(losses) / len(losses) if losses else None,
         "delay_p50_ms": nearest_rank(delays, 50), "delay_p99_ms": nearest_rank(delays, 99),
@@ -80,6 +117,10 @@ def _ms(v: int | None) -> str:
     return "-" if v is None else (f"{v / 1000:.2f} s" if abs(v) >= 1000 else f"{v} ms")
 
 
+def _count(v: int | None) -> str:
+    return "-" if v is None else f"{v:,}"
+
+
 def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
     mr = doc["mistake_rate"]
     lines = [
@@ -88,8 +129,9 @@ def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
         f"predictions {doc['predictions']:,}  outcomes {doc['outcomes']:,}"
         + ("" if mr is None else f"  mistake rate {mr:.2f}%")
         + f"  label delay p50 {_ms(doc['delay_p50_ms'])} p99 {_ms(doc['delay_p99_ms'])}",
-        f"unlabeled {doc['unlabeled']:,}  dead letters {doc['dead_letters']:,}  "
-        f"metrics rows {doc['metrics']:,}",
+        f"unlabeled {doc['unlabeled']:,}  pending {_count(doc['pending'])}  rejected "
+        f"{doc['rejected']:,}  dead letters {doc['dead_letters']:,}  metrics rows "
+        f"{doc['metrics']:,}",
         f"outputs: {doc['out']}" + (f"  snapshot epoch {doc['snapshot_epoch']} in {checkpoint}"
                                     if checkpoint else ""),
     ]

@@ -3,7 +3,8 @@
 :class:`Committer` (one per worker, not keyed) appends rows to pending Parquet files of the
 current epoch, keeps the newest state of each touched model and the reader's offsets, and,
 when ``snapshot_every`` records or ``snapshot_seconds`` have passed (checked at each reader
-round's progress, and at ``finish_bundle``, where the stream also drains): closes the files,
+round's progress, and at ``finish_bundle``; at a drain, the last ``finish_bundle`` always
+snapshots, at the positions the reader claimed: a drain is a checkpoint): closes the files,
 commits states + offsets as one snapshot epoch
 (:class:`~kernelstream.engine.snapshot.SnapshotStore`), then publishes the files. Without a
 checkpoint directory the same happens minus the commit, so every output file is complete and
@@ -15,16 +16,18 @@ so it lives apart from the graph (:mod:`kernelstream.transforms.stream`) that fe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import apache_beam as beam
 
 from kernelstream.engine.events import StreamEngine
+from kernelstream.engine.stream_accounting import Accounting
 from kernelstream.engine.stream_rows import DICTIONARY_COLUMNS, OUTPUTS, Rows
 from kernelstream.transforms.kafka_rows import kafka_writer
 from kernelstream.transforms.stream_job import (
@@ -40,6 +43,19 @@ from kernelstream.transforms.stream_job import (
 STATUS_EVERY_S = 0.1
 ROW_GROUP = 8192  # rows buffered per output before they become a Parquet row group
 CONVERT_SLICE = 256  # rows converted to Arrow per call on the commit thread (see _write_rows)
+
+
+class EpochWriteError(RuntimeError):
+    """A file of an epoch (an output file, or the snapshot) could not be written whole: that
+    epoch is not committed, nor any later one; the run fails with this one line."""
+
+
+def _why(exc: BaseException) -> str:
+    """An error's reason in few words (pyarrow's OSErrors repeat it: "[Errno 28] Error
+    writing bytes to file. Detail: [errno 28] No space left on device")."""
+    if isinstance(exc, OSError) and exc.errno:
+        return f"[Errno {exc.errno}] {os.strerror(exc.errno)}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 # A snapshot store opened by the launching process, for a Committer running in that same
@@ -72,7 +88,8 @@ def _freeze_startup_heap() -> None:
 
 @dataclass
 class _Totals:
-    records: int = 0  # offsets consumed (the reader's progress)
+    # the run's accounting (records, offsets, rows, ..., and ``all`` runs on the checkpoint)
+    counts: Accounting = field(default_factory=lambda: Accounting({}))
     rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTPUTS, 0))
     published: int = 0  # rows in published files
     last_ts_ms: int | None = None  # newest record timestamp seen
@@ -90,9 +107,9 @@ class _Totals:
         self.learn_seconds += seconds - s0
 
     def as_doc(self) -> dict[str, Any]:
-        return {"records": self.records, "rows": dict(self.rows), "published": self.published,
-                "last_ts_ms": self.last_ts_ms, "learnt": self.learnt,
-                "learn_seconds": self.learn_seconds}
+        return {**self.counts.run(), "all": self.counts.all(), "rows": dict(self.rows),
+                "published": self.published, "last_ts_ms": self.last_ts_ms,
+                "learnt": self.learnt, "learn_seconds": self.learn_seconds}
 
 
 # The column of an output's rows that holds the timestamp of the record that made the row.
@@ -133,7 +150,15 @@ class Committer(beam.DoFn):
     handed over; rows that come later go to the next epoch's files. One snapshot is in
     flight at a time (a due snapshot is put off while the previous one commits, see
     :meth:`_snapshot`); at drain the last one is waited for, and an error on the commit
-    thread fails the run at the next reader progress."""
+    thread fails the run at the next reader progress.
+
+    An epoch commits only once every one of its files is whole and durable: the pending
+    files closed, fsynced and read back with the row counts handed to them
+    (:func:`~kernelstream.engine.snapshot_outputs.seal`), their folders fsynced, and the
+    snapshot written and fsynced by the store. The first error on the commit thread (a
+    full disk, say) is kept (``failed``): the commit thread writes and commits nothing after
+    it, and the stream's thread raises it (:class:`EpochWriteError`, one line) at its next
+    look."""
 
     def __init__(self, job: StreamJob) -> None:
         self.job = job
@@ -162,10 +187,12 @@ class Committer(beam.DoFn):
         self.epoch = (self.committed or 0) + 1  # the epoch whose files rows go to now
         self.engine = StreamEngine(job.spec)
         self.offsets = job.offsets()
+        self.highwater: dict[tuple[str, int], int] = {}  # the reader's, for ``behind``
         self.states: dict[str, Any] = {}
-        self.pending: dict[str, int] = {}  # model key -> pending events (for the status)
         self.buffers: dict[str, Rows] = {n: Rows() for n in OUTPUTS}
         self.writers: dict[tuple[str, int], Any] = {}  # commit thread only
+        self.handed: dict[str, int] = dict.fromkeys(OUTPUTS, 0)  # this epoch's rows, by output
+        self.failed: BaseException | None = None  # the commit thread's first error
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="kernelstream-commit")
         self.tasks: list[Any] = []  # futures of row-group writes (their errors)
         self.inflight: Any = None  # the future of the snapshot being committed
@@ -174,7 +201,12 @@ class Committer(beam.DoFn):
         self.last_snapshot = time.monotonic()
         self.last_status = 0.0
         self.started = time.time()
-        self.totals = _Totals()
+        # the counts of the earlier runs on the checkpoint, as of the snapshot resumed from
+        # (None: a snapshot older than these counts)
+        base: dict[str, Any] | None = {}
+        if self.committed is not None:
+            base = (self.store.info().get("totals") or {}).get("all")
+        self.totals = _Totals(Accounting(base))
         self.records_at: float | None = None  # wall time the records count last moved
         self.changed = False
         # Learn hands over a model's state right after its rows (models held in this worker),
@@ -191,7 +223,10 @@ class Committer(beam.DoFn):
             pool.shutdown(wait=True)
             del self.pool
         for w in self.writers.values():
-            w.close()  # files of an uncommitted epoch: the next start deletes them
+            # files of an uncommitted epoch (the next start deletes them): their footers may
+            # not fit on a full disk, and a teardown error would be Beam's traceback
+            with contextlib.suppress(Exception):
+                w.close()
         self.writers = {}
         if self.own_store and self.store is not None:
             self.store.close()
@@ -202,14 +237,17 @@ class Committer(beam.DoFn):
         tag, value = item
         if tag == PROGRESS_TAG:
             tp = (value.topic, value.partition)
+            if value.highwater is not None:
+                self.highwater[tp] = value.highwater
             before = self.offsets.get(tp)
+            moved = 0
             if before is None or value.next_offset > before:
                 moved = 0 if before is None else value.next_offset - before
                 self.since_records += moved
-                self.totals.records += moved
                 self.records_at = time.time()
                 self.offsets[tp] = value.next_offset
                 self.changed = True
+            self.totals.counts.progress(moved, value.records)
             if self.cut_anywhere and value.last:
                 # the group's offsets cover every record it emitted, those have been learnt,
                 # their rows are here, and Learn has passed on the state of every model they
@@ -223,7 +261,7 @@ class Committer(beam.DoFn):
             key, st = value
             if self.store is not None:
                 self.states[key] = st
-            self.pending[key] = len(st.pending)
+            self.totals.counts.state(key, st)
             self.totals.model(key, st.learnt, st.seconds)
             self.changed = True
             return
@@ -232,6 +270,7 @@ class Committer(beam.DoFn):
         buf = self.buffers[tag]
         buf.extend(value)
         self.totals.rows[tag] += len(value)
+        self.totals.counts.rows(tag, value)
         self.changed = True
         field = _RECORD_TIME.get(tag)  # the newest record's timestamp, for the lag
         if field is not None:
@@ -264,7 +303,23 @@ class Committer(beam.DoFn):
             return
         self.buffers[name] = Rows()
         self.in_epoch += len(rows)
-        self.tasks.append(self.pool.submit(self._write_rows, name, self.epoch, rows))
+        self.handed[name] += len(rows)
+        self.tasks.append(self.pool.submit(self._write_rows_or_fail, name, self.epoch, rows))
+
+    def _fail(self, exc: Exception, what: str) -> NoReturn:
+        """On the commit thread, in an ``except``: keep its first error (nothing is written
+        or committed after it) and raise it, as :class:`EpochWriteError` (``what``: the
+        file) if it is the file system's."""
+        from kernelstream.engine.snapshot_outputs import UnreadableOutputError
+
+        if not isinstance(exc, OSError | UnreadableOutputError):
+            if self.failed is None:
+                self.failed = exc
+            raise exc
+        err = EpochWriteError(f"{what}: {_why(exc)}")
+        if self.failed is None:
+            self.failed = err
+        raise err from exc
 
     def _write_rows(self, name: str, epoch: int, rows: Rows) -> None:
         import pyarrow.parquet as pq
@@ -284,8 +339,23 @@ class Committer(beam.DoFn):
         table = rows.table(schema, CONVERT_SLICE)
         w.write_table(table, row_group_size=max(1, len(rows)))
 
+    def _write_rows_or_fail(self, name: str, epoch: int, rows: Rows) -> None:
+        """On the commit thread: :meth:`_write_rows`, unless an error came before (nothing
+        is written after it); its error kept (see :meth:`_fail`)."""
+        if self.failed is not None:
+            return  # raised by the task that failed, and by every commit after it
+        try:
+            self._write_rows(name, epoch, rows)
+        except Exception as exc:
+            w = self.writers.get((name, epoch))
+            path = os.path.join(self.job.out, name, ".pending") if w is None else w.where
+            self._fail(exc, f"cannot write the output file {path} (epoch {epoch} not "
+                       "committed)")
+
     def _collect(self) -> None:
         """Raise the commit thread's errors; take in a finished snapshot."""
+        if self.failed is not None:
+            raise self.failed
         if self.tasks:
             left = []
             for f in self.tasks:
@@ -330,9 +400,10 @@ class Committer(beam.DoFn):
         writer = kafka_writer(self.job.control)
         sent = None if writer is None else writer.sent()
         self.inflight = self.pool.submit(self._commit, self.epoch, cuts, dict(self.offsets),
-                                         info, writer, sent, self.in_epoch)
+                                         info, writer, sent, self.in_epoch, self.handed)
         self.epoch += 1
         self.in_epoch = 0
+        self.handed = dict.fromkeys(OUTPUTS, 0)
         self.states = {}
         self.since_records = 0
         self.changed = False
@@ -342,25 +413,51 @@ class Committer(beam.DoFn):
 
     def _commit(self, epoch: int, cuts: dict[str, Any] | None,
                 offsets: dict[tuple[str, int], int], info: dict[str, Any], writer: Any,
-                sent: Any, rows: int) -> tuple[int, int]:
-        """On the commit thread: the snapshot of ``epoch`` (its rows already written)."""
-        from kernelstream.engine.snapshot_outputs import publish
+                sent: Any, rows: int, handed: dict[str, int]) -> tuple[int, int]:
+        """On the commit thread: the snapshot of ``epoch`` (its rows already handed to the
+        writers; ``handed``: how many of each output). Nothing is committed after an error
+        of this thread (``failed``), nor before the epoch's files are sealed."""
+        from kernelstream.engine.snapshot_outputs import publish, seal
 
-        if writer is not None:
-            writer.wait(sent)  # nothing committed that has not reached Kafka
-        for key in [k for k in self.writers if k[1] == epoch]:
-            self.writers.pop(key).close()  # complete files (footer) before the commit
-        crash_point("before-commit")
-        if self.store is not None:
-            assert cuts is not None
-            states = {k: c.encode() for k, c in cuts.items()}
-            committed = self.store.commit(states, offsets, info)
-            if committed != epoch:
-                raise RuntimeError(f"snapshot epoch {committed} committed as {epoch}: another "
-                                   "writer in this checkpoint directory?")
-        crash_point("after-commit")
-        publish(self.job.out, OUTPUTS, epoch, remove_uncommitted=False)
+        if self.failed is not None:
+            raise self.failed
+        what = f"epoch {epoch} not committed"
+        try:
+            if writer is not None:
+                writer.wait(sent)  # nothing committed that has not reached Kafka
+            for name, n in handed.items():
+                if n:
+                    w = self.writers.pop((name, epoch))
+                    what = f"cannot write the output file {w.where} (epoch {epoch} not committed)"
+                    w.close()  # complete files (footer) before the commit
+                    seal(w.where, n)  # durable and whole, or no commit
+            crash_point("before-commit")
+            if self.store is not None:
+                assert cuts is not None
+                states = {k: c.encode() for k, c in cuts.items()}
+                what = f"cannot write snapshot epoch {epoch} in {self.store.directory}"
+                committed = self.store.commit(states, offsets, info)
+                if committed != epoch:
+                    raise RuntimeError(f"snapshot epoch {committed} committed as {epoch}: "
+                                       "another writer in this checkpoint directory?")
+            crash_point("after-commit")
+            what = f"epoch {epoch} committed, but publishing its output files failed"
+            publish(self.job.out, OUTPUTS, epoch, remove_uncommitted=False)
+        except Exception as exc:
+            self._fail(exc, what)
         return epoch, rows
+
+    def _behind(self) -> int | None:
+        """Records on the broker the reader has not released yet (over every input partition:
+        high watermark - next offset), or None while a partition's high watermark is unknown
+        (its reader has had no fetch response yet). ``--idle-stop`` counts only at 0."""
+        total = 0
+        for tp, off in self.offsets.items():
+            hw = self.highwater.get(tp)
+            if hw is None:
+                return None
+            total += max(0, hw - off)
+        return total
 
     def _status(self, force: bool = False) -> None:
         """The status file the launcher's progress lines read (throttled; atomic)."""
@@ -377,8 +474,8 @@ class Committer(beam.DoFn):
                # now - newest record timestamp processed
                "lag_ms": None if last is None else max(0, int(wall * 1000) - last),
                "epoch": self.committed,
-               "pending": sum(self.pending.values()),
                "buffered": self.in_epoch + sum(len(b) for b in self.buffers.values()),
+               "behind": self._behind(),
                **self.totals.as_doc()}
         tmp = f"{self.job.status_path}.{os.getpid()}.tmp"
         try:

@@ -38,9 +38,13 @@ Stopping: a bounded read (``stop_offsets``) ends when every partition is claimed
 stop, however fast producers keep writing. An unbounded read ends on *drain*:
 :func:`request_drain` (the CLI's signal handler calls it; same process as the SDK harness:
 the FnApiRunner and LOOPBACK workers) or the file ``drain_path`` appearing (any worker that
-sees the path, e.g. an EXTERNAL worker pool on the same machine). The next call then releases
-every buffered record, emits the progress and finishes its restriction without residual, so
-the pipeline ends.
+sees the path, e.g. an EXTERNAL worker pool on the same machine). A drain is a checkpoint,
+not a flush: the next round releases nothing more, emits the progress of the positions
+claimed so far and finishes its restriction there without residual, so the pipeline ends.
+Records fetched but held back by the merge stay unclaimed: the run that resumes from those
+positions reads them again, in the order an uninterrupted read would have released them (as
+after a kill). Releasing them at the drain instead would put, e.g., a label before the event
+it labels that was not fetched yet: a dead letter for good.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ _DRAIN = threading.Event()
 
 
 def request_drain() -> None:
-    """Ask every reader of this process to finish: release what it holds and end."""
+    """Ask every reader of this process to finish at the positions it has claimed and end."""
     _DRAIN.set()
 
 
@@ -144,12 +148,18 @@ class ReadProgress(NamedTuple):
     """After a reader's round: the next offset to read of ``topic``/``partition``; every record
     before it has been emitted (a snapshot's source offset). A round emits one per partition
     of its group; ``last`` marks the group's last one, after which the offsets of every
-    partition of the group cover what the round emitted (a consistent cut)."""
+    partition of the group cover what the round emitted (a consistent cut). ``records``: the
+    records the round emitted, on its last progress (0 on the others); offsets without a
+    record (transaction markers, aborted or compacted records) are not records.
+    ``highwater``: the partition's high watermark in the reader's last fetch response (None
+    before one), so ``highwater - next_offset`` records are on the broker and not read yet."""
 
     topic: str
     partition: int
     next_offset: int
     last: bool = True
+    records: int = 0
+    highwater: int | None = None
 
 
 # -- restriction ----------------------------------------------------------------------------------
@@ -334,7 +344,10 @@ class _ReadGroups(beam.DoFn):
         while True:
             draining = self._draining()
             if draining:
-                out = reader.merger.drain()
+                # a drain is a checkpoint: records the merge holds back stay unclaimed (a
+                # restart reads them again, as after a kill), since releasing them early would
+                # put them before records not fetched yet (a label before its event)
+                out = []
             else:
                 now = time.monotonic()
                 out = reader.merger.ready(reader.caught_up(stop, now), limit=self.max_records)
@@ -368,8 +381,10 @@ class _ReadGroups(beam.DoFn):
         offsets without records behind them, and emit the progress; True when the runner
         split the restriction away meanwhile."""
         split_away = False
+        emitted = 0
         if self.batch_records:
             batch, split_away = self._claim_runs(reader, out, claimed, tracker)
+            emitted = len(batch)
             if batch:
                 oldest = min(map(_TIMESTAMP, batch))
                 yield TimestampedValue(RecordBatch(batch), Timestamp(micros=oldest * 1000))
@@ -383,6 +398,7 @@ class _ReadGroups(beam.DoFn):
                 prev = reader.newest_ts[i]
                 reader.newest_ts[i] = (rec.timestamp_ms if prev is None
                                        else max(prev, rec.timestamp_ms))
+                emitted += 1
                 yield TimestampedValue(rec, Timestamp(micros=rec.timestamp_ms * 1000))
         if not split_away:
             # offsets without records (markers, compacted away, past a stop) behind an empty
@@ -399,7 +415,9 @@ class _ReadGroups(beam.DoFn):
         wm = MIN_TIMESTAMP if wm is None else wm
         final = len(reader.keys) - 1
         for i, ((topic, p), off) in enumerate(zip(reader.keys, claimed, strict=True)):
-            item = TimestampedValue(ReadProgress(topic, p, off, i == final), wm)
+            item = TimestampedValue(ReadProgress(topic, p, off, i == final,
+                                                 emitted if i == final else 0,
+                                                 reader.highwater[i]), wm)
             yield item if self.progress_in_records else beam.pvalue.TaggedOutput(PROGRESS_TAG,
                                                                                  item)
         return split_away

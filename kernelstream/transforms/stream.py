@@ -66,6 +66,7 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from kernelstream.engine.events import StreamEngine
+from kernelstream.engine.stream_accounting import state_tally
 from kernelstream.engine.stream_rows import OUTPUTS
 from kernelstream.transforms.committer import (
     Committer,
@@ -311,7 +312,9 @@ class _LearnBase(beam.DoFn):
         if self.snapshot is not None:
             data = self.snapshot.get(key)
             if data is not None:
-                return self.engine.decode_state(data)
+                st = self.engine.decode_state(data)
+                st.restored = state_tally(st)  # the run's accounting starts here
+                return st
         if self.init is not None:
             learner = self.init.learner(key)
             if learner is not None:

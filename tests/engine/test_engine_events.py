@@ -159,6 +159,60 @@ def test_route_bad_records_are_dead_letters(key: Any, value: Any, reason: str) -
     assert d["row_id"] == "dl/ev/2/9/"
 
 
+@pytest.mark.parametrize(("key", "value", "event_id"), [
+    ("a/1", b"\x00\xff\xfe binary", "a/1"),  # value not UTF-8: the key still names it
+    ("a/1", None, "a/1"),
+    (b"\xffa/1", "? 1:1", "\\xffa/1"),  # a key that is not UTF-8: its bytes escaped
+    (b"\xff", b"\xff", "\\xff"),
+])
+def test_dead_letters_keep_the_message_key(key: Any, value: Any, event_id: str) -> None:
+    e = StreamEngine(spec())
+    assert dead(e, rec(4, 0, key, value))["event_id"] == event_id
+    # the same among plain records (the fast paths decline it, the line parser words it)
+    recs = [rec(i, i, f"e{i}", f"? 1:{i}") for i in range(12)]
+    recs[5] = rec(5, 5, key, value)
+    groups, dl = e.route_many(recs)
+    assert [(d["line"], d["event_id"]) for d in dl] == [(5, event_id)]
+    assert len(groups["perc#0"]) == 11
+
+
+BOM = "\ufeff"
+
+
+@pytest.mark.parametrize(("fmt", "values"), [
+    ("libsvm", ["+1 1:0.5 3:2", "? 2:1", "0 1:1", "label:-1", "? 1:x"]),
+    ("csv", ["0.5,0,2,1", "0,1,0,?", "1,0,0,", "label:-1", "1,2"]),
+])
+def test_a_byte_order_mark_starting_a_value_is_dropped(fmt: str, values: list[str]) -> None:
+    """As every file reader drops it: the records parse as without it, one by one and in
+    blocks of the fast paths, and a dead letter's text has no BOM either."""
+    e = StreamEngine(spec(fmt=fmt, labels_topic="lab"))
+
+    def parsed(vs: list[str], topic: str = "ev") -> list[Any]:
+        recs = [rec(i, i, f"e{i}", v, topic=topic) for i, v in enumerate(vs)]
+        groups, dl = e.route_many(recs)
+        b = groups.get("perc#0")
+        rows = [] if b is None else [
+            (p.event_id, p.label_only, p.y, None if p.x is None else p.x.tolist(), p.text)
+            for p in b]
+        return [rows, [(d["line"], d["reason"], d["raw"]) for d in dl]]
+
+    for vs in (values, values * 4, ["1", "-1", "0"]):  # one by one, blocks, labels topic
+        topic = "lab" if vs[0] == "1" else "ev"
+        plain = parsed(vs, topic)
+        assert parsed([BOM + v for v in vs], topic) == plain
+        assert plain[0] and (plain[1] or topic == "lab")
+        for j, v in enumerate(vs):
+            one = e.route(rec(j, j, f"e{j}", (BOM + v).encode(), topic=topic))
+            want = e.route(rec(j, j, f"e{j}", v.encode(), topic=topic))
+            if isinstance(want, dict):
+                assert one == want
+            else:
+                assert isinstance(one, list)
+                assert one[0][1].text == want[0][1].text == v
+                assert one[0][1].y == want[0][1].y
+
+
 def test_spec_checks() -> None:
     with pytest.raises(ValueError, match="n_features"):
         StreamSpec((PERCEPTRON,))

@@ -180,7 +180,8 @@ def test_live_latency_bundles_and_drain(broker: str, client: str) -> None:
     assert _quantile(lat, 0.99) < 500
 
     progress = _seen("progress")
-    assert progress[-1] == kr.ReadProgress(topic, 0, n)
+    assert progress[-1]._replace(records=0) == kr.ReadProgress(topic, 0, n, highwater=n)
+    assert sum(p.records for p in progress) == n  # each record counted once, by its round
     # finish_bundle of a fused DoFn runs after every reader call: a bundle holds one call's
     # records, then its progress, which covers them
     bundles: list[list[Any]] = [[]]
@@ -400,6 +401,74 @@ def test_tracker_checkpoints_and_finishes() -> None:
         assert coder.decode(coder.encode(r)) == r
 
 
+class _HeldBack:
+    """A confluent-style consumer (``poll_records``) whose one fetch brings the labels
+    partition's records while the events partition, with records on the broker, brings none
+    yet."""
+
+    def __init__(self, recs: list[SourceRecord], highwater: dict[tuple[str, int], int]) -> None:
+        self.recs, self.hw = recs, highwater
+        self.pos: dict[tuple[str, int], int] = {}
+
+    def assign(self, tps: Any) -> None:
+        pass
+
+    def seek(self, tp: Any, offset: int) -> None:
+        self.pos[(tp[0], tp[1])] = offset
+
+    def poll_records(self, timeout_s: float, max_records: int) -> list[SourceRecord]:
+        out, self.recs = self.recs, []
+        for r in out:
+            self.pos[(r.topic, r.partition)] = r.offset + 1
+        return out
+
+    def position(self, tp: Any) -> int:
+        return self.pos[(tp[0], tp[1])]
+
+    def highwater(self, tp: Any) -> int:
+        return self.hw[(tp[0], tp[1])]
+
+    def close(self) -> None:
+        pass
+
+
+def test_drain_is_a_checkpoint_not_a_flush() -> None:
+    """Labels fetched while their events are not: the merge holds them back. A drain then
+    ends the restriction at the positions claimed so far, and the held-back labels stay
+    unclaimed (the next run reads them after their events), not released as if the events
+    partition had caught up."""
+    from apache_beam.io.watermark_estimators import ManualWatermarkEstimator
+    from apache_beam.runners.sdf_utils import RestrictionTrackerView, ThreadsafeRestrictionTracker
+
+    group = kr.PartitionGroup(0, ("ev", "lab"), (0, 0))
+    labels = [SourceRecord("lab", 0, i, 100 * (i + 1), b"e%d" % i, b"+1") for i in range(2)]
+    dofn = kr._ReadGroupsUnbounded("unused:1", (), 50, 100, 50, 1000, None)
+    dofn.setup()
+    dofn._readers[(0, ("ev", "lab"))] = GroupReader(
+        group, _HeldBack(labels, {("ev", 0): 3, ("lab", 0): 2}), merge_idle_ms=50)
+    watermark = ManualWatermarkEstimator(None)
+
+    def call(restriction: kr.GroupRestriction) -> tuple[list[Any], Any]:
+        """One process() call on a fresh tracker, as the runner makes them: its outputs (the
+        records' values, the progress) and its tracker."""
+        tracker = ThreadsafeRestrictionTracker(kr.GroupTracker(restriction))
+        out = [x.value.value for x in dofn.process(group, RestrictionTrackerView(tracker),
+                                                   watermark)]
+        return out, tracker
+
+    first, tracker = call(kr.GroupRestriction((0, 0)))  # the labels wait for the events
+    assert first == [kr.ReadProgress("ev", 0, 0, False, highwater=3),
+                     kr.ReadProgress("lab", 0, 0, True, highwater=2)]
+    residual, _ = tracker.deferred_status()
+    assert residual == kr.GroupRestriction((0, 0), None)
+    kr.request_drain()
+    drained, tracker = call(residual)
+    assert drained == first  # nothing released, nothing claimed
+    tracker.check_done()
+    assert tracker.current_restriction() == kr.GroupRestriction((0, 0), (0, 0))
+    assert not dofn._readers  # the reader is closed
+
+
 # -- the portable runner ------------------------------------------------------------------------
 
 
@@ -427,7 +496,9 @@ def test_portable_job_service_loopback_runs_and_drains(broker: str, client: str)
         th.join(20)
         assert not th.is_alive() and "error" not in res, res
     assert [r.offset for r in _seen("records")] == list(range(50))
-    assert _seen("progress")[-1] == kr.ReadProgress(topic, 0, 50)
+    assert _seen("progress")[-1]._replace(records=0) == kr.ReadProgress(topic, 0, 50,
+                                                                        highwater=50)
+    assert sum(p.records for p in _seen("progress")) == 50
 
 
 def test_records_deleted_before_they_were_read_fail_loudly() -> None:

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from _helpers import WorkerPool, start_worker_pool
+from stream_accounting import assert_accounting
 
 from kernelstream import data
 from kernelstream.engine.events import reference_outputs
@@ -270,6 +271,7 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
     assert first.stderr.strip() == "", first.stderr
     epoch1 = SnapshotView.open(ckpt).head
     assert epoch1 is not None and epoch1 >= 2, "snapshots every 150 records"
+    first_totals = assert_accounting(out)
     # more traffic, later; the second run resumes from the snapshot
     produce(broker, _renamed(labelled_stream(200, 260, T0 + 60_000, seed=2), ev, lab))
     second = run_cli(argv)
@@ -277,6 +279,11 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
     assert "records" in second.stdout and "outcomes" in second.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["snapshot_epoch"] > epoch1
+    totals = assert_accounting(out, summary)
+    # the second run's counts continue the first's
+    assert summary["pending_start"] == first_totals["pending"]
+    for f in ("records", "offsets", "predictions", "outcomes", "dead_letters", "processed"):
+        assert totals[f] == first_totals[f] + summary[f], f
 
     spec = spec_for(argv[: argv.index("--")])
     records = reference_records(broker, [ev, lab], 2)
@@ -304,9 +311,53 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
         assert n["predictions"] == n["outcomes"] + n["unlabeled"] + len(st.pending)
         assert st.counts() == states[key].counts()
         assert st.learner.get_state().keys() == states[key].learner.get_state().keys()
+    # the totals are the reference loop's: every record of both topics read once
+    assert totals["records"] == totals["offsets"] == len(records)
+    assert totals["pending"] == sum(len(st.pending) for st in states.values())
+    assert totals["skipped"] == 0 and totals["labelled"] > 0 and totals["rejected"] == 0
     # the process reads each record once: none is left, none is counted twice
     assert summary["records"] > 0
     print(f"first run {first_s:.1f} s")
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_transaction_markers_are_offsets_not_records(broker: str, tmp_path: Path,
+                                                     client: str) -> None:
+    """Three committed transactions of 4 records: 15 offsets (a commit marker each), 12
+    records, and the counts add up."""
+    import logging
+
+    from confluent_kafka import Producer
+
+    topic = f"tx-{client}"
+    create_topics(broker, [topic], 1)
+    quiet = logging.getLogger("kernelstream.test.rdkafka")
+    quiet.setLevel(logging.CRITICAL)
+    prod = Producer({"bootstrap.servers": broker, "transactional.id": topic}, logger=quiet)
+    prod.init_transactions(10)
+    for t in range(3):
+        prod.begin_transaction()
+        for i in range(4):
+            prod.produce(topic, f"? 1:{i}".encode(), key=f"e{t}-{i}".encode(), partition=0,
+                         timestamp=T0 + 10 * (4 * t + i))
+        prod.commit_transaction(10)
+    out = tmp_path / "out"
+    r = run_cli(stream_argv(broker, f"kafka://BROKER/{topic}", "--n-features", "3", "--out",
+                            str(out), "--checkpoint", str(tmp_path / "ckpt"), "--idle-stop",
+                            "2s", "-q", "--kafka-client", client))
+    assert r.returncode == 0, r.stderr
+    totals = assert_accounting(out)
+    assert (totals["records"], totals["offsets"], totals["predictions"]) == (12, 15, 12)
+    assert "12 records" in r.stdout
+    # and the check sees a count that is off, or a file that is missing
+    summary = json.loads((out / "summary.json").read_text())
+    summary["totals"]["pending"] -= 1
+    with pytest.raises(AssertionError, match="totals: predictions"):
+        assert_accounting(out, summary)
+    for f in (out / "predictions").glob("*.parquet"):
+        f.unlink()
+    with pytest.raises(AssertionError, match="the run's files"):
+        assert_accounting(out)
 
 
 # -- one-line failures ------------------------------------------------------------------------
@@ -394,6 +445,7 @@ def test_second_writer_then_sigint(broker: str, tmp_path: Path) -> None:
     assert len(view.keys()) == 1
     preds = pq.read_table(out / "predictions").num_rows
     assert preds == 50 and "predictions 50" in stdout
+    assert assert_accounting(out)["pending"] == 50
 
 
 # -- portable runner, EXTERNAL worker pool ----------------------------------------------------
@@ -481,5 +533,6 @@ def test_init_from_a_stream_checkpoint_or_a_replay_checkpoint(broker: str,
         want, _ = reference_tables(records, spec, start)
         got = outputs(out)
         assert_same(got, want)
+        assert assert_accounting(out)["outcomes"] == 50  # no checkpoint: the run's counts
         first = got["predictions"].to_pylist()[0]
         assert first["n_support_vectors"] == trained.n_support_vectors  # not a new model

@@ -7,8 +7,9 @@ Kafka output flush, after the output files are written but before the snapshot c
 the commit but before the files are published; plus one from outside at a random moment.
 Afterwards the outputs equal the uninterrupted run's: the Parquet files exactly (each row once),
 the Kafka output topics once deduplicated by message key (= ``row_id``); nothing is missing;
-and the learners' states in the last snapshot are byte-identical (all but the wall-clock
-seconds they carry).
+the learners' states in the last snapshot are byte-identical (all but the wall-clock
+seconds they carry); and the accounting totals of all runs equal the uninterrupted run's and
+add up (``stream_accounting.assert_accounting``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stream_accounting import assert_accounting
 from test_stream import (
     T0,
     WALL_CLOCK,
@@ -150,6 +152,9 @@ def test_kill_at_any_moment_then_restart_equals_one_run(broker: str, tmp_path: P
     assert sb.keys() == sa.keys() and len(sa) == 8
     for key in sa:
         assert sb[key] == sa[key], key
+    # the counts of all the killed runs and the last one, as the snapshot keeps them, are the
+    # uninterrupted run's, and add up on the files
+    assert assert_accounting(out_b) == assert_accounting(out_a)
 
 
 def _env() -> dict[str, str]:

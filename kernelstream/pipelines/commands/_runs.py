@@ -35,6 +35,7 @@ from kernelstream.streams import evaluate_stream
 
 if TYPE_CHECKING:
     from kernelstream.evaluate import EvalResult
+    from kernelstream.pipelines.replay import ReplayResult
     from kernelstream.pipelines.workers import WorkerPool
 
 SUMMARY_SCHEMA = 1
@@ -84,7 +85,6 @@ def run(config: ReplayConfig, pool: WorkerPool | None = None) -> RunOutput:
     if config.stream != "none":
         return RunOutput(_evaluate_in_memory(config))
     # the replay machinery (engine, pyarrow, Kafka client; Beam for its runners): only here
-    from kernelstream.engine.outputs import parquet_files
     from kernelstream.pipelines import replay
 
     try:
@@ -97,6 +97,14 @@ def run(config: ReplayConfig, pool: WorkerPool | None = None) -> RunOutput:
         raise
     except (FileNotFoundError, OSError) as exc:
         raise DataError(str(exc)) from exc
+    return run_output(config, res)
+
+
+def run_output(config: ReplayConfig, res: ReplayResult) -> RunOutput:
+    """The :class:`RunOutput` of a finished run from its outputs read back (``res``: see
+    ``pipelines.replay.read_outputs``); also ``kernelstream summary``'s."""
+    from kernelstream.engine.outputs import parquet_files
+
     # counts from the files themselves, so the summary adds up whatever the runner's
     # support for Beam metrics
     counts = {
@@ -181,6 +189,22 @@ def write_summary(doc: dict[str, Any], out: str | Path) -> str:
     # never leave a half-written summary behind
     fs.write_bytes_atomic(path, (json.dumps(json_safe(doc), indent=2, allow_nan=False)
                                  + "\n").encode())
+    return path
+
+
+# what ``replay --submit-only`` leaves in the output directory for ``kernelstream summary``
+SUBMITTED = "submitted.json"
+
+
+def write_submitted(config: ReplayConfig, job_id: str) -> str:
+    """``OUT/submitted.json``: the submitted job and the command line that made it (the
+    ``replay`` arguments and the pipeline options after ``--``), from which ``summary``
+    rebuilds the run's configuration."""
+    doc = {"schema": SUMMARY_SCHEMA, "kernelstream_version": __version__, "job_id": job_id,
+           "runner": config.runner, "out": config.out, "argv": list(config.argv),
+           "pipeline_args": list(config.pipeline_args)}
+    path = fs.join(config.out, SUBMITTED)
+    fs.write_bytes_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
     return path
 
 

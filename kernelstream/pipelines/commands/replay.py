@@ -29,16 +29,21 @@ from kernelstream.pipelines.commands._common import (
     progress_to_stderr,
 )
 from kernelstream.pipelines.commands._runs import (
+    OWN_LINE,
+    SUBMITTED,
     RefusedError,
+    RunOutput,
     build_summary,
     execute,
     format_table,
     started,
+    write_submitted,
     write_summary,
 )
 from kernelstream.pipelines.config import (
     DEFAULT_DATASET,
     PROG,
+    ConfigError,
     ReplayConfig,
     runners_for,
 )
@@ -113,6 +118,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "workers need kernelstream installed, and DATA and --out at the same "
                    "paths) instead of a local one")
     p.add_argument("--shard", type=shard_arg, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--submit-only", action="store_true",
+                   help="hand the job to the runner and exit once it is submitted (--runner "
+                   "beam, e.g. Dataflow, or portable with a --job_endpoint): prints the job id "
+                   f"and writes DIR/{SUBMITTED}; `{PROG} summary DIR` writes summary.json "
+                   "once the job has finished")
     add_data_options(p, {
         "--key-by": "CSV/Parquet column naming the entity: one model per entity value (0-based "
         "position or header name); for a Kafka topic, 'key' (the message key) or a CSV column "
@@ -158,6 +168,8 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         return run_shard(config)
     try:
         with started(config, "replay") as pool:
+            if getattr(args, "submit_only", False):
+                return _submit(config)
             if args.follow is not None:
                 return _follow(config, args.follow, args.follow_runs)
             return _run_once(config, pool=pool)
@@ -194,6 +206,12 @@ def _run_once(config: ReplayConfig, brief: bool = False,
         print(f"{time.strftime('%H:%M:%S')} {config.out}: {doc.get('predictions', 0)} new "
               f"predictions, {doc.get('dead_letters', 0)} dead letters", flush=True)
         return 0
+    print_run(config, run, path)
+    return 0
+
+
+def print_run(config: ReplayConfig, run: RunOutput, path: str) -> None:
+    """The summary table of a finished run and where its summary is (also ``summary``'s)."""
     if run.results:
         print(format_table(run.results))
     if run.keys and config.read.key_by is not None:
@@ -202,6 +220,22 @@ def _run_once(config: ReplayConfig, brief: bool = False,
         print(f"dead letters: {run.counts[DEAD_LETTER_TAG]} rejected input records "
               f"(see {fs.join(config.out, DEAD_LETTER_TAG)})")
     print(f"summary: {path}")
+
+
+def _submit(config: ReplayConfig) -> int:
+    """``--submit-only``: submit the run's job, write ``OUT/submitted.json`` (what ``summary``
+    needs to read the outputs back), print the job id and exit 0 without waiting."""
+    from kernelstream.pipelines import replay  # the replay machinery and Beam: only here
+
+    try:
+        job_id = replay.submit(replay.plan(config))
+    except OWN_LINE as exc:  # a broker that does not answer
+        return error("replay", str(exc))
+    except (ConfigError, ValueError, OSError) as exc:
+        return error("replay", str(exc))
+    write_submitted(config, job_id)
+    print(f"submitted: job {job_id} ({config.runner} runner); outputs in {config.out}")
+    print(f"when the job has finished: {PROG} summary {config.out}")
     return 0
 
 

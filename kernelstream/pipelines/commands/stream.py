@@ -39,7 +39,8 @@ COMMAND = Command(
         "One unbounded Beam job: each feature record (message key = event id) is scored\n"
         "on arrival; when its label arrives (a `label:Y` record, or a record on --labels)\n"
         "the model learns it and an outcome row is written. Labels that never come expire\n"
-        "after --label-ttl. Ctrl-C drains: final snapshot, exit 130."
+        "after --label-ttl. Ctrl-C drains: final snapshot where the reader is (the next\n"
+        "run continues from there), exit 130."
     ),
     epilog=(
         "examples:\n"
@@ -98,7 +99,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--max-seconds", metavar="DURATION",
                    help="drain after this long and exit 0")
     r.add_argument("--idle-stop", metavar="DURATION",
-                   help="drain once no event arrived for this long and exit 0")
+                   help="drain once every record on the broker is read and no new one "
+                   "arrived for this long, and exit 0")
     r.add_argument("--runner", choices=runners_for("stream"), default="direct",
                    help="direct: Beam's FnApiRunner in this process (default); portable: "
                    "Beam's job API (a local job service unless --job_endpoint is given after "
