@@ -33,8 +33,12 @@ timings, argv and runner). The verdict is the issue's rule: if Dask (its local c
 Writes ``benchmarks/results/distributed.md`` and ``distributed.json`` (generated; never edit
 by hand)::
 
-    .venv/bin/python benchmarks/distributed.py                      # ~5 min on 2 idle cores
-    .venv/bin/python benchmarks/distributed.py -R 2 --rounds 1      # a quick check
+    .venv/bin/python benchmarks/distributed_grid.py                  # ~5 min on 2 idle cores
+    .venv/bin/python benchmarks/distributed_grid.py -R 2 --rounds 1  # a quick check
+
+(Not ``benchmarks/distributed.py``: a module of that name in ``benchmarks/``, which the
+scripts and ``tests/experiments/test_benchmark_helpers.py`` put first on ``sys.path``, hides
+the ``distributed`` package of Dask.)
 """
 
 from __future__ import annotations
@@ -83,11 +87,6 @@ NOT_RUN = {
 NOT_RUN["Flink parallelism 2"] = NOT_RUN["Flink parallelism 1"]
 
 
-WAIT_WORKERS = ("import sys\nfrom distributed import Client\n"
-                "with Client(sys.argv[1], timeout=60) as c:\n"
-                "    c.wait_for_workers(2, timeout=120)")
-
-
 def log(msg: str) -> None:
     print(f"[distributed] {msg}", file=sys.stderr, flush=True)
 
@@ -96,6 +95,8 @@ def log(msg: str) -> None:
 def dask_cluster(tmp: Path) -> Iterator[str]:
     """A Dask scheduler and two single-thread workers on 127.0.0.1 (the runs' environment,
     so their CPU counts as the runs'); yields the scheduler's address."""
+    from distributed import Client
+
     port = free_port("127.0.0.1")
     address = f"tcp://127.0.0.1:{port}"
     local = ["--dashboard-address", "127.0.0.1:0", "--no-dashboard"]
@@ -111,9 +112,8 @@ def dask_cluster(tmp: Path) -> Iterator[str]:
                      "--nthreads", "1", "--local-directory", str(tmp / "dask"),
                      "--preload", "kernelstream.pipelines.dask_worker", *local],
                     env=grid._env(), stdout=fh, stderr=subprocess.STDOUT))
-            # asked by another Python: in this one, this script's name hides the package
-            subprocess.run([sys.executable, "-c", WAIT_WORKERS, address], env=grid._env(),
-                           cwd=_common.REPO, check=True, timeout=300)
+            with Client(address, timeout=60) as client:
+                client.wait_for_workers(2, timeout=120)
             yield address
         finally:
             for p in reversed(procs):
@@ -193,7 +193,7 @@ def verdict(js: dict[str, Any]) -> dict[str, Any] | None:
 
 def render(js: dict[str, Any]) -> list[str]:
     lines = [f"# The replay grid on a distributed engine (R = {js['permutations']})", "",
-             _common.generated_line("distributed.py", js["generated"],
+             _common.generated_line("distributed_grid.py", js["generated"],
                                     f"wall time {js['wall_min']:.1f} min"), "",
              f"* Machine: {js['machine']}; load average at the start {js['load']} (1/5/15 "
              "min): a shared machine, hence alternating rounds and medians.",
