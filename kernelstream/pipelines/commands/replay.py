@@ -115,8 +115,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "with --runner dask: the local Dask cluster's workers (default: 2)")
     p.add_argument("--dask-scheduler", metavar="tcp://HOST:PORT",
                    help="with --runner dask: run on the Dask cluster of this scheduler (its "
-                   "workers need kernelstream installed, and DATA and --out at the same "
-                   "paths) instead of a local one")
+                   "scheduler and workers need this kernelstream installed, and its workers "
+                   "DATA and --out at the same paths) instead of a local one; see docs/dask.md")
     p.add_argument("--shard", type=shard_arg, default=None, help=argparse.SUPPRESS)
     p.add_argument("--submit-only", action="store_true",
                    help="hand the job to the runner and exit once it is submitted (--runner "
