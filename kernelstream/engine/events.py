@@ -473,7 +473,6 @@ class StreamEngine(StreamRouter):
         m = st.learner
         assert m is not None and st.clock_ms is not None
         k = (end - i) // 2
-        ev = range(i, end, 2)
         n_sv = np.empty(k + 1, dtype=np.int64)
         n_sv[0] = m.n_support_vectors
         X = self._pair_rows(b, i, end)
@@ -493,8 +492,12 @@ class StreamEngine(StreamRouter):
         # steps 0-2: the clock at each record; no replay, window end or expiry in the run
         clock = np.maximum.accumulate(np.maximum(ts, st.clock_ms))
         st.clock_ms = int(clock[-1])
-        for j in range(i, end):
-            st.applied[(b.topic[j], b.partition[j])] = b.offset[j]
+        single = b.single_partition()
+        if single:
+            st.applied[(b.topic[i], b.partition[i])] = int(off[-1])
+        else:
+            for j in range(i, end):
+                st.applied[(b.topic[j], b.partition[j])] = b.offset[j]
         w = st.window
         w.records += 2 * k
         st.records += 2 * k
@@ -511,15 +514,21 @@ class StreamEngine(StreamRouter):
         w.losses.extend(loss.tolist())
         w.delays.extend(delay.tolist())
         key, config, entity = out._model
+        if single:
+            ev_topic: Any = Repeat(b.topic[i])
+            ev_part: Any = Repeat(b.partition[i])
+            lab_topic, lab_part = ev_topic, ev_part
+        else:
+            ev_topic, ev_part = list(b.topic[i:end:2]), list(b.partition[i:end:2])
+            lab_topic, lab_part = list(b.topic[i + 1:end:2]), list(b.partition[i + 1:end:2])
         out.predictions.append(RowBlock(
             "predictions", key, config, entity,
-            (ids, pos, ev_ts, [b.topic[j] for j in ev], [b.partition[j] for j in ev],
-             off[0::2], scores, predicted, n_sv[:k], Repeat(False))))
+            (ids, pos, ev_ts, ev_topic, ev_part, off[0::2], scores, predicted, n_sv[:k],
+             Repeat(False))))
         out.outcomes.append(RowBlock(
             "outcomes", key, config, entity,
             (ids, learn_pos, pos, ev_ts, lab_ts, scores, predicted, y, mistake, loss, delay,
-             n_sv[1:], [b.topic[j + 1] for j in ev], [b.partition[j + 1] for j in ev],
-             off[1::2])))
+             n_sv[1:], lab_topic, lab_part, off[1::2])))
         # each id resolved at its label's clock, then forgotten as step 2 would have
         st.remember_many((clock[1::2] + self.ttl).tolist(), ids, LABELLED)
         self._forget(st, st.clock_ms)
