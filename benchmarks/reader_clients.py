@@ -285,9 +285,13 @@ FETCH_NOTES = [
     "makes a live stream wait for bytes that come slowly (up to the wait on every fetch), "
     "so the reader keeps 1.",
     "",
-    "So the reader's defaults: `fetch_min_bytes` 1 and `fetch_max_wait_ms` 50 (Apache "
-    "Kafka: 20 empty fetches a second per idle reader; tansu: ~20,000 one-record batches "
-    "listed in time on this machine, a new record seen ~a third of the wait late), and "
+    "Also, tansu reads batches only in what the listing leaves of the wait: a wait barely "
+    "longer than the listing reads few records per fetch (compare 50 and 100 ms on one "
+    "record per batch).",
+    "",
+    "So the reader's defaults: `fetch_min_bytes` 1 and `fetch_max_wait_ms` 100 (Apache "
+    "Kafka: 10 empty fetches a second per idle reader; tansu: tens of thousands of "
+    "one-record batches read at speed, a new record seen ~a third of the wait late), and "
     "when the fetches behind the high watermark return nothing for 1 s the reader doubles "
     "the wait (up to 2 s, and under half the request timeout), with a warning; on Kafka "
     "that never happens. Large batches read at full speed with any of these settings.",
