@@ -18,9 +18,14 @@ the shared machine affects both sides alike). Then a **resume** check: the topic
 two checkpointed runs (first half, second half) gives bit-identical scores to the one-run
 replay, and the checkpoint's size is reported.
 
+Then, on the same broker, the stream reader's **fetch settings** on topics written one record
+per batch and in large batches, and its live latency
+(``benchmarks/reader_clients.py --fetch``, its section of the report; ``--no-fetch`` skips
+it).
+
 Writes ``benchmarks/results/kafka_io.md`` / ``.json`` (generated; never edit by hand)::
 
-    nice -n 10 .venv/bin/python benchmarks/kafka_io.py            # ~2 min
+    nice -n 10 .venv/bin/python benchmarks/kafka_io.py            # ~6 min
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from _common import (
     script_parser,
     write_report,
 )
+from reader_clients import fetch_grid, fetch_report
 
 from kernelstream.kafka_client import local_broker
 from kernelstream.pipelines.replay import run_replay
@@ -74,6 +80,10 @@ def main() -> int:
     ap.add_argument("--idle", type=float, default=1.0,
                     help="--kafka-idle of the reads, subtracted from their wall time")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    ap.add_argument("--no-fetch", action="store_true",
+                    help="skip the reader's fetch settings (reader_clients.py --fetch)")
+    ap.add_argument("--fetch-records", type=int, default=30_000,
+                    help="records of the fetch settings' topics (default %(default)s)")
     a = ap.parse_args()
     path = str(Path(a.data_dir) / "a9a")
     lines = read_lines(path)
@@ -116,13 +126,15 @@ def main() -> int:
         assert ref is not None
         resume_ok = bool(np.array_equal(resumed, ref))
         ck_bytes = sum(p.stat().st_size for p in ck.glob("ckpt-000002*"))
+        fetch = None if a.no_fetch else fetch_grid(
+            b, (lines * (a.fetch_records // n + 1))[: a.fetch_records], 500.0, 6.0)
     med = {k: statistics.median(v) for k, v in times.items()}
     eps = {k: n / v for k, v in med.items()}
     res = {"examples": n, "pairs": a.pairs, "idle_seconds": a.idle, "produce_seconds": produce_s,
            "seconds": times, "median_seconds": med, "examples_per_second": eps,
            "ratio_kafka_file": eps["kafka"] / eps["file"],
            "ratio_out_kafka": eps["kafka+out"] / eps["kafka"],
-           "resume_identical": resume_ok, "checkpoint_bytes": ck_bytes,
+           "resume_identical": resume_ok, "checkpoint_bytes": ck_bytes, "fetch": fetch,
            "machine": machine_info()}
     minutes = (time.perf_counter() - t_start) / 60
     L = ["# Kafka source and sink: throughput against the file replay", "",
@@ -140,6 +152,8 @@ def main() -> int:
           f"* resume (two checkpointed runs over the two halves) bit-identical to one run: "
           f"**{'yes' if resume_ok else 'NO'}**; checkpoint size {ck_bytes / 1024:.0f} KiB "
           "(one stream: BOGD's 200 support vectors × 123 features, plus counters)"]
+    if fetch:
+        L += ["", *fetch_report(fetch)]
     write_report(a.out_dir, "kafka_io", L, res)
     print("\n".join(L))
     return 0 if resume_ok else 1

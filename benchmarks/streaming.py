@@ -6,20 +6,24 @@ is started; BOGD B = 200 learns on a9a (a9a + a9a.t from ``--data-dir``) and on 
 traffic (ijcnn1 is not in the shared data sets: a seeded synthetic dense set of 22 features
 in [-1, 1] with ~10 % positives, see :func:`ijcnn1_like`). Per data set, phases:
 
-1. **backlog**: ``--backlog`` labelled events (``KEY=e<i>``, value ``LABEL FEATURES``) are
-   produced to a fresh topic, then ``kernelstream stream`` starts on it, writing its Parquet
-   outputs only (as the replay does: no Kafka outputs). The harness polls the stream's status
-   file (records learnt and the time the stream reached that count, rewritten every ~0.1 s);
+1. **backlog**: ``--backlog`` events are produced to a fresh topic in one of two shapes
+   (both measured in each run): *labelled*, one record per event (``KEY=e<i>``, value
+   ``LABEL FEATURES``), and *pairs*, each event (``? FEATURES``) followed at once by its
+   label record (``label:Y``, same key); then ``kernelstream stream`` starts on it, writing
+   its Parquet outputs only (as the replay does: no Kafka outputs). The harness polls the
+   stream's status file (records learnt and the time the stream reached that count,
+   rewritten every ~0.1 s);
    the *drain rate* is the records learnt between the first count past 10 % and the last one
-   / the time between them (the stream's start-up excluded), the median of ``--backlog-runs``
-   such drains (a fresh topic and stream each).
+   / the time between them (the stream's start-up excluded), in events/s (records / records
+   per event), the median of ``--backlog-runs`` such drains (a fresh topic and stream each).
 2. **replay**: the same rows as a LIBSVM file through ``kernelstream replay FILE -l bogd
    -p budget=200 --runner direct`` (a subprocess, as a user runs it; it learns them in its
    permutation 0), alternating ``--replay-runs`` times with a run on its first ``--replay-small``
    rows. Rate = (N - small) / (median wall(N) - median wall(small)): end-to-end wall clock
    with the fixed costs (interpreter, imports, pipeline start) cancelled out, as they are
    for the stream's drain rate. ``examples_per_second`` of summary.json is learner time only,
-   so it is reported but not used. Ratio = drain rate / replay rate (target >= 0.5).
+   so it is reported but not used. Ratio = drain rate / replay rate, per shape (target >= 0.5
+   each).
 3. **live**: a fresh topic and a fresh ``kernelstream stream``; once a probe event has its
    prediction (start-up done), a producer process writes feature records at a steady rate
    (label ``?``, record timestamp = send time) and, after a seeded random delay (exponential,
@@ -37,7 +41,8 @@ in [-1, 1] with ~10 % positives, see :func:`ijcnn1_like`). Per data set, phases:
    ms at 1k events/s.
 
 Before these, once (**floor**): the same producer and consumer on one topic, no stream: the
-latency the broker and the two clients add by themselves (the stream path has two such hops).
+latency the broker and the two clients add by themselves (the stream path has two such hops);
+the report puts it next to the 1k events/s latencies, so that the stream's own share shows.
 
 Producer and consumer run in their own processes (no GIL sharing with each other or the
 harness). Writes ``benchmarks/results/streaming.md`` / ``.json`` (generated; do not edit)::
@@ -449,28 +454,45 @@ def status_samples(out: Path) -> dict[str, Any]:
     return {}
 
 
+# the two message shapes of the backlog: each event carries its label ("LABEL FEATURES"), or
+# each event ("? FEATURES") is followed at once by its label record ("label:Y", same key)
+SHAPES = {"labelled": "labelled events (one record per event: label and features)",
+          "pairs": "event + label record (`? FEATURES`, then `label:Y` with the same key: "
+                   "two records per event)"}
+
+
 def backlog_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int,
-                  tmp: Path) -> dict[str, Any]:
+                  tmp: Path, shape: str = "labelled") -> dict[str, Any]:
     """The backlog drain ``--backlog-runs`` times (:func:`backlog_run`, a fresh topic and
     stream each): the run of the median drain rate, with every run's rate. A drain of 50k
     events lasts well under a second, so one stall of a shared machine moves one run's rate
     far; the replay's rate is a median of runs too."""
-    runs = [backlog_run(a, ctx, bootstrap, tr, n, tmp, k) for k in range(a.backlog_runs)]
+    runs = [backlog_run(a, ctx, bootstrap, tr, n, tmp, k, shape)
+            for k in range(a.backlog_runs)]
     rates = [r["drain_rate"] for r in runs]
     mid = sorted(runs, key=lambda r: r["drain_rate"])[(len(runs) - 1) // 2]
     return {**mid, "drain_rates": rates}
 
 
 def backlog_run(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int, tmp: Path,
-                k: int) -> dict[str, Any]:
-    """Pre-load ``n`` labelled events, start the stream (Parquet outputs only, as the replay),
-    and measure how fast it drains them from its status file's record counts."""
+                k: int, shape: str = "labelled") -> dict[str, Any]:
+    """Pre-load ``n`` events of ``shape`` (:data:`SHAPES`), start the stream (Parquet outputs
+    only, as the replay), and measure how fast it drains them from its status file's record
+    counts (events/s: records/s over the records per event)."""
     del ctx  # no consumer: nothing goes to Kafka in this phase
-    topic = f"{tr.name}-backlog-{k}"
+    topic = f"{tr.name}-backlog-{shape}-{k}"
     create_topics(bootstrap, [topic])
-    keys = [f"e{i}".encode() for i in range(n)]
-    produce(bootstrap, topic, [tr.line(i).encode() for i in range(n)], keys, create=False)
-    out = tmp / f"{tr.name}-backlog-{k}"
+    if shape == "pairs":
+        keys = [f"e{i // 2}".encode() for i in range(2 * n)]
+        values = [(f"? {tr.features[i // 2]}" if i % 2 == 0 else f"label:{tr.labels[i // 2]}"
+                   ).encode() for i in range(2 * n)]
+    else:
+        keys = [f"e{i}".encode() for i in range(n)]
+        values = [tr.line(i).encode() for i in range(n)]
+    per_event = len(values) // n
+    events, n = n, len(values)  # n: records from here on
+    produce(bootstrap, topic, values, keys, create=False)
+    out = tmp / f"{tr.name}-backlog-{shape}-{k}"
     out.mkdir()
     meter, load0 = LoadMeter(), os.getloadavg()[0]
     job = StreamJob(stream_args(a, bootstrap, topic, None, tr, out), out / "stream.log")
@@ -499,14 +521,15 @@ def backlog_run(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int, tmp: Path
     # from the first count past 10 % to the end: start-up and the first snapshot excluded
     t10, r10 = next((t, r) for t, r in seen if r >= n // 10)
     t_end = seen[-1][0]
-    rate = (n - r10) / max(t_end - t10, 1e-9)
-    r = {"events": n, "arrived": got, "duplicates": 0, "drain_rate": rate,
+    rate = (n - r10) / per_event / max(t_end - t10, 1e-9)
+    r = {"shape": shape, "events": events, "records": n, "arrived": got, "duplicates": 0,
+         "drain_rate": rate,
          "first_prediction_s": next(t for t, r_ in seen if r_ > 0) - job.t_start,
          "start_to_last_s": t_end - job.t_start,
-         "stream_cpu_s": cpu, "stream_cpu_per_event_us": 1e6 * cpu / max(1, got),
+         "stream_cpu_s": cpu, "stream_cpu_per_event_us": 1e6 * cpu * per_event / max(1, got),
          "load": load, "load1": load0, "exit_code": rc,
          "summary_rate": summary_rate(out)}
-    print(f"{tr.name} backlog run {k}: {got:,}/{n:,} records learnt, drain rate "
+    print(f"{tr.name} backlog ({shape}) run {k}: {got:,}/{n:,} records learnt, drain rate "
           f"{rate:,.0f} events/s "
           f"(first output {r['first_prediction_s']:.1f} s after start; stream CPU "
           f"{r['stream_cpu_per_event_us']:.0f} µs/event; machine busy "
@@ -733,13 +756,27 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
               "(100 % = one core); *machine busy*: share of both cores in use, by everything; "
               "*others*: the part not used by this benchmark's processes (broker, stream, "
               "clients), i.e. other tenants of the shared machine.", ""]
+        fl = res.get("floor")
+        for name, st in rows:
+            if st["rate"] != REQUIRED_RATES[0] or not st["samples"]:
+                continue
+            line = (f"* {name} at {st['rate']:,} events/s: event → prediction p50 "
+                    f"{st['p50']:.1f} ms, p99 {st['p99']:.1f} ms")
+            if fl and fl["samples"]:
+                line += (f"; the broker hop alone (floor, this run) p50 {fl['p50']:.1f} ms, "
+                         f"p99 {fl['p99']:.1f} ms; two hops in the stream path, so the "
+                         f"stream's own share of the median is about "
+                         f"{st['p50'] - 2 * fl['p50']:.1f} ms")
+            L.append(line + ".")
+        L.append("")
     L += ["## Largest sustained rate and the file replay", "",
-          "* *drain rate*: a backlog of labelled events (one record per event: label and "
-          "features) is on the topic before the stream starts, which writes Parquet outputs only; "
-          "records learnt (the stream's status file: each count with the time the stream "
-          "reached it) from the first count past 10 % to the last / the time between them "
-          f"(start-up excluded); the median of {a.backlog_runs} drains, each on a fresh topic "
-          "and stream (every run's rate in the notes below).",
+          "* *drain rate*: a backlog is on the topic before the stream starts, which writes "
+          "Parquet outputs only; records learnt (the stream's status file: each count with the "
+          "time the stream reached it) from the first count past 10 % to the last / the time "
+          f"between them (start-up excluded), in events/s; the median of {a.backlog_runs} "
+          "drains, each on a fresh topic and stream (every run's rate in the notes below). "
+          "Two message shapes, each measured in this run: "
+          + "; ".join(f"*{k}*: {v}" for k, v in SHAPES.items()) + ".",
           "* *largest bounded live rate*: the highest rate of the table above that stayed "
           "bounded (live traffic: two records per event).",
           "* *file replay*: `kernelstream replay FILE "
@@ -750,39 +787,49 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
           "wall(N) − median wall(small)), so interpreter start, imports and pipeline start "
           "cancel out as they do for the drain rate. (summary.json's `examples_per_second` "
           "is learner time only; shown in brackets, not used.)",
-          f"* *ratio* = drain rate / replay rate, in the same run (target ≥ {RATIO_TARGET}).",
-          "", "| data | backlog events | drain rate (events/s) | stream CPU (µs/event) | "
-          "largest bounded live rate | replay (ex/s) | replay wall N / small (s) | ratio | "
-          "verdict |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+          f"* *ratio* = drain rate / replay rate, in the same run (target ≥ {RATIO_TARGET}, "
+          "each shape).",
+          "", "| data | shape | backlog events | drain rate (events/s) | stream CPU (µs/event) "
+          "| largest bounded live rate | replay (ex/s) | replay wall N / small (s) | ratio | "
+          "verdict |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, d in res["datasets"].items():
-        b, r, lv = d.get("backlog"), d.get("replay"), d.get("live")
+        r, lv = d.get("replay"), d.get("live")
         bounded = [s["rate"] for s in (lv or {}).get("steps", []) if s["bounded"]]
-        ratio = b["drain_rate"] / r["rate"] if b and r and r["rate"] == r["rate"] else None
-        d["ratio"] = ratio
-        L.append(
-            f"| {name} | {b['events']:,} | {b['drain_rate']:,.0f} | "
-            f"{b['stream_cpu_per_event_us']:.0f} | " if b else f"| {name} | – | – | – | ")
-        L[-1] += (f"{max(bounded):,} | " if bounded else ("none | " if lv else "– | "))
-        if r:
-            le = f" [{r['learner_eps']:,.0f}]" if r.get("learner_eps") else ""
-            L[-1] += (f"{r['rate']:,.0f}{le} | {r['median_wall']:.2f} / "
-                      f"{r['median_wall_small']:.2f} | ")
-        else:
-            L[-1] += "– | – | "
-        L[-1] += (f"{ratio:.3f} | {pass_mark(ratio >= RATIO_TARGET)} (≥ {RATIO_TARGET}) |"
-                  if ratio is not None else "– | – |")
+        d["ratios"] = {}
+        for shape, key in BACKLOG_KEY.items():
+            b = d.get(key)
+            if not b and not (shape == "labelled" and (r or lv)):
+                continue
+            ratio = b["drain_rate"] / r["rate"] if b and r and r["rate"] == r["rate"] else None
+            if ratio is not None:
+                d["ratios"][shape] = ratio
+            L.append(
+                f"| {name} | {shape} | {b['events']:,} | {b['drain_rate']:,.0f} | "
+                f"{b['stream_cpu_per_event_us']:.0f} | " if b
+                else f"| {name} | {shape} | – | – | – | ")
+            L[-1] += (f"{max(bounded):,} | " if bounded else ("none | " if lv else "– | "))
+            if r:
+                le = f" [{r['learner_eps']:,.0f}]" if r.get("learner_eps") else ""
+                L[-1] += (f"{r['rate']:,.0f}{le} | {r['median_wall']:.2f} / "
+                          f"{r['median_wall_small']:.2f} | ")
+            else:
+                L[-1] += "– | – | "
+            L[-1] += (f"{ratio:.3f} | {pass_mark(ratio >= RATIO_TARGET)} (≥ {RATIO_TARGET}) |"
+                      if ratio is not None else "– | – |")
     L.append("")
     for name, d in res["datasets"].items():
-        b = d.get("backlog")
-        if b:
-            runs = ", ".join(f"{x:,.0f}" for x in b.get("drain_rates", [b["drain_rate"]]))
-            L.append(f"* {name} backlog: drain rates {runs} events/s; the median run: "
-                     f"first records learnt "
-                     f"{b['first_prediction_s']:.1f} s after the stream started, last "
-                     f"{b['start_to_last_s']:.1f} s; {b['arrived']:,} of {b['events']:,} "
-                     f"records learnt; machine busy {100 * b['load']['busy']:.0f} % (others "
-                     f"{100 * b['load']['others']:.0f} %); exit code "
-                     f"{b['exit_code']}.")
+        for shape, key in BACKLOG_KEY.items():
+            b = d.get(key)
+            if b:
+                runs = ", ".join(f"{x:,.0f}" for x in b.get("drain_rates", [b["drain_rate"]]))
+                n_rec = b.get("records", b["events"])
+                L.append(f"* {name} backlog ({shape}): drain rates {runs} events/s; the median "
+                         f"run: first records learnt "
+                         f"{b['first_prediction_s']:.1f} s after the stream started, last "
+                         f"{b['start_to_last_s']:.1f} s; {b['arrived']:,} of {n_rec:,} "
+                         f"records learnt; machine busy {100 * b['load']['busy']:.0f} % "
+                         f"(others {100 * b['load']['others']:.0f} %); exit code "
+                         f"{b['exit_code']}.")
         lv = d.get("live")
         if lv:
             L.append(f"* {name} live: first prediction of a probe {lv['ready_s']:.1f} s "
@@ -797,12 +844,13 @@ def passed(res: dict[str, Any]) -> bool:
         for st in (d.get("live") or {}).get("steps", []):
             if st["rate"] == REQUIRED_RATES[0]:
                 ok = ok and st["p99"] <= LATENCY_TARGET_MS and st["arrived"] == st["sent"]
-        if d.get("ratio") is not None:
-            ok = ok and d["ratio"] >= RATIO_TARGET
+        for ratio in (d.get("ratios") or {}).values():
+            ok = ok and ratio >= RATIO_TARGET
     return ok
 
 
 PHASES = ("floor", "backlog", "replay", "live")
+BACKLOG_KEY = {"labelled": "backlog", "pairs": "backlog_pairs"}  # results keys by shape
 
 
 def main() -> int:
@@ -872,14 +920,17 @@ def main() -> int:
             if "floor" in phases and i == 0:
                 res["floor"] = floor_phase(a, ctx, b, tr)
             if "backlog" in phases:
-                dr["backlog"] = backlog_phase(a, ctx, b, tr, n, tmp)
+                for shape in SHAPES:
+                    dr[BACKLOG_KEY[shape]] = backlog_phase(a, ctx, b, tr, n, tmp, shape)
             if "replay" in phases:
                 dr["replay"] = replay_phase(a, tr, n, tmp)
-                if dr.get("backlog"):
-                    print(f"{name}: replay {dr['replay']['rate']:,.0f} ex/s, drain "
-                          f"{dr['backlog']['drain_rate']:,.0f} events/s, ratio "
-                          f"{dr['backlog']['drain_rate'] / dr['replay']['rate']:.2f}",
-                          file=sys.stderr, flush=True)
+                for shape in SHAPES:
+                    bl = dr.get(BACKLOG_KEY[shape])
+                    if bl:
+                        print(f"{name}: replay {dr['replay']['rate']:,.0f} ex/s, drain "
+                              f"({shape}) {bl['drain_rate']:,.0f} events/s, ratio "
+                              f"{bl['drain_rate'] / dr['replay']['rate']:.2f}",
+                              file=sys.stderr, flush=True)
             if "live" in phases:
                 rates = live_rates(a, (dr.get("backlog") or {}).get("drain_rate"))
                 dr["live"] = live_phase(a, ctx, b, tr, rates, tmp)

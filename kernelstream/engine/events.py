@@ -85,6 +85,12 @@ from kernelstream.engine.stream_routing import (
     text_and_source,
 )
 from kernelstream.engine.stream_routing import (
+    FEATURES as UNLABELLED_EVENT,
+)
+from kernelstream.engine.stream_routing import (
+    LABEL as LABEL_RECORD,
+)
+from kernelstream.engine.stream_routing import (
     LABELLED as LABELLED_EVENT,
 )
 from kernelstream.engine.stream_rows import (
@@ -202,7 +208,11 @@ class StreamEngine(StreamRouter):
         interleaves (no window closes and no pending event expires inside it, no id seen
         before, no replayed offset) is learnt with one ``predict_learn_many`` call, which is
         bit-identical to the learner's per-row ``step``, and its rows and state changes are
-        made for the whole run at once; kernel-selection learners learn one row at a time."""
+        made for the whole run at once; kernel-selection learners learn one row at a time.
+        Likewise a run of unlabelled events each followed at once by its label record
+        (:meth:`_pair_run_end`): predicting, then learning from a fresh score of the same
+        row on the same model, is the learner's ``step`` when its score draws nothing
+        (``draws_in_predict`` false), so the run is one ``predict_learn_many`` too."""
         if out is None:
             out = Outputs()
         b = parsed if isinstance(parsed, EventBatch) else EventBatch.of(parsed)
@@ -212,6 +222,14 @@ class StreamEngine(StreamRouter):
         try:
             i = 0
             while i < n:
+                if (kind[i] == UNLABELLED_EVENT and i + 3 < n and kind[i + 1] == LABEL_RECORD
+                        and kind[i + 2] == UNLABELLED_EVENT and st.learner is not None
+                        and not type(st.learner).draws_in_predict
+                        and not selects_kernels(cast(Learner, st.learner))):
+                    end = self._pair_run_end(st, b, i)
+                    if end - i >= 4 and self._learn_pairs(st, b, i, end, out):
+                        i = end
+                        continue
                 p = b.record(i)
                 if not self._arrive(st, p, out):
                     i += 1
@@ -356,24 +374,7 @@ class StreamEngine(StreamRouter):
         st.records += k - 1
         # step 3: a prediction and an outcome row each
         ids = b.event_id[i:end]
-        if m.task == "classification":
-            if type(m).predict_label is Learner.predict_label:
-                tie = -1.0 if getattr(m, "tie", "positive") == "negative" else 1.0
-                predicted = np.where(scores > 0.0, 1.0, np.where(scores < 0.0, -1.0, tie))
-            else:
-                predicted = np.fromiter(map(m.predict_label, scores.tolist()), np.float64,
-                                        count=k)
-            wrong = predicted != y
-            mistakes = int(np.count_nonzero(wrong))
-            mistake: Any = wrong
-            st.mistakes += mistakes
-            w.mistakes += mistakes
-        else:
-            predicted, mistake = scores, Repeat(None)
-        loss_fn = self._losses.get(st.config)
-        if loss_fn is None:
-            loss_fn = self._losses[st.config] = learner_loss(m).value
-        loss = np.fromiter(map(loss_fn, scores.tolist(), y.tolist()), np.float64, count=k)
+        predicted, mistake, loss = self._judge(st, m, scores, y, k)
         pos = np.arange(st.position, st.position + k, dtype=np.int64)
         learn_pos = np.arange(st.learnt, st.learnt + k, dtype=np.int64)
         st.position += k
@@ -396,6 +397,182 @@ class StreamEngine(StreamRouter):
         st.remember_many((clock + self.ttl).tolist(), ids, LABELLED)
         self._forget(st, st.clock_ms)
         return True
+
+    def _pair_run_end(self, st: ModelState, b: EventBatch, i: int) -> int:
+        """The end (exclusive) of the run of (unlabelled event, its label record) pairs
+        starting at ``b[i]`` (not arrived yet) that :meth:`_learn_pairs` may learn at once:
+        new distinct ids, offsets past the model's applied ones, and a clock that reaches
+        neither the end of the metrics window, nor a pending event's deadline, nor the
+        pair's own event's deadline (each of those goes one record at a time)."""
+        if st.clock_ms is None or st.window.start is None:
+            return i
+        limit = st.window.start + self.window
+        if st.expiry and st.expiry[0][0] < limit:
+            limit = st.expiry[0][0]
+        # the common case at once: strict alternation, one partition, new distinct ids
+        kinds = np.frombuffer(b.kind, dtype=np.uint8)
+        end = i + 2 * ((len(kinds) - i) // 2)
+        bad = (kinds[i:end:2] != UNLABELLED_EVENT) | (kinds[i + 1:end:2] != LABEL_RECORD)
+        if bad.any():
+            end = i + 2 * int(np.argmax(bad))
+        ids = b.event_id
+        ev_ids = ids[i:end:2]
+        ts, off = b.arrays()
+        last = st.applied.get((b.topic[i], b.partition[i]))
+        if not (ev_ids == ids[i + 1:end:2] and len(set(ev_ids)) == len(ev_ids)
+                and st.pending.keys().isdisjoint(ev_ids)
+                and st.resolved.keys().isdisjoint(ev_ids) and b.single_partition()
+                and (last is None or off[i] > last)
+                and bool(np.all(off[i + 1:end] > off[i:end - 1]))):
+            return self._pair_run_scan(st, b, i, end, limit)
+        # the clock at each label (it has reached the pair's event's too)
+        clock = np.maximum.accumulate(np.maximum(ts[i:end], st.clock_ms))[1::2]
+        late = (clock >= limit) | (clock >= ts[i:end:2] + self.ttl)
+        return i + 2 * int(np.argmax(late)) if late.any() else end
+
+    def _pair_run_scan(self, st: ModelState, b: EventBatch, i: int, end: int,
+                       limit: int) -> int:
+        """:meth:`_pair_run_end` pair by pair (records of several partitions, ids seen
+        before, replays), up to ``end``."""
+        kind, ids = b.kind, b.event_id
+        n = end
+        pending, resolved, applied = st.pending, st.resolved, st.applied
+        ts, off = b.timestamp_ms, b.offset
+        topic, part = b.topic, b.partition
+        assert st.clock_ms is not None
+        clock = st.clock_ms
+        ttl = self.ttl
+        seen: set[str] = set()
+        last: dict[tuple[str, int], int] = {}
+        j = i
+        while j + 1 < n and kind[j] == UNLABELLED_EVENT and kind[j + 1] == LABEL_RECORD:
+            eid = ids[j]
+            if ids[j + 1] != eid or eid in seen or eid in pending or eid in resolved:
+                break
+            tp, tq = (topic[j], part[j]), (topic[j + 1], part[j + 1])
+            lo = last.get(tp, applied.get(tp))
+            if lo is not None and off[j] <= lo:
+                break
+            lo = off[j] if tq == tp else last.get(tq, applied.get(tq))
+            if lo is not None and off[j + 1] <= lo:
+                break
+            t_ev, t_lab = ts[j], ts[j + 1]
+            c = max(clock, t_ev, t_lab)
+            if c >= limit or c >= t_ev + ttl:
+                break
+            clock = c
+            last[tp] = off[j]
+            last[tq] = off[j + 1]
+            seen.add(eid)
+            j += 2
+        return j
+
+    def _learn_pairs(self, st: ModelState, b: EventBatch, i: int, end: int,
+                     out: Outputs) -> bool:
+        """The (event, label) pairs ``b[i:end]`` (a run of :meth:`_pair_run_end`) with one
+        ``predict_learn_many``: the rows and state of :meth:`_predict` then :meth:`_label`,
+        pair by pair. False, with nothing changed, when the learner refuses the block (the
+        caller goes one by one)."""
+        m = st.learner
+        assert m is not None and st.clock_ms is not None
+        k = (end - i) // 2
+        n_sv = np.empty(k + 1, dtype=np.int64)
+        n_sv[0] = m.n_support_vectors
+        X = self._pair_rows(b, i, end)
+        y = np.array(b.y[i + 1:end:2], dtype=np.float64)
+        before = m.t
+        t0 = time.perf_counter()
+        try:
+            scores = m.predict_learn_many(X, y, n_sv=n_sv[1:])
+        except ValueError:
+            if m.t != before:
+                raise
+            return False
+        st.add_seconds(time.perf_counter() - t0)
+        out._flush()  # the rows before the run come first
+        ts, off = b.arrays()
+        ts, off = ts[i:end], off[i:end]
+        # steps 0-2: the clock at each record; no replay, window end or expiry in the run
+        clock = np.maximum.accumulate(np.maximum(ts, st.clock_ms))
+        st.clock_ms = int(clock[-1])
+        single = b.single_partition()
+        if single:
+            st.applied[(b.topic[i], b.partition[i])] = int(off[-1])
+        else:
+            for j in range(i, end):
+                st.applied[(b.topic[j], b.partition[j])] = b.offset[j]
+        w = st.window
+        w.records += 2 * k
+        st.records += 2 * k
+        predicted, mistake, loss = self._judge(st, m, scores, y, k)
+        ids = b.event_id[i:end:2]
+        ev_ts, lab_ts = ts[0::2], ts[1::2]
+        pos = np.arange(st.position, st.position + k, dtype=np.int64)
+        learn_pos = np.arange(st.learnt, st.learnt + k, dtype=np.int64)
+        st.position += k
+        st.learnt += k
+        w.predictions += k
+        w.outcomes += k
+        delay = lab_ts - ev_ts
+        w.losses.extend(loss.tolist())
+        w.delays.extend(delay.tolist())
+        key, config, entity = out._model
+        if single:
+            ev_topic: Any = Repeat(b.topic[i])
+            ev_part: Any = Repeat(b.partition[i])
+            lab_topic, lab_part = ev_topic, ev_part
+        else:
+            ev_topic, ev_part = list(b.topic[i:end:2]), list(b.partition[i:end:2])
+            lab_topic, lab_part = list(b.topic[i + 1:end:2]), list(b.partition[i + 1:end:2])
+        out.predictions.append(RowBlock(
+            "predictions", key, config, entity,
+            (ids, pos, ev_ts, ev_topic, ev_part, off[0::2], scores, predicted, n_sv[:k],
+             Repeat(False))))
+        out.outcomes.append(RowBlock(
+            "outcomes", key, config, entity,
+            (ids, learn_pos, pos, ev_ts, lab_ts, scores, predicted, y, mistake, loss, delay,
+             n_sv[1:], lab_topic, lab_part, off[1::2])))
+        # each id resolved at its label's clock, then forgotten as step 2 would have
+        st.remember_many((clock[1::2] + self.ttl).tolist(), ids, LABELLED)
+        self._forget(st, st.clock_ms)
+        return True
+
+    @staticmethod
+    def _pair_rows(b: EventBatch, i: int, end: int) -> np.ndarray | CSR:
+        """The features of the events ``b[i:end:2]``: a slice of the batch matrix when they
+        are consecutive rows of it, else stacked."""
+        rows = b.xrow[i:end:2]
+        r0, k = rows[0], len(rows)
+        if r0 >= 0 and rows[-1] - r0 == k - 1 and rows == list(range(r0, r0 + k)):
+            return cast(np.ndarray, b.X)[r0:r0 + k]
+        xs = [b.x(j) for j in range(i, end, 2)]
+        if isinstance(xs[0], CSR):
+            return CSR.vstack(cast("list[CSR]", xs))
+        return np.stack(cast("list[np.ndarray]", xs))
+
+    def _judge(self, st: ModelState, m: Learner, scores: np.ndarray, y: np.ndarray,
+               k: int) -> tuple[np.ndarray, Any, np.ndarray]:
+        """Predicted labels, mistakes (counted in ``st``) and losses of ``k`` learnt rows."""
+        w = st.window
+        if m.task == "classification":
+            if type(m).predict_label is Learner.predict_label:
+                tie = -1.0 if getattr(m, "tie", "positive") == "negative" else 1.0
+                predicted = np.where(scores > 0.0, 1.0, np.where(scores < 0.0, -1.0, tie))
+            else:
+                predicted = np.fromiter(map(m.predict_label, scores.tolist()), np.float64,
+                                        count=k)
+            wrong = predicted != y
+            mistakes = int(np.count_nonzero(wrong))
+            mistake: Any = wrong
+            st.mistakes += mistakes
+            w.mistakes += mistakes
+        else:
+            predicted, mistake = scores, Repeat(None)
+        loss_fn = self._losses.get(st.config)
+        if loss_fn is None:
+            loss_fn = self._losses[st.config] = learner_loss(m).value
+        loss = np.fromiter(map(loss_fn, scores.tolist(), y.tolist()), np.float64, count=k)
+        return predicted, mistake, loss
 
     @staticmethod
     def _run_rows(b: EventBatch, i: int, end: int) -> np.ndarray | CSR:

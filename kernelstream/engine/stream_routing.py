@@ -93,6 +93,17 @@ __all__ = [
 KEY_BY = (None, "id-prefix")
 LABEL_PREFIX = "label:"
 LABEL_BYTES = LABEL_PREFIX.encode()
+
+
+def _find_all(data: bytes, sub: bytes) -> list[int]:
+    """The start of every occurrence of ``sub`` in ``data`` (bytes.find: a fast C search)."""
+    out = []
+    find = data.find
+    i = find(sub)
+    while i >= 0:
+        out.append(i)
+        i = find(sub, i + 1)
+    return out
 UNLABELLED = "?"
 # Fewer LIBSVM feature records than this per route_many call are parsed line by line: numpy's
 # fixed cost per call of the vectorised parser is about that of a few lines.
@@ -288,13 +299,21 @@ class StreamRouter:
                 if r.value is not None and r.key and r.topic != lt]
         if cand:
             whole = cast("list[_Whole]", recs)
-            joined = b"\n".join([whole[j].value for j in cand])
-            if (b"#" in joined or LABEL_BYTES in joined or BOM in joined
-                    or joined.count(b"\n") != len(cand) - 1):
-                # a byte-order mark goes to the line parser too, which drops it (_head)
-                cand = [j for j in cand if b"#" not in whole[j].value
-                        and LABEL_BYTES not in whole[j].value
-                        and b"\n" not in whole[j].value and BOM not in whole[j].value]
+            values = [whole[j].value for j in cand]
+            joined = b"\n".join(values)
+            if joined.count(b"\n") != len(cand) - 1:
+                cand = [j for j, v in zip(cand, values, strict=True)
+                        if not (LABEL_BYTES in v or b"#" in v or b"\n" in v or BOM in v)]
+            elif b"#" in joined or LABEL_BYTES in joined or BOM in joined:
+                # label records among them (events each followed by its label), and values
+                # with a byte-order mark (the line parser drops it, _head): the records the
+                # matches fall in, found in one pass over the joined values
+                hits = (_find_all(joined, LABEL_BYTES) + _find_all(joined, b"#")
+                        + _find_all(joined, BOM))
+                ends = np.cumsum(np.fromiter(map(len, values), np.int64, len(values)) + 1)
+                keep = np.ones(len(cand), dtype=bool)
+                keep[np.searchsorted(ends, hits, side="right")] = False
+                cand = np.asarray(cand)[keep].tolist()
         return cand
 
     def _route_fast(self, recs: list[SourceRecord], cand: list[int], b: _Columns
@@ -325,8 +344,7 @@ class StreamRouter:
             if X is not None:
                 b.X = X
             ys: dict[str, float | ParseError | None] = {}
-            if len(cand) == len(recs) and -1 not in rows and (
-                    entities is None or "" not in entities):
+            if -1 not in rows and (entities is None or "" not in entities):
                 for tok in set(toks):
                     try:
                         ys[tok] = self._label_of(tok)
@@ -334,16 +352,20 @@ class StreamRouter:
                         ys[tok] = e
                 labels = list(ys.values())
                 if not any(isinstance(y, ParseError) for y in labels):
-                    # every record a good feature record: the columns as they come
-                    b.y = cast("list[float | None]", [ys[t] for t in toks])  # no ParseError
-                    n = len(recs)
-                    b.kind = (bytearray([LABELLED]) * n if None not in labels
-                              else bytearray([FEATURES]) * n if labels == [None]
-                              else bytearray(FEATURES if y is None else LABELLED for y in b.y))
-                    b.eid, b.xrow = eids, rows
-                    if entities is not None:
-                        b.entity = entities
-                    return []
+                    # every candidate a good feature record: the columns as they come
+                    yc = cast("list[float | None]", [ys[t] for t in toks])  # no ParseError
+                    m = len(cand)
+                    kinds = (bytearray([LABELLED]) * m if None not in labels
+                             else bytearray([FEATURES]) * m if labels == [None]
+                             else bytearray(FEATURES if y is None else LABELLED for y in yc))
+                    if m == len(recs):
+                        b.kind, b.y, b.eid, b.xrow = kinds, yc, eids, rows
+                        if entities is not None:
+                            b.entity = entities
+                        return []
+                    self._scatter(b, cand, kinds, eids, yc, rows, entities)
+                    routed = set(cand)
+                    return [j for j in range(len(recs)) if j not in routed]
             for c, j in enumerate(cand):
                 row = rows[c]
                 if row < 0:
@@ -372,11 +394,60 @@ class StreamRouter:
                           entity)
         return [j for j in range(len(recs)) if not done[j]]
 
+    @staticmethod
+    def _scatter(b: _Columns, cand: list[int], kinds: bytearray, eids: list[str],
+                 ys: list[float | None], rows: list[int], entities: list[str | None] | None,
+                 ) -> None:
+        """Put the routed records ``cand`` (their columns in order) into ``b``. Evenly
+        spaced ones (events each followed by a label record) are put by slices."""
+        c0, m = cand[0], len(cand)
+        step = cand[1] - c0 if m > 1 else 1
+        if step > 0 and cand == list(range(c0, c0 + step * m, step)):
+            sl = slice(c0, c0 + step * m, step)
+            b.kind[sl], b.eid[sl], b.y[sl], b.xrow[sl] = kinds, eids, ys, rows
+            if entities is not None:
+                b.entity[sl] = entities
+            return
+        for c, j in enumerate(cand):
+            b.kind[j], b.eid[j], b.y[j], b.xrow[j] = kinds[c], eids[c], ys[c], rows[c]
+            if entities is not None:
+                b.entity[j] = entities[c]
+
+    def _labels_at_once(self, recs: list[SourceRecord], idx: list[int], b: _Columns) -> bool:
+        """:meth:`_route_labels` of the common case at once: every record of ``idx`` an ASCII
+        ``label:Y`` record with a key, its value already mapped to a label, no entities.
+        False (nothing done): go record by record."""
+        if self.spec.key_by is not None or len(idx) < BULK_MIN:
+            return False
+        whole = cast("list[_Whole]", recs)
+        vals = [whole[j].value for j in idx]
+        keys = [whole[j].key for j in idx]
+        if None in vals or not all(keys):
+            return False
+        toks = [v[6:] for v in vals if v[:6] == LABEL_BYTES]
+        cache = self._label_values
+        if len(toks) != len(idx) or not b"".join(vals).isascii() or not all(
+                isinstance(cache.get(t), float) for t in set(toks)):
+            return False
+        ys = [cache[t] for t in toks]
+        joined = b"\n".join(keys)
+        if joined.count(b"\n") != len(keys) - 1:
+            return False
+        try:
+            eids = joined.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            return False
+        self._scatter(b, idx, bytearray([LABEL]) * len(idx), eids,
+                      cast("list[float | None]", ys), [-1] * len(idx), None)
+        return True
+
     def _route_labels(self, recs: list[SourceRecord], idx: list[int], b: _Columns
                       ) -> list[int]:
         """Route the plain label records among ``recs[idx]`` (a key, an ASCII value: ``label:Y``,
         or ``Y`` on the labels topic) into ``b``, each distinct label value mapped once;
         the records left to :meth:`_route_slow`, in order."""
+        if self._labels_at_once(recs, idx, b):
+            return []
         lt = self.spec.labels_topic
         cache = self._label_values
         left = []

@@ -124,14 +124,21 @@ def typed_settings(settings: tuple[tuple[str, str], ...],
 # Defaults of the readers' consumers, each overridable by a client setting. bootstrap_timeout_ms:
 # an unreachable broker fails in seconds, not kafka-python's 30 s (giving api_version instead
 # would skip the probe but makes metadata calls hang forever against a dead broker).
-# fetch_max_wait_ms: how long a broker may hold an empty fetch; tansu holds it that long even
-# when a record arrives meanwhile (median producer-to-consumer latency measured there: 500 ms
-# (kafka-python's default) ~130 ms, 20 ms ~8 ms, 5 ms ~4 ms); an idle reader then sends ~100
-# fetches a second, which is cheap.
+# fetch_max_wait_ms: how long a broker may hold a fetch that finds nothing (fetch_min_bytes
+# stays 1: a fetch returns as soon as a record is there). On Apache Kafka the wait changes
+# neither throughput nor latency, only how often an idle reader asks (100 ms: 10 times a
+# second; the clients' own default, 500 ms: twice). tansu (memory storage) lists every batch
+# of the partition on each fetch, stops the listing at this wait and reads batches in what is
+# left of it: a topic written one record per batch outgrows what a short wait can list, and
+# the reader then gets no record at all (10 ms: stuck at a few thousand batches on 2 shared
+# cores), or few (50 ms: ~3,000 records/s from 30,000 batches, 100 ms: ~37,000); and a reader
+# that has caught up sees a new record about a third of the wait late
+# (benchmarks/results/kafka_io.md). Beyond what 100 ms lists, the stream reader doubles the
+# wait when it makes no progress behind the high watermark (group_reader.FetchWait).
 # auto_offset_reset "none": a position outside the log raises instead of jumping silently to
 # the end (kafka-python's default "latest") and skipping records.
 READ_DEFAULTS: dict[str, Any] = {"bootstrap_timeout_ms": 5000, "request_timeout_ms": 10000,
-                                 "fetch_max_wait_ms": 10, "auto_offset_reset": "none"}
+                                 "fetch_max_wait_ms": 100, "auto_offset_reset": "none"}
 
 
 def assigned_consumer(bootstrap: str, client: tuple[tuple[str, str], ...] = ()) -> Any:

@@ -232,6 +232,7 @@ class ConfluentConsumer:
         from confluent_kafka import Consumer
 
         self._errors: list[Any] = []
+        self._config = dict(config)
         self._c = Consumer({**config, "error_cb": self._errors.append}, logger=LOGGER)
         self._keys: list[tuple[str, int]] = []
         self._tps: dict[tuple[str, int], Any] = {}  # confluent TopicPartitions, reused
@@ -295,6 +296,29 @@ class ConfluentConsumer:
                 break
             time.sleep(0.0002)
         self._fresh = dict(zip(self._keys, fresh, strict=True))
+
+    @property
+    def fetch_wait_ms(self) -> int:
+        """``fetch.wait.max.ms`` (librdkafka's default if not set)."""
+        return int(self._config.get("fetch.wait.max.ms", 500))
+
+    @property
+    def request_timeout_ms(self) -> int:
+        return int(self._config.get("socket.timeout.ms", 60000))
+
+    def set_fetch_wait(self, ms: int) -> None:
+        """Fetch with ``fetch.wait.max.ms`` = ``ms`` from now on. librdkafka reads it only when
+        a consumer is made: the consumer is made anew, assigned where this one stands
+        (positions, pauses); what it had prefetched is fetched again."""
+        from confluent_kafka import Consumer
+
+        if not self._dirty and all(o is not None for o in self._pos.values()):
+            for k in self._keys:
+                self._pos[k] = self.position(k)
+        self._c.close()
+        self._config["fetch.wait.max.ms"] = int(ms)
+        self._c = Consumer({**self._config, "error_cb": self._errors.append}, logger=LOGGER)
+        self._dirty = True
 
     def pause(self, *tps: Sequence[Any]) -> None:
         keys = [(tp[0], tp[1]) for tp in tps]

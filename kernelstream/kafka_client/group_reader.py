@@ -8,6 +8,7 @@ Kept apart from the DoFn so that it can be tested and benchmarked on its own
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +31,71 @@ def _resume(consumer: Any, tps: Sequence[Any]) -> None:
     slot = getattr(fetcher, "_next_partition_records", None)
     if slot is not None and not slot:
         fetcher._next_partition_records = None  # type: ignore[union-attr]
+
+
+LOGGER = logging.getLogger("kernelstream.kafka")
+
+
+class FetchWait:
+    """Raises the consumer's ``fetch_max_wait_ms`` when its fetches stop returning records
+    although the reader is behind the high watermark.
+
+    A broker that needs longer than the wait to find the records of a fetch answers with
+    none, every time: tansu's memory storage lists every batch of the partition on each fetch
+    and stops the listing at the wait, so a topic written one record per batch outgrows any
+    fixed wait (``benchmarks/results/kafka_io.md``). After :data:`STUCK_S` without progress
+    behind the high watermark the wait doubles, up to :data:`MAX_MS` (and under the request
+    timeout), each time with a warning. Apache Kafka answers a fetch behind the high
+    watermark with records at once, so there it changes nothing (but under ``read_committed``
+    an open transaction holds a reader back too: a longer wait is harmless). Both consumers
+    are handled: the confluent one (``set_fetch_wait``) and kafka-python's, whose fetcher
+    reads the setting for each request."""
+
+    STUCK_S = 1.0
+    MAX_MS = 2000
+
+    def __init__(self, consumer: Any) -> None:
+        self.consumer = consumer
+        self.since: float | None = None  # since when no partition behind made progress
+
+    def get(self) -> int:
+        c = self.consumer
+        if hasattr(c, "fetch_wait_ms"):
+            return int(c.fetch_wait_ms)
+        return int(c.config["fetch_max_wait_ms"])
+
+    def _ceiling(self) -> int:
+        c = self.consumer
+        timeout = (c.request_timeout_ms if hasattr(c, "request_timeout_ms")
+                   else c.config["request_timeout_ms"])
+        return min(self.MAX_MS, int(timeout) // 2)
+
+    def observe(self, behind: bool, progressed: bool, now: float, where: str) -> None:
+        """After a fetch: ``behind``, a fetching partition is short of its high watermark;
+        ``progressed``, one of them got records."""
+        if progressed or not behind:
+            self.since = None
+            return
+        if self.since is None:
+            self.since = now
+            return
+        if now - self.since < self.STUCK_S:
+            return
+        self.since = now
+        old = self.get()
+        new = min(self._ceiling(), 2 * old)
+        if new <= old:
+            return
+        c = self.consumer
+        if hasattr(c, "set_fetch_wait"):
+            c.set_fetch_wait(new)
+        else:  # kafka-python: the fetcher builds each request from its config
+            c.config["fetch_max_wait_ms"] = new
+            c._fetcher.config["fetch_max_wait_ms"] = new
+        LOGGER.warning("Kafka reader: no record for %.0f s at %s although the broker has more; "
+                       "fetch_max_wait_ms %d -> %d ms (a broker that takes longer than the wait "
+                       "to find them, e.g. tansu with many small batches; set it with "
+                       "--kafka-option fetch_max_wait_ms=MS)", self.STUCK_S, where, old, new)
 
 
 class GroupReader:
@@ -60,6 +126,7 @@ class GroupReader:
         # each partition's high watermark in the last fetch response (None before one)
         self.highwater: list[int | None] = [None] * len(self.keys)
         self.paused: set[int] = set()
+        self.fetch_wait = FetchWait(consumer)
 
     def sync(self, start: Sequence[int]) -> None:
         if self.claimed == list(start):
@@ -117,18 +184,26 @@ class GroupReader:
         else:
             self._poll_kafka_python(timeout_s, stop, max_records)
         now = time.monotonic()
+        behind = progressed = False
+        where = ""
         for i, tp in enumerate(self.tps):
             if i not in self.paused:
-                self.fetched[i] = int(self.consumer.position(tp))
+                pos = int(self.consumer.position(tp))
+                progressed = progressed or pos > self.fetched[i]
+                self.fetched[i] = pos
             hw = self.consumer.highwater(tp)
             if hw is not None:
                 self.highwater[i] = int(hw)
+            if i not in self.paused and hw is not None and self.fetched[i] < hw:
+                behind = True
+                where = where or f"{self.keys[i][0]}/{self.keys[i][1]} offset {self.fetched[i]}"
             idle = (self.merger.buffered(self.keys[i]) == 0 and hw is not None
                     and self.fetched[i] >= hw)
             if not idle:
                 self.idle_since[i] = None
             elif self.idle_since[i] is None:
                 self.idle_since[i] = now
+        self.fetch_wait.observe(behind, progressed, now, where)
 
     def _poll_kafka_python(self, timeout_s: float, stop: Sequence[int] | None,
                            max_records: int) -> None:

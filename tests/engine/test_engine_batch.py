@@ -2,7 +2,8 @@
 
 ``StreamEngine.route_many`` (LIBSVM feature records through the file loader's vectorised
 parser) must give every record what ``route`` gives it, dead letters included; and
-``process_many`` (runs of labelled events through one ``predict_learn_many``) must give the
+``process_many`` (runs of labelled events, or of events each followed by its label record,
+through one ``predict_learn_many``) must give the
 rows and the state bytes of ``process`` one record at a time, for plain, budgeted and
 kernel-selection learners, on streams that mix runs with delayed labels, duplicates, windows
 closing inside runs, replayed offsets and rows the learner refuses.
@@ -103,6 +104,58 @@ def stream(seed: int, n: int = 400) -> list[SourceRecord]:
     return sorted(out, key=lambda r: r.timestamp_ms)
 
 
+def pairs_stream(seed: int, n: int = 300) -> list[SourceRecord]:
+    """Events each followed at once by its label record (``label:Y`` on the events topic, or
+    ``Y`` on the labels topic), broken by a labelled event, a label that comes late, a label
+    after the TTL (the event expires first), a duplicate id, an unknown label, a label for an
+    id never seen, a replayed pair and time jumps that close metrics windows; two
+    partitions, merged by time."""
+    rng = np.random.default_rng(seed)
+    out: list[SourceRecord] = []
+    offsets = {("ev", 0): 0, ("ev", 1): 0, ("lab", 0): 0}
+    t = 0
+
+    def put(ts: int, key: str, value: str, topic: str = "ev", part: int = 0) -> None:
+        o = offsets[(topic, part)]
+        offsets[(topic, part)] = o + 1
+        out.append(rec(o, ts, key, value, topic, part))
+
+    late: list[tuple[int, str, str]] = []
+    for i in range(n):
+        t += int(rng.integers(0, 3)) if rng.random() < 0.97 else 250  # some windows close
+        part = int(rng.random() < 0.1)
+        eid = f"u{i % 2}/e{i}"
+        y = str(rng.choice(["1", "-1"]))
+        u = rng.random()
+        while late and late[0][0] <= t:
+            lt, lid, ly = late.pop(0)
+            put(lt, lid, f"label:{ly}", part=part)
+        put(t, eid, f"? {features(rng)}", part=part)
+        if u < 0.8:
+            put(t + int(rng.integers(0, 2)), eid, f"label:{y}", part=part)
+        elif u < 0.85:
+            put(t, eid, y, topic="lab")
+        elif u < 0.88:
+            late.append((t + int(rng.integers(5, 20)), eid, y))
+        elif u < 0.9:
+            late.append((t + 400, eid, y))  # after the TTL: expired
+        elif u < 0.92:
+            put(t, f"u0/e{max(0, i - 1)}", f"? {features(rng)}", part=part)  # duplicate id
+            put(t, eid, f"label:{y}", part=part)
+        elif u < 0.94:
+            put(t, eid, "label:2", part=part)  # unknown label
+        elif u < 0.96:
+            put(t, f"u1/never{i}", f"label:{y}", part=part)
+            put(t, eid, f"label:{y}", part=part)
+        elif u < 0.98:
+            put(t, eid, f"+1 {features(rng)}", part=part)  # a labelled event: a duplicate
+        else:
+            put(t, eid, f"label:{y}", part=part)
+            out.append(out[-2])  # the pair replayed
+            out.append(out[-2])
+    return sorted(out, key=lambda r: r.timestamp_ms)
+
+
 def spec(configs: tuple[LearnerConfig, ...], **kw: Any) -> StreamSpec:
     base: dict[str, Any] = {"configs": configs, "n_features": D, "label_ttl_ms": 300,
                             "metrics_window_ms": 200, "labels_topic": "lab"}
@@ -180,6 +233,41 @@ def test_process_many_equals_process(cfg: LearnerConfig, key_by: str | None,
             assert batched > 0.3 * len(want.outcomes), (chunk, batched)
 
 
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.label)
+@pytest.mark.parametrize("key_by", [None, "id-prefix"])
+def test_event_label_pairs_equal_process(cfg: LearnerConfig, key_by: str | None,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events each followed by their label record: learnt in runs (one predict_learn_many)
+    with the rows and state bytes of predicting, then learning at the label, one record at
+    a time."""
+    recs = pairs_stream(5)
+    s = spec((cfg,), key_by=key_by)
+    calls: list[int] = []
+    plm = Learner.predict_learn_many
+
+    def counted(self: Learner, X: Any, y: Any, n_sv: Any = None) -> Any:
+        calls.append(len(X))
+        return plm(self, X, y, n_sv)
+
+    monkeypatch.setattr(Learner, "predict_learn_many", counted)
+    want, want_st = one_by_one(recs, s)
+    assert len(want.outcomes) > 200 and want.unlabeled and want.dead_letters
+    e = StreamEngine(s)
+    for chunk in (1, 7, 64, 10_000):
+        calls.clear()
+        got, got_st = reference_outputs(recs, s, chunk=chunk)
+        assert rows(got) == rows(want), chunk
+        assert got_st.keys() == want_st.keys()
+        for k in want_st:
+            assert state_bytes(e, got_st[k]) == state_bytes(e, want_st[k]), (chunk, k)
+        learner = next(iter(got_st.values())).learner
+        assert learner is not None
+        if chunk == 1 or type(learner).selected_kernel is not Learner.selected_kernel:
+            assert not calls
+        elif chunk >= 64:
+            assert sum(calls) > 0.5 * len(want.outcomes), (chunk, sum(calls))
+
+
 def test_a_refused_block_goes_one_row_at_a_time() -> None:
     """Regression labels for a classifier: the learner refuses those rows (dead letters)
     and learns the others, in a batch as one by one."""
@@ -216,7 +304,10 @@ def test_route_many_equals_route(seed: int, key_by: str | None) -> None:
     plain = [r for r in clean if r.topic == "ev" and not r.value.startswith((b"label:", b"2 "))
              and b"/" in r.key]
     assert len(plain) > 50
-    for batch in (recs, clean, plain, recs[:BULK_MIN - 1], clean[:BULK_MIN], [], recs[5:6]):
+    pairs = pairs_stream(seed, 100)
+    for batch in (recs, clean, plain, recs[:BULK_MIN - 1], clean[:BULK_MIN], [], recs[5:6],
+                  pairs, [r for r in pairs if r.topic == "ev" and r.partition == 0
+                          and r.value != b"label:2"]):
         want_groups, want_dead = route_one_by_one(e, batch)
         groups, dead = e.route_many(batch)
         assert dead == want_dead

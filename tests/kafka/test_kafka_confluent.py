@@ -327,7 +327,7 @@ def test_kafka_python_settings_translate_or_fall_back(broker: str) -> None:
             "socket.timeout.ms": 7000}
     assert {k: cfg.get(k) for k in want} == want
     assert not any("." not in k for k in cfg), cfg  # only librdkafka names
-    assert confluent_config("h:1")["fetch.wait.max.ms"] == 10  # type: ignore[index]
+    assert confluent_config("h:1")["fetch.wait.max.ms"] == 100  # type: ignore[index]
 
     # no librdkafka equivalent: auto falls back to kafka-python, confluent refuses
     for odd in (["sasl_mechanism=OAUTHBEARER"], ["api_version=2.5.0"],
