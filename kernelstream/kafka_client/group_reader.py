@@ -4,7 +4,18 @@ partitions (kafka-python or confluent-kafka, :mod:`kernelstream.kafka_client.con
 holds back a partition whose buffer is full, and releases records in the merged order of
 :class:`~kernelstream.engine.merge.GroupMerger` once every partition has caught up or idled.
 Kept apart from the DoFn so that it can be tested and benchmarked on its own
-(``benchmarks/reader_clients.py``)."""
+(``benchmarks/reader_clients.py``).
+
+Caught up, precisely (the determinism contract of :mod:`kernelstream.engine.merge` rests on
+it): a partition counts as caught up once, for ``merge_idle_ms`` on end, its buffer was empty
+and its position at or past a high watermark *confirmed* by the broker, i.e. received in a
+fetch result after the consumer's assignment and after the last lost broker connection
+(:meth:`ConfluentConsumer.hw_confirmed`, :class:`FetchEvidence`). A high watermark cached
+from before an outage confirms nothing: while the broker is unreachable no partition becomes
+caught up, so no record is released past a partition whose records the broker may hold
+unread, and an outage changes no output. The reader also fails on a high watermark below the
+position already read (:class:`~kernelstream.engine.offsets.LogChanged`: the
+broker came back without its data)."""
 
 from __future__ import annotations
 
@@ -13,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernelstream.engine.merge import GroupMerger
-from kernelstream.engine.offsets import OffsetOutOfLog
+from kernelstream.engine.offsets import Fingerprint, LogChanged, OffsetOutOfLog, fingerprint
 from kernelstream.engine.records import SourceRecord
 from kernelstream.kafka_client.partitions import PartitionGroup
 
@@ -30,6 +41,46 @@ def _resume(consumer: Any, tps: Sequence[Any]) -> None:
     slot = getattr(fetcher, "_next_partition_records", None)
     if slot is not None and not slot:
         fetcher._next_partition_records = None  # type: ignore[union-attr]
+
+
+class FetchEvidence:
+    """What kafka-python's consumer does not tell: whether the broker answers and which
+    partitions' high watermarks came from a fetch after the last lost connection (see the
+    module docstring). Hooks the consumer's fetch callbacks (``_handle_fetch_response``,
+    ``_handle_fetch_error`` of its fetcher, set per instance; kafka-python 2.x/3.x): a
+    response confirms the partitions it answers, a failed fetch (the connection lost, timed
+    out, cancelled) unconfirms them all. A kafka-python without those hooks confirms every
+    high watermark, as before. A high watermark is taken into the consumer's state when
+    ``poll`` parses the response, which may be a poll after the response arrived: kafka-python's
+    confirmation can run ahead of its watermark by one poll; librdkafka's cannot."""
+
+    def __init__(self, consumer: Any, tps: Sequence[Any]) -> None:
+        self.broker_reachable = True
+        self.heard_at: float | None = None
+        fetcher = getattr(consumer, "_fetcher", None)
+        on_response: Any = getattr(fetcher, "_handle_fetch_response", None)
+        on_error: Any = getattr(fetcher, "_handle_fetch_error", None)
+        self.hooked = on_response is not None and on_error is not None
+        self.confirmed = dict.fromkeys(tps, not self.hooked)
+        if not self.hooked:
+            return
+
+        def response(node_id: Any, fetch_offsets: Any, *args: Any) -> Any:
+            out = on_response(node_id, fetch_offsets, *args)
+            for tp in fetch_offsets:
+                if tp in self.confirmed:
+                    self.confirmed[tp] = True
+            self.broker_reachable = True
+            self.heard_at = time.monotonic()
+            return out
+
+        def error(node_id: Any, exception: Any) -> Any:
+            self.broker_reachable = False
+            self.confirmed = dict.fromkeys(self.confirmed, False)
+            return on_error(node_id, exception)
+
+        fetcher._handle_fetch_response = response  # type: ignore[union-attr]
+        fetcher._handle_fetch_error = error  # type: ignore[union-attr]
 
 
 class GroupReader:
@@ -51,6 +102,7 @@ class GroupReader:
         self.index = {tp: i for i, tp in enumerate(self.keys)}
         self.consumer = consumer
         self.consumer.assign(self.tps)
+        self.evidence = None if self.direct else FetchEvidence(consumer, self.tps)
         self.merger = GroupMerger(self.keys)
         self.merge_idle_s = merge_idle_ms / 1000.0
         self.claimed: list[int] | None = None
@@ -58,6 +110,33 @@ class GroupReader:
         self.idle_since: list[float | None] = [None] * len(self.keys)
         self.newest_ts: list[int | None] = [None] * len(self.keys)
         self.paused: set[int] = set()
+        # the last record emitted of each partition (the reader sets it) and its fingerprint
+        self.last: list[Any] = [None] * len(self.keys)
+        self._fp: list[Fingerprint | None] = [None] * len(self.keys)
+
+    @property
+    def broker_reachable(self) -> bool:
+        """False from a lost broker connection until a fetch result after it."""
+        ev = self.evidence if self.evidence is not None else self.consumer
+        return bool(getattr(ev, "broker_reachable", True))
+
+    def confirmed(self, i: int) -> bool:
+        """Whether partition ``i``'s high watermark came from a fetch after the assignment
+        and the last lost connection (module docstring)."""
+        if self.evidence is not None:
+            return self.evidence.confirmed[self.tps[i]]
+        check = getattr(self.consumer, "hw_confirmed", None)
+        return True if check is None else bool(check(self.tps[i]))
+
+    def fingerprint(self, i: int) -> Fingerprint | None:
+        """The fingerprint of the last record emitted of partition ``i`` (None: none yet)."""
+        rec = self.last[i]
+        if rec is None:
+            return None
+        fp = self._fp[i]
+        if fp is None or fp.offset != rec.offset:
+            fp = self._fp[i] = fingerprint(rec.offset, rec.timestamp_ms, rec.key, rec.value)
+        return fp
 
     def sync(self, start: Sequence[int]) -> None:
         if self.claimed == list(start):
@@ -73,8 +152,8 @@ class GroupReader:
             self.paused = set()
 
     def caught_up(self, stop: Sequence[int] | None, now: float) -> set[tuple[str, int]]:
-        """The partitions with nothing more to merge now: at their stop, or fetched to the
-        high watermark and empty for ``merge_idle_ms``."""
+        """The partitions with nothing more to merge now: at their stop, or fetched to a
+        confirmed high watermark and empty for ``merge_idle_ms`` (module docstring)."""
         out = set()
         for i, key in enumerate(self.keys):
             since = self.idle_since[i]
@@ -119,7 +198,17 @@ class GroupReader:
             if i not in self.paused:
                 self.fetched[i] = int(self.consumer.position(tp))
             hw = self.consumer.highwater(tp)
-            idle = (self.merger.buffered(self.keys[i]) == 0 and hw is not None
+            confirmed = self.confirmed(i)
+            if hw is not None and hw < self.fetched[i]:
+                # a broker's high watermark never goes back below what it served (a cached
+                # one neither: each is from a fetch response at least as new as the records
+                # read), confirmed or not: this one comes from a broker that lost the data
+                raise LogChanged(self.keys[i][0], self.keys[i][1],
+                                 f"the broker's high watermark {hw} is below offset "
+                                 f"{self.fetched[i]}, where this stream had read to (the "
+                                 "broker came back without its data, or the topic was "
+                                 "recreated)")
+            idle = (confirmed and self.merger.buffered(self.keys[i]) == 0 and hw is not None
                     and self.fetched[i] >= hw)
             if not idle:
                 self.idle_since[i] = None

@@ -12,7 +12,11 @@ after ``--``; LOOPBACK workers unless ``--environment_type`` says otherwise) →
 
 Stopping. SIGINT/SIGTERM, ``--max-seconds`` and ``--idle-stop`` all *drain*
 (:mod:`~kernelstream.pipelines.stream_monitor`). A signal exits 130 with one line on stderr;
-the other two exit 0.
+the other two exit 0. A failure of the pipeline exits 1 with one line, except when the log
+changed under the run (:class:`~kernelstream.engine.offsets.LogChanged`: the broker came back
+without its data; :class:`~kernelstream.engine.offsets.OffsetOutOfLog`: records gone before
+they were read): exit 2, as the same finding at the start does, because no restart from the
+checkpoint can help.
 
 This module is the launcher; the command line is
 :mod:`kernelstream.pipelines.commands.stream`. It imports no Beam at import time (nor do the
@@ -100,6 +104,30 @@ def _error_line(exc: BaseException) -> str:
     return text if len(text) <= 400 else text[:397] + "..."
 
 
+_LOG_CHANGED = re.compile(r"(?:^|[\s.])(LogChanged|OffsetOutOfLog): (.+)$")
+
+
+def _log_changed(exc: BaseException) -> str | None:
+    """The one line of a failure because the log changed under the run (module docstring),
+    else None. The error comes out of the pipeline: the exception itself where the runner
+    chains it, else its ``Name: message`` line in the (remote) traceback text."""
+    from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
+
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, (LogChanged, OffsetOutOfLog)):
+            return str(e)
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    found = [m.group(2).strip() for ln in str(exc).splitlines()
+             if (m := _LOG_CHANGED.search(ln.strip()))]
+    if not found:
+        return None
+    text = re.sub(r"\s*\[while running '[^']*'\]\s*$", "", found[-1])
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
 def _quiet_logs() -> None:
     # Beam's, kafka-python's and librdkafka's warnings would drown the one-line messages; the
     # CLI reports failures itself
@@ -176,6 +204,9 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     shutil.rmtree(control, ignore_errors=True)
     epoch = _head(job.checkpoint, prep)
     if failure is not None:
+        changed = _log_changed(failure)
+        if changed is not None:
+            return error("stream", changed, code=2)
         where = (f"; resumes from snapshot epoch {epoch} in {config.checkpoint}"
                  if epoch is not None else "")
         return error("stream", f"{_error_line(failure)}{where}", code=1)

@@ -99,6 +99,10 @@ class Stopper:
                 self._last_change = now
             if self.config.max_seconds is not None and now - self.t0 >= self.config.max_seconds:
                 self.drain("max-seconds")
+            if st.get("broker_reachable") is False:
+                # an outage, not the end of the topic: no idle stop during it, and the idle
+                # time starts over once the broker answers again
+                self._last_change = now
             if (self.config.idle_stop is not None and st
                     and now - self._last_change >= self.config.idle_stop):
                 self.drain("idle")

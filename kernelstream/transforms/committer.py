@@ -162,6 +162,11 @@ class Committer(beam.DoFn):
         self.epoch = (self.committed or 0) + 1  # the epoch whose files rows go to now
         self.engine = StreamEngine(job.spec)
         self.offsets = job.offsets()
+        # the last record read of each partition (kept from the resumed snapshot until the
+        # reader reads one), committed with the offsets; whether each reader hears the broker
+        self.marks: dict[tuple[str, int], Any] = (
+            {} if self.store is None else self.store.fingerprints())
+        self.reachable: dict[tuple[str, int], bool] = {}
         self.states: dict[str, Any] = {}
         self.pending: dict[str, int] = {}  # model key -> pending events (for the status)
         self.buffers: dict[str, Rows] = {n: Rows() for n in OUTPUTS}
@@ -202,6 +207,9 @@ class Committer(beam.DoFn):
         tag, value = item
         if tag == PROGRESS_TAG:
             tp = (value.topic, value.partition)
+            self.reachable[tp] = value.broker_reachable
+            if value.last_record is not None:
+                self.marks[tp] = value.last_record
             before = self.offsets.get(tp)
             if before is None or value.next_offset > before:
                 moved = 0 if before is None else value.next_offset - before
@@ -330,7 +338,7 @@ class Committer(beam.DoFn):
         writer = kafka_writer(self.job.control)
         sent = None if writer is None else writer.sent()
         self.inflight = self.pool.submit(self._commit, self.epoch, cuts, dict(self.offsets),
-                                         info, writer, sent, self.in_epoch)
+                                         info, writer, sent, self.in_epoch, dict(self.marks))
         self.epoch += 1
         self.in_epoch = 0
         self.states = {}
@@ -342,7 +350,8 @@ class Committer(beam.DoFn):
 
     def _commit(self, epoch: int, cuts: dict[str, Any] | None,
                 offsets: dict[tuple[str, int], int], info: dict[str, Any], writer: Any,
-                sent: Any, rows: int) -> tuple[int, int]:
+                sent: Any, rows: int, marks: dict[tuple[str, int], Any] | None = None,
+                ) -> tuple[int, int]:
         """On the commit thread: the snapshot of ``epoch`` (its rows already written)."""
         from kernelstream.engine.snapshot_outputs import publish
 
@@ -354,7 +363,7 @@ class Committer(beam.DoFn):
         if self.store is not None:
             assert cuts is not None
             states = {k: c.encode() for k, c in cuts.items()}
-            committed = self.store.commit(states, offsets, info)
+            committed = self.store.commit(states, offsets, info, marks)
             if committed != epoch:
                 raise RuntimeError(f"snapshot epoch {committed} committed as {epoch}: another "
                                    "writer in this checkpoint directory?")
@@ -379,6 +388,9 @@ class Committer(beam.DoFn):
                "epoch": self.committed,
                "pending": sum(self.pending.values()),
                "buffered": self.in_epoch + sum(len(b) for b in self.buffers.values()),
+               # every reader hears from the broker (None before the first progress)
+               "broker_reachable": (all(self.reachable.values()) if self.reachable
+                                    else None),
                **self.totals.as_doc()}
         tmp = f"{self.job.status_path}.{os.getpid()}.tmp"
         try:

@@ -30,9 +30,12 @@ downstream ``finish_bundle`` s) come once per call; a fused ``finish_bundle`` se
 records and the progress covering them. The watermark follows the
 released records' timestamps (the oldest partition's newest record); a caught-up partition
 counts as wall-clock time minus ``idle_watermark_lag_ms``, so event-time timers fire while
-the stream is quiet. (The FnApiRunner, measured on Beam 2.77, does not use this watermark: a
-DoFn fused after the reader sees its event-time timers fire right after the bundle that set
-them, whatever their time, because that stage's input is the finished ``Impulse``.)
+the stream is quiet. Caught up needs a high watermark the broker confirmed after the last
+lost connection (:mod:`kernelstream.kafka_client.group_reader`), so while the broker is
+unreachable the watermark stays where the records put it. (The FnApiRunner, measured on
+Beam 2.77, does not use this watermark: a DoFn fused after the reader sees its event-time
+timers fire right after the bundle that set them, whatever their time, because that stage's
+input is the finished ``Impulse``.)
 
 Stopping: a bounded read (``stop_offsets``) ends when every partition is claimed up to its
 stop, however fast producers keep writing. An unbounded read ends on *drain*:
@@ -62,6 +65,7 @@ from apache_beam.transforms.core import RestrictionProvider, WatermarkEstimatorP
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 
+from kernelstream.engine.offsets import Fingerprint
 from kernelstream.engine.records import SourceRecord
 from kernelstream.kafka_client.confluent import KAFKA_CLIENTS, reader_consumer
 from kernelstream.kafka_client.group_reader import GroupReader
@@ -144,12 +148,19 @@ class ReadProgress(NamedTuple):
     """After a reader's round: the next offset to read of ``topic``/``partition``; every record
     before it has been emitted (a snapshot's source offset). A round emits one per partition
     of its group; ``last`` marks the group's last one, after which the offsets of every
-    partition of the group cover what the round emitted (a consistent cut)."""
+    partition of the group cover what the round emitted (a consistent cut).
+    ``broker_reachable``: whether the reader's consumer hears from the broker (False from a
+    lost connection until a fetch result after it). ``last_record``: the
+    :class:`~kernelstream.engine.offsets.Fingerprint` of the last record emitted of the
+    partition by this reader (None before the first), which a snapshot keeps to detect a
+    recreated topic at a resume."""
 
     topic: str
     partition: int
     next_offset: int
     last: bool = True
+    broker_reachable: bool = True
+    last_record: Fingerprint | None = None
 
 
 # -- restriction ----------------------------------------------------------------------------------
@@ -380,6 +391,7 @@ class _ReadGroups(beam.DoFn):
                     split_away = True  # the runner split the restriction meanwhile
                     break
                 claimed[i] = rec.offset + 1
+                reader.last[i] = rec
                 prev = reader.newest_ts[i]
                 reader.newest_ts[i] = (rec.timestamp_ms if prev is None
                                        else max(prev, rec.timestamp_ms))
@@ -398,8 +410,10 @@ class _ReadGroups(beam.DoFn):
         wm = watermark.current_watermark()
         wm = MIN_TIMESTAMP if wm is None else wm
         final = len(reader.keys) - 1
+        reachable = reader.broker_reachable
         for i, ((topic, p), off) in enumerate(zip(reader.keys, claimed, strict=True)):
-            item = TimestampedValue(ReadProgress(topic, p, off, i == final), wm)
+            item = TimestampedValue(ReadProgress(topic, p, off, i == final, reachable,
+                                                 reader.fingerprint(i)), wm)
             yield item if self.progress_in_records else beam.pvalue.TaggedOutput(PROGRESS_TAG,
                                                                                  item)
         return split_away
@@ -424,6 +438,7 @@ class _ReadGroups(beam.DoFn):
             if not tracker.try_claim((i, nxt)):
                 return out[:j], True
             claimed[i] = nxt
+            reader.last[i] = out[k - 1]
             newest = max(map(_TIMESTAMP, out[j:k]) if k - j < n else map(_TIMESTAMP, out))
             prev = reader.newest_ts[i]
             reader.newest_ts[i] = newest if prev is None else max(prev, newest)
@@ -433,7 +448,10 @@ class _ReadGroups(beam.DoFn):
     def _advance_watermark(self, reader: GroupReader, stop: Sequence[int] | None,
                            watermark: Any) -> None:
         """The oldest partition's newest record timestamp; a caught-up partition counts as
-        now minus the idle lag. Never backwards."""
+        now minus the idle lag. Never backwards, and not while the broker is unreachable
+        (no partition is caught up then: nothing confirms it)."""
+        if not reader.broker_reachable:
+            return
         up = reader.caught_up(stop, time.monotonic())
         idle_ms = int(time.time() * 1000) - self.idle_lag_ms
         marks = []
