@@ -11,10 +11,20 @@ grow within a partition, so this is a merge of sequences, not a sort).
 :class:`GroupMerger` produces the same order while the records arrive in fetch batches of any
 size and interleaving: it releases a head only when every other partition of the group either
 has a record buffered (so its next record is known) or is *caught up*: the reader has fetched
-everything it holds (for ``merge_idle_ms``), so its next record will come later. As long as
-records produced after a partition was judged caught up have later timestamps, the streamed
-order is exactly :func:`merged` of the final contents; that is the determinism contract of a
-stream (a model fed by one group is reproduced bit for bit by the reference loop).
+everything it holds (for ``merge_idle_ms``), so its next record will come later.
+
+The determinism contract of a stream (a model fed by one group is reproduced bit for bit by
+the reference loop): the streamed order is exactly :func:`merged` of the final contents as
+long as every record appended to a partition after the reader judged it caught up has a
+timestamp later than the records released past it meanwhile. The reader
+(:mod:`kernelstream.kafka_client.group_reader`) judges a partition caught up only on fresh
+evidence: its position at a high watermark that came from a fetch result after the last lost
+broker connection, and its buffer empty for ``merge_idle_ms``. So a broker outage (connections
+cut, refused, broker restarted with its data) changes no result: no partition is caught up
+while the broker is unreachable, and after it each one waits for a fetch of its own. What the
+contract cannot cover: a producer that appends records with timestamps older than records
+already released (e.g. one that buffered them through an outage of its own); a stream whose
+producers keep to timestamp order within ``merge_idle_ms`` plus the fetch latency meets it.
 
 A group of one partition (a single-topic stream) is passed through without any hold.
 """

@@ -364,6 +364,24 @@ class ConfluentConsumer:
                 self._pos[k] = self.position(k)
             self._dirty = True
 
+    def missing(self, timeout_s: float = 1.0) -> list[tuple[str, int]] | None:
+        """The assigned partitions the cluster's metadata does not have now (a topic deleted,
+        a broker back without its data, where librdkafka waits silently), or None when no
+        broker answers within ``timeout_s``. (All topics are asked for: asking for these
+        would let a broker auto-create them.)"""
+        from confluent_kafka import KafkaException
+
+        try:
+            md = self._c.list_topics(timeout=timeout_s)
+        except KafkaException:
+            return None
+        out = []
+        for t, p in self._keys:
+            tm = md.topics.get(t)
+            if tm is None or tm.error is not None or p not in tm.partitions:
+                out.append((t, p))
+        return out
+
     def highwater(self, tp: Sequence[Any]) -> int | None:
         """The high watermark of the last fetch response, or None before one."""
         if self._dirty:

@@ -13,9 +13,11 @@ fetch result after the consumer's assignment and after the last lost broker conn
 (:meth:`ConfluentConsumer.hw_confirmed`, :class:`FetchEvidence`). A high watermark cached
 from before an outage confirms nothing: while the broker is unreachable no partition becomes
 caught up, so no record is released past a partition whose records the broker may hold
-unread, and an outage changes no output. The reader also fails on a high watermark below the
-position already read (:class:`~kernelstream.engine.offsets.LogChanged`: the
-broker came back without its data)."""
+unread, and an outage changes no output. The reader also fails
+(:class:`~kernelstream.engine.offsets.LogChanged`) on a high watermark below the position
+already read (the broker came back without its data), and on partitions that the broker,
+answering, no longer has after ``PROBE_EVERY_S`` of unreachability (librdkafka waits
+silently for a deleted topic; confluent-kafka only: :meth:`ConfluentConsumer.missing`)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,10 @@ from kernelstream.engine.merge import GroupMerger
 from kernelstream.engine.offsets import Fingerprint, LogChanged, OffsetOutOfLog, fingerprint
 from kernelstream.engine.records import SourceRecord
 from kernelstream.kafka_client.partitions import PartitionGroup
+
+# how long the broker may stay unreachable before the reader asks the cluster's metadata
+# whether its partitions still exist (a broker back without its data, a deleted topic)
+PROBE_EVERY_S = 5.0
 
 
 def _resume(consumer: Any, tps: Sequence[Any]) -> None:
@@ -113,6 +119,7 @@ class GroupReader:
         # the last record emitted of each partition (the reader sets it) and its fingerprint
         self.last: list[Any] = [None] * len(self.keys)
         self._fp: list[Fingerprint | None] = [None] * len(self.keys)
+        self._probe_at: float | None = None  # when to ask whether the partitions still exist
 
     @property
     def broker_reachable(self) -> bool:
@@ -214,6 +221,26 @@ class GroupReader:
                 self.idle_since[i] = None
             elif self.idle_since[i] is None:
                 self.idle_since[i] = now
+        self._probe(now)
+
+    def _probe(self, now: float) -> None:
+        """Unreachable for ``PROBE_EVERY_S``: fail if the broker answers without our
+        partitions (module docstring); ask again every ``PROBE_EVERY_S``."""
+        if self.broker_reachable:
+            self._probe_at = None
+            return
+        if self._probe_at is None:
+            self._probe_at = now + PROBE_EVERY_S
+            return
+        if now < self._probe_at:
+            return
+        self._probe_at = now + PROBE_EVERY_S
+        check = getattr(self.consumer, "missing", None)
+        gone = None if check is None else check()
+        if gone:
+            raise LogChanged(gone[0][0], gone[0][1],
+                             "the broker answers, but has no such partition any more (it "
+                             "came back without its data, or the topic was deleted)")
 
     def _poll_kafka_python(self, timeout_s: float, stop: Sequence[int] | None,
                            max_records: int) -> None:

@@ -5,8 +5,10 @@ holds and ends, the Committer writes the last snapshot at its last ``finish_bund
 pipeline finishes. A second signal exits 130 at once (the next run resumes from the last
 snapshot). The drain request reaches workers in this process directly and workers elsewhere
 (EXTERNAL) through a file in the run's control directory, where the Committer also writes the
-status the progress lines show. This watcher thread is the launcher's only moving part while
-the pipeline runs, hence its own module.
+status the progress lines show. ``--idle-stop`` counts no time during which that status says
+``broker_reachable: false`` (a reader lost its broker connection and has had no fetch result
+since): an outage is not the end of the topic. This watcher thread is the launcher's only
+moving part while the pipeline runs, hence its own module.
 """
 
 from __future__ import annotations
@@ -126,6 +128,8 @@ class Stopper:
         written = int(st.get("published", 0)) + int(st.get("buffered", 0))
         epoch = st.get("epoch")
         draining = "  draining" if self.reason else ""
+        if st.get("broker_reachable") is False:
+            draining = "  broker unreachable" + draining
         return (f"[stream] {elapsed:5.1f} s  records {records:,} ({rate:,.0f}/s)  labels "
                 f"learnt {outcomes:,} (learning {lrate}/s)  lag {lag}  pending "
                 f"{st.get('pending', 0):,}  outputs {written:,}  epoch "

@@ -329,7 +329,13 @@ class _ReadGroups(beam.DoFn):
         reader = self._readers.get(cache_key)
         if reader is None:
             # resolved here, on the worker: "auto" takes confluent-kafka where it imports
-            consumer = reader_consumer(self.bootstrap, self.client, self.kafka_client)
+            try:
+                consumer = reader_consumer(self.bootstrap, self.client, self.kafka_client)
+            except ConnectionError:
+                # kafka-python's consumer needs the broker to be made: in an outage this
+                # call only says so (its progress) and the next one tries again
+                yield from self._unreachable(group, rest, tracker, watermark)
+                return
             reader = GroupReader(group, consumer,
                                   self.merge_idle_ms)
             self._readers[cache_key] = reader
@@ -371,6 +377,22 @@ class _ReadGroups(beam.DoFn):
             if time.monotonic() >= call_end or 0 < self.call_records <= n_call:
                 break
         tracker.defer_remainder()
+
+    def _unreachable(self, group: PartitionGroup, rest: GroupRestriction, tracker: Any,
+                     watermark: Any) -> Iterator[Any]:
+        """No consumer (the broker unreachable when it was made): progress at the start
+        offsets, ``broker_reachable`` False, then defer (or finish, when draining)."""
+        wm = watermark.current_watermark()
+        wm = MIN_TIMESTAMP if wm is None else wm
+        keys = group.partitions
+        for i, ((topic, p), off) in enumerate(zip(keys, rest.start, strict=True)):
+            item = TimestampedValue(ReadProgress(topic, p, off, i == len(keys) - 1, False), wm)
+            yield item if self.progress_in_records else beam.pvalue.TaggedOutput(PROGRESS_TAG,
+                                                                                 item)
+        if self._draining():
+            tracker.try_claim(FINISH)
+        else:
+            tracker.defer_remainder()
 
     def _emit(self, reader: GroupReader, out: list[SourceRecord], claimed: list[int],
               stop: Sequence[int] | None, tracker: Any, watermark: Any

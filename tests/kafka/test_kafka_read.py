@@ -180,7 +180,8 @@ def test_live_latency_bundles_and_drain(broker: str, client: str) -> None:
     assert _quantile(lat, 0.99) < 500
 
     progress = _seen("progress")
-    assert progress[-1] == kr.ReadProgress(topic, 0, n)
+    assert progress[-1][:4] == kr.ReadProgress(topic, 0, n)[:4]
+    assert progress[-1].broker_reachable and progress[-1].last_record.offset == n - 1
     # finish_bundle of a fused DoFn runs after every reader call: a bundle holds one call's
     # records, then its progress, which covers them
     bundles: list[list[Any]] = [[]]
@@ -427,7 +428,7 @@ def test_portable_job_service_loopback_runs_and_drains(broker: str, client: str)
         th.join(20)
         assert not th.is_alive() and "error" not in res, res
     assert [r.offset for r in _seen("records")] == list(range(50))
-    assert _seen("progress")[-1] == kr.ReadProgress(topic, 0, 50)
+    assert _seen("progress")[-1][:4] == kr.ReadProgress(topic, 0, 50)[:4]
 
 
 def test_records_deleted_before_they_were_read_fail_loudly() -> None:
