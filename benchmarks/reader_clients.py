@@ -42,11 +42,10 @@ def drain(bootstrap: str, topics: list[str], n: int, kind: str) -> tuple[float, 
     while got < n:  # the rounds of kafka_read._ReadGroups._read, max_records 1000
         r0 = time.perf_counter()
         now = time.monotonic()
-        out = reader.merger.ready(reader.caught_up(None, now), limit=1000)
+        out = reader.ready(None, now, 1000)
         if len(out) < 1000:
             reader.fetch(0.0 if out else reader.wait_s(0.2, now), None, 1000)
-            out += reader.merger.ready(reader.caught_up(None, time.monotonic()),
-                                       limit=1000 - len(out))
+            out += reader.ready(None, time.monotonic(), 1000 - len(out))
         new = len(out)
         slowest = max(slowest, time.perf_counter() - r0)
         got += new

@@ -13,7 +13,11 @@ fetch result after the consumer's assignment and after the last lost broker conn
 (:meth:`ConfluentConsumer.hw_confirmed`, :class:`FetchEvidence`). A high watermark cached
 from before an outage confirms nothing: while the broker is unreachable no partition becomes
 caught up, so no record is released past a partition whose records the broker may hold
-unread, and an outage changes no output. The reader also fails
+unread, and an outage changes no output. And a record passes a caught-up (empty) partition
+only once it was fetched ``merge_idle_ms`` ago (:meth:`GroupReader.ready`): a broker builds
+a fetch response partition by partition, so one response can hold a record appended after
+another partition's record it reports no trace of; the empty partition's high watermark
+must come from a later fetch than the record. The reader also fails
 (:class:`~kernelstream.engine.offsets.LogChanged`) on a high watermark below the position
 already read (the broker came back without its data), and on partitions that the broker,
 answering, no longer has after ``PROBE_EVERY_S`` of unreachability (librdkafka waits
@@ -22,6 +26,7 @@ silently for a deleted topic; confluent-kafka only: :meth:`ConfluentConsumer.mis
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -120,6 +125,10 @@ class GroupReader:
         self.last: list[Any] = [None] * len(self.keys)
         self._fp: list[Fingerprint | None] = [None] * len(self.keys)
         self._probe_at: float | None = None  # when to ask whether the partitions still exist
+        # per partition: (highest offset added, when) of the fetches not yet ripe, and the
+        # highest offset fetched at least merge_idle_ms ago
+        self._arrived: list[deque[tuple[int, float]]] = [deque() for _ in self.keys]
+        self._ripe: list[int] = [-1] * len(self.keys)
 
     @property
     def broker_reachable(self) -> bool:
@@ -154,6 +163,8 @@ class GroupReader:
         self.claimed = list(start)
         self.fetched = list(start)
         self.idle_since = [None] * len(self.keys)
+        self._arrived = [deque() for _ in self.keys]
+        self._ripe = [-1] * len(self.keys)
         if self.paused:
             _resume(self.consumer, self.tps)
             self.paused = set()
@@ -169,12 +180,24 @@ class GroupReader:
                 out.add(key)
         return out
 
+    def ready(self, stop: Sequence[int] | None, now: float,
+              limit: int | None = None) -> list[SourceRecord]:
+        """The records the merge can release now (at most ``limit``): past caught-up
+        partitions only those fetched ``merge_idle_ms`` ago (module docstring)."""
+        ripe = self._ripe
+        cutoff = now - self.merge_idle_s
+        for i, arrived in enumerate(self._arrived):
+            while arrived and arrived[0][1] <= cutoff:
+                ripe[i] = max(ripe[i], arrived.popleft()[0])
+        return self.merger.ready(self.caught_up(stop, now), limit, ripe)
+
     def wait_s(self, budget_s: float, now: float) -> float:
         """How long the next poll may block: ``budget_s``, or less when buffered records wait
-        only for another partition's idle time to pass."""
+        only for another partition's idle time, or their own, to pass."""
         if not len(self.merger):
             return budget_s
         ends = [s + self.merge_idle_s - now for s in self.idle_since if s is not None]
+        ends += [a[0][1] + self.merge_idle_s - now for a in self._arrived if a]
         return max(0.001, min([budget_s, *[e for e in ends if e > 0]]))
 
     def fetch(self, timeout_s: float, stop: Sequence[int] | None, max_records: int) -> None:
@@ -199,8 +222,12 @@ class GroupReader:
                 recs = [r for r in recs if r.offset < stop[index[(r.topic, r.partition)]]]
             self.merger.add(recs)
         else:
-            self._poll_kafka_python(timeout_s, stop, max_records)
+            recs = self._poll_kafka_python(timeout_s, stop, max_records)
         now = time.monotonic()
+        if recs and len(self.keys) > 1:  # when they came (a group of one merges nothing)
+            index = self.index
+            for key, off in {(r.topic, r.partition): r.offset for r in recs}.items():
+                self._arrived[index[key]].append((off, now))
         for i, tp in enumerate(self.tps):
             if i not in self.paused:
                 self.fetched[i] = int(self.consumer.position(tp))
@@ -243,7 +270,7 @@ class GroupReader:
                              "came back without its data, or the topic was deleted)")
 
     def _poll_kafka_python(self, timeout_s: float, stop: Sequence[int] | None,
-                           max_records: int) -> None:
+                           max_records: int) -> list[SourceRecord]:
         from kafka.errors import OffsetOutOfRangeError
 
         try:
@@ -251,12 +278,15 @@ class GroupReader:
                                        max_records=max_records)
         except OffsetOutOfRangeError as e:  # records deleted (retention) before we read them
             raise self._out_of_log(e) from None
+        out: list[SourceRecord] = []
         for tp, recs in batch.items():
             i = self.index[(tp.topic, tp.partition)]
             end = None if stop is None else stop[i]
-            self.merger.add(SourceRecord(r.topic, r.partition, r.offset, int(r.timestamp),
-                                         r.key, r.value)
-                            for r in recs if end is None or r.offset < end)
+            out += [SourceRecord(r.topic, r.partition, r.offset, int(r.timestamp), r.key,
+                                 r.value)
+                    for r in recs if end is None or r.offset < end]
+        self.merger.add(out)
+        return out
 
     def _out_of_log(self, e: Exception) -> Exception:
         where = e.args[0] if e.args and isinstance(e.args[0], dict) else {}

@@ -354,14 +354,13 @@ class _ReadGroups(beam.DoFn):
                 out = reader.merger.drain()
             else:
                 now = time.monotonic()
-                out = reader.merger.ready(reader.caught_up(stop, now), limit=self.max_records)
+                out = reader.ready(stop, now, self.max_records)
                 if len(out) < self.max_records:
                     wait = 0.0 if out else reader.wait_s(budget, now)
                     if self.call_ms:
                         wait = min(wait, max(0.001, call_end - now))
                     reader.fetch(wait, stop, self.max_records)
-                    out += reader.merger.ready(reader.caught_up(stop, time.monotonic()),
-                                               limit=self.max_records - len(out))
+                    out += reader.ready(stop, time.monotonic(), self.max_records - len(out))
             split_away = yield from self._emit(reader, out, claimed, stop, tracker, watermark)
             n_call += len(out)
             if split_away:

@@ -216,20 +216,49 @@ def produce_exempt(bootstrap: str, messages: Sequence[Message]) -> None:
 
 
 def produce_live(bootstrap: str, messages: Sequence[Message], stop: threading.Event) -> None:
-    """Each message when the wall clock reaches its timestamp (a live producer), in
-    timestamp order across topics and partitions."""
+    """Each message when the wall clock reaches its timestamp (a live producer), in the
+    merge order across topics and partitions (timestamp, then events before labels), each
+    acknowledged before the next is sent: the determinism contract's producer
+    (:mod:`kernelstream.engine.merge`). (Sent without waiting, two records of one request
+    may be appended in either order, and the reader may fetch the later one first.)"""
     from kafka import KafkaProducer
 
     prod = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, client_id=f"{EXEMPT}-live")
     try:
-        for topic, part, key, value, ts in sorted(messages, key=lambda m: m[4]):
+        for topic, part, key, value, ts in sorted(messages, key=lambda m: (m[4], m[0] != "ev")):
             wait = ts / 1000 - time.time()
             if wait > 0 and stop.wait(wait):
                 return
-            prod.send(topic, key=key, value=value, partition=part, timestamp_ms=ts)
-        prod.flush()
+            prod.send(topic, key=key, value=value, partition=part, timestamp_ms=ts).get(30)
     finally:
         prod.close()
+
+
+def test_a_fresh_record_waits_for_newer_evidence() -> None:
+    """A record passes an empty, caught-up partition only once it was fetched
+    ``merge_idle_ms`` ago: a fetch response may hold it while reporting no trace of the
+    other partition's record appended just before it (a broker reads partitions one by
+    one), and a later fetch brings that one."""
+    ev, lab = ("ev", 0), ("lab", 0)
+    c = _Consumer()
+    reader = GroupReader(PartitionGroup(0, ("ev", "lab"), (0, 0)), c, merge_idle_ms=50)
+    reader.sync((0, 0))
+    c.hw, c.ok = {ev: 0, lab: 0}, {ev: True, lab: True}
+    reader.fetch(0.0, None, 100)  # both empty and caught up from now on
+    time.sleep(0.1)
+    event, label = _recs("ev", 0, [200]), _recs("lab", 0, [150])
+    c.polls, c.hw = [event], {ev: 1, lab: 0}
+    reader.fetch(0.0, None, 100)
+    now = time.monotonic()
+    assert reader.caught_up(None, now) == {lab}
+    assert reader.ready(None, now) == [], "released before newer evidence of the labels"
+    assert 0 < reader.wait_s(1.0, now) <= 0.05
+    c.polls, c.hw = [label], {ev: 1, lab: 1}
+    reader.fetch(0.0, None, 100)
+    out = reader.ready(None, time.monotonic() + 1)
+    reader.fetch(0.0, None, 100)  # the labels partition empty again, caught up later
+    out += reader.ready(None, time.monotonic() + 1)
+    assert out == label + event
 
 
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
