@@ -21,8 +21,9 @@ order. Producers that write a group's records in timestamp order meet it. The re
 (:mod:`kernelstream.kafka_client.group_reader`) keeps its side on fresh evidence only: a
 partition is caught up when its position is at a high watermark that came from a fetch result
 after the last lost broker connection and its buffer has been empty for ``merge_idle_ms``,
-and a record passes such a partition only ``merge_idle_ms`` after it was fetched (``ready``'s
-``ripe``), so that partition's evidence comes from a later fetch than the record. So a broker
+and a record passes such a partition only once it has been known to exist (below a high
+watermark seen) for ``merge_idle_ms`` (``ready``'s ``ripe``), so that partition's evidence
+comes from a later fetch than the record's append. So a broker
 outage (connections cut, refused, a broker restarted with its data) changes no result: no
 partition is caught up while the broker is unreachable, and after it each one waits for a
 fetch of its own. What the contract cannot cover: a producer that appends records older than
@@ -121,7 +122,7 @@ class GroupMerger:
         other partition has a record buffered or is in ``caught_up``. ``limit``: at most this
         many (the rest stay buffered, in order). ``ripe``: per partition, the highest offset
         that may pass an empty partition (one in ``caught_up``); a later record waits until
-        the caller says it is ripe (the reader: fetched at least ``merge_idle_ms`` ago, so
+        the caller says it is ripe (the reader: known to exist for ``merge_idle_ms``, so
         the empty partition's evidence is newer than it)."""
         if len(self.partitions) == 1:
             return self._release(limit, lambda: True)

@@ -14,10 +14,12 @@ fetch result after the consumer's assignment and after the last lost broker conn
 from before an outage confirms nothing: while the broker is unreachable no partition becomes
 caught up, so no record is released past a partition whose records the broker may hold
 unread, and an outage changes no output. And a record passes a caught-up (empty) partition
-only once it was fetched ``merge_idle_ms`` ago (:meth:`GroupReader.ready`): a broker builds
-a fetch response partition by partition, so one response can hold a record appended after
-another partition's record it reports no trace of; the empty partition's high watermark
-must come from a later fetch than the record. The reader also fails
+only once it has been known to exist for ``merge_idle_ms`` (below a high watermark seen that
+long ago; :meth:`GroupReader.ready`): a broker builds a fetch response partition by
+partition, so one response can hold a record appended after another partition's record it
+reports no trace of, and the empty partition's high watermark must come from a later fetch
+than the record's append. A backlog is known from the first fetch on, so only the records
+at the live end wait. The reader also fails
 (:class:`~kernelstream.engine.offsets.LogChanged`) on a high watermark below the position
 already read (the broker came back without its data), and on partitions that the broker,
 answering, no longer has after ``PROBE_EVERY_S`` of unreachability (librdkafka waits
@@ -125,8 +127,8 @@ class GroupReader:
         self.last: list[Any] = [None] * len(self.keys)
         self._fp: list[Fingerprint | None] = [None] * len(self.keys)
         self._probe_at: float | None = None  # when to ask whether the partitions still exist
-        # per partition: (highest offset added, when) of the fetches not yet ripe, and the
-        # highest offset fetched at least merge_idle_ms ago
+        # per partition: (highest offset known to exist, since when) of the high watermarks
+        # seen less than merge_idle_ms ago, and the highest offset known for longer
         self._arrived: list[deque[tuple[int, float]]] = [deque() for _ in self.keys]
         self._ripe: list[int] = [-1] * len(self.keys)
 
@@ -183,7 +185,7 @@ class GroupReader:
     def ready(self, stop: Sequence[int] | None, now: float,
               limit: int | None = None) -> list[SourceRecord]:
         """The records the merge can release now (at most ``limit``): past caught-up
-        partitions only those fetched ``merge_idle_ms`` ago (module docstring)."""
+        partitions only those known to exist for ``merge_idle_ms`` (module docstring)."""
         ripe = self._ripe
         cutoff = now - self.merge_idle_s
         for i, arrived in enumerate(self._arrived):
@@ -224,14 +226,15 @@ class GroupReader:
         else:
             recs = self._poll_kafka_python(timeout_s, stop, max_records)
         now = time.monotonic()
-        if recs and len(self.keys) > 1:  # when they came (a group of one merges nothing)
-            index = self.index
-            for key, off in {(r.topic, r.partition): r.offset for r in recs}.items():
-                self._arrived[index[key]].append((off, now))
         for i, tp in enumerate(self.tps):
             if i not in self.paused:
                 self.fetched[i] = int(self.consumer.position(tp))
             hw = self.consumer.highwater(tp)
+            if hw is not None and len(self.keys) > 1:  # a group of one merges nothing
+                # records below hw exist from now on (when they may pass: see ready)
+                known = self._arrived[i]
+                if hw - 1 > (known[-1][0] if known else self._ripe[i]):
+                    known.append((hw - 1, now))
             confirmed = self.confirmed(i)
             if hw is not None and hw < self.fetched[i]:
                 # a broker's high watermark never goes back below what it served (a cached
