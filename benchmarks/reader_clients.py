@@ -75,11 +75,10 @@ FETCH_SETTINGS: list[tuple[str, tuple[tuple[str, str], ...], dict[str, Any]]] = 
 def rounds(reader: GroupReader) -> list[Any]:
     """One round of kafka_read._ReadGroups._read (max_records 1000): the records released."""
     now = time.monotonic()
-    out = reader.merger.ready(reader.caught_up(None, now), limit=1000)
+    out = reader.ready(None, now, 1000)
     if len(out) < 1000:
         reader.fetch(0.0 if out else reader.wait_s(0.2, now), None, 1000)
-        out += reader.merger.ready(reader.caught_up(None, time.monotonic()),
-                                   limit=1000 - len(out))
+        out += reader.ready(None, time.monotonic(), 1000 - len(out))
     return out
 
 

@@ -11,10 +11,23 @@ grow within a partition, so this is a merge of sequences, not a sort).
 :class:`GroupMerger` produces the same order while the records arrive in fetch batches of any
 size and interleaving: it releases a head only when every other partition of the group either
 has a record buffered (so its next record is known) or is *caught up*: the reader has fetched
-everything it holds (for ``merge_idle_ms``), so its next record will come later. As long as
-records produced after a partition was judged caught up have later timestamps, the streamed
-order is exactly :func:`merged` of the final contents; that is the determinism contract of a
-stream (a model fed by one group is reproduced bit for bit by the reference loop).
+everything it holds (for ``merge_idle_ms``), so its next record will come later.
+
+The determinism contract of a stream (a model fed by one group is reproduced bit for bit by
+the reference loop): the streamed order is exactly :func:`merged` of the final contents as
+long as no record is appended to its partition more than ``merge_idle_ms`` (less the fetch
+latency) after a record of another partition of the group that comes after it in merge
+order. Producers that write a group's records in timestamp order meet it. The reader
+(:mod:`kernelstream.kafka_client.group_reader`) keeps its side on fresh evidence only: a
+partition is caught up when its position is at a high watermark that came from a fetch result
+after the last lost broker connection and its buffer has been empty for ``merge_idle_ms``,
+and a record passes such a partition only once it has been known to exist (below a high
+watermark seen) for ``merge_idle_ms`` (``ready``'s ``ripe``), so that partition's evidence
+comes from a later fetch than the record's append. So a broker
+outage (connections cut, refused, a broker restarted with its data) changes no result: no
+partition is caught up while the broker is unreachable, and after it each one waits for a
+fetch of its own. What the contract cannot cover: a producer that appends records older than
+ones already released (e.g. one that buffered them through an outage of its own).
 
 A group of one partition (a single-topic stream) is passed through without any hold.
 """
@@ -103,24 +116,30 @@ class GroupMerger:
         self.next_offsets = [None] * len(self.partitions)
 
     def ready(self, caught_up: Iterable[TopicPartition] = (),
-              limit: int | None = None) -> list[SourceRecord]:
+              limit: int | None = None,
+              ripe: Sequence[int] | None = None) -> list[SourceRecord]:
         """The records that can be released now, in merge order: a head goes out while every
         other partition has a record buffered or is in ``caught_up``. ``limit``: at most this
-        many (the rest stay buffered, in order)."""
+        many (the rest stay buffered, in order). ``ripe``: per partition, the highest offset
+        that may pass an empty partition (one in ``caught_up``); a later record waits until
+        the caller says it is ripe (the reader: known to exist for ``merge_idle_ms``, so
+        the empty partition's evidence is newer than it)."""
         if len(self.partitions) == 1:
             return self._release(limit, lambda: True)
         done = set(caught_up)
         up = [tp in done for tp in self.partitions]
         # partitions that hold the merge back: empty and not caught up
         return self._release(limit, lambda: all(up[j] or self._buf[j]
-                                                for j in range(len(self.partitions))))
+                                                for j in range(len(self.partitions))),
+                             ripe)
 
     def drain(self, limit: int | None = None) -> list[SourceRecord]:
         """Everything buffered (or the first ``limit``), in merge order, as if every partition
         were caught up."""
         return self._release(limit, lambda: True)
 
-    def _release(self, limit: int | None, may_release: Callable[[], bool]) -> list[SourceRecord]:
+    def _release(self, limit: int | None, may_release: Callable[[], bool],
+                 ripe: Sequence[int] | None = None) -> list[SourceRecord]:
         bufs = self._buf
         if len(bufs) == 1:  # one partition: its records in offset order, nothing to merge
             buf = bufs[0]
@@ -138,8 +157,14 @@ class GroupMerger:
         heap = self._heap
         # re-checked after each run: the released partition may have run dry
         while heap and (limit is None or len(out) < limit) and may_release():
-            _, i = heapq.heappop(heap)
+            i = heap[0][1]
             buf = bufs[i]
+            # passing an empty partition: only records ripe enough (see ready)
+            last = (None if ripe is None or all(bufs[j] for j in range(len(bufs)) if j != i)
+                    else ripe[i])
+            if last is not None and buf[0].offset > last:
+                break  # the smallest head must wait, and everything after it
+            heapq.heappop(heap)
             # a run of partition i: its records go out while they come before every other
             # partition's head (the others do not change meanwhile, and i is not empty, so
             # what may_release saw still holds)
@@ -148,6 +173,8 @@ class GroupMerger:
                 r = buf.popleft()
                 out.append(r)
                 if not buf or (limit is not None and len(out) >= limit):
+                    break
+                if last is not None and buf[0].offset > last:
                     break
                 t = buf[0].timestamp_ms
                 if nt is not None and (t > nt or (t == nt and i > ni)):

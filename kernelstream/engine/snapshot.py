@@ -9,6 +9,8 @@ This is the exactly-once core of ``kernelstream stream --checkpoint DIR``. A sna
         states.kss               the state bytes of the models that changed since epoch 6
                                  (a *delta*), or of every model (a *base*)
         offsets.json             the next offset to read of every (topic, partition)
+                                 and, where known, the fingerprint of the last record read
+                                 before it ("last": offset, timestamp_ms, digest)
         info.json                the run's free-form info (configurations, spec, counts, ...)
 
 A commit writes the epoch directory completely, fsyncs it, and then replaces ``HEAD``: a crash
@@ -53,7 +55,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kernelstream import fs
-from kernelstream.engine.offsets import OffsetOutOfLog, check_offsets
+from kernelstream.engine.offsets import Fingerprint, OffsetOutOfLog, check_offsets
 from kernelstream.engine.snapshot_files import (
     Blob,
     CorruptSnapshotError,
@@ -196,6 +198,16 @@ class SnapshotView:
         doc = self._json(self._head, OFFSETS)
         return {(str(o["topic"]), int(o["partition"])): int(o["offset"])
                 for o in doc["offsets"]}
+
+    def fingerprints(self) -> dict[tuple[str, int], Fingerprint]:
+        """The :class:`~kernelstream.engine.offsets.Fingerprint` of the last record read of
+        each ``(topic, partition)`` as of :attr:`head`, where the snapshot has one (older
+        snapshots have none: they resume without this check)."""
+        if self._head is None:
+            return {}
+        doc = self._json(self._head, OFFSETS)
+        return {(str(o["topic"]), int(o["partition"])): Fingerprint.from_doc(o["last"])
+                for o in doc["offsets"] if o.get("last")}
 
     def info(self) -> dict[str, Any]:
         """The ``info`` committed with :attr:`head` (``{}`` when none)."""
@@ -363,15 +375,17 @@ class SnapshotStore(SnapshotView):
         self._lock.release()
 
     def commit(self, states: Mapping[str, bytes], offsets: Mapping[tuple[str, int], int],
-               info: Mapping[str, Any]) -> int:
+               info: Mapping[str, Any],
+               fingerprints: Mapping[tuple[str, int], Fingerprint] | None = None) -> int:
         """Commit a new epoch: ``states`` = the bytes of the models changed since the last
         commit (older models carry over), ``offsets`` = the full map of next offsets to read,
-        ``info`` = run info (JSON; other objects are stored as their ``str``). Returns the
-        new epoch; on any error nothing is committed."""
+        ``info`` = run info (JSON; other objects are stored as their ``str``),
+        ``fingerprints`` = the last record read of some partitions (below their offsets).
+        Returns the new epoch; on any error nothing is committed."""
         if not self._lock.held:
             raise RuntimeError(f"the snapshot store of {self.directory} is closed")
         blobs = state_blobs(states)
-        offs = _offsets_doc(offsets)
+        offs = _offsets_doc(offsets, fingerprints or {})
         plain = _plain(dict(info))
         e = (self._head or 0) + 1
         base = self._head is None or e - self._chain(self._head)[0] > self.compact_every
@@ -451,12 +465,18 @@ class SnapshotStore(SnapshotView):
                 self._meta.pop(e, None)
 
 
-def _offsets_doc(offsets: Mapping[tuple[str, int], int]) -> list[dict[str, Any]]:
+def _offsets_doc(offsets: Mapping[tuple[str, int], int],
+                 fingerprints: Mapping[tuple[str, int], Fingerprint]) -> list[dict[str, Any]]:
     out = []
     for (topic, partition), offset in sorted(offsets.items()):
         if not isinstance(topic, str) or int(partition) < 0 or int(offset) < 0:
             raise ValueError(f"bad source offset {(topic, partition)!r} -> {offset!r}")
-        out.append({"topic": topic, "partition": int(partition), "offset": int(offset)})
+        entry: dict[str, Any] = {"topic": topic, "partition": int(partition),
+                                 "offset": int(offset)}
+        fp = fingerprints.get((topic, partition))
+        if fp is not None and fp.offset < int(offset):  # a record read before the offset
+            entry["last"] = fp.as_doc()
+        out.append(entry)
     return out
 
 

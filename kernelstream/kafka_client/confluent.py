@@ -21,6 +21,19 @@ What it keeps of the kafka-python reader's contract:
 * the same records: ``read_uncommitted`` (kafka-python's default, not librdkafka's), exact
   offsets, Kafka timestamps, keys and values.
 
+Broker reachability (:attr:`ConfluentConsumer.broker_reachable`,
+:meth:`ConfluentConsumer.hw_confirmed`). librdkafka caches each partition's high watermark
+from the last fetch response and keeps answering it while the broker is away, so a cached
+value alone does not say the partition is caught up *now*. A lost connection (librdkafka's
+``FAIL`` log line of any broker connection, or the errors ``_TRANSPORT``,
+``_ALL_BROKERS_DOWN``, ``_TIMED_OUT``) marks the broker unreachable and every partition's high
+watermark unconfirmed, and re-assigns the partitions at their positions (dropping what was
+prefetched before the loss). A partition is confirmed again, and the broker reachable, by the
+first fetch result after that: a record, or the end-of-partition event
+(``enable.partition.eof``: a fetch that found nothing past the position). Only librdkafka
+tells about lost connections this way; kafka-python's consumer gets the same from its fetch
+callbacks (:class:`kernelstream.kafka_client.group_reader.FetchEvidence`).
+
 Settings. Users give kafka-python names (``--kafka-option KEY=VALUE``);
 :func:`confluent_config` translates the consumer's ones to librdkafka properties.
 :func:`reader_consumer` picks the client: ``auto`` (the default) takes confluent-kafka when
@@ -108,6 +121,9 @@ _BASE: dict[str, Any] = {
     "socket.nagle.disable": True,
     "queued.max.messages.kbytes": 16384,
     "fetch.queue.backoff.ms": 10,
+    # a fetch that finds nothing past the position says so: the evidence that confirms a
+    # partition's high watermark after a lost connection (see the module docstring)
+    "enable.partition.eof": True,
 }
 
 
@@ -233,7 +249,15 @@ class ConfluentConsumer:
 
         self._errors: list[Any] = []
         self._config = dict(config)
-        self._c = Consumer({**config, "error_cb": self._errors.append}, logger=LOGGER)
+        self._c = Consumer({**config, "error_cb": self._errors.append},
+                           logger=_LossWatch(self))
+        # reachability (module docstring): False from a lost connection until the first
+        # fetch result after it; per partition, whether its cached high watermark came from a
+        # fetch after the last loss
+        self.broker_reachable = True
+        self.heard_at: float | None = None  # monotonic time of the last fetch result
+        self._confirmed: dict[tuple[str, int], bool] = {}
+        self._loss_seen = False  # a loss reported while consume() ran (_LossWatch)
         self._keys: list[tuple[str, int]] = []
         self._tps: dict[tuple[str, int], Any] = {}  # confluent TopicPartitions, reused
         # The next offset of each partition as far as this side knows (seeks, records
@@ -257,6 +281,7 @@ class ConfluentConsumer:
         self._tps = {k: TopicPartition(*k) for k in self._keys}
         self._pos = dict.fromkeys(self._keys)
         self._fresh = dict.fromkeys(self._keys, False)
+        self._confirmed = dict.fromkeys(self._keys, False)
         self._paused = set()
         self._c.unassign()
         self._dirty = True
@@ -316,8 +341,11 @@ class ConfluentConsumer:
             for k in self._keys:
                 self._pos[k] = self.position(k)
         self._c.close()
+        # the new consumer's high watermarks come from its own fetches: confirmed anew
+        self._confirmed = dict.fromkeys(self._keys, False)
         self._config["fetch.wait.max.ms"] = int(ms)
-        self._c = Consumer({**self._config, "error_cb": self._errors.append}, logger=LOGGER)
+        self._c = Consumer({**self._config, "error_cb": self._errors.append},
+                           logger=_LossWatch(self))
         self._dirty = True
 
     def pause(self, *tps: Sequence[Any]) -> None:
@@ -347,6 +375,40 @@ class ConfluentConsumer:
             self._pos[key] = mine = int(theirs)
         return mine
 
+    def hw_confirmed(self, tp: Sequence[Any]) -> bool:
+        """Whether :meth:`highwater` of ``tp`` comes from a fetch after the last lost
+        connection (and after the assignment): a record or an end-of-partition event."""
+        return self._confirmed.get((tp[0], tp[1]), False)
+
+    def _lost(self) -> None:
+        """A connection to a broker was lost: unreachable, every high watermark unconfirmed,
+        and the partitions re-assigned at their positions, so that what was prefetched
+        before the loss is dropped and the next result of each partition is a new fetch."""
+        self.broker_reachable = False
+        self._confirmed = dict.fromkeys(self._keys, False)
+        if self._keys and not self._dirty:
+            for k in self._keys:
+                self._pos[k] = self.position(k)
+            self._dirty = True
+
+    def missing(self, timeout_s: float = 1.0) -> list[tuple[str, int]] | None:
+        """The assigned partitions the cluster's metadata does not have now (a topic deleted,
+        a broker back without its data, where librdkafka waits silently), or None when no
+        broker answers within ``timeout_s``. (All topics are asked for: asking for these
+        would let a broker auto-create them.)"""
+        from confluent_kafka import KafkaException
+
+        try:
+            md = self._c.list_topics(timeout=timeout_s)
+        except KafkaException:
+            return None
+        out = []
+        for t, p in self._keys:
+            tm = md.topics.get(t)
+            if tm is None or tm.error is not None or p not in tm.partitions:
+                out.append((t, p))
+        return out
+
     def highwater(self, tp: Sequence[Any]) -> int | None:
         """The high watermark of the last fetch response, or None before one."""
         if self._dirty:
@@ -374,6 +436,9 @@ class ConfluentConsumer:
     def poll_records(self, timeout_s: float, max_records: int) -> list[SourceRecord]:
         """At most ``max_records`` records (each partition's in offset order) as
         :class:`SourceRecord` s, waiting up to ``timeout_s`` for the first."""
+        if self._loss_seen:  # reported during another call (a watermark query, ...)
+            self._loss_seen = False
+            self._lost()
         if self._dirty:
             self._apply_seeks()
         # librdkafka's consume() waits for all ``max_records`` (or the timeout), kafka-python's
@@ -387,6 +452,12 @@ class ConfluentConsumer:
                 msgs += consume(max_records - 1, 0)
         if self._errors:
             self._raise_errors()
+        # a loss reported meanwhile: these messages may have been fetched before it, so they
+        # confirm nothing (the re-assignment drops the rest of that prefetch)
+        evidence = not self._loss_seen
+        if self._loss_seen:
+            self._loss_seen = False
+            self._lost()
         new, rec = _new_tuple, SourceRecord
         if len(self._keys) == 1:  # one partition: every record is of it (two calls fewer)
             t, p = self._keys[0]
@@ -397,13 +468,33 @@ class ConfluentConsumer:
                              m.value()))
                    for m in msgs if m.error() is None]
         if len(out) != len(msgs):
-            self._message_errors([m for m in msgs if m.error() is not None])
+            errs: list[Any] = [m for m in msgs if m.error() is not None]
+            if evidence:
+                eof = _partition_eof()
+                self._confirm({(m.topic(), m.partition()) for m in errs
+                               if m.error().code() == eof})
+            self._message_errors(errs)
         if out:  # each partition's last record (records come in offset order)
             pos, fresh = self._pos, self._fresh
-            for key, off in {(r[0], r[1]): r[2] for r in out}.items():
+            last = {(r[0], r[1]): r[2] for r in out}
+            for key, off in last.items():
                 pos[key] = off + 1
                 fresh[key] = True
+            if evidence:
+                self._confirm(last)
         return out
+
+    def _confirm(self, keys: Iterable[tuple[str, int]]) -> None:
+        """A fetch result (records, end of partition) of ``keys``: the broker answers."""
+        confirmed = self._confirmed
+        n = 0
+        for key in keys:
+            if key in confirmed:
+                confirmed[key] = True
+                n += 1
+        if n:
+            self.broker_reachable = True
+            self.heard_at = time.monotonic()
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None
              ) -> dict[TP, list[ConsumerRecord]]:
@@ -436,10 +527,42 @@ class ConfluentConsumer:
         for err in errors:
             if err.fatal() or err.code() in _failure_codes():
                 raise RuntimeError(f"Kafka consumer: {err.str()}")
+            if err.code() in _loss_codes():
+                self._loss_seen = True
             LOGGER.debug("Kafka consumer: %s", err.str())
 
     def close(self) -> None:
         self._c.close()
+
+
+class _LossWatch:
+    """librdkafka's log lines go to :data:`LOGGER` through this; a ``FAIL`` line (a broker
+    connection lost or refused, also when librdkafka reports no error for it, e.g. one of
+    several brokers) tells its consumer that the connection was lost."""
+
+    def __init__(self, consumer: ConfluentConsumer) -> None:
+        self.consumer = consumer
+
+    def log(self, level: int, msg: str, *args: Any, **kwargs: Any) -> None:
+        if args and args[0] == "FAIL":
+            self.consumer._loss_seen = True
+        LOGGER.log(level, msg, *args, **kwargs)
+
+
+@functools.cache
+def _partition_eof() -> int:
+    from confluent_kafka import KafkaError
+
+    return int(KafkaError._PARTITION_EOF)
+
+
+@functools.cache
+def _loss_codes() -> frozenset[int]:
+    """librdkafka errors that mean a lost connection (retried by librdkafka)."""
+    from confluent_kafka import KafkaError
+
+    names = ("_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT")
+    return frozenset(getattr(KafkaError, n) for n in names if hasattr(KafkaError, n))
 
 
 @functools.cache

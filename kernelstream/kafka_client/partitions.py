@@ -122,3 +122,64 @@ def partition_groups(info: Mapping[tuple[str, int], tuple[int, int]], topics: Se
                                      f"[{a}, {info[tp][1]}] (its start offset and end)")
         groups.append(PartitionGroup(p, tuple(topics), first, stop))
     return groups
+
+
+def check_fingerprints(bootstrap: str, marks: Mapping[tuple[str, int], Any],
+                       info: Mapping[tuple[str, int], tuple[int, int]],
+                       client: tuple[tuple[str, str], ...] = (),
+                       timeout: float = 5.0) -> list[tuple[str, int]]:
+    """Check that the record a snapshot last read of each partition is still there: ``marks``
+    ``{(topic, partition): Fingerprint}`` (:meth:`SnapshotView.fingerprints`), ``info`` from
+    :func:`kafka_partition_info`. Raises :class:`~kernelstream.engine.offsets.LogChanged`
+    (one line) for the first partition whose record at the fingerprint's offset has another
+    timestamp, key or value: the topic was deleted and recreated (with at least as many
+    records, else the committed offset is past the log's end and
+    :func:`~kernelstream.engine.offsets.check_offsets` fails first).
+
+    A fingerprint that cannot be checked is passed: its record was deleted by retention
+    (the offset is below the log's beginning) or compacted away (the first record at or
+    after the offset comes later), or no record came within ``timeout`` seconds. Those
+    are what a long-lived topic does to old records, and the committed offset itself is
+    still inside the log (checked before); a recreated topic is caught wherever its record
+    at that offset is readable. Returns the partitions it could not check."""
+    from kafka import TopicPartition
+    from kafka.errors import KafkaError, OffsetOutOfRangeError
+
+    from kernelstream.engine.offsets import fingerprint_mismatch
+
+    todo = {TopicPartition(t, p): fp for (t, p), fp in sorted(marks.items())
+            if (t, p) in info and info[(t, p)][0] <= fp.offset < info[(t, p)][1]}
+    unchecked = [tp for tp in sorted(marks) if tp not in info
+                 or not info[tp][0] <= marks[tp].offset < info[tp][1]]
+    if not todo:
+        return unchecked
+    found: dict[Any, Any] = {}
+    c = assigned_consumer(bootstrap, client)
+    try:
+        c.assign(list(todo))
+        for tp, fp in todo.items():
+            c.seek(tp, fp.offset)
+        deadline = time.monotonic() + timeout
+        while len(found) < len(todo) and time.monotonic() < deadline:
+            try:
+                batch = c.poll(timeout_ms=100)
+            except OffsetOutOfRangeError:  # deleted meanwhile (retention): not checkable
+                break
+            for tp, recs in batch.items():
+                if tp not in found and recs:
+                    found[tp] = recs[0]
+                    c.pause(tp)
+    except KafkaError as e:
+        raise ConnectionError(f"Kafka broker(s) {bootstrap}: {error_text(e)}") from None
+    finally:
+        c.close()
+    for tp, fp in todo.items():
+        r = found.get(tp)
+        if r is None or r.offset != fp.offset:
+            unchecked.append((tp.topic, tp.partition))
+            continue
+        err = fingerprint_mismatch(tp.topic, tp.partition, fp, r.offset, int(r.timestamp),
+                                   r.key, r.value)
+        if err is not None:
+            raise err
+    return unchecked

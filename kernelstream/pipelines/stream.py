@@ -24,7 +24,11 @@ a full disk) is such a failure, and that epoch is neither committed nor publishe
 (:class:`~kernelstream.transforms.committer.Committer`). Once there is room again, the next
 start drops its pending files and makes them again from the snapshot, as after ``kill -9``.
 A restart on a disk still full exits 2 (the folder takes no 64 KiB file), or 1 at its first
-snapshot when the pending files it dropped made room for that but not for an epoch.
+snapshot when the pending files it dropped made room for that but not for an epoch. A log
+that changed under the run (:class:`~kernelstream.engine.offsets.LogChanged`: the broker came
+back without its data; :class:`~kernelstream.engine.offsets.OffsetOutOfLog`: records gone
+before they were read) exits 2, as the same finding at the start does, because no restart
+from the checkpoint can help.
 
 This module is the launcher; the command line is
 :mod:`kernelstream.pipelines.commands.stream`. It imports no Beam at import time (nor do the
@@ -112,6 +116,30 @@ def _error_line(exc: BaseException) -> str:
     return text if len(text) <= 400 else text[:397] + "..."
 
 
+_LOG_CHANGED = re.compile(r"(?:^|[\s.])(LogChanged|OffsetOutOfLog): (.+)$")
+
+
+def _log_changed(exc: BaseException) -> str | None:
+    """The one line of a failure because the log changed under the run (module docstring),
+    else None. The error comes out of the pipeline: the exception itself where the runner
+    chains it, else its ``Name: message`` line in the (remote) traceback text."""
+    from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
+
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, (LogChanged, OffsetOutOfLog)):
+            return str(e)
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    found = [m.group(2).strip() for ln in str(exc).splitlines()
+             if (m := _LOG_CHANGED.search(ln.strip()))]
+    if not found:
+        return None
+    text = re.sub(r"\s*\[while running '[^']*'\]\s*$", "", found[-1])
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
 def _quiet_logs() -> None:
     # Beam's, kafka-python's and librdkafka's warnings would drown the one-line messages; the
     # CLI reports failures itself
@@ -125,12 +153,15 @@ def _quiet_logs() -> None:
 
 class _NoWriteErrorTraceback(logging.Filter):
     """Beam logs every error a DoFn raises with its traceback (``DoFnRunner``, at ERROR); a
-    write error of a snapshot epoch (a full disk) is the user's to fix and the launcher's one
-    line says it all (other errors keep their traceback: those are bugs to report)."""
+    write error of a snapshot epoch (a full disk) or a log that changed under the run are the
+    user's to fix and the launcher's one line says it all (other errors keep their traceback:
+    those are bugs to report)."""
+
+    QUIET = frozenset({"EpochWriteError", "LogChanged", "OffsetOutOfLog"})
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return type(exc).__name__ != "EpochWriteError"
+        return type(exc).__name__ not in self.QUIET
 
 
 def run(config: StreamConfig) -> int:
@@ -201,6 +232,9 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     shutil.rmtree(control, ignore_errors=True)
     epoch = _head(job.checkpoint, prep)
     if failure is not None:
+        changed = _log_changed(failure)
+        if changed is not None:
+            return error("stream", changed, code=2)
         where = (f"; resumes from snapshot epoch {epoch} in {config.checkpoint}"
                  if epoch is not None else "")
         return error("stream", f"{_error_line(failure)}{where}", code=1)

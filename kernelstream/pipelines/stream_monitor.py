@@ -8,7 +8,9 @@ after a kill: its outputs and the stopped run's together equal one uninterrupted
 second signal exits 130 at once (the next run resumes from the last snapshot).
 ``--idle-stop D`` fires once no record has been read for ``D`` while the reader is caught up:
 every partition read to its high watermark (``behind`` 0 in the status file), so neither a
-slow start nor a reader busy on a backlog counts as idle.
+slow start nor a reader busy on a backlog counts as idle; nor does an outage: no time
+counts while the status says ``broker_reachable: false`` (a reader lost its broker
+connection and has had no fetch result since), and the idle time starts over after it.
 The drain request reaches workers in this process directly and workers elsewhere (EXTERNAL)
 through a file in the run's control directory, where the Committer also writes the status the
 progress lines and ``--idle-stop`` read. This watcher thread is the launcher's only moving
@@ -105,6 +107,10 @@ class Stopper:
                 self._last_change = now
             if self.config.max_seconds is not None and now - self.t0 >= self.config.max_seconds:
                 self.drain("max-seconds")
+            if st.get("broker_reachable") is False:
+                # an outage, not the end of the topic: no idle stop during it, and the idle
+                # time starts over once the broker answers again
+                self._last_change = now
             if (self.config.idle_stop is not None and st
                     and now - self._last_change >= self.config.idle_stop):
                 self.drain("idle")
@@ -128,6 +134,8 @@ class Stopper:
         written = int(st.get("published", 0)) + int(st.get("buffered", 0))
         epoch = st.get("epoch")
         draining = "  draining" if self.reason else ""
+        if st.get("broker_reachable") is False:
+            draining = "  broker unreachable" + draining
         return (f"[stream] {elapsed:5.1f} s  records {records:,} ({rate:,.0f}/s)  labels "
                 f"learnt {outcomes:,} (learning {lrate}/s)  lag {lag}  pending "
                 f"{st.get('pending', 0):,}  outputs {written:,}  epoch "

@@ -3,7 +3,8 @@
 
 In order: the checkpoint directory's writer lock and, on a resume, that it was written by the
 same learners and stream settings; the broker, the topics and their partitions; the committed
-offsets against the log; the ``--kafka-out`` broker and topics (created if missing);
+offsets against the log, and the record last read of each partition against the snapshot's
+fingerprint of it (a recreated topic); the ``--kafka-out`` broker and topics (created if missing);
 ``--init-from``; and the output folder (a crash's unpublished files rolled forward or
 dropped). Both folders must take a small file (:func:`_check_writable`: a disk still full
 fails here, not at the first snapshot), and every published output file of a resumed run must
@@ -168,7 +169,7 @@ def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
 
 def prepare(config: StreamConfig) -> Prepared:
     """The up-front checks (module docstring); raises :class:`UpfrontError`."""
-    from kernelstream.engine.offsets import OffsetOutOfLog
+    from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
     from kernelstream.engine.snapshot import SnapshotStore
     from kernelstream.engine.snapshot_files import CorruptSnapshotError
     from kernelstream.engine.snapshot_outputs import (
@@ -177,7 +178,11 @@ def prepare(config: StreamConfig) -> Prepared:
         publish,
     )
     from kernelstream.engine.writer_lock import CheckpointInUse
-    from kernelstream.kafka_client.partitions import kafka_partition_info, partition_groups
+    from kernelstream.kafka_client.partitions import (
+        check_fingerprints,
+        kafka_partition_info,
+        partition_groups,
+    )
 
     store = None
     out = config.out
@@ -216,6 +221,14 @@ def prepare(config: StreamConfig) -> Prepared:
             raise UpfrontError(str(exc)) from None
         except ValueError as exc:
             raise UpfrontError(f"{SCHEME}{config.bootstrap}: {exc}") from None
+        if store is not None and committed:
+            # the record each partition was last read at is still the same one: a topic
+            # recreated with more records than the committed offset fails here
+            try:
+                check_fingerprints(config.bootstrap, store.fingerprints(), info,
+                                   config.client)
+            except (LogChanged, ConnectionError) as exc:
+                raise UpfrontError(str(exc)) from None
         start = {}
         for g in groups:
             for tp, off in zip(g.partitions, g.start, strict=True):

@@ -188,6 +188,11 @@ class Committer(beam.DoFn):
         self.engine = StreamEngine(job.spec)
         self.offsets = job.offsets()
         self.highwater: dict[tuple[str, int], int] = {}  # the reader's, for ``behind``
+        # the last record read of each partition (kept from the resumed snapshot until the
+        # reader reads one), committed with the offsets; whether each reader hears the broker
+        self.marks: dict[tuple[str, int], Any] = (
+            {} if self.store is None else self.store.fingerprints())
+        self.reachable: dict[tuple[str, int], bool] = {}
         self.states: dict[str, Any] = {}
         self.buffers: dict[str, Rows] = {n: Rows() for n in OUTPUTS}
         self.writers: dict[tuple[str, int], Any] = {}  # commit thread only
@@ -239,6 +244,9 @@ class Committer(beam.DoFn):
             tp = (value.topic, value.partition)
             if value.highwater is not None:
                 self.highwater[tp] = value.highwater
+            self.reachable[tp] = value.broker_reachable
+            if value.last_record is not None:
+                self.marks[tp] = value.last_record
             before = self.offsets.get(tp)
             moved = 0
             if before is None or value.next_offset > before:
@@ -400,7 +408,8 @@ class Committer(beam.DoFn):
         writer = kafka_writer(self.job.control)
         sent = None if writer is None else writer.sent()
         self.inflight = self.pool.submit(self._commit, self.epoch, cuts, dict(self.offsets),
-                                         info, writer, sent, self.in_epoch, self.handed)
+                                         info, writer, sent, self.in_epoch, self.handed,
+                                         dict(self.marks))
         self.epoch += 1
         self.in_epoch = 0
         self.handed = dict.fromkeys(OUTPUTS, 0)
@@ -413,7 +422,8 @@ class Committer(beam.DoFn):
 
     def _commit(self, epoch: int, cuts: dict[str, Any] | None,
                 offsets: dict[tuple[str, int], int], info: dict[str, Any], writer: Any,
-                sent: Any, rows: int, handed: dict[str, int]) -> tuple[int, int]:
+                sent: Any, rows: int, handed: dict[str, int],
+                marks: dict[tuple[str, int], Any] | None = None) -> tuple[int, int]:
         """On the commit thread: the snapshot of ``epoch`` (its rows already handed to the
         writers; ``handed``: how many of each output). Nothing is committed after an error
         of this thread (``failed``), nor before the epoch's files are sealed."""
@@ -436,7 +446,7 @@ class Committer(beam.DoFn):
                 assert cuts is not None
                 states = {k: c.encode() for k, c in cuts.items()}
                 what = f"cannot write snapshot epoch {epoch} in {self.store.directory}"
-                committed = self.store.commit(states, offsets, info)
+                committed = self.store.commit(states, offsets, info, marks)
                 if committed != epoch:
                     raise RuntimeError(f"snapshot epoch {committed} committed as {epoch}: "
                                        "another writer in this checkpoint directory?")
@@ -476,6 +486,9 @@ class Committer(beam.DoFn):
                "epoch": self.committed,
                "buffered": self.in_epoch + sum(len(b) for b in self.buffers.values()),
                "behind": self._behind(),
+               # every reader hears from the broker (None before the first progress)
+               "broker_reachable": (all(self.reachable.values()) if self.reachable
+                                    else None),
                **self.totals.as_doc()}
         tmp = f"{self.job.status_path}.{os.getpid()}.tmp"
         try:

@@ -30,9 +30,12 @@ downstream ``finish_bundle`` s) come once per call; a fused ``finish_bundle`` se
 records and the progress covering them. The watermark follows the
 released records' timestamps (the oldest partition's newest record); a caught-up partition
 counts as wall-clock time minus ``idle_watermark_lag_ms``, so event-time timers fire while
-the stream is quiet. (The FnApiRunner, measured on Beam 2.77, does not use this watermark: a
-DoFn fused after the reader sees its event-time timers fire right after the bundle that set
-them, whatever their time, because that stage's input is the finished ``Impulse``.)
+the stream is quiet. Caught up needs a high watermark the broker confirmed after the last
+lost connection (:mod:`kernelstream.kafka_client.group_reader`), so while the broker is
+unreachable the watermark stays where the records put it. (The FnApiRunner, measured on
+Beam 2.77, does not use this watermark: a DoFn fused after the reader sees its event-time
+timers fire right after the bundle that set them, whatever their time, because that stage's
+input is the finished ``Impulse``.)
 
 Stopping: a bounded read (``stop_offsets``) ends when every partition is claimed up to its
 stop, however fast producers keep writing. An unbounded read ends on *drain*:
@@ -66,6 +69,7 @@ from apache_beam.transforms.core import RestrictionProvider, WatermarkEstimatorP
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 
+from kernelstream.engine.offsets import Fingerprint
 from kernelstream.engine.records import SourceRecord
 from kernelstream.kafka_client.confluent import KAFKA_CLIENTS, reader_consumer
 from kernelstream.kafka_client.group_reader import GroupReader
@@ -152,7 +156,12 @@ class ReadProgress(NamedTuple):
     records the round emitted, on its last progress (0 on the others); offsets without a
     record (transaction markers, aborted or compacted records) are not records.
     ``highwater``: the partition's high watermark in the reader's last fetch response (None
-    before one), so ``highwater - next_offset`` records are on the broker and not read yet."""
+    before one), so ``highwater - next_offset`` records are on the broker and not read yet.
+    ``broker_reachable``: whether the reader's consumer hears from the broker (False from a
+    lost connection until a fetch result after it). ``last_record``: the
+    :class:`~kernelstream.engine.offsets.Fingerprint` of the last record emitted of the
+    partition by this reader (None before the first), which a snapshot keeps to detect a
+    recreated topic at a resume."""
 
     topic: str
     partition: int
@@ -160,6 +169,8 @@ class ReadProgress(NamedTuple):
     last: bool = True
     records: int = 0
     highwater: int | None = None
+    broker_reachable: bool = True
+    last_record: Fingerprint | None = None
 
 
 # -- restriction ----------------------------------------------------------------------------------
@@ -328,7 +339,13 @@ class _ReadGroups(beam.DoFn):
         reader = self._readers.get(cache_key)
         if reader is None:
             # resolved here, on the worker: "auto" takes confluent-kafka where it imports
-            consumer = reader_consumer(self.bootstrap, self.client, self.kafka_client)
+            try:
+                consumer = reader_consumer(self.bootstrap, self.client, self.kafka_client)
+            except ConnectionError:
+                # kafka-python's consumer needs the broker to be made: in an outage this
+                # call only says so (its progress) and the next one tries again
+                yield from self._unreachable(group, rest, tracker, watermark)
+                return
             reader = GroupReader(group, consumer,
                                   self.merge_idle_ms)
             self._readers[cache_key] = reader
@@ -350,14 +367,13 @@ class _ReadGroups(beam.DoFn):
                 out = []
             else:
                 now = time.monotonic()
-                out = reader.merger.ready(reader.caught_up(stop, now), limit=self.max_records)
+                out = reader.ready(stop, now, self.max_records)
                 if len(out) < self.max_records:
                     wait = 0.0 if out else reader.wait_s(budget, now)
                     if self.call_ms:
                         wait = min(wait, max(0.001, call_end - now))
                     reader.fetch(wait, stop, self.max_records)
-                    out += reader.merger.ready(reader.caught_up(stop, time.monotonic()),
-                                               limit=self.max_records - len(out))
+                    out += reader.ready(stop, time.monotonic(), self.max_records - len(out))
             split_away = yield from self._emit(reader, out, claimed, stop, tracker, watermark)
             n_call += len(out)
             if split_away:
@@ -373,6 +389,23 @@ class _ReadGroups(beam.DoFn):
             if time.monotonic() >= call_end or 0 < self.call_records <= n_call:
                 break
         tracker.defer_remainder()
+
+    def _unreachable(self, group: PartitionGroup, rest: GroupRestriction, tracker: Any,
+                     watermark: Any) -> Iterator[Any]:
+        """No consumer (the broker unreachable when it was made): progress at the start
+        offsets, ``broker_reachable`` False, then defer (or finish, when draining)."""
+        wm = watermark.current_watermark()
+        wm = MIN_TIMESTAMP if wm is None else wm
+        keys = group.partitions
+        for i, ((topic, p), off) in enumerate(zip(keys, rest.start, strict=True)):
+            item = TimestampedValue(ReadProgress(topic, p, off, i == len(keys) - 1,
+                                                 broker_reachable=False), wm)
+            yield item if self.progress_in_records else beam.pvalue.TaggedOutput(PROGRESS_TAG,
+                                                                                 item)
+        if self._draining():
+            tracker.try_claim(FINISH)
+        else:
+            tracker.defer_remainder()
 
     def _emit(self, reader: GroupReader, out: list[SourceRecord], claimed: list[int],
               stop: Sequence[int] | None, tracker: Any, watermark: Any
@@ -395,6 +428,7 @@ class _ReadGroups(beam.DoFn):
                     split_away = True  # the runner split the restriction meanwhile
                     break
                 claimed[i] = rec.offset + 1
+                reader.last[i] = rec
                 prev = reader.newest_ts[i]
                 reader.newest_ts[i] = (rec.timestamp_ms if prev is None
                                        else max(prev, rec.timestamp_ms))
@@ -414,10 +448,12 @@ class _ReadGroups(beam.DoFn):
         wm = watermark.current_watermark()
         wm = MIN_TIMESTAMP if wm is None else wm
         final = len(reader.keys) - 1
+        reachable = reader.broker_reachable
         for i, ((topic, p), off) in enumerate(zip(reader.keys, claimed, strict=True)):
             item = TimestampedValue(ReadProgress(topic, p, off, i == final,
                                                  emitted if i == final else 0,
-                                                 reader.highwater[i]), wm)
+                                                 reader.highwater[i], reachable,
+                                                 reader.fingerprint(i)), wm)
             yield item if self.progress_in_records else beam.pvalue.TaggedOutput(PROGRESS_TAG,
                                                                                  item)
         return split_away
@@ -442,6 +478,7 @@ class _ReadGroups(beam.DoFn):
             if not tracker.try_claim((i, nxt)):
                 return out[:j], True
             claimed[i] = nxt
+            reader.last[i] = out[k - 1]
             newest = max(map(_TIMESTAMP, out[j:k]) if k - j < n else map(_TIMESTAMP, out))
             prev = reader.newest_ts[i]
             reader.newest_ts[i] = newest if prev is None else max(prev, newest)
@@ -451,7 +488,10 @@ class _ReadGroups(beam.DoFn):
     def _advance_watermark(self, reader: GroupReader, stop: Sequence[int] | None,
                            watermark: Any) -> None:
         """The oldest partition's newest record timestamp; a caught-up partition counts as
-        now minus the idle lag. Never backwards."""
+        now minus the idle lag. Never backwards, and not while the broker is unreachable
+        (no partition is caught up then: nothing confirms it)."""
+        if not reader.broker_reachable:
+            return
         up = reader.caught_up(stop, time.monotonic())
         idle_ms = int(time.time() * 1000) - self.idle_lag_ms
         marks = []

@@ -180,8 +180,9 @@ def test_live_latency_bundles_and_drain(broker: str, client: str) -> None:
     assert _quantile(lat, 0.99) < 500
 
     progress = _seen("progress")
-    assert progress[-1]._replace(records=0) == kr.ReadProgress(topic, 0, n, highwater=n)
+    assert progress[-1]._replace(records=0)[:5] == kr.ReadProgress(topic, 0, n, highwater=n)[:5]
     assert sum(p.records for p in progress) == n  # each record counted once, by its round
+    assert progress[-1].broker_reachable and progress[-1].last_record.offset == n - 1
     # finish_bundle of a fused DoFn runs after every reader call: a bundle holds one call's
     # records, then its progress, which covers them
     bundles: list[list[Any]] = [[]]
@@ -496,8 +497,8 @@ def test_portable_job_service_loopback_runs_and_drains(broker: str, client: str)
         th.join(20)
         assert not th.is_alive() and "error" not in res, res
     assert [r.offset for r in _seen("records")] == list(range(50))
-    assert _seen("progress")[-1]._replace(records=0) == kr.ReadProgress(topic, 0, 50,
-                                                                        highwater=50)
+    assert _seen("progress")[-1]._replace(records=0)[:5] == kr.ReadProgress(
+        topic, 0, 50, highwater=50)[:5]
     assert sum(p.records for p in _seen("progress")) == 50
 
 
