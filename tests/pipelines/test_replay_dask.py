@@ -199,7 +199,13 @@ def test_a_cluster_without_kernelstream_is_one_line(tmp_path: Path, capsys) -> N
     their path) cannot unpickle the tasks: one line saying what to install, exit 2."""
     other = tmp_path / "other"
     (other / "kernelstream").mkdir(parents=True)
-    (other / "kernelstream" / "__init__.py").write_text("")
+    # Another kernelstream, without this one's modules. An editable install of this checkout
+    # (setuptools' finder on sys.meta_path) would fill in the missing submodules by name, as
+    # no machine without kernelstream would: the stand-in drops that finder.
+    (other / "kernelstream" / "__init__.py").write_text(
+        "import sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path\n"
+        "                    if '__editable__' not in getattr(f, '__module__', '')]\n")
     env = {**os.environ, "PYTHONPATH": str(other)}
     with dask_processes(tmp_path, 1, env, preload=False) as address:
         code = main(["replay", "german", "--limit", "50", "--runner", "dask", "-q",
