@@ -334,6 +334,41 @@ class StreamEngine(StreamRouter):
             applied[tp] = b.offset[j]
         return end
 
+    @staticmethod
+    def _block_step(st: ModelState, X: Any, y: np.ndarray, n_sv: np.ndarray, b: EventBatch,
+                    i: int, end: int, first: int, out: Outputs,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool] | None:
+        """The learning of a run of :meth:`_learn_run` or :meth:`_learn_pairs`: one
+        ``predict_learn_many`` of ``X, y`` (``n_sv`` after each round into ``n_sv[1:]``),
+        then steps 0-2 of records ``b[i:end]``, which in such a run only move the clock and
+        the applied offsets (of records ``first..end-1``: the caller applied the others).
+        None, with nothing changed, when the learner refuses the block (its validation comes
+        before any update); else the scores, the run's timestamps, offsets and clock at each
+        record, and whether it is of one partition."""
+        m = st.learner
+        assert m is not None and st.clock_ms is not None
+        before = m.t
+        t0 = time.perf_counter()
+        try:
+            scores = m.predict_learn_many(X, y, n_sv=n_sv[1:])
+        except ValueError:
+            if m.t != before:
+                raise  # not a bad row: the learner failed half way (as StreamLearner does)
+            return None
+        st.add_seconds(time.perf_counter() - t0)  # one window: no window closes in a run
+        out._flush()  # the rows before the run come first
+        ts, off = b.arrays()
+        ts, off = ts[i:end], off[i:end]
+        clock = np.maximum.accumulate(np.maximum(ts, st.clock_ms))
+        st.clock_ms = int(clock[-1])
+        single = b.single_partition()
+        if single:
+            st.applied[(b.topic[i], b.partition[i])] = int(off[-1])
+        else:
+            for j in range(first, end):
+                st.applied[(b.topic[j], b.partition[j])] = b.offset[j]
+        return scores, ts, off, clock, single
+
     def _learn_run(self, st: ModelState, b: EventBatch, i: int, end: int,
                    out: Outputs) -> bool:
         """Records ``b[i:end]`` (a run of :meth:`_run_end`; ``b[i]`` has arrived) with one
@@ -347,28 +382,12 @@ class StreamEngine(StreamRouter):
         n_sv[0] = m.n_support_vectors
         X = self._run_rows(b, i, end)
         y = np.array(b.y[i:end], dtype=np.float64)
-        before = m.t
-        t0 = time.perf_counter()
-        try:
-            scores = m.predict_learn_many(X, y, n_sv=n_sv[1:])
-        except ValueError:
-            if m.t != before:
-                raise  # not a bad row: the learner failed half way (as StreamLearner does)
-            return False
-        st.add_seconds(time.perf_counter() - t0)  # one window: no window closes in a run
-        out._flush()  # the rows before the run come first
-        ts, off = b.arrays()
-        ts, off = ts[i:end], off[i:end]
         # steps 0-2 of records i+1..end-1: the run holds no replay, no window end and no
         # expiry (_run_end), so they only move the clock and the counters
-        clock = np.maximum.accumulate(np.maximum(ts, st.clock_ms))
-        st.clock_ms = int(clock[-1])
-        single = b.single_partition()
-        if single:
-            st.applied[(b.topic[i], b.partition[i])] = int(off[-1])
-        else:
-            for j in range(i + 1, end):
-                st.applied[(b.topic[j], b.partition[j])] = b.offset[j]
+        step = self._block_step(st, X, y, n_sv, b, i, end, i + 1, out)
+        if step is None:
+            return False
+        scores, ts, off, clock, single = step
         w = st.window
         w.records += k - 1
         st.records += k - 1
@@ -480,27 +499,11 @@ class StreamEngine(StreamRouter):
         n_sv[0] = m.n_support_vectors
         X = self._pair_rows(b, i, end)
         y = np.array(b.y[i + 1:end:2], dtype=np.float64)
-        before = m.t
-        t0 = time.perf_counter()
-        try:
-            scores = m.predict_learn_many(X, y, n_sv=n_sv[1:])
-        except ValueError:
-            if m.t != before:
-                raise
-            return False
-        st.add_seconds(time.perf_counter() - t0)
-        out._flush()  # the rows before the run come first
-        ts, off = b.arrays()
-        ts, off = ts[i:end], off[i:end]
         # steps 0-2: the clock at each record; no replay, window end or expiry in the run
-        clock = np.maximum.accumulate(np.maximum(ts, st.clock_ms))
-        st.clock_ms = int(clock[-1])
-        single = b.single_partition()
-        if single:
-            st.applied[(b.topic[i], b.partition[i])] = int(off[-1])
-        else:
-            for j in range(i, end):
-                st.applied[(b.topic[j], b.partition[j])] = b.offset[j]
+        step = self._block_step(st, X, y, n_sv, b, i, end, i, out)
+        if step is None:
+            return False
+        scores, ts, off, clock, single = step
         w = st.window
         w.records += 2 * k
         st.records += 2 * k

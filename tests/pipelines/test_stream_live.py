@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stream_accounting import assert_accounting
 from test_stream import (
     assert_same,
     create_topics,
@@ -127,3 +128,4 @@ def test_a_live_one_record_per_batch_stream_is_read_whole(broker: str, tmp_path:
     assert got["predictions"].num_rows == 2 * EVENTS  # each event, by both learners
     want, _ = reference_tables(records, spec_for(argv))
     assert_same(got, want)
+    assert_accounting(out, summary)

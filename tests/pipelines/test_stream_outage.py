@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from stream_accounting import assert_accounting
 from test_stream import (
     STREAM_ARGS,
     Message,
@@ -449,6 +450,7 @@ def test_an_outage_changes_no_output(broker: Broker, tmp_path: Path, client: str
     assert summary["records"] == len(records) == len(msgs)
     want, _ = reference_tables(records, spec_for(argv[: argv.index("--")]))
     assert_same(outputs(out), want)
+    assert_accounting(out, checkpoint=ckpt)
 
 
 # -- a broker that comes back empty -------------------------------------------------------------
@@ -522,6 +524,7 @@ def test_a_topic_recreated_longer_fails_at_restart(broker: Broker, tmp_path: Pat
     # an unchanged topic resumes (and the fingerprints it checks match)
     again = run_cli(argv)
     assert again.returncode == 0, again.stderr
+    assert_accounting(out, checkpoint=ckpt)
     # the topics deleted and made again with other records, more than were read
     broker.restart_empty()
     create_topics(hp, ["ev", "lab"], 2)
