@@ -185,6 +185,9 @@ class GroupReader:
         self.merge_idle_s = merge_idle_ms / 1000.0
         self.claimed: list[int] | None = None
         self.fetched: list[int] = []
+        # per partition, the position the broker has served this reader to since the last
+        # seek (None before it served anything): a sought offset is not something served
+        self.served: list[int | None] = [None] * len(self.keys)
         self.idle_since: list[float | None] = [None] * len(self.keys)
         self.newest_ts: list[int | None] = [None] * len(self.keys)
         # each partition's high watermark in the last fetch response (None before one)
@@ -232,6 +235,7 @@ class GroupReader:
             self.consumer.seek(tp, off)
         self.claimed = list(start)
         self.fetched = list(start)
+        self.served = [None] * len(self.keys)
         self.idle_since = [None] * len(self.keys)
         self._arrived = [deque() for _ in self.keys]
         self._ripe = [-1] * len(self.keys)
@@ -299,7 +303,9 @@ class GroupReader:
         for i, tp in enumerate(self.tps):
             if i not in self.paused:
                 pos = int(self.consumer.position(tp))
-                progressed = progressed or pos > self.fetched[i]
+                if pos > self.fetched[i]:
+                    progressed = True
+                    self.served[i] = pos
                 self.fetched[i] = pos
             hw = self.consumer.highwater(tp)
             if hw is not None:
@@ -313,13 +319,16 @@ class GroupReader:
                 if hw - 1 > (known[-1][0] if known else self._ripe[i]):
                     known.append((hw - 1, now))
             confirmed = self.confirmed(i)
-            if hw is not None and hw < self.fetched[i]:
+            served = self.served[i]
+            if hw is not None and served is not None and hw < served:
                 # a broker's high watermark never goes back below what it served (a cached
                 # one neither: each is from a fetch response at least as new as the records
-                # read), confirmed or not: this one comes from a broker that lost the data
+                # read), confirmed or not: this one comes from a broker that lost the data.
+                # (A resume sought past the log's end is not this: librdkafka reports it as
+                # out of range, OffsetOutOfLog, before anything is served.)
                 raise LogChanged(self.keys[i][0], self.keys[i][1],
                                  f"the broker's high watermark {hw} is below offset "
-                                 f"{self.fetched[i]}, where this stream had read to (the "
+                                 f"{served}, where this stream had read to (the "
                                  "broker came back without its data, or the topic was "
                                  "recreated)")
             idle = (confirmed and self.merger.buffered(self.keys[i]) == 0 and hw is not None
