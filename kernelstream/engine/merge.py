@@ -135,7 +135,8 @@ class GroupMerger:
 
     def drain(self, limit: int | None = None) -> list[SourceRecord]:
         """Everything buffered (or the first ``limit``), in merge order, as if every partition
-        were caught up."""
+        were caught up: the end of a finite input. (The stream's reader never calls it: a
+        stop there is a checkpoint, and held-back records are read again by the next run.)"""
         return self._release(limit, lambda: True)
 
     def _release(self, limit: int | None, may_release: Callable[[], bool],
