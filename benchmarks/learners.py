@@ -42,6 +42,14 @@ cannot do without it: its mistakes and its margin errors that update (counted by
 per-example pass). Their ratio to the row floor is judged like the others'; the table after
 the verdicts says how much of it the projections take.
 
+The *per-example path* (issue 28): every budgeted learner is also timed row by row, ``step``
+per row of the same rows on a fresh learner, alternating with its block run; the scores must
+equal the block's bit for bit (checked on every repeat). The rate of ``step`` against the
+block's is judged against ≥ ``PER_EXAMPLE_TARGET`` (0.5). The floors of that path are shown
+below the table: a Python loop calling a method that does nothing, one compiled call with a
+single buffer (``‖x‖²`` of the row) and the compiled kernel row against one stored point (the
+call's fixed cost, with the argument handling of a learner's score).
+
 The markdown goes to stdout (progress to stderr); ``benchmarks/results/learners_speed.md`` is
 made by::
 
@@ -71,6 +79,7 @@ from kernelstream.seeding import learner_seed, permutation
 
 TARGET = 1.5  # budgeted single-kernel learners: learner/floor at B = 200
 GAMMA = 0.4  # P4's a9a setting; only the unbudgeted learners' #SV depends on it
+PER_EXAMPLE_TARGET = 0.5  # issue 28: step's examples/s ≥ 0.5 × the block path's
 MULTI_TARGET = 2.0  # issue 14: multi-kernel learners ≤ 2× their union-row floor
 SPEEDUP_TARGET = 2.0  # issue 14: ea2oks and omkc-dd ≥ 2× the pre-issue commit
 SPEEDUP_LEARNERS = ("ea2oks", "omkc-dd")
@@ -114,10 +123,80 @@ def time_learner(name: str, params: dict[str, Any], Xp: np.ndarray, yp: np.ndarr
 def time_learner_model(name: str, params: dict[str, Any], Xp: np.ndarray,
                        yp: np.ndarray) -> tuple[float, Any]:
     """Seconds of one ``predict_learn_many`` pass, and the learner after it."""
+    t, m, _ = time_learner_scores(name, params, Xp, yp)
+    return t, m
+
+
+def time_learner_scores(name: str, params: dict[str, Any], Xp: np.ndarray,
+                        yp: np.ndarray) -> tuple[float, Any, np.ndarray]:
+    """:func:`time_learner_model` with the pass's scores."""
     m = learners.make(name, seed=learner_seed(0, 0, name), **params)
     t0 = time.perf_counter()
-    m.predict_learn_many(Xp, yp)
-    return time.perf_counter() - t0, m
+    scores = m.predict_learn_many(Xp, yp)
+    return time.perf_counter() - t0, m, scores
+
+
+def time_steps(name: str, params: dict[str, Any], Xp: np.ndarray, yp: np.ndarray,
+               block_scores: np.ndarray) -> float:
+    """Seconds of ``step`` on every row of ``Xp`` in turn (a fresh learner); raises when a
+    score differs from the block path's ``block_scores`` (they must be bit-identical)."""
+    m = learners.make(name, seed=learner_seed(0, 0, name), **params)
+    step = m.step
+    out = np.empty(len(yp))
+    rows = list(Xp)  # row views made before the clock starts, as a caller holds its rows
+    labels = yp.tolist()
+    t0 = time.perf_counter()
+    for i, x in enumerate(rows):
+        out[i] = step(x, labels[i])
+    t = time.perf_counter() - t0
+    if not np.array_equal(out, block_scores):
+        bad = int(np.flatnonzero(out != block_scores)[0])
+        raise RuntimeError(f"{name}: step's score of row {bad} differs from the block path's")
+    return t
+
+
+def per_example_floors(X: np.ndarray, reps: int = 20000) -> list[tuple[str, float]]:
+    """µs per call of what every per-example round pays at least: the Python loop calling a
+    method, one compiled call taking one buffer (``‖x‖²``), and the compiled kernel row and
+    score against one stored point (six buffers, as a learner's score call takes them)."""
+    class Empty:
+        def step(self, x: Any, y: Any) -> float:
+            return 0.0
+
+    rows = list(np.ascontiguousarray(X[:reps]))
+    e = Empty().step
+    out: list[tuple[str, float]] = []
+    best = math.inf
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for x in rows:
+            e(x, 1.0)
+        best = min(best, time.perf_counter() - t0)
+    out.append(("Python loop calling a method that does nothing", 1e6 * best / len(rows)))
+    ck = compiled.ck
+    if ck is None:
+        return out
+    best = math.inf
+    sq = ck.sqnorm
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for x in rows:
+            sq(x)
+        best = min(best, time.perf_counter() - t0)
+    out.append(("one compiled call taking one buffer (‖x‖² of the row)", 1e6 * best / len(rows)))
+    XB = np.ascontiguousarray(X[:1])
+    sqn, a, k = compiled.row_sqnorms(XB), np.ones(1), np.empty(1)
+    work = np.empty(X.shape[1], dtype=np.int64)
+    score, code = ck.score, compiled.KERNEL_CODES["gaussian"]
+    best = math.inf
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for x in rows:
+            score(XB, sqn, a, 1, code, -GAMMA, 2, x, 1.0, k, work)
+        best = min(best, time.perf_counter() - t0)
+    out.append(("compiled kernel row and score against 1 point (six buffers)",
+                1e6 * best / len(rows)))
+    return out
 
 
 def union_shape(m: Any) -> tuple[int, np.ndarray] | None:
@@ -324,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{_common.now_utc()}; {_common.machine_info()}")
     speedups = pre_issue_speedups(a, X, y, perm) if a.pre_issue else []
     rows: list[tuple[str, str, int, float, float, float, str]] = []
+    step_us: dict[str, float] = {}  # budgeted learners: step's µs per row
     proj_rows: list[tuple[str, float, float, float, float]] = []
     failed: list[str] = []
     for name in names:
@@ -337,12 +417,15 @@ def main(argv: list[str] | None = None) -> int:
             tl: list[float] = []
             tf: list[float] = []
             tp: list[float] = []
+            ts: list[float] = []
             nsv = 0
             shape = None
             for _ in range(max(1, reps)):  # alternate learner / floor
-                t, model = time_learner_model(name, params, Xp, yp)
+                t, model, scores = time_learner_scores(name, params, Xp, yp)
                 nsv = int(model.n_support_vectors)
                 tl.append(t)
+                if bounded:  # the per-example path on the same rows, same results
+                    ts.append(time_steps(name, params, Xp, yp, scores))
                 if kind == "rff":
                     tf.append(time_rff_floor(Xp, int(size or 1), GAMMA))
                 elif kind == "row":
@@ -377,19 +460,26 @@ def main(argv: list[str] | None = None) -> int:
             bud = f"none (#SV {nsv})"
             flag = "n/a (unbudgeted; floor at final #SV)"
         rows.append((name, bud, n, us, fus, ratio, flag))
+        if ts:
+            step_us[name] = 1e6 * statistics.median(ts) / n
         if tp and not math.isnan(statistics.median(tp)):
             proj_rows.append((name, projection_rounds(name, params, Xp, yp),
                               1e6 * statistics.median(tp) / n - fus, fus, us))
-        print(f"  {name}: {us:.1f} us/round, floor {fus:.1f} us/round, ratio {ratio:.2f}",
+        print(f"  {name}: {us:.1f} us/round, floor {fus:.1f} us/round, ratio {ratio:.2f}"
+              + (f", step {step_us[name]:.1f} us/row" if name in step_us else ""),
               file=sys.stderr, flush=True)
 
     print()
-    print(f"| learner | budget | rounds | µs/round | floor µs/round | ratio | ≤ {TARGET}× |")
-    print("|---|---|---:|---:|---:|---:|---|")
+    print(f"| learner | budget | rounds | µs/round | floor µs/round | ratio | ≤ {TARGET}× | "
+          f"step µs/row | step / block ex/s | ≥ {PER_EXAMPLE_TARGET}× |")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|---|")
     for name, bud, n, us, fus, ratio, flag in rows:
         f = "–" if math.isnan(fus) else f"{fus:.1f}"
         r = "–" if math.isnan(ratio) else f"{ratio:.2f}"
-        print(f"| {name} | {bud} | {n} | {us:.1f} | {f} | {r} | {flag} |")
+        sus = step_us.get(name)
+        st = ("– | – | –" if sus is None else
+              f"{sus:.1f} | {us / sus:.2f} | {_common.pass_mark(us / sus >= PER_EXAMPLE_TARGET)}")
+        print(f"| {name} | {bud} | {n} | {us:.1f} | {f} | {r} | {flag} | {st} |")
     print()
     if failed:
         print(f"ERRORS: {', '.join(failed)}")
@@ -404,12 +494,26 @@ def main(argv: list[str] | None = None) -> int:
         detail = f": over {TARGET}x: {', '.join(bad)}" if bad else ""
         print(f"{verdict} ({label}): {len(judged) - len(bad)}/{len(judged)} within {TARGET}x the "
               f"kernel-row floor at B={a.budget}{detail}")
+    if step_us:
+        us_of = {r[0]: r[3] for r in rows}
+        slow = [f"{k} ({us_of[k] / v:.2f})" for k, v in step_us.items()
+                if us_of[k] / v < PER_EXAMPLE_TARGET]
+        print(f"{'FAIL' if slow else 'PASS'} (per-example path, every budgeted learner): "
+              f"{len(step_us) - len(slow)}/{len(step_us)} with step ≥ {PER_EXAMPLE_TARGET}x the "
+              f"block path's examples/s, scores bit-identical" +
+              (f"; below: {', '.join(slow)}" if slow else ""))
     multi = [r for r in rows if "union floor" in r[6]]
     if multi:
         bad = [f"{r[0]} ({r[5]:.2f})" for r in multi if r[6].startswith("FAIL")]
         print(f"{'FAIL' if bad else 'PASS'} (multi-kernel learners with a union row): "
               f"{len(multi) - len(bad)}/{len(multi)} within {MULTI_TARGET:g}x their union-row "
               f"floor" + (f": over: {', '.join(bad)}" if bad else ""))
+    if step_us:
+        print()
+        print("Floors of the per-example path (µs per call, best of 5 passes over the rows):")
+        print()
+        for what, v in per_example_floors(X):
+            print(f"- {what}: {v:.2f} µs")
     if proj_rows:
         print()
         print(f"Projection floor ({', '.join(r[0] for r in proj_rows)}): every update at the "

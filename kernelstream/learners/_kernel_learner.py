@@ -58,7 +58,9 @@ class KernelLearner(Learner):
         self._compiled_setup()
 
     def _sqnorm(self, x: np.ndarray) -> float:
-        if self._compiled_kernel():  # the compiled rounds' own sum (before the first row too)
+        # the compiled rounds' own sum (before the first row too); the flag is kept once the
+        # store exists (_compiled_setup): asking again costs more than the sum of a row
+        if self._sq_compiled if self.dim is not None else self._compiled_kernel():
             return compiled.sqnorm(x)
         return float(x @ x)
 
@@ -79,6 +81,7 @@ class KernelLearner(Learner):
     def _compiled_setup(self) -> None:
         """Use the compiled rounds on dense stores with a kernel they know (else numpy)."""
         code = compiled.KERNEL_CODES.get(self.kern.name)
+        self._sq_compiled = self._compiled_kernel()
         # a flag, not the module: learners are pickled (Beam ships them)
         self._compiled = self._compiled_kernel() and not self.sparse and code is not None
         if self._compiled:
@@ -177,6 +180,28 @@ class KernelLearner(Learner):
             return f, k
         k = sv.row(self.kern, x, xx)
         return float(sv.a[:n] @ k), k
+
+    def _step_checked(self, x: np.ndarray, xx: float, y: float) -> float:
+        # a compiled rule's round in as few calls as the block driver's: the compiled score
+        # into a kept row buffer (the rule only reads it), then the rule's own trigger test;
+        # the same C code and numbers as _score then _update
+        if self._rule <= 0 and (not self._compiled or not self._compiled_rule()):
+            return super()._step_checked(x, xx, y)
+        sv = cast(SVStore, self.sv)  # compiled rules run on dense stores only
+        n = sv.n
+        if n:
+            krow = self._krow
+            if len(krow) < n:
+                krow = self._krow = np.empty(len(sv.a))
+            score = compiled.ck.score(
+                sv.X, sv.sqn, sv.a, n, self._kcode, self._kp, self._kdeg,
+                x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, krow, self._nzwork)
+            self._rule_update(x, xx, y, score, krow)
+        else:
+            score = 0.0
+            self._rule_update(x, xx, y, score, None)
+        self.t += 1
+        return score
 
     def _eval_sv(self, j: int) -> float:
         """``f(x_j)`` at stored point ``j``, by the same row code as the scores."""

@@ -72,6 +72,8 @@ from kernelstream.learners.state import (
 )
 from kernelstream.sparse import CSR, SparseRow
 
+_F64 = np.dtype(np.float64)  # the dtype of a row the fast lane takes as it is
+
 __all__ = [
     "KERNEL_PARAMS",
     "STATE_VERSION",
@@ -154,6 +156,8 @@ class Learner:
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 1:
             raise ValueError(f"{self.name}: x must be a 1-D feature vector, got shape {x.shape}")
+        if not x.flags.c_contiguous:  # a strided view scores as its copy (BLAS sums in
+            x = np.ascontiguousarray(x)  # another order) and as the rows of a block do
         if self.dim is None:
             if x.shape[0] == 0:
                 raise ValueError(f"{self.name}: x must have at least one feature")
@@ -231,9 +235,14 @@ class Learner:
         self._setup(d)
 
     # -- public API ----------------------------------------------------------------------------
+    # Each call first tries the fast lane (_fast_sqnorm): a row that is already what
+    # _check_x would make of it skips the conversion and the shape checks; anything else, bad
+    # input included, takes _check_x, which converts it or says what is wrong.
     def predict_one(self, x: Any) -> float:
         """Score of ``x`` under the current hypothesis (never sees the label)."""
-        x, xx = self._check_x(x)
+        xx = self._fast_sqnorm(x)
+        if xx - xx != 0.0:  # not the fast lane, or not finite (NaN/inf): _check_x says which
+            x, xx = self._check_x(x)
         # by value: equal lists/copies hit, a buffer refilled in place misses
         key = x.key() if type(x) is SparseRow else x.tobytes()
         p = self._pending
@@ -246,23 +255,42 @@ class Learner:
     def learn_one(self, x: Any, y: Any) -> None:
         """Round-``t`` update with the true label."""
         yf = self._check_y(y)  # labels first: a rejected call must not fix the dimension
-        x, xx = self._check_x(x)
+        xx = self._fast_sqnorm(x)
+        if xx - xx != 0.0:
+            x, xx = self._check_x(x)
         p = self._pending
-        if p is not None and p[0] == (x.key() if type(x) is SparseRow else x.tobytes()):
-            score, aux = p[1], p[2]
-        else:
-            score, aux = self._score(x, xx)
         self._pending = None
-        self._update(x, xx, yf, score, aux)
-        self.t += 1
+        if p is not None and p[0] == (x.key() if type(x) is SparseRow else x.tobytes()):
+            self._update(x, xx, yf, p[1], p[2])
+            self.t += 1
+        else:
+            self._step_checked(x, xx, yf)
 
     def step(self, x: Any, y: Any) -> float:
         """Predict then learn; returns the pre-update score."""
         yf = self._check_y(y)
-        x, xx = self._check_x(x)
+        xx = self._fast_sqnorm(x)
+        if xx - xx != 0.0:
+            x, xx = self._check_x(x)
         self._pending = None
+        return self._step_checked(x, xx, yf)
+
+    def _fast_sqnorm(self, x: Any) -> float:
+        """``‖x‖²`` of a row that needs no conversion: a C-contiguous float64 vector of the
+        learner's width in dense mode (``_check_x`` would return it as it is, with this norm);
+        NaN for every other input, which then takes ``_check_x``. A few attribute reads, no
+        allocation: on one row, conversion and checks cost as much as a budgeted round."""
+        if (type(x) is np.ndarray and x.dtype is _F64 and x.ndim == 1 and not self.sparse
+                and x.shape[0] == self.dim and x.flags.c_contiguous):
+            return self._sqnorm(x)
+        return math.nan
+
+    def _step_checked(self, x: Any, xx: float, y: float) -> float:
+        """One round (score, update, count) on a checked row and label; returns the score.
+        :meth:`step` and a :meth:`learn_one` without a cached score run it; a learner may do
+        it in fewer calls, with the numbers of :meth:`_score` then :meth:`_update`."""
         score, aux = self._score(x, xx)
-        self._update(x, xx, yf, score, aux)
+        self._update(x, xx, y, score, aux)
         self.t += 1
         return score
 

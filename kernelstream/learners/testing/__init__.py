@@ -41,6 +41,7 @@ from kernelstream.learners.testing.trajectory import (
     check_pickle,
     check_predict_is_pure,
     check_reproducible,
+    check_row_lanes,
     check_seeds,
     check_state_roundtrip,
 )
@@ -65,6 +66,7 @@ CHECKS: dict[str, Check] = {
     "state_roundtrip": Check(check_state_roundtrip, _always, True),
     "predict_is_pure": Check(check_predict_is_pure, _always, True),
     "batch_equals_loop": Check(check_batch_equals_loop, _always, True),
+    "row_lanes": Check(check_row_lanes, _always, True),
     "bounded_memory": Check(check_bounded_memory, lambda m: m.memory_bound() is not None, True),
     "first_prediction": Check(check_first_prediction, _always, True),
     "bad_input": Check(check_bad_input, _always, True),
@@ -118,5 +120,6 @@ def check_learner(name: str, **params: Any) -> None:
 __all__ = ["CHECKS", "SKIP_VARIATION", "Check", "cases", "check_bad_input", "check_bad_params",
            "check_batch_equals_loop", "check_bounded_memory", "check_first_prediction",
            "check_learner", "check_metadata", "check_pickle", "check_predict_is_pure",
-           "check_reproducible", "check_seeds", "check_sparse_rows", "check_state_roundtrip",
+           "check_reproducible", "check_row_lanes", "check_seeds", "check_sparse_rows",
+           "check_state_roundtrip",
            "configurations", "make_stream", "small_params"]

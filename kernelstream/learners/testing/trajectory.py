@@ -258,6 +258,47 @@ def check_batch_equals_loop(name: str, params: dict[str, Any]) -> None:
     assert len(new(name, params).predict_learn_many(np.empty((0, D)), [])) == 0
 
 
+def check_row_lanes(name: str, params: dict[str, Any]) -> None:
+    """Rows that need no conversion (C-contiguous float64 vectors, which the per-example
+    methods take as they are) and rows that do (lists, float32, strided views, other byte
+    orders) give the same run bit for bit, through step and through predict_one/learn_one,
+    in any mix; and a bad row after fast ones is still rejected, leaving the learner as it
+    was."""
+    ref = new(name, params)
+    X, y = stream_for(ref, 200)
+    ref_scores = run_steps(ref, X, y)  # X[i]: contiguous float64 rows
+    ref_state = ref.get_state()
+    wide = np.zeros((len(X), 2 * D))
+    wide[:, ::2] = X  # strided views of the same numbers
+    forms: list[Callable[[int], Any]] = [
+        lambda i: X[i].tolist(), lambda i: wide[i, ::2],
+        lambda i: X[i].astype(">f8"), lambda i: X[i].copy(),
+    ]
+    if X.astype(np.float32).astype(np.float64).tobytes() == X.tobytes():  # exact in float32
+        forms.append(lambda i: X[i].astype(np.float32))
+    for k, form in enumerate(forms):
+        m = new(name, params)
+        got = np.empty(len(X))
+        for i in range(len(X)):
+            x = form(i) if (i + k) % 2 else X[i]  # the lanes alternate
+            if i % 3:
+                got[i] = m.step(x, y[i])
+            else:
+                got[i] = m.predict_one(x)
+                m.learn_one(form(i) if (i + k) % 2 == 0 else X[i], y[i])
+        assert_scores_equal(got, ref_scores, f"rows of form {k} mixed with contiguous rows")
+        assert_states_equal(m.get_state(), ref_state, f"rows of form {k}: final state")
+    m = new(name, params)
+    run_steps(m, X[:50], y[:50])
+    before = m.get_state()
+    for bad in (np.full(D, np.nan), np.full(D + 1, 1.0), np.full(D - 1, 1.0)):
+        expect_error(partial(m.step, bad, y[50]), r"nan|finite|feature", f"step, x={bad!r}")
+        expect_error(partial(m.predict_one, bad), r"nan|finite|feature", f"predict_one, x={bad!r}")
+    expect_error(partial(m.step, X[50], 0.5 if m.task == "classification" else np.nan),
+                 r"label|target|finite", "step, bad label with a contiguous row")
+    assert_states_equal(m.get_state(), before, "rejected rows changed the learner")
+
+
 def check_bounded_memory(name: str, params: dict[str, Any]) -> None:
     """Budgeted learners: n_support_vectors ≤ bound every round of a long noisy stream, and the
     serialised state stops growing once the budget is full."""
