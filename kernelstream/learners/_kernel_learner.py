@@ -182,24 +182,23 @@ class KernelLearner(Learner):
         return float(sv.a[:n] @ k), k
 
     def _step_checked(self, x: np.ndarray, xx: float, y: float) -> float:
-        # a compiled rule's round in as few calls as the block driver's: the compiled score
-        # into a kept row buffer (the rule only reads it), then the rule's own trigger test;
-        # the same C code and numbers as _score then _update
+        # a compiled rule's round without the generic layers: the compiled score into a kept
+        # row buffer (the rule only reads it), then the rule's trigger test, which ends most
+        # rounds; the same C code and numbers as _score then _update
         if self._rule <= 0 and (not self._compiled or not self._compiled_rule()):
             return super()._step_checked(x, xx, y)
         sv = cast(SVStore, self.sv)  # compiled rules run on dense stores only
         n = sv.n
-        if n:
+        if n == 0:
+            score, krow = 0.0, None
+        else:
             krow = self._krow
             if len(krow) < n:
                 krow = self._krow = np.empty(len(sv.a))
             score = compiled.ck.score(
                 sv.X, sv.sqn, sv.a, n, self._kcode, self._kp, self._kdeg,
                 x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, krow, self._nzwork)
-            self._rule_update(x, xx, y, score, krow)
-        else:
-            score = 0.0
-            self._rule_update(x, xx, y, score, None)
+        self._rule_update(x, xx, y, score, krow)
         self.t += 1
         return score
 

@@ -303,6 +303,8 @@ class DistRuleRounds(FeatureMapRounds):
         """One round's update by the compiled rule (``bk.update_dist``, the code the blocks
         run) from the round's distances and kernel values; a round the rule hands over goes to
         ``_deferred`` as in :func:`run_dist_rule`."""
+        if y * score >= 1.0:  # zero hinge loss: the rules' first test, which changes nothing
+            return
         args, ist, fst = self._dist_args()
         _, status, n, idx = bk.update_dist(
             *args, x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, y, score, d2, k,

@@ -138,6 +138,9 @@ class OKLGD(IntervalWidthLearner):
         if self._rule:
             self._rule_prm = np.array([B, self.eta, self.rho, self._sig_lo, self._sig_hi])
             self._rule_scratch = np.empty(2 * B)
+            # the rule's state arrays, refilled per call (no allocation on the per-row path)
+            self._rule_ist = np.empty(2, dtype=np.int64)
+            self._rule_fst = np.empty(2)
 
     @property
     def kernel_gamma(self) -> float | None:
@@ -206,8 +209,9 @@ class OKLGD(IntervalWidthLearner):
 
     def _dist_args(self) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray]:
         """The compiled rule's leading arguments, and its state arrays (updated in place)."""
-        ist = np.array([self.head, self.last], dtype=np.int64)
-        fst = np.array([self.e_last, self.sigma])
+        ist, fst = self._rule_ist, self._rule_fst
+        ist[0], ist[1] = self.head, self.last
+        fst[0], fst[1] = self.e_last, self.sigma
         return ((self._rule, self.X, self.sqn, self.a, self.g, None, None, self.n,
                  self._rule_prm, ist, fst, None, self._rule_scratch, self._nzwork), ist, fst)
 

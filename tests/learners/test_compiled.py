@@ -5,6 +5,7 @@ learner that cannot use them falls back to numpy."""
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 
 import numpy as np
@@ -148,3 +149,42 @@ def test_environment_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERNELSTREAM_COMPILED", "0")
     mod, status = compiled._load()
     assert mod is None and "KERNELSTREAM_COMPILED=0" in status
+
+
+@needs_ck
+def test_arrays_taken_from_their_fields_equal_buffers() -> None:
+    """The C modules read a plain C-contiguous native float64/int64 ndarray from its own
+    fields and everything else through the buffer protocol: both give the same numbers, and
+    the arrays the buffer way refuses are still refused (with the same errors)."""
+    rng = np.random.default_rng(3)
+    S = rng.normal(size=(6, 4))
+    sqn, a, z = compiled.row_sqnorms(S), rng.normal(size=6), rng.normal(size=4)
+    work = np.empty(4, dtype=np.int64)
+    k1, k2 = np.empty(6), np.empty(6)
+    f1 = ck.score(S, sqn, a, 6, 0, -0.5, 2, z, float(z @ z), k1, work)
+
+    class Sub(np.ndarray):
+        pass
+
+    # other objects holding the same numbers: a subclass, a memoryview, big-endian data
+    # turned native by a copy, int64 work as 'q' and as 'l'
+    f2 = ck.score(S.view(Sub), memoryview(sqn), a.view(Sub), 6, 0, -0.5, 2,
+                  z.astype(">f8").astype(np.float64), float(z @ z), memoryview(k2),
+                  np.empty(4, dtype=np.longlong))
+    assert f1 == f2 and k1.tobytes() == k2.tobytes()
+    bad = {"float32": S.astype(np.float32), "big-endian": S.astype(">f8"),
+           "Fortran order": np.asfortranarray(S), "strided": np.repeat(S, 2, axis=1)[:, ::2]}
+    for X in bad.values():
+        with pytest.raises(TypeError, match=r"float64|C-contiguous"):
+            ck.score(X, sqn, a, 6, 0, -0.5, 2, z, 1.0, k1, work)
+    with pytest.raises(TypeError, match="int64"):
+        ck.score(S, sqn, a, 6, 0, -0.5, 2, z, 1.0, k1, work.astype(np.int32))
+    ro = k1.copy()
+    ro.setflags(write=False)
+    with pytest.raises(TypeError, match="writable"):
+        ck.score(S, sqn, a, 6, 0, -0.5, 2, z, 1.0, ro, work)
+    # the module holds no array after a call (the fields lane takes a reference, and drops it)
+    before = sys.getrefcount(S)
+    for _ in range(10):
+        ck.score(S, sqn, a, 6, 0, -0.5, 2, z, 1.0, k1, work)
+    assert sys.getrefcount(S) == before

@@ -455,3 +455,45 @@ def test_weighted_distinct_uniform_at_the_top_end() -> None:
     w = np.array([0.1, 0.7, 0.3, 0.0, 0.0])
     assert weighted_distinct(TopRng(), w, 1) == [2]
     assert weighted_distinct(TopRng(), np.array([0.25, 0.5, 0.0]), 2) == [1, 0]
+
+
+@pytest.mark.parametrize("name", ["rbp", "bpa-s", "nogd", "fogd", "perceptron", "bomkc-dd"])
+def test_contiguous_float64_rows_skip_conversion(name: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the first row fixed the width, a C-contiguous float64 row goes straight to the
+    round (the per-example fast lane: no conversion, no shape checks), with the numbers of the
+    checked path; anything else still goes through ``_check_x``, and bad rows are refused."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 4))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    ref = make(name, seed=1)
+    want = np.array([ref.step(X[i].tolist(), y[i]) for i in range(len(X))])  # checked path
+    m = make(name, seed=1)
+    got = [m.step(X[0], y[0])]
+    calls: list[object] = []
+    checked = m._check_x
+
+    def spy(x: object) -> object:
+        calls.append(x)
+        return checked(x)
+
+    monkeypatch.setattr(m, "_check_x", spy)
+    for i in range(1, len(X)):
+        if i % 2:
+            got.append(m.step(X[i], y[i]))
+        else:
+            got.append(m.predict_one(X[i]))
+            m.learn_one(X[i], y[i])
+    assert calls == []  # every later row took the fast lane
+    assert np.array_equal(np.array(got), want)
+    assert m.t == ref.t and m.n_support_vectors == ref.n_support_vectors
+    m.step(X[0].tolist(), 1.0)  # a list: converted and checked
+    m.step(np.ascontiguousarray(np.stack([X[0], X[1]]).T)[:, 0], 1.0)  # strided: checked
+    assert len(calls) == 2
+    for bad in (np.array([1.0, np.nan, 0.0, 0.0]), np.full(4, 1e200), np.ones(5)):
+        with pytest.raises(ValueError, match=r"NaN|overflow|features"):
+            m.step(bad, 1.0)
+        with pytest.raises(ValueError, match=r"NaN|overflow|features"):
+            m.predict_one(bad)
+    with pytest.raises(ValueError, match="label"):
+        m.step(X[0], 0.0)
