@@ -143,6 +143,22 @@ class FOGD(compiled.CompiledSqnorms, Learner):
                         self._zbuf, self._nzwork, None)
         self.t += rows
 
+    def _step_checked(self, x: np.ndarray, xx: float, y: float) -> float:
+        if not (self._compiled and self._hinge):
+            return super()._step_checked(x, xx, y)
+        # one row through the block driver: its update is in place, in C, where the numpy
+        # update allocates a 2D-wide temporary; the same numbers (the driver's own rounds)
+        one = self.__dict__.get("_one")
+        if one is None:
+            one = self._one = (np.empty(1), np.empty(1), np.empty(1))
+        zz1, y1, out1 = one
+        zz1[0], y1[0] = xx, y
+        compiled.fk.run(compiled.rff_map(self._omega_t, self._c), self.w, x.reshape(1, -1),
+                        zz1, y1, 0, 1, compiled.MARGIN, self.eta * self._c, 1.0, out1, None, 0,
+                        None, self._zbuf, self._nzwork, None)
+        self.t += 1
+        return out1.item(0)
+
     def __getstate__(self) -> dict[str, Any]:
         # pickle Ω once: a view would come back as a second copy of the D × d matrix
         st = self.__dict__.copy()
