@@ -218,13 +218,14 @@ def prepare(config: StreamConfig) -> Prepared:
         # that names it, for folders of earlier versions), or a previous run with --overwrite
         # (pipelines.run_folder): checked before the broker, claimed once it has answered
         own = run_folder.entry_within(out, config.checkpoint)
-        continuing = (run_folder.continues(run_folder.inspect(out, own), config.checkpoint)
-                      or (resume is not None and saved_out is not None))
-        claim = functools.partial(
-            run_folder.claim, out, "stream", overwrite=config.overwrite,
-            checkpoint=config.checkpoint, resumes=resume is not None, argv=config.argv,
-            ignore=own, continuing=continuing)
         try:
+            continuing = (run_folder.continues(run_folder.inspect(out, own), config.checkpoint)
+                          or (resume is not None and saved_out is not None))
+            claim = functools.partial(
+                run_folder.claim, out, "demo" if config.argv[:1] == ("demo",) else "stream",
+                overwrite=config.overwrite, checkpoint=config.checkpoint,
+                resumes=resume is not None, argv=config.argv, ignore=own,
+                continuing=continuing)
             claim(dry=True)
         except run_folder.OutFolderError as exc:
             raise UpfrontError(str(exc)) from None

@@ -283,6 +283,13 @@ def test_dict_rows_fail_with_what_is_expected() -> None:
         m.predict_learn_many([{0: 1.0}, {1: 2.0}], [1, -1])
     with pytest.raises(ValueError, match=r"evaluate: X must be .* rows given as dicts"):
         evaluate([{0: 1.0}, {1: 2.0}], [1, -1], "bogd", progress=None)
+    from kernelstream.engine.replay import Dataset
+    from kernelstream.streams import adversarial_stream
+
+    with pytest.raises(ValueError, match=r"Dataset: X must be .* rows given as dicts"):
+        Dataset([{0: 1.0}], [1])
+    with pytest.raises(ValueError, match=r"adversarial_stream: X must be .* rows given as"):
+        adversarial_stream([{0: 1.0}], [1], 2, 2, seed=0)
     assert m.t == 0 and m.dim is None  # nothing learnt, no dimension fixed
     # valid rows are untouched by the check
     assert isinstance(m.predict_one([1.0, 2.0]), float)
