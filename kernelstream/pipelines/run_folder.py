@@ -11,6 +11,7 @@ whose JSON names a ``kernelstream_version``.
 - a folder that does not exist, or is empty: used (the marker is written);
 - a folder that holds anything else than a kernelstream run: refused, with or without
   ``--overwrite`` (which never removes what kernelstream did not write);
+- a run that stopped before it wrote anything (only the marker, ``--sample``'s rows): used;
 - a previous run: refused unless ``--overwrite``, which first removes what a run writes
   there (:data:`RUN_ENTRIES`: the output folders, ``summary.json``, ``tuned.json``/``.md``,
   ``submitted.json``, ``--follow``'s ``ckpt-NNNNNN/``, the stream's control folders, the
@@ -138,12 +139,22 @@ def continues(folder: Folder, checkpoint: str | None) -> bool:
             and _same_path(folder.run.get("checkpoint"), checkpoint))
 
 
+# what a run writes before its data is checked: a folder holding only these is a run that
+# stopped at its start (a typo in the data's name), reused without --overwrite
+_STARTED_ONLY = (MARKER, ".sample", ".run-*")
+
+
+def _nothing_written(folder: Folder) -> bool:
+    return folder.run is not None and all(
+        any(fnmatch.fnmatchcase(e, pat) for pat in _STARTED_ONLY) for e in folder.entries)
+
+
 def check(out: str, *, overwrite: bool, continuing: bool = False,
           ignore: Iterable[str] = ()) -> Folder:
     """The rules of the module docstring, without changing anything: raises
     :class:`OutFolderError` (one line) where ``out`` may not be used; returns what it holds."""
     folder = inspect(out, ignore)
-    if folder.empty or continuing:
+    if folder.empty or continuing or _nothing_written(folder):
         return folder
     if folder.run is None:
         shown = ", ".join(folder.entries[:3]) + (", ..." if len(folder.entries) > 3 else "")

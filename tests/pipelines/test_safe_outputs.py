@@ -70,6 +70,16 @@ def test_a_previous_run_is_replaced_only_with_overwrite(tmp_path: Path,
     assert main(["replay", *REPLAY, "--out", str(empty)]) == 0
 
 
+def test_a_run_that_stopped_at_its_start_leaves_a_reusable_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A typo in the data's name: the folder holds only the marker; the corrected command
+    needs no --overwrite."""
+    out = tmp_path / "run"
+    assert main(["replay", str(tmp_path / "nope.svm"), "-q", "--out", str(out)]) == 2
+    capsys.readouterr()
+    assert main(["replay", *REPLAY, "--out", str(out)]) == 0
+
+
 def test_a_folder_of_an_earlier_version_is_a_run(tmp_path: Path) -> None:
     """Folders written before the marker: their summary.json names the version."""
     from kernelstream.pipelines import run_folder
