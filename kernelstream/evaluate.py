@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream._suggest import row_error
 from kernelstream.engine.learner_config import LearnerConfig, learner_config
 from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
 from kernelstream.learners.base import Learner
@@ -154,7 +155,10 @@ def evaluate(
     ``block_size`` fixes the rows per ``predict_learn_many`` call (default: adaptive). Progress
     lines go to ``progress`` at most every ``progress_interval`` seconds (``None``: silent).
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    try:
+        X = np.ascontiguousarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:  # rows as dicts: say what is expected
+        raise row_error("evaluate", X, many=True) or exc from None
     yv = np.asarray(y, dtype=np.float64).reshape(-1)
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-D array, got shape {X.shape}")

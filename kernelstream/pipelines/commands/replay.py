@@ -23,6 +23,7 @@ from kernelstream.pipelines.commands._common import (
     Command,
     add_data_options,
     add_learner_arguments,
+    add_overwrite_argument,
     add_prepare_arguments,
     add_read_arguments,
     error,
@@ -90,7 +91,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_prepare_arguments(p)
     add_read_arguments(p)
     p.add_argument("--out", "-o", metavar="DIR",
-                   help="output directory (default: runs/<dataset>-<learner>[+<learner>...])")
+                   help="output directory (default: runs/<dataset>-<learner>[+<learner>...]); "
+                   "new, empty, or a previous run with --overwrite")
+    add_overwrite_argument(p)
     p.add_argument("--stream", choices=STREAMS, default="none",
                    help="replay an adversarial stream built from the data instead of permutations "
                    "(Zhang & Liao, ICML 2019: blocks of one repeated example, labels negated "
@@ -167,7 +170,7 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     if config.shard is not None:
         return run_shard(config)
     try:
-        with started(config, "replay") as pool:
+        with started(config, "replay", args.overwrite) as pool:
             if getattr(args, "submit_only", False):
                 return _submit(config)
             if args.follow is not None:
