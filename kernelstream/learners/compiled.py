@@ -116,10 +116,11 @@ def row_sqnorms(X: np.ndarray) -> np.ndarray:
 # keep their squared distances (OKL-GD, OKS-SIL). A map is a tuple the C side reads (built by
 # the helpers below, per call: the learners replace their arrays as they learn); ``fk.score``
 # computes one round, ``fk.run`` a block up to the next round the learner's Python update
-# must see (``run`` in _ck_features.c says how), inside :func:`learn_rounds`. Same numerical
-# rules as _ckernels.c.
+# must see (``run`` in _ck_features.c says how), inside :func:`learn_rounds`; ``fk.grow`` runs
+# a kernel OGD stage that stores its margin errors (NOGD's stage 1) with its update in C.
+# Same numerical rules as _ckernels.c.
 
-FEATURES_ABI = 1  # the _ck_features.c interface this module calls (its KF_ABI)
+FEATURES_ABI = 2  # the _ck_features.c interface this module calls (its KF_ABI)
 FM_RFF, FM_PROJ, FM_ROW, FM_DIST = 0, 1, 2, 3
 ALWAYS, MISTAKE, MARGIN = TRIGGERS["always"], TRIGGERS["mistake"], TRIGGERS["margin"]
 
