@@ -7,7 +7,8 @@ with the package by ``pip install``; ``setup.py``) holds the parts every single-
 shares: the example's squared norm, its kernel row and score, and a block driver that runs
 test-then-train up to the next round that changes the model. The learners' updates stay in
 Python, written as their papers state them, except those of the budget learners, which
-``_ck_budget`` compiles too ("budget rules" below); the README explains why C rather than a JIT.
+``_ck_budget`` compiles too ("budget rules" below), and NOGD's first stage (``fk.grow``); the
+README explains why C rather than a JIT.
 
 Every sum is sequential in index order, so a round's numbers depend on nothing but its inputs:
 the block driver and the per-example path agree bit for bit (both call the same C code), and
