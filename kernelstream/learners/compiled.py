@@ -150,7 +150,7 @@ def proj_map(X: np.ndarray, sqn: np.ndarray, n: int, kern: Kernel, Mt: np.ndarra
 
 def padded_t(M: np.ndarray) -> np.ndarray:
     """``Mᵀ`` (``n × r``) in C order with zero columns up to a multiple of 8: the compiled
-    ``z = M k`` keeps all ``r`` sums in registers, eight at a time."""
+    ``z = M k`` keeps all ``r`` sums in registers, in blocks of eight columns."""
     r, n = M.shape
     Mt = np.zeros((n, -(-r // 8) * 8))
     Mt[:, :r] = M.T
