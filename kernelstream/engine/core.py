@@ -240,7 +240,9 @@ class StreamLearner:
             self.metrics_row(key, st, pos, final=False,
                              distribution=None if dist is None else dist[pos - b.start - 1])
             for pos in st.metrics.account(b.start, ok, mistake, loss, run.seconds,
-                                          self.metrics_window)
+                                          self.metrics_window, y=b.y, predicted=predicted,
+                                          classify=m.task == "classification",
+                                          loss_fn=learner_loss(m).value)
         ]
         st.cursor.next = max(st.cursor.next, b.end)
         return BlockResult(preds, rows, dead, run.seconds)

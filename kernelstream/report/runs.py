@@ -28,11 +28,12 @@ from kernelstream.report.curves import (
 )
 
 PREDICTION_COLUMNS = ["config", "permutation", "position", "mistake", "loss",
-                      "n_support_vectors"]
+                      "n_support_vectors", "label", "predicted"]
 METRICS_COLUMNS = ["config", "learner", "permutation", "entity", "task", "loss_name", "final",
                    "window_start", "window_end", "mistake_rate", "avg_loss",
                    "window_mistake_rate", "window_avg_loss", "n_support_vectors",
-                   "window_examples_per_second", "kernel_distribution"]
+                   "window_examples_per_second", "kernel_distribution",
+                   "noskill_mistake_rate", "noskill_avg_loss"]  # (absent in older outputs)
 DEAD_COLUMNS = ["source", "stage", "key", "line", "position", "raw", "reason"]
 FIRST_LINES = 5  # line numbers shown per dead-letter reason
 STAGES = ("parse", "learn", "order")
