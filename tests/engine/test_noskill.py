@@ -120,3 +120,15 @@ def test_summary_table_never_prints_a_small_loss_as_zero() -> None:
         assert col in head
     assert "8.2e-07 ± 0 (square)" in row and "1.64e-07 ± 0" in row
     assert "0.000905 ± 0" in row and "-4.00 ± 0" in row
+
+
+def test_states_saved_before_the_baseline_still_load() -> None:
+    """A replay stream's state from before these baselines (three fields) loads with an
+    empty baseline; a current one round-trips it."""
+    from kernelstream.engine.metrics import StreamMetrics
+
+    old = StreamMetrics.from_json([[5, 1, "0", 0.5], [2, 0, "0", 0.1], 4])
+    assert old.noskill == NoSkill() and old.total.examples == 5
+    m = StreamMetrics()
+    m.noskill.add(np.array([1.0, -1.0]), np.array([1.0, 1.0]), True)
+    assert StreamMetrics.from_json(m.to_json()).noskill == m.noskill

@@ -293,6 +293,9 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
         _majority_rate(out, first_summary["run"]))
     assert first_summary["top_class_share"] is not None and first_summary["rmse"] is None
     assert f"(no-skill {first_summary['noskill_mistake_rate']:.2f}%)" in first.stdout
+    # the warning (stderr) exactly when the run is no better than that
+    warned = "is not better than always predicting the majority class" in first.stderr
+    assert warned == (first_summary["mistake_rate"] >= first_summary["noskill_mistake_rate"])
     # more traffic, later; the second run resumes from the snapshot
     produce(broker, _renamed(labelled_stream(200, 260, T0 + 60_000, seed=2), ev, lab))
     second = run_cli(argv)
