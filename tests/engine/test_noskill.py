@@ -132,3 +132,18 @@ def test_states_saved_before_the_baseline_still_load() -> None:
     m = StreamMetrics()
     m.noskill.add(np.array([1.0, -1.0]), np.array([1.0, 1.0]), True)
     assert StreamMetrics.from_json(m.to_json()).noskill == m.noskill
+
+
+def test_stream_summary_lines_show_the_baseline() -> None:
+    from kernelstream.pipelines.stream_summary import format_summary
+
+    doc = {"records": 10, "seconds": 1.0, "records_per_second": 10.0, "predictions": 5,
+           "outcomes": 4, "delay_p50_ms": 3, "delay_p99_ms": 9, "unlabeled": 0,
+           "pending": 1, "rejected": 0, "dead_letters": 0, "metrics": 1, "out": "o",
+           "snapshot_epoch": None, "mistake_rate": None, "avg_loss": 8.2e-07,
+           "noskill_avg_loss": 1.5e-07, "rmse": 9.06e-4, "mae": 7e-4, "r2": -4.47}
+    line = format_summary(doc, None).splitlines()[1]
+    assert ("avg loss 8.2e-07 (no-skill 1.5e-07)  RMSE 0.000906  MAE 0.0007  R² -4.47"
+            in line)
+    doc.update(mistake_rate=9.7142, noskill_mistake_rate=9.71)
+    assert "mistake rate 9.71% (no-skill 9.71%)" in format_summary(doc, None)
