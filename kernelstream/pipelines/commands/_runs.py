@@ -23,7 +23,6 @@ from kernelstream._json import json_safe
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.writer_lock import CheckpointInUse
-from kernelstream.numbers import sig_pm
 from kernelstream.pipelines.commands._common import error, progress_to_stderr
 from kernelstream.pipelines.config import (
     ConfigError,
@@ -227,6 +226,8 @@ def format_table(results: Sequence[EvalResult]) -> str:
     losses and rates with significant digits (``numbers.sig``), beside the no-skill baseline
     of the same streams (the majority-class rate; the running-mean predictor's loss) and,
     for regression, RMSE, MAE and R²."""
+    from kernelstream.numbers import sig_pm
+
     classify = any(r.task == "classification" for r in results)
     regress = any(r.task != "classification" for r in results)
     rows = [("learner", "examples", "perms", "mistake rate (%)",
