@@ -134,11 +134,12 @@ def evaluate_stream(
     # the evaluation imports the learner registry: loaded by a run, not by the CLI's parser
     from kernelstream.engine.learner_config import learner_config
     from kernelstream.evaluate import evaluate_runs
+    from kernelstream.numbers import sig
 
     def report(r: int, result: EvalResult) -> None:
         if progress is not None:
             progress(f"[{result.label}] stream {stream} {r + 1}/{permutations}: "
-                     f"{result.runs[-1].mistake_rate}% mistakes")
+                     f"{sig(result.runs[-1].mistake_rate)}% mistakes")
 
     def build(r: int) -> Stream:
         Xs, ys = preset_stream(stream, X, y, seed, r)

@@ -228,15 +228,29 @@ def _fmt(v: float | None, spec: str) -> str:
 
 
 def format_table(results: Sequence[EvalResult]) -> str:
-    rows = [("learner", "examples", "perms", "mistake rate (%)", "avg loss", "#SV",
-             "seconds", "examples/s")]
+    """The terminal table of a run's configurations: means ± stds over the permutations,
+    losses and rates with significant digits (``numbers.sig``), beside the no-skill baseline
+    of the same streams (the majority-class rate; the running-mean predictor's loss) and,
+    for regression, RMSE, MAE and R²."""
+    from kernelstream.numbers import sig_pm
+
+    classify = any(r.task == "classification" for r in results)
+    regress = any(r.task != "classification" for r in results)
+    rows = [("learner", "examples", "perms", "mistake rate (%)",
+             *(("no-skill (%)",) if classify else ()), "avg loss",
+             *(("no-skill loss", "RMSE", "MAE", "R²") if regress else ()),
+             "#SV", "seconds", "examples/s")]
     for r in results:
         s = r.to_summary()
-        mr = ("-" if s["mistake_rate"] is None
-              else f"{s['mistake_rate']:.2f} ± {s['mistake_rate_std']:.2f}")
+
+        def pm(key: str, s: dict[str, Any] = s) -> str:
+            return sig_pm(s[key], s[f"{key}_std"])
+
         rows.append((
-            r.label, str(r.examples), str(r.permutations), mr,
-            f"{_fmt(s['avg_loss'], '.4f')} ({s['loss']})",
+            r.label, str(r.examples), str(r.permutations), pm("mistake_rate"),
+            *((pm("noskill_mistake_rate"),) if classify else ()),
+            f"{pm('avg_loss')} ({s['loss']})",
+            *((pm("noskill_avg_loss"), pm("rmse"), pm("mae"), pm("r2")) if regress else ()),
             _fmt(s["n_support_vectors"], ".1f"), _fmt(s["seconds"], ".3f"),
             _fmt(s["examples_per_second"], ",.0f"),
         ))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from kernelstream import fs
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
+from kernelstream.engine.noskill import skill_warnings
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.pipelines.commands._common import (
     Command,
@@ -217,6 +218,10 @@ def print_run(config: ReplayConfig, run: RunOutput, path: str) -> None:
     """The summary table of a finished run and where its summary is (also ``summary``'s)."""
     if run.results:
         print(format_table(run.results))
+        # after the table, on stderr: a run no better than ignoring the features
+        for r in run.results:
+            for line in skill_warnings(r.label, r.to_summary()):
+                print(f"{PROG}: {line}", file=sys.stderr, flush=True)
     if run.keys and config.read.key_by is not None:
         print(f"{len(run.keys)} per-entity models (see summary.json 'keys' and metrics/)")
     if run.counts.get(DEAD_LETTER_TAG):

@@ -197,7 +197,7 @@ def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     best = ", ".join(f"{k}={tuning.param_text(v)}" for k, v in doc["tuned"].items())
     score = doc["score"]
     print(f"chosen: {best} (" + (f"mistake rate {score['value']:.4f}%" if score["metric"]
-                                 == "mistake_rate" else f"average loss {score['value']:.6f}")
+                                 == "mistake_rate" else f"average loss {score['value']:.6g}")
           + ")")
     print(f"tuned: {path}  (table: {table}; use: {PROG} replay {config.data} --params-from "
           f"{path})")
