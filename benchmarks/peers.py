@@ -21,6 +21,13 @@ Measured in one run, on this machine:
    ``python -m kernelstream.pipelines.cli replay FILE -l bpa-s -p budget=200 --runner R``
    (R = loop, direct) on a9a (the a9a training file) and SUSY_30k, beside the learning seconds
    of the run's summary.json, so the fixed cost (wall − learning) shows.
+4. With ``--kol BIN`` (a KOL binary, built from github.com/LIBOL/KOL with Eigen, ``g++ -O2``
+   as its CMakeLists; skipped without it): NOGD beside KOL's ``KERNEL-NOGD`` on a9a, magic04
+   and SUSY_30k (issue 28: ours ≥ 1.5× KOL's examples/s), the same rows in the same order and
+   the same B, rank, γ and steps, alternating one pass of ours and one KOL run ``--repeats``
+   times (medians). KOL reads its binary cache (``-c``, written by an untimed first run) and
+   its examples/s is the rows over its printed "Learning time"; ours is
+   ``predict_learn_many`` on the rows in memory. The load average is recorded beside.
 
 Progress goes to stderr; ``benchmarks/results/peers.md`` and ``.json`` are written.
 
@@ -57,6 +64,7 @@ BUDGET = 200
 FLOOR_TARGET = 1.5  # issue 14: ≤ 1.5× the kernel-row floor
 SPEEDUP_TARGET = 2.0  # issue 14: ≥ 2× the pre-issue examples/s (a9a, magic04, SUSY_30k)
 SPEEDUP_SETS = ("a9a", "magic04", "SUSY_30k")
+KOL_TARGET = 1.5  # issue 28: NOGD ≥ 1.5× KOL's examples/s on the SPEEDUP_SETS
 PRE_ISSUE = "6ab0a3a"
 TUNED = _common.BENCH / "tuned_params.json"
 
@@ -228,6 +236,87 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
     return cells
 
 
+def write_libsvm(path: Path, X: np.ndarray, y: np.ndarray) -> None:
+    """The rows in LIBSVM format (labels ±1, 1-based indices, the non-zeros, ``repr`` values:
+    KOL reads them as float)."""
+    with open(path, "w") as fh:
+        for xi, yi in zip(X, y, strict=True):
+            nz = np.flatnonzero(xi)
+            fh.write(("+1" if yi > 0 else "-1")
+                     + "".join(f" {j + 1}:{float(xi[j])!r}" for j in nz) + "\n")
+
+
+def _kol_run(cmd: list[str]) -> tuple[float, float]:
+    """(learning seconds, mistake rate) of one KOL run, from its output."""
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    secs = acc = math.nan
+    for line in res.stdout.splitlines():
+        if line.startswith("Learning time:"):
+            secs = float(line.split(":")[1].split()[0])
+        elif line.startswith("Learn acuracy:"):  # sic
+            acc = float(line.split(":")[1].strip().rstrip("%"))
+    if math.isnan(secs):
+        raise RuntimeError(f"KOL failed ({res.returncode}): {(res.stdout + res.stderr)[-300:]}")
+    return secs, 1.0 - acc / 100.0
+
+
+def time_nogd_floor(m: Any, Xp: np.ndarray) -> float:
+    """Seconds of a trained NOGD's stage-2 rounds without their update: the kernel row,
+    z = M k and the score of its map for every row of ``Xp`` (``fk.scores``, the compiled
+    loop; NaN before the switch or without the compiled maps)."""
+    if compiled.fk is None or not m._compiled or m.stage != 2:
+        return math.nan
+    zz = compiled.row_sqnorms(Xp)
+    out = np.empty(len(Xp))
+    t0 = time.perf_counter()
+    compiled.fk.scores(m._fmap(), m._w, Xp, zz, out, m._kbuf, m._zbuf, m._nzwork)
+    return time.perf_counter() - t0
+
+
+def kol_nogd(a: Any, tuned: dict[str, Any]) -> list[dict[str, Any]]:
+    """NOGD beside KOL's KERNEL-NOGD (section 4), alternating runs."""
+    cells = []
+    for ds in (d for d in a.datasets if d in SPEEDUP_SETS):
+        X, y = load_set(ds, a.data_dir)
+        perm = permutation(X.shape[0], 0, 0)[: min(a.rows, X.shape[0])]
+        Xp, yp = np.ascontiguousarray(X[perm]), y[perm]
+        n = len(yp)
+        params, width = learner_params("nogd", ds, inverse_mean_sqnorm(Xp), tuned)
+        eta = float(params.get("eta", 0.5))
+        eta2 = float(params.get("eta2") or eta)
+        rank = int(params.get("rank") or max(1, round(0.2 * BUDGET)))
+        load0 = os.getloadavg()
+        with tempfile.TemporaryDirectory() as tmp:
+            svm, cache = Path(tmp) / f"{ds}.svm", Path(tmp) / f"{ds}.cache"
+            write_libsvm(svm, Xp, yp)
+            opts = ["-opt", "KERNEL-NOGD", "-loss", "Hinge", "-B", str(BUDGET), "-knogd",
+                    str(rank), "-gamma", repr(float(params["gamma"])), "-eta", repr(eta),
+                    "-eta1", repr(eta2)]
+            _kol_run([a.kol, "-i", str(svm), "-c", str(cache), *opts])  # writes the cache
+            ours, kol, floor = [], [], []
+            for _ in range(max(1, a.repeats)):
+                m = learners.make("nogd", seed=learner_seed(0, 0, "nogd"), **params)
+                t0 = time.perf_counter()
+                out = m.predict_learn_many(Xp, yp)
+                ours.append(time.perf_counter() - t0)
+                secs, kol_err = _kol_run([a.kol, "-c", str(cache), *opts])
+                kol.append(secs)
+                floor.append(time_nogd_floor(m, Xp))
+        err = float(np.mean(np.where(out > 0, 1.0, -1.0) != yp))
+        cell = {"dataset": ds, "rows": n, "params": params, "width": width, "rank": rank,
+                "examples_per_s": n / statistics.median(ours),
+                "kol_examples_per_s": n / statistics.median(kol),
+                "floor_examples_per_s": n / statistics.median(floor), "mistake_rate": err,
+                "kol_mistake_rate": kol_err, "load": [load0[0], os.getloadavg()[0]]}
+        cell["ratio"] = cell["examples_per_s"] / cell["kol_examples_per_s"]
+        # best runs: on a loaded machine the least disturbed pass of each
+        cell["best_ratio"] = min(kol) / min(ours)
+        cells.append(cell)
+        log(f"  {ds} nogd vs KOL: {cell['examples_per_s']:,.0f} vs "
+            f"{cell['kol_examples_per_s']:,.0f} ex/s, ratio {cell['ratio']:.2f}")
+    return cells
+
+
 def end_to_end(a: Any) -> list[dict[str, Any]]:
     out = []
     for ds, (fname, extra) in E2E_FILES.items():
@@ -364,6 +453,38 @@ def render(js: dict[str, Any]) -> list[str]:
                  f"{c['learning_s']:.2f} | {c['fixed_s']:.2f} | {c['peak_rss_mb']:.0f} |")
     L += ["", f"Command: `{js['end_to_end'][0]['command']}` (and `--runner direct`)."
           if js["end_to_end"] else ""]
+    if js.get("kol_nogd"):
+        L += render_kol(js)
+    return L
+
+
+def render_kol(js: dict[str, Any]) -> list[str]:
+    """Section 4: NOGD beside KOL, measured in this run."""
+    L = ["", f"## 4. NOGD beside KOL, measured in this run (issue 28: ≥ {KOL_TARGET:g}×)", "",
+         f"KOL (github.com/LIBOL/KOL, `g++ -O2`, Eigen 3) `KERNEL-NOGD` and our `nogd` on the "
+         f"same rows in the same order (section 1's), B = {BUDGET}, the same rank, γ and steps "
+         f"(section 1's parameters), alternating one pass of ours (in memory) and one KOL run "
+         f"(from its binary cache; examples/s = rows / its \"Learning time\"), medians of "
+         f"{js['repeats']}. KOL starts stage 2 from w = 0 and computes in float with its own "
+         "eigen-solver (not symmetric, unsorted eigenvalues), so its mistake rates differ; ours "
+         "start stage 2 with `init` as in the parameters. Map floor: our trained learner's "
+         "stage-2 round without its update (kernel row, z = M k and score: `fk.scores`, "
+         "alternating too), which no NOGD round can beat. Best-run ratio: the fastest pass of "
+         "each (on a loaded machine, the least disturbed). Load: the "
+         "1-minute load average before and after each data set's runs (2 cores).", "",
+         "| data | parameters | our ex/s | KOL ex/s | ratio | "
+         f"≥ {KOL_TARGET:g}× | best-run ratio | map floor ex/s | time / floor | our mistakes | "
+         "KOL mistakes | load |", "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    for c in js["kol_nogd"]:
+        p = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                      for k, v in sorted(c["params"].items()))
+        L.append(f"| {c['dataset']} | {p} | {c['examples_per_s']:,.0f} | "
+                 f"{c['kol_examples_per_s']:,.0f} | {c['ratio']:.2f} | "
+                 f"{_common.pass_mark(c['ratio'] >= KOL_TARGET)} | {c['best_ratio']:.2f} | "
+                 f"{c['floor_examples_per_s']:,.0f} | "
+                 f"{c['floor_examples_per_s'] / c['examples_per_s']:.2f} | "
+                 f"{100 * c['mistake_rate']:.3f}% | {100 * c['kol_mistake_rate']:.3f}% | "
+                 f"{c['load'][0]:.1f} → {c['load'][1]:.1f} |")
     return L
 
 
@@ -380,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="commit whose kernelstream/ to time too (default %(default)s; '' "
                          "skips it)")
     ap.add_argument("--no-e2e", action="store_true", help="skip the end-to-end runs")
+    ap.add_argument("--kol", default="", help="a KOL binary: time NOGD beside its KERNEL-NOGD "
+                    "(section 4; skipped without it)")
     a = ap.parse_args(argv)
     a.datasets = _common.parse_list(ap, a.datasets, SETS, "dataset")
     tuned = _common.read_json(TUNED)
@@ -395,12 +518,13 @@ def main(argv: list[str] | None = None) -> int:
             pre_src = Path(tmp)
         cells = speed(a, tuned, names, pre_src)
     e2e = [] if a.no_e2e else end_to_end(a)
+    kol = kol_nogd(a, tuned) if a.kol else []
     js = {"generated": _common.now_utc(), "git": _common.git_provenance(),
           "machine": _common.machine_info(), "rows": a.rows, "repeats": a.repeats,
           "kernels": compiled.STATUS,
           "budget": BUDGET, "learners": names, "excluded": excluded,
           "pre_issue": a.pre_issue or None, "speed": cells, "end_to_end": e2e,
-          "kol_reference": {"learners": KOL_LEARNERS, "ratios": KOL_RATIOS},
+          "kol_reference": {"learners": KOL_LEARNERS, "ratios": KOL_RATIOS}, "kol_nogd": kol,
           "seconds": time.perf_counter() - t0}
     _common.write_report(a.out_dir, STEM, render(js), js)
     log(f"wrote {a.out_dir}/{STEM}.md/.json in {js['seconds']:.0f}s")

@@ -13,6 +13,11 @@ Metrics per repetition:
   has one (a ``loss`` parameter or attribute), else hinge for classification and square loss
   ``(f − y)²`` (no ½, as P2 reports it) for regression (``engine.prequential.learner_loss``).
 * ``n_support_vectors`` — at the end of the repetition.
+* the no-skill baseline of the same stream (:mod:`kernelstream.engine.noskill`):
+  ``noskill_mistake_rate``, the majority-class predictor's mistake rate, and
+  ``top_class_share`` (classification); ``noskill_avg_loss``, the running-mean predictor's
+  average loss, and the run's ``rmse``, ``mae`` and ``r2`` (against the running-mean
+  predictor; regression). Summaries carry their means and ``_std`` s like the others.
 * ``seconds`` — wall-clock time spent inside ``predict_learn_many`` only: gathering the
   permuted rows, metric bookkeeping and progress output are excluded (the papers time the learning
   loop only).
@@ -34,7 +39,9 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream._suggest import row_error
 from kernelstream.engine.learner_config import LearnerConfig, learner_config
+from kernelstream.engine.noskill import FIGURES, NoSkill
 from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
 from kernelstream.learners.base import Learner
 from kernelstream.seeding import permutation
@@ -58,6 +65,14 @@ class PermutationResult:
     n_support_vectors: int
     seconds: float
     examples_per_second: float | None  # None when the clock measured 0 s
+    # no-skill baseline and regression metrics (engine.noskill.FIGURES; None where they do
+    # not apply)
+    noskill_mistake_rate: float | None = None  # percent: the majority-class predictor's
+    noskill_avg_loss: float | None = None  # the running-mean predictor's
+    rmse: float | None = None
+    mae: float | None = None
+    r2: float | None = None  # against the running-mean predictor
+    top_class_share: float | None = None  # of the run's predictions, in its top class
 
 
 @dataclass
@@ -111,7 +126,7 @@ class EvalResult:
             "n_features": self.n_features,
             "permutations": self.permutations,
         }
-        for key in ("mistake_rate", "avg_loss", "n_support_vectors", "seconds"):
+        for key in ("mistake_rate", "avg_loss", "n_support_vectors", "seconds", *FIGURES):
             m, s = self._stat(key)
             out[key], out[f"{key}_std"] = m, s
         sec = out["seconds"]
@@ -154,7 +169,10 @@ def evaluate(
     ``block_size`` fixes the rows per ``predict_learn_many`` call (default: adaptive). Progress
     lines go to ``progress`` at most every ``progress_interval`` seconds (``None``: silent).
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    try:
+        X = np.ascontiguousarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:  # rows as dicts: say what is expected
+        raise row_error("evaluate", X, many=True) or exc from None
     yv = np.asarray(y, dtype=np.float64).reshape(-1)
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-D array, got shape {X.shape}")
@@ -225,9 +243,11 @@ def run_metrics(model: Learner, scores: np.ndarray, y: np.ndarray, r: int,
     ``fsum`` so it does not depend on order or grouping."""
     n = len(y)
     classify = model.task == "classification"
-    _, mistake, loss = outcomes(model, scores, y)
+    predicted, mistake, loss = outcomes(model, scores, y)
     mistakes = int(np.count_nonzero(mistake == 1)) if classify else 0
     loss_sum = math.fsum(loss.tolist())
+    noskill = NoSkill()
+    noskill.add(y, predicted, classify, learner_loss(model).value)
     return PermutationResult(
         permutation=r,
         examples=n,
@@ -237,4 +257,5 @@ def run_metrics(model: Learner, scores: np.ndarray, y: np.ndarray, r: int,
         n_support_vectors=int(model.n_support_vectors),
         seconds=seconds,
         examples_per_second=n / seconds if seconds > 0 else None,
+        **noskill.figures(classify),
     )

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kernelstream._suggest import row_error
+
 if TYPE_CHECKING:
     from kernelstream.engine.learner_config import LearnerConfig
     from kernelstream.evaluate import EvalResult, Stream
@@ -79,7 +81,10 @@ def adversarial_stream(X: Any, y: Any, n_blocks: int, block_len: int,
     even blocks are negated. ``seed`` (an int or a sequence of ints) seeds a
     ``numpy.random.SeedSequence``; the draw does not depend on anything else.
     """
-    Xa = np.asarray(X, dtype=np.float64)
+    try:
+        Xa = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:  # rows as dicts: say what is expected
+        raise row_error("adversarial_stream", X, many=True) or exc from None
     ya = np.asarray(y, dtype=np.float64).reshape(-1)
     if Xa.ndim != 2:
         raise ValueError(f"X must be a 2-D array, got shape {Xa.shape}")
@@ -129,11 +134,12 @@ def evaluate_stream(
     # the evaluation imports the learner registry: loaded by a run, not by the CLI's parser
     from kernelstream.engine.learner_config import learner_config
     from kernelstream.evaluate import evaluate_runs
+    from kernelstream.numbers import sig
 
     def report(r: int, result: EvalResult) -> None:
         if progress is not None:
             progress(f"[{result.label}] stream {stream} {r + 1}/{permutations}: "
-                     f"{result.runs[-1].mistake_rate}% mistakes")
+                     f"{sig(result.runs[-1].mistake_rate)}% mistakes")
 
     def build(r: int) -> Stream:
         Xs, ys = preset_stream(stream, X, y, seed, r)

@@ -247,3 +247,9 @@ def write(path: Path, text: str | bytes) -> Path:
     """``text`` (str as UTF-8, or raw bytes) written to ``path``; returns the path."""
     path.write_bytes(text.encode() if isinstance(text, str) else text)
     return path
+
+
+def without_warnings(stderr: str) -> str:
+    """``stderr`` without the one-line result warnings (``... warning: ...``: a run no
+    better than the no-skill baseline), which tests of other behaviour do not judge."""
+    return "\n".join(ln for ln in stderr.splitlines() if ": warning: " not in ln)

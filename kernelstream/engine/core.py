@@ -33,6 +33,7 @@ from kernelstream.engine.metrics import StreamMetrics, metrics_row
 from kernelstream.engine.ordering import OrderCursor
 from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
 from kernelstream.learners.base import Learner, state_from_bytes, state_to_bytes
+from kernelstream.numbers import sig
 from kernelstream.sparse import CSR
 
 # -- per-key state --------------------------------------------------------------------------------
@@ -114,7 +115,7 @@ class Progress:
         tot = st.metrics.total
         err = ""
         if st.learner is not None and st.learner.task == "classification" and tot.examples:
-            err = f", mistake rate {100.0 * tot.mistakes / tot.examples:.2f}%"
+            err = f", mistake rate {sig(100.0 * tot.mistakes / tot.examples)}%"
         el = now - self.t0
         done = f"{self.examples:,} examples"
         eta = ""
@@ -240,7 +241,9 @@ class StreamLearner:
             self.metrics_row(key, st, pos, final=False,
                              distribution=None if dist is None else dist[pos - b.start - 1])
             for pos in st.metrics.account(b.start, ok, mistake, loss, run.seconds,
-                                          self.metrics_window)
+                                          self.metrics_window, y=b.y, predicted=predicted,
+                                          classify=m.task == "classification",
+                                          loss_fn=learner_loss(m).value)
         ]
         st.cursor.next = max(st.cursor.next, b.end)
         return BlockResult(preds, rows, dead, run.seconds)

@@ -54,7 +54,10 @@ Metrics rows (one per closed window, plus :meth:`StreamEngine.flush_metrics` whe
 ends for good; a stream's drain does not flush: it is a checkpoint, and the next run closes
 the window):
 window and cumulative counts, mistakes and mistake rate (percent), loss sums (exactly rounded:
-``math.fsum`` per window, :func:`~kernelstream.engine.metrics.exact_add` cumulative), label
+``math.fsum`` per window, :func:`~kernelstream.engine.metrics.exact_add` cumulative), the
+cumulative no-skill baseline and regression metrics (``total_`` + the names of
+:data:`kernelstream.engine.noskill.FIGURES`: the outcomes in learning order, i.e. label
+arrival order), label
 delay p50/p99 over the window's outcomes (delay 0 included) by the nearest-rank method,
 pending events, support vectors, and ``seconds`` (wall clock inside learner calls) with
 ``examples_per_second`` (window records / seconds): the only non-deterministic fields.
@@ -575,6 +578,7 @@ class StreamEngine(StreamRouter):
         if loss_fn is None:
             loss_fn = self._losses[st.config] = learner_loss(m).value
         loss = np.fromiter(map(loss_fn, scores.tolist(), y.tolist()), np.float64, count=k)
+        st.noskill.add(y, predicted, m.task == "classification", loss_fn)
         return predicted, mistake, loss
 
     @staticmethod
@@ -713,6 +717,7 @@ class StreamEngine(StreamRouter):
             if mistake:
                 st.mistakes += 1
                 w.mistakes += 1
+        st.noskill.add_one(y, ev.predicted, m.task == "classification", loss_fn)
         delay = p.timestamp_ms - ev.event_time_ms
         lp = st.learnt
         st.learnt += 1

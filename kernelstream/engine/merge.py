@@ -35,12 +35,17 @@ A group of one partition (a single-topic stream) is passed through without any h
 from __future__ import annotations
 
 import heapq
+import itertools
+import operator
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from kernelstream.engine.records import SourceRecord
 
 TopicPartition = tuple[str, int]
+
+_OFFSET = operator.itemgetter(2)  # SourceRecord.offset
+_WHERE = operator.itemgetter(0, 1)  # (topic, partition)
 
 
 def merge_key(rec: SourceRecord, topic_index: int) -> tuple[int, int, int]:
@@ -94,6 +99,9 @@ class GroupMerger:
         return len(self._buf[self._index[tp]])
 
     def add(self, records: Iterable[SourceRecord]) -> None:
+        if (len(self.partitions) == 1 and isinstance(records, list) and records
+                and self._add_one(records)):
+            return
         for r in records:
             i = self._index.get((r.topic, r.partition))
             if i is None:
@@ -106,6 +114,23 @@ class GroupMerger:
             if not buf:
                 heapq.heappush(self._heap, (merge_key(r, i), i))
             buf.append(r)
+
+    def _add_one(self, records: list[SourceRecord]) -> bool:
+        """:meth:`add` of a group of one partition when ``records`` are its own, new and in
+        offset order (a consumer's fetch): appended at once, the checks at C speed instead of
+        a Python step per record (a fifth of the reader's own time on a drain). False, with
+        nothing done, otherwise (:meth:`add` goes record by record)."""
+        offsets = list(map(_OFFSET, records))
+        if (offsets[0] <= self._added[0]
+                or set(map(_WHERE, records)) != {self.partitions[0]}
+                or not all(map(operator.lt, offsets, itertools.islice(offsets, 1, None)))):
+            return False
+        buf = self._buf[0]
+        if not buf:
+            heapq.heappush(self._heap, (merge_key(records[0], 0), 0))
+        buf.extend(records)
+        self._added[0] = offsets[-1]
+        return True
 
     def clear(self) -> None:
         """Forget the buffered records (the reader seeks back to re-read them)."""

@@ -5,62 +5,26 @@ A stream's metrics are kept with its learner (``core.StreamState``), the only pl
 the stream in order.
 Every ``window`` positions it emits a row with the cumulative values (examples, mistakes,
 mistake rate, average loss, support vectors, learner seconds, throughput) and the values of the
-window just completed; when the input ends it emits a ``final`` row. Loss sums are exact
-(:func:`exact_add`), so a summary derived from the rows equals the reference loop's
+window just completed, and the cumulative no-skill baseline and regression metrics
+(:mod:`kernelstream.engine.noskill`); when the input ends it emits a ``final`` row. Loss
+sums are exact (:func:`exact_add`), so a summary derived from the rows equals the reference loop's
 ``math.fsum``-based numbers bit for bit, however the stream was cut into blocks.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from kernelstream.engine.exact import exact_add, exact_value
+from kernelstream.engine.noskill import FIGURES, NoSkill
 from kernelstream.evaluate import EvalResult, PermutationResult
 
 METRICS_NAMESPACE = "kernelstream"  # of the runners' counters (Beam metrics)
-
-# Every finite float64 is an integer multiple of 2**-1127 once its 53-bit mantissa is made an
-# integer (frexp exponents go down to -1073), so sums scaled by 2**1127 are exact Python ints.
-_SCALE = 1127
-
-
-def exact_add(total: int, values: np.ndarray) -> int:
-    """``total`` (an exact sum scaled by ``2**1127``) plus the finite ``values``, exactly.
-
-    Vectorised: values are split into integer mantissas and exponents, mantissas are summed
-    per exponent in int64 (chunks small enough not to overflow), and only those few sums are
-    shifted into the Python integer. :func:`exact_value` of the result is the correctly
-    rounded sum — bit for bit ``math.fsum`` of every value ever added, however the stream
-    was cut into blocks.
-    """
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
-    if v.size == 0:
-        return total
-    m, e = np.frexp(v)
-    mant = (m * 9007199254740992.0).astype(np.int64)  # m * 2**53: exact
-    order = np.argsort(e, kind="stable")
-    es, ms = e[order], mant[order]
-    cuts = np.flatnonzero(np.diff(es)) + 1
-    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, es.size], strict=True):
-        shift = int(es[lo]) - 53 + _SCALE
-        for c in range(lo, hi, 1024):  # |mantissa| < 2**53: 1024 of them fit in int64
-            total += int(ms[c : min(hi, c + 1024)].sum()) << shift
-    return total
-
-
-def exact_value(total: int) -> float:
-    """The correctly rounded float of an exact scaled sum (int / int rounds correctly);
-    ±inf beyond the float range (where ``math.fsum`` raises)."""
-    try:
-        return total / (1 << _SCALE)
-    except OverflowError:
-        return math.inf if total > 0 else -math.inf
-
 
 @dataclass
 class Accumulator:
@@ -87,24 +51,31 @@ class Accumulator:
 
 @dataclass
 class StreamMetrics:
-    """Running and current-window accumulators of one stream."""
+    """Running and current-window accumulators of one stream, and its running no-skill
+    baseline (:class:`~kernelstream.engine.noskill.NoSkill`)."""
 
     total: Accumulator = field(default_factory=Accumulator)
     window: Accumulator = field(default_factory=Accumulator)
     window_start: int = 0
+    noskill: NoSkill = field(default_factory=NoSkill)
 
     def to_json(self) -> list[Any]:
-        return [self.total.to_json(), self.window.to_json(), self.window_start]
+        return [self.total.to_json(), self.window.to_json(), self.window_start,
+                self.noskill.to_json()]
 
     @classmethod
     def from_json(cls, v: list[Any]) -> StreamMetrics:
-        return cls(Accumulator.from_json(v[0]), Accumulator.from_json(v[1]), int(v[2]))
+        return cls(Accumulator.from_json(v[0]), Accumulator.from_json(v[1]), int(v[2]),
+                   NoSkill.from_json(v[3] if len(v) > 3 else None))
 
     def account(self, start: int, ok: np.ndarray, mistake: np.ndarray, loss: np.ndarray,
-                seconds: float, window: int) -> Iterator[int]:
+                seconds: float, window: int, *, y: np.ndarray, predicted: np.ndarray,
+                classify: bool, loss_fn: Callable[[float, float], float] | None = None,
+                ) -> Iterator[int]:
         """Add a learnt block (positions ``start..``; ``ok`` marks learnt rows, ``mistake`` is
-        1/0/-1, ``seconds`` the learner time of the block). Yields the position of each window
-        boundary crossed — the caller emits a row there — and then resets the window."""
+        1/0/-1, ``seconds`` the learner time of the block; ``y``, ``predicted`` and the run's
+        ``loss_fn`` feed the no-skill baseline). Yields the position of each window boundary
+        crossed — the caller emits a row there — and then resets the window."""
         n = ok.shape[0]
         i = 0
         while i < n:
@@ -118,6 +89,7 @@ class StreamMetrics:
             sec = seconds * take / n  # learner time is measured per block: pro rata
             self.total.add(ex, mi, ls, sec)
             self.window.add(ex, mi, ls, sec)
+            self.noskill.add(y[sl][okk], predicted[sl][okk], classify, loss_fn)
             i += take
             if start + i == boundary:
                 yield boundary
@@ -160,6 +132,7 @@ def metrics_row(key: dict[str, Any], m: StreamMetrics, *, position: int, final: 
         "window_seconds": win.seconds,
         "window_examples_per_second": eps(win),
         **extra,
+        **m.noskill.figures(classify),
     }
 
 
@@ -203,6 +176,8 @@ def key_summaries(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             # the learner's state after the last example (None in outputs older than these)
             "kernel_distribution": r.get("kernel_distribution"),
             "diagnostics": None if r.get("diagnostics") is None else json.loads(r["diagnostics"]),
+            # the no-skill baseline and regression metrics (None in outputs older than these)
+            **{f: r.get(f) for f in FIGURES},
         })
     return out
 
@@ -237,6 +212,7 @@ def eval_results(summaries: Sequence[dict[str, Any]], configs: Sequence[Any], *,
                 n_support_vectors=int(s["n_support_vectors"]),
                 seconds=float(s["seconds"]),
                 examples_per_second=s["examples_per_second"],
+                **{f: s[f] for f in FIGURES},
             ))
         out.append(res)
     return out

@@ -62,6 +62,12 @@ METRICS_SCHEMA = _schema("""
     # OKS-SIL's learnt width, B(AO)2KS's same-draw rounds); null elsewhere and for learners
     # without diagnostics
     diagnostics:string
+    # cumulative no-skill baseline and regression metrics (engine.noskill; null where they do
+    # not apply): the majority-class predictor's mistake rate (%) and the share of the run's
+    # predictions in its most predicted class (classification); the running-mean
+    # predictor's average loss, the run's RMSE, MAE and R² against that predictor (regression)
+    noskill_mistake_rate:float64 noskill_avg_loss:float64 rmse:float64 mae:float64 r2:float64
+    top_class_share:float64
 """)
 
 DEAD_LETTER_SCHEMA = _schema("""

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from kernelstream import fs
+from kernelstream._suggest import row_error
 from kernelstream.data import (
     SCALES,
     LabelMap,
@@ -126,7 +127,10 @@ class Dataset:
 
     def __post_init__(self) -> None:
         if not isinstance(self.X, CSR):
-            self.X = np.ascontiguousarray(self.X, dtype=np.float64)
+            try:
+                self.X = np.ascontiguousarray(self.X, dtype=np.float64)
+            except (TypeError, ValueError) as exc:  # rows as dicts: say what is expected
+                raise row_error("Dataset", self.X, many=True) or exc from None
         self.y = np.ascontiguousarray(self.y, dtype=np.float64).reshape(-1)
         if self.ids is None:
             self.ids = np.arange(self.y.shape[0], dtype=np.int64)

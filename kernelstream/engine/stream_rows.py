@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kernelstream.engine.deadletters import dead_letter
+from kernelstream.engine.noskill import FIGURES
 
 if TYPE_CHECKING:
     from kernelstream.engine.stream_state import ModelState
@@ -323,6 +324,8 @@ def metrics_row(st: ModelState, learner: str, window_ms: int, classify: bool,
         "seconds": w.seconds,
         "examples_per_second": w.records / w.seconds if w.seconds > 0 else None,
         "total_seconds": st.seconds,
+        # the model's outcomes so far against the no-skill predictor (engine.noskill)
+        **{f"total_{k}": v for k, v in st.noskill.figures(classify).items()},
     }
 
 
@@ -404,6 +407,8 @@ def stream_schemas() -> dict[str, Any]:
         req("total_loss_sum", f64), pa.field("total_avg_loss", f64),
         # wall clock, learner calls only: the only non-deterministic fields
         req("seconds", f64), pa.field("examples_per_second", f64), req("total_seconds", f64),
+        # cumulative no-skill baseline and regression metrics (null where they do not apply)
+        *(pa.field(f"total_{f}", f64) for f in FIGURES),
     ])
     from kernelstream.engine.outputs import DEAD_LETTER_SCHEMA
 

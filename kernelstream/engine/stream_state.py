@@ -31,12 +31,13 @@ import json
 import math
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from kernelstream import learners
+from kernelstream.engine.noskill import NoSkill
 from kernelstream.learners.base import Learner, state_from_bytes, state_to_bytes
 from kernelstream.sparse import CSR
 
@@ -240,6 +241,7 @@ class ModelState:
     skipped: int = 0  # records at or before ``applied`` (replayed after a restore)
     loss_total: int = 0  # exact sum of the closed windows' losses (metrics.exact_add)
     seconds: float = 0.0  # wall clock inside learner calls
+    noskill: NoSkill = field(default_factory=NoSkill)  # every outcome so far, in order
     pending: dict[str, Pending] = field(default_factory=dict)
     expiry: list[tuple[int, int, str]] = field(default_factory=list)  # heap, may hold stale
     resolved: dict[str, int] = field(default_factory=dict)  # event id -> LABELLED | EXPIRED
@@ -316,7 +318,8 @@ def cut_state(st: ModelState) -> StateCut:
         st.key, st.config, st.entity, clock_ms=st.clock_ms, position=st.position,
         learnt=st.learnt, records=st.records, mistakes=st.mistakes, unlabeled=st.unlabeled,
         dead_letters=st.dead_letters, learn_rejected=st.learn_rejected, skipped=st.skipped,
-        loss_total=st.loss_total, seconds=st.seconds, pending=st.pending.copy(),
+        loss_total=st.loss_total, seconds=st.seconds, noskill=replace(st.noskill),
+        pending=st.pending.copy(),
         applied=st.applied.copy(),
         window=Window(w.start, w.records, w.predictions, w.outcomes, w.mistakes, w.unlabeled,
                       w.dead_letters, w.seconds, coded=w.coded,
@@ -337,6 +340,7 @@ def _encode(st: ModelState, blob: bytes, chunks: tuple[tuple[IdChunk, int], ...]
         "counts": [st.position, st.learnt, st.records, st.mistakes, st.unlabeled,
                    st.dead_letters, st.learn_rejected, st.skipped],
         "loss_total": str(st.loss_total), "seconds": st.seconds,
+        "noskill": st.noskill.to_json(),
         "pending": ids, "n": n, "d": d,
         "n_resolved": sum(len(c.at) - head for c, head in chunks),
         "applied": [[t, p, o] for (t, p), o in st.applied.items()],
@@ -422,6 +426,8 @@ def decode_state(data: bytes, ttl_ms: int) -> ModelState:
     (st.position, st.learnt, st.records, st.mistakes, st.unlabeled, st.dead_letters,
      st.learn_rejected, st.skipped) = map(int, meta["counts"])
     st.loss_total, st.seconds = int(meta["loss_total"]), float(meta["seconds"])
+    # states saved before the no-skill baseline have none: it counts from the restore on
+    st.noskill = NoSkill.from_json(meta.get("noskill"))
     if version == 1:
         for eid, status, forget_at in meta["resolved"]:
             st.remember(int(forget_at), eid, int(status))

@@ -297,7 +297,7 @@ def table_rows(doc: Mapping[str, Any]) -> list[list[str]]:
             mr, sd = c["mistake_rate"], c["mistake_rate_std"]
             row.append("-" if mr is None else
                        f"{mr:.4f}" + ("" if not sd else f" ± {sd:.4f}"))
-        row += [_fmt(c["avg_loss"], ".5f"), _fmt(c["n_support_vectors"], ".1f"),
+        row += [_fmt(c["avg_loss"], ".5g"), _fmt(c["n_support_vectors"], ".1f"),
                 _fmt(c["seconds"], ".3f"), "*" if c["chosen"] else ""]
         rows.append(row)
     return rows

@@ -431,24 +431,27 @@ static inline Py_ssize_t search_right(const double *c, Py_ssize_t n, double v) {
 
 /* z_l = sum_j A[j * stride + l] k_j (j < n, in index order) for the W columns l < W of a
  * row-major A: W sums kept in registers that advance side by side, one chain of n dependent
- * adds in all. W = 8m: m vectors of eight (GCC's vector type: reliable register use at any
- * width, where an array of W doubles vectorises poorly for some W); each lane does the
- * scalar operations. The Projectron's K^-1 k and the feature maps' z = M k. */
-typedef double ks_v8 __attribute__((vector_size(64)));
+ * adds in all. W = 8m: 2m vectors of four (GCC's vector type: reliable register use, where
+ * an array of W doubles vectorises poorly for some W); each lane does the scalar operations,
+ * so the width changes no result. Four, not eight: on an AVX2 machine GCC 12 splits a vector
+ * of eight through the stack (store-forwarding stalls, ~15x slower: NOGD's z = M k cost 9 us
+ * of its 11 us round at B = 200, r = 20); a vector of four is one AVX2 / AVX-512 register.
+ * The Projectron's K^-1 k and the feature maps' z = M k. */
+typedef double ks_v4 __attribute__((vector_size(32)));
 /* always inlined: an out-of-line copy would run the default (SSE2) code, not its caller's
  * clone (KS_CLONES) */
 #define KS_INLINE static inline __attribute__((always_inline))
 #define KS_COLS_BLOCK(W)                                                                      \
     KS_INLINE void cols_block##W(const double *A, Py_ssize_t n, Py_ssize_t stride,            \
                                  const double *k, double *z) {                               \
-        ks_v8 acc[W / 8];                                                                     \
-        for (int l = 0; l < W / 8; l++) acc[l] = (ks_v8){0.0};                                \
+        ks_v4 acc[W / 4];                                                                     \
+        for (int l = 0; l < W / 4; l++) acc[l] = (ks_v4){0.0};                                \
         for (Py_ssize_t j = 0; j < n; j++) {                                                  \
             const double *row = A + j * stride;                                               \
             double kj = k[j];                                                                 \
-            for (int l = 0; l < W / 8; l++) {                                                 \
-                ks_v8 r;                                                                      \
-                memcpy(&r, row + 8 * l, sizeof r);                                            \
+            for (int l = 0; l < W / 4; l++) {                                                 \
+                ks_v4 r;                                                                      \
+                memcpy(&r, row + 4 * l, sizeof r);                                            \
                 acc[l] += r * kj;                                                             \
             }                                                                                 \
         }                                                                                     \

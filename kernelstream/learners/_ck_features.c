@@ -26,14 +26,14 @@
  * RFF_REDUCE_MAX (never met at sensible widths) go to libm.
  *
  * This file: the feature maps, their arguments and the entry points (score, scores, run,
- * cdf_search, sample_kernel); the vectorised loops are in _ck_features_loops.h, the kernel
- * rows (kernel_row, dist_row: also _ckernels' and _ck_budget's) in _ck_common.h. One
+ * grow, cdf_search, sample_kernel); the vectorised loops are in _ck_features_loops.h, the
+ * kernel rows (kernel_row, dist_row: also _ckernels' and _ck_budget's) in _ck_common.h. One
  * translation unit.
  */
 #include "_ck_common.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
-#define KF_ABI 1
+#define KF_ABI 2
 
 enum { FM_RFF = 0, FM_PROJ = 1, FM_ROW = 2, FM_DIST = 3 };
 
@@ -341,6 +341,76 @@ KS_ENTRY(run, 17, 13) {
     return failed ? NULL : Py_BuildValue("(nO)", i, fired ? Py_True : Py_False);
 }
 
+KS_ENTRY(grow, 23, 13) {
+    /* grow(Xs, sqn, a, ids, s, n, kcode, p, degree, K, X, zz, y, start, stop, t0, eta, limit,
+     *      norm2, out, nsv, k, work) -> (i, n, norm2)
+     * A kernel OGD stage that stores every margin error until it holds `limit` points (NOGD's
+     * stage 1), test-then-train over rows start..stop-1 of the block X, all in C: row i (round
+     * t0 + i) is scored as fm_score's FM_ROW map scores it (kernel row k against the store's
+     * n rows Xs, norms sqn, coefficient a), and a margin error with n < limit appends it as the
+     * learner's _update does: the Gram matrix K (limit x limit or larger) grows by k and
+     * kappa(x, x) (gram_append), the store by x, ||x||^2, eta * y, id = age = t0 + i, and ||f||^2
+     * by SVStore.append's identity. nsv[i] (nsv may be None) receives n after row i. A margin
+     * error with a full store (n = limit) is the learner's: grow returns at that row, scored,
+     * with its kernel row in k. Returns (stop, n, norm2) at stop. */
+    if (get_bufs(args, b,
+                 "D0 Xs, D1 sqn, D2 a, Q3 ids, Q4 s, D9 K, d10 X, d11 zz, d12 y, D19 out, "
+                 "D21 k, Q22 work, Q20? nsv") < 0)
+        return NULL;
+    Py_ssize_t n = PyLong_AsSsize_t(args[5]), start = PyLong_AsSsize_t(args[13]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[14]), t0 = PyLong_AsSsize_t(args[15]);
+    Py_ssize_t limit = PyLong_AsSsize_t(args[17]);
+    int kcode = (int)PyLong_AsLong(args[6]);
+    long degree = PyLong_AsLong(args[8]);
+    double p = PyFloat_AsDouble(args[7]), eta = PyFloat_AsDouble(args[16]);
+    double norm2 = PyFloat_AsDouble(args[18]);
+    if (PyErr_Occurred() || check_kernel(kcode, "_ck_features", "grow") < 0) return NULL;
+    if (b[0].view.ndim != 2 || b[5].view.ndim != 2 || b[6].view.ndim != 2)
+        return PyErr_Format(PyExc_ValueError, "_ck_features.grow: Xs, K and X must be 2-D");
+    Py_ssize_t cap = b[0].view.shape[0], d = b[0].view.shape[1], rows = b[6].view.shape[0];
+    Py_ssize_t side = b[5].view.shape[1];
+    if (n < 0 || limit < n || limit > cap || n_items(&b[1]) < cap || n_items(&b[2]) < cap
+        || n_items(&b[3]) < cap || n_items(&b[4]) < cap || b[5].view.shape[0] < limit
+        || side < limit || b[6].view.shape[1] != d || n_items(&b[10]) < limit
+        || n_items(&b[11]) < d)
+        return PyErr_Format(PyExc_ValueError, "_ck_features.grow: the store, K, X, k or work "
+                                              "has the wrong size");
+    if (start < 0 || stop < start || stop > rows || n_items(&b[7]) < rows
+        || n_items(&b[8]) < rows || n_items(&b[9]) < rows || (b[12].held && n_items(&b[12]) < rows))
+        return PyErr_Format(PyExc_ValueError, "_ck_features.grow: block arrays have the wrong "
+                                              "size");
+    double *Xs = b[0].view.buf, *sqn = b[1].view.buf, *a = b[2].view.buf, *K = b[5].view.buf;
+    int64_t *ids = b[3].view.buf, *age = b[4].view.buf, *nsv = b[12].held ? b[12].view.buf : NULL;
+    const double *X = b[6].view.buf, *zz = b[7].view.buf, *y = b[8].view.buf;
+    double *out = b[9].view.buf, *k = b[10].view.buf;
+    Py_ssize_t *nz = b[11].view.buf, i = start;
+    FMap fm = {.kind = FM_ROW, .X = Xs, .sqn = sqn, .n = n, .d = d, .kcode = kcode, .p = p,
+               .degree = degree, .scale = 1.0};
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < stop; i++) {
+        const double *x = X + i * d;
+        double f = fm_score(&fm, a, x, zz[i], nz, k, k);
+        out[i] = f;
+        if (fires(T_MARGIN, y[i], f)) {
+            if (n >= limit) break;
+            /* kern.diag: 1 (Gaussian), ||x||^2 ** degree (Python's float power: libm's pow) */
+            double kxx = kcode == K_GAUSSIAN ? 1.0 : pow(zz[i], (double)degree);
+            for (Py_ssize_t j = 0; j < n; j++) K[j * side + n] = K[n * side + j] = k[j];
+            K[n * side + n] = kxx;
+            double c = eta * y[i];
+            memcpy(Xs + n * d, x, (size_t)d * sizeof *x);
+            sqn[n] = zz[i];
+            a[n] = c;
+            ids[n] = age[n] = t0 + i;
+            norm2 += 2.0 * c * f + c * c * kxx;
+            fm.n = ++n;
+        }
+        if (nsv) nsv[i] = n;
+    }
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("(nnd)", i, n, norm2);
+}
+
 KS_ENTRY(cdf_search, 2, 2) {
     /* cdf_search(w, u) -> [j...]: with c = cumsum(w) (sequential, as numpy's), the indices
      * searchsorted(c, u_i * c[-1], side="right") of the uniforms u, exactly as numpy gives
@@ -446,6 +516,8 @@ static PyMethodDef methods[] = {
                       "learning"),
     KS_METHOD(run, "run(...) -> (i, fired): test-then-train up to the next round the learner "
                    "updates"),
+    KS_METHOD(grow, "grow(...) -> (i, n, norm2): a kernel OGD stage that stores its margin "
+                    "errors up to a limit (NOGD's stage 1)"),
     KS_METHOD(cdf_search, "cdf_search(w, u) -> indices of the uniforms u in the cumulative "
                           "weights"),
     KS_METHOD(sample_kernel, "sample_kernel(X, psi, idx, neg_gamma) -> (K, b): Gaussian kernel "

@@ -47,6 +47,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kernelstream._suggest import did_you_mean, row_error
+
 # Param and the shared parameters (params.py), the seed/RNG/bytes helpers of the state
 # (state.py): re-exported, every learner and caller imports them from here
 from kernelstream.learners.params import (
@@ -136,6 +138,7 @@ class Learner:
             raise ValueError(
                 f"{cls.name}: unknown parameter(s) {', '.join(unknown)}; valid parameters: {valid}"
                 + (" (sigma is accepted for gamma)" if "gamma" in names else "")
+                + "".join(did_you_mean(u, names) for u in unknown)
             )
         out = {p.name: p.coerce(given.get(p.name, p.default), cls.name) for p in cls.params}
         cls.check_params(out)
@@ -153,7 +156,10 @@ class Learner:
         cost."""
         if isinstance(x, CSR):
             return self._check_sparse_x(x)
-        x = np.asarray(x, dtype=np.float64)
+        try:
+            x = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError) as exc:  # a dict row: say what is expected
+            raise row_error(self.name, x) or exc from None
         if x.ndim != 1:
             raise ValueError(f"{self.name}: x must be a 1-D feature vector, got shape {x.shape}")
         if not x.flags.c_contiguous:  # a strided view scores as its copy (BLAS sums in
@@ -326,7 +332,10 @@ class Learner:
         block (the module docstring says how sparse rows are used)."""
         if isinstance(X, CSR):
             return self._predict_learn_many_sparse(X, y, n_sv)
-        X = np.ascontiguousarray(X, dtype=np.float64)
+        try:
+            X = np.ascontiguousarray(X, dtype=np.float64)
+        except (TypeError, ValueError) as exc:  # rows as dicts: say what is expected
+            raise row_error(self.name, X, many=True) or exc from None
         if X.ndim != 2:
             raise ValueError(f"{self.name}: X must be a 2-D array, got shape {X.shape}")
         n = X.shape[0]

@@ -7,7 +7,8 @@ with the package by ``pip install``; ``setup.py``) holds the parts every single-
 shares: the example's squared norm, its kernel row and score, and a block driver that runs
 test-then-train up to the next round that changes the model. The learners' updates stay in
 Python, written as their papers state them, except those of the budget learners, which
-``_ck_budget`` compiles too ("budget rules" below); the README explains why C rather than a JIT.
+``_ck_budget`` compiles too ("budget rules" below), and NOGD's first stage (``fk.grow``); the
+README explains why C rather than a JIT.
 
 Every sum is sequential in index order, so a round's numbers depend on nothing but its inputs:
 the block driver and the per-example path agree bit for bit (both call the same C code), and
@@ -116,10 +117,11 @@ def row_sqnorms(X: np.ndarray) -> np.ndarray:
 # keep their squared distances (OKL-GD, OKS-SIL). A map is a tuple the C side reads (built by
 # the helpers below, per call: the learners replace their arrays as they learn); ``fk.score``
 # computes one round, ``fk.run`` a block up to the next round the learner's Python update
-# must see (``run`` in _ck_features.c says how), inside :func:`learn_rounds`. Same numerical
-# rules as _ckernels.c.
+# must see (``run`` in _ck_features.c says how), inside :func:`learn_rounds`; ``fk.grow`` runs
+# a kernel OGD stage that stores its margin errors (NOGD's stage 1) with its update in C.
+# Same numerical rules as _ckernels.c.
 
-FEATURES_ABI = 1  # the _ck_features.c interface this module calls (its KF_ABI)
+FEATURES_ABI = 2  # the _ck_features.c interface this module calls (its KF_ABI)
 FM_RFF, FM_PROJ, FM_ROW, FM_DIST = 0, 1, 2, 3
 ALWAYS, MISTAKE, MARGIN = TRIGGERS["always"], TRIGGERS["mistake"], TRIGGERS["margin"]
 
@@ -148,7 +150,7 @@ def proj_map(X: np.ndarray, sqn: np.ndarray, n: int, kern: Kernel, Mt: np.ndarra
 
 def padded_t(M: np.ndarray) -> np.ndarray:
     """``Mᵀ`` (``n × r``) in C order with zero columns up to a multiple of 8: the compiled
-    ``z = M k`` keeps all ``r`` sums in registers, eight at a time."""
+    ``z = M k`` keeps all ``r`` sums in registers, in blocks of eight columns."""
     r, n = M.shape
     Mt = np.zeros((n, -(-r // 8) * 8))
     Mt[:, :r] = M.T

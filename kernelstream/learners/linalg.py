@@ -161,8 +161,8 @@ ALIGN = 64  # bytes: a cache line, and the width of an AVX-512 load
 
 def aligned_zeros(side: int) -> np.ndarray:
     """A ``side × side`` zero matrix whose data starts on a 64-byte boundary. The compiled
-    projection (``kinv_apply``) reads ``K⁻¹`` in 64-byte vectors along its rows; numpy's own
-    allocations are 16-byte aligned, which makes each such load straddle two cache lines
+    projection (``kinv_apply``) reads ``K⁻¹`` in 32-byte vectors along its rows; numpy's own
+    allocations are 16-byte aligned, which makes such loads straddle two cache lines
     (a projection ~25% slower at B = 200). Rows stay aligned when ``8 | side``."""
     raw = np.zeros(side * side + ALIGN // 8)
     off = (-raw.ctypes.data % ALIGN) // 8

@@ -8,7 +8,7 @@ Zhang & Liao (ICML 2019, SkeGD).
 from __future__ import annotations
 
 import math
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -90,6 +90,10 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
         TIE_PARAM,
     )
     reference = "Lu, Hoi, Wang, Zhao & Liu, JMLR 2016; toolbox kernel_nogd"
+
+    #: stage 1's updates of a block in C (``fk.grow``); False: :meth:`_update`, the reference,
+    #: on each margin error (tests compare the two)
+    compiled_stage1: ClassVar[bool] = True
 
     budget: int
     rank: int | None
@@ -174,8 +178,10 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
     def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                    n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:
         """Compiled rounds from row ``i``. Stage 2's update is the step w += η₂ y z on margin
-        errors, which the driver takes itself; in stage 1 a margin error runs :meth:`_update`
-        with its kernel row (a new SV, or the switch, after which the driver stops)."""
+        errors, which the driver takes itself; stage 1's, a new SV and its Gram row, is
+        ``fk.grow``'s, which stops at a margin error with ``B`` points: the switch, left to
+        :meth:`_update` (with that row's kernel row). With ``compiled_stage1`` False stage 1
+        runs :meth:`_update` on every margin error instead (the reference)."""
         sv = self.sv
         if sv.n == 0:
             return i, None  # the first round: the per-example code
@@ -186,6 +192,14 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
                                    self._nzwork, None)
             return j, None
         k = self._zbuf
+        if self.compiled_stage1 and len(sv.a) >= self.budget:
+            dense = cast(SVStore, sv)  # compiled rounds: a dense store
+            # row r is round t0 + r (learn_rounds keeps self.t at round i)
+            j, dense.n, dense.norm2 = compiled.fk.grow(
+                dense.X, dense.sqn, dense.a, dense.ids, dense.s, dense.n, self._kcode, self._kp,
+                self._kdeg, self._K, X, zz, yv, i, rows, self.t - i, self.eta, self.budget,
+                dense.norm2, out, n_sv, k, self._nzwork)
+            return j, (k[:dense.n] if j < rows else None)
 
         def on_fire(j: int) -> tuple[Any, ...] | None:
             fired(j, k[:sv.n])

@@ -14,7 +14,7 @@ summed in the order of the compiled rule (:func:`~kernelstream.learners.linalg.p
 :func:`~kernelstream.learners.linalg.dot4`), so this numpy update and the compiled one
 (``_ck_budget.c``) give the same bits. The buffer starts on a 64-byte boundary and its side is
 a multiple of 8 (:func:`~kernelstream.learners.linalg.aligned_zeros`), so the compiled
-projection's 64-byte loads never straddle two cache lines (numpy's own allocations are 16-byte
+projection's vector loads never straddle two cache lines (numpy's own allocations are 16-byte
 aligned: a projection then costs ~25% more).
 
 The compiled Projectron++ also skips, once the budget is full (``K_S^{-1}`` no longer changes),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from kernelstream._suggest import did_you_mean
 from kernelstream.learners.kernels import parse_sigmas
 
 if TYPE_CHECKING:  # the learners import this module; it needs only their class attributes
@@ -39,7 +40,8 @@ def get(name: str) -> type[Learner]:
         return _REGISTRY[name]
     except KeyError:
         raise ValueError(
-            f"unknown learner {name!r}; available learners: {', '.join(available())}"
+            f"unknown learner {name!r}{did_you_mean(name, available()) or ';'} available learners: "
+            f"{', '.join(available())}"
         ) from None
 
 

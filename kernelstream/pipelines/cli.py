@@ -39,7 +39,7 @@ from kernelstream.pipelines.commands import (  # noqa: E402
     summary,
     tune,
 )
-from kernelstream.pipelines.commands._common import add_command  # noqa: E402
+from kernelstream.pipelines.commands._common import Parser, add_command  # noqa: E402
 from kernelstream.pipelines.config import PROG  # noqa: E402
 
 # the commands in the order `kernelstream --help` lists them
@@ -47,9 +47,7 @@ COMMANDS = (learners, replay, summary, check, stream, demo, tune, report, reprod
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="Online kernel learning on data streams.",
-    )
+    parser = Parser(prog=PROG, description="Online kernel learning on data streams.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:

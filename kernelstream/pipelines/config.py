@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kernelstream import fs
+from kernelstream._suggest import did_you_mean
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig, as_configs
 
@@ -187,6 +188,8 @@ class ReplayConfig:
     reshuffle: bool | None = None  # None: when there are several streams and workers
     scramble: int | None = None  # seed: deliver blocks in a random order (tests)
     order: str = "permuted"  # "file": one stream in file order, read in parallel chunks
+    # ``--sample N``: (the file the rows are drawn from, N); ``data`` is then the drawn file
+    sample: tuple[str, int] | None = None
     chunk_bytes: int = 16 << 20  # the chunks of order="file"
     quiet: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
@@ -317,7 +320,7 @@ def learner_configs(
         else:
             raise ConfigError(
                 f"-p {spec!r}: no learner configuration labelled {scope!r} "
-                f"(configurations: {', '.join(labels)})"
+                f"(configurations: {', '.join(labels)}){did_you_mean(scope, labels)}"
             )
     if len(pairs) > 1:
         for key in unscoped:
@@ -325,6 +328,8 @@ def learner_configs(
                 raise ConfigError(
                     f"-p {key}=...: no configured learner has a parameter {key!r} "
                     f"(learners: {', '.join(name for _, name in pairs)})"
+                    + did_you_mean(key, [p.name for _, name in pairs
+                                         for p in _learner(name).params])
                 )
     out = []
     for label, name in pairs:

@@ -113,6 +113,11 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
                           "drop --scale or use --rows dense")
     if args.hash_features is not None and args.stream != "none":
         raise ConfigError("--hash-features applies to data files and topics, not --stream")
+    out = args.out if args.out else str(default_out(dataset, configs))
+    read_path, read_fmt, sample = src, args.format, None
+    if getattr(args, "sample", None) is not None:
+        read_path, read_fmt, drawn_from = sample_file(args, src, kafka_src, dataset, out)
+        sample = (drawn_from, args.sample)
     shard = getattr(args, "shard", None)
     if tuned is not None and shard is None:
         note = tuning.overlap_note(tuned, args.seed, args.permutations)
@@ -129,14 +134,15 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
     if getattr(args, "submit_only", False):
         check_submit_only(args)
     return ReplayConfig(
-        data=src,
+        data=read_path,
         dataset=dataset,
         learners=configs,
-        out=args.out if args.out else str(default_out(dataset, configs)),
+        out=out,
         seed=args.seed,
         permutations=args.permutations,
+        sample=sample,
         read=ReadOptions(
-            path=src, fmt=args.format, n_features=args.n_features,
+            path=read_path, fmt=read_fmt, n_features=args.n_features,
             label_column=None if args.label_column is None else int_or_str(args.label_column),
             task=task, scale=args.scale, limit=args.limit, positive_label=args.positive_label,
             delimiter=args.delimiter, header=args.header,
@@ -153,6 +159,26 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         quiet=args.quiet,
         argv=tuple(argv),
     )
+
+
+def sample_file(args: argparse.Namespace, src: str, kafka_src: bool, dataset: str,
+                out: str) -> tuple[str, str, str]:
+    """``--sample N``: where the drawn rows go (``OUT/.sample/``, a name of their own for
+    every N and seed), their format and the file they are drawn from; the draw itself is
+    ``_runs.started``'s."""
+    if args.sample < 1:
+        raise ConfigError(f"--sample must be >= 1, got {args.sample}")
+    if args.limit is not None:
+        raise ConfigError("--sample N draws N random rows, --limit N takes the first N: "
+                          "give one of them")
+    if kafka_src or args.stream != "none":
+        raise ConfigError("--sample draws rows of a data file (not a Kafka topic or --stream)")
+    from kernelstream.data.sample import EXTENSIONS
+
+    path = str(data.embedded_path(src)) if is_embedded(src) else src
+    fmt = args.format or ReadOptions(path=path).resolved_fmt()
+    name = f"{dataset}-{args.sample}-seed{args.seed}.{EXTENSIONS.get(fmt, fmt)}"
+    return fs.join(out, ".sample", name), fmt, path
 
 
 def check_workers(args: argparse.Namespace, kafka_src: bool) -> None:

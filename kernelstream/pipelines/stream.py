@@ -47,6 +47,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from kernelstream.engine.noskill import skill_warnings
 from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.stream_config import (
@@ -241,6 +242,8 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     doc = summary(config, out, part, status, seconds, epoch, stopper.reason)
     write_summary(out, doc)
     print(format_summary(doc, config.checkpoint), flush=True)
+    for line in skill_warnings("this run's outcomes", doc):  # no better than no-skill
+        print(f"{PROG} stream: {line}", file=sys.stderr, flush=True)
     if stopper.signal_name is not None:
         where = (f"snapshot epoch {epoch} in {config.checkpoint}" if config.checkpoint
                  else f"outputs in {out}")

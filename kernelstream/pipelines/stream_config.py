@@ -96,6 +96,7 @@ class StreamConfig:
     pipeline_args: tuple[str, ...] = ()
     quiet: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
+    overwrite: bool = False  # replace a previous run in --out (pipelines.run_folder)
 
     @property
     def all_topics(self) -> tuple[str, ...]:
@@ -236,5 +237,6 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
         client=client, kafka_client=kafka_client, init_from=args.init_from,
         max_seconds=max_seconds, idle_stop=idle_stop,
         snapshot_every=args.snapshot_every, snapshot_seconds=snapshot_seconds,
-        runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv))
+        runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv),
+        overwrite=bool(getattr(args, "overwrite", False)))
 

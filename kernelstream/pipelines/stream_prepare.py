@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import glob
 import json
 import os
@@ -26,6 +27,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
+from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.stream_config import (
     OUTPUT_NAMES,
     SCHEME,
@@ -186,6 +188,7 @@ def prepare(config: StreamConfig) -> Prepared:
 
     store = None
     out = config.out
+    saved_out = None
     committed: dict[tuple[str, int], int] = {}
     resume = None
     try:
@@ -211,6 +214,21 @@ def prepare(config: StreamConfig) -> Prepared:
                 committed = store.offsets()
         if out is None:
             out = _default_out(config)
+        # the output folder: new, empty, this run's own (the same --checkpoint; a snapshot
+        # that names it, for folders of earlier versions), or a previous run with --overwrite
+        # (pipelines.run_folder): checked before the broker, claimed once it has answered
+        own = run_folder.entry_within(out, config.checkpoint)
+        try:
+            continuing = (run_folder.continues(run_folder.inspect(out, own), config.checkpoint)
+                          or (resume is not None and saved_out is not None))
+            claim = functools.partial(
+                run_folder.claim, out, "demo" if config.argv[:1] == ("demo",) else "stream",
+                overwrite=config.overwrite, checkpoint=config.checkpoint,
+                resumes=resume is not None, argv=config.argv, ignore=own,
+                continuing=continuing)
+            claim(dry=True)
+        except run_folder.OutFolderError as exc:
+            raise UpfrontError(str(exc)) from None
         try:
             info = kafka_partition_info(config.bootstrap, config.all_topics, config.client)
         except (ConnectionError, FileNotFoundError) as exc:
@@ -235,6 +253,12 @@ def prepare(config: StreamConfig) -> Prepared:
                 start[tp] = int(off)
         _check_kafka_out(config, len(groups))
         init_kind = _init_kind(config)
+        try:
+            claim()
+        except run_folder.OutFolderError as exc:
+            raise UpfrontError(str(exc)) from None
+        except OSError as exc:
+            raise UpfrontError(f"--out {out}: {exc}") from None
         try:
             os.makedirs(out, exist_ok=True)
             if store is not None:

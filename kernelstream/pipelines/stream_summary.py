@@ -1,6 +1,7 @@
 """The summary of a finished ``kernelstream stream`` run: counts of the rows it published, the
 mistake rate, mean loss and label delays of its outcomes (read back from its Parquet files),
-as ``summary.json`` and as the lines printed at the end.
+with the no-skill baseline of the same outcomes and, for regression, RMSE, MAE and R²
+(:mod:`kernelstream.engine.noskill`), as ``summary.json`` and as the lines printed at the end.
 
 Kept apart from the launcher because it only reads the run's output files after the pipeline
 has ended, and its document (:data:`SUMMARY_SCHEMA`) is a stable output of its own.
@@ -81,6 +82,7 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
                 delays += t.column("delay_ms").to_pylist()
                 losses += t.column("loss").to_pylist()
     delays.sort()
+    noskill = _noskill(config, _run_files(out, "outcomes", part))
     records = int(status.get("records", 0))
     # the reader's and the models' counts of this run (the status file; see the docstring)
     run = {f: status.get(f, 0 if f not in ("pending", "pending_start") else None)
@@ -97,9 +99,42 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
         "totals": status.get("all"),
         "mistake_rate": 100.0 * mistakes / labelled if labelled else None,
         "avg_loss": math.fsum(losses) / len(losses) if losses else None,
+        **noskill,
         "delay_p50_ms": nearest_rank(delays, 50), "delay_p99_ms": nearest_rank(delays, 99),
         "argv": list(config.argv),
     }
+
+
+def _noskill(config: StreamConfig, files: list[str]) -> dict[str, float | None]:
+    """The no-skill baseline and regression metrics of this run's outcomes
+    (:class:`~kernelstream.engine.noskill.NoSkill`): each model's outcomes in learning order
+    (the baseline starts afresh at the run's start, as the run's mistake rate counts only its
+    own outcomes), pooled over the models as the mistake rate is."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kernelstream.engine.noskill import NoSkill
+    from kernelstream.engine.prequential import learner_loss
+
+    cols = ["key", "config", "learn_position", "label", "predicted", "mistake"]
+    tables = [pq.read_table(f, columns=cols) for f in files]
+    if not tables or not sum(t.num_rows for t in tables):
+        return NoSkill().figures(True)
+    t = pa.concat_tables(tables).sort_by([("key", "ascending"), ("learn_position", "ascending")])
+    keys = t.column("key").to_numpy(zero_copy_only=False)
+    y = t.column("label").to_numpy()
+    pred = t.column("predicted").to_numpy()
+    regress = t.column("mistake").null_count == t.num_rows  # mistakes: classification only
+    losses = {c.label: learner_loss(c.make(config.spec.seed, 0)).value for c in config.configs}
+    parts = []
+    cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    conf = t.column("config").to_pylist()
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(keys)], strict=True):
+        acc = NoSkill()
+        acc.add(y[lo:hi], pred[lo:hi], not regress, losses.get(conf[lo]))
+        parts.append(acc)
+    return NoSkill.pooled(parts).figures(not regress)
 
 
 def write_summary(out: str, doc: dict[str, Any]) -> None:
@@ -122,12 +157,22 @@ def _count(v: int | None) -> str:
 
 
 def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
+    from kernelstream.numbers import sig
+
     mr = doc["mistake_rate"]
+    if mr is not None:  # beside the majority-class predictor's on the same outcomes
+        quality = (f"  mistake rate {sig(mr)}% (no-skill "
+                   f"{sig(doc.get('noskill_mistake_rate'))}%)")
+    elif doc.get("avg_loss") is not None:  # regression
+        quality = (f"  avg loss {sig(doc['avg_loss'])} (no-skill "
+                   f"{sig(doc.get('noskill_avg_loss'))})  RMSE {sig(doc.get('rmse'))}  "
+                   f"MAE {sig(doc.get('mae'))}  R² {sig(doc.get('r2'))}")
+    else:
+        quality = ""
     lines = [
         f"{doc['records']:,} records in {doc['seconds']:.1f} s "
         f"({(doc['records_per_second'] or 0):,.0f}/s)",
-        f"predictions {doc['predictions']:,}  outcomes {doc['outcomes']:,}"
-        + ("" if mr is None else f"  mistake rate {mr:.2f}%")
+        f"predictions {doc['predictions']:,}  outcomes {doc['outcomes']:,}" + quality
         + f"  label delay p50 {_ms(doc['delay_p50_ms'])} p99 {_ms(doc['delay_p99_ms'])}",
         f"unlabeled {doc['unlabeled']:,}  pending {_count(doc['pending'])}  rejected "
         f"{doc['rejected']:,}  dead letters {doc['dead_letters']:,}  metrics rows "

@@ -76,6 +76,9 @@ class Series:
     task: str
     loss_name: str
     cumulative: Band | None = None  # mistake rate in % (classification) or average loss
+    # the same for the no-skill predictor of the same stream (engine.noskill: the majority
+    # class, the running mean), from the metrics rows; None for outputs without it
+    noskill: Band | None = None
     windowed: Band | None = None
     window: int = 0
     n_sv: Band | None = None
@@ -180,6 +183,9 @@ def prediction_curves(table: pa.Table, series: dict[str, Series], seed: int,
     l_valid = np.asarray(pc.is_valid(loss).to_numpy(zero_copy_only=False))
     l_val = _numpy(loss, 0.0).astype(np.float64)
     n_sv = np.asarray(table.column("n_support_vectors").to_numpy(), dtype=np.int64)
+    # the no-skill reference needs each stream's labels (one model per stream: not key_by)
+    labels = (None if key_by or "label" not in table.column_names else
+              (_numpy(table.column("label"), 0.0), _numpy(table.column("predicted"), 0.0)))
 
     groups = np.lexsort((pos, perm, cfg))
     bounds = np.flatnonzero(np.diff(cfg[groups]) | np.diff(perm[groups])) + 1
@@ -200,8 +206,11 @@ def prediction_curves(table: pa.Table, series: dict[str, Series], seed: int,
         idx = sample_points(n)
         w = nice_window(n)
         valid, val = (l_valid, l_val) if s.regression else (m_valid, m_val)
-        cum, win, sv = [], [], []
+        cum, win, sv, base = [], [], [], []
         for rows in ordered:
+            if labels is not None:
+                base.append(_noskill_curve(labels, rows[valid[rows]], np.cumsum(valid[rows]),
+                                           idx, s))
             v = np.cumsum(valid[rows])
             c = np.cumsum(np.where(valid[rows], val[rows], 0.0))
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -216,6 +225,31 @@ def prediction_curves(table: pa.Table, series: dict[str, Series], seed: int,
         s.windowed = Band(x[full], np.array(win)[:, full])
         s.window = w
         s.n_sv = Band(x, np.array(sv))
+        if base:
+            s.noskill = Band(x, np.array(base))
+
+
+def _noskill_curve(labels: tuple[np.ndarray, np.ndarray], learnt: np.ndarray,
+                   count: np.ndarray, idx: np.ndarray, s: Series) -> np.ndarray:
+    """The no-skill predictor's cumulative mistake rate (average loss for regression) at the
+    sample points ``idx`` of one stream, whose learnt rows are ``learnt`` (in order;
+    ``count[i]``: how many of them are among the first ``i + 1`` rows), by the shared
+    accumulator (:class:`~kernelstream.engine.noskill.NoSkill`)."""
+    from kernelstream.engine.noskill import NoSkill
+    from kernelstream.learners.losses import LOSSES
+
+    y, predicted = labels
+    loss = LOSSES.get(s.loss_name)
+    acc, done, out = NoSkill(), 0, np.full(idx.shape[0], np.nan)
+    key = "noskill_avg_loss" if s.regression else "noskill_mistake_rate"
+    for j, i in enumerate(idx.tolist()):
+        upto = int(count[i])
+        rows = learnt[done:upto]
+        acc.add(y[rows], predicted[rows], not s.regression, None if loss is None else loss.value)
+        done = upto
+        v = acc.figures(not s.regression)[key]
+        out[j] = np.nan if v is None else v
+    return out
 
 
 # -- metrics --------------------------------------------------------------------------------------
@@ -240,7 +274,7 @@ def _band(by_perm: dict[int, list[dict[str, Any]]], column: str) -> Band | None:
     ys = []
     for p in perms:
         xs = np.array([r["window_end"] for r in by_perm[p]], dtype=np.float64)
-        v = np.array([np.nan if r[column] is None else r[column] for r in by_perm[p]],
+        v = np.array([np.nan if r.get(column) is None else r[column] for r in by_perm[p]],
                      dtype=np.float64)
         ys.append(v if np.array_equal(xs, x) else np.interp(x, xs, v))
     return Band(x, np.array(ys))
@@ -265,13 +299,18 @@ def kernel_labels(params: dict[str, Any], k: int) -> list[str]:
 
 def metrics_curves(metrics: pa.Table, series: dict[str, Series],
                    params: dict[str, dict[str, Any]], from_predictions: bool) -> None:
-    """Fill examples/s and the kernel distribution of ``series`` from the metrics rows; the
-    mistake (or loss) curves and #SV too when the predictions were not read."""
+    """Fill examples/s, the no-skill reference and the kernel distribution of ``series``
+    from the metrics rows; the mistake (or loss) curves and #SV too when the predictions
+    were not read."""
     for name, s in series.items():
         by_perm = _stream_rows(metrics, name)
         if not by_perm:
             continue
         s.speed = _band(by_perm, "window_examples_per_second")
+        if s.noskill is None:  # not drawn from the predictions
+            base = _band(by_perm, "noskill_avg_loss" if s.regression
+                         else "noskill_mistake_rate")
+            s.noskill = base if base is not None and np.isfinite(base.y).any() else None
         if not from_predictions:
             s.cumulative = _band(by_perm, "avg_loss" if s.regression else "mistake_rate")
             s.windowed = _band(by_perm, "window_avg_loss" if s.regression

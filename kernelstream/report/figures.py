@@ -121,6 +121,13 @@ def curves(runs: list[Run], regression: bool) -> Chart | None:
                 continue
             bands.append(s.cumulative)
             _line(left, s.cumulative, pal.color(run, s), pal.style(run), pal.name(run, s))
+            if s.noskill is not None:  # the reference: a thin dotted line, the same colour
+                ref = s.noskill
+                if ref.x.size == 1:  # one metrics window: its value across the stream
+                    ref = Band(s.cumulative.x[[0, -1]], np.repeat(ref.y, 2, axis=1))
+                bands.append(ref)
+                left.plot(ref.x, ref.mean, ":", color=pal.color(run, s), lw=1.2,
+                          label=f"{pal.name(run, s)}: no-skill")
             if s.windowed is not None and s.windowed.x.size:
                 windowed.append(s.windowed)
                 _line(right, s.windowed, pal.color(run, s), pal.style(run), pal.name(run, s))
@@ -142,7 +149,10 @@ def curves(runs: list[Run], regression: bool) -> Chart | None:
     title = "Average loss" if regression else "Mistake rate"
     return Chart(ident, title, f"{what.capitalize()} against examples seen, one line per "
                  "configuration (mean over permutations; the band spans the lowest and highest "
-                 "permutation). Right: over a trailing window.", _png(fig))
+                 "permutation). Dotted: the no-skill reference of the same streams, "
+                 + ("predicting the running mean of the labels so far" if regression else
+                    "predicting the majority class so far")
+                 + ". Right: over a trailing window.", _png(fig))
 
 
 def resources(runs: list[Run]) -> Chart | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelstream import __version__
+from kernelstream.numbers import sig, sig_pm
 from kernelstream.report.reproduce import Cell, ResultFile, ResultTable, load_results
 from kernelstream.report.runs import ReportError, Run, is_run_dir, load_run, run_labels
 
@@ -46,12 +47,6 @@ def esc(v: Any) -> str:
 
 def _num(v: Any, spec: str) -> str:
     return "–" if v is None else format(v, spec)
-
-
-def _pm(mean: Any, std: Any, spec: str) -> str:
-    if mean is None:
-        return "–"
-    return f"{format(mean, spec)} ± {format(std or 0.0, spec)}"
 
 
 def _table(head: list[str], rows: Iterable[list[str]], numeric: set[int] | None = None) -> str:
@@ -91,20 +86,28 @@ def _summary_table(runs: list[Run]) -> str:
             params = ", ".join(f"{k}={v}" for k, v in (c.get("params") or {}).items())
             name = esc(c["label"]) + (f" ({c['entities']} entities)" if c.get("entities")
                                       else "")
+            regress = c.get("task") == "regression"
             rows.append(([esc(r.label)] if many else []) + [
                 name, esc(c.get("learner")), _num(c.get("examples"), ","),
                 _num(c.get("permutations"), "d"),
-                _pm(c.get("mistake_rate"), c.get("mistake_rate_std"), ".2f"),
-                _pm(c.get("avg_loss"), c.get("avg_loss_std"), ".4f")
-                + (f" ({esc(c['loss'])})" if c.get("loss") else ""),
+                _sig(c, "mistake_rate"),
+                _sig(c, "avg_loss") + (f" ({esc(c['loss'])})" if c.get("loss") else ""),
+                # the no-skill predictor of the same streams: the rate or the loss
+                _sig(c, "noskill_avg_loss" if regress else "noskill_mistake_rate"),
+                _sig(c, "rmse"), _sig(c, "mae"), _sig(c, "r2"),
                 _num(c.get("n_support_vectors"), ",.1f"), _num(c.get("seconds"), ".3f"),
                 _num(c.get("examples_per_second"), ",.0f"),
                 f"<span class=params>{esc(params)}</span>"])
     head = (["run"] if many else []) + [
-        "configuration", "learner", "examples", "perms", "mistake rate (%)", "avg loss", "#SV",
-        "seconds", "examples/s", "parameters"]
+        "configuration", "learner", "examples", "perms", "mistake rate (%)", "avg loss",
+        "no-skill", "RMSE", "MAE", "R²", "#SV", "seconds", "examples/s", "parameters"]
     k = 1 if many else 0
-    return _table(head, rows, {k + i for i in (2, 3, 4, 5, 6, 7, 8)})
+    return _table(head, rows, {k + i for i in range(2, 13)})
+
+
+def _sig(c: dict[str, Any], key: str) -> str:
+    """``mean ± std`` of a summary's figure with significant digits (``numbers.sig``)."""
+    return "–" if c.get(key) is None else esc(sig_pm(c[key], c.get(f"{key}_std")))
 
 
 def _figure(chart: Any) -> str:
@@ -124,7 +127,8 @@ def _entities(runs: list[Run]) -> str:
                    f"(configuration, entity) models; the {len(shown)} with the highest mistake "
                    "rate (regression: average loss) first, over the permutations.</p>")
         rows = [[esc(e.config), esc(e.entity), _num(e.examples, ",.0f"),
-                 _pm(e.rate, e.rate_std, ".2f"), _num(e.avg_loss, ".4f"),
+                 esc(sig_pm(e.rate, e.rate_std)) if e.rate is not None else "–",
+                 "–" if e.avg_loss is None else esc(sig(e.avg_loss)),
                  _num(e.n_sv, ",.1f"), _num(e.rejected, ",")] for e in shown]
         out.append(_table(["configuration", "entity", "examples", "mistake rate (%)",
                            "avg loss", "#SV", "rejected"], rows, {2, 3, 4, 5, 6}))

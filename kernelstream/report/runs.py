@@ -28,11 +28,12 @@ from kernelstream.report.curves import (
 )
 
 PREDICTION_COLUMNS = ["config", "permutation", "position", "mistake", "loss",
-                      "n_support_vectors"]
+                      "n_support_vectors", "label", "predicted"]
 METRICS_COLUMNS = ["config", "learner", "permutation", "entity", "task", "loss_name", "final",
                    "window_start", "window_end", "mistake_rate", "avg_loss",
                    "window_mistake_rate", "window_avg_loss", "n_support_vectors",
-                   "window_examples_per_second", "kernel_distribution"]
+                   "window_examples_per_second", "kernel_distribution",
+                   "noskill_mistake_rate", "noskill_avg_loss"]  # (absent in older outputs)
 DEAD_COLUMNS = ["source", "stage", "key", "line", "position", "raw", "reason"]
 FIRST_LINES = 5  # line numbers shown per dead-letter reason
 STAGES = ("parse", "learn", "order")
@@ -132,9 +133,15 @@ def _config_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
         ks = [k for k in keys if k["config"] == config]
         perms = sorted({k["permutation"] for k in ks})
         rates, losses, svs, secs, exs = [], [], [], [], []
+        bases: dict[str, list[float | None]] = {"noskill_mistake_rate": [],
+                                                "noskill_avg_loss": []}
         for p in perms:
             kp = [k for k in ks if k["permutation"] == p]
             ex = sum(k["examples"] for k in kp)
+            for f, vals in bases.items():  # each entity's own baseline, pooled over examples
+                have = [k for k in kp if k.get(f) is not None]
+                vals.append(sum(k[f] * k["examples"] for k in have) / ex
+                            if ex and len(have) == len(kp) else None)
             mis = [k["mistakes"] for k in kp if k.get("mistakes") is not None]
             rates.append(100.0 * sum(mis) / ex if ex and mis else None)
             losses.append(sum((k["avg_loss"] or 0.0) * k["examples"] for k in kp) / ex
@@ -155,6 +162,8 @@ def _config_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
             "examples_per_second": (np.mean(exs) / sec) if sec else None,
             "entities": len({k["entity"] for k in ks}), "params": {},
         })
+        for f, vals in bases.items():
+            rows[-1][f], rows[-1][f"{f}_std"] = _mean_std(vals)
     return rows
 
 

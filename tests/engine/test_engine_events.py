@@ -279,6 +279,13 @@ def test_windowed_metrics_by_hand() -> None:
     out, _ = reference_outputs(hand_stream(), spec(), flush=True)
     rows = [{k: v for k, v in r.items() if k not in NONDETERMINISTIC} for r in out.metrics]
     ident = {"key": "perc#0", "config": "perc", "entity": None, "learner": "perceptron"}
+    # the no-skill baseline by hand, over the outcomes in learning order (labels a -1, d +1,
+    # c -1, b +1): the majority so far predicts +1 (tie: none seen), -1, +1 (tie), -1, wrong
+    # each time; the model predicted +1, -1, +1, +1 (a quarter of them -1 at the end)
+    regress = {"total_noskill_avg_loss": None, "total_rmse": None, "total_mae": None,
+               "total_r2": None}
+    w0 = {"total_noskill_mistake_rate": 100.0, "total_top_class_share": 0.5, **regress}
+    w1 = {"total_noskill_mistake_rate": 100.0, "total_top_class_share": 0.75, **regress}
     assert rows == [
         {"row_id": "perc#0/m/0", **ident, "final": False, "window_start_ms": 0,
          "window_end_ms": 100, "records": 5, "predictions": 4, "outcomes": 2, "unlabeled": 0,
@@ -287,7 +294,7 @@ def test_windowed_metrics_by_hand() -> None:
          "n_support_vectors": 2, "total_records": 5, "total_predictions": 4,
          "total_outcomes": 2, "total_unlabeled": 0, "total_dead_letters": 0,
          "total_mistakes": 2, "total_mistake_rate": 100.0, "total_loss_sum": 3.0,
-         "total_avg_loss": 1.5},
+         "total_avg_loss": 1.5, **w0},
         # delays 130, 150: nearest rank gives 130 for p50 (linear interpolation would say 140)
         {"row_id": "perc#0/m/100", **ident, "final": False, "window_start_ms": 100,
          "window_end_ms": 200, "records": 5, "predictions": 1, "outcomes": 2, "unlabeled": 0,
@@ -296,7 +303,7 @@ def test_windowed_metrics_by_hand() -> None:
          "n_support_vectors": 3, "total_records": 10, "total_predictions": 5,
          "total_outcomes": 4, "total_unlabeled": 0, "total_dead_letters": 2,
          "total_mistakes": 3, "total_mistake_rate": 75.0, "total_loss_sum": 5.0,
-         "total_avg_loss": 1.25},
+         "total_avg_loss": 1.25, **w1},
         # windows 200 .. 1099 saw nothing: no rows; the open window is flushed at the end
         {"row_id": "perc#0/m/1100/partial/14", **ident, "final": True,
          "window_start_ms": 1100, "window_end_ms": 1200, "records": 4, "predictions": 1,
@@ -305,7 +312,7 @@ def test_windowed_metrics_by_hand() -> None:
          "delay_p99_ms": None, "pending": 1, "n_support_vectors": 3, "total_records": 14,
          "total_predictions": 6, "total_outcomes": 4, "total_unlabeled": 1,
          "total_dead_letters": 5, "total_mistakes": 3, "total_mistake_rate": 75.0,
-         "total_loss_sum": 5.0, "total_avg_loss": 1.25},
+         "total_loss_sum": 5.0, "total_avg_loss": 1.25, **w1},
     ]
     assert all(r["seconds"] >= 0 for r in out.metrics)
 

@@ -117,6 +117,31 @@ def test_single_partition_passes_through() -> None:
     assert m.next_offsets == [recs[-1].offset + 1]
 
 
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 8)), max_size=12))
+def test_one_partition_list_add_equals_record_by_record(fetches: list[tuple[int, int]]) -> None:
+    """A group of one partition takes a fetched list at once (GroupMerger._add_one); re-fetches
+    after seeks overlap what is buffered, and a list out of offset order or with a foreign
+    record goes the general way: the buffer, the releases and the errors are the same as
+    adding the same records one by one."""
+    recs = _partition("t", 0, list(range(40)), [0, 1, 0, 0, 2] * 8)
+    fast, slow = GroupMerger([("t", 0)]), GroupMerger([("t", 0)])
+    for i, (start, n) in enumerate(fetches):
+        batch = recs[start:start + n]
+        if i % 5 == 3:
+            batch = batch[:-2] + batch[-1:] + batch[-2:-1]  # out of offset order at its end
+        fast.add(list(batch))
+        slow.add(iter(batch))
+        assert len(fast) == len(slow)
+        if i % 3 == 2:
+            assert fast.ready(limit=2) == slow.ready(limit=2)
+    assert fast.drain() == slow.drain()
+    assert fast.next_offsets == slow.next_offsets
+    foreign = [SourceRecord("t", 0, 500, 0, b"k", b"v"), SourceRecord("t", 1, 99, 0, b"k", b"v")]
+    for m, batch in ((fast, list(foreign)), (slow, iter(foreign))):
+        with pytest.raises(ValueError, match="not in the group"):
+            m.add(batch)
+
+
 def test_bad_groups_and_records() -> None:
     with pytest.raises(ValueError, match="at least one"):
         GroupMerger([])

@@ -169,6 +169,12 @@ def test_key_by_report_lists_entities_worst_first(tmp_path: Path,
         total = 100 * sum(k["mistakes"] for k in keys) / sum(k["examples"] for k in keys)
         assert np.isclose(s.cumulative.y[r][-1], total)
         assert s.n_sv.y[r][-1] == sum(k["n_support_vectors"] for k in keys)
+    # the summary row: every entity's own no-skill baseline, pooled over its examples
+    pooled = [sum(k["noskill_mistake_rate"] * k["examples"] for k in summary["keys"]
+                  if k["permutation"] == r)
+              / sum(k["examples"] for k in summary["keys"] if k["permutation"] == r)
+              for r in range(2)]
+    assert np.isclose(run.rows[0]["noskill_mistake_rate"], np.mean(pooled))
     # the replay's entity streams are the permuted stream restricted to each entity
     from kernelstream.seeding import permutation
 

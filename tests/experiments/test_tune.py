@@ -206,7 +206,7 @@ def tuned_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _replay_params(tmp_path: Path, *args: str) -> list[dict[str, Any]]:
     out = tmp_path / "r"
     assert main(["replay", "german", *args, "--limit", "50", "--runner", "loop", "-o",
-                 str(out), "-q"]) == 0
+                 str(out), "-q", "--overwrite"]) == 0
     return [c["params"] for c in json.loads((out / "summary.json").read_text())["configs"]]
 
 

@@ -205,6 +205,10 @@ def test_busy_topic_ends_at_the_snapshot_and_follow_continues(broker: str,
     orphan = out / "ckpt-000009" / "predictions"  # a crashed run's outputs
     orphan.mkdir(parents=True)
     (orphan / "part-x.parquet").write_bytes(b"PAR1")
+    # the crashed run had marked its folder, with this checkpoint: this run continues it
+    from kernelstream.pipelines.run_folder import write_marker
+
+    write_marker(str(out), "replay", checkpoint=str(ck))
     writer = threading.Thread(target=trickle)
     writer.start()
     try:

@@ -48,8 +48,9 @@ def test_markdown_task_column(capsys: pytest.CaptureFixture[str]) -> None:
 def test_json_lists_tasks(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["learners", "raker", "--format", "json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["task"] == "classification"  # the default (class-level) task is kept
-    assert info["tasks"] == ["classification", "regression"]
+    assert info["task"] == ["classification", "regression"]  # every task it runs
+    assert info["default_task"] == "classification"  # the task of its defaults
+    assert info["tasks"] == info["task"]  # the name of earlier versions
 
 
 def test_listed_tasks_are_the_real_ones(capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _helpers import WorkerPool, start_worker_pool
+from _helpers import WorkerPool, start_worker_pool, without_warnings
 from stream_accounting import assert_accounting
 
 from kernelstream import data
@@ -189,7 +189,7 @@ def wait_for_records(proc: subprocess.Popen[str], out: Path, n: int,
 
 
 def one_line(stderr: str) -> str:
-    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    lines = [ln for ln in without_warnings(stderr).splitlines() if ln.strip()]
     assert len(lines) == 1, stderr
     return lines[0]
 
@@ -251,6 +251,21 @@ def _renamed(msgs: Sequence[Message], ev: str, lab: str) -> list[Message]:
     return [((ev if m[0] == "ev" else lab), *m[1:]) for m in msgs]
 
 
+def _majority_rate(out: Path, run: str) -> float:
+    """The majority-class predictor's mistake rate over the outcomes run ``run`` published,
+    by hand: each model's labels in learning order (a tie predicts +1), pooled."""
+    files = sorted((out / "outcomes").glob(f"part-e*-{run}.parquet"))
+    rows = sorted((r["key"], r["learn_position"], r["label"])
+                  for f in files for r in pq.read_table(f).to_pylist())
+    seen: dict[str, list[int]] = {}
+    wrong = 0
+    for key, _, label in rows:
+        pos_neg = seen.setdefault(key, [0, 0])
+        wrong += (1.0 if pos_neg[0] >= pos_neg[1] else -1.0) != label
+        pos_neg[0 if label > 0 else 1] += 1
+    return 100.0 * wrong / len(rows)
+
+
 # each reader client on its own topics (one broker per module)
 @pytest.mark.parametrize(("client", "ev", "lab"), [("confluent", "ev", "lab"),
                                                    ("kafka-python", "kp-ev", "kp-lab")])
@@ -268,10 +283,19 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
     first = run_cli(argv)
     assert first.returncode == 0, first.stderr
     first_s = time.monotonic() - t
-    assert first.stderr.strip() == "", first.stderr
+    assert without_warnings(first.stderr).strip() == "", first.stderr
     epoch1 = SnapshotView.open(ckpt).head
     assert epoch1 is not None and epoch1 >= 2, "snapshots every 150 records"
     first_totals = assert_accounting(out)
+    # the summary's no-skill baseline: over the run's outcomes, by hand
+    first_summary = json.loads((out / "summary.json").read_text())
+    assert first_summary["noskill_mistake_rate"] == pytest.approx(
+        _majority_rate(out, first_summary["run"]))
+    assert first_summary["top_class_share"] is not None and first_summary["rmse"] is None
+    assert f"(no-skill {first_summary['noskill_mistake_rate']:.2f}%)" in first.stdout
+    # the warning (stderr) exactly when the run is no better than that
+    warned = "is not better than always predicting the majority class" in first.stderr
+    assert warned == (first_summary["mistake_rate"] >= first_summary["noskill_mistake_rate"])
     # more traffic, later; the second run resumes from the snapshot
     produce(broker, _renamed(labelled_stream(200, 260, T0 + 60_000, seed=2), ev, lab))
     second = run_cli(argv)
@@ -284,6 +308,8 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
     assert summary["pending_start"] == first_totals["pending"]
     for f in ("records", "offsets", "predictions", "outcomes", "dead_letters", "processed"):
         assert totals[f] == first_totals[f] + summary[f], f
+    # a resumed run's baseline is over its own outcomes, as its mistake rate
+    assert summary["noskill_mistake_rate"] == pytest.approx(_majority_rate(out, summary["run"]))
 
     spec = spec_for(argv[: argv.index("--")])
     records = reference_records(broker, [ev, lab], 2)

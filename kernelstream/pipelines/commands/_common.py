@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from kernelstream import data
+from kernelstream._suggest import close_matches, did_you_mean
 from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
 from kernelstream.pipelines.config import (
     DEFAULT_LEARNER,
@@ -66,6 +67,52 @@ def add_learner_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")
 
 
+class Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose unknown options get a "did you mean" from the
+    options of the command they were given to (``--opton`` → ``--option``), and whose unknown
+    command gets the closest command."""
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            target = self._command_parser(ns) or self
+            options = [o for o in target._option_string_actions if o.startswith("--")]
+            hints = [m for tok in extras if tok.startswith("--")
+                     for m in close_matches(tok.split("=", 1)[0], options)]
+            target.error(f"unrecognized arguments: {' '.join(extras)}"
+                         + (f" (did you mean {' '.join(dict.fromkeys(hints))}?)" if hints
+                            else ""))
+        return ns
+
+    def _command_parser(self, ns: argparse.Namespace) -> argparse.ArgumentParser | None:
+        """The parser of the command ``ns`` was parsed for (None: no subcommands)."""
+        for action in self._subparsers._group_actions if self._subparsers else ():
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = getattr(ns, action.dest or "", None)
+                return action.choices.get(chosen) if chosen is not None else None
+        return None
+
+    def error(self, message: str) -> NoReturn:
+        if "invalid choice: " in message and self._subparsers is not None:
+            bad = message.split("invalid choice: ", 1)[1].split(" ", 1)[0].strip("'")
+            commands = [c for a in self._subparsers._group_actions
+                        if isinstance(a, argparse._SubParsersAction) for c in a.choices]
+            hint = did_you_mean(bad, commands)
+            if hint and bad not in commands:
+                message += f" ({hint.removeprefix('; ')})"
+        super().error(message)
+
+
+def add_overwrite_argument(p: Any) -> None:
+    """``--overwrite``: shared by the commands that write a run folder (``replay``, ``tune``,
+    ``stream``, ``demo``; the rules are ``pipelines.run_folder``'s)."""
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the previous kernelstream run in --out (its outputs, "
+                   "summary and checkpoints kept there are removed; other files stay). A "
+                   "non-empty folder that holds no kernelstream run is never used")
+
+
 @dataclass(frozen=True)
 class Command:
     """What the help says of a command: ``help``, its line in ``kernelstream --help``; the
@@ -103,6 +150,7 @@ DATA_OPTIONS: dict[str, dict[str, Any]] = {
     "--header": {"action": argparse.BooleanOptionalAction, "default": None},
     "--key-by": {"metavar": "COL"},
     "--limit": {"type": int, "metavar": "N"},
+    "--sample": {"type": int, "metavar": "N"},
     "--scale": {"choices": SCALES, "default": "none"},
     "--scale-target": {"choices": TARGET_SCALES, "default": "none"},
     "--task": {"choices": TASKS},
@@ -137,7 +185,10 @@ READ_HELP = {
 }
 
 PREPARE_HELP = {
-    "--limit": "use only the first N rows of the file (before permuting)",
+    "--limit": "use only the first N rows of the file (before permuting; a warning when "
+    "their label mix differs from the file's)",
+    "--sample": "use N rows of the file drawn at random (seeded by --seed, reproducible; "
+    "kept in file order, written to DIR/.sample/), instead of the first N (--limit)",
     "--scale": "feature scaling: none, min-max to [0,1] or to [-1,1] (default: none)",
     "--scale-target": "regression target scaling: none or min-max to [0,1] (default: none)",
     "--task": "default: the learners' task (classification maps labels to ±1)",

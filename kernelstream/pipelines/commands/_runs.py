@@ -14,7 +14,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,14 +23,17 @@ from kernelstream._json import json_safe
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.writer_lock import CheckpointInUse
+from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import error, progress_to_stderr
 from kernelstream.pipelines.config import (
+    PROG,
     ConfigError,
     DataError,
     ReplayConfig,
     WorkerError,
 )
-from kernelstream.pipelines.replay_args import check_data
+from kernelstream.pipelines.replay_args import check_data, is_embedded
+from kernelstream.pipelines.run_folder import OutFolderError
 from kernelstream.streams import evaluate_stream
 
 if TYPE_CHECKING:
@@ -175,6 +178,9 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
         doc["dead_letters"] = run.counts.get(DEAD_LETTER_TAG, 0)
     if config.read.key_by is not None:
         doc["key_by"] = config.read.key_by
+    if config.sample is not None:  # --sample N: data is the drawn file
+        doc["sample"] = {"rows": config.sample[1], "from": config.sample[0],
+                         "seed": config.seed, "order": "file"}
     if configs:
         doc.update({k: v for k, v in configs[0].items() if k not in doc})
     doc["configs"] = configs
@@ -222,15 +228,29 @@ def _fmt(v: float | None, spec: str) -> str:
 
 
 def format_table(results: Sequence[EvalResult]) -> str:
-    rows = [("learner", "examples", "perms", "mistake rate (%)", "avg loss", "#SV",
-             "seconds", "examples/s")]
+    """The terminal table of a run's configurations: means ± stds over the permutations,
+    losses and rates with significant digits (``numbers.sig``), beside the no-skill baseline
+    of the same streams (the majority-class rate; the running-mean predictor's loss) and,
+    for regression, RMSE, MAE and R²."""
+    from kernelstream.numbers import sig_pm
+
+    classify = any(r.task == "classification" for r in results)
+    regress = any(r.task != "classification" for r in results)
+    rows = [("learner", "examples", "perms", "mistake rate (%)",
+             *(("no-skill (%)",) if classify else ()), "avg loss",
+             *(("no-skill loss", "RMSE", "MAE", "R²") if regress else ()),
+             "#SV", "seconds", "examples/s")]
     for r in results:
         s = r.to_summary()
-        mr = ("-" if s["mistake_rate"] is None
-              else f"{s['mistake_rate']:.2f} ± {s['mistake_rate_std']:.2f}")
+
+        def pm(key: str, s: dict[str, Any] = s) -> str:
+            return sig_pm(s[key], s[f"{key}_std"])
+
         rows.append((
-            r.label, str(r.examples), str(r.permutations), mr,
-            f"{_fmt(s['avg_loss'], '.4f')} ({s['loss']})",
+            r.label, str(r.examples), str(r.permutations), pm("mistake_rate"),
+            *((pm("noskill_mistake_rate"),) if classify else ()),
+            f"{pm('avg_loss')} ({s['loss']})",
+            *((pm("noskill_avg_loss"), pm("rmse"), pm("mae"), pm("r2")) if regress else ()),
             _fmt(s["n_support_vectors"], ".1f"), _fmt(s["seconds"], ".3f"),
             _fmt(s["examples_per_second"], ",.0f"),
         ))
@@ -243,6 +263,35 @@ def format_table(results: Sequence[EvalResult]) -> str:
     return "\n".join(lines)
 
 
+def _draw_sample(config: ReplayConfig, command: str) -> None:
+    """Write ``--sample N``'s rows where the run reads them (``config.data``)."""
+    from kernelstream.data.rows import TextFormat
+    from kernelstream.data.sample import draw_sample
+
+    assert config.sample is not None
+    src, n = config.sample
+    fmt = config.read.resolved_fmt()
+    try:
+        header = None
+        if fmt == "csv":
+            header = TextFormat.detect(src, "csv", config.read.label_column,
+                                       config.read.delimiter, config.read.header,
+                                       config.read.key_by).header_line
+        got = draw_sample(src, fmt, n, config.seed, config.data, header)
+    except (OSError, ValueError) as exc:
+        raise RefusedError(error(command, f"--sample {n}: cannot read {src}: {exc}")) from None
+    if got < n:
+        print(f"{PROG} {command}: note: --sample {n}: the file has only {got} rows, all "
+              "taken", file=sys.stderr)
+
+
+def _has_checkpoint(directory: str) -> bool:
+    """Whether a replay's ``--checkpoint`` folder holds a committed checkpoint."""
+    from kernelstream.engine.checkpoints import latest  # Parquet (pyarrow): only for a topic
+
+    return fs.exists(directory) and latest(directory) is not None
+
+
 class RefusedError(Exception):
     """A run refused before it started; its one-line error is printed, ``code`` is the exit
     code."""
@@ -253,15 +302,30 @@ class RefusedError(Exception):
 
 
 @contextlib.contextmanager
-def started(config: ReplayConfig, command: str) -> Iterator[Any]:
-    """The start of a replay-shaped run (``replay``, ``tune``): the ``--workers`` processes
-    spawned (before the data check: they import Beam meanwhile, then wait), the data checked,
-    the output directory made (a long run must not fail at its very end on a bad ``--out``),
-    progress lines on; yields the worker pool (None for one process) and closes it at the end,
-    which stops the workers of a run that did not finish. Raises :class:`RefusedError` after
-    printing the error."""
+def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iterator[Any]:
+    """The start of a replay-shaped run (``replay``, ``tune``): the output folder claimed
+    (``pipelines.run_folder``: new, empty, or a previous run with ``overwrite``; a
+    ``--checkpoint`` run continues its own), the ``--workers`` processes spawned (before the
+    data check: they import Beam meanwhile, then wait), the data checked, the output directory
+    made (a long run must not fail at its very end on a bad ``--out``), progress lines on;
+    yields the worker pool (None for one process) and closes it at the end, which stops the
+    workers of a run that did not finish. Raises :class:`RefusedError` after printing the
+    error."""
     pool = None
     try:
+        try:
+            checkpoint = config.kafka.checkpoint
+            run_folder.claim(config.out, command, overwrite=overwrite, checkpoint=checkpoint,
+                             resumes=checkpoint is not None and _has_checkpoint(checkpoint),
+                             argv=config.argv,
+                             ignore=run_folder.entry_within(config.out, checkpoint))
+        except OutFolderError as exc:
+            raise RefusedError(error(command, str(exc))) from None
+        except OSError as exc:
+            raise RefusedError(error(command, f"cannot create the output directory: {exc}")
+                               ) from None
+        if config.sample is not None:  # --sample N: drawn once, read by every worker
+            _draw_sample(config, command)
         if config.workers > 1 and config.runner != "dask":  # dask: its cluster's workers
             from kernelstream.pipelines.workers import WorkerPool, effective_workers
 
@@ -275,6 +339,15 @@ def started(config: ReplayConfig, command: str) -> Iterator[Any]:
             check_data(config)
         except ValueError as exc:  # the data does not fit the options
             raise RefusedError(error(command, str(exc))) from None
+        if config.read.limit is not None and config.stream == "none":
+            from kernelstream.data.label_mix import mix_warning
+
+            read = config.read
+            if is_embedded(config.data):
+                read = replace(read, path=str(data.embedded_path(config.data)))
+            warning = mix_warning(read, config.read.limit)
+            if warning is not None:
+                print(f"{PROG} {command}: warning: {warning}", file=sys.stderr, flush=True)
         try:
             fs.makedirs(config.out)
         except OSError as exc:

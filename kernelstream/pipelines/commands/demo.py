@@ -27,7 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernelstream.pipelines.commands._common import Command, add_learner_arguments, error
+from kernelstream.pipelines.commands._common import (
+    Command,
+    add_learner_arguments,
+    add_overwrite_argument,
+    error,
+)
 from kernelstream.pipelines.config import PROG
 
 EVENTS, LABELS = "demo-events", "demo-labels"
@@ -57,8 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delay-max", default="5s", metavar="DURATION",
                    help="labels arrive after a random delay up to this (default: 5s)")
     p.add_argument("--out", "-o", default=os.path.join("runs", "demo-stream"), metavar="DIR",
-                   help="output directory (default: runs/demo-stream; its checkpoint/ is "
-                   "started over)")
+                   help="output directory (default: runs/demo-stream; new, empty, or a "
+                   "previous run with --overwrite; its checkpoint/ is started over)")
+    add_overwrite_argument(p)
     add_learner_arguments(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.set_defaults(handler=cmd_demo)
@@ -156,8 +162,17 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     from kafka.admin import KafkaAdminClient, NewTopic
 
     from kernelstream.kafka_client.clients import local_broker
+    from kernelstream.pipelines import run_folder
 
     ckpt = os.path.join(args.out, "checkpoint")
+    # a stream checkpoint (its LOCK file) a demo cut short before it marked the folder is
+    # the demo's own; anything else in a folder without a run stops the demo before the
+    # checkpoint below is removed
+    own = ("checkpoint",) if os.path.isfile(os.path.join(ckpt, "LOCK")) else ()
+    try:
+        run_folder.check(args.out, overwrite=args.overwrite, ignore=own)
+    except run_folder.OutFolderError as exc:
+        return error("demo", str(exc))
     # every demo has a new (in-memory) broker: the previous demo's snapshot cannot resume
     shutil.rmtree(ckpt, ignore_errors=True)
     ttl_s = max(2 * delay, 1.0)
@@ -170,7 +185,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
             "--n-features", "24", "--seed", str(args.seed), "--label-ttl", f"{ttl_s}s",
             "--metrics-window", "5s", "--out", args.out, "--checkpoint", ckpt,
             "--snapshot-seconds", "2s", "--snapshot-every", "5000",
-            "--max-seconds", f"{args.seconds}s",
+            "--max-seconds", f"{args.seconds}s", *(["--overwrite"] if args.overwrite else []),
             *[a for lab in args.learner or [] for a in ("-l", lab)],
             *[a for p in args.param or [] for a in ("-p", p)],
             *(["-q"] if args.quiet else [])]

@@ -12,12 +12,16 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from kernelstream.pipelines.commands._common import Command, error
-from kernelstream.pipelines.config import PROG, loss_tasks
+from kernelstream.pipelines.config import DEFAULT_LEARNER, PROG, TASKS, loss_tasks
+
+# the first line of the plain listing: where a new user starts
+START_HERE = (f"start here: `{PROG} replay DATA` runs the default learner ({DEFAULT_LEARNER}); "
+              "docs/which-learner.md says which learner fits which data")
 
 COMMAND = Command(
     "learners", help="list the learners and their parameters",
-    description="List every registered learner (or one) with its parameters, types, defaults "
-    "and documentation.",
+    description="List every registered learner (or one, or those of a task: --task, "
+    "--budgeted) with its parameters, types, defaults and documentation.",
     wrap=True,
 )
 
@@ -27,6 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", help="show only this learner")
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                    help="output format (default: text)")
+    p.add_argument("--task", choices=TASKS,
+                   help="only the learners that run this task (some run both, by their loss)")
+    p.add_argument("--budgeted", action="store_true",
+                   help="only the budgeted learners (bounded memory with their defaults)")
     p.set_defaults(handler=cmd_learners)
 
 
@@ -55,8 +63,9 @@ def _learner_info(name: str) -> dict[str, Any]:
         "name": name,
         "summary": doc.split("\n\n", 1)[0].replace("\n", " "),
         "reference": cls.reference,
-        "task": cls.task,  # the default (class-level) task
-        "tasks": tasks,  # every task the learner runs (more than one: chosen by ``loss``)
+        "task": tasks,  # every task the learner runs (more than one: chosen by ``loss``)
+        "default_task": cls.task,  # the task of its default parameters (class-level)
+        "tasks": tasks,  # as "task" (the name of earlier versions)
         "budgeted": learners.registry.bounded(cls),
         "randomized": bool(cls.randomized),
         "sparse_rows": bool(cls.accepts_sparse),  # keeps sparse SVs for CSR rows
@@ -129,17 +138,23 @@ def cmd_learners(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     from kernelstream import learners
 
     if args.name:
+        if args.task is not None or args.budgeted:
+            return error("learners", "--task and --budgeted filter the list: give them or NAME")
         try:
             learners.get(args.name)
         except ValueError as exc:  # an unknown name: one line, exit 2
             return error("learners", str(exc))
     names = [args.name] if args.name else learners.available()
-    infos = [_learner_info(n) for n in names]
+    infos = [info for info in map(_learner_info, names)
+             if (args.task is None or args.task in info["task"])
+             and (not args.budgeted or info["budgeted"])]
     if args.format == "json":
         print(json.dumps(infos if not args.name else infos[0], indent=2))
     elif args.format == "markdown":
         _print_learners_markdown(infos, sys.stdout)
     else:
+        if not args.name:
+            print(START_HERE + "\n")
         _print_learners_text(infos, sys.stdout)
         from kernelstream.learners import compiled
 

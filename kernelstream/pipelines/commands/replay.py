@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING
 
 from kernelstream import fs
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
+from kernelstream.engine.noskill import skill_warnings
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.pipelines.commands._common import (
     Command,
     add_data_options,
     add_learner_arguments,
+    add_overwrite_argument,
     add_prepare_arguments,
     add_read_arguments,
     error,
@@ -90,7 +92,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_prepare_arguments(p)
     add_read_arguments(p)
     p.add_argument("--out", "-o", metavar="DIR",
-                   help="output directory (default: runs/<dataset>-<learner>[+<learner>...])")
+                   help="output directory (default: runs/<dataset>-<learner>[+<learner>...]); "
+                   "new, empty, or a previous run with --overwrite")
+    add_overwrite_argument(p)
     p.add_argument("--stream", choices=STREAMS, default="none",
                    help="replay an adversarial stream built from the data instead of permutations "
                    "(Zhang & Liao, ICML 2019: blocks of one repeated example, labels negated "
@@ -167,7 +171,7 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     if config.shard is not None:
         return run_shard(config)
     try:
-        with started(config, "replay") as pool:
+        with started(config, "replay", args.overwrite) as pool:
             if getattr(args, "submit_only", False):
                 return _submit(config)
             if args.follow is not None:
@@ -214,6 +218,10 @@ def print_run(config: ReplayConfig, run: RunOutput, path: str) -> None:
     """The summary table of a finished run and where its summary is (also ``summary``'s)."""
     if run.results:
         print(format_table(run.results))
+        # after the table, on stderr: a run no better than ignoring the features
+        for r in run.results:
+            for line in skill_warnings(r.label, r.to_summary()):
+                print(f"{PROG}: {line}", file=sys.stderr, flush=True)
     if run.keys and config.read.key_by is not None:
         print(f"{len(run.keys)} per-entity models (see summary.json 'keys' and metrics/)")
     if run.counts.get(DEAD_LETTER_TAG):

@@ -22,6 +22,12 @@ from kernelstream.pipelines.config import PROG, runners_for
 PAPERS = {"baselines": "baselines", "p0": "p0", "p1": "p1", "p2": "p2", "p3": "p3", "p4": "p4"}
 
 
+def default_out_dir(paper: str) -> Path:
+    """Where ``reproduce PAPER`` writes without ``--out-dir``: ``runs/reproduce-PAPER``,
+    relative to the current directory."""
+    return Path("runs") / f"reproduce-{paper}"
+
+
 def _csv(s: str) -> list[str]:
     return [v.strip() for v in s.split(",") if v.strip()]
 
@@ -31,7 +37,8 @@ COMMAND = Command(
     description=(
         "Runs a paper's tables with the committed tuned parameters, as keys of the replay\n"
         "pipeline, and writes TABLE.md (published beside ours, PASS/FAIL, the machine) and\n"
-        "TABLE.json into --out-dir. Beam pipeline options go after `--`."
+        "TABLE.json into --out-dir (default: runs/reproduce-PAPER; never the checkout's\n"
+        "committed benchmarks/results/ unless named). Beam pipeline options go after `--`."
     ),
     epilog=(
         "examples:\n"
@@ -61,7 +68,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="permutations per configuration (default: the paper's protocol)")
     p.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")
     p.add_argument("--out-dir", type=Path,
-                   help="where TABLE.md/.json go (default: benchmarks/results of the checkout)")
+                   help="where TABLE.md/.json go (default: runs/reproduce-PAPER in the current "
+                   "directory; the committed results are benchmarks/results of the checkout, "
+                   "which only an explicit --out-dir replaces)")
     p.add_argument("--tuned-dir", type=Path,
                    help="directory of the committed tuned files (tuned_params*.json; default: "
                    "benchmarks/ of the checkout)")
@@ -91,10 +100,12 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
         return error("reproduce", f"--data-dir {args.data_dir} is not a directory")
     if args.permutations is not None and args.permutations < 1:
         return error("reproduce", f"-R must be >= 1, got {args.permutations}")
-    out_dir = args.out_dir or report.checkout_dir("benchmarks", "results")
+    # a subset run must not overwrite the checkout's committed tables: those are replaced
+    # only by naming them (--out-dir benchmarks/results, as the benchmarks/ scripts do)
+    out_dir = args.out_dir or default_out_dir(args.paper)
     tuned_dir = args.tuned_dir or report.checkout_dir("benchmarks")
-    if out_dir is None or tuned_dir is None:
-        return error("reproduce", "not run from a checkout: give --out-dir and --tuned-dir")
+    if tuned_dir is None:
+        return error("reproduce", "not run from a checkout: give --tuned-dir")
     papers = list(PAPERS) if args.paper == "all" else [args.paper]
     mods = {p: importlib.import_module(f"kernelstream.experiments.{PAPERS[p]}") for p in papers}
     known = [t for m in mods.values() for t in m.TABLES]

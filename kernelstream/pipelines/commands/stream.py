@@ -13,6 +13,7 @@ from kernelstream.pipelines.commands._common import (
     Command,
     add_data_options,
     add_learner_arguments,
+    add_overwrite_argument,
     error,
 )
 from kernelstream.pipelines.config import PROG, runners_for
@@ -72,12 +73,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("outputs and snapshots")
     s.add_argument("--out", "-o", metavar="DIR",
                    help="output directory (default: the checkpoint's, else "
-                   "runs/stream-<topic>-<learners>)")
+                   "runs/stream-<topic>-<learners>); new, empty, the run this --checkpoint "
+                   "continues, or a previous run with --overwrite")
+    add_overwrite_argument(s)
     s.add_argument("--checkpoint", metavar="DIR",
                    help="snapshot learner states and offsets here, together with the output "
                    "files; a restart resumes from the last snapshot (one run per DIR)")
     s.add_argument("--snapshot-every", type=int, default=10_000, metavar="N",
-                   help="snapshot after N events (default: 10000)")
+                   help="snapshot after N records read (default: 10000)")
     s.add_argument("--snapshot-seconds", default="10s", metavar="DURATION",
                    help="and at least this often (default: 10s); output files appear at each "
                    "snapshot")

@@ -24,6 +24,7 @@ from kernelstream._json import json_safe
 from kernelstream.experiments import tuning
 from kernelstream.pipelines.commands._common import (
     Command,
+    add_overwrite_argument,
     add_prepare_arguments,
     add_read_arguments,
     error,
@@ -114,7 +115,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_read_arguments(d)
     add_prepare_arguments(d)
     p.add_argument("--out", "-o", metavar="DIR",
-                   help="output directory (default: runs/tune-<dataset>-<learner>)")
+                   help="output directory (default: runs/tune-<dataset>-<learner>); new, "
+                   "empty, or a previous run with --overwrite")
+    add_overwrite_argument(p)
     p.add_argument("--runner", choices=runners_for("tune"), default="direct",
                    help="direct: Apache Beam in-process; loop: the plain reference loop "
                    "(default: direct)")
@@ -177,7 +180,7 @@ def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if config.shard is not None:  # a worker process of --workers: its share of the cells
         return run_shard(config)
     try:
-        with started(config, "tune") as pool:
+        with started(config, "tune", args.overwrite) as pool:
             if not config.quiet:
                 print(f"[tune] {config.learners[0].learner}: {len(chosen)} of {len(cells)} cells x "
                       f"{config.permutations} tuning permutation(s) from r = "
@@ -194,11 +197,38 @@ def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     best = ", ".join(f"{k}={tuning.param_text(v)}" for k, v in doc["tuned"].items())
     score = doc["score"]
     print(f"chosen: {best} (" + (f"mistake rate {score['value']:.4f}%" if score["metric"]
-                                 == "mistake_rate" else f"average loss {score['value']:.6f}")
+                                 == "mistake_rate" else f"average loss {score['value']:.6g}")
           + ")")
     print(f"tuned: {path}  (table: {table}; use: {PROG} replay {config.data} --params-from "
           f"{path})")
+    for line in tune_warnings(axes, cells[doc["cell"]], config.read.limit):
+        print(f"{PROG} tune: warning: {line}", file=sys.stderr)
     return 0
+
+
+def tune_warnings(axes: dict[str, list[str]], chosen: dict[str, str],
+                  limit: int | None) -> list[str]:
+    """One line per reason to distrust the choice: a chosen value at the edge of a numeric
+    grid axis (the best may lie beyond it; of two values, either is an edge), and a choice
+    made on the first ``limit`` rows, which the suggested replay drops."""
+    lines = []
+    for key, values in axes.items():
+        try:
+            nums = sorted({float(v) for v in values})
+            at = float(chosen[key])
+        except (KeyError, ValueError):  # a choice of names (kernel=...): no edge
+            continue
+        if len(nums) < 2 or nums[0] < at < nums[-1]:
+            continue
+        side, beyond = (("smallest", "below") if at == nums[0] else ("largest", "above"))
+        lines.append(f"{key}={chosen[key]} is the {side} value of its grid "
+                     f"({', '.join(values)}): the best may lie {beyond} it; extend --grid "
+                     f"{key}=...")
+    if limit is not None:
+        lines.append(f"tuned on the first {limit} rows (--limit {limit}); the suggested replay "
+                     "runs the whole file, where another value may be best (add --limit "
+                     f"{limit} to replay the rows it was tuned on)")
+    return lines
 
 
 def tuned_document(args: argparse.Namespace, argv: Sequence[str], config: ReplayConfig,
@@ -226,7 +256,8 @@ def tuned_document(args: argparse.Namespace, argv: Sequence[str], config: Replay
               "n_features": first.n_features, "task": config.read.task, "format": config.read.fmt,
               "scale": config.read.scale, "scale_target": config.read.scale_target,
               "limit": config.read.limit, "hash_features": config.read.hash_features,
-              "rows": config.read.rows},
+              "rows": config.read.rows,
+              "sample": None if config.sample is None else config.sample[1]},
         protocol={"seed": config.seed, "tune_perm": config.first_permutation,
                   "tune_permutations": config.permutations,
                   "permutations": list(range(config.first_permutation,

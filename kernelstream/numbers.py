@@ -1,0 +1,37 @@
+"""Numbers for people: losses and rates that never print as ``0.0000``.
+
+A fixed number of decimals hides small values (a loss of 8.2e-07 printed as ``0.0000``);
+:func:`sig` keeps two decimals from 1 up (``26.67``, ``9.71``, ``1234.57``: what rates in
+percent and most losses printed before) and significant digits below 1 (``0.983``,
+``0.0123``, ``8.2e-07``).
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def sig(v: float | None, digits: int = 3) -> str:
+    """``v`` for a table or a message: two decimals when ``|v| >= 1``; below that ``digits``
+    significant digits (``0.0123``), in exponent form below 1e-4 (``8.2e-07``, trailing zeros
+    dropped); ``0`` for zero, ``-`` for None, ``nan``/``inf`` as Python prints them."""
+    if v is None:
+        return "-"
+    v = float(v)
+    if v == 0.0:
+        return "0"
+    if not math.isfinite(v):
+        return str(v)
+    a = abs(v)
+    if a >= 0.9995:  # rounds to 1.00 or more: decimals
+        return f"{v:.2f}"
+    if a < 1e-4:
+        return format(v, f".{digits}g")
+    return format(v, f".{digits}g")
+
+
+def sig_pm(mean: float | None, std: float | None, digits: int = 3) -> str:
+    """``mean ± std`` with :func:`sig` (``-`` without a mean)."""
+    if mean is None:
+        return "-"
+    return f"{sig(mean, digits)} ± {sig(std or 0.0, digits)}"
