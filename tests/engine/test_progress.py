@@ -39,7 +39,7 @@ def test_cli_prints_progress_unless_quiet(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "[progress]" in err and "mistake rate" in err
-    assert main(["replay", "-q", *args[1:]]) == 0
+    assert main(["replay", "-q", "--overwrite", *args[1:]]) == 0  # the same folder again
     assert "[progress]" not in capsys.readouterr().err
 
 
