@@ -90,7 +90,7 @@ class StreamConfig:
     init_from: str | None = None
     max_seconds: float | None = None
     idle_stop: float | None = None
-    snapshot_every: int = 10_000
+    snapshot_every: int = 100_000
     snapshot_seconds: float = 10.0
     runner: str = "direct"
     pipeline_args: tuple[str, ...] = ()

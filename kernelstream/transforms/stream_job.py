@@ -73,7 +73,7 @@ class StreamJob:
     init_kind: str | None = None
     kafka_out: str | None = None  # bootstrap servers of the output topics
     kafka_topics: tuple[tuple[str, str], ...] = ()  # output name -> topic
-    snapshot_every: int = 10_000
+    snapshot_every: int = 100_000
     snapshot_seconds: float = 10.0
     info: tuple[tuple[str, Any], ...] = ()  # committed with every snapshot (JSON-able)
     poll_timeout_ms: int = 200

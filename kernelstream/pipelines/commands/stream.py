@@ -79,8 +79,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--checkpoint", metavar="DIR",
                    help="snapshot learner states and offsets here, together with the output "
                    "files; a restart resumes from the last snapshot (one run per DIR)")
-    s.add_argument("--snapshot-every", type=int, default=10_000, metavar="N",
-                   help="snapshot after N records read (default: 10000)")
+    s.add_argument("--snapshot-every", type=int, default=100_000, metavar="N",
+                   help="snapshot after N records read (default: 100000; --snapshot-seconds "
+                        "bounds the time too)")
     s.add_argument("--snapshot-seconds", default="10s", metavar="DURATION",
                    help="and at least this often (default: 10s); output files appear at each "
                    "snapshot")
