@@ -17,6 +17,9 @@ from kernelstream.data.labels import class_key
 from kernelstream.data.options import ReadOptions
 
 _BINARY = ("binary garbage", "undecodable bytes", "corrupt compressed file")
+# the features whose ranges a check keeps (3 numbers each): wider data is sparse text or
+# hashed indices, which are never min-max scaled
+RANGE_FEATURES = 1 << 16
 
 
 @dataclass
@@ -44,7 +47,11 @@ class CheckReport:
     targets: list[float] = field(default_factory=list)
 
     def add_values(self, cols: np.ndarray, vals: np.ndarray) -> None:
-        """Fold one row's non-zeros (0-based columns, unique) into the feature ranges."""
+        """Fold one row's non-zeros (0-based columns, unique) into the feature ranges (of the
+        first :data:`RANGE_FEATURES` features: memory stays bounded on any width)."""
+        if len(cols) and int(cols.max()) >= RANGE_FEATURES:
+            keep = cols < RANGE_FEATURES
+            cols, vals = cols[keep], vals[keep]
         if len(cols) and int(cols.max()) >= len(self.lo):
             n = max(int(cols.max()) + 1, 2 * len(self.lo))
             self.lo = np.concatenate([self.lo, np.full(n - len(self.lo), np.inf)])
@@ -55,9 +62,10 @@ class CheckReport:
         self.seen[cols] += 1
 
     def ranges(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(min, max)`` of each of the ``width`` features over the rows scanned, the zeros a
-        row leaves out included (a feature never written is 0)."""
-        w = self.width
+        """``(min, max)`` of each of the ``width`` features (at most :data:`RANGE_FEATURES`)
+        over the rows scanned, the zeros a row leaves out included (a feature never written
+        is 0)."""
+        w = min(self.width, RANGE_FEATURES)
         lo, hi, seen = self.lo[:w], self.hi[:w], self.seen[:w]
         pad = w - len(lo)
         lo = np.concatenate([lo, np.zeros(pad)]) if pad > 0 else lo
@@ -68,8 +76,9 @@ class CheckReport:
                 np.where(gaps, np.maximum(hi, 0.0), hi))
 
     def feature_summary(self) -> dict[str, Any] | None:
-        """The spread of the feature ranges: the smallest and largest value, the narrowest and
-        widest range (max - min) of the features that vary, and how many are constant."""
+        """The spread of the feature ranges (the first :data:`RANGE_FEATURES` features): the
+        smallest and largest value, the narrowest and widest range (max - min) of the features
+        that vary, and how many are constant."""
         if not self.rows or not self.width:
             return None
         lo, hi = self.ranges()

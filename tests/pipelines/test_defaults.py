@@ -168,3 +168,25 @@ def test_replay_prints_the_hint_once_and_not_when_scaled(tmp_path: Path, capsys)
     assert capsys.readouterr().err.count("hint: ") == 1
     _replay(tmp_path / "b", str(wide), "--scale", "01")
     assert "hint: " not in capsys.readouterr().err
+
+
+# -- stream: --init-from continues with the widths the models were learnt with --------------------
+def test_stream_takes_the_widths_of_its_init_from(tmp_path: Path, monkeypatch) -> None:
+    from kernelstream.pipelines import cli, stream_config
+
+    saved = {"b": {"learner": "bogd", "params": {"gamma": 0.0371, "budget": 20}},
+             "r": {"learner": "raker", "params": {"sigmas": "0.5,1,2"}}}
+    monkeypatch.setattr(stream_config, "_saved_configs", lambda path: saved)
+
+    def configs(*extra: str) -> dict[str, dict]:
+        args = cli.build_parser().parse_args(
+            ["stream", "kafka://127.0.0.1:9/t", "--n-features", "3", "-l", "b=bogd",
+             "-l", "r=raker", "--init-from", str(tmp_path), "--out", str(tmp_path / "o"),
+             *extra])
+        return {c.label: dict(c.params) for c in stream_config.stream_config(args).configs}
+
+    got = configs()
+    assert got["b"]["gamma"] == 0.0371 and got["r"]["sigmas"] == "0.5,1,2"
+    assert got["b"]["budget"] == 500  # only the widths come from there
+    assert configs("-p", "b.gamma=2")["b"]["gamma"] == 2.0  # a width given wins
+    assert configs("-p", "sigma=1")["b"]["gamma"] == 0.5
