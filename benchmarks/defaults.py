@@ -26,9 +26,9 @@ an MSE ≤ 0.8 × the running mean's on every regression set. The table says per
 does; a set that does not is reported as measured.
 
 ``--also NAME='-l fogd -p n_components=800'`` adds a column with another configuration (the
-candidates the default was chosen from); ``{median_gamma}`` in it stands for the median
-heuristic's width of the set (``-p gamma={median_gamma}``: the estimator ``auto`` did not
-choose). Results: ``--out-dir``/defaults.md and .json.
+candidates the default was chosen from); ``{scale_gamma}`` (``{median_gamma}``) in it
+stands for that estimator's width of the set, e.g. ``-p gamma={scale_gamma}``: the estimator
+``auto`` did not choose. Results: ``--out-dir``/defaults.md and .json.
 """
 
 from __future__ import annotations
@@ -203,9 +203,10 @@ def run_set(r: dict[str, str], data_dir: Path, tmp: Path,
     for label, args in runs.items():
         if task == "regression" and label != "hint" and not any(a == "--task" for a in args):
             continue
-        if any("{median_gamma}" in a for a in args):
-            g = median_width(path)
-            args = [a.replace("{median_gamma}", repr(g)) for a in args]
+        for which in ("median", "scale"):
+            if any(f"{{{which}_gamma}}" in a for a in args):
+                g = estimate(path, which)
+                args = [a.replace(f"{{{which}_gamma}}", repr(g)) for a in args]
         # the loop runner: the same streams and results as the default (direct) runner's,
         # without Beam's start-up
         other = replay(path, task, tmp / f"{name}-{label}", ["--runner", "loop", *args])
@@ -218,15 +219,17 @@ def run_set(r: dict[str, str], data_dir: Path, tmp: Path,
     return res
 
 
-def median_width(path: Path) -> float:
-    """The median heuristic on the reservoir ``gamma=auto`` reads (the estimator not chosen,
-    for the comparison column), 4 significant digits."""
+def estimate(path: Path, which: str) -> float:
+    """The width of either estimator (``median`` or ``scale``) on the reservoir
+    ``gamma=auto`` reads, 4 significant digits: the column of the estimator not chosen."""
     from kernelstream.data.options import ReadOptions
     from kernelstream.data.rows import iter_file_rows
 
     rows = (row for _, _, row in iter_file_rows(ReadOptions(path=str(path)))
             if not isinstance(row, ksdata.errors.ParseError))
-    return widths.rounded(widths.median_gamma(widths.reservoir_from_rows(rows)))
+    res = widths.reservoir_from_rows(rows)
+    return widths.rounded(widths.median_gamma(res) if which == "median"
+                          else widths.scale_gamma(res))
 
 
 def render(results: list[dict[str, Any]], also: list[str]) -> str:

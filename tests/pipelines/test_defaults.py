@@ -190,3 +190,14 @@ def test_stream_takes_the_widths_of_its_init_from(tmp_path: Path, monkeypatch) -
     assert got["b"]["budget"] == 500  # only the widths come from there
     assert configs("-p", "b.gamma=2")["b"]["gamma"] == 2.0  # a width given wins
     assert configs("-p", "sigma=1")["b"]["gamma"] == 0.5
+
+
+def test_reproduction_runs_keep_the_learners_fixed_widths() -> None:
+    """A paper's table runs as a replay command line: a width its protocol leaves to the
+    learner stays the learner's fixed default (the published setting), not gamma=auto."""
+    from kernelstream.experiments.grid import Run
+
+    assert "c.sigmas=2^-2:1:3" in Run("bank32nh", "ioks", {"loss": "square"}).param_args("c")
+    assert "c.gamma=0.5" in Run("german", "bogd", {"budget": 10}).param_args("c")
+    explicit = Run("german", "bogd", {"sigma": 2.0}).param_args("c")
+    assert not any(a.startswith("c.gamma=") for a in explicit)
