@@ -63,6 +63,14 @@ class Run:
         out = []
         for k, v in self.params.items():
             out += ["-p", f"{label}.{k}={_text(v)}"]
+        # a width the protocol leaves to the learner is its fixed default, as published: not
+        # the replay's data-driven gamma=auto
+        from kernelstream import learners
+
+        for p in learners.get(self.learner).params:
+            if p.name in ("gamma", "sigmas") and p.name not in self.params and not (
+                    p.name == "gamma" and "sigma" in self.params):
+                out += ["-p", f"{label}.{p.name}={_text(p.default)}"]
         return out
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,11 +36,16 @@ from kernelstream.engine.learner_config import LearnerConfig, as_configs
 if TYPE_CHECKING:
     from kernelstream.learners import Learner
 
-# The demo configuration used when no --learner is given: budgeted, fast, and a sensible
-# baseline on the embedded german data.
 PROG = "kernelstream"  # the command's name in usage lines and messages
-DEFAULT_LEARNER = "bogd"
-DEFAULT_PARAMS: dict[str, str] = {"budget": "100"}
+# The learner of a run that names none, per task: chosen by measurement over every shared data
+# set (benchmarks/defaults.py, benchmarks/results/defaults.md), with the learner's own defaults
+# (so `replay DATA` and `replay DATA -l NAME` are the same run) and the data-driven width
+# (gamma=auto, kernelstream.data.widths).
+DEFAULT_LEARNERS: dict[str, tuple[str, dict[str, str]]] = {
+    "classification": ("bpa-s", {}),
+    "regression": ("raker", {"loss": "square"}),
+}
+DEFAULT_LEARNER, DEFAULT_PARAMS = DEFAULT_LEARNERS["classification"]
 DEFAULT_DATASET = "german"
 
 SCALES = ("none", "01", "pm1")
@@ -294,13 +299,20 @@ def _accepts(name: str, key: str) -> bool:
 
 
 def learner_configs(
-    learner_specs: Sequence[str], param_specs: Sequence[str]
+    learner_specs: Sequence[str], param_specs: Sequence[str], *, task: str | None = None,
+    auto_width: Callable[[], float] | None = None,
 ) -> tuple[LearnerConfig, ...]:
-    """Resolve ``--learner`` and ``-p`` arguments (see the module docstring)."""
+    """Resolve ``--learner`` and ``-p`` arguments (see the module docstring). With no
+    ``--learner``, the :data:`DEFAULT_LEARNERS` entry of ``task`` (classification when
+    None). ``auto_width`` (the run's data → ``gamma``, called at most once) resolves
+    ``gamma=auto``, which is the default of every Gaussian width not given
+    (:func:`resolve_widths`); without it, an unset width keeps the learner's own default."""
     given = list(learner_specs)
     defaults: dict[str, str] = {}
     if not given:
-        given, defaults = [DEFAULT_LEARNER], dict(DEFAULT_PARAMS)
+        name, params = DEFAULT_LEARNERS.get(task or "classification",
+                                            DEFAULT_LEARNERS["classification"])
+        given, defaults = [name], dict(params)
     pairs = [parse_learner_spec(s) for s in given]
     labels = [lab for lab, _ in pairs]
     dups = sorted({lab for lab in labels if labels.count(lab) > 1})
@@ -343,8 +355,49 @@ def learner_configs(
             # an unscoped sigma and a scoped gamma (or the reverse): the scoped one wins
             drop = "gamma" if "sigma" in scoped[label] else "sigma"
             raw.pop(drop)
+        width = resolve_widths(name, raw, auto_width)
+        if width is not None:
+            auto_width = width  # estimated once for every configuration
         out.append(LearnerConfig(label, name, raw))
     return tuple(out)
+
+
+def resolve_widths(name: str, raw: dict[str, Any],
+                   auto_width: Callable[[], float] | None) -> Callable[[], float] | None:
+    """Replace, in place, the ``auto`` widths of learner ``name``'s raw parameters by numbers:
+    ``gamma`` (unset, with a Gaussian kernel, or ``auto``) by ``auto_width()``, and ``sigmas``
+    (unset or ``auto``) by the learner's default grid centred on that width
+    (``data.widths.centred_sigmas``). Returns ``auto_width`` memoised once called, so that a
+    grid of configurations reads the data once; ``None`` when it was not given (then an unset
+    width keeps the learner's default and an explicit ``auto`` is a ``ConfigError``)."""
+    from kernelstream.data import widths
+
+    params = {p.name: p for p in _learner(name).params}
+    wants: list[str] = []
+    kernel = raw.get("kernel", params["kernel"].default if "kernel" in params else "gaussian")
+    if "gamma" in params and "sigma" not in raw and (
+            widths.is_auto(raw.get("gamma")) or ("gamma" not in raw and kernel == "gaussian")):
+        wants.append("gamma")
+    if "sigmas" in params and ("sigmas" not in raw or widths.is_auto(raw["sigmas"])):
+        wants.append("sigmas")
+    if not wants:
+        return None
+    if auto_width is None:
+        explicit = [k for k in wants if widths.is_auto(raw.get(k))]
+        if explicit:
+            raise ConfigError(f"{name}: {explicit[0]}=auto is estimated from the data's first "
+                              "rows, which this command does not read: give a number")
+        return None
+    value = auto_width()
+    if "gamma" in wants:
+        factor = widths.auto_factor(raw.get("gamma")) or 1.0
+        raw["gamma"] = repr(value if factor == 1.0 else widths.rounded(value * factor))
+    if "sigmas" in wants:
+        from kernelstream.learners.kernels import parse_sigmas
+
+        grid = parse_sigmas(str(params["sigmas"].default)).tolist()
+        raw["sigmas"] = widths.centred_sigmas(value, grid)
+    return lambda: value
 
 
 def loss_tasks(name: str) -> dict[str, str]:

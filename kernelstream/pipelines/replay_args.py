@@ -9,7 +9,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kernelstream import data, fs
@@ -92,9 +92,10 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         tuned = tuning.read_tuned(params_from)
         learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
                                                         param_specs)
-    configs = learner_configs(learner_specs, param_specs)
-    task = resolve_task(configs, args.task)
     src = args.data or DEFAULT_DATASET
+    configs = learner_configs(learner_specs, param_specs, task=args.task,
+                              auto_width=file_width(args, src))
+    task = resolve_task(configs, args.task)
     kafka_src = is_topic(src)
     dataset = display_name(src)
     settings = kafka_options(args, kafka_src)
@@ -179,6 +180,35 @@ def sample_file(args: argparse.Namespace, src: str, kafka_src: bool, dataset: st
     fmt = args.format or ReadOptions(path=path).resolved_fmt()
     name = f"{dataset}-{args.sample}-seed{args.seed}.{EXTENSIONS.get(fmt, fmt)}"
     return fs.join(out, ".sample", name), fmt, path
+
+
+def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None:
+    """``gamma=auto`` of a replay of the file (or embedded set) ``src``: a function reading
+    its first rows when a configuration asks (``data.widths.file_gamma``); ``None`` for a
+    Kafka topic (its learners keep their own default widths) or a missing file (the run
+    reports it)."""
+    if is_topic(src) or args.stream != "none":
+        return None
+    path = str(data.embedded_path(src)) if is_embedded(src) else src
+    if not fs.exists(path):
+        return None
+    opts = ReadOptions(
+        path=path, fmt=args.format, n_features=args.n_features,
+        label_column=None if args.label_column is None else int_or_str(args.label_column),
+        scale=args.scale, delimiter=args.delimiter, header=args.header,
+        key_by=None if args.key_by is None else int_or_str(args.key_by),
+        hash_features=args.hash_features, rows=args.rows)
+
+    def estimate() -> float:
+        from kernelstream.data import widths
+
+        try:
+            return widths.file_gamma(opts)
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"gamma=auto: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+                              ) from None
+
+    return estimate
 
 
 def check_workers(args: argparse.Namespace, kafka_src: bool) -> None:
@@ -283,6 +313,10 @@ def check_data(config: ReplayConfig) -> None:
         if problem is not None:
             raise ConfigError(problem)
         width = width or report.width
+        report.rows_as = "sparse" if config.read.sparse_rows(max(width, 1)) else "dense"
+        hint = data_check.scaling_hint(report, config.read.scale, config.read.scale_target)
+        if hint is not None:
+            print(f"{PROG}: hint: {hint}", file=sys.stderr)
         nnz: int | None = max(1, round(report.nnz_mean))
     else:
         nnz = None

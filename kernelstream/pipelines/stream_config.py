@@ -20,9 +20,11 @@ from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.stream_rows import OUTPUTS
 from kernelstream.kafka_client.names import KAFKA_CLIENTS, SCHEME
 from kernelstream.pipelines.config import (
+    DEFAULT_LEARNERS,
     ConfigError,
     check_at_least,
     learner_configs,
+    parse_learner_spec,
     resolve_task,
 )
 
@@ -132,6 +134,49 @@ def _check_width(spec: Any) -> None:  # engine.stream_routing.StreamSpec
             raise ConfigError(f"learner {c.label}: {e}") from None
 
 
+def init_widths(args: argparse.Namespace) -> list[str]:
+    """The ``-p`` values of a stream, plus, with ``--init-from``, the Gaussian widths
+    (``gamma``, ``sigmas``) its configurations were learnt with, for every configuration of
+    the same label and learner that is given none: the models continue with the widths they
+    were learnt with, as ``gamma=auto`` was resolved by that run. A stream without
+    ``--init-from`` keeps the learners' own default widths (its first records are not read
+    before it starts)."""
+    specs = list(args.param or [])
+    if args.init_from is None or not os.path.isdir(args.init_from):
+        return specs  # prepare() reports a missing directory
+    from kernelstream.experiments.tuning import param_text  # -p text of a recorded value
+
+    saved = _saved_configs(args.init_from)
+    given = [s.partition("=")[0].strip() for s in specs]
+    for spec in args.learner or [DEFAULT_LEARNERS["classification"][0]]:
+        label, name = parse_learner_spec(spec)
+        have = saved.get(label)
+        if not isinstance(have, dict) or have.get("learner") != name:
+            continue
+        params = have.get("params") or {}
+        for key, aliases in (("gamma", ("gamma", "sigma")), ("sigmas", ("sigmas",))):
+            if key in params and not any(g in aliases or g in {f"{label}.{a}" for a in aliases}
+                                         for g in given):
+                specs.append(f"{label}.{key}={param_text(params[key])}")
+    return specs
+
+
+def _saved_configs(path: str) -> dict[str, Any]:
+    """The configurations recorded by a stream snapshot or a replay checkpoint (empty when
+    neither: prepare() reports it)."""
+    from kernelstream.engine import checkpoints
+    from kernelstream.engine.snapshot import SnapshotView, is_snapshot_dir
+
+    try:
+        if is_snapshot_dir(path):
+            with SnapshotView.open(path) as view:
+                return dict(view.info().get("configs") or {})
+        ckpt = checkpoints.latest(path)
+        return dict(ckpt.info().get("configs") or {}) if ckpt is not None else {}
+    except (OSError, ValueError):
+        return {}
+
+
 def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
     """Arguments → a :class:`StreamConfig`; raises ``ValueError`` (one line) on bad input."""
     from kernelstream.engine.stream_routing import StreamSpec
@@ -148,7 +193,7 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
         if lt[0] in topics:
             raise ConfigError(f"--labels topic {lt[0]!r} is also an events topic")
         labels_topic = lt[0]
-    configs = learner_configs(args.learner or [], args.param or [])
+    configs = learner_configs(args.learner or [], init_widths(args), task=args.task)
     task = resolve_task(configs, args.task)
     fmt = args.format or "libsvm"
     hash_bits = getattr(args, "hash_features", None)

@@ -104,9 +104,9 @@ def test_replay_grid(tmp_path) -> None:
 def test_replay_default_learner(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["replay", "--limit", "150", "--quiet"]) == 0
-    s = json.loads((tmp_path / "runs" / "german-bogd" / "summary.json").read_text())
-    assert s["learner"] == "bogd" and s["params"]["budget"] == 100
-    assert s["n_support_vectors"] <= 100
+    s = json.loads((tmp_path / "runs" / "german-bpa-s" / "summary.json").read_text())
+    assert s["learner"] == "bpa-s" and s["params"]["budget"] == 500  # as -l bpa-s
+    assert s["params"]["gamma"] != 0.5  # gamma=auto, from the data
 
 
 @pytest.mark.parametrize(

@@ -88,8 +88,9 @@ def test_run_replay_keywords_are_the_config_fields(tmp_path: Path) -> None:
 def test_cli_arguments_and_python_api_build_the_same_run(tmp_path: Path) -> None:
     """The replay command's config and ``run_replay``'s keywords give one plan and one result."""
     args = cli.build_parser().parse_args(
-        ["replay", "german", "-l", "b=bogd", "-p", "budget=10", "--limit", "200",
-         "--permutations", "2", "--runner", "loop", "--out", str(tmp_path / "cli")])
+        ["replay", "german", "-l", "b=bogd", "-p", "budget=10", "-p", "gamma=0.5",  # not auto
+         "--limit", "200", "--permutations", "2", "--runner", "loop",
+         "--out", str(tmp_path / "cli")])
     assert isinstance(args, argparse.Namespace)
     config = replay_config(args, ["replay"])
     assert config.learners == (LearnerConfig("b", "bogd", {"budget": 10}),)

@@ -20,6 +20,7 @@ from kernelstream._suggest import close_matches, did_you_mean
 from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
 from kernelstream.pipelines.config import (
     DEFAULT_LEARNER,
+    DEFAULT_LEARNERS,
     DEFAULT_PARAMS,
     PROG,
     SCALES,
@@ -58,10 +59,13 @@ def progress_to_stderr(on: bool, shard: tuple[int, int] | None = None) -> None:
 def add_learner_arguments(p: argparse.ArgumentParser) -> None:
     """``--learner``, ``-p`` and ``--seed`` (``config.learner_configs``): shared by ``replay``,
     ``stream`` and ``demo``."""
-    default_params = " ".join(f"-p {k}={v}" for k, v in DEFAULT_PARAMS.items())
+    reg, reg_params = DEFAULT_LEARNERS["regression"]
+    defaults = " ".join([DEFAULT_LEARNER, *(f"-p {k}={v}" for k, v in DEFAULT_PARAMS.items())])
     p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
-                   help=f"learner (repeatable; default: {DEFAULT_LEARNER} {default_params}); "
-                   f"see `{PROG} learners`")
+                   help=f"learner (repeatable; default: {defaults}, with --task regression "
+                   f"{' '.join([reg, *(f'-p {k}={v}' for k, v in reg_params.items())])}; "
+                   "replay and tune set Gaussian widths to gamma=auto, from the data); "
+                   f"see `{PROG} learners` and docs/which-learner.md")
     p.add_argument("-p", "--param", action="append", metavar="[LABEL.]KEY=VALUE",
                    help="learner hyper-parameter (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelstream import __version__, fs
 from kernelstream._json import json_safe
+from kernelstream.data import widths
 from kernelstream.experiments import tuning
 from kernelstream.pipelines.commands._common import (
     Command,
@@ -90,9 +91,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"the learner to tune (see `{PROG} learners`)")
     p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
                    help="a fixed hyper-parameter of every cell (repeatable)")
-    p.add_argument("--grid", "-g", action="append", required=True, metavar="KEY=V1,V2,...",
+    p.add_argument("--grid", "-g", action="append", metavar="KEY=V1,V2,...",
                    help="values of one hyper-parameter (repeatable: the cells are the product, "
-                   "the first --grid varying slowest)")
+                   "the first --grid varying slowest); 'auto' or 'auto*F' for a width is the "
+                   "data-driven one (times F); default: the Gaussian width around it, "
+                   f"{widths.tune_grid()}")
     p.add_argument("--random", type=int, metavar="N",
                    help="evaluate N cells of the grid drawn at random (seeded by --seed), for "
                    "large grids")
@@ -143,7 +146,15 @@ def tune_config(args: argparse.Namespace, argv: Sequence[str]) -> tuple[
     label, name = parse_learner_spec(args.learner)
     if label != name:
         raise ConfigError(f"--learner {args.learner!r}: give the learner's name alone")
-    axes = tuning.parse_grid(args.grid)
+    grid = args.grid
+    if not grid:  # the learner's Gaussian width, around the data-driven one
+        from kernelstream import learners  # the registry: only once a run is configured
+
+        if not any(p.name == "gamma" for p in learners.get(name).params):
+            raise ConfigError(f"{name} has no Gaussian width to tune by default: give "
+                              "--grid KEY=V1,V2,...")
+        grid = [widths.tune_grid()]
+    axes = tuning.parse_grid(grid)
     fixed = list(args.param or [])
     for spec in fixed:
         key = spec.partition("=")[0].strip()

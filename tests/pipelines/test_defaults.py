@@ -1,0 +1,203 @@
+"""Data-driven defaults (issue 27): ``gamma=auto`` resolved from the data and recorded, the
+default learner per task, ``check``'s feature ranges and scaling hint, tune's default grid."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from kernelstream import learners
+from kernelstream.data import widths
+from kernelstream.data.options import ReadOptions
+from kernelstream.learners.kernels import parse_sigmas
+from kernelstream.pipelines import config
+from kernelstream.pipelines.cli import main
+from kernelstream.sparse import CSR
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+A9A = str(DATA / "a9a_300.svm")
+DOC = Path(__file__).resolve().parents[2] / "docs" / "which-learner.md"
+
+
+def _replay(out: Path, *args: str) -> dict:
+    assert main(["replay", *args, "--out", str(out), "--quiet", "--runner", "loop"]) == 0
+    return json.loads((out / "summary.json").read_text())
+
+
+def _default(learner: str, param: str) -> object:
+    return next(p.default for p in learners.get(learner).params if p.name == param)
+
+
+def _scores(out: Path) -> np.ndarray:
+    t = pq.read_table(out / "predictions", columns=["position", "score"]).sort_by("position")
+    return t.column("score").to_numpy()
+
+
+# -- the estimators ------------------------------------------------------------------------------
+def test_scale_gamma_is_sklearns_scale_dense_or_sparse() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 7)) * np.arange(1, 8)
+    X[X < 0] = 0.0  # zeros, so that the CSR form leaves entries out
+    assert widths.scale_gamma(X) == pytest.approx(1.0 / (X.shape[1] * X.var()), rel=1e-12)
+    assert widths.scale_gamma(CSR.from_dense(X)) == pytest.approx(widths.scale_gamma(X),
+                                                                   rel=1e-12)
+    assert widths.scale_gamma(np.ones((4, 3))) == 1.0  # no variance: sklearn's 1.0
+
+
+def test_median_gamma_same_on_dense_and_sparse_rows() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 9))
+    X[np.abs(X) < 0.7] = 0.0
+    dense, sparse = widths.median_gamma(X), widths.median_gamma(CSR.from_dense(X))
+    assert sparse == pytest.approx(dense, rel=1e-9)
+    d = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)[np.triu_indices(40, 1)]
+    assert 0.5 / np.median(d) < dense < 2.0 / np.median(d)  # a sample of the same pairs
+
+
+def test_auto_factor_and_centred_sigmas() -> None:
+    assert widths.auto_factor("auto") == 1.0 and widths.auto_factor("AUTO*0.25") == 0.25
+    assert widths.auto_factor("0.5") is None and widths.auto_factor("auto*-1") is None
+    grid = parse_sigmas(widths.centred_sigmas(0.5, parse_sigmas("2^-2:1:3")))  # σ = 1
+    assert len(grid) == 6 and np.allclose(grid[1:] / grid[:-1], 2.0, rtol=1e-3)
+    assert np.exp(np.log(grid).mean()) == pytest.approx(1.0, rel=1e-3)
+
+
+# -- replay: resolved, recorded, rerun exactly --------------------------------------------------
+def test_auto_gamma_resolved_from_the_first_rows_and_recorded(tmp_path: Path) -> None:
+    s = _replay(tmp_path / "a", A9A, "-l", "bpa-s")
+    expected = widths.file_gamma(ReadOptions(path=A9A))
+    assert expected != _default("bpa-s", "gamma")  # not the learner's fixed 0.5
+    assert s["params"]["gamma"] == expected == s["configs"][0]["params"]["gamma"]
+    assert isinstance(s["params"]["gamma"], float)
+    # a width given stays as given, as gamma or as sigma
+    assert _replay(tmp_path / "b", A9A, "-l", "bogd", "-p", "gamma=0.5")["params"]["gamma"] == 0.5
+    assert _replay(tmp_path / "c", A9A, "-l", "bogd", "-p", "sigma=1")["params"]["gamma"] == 0.5
+
+
+def test_rerun_from_the_recorded_width_is_bit_identical(tmp_path: Path) -> None:
+    s = _replay(tmp_path / "a", A9A, "-l", "bogd")
+    assert s["params"]["gamma"] == widths.file_gamma(ReadOptions(path=A9A))  # auto, resolved
+    again = _replay(tmp_path / "b", A9A, "-l", "bogd", "-p", f"gamma={s['params']['gamma']!r}")
+    assert again["params"] == s["params"]
+    assert np.array_equal(_scores(tmp_path / "a"), _scores(tmp_path / "b"))
+    assert again["per_permutation"][0]["mistakes"] == s["per_permutation"][0]["mistakes"]
+
+
+def test_sigma_grid_centred_on_the_auto_width(tmp_path: Path) -> None:
+    s = _replay(tmp_path / "a", A9A, "-l", "raker", "--limit", "100")
+    gamma = widths.file_gamma(ReadOptions(path=A9A))
+    assert s["params"]["sigmas"] == widths.centred_sigmas(
+        gamma, parse_sigmas(_default("raker", "sigmas")))
+
+
+def test_tune_default_grid_is_around_the_auto_width(tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    assert main(["tune", A9A, "-l", "bogd", "--limit", "120", "--runner", "loop", "-q",
+                 "--out", str(out)]) == 0
+    tuned = json.loads((out / "tuned.json").read_text())
+    gamma = widths.file_gamma(ReadOptions(path=A9A))
+    factor = widths.auto_factor(tuned["cells"][tuned["cell"]]["grid"]["gamma"])
+    assert factor in widths.TUNE_FACTORS
+    assert tuned["params"]["gamma"] == widths.rounded(gamma * factor)
+    # --params-from reads the number, so the suggested replay is the tuned cell exactly
+    s = _replay(tmp_path / "r", A9A, "--params-from", str(out / "tuned.json"), "--limit", "120")
+    assert s["params"]["gamma"] == tuned["params"]["gamma"]
+
+
+# -- the default learner -------------------------------------------------------------------------
+def test_default_learner_is_the_documented_one_with_its_own_budget(tmp_path: Path) -> None:
+    doc = DOC.read_text()
+    m = re.search(r"classification: `(\S+)`.*regression: `(\S+)`", doc)
+    assert m is not None, "docs/which-learner.md names the defaults"
+    assert (m.group(1), m.group(2)) == (config.DEFAULT_LEARNERS["classification"][0],
+                                        config.DEFAULT_LEARNERS["regression"][0])
+    default = _replay(tmp_path / "d", A9A, "--limit", "150")
+    named = _replay(tmp_path / "n", A9A, "--limit", "150", "-l", m.group(1))
+    assert default["learner"] == m.group(1)
+    assert default["params"] == named["params"]  # e.g. the budget of `-l NAME` (was 100 vs 500)
+
+
+def test_regression_has_a_default_learner(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(120, 3))
+    y = X @ np.array([0.5, -1.0, 2.0])
+    path = tmp_path / "reg.csv"
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",", fmt="%.6f")
+    s = _replay(tmp_path / "r", str(path), "--task", "regression")
+    assert s["learner"] == config.DEFAULT_LEARNERS["regression"][0] and s["task"] == "regression"
+
+
+# -- check: ranges and the scaling hint -----------------------------------------------------------
+def _csv(path: Path, scales: list[float], target: float = 1.0) -> Path:
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(200, len(scales))) * np.array(scales)
+    y = np.where(rng.uniform(size=200) < 0.5, -1, 1) * target
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",", fmt="%.6f")
+    return path
+
+
+def test_check_reports_feature_ranges_and_hints_scaling(tmp_path: Path, capsys) -> None:
+    wide = _csv(tmp_path / "wide.csv", [1.0, 1.0, 5000.0])
+    assert main(["check", str(wide)]) == 0
+    out = capsys.readouterr().out
+    assert "features" in out and "ranges" in out
+    assert "hint:" in out and "--scale 01" in out and "feature 3" in out
+    even = _csv(tmp_path / "even.csv", [1.0, 2.0, 1.5])
+    assert main(["check", str(even)]) == 0
+    assert "hint:" not in capsys.readouterr().out
+    assert main(["check", str(even), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["hint"] is None and doc["features"]["max"] <= 2.0
+
+
+def test_check_hints_a_regression_target_far_from_unit_scale(tmp_path: Path, capsys) -> None:
+    tiny = _csv(tmp_path / "tiny.csv", [1.0, 1.0], target=0.001)
+    assert main(["check", str(tiny), "--task", "regression"]) == 0
+    out = capsys.readouterr().out
+    assert "target" in out and "--scale-target 01" in out and "--scale 01" not in out
+
+
+def test_replay_prints_the_hint_once_and_not_when_scaled(tmp_path: Path, capsys) -> None:
+    wide = _csv(tmp_path / "wide.csv", [1.0, 1.0, 5000.0])
+    _replay(tmp_path / "a", str(wide))
+    assert capsys.readouterr().err.count("hint: ") == 1
+    _replay(tmp_path / "b", str(wide), "--scale", "01")
+    assert "hint: " not in capsys.readouterr().err
+
+
+# -- stream: --init-from continues with the widths the models were learnt with --------------------
+def test_stream_takes_the_widths_of_its_init_from(tmp_path: Path, monkeypatch) -> None:
+    from kernelstream.pipelines import cli, stream_config
+
+    saved = {"b": {"learner": "bogd", "params": {"gamma": 0.0371, "budget": 20}},
+             "r": {"learner": "raker", "params": {"sigmas": "0.5,1,2"}}}
+    monkeypatch.setattr(stream_config, "_saved_configs", lambda path: saved)
+
+    def configs(*extra: str) -> dict[str, dict]:
+        args = cli.build_parser().parse_args(
+            ["stream", "kafka://127.0.0.1:9/t", "--n-features", "3", "-l", "b=bogd",
+             "-l", "r=raker", "--init-from", str(tmp_path), "--out", str(tmp_path / "o"),
+             *extra])
+        return {c.label: dict(c.params) for c in stream_config.stream_config(args).configs}
+
+    got = configs()
+    assert got["b"]["gamma"] == 0.0371 and got["r"]["sigmas"] == "0.5,1,2"
+    assert got["b"]["budget"] == 500  # only the widths come from there
+    assert configs("-p", "b.gamma=2")["b"]["gamma"] == 2.0  # a width given wins
+    assert configs("-p", "sigma=1")["b"]["gamma"] == 0.5
+
+
+def test_reproduction_runs_keep_the_learners_fixed_widths() -> None:
+    """A paper's table runs as a replay command line: a width its protocol leaves to the
+    learner stays the learner's fixed default (the published setting), not gamma=auto."""
+    from kernelstream.experiments.grid import Run
+
+    assert "c.sigmas=2^-2:1:3" in Run("bank32nh", "ioks", {"loss": "square"}).param_args("c")
+    assert "c.gamma=0.5" in Run("german", "bogd", {"budget": 10}).param_args("c")
+    explicit = Run("german", "bogd", {"sigma": 2.0}).param_args("c")
+    assert not any(a.startswith("c.gamma=") for a in explicit)
