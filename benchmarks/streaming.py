@@ -90,7 +90,8 @@ from _common import (
 
 from kernelstream.kafka_client import local_broker
 
-LEARNER_ARGS = ["-l", "bogd", "-p", "budget=200"]
+# gamma given: the replay would estimate its own (gamma=auto), the stream keeps the learner's
+LEARNER_ARGS = ["-l", "bogd", "-p", "budget=200", "-p", "gamma=0.5"]
 LATENCY_TARGET_MS = 100.0  # p99 at 1k events/s
 RATIO_TARGET = 0.5  # stream drain rate / file replay rate
 REQUIRED_RATES = (1000, 5000)
