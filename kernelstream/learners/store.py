@@ -261,10 +261,6 @@ def eval_stores(stores: Sequence[SVStore], kernels: Sequence[Kernel], z: np.ndar
     return f, rows
 
 
-# Widths up to this use a reusable dense work vector (8 bytes a column) to scatter the query
-# row for the sparse–sparse dot; wider spaces use a merged index intersection (searchsorted),
-# so no allocation ever grows with the largest index (see benchmarks/sparse.py for timings).
-SCATTER_MAX_WIDTH = 1 << 17
 _MIN_GARBAGE = 4096  # non-zeros of released rows tolerated before compacting the pool
 
 
@@ -281,10 +277,19 @@ class SparseSVStore(_Coefficients):
     leave garbage that is compacted once it outgrows the live rows, so memory is O(total nnz
     of the SVs), never O(width). Queries may be :class:`SparseRow` (sparse–sparse) or dense
     rows (sparse–dense).
+
+    Columns are renumbered: the pool holds *local* column ids, given to the distinct columns
+    of the stored rows in order of arrival (``_glob`` maps them back; ``_cols`` / ``_loc``
+    are the known columns sorted, with their local ids). A query's non-zeros find their local
+    ids by one binary search each and are scattered into a work vector as long as the known
+    columns, so no work and no memory follows the largest index: a file whose indices are
+    renumbered up to 2^31 − 1 runs as fast as the original (issue 28). The products and the
+    order of every segment's sum are those of the global ids, so results do not change.
+    Compaction renumbers the live columns, so columns of removed rows are forgotten.
     """
 
-    __slots__ = ("_bounds", "_buf", "_garbage", "_ind", "_len", "_live", "_start", "_used",
-                 "_val")
+    __slots__ = ("_bounds", "_buf", "_cols", "_garbage", "_glob", "_ind", "_len", "_live",
+                 "_loc", "_nloc", "_start", "_used", "_val")
     _SLOT_ARRAYS = ("_start", "_len", "sqn", "a", "ids", "s")
 
     def __init__(self, dim: int, capacity: int = 16, nnz_capacity: int = 1024) -> None:
@@ -299,7 +304,11 @@ class SparseSVStore(_Coefficients):
         self._bounds: np.ndarray | None = None  # reduceat bounds, rebuilt after a mutation
         self._live = np.zeros(0, dtype=np.int64)  # slots with non-zeros, in pool order
         self._garbage = 0
-        self._buf = np.zeros(self.dim) if self.dim <= SCATTER_MAX_WIDTH else None
+        self._cols = np.zeros(0, dtype=np.int64)  # known global columns, sorted
+        self._loc = np.zeros(0, dtype=np.int64)  # their local ids
+        self._glob = np.zeros(16, dtype=np.int64)  # local id -> global column
+        self._nloc = 0  # local ids in use
+        self._buf = np.zeros(16)  # work vector over local ids (zeros between queries)
 
     # -- views -----------------------------------------------------------------------------
     @property
@@ -310,7 +319,7 @@ class SparseSVStore(_Coefficients):
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lens, out=indptr[1:])
         pos = self._positions(n)
-        return CSR(indptr, self._ind[pos], self._val[pos], self.dim)
+        return CSR(indptr, self._glob[self._ind[pos]], self._val[pos], self.dim)
 
     @property
     def nnz(self) -> int:
@@ -319,8 +328,9 @@ class SparseSVStore(_Coefficients):
     @property
     def nbytes(self) -> int:
         """Bytes held (pool, per-slot arrays, work vector)."""
-        per = (self.sqn, self.a, self.ids, self.s, self._start, self._len, self._ind, self._val)
-        return sum(v.nbytes for v in per) + (0 if self._buf is None else self._buf.nbytes)
+        per = (self.sqn, self.a, self.ids, self.s, self._start, self._len, self._ind, self._val,
+               self._cols, self._loc, self._glob, self._buf)
+        return sum(v.nbytes for v in per)
 
     def _positions(self, n: int) -> np.ndarray:
         """Pool positions of the first ``n`` slots' non-zeros, in slot order."""
@@ -335,7 +345,7 @@ class SparseSVStore(_Coefficients):
         """SV ``j`` as a :class:`SparseRow` (copies: the pool moves on compaction)."""
         a = int(self._start[j])
         b = a + int(self._len[j])
-        return SparseRow(self._ind[a:b].copy(), self._val[a:b].copy(), self.dim)
+        return SparseRow(self._glob[self._ind[a:b]], self._val[a:b].copy(), self.dim)
 
     # -- evaluation ----------------------------------------------------------------------------
     def _segments(self) -> tuple[np.ndarray, np.ndarray]:
@@ -351,25 +361,68 @@ class SparseSVStore(_Coefficients):
             self._bounds, self._live = b, live
         return self._bounds, self._live
 
+    def _local(self, zi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(local ids, which)``: the local ids of the known columns among ``zi`` and the
+        mask of those known (one binary search per non-zero, none over the width)."""
+        cols = self._cols
+        if not len(cols):
+            return np.zeros(0, dtype=np.int64), np.zeros(len(zi), dtype=bool)
+        pos = np.searchsorted(cols, zi)
+        np.minimum(pos, len(cols) - 1, out=pos)
+        hit = cols[pos] == zi
+        return self._loc[pos[hit]], hit
+
+    def _intern(self, zi: np.ndarray) -> np.ndarray:
+        """Local ids of the columns ``zi`` (sorted, distinct), new columns given new ids."""
+        loc, hit = self._local(zi)
+        if bool(hit.all()):
+            return loc
+        new = zi[~hit]
+        k, m = self._nloc, len(new)
+        if k + m > len(self._glob):
+            cap = max(2 * len(self._glob), k + m)
+            glob = np.zeros(cap, dtype=np.int64)
+            glob[:k] = self._glob[:k]
+            self._glob = glob
+            self._buf = np.zeros(cap)
+        ids = np.arange(k, k + m, dtype=np.int64)
+        self._glob[k:k + m] = new
+        self._nloc = k + m
+        at = np.searchsorted(self._cols, new)  # merged into the sorted columns
+        self._cols = np.insert(self._cols, at, new)
+        self._loc = np.insert(self._loc, at, ids)
+        out = np.empty(len(zi), dtype=np.int64)
+        out[hit] = loc
+        out[~hit] = ids
+        return out
+
+    def _renumber(self, glob_ind: np.ndarray) -> np.ndarray:
+        """Forget every column and give ``glob_ind``'s distinct columns local ids 0, 1, … in
+        sorted order; returns ``glob_ind`` in local ids (compaction and loads)."""
+        cols, local = np.unique(glob_ind, return_inverse=True)
+        k = len(cols)
+        self._cols = cols
+        self._loc = np.arange(k, dtype=np.int64)
+        self._glob = np.zeros(max(k, 16), dtype=np.int64)
+        self._glob[:k] = cols
+        self._nloc = k
+        self._buf = np.zeros(len(self._glob))
+        return local.astype(np.int64, copy=False).reshape(-1)
+
     def dots(self, z: SparseRow | np.ndarray) -> np.ndarray:
         """``⟨x_j, z⟩`` for every stored point."""
         u = self._used + 1  # the pool keeps a spare zero at the end: a segment may end at u - 1
         ind = self._ind[:u]
         if isinstance(z, SparseRow):
-            zi = z.indices
+            # scatter the query's known columns into the work vector over local ids (columns
+            # no stored row has contribute nothing)
+            loc, hit = self._local(z.indices)
             buf = self._buf
-            if buf is not None:  # scatter the query into the reusable width-d work vector
-                buf[zi] = z.values
-                prods = buf[ind]
-                buf[zi] = 0.0
-            elif len(zi):  # merged intersection: where each pool index sits in the query
-                pos = np.searchsorted(zi, ind)
-                np.minimum(pos, len(zi) - 1, out=pos)
-                prods = np.where(zi[pos] == ind, z.values[pos], 0.0)
-            else:
-                prods = np.zeros(u)
-        else:  # a dense query: gather its entries at the pool's indices
-            prods = z[ind]
+            buf[loc] = z.values[hit]
+            prods = buf[ind]
+            buf[loc] = 0.0
+        else:  # a dense query: gather its entries at the pool's columns
+            prods = z[self._glob[ind]]
         prods *= self._val[:u]
         bounds, live = self._segments()
         out = np.zeros(self.n)
@@ -400,15 +453,17 @@ class SparseSVStore(_Coefficients):
         if len(slots) > 1:
             np.cumsum(lens[:-1], out=starts[1:])
         pos = np.repeat(self._start[slots] - starts, lens) + np.arange(live, dtype=np.int64)
+        # the live columns only: those of released rows are forgotten
+        live_ind = self._renumber(self._glob[self._ind[pos]])
         nz = len(self._ind)
         if live + extra >= nz or live + extra < nz // 4:  # grow, or give memory back
             nz = max(2 * (live + extra), 16)
             ind, val = np.zeros(nz, np.int64), np.zeros(nz)
-            ind[:live] = self._ind[pos]
+            ind[:live] = live_ind
             val[:live] = self._val[pos]
             self._ind, self._val = ind, val
         else:
-            self._ind[:live] = self._ind[pos]
+            self._ind[:live] = live_ind
             self._val[:live] = self._val[pos]
             end = min(self._used + 1, nz)  # the old tail, and the spare zero, become zeros
             self._ind[live:end] = 0
@@ -436,7 +491,7 @@ class SparseSVStore(_Coefficients):
         if self._used + m >= len(self._ind):  # >=: one spare zero stays at the end
             self._compact(m)
         u = self._used
-        self._ind[u:u + m] = z.indices
+        self._ind[u:u + m] = self._intern(z.indices)
         self._val[u:u + m] = z.values
         self._bounds = None
         self._start[j] = u
@@ -485,7 +540,7 @@ class SparseSVStore(_Coefficients):
         m = P.nnz
         if m >= len(self._ind):
             self._ind, self._val = np.zeros(m + 1, np.int64), np.zeros(m + 1)
-        self._ind[:m] = P.indices
+        self._ind[:m] = self._renumber(P.indices)
         self._val[:m] = P.data
         lens = np.diff(P.indptr)
         self._bounds = None
