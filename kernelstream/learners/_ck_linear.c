@@ -1,12 +1,12 @@
 /* The primal form of the linear-kernel Perceptron, PA-I and OGD (kernelstream.learners._primal):
  * one weight vector w instead of support vectors, f(x) = scale * <w, x>.
  *
- * Dense rows use a dense w of width d. Sparse rows use a compact w over the columns seen so
- * far: an open-addressing hash table (keys: global column, slot: local id, linear probing,
- * load <= 1/2) maps a column to its entry of w, and cols maps a local id back to its column,
- * so no work and no memory follows the largest index. Every array is numpy's (the learner's
- * state); a table that could overflow on a row makes the call stop (run) or refuse (update)
- * before touching anything, and the Python side grows it (rehash) and calls again.
+ * Dense rows use a dense w of width d. Sparse rows keep w in an open-addressing hash table of
+ * (column, weight) entries (one float64 array of 2 * cap, linear probing, load <= 1/2, key -1:
+ * empty), so a non-zero costs one probe of one cache line and no work and no memory follows the
+ * largest index. Every array is numpy's (the learner's state); a table that could overflow on a
+ * row makes the call stop (run) or refuse (update) before touching anything, and the Python
+ * side grows it (rehash) and calls again.
  *
  * Numerical rules as _ckernels.c: sums are sequential in the row's order (no FMA contraction,
  * no reassociation), so the block driver and the per-example path agree bit for bit, and a
@@ -16,29 +16,53 @@
 
 #define KL_ABI 1
 enum { R_PERCEPTRON = 0, R_PA1 = 1, R_OGD_HINGE = 2, R_ADD = 3 };
-enum { I_TERMS = 0, I_NLOC = 1 };    /* ist: terms added (the dual's SV count), local ids */
+enum { I_TERMS = 0, I_NLOC = 1 };    /* ist: terms added (the dual's SV count), entries */
 enum { F_SCALE = 0, F_NORM2 = 1 };   /* fst: the weight's scale, ||f||^2 */
 #define RESCALE_BELOW 1e-150         /* fold a shrinking scale into w before it underflows */
 
 typedef struct {
-    double *w;
+    int64_t key; /* the column, -1: an empty entry */
+    double w;
+} Entry;
+
+typedef struct {
+    double *w; /* dense w (tab == NULL) */
     Py_ssize_t wlen;
-    int64_t *keys, *slot, *cols; /* keys == NULL: dense w */
-    Py_ssize_t cap;              /* table size, a power of two */
+    Entry *tab; /* sparse w */
+    Py_ssize_t cap; /* entries, a power of two */
     int bits;
 } Model;
 
+static inline int log2_of(Py_ssize_t cap) {
+    int bits = 0;
+    while (((Py_ssize_t)1 << bits) < cap) bits++;
+    return bits;
+}
+
+static inline Py_ssize_t home(const Model *m, int64_t k) {
+    return (Py_ssize_t)(((uint64_t)k * 0x9E3779B97F4A7C15ULL) >> (64 - m->bits));
+}
+
+/* Ask for the home entry of the non-zero PREFETCH places ahead (the table outgrows the
+ * caches on text: a probe is a cache miss, and a row's probes are independent). */
+#define PREFETCH 8
+#if defined(__GNUC__)
+#define KL_PREFETCH(m, idx, i, n) \
+    do { if ((i) + PREFETCH < (n)) __builtin_prefetch(&(m)->tab[home((m), (idx)[(i) + PREFETCH])]); } while (0)
+#else
+#define KL_PREFETCH(m, idx, i, n) ((void)0)
+#endif
+
 static inline Py_ssize_t probe(const Model *m, int64_t k) {
-    uint64_t h = ((uint64_t)k * 0x9E3779B97F4A7C15ULL) >> (64 - m->bits);
-    Py_ssize_t mask = m->cap - 1, p = (Py_ssize_t)h;
-    while (m->keys[p] != k && m->keys[p] != -1) p = (p + 1) & mask;
+    Py_ssize_t mask = m->cap - 1, p = home(m, k);
+    while (m->tab[p].key != k && m->tab[p].key != -1) p = (p + 1) & mask;
     return p;
 }
 
 /* <w, x> of a sparse row (columns no update has touched add nothing) or a dense one. */
 static inline double dot_w(const Model *m, const int64_t *idx, const double *v, Py_ssize_t n) {
     double s = 0.0;
-    if (m->keys == NULL) {
+    if (m->tab == NULL) {
         if (idx == NULL)
             for (Py_ssize_t i = 0; i < n; i++) s += m->w[i] * v[i];
         else
@@ -46,16 +70,17 @@ static inline double dot_w(const Model *m, const int64_t *idx, const double *v, 
         return s;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t p = probe(m, idx[i]);
-        if (m->keys[p] != -1) s += m->w[m->slot[p]] * v[i];
+        KL_PREFETCH(m, idx, i, n);
+        const Entry *e = &m->tab[probe(m, idx[i])];
+        if (e->key != -1) s += e->w * v[i];
     }
     return s;
 }
 
-/* w += c * x, new columns given the next local ids (room checked by the caller). */
+/* w += c * x, new columns given new entries (room checked by the caller). */
 static inline void axpy_w(Model *m, int64_t *ist, const int64_t *idx, const double *v,
                           Py_ssize_t n, double c) {
-    if (m->keys == NULL) {
+    if (m->tab == NULL) {
         if (idx == NULL)
             for (Py_ssize_t i = 0; i < n; i++) m->w[i] += c * v[i];
         else
@@ -63,20 +88,19 @@ static inline void axpy_w(Model *m, int64_t *ist, const int64_t *idx, const doub
         return;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t p = probe(m, idx[i]);
-        if (m->keys[p] == -1) {
-            int64_t j = ist[I_NLOC]++;
-            m->keys[p] = idx[i];
-            m->slot[p] = j;
-            m->cols[j] = idx[i];
-            m->w[j] = 0.0;
+        KL_PREFETCH(m, idx, i, n);
+        Entry *e = &m->tab[probe(m, idx[i])];
+        if (e->key == -1) {
+            ist[I_NLOC]++;
+            e->key = idx[i];
+            e->w = 0.0;
         }
-        m->w[m->slot[p]] += c * v[i];
+        e->w += c * v[i];
     }
 }
 
 static inline int room(const Model *m, const int64_t *ist, Py_ssize_t n) {
-    return m->keys == NULL || 2 * (ist[I_NLOC] + n) <= m->cap;
+    return m->tab == NULL || 2 * (ist[I_NLOC] + n) <= m->cap;
 }
 
 /* One round's update (the learners' _update, in their modules' words); 1 if it added a term. */
@@ -102,8 +126,10 @@ static inline int update_row(Model *m, int rule, const double *prm, int64_t *ist
             fst[F_SCALE] *= shrink;
             fst[F_NORM2] *= shrink * shrink;
             if (fst[F_SCALE] < RESCALE_BELOW) {
-                Py_ssize_t len = m->keys == NULL ? m->wlen : ist[I_NLOC];
-                for (Py_ssize_t j = 0; j < len; j++) m->w[j] *= fst[F_SCALE];
+                if (m->tab == NULL)
+                    for (Py_ssize_t j = 0; j < m->wlen; j++) m->w[j] *= fst[F_SCALE];
+                else /* empty entries hold 0 */
+                    for (Py_ssize_t j = 0; j < m->cap; j++) m->tab[j].w *= fst[F_SCALE];
                 fst[F_SCALE] = 1.0;
             }
         }
@@ -121,84 +147,86 @@ static inline int update_row(Model *m, int rule, const double *prm, int64_t *ist
     return 1;
 }
 
-/* The model's buffers from b[first..first+3] (w, keys, slot, cols); keys empty: dense. */
+/* The model from its buffers: a dense w (b[0]) or a table (b[1], 2 * cap float64). */
 static int take_model(Buf *b, Model *m) {
-    m->w = b[0].view.buf;
-    m->wlen = n_items(&b[0]);
-    m->cap = n_items(&b[1]);
-    if (m->cap == 0) {
-        m->keys = m->slot = m->cols = NULL;
+    m->tab = NULL;
+    m->w = NULL;
+    m->wlen = m->cap = 0;
+    if (b[0].held) {
+        m->w = b[0].view.buf;
+        m->wlen = n_items(&b[0]);
         return 0;
     }
-    if ((m->cap & (m->cap - 1)) != 0 || n_items(&b[2]) != m->cap || 2 * m->wlen < m->cap
-        || 2 * n_items(&b[3]) < m->cap) {
-        PyErr_SetString(PyExc_ValueError, "_ck_linear: bad table sizes");
+    m->cap = n_items(&b[1]) / 2;
+    if (!b[1].held || m->cap < 2 || (m->cap & (m->cap - 1)) != 0) {
+        PyErr_SetString(PyExc_ValueError, "_ck_linear: bad table size");
         return -1;
     }
-    m->keys = b[1].view.buf;
-    m->slot = b[2].view.buf;
-    m->cols = b[3].view.buf;
-    m->bits = 0;
-    while (((Py_ssize_t)1 << m->bits) < m->cap) m->bits++;
-    if (m->bits == 0) m->bits = 1; /* a shift by 64 is undefined; cap >= 2 anyway */
+    m->tab = (Entry *)b[1].view.buf;
+    m->bits = log2_of(m->cap);
     return 0;
 }
 
-KS_ENTRY(score, 5, 7) {
-    /* score(w, keys, slot, idx, vals) -> <w, x> (idx None: a dense row) */
-    if (get_bufs(args, b, "D0 w, Q1 keys, Q2 slot, Q1 cols, q3? idx, d4 vals") < 0) return NULL;
+KS_ENTRY(score, 4, 4) {
+    /* score(w, tab, idx, vals) -> <w, x>: a dense w (tab None) or a table (w None); idx None:
+     * a dense row */
+    if (get_bufs(args, b, "D0? w, D1? tab, q2? idx, d3 vals") < 0) return NULL;
     Model m;
     if (take_model(b, &m) < 0) return NULL;
-    const int64_t *idx = b[4].held ? b[4].view.buf : NULL;
-    Py_ssize_t n = n_items(&b[5]);
-    if (idx == NULL && m.keys == NULL && n != m.wlen) {
-        PyErr_SetString(PyExc_ValueError, "_ck_linear.score: row and w differ in width");
+    const int64_t *idx = b[2].held ? b[2].view.buf : NULL;
+    Py_ssize_t n = n_items(&b[3]);
+    if ((idx == NULL) != (m.tab == NULL) || (idx == NULL && n != m.wlen)) {
+        PyErr_SetString(PyExc_ValueError, "_ck_linear.score: row and w do not match");
         return NULL;
     }
-    return PyFloat_FromDouble(dot_w(&m, idx, b[5].view.buf, n));
+    return PyFloat_FromDouble(dot_w(&m, idx, b[3].view.buf, n));
 }
 
-KS_ENTRY(update, 12, 11) {
-    /* update(rule, prm, ist, fst, w, keys, slot, cols, idx, vals, y, f) -> 1 (a term added),
-     * 0 (no update), -1 (the table has no room for the row: nothing changed) */
-    if (get_bufs(args, b, "d1 prm, Q2 ist, D3 fst, D4 w, Q5 keys, Q6 slot, Q7 cols, q8? idx, "
-                          "d9 vals") < 0)
+KS_ENTRY(update, 10, 8) {
+    /* update(rule, prm, ist, fst, w, tab, idx, vals, y, f) -> 1 (a term added), 0 (no
+     * update), -1 (the table has no room for the row: nothing changed) */
+    if (get_bufs(args, b, "D4? w, D5? tab, d1 prm, Q2 ist, D3 fst, q6? idx, d7 vals") < 0)
         return NULL;
     Model m;
-    if (take_model(b + 3, &m) < 0) return NULL;
+    if (take_model(b, &m) < 0) return NULL;
     int rule = (int)PyLong_AsLong(args[0]);
-    double y = PyFloat_AsDouble(args[10]), f = PyFloat_AsDouble(args[11]);
+    double y = PyFloat_AsDouble(args[8]), f = PyFloat_AsDouble(args[9]);
     if (PyErr_Occurred()) return NULL;
-    const int64_t *idx = b[7].held ? b[7].view.buf : NULL;
-    Py_ssize_t n = n_items(&b[8]);
-    int64_t *ist = b[1].view.buf;
+    const int64_t *idx = b[5].held ? b[5].view.buf : NULL;
+    Py_ssize_t n = n_items(&b[6]);
+    if ((idx == NULL) != (m.tab == NULL) || (idx == NULL && n != m.wlen)) {
+        PyErr_SetString(PyExc_ValueError, "_ck_linear.update: row and w do not match");
+        return NULL;
+    }
+    int64_t *ist = b[3].view.buf;
     if (!room(&m, ist, n)) return PyLong_FromLong(-1);
-    return PyLong_FromLong(update_row(&m, rule, b[0].view.buf, ist, b[2].view.buf, idx,
-                                      b[8].view.buf, n, y, f));
+    return PyLong_FromLong(update_row(&m, rule, b[2].view.buf, ist, b[4].view.buf, idx,
+                                      b[6].view.buf, n, y, f));
 }
 
-KS_ENTRY(run, 15, 15) {
-    /* run(rule, prm, ist, fst, w, keys, slot, cols, indptr, indices, data, y, start, out, nsv)
-     * -> stop: test-then-train over rows start.. of a block (indptr None: data is a dense
-     * C-ordered block of rows as wide as w); out[i] = row i's score, nsv[i] (or None) the
-     * terms after it. Stops before a row the table has no room for (or at the end). */
-    if (get_bufs(args, b, "d1 prm, Q2 ist, D3 fst, D4 w, Q5 keys, Q6 slot, Q7 cols, "
-                          "q8? indptr, q9? indices, d10 data, d11 y, D13 out, Q14? nsv") < 0)
+KS_ENTRY(run, 13, 11) {
+    /* run(rule, prm, ist, fst, w, tab, indptr, indices, data, y, start, out, nsv) -> stop:
+     * test-then-train over rows start.. of a block (indptr None: data is a dense C-ordered
+     * block of rows as wide as w); out[i] = row i's score, nsv[i] (or None) the terms after
+     * it. Stops before a row the table has no room for (or at the end). */
+    if (get_bufs(args, b, "D4? w, D5? tab, d1 prm, Q2 ist, D3 fst, q6? indptr, q7? indices, "
+                          "d8 data, d9 y, D11 out, Q12? nsv") < 0)
         return NULL;
     Model m;
-    if (take_model(b + 3, &m) < 0) return NULL;
+    if (take_model(b, &m) < 0) return NULL;
     int rule = (int)PyLong_AsLong(args[0]);
-    Py_ssize_t start = PyLong_AsSsize_t(args[12]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[10]);
     if (PyErr_Occurred()) return NULL;
-    const double *prm = b[0].view.buf, *data = b[9].view.buf, *yv = b[10].view.buf;
-    int64_t *ist = b[1].view.buf, *nsv = b[12].held ? b[12].view.buf : NULL;
-    double *fst = b[2].view.buf, *out = b[11].view.buf;
-    const int64_t *indptr = b[7].held ? b[7].view.buf : NULL;
-    const int64_t *indices = b[8].held ? b[8].view.buf : NULL;
-    Py_ssize_t rows = n_items(&b[10]), i = start;
-    if (n_items(&b[11]) < rows || (nsv != NULL && n_items(&b[12]) < rows)
-        || (indptr != NULL && (indices == NULL || n_items(&b[7]) != rows + 1))
-        || (indptr == NULL && (m.keys != NULL || n_items(&b[9]) != rows * m.wlen))) {
+    const double *prm = b[2].view.buf, *data = b[7].view.buf, *yv = b[8].view.buf;
+    int64_t *ist = b[3].view.buf, *nsv = b[10].held ? b[10].view.buf : NULL;
+    double *fst = b[4].view.buf, *out = b[9].view.buf;
+    const int64_t *indptr = b[5].held ? b[5].view.buf : NULL;
+    const int64_t *indices = b[6].held ? b[6].view.buf : NULL;
+    Py_ssize_t rows = n_items(&b[8]), i = start;
+    if (n_items(&b[9]) < rows || (nsv != NULL && n_items(&b[10]) < rows) || start < 0
+        || (indptr != NULL && (m.tab == NULL || indices == NULL || n_items(&b[5]) != rows + 1
+                               || indptr[rows] > n_items(&b[6]) || indptr[rows] > n_items(&b[7])))
+        || (indptr == NULL && (m.tab != NULL || n_items(&b[7]) != rows * m.wlen))) {
         PyErr_SetString(PyExc_ValueError, "_ck_linear.run: bad block");
         return NULL;
     }
@@ -225,33 +253,39 @@ KS_ENTRY(run, 15, 15) {
     return PyLong_FromSsize_t(i);
 }
 
-KS_ENTRY(rehash, 4, 3) {
-    /* rehash(keys, slot, cols, nloc): fill an empty table (keys all -1) with cols[:nloc] */
-    if (get_bufs(args, b, "Q0 keys, Q1 slot, q2 cols") < 0) return NULL;
-    Py_ssize_t nloc = PyLong_AsSsize_t(args[3]);
-    if (PyErr_Occurred()) return NULL;
-    Model m = {.keys = b[0].view.buf, .slot = b[1].view.buf, .cap = n_items(&b[0])};
-    m.bits = 0;
-    while (((Py_ssize_t)1 << m.bits) < m.cap) m.bits++;
-    if (m.cap < 2 || (m.cap & (m.cap - 1)) != 0 || 2 * nloc > m.cap || n_items(&b[2]) < nloc) {
-        PyErr_SetString(PyExc_ValueError, "_ck_linear.rehash: bad table sizes");
+KS_ENTRY(insert, 3, 3) {
+    /* insert(tab, cols, w): put the distinct columns cols with weights w into an empty table
+     * (every key -1) with room for them (load <= 1/2) */
+    if (get_bufs(args, b, "D0 tab, q1 cols, d2 w") < 0) return NULL;
+    Model m;
+    m.tab = (Entry *)b[0].view.buf;
+    m.cap = n_items(&b[0]) / 2;
+    Py_ssize_t n = n_items(&b[1]);
+    if (m.cap < 2 || (m.cap & (m.cap - 1)) != 0 || 2 * n > m.cap || n_items(&b[2]) != n) {
+        PyErr_SetString(PyExc_ValueError, "_ck_linear.insert: bad table sizes");
         return NULL;
     }
-    const int64_t *cols = b[2].view.buf;
-    for (Py_ssize_t j = 0; j < nloc; j++) {
-        Py_ssize_t p = probe(&m, cols[j]);
-        m.keys[p] = cols[j];
-        m.slot[p] = j;
+    m.bits = log2_of(m.cap);
+    const int64_t *cols = b[1].view.buf;
+    const double *w = b[2].view.buf;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        Entry *e = &m.tab[probe(&m, cols[j])];
+        if (e->key != -1) {
+            PyErr_SetString(PyExc_ValueError, "_ck_linear.insert: a repeated column");
+            return NULL;
+        }
+        e->key = cols[j];
+        e->w = w[j];
     }
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    KS_METHOD(score, "score(w, keys, slot, idx, vals) -> <w, x>"),
-    KS_METHOD(update, "update(rule, prm, ist, fst, w, keys, slot, cols, idx, vals, y, f) -> int"),
-    KS_METHOD(run, "run(rule, prm, ist, fst, w, keys, slot, cols, indptr, indices, data, y, "
-                   "start, out, nsv) -> stop"),
-    KS_METHOD(rehash, "rehash(keys, slot, cols, nloc)"),
+    KS_METHOD(score, "score(w, tab, idx, vals) -> <w, x>"),
+    KS_METHOD(update, "update(rule, prm, ist, fst, w, tab, idx, vals, y, f) -> int"),
+    KS_METHOD(run, "run(rule, prm, ist, fst, w, tab, indptr, indices, data, y, start, out, "
+                   "nsv) -> stop"),
+    KS_METHOD(insert, "insert(tab, cols, w)"),
     {NULL, NULL, 0, NULL}};
 
 KS_MODULE(_ck_linear, "The primal linear learners' weight vector and block driver.", KL_ABI)

@@ -12,14 +12,14 @@ another order; ``tests/learners/test_primal_linear.py`` checks it for the three 
 and sparse), and exact wherever the dual form is exact: a Perceptron on integer data holds
 integers either way.
 
-Dense rows use a dense ``w`` of width ``d``. Sparse rows use a compact ``w`` over the columns
-seen so far, found through an open-addressing hash table (:mod:`_ck_linear`), so neither time
-nor memory follows the largest index. OGD's shrink ``(1 − ηλ)`` multiplies a ``scale`` beside
+Dense rows use a dense ``w`` of width ``d``. Sparse rows keep ``w`` over the columns seen so
+far in an open-addressing hash table of (column, weight) entries (``_ck_linear.c``), so neither
+time nor memory follows the largest index. OGD's shrink ``(1 − ηλ)`` multiplies a ``scale`` beside
 ``w`` (``f = scale · wᵀx``), one multiplication per round instead of one per weight.
 
 :attr:`n_support_vectors` still counts the terms the dual form would hold (the updates), so
 per-row reports are unchanged. The state is versioned numpy data (``lin.*``: the weights, the
-sparse columns in local order, the counters); a dual state (``sv.*``, e.g. saved before this
+sparse columns in increasing order, the counters); a dual state (``sv.*``, e.g. saved before this
 form existed) loads into the primal form by summing its expansion.
 """
 
@@ -39,7 +39,7 @@ lk: Any = compiled._load_ext("_ck_linear", LINEAR_ABI)  # Any: as compiled.ck
 
 #: the compiled rules (_ck_linear.c): the update of each learner, and "add a given term"
 R_PERCEPTRON, R_PA1, R_OGD_HINGE, R_ADD = 0, 1, 2, 3
-_EMPTY = np.zeros(0, dtype=np.int64)
+_MIN_TABLE = 16  # entries of a new sparse table
 
 
 class _Terms:
@@ -91,33 +91,54 @@ class LinearPrimal(KernelLearner):
             rule, prm = self._primal_rule()
             self._lin_rule = rule
             self._lin_prm = np.array(prm + [0.0] * (2 - len(prm)), dtype=np.float64)
-            self._lin_ist = np.zeros(2, dtype=np.int64)  # terms added, local columns in use
+            self._lin_ist = np.zeros(2, dtype=np.int64)  # terms added, sparse columns held
             self._lin_fst = np.array([1.0, 0.0])  # scale, ‖f‖²
             self.sv = cast(AnyStore, _Terms(self._lin_ist))
+            # dense w, or the sparse table: (column, weight) entries, float64 pairs
+            self._lin_w: np.ndarray | None = None if self.sparse else np.zeros(d)
+            self._lin_tab: np.ndarray | None = None
             if self.sparse:
-                self._lin_w = np.zeros(8)
-                self._lin_cols = np.zeros(8, dtype=np.int64)
-                self._lin_keys = np.full(16, -1, dtype=np.int64)
-                self._lin_slot = np.zeros(16, dtype=np.int64)
-            else:
-                self._lin_w = np.zeros(d)
-                self._lin_cols = self._lin_keys = self._lin_slot = _EMPTY
+                self._lin_table(np.zeros(0, dtype=np.int64), np.zeros(0), 0)
 
     # -- the weight vector -----------------------------------------------------------------
-    def _lin_grow(self, more: int) -> None:
-        """Room for ``more`` new columns (table load ≤ 1/2): a larger table, rehashed."""
-        k = int(self._lin_ist[1])
-        cap = len(self._lin_keys)
-        while 2 * (k + more) > cap:
+    def _lin_table(self, cols: np.ndarray, w: np.ndarray, more: int,
+                   cap: int = _MIN_TABLE) -> None:
+        """A new sparse table of at least ``cap`` entries holding ``cols`` / ``w`` with room
+        for ``more`` new columns (load ≤ 1/2 after them)."""
+        while 2 * (len(cols) + more) > cap:
             cap *= 2
-        w = np.zeros(cap // 2)
-        w[:k] = self._lin_w[:k]
-        cols = np.zeros(cap // 2, dtype=np.int64)
-        cols[:k] = self._lin_cols[:k]
-        self._lin_w, self._lin_cols = w, cols
-        self._lin_keys = np.full(cap, -1, dtype=np.int64)
-        self._lin_slot = np.zeros(cap, dtype=np.int64)
-        lk.rehash(self._lin_keys, self._lin_slot, self._lin_cols, k)
+        tab = np.zeros(2 * cap)
+        tab.view(np.int64)[0::2] = -1  # every key empty
+        lk.insert(tab, cols, w)
+        self._lin_tab = tab
+        self._lin_ist[1] = len(cols)
+
+    def _lin_entries(self, ordered: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """``(columns, weights)`` of the sparse table (copies), by increasing column when
+        ``ordered`` (a table's order changes no result, only its state's bytes)."""
+        assert self._lin_tab is not None
+        keys = self._lin_tab.view(np.int64)[0::2]
+        live = np.flatnonzero(keys != -1)
+        cols, w = keys[live], self._lin_tab[1::2][live]
+        if not ordered:
+            return cols, w
+        order = np.argsort(cols, kind="stable")
+        return cols[order], w[order]
+
+    def _lin_grow(self, more: int) -> None:
+        """Room for ``more`` new columns: a table twice as large (or more), rehashed."""
+        assert self._lin_tab is not None
+        cols, w = self._lin_entries(ordered=False)
+        self._lin_table(cols, w, more, len(self._lin_tab))  # twice the entries at least
+
+    def _lin_rescale(self) -> None:
+        """Fold the scale into the weights (before it underflows)."""
+        if self._lin_w is not None:
+            self._lin_w *= self._lin_fst[0]
+        else:
+            assert self._lin_tab is not None
+            self._lin_tab[1::2] *= self._lin_fst[0]  # empty entries hold 0
+        self._lin_fst[0] = 1.0
 
     def _lin_row(self, x: Any) -> tuple[np.ndarray | None, np.ndarray]:
         """``(columns or None, values)`` of a row as the compiled calls take it."""
@@ -135,17 +156,17 @@ class LinearPrimal(KernelLearner):
         scale folded in; raises ``AttributeError`` in the dual form."""
         if not getattr(self, "_primal", False):
             raise AttributeError(f"{self.name}: no weight vector (dual form)")
-        k = int(self._lin_ist[1])
-        w = self._lin_w[:k] if self.sparse else self._lin_w
-        return (self._lin_cols[:k].copy() if self.sparse else None), w * self._lin_fst[0]
+        if self._lin_w is not None:
+            return None, self._lin_w * self._lin_fst[0]
+        cols, w = self._lin_entries()
+        return cols, w * self._lin_fst[0]
 
     # -- rounds ------------------------------------------------------------------------------
     def _score(self, x: Any, xx: float) -> tuple[float, Any]:
         if not self._primal:
             return super()._score(x, xx)
         idx, vals = self._lin_row(x)
-        keys = self._lin_keys
-        return lk.score(self._lin_w, keys, self._lin_slot, idx, vals) * self._lin_fst[0], None
+        return lk.score(self._lin_w, self._lin_tab, idx, vals) * self._lin_fst[0], None
 
     def _primal_update(self, x: Any, y: float, score: float, rule: int | None = None,
                        prm: np.ndarray | None = None) -> None:
@@ -153,8 +174,7 @@ class LinearPrimal(KernelLearner):
         idx, vals = self._lin_row(x)
         args = (self._lin_rule if rule is None else rule,
                 self._lin_prm if prm is None else prm, self._lin_ist, self._lin_fst)
-        while lk.update(*args, self._lin_w, self._lin_keys, self._lin_slot, self._lin_cols,
-                        idx, vals, y, score) < 0:
+        while lk.update(*args, self._lin_w, self._lin_tab, idx, vals, y, score) < 0:
             self._lin_grow(len(vals))
 
     def _lin_run(self, indptr: np.ndarray | None, indices: np.ndarray | None,
@@ -165,8 +185,7 @@ class LinearPrimal(KernelLearner):
         i, rows = 0, len(yv)
         while True:
             i = lk.run(self._lin_rule, self._lin_prm, self._lin_ist, self._lin_fst, self._lin_w,
-                       self._lin_keys, self._lin_slot, self._lin_cols, indptr, indices, data, yv,
-                       i, out, nsv)
+                       self._lin_tab, indptr, indices, data, yv, i, out, nsv)
             if i >= rows:
                 break
             assert indptr is not None  # only a sparse row can need a larger table
@@ -204,13 +223,11 @@ class LinearPrimal(KernelLearner):
     def _get_state(self) -> dict[str, np.ndarray]:
         if not self._primal:
             return super()._get_state()
-        k = int(self._lin_ist[1])
         st = {"lin.counts": self._lin_ist.copy(), "lin.f": self._lin_fst.copy()}
-        if self.sparse:
-            st["lin.cols"] = self._lin_cols[:k].copy()
-            st["lin.w"] = self._lin_w[:k].copy()
-        else:
+        if self._lin_w is not None:
             st["lin.w"] = self._lin_w.copy()
+        else:
+            st["lin.cols"], st["lin.w"] = self._lin_entries()
         return st
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
@@ -230,16 +247,15 @@ class LinearPrimal(KernelLearner):
                                  f"not ({self.dim},)")
             self._lin_w = w.copy()
             return
-        cols = np.asarray(state["lin.cols"], dtype=np.int64)
+        cols = np.ascontiguousarray(state["lin.cols"], dtype=np.int64)
         k = len(cols)
         if len(w) != k or int(self._lin_ist[1]) != k:
             raise ValueError(f"{self.name}: state's sparse weights are inconsistent")
-        self._lin_ist[1] = 0
-        self._lin_grow(k)
-        self._lin_w[:k] = w
-        self._lin_cols[:k] = cols
-        self._lin_ist[1] = k
-        lk.rehash(self._lin_keys, self._lin_slot, self._lin_cols, k)
+        if k and (int(cols[0]) < 0 or int(cols[-1]) >= self.dim
+                  or not bool(np.all(cols[1:] > cols[:-1]))):
+            raise ValueError(f"{self.name}: state's sparse columns must be increasing, "
+                             f"in [0, {self.dim})")
+        self._lin_table(cols, np.ascontiguousarray(w), 0)
 
     def _lin_from_dual(self, state: dict[str, np.ndarray]) -> None:
         assert self.dim is not None

@@ -106,8 +106,7 @@ class OGD(ShrinkParams, LinearPrimal):
             fst[0] *= shrink
             fst[1] *= shrink * shrink
             if fst[0] < 1e-150:  # fold the scale into w before it underflows
-                self._lin_w *= fst[0]
-                fst[0] = 1.0
+                self._lin_rescale()
         g = self._deriv(score, y)
         if g != 0.0:
             self._lin_prm[0] = -self.eta * g
