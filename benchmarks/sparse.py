@@ -531,7 +531,8 @@ def _mib(b: float) -> str:
 
 def render(res: dict[str, Any]) -> list[str]:
     B = res["budget"]
-    lines = [f"# Sparse rows: BOGD, BPA-S, NOGD, SkeGD at B={B}", "",
+    lines = [f"# Sparse rows: BOGD, BPA-S, NOGD, SkeGD at B={B}; renumbered columns; linear "
+             "models on text", "",
              _common.generated_line("sparse.py", res["generated"],
                                     f"{res['minutes']:.1f} min; {res['machine']}"), ""]
     lines += ["## Sparse sets (CSR rows, one subprocess per run)", "",
