@@ -58,10 +58,20 @@ def test_primal_equals_dual_up_to_round_off(name: str, params: dict[str, Any], r
     one = make(name, kernel="linear", **params)
     loop = [one.step(Z[i:i + 1] if isinstance(Z, CSR) else Z[i], y[i]) for i in range(len(y))]
     assert np.array_equal(np.array(loop), sp)
-    # the sparse table follows the columns seen, never the width
-    if rows != "dense":
-        cols, w = p.weights
-        assert cols is not None and len(p._lin_tab) <= 8 * max(len(cols), 8)
+    # w is the dual's expansion Σ a_j x_j; the sparse table follows the columns seen
+    cols, w = p.weights
+    pts, coef = d.sv.points, d.sv.coef
+    if isinstance(pts, CSR):
+        owner = np.repeat(np.arange(pts.n_rows), np.diff(pts.indptr))
+        want_cols, inv = np.unique(pts.indices, return_inverse=True)
+        want = np.zeros(len(want_cols))
+        np.add.at(want, inv, coef[owner] * pts.data)
+        assert cols is not None and np.array_equal(cols, want_cols)
+        assert len(p._lin_tab) <= 8 * max(len(cols), 8)
+    else:
+        want = coef @ pts
+        assert cols is None
+    np.testing.assert_allclose(w, want, rtol=1e-9, atol=1e-12 * float(np.max(np.abs(want))))
 
 
 @pytest.mark.parametrize("name", ["perceptron", "ogd"])
