@@ -31,7 +31,7 @@ import numpy as np
 
 from kernelstream.learners import compiled
 from kernelstream.learners._kernel_learner import KernelLearner
-from kernelstream.learners.store import AnyStore, store_from_state
+from kernelstream.learners.store import AnyStore, make_store, store_from_state
 from kernelstream.sparse import CSR, SparseRow
 
 LINEAR_ABI = 1  # the _ck_linear.c interface this module calls (its KL_ABI)
@@ -231,10 +231,13 @@ class LinearPrimal(KernelLearner):
         return st
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
-        if not self._primal:
-            super()._set_state(state)
-            return
         assert self.dim is not None  # for mypy: set_state fixes it first
+        if not self._primal:
+            if "lin.w" in state:  # a primal state in the dual form (no compiled module)
+                self._dual_from_lin(state)
+            else:
+                super()._set_state(state)
+            return
         if "lin.w" not in state:  # a dual state: sum its expansion into w
             self._lin_from_dual(state)
             return
@@ -256,6 +259,19 @@ class LinearPrimal(KernelLearner):
             raise ValueError(f"{self.name}: state's sparse columns must be increasing, "
                              f"in [0, {self.dim})")
         self._lin_table(cols, np.ascontiguousarray(w), 0)
+
+    def _dual_from_lin(self, state: dict[str, np.ndarray]) -> None:
+        """The dual form of a primal state: one support vector ``w`` with coefficient
+        ``scale`` (the same function; #SV is then 1)."""
+        assert self.dim is not None
+        self.sv = make_store(self.dim, (self.memory_bound() or 16) + 1, self.sparse)
+        w = np.ascontiguousarray(state["lin.w"], dtype=np.float64)
+        x: Any = (SparseRow(np.asarray(state["lin.cols"], dtype=np.int64), w, self.dim)
+                  if self.sparse else w)
+        scale, norm2 = (float(v) for v in state["lin.f"])
+        self.sv.append(x, float(w @ w), scale, id_=0, s=0)
+        self.sv.norm2 = norm2
+        self._compiled_setup()
 
     def _lin_from_dual(self, state: dict[str, np.ndarray]) -> None:
         assert self.dim is not None

@@ -121,6 +121,24 @@ def test_state_round_trip_and_dual_states(name: str, params: dict[str, Any], row
                                atol=1e-9 * float(np.max(np.abs(dual_rest))))
 
 
+@pytest.mark.parametrize("rows", ["sparse", "dense"])
+def test_primal_state_loads_into_the_dual_form(rows: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build without the compiled module (dual form) still loads a primal state: one
+    support vector w, the same function."""
+    X, y = _rcv1()
+    Z: Any = X if rows == "sparse" else X.to_dense()
+    m = make("pa-i", kernel="linear")
+    m.predict_learn_many(Z[:60], y[:60])
+    st = m.get_state()
+    probe = [m.predict_one(Z[i:i + 1] if rows == "sparse" else Z[i]) for i in range(60, 80)]
+    monkeypatch.setattr(LinearPrimal, "primal_linear", False)
+    d = Learner.from_state(st)
+    assert not d._primal and d.sv.n == 1
+    got = [d.predict_one(Z[i:i + 1] if rows == "sparse" else Z[i]) for i in range(60, 80)]
+    np.testing.assert_allclose(got, probe, rtol=1e-9, atol=1e-12)
+
+
 def test_subclass_changing_the_update_keeps_the_dual_form() -> None:
     from kernelstream.learners.perceptron import Perceptron
 
