@@ -280,12 +280,90 @@ KS_ENTRY(insert, 3, 3) {
     Py_RETURN_NONE;
 }
 
+/* ---- the column index of the sparse support-vector store (store.SparseSVStore) -----------
+ * global column -> local id, in an open-addressing table of (key, id) int64 pairs (2 * cap,
+ * key -1: empty, load <= 1/2): a lookup or an insertion costs the row's non-zeros. */
+
+typedef struct {
+    int64_t key, id;
+} Col;
+
+static inline Py_ssize_t col_probe(const Col *t, Py_ssize_t cap, int bits, int64_t k) {
+    Py_ssize_t mask = cap - 1;
+    Py_ssize_t p = (Py_ssize_t)(((uint64_t)k * 0x9E3779B97F4A7C15ULL) >> (64 - bits));
+    while (t[p].key != k && t[p].key != -1) p = (p + 1) & mask;
+    return p;
+}
+
+static int col_table(Buf *b, Col **t, Py_ssize_t *cap, int *bits) {
+    *cap = n_items(b) / 2;
+    if (*cap < 2 || (*cap & (*cap - 1)) != 0) {
+        PyErr_SetString(PyExc_ValueError, "_ck_linear: bad column table size");
+        return -1;
+    }
+    *t = (Col *)b->view.buf;
+    *bits = log2_of(*cap);
+    return 0;
+}
+
+KS_ENTRY(col_find, 3, 3) {
+    /* col_find(tab, cols, out) -> found: out[i] = the local id of cols[i], or -1 */
+    if (get_bufs(args, b, "q0 tab, q1 cols, Q2 out") < 0) return NULL;
+    Col *t;
+    Py_ssize_t cap, n = n_items(&b[1]), found = 0;
+    int bits;
+    if (col_table(&b[0], &t, &cap, &bits) < 0) return NULL;
+    if (n_items(&b[2]) < n) {
+        PyErr_SetString(PyExc_ValueError, "_ck_linear.col_find: out is too short");
+        return NULL;
+    }
+    const int64_t *cols = b[1].view.buf;
+    int64_t *out = b[2].view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Col *c = &t[col_probe(t, cap, bits, cols[i])];
+        out[i] = c->key == -1 ? -1 : c->id;
+        found += c->key != -1;
+    }
+    return PyLong_FromSsize_t(found);
+}
+
+KS_ENTRY(col_intern, 4, 3) {
+    /* col_intern(tab, cols, out, next) -> next': out[i] = the local id of cols[i], new columns
+     * given next, next + 1, ... in order; -1 (nothing changed) if the table might overflow */
+    if (get_bufs(args, b, "Q0 tab, q1 cols, Q2 out") < 0) return NULL;
+    Col *t;
+    Py_ssize_t cap, n = n_items(&b[1]);
+    int bits;
+    if (col_table(&b[0], &t, &cap, &bits) < 0) return NULL;
+    int64_t next = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    if (n_items(&b[2]) < n) {
+        PyErr_SetString(PyExc_ValueError, "_ck_linear.col_intern: out is too short");
+        return NULL;
+    }
+    const int64_t *cols = b[1].view.buf;
+    int64_t *out = b[2].view.buf;
+    /* room even if every column is new: next (the ids given) bounds the entries */
+    if (2 * (next + n) > cap) return PyLong_FromLongLong(-1);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Col *c = &t[col_probe(t, cap, bits, cols[i])];
+        if (c->key == -1) {
+            c->key = cols[i];
+            c->id = next++;
+        }
+        out[i] = c->id;
+    }
+    return PyLong_FromLongLong(next);
+}
+
 static PyMethodDef methods[] = {
     KS_METHOD(score, "score(w, tab, idx, vals) -> <w, x>"),
     KS_METHOD(update, "update(rule, prm, ist, fst, w, tab, idx, vals, y, f) -> int"),
     KS_METHOD(run, "run(rule, prm, ist, fst, w, tab, indptr, indices, data, y, start, out, "
                    "nsv) -> stop"),
     KS_METHOD(insert, "insert(tab, cols, w)"),
+    KS_METHOD(col_find, "col_find(tab, cols, out) -> found"),
+    KS_METHOD(col_intern, "col_intern(tab, cols, out, next) -> next (-1: no room)"),
     {NULL, NULL, 0, NULL}};
 
 KS_MODULE(_ck_linear, "The primal linear learners' weight vector and block driver.", KL_ABI)

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners.kernels import Gaussian, Kernel
 from kernelstream.sparse import CSR, SparseRow
 
@@ -262,6 +263,9 @@ def eval_stores(stores: Sequence[SVStore], kernels: Sequence[Kernel], z: np.ndar
 
 
 _MIN_GARBAGE = 4096  # non-zeros of released rows tolerated before compacting the pool
+_RECENT = 2048  # columns of the small sorted level of SparseSVStore's column index
+LINEAR_ABI = 1  # the _ck_linear.c interface (its KL_ABI): the compiled column index
+_lk: Any = compiled._load_ext("_ck_linear", LINEAR_ABI)  # Any: as compiled.ck
 
 
 class SparseSVStore(_Coefficients):
@@ -280,16 +284,20 @@ class SparseSVStore(_Coefficients):
 
     Columns are renumbered: the pool holds *local* column ids, given to the distinct columns
     of the stored rows in order of arrival (``_glob`` maps them back; ``_cols`` / ``_loc``
-    are the known columns sorted, with their local ids). A query's non-zeros find their local
-    ids by one binary search each and are scattered into a work vector as long as the known
-    columns, so no work and no memory follows the largest index: a file whose indices are
-    renumbered up to 2^31 − 1 runs as fast as the original (issue 28). The products and the
-    order of every segment's sum are those of the global ids, so results do not change.
-    Compaction renumbers the live columns, so columns of removed rows are forgotten.
+    are the known columns sorted, with their local ids, and ``_rcols`` / ``_rloc`` the recent
+    ones, a small sorted level merged into them once it outgrows ``_RECENT`` or an eighth of
+    them, so an append costs about its own non-zeros, not the known columns; with the compiled
+    ``_ck_linear`` built, ``_ctab`` is a hash table of (column, local id) instead, one probe a
+    non-zero). A query's non-zeros find their local ids and are scattered into a work vector as
+    long as the known columns, so no work and no memory follows the largest index: a file
+    whose indices are renumbered up to 2^31 − 1 runs as fast as the original (issue 28). The
+    products and the order of every segment's sum are those of the global ids, so results do
+    not change. A compaction that finds more known columns than twice the live non-zeros
+    renumbers the live columns (those of removed rows are forgotten).
     """
 
-    __slots__ = ("_bounds", "_buf", "_cols", "_garbage", "_glob", "_ind", "_len", "_live",
-                 "_loc", "_nloc", "_start", "_used", "_val")
+    __slots__ = ("_bounds", "_buf", "_cols", "_ctab", "_garbage", "_glob", "_ind", "_len",
+                 "_live", "_loc", "_nloc", "_rcols", "_rloc", "_start", "_used", "_val")
     _SLOT_ARRAYS = ("_start", "_len", "sqn", "a", "ids", "s")
 
     def __init__(self, dim: int, capacity: int = 16, nnz_capacity: int = 1024) -> None:
@@ -306,9 +314,14 @@ class SparseSVStore(_Coefficients):
         self._garbage = 0
         self._cols = np.zeros(0, dtype=np.int64)  # known global columns, sorted
         self._loc = np.zeros(0, dtype=np.int64)  # their local ids
+        self._rcols = np.zeros(0, dtype=np.int64)  # recent columns, sorted (a small level)
+        self._rloc = np.zeros(0, dtype=np.int64)
         self._glob = np.zeros(16, dtype=np.int64)  # local id -> global column
         self._nloc = 0  # local ids in use
         self._buf = np.zeros(16)  # work vector over local ids (zeros between queries)
+        self._ctab: np.ndarray | None = None  # the compiled index's table (else the levels)
+        if _lk is not None:
+            self._col_table(0)
 
     # -- views -----------------------------------------------------------------------------
     @property
@@ -329,8 +342,8 @@ class SparseSVStore(_Coefficients):
     def nbytes(self) -> int:
         """Bytes held (pool, per-slot arrays, work vector)."""
         per = (self.sqn, self.a, self.ids, self.s, self._start, self._len, self._ind, self._val,
-               self._cols, self._loc, self._glob, self._buf)
-        return sum(v.nbytes for v in per)
+               self._cols, self._loc, self._rcols, self._rloc, self._glob, self._buf)
+        return sum(v.nbytes for v in per) + (0 if self._ctab is None else self._ctab.nbytes)
 
     def _positions(self, n: int) -> np.ndarray:
         """Pool positions of the first ``n`` slots' non-zeros, in slot order."""
@@ -361,36 +374,87 @@ class SparseSVStore(_Coefficients):
             self._bounds, self._live = b, live
         return self._bounds, self._live
 
+    def _col_table(self, more: int) -> None:
+        """A new compiled column index holding local ids ``0 … _nloc − 1`` (``_glob``) with
+        room for ``more`` new columns (load ≤ 1/2)."""
+        k = self._nloc
+        cap = 16
+        while 2 * (k + more) > cap:
+            cap *= 2
+        tab = np.full(2 * cap, -1, dtype=np.int64)
+        _lk.col_intern(tab, np.ascontiguousarray(self._glob[:k]), np.empty(k, np.int64), 0)
+        self._ctab = tab
+
     def _local(self, zi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(local ids, which)``: the local ids of the known columns among ``zi`` and the
-        mask of those known (one binary search per non-zero, none over the width)."""
-        cols = self._cols
-        if not len(cols):
+        mask of those known (a probe, or binary searches in each level, per non-zero; none
+        over the width)."""
+        if self._ctab is not None:
+            out = np.empty(len(zi), dtype=np.int64)
+            if not _lk.col_find(self._ctab, zi, out):
+                return out[:0], np.zeros(len(zi), dtype=bool)
+            known = out >= 0
+            return out[known], known
+        found: np.ndarray | None = None
+        hit: np.ndarray | None = None
+        for cols, ids in ((self._cols, self._loc), (self._rcols, self._rloc)):
+            if not len(cols):
+                continue
+            pos = np.searchsorted(cols, zi)
+            np.minimum(pos, len(cols) - 1, out=pos)
+            h = cols[pos] == zi
+            if found is None:
+                found, hit = ids[pos], h
+            else:
+                assert hit is not None
+                found = np.where(h, ids[pos], found)
+                hit |= h
+        if found is None or hit is None:
             return np.zeros(0, dtype=np.int64), np.zeros(len(zi), dtype=bool)
-        pos = np.searchsorted(cols, zi)
-        np.minimum(pos, len(cols) - 1, out=pos)
-        hit = cols[pos] == zi
-        return self._loc[pos[hit]], hit
+        return found[hit], hit
 
-    def _intern(self, zi: np.ndarray) -> np.ndarray:
-        """Local ids of the columns ``zi`` (sorted, distinct), new columns given new ids."""
-        loc, hit = self._local(zi)
-        if bool(hit.all()):
-            return loc
-        new = zi[~hit]
-        k, m = self._nloc, len(new)
+    def _glob_room(self, m: int) -> None:
+        """``_glob`` (and the work vector) with room for ``m`` more local ids."""
+        k = self._nloc
         if k + m > len(self._glob):
             cap = max(2 * len(self._glob), k + m)
             glob = np.zeros(cap, dtype=np.int64)
             glob[:k] = self._glob[:k]
             self._glob = glob
             self._buf = np.zeros(cap)
+
+    def _intern(self, zi: np.ndarray) -> np.ndarray:
+        """Local ids of the columns ``zi`` (sorted, distinct), new columns given new ids."""
+        if self._ctab is not None:
+            k = self._nloc
+            self._glob_room(len(zi))
+            out = np.empty(len(zi), dtype=np.int64)
+            nxt = _lk.col_intern(self._ctab, zi, out, k)
+            if nxt < 0:
+                self._col_table(len(zi))
+                nxt = _lk.col_intern(self._ctab, zi, out, k)
+            if nxt > k:
+                new = out >= k
+                self._glob[out[new]] = zi[new]
+                self._nloc = int(nxt)
+            return out
+        loc, hit = self._local(zi)
+        if bool(hit.all()):
+            return loc
+        new = zi[~hit]
+        k, m = self._nloc, len(new)
+        self._glob_room(m)
         ids = np.arange(k, k + m, dtype=np.int64)
         self._glob[k:k + m] = new
         self._nloc = k + m
-        at = np.searchsorted(self._cols, new)  # merged into the sorted columns
-        self._cols = np.insert(self._cols, at, new)
-        self._loc = np.insert(self._loc, at, ids)
+        at = np.searchsorted(self._rcols, new)  # into the recent level (new is sorted)
+        self._rcols = np.insert(self._rcols, at, new)
+        self._rloc = np.insert(self._rloc, at, ids)
+        if len(self._rcols) > max(_RECENT, len(self._cols) // 8):  # merged: O(known), rarely
+            at = np.searchsorted(self._cols, self._rcols)
+            self._cols = np.insert(self._cols, at, self._rcols)
+            self._loc = np.insert(self._loc, at, self._rloc)
+            self._rcols, self._rloc = self._rcols[:0], self._rloc[:0]
         out = np.empty(len(zi), dtype=np.int64)
         out[hit] = loc
         out[~hit] = ids
@@ -403,10 +467,13 @@ class SparseSVStore(_Coefficients):
         k = len(cols)
         self._cols = cols
         self._loc = np.arange(k, dtype=np.int64)
+        self._rcols, self._rloc = self._rcols[:0], self._rloc[:0]
         self._glob = np.zeros(max(k, 16), dtype=np.int64)
         self._glob[:k] = cols
         self._nloc = k
         self._buf = np.zeros(len(self._glob))
+        if self._ctab is not None:
+            self._col_table(0)
         return local.astype(np.int64, copy=False).reshape(-1)
 
     def dots(self, z: SparseRow | np.ndarray) -> np.ndarray:
@@ -453,8 +520,9 @@ class SparseSVStore(_Coefficients):
         if len(slots) > 1:
             np.cumsum(lens[:-1], out=starts[1:])
         pos = np.repeat(self._start[slots] - starts, lens) + np.arange(live, dtype=np.int64)
-        # the live columns only: those of released rows are forgotten
-        live_ind = self._renumber(self._glob[self._ind[pos]])
+        live_ind = self._ind[pos]
+        if self._nloc > 2 * max(live, 1024):  # forget the columns of released rows
+            live_ind = self._renumber(self._glob[live_ind])
         nz = len(self._ind)
         if live + extra >= nz or live + extra < nz // 4:  # grow, or give memory back
             nz = max(2 * (live + extra), 16)
