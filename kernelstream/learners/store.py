@@ -264,10 +264,6 @@ def eval_stores(stores: Sequence[SVStore], kernels: Sequence[Kernel], z: np.ndar
 
 _MIN_GARBAGE = 4096  # non-zeros of released rows tolerated before compacting the pool
 _RECENT = 2048  # columns of the small sorted level of SparseSVStore's column index
-# Widths up to this keep global column ids in the pool and scatter queries into a width-d work
-# vector (at most 1 MiB): no index to maintain, and each stored row's ids increase, so the
-# gather over the pool walks memory forward. Wider spaces renumber their columns (below).
-DIRECT_MAX_WIDTH = 1 << 17
 LINEAR_ABI = 1  # the _ck_linear.c interface (its KL_ABI): the compiled column index
 _lk: Any = compiled._load_ext("_ck_linear", LINEAR_ABI)  # Any: as compiled.ck
 
@@ -286,8 +282,7 @@ class SparseSVStore(_Coefficients):
     of the SVs), never O(width). Queries may be :class:`SparseRow` (sparse–sparse) or dense
     rows (sparse–dense).
 
-    Columns of spaces wider than ``DIRECT_MAX_WIDTH`` are renumbered: the pool holds *local*
-    column ids, given to the distinct columns
+    Columns are renumbered: the pool holds *local* column ids, given to the distinct columns
     of the stored rows in order of arrival (``_glob`` maps them back; ``_cols`` / ``_loc``
     are the known columns sorted, with their local ids, and ``_rcols`` / ``_rloc`` the recent
     ones, a small sorted level merged into them once it outgrows ``_RECENT`` or an eighth of
@@ -297,13 +292,12 @@ class SparseSVStore(_Coefficients):
     long as the known columns, so no work and no memory follows the largest index: a file
     whose indices are renumbered up to 2^31 − 1 runs as fast as the original (issue 28). The
     products and the order of every segment's sum are those of the global ids, so results do
-    not change. Compaction renumbers the live columns in increasing order (those of removed
-    rows are forgotten).
+    not change. A compaction that finds more known columns than twice the live non-zeros
+    renumbers the live columns (those of removed rows are forgotten).
     """
 
-    __slots__ = ("_bounds", "_buf", "_cols", "_ctab", "_direct", "_garbage", "_glob", "_ind",
-                 "_len", "_live", "_loc", "_nloc", "_rcols", "_rloc", "_start", "_used",
-                 "_val")
+    __slots__ = ("_bounds", "_buf", "_cols", "_ctab", "_garbage", "_glob", "_ind", "_len",
+                 "_live", "_loc", "_nloc", "_rcols", "_rloc", "_start", "_used", "_val")
     _SLOT_ARRAYS = ("_start", "_len", "sqn", "a", "ids", "s")
 
     def __init__(self, dim: int, capacity: int = 16, nnz_capacity: int = 1024) -> None:
@@ -324,11 +318,9 @@ class SparseSVStore(_Coefficients):
         self._rloc = np.zeros(0, dtype=np.int64)
         self._glob = np.zeros(16, dtype=np.int64)  # local id -> global column
         self._nloc = 0  # local ids in use
-        self._direct = self.dim <= DIRECT_MAX_WIDTH  # global ids in the pool, no index
-        # work vector over the pool's ids (zeros between queries)
-        self._buf = np.zeros(self.dim if self._direct else 16)
+        self._buf = np.zeros(16)  # work vector over local ids (zeros between queries)
         self._ctab: np.ndarray | None = None  # the compiled index's table (else the levels)
-        if _lk is not None and not self._direct:
+        if _lk is not None:
             self._col_table(0)
 
     # -- views -----------------------------------------------------------------------------
@@ -395,14 +387,12 @@ class SparseSVStore(_Coefficients):
 
     def _to_global(self, ind: np.ndarray) -> np.ndarray:
         """The global columns of pool ids ``ind`` (a copy)."""
-        return ind.copy() if self._direct else self._glob[ind]
+        return self._glob[ind]
 
     def _local(self, zi: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """``(local ids, which)``: the local ids of the known columns among ``zi`` and the
         mask of those known, None when all are (a probe, or binary searches in each level,
         per non-zero; none over the width)."""
-        if self._direct:
-            return zi, None
         if self._ctab is not None:
             out = np.empty(len(zi), dtype=np.int64)
             if _lk.col_find(self._ctab, zi, out) == len(zi):  # the common case: no masks
@@ -439,8 +429,6 @@ class SparseSVStore(_Coefficients):
 
     def _intern(self, zi: np.ndarray) -> np.ndarray:
         """Local ids of the columns ``zi`` (sorted, distinct), new columns given new ids."""
-        if self._direct:
-            return zi
         if self._ctab is not None:
             k = self._nloc
             self._glob_room(len(zi))
@@ -479,8 +467,6 @@ class SparseSVStore(_Coefficients):
     def _renumber(self, glob_ind: np.ndarray) -> np.ndarray:
         """Forget every column and give ``glob_ind``'s distinct columns local ids 0, 1, … in
         sorted order; returns ``glob_ind`` in local ids (compaction and loads)."""
-        if self._direct:
-            return glob_ind
         cols, local = np.unique(glob_ind, return_inverse=True)
         k = len(cols)
         self._cols = cols
@@ -507,7 +493,7 @@ class SparseSVStore(_Coefficients):
             prods = buf[ind]
             buf[loc] = 0.0
         else:  # a dense query: gather its entries at the pool's columns
-            prods = z[ind if self._direct else self._glob[ind]]
+            prods = z[self._glob[ind]]
         prods *= self._val[:u]
         bounds, live = self._segments()
         out = np.zeros(self.n)
@@ -538,10 +524,9 @@ class SparseSVStore(_Coefficients):
         if len(slots) > 1:
             np.cumsum(lens[:-1], out=starts[1:])
         pos = np.repeat(self._start[slots] - starts, lens) + np.arange(live, dtype=np.int64)
-        # the live columns renumbered in increasing order: the columns of released rows are
-        # forgotten, and each stored row's local ids increase again, so the gather of a
-        # query's values over the pool walks memory forward (ids given by arrival do not)
-        live_ind = self._renumber(self._to_global(self._ind[pos]))
+        live_ind = self._ind[pos]
+        if self._nloc > 2 * max(live, 1024):  # forget the columns of released rows
+            live_ind = self._renumber(self._glob[live_ind])
         nz = len(self._ind)
         if live + extra >= nz or live + extra < nz // 4:  # grow, or give memory back
             nz = max(2 * (live + extra), 16)
