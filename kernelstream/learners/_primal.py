@@ -166,7 +166,8 @@ class LinearPrimal(KernelLearner):
         if not self._primal:
             return super()._score(x, xx)
         idx, vals = self._lin_row(x)
-        return lk.score(self._lin_w, self._lin_tab, idx, vals) * self._lin_fst[0], None
+        # float: the scale is a numpy scalar, and callers write the score into their rows
+        return float(lk.score(self._lin_w, self._lin_tab, idx, vals) * self._lin_fst[0]), None
 
     def _primal_update(self, x: Any, y: float, score: float, rule: int | None = None,
                        prm: np.ndarray | None = None) -> None:

@@ -45,6 +45,8 @@ def test_primal_equals_dual_up_to_round_off(name: str, params: dict[str, Any], r
     p = make(name, kernel="linear", **params)
     sp = p.predict_learn_many(Z, y)
     assert p._primal and p.weights  # one weight vector, no support vectors
+    # a Python float, as the dual's (the stream writes scores into its rows as they are)
+    assert type(p.predict_one(Z[:1] if isinstance(Z, CSR) else Z[0])) is float
     with monkeypatch.context() as mp:
         mp.setattr(LinearPrimal, "primal_linear", False)
         d = make(name, kernel="linear", **params)
