@@ -17,6 +17,7 @@ BUDGET_SOURCE = "kernelstream/learners/_ck_budget.c"
 MULTI_SOURCE = "kernelstream/learners/_ck_multi.c"
 EXPERTS_SOURCE = "kernelstream/learners/_ck_experts.c"
 OMKC_SOURCE = "kernelstream/learners/_ck_omkc.c"
+LINEAR_SOURCE = "kernelstream/learners/_ck_linear.c"
 # the build records its sources' hash (kernelstream.learners.compiled.source_hash), so edited
 # sources with an old build are detected and the learners fall back to numpy, saying so
 C_FILES = sorted((HERE / "kernelstream" / "learners").glob("_ck*.[ch]"))
@@ -83,6 +84,16 @@ setup(
             depends=[str(p.relative_to(HERE)) for p in C_FILES],
             define_macros=[("KS_SOURCE_HASH", f'"{SOURCE_HASH}"')],
             extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],
+            optional=True,
+        ),
+        # the primal linear Perceptron, PA-I and OGD (learners/_primal.py): sequential sums,
+        # so -O2 as _ckernels
+        Extension(
+            "kernelstream.learners._ck_linear",
+            sources=[LINEAR_SOURCE],
+            depends=[str(p.relative_to(HERE)) for p in C_FILES],
+            define_macros=[("KS_SOURCE_HASH", f'"{SOURCE_HASH}"')],
+            extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off", "-fno-fast-math"],
             optional=True,
         ),
     ]

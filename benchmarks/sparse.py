@@ -28,9 +28,31 @@ start to exit, imports included) and peak RSS of the process and all it waited f
 (``RUSAGE_CHILDREN`` of a wrapper). The first 2,000 news20 rows also run with ``--rows dense``,
 the path every run took before sparse rows, for comparison in the same run.
 
+Part 4 — renumbered columns (issue 28): the first ``--renum-rows`` news20 rows (permutation 0)
+as they are and with every column ``j`` renumbered to ``j·k`` (``k`` the largest factor that
+keeps indices below 2^31 − 1; the order within a row is kept, so the sums are the same), width
+2^31 − 1, for the sparse learners above and the Gaussian Perceptron and PA-I, timed
+alternately ``--repeats`` times in this process (``predict_learn_many`` over the rows): the
+scores must be bit-identical and the speed ratio (renumbered / original time) at most 1.2.
+
+Part 5 — linear models on text (issue 28): the linear-kernel Perceptron and PA-I (the primal
+form, ``kernelstream.learners._primal``) over the whole news20 and rcv1 files (permutation 0),
+one ``predict_learn_many`` call each in this process (the block validation included, the file
+already parsed into CSR), median of ``--repeats``; beside them in the same run
+scikit-learn's ``SGDClassifier`` (hinge loss, constant step 1, no regularisation: the
+Perceptron-like SGD) test-then-train one row at a time (``decision_function`` then
+``partial_fit`` on 1-row CSR matrices), and Vowpal Wabbit's Python binding (``--loss_function
+hinge``, ``predict`` then ``learn`` per text line) when it is installed. The end-to-end wall
+time of ``kernelstream replay -l perceptron -p kernel=linear`` (process start to exit) is given
+too.
+
+``--parts 4,5`` runs only those parts and keeps the other parts' results of the stored
+``sparse.json`` (their date is shown).
+
 Example::
 
     .venv/bin/python benchmarks/sparse.py            # writes results/sparse.md and .json
+    .venv/bin/python benchmarks/sparse.py --parts 4,5
 """
 
 from __future__ import annotations
@@ -207,13 +229,36 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"comma-separated learner names (default {','.join(LEARNERS)})")
     ap.add_argument("--no-replay", dest="replay", action="store_false",
                     help="skip part 3 (end-to-end kernelstream replay runs)")
+    ap.add_argument("--parts", default="1,2,3,4,5",
+                    help="parts to run (default all); the others are kept from sparse.json")
+    ap.add_argument("--renum-rows", type=int, default=3000,
+                    help="news20 rows of the renumbering comparison (default 3000)")
     a = ap.parse_args(argv)
+    parts = {int(s) for s in a.parts.split(",") if s}
     names = [s for s in a.learners.split(",") if s]
     started = time.time()
     stamp = _common.now_utc()
     res: dict[str, Any] = {"generated": stamp, "machine": _common.machine_info(),
                            "budget": a.budget, "sparse_sets": [], "dense_sets": [],
                            "missing": []}
+    if parts != {1, 2, 3, 4, 5}:  # keep the stored results of the parts not rerun
+        old = _common.read_json(Path(a.out_dir) / "sparse.json")
+        keep = {1: ("sparse_sets",), 2: ("dense_sets",), 3: ("replays",), 4: ("renumbered",),
+                5: ("linear",)}
+        for part, keys in keep.items():
+            if part not in parts:
+                for k in keys:
+                    if k in old:
+                        res[k] = old[k]
+                res.setdefault("kept", {})[str(part)] = old.get("generated", "?")
+        res["missing"] = old.get("missing", []) if 1 not in parts else []
+    if 4 in parts:
+        res["renumbered"] = renumbered(Path(a.data_dir), names, a.budget, a.renum_rows,
+                                       a.repeats)
+    if 5 in parts:
+        res["linear"] = linear_text(Path(a.data_dir), a.repeats)
+    if 1 not in parts:
+        return _finish(a, res, started)
     # part 1
     for label, fname in SPARSE_SETS:
         path = Path(a.data_dir) / fname
@@ -273,11 +318,168 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
         res["dense_sets"].append(info)
     # part 3
-    res["replays"] = replays(Path(a.data_dir), a.budget) if a.replay else []
+    res["replays"] = replays(Path(a.data_dir), a.budget) if a.replay and 3 in parts else []
+    return _finish(a, res, started)
+
+
+def _finish(a: Any, res: dict[str, Any], started: float) -> int:
     res["minutes"] = (time.time() - started) / 60
     _common.write_report(a.out_dir, "sparse", render(res), res)
     print(f"wrote {Path(a.out_dir) / 'sparse.md'}", file=sys.stderr)
     return 0
+
+
+# -- part 4: renumbered columns ------------------------------------------------------------------
+def _timed(fn: Any) -> tuple[float, float, Any]:
+    """``(wall seconds, CPU seconds of this process, result)`` of ``fn()``: the machine is
+    shared, so the CPU time (``process_time``) is the steadier measure of the work done."""
+    w, c = time.perf_counter(), time.process_time()
+    r = fn()
+    return time.perf_counter() - w, time.process_time() - c, r
+
+
+def renumbered(data_dir: Path, names: list[str], budget: int, rows: int,
+               repeats: int) -> dict[str, Any]:
+    path = data_dir / SPARSE_SETS[0][1]
+    if not path.exists():
+        return {}
+    X, y = read_libsvm(path)
+    perm = permutation(X.n_rows, 0, 0)[:rows]
+    X, y = X.take(perm), y[perm]
+    width = (1 << 31) - 1
+    k = (width - 1) // X.n_features
+    W = CSR(X.indptr, X.indices * k, X.data, width)
+    gamma = gamma_for(X)
+    runs = []
+    for name in [*names, "perceptron", "pa-i"]:
+        params = params_for(name, budget, gamma) if name in names else {"gamma": gamma}
+        t: dict[str, list[tuple[float, float]]] = {"orig": [], "renum": []}
+        got: dict[str, np.ndarray] = {}
+        for _ in range(max(1, repeats)):  # alternate original / renumbered
+            for key, Z in (("orig", X), ("renum", W)):
+                m = learners.make(name, seed=0, **params)
+                wall, cpu, got[key] = _timed(lambda m=m, Z=Z: m.predict_learn_many(Z, y))
+                t[key].append((wall, cpu))
+        so, sw = got["orig"], got["renum"]
+        r = {"learner": name, "params": params,
+             "orig_s": statistics.median(w for w, _ in t["orig"]),
+             "renum_s": statistics.median(w for w, _ in t["renum"]),
+             "orig_cpu": statistics.median(c for _, c in t["orig"]),
+             "renum_cpu": statistics.median(c for _, c in t["renum"]),
+             "identical": bool(np.array_equal(so, sw)),
+             "mistakes": int(np.sum(np.where(so >= 0, 1.0, -1.0) != y))}
+        r["ratio"] = r["renum_cpu"] / r["orig_cpu"]
+        r["wall_ratio"] = r["renum_s"] / r["orig_s"]
+        runs.append(r)
+        print(f"  renumbered {name}: ratio {r['ratio']:.2f}, identical {r['identical']}",
+              file=sys.stderr, flush=True)
+    return {"rows": X.n_rows, "width": X.n_features, "factor": k, "max_index": int(W.indices.max()),
+            "runs": runs}
+
+
+# -- part 5: linear models on text ---------------------------------------------------------------
+def _sklearn_sgd(X: CSR, y: np.ndarray) -> dict[str, Any]:
+    import scipy.sparse as sp
+    from sklearn.linear_model import SGDClassifier
+
+    M = sp.csr_matrix((X.data, X.indices, X.indptr), shape=X.shape)
+    clf = SGDClassifier(loss="hinge", penalty=None, learning_rate="constant", eta0=1.0)
+    out = np.zeros(len(y))
+    rows = [M[i] for i in range(len(y))]  # sliced beforehand: not part of the learning
+    classes = np.array([-1.0, 1.0])
+
+    def loop() -> None:
+        for i, r in enumerate(rows):
+            if i:
+                out[i] = clf.decision_function(r)[0]
+            clf.partial_fit(r, y[i:i + 1], classes=classes)
+
+    sec, cpu, _ = _timed(loop)
+    return {"seconds": sec, "cpu": cpu,
+            "mistakes": int(np.sum(np.where(out >= 0, 1.0, -1.0) != y))}
+
+
+def _vw(X: CSR, y: np.ndarray) -> dict[str, Any] | None:
+    try:
+        from vowpalwabbit import Workspace
+    except ImportError:
+        return None
+    lines = []
+    for i in range(X.n_rows):
+        a, b = int(X.indptr[i]), int(X.indptr[i + 1])
+        feats = " ".join(f"{j}:{v!r}" for j, v in zip(X.indices[a:b].tolist(),
+                                                       X.data[a:b].tolist(), strict=True))
+        lines.append((f"{int(y[i])} | {feats}", f" | {feats}"))
+    vw = Workspace("--loss_function hinge --quiet")
+    out = np.zeros(len(y))
+
+    def loop() -> None:
+        for i, (lab, unl) in enumerate(lines):
+            out[i] = vw.predict(unl)
+            vw.learn(lab)
+
+    sec, cpu, _ = _timed(loop)
+    vw.finish()
+    return {"seconds": sec, "cpu": cpu,
+            "mistakes": int(np.sum(np.where(out >= 0, 1.0, -1.0) != y)),
+            "version": _vw_version()}
+
+
+def _vw_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("vowpalwabbit")
+    except Exception:  # only a label
+        return "?"
+
+
+def linear_text(data_dir: Path, repeats: int) -> list[dict[str, Any]]:
+    out = []
+    for label, fname in (SPARSE_SETS[0], SPARSE_SETS[2]):
+        path = data_dir / fname
+        if not path.exists():
+            continue
+        X, y = read_libsvm(path)
+        perm = permutation(X.n_rows, 0, 0)
+        X, y = X.take(perm), y[perm]
+        info: dict[str, Any] = {"dataset": label, "rows": X.n_rows, "nnz": X.nnz, "runs": []}
+        for name in ("perceptron", "pa-i"):
+            secs: list[tuple[float, float]] = []
+            s = np.zeros(0)
+            m = learners.make(name, kernel="linear")
+            for _ in range(max(1, repeats)):
+                m = learners.make(name, kernel="linear")
+                wall, cpu, s = _timed(lambda m=m, X=X, y=y: m.predict_learn_many(X, y))
+                secs.append((wall, cpu))
+            info["runs"].append({"learner": f"{name} (kernel=linear)",
+                                 "primal": bool(getattr(m, "_primal", False)),
+                                 "seconds": statistics.median(w for w, _ in secs),
+                                 "cpu": statistics.median(c for _, c in secs),
+                                 "mistakes": int(np.sum(np.where(s >= 0, 1.0, -1.0) != y))})
+        info["runs"].append({"learner": "sklearn SGDClassifier.partial_fit per row (hinge)",
+                             **_sklearn_sgd(X, y)})
+        v = _vw(X, y)
+        if v is not None:
+            info["runs"].append({"learner": f"Vowpal Wabbit {v.pop('version')} per row "
+                                            "(hinge)", **v})
+        info["replay"] = _replay_linear(path)
+        for r in info["runs"]:
+            print(f"  {label} {r['learner']}: {X.n_rows / r['seconds']:.0f} ex/s",
+                  file=sys.stderr, flush=True)
+        out.append(info)
+    return out
+
+
+def _replay_linear(path: Path) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="ks-replay-") as out:
+        argv = [sys.executable, "-m", "kernelstream.pipelines.cli", "replay", str(path), "-l",
+                "perceptron", "-p", "kernel=linear", "--out", out, "--quiet"]
+        t = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True)
+        sec = time.perf_counter() - t
+        summary = json.loads((Path(out) / "summary.json").read_text())
+    return {"seconds": sec, "examples": summary["examples"],
+            "mistake_rate": summary["mistake_rate"]}
 
 
 _WRAPPER = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
@@ -329,7 +531,8 @@ def _mib(b: float) -> str:
 
 def render(res: dict[str, Any]) -> list[str]:
     B = res["budget"]
-    lines = [f"# Sparse rows: BOGD, BPA-S, NOGD, SkeGD at B={B}", "",
+    lines = [f"# Sparse rows: BOGD, BPA-S, NOGD, SkeGD at B={B}; renumbered columns; linear "
+             "models on text", "",
              _common.generated_line("sparse.py", res["generated"],
                                     f"{res['minutes']:.1f} min; {res['machine']}"), ""]
     lines += ["## Sparse sets (CSR rows, one subprocess per run)", "",
@@ -381,8 +584,57 @@ def render(res: dict[str, Any]) -> list[str]:
             lines.append(f"| {r['dataset']} | {r['runner']} | {r['examples']} | "
                          f"{r['mistake_rate']:.2f} | {r['seconds']:.1f} | "
                          f"{r['examples'] / r['seconds']:.0f} | {_mib(r['rss_peak'])} |")
+    lines += _render_issue28(res)
     if res["missing"]:
         lines += ["", f"Missing (skipped): {', '.join(res['missing'])}."]
+    if res.get("kept"):
+        lines += ["", "Parts kept from an earlier run (not rerun here): " + ", ".join(
+            f"part {k} ({v})" for k, v in sorted(res["kept"].items())) + "."]
+    return lines
+
+
+def _render_issue28(res: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    rn = res.get("renumbered")
+    if rn:
+        lines += ["", f"## Renumbered columns: news20, first {rn['rows']:,} rows, columns × "
+                  f"{rn['factor']:,} (largest index {rn['max_index']:,}, width 2^31 − 1)", "",
+                  "Same rows, same order within each row; `predict_learn_many` in this process, "
+                  "alternating, medians. ex/s from the CPU time of this process (the machine is "
+                  "shared; wall-clock ratio beside it). Pass: bit-identical scores and CPU-time "
+                  "ratio ≤ 1.2.",
+                  "", "| learner | params | mistakes | original ex/s | renumbered ex/s | "
+                  "ratio (CPU time) | ratio (wall) | identical scores | pass |",
+                  "|---|---|---:|---:|---:|---:|---:|---|---|"]
+        for r in rn["runs"]:
+            ok = r["identical"] and r["ratio"] <= 1.2
+            prm = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                            for k, v in r["params"].items())
+            lines.append(f"| {r['learner']} | {prm} | {r['mistakes']} | "
+                         f"{rn['rows'] / r['orig_cpu']:.0f} | {rn['rows'] / r['renum_cpu']:.0f} | "
+                         f"{r['ratio']:.2f} | {r['wall_ratio']:.2f} | "
+                         f"{'yes' if r['identical'] else 'NO'} | "
+                         f"{'PASS' if ok else 'FAIL'} |")
+    for ds in res.get("linear", []):
+        lines += ["", f"## Linear models on text: {ds['dataset']} ({ds['rows']:,} rows, "
+                  f"{ds['nnz']:,} non-zeros), whole file", "",
+                  "kernelstream: one `predict_learn_many` over the parsed CSR (block "
+                  "validation included), median of the repeats; peers one row at a time, "
+                  "test-then-train, in the same run. ex/s (CPU): from this process's CPU "
+                  "time; ex/s (wall): from the wall clock of a shared, loaded machine.", "",
+                  "| learner | ex/s (CPU) | ex/s (wall) | wall seconds | mistakes (rate) |",
+                  "|---|---:|---:|---:|---:|"]
+        for r in ds["runs"]:
+            lines.append(f"| {r['learner']} | {ds['rows'] / r['cpu']:,.0f} | "
+                         f"{ds['rows'] / r['seconds']:,.0f} | "
+                         f"{r['seconds']:.3f} | {r['mistakes']} "
+                         f"({r['mistakes'] / ds['rows']:.3f}) |")
+        rp = ds.get("replay")
+        if rp:
+            lines += ["", f"End to end, `kernelstream replay -l perceptron -p kernel=linear` "
+                      f"(process start to exit: imports, reading, learning, outputs): "
+                      f"{rp['seconds']:.1f} s for {rp['examples']:,} examples, mistake rate "
+                      f"{rp['mistake_rate']:.2f} %."]
     return lines
 
 

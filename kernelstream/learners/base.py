@@ -441,8 +441,14 @@ class Learner:
         if self.dim is None:
             self._init_dim(nf, sparse=True, nnz=max(1, X.nnz // n))
         self._pending = None
-        self._rounds(self._sparse_rows(X), yv, out, n_sv)
+        self._learn_sparse_rows(X, yv, out, n_sv)
         return out
+
+    def _learn_sparse_rows(self, X: CSR, yv: np.ndarray, out: np.ndarray,
+                           n_sv: np.ndarray | None) -> None:
+        """Test-then-train over a checked CSR block: the per-example code, row by row (the
+        primal linear learners override it with a compiled block)."""
+        self._rounds(self._sparse_rows(X), yv, out, n_sv)
 
     def _sparse_rows(self, X: CSR) -> Iterator[tuple[Any, float]]:
         """The rows of a checked CSR block as :meth:`_sparse_input` gives them, one at a time

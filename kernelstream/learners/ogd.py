@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelstream.learners._kernel_learner import KernelLearner
+from kernelstream.learners._primal import R_ADD, R_OGD_HINGE, LinearPrimal
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, nonneg, positive
 from kernelstream.learners.losses import LOSSES, get_loss
 from kernelstream.learners.params import ShrinkParams
@@ -21,13 +21,18 @@ CLASSIFICATION_LOSSES = tuple(n for n, loss in LOSSES.items() if loss.task == "c
 
 
 @register
-class OGD(ShrinkParams, KernelLearner):
+class OGD(ShrinkParams, LinearPrimal):
     """Kernel OGD (NORMA): shrink every round, add ``x_t`` whenever the loss has a gradient.
 
     Every round ``a ← (1 − η λ) a``; then, if ``ℓ'(f_t(x_t), y_t) ≠ 0``, ``x_t`` is stored with
     coefficient ``−η ℓ'(f_t(x_t), y_t)`` (hinge: ``η y_t`` when ``y_t f_t(x_t) < 1``). The
     gradient is taken at the pre-update score. Unbounded: with the logistic loss every round
     adds a support vector. ``‖f‖`` is tracked exactly (no extra kernel evaluations).
+    With ``kernel="linear"`` it keeps one weight vector instead (``w ← (1 − ηλ) w − η ℓ' x_t``,
+    the shrink kept as a scale beside ``w``; the primal form of
+    :mod:`kernelstream.learners._primal`, automatic when the compiled kernels are built): the
+    same results up to round-off, at a cost that follows the example's non-zeros;
+    ``n_support_vectors`` still counts the terms the expansion would hold.
 
     Parameters
     ----------
@@ -71,7 +76,16 @@ class OGD(ShrinkParams, KernelLearner):
         self._deriv = get_loss(self.loss).deriv
         self._shrink = 1.0 - self.eta * self.lam
 
+    def _primal_rule(self) -> tuple[int, list[float]]:
+        # the hinge loss's whole update is compiled; the others compute ℓ' here (R_ADD)
+        if self.loss == "hinge":
+            return R_OGD_HINGE, [self.eta, 1.0 - self.eta * self.lam]
+        return R_ADD, [0.0]
+
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        if self._primal:
+            self._primal_update_ogd(x, y, score)
+            return
         sv = self.sv
         shrink = self._shrink
         if shrink != 1.0 and sv.n:
@@ -81,3 +95,19 @@ class OGD(ShrinkParams, KernelLearner):
             # f(x_t) after the shrink keeps the tracked norm exact.
             sv.append(x, xx, -self.eta * g, id_=self.t, s=self.t, fz=score * shrink,
                       kzz=self.kern.diag(xx))
+
+    def _primal_update_ogd(self, x: np.ndarray, y: float, score: float) -> None:
+        if self._lin_rule == R_OGD_HINGE:
+            self._primal_update(x, y, score)
+            return
+        shrink = self._shrink  # as the dual form: shrink, then add the gradient's term
+        fst = self._lin_fst
+        if shrink != 1.0 and self.sv.n:
+            fst[0] *= shrink
+            fst[1] *= shrink * shrink
+            if fst[0] < 1e-150:  # fold the scale into w before it underflows
+                self._lin_rescale()
+        g = self._deriv(score, y)
+        if g != 0.0:
+            self._lin_prm[0] = -self.eta * g
+            self._primal_update(x, y, score * shrink, R_ADD, self._lin_prm)

@@ -10,19 +10,23 @@ from typing import Any
 
 import numpy as np
 
-from kernelstream.learners._kernel_learner import KernelLearner
+from kernelstream.learners._primal import R_PA1, LinearPrimal
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, positive
 from kernelstream.learners.registry import register
 
 
 @register
-class PAI(KernelLearner):
+class PAI(LinearPrimal):
     """PA-I: on a positive hinge loss ``ℓ_t`` store ``x_t`` with coefficient ``τ_t y_t``.
 
     ``ℓ_t = [1 − y_t f_t(x_t)]_+`` and ``τ_t = min(C, ℓ_t / κ(x_t, x_t))``.
     Unbounded: one support vector per margin error.
     Edge case: if ``κ(x_t, x_t) = 0`` (polynomial/linear kernel and ``x_t = 0``) the new term
     ``κ(x_t, ·)`` is the zero function, so nothing is stored.
+    With ``kernel="linear"`` it keeps one weight vector instead (``w += τ_t y_t x_t``; the
+    primal form of :mod:`kernelstream.learners._primal`, automatic when the compiled kernels
+    are built): the same results up to round-off, at a cost that follows the example's
+    non-zeros; ``n_support_vectors`` still counts the updates.
 
     Parameters
     ----------
@@ -53,7 +57,13 @@ class PAI(KernelLearner):
 
     c: float
 
+    def _primal_rule(self) -> tuple[int, list[float]]:
+        return R_PA1, [self.c]
+
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        if self._primal:
+            self._primal_update(x, y, score)
+            return
         loss = 1.0 - y * score
         if loss > 0.0:
             kt = self.kern.diag(xx)

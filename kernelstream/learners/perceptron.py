@@ -11,16 +11,20 @@ from typing import Any
 
 import numpy as np
 
-from kernelstream.learners._kernel_learner import KernelLearner
+from kernelstream.learners._primal import R_PERCEPTRON, LinearPrimal
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM
 from kernelstream.learners.registry import register
 
 
 @register
-class Perceptron(KernelLearner):
+class Perceptron(LinearPrimal):
     """Kernel Perceptron: on a mistake (``y f(x) ≤ 0``) store ``x`` with coefficient ``y``.
 
-    Unbounded: the number of support vectors equals the number of mistakes.
+    Unbounded: the number of support vectors equals the number of mistakes. With
+    ``kernel="linear"`` it keeps one weight vector instead (``w += y x`` on a mistake; the
+    primal form of :mod:`kernelstream.learners._primal`, automatic when the compiled kernels
+    are built): the same results up to round-off, exact on integer data, at a cost that
+    follows the example's non-zeros; ``n_support_vectors`` still counts the mistakes.
 
     Parameters
     ----------
@@ -45,7 +49,13 @@ class Perceptron(KernelLearner):
     update_when = "mistake"  # a correct prediction leaves the model alone
     reference = "Freund & Schapire, Machine Learning 1999"
 
+    def _primal_rule(self) -> tuple[int, list[float]]:
+        return R_PERCEPTRON, []
+
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        if self._primal:
+            self._primal_update(x, y, score)
+            return
         # y f ≤ 0 is the perceptron trigger; with the "negative" tie rule a zero score on a
         # negative example is not a mistake, but it still triggers (margin 0).
         if y * score <= 0.0:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners.kernels import Gaussian, Kernel
 from kernelstream.sparse import CSR, SparseRow
 
@@ -261,11 +262,10 @@ def eval_stores(stores: Sequence[SVStore], kernels: Sequence[Kernel], z: np.ndar
     return f, rows
 
 
-# Widths up to this use a reusable dense work vector (8 bytes a column) to scatter the query
-# row for the sparse–sparse dot; wider spaces use a merged index intersection (searchsorted),
-# so no allocation ever grows with the largest index (see benchmarks/sparse.py for timings).
-SCATTER_MAX_WIDTH = 1 << 17
 _MIN_GARBAGE = 4096  # non-zeros of released rows tolerated before compacting the pool
+_RECENT = 2048  # columns of the small sorted level of SparseSVStore's column index
+LINEAR_ABI = 1  # the _ck_linear.c interface (its KL_ABI): the compiled column index
+_lk: Any = compiled._load_ext("_ck_linear", LINEAR_ABI)  # Any: as compiled.ck
 
 
 class SparseSVStore(_Coefficients):
@@ -281,10 +281,23 @@ class SparseSVStore(_Coefficients):
     leave garbage that is compacted once it outgrows the live rows, so memory is O(total nnz
     of the SVs), never O(width). Queries may be :class:`SparseRow` (sparse–sparse) or dense
     rows (sparse–dense).
+
+    Columns are renumbered: the pool holds *local* column ids, given to the distinct columns
+    of the stored rows in order of arrival (``_glob`` maps them back; ``_cols`` / ``_loc``
+    are the known columns sorted, with their local ids, and ``_rcols`` / ``_rloc`` the recent
+    ones, a small sorted level merged into them once it outgrows ``_RECENT`` or an eighth of
+    them, so an append costs about its own non-zeros, not the known columns; with the compiled
+    ``_ck_linear`` built, ``_ctab`` is a hash table of (column, local id) instead, one probe a
+    non-zero). A query's non-zeros find their local ids and are scattered into a work vector as
+    long as the known columns, so no work and no memory follows the largest index: a file
+    whose indices are renumbered up to 2^31 − 1 runs as fast as the original (issue 28). The
+    products and the order of every segment's sum are those of the global ids, so results do
+    not change. A compaction that finds more known columns than twice the live non-zeros
+    renumbers the live columns (those of removed rows are forgotten).
     """
 
-    __slots__ = ("_bounds", "_buf", "_garbage", "_ind", "_len", "_live", "_start", "_used",
-                 "_val")
+    __slots__ = ("_bounds", "_buf", "_cols", "_ctab", "_garbage", "_glob", "_ind", "_len",
+                 "_live", "_loc", "_nloc", "_rcols", "_rloc", "_start", "_used", "_val")
     _SLOT_ARRAYS = ("_start", "_len", "sqn", "a", "ids", "s")
 
     def __init__(self, dim: int, capacity: int = 16, nnz_capacity: int = 1024) -> None:
@@ -299,7 +312,16 @@ class SparseSVStore(_Coefficients):
         self._bounds: np.ndarray | None = None  # reduceat bounds, rebuilt after a mutation
         self._live = np.zeros(0, dtype=np.int64)  # slots with non-zeros, in pool order
         self._garbage = 0
-        self._buf = np.zeros(self.dim) if self.dim <= SCATTER_MAX_WIDTH else None
+        self._cols = np.zeros(0, dtype=np.int64)  # known global columns, sorted
+        self._loc = np.zeros(0, dtype=np.int64)  # their local ids
+        self._rcols = np.zeros(0, dtype=np.int64)  # recent columns, sorted (a small level)
+        self._rloc = np.zeros(0, dtype=np.int64)
+        self._glob = np.zeros(16, dtype=np.int64)  # local id -> global column
+        self._nloc = 0  # local ids in use
+        self._buf = np.zeros(16)  # work vector over local ids (zeros between queries)
+        self._ctab: np.ndarray | None = None  # the compiled index's table (else the levels)
+        if _lk is not None:
+            self._col_table(0)
 
     # -- views -----------------------------------------------------------------------------
     @property
@@ -310,7 +332,7 @@ class SparseSVStore(_Coefficients):
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lens, out=indptr[1:])
         pos = self._positions(n)
-        return CSR(indptr, self._ind[pos], self._val[pos], self.dim)
+        return CSR(indptr, self._to_global(self._ind[pos]), self._val[pos], self.dim)
 
     @property
     def nnz(self) -> int:
@@ -319,8 +341,9 @@ class SparseSVStore(_Coefficients):
     @property
     def nbytes(self) -> int:
         """Bytes held (pool, per-slot arrays, work vector)."""
-        per = (self.sqn, self.a, self.ids, self.s, self._start, self._len, self._ind, self._val)
-        return sum(v.nbytes for v in per) + (0 if self._buf is None else self._buf.nbytes)
+        per = (self.sqn, self.a, self.ids, self.s, self._start, self._len, self._ind, self._val,
+               self._cols, self._loc, self._rcols, self._rloc, self._glob, self._buf)
+        return sum(v.nbytes for v in per) + (0 if self._ctab is None else self._ctab.nbytes)
 
     def _positions(self, n: int) -> np.ndarray:
         """Pool positions of the first ``n`` slots' non-zeros, in slot order."""
@@ -335,7 +358,7 @@ class SparseSVStore(_Coefficients):
         """SV ``j`` as a :class:`SparseRow` (copies: the pool moves on compaction)."""
         a = int(self._start[j])
         b = a + int(self._len[j])
-        return SparseRow(self._ind[a:b].copy(), self._val[a:b].copy(), self.dim)
+        return SparseRow(self._to_global(self._ind[a:b]), self._val[a:b].copy(), self.dim)
 
     # -- evaluation ----------------------------------------------------------------------------
     def _segments(self) -> tuple[np.ndarray, np.ndarray]:
@@ -351,25 +374,126 @@ class SparseSVStore(_Coefficients):
             self._bounds, self._live = b, live
         return self._bounds, self._live
 
+    def _col_table(self, more: int) -> None:
+        """A new compiled column index holding local ids ``0 … _nloc − 1`` (``_glob``) with
+        room for ``more`` new columns (load ≤ 1/2)."""
+        k = self._nloc
+        cap = 16
+        while 2 * (k + more) > cap:
+            cap *= 2
+        tab = np.full(2 * cap, -1, dtype=np.int64)
+        _lk.col_intern(tab, np.ascontiguousarray(self._glob[:k]), np.empty(k, np.int64), 0)
+        self._ctab = tab
+
+    def _to_global(self, ind: np.ndarray) -> np.ndarray:
+        """The global columns of pool ids ``ind`` (a copy)."""
+        return self._glob[ind]
+
+    def _local(self, zi: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(local ids, which)``: the local ids of the known columns among ``zi`` and the
+        mask of those known, None when all are (a probe, or binary searches in each level,
+        per non-zero; none over the width)."""
+        if self._ctab is not None:
+            out = np.empty(len(zi), dtype=np.int64)
+            if _lk.col_find(self._ctab, zi, out) == len(zi):  # the common case: no masks
+                return out, None
+            known = out >= 0
+            return out[known], known
+        found: np.ndarray | None = None
+        hit: np.ndarray | None = None
+        for cols, ids in ((self._cols, self._loc), (self._rcols, self._rloc)):
+            if not len(cols):
+                continue
+            pos = np.searchsorted(cols, zi)
+            np.minimum(pos, len(cols) - 1, out=pos)
+            h = cols[pos] == zi
+            if found is None:
+                found, hit = ids[pos], h
+            else:
+                assert hit is not None
+                found = np.where(h, ids[pos], found)
+                hit |= h
+        if found is None or hit is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(len(zi), dtype=bool)
+        return found[hit], (None if bool(hit.all()) else hit)
+
+    def _glob_room(self, m: int) -> None:
+        """``_glob`` (and the work vector) with room for ``m`` more local ids."""
+        k = self._nloc
+        if k + m > len(self._glob):
+            cap = max(2 * len(self._glob), k + m)
+            glob = np.zeros(cap, dtype=np.int64)
+            glob[:k] = self._glob[:k]
+            self._glob = glob
+            self._buf = np.zeros(cap)
+
+    def _intern(self, zi: np.ndarray) -> np.ndarray:
+        """Local ids of the columns ``zi`` (sorted, distinct), new columns given new ids."""
+        if self._ctab is not None:
+            k = self._nloc
+            self._glob_room(len(zi))
+            out = np.empty(len(zi), dtype=np.int64)
+            nxt = _lk.col_intern(self._ctab, zi, out, k)
+            if nxt < 0:
+                self._col_table(len(zi))
+                nxt = _lk.col_intern(self._ctab, zi, out, k)
+            if nxt > k:
+                new = out >= k
+                self._glob[out[new]] = zi[new]
+                self._nloc = int(nxt)
+            return out
+        loc, hit = self._local(zi)
+        if hit is None:
+            return loc
+        new = zi[~hit]
+        k, m = self._nloc, len(new)
+        self._glob_room(m)
+        ids = np.arange(k, k + m, dtype=np.int64)
+        self._glob[k:k + m] = new
+        self._nloc = k + m
+        at = np.searchsorted(self._rcols, new)  # into the recent level (new is sorted)
+        self._rcols = np.insert(self._rcols, at, new)
+        self._rloc = np.insert(self._rloc, at, ids)
+        if len(self._rcols) > max(_RECENT, len(self._cols) // 8):  # merged: O(known), rarely
+            at = np.searchsorted(self._cols, self._rcols)
+            self._cols = np.insert(self._cols, at, self._rcols)
+            self._loc = np.insert(self._loc, at, self._rloc)
+            self._rcols, self._rloc = self._rcols[:0], self._rloc[:0]
+        out = np.empty(len(zi), dtype=np.int64)
+        out[hit] = loc
+        out[~hit] = ids
+        return out
+
+    def _renumber(self, glob_ind: np.ndarray) -> np.ndarray:
+        """Forget every column and give ``glob_ind``'s distinct columns local ids 0, 1, … in
+        sorted order; returns ``glob_ind`` in local ids (compaction and loads)."""
+        cols, local = np.unique(glob_ind, return_inverse=True)
+        k = len(cols)
+        self._cols = cols
+        self._loc = np.arange(k, dtype=np.int64)
+        self._rcols, self._rloc = self._rcols[:0], self._rloc[:0]
+        self._glob = np.zeros(max(k, 16), dtype=np.int64)
+        self._glob[:k] = cols
+        self._nloc = k
+        self._buf = np.zeros(len(self._glob))
+        if self._ctab is not None:
+            self._col_table(0)
+        return local.astype(np.int64, copy=False).reshape(-1)
+
     def dots(self, z: SparseRow | np.ndarray) -> np.ndarray:
         """``⟨x_j, z⟩`` for every stored point."""
         u = self._used + 1  # the pool keeps a spare zero at the end: a segment may end at u - 1
         ind = self._ind[:u]
         if isinstance(z, SparseRow):
-            zi = z.indices
+            # scatter the query's known columns into the work vector over local ids (columns
+            # no stored row has contribute nothing)
+            loc, hit = self._local(z.indices)
             buf = self._buf
-            if buf is not None:  # scatter the query into the reusable width-d work vector
-                buf[zi] = z.values
-                prods = buf[ind]
-                buf[zi] = 0.0
-            elif len(zi):  # merged intersection: where each pool index sits in the query
-                pos = np.searchsorted(zi, ind)
-                np.minimum(pos, len(zi) - 1, out=pos)
-                prods = np.where(zi[pos] == ind, z.values[pos], 0.0)
-            else:
-                prods = np.zeros(u)
-        else:  # a dense query: gather its entries at the pool's indices
-            prods = z[ind]
+            buf[loc] = z.values if hit is None else z.values[hit]
+            prods = buf[ind]
+            buf[loc] = 0.0
+        else:  # a dense query: gather its entries at the pool's columns
+            prods = z[self._glob[ind]]
         prods *= self._val[:u]
         bounds, live = self._segments()
         out = np.zeros(self.n)
@@ -400,15 +524,18 @@ class SparseSVStore(_Coefficients):
         if len(slots) > 1:
             np.cumsum(lens[:-1], out=starts[1:])
         pos = np.repeat(self._start[slots] - starts, lens) + np.arange(live, dtype=np.int64)
+        live_ind = self._ind[pos]
+        if self._nloc > 2 * max(live, 1024):  # forget the columns of released rows
+            live_ind = self._renumber(self._glob[live_ind])
         nz = len(self._ind)
         if live + extra >= nz or live + extra < nz // 4:  # grow, or give memory back
             nz = max(2 * (live + extra), 16)
             ind, val = np.zeros(nz, np.int64), np.zeros(nz)
-            ind[:live] = self._ind[pos]
+            ind[:live] = live_ind
             val[:live] = self._val[pos]
             self._ind, self._val = ind, val
         else:
-            self._ind[:live] = self._ind[pos]
+            self._ind[:live] = live_ind
             self._val[:live] = self._val[pos]
             end = min(self._used + 1, nz)  # the old tail, and the spare zero, become zeros
             self._ind[live:end] = 0
@@ -436,7 +563,7 @@ class SparseSVStore(_Coefficients):
         if self._used + m >= len(self._ind):  # >=: one spare zero stays at the end
             self._compact(m)
         u = self._used
-        self._ind[u:u + m] = z.indices
+        self._ind[u:u + m] = self._intern(z.indices)
         self._val[u:u + m] = z.values
         self._bounds = None
         self._start[j] = u
@@ -485,7 +612,7 @@ class SparseSVStore(_Coefficients):
         m = P.nnz
         if m >= len(self._ind):
             self._ind, self._val = np.zeros(m + 1, np.int64), np.zeros(m + 1)
-        self._ind[:m] = P.indices
+        self._ind[:m] = self._renumber(P.indices)
         self._val[:m] = P.data
         lens = np.diff(P.indptr)
         self._bounds = None
