@@ -77,7 +77,9 @@ class StreamJob:
     snapshot_seconds: float = 10.0
     info: tuple[tuple[str, Any], ...] = ()  # committed with every snapshot (JSON-able)
     poll_timeout_ms: int = 200
-    max_records: int = 1000
+    # a round of a backlog: 4000 drained event + label records ~12 % faster than 1000 (fewer
+    # rounds of fixed work); a live stream's rounds are smaller anyway
+    max_records: int = 4000
     merge_idle_ms: int = 50
     # how long a reader call (a bundle) goes on reading; None: reader_call_ms decides
     call_ms: int | None = None
@@ -118,7 +120,7 @@ class StreamPipelineOptions(PipelineOptions):
         parser.add_argument("--poll_timeout_ms", type=int, default=None,
                             help="how long an idle reader blocks per call (default 200)")
         parser.add_argument("--max_records", type=int, default=None,
-                            help="records per reader round (default 1000)")
+                            help="records per reader round (default 4000)")
         parser.add_argument("--call_ms", type=int, default=None,
                             help="how long a reader call, i.e. a bundle, goes on reading "
                             "(default 500, or 5000 for one partition group without "
