@@ -190,7 +190,9 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
     if is_topic(src) or args.stream != "none":
         return None
     path = str(data.embedded_path(src)) if is_embedded(src) else src
-    if not fs.exists(path):
+    # a remote file is looked at only when a configuration asks (a launcher may not reach it,
+    # and then needs every width given)
+    if not fs.is_remote(path) and not fs.exists(path):
         return None
     opts = ReadOptions(
         path=path, fmt=args.format, n_features=args.n_features,
