@@ -315,8 +315,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="only write defaults.md again from a defaults.json")
     args = p.parse_args(argv)
     if args.render is not None:
-        results = json.loads(args.render.read_text())
+        doc = json.loads(args.render.read_text())
+        results = doc["sets"] if isinstance(doc, dict) else doc  # (the first files: a list)
         names = [k for k in results[0] if k not in RESULT_KEYS]
+        args.out_dir.mkdir(parents=True, exist_ok=True)
         (args.out_dir / "defaults.md").write_text(render(results, names))
         return 0
     also = {}
@@ -339,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{res['no_skill']:.4g}" + (f", SGD {res['sgd']:.2f}" if "sgd" in res else "")
                   + f"; {time.monotonic() - started:.0f} s so far", file=sys.stderr, flush=True)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "defaults.json").write_text(json.dumps(results, indent=1) + "\n")
+    # an object, as every results file (``kernelstream report`` reads them all)
+    (args.out_dir / "defaults.json").write_text(json.dumps({"sets": results}, indent=1) + "\n")
     (args.out_dir / "defaults.md").write_text(render(results, list(also)))
     print(f"wrote {args.out_dir / 'defaults.md'} ({time.monotonic() - started:.0f} s)",
           file=sys.stderr)

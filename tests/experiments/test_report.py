@@ -126,7 +126,9 @@ def test_kernel_heat_map_holds_the_learners_distribution(runs: dict[str, Path]) 
     s = {x.config: x for x in load_run(str(runs["selection"]), "sel").series}
     km = s["ea2oks"].kernels
     assert km is not None and s["perceptron"].kernels is None
-    assert km.labels == [f"σ=2^{k}" for k in range(-2, 4)]  # the default sigmas 2^-2:1:3
+    # the default sigmas: 2^-2:1:3 around the auto width, six kernels a factor 2 apart
+    widths = [float(label.removeprefix("σ=")) for label in km.labels]
+    assert len(widths) == 6 and np.allclose(np.diff(np.log2(widths)), 1.0, atol=1e-3)
     assert np.allclose(km.p.sum(axis=0), 1.0) and list(km.x) == list(range(25, 301, 25))
     assert km.what.startswith("kernel probabilities")
     final = pq.read_table(runs["selection"] / "metrics",
