@@ -70,10 +70,13 @@ def create_topics(broker: str, names: Sequence[str], partitions: int) -> None:
 Message = tuple[str, int, bytes | None, bytes, int]  # topic, partition, key, value, timestamp
 
 
-def produce(broker: str, messages: Sequence[Message]) -> None:
+def produce(broker: str, messages: Sequence[Message], client_id: str | None = None) -> None:
+    """Send ``messages`` and wait for them (``client_id``: the producer's, when a test's
+    proxy tells clients apart by it)."""
     from kafka import KafkaProducer
 
-    prod = KafkaProducer(bootstrap_servers=broker, linger_ms=0)
+    prod = KafkaProducer(bootstrap_servers=broker, linger_ms=0,
+                         **({} if client_id is None else {"client_id": client_id}))
     try:
         for topic, part, key, value, ts in messages:
             prod.send(topic, key=key, value=value, partition=part, timestamp_ms=ts)
@@ -131,6 +134,14 @@ def run_cli(argv: Sequence[str], timeout: float = 120, env: dict[str, str] | Non
 def start_cli(argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen([str(BIN), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, stdin=subprocess.DEVNULL)
+
+
+def reap(proc: subprocess.Popen[str]) -> None:
+    """A test's ``finally``: kill the stream if it still runs (a failed assertion, a
+    timeout), so it holds no broker connection or folder lock after the test."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
 
 
 def outputs(out: Path) -> dict[str, pa.Table]:
@@ -460,9 +471,7 @@ def test_second_writer_then_sigint(broker: str, tmp_path: Path) -> None:
         first.send_signal(signal.SIGINT)
         stdout, stderr = first.communicate(timeout=60)
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.communicate()
+        reap(first)
     assert first.returncode == 130, stderr
     assert one_line(stderr) == (f"kernelstream stream: stopped (SIGINT): 50 records, "
                                 f"snapshot epoch 1 in {ckpt}")

@@ -33,6 +33,7 @@ from test_stream import (
     one_line,
     outputs,
     produce,
+    reap,
     run_cli,
     start_cli,
     stream_argv,
@@ -139,9 +140,7 @@ def _full_disk_then_resume(hp: str, topic: str, tmp_path: Path, out: Path, ckpt:
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        reap(proc)
     assert proc.returncode == 1, stderr
     line = one_line(stderr)
     print(line)

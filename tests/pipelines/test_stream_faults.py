@@ -45,6 +45,7 @@ from test_stream import (
     one_line,
     outputs,
     produce,
+    reap,
     reference_records,
     reference_tables,
     run_cli,
@@ -139,9 +140,7 @@ def test_a_signal_mid_backlog_then_restart_equals_one_run(backlog: Backlog, tmp_
         proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        reap(proc)
     assert proc.returncode == 130, stderr
     stopped = _summary(out)["records"]
     epoch = SnapshotView.open(ckpt).head
@@ -167,9 +166,7 @@ def test_max_seconds_mid_backlog_then_restart_equals_one_run(backlog: Backlog,
             proc.send_signal(signal.SIGCONT)
         _, stderr = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        reap(proc)
     assert proc.returncode == 0 and without_warnings(stderr).strip() == "", stderr
     summary = _summary(out)
     assert summary["stopped_by"] == "max-seconds"
@@ -213,9 +210,7 @@ def test_idle_stop_waits_for_the_backlog(backlog: Backlog, tmp_path: Path) -> No
             os.kill(pid, signal.SIGCONT)
         _, stderr = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        reap(proc)
     assert proc.returncode == 0 and without_warnings(stderr).strip() == "", stderr
     summary = _summary(out)
     assert summary["stopped_by"] == "idle"

@@ -28,6 +28,7 @@ from test_stream import (
     create_topics,
     outputs,
     read_back,
+    reap,
     reference_tables,
     spec_for,
     start_cli,
@@ -114,9 +115,7 @@ def test_a_live_one_record_per_batch_stream_is_read_whole(broker: str, tmp_path:
         assert not producer.is_alive() and not failed, failed
         _, stderr = proc.communicate(timeout=300)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        reap(proc)
     assert proc.returncode == 0, stderr
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
     records = read_back(broker, topic, 1)[0]

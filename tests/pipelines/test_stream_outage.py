@@ -42,6 +42,8 @@ from test_stream import (
     labelled_stream,
     one_line,
     outputs,
+    produce,
+    reap,
     reference_records,
     reference_tables,
     run_cli,
@@ -205,15 +207,7 @@ def broker() -> Iterator[Broker]:
 
 
 def produce_exempt(bootstrap: str, messages: Sequence[Message]) -> None:
-    from kafka import KafkaProducer
-
-    prod = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, client_id=f"{EXEMPT}-p")
-    try:
-        for topic, part, key, value, ts in messages:
-            prod.send(topic, key=key, value=value, partition=part, timestamp_ms=ts)
-        prod.flush()
-    finally:
-        prod.close()
+    produce(bootstrap, messages, client_id=f"{EXEMPT}-p")
 
 
 def produce_live(bootstrap: str, messages: Sequence[Message], stop: threading.Event) -> None:
@@ -472,9 +466,7 @@ def test_a_broker_restarted_empty_fails_in_one_line(broker: Broker, tmp_path: Pa
         produce_exempt(hp, labelled_stream(20, 0, 1_700_000_000_000, seed=7))
         _, stderr = proc.communicate(timeout=90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        reap(proc)
     assert proc.returncode == 2, stderr
     line = one_line(stderr)
     assert line.startswith("kernelstream stream: error:"), line
@@ -500,9 +492,7 @@ def test_a_broker_back_without_the_topics_fails_in_one_line(broker: Broker,
         broker.restart_empty()
         _, stderr = proc.communicate(timeout=90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        reap(proc)
     assert proc.returncode == 2, stderr
     line = one_line(stderr)
     assert "has no such partition any more" in line, line

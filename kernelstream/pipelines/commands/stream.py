@@ -17,7 +17,12 @@ from kernelstream.pipelines.commands._common import (
     error,
 )
 from kernelstream.pipelines.config import PROG, runners_for
-from kernelstream.pipelines.stream_config import KAFKA_CLIENTS, KEY_BY, stream_config
+from kernelstream.pipelines.stream_config import (
+    KAFKA_CLIENTS,
+    KEY_BY,
+    StreamConfig,
+    stream_config,
+)
 
 # the read options of a topic's messages, which cannot be sniffed or scanned first
 MESSAGE_HELP = {
@@ -79,9 +84,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--checkpoint", metavar="DIR",
                    help="snapshot learner states and offsets here, together with the output "
                    "files; a restart resumes from the last snapshot (one run per DIR)")
-    s.add_argument("--snapshot-every", type=int, default=100_000, metavar="N",
-                   help="snapshot after N records read (default: 100000; --snapshot-seconds "
-                        "bounds the time too)")
+    s.add_argument("--snapshot-every", type=int, default=StreamConfig.snapshot_every,
+                   metavar="N",
+                   help="snapshot after N records read (default: %(default)s; "
+                        "--snapshot-seconds bounds the time too)")
     s.add_argument("--snapshot-seconds", default="10s", metavar="DURATION",
                    help="and at least this often (default: 10s); output files appear at each "
                    "snapshot")
