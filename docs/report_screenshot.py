@@ -1,6 +1,6 @@
-"""Make ``docs/report.png``, the README's picture of a report: two replays of a9a (BOGD and
-BPA-S at budgets 50 and 200, 3 permutations each, loop runner) overlaid in one report, the top
-of the page shot by headless Chromium and reduced to 256 colours.
+"""Make ``docs/report.png``, the picture of a report in docs/outputs.md: two replays of a9a
+(BOGD and BPA-S at budgets 50 and 200, 3 permutations each, loop runner) overlaid in one report,
+the top of the page shot by headless Chromium and reduced to 256 colours.
 
     python docs/report_screenshot.py [--data-dir DIR]   # DIR holds a9a (default as benchmarks)
 """
