@@ -35,7 +35,8 @@ from typing import Any, TypeVar  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from kernelstream import evaluate, learners  # noqa: E402
+from kernelstream import learners  # noqa: E402
+from kernelstream.engine import evaluate  # noqa: E402
 from kernelstream.experiments import datasets as _datasets  # noqa: E402
 from kernelstream.experiments import report as _report  # noqa: E402
 from kernelstream.seeding import learner_seed, permutation  # noqa: E402
@@ -316,7 +317,7 @@ def gamma_of(sigma: float) -> float:
 
 
 def mean_std(v: Iterable[float]) -> tuple[float, float]:
-    """:func:`kernelstream.evaluate.mean_std` (ddof=1), NaN for no values."""
+    """:func:`kernelstream.engine.evaluate.mean_std` (ddof=1), NaN for no values."""
     vals = list(v)
     return evaluate.mean_std(vals) if vals else (math.nan, math.nan)
 

@@ -9,7 +9,7 @@ cluster):
 
 * ``loop``: ``--runner loop``, the plain reference loop (no Beam), the baseline of the ratios;
 * ``direct``: ``--runner direct``, Beam's FnApiRunner in-process;
-* ``--workers 2``: the fork pool (``pipelines.workers``) of two direct-runner processes;
+* ``--workers 2``: the fork pool (``pipelines.replay.workers``) of two direct-runner processes;
 * ``loop --workers 2``: the fork pool of two loop processes;
 * ``dask 2 workers``: ``--runner dask --workers 2``: Beam's DaskRunner on a local Dask
   cluster of two single-thread worker processes, started and stopped by the command;
@@ -110,7 +110,7 @@ def dask_cluster(tmp: Path) -> Iterator[str]:
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "dask", "worker", address, "--host", "127.0.0.1",
                      "--nthreads", "1", "--local-directory", str(tmp / "dask"),
-                     "--preload", "kernelstream.pipelines.dask_worker", *local],
+                     "--preload", "kernelstream.pipelines.replay.dask_worker", *local],
                     env=grid._env(), stdout=fh, stderr=subprocess.STDOUT))
             with Client(address, timeout=60) as client:
                 client.wait_for_workers(2, timeout=120)

@@ -14,7 +14,7 @@ summary.json) in these ways (``--ways`` picks which):
   and the pool are started once, before the rounds, and not timed; the pool's log says how
   many SDK workers each job started;
 * ``--workers 2``: the grid's streams split over two runner processes, each running the same
-  Beam pipeline on its share (``kernelstream.pipelines.workers``), forked from the command
+  Beam pipeline on its share (``kernelstream.pipelines.replay.workers``), forked from the command
   once it has imported Beam;
 * ``--workers 2 spawned``: the same with ``KERNELSTREAM_WORKER_START=spawn``: each worker a
   new Python that imports Beam itself (how ``--workers`` started its workers before).
@@ -75,8 +75,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # first: it limits BLAS to one thread per process before numpy loads
 
 from kernelstream._services import free_port
-from kernelstream.engine.outputs import comparable_table
-from kernelstream.pipelines.workers import START_ENV
+from kernelstream.engine.replay.outputs import comparable_table
+from kernelstream.pipelines.replay.workers import START_ENV
 
 STEM = "grid"
 TARGET = 0.65
@@ -94,10 +94,10 @@ GRIDS: dict[str, tuple[list[str], str]] = {
 FLOOR_PARTS: dict[str, list[str]] = {
     "python": ["-c", "pass"],
     "cli": ["-c", "import kernelstream.pipelines.cli"],
-    "beam": ["-c", "import kernelstream.pipelines.cli, kernelstream.pipelines.beam_replay"],
+    "beam": ["-c", "import kernelstream.pipelines.cli, kernelstream.pipelines.replay.beam_replay"],
     "read": ["-c", "import sys, time\n"
              "from kernelstream.data.options import ReadOptions\n"
-             "from kernelstream.engine.replay import load_rows\n"
+             "from kernelstream.engine.replay.sources import load_rows\n"
              "t = time.perf_counter(); load_rows(ReadOptions(path=sys.argv[1]))\n"
              "print(time.perf_counter() - t)"],
 }
@@ -608,8 +608,8 @@ def render_floor(js: dict[str, Any]) -> list[str]:
             f"({js['rounds']} alternating rounds, medians of their CPU seconds, so other "
             "tenants hardly matter): a bare `python -c pass`; importing "
             "the command (`kernelstream.pipelines.cli`) on top; importing Beam and the replay "
-            "pipeline (`pipelines.beam_replay`) on top of that; and reading a9a "
-            "(`engine.replay.load_rows`, timed inside a process that has the modules).", "",
+            "pipeline (`pipelines.replay.beam_replay`) on top of that; and reading a9a "
+            "(`engine.replay.sources.load_rows`, timed inside a process that has the modules).", "",
             "| Python start (s) | the command's imports (s) | Beam's import (s) | reading a9a "
             "(s) | serial floor: start + imports (s) |",
             "|---:|---:|---:|---:|---:|",

@@ -54,7 +54,7 @@ from _common import (
 from reader_clients import fetch_grid, fetch_report
 
 from kernelstream.kafka_client import local_broker
-from kernelstream.pipelines.replay import run_replay
+from kernelstream.pipelines.replay.replay import run_replay
 
 LEARNER = ("bogd", "bogd", {"budget": 200})
 N_FEATURES = 123

@@ -22,10 +22,12 @@ size on covtype.binary.
    on ``--runner direct`` runs in a child process (clean measurement): peak resident memory
    (``getrusage`` maxrss) and the resident set sampled every 50 ms (its maximum per tenth
    of the run). For comparison, child processes that only load the data set
-   (``engine.replay.load_rows``, what the permuted source does on its worker) and that run the
+   (``engine.replay.sources.load_rows``, what the permuted source does on its worker) and that run
+   the
    loop runner.
 3. **Per-key state size.** The same stream replayed in a plain loop with the pipeline's own
-   per-block code (``engine.replay.stream_blocks`` + ``engine.core.StreamLearner``), measuring at
+   per-block code (``engine.replay.sources.stream_blocks`` + ``engine.replay.core.StreamLearner``),
+   measuring at
    checkpoints the bytes of ``state_to_bytes(learner.get_state())`` (the learner state) and of
    the whole per-key ``StreamState`` as ``encode_stream_state`` encodes it (what the runner
    stores per key). The loop's final mistakes and #SV must equal the pipeline's. PASS when
@@ -90,7 +92,7 @@ def _configs(budget: int) -> list[Any]:
 
 def one_run(path: Path, runner: str, budget: int, out: Path, seed: int,
             permutations: int = 1) -> dict[str, Any]:
-    from kernelstream.pipelines.replay import run_replay
+    from kernelstream.pipelines.replay.replay import run_replay
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     res = run_replay(str(path), _configs(budget), out, runner=runner, seed=seed,
@@ -104,7 +106,7 @@ def one_run(path: Path, runner: str, budget: int, out: Path, seed: int,
 
 
 def same_predictions(a: Path, b: Path) -> bool:
-    from kernelstream.engine.outputs import PREDICTIONS_SCHEMA, read_table
+    from kernelstream.engine.replay.outputs import PREDICTIONS_SCHEMA, read_table
 
     keys = [("key", "ascending"), ("position", "ascending")]
     ta = read_table(a / "predictions", PREDICTIONS_SCHEMA).sort_by(keys)
@@ -124,7 +126,7 @@ def beam_floor() -> tuple[float, float]:
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
     from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 
-    from kernelstream.pipelines.beam_replay import prompt_state_sampler
+    from kernelstream.pipelines.replay.beam_replay import prompt_state_sampler
 
     state = ReadModifyWriteStateSpec("s", PickleCoder())
     timer = TimerSpec("end", beam.TimeDomain.WATERMARK)
@@ -161,10 +163,10 @@ def beam_floor() -> tuple[float, float]:
 
 
 def read_seconds(path: Path) -> float:
-    """Seconds of reading and parsing the file as both runners do (``engine.replay.
+    """Seconds of reading and parsing the file as both runners do (``engine.replay.sources.
     load_rows``), in this process (modules imported)."""
     from kernelstream.data.options import ReadOptions
-    from kernelstream.engine.replay import load_rows
+    from kernelstream.engine.replay.sources import load_rows
 
     t0 = time.perf_counter()
     load_rows(ReadOptions(path=str(path)))
@@ -343,16 +345,16 @@ def _maxrss_mb() -> float:
 def child(args: argparse.Namespace) -> dict[str, Any]:
     """One measurement in this (fresh) process; the result is printed as JSON."""
     from kernelstream.data.options import ReadOptions
-    from kernelstream.engine.replay import load_rows
+    from kernelstream.engine.replay.sources import load_rows
 
     path = str(args.data_dir / COVTYPE)
     base = RssSampler.rss()  # after the imports above (_common: numpy, kernelstream.learners)
     out: dict[str, Any] = {"kind": args.child}
     if args.child in ("direct", "loop"):
-        from kernelstream.pipelines.replay import run_replay
+        from kernelstream.pipelines.replay.replay import run_replay
 
         if args.child == "direct":
-            import kernelstream.pipelines.beam_replay  # noqa: F401  (Beam, counted in base)
+            import kernelstream.pipelines.replay.beam_replay  # noqa: F401  (Beam, counted in base)
         base = RssSampler.rss()
         with RssSampler() as s:
             t0 = time.perf_counter()
@@ -381,10 +383,10 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 def state_sizes(path: str, args: argparse.Namespace) -> dict[str, Any]:
     """Replay the pipeline's stream (same blocks, same per-block code) and measure the per-key
     state at the first block end at or after each checkpoint."""
-    from kernelstream.engine.core import StreamLearner, StreamState, encode_stream_state
-    from kernelstream.engine.replay import load_rows, stream_blocks
+    from kernelstream.engine.replay.core import StreamLearner, StreamState, encode_stream_state
+    from kernelstream.engine.replay.sources import load_rows, stream_blocks
     from kernelstream.learners.base import state_to_bytes
-    from kernelstream.pipelines.replay import make_run
+    from kernelstream.pipelines.replay.replay import make_run
 
     run = make_run(path, _configs(args.budget), args.out, seed=args.seed,
                    scale=args.covtype_scale)
@@ -549,7 +551,7 @@ def render(args: argparse.Namespace, tp: dict[str, Any] | None, cov: dict[str, A
     L.append(f"* Learner: BOGD, budget B = {args.budget}, other parameters at their defaults "
              f"(gamma 0.5, eta 0.1, variant sol); seed {args.seed}, permutation 0; the CLI's "
              "block size (1024 rows) and metrics window (1000).")
-    L.append("* Both runners through `kernelstream.pipelines.replay.run_replay(..., "
+    L.append("* Both runners through `kernelstream.pipelines.replay.replay.run_replay(..., "
              "runner=...)`, the function `kernelstream replay --runner direct|loop` calls; "
              "both write predictions/, metrics/ and dead_letters/ as Parquet.")
     L.append("")
@@ -638,8 +640,8 @@ def render(args: argparse.Namespace, tp: dict[str, Any] | None, cov: dict[str, A
         L.append("|---|---:|---:|---:|---:|---:|---:|---|")
         dec = {k: " ".join(f"{x:.0f}" for x in v["deciles"]) for k, v in
                (("load", ld), ("direct", d), ("loop", lp))}
-        L.append(f"| load only (`engine.replay.load_rows`) | {ld['wall']:.1f} | – | – | – | "
-                 f"{ld['base_rss']:.0f} | {ld['peak_rss']:.0f} | {dec['load']} |")
+        L.append(f"| load only (`engine.replay.sources.load_rows`) | {ld['wall']:.1f} | – | – "
+                 f"| – | {ld['base_rss']:.0f} | {ld['peak_rss']:.0f} | {dec['load']} |")
         for runner, r in (("direct", d), ("loop", lp)):
             L.append(f"| replay, `--runner {runner}` | {r['wall']:.1f} | "
                      f"{r['learner_seconds']:.1f} | {r['mistake_rate']:.2f} | {r['n_sv']} | "
@@ -669,7 +671,7 @@ def render(args: argparse.Namespace, tp: dict[str, Any] | None, cov: dict[str, A
                      f"Loading peaks at {ld['peak_rss'] / ld['data_mb']:.1f}x the dense data "
                      "set: a LIBSVM file is parsed into CSR rows first (the widest index must "
                      "not decide the memory), then made dense and scaled in place "
-                     "(`engine.replay.finish_rows`), and the CSR rows and the dense ones "
+                     "(`engine.replay.sources.finish_rows`), and the CSR rows and the dense ones "
                      "coexist at that moment; the loop runner pays the same. For data "
                      "larger than one worker's memory, `order=\"file\"` (the chunked reader, "
                      "`ReadFileBlocks`) reads the file in byte-range chunks on parallel "

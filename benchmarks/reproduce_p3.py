@@ -38,11 +38,11 @@ import numpy as np
 from _common import SIGMA_EXPONENTS, fmt_params, load_dataset, permuted
 
 from kernelstream import learners
+from kernelstream.engine.orders import PRESETS, preset_stream
 from kernelstream.experiments.p3 import BUDGET, DATASETS_P3, TABLES
 from kernelstream.learners.kernels import kernel_alignment
 from kernelstream.pipelines.cli import main as kernelstream_main
 from kernelstream.seeding import learner_seed, permutation
-from kernelstream.streams import PRESETS, preset_stream
 
 ETA = [10.0**e for e in range(-5, 1)]
 LAM = [10.0**e for e in range(-4, 2)]

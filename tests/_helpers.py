@@ -200,7 +200,7 @@ def partition_records(broker: str, topic: str, partition: int) -> list[Any]:
     reference the stream readers are compared with)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    from kernelstream.engine.records import SourceRecord
+    from kernelstream.engine.live.records import SourceRecord
 
     c = KafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False)
     tp = TopicPartition(topic, partition)

@@ -1,6 +1,6 @@
 """Exact float sums of a stream, whatever its cut into blocks (pure Python and numpy).
 
-Used by the metrics (:mod:`kernelstream.engine.metrics`, which re-exports them), the live
+Used by the metrics (:mod:`kernelstream.engine.replay.metrics`, which re-exports them), the live
 stream's totals and the no-skill baselines (:mod:`kernelstream.engine.noskill`).
 """
 

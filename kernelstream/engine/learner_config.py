@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from kernelstream.engine.blocks import check_config_name
+from kernelstream.engine.replay.blocks import check_config_name
 from kernelstream.seeding import learner_seed
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class LearnerConfig:
                              **self.params)
 
     def record(self) -> dict[str, Any]:
-        """What a checkpoint records of the configuration (``engine.checkpoints``)."""
+        """What a checkpoint records of the configuration (``engine.replay.checkpoints``)."""
         return {"learner": self.learner, "params": dict(self.params)}
 
 

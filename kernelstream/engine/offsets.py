@@ -3,7 +3,7 @@
 :class:`LogChanged`, and the :class:`Fingerprint` of the last record read that detects it.
 
 Kept apart from the snapshot store because the Kafka readers (``kernelstream.kafka_client``,
-``transforms.kafka_read``) raise and check the same error without needing the store: a
+``transforms.live.kafka_read``) raise and check the same error without needing the store: a
 committed offset outside the log's range fails loudly instead of silently skipping or
 re-reading records.
 """

@@ -238,8 +238,8 @@ def prepare_toolbox_order(name: str, data_dir: Path | str, work_dir: Path | str,
 def prepare_stream(name: str, stream: str, data_dir: Path | str, work_dir: Path | str,
                    seed: int, r: int) -> Path:
     """A file whose replay stream ``r`` is the adversarial stream ``stream`` of repetition
-    ``r`` (``kernelstream.streams.preset_stream(stream, X, y, seed, r)``)."""
-    from kernelstream.streams import preset_stream
+    ``r`` (``kernelstream.engine.orders.preset_stream(stream, X, y, seed, r)``)."""
+    from kernelstream.engine.orders import preset_stream
 
     X, y = load_dataset(name, data_dir)
     Xs, ys = preset_stream(stream, X, y, seed, r)

@@ -6,7 +6,7 @@ a labelled ``--learner`` with scoped ``-p`` values, ``-R`` permutations, the run
 ``--runner``, ``--workers`` and the Beam options given after ``--``. So the papers' protocols
 use the one test-then-train loop of the engine, on any runner, and ``--workers N`` shards the
 keys over processes exactly as it does for ``replay``. Each key's result is read back from the
-replay's ``metrics/`` output (:func:`kernelstream.pipelines.replay.read_outputs`).
+replay's ``metrics/`` output (:func:`kernelstream.pipelines.replay.replay.read_outputs`).
 
 The learner seed of a key is ``seeding.learner_seed(seed, r, learner)`` and its stream is
 ``seeding.permutation(n, seed, r)`` of the prepared file (``experiments.datasets.prepare``):
@@ -44,7 +44,7 @@ from kernelstream.experiments import datasets as dsets
 class Run:
     """One learner configuration of a table on one data set (run on permutations 0..R−1).
 
-    ``stream``: an adversarial stream preset (``kernelstream.streams.PRESETS``) of the data
+    ``stream``: an adversarial stream preset (``kernelstream.engine.orders.PRESETS``) of the data
     set instead of its permutations. ``switch``: also find each key's stage switch (a
     SkeGD's ``init_round``) in the predictions (:func:`switch_round`). ``permutations``: a
     run with fewer permutations than the table (a protocol's per-row R). ``permutation``: run
@@ -258,7 +258,7 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
     in one process)."""
     from kernelstream.engine.learner_config import LearnerConfig
     from kernelstream.pipelines import cli
-    from kernelstream.pipelines.replay import clear_outputs, read_outputs, run_replay
+    from kernelstream.pipelines.replay.replay import clear_outputs, read_outputs, run_replay
 
     if out is None:
         ctx.replays += 1
@@ -332,7 +332,7 @@ def _with_switch(res: list[list[KeyResult]], traced: list[int], keys: Sequence[t
     import numpy as np
     import pyarrow.compute as pc
 
-    from kernelstream.engine.outputs import PREDICTIONS_SCHEMA, read_table
+    from kernelstream.engine.replay.outputs import PREDICTIONS_SCHEMA, read_table
 
     table = read_table(str(out / "predictions"), PREDICTIONS_SCHEMA).select(
         ["config", "permutation", "position", "mistake", "loss"])

@@ -158,7 +158,7 @@ def rf_cells(tables: list[str], datasets: list[str], n: dict[str, int],
 def cell_result(c: Cell, res: list[Any], R: int) -> dict[str, Any]:
     """A table row from its runs (``grid.KeyResult`` s), as the old script's rows."""
     classify = DATASETS[DS[c.dataset]].task == "classification"
-    # 100·k/n as kernelstream.evaluate computes it (the old table came from there)
+    # 100·k/n as kernelstream.engine.evaluate computes it (the old table came from there)
     vals = [100.0 * r.mistakes / r.examples if classify else float(r.avg_loss) for r in res]
     m, s = report.mean_std(vals)
     secs = [r.seconds for r in res]

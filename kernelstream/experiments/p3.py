@@ -7,7 +7,7 @@
   public SkeGD code counts; the verdict). T₀ is read from the replay's predictions
   (``grid.switch_round``). PASS = ours ≤ published + 2 pp.
 * Table P3-4 (``p3-4``) — adversarial streams german-1 / german-2
-  (:mod:`kernelstream.streams`): SkeGD with θ ∈ {0.1, 0.01, 0.005, 0.001}, NOGD and FOGD,
+  (:mod:`kernelstream.engine.orders`): SkeGD with θ ∈ {0.1, 0.01, 0.005, 0.001}, NOGD and FOGD,
   with η (and λ) tuned on a separate german-1 stream ("stream-tuned", the verdict) and with
   the ones tuned on i.i.d. german ("german-η"). Each stream is its own file for the replay
   (``datasets.prepare_stream``).
@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 
 from kernelstream import learners
+from kernelstream.engine.orders import PRESETS
 from kernelstream.experiments import report
 from kernelstream.experiments.datasets import DATASETS, load_dataset
 from kernelstream.experiments.grid import Run, run_grid
 from kernelstream.experiments.protocol import Options, Outcome
 from kernelstream.learners.nystrom import IncrementalNystrom, relative_kernel_error
 from kernelstream.seeding import learner_seed, permutation
-from kernelstream.streams import PRESETS
 
 NAME = "p3"
 TABLES = ("p3-3", "p3-4", "p3-2")
@@ -158,7 +158,7 @@ def eval_p3_4(opts: Options, tuned: dict[str, Any],
     cells = []
     for (variant, stream, row, name, params), res in zip(todo, run_grid(runs, opts.ctx),
                                                         strict=True):
-        # 100·k/n as kernelstream.evaluate computes it (the old table came from there)
+        # 100·k/n as kernelstream.engine.evaluate computes it (the old table came from there)
         rates = [100.0 * r.mistakes / r.examples for r in res]
         mr, sd = report.mean_std(rates)
         pub = P3_4[row][stream]

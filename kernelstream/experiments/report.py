@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelstream import evaluate
+from kernelstream.engine import evaluate
 
 # A checkout's root (the package's parent); its ``benchmarks/`` holds the committed tuned
 # files and ``benchmarks/results/`` the committed tables. An installed package has neither:
@@ -119,7 +119,7 @@ def pass_mark(passed: bool) -> str:
 
 
 def mean_std(v: Iterable[float]) -> tuple[float, float]:
-    """Mean and sample std (ddof=1) as ``kernelstream.evaluate``; NaN for no values."""
+    """Mean and sample std (ddof=1) as ``kernelstream.engine.evaluate``; NaN for no values."""
     vals = list(v)
     return evaluate.mean_std(vals) if vals else (math.nan, math.nan)
 

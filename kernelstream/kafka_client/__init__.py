@@ -1,7 +1,8 @@
 """Kafka topics without Beam (kafka-python): topic URLs, client settings, reading a topic's
 records, turning them into blocks, and writing output rows as messages.
 
-The Beam transforms (``kernelstream.transforms.kafka``, ``transforms.kafka_read``) and the loop
+The Beam transforms (``kernelstream.transforms.replay.kafka``, ``transforms.live.kafka_read``) and
+the loop
 runner both use these. The package is split by concern, and every name below can be imported
 from the package itself:
 
@@ -26,7 +27,7 @@ Reading: :func:`iter_topic_records` and :class:`KafkaBlocks`
     can be replayed onto a topic line by line. The topic is read from its beginning up to the
     end offsets of a snapshot taken when the run starts (a *bounded* read: a replay of the
     topic; see :func:`snapshot_ends` and :class:`KafkaReadOptions`) and cut into
-    :class:`~kernelstream.engine.blocks.Block` s, as the file readers do, so everything
+    :class:`~kernelstream.engine.replay.blocks.Block` s, as the file readers do, so everything
     downstream is the same.
 
     * Order. Kafka orders records within a partition only. With ``key_by="key"`` each entity

@@ -5,7 +5,7 @@ against kafka-python's ``KafkaConsumer``; :class:`ConfluentConsumer` gives it th
 (``assign``, ``seek``, ``pause``, ``resume``, ``poll``, ``position``, ``highwater``,
 ``beginning_offsets``, ``end_offsets``, ``close``) over ``confluent_kafka.Consumer``, plus
 :meth:`ConfluentConsumer.poll_records`, which returns the reader's
-:class:`~kernelstream.engine.records.SourceRecord` s directly. Why: kafka-python decodes
+:class:`~kernelstream.engine.live.records.SourceRecord` s directly. Why: kafka-python decodes
 record batches in Python (a seventh of a stream's drain time, measured) and its ``poll``
 sometimes blocks for 40-150 ms; librdkafka decodes in C and prefetches in background threads.
 
@@ -50,8 +50,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.offsets import OffsetOutOfLog
-from kernelstream.engine.records import SourceRecord
 from kernelstream.kafka_client.clients import (
     READ_DEFAULTS,
     assigned_consumer,

@@ -1,12 +1,12 @@
 """One partition group's consumer and merge, without Beam: what the stream's splittable DoFn
-(:mod:`kernelstream.transforms.kafka_read`) keeps across its calls. It polls the group's
+(:mod:`kernelstream.transforms.live.kafka_read`) keeps across its calls. It polls the group's
 partitions (kafka-python or confluent-kafka, :mod:`kernelstream.kafka_client.confluent`),
 holds back a partition whose buffer is full, and releases records in the merged order of
-:class:`~kernelstream.engine.merge.GroupMerger` once every partition has caught up or idled.
+:class:`~kernelstream.engine.live.merge.GroupMerger` once every partition has caught up or idled.
 Kept apart from the DoFn so that it can be tested and benchmarked on its own
 (``benchmarks/reader_clients.py``).
 
-Caught up, precisely (the determinism contract of :mod:`kernelstream.engine.merge` rests on
+Caught up, precisely (the determinism contract of :mod:`kernelstream.engine.live.merge` rests on
 it): a partition counts as caught up once, for ``merge_idle_ms`` on end, its buffer was empty
 and its position at or past a high watermark *confirmed* by the broker, i.e. received in a
 fetch result after the consumer's assignment and after the last lost broker connection
@@ -33,9 +33,9 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from kernelstream.engine.merge import GroupMerger
+from kernelstream.engine.live.merge import GroupMerger
+from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.offsets import Fingerprint, LogChanged, OffsetOutOfLog, fingerprint
-from kernelstream.engine.records import SourceRecord
 from kernelstream.kafka_client.partitions import PartitionGroup
 
 # how long the broker may stay unreachable before the reader asks the cluster's metadata

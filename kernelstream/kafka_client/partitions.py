@@ -1,5 +1,5 @@
 """The partitions of a live stream's topics: their offset ranges and the partition groups the
-unbounded reader (``transforms/kafka_read.py``) reads together.
+unbounded reader (``transforms/live/kafka_read.py``) reads together.
 
 A stream joins events and labels by partition number, so every input topic must have the same
 partitions; a group is partition ``p`` of each topic, with the offset each starts at (a

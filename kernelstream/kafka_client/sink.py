@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kernelstream._json import json_safe
-from kernelstream.engine.blocks import PredictionBlock
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
+from kernelstream.engine.replay.blocks import PredictionBlock
 from kernelstream.kafka_client.clients import (
     READ_DEFAULTS,
     KafkaTopic,
@@ -74,7 +74,7 @@ def partition_for(routing: str, partitions: Sequence[int]) -> int:
 
 
 def prediction_rows(p: PredictionBlock) -> list[dict[str, Any]]:
-    from kernelstream.engine.outputs import predictions_batch  # pyarrow: only when writing
+    from kernelstream.engine.replay.outputs import predictions_batch  # pyarrow: only when writing
 
     return predictions_batch(p).to_pylist()
 

@@ -64,7 +64,7 @@ class RunnerInfo:
 
 
 # The one table of runners: named here so that the CLI can offer them without importing the
-# replay machinery (``kernelstream.pipelines.replay``) or Beam.
+# replay machinery (``kernelstream.pipelines.replay.replay``) or Beam.
 RUNNERS: dict[str, RunnerInfo] = {r.name: r for r in (
     RunnerInfo("direct", frozenset({"replay", "tune", "reproduce", "stream"}), True,
                "Beam's FnApiRunner in this process (named explicitly: no Prism download)"),
@@ -118,7 +118,7 @@ class DataError(ValueError):
 
 
 class WorkerError(Exception):
-    """A worker process of ``replay --workers`` (``pipelines.workers``) failed: ``code`` is
+    """A worker process of ``replay --workers`` (``pipelines.replay.workers``) failed: ``code`` is
     the exit code the run ends with, ``lines`` what to print on stderr (the worker's own error
     line where it wrote one)."""
 
@@ -154,9 +154,10 @@ class KafkaOptions:
 @dataclass(frozen=True)
 class ReplayConfig:
     """One replay run, as the CLI's commands (``replay``, ``tune``, ``reproduce``) and the
-    Python API (``pipelines.replay.run_replay``, ``experiments.grid``) describe it:
+    Python API (``pipelines.replay.replay.run_replay``, ``experiments.grid``) describe it:
     the data and how to read it (``read``), the learner configurations, the outputs (``out``
-    and the Kafka ones), the runner and the engine's settings. ``pipelines.replay.plan`` turns
+    and the Kafka ones), the runner and the engine's settings. ``pipelines.replay.replay.plan``
+    turns
     it into the runners' plan.
 
     ``learners`` may be given as ``LearnerConfig`` s or ``(label, learner, params)`` tuples;
@@ -172,16 +173,16 @@ class ReplayConfig:
     seed: int = 0
     permutations: int = 1
     runner: str = "direct"
-    stream: str = "none"  # adversarial stream preset (kernelstream.streams) or "none"
+    stream: str = "none"  # adversarial stream preset (kernelstream.engine.orders) or "none"
     pipeline_args: tuple[str, ...] = ()  # Beam pipeline options after "--", passed through
     kafka: KafkaOptions = field(default_factory=KafkaOptions)  # topic reads, outputs, checkpoints
-    # ``--workers N``: the streams split over N runner processes (``pipelines.workers``; with
+    # ``--workers N``: the streams split over N runner processes (``pipelines.replay.workers``; with
     # ``--runner dask``, the local Dask cluster's worker processes); ``shard`` = (index, N) in
     # one of those processes (the hidden ``--shard I/N``)
     workers: int = 1
     shard: tuple[int, int] | None = None
     # ``--runner dask``: the scheduler of an existing cluster (tcp://HOST:PORT); None: a local
-    # cluster of ``workers`` processes (``pipelines.dask_replay``)
+    # cluster of ``workers`` processes (``pipelines.replay.dask_replay``)
     dask_scheduler: str | None = None
     # ``kernelstream tune``: the held-out tuning permutations first_permutation.. (a replay
     # evaluates 0..R-1), each cut to its first ``stream_rows`` positions when given

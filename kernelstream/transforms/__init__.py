@@ -12,10 +12,10 @@ state, coders and timers; the learning, metrics, dead letters and outputs are th
   as JSON messages), on ``kernelstream.kafka_client``.
 """
 
-from kernelstream.transforms.blocks import BlockCoder, PredictionBlockCoder
-from kernelstream.transforms.kafka import ReadKafkaBlocks, WriteKafka
-from kernelstream.transforms.learn import LearnPredict
-from kernelstream.transforms.sources import ReadFileBlocks, ReadPermutedStreams
+from kernelstream.transforms.replay.blocks import BlockCoder, PredictionBlockCoder
+from kernelstream.transforms.replay.kafka import ReadKafkaBlocks, WriteKafka
+from kernelstream.transforms.replay.learn import LearnPredict
+from kernelstream.transforms.replay.sources import ReadFileBlocks, ReadPermutedStreams
 
 __all__ = [
     "BlockCoder",

@@ -18,7 +18,8 @@ import pytest
 from kernelstream import data
 from kernelstream.data import check as data_check
 from kernelstream.data.hashing import hash_index
-from kernelstream.pipelines import cli, replay_args
+from kernelstream.pipelines import cli
+from kernelstream.pipelines.replay import replay_args
 
 ROOT = Path(__file__).resolve().parents[2]
 SVM = b"+1 1:0.5 3:1\n-1 2:0.25\n+1 1:1 2:1\n-1 3:2\n"

@@ -156,7 +156,7 @@ def _launcher() -> object:
 
 def test_the_flex_template_launcher_takes_every_parameter_of_metadata_json() -> None:
     from kernelstream.pipelines import cli
-    from kernelstream.pipelines.replay_args import replay_config
+    from kernelstream.pipelines.replay.replay_args import replay_config
 
     launch = _launcher()
     meta = json.loads((ROOT / "deploy" / "dataflow" / "metadata.json").read_text())

@@ -1,4 +1,4 @@
-"""The prequential loop (kernelstream.evaluate) against a hand-written per-example loop."""
+"""The prequential loop (kernelstream.engine.evaluate) against a hand-written per-example loop."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from kernelstream import learners
+from kernelstream.engine.evaluate import EvalResult, evaluate, mean_std
 from kernelstream.engine.prequential import learner_loss
-from kernelstream.evaluate import EvalResult, evaluate, mean_std
 from kernelstream.seeding import learner_seed, permutation
 
 

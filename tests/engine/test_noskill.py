@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
+from kernelstream.engine.evaluate import EvalResult, PermutationResult, evaluate
 from kernelstream.engine.noskill import NoSkill, skill_warnings
-from kernelstream.evaluate import EvalResult, PermutationResult, evaluate
 from kernelstream.learners.losses import get_loss
 from kernelstream.numbers import sig, sig_pm
 from kernelstream.pipelines.commands._runs import format_table
@@ -125,7 +125,7 @@ def test_summary_table_never_prints_a_small_loss_as_zero() -> None:
 def test_states_saved_before_the_baseline_still_load() -> None:
     """A replay stream's state from before these baselines (three fields) loads with an
     empty baseline; a current one round-trips it."""
-    from kernelstream.engine.metrics import StreamMetrics
+    from kernelstream.engine.replay.metrics import StreamMetrics
 
     old = StreamMetrics.from_json([[5, 1, "0", 0.5], [2, 0, "0", 0.1], 4])
     assert old.noskill == NoSkill() and old.total.examples == 5
@@ -135,7 +135,7 @@ def test_states_saved_before_the_baseline_still_load() -> None:
 
 
 def test_stream_summary_lines_show_the_baseline() -> None:
-    from kernelstream.pipelines.stream_summary import format_summary
+    from kernelstream.pipelines.live.stream_summary import format_summary
 
     doc = {"records": 10, "seconds": 1.0, "records_per_second": 10.0, "predictions": 5,
            "outcomes": 4, "delay_p50_ms": 3, "delay_p99_ms": 9, "unlabeled": 0,

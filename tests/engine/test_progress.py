@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelstream.engine import core
-from kernelstream.engine.core import PROGRESS_LOGGER, Progress, StreamState
+from kernelstream.engine.replay import core
+from kernelstream.engine.replay.core import PROGRESS_LOGGER, Progress, StreamState
 from kernelstream.pipelines.cli import main
 
 
@@ -60,13 +60,13 @@ def test_progress_shows_a_total_an_eta_and_the_learning_rate(
 
 
 def _run(path: Path, **kw: object) -> object:
-    from kernelstream.pipelines.replay import make_run
+    from kernelstream.pipelines.replay.replay import make_run
 
     return make_run(str(path), [("a", "pa-i", {}), ("b", "pa-i", {})], path.parent / "o", **kw)
 
 
 def test_expected_examples_counts_records_times_streams(tmp_path: Path) -> None:
-    from kernelstream.pipelines.replay import expected_examples
+    from kernelstream.pipelines.replay.replay import expected_examples
 
     lib = tmp_path / "d.libsvm"
     lib.write_bytes(b"+1 1:1\n\n-1 2:1\r\n+1 1:2\n\n\n-1 1:3")  # 4 records, last unended
@@ -104,8 +104,8 @@ def test_replay_and_tune_progress_have_totals(monkeypatch: pytest.MonkeyPatch, t
 def test_stream_progress_rate_is_learning_throughput() -> None:
     from types import SimpleNamespace
 
-    from kernelstream.pipelines.stream_monitor import Stopper
-    from kernelstream.transforms.committer import _Totals
+    from kernelstream.pipelines.live.stream_monitor import Stopper
+    from kernelstream.transforms.live.committer import _Totals
 
     t = _Totals()
     t.model("a", 100, 0.05)

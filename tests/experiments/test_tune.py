@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kernelstream import data
-from kernelstream.engine.replay import StreamSpec
+from kernelstream.engine.replay.sources import StreamSpec
 from kernelstream.experiments import tuning
 from kernelstream.experiments.tuning import CellScore
 from kernelstream.pipelines.cli import main

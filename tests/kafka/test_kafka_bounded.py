@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 from _helpers import TP, Msg, ScriptedConsumer, consume, new_topic, output_columns, produce
 
-from kernelstream.engine import checkpoints as ckpts
+from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.kafka_client import (
     ID_PARTITION_SHIFT,
     KafkaReadOptions,
@@ -72,7 +72,7 @@ def test_offset_out_of_range_is_an_error() -> None:
     cannot be set); the fetch error becomes OffsetOutOfLog, one line with the log's range."""
     from kafka.errors import OffsetOutOfRangeError
 
-    from kernelstream.engine.snapshot import OffsetOutOfLog
+    from kernelstream.engine.live.snapshot.store import OffsetOutOfLog
     from kernelstream.kafka_client import READ_DEFAULTS, client_settings
 
     assert READ_DEFAULTS["auto_offset_reset"] == "none"

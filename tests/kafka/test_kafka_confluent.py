@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from _helpers import new_topic, partition_records
 
+from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.offsets import OffsetOutOfLog
-from kernelstream.engine.records import SourceRecord
 from kernelstream.kafka_client import PartitionGroup, client_settings
 from kernelstream.kafka_client.confluent import (
     GROUP_ID,
@@ -24,7 +24,7 @@ from kernelstream.kafka_client.confluent import (
     untranslatable,
 )
 from kernelstream.kafka_client.group_reader import GroupReader
-from kernelstream.transforms import kafka_read as kr
+from kernelstream.transforms.live import kafka_read as kr
 
 T0 = 1_700_000_000_000
 

@@ -20,12 +20,12 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 
 from kernelstream._services import free_port
-from kernelstream.engine.merge import merged
-from kernelstream.engine.records import SourceRecord
-from kernelstream.engine.snapshot import OffsetOutOfLog
+from kernelstream.engine.live.merge import merged
+from kernelstream.engine.live.records import SourceRecord
+from kernelstream.engine.live.snapshot.store import OffsetOutOfLog
 from kernelstream.kafka_client import kafka_partition_info, partition_groups
 from kernelstream.kafka_client.group_reader import GroupReader
-from kernelstream.transforms import kafka_read as kr
+from kernelstream.transforms.live import kafka_read as kr
 
 # What the pipelines' DoFns saw. The FnApiRunner runs them in this process and unpickles these
 # module-level classes by reference, so they append to these very objects.
@@ -474,7 +474,7 @@ def test_drain_is_a_checkpoint_not_a_flush() -> None:
 
 
 def test_portable_job_service_loopback_runs_and_drains(broker: str, client: str) -> None:
-    from kernelstream.pipelines.beam_replay import local_job_service
+    from kernelstream.pipelines.replay.beam_replay import local_job_service
 
     (topic,) = _topics(broker, 1, "portable")
     with local_job_service() as endpoint:

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernelstream import data
-from kernelstream.evaluate import evaluate
+from kernelstream.engine.evaluate import evaluate
 from kernelstream.learners import make
 from kernelstream.learners.ioks import tsallis_omd_step
 from kernelstream.learners.kernels import Gaussian

@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
+from kernelstream.engine.orders import PRESETS, adversarial_stream, evaluate_stream, preset_stream
 from kernelstream.learners import make
 from kernelstream.learners.base import state_from_bytes, state_to_bytes
 from kernelstream.learners.kernels import Gaussian
 from kernelstream.learners.nystrom import IncrementalNystrom, relative_kernel_error
 from kernelstream.learners.sketch import IncrementalSketch, block_layout, sjlt_dense
 from kernelstream.learners.testing import make_stream
-from kernelstream.streams import PRESETS, adversarial_stream, evaluate_stream, preset_stream
 
 GAMMA = 0.3
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kernelstream import __version__, learners
-from kernelstream.evaluate import evaluate
+from kernelstream.engine.evaluate import evaluate
 from kernelstream.pipelines.cli import main
 
 REQUIRED = {

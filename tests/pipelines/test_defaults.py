@@ -172,7 +172,8 @@ def test_replay_prints_the_hint_once_and_not_when_scaled(tmp_path: Path, capsys)
 
 # -- stream: --init-from continues with the widths the models were learnt with --------------------
 def test_stream_takes_the_widths_of_its_init_from(tmp_path: Path, monkeypatch) -> None:
-    from kernelstream.pipelines import cli, stream_config
+    from kernelstream.pipelines import cli
+    from kernelstream.pipelines.live import stream_config
 
     saved = {"b": {"learner": "bogd", "params": {"gamma": 0.0371, "budget": 20}},
              "r": {"learner": "raker", "params": {"sigmas": "0.5,1,2"}}}

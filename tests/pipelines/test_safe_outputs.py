@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from kernelstream import learners
-from kernelstream.evaluate import evaluate
+from kernelstream.engine.evaluate import evaluate
 from kernelstream.pipelines.cli import main
 
 REPLAY = ["german", "--limit", "40", "--runner", "loop", "-q"]
@@ -294,8 +294,8 @@ def test_dict_rows_fail_with_what_is_expected() -> None:
         m.predict_learn_many([{0: 1.0}, {1: 2.0}], [1, -1])
     with pytest.raises(ValueError, match=r"evaluate: X must be .* rows given as dicts"):
         evaluate([{0: 1.0}, {1: 2.0}], [1, -1], "bogd", progress=None)
-    from kernelstream.engine.replay import Dataset
-    from kernelstream.streams import adversarial_stream
+    from kernelstream.engine.orders import adversarial_stream
+    from kernelstream.engine.replay.sources import Dataset
 
     with pytest.raises(ValueError, match=r"Dataset: X must be .* rows given as dicts"):
         Dataset([{0: 1.0}], [1])

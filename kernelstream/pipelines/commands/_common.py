@@ -27,7 +27,7 @@ from kernelstream.pipelines.config import (
     TARGET_SCALES,
     TASKS,
 )
-from kernelstream.pipelines.replay_args import hash_bits
+from kernelstream.pipelines.replay.replay_args import hash_bits
 
 
 def error(cmd: str, msg: str, code: int = 2) -> int:
@@ -40,7 +40,7 @@ def progress_to_stderr(on: bool, shard: tuple[int, int] | None = None) -> None:
     """Show the learners' progress lines (``kernelstream.progress`` logger, INFO; logged
     where learning runs, in-process for the direct and loop runners) on stderr; a worker of
     ``--workers`` (``shard``) names itself in them."""
-    from kernelstream.engine.core import PROGRESS_LOGGER  # the engine: a replay's own import
+    from kernelstream.engine.replay.core import PROGRESS_LOGGER  # the engine: a replay's own import
 
     log = logging.getLogger(PROGRESS_LOGGER)
     log.propagate = False  # not through Beam's root handler: one line each, our format

@@ -3,7 +3,7 @@ start of a run (:func:`started`: ``--workers`` processes, data check, output dir
 summary table and ``summary.json`` (:func:`build_summary`, schema in README.md).
 
 Flow of a run: :class:`~kernelstream.pipelines.config.ReplayConfig` → a runner from
-:func:`run` (returns one :class:`~kernelstream.evaluate.EvalResult` per learner
+:func:`run` (returns one :class:`~kernelstream.engine.evaluate.EvalResult` per learner
 configuration) → summary table and ``summary.json``. The engine, pyarrow and Beam are imported by
 the runners when they run, never here.
 """
@@ -22,6 +22,7 @@ from kernelstream import __version__, data, fs
 from kernelstream._json import json_safe
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.offsets import OffsetOutOfLog
+from kernelstream.engine.orders import evaluate_stream
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import error, progress_to_stderr
@@ -32,14 +33,13 @@ from kernelstream.pipelines.config import (
     ReplayConfig,
     WorkerError,
 )
-from kernelstream.pipelines.replay_args import check_data, is_embedded
+from kernelstream.pipelines.replay.replay_args import check_data, is_embedded
 from kernelstream.pipelines.run_folder import OutFolderError
-from kernelstream.streams import evaluate_stream
 
 if TYPE_CHECKING:
-    from kernelstream.evaluate import EvalResult
-    from kernelstream.pipelines.replay import ReplayResult
-    from kernelstream.pipelines.workers import WorkerPool
+    from kernelstream.engine.evaluate import EvalResult
+    from kernelstream.pipelines.replay.replay import ReplayResult
+    from kernelstream.pipelines.replay.workers import WorkerPool
 
 SUMMARY_SCHEMA = 1
 
@@ -63,8 +63,8 @@ OWN_LINE = (CheckpointInUse, OffsetOutOfLog, ConnectionError)
 # -- runners -----------------------------------------------------------------------------------
 def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
     """Adversarial streams (``--stream``): load the data in memory, then
-    :func:`kernelstream.streams.evaluate_stream` each configuration in turn."""
-    from kernelstream.evaluate import stderr_progress  # imports the learners: only for a run
+    :func:`kernelstream.engine.orders.evaluate_stream` each configuration in turn."""
+    from kernelstream.engine.evaluate import stderr_progress  # imports the learners: only for a run
 
     try:
         X, y = data.load_dataset(config.data, **config.read.load_kwargs())
@@ -88,7 +88,7 @@ def run(config: ReplayConfig, pool: WorkerPool | None = None) -> RunOutput:
     if config.stream != "none":
         return RunOutput(_evaluate_in_memory(config))
     # the replay machinery (engine, pyarrow, Kafka client; Beam for its runners): only here
-    from kernelstream.pipelines import replay
+    from kernelstream.pipelines.replay import replay
 
     try:
         if config.shard is not None:  # one worker process of --workers
@@ -105,8 +105,8 @@ def run(config: ReplayConfig, pool: WorkerPool | None = None) -> RunOutput:
 
 def run_output(config: ReplayConfig, res: ReplayResult) -> RunOutput:
     """The :class:`RunOutput` of a finished run from its outputs read back (``res``: see
-    ``pipelines.replay.read_outputs``); also ``kernelstream summary``'s."""
-    from kernelstream.engine.outputs import parquet_files
+    ``pipelines.replay.replay.read_outputs``); also ``kernelstream summary``'s."""
+    from kernelstream.engine.replay.outputs import parquet_files
 
     # counts from the files themselves, so the summary adds up whatever the runner's
     # support for Beam metrics
@@ -287,7 +287,7 @@ def _draw_sample(config: ReplayConfig, command: str) -> None:
 
 def _has_checkpoint(directory: str) -> bool:
     """Whether a replay's ``--checkpoint`` folder holds a committed checkpoint."""
-    from kernelstream.engine.checkpoints import latest  # Parquet (pyarrow): only for a topic
+    from kernelstream.engine.replay.checkpoints import latest  # Parquet (pyarrow): only for a topic
 
     return fs.exists(directory) and latest(directory) is not None
 
@@ -327,7 +327,7 @@ def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iter
         if config.sample is not None:  # --sample N: drawn once, read by every worker
             _draw_sample(config, command)
         if config.workers > 1 and config.runner != "dask":  # dask: its cluster's workers
-            from kernelstream.pipelines.workers import WorkerPool, effective_workers
+            from kernelstream.pipelines.replay.workers import WorkerPool, effective_workers
 
             if effective_workers(config) > 1:
                 try:

@@ -20,7 +20,7 @@ from kernelstream.pipelines.commands._common import (
     error,
 )
 from kernelstream.pipelines.config import ConfigError, check_at_least, is_topic
-from kernelstream.pipelines.replay_args import int_or_str, is_embedded
+from kernelstream.pipelines.replay.replay_args import int_or_str, is_embedded
 
 
 def cmd_check(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:

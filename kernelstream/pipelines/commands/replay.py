@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from kernelstream import fs
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.noskill import skill_warnings
+from kernelstream.engine.orders import STREAMS
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.pipelines.commands._common import (
     Command,
@@ -49,11 +50,10 @@ from kernelstream.pipelines.config import (
     ReplayConfig,
     runners_for,
 )
-from kernelstream.pipelines.replay_args import replay_config, shard_arg, workers_arg
-from kernelstream.streams import STREAMS
+from kernelstream.pipelines.replay.replay_args import replay_config, shard_arg, workers_arg
 
 if TYPE_CHECKING:
-    from kernelstream.pipelines.workers import WorkerPool
+    from kernelstream.pipelines.replay.workers import WorkerPool
 
 
 COMMAND = Command(
@@ -185,11 +185,11 @@ def run_shard(config: ReplayConfig) -> int:
     """A worker process of ``--workers`` (``--shard I/N``): import the runner while the
     parent checks the data, wait for its go, learn this shard's streams into the run's
     outputs; the parent writes the summary. Also ``tune``'s workers."""
-    from kernelstream.pipelines.workers import await_go
+    from kernelstream.pipelines.replay.workers import await_go
 
     progress_to_stderr(not config.quiet, config.shard)
     if config.runner != "loop":
-        import kernelstream.pipelines.beam_replay  # noqa: F401  (Beam: the second it takes)
+        import kernelstream.pipelines.replay.beam_replay  # noqa: F401  (Beam: the second it takes)
     if not await_go():  # the parent stopped the run before it started
         return 0
     return _run_once(config)
@@ -233,7 +233,7 @@ def print_run(config: ReplayConfig, run: RunOutput, path: str) -> None:
 def _submit(config: ReplayConfig) -> int:
     """``--submit-only``: submit the run's job, write ``OUT/submitted.json`` (what ``summary``
     needs to read the outputs back), print the job id and exit 0 without waiting."""
-    from kernelstream.pipelines import replay  # the replay machinery and Beam: only here
+    from kernelstream.pipelines.replay import replay  # the replay machinery and Beam: only here
 
     try:
         job_id = replay.submit(replay.plan(config))
@@ -257,9 +257,9 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
     checkpoint = config.kafka.checkpoint
     assert checkpoint is not None
     # checkpoints are Parquet files (pyarrow): imported by the runs that keep them
-    from kernelstream.engine.checkpoints import committed, next_checkpoint
-    from kernelstream.engine.snapshot import remove_orphans
-    from kernelstream.pipelines import replay
+    from kernelstream.engine.live.snapshot.store import remove_orphans
+    from kernelstream.engine.replay.checkpoints import committed, next_checkpoint
+    from kernelstream.pipelines.replay import replay
 
     done = 0
     try:

@@ -52,7 +52,7 @@ COMMAND = Command(
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``reproduce``'s arguments and handler (definitions only)."""
-    from kernelstream.pipelines.replay_args import workers_arg
+    from kernelstream.pipelines.replay.replay_args import workers_arg
 
     p.add_argument("paper", choices=(*PAPERS, "all"),
                    help="the tables to reproduce (all: " + ", ".join(PAPERS) + ")")

@@ -1,5 +1,5 @@
 """``kernelstream stream``: the command line of one unbounded Beam job over Kafka topics (the
-launcher, its up-front checks and its summary are :mod:`kernelstream.pipelines.stream` and the
+launcher, its up-front checks and its summary are :mod:`kernelstream.pipelines.live.stream` and the
 ``stream_*`` modules beside it). Argument definitions only here: no Beam at import time.
 """
 
@@ -17,7 +17,7 @@ from kernelstream.pipelines.commands._common import (
     error,
 )
 from kernelstream.pipelines.config import PROG, runners_for
-from kernelstream.pipelines.stream_config import (
+from kernelstream.pipelines.live.stream_config import (
     KAFKA_CLIENTS,
     KEY_BY,
     StreamConfig,
@@ -124,6 +124,6 @@ def cmd_stream(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         config = stream_config(args, argv)
     except ValueError as exc:
         return error("stream", str(exc))
-    from kernelstream.pipelines import stream  # the launcher (Beam only once it runs)
+    from kernelstream.pipelines.live import stream  # the launcher (Beam only once it runs)
 
     return stream.run(config)

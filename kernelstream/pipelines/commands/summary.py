@@ -2,7 +2,7 @@
 job was handed to its runner by ``replay --submit-only`` (Dataflow, a Flink job server), once
 that job has finished: the run's configuration is rebuilt from the command line kept in
 ``RUN_DIR/submitted.json``, and its results are read back from the Parquet outputs exactly
-as ``replay`` reads them after a run it waited for (``pipelines.replay.read_outputs``).
+as ``replay`` reads them after a run it waited for (``pipelines.replay.replay.read_outputs``).
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_summary(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     """Write ``RUN_DIR/summary.json`` of a finished submitted run; 2 with one line when
     ``RUN_DIR`` holds no submitted run or its job has not written its outputs (yet)."""
-    from kernelstream.pipelines import cli, replay  # the replay machinery: only here
+    from kernelstream.pipelines import cli
     from kernelstream.pipelines.commands.replay import print_run
-    from kernelstream.pipelines.replay_args import replay_config
+    from kernelstream.pipelines.replay import replay  # the replay machinery: only here
+    from kernelstream.pipelines.replay.replay_args import replay_config
 
     out = args.run_dir
     path = fs.join(out, SUBMITTED)

@@ -3,7 +3,7 @@
 The cells of the grid become the learner configurations of one replay run (labels
 ``cell00``, ``cell01``, ...) over the held-out tuning permutations ``--tune-perm`` onwards
 (default 1000; a replay evaluates 0..R-1), so they are learnt by the replay's own machinery
-(``pipelines.replay``: the loop or the Beam pipeline, ``--workers N`` processes) like any
+(``pipelines.replay.replay``: the loop or the Beam pipeline, ``--workers N`` processes) like any
 grid. The choice, ``tuned.json`` and its table are :mod:`kernelstream.experiments.tuning`'s;
 ``replay --params-from OUT/tuned.json`` runs the chosen parameters.
 """
@@ -48,10 +48,10 @@ from kernelstream.pipelines.config import (
     parse_learner_spec,
     runners_for,
 )
-from kernelstream.pipelines.replay_args import replay_config, shard_arg, workers_arg
+from kernelstream.pipelines.replay.replay_args import replay_config, shard_arg, workers_arg
 
 if TYPE_CHECKING:
-    from kernelstream.evaluate import EvalResult
+    from kernelstream.engine.evaluate import EvalResult
 
 TUNED_FILE = "tuned.json"
 TABLE_FILE = "tuned.md"

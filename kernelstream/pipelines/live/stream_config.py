@@ -1,0 +1,288 @@
+"""``kernelstream stream`` arguments → a checked :class:`StreamConfig` (no Beam, no broker).
+
+Every option error is one line (:class:`~kernelstream.pipelines.config.ConfigError`, exit 2)
+before Beam is imported or a broker contacted; the config is what the up-front checks
+(:mod:`~kernelstream.pipelines.live.stream_prepare`) and the run
+(:mod:`kernelstream.pipelines.live.stream`)
+then work from. It stands apart so that the parsing rules of a stream command (durations,
+topic URLs, output names) can be read and tested without the launcher around them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelstream.engine.learner_config import LearnerConfig, records
+from kernelstream.engine.live.rows import OUTPUTS
+from kernelstream.kafka_client.names import KAFKA_CLIENTS, SCHEME
+from kernelstream.pipelines.config import (
+    DEFAULT_LEARNERS,
+    ConfigError,
+    check_at_least,
+    learner_configs,
+    parse_learner_spec,
+    resolve_task,
+)
+
+EXIT_STOPPED = 130
+KEY_BY = ("id-prefix",)
+OUTPUT_NAMES = OUTPUTS  # the stream's outputs, by name
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def output_topic_names(prefix: str) -> dict[str, str]:
+    """Output name → its topic with ``--kafka-out kafka://HOST/PREFIX``: PREFIX-predictions,
+    PREFIX-outcomes, PREFIX-unlabeled, PREFIX-metrics, PREFIX-dead-letters."""
+    return {name: f"{prefix}-{name.replace('_', '-')}" for name in OUTPUT_NAMES}
+
+
+def parse_duration(text: str, what: str) -> float:
+    """``"10m"``, ``"2.5s"``, ``"500ms"``, ``"1h"``, ``"7d"`` or plain seconds → seconds."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ConfigError(f"{what} {text!r}: expected a duration such as 500ms, 10s, 10m, 2h, "
+                          "7d")
+    value = float(m.group(1)) * _UNIT_S[m.group(2) or "s"]
+    if not value > 0:
+        raise ConfigError(f"{what} must be > 0, got {text!r}")
+    return value
+
+
+def parse_topics(url: str, what: str) -> tuple[str, tuple[str, ...]]:
+    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2...]`` → ``(bootstrap, topics)``."""
+    from kernelstream.kafka_client.clients import KafkaTopic
+
+    if not url.startswith(SCHEME):
+        raise ConfigError(f"{what} {url!r}: expected kafka://HOST:PORT/TOPIC[,TOPIC...]")
+    servers, sep, names = url[len(SCHEME):].partition("/")
+    topics = tuple(t for t in names.split(",")) if sep else ()
+    if not topics or any(not t for t in topics):
+        raise ConfigError(f"{what} {url!r}: expected kafka://HOST:PORT/TOPIC[,TOPIC...]")
+    for t in topics:
+        try:
+            KafkaTopic.parse(f"{SCHEME}{servers}/{t}")
+        except ValueError as exc:
+            raise ConfigError(f"{what}: {exc}") from None
+    if len(set(topics)) != len(topics):
+        raise ConfigError(f"{what} {url!r}: a topic is named twice")
+    return servers, topics
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """A fully checked ``kernelstream stream`` command (no Beam, no broker contacted)."""
+
+    bootstrap: str
+    topics: tuple[str, ...]
+    labels_topic: str | None
+    configs: tuple[LearnerConfig, ...]
+    spec: Any  # engine.live.routing.StreamSpec
+    out: str | None  # None: the checkpoint's, else runs/stream-<topic>-<learners>
+    checkpoint: str | None = None
+    kafka_out: tuple[str, str] | None = None  # (bootstrap, prefix)
+    kafka_outputs: tuple[str, ...] = OUTPUT_NAMES  # the outputs sent to Kafka
+    client: tuple[tuple[str, str], ...] = ()
+    kafka_client: str = "auto"  # the reader's client (kafka_client.confluent.reader_consumer)
+    init_from: str | None = None
+    max_seconds: float | None = None
+    idle_stop: float | None = None
+    snapshot_every: int = 100_000
+    snapshot_seconds: float = 10.0
+    runner: str = "direct"
+    pipeline_args: tuple[str, ...] = ()
+    quiet: bool = False
+    argv: tuple[str, ...] = field(default_factory=tuple)
+    overwrite: bool = False  # replace a previous run in --out (pipelines.run_folder)
+
+    @property
+    def all_topics(self) -> tuple[str, ...]:
+        return (*self.topics, *([self.labels_topic] if self.labels_topic else []))
+
+    def configs_doc(self) -> dict[str, Any]:
+        """The learner configurations as a checkpoint records them (the replay's form)."""
+        return records(self.configs)
+
+    def stream_doc(self) -> dict[str, Any]:
+        """What a checkpoint's models depend on besides the learners."""
+        s = self.spec
+        return {"topics": list(self.topics), "labels_topic": self.labels_topic,
+                "seed": s.seed, "format": s.fmt, "n_features": s.n_features,
+                "label_column": s.label_column, "delimiter": s.delimiter, "task": s.task,
+                "positive_label": s.positive_label, "key_by": s.key_by,
+                "label_ttl_ms": s.label_ttl_ms, "metrics_window_ms": s.metrics_window_ms,
+                **({"rows": s.rows} if s.rows != "auto" else {}),
+                **({"hash_features": s.hash_features} if s.hash_features is not None else {})}
+
+
+def _check_width(spec: Any) -> None:  # engine.live.routing.StreamSpec
+    """Refuse a learner whose memory at this width cannot fit (one line: why, what instead),
+    before anything connects: ``learners.registry.check_width``."""
+    from kernelstream.learners.registry import WidthError, check_width
+
+    if spec.n_features is None:  # CSV: the first record fixes the width
+        return
+    for c in spec.configs:
+        try:
+            check_width(c.learner, dict(c.params), spec.n_features, sparse=spec.sparse)
+        except WidthError as e:
+            raise ConfigError(f"learner {c.label}: {e}") from None
+
+
+def init_widths(args: argparse.Namespace) -> list[str]:
+    """The ``-p`` values of a stream, plus, with ``--init-from``, the Gaussian widths
+    (``gamma``, ``sigmas``) its configurations were learnt with, for every configuration of
+    the same label and learner that is given none: the models continue with the widths they
+    were learnt with, as ``gamma=auto`` was resolved by that run. A stream without
+    ``--init-from`` keeps the learners' own default widths (its first records are not read
+    before it starts)."""
+    specs = list(args.param or [])
+    if args.init_from is None or not os.path.isdir(args.init_from):
+        return specs  # prepare() reports a missing directory
+    from kernelstream.experiments.tuning import param_text  # -p text of a recorded value
+
+    saved = _saved_configs(args.init_from)
+    given = [s.partition("=")[0].strip() for s in specs]
+    for spec in args.learner or [DEFAULT_LEARNERS["classification"][0]]:
+        label, name = parse_learner_spec(spec)
+        have = saved.get(label)
+        if not isinstance(have, dict) or have.get("learner") != name:
+            continue
+        params = have.get("params") or {}
+        for key, aliases in (("gamma", ("gamma", "sigma")), ("sigmas", ("sigmas",))):
+            if key in params and not any(g in aliases or g in {f"{label}.{a}" for a in aliases}
+                                         for g in given):
+                specs.append(f"{label}.{key}={param_text(params[key])}")
+    return specs
+
+
+def _saved_configs(path: str) -> dict[str, Any]:
+    """The configurations recorded by a stream snapshot or a replay checkpoint (empty when
+    neither: prepare() reports it)."""
+    from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
+    from kernelstream.engine.replay import checkpoints
+
+    try:
+        if is_snapshot_dir(path):
+            with SnapshotView.open(path) as view:
+                return dict(view.info().get("configs") or {})
+        ckpt = checkpoints.latest(path)
+        return dict(ckpt.info().get("configs") or {}) if ckpt is not None else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
+    """Arguments → a :class:`StreamConfig`; raises ``ValueError`` (one line) on bad input."""
+    from kernelstream.engine.live.routing import StreamSpec
+    from kernelstream.kafka_client.clients import client_settings
+
+    bootstrap, topics = parse_topics(args.source, "SOURCE")
+    labels_topic = None
+    if args.labels is not None:
+        lb, lt = parse_topics(args.labels, "--labels")
+        if len(lt) != 1:
+            raise ConfigError("--labels names one topic")
+        if lb != bootstrap:
+            raise ConfigError(f"--labels must be on the events' brokers ({bootstrap}), got {lb}")
+        if lt[0] in topics:
+            raise ConfigError(f"--labels topic {lt[0]!r} is also an events topic")
+        labels_topic = lt[0]
+    configs = learner_configs(args.learner or [], init_widths(args), task=args.task)
+    task = resolve_task(configs, args.task)
+    fmt = args.format or "libsvm"
+    hash_bits = getattr(args, "hash_features", None)
+    if fmt == "libsvm" and args.n_features is None and hash_bits is None:
+        raise ConfigError("LIBSVM messages need --n-features or --hash-features (a stream "
+                          "cannot be scanned first)")
+    if hash_bits is not None and args.n_features is not None:
+        raise ConfigError("--hash-features fixes the width at 2^K: drop --n-features")
+    if fmt == "libsvm" and args.label_column is not None:
+        raise ConfigError("--label-column applies to CSV messages (--format csv)")
+    check_at_least(args, n_features=1)
+    label_column = None
+    if args.label_column is not None:
+        try:
+            label_column = int(args.label_column)
+        except ValueError:
+            raise ConfigError(f"--label-column of CSV messages is a 0-based position (messages "
+                              f"have no header), got {args.label_column!r}") from None
+    ttl = parse_duration(args.label_ttl, "--label-ttl")
+    window = parse_duration(args.metrics_window, "--metrics-window")
+    check_at_least(args, snapshot_every=1)
+    snapshot_seconds = parse_duration(args.snapshot_seconds, "--snapshot-seconds")
+    max_seconds = (None if args.max_seconds is None
+                   else parse_duration(args.max_seconds, "--max-seconds"))
+    idle_stop = None if args.idle_stop is None else parse_duration(args.idle_stop,
+                                                                   "--idle-stop")
+    kafka_out = None
+    if args.kafka_out is not None:
+        ob, ot = parse_topics(args.kafka_out, "--kafka-out")
+        if len(ot) != 1:
+            raise ConfigError("--kafka-out names one topic prefix: kafka://HOST:PORT/PREFIX")
+        kafka_out = (ob, ot[0])
+    kafka_outputs = OUTPUT_NAMES
+    if args.kafka_outputs is not None:
+        names = tuple(dict.fromkeys(n.strip().replace("-", "_")
+                                    for n in args.kafka_outputs.split(",") if n.strip()))
+        bad = [n for n in names if n not in OUTPUT_NAMES]
+        if bad or not names:
+            raise ConfigError(f"--kafka-outputs {args.kafka_outputs!r}: a comma-separated list "
+                              f"of {', '.join(OUTPUT_NAMES)}")
+        if kafka_out is None:
+            raise ConfigError("--kafka-outputs goes with --kafka-out")
+        kafka_outputs = names
+    client = client_settings(args.kafka_option or [])
+    kafka_client = getattr(args, "kafka_client", None) or "auto"
+    if kafka_client not in KAFKA_CLIENTS:
+        raise ConfigError(f"--kafka-client {kafka_client!r}: expected one of "
+                          f"{', '.join(KAFKA_CLIENTS)}")
+    if kafka_client == "confluent":  # asked for explicitly: no silent fallback
+        from kernelstream.kafka_client.confluent import check_confluent
+
+        problem = check_confluent(client)
+        if problem is not None:
+            raise ConfigError(problem)
+    pipeline_args = tuple(getattr(args, "pipeline_args", ()) or ())
+    if any(a.startswith("--direct_num_workers") and a.split("=", 1)[-1] not in ("1", "0")
+           for a in pipeline_args):
+        raise ConfigError("a stream runs on one worker (its snapshot is one consistent cut of "
+                          "every model and offset): drop --direct_num_workers")
+    for path, what in ((args.checkpoint, "--checkpoint"), (args.out, "--out"),
+                       (args.init_from, "--init-from")):
+        if path is not None and "://" in path:
+            raise ConfigError(f"{what} {path}: a stream's files need a local or mounted file "
+                              "system (a lock, renames), not an object store")
+    if (args.init_from is not None and args.checkpoint is not None
+            and os.path.realpath(args.init_from) == os.path.realpath(args.checkpoint)):
+        raise ConfigError("--init-from is the --checkpoint directory itself: a checkpoint "
+                          "resumes on its own")
+    try:
+        spec = StreamSpec(
+            configs=configs, seed=args.seed, fmt=fmt, n_features=args.n_features,
+            label_column=label_column, delimiter=args.delimiter or ",", task=task,
+            positive_label=args.positive_label,
+            key_by=None if args.key_by is None else args.key_by,
+            label_ttl_ms=max(1, round(ttl * 1000)),
+            metrics_window_ms=max(1, round(window * 1000)), labels_topic=labels_topic,
+            source_prefix=f"{SCHEME}{bootstrap}/", rows=getattr(args, "rows", "auto"),
+            hash_features=hash_bits)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    _check_width(spec)
+    return StreamConfig(
+        bootstrap=bootstrap, topics=topics, labels_topic=labels_topic, configs=configs,
+        spec=spec, out=args.out, checkpoint=args.checkpoint, kafka_out=kafka_out,
+        kafka_outputs=kafka_outputs,
+        client=client, kafka_client=kafka_client, init_from=args.init_from,
+        max_seconds=max_seconds, idle_stop=idle_stop,
+        snapshot_every=args.snapshot_every, snapshot_seconds=snapshot_seconds,
+        runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv),
+        overwrite=bool(getattr(args, "overwrite", False)))
+

@@ -1,0 +1,296 @@
+"""The up-front checks of ``kernelstream stream`` (:func:`prepare`), each failing in one line
+(:class:`UpfrontError`, exit 2) before any pipeline starts.
+
+In order: the checkpoint directory's writer lock and, on a resume, that it was written by the
+same learners and stream settings; the broker, the topics and their partitions; the committed
+offsets against the log, and the record last read of each partition against the snapshot's
+fingerprint of it (a recreated topic); the ``--kafka-out`` broker and topics (created if missing);
+``--init-from``; and the output folder (a crash's unpublished files rolled forward or
+dropped). Both folders must take a small file (:func:`_check_writable`: a disk still full
+fails here, not at the first snapshot), and every published output file of a resumed run must
+be whole (:func:`~kernelstream.engine.live.snapshot.outputs.check_published`): one that a crash or
+an older version left cut short is refused, naming it, since its rows belong to a committed
+epoch that the snapshot cannot make again. They are a module of their own because they are
+the part of a run that touches the broker and the file system without Beam, and each of their
+failures has its own message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import glob
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Any
+
+from kernelstream.pipelines import run_folder
+from kernelstream.pipelines.live.stream_config import (
+    OUTPUT_NAMES,
+    SCHEME,
+    StreamConfig,
+    output_topic_names,
+)
+
+
+class UpfrontError(Exception):
+    """A check before the run failed (one line, exit 2)."""
+
+
+PROBE_BYTES = 64 << 10  # what a folder must take at start: far less than a snapshot's files
+
+
+def _check_writable(directory: str, option: str) -> None:
+    """Write, fsync and delete a small file in ``directory``: a disk that is full (or
+    read-only) is one line now, rather than a failed snapshot commit later."""
+    path = os.path.join(directory, f".kernelstream-probe-{os.getpid()}")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            if os.write(fd, bytes(PROBE_BYTES)) != PROBE_BYTES:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise UpfrontError(f"{option} {directory}: cannot write a file there "
+                           f"({exc.strerror or exc}); nothing was run") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+@dataclass
+class Prepared:
+    """What the checks found: where the run starts and writes."""
+
+    out: str
+    start: dict[tuple[str, int], int]  # next offset of every input partition
+    store: Any = None  # the checkpoint's SnapshotStore (writer lock held)
+    resume_epoch: int | None = None
+    init_kind: str | None = None
+    partitions: int = 0
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+
+def _default_out(config: StreamConfig) -> str:
+    return os.path.join("runs", f"stream-{config.topics[0]}-"
+                        + "+".join(c.label for c in config.configs))
+
+
+def _check_resume(config: StreamConfig, info: dict[str, Any], directory: str) -> None:
+    """A checkpoint continues the run that wrote it: same learners, same stream settings."""
+    saved_configs = info.get("configs")
+    ours = json.loads(json.dumps(config.configs_doc(), default=str))
+    if saved_configs is not None and saved_configs != ours:
+        raise UpfrontError(f"checkpoint {directory} was written by the learner configurations "
+                           f"{json.dumps(saved_configs)}; this run has {json.dumps(ours)} (use "
+                           "the same ones, or a new --checkpoint)")
+    saved = info.get("stream") or {}
+    mine = config.stream_doc()
+    diff = [k for k in mine if k in saved and saved[k] != mine[k]]
+    if diff:
+        parts = ", ".join(f"{k} {saved[k]!r} -> {mine[k]!r}" for k in diff)
+        raise UpfrontError(f"checkpoint {directory} was written with other stream settings "
+                           f"({parts}); use the same ones, or a new --checkpoint")
+
+
+def _init_kind(config: StreamConfig) -> str | None:
+    """``--init-from``: a stream checkpoint (``"stream"``) or a replay checkpoint
+    (``"replay"``); its learners must be this run's."""
+    path = config.init_from
+    if path is None:
+        return None
+    from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
+    from kernelstream.engine.replay import checkpoints
+
+    if not os.path.isdir(path):
+        raise UpfrontError(f"--init-from {path}: no such directory")
+    ours = config.configs_doc()
+    if is_snapshot_dir(path):
+        with SnapshotView.open(path) as view:
+            saved = view.info().get("configs") or {}
+        kind = "stream"
+    else:
+        ckpt = checkpoints.latest(path)
+        if ckpt is None:
+            raise UpfrontError(f"--init-from {path}: neither a stream checkpoint nor a replay "
+                               "checkpoint (a replay saves its models with --checkpoint DIR)")
+        saved = ckpt.info().get("configs") or {}
+        kind = "replay"
+    for name, cfg in ours.items():
+        have = saved.get(name)
+        if have is not None and have.get("learner") != cfg["learner"]:
+            raise UpfrontError(f"--init-from {path}: configuration {name!r} is a "
+                               f"{have.get('learner')} there, a {cfg['learner']} here")
+    if not any(name in saved for name in ours):
+        raise UpfrontError(f"--init-from {path} has none of this run's configurations "
+                           f"({', '.join(ours)}; it has {', '.join(saved) or 'none'})")
+    return kind
+
+
+def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
+    """The ``--kafka-out`` brokers answer; the output topics exist (created if missing)."""
+    if config.kafka_out is None:
+        return
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+    from kernelstream.kafka_client.clients import client_defaults, typed_settings
+
+    bootstrap, prefix = config.kafka_out
+    topics = output_topic_names(prefix)
+    names = [topics[n] for n in config.kafka_outputs]
+    try:
+        cfg = {"bootstrap_timeout_ms": 5000, "request_timeout_ms": 10000}
+        cfg.update({k: v for k, v in typed_settings(config.client, client_defaults()[0]).items()
+                    if k in KafkaAdminClient.DEFAULT_CONFIG})
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","),
+                                 client_id="kernelstream", **cfg)
+    except KafkaError as exc:
+        raise UpfrontError(f"--kafka-out: cannot connect to the Kafka broker(s) {bootstrap}: "
+                           f"{type(exc).__name__}") from None
+    try:
+        have = set(admin.list_topics())
+        missing = [n for n in names if n not in have]
+        if missing:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                admin.create_topics([NewTopic(n, max(1, partitions), 1) for n in missing])
+    except KafkaError as exc:
+        raise UpfrontError(f"--kafka-out {bootstrap}: {type(exc).__name__}: {exc}") from None
+    finally:
+        admin.close()
+
+
+def prepare(config: StreamConfig) -> Prepared:
+    """The up-front checks (module docstring); raises :class:`UpfrontError`."""
+    from kernelstream.engine.live.snapshot.files import CorruptSnapshotError
+    from kernelstream.engine.live.snapshot.outputs import (
+        UnreadableOutputError,
+        check_published,
+        publish,
+    )
+    from kernelstream.engine.live.snapshot.store import SnapshotStore
+    from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
+    from kernelstream.engine.writer_lock import CheckpointInUse
+    from kernelstream.kafka_client.partitions import (
+        check_fingerprints,
+        kafka_partition_info,
+        partition_groups,
+    )
+
+    store = None
+    out = config.out
+    saved_out = None
+    committed: dict[tuple[str, int], int] = {}
+    resume = None
+    try:
+        if config.checkpoint is not None:
+            try:
+                store = SnapshotStore.open(config.checkpoint)
+            except CheckpointInUse as exc:
+                raise UpfrontError(str(exc)) from None
+            except (ValueError, OSError, CorruptSnapshotError) as exc:
+                raise UpfrontError(f"--checkpoint {config.checkpoint}: {exc}") from None
+            _check_writable(store.directory, "--checkpoint")
+            resume = store.head
+            if resume is not None:
+                saved = store.info()
+                _check_resume(config, saved, config.checkpoint)
+                saved_out = saved.get("out")
+                if out is None:
+                    out = saved_out
+                elif saved_out is not None and os.path.realpath(out) != saved_out:
+                    raise UpfrontError(f"checkpoint {config.checkpoint} writes its outputs to "
+                                       f"{saved_out}; give --out {saved_out} (outputs are "
+                                       "committed with the snapshots)")
+                committed = store.offsets()
+        if out is None:
+            out = _default_out(config)
+        # the output folder: new, empty, this run's own (the same --checkpoint; a snapshot
+        # that names it, for folders of earlier versions), or a previous run with --overwrite
+        # (pipelines.run_folder): checked before the broker, claimed once it has answered
+        own = run_folder.entry_within(out, config.checkpoint)
+        try:
+            continuing = (run_folder.continues(run_folder.inspect(out, own), config.checkpoint)
+                          or (resume is not None and saved_out is not None))
+            claim = functools.partial(
+                run_folder.claim, out, "demo" if config.argv[:1] == ("demo",) else "stream",
+                overwrite=config.overwrite, checkpoint=config.checkpoint,
+                resumes=resume is not None, argv=config.argv, ignore=own,
+                continuing=continuing)
+            claim(dry=True)
+        except run_folder.OutFolderError as exc:
+            raise UpfrontError(str(exc)) from None
+        try:
+            info = kafka_partition_info(config.bootstrap, config.all_topics, config.client)
+        except (ConnectionError, FileNotFoundError) as exc:
+            raise UpfrontError(str(exc)) from None
+        try:
+            groups = partition_groups(info, config.all_topics, committed)
+        except OffsetOutOfLog as exc:
+            raise UpfrontError(str(exc)) from None
+        except ValueError as exc:
+            raise UpfrontError(f"{SCHEME}{config.bootstrap}: {exc}") from None
+        if store is not None and committed:
+            # the record each partition was last read at is still the same one: a topic
+            # recreated with more records than the committed offset fails here
+            try:
+                check_fingerprints(config.bootstrap, store.fingerprints(), info,
+                                   config.client)
+            except (LogChanged, ConnectionError) as exc:
+                raise UpfrontError(str(exc)) from None
+        start = {}
+        for g in groups:
+            for tp, off in zip(g.partitions, g.start, strict=True):
+                start[tp] = int(off)
+        _check_kafka_out(config, len(groups))
+        init_kind = _init_kind(config)
+        try:
+            claim()
+        except run_folder.OutFolderError as exc:
+            raise UpfrontError(str(exc)) from None
+        except OSError as exc:
+            raise UpfrontError(f"--out {out}: {exc}") from None
+        try:
+            os.makedirs(out, exist_ok=True)
+            if store is not None:
+                # roll a commit forward whose publishing a crash cut short, drop the files of
+                # an epoch that never committed
+                publish(out, None, store.head)
+            else:
+                _clear_outputs(out)
+            for d in glob.glob(os.path.join(out, ".run-*")):  # a killed run's control folder
+                shutil.rmtree(d, ignore_errors=True)
+            _check_writable(out, "--out")
+            if store is not None:
+                check_published(out, OUTPUT_NAMES)
+        except UnreadableOutputError as exc:
+            raise UpfrontError(f"--out {out}: {exc}: its rows of a committed epoch cannot be "
+                               "made again from the snapshot; move the file away to go on "
+                               "without them, or start over with a new --out and "
+                               "--checkpoint") from None
+        except OSError as exc:
+            raise UpfrontError(f"--out {out}: {exc}") from None
+        return Prepared(out, start, store, resume, init_kind, len(groups))
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+
+
+def _clear_outputs(out: str) -> None:
+    """A run without checkpoint starts the topic over: remove the previous run's files."""
+    for name in OUTPUT_NAMES:
+        d = os.path.join(out, name)
+        for f in glob.glob(os.path.join(d, "part-*.parquet")):
+            os.unlink(f)
+        shutil.rmtree(os.path.join(d, ".pending"), ignore_errors=True)
+

@@ -1,0 +1,132 @@
+"""The loop runner: a replay run's streams through the engine in a plain Python loop (no Beam).
+
+The same sources (a data set in memory, or a Kafka topic through ``kafka_client``), the same
+per-block learning (:class:`~kernelstream.engine.replay.core.StreamLearner`) and the same Parquet
+outputs and checkpoint files as the Beam runners, written with pyarrow directly, so the files
+of the two compare one to one. A run's blocks arrive in stream order here, so no ordering
+state is needed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+
+from kernelstream import fs
+from kernelstream.engine.deadletters import DEAD_LETTER_TAG
+from kernelstream.engine.replay import checkpoints as ckpts
+from kernelstream.engine.replay.blocks import Block
+from kernelstream.engine.replay.core import (
+    Progress,
+    StreamLearner,
+    StreamState,
+    decode_stream_state,
+    encode_stream_state,
+)
+from kernelstream.engine.replay.outputs import (
+    OUTPUTS,
+    PREDICTIONS_SCHEMA,
+    SCHEMAS,
+    PredictionWriter,
+    write_rows,
+)
+from kernelstream.engine.replay.sources import load_rows, stream_blocks
+
+if TYPE_CHECKING:
+    # the Kafka client is imported by the runs that use a topic (a file replay needs none)
+    from kernelstream.kafka_client.blocks import SourcePosition
+    from kernelstream.kafka_client.sink import KafkaWriter
+
+    # the run description lives with the runners that share it
+    from kernelstream.pipelines.replay.replay import ReplayRun
+
+PART = "part-loop"  # the name of the loop's file in every output directory
+
+
+def loop_source(run: ReplayRun, dead: list[dict[str, Any]],
+                position: list[SourcePosition]) -> Iterator[Block]:
+    """The run's blocks in stream order; its source's dead letters are appended to ``dead``,
+    and a Kafka read's end position to ``position``."""
+    if run.kafka is None:
+        ds = load_rows(run.read)
+        if run.spec.source_dead_letters:  # one shard of replay --workers reports them
+            dead += ds.dead_letters
+        yield from stream_blocks(ds, run.spec)
+        return
+    from kernelstream.kafka_client.blocks import KafkaBlocks  # a topic: its runs' own import
+
+    kb = KafkaBlocks(run.kafka.topic, run.read, run.spec.configs, run.block_size,
+                     run.resume_position)
+    for item in kb.read_topic(run.kafka):
+        if isinstance(item, Block):
+            yield item
+        else:
+            dead.append(item)
+    position.append(kb.position())
+
+
+def run_loop(run: ReplayRun) -> dict[str, int]:
+    """Learn every stream of ``run``, write its outputs (and checkpoint files) and return the
+    counters the Beam runners report (examples, mistakes, dead letters, blocks)."""
+    core = StreamLearner({c.label: c for c in run.configs}, run.seed, run.metrics_window,
+                         run.read.path)
+    # a resumed stream's saved state is read by key when the stream first appears
+    saved = None if run.resume_from is None else ckpts.SavedStates.of(run.resume_from)
+    states: dict[str, StreamState] = {}
+    position: list[SourcePosition] = []
+    for name in OUTPUTS:
+        fs.makedirs(fs.join(run.out, name))
+    counters = {"examples": 0, "mistakes": 0, DEAD_LETTER_TAG: 0, "blocks": 0}
+    metrics: list[dict[str, Any]] = []
+    dead: list[dict[str, Any]] = []
+    writers: dict[str, KafkaWriter] = {}
+    if run.kafka_out is not None:  # the Kafka client: imported by the runs that use it
+        from kernelstream.kafka_client.sink import KafkaWriter, output_topics, prediction_rows
+
+        writers = {k: KafkaWriter(t, run.kafka_client)
+                   for k, t in output_topics(run.kafka_out).items()}
+    # the shards of replay --workers write into the same directories: one name each
+    part = PART if run.shards == 1 else f"{PART}-{run.shard}"
+    with fs.open_write(fs.join(run.out, "predictions", f"{part}.parquet")) as fh, \
+            pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as pw:
+        w = PredictionWriter(pw)
+        progress = Progress(total=run.expected_examples)
+        for b in loop_source(run, dead, position):
+            st = states.get(b.key)
+            if st is None:  # a resumed stream starts from its saved state
+                data = None if saved is None else saved.get(b.key)
+                st = states[b.key] = (StreamState() if data is None
+                                      else decode_stream_state(data))
+            res = core.learn(b.key, st, b)
+            progress.learnt(b.key, st, b.n, res.seconds)
+            p = res.predictions
+            w.write(p)
+            if writers:
+                writers["predictions"].write(prediction_rows(p))
+            metrics += res.metrics
+            dead += res.dead_letters
+            counters["blocks"] += 1
+            counters["examples"] += p.n - len(res.dead_letters)
+            counters["mistakes"] += int((p.mistake == 1).sum())
+        w.flush()
+    counters[DEAD_LETTER_TAG] = len(dead)  # the source's and the learners'
+    metrics += [core.final_row(k, st) for k, st in states.items()]
+    if run.writes is not None:
+        # this run's streams, then the saved ones it did not touch, streamed from their files
+        new = ((k, encode_stream_state(st)) for k, st in states.items())
+        old = ((k, v) for k, v in (() if run.resume_from is None
+                                   else ckpts.read_states(run.resume_from)) if k not in states)
+        ckpts.write_states(run.writes, itertools.chain(new, old), "loop")
+        ckpts.write_position(run.writes, position[0])
+    if writers:
+        writers["metrics"].write(metrics)
+        writers[DEAD_LETTER_TAG].write(dead)
+        for wr in writers.values():
+            wr.close()
+    for name, rows in (("metrics", metrics), (DEAD_LETTER_TAG, dead)):
+        if rows:
+            write_rows(fs.join(run.out, name, f"{part}.parquet"), rows, SCHEMAS[name])
+    return counters

@@ -1,0 +1,464 @@
+"""A replay run: what it is asked to do, its runners, and its results (imports no Beam).
+
+``run_replay`` evaluates several learner configurations on several permutations of a data set
+(and, with ``key_by``, one model per entity), each stream as its own key, and writes
+``out/{predictions,metrics,dead_letters}/`` as Parquet; it returns one summary dict per stream
+key, derived from the metrics output. Runners (``pipelines.config.RUNNERS``):
+
+* ``loop`` — ``kernelstream.pipelines.replay.loop``: the engine in a plain Python loop, writing the
+  same
+  Parquet files, so outputs compare one to one. It never imports Beam.
+* ``direct``, ``portable``, ``beam`` — the Beam pipeline of ``kernelstream.pipelines.
+  beam_replay`` (imported only for them) on Beam's FnApiRunner, the portable job API (a local
+  job service or a ``--job_endpoint``), or the runner named by ``--runner=...`` in
+  ``pipeline_args``.
+* ``dask`` — ``kernelstream.pipelines.replay.dask_replay``: Beam's DaskRunner on a dask.distributed
+  cluster, each stream learnt whole by one task through the loop's core (no state or timers:
+  a file's permuted streams only).
+
+Every run is a :class:`~kernelstream.pipelines.config.ReplayConfig` (the CLI's commands build
+it from their arguments, :func:`run_replay` from its keywords), made into the runners' plan by
+:func:`plan` and carried out by :func:`execute`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kernelstream import data as ksdata
+from kernelstream import fs
+from kernelstream.data.options import ReadOptions
+from kernelstream.engine.evaluate import EvalResult
+from kernelstream.engine.learner_config import LearnerConfig, records
+from kernelstream.engine.replay import checkpoints as ckpts
+from kernelstream.engine.replay.core import PROGRESS_LOGGER
+from kernelstream.engine.replay.metrics import eval_results, key_summaries
+from kernelstream.engine.replay.outputs import (
+    METRICS_SCHEMA,
+    OUTPUTS,
+    SCHEMAS,
+    ensure_nonempty,
+    iter_rows,
+)
+from kernelstream.engine.replay.sources import StreamSpec
+from kernelstream.engine.writer_lock import WriterLock
+from kernelstream.pipelines.config import ConfigError, ReplayConfig, check_runner, is_topic
+from kernelstream.pipelines.replay.loop import run_loop
+
+if TYPE_CHECKING:  # the Kafka client is imported by the runs that read or write a topic
+    from kernelstream.kafka_client import KafkaReadOptions, KafkaTopic, SourcePosition
+
+ORDERS = ("permuted", "file")
+# Where the Beam learner parks early blocks. Ordered-list state is what the FnApiRunner and
+# Beam's local job service implement best, but support for it through the portable Fn API on
+# Flink and Dataflow is not established (apache/beam#21358, #20666), so "auto" uses bag state
+# (supported everywhere; a range read scans only the parked blocks) on every other runner.
+EARLY_STATES = ("auto", "ordered_list", "bag")
+
+
+def add_replay_options(parser: Any) -> None:
+    """The replay's own pipeline options (``--block_size`` ...), settable after ``--``; Beam's
+    ``ReplayPipelineOptions`` declares the same ones."""
+    parser.add_argument("--block_size", type=int, default=None,
+                        help="rows per block moved through the pipeline")
+    parser.add_argument("--metrics_window", type=int, default=None,
+                        help="positions per metrics window")
+    parser.add_argument("--reshuffle_blocks", default=None, choices=("true", "false"),
+                        help="redistribute blocks across workers before learning")
+    parser.add_argument("--early_state", default=None, choices=EARLY_STATES,
+                        help="state holding blocks that arrive early: ordered_list, bag, "
+                        "or auto (ordered_list on the in-process runners, bag elsewhere)")
+
+
+def _replay_options(pipeline_args: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    add_replay_options(parser)
+    return parser.parse_known_args(list(pipeline_args))[0]
+
+
+@dataclass
+class ReplayRun:
+    """The runners' plan of a :class:`ReplayConfig` (:func:`plan`): its data resolved, its
+    options checked and parsed."""
+
+    data: str
+    configs: list[LearnerConfig]
+    out: str  # local directory or a URL (gs://...)
+    read: ReadOptions
+    seed: int = 0
+    permutations: int = 1
+    block_size: int = 1024  # large enough to amortise Beam's per-element cost (~1 ms a block)
+    metrics_window: int = 1000
+    reshuffle: bool | None = None  # None: when there are several streams and workers
+    scramble: int | None = None  # seed: deliver blocks in a random order (tests)
+    order: str = "permuted"  # "file": one stream in file order, read in parallel chunks
+    chunk_bytes: int = 16 << 20
+    runner: str = "direct"
+    pipeline_args: list[str] = field(default_factory=list)
+    early_state: str = "auto"
+    kafka: KafkaReadOptions | None = None  # the data is a Kafka topic (``kafka_client``)
+    kafka_out: KafkaTopic | None = None  # also write the outputs to PREFIX-{predictions,...}
+    kafka_client: tuple[tuple[str, str], ...] = ()  # kafka-python settings of the sink
+    checkpoint: str | None = None  # resume from / write checkpoints here (Kafka sources)
+    # set by execute(): the checkpoint resumed from and the one this run writes
+    resume_from: ckpts.Checkpoint | None = None
+    writes: ckpts.Checkpoint | None = None
+    # one shard of ``replay --workers`` (``pipelines.replay.workers``): learn only the streams of
+    # shard ``shard`` of ``shards`` (``StreamSpec.owns``); the parent clears and reads back
+    shard: int = 0
+    shards: int = 1
+    # permutations first..first+permutations-1 (``kernelstream tune``: held out from a
+    # replay's 0..R-1), each cut to its first ``stream_rows`` positions when given
+    first_permutation: int = 0
+    stream_rows: int | None = None
+    # examples the run will learn (all its streams), when known: progress shows a total and
+    # an ETA (see :func:`expected_examples`)
+    expected_examples: int | None = None
+    # ``dask``: an existing cluster's scheduler (tcp://HOST:PORT), else a local cluster of
+    # ``dask_workers`` processes
+    dask_scheduler: str | None = None
+    dask_workers: int = 2
+
+    @property
+    def resume_position(self) -> SourcePosition | None:
+        return None if self.resume_from is None else self.resume_from.position()
+
+    @property
+    def spec(self) -> StreamSpec:
+        return StreamSpec(tuple(c.label for c in self.configs), seed=self.seed,
+                          permutations=self.permutations, block_size=self.block_size,
+                          shuffle=self.order == "permuted", shard=self.shard,
+                          shards=self.shards, first=self.first_permutation,
+                          rows=self.stream_rows)
+
+
+@dataclass
+class ReplayResult:
+    """Per-key summaries (from the metrics output), counters, and where the outputs are."""
+
+    summaries: list[dict[str, Any]]
+    counters: dict[str, int]
+    out: str  # local directory or a URL (gs://...)
+    runner: str
+    seconds: float
+
+    def eval_results(self, configs: Sequence[LearnerConfig], seed: int) -> list[EvalResult]:
+        return eval_results(self.summaries, configs, seed=seed)
+
+
+def resolve_data(name_or_path: str, fmt: str | None) -> tuple[str, str | None]:
+    """An embedded data set name or a file path → ``(path, fmt)``."""
+    p = os.fspath(name_or_path)
+    if not fs.exists(p):
+        with contextlib.suppress(KeyError):
+            info = ksdata.embedded_dataset_info(p)
+            return str(ksdata.embedded_path(p)), fmt or info.get("format")
+        raise FileNotFoundError(f"{p!r} is neither a file nor an embedded data set")
+    return p, fmt
+
+
+def make_run(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
+             out: str | os.PathLike[str], **options: Any) -> ReplayRun:
+    """The plan (:func:`plan`) of ``ReplayConfig.of(data, configs, out, **options)``: the
+    Python API's short form; ``options`` are fields of :class:`ReplayConfig` or of its read
+    options."""
+    return plan(ReplayConfig.of(data, configs, out, **options))
+
+
+def plan(config: ReplayConfig) -> ReplayRun:
+    """The runners' :class:`ReplayRun` of ``config``: the data resolved (an embedded name to
+    its file), the pipeline options after ``--`` applied, and what a run cannot do refused.
+
+    ``data`` may be a topic ``kafka://HOST:PORT/TOPIC`` (read as in ``kafka_client``, up to the
+    log's end when the run starts; ``kafka_idle``: how long a partition may deliver nothing
+    before that end, ``kafka_max_seconds``: the read's limit in all); ``kafka_out``
+    (``kafka://HOST:PORT/PREFIX``) also sends the three outputs to the topics
+    PREFIX-predictions, PREFIX-metrics and PREFIX-dead-letters. ``checkpoint`` (a directory,
+    Kafka sources only) resumes from the newest checkpoint there and writes the next one
+    (``engine.replay.checkpoints``). ``shard`` = (I, N): learn only the streams of shard I of N, for
+    ``replay --workers`` (``pipelines.replay.workers``), which clears and reads back the outputs.
+    ``first_permutation``/``stream_rows``: the permutations ``first_permutation`` onwards,
+    each cut to its first ``stream_rows`` positions (``kernelstream tune``)."""
+    c = config
+    shard, shards = c.shard or (0, 1)
+    topic = is_topic(c.data)
+    order = "file" if topic else c.order
+    if shards > 1 and (topic or order != "permuted" or c.kafka.checkpoint is not None):
+        raise ValueError("shards split the streams of a permuted file replay: a Kafka topic, "
+                         "a file-order stream or a checkpoint is one stream read once")
+    if c.runner == "dask" and (topic or order != "permuted" or c.kafka.out is not None):
+        raise ValueError("the dask runner learns a file's permuted streams, each in one task: "
+                         "a Kafka topic, a file-order stream or --kafka-out needs another "
+                         "runner")
+    if c.kafka.checkpoint is not None and not topic:
+        raise ValueError("checkpoints continue a Kafka topic: a file replay has nothing to "
+                         "continue (give a kafka:// source)")
+    kafka = None
+    if topic:
+        from kernelstream.kafka_client import KafkaReadOptions  # a topic: see TYPE_CHECKING
+
+        kafka = KafkaReadOptions(_parse_topic(c.data), idle_seconds=c.kafka.idle,
+                                 max_seconds=c.kafka.max_seconds, client=c.kafka.client)
+        if c.permutations != 1:
+            raise ValueError("a Kafka topic is one stream in its own order: permutations must "
+                             "be 1")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    if order == "file" and c.permutations != 1:
+        raise ValueError("order='file' is a single stream: permutations must be 1")
+    if order == "file" and (c.first_permutation or c.stream_rows is not None):
+        raise ValueError("order='file' is the whole stream in its own order: no "
+                         "first_permutation or stream_rows")
+    check_runner(c.runner)
+    path, fmt = (c.data, c.read.fmt) if topic else resolve_data(c.data, c.read.fmt)
+    opts = _replay_options(c.pipeline_args)
+    reshuffle = c.reshuffle
+    if opts.reshuffle_blocks:
+        reshuffle = opts.reshuffle_blocks == "true"
+    read = replace(c.read, path=path, fmt=fmt)
+    if kafka is not None:
+        from kernelstream.kafka_client import check_read_options
+
+        check_read_options(read)
+    return ReplayRun(data=c.data, configs=list(c.learners), out=c.out, read=read, seed=c.seed,
+                     permutations=c.permutations, block_size=opts.block_size or c.block_size,
+                     metrics_window=opts.metrics_window or c.metrics_window,
+                     reshuffle=reshuffle, scramble=c.scramble, order=order,
+                     chunk_bytes=c.chunk_bytes, runner=c.runner,
+                     pipeline_args=list(c.pipeline_args), early_state=opts.early_state or "auto",
+                     kafka=kafka,
+                     kafka_out=None if c.kafka.out is None else _parse_topic(c.kafka.out),
+                     kafka_client=c.kafka.client, checkpoint=c.kafka.checkpoint, shard=shard,
+                     shards=shards, first_permutation=c.first_permutation,
+                     stream_rows=c.stream_rows, dask_scheduler=c.dask_scheduler,
+                     dask_workers=c.workers)
+
+
+def _parse_topic(url: str) -> KafkaTopic:
+    from kernelstream.kafka_client import KafkaTopic  # a topic: see TYPE_CHECKING
+
+    return KafkaTopic.parse(url)
+
+
+def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
+               out: str | os.PathLike[str], **options: Any) -> ReplayResult:
+    """Run the replay of ``data`` for ``configs`` (``LearnerConfig`` s or
+    ``(label, learner, params)`` tuples) and write ``out/{predictions,metrics,dead_letters}/``
+    as Parquet; ``options`` are fields of :class:`ReplayConfig` (``seed``, ``permutations``,
+    ``runner``, ``block_size``, ``order`` ...) or of its read options (``scale``, ``limit``,
+    ``key_by`` ..., as in ``data.load``).
+
+    ``order="permuted"`` (the default, the papers' protocol) loads the data set on one worker
+    to permute it; ``order="file"`` streams the file in its own order through the chunked
+    reader, for files larger than one worker's memory."""
+    return execute(make_run(data, configs, out, **options))
+
+
+def run_loop_outputs(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
+                     out: str | os.PathLike[str], **options: Any) -> ReplayResult:
+    """:func:`run_replay` on the loop runner: the same files from a plain Python loop."""
+    return run_replay(data, configs, out, **{**options, "runner": "loop"})
+
+
+_HELD = threading.local()  # the checkpoint locks this thread holds: {directory: lock}
+
+
+@contextlib.contextmanager
+def checkpoint_lock(directory: str | None) -> Iterator[None]:
+    """Hold the checkpoint directory's writer lock (``engine.live.snapshot.store.WriterLock``: a
+    ``flock`` the kernel drops when the holder dies) for the block: a second run on the
+    directory fails at once with :class:`~kernelstream.engine.live.snapshot.store.CheckpointInUse`.
+    Re-entrant within a thread, so ``--follow`` holds it across its runs. Object-store
+    directories (``gs://``...) have no file locks: there, one writer at a time is the
+    user's to ensure."""
+    if directory is None or fs.is_remote(directory):
+        yield
+        return
+    d = os.path.realpath(fs.local_path(directory))
+    held: dict[str, WriterLock] = _HELD.__dict__.setdefault("locks", {})
+    if d in held:
+        yield
+        return
+    os.makedirs(d, exist_ok=True)
+    held[d] = WriterLock.acquire(d)
+    try:
+        yield
+    finally:
+        held.pop(d).release()
+
+
+def execute(run: ReplayRun) -> ReplayResult:
+    """Run ``run`` (under its checkpoint directory's lock, see :func:`checkpoint_lock`)."""
+    with checkpoint_lock(run.checkpoint):
+        return _execute(run)
+
+
+def _execute(run: ReplayRun) -> ReplayResult:
+    configs = records(run.configs)
+    if run.checkpoint is not None:
+        fs.makedirs(run.checkpoint)
+        run = replace(run, resume_from=ckpts.latest(run.checkpoint),
+                      writes=ckpts.next_checkpoint(run.checkpoint))
+        if run.resume_from is not None:
+            try:
+                ckpts.check_configs(run.resume_from, configs)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+    run = _check_brokers(run)
+    if run.shards == 1:  # a shard's outputs are cleared by the parent, before any shard runs
+        clear_outputs(run.out)
+    if run.expected_examples is None and logging.getLogger(PROGRESS_LOGGER).isEnabledFor(
+            logging.INFO):  # a total for the progress lines (counted only when they show)
+        run = replace(run, expected_examples=expected_examples(run))
+    t0 = time.perf_counter()
+    try:
+        if run.runner == "loop":
+            counters = run_loop(run)
+        elif run.runner == "dask":  # Beam and dask.distributed: only for the runs on Dask
+            from kernelstream.pipelines.replay.dask_replay import run_dask
+
+            counters = run_dask(run)
+        else:  # Beam takes a second to import: only for the runs that need it
+            from kernelstream.pipelines.replay.beam_replay import run_beam
+
+            counters = run_beam(run)
+        seconds = time.perf_counter() - t0
+        if run.writes is not None:
+            assert run.kafka is not None and run.kafka.stop is not None
+            ckpts.commit(run.writes, {
+                "resumed_from": None if run.resume_from is None else run.resume_from.number,
+                "data": run.data, "seed": run.seed, "configs": configs,
+                # the snapshot of the log's end the read stopped at (partition -> offset)
+                "read_to": [[p, o] for p, o in run.kafka.stop]})
+    except BaseException:
+        # outputs of a run that committed no checkpoint: the next run writes them again
+        if run.writes is not None and not fs.exists(run.writes.marker):
+            with contextlib.suppress(Exception):
+                clear_outputs(run.out)
+        raise
+    if run.shards > 1:  # the parent reads back the outputs of all the shards together
+        return ReplayResult([], counters, run.out, run.runner, seconds)
+    return read_outputs(run.out, counters, run.runner, seconds)
+
+
+def _check_brokers(run: ReplayRun) -> ReplayRun:
+    """``run`` with its topic read's end fixed at the log's end now, once the brokers have
+    answered and the resume offsets are found in the log: checked in seconds, before any
+    pipeline starts."""
+    if run.kafka is not None:
+        from kernelstream.kafka_client import snapshot_ends  # a topic: see TYPE_CHECKING
+
+        resume = run.resume_position
+        run = replace(run, kafka=snapshot_ends(run.kafka,
+                                               None if resume is None else resume.offsets))
+    if run.kafka_out is not None:
+        from kernelstream.kafka_client import check_reachable
+
+        check_reachable(run.kafka_out.bootstrap, run.kafka_client,
+                        f"--kafka-out {run.kafka_out.url}")
+    return run
+
+
+def submit(run: ReplayRun) -> str:
+    """Hand ``run`` to its runner and return at once (``replay --submit-only``), the job's
+    id: the runner writes the outputs; ``kernelstream summary OUT`` reads them back once the
+    job has finished (:func:`read_outputs`). No checkpoint: committing one needs the end of
+    the run."""
+    if run.checkpoint is not None:
+        raise ConfigError("a checkpoint is committed when the run ends: --submit-only cannot "
+                          "write one")
+    run = _check_brokers(run)
+    clear_outputs(run.out)
+    from kernelstream.pipelines.replay.beam_replay import submit_beam  # Beam: only here
+
+    return submit_beam(run)
+
+
+def expected_examples(run: ReplayRun) -> int | None:
+    """The examples ``run`` learns over all the streams it runs (a shard: its own), for the
+    progress lines' total and ETA: the file's records (a count of its lines, or Parquet's
+    row count: a pass that costs a fraction of the parse), at most ``limit`` and
+    ``stream_rows``, times the streams. An upper bound when lines turn out to be dead
+    letters; None when not known in advance (a Kafka topic, a remote file) or unreadable."""
+    if run.kafka is not None or fs.is_remote(run.read.path):
+        return None
+    try:
+        n = _count_records(run.read)
+    except (OSError, ValueError):
+        return None
+    for cap in (run.read.limit, run.stream_rows):
+        if cap is not None:
+            n = min(n, cap)
+    spec = run.spec
+    if run.read.key_by is not None:  # every row is in one entity's stream; entities spread
+        return n * len(run.configs) * spec.permutations // spec.shards
+    return n * sum(spec.owns(i, r) for i in range(len(run.configs)) for r in spec.reps)
+
+
+def _count_records(read: ReadOptions) -> int:
+    """Records of a local data file: Parquet rows, or non-blank lines less a CSV header."""
+    fmt = read.resolved_fmt()
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(fs.local_path(read.path)).metadata.num_rows)
+    n, after_newline = 0, True
+    with fs.open_binary(read.path) as f:
+        while chunk := f.read(1 << 22):
+            # a line counts at its newline when that follows something (not an empty line)
+            nl = np.frombuffer(chunk, dtype=np.uint8) == 10
+            prev = np.concatenate(([after_newline], nl[:-1]))
+            n += int(np.count_nonzero(nl & ~prev))
+            after_newline = bool(nl[-1])
+    n += not after_newline  # a last line without a newline
+    if fmt == "csv":
+        from kernelstream.data.rows import TextFormat
+
+        tf = TextFormat.detect(read.path, "csv", read.label_column, read.delimiter,
+                               read.header, read.key_by)
+        n -= tf.header_line is not None
+    return max(n, 0)
+
+
+def read_outputs(out: str, counters: dict[str, int], runner: str,
+                 seconds: float) -> ReplayResult:
+    """The result of a finished run from its outputs: an empty file in each output directory
+    that got none (readers always find the schema), and the per-key summaries of
+    ``metrics/``."""
+    for name in OUTPUTS:
+        ensure_nonempty(fs.join(out, name), SCHEMAS[name])
+    summaries = key_summaries(iter_rows(fs.join(out, "metrics"), METRICS_SCHEMA))
+    return ReplayResult(summaries, counters, out, runner, seconds)
+
+
+def clear_outputs(out: str) -> None:
+    """Remove the Parquet files of a previous run in the output directories (only those, and
+    the hidden temporary files a crashed run of the sinks may have left)."""
+    for name in OUTPUTS:
+        d = fs.join(out, name)
+        fs.delete([*fs.list_files(d, "*.parquet"), *fs.list_files(d, ".*.parquet.tmp")])
+
+
+# -- CLI adapter ---------------------------------------------------------------------------------
+
+
+def run_config(config: ReplayConfig, **changes: Any) -> ReplayResult:
+    """Run ``config`` (with ``changes``: other :class:`ReplayConfig` field values, e.g. a
+    shard of ``replay --workers``) and return the :class:`ReplayResult`."""
+    return execute(plan(replace(config, **changes) if changes else config))
+
+
+def run_replay_config(config: ReplayConfig, **changes: Any) -> list[EvalResult]:
+    """:func:`run_config`, as the per-configuration ``EvalResult`` s (the loop's
+    ``summary.json`` schema)."""
+    return run_config(config, **changes).eval_results(config.learners, config.seed)

@@ -1,0 +1,426 @@
+"""``kernelstream replay``'s arguments → a :class:`~kernelstream.pipelines.config.ReplayConfig`,
+and the checks that run before any pipeline: the head of the data (``kernelstream.data.check``:
+empty, binary, wrong delimiter, continuous labels, mostly rejected), the learners' memory at
+the data's width, and the Kafka options. Each failure is a ``ConfigError``: rc 2, one line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kernelstream import data, fs
+from kernelstream.data import check as data_check
+from kernelstream.data.options import ReadOptions
+from kernelstream.pipelines.config import (
+    DEFAULT_DATASET,
+    PROG,
+    ConfigError,
+    KafkaOptions,
+    ReplayConfig,
+    check_at_least,
+    default_out,
+    display_name,
+    is_topic,
+    learner_configs,
+    resolve_task,
+)
+
+
+def hash_bits(s: str) -> int:
+    """argparse type of ``--hash-features``: K, 2^K or the power of two itself."""
+    try:
+        return data.hashing.parse_bits(s)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def workers_arg(s: str) -> int:
+    """argparse type of ``--workers``: a count >= 1, or ``auto`` (the cores this process may
+    run on)."""
+    if s == "auto":
+        return usable_cores()
+    try:
+        n = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of processes or 'auto', got {s!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (or 'auto'), got {n}")
+    return n
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def shard_arg(s: str) -> tuple[int, int]:
+    """argparse type of the hidden ``--shard I/N`` (0-based index I of N) that ``--workers``
+    gives its worker processes."""
+    i, sep, n = s.partition("/")
+    try:
+        shard = (int(i), int(n))
+    except ValueError:
+        shard = (-1, 0)
+    if not sep or not 0 <= shard[0] < shard[1]:
+        raise argparse.ArgumentTypeError(f"expected I/N with 0 <= I < N, got {s!r}")
+    return shard
+
+
+def int_or_str(s: str) -> int | str:
+    try:
+        return int(s)
+    except ValueError:
+        return s
+
+
+def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig:
+    """Arguments → a validated :class:`ReplayConfig` (raises ``ValueError`` on bad input)."""
+    learner_specs, param_specs = list(args.learner or []), list(args.param or [])
+    params_from = getattr(args, "params_from", None)
+    tuned = None
+    if params_from is not None:  # kernelstream tune's choice, under the explicit -p values
+        from kernelstream.experiments import tuning
+
+        tuned = tuning.read_tuned(params_from)
+        learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
+                                                        param_specs)
+    src = args.data or DEFAULT_DATASET
+    configs = learner_configs(learner_specs, param_specs, task=args.task,
+                              auto_width=file_width(args, src))
+    task = resolve_task(configs, args.task)
+    kafka_src = is_topic(src)
+    dataset = display_name(src)
+    settings = kafka_options(args, kafka_src)
+    check_at_least(args, permutations=1, seed=0, limit=1)
+    if args.runner is None:  # adversarial streams are generated in memory: the loop's job
+        args.runner = "loop" if args.stream != "none" else "direct"
+    if args.stream != "none" and args.runner != "loop":
+        raise ConfigError(f"--stream {args.stream} is only supported by the loop runner")
+    if args.runner == "beam" and not any(a.startswith("--runner") for a in args.pipeline_args):
+        raise ConfigError("--runner beam takes the Beam runner from the pipeline options "
+                          "after '--', e.g. -- --runner=FlinkRunner --flink_master=HOST:8081")
+    if args.scale_target != "none" and task != "regression":
+        raise ConfigError("--scale-target applies to regression targets only (--task regression)")
+    if args.rows == "sparse" and args.scale != "none":
+        raise ConfigError(f"--scale {args.scale} turns the zeros of sparse rows into non-zeros: "
+                          "drop --scale or use --rows dense")
+    if args.hash_features is not None and args.stream != "none":
+        raise ConfigError("--hash-features applies to data files and topics, not --stream")
+    out = args.out if args.out else str(default_out(dataset, configs))
+    read_path, read_fmt, sample = src, args.format, None
+    if getattr(args, "sample", None) is not None:
+        read_path, read_fmt, drawn_from = sample_file(args, src, kafka_src, dataset, out)
+        sample = (drawn_from, args.sample)
+    shard = getattr(args, "shard", None)
+    if tuned is not None and shard is None:
+        note = tuning.overlap_note(tuned, args.seed, args.permutations)
+        if note is not None:
+            print(f"{PROG}: note: {note}", file=sys.stderr)
+    dask_scheduler = getattr(args, "dask_scheduler", None)
+    if args.runner == "dask" or dask_scheduler is not None:
+        check_dask(args, kafka_src, dask_scheduler)
+    workers = 1 if shard is not None else args.workers
+    if workers is None:  # not given: one process, or a local Dask cluster of two
+        workers = DASK_WORKERS if args.runner == "dask" else 1
+    if workers > 1 and args.runner != "dask":
+        check_workers(args, kafka_src)
+    if getattr(args, "submit_only", False):
+        check_submit_only(args)
+    return ReplayConfig(
+        data=read_path,
+        dataset=dataset,
+        learners=configs,
+        out=out,
+        seed=args.seed,
+        permutations=args.permutations,
+        sample=sample,
+        read=ReadOptions(
+            path=read_path, fmt=read_fmt, n_features=args.n_features,
+            label_column=None if args.label_column is None else int_or_str(args.label_column),
+            task=task, scale=args.scale, limit=args.limit, positive_label=args.positive_label,
+            delimiter=args.delimiter, header=args.header,
+            key_by=None if args.key_by is None else int_or_str(args.key_by),
+            scale_target=args.scale_target, hash_features=args.hash_features, rows=args.rows),
+        runner=args.runner,
+        stream=args.stream,
+        pipeline_args=tuple(getattr(args, "pipeline_args", ())),
+        kafka=KafkaOptions(idle=args.kafka_idle, max_seconds=args.kafka_max_seconds,
+                           out=args.kafka_out, client=settings, checkpoint=args.checkpoint),
+        workers=workers,
+        shard=shard,
+        dask_scheduler=dask_scheduler,
+        quiet=args.quiet,
+        argv=tuple(argv),
+    )
+
+
+def sample_file(args: argparse.Namespace, src: str, kafka_src: bool, dataset: str,
+                out: str) -> tuple[str, str, str]:
+    """``--sample N``: where the drawn rows go (``OUT/.sample/``, a name of their own for
+    every N and seed), their format and the file they are drawn from; the draw itself is
+    ``_runs.started``'s."""
+    if args.sample < 1:
+        raise ConfigError(f"--sample must be >= 1, got {args.sample}")
+    if args.limit is not None:
+        raise ConfigError("--sample N draws N random rows, --limit N takes the first N: "
+                          "give one of them")
+    if kafka_src or args.stream != "none":
+        raise ConfigError("--sample draws rows of a data file (not a Kafka topic or --stream)")
+    from kernelstream.data.sample import EXTENSIONS
+
+    path = str(data.embedded_path(src)) if is_embedded(src) else src
+    fmt = args.format or ReadOptions(path=path).resolved_fmt()
+    name = f"{dataset}-{args.sample}-seed{args.seed}.{EXTENSIONS.get(fmt, fmt)}"
+    return fs.join(out, ".sample", name), fmt, path
+
+
+def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None:
+    """``gamma=auto`` of a replay of the file (or embedded set) ``src``: a function reading
+    its first rows when a configuration asks (``data.widths.file_gamma``); ``None`` for a
+    Kafka topic (its learners keep their own default widths) or a missing file (the run
+    reports it)."""
+    if is_topic(src) or args.stream != "none":
+        return None
+    path = str(data.embedded_path(src)) if is_embedded(src) else src
+    # a remote file is looked at only when a configuration asks (a launcher may not reach it,
+    # and then needs every width given)
+    if not fs.is_remote(path) and not fs.exists(path):
+        return None
+    opts = ReadOptions(
+        path=path, fmt=args.format, n_features=args.n_features,
+        label_column=None if args.label_column is None else int_or_str(args.label_column),
+        scale=args.scale, delimiter=args.delimiter, header=args.header,
+        key_by=None if args.key_by is None else int_or_str(args.key_by),
+        hash_features=args.hash_features, rows=args.rows)
+
+    def estimate() -> float:
+        from kernelstream.data import widths
+
+        try:
+            return widths.file_gamma(opts)
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"gamma=auto: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+                              ) from None
+
+    return estimate
+
+
+def check_workers(args: argparse.Namespace, kafka_src: bool) -> None:
+    """``--workers N`` runs N copies of the run's pipeline on shares of its streams and merges
+    their outputs (``pipelines.replay.workers``); refuse what that cannot carry out, one line
+    each."""
+    if kafka_src:
+        raise ConfigError("--workers splits the streams of a data file over processes; a Kafka "
+                          "topic is read once, in its own order, by one run: drop --workers")
+    if args.stream != "none":
+        raise ConfigError(f"--stream {args.stream} runs in memory on the loop runner: drop "
+                          "--workers")
+    if args.runner in ("portable", "beam"):
+        raise ConfigError(f"--workers starts N local pipelines on the direct (or loop) runner; "
+                          f"--runner {args.runner} spreads the work over that runner's own "
+                          "workers (its options go after '--'): drop --workers")
+    if args.kafka_out is not None:
+        raise ConfigError("--kafka-out is not available with --workers: drop one of them")
+
+
+# the local Dask cluster's worker processes when --workers is not given: two, as on a laptop
+DASK_WORKERS = 2
+
+
+def check_dask(args: argparse.Namespace, kafka_src: bool, scheduler: str | None) -> None:
+    """``--runner dask`` runs the stateless replay (``pipelines.replay.dask_replay``): each of a
+    file's permuted streams learnt whole by one task. Refuse what it cannot carry out, and a
+    missing Dask, one line each."""
+    if args.runner != "dask":
+        raise ConfigError("--dask-scheduler names the cluster of --runner dask: add "
+                          "--runner dask or drop --dask-scheduler")
+    if kafka_src or args.kafka_out is not None:
+        raise ConfigError("--runner dask replays a data file's permuted streams; a Kafka "
+                          "topic (or --kafka-out) needs a streaming runner: --runner direct")
+    if scheduler is not None:
+        if args.workers is not None:
+            raise ConfigError("--workers sizes a local Dask cluster; the cluster of "
+                              "--dask-scheduler runs on its own workers: drop --workers")
+        if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://", "ws://",
+                                     "wss://")):
+            raise ConfigError(f"--dask-scheduler {scheduler!r}: expected a scheduler "
+                              "address such as tcp://HOST:8786")
+    import importlib.util
+
+    if importlib.util.find_spec("distributed") is None:
+        raise ConfigError("--runner dask needs Dask: pip install 'kernelstream[dask]' "
+                          "(or 'dask[distributed]')")
+
+
+# Beam runners that run the job inside the launching process (or a helper it starts and stops):
+# a job submitted there ends with the launcher. Lower case, "Runner" suffix optional.
+IN_PROCESS_BEAM_RUNNERS = ("direct", "fnapi", "prism", "bundlebaseddirect", "switchingdirect",
+                           "interactive", "render")
+
+
+def check_submit_only(args: argparse.Namespace) -> None:
+    """``--submit-only`` hands the job to a runner that runs it elsewhere and exits: refuse,
+    one line each, a runner that would run it in this process (``direct``, ``loop``, the
+    local job service of ``portable`` without ``--job_endpoint``, an in-process Beam
+    runner) and what needs the end of the run (``--checkpoint``, ``--follow``,
+    ``--workers``)."""
+    pipeline_args = list(getattr(args, "pipeline_args", ()))
+    named = [a.split("=", 1)[1] for a in pipeline_args if a.startswith("--runner=")]
+    beam_runner = named[-1].lower().removesuffix("runner") if named else ""
+    local = (args.runner not in ("portable", "beam")
+             or (args.runner == "portable"
+                 and not any(a.startswith("--job_endpoint") for a in pipeline_args))
+             or (args.runner == "beam" and beam_runner in IN_PROCESS_BEAM_RUNNERS))
+    if local:
+        what = (f"--runner={named[-1]}" if args.runner == "beam" and named
+                else f"the {args.runner} runner"
+                + (" without --job_endpoint" if args.runner == "portable" else ""))
+        raise ConfigError(f"--submit-only needs a runner that runs the job elsewhere (--runner "
+                          f"beam -- --runner=DataflowRunner ..., or --runner portable -- "
+                          f"--job_endpoint=HOST:PORT); {what} runs it in this process")
+    for flag, on in (("--checkpoint", args.checkpoint is not None),
+                     ("--follow", getattr(args, "follow", None) is not None),
+                     ("--workers", (args.workers or 1) > 1)):
+        if on:
+            raise ConfigError(f"{flag} needs the end of the run, which --submit-only does not "
+                              f"wait for: drop one of them")
+
+
+# Rows a replay's up-front data check reads: enough to see what a file is, cheap on any size
+# (parsed line by line: 5000 rows took 0.1-0.2 s, a fifth of a 50k-row loop replay's fixed cost)
+_PRECHECK_RECORDS = 1000
+
+
+def check_data(config: ReplayConfig) -> None:
+    """Before the pipeline: the read options must fit the file (columns, --key-by), and its
+    head must not be empty, binary, continuous labels for classification, or mostly
+    rejected; each raises :class:`ConfigError` with one line naming the fix. Embedded data
+    sets and Kafka topics (checked by their source) are skipped. Returns nothing; the width
+    seen feeds :func:`check_memory`."""
+    src = config.data
+    width = config.read.n_features
+    if not is_topic(src) and not is_embedded(src) and fs.exists(src):
+        try:
+            report = data_check.check_file(config.read, max_records=_PRECHECK_RECORDS)
+        except (ValueError, OSError) as exc:
+            raise ConfigError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
+        problem = data_check.verdict(report)
+        if problem is not None:
+            raise ConfigError(problem)
+        width = width or report.width
+        report.rows_as = "sparse" if config.read.sparse_rows(max(width, 1)) else "dense"
+        hint = data_check.scaling_hint(report, config.read.scale, config.read.scale_target)
+        if hint is not None:
+            print(f"{PROG}: hint: {hint}", file=sys.stderr)
+        nnz: int | None = max(1, round(report.nnz_mean))
+    else:
+        nnz = None
+    if config.read.hash_features is not None:
+        width = 1 << config.read.hash_features
+    # the rows the learners will get (embedded sets are narrow and dense; --stream is dense)
+    sparse = (config.stream == "none" and (nnz is not None or is_topic(src))
+              and config.read.sparse_rows(width or 1))
+    check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz)
+
+
+def is_embedded(src: str) -> bool:
+    try:
+        data.embedded_dataset_info(src)
+    except KeyError:
+        return False
+    return True
+
+
+def available_memory() -> int:
+    """Bytes a run may plan for (``learners.registry.memory_limit``: physical memory, or
+    ``$KERNELSTREAM_MEMORY_LIMIT``)."""
+    from kernelstream.learners.registry import memory_limit
+
+    return memory_limit()
+
+
+# A model that fits but plans more than this gets a note on stderr before the run starts.
+_WARN_BYTES = 2 << 30
+
+
+def check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
+                  nnz: int | None = None) -> None:
+    """Refuse, before reading, a learner that cannot fit in this machine's memory at this
+    width (the learners' own estimate, ``learners.registry.check_width``: e.g. budget ×
+    width × 8 bytes of dense support vectors, or budget × non-zeros per row for sparse rows),
+    with one line naming the fix."""
+    from kernelstream.learners.registry import (
+        WidthError,
+        check_width,
+        fmt_bytes,
+        memory_estimate,
+    )
+
+    for c in configs:
+        try:
+            check_width(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
+                        nnz_per_row=nnz)
+        except WidthError as e:
+            raise ConfigError(f"learner {c.label}: {e}") from None
+        need, what = memory_estimate(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
+                                     nnz_per_row=nnz)
+        if need > _WARN_BYTES:  # it fits, but a user should know before waiting for it
+            print(f"{PROG}: note: learner {c.label} plans {fmt_bytes(need)} for {what}; "
+                  "--hash-features K bounds the width" + (", or use a learner that keeps "
+                  "sparse rows" if sparse else ""), file=sys.stderr)
+
+
+def kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str, str], ...]:
+    """Check the Kafka options of a run (topic URLs, what a topic source allows) and return
+    the client settings. kafka-python is imported only for runs that use Kafka."""
+    if args.follow is not None and (args.checkpoint is None or args.follow <= 0):
+        raise ConfigError("--follow SECONDS (> 0) repeats checkpointed runs: give --checkpoint")
+    if args.follow_runs is not None and (args.follow is None or args.follow_runs < 1):
+        raise ConfigError("--follow-runs N (>= 1) goes with --follow")
+    if args.checkpoint is not None and not kafka_src:
+        raise ConfigError("--checkpoint continues a Kafka topic (kafka:// DATA); a file replay "
+                          "has nothing to continue")
+    if not kafka_src and args.kafka_out is None:
+        if args.kafka_option:
+            raise ConfigError("--kafka-option needs a Kafka source or --kafka-out")
+        return ()
+    # kafka-python logs every failed connection attempt; the CLI reports the failure itself
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    from kernelstream.kafka_client import (  # the Kafka client: only for runs that use Kafka
+        KafkaTopic,
+        check_read_options,
+        client_settings,
+        text_format_for,
+    )
+
+    if kafka_src:
+        KafkaTopic.parse(args.data)
+        if args.permutations != 1:
+            raise ConfigError("a Kafka topic is one stream in its own order: --permutations "
+                              "must be 1")
+        if args.stream != "none":
+            raise ConfigError("--stream builds adversarial streams from a data file, not a "
+                              "Kafka topic")
+        # the source's own checks, before the run: format, columns, no scaling
+        read = ReadOptions(
+            path=args.data, fmt=args.format, n_features=args.n_features,
+            label_column=None if args.label_column is None else int_or_str(args.label_column),
+            scale=args.scale, scale_target=args.scale_target, delimiter=args.delimiter,
+            header=args.header, key_by=None if args.key_by is None else int_or_str(args.key_by))
+        check_read_options(read)
+        text_format_for(read)
+    if args.kafka_out is not None:
+        KafkaTopic.parse(args.kafka_out)
+    if args.kafka_idle <= 0:
+        raise ConfigError(f"--kafka-idle must be > 0, got {args.kafka_idle}")
+    if args.kafka_max_seconds is not None and args.kafka_max_seconds <= 0:
+        raise ConfigError(f"--kafka-max-seconds must be > 0, got {args.kafka_max_seconds}")
+    return client_settings(args.kafka_option or [])
