@@ -70,10 +70,12 @@ ALPHA = 1e-4  # SGDClassifier's default
 # every file before the default went by rows), with the width estimator not chosen for
 # gamma=auto (sklearn's "scale"), and fogd with its own 400 frequencies
 ALSO = {"bpa-s": "-l bpa-s", "scale": "-l bpa-s -p gamma={scale_gamma}", "fogd": "-l fogd"}
+# regression columns: the default on the standardised target, without and with --scale 01
+TARGET_RUNS = {"z-target": [], "z-target, scale 01": ["--scale", "01"]}
 # the keys of a set's result that are not --also columns
 RESULT_KEYS = {"name", "task", "rows", "learner", "params", "seconds", "hints", "default",
                "no_skill", "sgd", "sgd_seconds", "beats_no_skill", "near_sgd", "ratio", "hint",
-               "default_learner", "floor"}
+               "default_learner", "floor", "target_mean_std", *TARGET_RUNS}
 
 
 def manifest(data_dir: Path) -> list[dict[str, str]]:
@@ -237,7 +239,33 @@ def run_set(r: dict[str, str], data_dir: Path, tmp: Path,
         else:  # as a ratio to the running mean of the same (maybe scaled) targets
             res[label] = (float(np.mean((other["score"] - y2) ** 2))
                           / float(np.mean((running_mean(y2) - y2) ** 2)))
+    if task == "regression" and ksdata.infer_format(path) == "libsvm":
+        # automatic target standardisation, measured: the file with its target z-scored by
+        # the mean and std of its first RESERVOIR_ROWS rows (as gamma=auto's reservoir); the
+        # MSE ratio to the running mean is that of the predictions mapped back
+        zpath = tmp / f"{name}-z.libsvm"
+        res["target_mean_std"] = standardised_copy(path, zpath)
+        for label, args in TARGET_RUNS.items():
+            other = replay(zpath, task, tmp / f"{name}-{label}", ["--runner", "loop", *args])
+            y2 = other["label"]
+            res[label] = (float(np.mean((other["score"] - y2) ** 2))
+                          / float(np.mean((running_mean(y2) - y2) ** 2)))
     return res
+
+
+def standardised_copy(path: Path, out: Path) -> list[float]:
+    """Write the LIBSVM file ``path`` to ``out`` with every target ``(y - m) / s``, ``m`` and
+    ``s`` the mean and standard deviation of the first ``widths.RESERVOIR_ROWS`` targets;
+    returns ``[m, s]``."""
+    lines = path.read_text().splitlines()
+    y = np.array([float(ln.split(None, 1)[0]) for ln in lines])
+    head = y[:widths.RESERVOIR_ROWS]
+    m, sd = float(head.mean()), float(head.std())
+    with open(out, "w") as f:
+        for ln, v in zip(lines, y, strict=True):
+            rest = ln.split(None, 1)[1] if len(ln.split(None, 1)) > 1 else ""
+            f.write(f"{float((v - m) / sd)!r} {rest}\n")
+    return [m, sd]
 
 
 # the floor of a set the default misses the no-skill target on: sets this small only (each
@@ -384,7 +412,11 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
              + (", ".join(f"*{a}*: `{ALSO.get(a, '?')}`" for a in also if a != "hint")
                 or "nothing else")
              + "; *hint*: with the flags the default run's scaling hint named (regression: "
-             "MSE ratio to the running mean of the same, scaled, targets).", "",
+             "MSE ratio to the running mean of the same, scaled, targets); regression's "
+             "*z-target*: the default on the target standardised by the mean and standard "
+             "deviation of the file's first 1000 rows (automatic standardisation, measured; "
+             "as an MSE ratio it is that of the predictions mapped back), *z-target, scale "
+             "01*: the same with `--scale 01`.", "",
              "## Classification", "",
              "| set | rows | default | no-skill | ≤ 0.8 × no-skill | SGD (hinge) | within 1 pp of "
              "SGD | " + " | ".join(also) + (" | " if also else "") + "default learner |",
@@ -397,21 +429,20 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
             + "".join(f"{r[a]:.2f} | " if a in r else "- | " for a in also)
             + f"{r['learner']}" + (f" ({r['default_learner']['rows']})"
                                      if r.get("default_learner") else "") + " |")
+    reg_cols = [a for a in [*also, *TARGET_RUNS] if any(a in r for r in reg)]
     n_ok = sum(r["beats_no_skill"] for r in cls)
     n_near = sum(r["near_sgd"] for r in cls)
     lines += ["", f"Beats no-skill by ≥ 20 %: {n_ok}/{len(cls)} sets. Within 1 pp of SGD or "
               f"better: {n_near}/{len(cls)} ({100 * n_near / max(len(cls), 1):.0f} %).", "",
               "## Regression (MSE)", "",
               "| set | rows | default | running mean | ratio | ≤ 0.8 |" + "".join(
-                  f" {a} |" for a in also if any(a in r for r in reg)),
-              "|---|---:|---:|---:|---:|:-:|" + "---:|" * sum(
-                  any(a in r for r in reg) for a in also)]
+                  f" {a} |" for a in reg_cols),
+              "|---|---:|---:|---:|---:|:-:|" + "---:|" * len(reg_cols)]
     for r in reg:
         lines.append(f"| {r['name']} | {r['rows']:,} | {r['default']:.4g} | "
                      f"{r['no_skill']:.4g} | {r['ratio']:.2f} | "
                      f"{'yes' if r['beats_no_skill'] else 'NO'} | "
-                     + "".join(f"{r[a]:.2f} | " if a in r else "- | " for a in also
-                               if any(a in q for q in reg)))
+                     + "".join(f"{r[a]:.2f} | " if a in r else "- | " for a in reg_cols))
     missed = [r for r in results if not r["beats_no_skill"]]
     if missed:
         lines += ["", "Targets not met (the no-skill target needs ≤ 0.8 × no-skill, MSE ratio "
