@@ -483,7 +483,11 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
                          f"{r['default']:.2f} | {o['rate']:.2f} ({f['configs']}) | {choice} | "
                          + " | ".join(f"{v:.2f}" for v in lin) + " |")
         refused = sorted({c.split()[0] for r in floored for c in r["floor"]["refused"]})
+        beaten = [r["name"] for r in floored if r["default"] < r["floor"]["oracle"]["rate"]]
         lines += ["", "(scikit-learn columns: the better of raw and scaled."
+                  + (f" On {', '.join(beaten)} the default did better than the oracle: the "
+                     "grid keeps every other parameter at the learner's own default (fogd's "
+                     "400 frequencies, not the default's 1000)." if beaten else "")
                   + (f" Widths refused by {', '.join(refused)} (outside the learner's own "
                      "range) are left out." if refused else "") + ")"]
     hinted = [r for r in results if r["hints"]]
