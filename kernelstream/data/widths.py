@@ -16,7 +16,7 @@ Two estimators were measured (``benchmarks/defaults.py``, ``benchmarks/results/d
 * :func:`median_gamma`, the median heuristic: ``1 / median ||x - x'||^2`` over seeded random
   pairs of the reservoir's rows.
 
-``auto`` is :func:`median_gamma`. With the default learner (bpa-s) on the 18 shared
+``auto`` is :func:`median_gamma`. With bpa-s (then the default on every file) on the 18 shared
 classification sets it made fewer mistakes than ``scale`` on 9 sets, more on 8 (one tie), and
 met the no-skill target (≤ 0.8 × the majority-class rate) on 12 sets against 11 (it wins on
 covtype, news20, spambase, svmguide3; ``scale`` on madelon, rcv1, bananas); on the regression
@@ -191,6 +191,27 @@ def reservoir_from_rows(rows: Iterable[ParsedRow], width: int | None = None,
     if scale == "none" or not cols:
         return csr
     return scale_minmax(csr.to_dense(), scale)  # type: ignore[arg-type]
+
+
+def file_rows(opts: ReadOptions) -> str:
+    """``"sparse"`` or ``"dense"``: the rows a run over the file of ``opts`` gives its learners
+    (``ReadOptions.sparse_rows``) at its width: ``n_features``, the hashed width, else the
+    widest of the file's first :data:`RESERVOIR_ROWS` rows (read only when the format and
+    options allow sparse rows at all). What a replay's default learner is chosen by
+    (``pipelines.config.DEFAULT_BY_ROWS``)."""
+    from kernelstream.data.options import AUTO_SPARSE_WIDTH
+    from kernelstream.data.rows import iter_file_rows
+
+    if not opts.sparse_rows(AUTO_SPARSE_WIDTH + 1):  # dense at any width (CSV, --scale, ...)
+        return "dense"
+    if opts.hash_features is not None:
+        width = 1 << opts.hash_features
+    elif opts.n_features:
+        width = opts.n_features
+    else:
+        good = (row for _, _, row in iter_file_rows(opts) if not isinstance(row, ParseError))
+        width = reservoir_from_rows(good).shape[1]
+    return "sparse" if opts.sparse_rows(width) else "dense"
 
 
 def file_gamma(opts: ReadOptions) -> float:

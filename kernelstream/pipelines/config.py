@@ -46,6 +46,15 @@ DEFAULT_LEARNERS: dict[str, tuple[str, dict[str, str]]] = {
     "regression": ("raker", {"loss": "square"}),
 }
 DEFAULT_LEARNER, DEFAULT_PARAMS = DEFAULT_LEARNERS["classification"]
+# A replay's classification default by the rows its learners get (``ReadOptions.sparse_rows``,
+# judged from the file's first rows: ``data.widths.file_rows``), also measured there: FOGD
+# with 1000 frequencies led on dense rows (a9a 16.5 % vs 19.5, covtype, SUSY, spambase; with
+# its default 400 it missed w7a's no-skill target), BPA-S on sparse text. Without a file to
+# look at (a Kafka topic, the stream), DEFAULT_LEARNERS's entry.
+DEFAULT_BY_ROWS: dict[str, tuple[str, dict[str, str]]] = {
+    "dense": ("fogd", {"n_components": "1000"}),
+    "sparse": ("bpa-s", {}),
+}
 DEFAULT_DATASET = "german"
 
 SCALES = ("none", "01", "pm1")
@@ -199,6 +208,9 @@ class ReplayConfig:
     chunk_bytes: int = 16 << 20  # the chunks of order="file"
     quiet: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
+    # no learner named: the rows (``dense``/``sparse``) the default was chosen by
+    # (:data:`DEFAULT_BY_ROWS`), recorded in summary.json; None otherwise
+    default_rows: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "learners", tuple(as_configs(self.learners).values()))
@@ -294,7 +306,8 @@ def parse_param_spec(spec: str) -> tuple[str | None, str, str]:
     return scope, name, value.strip()
 
 
-def _accepts(name: str, key: str) -> bool:
+def accepts(name: str, key: str) -> bool:
+    """Learner ``name`` has a parameter ``key`` (``sigma``: one with ``gamma``)."""
     names = {p.name for p in _learner(name).params}
     return key in names or (key == "sigma" and "gamma" in names)
 
@@ -302,17 +315,19 @@ def _accepts(name: str, key: str) -> bool:
 def learner_configs(
     learner_specs: Sequence[str], param_specs: Sequence[str], *, task: str | None = None,
     auto_width: Callable[[], float] | None = None,
+    default: tuple[str, dict[str, str]] | None = None,
 ) -> tuple[LearnerConfig, ...]:
     """Resolve ``--learner`` and ``-p`` arguments (see the module docstring). With no
-    ``--learner``, the :data:`DEFAULT_LEARNERS` entry of ``task`` (classification when
-    None). ``auto_width`` (the run's data → ``gamma``, called at most once) resolves
-    ``gamma=auto``, which is the default of every Gaussian width not given
-    (:func:`resolve_widths`); without it, an unset width keeps the learner's own default."""
+    ``--learner``, ``default`` (learner, parameters) when given, else the
+    :data:`DEFAULT_LEARNERS` entry of ``task`` (classification when None). ``auto_width``
+    (the run's data → ``gamma``, called at most once) resolves ``gamma=auto``, which is the
+    default of every Gaussian width not given (:func:`resolve_widths`); without it, an unset
+    width keeps the learner's own default."""
     given = list(learner_specs)
     defaults: dict[str, str] = {}
     if not given:
-        name, params = DEFAULT_LEARNERS.get(task or "classification",
-                                            DEFAULT_LEARNERS["classification"])
+        name, params = default or DEFAULT_LEARNERS.get(task or "classification",
+                                                       DEFAULT_LEARNERS["classification"])
         given, defaults = [name], dict(params)
     pairs = [parse_learner_spec(s) for s in given]
     labels = [lab for lab, _ in pairs]
@@ -337,7 +352,7 @@ def learner_configs(
             )
     if len(pairs) > 1:
         for key in unscoped:
-            if not any(_accepts(name, key) for _, name in pairs):
+            if not any(accepts(name, key) for _, name in pairs):
                 raise ConfigError(
                     f"-p {key}=...: no configured learner has a parameter {key!r} "
                     f"(learners: {', '.join(name for _, name in pairs)})"
@@ -350,7 +365,7 @@ def learner_configs(
         if len(pairs) == 1:
             raw.update(unscoped)
         else:
-            raw.update({k: v for k, v in unscoped.items() if _accepts(name, k)})
+            raw.update({k: v for k, v in unscoped.items() if accepts(name, k)})
         raw.update(scoped[label])
         if "sigma" in raw and "gamma" in raw:
             # an unscoped sigma and a scoped gamma (or the reverse): the scoped one wins

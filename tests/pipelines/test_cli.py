@@ -104,8 +104,10 @@ def test_replay_grid(tmp_path) -> None:
 def test_replay_default_learner(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["replay", "--limit", "150", "--quiet"]) == 0
-    s = json.loads((tmp_path / "runs" / "german-bpa-s" / "summary.json").read_text())
-    assert s["learner"] == "bpa-s" and s["params"]["budget"] == 500  # as -l bpa-s
+    s = json.loads((tmp_path / "runs" / "german-fogd" / "summary.json").read_text())
+    # dense rows: as -l fogd -p n_components=1000
+    assert s["learner"] == "fogd" and s["params"]["n_components"] == 1000
+    assert s["default_learner"] == {"rows": "dense", "learner": "fogd"}
     assert s["params"]["gamma"] != 0.5  # gamma=auto, from the data
 
 

@@ -21,6 +21,7 @@ from kernelstream.sparse import CSR
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 A9A = str(DATA / "a9a_300.svm")
+RCV1 = str(DATA / "rcv1_100.svm")
 DOC = Path(__file__).resolve().parents[2] / "docs" / "which-learner.md"
 
 
@@ -112,14 +113,58 @@ def test_tune_default_grid_is_around_the_auto_width(tmp_path: Path) -> None:
 # -- the default learner -------------------------------------------------------------------------
 def test_default_learner_is_the_documented_one_with_its_own_budget(tmp_path: Path) -> None:
     doc = DOC.read_text()
-    m = re.search(r"classification: `(\S+)`.*regression: `(\S+)`", doc)
+    m = re.search(r"dense rows: `(\S+)`.*sparse rows: `(\S+)`.*regression: `(\S+)`", doc,
+                  re.S)
     assert m is not None, "docs/which-learner.md names the defaults"
-    assert (m.group(1), m.group(2)) == (config.DEFAULT_LEARNERS["classification"][0],
-                                        config.DEFAULT_LEARNERS["regression"][0])
-    default = _replay(tmp_path / "d", A9A, "--limit", "150")
-    named = _replay(tmp_path / "n", A9A, "--limit", "150", "-l", m.group(1))
-    assert default["learner"] == m.group(1)
-    assert default["params"] == named["params"]  # e.g. the budget of `-l NAME` (was 100 vs 500)
+    assert (m.group(1), m.group(2), m.group(3)) == (config.DEFAULT_BY_ROWS["dense"][0],
+                                                    config.DEFAULT_BY_ROWS["sparse"][0],
+                                                    config.DEFAULT_LEARNERS["regression"][0])
+    for data, rows, doc_name in ((A9A, "dense", m.group(1)), (RCV1, "sparse", m.group(2))):
+        name, params = config.DEFAULT_BY_ROWS[rows]
+        default = _replay(tmp_path / f"d-{rows}", data, "--limit", "150")
+        named = _replay(tmp_path / f"n-{rows}", data, "--limit", "150", "-l", name,
+                        *(a for k, v in params.items() for a in ("-p", f"{k}={v}")))
+        assert default["learner"] == doc_name
+        assert default["default_learner"] == {"rows": rows, "learner": name}
+        assert "default_learner" not in named  # a learner named: nothing was chosen
+        assert default["params"] == named["params"]  # e.g. the budget of `-l NAME` (was 100)
+        assert default["per_permutation"][0]["mistakes"] == named["per_permutation"][0][
+            "mistakes"]
+
+
+def test_default_on_dense_rows_reruns_exactly_from_its_record(tmp_path: Path) -> None:
+    s = _replay(tmp_path / "a", A9A)
+    assert (s["learner"], s["params"]["n_components"]) == ("fogd", 1000)  # not bpa-s
+    assert s["params"]["gamma"] == widths.file_gamma(ReadOptions(path=A9A))
+    again = _replay(tmp_path / "b", A9A, "-l", s["learner"],
+                    *(a for k, v in s["params"].items() for a in ("-p", f"{k}={v!r}"
+                                                                  if isinstance(v, float)
+                                                                  else f"{k}={v}")))
+    assert again["params"] == s["params"]
+    assert np.array_equal(_scores(tmp_path / "a"), _scores(tmp_path / "b"))
+
+
+def test_a_param_the_default_lacks_names_the_learner_the_rows_chose(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["replay", A9A, "-p", "budget=100", "--out", str(tmp_path / "o"), "-q"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "default learner on dense rows (this file's) is fogd" in err and "-l bpa-s" in err
+    assert len(err.splitlines()) == 1
+    # a parameter the default has is taken, as with -l
+    assert _replay(tmp_path / "e", A9A, "-p", "eta=0.25", "--limit", "50")["params"]["eta"] == 0.25
+
+
+def test_file_rows_is_the_rows_the_learners_get(tmp_path: Path) -> None:
+    assert widths.file_rows(ReadOptions(path=A9A)) == "dense"  # 123 columns
+    assert widths.file_rows(ReadOptions(path=RCV1)) == "sparse"  # wider than 2048
+    assert widths.file_rows(ReadOptions(path=A9A, n_features=5000)) == "sparse"
+    assert widths.file_rows(ReadOptions(path=RCV1, scale="01")) == "dense"  # scaled: dense
+    assert widths.file_rows(ReadOptions(path=A9A, rows="sparse")) == "sparse"
+    assert widths.file_rows(ReadOptions(path=RCV1, hash_features=8)) == "dense"
+    csv = tmp_path / "x.csv"
+    csv.write_text("1,2,1\n3,4,-1\n")
+    assert widths.file_rows(ReadOptions(path=str(csv))) == "dense"
 
 
 def test_regression_has_a_default_learner(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from kernelstream import data
 from kernelstream._suggest import close_matches, did_you_mean
 from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
 from kernelstream.pipelines.config import (
+    DEFAULT_BY_ROWS,
     DEFAULT_LEARNER,
     DEFAULT_LEARNERS,
     DEFAULT_PARAMS,
@@ -60,9 +61,12 @@ def add_learner_arguments(p: argparse.ArgumentParser) -> None:
     """``--learner``, ``-p`` and ``--seed`` (``config.learner_configs``): shared by ``replay``,
     ``stream`` and ``demo``."""
     reg, reg_params = DEFAULT_LEARNERS["regression"]
+    by_rows = ", ".join(f"{' '.join([name, *(f'-p {k}={v}' for k, v in params.items())])} on "
+                        f"{rows} rows" for rows, (name, params) in DEFAULT_BY_ROWS.items())
     defaults = " ".join([DEFAULT_LEARNER, *(f"-p {k}={v}" for k, v in DEFAULT_PARAMS.items())])
     p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
-                   help=f"learner (repeatable; default: {defaults}, with --task regression "
+                   help=f"learner (repeatable; default: a replay of a file: {by_rows} (by its "
+                   f"first rows), else {defaults}; with --task regression "
                    f"{' '.join([reg, *(f'-p {k}={v}' for k, v in reg_params.items())])}; "
                    "replay and tune set Gaussian widths to gamma=auto, from the data); "
                    f"see `{PROG} learners` and docs/which-learner.md")

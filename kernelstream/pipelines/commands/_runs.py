@@ -178,6 +178,9 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
         doc["dead_letters"] = run.counts.get(DEAD_LETTER_TAG, 0)
     if config.read.key_by is not None:
         doc["key_by"] = config.read.key_by
+    if config.default_rows is not None:  # why this learner: the file's rows chose it
+        doc["default_learner"] = {"rows": config.default_rows,
+                                  "learner": config.learners[0].learner}
     if config.sample is not None:  # --sample N: data is the drawn file
         doc["sample"] = {"rows": config.sample[1], "from": config.sample[0],
                          "seed": config.seed, "order": "file"}

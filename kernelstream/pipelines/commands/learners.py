@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from kernelstream.pipelines.commands._common import Command, error
-from kernelstream.pipelines.config import DEFAULT_LEARNER, PROG, TASKS, loss_tasks
+from kernelstream.pipelines.config import DEFAULT_BY_ROWS, PROG, TASKS, loss_tasks
 
 # the first line of the plain listing: where a new user starts
-START_HERE = (f"start here: `{PROG} replay DATA` runs the default learner ({DEFAULT_LEARNER}); "
-              "docs/which-learner.md says which learner fits which data")
+START_HERE = (f"start here: `{PROG} replay DATA` runs the default learner ("
+              + ", ".join(f"{name} on {rows} rows" for rows, (name, _) in DEFAULT_BY_ROWS.items())
+              + "); docs/which-learner.md says which learner fits which data")
 
 COMMAND = Command(
     "learners", help="list the learners and their parameters",

@@ -16,6 +16,7 @@ from kernelstream import data, fs
 from kernelstream.data import check as data_check
 from kernelstream.data.options import ReadOptions
 from kernelstream.pipelines.config import (
+    DEFAULT_BY_ROWS,
     DEFAULT_DATASET,
     PROG,
     ConfigError,
@@ -93,8 +94,13 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
                                                         param_specs)
     src = args.data or DEFAULT_DATASET
+    # no learner named: the classification default of the rows the file gives (recorded)
+    rows = default_rows(args, src) if not learner_specs and args.task != "regression" else None
+    if rows is not None:
+        check_default_params(rows, param_specs)
     configs = learner_configs(learner_specs, param_specs, task=args.task,
-                              auto_width=file_width(args, src))
+                              auto_width=file_width(args, src),
+                              default=None if rows is None else DEFAULT_BY_ROWS[rows])
     task = resolve_task(configs, args.task)
     kafka_src = is_topic(src)
     dataset = display_name(src)
@@ -159,6 +165,7 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         dask_scheduler=dask_scheduler,
         quiet=args.quiet,
         argv=tuple(argv),
+        default_rows=rows,
     )
 
 
@@ -182,10 +189,9 @@ def sample_file(args: argparse.Namespace, src: str, kafka_src: bool, dataset: st
     return fs.join(out, ".sample", name), fmt, path
 
 
-def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None:
-    """``gamma=auto`` of a replay of the file (or embedded set) ``src``: a function reading
-    its first rows when a configuration asks (``data.widths.file_gamma``); ``None`` for a
-    Kafka topic (its learners keep their own default widths) or a missing file (the run
+def file_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
+    """How a replay reads the file (or embedded set) ``src``, for a look at its first rows
+    before the run; ``None`` for a Kafka topic, ``--stream`` or a missing file (the run
     reports it)."""
     if is_topic(src) or args.stream != "none":
         return None
@@ -194,12 +200,21 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
     # and then needs every width given)
     if not fs.is_remote(path) and not fs.exists(path):
         return None
-    opts = ReadOptions(
+    return ReadOptions(
         path=path, fmt=args.format, n_features=args.n_features,
         label_column=None if args.label_column is None else int_or_str(args.label_column),
         scale=args.scale, delimiter=args.delimiter, header=args.header,
         key_by=None if args.key_by is None else int_or_str(args.key_by),
         hash_features=args.hash_features, rows=args.rows)
+
+
+def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None:
+    """``gamma=auto`` of a replay of the file (or embedded set) ``src``: a function reading
+    its first rows when a configuration asks (``data.widths.file_gamma``); ``None`` when
+    :func:`file_options` has no file (a topic's learners keep their own default widths)."""
+    opts = file_options(args, src)
+    if opts is None:
+        return None
 
     def estimate() -> float:
         from kernelstream.data import widths
@@ -211,6 +226,37 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
                               ) from None
 
     return estimate
+
+
+def check_default_params(rows: str, param_specs: Sequence[str]) -> None:
+    """A ``-p`` without ``--learner`` is for the default learner: one it does not have is a
+    :class:`ConfigError` saying which learner the file's rows chose."""
+    from kernelstream.pipelines.config import accepts, parse_param_spec
+
+    name = DEFAULT_BY_ROWS[rows][0]
+    other = next(n for r, (n, _) in DEFAULT_BY_ROWS.items() if r != rows)
+    for spec in param_specs:
+        scope, key, _ = parse_param_spec(spec)
+        if scope is None and not accepts(name, key):
+            raise ConfigError(f"-p {spec}: the default learner on {rows} rows (this file's) is "
+                              f"{name}, which has no parameter {key!r}: name a learner with "
+                              f"--learner, e.g. -l {other}")
+
+
+def default_rows(args: argparse.Namespace, src: str) -> str | None:
+    """The rows (``dense``/``sparse``, ``data.widths.file_rows``) that choose a replay's
+    default classifier (:data:`~kernelstream.pipelines.config.DEFAULT_BY_ROWS`); ``None``
+    without a file to look at (then the task's fixed default) or when it cannot be read (the
+    run's own checks report why)."""
+    opts = file_options(args, src)
+    if opts is None:
+        return None
+    from kernelstream.data import widths
+
+    try:
+        return widths.file_rows(opts)
+    except (ValueError, OSError):
+        return None
 
 
 def check_workers(args: argparse.Namespace, kafka_src: bool) -> None:
