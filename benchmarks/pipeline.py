@@ -23,16 +23,14 @@ size on covtype.binary.
    (``getrusage`` maxrss) and the resident set sampled every 50 ms (its maximum per tenth
    of the run). For comparison, child processes that only load the data set
    (``engine.replay.sources.load_rows``, what the permuted source does on its worker) and that run
-   the
-   loop runner.
+   the loop runner.
 3. **Per-key state size.** The same stream replayed in a plain loop with the pipeline's own
    per-block code (``engine.replay.sources.stream_blocks`` + ``engine.replay.core.StreamLearner``),
-   measuring at
-   checkpoints the bytes of ``state_to_bytes(learner.get_state())`` (the learner state) and of
-   the whole per-key ``StreamState`` as ``encode_stream_state`` encodes it (what the runner
-   stores per key). The loop's final mistakes and #SV must equal the pipeline's. PASS when
-   the sizes stop growing once the budget is full (at most 1 % above the size at the first
-   checkpoint with a full budget) and #SV never exceeds the budget.
+   measuring at checkpoints the bytes of ``state_to_bytes(learner.get_state())`` (the learner state)
+   and of the whole per-key ``StreamState`` as ``encode_stream_state`` encodes it (what the runner
+   stores per key). The loop's final mistakes and #SV must equal the pipeline's. PASS when the sizes
+   stop growing once the budget is full (at most 1 % above the size at the first checkpoint with a
+   full budget) and #SV never exceeds the budget.
 
 4. **The loop runner's fixed cost (a 50k-row file).** ``kernelstream replay FILE -l bogd -p
    budget=200 --runner loop -q`` as a user runs it (a fresh Python process each time: start,

@@ -54,7 +54,7 @@ Metrics rows (one per closed window, plus :meth:`StreamEngine.flush_metrics` whe
 ends for good; a stream's drain does not flush: it is a checkpoint, and the next run closes
 the window):
 window and cumulative counts, mistakes and mistake rate (percent), loss sums (exactly rounded:
-``math.fsum`` per window, :func:`~kernelstream.engine.replay.metrics.exact_add` cumulative), the
+``math.fsum`` per window, :func:`~kernelstream.engine.exact.exact_add` cumulative), the
 cumulative no-skill baseline and regression metrics (``total_`` + the names of
 :data:`kernelstream.engine.noskill.FIGURES`: the outcomes in learning order, i.e. label
 arrival order), label
@@ -73,6 +73,8 @@ from typing import Any, cast
 
 import numpy as np
 
+from kernelstream.engine.exact import exact_add, exact_value
+from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.live.merge import merged as merge_group  # the reference loop's order
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.routing import (
@@ -106,9 +108,7 @@ from kernelstream.engine.live.state import cut_state as _cut_state
 from kernelstream.engine.live.state import decode_state as _decode_state
 from kernelstream.engine.live.state import encode_state as _encode_state
 from kernelstream.engine.prequential import learner_loss
-from kernelstream.engine.replay.blocks import StreamKey
 from kernelstream.engine.replay.core import selects_kernels
-from kernelstream.engine.replay.metrics import exact_add, exact_value
 from kernelstream.learners.base import Learner
 from kernelstream.sparse import CSR
 

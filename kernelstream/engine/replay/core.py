@@ -1,9 +1,8 @@
 """The prequential core of a run's streams: per-key state and block learning.
 
-Each stream key (see :class:`~kernelstream.engine.replay.blocks.StreamKey`) owns one learner, built
-on
-first use from the key's :class:`~kernelstream.engine.learner_config.LearnerConfig` with the
-seed and permutation conventions of the reference loop (``kernelstream.engine.evaluate``), and one
+Each stream key (see :class:`~kernelstream.engine.keys.StreamKey`) owns one learner, built on first
+use from the key's :class:`~kernelstream.engine.learner_config.LearnerConfig` with the seed and
+permutation conventions of the reference loop (``kernelstream.engine.evaluate``), and one
 :class:`StreamState`: the learner, the ordering cursor and the prequential accumulators, coded
 compactly by :func:`encode_stream_state` (no pickle). :class:`StreamLearner` learns a stream one
 block at a time in stream order with the engine's test-then-train loop
@@ -28,9 +27,10 @@ import numpy as np
 
 from kernelstream import learners
 from kernelstream.engine.deadletters import dead_letter
+from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
-from kernelstream.engine.replay.blocks import Block, PredictionBlock, StreamKey
+from kernelstream.engine.replay.blocks import Block, PredictionBlock
 from kernelstream.engine.replay.metrics import StreamMetrics, metrics_row
 from kernelstream.engine.replay.ordering import OrderCursor
 from kernelstream.learners.base import Learner, state_from_bytes, state_to_bytes
@@ -166,9 +166,8 @@ def _diagnostics(m: Learner) -> str | None:
 class StreamLearner:
     """Learning of the streams of a run, one block at a time in stream order.
 
-    The Beam DoFn and the loop runner (``pipelines.replay.loop``) both use it, so their outputs can
-    be
-    compared file to file; the Beam-specific part is only state and ordering.
+    The Beam DoFn and the loop runner (``pipelines.replay.loop``) both use it, so their outputs
+    can be compared file to file; the Beam-specific part is only state and ordering.
     """
 
     def __init__(self, configs: Mapping[str, LearnerConfig], seed: int, metrics_window: int,

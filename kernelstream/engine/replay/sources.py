@@ -38,7 +38,8 @@ from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, iter_file_rows
 from kernelstream.engine.deadletters import dead_letter
-from kernelstream.engine.replay.blocks import Block, StreamKey
+from kernelstream.engine.keys import StreamKey
+from kernelstream.engine.replay.blocks import Block
 from kernelstream.seeding import permutation
 from kernelstream.sparse import CSR
 

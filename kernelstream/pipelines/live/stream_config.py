@@ -3,9 +3,9 @@
 Every option error is one line (:class:`~kernelstream.pipelines.config.ConfigError`, exit 2)
 before Beam is imported or a broker contacted; the config is what the up-front checks
 (:mod:`~kernelstream.pipelines.live.stream_prepare`) and the run
-(:mod:`kernelstream.pipelines.live.stream`)
-then work from. It stands apart so that the parsing rules of a stream command (durations,
-topic URLs, output names) can be read and tested without the launcher around them.
+(:mod:`kernelstream.pipelines.live.stream`) then work from. It stands apart so that the parsing
+rules of a stream command (durations, topic URLs, output names) can be read and tested without the
+launcher around them.
 """
 
 from __future__ import annotations

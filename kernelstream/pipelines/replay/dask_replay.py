@@ -45,7 +45,7 @@ from kernelstream.data.options import ReadOptions
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.pipelines.config import ConfigError
 from kernelstream.pipelines.replay.loop import run_loop
-from kernelstream.pipelines.replay.replay import ReplayRun
+from kernelstream.pipelines.replay.plan import ReplayRun
 
 if TYPE_CHECKING:
     from distributed import Client

@@ -34,14 +34,12 @@ from kernelstream.engine.replay.outputs import (
     write_rows,
 )
 from kernelstream.engine.replay.sources import load_rows, stream_blocks
+from kernelstream.pipelines.replay.plan import ReplayRun
 
 if TYPE_CHECKING:
     # the Kafka client is imported by the runs that use a topic (a file replay needs none)
     from kernelstream.kafka_client.blocks import SourcePosition
     from kernelstream.kafka_client.sink import KafkaWriter
-
-    # the run description lives with the runners that share it
-    from kernelstream.pipelines.replay.replay import ReplayRun
 
 PART = "part-loop"  # the name of the loop's file in every output directory
 

@@ -54,7 +54,7 @@ from kernelstream.pipelines.config import PROG, ReplayConfig, WorkerError, is_to
 
 if TYPE_CHECKING:
     from kernelstream.data.options import ReadOptions
-    from kernelstream.pipelines.replay.replay import ReplayResult
+    from kernelstream.pipelines.replay.plan import ReplayResult
 
 # the worker's entry point (:func:`worker_main`): ``-c`` rather than ``-m``, which would import
 # the cli module twice (as __main__ and by name, as the demo command does)

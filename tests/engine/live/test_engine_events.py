@@ -1,6 +1,6 @@
 """The delayed-label stream engine (``kernelstream.engine.live.engine``): parsing, the join of
-events
-and labels, expiry, dead letters, windowed metrics, idempotent replay and state round trips."""
+events and labels, expiry, dead letters, windowed metrics, idempotent replay and state round
+trips."""
 
 from __future__ import annotations
 

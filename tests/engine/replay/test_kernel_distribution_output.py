@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.learner_config import LearnerConfig
-from kernelstream.engine.replay.blocks import Block, StreamKey
+from kernelstream.engine.replay.blocks import Block
 from kernelstream.engine.replay.core import StreamLearner, StreamState
 from kernelstream.engine.replay.outputs import METRICS_SCHEMA, rows_batch
 from kernelstream.learners.testing import make_stream, small_params

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from kernelstream import learners
 from kernelstream.engine.evaluate import evaluate
+from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.learner_config import LearnerConfig
-from kernelstream.engine.replay.blocks import Block, PredictionBlock, StreamKey, concat_blocks
+from kernelstream.engine.replay.blocks import Block, PredictionBlock, concat_blocks
 from kernelstream.engine.replay.core import StreamState
 from kernelstream.engine.replay.metrics import exact_add, exact_value
 from kernelstream.engine.replay.ordering import OrderCursor, release_in_order

@@ -20,8 +20,9 @@ from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing import test_stream
 
 from kernelstream import learners
+from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.learner_config import LearnerConfig
-from kernelstream.engine.replay.blocks import Block, StreamKey
+from kernelstream.engine.replay.blocks import Block
 from kernelstream.engine.replay.outputs import (
     METRICS_SCHEMA,
     PREDICTIONS_SCHEMA,
