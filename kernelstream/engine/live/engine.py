@@ -80,9 +80,9 @@ from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.routing import (
     BULK_MIN,
     EventBatch,
+    LiveSpec,
     ParsedRecord,
     StreamRouter,
-    StreamSpec,
     text_and_source,
 )
 from kernelstream.engine.live.routing import (
@@ -112,8 +112,17 @@ from kernelstream.engine.replay.core import selects_kernels
 from kernelstream.learners.base import Learner
 from kernelstream.sparse import CSR
 
-__all__ = ["BULK_MIN", "EventBatch", "ModelState", "Outputs", "ParsedRecord", "StreamEngine",
-           "StreamSpec", "merge_group", "reference_outputs"]
+__all__ = [
+    "BULK_MIN",
+    "EventBatch",
+    "LiveSpec",
+    "ModelState",
+    "Outputs",
+    "ParsedRecord",
+    "StreamEngine",
+    "merge_group",
+    "reference_outputs",
+]
 
 # reference_outputs routes and processes records in chunks of this many, as a stream's
 # reader hands them over per call (the chunking never changes a model's rows or state).
@@ -168,7 +177,7 @@ class StreamEngine(StreamRouter):
     """Routing (:class:`~kernelstream.engine.live.routing.StreamRouter`) and processing of a
     stream's records (see the module docstring)."""
 
-    def __init__(self, spec: StreamSpec) -> None:
+    def __init__(self, spec: LiveSpec) -> None:
         super().__init__(spec)
         self.ttl = int(spec.label_ttl_ms)
         self.window = int(spec.metrics_window_ms)
@@ -356,7 +365,7 @@ class StreamEngine(StreamRouter):
             scores = m.predict_learn_many(X, y, n_sv=n_sv[1:])
         except ValueError:
             if m.t != before:
-                raise  # not a bad row: the learner failed half way (as StreamLearner does)
+                raise  # not a bad row: the learner failed half way (as ReplayLearner does)
             return None
         st.add_seconds(time.perf_counter() - t0)  # one window: no window closes in a run
         out._flush()  # the rows before the run come first
@@ -750,7 +759,7 @@ class StreamEngine(StreamRouter):
 # -- the reference loop ------------------------------------------------------------------------
 
 
-def reference_outputs(records: Iterable[SourceRecord], spec: StreamSpec,
+def reference_outputs(records: Iterable[SourceRecord], spec: LiveSpec,
                       states: Mapping[str, ModelState] | None = None, *,
                       flush: bool = False,
                       chunk: int = REFERENCE_CHUNK) -> tuple[Outputs, dict[str, ModelState]]:

@@ -6,7 +6,7 @@
 reader call's records into an :class:`EventBatch` per model (its records field by field; each
 reads as a sequence of :class:`ParsedRecord` s) plus the dead-letter rows of records that
 cannot be parsed. It lives apart from the processing because it needs no model state at all,
-only the stream's :class:`StreamSpec`, and because its speed concerns (keys decoded in one
+only the stream's :class:`LiveSpec`, and because its speed concerns (keys decoded in one
 pass, the vectorised LIBSVM parser and the halving of blocks it declines, label values mapped
 once) are separate from the learning ones.
 
@@ -82,9 +82,9 @@ __all__ = [
     "UNLABELLED",
     "EventBatch",
     "Later",
+    "LiveSpec",
     "ParsedRecord",
     "StreamRouter",
-    "StreamSpec",
     "event_id_of",
     "text_and_source",
     "value_text",
@@ -111,7 +111,7 @@ BULK_MIN = 8
 
 
 @dataclass(frozen=True)
-class StreamSpec:
+class LiveSpec:
     """Everything a worker needs to run the models of a stream (picklable).
 
     ``configs`` are ``engine.learner_config.LearnerConfig`` s;
@@ -211,7 +211,7 @@ def event_id_of(key: bytes | None) -> tuple[str | None, bool]:
 def _entity_error(eid: str) -> str:
     return f"event id {eid!r} has no entity prefix (--key-by id-prefix wants ENTITY/ID)"
 
-class _Labels:
+class _LabelMapping:
     """The stateless label mapping of the module docstring, on ``data.LabelMap``."""
 
     def __init__(self, task: str, positive_label: str | None) -> None:
@@ -245,9 +245,9 @@ class _Labels:
 class StreamRouter:
     """Parsing and routing of a stream's records (see the module docstring)."""
 
-    def __init__(self, spec: StreamSpec) -> None:
+    def __init__(self, spec: LiveSpec) -> None:
         self.spec = spec
-        self.labels = _Labels(spec.task, spec.positive_label)
+        self.labels = _LabelMapping(spec.task, spec.positive_label)
         self._global_keys = [StreamKey(c.label, 0).encode() for c in spec.configs]
         self._entity_prefixes = [k + "@" for k in self._global_keys]
         self._sources: dict[tuple[str, int], str] = {}  # (topic, partition) -> source

@@ -4,7 +4,7 @@ A permutation needs random access to every row, so the whole data set is loaded 
 :class:`Dataset` (``X`` is ``n × d`` float64, e.g. 32 MB for a9a, 0.9 GB for covtype: the
 documented memory trade-off; or, for wide or hashed data, a CSR whose memory grows with the
 non-zeros: see :func:`finish_rows`) and :func:`stream_blocks` cuts every stream of a
-:class:`StreamSpec` into blocks in stream order. :func:`load_rows` reads a file keeping every
+:class:`ReplayStreams` into blocks in stream order. :func:`load_rows` reads a file keeping every
 bad line as a dead letter. The loop runner iterates these directly; the Beam source
 (``kernelstream.transforms.replay.sources.ReadPermutedStreams``) emits them from one worker.
 """
@@ -45,7 +45,7 @@ from kernelstream.sparse import CSR
 
 
 @dataclass(frozen=True)
-class StreamSpec:
+class ReplayStreams:
     """Which streams a source emits: for every configuration name and every repetition
     ``first <= r < first + permutations``, the data in the order of
     ``seeding.permutation(n, seed, r)`` (or in file order when ``shuffle`` is false), cut
@@ -139,7 +139,7 @@ class Dataset:
             raise ValueError(f"X {self.X.shape} and y {self.y.shape} do not match")
 
 
-def stream_blocks(data: Dataset, spec: StreamSpec) -> Iterator[Block]:
+def stream_blocks(data: Dataset, spec: ReplayStreams) -> Iterator[Block]:
     """Every block of every stream of ``spec`` over ``data`` (the permuted-replay order); of
     a shard (``spec.shards`` > 1), only the blocks of the streams it owns.
 

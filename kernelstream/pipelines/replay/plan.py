@@ -19,7 +19,7 @@ from kernelstream.engine.evaluate import EvalResult
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.engine.replay.metrics import eval_results
-from kernelstream.engine.replay.sources import StreamSpec
+from kernelstream.engine.replay.sources import ReplayStreams
 
 if TYPE_CHECKING:  # the Kafka client is imported by the runs that read or write a topic
     from kernelstream.kafka_client import KafkaReadOptions, KafkaTopic, SourcePosition
@@ -80,7 +80,7 @@ class ReplayRun:
     resume_from: ckpts.Checkpoint | None = None
     writes: ckpts.Checkpoint | None = None
     # one shard of ``replay --workers`` (``pipelines.replay.workers``): learn only the streams of
-    # shard ``shard`` of ``shards`` (``StreamSpec.owns``); the parent clears and reads back
+    # shard ``shard`` of ``shards`` (``ReplayStreams.owns``); the parent clears and reads back
     shard: int = 0
     shards: int = 1
     # permutations first..first+permutations-1 (``kernelstream tune``: held out from a
@@ -100,8 +100,8 @@ class ReplayRun:
         return None if self.resume_from is None else self.resume_from.position()
 
     @property
-    def spec(self) -> StreamSpec:
-        return StreamSpec(tuple(c.label for c in self.configs), seed=self.seed,
+    def spec(self) -> ReplayStreams:
+        return ReplayStreams(tuple(c.label for c in self.configs), seed=self.seed,
                           permutations=self.permutations, block_size=self.block_size,
                           shuffle=self.order == "permuted", shard=self.shard,
                           shards=self.shards, first=self.first_permutation,

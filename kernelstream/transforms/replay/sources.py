@@ -41,11 +41,11 @@ from kernelstream.engine.replay.chunks import (
     scan_chunk,
 )
 from kernelstream.engine.replay.metrics import METRICS_NAMESPACE
-from kernelstream.engine.replay.sources import Dataset, StreamSpec, stream_blocks
+from kernelstream.engine.replay.sources import Dataset, ReplayStreams, stream_blocks
 
 
 class _EmitStreams(beam.DoFn):
-    def __init__(self, load: Callable[[], Dataset], spec: StreamSpec,
+    def __init__(self, load: Callable[[], Dataset], spec: ReplayStreams,
                  keyed: bool = False) -> None:
         self.load = load
         self.spec = spec
@@ -73,7 +73,7 @@ class ReadPermutedStreams(beam.PTransform):
     ``keyed``: emit ``(stream key, block)`` pairs, the input of ``LearnPredict(keyed=True)``
     (no keying step of its own)."""
 
-    def __init__(self, load: Callable[[], Dataset], spec: StreamSpec,
+    def __init__(self, load: Callable[[], Dataset], spec: ReplayStreams,
                  keyed: bool = False) -> None:
         super().__init__()
         self.load = load
