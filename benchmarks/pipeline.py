@@ -23,16 +23,14 @@ size on covtype.binary.
    (``getrusage`` maxrss) and the resident set sampled every 50 ms (its maximum per tenth
    of the run). For comparison, child processes that only load the data set
    (``engine.replay.sources.load_rows``, what the permuted source does on its worker) and that run
-   the
-   loop runner.
+   the loop runner.
 3. **Per-key state size.** The same stream replayed in a plain loop with the pipeline's own
-   per-block code (``engine.replay.sources.stream_blocks`` + ``engine.replay.core.StreamLearner``),
-   measuring at
-   checkpoints the bytes of ``state_to_bytes(learner.get_state())`` (the learner state) and of
-   the whole per-key ``StreamState`` as ``encode_stream_state`` encodes it (what the runner
-   stores per key). The loop's final mistakes and #SV must equal the pipeline's. PASS when
-   the sizes stop growing once the budget is full (at most 1 % above the size at the first
-   checkpoint with a full budget) and #SV never exceeds the budget.
+   per-block code (``engine.replay.sources.stream_blocks`` + ``engine.replay.core.ReplayLearner``),
+   measuring at checkpoints the bytes of ``state_to_bytes(learner.get_state())`` (the learner state)
+   and of the whole per-key ``ReplayState`` as ``encode_replay_state`` encodes it (what the runner
+   stores per key). The loop's final mistakes and #SV must equal the pipeline's. PASS when the sizes
+   stop growing once the budget is full (at most 1 % above the size at the first checkpoint with a
+   full budget) and #SV never exceeds the budget.
 
 4. **The loop runner's fixed cost (a 50k-row file).** ``kernelstream replay FILE -l bogd -p
    budget=200 --runner loop -q`` as a user runs it (a fresh Python process each time: start,
@@ -383,7 +381,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 def state_sizes(path: str, args: argparse.Namespace) -> dict[str, Any]:
     """Replay the pipeline's stream (same blocks, same per-block code) and measure the per-key
     state at the first block end at or after each checkpoint."""
-    from kernelstream.engine.replay.core import StreamLearner, StreamState, encode_stream_state
+    from kernelstream.engine.replay.core import ReplayLearner, ReplayState, encode_replay_state
     from kernelstream.engine.replay.sources import load_rows, stream_blocks
     from kernelstream.learners.base import state_to_bytes
     from kernelstream.pipelines.replay.replay import make_run
@@ -392,9 +390,9 @@ def state_sizes(path: str, args: argparse.Namespace) -> dict[str, Any]:
                    scale=args.covtype_scale)
     ds = load_rows(run.read)
     n = int(ds.y.shape[0])
-    core = StreamLearner({c.label: c for c in run.configs}, run.seed, run.metrics_window,
+    core = ReplayLearner({c.label: c for c in run.configs}, run.seed, run.metrics_window,
                          run.read.path)
-    st = StreamState()
+    st = ReplayState()
     todo = [c for c in CHECKPOINTS if c < n] + [n]
     rows, mistakes = [], 0
     for b in stream_blocks(ds, run.spec):
@@ -406,7 +404,7 @@ def state_sizes(path: str, args: argparse.Namespace) -> dict[str, Any]:
                 todo.pop(0)
             rows.append({"position": b.end, "n_sv": int(st.learner.n_support_vectors),
                          "learner_bytes": len(state_to_bytes(st.learner.get_state())),
-                         "stream_state_bytes": len(encode_stream_state(st))})
+                         "stream_state_bytes": len(encode_replay_state(st))})
     assert st.learner is not None
     return {"checkpoints": rows, "mistakes": mistakes, "n_sv": int(st.learner.n_support_vectors),
             "n_features": int(st.learner.dim), "examples": n}
@@ -685,10 +683,10 @@ def render(args: argparse.Namespace, tp: dict[str, Any] | None, cov: dict[str, A
         L += ["## Per-key state size through the stream (covtype, BOGD B = "
               f"{args.budget})", ""]
         L.append("The pipeline's stream (same blocks, same per-block code: `stream_blocks` + "
-                 "`StreamLearner.learn`) replayed in a loop, measured after the first block "
+                 "`ReplayLearner.learn`) replayed in a loop, measured after the first block "
                  "that reaches each checkpoint. *learner state* = "
                  "`len(state_to_bytes(learner.get_state()))`; *per-key state* = the key's "
-                 "whole `StreamState` as `StreamStateCoder` writes it to the runner's state "
+                 "whole `ReplayState` as `ReplayStateCoder` writes it to the runner's state "
                  "(learner state + ordering cursor + prequential accumulators). "
                  f"B·d·8 = {args.budget * st['n_features'] * 8:,} bytes (the support vectors "
                  "alone).")

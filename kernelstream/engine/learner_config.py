@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from kernelstream.engine.replay.blocks import check_config_name
+from kernelstream.engine.keys import check_config_name
 from kernelstream.seeding import learner_seed
 
 if TYPE_CHECKING:

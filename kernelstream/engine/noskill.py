@@ -19,12 +19,11 @@ over the rows the run learnt, in the order it learnt them:
   and a live stream has it too.
 
 The replay (``engine.replay.metrics.StreamMetrics``), the in-memory reference loop
-(``kernelstream.engine.evaluate``) and the live stream (``engine.live.engine``) all feed this
-class, so
-the figures are derived in one place. They do not depend on how the stream is cut into
-blocks: counts are integers, error and loss sums are exact (:func:`metrics.exact_add`), and
-the running label sum is a left-to-right float sum carried from block to block (``np.cumsum``
-adds in order), so any cut gives the same figures bit for bit.
+(``kernelstream.engine.evaluate``) and the live stream (``engine.live.engine``) all feed this class,
+so the figures are derived in one place. They do not depend on how the stream is cut into blocks:
+counts are integers, error and loss sums are exact (:func:`metrics.exact_add`), and the running
+label sum is a left-to-right float sum carried from block to block (``np.cumsum`` adds in order), so
+any cut gives the same figures bit for bit.
 """
 
 from __future__ import annotations

@@ -5,11 +5,10 @@
 it, and is bit-identical to the per-example loop whatever the block sizes. It keeps the
 pre-update scores and the seconds spent inside ``predict_learn_many`` only. Every driver runs
 it: the in-memory evaluation (``kernelstream.engine.evaluate``: permutations, adaptive blocks,
-progress
-lines), the adversarial streams (``kernelstream.engine.orders``) and one block of a stream at a time
-(:class:`~kernelstream.engine.replay.core.StreamLearner`, used by the loop runner and the Beam
-DoFn).
-:func:`outcomes` turns scores into predicted labels, mistakes and losses the same way for all.
+progress lines), the adversarial streams (``kernelstream.engine.orders``) and one block of a stream
+at a time (:class:`~kernelstream.engine.replay.core.ReplayLearner`, used by the loop runner and the
+Beam DoFn). :func:`outcomes` turns scores into predicted labels, mistakes and losses the same way
+for all.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """The exclusive writer lock of a checkpoint directory (``DIR/LOCK``).
 
 It is split out of :mod:`kernelstream.engine.live.snapshot.store` because two kinds of checkpoint
-use it:
-the stream's snapshot store and the bounded replay's checkpoints
+use it: the stream's snapshot store and the bounded replay's checkpoints
 (``kernelstream.pipelines.replay.replay``). The lock is ``fcntl.flock``: the kernel releases it when
-its holder dies, even by ``kill -9``, so no stale lock survives a crash; the file's text
-names the holder (pid, host, start time) for the one-line "in use" error.
+its holder dies, even by ``kill -9``, so no stale lock survives a crash; the file's text names the
+holder (pid, host, start time) for the one-line "in use" error.
 """
 
 from __future__ import annotations

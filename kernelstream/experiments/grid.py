@@ -254,7 +254,7 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
             out: Path | None = None) -> list[list[KeyResult]]:
     """The replay of ``keys`` on the file ``path``: the ``kernelstream replay`` command line
     (:func:`replay_argv`: ``--workers`` as the command does it), or with ``only`` = r the
-    replay's shard r of r + 1 (``StreamSpec.owns``: exactly the streams of permutation r,
+    replay's shard r of r + 1 (``ReplayStreams.owns``: exactly the streams of permutation r,
     in one process)."""
     from kernelstream.engine.learner_config import LearnerConfig
     from kernelstream.pipelines import cli

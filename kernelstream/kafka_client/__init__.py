@@ -2,9 +2,8 @@
 records, turning them into blocks, and writing output rows as messages.
 
 The Beam transforms (``kernelstream.transforms.replay.kafka``, ``transforms.live.kafka_read``) and
-the loop
-runner both use these. The package is split by concern, and every name below can be imported
-from the package itself:
+the loop runner both use these. The package is split by concern, and every name below can be
+imported from the package itself:
 
 * :mod:`~kernelstream.kafka_client.clients`: topic URLs (:class:`KafkaTopic`), client
   settings, consumers, :func:`check_reachable`, the local test brokers (:func:`local_broker`:

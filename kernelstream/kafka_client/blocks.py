@@ -1,6 +1,5 @@
 """A Kafka topic's records → :class:`~kernelstream.engine.replay.blocks.Block` s and dead letters,
-as
-the file readers make them, so everything downstream of a replay is the same.
+as the file readers make them, so everything downstream of a replay is the same.
 
 :class:`KafkaBlocks` serves the Beam source (``transforms.replay.kafka``) and the loop runner alike;
 it is kept apart from the read (:mod:`kernelstream.kafka_client.bounded`) because this is the
@@ -26,7 +25,8 @@ from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, TextFormat
 from kernelstream.engine.deadletters import dead_letter
-from kernelstream.engine.replay.blocks import Block, StreamKey
+from kernelstream.engine.keys import StreamKey
+from kernelstream.engine.replay.blocks import Block
 from kernelstream.kafka_client.bounded import KafkaReadOptions, KafkaRecord, iter_topic_records
 from kernelstream.kafka_client.clients import KafkaTopic
 from kernelstream.sparse import CSR

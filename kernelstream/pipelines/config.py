@@ -166,8 +166,7 @@ class ReplayConfig:
     Python API (``pipelines.replay.replay.run_replay``, ``experiments.grid``) describe it:
     the data and how to read it (``read``), the learner configurations, the outputs (``out``
     and the Kafka ones), the runner and the engine's settings. ``pipelines.replay.replay.plan``
-    turns
-    it into the runners' plan.
+    turns it into the runners' plan.
 
     ``learners`` may be given as ``LearnerConfig`` s or ``(label, learner, params)`` tuples;
     ``dataset`` (the display name) defaults to the data's (:func:`display_name`)."""

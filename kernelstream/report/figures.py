@@ -18,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from kernelstream.report.curves import Band, Series
-from kernelstream.report.runs import Run
+from kernelstream.report.runs import LoadedRun
 
 DPI = 100
 WIDTH = 11.0  # inches: 1100 px at DPI
@@ -42,7 +42,7 @@ class Chart:
 class _Palette:
     """A stable colour per (run, configuration)."""
 
-    def __init__(self, runs: list[Run]) -> None:
+    def __init__(self, runs: list[LoadedRun]) -> None:
         import matplotlib as mpl
         from matplotlib.colors import ListedColormap
 
@@ -55,13 +55,13 @@ class _Palette:
         self._style = {r.label: STYLES[i % len(STYLES)] for i, r in enumerate(runs)}
         self._many = len(runs) > 1
 
-    def color(self, run: Run, s: Series) -> RGB:
+    def color(self, run: LoadedRun, s: Series) -> RGB:
         return self._color[(run.label, s.config)]
 
-    def style(self, run: Run) -> str:
+    def style(self, run: LoadedRun) -> str:
         return self._style[run.label]
 
-    def name(self, run: Run, s: Series) -> str:
+    def name(self, run: LoadedRun, s: Series) -> str:
         return f"{run.label}: {s.config}" if self._many else s.config
 
 
@@ -107,7 +107,7 @@ def _x_scale(axes: list[Axes], bands: list[Band]) -> None:
             ax.set_xscale("log")
 
 
-def curves(runs: list[Run], regression: bool) -> Chart | None:
+def curves(runs: list[LoadedRun], regression: bool) -> Chart | None:
     """Cumulative and windowed mistake rate (average loss for regression) against examples."""
     pal = _Palette(runs)
     fig = Figure(figsize=(WIDTH, 3.8), layout="constrained")
@@ -155,7 +155,7 @@ def curves(runs: list[Run], regression: bool) -> Chart | None:
                  + ". Right: over a trailing window.", _png(fig))
 
 
-def resources(runs: list[Run]) -> Chart | None:
+def resources(runs: list[LoadedRun]) -> Chart | None:
     """Support vectors and examples per second over the stream."""
     pal = _Palette(runs)
     fig = Figure(figsize=(WIDTH, 3.6), layout="constrained")
@@ -187,7 +187,7 @@ def resources(runs: list[Run]) -> Chart | None:
                  "stream (mean over permutations; band: lowest to highest).", _png(fig))
 
 
-def kernels(runs: list[Run]) -> Chart | None:
+def kernels(runs: list[LoadedRun]) -> Chart | None:
     """Heat maps of the kernel distribution of kernel-selection configurations."""
     pal = _Palette(runs)
     maps = [(run, s) for run in runs for s in run.series if s.kernels is not None]
@@ -213,7 +213,7 @@ def kernels(runs: list[Run]) -> Chart | None:
                  _png(fig))
 
 
-def entities(runs: list[Run]) -> Chart | None:
+def entities(runs: list[LoadedRun]) -> Chart | None:
     """Distribution of the per-entity mistake rates (average losses for regression)."""
     pal = _Palette(runs)
     fig = Figure(figsize=(WIDTH, 3.4), layout="constrained")
@@ -244,7 +244,7 @@ def entities(runs: list[Run]) -> Chart | None:
                  "histogram per configuration.", _png(fig))
 
 
-def all_charts(runs: list[Run]) -> list[Chart]:
+def all_charts(runs: list[LoadedRun]) -> list[Chart]:
     """The run figures that have something to show, in page order."""
     charts = [curves(runs, False), curves(runs, True), resources(runs), kernels(runs),
               entities(runs)]

@@ -14,8 +14,8 @@ from typing import Any
 
 from kernelstream import __version__
 from kernelstream.numbers import sig, sig_pm
-from kernelstream.report.reproduce import Cell, ResultFile, ResultTable, load_results
-from kernelstream.report.runs import ReportError, Run, is_run_dir, load_run, run_labels
+from kernelstream.report.reproduce import ResultFile, ResultTable, TableCell, load_results
+from kernelstream.report.runs import LoadedRun, ReportError, is_run_dir, load_run, run_labels
 
 ENTITY_ROWS = 20  # worst entities listed per run
 RAW_CHARS = 160  # of a dead letter's raw input
@@ -63,7 +63,7 @@ def _table(head: list[str], rows: Iterable[list[str]], numeric: set[int] | None 
     return "".join(out)
 
 
-def _runs_table(runs: list[Run]) -> str:
+def _runs_table(runs: list[LoadedRun]) -> str:
     rows = []
     for r in runs:
         s = r.summary
@@ -78,7 +78,7 @@ def _runs_table(runs: list[Run]) -> str:
                    "runner", "key-by", "dead letters", "command"], rows, {2, 3, 5, 6, 9})
 
 
-def _summary_table(runs: list[Run]) -> str:
+def _summary_table(runs: list[LoadedRun]) -> str:
     many = len(runs) > 1
     rows = []
     for r in runs:
@@ -116,7 +116,7 @@ def _figure(chart: Any) -> str:
             f'alt="{esc(chart.title)}"><figcaption>{esc(chart.caption)}</figcaption></figure>')
 
 
-def _entities(runs: list[Run]) -> str:
+def _entities(runs: list[LoadedRun]) -> str:
     out = []
     for r in runs:
         if not r.entities:
@@ -135,7 +135,7 @@ def _entities(runs: list[Run]) -> str:
     return "".join(out)
 
 
-def _dead(runs: list[Run]) -> str:
+def _dead(runs: list[LoadedRun]) -> str:
     out = []
     for r in runs:
         if r.dead_total is None:
@@ -156,7 +156,7 @@ def _dead(runs: list[Run]) -> str:
 
 
 def _result_table(t: ResultTable) -> str:
-    def cell(c: Cell) -> str:
+    def cell(c: TableCell) -> str:
         return f"<span class={c.css}>{esc(c.text)}</span>" if c.css else esc(c.text)
 
     verdict = (f" — <span class=pass>{t.passed} PASS</span>, "
@@ -180,7 +180,7 @@ def _results(res: ResultFile, i: int) -> str:
     return "".join(parts)
 
 
-def build_page(runs: list[Run], results: list[ResultFile]) -> str:
+def build_page(runs: list[LoadedRun], results: list[ResultFile]) -> str:
     """The whole HTML document."""
     from kernelstream.report import figures
 

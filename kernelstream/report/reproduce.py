@@ -26,7 +26,7 @@ LONG_LIST = 6  # longer lists of numbers are summarised
 
 
 @dataclass
-class Cell:
+class TableCell:
     text: str
     css: str = ""
 
@@ -35,7 +35,7 @@ class Cell:
 class ResultTable:
     title: str
     columns: list[str]
-    rows: list[list[Cell]]
+    rows: list[list[TableCell]]
     constant: list[tuple[str, str]] = field(default_factory=list)  # same in every row
     passed: int = 0
     failed: int = 0
@@ -55,31 +55,31 @@ def _num(v: float) -> str:
     return f"{v:.4g}" if v != int(v) or abs(v) >= 1e6 else f"{int(v)}"
 
 
-def fmt(v: Any, key: str = "") -> Cell:
+def fmt(v: Any, key: str = "") -> TableCell:
     """A value as a table cell."""
     if v is None:
-        return Cell("–")
+        return TableCell("–")
     if isinstance(v, bool):
         if key in VERDICTS:
-            return Cell("PASS", "pass") if v else Cell("FAIL", "fail")
-        return Cell("yes" if v else "no")
+            return TableCell("PASS", "pass") if v else TableCell("FAIL", "fail")
+        return TableCell("yes" if v else "no")
     if isinstance(v, int):
-        return Cell(str(v))
+        return TableCell(str(v))
     if isinstance(v, float):
-        return Cell(_num(v))
+        return TableCell(_num(v))
     if isinstance(v, dict):
-        return Cell(", ".join(f"{k}={fmt(x).text}" for k, x in v.items()), "params")
+        return TableCell(", ".join(f"{k}={fmt(x).text}" for k, x in v.items()), "params")
     if isinstance(v, list):
         if v and all(isinstance(x, dict) for x in v):
-            return Cell(f"{len(v)} runs" if key == "runs" else f"{len(v)} records")
+            return TableCell(f"{len(v)} runs" if key == "runs" else f"{len(v)} records")
         if all(isinstance(x, int | float) and not isinstance(x, bool) for x in v):
             if len(v) > LONG_LIST:
                 mean = sum(v) / len(v)
-                return Cell(f"{len(v)} values, mean {_num(float(mean))}")
-            return Cell(", ".join(fmt(x).text for x in v))
-        return Cell(", ".join(fmt(x).text for x in v[:LONG_LIST])
+                return TableCell(f"{len(v)} values, mean {_num(float(mean))}")
+            return TableCell(", ".join(fmt(x).text for x in v))
+        return TableCell(", ".join(fmt(x).text for x in v[:LONG_LIST])
                     + (", …" if len(v) > LONG_LIST else ""))
-    return Cell(str(v))
+    return TableCell(str(v))
 
 
 def _records_table(title: str, records: list[dict[str, Any]],

@@ -70,7 +70,7 @@ class EntityRow:
 
 
 @dataclass
-class Run:
+class LoadedRun:
     """Everything the page shows about one run folder."""
 
     label: str
@@ -218,7 +218,7 @@ def _dead_letters(directory: Path) -> tuple[list[DeadGroup], int]:
     return out, t.num_rows
 
 
-def load_run(path: str, label: str) -> Run:
+def load_run(path: str, label: str) -> LoadedRun:
     """Read a run folder (``summary.json`` and the Parquet outputs of a replay)."""
     root = Path(path)
     try:
@@ -229,7 +229,7 @@ def load_run(path: str, label: str) -> Run:
         raise ReportError(f"{path}: not a replay run folder (reports read the outputs of "
                           "`kernelstream replay`)")
     rows = _config_rows(summary)
-    run = Run(label, path, summary, rows, [])
+    run = LoadedRun(label, path, summary, rows, [])
     key_by = summary.get("key_by") is not None
     metrics = read_columns(root / "metrics", METRICS_COLUMNS)
     meta: dict[str, dict[str, Any]] = {}

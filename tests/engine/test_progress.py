@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from kernelstream.engine.replay import core
-from kernelstream.engine.replay.core import PROGRESS_LOGGER, Progress, StreamState
+from kernelstream.engine.replay.core import PROGRESS_LOGGER, Progress, ReplayState
 from kernelstream.pipelines.cli import main
 
 
 def test_progress_line(caplog: pytest.LogCaptureFixture) -> None:
-    st = StreamState()
+    st = ReplayState()
     st.metrics.total.add(10, 3, np.zeros(0), 0.1)
     p = Progress(every=0.0)
     with caplog.at_level(logging.INFO, logger=PROGRESS_LOGGER):
@@ -45,7 +45,7 @@ def test_cli_prints_progress_unless_quiet(monkeypatch: pytest.MonkeyPatch, tmp_p
 
 def test_progress_shows_a_total_an_eta_and_the_learning_rate(
         caplog: pytest.LogCaptureFixture) -> None:
-    st = StreamState()
+    st = ReplayState()
     p = Progress(every=0.0, total=1000)
     p.t0 -= 40.0  # 40 s of wall clock, most of it waiting for records
     with caplog.at_level(logging.INFO, logger=PROGRESS_LOGGER):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kernelstream import data
-from kernelstream.engine.replay.sources import StreamSpec
+from kernelstream.engine.replay.sources import ReplayStreams
 from kernelstream.experiments import tuning
 from kernelstream.experiments.tuning import CellScore
 from kernelstream.pipelines.cli import main
@@ -156,7 +156,7 @@ def test_held_out_permutations_prefix_and_random_cells(tmp_path: Path,
     assert md.startswith("# Tuning pa-i on german") and "**yes**" in md
     # the streams: the first 300 positions of permutations 7 and 8 of the whole data set
     X, _ = data.load_dataset("german")
-    spec = StreamSpec(("a",), seed=0, permutations=2, first=7, rows=300)
+    spec = ReplayStreams(("a",), seed=0, permutations=2, first=7, rows=300)
     assert list(spec.reps) == [7, 8]
     assert np.array_equal(spec.order(X.shape[0], 8), permutation(X.shape[0], 0, 8)[:300])
 

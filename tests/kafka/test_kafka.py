@@ -22,7 +22,8 @@ from _helpers import ScriptedConsumer, consume, new_topic, output_columns, produ
 from kernelstream import data, fs, learners
 from kernelstream.data import ParseError
 from kernelstream.data.options import ReadOptions
-from kernelstream.engine.replay.blocks import Block, StreamKey
+from kernelstream.engine.keys import StreamKey
+from kernelstream.engine.replay.blocks import Block
 from kernelstream.kafka_client import (
     ID_PARTITION_SHIFT,
     KafkaBlocks,

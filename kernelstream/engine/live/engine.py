@@ -54,7 +54,7 @@ Metrics rows (one per closed window, plus :meth:`StreamEngine.flush_metrics` whe
 ends for good; a stream's drain does not flush: it is a checkpoint, and the next run closes
 the window):
 window and cumulative counts, mistakes and mistake rate (percent), loss sums (exactly rounded:
-``math.fsum`` per window, :func:`~kernelstream.engine.replay.metrics.exact_add` cumulative), the
+``math.fsum`` per window, :func:`~kernelstream.engine.exact.exact_add` cumulative), the
 cumulative no-skill baseline and regression metrics (``total_`` + the names of
 :data:`kernelstream.engine.noskill.FIGURES`: the outcomes in learning order, i.e. label
 arrival order), label
@@ -73,14 +73,16 @@ from typing import Any, cast
 
 import numpy as np
 
+from kernelstream.engine.exact import exact_add, exact_value
+from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.live.merge import merged as merge_group  # the reference loop's order
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.routing import (
     BULK_MIN,
     EventBatch,
+    LiveSpec,
     ParsedRecord,
     StreamRouter,
-    StreamSpec,
     text_and_source,
 )
 from kernelstream.engine.live.routing import (
@@ -106,14 +108,21 @@ from kernelstream.engine.live.state import cut_state as _cut_state
 from kernelstream.engine.live.state import decode_state as _decode_state
 from kernelstream.engine.live.state import encode_state as _encode_state
 from kernelstream.engine.prequential import learner_loss
-from kernelstream.engine.replay.blocks import StreamKey
 from kernelstream.engine.replay.core import selects_kernels
-from kernelstream.engine.replay.metrics import exact_add, exact_value
 from kernelstream.learners.base import Learner
 from kernelstream.sparse import CSR
 
-__all__ = ["BULK_MIN", "EventBatch", "ModelState", "Outputs", "ParsedRecord", "StreamEngine",
-           "StreamSpec", "merge_group", "reference_outputs"]
+__all__ = [
+    "BULK_MIN",
+    "EventBatch",
+    "LiveSpec",
+    "ModelState",
+    "Outputs",
+    "ParsedRecord",
+    "StreamEngine",
+    "merge_group",
+    "reference_outputs",
+]
 
 # reference_outputs routes and processes records in chunks of this many, as a stream's
 # reader hands them over per call (the chunking never changes a model's rows or state).
@@ -168,7 +177,7 @@ class StreamEngine(StreamRouter):
     """Routing (:class:`~kernelstream.engine.live.routing.StreamRouter`) and processing of a
     stream's records (see the module docstring)."""
 
-    def __init__(self, spec: StreamSpec) -> None:
+    def __init__(self, spec: LiveSpec) -> None:
         super().__init__(spec)
         self.ttl = int(spec.label_ttl_ms)
         self.window = int(spec.metrics_window_ms)
@@ -356,7 +365,7 @@ class StreamEngine(StreamRouter):
             scores = m.predict_learn_many(X, y, n_sv=n_sv[1:])
         except ValueError:
             if m.t != before:
-                raise  # not a bad row: the learner failed half way (as StreamLearner does)
+                raise  # not a bad row: the learner failed half way (as ReplayLearner does)
             return None
         st.add_seconds(time.perf_counter() - t0)  # one window: no window closes in a run
         out._flush()  # the rows before the run come first
@@ -750,7 +759,7 @@ class StreamEngine(StreamRouter):
 # -- the reference loop ------------------------------------------------------------------------
 
 
-def reference_outputs(records: Iterable[SourceRecord], spec: StreamSpec,
+def reference_outputs(records: Iterable[SourceRecord], spec: LiveSpec,
                       states: Mapping[str, ModelState] | None = None, *,
                       flush: bool = False,
                       chunk: int = REFERENCE_CHUNK) -> tuple[Outputs, dict[str, ModelState]]:

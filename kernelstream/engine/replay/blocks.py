@@ -1,65 +1,23 @@
-"""Blocks of consecutive stream rows, their predictions, and stream keys (no Beam).
+"""Blocks of consecutive stream rows and their predictions (no Beam).
 
 Runners move examples in blocks, not one example at a time: Beam's per-element cost (~20 µs on
 the FnApiRunner) and per-call overheads would dominate the learners. A :class:`Block` is
 ``block.n`` consecutive rows of one stream: positions ``start .. start + n - 1`` of the stream
 named by ``key``; a :class:`PredictionBlock` holds what the learner made of them, column by
-column. Their raw-buffer Beam coders live in ``kernelstream.transforms.replay.blocks``.
-
-Stream keys
------------
-Every stream is one learner configuration on one ordering of the data, optionally restricted to
-one entity (``--key-by``)::
-
-    StreamKey(config="bogd-200", rep=0, entity=None).encode() == "bogd-200#0"
-    StreamKey("bogd-200", 3, "user-17").encode() == "bogd-200#3@user-17"
-
-The encoded string is the Beam key, so all of a stream's blocks meet in one stateful DoFn.
+column. Their raw-buffer Beam coders live in ``kernelstream.transforms.replay.blocks``; the
+stream key a block belongs to is :class:`~kernelstream.engine.keys.StreamKey`.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
+from kernelstream.engine.keys import StreamKey
 from kernelstream.sparse import CSR
-
-# -- stream keys --------------------------------------------------------------------------------
-
-
-class StreamKey(NamedTuple):
-    """Identity of one stream: configuration name, repetition (permutation index), entity."""
-
-    config: str
-    rep: int
-    entity: str | None = None
-
-    def encode(self) -> str:
-        check_config_name(self.config)
-        base = f"{self.config}#{int(self.rep)}"
-        return base if self.entity is None else f"{base}@{self.entity}"
-
-    @classmethod
-    def decode(cls, key: str) -> StreamKey:
-        config, sep, rest = key.partition("#")
-        if not sep:
-            raise ValueError(f"not a stream key: {key!r}")
-        rep, at, entity = rest.partition("@")
-        return cls(config, int(rep), entity if at else None)
-
-    def with_config(self, config: str) -> StreamKey:
-        return self._replace(config=config)
-
-
-def check_config_name(name: str) -> str:
-    """Configuration names are the first field of the key, so they cannot hold ``#``/``@``."""
-    if not name or "#" in name or "@" in name:
-        raise ValueError(f"configuration names must be non-empty without '#' or '@': {name!r}")
-    return name
-
 
 # -- Block --------------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ A checkpoint directory (local or any Beam file system URL) holds numbered checkp
 written by one run::
 
     DIR/LOCK                                 flock'ed by the writing run (local directories)
-    DIR/ckpt-000003-streams-<uuid>.parquet   every stream's state: key, encode_stream_state bytes
+    DIR/ckpt-000003-streams-<uuid>.parquet   every stream's state: key, encode_replay_state bytes
                                              (row groups of ~GROUP_BYTES: read by key)
     DIR/ckpt-000003.source.json              where the read ended (kafka_client.SourcePosition)
     DIR/ckpt-000003.committed                written last, once the run has succeeded

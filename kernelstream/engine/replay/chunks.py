@@ -25,7 +25,8 @@ from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, TextFormat
 from kernelstream.engine.deadletters import dead_letter
-from kernelstream.engine.replay.blocks import Block, StreamKey
+from kernelstream.engine.keys import StreamKey
+from kernelstream.engine.replay.blocks import Block
 from kernelstream.engine.replay.sources import finish_rows, rows_csr
 from kernelstream.sparse import CSR
 

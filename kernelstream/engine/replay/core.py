@@ -1,11 +1,10 @@
 """The prequential core of a run's streams: per-key state and block learning.
 
-Each stream key (see :class:`~kernelstream.engine.replay.blocks.StreamKey`) owns one learner, built
-on
-first use from the key's :class:`~kernelstream.engine.learner_config.LearnerConfig` with the
-seed and permutation conventions of the reference loop (``kernelstream.engine.evaluate``), and one
-:class:`StreamState`: the learner, the ordering cursor and the prequential accumulators, coded
-compactly by :func:`encode_stream_state` (no pickle). :class:`StreamLearner` learns a stream one
+Each stream key (see :class:`~kernelstream.engine.keys.StreamKey`) owns one learner, built on first
+use from the key's :class:`~kernelstream.engine.learner_config.LearnerConfig` with the seed and
+permutation conventions of the reference loop (``kernelstream.engine.evaluate``), and one
+:class:`ReplayState`: the learner, the ordering cursor and the prequential accumulators, coded
+compactly by :func:`encode_replay_state` (no pickle). :class:`ReplayLearner` learns a stream one
 block at a time in stream order with the engine's test-then-train loop
 (:class:`~kernelstream.engine.prequential.PrequentialPass`) and returns the block's predictions,
 metrics rows and dead letters. The loop runner (``pipelines.replay.loop``) and the Beam DoFn
@@ -28,9 +27,10 @@ import numpy as np
 
 from kernelstream import learners
 from kernelstream.engine.deadletters import dead_letter
+from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
-from kernelstream.engine.replay.blocks import Block, PredictionBlock, StreamKey
+from kernelstream.engine.replay.blocks import Block, PredictionBlock
 from kernelstream.engine.replay.metrics import StreamMetrics, metrics_row
 from kernelstream.engine.replay.ordering import OrderCursor
 from kernelstream.learners.base import Learner, state_from_bytes, state_to_bytes
@@ -41,7 +41,7 @@ from kernelstream.sparse import CSR
 
 
 @dataclass
-class StreamState:
+class ReplayState:
     """Everything one stream key keeps between blocks."""
 
     cursor: OrderCursor = field(default_factory=OrderCursor)
@@ -54,7 +54,7 @@ _STATE_MAGIC = b"KSS"
 _STATE_VERSION = 1
 
 
-def encode_stream_state(st: StreamState) -> bytes:
+def encode_replay_state(st: ReplayState) -> bytes:
     """``KSS`` v1 | u32 length + JSON of the scalar fields | learner state as ``.npz``
     (``Learner.get_state``: numpy arrays only, versioned by the learner base class; no pickle).
     JSON floats round-trip exactly (``repr``)."""
@@ -64,8 +64,8 @@ def encode_stream_state(st: StreamState) -> bytes:
                      meta, blob))
 
 
-def decode_stream_state(data: bytes) -> StreamState:
-    """The :class:`StreamState` of :func:`encode_stream_state` bytes."""
+def decode_replay_state(data: bytes) -> ReplayState:
+    """The :class:`ReplayState` of :func:`encode_replay_state` bytes."""
     if data[:3] != _STATE_MAGIC or data[3] != _STATE_VERSION:
         raise ValueError("not a kernelstream stream state (or an unsupported version)")
     (n,) = struct.unpack_from("<I", data, 4)
@@ -75,7 +75,7 @@ def decode_stream_state(data: bytes) -> StreamState:
     if blob:
         state = state_from_bytes(blob)
         learner = learners.from_state(state)
-    return StreamState(OrderCursor.from_json(cur), learner, StreamMetrics.from_json(met),
+    return ReplayState(OrderCursor.from_json(cur), learner, StreamMetrics.from_json(met),
                        int(rejected))
 
 
@@ -102,7 +102,7 @@ class Progress:
         self.examples = 0
         self.busy = 0.0  # seconds spent learning
 
-    def learnt(self, key: str, st: StreamState, n: int, seconds: float = 0.0) -> None:
+    def learnt(self, key: str, st: ReplayState, n: int, seconds: float = 0.0) -> None:
         """``n`` more examples of stream ``key`` learnt in ``seconds``."""
         self.examples += n
         self.busy += seconds
@@ -112,7 +112,7 @@ class Progress:
         self.last = now
         _progress_log.info("%s", self.line(key, st, now))
 
-    def line(self, key: str, st: StreamState, now: float) -> str:
+    def line(self, key: str, st: ReplayState, now: float) -> str:
         tot = st.metrics.total
         err = ""
         if st.learner is not None and st.learner.task == "classification" and tot.examples:
@@ -163,12 +163,11 @@ def _diagnostics(m: Learner) -> str | None:
     return None if d is None else json.dumps(d, sort_keys=True)  # floats by repr: exact
 
 
-class StreamLearner:
+class ReplayLearner:
     """Learning of the streams of a run, one block at a time in stream order.
 
-    The Beam DoFn and the loop runner (``pipelines.replay.loop``) both use it, so their outputs can
-    be
-    compared file to file; the Beam-specific part is only state and ordering.
+    The Beam DoFn and the loop runner (``pipelines.replay.loop``) both use it, so their outputs
+    can be compared file to file; the Beam-specific part is only state and ordering.
     """
 
     def __init__(self, configs: Mapping[str, LearnerConfig], seed: int, metrics_window: int,
@@ -187,7 +186,7 @@ class StreamLearner:
             raise KeyError(f"stream {key!r}: no configuration named {sk.config!r}")
         return cfg.make(self.seed, sk.rep)
 
-    def learn(self, key: str, st: StreamState, b: Block) -> BlockResult:
+    def learn(self, key: str, st: ReplayState, b: Block) -> BlockResult:
         """Test-then-train over block ``b`` (the next block of the stream)."""
         if st.learner is None:
             st.learner = self.new_learner(key)
@@ -250,7 +249,7 @@ class StreamLearner:
         st.cursor.next = max(st.cursor.next, b.end)
         return BlockResult(preds, rows, dead, run.seconds)
 
-    def metrics_row(self, key: str, st: StreamState, position: int, final: bool,
+    def metrics_row(self, key: str, st: ReplayState, position: int, final: bool,
                     distribution: np.ndarray | None = None) -> dict[str, Any]:
         sk = StreamKey.decode(key)
         m = st.learner
@@ -275,11 +274,11 @@ class StreamLearner:
                    "diagnostics": None if m is None or not final else _diagnostics(m)},
         )
 
-    def final_row(self, key: str, st: StreamState) -> dict[str, Any]:
+    def final_row(self, key: str, st: ReplayState) -> dict[str, Any]:
         p = None if st.learner is None else st.learner.kernel_distribution
         return self.metrics_row(key, st, st.cursor.next, final=True, distribution=p)
 
-    def gap_letters(self, key: str, st: StreamState, stranded: list[Block]) -> list[dict[str, Any]]:
+    def gap_letters(self, key: str, st: ReplayState, stranded: list[Block]) -> list[dict[str, Any]]:
         """Dead letters of the rows of blocks stranded behind a gap at the end of the input."""
         return [dead_letter(self.source, None, "", f"stream gap: positions from "
                             f"{st.cursor.next} never arrived before the end of input, so this "

@@ -1,7 +1,7 @@
 """Prequential metrics of a stream: running and per-window accounting, the metrics rows, and
 the per-key summaries derived from them (pure Python; no Beam).
 
-A stream's metrics are kept with its learner (``core.StreamState``), the only place that sees
+A stream's metrics are kept with its learner (``core.ReplayState``), the only place that sees
 the stream in order.
 Every ``window`` positions it emits a row with the cumulative values (examples, mistakes,
 mistake rate, average loss, support vectors, learner seconds, throughput) and the values of the

@@ -4,8 +4,7 @@ Every runner writes three outputs, each a directory of Parquet files with an exp
 ``predictions/`` (one row per example and stream), ``metrics/`` (window and final rows per
 stream) and ``dead_letters/``. Prediction blocks become record batches column by column (no
 per-row Python objects). The Beam sinks (``kernelstream.transforms.replay.sinks``) and the loop
-runner
-(``pipelines.replay.loop``) write these same batches, so their files compare one to one.
+runner (``pipelines.replay.loop``) write these same batches, so their files compare one to one.
 """
 
 from __future__ import annotations
@@ -20,7 +19,8 @@ import pyarrow.parquet as pq
 
 from kernelstream import fs
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
-from kernelstream.engine.replay.blocks import PredictionBlock, StreamKey
+from kernelstream.engine.keys import StreamKey
+from kernelstream.engine.replay.blocks import PredictionBlock
 
 # Arrow type of each word of a schema spec (:func:`_schema`)
 _TYPES = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(),

@@ -4,7 +4,7 @@ A permutation needs random access to every row, so the whole data set is loaded 
 :class:`Dataset` (``X`` is ``n × d`` float64, e.g. 32 MB for a9a, 0.9 GB for covtype: the
 documented memory trade-off; or, for wide or hashed data, a CSR whose memory grows with the
 non-zeros: see :func:`finish_rows`) and :func:`stream_blocks` cuts every stream of a
-:class:`StreamSpec` into blocks in stream order. :func:`load_rows` reads a file keeping every
+:class:`ReplayStreams` into blocks in stream order. :func:`load_rows` reads a file keeping every
 bad line as a dead letter. The loop runner iterates these directly; the Beam source
 (``kernelstream.transforms.replay.sources.ReadPermutedStreams``) emits them from one worker.
 """
@@ -38,13 +38,14 @@ from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, iter_file_rows
 from kernelstream.engine.deadletters import dead_letter
-from kernelstream.engine.replay.blocks import Block, StreamKey
+from kernelstream.engine.keys import StreamKey
+from kernelstream.engine.replay.blocks import Block
 from kernelstream.seeding import permutation
 from kernelstream.sparse import CSR
 
 
 @dataclass(frozen=True)
-class StreamSpec:
+class ReplayStreams:
     """Which streams a source emits: for every configuration name and every repetition
     ``first <= r < first + permutations``, the data in the order of
     ``seeding.permutation(n, seed, r)`` (or in file order when ``shuffle`` is false), cut
@@ -138,7 +139,7 @@ class Dataset:
             raise ValueError(f"X {self.X.shape} and y {self.y.shape} do not match")
 
 
-def stream_blocks(data: Dataset, spec: StreamSpec) -> Iterator[Block]:
+def stream_blocks(data: Dataset, spec: ReplayStreams) -> Iterator[Block]:
     """Every block of every stream of ``spec`` over ``data`` (the permuted-replay order); of
     a shard (``spec.shards`` > 1), only the blocks of the streams it owns.
 

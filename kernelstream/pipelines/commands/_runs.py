@@ -38,7 +38,7 @@ from kernelstream.pipelines.run_folder import OutFolderError
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult
-    from kernelstream.pipelines.replay.replay import ReplayResult
+    from kernelstream.pipelines.replay.plan import ReplayResult
     from kernelstream.pipelines.replay.workers import WorkerPool
 
 SUMMARY_SCHEMA = 1

@@ -3,9 +3,9 @@
 Every option error is one line (:class:`~kernelstream.pipelines.config.ConfigError`, exit 2)
 before Beam is imported or a broker contacted; the config is what the up-front checks
 (:mod:`~kernelstream.pipelines.live.stream_prepare`) and the run
-(:mod:`kernelstream.pipelines.live.stream`)
-then work from. It stands apart so that the parsing rules of a stream command (durations,
-topic URLs, output names) can be read and tested without the launcher around them.
+(:mod:`kernelstream.pipelines.live.stream`) then work from. It stands apart so that the parsing
+rules of a stream command (durations, topic URLs, output names) can be read and tested without the
+launcher around them.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class StreamConfig:
     topics: tuple[str, ...]
     labels_topic: str | None
     configs: tuple[LearnerConfig, ...]
-    spec: Any  # engine.live.routing.StreamSpec
+    spec: Any  # engine.live.routing.LiveSpec
     out: str | None  # None: the checkpoint's, else runs/stream-<topic>-<learners>
     checkpoint: str | None = None
     kafka_out: tuple[str, str] | None = None  # (bootstrap, prefix)
@@ -121,7 +121,7 @@ class StreamConfig:
                 **({"hash_features": s.hash_features} if s.hash_features is not None else {})}
 
 
-def _check_width(spec: Any) -> None:  # engine.live.routing.StreamSpec
+def _check_width(spec: Any) -> None:  # engine.live.routing.LiveSpec
     """Refuse a learner whose memory at this width cannot fit (one line: why, what instead),
     before anything connects: ``learners.registry.check_width``."""
     from kernelstream.learners.registry import WidthError, check_width
@@ -180,7 +180,7 @@ def _saved_configs(path: str) -> dict[str, Any]:
 
 def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
     """Arguments → a :class:`StreamConfig`; raises ``ValueError`` (one line) on bad input."""
-    from kernelstream.engine.live.routing import StreamSpec
+    from kernelstream.engine.live.routing import LiveSpec
     from kernelstream.kafka_client.clients import client_settings
 
     bootstrap, topics = parse_topics(args.source, "SOURCE")
@@ -264,7 +264,7 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
         raise ConfigError("--init-from is the --checkpoint directory itself: a checkpoint "
                           "resumes on its own")
     try:
-        spec = StreamSpec(
+        spec = LiveSpec(
             configs=configs, seed=args.seed, fmt=fmt, n_features=args.n_features,
             label_column=label_column, delimiter=args.delimiter or ",", task=task,
             positive_label=args.positive_label,

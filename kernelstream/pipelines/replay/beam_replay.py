@@ -49,7 +49,7 @@ from kernelstream.engine.replay.metrics import METRICS_NAMESPACE
 from kernelstream.engine.replay.outputs import OUTPUTS, SCHEMAS, output_of
 from kernelstream.engine.replay.sources import FileLoader
 from kernelstream.kafka_client.sink import output_topics
-from kernelstream.pipelines.replay.replay import ReplayRun, add_replay_options
+from kernelstream.pipelines.replay.plan import ReplayRun, add_replay_options
 from kernelstream.transforms.replay import checkpoint as ckpts
 from kernelstream.transforms.replay.kafka import ReadKafkaBlocks, WriteKafka
 from kernelstream.transforms.replay.learn import LearnPredict
@@ -134,7 +134,7 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> WriteOutputs | None:
 
 
 def resolve_early_state(run: ReplayRun) -> str:
-    """The early-block state of ``run`` (see ``replay.EARLY_STATES``): "auto" is ordered-list
+    """The early-block state of ``run`` (see ``plan.EARLY_STATES``): "auto" is ordered-list
     state on the FnApiRunner and on Beam's local job service (``portable`` without a
     ``--job_endpoint``), bag state on any other runner (Flink, Dataflow, ...)."""
     if run.early_state != "auto":

@@ -10,14 +10,14 @@ stateless form::
     Create(task numbers 0..N-1) → LearnStreams (the last transform: it writes the outputs)
 
 Each element is one task: shard I of N of the run's streams, as ``replay --workers`` splits
-them (``engine.replay.sources.StreamSpec.owns``): one stream key (configuration × permutation) per
-task, or with ``--key-by`` a share of the entities' streams. Its task reads the data set
-(once per worker process), learns its streams whole, block after block in stream order,
-through the loop runner's core (``pipelines.replay.loop.run_loop``, the one test-then-train step the
-other runners call), writes their Parquet files into the run's ``OUT/predictions``,
-``metrics`` and ``dead_letters`` (one name per task; the source's dead letters from task 0
-only) and returns its counters. So the outputs are the loop runner's, row for row and bit
-for bit, whatever worker learnt which stream.
+them (``engine.replay.sources.ReplayStreams.owns``): one stream key (configuration × permutation)
+per task, or with ``--key-by`` a share of the entities' streams. Its task reads the data set (once
+per worker process), learns its streams whole, block after block in stream order, through the loop
+runner's core (``pipelines.replay.loop.run_loop``, the one test-then-train step the other runners
+call), writes their Parquet files into the run's ``OUT/predictions``, ``metrics`` and
+``dead_letters`` (one name per task; the source's dead letters from task 0 only) and returns its
+counters. So the outputs are the loop runner's, row for row and bit for bit, whatever worker learnt
+which stream.
 
 The cluster is a ``distributed.LocalCluster`` of ``--workers`` processes (one thread each,
 bound to 127.0.0.1, no dashboard), started and stopped by the run, or the one whose scheduler
@@ -45,7 +45,7 @@ from kernelstream.data.options import ReadOptions
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.pipelines.config import ConfigError
 from kernelstream.pipelines.replay.loop import run_loop
-from kernelstream.pipelines.replay.replay import ReplayRun
+from kernelstream.pipelines.replay.plan import ReplayRun
 
 if TYPE_CHECKING:
     from distributed import Client

@@ -1,7 +1,7 @@
 """The loop runner: a replay run's streams through the engine in a plain Python loop (no Beam).
 
 The same sources (a data set in memory, or a Kafka topic through ``kafka_client``), the same
-per-block learning (:class:`~kernelstream.engine.replay.core.StreamLearner`) and the same Parquet
+per-block learning (:class:`~kernelstream.engine.replay.core.ReplayLearner`) and the same Parquet
 outputs and checkpoint files as the Beam runners, written with pyarrow directly, so the files
 of the two compare one to one. A run's blocks arrive in stream order here, so no ordering
 state is needed.
@@ -21,10 +21,10 @@ from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.engine.replay.blocks import Block
 from kernelstream.engine.replay.core import (
     Progress,
-    StreamLearner,
-    StreamState,
-    decode_stream_state,
-    encode_stream_state,
+    ReplayLearner,
+    ReplayState,
+    decode_replay_state,
+    encode_replay_state,
 )
 from kernelstream.engine.replay.outputs import (
     OUTPUTS,
@@ -34,14 +34,12 @@ from kernelstream.engine.replay.outputs import (
     write_rows,
 )
 from kernelstream.engine.replay.sources import load_rows, stream_blocks
+from kernelstream.pipelines.replay.plan import ReplayRun
 
 if TYPE_CHECKING:
     # the Kafka client is imported by the runs that use a topic (a file replay needs none)
     from kernelstream.kafka_client.blocks import SourcePosition
     from kernelstream.kafka_client.sink import KafkaWriter
-
-    # the run description lives with the runners that share it
-    from kernelstream.pipelines.replay.replay import ReplayRun
 
 PART = "part-loop"  # the name of the loop's file in every output directory
 
@@ -71,11 +69,11 @@ def loop_source(run: ReplayRun, dead: list[dict[str, Any]],
 def run_loop(run: ReplayRun) -> dict[str, int]:
     """Learn every stream of ``run``, write its outputs (and checkpoint files) and return the
     counters the Beam runners report (examples, mistakes, dead letters, blocks)."""
-    core = StreamLearner({c.label: c for c in run.configs}, run.seed, run.metrics_window,
+    core = ReplayLearner({c.label: c for c in run.configs}, run.seed, run.metrics_window,
                          run.read.path)
     # a resumed stream's saved state is read by key when the stream first appears
     saved = None if run.resume_from is None else ckpts.SavedStates.of(run.resume_from)
-    states: dict[str, StreamState] = {}
+    states: dict[str, ReplayState] = {}
     position: list[SourcePosition] = []
     for name in OUTPUTS:
         fs.makedirs(fs.join(run.out, name))
@@ -98,8 +96,8 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
             st = states.get(b.key)
             if st is None:  # a resumed stream starts from its saved state
                 data = None if saved is None else saved.get(b.key)
-                st = states[b.key] = (StreamState() if data is None
-                                      else decode_stream_state(data))
+                st = states[b.key] = (ReplayState() if data is None
+                                      else decode_replay_state(data))
             res = core.learn(b.key, st, b)
             progress.learnt(b.key, st, b.n, res.seconds)
             p = res.predictions
@@ -116,7 +114,7 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
     metrics += [core.final_row(k, st) for k, st in states.items()]
     if run.writes is not None:
         # this run's streams, then the saved ones it did not touch, streamed from their files
-        new = ((k, encode_stream_state(st)) for k, st in states.items())
+        new = ((k, encode_replay_state(st)) for k, st in states.items())
         old = ((k, v) for k, v in (() if run.resume_from is None
                                    else ckpts.read_states(run.resume_from)) if k not in states)
         ckpts.write_states(run.writes, itertools.chain(new, old), "loop")

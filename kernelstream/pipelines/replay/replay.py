@@ -6,8 +6,7 @@
 key, derived from the metrics output. Runners (``pipelines.config.RUNNERS``):
 
 * ``loop`` — ``kernelstream.pipelines.replay.loop``: the engine in a plain Python loop, writing the
-  same
-  Parquet files, so outputs compare one to one. It never imports Beam.
+  same Parquet files, so outputs compare one to one. It never imports Beam.
 * ``direct``, ``portable``, ``beam`` — the Beam pipeline of ``kernelstream.pipelines.
   beam_replay`` (imported only for them) on Beam's FnApiRunner, the portable job API (a local
   job service or a ``--job_endpoint``), or the runner named by ``--runner=...`` in
@@ -17,20 +16,20 @@ key, derived from the metrics output. Runners (``pipelines.config.RUNNERS``):
   a file's permuted streams only).
 
 Every run is a :class:`~kernelstream.pipelines.config.ReplayConfig` (the CLI's commands build
-it from their arguments, :func:`run_replay` from its keywords), made into the runners' plan by
-:func:`plan` and carried out by :func:`execute`.
+it from their arguments, :func:`run_replay` from its keywords), made into the runners' plan
+(:class:`~kernelstream.pipelines.replay.plan.ReplayRun`) by :func:`plan` and carried out by
+:func:`execute`.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,7 +41,7 @@ from kernelstream.engine.evaluate import EvalResult
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
-from kernelstream.engine.replay.metrics import eval_results, key_summaries
+from kernelstream.engine.replay.metrics import key_summaries
 from kernelstream.engine.replay.outputs import (
     METRICS_SCHEMA,
     OUTPUTS,
@@ -50,110 +49,18 @@ from kernelstream.engine.replay.outputs import (
     ensure_nonempty,
     iter_rows,
 )
-from kernelstream.engine.replay.sources import StreamSpec
 from kernelstream.engine.writer_lock import WriterLock
 from kernelstream.pipelines.config import ConfigError, ReplayConfig, check_runner, is_topic
 from kernelstream.pipelines.replay.loop import run_loop
+from kernelstream.pipelines.replay.plan import (
+    ORDERS,
+    ReplayResult,
+    ReplayRun,
+    _replay_options,
+)
 
 if TYPE_CHECKING:  # the Kafka client is imported by the runs that read or write a topic
-    from kernelstream.kafka_client import KafkaReadOptions, KafkaTopic, SourcePosition
-
-ORDERS = ("permuted", "file")
-# Where the Beam learner parks early blocks. Ordered-list state is what the FnApiRunner and
-# Beam's local job service implement best, but support for it through the portable Fn API on
-# Flink and Dataflow is not established (apache/beam#21358, #20666), so "auto" uses bag state
-# (supported everywhere; a range read scans only the parked blocks) on every other runner.
-EARLY_STATES = ("auto", "ordered_list", "bag")
-
-
-def add_replay_options(parser: Any) -> None:
-    """The replay's own pipeline options (``--block_size`` ...), settable after ``--``; Beam's
-    ``ReplayPipelineOptions`` declares the same ones."""
-    parser.add_argument("--block_size", type=int, default=None,
-                        help="rows per block moved through the pipeline")
-    parser.add_argument("--metrics_window", type=int, default=None,
-                        help="positions per metrics window")
-    parser.add_argument("--reshuffle_blocks", default=None, choices=("true", "false"),
-                        help="redistribute blocks across workers before learning")
-    parser.add_argument("--early_state", default=None, choices=EARLY_STATES,
-                        help="state holding blocks that arrive early: ordered_list, bag, "
-                        "or auto (ordered_list on the in-process runners, bag elsewhere)")
-
-
-def _replay_options(pipeline_args: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    add_replay_options(parser)
-    return parser.parse_known_args(list(pipeline_args))[0]
-
-
-@dataclass
-class ReplayRun:
-    """The runners' plan of a :class:`ReplayConfig` (:func:`plan`): its data resolved, its
-    options checked and parsed."""
-
-    data: str
-    configs: list[LearnerConfig]
-    out: str  # local directory or a URL (gs://...)
-    read: ReadOptions
-    seed: int = 0
-    permutations: int = 1
-    block_size: int = 1024  # large enough to amortise Beam's per-element cost (~1 ms a block)
-    metrics_window: int = 1000
-    reshuffle: bool | None = None  # None: when there are several streams and workers
-    scramble: int | None = None  # seed: deliver blocks in a random order (tests)
-    order: str = "permuted"  # "file": one stream in file order, read in parallel chunks
-    chunk_bytes: int = 16 << 20
-    runner: str = "direct"
-    pipeline_args: list[str] = field(default_factory=list)
-    early_state: str = "auto"
-    kafka: KafkaReadOptions | None = None  # the data is a Kafka topic (``kafka_client``)
-    kafka_out: KafkaTopic | None = None  # also write the outputs to PREFIX-{predictions,...}
-    kafka_client: tuple[tuple[str, str], ...] = ()  # kafka-python settings of the sink
-    checkpoint: str | None = None  # resume from / write checkpoints here (Kafka sources)
-    # set by execute(): the checkpoint resumed from and the one this run writes
-    resume_from: ckpts.Checkpoint | None = None
-    writes: ckpts.Checkpoint | None = None
-    # one shard of ``replay --workers`` (``pipelines.replay.workers``): learn only the streams of
-    # shard ``shard`` of ``shards`` (``StreamSpec.owns``); the parent clears and reads back
-    shard: int = 0
-    shards: int = 1
-    # permutations first..first+permutations-1 (``kernelstream tune``: held out from a
-    # replay's 0..R-1), each cut to its first ``stream_rows`` positions when given
-    first_permutation: int = 0
-    stream_rows: int | None = None
-    # examples the run will learn (all its streams), when known: progress shows a total and
-    # an ETA (see :func:`expected_examples`)
-    expected_examples: int | None = None
-    # ``dask``: an existing cluster's scheduler (tcp://HOST:PORT), else a local cluster of
-    # ``dask_workers`` processes
-    dask_scheduler: str | None = None
-    dask_workers: int = 2
-
-    @property
-    def resume_position(self) -> SourcePosition | None:
-        return None if self.resume_from is None else self.resume_from.position()
-
-    @property
-    def spec(self) -> StreamSpec:
-        return StreamSpec(tuple(c.label for c in self.configs), seed=self.seed,
-                          permutations=self.permutations, block_size=self.block_size,
-                          shuffle=self.order == "permuted", shard=self.shard,
-                          shards=self.shards, first=self.first_permutation,
-                          rows=self.stream_rows)
-
-
-@dataclass
-class ReplayResult:
-    """Per-key summaries (from the metrics output), counters, and where the outputs are."""
-
-    summaries: list[dict[str, Any]]
-    counters: dict[str, int]
-    out: str  # local directory or a URL (gs://...)
-    runner: str
-    seconds: float
-
-    def eval_results(self, configs: Sequence[LearnerConfig], seed: int) -> list[EvalResult]:
-        return eval_results(self.summaries, configs, seed=seed)
+    from kernelstream.kafka_client import KafkaTopic
 
 
 def resolve_data(name_or_path: str, fmt: str | None) -> tuple[str, str | None]:

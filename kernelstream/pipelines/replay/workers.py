@@ -11,22 +11,20 @@ pipeline on a share of the keys do the same work in parallel and write the same 
 
 Each worker process runs the same ``kernelstream replay`` command with the hidden option
 ``--shard I/N``: the same Beam pipeline (or loop) over the whole data set, whose source emits
-only the streams shard I owns (``engine.replay.sources.StreamSpec.owns``; the source's dead letters
-come from shard 0 only), writing into the same ``OUT/predictions``, ``metrics``,
-``dead_letters`` (every sink names its files uniquely). On Linux the workers are forked from
-this process once it has checked the data, cleared ``OUT``, imported what a run needs
-(Beam, pyarrow, the learners) and read the data set (:func:`preload`): a worker pays no
-Python start, no imports and no parse of the file, ~1 s of CPU each that a
-two-configuration grid would otherwise spend before learning, and the workers share the
-parsed rows copy-on-write (:func:`start_method`). Elsewhere each worker is a new Python
-that imports Beam while this process checks the data and waits until ``OUT`` is cleared
-(and reads the file itself). Either way the workers run on this process's word (``go`` on
-their standard input). This process relays their progress
-lines and, once all have finished, reads the outputs back as a one-process run does
-(``replay.read_outputs``), so ``summary.json`` holds the same content (timings apart). A
-worker that fails stops the others and the run, with that worker's own error line and exit
-code; Ctrl-C stops them all; a worker also ends when this process dies (its standard input,
-a pipe from here, closes).
+only the streams shard I owns (``engine.replay.sources.ReplayStreams.owns``; the source's dead
+letters come from shard 0 only), writing into the same ``OUT/predictions``, ``metrics``,
+``dead_letters`` (every sink names its files uniquely). On Linux the workers are forked from this
+process once it has checked the data, cleared ``OUT``, imported what a run needs (Beam, pyarrow, the
+learners) and read the data set (:func:`preload`): a worker pays no Python start, no imports and no
+parse of the file, ~1 s of CPU each that a two-configuration grid would otherwise spend before
+learning, and the workers share the parsed rows copy-on-write (:func:`start_method`). Elsewhere each
+worker is a new Python that imports Beam while this process checks the data and waits until ``OUT``
+is cleared (and reads the file itself). Either way the workers run on this process's word (``go`` on
+their standard input). This process relays their progress lines and, once all have finished, reads
+the outputs back as a one-process run does (``replay.read_outputs``), so ``summary.json`` holds the
+same content (timings apart). A worker that fails stops the others and the run, with that worker's
+own error line and exit code; Ctrl-C stops them all; a worker also ends when this process dies (its
+standard input, a pipe from here, closes).
 """
 
 from __future__ import annotations
@@ -54,7 +52,7 @@ from kernelstream.pipelines.config import PROG, ReplayConfig, WorkerError, is_to
 
 if TYPE_CHECKING:
     from kernelstream.data.options import ReadOptions
-    from kernelstream.pipelines.replay.replay import ReplayResult
+    from kernelstream.pipelines.replay.plan import ReplayResult
 
 # the worker's entry point (:func:`worker_main`): ``-c`` rather than ``-m``, which would import
 # the cli module twice (as __main__ and by name, as the demo command does)

@@ -6,9 +6,8 @@ when ``snapshot_every`` records or ``snapshot_seconds`` have passed (checked at 
 round's progress, and at ``finish_bundle``; at a drain, the last ``finish_bundle`` always
 snapshots, at the positions the reader claimed: a drain is a checkpoint): closes the files,
 commits states + offsets as one snapshot epoch
-(:class:`~kernelstream.engine.live.snapshot.store.SnapshotStore`), then publishes the files.
-Without a
-checkpoint directory the same happens minus the commit, so every output file is complete and
+(:class:`~kernelstream.engine.live.snapshot.store.SnapshotStore`), then publishes the files. Without
+a checkpoint directory the same happens minus the commit, so every output file is complete and
 readable while the job runs. The slow half runs on one commit thread (see the class).
 
 It is the stream's only stateful end and its exactly-once boundary, with its own threading,

@@ -257,9 +257,9 @@ class _InitStates:
         data = self.replay.get(key)
         if data is None:
             return None
-        from kernelstream.engine.replay.core import decode_stream_state
+        from kernelstream.engine.replay.core import decode_replay_state
 
-        return decode_stream_state(data).learner
+        return decode_replay_state(data).learner
 
     def close(self) -> None:
         if self.view is not None:

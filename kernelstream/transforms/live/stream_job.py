@@ -21,7 +21,7 @@ from typing import Any
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
-from kernelstream.engine.live.routing import StreamSpec
+from kernelstream.engine.live.routing import LiveSpec
 from kernelstream.transforms.live.kafka_read import drain_requested
 
 STATES_TAG = "states"
@@ -57,7 +57,7 @@ class StreamJob:
     directory of this run for the drain request (``drain``) and the workers' status file
     (``status.json``). ``part``: tells this run's output files apart."""
 
-    spec: StreamSpec
+    spec: LiveSpec
     bootstrap: str
     topics: tuple[str, ...]
     out: str

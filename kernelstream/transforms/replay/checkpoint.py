@@ -1,8 +1,8 @@
 """Beam transforms of checkpoints: read a checkpoint's stream states on workers (to carry the
 states of streams this run did not touch over to its checkpoint), and write this run's states
 and source position (the layout and its bookkeeping are in
-``kernelstream.engine.replay.checkpoints``;
-the learner restores a stream's state by key, ``engine.replay.checkpoints.SavedStates``).
+``kernelstream.engine.replay.checkpoints``; the learner restores a stream's state by key,
+``engine.replay.checkpoints.SavedStates``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """``LearnPredict``: any registered learner as a keyed, order-restoring stateful DoFn.
 
-The learning is the engine's (:class:`~kernelstream.engine.replay.core.StreamLearner`, the same code
+The learning is the engine's (:class:`~kernelstream.engine.replay.core.ReplayLearner`, the same code
 the loop runner drives); this module adds only Beam state, ordering and timers. Per stream key
-the DoFn keeps one value state (:class:`~kernelstream.engine.replay.core.StreamState`, coded by
-:class:`StreamStateCoder`) and the blocks that arrived early (ordered-list or bag state, see
+the DoFn keeps one value state (:class:`~kernelstream.engine.replay.core.ReplayState`, coded by
+:class:`ReplayStateCoder`) and the blocks that arrived early (ordered-list or bag state, see
 ``ordering.py``). On a block it releases every block that is now contiguous and learns each in
 stream order, then emits
 
@@ -34,10 +34,10 @@ from kernelstream.engine.replay.blocks import Block, PredictionBlock
 from kernelstream.engine.replay.checkpoints import SavedStates
 from kernelstream.engine.replay.core import (
     Progress,
-    StreamLearner,
-    StreamState,
-    decode_stream_state,
-    encode_stream_state,
+    ReplayLearner,
+    ReplayState,
+    decode_replay_state,
+    encode_replay_state,
 )
 from kernelstream.engine.replay.metrics import METRICS_NAMESPACE
 from kernelstream.engine.replay.ordering import ParkedBlocks, drain_gaps, release_in_order
@@ -45,18 +45,18 @@ from kernelstream.transforms.replay.blocks import StatelessCoder
 from kernelstream.transforms.replay.ordering import EARLY_STATES, keyed_ordering_dofn
 
 METRICS_TAG = "metrics"
-STATES_TAG = "states"  # (stream key, StreamStateCoder bytes) at the end of input: checkpoints
+STATES_TAG = "states"  # (stream key, ReplayStateCoder bytes) at the end of input: checkpoints
 
 
-class StreamStateCoder(StatelessCoder):
-    """The engine's :func:`~kernelstream.engine.replay.core.encode_stream_state` format as a
+class ReplayStateCoder(StatelessCoder):
+    """The engine's :func:`~kernelstream.engine.replay.core.encode_replay_state` format as a
     coder."""
 
-    def encode(self, st: StreamState) -> bytes:
-        return encode_stream_state(st)
+    def encode(self, st: ReplayState) -> bytes:
+        return encode_replay_state(st)
 
-    def decode(self, data: bytes) -> StreamState:
-        return decode_stream_state(data)
+    def decode(self, data: bytes) -> ReplayState:
+        return decode_replay_state(data)
 
     def is_deterministic(self) -> bool:
         return False
@@ -68,7 +68,7 @@ class StreamStateCoder(StatelessCoder):
 class _LearnPredictBase(beam.DoFn):
     """Learns each key's blocks in stream order (the DoFns with its state: :data:`_DOFNS`)."""
 
-    def __init__(self, core: StreamLearner, emit_states: bool = False,
+    def __init__(self, core: ReplayLearner, emit_states: bool = False,
                  saved: SavedStates | None = None, progress_total: int | None = None,
                  merged: bool = False) -> None:
         self.core = core
@@ -99,11 +99,11 @@ class _LearnPredictBase(beam.DoFn):
         key, block = element
         if self.progress is None:
             self.progress = Progress(total=self.progress_total)
-        st: StreamState | None = state.read()
+        st: ReplayState | None = state.read()
         if st is None:
             # a stream resumed from a checkpoint starts from its saved state
             saved = None if self.saved is None else self.saved.get(key)
-            st = StreamState() if saved is None else decode_stream_state(saved)
+            st = ReplayState() if saved is None else decode_replay_state(saved)
             # Fires when the input ends (bounded) or the watermark passes the end of the
             # window (unbounded): emit the final metrics and report stranded blocks.
             end.set(window.max_timestamp())
@@ -130,7 +130,7 @@ class _LearnPredictBase(beam.DoFn):
         state.write(st)
 
     def _end(self, key: str, state: Any, early: ParkedBlocks) -> Iterator[Any]:
-        st: StreamState | None = state.read()
+        st: ReplayState | None = state.read()
         if st is None:
             return
         for d in self.core.gap_letters(key, st, drain_gaps(st.cursor, early)):
@@ -138,11 +138,11 @@ class _LearnPredictBase(beam.DoFn):
             yield self._out(DEAD_LETTER_TAG, d)
         yield self._out(METRICS_TAG, self.core.final_row(key, st))
         if self.emit_states:
-            yield beam.pvalue.TaggedOutput(STATES_TAG, (key, encode_stream_state(st)))
+            yield beam.pvalue.TaggedOutput(STATES_TAG, (key, encode_replay_state(st)))
         state.clear()
 
 
-_STATE = ReadModifyWriteStateSpec("stream", StreamStateCoder())
+_STATE = ReadModifyWriteStateSpec("stream", ReplayStateCoder())
 # one DoFn per place early blocks wait (LearnPredict's early_state)
 _DOFNS = {early: keyed_ordering_dofn(_LearnPredictBase, name, _STATE, early) for early, name in
           (("ordered_list", "_LearnPredictDoFn"), ("bag", "_LearnPredictBagDoFn"))}
@@ -174,7 +174,7 @@ class LearnPredict(beam.PTransform):
     from: a worker reads a stream's saved state by key when the stream first reaches it, so
     it holds only the states of its own streams (no side input of every state);
     ``emit_states`` adds the tagged output ``states`` with every stream's state at the end of
-    input, in the same encoding (:class:`StreamStateCoder`), so a later run continues the
+    input, in the same encoding (:class:`ReplayStateCoder`), so a later run continues the
     streams exactly. ``progress_total``: the examples the run learns, when known, for the
     progress lines' total and ETA (``engine.replay.core.Progress``).
 
@@ -226,7 +226,7 @@ class LearnPredict(beam.PTransform):
         return (
             keyed
             | "LearnPredict" >> beam.ParDo(dofn(
-                StreamLearner(self.configs, self.seed, self.metrics_window, self.source),
+                ReplayLearner(self.configs, self.seed, self.metrics_window, self.source),
                 self.emit_states, self.saved_states, self.progress_total, self.merged))
             .with_input_types(tuple[str, Block])
             .with_output_types(Any if self.merged else PredictionBlock)

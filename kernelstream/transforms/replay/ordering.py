@@ -57,8 +57,7 @@ def _ts(pos: int) -> Timestamp:
 
 class OrderedListBlocks:
     """The engine's :class:`~kernelstream.engine.replay.ordering.ParkedBlocks` on Beam's
-    ordered-list
-    runtime state (sort key: the start position as a timestamp in microseconds)."""
+    ordered-list runtime state (sort key: the start position as a timestamp in microseconds)."""
 
     def __init__(self, state: Any) -> None:
         self.state = state

@@ -7,14 +7,12 @@ Two readers, for the two ways a replay orders its stream (the reading itself is 
   permutation needs random access to every row, so one worker loads the data set
   (:class:`~kernelstream.engine.replay.sources.Dataset`) and emits each permutation's blocks, in
   permuted order, for every configuration
-  (:func:`~kernelstream.engine.replay.sources.stream_blocks`).
-  This is the documented memory trade-off: simple and exactly the loop's stream, but bounded by
-  one worker's memory.
+  (:func:`~kernelstream.engine.replay.sources.stream_blocks`). This is the documented memory
+  trade-off: simple and exactly the loop's stream, but bounded by one worker's memory.
 * :class:`ReadFileBlocks` — the stream in file order, for files of any size. The file is cut
   into byte ranges that different workers read and parse independently (two passes, see
   ``kernelstream.engine.replay.chunks``), so no worker holds more than a chunk. The pieces of a
-  block
-  that straddles two chunks are joined by a small GroupByKey.
+  block that straddles two chunks are joined by a small GroupByKey.
 
 Both emit malformed input as dead-letter rows (source, line, raw text, reason) on the
 ``dead_letters`` tag, never silently dropping a line.
@@ -43,11 +41,11 @@ from kernelstream.engine.replay.chunks import (
     scan_chunk,
 )
 from kernelstream.engine.replay.metrics import METRICS_NAMESPACE
-from kernelstream.engine.replay.sources import Dataset, StreamSpec, stream_blocks
+from kernelstream.engine.replay.sources import Dataset, ReplayStreams, stream_blocks
 
 
 class _EmitStreams(beam.DoFn):
-    def __init__(self, load: Callable[[], Dataset], spec: StreamSpec,
+    def __init__(self, load: Callable[[], Dataset], spec: ReplayStreams,
                  keyed: bool = False) -> None:
         self.load = load
         self.spec = spec
@@ -75,7 +73,7 @@ class ReadPermutedStreams(beam.PTransform):
     ``keyed``: emit ``(stream key, block)`` pairs, the input of ``LearnPredict(keyed=True)``
     (no keying step of its own)."""
 
-    def __init__(self, load: Callable[[], Dataset], spec: StreamSpec,
+    def __init__(self, load: Callable[[], Dataset], spec: ReplayStreams,
                  keyed: bool = False) -> None:
         super().__init__()
         self.load = load

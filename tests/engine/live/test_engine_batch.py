@@ -20,11 +20,11 @@ from _helpers import route_one_by_one
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.engine import (
     BULK_MIN,
+    LiveSpec,
     ModelState,
     Outputs,
     ParsedRecord,
     StreamEngine,
-    StreamSpec,
     reference_outputs,
 )
 from kernelstream.engine.live.records import SourceRecord
@@ -156,11 +156,11 @@ def pairs_stream(seed: int, n: int = 300) -> list[SourceRecord]:
     return sorted(out, key=lambda r: r.timestamp_ms)
 
 
-def spec(configs: tuple[LearnerConfig, ...], **kw: Any) -> StreamSpec:
+def spec(configs: tuple[LearnerConfig, ...], **kw: Any) -> LiveSpec:
     base: dict[str, Any] = {"configs": configs, "n_features": D, "label_ttl_ms": 300,
                             "metrics_window_ms": 200, "labels_topic": "lab"}
     base.update(kw)
-    return StreamSpec(**base)
+    return LiveSpec(**base)
 
 
 def rows(out: Outputs) -> str:
@@ -175,7 +175,7 @@ def state_bytes(engine: StreamEngine, st: ModelState) -> bytes:
     return engine.encode_state(st)
 
 
-def one_by_one(recs: list[SourceRecord], s: StreamSpec
+def one_by_one(recs: list[SourceRecord], s: LiveSpec
                ) -> tuple[Outputs, dict[str, ModelState]]:
     e = StreamEngine(s)
     out = Outputs()

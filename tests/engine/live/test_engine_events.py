@@ -1,6 +1,6 @@
 """The delayed-label stream engine (``kernelstream.engine.live.engine``): parsing, the join of
-events
-and labels, expiry, dead letters, windowed metrics, idempotent replay and state round trips."""
+events and labels, expiry, dead letters, windowed metrics, idempotent replay and state round
+trips."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.engine import (
+    LiveSpec,
     Outputs,
     ParsedRecord,
     StreamEngine,
-    StreamSpec,
     merge_group,
     reference_outputs,
 )
@@ -35,11 +35,11 @@ def rec(offset: int, ts: int, key: str | bytes | None, value: str | bytes | None
     return SourceRecord(topic, partition, offset, ts, k, v)
 
 
-def spec(**kw: Any) -> StreamSpec:
+def spec(**kw: Any) -> LiveSpec:
     base: dict[str, Any] = {"configs": (PERCEPTRON,), "n_features": 3, "label_ttl_ms": 1000,
                             "metrics_window_ms": 100}
     base.update(kw)
-    return StreamSpec(**base)
+    return LiveSpec(**base)
 
 
 def routed(engine: StreamEngine, r: SourceRecord) -> ParsedRecord:
@@ -216,7 +216,7 @@ def test_a_byte_order_mark_starting_a_value_is_dropped(fmt: str, values: list[st
 
 def test_spec_checks() -> None:
     with pytest.raises(ValueError, match="n_features"):
-        StreamSpec((PERCEPTRON,))
+        LiveSpec((PERCEPTRON,))
     with pytest.raises(ValueError, match="key_by"):
         spec(key_by="key")
     with pytest.raises(ValueError, match="twice"):
@@ -473,7 +473,7 @@ def mixed_stream(seed: int, n: int = 240) -> list[SourceRecord]:
     return merge_group(out)
 
 
-def mixed_spec(configs: tuple[Any, ...] = (PERCEPTRON,), **kw: Any) -> StreamSpec:
+def mixed_spec(configs: tuple[Any, ...] = (PERCEPTRON,), **kw: Any) -> LiveSpec:
     return spec(configs=configs, labels_topic="lab", label_ttl_ms=150,
                 metrics_window_ms=200, **kw)
 

@@ -19,14 +19,14 @@ from kernelstream.engine.live.accounting import (
     state_tally,
     violations,
 )
-from kernelstream.engine.live.engine import StreamEngine, StreamSpec
+from kernelstream.engine.live.engine import LiveSpec, StreamEngine
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.state import ModelState
 
 BOGD = LearnerConfig("b", "bogd", {"budget": 5})
 
 
-def feed(acct: Accounting, records: Sequence[SourceRecord], spec: StreamSpec,
+def feed(acct: Accounting, records: Sequence[SourceRecord], spec: LiveSpec,
          states: dict[str, ModelState], chunk: int = 40, picky: bool = False) -> None:
     """What a Committer is handed for ``records``, ``chunk`` a reader call: Route's dead
     letters, each model's rows then its state, then the call's progress (``picky``: new

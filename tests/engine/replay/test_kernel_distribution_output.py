@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.learner_config import LearnerConfig
-from kernelstream.engine.replay.blocks import Block, StreamKey
-from kernelstream.engine.replay.core import StreamLearner, StreamState
+from kernelstream.engine.replay.blocks import Block
+from kernelstream.engine.replay.core import ReplayLearner, ReplayState
 from kernelstream.engine.replay.outputs import METRICS_SCHEMA, rows_batch
 from kernelstream.learners.testing import make_stream, small_params
 
@@ -18,9 +19,9 @@ WINDOW = 50
 
 def _run(name: str, X: np.ndarray, y: np.ndarray, block: int = 32) -> list[dict]:
     cfg = LearnerConfig(name, name, small_params(name))
-    core = StreamLearner({name: cfg}, SEED, WINDOW)
+    core = ReplayLearner({name: cfg}, SEED, WINDOW)
     key = StreamKey(name, 0).encode()
-    st = StreamState()
+    st = ReplayState()
     rows: list[dict] = []
     for s in range(0, X.shape[0], block):
         e = min(s + block, X.shape[0])

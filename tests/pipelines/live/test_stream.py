@@ -120,7 +120,7 @@ def stream_argv(broker: str, *args: str) -> list[str]:
 
 
 def spec_for(argv: Sequence[str]) -> Any:
-    """The StreamSpec the CLI builds from ``argv`` (the reference loop's spec)."""
+    """The LiveSpec the CLI builds from ``argv`` (the reference loop's spec)."""
     args = cli.build_parser().parse_args(list(argv))
     return stream_config(args).spec
 
@@ -524,7 +524,7 @@ def test_init_from_a_stream_checkpoint_or_a_replay_checkpoint(broker: str,
     continues them."""
     from kernelstream.engine.live.engine import StreamEngine
     from kernelstream.engine.replay import checkpoints
-    from kernelstream.engine.replay.core import decode_stream_state
+    from kernelstream.engine.replay.core import decode_replay_state
 
     create_topics(broker, ["hist", "fresh"], 1)
     X, y = data.load_dataset("german", limit=150)
@@ -562,7 +562,7 @@ def test_init_from_a_stream_checkpoint_or_a_replay_checkpoint(broker: str,
             trained = StreamEngine(spec).decode_state(view.get("b#0")).learner
         else:
             states = dict(checkpoints.read_states(checkpoints.latest(str(init))))
-            trained = decode_stream_state(states["b#0"]).learner
+            trained = decode_replay_state(states["b#0"]).learner
         assert trained.n_support_vectors > 0
         start = {"b#0": StreamEngine(spec).new_state("b#0", trained)}
         want, _ = reference_tables(records, spec, start)

@@ -251,7 +251,7 @@ def test_a_row_group_the_disk_refused_stops_its_epochs_commit(tmp_path: Path,
     not commit (old code: the commit ran after the failed write, published the file, and the
     error came later)."""
     from kernelstream.engine.learner_config import LearnerConfig
-    from kernelstream.engine.live.engine import StreamSpec
+    from kernelstream.engine.live.engine import LiveSpec
     from kernelstream.engine.live.rows import Rows
     from kernelstream.transforms.live.committer import Committer
     from kernelstream.transforms.live.kafka_read import ReadProgress
@@ -259,7 +259,7 @@ def test_a_row_group_the_disk_refused_stops_its_epochs_commit(tmp_path: Path,
 
     out, ckpt, control = tmp_path / "out", tmp_path / "ckpt", tmp_path / "control"
     control.mkdir()
-    spec = StreamSpec(configs=(LearnerConfig("a", "perceptron", {}),), n_features=3,
+    spec = LiveSpec(configs=(LearnerConfig("a", "perceptron", {}),), n_features=3,
                       key_by="id-prefix")
     job = StreamJob(spec=spec, bootstrap="h:1", topics=("ev",), out=str(out),
                     control=str(control), part="p", checkpoint=str(ckpt),

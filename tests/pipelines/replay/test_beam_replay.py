@@ -3,8 +3,7 @@
 Beam's outputs must be the plain loop's: the prediction files equal ``run_loop_outputs``' row
 for row, the scores equal an independent per-example loop, and the summaries derived from the
 metrics output equal ``kernelstream.engine.evaluate.evaluate`` — with blocks delivered in a
-scrambled
-order, on the FnApiRunner in-process and with two worker processes, and on the portable
+scrambled order, on the FnApiRunner in-process and with two worker processes, and on the portable
 runner. Malformed input ends up in the dead-letter output with its line and reason.
 """
 

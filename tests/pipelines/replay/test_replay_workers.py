@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kernelstream.engine.replay.outputs import comparable_table
-from kernelstream.engine.replay.sources import Dataset, StreamSpec, stream_blocks
+from kernelstream.engine.replay.sources import Dataset, ReplayStreams, stream_blocks
 from kernelstream.pipelines.cli import main
 from kernelstream.pipelines.replay.workers import START_ENV
 
@@ -78,11 +78,11 @@ def test_shards_partition_the_streams(entities: bool, shards: int) -> None:
     data = Dataset(rng.normal(size=(n, 3)), np.where(rng.random(n) > 0.5, 1.0, -1.0),
                    entities=(np.array([f"e{i % 7}" for i in range(n)], dtype=object)
                              if entities else None))
-    spec = StreamSpec(("a", "b", "c"), seed=1, permutations=2, block_size=8)
+    spec = ReplayStreams(("a", "b", "c"), seed=1, permutations=2, block_size=8)
     whole = {(b.key, b.start): b for b in stream_blocks(data, spec)}
     seen: dict[tuple[str, int], Any] = {}
     for i in range(shards):
-        part = StreamSpec(spec.configs, seed=1, permutations=2, block_size=8, shard=i,
+        part = ReplayStreams(spec.configs, seed=1, permutations=2, block_size=8, shard=i,
                           shards=shards)
         blocks = list(stream_blocks(data, part))
         assert blocks, f"shard {i} of {shards} got no stream"
@@ -95,17 +95,17 @@ def test_shards_partition_the_streams(entities: bool, shards: int) -> None:
     # a key's blocks all go to one shard, and a 2 x 1 grid puts one configuration on each
     by_key: dict[str, set[int]] = {}
     for i in range(shards):
-        for b in stream_blocks(data, StreamSpec(spec.configs, seed=1, permutations=2,
+        for b in stream_blocks(data, ReplayStreams(spec.configs, seed=1, permutations=2,
                                                 block_size=8, shard=i, shards=shards)):
             by_key.setdefault(b.key, set()).add(i)
     assert all(len(v) == 1 for v in by_key.values())
-    two = [StreamSpec(("a", "b"), shard=i, shards=2) for i in range(2)]
+    two = [ReplayStreams(("a", "b"), shard=i, shards=2) for i in range(2)]
     assert [s.owns(c, 0) for s in two for c in range(2)] == [True, False, False, True]
 
 
 def test_a_shard_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="shard"):
-        StreamSpec(("a",), shard=2, shards=2)
+        ReplayStreams(("a",), shard=2, shards=2)
 
 
 # -- the command line ------------------------------------------------------------------------

@@ -21,16 +21,17 @@ from hypothesis import strategies as st
 
 from kernelstream import learners
 from kernelstream.engine.evaluate import evaluate
+from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.learner_config import LearnerConfig
-from kernelstream.engine.replay.blocks import Block, PredictionBlock, StreamKey, concat_blocks
-from kernelstream.engine.replay.core import StreamState
+from kernelstream.engine.replay.blocks import Block, PredictionBlock, concat_blocks
+from kernelstream.engine.replay.core import ReplayState
 from kernelstream.engine.replay.metrics import exact_add, exact_value
 from kernelstream.engine.replay.ordering import OrderCursor, release_in_order
-from kernelstream.engine.replay.sources import StreamSpec, array_loader, stream_blocks
+from kernelstream.engine.replay.sources import ReplayStreams, array_loader, stream_blocks
 from kernelstream.learners.testing import make_stream, small_params
 from kernelstream.seeding import permutation
 from kernelstream.transforms.replay.blocks import BlockCoder, PredictionBlockCoder
-from kernelstream.transforms.replay.learn import LearnPredict, StreamStateCoder
+from kernelstream.transforms.replay.learn import LearnPredict, ReplayStateCoder
 from kernelstream.transforms.replay.ordering import OrderBlocks, ScrambleBlocks
 from kernelstream.transforms.replay.sources import ReadPermutedStreams
 
@@ -187,8 +188,8 @@ def test_stream_state_coder_continues_bit_identically(name: str) -> None:
     task = learners.make(name, **params).task
     X, y = make_stream(task, 240, seed=1)
     ref = learners.make(name, seed=(1, 2, 3), **params).predict_learn_many(X, y)
-    st = StreamState(learner=learners.make(name, seed=(1, 2, 3), **params))
-    coder = StreamStateCoder()
+    st = ReplayState(learner=learners.make(name, seed=(1, 2, 3), **params))
+    coder = ReplayStateCoder()
     got = []
     for s in range(0, 240, 50):
         assert st.learner is not None
@@ -225,9 +226,9 @@ def test_learn_predict_equals_loop_for_every_learner_out_of_order(tmp_path: Any)
     cls_cfgs = [c for c in configs if learners.make(c.learner, **c.params).task
                 == "classification"]
     reg_cfgs = [c for c in configs if c not in cls_cfgs]
-    spec_c = StreamSpec(tuple(c.label for c in cls_cfgs), seed=SEED, permutations=R,
+    spec_c = ReplayStreams(tuple(c.label for c in cls_cfgs), seed=SEED, permutations=R,
                         block_size=32)
-    spec_r = StreamSpec(tuple(c.label for c in reg_cfgs) or ("none",), seed=SEED,
+    spec_r = ReplayStreams(tuple(c.label for c in reg_cfgs) or ("none",), seed=SEED,
                         permutations=R, block_size=32)
     cp, cf = Collector(tmp_path / "p"), Collector(tmp_path / "f")
     with beam.Pipeline(runner=FnApiRunner()) as p:
@@ -299,7 +300,7 @@ def test_key_by_entity_streams_equal_per_entity_loops(tmp_path: Any) -> None:
     X, y = make_stream("classification", n, seed=5)
     ents = np.array(["a", "b", "c"])[np.random.default_rng(0).integers(0, 3, n)]
     cfg = LearnerConfig("bogd", "bogd", {"budget": 10})
-    spec = StreamSpec(("bogd",), seed=SEED, permutations=2, block_size=16)
+    spec = ReplayStreams(("bogd",), seed=SEED, permutations=2, block_size=16)
     cp = Collector(tmp_path / "p")
     with beam.Pipeline(runner=FnApiRunner()) as p:
         src = p | ReadPermutedStreams(array_loader(X, y, entities=ents), spec)
@@ -323,7 +324,7 @@ def test_key_by_entity_streams_equal_per_entity_loops(tmp_path: Any) -> None:
 
 def test_order_blocks_transform_reports_gaps(tmp_path: Any) -> None:
     X, y = make_stream("classification", 40, seed=2)
-    spec = StreamSpec(("c",), seed=0, block_size=8)
+    spec = ReplayStreams(("c",), seed=0, block_size=8)
     blocks = list(stream_blocks(array_loader(X, y)(), spec))
     missing = blocks.pop(2)  # positions 16..23 never arrive
     random.Random(0).shuffle(blocks)

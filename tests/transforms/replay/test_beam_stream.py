@@ -20,15 +20,16 @@ from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.testing import test_stream
 
 from kernelstream import learners
+from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.learner_config import LearnerConfig
-from kernelstream.engine.replay.blocks import Block, StreamKey
+from kernelstream.engine.replay.blocks import Block
 from kernelstream.engine.replay.outputs import (
     METRICS_SCHEMA,
     PREDICTIONS_SCHEMA,
     parquet_files,
     read_table,
 )
-from kernelstream.engine.replay.sources import StreamSpec, array_loader, stream_blocks
+from kernelstream.engine.replay.sources import ReplayStreams, array_loader, stream_blocks
 from kernelstream.learners.testing import make_stream, small_params
 from kernelstream.seeding import permutation
 from kernelstream.transforms.replay.learn import LearnPredict
@@ -41,7 +42,7 @@ def test_teststream_out_of_order_with_watermarks_equals_loop(tmp_path: Path) -> 
     n, B = 160, 20
     X, y = make_stream("classification", n, seed=3)
     configs = [LearnerConfig(name, name, small_params(name)) for name in learners.available()]
-    spec = StreamSpec(tuple(c.label for c in configs), seed=SEED, permutations=1, block_size=B)
+    spec = ReplayStreams(tuple(c.label for c in configs), seed=SEED, permutations=1, block_size=B)
     blocks = list(stream_blocks(array_loader(X, y)(), spec))
     random.Random(5).shuffle(blocks)
 

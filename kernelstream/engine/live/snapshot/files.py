@@ -1,10 +1,9 @@
 """The files of a stream snapshot at the byte level: ``states.kss`` and the durable writes.
 
 :mod:`kernelstream.engine.live.snapshot.store` decides *what* an epoch holds and when it is
-committed;
-this module only knows how one ``states.kss`` is laid out, written (fsynced) and read back
-(an index first, then each model's bytes on demand with ``pread``, CRC-checked), plus the
-fsync and local-path helpers that the store and the output publishing
+committed; this module only knows how one ``states.kss`` is laid out, written (fsynced) and read
+back (an index first, then each model's bytes on demand with ``pread``, CRC-checked), plus the fsync
+and local-path helpers that the store and the output publishing
 (:mod:`kernelstream.engine.live.snapshot.outputs`) share. Keeping the format here lets the store
 read as the commit protocol it is.
 
