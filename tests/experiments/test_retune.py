@@ -101,6 +101,30 @@ def test_retune_on_german_writes_the_committed_parameters(shared_datasets: Path,
     assert _without_dates(new) == _without_dates(committed)
 
 
+@pytest.mark.slow
+def test_retune_p2_matches_sizes_to_the_reference_time(shared_datasets: Path,
+                                                       tmp_path: Path) -> None:
+    # P2's matching is a timing of this machine: its numbers cannot be the committed ones,
+    # its shape and bounds can (each size on its grid, rounded to 10, the reference timed)
+    from kernelstream.experiments import p2
+
+    out = tmp_path / "out"
+    assert main(["reproduce", "p2", "--data-dir", str(shared_datasets), "--datasets",
+                 "phishing", "--tables", "p2-5", "--retune-only", "--out-dir", str(out),
+                 "-q"]) == 0
+    doc = json.loads((out / _tuned_name("p2")).read_text())
+    committed = _committed("p2")
+    assert sorted(doc["calibration"]) == sorted(committed["calibration"])
+    cal = doc["calibration"]["T5|phishing"]
+    assert cal != committed["calibration"]["T5|phishing"]  # measured again
+    assert (cal["reference"], cal["rows"]) == ("rf-oks++", 5000) and cal["reference_us"] > 0
+    assert sorted(cal["matched"]) == sorted(committed["calibration"]["T5|phishing"]["matched"])
+    for name, size in cal["matched"].items():
+        grid = p2.RF_GRID[name]
+        assert max(10, grid[0]) <= size <= grid[-1] + 5 and size % 10 == 0
+    assert doc["meta"]["calib_perm"] == 1000
+
+
 def test_retune_then_evaluate_reads_the_retuned_file(shared_datasets: Path,
                                                      tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
