@@ -1,7 +1,8 @@
-"""Shared helpers of the benchmark scripts: dataset definitions and loading, the prequential
-runner (test-then-train over R random permutations, as the papers) with the shared seeding, a small
-process pool (≤ 2 workers), and the scaffolding every reproduction script repeats (command-line
-options, the tune / evaluate / render skeleton, json files, best-of-grid selection, markdown cells).
+"""Shared helpers of the benchmark (speed) scripts: dataset definitions and loading, Kafka on
+the local broker, and the scaffolding every script repeats (command-line options, json and
+markdown files, the machine line). The papers' protocols, their tuning included, are the
+package's (``kernelstream reproduce``, ``kernelstream.experiments``); so are the formats and
+lines every results file shares, which this module re-exports.
 
 The scripts import this module as ``_common``: they put ``benchmarks/`` on ``sys.path`` and
 import it before numpy, so that its first lines limit BLAS to one thread per process::
@@ -25,26 +26,21 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import multiprocessing as mp  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable, Iterable, Sequence  # noqa: E402
-from dataclasses import asdict, dataclass, field  # noqa: E402
+from collections.abc import Iterable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, TypeVar  # noqa: E402
+from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from kernelstream import learners  # noqa: E402
 from kernelstream.engine import evaluate  # noqa: E402
 from kernelstream.experiments import datasets as _datasets  # noqa: E402
 from kernelstream.experiments import report as _report  # noqa: E402
-from kernelstream.seeding import learner_seed, permutation  # noqa: E402
+from kernelstream.seeding import permutation  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results"  # default --out-dir of the scripts
-MAX_WORKERS = 2
 # P3's Gaussian width grid σ = 2^e, e ∈ {-5, -4.5, …, 7} (kernel alignment and width sweeps)
 SIGMA_EXPONENTS = [e / 2 for e in range(-10, 15)]
 
@@ -94,38 +90,6 @@ def stream_order(dataset: str, n: int, base_seed: int, r: int) -> np.ndarray:
     return permutation(n, base_seed, r)
 
 
-# -- prequential runner --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RunSpec:
-    learner: str
-    params: dict[str, Any]
-    dataset: str
-    r: int  # permutation index
-    base_seed: int = 0
-    rows: int | None = None  # only the first ``rows`` rounds of the permutation
-    tag: str = ""  # free label carried into the result (e.g. "tune")
-
-
-@dataclass
-class RunResult:
-    spec: RunSpec
-    mistake_rate: float  # %
-    n_rounds: int
-    n_sv: int
-    seconds: float  # learning loop only
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["spec"] = asdict(self.spec)
-        return d
-
-    def record(self) -> dict[str, Any]:
-        """The per-run entry of a results json."""
-        return {"r": self.spec.r, "mistake_rate": self.mistake_rate, "n_sv": self.n_sv,
-                "seconds": self.seconds}
-
-
 def permuted(X: np.ndarray, y: np.ndarray, base_seed: int, r: int,
              rows: int | None = None, dataset: str = "") -> tuple[np.ndarray, np.ndarray]:
     """The stream of permutation ``r`` (shared seeding, :mod:`kernelstream.seeding`, or the
@@ -135,137 +99,6 @@ def permuted(X: np.ndarray, y: np.ndarray, base_seed: int, r: int,
     if rows is not None:
         perm = perm[:rows]
     return np.ascontiguousarray(X[perm]), y[perm]
-
-
-def predicted_labels(model: Any, scores: np.ndarray) -> np.ndarray:
-    """±1 predictions of a prequential pass: the sign of each score, and for a zero score the
-    learner's tie label ``predict_label(0.0)``."""
-    tie = model.predict_label(0.0)
-    return np.where(scores > 0, 1.0, np.where(scores < 0, -1.0, tie))
-
-
-def run_prequential(spec: RunSpec, X: np.ndarray, y: np.ndarray) -> RunResult:
-    """Test-then-train over permutation ``r`` (shared seeding); times only the learning loop."""
-    Xp, yp = permuted(X, y, spec.base_seed, spec.r, spec.rows, spec.dataset)
-    m = learners.make(spec.learner, seed=learner_seed(spec.base_seed, spec.r, spec.learner),
-                      **spec.params)
-    t0 = time.perf_counter()
-    scores = m.predict_learn_many(Xp, yp)
-    secs = time.perf_counter() - t0
-    wrong = predicted_labels(m, scores) != yp
-    extra: dict[str, Any] = {}
-    if hasattr(m, "init_round"):
-        # two-stage learners (SkeGD): also the mistakes made after the switch round T₀ over
-        # all T rounds, the count of the public SkeGD code [C-FORKS] (stage-1 mistakes dropped)
-        t0 = m.init_round
-        extra["init_round"] = t0
-        extra["mistake_rate_after_init"] = (
-            100.0 * float(np.sum(wrong[t0:])) / len(yp) if t0 is not None else 0.0)
-    return RunResult(spec, 100.0 * float(np.mean(wrong)), len(yp), int(m.n_support_vectors),
-                     secs, extra)
-
-
-# -- process pool --------------------------------------------------------------------------------
-_WORKER_DATA_DIR: Path | None = None
-
-
-def _worker_init(data_dir: str) -> None:
-    global _WORKER_DATA_DIR
-    _WORKER_DATA_DIR = Path(data_dir)
-
-
-def _worker_run(spec: RunSpec) -> RunResult | str:
-    try:
-        assert _WORKER_DATA_DIR is not None
-        X, y = load_dataset(spec.dataset, _WORKER_DATA_DIR)
-        return run_prequential(spec, X, y)
-    except Exception as e:  # report, don't kill the pool
-        return f"{type(e).__name__}: {e}"
-
-
-def fmt_params(p: dict[str, Any]) -> str:
-    return ",".join(f"{k}={_fmt_num(v)}" for k, v in sorted(p.items())) or "-"
-
-
-def _fmt_num(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
-
-
-def run_many(
-    specs: Sequence[RunSpec],
-    data_dir: Path,
-    workers: int = MAX_WORKERS,
-    progress: bool = True,
-    on_result: Callable[[RunResult], None] | None = None,
-) -> list[RunResult | str]:
-    """Run specs on a pool of ``min(workers, 2)`` processes; results in input order (a failed run
-    yields its error message). Per-run lines go to stderr."""
-    workers = max(1, min(int(workers), MAX_WORKERS))
-    for name in sorted({s.dataset for s in specs}):
-        load_dataset(name, data_dir)  # parent loads once; forked workers inherit the cache
-    out: list[RunResult | str] = [""] * len(specs)
-    t0 = time.perf_counter()
-    n = len(specs)
-
-    def report(i: int, res: RunResult | str, done: int) -> None:
-        out[i] = res
-        if isinstance(res, RunResult) and on_result is not None:
-            on_result(res)
-        if progress:
-            s = specs[i]
-            head = (f"[{done}/{n} {time.perf_counter() - t0:7.1f}s] {s.tag} {s.dataset} "
-                    f"{s.learner}({fmt_params(s.params)}) r={s.r}")
-            if isinstance(res, RunResult):
-                print(f"{head}: mistakes {res.mistake_rate:.3f}% #SV {res.n_sv} "
-                      f"{res.seconds:.2f}s", file=sys.stderr, flush=True)
-            else:
-                print(f"{head}: FAILED {res}", file=sys.stderr, flush=True)
-
-    if workers == 1 or n <= 1:
-        _worker_init(str(data_dir))
-        for i, s in enumerate(specs):
-            report(i, _worker_run(s), i + 1)
-        return out
-    ctx = mp.get_context("fork")
-    with ctx.Pool(workers, initializer=_worker_init, initargs=(str(data_dir),)) as pool:
-        # Longest (largest) first keeps both workers busy until the end.
-        for done, (i, res) in enumerate(
-            pool.imap_unordered(_indexed_run, list(enumerate(specs)), chunksize=1), start=1
-        ):
-            report(i, res, done)
-    return out
-
-
-def _indexed_run(item: tuple[int, RunSpec]) -> tuple[int, RunResult | str]:
-    return item[0], _worker_run(item[1])
-
-
-def run_all(specs: Sequence[RunSpec], data_dir: Path, workers: int = 1,
-            cost: Callable[[RunSpec], float] | None = None) -> list[RunResult]:
-    """:func:`run_many` for runs that must all succeed (a failed run raises ``RuntimeError``);
-    results in the order of ``specs``. With ``cost``, the costliest runs start first, which
-    keeps both workers busy until the end."""
-    order = list(range(len(specs)))
-    if cost is not None:
-        order.sort(key=lambda i: -cost(specs[i]))
-    res = run_many([specs[i] for i in order], data_dir, workers=workers)
-    out: list[RunResult | None] = [None] * len(specs)
-    for i, r in zip(order, res, strict=True):
-        if not isinstance(r, RunResult):
-            raise RuntimeError(f"run failed: {specs[i]}: {r}")
-        out[i] = r
-    return [r for r in out if r is not None]
-
-
-_T = TypeVar("_T")
-
-
-def best_of_grid(results: Iterable[_T], score: Callable[[_T], Any] = lambda t: t[1]) -> _T:
-    """The grid point of lowest ``score`` (default: the second item of a ``(point, score)``
-    pair); ties go to the earlier grid point."""
-    return min(results, key=score)
 
 
 # -- Kafka on the local broker (kafka_io.py, streaming.py) ---------------------------------------
@@ -322,22 +155,8 @@ def mean_std(v: Iterable[float]) -> tuple[float, float]:
     return evaluate.mean_std(vals) if vals else (math.nan, math.nan)
 
 
-def machines_line(cells: list[dict[str, Any]], key: Callable[[dict[str, Any]], str],
-                  what: str) -> str:
-    """The machine the cells ran on, or, when runs merged from different invocations ran on
-    different machines, each machine with the ``key(cell)`` labels (tables, dataset/learner
-    cells) it computed. A cell without a ``machine`` entry ran on this one."""
-    groups: dict[str, list[str]] = {}
-    for c in cells:
-        vals = groups.setdefault(c.get("machine") or machine_info(), [])
-        if key(c) not in vals:
-            vals.append(key(c))
-    if len(groups) <= 1:
-        return next(iter(groups), machine_info())
-    return "; ".join(f"{m} ({what} {', '.join(v)})" for m, v in groups.items())
-
-
 # the machine, time and code lines of every results file: the package's
+machines_line = _report.machines_line
 machine_info = _report.machine_info
 now_utc = _report.now_utc
 git_provenance = _report.git_provenance
@@ -352,28 +171,6 @@ def script_parser(doc: str, epilog: bool = True) -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_dir_arg(ap)
     return ap
-
-
-def add_tuning_args(ap: argparse.ArgumentParser, default_tuned: Path) -> None:
-    """``--tune``, ``--tune-only`` and ``--tuned-file`` (see :func:`tune_step`)."""
-    ap.add_argument("--tune", action="store_true", help="run the tuning step first and "
-                    "(over)write the tuned file (entries of other datasets are kept)")
-    ap.add_argument("--tune-only", action="store_true", help="tune, write the file, stop")
-    ap.add_argument("--tuned-file", type=Path, default=default_tuned,
-                    help="tuned parameters (default %(default)s)")
-
-
-def add_eval_args(ap: argparse.ArgumentParser, permutations: int, help: str, *,
-                  short: str | None = None, tune_perm: bool = False) -> None:
-    """``--permutations`` (R: the evaluation runs permutations r = 0..R−1; ``help`` says what
-    R counts in this script), ``--base-seed`` and, with ``tune_perm``, ``--tune-perm`` (the
-    permutation index tuning uses, never an evaluation permutation)."""
-    flags = ("--permutations", short) if short else ("--permutations",)
-    ap.add_argument(*flags, type=int, default=permutations, help=help)
-    ap.add_argument("--base-seed", type=int, default=0, help="base seed (default 0)")
-    if tune_perm:
-        ap.add_argument("--tune-perm", type=int, default=1000,
-                        help="permutation index used for tuning only (default 1000)")
 
 
 def add_list_arg(ap: argparse.ArgumentParser, flag: str, choices: Iterable[str],
@@ -413,13 +210,6 @@ def add_output_args(ap: argparse.ArgumentParser, stem: str, render_flag: str | N
                         help=f"rewrite {stem}.md from the existing {stem}.json (no runs)")
 
 
-def warn_unregistered(names: Iterable[str]) -> None:
-    """Warn (stderr) about requested learners that are not registered; they are skipped."""
-    missing = [m for m in names if m not in learners.available()]
-    if missing:
-        print(f"warning: not registered (skipped): {', '.join(missing)}", file=sys.stderr)
-
-
 # -- the tune / evaluate / render skeleton -------------------------------------------------------
 # the JSON format of every tuned-parameter and results file: the package's
 json_default = _report.json_default
@@ -439,35 +229,6 @@ def read_json(path: Path) -> dict[str, Any]:
     """A json file, or ``{}`` if it does not exist (no tuning yet)."""
     path = Path(path)
     return json.loads(path.read_text()) if path.exists() else {}
-
-
-def tune_step(ap: argparse.ArgumentParser, a: argparse.Namespace, tuned: dict[str, Any],
-              tune: Callable[[], None]) -> bool:
-    """With ``--tune`` / ``--tune-only``: run ``tune()`` (which fills ``tuned``) and write
-    ``a.tuned_file``; without them the tuned file must exist. True: stop now (``--tune-only``)."""
-    if a.tune or a.tune_only:
-        tune()
-        write_json(a.tuned_file, tuned)
-        print(f"wrote {a.tuned_file}", file=sys.stderr)
-        return bool(a.tune_only)
-    if not tuned:
-        ap.error(f"{a.tuned_file} not found: run with --tune first")
-    return False
-
-
-def tuning_meta(a: argparse.Namespace) -> dict[str, Any]:
-    """What every tuned file records first: when and where it was tuned, the base seed and the
-    tuning permutation."""
-    return {"tuned_at": now_utc(), "machine": machine_info(), "base_seed": a.base_seed,
-            "tune_perm": a.tune_perm}
-
-
-def read_results(a: argparse.Namespace, stem: str) -> dict[str, Any]:
-    """The stored ``<out-dir>/<stem>.json`` for a render-only run; its permutations and base
-    seed replace the command line's, since the report describes the stored runs."""
-    js = json.loads((Path(a.out_dir) / f"{stem}.json").read_text())
-    a.permutations, a.base_seed = js["permutations"], js["base_seed"]
-    return js
 
 
 # -- markdown cells ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ Measured in one run, on this machine:
    of ``benchmarks/learners.py`` (one Gaussian row against B = 200 stored points per round,
    ``Gaussian(γ).row``; FOGD: its random-feature map at D = 4B), timed alternately with the
    learner ``--repeats`` times (medians). Gaussian width: the tuned parameters of
-   ``benchmarks/tuned_params.json`` (P3, kernel-alignment selection) where they cover the
+   ``experiments/tuned/tuned_params.json`` (P3, kernel-alignment selection) where they cover the
    learner and data set, else γ = 1/mean‖x‖² of the rows used. With ``--pre-issue COMMIT``
    (default 6ab0a3a, the code before issue 14; ``--pre-issue ''`` skips it) the same passes
    also run on that commit's ``kernelstream/`` (``git archive`` into a temporary directory, a
@@ -56,6 +56,7 @@ import numpy as np
 
 from kernelstream import data as ksdata
 from kernelstream import learners
+from kernelstream.experiments.protocol import TUNED_DIR
 from kernelstream.learners import compiled
 from kernelstream.seeding import learner_seed, permutation
 
@@ -66,7 +67,7 @@ SPEEDUP_TARGET = 2.0  # issue 14: ≥ 2× the pre-issue examples/s (a9a, magic04
 SPEEDUP_SETS = ("a9a", "magic04", "SUSY_30k")
 KOL_TARGET = 1.5  # issue 28: NOGD ≥ 1.5× KOL's examples/s on the SPEEDUP_SETS
 PRE_ISSUE = "6ab0a3a"
-TUNED = _common.BENCH / "tuned_params.json"
+TUNED = TUNED_DIR / "tuned_params.json"
 
 # name -> (loader kind, files, fmt, width, scale)
 SETS: dict[str, dict[str, Any]] = {
@@ -376,8 +377,8 @@ def render(js: dict[str, Any]) -> list[str]:
           f"({js.get('kernels', 'numpy')}: compiled row in a compiled loop, no Python per "
           "round; FOGD: its random-feature map at D = 4B), timed "
           f"alternately with the learner, medians of {js['repeats']}. Width: **tuned** = "
-          "`benchmarks/tuned_params.json` (P3, kernel alignment; its other tuned parameters "
-          "too), else γ = 1/mean‖x‖² of the rows used. "
+          "`kernelstream/experiments/tuned/tuned_params.json` (P3, kernel alignment; its other "
+          "tuned parameters too), else γ = 1/mean‖x‖² of the rows used. "
           f"Excluded (budgeted kernel-selection / multi-kernel, no single row): "
           f"{', '.join(js['excluded'])}.", ""]
     pre = js.get("pre_issue")

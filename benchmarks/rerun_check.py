@@ -48,7 +48,7 @@ _COMPARED = re.compile(r"^(\S+): compared (\d+) entries with .*: (numbers identi
 def rerun(paper: str, data_dir: Path, workers: int, out: Path) -> dict[str, object]:
     cmd = [sys.executable, "-m", "kernelstream.pipelines.cli", "reproduce", paper,
            *SUBSETS[paper], "--data-dir", str(data_dir), "--workers", str(workers),
-           "--out-dir", str(out), "--tuned-dir", str(BENCH), "--compare",
+           "--out-dir", str(out), "--compare",
            str(RESULTS / f"{paper}.json"), "-q"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)

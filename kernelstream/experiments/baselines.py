@@ -9,11 +9,12 @@
 * Diagnostics — configurations outside the papers' settings that explain the cells that miss
   or differ (toolbox files and permutations, other preprocessing, NOGD variants); not counted.
 
-The tuned parameters are read from ``tuned_params.json`` (written by
-``benchmarks/reproduce_baselines.py --tune``). Every tuned configuration runs on permutations
-0..R−1 (R = 5) as keys of the replay pipeline (``experiments.grid``); a cell passes when its
-mean mistake rate is at most the published one + 2 pp. Writes ``baselines.md`` and
-``baselines.json``; ``baselines_notes.md`` beside them (hand-written) is appended.
+The tuned parameters are read from ``tuned_params.json`` (package data, written by
+``kernelstream reproduce baselines --retune``: :mod:`kernelstream.experiments.retune`). Every
+tuned configuration runs on permutations 0..R−1 (R = 5) as keys of the replay pipeline
+(``experiments.grid``); a cell passes when its mean mistake rate is at most the published
+one + 2 pp. Writes ``baselines.md`` and ``baselines.json``; ``baselines_notes.md`` beside them
+(hand-written) is appended.
 """
 
 from __future__ import annotations
@@ -251,8 +252,8 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         f"* Protocol: prequential test-then-train, mean ± std (ddof=1) over R = {R} "
         f"permutations r = 0..{R - 1} (`kernelstream.seeding`, base seed {ctx.seed}); papers "
         "used 20. Mistake = `predict_label(score) ≠ y` (tie → +1).",
-        f"* Tuning (`benchmarks/reproduce_baselines.py --tune`, values in "
-        f"`benchmarks/tuned_params.json`, tuned {meta.get('tuned_at', '?')}) on a separate "
+        f"* Tuning (`kernelstream reproduce baselines --retune`, values in "
+        f"`tuned_params.json`, tuned {meta.get('tuned_at', '?')}) on a separate "
         f"permutation r = {meta.get('tune_perm', '?')} that is never used for evaluation.",
         "* P3 (Table P3-3): hinge loss, B = 100 (german, svmguide3, spambase) / 200 (a9a, w7a), "
         "NOGD rank k = 0.1B with the stage-1 model carried over at the switch (LSOKL "

@@ -1,12 +1,16 @@
 """A table's runs as stream keys of the replay pipeline.
 
 A reproduction table is a grid of (data set, learner configuration, permutation) keys. The
-runs of one data set become one ``kernelstream replay`` command line: every configuration is
-a labelled ``--learner`` with scoped ``-p`` values, ``-R`` permutations, the run's ``--seed``,
-``--runner``, ``--workers`` and the Beam options given after ``--``. So the papers' protocols
-use the one test-then-train loop of the engine, on any runner, and ``--workers N`` shards the
-keys over processes exactly as it does for ``replay``. Each key's result is read back from the
-replay's ``metrics/`` output (:func:`kernelstream.pipelines.replay.replay.read_outputs`).
+runs of one data set become one replay (:func:`kernelstream.pipelines.replay.replay.run_replay`):
+every configuration is a labelled ``LearnerConfig`` (parameters resolved as ``-p`` text is,
+:func:`replay_params`), R permutations, the run's seed, runner and the Beam options given
+after ``--``. So the papers' protocols use the one test-then-train loop of the engine, on any
+runner, and ``workers`` > 1 splits a replay's streams into that many shards
+(``ReplayConfig.shard``), one process each, as ``replay --workers`` does. Each key's result is
+read back from the replay's ``metrics/`` output
+(:func:`kernelstream.pipelines.replay.replay.read_outputs`). Tuning runs (``kernelstream reproduce
+PAPER --retune``, :mod:`kernelstream.experiments.retune`) are keys too: on the held-out
+permutations ``Run.first_permutation ..``, optionally cut to their first ``Run.rows``.
 
 The learner seed of a key is ``seeding.learner_seed(seed, r, learner)`` and its stream is
 ``seeding.permutation(n, seed, r)`` of the prepared file (``experiments.datasets.prepare``):
@@ -26,8 +30,6 @@ A key's result also carries the learner's state after the last example that tabl
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import shutil
 import sys
@@ -49,7 +51,10 @@ class Run:
     SkeGD's ``init_round``) in the predictions (:func:`switch_round`). ``permutations``: a
     run with fewer permutations than the table (a protocol's per-row R). ``permutation``: run
     on that permutation r only (parameters chosen per permutation, e.g. a width selected on
-    the permutation's first rows); its results list has the one entry."""
+    the permutation's first rows); its results list has the one entry. ``first_permutation``
+    and ``rows``: the permutations ``first_permutation ..`` (a tuning run's held-out
+    permutations, ``experiments.tuning.TUNE_PERM``), each cut to its first ``rows``
+    positions (None: whole)."""
 
     dataset: str  # a key of ``datasets.DATASETS``
     learner: str  # registry name
@@ -58,6 +63,8 @@ class Run:
     switch: bool = False
     permutations: int | None = None  # R of this run (None: the context's)
     permutation: int | None = None  # run on this permutation only
+    first_permutation: int = 0  # permutations first.. (tuning: held out from 0..R-1)
+    rows: int | None = None  # only the first ``rows`` positions of each permutation
 
     def param_args(self, label: str) -> list[str]:
         out = []
@@ -136,9 +143,10 @@ class ReplayError(RuntimeError):
 
 
 def run_grid(runs: Sequence[Run], ctx: Context) -> list[list[KeyResult]]:
-    """The results of every run on permutations 0..R−1 (in the order of ``runs``; each a list
-    in permutation order; R the run's ``permutations`` or the context's). Identical runs are
-    learnt once; the runs of one data set and R share one replay."""
+    """The results of every run on permutations 0..R−1 (``first_permutation`` ..
+    ``first_permutation`` + R − 1 for a tuning run; in the order of ``runs``; each a list in
+    permutation order; R the run's ``permutations`` or the context's). Identical runs are
+    learnt once; the runs of one data set, R and prefix share one replay."""
     unique = list(dict.fromkeys(_key(r) for r in runs))
     switch = {_key(r) for r in runs if r.switch}
     by_key: dict[tuple[Any, ...], list[KeyResult]] = {}
@@ -148,20 +156,31 @@ def run_grid(runs: Sequence[Run], ctx: Context) -> list[list[KeyResult]]:
     if any(k[3] is not None or dsets.DATASETS[k[0]].perm_file is not None for k in pinned):
         raise ValueError("a run of one permutation reads the seeded permutations of a data "
                          "set, not a stream of its own")
+    if any(k[6] or k[7] is not None for k in pinned):
+        raise ValueError("a run of one permutation is an evaluation run: no held-out "
+                         "permutations or prefixes")
     free = [k for k in unique if k[5] is None]
-    for ds, stream, R in dict.fromkeys((k[0], k[3], perms[k]) for k in free):
-        mine = [k for k in free if k[0] == ds and k[3] == stream and perms[k] == R]
+    for ds, stream, R, first, rows in dict.fromkeys((k[0], k[3], perms[k], k[6], k[7])
+                                                    for k in free):
+        mine = [k for k in free if k[0] == ds and k[3] == stream and perms[k] == R
+                and k[6] == first and k[7] == rows]
         what = ds if stream is None else stream
-        if stream is None and dsets.DATASETS[ds].perm_file is None:
+        if first or rows is not None:
+            what += f" (tuning: permutation{'s' if R > 1 else ''} {first}" + (
+                f"..{first + R - 1}" if R > 1 else "") + (
+                "" if rows is None else f", first {rows} rows") + ")"
+        if stream is None and _seeded(ds, first, ctx.data_dir):
             path = dsets.prepare(ds, ctx.data_dir, data)
             res = _replay(path, what, mine, R, ctx, switch)
             for k, rr in zip(mine, res, strict=True):
                 by_key[k] = rr
             continue
+        if rows is not None:
+            raise ValueError(f"{what}: a stream of its own per permutation has no prefix runs")
         # a stream of its own per permutation (a toolbox's order, an adversarial stream):
         # one file each, arranged so that the replay's permutation r reads it in that order
         tasks = []
-        for r in range(R):
+        for r in range(first, first + R):
             if stream is None:
                 path = dsets.prepare_toolbox_order(ds, ctx.data_dir, data, ctx.seed, r)
             else:
@@ -187,6 +206,19 @@ def run_grid(runs: Sequence[Run], ctx: Context) -> list[list[KeyResult]]:
     return [by_key[_key(r)] for r in runs]
 
 
+def _seeded(dataset: str, first: int, data_dir: Path) -> bool:
+    """Whether the permutations ``first ..`` of ``dataset`` are the shared seeding's: a data
+    set without a toolbox's permutations, or held-out ones beyond the toolbox's (the old
+    scripts' tuning permutation 1000 of a 20-permutation toolbox file)."""
+    d = dsets.DATASETS[dataset]
+    if d.perm_file is None:
+        return True
+    if not first:
+        return False
+    n = dsets.load_dataset(dataset, data_dir)[1].shape[0]
+    return first >= len(dsets.toolbox_orders(dataset, data_dir, n))
+
+
 def _each_permutation(tasks: list[tuple[Any, ...]], workers: int) -> list[list[list[KeyResult]]]:
     """The one-permutation replays of ``tasks`` (arguments of :func:`_replay`), in order: with
     ``workers`` > 1 on that many processes (fresh interpreters: a forked Beam runner is not
@@ -203,20 +235,25 @@ def _each_permutation(tasks: list[tuple[Any, ...]], workers: int) -> list[list[l
 
 
 def _replay_task(t: tuple[Any, ...]) -> list[list[KeyResult]]:
-    import logging
-
-    from kernelstream.pipelines.cli import _BeamImportNoise
-
-    root = logging.getLogger()  # a pool process imports Beam without the command's filter
-    if not any(isinstance(f, _BeamImportNoise) for f in root.filters):
-        root.addFilter(_BeamImportNoise())
+    _quiet_beam_import()
     path, what, keys, permutations, ctx, switch, only, out = t
     return _replay(path, what, keys, permutations, ctx, switch, only=only, out=out)
 
 
+def _quiet_beam_import() -> None:
+    """A pool process imports Beam without the command's log filter: add it."""
+    import logging
+
+    from kernelstream.pipelines.cli import _BeamImportNoise  # the filter only, not the CLI
+
+    root = logging.getLogger()
+    if not any(isinstance(f, _BeamImportNoise) for f in root.filters):
+        root.addFilter(_BeamImportNoise())
+
+
 def _key(run: Run) -> tuple[Any, ...]:
     return (run.dataset, run.learner, tuple(sorted((k, _text(v)) for k, v in run.params.items())),
-            run.stream, run.permutations, run.permutation)
+            run.stream, run.permutations, run.permutation, run.first_permutation, run.rows)
 
 
 def switch_round(loss: Any, budget: int) -> int | None:
@@ -231,61 +268,61 @@ def switch_round(loss: Any, budget: int) -> int | None:
     return int(pos[budget - 1]) + 2
 
 
-def replay_argv(path: Path, keys: Sequence[tuple[Any, ...]], permutations: int, ctx: Context,
-                out: Path) -> list[str]:
-    """The ``kernelstream replay`` command line of one data set's keys (labels ``c0``, ``c1``,
-    ...), Beam's options after ``--``."""
-    name = keys[0][0]
-    argv = ["replay", str(path), "--format", "libsvm", "--n-features",
-            str(dsets.DATASETS[name].n_features), "--task", dsets.DATASETS[name].task,
-            "--rows", "dense", "--scale", "none",
-            "-R", str(permutations), "--seed", str(ctx.seed), "--runner", ctx.runner,
-            "--workers", str(ctx.workers), "--out", str(out), "--quiet"]
-    for i, (_, learner, params, *_) in enumerate(keys):
-        argv += ["-l", f"c{i}={learner}"]
-        argv += Run(name, learner, dict(params)).param_args(f"c{i}")
-    if ctx.pipeline_args:
-        argv += ["--", *ctx.pipeline_args]
-    return argv
+def replay_params(dataset: str, learner: str, params: Any) -> dict[str, Any]:
+    """The resolved parameters of one key: ``params`` (a dict or the key's sorted pairs) and
+    the fixed default widths :meth:`Run.param_args` adds, converted from their ``-p`` text as
+    the command line converts them, so a value is the one a ``kernelstream replay -p`` run
+    would learn with."""
+    from kernelstream import learners
+
+    args = Run(dataset, learner, dict(params)).param_args("c")
+    text = dict(a.removeprefix("c.").split("=", 1) for a in args[1::2])
+    return learners.get(learner).resolve_params(text)
 
 
 def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations: int,
             ctx: Context, switch: set[tuple[Any, ...]], only: int | None = None,
             out: Path | None = None) -> list[list[KeyResult]]:
-    """The replay of ``keys`` on the file ``path``: the ``kernelstream replay`` command line
-    (:func:`replay_argv`: ``--workers`` as the command does it), or with ``only`` = r the
-    replay's shard r of r + 1 (``ReplayStreams.owns``: exactly the streams of permutation r,
-    in one process)."""
+    """The replay of ``keys`` (labels ``c0``, ``c1``, ...) on the file ``path``
+    (:func:`kernelstream.pipelines.replay.replay.run_replay`): its streams on ``ctx.workers``
+    processes (:func:`_sharded`), or with ``only`` = r the replay's shard r of r + 1
+    (``ReplayStreams.owns``: exactly the streams of permutation r, in one process); with
+    ``first`` on a key (a tuning run) permutations ``first ..`` instead of ``0 ..``."""
     from kernelstream.engine.learner_config import LearnerConfig
-    from kernelstream.pipelines import cli
     from kernelstream.pipelines.replay.replay import clear_outputs, read_outputs, run_replay
 
     if out is None:
         ctx.replays += 1
         out = ctx.work_dir / f"replay-{ctx.replays:03d}"
-    argv = replay_argv(path, keys, permutations, ctx, out)
+    name = keys[0][0]
+    configs = [LearnerConfig(f"c{i}", learner, replay_params(name, learner, params))
+               for i, (_, learner, params, *_) in enumerate(keys)]
+    first, rows = keys[0][6], keys[0][7]
     ctx.log(f"{what}: {len(keys)} configurations x "
             + (f"{permutations} permutations ({ctx.runner}, {ctx.workers} worker"
                f"{'s' if ctx.workers > 1 else ''})" if only is None else
                f"permutation {only} ({ctx.runner})"))
     t0 = time.perf_counter()
-    if only is None:
-        table = io.StringIO()
-        with contextlib.redirect_stdout(table):  # the replay's summary table: not ours
-            rc = cli.main(argv)
-        if rc != 0:
-            raise ReplayError(f"the replay of {what} failed (exit {rc}): kernelstream "
-                              + " ".join(argv))
-    else:
-        configs = [LearnerConfig(f"c{i}", learner, _resolved(learner, dict(params)))
-                   for i, (_, learner, params, *_) in enumerate(keys)]
-        out.mkdir(parents=True, exist_ok=True)
-        clear_outputs(str(out))
-        run_replay(str(path), configs, out, fmt="libsvm",
-                   n_features=dsets.DATASETS[keys[0][0]].n_features, rows="dense",
-                   task=dsets.DATASETS[keys[0][0]].task,
-                   seed=ctx.seed, permutations=permutations, runner=ctx.runner,
-                   pipeline_args=ctx.pipeline_args, shard=(only, permutations))
+    out.mkdir(parents=True, exist_ok=True)
+    clear_outputs(str(out))
+    options: dict[str, Any] = dict(
+        fmt="libsvm", n_features=dsets.DATASETS[name].n_features, rows="dense", scale="none",
+        task=dsets.DATASETS[name].task, seed=ctx.seed, runner=ctx.runner,
+        pipeline_args=list(ctx.pipeline_args), first_permutation=first, stream_rows=rows)
+    try:
+        if only is None:
+            shards = max(1, min(ctx.workers, len(configs) * permutations))
+            _sharded([(str(path), configs, str(out), {
+                **options, "permutations": permutations,
+                "shard": None if shards == 1 else (i, shards)}) for i in range(shards)])
+        elif first:  # a held-out permutation (tuning): that one alone
+            run_replay(str(path), configs, str(out), **{**options, "first_permutation": only},
+                       permutations=1)
+        else:
+            run_replay(str(path), configs, str(out), **options, permutations=permutations,
+                       shard=(only, permutations))
+    except (ValueError, OSError) as exc:  # a bad parameter, a bad row, a missing file
+        raise ReplayError(f"the replay of {what} failed: {exc}") from exc
     summaries = read_outputs(str(out), {}, ctx.runner, 0.0).summaries
     ctx.log(f"{what}: done in {time.perf_counter() - t0:.1f} s")
     res: list[list[KeyResult]] = [[] for _ in keys]
@@ -306,7 +343,7 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
     traced = [i for i, k in enumerate(keys) if k in switch]
     if traced:
         res = _with_switch(res, traced, keys, out)
-    want = list(range(permutations)) if only is None else [only]
+    want = (list(range(first, first + permutations)) if only is None else [only])
     for i, rr in enumerate(res):
         if [k.r for k in rr] != want:
             raise ReplayError(f"{what}: configuration c{i} has results for permutations "
@@ -316,11 +353,26 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
     return res
 
 
-def _resolved(learner: str, params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` as the command line resolves them (from their ``-p`` text)."""
-    from kernelstream import learners
+def _sharded(shards: list[tuple[str, list[Any], str, dict[str, Any]]]) -> None:
+    """The ``run_replay`` calls of one replay's shards (``(data, configs, out, options)``;
+    each shard's sinks name their files apart, so they share ``out``), one process each when
+    there are several (fresh interpreters, as :func:`_each_permutation`'s)."""
+    if len(shards) == 1:
+        _run_shard(shards[0])
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
 
-    return learners.get(learner).resolve_params({k: _text(v) for k, v in params.items()})
+    with ProcessPoolExecutor(len(shards), mp_context=mp.get_context("spawn")) as pool:
+        list(pool.map(_run_shard, shards))
+
+
+def _run_shard(shard: tuple[str, list[Any], str, dict[str, Any]]) -> None:
+    from kernelstream.pipelines.replay.replay import run_replay
+
+    _quiet_beam_import()
+    data, configs, out, options = shard
+    run_replay(data, configs, out, **options)
 
 
 def _with_switch(res: list[list[KeyResult]], traced: list[int], keys: Sequence[tuple[Any, ...]],

@@ -20,7 +20,8 @@ the streaming ``proj-ka`` learner ("online": predictions 0 for the first W = min
 rows, then the same selection on them and Projectron).
 
 The step size η ∈ {10^-5..10^0} of OKS-SIL, OKL-GD and OKS is tuned by
-``benchmarks/reproduce_p0.py --tune`` on permutation 1000 (``tuned_params_p0.json``).
+``kernelstream reproduce p0 --retune`` on permutation 1000 (``tuned_params_p0.json``,
+package data; :mod:`kernelstream.experiments.retune`).
 PASS (judged for OKS-SIL) = ours ≤ published + 2 pp.
 """
 
@@ -305,7 +306,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         "(B as OKS-SIL) over all T rows (time includes the alignment). Proj-KA (online) = the "
         "streaming `proj-ka` learner: predictions 0 for the first W = min(1000, ⌊T/10⌋) rows, "
         "then selection on them and Projectron (not P0's protocol; shown for comparison).",
-        "* Tuning (`--tune`, `benchmarks/tuned_params_p0.json`, when: the last column of the "
+        "* Tuning (`--retune`, `tuned_params_p0.json`, when: the last column of the "
         "tuning table): the KOGD step η ∈ {10^-5..10^0} of "
         "OKS-SIL, OKL-GD (and OKS's gradient step) by the lowest mistake rate on one whole "
         f"permutation r = {tuned.get('meta', {}).get('tune_perm', '?')}, never used for "

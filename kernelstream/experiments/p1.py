@@ -287,7 +287,9 @@ def write_outputs(opts: Options, cells: list[dict[str, Any]], datasets: list[str
                          generated, f"learning time of the reported runs {learning / 60:.0f} min",
                          ctx, "; Python learners (the paper used R on a 2.5 GHz i7, so seconds "
                          "are comparable only as ratios)."),
-        f"* Protocol (ALGORITHMS.md §2.1): prequential test-then-train, mean ± std (ddof=1) over "
+        "* Protocol (the paper's experiments: Liao & Li, \"High-probability kernel alignment "
+        "regret bounds for online kernel selection\", ECML-PKDD 2021): prequential "
+        f"test-then-train, mean ± std (ddof=1) over "
         f"R = {R} permutations r = 0..{R - 1} "
         f"(`kernelstream.seeding`, base seed {ctx.seed}), as the paper's 10 random "
         "permutations. Mistake = `predict_label(score) ≠ y` (score 0 → +1, as the R code).",
@@ -329,7 +331,8 @@ def write_outputs(opts: Options, cells: list[dict[str, Any]], datasets: list[str
         L.append("")
     L += ["## Not reproduced", "",
           "* ISKA (Table 2 baseline): the algorithm is not recoverable from the available "
-          "material (ALGORITHMS.md §4.15); published: w7a 4.72 ± 2.20 (B = 250), a9a "
+          "material (the paper names it as a baseline without its update rule, and no code of "
+          "it is available); published: w7a 4.72 ± 2.20 (B = 250), a9a "
           "16.95 ± 0.05 (B = 1400).",
           "* w8a and ijcnn1 columns, Table 3: the datasets are not available here (Table 3's "
           "β and B headers are lost anyway, §5.2).", ""]

@@ -9,7 +9,7 @@ feedback", ECML-PKDD 2022: OKS++, IOKS and their random-feature versions), publi
 * Time-constrained Tables 5 + 8 / 6 + 9 / 7 + 10 (``p2-5``, ``p2-6``, ``p2-7``): RF-OKS,
   LKMBooks, Raker, RF-IOKS, RF-OKS++ at sizes matched to the per-round time of RF-OKS++
   (RF-IOKS for the absolute loss) with D = 400. The matched sizes are a measurement of one
-  machine: ``benchmarks/reproduce_p2.py --calibrate`` writes them to ``tuned_p2.json`` and
+  machine: ``kernelstream reproduce p2 --retune`` writes them to ``tuned_p2.json`` and
   the tables read them from there, as the other papers read their tuned parameters.
 
 Protocol: prequential test-then-train, R = 10 permutations (``kernelstream.seeding``), mean ±
@@ -38,7 +38,7 @@ from kernelstream.experiments.published import table as published_table
 NAME = "p2"
 TABLES = ("p2-2", "p2-3", "p2-4", "p2-5", "p2-6", "p2-7")
 PERMUTATIONS = 10
-TUNED_FILE = "tuned_p2.json"  # the time-matched sizes (reproduce_p2.py --calibrate)
+TUNED_FILE = "tuned_p2.json"  # the time-matched sizes (reproduce p2 --retune)
 # the paper's data set names -> the protocol data sets they are (experiments.datasets)
 DS = {"phishing": "phishing", "a9a": "a9a-train", "magic04": "magic04-01", "SUSY": "SUSY-20k",
       "elevators": "elevators", "bank32nh": "bank32nh", "bank8FM": "bank8FM"}
@@ -239,8 +239,8 @@ def write_outputs(opts: Options, doc: dict[str, Any]) -> None:
         "",
         "* Machine: " + report.machines_line(cells, lambda c: c["table"], "tables")
         + "; " + report.runner_line(ctx) + " (P2 used R on an i7-1165G7, so seconds are not "
-        "comparable; time-matched sizes are calibrated by `benchmarks/reproduce_p2.py "
-        "--calibrate`, on the machine named in the calibration table).",
+        "comparable; time-matched sizes are calibrated by `kernelstream reproduce p2 "
+        "--retune`, on the machine named in the calibration table).",
         f"* Protocol: prequential test-then-train, mean ± std (ddof=1) over R = "
         f"{R} permutations r = 0..{R - 1} (`kernelstream.seeding`, "
         f"base seed {ctx.seed}), as P2 (10). K = 6 Gaussian kernels σ ∈ {{2^-2..2^3}}; "
@@ -353,7 +353,8 @@ NOTES = [
     "can diverge. With [0, 1] features it did on bank8FM (8,192 rows); with the authors' "
     "[-1, 1] scaling (below) no run diverges here, but short streams remain at risk. The "
     "authors' OKS code is only in a zip archive that could not be read, so whether it differs "
-    "is unknown (ALGORITHMS.md gives c = 25).",
+    "is unknown (c = 25 is the constant of the authors' R code for the logistic and square "
+    "losses, `learners/oks.py`).",
     "* **IOKS and RF-IOKS on bank8FM** (not judged, see Data): they follow the R "
     "code (`IOKS-absolute.R` compared line by line; a direct Python port of the R file gives "
     "the same losses on the same permutations to within sampling noise). On bank8FM their "

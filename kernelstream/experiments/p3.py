@@ -16,7 +16,7 @@
   the last round) and INys (landmarks = the first B examples). Not a prequential table: the
   error needs the learner's final feature map, so it is computed in this process.
 
-Parameters come from ``tuned_params_skegd.json`` (``benchmarks/reproduce_p3.py --tune``) and
+Parameters come from ``tuned_params_skegd.json`` (``kernelstream reproduce p3 --retune``) and
 the widths and NOGD's german parameters from ``tuned_params.json``; the NOGD context column of
 Table P3-3 is read from ``baselines.json`` in the output directory. R = 20.
 """
@@ -240,7 +240,8 @@ def reproduce(opts: Options) -> Outcome:
 NOTES = """## Notes
 
 * **Implementation** (`kernelstream/learners/skegd.py`, `sketch.py`): the paper's Algorithm 1 as
-  specified in ALGORITHMS.md §3.10 — KOGD with λ-shrinkage until B loss examples are buffered,
+  specified in Zhang & Liao, "Incremental randomized sketching for online kernel learning",
+  ICML 2019, Algorithm 1 — KOGD with λ-shrinkage until B loss examples are buffered,
   initialisation at the first round with a full buffer (w carries the stage-1 prediction at
   x_{T₀}, no gradient step), rank-1 updates of S_pᵀKS_p and S_pᵀKS_m on update rounds
   t mod ρ = 1 with the new row appended to R, randomized eigen-decomposition (oversampling 10,
@@ -265,7 +266,7 @@ NOTES = """## Notes
   The paper's own code is not public, so this is the best evidence of how the published
   numbers were counted; the
   verdict therefore uses the after-T₀ count, and the all-rounds count is shown next to it. The
-  learner is unchanged (ALGORITHMS.md §3.10; [C-FORKS]'s algorithmic simplifications stay behind
+  learner is unchanged (the paper's Algorithm 1; [C-FORKS]'s algorithmic simplifications stay behind
   `reference_quirks`, off here). What the all-rounds count shows is real: with the paper's
   s_m = τ·s_p = 0.15·B landmarks (15 for B = 100) and rank 0.1·B, hinge OGD on SkeGD's features
   (whose scales follow the eigenvalues) does not beat the majority class on these two small
@@ -289,14 +290,16 @@ NOTES = """## Notes
   column), so on unscaled spambase — whose distances are dominated by three run-length
   features up to ~16,000 — SkeGD's 15-landmark feature map is fragile; with the spec's
   [0, 1] scaling it is far better than published. We judge the spec's preprocessing
-  (ALGORITHMS.md §2.8) and report this row so the gap is visible.
+  (min-max to [0, 1], `experiments.datasets`) and report this row so the gap is visible.
 * **Table P3-4.** Tuned the way Section 6.3 tunes (η and λ on data of the same kind, here a
   separate german-1 stream: η = 1, λ = 0.1) SkeGD beats the published numbers at every θ, and
   smaller θ (more sketch updates) gives fewer mistakes at a higher cost, as in the paper. With
   german's i.i.d. η = 0.1 reused as it is, w moves too little to follow a label that flips
   every block (34–42 %). Our FOGD and NOGD are far better than published on these streams
   (η = 1 lets them adapt within a block), and FOGD beats SkeGD here, so the paper's ranking
-  (SkeGD ≪ NOGD < FOGD) is not reproduced. PROS-N-KONS is not implemented (ALGORITHMS.md §4.18).
+  (SkeGD ≪ NOGD < FOGD) is not reproduced. PROS-N-KONS (Calandriello, Lazaric
+  & Valko, "Second-order kernel online convex optimization with adaptive sketching", ICML 2017)
+  is not implemented.
 * **Table P3-2.** The errors depend strongly on the width: at the KA widths the kernels are
   smooth and both errors are far below the published ones. Our IRS error is consistently
   *larger* than INys's (about 2–4×), the opposite of the paper: with s_p = 75 sketch columns for
@@ -325,12 +328,12 @@ def write_outputs(opts: Options, tuned: dict[str, Any], p33: list[dict[str, Any]
         f"{R} permutations (Table P3-4: R independent adversarial streams) "
         f"r = 0..{R - 1}, base seed {ctx.seed}; the paper used 20. Mistake = "
         "`predict_label(score) ≠ y` (tie → +1).",
-        f"* Tuning (`benchmarks/reproduce_p3.py --tune`, `benchmarks/tuned_params_skegd.json`, "
+        f"* Tuning (`kernelstream reproduce p3 --retune`, `tuned_params_skegd.json`, "
         f"tuned "
         f"{tuned.get('meta', {}).get('tuned_at', '?')}) on permutation r = "
         f"{tuned.get('meta', {}).get('tune_perm', '?')}, never used for evaluation: SkeGD "
         "η ∈ 10^(-5..0) × λ ∈ 10^(-4..1) (ηλ < 1); FOGD η ∈ 10^(-5..0) (german). Widths from "
-        "`benchmarks/tuned_params.json`: **ka** = kernel–target alignment (the paper's rule), "
+        "`tuned_params.json`: **ka** = kernel–target alignment (the paper's rule), "
         "**online** = the width the P3 baselines found best online (not the paper's rule; shown "
         "where it differs).",
         "* SkeGD settings: hinge loss, B = 100 (german, svmguide3, spambase) / 200 (a9a, w7a), "

@@ -12,7 +12,7 @@ kernel methods", ACM TIST 2018: SPA and BOMKC(SPA)), published vs ours.
 * Table P4-6 (``p4-6``) — the bounded OMKC variants DD-/SD-{RBP, Forgetron, BOGD, BPA-S}
   (the paper's Algorithms 3 and 4) at a total budget = our BOMKC(SPA)'s #SV on a9a; not judged.
 
-Parameters come from ``tuned_p4.json`` (``benchmarks/reproduce_p4.py --tune``). Every row runs
+Parameters come from ``tuned_p4.json`` (``kernelstream reproduce p4 --retune``). Every row runs
 on permutations 0..R−1 as keys of the replay pipeline (``experiments.grid``), R per row as the
 old protocol set it to fit the time budget (:data:`ROW_PERMUTATIONS`; ``-R`` caps them all).
 The rows whose budget depends on other rows (P4-2's baselines, P4-6) run second. PASS (SPA in
@@ -94,7 +94,7 @@ NOTES = [
     "OMKC), not Algorithm 2's printed `1[y f^i < 0]`: with the strict indicator the narrow "
     "Gaussians, whose scores underflow to exactly 0, are never discounted and each store a third "
     "of the stream (madelon: 5–10k SVs instead of the published 2,285; see `bomkc.py`). In the "
-    "vote, `sign(0) = 0` (a zero-score kernel abstains; ALGORITHMS.md says tie rule): this is why "
+    "vote, `sign(0) = 0` (a zero-score kernel abstains: our reading of ties): this is why "
     "our OMKC-U/SD/SDPA on madelon are not stuck at the published 50.00 ± 0.00 (a constant vote "
     "of the 11 always-zero Gaussians).",
     "**OMKC rows that differ most** (U and SDPA on madelon, a9a, magic04; SD on madelon): the "
@@ -299,7 +299,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         "column (P4: 20 single-kernel, 10 multi-kernel). Error = mistake rate % "
         "(`predict_label(score) ≠ y`, tie → +1); P4-2's published accuracies are shown as "
         "100 − accuracy.",
-        f"* Tuning (`--tune`, `benchmarks/tuned_p4.json`, tuned {meta.get('tuned_at', '?')}) on "
+        f"* Tuning (`--retune`, `tuned_p4.json`, tuned {meta.get('tuned_at', '?')}) on "
         f"the separate permutation r = {meta.get('tune_perm', '?')}; streams longer than "
         f"{2 * int(meta.get('tune_rows', 0) or 0):,} rows tuned on its first "
         f"{int(meta.get('tune_rows', 0) or 0):,} rows; Per(\\*)'s kernel on a9a and magic04 on the "

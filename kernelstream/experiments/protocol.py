@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelstream.experiments.grid import Context
+
+# The committed tuned parameters (package data: ``tuned_params*.json``, ``tuned_p*.json``),
+# written by ``kernelstream reproduce PAPER --retune`` (:mod:`kernelstream.experiments.retune`)
+TUNED_DIR = Path(__file__).resolve().parent / "tuned"
 
 
 class ProtocolError(ValueError):
@@ -19,19 +23,25 @@ class Options:
 
     ``ctx`` says how the grid runs (its ``permutations`` is the table's R: the protocol's
     default unless ``-R`` was given); ``datasets`` and ``tables`` restrict the run (None: all).
+    The tuned files are read from ``tuned_dir`` (None: the package's :data:`TUNED_DIR`),
+    except those this run retuned (``retuned``: name → the file written in ``out_dir``).
     """
 
     ctx: Context
     out_dir: Path
-    tuned_dir: Path
+    tuned_dir: Path | None = None
     datasets: list[str] | None = None
     tables: list[str] | None = None
+    retuned: dict[str, Path] = field(default_factory=dict)
 
     def tuned_file(self, name: str) -> Path:
-        path = self.tuned_dir / name
+        if name in self.retuned:
+            return self.retuned[name]
+        path = (self.tuned_dir or TUNED_DIR) / name
         if not path.exists():
-            raise ProtocolError(f"{path} not found: give --tuned-dir (the directory of the "
-                                "committed tuned files, benchmarks/ in a checkout)")
+            raise ProtocolError(f"{path} not found" + (
+                "" if self.tuned_dir is None else " in --tuned-dir") + " (the tuned "
+                "parameters; `kernelstream reproduce PAPER --retune` writes them)")
         return path
 
     def pick(self, allowed: tuple[str, ...], what: str = "data set") -> list[str]:

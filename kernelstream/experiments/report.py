@@ -1,5 +1,5 @@
 """What every reproduction writes: the machine and code lines, number formats, verdict marks,
-the markdown and JSON files, and where the committed tuned files and results live."""
+the markdown and JSON files, and the comparison with a committed results JSON."""
 
 from __future__ import annotations
 
@@ -17,16 +17,9 @@ import numpy as np
 
 from kernelstream.engine import evaluate
 
-# A checkout's root (the package's parent); its ``benchmarks/`` holds the committed tuned
-# files and ``benchmarks/results/`` the committed tables. An installed package has neither:
-# the command then asks for ``--tuned-dir`` / ``--out-dir``.
+# A checkout's root (the package's parent): :func:`git_provenance` names its commit (an
+# installed package has none: "git commit unknown").
 CHECKOUT = Path(__file__).resolve().parents[2]
-
-
-def checkout_dir(*parts: str) -> Path | None:
-    """``CHECKOUT/parts`` if this package runs from a checkout that has it, else None."""
-    p = CHECKOUT.joinpath(*parts)
-    return p if p.is_dir() else None
 
 
 def machine_info() -> str:

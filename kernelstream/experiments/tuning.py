@@ -1,21 +1,21 @@
 """Hyper-parameter tuning on held-out permutations (``kernelstream tune``), without Beam.
 
-The protocol is the one of the papers' reproductions (``benchmarks/reproduce_baselines.py``,
-``reproduce_p0.py``, ``reproduce_p4.py``): every cell of a grid learns the same *tuning*
+The protocol is the one of the papers' reproductions (``kernelstream reproduce PAPER
+--retune``, :mod:`kernelstream.experiments.retune`): every cell of a grid learns the same *tuning*
 permutation(s) of the data, test-then-train, and the cell with the lowest mistake rate (the
 lowest average loss for regression) wins; a tie goes to the cell that comes first in grid
 order (``ties="grid"``), or first to the lower average loss and then to grid order
-(``ties="loss"``, as ``reproduce_p3.py`` tunes SkeGD).
+(``ties="loss"``, as P3's protocol tunes SkeGD).
 
 Seeding. The tuning permutations are ``r = tune_perm, tune_perm + 1, ...`` (default 1000),
 drawn as every replay draws its permutations (``seeding.permutation(n, seed, r)``, a
 ``SeedSequence([seed, r])``) with learner seeds ``(seed, r, learner)``. A replay evaluates
 ``r = 0 .. R-1``, so for ``R <= tune_perm`` no evaluation stream was seen while tuning, yet
-a tuning stream can be replayed exactly. The reproduction scripts tune on ``r = 1000`` of
+a tuning stream can be replayed exactly. The papers' protocols tune on ``r = 1000`` of
 base seed 0: the same streams.
 
 A grid is ``--grid key=v1,v2,...`` per parameter; its cells are the Cartesian product with
-the first key varying slowest (``eta`` × ``lam`` as the scripts loop). ``random`` keeps N of
+the first key varying slowest (``eta`` × ``lam`` as the papers' grids loop). ``random`` keeps N of
 the cells, drawn without replacement from a generator seeded apart from the permutations,
 and in grid order, so ties still break the same way.
 
@@ -30,15 +30,15 @@ import itertools
 import json
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 TUNED_KIND = "kernelstream.tuned"
 TUNED_SCHEMA = 1
-TUNE_PERM = 1000  # the first tuning permutation, as in the reproduction scripts
+TUNE_PERM = 1000  # the first tuning permutation, as in the papers' protocols
 TIES = ("grid", "loss")
 _RANDOM_TAG = zlib.crc32(b"tune-random-cells")  # keeps cell draws apart from permutations
 _DIGITS = 9  # scores equal to this many decimals tie (sums of the same mistakes are equal)
@@ -122,6 +122,16 @@ class CellScore:
             key.append(round(self.avg_loss, _DIGITS) if math.isfinite(self.avg_loss)
                        else math.inf)
         return tuple(key)
+
+
+_T = TypeVar("_T")
+
+
+def first_best(points: Iterable[_T], score: Callable[[Any], Any] = lambda t: t[1]) -> _T:
+    """The grid point of lowest ``score`` (default: the second item of a ``(point, score)``
+    pair); ties go to the earlier grid point, as in :func:`choose` (``ties="grid"``). The
+    papers' tuning protocols (:mod:`kernelstream.experiments.retune`) choose with it."""
+    return min(points, key=score)
 
 
 def metric_for(task: str) -> str:

@@ -38,7 +38,7 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
     ``"carry"``: ``w = Λ^{1/2} Vᵀ a``, so ``wᵀz(x) = aᵀ V Vᵀ k`` reproduces the stage-1
     predictions (exactly at full rank). ``"carry"`` is what the NOGD authors' Matlab toolbox
     (LSOKL, ``NysGD.m``: ``w = alpha*pinv(M)``) does; Zhang & Liao (ICML 2019) took their baselines
-    from it, so ``benchmarks/reproduce_baselines.py`` runs their protocol with
+    from it, so ``kernelstream reproduce baselines`` runs their protocol with
     ``init="carry"``.
 
     Memory O(B d + B² ) (the Gram matrix, then ``M_N``); stage-2 rounds cost

@@ -131,7 +131,7 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
         rescaling; the gradient uses the pre-update score. [C-FORKS]' other differences are
         settings (``sjlt_nonzeros=1``, ``rank = 0.1 s_p``, ``lam=0``) or evaluation (mistakes
         counted after ``T₀`` only, over all ``T`` rounds: ``init_round`` gives ``T₀``, and
-        ``benchmarks/reproduce_p3.py`` reports both counts) and are not switched by this flag.
+        ``kernelstream reproduce p3`` reports both counts) and are not switched by this flag.
         Default ``False`` = the paper.
     tie
         Label predicted for a zero score.

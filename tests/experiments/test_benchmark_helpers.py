@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import _common
 import skegd_scaling
 
+from kernelstream.experiments import report
 from kernelstream.learners import make
 from kernelstream.learners.testing import make_stream
 
@@ -36,8 +37,10 @@ def test_snapshots_are_the_states_of_one_straight_run() -> None:
 
 
 def test_machines_line_names_each_machine_with_its_cells() -> None:
+    # the package's, which the benchmarks import (one copy)
+    assert _common.machines_line is report.machines_line
     one = [{"machine": "A", "t": "x"}, {"machine": "A", "t": "y"}]
-    assert _common.machines_line(one, lambda c: c["t"], "tables") == "A"
+    assert report.machines_line(one, lambda c: c["t"], "tables") == "A"
     two = [*one, {"machine": "B", "t": "y"}, {"machine": "B", "t": "z"}]
-    assert _common.machines_line(two, lambda c: c["t"], "tables") == (
+    assert report.machines_line(two, lambda c: c["t"], "tables") == (
         "A (tables x, y); B (tables y, z)")

@@ -45,8 +45,7 @@ def test_reproduce_baselines_subset(german_dir: Path, tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "results"
     rc = main(["reproduce", "baselines", "--data-dir", str(german_dir), "--datasets", "german",
-               "--tables", "p3", "-R", "2", "--out-dir", str(out),
-               "--tuned-dir", str(REPO / "benchmarks"), "-q"])
+               "--tables", "p3", "-R", "2", "--out-dir", str(out), "-q"])
     assert rc == 0
     assert "baselines: passed 7/7" in capsys.readouterr().out
     md = (out / "baselines.md").read_text()
@@ -76,7 +75,7 @@ def test_baselines_diagnostics_describe_the_data_they_ran(shared_datasets: Path,
     out = tmp_path / "results"
     assert main(["reproduce", "baselines", "--data-dir", str(shared_datasets), "--datasets",
                  "svmguide3", "--tables", "diag", "-R", "1", "--out-dir", str(out),
-                 "--tuned-dir", str(REPO / "benchmarks"), "-q"]) == 0
+                 "-q"]) == 0
     data_line = next(line for line in (out / "baselines.md").read_text().splitlines()
                      if line.startswith("* Data "))
     assert "svmguide3-01: the same merged svmguide3 rows" in data_line
@@ -93,8 +92,7 @@ def test_baselines_diagnostics_describe_the_data_they_ran(shared_datasets: Path,
 
 def test_reproduce_errors(german_dir: Path, tmp_path: Path,
                           capsys: pytest.CaptureFixture[str]) -> None:
-    common = ["--data-dir", str(german_dir), "--out-dir", str(tmp_path),
-              "--tuned-dir", str(REPO / "benchmarks")]
+    common = ["--data-dir", str(german_dir), "--out-dir", str(tmp_path)]
     assert main(["reproduce", "baselines", "--tables", "p9", *common]) == 2
     assert "baselines has no table p9" in capsys.readouterr().err
     assert main(["reproduce", "p3", "--datasets", "gremlin", *common]) == 2
@@ -135,7 +133,7 @@ def test_reproduce_p3_counts_after_the_switch(shared_datasets: Path, tmp_path: P
     out = tmp_path / "results"
     assert main(["reproduce", "p3", "--data-dir", str(shared_datasets), "--datasets", "german",
                  "--tables", "p3-3", "-R", "1", "--out-dir", str(out),
-                 "--tuned-dir", str(REPO / "benchmarks"), "-q"]) == 0
+                 "-q"]) == 0
     js = json.loads((out / "p3.json").read_text())
     assert js["table_p3_4"] == [] and js["table_p3_2"] == []
     cell = next(c for c in js["table_p3_3"] if c["width"] == "ka")
@@ -164,7 +162,7 @@ def test_reproduce_p2_bank32nh_regression(shared_datasets: Path, tmp_path: Path,
     out = tmp_path / "results"
     assert main(["reproduce", "p2", "--data-dir", str(shared_datasets), "--datasets",
                  "bank32nh", "--tables", "p2-3", "-R", "2", "--out-dir", str(out),
-                 "--tuned-dir", str(REPO / "benchmarks"), "-q"]) == 0
+                 "-q"]) == 0
     assert "p2: passed 2/2 judged cells" in capsys.readouterr().out
     md = (out / "p2.md").read_text()
     assert md.startswith("# Paper 002 (OKS++, IOKS, random-feature versions): published vs "
@@ -192,7 +190,7 @@ def test_reproduce_p4_subset(shared_datasets: Path, tmp_path: Path,
     out = tmp_path / "results"
     assert main(["reproduce", "p4", "--data-dir", str(shared_datasets), "--datasets", "german",
                  "--tables", "p4-5", "-R", "1", "--out-dir", str(out),
-                 "--tuned-dir", str(REPO / "benchmarks"), "-q"]) == 0
+                 "-q"]) == 0
     assert "p4: passed 1/1 judged cells" in capsys.readouterr().out
     md = (out / "p4.md").read_text()
     assert md.startswith("# Paper 004 (SPA, BOMKC(SPA)): published vs ours\n")
@@ -221,7 +219,7 @@ def test_reproduce_p0_subset(shared_datasets: Path, tmp_path: Path,
     out = tmp_path / "results"
     committed = REPO / "benchmarks" / "results" / "p0.json"
     rc = main(["reproduce", "p0", "--data-dir", str(shared_datasets), "--datasets", "german",
-               "-R", str(R), "--out-dir", str(out), "--tuned-dir", str(REPO / "benchmarks"), "-q",
+               "-R", str(R), "--out-dir", str(out), "-q",
                "--compare", str(committed)])
     printed = capsys.readouterr().out
     assert rc == 0, printed
@@ -254,7 +252,7 @@ def test_p1_cell_as_committed(shared_datasets: Path, tmp_path: Path) -> None:
     from kernelstream.experiments.protocol import Options
 
     ctx = Context(shared_datasets, tmp_path / "work", 1, quiet=True)
-    opts = Options(ctx, tmp_path / "results", REPO / "benchmarks", ["w7a"], ["p1-2"])
+    opts = Options(ctx, tmp_path / "results", None, ["w7a"], ["p1-2"])
     n = {"w7a": dsets.load_dataset("w7a", shared_datasets)[0].shape[0]}
     cells = [c for c in p1.build_cells(["w7a"], ["p1-2"], n, 1)
              if c["algorithm"] == "BEA2OKS" and c["setting"] == "paper"]

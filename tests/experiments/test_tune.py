@@ -14,11 +14,12 @@ import pytest
 from kernelstream import data
 from kernelstream.engine.replay.sources import ReplayStreams
 from kernelstream.experiments import tuning
+from kernelstream.experiments.protocol import TUNED_DIR
 from kernelstream.experiments.tuning import CellScore
 from kernelstream.pipelines.cli import main
 from kernelstream.seeding import permutation
 
-TUNED_PARAMS = Path(__file__).resolve().parents[2] / "benchmarks" / "tuned_params.json"
+TUNED_PARAMS = TUNED_DIR / "tuned_params.json"
 
 
 def _tuned_params() -> dict[str, Any]:
@@ -85,7 +86,7 @@ def test_ties_go_to_grid_order_or_to_the_loss() -> None:
 
 
 def _check_recovered(doc: dict[str, Any], selected: dict[str, Any], keys: list[str]) -> None:
-    """``doc`` picks what ``benchmarks/tuned_params.json`` selected, with the same scores."""
+    """``doc`` picks what the committed ``tuned_params.json`` selected, with the same scores."""
     assert {k: doc["params"][k] for k in keys} == {k: selected["params"][k] for k in keys}
     assert doc["score"]["value"] == pytest.approx(selected["tune_mistake_rate"], abs=5e-5)
     committed = dict(selected["grid"])

@@ -3,7 +3,9 @@
 Each paper's protocol lives in ``kernelstream.experiments.<paper>`` (Beam-free: its tables as
 grids of keys, the published numbers, the verdicts, the markdown and JSON it writes); its runs
 are keys of the replay pipeline (``experiments.grid``), so ``--runner``, ``--workers`` and
-Beam's options after ``--`` work as they do for ``replay``.
+Beam's options after ``--`` work as they do for ``replay``. The tuned parameters are the
+package's (``kernelstream/experiments/tuned/``); ``--retune`` first redoes the paper's tuning
+protocol (``experiments.retune``; docs/protocols.md) and evaluates with what it chose.
 """
 
 from __future__ import annotations
@@ -35,15 +37,20 @@ def _csv(s: str) -> list[str]:
 COMMAND = Command(
     "reproduce", help="rerun a paper's tables and judge them against the published numbers",
     description=(
-        "Runs a paper's tables with the committed tuned parameters, as keys of the replay\n"
-        "pipeline, and writes TABLE.md (published beside ours, PASS/FAIL, the machine) and\n"
-        "TABLE.json into --out-dir (default: runs/reproduce-PAPER; never the checkout's\n"
-        "committed benchmarks/results/ unless named). Beam pipeline options go after `--`."
+        "Runs a paper's tables with the committed tuned parameters (package data), as keys of\n"
+        "the replay pipeline, and writes TABLE.md (published beside ours, PASS/FAIL, the\n"
+        "machine) and TABLE.json into --out-dir (default: runs/reproduce-PAPER; never the\n"
+        "checkout's committed benchmarks/results/ unless named). --retune first redoes the\n"
+        "paper's tuning protocol on the held-out permutation 1000 (its grids and selection\n"
+        "rule; p2: the time-budget matching of this machine), writes the tuned file into\n"
+        "--out-dir and evaluates with it (see docs/protocols.md). Beam pipeline options go\n"
+        "after `--`."
     ),
     epilog=(
         "examples:\n"
         f"  {PROG} reproduce baselines --data-dir ~/datasets --workers 2\n"
         f"  {PROG} reproduce p3 --tables p3-3 --datasets german -R 2 --out-dir /tmp/p3\n"
+        f"  {PROG} reproduce p0 --datasets german --retune --out-dir /tmp/p0\n"
         f"  {PROG} reproduce all -- --direct_num_workers=2 "
         "--direct_running_mode=multi_processing"
     ),
@@ -72,8 +79,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "directory; the committed results are benchmarks/results of the checkout, "
                    "which only an explicit --out-dir replaces)")
     p.add_argument("--tuned-dir", type=Path,
-                   help="directory of the committed tuned files (tuned_params*.json; default: "
-                   "benchmarks/ of the checkout)")
+                   help="directory of the tuned files (tuned_params*.json, tuned_p*.json) "
+                   "(default: the package's, kernelstream/experiments/tuned/)")
+    p.add_argument("--retune", action="store_true",
+                   help="first redo the paper's tuning protocol for --datasets/--tables "
+                   "(held-out permutation 1000), write its tuned file into --out-dir "
+                   "(the other data sets' entries copied from the file it updates) and "
+                   "evaluate with it (p1 has nothing tuned)")
+    p.add_argument("--retune-only", action="store_true",
+                   help="--retune, then stop before the evaluation")
     p.add_argument("--work-dir", type=Path,
                    help="prepared data files and the replays' outputs (default: a temporary "
                    "directory, removed afterwards)")
@@ -90,9 +104,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
-    from kernelstream.experiments import report
     from kernelstream.experiments.grid import Context, ReplayError
     from kernelstream.experiments.protocol import Options, ProtocolError
+    from kernelstream.experiments.retune import TUNED_FILES
+    from kernelstream.experiments.retune import retune as retune_paper
 
     if args.data_dir is None:
         return error("reproduce", "no data directory: give --data-dir or set KERNELSTREAM_DATA")
@@ -103,9 +118,9 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
     # a subset run must not overwrite the checkout's committed tables: those are replaced
     # only by naming them (--out-dir benchmarks/results, as the benchmarks/ scripts do)
     out_dir = args.out_dir or default_out_dir(args.paper)
-    tuned_dir = args.tuned_dir or report.checkout_dir("benchmarks")
-    if tuned_dir is None:
-        return error("reproduce", "not run from a checkout: give --tuned-dir")
+    if args.tuned_dir is not None and not args.tuned_dir.is_dir():
+        return error("reproduce", f"--tuned-dir {args.tuned_dir} is not a directory")
+    retune = args.retune or args.retune_only
     papers = list(PAPERS) if args.paper == "all" else [args.paper]
     mods = {p: importlib.import_module(f"kernelstream.experiments.{PAPERS[p]}") for p in papers}
     known = [t for m in mods.values() for t in m.TABLES]
@@ -124,6 +139,7 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
     if args.compare is not None and not args.compare.exists():
         return error("reproduce", f"--compare {args.compare} not found")
     differ = False
+    retuned: dict[str, Path] = {}  # shared: p3 reads the widths `all --retune` chose first
     with tempfile.TemporaryDirectory(prefix="kernelstream-reproduce-") as tmp:
         work = args.work_dir or Path(tmp)
         for paper, mod in mods.items():
@@ -133,8 +149,13 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
                           seed=args.seed, runner=args.runner, workers=args.workers,
                           pipeline_args=list(getattr(args, "pipeline_args", [])),
                           quiet=args.quiet, keep_outputs=args.work_dir is not None)
-            opts = Options(ctx, out_dir, tuned_dir, args.datasets, args.tables)
+            opts = Options(ctx, out_dir, args.tuned_dir, args.datasets, args.tables, retuned)
             try:
+                if retune and paper in TUNED_FILES:
+                    path = retune_paper(paper, opts)
+                    print(f"{paper}: retuned: {path}")
+                if args.retune_only:
+                    continue
                 res = mod.reproduce(opts)
             except (ProtocolError, FileNotFoundError) as exc:
                 return error("reproduce", str(exc))
