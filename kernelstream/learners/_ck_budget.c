@@ -239,26 +239,35 @@ KS_ENTRY(run_dist, DHEAD + 9, 18) {
     return dist_result(i, status, &st, &R, "run_dist");
 }
 
-KS_ENTRY(step_dist, DHEAD + 5, B_OWN + 3) {
-    /* step_dist(<head>, x, y, t, d2, k) -> (f, xx, status, n, idx), or None
+KS_ENTRY(step_dist, 7, B_OWN + 3) {
+    /* step_dist(head, n, x, y, t, d2, k) -> (f, xx, status, n, idx), or None
      * A whole round of the per-example path of a distance-row rule in one call: ||x||^2
      * (sqnorm, as _ckernels sums it), the distances, Gaussian row and score, and the rule's
      * update of round t: run_dist()'s code for one row, so the numbers are the block's by
-     * construction. A status DEFER_* hands (the rest of) the round to Python as run_dist()
+     * construction. head is the tuple of run_dist()'s DHEAD leading arguments, kept by the
+     * learner between rounds; its item n is stale (it changes with the store) and the argument
+     * n stands for it. A status DEFER_* hands (the rest of) the round to Python as run_dist()
      * does, with the row's distances and kernel values in d2[:n] and k[:n]. None, with nothing
      * changed, when x is not a float64 vector of the store's width or ||x||^2 is not finite
      * (the caller's checks say what is wrong). */
+    PyObject *h = args[0];
+    if (!PyTuple_Check(h) || PyTuple_GET_SIZE(h) != DHEAD)
+        return PyErr_Format(PyExc_TypeError, "_ck_budget.step_dist: head must be a %d-tuple",
+                            DHEAD);
+    PyObject *hv[DHEAD];
+    for (Py_ssize_t i = 0; i < DHEAD; i++) hv[i] = PyTuple_GET_ITEM(h, i);
+    hv[7] = args[1];
     DStore st;
     DRule R;
-    if (parse_dhead(args, b, &st, &R, "step_dist") < 0
-        || get_bufs(args + DHEAD, b + B_OWN + 1, "D3 d2, D4 k") < 0)
+    if (parse_dhead(hv, b, &st, &R, "step_dist") < 0
+        || get_bufs(args, b + B_OWN + 1, "D5 d2, D6 k") < 0)
         return NULL;
-    double y = PyFloat_AsDouble(args[DHEAD + 1]);
-    int64_t t = PyLong_AsLongLong(args[DHEAD + 2]);
+    double y = PyFloat_AsDouble(args[3]);
+    int64_t t = PyLong_AsLongLong(args[4]);
     if (PyErr_Occurred()) return NULL;
     if (n_items(&b[B_OWN + 1]) < st.cap || n_items(&b[B_OWN + 2]) < st.cap)
         return PyErr_Format(PyExc_ValueError, "_ck_budget.step_dist: d2 or k is too short");
-    if (take_buf(args[DHEAD], &b[B_OWN], 0, 'd') != 0 || b[B_OWN].view.ndim != 1
+    if (take_buf(args[2], &b[B_OWN], 0, 'd') != 0 || b[B_OWN].view.ndim != 1
         || n_items(&b[B_OWN]) != st.d)
         Py_RETURN_NONE; /* take_buf sets no exception */
     const double *x = b[B_OWN].view.buf;
@@ -286,8 +295,8 @@ static PyMethodDef methods[] = {
                            "n, idx): one round"),
     KS_METHOD(run_dist, "run_dist(code, store..., Z, zz, y, start, t0, out, nsv, d2, k) -> (i, "
                         "status, n, idx)"),
-    KS_METHOD(step_dist, "step_dist(code, store..., x, y, t, d2, k) -> (f, xx, status, n, idx) "
-                         "or None: a whole round (norm, row, score, update)"),
+    KS_METHOD(step_dist, "step_dist(head, n, x, y, t, d2, k) -> (f, xx, status, n, idx) or None: "
+                         "a whole round (norm, row, score, update)"),
     KS_METHOD(run, "run(code, store..., rule state..., Z, zz, y, t0, out, nsv) -> (n, norm2): "
                    "a block"),
     KS_METHOD(step, "step(head, n, norm2, budget, x, y, t) -> (f, n, norm2) or None: a whole "

@@ -31,19 +31,6 @@ from kernelstream.learners.store import AnyStore, SVStore, make_store, store_fro
 _NO_ROW = np.empty(0)  # the kernel row of a round against an empty store
 
 
-def _rule_state(arrays: str, i: int, name: str) -> property:
-    """The attribute ``name`` as item ``i`` of the rule's state array ``arrays`` (``_rule_ist``
-    or ``_rule_fst``): the array is the only copy, which the compiled rule updates in place."""
-
-    def get(self: Any) -> Any:
-        return getattr(self, arrays).item(i)
-
-    def put(self: Any, v: Any) -> None:
-        getattr(self, arrays)[i] = v
-
-    return property(get, put, doc=f"{name}: item {i} of the compiled rule's {arrays}")
-
-
 class KernelLearner(Learner):
     """A learner whose hypothesis is one kernel expansion ``f = Σ_j a_j κ(x_j, ·)``.
 
@@ -74,7 +61,7 @@ class KernelLearner(Learner):
         for arrays, names in (("_rule_ist", "rule_ints"), ("_rule_fst", "rule_floats")):
             if names in cls.__dict__:
                 for i, name in enumerate(cls.__dict__[names]):
-                    setattr(cls, name, _rule_state(arrays, i, name))
+                    setattr(cls, name, compiled.rule_state(arrays, i, name))
 
     def __getstate__(self) -> dict[str, Any]:
         st = dict(self.__dict__)

@@ -256,6 +256,21 @@ RULES = {"rbp": 1, "forgetron": 2, "forgetron-p1": 3, "bogd": 4, "bogd-p1": 5, "
 
 bk: Any = _load_ext("_ck_budget", BUDGET_ABI)  # Any: as ``ck``
 
+
+def rule_state(arrays: str, i: int, name: str) -> property:
+    """The attribute ``name`` as item ``i`` of a compiled rule's state array ``arrays``
+    (``_rule_ist`` or ``_rule_fst``, made by the learner's set-up before it sets the
+    attribute): the array is the only copy, which the rule updates in place, so no round
+    copies the attributes in or out."""
+
+    def get(self: Any) -> Any:
+        return getattr(self, arrays).item(i)
+
+    def put(self: Any, v: Any) -> None:
+        getattr(self, arrays)[i] = v
+
+    return property(get, put, doc=f"{name}: item {i} of the compiled rule's {arrays}")
+
 #: The rules of the learners whose rows keep their distances (``bk.update_dist`` /
 #: ``bk.run_dist``), and what a rule did with a round: all of it, nothing (the learner's
 #: Python update does the round), or all but the RLD solve (OKS-SIL, a nearly singular sample)
@@ -302,26 +317,38 @@ class DistRuleRounds(FeatureMapRounds):
         else:
             cast(Any, super())._learn_rows(X, zz, yv, out, n_sv)
 
+    # step's kept arguments of bk.step_dist (the rule's head): None until a round builds them
+    # and after a set-up or restore (the learner's _setup drops them); never pickled
+    _fused: tuple[Any, ...] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        st = dict(self.__dict__)
+        st.pop("_fused", None)  # holds the bit generator's capsule, which does not pickle
+        return st
+
     def step(self: Any, x: Any, y: Any) -> float:
         """Predict then learn; returns the pre-update score. With a compiled rule, a dense
         float64 row and a label of ±1 (int or float) make one compiled call (``bk.step_dist``:
-        the norm, the row, the score and the update, :func:`run_dist_rule`'s per-row code);
-        anything else, bad input included, takes ``Learner.step``."""
-        if (self.dim is not None and self._rule and type(x) is np.ndarray
-                and (type(y) is float or type(y) is int) and (y == 1 or y == -1)
-                and not self.sparse):
-            args, ist, fst = self._dist_args()
+        the norm, the row, the score and the update, :func:`run_dist_rule`'s per-row code)
+        with the rule's head kept between rounds (its state arrays are the learner's
+        attributes); anything else, bad input included, takes ``Learner.step``."""
+        fused = self._fused
+        if (fused is not None and type(x) is np.ndarray and (type(y) is float or type(y) is int)
+                and (y == 1 or y == -1)):
             d2, k = self._d2buf, self._kbuf
-            r = bk.step_dist(*args, x, y, self.t, d2, k)
+            r = bk.step_dist(fused, self.n_support_vectors, x, y, self.t, d2, k)
             if r is not None:
                 self._pending = None
                 score, xx, status, n, idx = r
-                self._dist_done(n, ist, fst)
+                self._dist_done(n, fused[9], fused[10])
                 if status != DONE:
                     self._deferred(x, xx, float(y), score, d2[:n], k[:n], status, idx)
                 self.t += 1
                 return cast(float, score)
-        return cast(float, cast(Any, super()).step(x, y))
+        score = cast(Any, super()).step(x, y)
+        if self._rule and not self.sparse:  # the head of the next rounds
+            self._fused = self._dist_args()[0]
+        return cast(float, score)
 
     def _rule_update(self: Any, x: np.ndarray, xx: float, y: float, score: float,
                      d2: np.ndarray, k: np.ndarray) -> None:

@@ -35,11 +35,13 @@ CASES = [
     ("nogd", {"gamma": 0.2, "rank": 4}, "fk.step"),
     ("skegd", {"gamma": 0.2, "rank": 4}, "fk.step"),
     ("fogd", {"gamma": 0.2, "n_components": 16}, "fk.step"),
+    ("lkmbooks", {"horizon": 500}, "ek.lkm_run"),
+    ("lkmbooks", {"loss": "square"}, "ek.lkm_run"),  # unknown horizon: retunes in Python
 ]
 
 needs_compiled = pytest.mark.skipif(
-    compiled.bk is None or compiled.fk is None,
-    reason=f"budget rules or feature maps not compiled: {compiled.STATUS}")
+    compiled.bk is None or compiled.fk is None or compiled.ek is None,
+    reason=f"budget rules, feature maps or expert blocks not compiled: {compiled.STATUS}")
 
 
 def _data(n: int, d: int = 7, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +52,7 @@ def _data(n: int, d: int = 7, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _make(name: str, params: dict[str, Any]) -> Any:
-    extra = {} if name == "fogd" else {"budget": 10}
+    extra = {} if name == "fogd" else {"budget": 40 if name == "lkmbooks" else 10}
     return make(name, seed=3, **extra, **params)
 
 
@@ -64,15 +66,17 @@ def _reference_round(m: Any, x: Any, y: float) -> float:
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch, entry: str) -> Counter[str]:
-    """Counts the calls of the compiled entry ``entry`` that did a round (not None)."""
-    mod = compiled.bk if entry.startswith("bk.") else compiled.fk
+    """Counts the calls of the compiled entry ``entry`` that did a round (not None; the
+    one-row blocks of ``ek.lkm_run``: that ran their row)."""
+    mod = {"bk": compiled.bk, "fk": compiled.fk, "ek": compiled.ek}[entry.split(".")[0]]
     fn_name = entry.split(".")[1]
     fn: Callable[..., Any] = getattr(mod, fn_name)
     seen: Counter[str] = Counter()
 
     def wrapped(*args: Any) -> Any:
         r = fn(*args)
-        seen["done" if r is not None else "declined"] += 1
+        done = r is not None and (entry != "ek.lkm_run" or r[0] == 1)
+        seen["done" if done else "declined"] += 1
         return r
 
     monkeypatch.setattr(mod, fn_name, wrapped)
@@ -106,7 +110,7 @@ def test_fused_step_equals_score_then_update(name: str, params: dict[str, Any], 
             bad += 1
             before = m.get_state()
             for bx, by in ((np.full_like(x, np.nan), yi), (np.full_like(x, np.inf), yi),
-                           (x[:-1].copy(), yi), (x[None], yi), (x, 0.5), (x, "one")):
+                           (x[:-1].copy(), yi), (x[None], yi), (x, float("nan")), (x, "one")):
                 with pytest.raises(ValueError):
                     m.step(bx, by)
             after = m.get_state()
