@@ -14,7 +14,7 @@ import numpy as np
 
 from kernelstream.learners import compiled
 from kernelstream.learners._kernel_learner import KernelLearner
-from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, positive
+from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Learner, Param, positive
 from kernelstream.learners.linalg import PINV_ATOL, PINV_RTOL, gram_append, top_eigh
 from kernelstream.learners.registry import register
 from kernelstream.learners.store import SVStore
@@ -189,7 +189,8 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
                 self._pending = None
                 self.t += 1
                 return cast(float, r[0])
-        score = super().step(x, y)
+        # Learner's step: KernelLearner's fused round is a compiled rule's (NOGD has none)
+        score = Learner.step(self, x, y)
         if self._stage2 and self._compiled and not self.sparse:  # the map of the next rounds
             self._fused = self._fmap()
         return score

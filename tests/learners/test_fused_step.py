@@ -133,18 +133,25 @@ def test_fused_step_equals_score_then_update(name: str, params: dict[str, Any], 
 
 
 @needs_compiled
-@pytest.mark.parametrize(("name", "params"), [("forgetron", {}), ("bogd", {"eta": 0.3}),
-                                              ("projectron++", {})])
-def test_rule_state_lives_in_the_rule_arrays(name: str, params: dict[str, Any]) -> None:
-    """The attributes a compiled rule updates read the rule's arrays (no copy to sync), and a
-    write by the numpy update lands there."""
+@pytest.mark.parametrize(("name", "params", "ints", "floats"), [
+    ("forgetron", {}, ("_head", "mistakes"), ("damage",)),
+    ("bogd", {"eta": 0.3}, ("_head",), ()),
+    ("projectron++", {}, (), ("_kinv_rho", "_kinv_asym")),
+    ("okl-gd", {"gamma": 0.2}, ("head", "last"), ("e_last", "sigma")),
+    ("oks-sil", {"gamma": 0.2}, (), ("current_gamma",)),
+])
+def test_rule_state_lives_in_the_rule_arrays(name: str, params: dict[str, Any],
+                                            ints: tuple[str, ...],
+                                            floats: tuple[str, ...]) -> None:
+    """The attributes a compiled rule updates read the rule's arrays (no copy to sync per
+    round), and a write by the numpy update lands there."""
     X, y = _data(80, seed=1)
     m = _make(name, params)
     m.predict_learn_many(X, y)
-    assert m._compiled_rule() > 0
-    for arrays, names in (("_rule_ist", m.rule_ints), ("_rule_fst", m.rule_floats)):
+    assert m._rule > 0
+    for arrays, names in (("_rule_ist", ints), ("_rule_fst", floats)):
         for i, attr in enumerate(names):
-            v = getattr(m, attr)
-            assert v == getattr(m, arrays)[i] or (np.isnan(v) and np.isnan(getattr(m, arrays)[i]))
+            v, held = getattr(m, attr), getattr(m, arrays)[i]
+            assert v == held or (np.isnan(v) and np.isnan(held)), attr
             setattr(m, attr, 1)
-            assert getattr(m, arrays)[i] == 1
+            assert getattr(m, arrays)[i] == 1, attr
