@@ -37,6 +37,8 @@ CASES = [
     ("fogd", {"gamma": 0.2, "n_components": 16}, "fk.step"),
     ("lkmbooks", {"horizon": 500}, "ek.lkm_run"),
     ("lkmbooks", {"loss": "square"}, "ek.lkm_run"),  # unknown horizon: retunes in Python
+    ("ea2oks", {}, "ek.ea2oks_run"),
+    ("bea2oks", {}, "ek.ea2oks_run"),
 ]
 
 needs_compiled = pytest.mark.skipif(
@@ -52,7 +54,8 @@ def _data(n: int, d: int = 7, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _make(name: str, params: dict[str, Any]) -> Any:
-    extra = {} if name == "fogd" else {"budget": 40 if name == "lkmbooks" else 10}
+    extra = ({} if name in ("fogd", "ea2oks")
+             else {"budget": 40 if name in ("lkmbooks", "bea2oks") else 10})
     return make(name, seed=3, **extra, **params)
 
 
@@ -67,7 +70,7 @@ def _reference_round(m: Any, x: Any, y: float) -> float:
 
 def _counting(monkeypatch: pytest.MonkeyPatch, entry: str) -> Counter[str]:
     """Counts the calls of the compiled entry ``entry`` that did a round (not None; the
-    one-row blocks of ``ek.lkm_run``: that ran their row)."""
+    one-row blocks of ``ek.lkm_run`` and ``ek.ea2oks_run``: that ran their row)."""
     mod = {"bk": compiled.bk, "fk": compiled.fk, "ek": compiled.ek}[entry.split(".")[0]]
     fn_name = entry.split(".")[1]
     fn: Callable[..., Any] = getattr(mod, fn_name)
@@ -75,7 +78,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch, entry: str) -> Counter[str]:
 
     def wrapped(*args: Any) -> Any:
         r = fn(*args)
-        done = r is not None and (entry != "ek.lkm_run" or r[0] == 1)
+        done = r is not None and (not entry.startswith("ek.") or r[0] == 1)
         seen["done" if done else "declined"] += 1
         return r
 
