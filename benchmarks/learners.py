@@ -93,7 +93,8 @@ NO_UNION = {"raker": "random features", "rf-oks": "random features",
 
 
 PROJECTRONS = ("projectron", "projectron++")  # a projection floor is measured for them
-# budgeted learners without a per-row compiled path: the floor of one on their block driver
+# budgeted learners whose rounds run compiled only in blocks: the floor of a per-row path on
+# their block driver
 ONE_ROW_FLOOR = ("bea2oks", "bomkc-dd", "bomkc-sd")
 BASELINES = ("rbp", "forgetron", "projectron", "projectron++", "bpa-s", "bogd", "nogd", "fogd")
 
@@ -561,14 +562,18 @@ def main(argv: list[str] | None = None) -> int:
     if one_row:
         us_of = {r[0]: r[3] for r in rows}
         print()
-        print(f"No per-row compiled path ({', '.join(one_row)}): their rounds run compiled "
-              "only in blocks, whose driver takes the whole learner's state per call (bounded "
-              "OMKC: 16 component stores, each a rule head of 18 arguments whose counts change "
-              "every round; BEA2OKS: the K stores, the reservoir, the mirror's arrays and the "
-              "uniforms drawn ahead, the Generator rewound after the call). The floor of a "
-              "per-row path on that driver, measured: the driver run on one-row blocks (copies "
+        print(f"Below 0.5× ({', '.join(one_row)}): their rounds run compiled only in blocks, "
+              "whose driver takes the whole learner's state per call (bounded OMKC: 16 "
+              "component stores, each a rule head of 18 arguments whose counts change every "
+              "round; BEA2OKS: the K stores, the reservoir, the mirror's arrays and the "
+              "uniforms drawn ahead, the Generator's state saved and restored around the "
+              "call). BEA2OKS's step is that driver on a one-row block (its per-example numpy "
+              "code was slower); bounded OMKC's step is its per-example code (the driver on "
+              "one-row blocks is no faster: its 16 heads are rebuilt per call). The floor of a "
+              "per-row path on the driver, measured: the driver run on one-row blocks (copies "
               "of the trained learner, best of 3 passes over 1000 rows, set-up per call "
-              "included), against the block path:")
+              "included), against the block path; below 0.5× it is the driver's per-call "
+              "set-up, in Python, that a per-row path would have to move into C:")
         print()
         print("| learner | block µs/round | one-row blocks µs/row | block / one-row ex/s | "
               "of which the arguments µs | step µs/row |")
