@@ -11,9 +11,10 @@
  * update equals the numpy one bit for bit. That includes the Projectron's projection: here
  * d_i = sum_j K_ji k_j in index order, vectorised across i (K^-1 is symmetric up to round-off,
  * its rows are contiguous), and k.d in the four-lane order of _ck_features.c, which the numpy
- * code follows (linalg.project_rows, linalg.dot4). The per-example path (learn_one) calls
- * update(), the block driver run(): both call the same rule function, so blocks and single
- * rounds agree bit for bit.
+ * code follows (linalg.project_rows, linalg.dot4). The per-example path calls step() (a
+ * whole round: run()'s per-row code) or update() (learn_one after predict_one), the block
+ * driver run(): all call the same rule function, so blocks and single rounds agree bit for
+ * bit.
  *
  * Randomness (RBP's and BOGD p1's evicted slot) is drawn from the learner's own numpy
  * Generator through its bit generator's C interface (numpy's bitgen_t, the documented
@@ -28,7 +29,7 @@
 #include "_ck_budget_dist.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
-#define KB_ABI 2
+#define KB_ABI 3
 
 /* ---- Python entry points -------------------------------------------------------------- */
 
@@ -153,6 +154,44 @@ KS_ENTRY(run, NHEAD + 6, 16) {
     return Py_BuildValue("(nd)", st.n, st.norm2);
 }
 
+KS_ENTRY(step, 7, B_OWN + 1) {
+    /* step(head, n, norm2, budget, x, y, t) -> (f, n, norm2), or None
+     * A whole round of the per-example path in one call: ||x||^2 (sqnorm, as _ckernels sums
+     * it), the row and score and the rule's update of round t: run()'s code for one row, so
+     * the numbers are the block's by construction. head is the tuple of run()'s NHEAD leading
+     * arguments, kept by the learner between rounds; its items n and norm2 are stale (they
+     * change every round) and the arguments n, norm2 stand for them. None, with nothing
+     * changed, when the round is not for this call: x not a float64 vector of the store's
+     * width, ||x||^2 not finite (the caller's checks say what is wrong), no room for an
+     * append (the caller grows the store) or budget not the rule's (the caller's head is
+     * rebuilt). */
+    PyObject *h = args[0];
+    if (!PyTuple_Check(h) || PyTuple_GET_SIZE(h) != NHEAD)
+        return PyErr_Format(PyExc_TypeError, "_ck_budget.step: head must be a %d-tuple", NHEAD);
+    PyObject *hv[NHEAD];
+    for (Py_ssize_t i = 0; i < NHEAD; i++) hv[i] = PyTuple_GET_ITEM(h, i);
+    hv[6] = args[1];
+    hv[7] = args[2];
+    Store st;
+    Rule R;
+    if (parse_head(hv, b, &st, &R, "step") < 0) return NULL;
+    double budget = PyFloat_AsDouble(args[3]), y = PyFloat_AsDouble(args[5]);
+    int64_t t = PyLong_AsLongLong(args[6]);
+    if (PyErr_Occurred()) return NULL;
+    if (budget != R.prm[0] || st.n == st.cap || take_buf(args[4], &b[B_OWN], 0, 'd') != 0
+        || b[B_OWN].view.ndim != 1 || n_items(&b[B_OWN]) != st.d)
+        Py_RETURN_NONE; /* take_buf sets no exception */
+    const double *x = b[B_OWN].view.buf;
+    double xx = sqnorm(x, st.d);
+    if (!isfinite(xx)) Py_RETURN_NONE;
+    double *k = R.w3;
+    double f = row_score(st.X, st.sqn, st.a, st.n, st.d, x, xx, st.kind, st.p, st.degree, R.nz,
+                         k);
+    if (RULES[R.code](&st, &R, x, xx, y, f, k, t) < 0)
+        return PyErr_Format(PyExc_RuntimeError, "_ck_budget.step: %s", st.err);
+    return Py_BuildValue("(dnd)", f, st.n, st.norm2);
+}
+
 KS_ENTRY(run_dist, DHEAD + 9, 18) {
     /* run_dist(<head>, Z, zz, y, start, t0, out, nsv, d2, k) -> (i, status, n, idx)
      * Test-then-train over rows start.. of the block Z (round t0 + i for row i): out[i] =
@@ -200,6 +239,55 @@ KS_ENTRY(run_dist, DHEAD + 9, 18) {
     return dist_result(i, status, &st, &R, "run_dist");
 }
 
+KS_ENTRY(step_dist, 7, B_OWN + 3) {
+    /* step_dist(head, n, x, y, t, d2, k) -> (f, xx, status, n, idx), or None
+     * A whole round of the per-example path of a distance-row rule in one call: ||x||^2
+     * (sqnorm, as _ckernels sums it), the distances, Gaussian row and score, and the rule's
+     * update of round t: run_dist()'s code for one row, so the numbers are the block's by
+     * construction. head is the tuple of run_dist()'s DHEAD leading arguments, kept by the
+     * learner between rounds; its item n is stale (it changes with the store) and the argument
+     * n stands for it. A status DEFER_* hands (the rest of) the round to Python as run_dist()
+     * does, with the row's distances and kernel values in d2[:n] and k[:n]. None, with nothing
+     * changed, when x is not a float64 vector of the store's width or ||x||^2 is not finite
+     * (the caller's checks say what is wrong). */
+    PyObject *h = args[0];
+    if (!PyTuple_Check(h) || PyTuple_GET_SIZE(h) != DHEAD)
+        return PyErr_Format(PyExc_TypeError, "_ck_budget.step_dist: head must be a %d-tuple",
+                            DHEAD);
+    PyObject *hv[DHEAD];
+    for (Py_ssize_t i = 0; i < DHEAD; i++) hv[i] = PyTuple_GET_ITEM(h, i);
+    hv[7] = args[1];
+    DStore st;
+    DRule R;
+    if (parse_dhead(hv, b, &st, &R, "step_dist") < 0
+        || get_bufs(args, b + B_OWN + 1, "D5 d2, D6 k") < 0)
+        return NULL;
+    double y = PyFloat_AsDouble(args[3]);
+    int64_t t = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    if (n_items(&b[B_OWN + 1]) < st.cap || n_items(&b[B_OWN + 2]) < st.cap)
+        return PyErr_Format(PyExc_ValueError, "_ck_budget.step_dist: d2 or k is too short");
+    if (take_buf(args[2], &b[B_OWN], 0, 'd') != 0 || b[B_OWN].view.ndim != 1
+        || n_items(&b[B_OWN]) != st.d)
+        Py_RETURN_NONE; /* take_buf sets no exception */
+    const double *x = b[B_OWN].view.buf;
+    double xx = sqnorm(x, st.d);
+    if (!isfinite(xx)) Py_RETURN_NONE;
+    double *d2 = b[B_OWN + 1].view.buf, *k = b[B_OWN + 2].view.buf, f = 0.0;
+    if (st.n) {
+        dist_row(st.X, st.sqn, st.n, st.d, x, xx, st.g, st.g ? 0.0 : R.fst[0], R.nz, d2, k);
+        f = dot4(st.a, k, st.n);
+    }
+    int status = DRULES[R.code](&st, &R, x, xx, y, f, d2, k, t);
+    PyObject *r = dist_result(0, status, &st, &R, "step_dist");
+    if (r == NULL) return NULL;
+    /* (0, status, n, idx) -> (f, xx, status, n, idx) */
+    PyObject *out = Py_BuildValue("(ddOOO)", f, xx, PyTuple_GET_ITEM(r, 1), PyTuple_GET_ITEM(r, 2),
+                                  PyTuple_GET_ITEM(r, 3));
+    Py_DECREF(r);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     KS_METHOD(update, "update(code, store..., rule state..., x, xx, y, f, k, t) -> (n, norm2): "
                       "one round"),
@@ -207,8 +295,12 @@ static PyMethodDef methods[] = {
                            "n, idx): one round"),
     KS_METHOD(run_dist, "run_dist(code, store..., Z, zz, y, start, t0, out, nsv, d2, k) -> (i, "
                         "status, n, idx)"),
+    KS_METHOD(step_dist, "step_dist(head, n, x, y, t, d2, k) -> (f, xx, status, n, idx) or None: "
+                         "a whole round (norm, row, score, update)"),
     KS_METHOD(run, "run(code, store..., rule state..., Z, zz, y, t0, out, nsv) -> (n, norm2): "
                    "a block"),
+    KS_METHOD(step, "step(head, n, norm2, budget, x, y, t) -> (f, n, norm2) or None: a whole "
+                    "round (norm, row, score, update)"),
     {NULL, NULL, 0, NULL},
 };
 

@@ -33,7 +33,7 @@
 #include "_ck_common.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
-#define KF_ABI 2
+#define KF_ABI 3
 
 enum { FM_RFF = 0, FM_PROJ = 1, FM_ROW = 2, FM_DIST = 3 };
 
@@ -341,6 +341,47 @@ KS_ENTRY(run, 17, 13) {
     return failed ? NULL : Py_BuildValue("(nO)", i, fired ? Py_True : Py_False);
 }
 
+KS_ENTRY(step, 10, 9) {
+    /* step(map, w, x, y, trigger, step, shrink, k, z, work) -> (f, xx, fired), or None
+     * One round of run() on a single example, its norm included: xx = ||x||^2 (sqnorm, as
+     * _ckernels sums it), the features and score f, then with a number step the linear
+     * model's step of run() (w *= shrink when shrink != 1, w += (step * y) * z if the round
+     * fires: fired is then False, the round is done); with step None, fired says whether
+     * the round is the learner's to update, with its features in k and z. None, with
+     * nothing changed, when x is not a float64 vector of the map's width or xx is not finite
+     * (the caller's checks say what is wrong). */
+    FMap fm;
+    if (parse_map(args[0], b, &fm) < 0
+        || get_bufs(args, b + B_W, "D1 w") < 0
+        || get_bufs(args, b + B_Z, "D8 z, Q9 work, D7? k") < 0) /* x: b[B_X], below */
+        return NULL;
+    double y = PyFloat_AsDouble(args[3]), shrink = PyFloat_AsDouble(args[6]);
+    int trigger = (int)PyLong_AsLong(args[4]), c_step = args[5] != Py_None;
+    double step = c_step ? PyFloat_AsDouble(args[5]) : 0.0;
+    if (PyErr_Occurred()) return NULL;
+    if (take_buf(args[2], &b[B_X], 0, 'd') != 0 || b[B_X].view.ndim != 1
+        || n_items(&b[B_X]) != fm.d)
+        Py_RETURN_NONE; /* take_buf sets no exception */
+    if (check_sizes(&fm, b, fm.d, "step") < 0) return NULL;
+    const double *x = b[B_X].view.buf;
+    double xx = sqnorm(x, fm.d), *w = b[B_W].view.buf, *z = b[B_Z].view.buf;
+    if (!isfinite(xx)) Py_RETURN_NONE;
+    double f = fm_score(&fm, w, x, xx, (Py_ssize_t *)b[B_WORK].view.buf,
+                        b[B_K].held ? b[B_K].view.buf : NULL, z);
+    int fire = fires(trigger, y, f);
+    if (c_step) { /* run()'s step, as written there */
+        Py_ssize_t nw = fm_zlen(&fm);
+        if (shrink != 1.0)
+            for (Py_ssize_t j = 0; j < nw; j++) w[j] *= shrink;
+        if (fire) {
+            double c = step * y;
+            for (Py_ssize_t j = 0; j < nw; j++) w[j] += c * z[j];
+        }
+        fire = 0;
+    }
+    return Py_BuildValue("(ddO)", f, xx, fire ? Py_True : Py_False);
+}
+
 KS_ENTRY(grow, 23, 13) {
     /* grow(Xs, sqn, a, ids, s, n, kcode, p, degree, K, X, zz, y, start, stop, t0, eta, limit,
      *      norm2, out, nsv, k, work) -> (i, n, norm2)
@@ -516,6 +557,8 @@ static PyMethodDef methods[] = {
                       "learning"),
     KS_METHOD(run, "run(...) -> (i, fired): test-then-train up to the next round the learner "
                    "updates"),
+    KS_METHOD(step, "step(map, w, x, y, trigger, step, shrink, k, z, work) -> (f, xx, fired) "
+                    "or None: one round of run() with the norm of x"),
     KS_METHOD(grow, "grow(...) -> (i, n, norm2): a kernel OGD stage that stores its margin "
                     "errors up to a limit (NOGD's stage 1)"),
     KS_METHOD(cdf_search, "cdf_search(w, u) -> indices of the uniforms u in the cumulative "

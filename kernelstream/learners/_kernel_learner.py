@@ -12,7 +12,10 @@ A budget learner whose update is compiled too (``_ck_budget.c``) names it in
 :meth:`KernelLearner._rule_config`; its ``_update`` then hands each round to
 :meth:`KernelLearner._rule_update` and blocks run entirely in C. The attributes the update
 changes besides the store are listed in ``rule_ints`` / ``rule_floats`` (and the matrix
-``rule_matrix``), which the compiled update reads and writes."""
+``rule_matrix``), which the compiled update reads and writes: they live in the rule's state
+arrays (properties of the class), so no round copies them in or out. :meth:`KernelLearner.step`
+runs such a round in one compiled call (``bk.step``: the norm, the row, the score and the
+update, the block driver's per-row code) with the call's arguments kept between rounds."""
 
 from __future__ import annotations
 
@@ -49,8 +52,26 @@ class KernelLearner(Learner):
     kernel: str
     gamma: float
     degree: int
+    # bk.step's arguments kept between rounds (KernelLearner.step): None until a round builds
+    # them, and after anything that replaces an array they name; never pickled
+    _fused: tuple[Any, ...] | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for arrays, names in (("_rule_ist", "rule_ints"), ("_rule_fst", "rule_floats")):
+            if names in cls.__dict__:
+                for i, name in enumerate(cls.__dict__[names]):
+                    setattr(cls, name, compiled.rule_state(arrays, i, name))
+
+    def __getstate__(self) -> dict[str, Any]:
+        st = dict(self.__dict__)
+        st.pop("_fused", None)  # holds the bit generator's capsule, which does not pickle
+        return st
 
     def _setup(self, d: int) -> None:
+        # the rule's state arrays first: the subclass's _setup sets the attributes they hold
+        self._rule_ist = np.zeros(len(self.rule_ints), dtype=np.int64)
+        self._rule_fst = np.zeros(len(self.rule_floats))
         self.kern: Kernel = make_kernel(self.kernel, self.gamma, self.degree)
         cap = self.memory_bound() or 16  # a budget preallocates its store
         self.sv: AnyStore = make_store(d, cap + 1, self.sparse)
@@ -92,6 +113,7 @@ class KernelLearner(Learner):
             self._nzwork = np.empty(self.dim, dtype=np.int64)  # the example's non-zeros
             self._krow = np.empty(0)
         self._rule = -1  # compiled update: decided at the first round (after the subclass's setup)
+        self._fused = None
 
     def _rule_config(self) -> tuple[str, list[float]] | None:
         """``(name in compiled.RULES, its constants)`` of the compiled form of ``_update`` for
@@ -114,14 +136,12 @@ class KernelLearner(Learner):
                 self._rule_prm = np.array(cfg[1], dtype=np.float64)
                 self._rule_scratch = np.empty(0)
                 self._rule_trigger = compiled.TRIGGERS[self._update_trigger()]
-                self._rule_ist = np.zeros(len(self.rule_ints), dtype=np.int64)
-                self._rule_fst = np.zeros(len(self.rule_floats))
             self._rule = rule
         return rule
 
     def _rule_args(self) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray]:
         """The compiled update's leading arguments (store, kernel, constants, state), and the
-        state arrays it updates in place."""
+        state arrays it updates in place (the ``rule_ints`` / ``rule_floats`` attributes)."""
         sv = cast(SVStore, self.sv)  # compiled rules run on dense stores only
         cap = len(sv.a)
         if sv.n == cap:  # room for an append (C does not grow the store)
@@ -131,23 +151,33 @@ class KernelLearner(Learner):
             self._rule_scratch = np.empty(3 * cap)
         # the budget as of now: multi-kernel learners move their components' budgets
         self._rule_prm[0] = self.budget
-        ist, fst = self._rule_ist, self._rule_fst  # kept between calls: no allocation
-        for i, name in enumerate(self.rule_ints):
-            ist[i] = getattr(self, name)
-        for i, name in enumerate(self.rule_floats):
-            fst[i] = getattr(self, name)
+        ist, fst = self._rule_ist, self._rule_fst
         mat = getattr(self, self.rule_matrix) if self.rule_matrix else None
         return ((self._rule, sv.X, sv.sqn, sv.a, sv.ids, sv.s, sv.n, sv.norm2, self._kcode,
                  self._kp, self._kdeg, self._rule_prm, ist, fst, mat,
                  self.rng.bit_generator.capsule, self._rule_scratch, self._nzwork), ist, fst)
 
-    def _rule_done(self, ist: np.ndarray, fst: np.ndarray) -> None:
-        if self.rule_ints:
-            for name, v in zip(self.rule_ints, ist.tolist(), strict=True):
-                setattr(self, name, v)
-        if self.rule_floats:
-            for name, v in zip(self.rule_floats, fst.tolist(), strict=True):
-                setattr(self, name, v)
+    def step(self, x: Any, y: Any) -> float:
+        """Predict then learn; returns the pre-update score. With a compiled rule, a dense
+        float64 row and a label of ±1 (int or float) make one compiled call (``bk.step``),
+        whose arguments are kept while the arrays they name stay (the store's ``a`` is
+        replaced whenever the store grows or is restored; :meth:`_compiled_setup` drops them
+        on a restore); anything else, bad input included, takes :meth:`Learner.step`."""
+        fused = self._fused
+        if fused is not None and (type(y) is float or type(y) is int) and (y == 1 or y == -1):
+            sv = self.sv
+            if fused[3] is sv.a:
+                r = compiled.bk.step(fused, sv.n, sv.norm2, self.budget, x, y, self.t)
+                if r is not None:
+                    self._pending = None
+                    self.t += 1
+                    score: float
+                    score, sv.n, sv.norm2 = r
+                    return score
+        score = super().step(x, y)
+        if self._rule > 0 and self.task == "classification":  # the arguments of the next round
+            self._fused = self._rule_args()[0]
+        return score
 
     def _rule_update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         """One round's update by the compiled rule (the one the block driver runs). A round
@@ -159,12 +189,11 @@ class KernelLearner(Learner):
             if self._idle_scale != 1.0 and self.sv.n:
                 self.sv.scale(self._idle_scale)
             return
-        args, ist, fst = self._rule_args()
+        args = self._rule_args()[0]
         sv = self.sv
         sv.n, sv.norm2 = compiled.bk.update(
             *args, x if x.flags.c_contiguous else np.ascontiguousarray(x), xx, y, score,
             _NO_ROW if aux is None else aux, self.t)
-        self._rule_done(ist, fst)
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
         sv = self.sv
@@ -226,10 +255,9 @@ class KernelLearner(Learner):
             super()._learn_rows(X, zz, yv, out, n_sv)
             return
         if self._compiled_rule():  # the whole block in C, updates included
-            args, ist, fst = self._rule_args()
+            args = self._rule_args()[0]
             sv = self.sv
             sv.n, sv.norm2 = compiled.bk.run(*args, X, zz, yv, self.t, out, n_sv)
-            self._rule_done(ist, fst)
             self.t += X.shape[0]
             return
         trigger = compiled.TRIGGERS[self._update_trigger()]

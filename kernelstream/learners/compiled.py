@@ -121,7 +121,7 @@ def row_sqnorms(X: np.ndarray) -> np.ndarray:
 # a kernel OGD stage that stores its margin errors (NOGD's stage 1) with its update in C.
 # Same numerical rules as _ckernels.c.
 
-FEATURES_ABI = 2  # the _ck_features.c interface this module calls (its KF_ABI)
+FEATURES_ABI = 3  # the _ck_features.c interface this module calls (its KF_ABI)
 FM_RFF, FM_PROJ, FM_ROW, FM_DIST = 0, 1, 2, 3
 ALWAYS, MISTAKE, MARGIN = TRIGGERS["always"], TRIGGERS["mistake"], TRIGGERS["margin"]
 
@@ -249,12 +249,27 @@ class FeatureMapRounds(CompiledSqnorms):
 # bit given the same kernel row (the Projectron's K⁻¹k and kᵀK⁻¹k too: numpy sums them in the
 # compiled order, linalg.project_rows / linalg.dot4).
 
-BUDGET_ABI = 2  # the _ck_budget.c interface this module calls (its KB_ABI)
+BUDGET_ABI = 3  # the _ck_budget.c interface this module calls (its KB_ABI)
 RULES = {"rbp": 1, "forgetron": 2, "forgetron-p1": 3, "bogd": 4, "bogd-p1": 5, "bpa-s": 6,
          "projectron": 7, "projectron++": 8}
 
 
 bk: Any = _load_ext("_ck_budget", BUDGET_ABI)  # Any: as ``ck``
+
+
+def rule_state(arrays: str, i: int, name: str) -> property:
+    """The attribute ``name`` as item ``i`` of a compiled rule's state array ``arrays``
+    (``_rule_ist`` or ``_rule_fst``, made by the learner's set-up before it sets the
+    attribute): the array is the only copy, which the rule updates in place, so no round
+    copies the attributes in or out."""
+
+    def get(self: Any) -> Any:
+        return getattr(self, arrays).item(i)
+
+    def put(self: Any, v: Any) -> None:
+        getattr(self, arrays)[i] = v
+
+    return property(get, put, doc=f"{name}: item {i} of the compiled rule's {arrays}")
 
 #: The rules of the learners whose rows keep their distances (``bk.update_dist`` /
 #: ``bk.run_dist``), and what a rule did with a round: all of it, nothing (the learner's
@@ -293,12 +308,47 @@ class DistRuleRounds(FeatureMapRounds):
     compiled rule (:func:`run_dist_rule`) when they have one, else as
     :class:`FeatureMapRounds` runs it."""
 
+    _pending: tuple[bytes, float, Any] | None  # Learner's: the cache step clears
+
     def _learn_rows(self: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                     n_sv: np.ndarray | None) -> None:
         if self._compiled and self._rule:
             run_dist_rule(self, X, zz, yv, out, n_sv)
         else:
             cast(Any, super())._learn_rows(X, zz, yv, out, n_sv)
+
+    # step's kept arguments of bk.step_dist (the rule's head): None until a round builds them
+    # and after a set-up or restore (the learner's _setup drops them); never pickled
+    _fused: tuple[Any, ...] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        st = dict(self.__dict__)
+        st.pop("_fused", None)  # holds the bit generator's capsule, which does not pickle
+        return st
+
+    def step(self: Any, x: Any, y: Any) -> float:
+        """Predict then learn; returns the pre-update score. With a compiled rule, a dense
+        float64 row and a label of ±1 (int or float) make one compiled call (``bk.step_dist``:
+        the norm, the row, the score and the update, :func:`run_dist_rule`'s per-row code)
+        with the rule's head kept between rounds (its state arrays are the learner's
+        attributes); anything else, bad input included, takes ``Learner.step``."""
+        fused = self._fused
+        if (fused is not None and type(x) is np.ndarray and (type(y) is float or type(y) is int)
+                and (y == 1 or y == -1)):
+            d2, k = self._d2buf, self._kbuf
+            r = bk.step_dist(fused, self.n_support_vectors, x, y, self.t, d2, k)
+            if r is not None:
+                self._pending = None
+                score, xx, status, n, idx = r
+                self._dist_done(n, fused[9], fused[10])
+                if status != DONE:
+                    self._deferred(x, xx, float(y), score, d2[:n], k[:n], status, idx)
+                self.t += 1
+                return cast(float, score)
+        score = cast(Any, super()).step(x, y)
+        if self._rule and not self.sparse:  # the head of the next rounds
+            self._fused = self._dist_args()[0]
+        return cast(float, score)
 
     def _rule_update(self: Any, x: np.ndarray, xx: float, y: float, score: float,
                      d2: np.ndarray, k: np.ndarray) -> None:
@@ -349,12 +399,11 @@ om: Any = _load_ext("_ck_omkc", OMKC_ABI) if bk is not None else None
 
 
 def _omkc_head(c: Any) -> tuple[tuple[Any, ...], Any]:
-    """A component's head for ``om.run`` (its store with room for an append) and what to
-    hand back to it after the block: its rule's state arrays, or None for a polynomial BPA-S
-    (no rule in _ck_budget; _ck_omkc.c has it, from a head of BPA-S's compiled rule)."""
+    """A component's head for ``om.run`` (its store with room for an append) and whether it
+    has a compiled rule (whose state arrays ``om.run`` updates in place): None for a polynomial
+    BPA-S (no rule in _ck_budget; _ck_omkc.c has it, from a head of BPA-S's compiled rule)."""
     if c._compiled_rule():
-        args, ist, fst = c._rule_args()  # grows a full store
-        return args, (ist, fst)
+        return c._rule_args()[0], True  # grows a full store
     sv = c.sv
     if len(sv.a) == sv.n:
         sv._grow()
@@ -389,8 +438,6 @@ def omkc_rounds(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out
                                   out_n)
         for k, c in enumerate(comps):
             c.sv.n, c.sv.norm2 = int(out_n[k]), norms[k]
-            if back[k] is not None:
-                c._rule_done(*back[k])
             c.t, c.budget = int(ct[k]), int(budgets[k])
         learner._refresh_theta()
         if j > i:  # the vote, as Combination._vote computes it (np.dot per row)

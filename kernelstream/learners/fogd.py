@@ -8,7 +8,7 @@ Zhang & Liao (ICML 2019, SkeGD).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -142,6 +142,22 @@ class FOGD(compiled.CompiledSqnorms, Learner):
                         compiled.MARGIN, self.eta * self._c, 1.0, out, n_sv, 0, None,
                         self._zbuf, self._nzwork, None)
         self.t += rows
+
+    def step(self, x: Any, y: Any) -> float:
+        """Predict then learn; returns the pre-update score. With the compiled map and the
+        hinge loss, a dense float64 row and a label of ±1 (int or float) make one compiled
+        call (``fk.step``: the norm, ``z``, the score and the step of ``w``, as the block
+        driver does them); anything else, bad input included, takes :meth:`Learner.step`."""
+        if (self.dim is not None and self._compiled and self._hinge
+                and (type(y) is float or type(y) is int) and (y == 1 or y == -1)):
+            r = compiled.fk.step(compiled.rff_map(self._omega_t, self._c), self.w, x, y,
+                                 compiled.MARGIN, self.eta * self._c, 1.0, None, self._zbuf,
+                                 self._nzwork)
+            if r is not None:
+                self._pending = None
+                self.t += 1
+                return cast(float, r[0])
+        return super().step(x, y)
 
     def _step_checked(self, x: np.ndarray, xx: float, y: float) -> float:
         if not (self._compiled and self._hinge):

@@ -9,7 +9,7 @@ kernel selection", Machine Learning 111, 2022; rules and constants of the code [
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from kernelstream.learners.registry import register
 NU: dict[str, float] = {"logistic": 1.0 / 7.0, "square": 0.25, "absolute": 0.2}
 _LOSS_CODES = {"logistic": 0, "square": 1, "absolute": 2}  # _ck_experts.c's
 _UNIFORMS = 4096  # uniforms drawn per call of the compiled block at most
+_NO_U = np.empty(0)  # no uniforms: a round at the budget draws none
 
 
 @register
@@ -126,6 +127,7 @@ class LKMBooks(WeightedWidths, Learner):
         self.p = np.full(self.K, 1.0 / self.K)
         self.gmax = 1.0
         self._tune_horizon()
+        self._fused = None  # step's arguments, of the parameters before a restore
 
     def _retune(self, T: int) -> None:
         nu, B, K = self._nu, self.budget, self.K
@@ -175,6 +177,54 @@ class LKMBooks(WeightedWidths, Learner):
                 self.sqn[n] = xx
                 self.a[n] = -self._lam * g / prob
                 self.n = n + 1
+
+    # -- compiled rounds --------------------------------------------------------------------
+    # step's kept arguments of ek.lkm_run: (T they were derived for, consts, neg γ, loss code,
+    # 1-row zz, y and out, scratch); never pickled (rebuilt by the next step)
+    _fused: tuple[Any, ...] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        st = dict(self.__dict__)
+        st.pop("_fused", None)
+        return st
+
+    def step(self, x: Any, y: Any) -> float:
+        """Predict then learn; returns the pre-update score. With the compiled blocks, a dense
+        float64 row and a label of ±1 (int or float) run as a block of one row
+        (``ek.lkm_run``, the block's code and numbers) with its arguments kept between rounds;
+        a round it leaves to Python (the first points, a retune, the hedge's log-domain
+        fallback), and anything else, bad input included, takes :meth:`Learner.step`."""
+        ek = compiled.ek
+        if (ek is not None and self.dim is not None and (type(y) is float or type(y) is int)
+                and (y == 1 or y == -1) and 2 <= self.K <= 128 and self.dim >= 2
+                and self.n >= 2 and (self.horizon is not None or self.t < self._T)):
+            xx = self._fast_sqnorm(x)
+            if xx - xx == 0.0:  # the fast lane's row, finite
+                c = self._fused
+                if c is None or c[0] != self._T:
+                    c = self._fused = self._lkm_args()
+                _, consts, neg, code, zz1, y1, out1, work = c
+                zz1[0], y1[0] = xx, y
+                rng, u, saved = self.rng, _NO_U, None
+                if self.n < self.budget:  # the round's uniform, drawn as _update draws it
+                    saved = rng.bit_generator.state
+                    u = rng.random(1)
+                j, self.n, self.gmax, used, _ = ek.lkm_run(
+                    x.reshape(1, -1), zz1, y1, 0, 1, self.t + 1, out1, None, self.X, self.sqn,
+                    self.a, self.p, neg, self.n, self.gmax, consts, code, u, *work)
+                if j == 1:
+                    self._pending = None
+                    self.t += 1
+                    return cast(float, out1.item(0))
+                if saved is not None and used == 0:  # the Python round draws it again
+                    rng.bit_generator.state = saved
+        return super().step(x, y)
+
+    def _lkm_args(self) -> tuple[Any, ...]:
+        B, K = self.budget, self.K
+        return (self._T, np.array([B, self._lam, self._rate, self._pden, self._nu]),
+                -self.widths.gammas, _LOSS_CODES[self.loss], np.empty(1), np.empty(1),
+                np.empty(1), (np.empty(B), np.empty(K * B), np.empty(K), np.empty(K)))
 
     # -- compiled blocks --------------------------------------------------------------------
     def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,

@@ -14,7 +14,7 @@ import numpy as np
 
 from kernelstream.learners import compiled
 from kernelstream.learners._kernel_learner import KernelLearner
-from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Param, positive
+from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Learner, Param, positive
 from kernelstream.learners.linalg import PINV_ATOL, PINV_RTOL, gram_append, top_eigh
 from kernelstream.learners.registry import register
 from kernelstream.learners.store import SVStore
@@ -175,6 +175,26 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
         if y * float(self._w @ z) < 1.0:  # zero init: always; carry: as the stage-1 score
             self._w += (self._eta2 * y) * z
 
+    def step(self, x: Any, y: Any) -> float:
+        """Predict then learn; returns the pre-update score. In stage 2 on compiled rounds, a
+        dense float64 row and a label of ±1 (int or float) make one compiled call
+        (``fk.step``: the norm, ``z = M k``, the score and the step of ``w``, as the block
+        driver does them) with the stage's map kept (:meth:`_set_projection` drops it);
+        anything else, bad input included, takes :meth:`Learner.step`."""
+        fmap = self._fused
+        if fmap is not None and (type(y) is float or type(y) is int) and (y == 1 or y == -1):
+            r = compiled.fk.step(fmap, self._w, x, y, compiled.MARGIN, self._eta2, 1.0,
+                                 self._kbuf, self._zbuf, self._nzwork)
+            if r is not None:
+                self._pending = None
+                self.t += 1
+                return cast(float, r[0])
+        # Learner's step: KernelLearner's fused round is a compiled rule's (NOGD has none)
+        score = Learner.step(self, x, y)
+        if self._stage2 and self._compiled and not self.sparse:  # the map of the next rounds
+            self._fused = self._fmap()
+        return score
+
     def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                    n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:
         """Compiled rounds from row ``i``. Stage 2's update is the step w += η₂ y z on margin
@@ -213,6 +233,7 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
         """``M_N`` (``r × B``), and for the compiled map its transpose (the ``r`` features
         then accumulate side by side)."""
         self._M = np.ascontiguousarray(M)
+        self._fused = None  # step's map: of the old projection
         if self._compiled:
             self._Mt = compiled.padded_t(self._M)
 

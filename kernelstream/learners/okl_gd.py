@@ -116,8 +116,17 @@ class OKLGD(IntervalWidthLearner):
         self._sig_lo = _sigma(self.gamma_max)
         self._sig_hi = _sigma(self.gamma_min)
 
+    # the state the compiled rule updates lives in its arrays (no copy to sync per round)
+    head = compiled.rule_state("_rule_ist", 0, "head")  # slot of the oldest centre once full
+    last = compiled.rule_state("_rule_ist", 1, "last")  # slot of the most recent centre
+    e_last = compiled.rule_state("_rule_fst", 0, "e_last")
+    sigma = compiled.rule_state("_rule_fst", 1, "sigma")  # the running width σ
+
     def _setup(self, d: int) -> None:
         B = self.budget
+        self._rule_ist = np.zeros(2, dtype=np.int64)  # head, last
+        self._rule_fst = np.zeros(2)  # e_last, sigma
+        self._fused = None  # step's head: of the arrays before
         self.X = np.zeros((B, d))
         self.sqn = np.zeros(B)
         self.a = np.zeros(B)
@@ -138,9 +147,6 @@ class OKLGD(IntervalWidthLearner):
         if self._rule:
             self._rule_prm = np.array([B, self.eta, self.rho, self._sig_lo, self._sig_hi])
             self._rule_scratch = np.empty(2 * B)
-            # the rule's state arrays, refilled per call (no allocation on the per-row path)
-            self._rule_ist = np.empty(2, dtype=np.int64)
-            self._rule_fst = np.empty(2)
 
     @property
     def kernel_gamma(self) -> float | None:
@@ -210,15 +216,11 @@ class OKLGD(IntervalWidthLearner):
     def _dist_args(self) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray]:
         """The compiled rule's leading arguments, and its state arrays (updated in place)."""
         ist, fst = self._rule_ist, self._rule_fst
-        ist[0], ist[1] = self.head, self.last
-        fst[0], fst[1] = self.e_last, self.sigma
         return ((self._rule, self.X, self.sqn, self.a, self.g, None, None, self.n,
                  self._rule_prm, ist, fst, None, self._rule_scratch, self._nzwork), ist, fst)
 
     def _dist_done(self, n: int, ist: np.ndarray, fst: np.ndarray) -> None:
-        self.n = n
-        self.head, self.last = ist.tolist()
-        self.e_last, self.sigma = fst.tolist()
+        self.n = n  # head, last, e_last, sigma: in ist, fst already
 
     def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                    n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:

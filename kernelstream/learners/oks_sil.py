@@ -314,7 +314,13 @@ class OKSSIL(IntervalWidthLearner):
     nu: float
     recheck_margin: bool
 
+    # γ lives in the compiled rule's float state (no copy to sync per round)
+    current_gamma = compiled.rule_state("_rule_fst", 0, "current_gamma")
+
     def _setup(self, d: int) -> None:
+        self._rule_ist = np.zeros(0, dtype=np.int64)
+        self._rule_fst = np.zeros(1)  # γ
+        self._fused = None  # step's head: of the arrays before
         self.sv = SVStore(d, capacity=self.budget)
         self.sv.norm2 = math.nan  # not tracked: the kernel changes (see class docstring)
         self.current_gamma = paper_initial_gamma(self.rng) if self.random_init else self.gamma
@@ -496,15 +502,13 @@ class OKSSIL(IntervalWidthLearner):
     def _dist_args(self) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray]:
         """The compiled rule's leading arguments, and its state arrays (updated in place)."""
         sv = self.sv
-        ist = np.empty(0, dtype=np.int64)
-        fst = np.array([self.current_gamma])
+        ist, fst = self._rule_ist, self._rule_fst
         return ((self._rule, sv.X, sv.sqn, sv.a, None, sv.ids, sv.s, sv.n, self._rule_prm,
                  ist, fst, self.rng.bit_generator.capsule, self._rule_scratch, self._nzwork),
                 ist, fst)
 
     def _dist_done(self, n: int, ist: np.ndarray, fst: np.ndarray) -> None:
-        self.sv.n = n
-        self.current_gamma = float(fst[0])
+        self.sv.n = n  # γ: in fst already
 
     def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                    n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:
@@ -537,4 +541,5 @@ class OKSSIL(IntervalWidthLearner):
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
         assert self.dim is not None  # for mypy: set_state fixes it first
         self.sv = SVStore.from_state(state, "sv.", self.dim, capacity=self.budget)
+        self._fused = None  # step's head names the store's arrays
         self.current_gamma = float(state["oks_sil.gamma"])

@@ -352,6 +352,24 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
             return
         self._initialize(score, aux, g)
 
+    def step(self, x: Any, y: Any) -> float:
+        """Predict then learn; returns the pre-update score. A stage-2 round that is not an
+        update round, with the hinge loss and without the quirks, on compiled rounds, a dense
+        float64 row and a label of ±1 (int or float), is one compiled call (``fk.step``: the
+        norm, ``φ``, the score, the shrink and the step of ``w``, as the block driver takes
+        them); anything else, bad input included, takes :meth:`Learner.step`."""
+        if (self.dim is not None and self._stage == 2 and self._compiled
+                and (type(y) is float or type(y) is int) and (y == 1 or y == -1)
+                and self.loss == "hinge" and not self.reference_quirks
+                and self._rounds_to_update() > 0):
+            r = compiled.fk.step(self._fmap(), self._w, x, y, compiled.MARGIN, self.eta,
+                                 self._shrink, self._kbuf, self._zbuf, self._nzwork)
+            if r is not None:
+                self._pending = None
+                self.t += 1
+                return cast(float, r[0])
+        return cast(float, super().step(x, y))
+
     def _run_block(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                    n_sv: np.ndarray | None, i: int, fired: Any) -> tuple[int, Any]:
         """Compiled rounds from row ``i``. Stage 2 with the hinge loss: a round that is not an
