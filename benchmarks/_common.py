@@ -36,6 +36,7 @@ from typing import Any, TypeVar  # noqa: E402
 import numpy as np  # noqa: E402
 
 from kernelstream import evaluate, learners  # noqa: E402
+from kernelstream.engine.prequential import PrequentialPass, predicted_labels  # noqa: E402
 from kernelstream.experiments import datasets as _datasets  # noqa: E402
 from kernelstream.experiments import report as _report  # noqa: E402
 from kernelstream.seeding import learner_seed, permutation  # noqa: E402
@@ -136,22 +137,16 @@ def permuted(X: np.ndarray, y: np.ndarray, base_seed: int, r: int,
     return np.ascontiguousarray(X[perm]), y[perm]
 
 
-def predicted_labels(model: Any, scores: np.ndarray) -> np.ndarray:
-    """±1 predictions of a prequential pass: the sign of each score, and for a zero score the
-    learner's tie label ``predict_label(0.0)``."""
-    tie = model.predict_label(0.0)
-    return np.where(scores > 0, 1.0, np.where(scores < 0, -1.0, tie))
-
-
 def run_prequential(spec: RunSpec, X: np.ndarray, y: np.ndarray) -> RunResult:
-    """Test-then-train over permutation ``r`` (shared seeding); times only the learning loop."""
+    """Test-then-train over permutation ``r`` (shared seeding): the engine's pass
+    (:class:`~kernelstream.engine.prequential.PrequentialPass`) in one block, its mistakes by
+    the engine's outcome rule; times only the learning loop."""
     Xp, yp = permuted(X, y, spec.base_seed, spec.r, spec.rows, spec.dataset)
     m = learners.make(spec.learner, seed=learner_seed(spec.base_seed, spec.r, spec.learner),
                       **spec.params)
-    t0 = time.perf_counter()
-    scores = m.predict_learn_many(Xp, yp)
-    secs = time.perf_counter() - t0
-    wrong = predicted_labels(m, scores) != yp
+    run = PrequentialPass(m, Xp, yp, block_size=max(1, len(yp))).run()
+    secs = run.seconds
+    wrong = predicted_labels(m, run.scores) != yp
     extra: dict[str, Any] = {}
     if hasattr(m, "init_round"):
         # two-stage learners (SkeGD): also the mistakes made after the switch round T₀ over

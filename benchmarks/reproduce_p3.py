@@ -38,6 +38,7 @@ import numpy as np
 from _common import SIGMA_EXPONENTS, fmt_params, load_dataset, permuted
 
 from kernelstream import learners
+from kernelstream.engine.prequential import PrequentialPass, predicted_labels
 from kernelstream.experiments.p3 import BUDGET, DATASETS_P3, TABLES
 from kernelstream.learners.kernels import kernel_alignment
 from kernelstream.pipelines.cli import main as kernelstream_main
@@ -92,8 +93,8 @@ def _score_run(learner: str, params: dict[str, Any], X: np.ndarray, y: np.ndarra
                seed: Any) -> tuple[float, float]:
     """(mistake %, average hinge loss) of one prequential pass over ``X`` in its order."""
     m = learners.make(learner, seed=seed, **params)
-    s = m.predict_learn_many(X, y)
-    pred = _common.predicted_labels(m, s)
+    s = PrequentialPass(m, X, y, block_size=max(1, len(y))).run().scores
+    pred = predicted_labels(m, s)
     return 100.0 * float(np.mean(pred != y)), float(np.mean(np.maximum(0.0, 1.0 - y * s)))
 
 
