@@ -1,20 +1,34 @@
-"""The test-then-train loop: the one place a learner is run over a stream (no Beam).
+"""The test-then-train step and loop: the one place a learner is run over a stream (no Beam).
+
+The step (score a row with the hypothesis as it stands, then learn it) and the outcome rule
+(predicted label, mistake, loss of a pre-update score) are written here once, in the forms
+their callers need, and nowhere else:
+
+* :func:`step_block` (a block, row by row) and :func:`step_row` (one row): the learner's
+  ``predict_learn_many`` and ``step``, the same per-round code, bit-identical whatever the
+  block sizes;
+* :func:`score_row` and :func:`learn_row`: the two halves of the step apart in time, for a
+  live event predicted on arrival and learnt when its label comes
+  (:mod:`kernelstream.engine.events`);
+* :func:`predicted_labels` / :func:`predicted_label` (the tie rule), :func:`judge` /
+  :func:`judge_one` (mistakes and losses) and :func:`outcomes`.
 
 :class:`PrequentialPass` feeds a learner consecutive blocks of rows through its batch path
 ``predict_learn_many``, which scores every row with the hypothesis as it stands and then learns
 it, and is bit-identical to the per-example loop whatever the block sizes. It keeps the
 pre-update scores and the seconds spent inside ``predict_learn_many`` only. Every driver runs
 it: the in-memory evaluation (``kernelstream.engine.evaluate``: permutations, adaptive blocks,
-progress lines), the adversarial streams (``kernelstream.engine.orders``) and one block of a stream
-at a time (:class:`~kernelstream.engine.replay.core.ReplayLearner`, used by the loop runner and the
-Beam DoFn). :func:`outcomes` turns scores into predicted labels, mistakes and losses the same way
-for all.
+progress lines), the adversarial streams (``kernelstream.engine.orders``), one block of a stream
+at a time (:class:`~kernelstream.engine.replay.core.ReplayLearner`, used by the loop runner and
+the Beam DoFn) and the speed benchmarks' passes. The live engine calls the step's functions per
+event.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +91,7 @@ class PrequentialPass:
             error = None
             t0 = time.perf_counter()
             try:
-                self.scores[lo:hi] = self.model.predict_learn_many(Xb, yb)
+                self.scores[lo:hi] = step_block(self.model, Xb, yb)
             except ValueError as exc:
                 if not self.skip_rejected:
                     raise
@@ -96,6 +110,41 @@ class PrequentialPass:
         return self
 
 
+# -- the step ----------------------------------------------------------------------------------
+
+
+def step_block(model: Learner, X: Any, y: Any, n_sv: np.ndarray | None = None) -> np.ndarray:
+    """Test then train over a block: each row scored with the hypothesis as the rows before it
+    left it, then learnt; the pre-update scores (``n_sv``: the support vectors after each row
+    into it). Bit-identical to :func:`step_row` row by row. A ``ValueError`` of the block's
+    validation comes before any update (the learner is unchanged)."""
+    return model.predict_learn_many(X, y, n_sv=n_sv)
+
+
+def step_row(model: Learner, x: Any, y: Any) -> float:
+    """Test then train on one labelled row: its pre-update score."""
+    return model.step(x, y)
+
+
+def score_row(model: Learner, x: Any) -> float:
+    """The first half of a step apart in time: ``x`` scored with the hypothesis as it stands.
+    The learner's score cache (the round's work kept for a ``learn_one`` of the same x, e.g.
+    OKS's random kernel draw) is dropped, so the later :func:`learn_row` scores afresh, as a
+    model restored in between (which has no cache) does: the result does not depend on a
+    restart."""
+    score = model.predict_one(x)
+    model._pending = None
+    return score
+
+
+def learn_row(model: Learner, x: Any, y: Any) -> None:
+    """The second half: learn the labelled row ``x`` with the hypothesis as it stands now."""
+    model.learn_one(x, y)
+
+
+# -- the outcome rule ---------------------------------------------------------------------------
+
+
 def learner_loss(learner: Learner) -> Loss:
     """The loss a prequential run measures: the learner's training loss when it has one (a
     ``loss`` parameter or attribute), else hinge for classification and square loss
@@ -108,18 +157,54 @@ def learner_loss(learner: Learner) -> Loss:
     return get_loss("square" if learner.task == "regression" else "hinge")
 
 
+def predicted_label(model: Learner, score: float) -> float:
+    """What a pre-update ``score`` predicts: the learner's ``predict_label`` (its tie rule for a
+    zero score) for classification, the score itself for regression."""
+    return model.predict_label(score) if model.task == "classification" else score
+
+
+def predicted_labels(model: Learner, scores: np.ndarray) -> np.ndarray:
+    """:func:`predicted_label` of every score (regression: ``scores`` itself). The base class's
+    ``predict_label`` (the sign; ``tie`` for zero and NaN) is applied as one array
+    expression, another learner's row by row."""
+    if model.task != "classification":
+        return scores
+    if type(model).predict_label is Learner.predict_label:
+        tie = model.predict_label(0.0)
+        return np.where(scores > 0.0, 1.0, np.where(scores < 0.0, -1.0, tie))
+    return np.fromiter(map(model.predict_label, scores.tolist()), np.float64,
+                       count=int(scores.shape[0]))
+
+
+def judge(model: Learner, scores: np.ndarray, y: np.ndarray,
+          loss_fn: Callable[[float, float], float] | None = None,
+          ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """``(predicted, wrong, loss)`` of pre-update ``scores`` against labels ``y``:
+    :func:`predicted_labels`, ``predicted != y`` (booleans; None for regression) and each
+    row's ``loss_fn(score, y)`` (default :func:`learner_loss`'s). :func:`judge_one` of each
+    row."""
+    predicted = predicted_labels(model, scores)
+    wrong = predicted != y if model.task == "classification" else None
+    if loss_fn is None:
+        loss_fn = learner_loss(model).value
+    loss = np.fromiter(map(loss_fn, scores.tolist(), y.tolist()), np.float64,
+                       count=int(scores.shape[0]))
+    return predicted, wrong, loss
+
+
+def judge_one(classify: bool, score: float, predicted: float, y: float,
+              loss_fn: Callable[[float, float], float]) -> tuple[bool | None, float]:
+    """:func:`judge` of one row whose ``predicted`` value (:func:`predicted_label`) was made
+    earlier: ``(wrong, loss)``, ``wrong`` None for regression (``classify`` false)."""
+    return (predicted != y if classify else None), float(loss_fn(score, y))
+
+
 def outcomes(model: Learner, scores: np.ndarray,
              y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(predicted, mistake, loss)`` of pre-update ``scores`` against labels ``y``: the
-    learner's own ``predict_label`` (its tie rule) and mistakes 1/0 for classification, the
-    score itself and mistake -1 for regression; the loss is :func:`learner_loss`'s."""
-    n = int(scores.shape[0])
-    if model.task == "classification":
-        predicted = np.fromiter(map(model.predict_label, scores.tolist()), np.float64, count=n)
-        mistake = (predicted != y).astype(np.int8)
-    else:
-        predicted = scores.copy()
-        mistake = np.full(n, -1, dtype=np.int8)
-    loss_fn = learner_loss(model).value
-    loss = np.fromiter(map(loss_fn, scores.tolist(), y.tolist()), np.float64, count=n)
-    return predicted, mistake, loss
+    """``(predicted, mistake, loss)`` of pre-update ``scores`` against labels ``y``, as the
+    replay's outputs hold them: :func:`judge`'s, with mistakes 1/0 (``int8``) for
+    classification and -1 for regression."""
+    predicted, wrong, loss = judge(model, scores, y)
+    if wrong is None:  # regression: the arrays belong to the caller, apart from ``scores``
+        return scores.copy(), np.full(int(scores.shape[0]), -1, dtype=np.int8), loss
+    return predicted, wrong.astype(np.int8), loss

@@ -7,7 +7,7 @@ one loop: :meth:`StreamEngine.route` parses a Kafka record once and names the mo
 
 Messages (key = event id, UTF-8; a record without key is a dead letter): how a record is
 parsed and which models it goes to is :mod:`kernelstream.engine.live.routing`, the half of
-the engine that :class:`StreamEngine` extends with the per-model processing below.
+the engine that :class:`StreamEngine` holds (``router``) beside the per-model processing below.
 
 What a model does with a record at timestamp ``t`` (milliseconds), in this order
     0. A record at or before the model's last applied offset of its partition
@@ -20,15 +20,16 @@ What a model does with a record at timestamp ``t`` (milliseconds), in this order
     2. Ids resolved at least ``label_ttl_ms`` ago (clock time) are forgotten; then every pending
        event with ``event_ts + ttl <= clock`` expires, in (deadline, position) order, as an
        ``unlabeled`` row (``expired_at_ms`` = the clock) and is remembered as expired for ttl.
-    3. The record itself:
-       * unlabelled feature record: ``score = learner.predict_one(x)``, a ``predictions`` row,
+    3. The record itself, through the step and outcome rule of
+       :mod:`kernelstream.engine.prequential` (the replay's too):
+       * unlabelled feature record: ``score = score_row(learner, x)``, a ``predictions`` row,
          and the event waits (x, score, predicted label, event time, prediction position);
-       * labelled feature record: ``learner.step(x, y)`` (the base class's one-row
-         test-then-train, the same per-round code as ``predict_learn_many``), a prediction row
+       * labelled feature record: ``step_row(learner, x, y)`` (the learner's one-row
+         test-then-train, the same per-round code as ``step_block``), a prediction row
          and an ``outcomes`` row with delay 0;
-       * label record for a pending id: ``learner.learn_one(x, y)`` on the stored x, and an
+       * label record for a pending id: ``learn_row(learner, x, y)`` on the stored x, and an
          outcome row: the score and predicted label made on arrival, the label, ``mistake``
-         (classification), ``loss = learner_loss(learner).value(score, y)``, ``delay_ms`` =
+         (classification) and ``loss`` (``judge_one``), ``delay_ms`` =
          label timestamp - event timestamp, and the number of support vectors after learning.
     Learning order is therefore label arrival order; predictions use the model as it is, and
     the update at label time scores x with the model as it is then. A model's learner is made
@@ -39,10 +40,9 @@ What a model does with a record at timestamp ``t`` (milliseconds), in this order
     already labelled ("duplicate label"). A ``ValueError`` of the learner is a dead letter of
     stage ``learn`` and the run goes on. Parse errors are dead letters of :meth:`route`.
 
-    The learner's score cache (``predict_one`` keeps the round's work, e.g. OKS's random
-    kernel draw, for the next ``learn_one`` of the same x) is dropped after each prediction,
-    so a label always learns from a fresh score: a restored state (which has no cache)
-    continues bit for bit.
+    ``score_row`` drops the learner's score cache (the round's work ``predict_one`` keeps for
+    the next ``learn_one`` of the same x, e.g. OKS's random kernel draw), so a label always
+    learns from a fresh score: a restored state (which has no cache) continues bit for bit.
 
 Counts add up: every routed (record, model) that is not skipped gives a prediction, an outcome,
 both (a labelled event) or one dead letter; per model ``predictions = outcomes + unlabeled +
@@ -96,6 +96,8 @@ from kernelstream.engine.live.routing import (
 )
 from kernelstream.engine.live.rows import (
     OUTPUTS,
+    OutcomeRow,
+    PredictionRow,
     Repeat,
     RowBlock,
     Rows,
@@ -107,7 +109,16 @@ from kernelstream.engine.live.state import EXPIRED, LABELLED, ModelState, Pendin
 from kernelstream.engine.live.state import cut_state as _cut_state
 from kernelstream.engine.live.state import decode_state as _decode_state
 from kernelstream.engine.live.state import encode_state as _encode_state
-from kernelstream.engine.prequential import learner_loss
+from kernelstream.engine.prequential import (
+    judge,
+    judge_one,
+    learn_row,
+    learner_loss,
+    predicted_label,
+    score_row,
+    step_block,
+    step_row,
+)
 from kernelstream.engine.replay.core import selects_kernels
 from kernelstream.learners.base import Learner
 from kernelstream.sparse import CSR
@@ -143,11 +154,11 @@ class Outputs:
         self.unlabeled: list[dict[str, Any]] = []
         self.metrics: list[dict[str, Any]] = []
         self.dead_letters: list[dict[str, Any]] = []
-        # rows of the model being processed, one tuple each (PREDICTION_FIELDS,
-        # OUTCOME_FIELDS), until they become a block (_flush)
+        # rows of the model being processed, one named row each, until they become a
+        # block of columns (_flush)
         self._model: tuple[str, str, str | None] = ("", "", None)
-        self._p: list[tuple[Any, ...]] = []
-        self._o: list[tuple[Any, ...]] = []
+        self._p: list[PredictionRow] = []
+        self._o: list[OutcomeRow] = []
 
     def __getitem__(self, name: str) -> Any:
         return getattr(self, name)
@@ -162,27 +173,40 @@ class Outputs:
         self._model = (st.key, st.config, st.entity)
 
     def _flush(self) -> None:
-        """The pending row tuples as blocks of the current model."""
+        """The pending named rows as blocks (a named row of columns each) of the current
+        model."""
         if self._p:
             self.predictions.append(RowBlock("predictions", *self._model,
-                                             list(zip(*self._p, strict=True))))
+                                             PredictionRow._make(zip(*self._p, strict=True))))
             self._p = []
         if self._o:
             self.outcomes.append(RowBlock("outcomes", *self._model,
-                                          list(zip(*self._o, strict=True))))
+                                          OutcomeRow._make(zip(*self._o, strict=True))))
             self._o = []
 
 
-class StreamEngine(StreamRouter):
-    """Routing (:class:`~kernelstream.engine.live.routing.StreamRouter`) and processing of a
-    stream's records (see the module docstring)."""
+class StreamEngine:
+    """Routing (by its :class:`~kernelstream.engine.live.routing.StreamRouter`, ``router``)
+    and processing of a stream's records (see the module docstring)."""
 
     def __init__(self, spec: LiveSpec) -> None:
-        super().__init__(spec)
+        self.spec = spec
+        self.router = StreamRouter(spec)
         self.ttl = int(spec.label_ttl_ms)
         self.window = int(spec.metrics_window_ms)
         self.configs = {c.label: c for c in spec.configs}
         self._losses: dict[str, Any] = {}  # config name -> loss function of its learners
+
+    # -- routing: the router's (once per record, or per reader call) ----------------------
+    def route(self, rec: SourceRecord) -> list[tuple[str, ParsedRecord]] | dict[str, Any]:
+        """:meth:`StreamRouter.route <kernelstream.engine.live.routing.StreamRouter.route>`."""
+        return self.router.route(rec)
+
+    def route_many(self, records: Iterable[SourceRecord]
+                   ) -> tuple[dict[str, EventBatch], list[dict[str, Any]]]:
+        """:meth:`StreamRouter.route_many
+        <kernelstream.engine.live.routing.StreamRouter.route_many>`."""
+        return self.router.route_many(records)
 
     # -- state -------------------------------------------------------------------------------
     def new_state(self, model_key: str, learner: Any = None) -> ModelState:
@@ -362,7 +386,7 @@ class StreamEngine(StreamRouter):
         before = m.t
         t0 = time.perf_counter()
         try:
-            scores = m.predict_learn_many(X, y, n_sv=n_sv[1:])
+            scores = step_block(m, X, y, n_sv[1:])
         except ValueError:
             if m.t != before:
                 raise  # not a bad row: the learner failed half way (as ReplayLearner does)
@@ -405,25 +429,20 @@ class StreamEngine(StreamRouter):
         st.records += k - 1
         # step 3: a prediction and an outcome row each
         ids = b.event_id[i:end]
-        predicted, mistake, loss = self._judge(st, m, scores, y, k)
-        pos = np.arange(st.position, st.position + k, dtype=np.int64)
-        learn_pos = np.arange(st.learnt, st.learnt + k, dtype=np.int64)
-        st.position += k
-        st.learnt += k
-        w.predictions += k
-        w.outcomes += k
-        w.losses.extend(loss.tolist())
-        w.delays.extend(itertools.repeat(0, k))
+        predicted, mistake, loss, pos, learn_pos = self._judge(
+            st, m, scores, y, itertools.repeat(0, k))
         topic: Any = Repeat(b.topic[i]) if single else list(b.topic[i:end])
         part: Any = Repeat(b.partition[i]) if single else list(b.partition[i:end])
         key, config, entity = out._model
-        out.predictions.append(RowBlock(
-            "predictions", key, config, entity,
-            (ids, pos, ts, topic, part, off, scores, predicted, n_sv[:k], Repeat(True))))
-        out.outcomes.append(RowBlock(
-            "outcomes", key, config, entity,
-            (ids, learn_pos, pos, ts, ts, scores, predicted, y, mistake, loss, Repeat(0),
-             n_sv[1:], topic, part, off)))
+        out.predictions.append(RowBlock("predictions", key, config, entity, PredictionRow(
+            event_id=ids, position=pos, event_time_ms=ts, topic=topic, partition=part,
+            offset=off, score=scores, predicted=predicted, n_support_vectors=n_sv[:k],
+            labelled=Repeat(True))))
+        out.outcomes.append(RowBlock("outcomes", key, config, entity, OutcomeRow(
+            event_id=ids, learn_position=learn_pos, prediction_position=pos, event_time_ms=ts,
+            label_time_ms=ts, score=scores, predicted=predicted, label=y, mistake=mistake,
+            loss=loss, delay_ms=Repeat(0), n_support_vectors=n_sv[1:], label_topic=topic,
+            label_partition=part, label_offset=off)))
         # the ids are resolved at each record's clock, then forgotten as step 2 would have
         st.remember_many((clock + self.ttl).tolist(), ids, LABELLED)
         self._forget(st, st.clock_ms)
@@ -519,18 +538,11 @@ class StreamEngine(StreamRouter):
         w = st.window
         w.records += 2 * k
         st.records += 2 * k
-        predicted, mistake, loss = self._judge(st, m, scores, y, k)
         ids = b.event_id[i:end:2]
         ev_ts, lab_ts = ts[0::2], ts[1::2]
-        pos = np.arange(st.position, st.position + k, dtype=np.int64)
-        learn_pos = np.arange(st.learnt, st.learnt + k, dtype=np.int64)
-        st.position += k
-        st.learnt += k
-        w.predictions += k
-        w.outcomes += k
         delay = lab_ts - ev_ts
-        w.losses.extend(loss.tolist())
-        w.delays.extend(delay.tolist())
+        predicted, mistake, loss, pos, learn_pos = self._judge(
+            st, m, scores, y, delay.tolist())
         key, config, entity = out._model
         if single:
             ev_topic: Any = Repeat(b.topic[i])
@@ -539,14 +551,15 @@ class StreamEngine(StreamRouter):
         else:
             ev_topic, ev_part = list(b.topic[i:end:2]), list(b.partition[i:end:2])
             lab_topic, lab_part = list(b.topic[i + 1:end:2]), list(b.partition[i + 1:end:2])
-        out.predictions.append(RowBlock(
-            "predictions", key, config, entity,
-            (ids, pos, ev_ts, ev_topic, ev_part, off[0::2], scores, predicted, n_sv[:k],
-             Repeat(False))))
-        out.outcomes.append(RowBlock(
-            "outcomes", key, config, entity,
-            (ids, learn_pos, pos, ev_ts, lab_ts, scores, predicted, y, mistake, loss, delay,
-             n_sv[1:], lab_topic, lab_part, off[1::2])))
+        out.predictions.append(RowBlock("predictions", key, config, entity, PredictionRow(
+            event_id=ids, position=pos, event_time_ms=ev_ts, topic=ev_topic, partition=ev_part,
+            offset=off[0::2], score=scores, predicted=predicted, n_support_vectors=n_sv[:k],
+            labelled=Repeat(False))))
+        out.outcomes.append(RowBlock("outcomes", key, config, entity, OutcomeRow(
+            event_id=ids, learn_position=learn_pos, prediction_position=pos,
+            event_time_ms=ev_ts, label_time_ms=lab_ts, score=scores, predicted=predicted,
+            label=y, mistake=mistake, loss=loss, delay_ms=delay, n_support_vectors=n_sv[1:],
+            label_topic=lab_topic, label_partition=lab_part, label_offset=off[1::2])))
         # each id resolved at its label's clock, then forgotten as step 2 would have
         st.remember_many((clock[1::2] + self.ttl).tolist(), ids, LABELLED)
         self._forget(st, st.clock_ms)
@@ -566,29 +579,39 @@ class StreamEngine(StreamRouter):
         return np.stack(cast("list[np.ndarray]", xs))
 
     def _judge(self, st: ModelState, m: Learner, scores: np.ndarray, y: np.ndarray,
-               k: int) -> tuple[np.ndarray, Any, np.ndarray]:
-        """Predicted labels, mistakes (counted in ``st``) and losses of ``k`` learnt rows."""
+               delays: Iterable[int],
+               ) -> tuple[np.ndarray, Any, np.ndarray, np.ndarray, np.ndarray]:
+        """The outcomes of rows a run has just learnt (pre-update ``scores``, labels ``y``,
+        label delays ``delays``), counted in ``st`` as :meth:`_learnt` and :meth:`_outcome`
+        count one: predicted labels, mistakes, losses
+        (:func:`~kernelstream.engine.prequential.judge`), prediction and learn positions."""
+        k = int(scores.shape[0])
+        loss_fn = self._loss_fn(st.config, m)
+        predicted, wrong, loss = judge(m, scores, y, loss_fn)
         w = st.window
-        if m.task == "classification":
-            if type(m).predict_label is Learner.predict_label:
-                tie = -1.0 if getattr(m, "tie", "positive") == "negative" else 1.0
-                predicted = np.where(scores > 0.0, 1.0, np.where(scores < 0.0, -1.0, tie))
-            else:
-                predicted = np.fromiter(map(m.predict_label, scores.tolist()), np.float64,
-                                        count=k)
-            wrong = predicted != y
+        mistake: Any = Repeat(None)
+        if wrong is not None:
             mistakes = int(np.count_nonzero(wrong))
-            mistake: Any = wrong
+            mistake = wrong
             st.mistakes += mistakes
             w.mistakes += mistakes
-        else:
-            predicted, mistake = scores, Repeat(None)
-        loss_fn = self._losses.get(st.config)
-        if loss_fn is None:
-            loss_fn = self._losses[st.config] = learner_loss(m).value
-        loss = np.fromiter(map(loss_fn, scores.tolist(), y.tolist()), np.float64, count=k)
         st.noskill.add(y, predicted, m.task == "classification", loss_fn)
-        return predicted, mistake, loss
+        pos = np.arange(st.position, st.position + k, dtype=np.int64)
+        learn_pos = np.arange(st.learnt, st.learnt + k, dtype=np.int64)
+        st.position += k
+        st.learnt += k
+        w.predictions += k
+        w.outcomes += k
+        w.losses.extend(loss.tolist())
+        w.delays.extend(delays)
+        return predicted, mistake, loss, pos, learn_pos
+
+    def _loss_fn(self, config: str, m: Learner) -> Any:
+        """The loss function of the learners of ``config`` (looked up once)."""
+        loss_fn = self._losses.get(config)
+        if loss_fn is None:
+            loss_fn = self._losses[config] = learner_loss(m).value
+        return loss_fn
 
     @staticmethod
     def _run_rows(b: EventBatch, i: int, end: int) -> np.ndarray | CSR:
@@ -641,14 +664,12 @@ class StreamEngine(StreamRouter):
         assert m is not None and p.x is not None
         t0 = time.perf_counter()
         try:
-            score = m.predict_one(p.x)
+            score = score_row(m, p.x)
         except ValueError as e:
             self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
             return
-        # drop the score cache: a label learns from a fresh score, restored or not
-        m._pending = None
         st.add_seconds(time.perf_counter() - t0)
-        predicted = m.predict_label(score) if m.task == "classification" else score
+        predicted = predicted_label(m, score)
         pos = st.position
         st.position += 1
         st.window.predictions += 1
@@ -656,8 +677,11 @@ class StreamEngine(StreamRouter):
         x = p.x if isinstance(p.x, CSR) or p.x.base is None else p.x.copy()
         st.pending[p.event_id] = Pending(x, score, predicted, p.timestamp_ms, pos)
         heapq.heappush(st.expiry, (p.timestamp_ms + self.ttl, pos, p.event_id))
-        out._p.append((p.event_id, pos, p.timestamp_ms, p.topic, p.partition, p.offset, score,
-                       predicted, int(m.n_support_vectors), False))
+        # positional: a named row per record without keyword binding (the type checker
+        # checks the count; the fields are the schema's)
+        out._p.append(PredictionRow(p.event_id, pos, p.timestamp_ms, p.topic, p.partition,
+                                    p.offset, score, predicted, int(m.n_support_vectors),
+                                    False))
 
     def _predict_learn(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
         m = st.learner
@@ -665,7 +689,7 @@ class StreamEngine(StreamRouter):
         n_sv = int(m.n_support_vectors)
         t0 = time.perf_counter()
         try:
-            score = m.step(p.x, p.y)
+            score = step_row(m, p.x, p.y)
         except ValueError as e:
             self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
             return
@@ -677,15 +701,15 @@ class StreamEngine(StreamRouter):
         """The rows of a labelled event the learner has just learnt (``score`` before)."""
         m = st.learner
         assert m is not None
-        predicted = m.predict_label(score) if m.task == "classification" else score
+        predicted = predicted_label(m, score)
         pos = st.position
         st.position += 1
         st.window.predictions += 1
         assert st.clock_ms is not None
         assert p.x is not None  # a labelled event has its features
         self._resolve(st, p.event_id, LABELLED, st.clock_ms)
-        out._p.append((p.event_id, pos, p.timestamp_ms, p.topic, p.partition, p.offset, score,
-                       predicted, n_sv_before, True))
+        out._p.append(PredictionRow(p.event_id, pos, p.timestamp_ms, p.topic, p.partition,
+                                    p.offset, score, predicted, n_sv_before, True))
         self._outcome(st, p, out, Pending(p.x, score, predicted, p.timestamp_ms, pos),
                       n_sv_after)
 
@@ -702,7 +726,7 @@ class StreamEngine(StreamRouter):
         self._resolve(st, p.event_id, LABELLED, st.clock_ms)
         t0 = time.perf_counter()
         try:
-            m.learn_one(ev.x, p.y)
+            learn_row(m, ev.x, p.y)
         except ValueError as e:
             st.learn_rejected += 1
             self._dead(st, p, out, f"learner rejected the row: {e}", "learn", ev.position)
@@ -715,27 +739,23 @@ class StreamEngine(StreamRouter):
         m = st.learner
         assert m is not None and p.y is not None
         y = p.y
-        loss_fn = self._losses.get(st.config)
-        if loss_fn is None:
-            loss_fn = self._losses[st.config] = learner_loss(m).value
-        loss = float(loss_fn(ev.score, y))
-        mistake = None
+        loss_fn = self._losses.get(st.config) or self._loss_fn(st.config, m)
+        classify = m.task == "classification"
+        mistake, loss = judge_one(classify, ev.score, ev.predicted, y, loss_fn)
         w = st.window
-        if m.task == "classification":
-            mistake = ev.predicted != y
-            if mistake:
-                st.mistakes += 1
-                w.mistakes += 1
-        st.noskill.add_one(y, ev.predicted, m.task == "classification", loss_fn)
+        if mistake:
+            st.mistakes += 1
+            w.mistakes += 1
+        st.noskill.add_one(y, ev.predicted, classify, loss_fn)
         delay = p.timestamp_ms - ev.event_time_ms
         lp = st.learnt
         st.learnt += 1
         w.outcomes += 1
         w.losses.append(loss)
         w.delays.append(delay)
-        out._o.append((p.event_id, lp, ev.position, ev.event_time_ms, p.timestamp_ms, ev.score,
-                       ev.predicted, y, mistake, loss, p.timestamp_ms - ev.event_time_ms, n_sv,
-                       p.topic, p.partition, p.offset))
+        out._o.append(OutcomeRow(p.event_id, lp, ev.position, ev.event_time_ms,
+                                 p.timestamp_ms, ev.score, ev.predicted, y, mistake, loss,
+                                 delay, n_sv, p.topic, p.partition, p.offset))
 
     # -- metrics -----------------------------------------------------------------------------
     def flush_metrics(self, st: ModelState, final: bool = True) -> list[dict[str, Any]]:

@@ -1,8 +1,8 @@
 """The first half of a live stream's loop: parse each Kafka record once and name its models.
 
-:class:`StreamRouter` holds the routing half of
-:class:`~kernelstream.engine.live.engine.StreamEngine`
-(which extends it with the per-model processing): :meth:`StreamRouter.route_many` turns a
+:class:`StreamRouter` is the routing half of
+:class:`~kernelstream.engine.live.engine.StreamEngine` (which holds one beside its per-model
+processing): :meth:`StreamRouter.route_many` turns a
 reader call's records into an :class:`EventBatch` per model (its records field by field; each
 reads as a sequence of :class:`ParsedRecord` s) plus the dead-letter rows of records that
 cannot be parsed. It lives apart from the processing because it needs no model state at all,

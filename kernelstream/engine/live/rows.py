@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -45,15 +45,56 @@ if TYPE_CHECKING:
 
 OUTPUTS = ("predictions", "outcomes", "unlabeled", "metrics", "dead_letters")
 ID_PARTITION_SHIFT = 48  # dead-letter ``id`` = partition << 48 | offset, as the replay's
-# The per-row fields of the columnar outputs, in schema order (``row_id``, ``key``, ``config``
-# and ``entity`` come first: the model's, and the id made of the position field).
-PREDICTION_FIELDS = ("event_id", "position", "event_time_ms", "topic", "partition", "offset",
-                     "score", "predicted", "n_support_vectors", "labelled")
-OUTCOME_FIELDS = ("event_id", "learn_position", "prediction_position", "event_time_ms",
-                  "label_time_ms", "score", "predicted", "label", "mistake", "loss", "delay_ms",
-                  "n_support_vectors", "label_topic", "label_partition", "label_offset")
-COLUMNAR = {"predictions": (PREDICTION_FIELDS, "/p/", 1),
-            "outcomes": (OUTCOME_FIELDS, "/o/", 1)}  # fields, row id infix, its field
+
+
+class PredictionRow(NamedTuple):
+    """The per-row fields of a ``predictions`` row, in schema order (``row_id``, ``key``,
+    ``config`` and ``entity`` come first: the model's, and the id made of ``position``). The
+    engine builds one per row, or one whose fields are the columns of a run of rows
+    (:class:`RowBlock`)."""
+
+    event_id: Any
+    position: Any
+    event_time_ms: Any
+    topic: Any
+    partition: Any
+    offset: Any
+    score: Any
+    predicted: Any
+    n_support_vectors: Any
+    labelled: Any
+
+
+class OutcomeRow(NamedTuple):
+    """The per-row fields of an ``outcomes`` row, in schema order (after ``row_id``, ``key``,
+    ``config``, ``entity``; the id is made of ``learn_position``): one row, or the columns of a
+    run of rows (:class:`RowBlock`)."""
+
+    event_id: Any
+    learn_position: Any
+    prediction_position: Any
+    event_time_ms: Any
+    label_time_ms: Any
+    score: Any
+    predicted: Any
+    label: Any
+    mistake: Any
+    loss: Any
+    delay_ms: Any
+    n_support_vectors: Any
+    label_topic: Any
+    label_partition: Any
+    label_offset: Any
+
+
+# the field lists are the row types' own, so a row and its schema cannot drift apart
+PREDICTION_FIELDS: tuple[str, ...] = PredictionRow._fields
+OUTCOME_FIELDS: tuple[str, ...] = OutcomeRow._fields
+# output -> (its fields, the row id's infix, the index of the field the id is made of)
+COLUMNAR = {"predictions": (PREDICTION_FIELDS, "/p/", PREDICTION_FIELDS.index("position")),
+            "outcomes": (OUTCOME_FIELDS, "/o/", OUTCOME_FIELDS.index("learn_position"))}
+ROW_TYPES: dict[str, type[PredictionRow] | type[OutcomeRow]] = {
+    "predictions": PredictionRow, "outcomes": OutcomeRow}
 
 
 class Repeat:
@@ -76,9 +117,10 @@ def _values(c: Any, n: int) -> list[Any]:
 
 
 class RowBlock:
-    """Rows of one columnar output (:data:`COLUMNAR`) of one model: ``cols[j]`` holds field
-    ``j`` of the output's per-row fields for the ``n`` rows, as a list, a numpy array or a
-    :class:`Repeat`.
+    """Rows of one columnar output (:data:`COLUMNAR`) of one model: ``cols``, the output's
+    named row (:data:`ROW_TYPES`) of columns, holds each field for the ``n`` rows, as a list,
+    a numpy array or a :class:`Repeat` (a sequence of columns in field order is made one; a
+    wrong count of columns is a ``TypeError``).
     ``row_id`` derives from the position field; ``key``, ``config`` and ``entity`` are the
     model's, the same on every row."""
 
@@ -87,7 +129,7 @@ class RowBlock:
     def __init__(self, output: str, key: str, config: str, entity: str | None,
                  cols: Sequence[Any]) -> None:
         self.output, self.key, self.config, self.entity = output, key, config, entity
-        self.cols = tuple(cols)
+        self.cols = ROW_TYPES[output]._make(cols)
         self.n = len(self.cols[0])  # the first field (event ids) is never a Repeat
 
     def __len__(self) -> int:

@@ -323,8 +323,8 @@ def _slow_only(e: StreamEngine, recs: list[SourceRecord]) -> Any:
     from kernelstream.engine.live.routing import _Columns
 
     b = _Columns(len(recs))
-    e._route_slow(recs, list(range(len(recs))), b)
-    return b.groups(e, recs)
+    e.router._route_slow(recs, list(range(len(recs))), b)
+    return b.groups(e.router, recs)
 
 
 ODD_LABELS = [("ev", b"label: 1"), ("ev", b"label:1 "), ("ev", b" label:1"), ("ev", b"label:+1"),
