@@ -15,6 +15,7 @@ from kernelstream.data.errors import BadLines, ParseError
 from kernelstream.data.errors import reason_kind as reason_kind  # its former home
 from kernelstream.data.labels import class_key
 from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
 
 _BINARY = ("binary garbage", "undecodable bytes", "corrupt compressed file")
 # the features whose ranges a check keeps (3 numbers each): wider data is sparse text or
@@ -286,8 +287,6 @@ def scaling_hint(report: CheckReport, scale: str = "none",
 
 def check_file(opts: ReadOptions, max_records: int | None = None) -> CheckReport:
     """Scan a file (LIBSVM, CSV, Parquet; gzip/bz2/xz) with the replay's own row reader."""
-    from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
-
     report = CheckReport(opts.path, opts.resolved_fmt(), opts.task)
     return scan(iter_file_rows(opts), report, max_records or opts.limit)
 
@@ -296,6 +295,7 @@ def check_topic(opts: ReadOptions, idle_seconds: float = 2.0,
                 client: tuple[tuple[str, str], ...] = ()) -> CheckReport:
     """Scan a Kafka topic (``opts.path`` is ``kafka://HOST:PORT/TOPIC``) from its start to the
     end offsets of now, as a replay would parse its messages."""
+    # the Kafka client: only for a topic
     from kernelstream.kafka_client import (
         KafkaReadOptions,
         KafkaTopic,

@@ -47,7 +47,10 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from kernelstream._services import serve
+from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.engine.noskill import skill_warnings
+from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
 from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live.stream_config import (
@@ -79,8 +82,6 @@ def _in_process(runner: str, pipeline_args: Sequence[str]) -> bool:
 def local_job_service(timeout: float = 60.0) -> Iterator[str]:
     """Beam's local job service on a free port, in its own session: a Ctrl-C at the terminal
     reaches this process (which drains the job), not the job service running it."""
-    from kernelstream._services import serve
-
     def argv(port: int) -> list[str]:
         target = [sys.executable, "-m",
                   "apache_beam.runners.portability.local_job_service_main", "--port", str(port)]
@@ -124,8 +125,6 @@ def _log_changed(exc: BaseException) -> str | None:
     """The one line of a failure because the log changed under the run (module docstring),
     else None. The error comes out of the pipeline: the exception itself where the runner
     chains it, else its ``Name: message`` line in the (remote) traceback text."""
-    from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
-
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
@@ -179,6 +178,7 @@ def run(config: StreamConfig) -> int:
 
 
 def _execute(config: StreamConfig, prep: Prepared) -> int:
+    # Beam: only once the stream runs
     from kernelstream.transforms.live import kafka_read
     from kernelstream.transforms.live.committer import register_local_store, unregister_local_store
     from kernelstream.transforms.live.stream import LiveStream
@@ -256,6 +256,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
 def _reader_options(pipeline_args: Sequence[str]) -> dict[str, Any]:
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    # Beam: only once the stream runs
     from kernelstream.transforms.live.stream_job import StreamPipelineOptions
 
     o = PipelineOptions(list(pipeline_args)).view_as(StreamPipelineOptions)
@@ -274,8 +275,6 @@ def _head(checkpoint: str | None, prep: Prepared) -> int | None:
         return None
     if prep.store is not None:
         return prep.store.head
-    from kernelstream.engine.live.snapshot.store import SnapshotView
-
     with contextlib.suppress(Exception), SnapshotView.open(checkpoint) as view:
         return view.head
     return None

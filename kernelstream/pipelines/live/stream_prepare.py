@@ -27,6 +27,15 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
+from kernelstream.engine.live.snapshot.files import CorruptSnapshotError
+from kernelstream.engine.live.snapshot.outputs import (
+    UnreadableOutputError,
+    check_published,
+    publish,
+)
+from kernelstream.engine.live.snapshot.store import SnapshotStore, SnapshotView, is_snapshot_dir
+from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
+from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.live.stream_config import (
     OUTPUT_NAMES,
@@ -108,7 +117,7 @@ def _init_kind(config: StreamConfig) -> str | None:
     path = config.init_from
     if path is None:
         return None
-    from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
+    # pyarrow (Parquet): only for the runs that read or write it
     from kernelstream.engine.replay import checkpoints
 
     if not os.path.isdir(path):
@@ -143,6 +152,7 @@ def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
 
+    # the Kafka client: only for a topic
     from kernelstream.kafka_client.clients import client_defaults, typed_settings
 
     bootstrap, prefix = config.kafka_out
@@ -171,15 +181,7 @@ def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
 
 def prepare(config: StreamConfig) -> Prepared:
     """The up-front checks (module docstring); raises :class:`UpfrontError`."""
-    from kernelstream.engine.live.snapshot.files import CorruptSnapshotError
-    from kernelstream.engine.live.snapshot.outputs import (
-        UnreadableOutputError,
-        check_published,
-        publish,
-    )
-    from kernelstream.engine.live.snapshot.store import SnapshotStore
-    from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
-    from kernelstream.engine.writer_lock import CheckpointInUse
+    # the Kafka client: only for a topic
     from kernelstream.kafka_client.partitions import (
         check_fingerprints,
         kafka_partition_info,

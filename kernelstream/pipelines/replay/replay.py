@@ -37,6 +37,7 @@ import numpy as np
 from kernelstream import data as ksdata
 from kernelstream import fs
 from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import TextFormat
 from kernelstream.engine.evaluate import EvalResult
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.replay import checkpoints as ckpts
@@ -134,6 +135,7 @@ def plan(config: ReplayConfig) -> ReplayRun:
         reshuffle = opts.reshuffle_blocks == "true"
     read = replace(c.read, path=path, fmt=fmt)
     if kafka is not None:
+        # the Kafka client: only for a topic
         from kernelstream.kafka_client import check_read_options
 
         check_read_options(read)
@@ -269,6 +271,7 @@ def _check_brokers(run: ReplayRun) -> ReplayRun:
         run = replace(run, kafka=snapshot_ends(run.kafka,
                                                None if resume is None else resume.offsets))
     if run.kafka_out is not None:
+        # the Kafka client: only for a topic
         from kernelstream.kafka_client import check_reachable
 
         check_reachable(run.kafka_out.bootstrap, run.kafka_client,
@@ -329,8 +332,6 @@ def _count_records(read: ReadOptions) -> int:
             after_newline = bool(nl[-1])
     n += not after_newline  # a last line without a newline
     if fmt == "csv":
-        from kernelstream.data.rows import TextFormat
-
         tf = TextFormat.detect(read.path, "csv", read.label_column, read.delimiter,
                                read.header, read.key_by)
         n -= tf.header_line is not None
