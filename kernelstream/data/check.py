@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream import kafka_client
 from kernelstream.data.errors import BadLines, ParseError
 from kernelstream.data.errors import reason_kind as reason_kind  # its former home
 from kernelstream.data.labels import class_key
@@ -295,21 +296,13 @@ def check_topic(opts: ReadOptions, idle_seconds: float = 2.0,
                 client: tuple[tuple[str, str], ...] = ()) -> CheckReport:
     """Scan a Kafka topic (``opts.path`` is ``kafka://HOST:PORT/TOPIC``) from its start to the
     end offsets of now, as a replay would parse its messages."""
-    # the Kafka client: only for a topic
-    from kernelstream.kafka_client import (
-        KafkaReadOptions,
-        KafkaTopic,
-        iter_topic_records,
-        snapshot_ends,
-        text_format_for,
-    )
-
-    tf = text_format_for(opts)
-    kopts = snapshot_ends(KafkaReadOptions(KafkaTopic.parse(opts.path),
-                                           idle_seconds=idle_seconds, client=client))
+    tf = kafka_client.text_format_for(opts)
+    topic = kafka_client.KafkaTopic.parse(opts.path)
+    kopts = kafka_client.snapshot_ends(
+        kafka_client.KafkaReadOptions(topic, idle_seconds=idle_seconds, client=client))
 
     def items() -> Iterator[tuple[int, str, Any]]:
-        for rec in iter_topic_records(kopts, merge=True):
+        for rec in kafka_client.iter_topic_records(kopts, merge=True):
             text, row = tf.parse(rec.offset, rec.value or b"")
             if row is None:
                 row = ParseError("no example in the message (a comment line)", None, rec.offset)

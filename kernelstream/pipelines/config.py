@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kernelstream import data, fs
+from kernelstream import data, fs, kafka_client
 from kernelstream._suggest import did_you_mean
 from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
@@ -252,10 +252,7 @@ def is_topic(src: object) -> bool:
     package is imported only for a path with a URL scheme: a file path needs none of it."""
     if not (isinstance(src, str) and fs.is_remote(src)):
         return False
-    # the Kafka client: only for a topic
-    from kernelstream.kafka_client import is_kafka_url
-
-    return is_kafka_url(src)
+    return kafka_client.is_kafka_url(src)
 
 
 def _learner(name: str) -> type[Learner]:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernelstream import data
+from kernelstream import data, kafka_client
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import (
     Command,
@@ -159,9 +159,6 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         return error("demo", str(exc))
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    # the Kafka client: only for a topic
-    from kernelstream.kafka_client.clients import local_broker
-
     ckpt = os.path.join(args.out, "checkpoint")
     # a stream checkpoint (its LOCK file) a demo cut short before it marked the folder is
     # the demo's own; anything else in a folder without a run stops the demo before the
@@ -174,7 +171,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     # every demo has a new (in-memory) broker: the previous demo's snapshot cannot resume
     shutil.rmtree(ckpt, ignore_errors=True)
     ttl_s = max(2 * delay, 1.0)
-    with local_broker() as bootstrap:
+    with kafka_client.local_broker() as bootstrap:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kernelstream-demo")
         admin.create_topics([NewTopic(EVENTS, PARTITIONS, 1), NewTopic(LABELS, PARTITIONS, 1)])
         admin.close()

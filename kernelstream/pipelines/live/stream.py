@@ -178,11 +178,9 @@ def run(config: StreamConfig) -> int:
 
 
 def _execute(config: StreamConfig, prep: Prepared) -> int:
-    # Beam: only once the stream runs
-    from kernelstream.transforms.live import kafka_read
-    from kernelstream.transforms.live.committer import register_local_store, unregister_local_store
-    from kernelstream.transforms.live.stream import LiveStream
-    from kernelstream.transforms.live.stream_job import StreamJob
+    # Beam: only once the stream runs (the transforms import it)
+    from kernelstream.transforms.live import committer, kafka_read, stream_job
+    from kernelstream.transforms.live import stream as live_stream
 
     opts = _reader_options(config.pipeline_args)
     part = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
@@ -192,7 +190,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     os.makedirs(control, exist_ok=True)
     info = {"out": out, "configs": config.configs_doc(), "stream": config.stream_doc(),
             "argv": list(config.argv)}
-    job = StreamJob(
+    job = stream_job.StreamJob(
         spec=config.spec, bootstrap=config.bootstrap, topics=config.topics, out=out,
         control=control, part=part, labels_topic=config.labels_topic, client=config.client,
         kafka_client=config.kafka_client,
@@ -208,7 +206,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     in_process = _in_process(config.runner, config.pipeline_args)
     if job.checkpoint is not None:
         if in_process:
-            register_local_store(job.checkpoint, prep.store)
+            committer.register_local_store(job.checkpoint, prep.store)
         else:  # the worker's Committer takes the lock (another process)
             prep.close()
     kafka_read.clear_drain()
@@ -219,7 +217,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     try:
         with contextlib.ExitStack() as stack:
             p = _pipeline(config, stack)
-            _ = p | "Stream" >> LiveStream(job)
+            _ = p | "Stream" >> live_stream.LiveStream(job)
             result = p.run()
             result.wait_until_finish()
     except Exception as exc:  # the pipeline failed: one line, not Beam's traceback
@@ -227,7 +225,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     finally:
         stopper.uninstall()
         if job.checkpoint is not None:
-            unregister_local_store(job.checkpoint)
+            committer.unregister_local_store(job.checkpoint)
     seconds = time.monotonic() - t0
     status = stopper.read_status()
     shutil.rmtree(control, ignore_errors=True)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelstream import kafka_client as kafka_lib
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.live.routing import LiveSpec
 from kernelstream.engine.live.rows import OUTPUTS
@@ -60,9 +61,6 @@ def parse_duration(text: str, what: str) -> float:
 
 def parse_topics(url: str, what: str) -> tuple[str, tuple[str, ...]]:
     """``kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2...]`` → ``(bootstrap, topics)``."""
-    # the Kafka client: only for a topic
-    from kernelstream.kafka_client.clients import KafkaTopic
-
     if not url.startswith(SCHEME):
         raise ConfigError(f"{what} {url!r}: expected kafka://HOST:PORT/TOPIC[,TOPIC...]")
     servers, sep, names = url[len(SCHEME):].partition("/")
@@ -71,7 +69,7 @@ def parse_topics(url: str, what: str) -> tuple[str, tuple[str, ...]]:
         raise ConfigError(f"{what} {url!r}: expected kafka://HOST:PORT/TOPIC[,TOPIC...]")
     for t in topics:
         try:
-            KafkaTopic.parse(f"{SCHEME}{servers}/{t}")
+            kafka_lib.KafkaTopic.parse(f"{SCHEME}{servers}/{t}")
         except ValueError as exc:
             raise ConfigError(f"{what}: {exc}") from None
     if len(set(topics)) != len(topics):
@@ -183,9 +181,6 @@ def _saved_configs(path: str) -> dict[str, Any]:
 
 def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
     """Arguments → a :class:`StreamConfig`; raises ``ValueError`` (one line) on bad input."""
-    # the Kafka client: only for a topic
-    from kernelstream.kafka_client.clients import client_settings
-
     bootstrap, topics = parse_topics(args.source, "SOURCE")
     labels_topic = None
     if args.labels is not None:
@@ -241,15 +236,13 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
         if kafka_out is None:
             raise ConfigError("--kafka-outputs goes with --kafka-out")
         kafka_outputs = names
-    client = client_settings(args.kafka_option or [])
+    client = kafka_lib.client_settings(args.kafka_option or [])
     kafka_client = getattr(args, "kafka_client", None) or "auto"
     if kafka_client not in KAFKA_CLIENTS:
         raise ConfigError(f"--kafka-client {kafka_client!r}: expected one of "
                           f"{', '.join(KAFKA_CLIENTS)}")
     if kafka_client == "confluent":  # asked for explicitly: no silent fallback
-        from kernelstream.kafka_client.confluent import check_confluent
-
-        problem = check_confluent(client)
+        problem = kafka_lib.check_confluent(client)
         if problem is not None:
             raise ConfigError(problem)
     pipeline_args = tuple(getattr(args, "pipeline_args", ()) or ())

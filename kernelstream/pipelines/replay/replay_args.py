@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kernelstream import data, fs
+from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
@@ -437,15 +437,8 @@ def kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str,
         return ()
     # kafka-python logs every failed connection attempt; the CLI reports the failure itself
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    from kernelstream.kafka_client import (  # the Kafka client: only for runs that use Kafka
-        KafkaTopic,
-        check_read_options,
-        client_settings,
-        text_format_for,
-    )
-
     if kafka_src:
-        KafkaTopic.parse(args.data)
+        kafka_client.KafkaTopic.parse(args.data)
         if args.permutations != 1:
             raise ConfigError("a Kafka topic is one stream in its own order: --permutations "
                               "must be 1")
@@ -458,12 +451,12 @@ def kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str,
             label_column=None if args.label_column is None else int_or_str(args.label_column),
             scale=args.scale, scale_target=args.scale_target, delimiter=args.delimiter,
             header=args.header, key_by=None if args.key_by is None else int_or_str(args.key_by))
-        check_read_options(read)
-        text_format_for(read)
+        kafka_client.check_read_options(read)
+        kafka_client.text_format_for(read)
     if args.kafka_out is not None:
-        KafkaTopic.parse(args.kafka_out)
+        kafka_client.KafkaTopic.parse(args.kafka_out)
     if args.kafka_idle <= 0:
         raise ConfigError(f"--kafka-idle must be > 0, got {args.kafka_idle}")
     if args.kafka_max_seconds is not None and args.kafka_max_seconds <= 0:
         raise ConfigError(f"--kafka-max-seconds must be > 0, got {args.kafka_max_seconds}")
-    return client_settings(args.kafka_option or [])
+    return kafka_client.client_settings(args.kafka_option or [])
