@@ -11,10 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream import kafka_client
 from kernelstream.data.errors import BadLines, ParseError
 from kernelstream.data.errors import reason_kind as reason_kind  # its former home
 from kernelstream.data.labels import class_key
 from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
 
 _BINARY = ("binary garbage", "undecodable bytes", "corrupt compressed file")
 # the features whose ranges a check keeps (3 numbers each): wider data is sparse text or
@@ -286,8 +288,6 @@ def scaling_hint(report: CheckReport, scale: str = "none",
 
 def check_file(opts: ReadOptions, max_records: int | None = None) -> CheckReport:
     """Scan a file (LIBSVM, CSV, Parquet; gzip/bz2/xz) with the replay's own row reader."""
-    from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
-
     report = CheckReport(opts.path, opts.resolved_fmt(), opts.task)
     return scan(iter_file_rows(opts), report, max_records or opts.limit)
 
@@ -296,20 +296,13 @@ def check_topic(opts: ReadOptions, idle_seconds: float = 2.0,
                 client: tuple[tuple[str, str], ...] = ()) -> CheckReport:
     """Scan a Kafka topic (``opts.path`` is ``kafka://HOST:PORT/TOPIC``) from its start to the
     end offsets of now, as a replay would parse its messages."""
-    from kernelstream.kafka_client import (
-        KafkaReadOptions,
-        KafkaTopic,
-        iter_topic_records,
-        snapshot_ends,
-        text_format_for,
-    )
-
-    tf = text_format_for(opts)
-    kopts = snapshot_ends(KafkaReadOptions(KafkaTopic.parse(opts.path),
-                                           idle_seconds=idle_seconds, client=client))
+    tf = kafka_client.text_format_for(opts)
+    topic = kafka_client.KafkaTopic.parse(opts.path)
+    kopts = kafka_client.snapshot_ends(
+        kafka_client.KafkaReadOptions(topic, idle_seconds=idle_seconds, client=client))
 
     def items() -> Iterator[tuple[int, str, Any]]:
-        for rec in iter_topic_records(kopts, merge=True):
+        for rec in kafka_client.iter_topic_records(kopts, merge=True):
             text, row = tf.parse(rec.offset, rec.value or b"")
             if row is None:
                 row = ParseError("no example in the message (a comment line)", None, rec.offset)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from kernelstream import fs
 from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import TextFormat
 
 FULL_PASS_BYTES = 16 << 20  # a larger file is sampled in windows
 WINDOWS, WINDOW_BYTES = 64, 64 << 10  # 4 MiB read from a large file, ~50k lines
@@ -60,8 +61,6 @@ def label_mix(read: ReadOptions, limit: int) -> tuple[Counter[str], Counter[str]
             return Counter(texts[:limit]), Counter(texts)
         delimiter, col, header = b",", -1, None
         if fmt == "csv":
-            from kernelstream.data.rows import TextFormat
-
             tf = TextFormat.detect(read.path, "csv", read.label_column, read.delimiter,
                                    read.header, read.key_by)
             delimiter, col, header = (tf.delimiter or ",").encode(), tf.label_col, tf.header_line

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kernelstream.data.hashing import check_bits
 from kernelstream.data.sniff import infer_format
 
 # Feature hashing maps indices into 2**k columns; past 2**31 columns an index no longer fits
@@ -53,8 +54,6 @@ class ReadOptions:
             raise ValueError(f"min-max scaling (scale={self.scale!r}) turns the zeros of sparse "
                              "rows into non-zeros: use scale 'none' with sparse rows")
         if self.hash_features is not None:
-            from kernelstream.data.hashing import check_bits
-
             check_bits(self.hash_features)
 
     def sparse_rows(self, width: int) -> bool:

@@ -36,6 +36,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kernelstream.data.errors import ParseError
+from kernelstream.data.hashing import hash_row
+from kernelstream.data.options import AUTO_SPARSE_WIDTH
+from kernelstream.data.rows import iter_file_rows
+from kernelstream.data.scaling import scale_minmax
 from kernelstream.sparse import CSR
 
 if TYPE_CHECKING:
@@ -161,9 +165,6 @@ def reservoir_from_rows(rows: Iterable[ParsedRow], width: int | None = None,
     (default: the reservoir's widest row), indices hashed into ``2^hash_bits`` columns when
     given; CSR, or dense and min-max scaled over the reservoir itself when ``scale`` is not
     ``none`` (the run scales over all its rows: the reservoir's is an estimate of it)."""
-    from kernelstream.data.hashing import hash_row
-    from kernelstream.data.scaling import scale_minmax
-
     cols: list[np.ndarray] = []
     vals: list[np.ndarray] = []
     for row in itertools.islice(rows, limit):
@@ -199,9 +200,6 @@ def file_rows(opts: ReadOptions) -> str:
     widest of the file's first :data:`RESERVOIR_ROWS` rows (read only when the format and
     options allow sparse rows at all). What a replay's default learner is chosen by
     (``pipelines.config.DEFAULT_BY_ROWS``)."""
-    from kernelstream.data.options import AUTO_SPARSE_WIDTH
-    from kernelstream.data.rows import iter_file_rows
-
     if not opts.sparse_rows(AUTO_SPARSE_WIDTH + 1):  # dense at any width (CSV, --scale, ...)
         return "dense"
     if opts.hash_features is not None:
@@ -217,8 +215,6 @@ def file_rows(opts: ReadOptions) -> str:
 def file_gamma(opts: ReadOptions) -> float:
     """``gamma=auto`` of a run over the file of ``opts``: the estimate from the file's first
     :data:`RESERVOIR_ROWS` parsed rows (bad lines skipped)."""
-    from kernelstream.data.rows import iter_file_rows
-
     good = (row for _, _, row in iter_file_rows(opts) if not isinstance(row, ParseError))
     return auto_gamma(reservoir_from_rows(good, opts.n_features, opts.hash_features,
                                           opts.scale))

@@ -51,6 +51,7 @@ class LearnerConfig:
 
     def make(self, base_seed: int, rep: int) -> Learner:
         """The learner of permutation ``rep`` (seed ``seeding.learner_seed``)."""
+        # the learner registry: loaded by a run, not by the CLI's parser or `check`
         from kernelstream import learners
 
         return learners.make(self.learner, seed=learner_seed(base_seed, rep, self.seed_name),

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from kernelstream.engine.exact import _SCALE, exact_add, exact_value
+from kernelstream.numbers import sig
 
 # ``top_class_share`` at or above this: the run predicts one class (a warning)
 ONE_CLASS_SHARE = 0.999
@@ -177,8 +178,6 @@ def skill_warnings(label: str, figures: dict[str, Any]) -> list[str]:
     and ``avg_loss`` besides :data:`FIGURES`, any of them None): not better than the no-skill
     baseline, or (classification) at least :data:`ONE_CLASS_SHARE` of the predictions in one
     class."""
-    from kernelstream.numbers import sig
-
     out = []
     rate, base = figures.get("mistake_rate"), figures.get("noskill_mistake_rate")
     if rate is not None and base is not None and rate >= base:

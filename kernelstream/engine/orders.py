@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kernelstream._suggest import row_error
+from kernelstream.engine.learner_config import learner_config
+from kernelstream.numbers import sig
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult, Stream
@@ -133,8 +135,6 @@ def evaluate_stream(
     seed name)."""
     # the evaluation imports the learner registry: loaded by a run, not by the CLI's parser
     from kernelstream.engine.evaluate import evaluate_runs
-    from kernelstream.engine.learner_config import learner_config
-    from kernelstream.numbers import sig
 
     def report(r: int, result: EvalResult) -> None:
         if progress is not None:

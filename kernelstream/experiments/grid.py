@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.experiments import datasets as dsets
 
 
@@ -288,7 +289,7 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
     processes (:func:`_sharded`), or with ``only`` = r the replay's shard r of r + 1
     (``ReplayStreams.owns``: exactly the streams of permutation r, in one process); with
     ``first`` on a key (a tuning run) permutations ``first ..`` instead of ``0 ..``."""
-    from kernelstream.engine.learner_config import LearnerConfig
+    # pyarrow (the replay's outputs): loaded by a run, not when the CLI parses
     from kernelstream.pipelines.replay.replay import clear_outputs, read_outputs, run_replay
 
     if out is None:
@@ -368,7 +369,7 @@ def _sharded(shards: list[tuple[str, list[Any], str, dict[str, Any]]]) -> None:
 
 
 def _run_shard(shard: tuple[str, list[Any], str, dict[str, Any]]) -> None:
-    from kernelstream.pipelines.replay.replay import run_replay
+    from kernelstream.pipelines.replay.replay import run_replay  # pyarrow: a worker's own
 
     _quiet_beam_import()
     data, configs, out, options = shard

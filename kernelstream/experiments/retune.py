@@ -52,11 +52,13 @@ from typing import Any
 import numpy as np
 
 from kernelstream import learners
+from kernelstream.engine.orders import PRESETS
 from kernelstream.experiments import baselines, p0, p2, p3, p4, report
 from kernelstream.experiments.datasets import load_dataset
 from kernelstream.experiments.grid import KeyResult, Run, run_grid
 from kernelstream.experiments.protocol import Options
 from kernelstream.experiments.tuning import TUNE_PERM, first_best
+from kernelstream.learners._multikernel import M_KERNELS, pool_kernel_params, pool_labels
 from kernelstream.learners.kernels import kernel_alignment, sq_dists
 from kernelstream.seeding import learner_seed, permutation
 
@@ -219,8 +221,6 @@ def _p3_adversarial(doc: dict[str, Any], base: dict[str, Any], opts: Options) ->
     """FOGD's η on german (the paper's protocol for Table P3-4: parameters of the i.i.d.
     setting), and — not the paper's protocol, reported separately — η (and λ) of SkeGD, NOGD
     and FOGD on a german-1 stream of its own (index ``TUNE_PERM``)."""
-    from kernelstream.engine.orders import PRESETS
-
     e = _p3_widths("german", base, opts)["ka"]
     g = _gamma_log2(e)
     fogd = [{"n_components": 400, "eta": eta, "gamma": g} for eta in P3_ETA]
@@ -251,8 +251,6 @@ def _p4_rows(ds: str, opts: Options) -> int | None:
 
 
 def _p4(doc: dict[str, Any], opts: Options) -> None:
-    from kernelstream.learners._multikernel import M_KERNELS, pool_kernel_params, pool_labels
-
     _meta(doc, opts, tune_rows=P4_TUNE_ROWS, per_tune_rows=P4_PER_TUNE_ROWS,
           eta_grid=P4_ETA, c_grid=P4_C, p42_gamma=p4.P42_GAMMA)
     tables = opts.pick(p4.TABLES, "table")

@@ -3,7 +3,13 @@ records, turning them into blocks, and writing output rows as messages.
 
 The Beam transforms (``kernelstream.transforms.replay.kafka``, ``transforms.live.kafka_read``) and
 the loop runner both use these. The package is split by concern, and every name below can be
-imported from the package itself:
+imported from the package itself.
+
+The package is the seam to the Kafka client: importing it loads none of its modules (nor
+kafka-python), and each name loads its module on first use. So a module that reaches Kafka only
+on some paths imports the package at its top (``from kernelstream import kafka_client``) and
+writes ``kafka_client.NAME`` where it needs it: a file's replay and ``check`` never load the
+client (``tests/engine/replay/test_engine.py``).
 
 * :mod:`~kernelstream.kafka_client.clients`: topic URLs (:class:`KafkaTopic`), client
   settings, consumers, :func:`check_reachable`, the local test brokers (:func:`local_broker`:
@@ -17,8 +23,8 @@ imported from the package itself:
 * :mod:`~kernelstream.kafka_client.partitions`: a live stream's partition groups
   (:func:`kafka_partition_info`, :func:`partition_groups`);
 * :mod:`~kernelstream.kafka_client.confluent`: the live stream reader's consumer over
-  confluent-kafka (librdkafka) and the choice of client (``reader_consumer``; not imported
-  here: only the stream reader needs it).
+  confluent-kafka (librdkafka) and the choice of client (``reader_consumer``, which only
+  the stream reader imports; :func:`check_confluent` is named here, loaded on first use).
 
 Reading: :func:`iter_topic_records` and :class:`KafkaBlocks`
     One message is one example: its value is one line in the LIBSVM (default) or CSV
@@ -84,12 +90,16 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each loads on firs
         apache_broker,
         assigned_consumer,
         check_reachable,
+        client_defaults,
         client_settings,
         is_kafka_url,
         local_broker,
+        typed_settings,
     )
+    from kernelstream.kafka_client.confluent import check_confluent
     from kernelstream.kafka_client.partitions import (
         PartitionGroup,
+        check_fingerprints,
         kafka_partition_info,
         partition_groups,
     )
@@ -122,8 +132,11 @@ _LAZY = {
     "StreamLabels": "kernelstream.data.labels",
     "apache_broker": "kernelstream.kafka_client.clients",
     "assigned_consumer": "kernelstream.kafka_client.clients",
+    "check_confluent": "kernelstream.kafka_client.confluent",
+    "check_fingerprints": "kernelstream.kafka_client.partitions",
     "check_reachable": "kernelstream.kafka_client.clients",
     "check_read_options": "kernelstream.kafka_client.blocks",
+    "client_defaults": "kernelstream.kafka_client.clients",
     "client_settings": "kernelstream.kafka_client.clients",
     "is_kafka_url": "kernelstream.kafka_client.clients",
     "iter_topic_records": "kernelstream.kafka_client.bounded",
@@ -138,6 +151,7 @@ _LAZY = {
     "row_id": "kernelstream.kafka_client.sink",
     "snapshot_ends": "kernelstream.kafka_client.bounded",
     "text_format_for": "kernelstream.kafka_client.blocks",
+    "typed_settings": "kernelstream.kafka_client.clients",
 }
 
 
@@ -166,8 +180,11 @@ __all__ = [
     "StreamLabels",
     "apache_broker",
     "assigned_consumer",
+    "check_confluent",
+    "check_fingerprints",
     "check_reachable",
     "check_read_options",
+    "client_defaults",
     "client_settings",
     "is_kafka_url",
     "iter_topic_records",
@@ -182,4 +199,5 @@ __all__ = [
     "row_id",
     "snapshot_ends",
     "text_format_for",
+    "typed_settings",
 ]

@@ -18,6 +18,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from kernelstream.engine.offsets import OffsetOutOfLog, check_offsets
 from kernelstream.kafka_client.clients import (
     READ_DEFAULTS,
     KafkaTopic,
@@ -178,8 +179,6 @@ def iter_topic_records(opts: KafkaReadOptions, merge: bool,
 def _out_of_log(consumer: Any, topic: str, e: Exception) -> Exception:
     """kafka-python's OffsetOutOfRangeError (``{TopicPartition: offset}``) as
     :class:`~kernelstream.engine.offsets.OffsetOutOfLog` (one line, with the log's range)."""
-    from kernelstream.engine.offsets import OffsetOutOfLog
-
     where = e.args[0] if e.args and isinstance(e.args[0], dict) else {}
     for tp, offset in where.items():
         lo: int | None
@@ -220,8 +219,6 @@ def snapshot_ends(opts: KafkaReadOptions,
     and that every ``resume`` offset (partition -> next offset of a checkpoint) lies in its
     partition's log (:class:`~kernelstream.engine.offsets.OffsetOutOfLog`: the topic was
     recreated, truncated or its records expired)."""
-    from kernelstream.engine.offsets import check_offsets
-
     t = opts.topic.topic
     info = kafka_partition_info(opts.topic.bootstrap, [t], opts.client,
                                 metadata_timeout=opts.metadata_timeout)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelstream._services import serve
+from kernelstream.kafka_client import apache
 from kernelstream.kafka_client.names import SCHEME
 
 
@@ -200,7 +201,5 @@ def apache_broker(timeout: float = 120.0) -> Iterator[str]:
     ``HOST:PORT`` and stops it on exit. Unlike :func:`local_broker` it gives Kafka's own
     guarantees (``read_committed`` hides aborted transactions). Raises
     ``apache.BrokerUnavailableError`` without java or mvn."""
-    from kernelstream.kafka_client import apache  # subprocess and zip handling: only here
-
     with apache.apache_broker(timeout=timeout) as bootstrap:
         yield bootstrap

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from kernelstream.engine.offsets import check_offsets, fingerprint_mismatch
 from kernelstream.kafka_client.clients import SCHEME, assigned_consumer, error_text
 
 
@@ -91,8 +92,6 @@ def partition_groups(info: Mapping[tuple[str, int], tuple[int, int]], topics: Se
     beginning; a start offset outside ``[beginning, end]`` raises
     :class:`~kernelstream.engine.offsets.OffsetOutOfLog`. With ``stop_offsets`` (a bounded
     read: every partition needs one, between its start and its end) a group ends there."""
-    from kernelstream.engine.offsets import check_offsets
-
     if not topics or len(set(topics)) != len(topics):
         raise ValueError(f"a stream reads one or more distinct topics, got {list(topics)}")
     counts = {t: sum(1 for (tt, _) in info if tt == t) for t in topics}
@@ -144,8 +143,6 @@ def check_fingerprints(bootstrap: str, marks: Mapping[tuple[str, int], Any],
     at that offset is readable. Returns the partitions it could not check."""
     from kafka import TopicPartition
     from kafka.errors import KafkaError, OffsetOutOfRangeError
-
-    from kernelstream.engine.offsets import fingerprint_mismatch
 
     todo = {TopicPartition(t, p): fp for (t, p), fp in sorted(marks.items())
             if (t, p) in info and info[(t, p)][0] <= fp.offset < info[(t, p)][1]}

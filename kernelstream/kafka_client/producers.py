@@ -27,9 +27,11 @@ from typing import Any
 from kernelstream.kafka_client.clients import client_defaults, typed_settings
 from kernelstream.kafka_client.confluent import (
     CONNECTION_SETTINGS,
+    confluent_available,
     librdkafka_names,
     without_librdkafka,
 )
+from kernelstream.kafka_client.sink import producer
 
 LOGGER = logging.getLogger("kernelstream.rdkafka")
 
@@ -192,8 +194,6 @@ class KafkaPythonRows(RowProducer):
     """:class:`RowProducer` over kafka-python's ``KafkaProducer`` (its futures)."""
 
     def __init__(self, bootstrap: str, client: tuple[tuple[str, str], ...]) -> None:
-        from kernelstream.kafka_client.sink import producer
-
         # the sink's producer (acks=all, a short bootstrap timeout), sending at once
         self._p = producer(bootstrap.split(","),
                            (("linger_ms", str(KAFKA_PYTHON_LINGER_MS)), *client))
@@ -232,8 +232,6 @@ def row_producer(bootstrap: str, client: tuple[tuple[str, str], ...] = (),
     """The row producer for ``kind`` (``auto``, ``confluent``, ``kafka-python``; see the
     module docstring). ``confluent`` raises :class:`ValueError` where ``auto`` falls back."""
     if kind != "kafka-python":
-        from kernelstream.kafka_client.confluent import confluent_available
-
         bad = producer_untranslatable(client)
         if confluent_available() and not bad:
             from confluent_kafka import KafkaException

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kernelstream import fs
+from kernelstream import data, fs, kafka_client
 from kernelstream._suggest import did_you_mean
+from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig, as_configs
 
@@ -240,8 +241,6 @@ class ReplayConfig:
 def display_name(src: str) -> str:
     """The name a run shows for its data: an embedded data set's canonical name (aliases
     too), else the file's or the topic's name."""
-    from kernelstream import data
-
     try:
         return str(data.embedded_dataset_info(src)["name"])
     except KeyError:
@@ -253,15 +252,14 @@ def is_topic(src: object) -> bool:
     package is imported only for a path with a URL scheme: a file path needs none of it."""
     if not (isinstance(src, str) and fs.is_remote(src)):
         return False
-    from kernelstream.kafka_client import is_kafka_url
-
-    return is_kafka_url(src)
+    return kafka_client.is_kafka_url(src)
 
 
 def _learner(name: str) -> type[Learner]:
     """The registered learner class ``name`` (ValueError listing the available ones). The
     registry imports every learner module, so it is imported on first use: commands that
     name no learner (``check``) never load it."""
+    # the learner registry: loaded by a run, not by the CLI's parser or `check`
     from kernelstream import learners
 
     return learners.get(name)
@@ -385,8 +383,6 @@ def resolve_widths(name: str, raw: dict[str, Any],
     (``data.widths.centred_sigmas``). Returns ``auto_width`` memoised once called, so that a
     grid of configurations reads the data once; ``None`` when it was not given (then an unset
     width keeps the learner's default and an explicit ``auto`` is a ``ConfigError``)."""
-    from kernelstream.data import widths
-
     params = {p.name: p for p in _learner(name).params}
     wants: list[str] = []
     kernel = raw.get("kernel", params["kernel"].default if "kernel" in params else "gaussian")
@@ -408,6 +404,7 @@ def resolve_widths(name: str, raw: dict[str, Any],
         factor = widths.auto_factor(raw.get("gamma")) or 1.0
         raw["gamma"] = repr(value if factor == 1.0 else widths.rounded(value * factor))
     if "sigmas" in wants:
+        # the learner registry: loaded by a run, not by the CLI's parser or `check`
         from kernelstream.learners.kernels import parse_sigmas
 
         grid = parse_sigmas(str(params["sigmas"].default)).tolist()

@@ -24,6 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kernelstream.engine.noskill import NoSkill
+from kernelstream.seeding import permutation as stream_order
+
 MAX_POINTS = 400
 MAX_PREDICTION_ROWS = 20_000_000
 # the kernel heat map uses predictions.selected_kernel when metrics has fewer windows than this
@@ -123,8 +126,6 @@ def global_order(ids: np.ndarray, entities: np.ndarray, positions: np.ndarray, s
     order of the permuted stream over all entities; by data-set id when the ids are not the
     rows of a permuted replay (a Kafka topic) or the result contradicts the entities' own
     positions."""
-    from kernelstream.seeding import permutation as stream_order
-
     n = len(ids)
     by_id = np.argsort(ids, kind="stable")
     if n == 0 or ids.min() < 0 or ids.max() != n - 1 or np.unique(ids).size != n:
@@ -235,7 +236,7 @@ def _noskill_curve(labels: tuple[np.ndarray, np.ndarray], learnt: np.ndarray,
     sample points ``idx`` of one stream, whose learnt rows are ``learnt`` (in order;
     ``count[i]``: how many of them are among the first ``i + 1`` rows), by the shared
     accumulator (:class:`~kernelstream.engine.noskill.NoSkill`)."""
-    from kernelstream.engine.noskill import NoSkill
+    # the learner registry: loaded by a run, not by the CLI's parser or `check`
     from kernelstream.learners.losses import LOSSES
 
     y, predicted = labels
@@ -286,6 +287,7 @@ def kernel_labels(params: dict[str, Any], k: int) -> list[str]:
     sig = params.get("sigmas")
     if sig is not None:
         try:
+            # the learner registry: loaded by a run, not by the CLI's parser or `check`
             from kernelstream.learners._selection import parse_sigmas
 
             vals = parse_sigmas(sig)

@@ -14,6 +14,7 @@ from typing import Any
 
 from kernelstream import __version__
 from kernelstream.numbers import sig, sig_pm
+from kernelstream.report import figures
 from kernelstream.report.reproduce import ResultFile, ResultTable, TableCell, load_results
 from kernelstream.report.runs import LoadedRun, ReportError, is_run_dir, load_run, run_labels
 
@@ -182,8 +183,6 @@ def _results(res: ResultFile, i: int) -> str:
 
 def build_page(runs: list[LoadedRun], results: list[ResultFile]) -> str:
     """The whole HTML document."""
-    from kernelstream.report import figures
-
     charts = figures.all_charts(runs) if runs else []
     body = ["<main><h1>kernelstream report</h1>",
             f"<p class=meta>written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "

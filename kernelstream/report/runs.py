@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from kernelstream.data.errors import reason_kind
 from kernelstream.report.curves import (
     MAX_PREDICTION_ROWS,
     Series,
@@ -191,8 +192,6 @@ def _entities(summary: dict[str, Any]) -> list[EntityRow]:
 
 def _dead_letters(directory: Path) -> tuple[list[DeadGroup], int]:
     """Dead letters grouped by stage and reason kind, largest first within a stage."""
-    from kernelstream.data.errors import reason_kind
-
     t = read_columns(directory, DEAD_COLUMNS)
     if t is None or t.num_rows == 0:
         return [], 0

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kernelstream import fs
+from kernelstream import fs, kafka_client
 from kernelstream.engine.replay.outputs import ensure_nonempty
 
 if TYPE_CHECKING:  # the Kafka client: imported when a checkpoint's position is read
@@ -88,10 +88,8 @@ class Checkpoint:
             return dict(json.loads(f.read()))
 
     def position(self) -> SourcePosition:
-        from kernelstream.kafka_client.blocks import SourcePosition  # see TYPE_CHECKING
-
         with fs.open_read(self.source_path) as f:
-            return SourcePosition.from_json(json.loads(f.read()))
+            return kafka_client.SourcePosition.from_json(json.loads(f.read()))
 
 
 def committed(directory: str) -> list[Checkpoint]:

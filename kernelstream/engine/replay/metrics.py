@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream import learners
 from kernelstream.engine.evaluate import EvalResult, PermutationResult
 from kernelstream.engine.exact import exact_add, exact_value
 from kernelstream.engine.noskill import FIGURES, NoSkill
@@ -188,8 +189,6 @@ def eval_results(summaries: Sequence[dict[str, Any]], configs: Sequence[Any], *,
     ``PermutationResult`` per permutation, in order), so ``summary.json`` has the loop's
     schema. ``configs`` are ``engine.learner_config.LearnerConfig`` s; per-entity keys are
     not aggregated here (their summaries stay per key)."""
-    from kernelstream import learners
-
     out = []
     for cfg in configs:
         mine = sorted((s for s in summaries if s["config"] == cfg.label and s["entity"] is None),

@@ -226,6 +226,7 @@ def finish_rows(X: np.ndarray | CSR, opts: ReadOptions, lo: np.ndarray | None = 
     if opts.sparse_rows(X.shape[1]):
         return X if isinstance(X, CSR) else CSR.from_dense(X)
     if isinstance(X, CSR):
+        # the learner registry: loaded by a run, not by the CLI's parser or `check`
         from kernelstream.learners.registry import memory_limit
 
         need = X.shape[0] * X.shape[1] * 8

@@ -20,10 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from kernelstream import __version__, data, fs
 from kernelstream._json import json_safe
+from kernelstream.data.label_mix import mix_warning
+from kernelstream.data.rows import TextFormat
+from kernelstream.data.sample import draw_sample
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.orders import evaluate_stream
 from kernelstream.engine.writer_lock import CheckpointInUse
+from kernelstream.numbers import sig_pm
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import error, progress_to_stderr
 from kernelstream.pipelines.config import (
@@ -106,6 +110,7 @@ def run(config: ReplayConfig, pool: WorkerPool | None = None) -> RunOutput:
 def run_output(config: ReplayConfig, res: ReplayResult) -> RunOutput:
     """The :class:`RunOutput` of a finished run from its outputs read back (``res``: see
     ``pipelines.replay.replay.read_outputs``); also ``kernelstream summary``'s."""
+    # pyarrow (Parquet): only for the runs that read or write it
     from kernelstream.engine.replay.outputs import parquet_files
 
     # counts from the files themselves, so the summary adds up whatever the runner's
@@ -235,8 +240,6 @@ def format_table(results: Sequence[EvalResult]) -> str:
     losses and rates with significant digits (``numbers.sig``), beside the no-skill baseline
     of the same streams (the majority-class rate; the running-mean predictor's loss) and,
     for regression, RMSE, MAE and R²."""
-    from kernelstream.numbers import sig_pm
-
     classify = any(r.task == "classification" for r in results)
     regress = any(r.task != "classification" for r in results)
     rows = [("learner", "examples", "perms", "mistake rate (%)",
@@ -268,9 +271,6 @@ def format_table(results: Sequence[EvalResult]) -> str:
 
 def _draw_sample(config: ReplayConfig, command: str) -> None:
     """Write ``--sample N``'s rows where the run reads them (``config.data``)."""
-    from kernelstream.data.rows import TextFormat
-    from kernelstream.data.sample import draw_sample
-
     assert config.sample is not None
     src, n = config.sample
     fmt = config.read.resolved_fmt()
@@ -343,8 +343,6 @@ def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iter
         except ValueError as exc:  # the data does not fit the options
             raise RefusedError(error(command, str(exc))) from None
         if config.read.limit is not None and config.stream == "none":
-            from kernelstream.data.label_mix import mix_warning
-
             read = config.read
             if is_embedded(config.data):
                 read = replace(read, path=str(data.embedded_path(config.data)))

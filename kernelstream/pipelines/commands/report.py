@@ -53,6 +53,7 @@ def cmd_report(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         import matplotlib  # noqa: F401  (the report extra)
     except ImportError:
         return error("report", f"the report needs matplotlib: {INSTALL}")
+    # pyarrow (Parquet): only for the runs that read or write it
     from kernelstream.report import ReportError, render_report
 
     start = time.perf_counter()

@@ -17,8 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kernelstream.experiments.grid import Context, ReplayError
+from kernelstream.experiments.protocol import Options, ProtocolError
 from kernelstream.pipelines.commands._common import Command, error
 from kernelstream.pipelines.config import PROG, runners_for
+from kernelstream.pipelines.replay.replay_args import workers_arg
 
 # paper -> module of kernelstream.experiments, in the order ``all`` runs them
 PAPERS = {"baselines": "baselines", "p0": "p0", "p1": "p1", "p2": "p2", "p3": "p3", "p4": "p4"}
@@ -59,8 +62,6 @@ COMMAND = Command(
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``reproduce``'s arguments and handler (definitions only)."""
-    from kernelstream.pipelines.replay.replay_args import workers_arg
-
     p.add_argument("paper", choices=(*PAPERS, "all"),
                    help="the tables to reproduce (all: " + ", ".join(PAPERS) + ")")
     env = os.environ.get("KERNELSTREAM_DATA")
@@ -104,8 +105,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
-    from kernelstream.experiments.grid import Context, ReplayError
-    from kernelstream.experiments.protocol import Options, ProtocolError
+    # the learner registry: loaded by a run, not by the CLI's parser or `check`
     from kernelstream.experiments.retune import TUNED_FILES
     from kernelstream.experiments.retune import retune as retune_paper
 
@@ -171,6 +171,7 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
 
 def _compare(given: Path, paper: str, ours: Path) -> bool:
     """Print the differences of ``ours`` from the committed JSON; True if there are any."""
+    # the learner registry: loaded by a run, not by the CLI's parser or `check`
     from kernelstream.experiments import report
 
     path = given / f"{paper}.json" if given.is_dir() else given

@@ -17,6 +17,7 @@ from kernelstream.pipelines.commands._common import (
     error,
 )
 from kernelstream.pipelines.config import PROG, runners_for
+from kernelstream.pipelines.live import stream  # the launcher: Beam only once it runs
 from kernelstream.pipelines.live.stream_config import (
     KAFKA_CLIENTS,
     KEY_BY,
@@ -124,6 +125,4 @@ def cmd_stream(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         config = stream_config(args, argv)
     except ValueError as exc:
         return error("stream", str(exc))
-    from kernelstream.pipelines.live import stream  # the launcher (Beam only once it runs)
-
     return stream.run(config)

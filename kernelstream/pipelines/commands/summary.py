@@ -20,7 +20,9 @@ from kernelstream.pipelines.commands._runs import (
     run_output,
     write_summary,
 )
+from kernelstream.pipelines.commands.replay import print_run
 from kernelstream.pipelines.config import PROG
+from kernelstream.pipelines.replay.replay_args import replay_config
 
 COMMAND = Command(
     "summary", help="summary.json of a replay submitted with --submit-only, once it finished",
@@ -47,10 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_summary(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     """Write ``RUN_DIR/summary.json`` of a finished submitted run; 2 with one line when
     ``RUN_DIR`` holds no submitted run or its job has not written its outputs (yet)."""
+    # the CLI imports this module: at module level the import would be a circle
     from kernelstream.pipelines import cli
-    from kernelstream.pipelines.commands.replay import print_run
     from kernelstream.pipelines.replay import replay  # the replay machinery: only here
-    from kernelstream.pipelines.replay.replay_args import replay_config
 
     out = args.run_dir
     path = fs.join(out, SUBMITTED)

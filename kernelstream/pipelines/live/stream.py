@@ -47,7 +47,10 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from kernelstream._services import serve
+from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.engine.noskill import skill_warnings
+from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
 from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live.stream_config import (
@@ -79,8 +82,6 @@ def _in_process(runner: str, pipeline_args: Sequence[str]) -> bool:
 def local_job_service(timeout: float = 60.0) -> Iterator[str]:
     """Beam's local job service on a free port, in its own session: a Ctrl-C at the terminal
     reaches this process (which drains the job), not the job service running it."""
-    from kernelstream._services import serve
-
     def argv(port: int) -> list[str]:
         target = [sys.executable, "-m",
                   "apache_beam.runners.portability.local_job_service_main", "--port", str(port)]
@@ -124,8 +125,6 @@ def _log_changed(exc: BaseException) -> str | None:
     """The one line of a failure because the log changed under the run (module docstring),
     else None. The error comes out of the pipeline: the exception itself where the runner
     chains it, else its ``Name: message`` line in the (remote) traceback text."""
-    from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
-
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
@@ -179,10 +178,9 @@ def run(config: StreamConfig) -> int:
 
 
 def _execute(config: StreamConfig, prep: Prepared) -> int:
-    from kernelstream.transforms.live import kafka_read
-    from kernelstream.transforms.live.committer import register_local_store, unregister_local_store
-    from kernelstream.transforms.live.stream import LiveStream
-    from kernelstream.transforms.live.stream_job import StreamJob
+    # Beam: only once the stream runs (the transforms import it)
+    from kernelstream.transforms.live import committer, kafka_read, stream_job
+    from kernelstream.transforms.live import stream as live_stream
 
     opts = _reader_options(config.pipeline_args)
     part = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
@@ -192,7 +190,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     os.makedirs(control, exist_ok=True)
     info = {"out": out, "configs": config.configs_doc(), "stream": config.stream_doc(),
             "argv": list(config.argv)}
-    job = StreamJob(
+    job = stream_job.StreamJob(
         spec=config.spec, bootstrap=config.bootstrap, topics=config.topics, out=out,
         control=control, part=part, labels_topic=config.labels_topic, client=config.client,
         kafka_client=config.kafka_client,
@@ -208,7 +206,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     in_process = _in_process(config.runner, config.pipeline_args)
     if job.checkpoint is not None:
         if in_process:
-            register_local_store(job.checkpoint, prep.store)
+            committer.register_local_store(job.checkpoint, prep.store)
         else:  # the worker's Committer takes the lock (another process)
             prep.close()
     kafka_read.clear_drain()
@@ -219,7 +217,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     try:
         with contextlib.ExitStack() as stack:
             p = _pipeline(config, stack)
-            _ = p | "Stream" >> LiveStream(job)
+            _ = p | "Stream" >> live_stream.LiveStream(job)
             result = p.run()
             result.wait_until_finish()
     except Exception as exc:  # the pipeline failed: one line, not Beam's traceback
@@ -227,7 +225,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     finally:
         stopper.uninstall()
         if job.checkpoint is not None:
-            unregister_local_store(job.checkpoint)
+            committer.unregister_local_store(job.checkpoint)
     seconds = time.monotonic() - t0
     status = stopper.read_status()
     shutil.rmtree(control, ignore_errors=True)
@@ -256,6 +254,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
 def _reader_options(pipeline_args: Sequence[str]) -> dict[str, Any]:
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    # Beam: only once the stream runs
     from kernelstream.transforms.live.stream_job import StreamPipelineOptions
 
     o = PipelineOptions(list(pipeline_args)).view_as(StreamPipelineOptions)
@@ -274,8 +273,6 @@ def _head(checkpoint: str | None, prep: Prepared) -> int | None:
         return None
     if prep.store is not None:
         return prep.store.head
-    from kernelstream.engine.live.snapshot.store import SnapshotView
-
     with contextlib.suppress(Exception), SnapshotView.open(checkpoint) as view:
         return view.head
     return None

@@ -17,8 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelstream import kafka_client as kafka_lib
 from kernelstream.engine.learner_config import LearnerConfig, records
+from kernelstream.engine.live.routing import LiveSpec
 from kernelstream.engine.live.rows import OUTPUTS
+from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
+from kernelstream.experiments.tuning import param_text  # -p text of a recorded value
 from kernelstream.kafka_client.names import KAFKA_CLIENTS, SCHEME
 from kernelstream.pipelines.config import (
     DEFAULT_LEARNERS,
@@ -57,8 +61,6 @@ def parse_duration(text: str, what: str) -> float:
 
 def parse_topics(url: str, what: str) -> tuple[str, tuple[str, ...]]:
     """``kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC2...]`` → ``(bootstrap, topics)``."""
-    from kernelstream.kafka_client.clients import KafkaTopic
-
     if not url.startswith(SCHEME):
         raise ConfigError(f"{what} {url!r}: expected kafka://HOST:PORT/TOPIC[,TOPIC...]")
     servers, sep, names = url[len(SCHEME):].partition("/")
@@ -67,7 +69,7 @@ def parse_topics(url: str, what: str) -> tuple[str, tuple[str, ...]]:
         raise ConfigError(f"{what} {url!r}: expected kafka://HOST:PORT/TOPIC[,TOPIC...]")
     for t in topics:
         try:
-            KafkaTopic.parse(f"{SCHEME}{servers}/{t}")
+            kafka_lib.KafkaTopic.parse(f"{SCHEME}{servers}/{t}")
         except ValueError as exc:
             raise ConfigError(f"{what}: {exc}") from None
     if len(set(topics)) != len(topics):
@@ -124,6 +126,7 @@ class StreamConfig:
 def _check_width(spec: Any) -> None:  # engine.live.routing.LiveSpec
     """Refuse a learner whose memory at this width cannot fit (one line: why, what instead),
     before anything connects: ``learners.registry.check_width``."""
+    # the learner registry: loaded by a run, not by the CLI's parser or `check`
     from kernelstream.learners.registry import WidthError, check_width
 
     if spec.n_features is None:  # CSV: the first record fixes the width
@@ -145,8 +148,6 @@ def init_widths(args: argparse.Namespace) -> list[str]:
     specs = list(args.param or [])
     if args.init_from is None or not os.path.isdir(args.init_from):
         return specs  # prepare() reports a missing directory
-    from kernelstream.experiments.tuning import param_text  # -p text of a recorded value
-
     saved = _saved_configs(args.init_from)
     given = [s.partition("=")[0].strip() for s in specs]
     for spec in args.learner or [DEFAULT_LEARNERS["classification"][0]]:
@@ -165,7 +166,7 @@ def init_widths(args: argparse.Namespace) -> list[str]:
 def _saved_configs(path: str) -> dict[str, Any]:
     """The configurations recorded by a stream snapshot or a replay checkpoint (empty when
     neither: prepare() reports it)."""
-    from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
+    # pyarrow (Parquet): only for the runs that read or write it
     from kernelstream.engine.replay import checkpoints
 
     try:
@@ -180,9 +181,6 @@ def _saved_configs(path: str) -> dict[str, Any]:
 
 def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
     """Arguments → a :class:`StreamConfig`; raises ``ValueError`` (one line) on bad input."""
-    from kernelstream.engine.live.routing import LiveSpec
-    from kernelstream.kafka_client.clients import client_settings
-
     bootstrap, topics = parse_topics(args.source, "SOURCE")
     labels_topic = None
     if args.labels is not None:
@@ -238,15 +236,13 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
         if kafka_out is None:
             raise ConfigError("--kafka-outputs goes with --kafka-out")
         kafka_outputs = names
-    client = client_settings(args.kafka_option or [])
+    client = kafka_lib.client_settings(args.kafka_option or [])
     kafka_client = getattr(args, "kafka_client", None) or "auto"
     if kafka_client not in KAFKA_CLIENTS:
         raise ConfigError(f"--kafka-client {kafka_client!r}: expected one of "
                           f"{', '.join(KAFKA_CLIENTS)}")
     if kafka_client == "confluent":  # asked for explicitly: no silent fallback
-        from kernelstream.kafka_client.confluent import check_confluent
-
-        problem = check_confluent(client)
+        problem = kafka_lib.check_confluent(client)
         if problem is not None:
             raise ConfigError(problem)
     pipeline_args = tuple(getattr(args, "pipeline_args", ()) or ())

@@ -54,6 +54,7 @@ class Stopper:
 
     # -- drain -----------------------------------------------------------------------------
     def drain(self, reason: str) -> None:
+        # Beam: only once the stream runs
         from kernelstream.transforms.live.kafka_read import request_drain
 
         if self.reason is None:

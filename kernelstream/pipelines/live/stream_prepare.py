@@ -27,6 +27,16 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
+from kernelstream import kafka_client
+from kernelstream.engine.live.snapshot.files import CorruptSnapshotError
+from kernelstream.engine.live.snapshot.outputs import (
+    UnreadableOutputError,
+    check_published,
+    publish,
+)
+from kernelstream.engine.live.snapshot.store import SnapshotStore, SnapshotView, is_snapshot_dir
+from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
+from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.live.stream_config import (
     OUTPUT_NAMES,
@@ -108,7 +118,7 @@ def _init_kind(config: StreamConfig) -> str | None:
     path = config.init_from
     if path is None:
         return None
-    from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
+    # pyarrow (Parquet): only for the runs that read or write it
     from kernelstream.engine.replay import checkpoints
 
     if not os.path.isdir(path):
@@ -143,15 +153,13 @@ def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-    from kernelstream.kafka_client.clients import client_defaults, typed_settings
-
     bootstrap, prefix = config.kafka_out
     topics = output_topic_names(prefix)
     names = [topics[n] for n in config.kafka_outputs]
     try:
         cfg = {"bootstrap_timeout_ms": 5000, "request_timeout_ms": 10000}
-        cfg.update({k: v for k, v in typed_settings(config.client, client_defaults()[0]).items()
-                    if k in KafkaAdminClient.DEFAULT_CONFIG})
+        typed = kafka_client.typed_settings(config.client, kafka_client.client_defaults()[0])
+        cfg.update({k: v for k, v in typed.items() if k in KafkaAdminClient.DEFAULT_CONFIG})
         admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","),
                                  client_id="kernelstream", **cfg)
     except KafkaError as exc:
@@ -171,21 +179,6 @@ def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
 
 def prepare(config: StreamConfig) -> Prepared:
     """The up-front checks (module docstring); raises :class:`UpfrontError`."""
-    from kernelstream.engine.live.snapshot.files import CorruptSnapshotError
-    from kernelstream.engine.live.snapshot.outputs import (
-        UnreadableOutputError,
-        check_published,
-        publish,
-    )
-    from kernelstream.engine.live.snapshot.store import SnapshotStore
-    from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
-    from kernelstream.engine.writer_lock import CheckpointInUse
-    from kernelstream.kafka_client.partitions import (
-        check_fingerprints,
-        kafka_partition_info,
-        partition_groups,
-    )
-
     store = None
     out = config.out
     saved_out = None
@@ -230,11 +223,12 @@ def prepare(config: StreamConfig) -> Prepared:
         except run_folder.OutFolderError as exc:
             raise UpfrontError(str(exc)) from None
         try:
-            info = kafka_partition_info(config.bootstrap, config.all_topics, config.client)
+            info = kafka_client.kafka_partition_info(config.bootstrap, config.all_topics,
+                                                     config.client)
         except (ConnectionError, FileNotFoundError) as exc:
             raise UpfrontError(str(exc)) from None
         try:
-            groups = partition_groups(info, config.all_topics, committed)
+            groups = kafka_client.partition_groups(info, config.all_topics, committed)
         except OffsetOutOfLog as exc:
             raise UpfrontError(str(exc)) from None
         except ValueError as exc:
@@ -243,8 +237,8 @@ def prepare(config: StreamConfig) -> Prepared:
             # the record each partition was last read at is still the same one: a topic
             # recreated with more records than the committed offset fails here
             try:
-                check_fingerprints(config.bootstrap, store.fingerprints(), info,
-                                   config.client)
+                kafka_client.check_fingerprints(config.bootstrap, store.fingerprints(), info,
+                                                config.client)
             except (LogChanged, ConnectionError) as exc:
                 raise UpfrontError(str(exc)) from None
         start = {}

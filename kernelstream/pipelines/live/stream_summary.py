@@ -36,6 +36,10 @@ import math
 import os
 from typing import Any
 
+from kernelstream._json import json_safe
+from kernelstream.engine.live.rows import nearest_rank
+from kernelstream.engine.noskill import NoSkill
+from kernelstream.numbers import sig
 from kernelstream.pipelines.live.stream_config import OUTPUT_NAMES, SCHEME, StreamConfig
 
 SUMMARY_SCHEMA = 1
@@ -50,8 +54,6 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
     """The run's summary: counts of the rows this run published, the mistake rate and label
     delays of its outcomes (read back from its files)."""
     import pyarrow.parquet as pq
-
-    from kernelstream.engine.live.rows import nearest_rank
 
     counts: dict[str, int] = {}
     mistakes = labelled = 0
@@ -114,7 +116,7 @@ def _noskill(config: StreamConfig, files: list[str]) -> dict[str, float | None]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from kernelstream.engine.noskill import NoSkill
+    # the learner registry: loaded by a run, not by the CLI's parser or `check`
     from kernelstream.engine.prequential import learner_loss
 
     cols = ["key", "config", "learn_position", "label", "predicted", "mistake"]
@@ -139,8 +141,6 @@ def _noskill(config: StreamConfig, files: list[str]) -> dict[str, float | None]:
 
 def write_summary(out: str, doc: dict[str, Any]) -> None:
     """``OUT/summary.json`` (atomic; a summary that cannot be written is skipped)."""
-    from kernelstream._json import json_safe
-
     tmp = os.path.join(out, ".summary.json.tmp")
     with contextlib.suppress(OSError):
         with open(tmp, "w") as f:
@@ -157,8 +157,6 @@ def _count(v: int | None) -> str:
 
 
 def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
-    from kernelstream.numbers import sig
-
     mr = doc["mistake_rate"]
     if mr is not None:  # beside the majority-class predictor's on the same outcomes
         quality = (f"  mistake rate {sig(mr)}% (no-skill "

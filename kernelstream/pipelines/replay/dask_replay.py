@@ -43,6 +43,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from kernelstream import fs
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
+from kernelstream.engine.replay.sources import forget_preloaded, preload_rows
 from kernelstream.pipelines.config import ConfigError
 from kernelstream.pipelines.replay.loop import run_loop
 from kernelstream.pipelines.replay.plan import ReplayRun
@@ -96,8 +97,6 @@ def hold_rows(read: ReadOptions) -> None:
     (``engine.replay.sources.preload_rows``:
     the loop's ``load_rows`` then returns these rows), not once per task; the rows of another
     run's data set are dropped first, so a long-lived worker holds one data set at most."""
-    from kernelstream.engine.replay.sources import forget_preloaded, preload_rows
-
     with _ROWS_LOCK:
         if _HELD == [read]:
             return

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
-from kernelstream import fs
+from kernelstream import fs, kafka_client
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.engine.replay.blocks import Block
@@ -54,10 +54,8 @@ def loop_source(run: ReplayRun, dead: list[dict[str, Any]],
             dead += ds.dead_letters
         yield from stream_blocks(ds, run.spec)
         return
-    from kernelstream.kafka_client.blocks import KafkaBlocks  # a topic: its runs' own import
-
-    kb = KafkaBlocks(run.kafka.topic, run.read, run.spec.configs, run.block_size,
-                     run.resume_position)
+    kb = kafka_client.KafkaBlocks(run.kafka.topic, run.read, run.spec.configs, run.block_size,
+                                  run.resume_position)
     for item in kb.read_topic(run.kafka):
         if isinstance(item, Block):
             yield item
@@ -82,10 +80,8 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
     dead: list[dict[str, Any]] = []
     writers: dict[str, KafkaWriter] = {}
     if run.kafka_out is not None:  # the Kafka client: imported by the runs that use it
-        from kernelstream.kafka_client.sink import KafkaWriter, output_topics, prediction_rows
-
-        writers = {k: KafkaWriter(t, run.kafka_client)
-                   for k, t in output_topics(run.kafka_out).items()}
+        writers = {k: kafka_client.KafkaWriter(t, run.kafka_client)
+                   for k, t in kafka_client.output_topics(run.kafka_out).items()}
     # the shards of replay --workers write into the same directories: one name each
     part = PART if run.shards == 1 else f"{PART}-{run.shard}"
     with fs.open_write(fs.join(run.out, "predictions", f"{part}.parquet")) as fh, \
@@ -103,7 +99,7 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
             p = res.predictions
             w.write(p)
             if writers:
-                writers["predictions"].write(prediction_rows(p))
+                writers["predictions"].write(kafka_client.prediction_rows(p))
             metrics += res.metrics
             dead += res.dead_letters
             counters["blocks"] += 1

@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kernelstream import data as ksdata
-from kernelstream import fs
+from kernelstream import fs, kafka_client
 from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import TextFormat
 from kernelstream.engine.evaluate import EvalResult
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.replay import checkpoints as ckpts
@@ -112,10 +113,9 @@ def plan(config: ReplayConfig) -> ReplayRun:
                          "continue (give a kafka:// source)")
     kafka = None
     if topic:
-        from kernelstream.kafka_client import KafkaReadOptions  # a topic: see TYPE_CHECKING
-
-        kafka = KafkaReadOptions(_parse_topic(c.data), idle_seconds=c.kafka.idle,
-                                 max_seconds=c.kafka.max_seconds, client=c.kafka.client)
+        kafka = kafka_client.KafkaReadOptions(_parse_topic(c.data), idle_seconds=c.kafka.idle,
+                                              max_seconds=c.kafka.max_seconds,
+                                              client=c.kafka.client)
         if c.permutations != 1:
             raise ValueError("a Kafka topic is one stream in its own order: permutations must "
                              "be 1")
@@ -134,9 +134,7 @@ def plan(config: ReplayConfig) -> ReplayRun:
         reshuffle = opts.reshuffle_blocks == "true"
     read = replace(c.read, path=path, fmt=fmt)
     if kafka is not None:
-        from kernelstream.kafka_client import check_read_options
-
-        check_read_options(read)
+        kafka_client.check_read_options(read)
     return ReplayRun(data=c.data, configs=list(c.learners), out=c.out, read=read, seed=c.seed,
                      permutations=c.permutations, block_size=opts.block_size or c.block_size,
                      metrics_window=opts.metrics_window or c.metrics_window,
@@ -152,9 +150,7 @@ def plan(config: ReplayConfig) -> ReplayRun:
 
 
 def _parse_topic(url: str) -> KafkaTopic:
-    from kernelstream.kafka_client import KafkaTopic  # a topic: see TYPE_CHECKING
-
-    return KafkaTopic.parse(url)
+    return kafka_client.KafkaTopic.parse(url)
 
 
 def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
@@ -263,16 +259,12 @@ def _check_brokers(run: ReplayRun) -> ReplayRun:
     answered and the resume offsets are found in the log: checked in seconds, before any
     pipeline starts."""
     if run.kafka is not None:
-        from kernelstream.kafka_client import snapshot_ends  # a topic: see TYPE_CHECKING
-
         resume = run.resume_position
-        run = replace(run, kafka=snapshot_ends(run.kafka,
-                                               None if resume is None else resume.offsets))
+        run = replace(run, kafka=kafka_client.snapshot_ends(
+            run.kafka, None if resume is None else resume.offsets))
     if run.kafka_out is not None:
-        from kernelstream.kafka_client import check_reachable
-
-        check_reachable(run.kafka_out.bootstrap, run.kafka_client,
-                        f"--kafka-out {run.kafka_out.url}")
+        kafka_client.check_reachable(run.kafka_out.bootstrap, run.kafka_client,
+                                     f"--kafka-out {run.kafka_out.url}")
     return run
 
 
@@ -329,8 +321,6 @@ def _count_records(read: ReadOptions) -> int:
             after_newline = bool(nl[-1])
     n += not after_newline  # a last line without a newline
     if fmt == "csv":
-        from kernelstream.data.rows import TextFormat
-
         tf = TextFormat.detect(read.path, "csv", read.label_column, read.delimiter,
                                read.header, read.key_by)
         n -= tf.header_line is not None

@@ -12,9 +12,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kernelstream import data, fs
+from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
+from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
+from kernelstream.data.sample import EXTENSIONS
+from kernelstream.experiments import tuning
 from kernelstream.pipelines.config import (
     DEFAULT_BY_ROWS,
     DEFAULT_DATASET,
@@ -22,11 +25,13 @@ from kernelstream.pipelines.config import (
     ConfigError,
     KafkaOptions,
     ReplayConfig,
+    accepts,
     check_at_least,
     default_out,
     display_name,
     is_topic,
     learner_configs,
+    parse_param_spec,
     resolve_task,
 )
 
@@ -88,8 +93,6 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
     params_from = getattr(args, "params_from", None)
     tuned = None
     if params_from is not None:  # kernelstream tune's choice, under the explicit -p values
-        from kernelstream.experiments import tuning
-
         tuned = tuning.read_tuned(params_from)
         learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
                                                         param_specs)
@@ -181,8 +184,6 @@ def sample_file(args: argparse.Namespace, src: str, kafka_src: bool, dataset: st
                           "give one of them")
     if kafka_src or args.stream != "none":
         raise ConfigError("--sample draws rows of a data file (not a Kafka topic or --stream)")
-    from kernelstream.data.sample import EXTENSIONS
-
     path = str(data.embedded_path(src)) if is_embedded(src) else src
     fmt = args.format or ReadOptions(path=path).resolved_fmt()
     name = f"{dataset}-{args.sample}-seed{args.seed}.{EXTENSIONS.get(fmt, fmt)}"
@@ -217,8 +218,6 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
         return None
 
     def estimate() -> float:
-        from kernelstream.data import widths
-
         try:
             return widths.file_gamma(opts)
         except (ValueError, OSError) as exc:
@@ -231,8 +230,6 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
 def check_default_params(rows: str, param_specs: Sequence[str]) -> None:
     """A ``-p`` without ``--learner`` is for the default learner: one it does not have is a
     :class:`ConfigError` saying which learner the file's rows chose."""
-    from kernelstream.pipelines.config import accepts, parse_param_spec
-
     name = DEFAULT_BY_ROWS[rows][0]
     other = next(n for r, (n, _) in DEFAULT_BY_ROWS.items() if r != rows)
     for spec in param_specs:
@@ -251,8 +248,6 @@ def default_rows(args: argparse.Namespace, src: str) -> str | None:
     opts = file_options(args, src)
     if opts is None:
         return None
-    from kernelstream.data import widths
-
     try:
         return widths.file_rows(opts)
     except (ValueError, OSError):
@@ -388,6 +383,7 @@ def is_embedded(src: str) -> bool:
 def available_memory() -> int:
     """Bytes a run may plan for (``learners.registry.memory_limit``: physical memory, or
     ``$KERNELSTREAM_MEMORY_LIMIT``)."""
+    # the learner registry: loaded by a run, not by the CLI's parser or `check`
     from kernelstream.learners.registry import memory_limit
 
     return memory_limit()
@@ -403,6 +399,7 @@ def check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
     width (the learners' own estimate, ``learners.registry.check_width``: e.g. budget ×
     width × 8 bytes of dense support vectors, or budget × non-zeros per row for sparse rows),
     with one line naming the fix."""
+    # the learner registry: loaded by a run, not by the CLI's parser or `check`
     from kernelstream.learners.registry import (
         WidthError,
         check_width,
@@ -440,15 +437,8 @@ def kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str,
         return ()
     # kafka-python logs every failed connection attempt; the CLI reports the failure itself
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    from kernelstream.kafka_client import (  # the Kafka client: only for runs that use Kafka
-        KafkaTopic,
-        check_read_options,
-        client_settings,
-        text_format_for,
-    )
-
     if kafka_src:
-        KafkaTopic.parse(args.data)
+        kafka_client.KafkaTopic.parse(args.data)
         if args.permutations != 1:
             raise ConfigError("a Kafka topic is one stream in its own order: --permutations "
                               "must be 1")
@@ -461,12 +451,12 @@ def kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str,
             label_column=None if args.label_column is None else int_or_str(args.label_column),
             scale=args.scale, scale_target=args.scale_target, delimiter=args.delimiter,
             header=args.header, key_by=None if args.key_by is None else int_or_str(args.key_by))
-        check_read_options(read)
-        text_format_for(read)
+        kafka_client.check_read_options(read)
+        kafka_client.text_format_for(read)
     if args.kafka_out is not None:
-        KafkaTopic.parse(args.kafka_out)
+        kafka_client.KafkaTopic.parse(args.kafka_out)
     if args.kafka_idle <= 0:
         raise ConfigError(f"--kafka-idle must be > 0, got {args.kafka_idle}")
     if args.kafka_max_seconds is not None and args.kafka_max_seconds <= 0:
         raise ConfigError(f"--kafka-max-seconds must be > 0, got {args.kafka_max_seconds}")
-    return client_settings(args.kafka_option or [])
+    return kafka_client.client_settings(args.kafka_option or [])

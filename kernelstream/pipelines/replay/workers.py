@@ -48,7 +48,11 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 import kernelstream
 from kernelstream import fs
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
+from kernelstream.engine.replay.outputs import OUTPUTS
+from kernelstream.engine.replay.sources import core_free, forget_preloaded, preload_rows
+from kernelstream.pipelines.cli import main
 from kernelstream.pipelines.config import PROG, ReplayConfig, WorkerError, is_topic
+from kernelstream.pipelines.replay.replay import clear_outputs, read_outputs, resolve_data
 
 if TYPE_CHECKING:
     from kernelstream.data.options import ReadOptions
@@ -221,8 +225,6 @@ class WorkerPool:
             raise
         finally:
             if fork:  # the workers have their copy-on-write share of the rows read here
-                from kernelstream.engine.replay.sources import forget_preloaded
-
                 forget_preloaded()
 
     def go(self) -> None:
@@ -235,10 +237,6 @@ class WorkerPool:
                   "" if n == config.workers else
                   f" (--workers {config.workers}: one per stream)")
         self.started = True
-        # the replay machinery (pyarrow): imported once the workers are on their way
-        from kernelstream.engine.replay.outputs import OUTPUTS
-        from kernelstream.pipelines.replay.replay import clear_outputs
-
         clear_outputs(config.out)
         for name in OUTPUTS:  # before the workers, so that none of them races to create them
             fs.makedirs(fs.join(config.out, name))
@@ -265,8 +263,6 @@ class WorkerPool:
         for line in dict.fromkeys(line for w in self.workers for line in w.held):
             sys.stderr.write(line)  # warnings the workers wrote, each once
         self.done = True
-        from kernelstream.pipelines.replay.replay import read_outputs
-
         return read_outputs(self.config.out, {}, self.config.runner,
                             time.perf_counter() - self.t0)
 
@@ -280,8 +276,6 @@ class WorkerPool:
         for w in self.workers:
             _close(w)
         if self.started:
-            from kernelstream.pipelines.replay.replay import clear_outputs
-
             with contextlib.suppress(Exception):
                 clear_outputs(self.config.out)
 
@@ -299,15 +293,13 @@ def start_method() -> str:
 
 
 def preload(config: ReplayConfig) -> None:
-    """Import what a worker's run of ``config`` imports (the engine, pyarrow, the learners;
-    Beam but for the loop runner) and read its data set (``engine.replay.sources.preload_rows``),
-    before the workers are forked from this process: the workers share the parsed rows
-    instead of each parsing the file. With a CPU free (``engine.replay.sources.core_free``) the
-    file is read in a thread while Beam is imported (parsing is mostly numpy, which
-    releases the GIL); the thread has ended on return."""
-    from kernelstream.engine.replay.sources import core_free, preload_rows
-    from kernelstream.pipelines.replay import replay  # noqa: F401  (the engine, pyarrow, learners)
-
+    """Import what a worker's run of ``config`` imports (Beam but for the loop runner; the
+    engine, pyarrow and the learners came with this module) and read its data set
+    (``engine.replay.sources.preload_rows``), before the workers are forked from this
+    process: the workers share the parsed rows instead of each parsing the file. With a CPU
+    free (``engine.replay.sources.core_free``) the file is read in a thread while Beam is
+    imported (parsing is mostly numpy, which releases the GIL); the thread has ended on
+    return."""
     opts = _file_read_options(config)
     reader = None
     if opts is not None and core_free():
@@ -317,7 +309,8 @@ def preload(config: ReplayConfig) -> None:
         preload_rows(opts)  # here and now: no thread to compete with the import
     try:
         if config.runner != "loop":
-            from kernelstream.pipelines.replay import beam_replay  # noqa: F401  (Beam)
+            # the one optional dependency a worker may still need: Beam, but for the loop runner
+            from kernelstream.pipelines.replay import beam_replay  # noqa: F401
     finally:
         if reader is not None:
             reader.join()
@@ -327,8 +320,6 @@ def _file_read_options(config: ReplayConfig) -> ReadOptions | None:
     """The read options of the file every worker of ``config`` loads whole (as ``replay.
     make_run`` resolves them), or None when the workers read nothing in common (a Kafka
     topic, adversarial streams generated in memory)."""
-    from kernelstream.pipelines.replay.replay import resolve_data
-
     if config.stream != "none" or is_topic(config.data):
         return None
     try:
@@ -380,8 +371,6 @@ def _forked_main(args: list[str], stdin_fd: int, stderr_fd: int, parent_fds: tup
         sys.stdin = open(0, closefd=False)  # the new fds 0-2, not the copied parent objects
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
-        from kernelstream.pipelines.cli import main  # imported: this process is a copy
-
         code = main(args)
     except BaseException:  # the parent shows the end of a failed worker's stderr
         with contextlib.suppress(Exception):
@@ -426,8 +415,6 @@ def worker_main() -> None:
     """A worker process's entry point: the command line, then an immediate exit. The outputs
     are closed by then; skipping the interpreter's teardown of Beam's modules and threads
     (~0.17 s) shortens every ``--workers`` run by as much."""
-    from kernelstream.pipelines.cli import main  # the command this process runs
-
     code = main()
     logging.shutdown()  # flush the handlers (progress and error lines)
     sys.stdout.flush()

@@ -28,7 +28,21 @@ import apache_beam as beam
 
 from kernelstream.engine.live.accounting import Accounting
 from kernelstream.engine.live.engine import StreamEngine
-from kernelstream.engine.live.rows import DICTIONARY_COLUMNS, OUTPUTS, Rows
+from kernelstream.engine.live.rows import (
+    COLUMNAR,
+    DICTIONARY_COLUMNS,
+    OUTPUTS,
+    RowBlock,
+    Rows,
+    stream_schemas,
+)
+from kernelstream.engine.live.snapshot.outputs import (
+    UnreadableOutputError,
+    pending_path,
+    publish,
+    seal,
+)
+from kernelstream.engine.live.snapshot.store import SnapshotStore
 from kernelstream.transforms.live.kafka_rows import kafka_writer
 from kernelstream.transforms.live.stream_job import (
     PROGRESS_TAG,
@@ -125,8 +139,6 @@ def _warm_up(schemas: dict[str, Any]) -> None:
 
     import pyarrow.parquet as pq
 
-    from kernelstream.engine.live.rows import COLUMNAR, RowBlock
-
     for name, (fields, _, _) in COLUMNAR.items():
         types = [str(schemas[name].field(f).type) for f in fields]
         cols = [["x"] if t == "string" else [True] if t == "bool" else [0] for t in types]
@@ -169,16 +181,12 @@ class Committer(beam.DoFn):
     def setup(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from kernelstream.engine.live.rows import stream_schemas
-
         job = self.job
         self.schemas = stream_schemas()
         _warm_up(self.schemas)
         if job.checkpoint is not None:
             self.store = _LOCAL_STORES.get(os.path.realpath(job.checkpoint))
             if self.store is None:
-                from kernelstream.engine.live.snapshot.store import SnapshotStore
-
                 self.store = SnapshotStore.open(job.checkpoint)
                 self.own_store = True
             self.committed = self.store.head
@@ -318,8 +326,6 @@ class Committer(beam.DoFn):
         """On the commit thread, in an ``except``: keep its first error (nothing is written
         or committed after it) and raise it, as :class:`EpochWriteError` (``what``: the
         file) if it is the file system's."""
-        from kernelstream.engine.live.snapshot.outputs import UnreadableOutputError
-
         if not isinstance(exc, OSError | UnreadableOutputError):
             if self.failed is None:
                 self.failed = exc
@@ -331,8 +337,6 @@ class Committer(beam.DoFn):
 
     def _write_rows(self, name: str, epoch: int, rows: Rows) -> None:
         import pyarrow.parquet as pq
-
-        from kernelstream.engine.live.snapshot.outputs import pending_path
 
         schema = self.schemas[name]
         w = self.writers.get((name, epoch))
@@ -427,8 +431,6 @@ class Committer(beam.DoFn):
         """On the commit thread: the snapshot of ``epoch`` (its rows already handed to the
         writers; ``handed``: how many of each output). Nothing is committed after an error
         of this thread (``failed``), nor before the epoch's files are sealed."""
-        from kernelstream.engine.live.snapshot.outputs import publish, seal
-
         if self.failed is not None:
             raise self.failed
         what = f"epoch {epoch} not committed"

@@ -20,6 +20,7 @@ import apache_beam as beam
 import numpy as np
 
 from kernelstream._json import json_safe
+from kernelstream.kafka_client.producers import row_producer
 from kernelstream.transforms.live.stream_job import StreamJob, crash_point
 
 
@@ -72,8 +73,6 @@ class WriteKafkaRows(beam.DoFn):
         self.where: dict[tuple[str, str], int] = {}
 
     def setup(self) -> None:
-        from kernelstream.kafka_client.producers import row_producer
-
         assert self.job.kafka_out is not None
         self.topics = self.job.output_topics()
         self.producer = row_producer(self.job.kafka_out, self.job.client,

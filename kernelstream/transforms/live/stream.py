@@ -68,6 +68,9 @@ from apache_beam.utils.windowed_value import WindowedValue
 from kernelstream.engine.live.accounting import state_tally
 from kernelstream.engine.live.engine import StreamEngine
 from kernelstream.engine.live.rows import OUTPUTS
+from kernelstream.engine.live.snapshot.store import SnapshotView
+from kernelstream.engine.live.state import decode_state, encode_state
+from kernelstream.engine.replay.core import decode_replay_state
 from kernelstream.transforms.live.committer import (
     Committer,
     register_local_store,
@@ -169,8 +172,6 @@ class ModelStateCoder(beam.coders.Coder):
             token = value.token
             _HELD[token] = value
             return b"W" + token.encode()
-        from kernelstream.engine.live.state import encode_state
-
         return b"B" + encode_state(value.st)
 
     def decode(self, encoded: bytes) -> Any:
@@ -181,8 +182,6 @@ class ModelStateCoder(beam.coders.Coder):
                 raise RuntimeError("a model's Beam state names a model held by another worker "
                                    "process; run this runner with --state_in_beam")
             return held
-        from kernelstream.engine.live.state import decode_state
-
         return HeldState(decode_state(body, self.ttl_ms))
 
     def is_deterministic(self) -> bool:
@@ -240,10 +239,9 @@ class _InitStates:
         self.view: Any = None
         self.replay: dict[str, bytes] | None = None
         if kind == "stream":
-            from kernelstream.engine.live.snapshot.store import SnapshotView
-
             self.view = SnapshotView.open(path)
         else:
+            # pyarrow (Parquet): only for the runs that read or write it
             from kernelstream.engine.replay import checkpoints
 
             ckpt = checkpoints.latest(path)
@@ -257,8 +255,6 @@ class _InitStates:
         data = self.replay.get(key)
         if data is None:
             return None
-        from kernelstream.engine.replay.core import decode_replay_state
-
         return decode_replay_state(data).learner
 
     def close(self) -> None:
@@ -295,8 +291,6 @@ class _LearnBase(beam.DoFn):
         short_state_sampling()  # for the bundle processors this worker creates later
         self.engine = StreamEngine(self.job.spec)
         if self.job.checkpoint is not None and self.job.resume_epoch is not None:
-            from kernelstream.engine.live.snapshot.store import SnapshotView
-
             self.snapshot = SnapshotView.open(self.job.checkpoint, self.job.resume_epoch)
         if self.job.init_from is not None:
             self.init = _InitStates(self.job.init_from, self.job.init_kind or "stream",
