@@ -1,7 +1,8 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, and the fast lane's marks."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,17 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI") and os.environ.get("KERNELSTREAM_HYPOTHESIS") != "explore":
     settings.load_profile("ci")
+
+
+# The fast lane (`pytest -m "not slow"`, about 2 minutes) leaves out the tests a measured run
+# found slow (tests/_slow_tests.py writes the list), beside those marked in their modules.
+_SLOW = frozenset(json.loads((Path(__file__).with_name("slow_tests.json")).read_text()))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid in _SLOW:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
