@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelstream import kafka_client as kafka_lib
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.live.routing import LiveSpec
 from kernelstream.engine.live.rows import OUTPUTS
@@ -113,14 +114,14 @@ class StreamConfig:
 
     def stream_doc(self) -> dict[str, Any]:
         """What a checkpoint's models depend on besides the learners."""
-        s = self.spec
+        s, r = self.spec, self.spec.read
         return {"topics": list(self.topics), "labels_topic": self.labels_topic,
-                "seed": s.seed, "format": s.fmt, "n_features": s.n_features,
-                "label_column": s.label_column, "delimiter": s.delimiter, "task": s.task,
-                "positive_label": s.positive_label, "key_by": s.key_by,
+                "seed": s.seed, "format": r.fmt, "n_features": s.width,
+                "label_column": r.label_column, "delimiter": r.delimiter, "task": r.task,
+                "positive_label": r.positive_label, "key_by": r.key_by,
                 "label_ttl_ms": s.label_ttl_ms, "metrics_window_ms": s.metrics_window_ms,
-                **({"rows": s.rows} if s.rows != "auto" else {}),
-                **({"hash_features": s.hash_features} if s.hash_features is not None else {})}
+                **({"rows": r.rows} if r.rows != "auto" else {}),
+                **({"hash_features": r.hash_features} if r.hash_features is not None else {})}
 
 
 def _check_width(spec: Any) -> None:  # engine.live.routing.LiveSpec
@@ -129,11 +130,11 @@ def _check_width(spec: Any) -> None:  # engine.live.routing.LiveSpec
     # the learner registry: loaded by a run, not by the CLI's parser or `check`
     from kernelstream.learners.registry import WidthError, check_width
 
-    if spec.n_features is None:  # CSV: the first record fixes the width
+    if spec.width is None:  # CSV: the first record fixes the width
         return
     for c in spec.configs:
         try:
-            check_width(c.learner, dict(c.params), spec.n_features, sparse=spec.sparse)
+            check_width(c.learner, dict(c.params), spec.width, sparse=spec.sparse)
         except WidthError as e:
             raise ConfigError(f"learner {c.label}: {e}") from None
 
@@ -260,15 +261,15 @@ def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamC
         raise ConfigError("--init-from is the --checkpoint directory itself: a checkpoint "
                           "resumes on its own")
     try:
-        spec = LiveSpec(
-            configs=configs, seed=args.seed, fmt=fmt, n_features=args.n_features,
-            label_column=label_column, delimiter=args.delimiter or ",", task=task,
-            positive_label=args.positive_label,
+        read = ReadOptions(
+            path=args.source, fmt=fmt, n_features=args.n_features, label_column=label_column,
+            delimiter=args.delimiter or ",", task=task, positive_label=args.positive_label,
             key_by=None if args.key_by is None else args.key_by,
-            label_ttl_ms=max(1, round(ttl * 1000)),
+            rows=getattr(args, "rows", "auto"), hash_features=hash_bits)
+        spec = LiveSpec(
+            configs=configs, read=read, seed=args.seed, label_ttl_ms=max(1, round(ttl * 1000)),
             metrics_window_ms=max(1, round(window * 1000)), labels_topic=labels_topic,
-            source_prefix=f"{SCHEME}{bootstrap}/", rows=getattr(args, "rows", "auto"),
-            hash_features=hash_bits)
+            source_prefix=f"{SCHEME}{bootstrap}/")
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     _check_width(spec)

@@ -33,6 +33,7 @@ from _helpers import WorkerPool, start_worker_pool, without_warnings
 from stream_accounting import assert_accounting
 
 from kernelstream import data
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine.live.engine import reference_outputs
 from kernelstream.engine.live.merge import merged
 from kernelstream.engine.live.records import SourceRecord
@@ -419,6 +420,34 @@ def test_option_errors_are_one_line(tmp_path: Path) -> None:
         assert r.returncode == 2, r.stderr
         assert words in one_line(r.stderr), r.stderr
         assert one_line(r.stderr).startswith("kernelstream stream: error:")
+
+
+def test_a_stream_reads_with_the_replays_read_options() -> None:
+    """A stream's parsing options are one ``ReadOptions``, the replay's, whose path is the
+    topic URL; what a checkpoint records of them (``stream_doc``, compared when a run
+    resumes) stays what it was."""
+    hashed = spec_for(["stream", "kafka://h:1/a,b", "--hash-features", "12", "--key-by",
+                       "id-prefix", "--positive-label", "x"])
+    assert hashed.read == ReadOptions("kafka://h:1/a,b", fmt="libsvm", delimiter=",",
+                                      positive_label="x", key_by="id-prefix",
+                                      hash_features=12)
+    assert hashed.width == 4096 and hashed.sparse  # wider than AUTO_SPARSE_WIDTH
+    assert stream_config(cli.build_parser().parse_args(
+        ["stream", "kafka://h:1/a,b", "--hash-features", "12", "--key-by", "id-prefix",
+         "--positive-label", "x"])).stream_doc() == {
+        "topics": ["a", "b"], "labels_topic": None, "seed": 0, "format": "libsvm",
+        "n_features": 4096, "label_column": None, "delimiter": ",", "task": "classification",
+        "positive_label": "x", "key_by": "id-prefix", "label_ttl_ms": 3600000,
+        "metrics_window_ms": 60000, "hash_features": 12}
+    argv = ["stream", "kafka://h:1/t", "--format", "csv", "--label-column", "0",
+            "--delimiter", ";", "--task", "regression", "--rows", "sparse", "--labels",
+            "kafka://h:1/l"]
+    assert spec_for(argv).read == ReadOptions("kafka://h:1/t", fmt="csv", label_column=0,
+                                              delimiter=";", task="regression", rows="sparse")
+    assert stream_config(cli.build_parser().parse_args(argv)).stream_doc() == {
+        "topics": ["t"], "labels_topic": "l", "seed": 0, "format": "csv", "n_features": None,
+        "label_column": 0, "delimiter": ";", "task": "regression", "positive_label": None,
+        "key_by": None, "label_ttl_ms": 3600000, "metrics_window_ms": 60000, "rows": "sparse"}
 
 
 def _closed_port() -> int:
