@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -241,6 +241,17 @@ def route_one_by_one(engine: Any, records: Sequence[Any],
             for k, p in res:
                 groups.setdefault(k, []).append(p)
     return groups, dead
+
+
+def live_spec(**kw: Any) -> Any:
+    """A live ``LiveSpec`` of keywords: its own fields, and ``ReadOptions`` fields (``fmt=``,
+    ``n_features=``, ``key_by=``, ...) for its ``read`` of a topic."""
+    from kernelstream.data.options import ReadOptions
+    from kernelstream.engine.live.routing import LiveSpec
+
+    reads = {f.name for f in fields(ReadOptions)} - {"path"}
+    read = ReadOptions("kafka://h:1/ev", **{k: kw.pop(k) for k in reads & kw.keys()})
+    return LiveSpec(read=read, **kw)
 
 
 def write(path: Path, text: str | bytes) -> Path:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine import prequential
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.engine import StreamEngine, reference_outputs
@@ -38,6 +39,7 @@ from kernelstream.seeding import learner_seed
 # the learner calls a driver makes: the step's (scores and learning) and the tie rule's
 LEARNER_CALLS = ("predict_one", "learn_one", "step", "predict_learn_many", "predict_label")
 PERCEPTRON = LearnerConfig("perc", "perceptron", {"kernel": "linear"})
+TOPIC = ReadOptions("kafka://h:1/ev", n_features=3)  # LIBSVM messages of 3 features
 
 
 def spy_class(calls: set[tuple[str, str]], name: str = "perceptron",
@@ -91,8 +93,8 @@ def live_records() -> list[SourceRecord]:
 
 def test_the_live_engine_runs_its_learner_through_the_prequential_step() -> None:
     calls: set[tuple[str, str]] = set()
-    spec = LiveSpec(configs=(PERCEPTRON,), n_features=3, label_ttl_ms=10_000,
-                      metrics_window_ms=10_000)
+    spec = LiveSpec(configs=(PERCEPTRON,), read=TOPIC, label_ttl_ms=10_000,
+                    metrics_window_ms=10_000)
     engine = StreamEngine(spec)
     spy = spy_class(calls, kernel="linear")(
         seed=learner_seed(spec.seed, 0, PERCEPTRON.seed_name), kernel="linear")
@@ -158,8 +160,8 @@ def test_the_live_rows_are_named_rows_of_the_schema() -> None:
     assert schemas["predictions"].names == [*ident, *PredictionRow._fields]
     assert schemas["outcomes"].names == [*ident, *OutcomeRow._fields]
     assert (PREDICTION_FIELDS, OUTCOME_FIELDS) == (PredictionRow._fields, OutcomeRow._fields)
-    spec = LiveSpec(configs=(PERCEPTRON,), n_features=3, label_ttl_ms=10_000,
-                      metrics_window_ms=10_000)
+    spec = LiveSpec(configs=(PERCEPTRON,), read=TOPIC, label_ttl_ms=10_000,
+                    metrics_window_ms=10_000)
     out, _ = reference_outputs(live_records(), spec)
     for rows, fields in ((out.predictions, PREDICTION_FIELDS), (out.outcomes, OUTCOME_FIELDS)):
         assert rows
@@ -170,7 +172,7 @@ def test_the_live_rows_are_named_rows_of_the_schema() -> None:
 
 
 def test_the_engine_holds_its_router() -> None:
-    spec = LiveSpec(configs=(PERCEPTRON,), n_features=3)
+    spec = LiveSpec(configs=(PERCEPTRON,), read=TOPIC)
     engine = StreamEngine(spec)
     assert not isinstance(engine, StreamRouter)
     assert isinstance(engine.router, StreamRouter) and engine.router.spec is spec

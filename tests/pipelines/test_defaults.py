@@ -229,7 +229,7 @@ def test_stream_takes_the_widths_of_its_init_from(tmp_path: Path, monkeypatch) -
             ["stream", "kafka://127.0.0.1:9/t", "--n-features", "3", "-l", "b=bogd",
              "-l", "r=raker", "--init-from", str(tmp_path), "--out", str(tmp_path / "o"),
              *extra])
-        return {c.label: dict(c.params) for c in stream_config.stream_config(args).configs}
+        return {c.label: dict(c.params) for c in stream_config.StreamConfig.from_args(args).configs}
 
     got = configs()
     assert got["b"]["gamma"] == 0.0371 and got["r"]["sigmas"] == "0.5,1,2"

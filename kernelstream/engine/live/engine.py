@@ -772,7 +772,7 @@ class StreamEngine:
         if closing:
             st.loss_total = total_loss
         return metrics_row(st, self.configs[st.config].learner, self.window,
-                           (m.task if m is not None else self.spec.task) == "classification",
+                           (m.task if m is not None else self.spec.read.task) == "classification",
                            exact_value(total_loss), final, closing)
 
 

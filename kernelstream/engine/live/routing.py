@@ -49,7 +49,7 @@ UTF-8 itself (a dead letter) is kept with its undecodable bytes as ``\\xNN`` esc
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Protocol, cast
 
 import numpy as np
@@ -62,10 +62,10 @@ from kernelstream.data import (
     parse_libsvm_line,
     parse_libsvm_lines,
 )
-from kernelstream.data.hashing import check_bits, hash_row
+from kernelstream.data.hashing import hash_row
 from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.lines import BOM
-from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.rows import stream_dead_letter
@@ -115,24 +115,23 @@ class LiveSpec:
     """Everything a worker needs to run the models of a stream (picklable).
 
     ``configs`` are ``engine.learner_config.LearnerConfig`` s;
+    ``read`` says how records are parsed, as for a replay: its ``path`` is the topic URL
+    (``kafka://HOST:PORT/TOPIC[,TOPIC...]``, as a replay of a topic names it); a stream reads
+    its ``fmt`` (LIBSVM when None, or CSV), ``n_features``, ``label_column`` (CSV: a 0-based
+    position), ``delimiter`` (``,`` when None), ``task``, ``positive_label``, ``key_by``
+    (None or ``"id-prefix"``), ``rows`` and ``hash_features`` (LIBSVM indices hashed into
+    ``2**k`` columns), and refuses the options that only a file has (scaling, ``limit``, a
+    header);
     ``source_prefix`` is put before ``TOPIC/PARTITION`` in dead letters' ``source`` (e.g.
     ``kafka://HOST:PORT/``)."""
 
     configs: tuple[Any, ...]
+    read: ReadOptions
     seed: int = 0
-    fmt: str = "libsvm"
-    n_features: int | None = None
-    label_column: int | None = None
-    delimiter: str | None = ","
-    task: str = "classification"
-    positive_label: str | None = None
-    key_by: str | None = None
     label_ttl_ms: int = 3_600_000
     metrics_window_ms: int = 60_000
     labels_topic: str | None = None
     source_prefix: str = ""
-    rows: str = "auto"  # features as dense rows or 1-row CSR (data.options.ROWS)
-    hash_features: int | None = None  # k: LIBSVM indices hashed into 2**k columns
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "configs", tuple(self.configs))
@@ -141,42 +140,56 @@ class LiveSpec:
             raise ValueError("no learner configuration given")
         if len(set(names)) != len(names):
             raise ValueError(f"configuration names given twice: {names}")
-        if self.fmt not in ("libsvm", "csv"):
-            raise ValueError(f"stream messages are LIBSVM or CSV lines, not {self.fmt!r}")
-        if self.hash_features is not None:
-            if self.fmt != "libsvm":
-                raise ValueError("hash_features applies to LIBSVM messages")
-            check_bits(self.hash_features)
-            object.__setattr__(self, "n_features", 1 << self.hash_features)
-        if self.fmt == "libsvm":
-            if self.n_features is None:
+        r = self.read
+        if r.fmt is None or r.delimiter is None:  # a topic cannot be sniffed: the defaults
+            r = replace(r, fmt=r.fmt or "libsvm", delimiter=r.delimiter or ",")
+            object.__setattr__(self, "read", r)
+        if r.fmt not in ("libsvm", "csv"):
+            raise ValueError(f"stream messages are LIBSVM or CSV lines, not {r.fmt!r}")
+        # each message is learnt as it comes: no pass over the data to scale by, no end to
+        # cut at, no header line
+        if r.scale != "none" or r.scale_target != "none" or r.limit is not None or r.header:
+            raise ValueError("scale, scale_target, limit and header do not apply to stream "
+                             "messages")
+        if r.hash_features is not None and r.fmt != "libsvm":
+            raise ValueError("hash_features applies to LIBSVM messages")
+        if r.fmt == "libsvm":
+            if self.width is None:
                 raise ValueError("LIBSVM messages need n_features (--n-features or "
                                  "--hash-features)")
-            if self.label_column is not None:
+            if r.label_column is not None:
                 raise ValueError("label_column does not apply to LIBSVM messages")
-        if self.n_features is not None and self.n_features < 1:
-            raise ValueError(f"n_features must be >= 1, got {self.n_features}")
-        if self.task not in ("classification", "regression"):
-            raise ValueError(f"task must be classification or regression, got {self.task!r}")
-        if self.key_by not in KEY_BY:
-            raise ValueError(f"key_by must be one of {KEY_BY}, got {self.key_by!r}")
+        elif r.label_column is not None and not isinstance(r.label_column, int):
+            raise ValueError("label_column of CSV messages is a 0-based position (messages "
+                             f"have no header), got {r.label_column!r}")
+        if r.n_features is not None and r.n_features < 1:
+            raise ValueError(f"n_features must be >= 1, got {r.n_features}")
+        if r.task not in ("classification", "regression"):
+            raise ValueError(f"task must be classification or regression, got {r.task!r}")
+        if r.key_by not in KEY_BY:
+            raise ValueError(f"key_by must be one of {KEY_BY}, got {r.key_by!r}")
         if self.label_ttl_ms < 1 or self.metrics_window_ms < 1:
             raise ValueError("label_ttl_ms and metrics_window_ms must be >= 1 ms")
-        if self.rows not in ROWS:
-            raise ValueError(f"rows must be one of {', '.join(ROWS)}, got {self.rows!r}")
+
+    @property
+    def width(self) -> int | None:
+        """The columns of an event's features: ``2**hash_features`` when hashing, else
+        ``read.n_features`` (None: CSV messages, whose first record fixes it)."""
+        k = self.read.hash_features
+        return self.read.n_features if k is None else 1 << k
 
     @property
     def sparse(self) -> bool:
         """Whether events carry 1-row CSR features: ``rows='sparse'``, or ``auto`` with LIBSVM
-        messages wider than ``AUTO_SPARSE_WIDTH`` (as a file replay decides)."""
-        if self.rows != "auto":
-            return self.rows == "sparse"
-        return self.fmt == "libsvm" and (self.n_features or 0) > AUTO_SPARSE_WIDTH
+        messages wider than ``AUTO_SPARSE_WIDTH`` (``ReadOptions.sparse_rows``, as a file
+        replay decides)."""
+        return self.read.sparse_rows(self.width or 0)
 
     @property
     def bulk(self) -> bool:
         """Whether the vectorised LIBSVM parser (dense rows of the raw indices) may be used."""
-        return self.fmt == "libsvm" and not self.sparse and self.hash_features is None
+        r = self.read
+        return r.fmt == "libsvm" and not self.sparse and r.hash_features is None
 
 
 class _Whole(Protocol):
@@ -247,15 +260,21 @@ class StreamRouter:
 
     def __init__(self, spec: LiveSpec) -> None:
         self.spec = spec
-        self.labels = _LabelMapping(spec.task, spec.positive_label)
+        read = spec.read
+        self.labels = _LabelMapping(read.task, read.positive_label)
+        # the read options the per-record paths test, as plain attributes (read once here)
+        self._libsvm = read.fmt == "libsvm"
+        self._width = spec.width
+        self._hash = read.hash_features
+        self._by_entity = read.key_by is not None
+        self._bulk_ok = spec.bulk
         self._global_keys = [StreamKey(c.label, 0).encode() for c in spec.configs]
         self._entity_prefixes = [k + "@" for k in self._global_keys]
         self._sources: dict[tuple[str, int], str] = {}  # (topic, partition) -> source
         self._label_values: dict[bytes, Any] = {}  # label record value -> y or ParseError
         self._sparse = spec.sparse
-        lc = -1 if spec.label_column is None else int(spec.label_column)
-        self._csv = (lc, spec.delimiter,
-                     None if spec.n_features is None else spec.n_features + 1)
+        lc = -1 if read.label_column is None else int(read.label_column)
+        self._csv = (lc, read.delimiter, None if self._width is None else self._width + 1)
 
     def route(self, rec: SourceRecord) -> list[tuple[str, ParsedRecord]] | dict[str, Any]:
         """Parse ``rec`` once: ``(model key, parsed)`` per model it goes to, or the dead-letter
@@ -335,10 +354,10 @@ class StreamRouter:
             cand = ok
             eids = [whole[j].key.decode("utf-8") for j in cand]
         entities: list[str | None] | None = None
-        if self.spec.key_by is not None:
+        if self._by_entity:
             entities = [e.partition("/")[0] if "/" in e else "" for e in eids]
         done = bytearray(len(recs))  # 1: routed (or a dead letter) here
-        if self.spec.bulk and len(cand) >= BULK_MIN:
+        if self._bulk_ok and len(cand) >= BULK_MIN:
             values = [whole[j].value for j in cand]
             X, rows, toks = self._bulk_matrix(values)
             if X is not None:
@@ -417,7 +436,7 @@ class StreamRouter:
         """:meth:`_route_labels` of the common case at once: every record of ``idx`` an ASCII
         ``label:Y`` record with a key, its value already mapped to a label, no entities.
         False (nothing done): go record by record."""
-        if self.spec.key_by is not None or len(idx) < BULK_MIN:
+        if self._by_entity or len(idx) < BULK_MIN:
             return False
         whole = cast("list[_Whole]", recs)
         vals = [whole[j].value for j in idx]
@@ -484,7 +503,7 @@ class StreamRouter:
                                                event_id=eid)
                 continue
             entity = None
-            if self.spec.key_by is not None:
+            if self._by_entity:
                 entity = eid.partition("/")[0] if "/" in eid else ""
                 if not entity:
                     b.dead[j] = stream_dead_letter(self._source(r), r.topic, r.partition,
@@ -547,7 +566,7 @@ class StreamRouter:
             if not key_ok:
                 raise ParseError("the event id (message key) is not UTF-8 text")
             entity = entity_error = None
-            if self.spec.key_by is not None:
+            if self._by_entity:
                 entity, sep, _ = eid.partition("/")
                 if not sep or not entity:
                     entity_error = _entity_error(eid)
@@ -599,10 +618,10 @@ class StreamRouter:
 
     def _bulk(self, values: list[bytes], at: int,
               parts: list[tuple[int, list[str], np.ndarray, np.ndarray]]) -> None:
-        assert self.spec.n_features is not None
+        assert self._width is not None
         if len(values) < BULK_MIN:
             return
-        res = parse_libsvm_lines(values, self.spec.n_features)
+        res = parse_libsvm_lines(values, self._width)
         if res is not None:
             parts.append((at, *res))
             return
@@ -617,11 +636,11 @@ class StreamRouter:
 
     def _features(self, text: str) -> tuple[np.ndarray | CSR, float | None]:
         x: np.ndarray | CSR
-        if self.spec.fmt == "libsvm":
+        if self._libsvm:
             tok, idx, vals = parse_libsvm_line(text)
-            d = self.spec.n_features
+            d = self._width
             assert d is not None
-            k = self.spec.hash_features
+            k = self._hash
             if k is not None:  # raw indices of any size, hashed into d = 2**k columns
                 cols, vals = hash_row(idx - 1, vals, k)
                 x = CSR.one_row(cols, vals, d) if self._sparse else densify(cols + 1, vals, d)
@@ -818,7 +837,7 @@ class _Columns:
             return {}, dead
         topic, partition, offset, ts, _, value = zip(*recs, strict=True)
         prefix = router.spec.source_prefix
-        if router.spec.key_by is None:
+        if not router._by_entity:
             if dead:
                 idx = [j for j in range(n) if self.kind[j] != _UNROUTED]
                 b = self._take(idx, topic, partition, offset, ts, value, prefix)

@@ -37,7 +37,7 @@ from kernelstream.pipelines.commands._common import (
 )
 from kernelstream.pipelines.config import PROG, ConfigError
 from kernelstream.pipelines.live import stream as st
-from kernelstream.pipelines.live.stream_config import parse_duration, stream_config
+from kernelstream.pipelines.live.stream_config import StreamConfig, parse_duration
 
 EVENTS, LABELS = "demo-events", "demo-labels"
 PARTITIONS = 2
@@ -190,7 +190,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         ns = build_parser().parse_args(argv_stream)
         ns.pipeline_args = list(getattr(args, "pipeline_args", ()) or ())
         try:
-            config = stream_config(ns, ["demo", *argv])
+            config = StreamConfig.from_args(ns, ["demo", *argv])
         except ValueError as exc:
             return error("demo", str(exc))
         producer = Producer(bootstrap, args.rate, delay, args.seed)

@@ -22,7 +22,6 @@ from kernelstream.pipelines.live.stream_config import (
     KAFKA_CLIENTS,
     KEY_BY,
     StreamConfig,
-    stream_config,
 )
 
 # the read options of a topic's messages, which cannot be sniffed or scanned first
@@ -122,7 +121,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_stream(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     try:
-        config = stream_config(args, argv)
+        config = StreamConfig.from_args(args, argv)
     except ValueError as exc:
         return error("stream", str(exc))
     return stream.run(config)

@@ -58,9 +58,6 @@ from kernelstream.pipelines.live.stream_config import (
     StreamConfig,
     output_topic_names,
 )
-
-# re-exported: the stream's tests import the option parser from here
-from kernelstream.pipelines.live.stream_config import stream_config as stream_config
 from kernelstream.pipelines.live.stream_monitor import Stopper
 from kernelstream.pipelines.live.stream_prepare import Prepared, UpfrontError, prepare
 from kernelstream.pipelines.live.stream_summary import format_summary, summary, write_summary

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelstream import kafka_client as kafka_lib
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.live.routing import LiveSpec
 from kernelstream.engine.live.rows import OUTPUTS
@@ -113,14 +114,120 @@ class StreamConfig:
 
     def stream_doc(self) -> dict[str, Any]:
         """What a checkpoint's models depend on besides the learners."""
-        s = self.spec
+        s, r = self.spec, self.spec.read
         return {"topics": list(self.topics), "labels_topic": self.labels_topic,
-                "seed": s.seed, "format": s.fmt, "n_features": s.n_features,
-                "label_column": s.label_column, "delimiter": s.delimiter, "task": s.task,
-                "positive_label": s.positive_label, "key_by": s.key_by,
+                "seed": s.seed, "format": r.fmt, "n_features": s.width,
+                "label_column": r.label_column, "delimiter": r.delimiter, "task": r.task,
+                "positive_label": r.positive_label, "key_by": r.key_by,
                 "label_ttl_ms": s.label_ttl_ms, "metrics_window_ms": s.metrics_window_ms,
-                **({"rows": s.rows} if s.rows != "auto" else {}),
-                **({"hash_features": s.hash_features} if s.hash_features is not None else {})}
+                **({"rows": r.rows} if r.rows != "auto" else {}),
+                **({"hash_features": r.hash_features} if r.hash_features is not None else {})}
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
+        """``kernelstream stream`` arguments → its config, the one place they are turned into
+        one; raises ``ValueError`` (one line) on bad input."""
+        bootstrap, topics = parse_topics(args.source, "SOURCE")
+        labels_topic = None
+        if args.labels is not None:
+            lb, lt = parse_topics(args.labels, "--labels")
+            if len(lt) != 1:
+                raise ConfigError("--labels names one topic")
+            if lb != bootstrap:
+                raise ConfigError(f"--labels must be on the events' brokers ({bootstrap}), "
+                                  f"got {lb}")
+            if lt[0] in topics:
+                raise ConfigError(f"--labels topic {lt[0]!r} is also an events topic")
+            labels_topic = lt[0]
+        configs = learner_configs(args.learner or [], init_widths(args), task=args.task)
+        task = resolve_task(configs, args.task)
+        fmt = args.format or "libsvm"
+        hash_bits = getattr(args, "hash_features", None)
+        if fmt == "libsvm" and args.n_features is None and hash_bits is None:
+            raise ConfigError("LIBSVM messages need --n-features or --hash-features (a stream "
+                              "cannot be scanned first)")
+        if hash_bits is not None and args.n_features is not None:
+            raise ConfigError("--hash-features fixes the width at 2^K: drop --n-features")
+        if fmt == "libsvm" and args.label_column is not None:
+            raise ConfigError("--label-column applies to CSV messages (--format csv)")
+        check_at_least(args, n_features=1)
+        label_column = None
+        if args.label_column is not None:
+            try:
+                label_column = int(args.label_column)
+            except ValueError:
+                raise ConfigError(f"--label-column of CSV messages is a 0-based position (messages "
+                                  f"have no header), got {args.label_column!r}") from None
+        ttl = parse_duration(args.label_ttl, "--label-ttl")
+        window = parse_duration(args.metrics_window, "--metrics-window")
+        check_at_least(args, snapshot_every=1)
+        snapshot_seconds = parse_duration(args.snapshot_seconds, "--snapshot-seconds")
+        max_seconds = (None if args.max_seconds is None
+                       else parse_duration(args.max_seconds, "--max-seconds"))
+        idle_stop = None if args.idle_stop is None else parse_duration(args.idle_stop,
+                                                                       "--idle-stop")
+        kafka_out = None
+        if args.kafka_out is not None:
+            ob, ot = parse_topics(args.kafka_out, "--kafka-out")
+            if len(ot) != 1:
+                raise ConfigError("--kafka-out names one topic prefix: kafka://HOST:PORT/PREFIX")
+            kafka_out = (ob, ot[0])
+        kafka_outputs = OUTPUT_NAMES
+        if args.kafka_outputs is not None:
+            names = tuple(dict.fromkeys(n.strip().replace("-", "_")
+                                        for n in args.kafka_outputs.split(",") if n.strip()))
+            bad = [n for n in names if n not in OUTPUT_NAMES]
+            if bad or not names:
+                raise ConfigError(f"--kafka-outputs {args.kafka_outputs!r}: a comma-separated list "
+                                  f"of {', '.join(OUTPUT_NAMES)}")
+            if kafka_out is None:
+                raise ConfigError("--kafka-outputs goes with --kafka-out")
+            kafka_outputs = names
+        client = kafka_lib.client_settings(args.kafka_option or [])
+        kafka_client = getattr(args, "kafka_client", None) or "auto"
+        if kafka_client not in KAFKA_CLIENTS:
+            raise ConfigError(f"--kafka-client {kafka_client!r}: expected one of "
+                              f"{', '.join(KAFKA_CLIENTS)}")
+        if kafka_client == "confluent":  # asked for explicitly: no silent fallback
+            problem = kafka_lib.check_confluent(client)
+            if problem is not None:
+                raise ConfigError(problem)
+        pipeline_args = tuple(getattr(args, "pipeline_args", ()) or ())
+        if any(a.startswith("--direct_num_workers") and a.split("=", 1)[-1] not in ("1", "0")
+               for a in pipeline_args):
+            raise ConfigError("a stream runs on one worker (its snapshot is one consistent cut of "
+                              "every model and offset): drop --direct_num_workers")
+        for path, what in ((args.checkpoint, "--checkpoint"), (args.out, "--out"),
+                           (args.init_from, "--init-from")):
+            if path is not None and "://" in path:
+                raise ConfigError(f"{what} {path}: a stream's files need a local or mounted file "
+                                  "system (a lock, renames), not an object store")
+        if (args.init_from is not None and args.checkpoint is not None
+                and os.path.realpath(args.init_from) == os.path.realpath(args.checkpoint)):
+            raise ConfigError("--init-from is the --checkpoint directory itself: a checkpoint "
+                              "resumes on its own")
+        try:
+            read = ReadOptions(
+                path=args.source, fmt=fmt, n_features=args.n_features, label_column=label_column,
+                delimiter=args.delimiter or ",", task=task, positive_label=args.positive_label,
+                key_by=None if args.key_by is None else args.key_by,
+                rows=getattr(args, "rows", "auto"), hash_features=hash_bits)
+            spec = LiveSpec(
+                configs=configs, read=read, seed=args.seed, label_ttl_ms=max(1, round(ttl * 1000)),
+                metrics_window_ms=max(1, round(window * 1000)), labels_topic=labels_topic,
+                source_prefix=f"{SCHEME}{bootstrap}/")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        _check_width(spec)
+        return cls(
+            bootstrap=bootstrap, topics=topics, labels_topic=labels_topic, configs=configs,
+            spec=spec, out=args.out, checkpoint=args.checkpoint, kafka_out=kafka_out,
+            kafka_outputs=kafka_outputs,
+            client=client, kafka_client=kafka_client, init_from=args.init_from,
+            max_seconds=max_seconds, idle_stop=idle_stop,
+            snapshot_every=args.snapshot_every, snapshot_seconds=snapshot_seconds,
+            runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv),
+            overwrite=bool(getattr(args, "overwrite", False)))
 
 
 def _check_width(spec: Any) -> None:  # engine.live.routing.LiveSpec
@@ -129,11 +236,11 @@ def _check_width(spec: Any) -> None:  # engine.live.routing.LiveSpec
     # the learner registry: loaded by a run, not by the CLI's parser or `check`
     from kernelstream.learners.registry import WidthError, check_width
 
-    if spec.n_features is None:  # CSV: the first record fixes the width
+    if spec.width is None:  # CSV: the first record fixes the width
         return
     for c in spec.configs:
         try:
-            check_width(c.learner, dict(c.params), spec.n_features, sparse=spec.sparse)
+            check_width(c.learner, dict(c.params), spec.width, sparse=spec.sparse)
         except WidthError as e:
             raise ConfigError(f"learner {c.label}: {e}") from None
 
@@ -177,108 +284,3 @@ def _saved_configs(path: str) -> dict[str, Any]:
         return dict(ckpt.info().get("configs") or {}) if ckpt is not None else {}
     except (OSError, ValueError):
         return {}
-
-
-def stream_config(args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
-    """Arguments → a :class:`StreamConfig`; raises ``ValueError`` (one line) on bad input."""
-    bootstrap, topics = parse_topics(args.source, "SOURCE")
-    labels_topic = None
-    if args.labels is not None:
-        lb, lt = parse_topics(args.labels, "--labels")
-        if len(lt) != 1:
-            raise ConfigError("--labels names one topic")
-        if lb != bootstrap:
-            raise ConfigError(f"--labels must be on the events' brokers ({bootstrap}), got {lb}")
-        if lt[0] in topics:
-            raise ConfigError(f"--labels topic {lt[0]!r} is also an events topic")
-        labels_topic = lt[0]
-    configs = learner_configs(args.learner or [], init_widths(args), task=args.task)
-    task = resolve_task(configs, args.task)
-    fmt = args.format or "libsvm"
-    hash_bits = getattr(args, "hash_features", None)
-    if fmt == "libsvm" and args.n_features is None and hash_bits is None:
-        raise ConfigError("LIBSVM messages need --n-features or --hash-features (a stream "
-                          "cannot be scanned first)")
-    if hash_bits is not None and args.n_features is not None:
-        raise ConfigError("--hash-features fixes the width at 2^K: drop --n-features")
-    if fmt == "libsvm" and args.label_column is not None:
-        raise ConfigError("--label-column applies to CSV messages (--format csv)")
-    check_at_least(args, n_features=1)
-    label_column = None
-    if args.label_column is not None:
-        try:
-            label_column = int(args.label_column)
-        except ValueError:
-            raise ConfigError(f"--label-column of CSV messages is a 0-based position (messages "
-                              f"have no header), got {args.label_column!r}") from None
-    ttl = parse_duration(args.label_ttl, "--label-ttl")
-    window = parse_duration(args.metrics_window, "--metrics-window")
-    check_at_least(args, snapshot_every=1)
-    snapshot_seconds = parse_duration(args.snapshot_seconds, "--snapshot-seconds")
-    max_seconds = (None if args.max_seconds is None
-                   else parse_duration(args.max_seconds, "--max-seconds"))
-    idle_stop = None if args.idle_stop is None else parse_duration(args.idle_stop,
-                                                                   "--idle-stop")
-    kafka_out = None
-    if args.kafka_out is not None:
-        ob, ot = parse_topics(args.kafka_out, "--kafka-out")
-        if len(ot) != 1:
-            raise ConfigError("--kafka-out names one topic prefix: kafka://HOST:PORT/PREFIX")
-        kafka_out = (ob, ot[0])
-    kafka_outputs = OUTPUT_NAMES
-    if args.kafka_outputs is not None:
-        names = tuple(dict.fromkeys(n.strip().replace("-", "_")
-                                    for n in args.kafka_outputs.split(",") if n.strip()))
-        bad = [n for n in names if n not in OUTPUT_NAMES]
-        if bad or not names:
-            raise ConfigError(f"--kafka-outputs {args.kafka_outputs!r}: a comma-separated list "
-                              f"of {', '.join(OUTPUT_NAMES)}")
-        if kafka_out is None:
-            raise ConfigError("--kafka-outputs goes with --kafka-out")
-        kafka_outputs = names
-    client = kafka_lib.client_settings(args.kafka_option or [])
-    kafka_client = getattr(args, "kafka_client", None) or "auto"
-    if kafka_client not in KAFKA_CLIENTS:
-        raise ConfigError(f"--kafka-client {kafka_client!r}: expected one of "
-                          f"{', '.join(KAFKA_CLIENTS)}")
-    if kafka_client == "confluent":  # asked for explicitly: no silent fallback
-        problem = kafka_lib.check_confluent(client)
-        if problem is not None:
-            raise ConfigError(problem)
-    pipeline_args = tuple(getattr(args, "pipeline_args", ()) or ())
-    if any(a.startswith("--direct_num_workers") and a.split("=", 1)[-1] not in ("1", "0")
-           for a in pipeline_args):
-        raise ConfigError("a stream runs on one worker (its snapshot is one consistent cut of "
-                          "every model and offset): drop --direct_num_workers")
-    for path, what in ((args.checkpoint, "--checkpoint"), (args.out, "--out"),
-                       (args.init_from, "--init-from")):
-        if path is not None and "://" in path:
-            raise ConfigError(f"{what} {path}: a stream's files need a local or mounted file "
-                              "system (a lock, renames), not an object store")
-    if (args.init_from is not None and args.checkpoint is not None
-            and os.path.realpath(args.init_from) == os.path.realpath(args.checkpoint)):
-        raise ConfigError("--init-from is the --checkpoint directory itself: a checkpoint "
-                          "resumes on its own")
-    try:
-        spec = LiveSpec(
-            configs=configs, seed=args.seed, fmt=fmt, n_features=args.n_features,
-            label_column=label_column, delimiter=args.delimiter or ",", task=task,
-            positive_label=args.positive_label,
-            key_by=None if args.key_by is None else args.key_by,
-            label_ttl_ms=max(1, round(ttl * 1000)),
-            metrics_window_ms=max(1, round(window * 1000)), labels_topic=labels_topic,
-            source_prefix=f"{SCHEME}{bootstrap}/", rows=getattr(args, "rows", "auto"),
-            hash_features=hash_bits)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    _check_width(spec)
-    return StreamConfig(
-        bootstrap=bootstrap, topics=topics, labels_topic=labels_topic, configs=configs,
-        spec=spec, out=args.out, checkpoint=args.checkpoint, kafka_out=kafka_out,
-        kafka_outputs=kafka_outputs,
-        client=client, kafka_client=kafka_client, init_from=args.init_from,
-        max_seconds=max_seconds, idle_stop=idle_stop,
-        snapshot_every=args.snapshot_every, snapshot_seconds=snapshot_seconds,
-        runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv),
-        overwrite=bool(getattr(args, "overwrite", False)))
-

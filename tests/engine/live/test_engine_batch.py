@@ -11,11 +11,11 @@ closing inside runs, replayed offsets and rows the learner refuses.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
-from _helpers import route_one_by_one
+from _helpers import live_spec, route_one_by_one
 
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.engine import (
@@ -160,7 +160,7 @@ def spec(configs: tuple[LearnerConfig, ...], **kw: Any) -> LiveSpec:
     base: dict[str, Any] = {"configs": configs, "n_features": D, "label_ttl_ms": 300,
                             "metrics_window_ms": 200, "labels_topic": "lab"}
     base.update(kw)
-    return LiveSpec(**base)
+    return cast(LiveSpec, live_spec(**base))
 
 
 def rows(out: Outputs) -> str:

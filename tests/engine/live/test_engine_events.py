@@ -7,11 +7,13 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
+from _helpers import live_spec
 
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.engine import (
     LiveSpec,
@@ -39,7 +41,7 @@ def spec(**kw: Any) -> LiveSpec:
     base: dict[str, Any] = {"configs": (PERCEPTRON,), "n_features": 3, "label_ttl_ms": 1000,
                             "metrics_window_ms": 100}
     base.update(kw)
-    return LiveSpec(**base)
+    return cast(LiveSpec, live_spec(**base))
 
 
 def routed(engine: StreamEngine, r: SourceRecord) -> ParsedRecord:
@@ -216,11 +218,19 @@ def test_a_byte_order_mark_starting_a_value_is_dropped(fmt: str, values: list[st
 
 def test_spec_checks() -> None:
     with pytest.raises(ValueError, match="n_features"):
-        LiveSpec((PERCEPTRON,))
+        LiveSpec((PERCEPTRON,), ReadOptions("kafka://h:1/ev"))
     with pytest.raises(ValueError, match="key_by"):
         spec(key_by="key")
     with pytest.raises(ValueError, match="twice"):
         spec(configs=(PERCEPTRON, PERCEPTRON))
+    # the read options of a file that a message has not: refused, not ignored
+    for kw in ({"scale": "minmax"}, {"scale_target": "01"}, {"limit": 5}, {"header": True}):
+        with pytest.raises(ValueError, match="do not apply to stream messages"):
+            spec(**kw)
+    with pytest.raises(ValueError, match="0-based position"):
+        spec(fmt="csv", n_features=None, label_column="y")
+    # a topic has no file to sniff: LIBSVM messages, comma-separated when CSV
+    assert spec().read.fmt == "libsvm" and spec(fmt="csv").read.delimiter == ","
 
 
 # -- semantics ------------------------------------------------------------------------------------
@@ -791,7 +801,7 @@ def test_auto_rows_are_sparse_for_wide_libsvm_and_refuse_past_n_features() -> No
 
 def test_hashed_features_fix_the_width() -> None:
     s = spec(n_features=None, hash_features=10)
-    assert s.n_features == 1024 and not s.sparse and not s.bulk
+    assert s.width == 1024 and not s.sparse and not s.bulk
     x = routed(StreamEngine(s), rec(0, 0, "e", "? 3:1 2147483647:0.5")).x
     assert isinstance(x, np.ndarray) and x.shape == (1024,) and x.sum() == 1.5
     wide = StreamEngine(spec(n_features=None, hash_features=20))

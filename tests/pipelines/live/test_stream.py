@@ -33,6 +33,7 @@ from _helpers import WorkerPool, start_worker_pool, without_warnings
 from stream_accounting import assert_accounting
 
 from kernelstream import data
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine.live.engine import reference_outputs
 from kernelstream.engine.live.merge import merged
 from kernelstream.engine.live.records import SourceRecord
@@ -40,7 +41,7 @@ from kernelstream.engine.live.rows import OUTPUTS, stream_schemas
 from kernelstream.engine.live.snapshot.store import SnapshotStore, SnapshotView
 from kernelstream.kafka_client import local_broker
 from kernelstream.pipelines import cli
-from kernelstream.pipelines.live.stream import stream_config
+from kernelstream.pipelines.live.stream_config import StreamConfig
 
 BIN = Path(sys.executable).parent / "kernelstream"
 # metrics columns measured on the wall clock: the only ones that differ between runs
@@ -122,7 +123,7 @@ def stream_argv(broker: str, *args: str) -> list[str]:
 def spec_for(argv: Sequence[str]) -> Any:
     """The LiveSpec the CLI builds from ``argv`` (the reference loop's spec)."""
     args = cli.build_parser().parse_args(list(argv))
-    return stream_config(args).spec
+    return StreamConfig.from_args(args).spec
 
 
 def run_cli(argv: Sequence[str], timeout: float = 120, env: dict[str, str] | None = None,
@@ -419,6 +420,34 @@ def test_option_errors_are_one_line(tmp_path: Path) -> None:
         assert r.returncode == 2, r.stderr
         assert words in one_line(r.stderr), r.stderr
         assert one_line(r.stderr).startswith("kernelstream stream: error:")
+
+
+def test_a_stream_reads_with_the_replays_read_options() -> None:
+    """A stream's parsing options are one ``ReadOptions``, the replay's, whose path is the
+    topic URL; what a checkpoint records of them (``stream_doc``, compared when a run
+    resumes) stays what it was."""
+    hashed = spec_for(["stream", "kafka://h:1/a,b", "--hash-features", "12", "--key-by",
+                       "id-prefix", "--positive-label", "x"])
+    assert hashed.read == ReadOptions("kafka://h:1/a,b", fmt="libsvm", delimiter=",",
+                                      positive_label="x", key_by="id-prefix",
+                                      hash_features=12)
+    assert hashed.width == 4096 and hashed.sparse  # wider than AUTO_SPARSE_WIDTH
+    assert StreamConfig.from_args(cli.build_parser().parse_args(
+        ["stream", "kafka://h:1/a,b", "--hash-features", "12", "--key-by", "id-prefix",
+         "--positive-label", "x"])).stream_doc() == {
+        "topics": ["a", "b"], "labels_topic": None, "seed": 0, "format": "libsvm",
+        "n_features": 4096, "label_column": None, "delimiter": ",", "task": "classification",
+        "positive_label": "x", "key_by": "id-prefix", "label_ttl_ms": 3600000,
+        "metrics_window_ms": 60000, "hash_features": 12}
+    argv = ["stream", "kafka://h:1/t", "--format", "csv", "--label-column", "0",
+            "--delimiter", ";", "--task", "regression", "--rows", "sparse", "--labels",
+            "kafka://h:1/l"]
+    assert spec_for(argv).read == ReadOptions("kafka://h:1/t", fmt="csv", label_column=0,
+                                              delimiter=";", task="regression", rows="sparse")
+    assert StreamConfig.from_args(cli.build_parser().parse_args(argv)).stream_doc() == {
+        "topics": ["t"], "labels_topic": "l", "seed": 0, "format": "csv", "n_features": None,
+        "label_column": 0, "delimiter": ";", "task": "regression", "positive_label": None,
+        "key_by": None, "label_ttl_ms": 3600000, "metrics_window_ms": 60000, "rows": "sparse"}
 
 
 def _closed_port() -> int:

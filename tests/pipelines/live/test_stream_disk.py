@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from _helpers import without_warnings
+from _helpers import live_spec, without_warnings
 from stream_accounting import assert_accounting
 from test_stream import (
     T0,
@@ -251,7 +251,6 @@ def test_a_row_group_the_disk_refused_stops_its_epochs_commit(tmp_path: Path,
     not commit (old code: the commit ran after the failed write, published the file, and the
     error came later)."""
     from kernelstream.engine.learner_config import LearnerConfig
-    from kernelstream.engine.live.engine import LiveSpec
     from kernelstream.engine.live.rows import Rows
     from kernelstream.transforms.live.committer import Committer
     from kernelstream.transforms.live.kafka_read import ReadProgress
@@ -259,8 +258,8 @@ def test_a_row_group_the_disk_refused_stops_its_epochs_commit(tmp_path: Path,
 
     out, ckpt, control = tmp_path / "out", tmp_path / "ckpt", tmp_path / "control"
     control.mkdir()
-    spec = LiveSpec(configs=(LearnerConfig("a", "perceptron", {}),), n_features=3,
-                      key_by="id-prefix")
+    spec = live_spec(configs=(LearnerConfig("a", "perceptron", {}),), n_features=3,
+                     key_by="id-prefix")
     job = StreamJob(spec=spec, bootstrap="h:1", topics=("ev",), out=str(out),
                     control=str(control), part="p", checkpoint=str(ckpt),
                     start_offsets=(("ev", 0, 0),))

@@ -12,10 +12,10 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from _helpers import route_one_by_one
+from _helpers import live_spec, route_one_by_one
 
 from kernelstream.engine.learner_config import LearnerConfig
-from kernelstream.engine.live.engine import LiveSpec, StreamEngine
+from kernelstream.engine.live.engine import StreamEngine
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.transforms.live.kafka_read import ReadProgress, RecordBatch
 from kernelstream.transforms.live.stream import (
@@ -31,9 +31,9 @@ from kernelstream.transforms.live.stream_job import CALL_MS, LONG_CALL_MS
 
 
 def job() -> StreamJob:
-    spec = LiveSpec(configs=(LearnerConfig("a", "perceptron", {}),
-                               LearnerConfig("b", "bogd", {"budget": 4})),
-                      n_features=3, key_by="id-prefix")
+    spec = live_spec(configs=(LearnerConfig("a", "perceptron", {}),
+                              LearnerConfig("b", "bogd", {"budget": 4})),
+                     n_features=3, key_by="id-prefix")
     return StreamJob(spec=spec, bootstrap="h:1", topics=("ev",), out="/nonexistent",
                      control="/nonexistent", part="p")
 
