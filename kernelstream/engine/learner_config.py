@@ -1,9 +1,10 @@
 """One learner configuration of a run: the object the CLI, the Python API, the engine and the
 Beam transforms all pass around.
 
-It lives below both the pipelines and the engine (the engine never imports ``pipelines``), and
-imports the learner registry only when asked for something only a learner knows (resolved
-parameters, the task, a learner), so commands that name no learner never load it.
+It lives below both the pipelines and the engine (the engine never imports ``pipelines``). The
+learner modules load only when it is asked for something only a learner knows (resolved
+parameters, the task, a learner): the registry loads them on first use, so commands that name
+no learner never do.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from kernelstream import learners
 from kernelstream.engine.keys import check_config_name
 from kernelstream.seeding import learner_seed
 
@@ -36,8 +38,6 @@ class LearnerConfig:
 
     def __post_init__(self) -> None:
         check_config_name(self.label)
-        from kernelstream import learners  # the registry imports every learner module
-
         resolved = learners.get(self.learner).resolve_params(dict(self.params))
         object.__setattr__(self, "params", resolved)
         if not self.seed_name:
@@ -51,9 +51,6 @@ class LearnerConfig:
 
     def make(self, base_seed: int, rep: int) -> Learner:
         """The learner of permutation ``rep`` (seed ``seeding.learner_seed``)."""
-        # the learner registry: loaded by a run, not by the CLI's parser or `check`
-        from kernelstream import learners
-
         return learners.make(self.learner, seed=learner_seed(base_seed, rep, self.seed_name),
                              **self.params)
 

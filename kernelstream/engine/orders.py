@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kernelstream._suggest import row_error
+from kernelstream.engine.evaluate import evaluate_runs
 from kernelstream.engine.learner_config import learner_config
 from kernelstream.numbers import sig
 
@@ -133,9 +134,6 @@ def evaluate_stream(
     (``PermutationResult.permutation`` holds ``r``). ``learner``: a registry name (with
     ``params``) or a :class:`~kernelstream.engine.learner_config.LearnerConfig` (its label and
     seed name)."""
-    # the evaluation imports the learner registry: loaded by a run, not by the CLI's parser
-    from kernelstream.engine.evaluate import evaluate_runs
-
     def report(r: int, result: EvalResult) -> None:
         if progress is not None:
             progress(f"[{result.label}] stream {stream} {r + 1}/{permutations}: "

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from kernelstream import data as ksdata
+from kernelstream.engine.orders import preset_stream
 from kernelstream.seeding import permutation
 
 
@@ -239,8 +240,6 @@ def prepare_stream(name: str, stream: str, data_dir: Path | str, work_dir: Path 
                    seed: int, r: int) -> Path:
     """A file whose replay stream ``r`` is the adversarial stream ``stream`` of repetition
     ``r`` (``kernelstream.engine.orders.preset_stream(stream, X, y, seed, r)``)."""
-    from kernelstream.engine.orders import preset_stream
-
     X, y = load_dataset(name, data_dir)
     Xs, ys = preset_stream(stream, X, y, seed, r)
     return _ordered_file(f"{name}-{stream}", np.asarray(Xs, dtype=np.float64),

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelstream import learners
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.experiments import datasets as dsets
 
@@ -73,8 +74,6 @@ class Run:
             out += ["-p", f"{label}.{k}={_text(v)}"]
         # a width the protocol leaves to the learner is its fixed default, as published: not
         # the replay's data-driven gamma=auto
-        from kernelstream import learners
-
         for p in learners.get(self.learner).params:
             if p.name in ("gamma", "sigmas") and p.name not in self.params and not (
                     p.name == "gamma" and "sigma" in self.params):
@@ -274,8 +273,6 @@ def replay_params(dataset: str, learner: str, params: Any) -> dict[str, Any]:
     the fixed default widths :meth:`Run.param_args` adds, converted from their ``-p`` text as
     the command line converts them, so a value is the one a ``kernelstream replay -p`` run
     would learn with."""
-    from kernelstream import learners
-
     args = Run(dataset, learner, dict(params)).param_args("c")
     text = dict(a.removeprefix("c.").split("=", 1) for a in args[1::2])
     return learners.get(learner).resolve_params(text)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from kernelstream.engine import evaluate
+from kernelstream.learners import compiled
 
 # A checkout's root (the package's parent): :func:`git_provenance` names its commit (an
 # installed package has none: "git commit unknown").
@@ -31,8 +32,6 @@ def machine_info() -> str:
                 break
     except OSError:
         pass
-    from kernelstream.learners import compiled
-
     return (f"{cpu}, {os.cpu_count()} cores (shared), Python {platform.python_version()}, "
             f"numpy {np.__version__}, per-round kernels {compiled.STATUS}")
 

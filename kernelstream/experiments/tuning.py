@@ -36,6 +36,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from kernelstream.pipelines.config import parse_learner_spec, parse_param_spec
+
 TUNED_KIND = "kernelstream.tuned"
 TUNED_SCHEMA = 1
 TUNE_PERM = 1000  # the first tuning permutation, as in the papers' protocols
@@ -248,8 +250,6 @@ def apply_tuned(doc: Mapping[str, Any], path: str, learner_specs: Sequence[str],
     parameters added for every configuration of the tuned learner (no ``--learner``: that
     learner alone). A parameter the command line sets for a configuration (``-p key=...``
     or ``-p LABEL.key=...``; ``sigma`` counts as ``gamma``) keeps its value."""
-    from kernelstream.pipelines.config import parse_learner_spec, parse_param_spec
-
     learner = str(doc["learner"])
     specs = list(learner_specs) or [learner]
     pairs = [parse_learner_spec(s) for s in specs]

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from kernelstream.learners import compiled
-from kernelstream.learners.kernels import Gaussian
+from kernelstream.learners.kernels import Gaussian, sq_dists
 from kernelstream.learners.store import SVStore, eval_stores
 
 
@@ -70,8 +70,6 @@ class GaussianWidths:
 
     def matrix(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
         """``K × n_A × n_B`` Gram matrices (tests, reservoir initialisation)."""
-        from kernelstream.learners.kernels import sq_dists
-
         d2 = sq_dists(A, A if B is None else B)
         return np.exp(self._neg[:, :, None] * d2[None])
 

@@ -1,9 +1,19 @@
 """Name → learner class registry behind :func:`kernelstream.learners.make`, and the up-front
-memory/width check :func:`check_width` that pipelines call before reading any data."""
+memory/width check :func:`check_width` that pipelines call before reading any data.
+
+The registry is the one seam to the learner modules: importing it (or the package) loads none of
+them; the first function that looks a learner up (:func:`get`, :func:`available`, :func:`make`,
+...) imports every module of the package whose name does not start with ``_``, so each
+``@register`` has run. Commands that name no learner (``check``, the CLI's parser) never pay for
+them (``tests/engine/replay/test_engine.py``)."""
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
+import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -15,6 +25,9 @@ if TYPE_CHECKING:  # the learners import this module; it needs only their class 
     from kernelstream.learners.base import Learner, Seed
 
 _REGISTRY: dict[str, type[Learner]] = {}
+_loaded = False
+# Beam may build learners on several threads of a fresh worker: one loads, the others wait
+_load_lock = threading.RLock()
 
 L = TypeVar("L", bound="type[Learner]")
 
@@ -30,12 +43,29 @@ def register(cls: L) -> L:
     return cls
 
 
+def _load_all() -> None:
+    """Import every learner module once (their ``@register`` fills the registry). A module
+    already imported (unpickling a learner imports its class's module) is simply kept."""
+    global _loaded
+    if _loaded:
+        return
+    with _load_lock:
+        if _loaded:
+            return
+        for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
+            if not mod.name.startswith("_") and mod.name != "testing":
+                importlib.import_module(f"{__package__}.{mod.name}")
+        _loaded = True
+
+
 def available() -> list[str]:
     """Names of every registered learner, sorted."""
+    _load_all()
     return sorted(_REGISTRY)
 
 
 def get(name: str) -> type[Learner]:
+    _load_all()
     try:
         return _REGISTRY[name]
     except KeyError:

@@ -28,11 +28,12 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kernelstream import data, fs, kafka_client
+from kernelstream import data, fs, kafka_client, learners
 from kernelstream._suggest import did_you_mean
 from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig, as_configs
+from kernelstream.learners.kernels import parse_sigmas
 
 if TYPE_CHECKING:
     from kernelstream.learners import Learner
@@ -257,17 +258,12 @@ def is_topic(src: object) -> bool:
 
 def _learner(name: str) -> type[Learner]:
     """The registered learner class ``name`` (ValueError listing the available ones). The
-    registry imports every learner module, so it is imported on first use: commands that
-    name no learner (``check``) never load it."""
-    # the learner registry: loaded by a run, not by the CLI's parser or `check`
-    from kernelstream import learners
-
+    registry imports the learner modules on first use: commands that name no learner
+    (``check``) never load them."""
     return learners.get(name)
 
 
 def _make(name: str, **params: Any) -> Learner:
-    from kernelstream import learners  # see _learner
-
     return learners.make(name, **params)
 
 
@@ -404,9 +400,6 @@ def resolve_widths(name: str, raw: dict[str, Any],
         factor = widths.auto_factor(raw.get("gamma")) or 1.0
         raw["gamma"] = repr(value if factor == 1.0 else widths.rounded(value * factor))
     if "sigmas" in wants:
-        # the learner registry: loaded by a run, not by the CLI's parser or `check`
-        from kernelstream.learners.kernels import parse_sigmas
-
         grid = parse_sigmas(str(params["sigmas"].default)).tolist()
         raw["sigmas"] = widths.centred_sigmas(value, grid)
     return lambda: value

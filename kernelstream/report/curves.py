@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kernelstream.engine.noskill import NoSkill
+from kernelstream.learners.kernels import parse_sigmas
+from kernelstream.learners.losses import LOSSES
 from kernelstream.seeding import permutation as stream_order
 
 MAX_POINTS = 400
@@ -236,9 +238,6 @@ def _noskill_curve(labels: tuple[np.ndarray, np.ndarray], learnt: np.ndarray,
     sample points ``idx`` of one stream, whose learnt rows are ``learnt`` (in order;
     ``count[i]``: how many of them are among the first ``i + 1`` rows), by the shared
     accumulator (:class:`~kernelstream.engine.noskill.NoSkill`)."""
-    # the learner registry: loaded by a run, not by the CLI's parser or `check`
-    from kernelstream.learners.losses import LOSSES
-
     y, predicted = labels
     loss = LOSSES.get(s.loss_name)
     acc, done, out = NoSkill(), 0, np.full(idx.shape[0], np.nan)
@@ -287,11 +286,8 @@ def kernel_labels(params: dict[str, Any], k: int) -> list[str]:
     sig = params.get("sigmas")
     if sig is not None:
         try:
-            # the learner registry: loaded by a run, not by the CLI's parser or `check`
-            from kernelstream.learners._selection import parse_sigmas
-
             vals = parse_sigmas(sig)
-        except (ImportError, ValueError):
+        except ValueError:
             vals = np.array([])
         if len(vals) == k:
             return [f"σ=2^{math.log2(v):g}" if math.log2(v).is_integer() else f"σ={v:g}"

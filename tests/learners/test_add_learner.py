@@ -55,6 +55,7 @@ def _module_blocks() -> list[tuple[str, str]]:
 def recipe_learners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     """Import the recipe's modules from a temporary directory; yield the names they register.
     Teardown puts the registry and sys.modules back as they were."""
+    available()  # every learner module loaded first, so that what is saved is the whole registry
     saved = dict(registry._REGISTRY)
     added: list[str] = []
     try:

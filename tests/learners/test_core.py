@@ -4,6 +4,10 @@ parameters and state serialisation (ALGORITHMS.md §1, §8 a)."""
 from __future__ import annotations
 
 import math
+import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -321,6 +325,7 @@ def test_make_unknown_lists_available() -> None:
 
 
 def test_registry_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    available()  # every learner module loaded first: the copy below is then the whole registry
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     assert available() == sorted(available()) and "perceptron" in available()
     for bad in ("Bad", "has space", "under_score"):
@@ -335,6 +340,43 @@ def test_registry_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     ok = type("Z", (Learner,), {"name": "test-ok"})
     registry.register(ok)
     assert registry.get("test-ok") is ok and "test-ok" in available()
+
+
+_FRESH_REGISTRY = '''
+import pickle, sys, threading
+blob, want, x = pickle.loads(sys.stdin.buffer.read())
+import kernelstream.learners as learners
+loaded = lambda: sorted(m for m in sys.modules if m.startswith("kernelstream.learners."))
+assert "kernelstream.learners.perceptron" not in loaded(), loaded()  # the package loads no learner
+model = pickle.loads(blob)  # imports bogd's module only, as a Beam worker unpickling a DoFn
+assert "kernelstream.learners.perceptron" not in loaded(), loaded()
+seen = []
+def look() -> None:
+    seen.append((learners.available(), type(learners.make("perceptron")).__name__))
+threads = [threading.Thread(target=look) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert all(s == (want, "Perceptron") for s in seen), seen
+print(repr(model.predict_one(x)))
+'''
+
+
+def test_registry_loads_every_learner_on_first_use(tmp_path: Path) -> None:
+    """Importing ``kernelstream.learners`` loads no learner module; the first look-up loads
+    them all, also after unpickling a learner has imported its own module first (a Beam
+    worker), and from several threads at once; the unpickled learner continues exactly."""
+    model = make("bogd", seed=3, budget=20)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        model.learn_one(rng.normal(size=4), float(rng.choice([-1.0, 1.0])))
+    x = rng.normal(size=4)
+    stdin = pickle.dumps((pickle.dumps(model), available(), x))
+    proc = subprocess.run([sys.executable, "-c", _FRESH_REGISTRY], input=stdin, cwd=tmp_path,
+                          capture_output=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert float(proc.stdout.decode()) == model.predict_one(x)
 
 
 # -- parameters and state ----------------------------------------------------------------------

@@ -40,6 +40,7 @@ from kernelstream.data.rows import ParsedRow, iter_file_rows
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.replay.blocks import Block
+from kernelstream.learners.registry import memory_limit
 from kernelstream.seeding import permutation
 from kernelstream.sparse import CSR
 
@@ -226,9 +227,6 @@ def finish_rows(X: np.ndarray | CSR, opts: ReadOptions, lo: np.ndarray | None = 
     if opts.sparse_rows(X.shape[1]):
         return X if isinstance(X, CSR) else CSR.from_dense(X)
     if isinstance(X, CSR):
-        # the learner registry: loaded by a run, not by the CLI's parser or `check`
-        from kernelstream.learners.registry import memory_limit
-
         need = X.shape[0] * X.shape[1] * 8
         if need > memory_limit():
             raise MemoryError(f"{opts.path}: dense rows of {X.shape[1]:,} features need "

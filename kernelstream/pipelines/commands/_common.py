@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from kernelstream import data
 from kernelstream._suggest import close_matches, did_you_mean
 from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
+from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.pipelines.config import (
     DEFAULT_BY_ROWS,
     DEFAULT_LEARNER,
@@ -41,8 +42,6 @@ def progress_to_stderr(on: bool, shard: tuple[int, int] | None = None) -> None:
     """Show the learners' progress lines (``kernelstream.progress`` logger, INFO; logged
     where learning runs, in-process for the direct and loop runners) on stderr; a worker of
     ``--workers`` (``shard``) names itself in them."""
-    from kernelstream.engine.replay.core import PROGRESS_LOGGER  # the engine: a replay's own import
-
     log = logging.getLogger(PROGRESS_LOGGER)
     log.propagate = False  # not through Beam's root handler: one line each, our format
     for h in list(log.handlers):

@@ -24,6 +24,7 @@ from kernelstream.data.label_mix import mix_warning
 from kernelstream.data.rows import TextFormat
 from kernelstream.data.sample import draw_sample
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
+from kernelstream.engine.evaluate import stderr_progress
 from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.orders import evaluate_stream
 from kernelstream.engine.writer_lock import CheckpointInUse
@@ -68,8 +69,6 @@ OWN_LINE = (CheckpointInUse, OffsetOutOfLog, ConnectionError)
 def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
     """Adversarial streams (``--stream``): load the data in memory, then
     :func:`kernelstream.engine.orders.evaluate_stream` each configuration in turn."""
-    from kernelstream.engine.evaluate import stderr_progress  # imports the learners: only for a run
-
     try:
         X, y = data.load_dataset(config.data, **config.read.load_kwargs())
     except (ValueError, OSError) as exc:  # ParseError is a ValueError and names file:line

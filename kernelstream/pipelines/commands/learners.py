@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from kernelstream import learners
 from kernelstream.pipelines.commands._common import Command, error
 from kernelstream.pipelines.config import DEFAULT_BY_ROWS, PROG, TASKS, loss_tasks
 
@@ -42,8 +43,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _learner_tasks(name: str) -> list[str]:
     """The tasks a learner runs: its class-level ``task`` first, then any other task one of its
     ``loss`` choices gives it (``config.loss_tasks``)."""
-    from kernelstream import learners  # the registry: see cmd_learners
-
     tasks = [learners.get(name).task]
     tasks += [t for t in dict.fromkeys(loss_tasks(name).values()) if t not in tasks]
     return tasks
@@ -55,8 +54,6 @@ def _task_label(tasks: Sequence[str]) -> str:
 
 
 def _learner_info(name: str) -> dict[str, Any]:
-    from kernelstream import learners  # the registry: see cmd_learners
-
     cls = learners.get(name)
     doc = inspect.getdoc(cls) or ""
     tasks = _learner_tasks(name)
@@ -135,9 +132,6 @@ def _print_learners_markdown(infos: list[dict[str, Any]], out: TextIO) -> None:
 
 
 def cmd_learners(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
-    # the registry imports every learner module: only for the commands that use learners
-    from kernelstream import learners
-
     if args.name:
         if args.task is not None or args.budgeted:
             return error("learners", "--task and --budgeted filter the list: give them or NAME")
@@ -157,7 +151,7 @@ def cmd_learners(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         if not args.name:
             print(START_HERE + "\n")
         _print_learners_text(infos, sys.stdout)
-        # the learner registry: loaded by a run, not by the CLI's parser or `check`
+        # the compiled kernels (C extensions): loaded to say which code runs, not by the parser
         from kernelstream.learners import compiled
 
         print(f"\nper-round kernels: {compiled.STATUS}")

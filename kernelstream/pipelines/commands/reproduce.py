@@ -105,7 +105,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
-    # the learner registry: loaded by a run, not by the CLI's parser or `check`
+    # the protocols import learner modules and the compiled kernels: loaded by a run, not by
+    # the CLI's parser
     from kernelstream.experiments.retune import TUNED_FILES
     from kernelstream.experiments.retune import retune as retune_paper
 
@@ -171,7 +172,7 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
 
 def _compare(given: Path, paper: str, ours: Path) -> bool:
     """Print the differences of ``ours`` from the committed JSON; True if there are any."""
-    # the learner registry: loaded by a run, not by the CLI's parser or `check`
+    # the compiled kernels (experiments.report names them): not loaded by the CLI's parser
     from kernelstream.experiments import report
 
     path = given / f"{paper}.json" if given.is_dir() else given

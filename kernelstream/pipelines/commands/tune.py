@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelstream import __version__, fs
+from kernelstream import __version__, fs, learners
 from kernelstream._json import json_safe
 from kernelstream.data import widths
 from kernelstream.experiments import tuning
@@ -148,8 +148,6 @@ def tune_config(args: argparse.Namespace, argv: Sequence[str]) -> tuple[
         raise ConfigError(f"--learner {args.learner!r}: give the learner's name alone")
     grid = args.grid
     if not grid:  # the learner's Gaussian width, around the data-driven one
-        from kernelstream import learners  # the registry: only once a run is configured
-
         if not any(p.name == "gamma" for p in learners.get(name).params):
             raise ConfigError(f"{name} has no Gaussian width to tune by default: give "
                               "--grid KEY=V1,V2,...")

@@ -25,6 +25,7 @@ from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
 from kernelstream.experiments.tuning import param_text  # -p text of a recorded value
 from kernelstream.kafka_client.names import KAFKA_CLIENTS, SCHEME
+from kernelstream.learners.registry import WidthError, check_width
 from kernelstream.pipelines.config import (
     DEFAULT_LEARNERS,
     ConfigError,
@@ -233,9 +234,6 @@ class StreamConfig:
 def _check_width(spec: Any) -> None:  # engine.live.routing.LiveSpec
     """Refuse a learner whose memory at this width cannot fit (one line: why, what instead),
     before anything connects: ``learners.registry.check_width``."""
-    # the learner registry: loaded by a run, not by the CLI's parser or `check`
-    from kernelstream.learners.registry import WidthError, check_width
-
     if spec.width is None:  # CSV: the first record fixes the width
         return
     for c in spec.configs:

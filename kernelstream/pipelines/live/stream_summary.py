@@ -39,6 +39,7 @@ from typing import Any
 from kernelstream._json import json_safe
 from kernelstream.engine.live.rows import nearest_rank
 from kernelstream.engine.noskill import NoSkill
+from kernelstream.engine.prequential import learner_loss
 from kernelstream.numbers import sig
 from kernelstream.pipelines.live.stream_config import OUTPUT_NAMES, SCHEME, StreamConfig
 
@@ -115,9 +116,6 @@ def _noskill(config: StreamConfig, files: list[str]) -> dict[str, float | None]:
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    # the learner registry: loaded by a run, not by the CLI's parser or `check`
-    from kernelstream.engine.prequential import learner_loss
 
     cols = ["key", "config", "learn_position", "label", "predicted", "mistake"]
     tables = [pq.read_table(f, columns=cols) for f in files]

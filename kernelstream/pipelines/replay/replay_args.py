@@ -18,6 +18,13 @@ from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.sample import EXTENSIONS
 from kernelstream.experiments import tuning
+from kernelstream.learners.registry import (
+    WidthError,
+    check_width,
+    fmt_bytes,
+    memory_estimate,
+    memory_limit,
+)
 from kernelstream.pipelines.config import (
     DEFAULT_BY_ROWS,
     DEFAULT_DATASET,
@@ -383,9 +390,6 @@ def is_embedded(src: str) -> bool:
 def available_memory() -> int:
     """Bytes a run may plan for (``learners.registry.memory_limit``: physical memory, or
     ``$KERNELSTREAM_MEMORY_LIMIT``)."""
-    # the learner registry: loaded by a run, not by the CLI's parser or `check`
-    from kernelstream.learners.registry import memory_limit
-
     return memory_limit()
 
 
@@ -399,14 +403,6 @@ def check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
     width (the learners' own estimate, ``learners.registry.check_width``: e.g. budget ×
     width × 8 bytes of dense support vectors, or budget × non-zeros per row for sparse rows),
     with one line naming the fix."""
-    # the learner registry: loaded by a run, not by the CLI's parser or `check`
-    from kernelstream.learners.registry import (
-        WidthError,
-        check_width,
-        fmt_bytes,
-        memory_estimate,
-    )
-
     for c in configs:
         try:
             check_width(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,

@@ -37,9 +37,12 @@ def test_engine_modules_import_no_beam(tmp_path: Path) -> None:
 
 
 # What a command may load only when it needs it: Beam (its runners), pyarrow and
-# pyarrow.dataset (Parquet), the learner registry (learning) and the Kafka client (topics:
+# pyarrow.dataset (Parquet), the learner modules and the compiled kernels (learning: the
+# registry loads every learner module on first use, so ``bogd`` stands for them all; the
+# package ``kernelstream.learners`` and its registry are free) and the Kafka client (topics:
 # its modules; the package itself loads them on first use, so ``kafka_client.names`` is free).
-_HEAVY = ("apache_beam", "pyarrow", "pyarrow.dataset", "kernelstream.learners",
+_LEARNING = ("kernelstream.learners.bogd", "kernelstream.learners.compiled")
+_HEAVY = ("apache_beam", "pyarrow", "pyarrow.dataset", *_LEARNING,
           "kernelstream.kafka_client.clients", "kafka")
 
 
@@ -57,20 +60,21 @@ def _cli_modules(args: list[str], cwd: Path) -> tuple[int, set[str]]:
 
 def test_cli_commands_import_what_they_need(tmp_path: Path) -> None:
     """``learners`` and ``check`` (an embedded data set, LIBSVM and CSV files) import neither
-    Beam nor pyarrow, and ``check`` not the learners; ``replay --runner loop`` on a file imports
-    pyarrow for its Parquet outputs, but no Beam, no pyarrow.dataset and no Kafka client."""
+    Beam nor pyarrow, and ``check`` not the learner modules nor the compiled kernels; ``replay
+    --runner loop`` on a file imports pyarrow for its Parquet outputs, but no Beam, no
+    pyarrow.dataset and no Kafka client."""
     rng = np.random.default_rng(0)
     small = tmp_path / "small.libsvm"
     small.write_text("".join(f"{rng.choice(['+1', '-1'])} 1:{rng.random():.3f} "
                              f"3:{rng.random():.3f}\n" for _ in range(60)))
-    assert _cli_modules(["learners"], tmp_path) == (0, {"kernelstream.learners"})
-    assert _cli_modules(["learners", "bogd"], tmp_path) == (0, {"kernelstream.learners"})
+    assert _cli_modules(["learners"], tmp_path) == (0, set(_LEARNING))
+    assert _cli_modules(["learners", "perceptron"], tmp_path) == (0, set(_LEARNING))
     assert _cli_modules(["check", "german"], tmp_path) == (0, set())
     assert _cli_modules(["check", str(small)], tmp_path) == (0, set())
     (tmp_path / "small.csv").write_text("a,b,label\n1,2,1\n3,4,-1\n5,6,1\n")
     assert _cli_modules(["check", str(tmp_path / "small.csv")], tmp_path) == (0, set())
     replay = ["replay", str(small), "--runner", "loop", "-l", "bogd", "-q", "--out", "run"]
-    assert _cli_modules(replay, tmp_path) == (0, {"pyarrow", "kernelstream.learners"})
+    assert _cli_modules(replay, tmp_path) == (0, {"pyarrow", *_LEARNING})
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["runner"] == "loop" and summary["predictions"] == 60
     assert summary["examples"] == 60 and summary["n_support_vectors"] > 0
