@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,17 +15,6 @@ from kernelstream.pipelines.cli import main
 from kernelstream.seeding import learner_seed, permutation
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture()
-def german_dir(tmp_path: Path) -> Path:
-    """A data directory holding german.numer_scale (the package's embedded copy)."""
-    d = tmp_path / "data"
-    d.mkdir()
-    with gzip.open(data.embedded_path("german"), "rb") as src, \
-            open(d / "german.numer_scale", "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return d
 
 
 def _old_loop_rate(learner: str, params: dict, X: np.ndarray, y: np.ndarray, r: int) -> float:

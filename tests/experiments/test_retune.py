@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shutil
@@ -15,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from kernelstream import data
 from kernelstream.experiments import grid
 from kernelstream.experiments.grid import Context, Run, run_grid
 from kernelstream.experiments.protocol import TUNED_DIR
@@ -42,17 +40,6 @@ def _tuned_name(paper: str) -> str:
 
 def _committed(paper: str) -> dict[str, Any]:
     return json.loads((TUNED_DIR / _tuned_name(paper)).read_text())
-
-
-@pytest.fixture()
-def german_copy(tmp_path: Path) -> Path:
-    """A data directory holding german.numer_scale (the package's embedded copy)."""
-    d = tmp_path / "data"
-    d.mkdir()
-    with gzip.open(data.embedded_path("german"), "rb") as src, \
-            open(d / "german.numer_scale", "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return d
 
 
 def _drop(doc: dict[str, Any], *path: str) -> None:
@@ -181,7 +168,7 @@ def test_tuning_runs_refuse_what_they_cannot_read() -> None:
     assert grid._seeded("german", 0, Path("."))
 
 
-def test_tuned_files_are_package_data(german_copy: Path, tmp_path: Path) -> None:
+def test_tuned_files_are_package_data(german_dir: Path, tmp_path: Path) -> None:
     # an installed package (no checkout, no benchmarks/ beside it) reproduces with its own
     # tuned files, which pyproject ships in the wheel
     conf = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -195,7 +182,7 @@ def test_tuned_files_are_package_data(german_copy: Path, tmp_path: Path) -> None
     env = {**os.environ, "PYTHONPATH": str(site)}
     proc = subprocess.run(
         [sys.executable, "-m", "kernelstream.pipelines.cli", "reproduce", "baselines",
-         "--data-dir", str(german_copy), "--datasets", "german", "--tables", "p3", "-R", "1",
+         "--data-dir", str(german_dir), "--datasets", "german", "--tables", "p3", "-R", "1",
          "--out-dir", str(tmp_path / "out"), "-q"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
