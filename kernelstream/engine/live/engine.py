@@ -75,25 +75,13 @@ import numpy as np
 
 from kernelstream.engine.exact import exact_add, exact_value
 from kernelstream.engine.keys import StreamKey
+from kernelstream.engine.live.batch import FEATURES as UNLABELLED_EVENT
+from kernelstream.engine.live.batch import LABEL as LABEL_RECORD
+from kernelstream.engine.live.batch import LABELLED as LABELLED_EVENT
+from kernelstream.engine.live.batch import EventBatch, ParsedRecord, text_and_source
 from kernelstream.engine.live.merge import merged as merge_group  # the reference loop's order
 from kernelstream.engine.live.records import SourceRecord
-from kernelstream.engine.live.routing import (
-    BULK_MIN,
-    EventBatch,
-    LiveSpec,
-    ParsedRecord,
-    StreamRouter,
-    text_and_source,
-)
-from kernelstream.engine.live.routing import (
-    FEATURES as UNLABELLED_EVENT,
-)
-from kernelstream.engine.live.routing import (
-    LABEL as LABEL_RECORD,
-)
-from kernelstream.engine.live.routing import (
-    LABELLED as LABELLED_EVENT,
-)
+from kernelstream.engine.live.routing import BULK_MIN, LiveSpec, StreamRouter
 from kernelstream.engine.live.rows import (
     OUTPUTS,
     OutcomeRow,

@@ -87,7 +87,7 @@ class StreamConfig:
     topics: tuple[str, ...]
     labels_topic: str | None
     configs: tuple[LearnerConfig, ...]
-    spec: Any  # engine.live.routing.LiveSpec
+    spec: LiveSpec
     out: str | None  # None: the checkpoint's, else runs/stream-<topic>-<learners>
     checkpoint: str | None = None
     kafka_out: tuple[str, str] | None = None  # (bootstrap, prefix)
@@ -231,7 +231,7 @@ class StreamConfig:
             overwrite=bool(getattr(args, "overwrite", False)))
 
 
-def _check_width(spec: Any) -> None:  # engine.live.routing.LiveSpec
+def _check_width(spec: LiveSpec) -> None:
     """Refuse a learner whose memory at this width cannot fit (one line: why, what instead),
     before anything connects: ``learners.registry.check_width``."""
     if spec.width is None:  # CSV: the first record fixes the width

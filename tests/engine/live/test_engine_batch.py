@@ -320,7 +320,7 @@ def test_route_many_equals_route(seed: int, key_by: str | None) -> None:
 def _slow_only(e: StreamEngine, recs: list[SourceRecord]) -> Any:
     """What the record-by-record path (``_head``, the line parser) makes of ``recs``: the
     reference of route_many's fast paths."""
-    from kernelstream.engine.live.routing import _Columns
+    from kernelstream.engine.live.batch import _Columns
 
     b = _Columns(len(recs))
     e.router._route_slow(recs, list(range(len(recs))), b)
