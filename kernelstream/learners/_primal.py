@@ -34,8 +34,7 @@ from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners.store import AnyStore, make_store, store_from_state
 from kernelstream.sparse import CSR, SparseRow
 
-LINEAR_ABI = 1  # the _ck_linear.c interface this module calls (its KL_ABI)
-lk: Any = compiled._load_ext("_ck_linear", LINEAR_ABI)  # Any: as compiled.ck
+lk: Any = compiled.lk  # the compiled primal rounds (None: not built, or stale)
 
 #: the compiled rules (_ck_linear.c): the update of each learner, and "add a given term"
 R_PERCEPTRON, R_PA1, R_OGD_HINGE, R_ADD = 0, 1, 2, 3

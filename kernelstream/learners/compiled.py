@@ -380,6 +380,12 @@ MULTI_ABI = 1  # the _ck_multi.c interface this module calls (its KM_ABI)
 
 mk: Any = _load_ext("_ck_multi", MULTI_ABI)  # Any: as ``ck``
 
+# ---- linear models and column indexes: _ck_linear.c (the primal linear learners,
+# learners/_primal.py; the sparse store's column index, learners/sparse_store.py) ------------
+
+LINEAR_ABI = 1  # the _ck_linear.c interface this module calls (its KL_ABI)
+lk: Any = _load_ext("_ck_linear", LINEAR_ABI)  # Any: as ``ck``
+
 
 # ---- bounded OMKC: _ck_omkc.c (bomkc-dd, bomkc-sd) -------------------------------------------
 #

@@ -29,9 +29,9 @@ from kernelstream.learners.losses import LOSSES
 from kernelstream.learners.params import ShrinkParams
 from kernelstream.learners.registry import register
 from kernelstream.learners.sketch import IncrementalSketch
+from kernelstream.learners.sparse_store import SparseSVStore
 from kernelstream.learners.store import (
     AnyStore,
-    SparseSVStore,
     SVStore,
     make_store,
     store_from_state,

@@ -17,7 +17,8 @@ from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Learner, Param
 from kernelstream.learners.kernels import Gaussian
 from kernelstream.learners.perceptron import Perceptron
-from kernelstream.learners.store import SparseSVStore, SVStore
+from kernelstream.learners.sparse_store import SparseSVStore
+from kernelstream.learners.store import SVStore
 from kernelstream.learners.testing import CHECKS, cases, check_learner
 
 CASES = [(name, cid, check, params) for name in available() for cid, check, params in cases(name)]

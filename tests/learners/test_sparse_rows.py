@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelstream.learners import make, registry, store
+from kernelstream.learners import make, registry, sparse_store
 from kernelstream.learners.kernels import make_kernel
 from kernelstream.learners.registry import WidthError, check_width, memory_estimate
-from kernelstream.learners.store import SparseSVStore, SVStore
+from kernelstream.learners.sparse_store import SparseSVStore
+from kernelstream.learners.store import SVStore
 from kernelstream.sparse import CSR, SparseRow
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -66,7 +67,7 @@ def test_sparse_store_matches_dense_store(monkeypatch: pytest.MonkeyPatch, kerne
                                           width: int) -> None:
     """Random appends/replaces/removes (forcing compactions): kernel rows of the sparse store
     agree with a dense store of the same points; a restored store gives identical rows."""
-    monkeypatch.setattr(store, "_MIN_GARBAGE", 16)  # compact often
+    monkeypatch.setattr(sparse_store, "_MIN_GARBAGE", 16)  # compact often
     compactions = []
     compact = SparseSVStore._compact
     monkeypatch.setattr(SparseSVStore, "_compact",
@@ -119,8 +120,8 @@ def test_renumbered_columns_change_nothing_and_cost_follows_the_non_zeros(
     searched every pool non-zero in the query, ~10x slower on news20), with the compiled
     column index or its numpy levels."""
     if index == "numpy":
-        monkeypatch.setattr(store, "_lk", None)
-    elif store._lk is None:
+        monkeypatch.setattr(sparse_store, "_lk", None)
+    elif sparse_store._lk is None:
         pytest.skip("the compiled _ck_linear is not built")
     X, y = _load("rcv1_100.svm")
     wide = CSR(X.indptr, X.indices * 40_000, X.data, (1 << 31) - 1)
@@ -137,9 +138,9 @@ def test_renumbered_columns_change_nothing_and_cost_follows_the_non_zeros(
     m = make(name, seed=0, **params)
     assert np.array_equal(m.predict_learn_many(wide, y), base)
     # a query looks up its own non-zeros; the column index's small level is merged into
-    # the large one when it outgrows store._RECENT columns (amortised over the appends)
+    # the large one when it outgrows sparse_store._RECENT columns (amortised over the appends)
     most = int(np.diff(X.indptr).max())
-    assert max(searched, default=0) <= store._RECENT + most, (max(searched), most)
+    assert max(searched, default=0) <= sparse_store._RECENT + most, (max(searched), most)
     assert sum(searched) <= 8 * X.nnz * 3, (sum(searched), X.nnz)
     assert len(m.sv._buf) <= X.nnz  # the work vector follows the known columns
 
@@ -211,5 +212,5 @@ def test_sparse_pool_stays_bounded(name: str) -> None:
     for rep in range(10):
         m.predict_learn_many(X, np.where(rng.random(len(y)) < 0.3, -y, y))
         sv = m.sv
-        assert len(sv._ind) <= 4 * max(sv.nnz, store._MIN_GARBAGE) + 64, (rep, len(sv._ind))
+        assert len(sv._ind) <= 4 * max(sv.nnz, sparse_store._MIN_GARBAGE) + 64, (rep, len(sv._ind))
     assert m.t == 3000
