@@ -26,7 +26,7 @@
 #include "_ck_budget_rules.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
-#define KO_ABI 1
+#define KO_ABI 2
 #define NK 16 /* _multikernel.M_KERNELS */
 
 enum { O_DONE = 0, O_POWERS = 1, O_FULL = 2 };
@@ -188,6 +188,174 @@ static Py_ssize_t total_n(const Comp *cs) {
     return t;
 }
 
+/* The learner's side of a round: the 16 components, SD's flag, the components' rounds and
+ * budgets, the discount counts M_i, the weights, the power table (L entries), delta, the total
+ * budget B, the bit generator (SD's draws) and the dot cache (DD, or NULL). */
+typedef struct {
+    Comp *cs;
+    int sd;
+    int64_t *ct, *budgets, *cnt;
+    double *theta;
+    const double *powtab;
+    Py_ssize_t L;
+    double delta;
+    Py_ssize_t B;
+    bitgen_t *rng;
+    DotCache *dc;
+} Rounds;
+
+/* Whether the next round can start: O_DONE, or why not (O_POWERS: its discount may need
+ * gamma^(max M - min M + 1), past the table; O_FULL: a store has no room for an append). */
+static int round_ready(const Rounds *o) {
+    int64_t mn = o->cnt[0], mx = o->cnt[0];
+    for (int i = 1; i < NK; i++) {
+        if (o->cnt[i] < mn) mn = o->cnt[i];
+        if (o->cnt[i] > mx) mx = o->cnt[i];
+    }
+    if (mx - mn + 1 >= o->L) return O_POWERS;
+    for (int i = 0; i < NK; i++)
+        if (o->cs[i].st.n >= o->cs[i].st.cap) return O_FULL;
+    return O_DONE;
+}
+
+/* One test-then-train round on x (||x||^2 xx, label y; r: its row of the components'
+ * zdiag): the 16 scores into s and the weights of the vote into th, then Algorithm 3's or
+ * 4's updates, the counts and the weights. 0, or -1 when a rule failed (its store's err says
+ * why). The caller checked round_ready and set dc->round. */
+static int one_round(Rounds *o, const double *x, double xx, double y, Py_ssize_t r, double *s,
+                     double *th) {
+    Comp *cs = o->cs;
+    int64_t *ct = o->ct, *budgets = o->budgets, *cnt = o->cnt;
+    Py_ssize_t *nz = cs[0].R.nz; /* the example's non-zeros, shared by the 16 rows */
+    Py_ssize_t m = nonzeros(x, cs[0].st.d, nz);
+    for (int i = 0; i < NK; i++) s[i] = comp_score(&cs[i], x, xx, nz, m, o->dc);
+    memcpy(th, o->theta, NK * sizeof(double));
+    int disc = 0;
+    if (!o->sd) { /* Algorithm 3: every component learns */
+        for (int i = 0; i < NK; i++) {
+            if (comp_update(&cs[i], x, xx, y, s[i], ct[i], r) < 0) return -1;
+            ct[i] += 1;
+            if (y * s[i] <= 0.0) {
+                cnt[i] += 1;
+                disc = 1;
+            }
+        }
+    } else { /* Algorithm 4: Z_i ~ B(p_i), within the total budget B */
+        double tmax = o->theta[0], omd = 1.0 - o->delta;
+        int z[NK];
+        for (int i = 1; i < NK; i++)
+            if (o->theta[i] > tmax) tmax = o->theta[i];
+        for (int i = 0; i < NK; i++) {
+            double p = omd * (o->theta[i] / tmax) + o->delta;
+            z[i] = o->rng->next_double(o->rng->state) < p;
+        }
+        Py_ssize_t total = total_n(cs);
+        for (int i = 0; i < NK; i++) {
+            if (!z[i]) continue;
+            Comp *c = &cs[i];
+            Py_ssize_t n = c->st.n;
+            if (total >= o->B) {
+                if (n == 0) continue;
+                budgets[i] = n;
+                if (c->has_head) c->R.ist[0] = oldest(&c->st);
+            } else {
+                budgets[i] = o->B;
+            }
+            c->prm[0] = (double)budgets[i];
+            if (comp_update(c, x, xx, y, s[i], ct[i], r) < 0) return -1;
+            ct[i] += 1;
+            total += c->st.n - n;
+        }
+        for (int i = 0; i < NK; i++)
+            if (z[i] && y * s[i] <= 0.0) {
+                cnt[i] += 1;
+                disc = 1;
+            }
+    }
+    if (disc) refresh_theta(cnt, o->powtab, o->theta);
+    return 0;
+}
+
+/* The RuntimeError of a failed rule (the first store that says why), naming fn: NULL. */
+static PyObject *rule_error(const Comp *cs, const char *fn) {
+    const char *err = "a rule failed";
+    for (int i = 0; i < NK; i++)
+        if (cs[i].st.err) err = cs[i].st.err;
+    return PyErr_Format(PyExc_RuntimeError, "_ck_omkc.%s: %s", fn, err);
+}
+
+/* A DD dot cache of at least twice the points the stores can hold (the stamps cleared), or
+ * -1 with MemoryError. */
+static int cache_alloc(DotCache *dc, const Comp *cs) {
+    Py_ssize_t caps = 0;
+    for (int i = 0; i < NK; i++) caps += cs[i].st.cap;
+    int bits = 4;
+    while (((Py_ssize_t)1 << bits) < 2 * caps) bits++;
+    size_t size = (size_t)1 << bits;
+    dc->id = PyMem_Malloc(size * sizeof(int64_t));
+    dc->stamp = PyMem_Malloc(size * sizeof(int64_t));
+    dc->dot = PyMem_Malloc(size * sizeof(double));
+    if (!dc->id || !dc->stamp || !dc->dot) {
+        PyMem_Free(dc->id);
+        PyMem_Free(dc->stamp);
+        PyMem_Free(dc->dot);
+        dc->id = dc->stamp = NULL;
+        dc->dot = NULL;
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t h = 0; h < size; h++) dc->stamp[h] = -1;
+    dc->mask = size - 1;
+    dc->bits = bits;
+    dc->round = 0;
+    return 0;
+}
+
+static void cache_free(DotCache *dc) {
+    PyMem_Free(dc->id);
+    PyMem_Free(dc->stamp);
+    PyMem_Free(dc->dot);
+}
+
+/* DD: the dot cache pays when the components' round counts agree (an SV's id is then one
+ * example for all of them), which DD keeps */
+static int same_rounds(const int64_t *ct) {
+    for (int i = 1; i < NK; i++)
+        if (ct[i] != ct[0]) return 0;
+    return 1;
+}
+
+/* The 16 heads (tuple) into cs, their buffers into cb[i][0..11) (the caller releases them). */
+static int parse_heads(PyObject *heads, Comp *cs, Buf (*cb)[13], const char *fn) {
+    if (!PyTuple_Check(heads) || PyTuple_GET_SIZE(heads) != NK) {
+        PyErr_Format(PyExc_ValueError, "_ck_omkc.%s: heads must be a tuple of 16", fn);
+        return -1;
+    }
+    for (int i = 0; i < NK; i++) {
+        PyObject *h = PyTuple_GET_ITEM(heads, i);
+        if (!PyTuple_Check(h) || PyTuple_GET_SIZE(h) != NHEAD) {
+            PyErr_Format(PyExc_ValueError, "_ck_omkc.%s: a head is not a rule head", fn);
+            return -1;
+        }
+        if (parse_head(&PyTuple_GET_ITEM(h, 0), cb[i], &cs[i].st, &cs[i].R, "omkc") < 0)
+            return -1;
+        cs[i].diag = NULL;
+        cs[i].zdiag = NULL;
+    }
+    return 0;
+}
+
+/* The components' own copies of their rule constants, ring-head flags and row scratch. */
+static void comps_init(Comp *cs, const int64_t *has_head) {
+    for (int i = 0; i < NK; i++) {
+        Comp *c = &cs[i];
+        memcpy(c->prm, c->R.prm, (size_t)NPRM[c->R.code] * sizeof(double));
+        c->R.prm = c->prm;
+        c->has_head = has_head[i] != 0;
+        c->k = c->R.w3;
+    }
+}
+
 #define NARG 20
 static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* run(sd, heads, diags, has_head, ct, budgets, counts, theta, powtab, delta, B, bitgen,
@@ -212,27 +380,13 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
     double delta = PyFloat_AsDouble(args[9]);
     Py_ssize_t B = PyLong_AsSsize_t(args[10]), start = PyLong_AsSsize_t(args[15]);
     if (sd < 0 || PyErr_Occurred()) return NULL;
-    if (!PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != NK) {
-        PyErr_SetString(PyExc_ValueError, "_ck_omkc.run: heads must be a tuple of 16");
-        return NULL;
-    }
-    for (int i = 0; i < NK; i++) {
-        PyObject *h = PyTuple_GET_ITEM(args[1], i);
-        if (!PyTuple_Check(h) || PyTuple_GET_SIZE(h) != NHEAD) {
-            PyErr_SetString(PyExc_ValueError, "_ck_omkc.run: a head is not a rule head");
-            goto done;
-        }
-        if (parse_head(&PyTuple_GET_ITEM(h, 0), cb[i], &cs[i].st, &cs[i].R, "omkc") < 0)
-            goto done;
-    }
+    if (parse_heads(args[1], cs, cb, "run") < 0) goto done;
     if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != NK) {
         PyErr_SetString(PyExc_ValueError, "_ck_omkc.run: diags must be a tuple of 16");
         goto done;
     }
     for (int i = 0; i < NK; i++) {
         PyObject *g = PyTuple_GET_ITEM(args[2], i);
-        cs[i].diag = NULL;
-        cs[i].zdiag = NULL;
         if (g == Py_None) continue;
         if (!PyTuple_Check(g) || PyTuple_GET_SIZE(g) != 2
             || get_buf(PyTuple_GET_ITEM(g, 0), &cb[i][11], 1, "diag", 'd') < 0
@@ -270,135 +424,30 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "_ck_omkc.run: arrays have the wrong sizes");
         goto done;
     }
-    const int64_t *has_head = b[1].view.buf;
-    int64_t *ct = b[2].view.buf, *budgets = b[3].view.buf, *cnt = b[4].view.buf;
-    double *theta = b[5].view.buf;
-    const double *powtab = b[6].view.buf, *Z = b[7].view.buf, *zz = b[8].view.buf,
-                 *yv = b[9].view.buf;
+    comps_init(cs, b[1].view.buf);
+    const double *Z = b[7].view.buf, *zz = b[8].view.buf, *yv = b[9].view.buf;
     double *S = b[10].view.buf, *T = b[11].view.buf;
     int64_t *nsv = b[12].held ? b[12].view.buf : NULL;
-    for (int i = 0; i < NK; i++) {
-        Comp *c = &cs[i];
-        memcpy(c->prm, c->R.prm, (size_t)NPRM[c->R.code] * sizeof(double));
-        c->R.prm = c->prm;
-        c->has_head = has_head[i] != 0;
-        c->k = c->R.w3;
-    }
-    Py_ssize_t *nz = cs[0].R.nz; /* the example's non-zeros, shared by the 16 rows */
-    /* DD with equal round counts: a table of at least twice the points the stores can hold */
-    DotCache cache, *dc = NULL;
-    int same_t = 1;
-    Py_ssize_t caps = 0;
-    for (int i = 0; i < NK; i++) {
-        same_t &= ct[i] == ct[0];
-        caps += cs[i].st.cap;
-    }
-    if (!sd && same_t) {
-        int bits = 4;
-        while (((Py_ssize_t)1 << bits) < 2 * caps) bits++;
-        size_t size = (size_t)1 << bits;
-        cache.id = PyMem_Malloc(size * sizeof(int64_t));
-        cache.stamp = PyMem_Malloc(size * sizeof(int64_t));
-        cache.dot = PyMem_Malloc(size * sizeof(double));
-        if (!cache.id || !cache.stamp || !cache.dot) {
-            PyMem_Free(cache.id);
-            PyMem_Free(cache.stamp);
-            PyMem_Free(cache.dot);
-            PyErr_NoMemory();
-            goto done;
-        }
-        for (size_t h = 0; h < size; h++) cache.stamp[h] = -1;
-        cache.mask = size - 1;
-        cache.bits = bits;
-        dc = &cache;
+    Rounds o = {cs, sd, b[2].view.buf, b[3].view.buf, b[4].view.buf, b[5].view.buf,
+                b[6].view.buf, L, delta, B, rng, NULL};
+    DotCache cache;
+    if (!sd && same_rounds(o.ct)) {
+        if (cache_alloc(&cache, cs) < 0) goto done;
+        o.dc = &cache;
     }
     Py_ssize_t r = start;
     int status = O_DONE, rc = 0;
     Py_BEGIN_ALLOW_THREADS
     for (; r < rows; r++) {
-        int64_t mn = cnt[0], mx = cnt[0];
-        for (int i = 1; i < NK; i++) {
-            if (cnt[i] < mn) mn = cnt[i];
-            if (cnt[i] > mx) mx = cnt[i];
-        }
-        if (mx - mn + 1 >= L) { /* the round's discount may need gamma^(mx - mn + 1) */
-            status = O_POWERS;
-            break;
-        }
-        for (int i = 0; i < NK; i++)
-            if (cs[i].st.n >= cs[i].st.cap) status = O_FULL;
-        if (status == O_FULL) break;
-        const double *x = Z + r * d;
-        double xx = zz[r], y = yv[r], s[NK];
-        Py_ssize_t m = nonzeros(x, d, nz);
-        if (dc) dc->round = r;
-        for (int i = 0; i < NK; i++) s[i] = comp_score(&cs[i], x, xx, nz, m, dc);
-        memcpy(S + r * NK, s, sizeof s);
-        memcpy(T + r * NK, theta, NK * sizeof(double));
-        int disc = 0;
-        if (!sd) { /* Algorithm 3: every component learns */
-            for (int i = 0; i < NK; i++) {
-                Comp *c = &cs[i];
-                if (comp_update(c, x, xx, y, s[i], ct[i], r) < 0) {
-                    rc = -1;
-                    break;
-                }
-                ct[i] += 1;
-                if (y * s[i] <= 0.0) {
-                    cnt[i] += 1;
-                    disc = 1;
-                }
-            }
-        } else { /* Algorithm 4: Z_i ~ B(p_i), within the total budget B */
-            double tmax = theta[0], omd = 1.0 - delta;
-            int z[NK];
-            for (int i = 1; i < NK; i++)
-                if (theta[i] > tmax) tmax = theta[i];
-            for (int i = 0; i < NK; i++) {
-                double p = omd * (theta[i] / tmax) + delta;
-                z[i] = rng->next_double(rng->state) < p;
-            }
-            Py_ssize_t total = total_n(cs);
-            for (int i = 0; i < NK && rc == 0; i++) {
-                if (!z[i]) continue;
-                Comp *c = &cs[i];
-                Py_ssize_t n = c->st.n;
-                if (total >= B) {
-                    if (n == 0) continue;
-                    budgets[i] = n;
-                    if (c->has_head) c->R.ist[0] = oldest(&c->st);
-                } else {
-                    budgets[i] = B;
-                }
-                c->prm[0] = (double)budgets[i];
-                if (comp_update(c, x, xx, y, s[i], ct[i], r) < 0) {
-                    rc = -1;
-                    break;
-                }
-                ct[i] += 1;
-                total += c->st.n - n;
-            }
-            for (int i = 0; i < NK; i++)
-                if (z[i] && y * s[i] <= 0.0) {
-                    cnt[i] += 1;
-                    disc = 1;
-                }
-        }
-        if (rc < 0) break;
-        if (disc) refresh_theta(cnt, powtab, theta);
+        if ((status = round_ready(&o)) != O_DONE) break;
+        if (o.dc) o.dc->round = r;
+        if ((rc = one_round(&o, Z + r * d, zz[r], yv[r], r, S + r * NK, T + r * NK)) < 0) break;
         if (nsv) nsv[r] = total_n(cs);
     }
     Py_END_ALLOW_THREADS
-    if (dc) {
-        PyMem_Free(cache.id);
-        PyMem_Free(cache.stamp);
-        PyMem_Free(cache.dot);
-    }
+    if (o.dc) cache_free(o.dc);
     if (rc < 0) {
-        const char *err = "a rule failed";
-        for (int i = 0; i < NK; i++)
-            if (cs[i].st.err) err = cs[i].st.err;
-        PyErr_Format(PyExc_RuntimeError, "_ck_omkc.run: %s", err);
+        rule_error(cs, "run");
         goto done;
     }
     {
@@ -417,15 +466,245 @@ done:
     return res;
 }
 
+/* ---- the per-example path: fuse() once, then step() per row ---------------------------- */
+
+/* What fuse() parsed, kept between rounds: the components and their buffers, the learner's
+ * arrays (counts, theta, powtab, and S, T: the last round's scores and weights of the vote,
+ * which the caller's vote reads), the components' rounds and budgets, the dot cache, and the
+ * Python objects whose attributes step() keeps current: the components (t, budget), their
+ * stores (n, norm2) and the bit generator the draws use. */
+typedef struct {
+    Comp cs[NK];
+    Buf cb[NK][13];
+    Buf b[5]; /* counts, theta, powtab, S, T */
+    int64_t ct[NK], budgets[NK];
+    Rounds o;
+    DotCache cache;
+    PyObject *comps[NK], *stores[NK], *bitgen;
+} Fused;
+
+#define FUSED_NAME "kernelstream._ck_omkc.fused"
+
+static void fused_free(PyObject *capsule) {
+    Fused *F = PyCapsule_GetPointer(capsule, FUSED_NAME);
+    if (F == NULL) return;
+    for (int i = 0; i < NK; i++) {
+        release(F->cb[i], 13);
+        Py_XDECREF(F->comps[i]);
+        Py_XDECREF(F->stores[i]);
+    }
+    release(F->b, 5);
+    Py_XDECREF(F->bitgen);
+    if (F->o.dc) cache_free(F->o.dc);
+    PyMem_Free(F);
+}
+
+static PyObject *S_T, *S_BUDGET, *S_N, *S_NORM2; /* attribute names, interned */
+
+#define NFUSE 15
+static PyObject *py_fuse(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* fuse(sd, heads, has_head, ct, budgets, counts, theta, powtab, delta, B, bitgen, S, T,
+     *      comps, stores) -> fused
+     * The per-example path's kept state (a capsule for step()): run()'s arguments without a
+     * block and without diags (every component has a _ck_budget rule), the bit generator
+     * object itself (its capsule is taken from it and the object kept alive), S and T (float64,
+     * 16: each round's scores and weights of the vote), the 16 components and their stores.
+     * The arrays are referenced, not copied: counts and theta are updated in place (they must
+     * be the learner's own), and the caller makes a new fused object whenever Python code
+     * changes anything it holds (a round not taken by step(), a block, a restore). */
+    if (nargs != NFUSE)
+        return PyErr_Format(PyExc_TypeError, "fuse() takes %d arguments, got %zd", NFUSE,
+                            nargs);
+    int sd = PyObject_IsTrue(args[0]);
+    double delta = PyFloat_AsDouble(args[8]);
+    Py_ssize_t B = PyLong_AsSsize_t(args[9]);
+    if (sd < 0 || PyErr_Occurred()) return NULL;
+    Fused *F = PyMem_Calloc(1, sizeof(Fused));
+    if (F == NULL) return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(F, FUSED_NAME, fused_free);
+    if (capsule == NULL) {
+        PyMem_Free(F);
+        return NULL;
+    }
+    Buf hb[3]; /* has_head, ct, budgets: read here only */
+    memset(hb, 0, sizeof hb);
+    if (parse_heads(args[1], F->cs, F->cb, "fuse") < 0
+        || get_buf(args[2], &hb[0], 0, "has_head", 'q') < 0
+        || get_buf(args[3], &hb[1], 0, "ct", 'q') < 0
+        || get_buf(args[4], &hb[2], 0, "budgets", 'q') < 0
+        || get_buf(args[5], &F->b[0], 1, "counts", 'q') < 0
+        || get_buf(args[6], &F->b[1], 1, "theta", 'd') < 0
+        || get_buf(args[7], &F->b[2], 0, "powtab", 'd') < 0
+        || get_buf(args[11], &F->b[3], 1, "S", 'd') < 0
+        || get_buf(args[12], &F->b[4], 1, "T", 'd') < 0)
+        goto fail;
+    int bad = n_items(&F->b[2]) < 1;
+    for (int i = 0; i < 3; i++) bad |= n_items(&hb[i]) < NK;
+    for (int i = 0; i < 5; i++) bad |= i != 2 && n_items(&F->b[i]) < NK;
+    for (int i = 0; i < NK; i++) bad |= F->cs[i].st.d != F->cs[0].st.d;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "_ck_omkc.fuse: arrays have the wrong sizes");
+        goto fail;
+    }
+    for (int k = 13; k < 15; k++)
+        if (!PyTuple_Check(args[k]) || PyTuple_GET_SIZE(args[k]) != NK) {
+            PyErr_SetString(PyExc_ValueError,
+                            "_ck_omkc.fuse: comps and stores must be tuples of 16");
+            goto fail;
+        }
+    PyObject *cap = PyObject_GetAttrString(args[10], "capsule");
+    if (cap == NULL) goto fail;
+    bitgen_t *rng = PyCapsule_GetPointer(cap, "BitGenerator");
+    Py_DECREF(cap); /* the bit generator holds its capsule: kept alive with F->bitgen */
+    if (rng == NULL) goto fail;
+    F->bitgen = Py_NewRef(args[10]);
+    for (int i = 0; i < NK; i++) {
+        F->comps[i] = Py_NewRef(PyTuple_GET_ITEM(args[13], i));
+        F->stores[i] = Py_NewRef(PyTuple_GET_ITEM(args[14], i));
+    }
+    memcpy(F->ct, hb[1].view.buf, sizeof F->ct);
+    memcpy(F->budgets, hb[2].view.buf, sizeof F->budgets);
+    comps_init(F->cs, hb[0].view.buf);
+    Rounds o = {F->cs, sd, F->ct, F->budgets, F->b[0].view.buf, F->b[1].view.buf,
+                F->b[2].view.buf, n_items(&F->b[2]), delta, B, rng, NULL};
+    F->o = o;
+    if (!sd && same_rounds(F->ct)) {
+        if (cache_alloc(&F->cache, F->cs) < 0) goto fail;
+        F->o.dc = &F->cache;
+    }
+    release(hb, 3);
+    return capsule;
+fail:
+    release(hb, 3);
+    Py_DECREF(capsule); /* fused_free releases what was taken */
+    return NULL;
+}
+
+/* The vote theta . sign(s) as Combination._vote computes it: numpy's sign (sign(0) = 0, NaN
+ * stays NaN), then numpy's 1-D dot, 0.0 + cblas_ddot (numpy's DOUBLE_dot) with the ddot numpy
+ * calls, which bind_dot() gives (compiled.py checks the result against numpy's). */
+typedef double (*dot64_t)(int64_t, const double *, int64_t, const double *, int64_t);
+typedef double (*dot32_t)(int, const double *, int, const double *, int);
+static void *g_dot = NULL;
+static int g_ilp64 = 1;
+
+static double vote(const double *th, const double *s) {
+    double sg[NK], v = 0.0;
+    for (int i = 0; i < NK; i++)
+        sg[i] = s[i] > 0.0 ? 1.0 : s[i] < 0.0 ? -1.0 : s[i] == 0.0 ? 0.0 : s[i];
+    if (g_ilp64)
+        v += ((dot64_t)g_dot)(NK, th, 1, sg, 1);
+    else
+        v += ((dot32_t)g_dot)(NK, th, 1, sg, 1);
+    return v;
+}
+
+static PyObject *py_bind_dot(PyObject *Py_UNUSED(self), PyObject *const *args,
+                             Py_ssize_t nargs) {
+    /* bind_dot(dot_address, ilp64): numpy's cblas_ddot, for step()'s vote (0: none) */
+    if (!nargs_ok(nargs, 2, "bind_dot")) return NULL;
+    void *dot = PyLong_AsVoidPtr(args[0]);
+    int ilp64 = PyObject_IsTrue(args[1]);
+    if (PyErr_Occurred() || ilp64 < 0) return NULL;
+    g_dot = dot;
+    g_ilp64 = ilp64;
+    Py_RETURN_NONE;
+}
+
+KS_ENTRY(vote, 2, 2) {
+    /* vote(theta, s) -> theta . sign(s) of 16 values, as step() computes it (None: no ddot
+     * bound) */
+    if (get_bufs(args, b, "d0 theta, d1 s") < 0) return NULL;
+    if (n_items(&b[0]) != NK || n_items(&b[1]) != NK)
+        return PyErr_Format(PyExc_ValueError, "_ck_omkc.vote: theta and s must hold 16");
+    if (g_dot == NULL) Py_RETURN_NONE;
+    return PyFloat_FromDouble(vote(b[0].view.buf, b[1].view.buf));
+}
+
+/* obj.name = v (a new reference, consumed): 0, or -1 with an exception */
+static int set_new(PyObject *obj, PyObject *name, PyObject *v) {
+    if (v == NULL) return -1;
+    int rc = PyObject_SetAttr(obj, name, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static PyObject *py_step(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* step(fused, x, y) -> the vote (True without a bound ddot), or None
+     * A whole round of the per-example path in one call: ||x||^2 (sqnorm, as _ckernels sums
+     * it), the 16 scores and the weights of the vote (into fuse()'s S and T), the vote (when
+     * bind_dot() gave numpy's ddot; else the caller votes from S and T), the updates, counts
+     * and weights: run()'s code for one row, so the numbers are the block's by construction. The components' t and budget and their stores' n and norm2
+     * that changed are set on the Python objects, so they are current after every call. None,
+     * with nothing changed, when the round is not for this call: x not a float64 vector of
+     * the stores' width, ||x||^2 not finite (the caller's checks say what is wrong), a store
+     * with no room for an append or a power table too short (the caller's own round handles
+     * it, then fuses again). */
+    if (!nargs_ok(nargs, 3, "step")) return NULL;
+    Fused *F = PyCapsule_GetPointer(args[0], FUSED_NAME);
+    if (F == NULL) return NULL;
+    double y = PyFloat_AsDouble(args[2]);
+    if (y == -1.0 && PyErr_Occurred()) return NULL;
+    Comp *cs = F->cs;
+    Buf bx = {0};
+    Py_ssize_t d = cs[0].st.d;
+    if (take_buf(args[1], &bx, 0, 'd') != 0 || bx.view.ndim != 1 || n_items(&bx) != d) {
+        release(&bx, 1);
+        Py_RETURN_NONE; /* take_buf sets no exception */
+    }
+    const double *x = bx.view.buf;
+    double xx = sqnorm(x, d);
+    if (!isfinite(xx) || round_ready(&F->o) != O_DONE) {
+        release(&bx, 1);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n0[NK];
+    double nrm0[NK];
+    int64_t ct0[NK], bud0[NK];
+    for (int i = 0; i < NK; i++) {
+        n0[i] = cs[i].st.n;
+        nrm0[i] = cs[i].st.norm2;
+    }
+    memcpy(ct0, F->ct, sizeof ct0);
+    memcpy(bud0, F->budgets, sizeof bud0);
+    if (F->o.dc) F->o.dc->round += 1; /* a new round: the cache's entries of the last are stale */
+    int rc = one_round(&F->o, x, xx, y, 0, F->b[3].view.buf, F->b[4].view.buf);
+    release(&bx, 1);
+    if (rc < 0) return rule_error(cs, "step");
+    for (int i = 0; i < NK; i++) {
+        const Store *st = &cs[i].st;
+        if ((F->ct[i] != ct0[i] && set_new(F->comps[i], S_T, PyLong_FromLongLong(F->ct[i])) < 0)
+            || (F->budgets[i] != bud0[i]
+                && set_new(F->comps[i], S_BUDGET, PyLong_FromLongLong(F->budgets[i])) < 0)
+            || (st->n != n0[i] && set_new(F->stores[i], S_N, PyLong_FromSsize_t(st->n)) < 0)
+            || (memcmp(&st->norm2, &nrm0[i], sizeof(double)) != 0
+                && set_new(F->stores[i], S_NORM2, PyFloat_FromDouble(st->norm2)) < 0))
+            return NULL;
+    }
+    if (g_dot == NULL) Py_RETURN_TRUE;
+    return PyFloat_FromDouble(vote(F->b[4].view.buf, F->b[3].view.buf));
+}
+
 static PyMethodDef methods[] = {
     KS_METHOD(run, "run(sd, heads, ..., Z, zz, y, start, S, T, nsv, out_n) -> (j, status, "
                    "norm2s)"),
+    KS_METHOD(fuse, "fuse(sd, heads, has_head, ct, budgets, counts, theta, powtab, delta, B, "
+                    "bitgen, S, T, comps, stores) -> fused: the per-example path's kept state"),
+    KS_METHOD(step, "step(fused, x, y) -> vote (True: no ddot bound) or None: a whole round "
+                    "(norm, scores, vote, updates, weights)"),
+    KS_METHOD(bind_dot, "bind_dot(dot_address, ilp64): numpy's cblas_ddot, for the vote (0: "
+                        "none)"),
+    KS_METHOD(vote, "vote(theta, s) -> theta . sign(s) as step() computes it, or None"),
     {NULL, NULL, 0, NULL},
 };
 
-KS_MODULE_DEF(_ck_omkc, "Compiled block rounds of kernelstream's bounded OMKC.");
+KS_MODULE_DEF(_ck_omkc, "Compiled rounds of kernelstream's bounded OMKC (blocks and single rows).");
 
 PyMODINIT_FUNC PyInit__ck_omkc(void) {
+    if (!(S_T = PyUnicode_InternFromString("t")) || !(S_BUDGET = PyUnicode_InternFromString("budget"))
+        || !(S_N = PyUnicode_InternFromString("n"))
+        || !(S_NORM2 = PyUnicode_InternFromString("norm2")))
+        return NULL;
     PyObject *mod = ks_module(&module, KO_ABI);
     if (mod != NULL
         && (PyModule_AddIntConstant(mod, "DONE", O_DONE) < 0

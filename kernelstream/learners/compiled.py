@@ -397,11 +397,42 @@ lk: Any = _load_ext("_ck_linear", LINEAR_ABI)  # Any: as ``ck``
 # summation order), from the scores and weights the block records. ``om.run`` also stops before
 # a round with a full store (SD's components grow as in Python, up to the total budget).
 
-OMKC_ABI = 1  # the _ck_omkc.c interface this module calls (its KO_ABI)
+OMKC_ABI = 2  # the _ck_omkc.c interface this module calls (its KO_ABI)
 
 
 # Any: as ``ck``; the budget rules it calls must be compiled too
 om: Any = _load_ext("_ck_omkc", OMKC_ABI) if bk is not None else None
+
+
+_om_vote: bool | None = None  # om.step's vote is numpy's (om_vote decides it once)
+
+
+def om_vote() -> bool:
+    """Whether ``om.step`` returns the vote itself: numpy's ``cblas_ddot`` bound into
+    ``_ck_omkc`` (found as :func:`_numpy_blas` finds it, on first use) and its vote equal to
+    ``θ·sign(s)`` by numpy, bit for bit, on random weights and scores (zeros and NaN among
+    them). Else the caller votes from the round's scores and weights."""
+    global _om_vote
+    if _om_vote is None:
+        _om_vote = False
+        blas = _numpy_blas() if om is not None else None
+        if blas is not None:
+            om.bind_dot(blas[1], blas[2])
+            rng = np.random.default_rng(20261128)
+            ok = True
+            for _ in range(200):
+                w = rng.random(16) * 10.0 ** rng.uniform(-300.0, 0.0, size=16)
+                theta = w / w.sum()
+                s = rng.normal(size=16) * (rng.random(16) < 0.7)
+                s[rng.random(16) < 0.05] = np.nan
+                s[rng.random(16) < 0.1] = -0.0
+                want = float(theta.dot(np.sign(s)))
+                got = om.vote(theta, s)
+                ok = ok and np.array([got]).tobytes() == np.array([want]).tobytes()
+            _om_vote = ok
+            if not ok:  # step returns True: the caller votes
+                om.bind_dot(0, False)
+    return _om_vote
 
 
 def _omkc_head(c: Any) -> tuple[tuple[Any, ...], Any]:

@@ -263,10 +263,16 @@ class _BoundedOMKC(ShrinkParams, Combination):
     are computed for all ``m`` at once by :func:`~kernelstream.learners.store.eval_stores`,
     bit for bit. With the compiled kernels a block runs in C (``compiled.omkc_rounds``: the
     components' compiled rows and rules, the weights and draws), bit for bit the rounds of the
-    per-example path.
+    per-example path; so does :meth:`step`, one compiled call a row (``om.step``) when every
+    component has a compiled rule.
     """
 
     stochastic: ClassVar[bool] = False  # Algorithm 4 (SD) rather than 3 (DD)
+    # om.step's kept state (om.fuse): None until a round builds it, and after anything that
+    # changes what it holds in Python code (an _update, a block, a set-up or restore); never
+    # pickled. _fusable: whether the components allow it (decided once per set-up).
+    _fused: Any = None
+    _fusable: bool | None = None
 
     budget: int
     budget_maintenance: str
@@ -287,8 +293,14 @@ class _BoundedOMKC(ShrinkParams, Combination):
     def _component_budgets(self) -> list[int]:
         raise NotImplementedError
 
+    def __getstate__(self) -> dict[str, Any]:
+        st = dict(self.__dict__)
+        st.pop("_fused", None)  # a capsule, which does not pickle (and holds the arrays)
+        return st
+
     def _setup(self, d: int) -> None:
         super()._setup(d)
+        self._fused = self._fusable = None
         cls = get(self.budget_maintenance)
         extra = self._component_params()
         # _score evaluates the components' stores directly (KernelLearner._score)
@@ -323,8 +335,56 @@ class _BoundedOMKC(ShrinkParams, Combination):
                               [c.kern for c in comps], x, xx)
         return self._vote(s), (s, rows)
 
+    def step(self, x: Any, y: Any) -> float:
+        """Predict then learn; returns the pre-update score. With every component's rule
+        compiled, a dense float64 row and a label of ±1 (int or float) make one compiled call
+        (``om.step``: the norm, the 16 scores, the updates and weights, ``omkc_rounds``'
+        per-row code) on the state ``om.fuse`` keeps between rounds; the vote is then
+        :meth:`Combination._vote`'s on the round's scores and weights. Anything else, bad input
+        included, and a round ``om.step`` declines (a full store, a short power table) take
+        ``Learner.step``, after which the kept state is made again."""
+        fused = self._fused
+        if (fused is not None and (type(y) is float or type(y) is int) and (y == 1 or y == -1)):
+            vote: Any = compiled.om.step(fused, x, y)
+            if vote is not None:
+                self._pending = None
+                self.t += 1
+                if vote is True:  # no vote in C (compiled.om_vote): Combination._vote's
+                    return float(self._fused_T.dot(np.sign(self._fused_S)))
+                return vote  # a float: the vote
+        score = super().step(x, y)
+        if self._fused is None and self._fusable is not False:
+            self._fuse()
+        return score
+
+    def _fuse(self) -> None:
+        """Make ``om.step``'s kept state from the learner as it is now (``_fused``), when the
+        components allow it: compiled rows and a compiled rule each (not a polynomial BPA-S,
+        whose κ(x, x) are numpy's powers) on dense rows."""
+        if self._fusable is None:
+            compiled.om_vote()  # binds numpy's ddot, or leaves the vote to step
+            self._fusable = (compiled.om is not None and self.dim is not None
+                             and not self.sparse
+                             and all(c._compiled and c._compiled_rule() for c in self.comps))
+        if not self._fusable:
+            return
+        comps = self.comps
+        c = self._counts
+        powtab = self._powers()
+        while int(c.max() - c.min()) + 1 >= len(powtab):  # om.step declined for it
+            powtab = self._powers(grow=True)
+        heads = tuple(c._rule_args()[0] for c in comps)  # grows a full store
+        self._fused_S, self._fused_T = np.empty(len(comps)), np.empty(len(comps))
+        self._fused = compiled.om.fuse(
+            self.stochastic, heads, np.array([hasattr(c, "_head") for c in comps], dtype=np.int64),
+            np.array([c.t for c in comps], dtype=np.int64),
+            np.array([c.budget for c in comps], dtype=np.int64), self._counts, self._theta,
+            powtab, getattr(self, "delta", 0.0), self.budget, self.rng.bit_generator,
+            self._fused_S, self._fused_T, tuple(comps), tuple(c.sv for c in comps))
+
     def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                     n_sv: np.ndarray | None) -> None:
+        self._fused = None  # the block changes the state in its own calls
         # whole blocks in C (compiled.omkc_rounds): compiled scores, and compiled rules (BPA-S
         # with a polynomial kernel has none in _ck_budget; _ck_omkc has it)
         if compiled.om is not None and all(
@@ -359,6 +419,7 @@ class _BoundedOMKC(ShrinkParams, Combination):
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
         super()._set_state(state)
+        self._fused = None  # (the set-up dropped it too) the weights and stores are new
         for i, c in enumerate(self.comps):
             pre = f"c{i}."
             c.t = int(state[f"{pre}t"])
@@ -443,6 +504,7 @@ class BOMKCDD(_BoundedOMKC):
         return [q + (i < r) for i in range(M_KERNELS)]
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        self._fused = None  # this round changes what om.step keeps, in Python
         s, rows = aux
         for i in range(M_KERNELS):
             self._learn_component(i, x, xx, y, float(s[i]), rows[i])
@@ -507,6 +569,7 @@ class BOMKCSD(_BoundedOMKC):
         return [1] * M_KERNELS
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        self._fused = None  # this round changes what om.step keeps, in Python
         s, rows = aux
         p = self._sample_weight(self._theta, self.delta)
         z = self.rng.random(M_KERNELS) < p

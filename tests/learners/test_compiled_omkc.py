@@ -1,7 +1,8 @@
 """The compiled blocks of bounded OMKC (kernelstream.learners._ck_omkc, compiled.omkc_rounds):
 blocks equal the per-example rounds bit for bit (scores, #SV, state, weights, random stream)
 for both algorithms and every budget maintenance, also across restores and when the weights'
-power table must grow; the numpy fallback learns the same model up to round-off; bad calls
+power table must grow; so do the fused per-example rounds (om.step, one call a row), with the
+vote in C or in Python; the numpy fallback learns the same model up to round-off; bad calls
 raise."""
 
 from __future__ import annotations
@@ -84,6 +85,91 @@ def test_blocks_equal_the_per_example_rounds(name: str, bm: str, budget: int) ->
     assert m.n_support_vectors <= budget
     for c in m.comps:  # stores grow on demand (SD: not to the total budget each)
         assert len(c.sv.a) <= 2 * max(c.sv.n, 1) + 1
+
+
+def _fused_steps(m: Any, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``step`` row by row with Python float labels (om.step's rounds, where it applies)."""
+    out, nsv = np.empty(len(y)), np.empty(len(y), dtype=np.int64)
+    labels = y.tolist()
+    for i in range(len(y)):
+        out[i] = m.step(X[i], labels[i])
+        nsv[i] = m.n_support_vectors
+    return out, nsv
+
+
+@needs_om
+@pytest.mark.parametrize("name", LEARNERS)
+@pytest.mark.parametrize("bm", MAINTENANCE)
+@pytest.mark.parametrize("budget", [20, 70])
+def test_fused_steps_equal_the_blocks(name: str, bm: str, budget: int,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """om.step's rounds (one call a row, on the state om.fuse keeps) equal the block path bit
+    for bit: scores, #SV, state, weights, the components' counters and the random stream."""
+    X, y = _data()
+    calls = {"done": 0, "declined": 0}
+    step = om.step
+
+    def counted(*args: Any) -> Any:
+        r = step(*args)
+        calls["done" if r is not None else "declined"] += 1
+        return r
+
+    monkeypatch.setattr(om, "step", counted)
+    m, ref = _make(name, bm, budget), _make(name, bm, budget)
+    _assert_same(_fused_steps(m, X, y), _blocks(ref, X, y, []), m, ref)
+    if bm == "bpa-s":  # the polynomial components' κ(x, x) are numpy's: no om.step
+        assert m._fused is None and calls["done"] == 0
+    else:  # declined: a store full (SD grows them) or the power table short, then fused again
+        assert calls["done"] >= len(y) - 1 - calls["declined"] and calls["declined"] <= 40
+
+
+@needs_om
+@pytest.mark.parametrize("name", LEARNERS)
+def test_fused_steps_grow_a_short_power_table(name: str) -> None:
+    X, y = _data(seed=2)
+    ref = _make(name, "rbp", 30, discount=0.7)
+    want = _blocks(ref, X, y, [])
+    m = _make(name, "rbp", 30, discount=0.7)
+    m.step(X[0], float(y[0]))
+    m._powtab = np.power(m.discount, np.arange(2, dtype=np.float64))
+    m._fused = None  # fused again with the short table: om.step declines when it is too short
+    got = _fused_steps(m, X[1:], y[1:])
+    _assert_same((np.concatenate([want[0][:1], got[0]]), np.concatenate([want[1][:1], got[1]])),
+                 want, m, ref)
+    assert len(m._powtab) > 2
+
+
+@needs_om
+@pytest.mark.parametrize("name", LEARNERS)
+def test_fused_steps_vote_in_python_without_numpy_ddot(name: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without numpy's ddot bound (compiled.om_vote False) om.step returns True and the vote is
+    Combination._vote's on the round's scores and weights: the same numbers."""
+    X, y = _data(seed=5)
+    ref = _make(name, "forgetron", 40)
+    want = _blocks(ref, X, y, [])
+    assert compiled.om_vote() or om.vote(np.zeros(16), np.zeros(16)) is None
+    om.bind_dot(0, False)
+    try:
+        assert om.vote(np.full(16, 1 / 16), np.ones(16)) is None
+        monkeypatch.setattr(compiled, "_om_vote", False)
+        m = _make(name, "forgetron", 40)
+        _assert_same(_fused_steps(m, X, y), want, m, ref)
+    finally:
+        monkeypatch.setattr(compiled, "_om_vote", None)
+        compiled.om_vote()  # binds it again
+
+
+@needs_om
+def test_the_compiled_vote_is_numpys() -> None:
+    if not compiled.om_vote():
+        pytest.skip("numpy's ddot is not bound here: step votes in Python")
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        theta = rng.dirichlet(np.full(16, 0.3))
+        s = rng.normal(size=16) * (rng.random(16) < 0.6)
+        assert np.array([om.vote(theta, s)]).tobytes() == np.array(
+            [theta.dot(np.sign(s))]).tobytes()
 
 
 @needs_om
@@ -169,3 +255,18 @@ def test_bad_calls_raise() -> None:
     args[16] = np.empty((2, 16))  # too few rows for the scores
     with pytest.raises(ValueError, match="wrong sizes"):
         om.run(*args)
+    with pytest.raises(TypeError, match="takes 15 arguments"):
+        om.fuse(False)
+    with pytest.raises(ValueError):  # not a fused object
+        om.step(object(), X[0], 1.0)
+    heads = args[1]
+    counts, theta, powtab = np.zeros(16, dtype=np.int64), np.full(16, 1 / 16), np.ones(4)
+    fargs = [False, heads, np.zeros(16, dtype=np.int64), np.zeros(16, dtype=np.int64),
+             np.full(16, 2, dtype=np.int64), counts, theta, powtab, 0.0, 32, m.rng.bit_generator,
+             np.empty(16), np.empty(15), tuple(m.comps), tuple(c.sv for c in m.comps)]
+    with pytest.raises(ValueError, match="wrong sizes"):  # T holds 15
+        om.fuse(*fargs)
+    fargs[12] = np.empty(16)
+    fargs[14] = ()
+    with pytest.raises(ValueError, match="tuples of 16"):
+        om.fuse(*fargs)
