@@ -218,18 +218,25 @@ static int round_ready(const Rounds *o) {
     return O_DONE;
 }
 
-/* One test-then-train round on x (||x||^2 xx, label y; r: its row of the components'
- * zdiag): the 16 scores into s and the weights of the vote into th, then Algorithm 3's or
- * 4's updates, the counts and the weights. 0, or -1 when a rule failed (its store's err says
- * why). The caller checked round_ready and set dc->round. */
-static int one_round(Rounds *o, const double *x, double xx, double y, Py_ssize_t r, double *s,
-                     double *th) {
+/* The test half of a round on x (||x||^2 xx): the 16 scores into s, the weights of the vote
+ * into th; the caller set dc->round. */
+static void score_round(Rounds *o, const double *x, double xx, double *s, double *th) {
     Comp *cs = o->cs;
-    int64_t *ct = o->ct, *budgets = o->budgets, *cnt = o->cnt;
     Py_ssize_t *nz = cs[0].R.nz; /* the example's non-zeros, shared by the 16 rows */
     Py_ssize_t m = nonzeros(x, cs[0].st.d, nz);
     for (int i = 0; i < NK; i++) s[i] = comp_score(&cs[i], x, xx, nz, m, o->dc);
     memcpy(th, o->theta, NK * sizeof(double));
+}
+
+/* One test-then-train round on x (||x||^2 xx, label y; r: its row of the components'
+ * zdiag): score_round, then Algorithm 3's or 4's updates, the counts and the weights. 0, or
+ * -1 when a rule failed (its store's err says why). The caller checked round_ready and set
+ * dc->round. */
+static int one_round(Rounds *o, const double *x, double xx, double y, Py_ssize_t r, double *s,
+                     double *th) {
+    Comp *cs = o->cs;
+    int64_t *ct = o->ct, *budgets = o->budgets, *cnt = o->cnt;
+    score_round(o, x, xx, s, th);
     int disc = 0;
     if (!o->sd) { /* Algorithm 3: every component learns */
         for (int i = 0; i < NK; i++) {
@@ -685,6 +692,33 @@ static PyObject *py_step(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
     return PyFloat_FromDouble(vote(F->b[4].view.buf, F->b[3].view.buf));
 }
 
+static PyObject *py_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* score(fused, x) -> the vote (True without a bound ddot), or None
+     * The test half of step() (predict_one): ||x||^2, the 16 scores and the weights of the
+     * vote into S and T, the vote; nothing of the learner changes. None when x is not a
+     * float64 vector of the stores' width or ||x||^2 is not finite. */
+    if (!nargs_ok(nargs, 2, "score")) return NULL;
+    Fused *F = PyCapsule_GetPointer(args[0], FUSED_NAME);
+    if (F == NULL) return NULL;
+    Buf bx = {0};
+    Py_ssize_t d = F->cs[0].st.d;
+    if (take_buf(args[1], &bx, 0, 'd') != 0 || bx.view.ndim != 1 || n_items(&bx) != d) {
+        release(&bx, 1);
+        Py_RETURN_NONE;
+    }
+    const double *x = bx.view.buf;
+    double xx = sqnorm(x, d);
+    if (!isfinite(xx)) {
+        release(&bx, 1);
+        Py_RETURN_NONE;
+    }
+    if (F->o.dc) F->o.dc->round += 1;
+    score_round(&F->o, x, xx, F->b[3].view.buf, F->b[4].view.buf);
+    release(&bx, 1);
+    if (g_dot == NULL) Py_RETURN_TRUE;
+    return PyFloat_FromDouble(vote(F->b[4].view.buf, F->b[3].view.buf));
+}
+
 static PyMethodDef methods[] = {
     KS_METHOD(run, "run(sd, heads, ..., Z, zz, y, start, S, T, nsv, out_n) -> (j, status, "
                    "norm2s)"),
@@ -692,6 +726,8 @@ static PyMethodDef methods[] = {
                     "bitgen, S, T, comps, stores) -> fused: the per-example path's kept state"),
     KS_METHOD(step, "step(fused, x, y) -> vote (True: no ddot bound) or None: a whole round "
                     "(norm, scores, vote, updates, weights)"),
+    KS_METHOD(score, "score(fused, x) -> vote (True: no ddot bound) or None: step()'s test "
+                     "half"),
     KS_METHOD(bind_dot, "bind_dot(dot_address, ilp64): numpy's cblas_ddot, for the vote (0: "
                         "none)"),
     KS_METHOD(vote, "vote(theta, s) -> theta . sign(s) as step() computes it, or None"),

@@ -341,8 +341,9 @@ class _BoundedOMKC(ShrinkParams, Combination):
         (``om.step``: the norm, the 16 scores, the updates and weights, ``omkc_rounds``'
         per-row code) on the state ``om.fuse`` keeps between rounds; the vote is then
         :meth:`Combination._vote`'s on the round's scores and weights. Anything else, bad input
-        included, and a round ``om.step`` declines (a full store, a short power table) take
-        ``Learner.step``, after which the kept state is made again."""
+        included, takes ``Learner.step`` (whose checked round is ``om.step``'s too), and a
+        round ``om.step`` declines (a full store, a short power table) ``_score`` then
+        ``_update``, after which the kept state is made again."""
         fused = self._fused
         if (fused is not None and (type(y) is float or type(y) is int) and (y == 1 or y == -1)):
             vote: Any = compiled.om.step(fused, x, y)
@@ -352,7 +353,43 @@ class _BoundedOMKC(ShrinkParams, Combination):
                 if vote is True:  # no vote in C (compiled.om_vote): Combination._vote's
                     return float(self._fused_T.dot(np.sign(self._fused_S)))
                 return vote  # a float: the vote
-        score = super().step(x, y)
+        return super().step(x, y)
+
+    def predict_one(self, x: Any) -> float:
+        """Score of ``x``: with the kept state, one compiled call (``om.score``, the test half
+        of ``om.step``) and no cached round (``learn_one`` learns by ``om.step``); else, bad
+        input included, ``Learner.predict_one``."""
+        fused = self._fused
+        if fused is not None:
+            vote: Any = compiled.om.score(fused, x)
+            if vote is not None:
+                self._pending = None
+                if vote is True:
+                    return float(self._fused_T.dot(np.sign(self._fused_S)))
+                return vote  # a float: the vote
+        return super().predict_one(x)
+
+    def learn_one(self, x: Any, y: Any) -> None:
+        """Round-``t`` update with the true label; with the kept state, an ``om.step`` round
+        (which scores the row again, to the numbers ``predict_one`` gave) rather than
+        ``_update`` in Python from ``predict_one``'s cached round."""
+        if self._fused is not None:
+            self._pending = None
+        super().learn_one(x, y)
+
+    def _step_checked(self, x: Any, xx: float, y: float) -> float:
+        # a checked round (step's other inputs, learn_one without predict_one's score) by
+        # om.step too; a round it declines runs _score then _update, and the kept state is
+        # made again
+        fused = self._fused
+        if fused is not None:
+            vote: Any = compiled.om.step(fused, x, y)
+            if vote is not None:
+                self.t += 1
+                if vote is True:
+                    return float(self._fused_T.dot(np.sign(self._fused_S)))
+                return vote  # a float: the vote
+        score = super()._step_checked(x, xx, y)
         if self._fused is None and self._fusable is not False:
             self._fuse()
         return score
@@ -369,9 +406,9 @@ class _BoundedOMKC(ShrinkParams, Combination):
         if not self._fusable:
             return
         comps = self.comps
-        c = self._counts
+        cnt = self._counts
         powtab = self._powers()
-        while int(c.max() - c.min()) + 1 >= len(powtab):  # om.step declined for it
+        while int(cnt.max() - cnt.min()) + 1 >= len(powtab):  # om.step declined for it
             powtab = self._powers(grow=True)
         heads = tuple(c._rule_args()[0] for c in comps)  # grows a full store
         self._fused_S, self._fused_T = np.empty(len(comps)), np.empty(len(comps))

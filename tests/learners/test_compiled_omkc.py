@@ -125,6 +125,43 @@ def test_fused_steps_equal_the_blocks(name: str, bm: str, budget: int,
 
 @needs_om
 @pytest.mark.parametrize("name", LEARNERS)
+def test_fused_rounds_mixed_with_learn_one(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """predict_one is om.score's (the test half of om.step, changing nothing) and learn_one an
+    om.step round, bad rows rejected between them: every row's numbers are the block
+    path's."""
+    X, y = _data(seed=6)
+    ref = _make(name, "bogd", 40)
+    want = _blocks(ref, X, y, [])
+    m = _make(name, "bogd", 40)
+    calls = [0]
+    step = om.step
+
+    def counted(*args: Any) -> Any:
+        r = step(*args)
+        calls[0] += r is not None
+        return r
+
+    monkeypatch.setattr(om, "step", counted)
+    labels = y.tolist()
+    for i in range(len(y)):
+        if i % 3 == 0:
+            s = m.step(X[i], labels[i])
+        elif i % 3 == 1:
+            with pytest.raises(ValueError, match="NaN"):  # om.score declines, the checks say
+                m.predict_one(np.full_like(X[i], np.nan))
+            s = m.predict_one(X[i])  # om.score, once the state is kept
+            m.learn_one(X[i], labels[i])
+        else:
+            s = want[0][i]
+            m.learn_one(X[i].tolist(), int(labels[i]))  # converted, then om.step's round
+        assert np.array([s]).tobytes() == want[0][i:i + 1].tobytes(), i
+        assert m.n_support_vectors == want[1][i]
+    _assert_same(want, want, m, ref)
+    assert calls[0] >= len(y) // 2 and m._fused is not None
+
+
+@needs_om
+@pytest.mark.parametrize("name", LEARNERS)
 def test_fused_steps_grow_a_short_power_table(name: str) -> None:
     X, y = _data(seed=2)
     ref = _make(name, "rbp", 30, discount=0.7)
