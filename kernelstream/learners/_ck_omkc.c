@@ -1,6 +1,7 @@
 /* Compiled rounds of bounded OMKC (kernelstream.learners.omkc: bomkc-dd, bomkc-sd; Lu, Sahoo,
  * Zhao & Hoi, ACM TIST 2018, Algorithms 3 and 4): a block of test-then-train rounds without
- * returning to Python. Per round: the m = 16 components' kernel rows and scores (the
+ * returning to Python (run), or one round a call on a kept parse of the learner (fuse, then
+ * step: the per-example path; the same round code). Per round: the m = 16 components' kernel rows and scores (the
  * single-kernel compiled row of _ck_common.h, so each score is the component's own compiled
  * score bit for bit; in DD, where an SV's id names one example for every component, each
  * distinct stored point's dot product is computed once a round), the Hedge weights, for SD the m update draws, and the components' budget
