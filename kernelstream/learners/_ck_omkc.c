@@ -479,8 +479,9 @@ done:
 /* What fuse() parsed, kept between rounds: the components and their buffers, the learner's
  * arrays (counts, theta, powtab, and S, T: the last round's scores and weights of the vote,
  * which the caller's vote reads), the components' rounds and budgets, the dot cache, and the
- * Python objects whose attributes step() keeps current: the components (t, budget), their
- * stores (n, norm2) and the bit generator the draws use. */
+ * Python objects whose attributes step() keeps current: the components' attribute dicts (t,
+ * budget: plain instance attributes, set in the dict as setattr would, without its type
+ * lookup), their stores (n, norm2) and the bit generator the draws use. */
 typedef struct {
     Comp cs[NK];
     Buf cb[NK][13];
@@ -488,7 +489,7 @@ typedef struct {
     int64_t ct[NK], budgets[NK];
     Rounds o;
     DotCache cache;
-    PyObject *comps[NK], *stores[NK], *bitgen;
+    PyObject *dicts[NK], *stores[NK], *bitgen;
 } Fused;
 
 #define FUSED_NAME "kernelstream._ck_omkc.fused"
@@ -498,7 +499,7 @@ static void fused_free(PyObject *capsule) {
     if (F == NULL) return;
     for (int i = 0; i < NK; i++) {
         release(F->cb[i], 13);
-        Py_XDECREF(F->comps[i]);
+        Py_XDECREF(F->dicts[i]);
         Py_XDECREF(F->stores[i]);
     }
     release(F->b, 5);
@@ -512,11 +513,12 @@ static PyObject *S_T, *S_BUDGET, *S_N, *S_NORM2; /* attribute names, interned */
 #define NFUSE 15
 static PyObject *py_fuse(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* fuse(sd, heads, has_head, ct, budgets, counts, theta, powtab, delta, B, bitgen, S, T,
-     *      comps, stores) -> fused
+     *      comp_dicts, stores) -> fused
      * The per-example path's kept state (a capsule for step()): run()'s arguments without a
      * block and without diags (every component has a _ck_budget rule), the bit generator
      * object itself (its capsule is taken from it and the object kept alive), S and T (float64,
-     * 16: each round's scores and weights of the vote), the 16 components and their stores.
+     * 16: each round's scores and weights of the vote), the 16 components' attribute dicts
+     * (vars(c): their t and budget are plain instance attributes) and their stores.
      * The arrays are referenced, not copied: counts and theta are updated in place (they must
      * be the learner's own), and the caller makes a new fused object whenever Python code
      * changes anything it holds (a round not taken by step(), a block, a restore). */
@@ -557,7 +559,12 @@ static PyObject *py_fuse(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
     for (int k = 13; k < 15; k++)
         if (!PyTuple_Check(args[k]) || PyTuple_GET_SIZE(args[k]) != NK) {
             PyErr_SetString(PyExc_ValueError,
-                            "_ck_omkc.fuse: comps and stores must be tuples of 16");
+                            "_ck_omkc.fuse: comp_dicts and stores must be tuples of 16");
+            goto fail;
+        }
+    for (int i = 0; i < NK; i++)
+        if (!PyDict_Check(PyTuple_GET_ITEM(args[13], i))) {
+            PyErr_SetString(PyExc_TypeError, "_ck_omkc.fuse: comp_dicts must hold dicts");
             goto fail;
         }
     PyObject *cap = PyObject_GetAttrString(args[10], "capsule");
@@ -567,7 +574,7 @@ static PyObject *py_fuse(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
     if (rng == NULL) goto fail;
     F->bitgen = Py_NewRef(args[10]);
     for (int i = 0; i < NK; i++) {
-        F->comps[i] = Py_NewRef(PyTuple_GET_ITEM(args[13], i));
+        F->dicts[i] = Py_NewRef(PyTuple_GET_ITEM(args[13], i));
         F->stores[i] = Py_NewRef(PyTuple_GET_ITEM(args[14], i));
     }
     memcpy(F->ct, hb[1].view.buf, sizeof F->ct);
@@ -637,6 +644,14 @@ static int set_new(PyObject *obj, PyObject *name, PyObject *v) {
     return rc;
 }
 
+/* dict[name] = v (a new reference, consumed): 0, or -1 with an exception */
+static int set_dict(PyObject *dict, PyObject *name, PyObject *v) {
+    if (v == NULL) return -1;
+    int rc = PyDict_SetItem(dict, name, v);
+    Py_DECREF(v);
+    return rc;
+}
+
 static PyObject *py_step(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* step(fused, x, y) -> the vote (True without a bound ddot), or None
      * A whole round of the per-example path in one call: ||x||^2 (sqnorm, as _ckernels sums
@@ -679,16 +694,30 @@ static PyObject *py_step(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
     int rc = one_round(&F->o, x, xx, y, 0, F->b[3].view.buf, F->b[4].view.buf);
     release(&bx, 1);
     if (rc < 0) return rule_error(cs, "step");
+    PyObject *tv = NULL; /* the last t set (tval): DD's components share one round count */
+    int64_t tval = 0;
     for (int i = 0; i < NK; i++) {
         const Store *st = &cs[i].st;
-        if ((F->ct[i] != ct0[i] && set_new(F->comps[i], S_T, PyLong_FromLongLong(F->ct[i])) < 0)
-            || (F->budgets[i] != bud0[i]
-                && set_new(F->comps[i], S_BUDGET, PyLong_FromLongLong(F->budgets[i])) < 0)
+        if (F->ct[i] != ct0[i]) {
+            if (tv == NULL || tval != F->ct[i]) {
+                Py_XDECREF(tv);
+                tv = PyLong_FromLongLong(tval = F->ct[i]);
+            }
+            if (tv == NULL || PyDict_SetItem(F->dicts[i], S_T, tv) < 0) {
+                Py_XDECREF(tv);
+                return NULL;
+            }
+        }
+        if ((F->budgets[i] != bud0[i]
+             && set_dict(F->dicts[i], S_BUDGET, PyLong_FromLongLong(F->budgets[i])) < 0)
             || (st->n != n0[i] && set_new(F->stores[i], S_N, PyLong_FromSsize_t(st->n)) < 0)
             || (memcmp(&st->norm2, &nrm0[i], sizeof(double)) != 0
-                && set_new(F->stores[i], S_NORM2, PyFloat_FromDouble(st->norm2)) < 0))
+                && set_new(F->stores[i], S_NORM2, PyFloat_FromDouble(st->norm2)) < 0)) {
+            Py_XDECREF(tv);
             return NULL;
+        }
     }
+    Py_XDECREF(tv);
     if (g_dot == NULL) Py_RETURN_TRUE;
     return PyFloat_FromDouble(vote(F->b[4].view.buf, F->b[3].view.buf));
 }

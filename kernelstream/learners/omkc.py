@@ -400,9 +400,14 @@ class _BoundedOMKC(ShrinkParams, Combination):
         whose κ(x, x) are numpy's powers) on dense rows."""
         if self._fusable is None:
             compiled.om_vote()  # binds numpy's ddot, or leaves the vote to step
+            # om.step sets the components' t and budget in their instance dicts: plain
+            # attributes, no class attribute (a property) of that name
             self._fusable = (compiled.om is not None and self.dim is not None
                              and not self.sparse
-                             and all(c._compiled and c._compiled_rule() for c in self.comps))
+                             and all(c._compiled and c._compiled_rule()
+                                     and not any(k in vars(cls) for cls in type(c).__mro__
+                                                 for k in ("t", "budget"))
+                                     for c in self.comps))
         if not self._fusable:
             return
         comps = self.comps
@@ -417,7 +422,8 @@ class _BoundedOMKC(ShrinkParams, Combination):
             np.array([c.t for c in comps], dtype=np.int64),
             np.array([c.budget for c in comps], dtype=np.int64), self._counts, self._theta,
             powtab, getattr(self, "delta", 0.0), self.budget, self.rng.bit_generator,
-            self._fused_S, self._fused_T, tuple(comps), tuple(c.sv for c in comps))
+            self._fused_S, self._fused_T, tuple(vars(c) for c in comps),
+            tuple(c.sv for c in comps))
 
     def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                     n_sv: np.ndarray | None) -> None:

@@ -300,10 +300,14 @@ def test_bad_calls_raise() -> None:
     counts, theta, powtab = np.zeros(16, dtype=np.int64), np.full(16, 1 / 16), np.ones(4)
     fargs = [False, heads, np.zeros(16, dtype=np.int64), np.zeros(16, dtype=np.int64),
              np.full(16, 2, dtype=np.int64), counts, theta, powtab, 0.0, 32, m.rng.bit_generator,
-             np.empty(16), np.empty(15), tuple(m.comps), tuple(c.sv for c in m.comps)]
+             np.empty(16), np.empty(15), tuple(vars(c) for c in m.comps),
+             tuple(c.sv for c in m.comps)]
     with pytest.raises(ValueError, match="wrong sizes"):  # T holds 15
         om.fuse(*fargs)
     fargs[12] = np.empty(16)
+    fargs[13] = tuple(m.comps)
+    with pytest.raises(TypeError, match="must hold dicts"):
+        om.fuse(*fargs)
     fargs[14] = ()
     with pytest.raises(ValueError, match="tuples of 16"):
         om.fuse(*fargs)
