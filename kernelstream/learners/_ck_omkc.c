@@ -353,6 +353,30 @@ static int parse_heads(PyObject *heads, Comp *cs, Buf (*cb)[13], const char *fn)
     return 0;
 }
 
+/* diags (tuple of 16: None, or (kappa_jj of the stored points (cap, written), kappa of the
+ * rows (read)) of a polynomial BPA-S) into cs, their buffers into cb[i][11..13). */
+static int parse_diags(PyObject *diags, Comp *cs, Buf (*cb)[13], const char *fn) {
+    if (!PyTuple_Check(diags) || PyTuple_GET_SIZE(diags) != NK) {
+        PyErr_Format(PyExc_ValueError, "_ck_omkc.%s: diags must be a tuple of 16", fn);
+        return -1;
+    }
+    for (int i = 0; i < NK; i++) {
+        PyObject *g = PyTuple_GET_ITEM(diags, i);
+        if (g == Py_None) continue;
+        if (!PyTuple_Check(g) || PyTuple_GET_SIZE(g) != 2
+            || get_buf(PyTuple_GET_ITEM(g, 0), &cb[i][11], 1, "diag", 'd') < 0
+            || get_buf(PyTuple_GET_ITEM(g, 1), &cb[i][12], 0, "zdiag", 'd') < 0)
+            return -1;
+        if (n_items(&cb[i][11]) < cs[i].st.cap || cs[i].R.code != R_BPAS) {
+            PyErr_Format(PyExc_ValueError, "_ck_omkc.%s: a diag is too short or not BPA-S", fn);
+            return -1;
+        }
+        cs[i].diag = cb[i][11].view.buf;
+        cs[i].zdiag = cb[i][12].view.buf;
+    }
+    return 0;
+}
+
 /* The components' own copies of their rule constants, ring-head flags and row scratch. */
 static void comps_init(Comp *cs, const int64_t *has_head) {
     for (int i = 0; i < NK; i++) {
@@ -388,25 +412,8 @@ static PyObject *py_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
     double delta = PyFloat_AsDouble(args[9]);
     Py_ssize_t B = PyLong_AsSsize_t(args[10]), start = PyLong_AsSsize_t(args[15]);
     if (sd < 0 || PyErr_Occurred()) return NULL;
-    if (parse_heads(args[1], cs, cb, "run") < 0) goto done;
-    if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != NK) {
-        PyErr_SetString(PyExc_ValueError, "_ck_omkc.run: diags must be a tuple of 16");
+    if (parse_heads(args[1], cs, cb, "run") < 0 || parse_diags(args[2], cs, cb, "run") < 0)
         goto done;
-    }
-    for (int i = 0; i < NK; i++) {
-        PyObject *g = PyTuple_GET_ITEM(args[2], i);
-        if (g == Py_None) continue;
-        if (!PyTuple_Check(g) || PyTuple_GET_SIZE(g) != 2
-            || get_buf(PyTuple_GET_ITEM(g, 0), &cb[i][11], 1, "diag", 'd') < 0
-            || get_buf(PyTuple_GET_ITEM(g, 1), &cb[i][12], 0, "zdiag", 'd') < 0)
-            goto done;
-        if (n_items(&cb[i][11]) < cs[i].st.cap || cs[i].R.code != R_BPAS) {
-            PyErr_SetString(PyExc_ValueError, "_ck_omkc.run: a diag is too short or not BPA-S");
-            goto done;
-        }
-        cs[i].diag = cb[i][11].view.buf;
-        cs[i].zdiag = cb[i][12].view.buf;
-    }
     if (get_buf(args[3], &b[1], 0, "has_head", 'q') < 0
         || get_buf(args[4], &b[2], 1, "ct", 'q') < 0 || get_buf(args[5], &b[3], 1, "budgets", 'q') < 0
         || get_buf(args[6], &b[4], 1, "counts", 'q') < 0 || get_buf(args[7], &b[5], 1, "theta", 'd') < 0
@@ -510,13 +517,14 @@ static void fused_free(PyObject *capsule) {
 
 static PyObject *S_T, *S_BUDGET, *S_N, *S_NORM2; /* attribute names, interned */
 
-#define NFUSE 15
+#define NFUSE 16
 static PyObject *py_fuse(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* fuse(sd, heads, has_head, ct, budgets, counts, theta, powtab, delta, B, bitgen, S, T,
-     *      comp_dicts, stores) -> fused
+     *      comp_dicts, stores, diags) -> fused
      * The per-example path's kept state (a capsule for step()): run()'s arguments without a
-     * block and without diags (every component has a _ck_budget rule), the bit generator
-     * object itself (its capsule is taken from it and the object kept alive), S and T (float64,
+     * block (diags: a polynomial BPA-S's kappa_jj, updated in place, and kappa(x, x) of the
+     * row, one item, which the caller fills before each step()), the bit generator object
+     * itself (its capsule is taken from it and the object kept alive), S and T (float64,
      * 16: each round's scores and weights of the vote), the 16 components' attribute dicts
      * (vars(c): their t and budget are plain instance attributes) and their stores.
      * The arrays are referenced, not copied: counts and theta are updated in place (they must
@@ -539,6 +547,7 @@ static PyObject *py_fuse(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
     Buf hb[3]; /* has_head, ct, budgets: read here only */
     memset(hb, 0, sizeof hb);
     if (parse_heads(args[1], F->cs, F->cb, "fuse") < 0
+        || parse_diags(args[15], F->cs, F->cb, "fuse") < 0
         || get_buf(args[2], &hb[0], 0, "has_head", 'q') < 0
         || get_buf(args[3], &hb[1], 0, "ct", 'q') < 0
         || get_buf(args[4], &hb[2], 0, "budgets", 'q') < 0
@@ -551,7 +560,8 @@ static PyObject *py_fuse(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
     int bad = n_items(&F->b[2]) < 1;
     for (int i = 0; i < 3; i++) bad |= n_items(&hb[i]) < NK;
     for (int i = 0; i < 5; i++) bad |= i != 2 && n_items(&F->b[i]) < NK;
-    for (int i = 0; i < NK; i++) bad |= F->cs[i].st.d != F->cs[0].st.d;
+    for (int i = 0; i < NK; i++)
+        bad |= F->cs[i].st.d != F->cs[0].st.d || (F->cs[i].zdiag && n_items(&F->cb[i][12]) < 1);
     if (bad) {
         PyErr_SetString(PyExc_ValueError, "_ck_omkc.fuse: arrays have the wrong sizes");
         goto fail;
@@ -658,7 +668,8 @@ static PyObject *py_step(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
      * it), the 16 scores and the weights of the vote (into fuse()'s S and T), the vote (when
      * bind_dot() gave numpy's ddot; else the caller votes from S and T), the updates, counts
      * and weights: run()'s code for one row, so the numbers are the block's by construction. The components' t and budget and their stores' n and norm2
-     * that changed are set on the Python objects, so they are current after every call. None,
+     * that changed are set on the Python objects, so they are current after every call (a
+     * polynomial BPA-S reads kappa(x, x) of the row from its zdiag, which the caller set). None,
      * with nothing changed, when the round is not for this call: x not a float64 vector of
      * the stores' width, ||x||^2 not finite (the caller's checks say what is wrong), a store
      * with no room for an append or a power table too short (the caller's own round handles
@@ -753,7 +764,8 @@ static PyMethodDef methods[] = {
     KS_METHOD(run, "run(sd, heads, ..., Z, zz, y, start, S, T, nsv, out_n) -> (j, status, "
                    "norm2s)"),
     KS_METHOD(fuse, "fuse(sd, heads, has_head, ct, budgets, counts, theta, powtab, delta, B, "
-                    "bitgen, S, T, comps, stores) -> fused: the per-example path's kept state"),
+                    "bitgen, S, T, comp_dicts, stores, diags) -> fused: the per-example path's "
+                    "kept state"),
     KS_METHOD(step, "step(fused, x, y) -> vote (True: no ddot bound) or None: a whole round "
                     "(norm, scores, vote, updates, weights)"),
     KS_METHOD(score, "score(fused, x) -> vote (True: no ddot bound) or None: step()'s test "

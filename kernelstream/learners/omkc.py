@@ -273,6 +273,7 @@ class _BoundedOMKC(ShrinkParams, Combination):
     # pickled. _fusable: whether the components allow it (decided once per set-up).
     _fused: Any = None
     _fusable: bool | None = None
+    _fused_zd: list[tuple[Any, np.ndarray]]  # (kernel, κ(x, x) of the row) per polynomial BPA-S
 
     budget: int
     budget_maintenance: str
@@ -346,6 +347,11 @@ class _BoundedOMKC(ShrinkParams, Combination):
         ``_update``, after which the kept state is made again."""
         fused = self._fused
         if (fused is not None and (type(y) is float or type(y) is int) and (y == 1 or y == -1)):
+            if self._fused_zd:  # a polynomial BPA-S: κ(x, x) of the row first (numpy's)
+                xx = self._fast_sqnorm(x)
+                if xx - xx != 0.0:  # not the fast lane, or not finite: Learner.step's checks
+                    return super().step(x, y)
+                self._row_diags(xx)
             vote: Any = compiled.om.step(fused, x, y)
             if vote is not None:
                 self._pending = None
@@ -383,6 +389,8 @@ class _BoundedOMKC(ShrinkParams, Combination):
         # made again
         fused = self._fused
         if fused is not None:
+            if self._fused_zd:
+                self._row_diags(xx)
             vote: Any = compiled.om.step(fused, x, y)
             if vote is not None:
                 self.t += 1
@@ -394,17 +402,24 @@ class _BoundedOMKC(ShrinkParams, Combination):
             self._fuse()
         return score
 
+    def _row_diags(self, xx: float) -> None:
+        """``κ(x, x)`` of the row for ``om.step``'s polynomial BPA-S components, by numpy's
+        power as the blocks' ``kern.diag`` (the stored points' are updated from these)."""
+        zz = np.array([xx])
+        for kern, zd in self._fused_zd:
+            zd[:] = kern.diag(zz)
+
     def _fuse(self) -> None:
         """Make ``om.step``'s kept state from the learner as it is now (``_fused``), when the
-        components allow it: compiled rows and a compiled rule each (not a polynomial BPA-S,
-        whose κ(x, x) are numpy's powers) on dense rows."""
+        components allow it: compiled rows and a compiled rule each, or BPA-S's update for a
+        polynomial kernel (``omkc_rounds``' conditions), on dense rows."""
         if self._fusable is None:
             compiled.om_vote()  # binds numpy's ddot, or leaves the vote to step
             # om.step sets the components' t and budget in their instance dicts: plain
             # attributes, no class attribute (a property) of that name
             self._fusable = (compiled.om is not None and self.dim is not None
                              and not self.sparse
-                             and all(c._compiled and c._compiled_rule()
+                             and all(c._compiled and (c._compiled_rule() or c.name == "bpa-s")
                                      and not any(k in vars(cls) for cls in type(c).__mro__
                                                  for k in ("t", "budget"))
                                      for c in self.comps))
@@ -415,7 +430,12 @@ class _BoundedOMKC(ShrinkParams, Combination):
         powtab = self._powers()
         while int(cnt.max() - cnt.min()) + 1 >= len(powtab):  # om.step declined for it
             powtab = self._powers(grow=True)
-        heads = tuple(c._rule_args()[0] for c in comps)  # grows a full store
+        heads, rules = zip(*(compiled._omkc_head(c) for c in comps), strict=True)  # grows
+        # a polynomial BPA-S's κ_jj of its points (om.step keeps them) and of the row (step)
+        diags = tuple(None if r is not None else (c.kern.diag(c.sv.sqn), np.empty(1))
+                      for c, r in zip(comps, rules, strict=True))
+        self._fused_zd = [(c.kern, g[1]) for c, g in zip(comps, diags, strict=True)
+                          if g is not None]
         self._fused_S, self._fused_T = np.empty(len(comps)), np.empty(len(comps))
         self._fused = compiled.om.fuse(
             self.stochastic, heads, np.array([hasattr(c, "_head") for c in comps], dtype=np.int64),
@@ -423,7 +443,7 @@ class _BoundedOMKC(ShrinkParams, Combination):
             np.array([c.budget for c in comps], dtype=np.int64), self._counts, self._theta,
             powtab, getattr(self, "delta", 0.0), self.budget, self.rng.bit_generator,
             self._fused_S, self._fused_T, tuple(vars(c) for c in comps),
-            tuple(c.sv for c in comps))
+            tuple(c.sv for c in comps), diags)
 
     def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                     n_sv: np.ndarray | None) -> None:

@@ -117,10 +117,20 @@ def test_fused_steps_equal_the_blocks(name: str, bm: str, budget: int,
     monkeypatch.setattr(om, "step", counted)
     m, ref = _make(name, bm, budget), _make(name, bm, budget)
     _assert_same(_fused_steps(m, X, y), _blocks(ref, X, y, []), m, ref)
-    if bm == "bpa-s":  # the polynomial components' κ(x, x) are numpy's: no om.step
-        assert m._fused is None and calls["done"] == 0
-    else:  # declined: a store full (SD grows them) or the power table short, then fused again
-        assert calls["done"] >= len(y) - 1 - calls["declined"] and calls["declined"] <= 40
+    # declined: a store full (SD grows them) or the power table short, then fused again
+    assert calls["done"] >= len(y) - 1 - calls["declined"] and calls["declined"] <= 40
+
+
+@needs_om
+@pytest.mark.parametrize("name", LEARNERS)
+def test_fused_steps_on_a_polynomial_scale(name: str) -> None:
+    # large norms: the cubic kernel's κ(x, x) = ‖x‖⁶ (numpy's power, of the row and of the
+    # points om.step keeps) drives BPA-S's removals
+    X, y = _data(seed=3)
+    X *= 4.0
+    ref, m = _make(name, "bpa-s", 32), _make(name, "bpa-s", 32)
+    _assert_same(_fused_steps(m, X, y), _blocks(ref, X, y, [150]), m, ref)
+    assert m._fused is not None and len(m._fused_zd) == 3
 
 
 @needs_om
@@ -292,7 +302,7 @@ def test_bad_calls_raise() -> None:
     args[16] = np.empty((2, 16))  # too few rows for the scores
     with pytest.raises(ValueError, match="wrong sizes"):
         om.run(*args)
-    with pytest.raises(TypeError, match="takes 15 arguments"):
+    with pytest.raises(TypeError, match="takes 16 arguments"):
         om.fuse(False)
     with pytest.raises(ValueError):  # not a fused object
         om.step(object(), X[0], 1.0)
@@ -301,7 +311,7 @@ def test_bad_calls_raise() -> None:
     fargs = [False, heads, np.zeros(16, dtype=np.int64), np.zeros(16, dtype=np.int64),
              np.full(16, 2, dtype=np.int64), counts, theta, powtab, 0.0, 32, m.rng.bit_generator,
              np.empty(16), np.empty(15), tuple(vars(c) for c in m.comps),
-             tuple(c.sv for c in m.comps)]
+             tuple(c.sv for c in m.comps), (None,) * 16]
     with pytest.raises(ValueError, match="wrong sizes"):  # T holds 15
         om.fuse(*fargs)
     fargs[12] = np.empty(16)

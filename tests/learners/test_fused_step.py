@@ -41,6 +41,7 @@ CASES = [
     ("bea2oks", {}, "ek.ea2oks_run"),
     ("bomkc-dd", {}, "om.step"),
     ("bomkc-dd", {"budget_maintenance": "forgetron"}, "om.step"),
+    ("bomkc-dd", {"budget_maintenance": "bpa-s", "c": 0.5}, "om.step"),
     ("bomkc-sd", {}, "om.step"),
     ("bomkc-sd", {"budget_maintenance": "bogd", "eta": 0.3, "lam": 0.2}, "om.step"),
 ]
