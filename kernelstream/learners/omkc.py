@@ -263,8 +263,8 @@ class _BoundedOMKC(ShrinkParams, Combination):
     are computed for all ``m`` at once by :func:`~kernelstream.learners.store.eval_stores`,
     bit for bit. With the compiled kernels a block runs in C (``compiled.omkc_rounds``: the
     components' compiled rows and rules, the weights and draws), bit for bit the rounds of the
-    per-example path; so does :meth:`step`, one compiled call a row (``om.step``) when every
-    component has a compiled rule.
+    per-example path; so do :meth:`step`, :meth:`predict_one` and :meth:`learn_one`, one
+    compiled call a row (``om.step``, ``om.score``) under the same conditions.
     """
 
     stochastic: ClassVar[bool] = False  # Algorithm 4 (SD) rather than 3 (DD)
@@ -337,14 +337,15 @@ class _BoundedOMKC(ShrinkParams, Combination):
         return self._vote(s), (s, rows)
 
     def step(self, x: Any, y: Any) -> float:
-        """Predict then learn; returns the pre-update score. With every component's rule
-        compiled, a dense float64 row and a label of ±1 (int or float) make one compiled call
-        (``om.step``: the norm, the 16 scores, the updates and weights, ``omkc_rounds``'
-        per-row code) on the state ``om.fuse`` keeps between rounds; the vote is then
-        :meth:`Combination._vote`'s on the round's scores and weights. Anything else, bad input
-        included, takes ``Learner.step`` (whose checked round is ``om.step``'s too), and a
-        round ``om.step`` declines (a full store, a short power table) ``_score`` then
-        ``_update``, after which the kept state is made again."""
+        """Predict then learn; returns the pre-update score. With the components' rounds
+        compiled (as the blocks'), a dense float64 row and a label of ±1 (int or float) make
+        one compiled call (``om.step``: the norm, the 16 scores, the vote, the updates and
+        weights, ``omkc_rounds``' per-row code) on the state ``om.fuse`` keeps between rounds;
+        the vote is :meth:`Combination._vote`'s (numpy's ddot, or numpy itself on the round's
+        scores and weights). Anything else, bad input included, takes ``Learner.step`` (whose
+        checked round is ``om.step``'s too), and a round ``om.step`` declines (a full store, a
+        short power table) ``_score`` then ``_update``, after which the kept state is made
+        again."""
         fused = self._fused
         if (fused is not None and (type(y) is float or type(y) is int) and (y == 1 or y == -1)):
             if self._fused_zd:  # a polynomial BPA-S: κ(x, x) of the row first (numpy's)
