@@ -8,6 +8,9 @@
  * and reports how many it used, and the caller rewinds the Generator and advances it by that
  * number. A round whose draws would lead to a rare path (an accepted reservoir offer) is
  * recognised from its uniforms before anything is written, and left to Python whole.
+ * EA2OKS's per-row entry (ea2oks_step) draws its round's uniforms from the learner's bit
+ * generator itself (next_double is Generator.random()); a round it leaves to Python has drawn
+ * them already, and the caller gives them back (PCG64's advance by minus their number).
  *
  * Bit-identity with the numpy reference. LKMBooks's reference code is numpy: a BLAS gemv for
  * the distance row and for the K scores, numpy's SIMD exponential, a BLAS dot, numpy's sum.
