@@ -338,7 +338,7 @@ class EA2OKS(AO2MDLearner):
             bg.state = back
 
     def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
-                    n_sv: np.ndarray | None, min_block: int = 0) -> None:
+                    n_sv: np.ndarray | None) -> None:
         """The rounds of :meth:`_score` and :meth:`_update` in C (``compiled.ek.ea2oks_run``:
         the same operations on the same numbers, with numpy's own BLAS and exp where this
         code calls numpy, and ``_ck_multi``'s scores), back here for the rounds it leaves to
@@ -356,7 +356,7 @@ class EA2OKS(AO2MDLearner):
         # a block of a few rows costs less per example than the compiled block's set-up; one
         # feature, one kernel or M = 1 take other paths in numpy's products
         if (ek is None or compiled.mk is None or self.K < 2 or self.K > 64 or mir.M < 2
-                or X.shape[1] < 2 or rows < (min_block or _MIN_BLOCK)):
+                or X.shape[1] < 2 or rows < _MIN_BLOCK):
             super()._learn_rows(X, zz, yv, out, n_sv)
             return
         K, M, d = self.K, mir.M, X.shape[1]
