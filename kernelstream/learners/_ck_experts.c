@@ -608,11 +608,11 @@ fail:
 }
 
 /* The attributes a step keeps current, their names interned once. */
-enum { A_N, A_NORM2, A_R, A_RATE, A_LMIN, A_SEEN, A_SELECTED, A_COUNT };
+enum { A_N, A_NORM2, A_R, A_RATE, A_LMIN, A_SEEN, A_COUNT };
 static PyObject *g_attr[A_COUNT];
 
 static int attr_names(void) {
-    static const char *names[A_COUNT] = {"n", "norm2", "r", "rate", "Lmin", "seen", "_selected"};
+    static const char *names[A_COUNT] = {"n", "norm2", "r", "rate", "Lmin", "seen"};
     for (int i = 0; i < A_COUNT; i++)
         if (g_attr[i] == NULL && (g_attr[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
@@ -636,28 +636,26 @@ static inline int set_int(PyObject *obj, int a, int64_t v) {
 
 static PyObject *py_ea2oks_step(PyObject *Py_UNUSED(self), PyObject *const *args,
                                 Py_ssize_t nargs) {
-    /* ea2oks_step(kept, x, xx, y, t) -> (status, score, used, missing_changed)
+    /* ea2oks_step(kept, x, xx, y, t) -> (status, score, used, missing_changed, selected)
      * One round (ea_round) of EA2OKS.step on the row x (xx = ||x||^2, label y, round t), its
      * uniforms drawn from the learner's bit generator. kept: the state arguments of
      * ea2oks_run (stores .. touched, EA_NSTATE of them), then the bit generator's capsule, the
-     * SVStores, the ExpWeights, the Reservoir and the learner, whose attributes the round
-     * changes are set here (the stores' n and norm2, the experts' r, rate and Lmin, the
-     * reservoir's seen, the learner's _selected; not the learner's t). status: EA_END or
-     * EA_RESTART after the round; EA_GROW (nothing drawn or written) or EA_PYTHON (nothing
-     * written; `used` uniforms drawn, which the caller gives back) for a round this call
-     * leaves alone. missing_changed: the int64 `missing` of kept changed (the mirror's bool
-     * copy must follow). */
+     * SVStores, the ExpWeights and the Reservoir, whose attributes the round changes are set
+     * here (the stores' n and norm2, the experts' r, rate and Lmin, the reservoir's seen).
+     * status: EA_END or EA_RESTART after the round; EA_GROW (nothing drawn or written) or
+     * EA_PYTHON (nothing written; `used` uniforms drawn, which the caller gives back) for a
+     * round this call leaves alone. missing_changed: the int64 `missing` of kept changed (the
+     * mirror's bool copy must follow); selected: the kernel drawn. */
     if (nargs != 5) return PyErr_Format(PyExc_TypeError, "ea2oks_step() takes 5 arguments");
     if (g_exp == NULL || g_vexp == NULL)
         return PyErr_Format(PyExc_RuntimeError, "_ck_experts: not bound");
     if (attr_names() < 0) return NULL;
     PyObject *kept = args[0];
-    if (!PyTuple_Check(kept) || PyTuple_GET_SIZE(kept) != EA_NSTATE + 5)
+    if (!PyTuple_Check(kept) || PyTuple_GET_SIZE(kept) != EA_NSTATE + 4)
         return PyErr_Format(PyExc_TypeError, "_ck_experts.ea2oks_step: kept must be a tuple of "
-                            "%d", EA_NSTATE + 5);
+                            "%d", EA_NSTATE + 4);
     PyObject *const *a = &PyTuple_GET_ITEM(kept, 0);
-    PyObject *objs = a[EA_NSTATE + 1], *ex = a[EA_NSTATE + 2], *res = a[EA_NSTATE + 3],
-             *learner = a[EA_NSTATE + 4];
+    PyObject *objs = a[EA_NSTATE + 1], *ex = a[EA_NSTATE + 2], *res = a[EA_NSTATE + 3];
     double xx = PyFloat_AsDouble(args[2]), y = PyFloat_AsDouble(args[3]);
     long long t = PyLong_AsLongLong(args[4]);
     if (PyErr_Occurred()) return NULL;
@@ -700,11 +698,10 @@ static PyObject *py_ea2oks_step(PyObject *Py_UNUSED(self), PyObject *const *args
             }
             mchanged = miss0 != 0;
             if ((c.er != r0 && (set_int(ex, A_R, c.er) < 0 || set_float(ex, A_RATE, c.rate) < 0))
-                || set_float(ex, A_LMIN, c.Lmin) < 0 || set_int(res, A_SEEN, c.seen) < 0
-                || set_int(learner, A_SELECTED, c.sel) < 0)
+                || set_float(ex, A_LMIN, c.Lmin) < 0 || set_int(res, A_SEEN, c.seen) < 0)
                 goto done;
         }
-        ret = Py_BuildValue("(idni)", status, score, used, mchanged);
+        ret = Py_BuildValue("(idnin)", status, score, used, mchanged, (Py_ssize_t)c.sel);
     }
 done:
     release(&bx, 1);

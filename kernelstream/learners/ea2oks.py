@@ -275,12 +275,13 @@ class EA2OKS(AO2MDLearner):
                         kept = self._step_args()
                         if kept is None:
                             break
-                    status, score, used, missing = ek.ea2oks_step(kept, x, xx, y, self.t)
+                    status, score, used, missing, sel = ek.ea2oks_step(kept, x, xx, y, self.t)
                     if status == _EA_GROW:
                         self._fused = None
                         continue
                     if status < _EA_PYTHON or status == _EA_RESTART:  # the round is done
                         self._pending = None
+                        self._selected = sel
                         self.t += 1
                         if missing:
                             self.mirror._missing = kept[11] != 0
@@ -323,7 +324,7 @@ class EA2OKS(AO2MDLearner):
             -self.widths.gammas, *_distance_cache(int(ns.sum()) + M + 1),
             np.empty(cap + K * M + M + 12 * K + d), np.empty(d, dtype=np.int64),
             np.zeros(K, dtype=np.int64),
-            self.rng.bit_generator.capsule, tuple(stores), ex, mir.res, self)
+            self.rng.bit_generator.capsule, tuple(stores), ex, mir.res)
         return self._fused
 
     def _give_back(self, n: int) -> None:

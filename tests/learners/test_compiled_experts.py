@@ -161,8 +161,8 @@ def test_bad_calls_raise() -> None:
         ek.ea2oks_run(*([X, zz, y, 0, 10, 0, out, None, np.empty(9), []] + [None] * 22))
     with pytest.raises(TypeError, match="5 arguments"):
         ek.ea2oks_step((), X[0])
-    with pytest.raises(TypeError, match="kept must be a tuple of 28"):
-        ek.ea2oks_step((None,) * 27, X[0], 1.0, 1.0, 0)
+    with pytest.raises(TypeError, match="kept must be a tuple of 27"):
+        ek.ea2oks_step((None,) * 28, X[0], 1.0, 1.0, 0)
 
 
 @needs_ek
