@@ -70,7 +70,7 @@ class ExpWeights:
 # more uniforms needed): a round for the Python code, a restart test after the round, a store
 # to grow
 _EA_PYTHON, _EA_RESTART, _EA_GROW = 2, 3, 4
-_MIN_BLOCK = 8  # fewer rows: the per-example code
+_MIN_BLOCK = 8  # fewer rows: step's compiled rounds
 _NO_LIMIT = 1 << 62  # the rounds a kept λ holds for when it does not depend on t
 
 
@@ -259,40 +259,49 @@ class EA2OKS(AO2MDLearner):
     def step(self, x: Any, y: Any) -> float:
         """Predict then learn; returns the pre-update score. With the compiled blocks, a dense
         float64 row and a label of ±1 (int or float) make one compiled call
-        (``ek.ea2oks_step``: the block's round, the same code and numbers) whose arguments are
-        kept between rounds, and whose uniforms come from the learner's bit generator as the
-        Python code draws them. The rounds it leaves to Python (while the reservoir fills, an
-        accepted offer to it: its draws are given back first), and anything else, bad input
+        (:meth:`_fused_round`); the rounds it leaves to Python, and anything else, bad input
         included, take :meth:`Learner.step`."""
-        ek = compiled.ek
-        if (ek is not None and self.dim is not None
+        if (compiled.ek is not None and self.dim is not None
                 and (type(y) is float or type(y) is int) and (y == 1 or y == -1)):
             xx = self._fast_sqnorm(x)
             if xx - xx == 0.0:  # the fast lane's row, finite
-                for _ in range(2):  # again after a store without room grew (_step_args)
-                    kept = self._fused
-                    if kept is None or self.t >= self._fused_until:
-                        kept = self._step_args()
-                        if kept is None:
-                            break
-                    status, score, used, missing, sel = ek.ea2oks_step(kept, x, xx, y, self.t)
-                    if status == _EA_GROW:
-                        self._fused = None
-                        continue
-                    if status < _EA_PYTHON or status == _EA_RESTART:  # the round is done
-                        self._pending = None
-                        self._selected = sel
-                        self.t += 1
-                        if missing:
-                            self.mirror._missing = kept[11] != 0
-                        if status == _EA_RESTART:
-                            self._restart()
-                            self._fused = None
-                        return cast(float, score)
-                    if used:  # the Python round draws them again
-                        self._give_back(used)
-                    break
+                score = self._fused_round(x, xx, y)
+                if score is not None:
+                    return score
         return super().step(x, y)
+
+    def _fused_round(self, x: np.ndarray, xx: float, y: float) -> float | None:
+        """One round on a checked row with a label of ±1 by one compiled call
+        (``ek.ea2oks_step``: the block's round, the same code and numbers) whose arguments are
+        kept between rounds, and whose uniforms come from the learner's bit generator as the
+        Python code draws them; its score, or None for a round left to Python (while the
+        reservoir fills, an accepted offer to it: its draws are given back first), which
+        changed nothing."""
+        ek = compiled.ek
+        for _ in range(2):  # again after a store without room grew (_step_args)
+            kept = self._fused
+            if kept is None or self.t >= self._fused_until:
+                kept = self._step_args()
+                if kept is None:
+                    return None
+            status, score, used, missing, sel = ek.ea2oks_step(kept, x, xx, y, self.t)
+            if status == _EA_GROW:
+                self._fused = None
+                continue
+            if status < _EA_PYTHON or status == _EA_RESTART:  # the round is done
+                self._pending = None
+                self._selected = sel
+                self.t += 1
+                if missing:
+                    self.mirror._missing = kept[11] != 0
+                if status == _EA_RESTART:
+                    self._restart()
+                    self._fused = None
+                return cast(float, score)
+            if used:  # the Python round draws them again
+                self._give_back(used)
+            return None
+        return None
 
     def _step_args(self) -> tuple[Any, ...] | None:
         """``ek.ea2oks_step``'s kept arguments for the learner as it is now (its stores grown
@@ -344,7 +353,8 @@ class EA2OKS(AO2MDLearner):
         the same operations on the same numbers, with numpy's own BLAS and exp where this
         code calls numpy, and ``_ck_multi``'s scores), back here for the rounds it leaves to
         this code: while the reservoir fills, an accepted offer to it, a store that must grow,
-        a new guess of an unknown horizon, and BEA2OKS's restarts (after the round).
+        a new guess of an unknown horizon, and BEA2OKS's restarts (after the round). A block
+        of fewer than ``_MIN_BLOCK`` rows runs :meth:`_fused_round` row by row instead.
 
         The draws: the uniforms of the next rounds are drawn ahead and the C code uses them in
         the order of this code (the kernel draw, one per kernel with a margin below 1, the
@@ -353,9 +363,19 @@ class EA2OKS(AO2MDLearner):
         ek = compiled.ek
         mir = self.mirror
         rows = X.shape[0]
+        if ek is not None and rows < _MIN_BLOCK:  # the block's set-up costs more: step's rounds
+            for i in range(rows):
+                yi = float(yv[i])
+                s = self._fused_round(X[i], float(zz[i]), yi) if yi * yi == 1.0 else None
+                if s is None:
+                    self._python_round(X, zz, yv, out, n_sv, i)
+                    continue
+                out[i] = s
+                if n_sv is not None:
+                    n_sv[i] = self.n_support_vectors
+            return
         self._fused = None  # the block's own arguments; its Python rounds replace arrays
-        # a block of a few rows costs less per example than the compiled block's set-up; one
-        # feature, one kernel or M = 1 take other paths in numpy's products
+        # one feature, one kernel or M = 1 take other paths in numpy's products
         if (ek is None or compiled.mk is None or self.K < 2 or self.K > 64 or mir.M < 2
                 or X.shape[1] < 2 or rows < _MIN_BLOCK):
             super()._learn_rows(X, zz, yv, out, n_sv)
