@@ -8,6 +8,9 @@
  * and reports how many it used, and the caller rewinds the Generator and advances it by that
  * number. A round whose draws would lead to a rare path (an accepted reservoir offer) is
  * recognised from its uniforms before anything is written, and left to Python whole.
+ * EA2OKS's per-row entry (ea2oks_step) draws its round's uniforms from the learner's bit
+ * generator itself (next_double is Generator.random()); a round it leaves to Python has drawn
+ * them already, and the caller gives them back (PCG64's advance by minus their number).
  *
  * Bit-identity with the numpy reference. LKMBooks's reference code is numpy: a BLAS gemv for
  * the distance row and for the K scores, numpy's SIMD exponential, a BLAS dot, numpy's sum.
@@ -30,7 +33,7 @@
 #include "_ck_mirror.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
-#define KE_ABI 1
+#define KE_ABI 2
 
 #include "_ck_experts_numpy.h"
 
@@ -185,301 +188,526 @@ typedef struct { /* one kernel's store (SVStore's arrays) */
     Py_ssize_t cap;
 } ea_store;
 
+/* numpy/random/bitgen.h (numpy's stable C interface of its bit generators): next_double is
+ * what Generator.random() returns */
+typedef struct {
+    void *state;
+    uint64_t (*next_uint64)(void *st);
+    uint32_t (*next_uint32)(void *st);
+    double (*next_double)(void *st);
+    uint64_t (*next_raw)(void *st);
+} ea_bitgen;
+
+/* What EA2OKS's rounds read and write (its stores, the mirror's and the experts' arrays, the
+ * scalars of fstate and istate, the scratch), taken from the arguments by ea_take. */
+typedef struct {
+    Py_ssize_t K, M, d, mask;
+    ea_store st[64];
+    int64_t *ns, *pos, *missing, *touched, *ctag, *cstamp;
+    const int64_t *resids;
+    Py_ssize_t *nz;
+    const double *resX, *sqnV, *resy, *KVy, *m2, *neg;
+    double *H, *n2, *L, *p, *cd, *fs;
+    int64_t *is;
+    double *eb, *kv, *d2v, *mux, *ip, *sc, *fx, *f, *c, *A, *Bc, *e, *cum, *zv;
+    double lam, norm, beta, U2, radius, thr, rate, Lmin, logK;
+    int64_t er, seen, Bq, sel;
+} ea_ctx;
+
+/* the state's arguments, in this order (ea2oks_run's from its 10th, ea2oks_step's kept tuple) */
+enum { EA_NSTATE = 23, EA_NB = 22 };
+
+/* Takes the EA_NSTATE state arguments a (stores, ns, resX, sqnV, resy, resids, KVy, m2, H, n2,
+ * pos, missing, L, p, fstate, istate, neg, cache, ctag, cstamp, scratch, work, touched) of rows
+ * of d features into c: their buffers into b (EA_NB, zeroed by the caller) and sb (5 per
+ * store, c->K stores; c->K = 0 before the call), which the caller releases whatever this
+ * returns. 0, or -1 with an exception set. */
+static int ea_take(ea_ctx *c, PyObject *const *a, Py_ssize_t d, Buf *b, Buf *sb) {
+    static const char *names[EA_NB] = {"ns", "resX", "sqnV", "resy", "resids", "KVy", "m2",
+                                       "H", "n2", "pos", "missing", "L", "p", "fstate",
+                                       "istate", "neg", "cache", "ctag", "cstamp", "scratch",
+                                       "work", "touched"};
+    static const char fmt[EA_NB] = {'q', 'd', 'd', 'd', 'q', 'd', 'd', 'd', 'd', 'q', 'q',
+                                    'd', 'd', 'd', 'q', 'd', 'd', 'q', 'q', 'd', 'q', 'q'};
+    static const int wr[EA_NB] = {1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1,
+                                  1, 1};
+    PyObject *stores = a[0];
+    if (!PyTuple_Check(stores)) {
+        PyErr_SetString(PyExc_TypeError, "_ck_experts.ea2oks: stores must be a tuple");
+        return -1;
+    }
+    Py_ssize_t K = PyTuple_GET_SIZE(stores);
+    if (K < 1 || K > 64) {
+        PyErr_SetString(PyExc_ValueError, "_ck_experts.ea2oks: 1 <= K <= 64");
+        return -1;
+    }
+    c->K = K;
+    memset(sb, 0, (size_t)(5 * K) * sizeof(Buf)); /* only these: a Buf is ~90 bytes */
+    for (int k = 0; k < EA_NB; k++)
+        if (get_buf(a[k + 1], &b[k], wr[k], names[k], fmt[k]) < 0) return -1;
+    Py_ssize_t maxcap = 0;
+    for (Py_ssize_t i = 0; i < K; i++) {
+        PyObject *tup = PyTuple_GET_ITEM(stores, i);
+        if (!PyTuple_Check(tup) || PyTuple_GET_SIZE(tup) != 5) {
+            PyErr_SetString(PyExc_TypeError, "_ck_experts.ea2oks: a store is (X, sqn, a, ids, s)");
+            return -1;
+        }
+        Buf *q = sb + 5 * i;
+        if (get_buf(PyTuple_GET_ITEM(tup, 0), &q[0], 1, "store.X", 'd') < 0
+            || get_buf(PyTuple_GET_ITEM(tup, 1), &q[1], 1, "store.sqn", 'd') < 0
+            || get_buf(PyTuple_GET_ITEM(tup, 2), &q[2], 1, "store.a", 'd') < 0
+            || get_buf(PyTuple_GET_ITEM(tup, 3), &q[3], 1, "store.ids", 'q') < 0
+            || get_buf(PyTuple_GET_ITEM(tup, 4), &q[4], 1, "store.s", 'q') < 0)
+            return -1;
+        Py_ssize_t cap = n_items(&q[2]);
+        if (n_items(&q[0]) != cap * d || n_items(&q[1]) != cap || n_items(&q[3]) != cap
+            || n_items(&q[4]) != cap) {
+            PyErr_SetString(PyExc_ValueError, "_ck_experts.ea2oks: a store's arrays have wrong "
+                            "sizes");
+            return -1;
+        }
+        c->st[i] = (ea_store){q[0].view.buf, q[1].view.buf, q[2].view.buf, q[3].view.buf,
+                              q[4].view.buf, cap};
+        if (cap > maxcap) maxcap = cap;
+    }
+    Py_ssize_t M = n_items(&b[2]), C = n_items(&b[16]);
+    if (n_items(&b[0]) != K || n_items(&b[1]) != M * d || n_items(&b[3]) != M
+        || n_items(&b[4]) != M || n_items(&b[5]) != K * M || n_items(&b[6]) != K
+        || n_items(&b[7]) != K * M || n_items(&b[8]) != K || n_items(&b[9]) != K * M
+        || n_items(&b[10]) != K || n_items(&b[11]) != K || n_items(&b[12]) != K
+        || n_items(&b[13]) != 8 || n_items(&b[14]) != 4 || n_items(&b[15]) != K || C < 1
+        || (C & (C - 1)) || n_items(&b[17]) != C || n_items(&b[18]) != C
+        || n_items(&b[19]) < maxcap + K * M + M + 12 * K + d || n_items(&b[20]) < d
+        || n_items(&b[21]) != K || M < 2) {
+        PyErr_SetString(PyExc_ValueError, "_ck_experts.ea2oks: arrays have wrong sizes");
+        return -1;
+    }
+    int64_t *ns = b[0].view.buf;
+    const int64_t *pos = b[9].view.buf, *missing = b[10].view.buf;
+    for (Py_ssize_t i = 0; i < K; i++) {
+        if (ns[i] < 0 || ns[i] > c->st[i].cap) {
+            PyErr_SetString(PyExc_ValueError, "_ck_experts.ea2oks: a count exceeds its store");
+            return -1;
+        }
+        /* the positions the rounds index a store with (arguments out of step with each
+         * other, e.g. kept from before a restart, must not reach memory outside it) */
+        for (Py_ssize_t k = 0; k < M; k++)
+            if (pos[i * M + k] >= ns[i] || (pos[i * M + k] < 0 && !missing[i])) {
+                PyErr_SetString(PyExc_ValueError, "_ck_experts.ea2oks: a reservoir position "
+                                "is outside its store");
+                return -1;
+            }
+    }
+    c->M = M;
+    c->d = d;
+    c->mask = C - 1;
+    c->ns = ns;
+    c->resX = b[1].view.buf;
+    c->sqnV = b[2].view.buf;
+    c->resy = b[3].view.buf;
+    c->resids = b[4].view.buf;
+    c->KVy = b[5].view.buf;
+    c->m2 = b[6].view.buf;
+    c->H = b[7].view.buf;
+    c->n2 = b[8].view.buf;
+    c->pos = b[9].view.buf;
+    c->missing = b[10].view.buf;
+    c->L = b[11].view.buf;
+    c->p = b[12].view.buf;
+    c->fs = b[13].view.buf;
+    c->is = b[14].view.buf;
+    c->neg = b[15].view.buf;
+    c->cd = b[16].view.buf;
+    c->ctag = b[17].view.buf;
+    c->cstamp = b[18].view.buf;
+    c->nz = b[20].view.buf;
+    c->touched = b[21].view.buf;
+    double *eb = b[19].view.buf;
+    c->eb = eb;
+    c->kv = eb + maxcap;
+    c->d2v = c->kv + K * M;
+    c->mux = c->d2v + M;
+    c->ip = c->mux + K;
+    c->sc = c->ip + K;
+    c->fx = c->sc + K;
+    c->f = c->fx + K;
+    c->c = c->f + K;
+    c->A = c->c + K;
+    c->Bc = c->A + K;
+    c->e = c->Bc + K;
+    c->cum = c->e + K;
+    c->zv = c->cum + K;
+    const double *fs = c->fs;
+    c->lam = fs[0];
+    c->norm = fs[1];
+    c->beta = fs[2];
+    c->U2 = fs[3];
+    c->radius = fs[4];
+    c->rate = fs[5];
+    c->Lmin = fs[6];
+    c->thr = fs[7];
+    c->er = c->is[0];
+    c->seen = c->is[1];
+    c->Bq = c->is[2];
+    c->sel = c->is[3];
+    c->logK = log((double)K);
+    return 0;
+}
+
+/* The scalars the rounds changed, back into fstate and istate. */
+static inline void ea_put(const ea_ctx *c) {
+    c->fs[5] = c->rate;
+    c->fs[6] = c->Lmin;
+    c->is[0] = c->er;
+    c->is[1] = c->seen;
+    c->is[3] = c->sel;
+}
+
+/* One round of EA2OKS._score and _update (ea2oks.py; OptimisticMirror, KernelPool,
+ * ExpWeights) on x (round t, 0-based), with a full reservoir. The uniforms, in the Python
+ * code's order (the kernel draw, one per kernel with a margin below 1, the reservoir's offer):
+ * from u (at least K + 2 left) or, when rng is given, drawn from it into ubuf (K + 2) once
+ * their number is known; *used: how many the round took (drawn from rng: also when it
+ * returns EA_PYTHON). Returns EA_END, or EA_RESTART after a round that leaves a store with B
+ * points or more, or, with nothing written: EA_GROW when a store has no room for 1 + M more
+ * points, EA_PYTHON when the round's offer to the reservoir is accepted (the Python code's
+ * round). *score: the round's score. */
+static int ea_round(ea_ctx *c, const double *x, double xx, double y, int64_t t, const double *u,
+                    ea_bitgen *rng, double *ubuf, Py_ssize_t *used, double *score) {
+    const Py_ssize_t K = c->K, M = c->M, d = c->d, mask = c->mask;
+    ea_store *st = c->st;
+    int64_t *ns = c->ns;
+    *used = 0;
+    for (Py_ssize_t i = 0; i < K; i++)
+        if (ns[i] + 1 + M > st[i].cap) return EA_GROW;
+    const double lam = c->lam, U2 = c->U2, radius = c->radius;
+    const double *resX = c->resX, *sqnV = c->sqnV, *resy = c->resy, *neg = c->neg;
+    double *kv = c->kv, *d2v = c->d2v, *mux = c->mux, *ip = c->ip, *sc = c->sc,
+           *fx = c->fx, *f = c->f, *eb = c->eb, *zv = c->zv, *n2 = c->n2, *p = c->p,
+           *cd = c->cd;
+    int64_t *ctag = c->ctag, *cstamp = c->cstamp;
+    Py_ssize_t *nz = c->nz;
+    /* OptimisticMirror.context with v = M */
+    np_gemv(M, d, resX, x, d2v);
+    for (Py_ssize_t k = 0; k < M; k++) {
+        double v = d2v[k] * -2.0;
+        v += sqnV[k];
+        v += xx;
+        d2v[k] = (v >= 0.0 || isnan(v)) ? v : 0.0;
+    }
+    for (Py_ssize_t i = 0; i < K; i++)
+        for (Py_ssize_t k = 0; k < M; k++) kv[i * M + k] = neg[i] * d2v[k];
+    np_exp(kv, K * M);
+    np_gemv(K, M, kv, resy, mux);
+    np_gemv(K, M, c->H, resy, ip);
+    for (Py_ssize_t i = 0; i < K; i++) {
+        mux[i] /= (double)M;
+        ip[i] /= (double)M;
+        double nbar2 = n2[i] + lam * (2.0 * ip[i] + lam * c->m2[i]);
+        sc[i] = nbar2 > U2 ? radius / sqrt(nbar2) : 1.0;
+    }
+    /* KernelPool.scores: each store's points by stream id in a per-round cache */
+    Py_ssize_t m = 0;
+    for (Py_ssize_t k = 0; k < d; k++)
+        if (x[k] != 0.0) {
+            nz[m] = k;
+            zv[m++] = x[k];
+        }
+    for (Py_ssize_t i = 0; i < K; i++) {
+        Py_ssize_t n = (Py_ssize_t)ns[i];
+        if (n == 0) { fx[i] = 0.0; continue; }
+        const ea_store *S = &st[i];
+        for (Py_ssize_t k = 0; k < n; k++) {
+            int64_t id = S->ids[k];
+            double v;
+            Py_ssize_t h = (Py_ssize_t)(id & mask);
+            if (id >= 0 && ctag[h] == id && cstamp[h] == t) {
+                v = cd[h];
+            } else {
+                v = dist1(S->X + k * d, S->sqn[k], nz, zv, m, xx);
+                if (id >= 0) { cd[h] = v; ctag[h] = id; cstamp[h] = t; }
+            }
+            eb[k] = v * neg[i];
+        }
+        g_vexp(eb, n);
+        double fi = 0.0;
+        for (Py_ssize_t k = 0; k < n; k++) fi += S->a[k] * eb[k];
+        fx[i] = fi;
+    }
+    Py_ssize_t cnt = 0;
+    for (Py_ssize_t i = 0; i < K; i++) {
+        f[i] = sc[i] * (fx[i] + lam * mux[i]);
+        if (y * f[i] < 1.0) cnt++;
+    }
+    if (rng != NULL) { /* the round's uniforms, now that their number is known */
+        for (Py_ssize_t k = 0; k < cnt + 2; k++) ubuf[k] = rng->next_double(rng->state);
+        u = ubuf;
+        *used = cnt + 2;
+    }
+    /* the reservoir's draw at the end of the round: an accepted offer is Python's */
+    if (u[1 + cnt] < (double)M / (double)(c->seen + 1)) return EA_PYTHON;
+    /* the round is ours: _score's I ~ p (categorical: one uniform, inverse CDF in Python
+     * floats) */
+    double *cum = c->cum;
+    double tot = 0.0;
+    for (Py_ssize_t i = 0; i < K; i++) {
+        tot += p[i];
+        cum[i] = tot;
+    }
+    double uc = u[0] * tot;
+    Py_ssize_t I = 0;
+    while (I < K && !(uc < cum[I])) I++; /* bisect_right */
+    if (I > K - 1) I = K - 1;
+    *score = f[I];
+    c->sel = I;
+    /* _update: ea2oks_step's constants, one uniform per kernel with margin < 1 */
+    double *cc = c->c, *A = c->A, *Bc = c->Bc;
+    ea2oks_consts(K, y, f, c->m2, mux, lam, c->norm, c->beta, u + 1, cnt, cc, A, Bc);
+    /* OptimisticMirror.correct: x_t into the stores with a_i != 0, then the reservoir
+     * points a store lacks where b_i != 0, then mirror_correct's arithmetic */
+    for (Py_ssize_t i = 0; i < K; i++) {
+        if (A[i] == 0.0) continue;
+        ea_store *S = &st[i];
+        Py_ssize_t n = (Py_ssize_t)ns[i];
+        memcpy(S->X + n * d, x, (size_t)d * sizeof(double));
+        S->sqn[n] = xx;
+        S->a[n] = A[i];
+        S->ids[n] = t;
+        S->s[n] = t;
+        ns[i] = n + 1;
+    }
+    int64_t *pos = c->pos, *missing = c->missing;
+    for (Py_ssize_t i = 0; i < K; i++) {
+        if (!missing[i] || Bc[i] == 0.0) continue;
+        ea_store *S = &st[i];
+        for (Py_ssize_t k = 0; k < M; k++) {
+            if (pos[i * M + k] >= 0) continue;
+            Py_ssize_t n = (Py_ssize_t)ns[i];
+            memcpy(S->X + n * d, resX + k * d, (size_t)d * sizeof(double));
+            S->sqn[n] = sqnV[k];
+            S->a[n] = 0.0;
+            S->ids[n] = c->resids[k];
+            S->s[n] = c->resids[k];
+            pos[i * M + k] = n;
+            ns[i] = n + 1;
+        }
+        missing[i] = 0;
+    }
+    mirror_h(K, M, M, A, Bc, kv, c->KVy, c->H);
+    for (Py_ssize_t i = 0; i < K; i++) {
+        if (A[i] == 0.0 && Bc[i] == 0.0) continue;
+        double fac;
+        n2[i] = mirror_correct1(st[i].a, (Py_ssize_t)ns[i], pos + i * M, M, resy, A[i], Bc[i],
+                                n2[i], c->m2[i], ip[i], fx[i], mux[i], U2, radius,
+                                c->H + i * M, &fac);
+        c->touched[i] = 1;
+    }
+    /* ExpWeights.update and check_epoch */
+    double *L = c->L, *e = c->e;
+    double lmin = 0.0;
+    for (Py_ssize_t i = 0; i < K; i++) {
+        L[i] += cc[i];
+        if (i == 0 || L[i] < lmin) lmin = L[i];
+    }
+    for (Py_ssize_t i = 0; i < K; i++) e[i] = -c->rate * (L[i] - lmin);
+    np_exp(e, K);
+    double zs = np_small_sum(e, K);
+    for (Py_ssize_t i = 0; i < K; i++) p[i] = e[i] / zs;
+    c->Lmin = lmin;
+    if (c->Lmin + c->thr > pow(4.0, (double)c->er)) {
+        c->er++;
+        double G = pow(4.0, (double)c->er);
+        c->rate = K > 1 ? log1p(sqrt(2.0 * c->logK / G)) : 0.0;
+        c->Lmin = pow(4.0, (double)c->er);
+        for (Py_ssize_t i = 0; i < K; i++) L[i] = 0.0;
+    }
+    /* end_round: the offer (rejected, as checked above) */
+    c->seen++;
+    if (rng == NULL) *used = cnt + 2;
+    if (c->Bq >= 0)
+        for (Py_ssize_t i = 0; i < K; i++)
+            if (ns[i] >= c->Bq) return EA_RESTART;
+    return EA_END;
+}
+
 static PyObject *py_ea2oks_run(PyObject *Py_UNUSED(self), PyObject *const *args,
                                Py_ssize_t nargs) {
-    /* ea2oks_run(X, zz, yv, i, end, t, out, n_sv, stores, ns, resX, sqnV, resy, resids, KVy, m2,
-     *            H, n2, pos, missing, L, p, fstate, istate, neg, u, cache, ctag, cstamp,
+    /* ea2oks_run(X, zz, yv, i, end, t, out, n_sv, u, stores, ns, resX, sqnV, resy, resids,
+     *            KVy, m2, H, n2, pos, missing, L, p, fstate, istate, neg, cache, ctag, cstamp,
      *            scratch, work, touched) -> (j, status, used)
-     * EA2OKS._score and _update (ea2oks.py; OptimisticMirror, KernelPool, ExpWeights) over rows
-     * i..end-1, row r being round t + (r - i) (0-based, the learner's t), with a full reservoir
-     * (M >= 2 points). stores: K tuples (X, sqn, a, ids, s) of the SVStores, ns their counts
-     * (updated); fstate = [lam, norm, beta, U2, radius, rate, Lmin, thr] (rate, Lmin updated),
-     * istate = [r, seen, B, selected] (B: BEA2OKS's restart size, -1 for EA2OKS; r, seen,
-     * selected updated); u: the uniforms of the next draws, in the Generator's order; cache,
-     * ctag, cstamp (a power of 2 long): distances by stream id within a round; touched[i] = 1
-     * for the stores whose norm2 must be set to n2[i]. Stops before a round that the Python
-     * code must run (its state untouched: EA_PYTHON), i.e. its offer to the reservoir is
-     * accepted, before a round when a store has no room for 1 + M more points (EA_GROW) or
-     * fewer than K + 2 uniforms are left (EA_NEED_U), and after a round that leaves a store
-     * with B points or more (EA_RESTART). */
-    if (nargs != 32) return PyErr_Format(PyExc_TypeError, "ea2oks_run() takes 32 arguments");
+     * EA2OKS's rounds (ea_round) over rows i..end-1, row r being round t + (r - i) (0-based,
+     * the learner's t), with a full reservoir (M >= 2 points). stores: K tuples (X, sqn, a,
+     * ids, s) of the SVStores, ns their counts (updated); fstate = [lam, norm, beta, U2, radius,
+     * rate, Lmin, thr] (rate, Lmin updated), istate = [r, seen, B, selected] (B: BEA2OKS's
+     * restart size, -1 for EA2OKS; r, seen, selected updated); u: the uniforms of the next
+     * draws, in the Generator's order; cache, ctag, cstamp (a power of 2 long): distances by
+     * stream id within a round; touched[i] = 1 for the stores whose norm2 must be set to n2[i].
+     * Stops before a round that the Python code must run (its state untouched: EA_PYTHON),
+     * i.e. its offer to the reservoir is accepted, before a round when a store has no room for
+     * 1 + M more points (EA_GROW) or fewer than K + 2 uniforms are left (EA_NEED_U), and after
+     * a round that leaves a store with B points or more (EA_RESTART). */
+    if (nargs != 9 + EA_NSTATE) return PyErr_Format(PyExc_TypeError, "ea2oks_run() takes 32 arguments");
     if (g_exp == NULL || g_vexp == NULL)
         return PyErr_Format(PyExc_RuntimeError, "_ck_experts: not bound");
     Py_ssize_t i0 = PyLong_AsSsize_t(args[3]), end = PyLong_AsSsize_t(args[4]);
     long long t0 = PyLong_AsLongLong(args[5]);
     if (PyErr_Occurred()) return NULL;
-    PyObject *stores = args[8];
-    if (!PyTuple_Check(stores))
-        return PyErr_Format(PyExc_TypeError, "_ck_experts.ea2oks_run: stores must be a tuple");
-    Py_ssize_t K = PyTuple_GET_SIZE(stores);
-    if (K < 1 || K > 64)
-        return PyErr_Format(PyExc_ValueError, "_ck_experts.ea2oks_run: 1 <= K <= 64");
     int has_nsv = args[7] != Py_None;
-    enum { NB = 26 };
-    Buf b[NB];
+    Buf b[6], sb[64 * 5], bs[EA_NB];
     memset(b, 0, sizeof b);
-    Buf sb[64 * 5];
-    memset(sb, 0, sizeof sb);
-    static const int idx[NB] = {0, 1, 2, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
-                                21, 22, 23, 24, 25, 26, 27, 28, 29};
-    static const char *names[NB] = {"X", "zz", "yv", "out", "n_sv", "ns", "resX", "sqnV", "resy",
-                                    "resids", "KVy", "m2", "H", "n2", "pos", "missing", "L",
-                                    "p", "fstate", "istate", "neg", "u", "cache", "ctag",
-                                    "cstamp", "scratch"};
-    static const char fmt[NB] = {'d', 'd', 'd', 'd', 'q', 'q', 'd', 'd', 'd', 'q', 'd', 'd', 'd',
-                                 'd', 'q', 'q', 'd', 'd', 'd', 'q', 'd', 'd', 'd', 'q', 'q', 'd'};
-    static const int wr[NB] = {0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0,
-                               0, 1, 1, 1, 1};
-    Buf bw, bt;
-    memset(&bw, 0, sizeof bw);
-    memset(&bt, 0, sizeof bt);
-    for (int k = 0; k < NB; k++) {
-        if (k == 4 && !has_nsv) continue;
-        if (get_buf(args[idx[k]], &b[k], wr[k], names[k], fmt[k]) < 0) goto fail;
-    }
-    if (get_buf(args[30], &bw, 1, "work", 'q') < 0 || get_buf(args[31], &bt, 1, "touched", 'q') < 0)
+    memset(bs, 0, sizeof bs);
+    ea_ctx c;
+    c.K = 0;
+    if (get_buf(args[0], &b[0], 0, "X", 'd') < 0 || get_buf(args[1], &b[1], 0, "zz", 'd') < 0
+        || get_buf(args[2], &b[2], 0, "yv", 'd') < 0 || get_buf(args[6], &b[3], 1, "out", 'd') < 0
+        || (has_nsv && get_buf(args[7], &b[4], 1, "n_sv", 'q') < 0)
+        || get_buf(args[8], &b[5], 0, "u", 'd') < 0)
         goto fail;
     {
         Py_ssize_t rows = n_items(&b[1]);
         Py_ssize_t d = rows ? n_items(&b[0]) / rows : 0;
-        Py_ssize_t M = n_items(&b[7]), C = n_items(&b[22]);
-        ea_store st[64];
-        Py_ssize_t maxcap = 0;
-        for (Py_ssize_t i = 0; i < K; i++) {
-            PyObject *tup = PyTuple_GET_ITEM(stores, i);
-            if (!PyTuple_Check(tup) || PyTuple_GET_SIZE(tup) != 5) {
-                PyErr_SetString(PyExc_TypeError,
-                                "_ck_experts.ea2oks_run: a store is (X, sqn, a, ids, s)");
-                goto fail;
-            }
-            Buf *q = sb + 5 * i;
-            if (get_buf(PyTuple_GET_ITEM(tup, 0), &q[0], 1, "store.X", 'd') < 0
-                || get_buf(PyTuple_GET_ITEM(tup, 1), &q[1], 1, "store.sqn", 'd') < 0
-                || get_buf(PyTuple_GET_ITEM(tup, 2), &q[2], 1, "store.a", 'd') < 0
-                || get_buf(PyTuple_GET_ITEM(tup, 3), &q[3], 1, "store.ids", 'q') < 0
-                || get_buf(PyTuple_GET_ITEM(tup, 4), &q[4], 1, "store.s", 'q') < 0)
-                goto fail;
-            Py_ssize_t cap = n_items(&q[2]);
-            if (n_items(&q[0]) != cap * d || n_items(&q[1]) != cap || n_items(&q[3]) != cap
-                || n_items(&q[4]) != cap) {
-                PyErr_SetString(PyExc_ValueError, "_ck_experts.ea2oks_run: a store's arrays "
-                                "have wrong sizes");
-                goto fail;
-            }
-            st[i] = (ea_store){q[0].view.buf, q[1].view.buf, q[2].view.buf, q[3].view.buf,
-                               q[4].view.buf, cap};
-            if (cap > maxcap) maxcap = cap;
-        }
-        int64_t *ns = b[5].view.buf, *istate = b[19].view.buf;
-        if (n_items(&b[3]) < rows || (has_nsv && n_items(&b[4]) < rows) || n_items(&b[5]) != K
-            || n_items(&b[6]) != M * d || n_items(&b[8]) != M || n_items(&b[9]) != M
-            || n_items(&b[10]) != K * M || n_items(&b[11]) != K || n_items(&b[12]) != K * M
-            || n_items(&b[13]) != K || n_items(&b[14]) != K * M || n_items(&b[15]) != K
-            || n_items(&b[16]) != K || n_items(&b[17]) != K || n_items(&b[18]) != 8
-            || n_items(&b[19]) != 4 || n_items(&b[20]) != K || C < 1 || (C & (C - 1))
-            || n_items(&b[23]) != C || n_items(&b[24]) != C
-            || n_items(&b[25]) < maxcap + K * M + M + 12 * K + d || n_items(&bw) < d
-            || n_items(&bt) != K || M < 2 || end > rows || i0 < 0) {
+        if (ea_take(&c, args + 9, d, bs, sb) < 0) goto fail;
+        if (n_items(&b[0]) != rows * d || n_items(&b[2]) != rows || n_items(&b[3]) < rows
+            || (has_nsv && n_items(&b[4]) < rows) || end > rows || i0 < 0) {
             PyErr_SetString(PyExc_ValueError, "_ck_experts.ea2oks_run: arrays have wrong sizes");
             goto fail;
         }
-        for (Py_ssize_t i = 0; i < K; i++)
-            if (ns[i] < 0 || ns[i] > st[i].cap) {
-                PyErr_SetString(PyExc_ValueError, "_ck_experts.ea2oks_run: a count exceeds its store");
-                goto fail;
-            }
-        const double *X = b[0].view.buf, *zz = b[1].view.buf, *yv = b[2].view.buf;
+        const double *X = b[0].view.buf, *zz = b[1].view.buf, *yv = b[2].view.buf,
+                     *u = b[5].view.buf;
         double *out = b[3].view.buf;
         int64_t *nsv = has_nsv ? b[4].view.buf : NULL;
-        const double *resX = b[6].view.buf, *sqnV = b[7].view.buf, *resy = b[8].view.buf;
-        const int64_t *resids = b[9].view.buf;
-        const double *KVy = b[10].view.buf, *m2 = b[11].view.buf, *neg = b[20].view.buf,
-                     *u = b[21].view.buf;
-        double *H = b[12].view.buf, *n2 = b[13].view.buf, *L = b[16].view.buf, *p = b[17].view.buf;
-        int64_t *pos = b[14].view.buf, *missing = b[15].view.buf;
-        double *fs = b[18].view.buf, *cd = b[22].view.buf;
-        int64_t *ctag = b[23].view.buf, *cstamp = b[24].view.buf, *touched = bt.view.buf;
-        const double lam = fs[0], norm = fs[1], beta = fs[2], U2 = fs[3], radius = fs[4],
-                     thr = fs[7];
-        double rate = fs[5], Lmin = fs[6];
-        int64_t er = istate[0], seen = istate[1], Bq = istate[2], sel = istate[3];
-        Py_ssize_t *nz = bw.view.buf;
-        double *eb = b[25].view.buf, *kv = eb + maxcap, *d2v = kv + K * M, *mux = d2v + M,
-               *ip = mux + K, *sc = ip + K, *fx = sc + K, *f = fx + K, *c = f + K, *A = c + K,
-               *Bc = A + K, *e = Bc + K, *cum = e + K, *zv = cum + K;
-        Py_ssize_t nu_ = n_items(&b[21]), used = 0, j = i0;
-        const Py_ssize_t mask = C - 1;
-        const double logK = log((double)K);
+        Py_ssize_t nu_ = n_items(&b[5]), used = 0, j = i0;
         int status = EA_END;
         for (; j < end; j++) {
-            if (used + K + 2 > nu_) { status = EA_NEED_U; break; }
-            int room = 1;
-            for (Py_ssize_t i = 0; i < K; i++)
-                if (ns[i] + 1 + M > st[i].cap) room = 0;
-            if (!room) { status = EA_GROW; break; }
-            const double *x = X + j * d;
-            const double xx = zz[j], y = yv[j];
-            const int64_t t = t0 + (j - i0);
-            /* _score: I ~ p (categorical: one uniform, inverse CDF in Python floats) */
-            double tot = 0.0;
-            for (Py_ssize_t i = 0; i < K; i++) {
-                tot += p[i];
-                cum[i] = tot;
-            }
-            double uc = u[used] * tot;
-            Py_ssize_t I = 0;
-            while (I < K && !(uc < cum[I])) I++; /* bisect_right */
-            if (I > K - 1) I = K - 1;
-            /* OptimisticMirror.context with v = M */
-            np_gemv(M, d, resX, x, d2v);
-            for (Py_ssize_t k = 0; k < M; k++) {
-                double v = d2v[k] * -2.0;
-                v += sqnV[k];
-                v += xx;
-                d2v[k] = (v >= 0.0 || isnan(v)) ? v : 0.0;
-            }
-            for (Py_ssize_t i = 0; i < K; i++)
-                for (Py_ssize_t k = 0; k < M; k++) kv[i * M + k] = neg[i] * d2v[k];
-            np_exp(kv, K * M);
-            np_gemv(K, M, kv, resy, mux);
-            np_gemv(K, M, H, resy, ip);
-            for (Py_ssize_t i = 0; i < K; i++) {
-                mux[i] /= (double)M;
-                ip[i] /= (double)M;
-                double nbar2 = n2[i] + lam * (2.0 * ip[i] + lam * m2[i]);
-                sc[i] = nbar2 > U2 ? radius / sqrt(nbar2) : 1.0;
-            }
-            /* KernelPool.scores: each store's points by stream id in a per-round cache */
-            Py_ssize_t m = 0;
-            for (Py_ssize_t k = 0; k < d; k++)
-                if (x[k] != 0.0) {
-                    nz[m] = k;
-                    zv[m++] = x[k];
-                }
-            for (Py_ssize_t i = 0; i < K; i++) {
-                Py_ssize_t n = (Py_ssize_t)ns[i];
-                if (n == 0) { fx[i] = 0.0; continue; }
-                const ea_store *S = &st[i];
-                for (Py_ssize_t k = 0; k < n; k++) {
-                    int64_t id = S->ids[k];
-                    double v;
-                    Py_ssize_t h = (Py_ssize_t)(id & mask);
-                    if (id >= 0 && ctag[h] == id && cstamp[h] == t) {
-                        v = cd[h];
-                    } else {
-                        v = dist1(S->X + k * d, S->sqn[k], nz, zv, m, xx);
-                        if (id >= 0) { cd[h] = v; ctag[h] = id; cstamp[h] = t; }
-                    }
-                    eb[k] = v * neg[i];
-                }
-                g_vexp(eb, n);
-                double fi = 0.0;
-                for (Py_ssize_t k = 0; k < n; k++) fi += S->a[k] * eb[k];
-                fx[i] = fi;
-            }
-            Py_ssize_t cnt = 0;
-            for (Py_ssize_t i = 0; i < K; i++) {
-                f[i] = sc[i] * (fx[i] + lam * mux[i]);
-                if (y * f[i] < 1.0) cnt++;
-            }
-            /* the reservoir's draw at the end of the round: an accepted offer is Python's */
-            if (u[used + 1 + cnt] < (double)M / (double)(seen + 1)) { status = EA_PYTHON; break; }
-            /* the round is ours: commit */
-            used++;
-            out[j] = f[I];
-            sel = I;
-            /* _update: ea2oks_step's constants, one uniform per kernel with margin < 1 (at
-             * most K: enough are left, checked above) */
-            used += ea2oks_consts(K, y, f, m2, mux, lam, norm, beta, u + used, nu_ - used, c, A,
-                                  Bc);
-            /* OptimisticMirror.correct: x_t into the stores with a_i != 0, then the reservoir
-             * points a store lacks where b_i != 0, then mirror_correct's arithmetic */
-            for (Py_ssize_t i = 0; i < K; i++) {
-                if (A[i] == 0.0) continue;
-                ea_store *S = &st[i];
-                Py_ssize_t n = (Py_ssize_t)ns[i];
-                memcpy(S->X + n * d, x, (size_t)d * sizeof(double));
-                S->sqn[n] = xx;
-                S->a[n] = A[i];
-                S->ids[n] = t;
-                S->s[n] = t;
-                ns[i] = n + 1;
-            }
-            for (Py_ssize_t i = 0; i < K; i++) {
-                if (!missing[i] || Bc[i] == 0.0) continue;
-                ea_store *S = &st[i];
-                for (Py_ssize_t k = 0; k < M; k++) {
-                    if (pos[i * M + k] >= 0) continue;
-                    Py_ssize_t n = (Py_ssize_t)ns[i];
-                    memcpy(S->X + n * d, resX + k * d, (size_t)d * sizeof(double));
-                    S->sqn[n] = sqnV[k];
-                    S->a[n] = 0.0;
-                    S->ids[n] = resids[k];
-                    S->s[n] = resids[k];
-                    pos[i * M + k] = n;
-                    ns[i] = n + 1;
-                }
-                missing[i] = 0;
-            }
-            mirror_h(K, M, M, A, Bc, kv, KVy, H);
-            for (Py_ssize_t i = 0; i < K; i++) {
-                if (A[i] == 0.0 && Bc[i] == 0.0) continue;
-                double fac;
-                n2[i] = mirror_correct1(st[i].a, (Py_ssize_t)ns[i], pos + i * M, M, resy, A[i],
-                                        Bc[i], n2[i], m2[i], ip[i], fx[i], mux[i], U2, radius,
-                                        H + i * M, &fac);
-                touched[i] = 1;
-            }
-            /* ExpWeights.update and check_epoch */
-            double lmin = 0.0;
-            for (Py_ssize_t i = 0; i < K; i++) {
-                L[i] += c[i];
-                if (i == 0 || L[i] < lmin) lmin = L[i];
-            }
-            for (Py_ssize_t i = 0; i < K; i++) e[i] = -rate * (L[i] - lmin);
-            np_exp(e, K);
-            double zs = np_small_sum(e, K);
-            for (Py_ssize_t i = 0; i < K; i++) p[i] = e[i] / zs;
-            Lmin = lmin;
-            if (Lmin + thr > pow(4.0, (double)er)) {
-                er++;
-                double G = pow(4.0, (double)er);
-                rate = K > 1 ? log1p(sqrt(2.0 * logK / G)) : 0.0;
-                Lmin = pow(4.0, (double)er);
-                for (Py_ssize_t i = 0; i < K; i++) L[i] = 0.0;
-            }
-            /* end_round: the offer's draw (rejected, as checked above) */
-            seen++;
-            used++;
+            if (used + c.K + 2 > nu_) { status = EA_NEED_U; break; }
+            Py_ssize_t took;
+            double score;
+            int r = ea_round(&c, X + j * c.d, zz[j], yv[j], t0 + (j - i0), u + used, NULL, NULL,
+                             &took, &score);
+            if (r == EA_GROW || r == EA_PYTHON) { status = r; break; }
+            used += took;
+            out[j] = score;
             if (nsv) {
                 int64_t tot_n = 0;
-                for (Py_ssize_t i = 0; i < K; i++) tot_n += ns[i];
+                for (Py_ssize_t i = 0; i < c.K; i++) tot_n += c.ns[i];
                 nsv[j] = tot_n;
             }
-            if (Bq >= 0) {
-                int full = 0;
-                for (Py_ssize_t i = 0; i < K; i++)
-                    if (ns[i] >= Bq) full = 1;
-                if (full) { j++; status = EA_RESTART; break; }
-            }
+            if (r == EA_RESTART) { j++; status = r; break; }
         }
-        fs[5] = rate;
-        fs[6] = Lmin;
-        istate[0] = er;
-        istate[1] = seen;
-        istate[3] = sel;
-        release(&bw, 1);
-        release(&bt, 1);
-        release(sb, (int)(5 * K));
-        release(b, NB);
+        ea_put(&c);
+        release(b, 6);
+        release(sb, (int)(5 * c.K));
+        release(bs, EA_NB);
         return Py_BuildValue("(nin)", j, status, used);
     }
 fail:
-    release(&bw, 1);
-    release(&bt, 1);
-    release(sb, 64 * 5);
-    release(b, NB);
+    release(b, 6);
+    release(sb, (int)(5 * c.K));
+    release(bs, EA_NB);
     return NULL;
+}
+
+/* The attributes a step keeps current, their names interned once. */
+enum { A_N, A_NORM2, A_R, A_RATE, A_LMIN, A_SEEN, A_COUNT };
+static PyObject *g_attr[A_COUNT];
+
+static int attr_names(void) {
+    static const char *names[A_COUNT] = {"n", "norm2", "r", "rate", "Lmin", "seen"};
+    for (int i = 0; i < A_COUNT; i++)
+        if (g_attr[i] == NULL && (g_attr[i] = PyUnicode_InternFromString(names[i])) == NULL)
+            return -1;
+    return 0;
+}
+
+/* obj.<attribute a> = v */
+static inline int set_float(PyObject *obj, int a, double v) {
+    PyObject *o = PyFloat_FromDouble(v);
+    int r = o ? PyObject_SetAttr(obj, g_attr[a], o) : -1;
+    Py_XDECREF(o);
+    return r;
+}
+
+static inline int set_int(PyObject *obj, int a, int64_t v) {
+    PyObject *o = PyLong_FromLongLong((long long)v);
+    int r = o ? PyObject_SetAttr(obj, g_attr[a], o) : -1;
+    Py_XDECREF(o);
+    return r;
+}
+
+static PyObject *py_ea2oks_step(PyObject *Py_UNUSED(self), PyObject *const *args,
+                                Py_ssize_t nargs) {
+    /* ea2oks_step(kept, x, xx, y, t) -> (status, score, used, missing_changed, selected)
+     * One round (ea_round) of EA2OKS.step on the row x (xx = ||x||^2, label y, round t), its
+     * uniforms drawn from the learner's bit generator. kept: the state arguments of
+     * ea2oks_run (stores .. touched, EA_NSTATE of them), then the bit generator's capsule, the
+     * SVStores, the ExpWeights and the Reservoir, whose attributes the round changes are set
+     * here (the stores' n and norm2, the experts' r, rate and Lmin, the reservoir's seen).
+     * status: EA_END or EA_RESTART after the round; EA_GROW (nothing drawn or written) or
+     * EA_PYTHON (nothing written; `used` uniforms drawn, which the caller gives back) for a
+     * round this call leaves alone. missing_changed: the int64 `missing` of kept changed (the
+     * mirror's bool copy must follow); selected: the kernel drawn. */
+    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "ea2oks_step() takes 5 arguments");
+    if (g_exp == NULL || g_vexp == NULL)
+        return PyErr_Format(PyExc_RuntimeError, "_ck_experts: not bound");
+    if (attr_names() < 0) return NULL;
+    PyObject *kept = args[0];
+    if (!PyTuple_Check(kept) || PyTuple_GET_SIZE(kept) != EA_NSTATE + 4)
+        return PyErr_Format(PyExc_TypeError, "_ck_experts.ea2oks_step: kept must be a tuple of "
+                            "%d", EA_NSTATE + 4);
+    PyObject *const *a = &PyTuple_GET_ITEM(kept, 0);
+    PyObject *objs = a[EA_NSTATE + 1], *ex = a[EA_NSTATE + 2], *res = a[EA_NSTATE + 3];
+    double xx = PyFloat_AsDouble(args[2]), y = PyFloat_AsDouble(args[3]);
+    long long t = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    ea_bitgen *rng = PyCapsule_GetPointer(a[EA_NSTATE], "BitGenerator");
+    if (rng == NULL) return NULL;
+    Buf bx, sb[64 * 5], bs[EA_NB];
+    memset(&bx, 0, sizeof bx);
+    memset(bs, 0, sizeof bs);
+    ea_ctx c;
+    c.K = 0;
+    PyObject *ret = NULL;
+    if (get_buf(args[1], &bx, 0, "x", 'd') < 0) goto done;
+    if (ea_take(&c, a, n_items(&bx), bs, sb) < 0) goto done;
+    if (!PyTuple_Check(objs) || PyTuple_GET_SIZE(objs) != c.K) {
+        PyErr_SetString(PyExc_TypeError, "_ck_experts.ea2oks_step: one SVStore per kernel");
+        goto done;
+    }
+    {
+        const Py_ssize_t K = c.K;
+        int64_t ns0[64], miss0 = 0;
+        for (Py_ssize_t i = 0; i < K; i++) {
+            ns0[i] = c.ns[i];
+            miss0 += c.missing[i] != 0;
+            c.touched[i] = 0;
+        }
+        const int64_t r0 = c.er;
+        double ubuf[64 + 2], score = 0.0;
+        Py_ssize_t used;
+        int status = ea_round(&c, bx.view.buf, xx, y, (int64_t)t, NULL, rng, ubuf, &used,
+                              &score);
+        int mchanged = 0;
+        if (status == EA_END || status == EA_RESTART) {
+            ea_put(&c);
+            for (Py_ssize_t i = 0; i < K; i++) {
+                PyObject *sv = PyTuple_GET_ITEM(objs, i);
+                if ((c.ns[i] != ns0[i] && set_int(sv, A_N, c.ns[i]) < 0)
+                    || (c.touched[i] && set_float(sv, A_NORM2, c.n2[i]) < 0))
+                    goto done;
+                miss0 -= c.missing[i] != 0;
+            }
+            mchanged = miss0 != 0;
+            if ((c.er != r0 && (set_int(ex, A_R, c.er) < 0 || set_float(ex, A_RATE, c.rate) < 0))
+                || set_float(ex, A_LMIN, c.Lmin) < 0 || set_int(res, A_SEEN, c.seen) < 0)
+                goto done;
+        }
+        ret = Py_BuildValue("(idnin)", status, score, used, mchanged, (Py_ssize_t)c.sel);
+    }
+done:
+    release(&bx, 1);
+    release(sb, (int)(5 * c.K));
+    release(bs, EA_NB);
+    return ret;
 }
 
 static PyObject *py_bind_vexp(PyObject *Py_UNUSED(self), PyObject *const *args,
@@ -499,6 +727,8 @@ static PyMethodDef methods[] = {
     KS_METHOD(lkm_run, "lkm_run(...): LKMBooks's test-then-train rounds over a block"),
     KS_METHOD(ea2oks_run, "ea2oks_run(...): EA2OKS's / BEA2OKS's test-then-train rounds over a "
                           "block"),
+    KS_METHOD(ea2oks_step, "ea2oks_step(kept, x, xx, y, t): one round of EA2OKS / BEA2OKS, "
+                           "its uniforms drawn from the learner's bit generator"),
     KS_METHOD(bind_vexp, "bind_vexp(capsule): _ck_multi's exponential"),
     {NULL, NULL, 0, NULL},
 };

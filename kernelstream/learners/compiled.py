@@ -507,7 +507,7 @@ if ck is not None and mk is None:
 # missing or stale, when numpy's BLAS is not found, or when the routines differ from numpy on
 # the check below.
 
-EXPERTS_ABI = 1  # the _ck_experts.c interface this module calls (its KE_ABI)
+EXPERTS_ABI = 2  # the _ck_experts.c interface this module calls (its KE_ABI)
 _BLAS_NAMES = (("scipy_cblas_dgemv64_", "scipy_cblas_ddot64_", True),
                ("cblas_dgemv64_", "cblas_ddot64_", True),
                ("scipy_cblas_dgemv", "scipy_cblas_ddot", False),

@@ -10,7 +10,7 @@ incremental norms and the expert algorithm's doubling rule from the authors' cod
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -66,10 +66,12 @@ class ExpWeights:
         self.Lmin = float(state[f"{prefix}Lmin"])
 
 
-# how ``_ck_experts.ea2oks_run`` stopped (besides the end of its rows, more uniforms needed,
-# a store to grow): a round for the Python code, a restart test after the round
-_EA_PYTHON, _EA_RESTART = 2, 3
-_MIN_BLOCK = 8  # fewer rows: the per-example code
+# how ``_ck_experts.ea2oks_run`` / ``ea2oks_step`` stopped (besides the end of its rows and
+# more uniforms needed): a round for the Python code, a restart test after the round, a store
+# to grow
+_EA_PYTHON, _EA_RESTART, _EA_GROW = 2, 3, 4
+_MIN_BLOCK = 8  # fewer rows: step's compiled rounds
+_NO_LIMIT = 1 << 62  # the rounds a kept λ holds for when it does not depend on t
 
 
 def _distance_cache(points: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -162,6 +164,7 @@ class EA2OKS(AO2MDLearner):
         self.experts = ExpWeights(self.K, self.radius)
         self.experts.check_epoch()  # the start-of-round test of round 1
         self.restarts = np.zeros(self.K, dtype=np.int64)
+        self._fused = None  # also a restore's (set_state sets up again)
 
     @property
     def diagnostics(self) -> dict[str, Any] | None:
@@ -185,6 +188,7 @@ class EA2OKS(AO2MDLearner):
         return float(f[i]), (fx, f, ctx)
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
+        self._fused = None  # the Python round replaces arrays step's kept arguments name
         fx, f, ctx = aux
         K = self.K
         lam = ctx.lam
@@ -239,31 +243,118 @@ class EA2OKS(AO2MDLearner):
         """BEA2OKS: restart every kernel whose support set reached the budget (the start-of-
         round test of the next round)."""
 
-    # -- compiled blocks --------------------------------------------------------------------
+    # -- compiled rounds ------------------------------------------------------------------------
+    # step's kept arguments of ek.ea2oks_step (the stores' and the mirror's arrays, the state
+    # arrays, the scratch, the objects whose attributes the call sets); None until a step
+    # builds them, and after anything that may replace an array they name (a Python round, a
+    # restart, a block, a restore); never pickled (the bit generator's capsule does not pickle)
+    _fused: tuple[Any, ...] | None = None
+    _fused_until = 0  # the kept λ is round t+1's for t < this (the guess of an unknown T)
+
+    def __getstate__(self) -> dict[str, Any]:
+        st = dict(self.__dict__)
+        st.pop("_fused", None)
+        return st
+
     def step(self, x: Any, y: Any) -> float:
         """Predict then learn; returns the pre-update score. With the compiled blocks, a dense
-        float64 row and a label of ±1 (int or float) run as a block of one row through
-        :meth:`_learn_rows` (the block's code and numbers; on a9a with K = 6 the driver's
-        per-call set-up is small next to the K stores' rows, unlike the per-example numpy
-        code); anything else, bad input included, takes :meth:`Learner.step`."""
+        float64 row and a label of ±1 (int or float) make one compiled call
+        (:meth:`_fused_round`); the rounds it leaves to Python, and anything else, bad input
+        included, take :meth:`Learner.step`."""
         if (compiled.ek is not None and self.dim is not None
                 and (type(y) is float or type(y) is int) and (y == 1 or y == -1)):
             xx = self._fast_sqnorm(x)
             if xx - xx == 0.0:  # the fast lane's row, finite
-                out = np.empty(1)
-                self._pending = None
-                self._learn_rows(x.reshape(1, -1), np.array([xx]), np.array([float(y)]), out,
-                                 None, min_block=1)
-                return float(out[0])
+                score = self._fused_round(x, xx, y)
+                if score is not None:
+                    return score
         return super().step(x, y)
 
+    def _fused_round(self, x: np.ndarray, xx: float, y: float) -> float | None:
+        """One round on a checked row with a label of ±1 by one compiled call
+        (``ek.ea2oks_step``: the block's round, the same code and numbers) whose arguments are
+        kept between rounds, and whose uniforms come from the learner's bit generator as the
+        Python code draws them; its score, or None for a round left to Python (while the
+        reservoir fills, an accepted offer to it: its draws are given back first), which
+        changed nothing."""
+        ek = compiled.ek
+        for _ in range(2):  # again after a store without room grew (_step_args)
+            kept = self._fused
+            if kept is None or self.t >= self._fused_until:
+                kept = self._step_args()
+                if kept is None:
+                    return None
+            status, score, used, missing, sel = ek.ea2oks_step(kept, x, xx, y, self.t)
+            if status == _EA_GROW:
+                self._fused = None
+                continue
+            if status < _EA_PYTHON or status == _EA_RESTART:  # the round is done
+                self._pending = None
+                self._selected = sel
+                self.t += 1
+                if missing:
+                    self.mirror._missing = kept[11] != 0
+                if status == _EA_RESTART:
+                    self._restart()
+                    self._fused = None
+                return cast(float, score)
+            if used:  # the Python round draws them again
+                self._give_back(used)
+            return None
+        return None
+
+    def _step_args(self) -> tuple[Any, ...] | None:
+        """``ek.ea2oks_step``'s kept arguments for the learner as it is now (its stores grown
+        to hold a round's appends), or None when the next round is the Python code's."""
+        self._fused = None
+        mir = self.mirror
+        K, M, d = self.K, mir.M, mir.pool.dim
+        if (compiled.mk is None or K < 2 or K > 64 or M < 2 or d < 2 or mir.res.n < M
+                or type(self.rng.bit_generator) is not np.random.PCG64):
+            return None  # as _learn_rows: numpy's other paths; PCG64: _give_back rewinds it
+        ex = self.experts
+        stores = mir.pool.stores
+        for sv in stores:  # room for a round's appends (x_t and the reservoir)
+            while len(sv.a) < sv.n + 1 + M:
+                sv._grow()
+        t = self.t
+        self._fused_until = (horizon_guess(t + 1, None) if self.eta is None
+                             and self.horizon is None else _NO_LIMIT)
+        cap = max(len(sv.a) for sv in stores)
+        bq = -1 if self._budget is None else self._budget + int(bool(self.reference_quirks))
+        ns = np.array([sv.n for sv in stores], dtype=np.int64)
+        self._fused = (
+            tuple((sv.X, sv.sqn, sv.a, sv.ids, sv.s) for sv in stores), ns,
+            mir.res.X, mir.sqnV, mir.res.y, mir.res.ids, mir.KVy, mir.m2, mir.H, mir.n2,
+            mir.pos, mir._missing.astype(np.int64), ex.L, ex.p,
+            np.array([step_size(self.eta, t + 1, self.horizon), self._norm, self._beta,
+                      mir.U2, mir.radius, ex.rate, ex.Lmin, ex.thr]),
+            np.array([ex.r, mir.res.seen, bq, self._selected], dtype=np.int64),
+            -self.widths.gammas, *_distance_cache(int(ns.sum()) + M + 1),
+            np.empty(cap + K * M + M + 12 * K + d), np.empty(d, dtype=np.int64),
+            np.zeros(K, dtype=np.int64),
+            self.rng.bit_generator.capsule, tuple(stores), ex, mir.res)
+        return self._fused
+
+    def _give_back(self, n: int) -> None:
+        """Rewind the Generator by ``n`` doubles (PCG64's advance; it clears the buffered
+        32-bit half, which doubles do not touch: put back)."""
+        bg = cast(np.random.PCG64, self.rng.bit_generator)  # checked by _step_args
+        st = bg.state
+        bg.advance(-n)
+        if st["has_uint32"]:
+            back = bg.state
+            back["has_uint32"], back["uinteger"] = st["has_uint32"], st["uinteger"]
+            bg.state = back
+
     def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
-                    n_sv: np.ndarray | None, min_block: int = 0) -> None:
+                    n_sv: np.ndarray | None) -> None:
         """The rounds of :meth:`_score` and :meth:`_update` in C (``compiled.ek.ea2oks_run``:
         the same operations on the same numbers, with numpy's own BLAS and exp where this
         code calls numpy, and ``_ck_multi``'s scores), back here for the rounds it leaves to
         this code: while the reservoir fills, an accepted offer to it, a store that must grow,
-        a new guess of an unknown horizon, and BEA2OKS's restarts (after the round).
+        a new guess of an unknown horizon, and BEA2OKS's restarts (after the round). A block
+        of fewer than ``_MIN_BLOCK`` rows runs :meth:`_fused_round` row by row instead.
 
         The draws: the uniforms of the next rounds are drawn ahead and the C code uses them in
         the order of this code (the kernel draw, one per kernel with a margin below 1, the
@@ -272,10 +363,21 @@ class EA2OKS(AO2MDLearner):
         ek = compiled.ek
         mir = self.mirror
         rows = X.shape[0]
-        # a block of a few rows costs less per example than the compiled block's set-up; one
-        # feature, one kernel or M = 1 take other paths in numpy's products
+        if ek is not None and rows < _MIN_BLOCK:  # the block's set-up costs more: step's rounds
+            for i in range(rows):
+                yi = float(yv[i])
+                s = self._fused_round(X[i], float(zz[i]), yi) if yi * yi == 1.0 else None
+                if s is None:
+                    self._python_round(X, zz, yv, out, n_sv, i)
+                    continue
+                out[i] = s
+                if n_sv is not None:
+                    n_sv[i] = self.n_support_vectors
+            return
+        self._fused = None  # the block's own arguments; its Python rounds replace arrays
+        # one feature, one kernel or M = 1 take other paths in numpy's products
         if (ek is None or compiled.mk is None or self.K < 2 or self.K > 64 or mir.M < 2
-                or X.shape[1] < 2 or rows < (min_block or _MIN_BLOCK)):
+                or X.shape[1] < 2 or rows < _MIN_BLOCK):
             super()._learn_rows(X, zz, yv, out, n_sv)
             return
         K, M, d = self.K, mir.M, X.shape[1]
@@ -313,10 +415,10 @@ class EA2OKS(AO2MDLearner):
             missing = mir._missing.astype(np.int64)
             touched[:] = 0
             j, status, used = ek.ea2oks_run(
-                X, zz, yv, i, end, t, out, n_sv,
+                X, zz, yv, i, end, t, out, n_sv, u,
                 tuple((sv.X, sv.sqn, sv.a, sv.ids, sv.s) for sv in stores), ns,
                 mir.res.X, mir.sqnV, mir.res.y, mir.res.ids, mir.KVy, mir.m2, mir.H, mir.n2,
-                mir.pos, missing, ex.L, ex.p, fstate, istate, neg, u, *cache, scratch, work,
+                mir.pos, missing, ex.L, ex.p, fstate, istate, neg, *cache, scratch, work,
                 touched)
             # the state the C code kept in arrays and scalars, back into the objects
             for k, sv in enumerate(stores):

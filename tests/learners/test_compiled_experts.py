@@ -158,7 +158,34 @@ def test_bad_calls_raise() -> None:
     with pytest.raises(TypeError, match="32 arguments"):
         ek.ea2oks_run(X, zz, y)
     with pytest.raises(TypeError, match="stores must be a tuple"):
-        ek.ea2oks_run(*([X, zz, y, 0, 10, 0, out, None, [], None] + [None] * 22))
+        ek.ea2oks_run(*([X, zz, y, 0, 10, 0, out, None, np.empty(9), []] + [None] * 22))
+    with pytest.raises(TypeError, match="5 arguments"):
+        ek.ea2oks_step((), X[0])
+    with pytest.raises(TypeError, match="kept must be a tuple of 27"):
+        ek.ea2oks_step((None,) * 28, X[0], 1.0, 1.0, 0)
+
+
+@needs_ek
+def test_ea2oks_step_refuses_positions_outside_a_store() -> None:
+    """Arguments out of step with each other (a reservoir position beyond its store's count,
+    or absent from a store not marked as missing it) raise instead of indexing outside the
+    store."""
+    X, y = _stream(200, 4, "classification", seed=3)
+    m = make("bea2oks", seed=1, budget=50, horizon=200)
+    m.predict_learn_many(X, y)
+    kept = m._step_args()
+    assert kept is not None
+    state = m.get_state()
+    ns, pos, missing = kept[1], kept[10], kept[11]
+    i = int(np.argmax(ns))
+    for bad_pos, bad_missing in ((int(ns[i]), 0), (-1, 0)):
+        saved = pos[i, 0], missing[i]
+        pos[i, 0], missing[i] = bad_pos, bad_missing
+        with pytest.raises(ValueError, match="outside its store"):
+            ek.ea2oks_step(kept, X[0], float(X[0] @ X[0]), 1.0, m.t)
+        pos[i, 0], missing[i] = saved
+    after = m.get_state()
+    assert all(np.array_equal(state[k], after[k]) for k in state)  # nothing written
 
 
 # -- EA2OKS / BEA2OKS -------------------------------------------------------------------------

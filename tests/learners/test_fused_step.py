@@ -37,8 +37,8 @@ CASES = [
     ("fogd", {"gamma": 0.2, "n_components": 16}, "fk.step"),
     ("lkmbooks", {"horizon": 500}, "ek.lkm_run"),
     ("lkmbooks", {"loss": "square"}, "ek.lkm_run"),  # unknown horizon: retunes in Python
-    ("ea2oks", {}, "ek.ea2oks_run"),
-    ("bea2oks", {}, "ek.ea2oks_run"),
+    ("ea2oks", {}, "ek.ea2oks_step"),
+    ("bea2oks", {}, "ek.ea2oks_step"),
     ("bomkc-dd", {}, "om.step"),
     ("bomkc-dd", {"budget_maintenance": "forgetron"}, "om.step"),
     ("bomkc-dd", {"budget_maintenance": "bpa-s", "c": 0.5}, "om.step"),
@@ -76,7 +76,8 @@ def _reference_round(m: Any, x: Any, y: float) -> float:
 
 def _counting(monkeypatch: pytest.MonkeyPatch, entry: str) -> Counter[str]:
     """Counts the calls of the compiled entry ``entry`` that did a round (not None; the
-    one-row blocks of ``ek.lkm_run`` and ``ek.ea2oks_run``: that ran their row)."""
+    one-row blocks of ``ek.lkm_run``: that ran their row; ``ek.ea2oks_step``: that ended in
+    a done round, status 0 or 3)."""
     mod = {"bk": compiled.bk, "fk": compiled.fk, "ek": compiled.ek,
            "om": compiled.om}[entry.split(".")[0]]
     fn_name = entry.split(".")[1]
@@ -85,7 +86,10 @@ def _counting(monkeypatch: pytest.MonkeyPatch, entry: str) -> Counter[str]:
 
     def wrapped(*args: Any) -> Any:
         r = fn(*args)
-        done = r is not None and (not entry.startswith("ek.") or r[0] == 1)
+        if fn_name == "ea2oks_step":
+            done = r[0] in (0, 3)
+        else:
+            done = r is not None and (not entry.startswith("ek.") or r[0] == 1)
         seen["done" if done else "declined"] += 1
         return r
 
@@ -167,3 +171,85 @@ def test_rule_state_lives_in_the_rule_arrays(name: str, params: dict[str, Any],
             assert v == held or (np.isnan(v) and np.isnan(held)), attr
             setattr(m, attr, 1)
             assert getattr(m, arrays)[i] == 1, attr
+
+
+def _ea_view(m: Any) -> tuple[Any, ...]:
+    """What ``ek.ea2oks_step`` keeps current in the learner's attributes (besides its arrays)."""
+    ex, mir = m.experts, m.mirror
+    return (m.t, m._selected, ex.r, ex.rate, ex.Lmin, mir.res.seen, mir._missing.tolist(),
+            [(sv.n, sv.norm2) for sv in mir.pool.stores], m.rng.bit_generator.state)
+
+
+@needs_compiled
+@pytest.mark.parametrize("params", [
+    {"budget": 30},  # unknown horizon: λ's guess of T doubles at round 1001
+    {"budget": 25, "horizon": 1300, "reference_quirks": True},
+    {"horizon": 1300, "eta": 0.3, "reservoir_size": 3, "radius": 2.0},  # ea2oks: projections
+])
+def test_ea2oks_step_keeps_every_attribute(params: dict[str, Any],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """BEA2OKS's / EA2OKS's fused step (``ek.ea2oks_step``, its uniforms drawn from the bit
+    generator in C) against the reference round after every row: the score, every attribute
+    the call sets and the Generator's state, through every way a call ends (a done round, a
+    restart after it, an accepted reservoir offer whose draws are given back, a store to
+    grow), an epoch change of the experts, a new guess of T, Python rounds by
+    ``predict_one`` / ``learn_one``, blocks and restores in between, and a Generator holding a
+    32-bit half (which the give-back must keep); and steps alone give the block path's
+    numbers."""
+    name = "bea2oks" if "budget" in params else "ea2oks"
+    X, y = _data(1300, d=6, seed=5)
+    fn = compiled.ek.ea2oks_step
+    ends: Counter[int] = Counter()
+
+    def counting(*args: Any) -> Any:
+        r = fn(*args)
+        ends[r[0]] += 1
+        if r[0] == 2:
+            ends[-1] += r[2] > 0  # draws given back
+        if r[3]:
+            ends[-2] += 1  # the mirror's missing flags followed
+        return r
+
+    monkeypatch.setattr(compiled.ek, "ea2oks_step", counting)
+    m, ref = make(name, seed=4, **params), make(name, seed=4, **params)
+    epochs = set()
+    i = 0
+    while i < len(X):
+        x, yi = X[i], float(y[i])
+        if i == 400:  # a 32-bit half in both Generators (nothing here draws one)
+            for g in (m.rng, ref.rng):
+                st = g.bit_generator.state
+                st["has_uint32"], st["uinteger"] = 1, 12345
+                g.bit_generator.state = st
+        if i % 97 == 50:  # a Python round between fused ones (its own score, then learn)
+            assert m.predict_one(x) == ref.predict_one(x)
+            m.learn_one(x, yi)
+            ref.learn_one(x, yi)
+            i += 1
+            continue
+        if i % 151 == 80:  # a block between fused rounds (it keeps its own arguments)
+            got = m.predict_learn_many(X[i:i + 9], y[i:i + 9])
+            assert got.tolist() == [_reference_round(ref, X[k], float(y[k]))
+                                    for k in range(i, i + 9)], f"rows {i}.."
+            i += 9
+            continue
+        if i % 211 == 120:  # a restore on the same learner, right after a fused round
+            m.set_state(m.get_state())
+        s = m.step(x, int(yi) if i % 2 else yi)
+        assert s == _reference_round(ref, x, yi), f"row {i}"
+        assert _ea_view(m) == _ea_view(ref), f"row {i}"
+        epochs.add(m.experts.r)
+        i += 1
+    _assert_same_state(m, ref)
+    assert ends[0] > 900 and ends[2] and ends[-1] == ends[2], ends
+    assert len(epochs) > 1
+    if name == "bea2oks":
+        assert ends[3] and ends[-2] and m.restarts.sum() > 0, ends
+    else:  # an unbounded store outgrows its arrays
+        assert ends[4], ends
+    # steps alone against the block path: the same scores and state
+    steps, blocks = make(name, seed=4, **params), make(name, seed=4, **params)
+    s_steps = np.array([steps.step(X[i], float(y[i])) for i in range(len(X))])
+    s_blocks = blocks.predict_learn_many(X, y)
+    assert s_steps.tobytes() == s_blocks.tobytes()
+    _assert_same_state(steps, blocks)
