@@ -48,10 +48,7 @@ equal the block's bit for bit (checked on every repeat). The rate of ``step`` ag
 block's is judged against ≥ ``PER_EXAMPLE_TARGET`` (0.5). The floors of that path are shown
 below the table: a Python loop calling a method that does nothing, one compiled call with a
 single buffer (``‖x‖²`` of the row) and the compiled kernel row against one stored point (the
-call's fixed cost, with the argument handling of a learner's score). The learners whose rounds
-run compiled only in blocks (``ONE_ROW_FLOOR``: bea2oks, bomkc-dd, bomkc-sd) also get the floor
-of a per-row path built on their block driver: the driver on one-row blocks, set-up included
-(:func:`time_one_row_blocks`).
+call's fixed cost, with the argument handling of a learner's score).
 
 The markdown goes to stdout (progress to stderr); ``benchmarks/results/learners_speed.md`` is
 made by::
@@ -95,7 +92,6 @@ NO_UNION = {"raker": "random features", "rf-oks": "random features",
 PROJECTRONS = ("projectron", "projectron++")  # a projection floor is measured for them
 # budgeted learners whose rounds run compiled only in blocks: the floor of a per-row path on
 # their block driver
-ONE_ROW_FLOOR = ("bea2oks", "bomkc-dd", "bomkc-sd")
 BASELINES = ("rbp", "forgetron", "projectron", "projectron++", "bpa-s", "bogd", "nogd", "fogd")
 
 
@@ -203,42 +199,6 @@ def per_example_floors(X: np.ndarray, reps: int = 20000) -> list[tuple[str, floa
     out.append(("compiled kernel row and score against 1 point (six buffers)",
                 1e6 * best / len(rows)))
     return out
-
-
-def time_one_row_blocks(model: Any, Xp: np.ndarray, yp: np.ndarray, rows: int = 1000,
-                        passes: int = 3) -> tuple[float, float]:
-    """``(µs per row, µs of its arguments)`` of the learner's own compiled block driver run on
-    one-row blocks (``_learn_rows``, on a copy of the trained learner, over the first ``rows``
-    rows of ``Xp``; the best of ``passes`` passes, each on a fresh copy): the floor of a
-    per-row path built on that driver, its per-call set-up included (EA2OKS's driver takes
-    one-row blocks here: its learner sends blocks of fewer than ``_MIN_BLOCK`` rows to
-    Python). The arguments: bounded OMKC's 16 component heads (``_rule_args``), rebuilt per
-    call as the driver's caller does; NaN for BEA2OKS."""
-    from kernelstream.learners import ea2oks
-
-    n = min(rows, len(yp))
-    X = np.ascontiguousarray(Xp[:n])
-    zz, yv, out = compiled.row_sqnorms(X), np.ascontiguousarray(yp[:n], dtype=np.float64), \
-        np.empty(n)
-    per_row = heads = math.inf
-    saved = ea2oks._MIN_BLOCK
-    ea2oks._MIN_BLOCK = 1
-    try:
-        for _ in range(passes):
-            m = copy.deepcopy(model)
-            learn = m._learn_rows
-            t0 = time.perf_counter()
-            for i in range(n):
-                learn(X[i:i + 1], zz[i:i + 1], yv[i:i + 1], out[i:i + 1], None)
-            per_row = min(per_row, time.perf_counter() - t0)
-            if hasattr(m, "comps"):
-                t0 = time.perf_counter()
-                for _ in range(n):
-                    [c._rule_args() for c in m.comps if c._compiled_rule()]
-                heads = min(heads, time.perf_counter() - t0)
-    finally:
-        ea2oks._MIN_BLOCK = saved
-    return 1e6 * per_row / n, (1e6 * heads / n if heads < math.inf else math.nan)
 
 
 def union_shape(m: Any) -> tuple[int, np.ndarray] | None:
@@ -447,7 +407,6 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, str, int, float, float, float, str]] = []
     step_us: dict[str, float] = {}  # budgeted learners: step's µs per row
     proj_rows: list[tuple[str, float, float, float, float]] = []
-    one_row: dict[str, tuple[float, float]] = {}  # ONE_ROW_FLOOR: (µs/row, arguments µs)
     failed: list[str] = []
     for name in names:
         try:
@@ -505,8 +464,6 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((name, bud, n, us, fus, ratio, flag))
         if ts:
             step_us[name] = 1e6 * statistics.median(ts) / n
-        if name in ONE_ROW_FLOOR and bounded and ts:
-            one_row[name] = time_one_row_blocks(model, Xp, yp)
         if tp and not math.isnan(statistics.median(tp)):
             proj_rows.append((name, projection_rounds(name, params, Xp, yp),
                               1e6 * statistics.median(tp) / n - fus, fus, us))
@@ -559,29 +516,6 @@ def main(argv: list[str] | None = None) -> int:
         print()
         for what, v in per_example_floors(X):
             print(f"- {what}: {v:.2f} µs")
-    if one_row:
-        us_of = {r[0]: r[3] for r in rows}
-        print()
-        print(f"Below 0.5× ({', '.join(one_row)}): their rounds run compiled only in blocks, "
-              "whose driver takes the whole learner's state per call (bounded OMKC: 16 "
-              "component stores, each a rule head of 18 arguments whose counts change every "
-              "round; BEA2OKS: the K stores, the reservoir, the mirror's arrays and the "
-              "uniforms drawn ahead, the Generator's state saved and restored around the "
-              "call). BEA2OKS's step is that driver on a one-row block (its per-example numpy "
-              "code was slower); bounded OMKC's step is its per-example code (the driver on "
-              "one-row blocks is no faster: its 16 heads are rebuilt per call). The floor of a "
-              "per-row path on the driver, measured: the driver run on one-row blocks (copies "
-              "of the trained learner, best of 3 passes over 1000 rows, set-up per call "
-              "included), against the block path; below 0.5× it is the driver's per-call "
-              "set-up, in Python, that a per-row path would have to move into C:")
-        print()
-        print("| learner | block µs/round | one-row blocks µs/row | block / one-row ex/s | "
-              "of which the arguments µs | step µs/row |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for name, (us1, heads) in one_row.items():
-            h = "–" if math.isnan(heads) else f"{heads:.1f}"
-            print(f"| {name} | {us_of[name]:.1f} | {us1:.1f} | {us_of[name] / us1:.2f} | {h} | "
-                  f"{step_us[name]:.1f} |")
     if proj_rows:
         print()
         print(f"Projection floor ({', '.join(r[0] for r in proj_rows)}): every update at the "
