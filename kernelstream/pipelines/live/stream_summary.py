@@ -95,7 +95,11 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
         "source": f"{SCHEME}{config.bootstrap}/{','.join(config.topics)}",
         "labels": (None if config.labels_topic is None
                    else f"{SCHEME}{config.bootstrap}/{config.labels_topic}"),
-        "configs": list(config.configs_doc()), "out": out, "checkpoint": config.checkpoint,
+        "configs": list(config.configs_doc()),
+        # the parameters learnt with (gamma=auto resolved) and where the widths came from
+        "learners": config.configs_doc(), "width_source": config.width_source,
+        "auto_gamma": config.auto_gamma, "width_records": config.width_records,
+        "out": out, "checkpoint": config.checkpoint,
         "snapshot_epoch": epoch, "run": part, "seconds": seconds, "stopped_by": stopped_by,
         "records": records, "records_per_second": records / seconds if seconds > 0 else None,
         **counts, **kinds, **run,
