@@ -5,9 +5,9 @@ first records the stream will read, before its pipeline starts (:func:`resolve`,
 A replay estimates ``gamma=auto`` from the first rows of its file
 (:mod:`kernelstream.data.widths`); a stream does the same from its first
 :data:`~kernelstream.data.widths.RESERVOIR_ROWS` feature records: read (Beam-free, kafka-python)
-from the offsets the stream starts at, each events partition in offset order, merged as the
-stream's reader merges a group (:func:`kernelstream.engine.live.merge.merged`: timestamp, topic,
-offset; the groups in partition order), and parsed by the stream's own router
+from the offsets the stream starts at, each events partition in offset order, all of them
+merged as the stream's reader merges a group (:func:`kernelstream.engine.live.merge.merged`:
+by timestamp; ties by partition, topic, offset), and parsed by the stream's own router
 (:class:`~kernelstream.engine.live.routing.StreamRouter`), so the rows are the learners' (hashed,
 dense or sparse). Label records and records that cannot be
 parsed are skipped, not dead-lettered: the stream dead-letters them when it reads them. The
@@ -143,10 +143,9 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                          "--width-wait)")
     finally:
         consumer.close()
-    # each group merged as the reader merges it, the groups in partition order
-    order: list[SourceRecord] = []
-    for p in sorted({p for _, p in tps}):
-        order += merged([got[(t, p)] for t in config.topics if (t, p) in got])
+    # the earliest records first, as the reader merges a group: by timestamp, then (over all
+    # the groups, which the stream reads side by side) partition, topic and offset
+    order = merged([got[tp] for tp in tps])
     rows = [parsed[k] for k in ((r.topic, r.partition, r.offset) for r in order)
             if k in parsed]
     return _stack(rows[:limit]), read

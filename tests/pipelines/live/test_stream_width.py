@@ -29,6 +29,7 @@ from test_stream import (
     labelled_stream,
     outputs,
     produce,
+    read_back,
     reference_records,
     reference_tables,
     run_cli,
@@ -37,6 +38,7 @@ from test_stream import (
 )
 
 from kernelstream.data import widths
+from kernelstream.engine.live.merge import merged
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.kafka_client import local_broker
@@ -97,7 +99,7 @@ def test_gamma_auto_is_the_median_width_of_the_first_records(broker: str) -> Non
     config = config_of(argv)
     assert config.wants_width and config.width_source == "default"
     assert dict(config.configs[0].params)["gamma"] == 0.5  # until the records are read
-    records = reference_records(broker, ["wa"], 2)  # each group in the stream's merge order
+    records = merged(read_back(broker, "wa", 2))  # by timestamp, as the reader merges
     want = expected_gamma(records)
     assert want != 0.5 and want < 1e-4
     # the cut at the first 1,000 feature records matters: all of them give another width
@@ -112,7 +114,8 @@ def test_gamma_auto_is_the_median_width_of_the_first_records(broker: str) -> Non
     assert got.widths_doc() == {"source": "auto", "gamma": want, "records": 1000}
     # from committed offsets: the first records the stream reads from there
     later = {**start, ("wa", 0): 300, ("wa", 1): 250}
-    lat = [r for r in records if r.offset >= {0: 300, 1: 250}[r.partition]]
+    lat = merged([[r for r in recs if r.offset >= {0: 300, 1: 250}[r.partition]]
+                  for recs in read_back(broker, "wa", 2)])
     again = stream_width.resolve(config, later)
     assert dict(again.configs[0].params)["gamma"] == expected_gamma(lat) != want
 
@@ -175,7 +178,7 @@ def test_fresh_stream_resolves_records_and_resumes_with_its_width(broker: str,
                        "2s")
     first = run_cli(argv)
     assert first.returncode == 0, first.stderr
-    want = expected_gamma(reference_records(broker, ["wr"], 2))
+    want = expected_gamma(merged(read_back(broker, "wr", 2)))
     assert f"gamma=auto = {want!r}, from the first " in first.stderr
     s1 = json.loads((out / "summary.json").read_text())
     assert s1["width_source"] == "auto" and s1["auto_gamma"] == want
