@@ -138,8 +138,9 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                 break
             if progress is not None and now - said >= PROGRESS_EVERY_S:
                 said = now
-                progress(f"gamma=auto: {sum(rows_of.values()):,} of the first {limit:,} "
-                         f"feature records after {now - t0:.0f} s (waiting up to {wait:g} s, "
+                progress(f"gamma=auto: waiting for the records to estimate it from: "
+                         f"{sum(rows_of.values()):,} feature records after {now - t0:.0f} s "
+                         f"(up to {limit:,} of each partition; at most {wait:g} s, "
                          "--width-wait)")
     finally:
         consumer.close()
