@@ -14,10 +14,11 @@ import argparse
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernelstream import kafka_client as kafka_lib
+from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.live.routing import LiveSpec
@@ -32,6 +33,7 @@ from kernelstream.pipelines.config import (
     check_at_least,
     learner_configs,
     parse_learner_spec,
+    parse_param_spec,
     resolve_task,
 )
 
@@ -41,6 +43,11 @@ OUTPUT_NAMES = OUTPUTS  # the stream's outputs, by name
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# where a stream's Gaussian widths come from (``summary.json``'s ``width_source``): estimated
+# from its first records (``gamma=auto``), continued from --init-from, the learners' fixed
+# defaults (no records to estimate from), or fixed by the command (-p, or no width at all)
+WIDTH_SOURCES = ("auto", "init-from", "default", "given")
+WIDTH_WAIT = "30s"  # --width-wait: how long a fresh stream waits for its first records
 
 
 def output_topic_names(prefix: str) -> dict[str, str]:
@@ -104,6 +111,18 @@ class StreamConfig:
     quiet: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
     overwrite: bool = False  # replace a previous run in --out (pipelines.run_folder)
+    # the learner arguments the configurations are resolved from (again, once the width is
+    # known: :meth:`with_widths`), ``-p`` including the --init-from widths
+    learner_specs: tuple[str, ...] = ()
+    param_specs: tuple[str, ...] = ()
+    task_arg: str | None = None
+    # a configuration leaves its Gaussian width to the data (``gamma=auto``, the default of
+    # an unset one): the configurations hold the learners' defaults until it is resolved
+    wants_width: bool = False
+    width_source: str = "given"  # WIDTH_SOURCES
+    auto_gamma: float | None = None  # the estimate, when width_source is "auto"
+    width_records: int | None = None  # the feature records it was estimated from
+    width_wait: float = 30.0  # --width-wait, seconds
 
     @property
     def all_topics(self) -> tuple[str, ...]:
@@ -112,6 +131,45 @@ class StreamConfig:
     def configs_doc(self) -> dict[str, Any]:
         """The learner configurations as a checkpoint records them (the replay's form)."""
         return records(self.configs)
+
+    def widths_doc(self) -> dict[str, Any]:
+        """Where the widths came from, as the snapshots and ``summary.json`` record it."""
+        return {"source": self.width_source, "gamma": self.auto_gamma,
+                "records": self.width_records}
+
+    def with_widths(self, gamma: float | None, source: str,
+                    records: int | None = None) -> StreamConfig:
+        """This config with its data-driven widths resolved: ``gamma=auto`` stands for
+        ``gamma`` (``pipelines.config.resolve_widths``, as a replay resolves it; a sigma grid
+        is centred on it), or, with ``gamma`` None, for the learners' own defaults."""
+        params = self.param_specs
+        if gamma is None:  # an explicit auto falls back as an unset width does
+            params = tuple(p for p in params if not _auto_width_spec(p))
+        return self._resolved(params, gamma, source, records)
+
+    def with_recorded(self, saved: dict[str, Any], doc: dict[str, Any] | None) -> StreamConfig:
+        """This config resuming a snapshot whose configurations are ``saved`` and widths
+        ``doc`` (:meth:`widths_doc`; None: written by a version that kept the learners'
+        defaults): a configuration whose width is left to the data continues with the
+        recorded one; nothing is estimated again."""
+        if not self.wants_width:
+            return self
+        params = tuple(p for p in self.param_specs if not _auto_width_spec(p))
+        params += tuple(_width_specs(saved, [(c.label, c.learner) for c in self.configs],
+                                     params))
+        doc = doc or {}
+        source = str(doc.get("source")) if doc.get("source") in WIDTH_SOURCES else "default"
+        gamma = doc.get("gamma") if source == "auto" else None
+        resumed = self._resolved(params, None, source, doc.get("records"))
+        return replace(resumed, auto_gamma=gamma if isinstance(gamma, float) else None)
+
+    def _resolved(self, params: tuple[str, ...], gamma: float | None, source: str,
+                  records: int | None) -> StreamConfig:
+        configs = learner_configs(self.learner_specs, params, task=self.task_arg,
+                                  auto_width=None if gamma is None else (lambda: gamma))
+        return replace(self, configs=configs, spec=replace(self.spec, configs=configs),
+                       param_specs=params, wants_width=False, width_source=source,
+                       auto_gamma=gamma, width_records=records)
 
     def stream_doc(self) -> dict[str, Any]:
         """What a checkpoint's models depend on besides the learners."""
@@ -140,8 +198,25 @@ class StreamConfig:
             if lt[0] in topics:
                 raise ConfigError(f"--labels topic {lt[0]!r} is also an events topic")
             labels_topic = lt[0]
-        configs = learner_configs(args.learner or [], init_widths(args), task=args.task)
+        learner_specs, param_specs = tuple(args.learner or ()), tuple(init_widths(args))
+        # gamma=auto, the default of an unset Gaussian width, is resolved once the stream's
+        # first records are read (stream_prepare): until then, the learners' own defaults
+        wanted: list[bool] = []
+
+        def asked() -> float:  # resolve_widths asks only for a width left to the data
+            wanted.append(True)
+            return 1.0
+
+        learner_configs(learner_specs, param_specs, task=args.task, auto_width=asked)
+        configs = learner_configs(learner_specs,
+                                  [p for p in param_specs if not _auto_width_spec(p)],
+                                  task=args.task)
         task = resolve_task(configs, args.task)
+        width_source = ("default" if wanted
+                        else "init-from" if len(param_specs) > len(args.param or ())
+                        else "given")
+        width_wait = parse_duration(getattr(args, "width_wait", None) or WIDTH_WAIT,
+                                    "--width-wait")
         fmt = args.format or "libsvm"
         hash_bits = getattr(args, "hash_features", None)
         if fmt == "libsvm" and args.n_features is None and hash_bits is None:
@@ -228,7 +303,9 @@ class StreamConfig:
             max_seconds=max_seconds, idle_stop=idle_stop,
             snapshot_every=args.snapshot_every, snapshot_seconds=snapshot_seconds,
             runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv),
-            overwrite=bool(getattr(args, "overwrite", False)))
+            overwrite=bool(getattr(args, "overwrite", False)),
+            learner_specs=learner_specs, param_specs=param_specs, task_arg=args.task,
+            wants_width=bool(wanted), width_source=width_source, width_wait=width_wait)
 
 
 def _check_width(spec: LiveSpec) -> None:
@@ -247,16 +324,25 @@ def init_widths(args: argparse.Namespace) -> list[str]:
     """The ``-p`` values of a stream, plus, with ``--init-from``, the Gaussian widths
     (``gamma``, ``sigmas``) its configurations were learnt with, for every configuration of
     the same label and learner that is given none: the models continue with the widths they
-    were learnt with, as ``gamma=auto`` was resolved by that run. A stream without
-    ``--init-from`` keeps the learners' own default widths (its first records are not read
-    before it starts)."""
+    were learnt with, as ``gamma=auto`` was resolved by that run. Without ``--init-from`` (or
+    for a configuration it does not have), ``gamma=auto`` is estimated from the stream's
+    first records (:mod:`~kernelstream.pipelines.live.stream_width`)."""
     specs = list(args.param or [])
     if args.init_from is None or not os.path.isdir(args.init_from):
         return specs  # prepare() reports a missing directory
-    saved = _saved_configs(args.init_from)
-    given = [s.partition("=")[0].strip() for s in specs]
-    for spec in args.learner or [DEFAULT_LEARNERS["classification"][0]]:
-        label, name = parse_learner_spec(spec)
+    pairs = [parse_learner_spec(spec)
+             for spec in args.learner or [DEFAULT_LEARNERS["classification"][0]]]
+    return specs + _width_specs(_saved_configs(args.init_from), pairs, specs)
+
+
+def _width_specs(saved: dict[str, Any], pairs: Sequence[tuple[str, str]],
+                 given_specs: Sequence[str]) -> list[str]:
+    """``LABEL.gamma=X`` / ``LABEL.sigmas=S``: the widths ``saved`` (recorded
+    configurations) has for each ``(label, learner)`` of ``pairs`` with the same learner
+    there and no width among ``given_specs``."""
+    given = [s.partition("=")[0].strip() for s in given_specs]
+    specs = []
+    for label, name in pairs:
         have = saved.get(label)
         if not isinstance(have, dict) or have.get("learner") != name:
             continue
@@ -266,6 +352,15 @@ def init_widths(args: argparse.Namespace) -> list[str]:
                                          for g in given):
                 specs.append(f"{label}.{key}={param_text(params[key])}")
     return specs
+
+
+def _auto_width_spec(spec: str) -> bool:
+    """``-p [LABEL.]gamma=auto`` (or ``sigmas=auto``, ``auto*F``): a width left to the data."""
+    try:
+        _, key, value = parse_param_spec(spec)
+    except ValueError:
+        return False  # learner_configs reports it
+    return key in ("gamma", "sigmas") and widths.is_auto(value)
 
 
 def _saved_configs(path: str) -> dict[str, Any]:

@@ -5,11 +5,13 @@ In order: the checkpoint directory's writer lock and, on a resume, that it was w
 same learners and stream settings; the broker, the topics and their partitions; the committed
 offsets against the log, and the record last read of each partition against the snapshot's
 fingerprint of it (a recreated topic); the ``--kafka-out`` broker and topics (created if missing);
-``--init-from``; and the output folder (a crash's unpublished files rolled forward or
-dropped). Both folders must take a small file (:func:`_check_writable`: a disk still full
-fails here, not at the first snapshot), and every published output file of a resumed run must
-be whole (:func:`~kernelstream.engine.live.snapshot.outputs.check_published`): one that a crash or
-an older version left cut short is refused, naming it, since its rows belong to a committed
+``--init-from``; ``gamma=auto`` (:mod:`~kernelstream.pipelines.live.stream_width`: a
+resumed run takes the snapshot's recorded widths, a fresh one reads its first records); and the
+output folder (a crash's unpublished files rolled forward or dropped). Both folders must take
+a small file (:func:`_check_writable`: a disk still full fails here, not at the first
+snapshot), and every published output file of a resumed run must be whole
+(:func:`~kernelstream.engine.live.snapshot.outputs.check_published`): one that a crash or an
+older version left cut short is refused, naming it, since its rows belong to a committed
 epoch that the snapshot cannot make again. They are a module of their own because they are
 the part of a run that touches the broker and the file system without Beam, and each of their
 failures has its own message.
@@ -38,6 +40,7 @@ from kernelstream.engine.live.snapshot.store import SnapshotStore, SnapshotView,
 from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.pipelines import run_folder
+from kernelstream.pipelines.live import stream_width
 from kernelstream.pipelines.live.stream_config import (
     OUTPUT_NAMES,
     SCHEME,
@@ -83,6 +86,12 @@ class Prepared:
     resume_epoch: int | None = None
     init_kind: str | None = None
     partitions: int = 0
+    config: StreamConfig | None = None  # the run's config, its widths resolved
+
+    @property
+    def resolved(self) -> StreamConfig:
+        assert self.config is not None
+        return self.config
 
     def close(self) -> None:
         if self.store is not None:
@@ -185,9 +194,9 @@ def prepare(config: StreamConfig) -> Prepared:
     committed: dict[tuple[str, int], int] = {}
     resume = None
     try:
-        if config.checkpoint is not None:
+        if (checkpoint := config.checkpoint) is not None:
             try:
-                store = SnapshotStore.open(config.checkpoint)
+                store = SnapshotStore.open(checkpoint)
             except CheckpointInUse as exc:
                 raise UpfrontError(str(exc)) from None
             except (ValueError, OSError, CorruptSnapshotError) as exc:
@@ -196,7 +205,10 @@ def prepare(config: StreamConfig) -> Prepared:
             resume = store.head
             if resume is not None:
                 saved = store.info()
-                _check_resume(config, saved, config.checkpoint)
+                # the widths it was learnt with (gamma=auto resolved then), never a new estimate
+                config = config.with_recorded(dict(saved.get("configs") or {}),
+                                              saved.get("widths"))
+                _check_resume(config, saved, checkpoint)
                 saved_out = saved.get("out")
                 if out is None:
                     out = saved_out
@@ -247,6 +259,7 @@ def prepare(config: StreamConfig) -> Prepared:
                 start[tp] = int(off)
         _check_kafka_out(config, len(groups))
         init_kind = _init_kind(config)
+        config = stream_width.resolve(config, start)  # gamma=auto: the first records
         try:
             claim()
         except run_folder.OutFolderError as exc:
@@ -273,7 +286,7 @@ def prepare(config: StreamConfig) -> Prepared:
                                "--checkpoint") from None
         except OSError as exc:
             raise UpfrontError(f"--out {out}: {exc}") from None
-        return Prepared(out, start, store, resume, init_kind, len(groups))
+        return Prepared(out, start, store, resume, init_kind, len(groups), config)
     except BaseException:
         if store is not None:
             store.close()

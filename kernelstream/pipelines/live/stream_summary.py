@@ -6,6 +6,12 @@ with the no-skill baseline of the same outcomes and, for regression, RMSE, MAE a
 Kept apart from the launcher because it only reads the run's output files after the pipeline
 has ended, and its document (:data:`SUMMARY_SCHEMA`) is a stable output of its own.
 
+``learners`` holds each configuration's learner and parameters as learnt with (``gamma=auto``
+resolved), ``width_source`` where its widths came from (``auto``, ``init-from``, ``default``,
+``given``: :data:`~kernelstream.pipelines.live.stream_config.WIDTH_SOURCES`), ``auto_gamma``
+and ``width_records`` the estimate and the feature records it came from
+(:mod:`~kernelstream.pipelines.live.stream_width`).
+
 Accounting (``docs/stream-accounting.md``; the counts and identities are
 :mod:`kernelstream.engine.live.accounting`'s). The top-level counts are **this run's**:
 ``predictions``, ``labelled``, ``outcomes``, ``unlabeled``, ``metrics``, ``dead_letters``,
@@ -95,7 +101,11 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
         "source": f"{SCHEME}{config.bootstrap}/{','.join(config.topics)}",
         "labels": (None if config.labels_topic is None
                    else f"{SCHEME}{config.bootstrap}/{config.labels_topic}"),
-        "configs": list(config.configs_doc()), "out": out, "checkpoint": config.checkpoint,
+        "configs": list(config.configs_doc()),
+        # the parameters learnt with (gamma=auto resolved) and where the widths came from
+        "learners": config.configs_doc(), "width_source": config.width_source,
+        "auto_gamma": config.auto_gamma, "width_records": config.width_records,
+        "out": out, "checkpoint": config.checkpoint,
         "snapshot_epoch": epoch, "run": part, "seconds": seconds, "stopped_by": stopped_by,
         "records": records, "records_per_second": records / seconds if seconds > 0 else None,
         **counts, **kinds, **run,

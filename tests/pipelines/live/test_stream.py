@@ -121,9 +121,21 @@ def stream_argv(broker: str, *args: str) -> list[str]:
 
 
 def spec_for(argv: Sequence[str]) -> Any:
-    """The LiveSpec the CLI builds from ``argv`` (the reference loop's spec)."""
+    """The LiveSpec the CLI builds from ``argv`` (the reference loop's spec), with the widths
+    the run recorded once it has run (``gamma=auto``, resolved from its first records: its
+    ``--checkpoint``'s snapshot, else its ``--out`` summary.json)."""
     args = cli.build_parser().parse_args(list(argv))
-    return StreamConfig.from_args(args).spec
+    config = StreamConfig.from_args(args)
+    if args.checkpoint is not None and (Path(args.checkpoint) / "HEAD").exists():
+        with SnapshotView.open(args.checkpoint) as view:
+            info = view.info()
+        return config.with_recorded(info["configs"], info["widths"]).spec
+    summary = Path(args.out or "-") / "summary.json"
+    if summary.exists():
+        doc = json.loads(summary.read_text())
+        return config.with_recorded(doc["learners"], {"source": doc["width_source"],
+                                                      "gamma": doc["auto_gamma"]}).spec
+    return config.spec
 
 
 def run_cli(argv: Sequence[str], timeout: float = 120, env: dict[str, str] | None = None,
@@ -301,6 +313,10 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
     first_totals = assert_accounting(out)
     # the summary's no-skill baseline: over the run's outcomes, by hand
     first_summary = json.loads((out / "summary.json").read_text())
+    # no width given: gamma=auto, from the topic's first records (german's: not 0.5)
+    assert first_summary["width_source"] == "auto"
+    assert first_summary["learners"]["b"]["params"]["gamma"] == first_summary["auto_gamma"]
+    assert first_summary["auto_gamma"] != 0.5
     assert first_summary["noskill_mistake_rate"] == pytest.approx(
         _majority_rate(out, first_summary["run"]))
     assert first_summary["top_class_share"] is not None and first_summary["rmse"] is None
@@ -315,6 +331,7 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
     assert "records" in second.stdout and "outcomes" in second.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["snapshot_epoch"] > epoch1
+    assert summary["learners"] == first_summary["learners"]  # the resume keeps its width
     totals = assert_accounting(out, summary)
     # the second run's counts continue the first's
     assert summary["pending_start"] == first_totals["pending"]

@@ -146,6 +146,13 @@ def test_kill_at_any_moment_then_restart_equals_one_run(broker: str, tmp_path: P
     assert kb == ka, "Kafka outputs differ once deduplicated by row_id"
     assert len(ka) == sum(t.num_rows for t in want.values())
     assert na == len(ka) and nb > len(kb)  # duplicates only where killed (and it was)
+    # gamma=auto (no width given): estimated once from the topic's first records, and the
+    # killed and resumed runs continued with that number
+    with SnapshotView.open(ckpt_a) as va, SnapshotView.open(ckpt_b) as vb:
+        ia, ib = va.info(), vb.info()
+    assert ia["widths"]["source"] == "auto" and ia["widths"]["gamma"] != 0.5
+    assert ia["configs"]["b"]["params"]["gamma"] == ia["widths"]["gamma"]
+    assert ib["configs"] == ia["configs"] and ib["widths"] == ia["widths"]
     sa, oa = _states(ckpt_a)
     sb, ob = _states(ckpt_b)
     assert ob == oa

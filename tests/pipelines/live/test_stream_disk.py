@@ -167,9 +167,12 @@ def _full_disk_then_resume(hp: str, topic: str, tmp_path: Path, out: Path, ckpt:
     assert h2 is not None and h2 > h1
     assert_all_readable(out, h2)
 
-    # an uninterrupted run of the same topics
+    # an uninterrupted run of the same topics, with the width the first run estimated from
+    # the records there were then (gamma=auto: the runs on the checkpoint all kept it)
+    with SnapshotView.open(ckpt) as view:
+        gamma = view.info()["widths"]["gamma"]
     ref_out, ref_ckpt = tmp_path / "ref-out", tmp_path / "ref-ckpt"
-    r = run_cli(_argv(hp, topic, ref_out, ref_ckpt, *TO_THE_END))
+    r = run_cli(_argv(hp, topic, ref_out, ref_ckpt, "-p", f"gamma={gamma!r}", *TO_THE_END))
     assert r.returncode == 0, r.stderr
     got, want = outputs(out), outputs(ref_out)
     for name in OUTPUTS:

@@ -1,0 +1,177 @@
+"""``gamma=auto`` of a fresh ``kernelstream stream``: the Gaussian width estimated from the
+first records the stream will read, before its pipeline starts (:func:`resolve`, called by
+:func:`~kernelstream.pipelines.live.stream_prepare.prepare` once it knows the start offsets).
+
+A replay estimates ``gamma=auto`` from the first rows of its file
+(:mod:`kernelstream.data.widths`); a stream does the same from its first
+:data:`~kernelstream.data.widths.RESERVOIR_ROWS` feature records: read (Beam-free, kafka-python)
+from the offsets the stream starts at, each events partition in offset order, all of them
+merged as the stream's reader merges a group (:func:`kernelstream.engine.live.merge.merged`:
+by timestamp; ties by partition, topic, offset), and parsed by the stream's own router
+(:class:`~kernelstream.engine.live.routing.StreamRouter`), so the rows are the learners' (hashed,
+dense or sparse). Label records and records that cannot be
+parsed are skipped, not dead-lettered: the stream dead-letters them when it reads them. The
+estimate is :func:`kernelstream.data.widths.auto_gamma` of those rows, so it depends only on the
+topic's contents.
+
+The read stops once every events partition has given ``RESERVOIR_ROWS`` feature records, or no
+record came for :data:`QUIET_S` seconds after the first (the topic is read to its end: reported
+end offsets are not trusted, the embedded tansu broker reports them too low), or after
+``--width-wait`` (an empty topic: a producer not yet running), printing progress meanwhile. With
+fewer than two feature records there is no distance to measure: the learners' default widths,
+said in one line on stderr. ``summary.json`` and the snapshots record the outcome
+(:meth:`StreamConfig.widths_doc`); a resumed stream continues with the recorded number
+(:meth:`StreamConfig.with_recorded`) and reads nothing here.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from kernelstream import kafka_client
+from kernelstream.data import widths
+from kernelstream.engine.live.merge import merged
+from kernelstream.engine.live.records import SourceRecord
+from kernelstream.engine.live.routing import StreamRouter
+from kernelstream.pipelines.config import PROG
+from kernelstream.pipelines.live.stream_config import StreamConfig
+from kernelstream.sparse import CSR
+
+QUIET_S = 2.0  # no record for this long after the first: the topic is read to its end
+PROGRESS_EVERY_S = 5.0
+POLL_MS = 200
+
+
+def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> StreamConfig:
+    """``config`` with ``gamma=auto`` resolved from the first records of its events topics
+    from ``start`` (``{(topic, partition): offset}``); ``config`` itself when no
+    configuration leaves its width to the data."""
+    if not config.wants_width:
+        return config
+    rows, read = first_rows(config, start, config.width_wait,
+                            None if config.quiet else _progress)
+    n = rows.shape[0]
+    topics = ",".join(config.topics)
+    if n >= 2:
+        gamma = widths.auto_gamma(rows)
+        if not config.quiet:
+            _progress(f"gamma=auto = {gamma!r}, from the first {n:,} feature records of "
+                      f"{topics}")
+        return config.with_widths(gamma, "auto", n)
+    resolved = config.with_widths(None, "default", n)
+    own = ", ".join(f"{c.label} {k}={c.params[k]}" for c in resolved.configs
+                    for k in ("gamma", "sigmas") if k in c.params)
+    # a warning, not progress: shown with --quiet too
+    print(f"{PROG} stream: gamma=auto: {n} feature record{'s' if n != 1 else ''} among "
+          f"{read:,} records of {topics} after waiting up to {config.width_wait:g} s "
+          f"(--width-wait): too few to estimate a width from; the learners' default widths "
+          f"({own or 'none'}), recorded as width_source \"default\"", file=sys.stderr,
+          flush=True)
+    return resolved
+
+
+def _progress(line: str) -> None:
+    print(f"{PROG} stream: {line}", file=sys.stderr, flush=True)
+
+
+def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait: float,
+               progress: Any = None) -> tuple[np.ndarray | CSR, int]:
+    """The first ``RESERVOIR_ROWS`` feature rows the stream ``config`` will read from
+    ``start`` (module docstring), as one matrix, and the number of records read. ``progress``
+    (a line → None) is told while the read waits."""
+    from kafka import TopicPartition
+    from kafka.errors import KafkaError
+
+    limit = widths.RESERVOIR_ROWS
+    router = StreamRouter(config.spec)
+    tps = sorted(((t, p) for (t, p) in start if t in config.topics),
+                 key=lambda tp: (tp[1], config.topics.index(tp[0])))
+    got: dict[tuple[str, int], list[SourceRecord]] = {tp: [] for tp in tps}
+    rows_of: dict[tuple[str, int], int] = dict.fromkeys(tps, 0)
+    parsed: dict[tuple[str, int, int], np.ndarray | CSR] = {}
+    read = 0
+    try:
+        consumer = kafka_client.assigned_consumer(config.bootstrap, config.client)
+    except ConnectionError:
+        return _stack([]), 0  # prepare() has just reached it: the stream reports it
+    try:
+        kps = {tp: TopicPartition(*tp) for tp in tps}
+        consumer.assign(list(kps.values()))
+        for tp, kp in kps.items():
+            consumer.seek(kp, int(start[tp]))
+        t0 = time.monotonic()
+        last: float | None = None  # when the last record came
+        said = t0
+        while True:
+            try:
+                batch = consumer.poll(timeout_ms=POLL_MS)
+            except KafkaError:
+                break  # the stream itself reports a broker that goes away
+            now = time.monotonic()
+            for kp, recs in batch.items():
+                tp = (kp.topic, kp.partition)
+                if tp not in got or rows_of[tp] >= limit:
+                    continue
+                for r in recs:
+                    rec = SourceRecord(r.topic, r.partition, r.offset, int(r.timestamp),
+                                       r.key, r.value)
+                    got[tp].append(rec)
+                    read += 1
+                    x = _row(router, rec)
+                    if x is not None:
+                        parsed[(rec.topic, rec.partition, rec.offset)] = x
+                        rows_of[tp] += 1
+                        if rows_of[tp] >= limit:
+                            consumer.pause(kp)  # enough of it: the merge needs no more
+                            break
+                last = now
+            if all(n >= limit for n in rows_of.values()):
+                break
+            if last is not None and now - last >= min(QUIET_S, wait):
+                break
+            if now - t0 >= wait:
+                break
+            if progress is not None and now - said >= PROGRESS_EVERY_S:
+                said = now
+                progress(f"gamma=auto: waiting for the records to estimate it from: "
+                         f"{sum(rows_of.values()):,} feature records after {now - t0:.0f} s "
+                         f"(up to {limit:,} of each partition; at most {wait:g} s, "
+                         "--width-wait)")
+    finally:
+        consumer.close()
+    # the earliest records first, as the reader merges a group: by timestamp, then (over all
+    # the groups, which the stream reads side by side) partition, topic and offset
+    order = merged([got[tp] for tp in tps])
+    rows = [parsed[k] for k in ((r.topic, r.partition, r.offset) for r in order)
+            if k in parsed]
+    return _stack(rows[:limit]), read
+
+
+def _row(router: StreamRouter, rec: SourceRecord) -> np.ndarray | CSR | None:
+    """The features of a feature record as the learners get them; None for a label record
+    or a record the stream will dead-letter (non-finite values included)."""
+    routed = router.route(rec)
+    if isinstance(routed, dict) or not routed:
+        return None
+    p = routed[0][1]
+    if p.label_only or p.x is None:
+        return None
+    vals = p.x.data if isinstance(p.x, CSR) else p.x
+    return p.x if np.isfinite(vals).all() else None
+
+
+def _stack(rows: list[np.ndarray | CSR]) -> np.ndarray | CSR:
+    """One matrix of the rows: CSR when the stream's rows are; a CSV stream's rows of
+    another width than the first's are left out (the first record fixes the width)."""
+    if rows and isinstance(rows[0], CSR):
+        return CSR.vstack([r for r in rows if isinstance(r, CSR)])
+    dense = [np.ravel(r) for r in rows if isinstance(r, np.ndarray)]
+    if not dense:
+        return np.zeros((0, 1))
+    width = dense[0].shape[0]
+    return np.vstack([r for r in dense if r.shape[0] == width])

@@ -1,0 +1,209 @@
+"""``gamma=auto`` on ``kernelstream stream``: a fresh stream estimates the Gaussian width from
+its first records (``pipelines/live/stream_width.py``), records it, and a resumed stream
+continues with the recorded number.
+
+On unscaled data (german's rows times 1,000: squared distances in the millions, where the
+learners' fixed ``gamma=0.5`` makes every kernel value 0): the estimate equals
+``data.widths.auto_gamma`` (``median_gamma``, rounded) of the first 1,000 feature records in
+the stream's own order, read from the stream's start offsets, label records and malformed
+records skipped; a resume keeps it although the records it starts at would give another; the
+outputs equal the reference loop's with that width. An empty topic falls back to the
+learners' defaults with one line; an explicit width reads nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _helpers import without_warnings
+from test_stream import (
+    T0,
+    Message,
+    assert_same,
+    create_topics,
+    labelled_stream,
+    outputs,
+    produce,
+    read_back,
+    reference_records,
+    reference_tables,
+    run_cli,
+    spec_for,
+    stream_argv,
+)
+
+from kernelstream.data import widths
+from kernelstream.engine.live.merge import merged
+from kernelstream.engine.live.records import SourceRecord
+from kernelstream.engine.live.snapshot.store import SnapshotView
+from kernelstream.kafka_client import local_broker
+from kernelstream.learners.kernels import parse_sigmas
+from kernelstream.pipelines import cli
+from kernelstream.pipelines.live import stream_width
+from kernelstream.pipelines.live.stream_config import StreamConfig
+from kernelstream.pipelines.live.stream_prepare import prepare
+
+SCALE = 1000.0  # unscaled features: the learners' default gamma=0.5 sees no similarity
+_FEATURE = re.compile(rb"(\d+):([-+0-9.e]+)(?=\s|$)")  # a malformed "3:abc" is kept
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[str]:
+    with local_broker() as hp:
+        yield hp
+
+
+def unscaled(msgs: Sequence[Message]) -> list[Message]:
+    """``msgs`` with every feature value times :data:`SCALE`."""
+    def scale(m: re.Match[bytes]) -> bytes:
+        return m.group(1) + b":" + repr(float(m.group(2)) * SCALE).encode()
+
+    return [(t, p, k, v if v.startswith(b"label:") or t.endswith("lab")
+             else _FEATURE.sub(scale, v), ts) for t, p, k, v, ts in msgs]
+
+
+def expected_gamma(records: Sequence[SourceRecord],
+                   limit: int = widths.RESERVOIR_ROWS) -> float:
+    """``gamma=auto`` by hand: the first ``limit`` well-formed feature records of ``records``
+    (in the stream's order), as dense rows of german's 24 features."""
+    rows = []
+    for r in records:
+        text = (r.value or b"").decode()
+        if text.startswith("label:") or "abc" in text or r.key is None:
+            continue  # label records, malformed ones, no event id
+        x = np.zeros(24)
+        for j, v in _FEATURE.findall(r.value or b""):
+            x[int(j) - 1] = float(v)
+        rows.append(x)
+    return widths.rounded(widths.median_gamma(np.array(rows[:limit])))
+
+
+def config_of(argv: Sequence[str]) -> StreamConfig:
+    return StreamConfig.from_args(cli.build_parser().parse_args(list(argv)))
+
+
+def test_gamma_auto_is_the_median_width_of_the_first_records(broker: str) -> None:
+    """In process (no Beam): the estimate from the log start and from later start offsets,
+    a sigma grid centred on it."""
+    create_topics(broker, ["wa", "wa-lab"], 2)
+    msgs = unscaled(labelled_stream(1500, 0, T0, seed=5))
+    produce(broker, [(("wa" if t == "ev" else "wa-lab"), *rest) for t, *rest in msgs])
+    argv = stream_argv(broker, "kafka://BROKER/wa", "--labels", "kafka://BROKER/wa-lab",
+                       "--n-features", "24", "-l", "b=bogd", "-l", "r=raker",
+                       "--key-by", "id-prefix", "--width-wait", "20s")
+    config = config_of(argv)
+    assert config.wants_width and config.width_source == "default"
+    assert dict(config.configs[0].params)["gamma"] == 0.5  # until the records are read
+    records = merged(read_back(broker, "wa", 2))  # by timestamp, as the reader merges
+    want = expected_gamma(records)
+    assert want != 0.5 and want < 1e-4
+    # the cut at the first 1,000 feature records matters: all of them give another width
+    assert want != expected_gamma(records, limit=len(records))
+    start = {("wa", 0): 0, ("wa", 1): 0, ("wa-lab", 0): 0, ("wa-lab", 1): 0}
+    got = stream_width.resolve(config, start)
+    params = {c.label: dict(c.params) for c in got.configs}
+    assert params["b"]["gamma"] == want
+    assert params["r"]["sigmas"] == widths.centred_sigmas(
+        want, parse_sigmas("2^-2:1:3").tolist())
+    assert got.spec.configs == got.configs and not got.wants_width
+    assert got.widths_doc() == {"source": "auto", "gamma": want, "records": 1000}
+    # from committed offsets: the first records the stream reads from there
+    later = {**start, ("wa", 0): 300, ("wa", 1): 250}
+    lat = merged([[r for r in recs if r.offset >= {0: 300, 1: 250}[r.partition]]
+                  for recs in read_back(broker, "wa", 2)])
+    again = stream_width.resolve(config, later)
+    assert dict(again.configs[0].params)["gamma"] == expected_gamma(lat) != want
+
+
+def test_explicit_width_reads_no_records(broker: str, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    create_topics(broker, ["wg"], 1)
+
+    def no_peek(*args: object, **kw: object) -> None:
+        raise AssertionError("an explicit width read the topic")
+
+    monkeypatch.setattr(stream_width, "first_rows", no_peek)
+    for given in (["-p", "gamma=0.25"], ["-p", "sigma=2"]):
+        config = config_of(stream_argv(broker, "kafka://BROKER/wg", "--n-features", "3",
+                                       "-l", "bogd", *given, "--out", str(tmp_path / "o")))
+        assert not config.wants_width and config.width_source == "given"
+        prep = prepare(config)
+        try:
+            assert prep.resolved == config
+            assert dict(prep.resolved.configs[0].params)["gamma"] == (
+                0.25 if given[1] == "gamma=0.25" else 0.125)
+        finally:
+            prep.close()
+
+
+def test_empty_topic_falls_back_to_the_default_width(broker: str, tmp_path: Path) -> None:
+    create_topics(broker, ["we"], 1)
+    out = tmp_path / "out"
+    r = run_cli(stream_argv(broker, "kafka://BROKER/we", "--n-features", "24", "-l", "bogd",
+                            "--width-wait", "1s", "--out", str(out), "--idle-stop", "1s",
+                            "-q"))
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in without_warnings(r.stderr).splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr  # the one line, with --quiet too
+    assert lines[0].startswith("kernelstream stream: gamma=auto: 0 feature records")
+    assert "the learners' default widths (bogd gamma=0.5)" in lines[0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["width_source"] == "default" and summary["auto_gamma"] is None
+    assert summary["learners"]["bogd"]["params"]["gamma"] == 0.5
+
+
+def test_fresh_stream_resolves_records_and_resumes_with_its_width(broker: str,
+                                                                 tmp_path: Path) -> None:
+    """The CLI: resolved from the first records, recorded in the snapshot and summary.json;
+    the resumed run keeps it (its own first records would give another); both runs' outputs
+    equal the reference loop's with that width."""
+    create_topics(broker, ["wr", "wr-lab"], 2)
+
+    def traffic(n: int, first: int, t0: int, seed: int) -> list[Message]:
+        return [(("wr" if t == "ev" else "wr-lab"), *rest)
+                for t, *rest in unscaled(labelled_stream(n, first, t0, seed))]
+
+    produce(broker, traffic(240, 0, T0, seed=7))
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    argv = stream_argv(broker, "kafka://BROKER/wr", "--labels", "kafka://BROKER/wr-lab",
+                       "--n-features", "24", "-l", "b=bogd", "-p", "b.budget=20", "-l",
+                       "perceptron", "--key-by", "id-prefix", "--label-ttl", "2s",
+                       "--metrics-window", "1s", "--seed", "3", "--out", str(out),
+                       "--checkpoint", str(ckpt), "--snapshot-every", "150", "--idle-stop",
+                       "2s")
+    first = run_cli(argv)
+    assert first.returncode == 0, first.stderr
+    want = expected_gamma(merged(read_back(broker, "wr", 2)))
+    assert f"gamma=auto = {want!r}, from the first " in first.stderr
+    s1 = json.loads((out / "summary.json").read_text())
+    assert s1["width_source"] == "auto" and s1["auto_gamma"] == want
+    assert {k: v["params"]["gamma"] for k, v in s1["learners"].items()} == {
+        "b": want, "perceptron": want}
+    with SnapshotView.open(ckpt) as view:
+        info = view.info()
+    assert info["configs"]["b"]["params"]["gamma"] == want
+    assert info["widths"] == {"source": "auto", "gamma": want, "records": s1["width_records"]}
+
+    produce(broker, traffic(200, 240, T0 + 60_000, seed=8))
+    config = config_of(argv)
+    with SnapshotView.open(ckpt) as view:
+        committed = view.offsets()
+    rows, _ = stream_width.first_rows(config, committed, 5.0)
+    assert widths.auto_gamma(rows) != want  # what a new estimate would give
+    second = run_cli([*argv, "-q"])
+    assert second.returncode == 0, second.stderr
+    assert "gamma=auto" not in second.stderr  # nothing read, nothing estimated
+    s2 = json.loads((out / "summary.json").read_text())
+    assert s2["learners"] == s1["learners"]
+    assert s2["width_source"] == "auto" and s2["auto_gamma"] == want
+
+    spec = spec_for(argv)
+    assert {c.label: dict(c.params)["gamma"] for c in spec.configs} == {
+        "b": want, "perceptron": want}
+    wanted, _ = reference_tables(reference_records(broker, ["wr", "wr-lab"], 2), spec)
+    assert_same(outputs(out), wanted)
