@@ -75,7 +75,7 @@ TARGET_RUNS = {"z-target": [], "z-target, scale 01": ["--scale", "01"]}
 # the keys of a set's result that are not --also columns
 RESULT_KEYS = {"name", "task", "rows", "learner", "params", "seconds", "hints", "default",
                "no_skill", "sgd", "sgd_seconds", "beats_no_skill", "near_sgd", "ratio", "hint",
-               "unscaled", "scale",
+               "unscaled", "default_scale",
                "default_learner", "floor", "target_mean_std", *TARGET_RUNS}
 
 
@@ -221,7 +221,7 @@ def run_set(r: dict[str, str], data_dir: Path, tmp: Path,
         res["no_skill"] = float(np.mean((running_mean(y) - y) ** 2))
         res["ratio"] = res["default"] / res["no_skill"]
         res["beats_no_skill"] = res["ratio"] <= 0.8
-    res["scale"] = s["scale"]
+    res["default_scale"] = s["scale"]
     runs = dict(also)
     if s.get("auto_scale"):  # --scale auto scaled the default's features: the run without
         runs["unscaled"] = ["--scale", "none"]
@@ -438,7 +438,7 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
             + "".join(f"{r[a]:.2f} | " if a in r else "- | " for a in also)
             + f"{r['learner']}" + (f" ({r['default_learner']['rows']})"
                                      if r.get("default_learner") else "")
-            + (", scaled" if r.get("scale", "none") != "none" else "") + " |")
+            + (", scaled" if r.get("default_scale", "none") != "none" else "") + " |")
     reg_cols = [a for a in [*also, *TARGET_RUNS] if any(a in r for r in reg)]
     n_ok = sum(r["beats_no_skill"] for r in cls)
     n_near = sum(r["near_sgd"] for r in cls)
