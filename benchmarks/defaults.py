@@ -75,6 +75,7 @@ TARGET_RUNS = {"z-target": [], "z-target, scale 01": ["--scale", "01"]}
 # the keys of a set's result that are not --also columns
 RESULT_KEYS = {"name", "task", "rows", "learner", "params", "seconds", "hints", "default",
                "no_skill", "sgd", "sgd_seconds", "beats_no_skill", "near_sgd", "ratio", "hint",
+               "unscaled", "default_scale",
                "default_learner", "floor", "target_mean_std", *TARGET_RUNS}
 
 
@@ -220,15 +221,19 @@ def run_set(r: dict[str, str], data_dir: Path, tmp: Path,
         res["no_skill"] = float(np.mean((running_mean(y) - y) ** 2))
         res["ratio"] = res["default"] / res["no_skill"]
         res["beats_no_skill"] = res["ratio"] <= 0.8
+    res["default_scale"] = s["scale"]
     runs = dict(also)
+    if s.get("auto_scale"):  # --scale auto scaled the default's features: the run without
+        runs["unscaled"] = ["--scale", "none"]
     if res["hints"]:  # the flags the hint names, e.g. "... may do better with --scale 01"
-        runs["hint"] = res["hints"][0].rsplit(" with ", 1)[1].split()
+        named = res["hints"][0].rsplit(" with ", 1)[1].split(" (")[0]
+        runs["hint"] = named.split()
     for label, args in runs.items():
         if task == "regression" and label != "hint" and not any(a == "--task" for a in args):
             continue
         for which in ("median", "scale"):
             if any(f"{{{which}_gamma}}" in a for a in args):
-                g = estimate(path, which)
+                g = estimate(path, which, s["scale"])
                 args = [a.replace(f"{{{which}_gamma}}", repr(g)) for a in args]
         # the loop runner: the same streams and results as the default (direct) runner's,
         # without Beam's start-up
@@ -312,7 +317,7 @@ def floor(r: dict[str, str], data_dir: Path, tmp: Path, ids: np.ndarray,
                     specs[label] = [f"sigmas={widths.centred_sigmas(g * f, grid)}"]
             if not specs:
                 specs["pool"] = []
-            scaled = ["--scale", scale] if scale != "none" else []
+            scaled = ["--scale", scale]  # "none" too: the default is --scale auto
             configs = floor_replay(path, tmp / f"{r['name']}-floor", name, specs, scaled)
             if configs is None:  # a width the learner refuses (e.g. outside its range): alone
                 configs, refused = [], []
@@ -382,21 +387,22 @@ def one_pass(model: str, X: np.ndarray, y: np.ndarray, rows: np.ndarray) -> np.n
     return preds
 
 
-def estimate(path: Path, which: str) -> float:
+def estimate(path: Path, which: str, scale: str = "none") -> float:
     """The width of either estimator (``median`` or ``scale``) on the reservoir
-    ``gamma=auto`` reads, 4 significant digits: the column of the estimator not chosen."""
+    ``gamma=auto`` reads (its rows scaled as the default run's: ``scale``), 4 significant
+    digits: the column of the estimator not chosen."""
     from kernelstream.data.options import ReadOptions
     from kernelstream.data.rows import iter_file_rows
 
     rows = (row for _, _, row in iter_file_rows(ReadOptions(path=str(path)))
             if not isinstance(row, ksdata.errors.ParseError))
-    res = widths.reservoir_from_rows(rows)
+    res = widths.reservoir_from_rows(rows, scale=scale)
     return widths.rounded(widths.median_gamma(res) if which == "median"
                           else widths.scale_gamma(res))
 
 
 def render(results: list[dict[str, Any]], also: list[str]) -> str:
-    also = [*also, "hint"]
+    also = [*also, "hint", "unscaled"]
     cls = [r for r in results if r["task"] == "classification"]
     reg = [r for r in results if r["task"] == "regression"]
     lines = ["# Default learner: `kernelstream replay DATA` against linear SGD and no-skill", "",
@@ -409,8 +415,11 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
              + "); *no-skill*: the "
              "running majority class; *SGD*: scikit-learn's `SGDClassifier(loss=\"hinge\")`, "
              "one row at a time, predicted before learnt. Other columns: the same replay with "
-             + (", ".join(f"*{a}*: `{ALSO.get(a, '?')}`" for a in also if a != "hint")
+             + (", ".join(f"*{a}*: `{ALSO.get(a, '?')}`" for a in also
+                          if a not in ("hint", "unscaled"))
                 or "nothing else")
+             + "; *unscaled*: `--scale none`, on the sets whose features the default's "
+             "`--scale auto` scaled to [0, 1] (marked *scaled* in the last column)"
              + "; *hint*: with the flags the default run's scaling hint named (regression: "
              "MSE ratio to the running mean of the same, scaled, targets); regression's "
              "*z-target*: the default on the target standardised by the mean and standard "
@@ -428,7 +437,8 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
             f"{'yes' if r['near_sgd'] else 'NO'} | "
             + "".join(f"{r[a]:.2f} | " if a in r else "- | " for a in also)
             + f"{r['learner']}" + (f" ({r['default_learner']['rows']})"
-                                     if r.get("default_learner") else "") + " |")
+                                     if r.get("default_learner") else "")
+            + (", scaled" if r.get("default_scale", "none") != "none" else "") + " |")
     reg_cols = [a for a in [*also, *TARGET_RUNS] if any(a in r for r in reg)]
     n_ok = sum(r["beats_no_skill"] for r in cls)
     n_near = sum(r["near_sgd"] for r in cls)

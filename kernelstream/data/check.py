@@ -244,7 +244,8 @@ def verdict(report: CheckReport) -> str | None:
     return None
 
 
-# A hint to scale: the widest feature range this many times the median one (features that
+# When to scale (check's hint; the default --scale auto of replay and tune applies it): the
+# widest feature range this many times the median one (features that
 # vary), or a regression target whose standard deviation is this far from 1 either way. Measured
 # on the shared sets (benchmarks/results/defaults.md): it singles out german.numer, spambase,
 # covtype and elevators (ratios 121 .. 6,820), where --scale 01 cut the default's mistakes
@@ -254,17 +255,33 @@ RANGE_RATIO = 100.0
 TARGET_STD_FACTOR = 20.0
 
 
-def scaling_hint(report: CheckReport, scale: str = "none",
-                 scale_target: str = "none") -> str | None:
-    """One line suggesting ``--scale 01`` (dense rows whose feature ranges differ by over
-    :data:`RANGE_RATIO` times) and/or ``--scale-target 01`` (a regression target whose spread
-    is far from unit scale), or None. A Gaussian kernel's distances are dominated by the
-    widest features, and a learner starting from f = 0 takes long to reach a target of a
-    tiny or huge scale. Sparse rows are never min-max scaled (it would fill in their zeros).
-    ``scale``/``scale_target``: the run's own options (a flag already given is not hinted)."""
+@dataclass(frozen=True)
+class ScalingAdvice:
+    """What the rows scanned ask for: min-max scaling of the features (``features``) and/or of a
+    regression target (``target``), and why (one phrase each)."""
+
+    features: bool = False
+    target: bool = False
+    why: tuple[str, ...] = ()
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (("--scale 01",) if self.features else ()) + (
+            ("--scale-target 01",) if self.target else ())
+
+
+def scaling_advice(report: CheckReport, scale: str = "none",
+                   scale_target: str = "none") -> ScalingAdvice:
+    """The scaling the scanned rows ask for: the features when the rows are dense and their
+    ranges differ by over :data:`RANGE_RATIO` times, a regression target whose spread is
+    outside ``1/TARGET_STD_FACTOR .. TARGET_STD_FACTOR``. A Gaussian kernel's distances are
+    dominated by the widest features, and a learner starting from f = 0 takes long to reach a
+    target of a tiny or huge scale. Sparse rows are never min-max scaled (it would fill in
+    their zeros). ``scale``/``scale_target``: the run's own options (one already given is not
+    advised)."""
     if not report.rows or not report.width:
-        return None
-    flags: list[str] = []
+        return ScalingAdvice()
+    features = target = False
     why: list[str] = []
     lo, hi = report.ranges()
     span = hi - lo
@@ -272,18 +289,28 @@ def scaling_hint(report: CheckReport, scale: str = "none",
     if scale == "none" and report.rows_as != "sparse" and len(varying) > 1:
         ratio = float(varying.max() / np.median(varying))
         if ratio > RANGE_RATIO:
-            flags.append("--scale 01")
+            features = True
             why.append(f"feature ranges differ by {ratio:.3g}x (widest: feature "
                        f"{int(np.argmax(span)) + 1}, {lo[np.argmax(span)]:.4g} .. "
                        f"{hi[np.argmax(span)]:.4g})")
     t = report.target_summary()
     if t is not None and scale_target == "none" and t["std"] > 0 and not (
             1 / TARGET_STD_FACTOR <= t["std"] <= TARGET_STD_FACTOR):
-        flags.append("--scale-target 01")
+        target = True
         why.append(f"the target's standard deviation is {t['std']:.3g}")
-    if not flags:
+    return ScalingAdvice(features, target, tuple(why))
+
+
+def scaling_hint(report: CheckReport, scale: str = "none",
+                 scale_target: str = "none") -> str | None:
+    """:func:`scaling_advice` as one line naming the flags, or None (``check``'s hint; a
+    ``replay`` or ``tune`` applies it itself with the default ``--scale auto``)."""
+    advice = scaling_advice(report, scale, scale_target)
+    if not advice.flags:
         return None
-    return f"{'; '.join(why)}: a Gaussian kernel may do better with {' '.join(flags)}"
+    auto = "" if advice.target else " (replay and tune apply it by default: --scale auto)"
+    return (f"{'; '.join(advice.why)}: a Gaussian kernel may do better with "
+            f"{' '.join(advice.flags)}{auto}")
 
 
 def check_file(opts: ReadOptions, max_records: int | None = None) -> CheckReport:

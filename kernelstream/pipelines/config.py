@@ -212,6 +212,9 @@ class ReplayConfig:
     # no learner named: the rows (``dense``/``sparse``) the default was chosen by
     # (:data:`DEFAULT_BY_ROWS`), recorded in summary.json; None otherwise
     default_rows: str | None = None
+    # ``--scale auto`` that scaled: why (``pipelines.replay.auto_scale``), recorded in
+    # summary.json; the value itself is ``read.scale``
+    auto_scale: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "learners", tuple(as_configs(self.learners).values()))

@@ -207,12 +207,44 @@ def test_check_hints_a_regression_target_far_from_unit_scale(tmp_path: Path, cap
     assert "target" in out and "--scale-target 01" in out and "--scale 01" not in out
 
 
-def test_replay_prints_the_hint_once_and_not_when_scaled(tmp_path: Path, capsys) -> None:
+def test_replay_scales_wide_features_by_default_and_records_it(tmp_path: Path, capsys) -> None:
     wide = _csv(tmp_path / "wide.csv", [1.0, 1.0, 5000.0])
-    _replay(tmp_path / "a", str(wide))
-    assert capsys.readouterr().err.count("hint: ") == 1
-    _replay(tmp_path / "b", str(wide), "--scale", "01")
-    assert "hint: " not in capsys.readouterr().err
+    auto = _replay(tmp_path / "a", str(wide))
+    err = capsys.readouterr().err
+    assert err.count("scaling features to [0, 1]") == 1 and "feature 3" in err
+    assert "hint:" not in err
+    assert auto["scale"] == "01" and "feature 3" in auto["auto_scale"]
+    given = _replay(tmp_path / "b", str(wide), "--scale", "01")  # the same run, asked for
+    assert "scaling features" not in capsys.readouterr().err and "auto_scale" not in given
+    assert np.array_equal(_scores(tmp_path / "a"), _scores(tmp_path / "b"))
+    assert given["configs"][0]["params"] == auto["configs"][0]["params"]  # gamma on scaled rows
+    kept = _replay(tmp_path / "c", str(wide), "--scale", "none")  # asked not to: no line
+    assert kept["scale"] == "none" and "auto_scale" not in kept
+    assert "scaling features" not in capsys.readouterr().err
+    even = _replay(tmp_path / "d", str(_csv(tmp_path / "even.csv", [1.0, 2.0, 1.5])))
+    assert even["scale"] == "none" and "auto_scale" not in even
+    assert capsys.readouterr().err.count("scaling") == 0
+
+
+def test_replay_never_auto_scales_sparse_rows(tmp_path: Path, capsys) -> None:
+    s = _replay(tmp_path / "r", RCV1)
+    assert s["scale"] == "none" and "scaling" not in capsys.readouterr().err
+
+
+def test_replay_hints_instead_of_scaling_when_the_target_needs_it_too(tmp_path: Path,
+                                                                      capsys) -> None:
+    """A regression target far from unit scale would need --scale-target 01 too, which would
+    leave predictions in scaled units: the run keeps its features and names both flags."""
+    path = tmp_path / "reg.csv"
+    rng = np.random.default_rng(4)
+    X = rng.uniform(size=(200, 3)) * np.array([1.0, 1.0, 5000.0])
+    np.savetxt(path, np.column_stack([X, 0.001 * X[:, 0]]), delimiter=",", fmt="%.6f")
+    s = _replay(tmp_path / "r", str(path), "--task", "regression")
+    err = capsys.readouterr().err
+    assert s["scale"] == "none" and "auto_scale" not in s
+    assert err.count("hint: ") == 1 and "--scale 01 --scale-target 01" in err
+    scaled = _replay(tmp_path / "t", str(path), "--task", "regression", "--scale-target", "01")
+    assert scaled["scale"] == "01" and "scaling features" in capsys.readouterr().err
 
 
 # -- stream: --init-from continues with the widths the models were learnt with --------------------

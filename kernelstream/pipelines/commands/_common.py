@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from kernelstream import data
 from kernelstream._suggest import close_matches, did_you_mean
+from kernelstream.data.check import RANGE_RATIO
 from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.pipelines.config import (
@@ -196,8 +197,11 @@ PREPARE_HELP = {
     "their label mix differs from the file's)",
     "--sample": "use N rows of the file drawn at random (seeded by --seed, reproducible; "
     "kept in file order, written to DIR/.sample/), instead of the first N (--limit)",
-    "--scale": "feature scaling: none, min-max to [0,1] or to [-1,1] (default: none)",
-    "--scale-target": "regression target scaling: none or min-max to [0,1] (default: none)",
+    "--scale": "feature scaling: none, min-max to [0,1] or to [-1,1]; auto: [0,1] when the "
+    f"file's first rows are dense and their feature ranges differ by over {RANGE_RATIO:g}x, "
+    "else none (default: auto; the choice is printed and recorded in summary.json)",
+    "--scale-target": "regression target scaling: none or min-max to [0,1] (default: none; "
+    "predictions and losses are then in the scaled units)",
     "--task": "default: the learners' task (classification maps labels to ±1)",
     "--rows": "rows to the learners as dense arrays or sparse CSR (memory grows with the "
     "non-zeros); auto: sparse for LIBSVM or hashed data wider than "
@@ -216,4 +220,4 @@ def add_read_arguments(p: Any) -> None:
 def add_prepare_arguments(p: Any) -> None:
     """What is done to the rows read before they are learnt: ``--limit``, ``--scale``,
     ``--scale-target``, ``--task`` and ``--rows``; shared by ``replay`` and ``tune``."""
-    add_data_options(p, PREPARE_HELP)
+    add_data_options(p, PREPARE_HELP, scale={"choices": ("auto", *SCALES), "default": "auto"})

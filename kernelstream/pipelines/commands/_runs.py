@@ -185,6 +185,8 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
     if config.default_rows is not None:  # why this learner: the file's rows chose it
         doc["default_learner"] = {"rows": config.default_rows,
                                   "learner": config.learners[0].learner}
+    if config.auto_scale is not None:  # --scale auto scaled: why (the value is ``scale``)
+        doc["auto_scale"] = config.auto_scale
     if config.sample is not None:  # --sample N: data is the drawn file
         doc["sample"] = {"rows": config.sample[1], "from": config.sample[0],
                          "seed": config.seed, "order": "file"}

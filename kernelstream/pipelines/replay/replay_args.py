@@ -41,6 +41,7 @@ from kernelstream.pipelines.config import (
     parse_param_spec,
     resolve_task,
 )
+from kernelstream.pipelines.replay import auto_scale
 
 
 def hash_bits(s: str) -> int:
@@ -104,6 +105,14 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
                                                         param_specs)
     src = args.data or DEFAULT_DATASET
+    # before the widths: gamma=auto is estimated on the rows as the learners get them
+    scaled, hint = auto_scale.resolve_features(args, src)
+    if getattr(args, "shard", None) is None:  # (a shard's parent has said it)
+        if scaled is not None:
+            print(f"{PROG}: scaling features to [0, 1] ({scaled}; --scale none keeps them)",
+                  file=sys.stderr)
+        elif hint is not None:
+            print(f"{PROG}: hint: {hint}", file=sys.stderr)
     # no learner named: the classification default of the rows the file gives (recorded)
     rows = default_rows(args, src) if not learner_specs and args.task != "regression" else None
     if rows is not None:
@@ -176,6 +185,7 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
         quiet=args.quiet,
         argv=tuple(argv),
         default_rows=rows,
+        auto_scale=scaled,
     )
 
 
@@ -364,10 +374,6 @@ def check_data(config: ReplayConfig) -> None:
         if problem is not None:
             raise ConfigError(problem)
         width = width or report.width
-        report.rows_as = "sparse" if config.read.sparse_rows(max(width, 1)) else "dense"
-        hint = data_check.scaling_hint(report, config.read.scale, config.read.scale_target)
-        if hint is not None:
-            print(f"{PROG}: hint: {hint}", file=sys.stderr)
         nnz: int | None = max(1, round(report.nnz_mean))
     else:
         nnz = None
