@@ -308,7 +308,9 @@ def scaling_hint(report: CheckReport, scale: str = "none",
     advice = scaling_advice(report, scale, scale_target)
     if not advice.flags:
         return None
-    auto = "" if advice.target else " (replay and tune apply it by default: --scale auto)"
+    auto = (" (replay and tune scale such features by default, --scale auto, and standardise "
+            "a regression target, --scale-target auto)" if advice.target
+            else " (replay and tune apply it by default: --scale auto)")
     return (f"{'; '.join(advice.why)}: a Gaussian kernel may do better with "
             f"{' '.join(advice.flags)}{auto}")
 

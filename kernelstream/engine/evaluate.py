@@ -218,7 +218,7 @@ def evaluate_runs(stream: Callable[[int], Stream], config: LearnerConfig, *, see
     for r in range(permutations):
         X, y, rows = stream(r)
         model = config.make(seed, r)
-        run = PrequentialPass(model, X, y, rows, block_size=block_size)
+        run = PrequentialPass(model, X, y, rows, block_size=block_size, target=config.target)
         if result is None:
             result = EvalResult(
                 learner=config.learner, label=config.label, params=dict(model.hparams),

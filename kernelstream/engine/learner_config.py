@@ -9,6 +9,7 @@ no learner never do.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -29,12 +30,16 @@ class LearnerConfig:
     its hyper-parameters (resolved here: defaults filled in, types checked, so a bad value
     fails when the run is built, not inside a worker); ``seed_name``: the name hashed into the
     learner seed, the registry name unless given, so a configuration's result depends neither
-    on its label nor on the other configurations of its grid."""
+    on its label nor on the other configurations of its grid. ``target``: ``(mean, std)`` a
+    regression target is standardised by before the learner sees it, the scores mapped back
+    (``engine.prequential.step_block``), so every output stays in the target's units; None:
+    the labels as they are."""
 
     label: str
     learner: str
     params: Mapping[str, Any] = field(default_factory=dict)
     seed_name: str = ""
+    target: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         check_config_name(self.label)
@@ -42,6 +47,12 @@ class LearnerConfig:
         object.__setattr__(self, "params", resolved)
         if not self.seed_name:
             object.__setattr__(self, "seed_name", self.learner)
+        if self.target is not None:
+            mean, std = (float(v) for v in self.target)
+            if not (math.isfinite(mean) and math.isfinite(std) and std > 0):
+                raise ValueError(f"{self.label}: target standardisation needs a finite mean "
+                                 f"and a std > 0, got {self.target}")
+            object.__setattr__(self, "target", (mean, std))
 
     @cached_property
     def task(self) -> str:
@@ -56,7 +67,10 @@ class LearnerConfig:
 
     def record(self) -> dict[str, Any]:
         """What a checkpoint records of the configuration (``engine.replay.checkpoints``)."""
-        return {"learner": self.learner, "params": dict(self.params)}
+        doc: dict[str, Any] = {"learner": self.learner, "params": dict(self.params)}
+        if self.target is not None:
+            doc["target"] = list(self.target)
+        return doc
 
 
 def as_configs(configs: Iterable[LearnerConfig | tuple[Any, ...]]) -> dict[str, LearnerConfig]:

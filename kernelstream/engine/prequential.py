@@ -57,7 +57,8 @@ class PrequentialPass:
 
     def __init__(self, model: Learner, X: np.ndarray | CSR, y: np.ndarray,
                  rows: np.ndarray | None = None, *, block_size: int | None = None,
-                 skip_rejected: bool = False) -> None:
+                 skip_rejected: bool = False,
+                 target: tuple[float, float] | None = None) -> None:
         if block_size is not None and block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         self.model, self.X, self.y, self.rows = model, X, y, rows
@@ -67,6 +68,7 @@ class PrequentialPass:
         self.done = 0  # rows passed (learnt or rejected)
         self.block_size = block_size
         self.skip_rejected = skip_rejected
+        self.target = target
 
     def _next_size(self, size: int, rows: int, dt: float) -> int:
         """The next adaptive block size after ``rows`` rows took ``dt`` seconds. Never more
@@ -91,7 +93,7 @@ class PrequentialPass:
             error = None
             t0 = time.perf_counter()
             try:
-                self.scores[lo:hi] = step_block(self.model, Xb, yb)
+                self.scores[lo:hi] = step_block(self.model, Xb, yb, target=self.target)
             except ValueError as exc:
                 if not self.skip_rejected:
                     raise
@@ -113,17 +115,32 @@ class PrequentialPass:
 # -- the step ----------------------------------------------------------------------------------
 
 
-def step_block(model: Learner, X: Any, y: Any, n_sv: np.ndarray | None = None) -> np.ndarray:
+def step_block(model: Learner, X: Any, y: Any, n_sv: np.ndarray | None = None,
+               target: tuple[float, float] | None = None) -> np.ndarray:
     """Test then train over a block: each row scored with the hypothesis as the rows before it
     left it, then learnt; the pre-update scores (``n_sv``: the support vectors after each row
     into it). Bit-identical to :func:`step_row` row by row. A ``ValueError`` of the block's
-    validation comes before any update (the learner is unchanged)."""
-    return model.predict_learn_many(X, y, n_sv=n_sv)
+    validation comes before any update (the learner is unchanged).
+
+    ``target = (mean, std)`` (a configuration's ``LearnerConfig.target``): the learner learns
+    ``(y - mean) / std`` and its scores come back as ``mean + std * score``, so the scores, and
+    every loss judged from them, are in the target's own units."""
+    if target is None:
+        return model.predict_learn_many(X, y, n_sv=n_sv)
+    mean, std = target
+    z = (np.asarray(y, dtype=np.float64) - mean) / std
+    return mean + std * model.predict_learn_many(X, z, n_sv=n_sv)
 
 
-def step_row(model: Learner, x: Any, y: Any) -> float:
-    """Test then train on one labelled row: its pre-update score."""
-    return model.step(x, y)
+def step_row(model: Learner, x: Any, y: Any,
+             target: tuple[float, float] | None = None) -> float:
+    """Test then train on one labelled row: its pre-update score (``target``: as for
+    :func:`step_block`, with the same arithmetic, so a block and its rows agree bit for
+    bit)."""
+    if target is None:
+        return model.step(x, y)
+    mean, std = target
+    return mean + std * model.step(x, (float(y) - mean) / std)
 
 
 def score_row(model: Learner, x: Any) -> float:

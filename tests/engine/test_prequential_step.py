@@ -31,6 +31,8 @@ from kernelstream.engine.prequential import (
     outcomes,
     predicted_label,
     predicted_labels,
+    step_block,
+    step_row,
 )
 from kernelstream.learners import make
 from kernelstream.learners.base import Learner
@@ -187,3 +189,44 @@ def test_the_engine_holds_its_router() -> None:
     assert isinstance(engine.router, StreamRouter) and engine.router.spec is spec
     r = SourceRecord("ev", 0, 0, 0, None, b"1 1:0.5")  # no key: a dead letter
     assert engine.route(r) == engine.router.route(r) == engine.route_many([r])[1][0]
+
+
+# -- a standardised regression target (``LearnerConfig.target``, ``--scale-target auto``) --------
+def _regression(n: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(n, 4))
+    return X, 0.02 + 0.006 * np.tanh(X[:, 0] - X[:, 1])  # a target far from unit scale
+
+
+def test_a_standardised_target_is_learnt_standardised_and_scored_in_its_units() -> None:
+    X, y = _regression()
+    mean, std = float(y[:100].mean()), float(y[:100].std())
+
+    def fresh() -> Learner:
+        return make("raker", seed=3, loss="square")
+
+    block = step_block(fresh(), X, y, target=(mean, std))
+    m = fresh()
+    rows = np.array([step_row(m, X[i], y[i], target=(mean, std)) for i in range(len(y))])
+    assert np.array_equal(block, rows)  # the block and its rows agree bit for bit
+    plain = fresh().predict_learn_many(X, (y - mean) / std)
+    assert np.array_equal(block, mean + std * plain)  # learnt standardised, mapped back
+    unscaled = step_block(fresh(), X, y)
+    mse = float(np.mean((block - y) ** 2))
+    assert mse < float(np.mean((unscaled - y) ** 2))
+    assert abs(float(block[100:].mean()) - mean) < 3 * std  # scores in the target's units
+
+
+def test_a_configuration_carries_its_target_into_the_evaluation() -> None:
+    X, y = _regression()
+    cfg = LearnerConfig("r", "raker", {"loss": "square"}, target=(0.02, 0.006))
+    assert cfg.record()["target"] == [0.02, 0.006]
+    assert "target" not in LearnerConfig("r", "raker", {"loss": "square"}).record()
+    seen: list[np.ndarray] = []
+    evaluate_runs(lambda r: (X, y, None), cfg, seed=0, permutations=1, block_size=64,
+                  on_run=lambda r, res: None,
+                  on_block=lambda r, run, res: seen.append(run.scores.copy()))
+    m = cfg.make(0, 0)
+    assert np.array_equal(seen[-1], 0.02 + 0.006 * m.predict_learn_many(X, (y - 0.02) / 0.006))
+    with pytest.raises(ValueError, match="std > 0"):
+        LearnerConfig("r", "raker", {"loss": "square"}, target=(0.0, 0.0))

@@ -231,20 +231,38 @@ def test_replay_never_auto_scales_sparse_rows(tmp_path: Path, capsys) -> None:
     assert s["scale"] == "none" and "scaling" not in capsys.readouterr().err
 
 
-def test_replay_hints_instead_of_scaling_when_the_target_needs_it_too(tmp_path: Path,
-                                                                      capsys) -> None:
-    """A regression target far from unit scale would need --scale-target 01 too, which would
-    leave predictions in scaled units: the run keeps its features and names both flags."""
-    path = tmp_path / "reg.csv"
+def _regression_csv(path: Path) -> tuple[Path, np.ndarray]:
     rng = np.random.default_rng(4)
-    X = rng.uniform(size=(200, 3)) * np.array([1.0, 1.0, 5000.0])
-    np.savetxt(path, np.column_stack([X, 0.001 * X[:, 0]]), delimiter=",", fmt="%.6f")
+    X = rng.uniform(size=(300, 3)) * np.array([1.0, 1.0, 5000.0])
+    y = 0.02 + 0.001 * X[:, 0]  # a target far from unit scale
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",", fmt="%.6f")
+    return path, y
+
+
+def test_replay_standardises_a_regression_target_and_keeps_its_units(tmp_path: Path,
+                                                                     capsys) -> None:
+    """--scale-target auto (the default): the learners learn the target standardised by the
+    first rows' mean and std, and every output (scores, losses) is in the target's units."""
+    path, y = _regression_csv(tmp_path / "reg.csv")
     s = _replay(tmp_path / "r", str(path), "--task", "regression")
     err = capsys.readouterr().err
-    assert s["scale"] == "none" and "auto_scale" not in s
-    assert err.count("hint: ") == 1 and "--scale 01 --scale-target 01" in err
+    assert err.count("standardising the target") == 1 and "hint:" not in err
+    assert s["target_standardised"] == {"mean": pytest.approx(float(y.mean()), rel=1e-5),
+                                        "std": pytest.approx(float(y.std()), rel=1e-3)}
+    assert s["scale"] == "01" and s["scale_target"] == "none"  # its features are scaled too
+    scores = _scores(tmp_path / "r")
+    assert abs(float(scores[100:].mean()) - float(y.mean())) < float(y.std())  # its units
+    again = _replay(tmp_path / "r2", str(path), "--task", "regression")  # the same run again
+    assert np.array_equal(_scores(tmp_path / "r2"), scores)
+    assert again["target_standardised"] == s["target_standardised"]
+    kept = _replay(tmp_path / "k", str(path), "--task", "regression", "--scale-target", "none")
+    assert "target_standardised" not in kept and kept["avg_loss"] > s["avg_loss"]
+    # a target left as it is asks for scaling too: no feature scaling alone, a hint for both
+    err = capsys.readouterr().err
+    assert kept["scale"] == "none" and err.count("hint: ") == 1
+    assert "--scale 01 --scale-target 01" in err
     scaled = _replay(tmp_path / "t", str(path), "--task", "regression", "--scale-target", "01")
-    assert scaled["scale"] == "01" and "scaling features" in capsys.readouterr().err
+    assert scaled["scale"] == "01" and "target_standardised" not in scaled
 
 
 # -- stream: --init-from continues with the widths the models were learnt with --------------------

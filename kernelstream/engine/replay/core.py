@@ -198,7 +198,8 @@ class ReplayLearner:
         dead: list[dict[str, Any]] = []
         per_row = selects_kernels(m)
         dist: np.ndarray | None = None  # per-row kernel distribution of selection learners
-        run = PrequentialPass(m, b.X, b.y, block_size=max(n, 1))
+        target = self.configs[StreamKey.decode(key).config].target
+        run = PrequentialPass(m, b.X, b.y, block_size=max(n, 1), target=target)
         if not per_row and n:
             before = m.t
             try:
@@ -211,7 +212,7 @@ class ReplayLearner:
                     raise
                 per_row = True
         if per_row:
-            run = PrequentialPass(m, b.X, b.y, block_size=1, skip_rejected=True)
+            run = PrequentialPass(m, b.X, b.y, block_size=1, skip_rejected=True, target=target)
             for i, _, exc in run.blocks():
                 if exc is not None:
                     ok[i] = False

@@ -200,8 +200,10 @@ PREPARE_HELP = {
     "--scale": "feature scaling: none, min-max to [0,1] or to [-1,1]; auto: [0,1] when the "
     f"file's first rows are dense and their feature ranges differ by over {RANGE_RATIO:g}x, "
     "else none (default: auto; the choice is printed and recorded in summary.json)",
-    "--scale-target": "regression target scaling: none or min-max to [0,1] (default: none; "
-    "predictions and losses are then in the scaled units)",
+    "--scale-target": "regression target: none, min-max to [0,1] (predictions and losses are "
+    "then in the scaled units), or auto: standardised by the mean and standard deviation of "
+    "the file's first rows inside the learning step, every output in the target's units "
+    "(default: auto)",
     "--task": "default: the learners' task (classification maps labels to ±1)",
     "--rows": "rows to the learners as dense arrays or sparse CSR (memory grows with the "
     "non-zeros); auto: sparse for LIBSVM or hashed data wider than "
@@ -220,4 +222,5 @@ def add_read_arguments(p: Any) -> None:
 def add_prepare_arguments(p: Any) -> None:
     """What is done to the rows read before they are learnt: ``--limit``, ``--scale``,
     ``--scale-target``, ``--task`` and ``--rows``; shared by ``replay`` and ``tune``."""
-    add_data_options(p, PREPARE_HELP, scale={"choices": ("auto", *SCALES), "default": "auto"})
+    add_data_options(p, PREPARE_HELP, scale={"choices": ("auto", *SCALES), "default": "auto"},
+                     scale_target={"choices": ("auto", *TARGET_SCALES), "default": "auto"})

@@ -187,6 +187,9 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
                                   "learner": config.learners[0].learner}
     if config.auto_scale is not None:  # --scale auto scaled: why (the value is ``scale``)
         doc["auto_scale"] = config.auto_scale
+    target = config.learners[0].target if config.learners else None
+    if target is not None:  # --scale-target auto: what the learners learnt the target as
+        doc["target_standardised"] = {"mean": target[0], "std": target[1]}
     if config.sample is not None:  # --sample N: data is the drawn file
         doc["sample"] = {"rows": config.sample[1], "from": config.sample[0],
                          "seed": config.seed, "order": "file"}

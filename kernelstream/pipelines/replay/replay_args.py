@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kernelstream import data, fs, kafka_client
@@ -121,6 +122,11 @@ def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig
                               auto_width=file_width(args, src),
                               default=None if rows is None else DEFAULT_BY_ROWS[rows])
     task = resolve_task(configs, args.task)
+    target, standardised = auto_scale.resolve_target(args, src, task)
+    if target is not None:  # the learners learn it standardised, every output in its units
+        configs = tuple(replace(c, target=target) for c in configs)
+        if getattr(args, "shard", None) is None:
+            print(f"{PROG}: {standardised}", file=sys.stderr)
     kafka_src = is_topic(src)
     dataset = display_name(src)
     settings = kafka_options(args, kafka_src)
