@@ -71,12 +71,16 @@ ALPHA = 1e-4  # SGDClassifier's default
 # gamma=auto (sklearn's "scale"), and fogd with its own 400 frequencies
 ALSO = {"bpa-s": "-l bpa-s", "scale": "-l bpa-s -p gamma={scale_gamma}", "fogd": "-l fogd"}
 # regression columns: the default on the standardised target, without and with --scale 01
-TARGET_RUNS = {"z-target": [], "z-target, scale 01": ["--scale", "01"]}
+# regression: the data as they are (the default before ``--scale auto`` and
+# ``--scale-target auto``), and both min-max scaled (the MSE ratio to the running mean of the
+# same scaled targets)
+REGRESSION_RUNS = {"unscaled": ["--scale", "none", "--scale-target", "none"],
+                   "scaled 01": ["--scale", "01", "--scale-target", "01"]}
 # the keys of a set's result that are not --also columns
 RESULT_KEYS = {"name", "task", "rows", "learner", "params", "seconds", "hints", "default",
                "no_skill", "sgd", "sgd_seconds", "beats_no_skill", "near_sgd", "ratio", "hint",
                "unscaled", "default_scale",
-               "default_learner", "floor", "target_mean_std", *TARGET_RUNS}
+               "default_learner", "floor", "target_standardised", *REGRESSION_RUNS}
 
 
 def manifest(data_dir: Path) -> list[dict[str, str]]:
@@ -244,33 +248,14 @@ def run_set(r: dict[str, str], data_dir: Path, tmp: Path,
         else:  # as a ratio to the running mean of the same (maybe scaled) targets
             res[label] = (float(np.mean((other["score"] - y2) ** 2))
                           / float(np.mean((running_mean(y2) - y2) ** 2)))
-    if task == "regression" and ksdata.infer_format(path) == "libsvm":
-        # automatic target standardisation, measured: the file with its target z-scored by
-        # the mean and std of its first RESERVOIR_ROWS rows (as gamma=auto's reservoir); the
-        # MSE ratio to the running mean is that of the predictions mapped back
-        zpath = tmp / f"{name}-z.libsvm"
-        res["target_mean_std"] = standardised_copy(path, zpath)
-        for label, args in TARGET_RUNS.items():
-            other = replay(zpath, task, tmp / f"{name}-{label}", ["--runner", "loop", *args])
+    if task == "regression":
+        res["target_standardised"] = s.get("target_standardised")
+        for label, args in REGRESSION_RUNS.items():
+            other = replay(path, task, tmp / f"{name}-{label}", ["--runner", "loop", *args])
             y2 = other["label"]
             res[label] = (float(np.mean((other["score"] - y2) ** 2))
                           / float(np.mean((running_mean(y2) - y2) ** 2)))
     return res
-
-
-def standardised_copy(path: Path, out: Path) -> list[float]:
-    """Write the LIBSVM file ``path`` to ``out`` with every target ``(y - m) / s``, ``m`` and
-    ``s`` the mean and standard deviation of the first ``widths.RESERVOIR_ROWS`` targets;
-    returns ``[m, s]``."""
-    lines = path.read_text().splitlines()
-    y = np.array([float(ln.split(None, 1)[0]) for ln in lines])
-    head = y[:widths.RESERVOIR_ROWS]
-    m, sd = float(head.mean()), float(head.std())
-    with open(out, "w") as f:
-        for ln, v in zip(lines, y, strict=True):
-            rest = ln.split(None, 1)[1] if len(ln.split(None, 1)) > 1 else ""
-            f.write(f"{float((v - m) / sd)!r} {rest}\n")
-    return [m, sd]
 
 
 # the floor of a set the default misses the no-skill target on: sets this small only (each
@@ -420,12 +405,12 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
                 or "nothing else")
              + "; *unscaled*: `--scale none`, on the sets whose features the default's "
              "`--scale auto` scaled to [0, 1] (marked *scaled* in the last column)"
-             + "; *hint*: with the flags the default run's scaling hint named (regression: "
-             "MSE ratio to the running mean of the same, scaled, targets); regression's "
-             "*z-target*: the default on the target standardised by the mean and standard "
-             "deviation of the file's first 1000 rows (automatic standardisation, measured; "
-             "as an MSE ratio it is that of the predictions mapped back), *z-target, scale "
-             "01*: the same with `--scale 01`.", "",
+             + "; *hint*: with the flags the default run's scaling hint named. Regression: "
+             "the default standardises the target by the mean and standard deviation of the "
+             "file's first 1000 rows inside the learning step (`--scale-target auto`, every "
+             "output in the target's units); *unscaled*: `--scale none --scale-target none` "
+             "(the data as they are), *scaled 01*: `--scale 01 --scale-target 01` (as an MSE "
+             "ratio to the running mean of the same, scaled, targets).", "",
              "## Classification", "",
              "| set | rows | default | no-skill | ≤ 0.8 × no-skill | SGD (hinge) | within 1 pp of "
              "SGD | " + " | ".join(also) + (" | " if also else "") + "default learner |",
@@ -439,7 +424,7 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
             + f"{r['learner']}" + (f" ({r['default_learner']['rows']})"
                                      if r.get("default_learner") else "")
             + (", scaled" if r.get("default_scale", "none") != "none" else "") + " |")
-    reg_cols = [a for a in [*also, *TARGET_RUNS] if any(a in r for r in reg)]
+    reg_cols = [a for a in dict.fromkeys([*also, *REGRESSION_RUNS]) if any(a in r for r in reg)]
     n_ok = sum(r["beats_no_skill"] for r in cls)
     n_near = sum(r["near_sgd"] for r in cls)
     lines += ["", f"Beats no-skill by ≥ 20 %: {n_ok}/{len(cls)} sets. Within 1 pp of SGD or "
