@@ -22,7 +22,7 @@ def render_report(paths: list[str], out: str) -> str:
     """Write the report of ``paths`` (run folders and reproduction JSON files) to ``out``;
     returns the path written. Needs matplotlib; raises :class:`ReportError` for an input that
     is neither."""
-    # pyarrow (Parquet): only for the runs that read or write it
+    # matplotlib (the figures): only when a report is drawn, not when the CLI parses
     from kernelstream.report.page import render_report as _render
 
     return _render(paths, out)

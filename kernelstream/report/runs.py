@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from kernelstream._arrow import pa, pc, pq
 from kernelstream.data.errors import reason_kind
 from kernelstream.report.curves import (
     MAX_PREDICTION_ROWS,

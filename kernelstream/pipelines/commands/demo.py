@@ -29,10 +29,12 @@ from typing import Any
 
 from kernelstream import data, kafka_client
 from kernelstream.pipelines import run_folder
+from kernelstream.pipelines.commands import stream as stream_command
 from kernelstream.pipelines.commands._common import (
     Command,
     add_learner_arguments,
     add_overwrite_argument,
+    command_parser,
     error,
 )
 from kernelstream.pipelines.config import PROG, ConfigError
@@ -184,10 +186,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
             *[a for lab in args.learner or [] for a in ("-l", lab)],
             *[a for p in args.param or [] for a in ("-p", p)],
             *(["-q"] if args.quiet else [])]
-        # the CLI imports this module: at module level the import would be a circle
-        from kernelstream.pipelines.cli import build_parser
-
-        ns = build_parser().parse_args(argv_stream)
+        ns = command_parser(stream_command).parse_args(argv_stream)
         ns.pipeline_args = list(getattr(args, "pipeline_args", ()) or ())
         try:
             config = StreamConfig.from_args(ns, ["demo", *argv])

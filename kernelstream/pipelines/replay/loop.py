@@ -13,11 +13,11 @@ import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
-
 from kernelstream import fs, kafka_client
+from kernelstream._arrow import pq
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.replay import checkpoints as ckpts
+from kernelstream.engine.replay import outputs
 from kernelstream.engine.replay.blocks import Block
 from kernelstream.engine.replay.core import (
     Progress,
@@ -26,13 +26,7 @@ from kernelstream.engine.replay.core import (
     decode_replay_state,
     encode_replay_state,
 )
-from kernelstream.engine.replay.outputs import (
-    OUTPUTS,
-    PREDICTIONS_SCHEMA,
-    SCHEMAS,
-    PredictionWriter,
-    write_rows,
-)
+from kernelstream.engine.replay.outputs import OUTPUTS, PredictionWriter, write_rows
 from kernelstream.engine.replay.sources import load_rows, stream_blocks
 from kernelstream.pipelines.replay.plan import ReplayRun
 
@@ -85,7 +79,7 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
     # the shards of replay --workers write into the same directories: one name each
     part = PART if run.shards == 1 else f"{PART}-{run.shard}"
     with fs.open_write(fs.join(run.out, "predictions", f"{part}.parquet")) as fh, \
-            pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as pw:
+            pq.ParquetWriter(fh, outputs.PREDICTIONS_SCHEMA) as pw:
         w = PredictionWriter(pw)
         progress = Progress(total=run.expected_examples)
         for b in loop_source(run, dead, position):
@@ -122,5 +116,5 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
             wr.close()
     for name, rows in (("metrics", metrics), (DEAD_LETTER_TAG, dead)):
         if rows:
-            write_rows(fs.join(run.out, name, f"{part}.parquet"), rows, SCHEMAS[name])
+            write_rows(fs.join(run.out, name, f"{part}.parquet"), rows, outputs.SCHEMAS[name])
     return counters

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,15 +42,10 @@ from kernelstream.data.rows import TextFormat
 from kernelstream.engine.evaluate import EvalResult
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.replay import checkpoints as ckpts
+from kernelstream.engine.replay import outputs
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.engine.replay.metrics import key_summaries
-from kernelstream.engine.replay.outputs import (
-    METRICS_SCHEMA,
-    OUTPUTS,
-    SCHEMAS,
-    ensure_nonempty,
-    iter_rows,
-)
+from kernelstream.engine.replay.outputs import OUTPUTS, ensure_nonempty, iter_rows
 from kernelstream.engine.writer_lock import WriterLock
 from kernelstream.pipelines.config import ConfigError, ReplayConfig, check_runner, is_topic
 from kernelstream.pipelines.replay.loop import run_loop
@@ -231,10 +227,8 @@ def _execute(run: ReplayRun) -> ReplayResult:
             from kernelstream.pipelines.replay.dask_replay import run_dask
 
             counters = run_dask(run)
-        else:  # Beam takes a second to import: only for the runs that need it
-            from kernelstream.pipelines.replay.beam_replay import run_beam
-
-            counters = run_beam(run)
+        else:
+            counters = _beam().run_beam(run)
         seconds = time.perf_counter() - t0
         if run.writes is not None:
             assert run.kafka is not None and run.kafka.stop is not None
@@ -278,9 +272,23 @@ def submit(run: ReplayRun) -> str:
                           "write one")
     run = _check_brokers(run)
     clear_outputs(run.out)
-    from kernelstream.pipelines.replay.beam_replay import submit_beam  # Beam: only here
+    return str(_beam().submit_beam(run))
 
-    return submit_beam(run)
+
+def _beam() -> ModuleType:
+    """:mod:`~kernelstream.pipelines.replay.beam_replay`, imported on first call: the replay's
+    one seam to Beam (Dask's runner too goes through Beam)."""
+    # Beam takes a second to import: only for the runs on its runners, never for the loop's
+    from kernelstream.pipelines.replay import beam_replay
+
+    return beam_replay
+
+
+def load_runner(runner: str) -> None:
+    """Import what a run on ``runner`` imports (Beam, but for the loop runner) now: a worker
+    of ``--workers`` does it while its parent checks the data, before it is let go."""
+    if runner != "loop":
+        _beam()
 
 
 def expected_examples(run: ReplayRun) -> int | None:
@@ -333,8 +341,8 @@ def read_outputs(out: str, counters: dict[str, int], runner: str,
     that got none (readers always find the schema), and the per-key summaries of
     ``metrics/``."""
     for name in OUTPUTS:
-        ensure_nonempty(fs.join(out, name), SCHEMAS[name])
-    summaries = key_summaries(iter_rows(fs.join(out, "metrics"), METRICS_SCHEMA))
+        ensure_nonempty(fs.join(out, name), outputs.SCHEMAS[name])
+    summaries = key_summaries(iter_rows(fs.join(out, "metrics"), outputs.METRICS_SCHEMA))
     return ReplayResult(summaries, counters, out, runner, seconds)
 
 
