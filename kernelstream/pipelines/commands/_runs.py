@@ -2,7 +2,7 @@
 start of a run (:func:`started`: ``--workers`` processes, data check, output directory), the
 summary table and ``summary.json`` (:func:`build_summary`, schema in README.md).
 
-Flow of a run: :class:`~kernelstream.pipelines.config.ReplayConfig` → a runner from
+Flow of a run: :class:`~kernelstream.pipelines.replay.replay_args.ReplayConfig` → a runner from
 :func:`run` (returns one :class:`~kernelstream.engine.evaluate.EvalResult` per learner
 configuration) → summary table and ``summary.json``. pyarrow is imported when a run reads or
 writes Parquet (:mod:`kernelstream._arrow`), Beam by the runners that need it
@@ -31,19 +31,13 @@ from kernelstream.engine.orders import evaluate_stream
 from kernelstream.engine.replay.checkpoints import latest
 from kernelstream.engine.replay.outputs import parquet_files
 from kernelstream.engine.writer_lock import CheckpointInUse
+from kernelstream.errors import ConfigError, DataError, OutFolderError, WorkerError
 from kernelstream.numbers import sig_pm
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import error, progress_to_stderr
-from kernelstream.pipelines.config import (
-    PROG,
-    ConfigError,
-    DataError,
-    ReplayConfig,
-    WorkerError,
-)
+from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.replay import replay
-from kernelstream.pipelines.replay.replay_args import check_data, is_embedded
-from kernelstream.pipelines.run_folder import OutFolderError
+from kernelstream.pipelines.replay.replay_args import ReplayConfig, check_data, is_embedded
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult

@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data.options import ReadOptions
+from kernelstream.errors import ConfigError
 from kernelstream.pipelines.commands._common import (
     Command,
     add_data_options,
     add_read_arguments,
     error,
 )
-from kernelstream.pipelines.config import ConfigError, check_at_least, is_topic
+from kernelstream.pipelines.config import check_at_least, is_topic
 from kernelstream.pipelines.replay.replay_args import int_or_str, is_embedded
 
 

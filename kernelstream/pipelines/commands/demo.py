@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelstream import data, kafka_client
+from kernelstream.errors import ConfigError, OutFolderError
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands import stream as stream_command
 from kernelstream.pipelines.commands._common import (
@@ -37,7 +38,7 @@ from kernelstream.pipelines.commands._common import (
     command_parser,
     error,
 )
-from kernelstream.pipelines.config import PROG, ConfigError
+from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live import stream as st
 from kernelstream.pipelines.live.stream_config import StreamConfig, parse_duration
 
@@ -168,7 +169,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     own = ("checkpoint",) if os.path.isfile(os.path.join(ckpt, "LOCK")) else ()
     try:
         run_folder.check(args.out, overwrite=args.overwrite, ignore=own)
-    except run_folder.OutFolderError as exc:
+    except OutFolderError as exc:
         return error("demo", str(exc))
     # every demo has a new (in-memory) broker: the previous demo's snapshot cannot resume
     shutil.rmtree(ckpt, ignore_errors=True)

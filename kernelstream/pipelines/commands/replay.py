@@ -23,6 +23,7 @@ from kernelstream.engine.noskill import skill_warnings
 from kernelstream.engine.orders import STREAMS
 from kernelstream.engine.replay.checkpoints import committed, next_checkpoint
 from kernelstream.engine.writer_lock import CheckpointInUse
+from kernelstream.errors import ConfigError
 from kernelstream.pipelines.commands._common import (
     Command,
     add_data_options,
@@ -45,15 +46,9 @@ from kernelstream.pipelines.commands._runs import (
     write_submitted,
     write_summary,
 )
-from kernelstream.pipelines.config import (
-    DEFAULT_DATASET,
-    PROG,
-    ConfigError,
-    ReplayConfig,
-    runners_for,
-)
+from kernelstream.pipelines.config import DEFAULT_DATASET, PROG, runners_for
 from kernelstream.pipelines.replay import replay
-from kernelstream.pipelines.replay.replay_args import replay_config, shard_arg, workers_arg
+from kernelstream.pipelines.replay.replay_args import ReplayConfig, shard_arg, workers_arg
 
 if TYPE_CHECKING:
     from kernelstream.pipelines.replay.workers import WorkerPool
@@ -168,7 +163,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_replay(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     """Check the options and the data, then one run (or ``--follow``'s runs); the exit code."""
     try:
-        config = replay_config(args, argv)
+        config = ReplayConfig.from_args(args, argv)
     except ValueError as exc:  # unknown learner, bad parameter, inconsistent options
         return error("replay", str(exc))
     if config.shard is not None:

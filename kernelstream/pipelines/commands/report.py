@@ -11,9 +11,10 @@ import argparse
 import time
 from collections.abc import Sequence
 
+from kernelstream.errors import ReportError
 from kernelstream.pipelines.commands._common import Command, error
 from kernelstream.pipelines.config import PROG
-from kernelstream.report import ReportError, render_report
+from kernelstream.report import render_report
 
 DEFAULT_OUT = "report.html"
 INSTALL = "pip install 'kernelstream[report]'"

@@ -17,8 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kernelstream.errors import ProtocolError
 from kernelstream.experiments.grid import Context, ReplayError
-from kernelstream.experiments.protocol import Options, ProtocolError
+from kernelstream.experiments.protocol import Options
 from kernelstream.pipelines.commands._common import Command, error
 from kernelstream.pipelines.config import PROG, runners_for
 from kernelstream.pipelines.replay.replay_args import workers_arg

@@ -24,7 +24,7 @@ from kernelstream.pipelines.commands._runs import (
 from kernelstream.pipelines.commands.replay import print_run
 from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.replay import replay
-from kernelstream.pipelines.replay.replay_args import replay_config
+from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
 COMMAND = Command(
     "summary", help="summary.json of a replay submitted with --submit-only, once it finished",
@@ -62,7 +62,7 @@ def cmd_summary(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         run_args = command_parser(replay_command).parse_args(submitted["argv"])
         run_args.pipeline_args = list(submitted["pipeline_args"])
         # the outputs are where they are now (the run's --out may have been relative)
-        config = replace(replay_config(run_args, submitted["argv"]), out=out)
+        config = replace(ReplayConfig.from_args(run_args, submitted["argv"]), out=out)
     except (OSError, ValueError, KeyError, TypeError, SystemExit) as exc:
         return error("summary", f"{path}: not a submitted run's record ({exc})")
     # the sinks rename each output's files into place when the job's input is complete:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kernelstream import __version__, fs, learners
 from kernelstream._json import json_safe
 from kernelstream.data import widths
+from kernelstream.errors import ConfigError
 from kernelstream.experiments import tuning
 from kernelstream.pipelines.commands._common import (
     Command,
@@ -40,15 +41,13 @@ from kernelstream.pipelines.commands._runs import (
 from kernelstream.pipelines.commands.replay import run_shard
 from kernelstream.pipelines.config import (
     PROG,
-    ConfigError,
-    ReplayConfig,
     check_at_least,
     display_name,
     is_topic,
     parse_learner_spec,
     runners_for,
 )
-from kernelstream.pipelines.replay.replay_args import replay_config, shard_arg, workers_arg
+from kernelstream.pipelines.replay.replay_args import ReplayConfig, shard_arg, workers_arg
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult
@@ -176,7 +175,7 @@ def tune_config(args: argparse.Namespace, argv: Sequence[str]) -> tuple[
     ns.permutations = args.tune_permutations
     if not args.out:
         ns.out = str(Path("runs") / f"tune-{display_name(args.data)}-{name}")
-    config = replay_config(ns, argv)
+    config = ReplayConfig.from_args(ns, argv)
     config = replace(config, first_permutation=args.tune_perm, stream_rows=args.tune_rows)
     return config, axes, cells, chosen
 

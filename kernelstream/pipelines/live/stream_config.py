@@ -1,6 +1,6 @@
 """``kernelstream stream`` arguments → a checked :class:`StreamConfig` (no Beam, no broker).
 
-Every option error is one line (:class:`~kernelstream.pipelines.config.ConfigError`, exit 2)
+Every option error is one line (:class:`~kernelstream.errors.ConfigError`, exit 2)
 before Beam is imported or a broker contacted; the config is what the up-front checks
 (:mod:`~kernelstream.pipelines.live.stream_prepare`) and the run
 (:mod:`kernelstream.pipelines.live.stream`) then work from. It stands apart so that the parsing
@@ -23,12 +23,12 @@ from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.live.routing import LiveSpec
 from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
+from kernelstream.errors import ConfigError, WidthError
 from kernelstream.experiments.tuning import param_text  # -p text of a recorded value
 from kernelstream.kafka_client.names import KAFKA_CLIENTS, SCHEME
-from kernelstream.learners.registry import WidthError, check_width
+from kernelstream.learners.registry import check_width
 from kernelstream.pipelines.config import (
     DEFAULT_LEARNERS,
-    ConfigError,
     check_at_least,
     learner_configs,
     parse_learner_spec,

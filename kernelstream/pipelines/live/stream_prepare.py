@@ -37,6 +37,7 @@ from kernelstream.engine.live.snapshot.outputs import (
 from kernelstream.engine.live.snapshot.store import SnapshotStore, SnapshotView, is_snapshot_dir
 from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
 from kernelstream.engine.writer_lock import CheckpointInUse
+from kernelstream.errors import OutFolderError
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.live.stream_config import (
     OUTPUT_NAMES,
@@ -220,7 +221,7 @@ def prepare(config: StreamConfig) -> Prepared:
                 resumes=resume is not None, argv=config.argv, ignore=own,
                 continuing=continuing)
             claim(dry=True)
-        except run_folder.OutFolderError as exc:
+        except OutFolderError as exc:
             raise UpfrontError(str(exc)) from None
         try:
             info = kafka_client.kafka_partition_info(config.bootstrap, config.all_topics,
@@ -249,7 +250,7 @@ def prepare(config: StreamConfig) -> Prepared:
         init_kind = _init_kind(config)
         try:
             claim()
-        except run_folder.OutFolderError as exc:
+        except OutFolderError as exc:
             raise UpfrontError(str(exc)) from None
         except OSError as exc:
             raise UpfrontError(f"--out {out}: {exc}") from None

@@ -44,7 +44,7 @@ from kernelstream import fs
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.engine.replay.sources import forget_preloaded, preload_rows
-from kernelstream.pipelines.config import ConfigError
+from kernelstream.errors import ConfigError
 from kernelstream.pipelines.replay.loop import run_loop
 from kernelstream.pipelines.replay.plan import ReplayRun
 

@@ -1,5 +1,5 @@
 """The plan of a replay run: what the runners are asked to do (:class:`ReplayRun`, made from a
-:class:`~kernelstream.pipelines.config.ReplayConfig` by
+:class:`~kernelstream.pipelines.replay.replay_args.ReplayConfig` by
 :func:`~kernelstream.pipelines.replay.replay.plan`), what they give back (:class:`ReplayResult`)
 and the replay's own pipeline options.
 

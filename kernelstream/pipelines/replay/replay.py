@@ -15,7 +15,7 @@ key, derived from the metrics output. Runners (``pipelines.config.RUNNERS``):
   cluster, each stream learnt whole by one task through the loop's core (no state or timers:
   a file's permuted streams only).
 
-Every run is a :class:`~kernelstream.pipelines.config.ReplayConfig` (the CLI's commands build
+Every run is a :class:`~kernelstream.pipelines.replay.replay_args.ReplayConfig` (the CLI's commands build
 it from their arguments, :func:`run_replay` from its keywords), made into the runners' plan
 (:class:`~kernelstream.pipelines.replay.plan.ReplayRun`) by :func:`plan` and carried out by
 :func:`execute`.
@@ -47,7 +47,8 @@ from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.engine.replay.metrics import key_summaries
 from kernelstream.engine.replay.outputs import OUTPUTS, ensure_nonempty, iter_rows
 from kernelstream.engine.writer_lock import WriterLock
-from kernelstream.pipelines.config import ConfigError, ReplayConfig, check_runner, is_topic
+from kernelstream.errors import ConfigError
+from kernelstream.pipelines.config import check_runner, is_topic
 from kernelstream.pipelines.replay.loop import run_loop
 from kernelstream.pipelines.replay.plan import (
     ORDERS,
@@ -55,6 +56,7 @@ from kernelstream.pipelines.replay.plan import (
     ReplayRun,
     _replay_options,
 )
+from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
 if TYPE_CHECKING:  # the Kafka client is imported by the runs that read or write a topic
     from kernelstream.kafka_client import KafkaTopic

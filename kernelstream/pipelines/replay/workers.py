@@ -50,14 +50,16 @@ from kernelstream import fs
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.engine.replay.outputs import OUTPUTS
 from kernelstream.engine.replay.sources import core_free, forget_preloaded, preload_rows
+from kernelstream.errors import WorkerError
 from kernelstream.pipelines.cli import main
-from kernelstream.pipelines.config import PROG, ReplayConfig, WorkerError, is_topic
+from kernelstream.pipelines.config import PROG, is_topic
 from kernelstream.pipelines.replay.replay import (
     clear_outputs,
     load_runner,
     read_outputs,
     resolve_data,
 )
+from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
 if TYPE_CHECKING:
     from kernelstream.data.options import ReadOptions

@@ -15,15 +15,9 @@ from kernelstream.engine.evaluate import evaluate
 from kernelstream.engine.learner_config import LearnerConfig, as_configs, learner_config
 from kernelstream.engine.orders import evaluate_stream
 from kernelstream.pipelines import cli
-from kernelstream.pipelines.config import (
-    RUNNERS,
-    ReplayConfig,
-    check_runner,
-    learner_configs,
-    runners_for,
-)
+from kernelstream.pipelines.config import RUNNERS, check_runner, learner_configs, runners_for
 from kernelstream.pipelines.replay.replay import make_run, plan, run_config, run_replay
-from kernelstream.pipelines.replay.replay_args import replay_config
+from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
 
 def test_learner_config_fields_and_defaults() -> None:
@@ -92,7 +86,7 @@ def test_cli_arguments_and_python_api_build_the_same_run(tmp_path: Path) -> None
          "--limit", "200", "--permutations", "2", "--runner", "loop",
          "--out", str(tmp_path / "cli")])
     assert isinstance(args, argparse.Namespace)
-    config = replay_config(args, ["replay"])
+    config = ReplayConfig.from_args(args, ["replay"])
     assert config.learners == (LearnerConfig("b", "bogd", {"budget": 10}),)
     a = run_config(config)
     b = run_replay("german", config.learners, tmp_path / "api", limit=200, permutations=2,
