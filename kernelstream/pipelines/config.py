@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +105,23 @@ def check_runner(runner: str, command: str = "replay") -> str:
 
 
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_+\-]*$")
+
+
+def at_least(low: float, option: str, default: Any = None) -> Any:
+    """A field of a command's config that must be >= ``low`` when given (None passes), its
+    option named ``option`` in the message (:func:`check_declared`)."""
+    return field(default=default, metadata={"at_least": low, "option": option})
+
+
+def check_declared(config: Any) -> None:
+    """Check the declarations of the fields of ``config`` (a dataclass), in their order:
+    :class:`ConfigError` for the first :func:`at_least` field below its minimum, e.g.
+    ``-R must be >= 1, got 0``. Each command's config calls it from ``__post_init__``."""
+    for f in fields(config):
+        low = f.metadata.get("at_least")
+        value = getattr(config, f.name)
+        if low is not None and value is not None and value < low:
+            raise ConfigError(f"{f.metadata['option']} must be >= {low}, got {value}")
 
 
 def check_at_least(args: Any, **minimums: int) -> None:

@@ -15,8 +15,9 @@ key, derived from the metrics output. Runners (``pipelines.config.RUNNERS``):
   cluster, each stream learnt whole by one task through the loop's core (no state or timers:
   a file's permuted streams only).
 
-Every run is a :class:`~kernelstream.pipelines.replay.replay_args.ReplayConfig` (the CLI's commands build
-it from their arguments, :func:`run_replay` from its keywords), made into the runners' plan
+Every run is a :class:`~kernelstream.pipelines.replay.replay_args.ReplayConfig` (the CLI's
+commands build it from their arguments with ``ReplayConfig.from_args``, :func:`run_replay`
+from its keywords), made into the runners' plan
 (:class:`~kernelstream.pipelines.replay.plan.ReplayRun`) by :func:`plan` and carried out by
 :func:`execute`.
 """
