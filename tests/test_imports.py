@@ -216,3 +216,30 @@ def test_function_level_imports_are_few_and_commented() -> None:
     assert len(found) <= MAX_FUNCTION_IMPORTS, (
         f"{len(found)} function-level imports of the package (at most "
         f"{MAX_FUNCTION_IMPORTS}): " + ", ".join(f"{f}:{imp.line}" for f, imp, _ in found))
+
+
+def test_user_errors_live_in_errors_py() -> None:
+    """The errors of :mod:`kernelstream.errors` are defined there only, and every module that
+    names one imports it from there (no second definition, no re-export to import it from);
+    ``errors`` itself imports no module of the package, so any layer may raise them."""
+    known = _modules()
+    path = known["kernelstream.errors"]
+    tree = ast.parse(path.read_text())
+    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    assert {"ConfigError", "DataError", "WorkerError", "WidthError"} <= names
+    assert not list(_imports("kernelstream.errors", path, known))
+    wrong = []
+    for module, p in known.items():
+        if module == "kernelstream.errors":
+            continue
+        module_tree = ast.parse(p.read_text())
+        for node in ast.walk(module_tree):
+            if isinstance(node, ast.ClassDef) and node.name in names:
+                wrong.append(f"{module}: class {node.name}")
+            elif isinstance(node, ast.ImportFrom) and node.module != "kernelstream.errors":
+                wrong += [f"{module}: {a.name} from {node.module}" for a in node.names
+                          if a.name in names]
+            elif isinstance(node, ast.Attribute) and node.attr in names and not (
+                    isinstance(node.value, ast.Name) and node.value.id == "errors"):
+                wrong.append(f"{module}: {ast.unparse(node)}")
+    assert not wrong, "user-facing errors outside kernelstream.errors: " + ", ".join(wrong)
