@@ -194,8 +194,7 @@ def run_reproduce(config: ReproduceConfig) -> int:
     protocol cannot run."""
     # the protocols import learner modules and the compiled kernels: loaded by a run, not by
     # the CLI's parser
-    from kernelstream.experiments.retune import TUNED_FILES
-    from kernelstream.experiments.retune import retune as retune_paper
+    from kernelstream.experiments.retune import TUNED_FILES, retune
 
     tables = None if config.tables is None else list(config.tables)
     datasets = None if config.datasets is None else list(config.datasets)
@@ -213,7 +212,7 @@ def run_reproduce(config: ReproduceConfig) -> int:
             opts = Options(ctx, config.out_dir, config.tuned_dir, datasets, tables, retuned)
             try:
                 if config.retune and paper in TUNED_FILES:
-                    path = retune_paper(paper, opts)
+                    path = retune(paper, opts)
                     print(f"{paper}: retuned: {path}")
                 if config.retune_only:
                     continue
