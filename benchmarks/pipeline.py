@@ -388,10 +388,10 @@ def state_sizes(path: str, args: argparse.Namespace) -> dict[str, Any]:
 
     run = make_run(path, _configs(args.budget), args.out, seed=args.seed,
                    scale=args.covtype_scale)
-    ds = load_rows(run.read)
+    ds = load_rows(run.data.read)
     n = int(ds.y.shape[0])
-    core = ReplayLearner({c.label: c for c in run.configs}, run.seed, run.metrics_window,
-                         run.read.path)
+    core = ReplayLearner({c.label: c for c in run.learners.configs}, run.protocol.seed,
+                         run.outputs.metrics_window, run.data.read.path)
     st = ReplayState()
     todo = [c for c in CHECKPOINTS if c < n] + [n]
     rows, mistakes = [], 0

@@ -41,7 +41,10 @@ from typing import Any
 
 from kernelstream import learners
 from kernelstream.engine.learner_config import LearnerConfig
+from kernelstream.engine.replay import outputs
 from kernelstream.experiments import datasets as dsets
+from kernelstream.pipelines.beam_noise import quiet_beam_import
+from kernelstream.pipelines.replay.replay import clear_outputs, read_outputs, run_replay
 
 
 @dataclass(frozen=True)
@@ -235,20 +238,9 @@ def _each_permutation(tasks: list[tuple[Any, ...]], workers: int) -> list[list[l
 
 
 def _replay_task(t: tuple[Any, ...]) -> list[list[KeyResult]]:
-    _quiet_beam_import()
+    quiet_beam_import()  # a pool process imports Beam without the command's log filter
     path, what, keys, permutations, ctx, switch, only, out = t
     return _replay(path, what, keys, permutations, ctx, switch, only=only, out=out)
-
-
-def _quiet_beam_import() -> None:
-    """A pool process imports Beam without the command's log filter: add it."""
-    import logging
-
-    from kernelstream.pipelines.cli import _BeamImportNoise  # the filter only, not the CLI
-
-    root = logging.getLogger()
-    if not any(isinstance(f, _BeamImportNoise) for f in root.filters):
-        root.addFilter(_BeamImportNoise())
 
 
 def _key(run: Run) -> tuple[Any, ...]:
@@ -286,9 +278,6 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
     processes (:func:`_sharded`), or with ``only`` = r the replay's shard r of r + 1
     (``ReplayStreams.owns``: exactly the streams of permutation r, in one process); with
     ``first`` on a key (a tuning run) permutations ``first ..`` instead of ``0 ..``."""
-    # pyarrow (the replay's outputs): loaded by a run, not when the CLI parses
-    from kernelstream.pipelines.replay.replay import clear_outputs, read_outputs, run_replay
-
     if out is None:
         ctx.replays += 1
         out = ctx.work_dir / f"replay-{ctx.replays:03d}"
@@ -366,9 +355,7 @@ def _sharded(shards: list[tuple[str, list[Any], str, dict[str, Any]]]) -> None:
 
 
 def _run_shard(shard: tuple[str, list[Any], str, dict[str, Any]]) -> None:
-    from kernelstream.pipelines.replay.replay import run_replay  # pyarrow: a worker's own
-
-    _quiet_beam_import()
+    quiet_beam_import()  # a pool process imports Beam without the command's log filter
     data, configs, out, options = shard
     run_replay(data, configs, out, **options)
 
@@ -382,9 +369,7 @@ def _with_switch(res: list[list[KeyResult]], traced: list[int], keys: Sequence[t
     import numpy as np
     import pyarrow.compute as pc
 
-    from kernelstream.engine.replay.outputs import PREDICTIONS_SCHEMA, read_table
-
-    table = read_table(str(out / "predictions"), PREDICTIONS_SCHEMA).select(
+    table = outputs.read_table(str(out / "predictions"), outputs.PREDICTIONS_SCHEMA).select(
         ["config", "permutation", "position", "mistake", "loss"])
     res = [list(rr) for rr in res]
     for i in traced:

@@ -5,16 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelstream.errors import ProtocolError
 from kernelstream.experiments.grid import Context
 
 # The committed tuned parameters (package data: ``tuned_params*.json``, ``tuned_p*.json``),
 # written by ``kernelstream reproduce PAPER --retune`` (:mod:`kernelstream.experiments.retune`)
 TUNED_DIR = Path(__file__).resolve().parent / "tuned"
-
-
-class ProtocolError(ValueError):
-    """A reproduction cannot run as asked (a missing tuned file, an unknown table or data
-    set); the command reports it in one line."""
 
 
 @dataclass

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from kernelstream.errors import TunedFileError
 from kernelstream.pipelines.config import parse_learner_spec, parse_param_spec
 
 TUNED_KIND = "kernelstream.tuned"
@@ -44,10 +45,6 @@ TUNE_PERM = 1000  # the first tuning permutation, as in the papers' protocols
 TIES = ("grid", "loss")
 _RANDOM_TAG = zlib.crc32(b"tune-random-cells")  # keeps cell draws apart from permutations
 _DIGITS = 9  # scores equal to this many decimals tie (sums of the same mistakes are equal)
-
-
-class TunedFileError(ValueError):
-    """A ``--params-from`` file that cannot be used (one line for the user)."""
 
 
 # -- grids ---------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 from kernelstream._json import json_safe
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.replay.blocks import PredictionBlock
+from kernelstream.engine.replay.outputs import predictions_batch
 from kernelstream.kafka_client.clients import (
     READ_DEFAULTS,
     KafkaTopic,
@@ -74,8 +75,6 @@ def partition_for(routing: str, partitions: Sequence[int]) -> int:
 
 
 def prediction_rows(p: PredictionBlock) -> list[dict[str, Any]]:
-    from kernelstream.engine.replay.outputs import predictions_batch  # pyarrow: only when writing
-
     return predictions_batch(p).to_pylist()
 
 

@@ -13,7 +13,6 @@ True
 
 from kernelstream.learners.base import Learner, Param, state_from_bytes, state_to_bytes
 from kernelstream.learners.registry import (
-    WidthError,
     available,
     check_width,
     from_state,
@@ -26,7 +25,6 @@ from kernelstream.learners.registry import (
 __all__ = [
     "Learner",
     "Param",
-    "WidthError",
     "available",
     "check_width",
     "from_state",

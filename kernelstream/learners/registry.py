@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from kernelstream._suggest import did_you_mean
+from kernelstream.errors import WidthError
 from kernelstream.learners.kernels import parse_sigmas
 
 if TYPE_CHECKING:  # the learners import this module; it needs only their class attributes
@@ -95,11 +96,6 @@ def from_state(state: dict[str, np.ndarray]) -> Learner:
 
 
 # -- width and memory ----------------------------------------------------------------------------
-class WidthError(ValueError):
-    """A learner cannot run at the given width / budget: the memory it needs does not fit. The
-    message is one line saying why and what to use instead."""
-
-
 _SLOT_BYTES = 64  # per stored row besides its features (norm, coefficient, ids, pool offsets)
 _DEFAULT_NNZ = 1024  # non-zeros per row assumed for a sparse estimate when none is known
 _MIN_ROWS = 64  # initial capacity of the stores of unbounded learners

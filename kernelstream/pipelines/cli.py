@@ -19,15 +19,15 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import logging  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 
-# Only what every command needs is imported here (the command modules' argument definitions):
-# the learner registry, the replay machinery (engine, pyarrow, the Kafka client) and Beam are
-# imported by the commands that use them, so `learners` and `check` start in a fraction of a
-# replay's time.
+# The command modules are imported here, and what they import at their top is cheap: pyarrow,
+# Beam, Dask, the Kafka clients, matplotlib, the learner modules and the compiled kernels load
+# on first use, each behind its seam (tests/test_imports.py), so `learners` and `check` start
+# in a fraction of a replay's time.
 from kernelstream import __version__  # noqa: E402
+from kernelstream.pipelines.beam_noise import quiet_beam_import  # noqa: E402
 from kernelstream.pipelines.commands import (  # noqa: E402
     check,
     demo,
@@ -39,7 +39,7 @@ from kernelstream.pipelines.commands import (  # noqa: E402
     summary,
     tune,
 )
-from kernelstream.pipelines.commands._common import Parser, add_command  # noqa: E402
+from kernelstream.pipelines.commands._common import command_parser  # noqa: E402
 from kernelstream.pipelines.config import PROG  # noqa: E402
 
 # the commands in the order `kernelstream --help` lists them
@@ -47,29 +47,14 @@ COMMANDS = (learners, replay, summary, check, stream, demo, tune, report, reprod
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog=PROG, description="Online kernel learning on data streams.")
+    parser = command_parser(*COMMANDS)
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
-        command.add_arguments(add_command(sub, command.COMMAND))
     return parser
-
-
-class _BeamImportNoise(logging.Filter):
-    """Drops the warning Beam logs on import when Google's optional API client is absent
-    ("apitools not found, and bigquery client libraries are not available ..."): it concerns
-    BigQuery only and would otherwise open every command's output."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not ("apache_beam" in record.pathname
-                    and str(record.msg).startswith("apitools not found"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kernelstream`` console script; returns the exit code."""
-    root = logging.getLogger()
-    if not any(isinstance(f, _BeamImportNoise) for f in root.filters):
-        root.addFilter(_BeamImportNoise())  # before the runners import Beam
+    quiet_beam_import()  # before the runners import Beam
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after "--" is passed to Beam as pipeline options (runner, workers, ...).
     pipeline_args: list[str] = []

@@ -1,8 +1,8 @@
-"""What a ``kernelstream replay`` run is, independent of the runner that carries it out.
-
-The CLI parses its arguments into a :class:`ReplayConfig`; every runner (the plain ``loop`` now,
-the Beam ``direct``/``portable`` runners later) takes the same object, so the configurations,
-their resolved hyper-parameters and their seeds are decided once, here.
+"""What the commands that build a run share, independent of the runner that carries it out:
+the default learners, the runners' table, and the learner configurations resolved from
+``--learner`` and ``-p`` (the run itself is each command's config: ``ReplayConfig`` in
+``pipelines.replay.replay_args``, ``StreamConfig`` in ``pipelines.live.stream_config``), so
+the configurations, their resolved hyper-parameters and their seeds are decided once, here.
 
 Learner configurations (grid mode)
 ----------------------------------
@@ -21,18 +21,17 @@ data is read, so a bad value fails fast.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from kernelstream import data, fs, kafka_client, learners
 from kernelstream._suggest import did_you_mean
 from kernelstream.data import widths
-from kernelstream.data.options import ReadOptions
-from kernelstream.engine.learner_config import LearnerConfig, as_configs
+from kernelstream.engine.learner_config import LearnerConfig
+from kernelstream.errors import ConfigError
 from kernelstream.learners.kernels import parse_sigmas
 
 if TYPE_CHECKING:
@@ -108,8 +107,21 @@ def check_runner(runner: str, command: str = "replay") -> str:
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_+\-]*$")
 
 
-class ConfigError(ValueError):
-    """An invalid replay configuration (reported to the user without a traceback)."""
+def at_least(low: float, option: str, default: Any = None) -> Any:
+    """A field of a command's config that must be >= ``low`` when given (None passes), its
+    option named ``option`` in the message (:func:`check_declared`)."""
+    return field(default=default, metadata={"at_least": low, "option": option})
+
+
+def check_declared(config: Any) -> None:
+    """Check the declarations of the fields of ``config`` (a dataclass), in their order:
+    :class:`ConfigError` for the first :func:`at_least` field below its minimum, e.g.
+    ``-R must be >= 1, got 0``. Each command's config calls it from ``__post_init__``."""
+    for f in fields(config):
+        low = f.metadata.get("at_least")
+        value = getattr(config, f.name)
+        if low is not None and value is not None and value < low:
+            raise ConfigError(f"{f.metadata['option']} must be >= {low}, got {value}")
 
 
 def check_at_least(args: Any, **minimums: int) -> None:
@@ -120,126 +132,6 @@ def check_at_least(args: Any, **minimums: int) -> None:
         value = getattr(args, dest)
         if value is not None and value < low:
             raise ConfigError(f"--{dest.replace('_', '-')} must be >= {low}, got {value}")
-
-
-class DataError(ValueError):
-    """The data of a run cannot be read (missing file, parse error, unusable contents). Runners
-    raise it for anything that goes wrong while reading, so the CLI can tell data problems
-    (exit 2) from failures during learning."""
-
-
-class WorkerError(Exception):
-    """A worker process of ``replay --workers`` (``pipelines.replay.workers``) failed: ``code`` is
-    the exit code the run ends with, ``lines`` what to print on stderr (the worker's own error
-    line where it wrote one)."""
-
-    def __init__(self, code: int, lines: list[str]) -> None:
-        super().__init__("\n".join(lines))
-        self.code = code
-        self.lines = lines
-
-
-@dataclass(frozen=True)
-class KafkaOptions:
-    """A replay's Kafka side (``kernelstream.kafka_client``): how it reads a topic given as
-    ``kafka://HOST:PORT/TOPIC`` (the read stops after ``idle`` seconds without a new record,
-    and at the latest after ``max_seconds``), the client settings (``--kafka-option``),
-    ``out`` = ``kafka://HOST:PORT/PREFIX`` to write the outputs also to PREFIX-* topics, and
-    the ``checkpoint`` directory a topic's replay resumes from and writes to."""
-
-    idle: float = 5.0
-    max_seconds: float | None = None
-    out: str | None = None
-    client: tuple[tuple[str, str], ...] = ()  # kafka-python client settings
-    checkpoint: str | None = None
-
-    # the Python API's keyword for each field (``run_replay(..., kafka_idle=2.0)``)
-    KEYWORDS: ClassVar[dict[str, str]] = {"kafka_idle": "idle", "kafka_max_seconds": "max_seconds",
-                "kafka_out": "out", "kafka_options": "client", "checkpoint": "checkpoint"}
-
-    def __post_init__(self) -> None:
-        # lists from the Python API: tuples, so a config compares equal and stays as built
-        object.__setattr__(self, "client", tuple(map(tuple, self.client)))
-
-
-@dataclass(frozen=True)
-class ReplayConfig:
-    """One replay run, as the CLI's commands (``replay``, ``tune``, ``reproduce``) and the
-    Python API (``pipelines.replay.replay.run_replay``, ``experiments.grid``) describe it:
-    the data and how to read it (``read``), the learner configurations, the outputs (``out``
-    and the Kafka ones), the runner and the engine's settings. ``pipelines.replay.replay.plan``
-    turns it into the runners' plan.
-
-    ``learners`` may be given as ``LearnerConfig`` s or ``(label, learner, params)`` tuples;
-    ``dataset`` (the display name) defaults to the data's (:func:`display_name`)."""
-
-    data: str  # embedded data set name, path, or topic kafka://HOST:PORT/TOPIC
-    learners: tuple[LearnerConfig, ...]
-    out: str  # output directory: a local path or a URL (gs://...)
-    dataset: str = ""  # display name (embedded name, else the file or topic name)
-    # how the data is read (format, columns, scaling, limit, task, key_by, hashing, rows);
-    # its path is ``data``
-    read: ReadOptions = field(default_factory=lambda: ReadOptions(path=""))
-    seed: int = 0
-    permutations: int = 1
-    runner: str = "direct"
-    stream: str = "none"  # adversarial stream preset (kernelstream.engine.orders) or "none"
-    pipeline_args: tuple[str, ...] = ()  # Beam pipeline options after "--", passed through
-    kafka: KafkaOptions = field(default_factory=KafkaOptions)  # topic reads, outputs, checkpoints
-    # ``--workers N``: the streams split over N runner processes (``pipelines.replay.workers``; with
-    # ``--runner dask``, the local Dask cluster's worker processes); ``shard`` = (index, N) in
-    # one of those processes (the hidden ``--shard I/N``)
-    workers: int = 1
-    shard: tuple[int, int] | None = None
-    # ``--runner dask``: the scheduler of an existing cluster (tcp://HOST:PORT); None: a local
-    # cluster of ``workers`` processes (``pipelines.replay.dask_replay``)
-    dask_scheduler: str | None = None
-    # ``kernelstream tune``: the held-out tuning permutations first_permutation.. (a replay
-    # evaluates 0..R-1), each cut to its first ``stream_rows`` positions when given
-    first_permutation: int = 0
-    stream_rows: int | None = None
-    # the engine's settings (pipeline options after "--" override the first three)
-    block_size: int = 1024  # rows a block: amortises Beam's per-element cost (~1 ms a block)
-    metrics_window: int = 1000  # positions per metrics window
-    reshuffle: bool | None = None  # None: when there are several streams and workers
-    scramble: int | None = None  # seed: deliver blocks in a random order (tests)
-    order: str = "permuted"  # "file": one stream in file order, read in parallel chunks
-    # ``--sample N``: (the file the rows are drawn from, N); ``data`` is then the drawn file
-    sample: tuple[str, int] | None = None
-    chunk_bytes: int = 16 << 20  # the chunks of order="file"
-    quiet: bool = False
-    argv: tuple[str, ...] = field(default_factory=tuple)
-    # no learner named: the rows (``dense``/``sparse``) the default was chosen by
-    # (:data:`DEFAULT_BY_ROWS`), recorded in summary.json; None otherwise
-    default_rows: str | None = None
-    # ``--scale auto`` that scaled: why (``pipelines.replay.auto_scale``), recorded in
-    # summary.json; the value itself is ``read.scale``
-    auto_scale: str | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "learners", tuple(as_configs(self.learners).values()))
-        object.__setattr__(self, "out", os.fspath(self.out))
-        # lists from the Python API: tuples, so a config compares equal and stays as built
-        object.__setattr__(self, "pipeline_args", tuple(self.pipeline_args))
-        if not self.dataset:
-            object.__setattr__(self, "dataset", display_name(self.data))
-        if self.read.path != self.data:  # one name of the data: ``data``
-            object.__setattr__(self, "read", replace(self.read, path=self.data))
-
-    @classmethod
-    def of(cls, data: str, learners: Sequence[LearnerConfig | tuple[Any, ...]],
-           out: str | os.PathLike[str], **options: Any) -> ReplayConfig:
-        """The Python API's form: ``options`` are the fields of this class, of its
-        :class:`~kernelstream.data.options.ReadOptions` (``scale=``, ``limit=``, ...) or its
-        :class:`KafkaOptions` by their keywords (``kafka_idle=``, ``checkpoint=``, ...)."""
-        reads = {f.name for f in fields(ReadOptions)} - {"path"}
-        read = ReadOptions(path=data, **{k: v for k, v in options.items() if k in reads})
-        kafka = KafkaOptions(**{KafkaOptions.KEYWORDS[k]: v for k, v in options.items()
-                                if k in KafkaOptions.KEYWORDS})
-        rest = {k: v for k, v in options.items()
-                if k not in reads and k not in KafkaOptions.KEYWORDS}
-        return cls(data=data, learners=tuple(as_configs(learners).values()), out=os.fspath(out),
-                   read=read, kafka=kafka, **rest)
 
 
 def display_name(src: str) -> str:

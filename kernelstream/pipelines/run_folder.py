@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelstream import __version__, fs
+from kernelstream.errors import OutFolderError
 
 MARKER = ".kernelstream-run"
 
@@ -46,10 +47,6 @@ RUN_ENTRIES = ("predictions", "metrics", "dead_letters", "outcomes", "unlabeled"
                ".run-*", "checkpoint", ".sample", MARKER)
 # the documents a run of an earlier version (no marker) is recognised by
 _LEGACY_DOCS = ("summary.json", "tuned.json", "submitted.json")
-
-
-class OutFolderError(ValueError):
-    """An output folder a run may not write into; the message is the one line to print."""
 
 
 @dataclass(frozen=True)

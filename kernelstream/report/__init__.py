@@ -13,16 +13,14 @@ Modules: :mod:`.runs` (a run folder: summary rows, entities, dead letters), :mod
 
 from __future__ import annotations
 
-from kernelstream.report.runs import ReportError
-
-__all__ = ["ReportError", "render_report"]
+__all__ = ["render_report"]
 
 
 def render_report(paths: list[str], out: str) -> str:
     """Write the report of ``paths`` (run folders and reproduction JSON files) to ``out``;
-    returns the path written. Needs matplotlib; raises :class:`ReportError` for an input that
-    is neither."""
-    # pyarrow (Parquet): only for the runs that read or write it
+    returns the path written. Needs matplotlib; raises
+    :class:`~kernelstream.errors.ReportError` for an input that is neither."""
+    # matplotlib (the figures): only when a report is drawn, not when the CLI parses
     from kernelstream.report.page import render_report as _render
 
     return _render(paths, out)

@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
+from kernelstream._arrow import pa, pc
 from kernelstream.engine.noskill import NoSkill
 from kernelstream.learners.kernels import parse_sigmas
 from kernelstream.learners.losses import LOSSES

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from kernelstream import __version__
+from kernelstream.errors import ReportError
 from kernelstream.numbers import sig, sig_pm
 from kernelstream.report import figures
 from kernelstream.report.reproduce import ResultFile, ResultTable, TableCell, load_results
-from kernelstream.report.runs import LoadedRun, ReportError, is_run_dir, load_run, run_labels
+from kernelstream.report.runs import LoadedRun, is_run_dir, load_run, run_labels
 
 ENTITY_ROWS = 20  # worst entities listed per run
 RAW_CHARS = 160  # of a dead letter's raw input

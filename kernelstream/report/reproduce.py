@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelstream.report.runs import ReportError
+from kernelstream.errors import ReportError
 
 SPLIT_BY = ("table", "group")
 VERDICTS = ("passed", "verdict")

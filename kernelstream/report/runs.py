@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from kernelstream._arrow import pa, pc, pq
 from kernelstream.data.errors import reason_kind
+from kernelstream.errors import ReportError
 from kernelstream.report.curves import (
     MAX_PREDICTION_ROWS,
     Series,
@@ -38,10 +37,6 @@ METRICS_COLUMNS = ["config", "learner", "permutation", "entity", "task", "loss_n
 DEAD_COLUMNS = ["source", "stage", "key", "line", "position", "raw", "reason"]
 FIRST_LINES = 5  # line numbers shown per dead-letter reason
 STAGES = ("parse", "learn", "order")
-
-
-class ReportError(ValueError):
-    """An input the report cannot use; the message is one line for the user."""
 
 
 @dataclass

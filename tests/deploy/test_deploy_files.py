@@ -156,7 +156,7 @@ def _launcher() -> object:
 
 def test_the_flex_template_launcher_takes_every_parameter_of_metadata_json() -> None:
     from kernelstream.pipelines import cli
-    from kernelstream.pipelines.replay.replay_args import replay_config
+    from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
     launch = _launcher()
     meta = json.loads((ROOT / "deploy" / "dataflow" / "metadata.json").read_text())
@@ -174,7 +174,7 @@ def test_the_flex_template_launcher_takes_every_parameter_of_metadata_json() -> 
     cut = argv.index("--")
     args = cli.build_parser().parse_args(argv[:cut])
     args.pipeline_args = argv[cut + 1:]
-    config = replay_config(args, argv[:cut])
+    config = ReplayConfig.from_args(args, argv[:cut])
     assert args.submit_only and config.runner == "beam"
     assert [c.label for c in config.learners] == ["a", "b"]
     assert config.learners[0].params["budget"] == 50

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kernelstream.errors import WidthError
 from kernelstream.learners import make, registry, sparse_store
 from kernelstream.learners.kernels import make_kernel
-from kernelstream.learners.registry import WidthError, check_width, memory_estimate
+from kernelstream.learners.registry import check_width, memory_estimate
 from kernelstream.learners.sparse_store import SparseSVStore
 from kernelstream.learners.store import SVStore
 from kernelstream.sparse import CSR, SparseRow

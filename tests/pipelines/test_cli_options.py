@@ -7,9 +7,10 @@ import argparse
 
 import pytest
 
+from kernelstream.errors import ConfigError
 from kernelstream.pipelines import cli
 from kernelstream.pipelines.commands._common import add_data_options
-from kernelstream.pipelines.config import ConfigError, check_at_least
+from kernelstream.pipelines.config import check_at_least
 
 # a value each data option accepts, with a minimal command line per command
 VALUES = {"--format": "csv", "--label-column": "0", "--n-features": "7",

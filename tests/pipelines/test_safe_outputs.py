@@ -15,6 +15,7 @@ import pytest
 
 from kernelstream import learners
 from kernelstream.engine.evaluate import evaluate
+from kernelstream.errors import OutFolderError
 from kernelstream.pipelines.cli import main
 
 REPLAY = ["german", "--limit", "40", "--runner", "loop", "-q"]
@@ -88,7 +89,7 @@ def test_a_folder_of_an_earlier_version_is_a_run(tmp_path: Path) -> None:
     out.mkdir()
     (out / "summary.json").write_text(json.dumps({"kernelstream_version": "0.0.9"}))
     assert run_folder.inspect(str(out)).run is not None
-    with pytest.raises(run_folder.OutFolderError, match="previous kernelstream replay run"):
+    with pytest.raises(OutFolderError, match="previous kernelstream replay run"):
         run_folder.claim(str(out), "replay", overwrite=False)
     assert run_folder.claim(str(out), "replay", overwrite=True) == ["summary.json"]
 
@@ -103,9 +104,9 @@ def test_a_checkpointed_run_continues_its_own_folder(tmp_path: Path) -> None:
     Path(out, "predictions").mkdir()
     run_folder.claim(out, "stream", overwrite=False, checkpoint=ckpt, resumes=True)
     assert Path(out, "predictions").is_dir()
-    with pytest.raises(run_folder.OutFolderError, match="continues it"):
+    with pytest.raises(OutFolderError, match="continues it"):
         run_folder.claim(out, "stream", overwrite=True, checkpoint=ckpt, resumes=True)
-    with pytest.raises(run_folder.OutFolderError, match="previous kernelstream stream run"):
+    with pytest.raises(OutFolderError, match="previous kernelstream stream run"):
         run_folder.claim(out, "stream", overwrite=False, checkpoint=str(tmp_path / "other"))
     # a checkpoint inside the output folder is not counted as a foreign entry
     inner = tmp_path / "o2"

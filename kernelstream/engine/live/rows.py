@@ -39,6 +39,7 @@ import numpy as np
 
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.noskill import FIGURES
+from kernelstream.engine.replay import outputs
 
 if TYPE_CHECKING:
     from kernelstream.engine.live.state import ModelState
@@ -452,9 +453,8 @@ def stream_schemas() -> dict[str, Any]:
         # cumulative no-skill baseline and regression metrics (null where they do not apply)
         *(pa.field(f"total_{f}", f64) for f in FIGURES),
     ])
-    from kernelstream.engine.replay.outputs import DEAD_LETTER_SCHEMA
-
     # the replay's dead-letter columns (``line`` = the record's offset) + identity, event id
-    dead_letters = DEAD_LETTER_SCHEMA.append(req("row_id", s)).append(pa.field("event_id", s))
+    dead_letters = outputs.DEAD_LETTER_SCHEMA.append(req("row_id", s)).append(
+        pa.field("event_id", s))
     return {"predictions": predictions, "outcomes": outcomes, "unlabeled": unlabeled,
             "metrics": metrics, "dead_letters": dead_letters}

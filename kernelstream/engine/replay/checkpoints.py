@@ -37,21 +37,35 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from kernelstream import fs, kafka_client
+from kernelstream._arrow import pa, pq
 from kernelstream.engine.replay.outputs import ensure_nonempty
 
 if TYPE_CHECKING:  # the Kafka client: imported when a checkpoint's position is read
     from kernelstream.kafka_client.blocks import SourcePosition
 
-STATES_SCHEMA = pa.schema([
-    pa.field("key", pa.string(), nullable=False),
-    pa.field("state", pa.binary(), nullable=False),
-])
+    STATES_SCHEMA: pa.Schema
+
+
+@cache
+def _states_schema() -> pa.Schema:
+    return pa.schema([
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("state", pa.binary(), nullable=False),
+    ])
+
+
+def __getattr__(name: str) -> Any:
+    """``STATES_SCHEMA``, built on first use: importing this module must not load pyarrow
+    (:mod:`kernelstream._arrow`)."""
+    if name == "STATES_SCHEMA":
+        return _states_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _NAME = re.compile(r"ckpt-(\d{6})\.committed$")
 KEEP = 2
 
@@ -137,7 +151,7 @@ def check_configs(ckpt: Checkpoint, configs: dict[str, Any]) -> None:
 
 def commit(ckpt: Checkpoint, info: dict[str, Any]) -> None:
     """Make ``ckpt`` the one the next run resumes from, then prune (see the module doc)."""
-    ensure_nonempty(ckpt.directory, STATES_SCHEMA, prefix=ckpt.states_prefix)
+    ensure_nonempty(ckpt.directory, _states_schema(), prefix=ckpt.states_prefix)
     if not fs.exists(ckpt.source_path):
         raise RuntimeError(f"checkpoint {ckpt.name}: the source position was not written")
     fs.write_bytes_atomic(ckpt.marker, (json.dumps(
@@ -194,9 +208,9 @@ def write_states(ckpt: Checkpoint, states: Iterable[tuple[str, bytes]] | Mapping
     if first is None:
         return
     with fs.open_write(fs.join(ckpt.directory, f"{ckpt.states_prefix}-{name}.parquet")) as fh, \
-            pq.ParquetWriter(fh, STATES_SCHEMA) as w:
+            pq.ParquetWriter(fh, _states_schema()) as w:
         for rows in itertools.chain([first], groups):
-            w.write_table(pa.Table.from_pylist(rows, schema=STATES_SCHEMA))
+            w.write_table(pa.Table.from_pylist(rows, schema=_states_schema()))
 
 
 class SavedStates:

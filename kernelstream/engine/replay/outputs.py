@@ -10,35 +10,34 @@ runner (``pipelines.replay.loop``) write these same batches, so their files comp
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import cache
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from kernelstream import fs
+from kernelstream._arrow import pa, pq
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.replay.blocks import PredictionBlock
-
-# Arrow type of each word of a schema spec (:func:`_schema`)
-_TYPES = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(),
-          "float64": pa.float64(), "bool": pa.bool_(), "float64[]": pa.list_(pa.float64())}
 
 
 def _schema(spec: str) -> pa.Schema:
     """A schema from ``name:type`` words in column order (``!`` after the type: never null;
     ``#`` starts a comment to the end of the line)."""
+    # Arrow type of each word of a schema spec
+    types = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(),
+             "float64": pa.float64(), "bool": pa.bool_(), "float64[]": pa.list_(pa.float64())}
     fields = []
     for line in spec.splitlines():
         for word in line.split("#", 1)[0].split():
             name, kind = word.split(":")
-            fields.append(pa.field(name, _TYPES[kind.rstrip("!")], nullable=kind[-1] != "!"))
+            fields.append(pa.field(name, types[kind.rstrip("!")], nullable=kind[-1] != "!"))
     return pa.schema(fields)
 
 
-PREDICTIONS_SCHEMA = _schema("""
+_PREDICTIONS = """
     key:string! config:string! permutation:int32! entity:string
     position:int64!  # 0-based position in the stream
     id:int64!  # row of the data set (0-based)
@@ -46,9 +45,9 @@ PREDICTIONS_SCHEMA = _schema("""
     predicted:float64 label:float64! loss:float64  # predicted: ±1 label, or regression's score
     mistake:bool n_support_vectors:int64!  # mistake: null for regression
     selected_kernel:int64  # null for single-kernel learners
-""")
+"""
 
-METRICS_SCHEMA = _schema("""
+_METRICS = """
     key:string! config:string! learner:string! permutation:int32! entity:string task:string
     loss_name:string final:bool! window_start:int64! window_end:int64! examples:int64!
     mistakes:int64 mistake_rate:float64 avg_loss:float64 loss_sum:float64
@@ -69,19 +68,43 @@ METRICS_SCHEMA = _schema("""
     # predictor's average loss, the run's RMSE, MAE and R² against that predictor (regression)
     noskill_mistake_rate:float64 noskill_avg_loss:float64 rmse:float64 mae:float64 r2:float64
     top_class_share:float64
-""")
+"""
 
-DEAD_LETTER_SCHEMA = _schema("""
+_DEAD_LETTERS = """
     source:string!
     stage:string!  # parse | learn | order
     key:string  # stream key (learn/order stages)
     line:int64  # 1-based line (or Parquet row) of the source file
     position:int64 id:int64 raw:string! reason:string!
-""")
+"""
 
-SCHEMAS = {"predictions": PREDICTIONS_SCHEMA, "metrics": METRICS_SCHEMA,
-           DEAD_LETTER_TAG: DEAD_LETTER_SCHEMA}
-OUTPUTS = tuple(SCHEMAS)  # the output directories of a run
+_SPECS = {"predictions": _PREDICTIONS, "metrics": _METRICS, DEAD_LETTER_TAG: _DEAD_LETTERS}
+OUTPUTS = tuple(_SPECS)  # the output directories of a run
+# the schemas' names: built from the specs above when first read (:func:`__getattr__`)
+_NAMES = {"PREDICTIONS_SCHEMA": "predictions", "METRICS_SCHEMA": "metrics",
+          "DEAD_LETTER_SCHEMA": DEAD_LETTER_TAG}
+
+if TYPE_CHECKING:
+    PREDICTIONS_SCHEMA: pa.Schema
+    METRICS_SCHEMA: pa.Schema
+    DEAD_LETTER_SCHEMA: pa.Schema
+    SCHEMAS: dict[str, pa.Schema]
+
+
+@cache
+def _schemas() -> dict[str, pa.Schema]:
+    return {name: _schema(spec) for name, spec in _SPECS.items()}
+
+
+def __getattr__(name: str) -> Any:
+    """``PREDICTIONS_SCHEMA``, ``METRICS_SCHEMA``, ``DEAD_LETTER_SCHEMA`` and ``SCHEMAS`` (the
+    three by output), built on first use: they are pyarrow objects, and importing this module
+    must not load pyarrow (:mod:`kernelstream._arrow`)."""
+    if name == "SCHEMAS":
+        return _schemas()
+    if name in _NAMES:
+        return _schemas()[_NAMES[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def output_of(record: PredictionBlock | dict[str, Any]) -> str:
@@ -112,7 +135,7 @@ def predictions_batch(p: PredictionBlock) -> pa.RecordBatch:
         pa.array(p.mistake == 1, mask=p.mistake < 0),
         pa.array(p.n_sv),
         pa.array(p.selected_kernel, mask=p.selected_kernel < 0),
-    ], schema=PREDICTIONS_SCHEMA)
+    ], schema=_schemas()["predictions"])
 
 
 # Prediction rows per Parquet row group. Each write of a record batch ends a row group, whose
@@ -140,7 +163,7 @@ class PredictionWriter:
 
     def flush(self) -> None:
         if self.batches:
-            self.writer.write_table(pa.Table.from_batches(self.batches, PREDICTIONS_SCHEMA),
+            self.writer.write_table(pa.Table.from_batches(self.batches, _schemas()["predictions"]),
                                     row_group_size=max(1, self.rows))
         self.batches, self.rows = [], 0
 
@@ -221,6 +244,6 @@ def comparable_table(out: str | Path, name: str) -> pa.Table:
     """Output ``name`` of the run in ``out`` in a canonical row order and without the
     metrics' run columns (:data:`RUN_METRIC_COLUMNS`): two runs of the same replay (other
     runners, worker counts, block deliveries) give equal tables."""
-    t = read_table(Path(out) / name, SCHEMAS[name]).sort_by(
+    t = read_table(Path(out) / name, _schemas()[name]).sort_by(
         [(c, "ascending") for c in _ROW_ORDER[name]])
     return t.drop_columns(list(RUN_METRIC_COLUMNS)) if name == "metrics" else t

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream.errors import WidthError
 from kernelstream.learners import registry
 from kernelstream.learners.base import Learner, Param, state_from_bytes, state_to_bytes
-from kernelstream.learners.registry import WidthError, check_width
+from kernelstream.learners.registry import check_width
 from kernelstream.learners.testing.support import (
     N_LONG,
     D,

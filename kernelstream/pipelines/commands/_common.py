@@ -145,6 +145,19 @@ def add_command(sub: Any, command: Command) -> argparse.ArgumentParser:
                          else argparse.RawDescriptionHelpFormatter))
 
 
+def command_parser(*commands: Any) -> Parser:
+    """The parser of ``kernelstream COMMAND ...`` for ``commands``, modules of
+    :mod:`kernelstream.pipelines.commands` (each with ``COMMAND`` and ``add_arguments``): the
+    CLI's (``pipelines.cli.build_parser``, all of them), and the one a command parses another
+    command's line with (``demo`` a ``stream``'s, ``summary`` a submitted ``replay``'s), so it
+    needs no import of the CLI, which imports every command."""
+    parser = Parser(prog=PROG, description="Online kernel learning on data streams.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in commands:
+        command.add_arguments(add_command(sub, command.COMMAND))
+    return parser
+
+
 # How each data option parses (type, choices, metavar, default), defined once for every command
 # that offers it; the help texts are the commands' own, since a file, a topic's messages and a
 # check read them to different ends.

@@ -2,10 +2,11 @@
 start of a run (:func:`started`: ``--workers`` processes, data check, output directory), the
 summary table and ``summary.json`` (:func:`build_summary`, schema in README.md).
 
-Flow of a run: :class:`~kernelstream.pipelines.config.ReplayConfig` → a runner from
+Flow of a run: :class:`~kernelstream.pipelines.replay.replay_args.ReplayConfig` → a runner from
 :func:`run` (returns one :class:`~kernelstream.engine.evaluate.EvalResult` per learner
-configuration) → summary table and ``summary.json``. The engine, pyarrow and Beam are imported by
-the runners when they run, never here.
+configuration) → summary table and ``summary.json``. pyarrow is imported when a run reads or
+writes Parquet (:mod:`kernelstream._arrow`), Beam by the runners that need it
+(``pipelines.replay.replay``), never here.
 """
 
 from __future__ import annotations
@@ -27,19 +28,16 @@ from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.evaluate import stderr_progress
 from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.orders import evaluate_stream
+from kernelstream.engine.replay.checkpoints import latest
+from kernelstream.engine.replay.outputs import parquet_files
 from kernelstream.engine.writer_lock import CheckpointInUse
+from kernelstream.errors import ConfigError, DataError, OutFolderError, WorkerError
 from kernelstream.numbers import sig_pm
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import error, progress_to_stderr
-from kernelstream.pipelines.config import (
-    PROG,
-    ConfigError,
-    DataError,
-    ReplayConfig,
-    WorkerError,
-)
-from kernelstream.pipelines.replay.replay_args import check_data, is_embedded
-from kernelstream.pipelines.run_folder import OutFolderError
+from kernelstream.pipelines.config import PROG
+from kernelstream.pipelines.replay import replay
+from kernelstream.pipelines.replay.replay_args import ReplayConfig, check_data, is_embedded
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult
@@ -90,9 +88,6 @@ def run(config: ReplayConfig, pool: WorkerPool | None = None) -> RunOutput:
     memory and only summarised."""
     if config.stream != "none":
         return RunOutput(_evaluate_in_memory(config))
-    # the replay machinery (engine, pyarrow, Kafka client; Beam for its runners): only here
-    from kernelstream.pipelines.replay import replay
-
     try:
         if config.shard is not None:  # one worker process of --workers
             replay.run_config(config)
@@ -109,9 +104,6 @@ def run(config: ReplayConfig, pool: WorkerPool | None = None) -> RunOutput:
 def run_output(config: ReplayConfig, res: ReplayResult) -> RunOutput:
     """The :class:`RunOutput` of a finished run from its outputs read back (``res``: see
     ``pipelines.replay.replay.read_outputs``); also ``kernelstream summary``'s."""
-    # pyarrow (Parquet): only for the runs that read or write it
-    from kernelstream.engine.replay.outputs import parquet_files
-
     # counts from the files themselves, so the summary adds up whatever the runner's
     # support for Beam metrics
     counts = {
@@ -294,8 +286,6 @@ def _draw_sample(config: ReplayConfig, command: str) -> None:
 
 def _has_checkpoint(directory: str) -> bool:
     """Whether a replay's ``--checkpoint`` folder holds a committed checkpoint."""
-    from kernelstream.engine.replay.checkpoints import latest  # Parquet (pyarrow): only for a topic
-
     return fs.exists(directory) and latest(directory) is not None
 
 

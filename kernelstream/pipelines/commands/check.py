@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
@@ -19,50 +20,77 @@ from kernelstream.pipelines.commands._common import (
     add_read_arguments,
     error,
 )
-from kernelstream.pipelines.config import ConfigError, check_at_least, is_topic
+from kernelstream.pipelines.config import at_least, check_declared, is_topic
 from kernelstream.pipelines.replay.replay_args import int_or_str, is_embedded
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """A ``kernelstream check`` run: how DATA is read (``read``: its path the embedded data
+    set's file, or the file or topic given), ``--json``, and a topic's read (``--kafka-idle``,
+    the ``--kafka-option`` settings, parsed when the topic is read)."""
+
+    read: ReadOptions
+    json: bool = False
+    kafka_idle: float = 2.0
+    kafka_options: tuple[str, ...] = ()
+    limit: int | None = at_least(1, "--limit")
+
+    def __post_init__(self) -> None:
+        check_declared(self)
+        if self.read.hash_features is not None:
+            data.hashing.check_bits(self.read.hash_features)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> CheckConfig:
+        """``check``'s arguments → its config (``ValueError`` with the one line to print)."""
+        src = args.data
+        try:
+            src = str(data.embedded_path(src)) if is_embedded(src) else src
+        except (KeyError, FileNotFoundError):
+            pass
+        read = ReadOptions(
+            path=src, fmt=args.format, n_features=args.n_features,
+            label_column=None if args.label_column is None else int_or_str(args.label_column),
+            task=args.task, limit=args.limit, positive_label=args.positive_label,
+            delimiter=args.delimiter, header=args.header,
+            key_by=None if args.key_by is None else int_or_str(args.key_by),
+            hash_features=args.hash_features)
+        return cls(read=read, json=args.json, kafka_idle=args.kafka_idle,
+                   kafka_options=tuple(args.kafka_option or ()), limit=args.limit)
 
 
 def cmd_check(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     """Report what a replay would see in DATA; rc 2 (and the report) when it would refuse it."""
     try:
-        check_at_least(args, limit=1)
-    except ConfigError as exc:
+        config = CheckConfig.from_args(args, argv)
+    except ValueError as exc:
         return error("check", str(exc))
-    if args.hash_features is not None:
-        try:
-            data.hashing.check_bits(args.hash_features)
-        except ValueError as exc:
-            return error("check", str(exc))
-    src = args.data
-    try:
-        src = str(data.embedded_path(src)) if is_embedded(src) else src
-    except (KeyError, FileNotFoundError):
-        pass
-    opts = ReadOptions(
-        path=src, fmt=args.format, n_features=args.n_features,
-        label_column=None if args.label_column is None else int_or_str(args.label_column),
-        task=args.task, limit=args.limit, positive_label=args.positive_label,
-        delimiter=args.delimiter, header=args.header,
-        key_by=None if args.key_by is None else int_or_str(args.key_by),
-        hash_features=args.hash_features)
+    return run_check(config)
+
+
+def run_check(config: CheckConfig) -> int:
+    """The check of ``config``: the report on stdout; 2 with one line when a replay would
+    refuse the data or it cannot be read."""
+    opts = config.read
+    src = opts.path
     try:
         if is_topic(src):
             logging.getLogger("kafka").setLevel(logging.CRITICAL)
-            client = kafka_client.client_settings(args.kafka_option or [])
-            report = data_check.check_topic(opts, args.kafka_idle, client)
+            client = kafka_client.client_settings(list(config.kafka_options))
+            report = data_check.check_topic(opts, config.kafka_idle, client)
         else:
             if not fs.exists(src):
                 return error("check", f"no such file or embedded data set: {src}")
             report = data_check.check_file(opts)
     except (ValueError, OSError, ConnectionError) as exc:
         return error("check", str(exc).splitlines()[0] if str(exc) else repr(exc))
-    if args.hash_features is not None:
-        report.width = 1 << args.hash_features
+    if opts.hash_features is not None:
+        report.width = 1 << opts.hash_features
     if not is_topic(src) or opts.fmt or opts.hash_features is not None:
         report.rows_as = "sparse" if opts.sparse_rows(max(report.width, 1)) else "dense"
     problem = data_check.verdict(report)
-    if args.json:
+    if config.json:
         doc = report.to_dict()
         doc["problem"] = problem
         print(json.dumps(doc, indent=2))

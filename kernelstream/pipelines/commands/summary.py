@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from kernelstream import fs
-from kernelstream.pipelines.commands._common import Command, error
+from kernelstream.pipelines.commands import replay as replay_command
+from kernelstream.pipelines.commands._common import Command, command_parser, error
 from kernelstream.pipelines.commands._runs import (
     SUBMITTED,
     build_summary,
@@ -22,7 +23,8 @@ from kernelstream.pipelines.commands._runs import (
 )
 from kernelstream.pipelines.commands.replay import print_run
 from kernelstream.pipelines.config import PROG
-from kernelstream.pipelines.replay.replay_args import replay_config
+from kernelstream.pipelines.replay import replay
+from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
 COMMAND = Command(
     "summary", help="summary.json of a replay submitted with --submit-only, once it finished",
@@ -49,10 +51,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_summary(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     """Write ``RUN_DIR/summary.json`` of a finished submitted run; 2 with one line when
     ``RUN_DIR`` holds no submitted run or its job has not written its outputs (yet)."""
-    # the CLI imports this module: at module level the import would be a circle
-    from kernelstream.pipelines import cli
-    from kernelstream.pipelines.replay import replay  # the replay machinery: only here
-
     out = args.run_dir
     path = fs.join(out, SUBMITTED)
     if not fs.exists(path):
@@ -61,10 +59,10 @@ def cmd_summary(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     try:
         with fs.open_read(path) as fh:
             submitted = json.loads(fh.read())
-        run_args = cli.build_parser().parse_args(submitted["argv"])
+        run_args = command_parser(replay_command).parse_args(submitted["argv"])
         run_args.pipeline_args = list(submitted["pipeline_args"])
         # the outputs are where they are now (the run's --out may have been relative)
-        config = replace(replay_config(run_args, submitted["argv"]), out=out)
+        config = replace(ReplayConfig.from_args(run_args, submitted["argv"]), out=out)
     except (OSError, ValueError, KeyError, TypeError, SystemExit) as exc:
         return error("summary", f"{path}: not a submitted run's record ({exc})")
     # the sinks rename each output's files into place when the job's input is complete:

@@ -15,13 +15,14 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelstream import __version__, fs, learners
 from kernelstream._json import json_safe
 from kernelstream.data import widths
+from kernelstream.errors import ConfigError
 from kernelstream.experiments import tuning
 from kernelstream.pipelines.commands._common import (
     Command,
@@ -40,15 +41,13 @@ from kernelstream.pipelines.commands._runs import (
 from kernelstream.pipelines.commands.replay import run_shard
 from kernelstream.pipelines.config import (
     PROG,
-    ConfigError,
-    ReplayConfig,
     check_at_least,
     display_name,
     is_topic,
     parse_learner_spec,
     runners_for,
 )
-from kernelstream.pipelines.replay.replay_args import replay_config, shard_arg, workers_arg
+from kernelstream.pipelines.replay.replay_args import ReplayConfig, shard_arg, workers_arg
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult
@@ -136,60 +135,85 @@ def _labels(cells: Sequence[int], n_cells: int) -> list[str]:
     return [f"cell{i:0{width}d}" for i in cells]
 
 
-def tune_config(args: argparse.Namespace, argv: Sequence[str]) -> tuple[
-        ReplayConfig, dict[str, list[str]], list[dict[str, str]], list[int]]:
-    """The tuning run as a replay configuration (one learner configuration per evaluated
-    cell, the tuning permutations), the grid, its cells and the evaluated cells' indices."""
-    if is_topic(args.data):
-        raise ConfigError("tune replays permutations of a data file; a Kafka topic is one "
-                          "stream in its own order")
-    label, name = parse_learner_spec(args.learner)
-    if label != name:
-        raise ConfigError(f"--learner {args.learner!r}: give the learner's name alone")
-    grid = args.grid
-    if not grid:  # the learner's Gaussian width, around the data-driven one
-        if not any(p.name == "gamma" for p in learners.get(name).params):
-            raise ConfigError(f"{name} has no Gaussian width to tune by default: give "
-                              "--grid KEY=V1,V2,...")
-        grid = [widths.tune_grid()]
-    axes = tuning.parse_grid(grid)
-    fixed = list(args.param or [])
-    for spec in fixed:
-        key = spec.partition("=")[0].strip()
-        if "." in key:
-            raise ConfigError(f"-p {spec!r}: tune has one learner; give -p KEY=VALUE")
-        width = {"sigma", "gamma"}
-        both = key if key in axes else next(iter(width & set(axes) - {key}), None)
-        if both is not None and (key in axes or key in width):
-            raise ConfigError(f"-p {key}=... and --grid {both}=...: give each parameter once")
-    check_at_least(args, tune_perm=0, tune_permutations=1, tune_rows=1)
-    cells = tuning.grid_cells(axes)
-    chosen = (list(range(len(cells))) if args.random is None
-              else tuning.random_cells(len(cells), args.random, args.seed))
-    labels = _labels(chosen, len(cells))
-    ns = argparse.Namespace(**vars(args))
-    for k, v in _REPLAY_ONLY.items():
-        setattr(ns, k, getattr(ns, k, v))
-    ns.learner = [f"{lab}={name}" for lab in labels]
-    ns.param = fixed + [f"{lab}.{k}={v}" for lab, i in zip(labels, chosen, strict=True)
-                        for k, v in cells[i].items()]
-    ns.permutations = args.tune_permutations
-    if not args.out:
-        ns.out = str(Path("runs") / f"tune-{display_name(args.data)}-{name}")
-    config = replay_config(ns, argv)
-    config = replace(config, first_permutation=args.tune_perm, stream_rows=args.tune_rows)
-    return config, axes, cells, chosen
+@dataclass(frozen=True)
+class TuneConfig:
+    """A ``kernelstream tune`` run: the replay that learns the grid (``replay``: one learner
+    configuration per evaluated cell, on the tuning permutations), the grid's ``axes``, its
+    ``cells`` and the evaluated cells' indices (``chosen``), the fixed ``-p`` values, how
+    ties are broken, ``--random``, ``--overwrite`` and the command line."""
+
+    replay: ReplayConfig
+    axes: dict[str, list[str]]
+    cells: tuple[dict[str, str], ...]
+    chosen: tuple[int, ...]
+    fixed: tuple[str, ...] = ()
+    ties: str = "grid"
+    random: int | None = None
+    overwrite: bool = False
+    argv: tuple[str, ...] = ()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, argv: Sequence[str]) -> TuneConfig:
+        """``tune``'s arguments → its config (``ValueError`` with the one line to print)."""
+        if is_topic(args.data):
+            raise ConfigError("tune replays permutations of a data file; a Kafka topic is one "
+                              "stream in its own order")
+        label, name = parse_learner_spec(args.learner)
+        if label != name:
+            raise ConfigError(f"--learner {args.learner!r}: give the learner's name alone")
+        grid = args.grid
+        if not grid:  # the learner's Gaussian width, around the data-driven one
+            if not any(p.name == "gamma" for p in learners.get(name).params):
+                raise ConfigError(f"{name} has no Gaussian width to tune by default: give "
+                                  "--grid KEY=V1,V2,...")
+            grid = [widths.tune_grid()]
+        axes = tuning.parse_grid(grid)
+        fixed = list(args.param or [])
+        for spec in fixed:
+            key = spec.partition("=")[0].strip()
+            if "." in key:
+                raise ConfigError(f"-p {spec!r}: tune has one learner; give -p KEY=VALUE")
+            width = {"sigma", "gamma"}
+            both = key if key in axes else next(iter(width & set(axes) - {key}), None)
+            if both is not None and (key in axes or key in width):
+                raise ConfigError(f"-p {key}=... and --grid {both}=...: give each parameter once")
+        check_at_least(args, tune_perm=0, tune_permutations=1, tune_rows=1)
+        cells = tuning.grid_cells(axes)
+        chosen = (list(range(len(cells))) if args.random is None
+                  else tuning.random_cells(len(cells), args.random, args.seed))
+        labels = _labels(chosen, len(cells))
+        ns = argparse.Namespace(**vars(args))
+        for k, v in _REPLAY_ONLY.items():
+            setattr(ns, k, getattr(ns, k, v))
+        ns.learner = [f"{lab}={name}" for lab in labels]
+        ns.param = fixed + [f"{lab}.{k}={v}" for lab, i in zip(labels, chosen, strict=True)
+                            for k, v in cells[i].items()]
+        ns.permutations = args.tune_permutations
+        if not args.out:
+            ns.out = str(Path("runs") / f"tune-{display_name(args.data)}-{name}")
+        replay = ReplayConfig.from_args(ns, argv)
+        replay = replace(replay, first_permutation=args.tune_perm, stream_rows=args.tune_rows)
+        return cls(replay=replay, axes=axes, cells=tuple(cells), chosen=tuple(chosen),
+                   fixed=tuple(fixed), ties=args.ties, random=args.random,
+                   overwrite=args.overwrite, argv=tuple(argv))
 
 
 def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     try:
-        config, axes, cells, chosen = tune_config(args, argv)
+        tune = TuneConfig.from_args(args, argv)
     except ValueError as exc:  # unknown learner, bad grid or parameter, inconsistent options
         return error("tune", str(exc))
+    return run_tune(tune)
+
+
+def run_tune(tune: TuneConfig) -> int:
+    """The tuning run of ``tune``: the grid learnt, ``tuned.json``, its table and the choice
+    printed; the exit code."""
+    config, axes, cells, chosen = tune.replay, tune.axes, list(tune.cells), list(tune.chosen)
     if config.shard is not None:  # a worker process of --workers: its share of the cells
         return run_shard(config)
     try:
-        with started(config, "tune", args.overwrite) as pool:
+        with started(config, "tune", tune.overwrite) as pool:
             if not config.quiet:
                 print(f"[tune] {config.learners[0].learner}: {len(chosen)} of {len(cells)} cells x "
                       f"{config.permutations} tuning permutation(s) from r = "
@@ -199,7 +223,7 @@ def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return exc.code
     if isinstance(run, int):  # the run failed: its error is printed
         return run
-    doc = tuned_document(args, argv, config, run.results, axes, cells, chosen)
+    doc = tuned_document(tune, run.results)
     write_summary(build_summary(config, run), config.out)
     path, table = write_tuned(doc, config.out)
     print(tuning.format_table(doc))
@@ -240,10 +264,9 @@ def tune_warnings(axes: dict[str, list[str]], chosen: dict[str, str],
     return lines
 
 
-def tuned_document(args: argparse.Namespace, argv: Sequence[str], config: ReplayConfig,
-                   results: Sequence[EvalResult], axes: dict[str, list[str]],
-                   cells: list[dict[str, str]], chosen: list[int]) -> dict[str, Any]:
+def tuned_document(tune: TuneConfig, results: Sequence[EvalResult]) -> dict[str, Any]:
     """The ``tuned.json`` document of a finished tuning run."""
+    config, axes, cells, chosen = tune.replay, tune.axes, list(tune.cells), list(tune.chosen)
     by_label = {r.label: r for r in results}
     scores = []
     for label, i in zip(_labels(chosen, len(cells)), chosen, strict=True):
@@ -256,11 +279,11 @@ def tuned_document(args: argparse.Namespace, argv: Sequence[str], config: Replay
             n_support_vectors=s["n_support_vectors"], seconds=s["seconds"],
             per_permutation=[(p.permutation, p.mistake_rate, p.avg_loss) for p in r.runs]))
     first = results[0]
-    best = tuning.choose(scores, config.read.task, args.ties)
+    best = tuning.choose(scores, config.read.task, tune.ties)
     return tuning.tuned_doc(
         learner=first.learner, task=config.read.task, loss=first.loss, cells=scores, chosen=best,
-        ties=args.ties, axes=axes,
-        fixed=dict(spec.split("=", 1) for spec in (args.param or [])),
+        ties=tune.ties, axes=axes,
+        fixed=dict(spec.split("=", 1) for spec in tune.fixed),
         data={"dataset": config.dataset, "data": config.data, "examples": first.examples,
               "n_features": first.n_features, "task": config.read.task, "format": config.read.fmt,
               "scale": config.read.scale, "scale_target": config.read.scale_target,
@@ -271,9 +294,9 @@ def tuned_document(args: argparse.Namespace, argv: Sequence[str], config: Replay
                   "tune_permutations": config.permutations,
                   "permutations": list(range(config.first_permutation,
                                              config.first_permutation + config.permutations)),
-                  "rows": config.stream_rows, "random": args.random,
+                  "rows": config.stream_rows, "random": tune.random,
                   "cells_in_grid": len(cells), "seeding": SEEDING, "runner": config.runner,
-                  "argv": list(argv)},
+                  "argv": list(tune.argv)},
         version=__version__, created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
 
 

@@ -1,6 +1,6 @@
 """``kernelstream stream`` arguments → a checked :class:`StreamConfig` (no Beam, no broker).
 
-Every option error is one line (:class:`~kernelstream.pipelines.config.ConfigError`, exit 2)
+Every option error is one line (:class:`~kernelstream.errors.ConfigError`, exit 2)
 before Beam is imported or a broker contacted; the config is what the up-front checks
 (:mod:`~kernelstream.pipelines.live.stream_prepare`) and the run
 (:mod:`kernelstream.pipelines.live.stream`) then work from. It stands apart so that the parsing
@@ -24,12 +24,13 @@ from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.live.routing import LiveSpec
 from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
+from kernelstream.engine.replay import checkpoints
+from kernelstream.errors import ConfigError, WidthError
 from kernelstream.experiments.tuning import param_text  # -p text of a recorded value
 from kernelstream.kafka_client.names import KAFKA_CLIENTS, SCHEME
-from kernelstream.learners.registry import WidthError, check_width
+from kernelstream.learners.registry import check_width
 from kernelstream.pipelines.config import (
     DEFAULT_LEARNERS,
-    ConfigError,
     check_at_least,
     learner_configs,
     parse_learner_spec,
@@ -366,9 +367,6 @@ def _auto_width_spec(spec: str) -> bool:
 def _saved_configs(path: str) -> dict[str, Any]:
     """The configurations recorded by a stream snapshot or a replay checkpoint (empty when
     neither: prepare() reports it)."""
-    # pyarrow (Parquet): only for the runs that read or write it
-    from kernelstream.engine.replay import checkpoints
-
     try:
         if is_snapshot_dir(path):
             with SnapshotView.open(path) as view:

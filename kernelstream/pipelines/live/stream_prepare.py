@@ -38,7 +38,9 @@ from kernelstream.engine.live.snapshot.outputs import (
 )
 from kernelstream.engine.live.snapshot.store import SnapshotStore, SnapshotView, is_snapshot_dir
 from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
+from kernelstream.engine.replay import checkpoints
 from kernelstream.engine.writer_lock import CheckpointInUse
+from kernelstream.errors import OutFolderError
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.live import stream_width
 from kernelstream.pipelines.live.stream_config import (
@@ -127,9 +129,6 @@ def _init_kind(config: StreamConfig) -> str | None:
     path = config.init_from
     if path is None:
         return None
-    # pyarrow (Parquet): only for the runs that read or write it
-    from kernelstream.engine.replay import checkpoints
-
     if not os.path.isdir(path):
         raise UpfrontError(f"--init-from {path}: no such directory")
     ours = config.configs_doc()
@@ -232,7 +231,7 @@ def prepare(config: StreamConfig) -> Prepared:
                 resumes=resume is not None, argv=config.argv, ignore=own,
                 continuing=continuing)
             claim(dry=True)
-        except run_folder.OutFolderError as exc:
+        except OutFolderError as exc:
             raise UpfrontError(str(exc)) from None
         try:
             info = kafka_client.kafka_partition_info(config.bootstrap, config.all_topics,
@@ -262,7 +261,7 @@ def prepare(config: StreamConfig) -> Prepared:
         config = stream_width.resolve(config, start)  # gamma=auto: the first records
         try:
             claim()
-        except run_folder.OutFolderError as exc:
+        except OutFolderError as exc:
             raise UpfrontError(str(exc)) from None
         except OSError as exc:
             raise UpfrontError(f"--out {out}: {exc}") from None

@@ -77,59 +77,61 @@ def build_pipeline(p: beam.Pipeline, run: ReplayRun) -> WriteOutputs | None:
     finalize once ``p`` has run (the FnApiRunner, which never retries a bundle: see
     ``WriteOutputs(finalize=False)``), else None."""
     keyed = False
-    if run.kafka is not None:
-        src = p | "Read" >> ReadKafkaBlocks(run.kafka, run.read, run.spec.configs,
-                                            run.block_size, run.resume_position)
-    elif run.order == "file":
-        src = p | "Read" >> ReadFileBlocks(run.read, run.spec.configs, run.block_size,
-                                           run.chunk_bytes)
+    if run.data.kafka is not None:
+        src = p | "Read" >> ReadKafkaBlocks(run.data.kafka, run.data.read, run.spec.configs,
+                                            run.execution.block_size, run.recovery.resume_position)
+    elif run.protocol.order == "file":
+        src = p | "Read" >> ReadFileBlocks(run.data.read, run.spec.configs,
+                                           run.execution.block_size, run.data.chunk_bytes)
     else:
         # (stream key, block) pairs straight from the source, unless they are scrambled
-        keyed = run.scramble is None
-        src = p | "Read" >> ReadPermutedStreams(FileLoader(run.read), run.spec,
+        keyed = run.execution.scramble is None
+        src = p | "Read" >> ReadPermutedStreams(FileLoader(run.data.read), run.spec,
                                                 keyed=keyed)
     blocks = src.blocks
-    if run.scramble is not None:
-        blocks = blocks | "Scramble" >> ScrambleBlocks(run.scramble)
-    elif run.reshuffle or (run.reshuffle is None and _workers(run) > 1 and (
-            len(run.configs) * run.permutations > 1 or run.read.key_by is not None)):
+    if run.execution.scramble is not None:
+        blocks = blocks | "Scramble" >> ScrambleBlocks(run.execution.scramble)
+    elif run.execution.reshuffle or (run.execution.reshuffle is None and _workers(run) > 1 and (
+            len(run.learners.configs) * run.protocol.permutations > 1
+            or run.data.read.key_by is not None)):
         # Spread the streams over workers; LearnPredict restores each stream's order. (With
         # one stream or one worker the shuffle would only cost time.)
         blocks = blocks | "Reshuffle" >> beam.Reshuffle()
     # a resumed stream's saved state is read by key where the stream is learnt
-    out = blocks | "Learn" >> LearnPredict(run.configs, seed=run.seed,
-                                           metrics_window=run.metrics_window,
-                                           source=run.read.path,
+    resume = run.recovery.resume_from
+    out = blocks | "Learn" >> LearnPredict(run.learners.configs, seed=run.protocol.seed,
+                                           metrics_window=run.outputs.metrics_window,
+                                           source=run.data.read.path,
                                            early_state=resolve_early_state(run),
-                                           saved_states=(None if run.resume_from is None else
-                                                         SavedStates.of(run.resume_from)),
-                                           emit_states=run.writes is not None,
-                                           progress_total=run.expected_examples,
-                                           keyed=keyed, merged=run.kafka_out is None)
-    if run.writes is not None:
+                                           saved_states=(None if resume is None else
+                                                         SavedStates.of(resume)),
+                                           emit_states=run.recovery.writes is not None,
+                                           progress_total=run.execution.expected_examples,
+                                           keyed=keyed, merged=run.outputs.kafka_out is None)
+    if run.recovery.writes is not None:
         # the streams this run did not touch keep their saved states (a shuffle, not a
         # side input: each worker sees its share)
-        saved = (None if run.resume_from is None
-                 else p | "SavedStates" >> ckpts.ReadStates(run.resume_from))
-        _ = out.states | "Checkpoint" >> ckpts.WriteCheckpoint(run.writes, saved,
+        saved = (None if run.recovery.resume_from is None
+                 else p | "SavedStates" >> ckpts.ReadStates(run.recovery.resume_from))
+        _ = out.states | "Checkpoint" >> ckpts.WriteCheckpoint(run.recovery.writes, saved,
                                                               src.position)
     # the source's dead letters are the file's: with replay --workers one shard writes them
     src_dead = (src.dead_letters,) if run.spec.source_dead_letters else ()
     # one sink for the three outputs, each record routed to its directory by its kind (the
     # learner's are all on its main output, but with --kafka-out)
-    learnt = ((out.predictions,) if run.kafka_out is None
+    learnt = ((out.predictions,) if run.outputs.kafka_out is None
               else (out.predictions, out.metrics, out.dead_letters))
     # on the FnApiRunner the sink's renaming step (a stage of its own) runs after the pipeline
-    after = run.runner == "direct"
-    sink = WriteOutputs({name: (fs.join(run.out, name), SCHEMAS[name]) for name in OUTPUTS},
+    after = run.execution.runner == "direct"
+    sink = WriteOutputs({name: (fs.join(run.outputs.out, name), SCHEMAS[name]) for name in OUTPUTS},
                         output_of, finalize=not after)
     _ = (*learnt, *src_dead) | "Write" >> sink
-    if run.kafka_out is not None:
-        topics = output_topics(run.kafka_out)
+    if run.outputs.kafka_out is not None:
+        topics = output_topics(run.outputs.kafka_out)
         dead = (*src_dead, out.dead_letters) | "DeadLetters" >> beam.Flatten()
         for name, pcoll in (("predictions", out.predictions), ("metrics", out.metrics),
                             (DEAD_LETTER_TAG, dead)):
-            _ = pcoll | f"Kafka_{name}" >> WriteKafka(topics[name], run.kafka_client)
+            _ = pcoll | f"Kafka_{name}" >> WriteKafka(topics[name], run.outputs.kafka_client)
     return sink if after else None
 
 
@@ -137,18 +139,18 @@ def resolve_early_state(run: ReplayRun) -> str:
     """The early-block state of ``run`` (see ``plan.EARLY_STATES``): "auto" is ordered-list
     state on the FnApiRunner and on Beam's local job service (``portable`` without a
     ``--job_endpoint``), bag state on any other runner (Flink, Dataflow, ...)."""
-    if run.early_state != "auto":
-        return run.early_state
-    local = run.runner == "direct" or (run.runner == "portable" and not any(
-        a.startswith("--job_endpoint") for a in run.pipeline_args))
+    if run.execution.early_state != "auto":
+        return run.execution.early_state
+    local = run.execution.runner == "direct" or (run.execution.runner == "portable" and not any(
+        a.startswith("--job_endpoint") for a in run.execution.pipeline_args))
     return "ordered_list" if local else "bag"
 
 
 def _workers(run: ReplayRun) -> int:
     from apache_beam.options.pipeline_options import DirectOptions
 
-    return int(PipelineOptions(run.pipeline_args).view_as(DirectOptions).direct_num_workers
-               or 1)
+    options = PipelineOptions(list(run.execution.pipeline_args))
+    return int(options.view_as(DirectOptions).direct_num_workers or 1)
 
 
 def run_beam(run: ReplayRun) -> dict[str, int]:
@@ -183,8 +185,8 @@ def submit_beam(run: ReplayRun) -> str:
 def _pipeline(run: ReplayRun, stack: contextlib.ExitStack) -> beam.Pipeline:
     """The Beam pipeline object of ``run``'s runner; what it needs for the run's length
     (Beam's local job service) is entered on ``stack``."""
-    args = list(run.pipeline_args)
-    if run.runner == "portable":
+    args = list(run.execution.pipeline_args)
+    if run.execution.runner == "portable":
         if not any(a.startswith("--job_endpoint") for a in args):
             # no job server given: start Beam's local one (the portable path Flink uses);
             # its SDK workers run in this process (LOOPBACK) unless an environment is
@@ -194,7 +196,7 @@ def _pipeline(run: ReplayRun, stack: contextlib.ExitStack) -> beam.Pipeline:
             if not any(a.startswith("--environment_type") for a in args):
                 args += ["--environment_type=LOOPBACK"]
         return beam.Pipeline(options=PipelineOptions(["--runner=PortableRunner", *args]))
-    if run.runner == "beam":
+    if run.execution.runner == "beam":
         # the runner named in the pass-through options (FlinkRunner, DataflowRunner, ...)
         if not any(a.startswith("--runner") for a in args):
             raise ValueError("runner 'beam' needs a Beam --runner=... pipeline option")

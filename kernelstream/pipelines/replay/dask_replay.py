@@ -44,7 +44,7 @@ from kernelstream import fs
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.engine.replay.sources import forget_preloaded, preload_rows
-from kernelstream.pipelines.config import ConfigError
+from kernelstream.errors import ConfigError
 from kernelstream.pipelines.replay.loop import run_loop
 from kernelstream.pipelines.replay.plan import ReplayRun
 
@@ -67,8 +67,8 @@ def task_count(run: ReplayRun, threads: int) -> int:
     """The run's tasks: one per stream key (configurations × permutations); with
     ``--key-by`` (entities known only once the data is read), :data:`TASKS_PER_THREAD` per
     worker thread of the cluster, and at least one per configuration × permutation."""
-    pairs = len(run.configs) * run.permutations
-    if run.read.key_by is None:
+    pairs = len(run.learners.configs) * run.protocol.permutations
+    if run.data.read.key_by is None:
         return pairs
     return max(pairs, TASKS_PER_THREAD * max(threads, 1))
 
@@ -79,12 +79,13 @@ class LearnStreams(beam.DoFn):
 
     def __init__(self, run: ReplayRun, tasks: int) -> None:
         # progress lines are the driver's: a worker has no one to show them to
-        self.run = replace(run, expected_examples=None)
+        self.run = replace(run, execution=replace(run.execution, expected_examples=None))
         self.tasks = tasks
 
     def process(self, task: int) -> Iterator[dict[str, int]]:
-        run = replace(self.run, shard=int(task), shards=self.tasks)
-        hold_rows(run.read)
+        run = replace(self.run, execution=replace(self.run.execution, shard=int(task),
+                                                   shards=self.tasks))
+        hold_rows(run.data.read)
         yield run_loop(run)
 
 
@@ -112,9 +113,10 @@ def run_dask(run: ReplayRun) -> dict[str, int]:
     blocks)."""
     from apache_beam.runners.dask.dask_runner import DaskRunner
 
-    if run.dask_scheduler is not None:  # the workers' working directory is not ours
-        run = replace(run, out=_absolute(run.out),
-                      read=replace(run.read, path=_absolute(run.read.path)))
+    if run.execution.dask_scheduler is not None:  # the workers' working directory is not ours
+        run = replace(run, outputs=replace(run.outputs, out=_absolute(run.outputs.out)),
+                      data=replace(run.data, read=replace(run.data.read,
+                                                          path=_absolute(run.data.read.path))))
     with dask_cluster(run) as client:
         address = client.scheduler.address
         threads = sum(client.nthreads().values())
@@ -122,7 +124,7 @@ def run_dask(run: ReplayRun) -> dict[str, int]:
         _log.info("%d tasks on Dask (%d worker threads at %s)", tasks, threads, address)
         t0 = time.perf_counter()
         # one partition per task: the runner would put up to 128 elements in one partition
-        opts = PipelineOptions([*run.pipeline_args, f"--dask_client_address={address}",
+        opts = PipelineOptions([*run.execution.pipeline_args, f"--dask_client_address={address}",
                                 f"--dask_npartitions={tasks}"])
         p = beam.Pipeline(runner=DaskRunner(), options=opts)
         _ = (p | "Tasks" >> beam.Create(list(range(tasks)))
@@ -173,15 +175,15 @@ def _absolute(path: str) -> str:
 def dask_cluster(run: ReplayRun) -> Iterator[Client]:
     """A client of the run's cluster: the ``--dask-scheduler`` given (``ConnectionError``, one
     line, when it does not answer or has no worker), else a local cluster of
-    ``run.dask_workers`` processes started here and stopped on exit."""
+    ``run.execution.dask_workers`` processes started here and stopped on exit."""
     from distributed import Client, LocalCluster
 
     with contextlib.ExitStack() as stack:
-        address = run.dask_scheduler
+        address = run.execution.dask_scheduler
         _quiet_dask_logs()
         if address is None:
             cluster = stack.enter_context(LocalCluster(
-                n_workers=run.dask_workers, threads_per_worker=1, processes=True,
+                n_workers=run.execution.dask_workers, threads_per_worker=1, processes=True,
                 host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR,
                 preload=[WORKER_PRELOAD], env={LOCAL_WORKER_ENV: "1"}))
             address = cluster.scheduler_address

@@ -9,17 +9,15 @@ left to the signal would print its traceback)."""
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 
-from kernelstream.pipelines.cli import _BeamImportNoise
+from kernelstream.pipelines.beam_noise import quiet_beam_import
 
-if not any(isinstance(f, _BeamImportNoise) for f in logging.getLogger().filters):
-    logging.getLogger().addFilter(_BeamImportNoise())  # before Beam is imported
+quiet_beam_import()  # before Beam is imported
 
 # after the filter: this imports Beam and the replay
-from kernelstream.pipelines.replay.dask_replay import LOCAL_WORKER_ENV
+from kernelstream.pipelines.replay.dask_replay import LOCAL_WORKER_ENV  # noqa: E402
 
 if os.environ.get(LOCAL_WORKER_ENV) == "1":
     with contextlib.suppress(ValueError):  # not the main thread: the signal stays as it is

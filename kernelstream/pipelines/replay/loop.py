@@ -13,11 +13,11 @@ import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
-
 from kernelstream import fs, kafka_client
+from kernelstream._arrow import pq
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.replay import checkpoints as ckpts
+from kernelstream.engine.replay import outputs
 from kernelstream.engine.replay.blocks import Block
 from kernelstream.engine.replay.core import (
     Progress,
@@ -26,13 +26,7 @@ from kernelstream.engine.replay.core import (
     decode_replay_state,
     encode_replay_state,
 )
-from kernelstream.engine.replay.outputs import (
-    OUTPUTS,
-    PREDICTIONS_SCHEMA,
-    SCHEMAS,
-    PredictionWriter,
-    write_rows,
-)
+from kernelstream.engine.replay.outputs import OUTPUTS, PredictionWriter, write_rows
 from kernelstream.engine.replay.sources import load_rows, stream_blocks
 from kernelstream.pipelines.replay.plan import ReplayRun
 
@@ -48,15 +42,15 @@ def loop_source(run: ReplayRun, dead: list[dict[str, Any]],
                 position: list[SourcePosition]) -> Iterator[Block]:
     """The run's blocks in stream order; its source's dead letters are appended to ``dead``,
     and a Kafka read's end position to ``position``."""
-    if run.kafka is None:
-        ds = load_rows(run.read)
+    if run.data.kafka is None:
+        ds = load_rows(run.data.read)
         if run.spec.source_dead_letters:  # one shard of replay --workers reports them
             dead += ds.dead_letters
         yield from stream_blocks(ds, run.spec)
         return
-    kb = kafka_client.KafkaBlocks(run.kafka.topic, run.read, run.spec.configs, run.block_size,
-                                  run.resume_position)
-    for item in kb.read_topic(run.kafka):
+    kb = kafka_client.KafkaBlocks(run.data.kafka.topic, run.data.read, run.spec.configs,
+                                  run.execution.block_size, run.recovery.resume_position)
+    for item in kb.read_topic(run.data.kafka):
         if isinstance(item, Block):
             yield item
         else:
@@ -67,27 +61,28 @@ def loop_source(run: ReplayRun, dead: list[dict[str, Any]],
 def run_loop(run: ReplayRun) -> dict[str, int]:
     """Learn every stream of ``run``, write its outputs (and checkpoint files) and return the
     counters the Beam runners report (examples, mistakes, dead letters, blocks)."""
-    core = ReplayLearner({c.label: c for c in run.configs}, run.seed, run.metrics_window,
-                         run.read.path)
+    core = ReplayLearner({c.label: c for c in run.learners.configs}, run.protocol.seed,
+                         run.outputs.metrics_window, run.data.read.path)
+    resume = run.recovery.resume_from
     # a resumed stream's saved state is read by key when the stream first appears
-    saved = None if run.resume_from is None else ckpts.SavedStates.of(run.resume_from)
+    saved = None if resume is None else ckpts.SavedStates.of(resume)
     states: dict[str, ReplayState] = {}
     position: list[SourcePosition] = []
     for name in OUTPUTS:
-        fs.makedirs(fs.join(run.out, name))
+        fs.makedirs(fs.join(run.outputs.out, name))
     counters = {"examples": 0, "mistakes": 0, DEAD_LETTER_TAG: 0, "blocks": 0}
     metrics: list[dict[str, Any]] = []
     dead: list[dict[str, Any]] = []
     writers: dict[str, KafkaWriter] = {}
-    if run.kafka_out is not None:  # the Kafka client: imported by the runs that use it
-        writers = {k: kafka_client.KafkaWriter(t, run.kafka_client)
-                   for k, t in kafka_client.output_topics(run.kafka_out).items()}
+    if run.outputs.kafka_out is not None:  # the Kafka client: imported by the runs that use it
+        writers = {k: kafka_client.KafkaWriter(t, run.outputs.kafka_client)
+                   for k, t in kafka_client.output_topics(run.outputs.kafka_out).items()}
     # the shards of replay --workers write into the same directories: one name each
-    part = PART if run.shards == 1 else f"{PART}-{run.shard}"
-    with fs.open_write(fs.join(run.out, "predictions", f"{part}.parquet")) as fh, \
-            pq.ParquetWriter(fh, PREDICTIONS_SCHEMA) as pw:
+    part = PART if run.execution.shards == 1 else f"{PART}-{run.execution.shard}"
+    with fs.open_write(fs.join(run.outputs.out, "predictions", f"{part}.parquet")) as fh, \
+            pq.ParquetWriter(fh, outputs.PREDICTIONS_SCHEMA) as pw:
         w = PredictionWriter(pw)
-        progress = Progress(total=run.expected_examples)
+        progress = Progress(total=run.execution.expected_examples)
         for b in loop_source(run, dead, position):
             st = states.get(b.key)
             if st is None:  # a resumed stream starts from its saved state
@@ -108,13 +103,13 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
         w.flush()
     counters[DEAD_LETTER_TAG] = len(dead)  # the source's and the learners'
     metrics += [core.final_row(k, st) for k, st in states.items()]
-    if run.writes is not None:
+    if run.recovery.writes is not None:
         # this run's streams, then the saved ones it did not touch, streamed from their files
         new = ((k, encode_replay_state(st)) for k, st in states.items())
-        old = ((k, v) for k, v in (() if run.resume_from is None
-                                   else ckpts.read_states(run.resume_from)) if k not in states)
-        ckpts.write_states(run.writes, itertools.chain(new, old), "loop")
-        ckpts.write_position(run.writes, position[0])
+        old = ((k, v) for k, v in (() if resume is None else ckpts.read_states(resume))
+               if k not in states)
+        ckpts.write_states(run.recovery.writes, itertools.chain(new, old), "loop")
+        ckpts.write_position(run.recovery.writes, position[0])
     if writers:
         writers["metrics"].write(metrics)
         writers[DEAD_LETTER_TAG].write(dead)
@@ -122,5 +117,6 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
             wr.close()
     for name, rows in (("metrics", metrics), (DEAD_LETTER_TAG, dead)):
         if rows:
-            write_rows(fs.join(run.out, name, f"{part}.parquet"), rows, SCHEMAS[name])
+            write_rows(fs.join(run.outputs.out, name, f"{part}.parquet"), rows,
+                       outputs.SCHEMAS[name])
     return counters

@@ -1,5 +1,5 @@
 """The plan of a replay run: what the runners are asked to do (:class:`ReplayRun`, made from a
-:class:`~kernelstream.pipelines.config.ReplayConfig` by
+:class:`~kernelstream.pipelines.replay.replay_args.ReplayConfig` by
 :func:`~kernelstream.pipelines.replay.replay.plan`), what they give back (:class:`ReplayResult`)
 and the replay's own pipeline options.
 
@@ -52,60 +52,107 @@ def _replay_options(pipeline_args: Sequence[str]) -> argparse.Namespace:
     return parser.parse_known_args(list(pipeline_args))[0]
 
 
-@dataclass
-class ReplayRun:
-    """The runners' plan of a :class:`ReplayConfig` (:func:`plan`): its data resolved, its
-    options checked and parsed."""
+@dataclass(frozen=True)
+class Protocol:
+    """The prequential protocol: permutations ``first_permutation ..`` + ``permutations`` - 1
+    of the data drawn from ``seed`` (``kernelstream tune``'s are held out from a replay's
+    0..R-1), each cut to its first ``stream_rows`` positions when given; ``order="file"``:
+    one stream in the file's own order, read in parallel chunks."""
 
-    data: str
-    configs: list[LearnerConfig]
-    out: str  # local directory or a URL (gs://...)
-    read: ReadOptions
     seed: int = 0
     permutations: int = 1
-    block_size: int = 1024  # large enough to amortise Beam's per-element cost (~1 ms a block)
-    metrics_window: int = 1000
-    reshuffle: bool | None = None  # None: when there are several streams and workers
-    scramble: int | None = None  # seed: deliver blocks in a random order (tests)
-    order: str = "permuted"  # "file": one stream in file order, read in parallel chunks
-    chunk_bytes: int = 16 << 20
-    runner: str = "direct"
-    pipeline_args: list[str] = field(default_factory=list)
-    early_state: str = "auto"
-    kafka: KafkaReadOptions | None = None  # the data is a Kafka topic (``kafka_client``)
-    kafka_out: KafkaTopic | None = None  # also write the outputs to PREFIX-{predictions,...}
-    kafka_client: tuple[tuple[str, str], ...] = ()  # kafka-python settings of the sink
-    checkpoint: str | None = None  # resume from / write checkpoints here (Kafka sources)
-    # set by execute(): the checkpoint resumed from and the one this run writes
-    resume_from: ckpts.Checkpoint | None = None
-    writes: ckpts.Checkpoint | None = None
-    # one shard of ``replay --workers`` (``pipelines.replay.workers``): learn only the streams of
-    # shard ``shard`` of ``shards`` (``ReplayStreams.owns``); the parent clears and reads back
-    shard: int = 0
-    shards: int = 1
-    # permutations first..first+permutations-1 (``kernelstream tune``: held out from a
-    # replay's 0..R-1), each cut to its first ``stream_rows`` positions when given
+    order: str = "permuted"
     first_permutation: int = 0
     stream_rows: int | None = None
-    # examples the run will learn (all its streams), when known: progress shows a total and
-    # an ETA (see :func:`expected_examples`)
-    expected_examples: int | None = None
-    # ``dask``: an existing cluster's scheduler (tcp://HOST:PORT), else a local cluster of
-    # ``dask_workers`` processes
-    dask_scheduler: str | None = None
-    dask_workers: int = 2
+
+
+@dataclass(frozen=True)
+class Data:
+    """What the run reads: the data as given (``source``: an embedded name, a path or a
+    topic URL), how (one ``read``, its path resolved to the file or the topic), a topic's
+    bounded read (``kafka``, ``kafka_client``) and the chunks of ``order="file"``."""
+
+    source: str
+    read: ReadOptions
+    kafka: KafkaReadOptions | None = None  # the data is a Kafka topic (``kafka_client``)
+    chunk_bytes: int = 16 << 20
+
+
+@dataclass(frozen=True)
+class Learners:
+    """The learner configurations, one stream (or one per entity) each per permutation."""
+
+    configs: tuple[LearnerConfig, ...]
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where the outputs go: ``out`` (a local directory or a URL, gs://...), the metrics
+    windows, and ``kafka_out`` to write them to PREFIX-{predictions,...} topics too, with the
+    sink's kafka-python settings (``kafka_client``)."""
+
+    out: str
+    metrics_window: int = 1000
+    kafka_out: KafkaTopic | None = None
+    kafka_client: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """A topic's checkpoints: the directory resumed from and written to, and, set by
+    ``replay.execute``, the checkpoint resumed from and the one this run writes."""
+
+    checkpoint: str | None = None
+    resume_from: ckpts.Checkpoint | None = None
+    writes: ckpts.Checkpoint | None = None
 
     @property
     def resume_position(self) -> SourcePosition | None:
         return None if self.resume_from is None else self.resume_from.position()
 
+
+@dataclass(frozen=True)
+class Execution:
+    """How the runner carries the run out: the runner and Beam's options after ``--``, the
+    engine's settings, one shard of ``replay --workers`` (learn only the streams of shard
+    ``shard`` of ``shards``, ``ReplayStreams.owns``; the parent clears and reads back), the
+    examples the run will learn when known (progress shows a total and an ETA), and Dask's
+    cluster (an existing one's scheduler, else a local one of ``dask_workers`` processes)."""
+
+    runner: str = "direct"
+    pipeline_args: tuple[str, ...] = ()
+    block_size: int = 1024  # large enough to amortise Beam's per-element cost (~1 ms a block)
+    reshuffle: bool | None = None  # None: when there are several streams and workers
+    scramble: int | None = None  # seed: deliver blocks in a random order (tests)
+    early_state: str = "auto"
+    shard: int = 0
+    shards: int = 1
+    expected_examples: int | None = None
+    dask_scheduler: str | None = None
+    dask_workers: int = 2
+
+
+@dataclass(frozen=True)
+class ReplayRun:
+    """The runners' plan of a :class:`ReplayConfig` (:func:`plan`): the protocol and the
+    run's parts, its data resolved, its options checked and parsed. ``dataclasses.replace``
+    makes a changed copy (of a part: ``replace(run, execution=replace(run.execution, ...))``).
+    """
+
+    protocol: Protocol
+    data: Data
+    learners: Learners
+    outputs: Outputs
+    recovery: Recovery = field(default_factory=Recovery)
+    execution: Execution = field(default_factory=Execution)
+
     @property
     def spec(self) -> ReplayStreams:
-        return ReplayStreams(tuple(c.label for c in self.configs), seed=self.seed,
-                          permutations=self.permutations, block_size=self.block_size,
-                          shuffle=self.order == "permuted", shard=self.shard,
-                          shards=self.shards, first=self.first_permutation,
-                          rows=self.stream_rows)
+        p, x = self.protocol, self.execution
+        return ReplayStreams(tuple(c.label for c in self.learners.configs), seed=p.seed,
+                             permutations=p.permutations, block_size=x.block_size,
+                             shuffle=p.order == "permuted", shard=x.shard, shards=x.shards,
+                             first=p.first_permutation, rows=p.stream_rows)
 
 
 @dataclass

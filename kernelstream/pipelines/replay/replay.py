@@ -15,8 +15,9 @@ key, derived from the metrics output. Runners (``pipelines.config.RUNNERS``):
   cluster, each stream learnt whole by one task through the loop's core (no state or timers:
   a file's permuted streams only).
 
-Every run is a :class:`~kernelstream.pipelines.config.ReplayConfig` (the CLI's commands build
-it from their arguments, :func:`run_replay` from its keywords), made into the runners' plan
+Every run is a :class:`~kernelstream.pipelines.replay.replay_args.ReplayConfig` (the CLI's
+commands build it from their arguments with ``ReplayConfig.from_args``, :func:`run_replay`
+from its keywords), made into the runners' plan
 (:class:`~kernelstream.pipelines.replay.plan.ReplayRun`) by :func:`plan` and carried out by
 :func:`execute`.
 """
@@ -30,6 +31,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,24 +43,27 @@ from kernelstream.data.rows import TextFormat
 from kernelstream.engine.evaluate import EvalResult
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.replay import checkpoints as ckpts
+from kernelstream.engine.replay import outputs
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.engine.replay.metrics import key_summaries
-from kernelstream.engine.replay.outputs import (
-    METRICS_SCHEMA,
-    OUTPUTS,
-    SCHEMAS,
-    ensure_nonempty,
-    iter_rows,
-)
+from kernelstream.engine.replay.outputs import OUTPUTS, ensure_nonempty, iter_rows
 from kernelstream.engine.writer_lock import WriterLock
-from kernelstream.pipelines.config import ConfigError, ReplayConfig, check_runner, is_topic
+from kernelstream.errors import ConfigError
+from kernelstream.pipelines.config import check_runner, is_topic
 from kernelstream.pipelines.replay.loop import run_loop
 from kernelstream.pipelines.replay.plan import (
     ORDERS,
+    Data,
+    Execution,
+    Learners,
+    Outputs,
+    Protocol,
+    Recovery,
     ReplayResult,
     ReplayRun,
     _replay_options,
 )
+from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
 if TYPE_CHECKING:  # the Kafka client is imported by the runs that read or write a topic
     from kernelstream.kafka_client import KafkaTopic
@@ -135,18 +140,20 @@ def plan(config: ReplayConfig) -> ReplayRun:
     read = replace(c.read, path=path, fmt=fmt)
     if kafka is not None:
         kafka_client.check_read_options(read)
-    return ReplayRun(data=c.data, configs=list(c.learners), out=c.out, read=read, seed=c.seed,
-                     permutations=c.permutations, block_size=opts.block_size or c.block_size,
-                     metrics_window=opts.metrics_window or c.metrics_window,
-                     reshuffle=reshuffle, scramble=c.scramble, order=order,
-                     chunk_bytes=c.chunk_bytes, runner=c.runner,
-                     pipeline_args=list(c.pipeline_args), early_state=opts.early_state or "auto",
-                     kafka=kafka,
-                     kafka_out=None if c.kafka.out is None else _parse_topic(c.kafka.out),
-                     kafka_client=c.kafka.client, checkpoint=c.kafka.checkpoint, shard=shard,
-                     shards=shards, first_permutation=c.first_permutation,
-                     stream_rows=c.stream_rows, dask_scheduler=c.dask_scheduler,
-                     dask_workers=c.workers)
+    return ReplayRun(
+        protocol=Protocol(seed=c.seed, permutations=c.permutations, order=order,
+                          first_permutation=c.first_permutation, stream_rows=c.stream_rows),
+        data=Data(source=c.data, read=read, kafka=kafka, chunk_bytes=c.chunk_bytes),
+        learners=Learners(tuple(c.learners)),
+        outputs=Outputs(out=c.out, metrics_window=opts.metrics_window or c.metrics_window,
+                        kafka_out=None if c.kafka.out is None else _parse_topic(c.kafka.out),
+                        kafka_client=c.kafka.client),
+        recovery=Recovery(checkpoint=c.kafka.checkpoint),
+        execution=Execution(runner=c.runner, pipeline_args=tuple(c.pipeline_args),
+                            block_size=opts.block_size or c.block_size, reshuffle=reshuffle,
+                            scramble=c.scramble, early_state=opts.early_state or "auto",
+                            shard=shard, shards=shards, dask_scheduler=c.dask_scheduler,
+                            dask_workers=c.workers))
 
 
 def _parse_topic(url: str) -> KafkaTopic:
@@ -202,69 +209,71 @@ def checkpoint_lock(directory: str | None) -> Iterator[None]:
 
 def execute(run: ReplayRun) -> ReplayResult:
     """Run ``run`` (under its checkpoint directory's lock, see :func:`checkpoint_lock`)."""
-    with checkpoint_lock(run.checkpoint):
+    with checkpoint_lock(run.recovery.checkpoint):
         return _execute(run)
 
 
 def _execute(run: ReplayRun) -> ReplayResult:
-    configs = records(run.configs)
-    if run.checkpoint is not None:
-        fs.makedirs(run.checkpoint)
-        run = replace(run, resume_from=ckpts.latest(run.checkpoint),
-                      writes=ckpts.next_checkpoint(run.checkpoint))
-        if run.resume_from is not None:
+    configs = records(run.learners.configs)
+    if run.recovery.checkpoint is not None:
+        fs.makedirs(run.recovery.checkpoint)
+        run = replace(run, recovery=replace(
+            run.recovery, resume_from=ckpts.latest(run.recovery.checkpoint),
+            writes=ckpts.next_checkpoint(run.recovery.checkpoint)))
+        if run.recovery.resume_from is not None:
             try:
-                ckpts.check_configs(run.resume_from, configs)
+                ckpts.check_configs(run.recovery.resume_from, configs)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
     run = _check_brokers(run)
-    if run.shards == 1:  # a shard's outputs are cleared by the parent, before any shard runs
-        clear_outputs(run.out)
-    if run.expected_examples is None and logging.getLogger(PROGRESS_LOGGER).isEnabledFor(
-            logging.INFO):  # a total for the progress lines (counted only when they show)
-        run = replace(run, expected_examples=expected_examples(run))
+    if run.execution.shards == 1:  # a shard's outputs are cleared by the parent, first
+        clear_outputs(run.outputs.out)
+    if run.execution.expected_examples is None and logging.getLogger(
+            PROGRESS_LOGGER).isEnabledFor(logging.INFO):
+        # a total for the progress lines (counted only when they show)
+        run = replace(run, execution=replace(run.execution,
+                                             expected_examples=expected_examples(run)))
     t0 = time.perf_counter()
     try:
-        if run.runner == "loop":
+        if run.execution.runner == "loop":
             counters = run_loop(run)
-        elif run.runner == "dask":  # Beam and dask.distributed: only for the runs on Dask
+        elif run.execution.runner == "dask":  # Beam and dask.distributed: only for the runs on Dask
             from kernelstream.pipelines.replay.dask_replay import run_dask
 
             counters = run_dask(run)
-        else:  # Beam takes a second to import: only for the runs that need it
-            from kernelstream.pipelines.replay.beam_replay import run_beam
-
-            counters = run_beam(run)
+        else:
+            counters = _beam().run_beam(run)
         seconds = time.perf_counter() - t0
-        if run.writes is not None:
-            assert run.kafka is not None and run.kafka.stop is not None
-            ckpts.commit(run.writes, {
-                "resumed_from": None if run.resume_from is None else run.resume_from.number,
-                "data": run.data, "seed": run.seed, "configs": configs,
+        if run.recovery.writes is not None:
+            assert run.data.kafka is not None and run.data.kafka.stop is not None
+            resume = run.recovery.resume_from
+            ckpts.commit(run.recovery.writes, {
+                "resumed_from": None if resume is None else resume.number,
+                "data": run.data.source, "seed": run.protocol.seed, "configs": configs,
                 # the snapshot of the log's end the read stopped at (partition -> offset)
-                "read_to": [[p, o] for p, o in run.kafka.stop]})
+                "read_to": [[p, o] for p, o in run.data.kafka.stop]})
     except BaseException:
         # outputs of a run that committed no checkpoint: the next run writes them again
-        if run.writes is not None and not fs.exists(run.writes.marker):
+        if run.recovery.writes is not None and not fs.exists(run.recovery.writes.marker):
             with contextlib.suppress(Exception):
-                clear_outputs(run.out)
+                clear_outputs(run.outputs.out)
         raise
-    if run.shards > 1:  # the parent reads back the outputs of all the shards together
-        return ReplayResult([], counters, run.out, run.runner, seconds)
-    return read_outputs(run.out, counters, run.runner, seconds)
+    if run.execution.shards > 1:  # the parent reads back the outputs of all the shards together
+        return ReplayResult([], counters, run.outputs.out, run.execution.runner, seconds)
+    return read_outputs(run.outputs.out, counters, run.execution.runner, seconds)
 
 
 def _check_brokers(run: ReplayRun) -> ReplayRun:
     """``run`` with its topic read's end fixed at the log's end now, once the brokers have
     answered and the resume offsets are found in the log: checked in seconds, before any
     pipeline starts."""
-    if run.kafka is not None:
-        resume = run.resume_position
-        run = replace(run, kafka=kafka_client.snapshot_ends(
-            run.kafka, None if resume is None else resume.offsets))
-    if run.kafka_out is not None:
-        kafka_client.check_reachable(run.kafka_out.bootstrap, run.kafka_client,
-                                     f"--kafka-out {run.kafka_out.url}")
+    if run.data.kafka is not None:
+        resume = run.recovery.resume_position
+        run = replace(run, data=replace(run.data, kafka=kafka_client.snapshot_ends(
+            run.data.kafka, None if resume is None else resume.offsets)))
+    if run.outputs.kafka_out is not None:
+        kafka_client.check_reachable(run.outputs.kafka_out.bootstrap, run.outputs.kafka_client,
+                                     f"--kafka-out {run.outputs.kafka_out.url}")
     return run
 
 
@@ -273,14 +282,28 @@ def submit(run: ReplayRun) -> str:
     id: the runner writes the outputs; ``kernelstream summary OUT`` reads them back once the
     job has finished (:func:`read_outputs`). No checkpoint: committing one needs the end of
     the run."""
-    if run.checkpoint is not None:
+    if run.recovery.checkpoint is not None:
         raise ConfigError("a checkpoint is committed when the run ends: --submit-only cannot "
                           "write one")
     run = _check_brokers(run)
-    clear_outputs(run.out)
-    from kernelstream.pipelines.replay.beam_replay import submit_beam  # Beam: only here
+    clear_outputs(run.outputs.out)
+    return str(_beam().submit_beam(run))
 
-    return submit_beam(run)
+
+def _beam() -> ModuleType:
+    """:mod:`~kernelstream.pipelines.replay.beam_replay`, imported on first call: the replay's
+    one seam to Beam (Dask's runner too goes through Beam)."""
+    # Beam takes a second to import: only for the runs on its runners, never for the loop's
+    from kernelstream.pipelines.replay import beam_replay
+
+    return beam_replay
+
+
+def load_runner(runner: str) -> None:
+    """Import what a run on ``runner`` imports (Beam, but for the loop runner) now: a worker
+    of ``--workers`` does it while its parent checks the data, before it is let go."""
+    if runner != "loop":
+        _beam()
 
 
 def expected_examples(run: ReplayRun) -> int | None:
@@ -289,19 +312,19 @@ def expected_examples(run: ReplayRun) -> int | None:
     row count: a pass that costs a fraction of the parse), at most ``limit`` and
     ``stream_rows``, times the streams. An upper bound when lines turn out to be dead
     letters; None when not known in advance (a Kafka topic, a remote file) or unreadable."""
-    if run.kafka is not None or fs.is_remote(run.read.path):
+    if run.data.kafka is not None or fs.is_remote(run.data.read.path):
         return None
     try:
-        n = _count_records(run.read)
+        n = _count_records(run.data.read)
     except (OSError, ValueError):
         return None
-    for cap in (run.read.limit, run.stream_rows):
+    for cap in (run.data.read.limit, run.protocol.stream_rows):
         if cap is not None:
             n = min(n, cap)
     spec = run.spec
-    if run.read.key_by is not None:  # every row is in one entity's stream; entities spread
-        return n * len(run.configs) * spec.permutations // spec.shards
-    return n * sum(spec.owns(i, r) for i in range(len(run.configs)) for r in spec.reps)
+    if run.data.read.key_by is not None:  # every row is in one entity's stream; entities spread
+        return n * len(run.learners.configs) * spec.permutations // spec.shards
+    return n * sum(spec.owns(i, r) for i in range(len(run.learners.configs)) for r in spec.reps)
 
 
 def _count_records(read: ReadOptions) -> int:
@@ -333,8 +356,8 @@ def read_outputs(out: str, counters: dict[str, int], runner: str,
     that got none (readers always find the schema), and the per-key summaries of
     ``metrics/``."""
     for name in OUTPUTS:
-        ensure_nonempty(fs.join(out, name), SCHEMAS[name])
-    summaries = key_summaries(iter_rows(fs.join(out, "metrics"), METRICS_SCHEMA))
+        ensure_nonempty(fs.join(out, name), outputs.SCHEMAS[name])
+    summaries = key_summaries(iter_rows(fs.join(out, "metrics"), outputs.METRICS_SCHEMA))
     return ReplayResult(summaries, counters, out, runner, seconds)
 
 

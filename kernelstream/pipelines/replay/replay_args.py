@@ -1,5 +1,6 @@
-"""``kernelstream replay``'s arguments → a :class:`~kernelstream.pipelines.config.ReplayConfig`,
-and the checks that run before any pipeline: the head of the data (``kernelstream.data.check``:
+"""A replay run, :class:`ReplayConfig`, and its one translation from ``kernelstream replay``'s
+arguments (:meth:`ReplayConfig.from_args`, also ``tune``'s and ``summary``'s), with the checks
+that run before any pipeline: the head of the data (``kernelstream.data.check``:
 empty, binary, wrong delimiter, continuous labels, mostly rejected), the learners' memory at
 the data's width, and the Kafka options. Each failure is a ``ConfigError``: rc 2, one line."""
 
@@ -10,29 +11,22 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar
 
 from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.sample import EXTENSIONS
+from kernelstream.engine.learner_config import LearnerConfig, as_configs
+from kernelstream.errors import ConfigError, WidthError
 from kernelstream.experiments import tuning
-from kernelstream.learners.registry import (
-    WidthError,
-    check_width,
-    fmt_bytes,
-    memory_estimate,
-    memory_limit,
-)
+from kernelstream.learners.registry import check_width, fmt_bytes, memory_estimate, memory_limit
 from kernelstream.pipelines.config import (
     DEFAULT_BY_ROWS,
     DEFAULT_DATASET,
     PROG,
-    ConfigError,
-    KafkaOptions,
-    ReplayConfig,
     accepts,
     check_at_least,
     default_out,
@@ -96,103 +90,209 @@ def int_or_str(s: str) -> int | str:
         return s
 
 
-def replay_config(args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig:
-    """Arguments → a validated :class:`ReplayConfig` (raises ``ValueError`` on bad input)."""
-    learner_specs, param_specs = list(args.learner or []), list(args.param or [])
-    params_from = getattr(args, "params_from", None)
-    tuned = None
-    if params_from is not None:  # kernelstream tune's choice, under the explicit -p values
-        tuned = tuning.read_tuned(params_from)
-        learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
-                                                        param_specs)
-    src = args.data or DEFAULT_DATASET
-    # before the widths: gamma=auto is estimated on the rows as the learners get them
-    scaled, hint = auto_scale.resolve_features(args, src)
-    if getattr(args, "shard", None) is None:  # (a shard's parent has said it)
-        if scaled is not None:
-            print(f"{PROG}: scaling features to [0, 1] ({scaled}; --scale none keeps them)",
-                  file=sys.stderr)
-        elif hint is not None:
-            print(f"{PROG}: hint: {hint}", file=sys.stderr)
-    # no learner named: the classification default of the rows the file gives (recorded)
-    rows = default_rows(args, src) if not learner_specs and args.task != "regression" else None
-    if rows is not None:
-        check_default_params(rows, param_specs)
-    configs = learner_configs(learner_specs, param_specs, task=args.task,
-                              auto_width=file_width(args, src),
-                              default=None if rows is None else DEFAULT_BY_ROWS[rows])
-    task = resolve_task(configs, args.task)
-    target, standardised = auto_scale.resolve_target(args, src, task)
-    if target is not None:  # the learners learn it standardised, every output in its units
-        configs = tuple(replace(c, target=target) for c in configs)
-        if getattr(args, "shard", None) is None:
-            print(f"{PROG}: {standardised}", file=sys.stderr)
-    kafka_src = is_topic(src)
-    dataset = display_name(src)
-    settings = kafka_options(args, kafka_src)
-    check_at_least(args, permutations=1, seed=0, limit=1)
-    if args.runner is None:  # adversarial streams are generated in memory: the loop's job
-        args.runner = "loop" if args.stream != "none" else "direct"
-    if args.stream != "none" and args.runner != "loop":
-        raise ConfigError(f"--stream {args.stream} is only supported by the loop runner")
-    if args.runner == "beam" and not any(a.startswith("--runner") for a in args.pipeline_args):
-        raise ConfigError("--runner beam takes the Beam runner from the pipeline options "
-                          "after '--', e.g. -- --runner=FlinkRunner --flink_master=HOST:8081")
-    if args.scale_target != "none" and task != "regression":
-        raise ConfigError("--scale-target applies to regression targets only (--task regression)")
-    if args.rows == "sparse" and args.scale != "none":
-        raise ConfigError(f"--scale {args.scale} turns the zeros of sparse rows into non-zeros: "
-                          "drop --scale or use --rows dense")
-    if args.hash_features is not None and args.stream != "none":
-        raise ConfigError("--hash-features applies to data files and topics, not --stream")
-    out = args.out if args.out else str(default_out(dataset, configs))
-    read_path, read_fmt, sample = src, args.format, None
-    if getattr(args, "sample", None) is not None:
-        read_path, read_fmt, drawn_from = sample_file(args, src, kafka_src, dataset, out)
-        sample = (drawn_from, args.sample)
-    shard = getattr(args, "shard", None)
-    if tuned is not None and shard is None:
-        note = tuning.overlap_note(tuned, args.seed, args.permutations)
-        if note is not None:
-            print(f"{PROG}: note: {note}", file=sys.stderr)
-    dask_scheduler = getattr(args, "dask_scheduler", None)
-    if args.runner == "dask" or dask_scheduler is not None:
-        check_dask(args, kafka_src, dask_scheduler)
-    workers = 1 if shard is not None else args.workers
-    if workers is None:  # not given: one process, or a local Dask cluster of two
-        workers = DASK_WORKERS if args.runner == "dask" else 1
-    if workers > 1 and args.runner != "dask":
-        check_workers(args, kafka_src)
-    if getattr(args, "submit_only", False):
-        check_submit_only(args)
-    return ReplayConfig(
-        data=read_path,
-        dataset=dataset,
-        learners=configs,
-        out=out,
-        seed=args.seed,
-        permutations=args.permutations,
-        sample=sample,
-        read=ReadOptions(
-            path=read_path, fmt=read_fmt, n_features=args.n_features,
-            label_column=None if args.label_column is None else int_or_str(args.label_column),
-            task=task, scale=args.scale, limit=args.limit, positive_label=args.positive_label,
-            delimiter=args.delimiter, header=args.header,
-            key_by=None if args.key_by is None else int_or_str(args.key_by),
-            scale_target=args.scale_target, hash_features=args.hash_features, rows=args.rows),
-        runner=args.runner,
-        stream=args.stream,
-        pipeline_args=tuple(getattr(args, "pipeline_args", ())),
-        kafka=KafkaOptions(idle=args.kafka_idle, max_seconds=args.kafka_max_seconds,
-                           out=args.kafka_out, client=settings, checkpoint=args.checkpoint),
-        workers=workers,
-        shard=shard,
-        dask_scheduler=dask_scheduler,
-        quiet=args.quiet,
-        argv=tuple(argv),
-        default_rows=rows,
-        auto_scale=scaled,
-    )
+@dataclass(frozen=True)
+class KafkaOptions:
+    """A replay's Kafka side (``kernelstream.kafka_client``): how it reads a topic given as
+    ``kafka://HOST:PORT/TOPIC`` (the read stops after ``idle`` seconds without a new record,
+    and at the latest after ``max_seconds``), the client settings (``--kafka-option``),
+    ``out`` = ``kafka://HOST:PORT/PREFIX`` to write the outputs also to PREFIX-* topics, and
+    the ``checkpoint`` directory a topic's replay resumes from and writes to."""
+
+    idle: float = 5.0
+    max_seconds: float | None = None
+    out: str | None = None
+    client: tuple[tuple[str, str], ...] = ()  # kafka-python client settings
+    checkpoint: str | None = None
+
+    # the Python API's keyword for each field (``run_replay(..., kafka_idle=2.0)``)
+    KEYWORDS: ClassVar[dict[str, str]] = {"kafka_idle": "idle", "kafka_max_seconds": "max_seconds",
+                "kafka_out": "out", "kafka_options": "client", "checkpoint": "checkpoint"}
+
+    def __post_init__(self) -> None:
+        # lists from the Python API: tuples, so a config compares equal and stays as built
+        object.__setattr__(self, "client", tuple(map(tuple, self.client)))
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """One replay run, as the CLI's commands (``replay``, ``tune``, ``reproduce``) and the
+    Python API (``pipelines.replay.replay.run_replay``, ``experiments.grid``) describe it:
+    the data and how to read it (``read``), the learner configurations, the outputs (``out``
+    and the Kafka ones), the runner and the engine's settings. ``pipelines.replay.replay.plan``
+    turns it into the runners' plan.
+
+    ``learners`` may be given as ``LearnerConfig`` s or ``(label, learner, params)`` tuples;
+    ``dataset`` (the display name) defaults to the data's (:func:`display_name`)."""
+
+    data: str  # embedded data set name, path, or topic kafka://HOST:PORT/TOPIC
+    learners: tuple[LearnerConfig, ...]
+    out: str  # output directory: a local path or a URL (gs://...)
+    dataset: str = ""  # display name (embedded name, else the file or topic name)
+    # how the data is read (format, columns, scaling, limit, task, key_by, hashing, rows);
+    # its path is ``data``
+    read: ReadOptions = field(default_factory=lambda: ReadOptions(path=""))
+    seed: int = 0
+    permutations: int = 1
+    runner: str = "direct"
+    stream: str = "none"  # adversarial stream preset (kernelstream.engine.orders) or "none"
+    pipeline_args: tuple[str, ...] = ()  # Beam pipeline options after "--", passed through
+    kafka: KafkaOptions = field(default_factory=KafkaOptions)  # topic reads, outputs, checkpoints
+    # ``--workers N``: the streams split over N runner processes (``pipelines.replay.workers``; with
+    # ``--runner dask``, the local Dask cluster's worker processes); ``shard`` = (index, N) in
+    # one of those processes (the hidden ``--shard I/N``)
+    workers: int = 1
+    shard: tuple[int, int] | None = None
+    # ``--runner dask``: the scheduler of an existing cluster (tcp://HOST:PORT); None: a local
+    # cluster of ``workers`` processes (``pipelines.replay.dask_replay``)
+    dask_scheduler: str | None = None
+    # ``kernelstream tune``: the held-out tuning permutations first_permutation.. (a replay
+    # evaluates 0..R-1), each cut to its first ``stream_rows`` positions when given
+    first_permutation: int = 0
+    stream_rows: int | None = None
+    # the engine's settings (pipeline options after "--" override the first three)
+    block_size: int = 1024  # rows a block: amortises Beam's per-element cost (~1 ms a block)
+    metrics_window: int = 1000  # positions per metrics window
+    reshuffle: bool | None = None  # None: when there are several streams and workers
+    scramble: int | None = None  # seed: deliver blocks in a random order (tests)
+    order: str = "permuted"  # "file": one stream in file order, read in parallel chunks
+    # ``--sample N``: (the file the rows are drawn from, N); ``data`` is then the drawn file
+    sample: tuple[str, int] | None = None
+    chunk_bytes: int = 16 << 20  # the chunks of order="file"
+    quiet: bool = False
+    argv: tuple[str, ...] = field(default_factory=tuple)
+    # no learner named: the rows (``dense``/``sparse``) the default was chosen by
+    # (:data:`DEFAULT_BY_ROWS`), recorded in summary.json; None otherwise
+    default_rows: str | None = None
+    # ``--scale auto`` that scaled: why (``pipelines.replay.auto_scale``), recorded in
+    # summary.json; the value itself is ``read.scale``
+    auto_scale: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "learners", tuple(as_configs(self.learners).values()))
+        object.__setattr__(self, "out", os.fspath(self.out))
+        # lists from the Python API: tuples, so a config compares equal and stays as built
+        object.__setattr__(self, "pipeline_args", tuple(self.pipeline_args))
+        if not self.dataset:
+            object.__setattr__(self, "dataset", display_name(self.data))
+        if self.read.path != self.data:  # one name of the data: ``data``
+            object.__setattr__(self, "read", replace(self.read, path=self.data))
+
+    @classmethod
+    def of(cls, data: str, learners: Sequence[LearnerConfig | tuple[Any, ...]],
+           out: str | os.PathLike[str], **options: Any) -> ReplayConfig:
+        """The Python API's form: ``options`` are the fields of this class, of its
+        :class:`~kernelstream.data.options.ReadOptions` (``scale=``, ``limit=``, ...) or its
+        :class:`KafkaOptions` by their keywords (``kafka_idle=``, ``checkpoint=``, ...)."""
+        reads = {f.name for f in fields(ReadOptions)} - {"path"}
+        read = ReadOptions(path=data, **{k: v for k, v in options.items() if k in reads})
+        kafka = KafkaOptions(**{KafkaOptions.KEYWORDS[k]: v for k, v in options.items()
+                                if k in KafkaOptions.KEYWORDS})
+        rest = {k: v for k, v in options.items()
+                if k not in reads and k not in KafkaOptions.KEYWORDS}
+        return cls(data=data, learners=tuple(as_configs(learners).values()), out=os.fspath(out),
+                   read=read, kafka=kafka, **rest)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig:
+        """The run of ``kernelstream replay`` (and of ``tune``'s and ``summary``'s replay
+        command lines) from its parsed arguments and ``argv`` (kept for ``--workers`` and
+        ``summary.json``); validated: ``ConfigError`` (or ``ValueError``) on bad input."""
+        learner_specs, param_specs = list(args.learner or []), list(args.param or [])
+        params_from = getattr(args, "params_from", None)
+        tuned = None
+        if params_from is not None:  # kernelstream tune's choice, under the explicit -p values
+            tuned = tuning.read_tuned(params_from)
+            learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
+                                                            param_specs)
+        src = args.data or DEFAULT_DATASET
+        # before the widths: gamma=auto is estimated on the rows as the learners get them
+        scaled, hint = auto_scale.resolve_features(args, src)
+        if getattr(args, "shard", None) is None:  # (a shard's parent has said it)
+            if scaled is not None:
+                print(f"{PROG}: scaling features to [0, 1] ({scaled}; --scale none keeps "
+                      "them)", file=sys.stderr)
+            elif hint is not None:
+                print(f"{PROG}: hint: {hint}", file=sys.stderr)
+        # no learner named: the classification default of the rows the file gives (recorded)
+        rows = default_rows(args, src) if not learner_specs and args.task != "regression" else None
+        if rows is not None:
+            check_default_params(rows, param_specs)
+        configs = learner_configs(learner_specs, param_specs, task=args.task,
+                                  auto_width=file_width(args, src),
+                                  default=None if rows is None else DEFAULT_BY_ROWS[rows])
+        task = resolve_task(configs, args.task)
+        target, standardised = auto_scale.resolve_target(args, src, task)
+        if target is not None:  # the learners learn it standardised, every output in its units
+            configs = tuple(replace(c, target=target) for c in configs)
+            if getattr(args, "shard", None) is None:
+                print(f"{PROG}: {standardised}", file=sys.stderr)
+        kafka_src = is_topic(src)
+        dataset = display_name(src)
+        settings = kafka_options(args, kafka_src)
+        check_at_least(args, permutations=1, seed=0, limit=1)
+        if args.runner is None:  # adversarial streams are generated in memory: the loop's job
+            args.runner = "loop" if args.stream != "none" else "direct"
+        if args.stream != "none" and args.runner != "loop":
+            raise ConfigError(f"--stream {args.stream} is only supported by the loop runner")
+        if args.runner == "beam" and not any(a.startswith("--runner") for a in args.pipeline_args):
+            raise ConfigError("--runner beam takes the Beam runner from the pipeline options "
+                              "after '--', e.g. -- --runner=FlinkRunner --flink_master=HOST:8081")
+        if args.scale_target != "none" and task != "regression":
+            raise ConfigError("--scale-target applies to regression targets only "
+                              "(--task regression)")
+        if args.rows == "sparse" and args.scale != "none":
+            raise ConfigError(f"--scale {args.scale} turns the zeros of sparse rows into "
+                              "non-zeros: drop --scale or use --rows dense")
+        if args.hash_features is not None and args.stream != "none":
+            raise ConfigError("--hash-features applies to data files and topics, not --stream")
+        out = args.out if args.out else str(default_out(dataset, configs))
+        read_path, read_fmt, sample = src, args.format, None
+        if getattr(args, "sample", None) is not None:
+            read_path, read_fmt, drawn_from = sample_file(args, src, kafka_src, dataset, out)
+            sample = (drawn_from, args.sample)
+        shard = getattr(args, "shard", None)
+        if tuned is not None and shard is None:
+            note = tuning.overlap_note(tuned, args.seed, args.permutations)
+            if note is not None:
+                print(f"{PROG}: note: {note}", file=sys.stderr)
+        dask_scheduler = getattr(args, "dask_scheduler", None)
+        if args.runner == "dask" or dask_scheduler is not None:
+            check_dask(args, kafka_src, dask_scheduler)
+        workers = 1 if shard is not None else args.workers
+        if workers is None:  # not given: one process, or a local Dask cluster of two
+            workers = DASK_WORKERS if args.runner == "dask" else 1
+        if workers > 1 and args.runner != "dask":
+            check_workers(args, kafka_src)
+        if getattr(args, "submit_only", False):
+            check_submit_only(args)
+        return cls(
+            data=read_path,
+            dataset=dataset,
+            learners=configs,
+            out=out,
+            seed=args.seed,
+            permutations=args.permutations,
+            sample=sample,
+            read=ReadOptions(
+                path=read_path, fmt=read_fmt, n_features=args.n_features,
+                label_column=None if args.label_column is None else int_or_str(args.label_column),
+                task=task, scale=args.scale, limit=args.limit, positive_label=args.positive_label,
+                delimiter=args.delimiter, header=args.header,
+                key_by=None if args.key_by is None else int_or_str(args.key_by),
+                scale_target=args.scale_target, hash_features=args.hash_features, rows=args.rows),
+            runner=args.runner,
+            stream=args.stream,
+            pipeline_args=tuple(getattr(args, "pipeline_args", ())),
+            kafka=KafkaOptions(idle=args.kafka_idle, max_seconds=args.kafka_max_seconds,
+                               out=args.kafka_out, client=settings, checkpoint=args.checkpoint),
+            workers=workers,
+            shard=shard,
+            dask_scheduler=dask_scheduler,
+            quiet=args.quiet,
+            argv=tuple(argv),
+            default_rows=rows,
+            auto_scale=scaled,
+        )
 
 
 def sample_file(args: argparse.Namespace, src: str, kafka_src: bool, dataset: str,

@@ -50,9 +50,16 @@ from kernelstream import fs
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.engine.replay.outputs import OUTPUTS
 from kernelstream.engine.replay.sources import core_free, forget_preloaded, preload_rows
+from kernelstream.errors import WorkerError
 from kernelstream.pipelines.cli import main
-from kernelstream.pipelines.config import PROG, ReplayConfig, WorkerError, is_topic
-from kernelstream.pipelines.replay.replay import clear_outputs, read_outputs, resolve_data
+from kernelstream.pipelines.config import PROG, is_topic
+from kernelstream.pipelines.replay.replay import (
+    clear_outputs,
+    load_runner,
+    read_outputs,
+    resolve_data,
+)
+from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
 if TYPE_CHECKING:
     from kernelstream.data.options import ReadOptions
@@ -308,9 +315,7 @@ def preload(config: ReplayConfig) -> None:
     elif opts is not None:
         preload_rows(opts)  # here and now: no thread to compete with the import
     try:
-        if config.runner != "loop":
-            # the one optional dependency a worker may still need: Beam, but for the loop runner
-            from kernelstream.pipelines.replay import beam_replay  # noqa: F401
+        load_runner(config.runner)  # Beam, but for the loop runner
     finally:
         if reader is not None:
             reader.join()

@@ -70,6 +70,7 @@ from kernelstream.engine.live.engine import StreamEngine
 from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.engine.live.state import decode_state, encode_state
+from kernelstream.engine.replay import checkpoints
 from kernelstream.engine.replay.core import decode_replay_state
 from kernelstream.transforms.live.committer import (
     Committer,
@@ -241,9 +242,6 @@ class _InitStates:
         if kind == "stream":
             self.view = SnapshotView.open(path)
         else:
-            # pyarrow (Parquet): only for the runs that read or write it
-            from kernelstream.engine.replay import checkpoints
-
             ckpt = checkpoints.latest(path)
             self.replay = {} if ckpt is None else dict(checkpoints.read_states(ckpt))
 

@@ -36,6 +36,23 @@ def test_engine_modules_import_no_beam(tmp_path: Path) -> None:
     assert out.split() == ["False"]
 
 
+def test_parquet_modules_import_no_pyarrow(tmp_path: Path) -> None:
+    """The modules that read or write Parquet import pyarrow on first use
+    (``kernelstream._arrow``), so the commands import them at their top for free; the schemas
+    are pyarrow's when first read, equal to what the readers expect."""
+    out = _fresh(
+        "import sys\n"
+        "import kernelstream.pipelines.cli, kernelstream.pipelines.replay.replay\n"
+        "import kernelstream.pipelines.replay.loop, kernelstream.report\n"
+        "from kernelstream.engine.replay import checkpoints, outputs\n"
+        "print('pyarrow' in sys.modules)\n"
+        "import pyarrow as pa\n"
+        "print(isinstance(outputs.PREDICTIONS_SCHEMA, pa.Schema),\n"
+        "      outputs.SCHEMAS['metrics'] is outputs.METRICS_SCHEMA,\n"
+        "      checkpoints.STATES_SCHEMA.names == ['key', 'state'])", tmp_path)
+    assert out.split() == ["False", "True", "True", "True"]
+
+
 # What a command may load only when it needs it: Beam (its runners), pyarrow and
 # pyarrow.dataset (Parquet), the learner modules and the compiled kernels (learning: the
 # registry loads every learner module on first use, so ``bogd`` stands for them all; the

@@ -271,8 +271,9 @@ def test_parquet_source_with_missing_values(tmp_path: Path) -> None:
 
 
 def test_run_replay_config_gives_the_cli_runner_results(german: Path, tmp_path: Path) -> None:
-    from kernelstream.pipelines.config import ReplayConfig, learner_configs
+    from kernelstream.pipelines.config import learner_configs
     from kernelstream.pipelines.replay.replay import run_replay_config
+    from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
     lcs = learner_configs(["bogd", "p=perceptron"], ["bogd.budget=20"])
     cfg = ReplayConfig(data=str(german), dataset="german200", learners=lcs,

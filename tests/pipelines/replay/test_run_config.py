@@ -15,15 +15,9 @@ from kernelstream.engine.evaluate import evaluate
 from kernelstream.engine.learner_config import LearnerConfig, as_configs, learner_config
 from kernelstream.engine.orders import evaluate_stream
 from kernelstream.pipelines import cli
-from kernelstream.pipelines.config import (
-    RUNNERS,
-    ReplayConfig,
-    check_runner,
-    learner_configs,
-    runners_for,
-)
+from kernelstream.pipelines.config import RUNNERS, check_runner, learner_configs, runners_for
 from kernelstream.pipelines.replay.replay import make_run, plan, run_config, run_replay
-from kernelstream.pipelines.replay.replay_args import replay_config
+from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
 
 def test_learner_config_fields_and_defaults() -> None:
@@ -73,7 +67,8 @@ def test_run_replay_keywords_are_the_config_fields(tmp_path: Path) -> None:
     assert run == plan(cfg)
     assert cfg == ReplayConfig.of("german", configs, tmp_path, limit=100, block_size=7,
                                   runner="loop")
-    assert cfg.dataset == "german" and run.read.limit == 100 and run.block_size == 7
+    assert cfg.dataset == "german" and run.data.read.limit == 100
+    assert run.execution.block_size == 7
     # the read options' path is the data's, however they were given
     assert ReplayConfig(data="german", learners=tuple(configs), out="o").read.path == "german"
     with pytest.raises(TypeError, match="no_such_option"):
@@ -82,7 +77,7 @@ def test_run_replay_keywords_are_the_config_fields(tmp_path: Path) -> None:
         make_run("german", configs, tmp_path, runner="nope")
     # pipeline options after "--" win over the config's engine settings
     assert plan(ReplayConfig(data="german", learners=tuple(configs), out=str(tmp_path),
-                             pipeline_args=("--block_size=5",))).block_size == 5
+                             pipeline_args=("--block_size=5",))).execution.block_size == 5
 
 
 def test_cli_arguments_and_python_api_build_the_same_run(tmp_path: Path) -> None:
@@ -92,7 +87,7 @@ def test_cli_arguments_and_python_api_build_the_same_run(tmp_path: Path) -> None
          "--limit", "200", "--permutations", "2", "--runner", "loop",
          "--out", str(tmp_path / "cli")])
     assert isinstance(args, argparse.Namespace)
-    config = replay_config(args, ["replay"])
+    config = ReplayConfig.from_args(args, ["replay"])
     assert config.learners == (LearnerConfig("b", "bogd", {"budget": 10}),)
     a = run_config(config)
     b = run_replay("german", config.learners, tmp_path / "api", limit=200, permutations=2,

@@ -1,0 +1,87 @@
+"""One config model (issue 29): every command that builds a run turns its arguments into one
+frozen config with ``Config.from_args(args, argv)``, checked as it is built; the handler only
+runs it."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from kernelstream.errors import ConfigError
+from kernelstream.pipelines.commands import check, demo, replay, reproduce, stream, tune
+from kernelstream.pipelines.commands._common import command_parser
+from kernelstream.pipelines.live.stream_config import StreamConfig
+from kernelstream.pipelines.replay.replay_args import ReplayConfig
+
+
+def _args(command: ModuleType, argv: list[str]) -> Any:
+    args = command_parser(command).parse_args(argv)
+    args.pipeline_args = []
+    return args
+
+
+def _commands(tmp_path: Path) -> list[tuple[ModuleType, type, list[str]]]:
+    out = str(tmp_path / "run")
+    return [
+        (replay, ReplayConfig, ["replay", "german", "--runner", "loop", "-l", "bogd", "--out",
+                                out]),
+        (tune, tune.TuneConfig, ["tune", "german", "-l", "bogd", "--grid", "eta=0.1,0.2",
+                                 "--runner", "loop", "--out", out]),
+        (reproduce, reproduce.ReproduceConfig, ["reproduce", "p0", "--data-dir",
+                                                str(tmp_path), "-R", "2"]),
+        (check, check.CheckConfig, ["check", "german", "--limit", "50"]),
+        (demo, demo.DemoConfig, ["demo", "--seconds", "3", "--delay-max", "2s"]),
+        (stream, StreamConfig, ["stream", "kafka://h:1/t", "--n-features", "4"]),
+    ]
+
+
+def test_every_run_command_has_one_frozen_config(tmp_path: Path) -> None:
+    for command, config_class, argv in _commands(tmp_path):
+        config = config_class.from_args(_args(command, argv), argv)
+        assert isinstance(config, config_class), command.__name__
+        assert dataclasses.is_dataclass(config)
+        first = dataclasses.fields(config)[0].name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(config, first, None)
+
+
+def test_configs_hold_what_the_handlers_ran_on(tmp_path: Path) -> None:
+    argv = ["tune", "german", "-l", "bogd", "--grid", "eta=0.1,0.2,0.4", "--random", "2",
+            "--ties", "loss", "-p", "budget=50", "--tune-perm", "7", "--runner", "loop",
+            "--out", str(tmp_path / "t")]
+    t = tune.TuneConfig.from_args(_args(tune, argv), argv)
+    assert (t.ties, t.random, t.fixed, t.argv) == ("loss", 2, ("budget=50",), tuple(argv))
+    assert len(t.chosen) == 2 and t.axes == {"eta": ["0.1", "0.2", "0.4"]}
+    assert t.replay.first_permutation == 7 and len(t.replay.learners) == 2
+    argv = ["demo", "--seconds", "4", "--rate", "20", "--delay-max", "1.5s", "-l", "pa",
+            "--seed", "3", "--out", str(tmp_path / "d")]
+    d = demo.DemoConfig.from_args(_args(demo, argv), argv)
+    assert (d.seconds, d.rate, d.delay_max, d.learners, d.seed) == (4.0, 20.0, 1.5, ("pa",), 3)
+    stream_argv = d.stream_argv("127.0.0.1:9", "ck", 3.0)
+    assert stream_argv[:2] == ["stream", "kafka://127.0.0.1:9/demo-events"]
+    assert ["-l", "pa"] == stream_argv[-2:] and "--max-seconds" in stream_argv
+    argv = ["reproduce", "all", "--data-dir", str(tmp_path), "--retune-only"]
+    r = reproduce.ReproduceConfig.from_args(_args(reproduce, argv), argv)
+    assert r.retune and r.retune_only and list(r.modules()) == list(reproduce.PAPERS)
+
+
+@pytest.mark.parametrize(("command", "argv", "message"), [
+    (check, ["check", "german", "--limit", "0"], "--limit must be >= 1, got 0"),
+    (reproduce, ["reproduce", "p0", "--data-dir", ".", "-R", "0"], "-R must be >= 1, got 0"),
+    (reproduce, ["reproduce", "p0", "--data-dir", ".", "--tables", "nope"],
+     "p0 has no table nope"),
+    (demo, ["demo", "--rate", "0"], "--seconds and --rate must be > 0"),
+    (tune, ["tune", "german", "-l", "bogd", "--grid", "eta=1", "--tune-rows", "0"],
+     "--tune-rows must be >= 1, got 0"),
+])
+def test_from_args_refuses_bad_options_in_one_line(command: ModuleType, argv: list[str],
+                                                   message: str) -> None:
+    config_class = {check: check.CheckConfig, reproduce: reproduce.ReproduceConfig,
+                    demo: demo.DemoConfig, tune: tune.TuneConfig}[command]
+    with pytest.raises(ConfigError) as exc:
+        config_class.from_args(_args(command, argv), argv)
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
