@@ -241,3 +241,14 @@ def test_user_errors_live_in_errors_py() -> None:
                     isinstance(node.value, ast.Name) and node.value.id == "errors"):
                 wrong.append(f"{module}: {ast.unparse(node)}")
     assert not wrong, "user-facing errors outside kernelstream.errors: " + ", ".join(wrong)
+
+
+def test_no_two_classes_share_a_name() -> None:
+    """Issue 29: a class name names one class in the package (a newcomer's search finds it)."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(str(path.relative_to(ROOT.parent)))
+    shared = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert not shared, shared

@@ -114,9 +114,9 @@ from kernelstream.sparse import CSR
 __all__ = [
     "BULK_MIN",
     "EventBatch",
+    "LiveOutputs",
     "LiveSpec",
     "ModelState",
-    "Outputs",
     "ParsedRecord",
     "StreamEngine",
     "merge_group",
@@ -128,7 +128,7 @@ __all__ = [
 REFERENCE_CHUNK = 1000
 
 
-class Outputs:
+class LiveOutputs:
     """Rows by output name (:data:`~kernelstream.engine.live.rows.OUTPUTS`); one object can
     collect the rows of many :meth:`StreamEngine.process` calls. Predictions and outcomes
     are :class:`~kernelstream.engine.live.rows.Rows` (column blocks, read as row dicts),
@@ -218,15 +218,15 @@ class StreamEngine:
 
     # -- processing --------------------------------------------------------------------------
     def process(self, model_key: str, st: ModelState, parsed: ParsedRecord,
-                out: Outputs | None = None) -> Outputs:
+                out: LiveOutputs | None = None) -> LiveOutputs:
         """Apply one routed record to the model's state ``st`` (mutated); rows go to ``out``
-        (a new :class:`Outputs` when None), which is returned (:meth:`process_many` of one
+        (a new :class:`LiveOutputs` when None), which is returned (:meth:`process_many` of one
         record)."""
         return self.process_many(model_key, st, (parsed,), out)
 
     def process_many(self, model_key: str, st: ModelState,
                      parsed: EventBatch | Sequence[ParsedRecord],
-                     out: Outputs | None = None) -> Outputs:
+                     out: LiveOutputs | None = None) -> LiveOutputs:
         """Apply a model's routed records in order: exactly the rows and state of
         :meth:`process` one record at a time. A run of labelled events that nothing else
         interleaves (no window closes and no pending event expires inside it, no id seen
@@ -238,7 +238,7 @@ class StreamEngine:
         row on the same model, is the learner's ``step`` when its score draws nothing
         (``draws_in_predict`` false), so the run is one ``predict_learn_many`` too."""
         if out is None:
-            out = Outputs()
+            out = LiveOutputs()
         b = parsed if isinstance(parsed, EventBatch) else EventBatch.of(parsed)
         kind = b.kind
         n = len(kind)
@@ -270,7 +270,7 @@ class StreamEngine:
             out._flush()
         return out
 
-    def _arrive(self, st: ModelState, p: ParsedRecord, out: Outputs) -> bool:
+    def _arrive(self, st: ModelState, p: ParsedRecord, out: LiveOutputs) -> bool:
         """Steps 0-2 of a record (module docstring); False: skipped (already applied)."""
         tp = (p.topic, p.partition)
         last = st.applied.get(tp)
@@ -294,7 +294,7 @@ class StreamEngine:
             st.learner = self.configs[st.config].make(self.spec.seed, 0)
         return True
 
-    def _act(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
+    def _act(self, st: ModelState, p: ParsedRecord, out: LiveOutputs) -> None:
         """Step 3 of a record that arrived."""
         if p.label_only:
             self._label(st, p, out)
@@ -360,7 +360,7 @@ class StreamEngine:
 
     @staticmethod
     def _block_step(st: ModelState, X: Any, y: np.ndarray, n_sv: np.ndarray, b: EventBatch,
-                    i: int, end: int, first: int, out: Outputs,
+                    i: int, end: int, first: int, out: LiveOutputs,
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool] | None:
         """The learning of a run of :meth:`_learn_run` or :meth:`_learn_pairs`: one
         ``predict_learn_many`` of ``X, y`` (``n_sv`` after each round into ``n_sv[1:]``),
@@ -394,7 +394,7 @@ class StreamEngine:
         return scores, ts, off, clock, single
 
     def _learn_run(self, st: ModelState, b: EventBatch, i: int, end: int,
-                   out: Outputs) -> bool:
+                   out: LiveOutputs) -> bool:
         """Records ``b[i:end]`` (a run of :meth:`_run_end`; ``b[i]`` has arrived) with one
         ``predict_learn_many``, their rows as column blocks. False, with nothing changed,
         when the learner refuses the block (its validation comes before any update): the
@@ -506,7 +506,7 @@ class StreamEngine:
         return j
 
     def _learn_pairs(self, st: ModelState, b: EventBatch, i: int, end: int,
-                     out: Outputs) -> bool:
+                     out: LiveOutputs) -> bool:
         """The (event, label) pairs ``b[i:end]`` (a run of :meth:`_pair_run_end`) with one
         ``predict_learn_many``: the rows and state of :meth:`_predict` then :meth:`_label`,
         pair by pair. False, with nothing changed, when the learner refuses the block (the
@@ -620,7 +620,7 @@ class StreamEngine:
         if st.forget.next_at <= clock:
             st.forget_until(clock)
 
-    def _expire(self, st: ModelState, clock: int, out: Outputs) -> None:
+    def _expire(self, st: ModelState, clock: int, out: LiveOutputs) -> None:
         self._forget(st, clock)
         heap, pending = st.expiry, st.pending
         while heap and heap[0][0] <= clock:
@@ -638,7 +638,7 @@ class StreamEngine:
     def _resolve(self, st: ModelState, eid: str, status: int, clock: int) -> None:
         st.remember(clock + self.ttl, eid, status)
 
-    def _dead(self, st: ModelState, p: ParsedRecord, out: Outputs, reason: str, stage: str,
+    def _dead(self, st: ModelState, p: ParsedRecord, out: LiveOutputs, reason: str, stage: str,
               position: int | None = None) -> None:
         st.dead_letters += 1
         st.window.dead_letters += 1
@@ -647,7 +647,7 @@ class StreamEngine:
             source, p.topic, p.partition, p.offset, text, reason, stage, st.key,
             p.event_id, position))
 
-    def _predict(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
+    def _predict(self, st: ModelState, p: ParsedRecord, out: LiveOutputs) -> None:
         m = st.learner
         assert m is not None and p.x is not None
         t0 = time.perf_counter()
@@ -671,7 +671,7 @@ class StreamEngine:
                                     p.offset, score, predicted, int(m.n_support_vectors),
                                     False))
 
-    def _predict_learn(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
+    def _predict_learn(self, st: ModelState, p: ParsedRecord, out: LiveOutputs) -> None:
         m = st.learner
         assert m is not None
         n_sv = int(m.n_support_vectors)
@@ -684,7 +684,7 @@ class StreamEngine:
         st.add_seconds(time.perf_counter() - t0)
         self._learnt(st, p, out, float(score), n_sv, int(m.n_support_vectors))
 
-    def _learnt(self, st: ModelState, p: ParsedRecord, out: Outputs, score: float,
+    def _learnt(self, st: ModelState, p: ParsedRecord, out: LiveOutputs, score: float,
                 n_sv_before: int, n_sv_after: int) -> None:
         """The rows of a labelled event the learner has just learnt (``score`` before)."""
         m = st.learner
@@ -701,7 +701,7 @@ class StreamEngine:
         self._outcome(st, p, out, Pending(p.x, score, predicted, p.timestamp_ms, pos),
                       n_sv_after)
 
-    def _label(self, st: ModelState, p: ParsedRecord, out: Outputs) -> None:
+    def _label(self, st: ModelState, p: ParsedRecord, out: LiveOutputs) -> None:
         ev = st.pending.pop(p.event_id, None)
         if ev is None:
             status = st.resolved.get(p.event_id)
@@ -722,7 +722,7 @@ class StreamEngine:
         st.add_seconds(time.perf_counter() - t0)
         self._outcome(st, p, out, ev, int(m.n_support_vectors))
 
-    def _outcome(self, st: ModelState, p: ParsedRecord, out: Outputs, ev: Pending,
+    def _outcome(self, st: ModelState, p: ParsedRecord, out: LiveOutputs, ev: Pending,
                  n_sv: int) -> None:
         m = st.learner
         assert m is not None and p.y is not None
@@ -770,7 +770,7 @@ class StreamEngine:
 def reference_outputs(records: Iterable[SourceRecord], spec: LiveSpec,
                       states: Mapping[str, ModelState] | None = None, *,
                       flush: bool = False,
-                      chunk: int = REFERENCE_CHUNK) -> tuple[Outputs, dict[str, ModelState]]:
+                      chunk: int = REFERENCE_CHUNK) -> tuple[LiveOutputs, dict[str, ModelState]]:
     """THE loop: route and process ``records`` in the given order, one state per model (the
     given ``states`` are continued, and mutated), ``chunk`` records at a time as a stream's
     reader hands them over (:meth:`StreamEngine.route_many`, then
@@ -783,7 +783,7 @@ def reference_outputs(records: Iterable[SourceRecord], spec: LiveSpec,
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     engine = StreamEngine(spec)
-    out = Outputs()
+    out = LiveOutputs()
     st_by_key: dict[str, ModelState] = dict(states or {})
     it = iter(records)
     while batch := list(itertools.islice(it, chunk)):

@@ -20,9 +20,9 @@ from _helpers import live_spec, route_one_by_one
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.engine import (
     BULK_MIN,
+    LiveOutputs,
     LiveSpec,
     ModelState,
-    Outputs,
     ParsedRecord,
     StreamEngine,
     reference_outputs,
@@ -163,7 +163,7 @@ def spec(configs: tuple[LearnerConfig, ...], **kw: Any) -> LiveSpec:
     return cast(LiveSpec, live_spec(**base))
 
 
-def rows(out: Outputs) -> str:
+def rows(out: LiveOutputs) -> str:
     """Every row without the wall-clock fields, by ``row_id``; ``repr`` tells floats apart."""
     return repr([(name, [{k: v for k, v in r.items() if k not in WALL_CLOCK}
                          for r in sorted(rs, key=lambda r: r["row_id"])])
@@ -176,9 +176,9 @@ def state_bytes(engine: StreamEngine, st: ModelState) -> bytes:
 
 
 def one_by_one(recs: list[SourceRecord], s: LiveSpec
-               ) -> tuple[Outputs, dict[str, ModelState]]:
+               ) -> tuple[LiveOutputs, dict[str, ModelState]]:
     e = StreamEngine(s)
-    out = Outputs()
+    out = LiveOutputs()
     states: dict[str, ModelState] = {}
     for r in recs:
         routed = e.route(r)

@@ -16,8 +16,8 @@ from _helpers import live_spec
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.engine import (
+    LiveOutputs,
     LiveSpec,
-    Outputs,
     ParsedRecord,
     StreamEngine,
     merge_group,
@@ -67,7 +67,7 @@ def same_state(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
 NONDETERMINISTIC = ("seconds", "examples_per_second", "total_seconds")
 
 
-def comparable(out: Outputs) -> str:
+def comparable(out: LiveOutputs) -> str:
     """Every row without the wall-clock fields, by ``row_id`` (how the rows of different
     models interleave depends on how the records were chunked); ``repr`` tells floats apart
     bit for bit."""
@@ -76,8 +76,8 @@ def comparable(out: Outputs) -> str:
                  for name, rows in out.items()])
 
 
-def joined(*outs: Outputs) -> Outputs:
-    res = Outputs()
+def joined(*outs: LiveOutputs) -> LiveOutputs:
+    res = LiveOutputs()
     for name, rows in res.items():
         for o in outs:
             rows.extend(o[name])
@@ -559,7 +559,7 @@ def test_applied_offsets_skip_replayed_records() -> None:
     replayed_models = sum(1 for r in recs[cut - 20:cut] if isinstance(e.route(r), list))
     assert sum(st.skipped for st in after.values()) == replayed_models > 0
 
-    def dedup(*outs: Outputs) -> dict[str, list[str]]:
+    def dedup(*outs: LiveOutputs) -> dict[str, list[str]]:
         res: dict[str, dict[str, str]] = {}
         for o in outs:
             for name, rows in o.items():
@@ -570,7 +570,7 @@ def test_applied_offsets_skip_replayed_records() -> None:
 
     assert dedup(head, tail) == dedup(full)
     # the skipped records produce no rows at all but route-level dead letters
-    again = Outputs()
+    again = LiveOutputs()
     for r in recs[:cut]:
         res = e.route(r)
         if isinstance(res, list):
