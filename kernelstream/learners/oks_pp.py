@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream.learners import compiled
 from kernelstream.learners._selection import SIGMAS_PARAM, KernelPool, SelectionLearner
 from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.experts import categorical, hedge
@@ -103,11 +104,16 @@ class BanditSelector(SelectionLearner):
         self._hyp.set_state(state, "hyp.")
 
 
-class KernelHyp:
+class KernelHyp(compiled.CompiledSqnorms):
     """Mixin: one kernel expansion per width (:class:`~kernelstream.learners._selection.
     KernelPool`); only the sampled one is evaluated. The step appends ``x`` with the given
     coefficient (even 0, as [C-P2]) and projects onto ``‖f_I‖ ≤ U`` using the exactly tracked
-    norm ``‖f + cκ_x‖² = ‖f‖² + 2c f(x) + c²``."""
+    norm ``‖f + cκ_x‖² = ‖f‖² + 2c f(x) + c²``.
+
+    ``‖x‖²`` is the compiled sequential sum (:class:`~kernelstream.learners.compiled.
+    CompiledSqnorms`), like the pool's compiled scores: BLAS's ``x @ x`` sums in blocks that
+    depend on the kernel OpenBLAS picks for the CPU, so a run would round differently on
+    another host (issue 28)."""
 
     _hyp: Any
 
@@ -158,6 +164,24 @@ class FeatureHyp:
 
 
 # -- OKS++ ---------------------------------------------------------------------------------------
+def fixed_hedge(cum_loss: np.ndarray, eta: float) -> np.ndarray:
+    """:func:`~kernelstream.learners.experts.hedge` whose numbers depend on nothing but its
+    inputs: the exponential is ``_ck_multi``'s (fdlibm's algorithm, the one the pool's scores
+    use) and the normaliser a sequential sum. numpy's ``exp`` takes a SIMD loop on CPUs with
+    AVX-512 and libm's elsewhere, so numpy's weights round differently from host to host
+    (issue 28). Without the compiled kernels: :func:`hedge`."""
+    mk = compiled.mk
+    if mk is None:
+        return hedge(cum_loss, eta)
+    z = -eta * (cum_loss - cum_loss.min())
+    mk.exp(z)
+    tot = 0.0
+    for v in z.tolist():
+        tot += v
+    z /= tot
+    return z
+
+
 # (U, C0) per loss (C-P2); G = 1 for both.
 OKSPP_CONSTANTS: dict[str, tuple[float, float]] = {"logistic": (15.0, 1.0), "square": (1.0, 4.0)}
 
@@ -210,10 +234,15 @@ class OKSPPRule:
         ct3 = self.Ct ** (1.0 / 3.0)
         delta = 0.5 * c0 / max(c0, 2.0 * ct3)
         eta = self._hedge0 / math.sqrt(1.0 + self.V)
-        self.q = hedge(self.L, eta)
+        self.q = self._weights(self.L, eta)
         K = self.K
         self.p = (1.0 - delta) * self.q + delta / K
         return coef
+
+    def _weights(self: Any, L: np.ndarray, eta: float) -> np.ndarray:
+        """The Hedge distribution ``softmax(−η L)`` (numpy's :func:`~kernelstream.learners.
+        experts.hedge`; OKS++ overrides it with :func:`fixed_hedge`)."""
+        return hedge(L, eta)
 
     def _rule_state(self: Any) -> dict[str, np.ndarray]:
         return {"oks++.L": self.L.copy(), "oks++.q": self.q.copy(),
@@ -284,5 +313,8 @@ class OKSPlusPlus(OKSPPRule, KernelHyp, BanditSelector):
 
     name = "oks++"
     params = OKSPP_PARAMS
+
+    def _weights(self, L: np.ndarray, eta: float) -> np.ndarray:
+        return fixed_hedge(L, eta)  # reproducible on any host (issue 28)
     reference = ("Li & Liao, ECML-PKDD 2022, authors' code OKS++logistic.R / "
                  "OKS++square.R (JunfLi-TJU/OKS-Bandit)")
