@@ -44,6 +44,11 @@ OFFSET_MASK = (1 << ID_PARTITION_SHIFT) - 1
 # -- without a broker -----------------------------------------------------------------------------
 
 
+def _default_sigint() -> None:
+    """SIGINT as a terminal leaves it, in a child about to run the CLI."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_read_stops_at_the_snapshot_not_at_idle() -> None:
     """With stop offsets the read ends as soon as every partition reached its end (here long
     before ``idle_seconds``), drops records written after the snapshot, pauses finished
@@ -148,7 +153,10 @@ def test_ctrl_c_on_the_default_runner(tmp_path: Path) -> None:
         [sys.executable, "-m", "kernelstream.pipelines.cli", "replay", str(path), "--learner",
          "bogd", "-p", "budget=1000", "-R", "50", "--runner", "direct",
          "--out", str(tmp_path / "o")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # SIGINT as a terminal leaves it (a shell that runs the suite in the background ignores it,
+        # and the child would inherit that)
+        preexec_fn=_default_sigint)
     try:
         assert proc.stderr is not None
         for line in proc.stderr:  # the first progress line: learning is under way
@@ -251,7 +259,10 @@ def test_one_writer_per_checkpoint_and_ctrl_c_on_follow(broker: str, tmp_path: P
         [sys.executable, "-m", "kernelstream.pipelines.cli",
          *_csv_args(url, "--kafka-idle", "1", "--checkpoint", str(ck), "--follow", "0.5",
                     "--runner", "loop", "--out", str(tmp_path / "f"))],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # SIGINT as a terminal leaves it (a shell that runs the suite in the background ignores it,
+        # and the child would inherit that)
+        preexec_fn=_default_sigint)
     try:
         deadline = time.monotonic() + 60
         while not (ck / "ckpt-000002.committed").exists():  # two runs: between runs now

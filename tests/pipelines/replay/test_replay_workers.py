@@ -26,6 +26,11 @@ REPO = Path(__file__).resolve().parents[3]
 RUN_FIELDS = {"seconds", "seconds_std", "examples_per_second", "argv"}
 
 
+def _default_sigint() -> None:
+    """SIGINT as a terminal leaves it, in a child about to run the CLI."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _strip(doc: Any) -> Any:
     if isinstance(doc, dict):
         return {k: _strip(v) for k, v in doc.items() if k not in RUN_FIELDS}
@@ -261,7 +266,10 @@ def _long_grid(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, list[int]]:
         [sys.executable, "-m", "kernelstream.pipelines.cli", "replay", str(path),
          "-l", "a=bpa-s", "-l", "b=bogd", "-p", "budget=300", "-R", "400", "--workers", "2",
          "--out", str(out)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # SIGINT as a terminal leaves it (a shell that runs the suite in the background ignores it,
+        # and the child would inherit that)
+        preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
     workers: list[int] = []
     while time.monotonic() < deadline and proc.poll() is None:
