@@ -29,8 +29,9 @@ The default classifier depends on the rows the file gives its learners
 (``pipelines.config.DEFAULT_BY_ROWS``: fogd on dense rows, bpa-s on sparse ones; the table's
 last column). For every small classification set (≤ :data:`FLOOR_MAX_ROWS` rows) whose
 no-skill target the default misses, :func:`floor` measures the best any registered learner ×
-width × scaling reaches, chosen in hindsight, and scikit-learn's one-pass linear models
-(``--no-floors`` skips it).
+width × scaling reaches, chosen in hindsight, scikit-learn's one-pass linear models, and
+an idealised learner that no one-pass learner can be expected to beat (:func:`ideal_floor`:
+batch models refit on every row seen, tuned in hindsight); ``--no-floors`` skips it.
 
 ``--also NAME='-l fogd -p n_components=800'`` adds a column with another configuration (the
 candidates the default was chosen from); ``{scale_gamma}`` (``{median_gamma}``) in it
@@ -329,7 +330,61 @@ def floor(r: dict[str, str], data_dir: Path, tmp: Path, ids: np.ndarray,
             linear[f"{model} {scale}"] = 100.0 * float(np.mean(
                 one_pass(model, M, y, ids) != y))
     return {"oracle": best, "configs": runs, "learners": len(names), "refused": skipped,
-            "sklearn": linear}
+            "sklearn": linear, "ideal": ideal_floor(dense, y, ids)}
+
+
+# The idealised learner of :func:`ideal_floor`: batch models on whole-file standardised
+# features, their hyper-parameters chosen in hindsight. The first pass refits every
+# IDEAL_EVERY rows (all of the grid), the IDEAL_TOP best of it then refit after every row.
+IDEAL_GRID = ([("SVC", {"C": c, "gamma": g}) for c in (0.1, 0.3, 1, 3, 10, 30)
+               for g in (0.003, 0.01, 0.03, 0.1, 0.3)]
+              + [("LogisticRegression", {"C": c}) for c in (0.01, 0.03, 0.1, 0.3, 1, 10)])
+IDEAL_EVERY = 10
+IDEAL_TOP = 4
+
+
+def ideal_floor(X: np.ndarray, y: np.ndarray, ids: np.ndarray) -> dict[str, Any]:
+    """What no one-pass learner can be expected to beat: a batch model (scikit-learn's RBF
+    ``SVC`` or ``LogisticRegression``, :data:`IDEAL_GRID`) refit on *every row seen so far*
+    before it predicts the next, in the replay's order, on features standardised by the
+    whole file's mean and deviation (statistics of rows not yet seen: optimistic), with its
+    hyper-parameters chosen in hindsight: the best prequential mistake rate (%) any of them
+    reaches. Also the best 10-fold cross-validated error (%) of the grid on the whole file:
+    the batch generalisation error with 90 % of the rows to learn from."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.svm import SVC
+
+    kinds = {"SVC": SVC, "LogisticRegression": lambda **kw: LogisticRegression(
+        max_iter=5000, **kw)}
+    sd = X.std(axis=0)
+    Z = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    full = np.empty(len(y))
+    full[ids] = y  # the labels in file order, for the cross-validation
+    Zs = Z[ids]
+
+    def prequential(kind: str, kw: dict[str, float], every: int) -> float:
+        preds = np.full(len(y), -1.0)
+        for s in range(1, len(y), every):
+            seen = y[:s]
+            nxt = slice(s, min(s + every, len(y)))
+            preds[nxt] = (seen[0] if np.all(seen == seen[0])  # one class so far
+                          else kinds[kind](**kw).fit(Zs[:s], seen).predict(Zs[nxt]))
+        return 100.0 * float(np.mean(preds != y))
+
+    def name(kind: str, kw: dict[str, float]) -> str:
+        return f"{kind}({', '.join(f'{k}={v:g}' for k, v in kw.items())})"
+
+    coarse = sorted((prequential(k, kw, IDEAL_EVERY), i) for i, (k, kw) in enumerate(IDEAL_GRID))
+    fine = [(prequential(*IDEAL_GRID[i], 1), i) for _, i in coarse[:IDEAL_TOP]]
+    rate, i = min(fine)
+    folds = StratifiedKFold(10, shuffle=True, random_state=0)
+    cv = min((100.0 * (1.0 - float(np.mean(cross_val_score(kinds[k](**kw), Z, full,
+                                                             cv=folds)))), name(k, kw))
+             for k, kw in IDEAL_GRID)
+    return {"rate": rate, "model": name(*IDEAL_GRID[i]), "every_10": coarse[0][0],
+            "every_10_model": name(*IDEAL_GRID[coarse[0][1]]), "cv": cv[0], "cv_model": cv[1],
+            "configs": len(IDEAL_GRID)}
 
 
 def floor_replay(path: Path, out: Path, name: str, specs: dict[str, list[str]],
@@ -467,6 +522,7 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
                   "| set | no-skill | target | default | oracle (configurations) | oracle's "
                   "choice | " + " | ".join(SKLEARN_ONE_PASS) + " |",
                   "|---|---:|---:|---:|---:|---|" + "---:|" * len(SKLEARN_ONE_PASS)]
+        ideal_rows = []
         for r in floored:
             f = r["floor"]
             o = f["oracle"]
@@ -477,6 +533,12 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
             lines.append(f"| {r['name']} | {r['no_skill']:.2f} | {0.8 * r['no_skill']:.2f} | "
                          f"{r['default']:.2f} | {o['rate']:.2f} ({f['configs']}) | {choice} | "
                          + " | ".join(f"{v:.2f}" for v in lin) + " |")
+            if "ideal" in f:
+                i = f["ideal"]
+                ideal_rows.append(
+                    f"| {r['name']} | {0.8 * r['no_skill']:.2f} | {o['rate']:.2f} | "
+                    f"{i['every_10']:.2f} | {i['rate']:.2f} (`{i['model']}`) | "
+                    f"{i['cv']:.2f} (`{i['cv_model']}`) |")
         refused = sorted({c.split()[0] for r in floored for c in r["floor"]["refused"]})
         beaten = [r["name"] for r in floored if r["default"] < r["floor"]["oracle"]["rate"]]
         lines += ["", "(scikit-learn columns: the better of raw and scaled."
@@ -485,6 +547,24 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
                      "400 frequencies, not the default's 1000)." if beaten else "")
                   + (f" Widths refused by {', '.join(refused)} (outside the learner's own "
                      "range) are left out." if refused else "") + ")"]
+        if ideal_rows:
+            n = next(r["floor"]["ideal"]["configs"] for r in floored if "ideal" in r["floor"])
+            lines += ["", "### An idealised learner", "",
+                      "No one-pass learner can be expected to beat a batch model refit on every "
+                      "row seen so far before it predicts the next one, so that is the floor "
+                      f"below. Each of {n} batch models (scikit-learn's RBF `SVC`, C 0.1–30 × "
+                      "gamma 0.003–0.3, and `LogisticRegression`, C 0.01–10) is run in the "
+                      "replay's order on features standardised by the *whole file's* mean and "
+                      f"deviation. The *refit every {IDEAL_EVERY}* column refits all of them "
+                      f"every {IDEAL_EVERY} rows. The *refit every row* column refits the "
+                      f"{IDEAL_TOP} best of those after every row. In both columns the "
+                      "hyper-parameters are chosen in hindsight, so the floor is optimistic. "
+                      "*10-fold CV* is the grid's best cross-validated error on the whole "
+                      "file: the batch error with 90 % of the rows to learn from, which a "
+                      "prequential rate, averaged over a learning curve, can only approach.",
+                      "", "| set | target | online oracle | refit every "
+                      f"{IDEAL_EVERY} | refit every row (best) | 10-fold CV (best) |",
+                      "|---|---:|---:|---:|---|---|", *ideal_rows]
     hinted = [r for r in results if r["hints"]]
     if hinted:
         lines += ["", "Hints the default run printed:", ""]
