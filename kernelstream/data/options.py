@@ -24,6 +24,17 @@ ROWS = ("auto", "dense", "sparse")
 AUTO_SPARSE_WIDTH = 2048
 
 
+def column_option(value: str | None) -> int | str | None:
+    """A column option (``--label-column``, ``--key-by``) as the readers take it: a position
+    when it reads as an integer, else a header name; None when not given."""
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """How to read a data set (the options of ``data.load`` plus ``key_by`` and hashing).

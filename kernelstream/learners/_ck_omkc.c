@@ -333,12 +333,16 @@ static int same_rounds(const int64_t *ct) {
     return 1;
 }
 
+/* 0 when obj (the argument what of fn) is a tuple of 16, else -1 with ValueError. */
+static int nk_tuple(PyObject *obj, const char *what, const char *fn) {
+    if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == NK) return 0;
+    PyErr_Format(PyExc_ValueError, "_ck_omkc.%s: %s must be a tuple of 16", fn, what);
+    return -1;
+}
+
 /* The 16 heads (tuple) into cs, their buffers into cb[i][0..11) (the caller releases them). */
 static int parse_heads(PyObject *heads, Comp *cs, Buf (*cb)[13], const char *fn) {
-    if (!PyTuple_Check(heads) || PyTuple_GET_SIZE(heads) != NK) {
-        PyErr_Format(PyExc_ValueError, "_ck_omkc.%s: heads must be a tuple of 16", fn);
-        return -1;
-    }
+    if (nk_tuple(heads, "heads", fn) < 0) return -1;
     for (int i = 0; i < NK; i++) {
         PyObject *h = PyTuple_GET_ITEM(heads, i);
         if (!PyTuple_Check(h) || PyTuple_GET_SIZE(h) != NHEAD) {
@@ -356,10 +360,7 @@ static int parse_heads(PyObject *heads, Comp *cs, Buf (*cb)[13], const char *fn)
 /* diags (tuple of 16: None, or (kappa_jj of the stored points (cap, written), kappa of the
  * rows (read)) of a polynomial BPA-S) into cs, their buffers into cb[i][11..13). */
 static int parse_diags(PyObject *diags, Comp *cs, Buf (*cb)[13], const char *fn) {
-    if (!PyTuple_Check(diags) || PyTuple_GET_SIZE(diags) != NK) {
-        PyErr_Format(PyExc_ValueError, "_ck_omkc.%s: diags must be a tuple of 16", fn);
-        return -1;
-    }
+    if (nk_tuple(diags, "diags", fn) < 0) return -1;
     for (int i = 0; i < NK; i++) {
         PyObject *g = PyTuple_GET_ITEM(diags, i);
         if (g == Py_None) continue;
@@ -566,12 +567,8 @@ static PyObject *py_fuse(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
         PyErr_SetString(PyExc_ValueError, "_ck_omkc.fuse: arrays have the wrong sizes");
         goto fail;
     }
-    for (int k = 13; k < 15; k++)
-        if (!PyTuple_Check(args[k]) || PyTuple_GET_SIZE(args[k]) != NK) {
-            PyErr_SetString(PyExc_ValueError,
-                            "_ck_omkc.fuse: comp_dicts and stores must be tuples of 16");
-            goto fail;
-        }
+    if (nk_tuple(args[13], "comp_dicts", "fuse") < 0 || nk_tuple(args[14], "stores", "fuse") < 0)
+        goto fail;
     for (int i = 0; i < NK; i++)
         if (!PyDict_Check(PyTuple_GET_ITEM(args[13], i))) {
             PyErr_SetString(PyExc_TypeError, "_ck_omkc.fuse: comp_dicts must hold dicts");
@@ -662,6 +659,23 @@ static int set_dict(PyObject *dict, PyObject *name, PyObject *v) {
     return rc;
 }
 
+/* The row x of step() and score(): 1 with its buffer in bx (the caller releases it) and
+ * ||x||^2 (sqnorm, as _ckernels sums it) in xx; 0, bx released and no exception set, when x is
+ * not a float64 vector of the stores' width or ||x||^2 is not finite (the call returns None). */
+static int take_row(const Fused *F, PyObject *x, Buf *bx, double *xx) {
+    Py_ssize_t d = F->cs[0].st.d;
+    if (take_buf(x, bx, 0, 'd') != 0 || bx->view.ndim != 1 || n_items(bx) != d) {
+        release(bx, 1);
+        return 0; /* take_buf sets no exception */
+    }
+    *xx = sqnorm(bx->view.buf, d);
+    if (!isfinite(*xx)) {
+        release(bx, 1);
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *py_step(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* step(fused, x, y) -> the vote (True without a bound ddot), or None
      * A whole round of the per-example path in one call: ||x||^2 (sqnorm, as _ckernels sums
@@ -681,17 +695,13 @@ static PyObject *py_step(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
     if (y == -1.0 && PyErr_Occurred()) return NULL;
     Comp *cs = F->cs;
     Buf bx = {0};
-    Py_ssize_t d = cs[0].st.d;
-    if (take_buf(args[1], &bx, 0, 'd') != 0 || bx.view.ndim != 1 || n_items(&bx) != d) {
-        release(&bx, 1);
-        Py_RETURN_NONE; /* take_buf sets no exception */
-    }
-    const double *x = bx.view.buf;
-    double xx = sqnorm(x, d);
-    if (!isfinite(xx) || round_ready(&F->o) != O_DONE) {
+    double xx;
+    if (!take_row(F, args[1], &bx, &xx)) Py_RETURN_NONE;
+    if (round_ready(&F->o) != O_DONE) {
         release(&bx, 1);
         Py_RETURN_NONE;
     }
+    const double *x = bx.view.buf;
     Py_ssize_t n0[NK];
     double nrm0[NK];
     int64_t ct0[NK], bud0[NK];
@@ -742,19 +752,10 @@ static PyObject *py_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_s
     Fused *F = PyCapsule_GetPointer(args[0], FUSED_NAME);
     if (F == NULL) return NULL;
     Buf bx = {0};
-    Py_ssize_t d = F->cs[0].st.d;
-    if (take_buf(args[1], &bx, 0, 'd') != 0 || bx.view.ndim != 1 || n_items(&bx) != d) {
-        release(&bx, 1);
-        Py_RETURN_NONE;
-    }
-    const double *x = bx.view.buf;
-    double xx = sqnorm(x, d);
-    if (!isfinite(xx)) {
-        release(&bx, 1);
-        Py_RETURN_NONE;
-    }
+    double xx;
+    if (!take_row(F, args[1], &bx, &xx)) Py_RETURN_NONE;
     if (F->o.dc) F->o.dc->round += 1;
-    score_round(&F->o, x, xx, F->b[3].view.buf, F->b[4].view.buf);
+    score_round(&F->o, bx.view.buf, xx, F->b[3].view.buf, F->b[4].view.buf);
     release(&bx, 1);
     if (g_dot == NULL) Py_RETURN_TRUE;
     return PyFloat_FromDouble(vote(F->b[4].view.buf, F->b[3].view.buf));

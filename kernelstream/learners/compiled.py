@@ -396,8 +396,9 @@ lk: Any = _load_ext("_ck_linear", LINEAR_ABI)  # Any: as ``ck``
 # ``om.run`` stops for it), the polynomial BPA-S's κ(x, x), and the vote ``θ·sign(s)`` (BLAS's
 # summation order), from the scores and weights the block records. ``om.run`` also stops before
 # a round with a full store (SD's components grow as in Python, up to the total budget).
-# The per-example path (``omkc._BoundedOMKC.step``): ``om.fuse`` keeps the parsed components
-# between rounds and ``om.step`` runs one round a call, its vote by numpy's ddot (om_vote).
+# The per-example path (``_omkc_rounds.CompiledRounds.step``): ``om.fuse`` keeps the parsed
+# components between rounds and ``om.step`` runs one round a call, its vote by numpy's ddot
+# (om_vote).
 
 OMKC_ABI = 2  # the _ck_omkc.c interface this module calls (its KO_ABI)
 

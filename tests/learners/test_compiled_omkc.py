@@ -123,14 +123,19 @@ def test_fused_steps_equal_the_blocks(name: str, bm: str, budget: int,
 
 @needs_om
 @pytest.mark.parametrize("name", LEARNERS)
-def test_fused_steps_on_a_polynomial_scale(name: str) -> None:
-    # large norms: the cubic kernel's κ(x, x) = ‖x‖⁶ (numpy's power, of the row and of the
-    # points om.step keeps) drives BPA-S's removals
+@pytest.mark.parametrize("path", ["fused", "blocks"])
+def test_a_polynomial_scale(name: str, path: str) -> None:
+    """Large norms: the cubic kernel's κ(x, x) = ‖x‖⁶ (numpy's power, of the row and of the
+    points om.step keeps) drives BPA-S's removals. ``fused``: om.step's rounds equal the
+    blocks; ``blocks``: the blocks equal the per-example rounds."""
     X, y = _data(seed=3)
     X *= 4.0
     ref, m = _make(name, "bpa-s", 32), _make(name, "bpa-s", 32)
-    _assert_same(_fused_steps(m, X, y), _blocks(ref, X, y, [150]), m, ref)
-    assert m._fused is not None and len(m._fused_zd) == 3
+    if path == "fused":
+        _assert_same(_fused_steps(m, X, y), _blocks(ref, X, y, [150]), m, ref)
+        assert m._fused is not None and len(m._fused_zd) == 3
+    else:
+        _assert_same(_blocks(m, X, y, [150]), _per_example(ref, X, y), m, ref)
 
 
 @needs_om
@@ -217,16 +222,6 @@ def test_the_compiled_vote_is_numpys() -> None:
         s = rng.normal(size=16) * (rng.random(16) < 0.6)
         assert np.array([om.vote(theta, s)]).tobytes() == np.array(
             [theta.dot(np.sign(s))]).tobytes()
-
-
-@needs_om
-@pytest.mark.parametrize("name", LEARNERS)
-def test_blocks_equal_the_per_example_rounds_on_a_polynomial_scale(name: str) -> None:
-    # large norms: the cubic kernel's κ(x, x) = ‖x‖⁶ (numpy's power) drives BPA-S's removals
-    X, y = _data(seed=3)
-    X *= 4.0
-    ref, m = _make(name, "bpa-s", 32), _make(name, "bpa-s", 32)
-    _assert_same(_blocks(m, X, y, [150]), _per_example(ref, X, y), m, ref)
 
 
 @needs_om
@@ -319,5 +314,5 @@ def test_bad_calls_raise() -> None:
     with pytest.raises(TypeError, match="must hold dicts"):
         om.fuse(*fargs)
     fargs[14] = ()
-    with pytest.raises(ValueError, match="tuples of 16"):
+    with pytest.raises(ValueError, match="stores must be a tuple of 16"):
         om.fuse(*fargs)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
-from kernelstream.data.options import ReadOptions
+from kernelstream.data.options import ReadOptions, column_option
 from kernelstream.pipelines.commands._common import (
     Command,
     add_data_options,
@@ -21,7 +21,7 @@ from kernelstream.pipelines.commands._common import (
     error,
 )
 from kernelstream.pipelines.config import at_least, check_declared, is_topic
-from kernelstream.pipelines.replay.replay_args import int_or_str, is_embedded
+from kernelstream.pipelines.replay.replay_args import is_embedded
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,10 @@ class CheckConfig:
             pass
         read = ReadOptions(
             path=src, fmt=args.format, n_features=args.n_features,
-            label_column=None if args.label_column is None else int_or_str(args.label_column),
+            label_column=column_option(args.label_column),
             task=args.task, limit=args.limit, positive_label=args.positive_label,
             delimiter=args.delimiter, header=args.header,
-            key_by=None if args.key_by is None else int_or_str(args.key_by),
+            key_by=column_option(args.key_by),
             hash_features=args.hash_features)
         return cls(read=read, json=args.json, kafka_idle=args.kafka_idle,
                    kafka_options=tuple(args.kafka_option or ()), limit=args.limit)

@@ -33,7 +33,7 @@ import numpy as np
 from kernelstream import data, fs
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
-from kernelstream.data.options import ReadOptions
+from kernelstream.data.options import ReadOptions, column_option
 from kernelstream.pipelines.config import is_topic
 
 AUTO = "auto"
@@ -51,14 +51,9 @@ def _head_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
     if fs.is_remote(path) or not fs.exists(path):
         return None  # a remote file is not read up front; a missing one is reported later
     return ReadOptions(path=path, fmt=args.format, n_features=args.n_features,
-                       label_column=_column(args.label_column), delimiter=args.delimiter,
-                       header=args.header, key_by=_column(args.key_by),
+                       label_column=column_option(args.label_column), delimiter=args.delimiter,
+                       header=args.header, key_by=column_option(args.key_by),
                        hash_features=args.hash_features, rows=args.rows)
-
-
-def _column(value: str | None) -> int | str | None:
-    """A column option as the replay reads it: a position when it is a number, else a name."""
-    return int(value) if value is not None and value.lstrip("-").isdigit() else value
 
 
 def _head(opts: ReadOptions, task: str) -> data_check.CheckReport | None:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
-from kernelstream.data.options import ReadOptions
+from kernelstream.data.options import ReadOptions, column_option
 from kernelstream.data.sample import EXTENSIONS
 from kernelstream.engine.learner_config import LearnerConfig, as_configs
 from kernelstream.errors import ConfigError, WidthError
@@ -81,13 +81,6 @@ def shard_arg(s: str) -> tuple[int, int]:
     if not sep or not 0 <= shard[0] < shard[1]:
         raise argparse.ArgumentTypeError(f"expected I/N with 0 <= I < N, got {s!r}")
     return shard
-
-
-def int_or_str(s: str) -> int | str:
-    try:
-        return int(s)
-    except ValueError:
-        return s
 
 
 @dataclass(frozen=True)
@@ -275,10 +268,10 @@ class ReplayConfig:
             sample=sample,
             read=ReadOptions(
                 path=read_path, fmt=read_fmt, n_features=args.n_features,
-                label_column=None if args.label_column is None else int_or_str(args.label_column),
+                label_column=column_option(args.label_column),
                 task=task, scale=args.scale, limit=args.limit, positive_label=args.positive_label,
                 delimiter=args.delimiter, header=args.header,
-                key_by=None if args.key_by is None else int_or_str(args.key_by),
+                key_by=column_option(args.key_by),
                 scale_target=args.scale_target, hash_features=args.hash_features, rows=args.rows),
             runner=args.runner,
             stream=args.stream,
@@ -326,9 +319,9 @@ def file_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
         return None
     return ReadOptions(
         path=path, fmt=args.format, n_features=args.n_features,
-        label_column=None if args.label_column is None else int_or_str(args.label_column),
+        label_column=column_option(args.label_column),
         scale=args.scale, delimiter=args.delimiter, header=args.header,
-        key_by=None if args.key_by is None else int_or_str(args.key_by),
+        key_by=column_option(args.key_by),
         hash_features=args.hash_features, rows=args.rows)
 
 
@@ -556,9 +549,9 @@ def kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str,
         # the source's own checks, before the run: format, columns, no scaling
         read = ReadOptions(
             path=args.data, fmt=args.format, n_features=args.n_features,
-            label_column=None if args.label_column is None else int_or_str(args.label_column),
+            label_column=column_option(args.label_column),
             scale=args.scale, scale_target=args.scale_target, delimiter=args.delimiter,
-            header=args.header, key_by=None if args.key_by is None else int_or_str(args.key_by))
+            header=args.header, key_by=column_option(args.key_by))
         kafka_client.check_read_options(read)
         kafka_client.text_format_for(read)
     if args.kafka_out is not None:
