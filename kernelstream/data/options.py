@@ -1,6 +1,6 @@
 """The one read-options object: how to read a data set, shared by :func:`kernelstream.data.load`
 (:meth:`ReadOptions.load_kwargs`), the replay configuration, the live stream's
-(``engine.live.routing.LiveSpec.read``), the file and Kafka readers of the pipelines and
+(``engine.live.parsing.LiveSpec.read``), the file and Kafka readers of the pipelines and
 ``kernelstream check``."""
 
 from __future__ import annotations
