@@ -247,7 +247,7 @@ def live_spec(**kw: Any) -> Any:
     """A live ``LiveSpec`` of keywords: its own fields, and ``ReadOptions`` fields (``fmt=``,
     ``n_features=``, ``key_by=``, ...) for its ``read`` of a topic."""
     from kernelstream.data.options import ReadOptions
-    from kernelstream.engine.live.routing import LiveSpec
+    from kernelstream.engine.live.parsing import LiveSpec
 
     reads = {f.name for f in fields(ReadOptions)} - {"path"}
     read = ReadOptions("kafka://h:1/ev", **{k: kw.pop(k) for k in reads & kw.keys()})

@@ -16,8 +16,9 @@ from kernelstream.engine import learner_config, prequential
 from kernelstream.engine.evaluate import evaluate_runs
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.engine import StreamEngine, reference_outputs
+from kernelstream.engine.live.parsing import LiveSpec
 from kernelstream.engine.live.records import SourceRecord
-from kernelstream.engine.live.routing import LiveSpec, StreamRouter
+from kernelstream.engine.live.routing import StreamRouter
 from kernelstream.engine.live.rows import (
     OUTCOME_FIELDS,
     PREDICTION_FIELDS,

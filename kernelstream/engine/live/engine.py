@@ -88,9 +88,9 @@ from kernelstream.engine.live.batch import FEATURES as UNLABELLED_EVENT
 from kernelstream.engine.live.batch import LABEL as LABEL_RECORD
 from kernelstream.engine.live.batch import LABELLED as LABELLED_EVENT
 from kernelstream.engine.live.batch import EventBatch, ParsedRecord, text_and_source
-from kernelstream.engine.live.merge import merged as merge_group  # the reference loop's order
+from kernelstream.engine.live.parsing import LiveSpec
 from kernelstream.engine.live.records import SourceRecord
-from kernelstream.engine.live.routing import BULK_MIN, LiveSpec, StreamRouter
+from kernelstream.engine.live.routing import StreamRouter
 from kernelstream.engine.live.rows import (
     OUTPUTS,
     OutcomeRow,
@@ -117,17 +117,7 @@ from kernelstream.engine.replay.core import selects_kernels
 from kernelstream.learners.base import Learner
 from kernelstream.sparse import CSR
 
-__all__ = [
-    "BULK_MIN",
-    "EventBatch",
-    "LiveOutputs",
-    "LiveSpec",
-    "ModelState",
-    "ParsedRecord",
-    "StreamEngine",
-    "merge_group",
-    "reference_outputs",
-]
+__all__ = ["LiveOutputs", "StreamEngine", "reference_outputs"]
 
 # reference_outputs routes and processes records in chunks of this many, as a stream's
 # reader hands them over per call (the chunking never changes a model's rows or state).

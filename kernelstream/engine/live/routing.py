@@ -17,9 +17,8 @@ one per configuration; model keys are ``StreamKey(config, 0, entity)`` encoded, 
 replay's permutation 0. What a record's bytes mean (the message formats, label mapping, line
 and block parsers, and the dead letters of parse errors) is its base,
 :class:`~kernelstream.engine.live.parsing.RecordParser`
-(:mod:`kernelstream.engine.live.parsing`, which also holds :class:`LiveSpec`; the names
-listed below are re-exported from there). The record containers it fills are
-:mod:`kernelstream.engine.live.batch`.
+(:mod:`kernelstream.engine.live.parsing`, which also holds :class:`LiveSpec`). The record
+containers it fills are :mod:`kernelstream.engine.live.batch`.
 """
 
 from __future__ import annotations
@@ -42,29 +41,16 @@ from kernelstream.engine.live.batch import (
 )
 from kernelstream.engine.live.parsing import (
     BULK_MIN,
-    KEY_BY,
     LABEL_BYTES,
-    LABEL_PREFIX,
-    UNLABELLED,
     LiveSpec,
     RecordParser,
     _entity_error,
     _Whole,
-    event_id_of,
 )
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.rows import stream_dead_letter
 
-__all__ = [
-    "BULK_MIN",
-    "KEY_BY",
-    "LABEL_BYTES",
-    "LABEL_PREFIX",
-    "UNLABELLED",
-    "LiveSpec",
-    "StreamRouter",
-    "event_id_of",
-]
+__all__ = ["StreamRouter"]
 
 
 def _find_all(data: bytes, sub: bytes) -> list[int]:

@@ -21,7 +21,7 @@ from kernelstream import kafka_client as kafka_lib
 from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig, records
-from kernelstream.engine.live.routing import LiveSpec
+from kernelstream.engine.live.parsing import LiveSpec
 from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
 from kernelstream.engine.replay import checkpoints

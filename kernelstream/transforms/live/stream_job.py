@@ -21,7 +21,7 @@ from typing import Any
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
-from kernelstream.engine.live.routing import LiveSpec
+from kernelstream.engine.live.parsing import LiveSpec
 from kernelstream.transforms.live.kafka_read import drain_requested
 
 STATES_TAG = "states"

@@ -18,16 +18,11 @@ import pytest
 from _helpers import live_spec, route_one_by_one
 
 from kernelstream.engine.learner_config import LearnerConfig
-from kernelstream.engine.live.engine import (
-    BULK_MIN,
-    LiveOutputs,
-    LiveSpec,
-    ModelState,
-    ParsedRecord,
-    StreamEngine,
-    reference_outputs,
-)
+from kernelstream.engine.live.batch import ParsedRecord
+from kernelstream.engine.live.engine import LiveOutputs, StreamEngine, reference_outputs
+from kernelstream.engine.live.parsing import BULK_MIN, LiveSpec
 from kernelstream.engine.live.records import SourceRecord
+from kernelstream.engine.live.state import ModelState
 from kernelstream.learners.base import Learner
 
 WALL_CLOCK = ("seconds", "examples_per_second", "total_seconds")

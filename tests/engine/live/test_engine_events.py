@@ -15,14 +15,10 @@ from _helpers import live_spec
 
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig
-from kernelstream.engine.live.engine import (
-    LiveOutputs,
-    LiveSpec,
-    ParsedRecord,
-    StreamEngine,
-    merge_group,
-    reference_outputs,
-)
+from kernelstream.engine.live.batch import ParsedRecord
+from kernelstream.engine.live.engine import LiveOutputs, StreamEngine, reference_outputs
+from kernelstream.engine.live.merge import merged as merge_group
+from kernelstream.engine.live.parsing import LiveSpec
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.rows import nearest_rank, stream_schemas
 from kernelstream.sparse import CSR

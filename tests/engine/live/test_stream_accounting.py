@@ -19,7 +19,8 @@ from kernelstream.engine.live.accounting import (
     state_tally,
     violations,
 )
-from kernelstream.engine.live.engine import LiveSpec, StreamEngine
+from kernelstream.engine.live.engine import StreamEngine
+from kernelstream.engine.live.parsing import LiveSpec
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.state import ModelState
 
