@@ -75,6 +75,7 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each loads on firs
         KafkaBlocks,
         SourcePosition,
         check_read_options,
+        head_rows,
         text_format_for,
     )
     from kernelstream.kafka_client.bounded import (
@@ -138,6 +139,7 @@ _LAZY = {
     "check_read_options": "kernelstream.kafka_client.blocks",
     "client_defaults": "kernelstream.kafka_client.clients",
     "client_settings": "kernelstream.kafka_client.clients",
+    "head_rows": "kernelstream.kafka_client.blocks",
     "is_kafka_url": "kernelstream.kafka_client.clients",
     "iter_topic_records": "kernelstream.kafka_client.bounded",
     "kafka_partition_info": "kernelstream.kafka_client.partitions",
@@ -186,6 +188,7 @@ __all__ = [
     "check_read_options",
     "client_defaults",
     "client_settings",
+    "head_rows",
     "is_kafka_url",
     "iter_topic_records",
     "kafka_partition_info",

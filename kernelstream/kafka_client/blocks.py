@@ -152,6 +152,24 @@ class KafkaBlocks:
         """The blocks completed by ``rec`` and its dead letter, if it is one."""
         self.records += 1
         self.offsets[rec.partition] = rec.offset + 1
+        text, example = self.parse(rec)
+        if isinstance(example, ParseError):
+            yield dead_letter(self.source(rec.partition), rec.offset, text, example.reason)
+            return
+        entity, y, x, _ = example
+        r = self.rows.setdefault(entity, _Rows())
+        r.ids.append((rec.partition << ID_PARTITION_SHIFT) | rec.offset)
+        r.X.append(x)
+        r.y.append(y)
+        self.examples += 1
+        if len(r.ids) >= self.B:
+            yield from self._emit(entity, r)
+
+    def parse(self, rec: KafkaRecord) -> tuple[str, tuple[str | None, float, Any, ParsedRow]
+                                                | ParseError]:
+        """The text of ``rec`` and its example: ``(entity, label, row as the learners get it,
+        the parsed row)``, or the :class:`ParseError` that makes it a dead letter. Admits its
+        label class and (CSV) fixes the width, as the run does."""
         raw = rec.value if rec.value is not None else b""
         text, row = self.tf.parse(rec.offset, raw)
         try:
@@ -163,15 +181,8 @@ class KafkaBlocks:
             y = self.labels(row.label)
             x = self._row(row)
         except ParseError as e:
-            yield dead_letter(self.source(rec.partition), rec.offset, text, e.reason)
-            return
-        r = self.rows.setdefault(entity, _Rows())
-        r.ids.append((rec.partition << ID_PARTITION_SHIFT) | rec.offset)
-        r.X.append(x)
-        r.y.append(y)
-        self.examples += 1
-        if len(r.ids) >= self.B:
-            yield from self._emit(entity, r)
+            return text, e
+        return text, (entity, y, x, row)
 
     def _row(self, row: ParsedRow) -> Any:
         """The row as the learners get it: dense, or ``(columns, values)`` for CSR blocks."""
@@ -249,6 +260,33 @@ class KafkaBlocks:
             yield from self.run(records)
         finally:
             records.close()  # closes the consumer when the limit stops the read early
+
+
+def head_rows(opts: KafkaReadOptions, read: ReadOptions,
+              limit: int) -> tuple[list[ParsedRow], int]:
+    """The first ``limit`` examples a fresh replay of the topic (``opts``, bounded by its
+    ``stop`` snapshot) will learn, as parsed rows, and the number of records read for
+    them: read from the topic's beginning by the replay's own reader and parser
+    (:class:`KafkaBlocks`: a record it would dead-letter is skipped, not counted), the
+    partitions merged by ``(timestamp, partition, offset)`` even with ``key_by`` (whose run
+    interleaves them as they arrive), so the rows depend on the topic's contents alone.
+    What ``gamma=auto`` of a topic replay is estimated from
+    (``pipelines.replay.replay_args.topic_width``)."""
+    blocks = KafkaBlocks(opts.topic, read, (), 1)
+    records = iter_topic_records(opts, merge=True)
+    rows: list[ParsedRow] = []
+    n = 0
+    try:
+        for rec in records:
+            n += 1
+            _, example = blocks.parse(rec)
+            if not isinstance(example, ParseError):
+                rows.append(example[3])
+                if len(rows) >= limit:
+                    break
+    finally:
+        records.close()
+    return rows, n
 
 
 def check_read_options(read: ReadOptions) -> None:

@@ -20,6 +20,7 @@ from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.sample import EXTENSIONS
 from kernelstream.engine.learner_config import LearnerConfig, as_configs
+from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.errors import ConfigError, WidthError
 from kernelstream.experiments import tuning
 from kernelstream.learners.registry import check_width, fmt_bytes, memory_estimate, memory_limit
@@ -37,6 +38,7 @@ from kernelstream.pipelines.config import (
     resolve_task,
 )
 from kernelstream.pipelines.replay import auto_scale
+from kernelstream.pipelines.width_specs import auto_width_spec, recorded_width_specs
 
 
 def hash_bits(s: str) -> int:
@@ -166,6 +168,11 @@ class ReplayConfig:
     # ``--scale auto`` that scaled: why (``pipelines.replay.auto_scale``), recorded in
     # summary.json; the value itself is ``read.scale``
     auto_scale: str | None = None
+    # a Kafka topic's ``gamma=auto`` (:func:`topic_width`): where its widths came from
+    # (``width_source``: ``auto``, ``default``, ``checkpoint``), the estimate
+    # (``auto_gamma``) and the rows it came from (``width_records``), recorded in
+    # summary.json as a stream records them; None: a file's (its number is in the params)
+    widths: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "learners", tuple(as_configs(self.learners).values()))
@@ -217,16 +224,19 @@ class ReplayConfig:
         rows = default_rows(args, src) if not learner_specs and args.task != "regression" else None
         if rows is not None:
             check_default_params(rows, param_specs)
+        default = None if rows is None else DEFAULT_BY_ROWS[rows]
+        kafka_src = is_topic(src)
+        # a topic's width is read last (below), once every refusal has had its say: until
+        # then its configurations hold a stand-in (the widths change no check)
         configs = learner_configs(learner_specs, param_specs, task=args.task,
-                                  auto_width=file_width(args, src),
-                                  default=None if rows is None else DEFAULT_BY_ROWS[rows])
+                                  auto_width=(lambda: 1.0) if kafka_src else file_width(args, src),
+                                  default=default)
         task = resolve_task(configs, args.task)
         target, standardised = auto_scale.resolve_target(args, src, task)
         if target is not None:  # the learners learn it standardised, every output in its units
             configs = tuple(replace(c, target=target) for c in configs)
             if getattr(args, "shard", None) is None:
                 print(f"{PROG}: {standardised}", file=sys.stderr)
-        kafka_src = is_topic(src)
         dataset = display_name(src)
         settings = kafka_options(args, kafka_src)
         check_at_least(args, permutations=1, seed=0, limit=1)
@@ -265,6 +275,12 @@ class ReplayConfig:
             check_workers(args, kafka_src)
         if getattr(args, "submit_only", False):
             check_submit_only(args)
+        topic_widths = None
+        if kafka_src:  # (no target to standardise: a topic's is left as it is)
+            param_specs, auto_width, topic_widths = topic_width(
+                args, src, settings, learner_specs, param_specs, default)
+            configs = learner_configs(learner_specs, param_specs, task=args.task,
+                                      auto_width=auto_width, default=default)
         return cls(
             data=read_path,
             dataset=dataset,
@@ -292,6 +308,7 @@ class ReplayConfig:
             argv=tuple(argv),
             default_rows=rows,
             auto_scale=scaled,
+            widths=topic_widths,
         )
 
 
@@ -348,6 +365,90 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
                               ) from None
 
     return estimate
+
+
+def topic_width(args: argparse.Namespace, src: str, settings: tuple[tuple[str, str], ...],
+                learner_specs: Sequence[str], param_specs: Sequence[str],
+                default: tuple[str, dict[str, str]] | None,
+                ) -> tuple[list[str], Callable[[], float] | None, dict[str, Any] | None]:
+    """``gamma=auto`` of a replay of the Kafka topic ``src``, as a file's: estimated
+    (``data.widths.rows_gamma``, the file's function) from the first
+    :data:`~kernelstream.data.widths.RESERVOIR_ROWS` examples the run will read
+    (``kafka_client.head_rows``: from the topic's beginning, the replay's reader and parser,
+    dead-lettered records skipped), read up to the log's end now, at most ``--kafka-idle``
+    seconds without a record, ``--kafka-max-seconds`` in all. A run resuming a
+    ``--checkpoint`` continues with the widths it recorded (its learners' states were learnt
+    with them) and reads nothing here. Fewer than two examples (an empty topic, or nothing
+    readable within ``--kafka-idle``): the learners' default widths, said in one line on
+    stderr. A broker that does not answer or a missing topic is the run's error, raised
+    here as the run's own check would raise it (one line, exit 2, without a second wait).
+
+    Returns the ``-p`` arguments (explicit ``auto`` widths dropped where they fall back, the
+    checkpoint's added), the width function for ``learner_configs`` and the record of
+    :attr:`ReplayConfig.widths`; ``(param_specs, None, None)`` when no configuration leaves
+    its width to the data."""
+    wanted: list[bool] = []
+
+    def probe() -> float:  # which configurations want a width, before anything is read
+        wanted.append(True)
+        return 1.0
+
+    probed = learner_configs(learner_specs, param_specs, task=args.task, auto_width=probe,
+                             default=default)
+    if not wanted:
+        return list(param_specs), None, None
+    given = [p for p in param_specs if not auto_width_spec(p)]
+    saved = checkpoint_configs(args.checkpoint)
+    if saved is not None:
+        specs = given + recorded_width_specs(saved, [(c.label, c.learner) for c in probed],
+                                             given)
+        return specs, None, {"width_source": "checkpoint", "auto_gamma": None,
+                             "width_records": None}
+    read = ReadOptions(
+        path=src, fmt=args.format, n_features=args.n_features,
+        label_column=None if args.label_column is None else int_or_str(args.label_column),
+        task=resolve_task(probed, args.task), positive_label=args.positive_label,
+        delimiter=args.delimiter, key_by=None if args.key_by is None else int_or_str(args.key_by),
+        hash_features=args.hash_features, rows=args.rows)
+    opts = kafka_client.KafkaReadOptions(kafka_client.KafkaTopic.parse(src),
+                                         idle_seconds=args.kafka_idle,
+                                         max_seconds=args.kafka_max_seconds, client=settings)
+    try:
+        head, records = kafka_client.head_rows(kafka_client.snapshot_ends(opts), read,
+                                               widths.RESERVOIR_ROWS)
+    except ConnectionError as exc:
+        # the run's own check of the broker would stop on it at once: said once, now
+        raise ConfigError(str(exc)) from None
+    except FileNotFoundError as exc:
+        raise ConfigError(f"cannot read data: {exc}") from None
+    if len(head) >= 2:
+        gamma = widths.rows_gamma(head, read)
+        return list(param_specs), (lambda: gamma), {
+            "width_source": "auto", "auto_gamma": gamma, "width_records": len(head)}
+    own = ", ".join(f"{c.label} {k}={c.params[k]}"
+                    for c in learner_configs(learner_specs, given, task=args.task,
+                                             default=default)
+                    for k in ("gamma", "sigmas") if k in c.params)
+    # a warning, not progress: shown with --quiet too
+    print(f"{PROG}: gamma=auto: {len(head)} example{'s' if len(head) != 1 else ''} among "
+          f"{records:,} records of {src} (read to its end, or --kafka-idle "
+          f"{args.kafka_idle:g} s without one): too few to estimate a width from; the "
+          f"learners' default widths ({own or 'none'}), recorded as width_source "
+          "\"default\"", file=sys.stderr, flush=True)
+    return given, None, {"width_source": "default", "auto_gamma": None,
+                         "width_records": len(head)}
+
+
+def checkpoint_configs(directory: str | None) -> dict[str, Any] | None:
+    """The learner configurations the newest committed checkpoint in ``directory`` recorded;
+    None without one (a fresh run)."""
+    if directory is None:
+        return None
+    try:
+        ckpt = ckpts.latest(directory)
+        return None if ckpt is None else dict(ckpt.info().get("configs") or {})
+    except (OSError, ValueError):
+        return None  # the run reports an unreadable checkpoint
 
 
 def check_default_params(rows: str, param_specs: Sequence[str]) -> None:

@@ -1,0 +1,123 @@
+"""``gamma=auto`` of a bounded Kafka-topic replay (``kernelstream replay kafka://...``): the
+width a file replay estimates from the same rows, read from the first records the replay
+will learn (bad records skipped), recorded in ``summary.json`` so that the recorded command
+(or the recorded number) reruns the run exactly; an empty topic keeps the learners' default
+widths and says so. (Resuming a ``--checkpoint`` continues with the recorded width:
+``test_kafka.py::test_checkpoints_continue_exactly``.)
+
+The tests run the tansu broker of the ``test`` extra (``kernelstream.kafka_client.local_broker``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _helpers import new_topic, output_columns, produce
+
+from kernelstream.data import widths
+from kernelstream.pipelines.cli import main
+
+
+def _libsvm(X: np.ndarray, y: np.ndarray) -> list[bytes]:
+    return [(f"{int(t):+d} " + " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(x))).encode()
+            for x, t in zip(X, y, strict=True)]
+
+
+def _summary(out: Path) -> dict[str, Any]:
+    return json.loads((out / "summary.json").read_text())
+
+
+def _scores(out: Path) -> list[float]:
+    pred = output_columns(out, "predictions")
+    return [s for _, s in sorted(zip(pred["position"], pred["score"], strict=True))]
+
+
+def test_topic_width_is_the_file_width(broker: str, tmp_path: Path) -> None:
+    """The topic's recorded gamma is the one a replay of a file of the same rows records:
+    the first RESERVOIR_ROWS good rows, the records the run dead-letters (unparsable, an
+    index past --n-features, a third class) skipped and not counted."""
+    rng = np.random.default_rng(11)
+    X = rng.random((1300, 5)) * [1.0, 2.0, 0.5, 3.0, 1.0]
+    y = np.where(X[:, 0] > 0.5, 1, -1)
+    good = _libsvm(X, y)
+    bad = {10: b"+1 nonsense", 500: b"+1 9:1.0", 900: b"3 1:0.5"}
+    msgs = list(good)
+    for i in sorted(bad):
+        msgs.insert(i, bad[i])
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, m, None) for m in msgs])
+    file = tmp_path / "rows.libsvm"
+    file.write_bytes(b"\n".join(good) + b"\n")
+    common = ["-l", "bogd", "-p", "budget=30", "--n-features", "5", "-q"]
+    assert main(["replay", f"kafka://{broker}/{topic}", *common, "--kafka-idle", "1",
+                 "--out", str(tmp_path / "topic")]) == 0
+    assert main(["replay", str(file), *common, "--scale", "none",
+                 "--out", str(tmp_path / "file")]) == 0
+    t, f = _summary(tmp_path / "topic"), _summary(tmp_path / "file")
+    assert (t["width_source"], t["width_records"]) == ("auto", widths.RESERVOIR_ROWS)
+    gamma = f["configs"][0]["params"]["gamma"]
+    assert t["auto_gamma"] == gamma == t["configs"][0]["params"]["gamma"]
+    assert (t["predictions"], t["dead_letters"]) == (1300, 3)
+
+
+def test_a_rerun_of_the_recorded_command_is_identical(broker: str, tmp_path: Path) -> None:
+    """The recorded command (summary.json ``argv``) reruns a topic of two partitions with the
+    same width and scores; so does the recorded number given as ``-p gamma=``."""
+    rng = np.random.default_rng(5)
+    X = np.round(rng.random((600, 4)) * [1.0, 4.0, 1.0, 2.0], 4)
+    y = np.where(X[:, 0] + X[:, 2] > 1, 1, -1)
+    topic = new_topic(broker, partitions=2)
+    produce(broker, topic, [(None, (",".join(f"{v:.4f}" for v in x) + f",{t}").encode(), i % 2)
+                            for i, (x, t) in enumerate(zip(X, y, strict=True))])
+    out = tmp_path / "run"
+    url = f"kafka://{broker}/{topic}"
+    assert main(["replay", url, "--format", "csv", "-l", "bpa-s", "--kafka-idle", "1",
+                 "--out", str(out), "-q"]) == 0
+    first, scores = _summary(out), _scores(out)
+    assert first["width_source"] == "auto" and first["width_records"] == 600
+    gamma = first["auto_gamma"]
+    assert len(scores) == 600
+    shutil.rmtree(out)
+    assert main(first["argv"]) == 0
+    again = _summary(out)
+    assert _scores(out) == scores
+    assert again["auto_gamma"] == gamma
+    assert [c["params"] for c in again["configs"]] == [c["params"] for c in first["configs"]]
+    given = tmp_path / "given"
+    assert main(["replay", url, "--format", "csv", "-l", "bpa-s", "-p", f"gamma={gamma!r}",
+                 "--kafka-idle", "1", "--out", str(given), "-q"]) == 0
+    assert _scores(given) == scores
+    assert "width_source" not in _summary(given)  # a width given: nothing read for it
+
+
+def test_an_empty_topic_keeps_the_default_widths(broker: str, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """No example to estimate from (an empty topic; one good record among bad ones): the
+    learners' default widths, one line on stderr (with -q too), recorded as
+    width_source "default"; an explicit ``-p gamma=auto`` falls back alike."""
+    empty = new_topic(broker)
+    for i, extra in enumerate(([], ["-p", "gamma=auto"])):
+        out = tmp_path / f"e{i}"
+        assert main(["replay", f"kafka://{broker}/{empty}", "-l", "bogd", "--n-features", "3",
+                     "--kafka-idle", "1", "--out", str(out), "-q", *extra]) == 0
+        err = [ln for ln in capsys.readouterr().err.splitlines() if "gamma=auto" in ln]
+        assert len(err) == 1 and "gamma=auto: 0 examples among 0 records" in err[0], err
+        assert "the learners' default widths (bogd gamma=" in err[0]
+        doc = _summary(out)
+        assert (doc["width_source"], doc["auto_gamma"], doc["width_records"]) == (
+            "default", None, 0)
+    one = new_topic(broker)
+    produce(broker, one, [(None, b"+1 1:0.5", None), (None, b"+1 nonsense", None),
+                          (None, b"-1 7:1", None)])
+    out = tmp_path / "one"
+    assert main(["replay", f"kafka://{broker}/{one}", "-l", "bogd", "--n-features", "3",
+                 "--kafka-idle", "1", "--out", str(out), "-q"]) == 0
+    assert "gamma=auto: 1 example among 3 records" in capsys.readouterr().err
+    doc = _summary(out)
+    assert (doc["width_source"], doc["width_records"], doc["predictions"]) == ("default", 1, 1)
+    assert doc["configs"][0]["params"]["gamma"] == 0.5  # bogd's own default
