@@ -118,6 +118,11 @@ class KafkaBlocks:
         self.tf = text_format_for(read)  # bad options fail here, before any record
         self.hash = read.hash_features
         self.d = (1 << self.hash) if self.hash is not None else read.n_features
+        self.lo: np.ndarray | None = None  # --scale auto: x -> (x - lo) / span, dense rows
+        if read.scale_ranges is not None:
+            self.lo, hi = (np.asarray(r, dtype=np.float64) for r in read.scale_ranges)
+            # a column constant over the first rows is shifted only: it may vary later
+            self.span = np.where(hi > self.lo, hi - self.lo, 1.0)
         self.rows: dict[str | None, _Rows] = {}
         self.offsets: dict[int, int] = {}  # next offset of each partition
         self.examples = 0
@@ -208,9 +213,14 @@ class KafkaBlocks:
         if self.read.sparse_rows(self.d):
             keep = vals != 0  # CSV zeros are no non-zeros
             return (cols[keep], vals[keep]) if row.idx is None else (cols, vals)
-        if row.idx is None and self.hash is None:
-            return row.vals
-        return densify(cols + 1, vals, self.d)
+        x = row.vals if row.idx is None and self.hash is None else densify(cols + 1, vals,
+                                                                          self.d)
+        if self.lo is None:
+            return x
+        if len(x) != len(self.lo):
+            raise ParseError(f"wrong number of columns: {len(x)} features, expected "
+                             f"{len(self.lo)} (the scaled columns)")
+        return (np.asarray(x, dtype=np.float64) - self.lo) / self.span
 
     def _entity(self, rec: KafkaRecord, row: ParsedRow) -> str | None:
         if self.read.key_by == MESSAGE_KEY:
@@ -291,9 +301,10 @@ def head_rows(opts: KafkaReadOptions, read: ReadOptions,
 
 def check_read_options(read: ReadOptions) -> None:
     """Reject the file-reading options a single pass over a stream cannot honour."""
-    if read.scale != "none":
+    if read.scale != "none" and read.scale_ranges is None:
         raise ValueError("min-max scaling needs the whole data set; a Kafka topic is read once "
-                         "(scale the features before producing them, or use --scale none)")
+                         "(scale the features before producing them, use --scale none, or "
+                         "--scale auto: the ranges of its first rows when they differ a lot)")
     if read.scale_target != "none":
         raise ValueError("target scaling needs the whole data set; a Kafka topic is read once")
     if read.fmt not in (None, "libsvm", "csv"):

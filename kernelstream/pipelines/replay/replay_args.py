@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
+import numpy as np
+
 from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
@@ -39,6 +41,7 @@ from kernelstream.pipelines.config import (
 )
 from kernelstream.pipelines.replay import auto_scale
 from kernelstream.pipelines.width_specs import auto_width_spec, recorded_width_specs
+from kernelstream.sparse import CSR
 
 
 def hash_bits(s: str) -> int:
@@ -212,6 +215,7 @@ class ReplayConfig:
             learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
                                                             param_specs)
         src = args.data or DEFAULT_DATASET
+        scale = args.scale  # as given: a topic's auto is decided on its head (topic_head)
         # before the widths: gamma=auto is estimated on the rows as the learners get them
         scaled, hint = auto_scale.resolve_features(args, src)
         if getattr(args, "shard", None) is None:  # (a shard's parent has said it)
@@ -275,12 +279,13 @@ class ReplayConfig:
             check_workers(args, kafka_src)
         if getattr(args, "submit_only", False):
             check_submit_only(args)
-        topic_widths = None
+        head = TopicHead(tuple(param_specs))
         if kafka_src:  # (no target to standardise: a topic's is left as it is)
-            param_specs, auto_width, topic_widths = topic_width(
-                args, src, settings, learner_specs, param_specs, default)
-            configs = learner_configs(learner_specs, param_specs, task=args.task,
-                                      auto_width=auto_width, default=default)
+            head = topic_head(args, src, settings, learner_specs, param_specs, default, scale)
+            configs = learner_configs(learner_specs, head.param_specs, task=args.task,
+                                      auto_width=head.auto_width, default=default)
+            if head.scale_ranges is not None:
+                args.scale, scaled = "01", head.auto_scale
         return cls(
             data=read_path,
             dataset=dataset,
@@ -295,7 +300,8 @@ class ReplayConfig:
                 task=task, scale=args.scale, limit=args.limit, positive_label=args.positive_label,
                 delimiter=args.delimiter, header=args.header,
                 key_by=None if args.key_by is None else int_or_str(args.key_by),
-                scale_target=args.scale_target, hash_features=args.hash_features, rows=args.rows),
+                scale_target=args.scale_target, hash_features=args.hash_features, rows=args.rows,
+                scale_ranges=head.scale_ranges),
             runner=args.runner,
             stream=args.stream,
             pipeline_args=tuple(getattr(args, "pipeline_args", ())),
@@ -308,7 +314,7 @@ class ReplayConfig:
             argv=tuple(argv),
             default_rows=rows,
             auto_scale=scaled,
-            widths=topic_widths,
+            widths=head.widths,
         )
 
 
@@ -367,26 +373,42 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
     return estimate
 
 
-def topic_width(args: argparse.Namespace, src: str, settings: tuple[tuple[str, str], ...],
-                learner_specs: Sequence[str], param_specs: Sequence[str],
-                default: tuple[str, dict[str, str]] | None,
-                ) -> tuple[list[str], Callable[[], float] | None, dict[str, Any] | None]:
-    """``gamma=auto`` of a replay of the Kafka topic ``src``, as a file's: estimated
-    (``data.widths.rows_gamma``, the file's function) from the first
+@dataclass(frozen=True)
+class TopicHead:
+    """What a replay of a Kafka topic takes from the first rows it will read
+    (:func:`topic_head`): its ``-p`` arguments, the width function of ``learner_configs``
+    and the record of :attr:`ReplayConfig.widths`, and ``--scale auto`` 's ranges and why
+    (None: the features as they are)."""
+
+    param_specs: tuple[str, ...]
+    auto_width: Callable[[], float] | None = None
+    widths: dict[str, Any] | None = None
+    scale_ranges: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    auto_scale: str | None = None
+
+
+def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, str], ...],
+               learner_specs: Sequence[str], param_specs: Sequence[str],
+               default: tuple[str, dict[str, str]] | None, scale: str) -> TopicHead:
+    """``gamma=auto`` and ``--scale auto`` (``scale``: the option as given) of a replay of
+    the Kafka topic ``src``, as a file's, from the first
     :data:`~kernelstream.data.widths.RESERVOIR_ROWS` examples the run will read
     (``kafka_client.head_rows``: from the topic's beginning, the replay's reader and parser,
     dead-lettered records skipped), read up to the log's end now, at most ``--kafka-idle``
-    seconds without a record, ``--kafka-max-seconds`` in all. A run resuming a
-    ``--checkpoint`` continues with the widths it recorded (its learners' states were learnt
-    with them) and reads nothing here. Fewer than two examples (an empty topic, or nothing
-    readable within ``--kafka-idle``): the learners' default widths, said in one line on
-    stderr. A broker that does not answer or a missing topic is the run's error, raised
-    here as the run's own check would raise it (one line, exit 2, without a second wait).
+    seconds without a record, ``--kafka-max-seconds`` in all; nothing is read when no
+    configuration leaves its width to the data and ``--scale`` is not ``auto``.
 
-    Returns the ``-p`` arguments (explicit ``auto`` widths dropped where they fall back, the
-    checkpoint's added), the width function for ``learner_configs`` and the record of
-    :attr:`ReplayConfig.widths`; ``(param_specs, None, None)`` when no configuration leaves
-    its width to the data."""
+    * Scaling: ``check``'s rule (:func:`head_scaling`) on those rows; when it fires, every
+      row is min-max scaled by *their* ranges (a topic is read once; later values may fall
+      outside ``[0, 1]``), one line says so.
+    * The width: ``data.widths.rows_gamma``, the file's function, on those rows (scaled as
+      the learners get them). Fewer than two examples (an empty topic, or nothing readable
+      within ``--kafka-idle``): the learners' default widths, said in one line on stderr.
+    * A run resuming a ``--checkpoint`` continues with the widths and ranges it recorded
+      (its learners' states were learnt with them) and reads nothing.
+
+    A broker that does not answer or a missing topic is the run's error, raised here as the
+    run's own check would raise it (one line, exit 2, without a second wait)."""
     wanted: list[bool] = []
 
     def probe() -> float:  # which configurations want a width, before anything is read
@@ -395,15 +417,22 @@ def topic_width(args: argparse.Namespace, src: str, settings: tuple[tuple[str, s
 
     probed = learner_configs(learner_specs, param_specs, task=args.task, auto_width=probe,
                              default=default)
-    if not wanted:
-        return list(param_specs), None, None
+    want_scale = scale == auto_scale.AUTO
+    if not wanted and not want_scale:
+        return TopicHead(tuple(param_specs))
     given = [p for p in param_specs if not auto_width_spec(p)]
-    saved = checkpoint_configs(args.checkpoint)
+    saved = checkpoint_info(args.checkpoint)
     if saved is not None:
-        specs = given + recorded_width_specs(saved, [(c.label, c.learner) for c in probed],
+        recorded = saved.get("scale_ranges") if want_scale else None
+        ranges = None if not recorded else (tuple(recorded["lo"]), tuple(recorded["hi"]))
+        why = None if ranges is None else "the ranges the checkpoint recorded"
+        if not wanted:
+            return TopicHead(tuple(param_specs), scale_ranges=ranges, auto_scale=why)
+        configs = dict(saved.get("configs") or {})
+        specs = given + recorded_width_specs(configs, [(c.label, c.learner) for c in probed],
                                              given)
-        return specs, None, {"width_source": "checkpoint", "auto_gamma": None,
-                             "width_records": None}
+        return TopicHead(tuple(specs), None, {"width_source": "checkpoint", "auto_gamma": None,
+                                              "width_records": None}, ranges, why)
     read = ReadOptions(
         path=src, fmt=args.format, n_features=args.n_features,
         label_column=None if args.label_column is None else int_or_str(args.label_column),
@@ -421,10 +450,19 @@ def topic_width(args: argparse.Namespace, src: str, settings: tuple[tuple[str, s
         raise ConfigError(str(exc)) from None
     except FileNotFoundError as exc:
         raise ConfigError(f"cannot read data: {exc}") from None
+    ranges, why = head_scaling(head, read) if want_scale else (None, None)
+    if ranges is not None:
+        read = replace(read, scale="01", scale_ranges=ranges)
+        print(f"{PROG}: scaling features to [0, 1] by the ranges of the first {len(head):,} "
+              f"rows of {src} ({why}; a topic is read once: later values may fall outside "
+              "them; --scale none keeps the features)", file=sys.stderr, flush=True)
+    if not wanted:
+        return TopicHead(tuple(param_specs), scale_ranges=ranges, auto_scale=why)
     if len(head) >= 2:
         gamma = widths.rows_gamma(head, read)
-        return list(param_specs), (lambda: gamma), {
-            "width_source": "auto", "auto_gamma": gamma, "width_records": len(head)}
+        return TopicHead(tuple(param_specs), lambda: gamma, {
+            "width_source": "auto", "auto_gamma": gamma, "width_records": len(head)},
+            ranges, why)
     own = ", ".join(f"{c.label} {k}={c.params[k]}"
                     for c in learner_configs(learner_specs, given, task=args.task,
                                              default=default)
@@ -435,18 +473,46 @@ def topic_width(args: argparse.Namespace, src: str, settings: tuple[tuple[str, s
           f"{args.kafka_idle:g} s without one): too few to estimate a width from; the "
           f"learners' default widths ({own or 'none'}), recorded as width_source "
           "\"default\"", file=sys.stderr, flush=True)
-    return given, None, {"width_source": "default", "auto_gamma": None,
-                         "width_records": len(head)}
+    return TopicHead(tuple(given), None, {"width_source": "default", "auto_gamma": None,
+                                          "width_records": len(head)})
 
 
-def checkpoint_configs(directory: str | None) -> dict[str, Any] | None:
-    """The learner configurations the newest committed checkpoint in ``directory`` recorded;
-    None without one (a fresh run)."""
+def head_scaling(head: Sequence[Any], read: ReadOptions,
+                 ) -> tuple[tuple[tuple[float, ...], tuple[float, ...]] | None, str | None]:
+    """``--scale auto`` of a topic from its first rows ``head`` (parsed, as ``read`` reads
+    them): ``((lo, hi) of each of the learners' columns over them, why)`` when they are dense
+    and ``check`` 's rule (``data.check.scaling_advice``, a file's) asks for scaling, else
+    ``(None, None)``. The columns are the learners' (hashed, ``--n-features`` wide, or the
+    first CSV row's width, as ``kafka_client.KafkaBlocks`` fixes it)."""
+    if len(head) < 2:
+        return None, None
+    if read.hash_features is not None:
+        width: int | None = 1 << read.hash_features
+    else:
+        width = read.n_features or (len(head[0].vals) if head[0].idx is None else None)
+    if width is None or read.sparse_rows(width):
+        return None, None
+    report = data_check.scan(((i, "", row) for i, row in enumerate(head)),
+                             data_check.CheckReport(read.path, read.fmt or "libsvm", read.task))
+    report.rows_as = "dense"
+    # the target is a topic's as it is (no --scale-target): the features are advised alone
+    advice = data_check.scaling_advice(report, "none", scale_target="01")
+    if not advice.features:
+        return None, None
+    rows = widths.reservoir_from_rows(head, width, read.hash_features)  # CSR: unscaled
+    X = rows.to_dense() if isinstance(rows, CSR) else np.asarray(rows)
+    return (tuple(X.min(axis=0).tolist()), tuple(X.max(axis=0).tolist())), advice.why[0]
+
+
+def checkpoint_info(directory: str | None) -> dict[str, Any] | None:
+    """What the newest committed checkpoint in ``directory`` recorded (its learner
+    configurations, ``configs``, and ``--scale auto`` 's ``scale_ranges``); None without
+    one (a fresh run)."""
     if directory is None:
         return None
     try:
         ckpt = ckpts.latest(directory)
-        return None if ckpt is None else dict(ckpt.info().get("configs") or {})
+        return None if ckpt is None else dict(ckpt.info())
     except (OSError, ValueError):
         return None  # the run reports an unreadable checkpoint
 
