@@ -21,7 +21,10 @@ from _helpers import new_topic, output_columns, produce
 
 from kernelstream import learners
 from kernelstream.data import widths
+from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import ParsedRow
 from kernelstream.pipelines.cli import main
+from kernelstream.pipelines.replay.replay_args import head_scaling
 from kernelstream.seeding import learner_seed
 
 
@@ -180,3 +183,22 @@ def test_a_checkpoint_continues_its_width_and_scaling(broker: str, tmp_path: Pat
                                                                "hi": hi.tolist()}
     assert second["scale"] == "01"
     assert scores == _direct((X - lo) / (hi - lo), y, "bogd", budget=40, gamma=gamma)
+
+
+def test_head_scaling_takes_the_learners_columns() -> None:
+    """--scale auto of a topic's first rows (no broker): the ranges are those of the
+    learners' columns (hashed: 2^k of them) when the rule fires on dense rows; rows that go
+    to the learners as CSR (LIBSVM wider than 2,048 columns) and ranges within 100x of each
+    other are left alone."""
+    rng = np.random.default_rng(4)
+    X = rng.random((50, 3)) * [1.0, 1000.0, 2.0]
+    head = [ParsedRow("+1", np.arange(1, 4), x, None) for x in X]
+    url = "kafka://127.0.0.1:9/t"
+    ranges, why = head_scaling(head, ReadOptions(url, n_features=3))
+    assert ranges == (tuple(X.min(axis=0)), tuple(X.max(axis=0)))
+    assert why is not None and why.startswith("feature ranges differ by")
+    hashed, _ = head_scaling(head, ReadOptions(url, hash_features=4))
+    assert hashed is not None and len(hashed[0]) == len(hashed[1]) == 16
+    assert head_scaling(head, ReadOptions(url, n_features=5000)) == (None, None)  # sparse
+    even = [ParsedRow("+1", None, x, None) for x in rng.random((50, 3))]
+    assert head_scaling(even, ReadOptions(url, fmt="csv")) == (None, None)
