@@ -154,10 +154,12 @@ def test_an_empty_topic_keeps_the_default_widths(broker: str, tmp_path: Path,
     assert doc["configs"][0]["params"]["gamma"] == 0.5  # bogd's own default
 
 
-def test_a_checkpoint_continues_its_width_and_scaling(broker: str, tmp_path: Path) -> None:
+def test_a_checkpoint_continues_its_width_and_scaling(broker: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
     """A resumed --checkpoint keeps the width and the ranges of its first run (recorded in
     the checkpoint), though the new records alone would give others: the two runs' scores
-    are those of one run over all the rows."""
+    are those of one run over all the rows. A stream refuses to --init-from it."""
     rng = np.random.default_rng(2)
     X = rng.random((800, 3)) * [1.0, 500.0, 2.0]
     X[400:, 1] *= 3.0  # the second run's records: another range
@@ -183,6 +185,12 @@ def test_a_checkpoint_continues_its_width_and_scaling(broker: str, tmp_path: Pat
                                                                "hi": hi.tolist()}
     assert second["scale"] == "01"
     assert scores == _direct((X - lo) / (hi - lo), y, "bogd", budget=40, gamma=gamma)
+    # a stream, which does not scale, cannot continue these models
+    capsys.readouterr()
+    assert main(["stream", f"kafka://{broker}/{topic}", "--format", "csv", "-l", "bogd",
+                 "-p", "budget=40", "--init-from", str(tmp_path / "ck"),
+                 "--out", str(tmp_path / "s"), "-q"]) == 2
+    assert "scaled to [0, 1] by the ranges of the topic's first rows" in capsys.readouterr().err
 
 
 def test_head_scaling_takes_the_learners_columns() -> None:

@@ -171,7 +171,7 @@ class ReplayConfig:
     # ``--scale auto`` that scaled: why (``pipelines.replay.auto_scale``), recorded in
     # summary.json; the value itself is ``read.scale``
     auto_scale: str | None = None
-    # a Kafka topic's ``gamma=auto`` (:func:`topic_width`): where its widths came from
+    # a Kafka topic's ``gamma=auto`` (:func:`topic_head`): where its widths came from
     # (``width_source``: ``auto``, ``default``, ``checkpoint``), the estimate
     # (``auto_gamma``) and the rows it came from (``width_records``), recorded in
     # summary.json as a stream records them; None: a file's (its number is in the params)
