@@ -58,6 +58,10 @@ class ReadOptions:
     scale_target: str = "none"  # regression targets: "none" or min-max to [0, 1] ("01")
     hash_features: int | None = None  # k: hash features into 2**k columns
     rows: str = "auto"  # "auto", "dense" or "sparse" (see ROWS)
+    # a Kafka topic scaled by ``--scale auto``: the ``(lo, hi)`` of each of the learners'
+    # columns over the first rows, applied to every row (``kafka_client.blocks``; a topic is
+    # read once, so its ranges cannot be those of all its rows as a file's are)
+    scale_ranges: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
     def __post_init__(self) -> None:
         if self.rows not in ROWS:

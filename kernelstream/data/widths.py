@@ -216,5 +216,12 @@ def file_gamma(opts: ReadOptions) -> float:
     """``gamma=auto`` of a run over the file of ``opts``: the estimate from the file's first
     :data:`RESERVOIR_ROWS` parsed rows (bad lines skipped)."""
     good = (row for _, _, row in iter_file_rows(opts) if not isinstance(row, ParseError))
-    return auto_gamma(reservoir_from_rows(good, opts.n_features, opts.hash_features,
+    return rows_gamma(good, opts)
+
+
+def rows_gamma(rows: Iterable[ParsedRow], opts: ReadOptions) -> float:
+    """``gamma=auto`` of a replay that reads ``rows`` (its first good rows, in its order) as
+    ``opts`` says: of a file (:func:`file_gamma`) or of a Kafka topic's first records
+    (``kafka_client.blocks.head_rows``), so that both give the same number on the same rows."""
+    return auto_gamma(reservoir_from_rows(rows, opts.n_features, opts.hash_features,
                                           opts.scale))

@@ -43,7 +43,9 @@ Reading: :func:`iter_topic_records` and :class:`KafkaBlocks`
       so a replay is reproducible.
     * What the stream cannot know in advance. A file reader scans its file first; a stream is
       read once, so the LIBSVM feature dimension must be given (``n_features``; CSV rows take
-      the width of the first valid row), min-max scaling is not available, and labels are
+      the width of the first valid row), min-max scaling can only use the ranges of the first
+      rows (``--scale auto``: ``ReadOptions.scale_ranges``, fitted before the run by
+      ``pipelines.replay.replay_args.topic_head`` over :func:`head_rows`), and labels are
       mapped as they arrive: ``positive_label`` names the +1 class (the first other label seen
       is -1), or without it numeric -1/0 are -1 and 1 is +1 (as ``data.LabelMap`` does for a
       one-class file).
@@ -75,6 +77,7 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each loads on firs
         KafkaBlocks,
         SourcePosition,
         check_read_options,
+        head_rows,
         text_format_for,
     )
     from kernelstream.kafka_client.bounded import (
@@ -138,6 +141,7 @@ _LAZY = {
     "check_read_options": "kernelstream.kafka_client.blocks",
     "client_defaults": "kernelstream.kafka_client.clients",
     "client_settings": "kernelstream.kafka_client.clients",
+    "head_rows": "kernelstream.kafka_client.blocks",
     "is_kafka_url": "kernelstream.kafka_client.clients",
     "iter_topic_records": "kernelstream.kafka_client.bounded",
     "kafka_partition_info": "kernelstream.kafka_client.partitions",
@@ -186,6 +190,7 @@ __all__ = [
     "check_read_options",
     "client_defaults",
     "client_settings",
+    "head_rows",
     "is_kafka_url",
     "iter_topic_records",
     "kafka_partition_info",

@@ -118,6 +118,11 @@ class KafkaBlocks:
         self.tf = text_format_for(read)  # bad options fail here, before any record
         self.hash = read.hash_features
         self.d = (1 << self.hash) if self.hash is not None else read.n_features
+        self.lo: np.ndarray | None = None  # --scale auto: x -> (x - lo) / span, dense rows
+        if read.scale_ranges is not None:
+            self.lo, hi = (np.asarray(r, dtype=np.float64) for r in read.scale_ranges)
+            # a column constant over the first rows is shifted only: it may vary later
+            self.span = np.where(hi > self.lo, hi - self.lo, 1.0)
         self.rows: dict[str | None, _Rows] = {}
         self.offsets: dict[int, int] = {}  # next offset of each partition
         self.examples = 0
@@ -152,6 +157,24 @@ class KafkaBlocks:
         """The blocks completed by ``rec`` and its dead letter, if it is one."""
         self.records += 1
         self.offsets[rec.partition] = rec.offset + 1
+        text, example = self.parse(rec)
+        if isinstance(example, ParseError):
+            yield dead_letter(self.source(rec.partition), rec.offset, text, example.reason)
+            return
+        entity, y, x, _ = example
+        r = self.rows.setdefault(entity, _Rows())
+        r.ids.append((rec.partition << ID_PARTITION_SHIFT) | rec.offset)
+        r.X.append(x)
+        r.y.append(y)
+        self.examples += 1
+        if len(r.ids) >= self.B:
+            yield from self._emit(entity, r)
+
+    def parse(self, rec: KafkaRecord) -> tuple[str, tuple[str | None, float, Any, ParsedRow]
+                                                | ParseError]:
+        """The text of ``rec`` and its example: ``(entity, label, row as the learners get it,
+        the parsed row)``, or the :class:`ParseError` that makes it a dead letter. Admits its
+        label class and (CSV) fixes the width, as the run does."""
         raw = rec.value if rec.value is not None else b""
         text, row = self.tf.parse(rec.offset, raw)
         try:
@@ -163,15 +186,8 @@ class KafkaBlocks:
             y = self.labels(row.label)
             x = self._row(row)
         except ParseError as e:
-            yield dead_letter(self.source(rec.partition), rec.offset, text, e.reason)
-            return
-        r = self.rows.setdefault(entity, _Rows())
-        r.ids.append((rec.partition << ID_PARTITION_SHIFT) | rec.offset)
-        r.X.append(x)
-        r.y.append(y)
-        self.examples += 1
-        if len(r.ids) >= self.B:
-            yield from self._emit(entity, r)
+            return text, e
+        return text, (entity, y, x, row)
 
     def _row(self, row: ParsedRow) -> Any:
         """The row as the learners get it: dense, or ``(columns, values)`` for CSR blocks."""
@@ -197,9 +213,14 @@ class KafkaBlocks:
         if self.read.sparse_rows(self.d):
             keep = vals != 0  # CSV zeros are no non-zeros
             return (cols[keep], vals[keep]) if row.idx is None else (cols, vals)
-        if row.idx is None and self.hash is None:
-            return row.vals
-        return densify(cols + 1, vals, self.d)
+        x = row.vals if row.idx is None and self.hash is None else densify(cols + 1, vals,
+                                                                          self.d)
+        if self.lo is None:
+            return x
+        if len(x) != len(self.lo):
+            raise ParseError(f"wrong number of columns: {len(x)} features, expected "
+                             f"{len(self.lo)} (the scaled columns)")
+        return (np.asarray(x, dtype=np.float64) - self.lo) / self.span
 
     def _entity(self, rec: KafkaRecord, row: ParsedRow) -> str | None:
         if self.read.key_by == MESSAGE_KEY:
@@ -251,11 +272,39 @@ class KafkaBlocks:
             records.close()  # closes the consumer when the limit stops the read early
 
 
+def head_rows(opts: KafkaReadOptions, read: ReadOptions,
+              limit: int) -> tuple[list[ParsedRow], int]:
+    """The first ``limit`` examples a fresh replay of the topic (``opts``, bounded by its
+    ``stop`` snapshot) will learn, as parsed rows, and the number of records read for
+    them: read from the topic's beginning by the replay's own reader and parser
+    (:class:`KafkaBlocks`: a record it would dead-letter is skipped, not counted), the
+    partitions merged by ``(timestamp, partition, offset)`` even with ``key_by`` (whose run
+    interleaves them as they arrive), so the rows depend on the topic's contents alone.
+    What ``gamma=auto`` of a topic replay is estimated from
+    (``pipelines.replay.replay_args.topic_head``)."""
+    blocks = KafkaBlocks(opts.topic, read, (), 1)
+    records = iter_topic_records(opts, merge=True)
+    rows: list[ParsedRow] = []
+    n = 0
+    try:
+        for rec in records:
+            n += 1
+            _, example = blocks.parse(rec)
+            if not isinstance(example, ParseError):
+                rows.append(example[3])
+                if len(rows) >= limit:
+                    break
+    finally:
+        records.close()
+    return rows, n
+
+
 def check_read_options(read: ReadOptions) -> None:
     """Reject the file-reading options a single pass over a stream cannot honour."""
-    if read.scale != "none":
+    if read.scale != "none" and read.scale_ranges is None:
         raise ValueError("min-max scaling needs the whole data set; a Kafka topic is read once "
-                         "(scale the features before producing them, or use --scale none)")
+                         "(scale the features before producing them, use --scale none, or "
+                         "--scale auto: the ranges of its first rows when they differ a lot)")
     if read.scale_target != "none":
         raise ValueError("target scaling needs the whole data set; a Kafka topic is read once")
     if read.fmt not in (None, "libsvm", "csv"):

@@ -224,15 +224,19 @@ def test_topic_replays_exactly(broker: str, tmp_path: Path, runner: str) -> None
                "--n-features", str(X.shape[1]), "--kafka-idle", "1", "--runner", runner,
                "--out", str(out), "-q"])
     assert rc == 0
+    doc = json.loads((out / "summary.json").read_text())
+    # gamma=auto, from the topic's 400 good rows (the bad message is not one of them)
+    assert (doc["width_source"], doc["width_records"]) == ("auto", 400)
+    gamma = doc["auto_gamma"]
+    assert doc["configs"][0]["params"]["gamma"] == gamma
     pred = output_columns(out, "predictions")
     order = np.argsort(pred["position"])
     np.testing.assert_array_equal(np.asarray(pred["score"])[order],
-                                  _direct_scores(X, y, "bogd", budget=30))
+                                  _direct_scores(X, y, "bogd", budget=30, gamma=gamma))
     offsets = (np.asarray(pred["id"])[order] & ((1 << ID_PARTITION_SHIFT) - 1)).tolist()
     assert offsets == [*range(100), *range(101, 401)]
     dead = output_columns(out, "dead_letters")
     assert dead["line"] == [100] and dead["source"] == [f"kafka://{broker}/{topic}/0"]
-    doc = json.loads((out / "summary.json").read_text())
     assert (doc["predictions"], doc["dead_letters"], doc["examples"]) == (400, 1, 400)
 
 
@@ -257,6 +261,8 @@ def test_keyed_topic_one_model_per_key_and_kafka_outputs(broker: str, tmp_path: 
                "--kafka-idle", "1", "--kafka-out", f"kafka://{broker}/{prefix}",
                "--out", str(out), "-q"])
     assert rc == 0
+    doc = json.loads((out / "summary.json").read_text())
+    gamma = doc["auto_gamma"]  # from the first 600 good rows, the partitions merged
     pred = output_columns(out, "predictions")
     Xr = np.round(X, 6)
     for k in sorted(set(keys)):
@@ -264,11 +270,10 @@ def test_keyed_topic_one_model_per_key_and_kafka_outputs(broker: str, tmp_path: 
         rows.sort(key=lambda i: pred["position"][i])
         idx = np.array([i for i, kk in enumerate(keys) if kk == k])
         np.testing.assert_array_equal(np.asarray(pred["score"])[rows],
-                                      _direct_scores(Xr[idx], y[idx], "pa-i"))
+                                      _direct_scores(Xr[idx], y[idx], "pa-i", gamma=gamma))
     dead = output_columns(out, "dead_letters")
     assert sorted(r.split("(")[0] for r in dead["reason"]) == [
         "the message has no key ", "wrong number of columns: 2 features, expected 3"]
-    doc = json.loads((out / "summary.json").read_text())
     assert (doc["predictions"], doc["dead_letters"]) == (600, 2)
     assert len(doc["keys"]) == 5
     kp = _consume_json(broker, f"{prefix}-predictions")
@@ -334,11 +339,16 @@ def test_checkpoints_continue_exactly(broker: str, tmp_path: Path, runner: str) 
             "budget=20", "--kafka-idle", "0.5", "--checkpoint", str(ck), "--runner", runner,
             "-q"]
     preds: list[dict[str, list[Any]]] = []
+    docs: list[dict[str, Any]] = []
     for i, (lo, hi) in enumerate(((0, 180), (180, 500), (500, 500))):
         produce(broker, topic, msgs[lo:hi])
         assert main([*base, "--out", str(tmp_path / f"o{i}")]) == 0
         preds.append(output_columns(tmp_path / f"o{i}", "predictions"))
+        docs.append(json.loads((tmp_path / f"o{i}" / "summary.json").read_text()))
     assert [len(p.get("score", [])) for p in preds] == [180, 320, 0]
+    # gamma=auto from the first run's 180 rows; the resumed runs continue with it
+    gamma = docs[0]["auto_gamma"]
+    assert [d["width_source"] for d in docs] == ["auto", "checkpoint", "checkpoint"]
     for k in sorted(set(keys)):
         idx = np.array([i for i, kk in enumerate(keys) if kk == k])
         got: list[tuple[int, float]] = []
@@ -348,7 +358,8 @@ def test_checkpoints_continue_exactly(broker: str, tmp_path: Path, runner: str) 
         got.sort()
         assert [pos for pos, _ in got] == list(range(len(idx)))
         np.testing.assert_array_equal([s for _, s in got],
-                                      _direct_scores(X[idx], y[idx], "bogd", budget=20))
+                                      _direct_scores(X[idx], y[idx], "bogd", budget=20,
+                                                     gamma=gamma))
     names = sorted(p.name for p in ck.iterdir())
     assert [n for n in names if n.endswith(".committed")] == [
         "ckpt-000002.committed", "ckpt-000003.committed"]
@@ -356,6 +367,7 @@ def test_checkpoints_continue_exactly(broker: str, tmp_path: Path, runner: str) 
 
     last = ckpts.latest(str(ck))
     assert last is not None and last.number == 3
+    assert last.info()["configs"]["bogd"]["params"]["gamma"] == gamma
     assert sorted(k for k, _ in ckpts.read_states(last)) == [f"bogd#0@k{i}" for i in range(4)]
     pos = last.position()
     assert sum(pos.offsets.values()) == 500 and sum(pos.positions.values()) == 500

@@ -179,6 +179,11 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
                                   "learner": config.learners[0].learner}
     if config.auto_scale is not None:  # --scale auto scaled: why (the value is ``scale``)
         doc["auto_scale"] = config.auto_scale
+    if config.widths is not None:  # a topic's gamma=auto: where the widths came from
+        doc.update(config.widths)
+    if config.read.scale_ranges is not None:  # a topic's --scale auto: its first rows' ranges
+        doc["scale_ranges"] = dict(zip(("lo", "hi"), map(list, config.read.scale_ranges),
+                                       strict=True))
     target = config.learners[0].target if config.learners else None
     if target is not None:  # --scale-target auto: what the learners learnt the target as
         doc["target_standardised"] = {"mean": target[0], "std": target[1]}

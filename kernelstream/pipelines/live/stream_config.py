@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernelstream import kafka_client as kafka_lib
-from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.live.parsing import LiveSpec
@@ -26,7 +25,6 @@ from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
 from kernelstream.engine.replay import checkpoints
 from kernelstream.errors import ConfigError, WidthError
-from kernelstream.experiments.tuning import param_text  # -p text of a recorded value
 from kernelstream.kafka_client.names import KAFKA_CLIENTS, SCHEME
 from kernelstream.learners.registry import check_width
 from kernelstream.pipelines.config import (
@@ -34,9 +32,10 @@ from kernelstream.pipelines.config import (
     check_at_least,
     learner_configs,
     parse_learner_spec,
-    parse_param_spec,
     resolve_task,
 )
+from kernelstream.pipelines.width_specs import auto_width_spec as _auto_width_spec
+from kernelstream.pipelines.width_specs import recorded_width_specs as _width_specs
 
 EXIT_STOPPED = 130
 KEY_BY = ("id-prefix",)
@@ -334,34 +333,6 @@ def init_widths(args: argparse.Namespace) -> list[str]:
     pairs = [parse_learner_spec(spec)
              for spec in args.learner or [DEFAULT_LEARNERS["classification"][0]]]
     return specs + _width_specs(_saved_configs(args.init_from), pairs, specs)
-
-
-def _width_specs(saved: dict[str, Any], pairs: Sequence[tuple[str, str]],
-                 given_specs: Sequence[str]) -> list[str]:
-    """``LABEL.gamma=X`` / ``LABEL.sigmas=S``: the widths ``saved`` (recorded
-    configurations) has for each ``(label, learner)`` of ``pairs`` with the same learner
-    there and no width among ``given_specs``."""
-    given = [s.partition("=")[0].strip() for s in given_specs]
-    specs = []
-    for label, name in pairs:
-        have = saved.get(label)
-        if not isinstance(have, dict) or have.get("learner") != name:
-            continue
-        params = have.get("params") or {}
-        for key, aliases in (("gamma", ("gamma", "sigma")), ("sigmas", ("sigmas",))):
-            if key in params and not any(g in aliases or g in {f"{label}.{a}" for a in aliases}
-                                         for g in given):
-                specs.append(f"{label}.{key}={param_text(params[key])}")
-    return specs
-
-
-def _auto_width_spec(spec: str) -> bool:
-    """``-p [LABEL.]gamma=auto`` (or ``sigmas=auto``, ``auto*F``): a width left to the data."""
-    try:
-        _, key, value = parse_param_spec(spec)
-    except ValueError:
-        return False  # learner_configs reports it
-    return key in ("gamma", "sigmas") and widths.is_auto(value)
 
 
 def _saved_configs(path: str) -> dict[str, Any]:

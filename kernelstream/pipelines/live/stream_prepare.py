@@ -141,7 +141,15 @@ def _init_kind(config: StreamConfig) -> str | None:
         if ckpt is None:
             raise UpfrontError(f"--init-from {path}: neither a stream checkpoint nor a replay "
                                "checkpoint (a replay saves its models with --checkpoint DIR)")
-        saved = ckpt.info().get("configs") or {}
+        info = ckpt.info()
+        if info.get("scale_ranges"):
+            # its models learnt rows scaled by the topic's first rows (replay --scale auto);
+            # a stream's records reach its learners as they are
+            raise UpfrontError(f"--init-from {path}: its models learnt features scaled to "
+                               "[0, 1] by the ranges of the topic's first rows (replay --scale "
+                               "auto), which a stream does not do: init from a replay run "
+                               "with --scale none")
+        saved = info.get("configs") or {}
         kind = "replay"
     for name, cfg in ours.items():
         have = saved.get(name)

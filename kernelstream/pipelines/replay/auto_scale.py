@@ -18,9 +18,11 @@ units. The regression learners' defaults (step sizes, margins) assume a target o
 scale; on the shared sets it took the MSE ratio to the running mean from 1.13 to 0.53
 (elevators, whose features it scales too), 0.17 to 0.11 (bank8FM) and 0.72 to 0.63 (bank32nh).
 
-Only the first :data:`HEAD_ROWS` rows of a local file or embedded set are read; a Kafka topic,
+Only the first :data:`HEAD_ROWS` rows of a local file or embedded set are read;
 ``--stream``, a remote file and sparse rows (scaling would fill in their zeros) are left as
-they are, as is the live stream (which cannot see its data in advance).
+they are, as is the live stream (which cannot see its data in advance). A Kafka topic's
+``auto`` is decided on its first rows by the same rule once its options have passed, and its
+rows are scaled by those rows' ranges (``replay_args.topic_head``).
 """
 
 from __future__ import annotations

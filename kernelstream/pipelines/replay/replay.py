@@ -250,6 +250,9 @@ def _execute(run: ReplayRun) -> ReplayResult:
             ckpts.commit(run.recovery.writes, {
                 "resumed_from": None if resume is None else resume.number,
                 "data": run.data.source, "seed": run.protocol.seed, "configs": configs,
+                # --scale auto's ranges of the first run's first rows: the next runs keep them
+                "scale_ranges": None if run.data.read.scale_ranges is None else dict(
+                    zip(("lo", "hi"), map(list, run.data.read.scale_ranges), strict=True)),
                 # the snapshot of the log's end the read stopped at (partition -> offset)
                 "read_to": [[p, o] for p, o in run.data.kafka.stop]})
     except BaseException:

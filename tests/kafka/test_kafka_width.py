@@ -1,0 +1,212 @@
+"""``gamma=auto`` of a bounded Kafka-topic replay (``kernelstream replay kafka://...``): the
+width a file replay estimates from the same rows, read from the first records the replay
+will learn (bad records skipped), recorded in ``summary.json`` so that the recorded command
+(or the recorded number) reruns the run exactly; an empty topic keeps the learners' default
+widths and says so. (Resuming a ``--checkpoint`` continues with the recorded width:
+``test_kafka.py::test_checkpoints_continue_exactly``.)
+
+The tests run the tansu broker of the ``test`` extra (``kernelstream.kafka_client.local_broker``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _helpers import new_topic, output_columns, produce
+
+from kernelstream import learners
+from kernelstream.data import widths
+from kernelstream.data.options import ReadOptions
+from kernelstream.data.rows import ParsedRow
+from kernelstream.pipelines.cli import main
+from kernelstream.pipelines.replay.replay_args import head_scaling
+from kernelstream.seeding import learner_seed
+
+
+def _libsvm(X: np.ndarray, y: np.ndarray) -> list[bytes]:
+    return [(f"{int(t):+d} " + " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(x))).encode()
+            for x, t in zip(X, y, strict=True)]
+
+
+def _as_text(X: np.ndarray) -> np.ndarray:
+    """``X`` as its 4-decimal text reads back (np.round can be an ulp away from it)."""
+    return np.vectorize(lambda v: float(f"{v:.4f}"))(X)
+
+
+def _summary(out: Path) -> dict[str, Any]:
+    return json.loads((out / "summary.json").read_text())
+
+
+def _scores(out: Path) -> list[float]:
+    pred = output_columns(out, "predictions")
+    return [s for _, s in sorted(zip(pred["position"], pred["score"], strict=True))]
+
+
+def _direct(X: np.ndarray, y: np.ndarray, name: str, **params: Any) -> list[float]:
+    m = learners.make(name, seed=learner_seed(0, 0, name), **params)
+    return m.predict_learn_many(np.asarray(X, np.float64), np.asarray(y, np.float64)).tolist()
+
+
+def test_topic_width_and_scaling_are_the_files(broker: str, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The topic's recorded gamma and --scale auto are those a replay of a file of the same
+    rows records: from the first RESERVOIR_ROWS good rows, the records the run dead-letters
+    (unparsable, an index past --n-features, a third class) skipped and not counted; the
+    topic's rows are scaled by those rows' ranges (recorded), a file's by all of its own."""
+    rng = np.random.default_rng(11)
+    X = _as_text(rng.random((1300, 5)) * [1.0, 2.0, 0.5, 300.0, 1.0])  # ranges 600x apart
+    y = np.where(X[:, 0] > 0.5, 1, -1)
+    good = _libsvm(X, y)
+    bad = {10: b"+1 nonsense", 500: b"+1 9:1.0", 900: b"3 1:0.5"}
+    msgs = list(good)
+    for i in sorted(bad):
+        msgs.insert(i, bad[i])
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, m, None) for m in msgs])
+    file = tmp_path / "rows.libsvm"
+    file.write_bytes(b"\n".join(good) + b"\n")
+    common = ["-l", "bogd", "-p", "budget=30", "--n-features", "5", "-q"]
+    assert main(["replay", f"kafka://{broker}/{topic}", *common, "--kafka-idle", "1",
+                 "--out", str(tmp_path / "topic")]) == 0
+    assert main(["replay", str(file), *common, "--out", str(tmp_path / "file")]) == 0
+    err = capsys.readouterr().err
+    assert "scaling features to [0, 1] by the ranges of the first 1,000 rows of kafka://" in err
+    t, f = _summary(tmp_path / "topic"), _summary(tmp_path / "file")
+    assert (t["width_source"], t["width_records"]) == ("auto", widths.RESERVOIR_ROWS)
+    gamma = f["configs"][0]["params"]["gamma"]
+    assert t["auto_gamma"] == gamma == t["configs"][0]["params"]["gamma"]
+    assert (t["predictions"], t["dead_letters"]) == (1300, 3)
+    assert t["scale"] == f["scale"] == "01" and t["auto_scale"] == f["auto_scale"]
+    lo, hi = X[:1000].min(axis=0), X[:1000].max(axis=0)
+    assert t["scale_ranges"] == {"lo": lo.tolist(), "hi": hi.tolist()}
+    assert _scores(tmp_path / "topic") == _direct((X - lo) / (hi - lo), y, "bogd", budget=30,
+                                                  gamma=gamma)
+    # without scaling, the width of the rows as they are (the file's again)
+    assert main(["replay", f"kafka://{broker}/{topic}", *common, "--kafka-idle", "1",
+                 "--scale", "none", "--out", str(tmp_path / "topic-none")]) == 0
+    assert main(["replay", str(file), *common, "--scale", "none",
+                 "--out", str(tmp_path / "file-none")]) == 0
+    t, f = _summary(tmp_path / "topic-none"), _summary(tmp_path / "file-none")
+    assert t["scale"] == "none" and "scale_ranges" not in t
+    assert t["auto_gamma"] == f["configs"][0]["params"]["gamma"] != gamma
+
+
+def test_a_rerun_of_the_recorded_command_is_identical(broker: str, tmp_path: Path) -> None:
+    """The recorded command (summary.json ``argv``) reruns a topic of two partitions with the
+    same width and scores; so does the recorded number given as ``-p gamma=``."""
+    rng = np.random.default_rng(5)
+    X = _as_text(rng.random((600, 4)) * [1.0, 4.0, 1.0, 2.0])
+    y = np.where(X[:, 0] + X[:, 2] > 1, 1, -1)
+    topic = new_topic(broker, partitions=2)
+    produce(broker, topic, [(None, (",".join(f"{v:.4f}" for v in x) + f",{t}").encode(), i % 2)
+                            for i, (x, t) in enumerate(zip(X, y, strict=True))])
+    out = tmp_path / "run"
+    url = f"kafka://{broker}/{topic}"
+    assert main(["replay", url, "--format", "csv", "-l", "bpa-s", "--kafka-idle", "1",
+                 "--out", str(out), "-q"]) == 0
+    first, scores = _summary(out), _scores(out)
+    assert first["width_source"] == "auto" and first["width_records"] == 600
+    gamma = first["auto_gamma"]
+    assert len(scores) == 600
+    shutil.rmtree(out)
+    assert main(first["argv"]) == 0
+    again = _summary(out)
+    assert _scores(out) == scores
+    assert again["auto_gamma"] == gamma
+    assert [c["params"] for c in again["configs"]] == [c["params"] for c in first["configs"]]
+    given = tmp_path / "given"
+    assert main(["replay", url, "--format", "csv", "-l", "bpa-s", "-p", f"gamma={gamma!r}",
+                 "--kafka-idle", "1", "--out", str(given), "-q"]) == 0
+    assert _scores(given) == scores
+    assert "width_source" not in _summary(given)  # a width given: nothing read for it
+
+
+def test_an_empty_topic_keeps_the_default_widths(broker: str, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """No example to estimate from (an empty topic; one good record among bad ones): the
+    learners' default widths, one line on stderr (with -q too), recorded as
+    width_source "default"; an explicit ``-p gamma=auto`` falls back alike."""
+    empty = new_topic(broker)
+    for i, extra in enumerate(([], ["-p", "gamma=auto"])):
+        out = tmp_path / f"e{i}"
+        assert main(["replay", f"kafka://{broker}/{empty}", "-l", "bogd", "--n-features", "3",
+                     "--kafka-idle", "1", "--out", str(out), "-q", *extra]) == 0
+        err = [ln for ln in capsys.readouterr().err.splitlines() if "gamma=auto" in ln]
+        assert len(err) == 1 and "gamma=auto: 0 examples among 0 records" in err[0], err
+        assert "the learners' default widths (bogd gamma=" in err[0]
+        doc = _summary(out)
+        assert (doc["width_source"], doc["auto_gamma"], doc["width_records"]) == (
+            "default", None, 0)
+    one = new_topic(broker)
+    produce(broker, one, [(None, b"+1 1:0.5", None), (None, b"+1 nonsense", None),
+                          (None, b"-1 7:1", None)])
+    out = tmp_path / "one"
+    assert main(["replay", f"kafka://{broker}/{one}", "-l", "bogd", "--n-features", "3",
+                 "--kafka-idle", "1", "--out", str(out), "-q"]) == 0
+    assert "gamma=auto: 1 example among 3 records" in capsys.readouterr().err
+    doc = _summary(out)
+    assert (doc["width_source"], doc["width_records"], doc["predictions"]) == ("default", 1, 1)
+    assert doc["configs"][0]["params"]["gamma"] == 0.5  # bogd's own default
+
+
+def test_a_checkpoint_continues_its_width_and_scaling(broker: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """A resumed --checkpoint keeps the width and the ranges of its first run (recorded in
+    the checkpoint), though the new records alone would give others: the two runs' scores
+    are those of one run over all the rows. A stream refuses to --init-from it."""
+    rng = np.random.default_rng(2)
+    X = rng.random((800, 3)) * [1.0, 500.0, 2.0]
+    X[400:, 1] *= 3.0  # the second run's records: another range
+    X = _as_text(X)
+    y = np.where(X[:, 0] + X[:, 2] / 2 > 1, 1, -1)
+    msgs = [(None, (",".join(f"{v:.4f}" for v in x) + f",{t}").encode(), None)
+            for x, t in zip(X, y, strict=True)]
+    topic = new_topic(broker)
+    base = ["replay", f"kafka://{broker}/{topic}", "--format", "csv", "-l", "bogd", "-p",
+            "budget=40", "--kafka-idle", "1", "--checkpoint", str(tmp_path / "ck"), "-q"]
+    docs, scores = [], []
+    for i, part in enumerate((msgs[:400], msgs[400:])):
+        produce(broker, topic, part)
+        assert main([*base, "--out", str(tmp_path / f"o{i}")]) == 0
+        docs.append(_summary(tmp_path / f"o{i}"))
+        scores += _scores(tmp_path / f"o{i}")
+    first, second = docs
+    assert (first["width_source"], second["width_source"]) == ("auto", "checkpoint")
+    gamma = first["auto_gamma"]
+    assert second["configs"][0]["params"]["gamma"] == gamma
+    lo, hi = X[:400].min(axis=0), X[:400].max(axis=0)
+    assert first["scale_ranges"] == second["scale_ranges"] == {"lo": lo.tolist(),
+                                                               "hi": hi.tolist()}
+    assert second["scale"] == "01"
+    assert scores == _direct((X - lo) / (hi - lo), y, "bogd", budget=40, gamma=gamma)
+    # a stream, which does not scale, cannot continue these models
+    capsys.readouterr()
+    assert main(["stream", f"kafka://{broker}/{topic}", "--format", "csv", "-l", "bogd",
+                 "-p", "budget=40", "--init-from", str(tmp_path / "ck"),
+                 "--out", str(tmp_path / "s"), "-q"]) == 2
+    assert "scaled to [0, 1] by the ranges of the topic's first rows" in capsys.readouterr().err
+
+
+def test_head_scaling_takes_the_learners_columns() -> None:
+    """--scale auto of a topic's first rows (no broker): the ranges are those of the
+    learners' columns (hashed: 2^k of them) when the rule fires on dense rows; rows that go
+    to the learners as CSR (LIBSVM wider than 2,048 columns) and ranges within 100x of each
+    other are left alone."""
+    rng = np.random.default_rng(4)
+    X = rng.random((50, 3)) * [1.0, 1000.0, 2.0]
+    head = [ParsedRow("+1", np.arange(1, 4), x, None) for x in X]
+    url = "kafka://127.0.0.1:9/t"
+    ranges, why = head_scaling(head, ReadOptions(url, n_features=3))
+    assert ranges == (tuple(X.min(axis=0)), tuple(X.max(axis=0)))
+    assert why is not None and why.startswith("feature ranges differ by")
+    hashed, _ = head_scaling(head, ReadOptions(url, hash_features=4))
+    assert hashed is not None and len(hashed[0]) == len(hashed[1]) == 16
+    assert head_scaling(head, ReadOptions(url, n_features=5000)) == (None, None)  # sparse
+    even = [ParsedRow("+1", None, x, None) for x in rng.random((50, 3))]
+    assert head_scaling(even, ReadOptions(url, fmt="csv")) == (None, None)
