@@ -45,7 +45,7 @@ Reading: :func:`iter_topic_records` and :class:`KafkaBlocks`
       read once, so the LIBSVM feature dimension must be given (``n_features``; CSV rows take
       the width of the first valid row), min-max scaling can only use the ranges of the first
       rows (``--scale auto``: ``ReadOptions.scale_ranges``, fitted before the run by
-      ``pipelines.replay.replay_args.topic_head`` over :func:`head_rows`), and labels are
+      ``pipelines.replay.topic_head.topic_head`` over :func:`head_rows`), and labels are
       mapped as they arrive: ``positive_label`` names the +1 class (the first other label seen
       is -1), or without it numeric -1/0 are -1 and 1 is +1 (as ``data.LabelMap`` does for a
       one-class file).

@@ -281,7 +281,7 @@ def head_rows(opts: KafkaReadOptions, read: ReadOptions,
     partitions merged by ``(timestamp, partition, offset)`` even with ``key_by`` (whose run
     interleaves them as they arrive), so the rows depend on the topic's contents alone.
     What ``gamma=auto`` of a topic replay is estimated from
-    (``pipelines.replay.replay_args.topic_head``)."""
+    (``pipelines.replay.topic_head.topic_head``)."""
     blocks = KafkaBlocks(opts.topic, read, (), 1)
     records = iter_topic_records(opts, merge=True)
     rows: list[ParsedRow] = []

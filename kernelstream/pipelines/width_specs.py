@@ -1,5 +1,5 @@
 """The ``-p`` width arguments of a run that continues recorded learners: a replay resuming a
-Kafka topic's ``--checkpoint`` (``pipelines.replay.replay_args.topic_head``) and a stream
+Kafka topic's ``--checkpoint`` (``pipelines.replay.topic_head.topic_head``) and a stream
 started from ``--init-from`` or resuming its snapshot (``pipelines.live.stream_config``).
 A configuration whose Gaussian width is left to the data continues with the number its
 record holds instead of estimating it again (its saved state was learnt with that one)."""

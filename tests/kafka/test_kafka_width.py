@@ -24,7 +24,7 @@ from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow
 from kernelstream.pipelines.cli import main
-from kernelstream.pipelines.replay.replay_args import head_scaling
+from kernelstream.pipelines.replay.topic_head import head_scaling
 from kernelstream.seeding import learner_seed
 
 

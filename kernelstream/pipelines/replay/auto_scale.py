@@ -22,7 +22,7 @@ Only the first :data:`HEAD_ROWS` rows of a local file or embedded set are read;
 ``--stream``, a remote file and sparse rows (scaling would fill in their zeros) are left as
 they are, as is the live stream (which cannot see its data in advance). A Kafka topic's
 ``auto`` is decided on its first rows by the same rule once its options have passed, and its
-rows are scaled by those rows' ranges (``replay_args.topic_head``).
+rows are scaled by those rows' ranges (``topic_head.topic_head``).
 """
 
 from __future__ import annotations

@@ -14,15 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-import numpy as np
-
 from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions, column_option
 from kernelstream.data.sample import EXTENSIONS
 from kernelstream.engine.learner_config import LearnerConfig, as_configs
-from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.errors import ConfigError, WidthError
 from kernelstream.experiments import tuning
 from kernelstream.learners.registry import check_width, fmt_bytes, memory_estimate, memory_limit
@@ -40,8 +37,7 @@ from kernelstream.pipelines.config import (
     resolve_task,
 )
 from kernelstream.pipelines.replay import auto_scale
-from kernelstream.pipelines.width_specs import auto_width_spec, recorded_width_specs
-from kernelstream.sparse import CSR
+from kernelstream.pipelines.replay.topic_head import TopicHead, topic_head
 
 
 def hash_bits(s: str) -> int:
@@ -364,150 +360,6 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
                               ) from None
 
     return estimate
-
-
-@dataclass(frozen=True)
-class TopicHead:
-    """What a replay of a Kafka topic takes from the first rows it will read
-    (:func:`topic_head`): its ``-p`` arguments, the width function of ``learner_configs``
-    and the record of :attr:`ReplayConfig.widths`, and ``--scale auto`` 's ranges and why
-    (None: the features as they are)."""
-
-    param_specs: tuple[str, ...]
-    auto_width: Callable[[], float] | None = None
-    widths: dict[str, Any] | None = None
-    scale_ranges: tuple[tuple[float, ...], tuple[float, ...]] | None = None
-    auto_scale: str | None = None
-
-
-def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, str], ...],
-               learner_specs: Sequence[str], param_specs: Sequence[str],
-               default: tuple[str, dict[str, str]] | None, scale: str) -> TopicHead:
-    """``gamma=auto`` and ``--scale auto`` (``scale``: the option as given) of a replay of
-    the Kafka topic ``src``, as a file's, from the first
-    :data:`~kernelstream.data.widths.RESERVOIR_ROWS` examples the run will read
-    (``kafka_client.head_rows``: from the topic's beginning, the replay's reader and parser,
-    dead-lettered records skipped), read up to the log's end now, at most ``--kafka-idle``
-    seconds without a record, ``--kafka-max-seconds`` in all; nothing is read when no
-    configuration leaves its width to the data and ``--scale`` is not ``auto``.
-
-    * Scaling: ``check``'s rule (:func:`head_scaling`) on those rows; when it fires, every
-      row is min-max scaled by *their* ranges (a topic is read once; later values may fall
-      outside ``[0, 1]``), one line says so.
-    * The width: ``data.widths.rows_gamma``, the file's function, on those rows (scaled as
-      the learners get them). Fewer than two examples (an empty topic, or nothing readable
-      within ``--kafka-idle``): the learners' default widths, said in one line on stderr.
-    * A run resuming a ``--checkpoint`` continues with the widths and ranges it recorded
-      (its learners' states were learnt with them) and reads nothing.
-
-    A broker that does not answer or a missing topic is the run's error, raised here as the
-    run's own check would raise it (one line, exit 2, without a second wait)."""
-    wanted: list[bool] = []
-
-    def probe() -> float:  # which configurations want a width, before anything is read
-        wanted.append(True)
-        return 1.0
-
-    probed = learner_configs(learner_specs, param_specs, task=args.task, auto_width=probe,
-                             default=default)
-    want_scale = scale == auto_scale.AUTO
-    if not wanted and not want_scale:
-        return TopicHead(tuple(param_specs))
-    given = [p for p in param_specs if not auto_width_spec(p)]
-    saved = checkpoint_info(args.checkpoint)
-    if saved is not None:
-        recorded = saved.get("scale_ranges") if want_scale else None
-        ranges = None if not recorded else (tuple(recorded["lo"]), tuple(recorded["hi"]))
-        why = None if ranges is None else "the ranges the checkpoint recorded"
-        if not wanted:
-            return TopicHead(tuple(param_specs), scale_ranges=ranges, auto_scale=why)
-        configs = dict(saved.get("configs") or {})
-        specs = given + recorded_width_specs(configs, [(c.label, c.learner) for c in probed],
-                                             given)
-        return TopicHead(tuple(specs), None, {"width_source": "checkpoint", "auto_gamma": None,
-                                              "width_records": None}, ranges, why)
-    read = ReadOptions(
-        path=src, fmt=args.format, n_features=args.n_features,
-        label_column=column_option(args.label_column),
-        task=resolve_task(probed, args.task), positive_label=args.positive_label,
-        delimiter=args.delimiter, key_by=column_option(args.key_by),
-        hash_features=args.hash_features, rows=args.rows)
-    opts = kafka_client.KafkaReadOptions(kafka_client.KafkaTopic.parse(src),
-                                         idle_seconds=args.kafka_idle,
-                                         max_seconds=args.kafka_max_seconds, client=settings)
-    try:
-        head, records = kafka_client.head_rows(kafka_client.snapshot_ends(opts), read,
-                                               widths.RESERVOIR_ROWS)
-    except ConnectionError as exc:
-        # the run's own check of the broker would stop on it at once: said once, now
-        raise ConfigError(str(exc)) from None
-    except FileNotFoundError as exc:
-        raise ConfigError(f"cannot read data: {exc}") from None
-    ranges, why = head_scaling(head, read) if want_scale else (None, None)
-    if ranges is not None:
-        read = replace(read, scale="01", scale_ranges=ranges)
-        print(f"{PROG}: scaling features to [0, 1] by the ranges of the first {len(head):,} "
-              f"rows of {src} ({why}; a topic is read once: later values may fall outside "
-              "them; --scale none keeps the features)", file=sys.stderr, flush=True)
-    if not wanted:
-        return TopicHead(tuple(param_specs), scale_ranges=ranges, auto_scale=why)
-    if len(head) >= 2:
-        gamma = widths.rows_gamma(head, read)
-        return TopicHead(tuple(param_specs), lambda: gamma, {
-            "width_source": "auto", "auto_gamma": gamma, "width_records": len(head)},
-            ranges, why)
-    own = ", ".join(f"{c.label} {k}={c.params[k]}"
-                    for c in learner_configs(learner_specs, given, task=args.task,
-                                             default=default)
-                    for k in ("gamma", "sigmas") if k in c.params)
-    # a warning, not progress: shown with --quiet too
-    print(f"{PROG}: gamma=auto: {len(head)} example{'s' if len(head) != 1 else ''} among "
-          f"{records:,} records of {src} (read to its end, or --kafka-idle "
-          f"{args.kafka_idle:g} s without one): too few to estimate a width from; the "
-          f"learners' default widths ({own or 'none'}), recorded as width_source "
-          "\"default\"", file=sys.stderr, flush=True)
-    return TopicHead(tuple(given), None, {"width_source": "default", "auto_gamma": None,
-                                          "width_records": len(head)})
-
-
-def head_scaling(head: Sequence[Any], read: ReadOptions,
-                 ) -> tuple[tuple[tuple[float, ...], tuple[float, ...]] | None, str | None]:
-    """``--scale auto`` of a topic from its first rows ``head`` (parsed, as ``read`` reads
-    them): ``((lo, hi) of each of the learners' columns over them, why)`` when they are dense
-    and ``check`` 's rule (``data.check.scaling_advice``, a file's) asks for scaling, else
-    ``(None, None)``. The columns are the learners' (hashed, ``--n-features`` wide, or the
-    first CSV row's width, as ``kafka_client.KafkaBlocks`` fixes it)."""
-    if len(head) < 2:
-        return None, None
-    if read.hash_features is not None:
-        width: int | None = 1 << read.hash_features
-    else:
-        width = read.n_features or (len(head[0].vals) if head[0].idx is None else None)
-    if width is None or read.sparse_rows(width):
-        return None, None
-    report = data_check.scan(((i, "", row) for i, row in enumerate(head)),
-                             data_check.CheckReport(read.path, read.fmt or "libsvm", read.task))
-    report.rows_as = "dense"
-    # the target is a topic's as it is (no --scale-target): the features are advised alone
-    advice = data_check.scaling_advice(report, "none", scale_target="01")
-    if not advice.features:
-        return None, None
-    rows = widths.reservoir_from_rows(head, width, read.hash_features)  # CSR: unscaled
-    X = rows.to_dense() if isinstance(rows, CSR) else np.asarray(rows)
-    return (tuple(X.min(axis=0).tolist()), tuple(X.max(axis=0).tolist())), advice.why[0]
-
-
-def checkpoint_info(directory: str | None) -> dict[str, Any] | None:
-    """What the newest committed checkpoint in ``directory`` recorded (its learner
-    configurations, ``configs``, and ``--scale auto`` 's ``scale_ranges``); None without
-    one (a fresh run)."""
-    if directory is None:
-        return None
-    try:
-        ckpt = ckpts.latest(directory)
-        return None if ckpt is None else dict(ckpt.info())
-    except (OSError, ValueError):
-        return None  # the run reports an unreadable checkpoint
 
 
 def check_default_params(rows: str, param_specs: Sequence[str]) -> None:
