@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from kernelstream.data.check import RANGE_RATIO
 from kernelstream.data.options import AUTO_SPARSE_WIDTH
 from kernelstream.pipelines.commands._common import (
     Command,
@@ -34,6 +35,10 @@ MESSAGE_HELP = {
     "--n-features)",
     "--rows": "features as dense rows or sparse CSR rows (memory grows with the non-zeros); "
     f"auto: sparse for LIBSVM messages wider than {AUTO_SPARSE_WIDTH:,} features",
+    "--scale": "auto (default): when the stream's first feature records (those gamma=auto "
+    f"is estimated from) are dense and their feature ranges differ by over {RANGE_RATIO:g}x, "
+    "every record is min-max scaled by their ranges (printed, recorded in the snapshots and "
+    "summary.json); none: the features as they come",
     "--label-column": "label position of CSV messages (0-based; default: last)",
     "--delimiter": "CSV delimiter (default: ,)",
     "--positive-label": "raw label mapped to +1 (all others to -1)",
@@ -70,7 +75,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_learner_arguments(p)
     p.add_argument("--key-by", choices=KEY_BY,
                    help="one model per entity: the event id's text before its first '/'")
-    add_data_options(p, MESSAGE_HELP, format={"choices": ("libsvm", "csv")})
+    add_data_options(p, MESSAGE_HELP, format={"choices": ("libsvm", "csv")},
+                     scale={"choices": ("auto", "none"), "default": "auto"})
     p.add_argument("--label-ttl", default="1h", metavar="DURATION",
                    help="an event whose label has not come after this long (event time) "
                    "expires as an unlabeled row (default: 1h; e.g. 30s, 10m, 2d)")
