@@ -175,7 +175,9 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                 break
             if progress is not None and now - said >= PROGRESS_EVERY_S:
                 said = now
-                progress(f"gamma=auto: waiting for the records to estimate it from: "
+                what = " and ".join(w for w, on in (("gamma=auto", config.wants_width),
+                                                    ("--scale auto", config.wants_scale)) if on)
+                progress(f"{what or 'gamma=auto'}: waiting for the first records: "
                          f"{sum(rows_of.values()):,} feature records after {now - t0:.0f} s "
                          f"(up to {limit:,} of each partition; at most {wait:g} s, "
                          "--width-wait)")
