@@ -134,8 +134,8 @@ def _recorded_scale(config: StreamConfig, doc: dict[str, Any] | None, what: str,
     and the ranges must fit the rows."""
     if (doc or {}).get("scale_ranges") and config.scale == "none":
         raise UpfrontError(f"{what}: its models learnt features scaled to [0, 1] by the "
-                           "ranges of the stream's first records (--scale auto); drop "
-                           "--scale none to continue them")
+                           "ranges of the first records (--scale auto); drop --scale none to "
+                           "continue them")
     try:
         return config.with_recorded_scale(doc, why)
     except (ValueError, KeyError, TypeError) as exc:

@@ -115,6 +115,10 @@ def test_a_stream_scales_wide_ranges_and_a_restart_keeps_them(broker: str,
     s2 = json.loads((out / "summary.json").read_text())
     assert (s2["scale"], s2["scale_ranges"], s2["auto_gamma"]) == ("01", ranges,
                                                                     s1["auto_gamma"])
+    # models learnt on scaled rows cannot go on with the features as they come
+    refused = run_cli([*argv, "--scale", "none", "-q"])
+    assert refused.returncode == 2
+    assert "learnt features scaled to [0, 1]" in refused.stderr
     spec = spec_for(argv)
     assert spec.read.scale_ranges == (tuple(lo), tuple(hi))
     # both runs' outputs: those of one uninterrupted reference loop with the first ranges
