@@ -301,6 +301,30 @@ def scaling_advice(report: CheckReport, scale: str = "none",
     return ScalingAdvice(features, target, tuple(why))
 
 
+def head_ranges(X: np.ndarray, report: CheckReport | None = None,
+                ) -> tuple[tuple[tuple[float, ...], tuple[float, ...]] | None, str | None]:
+    """``--scale auto`` of data read once (a Kafka topic's replay, a live stream) from its
+    first rows ``X`` (dense, as the learners get them): ``((lo, hi) of each column of X,
+    why)`` when :func:`scaling_advice` asks for the features to be scaled, else
+    ``(None, None)``. The rule is judged on ``report`` (the rows scanned as a file's check
+    scans them), or on ``X`` itself when None (a stream's rows are parsed by its own
+    router). Fewer than two rows: nothing to judge."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] < 2:
+        return None, None
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    if report is None:
+        n, d = X.shape
+        report = CheckReport("", "", "classification", rows=n, width=d, lo=lo, hi=hi,
+                             seen=np.full(d, n, np.int64))
+    report.rows_as = "dense"
+    # the target is left as it is (no --scale-target): the features are advised alone
+    advice = scaling_advice(report, "none", scale_target="01")
+    if not advice.features:
+        return None, None
+    return (tuple(lo.tolist()), tuple(hi.tolist())), advice.why[0]
+
+
 def scaling_hint(report: CheckReport, scale: str = "none",
                  scale_target: str = "none") -> str | None:
     """:func:`scaling_advice` as one line naming the flags, or None (``check``'s hint; a

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -154,12 +156,11 @@ def test_an_empty_topic_keeps_the_default_widths(broker: str, tmp_path: Path,
     assert doc["configs"][0]["params"]["gamma"] == 0.5  # bogd's own default
 
 
-def test_a_checkpoint_continues_its_width_and_scaling(broker: str, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]
-                                                      ) -> None:
+def test_a_checkpoint_continues_its_width_and_scaling(broker: str, tmp_path: Path) -> None:
     """A resumed --checkpoint keeps the width and the ranges of its first run (recorded in
     the checkpoint), though the new records alone would give others: the two runs' scores
-    are those of one run over all the rows. A stream refuses to --init-from it."""
+    are those of one run over all the rows. A stream --init-from it continues its models on
+    its records scaled by those ranges (and reads nothing)."""
     rng = np.random.default_rng(2)
     X = rng.random((800, 3)) * [1.0, 500.0, 2.0]
     X[400:, 1] *= 3.0  # the second run's records: another range
@@ -185,12 +186,29 @@ def test_a_checkpoint_continues_its_width_and_scaling(broker: str, tmp_path: Pat
                                                                "hi": hi.tolist()}
     assert second["scale"] == "01"
     assert scores == _direct((X - lo) / (hi - lo), y, "bogd", budget=40, gamma=gamma)
-    # a stream, which does not scale, cannot continue these models
-    capsys.readouterr()
-    assert main(["stream", f"kafka://{broker}/{topic}", "--format", "csv", "-l", "bogd",
-                 "-p", "budget=40", "--init-from", str(tmp_path / "ck"),
-                 "--out", str(tmp_path / "s"), "-q"]) == 2
-    assert "scaled to [0, 1] by the ranges of the topic's first rows" in capsys.readouterr().err
+    # a stream continues these models on its records, scaled by the recorded ranges
+    X2 = _as_text(rng.random((60, 3)) * [1.0, 1500.0, 2.0])
+    y2 = np.where(X2[:, 0] + X2[:, 2] / 2 > 1, 1, -1)
+    live = new_topic(broker)
+    produce(broker, live, [(f"e{i}".encode(), (",".join(f"{v:.4f}" for v in x)
+                                               + f",{t}").encode(), None)
+                           for i, (x, t) in enumerate(zip(X2, y2, strict=True))])
+    r = subprocess.run([str(Path(sys.executable).parent / "kernelstream"), "stream",
+                        f"kafka://{broker}/{live}", "--format", "csv", "-l", "bogd", "-p",
+                        "budget=40", "--init-from", str(tmp_path / "ck"), "--out",
+                        str(tmp_path / "s"), "--idle-stop", "2s", "-q"],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert "scaling features to [0, 1] by the ranges --init-from" in r.stderr
+    assert "gamma=auto" not in r.stderr
+    doc = _summary(tmp_path / "s")
+    assert (doc["scale"], doc["scale_ranges"]) == ("01", first["scale_ranges"])
+    assert doc["learners"]["bogd"]["params"]["gamma"] == gamma
+    m = learners.make("bogd", seed=learner_seed(0, 0, "bogd"), budget=40, gamma=gamma)
+    m.predict_learn_many((X - lo) / (hi - lo), y.astype(np.float64))
+    want = m.predict_learn_many((X2 - lo) / (hi - lo), y2.astype(np.float64)).tolist()
+    pred = output_columns(tmp_path / "s", "predictions")
+    assert [s for _, s in sorted(zip(pred["position"], pred["score"], strict=True))] == want
 
 
 def test_head_scaling_takes_the_learners_columns() -> None:

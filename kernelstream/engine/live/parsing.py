@@ -61,6 +61,7 @@ __all__ = [
     "LiveSpec",
     "RecordParser",
     "event_id_of",
+    "scaling",
 ]
 
 KEY_BY = (None, "id-prefix")
@@ -81,9 +82,10 @@ class LiveSpec:
     (``kafka://HOST:PORT/TOPIC[,TOPIC...]``, as a replay of a topic names it); a stream reads
     its ``fmt`` (LIBSVM when None, or CSV), ``n_features``, ``label_column`` (CSV: a 0-based
     position), ``delimiter`` (``,`` when None), ``task``, ``positive_label``, ``key_by``
-    (None or ``"id-prefix"``), ``rows`` and ``hash_features`` (LIBSVM indices hashed into
-    ``2**k`` columns), and refuses the options that only a file has (scaling, ``limit``, a
-    header);
+    (None or ``"id-prefix"``), ``rows``, ``hash_features`` (LIBSVM indices hashed into
+    ``2**k`` columns) and ``scale_ranges`` (``--scale auto``: every dense row min-max scaled by
+    the ranges of the stream's first records, ``scale`` then ``"01"``), and refuses the
+    options that only a file has (scaling over the whole data, ``limit``, a header);
     ``source_prefix`` is put before ``TOPIC/PARTITION`` in dead letters' ``source`` (e.g.
     ``kafka://HOST:PORT/``)."""
 
@@ -108,11 +110,17 @@ class LiveSpec:
             object.__setattr__(self, "read", r)
         if r.fmt not in ("libsvm", "csv"):
             raise ValueError(f"stream messages are LIBSVM or CSV lines, not {r.fmt!r}")
-        # each message is learnt as it comes: no pass over the data to scale by, no end to
-        # cut at, no header line
-        if r.scale != "none" or r.scale_target != "none" or r.limit is not None or r.header:
-            raise ValueError("scale, scale_target, limit and header do not apply to stream "
-                             "messages")
+        # each message is learnt as it comes: no pass over the data to scale by (only the
+        # ranges of its first records, fixed before it starts), no end to cut at, no header
+        if ((r.scale != "none") != (r.scale_ranges is not None) or r.scale not in ("none", "01")
+                or r.scale_target != "none" or r.limit is not None or r.header):
+            raise ValueError("scale (but by scale_ranges), scale_target, limit and header do "
+                             "not apply to stream messages")
+        if r.scale_ranges is not None:
+            lo, hi = r.scale_ranges
+            if len(lo) != len(hi) or not lo or self.width not in (None, len(lo)):
+                raise ValueError(f"scale_ranges of {len(lo)} and {len(hi)} columns do not fit "
+                                 f"rows of {self.width} features")
         if r.hash_features is not None and r.fmt != "libsvm":
             raise ValueError("hash_features applies to LIBSVM messages")
         if r.fmt == "libsvm":
@@ -234,8 +242,15 @@ class RecordParser:
         self._by_entity = read.key_by is not None
         self._sources: dict[tuple[str, int], str] = {}  # (topic, partition) -> source
         self._sparse = spec.sparse
+        # --scale auto: x -> (x - lo) / span for every dense row, whichever path parsed it
+        self._lo: np.ndarray | None = None
+        self._span: np.ndarray | None = None
+        width = self._width
+        if read.scale_ranges is not None:
+            self._lo, self._span = scaling(read.scale_ranges)
+            width = len(self._lo)  # CSV rows too: the scaled columns
         lc = -1 if read.label_column is None else int(read.label_column)
-        self._csv = (lc, read.delimiter, None if self._width is None else self._width + 1)
+        self._csv = (lc, read.delimiter, None if width is None else width + 1)
 
     def _source(self, rec: SourceRecord | _Whole) -> str:
         source = self._sources.get((rec.topic, rec.partition))
@@ -304,10 +319,11 @@ class RecordParser:
             return None, rows, toks
         if len(parts) == 1 and parts[0][2].shape[0] == len(values):
             _, toks, X, ok = parts[0]
+            X = self._scaled(X)
             if ok.all():
                 return X, list(range(len(values))), toks
             return X, [j if good else -1 for j, good in enumerate(ok.tolist())], toks
-        X = np.concatenate([p[2] for p in parts])
+        X = self._scaled(np.concatenate([p[2] for p in parts]))
         r = 0
         for at, ptoks, PX, ok in parts:
             for j, good in enumerate(ok.tolist()):
@@ -362,4 +378,23 @@ class RecordParser:
                 tok, x = parse_csv_line((delim or " ").join(fields), lc, delim, n_columns=ncol)
         if self._sparse and not isinstance(x, CSR):
             x = CSR.from_dense(x[None, :])
+        elif self._lo is not None and isinstance(x, np.ndarray):
+            x = self._scaled(x)
         return x, self._label_of(tok)
+
+    def _scaled(self, X: np.ndarray) -> np.ndarray:
+        """Dense rows (one, or a matrix of them) as the learners get them: min-max scaled by
+        ``scale_ranges`` when the stream scales (elementwise, so a row comes out the same
+        bits on every path)."""
+        if self._lo is None:
+            return X
+        return (X - self._lo) / self._span
+
+
+def scaling(ranges: tuple[tuple[float, ...], tuple[float, ...]]
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, span)`` of ``scale_ranges``: a row is scaled as ``(x - lo) / span``; a column
+    constant over the first records is shifted only (span 1: it may vary later), as a
+    replay of a topic scales (``kafka_client.blocks.KafkaBlocks``)."""
+    lo, hi = (np.asarray(r, dtype=np.float64) for r in ranges)
+    return lo, np.where(hi > lo, hi - lo, 1.0)

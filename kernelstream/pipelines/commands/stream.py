@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from kernelstream.data.check import RANGE_RATIO
 from kernelstream.data.options import AUTO_SPARSE_WIDTH
 from kernelstream.pipelines.commands._common import (
     Command,
@@ -34,6 +35,10 @@ MESSAGE_HELP = {
     "--n-features)",
     "--rows": "features as dense rows or sparse CSR rows (memory grows with the non-zeros); "
     f"auto: sparse for LIBSVM messages wider than {AUTO_SPARSE_WIDTH:,} features",
+    "--scale": "auto (default): when the stream's first feature records (those gamma=auto "
+    f"is estimated from) are dense and their feature ranges differ by over {RANGE_RATIO:g}x, "
+    "every record is min-max scaled by their ranges (printed, recorded in the snapshots and "
+    "summary.json); none: the features as they come",
     "--label-column": "label position of CSV messages (0-based; default: last)",
     "--delimiter": "CSV delimiter (default: ,)",
     "--positive-label": "raw label mapped to +1 (all others to -1)",
@@ -70,7 +75,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_learner_arguments(p)
     p.add_argument("--key-by", choices=KEY_BY,
                    help="one model per entity: the event id's text before its first '/'")
-    add_data_options(p, MESSAGE_HELP, format={"choices": ("libsvm", "csv")})
+    add_data_options(p, MESSAGE_HELP, format={"choices": ("libsvm", "csv")},
+                     scale={"choices": ("auto", "none"), "default": "auto"})
     p.add_argument("--label-ttl", default="1h", metavar="DURATION",
                    help="an event whose label has not come after this long (event time) "
                    "expires as an unlabeled row (default: 1h; e.g. 30s, 10m, 2d)")
@@ -113,10 +119,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="drain once every record on the broker is read and no new one "
                    "arrived for this long, and exit 0")
     r.add_argument("--width-wait", default=WIDTH_WAIT, metavar="DURATION",
-                   help="gamma=auto (the default of a Gaussian width not given) is estimated "
-                   "from the first records a fresh stream reads: wait this long at most for "
-                   "them, then estimate from what came, or keep the learners' default widths "
-                   "if none did (default: %(default)s)")
+                   help="gamma=auto (the default of a Gaussian width not given) and --scale "
+                   "auto are decided on the first records a fresh stream reads: wait this long "
+                   "at most for them, then decide on what came, or keep the learners' default "
+                   "widths and the features as they come if none did (default: %(default)s)")
     r.add_argument("--runner", choices=runners_for("stream"), default="direct",
                    help="direct: Beam's FnApiRunner in this process (default); portable: "
                    "Beam's job API (a local job service unless --job_endpoint is given after "

@@ -186,7 +186,8 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     control = os.path.join(out, f".run-{part}")
     os.makedirs(control, exist_ok=True)
     info = {"out": out, "configs": config.configs_doc(), "stream": config.stream_doc(),
-            "widths": config.widths_doc(), "argv": list(config.argv)}
+            "widths": config.widths_doc(), "scaling": config.scale_doc(),
+            "argv": list(config.argv)}
     job = stream_job.StreamJob(
         spec=config.spec, bootstrap=config.bootstrap, topics=config.topics, out=out,
         control=control, part=part, labels_topic=config.labels_topic, client=config.client,

@@ -123,6 +123,12 @@ class StreamConfig:
     auto_gamma: float | None = None  # the estimate, when width_source is "auto"
     width_records: int | None = None  # the feature records it was estimated from
     width_wait: float = 30.0  # --width-wait, seconds
+    # --scale: "auto" (the default) or "none"; auto is decided on the same first records as
+    # gamma=auto (stream_width) until then ``wants_scale``; the ranges are ``spec.read``'s
+    # ``scale_ranges`` (the parser applies them) and ``auto_scale`` says why (None: unscaled)
+    scale: str = "auto"
+    wants_scale: bool = False
+    auto_scale: str | None = None
 
     @property
     def all_topics(self) -> tuple[str, ...]:
@@ -136,6 +142,41 @@ class StreamConfig:
         """Where the widths came from, as the snapshots and ``summary.json`` record it."""
         return {"source": self.width_source, "gamma": self.auto_gamma,
                 "records": self.width_records}
+
+    @property
+    def scale_ranges(self) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+        """``--scale auto`` 's ``(lo, hi)`` of each column (None: the features as they are)."""
+        return self.spec.read.scale_ranges
+
+    def scale_doc(self) -> dict[str, Any]:
+        """How the features are scaled, as the snapshots and ``summary.json`` record it (a
+        replay's keys: ``scale`` ``01`` or ``none``, ``auto_scale`` why, ``scale_ranges``
+        ``{"lo": [...], "hi": [...]}`` or None)."""
+        ranges = self.scale_ranges
+        return {"scale": self.spec.read.scale, "auto_scale": self.auto_scale,
+                "scale_ranges": None if ranges is None else dict(
+                    zip(("lo", "hi"), map(list, ranges), strict=True))}
+
+    def with_scale(self, ranges: tuple[tuple[float, ...], tuple[float, ...]] | None,
+                   why: str | None) -> StreamConfig:
+        """This config with ``--scale auto`` decided: every dense row min-max scaled by
+        ``ranges`` (the parser's ``LiveSpec.read.scale_ranges``), or, None, the features as
+        they are; raises ``ValueError`` when the ranges do not fit the rows."""
+        read = replace(self.spec.read, scale="none" if ranges is None else "01",
+                       scale_ranges=ranges)
+        return replace(self, spec=replace(self.spec, read=read), wants_scale=False,
+                       auto_scale=None if ranges is None else why)
+
+    def with_recorded_scale(self, doc: dict[str, Any] | None, why: str | None = None,
+                            ) -> StreamConfig:
+        """This config continuing models learnt with the scaling ``doc`` records
+        (:meth:`scale_doc`, or a replay checkpoint's ``{"scale_ranges": ...}``; None: a
+        snapshot of a version that never scaled): its ranges, or none; nothing is read.
+        ``why`` replaces the recorded reason."""
+        rec = (doc or {}).get("scale_ranges")
+        ranges = None if not rec else (tuple(map(float, rec["lo"])),
+                                       tuple(map(float, rec["hi"])))
+        return self.with_scale(ranges, why or (doc or {}).get("auto_scale"))
 
     def with_widths(self, gamma: float | None, source: str,
                     records: int | None = None) -> StreamConfig:
@@ -217,6 +258,10 @@ class StreamConfig:
                         else "given")
         width_wait = parse_duration(getattr(args, "width_wait", None) or WIDTH_WAIT,
                                     "--width-wait")
+        scale = getattr(args, "scale", None) or "auto"
+        if scale not in ("auto", "none"):
+            raise ConfigError(f"--scale {scale!r}: a stream scales by its first records "
+                              "(auto) or not at all (none)")
         fmt = args.format or "libsvm"
         hash_bits = getattr(args, "hash_features", None)
         if fmt == "libsvm" and args.n_features is None and hash_bits is None:
@@ -305,7 +350,9 @@ class StreamConfig:
             runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv),
             overwrite=bool(getattr(args, "overwrite", False)),
             learner_specs=learner_specs, param_specs=param_specs, task_arg=args.task,
-            wants_width=bool(wanted), width_source=width_source, width_wait=width_wait)
+            wants_width=bool(wanted), width_source=width_source, width_wait=width_wait,
+            # sparse rows are never min-max scaled (it would fill in their zeros)
+            scale=scale, wants_scale=scale == "auto" and not spec.sparse)
 
 
 def _check_width(spec: LiveSpec) -> None:

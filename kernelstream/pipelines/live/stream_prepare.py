@@ -5,8 +5,10 @@ In order: the checkpoint directory's writer lock and, on a resume, that it was w
 same learners and stream settings; the broker, the topics and their partitions; the committed
 offsets against the log, and the record last read of each partition against the snapshot's
 fingerprint of it (a recreated topic); the ``--kafka-out`` broker and topics (created if missing);
-``--init-from``; ``gamma=auto`` (:mod:`~kernelstream.pipelines.live.stream_width`: a
-resumed run takes the snapshot's recorded widths, a fresh one reads its first records); and the
+``--init-from``; ``gamma=auto`` and ``--scale auto``
+(:mod:`~kernelstream.pipelines.live.stream_width`: a resumed run takes the snapshot's recorded
+widths and feature ranges, one warm-started by ``--init-from`` the ranges its checkpoint
+recorded, a fresh one reads its first records); and the
 output folder (a crash's unpublished files rolled forward or dropped). Both folders must take
 a small file (:func:`_check_writable`: a disk still full fails here, not at the first
 snapshot), and every published output file of a resumed run must be whole
@@ -26,6 +28,7 @@ import glob
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +45,7 @@ from kernelstream.engine.replay import checkpoints
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.errors import OutFolderError
 from kernelstream.pipelines import run_folder
+from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live import stream_width
 from kernelstream.pipelines.live.stream_config import (
     OUTPUT_NAMES,
@@ -123,18 +127,37 @@ def _check_resume(config: StreamConfig, info: dict[str, Any], directory: str) ->
                            f"({parts}); use the same ones, or a new --checkpoint")
 
 
-def _init_kind(config: StreamConfig) -> str | None:
+def _recorded_scale(config: StreamConfig, doc: dict[str, Any] | None, what: str,
+                    why: str | None = None) -> StreamConfig:
+    """``config`` continuing models learnt with the scaling ``doc`` records
+    (``StreamConfig.with_recorded_scale``): ``--scale none`` cannot continue scaled ones,
+    and the ranges must fit the rows."""
+    if (doc or {}).get("scale_ranges") and config.scale == "none":
+        raise UpfrontError(f"{what}: its models learnt features scaled to [0, 1] by the "
+                           "ranges of the first records (--scale auto); drop --scale none to "
+                           "continue them")
+    try:
+        return config.with_recorded_scale(doc, why)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UpfrontError(f"{what}: its recorded scale_ranges: {exc}") from None
+
+
+def _init_kind(config: StreamConfig) -> tuple[str | None, dict[str, Any] | None]:
     """``--init-from``: a stream checkpoint (``"stream"``) or a replay checkpoint
-    (``"replay"``); its learners must be this run's."""
+    (``"replay"``), whose learners must be this run's, and how it scaled the features
+    (``StreamConfig.scale_doc``; a replay's ``--scale auto`` of a topic records its
+    ``scale_ranges`` alone)."""
     path = config.init_from
     if path is None:
-        return None
+        return None, None
     if not os.path.isdir(path):
         raise UpfrontError(f"--init-from {path}: no such directory")
     ours = config.configs_doc()
     if is_snapshot_dir(path):
         with SnapshotView.open(path) as view:
-            saved = view.info().get("configs") or {}
+            info = view.info()
+        saved = info.get("configs") or {}
+        scaling = info.get("scaling")
         kind = "stream"
     else:
         ckpt = checkpoints.latest(path)
@@ -142,14 +165,10 @@ def _init_kind(config: StreamConfig) -> str | None:
             raise UpfrontError(f"--init-from {path}: neither a stream checkpoint nor a replay "
                                "checkpoint (a replay saves its models with --checkpoint DIR)")
         info = ckpt.info()
-        if info.get("scale_ranges"):
-            # its models learnt rows scaled by the topic's first rows (replay --scale auto);
-            # a stream's records reach its learners as they are
-            raise UpfrontError(f"--init-from {path}: its models learnt features scaled to "
-                               "[0, 1] by the ranges of the topic's first rows (replay --scale "
-                               "auto), which a stream does not do: init from a replay run "
-                               "with --scale none")
         saved = info.get("configs") or {}
+        # its models learnt rows scaled by the topic's first rows (replay --scale auto): the
+        # stream scales its records by the same ranges
+        scaling = {"scale_ranges": info.get("scale_ranges")}
         kind = "replay"
     for name, cfg in ours.items():
         have = saved.get(name)
@@ -159,7 +178,7 @@ def _init_kind(config: StreamConfig) -> str | None:
     if not any(name in saved for name in ours):
         raise UpfrontError(f"--init-from {path} has none of this run's configurations "
                            f"({', '.join(ours)}; it has {', '.join(saved) or 'none'})")
-    return kind
+    return kind, scaling
 
 
 def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
@@ -215,6 +234,9 @@ def prepare(config: StreamConfig) -> Prepared:
                 # the widths it was learnt with (gamma=auto resolved then), never a new estimate
                 config = config.with_recorded(dict(saved.get("configs") or {}),
                                               saved.get("widths"))
+                # and the ranges its rows were scaled by (--scale auto), or none: as recorded
+                config = _recorded_scale(config, saved.get("scaling"),
+                                         f"checkpoint {checkpoint}")
                 _check_resume(config, saved, checkpoint)
                 saved_out = saved.get("out")
                 if out is None:
@@ -265,8 +287,19 @@ def prepare(config: StreamConfig) -> Prepared:
             for tp, off in zip(g.partitions, g.start, strict=True):
                 start[tp] = int(off)
         _check_kafka_out(config, len(groups))
-        init_kind = _init_kind(config)
-        config = stream_width.resolve(config, start)  # gamma=auto: the first records
+        init_kind, init_scaling = _init_kind(config)
+        if resume is None and init_kind is not None:
+            # the warm-started models learnt rows scaled so (or not at all): nothing is read
+            why = (None if init_kind == "stream"
+                   else f"the ranges --init-from {config.init_from} recorded")
+            config = _recorded_scale(config, init_scaling, f"--init-from {config.init_from}",
+                                     why)
+            if config.scale_ranges is not None:
+                print(f"{PROG} stream: scaling features to [0, 1] by the ranges --init-from "
+                      f"{config.init_from} recorded, as its models learnt them (--scale "
+                      "auto)", file=sys.stderr, flush=True)
+        # --scale auto and gamma=auto: the first records, read once
+        config = stream_width.resolve(config, start)
         try:
             claim()
         except OutFolderError as exc:

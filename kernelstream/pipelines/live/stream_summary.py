@@ -10,7 +10,9 @@ has ended, and its document (:data:`SUMMARY_SCHEMA`) is a stable output of its o
 resolved), ``width_source`` where its widths came from (``auto``, ``init-from``, ``default``,
 ``given``: :data:`~kernelstream.pipelines.live.stream_config.WIDTH_SOURCES`), ``auto_gamma``
 and ``width_records`` the estimate and the feature records it came from
-(:mod:`~kernelstream.pipelines.live.stream_width`).
+(:mod:`~kernelstream.pipelines.live.stream_width`); ``scale`` (``01`` or ``none``),
+``auto_scale`` (why ``--scale auto`` scaled) and ``scale_ranges`` (``{"lo", "hi"}`` of each
+column, the first records', by which every record was min-max scaled; None) as a replay's.
 
 Accounting (``docs/stream-accounting.md``; the counts and identities are
 :mod:`kernelstream.engine.live.accounting`'s). The top-level counts are **this run's**:
@@ -105,6 +107,7 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
         # the parameters learnt with (gamma=auto resolved) and where the widths came from
         "learners": config.configs_doc(), "width_source": config.width_source,
         "auto_gamma": config.auto_gamma, "width_records": config.width_records,
+        **config.scale_doc(),  # --scale auto: whether, why and by which ranges
         "out": out, "checkpoint": config.checkpoint,
         "snapshot_epoch": epoch, "run": part, "seconds": seconds, "stopped_by": stopped_by,
         "records": records, "records_per_second": records / seconds if seconds > 0 else None,

@@ -1,6 +1,8 @@
-"""``gamma=auto`` of a fresh ``kernelstream stream``: the Gaussian width estimated from the
-first records the stream will read, before its pipeline starts (:func:`resolve`, called by
+"""``gamma=auto`` and ``--scale auto`` of a fresh ``kernelstream stream``: the Gaussian width
+estimated from the first records the stream will read, and whether (and by which ranges)
+every record is min-max scaled, before its pipeline starts (:func:`resolve`, called by
 :func:`~kernelstream.pipelines.live.stream_prepare.prepare` once it knows the start offsets).
+Both are decided on one read of the same records.
 
 A replay estimates ``gamma=auto`` from the first rows of its file
 (:mod:`kernelstream.data.widths`); a stream does the same from its first
@@ -13,6 +15,15 @@ dense or sparse). Label records and records that cannot be
 parsed are skipped, not dead-lettered: the stream dead-letters them when it reads them. The
 estimate is :func:`kernelstream.data.widths.auto_gamma` of those rows, so it depends only on the
 topic's contents.
+
+``--scale auto``: a replay of a topic's rule (:func:`kernelstream.data.check.head_ranges`) on
+those rows when they are dense (sparse rows are never scaled): when their feature ranges
+differ by over ``RANGE_RATIO`` times, every row the stream parses is min-max scaled by their
+ranges (``LiveSpec.read.scale_ranges``, applied by
+:class:`~kernelstream.engine.live.parsing.RecordParser`), said in one line on stderr, and the
+width is estimated on the scaled rows. Recorded as :meth:`StreamConfig.scale_doc`; a resumed
+stream, or one warm-started by ``--init-from``, continues with the recorded ranges (or none)
+and reads nothing for it (``stream_prepare``).
 
 The read stops once every events partition has given ``RESERVOIR_ROWS`` feature records, or no
 record came for :data:`QUIET_S` seconds after the first (the topic is read to its end: reported
@@ -34,8 +45,10 @@ from typing import Any
 import numpy as np
 
 from kernelstream import kafka_client
+from kernelstream.data import check as data_check
 from kernelstream.data import widths
 from kernelstream.engine.live.merge import merged
+from kernelstream.engine.live.parsing import scaling
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.routing import StreamRouter
 from kernelstream.pipelines.config import PROG
@@ -48,15 +61,24 @@ POLL_MS = 200
 
 
 def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> StreamConfig:
-    """``config`` with ``gamma=auto`` resolved from the first records of its events topics
-    from ``start`` (``{(topic, partition): offset}``); ``config`` itself when no
-    configuration leaves its width to the data."""
-    if not config.wants_width:
+    """``config`` with ``--scale auto`` and ``gamma=auto`` resolved from the first records
+    of its events topics from ``start`` (``{(topic, partition): offset}``), read once for
+    both; ``config`` itself when neither is left to the data."""
+    if not config.wants_width and not config.wants_scale:
         return config
     rows, read = first_rows(config, start, config.width_wait,
                             None if config.quiet else _progress)
     n = rows.shape[0]
     topics = ",".join(config.topics)
+    if config.wants_scale:
+        config = _scaled(config, rows, topics)
+        if config.scale_ranges is not None:
+            # gamma=auto on the rows as the learners get them, scaled as the parser scales
+            # (ranges given before, by --init-from, are the router's already)
+            lo, span = scaling(config.scale_ranges)
+            rows = (rows - lo) / span
+    if not config.wants_width:
+        return config
     if n >= 2:
         gamma = widths.auto_gamma(rows)
         if not config.quiet:
@@ -73,6 +95,21 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
           f"({own or 'none'}), recorded as width_source \"default\"", file=sys.stderr,
           flush=True)
     return resolved
+
+
+def _scaled(config: StreamConfig, rows: np.ndarray | CSR, topics: str) -> StreamConfig:
+    """``config`` with ``--scale auto`` decided on its first rows ``rows`` by the rule of a
+    replay of a topic (``data.check.head_ranges``); one line on stderr when it scales."""
+    # sparse rows are never min-max scaled (it would fill in their zeros)
+    ranges, why = (data_check.head_ranges(rows) if isinstance(rows, np.ndarray)
+                   else (None, None))
+    if ranges is None:
+        return config.with_scale(None, None)
+    # a warning, not progress: the rows the learners get are not the records (as a replay's)
+    print(f"{PROG} stream: scaling features to [0, 1] by the ranges of the first "
+          f"{rows.shape[0]:,} feature records of {topics} ({why}; later values may fall "
+          "outside them; --scale none keeps the features)", file=sys.stderr, flush=True)
+    return config.with_scale(ranges, why)
 
 
 def _progress(line: str) -> None:
@@ -138,7 +175,9 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                 break
             if progress is not None and now - said >= PROGRESS_EVERY_S:
                 said = now
-                progress(f"gamma=auto: waiting for the records to estimate it from: "
+                what = " and ".join(w for w, on in (("gamma=auto", config.wants_width),
+                                                    ("--scale auto", config.wants_scale)) if on)
+                progress(f"{what or 'gamma=auto'}: waiting for the first records: "
                          f"{sum(rows_of.values()):,} feature records after {now - t0:.0f} s "
                          f"(up to {limit:,} of each partition; at most {wait:g} s, "
                          "--width-wait)")

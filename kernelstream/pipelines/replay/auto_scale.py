@@ -20,9 +20,10 @@ scale; on the shared sets it took the MSE ratio to the running mean from 1.13 to
 
 Only the first :data:`HEAD_ROWS` rows of a local file or embedded set are read;
 ``--stream``, a remote file and sparse rows (scaling would fill in their zeros) are left as
-they are, as is the live stream (which cannot see its data in advance). A Kafka topic's
-``auto`` is decided on its first rows by the same rule once its options have passed, and its
-rows are scaled by those rows' ranges (``topic_head.topic_head``).
+they are. A Kafka topic's ``auto`` is decided on its first rows by the same rule once its
+options have passed, and its rows are scaled by those rows' ranges
+(``topic_head.topic_head``), as a live stream's records are by its first records'
+(``pipelines.live.stream_width``; both through ``data.check.head_ranges``).
 """
 
 from __future__ import annotations

@@ -146,14 +146,9 @@ def head_scaling(head: Sequence[Any], read: ReadOptions,
         return None, None
     report = data_check.scan(((i, "", row) for i, row in enumerate(head)),
                              data_check.CheckReport(read.path, read.fmt or "libsvm", read.task))
-    report.rows_as = "dense"
-    # the target is a topic's as it is (no --scale-target): the features are advised alone
-    advice = data_check.scaling_advice(report, "none", scale_target="01")
-    if not advice.features:
-        return None, None
     rows = widths.reservoir_from_rows(head, width, read.hash_features)  # CSR: unscaled
     X = rows.to_dense() if isinstance(rows, CSR) else np.asarray(rows)
-    return (tuple(X.min(axis=0).tolist()), tuple(X.max(axis=0).tolist())), advice.why[0]
+    return data_check.head_ranges(X, report)  # the rule, shared with the live stream
 
 
 def checkpoint_info(directory: str | None) -> dict[str, Any] | None:

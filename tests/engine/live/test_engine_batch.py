@@ -360,3 +360,41 @@ def test_route_many_parses_in_bulk_and_reports_lines_it_cannot() -> None:
     assert [d["reason"][:27] for d in dead] == ["index exceeds n_features: i",
                                                 "unknown label '3': classifi",
                                                 "bad value 'x' at index 1"]
+
+
+def test_scaled_rows_are_the_same_on_every_path() -> None:
+    """``--scale auto`` 's ranges (``read.scale_ranges``) are applied by the parser: the
+    bulk path, the fast paths and the record-by-record path give the same scaled rows, bit
+    for bit, ``(x - lo) / (hi - lo)`` of the unscaled ones, a column constant over the head
+    shifted only; CSV rows of another width are dead letters; ranges that do not fit the
+    rows are refused."""
+    configs = (LearnerConfig("a", "perceptron", {}), LearnerConfig("b", "pa-i", {}))
+    lo, hi = (-3.0, 0.5, -1.0, 2.0, -8.0), (3.0, 0.5, 400.0, 9.0, 8.0)  # column 2 constant
+    scaled = spec(configs, scale="01", scale_ranges=(lo, hi))
+    plain = StreamEngine(spec(configs))
+    e = StreamEngine(scaled)
+    recs = stream(4, 200)
+    raw, _ = plain.route_many(recs)
+    groups, dead = e.route_many(recs)
+    want_groups, want_dead = route_one_by_one(e, recs)
+    slow_groups, slow_dead = _slow_only(e, recs)
+    assert dead == want_dead == slow_dead
+    span = np.array([6.0, 1.0, 401.0, 7.0, 16.0])
+    n = 0
+    for k, ps in groups.items():
+        for p, q, r, u in zip(ps, want_groups[k], slow_groups[k], raw[k], strict=True):
+            assert parsed_equal(p, q) and parsed_equal(p, r)
+            if u.x is not None:
+                assert p.x is not None and p.x.tobytes() == ((u.x - lo) / span).tobytes()
+                n += 1
+    assert n > 100
+    csv = StreamEngine(spec(configs, fmt="csv", n_features=None, scale="01",
+                            scale_ranges=((0.0, 0.0), (10.0, 0.0))))
+    got = csv.route(rec(0, 0, "e0", "5,2,1"))
+    assert not isinstance(got, dict) and got[0][1].x.tolist() == [0.5, 2.0]
+    wide = csv.route(rec(1, 1, "e1", "5,2,7,1"))
+    assert isinstance(wide, dict) and wide["reason"].startswith("wrong number of columns")
+    with pytest.raises(ValueError, match="scale_ranges of 2 and 2 columns"):
+        spec(configs, scale="01", scale_ranges=((0.0, 0.0), (1.0, 1.0)))
+    with pytest.raises(ValueError, match="scale"):
+        spec(configs, scale="01")

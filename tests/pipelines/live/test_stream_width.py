@@ -122,16 +122,20 @@ def test_gamma_auto_is_the_median_width_of_the_first_records(broker: str) -> Non
 
 def test_explicit_width_reads_no_records(broker: str, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing to decide on the first records: an explicit width with ``--scale none``, or
+    with sparse rows (never scaled)."""
     create_topics(broker, ["wg"], 1)
 
     def no_peek(*args: object, **kw: object) -> None:
         raise AssertionError("an explicit width read the topic")
 
     monkeypatch.setattr(stream_width, "first_rows", no_peek)
-    for given in (["-p", "gamma=0.25"], ["-p", "sigma=2"]):
+    for given in (["-p", "gamma=0.25", "--scale", "none"], ["-p", "sigma=2", "--rows",
+                                                            "sparse"]):
         config = config_of(stream_argv(broker, "kafka://BROKER/wg", "--n-features", "3",
                                        "-l", "bogd", *given, "--out", str(tmp_path / "o")))
         assert not config.wants_width and config.width_source == "given"
+        assert not config.wants_scale
         prep = prepare(config)
         try:
             assert prep.resolved == config
