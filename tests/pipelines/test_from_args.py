@@ -77,11 +77,15 @@ def test_configs_hold_what_the_handlers_ran_on(tmp_path: Path) -> None:
     (demo, ["demo", "--rate", "0"], "--seconds and --rate must be > 0"),
     (tune, ["tune", "german", "-l", "bogd", "--grid", "eta=1", "--tune-rows", "0"],
      "--tune-rows must be >= 1, got 0"),
+    # parsed as replay parses it (one value, every command), refused by the stream's config
+    (stream, ["stream", "kafka://h:1/t", "--n-features", "4", "--scale", "01"],
+     "--scale 01: a stream cannot read its data's ranges in advance"),
 ])
 def test_from_args_refuses_bad_options_in_one_line(command: ModuleType, argv: list[str],
                                                    message: str) -> None:
     config_class = {check: check.CheckConfig, reproduce: reproduce.ReproduceConfig,
-                    demo: demo.DemoConfig, tune: tune.TuneConfig}[command]
+                    demo: demo.DemoConfig, tune: tune.TuneConfig,
+                    stream: StreamConfig}[command]
     with pytest.raises(ConfigError) as exc:
         config_class.from_args(_args(command, argv), argv)
     assert str(exc.value).startswith(message) and "\n" not in str(exc.value)

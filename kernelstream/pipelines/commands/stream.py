@@ -17,7 +17,7 @@ from kernelstream.pipelines.commands._common import (
     add_overwrite_argument,
     error,
 )
-from kernelstream.pipelines.config import PROG, runners_for
+from kernelstream.pipelines.config import PROG, SCALES, runners_for
 from kernelstream.pipelines.live import stream  # the launcher: Beam only once it runs
 from kernelstream.pipelines.live.stream_config import (
     KAFKA_CLIENTS,
@@ -38,7 +38,8 @@ MESSAGE_HELP = {
     "--scale": "auto (default): when the stream's first feature records (those gamma=auto "
     f"is estimated from) are dense and their feature ranges differ by over {RANGE_RATIO:g}x, "
     "every record is min-max scaled by their ranges (printed, recorded in the snapshots and "
-    "summary.json); none: the features as they come",
+    "summary.json); none: the features as they come (01 and pm1 are refused: they need "
+    "ranges a stream cannot read in advance)",
     "--label-column": "label position of CSV messages (0-based; default: last)",
     "--delimiter": "CSV delimiter (default: ,)",
     "--positive-label": "raw label mapped to +1 (all others to -1)",
@@ -76,7 +77,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key-by", choices=KEY_BY,
                    help="one model per entity: the event id's text before its first '/'")
     add_data_options(p, MESSAGE_HELP, format={"choices": ("libsvm", "csv")},
-                     scale={"choices": ("auto", "none"), "default": "auto"})
+                     # replay's choices, so that one value parses the same in every command; the
+                     # config refuses 01/pm1 (fixed ranges a stream cannot read in advance)
+                     scale={"choices": ("auto", *SCALES), "default": "auto"})
     p.add_argument("--label-ttl", default="1h", metavar="DURATION",
                    help="an event whose label has not come after this long (event time) "
                    "expires as an unlabeled row (default: 1h; e.g. 30s, 10m, 2d)")

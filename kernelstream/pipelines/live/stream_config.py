@@ -260,8 +260,9 @@ class StreamConfig:
                                     "--width-wait")
         scale = getattr(args, "scale", None) or "auto"
         if scale not in ("auto", "none"):
-            raise ConfigError(f"--scale {scale!r}: a stream scales by its first records "
-                              "(auto) or not at all (none)")
+            raise ConfigError(f"--scale {scale}: a stream cannot read its data's ranges in "
+                              "advance; --scale auto scales by its first records' ranges "
+                              "when they differ widely, --scale none keeps the features")
         fmt = args.format or "libsvm"
         hash_bits = getattr(args, "hash_features", None)
         if fmt == "libsvm" and args.n_features is None and hash_bits is None:
