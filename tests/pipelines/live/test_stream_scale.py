@@ -31,15 +31,14 @@ from test_stream import (
     spec_for,
     stream_argv,
 )
+from test_stream_width import head
 
 from kernelstream.data import widths
 from kernelstream.engine.live.merge import merged
-from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.kafka_client import local_broker
 
 _FIRST = re.compile(rb"(?<= )1:([-+0-9.e]+)(?=\s|$)")  # feature 1 of a LIBSVM record
-_FEATURE = re.compile(rb"(\d+):([-+0-9.e]+)(?=\s|$)")
 
 
 @pytest.fixture(scope="module")
@@ -56,21 +55,6 @@ def wide(msgs: Sequence[Message], factor: float) -> list[Message]:
 
     return [(t, p, k, v if v.startswith(b"label:") or t == "lab" else _FIRST.sub(scale, v), ts)
             for t, p, k, v, ts in msgs]
-
-
-def head(records: Sequence[SourceRecord]) -> np.ndarray:
-    """The first 1,000 well-formed feature records of ``records`` (in the stream's order)
-    as dense rows of german's 24 features, by hand."""
-    rows = []
-    for r in records:
-        text = (r.value or b"").decode()
-        if text.startswith("label:") or "abc" in text or r.key is None:
-            continue  # label records, malformed ones
-        x = np.zeros(24)
-        for j, v in _FEATURE.findall(r.value or b""):
-            x[int(j) - 1] = float(v)
-        rows.append(x)
-    return np.array(rows[:widths.RESERVOIR_ROWS])
 
 
 def traffic(topic: str, n: int, first: int, t0: int, seed: int, factor: float) -> list[Message]:

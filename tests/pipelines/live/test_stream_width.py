@@ -67,10 +67,9 @@ def unscaled(msgs: Sequence[Message]) -> list[Message]:
              else _FEATURE.sub(scale, v), ts) for t, p, k, v, ts in msgs]
 
 
-def expected_gamma(records: Sequence[SourceRecord],
-                   limit: int = widths.RESERVOIR_ROWS) -> float:
-    """``gamma=auto`` by hand: the first ``limit`` well-formed feature records of ``records``
-    (in the stream's order), as dense rows of german's 24 features."""
+def head(records: Sequence[SourceRecord], limit: int = widths.RESERVOIR_ROWS) -> np.ndarray:
+    """The first ``limit`` well-formed feature records of ``records`` (in the stream's
+    order) as dense rows of german's 24 features, by hand."""
     rows = []
     for r in records:
         text = (r.value or b"").decode()
@@ -80,7 +79,13 @@ def expected_gamma(records: Sequence[SourceRecord],
         for j, v in _FEATURE.findall(r.value or b""):
             x[int(j) - 1] = float(v)
         rows.append(x)
-    return widths.rounded(widths.median_gamma(np.array(rows[:limit])))
+    return np.array(rows[:limit])
+
+
+def expected_gamma(records: Sequence[SourceRecord],
+                   limit: int = widths.RESERVOIR_ROWS) -> float:
+    """``gamma=auto`` by hand: the median width of :func:`head`."""
+    return widths.rounded(widths.median_gamma(head(records, limit)))
 
 
 def config_of(argv: Sequence[str]) -> StreamConfig:
