@@ -31,7 +31,7 @@ from test_stream import (
     spec_for,
     stream_argv,
 )
-from test_stream_width import head
+from test_stream_width import head, restart_argv
 
 from kernelstream.data import widths
 from kernelstream.engine.live.merge import merged
@@ -66,13 +66,7 @@ def test_a_stream_scales_wide_ranges_and_a_restart_keeps_them(broker: str,
                                                               tmp_path: Path) -> None:
     create_topics(broker, ["sc", "sc-lab"], 2)
     produce(broker, traffic("sc", 240, 0, T0, seed=7, factor=1000.0))
-    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    argv = stream_argv(broker, "kafka://BROKER/sc", "--labels", "kafka://BROKER/sc-lab",
-                       "--n-features", "24", "-l", "b=bogd", "-p", "b.budget=20", "-l",
-                       "perceptron", "--key-by", "id-prefix", "--label-ttl", "2s",
-                       "--metrics-window", "1s", "--seed", "3", "--out", str(out),
-                       "--checkpoint", str(ckpt), "--snapshot-every", "150", "--idle-stop",
-                       "2s")
+    argv, out, ckpt = restart_argv(broker, "sc", tmp_path)
     first = run_cli(argv)
     assert first.returncode == 0, first.stderr
     X = head(merged(read_back(broker, "sc", 2)))

@@ -88,6 +88,20 @@ def expected_gamma(records: Sequence[SourceRecord],
     return widths.rounded(widths.median_gamma(head(records, limit)))
 
 
+def restart_argv(broker: str, topic: str, tmp_path: Path) -> tuple[list[str], Path, Path]:
+    """A checkpointed stream of ``topic`` (labels on ``topic-lab``) of two configurations,
+    one model per entity, that stops 2 s after its last record: its argv, out and
+    checkpoint folders (the restart tests run it twice)."""
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    argv = stream_argv(broker, f"kafka://BROKER/{topic}", "--labels",
+                       f"kafka://BROKER/{topic}-lab", "--n-features", "24", "-l", "b=bogd",
+                       "-p", "b.budget=20", "-l", "perceptron", "--key-by", "id-prefix",
+                       "--label-ttl", "2s", "--metrics-window", "1s", "--seed", "3", "--out",
+                       str(out), "--checkpoint", str(ckpt), "--snapshot-every", "150",
+                       "--idle-stop", "2s")
+    return argv, out, ckpt
+
+
 def config_of(argv: Sequence[str]) -> StreamConfig:
     return StreamConfig.from_args(cli.build_parser().parse_args(list(argv)))
 
@@ -178,13 +192,7 @@ def test_fresh_stream_resolves_records_and_resumes_with_its_width(broker: str,
                 for t, *rest in unscaled(labelled_stream(n, first, t0, seed))]
 
     produce(broker, traffic(240, 0, T0, seed=7))
-    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    argv = stream_argv(broker, "kafka://BROKER/wr", "--labels", "kafka://BROKER/wr-lab",
-                       "--n-features", "24", "-l", "b=bogd", "-p", "b.budget=20", "-l",
-                       "perceptron", "--key-by", "id-prefix", "--label-ttl", "2s",
-                       "--metrics-window", "1s", "--seed", "3", "--out", str(out),
-                       "--checkpoint", str(ckpt), "--snapshot-every", "150", "--idle-stop",
-                       "2s")
+    argv, out, ckpt = restart_argv(broker, "wr", tmp_path)
     first = run_cli(argv)
     assert first.returncode == 0, first.stderr
     want = expected_gamma(merged(read_back(broker, "wr", 2)))
