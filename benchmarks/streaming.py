@@ -90,8 +90,11 @@ from _common import (
 
 from kernelstream.kafka_client import local_broker
 
-# gamma given: the replay would estimate its own (gamma=auto), the stream keeps the learner's
-LEARNER_ARGS = ["-l", "bogd", "-p", "budget=200", "-p", "gamma=0.5"]
+# The width and scaling are given, so both commands learn the same rows with the same model,
+# and the stream starts at once: with gamma=auto or --scale auto it would first read its
+# topic's head, and a stream started before its producer (the live phase, whose probes come
+# every 0.5 s) waits up to --width-wait for it, which would be measured as start-up time.
+LEARNER_ARGS = ["-l", "bogd", "-p", "budget=200", "-p", "gamma=0.5", "--scale", "none"]
 LATENCY_TARGET_MS = 100.0  # p99 at 1k events/s
 RATIO_TARGET = 0.5  # stream drain rate / file replay rate
 REQUIRED_RATES = (1000, 5000)

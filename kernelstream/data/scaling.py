@@ -72,6 +72,15 @@ def _scale_minmax_inplace(X: np.ndarray, kind: Scale) -> np.ndarray:
     return X
 
 
+def head_scaling(ranges: tuple[tuple[float, ...], tuple[float, ...]]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, span)`` of ``--scale auto``'s ranges, decided on the first rows of data read once
+    (a Kafka topic's replay, a live stream): a row is scaled as ``(x - lo) / span``. A column
+    constant over those rows is shifted only (span 1), since it may vary later."""
+    lo, hi = (np.asarray(r, dtype=np.float64) for r in ranges)
+    return lo, np.where(hi > lo, hi - lo, 1.0)
+
+
 def scale_target_minmax(y: Any, kind: TargetScale = "01") -> np.ndarray:
     """Min-max scale a regression target vector to ``[0, 1]`` (``"01"``); a constant target
     maps to 0; ``"none"`` returns ``y`` as a float64 array unchanged."""

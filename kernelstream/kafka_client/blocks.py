@@ -24,6 +24,7 @@ from kernelstream.data.labels import StreamLabels
 from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, TextFormat
+from kernelstream.data.scaling import head_scaling
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.replay.blocks import Block
@@ -120,9 +121,7 @@ class KafkaBlocks:
         self.d = (1 << self.hash) if self.hash is not None else read.n_features
         self.lo: np.ndarray | None = None  # --scale auto: x -> (x - lo) / span, dense rows
         if read.scale_ranges is not None:
-            self.lo, hi = (np.asarray(r, dtype=np.float64) for r in read.scale_ranges)
-            # a column constant over the first rows is shifted only: it may vary later
-            self.span = np.where(hi > self.lo, hi - self.lo, 1.0)
+            self.lo, self.span = head_scaling(read.scale_ranges)
         self.rows: dict[str | None, _Rows] = {}
         self.offsets: dict[int, int] = {}  # next offset of each partition
         self.examples = 0

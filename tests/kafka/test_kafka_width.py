@@ -228,3 +228,91 @@ def test_head_scaling_takes_the_learners_columns() -> None:
     assert head_scaling(head, ReadOptions(url, n_features=5000)) == (None, None)  # sparse
     even = [ParsedRow("+1", None, x, None) for x in rng.random((50, 3))]
     assert head_scaling(even, ReadOptions(url, fmt="csv")) == (None, None)
+
+
+def test_summary_of_a_submitted_topic_replay_reads_nothing(
+        broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``replay --submit-only`` of a topic records what its head decided (the width and the
+    scaling ranges) in ``submitted.json``; ``summary`` rebuilds the same configuration from
+    that record without reading the topic again (which may have moved on by then)."""
+    from kernelstream.pipelines.commands import replay as replay_command
+    from kernelstream.pipelines.commands._common import command_parser
+    from kernelstream.pipelines.commands._runs import write_submitted
+    from kernelstream.pipelines.commands.summary import submitted_config
+    from kernelstream.pipelines.replay import topic_head
+    from kernelstream.pipelines.replay.replay_args import ReplayConfig
+
+    rng = np.random.default_rng(3)
+    X = _as_text(rng.random((300, 3)) * [1.0, 500.0, 2.0])
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, m, None) for m in _libsvm(X, np.where(X[:, 0] > .5, 1, -1))])
+    out = tmp_path / "out"
+    argv = ["replay", f"kafka://{broker}/{topic}", "-l", "bogd", "-l", "pa=bpa-s",
+            "-p", "pa.gamma=0.25", "--n-features", "3", "--kafka-idle", "1", "--out", str(out),
+            "--submit-only", "--runner", "beam"]
+    args = command_parser(replay_command).parse_args(argv)
+    args.pipeline_args = ["--runner=DataflowRunner"]
+    config = ReplayConfig.from_args(args, argv)
+    assert config.widths is not None and config.widths["width_source"] == "auto"
+    assert config.read.scale_ranges is not None
+    out.mkdir()
+    write_submitted(config, "job-1")
+    submitted = json.loads((out / "submitted.json").read_text())
+
+    def no_read(*_: Any, **__: Any) -> Any:
+        raise AssertionError("summary read the topic again")
+
+    monkeypatch.setattr(topic_head.kafka_client, "head_rows", no_read)
+    again = submitted_config(submitted, str(out))
+    assert again.learners == config.learners  # bogd's auto width, bpa-s's given one
+    assert again.read == config.read and again.widths == config.widths
+    assert again.auto_scale == config.auto_scale and again.read.scale == "01"
+
+
+def test_a_topic_regression_target_is_standardised_by_its_head(
+        broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--scale-target auto of a topic (the default, as a file's): the learners learn the
+    target standardised by the mean and deviation of the first rows' targets (a file of the
+    same rows gives the same numbers), every output stays in its units; a resumed
+    --checkpoint keeps the first run's numbers; a stream, which learns its targets as they
+    come, refuses to warm-start from those models."""
+    from kernelstream.engine.prequential import PrequentialPass
+
+    rng = np.random.default_rng(8)
+    X = _as_text(rng.random((600, 3)))
+    y = np.vectorize(lambda v: float(f"{v:.4f}"))(1000 + 300 * X[:, 0] - 200 * X[:, 1] ** 2)
+    msgs = [f"{t:.4f} {' '.join(f'{j + 1}:{v:.4f}' for j, v in enumerate(x))}".encode()
+            for x, t in zip(X, y, strict=True)]
+    file = tmp_path / "rows.libsvm"
+    file.write_bytes(b"\n".join(msgs[:400]) + b"\n")
+    topic = new_topic(broker)
+    common = ["--task", "regression", "-l", "raker", "-p", "loss=square", "-p", "n_components=50",
+              "--n-features", "3", "-q"]
+    base = ["replay", f"kafka://{broker}/{topic}", *common, "--kafka-idle", "1",
+            "--checkpoint", str(tmp_path / "ck")]
+    docs, scores = [], []
+    for i, part in enumerate((msgs[:400], msgs[400:])):
+        produce(broker, topic, [(None, m, None) for m in part])
+        assert main([*base, "--out", str(tmp_path / f"o{i}")]) == 0
+        docs.append(_summary(tmp_path / f"o{i}"))
+        scores += _scores(tmp_path / f"o{i}")
+    err = capsys.readouterr().err
+    assert err.count("standardising the target by the mean") == 1, err  # the first run only
+    assert f"of the first 400 rows of kafka://{broker}/{topic}" in err
+    assert main(["replay", str(file), *common, "--out", str(tmp_path / "file")]) == 0
+    want = {"mean": float(y[:400].mean()), "std": float(y[:400].std())}
+    assert docs[0]["target_standardised"] == docs[1]["target_standardised"] == want
+    assert _summary(tmp_path / "file")["target_standardised"] == want
+    assert docs[1]["width_source"] == "checkpoint"
+    params = docs[0]["configs"][0]["params"]
+    model = learners.make("raker", seed=learner_seed(0, 0, "raker"), **params)
+    run = PrequentialPass(model, X, y, target=(want["mean"], want["std"]))
+    run.run()
+    assert scores == run.scores.tolist()  # in the target's units, both runs as one
+    r = subprocess.run([str(Path(sys.executable).parent / "kernelstream"), "stream",
+                        f"kafka://{broker}/{topic}", *common, "--init-from",
+                        str(tmp_path / "ck"), "--out", str(tmp_path / "s"), "--idle-stop", "2s"],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "learnt a standardised regression target" in r.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -181,6 +182,18 @@ def test_installed_script_output_is_clean(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "summary:" in proc.stdout
     assert "apitools" not in proc.stderr and "WARNING" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("given", [None, "DEBUG"])
+def test_cli_silences_grpc_core_unless_asked(monkeypatch, given) -> None:
+    """gRPC's C core logs lines such as an ``epoll_wait`` error after a Ctrl-C'd Beam run: the
+    CLI sets ``GRPC_VERBOSITY=NONE`` before Beam starts gRPC, and keeps a value the user set."""
+    if given is None:
+        monkeypatch.delenv("GRPC_VERBOSITY", raising=False)
+    else:
+        monkeypatch.setenv("GRPC_VERBOSITY", given)
+    assert main(["--version"]) == 0
+    assert os.environ["GRPC_VERBOSITY"] == (given or "NONE")
 
 
 def test_replay_pipeline_options_pass_through(tmp_path) -> None:

@@ -47,6 +47,7 @@ from kernelstream.data import (
 from kernelstream.data.hashing import hash_row
 from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
+from kernelstream.data.scaling import head_scaling
 from kernelstream.engine.live.batch import value_text
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.rows import stream_dead_letter
@@ -61,7 +62,6 @@ __all__ = [
     "LiveSpec",
     "RecordParser",
     "event_id_of",
-    "scaling",
 ]
 
 KEY_BY = (None, "id-prefix")
@@ -247,7 +247,7 @@ class RecordParser:
         self._span: np.ndarray | None = None
         width = self._width
         if read.scale_ranges is not None:
-            self._lo, self._span = scaling(read.scale_ranges)
+            self._lo, self._span = head_scaling(read.scale_ranges)
             width = len(self._lo)  # CSV rows too: the scaled columns
         lc = -1 if read.label_column is None else int(read.label_column)
         self._csv = (lc, read.delimiter, None if width is None else width + 1)
@@ -390,11 +390,3 @@ class RecordParser:
             return X
         return (X - self._lo) / self._span
 
-
-def scaling(ranges: tuple[tuple[float, ...], tuple[float, ...]]
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """``(lo, span)`` of ``scale_ranges``: a row is scaled as ``(x - lo) / span``; a column
-    constant over the first records is shifted only (span 1: it may vary later), as a
-    replay of a topic scales (``kafka_client.blocks.KafkaBlocks``)."""
-    lo, hi = (np.asarray(r, dtype=np.float64) for r in ranges)
-    return lo, np.where(hi > lo, hi - lo, 1.0)

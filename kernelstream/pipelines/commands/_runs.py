@@ -26,6 +26,7 @@ from kernelstream.data.rows import TextFormat
 from kernelstream.data.sample import draw_sample
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.evaluate import stderr_progress
+from kernelstream.engine.learner_config import records
 from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.orders import evaluate_stream
 from kernelstream.engine.replay.checkpoints import latest
@@ -214,10 +215,21 @@ SUBMITTED = "submitted.json"
 def write_submitted(config: ReplayConfig, job_id: str) -> str:
     """``OUT/submitted.json``: the submitted job and the command line that made it (the
     ``replay`` arguments and the pipeline options after ``--``), from which ``summary``
-    rebuilds the run's configuration."""
+    rebuilds the run's configuration, and for a Kafka topic what its head decided
+    (``topic_head``: the resolved widths and scaling ranges)."""
     doc = {"schema": SUMMARY_SCHEMA, "kernelstream_version": __version__, "job_id": job_id,
            "runner": config.runner, "out": config.out, "argv": list(config.argv),
            "pipeline_args": list(config.pipeline_args)}
+    if config.widths is not None or config.read.scale_ranges is not None:
+        # a Kafka topic's gamma=auto and --scale auto as decided on its head at submission:
+        # ``summary`` rebuilds the configuration with them rather than reading the topic again
+        # (which may have moved on, or be out of reach)
+        ranges = config.read.scale_ranges
+        doc["topic_head"] = {
+            "configs": records(config.learners), "widths": config.widths,
+            "scale_ranges": None if ranges is None else dict(
+                zip(("lo", "hi"), map(list, ranges), strict=True)),
+            "auto_scale": config.auto_scale}
     path = fs.join(config.out, SUBMITTED)
     fs.write_bytes_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())
     return path

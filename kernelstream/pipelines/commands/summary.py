@@ -11,6 +11,7 @@ import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from kernelstream import fs
 from kernelstream.pipelines.commands import replay as replay_command
@@ -59,10 +60,7 @@ def cmd_summary(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     try:
         with fs.open_read(path) as fh:
             submitted = json.loads(fh.read())
-        run_args = command_parser(replay_command).parse_args(submitted["argv"])
-        run_args.pipeline_args = list(submitted["pipeline_args"])
-        # the outputs are where they are now (the run's --out may have been relative)
-        config = replace(ReplayConfig.from_args(run_args, submitted["argv"]), out=out)
+        config = submitted_config(submitted, out)
     except (OSError, ValueError, KeyError, TypeError, SystemExit) as exc:
         return error("summary", f"{path}: not a submitted run's record ({exc})")
     # the sinks rename each output's files into place when the job's input is complete:
@@ -76,3 +74,14 @@ def cmd_summary(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     doc["job_id"] = submitted.get("job_id")
     print_run(config, run, write_summary(doc, out))
     return 0
+
+
+def submitted_config(submitted: dict[str, Any], out: str) -> ReplayConfig:
+    """The configuration of the run ``submitted`` (``OUT/submitted.json``) records, its
+    outputs in ``out``: its command line parsed again, a Kafka topic's widths and scaling
+    taken from the record (``topic_head``) instead of the topic."""
+    run_args = command_parser(replay_command).parse_args(submitted["argv"])
+    run_args.pipeline_args = list(submitted["pipeline_args"])
+    run_args.recorded_head = submitted.get("topic_head")
+    # the outputs are where they are now (the run's --out may have been relative)
+    return replace(ReplayConfig.from_args(run_args, submitted["argv"]), out=out)

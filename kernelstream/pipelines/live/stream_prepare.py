@@ -175,6 +175,14 @@ def _init_kind(config: StreamConfig) -> tuple[str | None, dict[str, Any] | None]
         if have is not None and have.get("learner") != cfg["learner"]:
             raise UpfrontError(f"--init-from {path}: configuration {name!r} is a "
                                f"{have.get('learner')} there, a {cfg['learner']} here")
+    for name in ours:
+        have = saved.get(name)
+        if isinstance(have, dict) and have.get("target") is not None:
+            # the stream learns a target as it comes: these models would get it in other units
+            raise UpfrontError(f"--init-from {path}: configuration {name!r} learnt a "
+                               "standardised regression target (replay --scale-target auto); "
+                               "a stream learns its targets as they are: warm-start it from a "
+                               "replay run with --scale-target none")
     if not any(name in saved for name in ours):
         raise UpfrontError(f"--init-from {path} has none of this run's configurations "
                            f"({', '.join(ours)}; it has {', '.join(saved) or 'none'})")

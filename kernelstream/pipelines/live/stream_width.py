@@ -47,8 +47,8 @@ import numpy as np
 from kernelstream import kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
+from kernelstream.data.scaling import head_scaling
 from kernelstream.engine.live.merge import merged
-from kernelstream.engine.live.parsing import scaling
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.routing import StreamRouter
 from kernelstream.pipelines.config import PROG
@@ -75,7 +75,7 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
         if config.scale_ranges is not None:
             # gamma=auto on the rows as the learners get them, scaled as the parser scales
             # (ranges given before, by --init-from, are the router's already)
-            lo, span = scaling(config.scale_ranges)
+            lo, span = head_scaling(config.scale_ranges)
             rows = (rows - lo) / span
     if not config.wants_width:
         return config

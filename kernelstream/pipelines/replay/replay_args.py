@@ -225,6 +225,8 @@ class ReplayConfig:
                                   auto_width=(lambda: 1.0) if kafka_src else file_width(args, src),
                                   default=default)
         task = resolve_task(configs, args.task)
+        # a topic's target is standardised by its head (topic_head), a file's here
+        topic_target = kafka_src and task == "regression" and args.scale_target == auto_scale.AUTO
         target, standardised = auto_scale.resolve_target(args, src, task)
         if target is not None:  # the learners learn it standardised, every output in its units
             configs = tuple(replace(c, target=target) for c in configs)
@@ -269,10 +271,13 @@ class ReplayConfig:
         if getattr(args, "submit_only", False):
             check_submit_only(args)
         head = TopicHead(tuple(param_specs))
-        if kafka_src:  # (no target to standardise: a topic's is left as it is)
-            head = topic_head(args, src, settings, learner_specs, param_specs, default, scale)
+        if kafka_src:
+            head = topic_head(args, src, settings, learner_specs, param_specs, default, scale,
+                              target=topic_target)
             configs = learner_configs(learner_specs, head.param_specs, task=args.task,
                                       auto_width=head.auto_width, default=default)
+            if head.target is not None:
+                configs = tuple(replace(c, target=head.target) for c in configs)
             if head.scale_ranges is not None:
                 args.scale, scaled = "01", head.auto_scale
         return cls(

@@ -16,6 +16,7 @@ import numpy as np
 from kernelstream import kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
+from kernelstream.data.labels import StreamLabels
 from kernelstream.data.options import ReadOptions, column_option
 from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.errors import ConfigError
@@ -37,11 +38,14 @@ class TopicHead:
     widths: dict[str, Any] | None = None
     scale_ranges: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     auto_scale: str | None = None
+    # --scale-target auto of a regression: the (mean, std) the learners learn the target by
+    target: tuple[float, float] | None = None
 
 
 def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, str], ...],
                learner_specs: Sequence[str], param_specs: Sequence[str],
-               default: tuple[str, dict[str, str]] | None, scale: str) -> TopicHead:
+               default: tuple[str, dict[str, str]] | None, scale: str,
+               target: bool = False) -> TopicHead:
     """``gamma=auto`` and ``--scale auto`` (``scale``: the option as given) of a replay of
     the Kafka topic ``src``, as a file's, from the first
     :data:`~kernelstream.data.widths.RESERVOIR_ROWS` examples the run will read
@@ -53,11 +57,15 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
     * Scaling: ``check``'s rule (:func:`head_scaling`) on those rows; when it fires, every
       row is min-max scaled by *their* ranges (a topic is read once; later values may fall
       outside ``[0, 1]``), one line says so.
+    * The target (``target``: a regression with ``--scale-target auto``): standardised by
+      the mean and standard deviation of those rows' targets (``auto_scale.head_target``,
+      a file's rule); the learners learn it so, every output stays in its units.
     * The width: ``data.widths.rows_gamma``, the file's function, on those rows (scaled as
       the learners get them). Fewer than two examples (an empty topic, or nothing readable
       within ``--kafka-idle``): the learners' default widths, said in one line on stderr.
     * A run resuming a ``--checkpoint`` continues with the widths and ranges it recorded
-      (its learners' states were learnt with them) and reads nothing.
+      (its learners' states were learnt with them) and reads nothing; so does ``summary`` of
+      a submitted run (``args.recorded_head``: what ``submitted.json`` recorded of its head).
 
     A broker that does not answer or a missing topic is the run's error, raised here as the
     run's own check would raise it (one line, exit 2, without a second wait)."""
@@ -70,21 +78,27 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
     probed = learner_configs(learner_specs, param_specs, task=args.task, auto_width=probe,
                              default=default)
     want_scale = scale == auto_scale.AUTO
-    if not wanted and not want_scale:
+    if not wanted and not want_scale and not target:
         return TopicHead(tuple(param_specs))
     given = [p for p in param_specs if not auto_width_spec(p)]
-    saved = checkpoint_info(args.checkpoint)
+    submitted = getattr(args, "recorded_head", None)  # ``summary`` of a submitted run
+    saved = submitted if submitted is not None else checkpoint_info(args.checkpoint)
     if saved is not None:
         recorded = saved.get("scale_ranges") if want_scale else None
         ranges = None if not recorded else (tuple(recorded["lo"]), tuple(recorded["hi"]))
-        why = None if ranges is None else "the ranges the checkpoint recorded"
-        if not wanted:
-            return TopicHead(tuple(param_specs), scale_ranges=ranges, auto_scale=why)
+        why = None if ranges is None else saved.get("auto_scale",
+                                                    "the ranges the checkpoint recorded")
         configs = dict(saved.get("configs") or {})
+        kept = recorded_target(configs) if target else None
+        if not wanted:
+            return TopicHead(tuple(param_specs), scale_ranges=ranges, auto_scale=why,
+                             target=kept)
         specs = given + recorded_width_specs(configs, [(c.label, c.learner) for c in probed],
                                              given)
-        return TopicHead(tuple(specs), None, {"width_source": "checkpoint", "auto_gamma": None,
-                                              "width_records": None}, ranges, why)
+        record = saved.get("widths") if submitted is not None else None
+        return TopicHead(tuple(specs), None, record or {
+            "width_source": "checkpoint", "auto_gamma": None, "width_records": None},
+                         ranges, why, kept)
     read = ReadOptions(
         path=src, fmt=args.format, n_features=args.n_features,
         label_column=column_option(args.label_column),
@@ -108,13 +122,20 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
         print(f"{PROG}: scaling features to [0, 1] by the ranges of the first {len(head):,} "
               f"rows of {src} ({why}; a topic is read once: later values may fall outside "
               "them; --scale none keeps the features)", file=sys.stderr, flush=True)
+    standardised = None
+    if target:
+        labels = StreamLabels("regression", None)
+        standardised, line = auto_scale.head_target([labels(r.label) for r in head], src)
+        if line is not None:
+            print(f"{PROG}: {line}", file=sys.stderr, flush=True)
     if not wanted:
-        return TopicHead(tuple(param_specs), scale_ranges=ranges, auto_scale=why)
+        return TopicHead(tuple(param_specs), scale_ranges=ranges, auto_scale=why,
+                         target=standardised)
     if len(head) >= 2:
         gamma = widths.rows_gamma(head, read)
         return TopicHead(tuple(param_specs), lambda: gamma, {
             "width_source": "auto", "auto_gamma": gamma, "width_records": len(head)},
-            ranges, why)
+            ranges, why, standardised)
     own = ", ".join(f"{c.label} {k}={c.params[k]}"
                     for c in learner_configs(learner_specs, given, task=args.task,
                                              default=default)
@@ -126,7 +147,17 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
           f"learners' default widths ({own or 'none'}), recorded as width_source "
           "\"default\"", file=sys.stderr, flush=True)
     return TopicHead(tuple(given), None, {"width_source": "default", "auto_gamma": None,
-                                          "width_records": len(head)})
+                                          "width_records": len(head)}, target=standardised)
+
+
+def recorded_target(configs: dict[str, Any]) -> tuple[float, float] | None:
+    """The ``(mean, std)`` a recorded run's configurations learnt their regression target by
+    (``LearnerConfig.record``'s ``target``; one for all of them), or None."""
+    for doc in configs.values():
+        if isinstance(doc, dict) and doc.get("target") is not None:
+            mean, std = doc["target"]
+            return float(mean), float(std)
+    return None
 
 
 def head_scaling(head: Sequence[Any], read: ReadOptions,
