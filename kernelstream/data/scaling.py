@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,23 @@ def head_scaling(ranges: tuple[tuple[float, ...], tuple[float, ...]]
     constant over those rows is shifted only (span 1), since it may vary later."""
     lo, hi = (np.asarray(r, dtype=np.float64) for r in ranges)
     return lo, np.where(hi > lo, hi - lo, 1.0)
+
+def target_standardisation(targets: Sequence[float], source: str | None = None,
+                           ) -> tuple[tuple[float, float] | None, str | None]:
+    """``((mean, std), the line to print)`` of the standardisation of a regression target by
+    its first values ``targets`` (a file's, or those of the Kafka topic ``source``), or
+    ``(None, None)`` for a constant or non-finite one."""
+    t = np.asarray(targets, dtype=np.float64)
+    if t.size == 0:
+        return None, None
+    mean, std = float(t.mean()), float(t.std())
+    if not (np.isfinite(mean) and np.isfinite(std) and std > 0):
+        return None, None
+    rows = (f"its first {len(t):,} rows" if source is None
+            else f"the first {len(t):,} rows of {source}")
+    return (mean, std), (f"standardising the target by the mean {mean:.4g} and standard "
+                         f"deviation {std:.4g} of {rows}; predictions and losses stay in its "
+                         "units (--scale-target none keeps it as it is)")
 
 
 def scale_target_minmax(y: Any, kind: TargetScale = "01") -> np.ndarray:

@@ -101,3 +101,13 @@ def learner_config(learner: str | LearnerConfig, params: Mapping[str, Any] | Non
 def records(configs: Iterable[LearnerConfig]) -> dict[str, dict[str, Any]]:
     """``{label: record}``: the configurations as a checkpoint records them."""
     return {c.label: c.record() for c in configs}
+
+
+def recorded_target(saved: dict[str, Any]) -> tuple[float, float] | None:
+    """The ``(mean, std)`` the recorded configurations ``saved`` (:func:`records`) learnt a
+    regression target by (``target``; one for all of a run's), or None: as it came."""
+    for doc in saved.values():
+        if isinstance(doc, dict) and doc.get("target") is not None:
+            mean, std = doc["target"]
+            return float(mean), float(std)
+    return None

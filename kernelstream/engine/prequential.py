@@ -143,20 +143,29 @@ def step_row(model: Learner, x: Any, y: Any,
     return mean + std * model.step(x, (float(y) - mean) / std)
 
 
-def score_row(model: Learner, x: Any) -> float:
+def score_row(model: Learner, x: Any, target: tuple[float, float] | None = None) -> float:
     """The first half of a step apart in time: ``x`` scored with the hypothesis as it stands.
     The learner's score cache (the round's work kept for a ``learn_one`` of the same x, e.g.
     OKS's random kernel draw) is dropped, so the later :func:`learn_row` scores afresh, as a
     model restored in between (which has no cache) does: the result does not depend on a
-    restart."""
+    restart. ``target``: as for :func:`step_block`, the score in the target's units."""
     score = model.predict_one(x)
     model._pending = None
-    return score
+    if target is None:
+        return score
+    mean, std = target
+    return mean + std * score
 
 
-def learn_row(model: Learner, x: Any, y: Any) -> None:
-    """The second half: learn the labelled row ``x`` with the hypothesis as it stands now."""
-    model.learn_one(x, y)
+def learn_row(model: Learner, x: Any, y: Any,
+              target: tuple[float, float] | None = None) -> None:
+    """The second half: learn the labelled row ``x`` with the hypothesis as it stands now
+    (``target``: ``y`` standardised by it first, as :func:`step_block` learns it)."""
+    if target is None:
+        model.learn_one(x, y)
+        return
+    mean, std = target
+    model.learn_one(x, (float(y) - mean) / std)
 
 
 # -- the outcome rule ---------------------------------------------------------------------------

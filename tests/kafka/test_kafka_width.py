@@ -274,8 +274,8 @@ def test_a_topic_regression_target_is_standardised_by_its_head(
     """--scale-target auto of a topic (the default, as a file's): the learners learn the
     target standardised by the mean and deviation of the first rows' targets (a file of the
     same rows gives the same numbers), every output stays in its units; a resumed
-    --checkpoint keeps the first run's numbers; a stream, which learns its targets as they
-    come, refuses to warm-start from those models."""
+    --checkpoint keeps the first run's numbers; a stream warm-started from those models goes
+    on with them (and reads nothing for them)."""
     from kernelstream.engine.prequential import PrequentialPass
 
     rng = np.random.default_rng(8)
@@ -309,10 +309,20 @@ def test_a_topic_regression_target_is_standardised_by_its_head(
     run = PrequentialPass(model, X, y, target=(want["mean"], want["std"]))
     run.run()
     assert scores == run.scores.tolist()  # in the target's units, both runs as one
-    r = subprocess.run([str(Path(sys.executable).parent / "kernelstream"), "stream",
-                        f"kafka://{broker}/{topic}", *common, "--init-from",
-                        str(tmp_path / "ck"), "--out", str(tmp_path / "s"), "--idle-stop", "2s"],
+    live = new_topic(broker)
+    produce(broker, live, [(f"e{i}".encode(), m, None) for i, m in enumerate(msgs[:50])])
+    stream = [str(Path(sys.executable).parent / "kernelstream"), "stream",
+              f"kafka://{broker}/{live}", *common, "--init-from", str(tmp_path / "ck"),
+              "--idle-stop", "2s"]
+    r = subprocess.run([*stream, "--out", str(tmp_path / "s")], capture_output=True,
+                       text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert f"--init-from {tmp_path / 'ck'} recorded, as its models learnt it" in r.stderr
+    assert "gamma=auto" not in r.stderr
+    doc = _summary(tmp_path / "s")
+    assert doc["target_standardised"] == want and doc["predictions"] == 50
+    # those models cannot go on learning the target as it comes
+    r = subprocess.run([*stream, "--scale-target", "none", "--out", str(tmp_path / "s2")],
                        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert r.returncode == 2
-    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "learnt a standardised regression target" in r.stderr

@@ -40,6 +40,9 @@ What a model does with a record at timestamp ``t`` (milliseconds), in this order
          outcome row: the score and predicted label made on arrival, the label, ``mistake``
          (classification) and ``loss`` (``judge_one``), ``delay_ms`` =
          label timestamp - event timestamp, and the number of support vectors after learning.
+    A configuration with a ``target`` (``LearnerConfig.target``, ``--scale-target auto`` of a
+    regression) passes it to each of them: its learners learn the standardised target and every
+    score comes back in the target's units, as a replay's step does.
     Learning order is therefore label arrival order; predictions use the model as it is, and
     the update at label time scores x with the model as it is then. A model's learner is made
     on its first record, ``config.make(spec.seed, 0)`` (or given to :meth:`new_state`).
@@ -181,6 +184,7 @@ class StreamEngine(StreamRuns):
         self.ttl = int(spec.label_ttl_ms)
         self.window = int(spec.metrics_window_ms)
         self.configs = {c.label: c for c in spec.configs}
+        self.targets = {c.label: c.target for c in spec.configs}
         self._losses: dict[str, Any] = {}  # config name -> loss function of its learners
 
     # -- routing: the router's (once per record, or per reader call) ----------------------
@@ -335,7 +339,7 @@ class StreamEngine(StreamRuns):
         assert m is not None and p.x is not None
         t0 = time.perf_counter()
         try:
-            score = score_row(m, p.x)
+            score = score_row(m, p.x, self.targets[st.config])
         except ValueError as e:
             self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
             return
@@ -360,7 +364,7 @@ class StreamEngine(StreamRuns):
         n_sv = int(m.n_support_vectors)
         t0 = time.perf_counter()
         try:
-            score = step_row(m, p.x, p.y)
+            score = step_row(m, p.x, p.y, self.targets[st.config])
         except ValueError as e:
             self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
             return
@@ -397,7 +401,7 @@ class StreamEngine(StreamRuns):
         self._resolve(st, p.event_id, LABELLED, st.clock_ms)
         t0 = time.perf_counter()
         try:
-            learn_row(m, ev.x, p.y)
+            learn_row(m, ev.x, p.y, self.targets[st.config])
         except ValueError as e:
             st.learn_rejected += 1
             self._dead(st, p, out, f"learner rejected the row: {e}", "learn", ev.position)

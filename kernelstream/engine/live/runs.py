@@ -55,6 +55,8 @@ class StreamRuns:
     ttl: int  # label_ttl_ms
     window: int  # metrics_window_ms
     _losses: dict[str, Any]  # config name -> loss function of its learners
+    # config name -> the (mean, std) its learners learn a regression target by (None: as is)
+    targets: dict[str, tuple[float, float] | None]
 
     def _run_end(self, st: ModelState, b: EventBatch, i: int) -> int:
         """The end (exclusive) of the run of labelled events starting at ``b[i]`` (which has
@@ -109,9 +111,8 @@ class StreamRuns:
             applied[tp] = b.offset[j]
         return end
 
-    @staticmethod
-    def _block_step(st: ModelState, X: Any, y: np.ndarray, n_sv: np.ndarray, b: EventBatch,
-                    i: int, end: int, first: int, out: LiveOutputs,
+    def _block_step(self, st: ModelState, X: Any, y: np.ndarray, n_sv: np.ndarray,
+                    b: EventBatch, i: int, end: int, first: int, out: LiveOutputs,
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool] | None:
         """The learning of a run of :meth:`_learn_run` or :meth:`_learn_pairs`: one
         ``predict_learn_many`` of ``X, y`` (``n_sv`` after each round into ``n_sv[1:]``),
@@ -125,7 +126,7 @@ class StreamRuns:
         before = m.t
         t0 = time.perf_counter()
         try:
-            scores = step_block(m, X, y, n_sv[1:])
+            scores = step_block(m, X, y, n_sv[1:], target=self.targets[st.config])
         except ValueError:
             if m.t != before:
                 raise  # not a bad row: the learner failed half way (as ReplayLearner does)

@@ -17,7 +17,7 @@ from kernelstream.pipelines.commands._common import (
     add_overwrite_argument,
     error,
 )
-from kernelstream.pipelines.config import PROG, SCALES, runners_for
+from kernelstream.pipelines.config import PROG, SCALES, TARGET_SCALES, runners_for
 from kernelstream.pipelines.live import stream  # the launcher: Beam only once it runs
 from kernelstream.pipelines.live.stream_config import (
     KAFKA_CLIENTS,
@@ -40,6 +40,12 @@ MESSAGE_HELP = {
     "every record is min-max scaled by their ranges (printed, recorded in the snapshots and "
     "summary.json); none: the features as they come (01 and pm1 are refused: they need "
     "ranges a stream cannot read in advance)",
+    "--scale-target": "a regression target: auto (default): standardised by the mean and "
+    "standard deviation of the targets among the stream's first records (those gamma=auto is "
+    "estimated from, and the --labels topic's first records) inside the learning step, every "
+    "output in the target's units (printed, recorded in the snapshots and summary.json); "
+    "none: learnt as it comes (01 is refused: it needs a range a stream cannot read in "
+    "advance)",
     "--label-column": "label position of CSV messages (0-based; default: last)",
     "--delimiter": "CSV delimiter (default: ,)",
     "--positive-label": "raw label mapped to +1 (all others to -1)",
@@ -79,7 +85,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_data_options(p, MESSAGE_HELP, format={"choices": ("libsvm", "csv")},
                      # replay's choices, so that one value parses the same in every command; the
                      # config refuses 01/pm1 (fixed ranges a stream cannot read in advance)
-                     scale={"choices": ("auto", *SCALES), "default": "auto"})
+                     scale={"choices": ("auto", *SCALES), "default": "auto"},
+                     scale_target={"choices": ("auto", *TARGET_SCALES), "default": "auto"})
     p.add_argument("--label-ttl", default="1h", metavar="DURATION",
                    help="an event whose label has not come after this long (event time) "
                    "expires as an unlabeled row (default: 1h; e.g. 30s, 10m, 2d)")

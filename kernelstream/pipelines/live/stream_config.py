@@ -19,7 +19,7 @@ from typing import Any
 
 from kernelstream import kafka_client as kafka_lib
 from kernelstream.data.options import ReadOptions
-from kernelstream.engine.learner_config import LearnerConfig, records
+from kernelstream.engine.learner_config import LearnerConfig, recorded_target, records
 from kernelstream.engine.live.parsing import LiveSpec
 from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
@@ -129,6 +129,11 @@ class StreamConfig:
     scale: str = "auto"
     wants_scale: bool = False
     auto_scale: str | None = None
+    # --scale-target: "auto" (the default) or "none"; a regression's auto is decided on the
+    # targets among the same first records (stream_width), until then ``wants_target``; the
+    # (mean, std) its configurations learn the target by is each one's ``target``
+    scale_target: str = "auto"
+    wants_target: bool = False
 
     @property
     def all_topics(self) -> tuple[str, ...]:
@@ -178,6 +183,34 @@ class StreamConfig:
                                        tuple(map(float, rec["hi"])))
         return self.with_scale(ranges, why or (doc or {}).get("auto_scale"))
 
+    @property
+    def target(self) -> tuple[float, float] | None:
+        """``--scale-target auto`` 's ``(mean, std)`` (None: the target as it comes)."""
+        return self.configs[0].target if self.configs else None
+
+    def target_doc(self) -> dict[str, Any]:
+        """How a regression target is learnt, as ``summary.json`` records it (a replay's
+        keys; the snapshots have it in each configuration's ``target``)."""
+        t = self.target
+        return {"scale_target": self.scale_target, "target_standardised":
+                None if t is None else {"mean": t[0], "std": t[1]}}
+
+    def with_target(self, target: tuple[float, float] | None) -> StreamConfig:
+        """This config with ``--scale-target auto`` decided: its learners learn the target
+        standardised by ``target = (mean, std)``, or, None, as it comes."""
+        configs = tuple(replace(c, target=target) for c in self.configs)
+        return replace(self, configs=configs, spec=replace(self.spec, configs=configs),
+                       wants_target=False)
+
+    def with_recorded_target(self, saved: dict[str, Any]) -> StreamConfig:
+        """This config continuing models whose recorded configurations ``saved`` learnt the
+        target standardised (``LearnerConfig.record`` 's ``target``) or not; nothing is read.
+        ``--scale-target none`` keeps its own (the checkpoint's check then refuses a
+        standardised one)."""
+        if self.scale_target != "auto":
+            return self
+        return self.with_target(recorded_target(saved))
+
     def with_widths(self, gamma: float | None, source: str,
                     records: int | None = None) -> StreamConfig:
         """This config with its data-driven widths resolved: ``gamma=auto`` stands for
@@ -208,6 +241,7 @@ class StreamConfig:
                   records: int | None) -> StreamConfig:
         configs = learner_configs(self.learner_specs, params, task=self.task_arg,
                                   auto_width=None if gamma is None else (lambda: gamma))
+        configs = tuple(replace(c, target=self.target) for c in configs)  # as decided
         return replace(self, configs=configs, spec=replace(self.spec, configs=configs),
                        param_specs=params, wants_width=False, width_source=source,
                        auto_gamma=gamma, width_records=records)
@@ -263,6 +297,11 @@ class StreamConfig:
             raise ConfigError(f"--scale {scale}: a stream cannot read its data's ranges in "
                               "advance; --scale auto scales by its first records' ranges "
                               "when they differ widely, --scale none keeps the features")
+        scale_target = getattr(args, "scale_target", None) or "auto"
+        if scale_target not in ("auto", "none"):
+            raise ConfigError(f"--scale-target {scale_target}: a stream cannot read its "
+                              "target's range in advance; --scale-target auto standardises it "
+                              "by its first records' targets, none learns it as it comes")
         fmt = args.format or "libsvm"
         hash_bits = getattr(args, "hash_features", None)
         if fmt == "libsvm" and args.n_features is None and hash_bits is None:
@@ -353,7 +392,9 @@ class StreamConfig:
             learner_specs=learner_specs, param_specs=param_specs, task_arg=args.task,
             wants_width=bool(wanted), width_source=width_source, width_wait=width_wait,
             # sparse rows are never min-max scaled (it would fill in their zeros)
-            scale=scale, wants_scale=scale == "auto" and not spec.sparse)
+            scale=scale, wants_scale=scale == "auto" and not spec.sparse,
+            scale_target=scale_target,
+            wants_target=scale_target == "auto" and task == "regression")
 
 
 def _check_width(spec: LiveSpec) -> None:

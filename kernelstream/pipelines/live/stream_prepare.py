@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelstream import kafka_client
+from kernelstream.engine.learner_config import recorded_target
 from kernelstream.engine.live.snapshot.files import CorruptSnapshotError
 from kernelstream.engine.live.snapshot.outputs import (
     UnreadableOutputError,
@@ -142,14 +143,16 @@ def _recorded_scale(config: StreamConfig, doc: dict[str, Any] | None, what: str,
         raise UpfrontError(f"{what}: its recorded scale_ranges: {exc}") from None
 
 
-def _init_kind(config: StreamConfig) -> tuple[str | None, dict[str, Any] | None]:
+def _init_kind(config: StreamConfig,
+               ) -> tuple[str | None, dict[str, Any] | None, dict[str, Any]]:
     """``--init-from``: a stream checkpoint (``"stream"``) or a replay checkpoint
-    (``"replay"``), whose learners must be this run's, and how it scaled the features
+    (``"replay"``), whose learners must be this run's, how it scaled the features
     (``StreamConfig.scale_doc``; a replay's ``--scale auto`` of a topic records its
-    ``scale_ranges`` alone)."""
+    ``scale_ranges`` alone) and its recorded configurations (their ``target``: how they
+    learnt a regression target)."""
     path = config.init_from
     if path is None:
-        return None, None
+        return None, None, {}
     if not os.path.isdir(path):
         raise UpfrontError(f"--init-from {path}: no such directory")
     ours = config.configs_doc()
@@ -175,18 +178,21 @@ def _init_kind(config: StreamConfig) -> tuple[str | None, dict[str, Any] | None]
         if have is not None and have.get("learner") != cfg["learner"]:
             raise UpfrontError(f"--init-from {path}: configuration {name!r} is a "
                                f"{have.get('learner')} there, a {cfg['learner']} here")
-    for name in ours:
-        have = saved.get(name)
-        if isinstance(have, dict) and have.get("target") is not None:
-            # the stream learns a target as it comes: these models would get it in other units
-            raise UpfrontError(f"--init-from {path}: configuration {name!r} learnt a "
-                               "standardised regression target (replay --scale-target auto); "
-                               "a stream learns its targets as they are: warm-start it from a "
-                               "replay run with --scale-target none")
     if not any(name in saved for name in ours):
         raise UpfrontError(f"--init-from {path} has none of this run's configurations "
                            f"({', '.join(ours)}; it has {', '.join(saved) or 'none'})")
-    return kind, scaling
+    return kind, scaling, dict(saved)
+
+
+def _recorded_target(config: StreamConfig, saved: dict[str, Any], what: str) -> StreamConfig:
+    """``config`` continuing models whose recorded configurations ``saved`` learnt the target
+    standardised or not (``StreamConfig.with_recorded_target``): ``--scale-target none``
+    cannot continue standardised ones."""
+    target = recorded_target(saved)
+    if target is not None and config.scale_target == "none":
+        raise UpfrontError(f"{what}: its models learnt a standardised regression target "
+                           "(--scale-target auto); drop --scale-target none to continue them")
+    return config.with_recorded_target(saved)
 
 
 def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
@@ -242,6 +248,8 @@ def prepare(config: StreamConfig) -> Prepared:
                 # the widths it was learnt with (gamma=auto resolved then), never a new estimate
                 config = config.with_recorded(dict(saved.get("configs") or {}),
                                               saved.get("widths"))
+                # and the target as its models learnt it (--scale-target auto), or as it came
+                config = config.with_recorded_target(dict(saved.get("configs") or {}))
                 # and the ranges its rows were scaled by (--scale auto), or none: as recorded
                 config = _recorded_scale(config, saved.get("scaling"),
                                          f"checkpoint {checkpoint}")
@@ -295,7 +303,7 @@ def prepare(config: StreamConfig) -> Prepared:
             for tp, off in zip(g.partitions, g.start, strict=True):
                 start[tp] = int(off)
         _check_kafka_out(config, len(groups))
-        init_kind, init_scaling = _init_kind(config)
+        init_kind, init_scaling, init_configs = _init_kind(config)
         if resume is None and init_kind is not None:
             # the warm-started models learnt rows scaled so (or not at all): nothing is read
             why = (None if init_kind == "stream"
@@ -306,7 +314,13 @@ def prepare(config: StreamConfig) -> Prepared:
                 print(f"{PROG} stream: scaling features to [0, 1] by the ranges --init-from "
                       f"{config.init_from} recorded, as its models learnt them (--scale "
                       "auto)", file=sys.stderr, flush=True)
-        # --scale auto and gamma=auto: the first records, read once
+            config = _recorded_target(config, init_configs, f"--init-from {config.init_from}")
+            if (t := config.target) is not None:
+                print(f"{PROG} stream: standardising the target by the mean {t[0]:.4g} and "
+                      f"standard deviation {t[1]:.4g} --init-from {config.init_from} "
+                      "recorded, as its models learnt it (--scale-target auto)",
+                      file=sys.stderr, flush=True)
+        # --scale auto, --scale-target auto and gamma=auto: the first records, read once
         config = stream_width.resolve(config, start)
         try:
             claim()

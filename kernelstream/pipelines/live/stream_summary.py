@@ -108,6 +108,7 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
         "learners": config.configs_doc(), "width_source": config.width_source,
         "auto_gamma": config.auto_gamma, "width_records": config.width_records,
         **config.scale_doc(),  # --scale auto: whether, why and by which ranges
+        **config.target_doc(),  # --scale-target auto: the (mean, std) the target is learnt by
         "out": out, "checkpoint": config.checkpoint,
         "snapshot_epoch": epoch, "run": part, "seconds": seconds, "stopped_by": stopped_by,
         "records": records, "records_per_second": records / seconds if seconds > 0 else None,

@@ -1,8 +1,9 @@
-"""``gamma=auto`` and ``--scale auto`` of a fresh ``kernelstream stream``: the Gaussian width
-estimated from the first records the stream will read, and whether (and by which ranges)
-every record is min-max scaled, before its pipeline starts (:func:`resolve`, called by
+"""``gamma=auto``, ``--scale auto`` and ``--scale-target auto`` of a fresh ``kernelstream
+stream``: the Gaussian width estimated from the first records the stream will read, whether
+(and by which ranges) every record is min-max scaled, and the mean and standard deviation a
+regression target is standardised by, before its pipeline starts (:func:`resolve`, called by
 :func:`~kernelstream.pipelines.live.stream_prepare.prepare` once it knows the start offsets).
-Both are decided on one read of the same records.
+All are decided on one read of the same records.
 
 A replay estimates ``gamma=auto`` from the first rows of its file
 (:mod:`kernelstream.data.widths`); a stream does the same from its first
@@ -25,6 +26,14 @@ width is estimated on the scaled rows. Recorded as :meth:`StreamConfig.scale_doc
 stream, or one warm-started by ``--init-from``, continues with the recorded ranges (or none)
 and reads nothing for it (``stream_prepare``).
 
+``--scale-target auto`` (a regression): the targets among the records read (labelled events,
+``label:Y`` records, and the ``--labels`` topic's records, read alongside from the stream's
+start offsets without holding the read up), in the stream's order, the first
+``RESERVOIR_ROWS`` of them: their mean and standard deviation
+(``data.scaling.target_standardisation``, a replay's rule) become each configuration's
+``target``, recorded in the snapshots with the configurations; a resumed or warm-started
+stream continues with the recorded one (``stream_prepare``).
+
 The read stops once every events partition has given ``RESERVOIR_ROWS`` feature records, or no
 record came for :data:`QUIET_S` seconds after the first (the topic is read to its end: reported
 end offsets are not trusted, the embedded tansu broker reports them too low), or after
@@ -40,6 +49,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,7 +57,7 @@ import numpy as np
 from kernelstream import kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
-from kernelstream.data.scaling import head_scaling
+from kernelstream.data.scaling import head_scaling, target_standardisation
 from kernelstream.engine.live.merge import merged
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.routing import StreamRouter
@@ -64,12 +74,14 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
     """``config`` with ``--scale auto`` and ``gamma=auto`` resolved from the first records
     of its events topics from ``start`` (``{(topic, partition): offset}``), read once for
     both; ``config`` itself when neither is left to the data."""
-    if not config.wants_width and not config.wants_scale:
+    if not config.wants_width and not config.wants_scale and not config.wants_target:
         return config
-    rows, read = first_rows(config, start, config.width_wait,
-                            None if config.quiet else _progress)
+    head = first_rows(config, start, config.width_wait, None if config.quiet else _progress)
+    rows, read = head.rows, head.read
     n = rows.shape[0]
     topics = ",".join(config.topics)
+    if config.wants_target:
+        config = _standardised(config, head.targets, ",".join(config.all_topics))
     if config.wants_scale:
         config = _scaled(config, rows, topics)
         if config.scale_ranges is not None:
@@ -112,30 +124,59 @@ def _scaled(config: StreamConfig, rows: np.ndarray | CSR, topics: str) -> Stream
     return config.with_scale(ranges, why)
 
 
+def _standardised(config: StreamConfig, targets: list[float], topics: str) -> StreamConfig:
+    """``config`` with ``--scale-target auto`` decided on the first targets ``targets`` (a
+    replay's rule, ``data.scaling.target_standardisation``): one line on stderr either way."""
+    target, line = target_standardisation(targets, topics)
+    if line is not None:
+        print(f"{PROG} stream: {line}", file=sys.stderr, flush=True)
+    else:
+        print(f"{PROG} stream: --scale-target auto: {len(targets)} target"
+              f"{'s' if len(targets) != 1 else ''} among the first records of {topics}, "
+              "too few or constant: the targets are learnt as they come", file=sys.stderr,
+              flush=True)
+    return config.with_target(target)
+
+
 def _progress(line: str) -> None:
     print(f"{PROG} stream: {line}", file=sys.stderr, flush=True)
 
 
+@dataclass(frozen=True)
+class Head:
+    """The first records of a stream (:func:`first_rows`): its first feature ``rows`` as one
+    matrix, the first targets (labelled events' and label records', in the order the stream
+    reads them) and the number of records ``read``."""
+
+    rows: np.ndarray | CSR
+    targets: list[float]
+    read: int
+
+
 def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait: float,
-               progress: Any = None) -> tuple[np.ndarray | CSR, int]:
+               progress: Any = None) -> Head:
     """The first ``RESERVOIR_ROWS`` feature rows the stream ``config`` will read from
-    ``start`` (module docstring), as one matrix, and the number of records read. ``progress``
-    (a line → None) is told while the read waits."""
+    ``start`` (module docstring), and for ``--scale-target auto`` its first targets, from the
+    same records and from its ``--labels`` topic (read alongside, from ``start``; it does not
+    hold the read up). ``progress`` (a line → None) is told while the read waits."""
     from kafka import TopicPartition
     from kafka.errors import KafkaError
 
     limit = widths.RESERVOIR_ROWS
     router = StreamRouter(config.spec)
-    tps = sorted(((t, p) for (t, p) in start if t in config.topics),
-                 key=lambda tp: (tp[1], config.topics.index(tp[0])))
+    order_of = config.all_topics if config.wants_target else config.topics
+    tps = sorted(((t, p) for (t, p) in start if t in order_of),
+                 key=lambda tp: (tp[1], order_of.index(tp[0])))
+    feature_tps = [tp for tp in tps if tp[0] in config.topics]
     got: dict[tuple[str, int], list[SourceRecord]] = {tp: [] for tp in tps}
     rows_of: dict[tuple[str, int], int] = dict.fromkeys(tps, 0)
     parsed: dict[tuple[str, int, int], np.ndarray | CSR] = {}
+    targets: dict[tuple[str, int, int], float] = {}
     read = 0
     try:
         consumer = kafka_client.assigned_consumer(config.bootstrap, config.client)
     except ConnectionError:
-        return _stack([]), 0  # prepare() has just reached it: the stream reports it
+        return Head(_stack([]), [], 0)  # prepare() has just reached it: the stream reports it
     try:
         kps = {tp: TopicPartition(*tp) for tp in tps}
         consumer.assign(list(kps.values()))
@@ -159,15 +200,20 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                                        r.key, r.value)
                     got[tp].append(rec)
                     read += 1
-                    x = _row(router, rec)
+                    x, y = _example(router, rec)
+                    k = (rec.topic, rec.partition, rec.offset)
+                    if y is not None:
+                        targets[k] = y
                     if x is not None:
-                        parsed[(rec.topic, rec.partition, rec.offset)] = x
+                        parsed[k] = x
+                    # a labels partition counts its targets, an events one its feature rows
+                    if x is not None or (y is not None and tp not in feature_tps):
                         rows_of[tp] += 1
                         if rows_of[tp] >= limit:
                             consumer.pause(kp)  # enough of it: the merge needs no more
                             break
                 last = now
-            if all(n >= limit for n in rows_of.values()):
+            if all(rows_of[tp] >= limit for tp in feature_tps):
                 break
             if last is not None and now - last >= min(QUIET_S, wait):
                 break
@@ -185,23 +231,26 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
         consumer.close()
     # the earliest records first, as the reader merges a group: by timestamp, then (over all
     # the groups, which the stream reads side by side) partition, topic and offset
-    order = merged([got[tp] for tp in tps])
-    rows = [parsed[k] for k in ((r.topic, r.partition, r.offset) for r in order)
-            if k in parsed]
-    return _stack(rows[:limit]), read
+    order = [(r.topic, r.partition, r.offset) for r in merged([got[tp] for tp in tps])]
+    rows = [parsed[k] for k in order if k in parsed]
+    return Head(_stack(rows[:limit]), [targets[k] for k in order if k in targets][:limit],
+                read)
 
 
-def _row(router: StreamRouter, rec: SourceRecord) -> np.ndarray | CSR | None:
-    """The features of a feature record as the learners get them; None for a label record
-    or a record the stream will dead-letter (non-finite values included)."""
+def _example(router: StreamRouter, rec: SourceRecord,
+             ) -> tuple[np.ndarray | CSR | None, float | None]:
+    """The features of a feature record as the learners get them (None for a label record)
+    and its label or a label record's (None: unlabelled); ``(None, None)`` for a record the
+    stream will dead-letter (non-finite values included)."""
     routed = router.route(rec)
     if isinstance(routed, dict) or not routed:
-        return None
+        return None, None
     p = routed[0][1]
+    y = p.y if p.y is not None and np.isfinite(p.y) else None
     if p.label_only or p.x is None:
-        return None
+        return None, y
     vals = p.x.data if isinstance(p.x, CSR) else p.x
-    return p.x if np.isfinite(vals).all() else None
+    return (p.x, y) if np.isfinite(vals).all() else (None, None)
 
 
 def _stack(rows: list[np.ndarray | CSR]) -> np.ndarray | CSR:

@@ -24,22 +24,21 @@ they are. A Kafka topic's ``auto`` is decided on its first rows by the same rule
 options have passed, and its rows are scaled by those rows' ranges
 (``topic_head.topic_head``), as a live stream's records are by its first records'
 (``pipelines.live.stream_width``; both through ``data.check.head_ranges``). A topic's
-regression target is standardised by its first rows' targets (:func:`head_target`, a file's
-rule); a live stream learns its targets as they are.
+regression target is standardised by its first rows' targets
+(``data.scaling.target_standardisation``, a file's rule), and a live stream's by the targets
+among its first records (``pipelines.live.stream_width``).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from dataclasses import replace
-
-import numpy as np
 
 from kernelstream import data, fs
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions, column_option
+from kernelstream.data.scaling import target_standardisation
 from kernelstream.pipelines.config import is_topic
 
 AUTO = "auto"
@@ -121,22 +120,5 @@ def resolve_target(args: argparse.Namespace, src: str,
     report = None if opts is None else _head(opts, "regression")
     if report is None or not report.targets:
         return None, None
-    return head_target(report.targets)
+    return target_standardisation(report.targets)
 
-
-def head_target(targets: Sequence[float], source: str | None = None,
-                ) -> tuple[tuple[float, float] | None, str | None]:
-    """``((mean, std), the line to print)`` of the standardisation of a regression target by
-    its first values ``targets`` (a file's, or those of the Kafka topic ``source``), or
-    ``(None, None)`` for a constant or non-finite one."""
-    t = np.asarray(targets, dtype=np.float64)
-    if t.size == 0:
-        return None, None
-    mean, std = float(t.mean()), float(t.std())
-    if not (np.isfinite(mean) and np.isfinite(std) and std > 0):
-        return None, None
-    rows = (f"its first {len(t):,} rows" if source is None
-            else f"the first {len(t):,} rows of {source}")
-    return (mean, std), (f"standardising the target by the mean {mean:.4g} and standard "
-                         f"deviation {std:.4g} of {rows}; predictions and losses stay in its "
-                         "units (--scale-target none keeps it as it is)")

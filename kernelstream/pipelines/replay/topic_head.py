@@ -18,6 +18,8 @@ from kernelstream.data import check as data_check
 from kernelstream.data import widths
 from kernelstream.data.labels import StreamLabels
 from kernelstream.data.options import ReadOptions, column_option
+from kernelstream.data.scaling import target_standardisation
+from kernelstream.engine.learner_config import recorded_target
 from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.errors import ConfigError
 from kernelstream.pipelines.config import PROG, learner_configs, resolve_task
@@ -58,8 +60,9 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
       row is min-max scaled by *their* ranges (a topic is read once; later values may fall
       outside ``[0, 1]``), one line says so.
     * The target (``target``: a regression with ``--scale-target auto``): standardised by
-      the mean and standard deviation of those rows' targets (``auto_scale.head_target``,
-      a file's rule); the learners learn it so, every output stays in its units.
+      the mean and standard deviation of those rows' targets (a file's rule,
+      ``data.scaling.target_standardisation``); the learners learn it so, every output stays
+      in its units.
     * The width: ``data.widths.rows_gamma``, the file's function, on those rows (scaled as
       the learners get them). Fewer than two examples (an empty topic, or nothing readable
       within ``--kafka-idle``): the learners' default widths, said in one line on stderr.
@@ -125,7 +128,7 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
     standardised = None
     if target:
         labels = StreamLabels("regression", None)
-        standardised, line = auto_scale.head_target([labels(r.label) for r in head], src)
+        standardised, line = target_standardisation([labels(r.label) for r in head], src)
         if line is not None:
             print(f"{PROG}: {line}", file=sys.stderr, flush=True)
     if not wanted:
@@ -149,15 +152,6 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
     return TopicHead(tuple(given), None, {"width_source": "default", "auto_gamma": None,
                                           "width_records": len(head)}, target=standardised)
 
-
-def recorded_target(configs: dict[str, Any]) -> tuple[float, float] | None:
-    """The ``(mean, std)`` a recorded run's configurations learnt their regression target by
-    (``LearnerConfig.record``'s ``target``; one for all of them), or None."""
-    for doc in configs.values():
-        if isinstance(doc, dict) and doc.get("target") is not None:
-            mean, std = doc["target"]
-            return float(mean), float(std)
-    return None
 
 
 def head_scaling(head: Sequence[Any], read: ReadOptions,

@@ -11,6 +11,7 @@ closing inside runs, replayed offsets and rows the learner refuses.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
@@ -398,3 +399,71 @@ def test_scaled_rows_are_the_same_on_every_path() -> None:
         spec(configs, scale="01", scale_ranges=((0.0, 0.0), (1.0, 1.0)))
     with pytest.raises(ValueError, match="scale"):
         spec(configs, scale="01")
+
+
+def _standardised(recs: list[SourceRecord], mean: float, std: float) -> list[SourceRecord]:
+    """``recs`` with every numeric label ``y`` (of an event, a ``label:Y`` record or a record
+    of the labels topic) written as ``(y - mean) / std``: what a learner of a configuration
+    with ``target = (mean, std)`` learns."""
+
+    def z(tok: str) -> str:
+        return repr((float(tok) - mean) / std)
+
+    out = []
+    for r in recs:
+        v = (r.value or b"").decode()
+        try:
+            if r.topic == "lab":
+                v = z(v)
+            elif v.startswith("label:"):
+                v = "label:" + z(v[6:])
+            else:
+                tok, sep, rest = v.partition(" ")
+                v = z(tok) + sep + rest
+        except ValueError:
+            pass  # "?" (unlabelled) or no number: as it is
+        out.append(r._replace(value=v.encode()))
+    return out
+
+
+@pytest.mark.parametrize("make", [stream, pairs_stream], ids=["delayed", "pairs"])
+@pytest.mark.parametrize("cfg", [LearnerConfig("raker", "raker", {"loss": "square"}),
+                                 LearnerConfig("rf-oks", "rf-oks", {"loss": "square"})],
+                         ids=lambda c: c.label)
+def test_a_standardised_target_is_learnt_alike_on_every_path(make: Any,
+                                                             cfg: LearnerConfig) -> None:
+    """``--scale-target auto`` (a configuration's ``target``): every path (one record at a
+    time, runs of labelled events, event-label pairs) learns ``(y - mean) / std`` and gives
+    ``mean + std * score``: the same states, bit for bit, as a configuration without a target
+    on the same records with standardised labels, and every score mapped back."""
+    mean, std = 3.25, 0.37
+    recs = make(9)
+    with_target = spec((replace(cfg, target=(mean, std)),), task="regression")
+    plain = spec((cfg,), task="regression")
+    want, want_st = one_by_one(_standardised(recs, mean, std), plain)
+    e = StreamEngine(with_target)
+    assert len(want.outcomes) > 100
+    one, one_st = one_by_one(recs, with_target)
+    for chunk in (1, 7, 10_000):
+        got, got_st = (one, one_st) if chunk == 1 else reference_outputs(recs, with_target,
+                                                                         chunk=chunk)
+        assert got_st.keys() == want_st.keys()
+        for k in want_st:
+            # the learners learnt the same numbers; the rest of the state (pending scores,
+            # window losses) is in the target's units
+            g, w = got_st[k].learner, want_st[k].learner
+            assert g is not None and w is not None
+            assert _same_arrays(g.get_state(), w.get_state()), (chunk, k)
+            assert state_bytes(e, got_st[k]) == state_bytes(e, one_st[k]), (chunk, k)
+        for name in ("predictions", "outcomes"):
+            g = sorted(getattr(got, name), key=lambda r: r["row_id"])
+            w = sorted(getattr(want, name), key=lambda r: r["row_id"])
+            assert [r["score"] for r in g] == [mean + std * r["score"] for r in w], name
+        assert [(r["label"] - mean) / std for r in sorted(got.outcomes,
+                                                          key=lambda r: r["row_id"])] == [
+            r["label"] for r in sorted(want.outcomes, key=lambda r: r["row_id"])]
+
+
+def _same_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    return a.keys() == b.keys() and all(
+        np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes() for k in a)

@@ -121,23 +121,24 @@ def stream_argv(broker: str, *args: str) -> list[str]:
 
 
 def spec_for(argv: Sequence[str]) -> Any:
-    """The LiveSpec the CLI builds from ``argv`` (the reference loop's spec), with the widths
-    and feature ranges the run recorded once it has run (``gamma=auto`` and ``--scale auto``,
-    resolved from its first records: its ``--checkpoint``'s snapshot, else its ``--out``
-    summary.json)."""
+    """The LiveSpec the CLI builds from ``argv`` (the reference loop's spec), with the widths,
+    feature ranges and target standardisation the run recorded once it has run (``gamma=auto``,
+    ``--scale auto`` and ``--scale-target auto``, resolved from its first records: its
+    ``--checkpoint``'s snapshot, else its ``--out`` summary.json)."""
     args = cli.build_parser().parse_args(list(argv))
     config = StreamConfig.from_args(args)
     if args.checkpoint is not None and (Path(args.checkpoint) / "HEAD").exists():
         with SnapshotView.open(args.checkpoint) as view:
             info = view.info()
         return config.with_recorded(info["configs"], info["widths"]).with_recorded_scale(
-            info.get("scaling")).spec
+            info.get("scaling")).with_recorded_target(info["configs"]).spec
     summary = Path(args.out or "-") / "summary.json"
     if summary.exists():
         doc = json.loads(summary.read_text())
         return config.with_recorded(doc["learners"], {"source": doc["width_source"],
                                                       "gamma": doc["auto_gamma"]},
-                                    ).with_recorded_scale(doc).spec
+                                    ).with_recorded_scale(doc).with_recorded_target(
+                                        doc["learners"]).spec
     return config.spec
 
 

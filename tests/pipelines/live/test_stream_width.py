@@ -210,7 +210,7 @@ def test_fresh_stream_resolves_records_and_resumes_with_its_width(broker: str,
     config = config_of(argv)
     with SnapshotView.open(ckpt) as view:
         committed = view.offsets()
-    rows, _ = stream_width.first_rows(config, committed, 5.0)
+    rows = stream_width.first_rows(config, committed, 5.0).rows
     assert widths.auto_gamma(rows) != want  # what a new estimate would give
     second = run_cli([*argv, "-q"])
     assert second.returncode == 0, second.stderr

@@ -1,0 +1,137 @@
+"""``--scale-target auto`` on ``kernelstream stream`` (a regression): a fresh stream
+standardises the target by the mean and standard deviation of the targets among its first
+records (labelled events, ``label:Y`` records and its ``--labels`` topic's records, read once
+with ``gamma=auto``); its learners learn ``(y - mean) / std`` and every output stays in the
+target's units, so the outputs equal the reference loop's with that target. The snapshot
+records it: a resumed stream keeps it although its own first records would give another, and
+reads nothing; ``--scale-target none`` cannot continue such models, and learns a fresh
+stream's targets as they come.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_stream import (
+    T0,
+    Message,
+    assert_same,
+    create_topics,
+    labelled_stream,
+    outputs,
+    produce,
+    reference_records,
+    reference_tables,
+    run_cli,
+    spec_for,
+    stream_argv,
+)
+
+from kernelstream.engine.live.snapshot.store import SnapshotView
+from kernelstream.kafka_client import local_broker
+
+_NUMBER = re.compile(rb"^[-+]?[0-9.]+$")
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[str]:
+    with local_broker() as hp:
+        yield hp
+
+
+def regression(msgs: Sequence[Message], topic: str, base: float,
+               spread: float) -> list[Message]:
+    """``msgs`` (german's ±1 labels) on ``topic`` and ``topic-lab`` with every label ``y``
+    written as the target ``base + spread * y + i % 7`` (far from unit scale)."""
+    out = []
+    for i, (t, p, k, v, ts) in enumerate(msgs):
+        def target(tok: bytes, i: int = i) -> bytes:
+            return repr(base + spread * float(tok) + i % 7).encode()
+
+        if t == "lab":
+            v = target(v) if _NUMBER.match(v) else v
+        elif v.startswith(b"label:"):
+            v = b"label:" + target(v[6:]) if _NUMBER.match(v[6:]) else v
+        else:
+            tok, sep, rest = v.partition(b" ")
+            v = target(tok) + sep + rest if _NUMBER.match(tok) else v
+        out.append((topic if t == "ev" else f"{topic}-lab", p, k, v, ts))
+    return out
+
+
+def argv_for(broker: str, topic: str, tmp_path: Path,
+             *extra: str) -> tuple[list[str], Path, Path]:
+    """A checkpointed regression stream of ``topic`` (labels on ``topic-lab``), one model per
+    entity, that stops 2 s after its last record: its argv, out and checkpoint folders."""
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    return stream_argv(
+        broker, f"kafka://BROKER/{topic}", "--labels", f"kafka://BROKER/{topic}-lab",
+        "--n-features", "24", "--task", "regression", "-l", "raker", "-p", "loss=square",
+        "-p", "n_components=40", "--key-by", "id-prefix", "--label-ttl", "2s",
+        "--metrics-window", "1s", "--seed", "3", "--out", str(out), "--checkpoint",
+        str(ckpt), "--snapshot-every", "150", "--idle-stop", "2s", *extra), out, ckpt
+
+
+def test_a_stream_standardises_its_target_and_a_restart_keeps_it(broker: str,
+                                                                 tmp_path: Path) -> None:
+    create_topics(broker, ["rg", "rg-lab"], 2)
+    produce(broker, regression(labelled_stream(240, 0, T0, seed=7), "rg", 1000.0, 250.0))
+    argv, out, ckpt = argv_for(broker, "rg", tmp_path)
+    first = run_cli(argv)
+    assert first.returncode == 0, first.stderr
+    assert "kernelstream stream: standardising the target by the mean" in first.stderr
+    assert "of the first" in first.stderr and "rows of rg,rg-lab" in first.stderr
+    s1 = json.loads((out / "summary.json").read_text())
+    t = s1["target_standardised"]
+    assert s1["scale_target"] == "auto" and 750 < t["mean"] < 1250 and 200 < t["std"] < 300
+    with SnapshotView.open(ckpt) as view:
+        assert view.info()["configs"]["raker"]["target"] == [t["mean"], t["std"]]
+    # predictions in the target's units: RMSE well below the target's spread
+    assert s1["rmse"] is not None and s1["rmse"] < 2 * t["std"]
+
+    # the next records alone would give another target: the resumed run keeps the recorded one
+    produce(broker, regression(labelled_stream(200, 240, T0 + 60_000, seed=8), "rg", -50.0,
+                               10.0))
+    second = run_cli([*argv, "-q"])
+    assert second.returncode == 0, second.stderr
+    assert "standardising" not in second.stderr and "gamma=auto" not in second.stderr
+    s2 = json.loads((out / "summary.json").read_text())
+    assert s2["target_standardised"] == t
+    # models that learnt a standardised target cannot go on with it as it comes
+    refused = run_cli([*argv, "--scale-target", "none", "-q"])
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    spec = spec_for(argv)
+    assert spec.configs[0].target == (t["mean"], t["std"])
+    # both runs' outputs: those of one uninterrupted reference loop with the first target
+    wanted, _ = reference_tables(reference_records(broker, ["rg", "rg-lab"], 2), spec)
+    assert_same(outputs(out), wanted)
+    labels = outputs(out)["outcomes"].column("label").to_numpy()
+    assert labels.min() < 0 < 700 < labels.max()  # the labels as they came
+
+
+def test_scale_target_none_learns_the_target_as_it_comes(broker: str, tmp_path: Path) -> None:
+    create_topics(broker, ["rn", "rn-lab"], 2)
+    produce(broker, regression(labelled_stream(160, 0, T0, seed=9), "rn", 1000.0, 250.0))
+    argv, out, _ = argv_for(broker, "rn", tmp_path, "--scale-target", "none")
+    r = run_cli(argv)
+    assert r.returncode == 0, r.stderr
+    assert "standardising" not in r.stderr
+    doc = json.loads((out / "summary.json").read_text())
+    assert (doc["scale_target"], doc["target_standardised"]) == ("none", None)
+    spec = spec_for(argv)
+    assert spec.configs[0].target is None
+    wanted, _ = reference_tables(reference_records(broker, ["rn", "rn-lab"], 2), spec)
+    assert_same(outputs(out), wanted)
+    assert np.isfinite(doc["avg_loss"])
+
+
+def test_scale_target_01_is_refused(tmp_path: Path) -> None:
+    r = run_cli(["stream", "kafka://127.0.0.1:9/t", "--n-features", "3", "--task",
+                 "regression", "--scale-target", "01", "--out", str(tmp_path / "o")])
+    assert r.returncode == 2
+    assert "--scale-target 01: a stream cannot read its target's range in advance" in r.stderr
