@@ -129,10 +129,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="drain once every record on the broker is read and no new one "
                    "arrived for this long, and exit 0")
     r.add_argument("--width-wait", default=WIDTH_WAIT, metavar="DURATION",
-                   help="gamma=auto (the default of a Gaussian width not given) and --scale "
-                   "auto are decided on the first records a fresh stream reads: wait this long "
-                   "at most for them, then decide on what came, or keep the learners' default "
-                   "widths and the features as they come if none did (default: %(default)s)")
+                   help="gamma=auto (the default of a Gaussian width not given), --scale "
+                   "auto and (regression) --scale-target auto are decided on the first records "
+                   "a fresh stream reads: wait this long at most for them, then decide on what "
+                   "came, or keep the learners' default widths and the data as it comes if "
+                   "none did (default: %(default)s)")
     r.add_argument("--runner", choices=runners_for("stream"), default="direct",
                    help="direct: Beam's FnApiRunner in this process (default); portable: "
                    "Beam's job API (a local job service unless --job_endpoint is given after "
