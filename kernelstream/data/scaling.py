@@ -82,18 +82,24 @@ def head_scaling(ranges: tuple[tuple[float, ...], tuple[float, ...]]
     return lo, np.where(hi > lo, hi - lo, 1.0)
 
 def target_standardisation(targets: Sequence[float], source: str | None = None,
-                           ) -> tuple[tuple[float, float] | None, str | None]:
+                           minimum: int = 2,
+                           ) -> tuple[tuple[float, float] | None, str]:
     """``((mean, std), the line to print)`` of the standardisation of a regression target by
     its first values ``targets`` (a file's, or those of the Kafka topic ``source``), or
-    ``(None, None)`` for a constant or non-finite one."""
+    ``(None, why not)``: fewer than ``minimum`` of them, or a constant or non-finite one; the
+    target is then learnt as it comes."""
     t = np.asarray(targets, dtype=np.float64)
-    if t.size == 0:
-        return None, None
-    mean, std = float(t.mean()), float(t.std())
-    if not (np.isfinite(mean) and np.isfinite(std) and std > 0):
-        return None, None
     rows = (f"its first {len(t):,} rows" if source is None
             else f"the first {len(t):,} rows of {source}")
+    if t.size < max(2, minimum):
+        return None, (f"--scale-target auto: {t.size} target{'s' if t.size != 1 else ''} "
+                      f"among the first records of {source or 'the data'}, fewer than "
+                      f"{max(2, minimum)}: too few to standardise by; the target is learnt as "
+                      "it comes")
+    mean, std = float(t.mean()), float(t.std())
+    if not (np.isfinite(mean) and np.isfinite(std) and std > 0):
+        return None, (f"--scale-target auto: the target is constant or not finite over {rows}: "
+                      "nothing to standardise by; it is learnt as it comes")
     return (mean, std), (f"standardising the target by the mean {mean:.4g} and standard "
                          f"deviation {std:.4g} of {rows}; predictions and losses stay in its "
                          "units (--scale-target none keeps it as it is)")

@@ -737,3 +737,21 @@ def test_shared_dataset_shape_and_labels(shared_datasets, name):
     m = LabelMap.from_labels(list(expected))
     assert Counter(y.tolist()) == {m(k): int(v) for k, v in expected.items()}
     assert np.isfinite(X).all()
+
+
+def test_target_standardisation_says_why_it_does_not() -> None:
+    """``--scale-target auto`` 's rule on the first targets: their mean and (population)
+    standard deviation, or None with the reason: fewer than ``minimum``, a constant target, a
+    non-finite one."""
+    from kernelstream.data.scaling import target_standardisation
+
+    y = [2.0, 4.0, 4.0, 6.0]
+    (mean, std), line = target_standardisation(y, "kafka://h:1/t")
+    assert (mean, std) == (4.0, float(np.std(y))) and "of the first 4 rows of kafka://h:1/t" in line
+    target, line = target_standardisation(y, "kafka://h:1/t", minimum=5)
+    assert target is None and "4 targets among the first records" in line
+    assert "fewer than 5" in line and "learnt as it comes" in line
+    for bad in ([3.0, 3.0, 3.0], [1.0, float("inf")]):
+        target, line = target_standardisation(bad)
+        assert target is None and "constant or not finite over its first" in line
+    assert target_standardisation([1.0])[0] is None

@@ -268,6 +268,32 @@ def test_summary_of_a_submitted_topic_replay_reads_nothing(
     assert again.read == config.read and again.widths == config.widths
     assert again.auto_scale == config.auto_scale and again.read.scale == "01"
 
+    # a regression whose head decided only its target (no width left to the data, no
+    # scaling): recorded all the same, and rebuilt without a read
+    reg = new_topic(broker)
+    produce(broker, reg, [(None, f"{1000 + 50 * x[0]:.4f} 1:{x[0]:.4f} 2:{x[1]:.4f} "
+                           f"3:{x[2]:.4f}".encode(), None) for x in X])
+    argv = ["replay", f"kafka://{broker}/{reg}", "--task", "regression", "-l", "raker",
+            "-p", "loss=square", "-p", "sigmas=1,2", "--scale", "none", "--n-features", "3",
+            "--kafka-idle", "1", "--out", str(tmp_path / "reg"), "--submit-only", "--runner",
+            "beam"]
+    monkeypatch.undo()
+    args = command_parser(replay_command).parse_args(argv)
+    args.pipeline_args = ["--runner=DataflowRunner"]
+    config = ReplayConfig.from_args(args, argv)
+    assert config.widths is None and config.read.scale_ranges is None
+    assert config.learners[0].target is not None
+    (tmp_path / "reg").mkdir()
+    write_submitted(config, "job-2")
+    submitted = json.loads((tmp_path / "reg" / "submitted.json").read_text())
+    monkeypatch.setattr(topic_head.kafka_client, "head_rows", no_read)
+    again = submitted_config(submitted, str(tmp_path / "reg"))
+    assert again.learners == config.learners and again.read == config.read
+    # a record of an earlier version (no topic_head: it never standardised a topic's target)
+    monkeypatch.undo()
+    del submitted["topic_head"]
+    assert submitted_config(submitted, str(tmp_path / "reg")).learners[0].target is None
+
 
 def test_a_topic_regression_target_is_standardised_by_its_head(
         broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -321,8 +347,17 @@ def test_a_topic_regression_target_is_standardised_by_its_head(
     assert "gamma=auto" not in r.stderr
     doc = _summary(tmp_path / "s")
     assert doc["target_standardised"] == want and doc["predictions"] == 50
-    # those models cannot go on learning the target as it comes
-    r = subprocess.run([*stream, "--scale-target", "none", "--out", str(tmp_path / "s2")],
-                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-    assert r.returncode == 2
-    assert "learnt a standardised regression target" in r.stderr
+    assert doc["scale_target"] == docs[0]["scale_target"] == "auto"
+    # those models cannot go on learning the target as it comes, nor classify
+    classify = [*stream[:3], "-l", "raker", "--n-features", "3", *stream[-4:]]
+    for i, cmd in enumerate(([*stream, "--scale-target", "none"], classify)):
+        r = subprocess.run([*cmd, "--out", str(tmp_path / f"s-{i}")], capture_output=True,
+                           text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert r.returncode == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert ("drop --scale-target none" if i == 0 else "this stream classifies") in r.stderr
+    # nor can the replay's own checkpoint be resumed so
+    capsys.readouterr()
+    assert main([*base, "--scale-target", "none", "--out", str(tmp_path / "o2")]) == 2
+    assert "resume it as it ran (--task regression, --scale-target auto)" in (
+        capsys.readouterr().err)

@@ -249,7 +249,7 @@ def test_replay_standardises_a_regression_target_and_keeps_its_units(tmp_path: P
     assert err.count("standardising the target") == 1 and "hint:" not in err
     assert s["target_standardised"] == {"mean": pytest.approx(float(y.mean()), rel=1e-5),
                                         "std": pytest.approx(float(y.std()), rel=1e-3)}
-    assert s["scale"] == "01" and s["scale_target"] == "none"  # its features are scaled too
+    assert s["scale"] == "01" and s["scale_target"] == "auto"  # its features are scaled too
     scores = _scores(tmp_path / "r")
     assert abs(float(scores[100:].mean()) - float(y.mean())) < float(y.std())  # its units
     again = _replay(tmp_path / "r2", str(path), "--task", "regression")  # the same run again

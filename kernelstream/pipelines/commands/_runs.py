@@ -36,7 +36,7 @@ from kernelstream.errors import ConfigError, DataError, OutFolderError, WorkerEr
 from kernelstream.numbers import sig_pm
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import error, progress_to_stderr
-from kernelstream.pipelines.config import PROG
+from kernelstream.pipelines.config import PROG, is_topic
 from kernelstream.pipelines.replay import replay
 from kernelstream.pipelines.replay.replay_args import ReplayConfig, check_data, is_embedded
 
@@ -158,7 +158,10 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
                        else max((k["n_features"] or 0 for k in run.keys), default=0)),
         "task": config.read.task,
         "scale": config.read.scale,
-        "scale_target": config.read.scale_target,
+        # the effective value: auto when the learners learnt it standardised (the loader itself
+        # then leaves it as it is), as a stream's summary says it
+        "scale_target": ("auto" if config.learners and config.learners[0].target is not None
+                         else config.read.scale_target),
         "limit": config.read.limit,
         "hash_features": config.read.hash_features,
         "rows": config.read.rows,
@@ -220,10 +223,11 @@ def write_submitted(config: ReplayConfig, job_id: str) -> str:
     doc = {"schema": SUMMARY_SCHEMA, "kernelstream_version": __version__, "job_id": job_id,
            "runner": config.runner, "out": config.out, "argv": list(config.argv),
            "pipeline_args": list(config.pipeline_args)}
-    if config.widths is not None or config.read.scale_ranges is not None:
-        # a Kafka topic's gamma=auto and --scale auto as decided on its head at submission:
-        # ``summary`` rebuilds the configuration with them rather than reading the topic again
-        # (which may have moved on, or be out of reach)
+    if is_topic(config.data):
+        # a Kafka topic's gamma=auto, --scale auto and --scale-target auto as decided on its
+        # head at submission (each may have decided nothing): ``summary`` rebuilds the
+        # configuration with them rather than reading the topic again (which may have moved
+        # on, or be out of reach)
         ranges = config.read.scale_ranges
         doc["topic_head"] = {
             "configs": records(config.learners), "widths": config.widths,

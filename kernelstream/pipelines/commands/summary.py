@@ -23,7 +23,7 @@ from kernelstream.pipelines.commands._runs import (
     write_summary,
 )
 from kernelstream.pipelines.commands.replay import print_run
-from kernelstream.pipelines.config import PROG
+from kernelstream.pipelines.config import PROG, is_topic
 from kernelstream.pipelines.replay import replay
 from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
@@ -83,5 +83,9 @@ def submitted_config(submitted: dict[str, Any], out: str) -> ReplayConfig:
     run_args = command_parser(replay_command).parse_args(submitted["argv"])
     run_args.pipeline_args = list(submitted["pipeline_args"])
     run_args.recorded_head = submitted.get("topic_head")
+    if run_args.recorded_head is None and is_topic(run_args.data or ""):
+        # a record of an earlier version, which read the head again but never standardised a
+        # topic's target: rebuilt as that version ran it
+        run_args.scale_target = "none"
     # the outputs are where they are now (the run's --out may have been relative)
     return replace(ReplayConfig.from_args(run_args, submitted["argv"]), out=out)

@@ -190,10 +190,11 @@ class StreamConfig:
 
     def target_doc(self) -> dict[str, Any]:
         """How a regression target is learnt, as ``summary.json`` records it (a replay's
-        keys; the snapshots have it in each configuration's ``target``)."""
+        keys: ``scale_target`` the effective value, ``auto`` when standardised, else ``none``;
+        the snapshots have it in each configuration's ``target``)."""
         t = self.target
-        return {"scale_target": self.scale_target, "target_standardised":
-                None if t is None else {"mean": t[0], "std": t[1]}}
+        return {"scale_target": "none" if t is None else "auto",
+                "target_standardised": None if t is None else {"mean": t[0], "std": t[1]}}
 
     def with_target(self, target: tuple[float, float] | None) -> StreamConfig:
         """This config with ``--scale-target auto`` decided: its learners learn the target

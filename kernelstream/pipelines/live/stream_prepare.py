@@ -189,6 +189,9 @@ def _recorded_target(config: StreamConfig, saved: dict[str, Any], what: str) -> 
     standardised or not (``StreamConfig.with_recorded_target``): ``--scale-target none``
     cannot continue standardised ones."""
     target = recorded_target(saved)
+    if target is not None and config.spec.read.task != "regression":
+        raise UpfrontError(f"{what}: its models learnt a regression target; this stream "
+                           "classifies (--task regression continues them)")
     if target is not None and config.scale_target == "none":
         raise UpfrontError(f"{what}: its models learnt a standardised regression target "
                            "(--scale-target auto); drop --scale-target none to continue them")
@@ -249,7 +252,8 @@ def prepare(config: StreamConfig) -> Prepared:
                 config = config.with_recorded(dict(saved.get("configs") or {}),
                                               saved.get("widths"))
                 # and the target as its models learnt it (--scale-target auto), or as it came
-                config = config.with_recorded_target(dict(saved.get("configs") or {}))
+                config = _recorded_target(config, dict(saved.get("configs") or {}),
+                                          f"checkpoint {checkpoint}")
                 # and the ranges its rows were scaled by (--scale auto), or none: as recorded
                 config = _recorded_scale(config, saved.get("scaling"),
                                          f"checkpoint {checkpoint}")

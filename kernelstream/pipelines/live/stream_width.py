@@ -28,8 +28,9 @@ and reads nothing for it (``stream_prepare``).
 
 ``--scale-target auto`` (a regression): the targets among the records read (labelled events,
 ``label:Y`` records, and the ``--labels`` topic's records, read alongside from the stream's
-start offsets without holding the read up), in the stream's order, the first
-``RESERVOIR_ROWS`` of them: their mean and standard deviation
+start offsets), in the stream's order, the first ``RESERVOIR_ROWS`` of them; the read goes
+on (up to ``--width-wait``, or until the topics are quiet) until :data:`MIN_TARGETS` have
+come, since labels often come well after their events. Their mean and standard deviation
 (``data.scaling.target_standardisation``, a replay's rule) become each configuration's
 ``target``, recorded in the snapshots with the configurations; a resumed or warm-started
 stream continues with the recorded one (``stream_prepare``).
@@ -65,6 +66,9 @@ from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live.stream_config import StreamConfig
 from kernelstream.sparse import CSR
 
+# --scale-target auto: the fewest targets a stream standardises by (its labels may come well
+# after its first feature records: the read waits for them, up to --width-wait)
+MIN_TARGETS = 100
 QUIET_S = 2.0  # no record for this long after the first: the topic is read to its end
 PROGRESS_EVERY_S = 5.0
 POLL_MS = 200
@@ -126,15 +130,10 @@ def _scaled(config: StreamConfig, rows: np.ndarray | CSR, topics: str) -> Stream
 
 def _standardised(config: StreamConfig, targets: list[float], topics: str) -> StreamConfig:
     """``config`` with ``--scale-target auto`` decided on the first targets ``targets`` (a
-    replay's rule, ``data.scaling.target_standardisation``): one line on stderr either way."""
-    target, line = target_standardisation(targets, topics)
-    if line is not None:
-        print(f"{PROG} stream: {line}", file=sys.stderr, flush=True)
-    else:
-        print(f"{PROG} stream: --scale-target auto: {len(targets)} target"
-              f"{'s' if len(targets) != 1 else ''} among the first records of {topics}, "
-              "too few or constant: the targets are learnt as they come", file=sys.stderr,
-              flush=True)
+    replay's rule, ``data.scaling.target_standardisation``, with at least
+    :data:`MIN_TARGETS` of them): one line on stderr either way."""
+    target, line = target_standardisation(targets, topics, MIN_TARGETS)
+    print(f"{PROG} stream: {line}", file=sys.stderr, flush=True)
     return config.with_target(target)
 
 
@@ -213,7 +212,8 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                             consumer.pause(kp)  # enough of it: the merge needs no more
                             break
                 last = now
-            if all(rows_of[tp] >= limit for tp in feature_tps):
+            if all(rows_of[tp] >= limit for tp in feature_tps) and (
+                    not config.wants_target or len(targets) >= MIN_TARGETS):
                 break
             if last is not None and now - last >= min(QUIET_S, wait):
                 break
@@ -221,12 +221,16 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                 break
             if progress is not None and now - said >= PROGRESS_EVERY_S:
                 said = now
-                what = " and ".join(w for w, on in (("gamma=auto", config.wants_width),
-                                                    ("--scale auto", config.wants_scale)) if on)
+                what = ", ".join(w for w, on in (("gamma=auto", config.wants_width),
+                                                 ("--scale auto", config.wants_scale),
+                                                 ("--scale-target auto", config.wants_target))
+                                 if on)
+                wanted = (f", {len(targets):,} targets (at least {MIN_TARGETS:,})"
+                          if config.wants_target else "")
                 progress(f"{what or 'gamma=auto'}: waiting for the first records: "
-                         f"{sum(rows_of.values()):,} feature records after {now - t0:.0f} s "
-                         f"(up to {limit:,} of each partition; at most {wait:g} s, "
-                         "--width-wait)")
+                         f"{sum(rows_of[tp] for tp in feature_tps):,} feature records"
+                         f"{wanted} after {now - t0:.0f} s (up to {limit:,} of each "
+                         f"partition; at most {wait:g} s, --width-wait)")
     finally:
         consumer.close()
     # the earliest records first, as the reader merges a group: by timestamp, then (over all

@@ -111,8 +111,9 @@ def resolve_target(args: argparse.Namespace, src: str,
                    task: str) -> tuple[tuple[float, float] | None, str | None]:
     """Resolve ``args.scale_target`` when it is ``auto`` (in place, to ``none``: the loader
     leaves the target alone) and return ``((mean, std), the line to print)`` of the
-    standardisation of a regression target read from the first :data:`HEAD_ROWS` rows, or
-    ``(None, None)``."""
+    standardisation of a regression target read from the first :data:`HEAD_ROWS` rows,
+    ``(None, why not)`` when those targets give nothing to standardise by, or ``(None, None)``
+    when nothing was read (not a regression, a topic, a remote file)."""
     if args.scale_target != AUTO:
         return None, None
     args.scale_target = "none"

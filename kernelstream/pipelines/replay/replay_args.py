@@ -230,8 +230,8 @@ class ReplayConfig:
         target, standardised = auto_scale.resolve_target(args, src, task)
         if target is not None:  # the learners learn it standardised, every output in its units
             configs = tuple(replace(c, target=target) for c in configs)
-            if getattr(args, "shard", None) is None:
-                print(f"{PROG}: {standardised}", file=sys.stderr)
+        if standardised is not None and getattr(args, "shard", None) is None:
+            print(f"{PROG}: {standardised}", file=sys.stderr)
         dataset = display_name(src)
         settings = kafka_options(args, kafka_src)
         check_at_least(args, permutations=1, seed=0, limit=1)

@@ -81,11 +81,16 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
     probed = learner_configs(learner_specs, param_specs, task=args.task, auto_width=probe,
                              default=default)
     want_scale = scale == auto_scale.AUTO
+    submitted = getattr(args, "recorded_head", None)  # ``summary`` of a submitted run
+    saved = submitted if submitted is not None else checkpoint_info(args.checkpoint)
+    if (saved is not None and not target
+            and recorded_target(dict(saved.get("configs") or {})) is not None):
+        raise ConfigError(f"--checkpoint {args.checkpoint}: its models learnt a standardised "
+                          "regression target (--scale-target auto); resume it as it ran "
+                          "(--task regression, --scale-target auto)")
     if not wanted and not want_scale and not target:
         return TopicHead(tuple(param_specs))
     given = [p for p in param_specs if not auto_width_spec(p)]
-    submitted = getattr(args, "recorded_head", None)  # ``summary`` of a submitted run
-    saved = submitted if submitted is not None else checkpoint_info(args.checkpoint)
     if saved is not None:
         recorded = saved.get("scale_ranges") if want_scale else None
         ranges = None if not recorded else (tuple(recorded["lo"]), tuple(recorded["hi"]))
@@ -129,8 +134,7 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
     if target:
         labels = StreamLabels("regression", None)
         standardised, line = target_standardisation([labels(r.label) for r in head], src)
-        if line is not None:
-            print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+        print(f"{PROG}: {line}", file=sys.stderr, flush=True)
     if not wanted:
         return TopicHead(tuple(param_specs), scale_ranges=ranges, auto_scale=why,
                          target=standardised)

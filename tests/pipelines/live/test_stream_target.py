@@ -105,6 +105,7 @@ def test_a_stream_standardises_its_target_and_a_restart_keeps_it(broker: str,
     # models that learnt a standardised target cannot go on with it as it comes
     refused = run_cli([*argv, "--scale-target", "none", "-q"])
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "drop --scale-target none to continue them" in refused.stderr
     spec = spec_for(argv)
     assert spec.configs[0].target == (t["mean"], t["std"])
     # both runs' outputs: those of one uninterrupted reference loop with the first target
