@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -34,6 +35,9 @@ from test_stream import (
 
 from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.kafka_client import local_broker
+from kernelstream.pipelines import cli
+from kernelstream.pipelines.live import stream_width
+from kernelstream.pipelines.live.stream_config import StreamConfig
 
 _NUMBER = re.compile(rb"^[-+]?[0-9.]+$")
 
@@ -136,3 +140,33 @@ def test_scale_target_01_is_refused(tmp_path: Path) -> None:
                  "regression", "--scale-target", "01", "--out", str(tmp_path / "o")])
     assert r.returncode == 2
     assert "--scale-target 01: a stream cannot read its target's range in advance" in r.stderr
+
+
+def test_the_head_read_waits_for_labels_that_come_late(broker: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process: the first 1,000 feature records are on the topic, their labels come a
+    second later on the labels topic; the read goes on past the feature records until
+    ``MIN_TARGETS`` targets have come, and the stream standardises by them."""
+    monkeypatch.setattr(stream_width, "QUIET_S", 15.0)  # only the targets end the read here
+    create_topics(broker, ["lt", "lt-lab"], 1)
+    produce(broker, [("lt", 0, f"e{i}".encode(), f"? 1:{i % 7}.5 2:{i % 3}.0".encode(),
+                      T0 + i) for i in range(1100)])
+    labels = [("lt-lab", 0, f"e{i}".encode(), repr(100.0 + i).encode(), T0 + 5000 + i)
+              for i in range(150)]
+    argv = stream_argv(broker, "kafka://BROKER/lt", "--labels", "kafka://BROKER/lt-lab",
+                       "--n-features", "2", "--task", "regression", "-l", "raker", "-p",
+                       "loss=square", "--width-wait", "30s")
+    config = StreamConfig.from_args(cli.build_parser().parse_args(argv))
+    assert config.wants_target
+    start = {("lt", 0): 0, ("lt-lab", 0): 0}
+    later = threading.Timer(1.0, produce, (broker, labels))
+    later.start()
+    try:
+        head = stream_width.first_rows(config, start, config.width_wait)
+    finally:
+        later.join()
+    assert head.rows.shape[0] == 1000
+    assert head.targets == [100.0 + i for i in range(150)]
+    got = stream_width.resolve(config, start)
+    y = np.array(head.targets)
+    assert got.target == (float(y.mean()), float(y.std()))
