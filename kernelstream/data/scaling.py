@@ -81,6 +81,23 @@ def head_scaling(ranges: tuple[tuple[float, ...], tuple[float, ...]]
     lo, hi = (np.asarray(r, dtype=np.float64) for r in ranges)
     return lo, np.where(hi > lo, hi - lo, 1.0)
 
+
+Ranges = tuple[tuple[float, ...], tuple[float, ...]]
+
+
+def ranges_doc(ranges: Ranges | None) -> dict[str, list[float]] | None:
+    """``--scale auto`` 's ranges as checkpoints, snapshots, ``submitted.json`` and
+    ``summary.json`` record them: ``{"lo": [...], "hi": [...]}``, or None (unscaled)."""
+    return None if ranges is None else {"lo": list(ranges[0]), "hi": list(ranges[1])}
+
+
+def ranges_from_doc(doc: dict[str, Any] | None) -> Ranges | None:
+    """The ranges :func:`ranges_doc` recorded (None: unscaled)."""
+    if not doc:
+        return None
+    return tuple(map(float, doc["lo"])), tuple(map(float, doc["hi"]))
+
+
 def target_standardisation(targets: Sequence[float], source: str | None = None,
                            minimum: int = 2,
                            ) -> tuple[tuple[float, float] | None, str]:

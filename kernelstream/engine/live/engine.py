@@ -184,7 +184,6 @@ class StreamEngine(StreamRuns):
         self.ttl = int(spec.label_ttl_ms)
         self.window = int(spec.metrics_window_ms)
         self.configs = {c.label: c for c in spec.configs}
-        self.targets = {c.label: c.target for c in spec.configs}
         self._losses: dict[str, Any] = {}  # config name -> loss function of its learners
 
     # -- routing: the router's (once per record, or per reader call) ----------------------
@@ -339,7 +338,7 @@ class StreamEngine(StreamRuns):
         assert m is not None and p.x is not None
         t0 = time.perf_counter()
         try:
-            score = score_row(m, p.x, self.targets[st.config])
+            score = score_row(m, p.x, self.configs[st.config].target)
         except ValueError as e:
             self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
             return
@@ -364,7 +363,7 @@ class StreamEngine(StreamRuns):
         n_sv = int(m.n_support_vectors)
         t0 = time.perf_counter()
         try:
-            score = step_row(m, p.x, p.y, self.targets[st.config])
+            score = step_row(m, p.x, p.y, self.configs[st.config].target)
         except ValueError as e:
             self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
             return
@@ -401,7 +400,7 @@ class StreamEngine(StreamRuns):
         self._resolve(st, p.event_id, LABELLED, st.clock_ms)
         t0 = time.perf_counter()
         try:
-            learn_row(m, ev.x, p.y, self.targets[st.config])
+            learn_row(m, ev.x, p.y, self.configs[st.config].target)
         except ValueError as e:
             st.learn_rejected += 1
             self._dead(st, p, out, f"learner rejected the row: {e}", "learn", ev.position)

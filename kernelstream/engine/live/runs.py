@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.batch import FEATURES as UNLABELLED_EVENT
 from kernelstream.engine.live.batch import LABEL as LABEL_RECORD
 from kernelstream.engine.live.batch import EventBatch
@@ -55,8 +56,7 @@ class StreamRuns:
     ttl: int  # label_ttl_ms
     window: int  # metrics_window_ms
     _losses: dict[str, Any]  # config name -> loss function of its learners
-    # config name -> the (mean, std) its learners learn a regression target by (None: as is)
-    targets: dict[str, tuple[float, float] | None]
+    configs: dict[str, LearnerConfig]  # config name -> its configuration (``target``)
 
     def _run_end(self, st: ModelState, b: EventBatch, i: int) -> int:
         """The end (exclusive) of the run of labelled events starting at ``b[i]`` (which has
@@ -126,7 +126,7 @@ class StreamRuns:
         before = m.t
         t0 = time.perf_counter()
         try:
-            scores = step_block(m, X, y, n_sv[1:], target=self.targets[st.config])
+            scores = step_block(m, X, y, n_sv[1:], target=self.configs[st.config].target)
         except ValueError:
             if m.t != before:
                 raise  # not a bad row: the learner failed half way (as ReplayLearner does)

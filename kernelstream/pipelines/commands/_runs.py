@@ -24,6 +24,7 @@ from kernelstream._json import json_safe
 from kernelstream.data.label_mix import mix_warning
 from kernelstream.data.rows import TextFormat
 from kernelstream.data.sample import draw_sample
+from kernelstream.data.scaling import ranges_doc
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.evaluate import stderr_progress
 from kernelstream.engine.learner_config import records
@@ -186,8 +187,7 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
     if config.widths is not None:  # a topic's gamma=auto: where the widths came from
         doc.update(config.widths)
     if config.read.scale_ranges is not None:  # a topic's --scale auto: its first rows' ranges
-        doc["scale_ranges"] = dict(zip(("lo", "hi"), map(list, config.read.scale_ranges),
-                                       strict=True))
+        doc["scale_ranges"] = ranges_doc(config.read.scale_ranges)
     target = config.learners[0].target if config.learners else None
     if target is not None:  # --scale-target auto: what the learners learnt the target as
         doc["target_standardised"] = {"mean": target[0], "std": target[1]}
@@ -228,11 +228,9 @@ def write_submitted(config: ReplayConfig, job_id: str) -> str:
         # head at submission (each may have decided nothing): ``summary`` rebuilds the
         # configuration with them rather than reading the topic again (which may have moved
         # on, or be out of reach)
-        ranges = config.read.scale_ranges
         doc["topic_head"] = {
             "configs": records(config.learners), "widths": config.widths,
-            "scale_ranges": None if ranges is None else dict(
-                zip(("lo", "hi"), map(list, ranges), strict=True)),
+            "scale_ranges": ranges_doc(config.read.scale_ranges),
             "auto_scale": config.auto_scale}
     path = fs.join(config.out, SUBMITTED)
     fs.write_bytes_atomic(path, (json.dumps(doc, indent=2) + "\n").encode())

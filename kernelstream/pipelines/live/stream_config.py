@@ -19,6 +19,7 @@ from typing import Any
 
 from kernelstream import kafka_client as kafka_lib
 from kernelstream.data.options import ReadOptions
+from kernelstream.data.scaling import ranges_doc, ranges_from_doc
 from kernelstream.engine.learner_config import LearnerConfig, recorded_target, records
 from kernelstream.engine.live.parsing import LiveSpec
 from kernelstream.engine.live.rows import OUTPUTS
@@ -157,10 +158,8 @@ class StreamConfig:
         """How the features are scaled, as the snapshots and ``summary.json`` record it (a
         replay's keys: ``scale`` ``01`` or ``none``, ``auto_scale`` why, ``scale_ranges``
         ``{"lo": [...], "hi": [...]}`` or None)."""
-        ranges = self.scale_ranges
         return {"scale": self.spec.read.scale, "auto_scale": self.auto_scale,
-                "scale_ranges": None if ranges is None else dict(
-                    zip(("lo", "hi"), map(list, ranges), strict=True))}
+                "scale_ranges": ranges_doc(self.scale_ranges)}
 
     def with_scale(self, ranges: tuple[tuple[float, ...], tuple[float, ...]] | None,
                    why: str | None) -> StreamConfig:
@@ -178,9 +177,7 @@ class StreamConfig:
         (:meth:`scale_doc`, or a replay checkpoint's ``{"scale_ranges": ...}``; None: a
         snapshot of a version that never scaled): its ranges, or none; nothing is read.
         ``why`` replaces the recorded reason."""
-        rec = (doc or {}).get("scale_ranges")
-        ranges = None if not rec else (tuple(map(float, rec["lo"])),
-                                       tuple(map(float, rec["hi"])))
+        ranges = ranges_from_doc((doc or {}).get("scale_ranges"))
         return self.with_scale(ranges, why or (doc or {}).get("auto_scale"))
 
     @property
@@ -206,7 +203,7 @@ class StreamConfig:
     def with_recorded_target(self, saved: dict[str, Any]) -> StreamConfig:
         """This config continuing models whose recorded configurations ``saved`` learnt the
         target standardised (``LearnerConfig.record`` 's ``target``) or not; nothing is read.
-        ``--scale-target none`` keeps its own (the checkpoint's check then refuses a
+        ``--scale-target none`` keeps its own (``stream_prepare`` refuses it against a
         standardised one)."""
         if self.scale_target != "auto":
             return self

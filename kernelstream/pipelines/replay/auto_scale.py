@@ -122,4 +122,3 @@ def resolve_target(args: argparse.Namespace, src: str,
     if report is None or not report.targets:
         return None, None
     return target_standardisation(report.targets)
-

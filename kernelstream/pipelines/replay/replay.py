@@ -40,6 +40,7 @@ from kernelstream import data as ksdata
 from kernelstream import fs, kafka_client
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import TextFormat
+from kernelstream.data.scaling import ranges_doc
 from kernelstream.engine.evaluate import EvalResult
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.replay import checkpoints as ckpts
@@ -251,8 +252,7 @@ def _execute(run: ReplayRun) -> ReplayResult:
                 "resumed_from": None if resume is None else resume.number,
                 "data": run.data.source, "seed": run.protocol.seed, "configs": configs,
                 # --scale auto's ranges of the first run's first rows: the next runs keep them
-                "scale_ranges": None if run.data.read.scale_ranges is None else dict(
-                    zip(("lo", "hi"), map(list, run.data.read.scale_ranges), strict=True)),
+                "scale_ranges": ranges_doc(run.data.read.scale_ranges),
                 # the snapshot of the log's end the read stopped at (partition -> offset)
                 "read_to": [[p, o] for p, o in run.data.kafka.stop]})
     except BaseException:

@@ -18,7 +18,7 @@ from kernelstream.data import check as data_check
 from kernelstream.data import widths
 from kernelstream.data.labels import StreamLabels
 from kernelstream.data.options import ReadOptions, column_option
-from kernelstream.data.scaling import target_standardisation
+from kernelstream.data.scaling import ranges_from_doc, target_standardisation
 from kernelstream.engine.learner_config import recorded_target
 from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.errors import ConfigError
@@ -92,8 +92,7 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
         return TopicHead(tuple(param_specs))
     given = [p for p in param_specs if not auto_width_spec(p)]
     if saved is not None:
-        recorded = saved.get("scale_ranges") if want_scale else None
-        ranges = None if not recorded else (tuple(recorded["lo"]), tuple(recorded["hi"]))
+        ranges = ranges_from_doc(saved.get("scale_ranges")) if want_scale else None
         why = None if ranges is None else saved.get("auto_scale",
                                                     "the ranges the checkpoint recorded")
         configs = dict(saved.get("configs") or {})
