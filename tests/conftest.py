@@ -20,13 +20,35 @@ if os.environ.get("CI") and os.environ.get("KERNELSTREAM_HYPOTHESIS") != "explor
 
 # The fast lane (`pytest -m "not slow"`, about 2 minutes) leaves out the tests a measured run
 # found slow (tests/_slow_tests.py writes the list), beside those marked in their modules.
-_SLOW = frozenset(json.loads((Path(__file__).with_name("slow_tests.json")).read_text()))
+_SLOW: dict[str, float] = json.loads((Path(__file__).with_name("slow_tests.json")).read_text())
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def _file_seconds() -> dict[str, float]:
+    """Each test file's measured slow seconds (the sum over its tests in the list)."""
+    seconds: dict[str, float] = {}
+    for nodeid, s in _SLOW.items():
+        path = nodeid.split("::", 1)[0]
+        seconds[path] = seconds.get(path, 0.0) + s
+    return seconds
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid in _SLOW:
             item.add_marker(pytest.mark.slow)
+    if hasattr(config, "workerinput"):
+        # An xdist worker (pyproject's addopts: whole files per worker; the controller hands
+        # them out in the workers' collection order): the longest files first, so the run does
+        # not end with one worker alone on a long stream-test file. A stable sort keeps each
+        # file's own order.
+        seconds = _file_seconds()
+        items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0.0))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker per core, at most 4 (each worker imports Beam and runs its own
+    brokers; the stream's fault tests were measured with 2 workers on 2 cores)."""
+    return max(1, min(os.cpu_count() or 1, 4))
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -268,11 +269,16 @@ def test_a_row_group_the_disk_refused_stops_its_epochs_commit(tmp_path: Path,
                     start_offsets=(("ev", 0, 0),))
     real = pq.ParquetWriter.write_table
     calls: list[int] = []
+    # the refused write waits until the progress below has been handed over: otherwise, on a
+    # loaded machine, the commit thread may fail first and the progress reports the error
+    # before the snapshot this test is about is attempted
+    progress_in = threading.Event()
 
     def first_fails(self: pq.ParquetWriter, table: object, row_group_size: int | None = None,
                     ) -> None:
         calls.append(1)
         if len(calls) == 1:
+            progress_in.wait(60)
             raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] "
                           f"{NO_SPACE}")  # pyarrow's words
         real(self, table, row_group_size=row_group_size)
@@ -290,6 +296,7 @@ def test_a_row_group_the_disk_refused_stops_its_epochs_commit(tmp_path: Path,
         c._write("unlabeled")  # a row group of epoch 1 (the disk refuses it)
         c.process(("unlabeled", Rows([unlabeled(2)])))
         c.process((PROGRESS_TAG, ReadProgress("ev", 0, 3)))
+        progress_in.set()
         with pytest.raises((OSError, RuntimeError), match=NO_SPACE) as caught:
             c._snapshot(wait=True)
         c.pool.submit(lambda: None).result()  # the commit thread has done all it was given
