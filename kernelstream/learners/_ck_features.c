@@ -27,7 +27,8 @@
  *
  * rff-rls (recursive least squares on FOGD's features) has its own driver, rls_run: every
  * row is a second-order step (u = P z, w += u (y - f) / s, P -= u u^T / s with
- * s = 1 + <z, u>), in C on both paths (rls_update, rls_step), so they agree bit for bit.
+ * s = 1 + <z, u>) on the upper triangle of the symmetric P, in C on both paths (rls_update,
+ * rls_step), so they agree bit for bit.
  *
  * This file: the feature maps, their arguments and the entry points (score, scores, run,
  * step, rls_update, rls_run, rls_step, grow, cdf_search, sample_kernel); the vectorised
@@ -416,7 +417,8 @@ static double rls_round(const FMap *fm, double *w, double *P, const double *x, d
     return f;
 }
 
-/* The map (an RFF map only), w (k = 2D), P (k x k), z and u (>= zlen each), work (>= d). */
+/* The map (an RFF map only), w (k = 2D), P (k x k: its upper triangle is read and written,
+ * rls_solve), z and u (>= zlen each), work (>= d). */
 static int rls_check(const FMap *fm, const Buf *b, Py_ssize_t zlen, const char *fn) {
     Py_ssize_t k = fm->r;
     if (fm->kind != FM_RFF) {
@@ -435,7 +437,7 @@ static int rls_check(const FMap *fm, const Buf *b, Py_ssize_t zlen, const char *
 KS_ENTRY(rls_update, 6, 4) {
     /* rls_update(w, P, z, u, y, f): the recursive least-squares step of a scored row with
      * features z (k = len(w)) and score f: u = P z (rls_solve), s = 1 + <z, u>,
-     * w += u (y - f) / s, P -= (u u^T) / s (rls_rank1); u receives P z */
+     * w += u (y - f) / s, P -= (u u^T) / s (rls_rank1; P's upper triangle); u receives P z */
     if (get_bufs(args, b, "D0 w, D1 P, d2 z, D3 u") < 0) return NULL;
     double y = PyFloat_AsDouble(args[4]), f = PyFloat_AsDouble(args[5]);
     if (PyErr_Occurred()) return NULL;

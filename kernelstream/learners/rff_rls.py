@@ -50,10 +50,11 @@ class RFFRLS(compiled.CompiledSqnorms, Learner):
     The prequential loss reported is hinge for classification (as for every classifier
     without a margin loss of its own) and square for regression.
 
-    ``P`` stays exactly symmetric: element ``(i, j)`` and ``(j, i)`` are updated by the same
-    product ``(u_i u_j)/s`` (the compiled loop multiplies by ``1/s``, as the numpy
-    reference does). A round costs ``O(k²)`` (``u = P z`` and the rank-1 update, one pass over
-    ``P`` per row in the compiled block driver) plus FOGD's ``O(Dd)`` features.
+    ``P`` stays exactly symmetric: the compiled rounds keep only its upper triangle (half the
+    memory traffic, which bounds a round's time) and :attr:`P` and the state mirror it; the
+    numpy reference updates both triangles by the same products ``(u_i u_j)·(1/s)``. A round
+    costs ``O(k²)`` (``u = P z`` and the rank-1 update, one pass over ``P`` per row in the
+    compiled block driver) plus FOGD's ``O(Dd)`` features.
 
     Memory: ``Ω`` (``D × d``) and ``P`` (``(2D)²`` doubles: 1.28 MB at ``D = 200``, 32 MB at
     ``D = 1000``), no stored examples (``n_support_vectors`` is 0). ``Ω``, ``w`` and ``P`` are
@@ -123,7 +124,7 @@ class RFFRLS(compiled.CompiledSqnorms, Learner):
         self._omega = draw_omega(self.rng, D, d, scale_from_gamma(self.gamma))
         self._c = 1.0 / math.sqrt(D)
         self.w = np.zeros(2 * D)
-        self.P = np.eye(2 * D) / self.lam
+        self._P = np.eye(2 * D) / self.lam  # the compiled rounds keep its upper triangle
         self._compiled_setup()
 
     def _compiled_setup(self) -> None:
@@ -155,22 +156,22 @@ class RFFRLS(compiled.CompiledSqnorms, Learner):
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:
         if self._compiled:  # the same step in C (rls_run's, so both paths agree bit for bit)
-            compiled.fk.rls_update(self.w, self.P, aux, self._ubuf, y, score)
+            compiled.fk.rls_update(self.w, self._P, aux, self._ubuf, y, score)
             return
         # the reference: Sherman–Morrison on A = λI + Σ z zᵀ; np.outer's (i, j) and (j, i)
         # are the same product, so P stays exactly symmetric
         z = aux
-        u = self.P @ z
+        u = self._P @ z
         s = 1.0 + float(z @ u)
         self.w += u * ((y - score) / s)
-        self.P -= np.outer(u, u) * (1.0 / s)
+        self._P -= np.outer(u, u) * (1.0 / s)
 
     def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                     n_sv: np.ndarray | None) -> None:
         if not self._compiled:
             super()._learn_rows(X, zz, yv, out, n_sv)
             return
-        compiled.fk.rls_run(compiled.rff_map(self._omega_t, self._c), self.w, self.P, X, yv,
+        compiled.fk.rls_run(compiled.rff_map(self._omega_t, self._c), self.w, self._P, X, yv,
                             out, self._zbuf, self._ubuf, self._nzwork)
         self.t += X.shape[0]
         if n_sv is not None:
@@ -186,7 +187,7 @@ class RFFRLS(compiled.CompiledSqnorms, Learner):
             ok = (y == 1 or y == -1) if self.task == "classification" else math.isfinite(y)
             if ok:
                 r = compiled.fk.rls_step(compiled.rff_map(self._omega_t, self._c), self.w,
-                                         self.P, x, float(y), self._zbuf, self._ubuf,
+                                         self._P, x, float(y), self._zbuf, self._ubuf,
                                          self._nzwork)
                 if r is not None:
                     self._pending = None
@@ -203,7 +204,7 @@ class RFFRLS(compiled.CompiledSqnorms, Learner):
             one = self._one = (np.empty(1), np.empty(1))
         y1, out1 = one
         y1[0] = y
-        compiled.fk.rls_run(compiled.rff_map(self._omega_t, self._c), self.w, self.P,
+        compiled.fk.rls_run(compiled.rff_map(self._omega_t, self._c), self.w, self._P,
                             x.reshape(1, -1), y1, out1, self._zbuf, self._ubuf, self._nzwork)
         self.t += 1
         return out1.item(0)
@@ -220,15 +221,23 @@ class RFFRLS(compiled.CompiledSqnorms, Learner):
         if st.get("_compiled"):
             self._omega = self._omega_t.T
 
+    @property
+    def P(self) -> np.ndarray:  # noqa: N802 (the P = A⁻¹ of the papers and the docstring)
+        """``P = A⁻¹``, both triangles (a new array: its upper triangle mirrored, exactly)."""
+        P = self._P.copy()
+        lower = np.tril_indices(len(P), -1)
+        P[lower] = P.T[lower]
+        return P
+
     def memory_bound(self) -> int | None:
         return 0  # random features: no stored rows (memory fixed by n_components)
 
     def _get_state(self) -> dict[str, np.ndarray]:
-        return {"rls.omega": self._omega.copy(), "rls.w": self.w.copy(), "rls.P": self.P.copy()}
+        return {"rls.omega": self._omega.copy(), "rls.w": self.w.copy(), "rls.P": self.P}
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
         # the Ω drawn again by _setup is overwritten; Learner.set_state restores the RNG last
         self._omega = np.ascontiguousarray(state["rls.omega"], dtype=np.float64)
         self.w = np.array(state["rls.w"], dtype=np.float64)
-        self.P = np.array(state["rls.P"], dtype=np.float64, order="C")
+        self._P = np.array(state["rls.P"], dtype=np.float64, order="C")
         self._compiled_setup()
