@@ -25,15 +25,20 @@
  * fdlibm kernel polynomials (about 1 ulp), branch-free so they vectorise; arguments beyond
  * RFF_REDUCE_MAX (never met at sensible widths) go to libm.
  *
+ * rff-rls (recursive least squares on FOGD's features) has its own driver, rls_run: every
+ * row is a second-order step (u = P z, w += u (y - f) / s, P -= u u^T / s with
+ * s = 1 + <z, u>) on the upper triangle of the symmetric P, in C on both paths (rls_update,
+ * rls_step), so they agree bit for bit.
+ *
  * This file: the feature maps, their arguments and the entry points (score, scores, run,
- * grow, cdf_search, sample_kernel); the vectorised loops are in _ck_features_loops.h, the
- * kernel rows (kernel_row, dist_row: also _ckernels' and _ck_budget's) in _ck_common.h. One
- * translation unit.
+ * step, rls_update, rls_run, rls_step, grow, cdf_search, sample_kernel); the vectorised
+ * loops are in _ck_features_loops.h, the kernel rows (kernel_row, dist_row: also _ckernels'
+ * and _ck_budget's) in _ck_common.h. One translation unit.
  */
 #include "_ck_common.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
-#define KF_ABI 3
+#define KF_ABI 4
 
 enum { FM_RFF = 0, FM_PROJ = 1, FM_ROW = 2, FM_DIST = 3 };
 
@@ -382,6 +387,143 @@ KS_ENTRY(step, 10, 9) {
     return Py_BuildValue("(ddO)", f, xx, fire ? Py_True : Py_False);
 }
 
+/* ---- recursive least squares on random Fourier features (rff-rls) --------------------- */
+
+/* rff-rls's features of x: z = scale [cos; sin] (k = 2D, scaled in place after fm_score, as
+ * the learner's numpy z *= c), and its score f = scale <w, [cos; sin]> (fm_score's). */
+static double rls_features(const FMap *fm, const double *w, const double *x, Py_ssize_t *nz,
+                           double *z) {
+    double f = fm_score(fm, w, x, 0.0, nz, NULL, z), c = fm->scale;
+    for (Py_ssize_t j = 0; j < fm->r; j++) z[j] *= c;
+    return f;
+}
+
+/* The weight step of a row whose u = P z is known: s = 1 + <z, u> (dot4), w += u e with
+ * e = (y - f) / s; returns r = 1 / s for rls_rank1 (P -= (u u^T) r). */
+static double rls_weights(double *w, Py_ssize_t k, const double *z, const double *u, double y,
+                          double f) {
+    double s = 1.0 + dot4(z, u, k), e = (y - f) / s;
+    for (Py_ssize_t i = 0; i < k; i++) w[i] += u[i] * e;
+    return 1.0 / s;
+}
+
+/* One whole round on x (the per-example path; rls_run does the same operations, fused). */
+static double rls_round(const FMap *fm, double *w, double *P, const double *x, double y,
+                        Py_ssize_t *nz, double *z, double *u) {
+    Py_ssize_t k = fm->r;
+    double f = rls_features(fm, w, x, nz, z);
+    rls_solve(P, k, z, u);
+    rls_rank1(P, k, u, rls_weights(w, k, z, u, y, f), NULL, NULL);
+    return f;
+}
+
+/* The map (an RFF map only), w (k = 2D), P (k x k: its upper triangle is read and written,
+ * rls_solve), z and u (>= zlen each), work (>= d). */
+static int rls_check(const FMap *fm, const Buf *b, Py_ssize_t zlen, const char *fn) {
+    Py_ssize_t k = fm->r;
+    if (fm->kind != FM_RFF) {
+        PyErr_Format(PyExc_ValueError, "_ck_features.%s: needs a random Fourier feature map", fn);
+        return -1;
+    }
+    if (n_items(&b[B_W]) != k || n_items(&b[9]) != k * k || n_items(&b[B_Z]) < zlen
+        || n_items(&b[10]) < zlen || n_items(&b[B_WORK]) < fm->d) {
+        PyErr_Format(PyExc_ValueError, "_ck_features.%s: w, P, z, u or work has the wrong size",
+                     fn);
+        return -1;
+    }
+    return 0;
+}
+
+KS_ENTRY(rls_update, 6, 4) {
+    /* rls_update(w, P, z, u, y, f): the recursive least-squares step of a scored row with
+     * features z (k = len(w)) and score f: u = P z (rls_solve), s = 1 + <z, u>,
+     * w += u (y - f) / s, P -= (u u^T) / s (rls_rank1; P's upper triangle); u receives P z */
+    if (get_bufs(args, b, "D0 w, D1 P, d2 z, D3 u") < 0) return NULL;
+    double y = PyFloat_AsDouble(args[4]), f = PyFloat_AsDouble(args[5]);
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t k = n_items(&b[0]);
+    if (n_items(&b[1]) != k * k || n_items(&b[2]) < k || n_items(&b[3]) < k)
+        return PyErr_Format(PyExc_ValueError, "_ck_features.rls_update: P, z or u has the wrong "
+                                              "size");
+    double *w = b[0].view.buf, *P = b[1].view.buf, *u = b[3].view.buf;
+    const double *z = b[2].view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    rls_solve(P, k, z, u);
+    rls_rank1(P, k, u, rls_weights(w, k, z, u, y, f), NULL, NULL);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+KS_ENTRY(rls_run, 9, 14) {
+    /* rls_run(map, w, P, X, y, out, z, u, work): test-then-train over the rows of the block X
+     * with rff-rls's round (rls_round), out[i] = row i's score; z and u (>= 2k each) hold two
+     * rows' features and P z. Row i + 1's features and score are computed after row i's
+     * weight step, and its u = P z during row i's rank-1 update (rls_rank1 with zn): one pass
+     * over P per row, the same numbers as rls_round row by row. */
+    FMap fm;
+    if (parse_map(args[0], b, &fm) < 0
+        || get_bufs(args, b + B_W, "D1 w, d3 X, D6 z, Q8 work") < 0
+        || get_bufs(args, b + 9, "D2 P, D7 u, d4 y, D5 out") < 0)
+        return NULL;
+    Py_ssize_t k = fm.r;
+    if (rls_check(&fm, b, 2 * k, "rls_run") < 0) return NULL;
+    Py_ssize_t rows = block_rows(&fm, b, 11, 2, "rls_run");
+    if (rows < 0) return NULL;
+    double *w = b[B_W].view.buf, *P = b[9].view.buf, *out = b[12].view.buf;
+    double *z = b[B_Z].view.buf, *u = b[10].view.buf;
+    const double *X = b[B_X].view.buf, *y = b[11].view.buf;
+    Py_ssize_t *nz = b[B_WORK].view.buf, d = fm.d;
+    Py_BEGIN_ALLOW_THREADS
+    if (rows > 0) {
+        double *z0 = z, *z1 = z + k, *u0 = u, *u1 = u + k;
+        out[0] = rls_features(&fm, w, X, nz, z0);
+        rls_solve(P, k, z0, u0);
+        for (Py_ssize_t i = 0; i < rows; i++) {
+            double r = rls_weights(w, k, z0, u0, y[i], out[i]);
+            if (i + 1 == rows) {
+                rls_rank1(P, k, u0, r, NULL, NULL);
+                break;
+            }
+            out[i + 1] = rls_features(&fm, w, X + (i + 1) * d, nz, z1);
+            rls_rank1(P, k, u0, r, z1, u1);
+            double *t = z0;
+            z0 = z1;
+            z1 = t;
+            t = u0;
+            u0 = u1;
+            u1 = t;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+KS_ENTRY(rls_step, 8, 11) {
+    /* rls_step(map, w, P, x, y, z, u, work) -> (f, xx), or None: one rff-rls round on a
+     * single example, its norm included (xx = ||x||^2 as sqnorm sums it), as rls_run does
+     * it. None, with nothing changed, when x is not a float64 vector of the map's width or xx
+     * is not finite (the caller's checks say what is wrong). */
+    FMap fm;
+    if (parse_map(args[0], b, &fm) < 0
+        || get_bufs(args, b + B_W, "D1 w") < 0
+        || get_bufs(args, b + B_Z, "D5 z, Q7 work") < 0
+        || get_bufs(args, b + 9, "D2 P, D6 u") < 0) /* x: b[B_X], below */
+        return NULL;
+    double y = PyFloat_AsDouble(args[4]);
+    if (PyErr_Occurred() || rls_check(&fm, b, fm.r, "rls_step") < 0) return NULL;
+    if (take_buf(args[3], &b[B_X], 0, 'd') != 0 || b[B_X].view.ndim != 1
+        || n_items(&b[B_X]) != fm.d)
+        Py_RETURN_NONE; /* take_buf sets no exception */
+    const double *x = b[B_X].view.buf;
+    double xx = sqnorm(x, fm.d), f;
+    if (!isfinite(xx)) Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS
+    f = rls_round(&fm, b[B_W].view.buf, b[9].view.buf, x, y, b[B_WORK].view.buf,
+                  b[B_Z].view.buf, b[10].view.buf);
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("(dd)", f, xx);
+}
+
 KS_ENTRY(grow, 23, 13) {
     /* grow(Xs, sqn, a, ids, s, n, kcode, p, degree, K, X, zz, y, start, stop, t0, eta, limit,
      *      norm2, out, nsv, k, work) -> (i, n, norm2)
@@ -559,6 +701,12 @@ static PyMethodDef methods[] = {
                    "updates"),
     KS_METHOD(step, "step(map, w, x, y, trigger, step, shrink, k, z, work) -> (f, xx, fired) "
                     "or None: one round of run() with the norm of x"),
+    KS_METHOD(rls_update, "rls_update(w, P, z, u, y, f): rff-rls's recursive least-squares "
+                          "step of a scored row"),
+    KS_METHOD(rls_run, "rls_run(map, w, P, X, y, out, z, u, work): rff-rls's test-then-train "
+                       "over a block"),
+    KS_METHOD(rls_step, "rls_step(map, w, P, x, y, z, u, work) -> (f, xx) or None: one rff-rls "
+                        "round with the norm of x"),
     KS_METHOD(grow, "grow(...) -> (i, n, norm2): a kernel OGD stage that stores its margin "
                     "errors up to a limit (NOGD's stage 1)"),
     KS_METHOD(cdf_search, "cdf_search(w, u) -> indices of the uniforms u in the cumulative "

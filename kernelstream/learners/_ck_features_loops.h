@@ -1,7 +1,8 @@
 /* The vectorised loops of _ck_features.c's maps: random Fourier features (the projection
- * Omega x and cos/sin by Cody-Waite reduction and fdlibm's kernel polynomials) and the
- * Nystrom / sketched product z = M k. _ck_features.c says why they give the same numbers at
- * any vector width. Included by _ck_features.c only. */
+ * Omega x and cos/sin by Cody-Waite reduction and fdlibm's kernel polynomials), the
+ * Nystrom / sketched product z = M k, and rff-rls's recursive least-squares step (u = P z,
+ * the rank-1 update of P). _ck_features.c says why they give the same numbers at any vector
+ * width. Included by _ck_features.c only. */
 #ifndef KS_CK_FEATURES_LOOPS_H
 #define KS_CK_FEATURES_LOOPS_H
 #include "_ck_common.h"
@@ -93,6 +94,46 @@ static void cos_sin(double *z, Py_ssize_t D) {
         }
         z[i] = c;
         z[D + i] = s;
+    }
+}
+
+/* ---- recursive least squares (rff-rls) ------------------------------------------------ */
+
+/* P (k x k, row-major) is symmetric and only its upper triangle is kept: row j holds P_ji for
+ * i >= j, the lower triangle is never read or written (the learner mirrors it when P is
+ * read). Half the memory traffic of the full matrix, which bounds a round's time. */
+
+/* u = P z: u_i sums z_j P_ji over the rows j < i in index order (an axpy over row j's tail,
+ * elementwise, so it vectorises without reordering a sum), then adds <P_i,i.., z_i..> (dot4
+ * over row i's tail, the diagonal first). */
+KS_CLONES
+static void rls_solve(const double *P, Py_ssize_t k, const double *z, double *u) {
+    for (Py_ssize_t i = 0; i < k; i++) u[i] = 0.0;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        const double *row = P + j * k;
+        double zj = z[j];
+        u[j] += dot4(row + j, z + j, k - j);
+        for (Py_ssize_t i = j + 1; i < k; i++) u[i] += zj * row[i];
+    }
+}
+
+/* P <- P - (u u^T) r on the upper triangle, element (j, i) as (u_j u_i) r. With zn (the next
+ * row's features), un = P_new zn as rls_solve computes it, row j of P taken right after its
+ * update (one pass over P instead of two; the same operations on every element, so the same
+ * numbers). */
+KS_CLONES
+static void rls_rank1(double *P, Py_ssize_t k, const double *u, double r, const double *zn,
+                      double *un) {
+    if (zn)
+        for (Py_ssize_t i = 0; i < k; i++) un[i] = 0.0;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        double *row = P + j * k, uj = u[j];
+        for (Py_ssize_t i = j; i < k; i++) row[i] -= (uj * u[i]) * r;
+        if (zn) {
+            double zj = zn[j];
+            un[j] += dot4(row + j, zn + j, k - j);
+            for (Py_ssize_t i = j + 1; i < k; i++) un[i] += zj * row[i];
+        }
     }
 }
 

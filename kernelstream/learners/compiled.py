@@ -109,7 +109,7 @@ def row_sqnorms(X: np.ndarray) -> np.ndarray:
     return out
 
 
-# ---- feature maps: _ck_features.c (FOGD, NOGD, SkeGD, OKL-GD, OKS-SIL) ----------------------
+# ---- feature maps: _ck_features.c (FOGD, RFF-RLS, NOGD, SkeGD, OKL-GD, OKS-SIL) -------------
 #
 # The learners whose round is a feature map and a linear score rather than one kernel
 # expansion: random Fourier features (FOGD), a kernel row times a matrix (the Nystrom and
@@ -118,10 +118,11 @@ def row_sqnorms(X: np.ndarray) -> np.ndarray:
 # the helpers below, per call: the learners replace their arrays as they learn); ``fk.score``
 # computes one round, ``fk.run`` a block up to the next round the learner's Python update
 # must see (``run`` in _ck_features.c says how), inside :func:`learn_rounds`; ``fk.grow`` runs
-# a kernel OGD stage that stores its margin errors (NOGD's stage 1) with its update in C.
+# a kernel OGD stage that stores its margin errors (NOGD's stage 1) with its update in C;
+# ``fk.rls_run`` / ``rls_update`` / ``rls_step`` are RFF-RLS's whole rounds on FOGD's map.
 # Same numerical rules as _ckernels.c.
 
-FEATURES_ABI = 3  # the _ck_features.c interface this module calls (its KF_ABI)
+FEATURES_ABI = 4  # the _ck_features.c interface this module calls (its KF_ABI)
 FM_RFF, FM_PROJ, FM_ROW, FM_DIST = 0, 1, 2, 3
 ALWAYS, MISTAKE, MARGIN = TRIGGERS["always"], TRIGGERS["mistake"], TRIGGERS["margin"]
 
@@ -489,8 +490,8 @@ def omkc_rounds(learner: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out
 
 
 if ck is not None and fk is None:  # say so: these learners then run their numpy code
-    STATUS += ("; feature maps (fogd, nogd, skegd, okl-gd, oks-sil): numpy, _ck_features is "
-               "not built or stale")
+    STATUS += ("; feature maps (fogd, rff-rls, nogd, skegd, okl-gd, oks-sil): numpy, "
+               "_ck_features is not built or stale")
 if ck is not None and bk is None:
     STATUS += ("; budget updates (rbp, forgetron, bogd, bpa-s, projectron, projectron++): "
                "numpy, _ck_budget is not built or stale")
