@@ -26,8 +26,9 @@ an MSE ≤ 0.8 × the running mean's on every regression set. The table says per
 does; a set that does not is reported as measured.
 
 The default classifier depends on the rows the file gives its learners
-(``pipelines.config.DEFAULT_BY_ROWS``: fogd on dense rows, bpa-s on sparse ones; the table's
-last column). For every small classification set (≤ :data:`FLOOR_MAX_ROWS` rows) whose
+(``pipelines.config.DEFAULT_BY_ROWS``: rff-rls on dense rows, bpa-s on sparse ones; the
+table's last column); so does the regression default (rff-rls ``loss=square`` on dense rows).
+For every small classification set (≤ :data:`FLOOR_MAX_ROWS` rows) whose
 no-skill target the default misses, :func:`floor` measures the best any registered learner ×
 width × scaling reaches, chosen in hindsight, scikit-learn's one-pass linear models, and
 an idealised learner that no one-pass learner can be expected to beat (:func:`ideal_floor`:
@@ -69,14 +70,16 @@ ALPHA = 1e-4  # SGDClassifier's default
 
 # the columns of the committed table: bpa-s everywhere (the default on sparse rows, and on
 # every file before the default went by rows), with the width estimator not chosen for
-# gamma=auto (sklearn's "scale"), and fogd with its own 400 frequencies
-ALSO = {"bpa-s": "-l bpa-s", "scale": "-l bpa-s -p gamma={scale_gamma}", "fogd": "-l fogd"}
-# regression columns: the default on the standardised target, without and with --scale 01
+# gamma=auto (sklearn's "scale"), and fogd with 1000 frequencies (the dense-row default before
+# rff-rls)
+ALSO = {"bpa-s": "-l bpa-s", "scale": "-l bpa-s -p gamma={scale_gamma}",
+        "fogd-1000": "-l fogd -p n_components=1000"}
 # regression: the data as they are (the default before ``--scale auto`` and
-# ``--scale-target auto``), and both min-max scaled (the MSE ratio to the running mean of the
-# same scaled targets)
+# ``--scale-target auto``), both min-max scaled (the MSE ratio to the running mean of the same
+# scaled targets), and raker (the regression default before rff-rls)
 REGRESSION_RUNS = {"unscaled": ["--scale", "none", "--scale-target", "none"],
-                   "scaled 01": ["--scale", "01", "--scale-target", "01"]}
+                   "scaled 01": ["--scale", "01", "--scale-target", "01"],
+                   "raker": ["-l", "raker", "-p", "loss=square"]}
 # the keys of a set's result that are not --also columns
 RESULT_KEYS = {"name", "task", "rows", "learner", "params", "seconds", "hints", "default",
                "no_skill", "sgd", "sgd_seconds", "beats_no_skill", "near_sgd", "ratio", "hint",
@@ -451,7 +454,8 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
              "rates in %. *default*: `kernelstream replay DATA`, nothing else (the learner the "
              "file's rows chose: last column; "
              + ", ".join(f"`{' '.join([n, *(f'-p {k}={v}' for k, v in ps.items())])}` on "
-                         f"{rows} rows" for rows, (n, ps) in DEFAULT_BY_ROWS.items())
+                         f"{rows} rows"
+                         for rows, (n, ps) in DEFAULT_BY_ROWS["classification"].items())
              + "); *no-skill*: the "
              "running majority class; *SGD*: scikit-learn's `SGDClassifier(loss=\"hinge\")`, "
              "one row at a time, predicted before learnt. Other columns: the same replay with "
@@ -465,7 +469,8 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
              "file's first 1000 rows inside the learning step (`--scale-target auto`, every "
              "output in the target's units); *unscaled*: `--scale none --scale-target none` "
              "(the data as they are), *scaled 01*: `--scale 01 --scale-target 01` (as an MSE "
-             "ratio to the running mean of the same, scaled, targets).", "",
+             "ratio to the running mean of the same, scaled, targets), *raker*: "
+             "`-l raker -p loss=square` (the regression default before rff-rls).", "",
              "## Classification", "",
              "| set | rows | default | no-skill | ≤ 0.8 × no-skill | SGD (hinge) | within 1 pp of "
              "SGD | " + " | ".join(also) + (" | " if also else "") + "default learner |",

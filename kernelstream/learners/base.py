@@ -365,6 +365,14 @@ class Learner:
         return out
 
     @classmethod
+    def model_bytes(cls, params: dict[str, Any]) -> tuple[int, str] | None:
+        """``(bytes, what)`` of a model part that neither stored rows nor a random-feature
+        projection accounts for (e.g. a second-order matrix), for
+        :func:`~kernelstream.learners.registry.memory_estimate`; ``None`` when there is none.
+        ``params`` are resolved."""
+        return None
+
+    @classmethod
     def compiled_rounds(cls) -> bool:
         """Whether this learner's dense rounds run on the compiled kernels (when built; see
         :mod:`kernelstream.learners.compiled`)."""

@@ -137,8 +137,10 @@ def memory_estimate(name: str | type[Learner], params: dict[str, Any], n_feature
     """``(bytes, what)``: the memory the learner's model plans for at this width, and the part
     that dominates it (for messages). Stored rows cost ``8 d`` bytes dense, ``16 nnz`` sparse
     (only for learners that take sparse rows natively; others densify); random-feature
-    learners add their ``D × d`` projection. Unbounded learners count their initial capacity
-    only (their growth with the stream is not bounded by a parameter)."""
+    learners add their ``D × d`` projection, and a learner's
+    :meth:`~kernelstream.learners.base.Learner.model_bytes` the rest (e.g. RFF-RLS's
+    ``(2D)²`` matrix). Unbounded learners count their initial capacity only (their growth with
+    the stream is not bounded by a parameter)."""
     cls = _cls(name)
     p = cls.resolve_params(params)
     d = int(n_features)
@@ -153,13 +155,17 @@ def memory_estimate(name: str | type[Learner], params: dict[str, Any], n_feature
     rows = max(rows, _MIN_ROWS * k)  # unbounded stores still preallocate a few rows
     stored = rows * row
     proj = 8 * d * int(p.get("n_components") or 0) * k
+    extra, extra_what = cls.model_bytes(p) or (0, "")
+    total = stored + proj + extra
+    if extra > max(stored, proj):
+        return total, extra_what
     if proj > stored:
-        return stored + proj, (f"a {p['n_components']:,} x {d:,} random-feature projection"
-                               + (f" per kernel ({k})" if k > 1 else ""))
+        return total, (f"a {p['n_components']:,} x {d:,} random-feature projection"
+                       + (f" per kernel ({k})" if k > 1 else ""))
     what = (f"budget={p['budget']:,} stored rows" if p.get("budget")
             else "its stored rows") + (f" of {d:,} features" if not native else
                                        f" of ~{nnz:,} non-zeros")
-    return stored + proj, what
+    return total, what
 
 
 def fmt_bytes(n: float) -> str:

@@ -119,6 +119,11 @@ class RFFRLS(compiled.CompiledSqnorms, Learner):
     def compiled_rounds(cls) -> bool:
         return True  # rls_run / rls_update / rls_step of _ck_features
 
+    @classmethod
+    def model_bytes(cls, params: dict[str, Any]) -> tuple[int, str]:
+        k = 2 * int(params["n_components"])
+        return 8 * k * k, f"a {k:,} x {k:,} matrix P (n_components={params['n_components']:,})"
+
     def _setup(self, d: int) -> None:
         D = self.n_components
         self._omega = draw_omega(self.rng, D, d, scale_from_gamma(self.gamma))

@@ -190,6 +190,17 @@ def test_check_width_refuses_huge_budget_in_one_line() -> None:
     assert 200 * 123 * 8 <= need < 2 * 201 * (123 * 8 + 64) + 64 * 1024
 
 
+def test_check_width_counts_a_second_order_matrix() -> None:
+    """RFF-RLS's ``(2D)²`` matrix P, not only its ``D × d`` projection: 20,000 frequencies on
+    24 features need 12.8 GB for P and 3.8 MB for the projection."""
+    need, what = memory_estimate("rff-rls", {"n_components": 20_000}, 24)
+    assert need >= 8 * 40_000 ** 2 and "matrix P" in what
+    with pytest.raises(WidthError, match=r"matrix P .*need 11\.9 GiB") as e:
+        check_width("rff-rls", {"n_components": 20_000}, 24, limit_bytes=2 ** 30)
+    assert "\n" not in str(e.value)
+    check_width("rff-rls", {"n_components": 200}, 24, limit_bytes=2 ** 30)  # 1.3 MB
+
+
 def test_check_width_dense_learners_name_alternatives() -> None:
     with pytest.raises(WidthError) as e:
         check_width("fogd", {"n_components": 4000}, 3_231_887, sparse=True)

@@ -112,29 +112,37 @@ def test_tune_default_grid_is_around_the_auto_width(tmp_path: Path) -> None:
 
 # -- the default learner -------------------------------------------------------------------------
 def test_default_learner_is_the_documented_one_with_its_own_budget(tmp_path: Path) -> None:
-    doc = DOC.read_text()
-    m = re.search(r"dense rows: `(\S+)`.*sparse rows: `(\S+)`.*regression: `(\S+)`", doc,
+    doc = " ".join(DOC.read_text().split())  # one line: the phrases may wrap anywhere
+    m = re.search(r"Classification on dense rows: `(\S+)`.*on sparse rows: `(\S+)`.*"
+                  r"regression on dense rows: `(\S+)`.*on sparse rows: `(\S+)`.*"
+                  r"A Kafka topic or a stream.*gets `(\S+)` \(regression: `(\S+)[ `]", doc,
                   re.S)
     assert m is not None, "docs/which-learner.md names the defaults"
-    assert (m.group(1), m.group(2), m.group(3)) == (config.DEFAULT_BY_ROWS["dense"][0],
-                                                    config.DEFAULT_BY_ROWS["sparse"][0],
-                                                    config.DEFAULT_LEARNERS["regression"][0])
-    for data, rows, doc_name in ((A9A, "dense", m.group(1)), (RCV1, "sparse", m.group(2))):
-        name, params = config.DEFAULT_BY_ROWS[rows]
-        default = _replay(tmp_path / f"d-{rows}", data, "--limit", "150")
-        named = _replay(tmp_path / f"n-{rows}", data, "--limit", "150", "-l", name,
-                        *(a for k, v in params.items() for a in ("-p", f"{k}={v}")))
-        assert default["learner"] == doc_name
+    by_rows = config.DEFAULT_BY_ROWS
+    assert m.groups() == (by_rows["classification"]["dense"][0],
+                          by_rows["classification"]["sparse"][0],
+                          by_rows["regression"]["dense"][0], by_rows["regression"]["sparse"][0],
+                          config.DEFAULT_LEARNERS["classification"][0],
+                          config.DEFAULT_LEARNERS["regression"][0])
+    reg, _ = _regression_csv(tmp_path / "reg.csv")
+    for task, data, rows in (("classification", A9A, "dense"), ("classification", RCV1, "sparse"),
+                             ("regression", str(reg), "dense")):
+        name, params = by_rows[task][rows]
+        default = _replay(tmp_path / f"d-{task}-{rows}", data, "--limit", "150", "--task", task)
+        named = _replay(tmp_path / f"n-{task}-{rows}", data, "--limit", "150", "--task", task,
+                        "-l", name, *(a for k, v in params.items() for a in ("-p", f"{k}={v}")))
+        assert default["learner"] == name
         assert default["default_learner"] == {"rows": rows, "learner": name}
         assert "default_learner" not in named  # a learner named: nothing was chosen
         assert default["params"] == named["params"]  # e.g. the budget of `-l NAME` (was 100)
-        assert default["per_permutation"][0]["mistakes"] == named["per_permutation"][0][
-            "mistakes"]
+        assert default["avg_loss"] == named["avg_loss"]
+        assert np.array_equal(_scores(tmp_path / f"d-{task}-{rows}"),
+                              _scores(tmp_path / f"n-{task}-{rows}"))
 
 
 def test_default_on_dense_rows_reruns_exactly_from_its_record(tmp_path: Path) -> None:
     s = _replay(tmp_path / "a", A9A)
-    assert (s["learner"], s["params"]["n_components"]) == ("fogd", 1000)  # not bpa-s
+    assert s["learner"] == "rff-rls"  # not bpa-s
     assert s["params"]["gamma"] == widths.file_gamma(ReadOptions(path=A9A))
     again = _replay(tmp_path / "b", A9A, "-l", s["learner"],
                     *(a for k, v in s["params"].items() for a in ("-p", f"{k}={v!r}"
@@ -149,10 +157,10 @@ def test_a_param_the_default_lacks_names_the_learner_the_rows_chose(
     args = ["replay", A9A, "-p", "budget=100", "--out", str(tmp_path / "o"), "-q"]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
-    assert "default learner on dense rows (this file's) is fogd" in err and "-l bpa-s" in err
+    assert "default learner on dense rows (this file's) is rff-rls" in err and "-l bpa-s" in err
     assert len(err.splitlines()) == 1
     # a parameter the default has is taken, as with -l
-    assert _replay(tmp_path / "e", A9A, "-p", "eta=0.25", "--limit", "50")["params"]["eta"] == 0.25
+    assert _replay(tmp_path / "e", A9A, "-p", "lam=0.25", "--limit", "50")["params"]["lam"] == 0.25
 
 
 def test_file_rows_is_the_rows_the_learners_get(tmp_path: Path) -> None:
@@ -174,7 +182,8 @@ def test_regression_has_a_default_learner(tmp_path: Path) -> None:
     path = tmp_path / "reg.csv"
     np.savetxt(path, np.column_stack([X, y]), delimiter=",", fmt="%.6f")
     s = _replay(tmp_path / "r", str(path), "--task", "regression")
-    assert s["learner"] == config.DEFAULT_LEARNERS["regression"][0] and s["task"] == "regression"
+    assert s["learner"] == config.DEFAULT_BY_ROWS["regression"]["dense"][0]
+    assert s["task"] == "regression" and s["default_learner"]["rows"] == "dense"
 
 
 # -- check: ranges and the scaling hint -----------------------------------------------------------

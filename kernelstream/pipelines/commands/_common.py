@@ -60,14 +60,18 @@ def progress_to_stderr(on: bool, shard: tuple[int, int] | None = None) -> None:
 def add_learner_arguments(p: argparse.ArgumentParser) -> None:
     """``--learner``, ``-p`` and ``--seed`` (``config.learner_configs``): shared by ``replay``,
     ``stream`` and ``demo``."""
-    reg, reg_params = DEFAULT_LEARNERS["regression"]
-    by_rows = ", ".join(f"{' '.join([name, *(f'-p {k}={v}' for k, v in params.items())])} on "
-                        f"{rows} rows" for rows, (name, params) in DEFAULT_BY_ROWS.items())
-    defaults = " ".join([DEFAULT_LEARNER, *(f"-p {k}={v}" for k, v in DEFAULT_PARAMS.items())])
+    def spec(name: str, params: dict[str, str]) -> str:
+        return " ".join([name, *(f"-p {k}={v}" for k, v in params.items())])
+
+    def by_rows(task: str) -> str:
+        return ", ".join(f"{spec(*learner)} on {rows} rows"
+                         for rows, learner in DEFAULT_BY_ROWS[task].items())
+
     p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
-                   help=f"learner (repeatable; default: a replay of a file: {by_rows} (by its "
-                   f"first rows), else {defaults}; with --task regression "
-                   f"{' '.join([reg, *(f'-p {k}={v}' for k, v in reg_params.items())])}; "
+                   help="learner (repeatable; default: a replay of a file: "
+                   f"{by_rows('classification')} (by its first rows), with --task regression "
+                   f"{by_rows('regression')}; else {spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}, "
+                   f"with --task regression {spec(*DEFAULT_LEARNERS['regression'])}; "
                    "replay and tune set Gaussian widths to gamma=auto, from the data); "
                    f"see `{PROG} learners` and docs/which-learner.md")
     p.add_argument("-p", "--param", action="append", metavar="[LABEL.]KEY=VALUE",

@@ -17,7 +17,9 @@ from kernelstream.pipelines.config import DEFAULT_BY_ROWS, PROG, TASKS, loss_tas
 
 # the first line of the plain listing: where a new user starts
 START_HERE = (f"start here: `{PROG} replay DATA` runs the default learner ("
-              + ", ".join(f"{name} on {rows} rows" for rows, (name, _) in DEFAULT_BY_ROWS.items())
+              + "; ".join(f"{task}: " + ", ".join(f"{name} on {rows} rows"
+                                                  for rows, (name, _) in by_rows.items())
+                          for task, by_rows in DEFAULT_BY_ROWS.items())
               + "); docs/which-learner.md says which learner fits which data")
 
 COMMAND = Command(

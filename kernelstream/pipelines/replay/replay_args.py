@@ -213,11 +213,12 @@ class ReplayConfig:
                       "them)", file=sys.stderr)
             elif hint is not None:
                 print(f"{PROG}: hint: {hint}", file=sys.stderr)
-        # no learner named: the classification default of the rows the file gives (recorded)
-        rows = default_rows(args, src) if not learner_specs and args.task != "regression" else None
+        # no learner named: the task's default for the rows the file gives (recorded)
+        task = args.task or "classification"
+        rows = default_rows(args, src) if not learner_specs else None
         if rows is not None:
-            check_default_params(rows, param_specs)
-        default = None if rows is None else DEFAULT_BY_ROWS[rows]
+            check_default_params(task, rows, param_specs)
+        default = None if rows is None else DEFAULT_BY_ROWS[task][rows]
         kafka_src = is_topic(src)
         # a topic's width is read last (below), once every refusal has had its say: until
         # then its configurations hold a stand-in (the widths change no check)
@@ -367,11 +368,11 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
     return estimate
 
 
-def check_default_params(rows: str, param_specs: Sequence[str]) -> None:
+def check_default_params(task: str, rows: str, param_specs: Sequence[str]) -> None:
     """A ``-p`` without ``--learner`` is for the default learner: one it does not have is a
     :class:`ConfigError` saying which learner the file's rows chose."""
-    name = DEFAULT_BY_ROWS[rows][0]
-    other = next(n for r, (n, _) in DEFAULT_BY_ROWS.items() if r != rows)
+    name = DEFAULT_BY_ROWS[task][rows][0]
+    other = next(n for n, _ in DEFAULT_BY_ROWS[task].values() if n != name)
     for spec in param_specs:
         scope, key, _ = parse_param_spec(spec)
         if scope is None and not accepts(name, key):
@@ -382,7 +383,7 @@ def check_default_params(rows: str, param_specs: Sequence[str]) -> None:
 
 def default_rows(args: argparse.Namespace, src: str) -> str | None:
     """The rows (``dense``/``sparse``, ``data.widths.file_rows``) that choose a replay's
-    default classifier (:data:`~kernelstream.pipelines.config.DEFAULT_BY_ROWS`); ``None``
+    default learner (:data:`~kernelstream.pipelines.config.DEFAULT_BY_ROWS`); ``None``
     without a file to look at (then the task's fixed default) or when it cannot be read (the
     run's own checks report why)."""
     opts = file_options(args, src)
