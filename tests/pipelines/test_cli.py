@@ -106,8 +106,8 @@ def test_replay_default_learner(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["replay", "--limit", "150", "--quiet"]) == 0
     s = json.loads((tmp_path / "runs" / "german-rff-rls" / "summary.json").read_text())
-    # dense rows: as -l rff-rls, with its own defaults
-    assert s["learner"] == "rff-rls" and s["params"]["n_components"] == 200
+    # dense rows: as -l rff-rls -p n_components=500
+    assert s["learner"] == "rff-rls" and s["params"]["n_components"] == 500
     assert s["default_learner"] == {"rows": "dense", "learner": "rff-rls"}
     assert s["params"]["gamma"] != 0.5  # gamma=auto, from the data
 

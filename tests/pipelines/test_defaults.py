@@ -142,7 +142,7 @@ def test_default_learner_is_the_documented_one_with_its_own_budget(tmp_path: Pat
 
 def test_default_on_dense_rows_reruns_exactly_from_its_record(tmp_path: Path) -> None:
     s = _replay(tmp_path / "a", A9A)
-    assert s["learner"] == "rff-rls"  # not bpa-s
+    assert (s["learner"], s["params"]["n_components"]) == ("rff-rls", 500)  # not bpa-s
     assert s["params"]["gamma"] == widths.file_gamma(ReadOptions(path=A9A))
     again = _replay(tmp_path / "b", A9A, "-l", s["learner"],
                     *(a for k, v in s["params"].items() for a in ("-p", f"{k}={v!r}"
