@@ -317,7 +317,7 @@ def test_learners_filters_and_json_task(capsys: pytest.CaptureFixture[str]) -> N
     every = _json_learners(capsys)
     assert {i["name"] for i in every} == set(learners.available())
     both = [i["name"] for i in every if i["task"] == ["classification", "regression"]]
-    assert len(both) == 8 and "raker" in both
+    assert len(both) == 9 and "raker" in both and "rff-rls" in both
     regression = _json_learners(capsys, "--task", "regression")
     assert sorted(i["name"] for i in regression) == sorted(
         i["name"] for i in every if "regression" in i["task"])
