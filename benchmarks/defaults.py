@@ -84,7 +84,7 @@ REGRESSION_RUNS = {"unscaled": ["--scale", "none", "--scale-target", "none"],
 RESULT_KEYS = {"name", "task", "rows", "learner", "params", "seconds", "hints", "default",
                "no_skill", "sgd", "sgd_seconds", "beats_no_skill", "near_sgd", "ratio", "hint",
                "unscaled", "default_scale",
-               "default_learner", "floor", "target_standardised", *REGRESSION_RUNS}
+               "default_learner", "floor", "target_standardised", "refused", *REGRESSION_RUNS}
 
 
 def manifest(data_dir: Path) -> list[dict[str, str]]:
@@ -100,6 +100,10 @@ def manifest(data_dir: Path) -> list[dict[str, str]]:
     return out
 
 
+class RefusedError(RuntimeError):
+    """``kernelstream replay`` refused the configuration (exit 2, its one-line reason)."""
+
+
 def replay(path: Path, task: str, out: Path, extra: list[str]) -> dict[str, Any]:
     """``kernelstream replay PATH [--task regression] EXTRA --out OUT``; its summary.json and
     predictions (stream order)."""
@@ -108,6 +112,9 @@ def replay(path: Path, task: str, out: Path, extra: list[str]) -> dict[str, Any]
            *extra]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode == 2:  # the CLI's one-line refusal of a configuration
+        raise RefusedError(proc.stderr.strip().splitlines()[-1].removeprefix(
+            "kernelstream replay: error: "))
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: rc {proc.returncode}: {proc.stderr.strip()}")
     summary = json.loads((out / "summary.json").read_text())
@@ -245,7 +252,11 @@ def run_set(r: dict[str, str], data_dir: Path, tmp: Path,
                 args = [a.replace(f"{{{which}_gamma}}", repr(g)) for a in args]
         # the loop runner: the same streams and results as the default (direct) runner's,
         # without Beam's start-up
-        other = replay(path, task, tmp / f"{name}-{label}", ["--runner", "loop", *args])
+        try:
+            other = replay(path, task, tmp / f"{name}-{label}", ["--runner", "loop", *args])
+        except RefusedError as e:  # e.g. fogd's projection on url's 3.2 million columns
+            res.setdefault("refused", {})[label] = str(e)
+            continue
         y2 = other["label"]
         if task == "classification":
             res[label] = 100.0 * float(np.mean(other["predicted"] != y2))
@@ -487,6 +498,11 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
     reg_cols = [a for a in dict.fromkeys([*also, *REGRESSION_RUNS]) if any(a in r for r in reg)]
     n_ok = sum(r["beats_no_skill"] for r in cls)
     n_near = sum(r["near_sgd"] for r in cls)
+    refused = [(r["name"], label, why) for r in results
+               for label, why in r.get("refused", {}).items()]
+    if refused:  # the cells shown as "-" because the replay refused the configuration
+        lines += ["", "Refused by the replay (exit 2), shown as -: " + "; ".join(
+            f"*{label}* on {name} ({why.split(';')[0]})" for name, label, why in refused) + "."]
     lines += ["", f"Beats no-skill by ≥ 20 %: {n_ok}/{len(cls)} sets. Within 1 pp of SGD or "
               f"better: {n_near}/{len(cls)} ({100 * n_near / max(len(cls), 1):.0f} %).", "",
               "## Regression (MSE)", "",
@@ -614,6 +630,10 @@ def main(argv: list[str] | None = None) -> int:
                   f" ...", file=sys.stderr, flush=True)
             res = run_set(r, args.data_dir, Path(tmp), also, floors=not args.no_floors)
             results.append(res)
+            # the sets so far, so that a run stopped part-way keeps what it measured
+            args.out_dir.mkdir(parents=True, exist_ok=True)
+            (args.out_dir / "defaults.partial.json").write_text(
+                json.dumps({"sets": results}, indent=1) + "\n")
             print(f"    default {res['default']:.4g} ({res['learner']}), no-skill "
                   f"{res['no_skill']:.4g}" + (f", SGD {res['sgd']:.2f}" if "sgd" in res else "")
                   + f"; {time.monotonic() - started:.0f} s so far", file=sys.stderr, flush=True)
@@ -621,6 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     # an object, as every results file (``kernelstream report`` reads them all)
     (args.out_dir / "defaults.json").write_text(json.dumps({"sets": results}, indent=1) + "\n")
     (args.out_dir / "defaults.md").write_text(render(results, list(also)))
+    (args.out_dir / "defaults.partial.json").unlink(missing_ok=True)
     print(f"wrote {args.out_dir / 'defaults.md'} ({time.monotonic() - started:.0f} s)",
           file=sys.stderr)
     return 0
