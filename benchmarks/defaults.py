@@ -561,11 +561,13 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
                     f"{i['every_10']:.2f} | {i['rate']:.2f} (`{i['model']}`) | "
                     f"{i['cv']:.2f} (`{i['cv_model']}`) |")
         refused = sorted({c.split()[0] for r in floored for c in r["floor"]["refused"]})
+        dense_params = " ".join(f"-p {k}={v}" for k, v in
+                                DEFAULT_BY_ROWS["classification"]["dense"][1].items())
         beaten = [r["name"] for r in floored if r["default"] < r["floor"]["oracle"]["rate"]]
         lines += ["", "(scikit-learn columns: the better of raw and scaled."
                   + (f" On {', '.join(beaten)} the default did better than the oracle: the "
-                     "grid keeps every other parameter at the learner's own default (fogd's "
-                     "400 frequencies, not the default's 1000)." if beaten else "")
+                     "grid keeps every other parameter at the learner's own default, where the "
+                     f"default sets `{dense_params}`." if beaten else "")
                   + (f" Widths refused by {', '.join(refused)} (outside the learner's own "
                      "range) are left out." if refused else "") + ")"]
         if ideal_rows:
