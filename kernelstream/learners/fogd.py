@@ -22,13 +22,18 @@ from kernelstream.learners.base import (
 )
 from kernelstream.learners.losses import LOSSES
 from kernelstream.learners.registry import register
-from kernelstream.learners.rff import draw_omega, scale_from_gamma
+from kernelstream.learners.rff import (
+    PickleOmegaOnce,
+    compiled_layout,
+    draw_omega,
+    scale_from_gamma,
+)
 
 _GAMMA = next(p for p in KERNEL_PARAMS if p.name == "gamma")
 
 
 @register
-class FOGD(compiled.CompiledSqnorms, Learner):
+class FOGD(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     """Linear OGD on random Fourier features of a Gaussian kernel.
 
     ``Ω`` (``D × d``, rows ``N(0, 2γ I)`` i.e. ``N(0, σ^{-2} I)``) is drawn once from the
@@ -102,9 +107,7 @@ class FOGD(compiled.CompiledSqnorms, Learner):
         runs over the example's non-zeros, one contiguous column of ``Ωᵀ`` each."""
         self._compiled = compiled.fk is not None
         if self._compiled:
-            self._omega_t = np.ascontiguousarray(self._omega.T)
-            self._omega = self._omega_t.T  # the state's orientation, no second copy
-            self._nzwork = np.empty(self._omega.shape[1], dtype=np.int64)
+            self._omega_t, self._omega, self._nzwork = compiled_layout(self._omega)
             self._zbuf = np.empty(len(self.w))
 
     def _score(self, x: np.ndarray, xx: float) -> tuple[float, Any]:
@@ -174,18 +177,6 @@ class FOGD(compiled.CompiledSqnorms, Learner):
                         None, self._zbuf, self._nzwork, None)
         self.t += 1
         return out1.item(0)
-
-    def __getstate__(self) -> dict[str, Any]:
-        # pickle Ω once: a view would come back as a second copy of the D × d matrix
-        st = self.__dict__.copy()
-        if st.get("_compiled"):
-            del st["_omega"]
-        return st
-
-    def __setstate__(self, st: dict[str, Any]) -> None:
-        self.__dict__.update(st)
-        if st.get("_compiled"):
-            self._omega = self._omega_t.T
 
     def memory_bound(self) -> int | None:
         return 0  # random features: no stored rows (memory fixed by n_components)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +44,32 @@ def draw_omega(rng: np.random.Generator, n_components: int, dim: int,
     if scale != 1.0:
         om *= scale
     return om
+
+
+def compiled_layout(omega: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(Ωᵀ, Ω, work)`` for the compiled feature map (FOGD, RFF-RLS): ``Ωᵀ`` (``d × D``)
+    contiguous, so that the projection runs over an example's non-zeros, one contiguous column
+    each; ``Ω`` as its view (the state's orientation, no second copy); the map's index work
+    buffer."""
+    omega_t = np.ascontiguousarray(omega.T)
+    return omega_t, omega_t.T, np.empty(omega.shape[1], dtype=np.int64)  # d: one per column
+
+
+class PickleOmegaOnce:
+    """For a learner with :func:`compiled_layout`'s ``_omega`` (a view of ``_omega_t``):
+    pickle ``Ω`` once, since pickle would store the view as a second copy of the ``D × d``
+    matrix."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        st = self.__dict__.copy()
+        if st.get("_compiled"):
+            del st["_omega"]
+        return st
+
+    def __setstate__(self, st: dict[str, Any]) -> None:
+        self.__dict__.update(st)
+        if st.get("_compiled"):
+            self._omega = st["_omega_t"].T
 
 
 def features(proj: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -25,13 +25,18 @@ from kernelstream.learners.base import (
 )
 from kernelstream.learners.losses import Loss, get_loss
 from kernelstream.learners.registry import register
-from kernelstream.learners.rff import draw_omega, scale_from_gamma
+from kernelstream.learners.rff import (
+    PickleOmegaOnce,
+    compiled_layout,
+    draw_omega,
+    scale_from_gamma,
+)
 
 _GAMMA = next(p for p in KERNEL_PARAMS if p.name == "gamma")
 
 
 @register
-class RFFRLS(compiled.CompiledSqnorms, Learner):
+class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     """Online ridge regression (recursive least squares) on random Fourier features of a
     Gaussian kernel: the second-order counterpart of ``fogd``, on the same features.
 
@@ -137,9 +142,7 @@ class RFFRLS(compiled.CompiledSqnorms, Learner):
         layout), and the driver's buffers (two rows' ``z`` and ``u = P z``)."""
         self._compiled = compiled.fk is not None
         if self._compiled:
-            self._omega_t = np.ascontiguousarray(self._omega.T)
-            self._omega = self._omega_t.T  # the state's orientation, no second copy
-            self._nzwork = np.empty(self._omega.shape[1], dtype=np.int64)
+            self._omega_t, self._omega, self._nzwork = compiled_layout(self._omega)
             self._zbuf = np.empty(2 * len(self.w))
             self._ubuf = np.empty(2 * len(self.w))
 
@@ -213,18 +216,6 @@ class RFFRLS(compiled.CompiledSqnorms, Learner):
                             x.reshape(1, -1), y1, out1, self._zbuf, self._ubuf, self._nzwork)
         self.t += 1
         return out1.item(0)
-
-    def __getstate__(self) -> dict[str, Any]:
-        # pickle Ω once: a view would come back as a second copy of the D × d matrix
-        st = self.__dict__.copy()
-        if st.get("_compiled"):
-            del st["_omega"]
-        return st
-
-    def __setstate__(self, st: dict[str, Any]) -> None:
-        self.__dict__.update(st)
-        if st.get("_compiled"):
-            self._omega = self._omega_t.T
 
     @property
     def P(self) -> np.ndarray:  # noqa: N802 (the P = A⁻¹ of the papers and the docstring)
