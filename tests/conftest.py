@@ -18,7 +18,7 @@ if os.environ.get("CI") and os.environ.get("KERNELSTREAM_HYPOTHESIS") != "explor
     settings.load_profile("ci")
 
 
-# The fast lane (`pytest -m "not slow"`, about 2 minutes) leaves out the tests a measured run
+# The fast lane (`pytest -m "not slow"`, about 1.5 minutes) leaves out the tests a measured run
 # found slow (tests/_slow_tests.py writes the list), beside those marked in their modules.
 _SLOW: dict[str, float] = json.loads((Path(__file__).with_name("slow_tests.json")).read_text())
 
