@@ -15,7 +15,7 @@ from kernelstream import kafka_client
 from kernelstream.data.errors import BadLines, ParseError
 from kernelstream.data.errors import reason_kind as reason_kind  # its former home
 from kernelstream.data.labels import class_key
-from kernelstream.data.options import ReadOptions
+from kernelstream.data.options import Ranges, ReadOptions
 from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
 
 _BINARY = ("binary garbage", "undecodable bytes", "corrupt compressed file")
@@ -302,7 +302,7 @@ def scaling_advice(report: CheckReport, scale: str = "none",
 
 
 def head_ranges(X: np.ndarray, report: CheckReport | None = None,
-                ) -> tuple[tuple[tuple[float, ...], tuple[float, ...]] | None, str | None]:
+                ) -> tuple[Ranges | None, str | None]:
     """``--scale auto`` of data read once (a Kafka topic's replay, a live stream) from its
     first rows ``X`` (dense, as the learners get them): ``((lo, hi) of each column of X,
     why)`` when :func:`scaling_advice` asks for the features to be scaled, else

@@ -11,6 +11,9 @@ from typing import Any
 from kernelstream.data.hashing import check_bits
 from kernelstream.data.sniff import infer_format
 
+# ``--scale auto``'s ranges decided on a source's first rows: the ``(lo, hi)`` of each column
+Ranges = tuple[tuple[float, ...], tuple[float, ...]]
+
 # Feature hashing maps indices into 2**k columns; past 2**31 columns an index no longer fits
 # the LIBSVM C int, and below 2**1 there is nothing to learn.
 MIN_HASH_BITS, MAX_HASH_BITS = 1, 31
@@ -61,7 +64,7 @@ class ReadOptions:
     # a Kafka topic scaled by ``--scale auto``: the ``(lo, hi)`` of each of the learners'
     # columns over the first rows, applied to every row (``kafka_client.blocks``; a topic is
     # read once, so its ranges cannot be those of all its rows as a file's are)
-    scale_ranges: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    scale_ranges: Ranges | None = None
 
     def __post_init__(self) -> None:
         if self.rows not in ROWS:

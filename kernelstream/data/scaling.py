@@ -13,6 +13,7 @@ from kernelstream.data.errors import (
     Scale,
     TargetScale,
 )
+from kernelstream.data.options import Ranges
 
 
 def fit_minmax(X: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -73,16 +74,12 @@ def _scale_minmax_inplace(X: np.ndarray, kind: Scale) -> np.ndarray:
     return X
 
 
-def head_scaling(ranges: tuple[tuple[float, ...], tuple[float, ...]]
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def head_scaling(ranges: Ranges) -> tuple[np.ndarray, np.ndarray]:
     """``(lo, span)`` of ``--scale auto``'s ranges, decided on the first rows of data read once
     (a Kafka topic's replay, a live stream): a row is scaled as ``(x - lo) / span``. A column
     constant over those rows is shifted only (span 1), since it may vary later."""
     lo, hi = (np.asarray(r, dtype=np.float64) for r in ranges)
     return lo, np.where(hi > lo, hi - lo, 1.0)
-
-
-Ranges = tuple[tuple[float, ...], tuple[float, ...]]
 
 
 def ranges_doc(ranges: Ranges | None) -> dict[str, list[float]] | None:

@@ -29,6 +29,7 @@ from kernelstream.learners.rff import (
     PickleOmegaOnce,
     compiled_layout,
     draw_omega,
+    features,
     scale_from_gamma,
 )
 
@@ -154,12 +155,7 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
                                   None, z, self._nzwork)
             z *= self._c  # as rls_run scales it
             return f, z
-        u = self._omega @ x
-        D = len(u)
-        z = np.empty(2 * D)
-        np.cos(u, out=z[:D])
-        np.sin(u, out=z[D:])
-        z *= self._c
+        z = features(self._omega @ x)  # D^{-1/2} [cos; sin], the c of the compiled map
         return float(self.w @ z), z
 
     def _update(self, x: np.ndarray, xx: float, y: float, score: float, aux: Any) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernelstream import kafka_client as kafka_lib
-from kernelstream.data.options import ReadOptions
+from kernelstream.data.options import Ranges, ReadOptions
 from kernelstream.data.scaling import ranges_doc, ranges_from_doc
 from kernelstream.engine.learner_config import LearnerConfig, recorded_target, records
 from kernelstream.engine.live.parsing import LiveSpec
@@ -150,7 +150,7 @@ class StreamConfig:
                 "records": self.width_records}
 
     @property
-    def scale_ranges(self) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    def scale_ranges(self) -> Ranges | None:
         """``--scale auto`` 's ``(lo, hi)`` of each column (None: the features as they are)."""
         return self.spec.read.scale_ranges
 
@@ -161,7 +161,7 @@ class StreamConfig:
         return {"scale": self.spec.read.scale, "auto_scale": self.auto_scale,
                 "scale_ranges": ranges_doc(self.scale_ranges)}
 
-    def with_scale(self, ranges: tuple[tuple[float, ...], tuple[float, ...]] | None,
+    def with_scale(self, ranges: Ranges | None,
                    why: str | None) -> StreamConfig:
         """This config with ``--scale auto`` decided: every dense row min-max scaled by
         ``ranges`` (the parser's ``LiveSpec.read.scale_ranges``), or, None, the features as

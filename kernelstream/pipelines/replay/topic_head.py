@@ -17,7 +17,7 @@ from kernelstream import kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
 from kernelstream.data.labels import StreamLabels
-from kernelstream.data.options import ReadOptions, column_option
+from kernelstream.data.options import Ranges, ReadOptions, column_option
 from kernelstream.data.scaling import ranges_from_doc, target_standardisation
 from kernelstream.engine.learner_config import recorded_target
 from kernelstream.engine.replay import checkpoints as ckpts
@@ -38,7 +38,7 @@ class TopicHead:
     param_specs: tuple[str, ...]
     auto_width: Callable[[], float] | None = None
     widths: dict[str, Any] | None = None
-    scale_ranges: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    scale_ranges: Ranges | None = None
     auto_scale: str | None = None
     # --scale-target auto of a regression: the (mean, std) the learners learn the target by
     target: tuple[float, float] | None = None
@@ -158,7 +158,7 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
 
 
 def head_scaling(head: Sequence[Any], read: ReadOptions,
-                 ) -> tuple[tuple[tuple[float, ...], tuple[float, ...]] | None, str | None]:
+                 ) -> tuple[Ranges | None, str | None]:
     """``--scale auto`` of a topic from its first rows ``head`` (parsed, as ``read`` reads
     them): ``((lo, hi) of each of the learners' columns over them, why)`` when they are dense
     and ``check`` 's rule (``data.check.scaling_advice``, a file's) asks for scaling, else
