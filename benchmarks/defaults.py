@@ -343,8 +343,10 @@ def floor(r: dict[str, str], data_dir: Path, tmp: Path, ids: np.ndarray,
         for scale, M in (("none", dense), ("01", scaled)):
             linear[f"{model} {scale}"] = 100.0 * float(np.mean(
                 one_pass(model, M, y, ids) != y))
+    ideal = ideal_floor(dense, y, ids)
     return {"oracle": best, "configs": runs, "learners": len(names), "refused": skipped,
-            "sklearn": linear, "ideal": ideal_floor(dense, y, ids)}
+            "sklearn": linear, "ideal": ideal,
+            "orders": other_orders(path, tmp / f"{r['name']}-orders", ideal["model_index"])}
 
 
 # The idealised learner of :func:`ideal_floor`: batch models on whole-file standardised
@@ -365,40 +367,90 @@ def ideal_floor(X: np.ndarray, y: np.ndarray, ids: np.ndarray) -> dict[str, Any]
     hyper-parameters chosen in hindsight: the best prequential mistake rate (%) any of them
     reaches. Also the best 10-fold cross-validated error (%) of the grid on the whole file:
     the batch generalisation error with 90 % of the rows to learn from."""
-    from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_score
-    from sklearn.svm import SVC
 
-    kinds = {"SVC": SVC, "LogisticRegression": lambda **kw: LogisticRegression(
-        max_iter=5000, **kw)}
-    sd = X.std(axis=0)
-    Z = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    Z = standardised(X)
     full = np.empty(len(y))
     full[ids] = y  # the labels in file order, for the cross-validation
     Zs = Z[ids]
 
-    def prequential(kind: str, kw: dict[str, float], every: int) -> float:
-        preds = np.full(len(y), -1.0)
-        for s in range(1, len(y), every):
-            seen = y[:s]
-            nxt = slice(s, min(s + every, len(y)))
-            preds[nxt] = (seen[0] if np.all(seen == seen[0])  # one class so far
-                          else kinds[kind](**kw).fit(Zs[:s], seen).predict(Zs[nxt]))
-        return 100.0 * float(np.mean(preds != y))
-
     def name(kind: str, kw: dict[str, float]) -> str:
         return f"{kind}({', '.join(f'{k}={v:g}' for k, v in kw.items())})"
 
-    coarse = sorted((prequential(k, kw, IDEAL_EVERY), i) for i, (k, kw) in enumerate(IDEAL_GRID))
-    fine = [(prequential(*IDEAL_GRID[i], 1), i) for _, i in coarse[:IDEAL_TOP]]
+    coarse = sorted((refit_prequential(Zs, y, i, IDEAL_EVERY), i)
+                    for i in range(len(IDEAL_GRID)))
+    fine = [(refit_prequential(Zs, y, i, 1), i) for _, i in coarse[:IDEAL_TOP]]
     rate, i = min(fine)
     folds = StratifiedKFold(10, shuffle=True, random_state=0)
-    cv = min((100.0 * (1.0 - float(np.mean(cross_val_score(kinds[k](**kw), Z, full,
-                                                             cv=folds)))), name(k, kw))
-             for k, kw in IDEAL_GRID)
-    return {"rate": rate, "model": name(*IDEAL_GRID[i]), "every_10": coarse[0][0],
-            "every_10_model": name(*IDEAL_GRID[coarse[0][1]]), "cv": cv[0], "cv_model": cv[1],
-            "configs": len(IDEAL_GRID)}
+    cv = min((100.0 * (1.0 - float(np.mean(cross_val_score(ideal_model(j), Z, full,
+                                                             cv=folds)))), name(*IDEAL_GRID[j]))
+             for j in range(len(IDEAL_GRID)))
+    return {"rate": rate, "model": name(*IDEAL_GRID[i]), "model_index": i,
+            "every_10": coarse[0][0], "every_10_model": name(*IDEAL_GRID[coarse[0][1]]),
+            "cv": cv[0], "cv_model": cv[1], "configs": len(IDEAL_GRID)}
+
+
+def standardised(X: np.ndarray) -> np.ndarray:
+    """``X`` standardised by its whole mean and deviation (the idealised learner's view)."""
+    sd = X.std(axis=0)
+    return (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+
+
+def ideal_model(i: int) -> Any:
+    """A fresh scikit-learn model of :data:`IDEAL_GRID` entry ``i``."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import SVC
+
+    kind, kw = IDEAL_GRID[i]
+    return SVC(**kw) if kind == "SVC" else LogisticRegression(max_iter=5000, **kw)
+
+
+def refit_prequential(Zs: np.ndarray, y: np.ndarray, i: int, every: int) -> float:
+    """The prequential mistake rate (%) of :data:`IDEAL_GRID` model ``i`` refit on all the rows
+    seen so far every ``every`` rows (``Zs``: the rows in stream order, labels ``y``); the first
+    row is predicted −1 and one class seen so far predicts that class."""
+    preds = np.full(len(y), -1.0)
+    for s in range(1, len(y), every):
+        seen = y[:s]
+        nxt = slice(s, min(s + every, len(y)))
+        preds[nxt] = (seen[0] if np.all(seen == seen[0])  # one class so far
+                      else ideal_model(i).fit(Zs[:s], seen).predict(Zs[nxt]))
+    return 100.0 * float(np.mean(preds != y))
+
+
+# The orders of :func:`other_orders`: the default and the idealised learner over this many
+# stream orders, to tell a floor from one order's luck
+FLOOR_ORDERS = 10
+
+
+def other_orders(path: Path, out: Path, ideal_index: int) -> dict[str, Any]:
+    """The default (``kernelstream replay DATA -R FLOOR_ORDERS``, the loop runner) and the
+    idealised learner's model (:data:`IDEAL_GRID` entry ``ideal_index``, the one chosen in
+    hindsight on the default's order, refit after every row) in each of the replay's first
+    :data:`FLOOR_ORDERS` orders (order 0: the default's): per order, the mistake rates (%) of
+    both and the no-skill rate; an order's target is 0.8 × its no-skill rate."""
+    import pyarrow.parquet as pq
+
+    cmd = [sys.executable, "-m", "kernelstream.pipelines.cli", "replay", str(path), "--out",
+           str(out), "--overwrite", "-q", "--runner", "loop", "-R", str(FLOOR_ORDERS)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: rc {proc.returncode}: {proc.stderr.strip()}")
+    table = pq.read_table(out / "predictions", columns=[
+        "permutation", "position", "id", "predicted", "label"]).sort_by(
+            [("permutation", "ascending"), ("position", "ascending")])
+    cols = {k: table.column(k).to_numpy() for k in ("permutation", "id", "predicted", "label")}
+    dense = load_rows(path, "classification")
+    Z = standardised(dense.to_dense() if isinstance(dense, CSR)
+                     else np.asarray(dense, np.float64))
+    default, no_skill, ideal = [], [], []
+    for p in range(FLOOR_ORDERS):
+        sel = cols["permutation"] == p
+        y = cols["label"][sel]
+        default.append(100.0 * float(np.mean(cols["predicted"][sel] != y)))
+        no_skill.append(100.0 * float(np.mean(running_majority(y) != y)))
+        ideal.append(refit_prequential(Z[cols["id"][sel].astype(np.int64)], y, ideal_index, 1))
+    return {"default": default, "no_skill": no_skill, "ideal": ideal}
 
 
 def floor_replay(path: Path, out: Path, name: str, specs: dict[str, list[str]],
@@ -453,6 +505,10 @@ def estimate(path: Path, which: str, scale: str = "none") -> float:
     res = widths.reservoir_from_rows(rows, scale=scale)
     return widths.rounded(widths.median_gamma(res) if which == "median"
                           else widths.scale_gamma(res))
+
+
+def _mean_sd(values: list[float]) -> str:
+    return f"{np.mean(values):.2f} ± {np.std(values):.2f}"
 
 
 def render(results: list[dict[str, Any]], also: list[str]) -> str:
@@ -588,6 +644,28 @@ def render(results: list[dict[str, Any]], also: list[str]) -> str:
                       "", "| set | target | online oracle | refit every "
                       f"{IDEAL_EVERY} | refit every row (best) | 10-fold CV (best) |",
                       "|---|---:|---:|---:|---|---|", *ideal_rows]
+        ordered = [r for r in floored if "orders" in r["floor"]]
+        if ordered:
+            lines += ["", f"### The same over {FLOOR_ORDERS} orders", "",
+                      f"One order is one draw: the replay's first {FLOOR_ORDERS} orders "
+                      f"(`kernelstream replay DATA -R {FLOOR_ORDERS}`; order 0 is the table's), "
+                      "the default and the idealised learner's model (the one chosen above, "
+                      "refit after every row) in each, each order against its own target "
+                      "(0.8 × its no-skill rate). Mean ± standard deviation over the orders, "
+                      "and the orders on which the target is met.", "",
+                      "| set | no-skill | target | default | default meets it | idealised "
+                      "(refit every row) | idealised meets it |",
+                      "|---|---:|---:|---:|---:|---:|---:|"]
+            for r in ordered:
+                o = r["floor"]["orders"]
+                target = [0.8 * v for v in o["no_skill"]]
+                met = {k: sum(a <= t for a, t in zip(o[k], target, strict=True))
+                       for k in ("default", "ideal")}
+                lines.append(
+                    f"| {r['name']} | {_mean_sd(o['no_skill'])} | {_mean_sd(target)} | "
+                    f"{_mean_sd(o['default'])} | {met['default']}/{len(target)} | "
+                    f"{_mean_sd(o['ideal'])} (`{r['floor']['ideal']['model']}`) | "
+                    f"{met['ideal']}/{len(target)} |")
     hinted = [r for r in results if r["hints"]]
     if hinted:
         lines += ["", "Hints the default run printed:", ""]
