@@ -361,8 +361,9 @@ def run_positive_label(args: argparse.Namespace, src: str, task: str) -> str | N
     if task != "classification" or is_topic(src):
         return given
     path = str(data.embedded_path(src)) if is_embedded(src) else src
-    if not fs.exists(path):
-        return given  # the run reports the missing file
+    # a remote file is left to the run, as file_options leaves it (a launcher may not reach it)
+    if fs.is_remote(path) or not fs.exists(path):
+        return given  # (a missing file: the run reports it)
     read = ReadOptions(path=path, fmt=args.format, label_column=column_option(args.label_column),
                        task=task, limit=args.limit, positive_label=given,
                        delimiter=args.delimiter, header=args.header,
