@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import csv as _csv  # the standard library's (this module is kernelstream.data.csv)
 import math
 import os
 from collections.abc import Iterator, Sequence
@@ -52,7 +53,8 @@ def _parse_csv_lists(
     _check_garbage(line)
     if not line.strip():
         raise ParseError("empty line")
-    fields = line.split(delimiter)
+    # a quote anywhere: standard CSV quoting (the rare slow path; plain lines only split)
+    fields = line.split(delimiter) if '"' not in line else _split_quoted(line, delimiter)
     n = len(fields)
     if n_columns is not None and n != n_columns:
         raise ParseError(f"wrong number of columns: expected {n_columns}, got {n}")
@@ -74,6 +76,17 @@ def _parse_csv_lists(
     return label, feats
 
 
+def _split_quoted(line: str, delimiter: str | None) -> list[str]:
+    """The fields of a line with quotes: split as standard CSV (a quoted field may hold the
+    delimiter, ``""`` is a quote; runs of whitespace or a longer delimiter split plainly),
+    each then stripped of spaces and one pair of double quotes (``"1.5"``, `` "g"``)."""
+    if delimiter is None or len(delimiter) != 1:
+        fields = line.split(delimiter)
+    else:
+        fields = next(_csv.reader([line], delimiter=delimiter))
+    return [_clean_label(f) for f in fields]
+
+
 def _feature_columns(n: int, label_col: int) -> list[int]:
     """1-based column numbers of the feature fields (for error messages)."""
     return [c + 1 for c in range(n) if c != label_col]
@@ -91,8 +104,9 @@ def parse_csv_line(
     ``label_column`` is a 0-based column position (negative counts from the end).
     ``delimiter=None`` splits on runs of whitespace. The column count is checked only when
     ``n_columns`` is given (a line parser cannot know the file's width; the file readers pass
-    the width of the first row). Fields are not unquoted, except that one pair of double quotes
-    around the label is removed. Error messages use 1-based column numbers.
+    the width of the first row). Standard CSV quoting is accepted (``"1.5","g"``): quoted
+    fields are unquoted, features and label alike. Error messages use 1-based column
+    numbers.
     """
     label, feats = _parse_csv_lists(line, label_column, delimiter, n_columns)
     return label, np.array(feats, dtype=np.float64)
@@ -128,7 +142,7 @@ def _layout(
 ) -> tuple[bool, int, int]:
     """``(is_header, label position, width)`` from the first non-blank line: the one rule of
     both whole-file paths and the record iterator."""
-    fields = first.split(delimiter)
+    fields = first.split(delimiter) if '"' not in first else _split_quoted(first, delimiter)
     if header is None:
         header = _looks_like_header(fields, _resolve_label_column(label_column, None))
     return header, _resolve_label_column(label_column, fields if header else None), len(fields)

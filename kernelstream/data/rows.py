@@ -25,6 +25,7 @@ from kernelstream.data import (  # the line rules of data.load, so the readers a
     parse_csv_line,
     parse_libsvm_line,
 )
+from kernelstream.data.csv import _split_quoted
 from kernelstream.data.lines import strip_bom
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.sniff import first_data_line, looks_like_header, sniff_delimiter
@@ -73,7 +74,7 @@ class TextFormat:
         lineno, first = head
         if delimiter is None:
             delimiter = sniff_delimiter(path, first)
-        fields = first.split(delimiter)
+        fields = first.split(delimiter) if '"' not in first else _split_quoted(first, delimiter)
         n = len(fields)
         names = [_clean_label(f) for f in fields]
         if header is None:

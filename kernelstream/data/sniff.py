@@ -99,6 +99,9 @@ _sniff_delimiter = sniff_delimiter
 
 
 def _is_number(s: str) -> bool:
+    s = s.strip()
+    if len(s) >= 2 and s[0] == s[-1] == '"':  # a quoted number ("1.5") is a number
+        s = s[1:-1]
     try:
         float(s)
     except ValueError:

@@ -245,6 +245,43 @@ def test_label_map_unknown_label_and_single_class():
         LabelMap("1", "+1")
 
 
+
+def test_run_positive_label_is_the_files_map_for_a_one_class_prefix(tmp_path: Path) -> None:
+    """``--limit``/``--sample`` rows of one class map as the whole file's (its +1 class); a
+    file of one string class, or a --positive-label that is none of its labels, is a
+    one-line ConfigError before any run (they used to fail inside the pipeline, or map every
+    row to -1)."""
+    from kernelstream.data.label_mix import run_positive_label
+    from kernelstream.data.options import ReadOptions
+    from kernelstream.errors import ConfigError
+
+    f = write(tmp_path / "sorted.csv", "".join(f"{i},{i % 7},{'g' if i < 60 else 'h'}\n"
+                                              for i in range(100)))
+
+    def decide(path: Path = f, **kw: object) -> str | None:
+        return run_positive_label(ReadOptions(path=str(path), **kw))  # type: ignore[arg-type]
+
+    assert decide(limit=30) == "h"  # g rows only: the file's map (h is +1)
+    assert decide() is None and decide(limit=80) is None  # the rows read hold both
+    assert run_positive_label(ReadOptions(path=str(f)), whole_file=True) == "h"
+    assert decide(limit=30, positive_label="g") == "g"
+    assert decide(limit=30, task="regression") is None
+    with pytest.raises(ConfigError, match=r"--positive-label 'G' is not among the file's "
+                       r"labels: 'g', 'h'; did you mean 'g'\?"):
+        decide(limit=30, positive_label="G")
+    one = write(tmp_path / "one.csv", "1,2,g\n3,4,g\n")
+    with pytest.raises(ConfigError, match=r"only one label \('g'\) in the file.*"
+                       "--positive-label g"):
+        decide(one)
+    with pytest.raises(ConfigError, match="only one label"):
+        decide(one, limit=1)
+    assert decide(one, positive_label="h") == "h"  # a file of negatives: valid
+    neg = write(tmp_path / "neg.libsvm", "-1 1:0.5\n-1 2:1\n")
+    assert decide(neg) is None  # -1 alone is a class the map can place
+    cod = write(tmp_path / "cod.libsvm", "-1 1:1\n-1 1:2\n+1 1:3\n")
+    assert decide(cod, limit=2) == "+1"  # the same y as before: -1 stays -1
+    assert load(cod, limit=2, positive_label="+1")[1].tolist() == [-1, -1]
+
 def test_label_map_serialisation_and_regression():
     m = LabelMap.from_labels(["h", "g"])
     d = json.loads(json.dumps(m.to_dict()))

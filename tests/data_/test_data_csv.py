@@ -275,3 +275,26 @@ def test_fast_path_never_disagrees(tmp_path: Path, rows: list, header: bool, chu
     got = fast(p, chunk)
     if got is not None:
         assert got == per_line(p, chunk)
+
+
+def test_quoted_numbers_read_as_the_unquoted_file(tmp_path: Path) -> None:
+    """Standard CSV quoting (issue: quoted numbers were "non-numeric value"): quoted features
+    read as the unquoted file does, by the per-line parser, ``load`` and the pipelines' row
+    reader; a quoted label may hold the delimiter; a quoted header is still a header and a
+    quoted data row is not one."""
+    from kernelstream.data.options import ReadOptions
+    from kernelstream.data.rows import iter_file_rows
+
+    plain = write(tmp_path / "p.csv", "0.5,1.5,g\n2,-3e-1,h\n7,8,g\n")
+    quoted = write(tmp_path / "q.csv", '"0.5","1.5","g"\n"2", "-3e-1" ,"h"\n7,"8",g\n')
+    ref = assert_fast_equal(plain)
+    assert per_line(quoted) == ref
+    Xp, yp = load(plain)
+    Xq, yq = load(quoted)
+    assert Xq.tobytes() == Xp.tobytes() and yq.tolist() == yp.tolist()
+    rows = [r for _, _, r in iter_file_rows(ReadOptions(path=str(quoted)))]
+    assert [(r.label, r.vals.tolist()) for r in rows] == [
+        ("g", [0.5, 1.5]), ("h", [2.0, -0.3]), ("g", [7.0, 8.0])]
+    assert data.parse_csv_line('1,2,"g,1"')[0] == "g,1"
+    header = write(tmp_path / "h.csv", '"f1","f2","label"\n"1","2","g"\n"3","4","h"\n')
+    assert per_line(header)[1] == (2, 2)

@@ -214,6 +214,76 @@ def test_limit_warns_when_a_class_is_absent(tmp_path: Path) -> None:
     assert mix_warning(ReadOptions(path=str(f), task="regression"), 100) is None
 
 
+
+@pytest.mark.parametrize("runner", ["loop", "direct"])
+def test_a_one_label_prefix_runs_with_the_files_label_map(tmp_path: Path, runner: str,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    """A --limit prefix of a file sorted by a string label (magic04's g/h) holds one class:
+    the run maps it as the whole file does (h is +1, so every g row is -1) instead of failing
+    inside the pipeline with rc 1 and a traceback; the label-mix warning still names the
+    classes."""
+    import pyarrow.parquet as pq
+
+    f = _csv(tmp_path / "gh.csv", ["g"] * 140 + ["h"] * 60)
+    out = tmp_path / "r"
+    assert main(["replay", str(f), "--limit", "100", "--runner", runner, "-q",
+                 "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "(g 100%) differ from the file's (g 70%, h 30%; class h absent)" in err
+    assert "Traceback" not in err
+    assert set(pq.read_table(out / "predictions").column("label").to_pylist()) == {-1.0}
+    assert json.loads((out / "summary.json").read_text())["examples"] == 100
+
+
+def test_tune_on_a_one_label_prefix_runs(tmp_path: Path) -> None:
+    f = _csv(tmp_path / "gh.csv", ["g"] * 140 + ["h"] * 60)
+    assert main(["tune", str(f), "-l", "perceptron", "--grid", "gamma=0.5,1", "--limit", "100",
+                 "--runner", "loop", "-q", "--out", str(tmp_path / "t")]) == 0
+
+
+@pytest.mark.parametrize(("labels", "args", "expected"), [
+    (["g"] * 50, [], "only one label ('g') in the file: cannot tell whether it is the "
+     "positive or the negative class; give --positive-label g"),
+    (["g"] * 30 + ["h"] * 20, ["--positive-label", "G"],
+     "--positive-label 'G' is not among the file's labels: 'g', 'h'; did you mean 'g'?"),
+    (["g"] * 30 + ["h"] * 20, ["--positive-label", "G", "--limit", "20"],
+     "--positive-label 'G' is not among the file's labels: 'g', 'h'; did you mean 'g'?"),
+])
+@pytest.mark.parametrize("command", ["replay", "check"])
+def test_labels_a_run_cannot_map_are_refused_up_front(tmp_path: Path, labels: list[str],
+                                                      args: list[str], expected: str,
+                                                      command: str,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """A file of one string label, or a --positive-label that is none of the file's labels:
+    rc 2 and one line, from replay (before any pipeline: it used to fail inside it with rc 1,
+    or with --limit map every row to -1) and from check (which said nothing, rc 0)."""
+    f = _csv(tmp_path / "l.csv", labels)
+    argv = [command, str(f), *args]
+    if command == "replay":
+        argv += ["--runner", "loop", "-q", "--out", str(tmp_path / "r")]
+    assert main(argv) == 2
+    line = _err_line(capsys)
+    assert line.startswith(f"kernelstream {command}: error: ") and expected in line
+    assert command == "check" or not (tmp_path / "r" / "summary.json").exists()
+
+
+def test_dead_letter_line_names_a_third_label(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    f = _csv(tmp_path / "abx.csv", ["a", "b", "x", "a", "x", "b"])
+    assert main(["replay", str(f), "--runner", "loop", "-q", "--out", str(tmp_path / "r")]) == 0
+    [line] = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("dead")]
+    assert line.startswith("dead letters: 2 rejected input records: 2 with a third label 'x' "
+                           "(binary classification takes two labels) (see ")
+    from kernelstream.engine.deadletters import reasons_summary
+
+    assert reasons_summary([("non-numeric value 'a' in column 1", 3), ("empty line", 1),
+                            ("unknown label 'x' (expected 'a' or 'b')", 1),
+                            ("unknown label 'y' (expected 'a' or 'b')", 1)]) == (
+        "3 non-numeric value, 2 with labels beyond the first two: 'x', 'y' (binary "
+        "classification takes two labels), 1 empty line")
+
 def _sampled(tmp_path: Path, name: str, *args: str) -> tuple[list[str], dict]:
     out = tmp_path / name
     assert main(["replay", *args, "--runner", "loop", "-q", "--out", str(out)]) == 0

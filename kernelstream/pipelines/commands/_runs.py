@@ -246,6 +246,28 @@ def _parquet_rows(path: str) -> int:
     return int(pq.ParquetFile(path).metadata.num_rows)
 
 
+def dead_letter_reasons(directory: str) -> list[tuple[str, int]]:
+    """``(reason, count)`` of the dead letters under ``directory`` (the reason column alone is
+    read), for the count line of a run; empty when they cannot be read."""
+    import pyarrow.compute as pc  # as _parquet_rows: only a replay's outputs need pyarrow
+    import pyarrow.parquet as pq
+
+    counts: dict[str, int] = {}
+    try:
+        for path in parquet_files(directory):
+            if fs.is_remote(path):
+                with fs.open_read(path) as fh:
+                    table = pq.read_table(fh, columns=["reason"])
+            else:
+                table = pq.read_table(path, columns=["reason"])
+            for vc in pc.value_counts(table.column("reason")).to_pylist():
+                reason = vc["values"] or ""
+                counts[reason] = counts.get(reason, 0) + int(vc["counts"])
+    except (OSError, ValueError, KeyError):  # the count line goes out without its reasons
+        return []
+    return list(counts.items())
+
+
 def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 

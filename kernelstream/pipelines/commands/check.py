@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
+from kernelstream.data import label_mix
 from kernelstream.data.options import ReadOptions, column_option
+from kernelstream.errors import ConfigError
 from kernelstream.pipelines.commands._common import (
     Command,
     add_data_options,
@@ -90,6 +92,11 @@ def run_check(config: CheckConfig) -> int:
     if not is_topic(src) or opts.fmt or opts.hash_features is not None:
         report.rows_as = "sparse" if opts.sparse_rows(max(report.width, 1)) else "dense"
     problem = data_check.verdict(report)
+    if problem is None and not is_topic(src):  # the labels as replay decides them
+        try:
+            label_mix.run_positive_label(opts)
+        except ConfigError as exc:
+            problem = str(exc)
     if config.json:
         doc = report.to_dict()
         doc["problem"] = problem

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kernelstream import fs
-from kernelstream.engine.deadletters import DEAD_LETTER_TAG
+from kernelstream.engine.deadletters import DEAD_LETTER_TAG, reasons_summary
 from kernelstream.engine.live.snapshot.store import remove_orphans
 from kernelstream.engine.noskill import skill_warnings
 from kernelstream.engine.orders import STREAMS
@@ -40,6 +40,7 @@ from kernelstream.pipelines.commands._runs import (
     RefusedError,
     RunOutput,
     build_summary,
+    dead_letter_reasons,
     execute,
     format_table,
     started,
@@ -223,8 +224,10 @@ def print_run(config: ReplayConfig, run: RunOutput, path: str) -> None:
     if run.keys and config.read.key_by is not None:
         print(f"{len(run.keys)} per-entity models (see summary.json 'keys' and metrics/)")
     if run.counts.get(DEAD_LETTER_TAG):
-        print(f"dead letters: {run.counts[DEAD_LETTER_TAG]} rejected input records "
-              f"(see {fs.join(config.out, DEAD_LETTER_TAG)})")
+        where = fs.join(config.out, DEAD_LETTER_TAG)
+        why = reasons_summary(dead_letter_reasons(where))  # one line: the reasons by count
+        print(f"dead letters: {run.counts[DEAD_LETTER_TAG]} rejected input records"
+              f"{': ' + why if why else ''} (see {where})")
     print(f"summary: {path}")
 
 

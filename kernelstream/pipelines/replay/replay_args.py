@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
-from kernelstream.data import widths
+from kernelstream.data import label_mix, widths
 from kernelstream.data.options import ReadOptions, column_option
 from kernelstream.data.sample import EXTENSIONS
 from kernelstream.engine.learner_config import LearnerConfig, as_configs
@@ -234,6 +234,7 @@ class ReplayConfig:
         if standardised is not None and getattr(args, "shard", None) is None:
             print(f"{PROG}: {standardised}", file=sys.stderr)
         dataset = display_name(src)
+        positive = run_positive_label(args, src, task)
         settings = kafka_options(args, kafka_src)
         check_at_least(args, permutations=1, seed=0, limit=1)
         if args.runner is None:  # adversarial streams are generated in memory: the loop's job
@@ -292,7 +293,7 @@ class ReplayConfig:
             read=ReadOptions(
                 path=read_path, fmt=read_fmt, n_features=args.n_features,
                 label_column=column_option(args.label_column),
-                task=task, scale=args.scale, limit=args.limit, positive_label=args.positive_label,
+                task=task, scale=args.scale, limit=args.limit, positive_label=positive,
                 delimiter=args.delimiter, header=args.header,
                 key_by=column_option(args.key_by),
                 scale_target=args.scale_target, hash_features=args.hash_features, rows=args.rows,
@@ -348,6 +349,27 @@ def file_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
         scale=args.scale, delimiter=args.delimiter, header=args.header,
         key_by=column_option(args.key_by),
         hash_features=args.hash_features, rows=args.rows)
+
+
+def run_positive_label(args: argparse.Namespace, src: str, task: str) -> str | None:
+    """``--positive-label`` as the run reads the file (or embedded set) ``src`` with
+    (``data.label_mix.run_positive_label``): the file's +1 class when the rows read
+    (``--limit``, ``--sample``) hold one class of the file's two, so they map as the whole
+    file does; decided here, before any pipeline, so that every worker maps alike. A label
+    not in the file, or a file of one class the map cannot place, is a ``ConfigError``."""
+    given = args.positive_label
+    if task != "classification" or is_topic(src):
+        return given
+    path = str(data.embedded_path(src)) if is_embedded(src) else src
+    # a remote file is left to the run, as file_options leaves it (a launcher may not reach it)
+    if fs.is_remote(path) or not fs.exists(path):
+        return given  # (a missing file: the run reports it)
+    read = ReadOptions(path=path, fmt=args.format, label_column=column_option(args.label_column),
+                       task=task, limit=args.limit, positive_label=given,
+                       delimiter=args.delimiter, header=args.header,
+                       key_by=column_option(args.key_by))
+    return label_mix.run_positive_label(read, whole_file=getattr(args, "sample", None)
+                                        is not None)
 
 
 def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None:
