@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import numpy as np
 
 from kernelstream._arrow import pa, pc, pq
 from kernelstream.data.errors import reason_kind
+from kernelstream.engine.pooled import mean_std_finite, pooled_configs
 from kernelstream.errors import ReportError
 from kernelstream.report.curves import (
     MAX_PREDICTION_ROWS,
@@ -111,56 +111,13 @@ def row_count(directory: Path) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in _files(directory))
 
 
-def _mean_std(values: Sequence[float | None]) -> tuple[float | None, float]:
-    vals = [v for v in values if v is not None and math.isfinite(v)]
-    if not vals:
-        return None, 0.0
-    return float(np.mean(vals)), float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
-
-
 def _config_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """Summary table rows: ``configs`` as written, or for ``--key-by`` runs one row per
-    configuration aggregated over its entities (per permutation, then mean ± std)."""
+    configuration pooled over its entities (``engine.pooled``: per permutation, then
+    mean ± std)."""
     if summary.get("configs"):
         return [dict(c) for c in summary["configs"]]
-    keys = summary.get("keys") or []
-    rows = []
-    for config in dict.fromkeys(k["config"] for k in keys):
-        ks = [k for k in keys if k["config"] == config]
-        perms = sorted({k["permutation"] for k in ks})
-        rates, losses, svs, secs, exs = [], [], [], [], []
-        bases: dict[str, list[float | None]] = {"noskill_mistake_rate": [],
-                                                "noskill_avg_loss": []}
-        for p in perms:
-            kp = [k for k in ks if k["permutation"] == p]
-            ex = sum(k["examples"] for k in kp)
-            for f, vals in bases.items():  # each entity's own baseline, pooled over examples
-                have = [k for k in kp if k.get(f) is not None]
-                vals.append(sum(k[f] * k["examples"] for k in have) / ex
-                            if ex and len(have) == len(kp) else None)
-            mis = [k["mistakes"] for k in kp if k.get("mistakes") is not None]
-            rates.append(100.0 * sum(mis) / ex if ex and mis else None)
-            losses.append(sum((k["avg_loss"] or 0.0) * k["examples"] for k in kp) / ex
-                          if ex else None)
-            svs.append(float(sum(k["n_support_vectors"] for k in kp)))
-            secs.append(float(sum(k["seconds"] or 0.0 for k in kp)))
-            exs.append(ex)
-        rate, rate_std = _mean_std(rates)
-        loss, loss_std = _mean_std(losses)
-        sv, sv_std = _mean_std(svs)
-        sec, sec_std = _mean_std(secs)
-        rows.append({
-            "label": config, "learner": ks[0]["learner"], "task": ks[0].get("task"),
-            "loss": ks[0].get("loss"), "examples": int(np.mean(exs)) if exs else 0,
-            "permutations": len(perms), "mistake_rate": rate, "mistake_rate_std": rate_std,
-            "avg_loss": loss, "avg_loss_std": loss_std, "n_support_vectors": sv,
-            "n_support_vectors_std": sv_std, "seconds": sec, "seconds_std": sec_std,
-            "examples_per_second": (np.mean(exs) / sec) if sec else None,
-            "entities": len({k["entity"] for k in ks}), "params": {},
-        })
-        for f, vals in bases.items():
-            rows[-1][f], rows[-1][f"{f}_std"] = _mean_std(vals)
-    return rows
+    return pooled_configs(summary.get("keys") or [])
 
 
 def _entities(summary: dict[str, Any]) -> list[EntityRow]:
@@ -171,8 +128,8 @@ def _entities(summary: dict[str, Any]) -> list[EntityRow]:
         groups.setdefault((k["config"], str(k["entity"])), []).append(k)
     out = []
     for (config, entity), ks in groups.items():
-        rate, rate_std = _mean_std([k.get("mistake_rate") for k in ks])
-        loss, _ = _mean_std([k.get("avg_loss") for k in ks])
+        rate, rate_std = mean_std_finite([k.get("mistake_rate") for k in ks])
+        loss, _ = mean_std_finite([k.get("avg_loss") for k in ks])
         out.append(EntityRow(config, entity, float(np.mean([k["examples"] for k in ks])),
                              rate, rate_std, loss,
                              float(np.mean([k["n_support_vectors"] for k in ks])),

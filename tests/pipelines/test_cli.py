@@ -224,3 +224,37 @@ def test_replay_key_by_one_model_per_entity(tmp_path) -> None:
     assert s["key_by"] == "user" and s["examples"] == 60 and s["dead_letters"] == 0
     assert sorted(k["entity"] for k in s["keys"]) == ["a", "b"]
     assert [k["examples"] for k in s["keys"]] == [30, 30]
+
+
+def test_replay_key_by_prints_its_entities_pooled_beside_no_skill(tmp_path, capsys) -> None:
+    # labels that the one feature does not tell (15 % positive): every entity is pooled into
+    # one row per configuration, with the no-skill rate of the same rows and its warnings
+    rng = np.random.default_rng(0)
+    rows = ["user,f1,label"]
+    for _ in range(40):
+        for user in "ab":
+            rows.append(f"{user},{rng.random():.4f},{int(rng.random() < 0.15)}")
+    path = tmp_path / "entities.csv"
+    path.write_text("\n".join(rows) + "\n")
+    code, s = _replay(tmp_path, str(path), "-l", "p=perceptron", "-l", "q=bpa-s",
+                      "--key-by", "user", "-R", "2")
+    assert code == 0 and s is not None
+    out, err = capsys.readouterr()
+    header, *lines = out.splitlines()[:3]
+    assert "entities" in header and "no-skill (%)" in header
+    assert [ln.split()[0] for ln in lines] == ["p", "q"]  # the command line's order
+    by_label = {r["label"]: r for r in s["pooled"]}
+    for label, row in by_label.items():
+        for perm in range(2):
+            keys = [k for k in s["keys"] if k["config"] == label and k["permutation"] == perm]
+            assert sum(k["examples"] for k in keys) == 80
+        mistakes = [sum(k["mistakes"] for k in s["keys"]
+                        if k["config"] == label and k["permutation"] == p) for p in range(2)]
+        assert row["mistake_rate"] == pytest.approx(np.mean(mistakes) / 80 * 100)
+        assert row["entities"] == 2 and row["noskill_mistake_rate"] is not None
+        assert f"{row['mistake_rate']:.4g}"[:4] in lines[list(by_label).index(label)]
+    assert "per-entity models, pooled per configuration" in out
+    # the warning a plain run gives, for the pooled rows (both worse than the majority's 20 %)
+    for label, row in by_label.items():
+        assert row["mistake_rate"] >= row["noskill_mistake_rate"] == 20.0
+        assert f"warning: {label}: mistake rate {row['mistake_rate']:.4g}% is not better" in err

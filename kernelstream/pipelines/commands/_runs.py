@@ -30,6 +30,7 @@ from kernelstream.engine.evaluate import stderr_progress
 from kernelstream.engine.learner_config import records
 from kernelstream.engine.offsets import OffsetOutOfLog
 from kernelstream.engine.orders import evaluate_stream
+from kernelstream.engine.pooled import pooled_configs
 from kernelstream.engine.replay.checkpoints import latest
 from kernelstream.engine.replay.outputs import parquet_files
 from kernelstream.engine.writer_lock import CheckpointInUse
@@ -199,7 +200,14 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
     doc["configs"] = configs
     if config.read.key_by is not None:
         doc["keys"] = run.keys  # one model per entity: per-key metrics
+        # and every configuration's entities pooled, the row its table prints
+        doc["pooled"] = pooled_configs(run.keys, config_params(config))
     return doc
+
+
+def config_params(config: ReplayConfig) -> dict[str, dict[str, Any]]:
+    """Each learner configuration's parameters by label, in command-line order."""
+    return {c.label: dict(c.params) for c in config.learners}
 
 
 def write_summary(doc: dict[str, Any], out: str | Path) -> str:
@@ -272,25 +280,27 @@ def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def format_table(results: Sequence[EvalResult]) -> str:
-    """The terminal table of a run's configurations: means ± stds over the permutations,
-    losses and rates with significant digits (``numbers.sig``), beside the no-skill baseline
-    of the same streams (the majority-class rate; the running-mean predictor's loss) and,
-    for regression, RMSE, MAE and R²."""
-    classify = any(r.task == "classification" for r in results)
-    regress = any(r.task != "classification" for r in results)
-    rows = [("learner", "examples", "perms", "mistake rate (%)",
-             *(("no-skill (%)",) if classify else ()), "avg loss",
+def format_table(results: Sequence[dict[str, Any]]) -> str:
+    """The terminal table of a run's configurations (their ``summary.json`` entries, or a
+    ``--key-by`` run's :func:`~kernelstream.engine.pooled.pooled_configs`, with an *entities*
+    column): means ± stds over the permutations, losses and rates with significant digits
+    (``numbers.sig``), beside the no-skill baseline of the same streams (the majority-class
+    rate; the running-mean predictor's loss) and, for regression, RMSE, MAE and R²."""
+    classify = any(s["task"] == "classification" for s in results)
+    regress = any(s["task"] != "classification" for s in results)
+    pooled = any("entities" in s for s in results)
+    rows = [("learner", *(("entities",) if pooled else ()), "examples", "perms",
+             "mistake rate (%)", *(("no-skill (%)",) if classify else ()), "avg loss",
              *(("no-skill loss", "RMSE", "MAE", "R²") if regress else ()),
              "#SV", "seconds", "examples/s")]
-    for r in results:
-        s = r.to_summary()
+    for s in results:
 
         def pm(key: str, s: dict[str, Any] = s) -> str:
             return sig_pm(s[key], s[f"{key}_std"])
 
         rows.append((
-            r.label, str(r.examples), str(r.permutations), pm("mistake_rate"),
+            s["label"], *((str(s.get("entities", "-")),) if pooled else ()), str(s["examples"]),
+            str(s["permutations"]), pm("mistake_rate"),
             *((pm("noskill_mistake_rate"),) if classify else ()),
             f"{pm('avg_loss')} ({s['loss']})",
             *((pm("noskill_avg_loss"), pm("rmse"), pm("mae"), pm("r2")) if regress else ()),

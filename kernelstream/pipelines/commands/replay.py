@@ -21,6 +21,7 @@ from kernelstream.engine.deadletters import DEAD_LETTER_TAG, reasons_summary
 from kernelstream.engine.live.snapshot.store import remove_orphans
 from kernelstream.engine.noskill import skill_warnings
 from kernelstream.engine.orders import STREAMS
+from kernelstream.engine.pooled import pooled_configs
 from kernelstream.engine.replay.checkpoints import committed, next_checkpoint
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.errors import ConfigError
@@ -40,6 +41,7 @@ from kernelstream.pipelines.commands._runs import (
     RefusedError,
     RunOutput,
     build_summary,
+    config_params,
     dead_letter_reasons,
     execute,
     format_table,
@@ -215,14 +217,18 @@ def _run_once(config: ReplayConfig, brief: bool = False,
 
 def print_run(config: ReplayConfig, run: RunOutput, path: str) -> None:
     """The summary table of a finished run and where its summary is (also ``summary``'s)."""
-    if run.results:
-        print(format_table(run.results))
+    rows = [r.to_summary() for r in run.results]
+    if run.keys and config.read.key_by is not None:  # one model per entity: them pooled
+        rows = pooled_configs(run.keys, config_params(config))
+    if rows:
+        print(format_table(rows))
         # after the table, on stderr: a run no better than ignoring the features
-        for r in run.results:
-            for line in skill_warnings(r.label, r.to_summary()):
+        for s in rows:
+            for line in skill_warnings(s["label"], s):
                 print(f"{PROG}: {line}", file=sys.stderr, flush=True)
     if run.keys and config.read.key_by is not None:
-        print(f"{len(run.keys)} per-entity models (see summary.json 'keys' and metrics/)")
+        print(f"{len(run.keys)} per-entity models, pooled per configuration above (each "
+              "entity's own figures: summary.json 'keys' and metrics/)")
     if run.counts.get(DEAD_LETTER_TAG):
         where = fs.join(config.out, DEAD_LETTER_TAG)
         why = reasons_summary(dead_letter_reasons(where))  # one line: the reasons by count
