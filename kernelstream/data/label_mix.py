@@ -179,7 +179,9 @@ def run_positive_label(read: ReadOptions, whole_file: bool = False) -> str | Non
             seen.setdefault(k, tok.strip())
             if pos_key is not None:
                 if k == pos_key:
-                    return given  # one of the file's labels
+                    if len(seen) <= 2:
+                        return given  # one of the file's labels
+                    break  # a later class: the run maps the first two classes only (below)
                 continue
             if rows is None or i < rows:
                 in_rows.add(k)
@@ -192,6 +194,12 @@ def run_positive_label(read: ReadOptions, whole_file: bool = False) -> str | Non
     except (OSError, ValueError, KeyError, ImportError):
         return given  # the run's own checks say what is wrong with the file
     classes = list(seen.values())
+    if pos_key is not None and pos_key in seen:  # (ConfigError is a ValueError: out here)
+        a, b = classes[:2]
+        raise ConfigError(
+            f"--positive-label {given!r} is the file's third label, after {a!r} and {b!r}: a "
+            "run maps the first two labels it reads (and sends rows of any other label to "
+            "dead letters), so it cannot map this one")
     if given is not None:
         if len(classes) < 2:
             return given  # a file of one class: the label names the other side

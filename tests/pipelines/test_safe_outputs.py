@@ -249,6 +249,10 @@ def test_tune_on_a_one_label_prefix_runs(tmp_path: Path) -> None:
      "--positive-label 'G' is not among the file's labels: 'g', 'h'; did you mean 'g'?"),
     (["g"] * 30 + ["h"] * 20, ["--positive-label", "G", "--limit", "20"],
      "--positive-label 'G' is not among the file's labels: 'g', 'h'; did you mean 'g'?"),
+    # a third class as +1: the run maps the first two (it failed inside the run, rc 1)
+    (["a", "b"] * 10 + ["c"] * 5, ["--positive-label", "c"],
+     "--positive-label 'c' is the file's third label, after 'a' and 'b': a run maps the "
+     "first two labels it reads"),
 ])
 @pytest.mark.parametrize("command", ["replay", "check"])
 def test_labels_a_run_cannot_map_are_refused_up_front(tmp_path: Path, labels: list[str],

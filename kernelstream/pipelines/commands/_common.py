@@ -204,7 +204,7 @@ READ_HELP = {
     "--hash-features": "hash feature indices (CSV: column positions) into 2^K columns, values "
     "of colliding features summed; K, 2^K or the power of two itself (for click logs and open "
     "vocabularies)",
-    "--positive-label": "raw label mapped to +1 (all others to -1)",
+    "--positive-label": "raw label mapped to +1 (the file's other label to -1)",
     "--delimiter": "CSV delimiter (default: sniffed)",
     "--header": "the CSV file has (or has not) a header row (default: auto-detect)",
 }

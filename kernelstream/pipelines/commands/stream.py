@@ -48,7 +48,7 @@ MESSAGE_HELP = {
     "advance)",
     "--label-column": "label position of CSV messages (0-based; default: last)",
     "--delimiter": "CSV delimiter (default: ,)",
-    "--positive-label": "raw label mapped to +1 (all others to -1)",
+    "--positive-label": "raw label mapped to +1 (the stream's other label to -1)",
     "--task": "default: the learners' task",
 }
 
