@@ -495,6 +495,10 @@ def format_markdown(doc: Mapping[str, Any]) -> str:
         f"* Chosen: **{chosen}** (cell {doc['cell']}; {metric} "
         f"{_fmt(doc['score']['value'], '.4f')}).",
         f"* Fixed parameters: {', '.join(f'{k}={v}' for k, v in proto['fixed'].items()) or '-'}.",
+        *([] if not doc.get("baseline") else [
+            f"* Baseline (row `default`): {baseline_text(doc)}, the replay's default, untuned; "
+            + ("beaten by the chosen cell." if doc["baseline"]["beaten"] else
+               "**no cell beats it**: replay without `--params-from`.")]),
         f"* Selection: {proto['selection']}.",
         f"* Tuning permutations: r = {', '.join(map(str, perms))} of seed {proto['seed']} "
         f"({proto['seeding']}).",
