@@ -1,4 +1,4 @@
-"""``kernelstream tune DATA -l LEARNER --grid key=v1,v2,... [--grid ...] [--random N]``.
+"""``kernelstream tune DATA [-l LEARNER] [--grid key=v1,v2,... ...] [--random N]``.
 
 The cells of the grid become the learner configurations of one replay run (labels
 ``cell00``, ``cell01``, ...) over the held-out tuning permutations ``--tune-perm`` onwards
