@@ -359,7 +359,7 @@ def data_record(src: str) -> dict[str, Any]:
 
 def tuned_read_options(doc: Mapping[str, Any], path: str, args: Any, src: str) -> list[str]:
     """``replay --params-from``: take the tuned run's feature and target scaling when the
-    replay gives none (``--scale auto``: in place on ``args``), and one line each for
+    replay of a file gives none (``--scale auto``: in place on ``args``), and one line each for
     what differs from the rows tuned on: the read options (:data:`READ_OPTIONS`, as given;
     a ``tuned.json`` before they were recorded: those it records) and the data file (its
     name, then its size). Returns the lines to print."""
@@ -373,7 +373,9 @@ def tuned_read_options(doc: Mapping[str, Any], path: str, args: Any, src: str) -
     took = []
     for key in ("scale", "scale_target"):
         value = given.get(key)
-        if getattr(args, key, None) == "auto" and value not in (None, "auto"):
+        # (a topic decides auto on its first records: no file's ranges to scale by)
+        if getattr(args, key, None) == "auto" and value not in (None, "auto") and not is_topic(
+                src):
             setattr(args, key, value)
             took += _flag(key, value)
     if took:
