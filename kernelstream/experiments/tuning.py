@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,8 +37,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from kernelstream import data, fs
 from kernelstream.errors import TunedFileError
-from kernelstream.pipelines.config import parse_learner_spec, parse_param_spec
+from kernelstream.pipelines.config import (
+    display_name,
+    is_topic,
+    parse_learner_spec,
+    parse_param_spec,
+)
 
 TUNED_KIND = "kernelstream.tuned"
 TUNED_SCHEMA = 1
@@ -110,6 +117,11 @@ class CellScore:
     n_support_vectors: float | None = None
     seconds: float | None = None
     per_permutation: list[tuple[int, float | None, float]] = field(default_factory=list)
+    # the no-skill baseline of the same streams (``engine.noskill``; None where it does not
+    # apply) and the share of the top predicted class, for ``engine.noskill.skill_warnings``
+    noskill_mistake_rate: float | None = None
+    noskill_avg_loss: float | None = None
+    top_class_share: float | None = None
 
     def key(self, metric: str, ties: str) -> tuple[float, ...]:
         """Sort key of the choice: the metric, then (``ties="loss"``) the average loss."""
@@ -149,6 +161,13 @@ def choose(cells: Sequence[CellScore], task: str, ties: str = "grid") -> CellSco
     return min(sorted(cells, key=lambda c: c.index), key=lambda c: c.key(metric, ties))
 
 
+def beats(cell: CellScore, baseline: CellScore, task: str) -> bool:
+    """``cell`` scores strictly better than ``baseline`` (the same rounding as :func:`choose`:
+    equal to 9 decimals is no better)."""
+    metric = metric_for(task)
+    return cell.key(metric, "grid") < baseline.key(metric, "grid")
+
+
 def selection_text(task: str, ties: str) -> str:
     if task == "regression":
         return "lowest mean average loss over the tuning permutations; ties: the earlier cell"
@@ -163,10 +182,25 @@ def selection_text(task: str, ties: str) -> str:
 def tuned_doc(*, learner: str, task: str, loss: str, cells: Sequence[CellScore],
               chosen: CellScore, ties: str, axes: Mapping[str, Sequence[str]],
               fixed: Mapping[str, str], data: Mapping[str, Any], protocol: Mapping[str, Any],
-              version: str, created: str) -> dict[str, Any]:
+              version: str, created: str, baseline: CellScore | None = None,
+              baseline_learner: str | None = None,
+              baseline_fixed: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ``tuned.json`` document: the chosen cell's parameters first (what
-    ``replay --params-from`` applies), then its score, the protocol and every cell."""
+    ``replay --params-from`` applies), then its score, the no-skill baseline of the same
+    streams, the replay default's score (``baseline``: ``baseline_learner`` with its
+    parameters, untuned, learnt in the same run), the protocol and every cell."""
     metric = metric_for(task)
+    base = None
+    if baseline is not None:
+        base = {"learner": baseline_learner, "label": baseline.label,
+                "cell": baseline.index if baseline.index >= 0 else None,
+                "fixed": dict(baseline_fixed or {}),
+                "params": {k: v for k, v in baseline.params.items() if v is not None},
+                "mistake_rate": baseline.mistake_rate, "avg_loss": baseline.avg_loss,
+                "mistake_rate_std": baseline.mistake_rate_std,
+                "avg_loss_std": baseline.avg_loss_std,
+                "n_support_vectors": baseline.n_support_vectors, "seconds": baseline.seconds,
+                "beaten": beats(chosen, baseline, task)}
     return {
         "kind": TUNED_KIND,
         "schema": TUNED_SCHEMA,
@@ -180,6 +214,9 @@ def tuned_doc(*, learner: str, task: str, loss: str, cells: Sequence[CellScore],
         "cell": chosen.index,
         "score": {"metric": metric, "value": getattr(chosen, metric),
                   "mistake_rate": chosen.mistake_rate, "avg_loss": chosen.avg_loss},
+        "noskill": {"mistake_rate": chosen.noskill_mistake_rate,
+                    "avg_loss": chosen.noskill_avg_loss},
+        "baseline": base,
         "data": dict(data),
         "protocol": {
             **protocol,
@@ -200,6 +237,8 @@ def _cell_doc(c: CellScore, chosen: bool) -> dict[str, Any]:
         "mistake_rate": c.mistake_rate, "mistake_rate_std": c.mistake_rate_std,
         "avg_loss": c.avg_loss, "avg_loss_std": c.avg_loss_std,
         "n_support_vectors": c.n_support_vectors, "seconds": c.seconds,
+        "noskill_mistake_rate": c.noskill_mistake_rate, "noskill_avg_loss": c.noskill_avg_loss,
+        "top_class_share": c.top_class_share,
         "per_permutation": [{"permutation": r, "mistake_rate": m, "avg_loss": a}
                             for r, m, a in c.per_permutation],
         "chosen": chosen,
@@ -267,6 +306,108 @@ def apply_tuned(doc: Mapping[str, Any], path: str, learner_specs: Sequence[str],
     return specs, out
 
 
+# -- the rows tuned on ----------------------------------------------------------------------------
+
+# The read options that change the rows a tuning run's learners see, with their defaults
+# (``pipelines.commands._common``): ``tuned.json`` records them as given (``data.read_args``),
+# the suggested replay repeats them and ``replay --params-from`` compares them. ``--limit`` and
+# ``--sample`` choose the rows to tune on, not how they read: ``tune`` warns about those.
+READ_OPTIONS: dict[str, Any] = {
+    "format": None, "label_column": None, "n_features": None, "hash_features": None,
+    "positive_label": None, "delimiter": None, "header": None, "task": None, "rows": "auto",
+    "scale": "auto", "scale_target": "auto"}
+
+
+def read_args(args: Any) -> dict[str, Any]:
+    """The :data:`READ_OPTIONS` of parsed arguments, as given (before ``auto`` is resolved)."""
+    return {k: getattr(args, k, default) for k, default in READ_OPTIONS.items()}
+
+
+def _flag(key: str, value: Any) -> list[str]:
+    flag = "--" + key.replace("_", "-")
+    if isinstance(value, bool):  # --header / --no-header
+        return [flag if value else "--no-" + flag[2:]]
+    return [flag, "not given" if value is None else str(value)]
+
+
+def read_flags(given: Mapping[str, Any]) -> list[str]:
+    """The command-line options that repeat ``given`` (:func:`read_args`): those not at
+    their defaults."""
+    return [a for k, default in READ_OPTIONS.items()
+            if given.get(k, default) != default for a in _flag(k, given[k])]
+
+
+def _file_bytes(src: str) -> int | None:
+    """The size of the file (or embedded set) ``src``; None for a topic or a remote or
+    missing file (nothing is fetched to compare)."""
+    try:
+        path = str(data.embedded_path(src))
+    except (KeyError, FileNotFoundError):
+        path = src
+    if is_topic(src) or fs.is_remote(path):
+        return None
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
+def data_record(src: str) -> dict[str, Any]:
+    """What ``tuned.json`` records of the file tuned on, for :func:`tuned_read_options`."""
+    return {"source": src, "file_bytes": _file_bytes(src)}
+
+
+def tuned_read_options(doc: Mapping[str, Any], path: str, args: Any, src: str) -> list[str]:
+    """``replay --params-from``: take the tuned run's feature and target scaling when the
+    replay of a file gives none (``--scale auto``: in place on ``args``), and one line each for
+    what differs from the rows tuned on: the read options (:data:`READ_OPTIONS`, as given;
+    a ``tuned.json`` before they were recorded: those it records) and the data file (its
+    name, then its size). Returns the lines to print."""
+    tuned = doc.get("data") or {}
+    given = tuned.get("read_args")
+    older = not isinstance(given, dict)
+    if not isinstance(given, dict):  # an older tuned.json: its resolved options alone
+        given = {k: tuned[k] for k in ("format", "hash_features", "rows", "scale", "task")
+                 if tuned.get(k) is not None}
+    lines = []
+    took = []
+    for key in ("scale", "scale_target"):
+        value = given.get(key)
+        # (a topic decides auto on its first records: no file's ranges to scale by)
+        if getattr(args, key, None) == "auto" and value not in (None, "auto") and not is_topic(
+                src):
+            setattr(args, key, value)
+            took += _flag(key, value)
+    if took:
+        lines.append(f"reading the data as tuned: {' '.join(took)} ({path}; give the option "
+                     "to choose otherwise)")
+    differ = []
+    for key, value in given.items():
+        if key not in READ_OPTIONS:
+            continue
+        mine, resolved = getattr(args, key, READ_OPTIONS[key]), tuned.get(key, value)
+        if mine in (value, resolved):
+            continue
+        # not given: the task is the (tuned) learner's own, a width is decided on this file
+        # as it was on the tuned one; an older tuned.json holds resolved values only
+        if mine == READ_OPTIONS[key] and (older or key in ("task", "scale", "scale_target")):
+            continue
+        was = value if value not in (None, READ_OPTIONS[key]) or resolved is None else resolved
+        differ.append(f"{' '.join(_flag(key, mine))} (tuned: {_flag(key, was)[-1]})")
+    if differ:
+        lines.append(f"warning: the read options differ from those the parameters were tuned "
+                     f"with ({path}): {', '.join(differ)}")
+    name, size = tuned.get("dataset"), tuned.get("file_bytes")
+    mine_name, mine_size = display_name(src), _file_bytes(src)
+    if name is not None and name != mine_name:
+        lines.append(f"warning: the parameters were tuned on {name}, not on {mine_name} "
+                     f"({path}): they may not suit these data")
+    elif isinstance(size, int) and mine_size is not None and size != mine_size:
+        lines.append(f"warning: the parameters were tuned on a {name} of {size:,} bytes, this "
+                     f"one has {mine_size:,} ({path}): they may not suit these data")
+    return lines
+
+
 def overlap_note(doc: Mapping[str, Any], seed: int, permutations: int) -> str | None:
     """A note when a replay's evaluation permutations 0..R-1 include a tuning permutation of
     ``doc`` (same seed): the evaluation would score streams the parameters were chosen on."""
@@ -290,7 +431,9 @@ def _fmt(v: float | None, spec: str) -> str:
 
 
 def table_rows(doc: Mapping[str, Any]) -> list[list[str]]:
-    """Header and one row per cell: grid values, scores, and ``*`` on the chosen cell."""
+    """Header and one row per cell: grid values, scores, and ``*`` on the chosen cell; then
+    the replay default's row (``default``, when the run learnt it) and the no-skill row (the
+    running majority class, or the running mean for regression, on the same streams)."""
     keys = list(doc["protocol"]["grid"])
     classify = doc["task"] != "regression"
     head = ["cell", *keys]
@@ -298,16 +441,35 @@ def table_rows(doc: Mapping[str, Any]) -> list[list[str]]:
         head.append("mistake rate (%)")
     head += [f"avg loss ({doc['loss']})", "#SV", "seconds", ""]
     rows = [head]
-    for c in doc["cells"]:
-        row = [str(c["cell"]), *(c["grid"][k] for k in keys)]
+
+    def row(name: str, grid: list[str], c: Mapping[str, Any], mark: str) -> list[str]:
+        out = [name, *grid]
         if classify:
-            mr, sd = c["mistake_rate"], c["mistake_rate_std"]
-            row.append("-" if mr is None else
+            mr, sd = c.get("mistake_rate"), c.get("mistake_rate_std")
+            out.append("-" if mr is None else
                        f"{mr:.4f}" + ("" if not sd else f" ± {sd:.4f}"))
-        row += [_fmt(c["avg_loss"], ".5g"), _fmt(c["n_support_vectors"], ".1f"),
-                _fmt(c["seconds"], ".3f"), "*" if c["chosen"] else ""]
-        rows.append(row)
+        return [*out, _fmt(c.get("avg_loss"), ".5g"), _fmt(c.get("n_support_vectors"), ".1f"),
+                _fmt(c.get("seconds"), ".3f"), mark]
+
+    for c in doc["cells"]:
+        rows.append(row(str(c["cell"]), [c["grid"][k] for k in keys], c,
+                        "*" if c["chosen"] else ""))
+    dashes = ["-"] * len(keys)
+    if doc.get("baseline"):
+        rows.append(row("default", dashes, doc["baseline"], ""))
+    noskill = doc.get("noskill") or {}
+    if noskill.get("avg_loss") is not None or noskill.get("mistake_rate") is not None:
+        rows.append(row("no-skill", dashes, noskill, ""))
     return rows
+
+
+def baseline_text(doc: Mapping[str, Any]) -> str | None:
+    """What the ``default`` row of the table is: ``rff-rls n_components=500`` (the replay
+    default's learner and fixed parameters; its widths are ``auto``)."""
+    base = doc.get("baseline")
+    if not base:
+        return None
+    return " ".join([str(base["learner"]), *(f"{k}={v}" for k, v in base["fixed"].items())])
 
 
 def format_table(doc: Mapping[str, Any]) -> str:
@@ -335,6 +497,10 @@ def format_markdown(doc: Mapping[str, Any]) -> str:
         f"* Chosen: **{chosen}** (cell {doc['cell']}; {metric} "
         f"{_fmt(doc['score']['value'], '.4f')}).",
         f"* Fixed parameters: {', '.join(f'{k}={v}' for k, v in proto['fixed'].items()) or '-'}.",
+        *([] if not doc.get("baseline") else [
+            f"* Baseline (row `default`): {baseline_text(doc)}, the replay's default, untuned; "
+            + ("beaten by the chosen cell." if doc["baseline"]["beaten"] else
+               "**no cell beats it**: replay without `--params-from`.")]),
         f"* Selection: {proto['selection']}.",
         f"* Tuning permutations: r = {', '.join(map(str, perms))} of seed {proto['seed']} "
         f"({proto['seeding']}).",

@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 
 from kernelstream import data
+from kernelstream.data import widths
 from kernelstream.engine.replay.sources import ReplayStreams
 from kernelstream.experiments import tuning
 from kernelstream.experiments.protocol import TUNED_DIR
 from kernelstream.experiments.tuning import CellScore
 from kernelstream.pipelines.cli import main
+from kernelstream.pipelines.config import DEFAULT_BY_ROWS
 from kernelstream.seeding import permutation
 
 TUNED_PARAMS = TUNED_DIR / "tuned_params.json"
@@ -248,3 +250,173 @@ def test_params_from_notes_evaluation_on_tuning_permutations(
     doc = json.loads(tuned_file.read_text())
     assert tuning.overlap_note(doc, 0, 1001) is not None
     assert tuning.overlap_note(doc, 1, 1001) is None  # another seed: other permutations
+
+
+# -- the grid's edge, the default configuration, the rows tuned on, no-skill ------------------
+
+
+def test_the_edge_warning_orders_auto_widths_by_their_factor() -> None:
+    """``auto*F`` values (the default gamma grid) are ordered by F, or by F times the width
+    among numbers; the largest factor chosen is the edge."""
+    from kernelstream.pipelines.commands.tune import tune_warnings
+
+    grid = {"gamma": [f"auto*{f:g}" for f in widths.TUNE_FACTORS]}
+    [top] = tune_warnings(grid, {"gamma": "auto*8"}, None)
+    assert top.startswith("gamma=auto*8 is the largest value of its grid")
+    [low] = tune_warnings(grid, {"gamma": "auto*0.125"}, None)
+    assert "smallest" in low
+    assert tune_warnings(grid, {"gamma": "auto"}, None) == []  # auto = auto*1, inside
+    # a mix of numbers and factors, by the data-driven width (0.1 here): 0.5 is the largest
+    mix = {"gamma": ["auto", "0.5", "auto*2"]}
+    [edge] = tune_warnings(mix, {"gamma": "0.5"}, None, auto=0.1)
+    assert "largest" in edge
+    assert tune_warnings(mix, {"gamma": "auto*2"}, None, auto=0.1) == []
+
+
+def test_tune_warns_when_the_default_grid_chooses_its_edge(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t"
+    assert main(["tune", "german", "-l", "bpa-s", "-p", "budget=30", "--grid",
+                 "gamma=auto*4,auto*8", "--tune-rows", "200", "--runner", "loop", "-q",
+                 "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    chosen = json.loads((out / "tuned.json").read_text())["cells"]
+    [value] = [c["grid"]["gamma"] for c in chosen if c["chosen"]]
+    assert f"gamma={value} is the" in err, err  # either value of two is an edge
+
+
+def _replay_summary(tmp_path: Path, data: str, *args: str, name: str = "r") -> dict[str, Any]:
+    out = tmp_path / name
+    assert main(["replay", data, *args, "--limit", "60", "--runner", "loop", "-o", str(out),
+                 "-q", "--overwrite"]) == 0
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_tune_suggests_and_replay_takes_the_read_options_tuned_with(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t"
+    assert main(["tune", "german", "-l", "bpa-s", "-p", "budget=30", "--grid", "c=0.5,2",
+                 "--scale", "pm1", "--tune-rows", "100", "--runner", "loop", "-q",
+                 "-o", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    tuned = out / "tuned.json"
+    doc = json.loads(tuned.read_text())
+    assert doc["data"]["read_args"]["scale"] == "pm1" and doc["data"]["file_bytes"] > 0
+    if doc["baseline"]["beaten"]:
+        assert f"use: kernelstream replay german --scale pm1 --params-from {tuned}" in stdout
+    else:
+        assert "use the default: kernelstream replay german --scale pm1" in stdout
+    # no --scale: the tuned run's, said in one line
+    s = _replay_summary(tmp_path, "german", "--params-from", str(tuned))
+    err = capsys.readouterr().err
+    assert s["scale"] == "pm1" and "reading the data as tuned: --scale pm1" in err, err
+    assert "warning: the" not in err  # (replay's own no-skill warning may come)
+    # an explicit other scaling wins, with one warning line; so do other data
+    s = _replay_summary(tmp_path, "german", "--params-from", str(tuned), "--scale", "01",
+                        "--task", "classification")
+    err = capsys.readouterr().err.splitlines()
+    assert s["scale"] == "01"
+    assert [ln for ln in err if "warning: the" in ln] == [
+        f"kernelstream: warning: the read options differ from those the parameters were "
+        f"tuned with ({tuned}): --scale 01 (tuned: pm1)"]
+    other = tmp_path / "other.csv"
+    other.write_text("".join(f"{i % 7},{i % 3},{1 if i % 2 else -1}\n" for i in range(80)))
+    _replay_summary(tmp_path, str(other), "--params-from", str(tuned), "--scale", "pm1")
+    err = capsys.readouterr().err
+    assert "tuned on german, not on other.csv" in err, err
+    # an older tuned.json (no read_args, no file_bytes): its recorded scaling is taken
+    old = tmp_path / "old.json"
+    doc["data"] = {k: v for k, v in doc["data"].items() if k not in ("read_args", "file_bytes")}
+    old.write_text(json.dumps(doc))
+    s = _replay_summary(tmp_path, "german", "--params-from", str(old))
+    assert s["scale"] == "pm1" and "warning: the" not in capsys.readouterr().err
+
+
+def test_replay_params_from_warns_on_another_file_of_the_same_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(1)
+    paths = []
+    for n, folder in ((80, "a"), (60, "b")):
+        (tmp_path / folder).mkdir()
+        path = tmp_path / folder / "d.csv"
+        X = rng.normal(size=(n, 3))
+        path.write_text("".join(",".join(f"{v:.4f}" for v in x) + f",{1 if x[0] > 0 else -1}\n"
+                                for x in X))
+        paths.append(str(path))
+    out = tmp_path / "t"
+    assert main(["tune", paths[0], "-l", "pa-i", "--grid", "c=0.5,1", "--runner", "loop",
+                 "-q", "-o", str(out)]) == 0
+    _replay_summary(tmp_path, paths[0], "--params-from", str(out / "tuned.json"))
+    assert "warning: the" not in capsys.readouterr().err
+    _replay_summary(tmp_path, paths[1], "--params-from", str(out / "tuned.json"))
+    err = capsys.readouterr().err
+    assert "the parameters were tuned on a d.csv of" in err and "this one has" in err, err
+
+
+def test_tune_without_a_learner_tunes_the_replay_default(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    """No -l: the learner and fixed parameters ``replay german`` runs (rff-rls with
+    n_components=500 on dense rows), whose untuned configuration is a grid cell here."""
+    learner, fixed = DEFAULT_BY_ROWS["classification"]["dense"]
+    doc = _tune(tmp_path, "german", "--grid", "gamma=auto*0.5,auto", "--tune-rows", "150",
+                "--runner", "loop")
+    assert doc["learner"] == learner and doc["protocol"]["fixed"] == fixed
+    assert doc["params"]["n_components"] == int(fixed["n_components"])
+    base = doc["baseline"]
+    assert base["learner"] == learner and base["cell"] == 1 and base["fixed"] == fixed
+    assert base["mistake_rate"] == doc["cells"][1]["mistake_rate"]
+    # the configuration `replay german` runs
+    s = _replay_summary(tmp_path, "german", "--seed", "0", name="plain")
+    assert s["learner"] == learner and s["params"] == base["params"]
+    # -l naming the default learner starts from the same fixed parameters; -p wins
+    doc = _tune(tmp_path, "german", "-l", learner, "-p", "lam=2", "--grid", "gamma=auto*0.5",
+                "--tune-rows", "150", "--runner", "loop", name="named")
+    assert doc["protocol"]["fixed"] == {**fixed, "lam": "2"}
+    assert doc["params"]["n_components"] == int(fixed["n_components"])
+    assert doc["baseline"]["cell"] is None and doc["baseline"]["params"]["lam"] == 1.0
+    # a learner that is not the default keeps its own parameters, the baseline is the default
+    doc = _tune(tmp_path, "german", "-l", "bpa-s", "-p", "budget=20", "--grid",
+                "gamma=auto", "--tune-rows", "150", "--runner", "loop", name="other")
+    assert doc["protocol"]["fixed"] == {"budget": "20"} and doc["baseline"]["learner"] == learner
+
+
+def test_tune_says_when_no_cell_beats_the_default(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t"
+    # a width far too large: every kernel value ~0, the default learns
+    assert main(["tune", "german", "-l", "bpa-s", "-p", "budget=5", "--grid", "gamma=1000",
+                 "--tune-rows", "300", "--runner", "loop", "-q", "-o", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    doc = json.loads((out / "tuned.json").read_text())
+    assert doc["baseline"]["beaten"] is False
+    assert doc["baseline"]["mistake_rate"] < doc["score"]["value"]
+    lines = stdout.splitlines()
+    assert any(ln.startswith("default ") for ln in lines)  # the baseline row
+    [no] = [ln for ln in lines if ln.startswith("no cell beats the default")]
+    assert no.endswith("use the default: kernelstream replay german")
+    assert "--params-from" not in stdout
+    assert "**no cell beats it**" in (out / "tuned.md").read_text()
+
+
+def test_tune_shows_the_no_skill_rate_and_warns_as_replay(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    """A one-class prefix: every cell makes no mistake, as the majority class; the table
+    says so, tuned.json records it and replay's warning is given."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    path = tmp_path / "one.csv"
+    path.write_text("".join(",".join(f"{v:.4f}" for v in x) + f",{1 if i < 100 else -1}\n"
+                            for i, x in enumerate(X)))
+    out = tmp_path / "t"
+    assert main(["tune", str(path), "-l", "pa-i", "--grid", "c=0.5,1", "--limit", "100",
+                 "--runner", "loop", "-q", "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads((out / "tuned.json").read_text())
+    assert doc["noskill"]["mistake_rate"] == 0.0 and doc["score"]["value"] == 0.0
+    assert all(c["noskill_mistake_rate"] == 0.0 for c in doc["cells"])
+    [row] = [ln for ln in captured.out.splitlines() if ln.startswith("no-skill")]
+    assert "0.0000" in row
+    assert ("kernelstream tune: warning: chosen cell 0: mistake rate 0% is not better than "
+            "always predicting the majority class so far (0%)") in captured.err, captured.err

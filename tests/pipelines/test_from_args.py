@@ -56,7 +56,10 @@ def test_configs_hold_what_the_handlers_ran_on(tmp_path: Path) -> None:
     t = tune.TuneConfig.from_args(_args(tune, argv), argv)
     assert (t.ties, t.random, t.fixed, t.argv) == ("loss", 2, ("budget=50",), tuple(argv))
     assert len(t.chosen) == 2 and t.axes == {"eta": ["0.1", "0.2", "0.4"]}
-    assert t.replay.first_permutation == 7 and len(t.replay.learners) == 2
+    assert t.replay.first_permutation == 7
+    # the two cells, then the replay default (german's rows are dense) as the baseline
+    assert [c.learner for c in t.replay.learners] == ["bogd", "bogd", "rff-rls"]
+    assert t.baseline == t.replay.learners[-1].label
     argv = ["demo", "--seconds", "4", "--rate", "20", "--delay-max", "1.5s", "-l", "pa",
             "--seed", "3", "--out", str(tmp_path / "d")]
     d = demo.DemoConfig.from_args(_args(demo, argv), argv)

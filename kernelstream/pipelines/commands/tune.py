@@ -1,17 +1,21 @@
-"""``kernelstream tune DATA -l LEARNER --grid key=v1,v2,... [--grid ...] [--random N]``.
+"""``kernelstream tune DATA [-l LEARNER] [--grid key=v1,v2,... ...] [--random N]``.
 
 The cells of the grid become the learner configurations of one replay run (labels
 ``cell00``, ``cell01``, ...) over the held-out tuning permutations ``--tune-perm`` onwards
 (default 1000; a replay evaluates 0..R-1), so they are learnt by the replay's own machinery
 (``pipelines.replay.replay``: the loop or the Beam pipeline, ``--workers N`` processes) like any
-grid. The choice, ``tuned.json`` and its table are :mod:`kernelstream.experiments.tuning`'s;
-``replay --params-from OUT/tuned.json`` runs the chosen parameters.
+grid. Beside the cells, the configuration ``replay DATA`` runs (:data:`BASELINE`; the default
+learner with its fixed parameters, which no ``-l``, or ``-l`` naming that learner, also tunes)
+is learnt once as the baseline the choice must beat. The choice, ``tuned.json`` and its table
+are :mod:`kernelstream.experiments.tuning`'s; ``replay --params-from OUT/tuned.json`` runs the
+chosen parameters, read as they were tuned (the suggested command repeats the read options).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from kernelstream import __version__, fs, learners
 from kernelstream._json import json_safe
 from kernelstream.data import widths
+from kernelstream.engine.noskill import skill_warnings
 from kernelstream.errors import ConfigError
 from kernelstream.experiments import tuning
 from kernelstream.pipelines.commands._common import (
@@ -40,14 +45,22 @@ from kernelstream.pipelines.commands._runs import (
 )
 from kernelstream.pipelines.commands.replay import run_shard
 from kernelstream.pipelines.config import (
+    DEFAULT_BY_ROWS,
+    DEFAULT_LEARNERS,
     PROG,
     check_at_least,
     display_name,
     is_topic,
+    learner_configs,
     parse_learner_spec,
     runners_for,
 )
-from kernelstream.pipelines.replay.replay_args import ReplayConfig, shard_arg, workers_arg
+from kernelstream.pipelines.replay.replay_args import (
+    ReplayConfig,
+    default_rows,
+    shard_arg,
+    workers_arg,
+)
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult
@@ -71,10 +84,14 @@ COMMAND = Command(
         "the cell with the lowest mistake rate (regression: average loss; ties: the\n"
         "earlier cell in grid order, or --ties loss), and write DIR/tuned.json (the\n"
         "parameters, every cell's score, the protocol) and DIR/tuned.md. The cells are the\n"
-        "configurations of one replay run, so --workers N spreads them like any grid."
+        "configurations of one replay run, so --workers N spreads them like any grid.\n"
+        "Without -l it tunes what `replay DATA` runs (its learner and fixed parameters);\n"
+        "the table ends with that default, untuned, and the no-skill rate of the same\n"
+        "streams, and tune says when no cell beats the default."
     ),
     epilog=(
         "examples:\n"
+        f"  {PROG} tune a9a --limit 5000\n"
         f"  {PROG} tune german -l bpa-s -p budget=100 -p sigma=2.83 --grid c=0.25,0.5,1,2\n"
         f"  {PROG} tune a9a -l bogd -p budget=200 --grid eta=0.01,0.1,1 "
         "--grid lam=0.001,0.01 -j 2\n"
@@ -86,8 +103,10 @@ COMMAND = Command(
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``tune``'s arguments and handler (definitions only: no Beam)."""
     p.add_argument("data", metavar="DATA", help="embedded data set name or file path")
-    p.add_argument("--learner", "-l", required=True, metavar="NAME",
-                   help=f"the learner to tune (see `{PROG} learners`)")
+    p.add_argument("--learner", "-l", metavar="NAME",
+                   help=f"the learner to tune (see `{PROG} learners`; default: the one `{PROG} "
+                   "replay DATA` runs, with its fixed parameters, e.g. rff-rls "
+                   "n_components=500 on dense rows, which it also starts from when named)")
     p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
                    help="a fixed hyper-parameter of every cell (repeatable)")
     p.add_argument("--grid", "-g", action="append", metavar="KEY=V1,V2,...",
@@ -151,6 +170,14 @@ class TuneConfig:
     random: int | None = None
     overwrite: bool = False
     argv: tuple[str, ...] = ()
+    # the configuration ``replay DATA`` runs (learner, fixed parameters; widths auto), learnt
+    # beside the cells as the table's baseline: the label of its configuration (a cell's when
+    # a cell is the same configuration)
+    baseline: str | None = None
+    baseline_learner: str | None = None
+    baseline_fixed: tuple[tuple[str, str], ...] = ()
+    data: str = ""  # DATA as given (the suggested replay's)
+    read_args: tuple[tuple[str, Any], ...] = ()  # tuning.read_args: the read options given
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: Sequence[str]) -> TuneConfig:
@@ -158,9 +185,14 @@ class TuneConfig:
         if is_topic(args.data):
             raise ConfigError("tune replays permutations of a data file; a Kafka topic is one "
                               "stream in its own order")
-        label, name = parse_learner_spec(args.learner)
-        if label != name:
-            raise ConfigError(f"--learner {args.learner!r}: give the learner's name alone")
+        name = None
+        if args.learner:
+            label, name = parse_learner_spec(args.learner)
+            if label != name:
+                raise ConfigError(f"--learner {args.learner!r}: give the learner's name alone")
+        user = list(args.param or [])
+        base_name, base_params = default_configuration(args, name, user)
+        name = name or base_name
         grid = args.grid
         if not grid:  # the learner's Gaussian width, around the data-driven one
             if not any(p.name == "gamma" for p in learners.get(name).params):
@@ -168,8 +200,12 @@ class TuneConfig:
                                   "--grid KEY=V1,V2,...")
             grid = [widths.tune_grid()]
         axes = tuning.parse_grid(grid)
-        fixed = list(args.param or [])
-        for spec in fixed:
+        given = {_width(spec.partition("=")[0].strip()) for spec in user} | set(map(_width, axes))
+        # the default learner starts from the default's fixed parameters (n_components=500),
+        # unless -p or --grid sets them
+        fixed = [f"{k}={v}" for k, v in base_params.items()
+                 if name == base_name and _width(k) not in given] + user
+        for spec in user:
             key = spec.partition("=")[0].strip()
             if "." in key:
                 raise ConfigError(f"-p {spec!r}: tune has one learner; give -p KEY=VALUE")
@@ -185,17 +221,52 @@ class TuneConfig:
         ns = argparse.Namespace(**vars(args))
         for k, v in _REPLAY_ONLY.items():
             setattr(ns, k, getattr(ns, k, v))
-        ns.learner = [f"{lab}={name}" for lab in labels]
-        ns.param = fixed + [f"{lab}.{k}={v}" for lab, i in zip(labels, chosen, strict=True)
-                            for k, v in cells[i].items()]
+        ns.learner = [f"{lab}={name}" for lab in labels] + [f"{BASELINE}={base_name}"]
+        # every -p scoped to the cells: the baseline is the plain default
+        ns.param = ([f"{lab}.{spec.strip()}" for lab in labels for spec in fixed]
+                    + [f"{lab}.{k}={v}" for lab, i in zip(labels, chosen, strict=True)
+                       for k, v in cells[i].items()]
+                    + [f"{BASELINE}.{k}={v}" for k, v in base_params.items()])
         ns.permutations = args.tune_permutations
         if not args.out:
             ns.out = str(Path("runs") / f"tune-{display_name(args.data)}-{name}")
         replay = ReplayConfig.from_args(ns, argv)
         replay = replace(replay, first_permutation=args.tune_perm, stream_rows=args.tune_rows)
+        # a cell that is the default configuration is learnt once (the same learner, seeds
+        # and parameters give the same scores)
+        base = replay.learners[-1]
+        same = next((c.label for c in replay.learners[:-1]
+                     if (c.learner, dict(c.params), c.target)
+                     == (base.learner, dict(base.params), base.target)), None)
+        if same is not None:
+            replay = replace(replay, learners=replay.learners[:-1])
         return cls(replay=replay, axes=axes, cells=tuple(cells), chosen=tuple(chosen),
                    fixed=tuple(fixed), ties=args.ties, random=args.random,
-                   overwrite=args.overwrite, argv=tuple(argv))
+                   overwrite=args.overwrite, argv=tuple(argv), baseline=same or BASELINE,
+                   baseline_learner=base_name, baseline_fixed=tuple(base_params.items()),
+                   data=args.data, read_args=tuple(tuning.read_args(args).items()))
+
+
+BASELINE = "default"  # the label of the replay default's configuration in a tuning run
+
+
+def _width(key: str) -> str:
+    return "gamma" if key == "sigma" else key
+
+
+def default_configuration(args: argparse.Namespace, name: str | None,
+                          fixed: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """The learner and fixed parameters ``replay DATA`` runs on ``tune``'s data
+    (``DEFAULT_BY_ROWS`` by the task and the file's rows, as ``ReplayConfig.from_args``
+    chooses): for the task of learner ``name`` with ``fixed`` when one is named."""
+    task = args.task
+    if task is None and name is not None:  # the tuned learner's task (a stand-in width)
+        task = learner_configs([name], fixed, auto_width=lambda: 1.0)[0].task
+    task = task or "classification"
+    rows = default_rows(argparse.Namespace(**{**_REPLAY_ONLY, **vars(args)}), args.data)
+    base_name, params = (DEFAULT_BY_ROWS[task][rows] if rows is not None
+                         else DEFAULT_LEARNERS.get(task, DEFAULT_LEARNERS["classification"]))
+    return base_name, dict(params)
 
 
 def cmd_tune(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -215,9 +286,11 @@ def run_tune(tune: TuneConfig) -> int:
     try:
         with started(config, "tune", tune.overwrite) as pool:
             if not config.quiet:
-                print(f"[tune] {config.learners[0].learner}: {len(chosen)} of {len(cells)} cells x "
-                      f"{config.permutations} tuning permutation(s) from r = "
-                      f"{config.first_permutation}", file=sys.stderr, flush=True)
+                fixed = "".join(f" {spec}" for spec in tune.fixed)
+                print(f"[tune] {config.learners[0].learner}{fixed}: {len(chosen)} of "
+                      f"{len(cells)} cells x {config.permutations} tuning permutation(s) from "
+                      f"r = {config.first_permutation}, beside the replay default "
+                      f"({_baseline_text(tune)})", file=sys.stderr, flush=True)
             run = execute(config, "tune", pool)
     except RefusedError as exc:
         return exc.code
@@ -227,31 +300,78 @@ def run_tune(tune: TuneConfig) -> int:
     write_summary(build_summary(config, run), config.out)
     path, table = write_tuned(doc, config.out)
     print(tuning.format_table(doc))
+    if doc["baseline"] is not None:
+        print(f"default: {_baseline_text(tune)}, untuned (replay {tune.data}'s configuration"
+              + ("" if doc["baseline"]["cell"] is None else
+                 f", the same configuration as cell {doc['baseline']['cell']}") + ")")
     best = ", ".join(f"{k}={tuning.param_text(v)}" for k, v in doc["tuned"].items())
     score = doc["score"]
-    print(f"chosen: {best} (" + (f"mistake rate {score['value']:.4f}%" if score["metric"]
-                                 == "mistake_rate" else f"average loss {score['value']:.6g}")
-          + ")")
-    print(f"tuned: {path}  (table: {table}; use: {PROG} replay {config.data} --params-from "
-          f"{path})")
-    for line in tune_warnings(axes, cells[doc["cell"]], config.read.limit):
+    print(f"chosen: {best} (" + _score_text(score["metric"], score["value"]) + ")")
+    replay = [PROG, "replay", tune.data, *tuning.read_flags(dict(tune.read_args))]
+    base = doc["baseline"]
+    if base is None or base["beaten"]:
+        print(f"tuned: {path}  (table: {table}; use: "
+              f"{shlex.join([*replay, '--params-from', path])})")
+    else:  # tuning made nothing better: the default run is the one to use
+        metric = score["metric"]
+        print(f"tuned: {path}  (table: {table})\nno cell beats the default "
+              f"({_baseline_text(tune)}: {_score_text(metric, base[metric])}): use the "
+              f"default: {shlex.join(replay)}")
+    # replay's warnings, on the chosen cell: no better than ignoring the features
+    [cell] = [c for c in doc["cells"] if c["chosen"]]
+    for line in skill_warnings(f"chosen cell {doc['cell']}", cell):
+        print(f"{PROG} tune: {line}", file=sys.stderr)
+    auto = next((float(c["params"]["gamma"]) / f for c in doc["cells"]
+                 if (f := widths.auto_factor(c["grid"].get("gamma"))) is not None), None)
+    for line in tune_warnings(axes, cells[doc["cell"]], config.read.limit, auto=auto,
+                              sample=None if config.sample is None else config.sample[1]):
         print(f"{PROG} tune: warning: {line}", file=sys.stderr)
     return 0
 
 
+def _baseline_text(tune: TuneConfig) -> str:
+    return " ".join([str(tune.baseline_learner), *(f"{k}={v}" for k, v in tune.baseline_fixed)])
+
+
+def _score_text(metric: str, value: float | None) -> str:
+    if value is None:
+        return "no score"
+    return (f"mistake rate {value:.4f}%" if metric == "mistake_rate"
+            else f"average loss {value:.6g}")
+
+
+def _axis_value(value: str, auto: float | None) -> float | None:
+    """A grid value as a number to order its axis by: ``auto*F`` as F times the data-driven
+    width ``auto`` (as F alone when it is not known); None for a name."""
+    factor = widths.auto_factor(value)
+    if factor is not None:
+        return factor if auto is None else factor * auto
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
 def tune_warnings(axes: dict[str, list[str]], chosen: dict[str, str],
-                  limit: int | None) -> list[str]:
+                  limit: int | None, *, auto: float | None = None,
+                  sample: int | None = None) -> list[str]:
     """One line per reason to distrust the choice: a chosen value at the edge of a numeric
-    grid axis (the best may lie beyond it; of two values, either is an edge), and a choice
-    made on the first ``limit`` rows, which the suggested replay drops."""
+    grid axis (the best may lie beyond it; of two values, either is an edge; ``auto*F``
+    values are ordered as F times the data-driven width ``auto``, by F when every value is
+    one), and a choice made on the first ``limit`` rows or on ``sample`` random rows, which
+    the suggested replay drops."""
     lines = []
     for key, values in axes.items():
-        try:
-            nums = sorted({float(v) for v in values})
-            at = float(chosen[key])
-        except (KeyError, ValueError):  # a choice of names (kernel=...): no edge
+        numbers = [_axis_value(v, auto) for v in values]
+        mixed = auto is None and any(widths.is_auto(v) for v in values) and not all(
+            widths.is_auto(v) for v in values)
+        at = _axis_value(chosen.get(key, ""), auto)
+        if at is None or mixed:  # a choice of names (kernel=...): no edge
             continue
-        if len(nums) < 2 or nums[0] < at < nums[-1]:
+        nums = sorted({v for v in numbers if v is not None})
+        if len(nums) < len(set(numbers)):  # names among the numbers
+            continue
+        if len(nums) < 2 or at is None or nums[0] < at < nums[-1]:
             continue
         side, beyond = (("smallest", "below") if at == nums[0] else ("largest", "above"))
         lines.append(f"{key}={chosen[key]} is the {side} value of its grid "
@@ -261,26 +381,40 @@ def tune_warnings(axes: dict[str, list[str]], chosen: dict[str, str],
         lines.append(f"tuned on the first {limit} rows (--limit {limit}); the suggested replay "
                      "runs the whole file, where another value may be best (add --limit "
                      f"{limit} to replay the rows it was tuned on)")
+    if sample is not None:
+        lines.append(f"tuned on {sample} random rows (--sample {sample}); the suggested replay "
+                     "runs the whole file, where another value may be best")
     return lines
+
+
+def _score(r: EvalResult, index: int, label: str, grid: dict[str, str]) -> tuning.CellScore:
+    s = r.to_summary()
+    return tuning.CellScore(
+        index=index, label=label, grid=grid, params=dict(r.params),
+        mistake_rate=s["mistake_rate"], avg_loss=float(s["avg_loss"] or 0.0),
+        mistake_rate_std=s["mistake_rate_std"], avg_loss_std=s["avg_loss_std"],
+        n_support_vectors=s["n_support_vectors"], seconds=s["seconds"],
+        per_permutation=[(p.permutation, p.mistake_rate, p.avg_loss) for p in r.runs],
+        noskill_mistake_rate=s["noskill_mistake_rate"], noskill_avg_loss=s["noskill_avg_loss"],
+        top_class_share=s["top_class_share"])
 
 
 def tuned_document(tune: TuneConfig, results: Sequence[EvalResult]) -> dict[str, Any]:
     """The ``tuned.json`` document of a finished tuning run."""
     config, axes, cells, chosen = tune.replay, tune.axes, list(tune.cells), list(tune.chosen)
     by_label = {r.label: r for r in results}
-    scores = []
-    for label, i in zip(_labels(chosen, len(cells)), chosen, strict=True):
-        r = by_label[label]
-        s = r.to_summary()
-        scores.append(tuning.CellScore(
-            index=i, label=label, grid=cells[i], params=dict(r.params),
-            mistake_rate=s["mistake_rate"], avg_loss=float(s["avg_loss"] or 0.0),
-            mistake_rate_std=s["mistake_rate_std"], avg_loss_std=s["avg_loss_std"],
-            n_support_vectors=s["n_support_vectors"], seconds=s["seconds"],
-            per_permutation=[(p.permutation, p.mistake_rate, p.avg_loss) for p in r.runs]))
-    first = results[0]
+    scores = [_score(by_label[label], i, label, cells[i])
+              for label, i in zip(_labels(chosen, len(cells)), chosen, strict=True)]
+    baseline = None
+    if tune.baseline in by_label:
+        # a cell that is the default configuration is its row too
+        index = next((i for label, i in zip(_labels(chosen, len(cells)), chosen, strict=True)
+                      if label == tune.baseline), -1)
+        baseline = _score(by_label[tune.baseline], index, tune.baseline, {})
+    first = by_label[scores[0].label]
     best = tuning.choose(scores, config.read.task, tune.ties)
-    return tuning.tuned_doc(
+    src = tune.data or config.dataset
+    doc = tuning.tuned_doc(
         learner=first.learner, task=config.read.task, loss=first.loss, cells=scores, chosen=best,
         ties=tune.ties, axes=axes,
         fixed=dict(spec.split("=", 1) for spec in tune.fixed),
@@ -289,7 +423,8 @@ def tuned_document(tune: TuneConfig, results: Sequence[EvalResult]) -> dict[str,
               "scale": config.read.scale, "scale_target": config.read.scale_target,
               "limit": config.read.limit, "hash_features": config.read.hash_features,
               "rows": config.read.rows,
-              "sample": None if config.sample is None else config.sample[1]},
+              "sample": None if config.sample is None else config.sample[1],
+              **tuning.data_record(src), "read_args": dict(tune.read_args)},
         protocol={"seed": config.seed, "tune_perm": config.first_permutation,
                   "tune_permutations": config.permutations,
                   "permutations": list(range(config.first_permutation,
@@ -297,7 +432,10 @@ def tuned_document(tune: TuneConfig, results: Sequence[EvalResult]) -> dict[str,
                   "rows": config.stream_rows, "random": tune.random,
                   "cells_in_grid": len(cells), "seeding": SEEDING, "runner": config.runner,
                   "argv": list(tune.argv)},
-        version=__version__, created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        version=__version__, created=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        baseline=baseline, baseline_learner=tune.baseline_learner,
+        baseline_fixed=dict(tune.baseline_fixed))
+    return doc
 
 
 def write_tuned(doc: dict[str, Any], out: str) -> tuple[str, str]:

@@ -203,6 +203,11 @@ class ReplayConfig:
             tuned = tuning.read_tuned(params_from)
             learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
                                                             param_specs)
+            # the rows it was tuned on: its scaling unless one is given; what differs, said
+            for line in tuning.tuned_read_options(tuned, params_from, args,
+                                                  args.data or DEFAULT_DATASET):
+                if getattr(args, "shard", None) is None:
+                    print(f"{PROG}: {line}", file=sys.stderr)
         src = args.data or DEFAULT_DATASET
         scale = args.scale  # as given: a topic's auto is decided on its head (topic_head)
         # before the widths: gamma=auto is estimated on the rows as the learners get them
