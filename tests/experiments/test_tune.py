@@ -420,3 +420,18 @@ def test_tune_shows_the_no_skill_rate_and_warns_as_replay(tmp_path: Path,
     assert "0.0000" in row
     assert ("kernelstream tune: warning: chosen cell 0: mistake rate 0% is not better than "
             "always predicting the majority class so far (0%)") in captured.err, captured.err
+
+
+def test_a_cell_that_only_ties_the_default_is_not_chosen(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On german's first 400 rows a width 1/8 of auto makes as many mistakes as the default
+    (auto, cell 1): the default stays chosen, and no edge warning points at 1/8."""
+    out = tmp_path / "t"
+    assert main(["tune", "german", "--limit", "400", "--grid", "gamma=auto*0.125,auto",
+                 "--runner", "loop", "-q", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    doc = json.loads((out / "tuned.json").read_text())
+    first, default = doc["cells"]
+    assert first["mistake_rate"] == default["mistake_rate"]  # the tie this test is about
+    assert doc["baseline"]["cell"] == 1 and doc["cell"] == 1 and default["chosen"]
+    assert doc["baseline"]["beaten"] is False and "smallest value" not in err

@@ -413,6 +413,11 @@ def tuned_document(tune: TuneConfig, results: Sequence[EvalResult]) -> dict[str,
         baseline = _score(by_label[tune.baseline], index, tune.baseline, {})
     first = by_label[scores[0].label]
     best = tuning.choose(scores, config.read.task, tune.ties)
+    if (baseline is not None and baseline.index >= 0
+            and not tuning.beats(best, baseline, config.read.task)):
+        # a tie with the default, itself a cell: the default stays (a value at the grid's
+        # edge that is no better must not be suggested, nor warned about)
+        best = next(c for c in scores if c.index == baseline.index)
     src = tune.data or config.dataset
     doc = tuning.tuned_doc(
         learner=first.learner, task=config.read.task, loss=first.loss, cells=scores, chosen=best,
