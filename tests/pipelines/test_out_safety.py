@@ -56,8 +56,12 @@ def test_reproduce_writes_into_its_own_folders(tmp_path: Path, fake_p0: list[Pat
     new = tmp_path / "new"
     base = ["reproduce", "p0", "--data-dir", str(tmp_path), "-q", "--out-dir"]
     assert main([*base, str(new)]) == 0
-    assert json.loads((new / run_folder.MARKER).read_text())["command"] == "reproduce"
+    assert sorted(p.name for p in new.iterdir()) == ["p0.json", "p0.md"]
     assert main([*base, str(new)]) == 0  # a previous reproduction: its tables replaced
+    retuned = tmp_path / "retuned"  # what --retune-only leaves
+    retuned.mkdir()
+    (retuned / "tuned_params_p0.json").write_text("{}")
+    assert main([*base, str(retuned)]) == 0
     results = tmp_path / "results"  # as the checkout's benchmarks/results: no marker
     results.mkdir()
     (results / "p0.json").write_text(json.dumps({"machine": "m", "pipeline_args": []}))
@@ -65,7 +69,7 @@ def test_reproduce_writes_into_its_own_folders(tmp_path: Path, fake_p0: list[Pat
     assert main([*base, str(results)]) == 0
     assert (results / "notes.md").read_text() == "kept"
     assert not (results / run_folder.MARKER).exists()
-    assert fake_p0 == [new, new, results]
+    assert fake_p0 == [new, new, retuned, results]
 
 
 # -- report --out -----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import importlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,33 +38,32 @@ def default_out_dir(paper: str) -> Path:
     return Path("runs") / f"reproduce-{paper}"
 
 
-def claim_out_dir(out: Path, overwrite: bool) -> None:
+def claim_out_dir(out: Path, overwrite: bool, tuned_files: Iterable[str] = ()) -> None:
     """``--out-dir``'s rule, as ``replay --out``'s (``pipelines.run_folder``): a new or empty
-    folder is used (and marked as reproduce's, :data:`run_folder.MARKER`); so is a previous
-    reproduction's (its marker, or a ``PAPER.json`` results file it wrote, as in the
-    checkout's benchmarks/results/), whose tables are replaced one by one; any other
-    non-empty folder only with ``overwrite``. Raises :class:`OutFolderError` (one line)."""
+    folder is used; so is an earlier reproduction's, known by what it wrote there (a
+    ``PAPER.json`` results file, as in the checkout's benchmarks/results/, or a retuned file
+    of ``tuned_files``), whose files of the same names are replaced; any other non-empty
+    folder only with ``overwrite``. Raises :class:`OutFolderError` (one line)."""
     folder = run_folder.inspect(str(out))
-    if folder.empty:
-        run_folder.write_marker(str(out), "reproduce")
-        return
-    if overwrite or (folder.run or {}).get("command") == "reproduce" or _has_results(out):
+    if folder.empty or overwrite or _reproduced(out, tuned_files):
         return
     shown = ", ".join(folder.entries[:3]) + (", ..." if len(folder.entries) > 3 else "")
     raise OutFolderError(
         f"--out-dir {out} is not empty ({shown}) and holds no kernelstream reproduction "
-        f"(no {run_folder.MARKER} or PAPER.json): choose a new or empty folder, or add "
-        "--overwrite to write the tables into it")
+        "(no PAPER.json results): choose a new or empty folder, or add --overwrite to write "
+        "the tables into it")
 
 
-def _has_results(out: Path) -> bool:
-    """``out`` holds a results file a reproduction wrote (``experiments.report``)."""
-    for paper in PAPERS:
+def _reproduced(out: Path, tuned_files: Iterable[str]) -> bool:
+    """``out`` holds a results file (``experiments.report``) or a retuned file a
+    reproduction wrote."""
+    for name in [f"{paper}.json" for paper in PAPERS] + list(tuned_files):
         try:
-            doc = json.loads((out / f"{paper}.json").read_text())
+            doc = json.loads((out / name).read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(doc, dict) and {"machine", "pipeline_args"} <= set(doc):
+        if isinstance(doc, dict) and (name not in {f"{p}.json" for p in PAPERS}
+                                      or {"machine", "pipeline_args"} <= set(doc)):
             return True
     return False
 
@@ -236,11 +236,11 @@ def run_reproduce(config: ReproduceConfig) -> int:
     from kernelstream.experiments.retune import TUNED_FILES, retune
 
     try:
-        claim_out_dir(config.out_dir, config.overwrite)
+        claim_out_dir(config.out_dir, config.overwrite, TUNED_FILES.values())
     except OutFolderError as exc:
         return error("reproduce", str(exc))
     except OSError as exc:
-        return error("reproduce", f"cannot create --out-dir {config.out_dir}: {exc}")
+        return error("reproduce", f"cannot read --out-dir {config.out_dir}: {exc}")
     tables = None if config.tables is None else list(config.tables)
     datasets = None if config.datasets is None else list(config.datasets)
     differ = False
