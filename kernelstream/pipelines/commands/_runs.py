@@ -332,7 +332,7 @@ def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iter
     try:
         try:
             checkpoint = config.kafka.checkpoint
-            fresh = config.kafka.checkpoint is None and run_folder.inspect(config.out).empty
+            fresh = checkpoint is None and run_folder.inspect(config.out).empty
             made = fresh and not fs.exists(config.out)
             run_folder.claim(config.out, command, overwrite=overwrite, checkpoint=checkpoint,
                              resumes=checkpoint is not None and _has_checkpoint(checkpoint),
