@@ -30,8 +30,16 @@ def sig(v: float | None, digits: int = 3) -> str:
     return format(v, f".{digits}g")
 
 
+# A std below this fraction of its mean is the floating-point noise of summing equal values
+# (e.g. a no-skill rate the same in every permutation: std 4.35e-15), not a spread.
+_NOISE = 1e-12
+
+
 def sig_pm(mean: float | None, std: float | None, digits: int = 3) -> str:
-    """``mean ± std`` with :func:`sig` (``-`` without a mean)."""
+    """``mean ± std`` with :func:`sig` (``-`` without a mean); a std within rounding noise of
+    the mean prints as ``0``."""
     if mean is None:
         return "-"
+    if std is not None and math.isfinite(mean) and abs(std) <= _NOISE * abs(mean):
+        std = 0.0
     return f"{sig(mean, digits)} ± {sig(std or 0.0, digits)}"

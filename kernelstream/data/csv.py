@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernelstream._suggest import did_you_mean
 from kernelstream.data.errors import (
     BadLines,
     ErrorPolicy,
@@ -123,7 +124,8 @@ def _resolve_label_column(
             raise ValueError(f"label_column {label_column!r} is a name but the file has no header")
         names = [_clean_label(h) for h in header_fields]
         if label_column not in names:
-            raise ValueError(f"no column named {label_column!r} in the header {names}")
+            raise ValueError(f"no column named {label_column!r} in the header {names}"
+                             + did_you_mean(label_column, names))
         return names.index(label_column)
     return int(label_column)
 

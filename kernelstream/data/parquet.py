@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from kernelstream import fs
+from kernelstream._suggest import did_you_mean
 from kernelstream.data.errors import (
     ParseError,
     PathLike,
@@ -41,7 +42,8 @@ def _parquet_table(
     else:
         label_name = label_column
     if label_name not in names:
-        raise ValueError(f"{spath}: no label column {label_name!r} (columns: {names})")
+        raise ValueError(f"{spath}: no label column {label_name!r} (columns: {names})"
+                         + did_you_mean(label_name, names))
 
     def numeric(t: Any) -> bool:
         return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))

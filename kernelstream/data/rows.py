@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernelstream import fs
+from kernelstream._suggest import did_you_mean
 from kernelstream.data import (  # the line rules of data.load, so the readers agree with it
     ParseError,
     _clean_label,
@@ -136,7 +137,8 @@ def _column(col: int | str | None, header: list[str] | None, n: int, what: str,
         if header is None:
             raise ValueError(f"{what} {col!r} is a name but the file has no header")
         if col not in header:
-            raise ValueError(f"no column named {col!r} in the header {header}")
+            raise ValueError(f"no column named {col!r} in the header {header}"
+                             + did_you_mean(col, header))
         return header.index(col)
     c = int(col)
     if not -n <= c < n:
@@ -203,7 +205,8 @@ def _parquet_col(col: int | str, names: list[str]) -> str:
             raise ValueError(f"column {col} out of range for {len(names)} columns")
         return names[col]
     if col not in names:
-        raise ValueError(f"no column {col!r} in the Parquet file (columns: {names})")
+        raise ValueError(f"no column {col!r} in the Parquet file (columns: {names})"
+                         + did_you_mean(col, names))
     return col
 
 

@@ -125,12 +125,14 @@ class Learner:
         if "sigma" in given and "gamma" in names:
             if "gamma" in given:
                 raise ValueError(f"{cls.name}: give either gamma or sigma, not both")
+            raw = given.pop("sigma")
             try:
-                sigma = float(given.pop("sigma"))
+                sigma = float(raw)
             except (TypeError, ValueError):
                 sigma = math.nan
-            if not sigma > 0 or not math.isfinite(sigma):
-                raise ValueError(f"{cls.name}: parameter 'sigma' must be > 0, got {sigma!r}")
+            if not sigma > 0 or not math.isfinite(sigma):  # the value as given, not a nan
+                raise ValueError(f"{cls.name}: parameter 'sigma' must be a number > 0, "
+                                 f"got {raw!r}")
             given["gamma"] = 1.0 / (2.0 * sigma * sigma)
         unknown = sorted(set(given) - names)
         if unknown:

@@ -265,6 +265,10 @@ def learner_configs(
             # an unscoped sigma and a scoped gamma (or the reverse): the scoped one wins
             drop = "gamma" if "sigma" in scoped[label] else "sigma"
             raw.pop(drop)
+        if widths.is_auto(raw.get("sigma")) and accepts(name, "gamma"):
+            # sigma=auto is gamma=auto (one width: gamma = 1/(2 sigma^2)); auto*F scales sigma
+            f = widths.auto_factor(raw.pop("sigma")) or 1.0
+            raw["gamma"] = widths.AUTO if f == 1.0 else f"{widths.AUTO}*{1.0 / (f * f)!r}"
         width = resolve_widths(name, raw, auto_width)
         if width is not None:
             auto_width = width  # estimated once for every configuration

@@ -202,6 +202,17 @@ def write_marker(out: str, command: str, checkpoint: str | None = None,
     fs.write_bytes_atomic(fs.join(out, MARKER), (json.dumps(doc, indent=2) + "\n").encode())
 
 
+def release(out: str, made: bool) -> None:
+    """Undo the :func:`claim` of a folder that was empty (``made``: that did not exist), for
+    a run refused before it wrote anything (its data check): the marker and what the start
+    wrote (``--sample``'s rows) are removed, and a folder the claim made too, so that a
+    refusal leaves the folder as it was."""
+    with contextlib.suppress(OSError, OutFolderError):
+        remove_previous(inspect(out))
+        if made and not fs.is_remote(out):
+            os.rmdir(fs.local_path(out))  # only if empty: what another process put there stays
+
+
 def claim(out: str, command: str, *, overwrite: bool, checkpoint: str | None = None,
           resumes: bool = False, argv: Iterable[str] = (), ignore: Iterable[str] = (),
           continuing: bool | None = None, dry: bool = False) -> list[str]:

@@ -34,9 +34,10 @@ def recorded_width_specs(saved: dict[str, Any], pairs: Sequence[tuple[str, str]]
 
 
 def auto_width_spec(spec: str) -> bool:
-    """``-p [LABEL.]gamma=auto`` (or ``sigmas=auto``, ``auto*F``): a width left to the data."""
+    """``-p [LABEL.]gamma=auto`` (or ``sigma=auto``, ``sigmas=auto``, ``auto*F``): a width
+    left to the data."""
     try:
         _, key, value = parse_param_spec(spec)
     except ValueError:
         return False  # learner_configs reports it
-    return key in ("gamma", "sigmas") and widths.is_auto(value)
+    return key in ("gamma", "sigma", "sigmas") and widths.is_auto(value)

@@ -13,7 +13,24 @@ Modules: :mod:`.runs` (a run folder: summary rows, entities, dead letters), :mod
 
 from __future__ import annotations
 
-__all__ = ["render_report"]
+import os
+
+__all__ = ["GENERATOR", "is_report", "render_report"]
+
+# how a page says it is a kernelstream report (its <head>): `report --out` replaces such a file
+# without --overwrite, and no other
+GENERATOR = "<meta name=generator content=kernelstream>"
+_TITLE = "<title>kernelstream report</title>"  # (pages written before the generator tag)
+
+
+def is_report(path: str) -> bool:
+    """``path`` is a page :func:`render_report` wrote (its head names the generator)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return os.path.isfile(path) and (GENERATOR in head or _TITLE in head)
 
 
 def render_report(paths: list[str], out: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from kernelstream import __version__
 from kernelstream.errors import ReportError
 from kernelstream.numbers import sig, sig_pm
-from kernelstream.report import figures
+from kernelstream.report import GENERATOR, figures
 from kernelstream.report.reproduce import ResultFile, ResultTable, TableCell, load_results
 from kernelstream.report.runs import LoadedRun, is_run_dir, load_run, run_labels
 
@@ -205,7 +205,7 @@ def build_page(runs: list[LoadedRun], results: list[ResultFile]) -> str:
     body.append("</main>")
     return ("<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content='width=device-width, initial-scale=1'>"
-            f"<title>kernelstream report</title><style>{CSS}</style></head>"
+            f"{GENERATOR}<title>kernelstream report</title><style>{CSS}</style></head>"
             f"<body>{''.join(body)}</body></html>\n")
 
 

@@ -79,13 +79,13 @@ def test_baselines_diagnostics_describe_the_data_they_ran(shared_datasets: Path,
 
 def test_reproduce_errors(german_dir: Path, tmp_path: Path,
                           capsys: pytest.CaptureFixture[str]) -> None:
-    common = ["--data-dir", str(german_dir), "--out-dir", str(tmp_path)]
+    common = ["--data-dir", str(german_dir), "--out-dir", str(tmp_path / "out")]
     assert main(["reproduce", "baselines", "--tables", "p9", *common]) == 2
     assert "baselines has no table p9" in capsys.readouterr().err
     assert main(["reproduce", "p3", "--datasets", "gremlin", *common]) == 2
     assert "p3 has no data set gremlin" in capsys.readouterr().err
     assert main(["reproduce", "baselines", "--tuned-dir", str(tmp_path), "--data-dir",
-                 str(german_dir), "--out-dir", str(tmp_path)]) == 2
+                 str(german_dir), "--out-dir", str(tmp_path / "out")]) == 2
     assert "tuned_params.json not found" in capsys.readouterr().err
     # a data set whose files are missing: one line naming them
     assert main(["reproduce", "baselines", "--datasets", "svmguide3", "--tables", "p3",

@@ -9,6 +9,7 @@ command's parser from these helpers, also for ``learners`` and ``check``.
 from __future__ import annotations
 
 import argparse
+import ast
 import logging
 import sys
 from collections.abc import Mapping, Sequence
@@ -106,14 +107,30 @@ class Parser(argparse.ArgumentParser):
         return None
 
     def error(self, message: str) -> NoReturn:
-        if "invalid choice: " in message and self._subparsers is not None:
-            bad = message.split("invalid choice: ", 1)[1].split(" ", 1)[0].strip("'")
-            commands = [c for a in self._subparsers._group_actions
-                        if isinstance(a, argparse._SubParsersAction) for c in a.choices]
-            hint = did_you_mean(bad, commands)
-            if hint and bad not in commands:
-                message += f" ({hint.removeprefix('; ')})"
-        super().error(message)
+        """A usage error as the CLI's other errors: one line (argparse's own prints the whole
+        usage, ~25 lines for ``replay``, above it), with a "did you mean" for an invalid
+        choice (a command, ``--runner dirct``) and where the usage is."""
+        hint = _choice_hint(message)
+        if hint:
+            message += f" ({hint})"
+        self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def _choice_hint(message: str) -> str:
+    """``did you mean 'direct'?`` for argparse's ``invalid choice: 'dirct' (choose from
+    'beam', 'direct', ...)``, or ``""``."""
+    _, sep, rest = message.partition("invalid choice: ")
+    bad_text, sep2, choices_text = rest.partition(" (choose from ")
+    if not sep or not sep2:
+        return ""
+    try:
+        bad = ast.literal_eval(bad_text)
+        choices = ast.literal_eval(f"[{choices_text.removesuffix(')')}]")
+    except (ValueError, SyntaxError):
+        return ""
+    if not isinstance(bad, str) or bad in choices:
+        return ""
+    return did_you_mean(bad, [str(c) for c in choices]).removeprefix("; ")
 
 
 def add_overwrite_argument(p: Any) -> None:

@@ -360,9 +360,12 @@ def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iter
     workers of a run that did not finish. Raises :class:`RefusedError` after printing the
     error."""
     pool = None
+    fresh = made = False  # an empty (new) folder: a refusal below leaves it as it was
     try:
         try:
             checkpoint = config.kafka.checkpoint
+            fresh = checkpoint is None and run_folder.inspect(config.out).empty
+            made = fresh and not fs.exists(config.out)
             run_folder.claim(config.out, command, overwrite=overwrite, checkpoint=checkpoint,
                              resumes=checkpoint is not None and _has_checkpoint(checkpoint),
                              argv=config.argv,
@@ -386,6 +389,11 @@ def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iter
         try:
             check_data(config)
         except ValueError as exc:  # the data does not fit the options
+            if pool is not None:  # (stopped first: nothing may write into the folder after)
+                pool.close()
+                pool = None
+            if fresh:
+                run_folder.release(config.out, made)
             raise RefusedError(error(command, str(exc))) from None
         if config.read.limit is not None and config.stream == "none":
             read = config.read

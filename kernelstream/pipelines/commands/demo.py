@@ -194,6 +194,16 @@ class DemoConfig:
             *[a for p in self.params for a in ("-p", p)],
             *(["-q"] if self.quiet else [])]
 
+    def stream_config(self, bootstrap: str, checkpoint: str, ttl_s: float) -> StreamConfig:
+        """The stream the demo runs (:meth:`stream_argv`), recording the demo's own command
+        line (``kernelstream demo ...``, once) in its ``summary.json``."""
+        ns = command_parser(stream_command).parse_args(
+            self.stream_argv(bootstrap, checkpoint, ttl_s))
+        ns.pipeline_args = list(self.pipeline_args)
+        # argv is the demo's as the CLI parsed it, its command first
+        argv = self.argv if self.argv[:1] == ("demo",) else ("demo", *self.argv)
+        return StreamConfig.from_args(ns, argv)
+
 
 def cmd_demo(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     try:
@@ -229,11 +239,8 @@ def run_demo(config: DemoConfig) -> int:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kernelstream-demo")
         admin.create_topics([NewTopic(EVENTS, PARTITIONS, 1), NewTopic(LABELS, PARTITIONS, 1)])
         admin.close()
-        ns = command_parser(stream_command).parse_args(
-            config.stream_argv(bootstrap, ckpt, ttl_s))
-        ns.pipeline_args = list(config.pipeline_args)
         try:
-            stream_config = StreamConfig.from_args(ns, ["demo", *config.argv])
+            stream_config = config.stream_config(bootstrap, ckpt, ttl_s)
         except ValueError as exc:
             return error("demo", str(exc))
         producer = Producer(bootstrap, config.rate, config.delay_max, config.seed)

@@ -13,7 +13,14 @@ from typing import Any, TextIO
 
 from kernelstream import learners
 from kernelstream.pipelines.commands._common import Command, error
-from kernelstream.pipelines.config import DEFAULT_BY_ROWS, PROG, TASKS, loss_tasks
+from kernelstream.pipelines.config import (
+    DEFAULT_BY_ROWS,
+    DEFAULT_LEARNERS,
+    PROG,
+    TASKS,
+    loss_tasks,
+    resolve_widths,
+)
 
 # the first line of the plain listing: where a new user starts
 START_HERE = (f"start here: `{PROG} replay DATA` runs the default learner ("
@@ -21,6 +28,15 @@ START_HERE = (f"start here: `{PROG} replay DATA` runs the default learner ("
                                                   for rows, (name, _) in by_rows.items())
                           for task, by_rows in DEFAULT_BY_ROWS.items())
               + "); docs/which-learner.md says which learner fits which data")
+# the default learners, listed first (by the order START_HERE names them)
+DEFAULTS = tuple(dict.fromkeys(
+    [name for by_rows in DEFAULT_BY_ROWS.values() for name, _ in by_rows.values()]
+    + [name for name, _ in DEFAULT_LEARNERS.values()]))
+# what the default column's "auto" means, said once under the listing
+AUTO_NOTE = (f"auto: the Gaussian width gamma (and a sigmas grid centred on it) that `{PROG} "
+             "replay`, `tune` and `stream` estimate from the data's first rows when it is not "
+             "given (the median heuristic; -p gamma=NUMBER fixes it); the number after \"API\" "
+             "is the default of kernelstream.learners.make")
 
 COMMAND = Command(
     "learners", help="list the learners and their parameters",
@@ -59,6 +75,8 @@ def _learner_info(name: str) -> dict[str, Any]:
     cls = learners.get(name)
     doc = inspect.getdoc(cls) or ""
     tasks = _learner_tasks(name)
+    auto: dict[str, Any] = {}  # the widths the commands leave to the data (gamma=auto)
+    resolve_widths(name, auto, lambda: 1.0)
     return {
         "name": name,
         "summary": doc.split("\n\n", 1)[0].replace("\n", " "),
@@ -74,7 +92,8 @@ def _learner_info(name: str) -> dict[str, Any]:
             {
                 "name": p.name,
                 "type": p.type.__name__,
-                "default": p.default,
+                "default": p.default,  # kernelstream.learners.make's
+                **({"cli_default": "auto"} if p.name in auto else {}),
                 "doc": p.doc,
                 **({"choices": list(p.choices)} if p.choices else {}),
                 **({"rule": p.rule} if p.rule else {}),
@@ -101,7 +120,7 @@ def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
         if not ps:
             print("  (no parameters)", file=out)
             continue
-        cells = [(p["name"], p["type"], repr(p["default"])) for p in ps]
+        cells = [(p["name"], p["type"], p.get("cli_default", repr(p["default"]))) for p in ps]
         w = [max(len(c[j]) for c in cells) for j in range(3)]
         for p, c in zip(ps, cells, strict=True):
             extra = []
@@ -109,6 +128,8 @@ def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
                 extra.append("one of " + ", ".join(map(str, p["choices"])))
             if "rule" in p:
                 extra.append(p["rule"])
+            if "cli_default" in p:
+                extra.append(f"API: {p['default']!r}")
             doc = p["doc"] + (f" ({'; '.join(extra)})" if extra else "")
             print(f"    {c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:<{w[2]}}  {doc}", file=out)
 
@@ -142,6 +163,9 @@ def cmd_learners(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         except ValueError as exc:  # an unknown name: one line, exit 2
             return error("learners", str(exc))
     names = [args.name] if args.name else learners.available()
+    if args.format == "text":  # the defaults first, where a new user starts
+        names = ([n for n in DEFAULTS if n in names]
+                 + [n for n in names if n not in DEFAULTS])
     infos = [info for info in map(_learner_info, names)
              if (args.task is None or args.task in info["task"])
              and (not args.budgeted or info["budgeted"])]
@@ -153,6 +177,8 @@ def cmd_learners(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         if not args.name:
             print(START_HERE + "\n")
         _print_learners_text(infos, sys.stdout)
+        if any("cli_default" in p for info in infos for p in info["params"]):
+            print(f"\n{AUTO_NOTE}")
         # the compiled kernels (C extensions): loaded to say which code runs, not by the parser
         from kernelstream.learners import compiled
 

@@ -8,13 +8,14 @@ Only the argument definitions and the handler live here; reading and drawing are
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Sequence
 
 from kernelstream.errors import ReportError
 from kernelstream.pipelines.commands._common import Command, error
 from kernelstream.pipelines.config import PROG
-from kernelstream.report import render_report
+from kernelstream.report import is_report, render_report
 
 DEFAULT_OUT = "report.html"
 INSTALL = "pip install 'kernelstream[report]'"
@@ -43,7 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="RUN_DIR",
                    help="a replay's output folder (with summary.json), or a results .json file")
     p.add_argument("--out", "-o", default=DEFAULT_OUT, metavar="FILE",
-                   help=f"the HTML file to write (default: {DEFAULT_OUT})")
+                   help=f"the HTML file to write (default: {DEFAULT_OUT}); an existing file "
+                   "is replaced only when it is a kernelstream report")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace --out even when it is not a kernelstream report")
     p.set_defaults(handler=cmd_report)
 
 
@@ -55,6 +59,12 @@ def cmd_report(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         import matplotlib  # noqa: F401  (the report extra)
     except ImportError:
         return error("report", f"the report needs matplotlib: {INSTALL}")
+    if os.path.isdir(args.out):
+        return error("report", f"--out {args.out} is a folder: give the HTML file to write")
+    if os.path.exists(args.out) and not args.overwrite and not is_report(args.out):
+        # checked before drawing: a file the user wrote is never replaced by surprise
+        return error("report", f"--out {args.out} exists and is not a kernelstream report: "
+                     "choose another file, or add --overwrite to replace it")
     start = time.perf_counter()
     try:
         out = render_report(list(args.paths), args.out)

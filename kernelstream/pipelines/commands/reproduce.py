@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelstream.errors import ConfigError, ProtocolError
+from kernelstream.errors import ConfigError, OutFolderError, ProtocolError
 from kernelstream.experiments.grid import Context, ReplayError
 from kernelstream.experiments.protocol import Options
+from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import Command, error
 from kernelstream.pipelines.config import PROG, at_least, check_declared, runners_for
 from kernelstream.pipelines.replay.replay_args import workers_arg
@@ -33,6 +36,36 @@ def default_out_dir(paper: str) -> Path:
     """Where ``reproduce PAPER`` writes without ``--out-dir``: ``runs/reproduce-PAPER``,
     relative to the current directory."""
     return Path("runs") / f"reproduce-{paper}"
+
+
+def claim_out_dir(out: Path, overwrite: bool, tuned_files: Iterable[str] = ()) -> None:
+    """``--out-dir``'s rule, as ``replay --out``'s (``pipelines.run_folder``): a new or empty
+    folder is used; so is an earlier reproduction's, known by what it wrote there (a
+    ``PAPER.json`` results file, as in the checkout's benchmarks/results/, or a retuned file
+    of ``tuned_files``), whose files of the same names are replaced; any other non-empty
+    folder only with ``overwrite``. Raises :class:`OutFolderError` (one line)."""
+    folder = run_folder.inspect(str(out))
+    if folder.empty or overwrite or _reproduced(out, tuned_files):
+        return
+    shown = ", ".join(folder.entries[:3]) + (", ..." if len(folder.entries) > 3 else "")
+    raise OutFolderError(
+        f"--out-dir {out} is not empty ({shown}) and holds no kernelstream reproduction "
+        "(no PAPER.json results): choose a new or empty folder, or add --overwrite to write "
+        "the tables into it")
+
+
+def _reproduced(out: Path, tuned_files: Iterable[str]) -> bool:
+    """``out`` holds a results file (``experiments.report``) or a retuned file a
+    reproduction wrote."""
+    for name in [f"{paper}.json" for paper in PAPERS] + list(tuned_files):
+        try:
+            doc = json.loads((out / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and (name not in {f"{p}.json" for p in PAPERS}
+                                      or {"machine", "pipeline_args"} <= set(doc)):
+            return True
+    return False
 
 
 def _csv(s: str) -> list[str]:
@@ -81,6 +114,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where TABLE.md/.json go (default: runs/reproduce-PAPER in the current "
                    "directory; the committed results are benchmarks/results of the checkout, "
                    "which only an explicit --out-dir replaces)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="also write into a non-empty --out-dir that holds no earlier "
+                   "reproduction (its TABLE.md/.json of the same names are replaced; other "
+                   "files stay)")
     p.add_argument("--tuned-dir", type=Path,
                    help="directory of the tuned files (tuned_params*.json, tuned_p*.json) "
                    "(default: the package's, kernelstream/experiments/tuned/)")
@@ -130,6 +167,7 @@ class ReproduceConfig:
     compare: Path | None = None
     quiet: bool = False
     pipeline_args: tuple[str, ...] = ()
+    overwrite: bool = False
 
     def __post_init__(self) -> None:
         if not self.data_dir.is_dir():
@@ -170,7 +208,8 @@ class ReproduceConfig:
             retune=args.retune or args.retune_only, retune_only=args.retune_only,
             work_dir=args.work_dir, runner=args.runner, workers=args.workers,
             compare=args.compare, quiet=args.quiet,
-            pipeline_args=tuple(getattr(args, "pipeline_args", ()) or ()))
+            pipeline_args=tuple(getattr(args, "pipeline_args", ()) or ()),
+            overwrite=args.overwrite)
 
     def modules(self) -> dict[str, Any]:
         """Paper -> its protocol module (``kernelstream.experiments.<paper>``), in the order
@@ -196,6 +235,12 @@ def run_reproduce(config: ReproduceConfig) -> int:
     # the CLI's parser
     from kernelstream.experiments.retune import TUNED_FILES, retune
 
+    try:
+        claim_out_dir(config.out_dir, config.overwrite, TUNED_FILES.values())
+    except OutFolderError as exc:
+        return error("reproduce", str(exc))
+    except OSError as exc:
+        return error("reproduce", f"cannot read --out-dir {config.out_dir}: {exc}")
     tables = None if config.tables is None else list(config.tables)
     datasets = None if config.datasets is None else list(config.datasets)
     differ = False

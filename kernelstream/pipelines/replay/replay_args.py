@@ -389,8 +389,9 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
         try:
             return widths.file_gamma(opts)
         except (ValueError, OSError) as exc:
-            raise ConfigError(f"gamma=auto: {str(exc).splitlines()[0] if str(exc) else exc!r}"
-                              ) from None
+            # a file that cannot be read is the read's error, the same line as check_data's
+            # (not a gamma=auto problem: the estimate is only the first to read it)
+            raise ConfigError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
 
     return estimate
 
@@ -528,6 +529,8 @@ def check_data(config: ReplayConfig) -> None:
         nnz: int | None = max(1, round(report.nnz_mean))
     else:
         nnz = None
+        if is_embedded(src):  # its manifest's width: its stored rows are as wide as the file's
+            width = width or int(data.embedded_dataset_info(src)["features"])
     if config.read.hash_features is not None:
         width = 1 << config.read.hash_features
     # the rows the learners will get (embedded sets are narrow and dense; --stream is dense)

@@ -210,6 +210,7 @@ class Committer(beam.DoFn):
         self.tasks: list[Any] = []  # futures of row-group writes (their errors)
         self.inflight: Any = None  # the future of the snapshot being committed
         self.in_epoch = 0  # rows handed to this epoch's pending files
+        self.committing = 0  # rows of the snapshot being committed (published once it is)
         self.since_records = 0
         self.last_snapshot = time.monotonic()
         self.last_status = 0.0
@@ -381,6 +382,7 @@ class Committer(beam.DoFn):
             self.inflight = None
             self.committed = epoch
             self.totals.published += rows
+            self.committing = 0
             self._status(force=True)
 
     def _settle(self) -> None:
@@ -415,6 +417,7 @@ class Committer(beam.DoFn):
                                          info, writer, sent, self.in_epoch, self.handed,
                                          dict(self.marks))
         self.epoch += 1
+        self.committing = self.in_epoch  # still unpublished: counted as buffered until then
         self.in_epoch = 0
         self.handed = dict.fromkeys(OUTPUTS, 0)
         self.states = {}
@@ -486,7 +489,10 @@ class Committer(beam.DoFn):
                # now - newest record timestamp processed
                "lag_ms": None if last is None else max(0, int(wall * 1000) - last),
                "epoch": self.committed,
-               "buffered": self.in_epoch + sum(len(b) for b in self.buffers.values()),
+               # every row not in a published file yet: also those of the snapshot being
+               # committed (else published + buffered dropped while a commit ran)
+               "buffered": (self.in_epoch + self.committing
+                            + sum(len(b) for b in self.buffers.values())),
                "behind": self._behind(),
                # every reader hears from the broker (None before the first progress)
                "broker_reachable": (all(self.reachable.values()) if self.reachable
