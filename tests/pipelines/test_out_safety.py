@@ -118,3 +118,18 @@ def test_a_refused_replay_leaves_its_folder_as_it_was(tmp_path: Path,
     assert main([*big, str(tmp_path / "empty")]) == 2
     assert "holds no kernelstream run" in _err_line(capsys)
     assert [p.name for p in (tmp_path / "empty").iterdir()] == ["x"]
+
+
+def test_overwrite_keeps_the_previous_run_when_the_new_one_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main(["replay", "german", "-l", "perceptron", "--limit", "50", "--runner", "loop",
+                 "-q", "--out", str(out)]) == 0
+    capsys.readouterr()  # (the first run's own warnings)
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    summary = (out / "summary.json").read_text()
+    assert main(["replay", "german", "-l", "bogd", "-p", "budget=1000000000", "-p",
+                 "gamma=0.5", "--runner", "loop", "-q", "--out", str(out), "--overwrite"]) == 2
+    assert "lower the budget" in _err_line(capsys)
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    assert (out / "summary.json").read_text() == summary

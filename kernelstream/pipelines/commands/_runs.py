@@ -361,7 +361,16 @@ def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iter
     error."""
     pool = None
     fresh = made = False  # an empty (new) folder: a refusal below leaves it as it was
+    # --overwrite replaces a previous run when claimed: data that the run would refuse must
+    # not cost it that run, so the check goes first (with --sample, whose rows are drawn into
+    # the folder, it cannot)
+    checked = overwrite and config.sample is None
     try:
+        if checked:
+            try:
+                check_data(config)
+            except ValueError as exc:
+                raise RefusedError(error(command, str(exc))) from None
         try:
             checkpoint = config.kafka.checkpoint
             fresh = checkpoint is None and run_folder.inspect(config.out).empty
@@ -387,7 +396,8 @@ def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iter
                     raise RefusedError(error(command, f"cannot start the worker processes: {exc}")
                                   ) from None
         try:
-            check_data(config)
+            if not checked:
+                check_data(config)
         except ValueError as exc:  # the data does not fit the options
             if pool is not None:  # (stopped first: nothing may write into the folder after)
                 pool.close()
