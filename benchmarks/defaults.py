@@ -508,7 +508,7 @@ def estimate(path: Path, which: str, scale: str = "none") -> float:
 
 
 def _mean_sd(values: list[float]) -> str:
-    return f"{np.mean(values):.2f} ± {np.std(values):.2f}"
+    return f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}"  # (sample std, as the runs)
 
 
 def render(results: list[dict[str, Any]], also: list[str]) -> str:
