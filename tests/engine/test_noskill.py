@@ -113,7 +113,7 @@ def test_summary_table_never_prints_a_small_loss_as_zero() -> None:
     res.runs.append(PermutationResult(0, 10, None, None, 8.2e-07, 3, 0.01, 1000.0,
                                       noskill_avg_loss=1.64e-07, rmse=9.055e-4, mae=7e-4,
                                       r2=-4.0))
-    table = format_table([res])
+    table = format_table([res.to_summary()])
     assert "0.0000" not in table
     head, row = table.splitlines()
     for col in ("no-skill loss", "RMSE", "MAE", "R²"):

@@ -98,7 +98,8 @@ def test_replay_and_tune_progress_have_totals(monkeypatch: pytest.MonkeyPatch, t
     assert main(["tune", "german", "-l", "pa-i", "--grid", "c=0.5,1,2", "--tune-rows", "400",
                  "--runner", runner, "-o", str(tmp_path / "t"), "--", "--block_size=200"]) == 0
     err = capsys.readouterr().err
-    assert "3 of 3 cells" in err and "[progress] 200 of 1,200 examples" in err
+    # 3 cells and the untuned default beside them, 400 rows each
+    assert "3 of 3 cells" in err and "[progress] 200 of 1,600 examples" in err
 
 
 def test_stream_progress_rate_is_learning_throughput() -> None:
