@@ -27,8 +27,8 @@
  *
  * rff-rls (recursive least squares on FOGD's features) has its own driver, rls_run: every
  * row is a second-order step (u = P z, w += u (y - f) / s, P -= u u^T / s with
- * s = 1 + <z, u>) on the upper triangle of the symmetric P, in C on both paths (rls_update,
- * rls_step), so they agree bit for bit.
+ * s = 1 + <z, u>) on the upper triangle of the symmetric P, packed row by row, in C on both
+ * paths (rls_update, rls_step), so they agree bit for bit.
  *
  * This file: the feature maps, their arguments and the entry points (score, scores, run,
  * step, rls_update, rls_run, rls_step, grow, cdf_search, sample_kernel); the vectorised
@@ -38,7 +38,7 @@
 #include "_ck_common.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
-#define KF_ABI 4
+#define KF_ABI 5
 
 enum { FM_RFF = 0, FM_PROJ = 1, FM_ROW = 2, FM_DIST = 3 };
 
@@ -417,15 +417,15 @@ static double rls_round(const FMap *fm, double *w, double *P, const double *x, d
     return f;
 }
 
-/* The map (an RFF map only), w (k = 2D), P (k x k: its upper triangle is read and written,
- * rls_solve), z and u (>= zlen each), work (>= d). */
+/* The map (an RFF map only), w (k = 2D), P (k (k + 1) / 2: the upper triangle of the k x k
+ * matrix packed row by row, rls_solve), z and u (>= zlen each), work (>= d). */
 static int rls_check(const FMap *fm, const Buf *b, Py_ssize_t zlen, const char *fn) {
     Py_ssize_t k = fm->r;
     if (fm->kind != FM_RFF) {
         PyErr_Format(PyExc_ValueError, "_ck_features.%s: needs a random Fourier feature map", fn);
         return -1;
     }
-    if (n_items(&b[B_W]) != k || n_items(&b[9]) != k * k || n_items(&b[B_Z]) < zlen
+    if (n_items(&b[B_W]) != k || n_items(&b[9]) != k * (k + 1) / 2 || n_items(&b[B_Z]) < zlen
         || n_items(&b[10]) < zlen || n_items(&b[B_WORK]) < fm->d) {
         PyErr_Format(PyExc_ValueError, "_ck_features.%s: w, P, z, u or work has the wrong size",
                      fn);
@@ -437,12 +437,13 @@ static int rls_check(const FMap *fm, const Buf *b, Py_ssize_t zlen, const char *
 KS_ENTRY(rls_update, 6, 4) {
     /* rls_update(w, P, z, u, y, f): the recursive least-squares step of a scored row with
      * features z (k = len(w)) and score f: u = P z (rls_solve), s = 1 + <z, u>,
-     * w += u (y - f) / s, P -= (u u^T) / s (rls_rank1; P's upper triangle); u receives P z */
+     * w += u (y - f) / s, P -= (u u^T) / s (rls_rank1; P's upper triangle, packed row by
+     * row: k (k + 1) / 2 numbers); u receives P z */
     if (get_bufs(args, b, "D0 w, D1 P, d2 z, D3 u") < 0) return NULL;
     double y = PyFloat_AsDouble(args[4]), f = PyFloat_AsDouble(args[5]);
     if (PyErr_Occurred()) return NULL;
     Py_ssize_t k = n_items(&b[0]);
-    if (n_items(&b[1]) != k * k || n_items(&b[2]) < k || n_items(&b[3]) < k)
+    if (n_items(&b[1]) != k * (k + 1) / 2 || n_items(&b[2]) < k || n_items(&b[3]) < k)
         return PyErr_Format(PyExc_ValueError, "_ck_features.rls_update: P, z or u has the wrong "
                                               "size");
     double *w = b[0].view.buf, *P = b[1].view.buf, *u = b[3].view.buf;

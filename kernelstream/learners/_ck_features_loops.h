@@ -99,9 +99,11 @@ static void cos_sin(double *z, Py_ssize_t D) {
 
 /* ---- recursive least squares (rff-rls) ------------------------------------------------ */
 
-/* P (k x k, row-major) is symmetric and only its upper triangle is kept: row j holds P_ji for
- * i >= j, the lower triangle is never read or written (the learner mirrors it when P is
- * read). Half the memory traffic of the full matrix, which bounds a round's time. */
+/* P (k x k) is symmetric and only its upper triangle is kept, packed row by row: row j holds
+ * P_ji for i >= j (k - j numbers, from offset j k - j (j - 1) / 2; k (k + 1) / 2 in all). Half
+ * the memory of the full matrix, and half its traffic, which bounds a round's time. The loops
+ * address P_ji as row[i] with row = (start of row j) - j, so they are the full matrix's loops
+ * (the same operations in the same order) on half the storage. */
 
 /* u = P z: u_i sums z_j P_ji over the rows j < i in index order (an axpy over row j's tail,
  * elementwise, so it vectorises without reordering a sum), then adds <P_i,i.., z_i..> (dot4
@@ -109,8 +111,8 @@ static void cos_sin(double *z, Py_ssize_t D) {
 KS_CLONES
 static void rls_solve(const double *P, Py_ssize_t k, const double *z, double *u) {
     for (Py_ssize_t i = 0; i < k; i++) u[i] = 0.0;
-    for (Py_ssize_t j = 0; j < k; j++) {
-        const double *row = P + j * k;
+    for (Py_ssize_t j = 0; j < k; P += k - j, j++) {
+        const double *row = P - j; /* P: P_jj */
         double zj = z[j];
         u[j] += dot4(row + j, z + j, k - j);
         for (Py_ssize_t i = j + 1; i < k; i++) u[i] += zj * row[i];
@@ -126,8 +128,8 @@ static void rls_rank1(double *P, Py_ssize_t k, const double *u, double r, const 
                       double *un) {
     if (zn)
         for (Py_ssize_t i = 0; i < k; i++) un[i] = 0.0;
-    for (Py_ssize_t j = 0; j < k; j++) {
-        double *row = P + j * k, uj = u[j];
+    for (Py_ssize_t j = 0; j < k; P += k - j, j++) {
+        double *row = P - j, uj = u[j]; /* P: P_jj */
         for (Py_ssize_t i = j; i < k; i++) row[i] -= (uj * u[i]) * r;
         if (zn) {
             double zj = zn[j];

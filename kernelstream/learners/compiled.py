@@ -122,7 +122,7 @@ def row_sqnorms(X: np.ndarray) -> np.ndarray:
 # ``fk.rls_run`` / ``rls_update`` / ``rls_step`` are RFF-RLS's whole rounds on FOGD's map.
 # Same numerical rules as _ckernels.c.
 
-FEATURES_ABI = 4  # the _ck_features.c interface this module calls (its KF_ABI)
+FEATURES_ABI = 5  # the _ck_features.c interface this module calls (its KF_ABI)
 FM_RFF, FM_PROJ, FM_ROW, FM_DIST = 0, 1, 2, 3
 ALWAYS, MISTAKE, MARGIN = TRIGGERS["always"], TRIGGERS["mistake"], TRIGGERS["margin"]
 

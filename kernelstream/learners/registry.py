@@ -138,9 +138,9 @@ def memory_estimate(name: str | type[Learner], params: dict[str, Any], n_feature
     that dominates it (for messages). Stored rows cost ``8 d`` bytes dense, ``16 nnz`` sparse
     (only for learners that take sparse rows natively; others densify); random-feature
     learners add their ``D × d`` projection, and a learner's
-    :meth:`~kernelstream.learners.base.Learner.model_bytes` the rest (e.g. RFF-RLS's
-    ``(2D)²`` matrix). Unbounded learners count their initial capacity only (their growth with
-    the stream is not bounded by a parameter)."""
+    :meth:`~kernelstream.learners.base.Learner.model_bytes` the rest (e.g. RFF-RLS's matrix
+    ``P``: ``D(2D+1)`` numbers). Unbounded learners count their initial capacity only (their
+    growth with the stream is not bounded by a parameter)."""
     cls = _cls(name)
     p = cls.resolve_params(params)
     d = int(n_features)

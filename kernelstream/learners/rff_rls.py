@@ -56,22 +56,28 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     The prequential loss reported is hinge for classification (as for every classifier
     without a margin loss of its own) and square for regression.
 
-    ``P`` stays exactly symmetric: the compiled rounds keep only its upper triangle (half the
-    memory traffic, which bounds a round's time) and :attr:`P` and the state mirror it; the
-    numpy reference updates both triangles by the same products ``(u_i u_j)·(1/s)``. A round
+    ``P`` stays exactly symmetric: the compiled rounds keep only its upper triangle, packed
+    row by row (half the memory, and half the memory traffic, which bounds a round's time);
+    the numpy reference keeps the full matrix and updates both triangles by the same products
+    ``(u_i u_j)·(1/s)``. :attr:`P` is the full matrix, the state its packed upper triangle
+    (either path restores the other's, and a state holding the full matrix, as saved before
+    the triangle was packed, restores as well). A round
     costs ``O(k²)`` (``u = P z`` and the rank-1 update, one pass over ``P`` per row in the
     compiled block driver) plus FOGD's ``O(Dd)`` features.
 
-    Memory: ``Ω`` (``D × d``) and ``P`` (``(2D)²`` doubles: 1.28 MB at ``D = 200``, 32 MB at
-    ``D = 1000``), no stored examples (``n_support_vectors`` is 0). ``Ω``, ``w`` and ``P`` are
-    the state, so a restored learner continues bit-identically.
+    Memory: ``Ω`` (``D × d``) and ``P`` (``k(k+1)/2`` doubles, ``k = 2D``: 0.64 MB at
+    ``D = 200``, 4 MB at ``D = 500``, 16 MB at ``D = 1000``; the numpy reference, without the
+    compiled kernels, holds the full ``k²``), no stored examples (``n_support_vectors`` is 0).
+    ``Ω``, ``w`` and ``P``'s triangle are the state, so a restored learner continues
+    bit-identically.
 
     Parameters
     ----------
     gamma
         Gaussian width ``exp(-gamma‖x−x'‖²)`` (``sigma`` accepted; ``auto`` from the data).
     n_components
-        Number ``D`` of random frequencies (features ``2D``; ``P`` has ``4D²`` entries).
+        Number ``D`` of random frequencies (features ``2D``; ``P`` keeps ``D(2D+1)``
+        entries).
     lam
         Ridge ``λ > 0``: ``A`` starts at ``λI``.
     loss
@@ -97,7 +103,7 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     params = (
         _GAMMA,
         Param("n_components", 200, int,
-              "number D of random Fourier frequencies (2D features; P holds (2D)^2 numbers)",
+              "number D of random Fourier frequencies (2D features; P holds D(2D+1) numbers)",
               positive, "> 0"),
         Param("lam", 1.0, float, "ridge λ (A = λI + Σ z zᵀ)", positive, "> 0"),
         Param("loss", "square-pm1", str,
@@ -128,20 +134,32 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     @classmethod
     def model_bytes(cls, params: dict[str, Any]) -> tuple[int, str]:
         k = 2 * int(params["n_components"])
-        return 8 * k * k, f"a {k:,} x {k:,} matrix P (n_components={params['n_components']:,})"
+        if compiled.fk is None:  # the numpy reference keeps the full matrix
+            return 8 * k * k, f"a {k:,} x {k:,} matrix P (n_components={params['n_components']:,})"
+        return (8 * (k * (k + 1) // 2),
+                f"the upper triangle of a {k:,} x {k:,} matrix P "
+                f"(n_components={params['n_components']:,})")
 
     def _setup(self, d: int) -> None:
         D = self.n_components
         self._omega = draw_omega(self.rng, D, d, scale_from_gamma(self.gamma))
         self._c = 1.0 / math.sqrt(D)
         self.w = np.zeros(2 * D)
-        self._P = np.eye(2 * D) / self.lam  # the compiled rounds keep its upper triangle
+        self._P = np.eye(2 * D) / self.lam
         self._compiled_setup()
 
     def _compiled_setup(self) -> None:
         """With the compiled map, keep ``Ωᵀ`` (``d × D``) and ``Ω`` as its view (FOGD's
-        layout), and the driver's buffers (two rows' ``z`` and ``u = P z``)."""
+        layout), the driver's buffers (two rows' ``z`` and ``u = P z``), and ``P`` as the
+        rounds keep it: its upper triangle packed row by row (the numpy reference: the full
+        matrix). ``_P`` arrives in either form."""
         self._compiled = compiled.fk is not None
+        k = len(self.w)
+        full = self._P.ndim == 2
+        if self._compiled and full:
+            self._P = _pack(self._P)
+        elif not self._compiled and not full:
+            self._P = _unpack(self._P, k)
         if self._compiled:
             self._omega_t, self._omega, self._nzwork = compiled_layout(self._omega)
             self._zbuf = np.empty(2 * len(self.w))
@@ -215,21 +233,53 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
 
     @property
     def P(self) -> np.ndarray:  # noqa: N802 (the P = A⁻¹ of the papers and the docstring)
-        """``P = A⁻¹``, both triangles (a new array: its upper triangle mirrored, exactly)."""
-        P = self._P.copy()
-        lower = np.tril_indices(len(P), -1)
-        P[lower] = P.T[lower]
-        return P
+        """``P = A⁻¹``, both triangles (a new array; from the compiled rounds' packed upper
+        triangle, mirrored exactly)."""
+        return _unpack(self._P, len(self.w)) if self._compiled else self._P.copy()
 
     def memory_bound(self) -> int | None:
         return 0  # random features: no stored rows (memory fixed by n_components)
 
     def _get_state(self) -> dict[str, np.ndarray]:
-        return {"rls.omega": self._omega.copy(), "rls.w": self.w.copy(), "rls.P": self.P}
+        # P's upper triangle packed row by row (k(k+1)/2 numbers: half the full matrix)
+        P = self._P.copy() if self._compiled else _pack(self._P)
+        return {"rls.omega": self._omega.copy(), "rls.w": self.w.copy(), "rls.P": P}
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
         # the Ω drawn again by _setup is overwritten; Learner.set_state restores the RNG last
         self._omega = np.ascontiguousarray(state["rls.omega"], dtype=np.float64)
         self.w = np.array(state["rls.w"], dtype=np.float64)
-        self._P = np.array(state["rls.P"], dtype=np.float64, order="C")
+        # packed (k(k+1)/2) or, as saved before P was packed, the full mirrored k x k matrix:
+        # the same upper triangle either way, which is all either path reads
+        P = np.array(state["rls.P"], dtype=np.float64, order="C")
+        k = len(self.w)
+        if P.shape not in ((k * (k + 1) // 2,), (k, k)):
+            raise ValueError(f"rff-rls state: rls.P has shape {P.shape}, not ({k * (k + 1) // 2},) "
+                             f"(the packed triangle) or ({k}, {k})")
+        self._P = P
         self._compiled_setup()
+
+
+def _pack(P: np.ndarray) -> np.ndarray:
+    """The upper triangle of the ``k × k`` matrix ``P``, row by row: row ``j`` holds
+    ``P[j, j:]`` from offset ``jk − j(j−1)/2`` (``k(k+1)/2`` numbers, the compiled rounds'
+    layout)."""
+    k = len(P)
+    out = np.empty(k * (k + 1) // 2)
+    o = 0
+    for j in range(k):  # row by row: no k(k+1)/2-long index arrays
+        out[o:o + k - j] = P[j, j:]
+        o += k - j
+    return out
+
+
+def _unpack(packed: np.ndarray, k: int) -> np.ndarray:
+    """The symmetric ``k × k`` matrix of :func:`_pack`'s triangle (both triangles the same
+    numbers)."""
+    P = np.empty((k, k))
+    o = 0
+    for j in range(k):
+        P[j, j:] = packed[o:o + k - j]
+        P[j:, j] = packed[o:o + k - j]
+        o += k - j
+    return P

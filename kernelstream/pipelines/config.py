@@ -54,7 +54,7 @@ DEFAULT_LEARNER, DEFAULT_PARAMS = DEFAULT_LEARNERS["classification"]
 # (with its own 200 it missed w7a's no-skill target), and a lower MSE on every regression set
 # than RAKER, the previous regression default; BPA-S on sparse text. Without a file to look at
 # (a Kafka topic, the stream), or on a sparse regression file, DEFAULT_LEARNERS's entry: a
-# stream keeps a model per key, where RFF-RLS's (2D)² matrix (8 MB a model at D = 500) would
+# stream keeps a model per key, where RFF-RLS's matrix P (4 MB a model at D = 500) would
 # weigh on memory and snapshots.
 DEFAULT_BY_ROWS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
     "classification": {"dense": ("rff-rls", {"n_components": "500"}),

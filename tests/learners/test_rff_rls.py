@@ -2,7 +2,8 @@
 exactly (w, P and every prequential score equal the closed-form ridge solution on the learner's
 own features), stays stable over long runs, learns a smooth regression, and its compiled
 rounds (_ck_features.c: rls_update, rls_run, rls_step) give the numpy reference's numbers up
-to round-off and each other's bit for bit."""
+to round-off and each other's bit for bit; the state holds P's packed upper triangle and a
+state with the full matrix (the format before) restores and continues bit for bit."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from kernelstream.learners import compiled, make
+from kernelstream.learners.rff_rls import RFFRLS
 
 needs_fk = pytest.mark.skipif(compiled.fk is None,
                               reason=f"compiled kernels not in use: {compiled.STATUS}")
@@ -58,7 +60,7 @@ def test_equals_the_exact_ridge_solution(lane: str, task: str) -> None:
     A = lam * np.eye(k) + Z.T @ Z
     st = m.get_state()
     np.testing.assert_allclose(st["rls.w"], np.linalg.solve(A, Z.T @ y), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(st["rls.P"], np.linalg.inv(A), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(m.P, np.linalg.inv(A), rtol=1e-9, atol=1e-12)
     # every prequential score is the ridge solution of the rows before it, at this row
     want = [Z[i] @ np.linalg.solve(lam * np.eye(k) + Z[:i].T @ Z[:i], Z[:i].T @ y[:i])
             for i in range(n)]
@@ -72,13 +74,14 @@ def test_long_runs_stay_exact_and_symmetric(lane: str) -> None:
     m = make("rff-rls", seed=5, n_components=40, gamma=0.3, lam=lam, loss="square")
     for a in range(0, n, 2_500):
         m.predict_learn_many(X[a:a + 2_500], y[a:a + 2_500])
-    P, w = m.get_state()["rls.P"], m.get_state()["rls.w"]
+    P, w = m.P, m.get_state()["rls.w"]
     assert np.array_equal(P, P.T)  # bit for bit
     if lane == "numpy":  # the reference updates both triangles by the same products
         assert np.array_equal(m._P, m._P.T)
-    else:  # the compiled rounds keep the upper triangle only: the lower one is never written
-        assert not np.tril(m._P, -1).any()
-        assert np.array_equal(np.triu(P), np.triu(m._P))
+    else:  # the compiled rounds keep the upper triangle only, packed row by row
+        k = len(w)
+        assert m._P.shape == (k * (k + 1) // 2,)
+        assert np.array_equal(P[np.triu_indices(k)], m._P)
     assert np.linalg.eigvalsh(P).min() > 0.0
     Z = _features(m, X)
     A = lam * np.eye(Z.shape[1]) + Z.T @ Z
@@ -147,9 +150,12 @@ def test_compiled_paths_agree_bit_for_bit() -> None:
 def test_compiled_calls_refuse_bad_arguments() -> None:
     fk = compiled.fk
     k = 8
-    w, P, z, u = np.zeros(k), np.eye(k), np.ones(k), np.empty(2 * k)
+    eye = np.eye(k)[np.triu_indices(k)]  # P's packed upper triangle
+    w, P, z, u = np.zeros(k), eye.copy(), np.ones(k), np.empty(2 * k)
     with pytest.raises(ValueError, match="wrong size"):
-        fk.rls_update(w, np.eye(k + 1), z, u, 1.0, 0.0)
+        fk.rls_update(w, np.eye(k + 1)[np.triu_indices(k + 1)], z, u, 1.0, 0.0)
+    with pytest.raises(ValueError, match="wrong size"):  # the full matrix: not P's layout
+        fk.rls_update(w, np.eye(k), z, u, 1.0, 0.0)
     with pytest.raises(TypeError):
         fk.rls_update(w, P.astype(np.float32), z, u, 1.0, 0.0)
     om_t = np.ones((3, k // 2))
@@ -164,4 +170,35 @@ def test_compiled_calls_refuse_bad_arguments() -> None:
         fk.rls_run(compiled.rff_map(om_t, 0.5), w, P, X, np.ones(1), out, np.empty(2 * k), u,
                    work)
     assert fk.rls_step(compiled.rff_map(om_t, 0.5), w, P, np.ones(4), 1.0, z, u, work) is None
-    assert np.array_equal(P, np.eye(k)) and not w.any()  # nothing changed
+    assert np.array_equal(P, eye) and not w.any()  # nothing changed
+
+
+def test_state_packs_p_and_restores_the_full_matrix_format(lane: str) -> None:
+    """The state keeps P's upper triangle packed row by row (k(k+1)/2 numbers, half the full
+    matrix; the compiled rounds hold it so too); a state saved with the full k x k matrix (as
+    before P was packed) restores, as does the packed one, and both continue bit for bit like
+    a learner that never stopped."""
+    X, y = _data(400, 6, "classification", seed=9)
+    kw = {"seed": 4, "n_components": 30, "gamma": 0.2, "lam": 0.7}
+    k = 60
+    ref = make("rff-rls", **kw)
+    s_ref = np.concatenate([ref.predict_learn_many(X[:150], y[:150]),
+                            ref.predict_learn_many(X[150:], y[150:])])
+    m = make("rff-rls", **kw)
+    s0 = m.predict_learn_many(X[:150], y[:150])
+    st = m.get_state()
+    assert st["rls.P"].shape == (k * (k + 1) // 2,)
+    assert np.array_equal(st["rls.P"], m.P[np.triu_indices(k)])
+    assert m._P.nbytes == (k * (k + 1) // 2 if lane == "compiled" else k * k) * 8
+    assert RFFRLS.model_bytes(kw)[0] == m._P.nbytes
+    old = dict(st, **{"rls.P": m.P})  # the full, mirrored matrix
+    for state in (st, old):
+        r = make("rff-rls", **kw)
+        r.set_state(state)
+        assert np.array_equal(r.P, m.P)
+        s = np.concatenate([s0, r.predict_learn_many(X[150:], y[150:])])
+        assert np.array_equal(s, s_ref)
+        assert np.array_equal(r.P, ref.P) and np.array_equal(r.w, ref.w)
+    r = make("rff-rls", **kw)
+    with pytest.raises(ValueError, match=r"rls\.P has shape"):
+        r.set_state(dict(st, **{"rls.P": st["rls.P"][1:]}))
