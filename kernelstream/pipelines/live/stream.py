@@ -49,7 +49,6 @@ from typing import Any
 
 from kernelstream._services import serve
 from kernelstream.engine.live.snapshot.store import SnapshotView
-from kernelstream.engine.noskill import skill_warnings
 from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
 from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG
@@ -60,7 +59,12 @@ from kernelstream.pipelines.live.stream_config import (
 )
 from kernelstream.pipelines.live.stream_monitor import Stopper
 from kernelstream.pipelines.live.stream_prepare import Prepared, UpfrontError, prepare
-from kernelstream.pipelines.live.stream_summary import format_summary, summary, write_summary
+from kernelstream.pipelines.live.stream_summary import (
+    format_summary,
+    summary,
+    warnings,
+    write_summary,
+)
 
 
 def _in_process(runner: str, pipeline_args: Sequence[str]) -> bool:
@@ -238,7 +242,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     doc = summary(config, out, part, status, seconds, epoch, stopper.reason)
     write_summary(out, doc)
     print(format_summary(doc, config.checkpoint), flush=True)
-    for line in skill_warnings("this run's outcomes", doc):  # no better than no-skill
+    for line in warnings(doc):  # no better than no-skill (each configuration's own)
         print(f"{PROG} stream: {line}", file=sys.stderr, flush=True)
     if stopper.signal_name is not None:
         where = (f"snapshot epoch {epoch} in {config.checkpoint}" if config.checkpoint
