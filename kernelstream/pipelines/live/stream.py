@@ -42,6 +42,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -61,6 +62,7 @@ from kernelstream.pipelines.live.stream_monitor import Stopper
 from kernelstream.pipelines.live.stream_prepare import Prepared, UpfrontError, prepare
 from kernelstream.pipelines.live.stream_summary import (
     format_summary,
+    snapshot_phrase,
     summary,
     warnings,
     write_summary,
@@ -165,13 +167,53 @@ class _NoWriteErrorTraceback(logging.Filter):
         return type(exc).__name__ not in self.QUIET
 
 
+class _StoppedEarly(BaseException):
+    """A SIGINT or SIGTERM before the pipeline starts (its up-front checks and read); a
+    BaseException, as KeyboardInterrupt, so that no handler of errors takes it."""
+
+
+@contextlib.contextmanager
+def _stop_before_start() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`_StoppedEarly` (naming the signal) meanwhile: there
+    is nothing to drain yet, and the stop gets the same one line as a drained one."""
+    def stop(signum: int, frame: Any) -> None:
+        raise _StoppedEarly(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def stopped_line(name: str, records: int, epoch: int | None, checkpoint: str | None,
+                 out: str | None) -> str:
+    """The one line on stderr of a run stopped by signal ``name`` (``out``: None before the
+    stream started, when it has written nothing)."""
+    where = (f"{snapshot_phrase(epoch)} in {checkpoint}" if checkpoint
+             else f"outputs in {out}" if out is not None else "no outputs written")
+    before = " before the stream started" if out is None else ""
+    return f"{PROG} stream: stopped ({name}){before}: {records:,} records, {where}"
+
+
 def run(config: StreamConfig) -> int:
     """Check, run until drained, report; the exit code."""
     _quiet_logs()
     try:
-        prep = prepare(config)
+        with _stop_before_start():
+            prep = prepare(config)
     except UpfrontError as exc:
         return error("stream", str(exc))
+    except (_StoppedEarly, KeyboardInterrupt) as exc:  # nothing read into the stream yet
+        name = str(exc) if isinstance(exc, _StoppedEarly) else "SIGINT"
+        epoch = None
+        if config.checkpoint is not None:  # a resume's snapshot, if it has one
+            with contextlib.suppress(Exception), SnapshotView.open(config.checkpoint) as view:
+                epoch = view.head
+        print(stopped_line(name, 0, epoch, config.checkpoint, None), file=sys.stderr,
+              flush=True)
+        return EXIT_STOPPED
     try:
         return _execute(prep.resolved, prep)  # gamma=auto resolved by prepare()
     finally:
@@ -245,10 +287,8 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     for line in warnings(doc):  # no better than no-skill (each configuration's own)
         print(f"{PROG} stream: {line}", file=sys.stderr, flush=True)
     if stopper.signal_name is not None:
-        where = (f"snapshot epoch {epoch} in {config.checkpoint}" if config.checkpoint
-                 else f"outputs in {out}")
-        print(f"{PROG} stream: stopped ({stopper.signal_name}): "
-              f"{doc['records']:,} records, {where}", file=sys.stderr, flush=True)
+        print(stopped_line(stopper.signal_name, doc["records"], epoch, config.checkpoint, out),
+              file=sys.stderr, flush=True)
         return EXIT_STOPPED
     return 0
 

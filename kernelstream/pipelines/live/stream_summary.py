@@ -227,7 +227,7 @@ def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
         f"unlabeled {doc['unlabeled']:,}  pending {_count(doc['pending'])}  rejected "
         f"{doc['rejected']:,}  dead letters {doc['dead_letters']:,}  metrics rows "
         f"{doc['metrics']:,}",
-        f"outputs: {doc['out']}" + (f"  snapshot epoch {doc['snapshot_epoch']} in {checkpoint}"
+        f"outputs: {doc['out']}" + (f"  {snapshot_phrase(doc['snapshot_epoch'])} in {checkpoint}"
                                     if checkpoint else ""),
     ]
     return "\n".join(lines)
@@ -242,3 +242,9 @@ def warnings(doc: dict[str, Any]) -> list[str]:
     if len(per) == 1:
         return skill_warnings("this run's outcomes", per[0])
     return [w for c in per for w in skill_warnings(f"{c['label']}'s outcomes", c)]
+
+
+def snapshot_phrase(epoch: int | None) -> str:
+    """Where a restart resumes: the snapshot epoch, or that there is none yet."""
+    return (f"snapshot epoch {epoch}" if epoch is not None
+            else "no snapshot yet (nothing to resume from)")

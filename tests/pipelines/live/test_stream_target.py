@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -26,10 +28,12 @@ from test_stream import (
     labelled_stream,
     outputs,
     produce,
+    reap,
     reference_records,
     reference_tables,
     run_cli,
     spec_for,
+    start_cli,
     stream_argv,
 )
 
@@ -203,3 +207,35 @@ def test_the_head_read_takes_the_first_1000_targets_whatever_the_batches(
     assert head.rows.shape[0] == 1000
     y = np.array(first)
     assert stream_width.resolve(config, start).target == (float(y.mean()), float(y.std()))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_head_read_is_the_documented_stop(broker: str, tmp_path: Path,
+                                                            sig: signal.Signals) -> None:
+    """A SIGINT or SIGTERM while the up-front read waits for the first records (an empty
+    topic): exit 130 with the one "stopped" line, saying the stream had not started; nothing
+    written, no snapshot."""
+    topic = f"hr{sig.name.lower()}"
+    create_topics(broker, [topic, f"{topic}-lab"], 1)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    proc = start_cli(stream_argv(
+        broker, f"kafka://BROKER/{topic}", "--labels", f"kafka://BROKER/{topic}-lab",
+        "--n-features", "2", "--task", "regression", "-l", "raker", "-p", "loss=square",
+        "--width-wait", "120s",
+        "--out", str(out), "--checkpoint", str(ckpt)))
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        line = ""
+        while "waiting for the first records" not in line:  # the read's progress line
+            assert time.monotonic() < deadline and proc.poll() is None, line
+            line = proc.stderr.readline()
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        reap(proc)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"kernelstream stream: stopped ({sig.name}) before the stream started: 0 records, "
+        f"no snapshot yet (nothing to resume from) in {ckpt}")
+    assert "interrupted" not in stderr and not (out / "summary.json").exists()
