@@ -45,7 +45,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from kernelstream._services import serve
@@ -197,8 +197,9 @@ def stopped_line(name: str, records: int, epoch: int | None, checkpoint: str | N
     return f"{PROG} stream: stopped ({name}){before}: {records:,} records, {where}"
 
 
-def run(config: StreamConfig) -> int:
-    """Check, run until drained, report; the exit code."""
+def run(config: StreamConfig, until: Callable[[dict[str, Any]], bool] | None = None) -> int:
+    """Check, run until drained, report; the exit code. ``until``: also drain once it is
+    true of the run's status (``records`` read, ...; the demo's end)."""
     _quiet_logs()
     try:
         with _stop_before_start():
@@ -215,12 +216,13 @@ def run(config: StreamConfig) -> int:
               flush=True)
         return EXIT_STOPPED
     try:
-        return _execute(prep.resolved, prep)  # gamma=auto resolved by prepare()
+        return _execute(prep.resolved, prep, until)  # gamma=auto resolved by prepare()
     finally:
         prep.close()
 
 
-def _execute(config: StreamConfig, prep: Prepared) -> int:
+def _execute(config: StreamConfig, prep: Prepared,
+             until: Callable[[dict[str, Any]], bool] | None) -> int:
     # Beam: only once the stream runs (the transforms import it)
     from kernelstream.transforms.live import committer, kafka_read, stream_job
     from kernelstream.transforms.live import stream as live_stream
@@ -254,7 +256,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
         else:  # the worker's Committer takes the lock (another process)
             prep.close()
     kafka_read.clear_drain()
-    stopper = Stopper(config, job, out)
+    stopper = Stopper(config, job, out, until)
     t0 = time.monotonic()
     failure: BaseException | None = None
     stopper.install()
