@@ -527,6 +527,30 @@ def test_offset_outside_the_log_is_one_line(broker: str, tmp_path: Path) -> None
     assert "cannot resume short/0 at offset 500" in line and "new --checkpoint" in line
 
 
+def test_a_rerun_without_checkpoint_is_refused(broker: str, tmp_path: Path) -> None:
+    """docs/streaming.md (Limits): without ``--checkpoint`` a second run on the same ``--out``
+    is refused (exit 2, one line), not a replacement of the first's outputs; ``--overwrite``
+    replaces them."""
+    create_topics(broker, ["nockpt"], 1)
+    produce(broker, [("nockpt", 0, f"e{i}".encode(), f"+1 1:{i % 5}".encode(), T0 + i)
+                     for i in range(20)])
+    out = tmp_path / "out"
+    argv = stream_argv(broker, "kafka://BROKER/nockpt", "--n-features", "3", "--out", str(out),
+                       "--idle-stop", "1s", "-q")
+    first = run_cli(argv)
+    assert first.returncode == 0, first.stderr
+    files = sorted((out / "predictions").glob("*.parquet"))
+    again = run_cli(argv)
+    assert again.returncode == 2
+    line = one_line(again.stderr)
+    assert f"--out {out} holds a previous kernelstream stream run" in line
+    assert "--overwrite" in line
+    assert sorted((out / "predictions").glob("*.parquet")) == files  # kept as they were
+    replaced = run_cli([*argv, "--overwrite"])
+    assert replaced.returncode == 0, replaced.stderr
+    assert not set(files) & set((out / "predictions").glob("*.parquet"))
+
+
 def test_second_writer_then_sigint(broker: str, tmp_path: Path) -> None:
     """A second run on the same checkpoint fails in one line while the first runs; SIGINT
     drains the first: final snapshot, exit 130, one line."""
