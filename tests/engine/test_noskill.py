@@ -147,3 +147,20 @@ def test_stream_summary_lines_show_the_baseline() -> None:
             in line)
     doc.update(mistake_rate=9.7142, noskill_mistake_rate=9.71)
     assert "mistake rate 9.71% (no-skill 9.71%)" in format_summary(doc, None)
+    # a run stopped before its first snapshot: no "snapshot epoch None"
+    assert format_summary(doc, "C").endswith(
+        "outputs: o  no snapshot yet (nothing to resume from) in C")
+    doc["snapshot_epoch"] = 7
+    assert format_summary(doc, "C").endswith("outputs: o  snapshot epoch 7 in C")
+
+
+def test_the_stopped_line_names_the_snapshot_or_its_absence() -> None:
+    from kernelstream.pipelines.live.stream import stopped_line
+
+    assert stopped_line("SIGINT", 0, None, "C", "O") == (
+        "kernelstream stream: stopped (SIGINT): 0 records, no snapshot yet (nothing to resume "
+        "from) in C")
+    assert stopped_line("SIGTERM", 1234, 7, "C", "O") == (
+        "kernelstream stream: stopped (SIGTERM): 1,234 records, snapshot epoch 7 in C")
+    assert stopped_line("SIGINT", 5, None, None, "O") == (
+        "kernelstream stream: stopped (SIGINT): 5 records, outputs in O")

@@ -7,8 +7,13 @@ LIBSVM feature record with the label token ``?`` under a new event id (``evt-000
 the data set is cycled), and its label on the labels topic after a random delay of up to
 ``--delay-max`` (seeded). A few labels are withheld (they expire as unlabeled rows after the
 label TTL, twice the maximum delay) and a few records are malformed (dead letters). Meanwhile
-``kernelstream stream`` runs on it for ``--seconds`` with its progress lines, drains, and
-prints its summary: mistake rate, label delay p50/p99, unlabeled, outputs written.
+``kernelstream stream`` runs on it with its progress lines. Events are produced for
+``--seconds``, then the labels still due (at most ``--delay-max`` later); once the stream has
+read every record produced it drains and prints its summary (mistake rate, label delay
+p50/p99, unlabeled, outputs written), and the demo says how many records it produced, so
+that the stream's ``records`` add up to them. A stream that cannot catch up is stopped
+:data:`CATCH_UP_S` seconds after that (its ``--max-seconds``), and the demo then says how many
+produced records it did not read.
 
 Nothing here imports Beam until the stream runs.
 """
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import json
+import math
 import os
 import random
 import shutil
@@ -46,6 +53,8 @@ EVENTS, LABELS = "demo-events", "demo-labels"
 PARTITIONS = 2
 WITHHELD = 0.03  # share of labels never sent
 MALFORMED = 0.005  # share of feature records sent broken
+# how long the stream may take, past the producer's time, to start and read what was produced
+CATCH_UP_S = 60.0
 
 
 COMMAND = Command(
@@ -63,7 +72,8 @@ COMMAND = Command(
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``demo``'s arguments and handler (definitions only)."""
     p.add_argument("--seconds", type=float, default=30.0,
-                   help="how long the stream runs (default: 30)")
+                   help="how long events are produced (default: 30); their labels follow, "
+                   "and the stream stops once it has read them all")
     p.add_argument("--rate", type=float, default=500.0,
                    help="events produced per second (default: 500)")
     p.add_argument("--delay-max", default="5s", metavar="DURATION",
@@ -91,12 +101,15 @@ def _libsvm(x: Any) -> str:
 
 
 class Producer(threading.Thread):
-    """Produces events at ``rate`` per second and each label ``delay`` later, until stopped."""
+    """Produces events at ``rate`` per second for ``seconds`` and each label ``delay`` later
+    (the last ones after the events have stopped), then ends; or until stopped."""
 
-    def __init__(self, bootstrap: str, rate: float, delay_max_s: float, seed: int) -> None:
+    def __init__(self, bootstrap: str, rate: float, delay_max_s: float, seed: int,
+                 seconds: float = math.inf) -> None:
         super().__init__(name="kernelstream-demo-producer", daemon=True)
         self.X, self.y = data.load_dataset("german")
         self.bootstrap, self.rate, self.delay_max = bootstrap, rate, delay_max_s
+        self.seconds = seconds
         self.rng = random.Random(seed)
         self.stop = threading.Event()
         self.stats = Produced()
@@ -124,6 +137,10 @@ class Producer(threading.Thread):
                     prod.send(LABELS, key=eid.encode(), value=lab.encode())
                     s.labels += 1
                 due = t0 + n / self.rate
+                if due >= t0 + self.seconds:  # the events are over: their labels, then done
+                    if not labels:
+                        break
+                    due = math.inf
                 if due <= now:
                     i = n % len(self.y)
                     eid = f"evt-{n:07d}"
@@ -189,7 +206,9 @@ class DemoConfig:
             "--n-features", "24", "--seed", str(self.seed), "--label-ttl", f"{ttl_s}s",
             "--metrics-window", "5s", "--out", self.out, "--checkpoint", checkpoint,
             "--snapshot-seconds", "2s", "--snapshot-every", "5000",
-            "--max-seconds", f"{self.seconds}s", *(["--overwrite"] if self.overwrite else []),
+            # a bound only: the demo drains the stream once it has read every record produced
+            "--max-seconds", f"{self.seconds + self.delay_max + CATCH_UP_S:g}s",
+            *(["--overwrite"] if self.overwrite else []),
             *[a for lab in self.learners for a in ("-l", lab)],
             *[a for p in self.params for a in ("-p", p)],
             *(["-q"] if self.quiet else [])]
@@ -243,19 +262,48 @@ def run_demo(config: DemoConfig) -> int:
             stream_config = config.stream_config(bootstrap, ckpt, ttl_s)
         except ValueError as exc:
             return error("demo", str(exc))
-        producer = Producer(bootstrap, config.rate, config.delay_max, config.seed)
+        producer = Producer(bootstrap, config.rate, config.delay_max, config.seed,
+                            config.seconds)
+
+        def read_all(status: dict[str, Any]) -> bool:
+            """The producer has ended and the stream has read every record it sent (or, if
+            it failed, all there is on the broker)."""
+            if producer.is_alive():
+                return False
+            s = producer.stats
+            return (int(status.get("records", 0)) >= s.events + s.labels
+                    or (s.error is not None and status.get("behind") == 0))
+
         print(f"demo: broker {bootstrap}; producing german at {config.rate:g} events/s to "
-              f"{EVENTS}, labels after up to {config.delay_max:g} s to {LABELS}; streaming for "
-              f"{config.seconds:g} s", file=sys.stderr, flush=True)
+              f"{EVENTS} for {config.seconds:g} s, labels after up to {config.delay_max:g} s "
+              f"to {LABELS}; streaming until every record is read", file=sys.stderr,
+              flush=True)
         producer.start()
         try:
-            code = st.run(stream_config)
+            code = st.run(stream_config, until=read_all)
         finally:
             producer.stop.set()
             producer.join(timeout=10)
     s = producer.stats
     print(f"produced {s.events:,} events ({s.malformed:,} malformed), {s.labels:,} labels "
-          f"({s.withheld:,} withheld: they expire after {ttl_s:g} s)", flush=True)
+          f"({s.withheld:,} withheld: they expire after {ttl_s:g} s): "
+          f"{_unread(config.out, s.events + s.labels, code)}", flush=True)
     if s.error:
         print(f"{PROG} demo: the producer failed: {s.error}", file=sys.stderr, flush=True)
     return code
+
+
+def _unread(out: str, produced: int, code: int) -> str:
+    """``produced`` records and whether the stream (its ``OUT/summary.json``) read them all;
+    the count alone when the stream failed (exit ``code``; it wrote no summary)."""
+    if code not in (0, st.EXIT_STOPPED):
+        return f"{produced:,} records"
+    try:
+        with open(os.path.join(out, "summary.json")) as f:
+            read = int(json.load(f)["records"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{produced:,} records"
+    if read >= produced:
+        return f"{produced:,} records, all read by the stream"
+    return (f"{produced:,} records, {produced - read:,} of them not read before the stream "
+            "stopped")

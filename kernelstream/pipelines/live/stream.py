@@ -42,14 +42,14 @@ import logging
 import os
 import re
 import shutil
+import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from kernelstream._services import serve
 from kernelstream.engine.live.snapshot.store import SnapshotView
-from kernelstream.engine.noskill import skill_warnings
 from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
 from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG
@@ -60,7 +60,13 @@ from kernelstream.pipelines.live.stream_config import (
 )
 from kernelstream.pipelines.live.stream_monitor import Stopper
 from kernelstream.pipelines.live.stream_prepare import Prepared, UpfrontError, prepare
-from kernelstream.pipelines.live.stream_summary import format_summary, summary, write_summary
+from kernelstream.pipelines.live.stream_summary import (
+    format_summary,
+    snapshot_phrase,
+    summary,
+    warnings,
+    write_summary,
+)
 
 
 def _in_process(runner: str, pipeline_args: Sequence[str]) -> bool:
@@ -161,20 +167,62 @@ class _NoWriteErrorTraceback(logging.Filter):
         return type(exc).__name__ not in self.QUIET
 
 
-def run(config: StreamConfig) -> int:
-    """Check, run until drained, report; the exit code."""
+class _StoppedEarly(BaseException):
+    """A SIGINT or SIGTERM before the pipeline starts (its up-front checks and read); a
+    BaseException, as KeyboardInterrupt, so that no handler of errors takes it."""
+
+
+@contextlib.contextmanager
+def _stop_before_start() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`_StoppedEarly` (naming the signal) meanwhile: there
+    is nothing to drain yet, and the stop gets the same one line as a drained one."""
+    def stop(signum: int, frame: Any) -> None:
+        raise _StoppedEarly(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def stopped_line(name: str, records: int, epoch: int | None, checkpoint: str | None,
+                 out: str | None) -> str:
+    """The one line on stderr of a run stopped by signal ``name`` (``out``: None before the
+    stream started, when it has written nothing)."""
+    where = (f"{snapshot_phrase(epoch)} in {checkpoint}" if checkpoint
+             else f"outputs in {out}" if out is not None else "no outputs written")
+    before = " before the stream started" if out is None else ""
+    return f"{PROG} stream: stopped ({name}){before}: {records:,} records, {where}"
+
+
+def run(config: StreamConfig, until: Callable[[dict[str, Any]], bool] | None = None) -> int:
+    """Check, run until drained, report; the exit code. ``until``: also drain once it is
+    true of the run's status (``records`` read, ...; the demo's end)."""
     _quiet_logs()
     try:
-        prep = prepare(config)
+        with _stop_before_start():
+            prep = prepare(config)
     except UpfrontError as exc:
         return error("stream", str(exc))
+    except (_StoppedEarly, KeyboardInterrupt) as exc:  # nothing read into the stream yet
+        name = str(exc) if isinstance(exc, _StoppedEarly) else "SIGINT"
+        epoch = None
+        if config.checkpoint is not None:  # a resume's snapshot, if it has one
+            with contextlib.suppress(Exception), SnapshotView.open(config.checkpoint) as view:
+                epoch = view.head
+        print(stopped_line(name, 0, epoch, config.checkpoint, None), file=sys.stderr,
+              flush=True)
+        return EXIT_STOPPED
     try:
-        return _execute(prep.resolved, prep)  # gamma=auto resolved by prepare()
+        return _execute(prep.resolved, prep, until)  # gamma=auto resolved by prepare()
     finally:
         prep.close()
 
 
-def _execute(config: StreamConfig, prep: Prepared) -> int:
+def _execute(config: StreamConfig, prep: Prepared,
+             until: Callable[[dict[str, Any]], bool] | None) -> int:
     # Beam: only once the stream runs (the transforms import it)
     from kernelstream.transforms.live import committer, kafka_read, stream_job
     from kernelstream.transforms.live import stream as live_stream
@@ -208,7 +256,7 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
         else:  # the worker's Committer takes the lock (another process)
             prep.close()
     kafka_read.clear_drain()
-    stopper = Stopper(config, job, out)
+    stopper = Stopper(config, job, out, until)
     t0 = time.monotonic()
     failure: BaseException | None = None
     stopper.install()
@@ -238,13 +286,11 @@ def _execute(config: StreamConfig, prep: Prepared) -> int:
     doc = summary(config, out, part, status, seconds, epoch, stopper.reason)
     write_summary(out, doc)
     print(format_summary(doc, config.checkpoint), flush=True)
-    for line in skill_warnings("this run's outcomes", doc):  # no better than no-skill
+    for line in warnings(doc):  # no better than no-skill (each configuration's own)
         print(f"{PROG} stream: {line}", file=sys.stderr, flush=True)
     if stopper.signal_name is not None:
-        where = (f"snapshot epoch {epoch} in {config.checkpoint}" if config.checkpoint
-                 else f"outputs in {out}")
-        print(f"{PROG} stream: stopped ({stopper.signal_name}): "
-              f"{doc['records']:,} records, {where}", file=sys.stderr, flush=True)
+        print(stopped_line(stopper.signal_name, doc["records"], epoch, config.checkpoint, out),
+              file=sys.stderr, flush=True)
         return EXIT_STOPPED
     return 0
 

@@ -26,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kernelstream.pipelines.config import PROG
@@ -37,8 +38,11 @@ PROGRESS_EVERY = 2.0  # seconds between progress lines
 class Stopper:
     """Drain requests (signals, ``--max-seconds``, ``--idle-stop``) and progress lines."""
 
-    def __init__(self, config: StreamConfig, job: Any, out: str) -> None:
-        self.config, self.job, self.out = config, job, out
+    def __init__(self, config: StreamConfig, job: Any, out: str,
+                 until: Callable[[dict[str, Any]], bool] | None = None) -> None:
+        # until: drains (reason "until") once it is true of the status (the demo: every
+        # record its producer sent has been read)
+        self.config, self.job, self.out, self.until = config, job, out, until
         self.t0 = time.monotonic()
         self.reason: str | None = None
         self.signal_name: str | None = None
@@ -108,6 +112,8 @@ class Stopper:
                 self._last_change = now
             if self.config.max_seconds is not None and now - self.t0 >= self.config.max_seconds:
                 self.drain("max-seconds")
+            if self.until is not None and st and self.until(st):
+                self.drain("until")
             if st.get("broker_reachable") is False:
                 # an outage, not the end of the topic: no idle stop during it, and the idle
                 # time starts over once the broker answers again

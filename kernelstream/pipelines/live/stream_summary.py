@@ -2,6 +2,9 @@
 mistake rate, mean loss and label delays of its outcomes (read back from its Parquet files),
 with the no-skill baseline of the same outcomes and, for regression, RMSE, MAE and R²
 (:mod:`kernelstream.engine.noskill`), as ``summary.json`` and as the lines printed at the end.
+The run-wide figures pool every configuration's outcomes; ``by_config`` has each
+configuration's own (its keys pooled), which the printed lines and the no-skill warnings use
+when there are several: a blend of two learners compares neither with its baseline.
 
 Kept apart from the launcher because it only reads the run's output files after the pipeline
 has ended, and its document (:data:`SUMMARY_SCHEMA`) is a stable output of its own.
@@ -46,7 +49,7 @@ from typing import Any
 
 from kernelstream._json import json_safe
 from kernelstream.engine.live.rows import nearest_rank
-from kernelstream.engine.noskill import NoSkill
+from kernelstream.engine.noskill import NoSkill, skill_warnings
 from kernelstream.engine.prequential import learner_loss
 from kernelstream.numbers import sig
 from kernelstream.pipelines.live.stream_config import OUTPUT_NAMES, SCHEME, StreamConfig
@@ -93,7 +96,7 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
                 delays += t.column("delay_ms").to_pylist()
                 losses += t.column("loss").to_pylist()
     delays.sort()
-    noskill = _noskill(config, _run_files(out, "outcomes", part))
+    noskill, by_config = _by_config(config, _run_files(out, "outcomes", part))
     records = int(status.get("records", 0))
     # the reader's and the models' counts of this run (the status file; see the docstring)
     run = {f: status.get(f, 0 if f not in ("pending", "pending_start") else None)
@@ -116,39 +119,66 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
         "totals": status.get("all"),
         "mistake_rate": 100.0 * mistakes / labelled if labelled else None,
         "avg_loss": math.fsum(losses) / len(losses) if losses else None,
-        **noskill,
+        **noskill,  # run-wide: every configuration's outcomes together (by_config: each's)
+        "by_config": by_config,
         "delay_p50_ms": nearest_rank(delays, 50), "delay_p99_ms": nearest_rank(delays, 99),
         "argv": list(config.argv),
     }
 
 
-def _noskill(config: StreamConfig, files: list[str]) -> dict[str, float | None]:
+def _by_config(config: StreamConfig, files: list[str],
+               ) -> tuple[dict[str, float | None], list[dict[str, Any]]]:
     """The no-skill baseline and regression metrics of this run's outcomes
-    (:class:`~kernelstream.engine.noskill.NoSkill`): each model's outcomes in learning order
-    (the baseline starts afresh at the run's start, as the run's mistake rate counts only its
-    own outcomes), pooled over the models as the mistake rate is."""
+    (:class:`~kernelstream.engine.noskill.NoSkill`), pooled over every model (the run-wide
+    fields), and one row per configuration (``by_config``), its keys pooled: each model's
+    outcomes in learning order (the baseline starts afresh at the run's start, as the run's
+    mistake rate counts only its own outcomes), its mistakes over its outcomes, its mean loss,
+    label delays and the no-skill figures of the same rows. Configurations in command-line
+    order; one without outcomes has its row with ``outcomes`` 0 and None figures."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    cols = ["key", "config", "learn_position", "label", "predicted", "mistake"]
+    cols = ["key", "config", "learn_position", "label", "predicted", "mistake", "loss",
+            "delay_ms"]
     tables = [pq.read_table(f, columns=cols) for f in files]
-    if not tables or not sum(t.num_rows for t in tables):
-        return NoSkill().figures(True)
-    t = pa.concat_tables(tables).sort_by([("key", "ascending"), ("learn_position", "ascending")])
-    keys = t.column("key").to_numpy(zero_copy_only=False)
-    y = t.column("label").to_numpy()
-    pred = t.column("predicted").to_numpy()
-    regress = t.column("mistake").null_count == t.num_rows  # mistakes: classification only
+    n = sum(t.num_rows for t in tables)
+    t = (pa.concat_tables(tables).sort_by([("key", "ascending"),
+                                           ("learn_position", "ascending")])
+         if n else None)
+    regress = t is not None and t.column("mistake").null_count == n  # mistakes: classification
     losses = {c.label: learner_loss(c.make(config.spec.seed, 0)).value for c in config.configs}
-    parts = []
-    cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-    conf = t.column("config").to_pylist()
-    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(keys)], strict=True):
-        acc = NoSkill()
-        acc.add(y[lo:hi], pred[lo:hi], not regress, losses.get(conf[lo]))
-        parts.append(acc)
-    return NoSkill.pooled(parts).figures(not regress)
+    parts: dict[str, list[NoSkill]] = {c.label: [] for c in config.configs}
+    rows: dict[str, dict[str, list[Any]]] = {
+        c.label: {"keys": [], "mistake": [], "loss": [], "delay_ms": []} for c in config.configs}
+    if t is not None:
+        keys = t.column("key").to_numpy(zero_copy_only=False)
+        y = t.column("label").to_numpy()
+        pred = t.column("predicted").to_numpy()
+        conf = t.column("config").to_pylist()
+        cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, n], strict=True):
+            acc = NoSkill()
+            acc.add(y[lo:hi], pred[lo:hi], not regress, losses.get(conf[lo]))
+            parts.setdefault(conf[lo], []).append(acc)
+            got = rows.setdefault(conf[lo], {"keys": [], "mistake": [], "loss": [],
+                                             "delay_ms": []})
+            got["keys"].append(keys[lo])
+            for c in ("mistake", "loss", "delay_ms"):
+                got[c] += t.column(c)[lo:hi].to_pylist()
+    out = []
+    for label, got in rows.items():
+        ms = [m for m in got["mistake"] if m is not None]
+        delays = sorted(got["delay_ms"])
+        out.append({
+            "label": label, "keys": len(got["keys"]), "outcomes": len(got["loss"]),
+            "mistakes": sum(ms) if ms else None,
+            "mistake_rate": 100.0 * sum(ms) / len(ms) if ms else None,
+            "avg_loss": math.fsum(got["loss"]) / len(got["loss"]) if got["loss"] else None,
+            **NoSkill.pooled(parts.get(label, [])).figures(not regress),
+            "delay_p50_ms": nearest_rank(delays, 50), "delay_p99_ms": nearest_rank(delays, 99)})
+    pooled = NoSkill.pooled([a for ps in parts.values() for a in ps]).figures(not regress)
+    return pooled, out
 
 
 def write_summary(out: str, doc: dict[str, Any]) -> None:
@@ -168,27 +198,53 @@ def _count(v: int | None) -> str:
     return "-" if v is None else f"{v:,}"
 
 
+def _quality(fig: dict[str, Any]) -> str:
+    """The mistake rate (classification) or average loss and errors (regression) of
+    ``fig`` (the run's or one configuration's), beside the no-skill baseline of the same
+    outcomes; "" before any outcome."""
+    if fig.get("mistake_rate") is not None:
+        return (f"  mistake rate {sig(fig['mistake_rate'])}% (no-skill "
+                f"{sig(fig.get('noskill_mistake_rate'))}%)")
+    if fig.get("avg_loss") is not None:  # regression
+        return (f"  avg loss {sig(fig['avg_loss'])} (no-skill "
+                f"{sig(fig.get('noskill_avg_loss'))})  RMSE {sig(fig.get('rmse'))}  "
+                f"MAE {sig(fig.get('mae'))}  R² {sig(fig.get('r2'))}")
+    return ""
+
+
 def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
-    mr = doc["mistake_rate"]
-    if mr is not None:  # beside the majority-class predictor's on the same outcomes
-        quality = (f"  mistake rate {sig(mr)}% (no-skill "
-                   f"{sig(doc.get('noskill_mistake_rate'))}%)")
-    elif doc.get("avg_loss") is not None:  # regression
-        quality = (f"  avg loss {sig(doc['avg_loss'])} (no-skill "
-                   f"{sig(doc.get('noskill_avg_loss'))})  RMSE {sig(doc.get('rmse'))}  "
-                   f"MAE {sig(doc.get('mae'))}  R² {sig(doc.get('r2'))}")
-    else:
-        quality = ""
+    # several configurations: one line each (its keys pooled), never their blend
+    per = doc.get("by_config") or []
     lines = [
         f"{doc['records']:,} records in {doc['seconds']:.1f} s "
         f"({(doc['records_per_second'] or 0):,.0f}/s)",
-        f"predictions {doc['predictions']:,}  outcomes {doc['outcomes']:,}" + quality
+        f"predictions {doc['predictions']:,}  outcomes {doc['outcomes']:,}"
+        + (_quality(doc) if len(per) <= 1 else "")
         + f"  label delay p50 {_ms(doc['delay_p50_ms'])} p99 {_ms(doc['delay_p99_ms'])}",
+        *([f"  {c['label']}: outcomes {c['outcomes']:,} of {c['keys']:,} "
+           f"key{'s' if c['keys'] != 1 else ''}" + _quality(c) for c in per]
+          if len(per) > 1 else []),
         f"unlabeled {doc['unlabeled']:,}  pending {_count(doc['pending'])}  rejected "
         f"{doc['rejected']:,}  dead letters {doc['dead_letters']:,}  metrics rows "
         f"{doc['metrics']:,}",
-        f"outputs: {doc['out']}" + (f"  snapshot epoch {doc['snapshot_epoch']} in {checkpoint}"
+        f"outputs: {doc['out']}" + (f"  {snapshot_phrase(doc['snapshot_epoch'])} in {checkpoint}"
                                     if checkpoint else ""),
     ]
     return "\n".join(lines)
 
+
+def warnings(doc: dict[str, Any]) -> list[str]:
+    """The no-skill warnings of the run's outcomes: each configuration's, on its own outcomes
+    (its keys pooled); the run's when the summary has no ``by_config``."""
+    per = doc.get("by_config")
+    if not per:
+        return skill_warnings("this run's outcomes", doc)
+    if len(per) == 1:
+        return skill_warnings("this run's outcomes", per[0])
+    return [w for c in per for w in skill_warnings(f"{c['label']}'s outcomes", c)]
+
+
+def snapshot_phrase(epoch: int | None) -> str:
+    """Where a restart resumes: the snapshot epoch, or that there is none yet."""
+    return (f"snapshot epoch {epoch}" if epoch is not None
+            else "no snapshot yet (nothing to resume from)")

@@ -28,14 +28,17 @@ and reads nothing for it (``stream_prepare``).
 
 ``--scale-target auto`` (a regression): the targets among the records read (labelled events,
 ``label:Y`` records, and the ``--labels`` topic's records, read alongside from the stream's
-start offsets), in the stream's order, the first ``RESERVOIR_ROWS`` of them; the read goes
-on (up to ``--width-wait``, or until the topics are quiet) until :data:`MIN_TARGETS` have
-come, since labels often come well after their events. Their mean and standard deviation
+start offsets), in the stream's order, the first ``RESERVOIR_ROWS`` of them: the read goes
+on (up to ``--width-wait``, or until the topics are quiet: then all there are) until every
+partition has been read past them (:func:`_first_targets_known`), since labels often come
+well after their events; so the same targets whatever the poll batches, and at least
+:data:`MIN_TARGETS` are needed to standardise. Their mean and standard deviation
 (``data.scaling.target_standardisation``, a replay's rule) become each configuration's
 ``target``, recorded in the snapshots with the configurations; a resumed or warm-started
 stream continues with the recorded one (``stream_prepare``).
 
-The read stops once every events partition has given ``RESERVOIR_ROWS`` feature records, or no
+The read stops once every events partition has given ``RESERVOIR_ROWS`` feature records (and
+the first targets are known, for ``--scale-target auto``), or no
 record came for :data:`QUIET_S` seconds after the first (the topic is read to its end: reported
 end offsets are not trusted, the embedded tansu broker reports them too low), or after
 ``--width-wait`` (an empty topic: a producer not yet running), printing progress meanwhile. With
@@ -66,8 +69,9 @@ from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live.stream_config import StreamConfig
 from kernelstream.sparse import CSR
 
-# --scale-target auto: the fewest targets a stream standardises by (its labels may come well
-# after its first feature records: the read waits for them, up to --width-wait)
+# --scale-target auto: the fewest targets a stream standardises by (it reads up to the first
+# RESERVOIR_ROWS; its labels may come well after its first feature records: the read waits
+# for them, up to --width-wait)
 MIN_TARGETS = 100
 QUIET_S = 2.0  # no record for this long after the first: the topic is read to its end
 PROGRESS_EVERY_S = 5.0
@@ -168,7 +172,13 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                  key=lambda tp: (tp[1], order_of.index(tp[0])))
     feature_tps = [tp for tp in tps if tp[0] in config.topics]
     got: dict[tuple[str, int], list[SourceRecord]] = {tp: [] for tp in tps}
-    rows_of: dict[tuple[str, int], int] = dict.fromkeys(tps, 0)
+    rows_of: dict[tuple[str, int], int] = dict.fromkeys(tps, 0)  # feature rows
+    targets_of: dict[tuple[str, int], int] = dict.fromkeys(tps, 0)
+    targets_done = not config.wants_target
+
+    def enough(tp: tuple[str, int]) -> bool:  # the partition has given all it needs to
+        return ((tp not in feature_tps or rows_of[tp] >= limit)
+                and (targets_done or targets_of[tp] >= limit))
     parsed: dict[tuple[str, int, int], np.ndarray | CSR] = {}
     targets: dict[tuple[str, int, int], float] = {}
     read = 0
@@ -192,7 +202,7 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
             now = time.monotonic()
             for kp, recs in batch.items():
                 tp = (kp.topic, kp.partition)
-                if tp not in got or rows_of[tp] >= limit:
+                if tp not in got or enough(tp):
                     continue
                 for r in recs:
                     rec = SourceRecord(r.topic, r.partition, r.offset, int(r.timestamp),
@@ -203,17 +213,20 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                     k = (rec.topic, rec.partition, rec.offset)
                     if y is not None:
                         targets[k] = y
+                        targets_of[tp] += 1
                     if x is not None:
                         parsed[k] = x
-                    # a labels partition counts its targets, an events one its feature rows
-                    if x is not None or (y is not None and tp not in feature_tps):
                         rows_of[tp] += 1
-                        if rows_of[tp] >= limit:
-                            consumer.pause(kp)  # enough of it: the merge needs no more
-                            break
+                    if enough(tp):
+                        consumer.pause(kp)  # enough of it: the merge needs no more
+                        break
                 last = now
-            if all(rows_of[tp] >= limit for tp in feature_tps) and (
-                    not config.wants_target or len(targets) >= MIN_TARGETS):
+            # (at least ``limit`` targets read: only then can the first ``limit`` be known)
+            if (not targets_done and len(targets) >= limit
+                    and _first_targets_known(got, targets, limit)):
+                targets_done = True
+                consumer.pause(*(kps[tp] for tp in tps if enough(tp)))
+            if targets_done and all(enough(tp) for tp in feature_tps):
                 break
             if last is not None and now - last >= min(QUIET_S, wait):
                 break
@@ -225,7 +238,7 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                                                  ("--scale auto", config.wants_scale),
                                                  ("--scale-target auto", config.wants_target))
                                  if on)
-                wanted = (f", {len(targets):,} targets (at least {MIN_TARGETS:,})"
+                wanted = (f", {len(targets):,} targets (up to {limit:,})"
                           if config.wants_target else "")
                 progress(f"{what or 'gamma=auto'}: waiting for the first records: "
                          f"{sum(rows_of[tp] for tp in feature_tps):,} feature records"
@@ -239,6 +252,29 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
     rows = [parsed[k] for k in order if k in parsed]
     return Head(_stack(rows[:limit]), [targets[k] for k in order if k in targets][:limit],
                 read)
+
+
+def _first_targets_known(got: Mapping[tuple[str, int], list[SourceRecord]],
+                         targets: Mapping[tuple[str, int, int], float], limit: int) -> bool:
+    """Whether the first ``limit`` targets in the stream's order are among the records
+    ``got`` so far, whatever the partitions hold beyond them: the merge of what each
+    partition gave is the stream's order up to the point where one of them runs out (its
+    next record, not read yet, may come before anything after that point)."""
+    lists = list(got.values())
+    if not all(lists):
+        return False  # a partition that gave nothing yet may start before any of them
+    left = {id(recs): len(recs) for recs in lists}
+    of = {(r.topic, r.partition): id(recs) for recs in lists for r in recs[:1]}
+    seen = 0
+    for r in merged(lists):
+        seen += (r.topic, r.partition, r.offset) in targets
+        if seen >= limit:
+            return True
+        i = of[(r.topic, r.partition)]
+        left[i] -= 1
+        if not left[i]:
+            return False
+    return False
 
 
 def _example(router: StreamRouter, rec: SourceRecord,

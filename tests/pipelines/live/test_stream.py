@@ -40,6 +40,7 @@ from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.rows import OUTPUTS, stream_schemas
 from kernelstream.engine.live.snapshot.store import SnapshotStore, SnapshotView
 from kernelstream.kafka_client import local_broker
+from kernelstream.numbers import sig
 from kernelstream.pipelines import cli
 from kernelstream.pipelines.live.stream_config import StreamConfig
 
@@ -279,12 +280,14 @@ def _renamed(msgs: Sequence[Message], ev: str, lab: str) -> list[Message]:
     return [((ev if m[0] == "ev" else lab), *m[1:]) for m in msgs]
 
 
-def _majority_rate(out: Path, run: str) -> float:
-    """The majority-class predictor's mistake rate over the outcomes run ``run`` published,
-    by hand: each model's labels in learning order (a tie predicts +1), pooled."""
+def _majority_rate(out: Path, run: str, config: str | None = None) -> float:
+    """The majority-class predictor's mistake rate over the outcomes run ``run`` published
+    (of configuration ``config``; None: all), by hand: each model's labels in learning order
+    (a tie predicts +1), pooled."""
     files = sorted((out / "outcomes").glob(f"part-e*-{run}.parquet"))
     rows = sorted((r["key"], r["learn_position"], r["label"])
-                  for f in files for r in pq.read_table(f).to_pylist())
+                  for f in files for r in pq.read_table(f).to_pylist()
+                  if config is None or r["config"] == config)
     seen: dict[str, list[int]] = {}
     wrong = 0
     for key, _, label in rows:
@@ -292,6 +295,31 @@ def _majority_rate(out: Path, run: str) -> float:
         wrong += (1.0 if pos_neg[0] >= pos_neg[1] else -1.0) != label
         pos_neg[0 if label > 0 else 1] += 1
     return 100.0 * wrong / len(rows)
+
+
+def _assert_by_config(out: Path, doc: dict[str, Any], stdout: str, stderr: str) -> None:
+    """The summary's row of each configuration is its own outcomes' (every key's pooled), by
+    hand from the rows run ``doc["run"]`` published, printed one line each, each warned
+    about on its own."""
+    files = sorted((out / "outcomes").glob(f"part-e*-{doc['run']}.parquet"))
+    rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+    assert [c["label"] for c in doc["by_config"]] == ["b", "perceptron"]
+    for c in doc["by_config"]:
+        mine = [r for r in rows if r["config"] == c["label"]]
+        mistakes = sum(r["mistake"] for r in mine)
+        assert (c["outcomes"], c["mistakes"], c["keys"]) == (
+            len(mine), mistakes, len({r["key"] for r in mine}))
+        assert c["mistake_rate"] == pytest.approx(100.0 * mistakes / len(mine))
+        assert c["avg_loss"] == pytest.approx(sum(r["loss"] for r in mine) / len(mine))
+        assert c["noskill_mistake_rate"] == pytest.approx(
+            _majority_rate(out, doc["run"], c["label"]))
+        assert (f"  {c['label']}: outcomes {c['outcomes']:,} of {c['keys']} keys  mistake "
+                f"rate {sig(c['mistake_rate'])}% (no-skill {sig(c['noskill_mistake_rate'])}%)"
+                ) in stdout
+        warned = f"warning: {c['label']}'s outcomes: mistake rate" in stderr
+        assert warned == (c["mistake_rate"] >= c["noskill_mistake_rate"])
+    assert sum(c["outcomes"] for c in doc["by_config"]) == doc["outcomes"] == len(rows)
+    assert "this run's outcomes" not in stderr  # never the blend of the two
 
 
 # each reader client on its own topics (one broker per module)
@@ -324,10 +352,8 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
     assert first_summary["noskill_mistake_rate"] == pytest.approx(
         _majority_rate(out, first_summary["run"]))
     assert first_summary["top_class_share"] is not None and first_summary["rmse"] is None
-    assert f"(no-skill {first_summary['noskill_mistake_rate']:.2f}%)" in first.stdout
-    # the warning (stderr) exactly when the run is no better than that
-    warned = "is not better than always predicting the majority class" in first.stderr
-    assert warned == (first_summary["mistake_rate"] >= first_summary["noskill_mistake_rate"])
+    # each configuration's figures (its keys pooled), printed and warned about on its own
+    _assert_by_config(out, first_summary, first.stdout, first.stderr)
     # more traffic, later; the second run resumes from the snapshot
     produce(broker, _renamed(labelled_stream(200, 260, T0 + 60_000, seed=2), ev, lab))
     second = run_cli(argv)
@@ -343,6 +369,7 @@ def test_stream_equals_the_reference_loop_across_a_restart(broker: str, tmp_path
         assert totals[f] == first_totals[f] + summary[f], f
     # a resumed run's baseline is over its own outcomes, as its mistake rate
     assert summary["noskill_mistake_rate"] == pytest.approx(_majority_rate(out, summary["run"]))
+    _assert_by_config(out, summary, second.stdout, second.stderr)
 
     spec = spec_for(argv[: argv.index("--")])
     records = reference_records(broker, [ev, lab], 2)
@@ -498,6 +525,30 @@ def test_offset_outside_the_log_is_one_line(broker: str, tmp_path: Path) -> None
     assert r.returncode == 2, r.stderr
     line = one_line(r.stderr)
     assert "cannot resume short/0 at offset 500" in line and "new --checkpoint" in line
+
+
+def test_a_rerun_without_checkpoint_is_refused(broker: str, tmp_path: Path) -> None:
+    """docs/streaming.md (Limits): without ``--checkpoint`` a second run on the same ``--out``
+    is refused (exit 2, one line), not a replacement of the first's outputs; ``--overwrite``
+    replaces them."""
+    create_topics(broker, ["nockpt"], 1)
+    produce(broker, [("nockpt", 0, f"e{i}".encode(), f"+1 1:{i % 5}".encode(), T0 + i)
+                     for i in range(20)])
+    out = tmp_path / "out"
+    argv = stream_argv(broker, "kafka://BROKER/nockpt", "--n-features", "3", "--out", str(out),
+                       "--idle-stop", "1s", "-q")
+    first = run_cli(argv)
+    assert first.returncode == 0, first.stderr
+    files = sorted((out / "predictions").glob("*.parquet"))
+    again = run_cli(argv)
+    assert again.returncode == 2
+    line = one_line(again.stderr)
+    assert f"--out {out} holds a previous kernelstream stream run" in line
+    assert "--overwrite" in line
+    assert sorted((out / "predictions").glob("*.parquet")) == files  # kept as they were
+    replaced = run_cli([*argv, "--overwrite"])
+    assert replaced.returncode == 0, replaced.stderr
+    assert not set(files) & set((out / "predictions").glob("*.parquet"))
 
 
 def test_second_writer_then_sigint(broker: str, tmp_path: Path) -> None:

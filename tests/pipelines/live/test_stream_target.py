@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -26,10 +28,12 @@ from test_stream import (
     labelled_stream,
     outputs,
     produce,
+    reap,
     reference_records,
     reference_tables,
     run_cli,
     spec_for,
+    start_cli,
     stream_argv,
 )
 
@@ -145,9 +149,10 @@ def test_scale_target_01_is_refused(tmp_path: Path) -> None:
 def test_the_head_read_waits_for_labels_that_come_late(broker: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """In process: the first 1,000 feature records are on the topic, their labels come a
-    second later on the labels topic; the read goes on past the feature records until
-    ``MIN_TARGETS`` targets have come, and the stream standardises by them."""
-    monkeypatch.setattr(stream_width, "QUIET_S", 15.0)  # only the targets end the read here
+    second later on the labels topic; the read goes on past the feature records until the
+    topics are quiet, and the stream standardises by all 150 targets."""
+    # fewer than 1,000 targets: the topics read to their end (quiet) end the read here
+    monkeypatch.setattr(stream_width, "QUIET_S", 5.0)
     create_topics(broker, ["lt", "lt-lab"], 1)
     produce(broker, [("lt", 0, f"e{i}".encode(), f"? 1:{i % 7}.5 2:{i % 3}.0".encode(),
                       T0 + i) for i in range(1100)])
@@ -170,3 +175,67 @@ def test_the_head_read_waits_for_labels_that_come_late(broker: str,
     got = stream_width.resolve(config, start)
     y = np.array(head.targets)
     assert got.target == (float(y.mean()), float(y.std()))
+
+
+@pytest.mark.parametrize("batch", [7, 500])
+def test_the_head_read_takes_the_first_1000_targets_whatever_the_batches(
+        broker: str, batch: int) -> None:
+    """In process: 1,500 labels interleaved in time with 1,100 events (every tenth labelled
+    itself), produced in small batches; the read takes exactly the first 1,000 targets in the
+    stream's order (by timestamp over both topics), whatever the client's poll batches
+    (``max_poll_records``), and the stream standardises by them."""
+    topic = f"ft{batch}"
+    create_topics(broker, [topic, f"{topic}-lab"], 1)
+    events = [(topic, 0, f"e{i}".encode(),
+               (f"{5000.0 + i!r}" if i % 10 == 0 else "?").encode()
+               + f" 1:{i % 7}.5 2:{i % 3}.0".encode(), T0 + 10 * i) for i in range(1100)]
+    labels = [(f"{topic}-lab", 0, f"x{i}".encode(), repr(100.0 + i).encode(), T0 + 10 * i + 5)
+              for i in range(1500)]
+    for lo in range(0, 1500, 50):  # small record batches on the log
+        produce(broker, events[lo:lo + 50] + labels[lo:lo + 50])
+    in_order = sorted([(ts, float(v.split(b" ")[0])) for _, _, _, v, ts in events
+                       if not v.startswith(b"?")] + [(ts, float(v)) for *_, v, ts in labels])
+    first = [v for _, v in in_order[:1000]]
+    argv = stream_argv(broker, f"kafka://BROKER/{topic}", "--labels",
+                       f"kafka://BROKER/{topic}-lab", "--n-features", "2", "--task",
+                       "regression", "-l", "raker", "-p", "loss=square", "--width-wait", "60s",
+                       "--kafka-option", f"max_poll_records={batch}")
+    config = StreamConfig.from_args(cli.build_parser().parse_args(argv))
+    start = {(topic, 0): 0, (f"{topic}-lab", 0): 0}
+    head = stream_width.first_rows(config, start, config.width_wait)
+    assert head.targets == first
+    assert head.rows.shape[0] == 1000
+    y = np.array(first)
+    assert stream_width.resolve(config, start).target == (float(y.mean()), float(y.std()))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_head_read_is_the_documented_stop(broker: str, tmp_path: Path,
+                                                            sig: signal.Signals) -> None:
+    """A SIGINT or SIGTERM while the up-front read waits for the first records (an empty
+    topic): exit 130 with the one "stopped" line, saying the stream had not started; nothing
+    written, no snapshot."""
+    topic = f"hr{sig.name.lower()}"
+    create_topics(broker, [topic, f"{topic}-lab"], 1)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    proc = start_cli(stream_argv(
+        broker, f"kafka://BROKER/{topic}", "--labels", f"kafka://BROKER/{topic}-lab",
+        "--n-features", "2", "--task", "regression", "-l", "raker", "-p", "loss=square",
+        "--width-wait", "120s",
+        "--out", str(out), "--checkpoint", str(ckpt)))
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        line = ""
+        while "waiting for the first records" not in line:  # the read's progress line
+            assert time.monotonic() < deadline and proc.poll() is None, line
+            line = proc.stderr.readline()
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        reap(proc)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"kernelstream stream: stopped ({sig.name}) before the stream started: 0 records, "
+        f"no snapshot yet (nothing to resume from) in {ckpt}")
+    assert "interrupted" not in stderr and not (out / "summary.json").exists()
