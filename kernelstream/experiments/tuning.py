@@ -408,6 +408,26 @@ def tuned_read_options(doc: Mapping[str, Any], path: str, args: Any, src: str) -
     return lines
 
 
+def unbeaten_note(doc: Mapping[str, Any], path: str) -> str | None:
+    """``replay --params-from``: a warning when the tuning run found no cell better than the
+    replay's untuned default (``baseline.beaten`` false), unless the chosen cell is that
+    default itself (then the parameters are the default's own). None otherwise, and for a
+    ``tuned.json`` without a baseline (written before tune learnt one)."""
+    base = doc.get("baseline")
+    if not isinstance(base, Mapping) or base.get("beaten", True):
+        return None
+    if base.get("cell") is not None and base["cell"] == doc.get("cell"):
+        return None
+    metric = (doc.get("score") or {}).get("metric", "mistake_rate")
+    unit = "%" if metric == "mistake_rate" else ""
+    chosen = (doc.get("score") or {}).get("value")
+    fixed = " ".join(f"{k}={v}" for k, v in (base.get("fixed") or {}).items())
+    default = " ".join(x for x in (str(base.get("learner")), fixed) if x)
+    return (f"warning: {path}: its chosen cell ({metric.replace('_', ' ')} {chosen:.4g}{unit}) "
+            f"did not beat the untuned default ({default}: {base.get(metric):.4g}{unit}) when "
+            "tuned; the replay without --params-from runs that default")
+
+
 def overlap_note(doc: Mapping[str, Any], seed: int, permutations: int) -> str | None:
     """A note when a replay's evaluation permutations 0..R-1 include a tuning permutation of
     ``doc`` (same seed): the evaluation would score streams the parameters were chosen on."""

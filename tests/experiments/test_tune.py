@@ -397,6 +397,26 @@ def test_tune_says_when_no_cell_beats_the_default(tmp_path: Path,
     assert no.endswith("use the default: kernelstream replay german")
     assert "--params-from" not in stdout
     assert "**no cell beats it**" in (out / "tuned.md").read_text()
+    # a replay of those parameters anyway says that the default did better
+    assert main(["replay", "german", "--params-from", str(out / "tuned.json"), "--limit", "60",
+                 "--runner", "loop", "-q", "-o", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert (f"warning: {out / 'tuned.json'}: its chosen cell (mistake rate "
+            f"{doc['score']['value']:.4g}%) did not beat the untuned default (rff-rls "
+            "n_components=500: ") in err, err
+
+
+def test_a_tuned_file_whose_choice_is_the_default_replays_without_a_warning(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t"
+    assert main(["tune", "german", "--limit", "400", "--grid", "gamma=auto*0.125,auto",
+                 "--runner", "loop", "-q", "-o", str(out)]) == 0
+    doc = json.loads((out / "tuned.json").read_text())
+    assert doc["baseline"]["beaten"] is False and doc["cell"] == doc["baseline"]["cell"]
+    capsys.readouterr()
+    assert main(["replay", "german", "--params-from", str(out / "tuned.json"), "--limit", "60",
+                 "--runner", "loop", "-q", "-o", str(tmp_path / "r")]) == 0
+    assert "did not beat the untuned default" not in capsys.readouterr().err
 
 
 def test_tune_shows_the_no_skill_rate_and_warns_as_replay(tmp_path: Path,

@@ -204,8 +204,10 @@ class ReplayConfig:
             learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
                                                             param_specs)
             # the rows it was tuned on: its scaling unless one is given; what differs, said
-            for line in tuning.tuned_read_options(tuned, params_from, args,
-                                                  args.data or DEFAULT_DATASET):
+            notes = tuning.tuned_read_options(tuned, params_from, args,
+                                              args.data or DEFAULT_DATASET)
+            unbeaten = tuning.unbeaten_note(tuned, params_from)
+            for line in [*notes, *([unbeaten] if unbeaten else [])]:
                 if getattr(args, "shard", None) is None:
                     print(f"{PROG}: {line}", file=sys.stderr)
         src = args.data or DEFAULT_DATASET
