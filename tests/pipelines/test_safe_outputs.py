@@ -403,3 +403,18 @@ def test_learners_filters_and_json_task(capsys: pytest.CaptureFixture[str]) -> N
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("start here:") and "docs/which-learner.md" in first
     assert main(["learners", "bogd", "--budgeted"]) == 2
+
+
+def test_the_python_api_decides_labels_as_the_cli(tmp_path: Path) -> None:
+    """``run_replay`` with a one-class ``limit`` prefix maps it as the whole file (it failed
+    inside the pipeline), and refuses a ``positive_label`` none of the file's labels."""
+    from kernelstream.errors import ConfigError
+    from kernelstream.pipelines.replay.replay import run_replay
+
+    f = _csv(tmp_path / "gh.csv", ["g"] * 140 + ["h"] * 60)
+    res = run_replay(str(f), [("p", "perceptron", {"gamma": 0.5})], tmp_path / "r", limit=100,
+                     runner="loop")
+    assert [s["examples"] for s in res.summaries] == [100]
+    with pytest.raises(ConfigError, match="--positive-label 'G' is not among the file's"):
+        run_replay(str(f), [("p", "perceptron", {"gamma": 0.5})], tmp_path / "s",
+                   positive_label="G", runner="loop")

@@ -184,6 +184,10 @@ class ReplayConfig:
         :class:`KafkaOptions` by their keywords (``kafka_idle=``, ``checkpoint=``, ...)."""
         reads = {f.name for f in fields(ReadOptions)} - {"path"}
         read = ReadOptions(path=data, **{k: v for k, v in options.items() if k in reads})
+        # the label map decided before the run, as the CLI does (a one-class prefix maps as the
+        # whole file; labels it cannot map: ConfigError)
+        read = replace(read, positive_label=decided_positive_label(
+            read, sampled=options.get("sample") is not None))
         kafka = KafkaOptions(**{KafkaOptions.KEYWORDS[k]: v for k, v in options.items()
                                 if k in KafkaOptions.KEYWORDS})
         rest = {k: v for k, v in options.items()
@@ -364,19 +368,24 @@ def run_positive_label(args: argparse.Namespace, src: str, task: str) -> str | N
     (``--limit``, ``--sample``) hold one class of the file's two, so they map as the whole
     file does; decided here, before any pipeline, so that every worker maps alike. A label
     not in the file, or a file of one class the map cannot place, is a ``ConfigError``."""
-    given = args.positive_label
-    if task != "classification" or is_topic(src):
+    read = ReadOptions(path=src, fmt=args.format, label_column=column_option(args.label_column),
+                       task=task, limit=args.limit, positive_label=args.positive_label,
+                       delimiter=args.delimiter, header=args.header,
+                       key_by=column_option(args.key_by))
+    return decided_positive_label(read, sampled=getattr(args, "sample", None) is not None)
+
+
+def decided_positive_label(read: ReadOptions, sampled: bool = False) -> str | None:
+    """:func:`run_positive_label` of the read options of a file or embedded set (``read.path``;
+    ``sampled``: the rows are drawn from the whole file): the CLI's and the Python API's."""
+    given = read.positive_label
+    if read.task != "classification" or is_topic(read.path):
         return given
-    path = str(data.embedded_path(src)) if is_embedded(src) else src
+    path = str(data.embedded_path(read.path)) if is_embedded(read.path) else read.path
     # a remote file is left to the run, as file_options leaves it (a launcher may not reach it)
     if fs.is_remote(path) or not fs.exists(path):
         return given  # (a missing file: the run reports it)
-    read = ReadOptions(path=path, fmt=args.format, label_column=column_option(args.label_column),
-                       task=task, limit=args.limit, positive_label=given,
-                       delimiter=args.delimiter, header=args.header,
-                       key_by=column_option(args.key_by))
-    return label_mix.run_positive_label(read, whole_file=getattr(args, "sample", None)
-                                        is not None)
+    return label_mix.run_positive_label(replace(read, path=path), whole_file=sampled)
 
 
 def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None:
