@@ -19,7 +19,7 @@ from kernelstream import data
 from kernelstream.data import check as data_check
 from kernelstream.data.hashing import hash_index
 from kernelstream.pipelines import cli
-from kernelstream.pipelines.replay import replay_args
+from kernelstream.pipelines.replay import replay_checks
 
 ROOT = Path(__file__).resolve().parents[2]
 SVM = b"+1 1:0.5 3:1\n-1 2:0.25\n+1 1:1 2:1\n-1 3:2\n"
@@ -119,11 +119,11 @@ def test_check_memory_is_budget_times_width() -> None:
     from kernelstream.engine.learner_config import LearnerConfig
 
     small = LearnerConfig("bogd", "bogd", {"budget": 100})
-    replay_args.check_memory([small], 1000)
+    replay_checks.check_memory([small], 1000)
     big = LearnerConfig("bogd", "bogd", {"budget": 10**6})
-    width = replay_args.available_memory() // (8 * 10**6) + 1
+    width = replay_checks.available_memory() // (8 * 10**6) + 1
     with pytest.raises(ValueError, match="budget"):
-        replay_args.check_memory([big], width)
+        replay_checks.check_memory([big], width)
 
 
 # -- kernelstream check ----------------------------------------------------------------------

@@ -40,7 +40,8 @@ from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import error, progress_to_stderr
 from kernelstream.pipelines.config import PROG, is_topic
 from kernelstream.pipelines.replay import replay
-from kernelstream.pipelines.replay.replay_args import ReplayConfig, check_data, is_embedded
+from kernelstream.pipelines.replay.replay_args import ReplayConfig
+from kernelstream.pipelines.replay.replay_checks import check_data, is_embedded
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult

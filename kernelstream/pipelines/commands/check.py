@@ -23,7 +23,7 @@ from kernelstream.pipelines.commands._common import (
     error,
 )
 from kernelstream.pipelines.config import at_least, check_declared, is_topic
-from kernelstream.pipelines.replay.replay_args import is_embedded
+from kernelstream.pipelines.replay.replay_checks import is_embedded
 
 
 @dataclass(frozen=True)

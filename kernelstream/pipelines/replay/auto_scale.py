@@ -43,7 +43,7 @@ from kernelstream.data.scaling import target_standardisation
 from kernelstream.pipelines.config import is_topic
 
 AUTO = "auto"
-HEAD_ROWS = 1000  # the replay's up-front check reads as many (``replay_args._PRECHECK_RECORDS``)
+HEAD_ROWS = 1000  # the replay's up-front check reads as many (``replay_checks._PRECHECK_RECORDS``)
 
 
 def _head_options(args: argparse.Namespace, src: str) -> ReadOptions | None:

@@ -169,7 +169,7 @@ def run_beam(run: ReplayRun) -> dict[str, int]:
 def submit_beam(run: ReplayRun) -> str:
     """Build the pipeline of ``run`` and hand it to its runner without waiting for it
     (``replay --submit-only``): the job's id as the runner names it. Only for runners that
-    run the job elsewhere (``replay_args.check_submit_only``): an in-process runner's job
+    run the job elsewhere (``replay_checks.check_submit_only``): an in-process runner's job
     would end with this process, and its sinks' files are renamed by the caller."""
     with contextlib.ExitStack() as stack:
         p = _pipeline(run, stack)

@@ -1,8 +1,9 @@
 """A replay run, :class:`ReplayConfig`, and its one translation from ``kernelstream replay``'s
-arguments (:meth:`ReplayConfig.from_args`, also ``tune``'s and ``summary``'s), with the checks
-that run before any pipeline: the head of the data (``kernelstream.data.check``:
-empty, binary, wrong delimiter, continuous labels, mostly rejected), the learners' memory at
-the data's width, and the Kafka options. Each failure is a ``ConfigError``: rc 2, one line."""
+arguments (:meth:`ReplayConfig.from_args`, also ``tune``'s and ``summary``'s): the decisions
+made on the data file before the run (label map, width, sample, default learner) and the Kafka
+options. The checks of the run before any pipeline (workers, data head, memory) are
+:mod:`~kernelstream.pipelines.replay.replay_checks`. Each failure is a ``ConfigError``: rc 2,
+one line."""
 
 from __future__ import annotations
 
@@ -15,14 +16,12 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from kernelstream import data, fs, kafka_client
-from kernelstream.data import check as data_check
 from kernelstream.data import label_mix, widths
 from kernelstream.data.options import ReadOptions, column_option
 from kernelstream.data.sample import EXTENSIONS
 from kernelstream.engine.learner_config import LearnerConfig, as_configs
-from kernelstream.errors import ConfigError, WidthError
+from kernelstream.errors import ConfigError
 from kernelstream.experiments import tuning
-from kernelstream.learners.registry import check_width, fmt_bytes, memory_estimate, memory_limit
 from kernelstream.pipelines.config import (
     DEFAULT_BY_ROWS,
     DEFAULT_DATASET,
@@ -37,6 +36,13 @@ from kernelstream.pipelines.config import (
     resolve_task,
 )
 from kernelstream.pipelines.replay import auto_scale
+from kernelstream.pipelines.replay.replay_checks import (
+    DASK_WORKERS,
+    check_dask,
+    check_submit_only,
+    check_workers,
+    is_embedded,
+)
 from kernelstream.pipelines.replay.topic_head import TopicHead, topic_head
 
 
@@ -432,160 +438,6 @@ def default_rows(args: argparse.Namespace, src: str) -> str | None:
         return widths.file_rows(opts)
     except (ValueError, OSError):
         return None
-
-
-def check_workers(args: argparse.Namespace, kafka_src: bool) -> None:
-    """``--workers N`` runs N copies of the run's pipeline on shares of its streams and merges
-    their outputs (``pipelines.replay.workers``); refuse what that cannot carry out, one line
-    each."""
-    if kafka_src:
-        raise ConfigError("--workers splits the streams of a data file over processes; a Kafka "
-                          "topic is read once, in its own order, by one run: drop --workers")
-    if args.stream != "none":
-        raise ConfigError(f"--stream {args.stream} runs in memory on the loop runner: drop "
-                          "--workers")
-    if args.runner in ("portable", "beam"):
-        raise ConfigError(f"--workers starts N local pipelines on the direct (or loop) runner; "
-                          f"--runner {args.runner} spreads the work over that runner's own "
-                          "workers (its options go after '--'): drop --workers")
-    if args.kafka_out is not None:
-        raise ConfigError("--kafka-out is not available with --workers: drop one of them")
-
-
-# the local Dask cluster's worker processes when --workers is not given: two, as on a laptop
-DASK_WORKERS = 2
-
-
-def check_dask(args: argparse.Namespace, kafka_src: bool, scheduler: str | None) -> None:
-    """``--runner dask`` runs the stateless replay (``pipelines.replay.dask_replay``): each of a
-    file's permuted streams learnt whole by one task. Refuse what it cannot carry out, and a
-    missing Dask, one line each."""
-    if args.runner != "dask":
-        raise ConfigError("--dask-scheduler names the cluster of --runner dask: add "
-                          "--runner dask or drop --dask-scheduler")
-    if kafka_src or args.kafka_out is not None:
-        raise ConfigError("--runner dask replays a data file's permuted streams; a Kafka "
-                          "topic (or --kafka-out) needs a streaming runner: --runner direct")
-    if scheduler is not None:
-        if args.workers is not None:
-            raise ConfigError("--workers sizes a local Dask cluster; the cluster of "
-                              "--dask-scheduler runs on its own workers: drop --workers")
-        if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://", "ws://",
-                                     "wss://")):
-            raise ConfigError(f"--dask-scheduler {scheduler!r}: expected a scheduler "
-                              "address such as tcp://HOST:8786")
-    import importlib.util
-
-    if importlib.util.find_spec("distributed") is None:
-        raise ConfigError("--runner dask needs Dask: pip install 'kernelstream[dask]' "
-                          "(or 'dask[distributed]')")
-
-
-# Beam runners that run the job inside the launching process (or a helper it starts and stops):
-# a job submitted there ends with the launcher. Lower case, "Runner" suffix optional.
-IN_PROCESS_BEAM_RUNNERS = ("direct", "fnapi", "prism", "bundlebaseddirect", "switchingdirect",
-                           "interactive", "render")
-
-
-def check_submit_only(args: argparse.Namespace) -> None:
-    """``--submit-only`` hands the job to a runner that runs it elsewhere and exits: refuse,
-    one line each, a runner that would run it in this process (``direct``, ``loop``, the
-    local job service of ``portable`` without ``--job_endpoint``, an in-process Beam
-    runner) and what needs the end of the run (``--checkpoint``, ``--follow``,
-    ``--workers``)."""
-    pipeline_args = list(getattr(args, "pipeline_args", ()))
-    named = [a.split("=", 1)[1] for a in pipeline_args if a.startswith("--runner=")]
-    beam_runner = named[-1].lower().removesuffix("runner") if named else ""
-    local = (args.runner not in ("portable", "beam")
-             or (args.runner == "portable"
-                 and not any(a.startswith("--job_endpoint") for a in pipeline_args))
-             or (args.runner == "beam" and beam_runner in IN_PROCESS_BEAM_RUNNERS))
-    if local:
-        what = (f"--runner={named[-1]}" if args.runner == "beam" and named
-                else f"the {args.runner} runner"
-                + (" without --job_endpoint" if args.runner == "portable" else ""))
-        raise ConfigError(f"--submit-only needs a runner that runs the job elsewhere (--runner "
-                          f"beam -- --runner=DataflowRunner ..., or --runner portable -- "
-                          f"--job_endpoint=HOST:PORT); {what} runs it in this process")
-    for flag, on in (("--checkpoint", args.checkpoint is not None),
-                     ("--follow", getattr(args, "follow", None) is not None),
-                     ("--workers", (args.workers or 1) > 1)):
-        if on:
-            raise ConfigError(f"{flag} needs the end of the run, which --submit-only does not "
-                              f"wait for: drop one of them")
-
-
-# Rows a replay's up-front data check reads: enough to see what a file is, cheap on any size
-# (parsed line by line: 5000 rows took 0.1-0.2 s, a fifth of a 50k-row loop replay's fixed cost)
-_PRECHECK_RECORDS = 1000
-
-
-def check_data(config: ReplayConfig) -> None:
-    """Before the pipeline: the read options must fit the file (columns, --key-by), and its
-    head must not be empty, binary, continuous labels for classification, or mostly
-    rejected; each raises :class:`ConfigError` with one line naming the fix. Embedded data
-    sets and Kafka topics (checked by their source) are skipped. Returns nothing; the width
-    seen feeds :func:`check_memory`."""
-    src = config.data
-    width = config.read.n_features
-    if not is_topic(src) and not is_embedded(src) and fs.exists(src):
-        try:
-            report = data_check.check_file(config.read, max_records=_PRECHECK_RECORDS)
-        except (ValueError, OSError) as exc:
-            raise ConfigError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
-        problem = data_check.verdict(report)
-        if problem is not None:
-            raise ConfigError(problem)
-        width = width or report.width
-        nnz: int | None = max(1, round(report.nnz_mean))
-    else:
-        nnz = None
-        if is_embedded(src):  # its manifest's width: its stored rows are as wide as the file's
-            width = width or int(data.embedded_dataset_info(src)["features"])
-    if config.read.hash_features is not None:
-        width = 1 << config.read.hash_features
-    # the rows the learners will get (embedded sets are narrow and dense; --stream is dense)
-    sparse = (config.stream == "none" and (nnz is not None or is_topic(src))
-              and config.read.sparse_rows(width or 1))
-    check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz)
-
-
-def is_embedded(src: str) -> bool:
-    try:
-        data.embedded_dataset_info(src)
-    except KeyError:
-        return False
-    return True
-
-
-def available_memory() -> int:
-    """Bytes a run may plan for (``learners.registry.memory_limit``: physical memory, or
-    ``$KERNELSTREAM_MEMORY_LIMIT``)."""
-    return memory_limit()
-
-
-# A model that fits but plans more than this gets a note on stderr before the run starts.
-_WARN_BYTES = 2 << 30
-
-
-def check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
-                  nnz: int | None = None) -> None:
-    """Refuse, before reading, a learner that cannot fit in this machine's memory at this
-    width (the learners' own estimate, ``learners.registry.check_width``: e.g. budget ×
-    width × 8 bytes of dense support vectors, or budget × non-zeros per row for sparse rows),
-    with one line naming the fix."""
-    for c in configs:
-        try:
-            check_width(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
-                        nnz_per_row=nnz)
-        except WidthError as e:
-            raise ConfigError(f"learner {c.label}: {e}") from None
-        need, what = memory_estimate(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
-                                     nnz_per_row=nnz)
-        if need > _WARN_BYTES:  # it fits, but a user should know before waiting for it
-            print(f"{PROG}: note: learner {c.label} plans {fmt_bytes(need)} for {what}; "
-                  "--hash-features K bounds the width" + (", or use a learner that keeps "
-                  "sparse rows" if sparse else ""), file=sys.stderr)
 
 
 def kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str, str], ...]:

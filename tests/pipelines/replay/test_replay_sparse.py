@@ -23,7 +23,7 @@ from kernelstream.engine.replay.chunks import file_chunks, make_plan, read_chunk
 from kernelstream.engine.replay.outputs import METRICS_SCHEMA, PREDICTIONS_SCHEMA, read_table
 from kernelstream.engine.replay.sources import load_rows
 from kernelstream.pipelines import cli
-from kernelstream.pipelines.replay import replay_args
+from kernelstream.pipelines.replay import replay_checks
 from kernelstream.pipelines.replay.replay import run_replay
 from kernelstream.sparse import CSR
 
@@ -245,11 +245,11 @@ def test_a_huge_index_and_a_2mb_line_run_everywhere_in_under_1gib(
 def test_a_large_but_possible_model_gets_a_note(capsys: pytest.CaptureFixture[str]) -> None:
     from kernelstream.pipelines.config import learner_configs
 
-    replay_args.check_memory(learner_configs(["fogd"], []), 3_231_887, sparse=True, nnz=115)
+    replay_checks.check_memory(learner_configs(["fogd"], []), 3_231_887, sparse=True, nnz=115)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "random-feature projection" in err[0]
     assert "--hash-features" in err[0]
-    replay_args.check_memory(learner_configs(["bogd"], []), 3_231_887, sparse=True, nnz=115)
+    replay_checks.check_memory(learner_configs(["bogd"], []), 3_231_887, sparse=True, nnz=115)
     assert capsys.readouterr().err == ""  # sparse support vectors: nothing to note
 
 
