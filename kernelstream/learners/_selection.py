@@ -133,6 +133,7 @@ class SelectionLearner(Learner):
 
     randomized = True
     draws_in_predict: ClassVar[bool] = True
+    _draw_attrs: ClassVar[tuple[str, ...]] = ("_selected",)
 
     sigmas: str
     _selected: int = -1
@@ -147,9 +148,10 @@ class SelectionLearner(Learner):
     @property
     def selected_kernel(self) -> int | None:
         """Index of the kernel that formed the last prediction (``None`` before the first)."""
-        if self.dim is None or self._selected < 0:
+        selected = self._drawn("_selected")
+        if self.dim is None or selected < 0:
             return None
-        return int(self._selected)
+        return int(selected)
 
     @property
     def kernel_distribution(self) -> np.ndarray:

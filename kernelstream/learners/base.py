@@ -102,6 +102,9 @@ class Learner:
     randomized: bool = False  # consumes its RNG (different seeds give different runs)
     # randomness that forms the prediction, drawn in predict_one
     draws_in_predict: ClassVar[bool] = False
+    # attributes a draw in _score sets besides the generator (e.g. the kernel drawn): kept
+    # with predict_one's cached round, not in the learner, until learn_one of the same x
+    _draw_attrs: ClassVar[tuple[str, ...]] = ()
     accepts_sparse: ClassVar[bool] = False  # runs on sparse rows natively (module docstring)
     reference: ClassVar[str] = ""
 
@@ -256,9 +259,32 @@ class Learner:
         p = self._pending
         if p is not None and p[0] == key:
             return p[1]
+        if self.draws_in_predict:
+            # The round's draw is a function of the state at the round's start: predict_one
+            # takes it without advancing the generator (keeping where it would be after, for
+            # learn_one of the same x). So predicting other rows (a monitor, a probe) leaves
+            # the trajectory alone, and a state saved after predict_one, which holds the
+            # generator before the draw, continues bit for bit: its learn_one draws the same.
+            bg = self.rng.bit_generator
+            before = bg.state, [getattr(self, a) for a in self._draw_attrs]
+            score, aux = self._score(x, xx)
+            drawn = bg.state, [getattr(self, a) for a in self._draw_attrs]
+            bg.state = before[0]
+            for a, v in zip(self._draw_attrs, before[1]):
+                setattr(self, a, v)
+            self._pending = (key, score, (aux, drawn))
+            return score
         score, aux = self._score(x, xx)
         self._pending = (key, score, aux)
         return score
+
+    def _drawn(self, attr: str) -> Any:
+        """``attr`` (one of ``_draw_attrs``) as the last draw left it: the cached round's of a
+        ``predict_one`` not yet learnt, else the learner's own."""
+        p = self._pending
+        if self.draws_in_predict and p is not None:
+            return p[2][1][1][self._draw_attrs.index(attr)]
+        return getattr(self, attr)
 
     def learn_one(self, x: Any, y: Any) -> None:
         """Round-``t`` update with the true label."""
@@ -269,7 +295,12 @@ class Learner:
         p = self._pending
         self._pending = None
         if p is not None and p[0] == (x.key() if type(x) is SparseRow else x.tobytes()):
-            self._update(x, xx, yf, p[1], p[2])
+            aux = p[2]
+            if self.draws_in_predict:  # the learner moves on as the draw moved it
+                aux, (self.rng.bit_generator.state, values) = aux
+                for a, v in zip(self._draw_attrs, values):
+                    setattr(self, a, v)
+            self._update(x, xx, yf, p[1], aux)
             self.t += 1
         else:
             self._step_checked(x, xx, yf)

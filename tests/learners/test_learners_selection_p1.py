@@ -147,7 +147,7 @@ def test_corrections_match_naive_ao2md(name: str, radius: float) -> None:
     for t in range(n):
         x = X[t]
         s = m.predict_one(x)  # (the first call also allocates the state)
-        aux = m._pending[2]
+        aux = m._pending[2][0]  # (aux, the draw): draws_in_predict
         mir = m.mirror
         v = mir.res.n
         rid = mir.res.ids[:v].copy()
@@ -439,7 +439,8 @@ def test_bao2ks_quirk_feedback() -> None:
         neg_seen = False
         for t in range(300):
             s = m.predict_one(X[t])
-            i, j, pti = m._pending[2][0], m._pending[2][1], m._pending[2][6]
+            aux = m._pending[2][0]  # (aux, the draw): draws_in_predict
+            i, j, pti = aux[0], aux[1], aux[6]
             L_before, lhat = m.bandit.L.copy(), m.bandit.Lhat
             tau, zeta = m.bandit.tau, m.bandit.zeta
             m.learn_one(X[t], y[t])

@@ -207,27 +207,40 @@ def check_predict_is_pure(name: str, params: dict[str, Any]) -> None:
                 assert_scores_equal(got, ref_scores, what)
             assert_states_equal(m.get_state(), ref_state, f"{what}: final state")
             assert_scores_equal(run_steps(m, Xc, yc), ref_cont, f"{what}: subsequent scores")
-    if not draws:
-        m = new(name, params)
-        for i in range(len(X)):
-            if i in (1, 2, 25, len(X) // 2, len(X) - 1):
-                before = m.get_state()
-                m.predict_one(X[i])
-                assert_states_equal(m.get_state(), before, f"round {i}: predict_one changed state")
+    # predict_one changes no state, for a learner whose score draws too (it takes the round's
+    # draw without advancing its generator), and a state saved after it continues bit for bit
+    m = new(name, params)
+    for i in range(len(X)):
+        if i in (1, 2, 25, len(X) // 2, len(X) - 1):
+            before = m.get_state()
+            s = m.predict_one(X[i])
+            assert_states_equal(m.get_state(), before, f"round {i}: predict_one changed state")
+            r = _set(new(name, params), m.get_state())
+            assert r.predict_one(X[i]) == s, f"round {i}: restored learner predicts otherwise"
+            r.learn_one(X[i], y[i])
+            m.learn_one(X[i], y[i])
+            assert_states_equal(r.get_state(), m.get_state(),
+                                f"round {i}: restored after predict_one, then learn_one")
+        else:
             m.step(X[i], y[i])
-    # a prediction for another x (here: a buffer refilled in place after predict_one) must not
-    # leak into the update
+    assert_states_equal(m.get_state(), ref_state, "predict_one then learn_one vs step")
+    # predictions for other rows (a monitor's probe; a buffer refilled in place after
+    # predict_one) between a row's predict_one and learn_one do not leak into the trajectory
     a, b = new(name, params), new(name, params)
     buf = np.empty(D)
+    probe = Xc[0]
+    got_a, got_b = np.empty(len(X) - 1), np.empty(len(X) - 1)
     for i in range(len(X) - 1):
+        got_a[i] = a.predict_one(X[i])
+        got_b[i] = b.predict_one(X[i])
         if i % 5 == 0:
             buf[:] = X[i + 1]
             a.predict_one(buf)
-            if draws:  # same number of draws on both sides
-                b.predict_one(X[i + 1].copy())
+            a.predict_one(probe)
         buf[:] = X[i]
         a.learn_one(buf, y[i])
         b.learn_one(X[i], y[i])
+    assert_scores_equal(got_a, got_b, "predictions for other rows changed the scores")
     assert_states_equal(a.get_state(), b.get_state(), "prediction for another x leaked")
 
 
