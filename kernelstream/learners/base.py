@@ -270,7 +270,7 @@ class Learner:
             score, aux = self._score(x, xx)
             drawn = bg.state, [getattr(self, a) for a in self._draw_attrs]
             bg.state = before[0]
-            for a, v in zip(self._draw_attrs, before[1]):
+            for a, v in zip(self._draw_attrs, before[1], strict=True):
                 setattr(self, a, v)
             self._pending = (key, score, (aux, drawn))
             return score
@@ -298,7 +298,7 @@ class Learner:
             aux = p[2]
             if self.draws_in_predict:  # the learner moves on as the draw moved it
                 aux, (self.rng.bit_generator.state, values) = aux
-                for a, v in zip(self._draw_attrs, values):
+                for a, v in zip(self._draw_attrs, values, strict=True):
                     setattr(self, a, v)
             self._update(x, xx, yf, p[1], aux)
             self.t += 1

@@ -174,7 +174,6 @@ def check_predict_is_pure(name: str, params: dict[str, Any]) -> None:
     """predict_one 0, 1 or 3 times before each learn_one (same array, an equal list, a reused
     buffer) leaves the trajectory unchanged; repeated predict_one returns the same value."""
     ref = new(name, params)
-    draws = ref.draws_in_predict
     X, y = stream_for(ref)
     Xc, yc = make_stream(ref.task, 50, seed=11)
     ref_scores = run_steps(ref, X, y)
