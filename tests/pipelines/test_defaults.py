@@ -306,3 +306,19 @@ def test_reproduction_runs_keep_the_learners_fixed_widths() -> None:
     assert "c.gamma=0.5" in Run("german", "bogd", {"budget": 10}).param_args("c")
     explicit = Run("german", "bogd", {"sigma": 2.0}).param_args("c")
     assert not any(a.startswith("c.gamma=") for a in explicit)
+
+
+def test_tune_tunes_the_learner_replay_runs_on_sparse_rows(tmp_path: Path) -> None:
+    # tune looked at the rows before --scale auto was resolved: scaled rows are dense, so it
+    # tuned rff-rls on a file whose replay runs bpa-s (and refused --rows sparse)
+    replayed = _replay(tmp_path / "r", RCV1, "--limit", "40")
+    out = tmp_path / "t"
+    assert main(["tune", RCV1, "--limit", "40", "--runner", "loop", "-q", "--out", str(out),
+                 "--grid", "gamma=auto,auto*2"]) == 0
+    tuned = json.loads((out / "tuned.json").read_text())
+    assert replayed["learner"] == "bpa-s" and tuned["learner"] == replayed["learner"]
+    assert tuned["baseline"]["learner"] == "bpa-s"
+    out = tmp_path / "s"
+    assert main(["tune", A9A, "--rows", "sparse", "--limit", "40", "--runner", "loop", "-q",
+                 "--out", str(out), "--grid", "gamma=auto,auto*2"]) == 0
+    assert json.loads((out / "tuned.json").read_text())["learner"] == "bpa-s"

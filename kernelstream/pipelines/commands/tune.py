@@ -57,7 +57,7 @@ from kernelstream.pipelines.config import (
 )
 from kernelstream.pipelines.replay.replay_args import (
     ReplayConfig,
-    default_rows,
+    resolve_read,
     shard_arg,
     workers_arg,
 )
@@ -263,7 +263,9 @@ def default_configuration(args: argparse.Namespace, name: str | None,
     if task is None and name is not None:  # the tuned learner's task (a stand-in width)
         task = learner_configs([name], fixed, auto_width=lambda: 1.0)[0].task
     task = task or "classification"
-    rows = default_rows(argparse.Namespace(**{**_REPLAY_ONLY, **vars(args)}), args.data)
+    # the read options resolved as the replay resolves them (--scale auto first: scaled rows
+    # are dense), on a copy: the replay of the cells resolves them again and records why
+    _, _, rows = resolve_read(argparse.Namespace(**{**_REPLAY_ONLY, **vars(args)}), args.data)
     base_name, params = (DEFAULT_BY_ROWS[task][rows] if rows is not None
                          else DEFAULT_LEARNERS.get(task, DEFAULT_LEARNERS["classification"]))
     return base_name, dict(params)

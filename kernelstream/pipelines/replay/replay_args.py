@@ -223,7 +223,7 @@ class ReplayConfig:
         src = args.data or DEFAULT_DATASET
         scale = args.scale  # as given: a topic's auto is decided on its head (topic_head)
         # before the widths: gamma=auto is estimated on the rows as the learners get them
-        scaled, hint = auto_scale.resolve_features(args, src)
+        scaled, hint, rows = resolve_read(args, src, default=not learner_specs)
         if getattr(args, "shard", None) is None:  # (a shard's parent has said it)
             if scaled is not None:
                 print(f"{PROG}: scaling features to [0, 1] ({scaled}; --scale none keeps "
@@ -232,7 +232,6 @@ class ReplayConfig:
                 print(f"{PROG}: hint: {hint}", file=sys.stderr)
         # no learner named: the task's default for the rows the file gives (recorded)
         task = args.task or "classification"
-        rows = default_rows(args, src) if not learner_specs else None
         if rows is not None:
             check_default_params(task, rows, param_specs)
         default = None if rows is None else DEFAULT_BY_ROWS[task][rows]
@@ -424,6 +423,17 @@ def check_default_params(task: str, rows: str, param_specs: Sequence[str]) -> No
             raise ConfigError(f"-p {spec}: the default learner on {rows} rows (this file's) is "
                               f"{name}, which has no parameter {key!r}: name a learner with "
                               f"--learner, e.g. -l {other}")
+
+
+def resolve_read(args: argparse.Namespace, src: str,
+                 default: bool = True) -> tuple[str | None, str | None, str | None]:
+    """The read decisions a replay makes on ``src`` before its learners, in this order
+    (``replay`` and ``tune`` share it, so ``tune DATA`` tunes what ``replay DATA`` runs):
+    ``--scale auto`` resolved in ``args`` (``auto_scale.resolve_features``: why it scaled, or
+    a hint), then, when ``default`` (no learner named), the rows that choose the default
+    learner (:func:`default_rows`, on the rows as scaled)."""
+    scaled, hint = auto_scale.resolve_features(args, src)
+    return scaled, hint, default_rows(args, src) if default else None
 
 
 def default_rows(args: argparse.Namespace, src: str) -> str | None:
