@@ -253,6 +253,8 @@ def test_replay_key_by_prints_its_entities_pooled_beside_no_skill(tmp_path, caps
         assert row["mistake_rate"] == pytest.approx(np.mean(mistakes) / 80 * 100)
         assert row["entities"] == 2 and row["noskill_mistake_rate"] is not None
         assert f"{row['mistake_rate']:.4g}"[:4] in lines[list(by_label).index(label)]
+    # permutation 0's examples over every entity, of one configuration (was summed over both)
+    assert s["examples"] == 80
     assert "per-entity models, pooled per configuration" in out
     # the warning a plain run gives, for the pooled rows (both worse than the majority's 20 %)
     for label, row in by_label.items():

@@ -149,8 +149,12 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
     """
     results = run.results
     configs = [r.to_summary() for r in results]
+    # --key-by: permutation 0's examples over every entity, of the first configuration (every
+    # configuration learns the same rows)
+    first = next((k["config"] for k in run.keys if k["permutation"] == 0), None)
     examples = (results[0].examples if results
-                else sum(k["examples"] for k in run.keys if k["permutation"] == 0))
+                else sum(k["examples"] for k in run.keys
+                         if k["permutation"] == 0 and k["config"] == first))
     doc: dict[str, Any] = {
         "schema": SUMMARY_SCHEMA,
         "kernelstream_version": __version__,
