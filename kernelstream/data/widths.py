@@ -4,9 +4,10 @@ A fixed ``gamma`` cannot suit every data set: ``exp(-gamma ||x - x'||^2)`` is ~1
 pair when the squared distances are small against ``1/gamma`` and ~0 when they are large, and
 both make a kernel learner predict one class. The distances' scale depends on the dimension
 and the features' units, so ``gamma=auto`` takes it from the data: once, at the start of a run,
-from a reservoir of its first :data:`RESERVOIR_ROWS` rows (the first rows of a file, the first
-records of a stream), and the number is what the run records (``summary.json``, the outputs'
-parameters, ``--params-from``), so that a rerun from those records is exact.
+from a reservoir of its first :data:`RESERVOIR_ROWS` rows (the first rows of a file, at most its
+``--limit`` rows, the rows the run learns; the first records of a stream), and the number
+is what the run records (``summary.json``, the outputs' parameters, ``--params-from``), so
+that a rerun from those records is exact.
 
 Two estimators were measured (``benchmarks/defaults.py``, ``benchmarks/results/defaults.md``):
 
@@ -22,8 +23,11 @@ met the no-skill target (≤ 0.8 × the majority-class rate) on 12 sets against 
 covtype, news20, spambase, svmguide3; ``scale`` on madelon, rcv1, bananas); on the regression
 sets the two gave the same MSE ratios within 0.01. Both handle sparse rows
 (``kernelstream.sparse.CSR``) at a cost proportional to the non-zeros: a squared distance is
-``|x|^2 + |x'|^2 - 2 x·x'`` with the dot product over the common indices. The estimate is
-rounded to 4 significant digits, so the value printed is the value learnt with.
+``|x|^2 + |x'|^2 - 2 x·x'`` with the dot product over the common indices. Scaled rows
+(``--scale 01``) stay sparse too: a difference of min-max scaled rows is the unscaled
+difference over each column's span, so the reservoir is never densified (a wide file's took
+24 GiB); the rounded estimates are those of the dense computation on every shared set. The
+estimate is rounded to 4 significant digits, so the value printed is the value learnt with.
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ from kernelstream.data.errors import ParseError
 from kernelstream.data.hashing import hash_row
 from kernelstream.data.options import AUTO_SPARSE_WIDTH
 from kernelstream.data.rows import iter_file_rows
-from kernelstream.data.scaling import scale_minmax
 from kernelstream.sparse import CSR
 
 if TYPE_CHECKING:
@@ -191,7 +194,33 @@ def reservoir_from_rows(rows: Iterable[ParsedRow], width: int | None = None,
               max(width, 1))
     if scale == "none" or not cols:
         return csr
-    return scale_minmax(csr.to_dense(), scale)  # type: ignore[arg-type]
+    return _scaled_for_distances(csr, scale)
+
+
+def _scaled_for_distances(rows: CSR, scale: str) -> CSR:
+    """``rows`` min-max scaled over themselves (``data.scaling.scale_minmax``), as far as the
+    distances between rows go, without densifying (a wide file's dense reservoir took 24 GiB):
+    scaling is ``(x - lo) / span`` per column (``pm1``: twice that, less 1), so a difference
+    of two rows is the difference of the unscaled rows over ``span`` (times 2); the shift
+    cancels and the zeros stay zeros. Constant columns map to 0 there: dropped here."""
+    n, d = rows.shape
+    cols = rows.indices
+    lo = np.zeros(d)
+    hi = np.zeros(d)
+    np.minimum.at(lo, cols, rows.data)  # the implicit zeros count where a row has none
+    np.maximum.at(hi, cols, rows.data)
+    full = np.bincount(cols, minlength=d) >= n  # every row writes it: zero is not among them
+    if full.any():
+        written = np.full(d, np.inf)
+        np.minimum.at(written, cols, rows.data)
+        lo[full] = written[full]
+        written = np.full(d, -np.inf)
+        np.maximum.at(written, cols, rows.data)
+        hi[full] = written[full]
+    span = hi - lo
+    factor = np.where(span > 0, (2.0 if scale == "pm1" else 1.0) / np.where(span > 0, span, 1.0),
+                      0.0)
+    return CSR(rows.indptr, cols, rows.data * factor[cols], d)
 
 
 def file_rows(opts: ReadOptions) -> str:
@@ -214,8 +243,11 @@ def file_rows(opts: ReadOptions) -> str:
 
 def file_gamma(opts: ReadOptions) -> float:
     """``gamma=auto`` of a run over the file of ``opts``: the estimate from the file's first
-    :data:`RESERVOIR_ROWS` parsed rows (bad lines skipped)."""
+    :data:`RESERVOIR_ROWS` parsed rows (bad lines skipped), at most its ``limit`` rows (the
+    rows the run learns)."""
     good = (row for _, _, row in iter_file_rows(opts) if not isinstance(row, ParseError))
+    if opts.limit is not None:
+        good = itertools.islice(good, opts.limit)
     return rows_gamma(good, opts)
 
 

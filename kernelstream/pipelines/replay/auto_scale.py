@@ -19,7 +19,8 @@ scale; on the shared sets it took raker's MSE ratio to the running mean from 1.1
 (elevators, whose features it scales too), 0.17 to 0.11 (bank8FM) and 0.72 to 0.63 (bank32nh),
 and the default rff-rls's from 0.87 to 0.15, 0.09 to 0.07 and 0.52 to 0.50.
 
-Only the first :data:`HEAD_ROWS` rows of a local file or embedded set are read;
+Only the first :data:`HEAD_ROWS` rows of a local file or embedded set are read (at most its
+``--limit`` rows: the rows the run learns);
 ``--stream``, a remote file and sparse rows (scaling would fill in their zeros) are left as
 they are. A Kafka topic's ``auto`` is decided on its first rows by the same rule once its
 options have passed, and its rows are scaled by those rows' ranges
@@ -59,12 +60,14 @@ def _head_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
     return ReadOptions(path=path, fmt=args.format, n_features=args.n_features,
                        label_column=column_option(args.label_column), delimiter=args.delimiter,
                        header=args.header, key_by=column_option(args.key_by),
-                       hash_features=args.hash_features, rows=args.rows)
+                       hash_features=args.hash_features, rows=args.rows, limit=args.limit)
 
 
 def _head(opts: ReadOptions, task: str) -> data_check.CheckReport | None:
     try:
-        report = data_check.check_file(replace(opts, task=task), max_records=HEAD_ROWS)
+        # at most the rows the run learns (--limit): rows it never sees decide nothing
+        report = data_check.check_file(replace(opts, task=task),
+                                       max_records=min(HEAD_ROWS, opts.limit or HEAD_ROWS))
     except (ValueError, OSError):
         return None  # the run's own checks report an unreadable file
     return report if report.rows * 2 > report.records else None

@@ -363,7 +363,7 @@ def file_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
         path=path, fmt=args.format, n_features=args.n_features,
         label_column=column_option(args.label_column),
         scale=args.scale, delimiter=args.delimiter, header=args.header,
-        key_by=column_option(args.key_by),
+        key_by=column_option(args.key_by), limit=args.limit,  # gamma=auto: rows it learns
         hash_features=args.hash_features, rows=args.rows)
 
 

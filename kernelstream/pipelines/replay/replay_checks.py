@@ -18,6 +18,7 @@ from kernelstream.learners.registry import check_width, fmt_bytes, memory_estima
 from kernelstream.pipelines.config import PROG, is_topic
 
 if TYPE_CHECKING:
+    from kernelstream.data.options import ReadOptions
     from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
 
@@ -134,7 +135,26 @@ def check_data(config: ReplayConfig) -> None:
     # the rows the learners will get (embedded sets are narrow and dense; --stream is dense)
     sparse = (config.stream == "none" and (nnz is not None or is_topic(src))
               and config.read.sparse_rows(width or 1))
+    if nnz is not None and not config.read.sparse_rows(width or 1):
+        rows = report.rows if config.read.limit is None else min(report.rows, config.read.limit)
+        check_dense_rows(config.read, width or 1, rows)
     check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz)
+
+
+def check_dense_rows(read: ReadOptions, width: int, rows: int) -> None:
+    """Refuse, before reading, dense rows (``--rows dense``, or scaled: ``--scale``) that
+    cannot fit in memory: the run holds its ``rows`` rows (at least those the data check
+    read) as ``rows × width`` float64s (``engine.replay.sources.finish_rows``' own check,
+    which fails inside the pipeline)."""
+    need, limit = rows * width * 8, available_memory()
+    if need <= limit:
+        return
+    why = (f"--scale {read.scale} makes them dense" if read.scale != "none"
+           else f"--rows {read.rows}")
+    raise ConfigError(f"{read.path}: dense rows of {width:,} features ({why}) need "
+                      f"{fmt_bytes(need)} for {rows:,} rows, more than the {fmt_bytes(limit)} "
+                      f"available: keep them sparse (--scale none, --rows auto), hash the "
+                      f"features (--hash-features K) or read fewer rows (--limit)")
 
 
 def is_embedded(src: str) -> bool:
