@@ -2,7 +2,8 @@
 
 A fixed number of decimals hides small values (a loss of 8.2e-07 printed as ``0.0000``);
 :func:`sig` keeps two decimals from 1 up (``26.67``, ``9.71``, ``1234.57``: what rates in
-percent and most losses printed before) and significant digits below 1 (``0.983``,
+percent and most losses printed before) up to a million, exponent form beyond
+(``6.09e+130``, a diverged learner's loss), and significant digits below 1 (``0.983``,
 ``0.0123``, ``8.2e-07``).
 """
 
@@ -10,9 +11,14 @@ from __future__ import annotations
 
 import math
 
+# From here up, ``digits`` significant digits in exponent form (``1.23e+07``): two decimals of
+# a diverged learner's loss printed 130 digits.
+LARGE = 1e6
+
 
 def sig(v: float | None, digits: int = 3) -> str:
-    """``v`` for a table or a message: two decimals when ``|v| >= 1``; below that ``digits``
+    """``v`` for a table or a message: two decimals when ``1 <= |v| <`` :data:`LARGE`, above
+    that ``digits`` significant digits in exponent form (``6.09e+130``); below 1 ``digits``
     significant digits (``0.0123``), in exponent form below 1e-4 (``8.2e-07``, trailing zeros
     dropped); ``0`` for zero, ``-`` for None, ``nan``/``inf`` as Python prints them."""
     if v is None:
@@ -23,6 +29,8 @@ def sig(v: float | None, digits: int = 3) -> str:
     if not math.isfinite(v):
         return str(v)
     a = abs(v)
+    if a >= LARGE:  # a diverged loss: 6.09e+130, not its 130 digits
+        return format(v, f".{digits}g")
     if a >= 0.9995:  # rounds to 1.00 or more: decimals
         return f"{v:.2f}"
     if a < 1e-4:

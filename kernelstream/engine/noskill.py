@@ -173,18 +173,38 @@ def _exact_add_one(total: int, v: float) -> int:
     return total + (int(m * 9007199254740992.0) << (e - 53 + _SCALE))
 
 
+# An average loss this many times the no-skill loss (or non-finite) is a diverged learner,
+# not a poor one: e.g. oks with loss=square on bank8FM reached an MSE of 1e128.
+DIVERGED_FACTOR = 1e6
+
+
+def diverged(loss: float, noskill: float | None) -> bool:
+    """Whether an average ``loss`` says the learner diverged: not finite, or over
+    :data:`DIVERGED_FACTOR` times the ``noskill`` loss of the same stream."""
+    if not math.isfinite(loss):
+        return True
+    return (noskill is not None and math.isfinite(noskill) and noskill > 0
+            and loss > DIVERGED_FACTOR * noskill)
+
+
 def skill_warnings(label: str, figures: dict[str, Any]) -> list[str]:
     """One-line warnings about a run's results (``figures``: a summary with ``mistake_rate``
-    and ``avg_loss`` besides :data:`FIGURES`, any of them None): not better than the no-skill
-    baseline, or (classification) at least :data:`ONE_CLASS_SHARE` of the predictions in one
-    class."""
+    and ``avg_loss`` besides :data:`FIGURES`, any of them None): diverged (:func:`diverged`),
+    not better than the no-skill baseline, or (classification) at least
+    :data:`ONE_CLASS_SHARE` of the predictions in one class."""
     out = []
     rate, base = figures.get("mistake_rate"), figures.get("noskill_mistake_rate")
     if rate is not None and base is not None and rate >= base:
         out.append(f"warning: {label}: mistake rate {sig(rate)}% is not better than always "
                    f"predicting the majority class so far ({sig(base)}%)")
     loss, base = figures.get("avg_loss"), figures.get("noskill_avg_loss")
-    if rate is None and loss is not None and base is not None and loss >= base:
+    if loss is not None and diverged(loss, base):
+        times = (f", {sig(loss / base)} times the no-skill loss ({sig(base)})"
+                 if base and math.isfinite(loss) else "")
+        out.append(f"warning: {label}: the learner diverged: average loss {sig(loss)}{times}; "
+                   "its steps are too large for these data (a smaller step size, or a learner "
+                   "that stays stable)")
+    elif rate is None and loss is not None and base is not None and loss >= base:
         out.append(f"warning: {label}: average loss {sig(loss)} is not better than predicting "
                    f"the running mean of the labels ({sig(base)})")
     share = figures.get("top_class_share")

@@ -54,6 +54,16 @@ class OKS(SelectionLearner):
       ``λ = c √δ / √(K T)`` with ``c = 25`` (logistic, square) or ``5`` (absolute, hinge); an SV
       is appended every round (its coefficient may be 0), as the code does.
 
+    Divergence with ``loss=square`` (regression): the step is ``λ g / p_I`` with
+    ``g = 2 (f − y)`` unbounded and an importance weight ``1/p_I`` up to ``K/δ`` (30 for
+    ``p2``'s ``δ`` at ``T = 1000``, ``K = 6``); with the papers' ``λ`` one step can overshoot
+    the target by more than it corrects, and then every step grows ``|f − y|``, so the
+    iterates can diverge on regression data (measured, ``loss=square``: average losses of
+    1e115–1e153 on bank8FM, bank32nh and elevators; ``oks++``, ``rf-oks++``, ``ioks``,
+    ``rf-ioks`` and ``lkmbooks``, whose steps adapt to the observed gradients or are
+    projected, stay stable). The rule is the specification's and is kept: give a smaller
+    ``eta``, or use those learners (a replay warns when a run diverged).
+
     QUIRK (``reference_quirks=True``, convention ``p1`` only): as
     ``OKS.R``, the gradient step is **not** importance-weighted (``f_I ← f_I − λ g κ_I``, i.e.
     ``+λ y`` on a margin error), Hedge is fed the 0-1 mistake ``1[ŷ ≠ y] / p_I`` instead of the

@@ -98,7 +98,22 @@ def test_warnings() -> None:
     assert skill_warnings("ioks", {**worse, "avg_loss": 1e-7}) == []
 
 
+def test_a_diverged_learner_is_warned_about_once() -> None:
+    big = {"mistake_rate": None, "avg_loss": 6.086e130, "noskill_avg_loss": 1.2}
+    [line] = skill_warnings("rf-oks", big)
+    assert line.startswith("warning: rf-oks: the learner diverged: average loss 6.09e+130, "
+                           "5.07e+130 times the no-skill loss (1.20)")
+    [line] = skill_warnings("oks", {**big, "avg_loss": float("inf")})
+    assert "diverged: average loss inf;" in line
+    assert "diverged" in skill_warnings("oks", {**big, "avg_loss": float("nan")})[0]
+    # a poor learner is not a diverged one
+    assert "not better than" in skill_warnings("oks", {**big, "avg_loss": 5.0})[0]
+
+
 def test_significant_digits() -> None:
+    assert sig(6.086174860914408e130) == "6.09e+130"  # not its 130 digits
+    assert sig(-2.6e128) == "-2.6e+128"
+    assert sig(999999.0) == "999999.00" and sig(1.5e6) == "1.5e+06"
     assert sig(8.2e-07) == "8.2e-07"
     assert sig(0.0123) == "0.0123"
     assert sig(0.98765) == "0.988"
