@@ -366,8 +366,11 @@ def test_tune_without_a_learner_tunes_the_replay_default(tmp_path: Path,
     base = doc["baseline"]
     assert base["learner"] == learner and base["cell"] == 1 and base["fixed"] == fixed
     assert base["mistake_rate"] == doc["cells"][1]["mistake_rate"]
-    # the configuration `replay german` runs
-    s = _replay_summary(tmp_path, "german", "--seed", "0", name="plain")
+    # the configuration `replay german` runs (the whole file: gamma=auto is estimated on the
+    # rows a replay learns, and --limit would take fewer than the tuning run's)
+    assert main(["replay", "german", "--seed", "0", "--runner", "loop", "-q",
+                 "-o", str(tmp_path / "plain")]) == 0
+    s = json.loads((tmp_path / "plain" / "summary.json").read_text())
     assert s["learner"] == learner and s["params"] == base["params"]
     # -l naming the default learner starts from the same fixed parameters; -p wins
     doc = _tune(tmp_path, "german", "-l", learner, "-p", "lam=2", "--grid", "gamma=auto*0.5",
