@@ -141,6 +141,14 @@ def memory_estimate(name: str | type[Learner], params: dict[str, Any], n_feature
     :meth:`~kernelstream.learners.base.Learner.model_bytes` the rest (e.g. RFF-RLS's matrix
     ``P``: ``D(2D+1)`` numbers). Unbounded learners count their initial capacity only (their
     growth with the stream is not bounded by a parameter)."""
+    need, what, _ = _estimate(name, params, n_features, sparse, nnz_per_row)
+    return need, what
+
+
+def _estimate(name: str | type[Learner], params: dict[str, Any], n_features: int,
+              sparse: bool, nnz_per_row: int | None) -> tuple[int, str, str]:
+    """:func:`memory_estimate` and the part that dominates it: ``rows`` (stored rows),
+    ``projection`` (random features' ``D × d``) or ``model`` (``model_bytes``)."""
     cls = _cls(name)
     p = cls.resolve_params(params)
     d = int(n_features)
@@ -158,14 +166,14 @@ def memory_estimate(name: str | type[Learner], params: dict[str, Any], n_feature
     extra, extra_what = cls.model_bytes(p) or (0, "")
     total = stored + proj + extra
     if extra > max(stored, proj):
-        return total, extra_what
+        return total, extra_what, "model"
     if proj > stored:
         return total, (f"a {p['n_components']:,} x {d:,} random-feature projection"
-                       + (f" per kernel ({k})" if k > 1 else ""))
+                       + (f" per kernel ({k})" if k > 1 else "")), "projection"
     what = (f"budget={p['budget']:,} stored rows" if p.get("budget")
             else "its stored rows") + (f" of {d:,} features" if not native else
                                        f" of ~{nnz:,} non-zeros")
-    return total, what
+    return total, what, "rows"
 
 
 def fmt_bytes(n: float) -> str:
@@ -176,6 +184,9 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.1f} PiB"  # unreachable
 
 
+_HASH_HINT_BITS = 18  # the --hash-features width a refusal suggests
+
+
 def check_width(name: str | type[Learner], params: dict[str, Any], n_features: int,
                 sparse: bool = False, nnz_per_row: int | None = None,
                 limit_bytes: int | None = None) -> None:
@@ -184,12 +195,27 @@ def check_width(name: str | type[Learner], params: dict[str, Any], n_features: i
     given as sparse rows with about ``nnz_per_row`` non-zeros). Pipelines call it before
     reading data; learners call it when their first example fixes the width."""
     limit = memory_limit() if limit_bytes is None else int(limit_bytes)
-    need, what = memory_estimate(name, params, n_features, sparse, nnz_per_row)
+    need, what, part = _estimate(name, params, n_features, sparse, nnz_per_row)
     if need <= limit:
         return
     cls = _cls(name)
     head = (f"{cls.name}: {what} need {fmt_bytes(need)}, more than the {fmt_bytes(limit)} "
             f"available")
+    # the fix depends on what dominates: hashing narrows the rows, not n_components
+    if part == "model":
+        raise WidthError(f"{head}; it does not grow with the width: lower "
+                         + ("n_components" if "n_components" in cls.resolve_params(params)
+                            else "the parameters that size it"))
+    if part == "projection":
+        fixes = ["lower n_components"]
+        if n_features > 1 << _HASH_HINT_BITS:
+            fixes.append(f"hash the features to fewer columns (--hash-features "
+                         f"2^{_HASH_HINT_BITS})")
+            if not cls.accepts_sparse:
+                alt = ", ".join(sparse_learners())
+                fixes.append(f"use a learner that takes sparse rows: {alt}")
+        raise WidthError(f"{head}; {', '.join(fixes[:-1])}{', or ' if len(fixes) > 1 else ''}"
+                         f"{fixes[-1]}")
     budget = "lower the budget" if "budget" in params or "budget" in what else ""
     if cls.accepts_sparse and (sparse or n_features <= 4096):
         raise WidthError(f"{head}; {budget or 'use fewer features'}")
@@ -199,4 +225,5 @@ def check_width(name: str | type[Learner], params: dict[str, Any], n_features: i
     alt = ", ".join(sparse_learners())
     raise WidthError(f"{head} (this learner keeps dense {n_features:,}-wide rows); "
                      f"{budget + ', ' if budget else ''}hash the features to fewer columns "
-                     f"(--hash-features 2^18) or use a learner that takes sparse rows: {alt}")
+                     f"(--hash-features 2^{_HASH_HINT_BITS}) or use a learner that takes sparse "
+                     f"rows: {alt}")

@@ -190,6 +190,19 @@ def test_check_width_refuses_huge_budget_in_one_line() -> None:
     assert 200 * 123 * 8 <= need < 2 * 201 * (123 * 8 + 64) + 64 * 1024
 
 
+def test_check_width_suggests_what_would_shrink_the_estimate() -> None:
+    # a projection of 10^9 frequencies at width 123: hashing the features cannot help
+    with pytest.raises(WidthError) as e:
+        check_width("fogd", {"n_components": 10**9}, 123)
+    assert str(e.value).endswith("; lower n_components") and "hash" not in str(e.value)
+    with pytest.raises(WidthError, match=r"lower n_components, hash .*2\^18"):
+        check_width("fogd", {"n_components": 4000}, 3_000_000)  # the width is part of it
+    with pytest.raises(WidthError, match="does not grow with the width: lower n_components"):
+        check_width("rff-rls", {"n_components": 20_000}, 24, limit_bytes=2 ** 30)
+    with pytest.raises(WidthError, match="hash the features"):  # dense stored rows: hashing
+        check_width("oks", {}, 30_000_000)
+
+
 def test_check_width_counts_a_second_order_matrix() -> None:
     """RFF-RLS's matrix P (its packed upper triangle, ``D(2D+1)`` numbers, with the compiled
     rounds), not only its ``D × d`` projection: 20,000 frequencies on 24 features need 6.4 GB

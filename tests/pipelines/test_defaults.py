@@ -209,6 +209,17 @@ def test_check_reports_feature_ranges_and_hints_scaling(tmp_path: Path, capsys) 
     assert doc["hint"] is None and doc["features"]["max"] <= 2.0
 
 
+def test_check_of_a_regression_file_says_so_without_a_class_table(tmp_path: Path,
+                                                                   capsys) -> None:
+    reg, _ = _regression_csv(tmp_path / "reg.csv")
+    assert main(["check", str(reg)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().endswith("use --task regression")
+    assert len(err.strip().splitlines()) == 1
+    assert main(["check", str(reg), "--task", "regression"]) == 0
+    assert "rows" in capsys.readouterr().out
+
+
 def test_check_hints_a_regression_target_far_from_unit_scale(tmp_path: Path, capsys) -> None:
     tiny = _csv(tmp_path / "tiny.csv", [1.0, 1.0], target=0.001)
     assert main(["check", str(tiny), "--task", "regression"]) == 0

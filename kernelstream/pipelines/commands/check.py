@@ -101,12 +101,19 @@ def run_check(config: CheckConfig) -> int:
         doc = report.to_dict()
         doc["problem"] = problem
         print(json.dumps(doc, indent=2))
-    else:
-        for line in report.lines():
+    elif not _task_is_wrong(report, problem):  # (a classification table of a regression file
+        for line in report.lines():              # misleads: the one line says what to do)
             print(line)
     if problem is not None:
         return error("check", problem)
     return 0
+
+
+def _task_is_wrong(report: data_check.CheckReport, problem: str | None) -> bool:
+    """Whether ``problem`` is that the labels are a regression target read as classes (the
+    verdict that ends "use --task regression")."""
+    return (problem is not None and report.task == "classification"
+            and problem.endswith("use --task regression"))
 
 
 COMMAND = Command(

@@ -92,7 +92,7 @@ COMMAND = Command(
     epilog=(
         "examples:\n"
         f"  {PROG} tune a9a --limit 5000\n"
-        f"  {PROG} tune german -l bpa-s -p budget=100 -p sigma=2.83 --grid c=0.25,0.5,1,2\n"
+        f"  {PROG} tune german -l bpa-s -p budget=100 -p gamma=0.0625 --grid c=0.25,0.5,1,2\n"
         f"  {PROG} tune a9a -l bogd -p budget=200 --grid eta=0.01,0.1,1 "
         "--grid lam=0.001,0.01 -j 2\n"
         f"  {PROG} replay a9a --params-from runs/tune-a9a-bogd/tuned.json -R 20"
