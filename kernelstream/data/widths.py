@@ -245,7 +245,8 @@ def file_gamma(opts: ReadOptions) -> float:
     """``gamma=auto`` of a run over the file of ``opts``: the estimate from the file's first
     :data:`RESERVOIR_ROWS` parsed rows (bad lines skipped), at most its ``limit`` rows (the
     rows the run learns)."""
-    good = (row for _, _, row in iter_file_rows(opts) if not isinstance(row, ParseError))
+    good: Iterable[ParsedRow] = (row for _, _, row in iter_file_rows(opts)
+                                 if not isinstance(row, ParseError))
     if opts.limit is not None:
         good = itertools.islice(good, opts.limit)
     return rows_gamma(good, opts)
