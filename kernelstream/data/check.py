@@ -47,6 +47,9 @@ class CheckReport:
     hi: np.ndarray = field(default_factory=lambda: np.zeros(0))
     seen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     targets: list[float] = field(default_factory=list)
+    # per feature: the sum and the sum of squares of the values written (the spreads)
+    total: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    total_sq: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def add_values(self, cols: np.ndarray, vals: np.ndarray) -> None:
         """Fold one row's non-zeros (0-based columns, unique) into the feature ranges (of the
@@ -59,9 +62,27 @@ class CheckReport:
             self.lo = np.concatenate([self.lo, np.full(n - len(self.lo), np.inf)])
             self.hi = np.concatenate([self.hi, np.full(n - len(self.hi), -np.inf)])
             self.seen = np.concatenate([self.seen, np.zeros(n - len(self.seen), np.int64)])
+        if len(self.total) < len(self.lo):
+            pad = np.zeros(len(self.lo) - len(self.total))
+            self.total = np.concatenate([self.total, pad])
+            self.total_sq = np.concatenate([self.total_sq, pad])
         self.lo[cols] = np.minimum(self.lo[cols], vals)
         self.hi[cols] = np.maximum(self.hi[cols], vals)
         self.seen[cols] += 1
+        self.total[cols] += vals
+        self.total_sq[cols] += vals * vals
+
+    def spreads(self) -> np.ndarray:
+        """The standard deviation of each of the ``width`` features (at most
+        :data:`RANGE_FEATURES`) over the rows scanned, the zeros a row leaves out included."""
+        w = min(self.width, RANGE_FEATURES)
+        out = np.zeros(w)
+        if not self.rows:
+            return out
+        k = min(w, len(self.total))
+        mean = self.total[:k] / self.rows
+        out[:k] = np.sqrt(np.maximum(self.total_sq[:k] / self.rows - mean * mean, 0.0))
+        return out
 
     def ranges(self) -> tuple[np.ndarray, np.ndarray]:
         """``(min, max)`` of each of the ``width`` features (at most :data:`RANGE_FEATURES`)
@@ -90,7 +111,7 @@ class CheckReport:
                 "narrowest_range": float(varying.min()) if len(varying) else 0.0,
                 "widest_range": float(varying.max()) if len(varying) else 0.0,
                 "widest_feature": int(np.argmax(span)) + 1 if len(varying) else None,
-                "constant": int((span == 0).sum())}
+                "constant": int((span == 0).sum()), "spread_ratio": spread_ratio(self)}
 
     def target_summary(self) -> dict[str, float] | None:
         """min, max, mean and standard deviation of a regression target."""
@@ -141,6 +162,10 @@ class CheckReport:
             yield (f"  features      values {f['min']:.4g} .. {f['max']:.4g}; ranges "
                    f"{f['narrowest_range']:.4g} .. {f['widest_range']:.4g} (widest: "
                    f"{widest}); {f['constant']} constant")
+            if f["spread_ratio"] is not None and self.rows_as != "sparse":
+                # what --scale auto decides by, beside its threshold
+                yield (f"                standard deviations: the widest {f['spread_ratio']:.3g}x "
+                       f"the median (--scale auto scales over {SPREAD_RATIO:g}x)")
         t = d.get("target")
         if t is not None:
             yield (f"  target        {t['min']:.4g} .. {t['max']:.4g}, mean {t['mean']:.4g}, "
@@ -245,13 +270,17 @@ def verdict(report: CheckReport) -> str | None:
 
 
 # When to scale (check's hint; the default --scale auto of replay and tune applies it): the
-# widest feature range this many times the median one (features that
-# vary), or a regression target whose standard deviation is this far from 1 either way. Measured
-# on the shared sets (benchmarks/results/defaults.md): it singles out german.numer, spambase,
-# covtype and elevators (ratios 121 .. 6,820), where --scale 01 cut the default's mistakes
-# (spambase 34.5 % -> 12.1 %, covtype 39.7 % -> 30.0 %); at 10 it also named bank8FM (30x)
-# and bank32nh (12x), where scaling made the MSE worse. Scaled, binary and one-hot sets: 1 .. 2.
-RANGE_RATIO = 100.0
+# widest feature's standard deviation this many times the median one (features that vary), or
+# a regression target whose standard deviation is this far from 1 either way. Measured on the
+# first 1000 rows of the shared sets (benchmarks/results/defaults.md): the scaled ones are
+# german.numer 52.9, spambase 2,480, covtype 4,850, elevators 4,870, where --scale 01 cut the
+# default's mistakes (spambase 34.5 % -> 12.1 %, covtype 39.7 % -> 30.0 %); every other set is
+# at most 10.8 (bank8FM; bank32nh 5.4, madelon 6.0; scaled, binary and one-hot sets 1 .. 3),
+# and bank8FM and bank32nh are where scaling made the MSE worse. Spreads, not the min-max
+# ranges of before (threshold 100): one row moves a range, so german.numer (range ratio 121)
+# went unscaled with one all-zero row added (ratio 74) or one truncated line in a 200-row copy
+# (104 -> 63), and lost 3 pp; its spread ratio stays at 51-53 under either.
+SPREAD_RATIO = 25.0
 TARGET_STD_FACTOR = 20.0
 
 
@@ -273,32 +302,41 @@ class ScalingAdvice:
 def scaling_advice(report: CheckReport, scale: str = "none",
                    scale_target: str = "none") -> ScalingAdvice:
     """The scaling the scanned rows ask for: the features when the rows are dense and their
-    ranges differ by over :data:`RANGE_RATIO` times, a regression target whose spread is
-    outside ``1/TARGET_STD_FACTOR .. TARGET_STD_FACTOR``. A Gaussian kernel's distances are
-    dominated by the widest features, and a learner starting from f = 0 takes long to reach a
-    target of a tiny or huge scale. Sparse rows are never min-max scaled (it would fill in
-    their zeros). ``scale``/``scale_target``: the run's own options (one already given is not
-    advised)."""
+    standard deviations differ by over :data:`SPREAD_RATIO` times, a regression target whose
+    spread is outside ``1/TARGET_STD_FACTOR .. TARGET_STD_FACTOR``. A Gaussian kernel's
+    distances are dominated by the widest features, and a learner starting from f = 0 takes
+    long to reach a target of a tiny or huge scale. Sparse rows are never min-max scaled (it
+    would fill in their zeros). ``scale``/``scale_target``: the run's own options (one already
+    given is not advised)."""
     if not report.rows or not report.width:
         return ScalingAdvice()
     features = target = False
     why: list[str] = []
-    lo, hi = report.ranges()
-    span = hi - lo
-    varying = span[span > 0]
-    if scale == "none" and report.rows_as != "sparse" and len(varying) > 1:
-        ratio = float(varying.max() / np.median(varying))
-        if ratio > RANGE_RATIO:
+    ratio = spread_ratio(report)
+    if scale == "none" and report.rows_as != "sparse" and ratio is not None:
+        if ratio > SPREAD_RATIO:
+            lo, hi = report.ranges()
+            widest = int(np.argmax(report.spreads()))
             features = True
-            why.append(f"feature ranges differ by {ratio:.3g}x (widest: feature "
-                       f"{int(np.argmax(span)) + 1}, {lo[np.argmax(span)]:.4g} .. "
-                       f"{hi[np.argmax(span)]:.4g})")
+            why.append(f"feature spreads (standard deviations) differ by {ratio:.3g}x "
+                       f"(widest: feature {widest + 1}, {lo[widest]:.4g} .. {hi[widest]:.4g})")
     t = report.target_summary()
     if t is not None and scale_target == "none" and t["std"] > 0 and not (
             1 / TARGET_STD_FACTOR <= t["std"] <= TARGET_STD_FACTOR):
         target = True
         why.append(f"the target's standard deviation is {t['std']:.3g}")
     return ScalingAdvice(features, target, tuple(why))
+
+
+def spread_ratio(report: CheckReport) -> float | None:
+    """The widest feature's standard deviation over the median one of the features that vary
+    (:func:`scaling_advice` compares it with :data:`SPREAD_RATIO`); None for fewer than two
+    such features."""
+    sd = report.spreads()
+    varying = sd[sd > 0]
+    if len(varying) < 2:
+        return None
+    return float(varying.max() / np.median(varying))
 
 
 def head_ranges(X: np.ndarray, report: CheckReport | None = None,
@@ -316,7 +354,8 @@ def head_ranges(X: np.ndarray, report: CheckReport | None = None,
     if report is None:
         n, d = X.shape
         report = CheckReport("", "", "classification", rows=n, width=d, lo=lo, hi=hi,
-                             seen=np.full(d, n, np.int64))
+                             seen=np.full(d, n, np.int64), total=X.sum(axis=0),
+                             total_sq=(X * X).sum(axis=0))
     report.rows_as = "dense"
     # the target is left as it is (no --scale-target): the features are advised alone
     advice = scaling_advice(report, "none", scale_target="01")

@@ -222,7 +222,7 @@ def test_head_scaling_takes_the_learners_columns() -> None:
     url = "kafka://127.0.0.1:9/t"
     ranges, why = head_scaling(head, ReadOptions(url, n_features=3))
     assert ranges == (tuple(X.min(axis=0)), tuple(X.max(axis=0)))
-    assert why is not None and why.startswith("feature ranges differ by")
+    assert why is not None and why.startswith("feature spreads (standard deviations) differ by")
     hashed, _ = head_scaling(head, ReadOptions(url, hash_features=4))
     assert hashed is not None and len(hashed[0]) == len(hashed[1]) == 16
     assert head_scaling(head, ReadOptions(url, n_features=5000)) == (None, None)  # sparse

@@ -333,3 +333,20 @@ def test_tune_tunes_the_learner_replay_runs_on_sparse_rows(tmp_path: Path) -> No
     assert main(["tune", A9A, "--rows", "sparse", "--limit", "40", "--runner", "loop", "-q",
                  "--out", str(out), "--grid", "gamma=auto,auto*2"]) == 0
     assert json.loads((out / "tuned.json").read_text())["learner"] == "bpa-s"
+
+
+def test_scale_auto_does_not_flip_on_one_added_row(tmp_path: Path, capsys) -> None:
+    # three features in 50 .. 52 and one in 0 .. 3000 (german.numer's shape: offsets far from
+    # zero): one all-zero row stretched the narrow ranges to 0 .. 52 and turned the min-max
+    # range rule off (1500x -> 58x); the spreads' ratio stays far above its threshold
+    rng = np.random.default_rng(7)
+    X = np.column_stack([rng.uniform(50, 52, (200, 3)), rng.uniform(0, 3000, 200)])
+    lines = [",".join(f"{v:.3f}" for v in x) + f",{i % 2}" for i, x in enumerate(X)]
+    clean, zero = tmp_path / "clean.csv", tmp_path / "zero.csv"
+    clean.write_text("\n".join(lines) + "\n")
+    zero.write_text("\n".join([*lines, "0,0,0,0,1"]) + "\n")
+    for path in (zero, clean):
+        s = _replay(tmp_path / path.stem, str(path), "-l", "bpa-s")
+        assert s["scale"] == "01", path.name
+        assert s["auto_scale"].startswith("feature spreads (standard deviations) differ by")
+    assert main(["check", str(zero)]) == 0 and "--scale 01" in capsys.readouterr().out

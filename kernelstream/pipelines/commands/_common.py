@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from kernelstream import data
 from kernelstream._suggest import close_matches, did_you_mean
-from kernelstream.data.check import RANGE_RATIO
+from kernelstream.data.check import SPREAD_RATIO
 from kernelstream.data.options import AUTO_SPARSE_WIDTH, ROWS
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.pipelines.config import (
@@ -232,7 +232,7 @@ PREPARE_HELP = {
     "--sample": "use N rows of the file drawn at random (seeded by --seed, reproducible; "
     "kept in file order, written to DIR/.sample/), instead of the first N (--limit)",
     "--scale": "feature scaling: none, min-max to [0,1] or to [-1,1]; auto: [0,1] when the "
-    f"file's first rows are dense and their feature ranges differ by over {RANGE_RATIO:g}x, "
+    f"file's first rows are dense and their feature spreads differ by over {SPREAD_RATIO:g}x, "
     "else none (default: auto; the choice is printed and recorded in summary.json)",
     "--scale-target": "regression target: none, min-max to [0,1] (predictions and losses are "
     "then in the scaled units), or auto: standardised by the mean and standard deviation of "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from kernelstream.data.check import RANGE_RATIO
+from kernelstream.data.check import SPREAD_RATIO
 from kernelstream.data.options import AUTO_SPARSE_WIDTH
 from kernelstream.pipelines.commands._common import (
     Command,
@@ -36,7 +36,7 @@ MESSAGE_HELP = {
     "--rows": "features as dense rows or sparse CSR rows (memory grows with the non-zeros); "
     f"auto: sparse for LIBSVM messages wider than {AUTO_SPARSE_WIDTH:,} features",
     "--scale": "auto (default): when the stream's first feature records (those gamma=auto "
-    f"is estimated from) are dense and their feature ranges differ by over {RANGE_RATIO:g}x, "
+    f"is estimated from) are dense and their feature spreads differ by over {SPREAD_RATIO:g}x, "
     "every record is min-max scaled by their ranges (printed, recorded in the snapshots and "
     "summary.json); none: the features as they come (01 and pm1 are refused: they need "
     "ranges a stream cannot read in advance)",

@@ -18,9 +18,9 @@ estimate is :func:`kernelstream.data.widths.auto_gamma` of those rows, so it dep
 topic's contents.
 
 ``--scale auto``: a replay of a topic's rule (:func:`kernelstream.data.check.head_ranges`) on
-those rows when they are dense (sparse rows are never scaled): when their feature ranges
-differ by over ``RANGE_RATIO`` times, every row the stream parses is min-max scaled by their
-ranges (``LiveSpec.read.scale_ranges``, applied by
+those rows when they are dense (sparse rows are never scaled): when their feature spreads
+(standard deviations) differ by over ``SPREAD_RATIO`` times, every row the stream parses is
+min-max scaled by their ranges (``LiveSpec.read.scale_ranges``, applied by
 :class:`~kernelstream.engine.live.parsing.RecordParser`), said in one line on stderr, and the
 width is estimated on the scaled rows. Recorded as :meth:`StreamConfig.scale_doc`; a resumed
 stream, or one warm-started by ``--init-from``, continues with the recorded ranges (or none)

@@ -4,7 +4,8 @@ scaling a file's first rows ask for, resolved before the run, printed and record
 exact.
 
 Features: the rule is ``check``'s (:func:`kernelstream.data.check.scaling_advice`): dense
-features whose ranges differ by over ``RANGE_RATIO`` times are min-max scaled to ``[0, 1]``.
+features whose spreads (standard deviations) differ by over ``SPREAD_RATIO`` times are min-max
+scaled to ``[0, 1]``.
 Measured on the shared sets (``benchmarks/results/defaults.md``) it fires on german, spambase
 and covtype among the classification sets (german 30.4 % -> 27.7 %, spambase 29.8 % -> 11.7 %,
 covtype 27.7 % -> 22.0 %) and on elevators, and nowhere else. Features are never output, so

@@ -73,11 +73,12 @@ def test_a_stream_scales_wide_ranges_and_a_restart_keeps_them(broker: str,
     lo, hi = X.min(axis=0), X.max(axis=0)
     assert hi[0] - lo[0] > 1000  # feature 1: the widest range
     assert ("kernelstream stream: scaling features to [0, 1] by the ranges of the first "
-            f"{len(X)} feature records of sc (feature ranges differ by") in first.stderr
+            f"{len(X)} feature records of sc (feature spreads (standard deviations) differ "
+            "by") in first.stderr
     s1 = json.loads((out / "summary.json").read_text())
     ranges = {"lo": lo.tolist(), "hi": hi.tolist()}
     assert (s1["scale"], s1["scale_ranges"]) == ("01", ranges)
-    assert s1["auto_scale"].startswith("feature ranges differ by")
+    assert s1["auto_scale"].startswith("feature spreads (standard deviations) differ by")
     # gamma=auto of the rows as the learners get them: scaled (constant columns shifted)
     span = np.where(hi > lo, hi - lo, 1.0)
     assert s1["auto_gamma"] == widths.auto_gamma((X - lo) / span) != widths.auto_gamma(X)
