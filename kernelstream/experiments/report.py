@@ -192,15 +192,20 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
 
 
-def compare_results(old: dict[str, Any], new: dict[str, Any]) -> tuple[int, list[str]]:
+def compare_results(old: dict[str, Any], new: dict[str, Any],
+                    ) -> tuple[int, list[str], list[str]]:
     """The entries of ``new`` (a reproduction's JSON) whose numbers differ from ``old`` (a
-    committed one): ``(entries compared, one line per difference)``. Timings, the machine and
-    the run's settings are not compared; list entries are matched by their identity (text
-    fields, ``r``, ``budget``), so a run on a subset (``--datasets``, ``--tables``) compares
-    the entries it has. With another R (``-R``) only the per-permutation runs are compared,
-    since means over other permutations differ by construction."""
+    committed one): ``(entries compared, one line per difference, entries not comparable)``.
+    Timings, the machine and the run's settings are not compared; list entries are matched by
+    their identity (text fields, ``r``, ``budget``), so a run on a subset (``--datasets``,
+    ``--tables``) compares the entries it has. With another R (``-R``) only the
+    per-permutation runs are compared, since means over other permutations differ by
+    construction; and not even those of an entry whose parameters differ, since at another R
+    they can be derived from other entries' means (P4-2's baselines learn with SPA's average
+    #SV as their budget): such entries are listed as not comparable, not as differences."""
     same_r = old.get("permutations") == new.get("permutations")
     diffs: list[str] = []
+    skipped: list[str] = []
     count = 0
 
     def walk(a: Any, b: Any, path: str, aggregates: bool) -> None:
@@ -210,6 +215,9 @@ def compare_results(old: dict[str, Any], new: dict[str, Any]) -> tuple[int, list
             # at the same R, its runs of one permutation always
             if any(k in a and k in b and a[k] != b[k] for k in _R_KEYS):
                 aggregates = False
+            if not aggregates and "params" in a and "params" in b and a["params"] != b["params"]:
+                skipped.append(f"{path}: parameters {_param_change(a['params'], b['params'])}")
+                return
             for k, va in a.items():
                 if _volatile(k):
                     continue
@@ -243,4 +251,12 @@ def compare_results(old: dict[str, Any], new: dict[str, Any]) -> tuple[int, list
             diffs.append(f"{path}: {a!r} -> {b!r}")
 
     walk(old, new, "", same_r)
-    return count, diffs
+    return count, diffs, skipped
+
+
+def _param_change(a: Any, b: Any) -> str:
+    """``budget 90 -> 86`` for the parameters that differ."""
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return f"{a!r} -> {b!r}"
+    return ", ".join(f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
+                     if a.get(k) != b.get(k))

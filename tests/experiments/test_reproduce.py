@@ -269,19 +269,32 @@ def test_compare_results() -> None:
     same = {"permutations": 2, "machine": "b", "code": "git 89abcde + uncommitted changes",
             "cells": [cell("german", [1.0, 2.0], 5.0)]}
     # a subset; timings, the machine and the commit are not compared
-    assert compare_results(old, same) == (3, [])
+    assert compare_results(old, same) == (3, [], [])
     moved = {"permutations": 2, "cells": [cell("german", [1.0, 2.5], 1.0)]}
-    n, diffs = compare_results(old, moved)
+    n, diffs, _ = compare_results(old, moved)
     assert n == 3 and len(diffs) == 2  # the mean and run r=1
     assert any("r=1" in d and "2.0 -> 2.5" in d for d in diffs)
     # another R: only the runs of each permutation are comparable
     fewer = {"permutations": 1, "cells": [cell("german", [1.0], 1.0)]}
-    assert compare_results(old, fewer) == (2, [])
+    assert compare_results(old, fewer) == (2, [], [])
     assert compare_results(old, {"permutations": 1, "cells": [cell("german", [1.5], 1.0)]})[1]
     # an entry with its own R (P4's rows): its means only at the same R, its runs always
     own = {"cells": [dict(cell("german", [1.0, 2.0], 1.0), perms=2)]}
-    assert compare_results(own, {"cells": [dict(cell("german", [1.0], 1.0), perms=1)]}) == (2, [])
+    assert compare_results(own, {"cells": [dict(cell("german", [1.0], 1.0), perms=1)]}) == (
+        2, [], [])
     assert compare_results(own, {"cells": [dict(cell("german", [1.5], 1.0), perms=1)]})[1]
+    # another R that changes an entry's parameters (P4-2's baselines: the budget is SPA's
+    # mean #SV over the permutations): its runs are not comparable, and not differences
+    derived = {"permutations": 2, "cells": [dict(cell("german", [1.0, 2.0], 1.0),
+                                                  params={"budget": 90})]}
+    at_r1 = {"permutations": 1, "cells": [dict(cell("german", [1.5], 1.0),
+                                                params={"budget": 86})]}
+    n, diffs, skipped = compare_results(derived, at_r1)
+    assert diffs == [] and skipped == [".cells[dataset=german,learner=x]: parameters "
+                                       "budget 90 -> 86"]
+    # at the same R, other parameters are a difference
+    same_r = dict(at_r1, permutations=2)
+    assert any("budget" in d for d in compare_results(derived, same_r)[1])
     extra = {"permutations": 2, "cells": [cell("w7a", [1.0, 2.0], 1.0)]}
     assert compare_results(old, extra)[1] == [".cells[dataset=w7a,learner=x]: not in the "
                                               "committed file"]
