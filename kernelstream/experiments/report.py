@@ -106,8 +106,32 @@ def fmt_sv(n: float) -> str:
     return f"{n / 1000:.1f}k" if n >= 10000 else f"{n:.0f}"
 
 
-def pass_mark(passed: bool) -> str:
-    return "PASS" if passed else "**FAIL**"
+def pass_mark(passed: bool, cell: dict[str, Any] | None = None) -> str:
+    """PASS or **FAIL**; "(no skill)" after it when the cell (:func:`noskill`) does no better
+    than the no-skill predictor: a faithful reproduction of a learner that learnt nothing."""
+    mark = "PASS" if passed else "**FAIL**"
+    if cell is not None and cell.get("no_skill"):
+        mark += f" (no skill: {cell['noskill_mean']:.4g})"
+    return mark
+
+
+NOSKILL_NOTE = ("* *(no skill: N)* after a verdict: the cell's mean is no better than N, the "
+                "no-skill predictor's on the same permutations (the running majority class's "
+                "mistake rate; regression: the running mean's average loss): the learner, as "
+                "published and as reproduced, learnt nothing there.")
+
+
+def noskill(cell: dict[str, Any], runs: Iterable[Any], value: float) -> None:
+    """Record in ``cell`` the mean no-skill figure of its runs (``grid.KeyResult.noskill``) as
+    ``noskill_mean``, and ``no_skill``: ``value`` (the cell's mean mistake rate or loss) is
+    no better than it. Nothing when the runs do not carry it."""
+    vals = [r.noskill for r in runs]
+    if not vals or any(v is None for v in vals):
+        return
+    base = float(np.mean(vals))
+    cell["noskill_mean"] = base
+    # rates computed as 100·(k/n) and 100·k/n differ in the last bit: equal is no better
+    cell["no_skill"] = bool(value >= base - 1e-9 * max(1.0, abs(base)))
 
 
 def mean_std(v: Iterable[float]) -> tuple[float, float]:
@@ -157,6 +181,7 @@ def summarize(cell: dict[str, Any], runs: list[Any], tolerance_pp: float) -> Non
                 n_sv=float(np.mean([r.n_sv for r in runs])),
                 seconds=float(np.mean([r.seconds for r in runs])),
                 runs=[r.record() for r in runs])
+    noskill(cell, runs, mr)
 
 
 # -- comparison with a committed results JSON ---------------------------------------------------

@@ -318,3 +318,25 @@ def test_p46_budget_is_bomkc_spa_sv(tmp_path: Path) -> None:
     (tmp_path / "p4.json").write_text(json.dumps({"cells": [cell]}))
     assert p4.bomkc_budget(opts, "a9a", others) == 1235
     assert p4.bomkc_budget(opts, "a9a", [{**cell, "n_sv": 7.0}]) == 7  # the run's own first
+
+
+def test_pass_mark_flags_a_cell_no_better_than_no_skill() -> None:
+    """A verdict on a learner that learnt nothing says so: OKS-SIL's 30.1 % on german is the
+    running majority class's rate (100·(k/n) against 100·k/n: equal in all but the last bit)."""
+    from kernelstream.experiments import report
+    from kernelstream.experiments.grid import KeyResult
+
+    runs = [KeyResult(r, 100.0 * (301 / 1000), 150, 0.1, 1000, 301, noskill=100.0 * 301 / 1000)
+            for r in range(2)]
+    cell: dict = {"published": (29.61, 0.36, 0.25)}
+    report.summarize(cell, runs, 2.0)
+    assert cell["no_skill"] and cell["noskill_mean"] == 30.1
+    assert report.pass_mark(cell["passed"], cell) == "PASS (no skill: 30.1)"
+    skilled = [KeyResult(r, 24.3, 150, 0.1, 1000, 243, noskill=30.1) for r in range(2)]
+    cell = {"published": (25.0, 0.5, 0.25)}
+    report.summarize(cell, skilled, 2.0)
+    assert not cell["no_skill"] and report.pass_mark(cell["passed"], cell) == "PASS"
+    # runs without the figure (an older results file): no mark
+    cell = {"published": (25.0, 0.5, 0.25)}
+    report.summarize(cell, [KeyResult(0, 24.3, 150, 0.1, 1000, 243)], 2.0)
+    assert "no_skill" not in cell and report.pass_mark(False, cell) == "**FAIL**"
