@@ -133,7 +133,7 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
         return True  # rls_run / rls_update / rls_step of _ck_features
 
     @classmethod
-    def model_bytes(cls, params: dict[str, Any]) -> tuple[int, str]:
+    def model_bytes(cls, params: dict[str, Any], n_features: int = 0) -> tuple[int, str]:
         k = 2 * int(params["n_components"])
         if compiled.fk is None:  # the numpy reference keeps the full matrix
             return 8 * k * k, f"a {k:,} x {k:,} matrix P (n_components={params['n_components']:,})"
