@@ -157,7 +157,9 @@ def memory_estimate(name: str | type[Learner], params: dict[str, Any], n_feature
     # a bound preallocates its store (one spare slot); unbounded stores start small
     rows = bound + 1 if bound else 0 if bound == 0 else getattr(cls, "initial_rows", _MIN_ROWS) * k
     stored = rows * row
-    proj = 8 * d * int(p.get("n_components") or 0)
+    D = int(p.get("n_components") or 0)
+    # one D x d draw; per width a weight vector and a round's feature maps (2D each)
+    proj = 8 * d * D + 8 * 2 * D * 4 * k
     extra, extra_what = cls.model_bytes(p, d) or (0, "")
     total = stored + proj + extra
     if extra > max(stored, proj):

@@ -92,7 +92,11 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
     ``Φ_pm`` (``s_p s_m``), ``Q`` and ``w``; normal stage-2 rounds cost ``O(s_m d + s_m k)``.
     ``n_support_vectors`` counts the points the hypothesis is expressed with: the buffer in
     stage 1, the ``s_m`` landmarks in stage 2 (the rows of ``R`` are sketch memory:
-    ``n_sketch_rows``). :meth:`feature_map` returns ``φ(x)`` under the current map.
+    ``n_sketch_rows``). :meth:`feature_map` returns ``φ(x)`` under the current map. The budget
+    bounds the hypothesis (:meth:`memory_bound` = ``B``), not ``R``: the paper appends a row
+    per update round, so ``R`` grows like ``O(B + log T)`` with an unknown horizon and
+    linearly with an explicit ``update_cycle``; :meth:`max_sketch_rows` is that bound and
+    :meth:`stored_rows` what the memory check counts.
 
     Parameters
     ----------
@@ -286,10 +290,12 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
 
     @classmethod
     def model_bytes(cls, params: dict[str, Any], n_features: int = 0) -> tuple[int, str]:
-        # stage 1's Gram matrix of the buffer (B x B), the sketches Φ_pp, Φ_pm and Q
+        # stage 1's Gram matrix of the buffer (B x B) and the initialisation's products of
+        # it (K_B S_p, ...), the sketches Φ_pp, Φ_pm and Q
         B = int(params["budget"])
         sp, sm, k = sizes(params)
-        return 8 * (B * B + sp * sp + sp * sm + sm * k), f"budget={B:,}: a {B:,} x {B:,} matrix"
+        return (8 * (3 * B * B + sp * sp + sp * sm + sm * k),
+                f"budget={B:,}: {B:,} x {B:,} matrices")
 
     def feature_map(self, X: Any) -> np.ndarray:
         """``φ(x)`` of the current (last) feature map for each row of ``X`` (``n × k``), so that

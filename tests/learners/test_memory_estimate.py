@@ -98,9 +98,32 @@ def test_estimate_counts_what_the_findings_named() -> None:
     assert need > 24 * gib and "selection_window" in what
     # Raker / RF-OKS share one D x d draw over their widths and store no rows: 1.3 GB
     need, _ = registry.memory_estimate("raker", {}, 3_231_887)
-    assert need == 8 * 50 * 3_231_887
+    assert 8 * 50 * 3_231_887 <= need < 1.01 * 8 * 50 * 3_231_887
     registry.check_width("raker", {}, 3_231_887, limit_bytes=8 << 30)
     # SkeGD's sketch rows grow with the stream (O(B + log T) with an unknown horizon)
     short = registry.memory_estimate("skegd", {"budget": 30}, 100_000, n_rows=1_000)[0]
     longer = registry.memory_estimate("skegd", {"budget": 30}, 100_000, n_rows=10**8)[0]
     assert longer > short
+
+
+@pytest.mark.parametrize("name", ["projectron", "projectron++", "nogd", "skegd", "rff-rls",
+                                  "raker"])
+def test_narrow_rows_count_the_budget_squared_matrices(name: str) -> None:
+    # at a narrow width a B x B matrix (K⁻¹, a Gram or eigenvector matrix, RLS's P) outweighs
+    # the stored rows: 400 rows of 50 features are 160 kB, K⁻¹ 1.3 MB
+    params = {k: v for k, v in {"budget": 400, "n_components": 400}.items()
+              if k in {p.name for p in registry.get(name).params}}
+    n, d = 1000, 50
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((n, d))
+    y = np.sign(X[:, 0] + rng.standard_normal(n))
+    make(name, **params).learn_one(X[0], y[0])
+
+    def run() -> None:
+        m = make(name, seed=0, **params)
+        for i in range(n):
+            m.step(X[i], y[i])
+
+    peak, _ = traced_peak(run)
+    est, what = registry.memory_estimate(name, params, d, n_rows=n)
+    assert LOW <= est / peak <= HIGH, f"{name}: estimate {est:,} B ({what}) vs peak {peak:,} B"
