@@ -398,12 +398,19 @@ class Learner:
         return out
 
     @classmethod
-    def model_bytes(cls, params: dict[str, Any]) -> tuple[int, str] | None:
+    def model_bytes(cls, params: dict[str, Any], n_features: int = 0) -> tuple[int, str] | None:
         """``(bytes, what)`` of a model part that neither stored rows nor a random-feature
-        projection accounts for (e.g. a second-order matrix), for
-        :func:`~kernelstream.learners.registry.memory_estimate`; ``None`` when there is none.
-        ``params`` are resolved."""
+        projection accounts for (e.g. a second-order matrix, a buffer of ``n_features``-wide
+        rows), for :func:`~kernelstream.learners.registry.memory_estimate`; ``None`` when
+        there is none. ``params`` are resolved."""
         return None
+
+    def stored_rows(self, n_rounds: int | None = None) -> int | None:
+        """The most ``d``-wide rows this learner holds after ``n_rounds`` rounds (None: any
+        number), what :func:`~kernelstream.learners.registry.memory_estimate` counts:
+        :meth:`memory_bound`, unless the learner keeps rows its hypothesis does not count
+        (SkeGD's sketch rows) or none at all."""
+        return self.memory_bound()
 
     @classmethod
     def compiled_rounds(cls) -> bool:

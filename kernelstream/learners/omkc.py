@@ -286,6 +286,12 @@ class _BoundedOMKC(ShrinkParams, CompiledRounds):
     def _component_budgets(self) -> list[int]:
         raise NotImplementedError
 
+    def stored_rows(self, n_rounds: int | None = None) -> int:
+        # besides the budget's rows, each component has a spare slot and a d-long buffer (the
+        # example's non-zero indices); SD's components share the budget, and each keeps the
+        # capacity its store doubled to: about twice the budget in all
+        return (2 if self.stochastic else 1) * self.budget + 2 * M_KERNELS
+
     def _setup(self, d: int) -> None:
         super()._setup(d)
         cls = get(self.budget_maintenance)
