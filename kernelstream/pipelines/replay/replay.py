@@ -261,9 +261,11 @@ def _execute(run: ReplayRun) -> ReplayResult:
             with contextlib.suppress(Exception):
                 clear_outputs(run.outputs.out)
         raise
-    if run.execution.shards > 1:  # the parent reads back the outputs of all the shards together
-        return ReplayResult([], counters, run.outputs.out, run.execution.runner, seconds)
-    return read_outputs(run.outputs.out, counters, run.execution.runner, seconds)
+    res = (ReplayResult([], counters, run.outputs.out, run.execution.runner, seconds)
+           if run.execution.shards > 1  # the parent reads back the outputs of all the shards
+           else read_outputs(run.outputs.out, counters, run.execution.runner, seconds))
+    # what it learnt with: the widths the API resolved from the data are in their params
+    return replace(res, configs=tuple(run.learners.configs), seed=run.protocol.seed)
 
 
 def _check_brokers(run: ReplayRun) -> ReplayRun:

@@ -60,7 +60,7 @@ def test_runner_table_names_each_commands_runners() -> None:
 
 
 def test_run_replay_keywords_are_the_config_fields(tmp_path: Path) -> None:
-    configs = [LearnerConfig("b", "bogd", {"budget": 10})]
+    configs = [LearnerConfig("b", "bogd", {"budget": 10, "gamma": 0.5})]  # (no width to find)
     run = make_run("german", configs, tmp_path, limit=100, block_size=7, runner="loop")
     cfg = ReplayConfig(data="german", learners=tuple(configs), out=str(tmp_path),
                        read=ReadOptions(path="german", limit=100), block_size=7, runner="loop")
@@ -88,7 +88,7 @@ def test_cli_arguments_and_python_api_build_the_same_run(tmp_path: Path) -> None
          "--out", str(tmp_path / "cli")])
     assert isinstance(args, argparse.Namespace)
     config = ReplayConfig.from_args(args, ["replay"])
-    assert config.learners == (LearnerConfig("b", "bogd", {"budget": 10}),)
+    assert config.learners == (LearnerConfig("b", "bogd", {"budget": 10, "gamma": 0.5}),)
     a = run_config(config)
     b = run_replay("german", config.learners, tmp_path / "api", limit=200, permutations=2,
                    runner="loop")
