@@ -182,6 +182,18 @@ class ReplayConfig:
             object.__setattr__(self, "dataset", display_name(self.data))
         if self.read.path != self.data:  # one name of the data: ``data``
             object.__setattr__(self, "read", replace(self.read, path=self.data))
+        # the widths left to the data (gamma unset or auto, ...: LearnerConfig.auto_widths),
+        # from the file's first rows as the CLI's (a sample's: the file it is drawn from); none
+        # for a topic or an adversarial stream, whose learners keep their default widths (an
+        # explicit auto: ConfigError). The CLI's configurations come resolved: nothing to read
+        if any(c.auto_widths for c in self.learners):
+            head = None
+            if self.stream == "none":
+                head = head_options(self.read if self.sample is None
+                                    else replace(self.read, path=self.sample[0]))
+            auto_width = None if head is None else width_estimate(head)
+            object.__setattr__(self, "learners",
+                               tuple(c.with_widths(auto_width) for c in self.learners))
 
     @classmethod
     def of(cls, data: str, learners: Sequence[LearnerConfig | tuple[Any, ...]],
@@ -199,17 +211,8 @@ class ReplayConfig:
                                 if k in KafkaOptions.KEYWORDS})
         rest = {k: v for k, v in options.items()
                 if k not in reads and k not in KafkaOptions.KEYWORDS}
-        # the widths left to the data, from the file's first rows as the CLI's (a sample's:
-        # the file it is drawn from); none for a topic or an adversarial stream, whose
-        # learners keep their default widths (an explicit auto: ConfigError)
-        head = None
-        if rest.get("stream", "none") == "none":
-            sample = rest.get("sample")
-            head = head_options(read if sample is None else replace(read, path=sample[0]))
-        auto_width = None if head is None else width_estimate(head)
-        configs = tuple(c.with_widths(auto_width) for c in as_configs(learners).values())
-        return cls(data=data, learners=configs, out=os.fspath(out), read=read, kafka=kafka,
-                   **rest)
+        return cls(data=data, learners=tuple(as_configs(learners).values()), out=os.fspath(out),
+                   read=read, kafka=kafka, **rest)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig:

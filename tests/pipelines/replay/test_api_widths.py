@@ -24,7 +24,8 @@ PERMS = 2  # over the whole of german (1000 rows: the estimate's first rows are 
 
 def _cli(tmp_path: Path, name: str, specs: list[str], scale: str) -> dict[str, Any]:
     out = tmp_path / f"cli-{name}-{scale}"
-    argv = ["replay", "german", "-l", name, *specs, "--permutations", str(PERMS), "--runner", "loop", "--scale", scale, "--out", str(out), "--quiet"]
+    argv = ["replay", "german", "-l", name, *specs, "--permutations", str(PERMS),
+            "--runner", "loop", "--scale", scale, "--out", str(out), "--quiet"]
     assert cli.main(argv) == 0
     doc: dict[str, Any] = json.loads((out / "summary.json").read_text())
     return doc
@@ -76,9 +77,19 @@ def test_a_resolved_configuration_is_kept_as_it_is(tmp_path: Path) -> None:
     assert resolved.auto_widths == {} and resolved.with_widths(lambda: 1 / 0) is resolved
 
 
+def test_a_replay_config_built_directly_resolves_too(tmp_path: Path) -> None:
+    """``ReplayConfig(...)`` (docs/python-api.md's form) learns with the width ``of`` does."""
+    pending = (LearnerConfig("r", "rff-rls", {"n_components": 20}),
+               LearnerConfig("e", "ea2oks", {}))
+    built = ReplayConfig(data="german", learners=pending, out=str(tmp_path))
+    assert built == ReplayConfig.of("german", pending, tmp_path)
+    gamma = widths.file_gamma(data.ReadOptions(path=str(data.embedded_path("german"))))
+    assert built.learners[0].params["gamma"] == gamma
+    assert not any(c.auto_widths for c in built.learners)
+
+
 def test_without_data_an_unset_width_keeps_the_default_and_auto_is_refused(
         tmp_path: Path) -> None:
-    X, _ = data.load_dataset("german")
     # an adversarial stream: the CLI estimates nothing there (file_options), nor does the API
     config = ReplayConfig.of("german", [LearnerConfig("r", "rff-rls", {})], tmp_path,
                              stream="german-1", runner="loop")

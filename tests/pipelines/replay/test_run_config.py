@@ -60,7 +60,7 @@ def test_runner_table_names_each_commands_runners() -> None:
 
 
 def test_run_replay_keywords_are_the_config_fields(tmp_path: Path) -> None:
-    configs = [LearnerConfig("b", "bogd", {"budget": 10, "gamma": 0.5})]  # (no width to find)
+    configs = [LearnerConfig("b", "bogd", {"budget": 10})]
     run = make_run("german", configs, tmp_path, limit=100, block_size=7, runner="loop")
     cfg = ReplayConfig(data="german", learners=tuple(configs), out=str(tmp_path),
                        read=ReadOptions(path="german", limit=100), block_size=7, runner="loop")
