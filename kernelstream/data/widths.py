@@ -201,14 +201,13 @@ def array_gamma(X: Rows, scale: str = "none") -> float:
     min-max scaled over the reservoir itself when ``scale`` is the scaling ``X`` was loaded
     with), so both give the same number on the same rows."""
     head = X[:RESERVOIR_ROWS]
-    if isinstance(head, CSR):
-        return auto_gamma(head if scale == "none" else scale_minmax(head.to_dense(), scale))
-    head = np.asarray(head, np.float64)
-    if scale == "none":
-        return auto_gamma(CSR.from_dense(head))  # the file's: distances from the non-zeros
+    if scale == "none":  # the file's: distances from the non-zeros
+        return auto_gamma(head if isinstance(head, CSR)
+                          else CSR.from_dense(np.asarray(head, np.float64)))
+    dense = head.to_dense() if isinstance(head, CSR) else np.asarray(head, np.float64)
     # X scaled over all its rows: min-max is affine per column, so scaling its head over
     # itself gives the head of the file scaled over itself, as the file's estimate has it
-    return auto_gamma(scale_minmax(head, scale))  # type: ignore[arg-type]
+    return auto_gamma(scale_minmax(dense, scale))  # type: ignore[arg-type]
 
 
 def file_rows(opts: ReadOptions) -> str:
