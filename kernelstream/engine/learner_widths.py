@@ -25,8 +25,6 @@ from kernelstream.data import widths
 from kernelstream.errors import ConfigError
 from kernelstream.learners.kernels import parse_sigmas
 
-WIDTH_KEYS = ("gamma", "sigmas")
-
 
 def _sigma_as_gamma(name: str, raw: dict[str, Any]) -> None:
     """``sigma=auto[*F]`` → ``gamma=auto[*1/F^2]`` in place (one width), for a learner with

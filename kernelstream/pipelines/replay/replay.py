@@ -171,7 +171,12 @@ def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
 
     ``order="permuted"`` (the default, the papers' protocol) loads the data set on one worker
     to permute it; ``order="file"`` streams the file in its own order through the chunked
-    reader, for files larger than one worker's memory."""
+    reader, for files larger than one worker's memory.
+
+    Gaussian widths left to the data (``gamma`` unset or ``"auto"``, ``sigma="auto"``,
+    ``sigmas`` unset or ``"auto"``) are estimated from the file's first rows as ``kernelstream
+    replay`` estimates them (:class:`ReplayConfig`); the numbers learnt with are the params of
+    the result's ``configs`` and ``eval_results()``."""
     return execute(make_run(data, configs, out, **options))
 
 
