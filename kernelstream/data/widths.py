@@ -194,6 +194,22 @@ def reservoir_from_rows(rows: Iterable[ParsedRow], width: int | None = None,
     return scale_minmax(csr.to_dense(), scale)  # type: ignore[arg-type]
 
 
+def array_gamma(X: Rows, scale: str = "none") -> float:
+    """``gamma=auto`` of rows in memory (the Python API's ``evaluate``): the estimate from
+    ``X``'s first :data:`RESERVOIR_ROWS` rows in their order, taken as a run over a file
+    holding them takes its first rows (:func:`reservoir_from_rows`: the non-zeros, or
+    min-max scaled over the reservoir itself when ``scale`` is the scaling ``X`` was loaded
+    with), so both give the same number on the same rows."""
+    head = X[:RESERVOIR_ROWS]
+    if scale == "none":  # the file's: distances from the non-zeros
+        return auto_gamma(head if isinstance(head, CSR)
+                          else CSR.from_dense(np.asarray(head, np.float64)))
+    dense = head.to_dense() if isinstance(head, CSR) else np.asarray(head, np.float64)
+    # X scaled over all its rows: min-max is affine per column, so scaling its head over
+    # itself gives the head of the file scaled over itself, as the file's estimate has it
+    return auto_gamma(scale_minmax(dense, scale))  # type: ignore[arg-type]
+
+
 def file_rows(opts: ReadOptions) -> str:
     """``"sparse"`` or ``"dense"``: the rows a run over the file of ``opts`` gives its learners
     (``ReadOptions.sparse_rows``) at its width: ``n_features``, the hashed width, else the

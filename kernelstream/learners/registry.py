@@ -21,6 +21,7 @@ import numpy as np
 from kernelstream._suggest import did_you_mean
 from kernelstream.errors import WidthError
 from kernelstream.learners.kernels import parse_sigmas
+from kernelstream.learners.params import check_not_auto
 
 if TYPE_CHECKING:  # the learners import this module; it needs only their class attributes
     from kernelstream.learners.base import Learner, Seed
@@ -77,8 +78,13 @@ def get(name: str) -> type[Learner]:
 
 
 def make(name: str, seed: Seed = 0, **params: Any) -> Learner:
-    """Build a learner by name, e.g. ``make("bogd", seed=1, budget=200, eta=0.1)``."""
-    return get(name)(seed=seed, **params)
+    """Build a learner by name, e.g. ``make("bogd", seed=1, budget=200, eta=0.1)``. Gaussian
+    widths are numbers here: ``"auto"`` (the data's width) is a ``ValueError`` saying how to
+    get it (``learners.params.check_not_auto``)."""
+    cls = get(name)
+    if "sigma" in params:  # (gamma and sigmas: Param.coerce checks them)
+        check_not_auto(name, "sigma", params["sigma"])
+    return cls(seed=seed, **params)
 
 
 def from_state(state: dict[str, np.ndarray]) -> Learner:

@@ -75,7 +75,9 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     Parameters
     ----------
     gamma
-        Gaussian width ``exp(-gamma‖x−x'‖²)`` (``sigma`` accepted; ``auto`` from the data).
+        Gaussian width ``exp(-gamma‖x−x'‖²)`` (``sigma`` accepted). Unset or ``auto``, the
+        CLI, ``evaluate`` and ``run_replay`` estimate it from the data
+        (``kernelstream.data.widths``); :func:`~kernelstream.learners.make` needs a number.
     n_components
         Number ``D`` of random frequencies (features ``2D``; ``P`` keeps ``D(2D+1)``
         entries).
