@@ -14,7 +14,7 @@ import numpy as np
 from kernelstream import kafka_client
 from kernelstream.data.errors import BadLines, ParseError
 from kernelstream.data.errors import reason_kind as reason_kind  # its former home
-from kernelstream.data.labels import class_key
+from kernelstream.data.labels import LabelMap, class_key, nonfinite_label
 from kernelstream.data.options import Ranges, ReadOptions
 from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
 
@@ -192,11 +192,11 @@ def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
 
 
 def _label_error(tok: str, task: str, classes: list[float | str]) -> str | None:
-    if task == "regression":
+    if task == "regression" or nonfinite_label(tok):
         try:
-            float(tok)
-        except ValueError:
-            return f"non-numeric label {tok.strip()!r}"
+            LabelMap.regression()(tok)  # the replay's own rule (non-numeric, non-finite)
+        except ParseError as e:
+            return e.reason
         return None
     k = class_key(tok)
     if k in classes:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from kernelstream import fs
 from kernelstream._suggest import did_you_mean
-from kernelstream.data.labels import LabelMap, class_key
+from kernelstream.data.labels import LabelMap, class_key, nonfinite_label
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import TextFormat
 from kernelstream.errors import ConfigError
@@ -52,7 +52,12 @@ def _windows(path: str) -> Iterator[bytes]:
 
 def _iter_labels(read: ReadOptions) -> Iterator[str]:
     """The raw label of every example line (a CSV's header, comments and blank lines
-    skipped), in file order; Parquet's label column."""
+    skipped), in file order; Parquet's label column. Non-finite labels (nan, inf) are left
+    out: their rows are dead letters, never a class."""
+    return (t for t in _iter_raw_labels(read) if not nonfinite_label(t))
+
+
+def _iter_raw_labels(read: ReadOptions) -> Iterator[str]:
     fmt = read.resolved_fmt()
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -99,8 +104,9 @@ def label_mix(read: ReadOptions, limit: int) -> tuple[Counter[str], Counter[str]
                 tf = TextFormat.detect(path, "csv", read.label_column, read.delimiter,
                                        read.header, read.key_by)
                 delimiter, col = (tf.delimiter or ",").encode(), tf.label_col
-            whole = Counter(t.decode("utf-8", "replace") for line in _windows(path)
-                            if (t := _label_of(line, fmt, delimiter, col)) is not None)
+            whole = Counter(s for line in _windows(path)
+                            if (t := _label_of(line, fmt, delimiter, col)) is not None
+                            and not nonfinite_label(s := t.decode("utf-8", "replace")))
     except (OSError, ValueError, KeyError, ImportError):
         return None
     return prefix, whole

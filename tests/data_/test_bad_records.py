@@ -1,0 +1,82 @@
+"""Bad records of a file never crash a run nor vanish: each is a dead letter with its reason
+and position, in ``check`` as in ``replay`` (QA review of the replay/check CLI): non-finite
+labels, rows all rejected by ``--n-features``, bad regression targets, truncated compressed
+files, missing ``--key-by`` values, plain values in reasons, read options that do not apply."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from kernelstream.data import LabelMap, ParseError, label_mix
+from kernelstream.data.options import ReadOptions
+from kernelstream.pipelines import cli
+
+LOOP = ["-q", "-l", "perceptron"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, [ln for ln in err.splitlines() if ln.strip()], out
+
+
+def summary(out: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((out / "summary.json").read_text())
+
+
+def dead_letters(out: Path) -> list[dict]:  # type: ignore[type-arg]
+    rows: list[dict] = []  # type: ignore[type-arg]
+    for f in sorted((out / "dead_letters").glob("*.parquet")):
+        rows += pq.read_table(f).to_pylist()
+    return rows
+
+
+def svm_rows(n: int, bad: dict[int, str] | None = None) -> str:
+    """``n`` LIBSVM rows of labels ±1 (both classes from the first rows); ``bad`` replaces
+    the label of some rows (0-based)."""
+    lines = []
+    for i in range(n):
+        lab = (bad or {}).get(i, "+1" if i % 3 == 0 else "-1")
+        lines.append(f"{lab} 1:{(i % 7) / 7:.3f} 2:{(i % 5) / 5:.3f} 3:{i % 2}")
+    return "\n".join(lines) + "\n"
+
+
+# -- 1: a non-finite label is a dead letter, never a class ------------------------------------
+def test_nonfinite_label_is_no_class() -> None:
+    m = LabelMap.from_labels(["-1", "nan", "+1", "inf"])
+    assert m.classes == ("-1", "+1")
+    for tok in ("nan", "-inf", " NaN "):
+        with pytest.raises(ParseError, match="non-finite label"):
+            m(tok)
+        with pytest.raises(ParseError, match="non-finite label"):
+            LabelMap.regression()(tok)
+    with pytest.raises(ValueError, match="non-finite"):
+        LabelMap("-1", "nan")
+
+
+@pytest.mark.parametrize("fmt", ["libsvm", "csv"])
+def test_nonfinite_label_is_a_dead_letter(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          fmt: str) -> None:
+    if fmt == "libsvm":
+        path = tmp_path / "nl.svm"
+        path.write_text(svm_rows(60, {1: "nan"}))
+    else:  # 0/1 labels, a nan among the first two rows
+        path = tmp_path / "nl.csv"
+        path.write_text("".join(f"{i % 7},{i % 3},{'nan' if i == 1 else i % 2}\n"
+                                for i in range(60)))
+    rc, err, out = run(capsys, "check", str(path))
+    assert rc == 0, err
+    assert "labels        2 distinct" in out and "nan" not in out.split("dead letters")[0]
+    assert "non-finite label: 1 (first at line 2)" in out
+    assert label_mix.run_positive_label(ReadOptions(path=str(path))) is None
+    for runner in ("loop", "direct"):
+        o = tmp_path / f"run-{runner}"
+        rc, err, _ = run(capsys, "replay", str(path), *LOOP, "--runner", runner, "--out", str(o))
+        assert rc == 0, err
+        assert summary(o)["examples"] == 59
+        (d,) = dead_letters(o)
+        assert d["line"] == 2 and d["reason"] == "non-finite label 'nan'"
