@@ -14,6 +14,7 @@ import numpy as np
 from kernelstream import kafka_client
 from kernelstream.data.errors import BadLines, ParseError
 from kernelstream.data.errors import reason_kind as reason_kind  # its former home
+from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.labels import LabelMap, class_key, nonfinite_label
 from kernelstream.data.options import Ranges, ReadOptions
 from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
@@ -155,10 +156,10 @@ class CheckReport:
 
 
 def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
-         max_records: int | None = None) -> CheckReport:
+         max_records: int | None = None, n_features: int | None = None) -> CheckReport:
     """Fold ``(line, text, ParsedRow | ParseError)`` items into ``report``; rows of a third
-    class (classification) and non-numeric targets (regression) count as the dead letters they
-    would be in a replay."""
+    class (classification), non-numeric or non-finite targets (regression) and LIBSVM rows
+    with an index over ``n_features`` count as the dead letters they would be in a replay."""
     classes: list[float | str] = []
     for line, _text, row in items:
         if max_records is not None and report.records >= max_records:
@@ -166,6 +167,11 @@ def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
             break
         if not isinstance(row, ParseError):
             err = _label_error(row.label, report.task, classes)
+            if err is None and row.idx is not None:
+                try:  # the replay's rule (engine.replay.sources)
+                    check_top_index(row.idx, n_features)
+                except ParseError as e:
+                    err = e.reason
             if err is not None:
                 row = ParseError(err, None, line)
         if isinstance(row, ParseError):
@@ -238,9 +244,10 @@ def verdict(report: CheckReport) -> str | None:
     if dead * 2 > n:
         kind, count = max(report.dead.counts.items(), key=lambda kv: kv[1])
         line = report.dead.first_line[kind]
+        fix = ("--n-features" if kind == "index exceeds n_features"
+               else "--format, --delimiter, --task or --positive-label")
         return (f"{report.source}: {dead} of {n} records would be rejected (most: {kind!r}, "
-                f"{count} times, first at line {line}): check --format, --delimiter, --task "
-                "or --positive-label")
+                f"{count} times, first at line {line}): check {fix}")
     return None
 
 
@@ -342,7 +349,7 @@ def scaling_hint(report: CheckReport, scale: str = "none",
 def check_file(opts: ReadOptions, max_records: int | None = None) -> CheckReport:
     """Scan a file (LIBSVM, CSV, Parquet; gzip/bz2/xz) with the replay's own row reader."""
     report = CheckReport(opts.path, opts.resolved_fmt(), opts.task)
-    return scan(iter_file_rows(opts), report, max_records or opts.limit)
+    return scan(iter_file_rows(opts), report, max_records or opts.limit, opts.n_features)
 
 
 def check_topic(opts: ReadOptions, idle_seconds: float = 2.0,
@@ -362,4 +369,4 @@ def check_topic(opts: ReadOptions, idle_seconds: float = 2.0,
             yield rec.offset, text, row
 
     report = CheckReport(opts.path, tf.fmt, opts.task)
-    return scan(items(), report, opts.limit)
+    return scan(items(), report, opts.limit, opts.n_features)

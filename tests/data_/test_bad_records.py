@@ -80,3 +80,19 @@ def test_nonfinite_label_is_a_dead_letter(tmp_path: Path, capsys: pytest.Capture
         assert summary(o)["examples"] == 59
         (d,) = dead_letters(o)
         assert d["line"] == 2 and d["reason"] == "non-finite label 'nan'"
+
+
+# -- 2: rows all rejected by --n-features -----------------------------------------------------
+def test_rows_rejected_by_n_features(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "w.svm"
+    path.write_text(svm_rows(40))  # indices up to 3
+    rc, err, out = run(capsys, "check", str(path), "--n-features", "2")
+    assert rc == 2 and len(err) == 1 and "check --n-features" in err[0]
+    assert "index exceeds n_features: 40 (first at line 1)" in out
+    for cmd in (["replay", str(path), *LOOP], ["tune", str(path), "--limit", "40"],
+                ["replay", "german", *LOOP]):  # an embedded set is checked too
+        o = tmp_path / f"out-{cmd[0]}-{len(cmd)}"
+        rc, err, _ = run(capsys, *cmd, "--n-features", "2", "--out", str(o))
+        assert rc == 2, (cmd, err)
+        assert len(err) == 1 and "would be rejected" in err[0], err
+        assert not (o / "summary.json").exists()
