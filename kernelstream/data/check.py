@@ -14,8 +14,8 @@ import numpy as np
 from kernelstream import kafka_client
 from kernelstream.data.errors import BadLines, ParseError
 from kernelstream.data.errors import reason_kind as reason_kind  # its former home
-from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.labels import LabelMap, class_key, nonfinite_label
+from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import Ranges, ReadOptions
 from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
 
@@ -98,8 +98,9 @@ class CheckReport:
         if not self.targets:
             return None
         t = np.asarray(self.targets)
-        return {"min": float(t.min()), "max": float(t.max()), "mean": float(t.mean()),
-                "std": float(t.std())}
+        with np.errstate(over="ignore", invalid="ignore"):  # a huge target: its std is inf
+            return {"min": float(t.min()), "max": float(t.max()), "mean": float(t.mean()),
+                    "std": float(t.std())}
 
     @property
     def records(self) -> int:

@@ -6,6 +6,8 @@ files, missing ``--key-by`` values, plain values in reasons, read options that d
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -96,3 +98,76 @@ def test_rows_rejected_by_n_features(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert rc == 2, (cmd, err)
         assert len(err) == 1 and "would be rejected" in err[0], err
         assert not (o / "summary.json").exists()
+
+
+# -- 3: bad regression targets ----------------------------------------------------------------
+def reg_rows(n: int, bad: dict[int, str] | None = None) -> str:
+    return "".join(f"{(bad or {}).get(i, f'{50 + (i % 11) * 7.5:.2f}')} 1:{(i % 7) / 7:.3f} "
+                   f"2:{(i % 5) / 5:.3f}\n" for i in range(n))
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf"])
+def test_nonfinite_target_is_left_out_of_the_head(tmp_path: Path, bad: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.svm"
+    path.write_text(reg_rows(80, {3: bad}))
+    rc, err, out = run(capsys, "check", str(path), "--task", "regression")
+    assert rc == 0, err
+    assert "rows          79" in out and "non-finite label: 1 (first at line 4)" in out
+    assert "target        50 .. 125" in out
+    o = tmp_path / "run"
+    with warnings.catch_warnings():  # an inf target leaked numpy's overflow warning
+        warnings.simplefilter("error", RuntimeWarning)
+        rc, err, _ = run(capsys, "replay", str(path), "-q", "--runner", "loop", "--task",
+                         "regression", "--out", str(o))
+    assert rc == 0, err
+    assert any("standardising the target" in ln for ln in err), err
+    assert summary(o)["examples"] == 79
+    (d,) = dead_letters(o)
+    assert d["line"] == 4 and d["reason"] == f"non-finite label '{bad}'"
+
+
+def test_losses_never_raise() -> None:
+    from kernelstream.engine.prequential import judge_one
+    from kernelstream.learners.losses import LOSSES
+
+    for loss in LOSSES.values():
+        for f, y in ((0.0, 1e308), (-1e200, 1e200), (1e308, -1.0), (0.5, 1.0)):
+            v = loss.value(f, y)
+            assert v >= 0.0 and not math.isnan(v), (loss.name, f, y)
+            loss.deriv(f, y)
+    assert LOSSES["square"].value(0.0, 1e308) == math.inf
+    assert LOSSES["square"].value(0.5, 2.0) == 2.25
+    assert judge_one(False, 0.0, 0.0, 1e200, LOSSES["square"].value) == (None, math.inf)
+
+    def raising(f: float, y: float) -> float:
+        return (f - y) ** 2  # Python's float ** raises OverflowError
+
+    assert judge_one(False, 0.0, 0.0, 1e200, raising) == (None, math.inf)
+
+
+def test_a_target_the_learner_refuses_is_a_dead_letter(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A learner that refuses a target (``Learner._check_y``'s ValueError, before any change):
+    the replay makes it a dead letter of stage ``learn`` and goes on."""
+    from kernelstream.learners.base import Learner
+
+    check_y = Learner._check_y
+
+    def bounded(self: Learner, y: object) -> float:
+        yf = check_y(self, y)
+        if abs(yf) > 1e150:
+            raise ValueError(f"{self.name}: regression target {yf!r} is too large")
+        return yf
+
+    monkeypatch.setattr(Learner, "_check_y", bounded)
+    path = tmp_path / "big.svm"
+    path.write_text(reg_rows(80, {5: "1e308"}))
+    o = tmp_path / "run"
+    rc, err, _ = run(capsys, "replay", str(path), "-q", "--runner", "loop", "--task",
+                     "regression", "--scale-target", "none", "--out", str(o))
+    assert rc == 0, err
+    assert summary(o)["examples"] == 79
+    (d,) = dead_letters(o)
+    assert d["stage"] == "learn" and "too large" in d["reason"]
