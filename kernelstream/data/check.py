@@ -245,10 +245,11 @@ def verdict(report: CheckReport) -> str | None:
     if dead * 2 > n:
         kind, count = max(report.dead.counts.items(), key=lambda kv: kv[1])
         line = report.dead.first_line[kind]
-        fix = ("--n-features" if kind == "index exceeds n_features"
-               else "--format, --delimiter, --task or --positive-label")
+        fix = {"index exceeds n_features": "check --n-features",
+               "compressed file ends early": "the file is cut short: fetch or write it again",
+               }.get(kind, "check --format, --delimiter, --task or --positive-label")
         return (f"{report.source}: {dead} of {n} records would be rejected (most: {kind!r}, "
-                f"{count} times, first at line {line}): check {fix}")
+                f"{count} times, first at line {line}): {fix}")
     return None
 
 

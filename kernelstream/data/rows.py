@@ -219,8 +219,22 @@ def iter_file_rows(opts: ReadOptions) -> Iterator[tuple[int, str, ParsedRow | Pa
         return
     tf = TextFormat.detect(opts.path, fmt, opts.label_column, opts.delimiter, opts.header,
                            opts.key_by)
+    lineno = 0
     with fs.open_binary(opts.path) as f:
-        for lineno, raw in enumerate(f, 1):
-            text, row = tf.parse(lineno, raw)
-            if row is not None:
-                yield lineno, text, row
+        try:
+            for lineno, raw in enumerate(f, 1):
+                text, row = tf.parse(lineno, raw)
+                if row is not None:
+                    yield lineno, text, row
+        except fs.DECOMPRESS_ERRORS as e:  # the rows before it are read: the rest is one record
+            yield lineno + 1, "", ParseError(decompress_reason(e, lineno), None, lineno + 1)
+
+
+def decompress_reason(e: BaseException, lines: int) -> str:
+    """The dead-letter reason of a compressed file whose decompression fails after ``lines``
+    lines: truncated ("compressed file ends early", what a cut download or a full disk
+    leaves), or corrupt."""
+    if isinstance(e, EOFError):
+        return (f"compressed file ends early (the stream stops after line {lines}; the "
+                "lines read before it are kept)")
+    return f"corrupt compressed file ({e})"

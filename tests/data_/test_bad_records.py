@@ -171,3 +171,34 @@ def test_a_target_the_learner_refuses_is_a_dead_letter(tmp_path: Path,
     assert summary(o)["examples"] == 79
     (d,) = dead_letters(o)
     assert d["stage"] == "learn" and "too large" in d["reason"]
+
+
+# -- 4: a truncated compressed file -----------------------------------------------------------
+@pytest.mark.parametrize("kind", ["gz", "xz"])
+def test_truncated_compressed_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   kind: str) -> None:
+    import gzip
+    import lzma
+
+    text = svm_rows(3000).encode()
+    packed = gzip.compress(text) if kind == "gz" else lzma.compress(text)
+    path = tmp_path / f"t.svm.{kind}"
+    path.write_bytes(packed[: len(packed) * 2 // 3])
+    rc, err, out = run(capsys, "check", str(path))
+    assert rc == 0, err
+    rows = int(out.split("rows", 1)[1].split()[0])
+    assert 0 < rows < 3000
+    assert f"compressed file ends early: 1 (first at line {rows + 1})" in out
+    for runner in ("loop", "direct"):
+        o = tmp_path / f"run-{runner}"
+        rc, err, _ = run(capsys, "replay", str(path), *LOOP, "--runner", runner, "--out", str(o))
+        assert rc == 0, err
+        assert summary(o)["examples"] == rows  # rows read = learnt + dead-lettered
+        (d,) = dead_letters(o)
+        assert d["line"] == rows + 1 and d["reason"].startswith("compressed file ends early")
+    small = tmp_path / "s.svm.bz2"  # a bz2 block decompresses nothing before its end
+    import bz2
+
+    small.write_bytes(bz2.compress(text)[:200])
+    rc, err, _ = run(capsys, "replay", str(small), *LOOP, "--out", str(tmp_path / "s"))
+    assert rc == 2 and len(err) == 1 and "cut short" in err[0], err

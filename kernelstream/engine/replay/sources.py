@@ -211,8 +211,11 @@ def _clean_for_load(opts: ReadOptions, fmt: str) -> bool:
         return False
     if fmt == "parquet":
         return True
-    with fs.open_binary(opts.path) as f:
-        raw = f.read()
+    try:
+        with fs.open_binary(opts.path) as f:
+            raw = f.read()
+    except fs.DECOMPRESS_ERRORS:
+        return False  # truncated or corrupt: the tolerant reader says where
     raw = raw[:-1] if raw.endswith(b"\n") else raw
     return not _has_blank_line(raw)
 
