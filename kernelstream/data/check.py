@@ -19,6 +19,7 @@ from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import Ranges, ReadOptions
 from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
 
+MISSING_KEY = "missing key-by value"  # the reason kind of a row without its --key-by value
 _BINARY = ("binary garbage", "undecodable bytes", "corrupt compressed file")
 # the features whose ranges a check keeps (3 numbers each): wider data is sparse text or
 # hashed indices, which are never min-max scaled
@@ -48,6 +49,8 @@ class CheckReport:
     hi: np.ndarray = field(default_factory=lambda: np.zeros(0))
     seen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     targets: list[float] = field(default_factory=list)
+    keyed: bool = False  # --key-by: the entities of the rows are counted
+    entities: set[str] = field(default_factory=set)
 
     def add_values(self, cols: np.ndarray, vals: np.ndarray) -> None:
         """Fold one row's non-zeros (0-based columns, unique) into the feature ranges (of the
@@ -119,6 +122,8 @@ class CheckReport:
             "labels": dict(sorted(self.labels.items(), key=lambda kv: -kv[1])),
             "dead_letters": self.dead.to_dict(),
             "truncated": self.truncated,
+            **({"entities": len(self.entities),
+                "missing_keys": self.dead.counts.get(MISSING_KEY, 0)} if self.keyed else {}),
             **({"rows_as": self.rows_as} if self.rows_as is not None else {}),
             "features": self.feature_summary(),
             **({"target": self.target_summary()} if self.task == "regression" else {}),
@@ -137,6 +142,9 @@ class CheckReport:
         classes = ", ".join(f"{k}: {v}" for k, v in list(d["labels"].items())[:10])
         more = f" (+{len(self.labels) - 10} more)" if len(self.labels) > 10 else ""
         yield f"  labels        {len(self.labels)} distinct: {classes}{more}"
+        if self.keyed:
+            yield (f"  entities      {len(self.entities)} (--key-by); rows without a key: "
+                   f"{self.dead.counts.get(MISSING_KEY, 0)}")
         f = d["features"]
         if f is not None:
             widest = f"feature {f['widest_feature']}" if f["widest_feature"] else "-"
@@ -193,6 +201,8 @@ def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
         report.nnz_sum += nnz
         report.width = max(report.width, width)
         report.rows += 1
+        if row.entity is not None:
+            report.entities.add(row.entity)
         tok = row.label.strip()
         report.labels[tok] = report.labels.get(tok, 0) + 1
     return report
@@ -350,7 +360,8 @@ def scaling_hint(report: CheckReport, scale: str = "none",
 
 def check_file(opts: ReadOptions, max_records: int | None = None) -> CheckReport:
     """Scan a file (LIBSVM, CSV, Parquet; gzip/bz2/xz) with the replay's own row reader."""
-    report = CheckReport(opts.path, opts.resolved_fmt(), opts.task)
+    report = CheckReport(opts.path, opts.resolved_fmt(), opts.task,
+                         keyed=opts.key_by is not None)
     return scan(iter_file_rows(opts), report, max_records or opts.limit, opts.n_features)
 
 

@@ -118,6 +118,8 @@ class TextFormat:
                     raise ParseError(
                         f"wrong number of columns: expected {ncol}, got {len(fields)}")
                 entity = _clean_label(fields.pop(self.key_col))
+                if not entity:  # not an entity of its own
+                    raise ParseError("missing key-by value (the key column is empty)")
                 line = (self.delimiter or " ").join(fields)
                 lc = lc - 1 if lc > self.key_col else lc
                 ncol = None if ncol is None else ncol - 1
@@ -190,6 +192,8 @@ def iter_parquet_rows(path: str, label_column: int | str | None = None,
                 err = f"non-finite value {F[i, j]!r} in column {feats[j]!r}"
             elif labels[i] is None:
                 err = f"missing value in label column {label!r}"
+            elif keys is not None and (keys[i] is None or str(keys[i]).strip() == ""):
+                err = f"missing key-by value (column {key!r} is null or empty)"
             if err is not None:
                 rec = {c: batch.column(c)[i].as_py() for c in cols}
                 yield row + i, json.dumps(rec, default=str), ParseError(err, None, row + i)

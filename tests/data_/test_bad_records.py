@@ -202,3 +202,39 @@ def test_truncated_compressed_file(tmp_path: Path, capsys: pytest.CaptureFixture
     small.write_bytes(bz2.compress(text)[:200])
     rc, err, _ = run(capsys, "replay", str(small), *LOOP, "--out", str(tmp_path / "s"))
     assert rc == 2 and len(err) == 1 and "cut short" in err[0], err
+
+
+# -- 5: a row without its --key-by value ------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_missing_key_is_a_dead_letter(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      fmt: str) -> None:
+    keys = ["a", "b", None, "None", "a", "b"] * 10
+    feats = [i / 60 for i in range(60)]
+    labels = [i % 2 for i in range(60)]
+    if fmt == "csv":
+        path = tmp_path / "k.csv"
+        path.write_text("f,k,label\n" + "".join(
+            f"{f},{'' if k is None else k},{y}\n" for f, k, y in zip(feats, keys, labels,
+                                                                     strict=True)))
+    else:
+        import pyarrow as pa
+
+        path = tmp_path / "k.parquet"
+        pq.write_table(pa.table({"f": feats, "k": keys, "label": labels}), path)
+    rc, err, out = run(capsys, "check", str(path), "--key-by", "k", "--label-column", "label")
+    assert rc == 0, err
+    assert "entities      3 (--key-by); rows without a key: 10" in out
+    assert "missing key-by value: 10" in out
+    o = tmp_path / "run"
+    rc, err, _ = run(capsys, "replay", str(path), *LOOP, "--runner", "loop", "--key-by", "k",
+                     "--label-column", "label", "--out", str(o))
+    assert rc == 0, err
+    assert summary(o)["examples"] == 50
+    dead = dead_letters(o)
+    assert len(dead) == 10 and all(d["reason"].startswith("missing key-by value") for d in dead)
+    first = 3 if fmt == "parquet" else 4  # Parquet rows from 1; the CSV's header is line 1
+    assert dead[0]["line"] == first
+    ents: set[str] = set()
+    for f in (o / "metrics").rglob("*.parquet"):
+        ents |= set(pq.read_table(f, columns=["entity"]).column(0).to_pylist())
+    assert ents == {"a", "b", "None"}  # the real key "None" only; no '' entity
