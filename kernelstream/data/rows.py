@@ -189,7 +189,7 @@ def iter_parquet_rows(path: str, label_column: int | str | None = None,
                 err = f"missing value in column {feats[int(np.argmax(null[i]))]!r}"
             elif not np.isfinite(F[i]).all():
                 j = int(np.argmax(~np.isfinite(F[i])))
-                err = f"non-finite value {F[i, j]!r} in column {feats[j]!r}"
+                err = f"non-finite value {str(float(F[i, j]))!r} in column {feats[j]!r}"
             elif labels[i] is None:
                 err = f"missing value in label column {label!r}"
             elif keys is not None and (keys[i] is None or str(keys[i]).strip() == ""):

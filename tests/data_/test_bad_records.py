@@ -238,3 +238,30 @@ def test_missing_key_is_a_dead_letter(tmp_path: Path, capsys: pytest.CaptureFixt
     for f in (o / "metrics").rglob("*.parquet"):
         ents |= set(pq.read_table(f, columns=["entity"]).column(0).to_pylist())
     assert ents == {"a", "b", "None"}  # the real key "None" only; no '' entity
+
+
+# -- 6: plain values in reasons, reason kinds cut at a word's end ------------------------------
+def test_parquet_reasons_hold_plain_values(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow as pa
+
+    from kernelstream.data.errors import reason_kind
+    from kernelstream.engine.deadletters import reasons_summary
+
+    assert reason_kind("non-finite value np.float64(nan) in column 'https'") == \
+        "non-finite value"
+    assert reason_kind("bad value 1.5e in column 2") == "bad value"
+    assert reasons_summary([("bad cell np.float64(1.5)", 2)]) == "2 bad cell"
+    path = tmp_path / "p.parquet"
+    n = 40
+    f = [float("nan") if i == 7 else i / n for i in range(n)]
+    pq.write_table(pa.table({"f": f, "g": [i % 3 for i in range(n)],
+                             "label": [1 if i % 2 else -1 for i in range(n)]}), path)
+    rc, err, out = run(capsys, "check", str(path))
+    assert rc == 0 and "non-finite value: 1 (first at line 8)" in out, (err, out)
+    o = tmp_path / "run"
+    rc, err, out = run(capsys, "replay", str(path), *LOOP, "--runner", "loop", "--out", str(o))
+    assert rc == 0, err
+    (d,) = dead_letters(o)
+    assert d["reason"] == "non-finite value 'nan' in column 'f'"
+    assert "1 rejected input records: 1 non-finite value (see" in out
