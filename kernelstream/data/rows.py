@@ -218,6 +218,7 @@ def iter_file_rows(opts: ReadOptions) -> Iterator[tuple[int, str, ParsedRow | Pa
     """Every record of the file as ``(line, raw_text, row | ParseError)``, lazily; lines
     without an example (comments, header) are left out."""
     fmt = opts.resolved_fmt()
+    opts.check_format(fmt)  # an option the format would ignore is refused, not dropped
     if fmt == "parquet":
         yield from iter_parquet_rows(opts.path, opts.label_column, opts.key_by)
         return

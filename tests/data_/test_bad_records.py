@@ -265,3 +265,32 @@ def test_parquet_reasons_hold_plain_values(tmp_path: Path,
     (d,) = dead_letters(o)
     assert d["reason"] == "non-finite value 'nan' in column 'f'"
     assert "1 rejected input records: 1 non-finite value (see" in out
+
+
+# -- 7: read options the format or task would ignore are refused ------------------------------
+@pytest.mark.parametrize("case", ["delimiter on libsvm", "header on libsvm", "header on parquet",
+                                  "positive label in regression"])
+def test_inapplicable_read_options_are_refused(tmp_path: Path, case: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow as pa
+
+    svm = tmp_path / "d.svm"
+    svm.write_text(svm_rows(40))
+    if case == "delimiter on libsvm":
+        data, opt, expected = "german", ["--delimiter", ";"], "applies to CSV files only"
+    elif case == "header on libsvm":
+        data, opt, expected = str(svm), ["--no-header"], "applies to CSV files only"
+    elif case == "header on parquet":
+        data = str(tmp_path / "d.parquet")
+        pq.write_table(pa.table({"f": [0.1 * i for i in range(40)],
+                                 "label": [i % 2 for i in range(40)]}), data)
+        opt, expected = ["--header"], "applies to CSV files only; "
+    else:
+        reg = tmp_path / "r.svm"
+        reg.write_text(reg_rows(40))
+        data, opt = str(reg), ["--task", "regression", "--positive-label", "1"]
+        expected = "applies to classification only"
+    for cmd in (["check"], ["replay", "-q", "--runner", "loop"], ["tune", "--limit", "40"]):
+        o = [] if cmd[0] == "check" else ["--out", str(tmp_path / cmd[0])]
+        rc, err, _ = run(capsys, cmd[0], data, *cmd[1:], *opt, *o)
+        assert rc == 2 and len(err) == 1 and expected in err[0], (cmd, err)
