@@ -196,6 +196,15 @@ def test_truncated_compressed_file(tmp_path: Path, capsys: pytest.CaptureFixture
         assert summary(o)["examples"] == rows  # rows read = learnt + dead-lettered
         (d,) = dead_letters(o)
         assert d["line"] == rows + 1 and d["reason"].startswith("compressed file ends early")
+    # the file-order reader (Python API, order="file") reads it the same way
+    from kernelstream.engine.learner_config import LearnerConfig
+    from kernelstream.pipelines.replay.replay import run_loop_outputs
+
+    o = tmp_path / "file-order"
+    run_loop_outputs(str(path), [LearnerConfig("perceptron", "perceptron", {})], o,
+                     order="file")
+    (d,) = dead_letters(o)
+    assert d["line"] == rows + 1 and d["reason"].startswith("compressed file ends early")
     small = tmp_path / "s.svm.bz2"  # a bz2 block decompresses nothing before its end
     import bz2
 
