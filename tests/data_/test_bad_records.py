@@ -146,6 +146,23 @@ def test_losses_never_raise() -> None:
     assert judge_one(False, 0.0, 0.0, 1e200, raising) == (None, math.inf)
 
 
+def test_an_infinite_loss_sums_to_inf() -> None:
+    """A stream's exact sums take an overflowing (inf) loss: their total is inf, where the
+    live stream's per-row sum raised OverflowError (and died on every restart)."""
+    import numpy as np
+
+    from kernelstream.engine.exact import exact_add, exact_value
+    from kernelstream.engine.noskill import NoSkill
+
+    assert exact_value(exact_add(0, np.array([1.0, math.inf, 2.0]))) == math.inf
+    assert exact_value(exact_add(0, np.array([1.5, 2.5]))) == 4.0
+    a, b = NoSkill(), NoSkill()
+    for y in (1.0, 1e200, 2.0):
+        a.add_one(y, 0.0, False, lambda f, t: (f - t) * (f - t))
+    b.add(np.array([1.0, 1e200, 2.0]), np.zeros(3), False, lambda f, t: (f - t) * (f - t))
+    assert a == b and a.figures(False)["rmse"] == math.inf
+
+
 def test_a_target_the_learner_refuses_is_a_dead_letter(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
