@@ -112,7 +112,8 @@ def target_standardisation(targets: Sequence[float], source: str | None = None,
                       "it comes")
     # checked first: numpy's std of an infinite value warns (inf - inf) before it says nan
     finite = bool(np.isfinite(t).all())
-    mean, std = (float(t.mean()), float(t.std())) if finite else (np.nan, np.nan)
+    with np.errstate(over="ignore", invalid="ignore"):  # a huge target: its std is inf
+        mean, std = (float(t.mean()), float(t.std())) if finite else (np.nan, np.nan)
     if not (np.isfinite(mean) and np.isfinite(std) and std > 0):
         return None, (f"--scale-target auto: the target is constant or not finite over {rows}: "
                       "nothing to standardise by; it is learnt as it comes")

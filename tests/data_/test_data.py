@@ -292,7 +292,7 @@ def test_label_map_serialisation_and_regression():
     assert r("0.25") == 0.25 and LabelMap.from_dict(r.to_dict()) == r
     with pytest.raises(ParseError, match="non-numeric label"):
         r("abc")
-    with pytest.raises(ParseError, match="non-numeric label"):
+    with pytest.raises(ParseError, match="non-finite label"):
         r("nan")
 
 

@@ -219,6 +219,9 @@ class ReplayConfig:
         """The run of ``kernelstream replay`` (and of ``tune``'s and ``summary``'s replay
         command lines) from its parsed arguments and ``argv`` (kept for ``--workers`` and
         ``summary.json``); validated: ``ConfigError`` (or ``ValueError``) on bad input."""
+        # read options the task ignores are refused before any line is printed (ReadOptions')
+        ReadOptions(path="", task=args.task or "classification",
+                    positive_label=args.positive_label)
         learner_specs, param_specs = list(args.learner or []), list(args.param or [])
         params_from = getattr(args, "params_from", None)
         tuned = None
