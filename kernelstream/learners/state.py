@@ -25,6 +25,28 @@ STATE_VERSION = 1
 Seed = int | Sequence[int]
 
 
+def _seed_int(s: Any) -> int | None:
+    """``s`` as a non-negative int, or None when it is not one (bools, floats and strings are
+    not seeds: ``"12"`` would otherwise be read as the sequence ``[1, 2]``)."""
+    if isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) and s >= 0:
+        return int(s)
+    return None
+
+
+def check_seed(seed: Any, who: str) -> Seed:
+    """``seed`` as a :data:`Seed` (an int >= 0 or a non-empty sequence of them), or a
+    ValueError naming ``who``."""
+    v = _seed_int(seed)
+    if v is not None:
+        return v
+    if isinstance(seed, (list, tuple, np.ndarray)) and len(seed) > 0:
+        vs = [_seed_int(s) for s in seed]
+        if all(s is not None for s in vs):
+            return tuple(s for s in vs if s is not None)
+    raise ValueError(f"{who}: seed must be an int >= 0 or a non-empty sequence of them, "
+                     f"got {seed!r}")
+
+
 def _seed_seq(seed: Seed) -> np.random.SeedSequence:
     if isinstance(seed, (int, np.integer)):
         return np.random.SeedSequence(int(seed))
