@@ -122,6 +122,8 @@ class Learner:
     # (the multi-kernel pool's), for the input bound
     max_poly_degree: ClassVar[int] = 1
     _max_xx: float = KERNEL_MAX  # the bound on ‖x‖² (``_input_bound``); class value: old pickles
+    # state entries whose _set_state also reads an older layout (their shape is its to check)
+    legacy_state_keys: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, seed: Seed = 0, **params: Any) -> None:
         self.seed = seed
@@ -638,7 +640,7 @@ class Learner:
             # the arrays of a learner of this width before its first round: the entries it
             # shares with the state have their dtypes, ranks and fixed axes (the width, the
             # hyper-parameters' sizes); _check_layout says which axes grow with the stream
-            _check_layout(who, obj._get_state(), state, exact=False)
+            _check_layout(who, obj._get_state(), state, False, self.legacy_state_keys)
             own = {k: np.array(v, copy=True) for k, v in state.items()}  # never the caller's
             try:
                 obj._set_state(own)
@@ -647,7 +649,7 @@ class Learner:
             except (IndexError, TypeError, ValueError, AttributeError) as e:
                 raise ValueError(f"{who}: inconsistent state ({e})") from None
             # and the restored learner stores back exactly the entries it was given
-            _check_layout(who, obj._get_state(), state, exact=True)
+            _check_layout(who, obj._get_state(), state, True, self.legacy_state_keys)
         try:
             _rng_from_array(obj.rng, rng)
         except (TypeError, ValueError, OverflowError) as e:
@@ -709,7 +711,7 @@ def _state_json(state: dict[str, Any], key: str, who: str) -> Any:
 
 
 def _check_layout(who: str, want: dict[str, np.ndarray], state: dict[str, Any],
-                  exact: bool) -> None:
+                  exact: bool, legacy: frozenset[str]) -> None:
     """The entries of ``state`` have the dtypes and shapes of the learner's own ``want``:
     ``exact``, the same keys (headers aside) and shapes; else for the keys both have, the
     same rank and the same size along every axis longer than 1 in ``want`` (the others grow
@@ -725,6 +727,8 @@ def _check_layout(who: str, want: dict[str, np.ndarray], state: dict[str, Any],
                 raise ValueError(f"{who}: state misses {k!r}")
             continue
         g = _state_array(state, k, who)
+        if k in legacy:
+            continue
         if g.dtype != w.dtype:
             raise ValueError(f"{who}: state[{k!r}] has dtype {g.dtype}, expected {w.dtype}")
         if (g.shape != w.shape if exact else g.ndim != w.ndim

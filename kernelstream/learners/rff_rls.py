@@ -101,6 +101,7 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     """
 
     name = "rff-rls"
+    legacy_state_keys = frozenset({"rls.P"})  # the full D x D matrix of older states
     params = (
         _GAMMA,
         Param("n_components", 200, int,

@@ -159,9 +159,11 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
     for k in own:
         v = st[k]
         if v.dtype == np.float64 and v.ndim and v.shape[0] > 1:
-            bads.append((f"{k} as float32", re.escape(k), {**st, k: v.astype(np.float32)}))
+            bads.append((f"{k} as float32", re.escape(k.rsplit(".", 1)[-1]),
+                         {**st, k: v.astype(np.float32)}))
             if v.ndim == 2 and v.shape[1] > 1:  # a width or a parameter's size
-                bads.append((f"{k} with a column less", re.escape(k), {**st, k: v[:, :-1]}))
+                bads.append((f"{k} with a column less", re.escape(k.rsplit(".", 1)[-1]),
+                             {**st, k: v[:, :-1]}))
             break
     for what, key, bad in bads:
         expect_error(partial(m.set_state, bad), rf"{re.escape(name)}.*(?:{key})",
