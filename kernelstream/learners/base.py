@@ -122,7 +122,7 @@ class Learner:
     # (the multi-kernel pool's), for the input bound
     max_poly_degree: ClassVar[int] = 1
     _max_xx: float = KERNEL_MAX  # the bound on ‖x‖² (``_input_bound``); class value: old pickles
-    # state entries whose _set_state also reads an older layout (their shape is its to check)
+    # state entries whose _set_state also reads an older shape (theirs to check)
     legacy_state_keys: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, seed: Seed = 0, **params: Any) -> None:
@@ -640,7 +640,7 @@ class Learner:
             # the arrays of a learner of this width before its first round: the entries it
             # shares with the state have their dtypes, ranks and fixed axes (the width, the
             # hyper-parameters' sizes); _check_layout says which axes grow with the stream
-            _check_layout(who, obj._get_state(), state, False, self.legacy_state_keys)
+            _check_layout(who, obj._get_state(), state, self.legacy_state_keys)
             own = {k: np.array(v, copy=True) for k, v in state.items()}  # never the caller's
             try:
                 obj._set_state(own)
@@ -648,8 +648,6 @@ class Learner:
                 raise ValueError(f"{who}: state misses {e.args[0]!r}") from None
             except (IndexError, TypeError, ValueError, AttributeError) as e:
                 raise ValueError(f"{who}: inconsistent state ({e})") from None
-            # and the restored learner stores back exactly the entries it was given
-            _check_layout(who, obj._get_state(), state, True, self.legacy_state_keys)
         try:
             _rng_from_array(obj.rng, rng)
         except (TypeError, ValueError, OverflowError) as e:
@@ -711,28 +709,20 @@ def _state_json(state: dict[str, Any], key: str, who: str) -> Any:
 
 
 def _check_layout(who: str, want: dict[str, np.ndarray], state: dict[str, Any],
-                  exact: bool, legacy: frozenset[str]) -> None:
-    """The entries of ``state`` have the dtypes and shapes of the learner's own ``want``:
-    ``exact``, the same keys (headers aside) and shapes; else for the keys both have, the
-    same rank and the same size along every axis longer than 1 in ``want`` (the others grow
-    with the stream: rows stored, an index pointer's n + 1)."""
-    if exact:
-        extra = sorted(k for k in state if k not in want and not k.startswith("__"))
-        if extra:
-            raise ValueError(f"{who}: state has entries this learner does not use: "
-                             f"{', '.join(map(repr, extra))}")
+                  legacy: frozenset[str]) -> None:
+    """The entries ``state`` shares with the learner's own ``want`` have its dtypes, ranks
+    and sizes along every axis longer than 1 in ``want`` (the others grow with the stream:
+    rows stored, an index pointer's n + 1); ``legacy`` entries only its dtypes. A missing
+    entry is ``_set_state``'s to report (some are read in one of two layouts)."""
     for k, w in want.items():
         if k not in state:
-            if exact:
-                raise ValueError(f"{who}: state misses {k!r}")
             continue
         g = _state_array(state, k, who)
-        if k in legacy:
-            continue
         if g.dtype != w.dtype:
             raise ValueError(f"{who}: state[{k!r}] has dtype {g.dtype}, expected {w.dtype}")
-        if (g.shape != w.shape if exact else g.ndim != w.ndim
-                or any(b > 1 and a != b for a, b in zip(g.shape, w.shape, strict=True))):
-            shape = "x".join(str(b) if b > 1 or exact else "n" for b in w.shape) or "scalar"
+        if k not in legacy and (g.ndim != w.ndim
+                                or any(b > 1 and a != b for a, b in zip(g.shape, w.shape,
+                                                                         strict=True))):
+            shape = "x".join(str(b) if b > 1 else "n" for b in w.shape) or "scalar"
             raise ValueError(f"{who}: state[{k!r}] has shape {g.shape}, expected {shape} "
                              "(for this learner's parameters and width)")
