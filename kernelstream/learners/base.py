@@ -89,6 +89,8 @@ _F64 = np.dtype(np.float64)  # the dtype of a row the fast lane takes as it is
 # (|x_i| up to ~1e50: far beyond any real feature scale).
 KERNEL_MAX = 1e100
 Y_MAX = 1e50
+_F64_TYPE = np.float64
+_NOT_NUMBERS = (str, bytes, bool, np.bool_, complex, np.complexfloating)  # not labels
 
 __all__ = [
     "KERNEL_PARAMS",
@@ -266,13 +268,16 @@ class Learner:
         return x, self._sqnorm(x)
 
     def _check_y(self, y: Any) -> float:
-        try:
-            if type(y) is not float and isinstance(y, (str, bytes, bool, np.bool_, complex,
-                                                       np.complexfloating)):
-                raise TypeError(y)  # "1" or True is no label; a complex one loses a part
+        t = type(y)
+        if t is float or t is _F64_TYPE:  # the common labels: no further type check (hot path)
             yf = float(y)
-        except (TypeError, ValueError):
-            raise ValueError(f"{self.name}: label must be a real number, got {y!r}") from None
+        else:
+            try:
+                if isinstance(y, _NOT_NUMBERS):  # "1" or True is no label; complex loses a part
+                    raise TypeError(y)
+                yf = float(y)
+            except (TypeError, ValueError):
+                raise ValueError(f"{self.name}: label must be a real number, got {y!r}") from None
         if self.task == "classification":
             if yf != 1.0 and yf != -1.0:
                 raise ValueError(
@@ -637,10 +642,7 @@ class Learner:
         obj.t = t
         if d >= 0:
             obj._init_dim(d, sparse=bool(state.get("__sparse__", False)))
-            # the arrays of a learner of this width before its first round: the entries it
-            # shares with the state have their dtypes, ranks and fixed axes (the width, the
-            # hyper-parameters' sizes); _check_layout says which axes grow with the stream
-            _check_layout(who, obj._get_state(), state, self.legacy_state_keys)
+            _check_layout(who, obj._layout(), state, self.legacy_state_keys)
             own = {k: np.array(v, copy=True) for k, v in state.items()}  # never the caller's
             try:
                 obj._set_state(own)
@@ -654,6 +656,19 @@ class Learner:
             raise ValueError(f"{who}: bad state['__rng__'] ({e})") from None
         obj._pending = None
         return obj
+
+    def _layout(self) -> dict[str, tuple[np.dtype[Any], tuple[int, ...]]]:
+        """Dtype and shape of each array of this learner just set up (no round yet): what a
+        state of its parameters and width must match (:func:`_check_layout`). Kept per
+        class, parameters, width and mode, so repeated restores (a stream's state read
+        back) pay for one ``_get_state`` only."""
+        key = (type(self), json.dumps(self.hparams, sort_keys=True), self.dim, self.sparse)
+        lay = _LAYOUTS.get(key)
+        if lay is None:
+            if len(_LAYOUTS) >= 256:
+                _LAYOUTS.clear()
+            lay = _LAYOUTS[key] = {k: (v.dtype, v.shape) for k, v in self._get_state().items()}
+        return lay
 
     @classmethod
     def from_state(cls, state: dict[str, np.ndarray]) -> Learner:
@@ -673,6 +688,7 @@ class Learner:
         return f"{type(self).__name__}({ps})"
 
 
+_LAYOUTS: dict[tuple[Any, ...], dict[str, tuple[np.dtype[Any], tuple[int, ...]]]] = {}
 _HEADER = ("__learner__", "__version__", "__params__", "__seed__", "__rng__", "__dim__", "__t__")
 
 
@@ -708,21 +724,22 @@ def _state_json(state: dict[str, Any], key: str, who: str) -> Any:
         raise ValueError(f"{who}: state[{key!r}] must be a JSON string ({e})") from None
 
 
-def _check_layout(who: str, want: dict[str, np.ndarray], state: dict[str, Any],
-                  legacy: frozenset[str]) -> None:
-    """The entries ``state`` shares with the learner's own ``want`` have its dtypes, ranks
-    and sizes along every axis longer than 1 in ``want`` (the others grow with the stream:
-    rows stored, an index pointer's n + 1); ``legacy`` entries only its dtypes. A missing
-    entry is ``_set_state``'s to report (some are read in one of two layouts)."""
-    for k, w in want.items():
+def _check_layout(who: str, want: dict[str, tuple[np.dtype[Any], tuple[int, ...]]],
+                  state: dict[str, Any], legacy: frozenset[str]) -> None:
+    """The entries ``state`` shares with the learner's own layout ``want`` (dtype and shape of
+    each array before its first round) have its dtypes, ranks and sizes along every axis
+    longer than 1 there (the width, the hyper-parameters' sizes; the others grow with the
+    stream: rows stored, an index pointer's n + 1); ``legacy`` entries only its dtypes. A
+    missing entry is ``_set_state``'s to report (some are read in one of two layouts)."""
+    for k, (dtype, want_shape) in want.items():
         if k not in state:
             continue
         g = _state_array(state, k, who)
-        if g.dtype != w.dtype:
-            raise ValueError(f"{who}: state[{k!r}] has dtype {g.dtype}, expected {w.dtype}")
-        if k not in legacy and (g.ndim != w.ndim
-                                or any(b > 1 and a != b for a, b in zip(g.shape, w.shape,
+        if g.dtype != dtype:
+            raise ValueError(f"{who}: state[{k!r}] has dtype {g.dtype}, expected {dtype}")
+        if k not in legacy and (g.ndim != len(want_shape)
+                                or any(b > 1 and a != b for a, b in zip(g.shape, want_shape,
                                                                          strict=True))):
-            shape = "x".join(str(b) if b > 1 else "n" for b in w.shape) or "scalar"
+            shape = "x".join(str(b) if b > 1 else "n" for b in want_shape) or "scalar"
             raise ValueError(f"{who}: state[{k!r}] has shape {g.shape}, expected {shape} "
                              "(for this learner's parameters and width)")
