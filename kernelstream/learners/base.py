@@ -62,14 +62,17 @@ from kernelstream.learners.params import (
 from kernelstream.learners.registry import check_width, get
 from kernelstream.learners.state import (
     STATE_VERSION,
+    Layout,
     Seed,
     _rng_from_array,
     _rng_to_array,
-    _seed_from_json,
     _seed_json,
     _seed_seq,
+    check_header,
+    check_layout,
     check_seed,
     state_from_bytes,
+    state_name,
     state_nbytes,
     state_to_bytes,
 )
@@ -89,6 +92,7 @@ _F64 = np.dtype(np.float64)  # the dtype of a row the fast lane takes as it is
 # (|x_i| up to ~1e50: far beyond any real feature scale).
 KERNEL_MAX = 1e100
 Y_MAX = 1e50
+_LAYOUTS: dict[tuple[Any, ...], Layout] = {}  # Learner._layout's
 _F64_TYPE = np.float64
 _NOT_NUMBERS = (str, bytes, bool, np.bool_, complex, np.complexfloating)  # not labels
 
@@ -614,35 +618,12 @@ class Learner:
 
     def _restored(self, state: dict[str, np.ndarray]) -> Learner:
         who = self.name
-        name = _state_name(state, who)
-        if name != who:
-            raise ValueError(f"state belongs to learner {name!r}, not {who!r}")
-        for k in _HEADER:
-            if k not in state:
-                raise ValueError(f"{who}: state misses {k!r}")
-        version = _state_int(state, "__version__", who)
-        if version != STATE_VERSION:
-            raise ValueError(
-                f"unsupported state version {version} (this build reads {STATE_VERSION})"
-            )
-        params, seed = (_state_json(state, k, who) for k in ("__params__", "__seed__"))
-        if not isinstance(params, dict):
-            raise ValueError(f"{who}: state['__params__'] is not a JSON object")
-        seed = check_seed(_seed_from_json(seed) if isinstance(seed, (int, list)) else seed,
-                          f"{who}: state['__seed__']")
-        obj = type(self)(seed=seed, **params)  # resolves and checks the parameters
-        d, t = _state_int(state, "__dim__", who), _state_int(state, "__t__", who)
-        if d < -1 or d == 0 or t < 0 or (d < 0 and t > 0):
-            raise ValueError(f"{who}: state has __dim__={d}, __t__={t} (a width >= 1, or -1 "
-                             "before the first example; rounds >= 0)")
-        rng = _state_array(state, "__rng__", who)
-        if rng.dtype != np.uint64 or rng.shape != (6,):
-            raise ValueError(f"{who}: state['__rng__'] must be 6 uint64 words, got "
-                             f"{rng.dtype}{rng.shape}")
-        obj.t = t
-        if d >= 0:
-            obj._init_dim(d, sparse=bool(state.get("__sparse__", False)))
-            _check_layout(who, obj._layout(), state, self.legacy_state_keys)
+        h = check_header(state, who)
+        obj = type(self)(seed=h.seed, **h.params)  # resolves and checks the parameters
+        obj.t = h.t
+        if h.dim >= 0:
+            obj._init_dim(h.dim, sparse=h.sparse)
+            check_layout(who, obj._layout(), state, self.legacy_state_keys)
             own = {k: np.array(v, copy=True) for k, v in state.items()}  # never the caller's
             try:
                 obj._set_state(own)
@@ -651,17 +632,17 @@ class Learner:
             except (IndexError, TypeError, ValueError, AttributeError) as e:
                 raise ValueError(f"{who}: inconsistent state ({e})") from None
         try:
-            _rng_from_array(obj.rng, rng)
+            _rng_from_array(obj.rng, h.rng)
         except (TypeError, ValueError, OverflowError) as e:
             raise ValueError(f"{who}: bad state['__rng__'] ({e})") from None
         obj._pending = None
         return obj
 
-    def _layout(self) -> dict[str, tuple[np.dtype[Any], tuple[int, ...]]]:
+    def _layout(self) -> Layout:
         """Dtype and shape of each array of this learner just set up (no round yet): what a
-        state of its parameters and width must match (:func:`_check_layout`). Kept per
-        class, parameters, width and mode, so repeated restores (a stream's state read
-        back) pay for one ``_get_state`` only."""
+        state of its parameters and width must match (:func:`check_layout`). Kept per class,
+        parameters, width and mode, so repeated restores (a stream's state read back) pay
+        for one ``_get_state`` only."""
         key = (type(self), json.dumps(self.hparams, sort_keys=True), self.dim, self.sparse)
         lay = _LAYOUTS.get(key)
         if lay is None:
@@ -674,7 +655,7 @@ class Learner:
     def from_state(cls, state: dict[str, np.ndarray]) -> Learner:
         """Rebuild a learner from :meth:`get_state`; ``Learner.from_state`` picks the class by
         the stored learner name."""
-        name = _state_name(state, "" if cls is Learner else cls.name)
+        name = state_name(state, "" if cls is Learner else cls.name)
         if cls is Learner:
             cls = get(name)
         if name != cls.name:
@@ -686,60 +667,3 @@ class Learner:
     def __repr__(self) -> str:
         ps = ", ".join(f"{k}={v!r}" for k, v in self.hparams.items())
         return f"{type(self).__name__}({ps})"
-
-
-_LAYOUTS: dict[tuple[Any, ...], dict[str, tuple[np.dtype[Any], tuple[int, ...]]]] = {}
-_HEADER = ("__learner__", "__version__", "__params__", "__seed__", "__rng__", "__dim__", "__t__")
-
-
-def _state_name(state: Any, who: str = "") -> str:
-    if not isinstance(state, dict) or "__learner__" not in state:
-        raise ValueError(f"{who + ': ' if who else ''}not a learner state: a dict of arrays "
-                         "with a '__learner__' entry (Learner.get_state) is expected")
-    return str(state["__learner__"])
-
-
-def _state_array(state: dict[str, Any], key: str, who: str) -> np.ndarray:
-    v = state[key]
-    if not isinstance(v, np.ndarray):
-        raise ValueError(f"{who}: state[{key!r}] is a {type(v).__name__}, not a numpy array")
-    return v
-
-
-def _state_int(state: dict[str, Any], key: str, who: str) -> int:
-    v = _state_array(state, key, who)
-    if v.shape != () or v.dtype.kind not in "iu":
-        raise ValueError(f"{who}: state[{key!r}] must be an integer scalar, got "
-                         f"{v.dtype}{v.shape}")
-    return int(v)
-
-
-def _state_json(state: dict[str, Any], key: str, who: str) -> Any:
-    v = _state_array(state, key, who)
-    try:
-        if v.shape != () or v.dtype.kind != "U":
-            raise ValueError(f"{v.dtype}{v.shape}")
-        return json.loads(str(v))
-    except ValueError as e:
-        raise ValueError(f"{who}: state[{key!r}] must be a JSON string ({e})") from None
-
-
-def _check_layout(who: str, want: dict[str, tuple[np.dtype[Any], tuple[int, ...]]],
-                  state: dict[str, Any], legacy: frozenset[str]) -> None:
-    """The entries ``state`` shares with the learner's own layout ``want`` (dtype and shape of
-    each array before its first round) have its dtypes, ranks and sizes along every axis
-    longer than 1 there (the width, the hyper-parameters' sizes; the others grow with the
-    stream: rows stored, an index pointer's n + 1); ``legacy`` entries only its dtypes. A
-    missing entry is ``_set_state``'s to report (some are read in one of two layouts)."""
-    for k, (dtype, want_shape) in want.items():
-        if k not in state:
-            continue
-        g = _state_array(state, k, who)
-        if g.dtype != dtype:
-            raise ValueError(f"{who}: state[{k!r}] has dtype {g.dtype}, expected {dtype}")
-        if k not in legacy and (g.ndim != len(want_shape)
-                                or any(b > 1 and a != b for a, b in zip(g.shape, want_shape,
-                                                                         strict=True))):
-            shape = "x".join(str(b) if b > 1 else "n" for b in want_shape) or "scalar"
-            raise ValueError(f"{who}: state[{k!r}] has shape {g.shape}, expected {shape} "
-                             "(for this learner's parameters and width)")
