@@ -24,6 +24,7 @@ from kernelstream.learners._multikernel import (
     DELTA_PARAM,
     DISCOUNT_PARAM,
     M_KERNELS,
+    POLY_DEGREES,
     StoreCombination,
     pool_diag,
     pool_kernel_params,
@@ -45,6 +46,8 @@ class _OMKC(StoreCombination):
     Class switches: ``pa`` (PA-I components), ``stochastic`` (SD: update with probability
     ``p_i``), ``uniform_weights`` (U: ``θ`` fixed).
     """
+
+    max_poly_degree = max(POLY_DEGREES)  # the pool's polynomials (the input bound)
 
     pa: ClassVar[bool] = False
     stochastic: ClassVar[bool] = False
@@ -264,6 +267,8 @@ class _BoundedOMKC(ShrinkParams, CompiledRounds):
     bit for bit. With the compiled kernels, blocks and single rows run in C
     (:class:`~kernelstream.learners._omkc_rounds.CompiledRounds`), bit for bit as these rounds.
     """
+
+    max_poly_degree = max(POLY_DEGREES)  # the pool's polynomials (the input bound)
 
     stochastic: ClassVar[bool] = False  # Algorithm 4 (SD) rather than 3 (DD)
 

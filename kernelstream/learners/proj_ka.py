@@ -253,6 +253,8 @@ class ProjKA(Learner):
             pre = "pka.inner."
             self.inner.set_state({k[len(pre):]: v for k, v in state.items()
                                   if k.startswith(pre)})
+            if self.inner.dim != self.dim:  # the inner learner runs on the same rows
+                raise ValueError(f"pka.inner.__dim__ is {self.inner.dim}, not {self.dim}")
             assert self.dim is not None  # for mypy: set_state fixes it first
             self._wx = np.zeros((0, self.dim))
             self._wy = np.zeros(0)

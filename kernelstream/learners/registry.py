@@ -98,6 +98,9 @@ def from_state(state: dict[str, np.ndarray]) -> Learner:
     >>> copy.predict_one([0.2, 0.1]) == m.predict_one([0.2, 0.1])
     True
     """
+    if not isinstance(state, dict) or "__learner__" not in state:
+        raise ValueError("not a learner state: a dict of arrays with a '__learner__' entry "
+                         "(Learner.get_state) is expected")
     return get(str(state["__learner__"])).from_state(state)
 
 

@@ -19,6 +19,7 @@ from kernelstream.learners import compiled
 from kernelstream.learners.base import (
     KERNEL_PARAMS,
     TIE_PARAM,
+    Y_MAX,
     Learner,
     Param,
     positive,
@@ -103,6 +104,7 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     """
 
     name = "rff-rls"
+    legacy_state_keys = frozenset({"rls.P"})  # the full D x D matrix of older states
     params = (
         _GAMMA,
         Param("n_components", 200, int,
@@ -218,7 +220,7 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
         ``rls_run`` does them); anything else, bad input included, takes
         :meth:`Learner.step`."""
         if self.dim is not None and self._compiled and (type(y) is float or type(y) is int):
-            ok = (y == 1 or y == -1) if self.task == "classification" else math.isfinite(y)
+            ok = (y == 1 or y == -1) if self.task == "classification" else abs(y) <= Y_MAX
             if ok:
                 r = compiled.fk.rls_step(compiled.rff_map(self._omega_t, self._c), self.w,
                                          self._P, x, float(y), self._zbuf, self._ubuf,

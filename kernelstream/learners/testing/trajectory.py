@@ -145,6 +145,43 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
     expect_error(lambda: m.set_state(bad), r"no-such-learner", "wrong learner name")
     expect_error(lambda: Learner.from_state(bad), r"no-such-learner", "Learner.from_state")
     assert_states_equal(m.get_state(), before, "rejected set_state changed the learner")
+    # inconsistent states: a ValueError naming the learner and the entry, nothing changed
+    own = [k for k in st if not k.startswith("__")]
+    bads: list[tuple[str, str, dict[str, np.ndarray]]] = [
+        ("missing __learner__", "__learner__", {k: v for k, v in st.items() if k != "__learner__"}),
+        ("truncated __rng__", "__rng__", {**st, "__rng__": st["__rng__"][:3]}),
+        ("negative __t__", "__t__", {**st, "__t__": np.array(-1)}),
+        ("__dim__ + 1", r"", {**st, "__dim__": np.array(int(st["__dim__"]) + 1)}),
+    ]
+    for k in own[:2] + own[-1:]:
+        bads.append((f"missing {k}", rf"miss.*|{re.escape(k.rsplit('.', 1)[-1])}",
+                     {q: v for q, v in st.items() if q != k}))
+    for k in own:
+        v = st[k]
+        if v.dtype == np.float64 and v.ndim and v.shape[0] > 1:
+            bads.append((f"{k} as float32", re.escape(k.rsplit(".", 1)[-1]),
+                         {**st, k: v.astype(np.float32)}))
+            if v.ndim == 2 and v.shape[1] > 1:  # a width or a parameter's size
+                bads.append((f"{k} with a column less", re.escape(k.rsplit(".", 1)[-1]),
+                             {**st, k: v[:, :-1]}))
+            break
+    for what, key, bad in bads:
+        expect_error(partial(m.set_state, bad), rf"{re.escape(name)}.*(?:{key})",
+                     f"state, {what}")
+        expect_error(partial(registry.from_state, bad), rf"{re.escape(name)}|{key}",
+                     f"from_state, {what}")
+        assert_states_equal(m.get_state(), before, f"rejected state ({what}) changed the learner")
+    # the restored learner owns its arrays: the caller's dict may change afterwards
+    cut = n // 2
+    a = new(name, params, seed=7)
+    run_steps(a, X[:cut], y[:cut])
+    st = a.get_state()
+    b = Learner.from_state(st)
+    for v in st.values():
+        if v.dtype.kind in "fiu" and v.size and v.flags.writeable:
+            v[...] = v * 2 + 1 if v.dtype.kind == "f" else v + 1
+    assert_scores_equal(run_steps(b, X[cut:cut + TAIL], y[cut:cut + TAIL]),
+                        scores[cut:cut + TAIL], "restored learner after the state was mutated")
     other = next((o for o in registry.available() if o != name), None)
     if other is not None:
         o = new(other, small_params(other))
