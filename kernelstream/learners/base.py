@@ -293,7 +293,7 @@ class Learner:
                 )
         elif not abs(yf) <= Y_MAX:  # NaN fails it too
             raise ValueError(f"{self.name}: regression target must be finite with |y| <= "
-                             f"{Y_MAX:g} (the bound that keeps the rounds finite), got {y!r}")
+                             f"{Y_MAX:g} (the bound that keeps the rounds finite), got {yf!r}")
         return yf
 
     def _init_dim(self, d: int, sparse: bool = False, nnz: int | None = None) -> None:

@@ -164,21 +164,10 @@ def test_an_infinite_loss_sums_to_inf() -> None:
 
 
 def test_a_target_the_learner_refuses_is_a_dead_letter(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """A learner that refuses a target (``Learner._check_y``'s ValueError, before any change):
-    the replay makes it a dead letter of stage ``learn`` and goes on."""
-    from kernelstream.learners.base import Learner
-
-    check_y = Learner._check_y
-
-    def bounded(self: Learner, y: object) -> float:
-        yf = check_y(self, y)
-        if abs(yf) > 1e150:
-            raise ValueError(f"{self.name}: regression target {yf!r} is too large")
-        return yf
-
-    monkeypatch.setattr(Learner, "_check_y", bounded)
+    """A finite target beyond the learners' bound (``Learner._check_y``: |y| <= Y_MAX, a
+    ValueError before any change): the replay makes it a dead letter of stage ``learn``, with
+    the number as a plain float, and goes on."""
     path = tmp_path / "big.svm"
     path.write_text(reg_rows(80, {5: "1e308"}))
     o = tmp_path / "run"
@@ -187,7 +176,8 @@ def test_a_target_the_learner_refuses_is_a_dead_letter(tmp_path: Path,
     assert rc == 0, err
     assert summary(o)["examples"] == 79
     (d,) = dead_letters(o)
-    assert d["stage"] == "learn" and "too large" in d["reason"]
+    assert d["stage"] == "learn" and "|y| <= 1e+50" in d["reason"], d
+    assert d["reason"].endswith("got 1e+308"), d
 
 
 # -- 4: a truncated compressed file -----------------------------------------------------------
@@ -320,3 +310,16 @@ def test_inapplicable_read_options_are_refused(tmp_path: Path, case: str,
         o = [] if cmd[0] == "check" else ["--out", str(tmp_path / cmd[0])]
         rc, err, _ = run(capsys, cmd[0], data, *cmd[1:], *opt, *o)
         assert rc == 2 and len(err) == 1 and expected in err[0], (cmd, err)
+
+
+def test_target_head_leaves_out_what_the_learners_refuse() -> None:
+    """``--scale-target auto``'s statistics skip a target every learner refuses (NaN, inf,
+    beyond Y_MAX): one such row does not switch the standardisation off."""
+    from kernelstream.data.scaling import TARGET_MAX, target_standardisation
+    from kernelstream.learners.base import Y_MAX
+
+    assert TARGET_MAX == Y_MAX
+    clean, _ = target_standardisation([0.1, 0.2, 0.3, 0.4])
+    for bad in (float("nan"), float("inf"), 1e308):
+        got, line = target_standardisation([0.1, 0.2, bad, 0.3, 0.4])
+        assert got == clean, (bad, line)
