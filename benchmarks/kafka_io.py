@@ -56,7 +56,9 @@ from reader_clients import fetch_grid, fetch_report
 from kernelstream.kafka_client import local_broker
 from kernelstream.pipelines.replay.replay import run_replay
 
-LEARNER = ("bogd", "bogd", {"budget": 200})
+# gamma given: run_replay would estimate an unset width from a file (not from a topic), and the
+# recorded runs learnt with BOGD's default
+LEARNER = ("bogd", "bogd", {"budget": 200, "gamma": 0.5})
 N_FEATURES = 123
 
 

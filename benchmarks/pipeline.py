@@ -82,7 +82,9 @@ MB = 1 << 20
 def _configs(budget: int) -> list[Any]:
     from kernelstream.engine.learner_config import LearnerConfig
 
-    return [LearnerConfig("bogd", "bogd", {"budget": budget})]
+    # gamma given: the recorded runs learnt with BOGD's default, which run_replay would
+    # otherwise replace by the data's width
+    return [LearnerConfig("bogd", "bogd", {"budget": budget, "gamma": 0.5})]
 
 
 # -- 1. throughput -------------------------------------------------------------------------------

@@ -198,6 +198,8 @@ class CSR:
     def check(self) -> CSR:
         """Raise ``ValueError`` (one line) unless the arrays form valid rows; returns self."""
         p, j, v = self.indptr, self.indices, self.data
+        if p.dtype.kind not in "iu" or j.dtype.kind not in "iu" or v.dtype.kind not in "iuf":
+            raise ValueError("CSR: indptr and indices must be integer arrays, data real numbers")
         if p.ndim != 1 or len(p) < 1 or p[0] != 0:
             raise ValueError("CSR: indptr must be 1-D and start at 0")
         if np.any(np.diff(p) < 0) or p[-1] != len(j) or len(j) != len(v):

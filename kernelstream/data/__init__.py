@@ -37,7 +37,8 @@ Format rules (the same in every entry point):
   "non-positive index", "index too large", "bad value", "non-finite value", "duplicate
   index", "binary garbage", "undecodable bytes", "index exceeds n_features", "wrong number of
   columns", "empty field", "non-numeric value", "empty label", "third distinct label",
-  "unknown label", "non-numeric label", "missing value", "corrupt compressed file".
+  "unknown label", "non-numeric label", "non-finite label" (nan, inf: never a class),
+  "missing value", "corrupt compressed file".
 
 The package is split by job: :mod:`~kernelstream.data.libsvm`, :mod:`~kernelstream.data.csv`
 and :mod:`~kernelstream.data.parquet` read one format each, :mod:`~kernelstream.data.labels`

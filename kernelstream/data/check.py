@@ -14,10 +14,12 @@ import numpy as np
 from kernelstream import kafka_client
 from kernelstream.data.errors import BadLines, ParseError
 from kernelstream.data.errors import reason_kind as reason_kind  # its former home
-from kernelstream.data.labels import class_key
+from kernelstream.data.labels import LabelMap, class_key, nonfinite_label
+from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import Ranges, ReadOptions
 from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
 
+MISSING_KEY = "missing key-by value"  # the reason kind of a row without its --key-by value
 _BINARY = ("binary garbage", "undecodable bytes", "corrupt compressed file")
 # the features whose ranges a check keeps (3 numbers each): wider data is sparse text or
 # hashed indices, which are never min-max scaled
@@ -50,6 +52,8 @@ class CheckReport:
     # per feature: the sum and the sum of squares of the values written (the spreads)
     total: np.ndarray = field(default_factory=lambda: np.zeros(0))
     total_sq: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    keyed: bool = False  # --key-by: the entities of the rows are counted
+    entities: set[str] = field(default_factory=set)
 
     def add_values(self, cols: np.ndarray, vals: np.ndarray) -> None:
         """Fold one row's non-zeros (0-based columns, unique) into the feature ranges (of the
@@ -118,8 +122,9 @@ class CheckReport:
         if not self.targets:
             return None
         t = np.asarray(self.targets)
-        return {"min": float(t.min()), "max": float(t.max()), "mean": float(t.mean()),
-                "std": float(t.std())}
+        with np.errstate(over="ignore", invalid="ignore"):  # a huge target: its std is inf
+            return {"min": float(t.min()), "max": float(t.max()), "mean": float(t.mean()),
+                    "std": float(t.std())}
 
     @property
     def records(self) -> int:
@@ -138,6 +143,8 @@ class CheckReport:
             "labels": dict(sorted(self.labels.items(), key=lambda kv: -kv[1])),
             "dead_letters": self.dead.to_dict(),
             "truncated": self.truncated,
+            **({"entities": len(self.entities),
+                "missing_keys": self.dead.counts.get(MISSING_KEY, 0)} if self.keyed else {}),
             **({"rows_as": self.rows_as} if self.rows_as is not None else {}),
             "features": self.feature_summary(),
             **({"target": self.target_summary()} if self.task == "regression" else {}),
@@ -156,6 +163,9 @@ class CheckReport:
         classes = ", ".join(f"{k}: {v}" for k, v in list(d["labels"].items())[:10])
         more = f" (+{len(self.labels) - 10} more)" if len(self.labels) > 10 else ""
         yield f"  labels        {len(self.labels)} distinct: {classes}{more}"
+        if self.keyed:
+            yield (f"  entities      {len(self.entities)} (--key-by); rows without a key: "
+                   f"{self.dead.counts.get(MISSING_KEY, 0)}")
         f = d["features"]
         if f is not None:
             widest = f"feature {f['widest_feature']}" if f["widest_feature"] else "-"
@@ -180,10 +190,10 @@ class CheckReport:
 
 
 def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
-         max_records: int | None = None) -> CheckReport:
+         max_records: int | None = None, n_features: int | None = None) -> CheckReport:
     """Fold ``(line, text, ParsedRow | ParseError)`` items into ``report``; rows of a third
-    class (classification) and non-numeric targets (regression) count as the dead letters they
-    would be in a replay."""
+    class (classification), non-numeric or non-finite targets (regression) and LIBSVM rows
+    with an index over ``n_features`` count as the dead letters they would be in a replay."""
     classes: list[float | str] = []
     for line, _text, row in items:
         if max_records is not None and report.records >= max_records:
@@ -191,6 +201,11 @@ def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
             break
         if not isinstance(row, ParseError):
             err = _label_error(row.label, report.task, classes)
+            if err is None and row.idx is not None:
+                try:  # the replay's rule (engine.replay.sources)
+                    check_top_index(row.idx, n_features)
+                except ParseError as e:
+                    err = e.reason
             if err is not None:
                 row = ParseError(err, None, line)
         if isinstance(row, ParseError):
@@ -211,17 +226,19 @@ def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
         report.nnz_sum += nnz
         report.width = max(report.width, width)
         report.rows += 1
+        if row.entity is not None:
+            report.entities.add(row.entity)
         tok = row.label.strip()
         report.labels[tok] = report.labels.get(tok, 0) + 1
     return report
 
 
 def _label_error(tok: str, task: str, classes: list[float | str]) -> str | None:
-    if task == "regression":
+    if task == "regression" or nonfinite_label(tok):
         try:
-            float(tok)
-        except ValueError:
-            return f"non-numeric label {tok.strip()!r}"
+            LabelMap.regression()(tok)  # the replay's own rule (non-numeric, non-finite)
+        except ParseError as e:
+            return e.reason
         return None
     k = class_key(tok)
     if k in classes:
@@ -263,9 +280,11 @@ def verdict(report: CheckReport) -> str | None:
     if dead * 2 > n:
         kind, count = max(report.dead.counts.items(), key=lambda kv: kv[1])
         line = report.dead.first_line[kind]
+        fix = {"index exceeds n_features": "check --n-features",
+               "compressed file ends early": "the file is cut short: fetch or write it again",
+               }.get(kind, "check --format, --delimiter, --task or --positive-label")
         return (f"{report.source}: {dead} of {n} records would be rejected (most: {kind!r}, "
-                f"{count} times, first at line {line}): check --format, --delimiter, --task "
-                "or --positive-label")
+                f"{count} times, first at line {line}): {fix}")
     return None
 
 
@@ -380,8 +399,9 @@ def scaling_hint(report: CheckReport, scale: str = "none",
 
 def check_file(opts: ReadOptions, max_records: int | None = None) -> CheckReport:
     """Scan a file (LIBSVM, CSV, Parquet; gzip/bz2/xz) with the replay's own row reader."""
-    report = CheckReport(opts.path, opts.resolved_fmt(), opts.task)
-    return scan(iter_file_rows(opts), report, max_records or opts.limit)
+    report = CheckReport(opts.path, opts.resolved_fmt(), opts.task,
+                         keyed=opts.key_by is not None)
+    return scan(iter_file_rows(opts), report, max_records or opts.limit, opts.n_features)
 
 
 def check_topic(opts: ReadOptions, idle_seconds: float = 2.0,
@@ -401,4 +421,4 @@ def check_topic(opts: ReadOptions, idle_seconds: float = 2.0,
             yield rec.offset, text, row
 
     report = CheckReport(opts.path, tf.fmt, opts.task)
-    return scan(items(), report, opts.limit)
+    return scan(items(), report, opts.limit, opts.n_features)

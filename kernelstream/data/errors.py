@@ -110,8 +110,9 @@ class ErrorPolicy(StrEnum):
 
 
 # A reason starts with a fixed phrase (see ParseError); details follow "(" or ":" or a quoted
-# value.
-_REASON = re.compile(r"^[a-z][a-z0-9_ -]*[a-z0-9]")
+# value. The phrase ends at a word's end: a value such as np.float64(nan) or 1.5 is not cut
+# into it ("non-finite value np").
+_REASON = re.compile(r"^[a-z][a-z0-9_ -]*[a-z0-9](?=$|[\s:;,(])")
 
 
 def reason_kind(reason: str) -> str:

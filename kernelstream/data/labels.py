@@ -29,7 +29,8 @@ def _clean_label(tok: str) -> str:
 
 
 def _label_key(tok: str) -> float | str:
-    """Numeric labels compare by value, so "+1", "1" and "1.0" are one class."""
+    """Numeric labels compare by value, so "+1", "1" and "1.0" are one class. (A non-finite
+    one, "nan" or "inf", is never a class: :func:`nonfinite_label`.)"""
     try:
         v = float(tok)
     except ValueError:
@@ -37,11 +38,26 @@ def _label_key(tok: str) -> float | str:
     return v if math.isfinite(v) else tok
 
 
+def nonfinite_label(tok: str) -> bool:
+    """Whether a label token is a number that is not finite (nan, inf): a row so labelled is a
+    dead letter ("non-finite label") in either task, and never a class of its own."""
+    try:
+        return not math.isfinite(float(_clean_label(tok)))
+    except ValueError:
+        return False
+
+
+def nonfinite_label_error(tok: str) -> ParseError:
+    return ParseError(f"non-finite label {_clean_label(tok)!r}")
+
+
 def _distinct_classes(tokens: Iterable[str]) -> list[str]:
-    """First spelling of each distinct label (by :func:`_label_key`), in order of appearance."""
+    """First spelling of each distinct label (by :func:`_label_key`), in order of appearance;
+    non-finite labels are not classes."""
     seen: dict[float | str, str] = {}
     for tok in tokens:
-        seen.setdefault(_label_key(tok.strip()), tok.strip())
+        if not nonfinite_label(tok):
+            seen.setdefault(_label_key(tok.strip()), tok.strip())
     return list(seen.values())
 
 
@@ -83,6 +99,8 @@ class LabelMap:
             v = getattr(self, name)
             if v is not None:
                 object.__setattr__(self, name, str(v).strip())
+                if nonfinite_label(str(v)):
+                    raise ValueError(f"a class cannot be a non-finite label: {v!r}")
         if (
             self.negative is not None
             and self.positive is not None
@@ -158,13 +176,13 @@ class LabelMap:
         if cached is not None:
             return cached
         tok = _clean_label(token)
+        if nonfinite_label(tok):
+            raise nonfinite_label_error(tok)
         if self.task == "regression":
             try:
                 v = float(tok)
             except ValueError:
                 raise ParseError(f"non-numeric label {tok!r}") from None
-            if not math.isfinite(v):
-                raise ParseError(f"non-numeric label {tok!r} (not finite)")
         else:
             k = _label_key(tok)
             if self.positive is not None and k == _label_key(self.positive):
@@ -271,6 +289,8 @@ def label_map_for(tokens: Iterable[str], task: str,
     classes: list[str] = []
     seen: set[float | str] = set()
     for tok in dict.fromkeys(tokens):
+        if nonfinite_label(tok):
+            continue  # a dead letter, not a class
         k = class_key(tok)
         if k not in seen and len(classes) < 2:
             seen.add(k)
@@ -296,6 +316,8 @@ class StreamLabels:
         if self.task == "regression":
             assert self.map is not None
             return self.map(tok)
+        if nonfinite_label(tok):
+            raise nonfinite_label_error(tok)
         if self.map is not None:
             try:
                 return self.map(tok)

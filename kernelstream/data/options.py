@@ -74,6 +74,21 @@ class ReadOptions:
                              "rows into non-zeros: use scale 'none' with sparse rows")
         if self.hash_features is not None:
             check_bits(self.hash_features)
+        if self.positive_label is not None and self.task == "regression":
+            raise ValueError("--positive-label (positive_label) applies to classification "
+                             "only: a regression target has no positive class")
+
+    def check_format(self, fmt: str) -> None:
+        """Refuse a read option that the file's format ``fmt`` would ignore (``--delimiter``
+        and ``--header`` are CSV's): a ``ValueError`` naming the format it applies to."""
+        if fmt == "csv":
+            return
+        name = {"libsvm": "LIBSVM", "parquet": "Parquet"}.get(fmt, fmt)
+        for flag, given in (("--delimiter", self.delimiter is not None),
+                            ("--header", self.header is not None)):
+            if given:
+                raise ValueError(f"{flag} applies to CSV files only; {self.path} is a {name} "
+                                 "file")
 
     def sparse_rows(self, width: int) -> bool:
         """Whether rows of this width go to the learners as CSR (the ``rows`` rule)."""

@@ -82,7 +82,8 @@ def _load_parquet(
     finite = np.isfinite(X)
     if not finite.all():
         r, c = np.argwhere(~finite)[0]
-        raise ParseError(f"non-finite value {X[r, c]!r} in column {feats[c]!r}", spath, int(r) + 1)
+        raise ParseError(f"non-finite value {str(float(X[r, c]))!r} in column {feats[c]!r}",
+                         spath, int(r) + 1)
     lab = table.column(label_name)
     if lab.null_count:
         raise ParseError(f"missing value in label column {label_name!r}", spath, first_null(lab))
@@ -109,7 +110,7 @@ def _iter_parquet_records(
                     if v is None:
                         raise ParseError(f"missing value in column {c!r}")
                     if not math.isfinite(float(v)):
-                        raise ParseError(f"non-finite value {v!r} in column {c!r}")
+                        raise ParseError(f"non-finite value {str(float(v))!r} in column {c!r}")
                 if rec[label_name] is None:
                     raise ParseError(f"missing value in label column {label_name!r}")
             except ParseError as e:

@@ -118,6 +118,8 @@ class TextFormat:
                     raise ParseError(
                         f"wrong number of columns: expected {ncol}, got {len(fields)}")
                 entity = _clean_label(fields.pop(self.key_col))
+                if not entity:  # not an entity of its own
+                    raise ParseError("missing key-by value (the key column is empty)")
                 line = (self.delimiter or " ").join(fields)
                 lc = lc - 1 if lc > self.key_col else lc
                 ncol = None if ncol is None else ncol - 1
@@ -187,9 +189,11 @@ def iter_parquet_rows(path: str, label_column: int | str | None = None,
                 err = f"missing value in column {feats[int(np.argmax(null[i]))]!r}"
             elif not np.isfinite(F[i]).all():
                 j = int(np.argmax(~np.isfinite(F[i])))
-                err = f"non-finite value {F[i, j]!r} in column {feats[j]!r}"
+                err = f"non-finite value {str(float(F[i, j]))!r} in column {feats[j]!r}"
             elif labels[i] is None:
                 err = f"missing value in label column {label!r}"
+            elif keys is not None and (keys[i] is None or str(keys[i]).strip() == ""):
+                err = f"missing key-by value (column {key!r} is null or empty)"
             if err is not None:
                 rec = {c: batch.column(c)[i].as_py() for c in cols}
                 yield row + i, json.dumps(rec, default=str), ParseError(err, None, row + i)
@@ -214,13 +218,28 @@ def iter_file_rows(opts: ReadOptions) -> Iterator[tuple[int, str, ParsedRow | Pa
     """Every record of the file as ``(line, raw_text, row | ParseError)``, lazily; lines
     without an example (comments, header) are left out."""
     fmt = opts.resolved_fmt()
+    opts.check_format(fmt)  # an option the format would ignore is refused, not dropped
     if fmt == "parquet":
         yield from iter_parquet_rows(opts.path, opts.label_column, opts.key_by)
         return
     tf = TextFormat.detect(opts.path, fmt, opts.label_column, opts.delimiter, opts.header,
                            opts.key_by)
+    lineno = 0
     with fs.open_binary(opts.path) as f:
-        for lineno, raw in enumerate(f, 1):
-            text, row = tf.parse(lineno, raw)
-            if row is not None:
-                yield lineno, text, row
+        try:
+            for lineno, raw in enumerate(f, 1):
+                text, row = tf.parse(lineno, raw)
+                if row is not None:
+                    yield lineno, text, row
+        except fs.DECOMPRESS_ERRORS as e:  # the rows before it are read: the rest is one record
+            yield lineno + 1, "", ParseError(decompress_reason(e, lineno), None, lineno + 1)
+
+
+def decompress_reason(e: BaseException, lines: int) -> str:
+    """The dead-letter reason of a compressed file whose decompression fails after ``lines``
+    lines: truncated ("compressed file ends early", what a cut download or a full disk
+    leaves), or corrupt."""
+    if isinstance(e, EOFError):
+        return (f"compressed file ends early (the stream stops after line {lines}; the "
+                "lines read before it are kept)")
+    return f"corrupt compressed file ({e})"

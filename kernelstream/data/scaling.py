@@ -95,14 +95,23 @@ def ranges_from_doc(doc: dict[str, Any] | None) -> Ranges | None:
     return tuple(map(float, doc["lo"])), tuple(map(float, doc["hi"]))
 
 
+# The largest |target| a learner accepts (``kernelstream.learners.base.Y_MAX``, which this layer
+# does not import; a test keeps the two equal): larger ones, and non-finite ones, are dead
+# letters of the run, so the head statistics leave them out.
+TARGET_MAX = 1e50
+
+
 def target_standardisation(targets: Sequence[float], source: str | None = None,
                            minimum: int = 2,
                            ) -> tuple[tuple[float, float] | None, str]:
     """``((mean, std), the line to print)`` of the standardisation of a regression target by
     its first values ``targets`` (a file's, or those of the Kafka topic ``source``), or
-    ``(None, why not)``: fewer than ``minimum`` of them, or a constant or non-finite one; the
-    target is then learnt as it comes."""
+    ``(None, why not)``: fewer than ``minimum`` of them, or a constant one; the target is then
+    learnt as it comes. Targets the learners refuse (non-finite, or beyond :data:`TARGET_MAX`)
+    are left out."""
     t = np.asarray(targets, dtype=np.float64)
+    # a target every learner refuses (a dead letter of the run) says nothing of the others
+    t = t[np.abs(t) <= TARGET_MAX]
     rows = (f"its first {len(t):,} rows" if source is None
             else f"the first {len(t):,} rows of {source}")
     if t.size < max(2, minimum):
@@ -112,7 +121,8 @@ def target_standardisation(targets: Sequence[float], source: str | None = None,
                       "it comes")
     # checked first: numpy's std of an infinite value warns (inf - inf) before it says nan
     finite = bool(np.isfinite(t).all())
-    mean, std = (float(t.mean()), float(t.std())) if finite else (np.nan, np.nan)
+    with np.errstate(over="ignore", invalid="ignore"):  # a huge target: its std is inf
+        mean, std = (float(t.mean()), float(t.std())) if finite else (np.nan, np.nan)
     if not (np.isfinite(mean) and np.isfinite(std) and std > 0):
         return None, (f"--scale-target auto: the target is constant or not finite over {rows}: "
                       "nothing to standardise by; it is learnt as it comes")

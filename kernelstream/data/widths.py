@@ -223,6 +223,22 @@ def _scaled_for_distances(rows: CSR, scale: str) -> CSR:
     return CSR(rows.indptr, cols, rows.data * factor[cols], d)
 
 
+def array_gamma(X: Rows, scale: str = "none") -> float:
+    """``gamma=auto`` of rows in memory (the Python API's ``evaluate``): the estimate from
+    ``X``'s first :data:`RESERVOIR_ROWS` rows in their order, taken as a run over a file
+    holding them takes its first rows (:func:`reservoir_from_rows`: the non-zeros, or
+    min-max scaled over the reservoir itself when ``scale`` is the scaling ``X`` was loaded
+    with), so both give the same number on the same rows."""
+    head = X[:RESERVOIR_ROWS]
+    rows = head if isinstance(head, CSR) else CSR.from_dense(np.asarray(head, np.float64))
+    if scale == "none":  # the file's: distances from the non-zeros
+        return auto_gamma(rows)
+    # X scaled over all its rows: min-max is affine per column, so scaling its head over
+    # itself gives the head of the file scaled over itself, as the file's estimate has it
+    # (kept sparse, as there)
+    return auto_gamma(_scaled_for_distances(rows, scale))
+
+
 def file_rows(opts: ReadOptions) -> str:
     """``"sparse"`` or ``"dense"``: the rows a run over the file of ``opts`` gives its learners
     (``ReadOptions.sparse_rows``) at its width: ``n_features``, the hashed width, else the

@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 
 from kernelstream._suggest import row_error
+from kernelstream.data import widths
+from kernelstream.data.errors import SCALES
 from kernelstream.engine.learner_config import LearnerConfig, learner_config
 from kernelstream.engine.noskill import FIGURES, NoSkill
 from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
@@ -157,6 +159,7 @@ def evaluate(
     block_size: int | None = None,
     progress: ProgressFn | None = stderr_progress,
     progress_interval: float = 2.0,
+    scale: str = "none",
 ) -> EvalResult:
     """Run the prequential loop ``permutations`` times and return every repetition's metrics.
 
@@ -165,6 +168,14 @@ def evaluate(
     ``seed_name`` (default: the learner's registry name) is the name hashed into the learner
     seed. Using the registry name rather than the configuration label means a configuration's
     result does not depend on its label or on the other configurations of a grid.
+
+    Gaussian widths left to the data (``gamma`` unset or ``"auto"``, ``sigma="auto"``,
+    ``sigmas`` unset or ``"auto"``: ``engine.learner_widths``) are estimated from the first
+    ``data.widths.RESERVOIR_ROWS`` rows of ``X`` in its own order (before any permutation),
+    as ``kernelstream replay`` estimates them from a file's first rows
+    (``data.widths.array_gamma``); ``scale`` is the min-max scaling ``X`` was loaded with
+    (``data.load(scale=...)``; nothing is scaled here), for the estimate to scale those rows
+    over themselves as the CLI's does. The number learnt with is in the result's ``params``.
 
     ``block_size`` fixes the rows per ``predict_learn_many`` call (default: adaptive). Progress
     lines go to ``progress`` at most every ``progress_interval`` seconds (``None``: silent).
@@ -181,6 +192,8 @@ def evaluate(
         raise ValueError("the data set has no examples")
     if yv.shape[0] != n:
         raise ValueError(f"X has {n} rows but y has {yv.shape[0]} labels")
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     last_report = time.monotonic()
 
     def report(r: int, run: PrequentialPass, res: EvalResult) -> None:
@@ -192,8 +205,9 @@ def evaluate(
             progress(f"[{res.label}] permutation {r + 1}/{permutations}: "
                      f"{run.done:,}/{n:,} rows, {rate_s}")
 
-    return evaluate_runs(lambda r: (X, yv, permutation(n, seed, r)),
-                         learner_config(learner, params, label, seed_name), seed=seed,
+    config = learner_config(learner, params, label, seed_name).with_widths(
+        lambda: widths.array_gamma(X, scale))
+    return evaluate_runs(lambda r: (X, yv, permutation(n, seed, r)), config, seed=seed,
                          permutations=permutations, block_size=block_size, on_block=report)
 
 

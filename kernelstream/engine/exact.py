@@ -13,6 +13,10 @@ import numpy as np
 # Every finite float64 is an integer multiple of 2**-1127 once its 53-bit mantissa is made an
 # integer (frexp exponents go down to -1073), so sums scaled by 2**1127 are exact Python ints.
 _SCALE = 1127
+# A non-finite value (an overflowing loss is inf) cannot be summed exactly: it adds this much,
+# beyond any sum of finite floats (2**1024 each, scaled), so that exact_value says ±inf (nan
+# counts as +inf: the sums are of losses and squared errors) and no caller ever raises.
+_NONFINITE = 1 << (_SCALE + 1100)
 
 
 def exact_add(total: int, values: np.ndarray) -> int:
@@ -27,6 +31,11 @@ def exact_add(total: int, values: np.ndarray) -> int:
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     if v.size == 0:
         return total
+    bad = ~np.isfinite(v)
+    if bad.any():
+        neg = int(np.count_nonzero(v[bad] < 0))
+        total += (int(bad.sum()) - 2 * neg) * _NONFINITE
+        v = v[~bad]
     m, e = np.frexp(v)
     mant = (m * 9007199254740992.0).astype(np.int64)  # m * 2**53: exact
     order = np.argsort(e, kind="stable")

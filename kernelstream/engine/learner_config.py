@@ -10,13 +10,14 @@ no learner never do.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kernelstream import learners
 from kernelstream.engine.keys import check_config_name
+from kernelstream.engine.learner_widths import pending_widths, resolve_widths
 from kernelstream.seeding import learner_seed
 
 if TYPE_CHECKING:
@@ -33,17 +34,25 @@ class LearnerConfig:
     on its label nor on the other configurations of its grid. ``target``: ``(mean, std)`` a
     regression target is standardised by before the learner sees it, the scores mapped back
     (``engine.prequential.step_block``), so every output stays in the target's units; None:
-    the labels as they are."""
+    the labels as they are. ``auto_widths``: the Gaussian widths left to the data
+    (``engine.learner_widths``: ``gamma``/``sigmas`` → ``"auto"``, ``"auto*F"`` or None when
+    not given), which ``params`` holds as the learner's defaults until :meth:`with_widths`
+    puts the data's numbers there (``evaluate`` and ``run_replay`` do); found here from the
+    parameters given, so it need not be passed."""
 
     label: str
     learner: str
     params: Mapping[str, Any] = field(default_factory=dict)
     seed_name: str = ""
     target: tuple[float, float] | None = None
+    auto_widths: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_config_name(self.label)
-        resolved = learners.get(self.learner).resolve_params(dict(self.params))
+        rest, pending = pending_widths(self.learner, self.params)
+        # (a replace() of a pending configuration passes its resolved params: the defaults)
+        object.__setattr__(self, "auto_widths", {**self.auto_widths, **pending})
+        resolved = learners.get(self.learner).resolve_params(rest)
         object.__setattr__(self, "params", resolved)
         if not self.seed_name:
             object.__setattr__(self, "seed_name", self.learner)
@@ -53,6 +62,20 @@ class LearnerConfig:
                 raise ValueError(f"{self.label}: target standardisation needs a finite mean "
                                  f"and a std > 0, got {self.target}")
             object.__setattr__(self, "target", (mean, std))
+
+    def with_widths(self, auto_width: Callable[[], float] | None) -> LearnerConfig:
+        """This configuration with the widths it leaves to the data (``auto_widths``) set
+        from ``auto_width()`` (the data's ``gamma=auto``: ``data.widths``), as the CLI sets
+        them (``engine.learner_widths.resolve_widths``); itself when it leaves none. Without
+        ``auto_width`` (no data to look at), an unset width keeps the learner's default and
+        an explicit ``auto`` is a ``ConfigError``."""
+        if not self.auto_widths:
+            return self
+        raw = {k: v for k, v in self.params.items() if k not in self.auto_widths}
+        raw.update({k: v for k, v in self.auto_widths.items() if v is not None})
+        if resolve_widths(self.learner, raw, auto_width) is None:
+            return self
+        return replace(self, params=raw, auto_widths={})
 
     @cached_property
     def task(self) -> str:

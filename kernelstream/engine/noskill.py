@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelstream.engine.exact import _SCALE, exact_add, exact_value
+from kernelstream.engine.exact import _NONFINITE, _SCALE, exact_add, exact_value
 from kernelstream.numbers import sig
 
 # ``top_class_share`` at or above this: the run predicts one class (a warning)
@@ -84,10 +84,12 @@ class NoSkill:
             if loss is not None:
                 self.mean_loss = exact_add(self.mean_loss, np.fromiter(
                     map(loss, mean.tolist(), y.tolist()), np.float64, count=n))
-            d = mean - y
-            self.mean_sq = exact_add(self.mean_sq, d * d)
-            err = predicted - y
-            self.sq_err = exact_add(self.sq_err, err * err)
+            with np.errstate(over="ignore", invalid="ignore"):  # huge targets: inf, summed
+                d = mean - y
+                err = predicted - y
+                d2, err2 = d * d, err * err
+            self.mean_sq = exact_add(self.mean_sq, d2)
+            self.sq_err = exact_add(self.sq_err, err2)
             self.abs_err = exact_add(self.abs_err, np.abs(err))
             self.label_sum = float(sums[-1])
         self.examples += n
@@ -169,6 +171,8 @@ class NoSkill:
 
 def _exact_add_one(total: int, v: float) -> int:
     """``exact_add(total, [v])`` without numpy (the same scaled integer)."""
+    if not math.isfinite(v):  # (an overflowing loss): as exact_add counts it
+        return total + (-_NONFINITE if v < 0 else _NONFINITE)
     m, e = math.frexp(v)
     return total + (int(m * 9007199254740992.0) << (e - 53 + _SCALE))
 

@@ -26,6 +26,7 @@ event.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -213,16 +214,30 @@ def judge(model: Learner, scores: np.ndarray, y: np.ndarray,
     wrong = predicted != y if model.task == "classification" else None
     if loss_fn is None:
         loss_fn = learner_loss(model).value
-    loss = np.fromiter(map(loss_fn, scores.tolist(), y.tolist()), np.float64,
-                       count=int(scores.shape[0]))
+    n = int(scores.shape[0])
+    try:
+        loss = np.fromiter(map(loss_fn, scores.tolist(), y.tolist()), np.float64, count=n)
+    except OverflowError:  # a loss function of the learner's own that raises: inf there
+        fn = loss_fn
+        loss = np.fromiter((_loss(fn, f, t) for f, t in zip(scores.tolist(), y.tolist(),
+                                                             strict=True)), np.float64, count=n)
     return predicted, wrong, loss
+
+
+def _loss(loss_fn: Callable[[float, float], float], score: float, y: float) -> float:
+    """``loss_fn(score, y)``, ``inf`` where it overflows: judging a row never ends a run (the
+    library's losses return inf themselves; a learner's own loss may raise)."""
+    try:
+        return float(loss_fn(score, y))
+    except OverflowError:
+        return math.inf
 
 
 def judge_one(classify: bool, score: float, predicted: float, y: float,
               loss_fn: Callable[[float, float], float]) -> tuple[bool | None, float]:
     """:func:`judge` of one row whose ``predicted`` value (:func:`predicted_label`) was made
     earlier: ``(wrong, loss)``, ``wrong`` None for regression (``classify`` false)."""
-    return (predicted != y if classify else None), float(loss_fn(score, y))
+    return (predicted != y if classify else None), _loss(loss_fn, score, y)
 
 
 def outcomes(model: Learner, scores: np.ndarray,

@@ -226,7 +226,7 @@ def _row(c: dict[str, Any]) -> str:
     psv = c.get("published_sv") or str(P3_BUDGET.get(c["dataset"], ""))
     return (f"| {c['dataset']} | {c['learner']} | {width} | {report.fmt_params(shown)} | {pub} | "
             f"{report.fmt_pm(c['mistake_mean'], c['mistake_std'])} | {c['diff']:+.2f} | "
-            f"{report.pass_mark(c['passed'])} | {report.fmt_sv(c['n_sv'])} / {psv} | "
+            f"{report.pass_mark(c['passed'], c)} | {report.fmt_sv(c['n_sv'])} / {psv} | "
             f"{c['seconds']:.2f} / {psec:g} |")
 
 
@@ -272,6 +272,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         "100 − acc.",
         f"* PASS = ours ≤ published + {TOLERANCE_PP:g} pp. **Passed {npass}/{len(judged)} cells** "
         "(P3 + P4 tables; diagnostics not counted).",
+        report.NOSKILL_NOTE,
         "* Data (`kernelstream.data.load`, files merged, then scaled): "
         + "; ".join(f"{d.name}: {d.note}" for d in DATASETS.values()
                     if d.name in datasets or any(d.name in (c["dataset"], c.get("run_dataset"))

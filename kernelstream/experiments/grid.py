@@ -134,6 +134,9 @@ class KeyResult:
     # ``kernel_gamma``) and a selection learner's ``kernel_distribution`` (None: none)
     diagnostics: dict[str, Any] | None = None
     kernel_distribution: list[float] | None = None
+    # the no-skill predictor on the same permutation (``engine.noskill``): the running
+    # majority class's mistake rate (%), or the running mean's average loss (regression)
+    noskill: float | None = None
 
     def record(self) -> dict[str, Any]:
         """The per-run entry of a results JSON."""
@@ -326,7 +329,9 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
         res[i].append(KeyResult(int(s["permutation"]), rate, int(s["n_support_vectors"]),
                                 float(s["seconds"]), n, k, avg_loss=loss,
                                 diagnostics=s.get("diagnostics"),
-                                kernel_distribution=s.get("kernel_distribution")))
+                                kernel_distribution=s.get("kernel_distribution"),
+                                noskill=s.get("noskill_mistake_rate" if s["task"] ==
+                                              "classification" else "noskill_avg_loss")))
     traced = [i for i, k in enumerate(keys) if k in switch]
     if traced:
         res = _with_switch(res, traced, keys, out)

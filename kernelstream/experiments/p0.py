@@ -247,6 +247,7 @@ def evaluate(opts: Options, tuned: dict[str, Any], datasets: list[str]) -> list[
                  passed=bool(mr <= pub + TOLERANCE_PP),
                  n_sv=float(np.mean([x["n_sv"] for x in recs])),
                  seconds=float(np.mean([x["seconds"] for x in recs])), runs=recs)
+        report.noskill(c, keys, mr)
         for k in ("final_sigma_log2", "selected_sigma_log2"):
             vals = [x[k] for x in recs if k in x]
             if vals:
@@ -315,6 +316,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         f"is its budget B by construction (P0's B). OKS-SIL passed {npass}/{len(sil)} datasets "
         "(not counting the svmguide3-01 sensitivity row). "
         "The PASS column of the baselines is informative only.",
+        report.NOSKILL_NOTE,
         "* Data (merged train + test where both files exist, §2.8): "
         + "; ".join(f"{d}: {DATASETS[d].note}" for d in datasets) + ".",
         "* Not run: ijcnn1 and cod-rna (not in the data directory).",
@@ -337,7 +339,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         L.append(
             f"| {c['dataset']} | {c['n']} | {c['label']} | {report.fmt_params(shown)} | {pub} | "
             f"{report.fmt_pm(c['mistake_mean'], c['mistake_std'])} | {c['diff']:+.2f} | "
-            f"{report.pass_mark(c['passed'])} | {c['n_sv']:.0f} | {_sig(c)} | "
+            f"{report.pass_mark(c['passed'], c)} | {c['n_sv']:.0f} | {_sig(c)} | "
             f"{c['seconds']:.2f} / {psec:g} |")
     L += ["", "## Tuning (mistake % on the tuning permutation per η)", "",
           "| dataset | learner | " + " | ".join(f"{v:g}" for v in ETA_GRID)

@@ -189,8 +189,11 @@ def evaluate(opts: Options, cells: list[dict[str, Any]]) -> None:
         runs += mine
     res = run_grid(runs, ctx)
     for c, idx in zip(cells, idx_of, strict=True):
-        c["runs"] = [_record(c, k) for k in _results(res, idx)]
+        keys = _results(res, idx)
+        c["runs"] = [_record(c, k) for k in keys]
         summarize(c)
+        if "mistake_mean" in c:
+            report.noskill(c, keys, c["mistake_mean"])
 
 
 def summarize(c: dict[str, Any]) -> None:
@@ -261,7 +264,7 @@ def _row(c: dict[str, Any], R: int) -> str:
     code = (_pm(c["code_mistake_mean"], c["code_mistake_std"])
             if "code_mistake_mean" in c else "")
     if "passed" in c:
-        verdict = report.pass_mark(c["passed"])
+        verdict = report.pass_mark(c["passed"], c)
         if "passed_code_counted" in c:
             verdict += " / code-counted " + report.pass_mark(c["passed_code_counted"])
     else:
@@ -306,6 +309,7 @@ def write_outputs(opts: Options, cells: list[dict[str, Any]], datasets: list[str
         f"* PASS = ours ≤ published + {TOLERANCE_PP:g} pp (proposed algorithms only). "
         "**code-counted** = the rate the authors' `BAO2KS.R` computes: it does not count the "
         "mistakes of rounds with I_t = J_t (reference-code quirk 1, §3.4).",
+        report.NOSKILL_NOTE,
         "",
     ]
     for table, title in (("2", "Table 2 (P1-2)"), ("1", "Table 1 (P1-1, a9a)")):

@@ -175,6 +175,7 @@ def cell_result(c: Cell, res: list[Any], R: int) -> dict[str, Any]:
         "runs": [{"r": r.r, "value": v, "seconds": r.seconds}
                  for r, v in zip(res, vals, strict=True)],
     }
+    report.noskill(out, res, m)
     pub = published(c.table, c.dataset, c.learner)
     if pub is not None:
         pm = pub[0] if c.table in ("2", "3", "4") else pub[1]
@@ -251,6 +252,7 @@ def write_outputs(opts: Options, doc: dict[str, Any]) -> None:
         "The verdict row of each proposed algorithm is its **code** setting (the one that "
         "produced the published numbers); other settings are shown for comparison "
         "(`intended` = `reference_quirks=False`).",
+        report.NOSKILL_NOTE,
         "* Tables 6/9 of P2 print AL × 100; the published values below are converted back.",
         "",
     ]
@@ -287,7 +289,7 @@ def write_outputs(opts: Options, doc: dict[str, Any]) -> None:
                 dr = (f"{c['diff']:+.2f} pp" if "diff" in c else f"×{c['ratio']:.3g}")
             if c["learner"] in PROPOSED and "passed" in c:
                 star = "*" if c["dataset"] in INDICATIVE else ""
-                pas = report.pass_mark(c["passed"]) + star + (
+                pas = report.pass_mark(c["passed"], c) + star + (
                     " (verdict)" if c["verdict"] else "")
             else:
                 pas = ""

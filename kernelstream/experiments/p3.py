@@ -109,6 +109,7 @@ def eval_p3_3(opts: Options, tuned: dict[str, Any], datasets: list[str],
                       "mistake_rate_after_init": a, "init_round": r.init_round,
                       "seconds": r.seconds} for r, a in zip(res, after, strict=True)],
         })
+        report.noskill(cells[-1], res, mr)
     return cells
 
 
@@ -171,6 +172,7 @@ def eval_p3_4(opts: Options, tuned: dict[str, Any],
             "runs": [{"r": r.r, "mistake_rate": m, "seconds": r.seconds}
                      for r, m in zip(res, rates, strict=True)],
         })
+        report.noskill(cells[-1], res, mr)
     return cells
 
 
@@ -340,6 +342,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], p33: list[dict[str, Any]
         "s_p = 3B/4, τ = 0.2 (s_m = 0.15B), k = 0.1B, d_b = 4, ρ = ⌊0.3(T − B)⌋ (horizon = T), "
         "randomized eigen-decomposition.",
         f"* PASS = ours ≤ published + {TOLERANCE_PP:g} pp (judged for SkeGD).",
+        report.NOSKILL_NOTE,
         "* Data: " + "; ".join(f"{d.name}: {d.note}" for d in DATASETS.values()
                               if d.name in DATASETS_P3) + ".",
         "",
@@ -378,7 +381,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], p33: list[dict[str, Any]
                 f"{report.fmt_params(shown)} | {report.fmt_pm(pm, ps)} | "
                 f"{report.fmt_pm(c['mistake_mean'], c['mistake_std'])} | {c['diff']:+.2f} | "
                 f"{report.fmt_pm(c['after_init_mean'], c['after_init_std'])} | "
-                f"{c['diff_after_init']:+.2f} | {report.pass_mark(c['passed'])}"
+                f"{c['diff_after_init']:+.2f} | {report.pass_mark(c['passed'], c)}"
                 f"{' (not judged)' if c['width'] == 'lsokl' else ''} | "
                 f"{c['init_round_mean']:.0f} | {c['minority_rate']:.2f} | "
                 f"{c['published_nogd']:.3f} / {'–' if nogd is None else f'{nogd:.3f}'} | "
@@ -418,7 +421,8 @@ def write_outputs(opts: Options, tuned: dict[str, Any], p33: list[dict[str, Any]
                     if cell is None:
                         parts += ["–", "–"]
                         continue
-                    mark = (" " + report.pass_mark(cell["passed"]) if row.startswith("skegd")
+                    mark = (" " + report.pass_mark(cell["passed"], cell)
+                            if row.startswith("skegd")
                             else "")
                     parts += [report.fmt_pm(*cell["published"][:2]),
                               report.fmt_pm(cell["mistake_mean"], cell["mistake_std"]) + mark]

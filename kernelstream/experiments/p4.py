@@ -117,6 +117,7 @@ def summarise(cell: dict[str, Any], runs: list[Any]) -> None:
                 n_sv_std=report.mean_std(r.n_sv for r in runs)[1],
                 seconds=float(np.mean([r.seconds for r in runs])), n_runs=len(runs),
                 runs=[r.record() for r in runs])
+    report.noskill(cell, runs, mr)
     pub = cell["published_error"]
     cell["diff"] = mr - pub
     if (cell["table"], cell["learner"]) in REQUIRED:
@@ -272,7 +273,7 @@ def _row(c: dict[str, Any], show: str) -> str:
     shown = {k: v for k, v in c["params"].items() if k in show.split(",")}
     if c["learner"] == "per*":
         shown = {"kernel": c.get("kernel_label", "")}
-    verdict = report.pass_mark(c["passed"]) if "passed" in c else ""
+    verdict = report.pass_mark(c["passed"], c) if "passed" in c else ""
     return (f"| {c['dataset']} | {name} | {report.fmt_params(shown)} | {pub} | "
             f"{fmt_pm(c['mistake_mean'], c['mistake_std'], 2)} | {c['diff']:+.2f} | {verdict} | "
             f"{fmt_sv(c['published_sv'])} | {fmt_sv(c['n_sv'])} | "
@@ -314,6 +315,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         f"* PASS (SPA in P4-2, BOMKC(SPA) in P4-5) = mean error ≤ published + {TOLERANCE_PP:g} "
         "pp and #SV within a factor √10 ≈ 3.2 of the published one (same order of magnitude). "
         f"Passed {sum(c['passed'] for c in judged)}/{len(judged)} judged rows.",
+        report.NOSKILL_NOTE,
         "",
     ]
     head = ("| dataset | algorithm | params | published err % | ours err % | diff (pp) | PASS | "

@@ -106,8 +106,32 @@ def fmt_sv(n: float) -> str:
     return f"{n / 1000:.1f}k" if n >= 10000 else f"{n:.0f}"
 
 
-def pass_mark(passed: bool) -> str:
-    return "PASS" if passed else "**FAIL**"
+def pass_mark(passed: bool, cell: dict[str, Any] | None = None) -> str:
+    """PASS or **FAIL**; "(no skill)" after it when the cell (:func:`noskill`) does no better
+    than the no-skill predictor: a faithful reproduction of a learner that learnt nothing."""
+    mark = "PASS" if passed else "**FAIL**"
+    if cell is not None and cell.get("no_skill"):
+        mark += f" (no skill: {cell['noskill_mean']:.4g})"
+    return mark
+
+
+NOSKILL_NOTE = ("* *(no skill: N)* after a verdict: the cell's mean is no better than N, the "
+                "no-skill predictor's on the same permutations (the running majority class's "
+                "mistake rate; regression: the running mean's average loss): the learner, as "
+                "published and as reproduced, learnt nothing there.")
+
+
+def noskill(cell: dict[str, Any], runs: Iterable[Any], value: float) -> None:
+    """Record in ``cell`` the mean no-skill figure of its runs (``grid.KeyResult.noskill``) as
+    ``noskill_mean``, and ``no_skill``: ``value`` (the cell's mean mistake rate or loss) is
+    no better than it. Nothing when the runs do not carry it."""
+    vals = [r.noskill for r in runs]
+    if not vals or any(v is None for v in vals):
+        return
+    base = float(np.mean(vals))
+    cell["noskill_mean"] = base
+    # rates computed as 100·(k/n) and 100·k/n differ in the last bit: equal is no better
+    cell["no_skill"] = bool(value >= base - 1e-9 * max(1.0, abs(base)))
 
 
 def mean_std(v: Iterable[float]) -> tuple[float, float]:
@@ -157,6 +181,7 @@ def summarize(cell: dict[str, Any], runs: list[Any], tolerance_pp: float) -> Non
                 n_sv=float(np.mean([r.n_sv for r in runs])),
                 seconds=float(np.mean([r.seconds for r in runs])),
                 runs=[r.record() for r in runs])
+    noskill(cell, runs, mr)
 
 
 # -- comparison with a committed results JSON ---------------------------------------------------
@@ -192,15 +217,20 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
 
 
-def compare_results(old: dict[str, Any], new: dict[str, Any]) -> tuple[int, list[str]]:
+def compare_results(old: dict[str, Any], new: dict[str, Any],
+                    ) -> tuple[int, list[str], list[str]]:
     """The entries of ``new`` (a reproduction's JSON) whose numbers differ from ``old`` (a
-    committed one): ``(entries compared, one line per difference)``. Timings, the machine and
-    the run's settings are not compared; list entries are matched by their identity (text
-    fields, ``r``, ``budget``), so a run on a subset (``--datasets``, ``--tables``) compares
-    the entries it has. With another R (``-R``) only the per-permutation runs are compared,
-    since means over other permutations differ by construction."""
+    committed one): ``(entries compared, one line per difference, entries not comparable)``.
+    Timings, the machine and the run's settings are not compared; list entries are matched by
+    their identity (text fields, ``r``, ``budget``), so a run on a subset (``--datasets``,
+    ``--tables``) compares the entries it has. With another R (``-R``) only the
+    per-permutation runs are compared, since means over other permutations differ by
+    construction; and not even those of an entry whose parameters differ, since at another R
+    they can be derived from other entries' means (P4-2's baselines learn with SPA's average
+    #SV as their budget): such entries are listed as not comparable, not as differences."""
     same_r = old.get("permutations") == new.get("permutations")
     diffs: list[str] = []
+    skipped: list[str] = []
     count = 0
 
     def walk(a: Any, b: Any, path: str, aggregates: bool) -> None:
@@ -210,6 +240,9 @@ def compare_results(old: dict[str, Any], new: dict[str, Any]) -> tuple[int, list
             # at the same R, its runs of one permutation always
             if any(k in a and k in b and a[k] != b[k] for k in _R_KEYS):
                 aggregates = False
+            if not aggregates and "params" in a and "params" in b and a["params"] != b["params"]:
+                skipped.append(f"{path}: parameters {_param_change(a['params'], b['params'])}")
+                return
             for k, va in a.items():
                 if _volatile(k):
                     continue
@@ -243,4 +276,12 @@ def compare_results(old: dict[str, Any], new: dict[str, Any]) -> tuple[int, list
             diffs.append(f"{path}: {a!r} -> {b!r}")
 
     walk(old, new, "", same_r)
-    return count, diffs
+    return count, diffs, skipped
+
+
+def _param_change(a: Any, b: Any) -> str:
+    """``budget 90 -> 86`` for the parameters that differ."""
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return f"{a!r} -> {b!r}"
+    return ", ".join(f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
+                     if a.get(k) != b.get(k))

@@ -183,7 +183,7 @@ KS_ENTRY(step, 7, B_OWN + 1) {
         Py_RETURN_NONE; /* take_buf sets no exception */
     const double *x = b[B_OWN].view.buf;
     double xx = sqnorm(x, st.d);
-    if (!isfinite(xx)) Py_RETURN_NONE;
+    if (!(xx <= st_max_xx(&st))) Py_RETURN_NONE; /* not finite, or above the bound */
     double *k = R.w3;
     double f = row_score(st.X, st.sqn, st.a, st.n, st.d, x, xx, st.kind, st.p, st.degree, R.nz,
                          k);
@@ -272,7 +272,7 @@ KS_ENTRY(step_dist, 7, B_OWN + 3) {
         Py_RETURN_NONE; /* take_buf sets no exception */
     const double *x = b[B_OWN].view.buf;
     double xx = sqnorm(x, st.d);
-    if (!isfinite(xx)) Py_RETURN_NONE;
+    if (!(xx <= 1e100)) Py_RETURN_NONE; /* Gaussian widths: base.KERNEL_MAX */
     double *d2 = b[B_OWN + 1].view.buf, *k = b[B_OWN + 2].view.buf, f = 0.0;
     if (st.n) {
         dist_row(st.X, st.sqn, st.n, st.d, x, xx, st.g, st.g ? 0.0 : R.fst[0], R.nz, d2, k);

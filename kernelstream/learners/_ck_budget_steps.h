@@ -110,6 +110,12 @@ static int parse_rule_state(PyObject *const *args, Buf *b, const char *spec, int
 
 /* ---- shared steps --------------------------------------------------------------------- */
 
+/* The largest ||x||^2 the store's learner takes (base.KERNEL_MAX ** (1/degree) for a
+ * polynomial kernel, else KERNEL_MAX): beyond it the Python checks say what is wrong. */
+static inline double st_max_xx(const Store *st) {
+    return st->kind == K_POLYNOMIAL ? pow(1e100, 1.0 / (double)st->degree) : 1e100;
+}
+
 /* kappa(x, x) from ||x||^2 (Kernel.diag: 1, or zz ** degree as Python computes it) */
 static inline double kdiag(const Store *st, double xx) {
     return st->kind == K_GAUSSIAN ? 1.0 : pow(xx, (double)st->degree);

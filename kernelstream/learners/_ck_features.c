@@ -55,6 +55,14 @@ typedef struct {
     long degree;
 } FMap;
 
+/* The largest ||x||^2 a map takes: base.KERNEL_MAX ** (1/p), p the degree of a polynomial
+ * kernel (1 for the others), the learners' input bound; beyond it the Python checks say what
+ * is wrong. */
+static double fm_max_xx(const FMap *fm) {
+    return fm->kind != FM_RFF && fm->kind != FM_DIST && fm->kcode != K_GAUSSIAN
+               ? pow(1e100, 1.0 / (double)fm->degree) : 1e100;
+}
+
 /* Features of x: RFF: z = [cos; sin] (2D); PROJ: k = kernel row (n), z = M k (r); ROW: z = k
  * = kernel row (n); DIST: k = distances, z = Gaussian row (n). Returns f = scale <w, z>. */
 static double fm_score(const FMap *fm, const double *w, const double *x, double xx,
@@ -370,7 +378,7 @@ KS_ENTRY(step, 10, 9) {
     if (check_sizes(&fm, b, fm.d, "step") < 0) return NULL;
     const double *x = b[B_X].view.buf;
     double xx = sqnorm(x, fm.d), *w = b[B_W].view.buf, *z = b[B_Z].view.buf;
-    if (!isfinite(xx)) Py_RETURN_NONE;
+    if (!(xx <= fm_max_xx(&fm))) Py_RETURN_NONE; /* not finite, or above the bound */
     double f = fm_score(&fm, w, x, xx, (Py_ssize_t *)b[B_WORK].view.buf,
                         b[B_K].held ? b[B_K].view.buf : NULL, z);
     int fire = fires(trigger, y, f);
@@ -517,7 +525,7 @@ KS_ENTRY(rls_step, 8, 11) {
         Py_RETURN_NONE; /* take_buf sets no exception */
     const double *x = b[B_X].view.buf;
     double xx = sqnorm(x, fm.d), f;
-    if (!isfinite(xx)) Py_RETURN_NONE;
+    if (!(xx <= fm_max_xx(&fm))) Py_RETURN_NONE; /* not finite, or above the bound */
     Py_BEGIN_ALLOW_THREADS
     f = rls_round(&fm, b[B_W].view.buf, b[9].view.buf, x, y, b[B_WORK].view.buf,
                   b[B_Z].view.buf, b[10].view.buf);

@@ -661,7 +661,8 @@ static int set_dict(PyObject *dict, PyObject *name, PyObject *v) {
 
 /* The row x of step() and score(): 1 with its buffer in bx (the caller releases it) and
  * ||x||^2 (sqnorm, as _ckernels sums it) in xx; 0, bx released and no exception set, when x is
- * not a float64 vector of the stores' width or ||x||^2 is not finite (the call returns None). */
+ * not a float64 vector of the stores' width or ||x||^2 is not finite or above the input
+ * bound (the call returns None). */
 static int take_row(const Fused *F, PyObject *x, Buf *bx, double *xx) {
     Py_ssize_t d = F->cs[0].st.d;
     if (take_buf(x, bx, 0, 'd') != 0 || bx->view.ndim != 1 || n_items(bx) != d) {
@@ -669,7 +670,9 @@ static int take_row(const Fused *F, PyObject *x, Buf *bx, double *xx) {
         return 0; /* take_buf sets no exception */
     }
     *xx = sqnorm(bx->view.buf, d);
-    if (!isfinite(*xx)) {
+    /* the input bound of the pool's learners (base.KERNEL_MAX ** (1/3): their cubic kernel
+     * stays <= 1e100); beyond it, or not finite, the Python checks say what is wrong */
+    if (!(*xx <= pow(1e100, 1.0 / 3.0))) {
         release(bx, 1);
         return 0;
     }

@@ -39,6 +39,8 @@ class KernelLearner(Learner):
     """
 
     accepts_sparse = True  # x reaches only the store and the kernel (sparse SVs in sparse mode)
+    #: capacity of an unbounded store before it first grows (registry.memory_estimate)
+    initial_rows: ClassVar[int] = 17
     #: rounds whose ``_update`` changes the model (compiled.TRIGGERS); "always" is always safe
     update_when: ClassVar[str] = "always"
 

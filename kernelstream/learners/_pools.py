@@ -263,6 +263,9 @@ class KernelPool:
 
     def reset(self, i: int) -> None:
         """Empty expansion ``i`` (``f_i = 0``)."""
+        if self._compiled:  # the sync's references would keep the old store's rows alive
+            self._seen[i] = None  # _sync then resyncs store i, as it does for any new store
+            self._last = ()
         self.stores[i] = SVStore(self.dim, capacity=self.capacity)
 
     def get_state(self, prefix: str) -> dict[str, np.ndarray]:

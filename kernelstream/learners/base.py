@@ -62,19 +62,39 @@ from kernelstream.learners.params import (
 from kernelstream.learners.registry import check_width, get
 from kernelstream.learners.state import (
     STATE_VERSION,
+    Layout,
     Seed,
     _rng_from_array,
     _rng_to_array,
-    _seed_from_json,
     _seed_json,
     _seed_seq,
+    check_header,
+    check_layout,
+    check_seed,
     state_from_bytes,
+    state_name,
     state_nbytes,
     state_to_bytes,
 )
 from kernelstream.sparse import CSR, SparseRow
 
 _F64 = np.dtype(np.float64)  # the dtype of a row the fast lane takes as it is
+
+# Input bounds. A row is accepted when every kernel value it makes, κ(x, x) (the largest of
+# κ(x, ·) for the polynomial and linear kernels, 1 for the Gaussian), is <= KERNEL_MAX, and a
+# regression target when |y| <= Y_MAX (so y² <= KERNEL_MAX too). A round multiplies at most a
+# few such factors (a coefficient ∝ y, a kernel value, a loss gradient), each <= 1e100, so its
+# numbers stay below ~1e300 < 1.8e308 (float64's limit), with room left for the sums over
+# support vectors and rounds; beyond it a finite row (entries ~1e150) overflows mid-round
+# (OverflowError, or inf/NaN in the state). A learner whose kernels include a polynomial of
+# degree p therefore takes ‖x‖² <= KERNEL_MAX**(1/p) (``_max_xx``): 1e50 for the default
+# degree 2, ~2e33 for the multi-kernel pool's degree 3; other learners ‖x‖² <= 1e100
+# (|x_i| up to ~1e50: far beyond any real feature scale).
+KERNEL_MAX = 1e100
+Y_MAX = 1e50
+_LAYOUTS: dict[tuple[Any, ...], Layout] = {}  # Learner._layout's
+_F64_TYPE = np.float64
+_NOT_NUMBERS = (str, bytes, bool, np.bool_, complex, np.complexfloating)  # not labels
 
 __all__ = [
     "KERNEL_PARAMS",
@@ -107,6 +127,12 @@ class Learner:
     _draw_attrs: ClassVar[tuple[str, ...]] = ()
     accepts_sparse: ClassVar[bool] = False  # runs on sparse rows natively (module docstring)
     reference: ClassVar[str] = ""
+    # largest polynomial degree among kernels that are not the ``kernel``/``degree`` parameters
+    # (the multi-kernel pool's), for the input bound
+    max_poly_degree: ClassVar[int] = 1
+    _max_xx: float = KERNEL_MAX  # the bound on ‖x‖² (``_input_bound``); class value: old pickles
+    # state entries whose _set_state also reads an older shape (theirs to check)
+    legacy_state_keys: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, seed: Seed = 0, **params: Any) -> None:
         self.seed = seed
@@ -114,7 +140,8 @@ class Learner:
         for k, v in self.hparams.items():
             setattr(self, k, v)
         self._configure()
-        self.rng = np.random.Generator(np.random.PCG64(_seed_seq(seed)))
+        self.rng = np.random.Generator(np.random.PCG64(_seed_seq(check_seed(seed, self.name))))
+        self._max_xx = self._input_bound()
         self.dim: int | None = None
         self.sparse = False  # sparse mode (sparse SVs), fixed by the first example
         self.t = 0  # rounds learned so far
@@ -161,10 +188,7 @@ class Learner:
         cost."""
         if isinstance(x, CSR):
             return self._check_sparse_x(x)
-        try:
-            x = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError) as exc:  # a dict row: say what is expected
-            raise row_error(self.name, x) or exc from None
+        x = self._as_float(x, False)
         if x.ndim != 1:
             raise ValueError(f"{self.name}: x must be a 1-D feature vector, got shape {x.shape}")
         if not x.flags.c_contiguous:  # a strided view scores as its copy (BLAS sums in
@@ -178,11 +202,38 @@ class Learner:
                 f"got {x.shape[0]}"
             )
         xx = self._sqnorm(x)
-        if not math.isfinite(xx):
-            raise ValueError(f"{self.name}: x contains NaN or infinite values (or overflows)")
+        self._check_xx(xx)
         if self.dim is None:  # only a valid first example fixes the dimension
             self._init_dim(x.shape[0])
         return x, xx
+
+    def _input_bound(self) -> float:
+        """The largest ‖x‖² this learner accepts (:data:`KERNEL_MAX` says why)."""
+        p = self.max_poly_degree
+        if self.hparams.get("kernel") == "polynomial":
+            p = max(p, int(self.hparams.get("degree", 1)))
+        return KERNEL_MAX ** (1.0 / p)
+
+    def _check_xx(self, xx: float, row: str = "x") -> None:
+        if not xx <= self._max_xx:  # NaN fails the comparison too
+            what = ("contains NaN or infinite values (or overflows)" if not math.isfinite(xx)
+                    else f"is too large: ‖x‖² = {xx:.3g} > {self._max_xx:.3g}, the bound "
+                         "that keeps its kernel values finite (rescale the features)")
+            raise ValueError(f"{self.name}: {row} {what}")
+
+    def _as_float(self, x: Any, many: bool) -> np.ndarray:
+        """``x`` as a float64 array, or a ValueError naming the learner: strings, complex
+        numbers and ragged rows are not rows of numbers."""
+        try:
+            a = np.asarray(x)
+            if a.dtype.kind not in "biuf":
+                raise ValueError(f"got an array of dtype {a.dtype}" if a.dtype.kind != "O"
+                                 else "got values that are not numbers")
+            return np.asarray(a, dtype=np.float64) if a.dtype != _F64 else a
+        except (TypeError, ValueError) as exc:  # a dict row: say what is expected
+            raise row_error(self.name, x, many=many) or ValueError(
+                f"{self.name}: {'X must be a 2-D array' if many else 'x must be a 1-D vector'} "
+                f"of real numbers ({exc})") from None
 
     def _width(self, nf: int) -> None:
         if self.dim is None:
@@ -202,15 +253,14 @@ class Learner:
                              "(use predict_learn_many for blocks)")
         nf = int(X.n_features)
         self._width(nf)
+        try:  # the checks a block's rows get (index and value types, lengths, order)
+            X.check()
+        except ValueError as e:
+            raise ValueError(f"{self.name}: bad sparse x: {e}") from None
         a, b = int(X.indptr[0]), int(X.indptr[1])
         idx, vals = X.indices[a:b], X.data[a:b]
-        if len(idx) and (int(idx[0]) < 0 or int(idx[-1]) >= nf
-                         or (len(idx) > 1 and not bool(np.all(idx[1:] > idx[:-1])))):
-            raise ValueError(f"{self.name}: sparse x needs strictly increasing column indices "
-                             f"in [0, {nf})")
         xx = float(vals @ vals)
-        if not math.isfinite(xx):
-            raise ValueError(f"{self.name}: x contains NaN or infinite values (or overflows)")
+        self._check_xx(xx)
         if self.dim is None:
             self._init_dim(nf, sparse=True, nnz=len(idx))
         return self._sparse_input(idx, vals, nf, xx)
@@ -225,18 +275,25 @@ class Learner:
         return x, self._sqnorm(x)
 
     def _check_y(self, y: Any) -> float:
-        try:
+        t = type(y)
+        if t is float or t is _F64_TYPE:  # the common labels: no further type check (hot path)
             yf = float(y)
-        except (TypeError, ValueError):
-            raise ValueError(f"{self.name}: label must be a number, got {y!r}") from None
+        else:
+            try:
+                if isinstance(y, _NOT_NUMBERS):  # "1" or True is no label; complex loses a part
+                    raise TypeError(y)
+                yf = float(y)
+            except (TypeError, ValueError):
+                raise ValueError(f"{self.name}: label must be a real number, got {y!r}") from None
         if self.task == "classification":
             if yf != 1.0 and yf != -1.0:
                 raise ValueError(
                     f"{self.name}: classification labels must be -1 or +1, got {y!r} "
                     "(kernelstream.data.load maps any two labels to ±1)"
                 )
-        elif not math.isfinite(yf):
-            raise ValueError(f"{self.name}: regression target must be finite, got {y!r}")
+        elif not abs(yf) <= Y_MAX:  # NaN fails it too
+            raise ValueError(f"{self.name}: regression target must be finite with |y| <= "
+                             f"{Y_MAX:g} (the bound that keeps the rounds finite), got {yf!r}")
         return yf
 
     def _init_dim(self, d: int, sparse: bool = False, nnz: int | None = None) -> None:
@@ -321,7 +378,8 @@ class Learner:
         allocation: on one row, conversion and checks cost as much as a budgeted round."""
         if (type(x) is np.ndarray and x.dtype is _F64 and x.ndim == 1 and not self.sparse
                 and x.shape[0] == self.dim and x.flags.c_contiguous):
-            return self._sqnorm(x)
+            xx = self._sqnorm(x)
+            return xx if xx <= self._max_xx else math.nan  # too large: _check_x says so
         return math.nan
 
     def _step_checked(self, x: Any, xx: float, y: float) -> float:
@@ -365,14 +423,12 @@ class Learner:
         block (the module docstring says how sparse rows are used)."""
         if isinstance(X, CSR):
             return self._predict_learn_many_sparse(X, y, n_sv)
-        try:
-            X = np.ascontiguousarray(X, dtype=np.float64)
-        except (TypeError, ValueError) as exc:  # rows as dicts: say what is expected
-            raise row_error(self.name, X, many=True) or exc from None
+        X = np.ascontiguousarray(self._as_float(X, True))
         if X.ndim != 2:
             raise ValueError(f"{self.name}: X must be a 2-D array, got shape {X.shape}")
         n = X.shape[0]
         yv = self._block_labels(y, n)
+        self._check_n_sv(n_sv, n)
         out = np.empty(n)
         if n == 0:
             return out
@@ -383,12 +439,10 @@ class Learner:
         # squared row norms are non-finite iff a row holds NaN/inf or overflows, so a bad row is
         # rejected before any state changes
         zz = self._row_sqnorms(X)
-        bad = ~np.isfinite(zz)
+        bad = ~(zz <= self._max_xx)  # NaN/inf, or beyond the input bound
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"{self.name}: row {i} of the block contains NaN or infinite values (or overflows)"
-            )
+            self._check_xx(float(zz[i]), f"row {i} of the block")
         for yi in np.unique(yv):
             self._check_y(yi)
         if self.dim is None:
@@ -398,12 +452,19 @@ class Learner:
         return out
 
     @classmethod
-    def model_bytes(cls, params: dict[str, Any]) -> tuple[int, str] | None:
+    def model_bytes(cls, params: dict[str, Any], n_features: int = 0) -> tuple[int, str] | None:
         """``(bytes, what)`` of a model part that neither stored rows nor a random-feature
-        projection accounts for (e.g. a second-order matrix), for
-        :func:`~kernelstream.learners.registry.memory_estimate`; ``None`` when there is none.
-        ``params`` are resolved."""
+        projection accounts for (e.g. a second-order matrix, a buffer of ``n_features``-wide
+        rows), for :func:`~kernelstream.learners.registry.memory_estimate`; ``None`` when
+        there is none. ``params`` are resolved."""
         return None
+
+    def stored_rows(self, n_rounds: int | None = None) -> int | None:
+        """The most ``d``-wide rows this learner holds after ``n_rounds`` rounds (None: any
+        number), what :func:`~kernelstream.learners.registry.memory_estimate` counts:
+        :meth:`memory_bound`, unless the learner keeps rows its hypothesis does not count
+        (SkeGD's sketch rows) or none at all."""
+        return self.memory_bound()
 
     @classmethod
     def compiled_rounds(cls) -> bool:
@@ -444,12 +505,22 @@ class Learner:
 
     def _block_labels(self, y: Any, n: int) -> np.ndarray:
         try:
-            yv = np.asarray(y, dtype=np.float64).reshape(-1)
+            ya = np.asarray(y)
+            if ya.dtype.kind not in "iuf":  # strings, bools, complex: not labels
+                raise TypeError(ya.dtype)
+            yv = np.asarray(ya, dtype=np.float64).reshape(-1)
         except (TypeError, ValueError):
-            raise ValueError(f"{self.name}: labels must be numbers, got {y!r}") from None
+            raise ValueError(f"{self.name}: labels must be real numbers, got {y!r}") from None
         if yv.shape[0] != n:
             raise ValueError(f"{self.name}: X has {n} rows but y has {yv.shape[0]} labels")
         return yv
+
+    def _check_n_sv(self, n_sv: np.ndarray | None, n: int) -> None:
+        """``n_sv`` is checked before any round: a wrong one would fail after rows were learnt."""
+        if n_sv is not None and (not isinstance(n_sv, np.ndarray) or n_sv.shape != (n,)
+                                 or n_sv.dtype.kind not in "iu"):
+            raise ValueError(f"{self.name}: n_sv must be an int array of {n} entries (one per "
+                             f"row), got {getattr(n_sv, 'shape', n_sv)!r}")
 
     def _predict_learn_many_sparse(self, X: CSR, y: Any,
                                    n_sv: np.ndarray | None) -> np.ndarray:
@@ -457,6 +528,7 @@ class Learner:
         row by row (bit-identical to the loop)."""
         n = X.n_rows
         yv = self._block_labels(y, n)
+        self._check_n_sv(n_sv, n)
         out = np.empty(n)
         if n == 0:
             return out
@@ -474,9 +546,9 @@ class Learner:
                 raise ValueError(f"{self.name}: bad sparse block (rows {a}-"
                                  f"{a + part.n_rows - 1}): {e}") from None
             sq = part.row_sq_norms()  # non-finite iff a row overflows (values are finite)
-            if not np.all(np.isfinite(sq)):
-                i = a + int(np.flatnonzero(~np.isfinite(sq))[0])
-                raise ValueError(f"{self.name}: row {i} of the block overflows")
+            if not np.all(sq <= self._max_xx):
+                i = int(np.flatnonzero(~(sq <= self._max_xx))[0])
+                self._check_xx(float(sq[i]), f"row {a + i} of the block")
         for yi in np.unique(yv):
             self._check_y(yi)
         if self.dim is None:
@@ -575,41 +647,58 @@ class Learner:
         return st
 
     def set_state(self, state: dict[str, np.ndarray]) -> None:
-        name = str(state["__learner__"])
-        if name != self.name:
-            raise ValueError(f"state belongs to learner {name!r}, not {self.name!r}")
-        version = int(state["__version__"])
-        if version != STATE_VERSION:
-            raise ValueError(
-                f"unsupported state version {version} (this build reads {STATE_VERSION})"
-            )
-        params = json.loads(str(state["__params__"]))
-        self.hparams = self.resolve_params(params)
-        for k, v in self.hparams.items():
-            setattr(self, k, v)
-        self._configure()
-        self.seed = _seed_from_json(json.loads(str(state["__seed__"])))
-        d = int(state["__dim__"])
-        self.t = int(state["__t__"])
-        self._pending = None
-        self.dim = None
-        self.sparse = False
-        if d >= 0:
-            self._init_dim(d, sparse=bool(state.get("__sparse__", False)))
-            self._set_state(state)
-        # last, so draws made by ``_setup`` (e.g. a random projection) do not advance it
-        _rng_from_array(self.rng, state["__rng__"])
+        """Become the learner ``state`` holds. All or nothing: the state is restored onto a
+        fresh instance, checked, and only then swapped in, so a rejected state (a ValueError
+        naming the learner and the offending entry) leaves this learner as it was. The
+        restored learner owns copies of the arrays (the caller may reuse the dict)."""
+        # the dict itself, not a copy: compiled state may hold it (the rounds write ``t``)
+        self.__dict__ = self._restored(state).__dict__
+
+    def _restored(self, state: dict[str, np.ndarray]) -> Learner:
+        who = self.name
+        h = check_header(state, who)
+        obj = type(self)(seed=h.seed, **h.params)  # resolves and checks the parameters
+        obj.t = h.t
+        if h.dim >= 0:
+            obj._init_dim(h.dim, sparse=h.sparse)
+            check_layout(who, obj._layout(), state, self.legacy_state_keys)
+            own = {k: np.array(v, copy=True) for k, v in state.items()}  # never the caller's
+            try:
+                obj._set_state(own)
+            except KeyError as e:
+                raise ValueError(f"{who}: state misses {e.args[0]!r}") from None
+            except (IndexError, TypeError, ValueError, AttributeError) as e:
+                raise ValueError(f"{who}: inconsistent state ({e})") from None
+        try:
+            _rng_from_array(obj.rng, h.rng)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise ValueError(f"{who}: bad state['__rng__'] ({e})") from None
+        obj._pending = None
+        return obj
+
+    def _layout(self) -> Layout:
+        """Dtype and shape of each array of this learner just set up (no round yet): what a
+        state of its parameters and width must match (:func:`check_layout`). Kept per class,
+        parameters, width and mode, so repeated restores (a stream's state read back) pay
+        for one ``_get_state`` only."""
+        key = (type(self), json.dumps(self.hparams, sort_keys=True), self.dim, self.sparse)
+        lay = _LAYOUTS.get(key)
+        if lay is None:
+            if len(_LAYOUTS) >= 256:
+                _LAYOUTS.clear()
+            lay = _LAYOUTS[key] = {k: (v.dtype, v.shape) for k, v in self._get_state().items()}
+        return lay
 
     @classmethod
     def from_state(cls, state: dict[str, np.ndarray]) -> Learner:
         """Rebuild a learner from :meth:`get_state`; ``Learner.from_state`` picks the class by
         the stored learner name."""
+        name = state_name(state, "" if cls is Learner else cls.name)
         if cls is Learner:
-            cls = get(str(state["__learner__"]))
-        name = str(state["__learner__"])
+            cls = get(name)
         if name != cls.name:
             raise ValueError(f"state belongs to learner {name!r}, not {cls.name!r}")
-        obj = cls(seed=0, **json.loads(str(state["__params__"])))
+        obj = cls()  # default parameters: set_state builds the learner of the state's own
         obj.set_state(state)
         return obj
 

@@ -13,6 +13,7 @@ import numpy as np
 from kernelstream.learners._multikernel import (
     DELTA_PARAM,
     DISCOUNT_PARAM,
+    POLY_DEGREES,
     StoreCombination,
     pool_diag,
 )
@@ -82,6 +83,8 @@ class BOMKCSPA(SPAParams, StoreCombination):
     >>> round(float(m.kernel_distribution.sum()), 12), m.n_support_vectors <= 16
     (1.0, True)
     """
+
+    max_poly_degree = max(POLY_DEGREES)  # the pool's polynomials (the input bound)
 
     name = "bomkc-spa"
     params = (

@@ -528,6 +528,15 @@ class BEA2OKS(EA2OKS):
     def memory_bound(self) -> int | None:
         return len(parse_sigmas(self.sigmas)) * self.budget  # a budget per kernel
 
+    def stored_rows(self, n_rounds: int | None = None) -> int:
+        # each kernel's store doubles from the pool's 64 slots until it holds a round's
+        # appends on B points (x_t and the M reservoir points; one store's old arrays live
+        # while it grows), and the reservoir keeps its own M rows
+        cap = 64
+        while cap < self.budget + self.M + 2:
+            cap *= 2
+        return len(parse_sigmas(self.sigmas)) * cap + cap // 2 + self.M
+
     def _restart(self) -> None:
         B = self.budget + 1 if self.reference_quirks else self.budget  # |S_i| > B or ≥ B
         # the sizes as Python ints (a K-vector of numpy calls costs more than the test)

@@ -26,6 +26,7 @@ from kernelstream.learners.rff import (
     PickleOmegaOnce,
     compiled_layout,
     draw_omega,
+    draw_omega_t,
     scale_from_gamma,
 )
 
@@ -95,7 +96,10 @@ class FOGD(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
 
     def _setup(self, d: int) -> None:
         D = self.n_components
-        self._omega = draw_omega(self.rng, D, d, scale_from_gamma(self.gamma))
+        # compiled: Ω drawn straight into the Ωᵀ layout (compiled_layout then copies nothing)
+        self._omega = (draw_omega_t(self.rng, D, d, scale_from_gamma(self.gamma)).T
+                       if compiled.fk is not None else
+                       draw_omega(self.rng, D, d, scale_from_gamma(self.gamma)))
         self._c = 1.0 / math.sqrt(D)
         self.w = np.zeros(2 * D)
         self._hinge = self.loss == "hinge"
@@ -185,6 +189,7 @@ class FOGD(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
         return {"fogd.omega": self._omega.copy(), "fogd.w": self.w.copy()}
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        self.__dict__.pop("_omega_t", None)  # the Ωᵀ _setup drew: freed before the copy below
         self._omega = np.ascontiguousarray(state["fogd.omega"], dtype=np.float64)
         # The Ω drawn again by _setup is overwritten here; Learner.set_state restores the RNG
         # afterwards, so that draw leaves no trace.

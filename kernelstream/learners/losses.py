@@ -1,7 +1,8 @@
 """Losses and their derivatives with respect to the score.
 
 Scalar functions on purpose: learners call them once per round on Python floats, where numpy
-ufunc dispatch would cost more than the arithmetic.
+ufunc dispatch would cost more than the arithmetic. They never raise: a loss too large for a
+float is ``inf`` (a run judges every row, whatever its target).
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ def _logistic_d(f: float, y: float) -> float:
 
 
 def _square(f: float, y: float) -> float:
-    return (f - y) ** 2
+    try:
+        return (f - y) ** 2
+    except OverflowError:  # |f - y| > ~1.3e154: Python's float ** raises where * gives inf
+        return math.inf
 
 
 def _square_d(f: float, y: float) -> float:

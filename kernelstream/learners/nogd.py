@@ -118,6 +118,12 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
     def stage(self) -> int:
         return 2 if self._stage2 else 1
 
+    @classmethod
+    def model_bytes(cls, params: dict[str, Any], n_features: int = 0) -> tuple[int, str]:
+        # the budget's Gram matrix, and its eigen-decomposition when the budget fills
+        B = int(params["budget"])
+        return 3 * 8 * B * B, f"budget={B:,}: {B:,} x {B:,} Gram and eigenvector matrices"
+
     def _setup(self, d: int) -> None:
         super()._setup(d)
         self._eta2 = self.eta if self.eta2 is None else self.eta2

@@ -24,6 +24,7 @@ from kernelstream.learners._multikernel import (
     DELTA_PARAM,
     DISCOUNT_PARAM,
     M_KERNELS,
+    POLY_DEGREES,
     StoreCombination,
     pool_diag,
     pool_kernel_params,
@@ -45,6 +46,8 @@ class _OMKC(StoreCombination):
     Class switches: ``pa`` (PA-I components), ``stochastic`` (SD: update with probability
     ``p_i``), ``uniform_weights`` (U: ``θ`` fixed).
     """
+
+    max_poly_degree = max(POLY_DEGREES)  # the pool's polynomials (the input bound)
 
     pa: ClassVar[bool] = False
     stochastic: ClassVar[bool] = False
@@ -265,6 +268,8 @@ class _BoundedOMKC(ShrinkParams, CompiledRounds):
     (:class:`~kernelstream.learners._omkc_rounds.CompiledRounds`), bit for bit as these rounds.
     """
 
+    max_poly_degree = max(POLY_DEGREES)  # the pool's polynomials (the input bound)
+
     stochastic: ClassVar[bool] = False  # Algorithm 4 (SD) rather than 3 (DD)
 
     budget: int
@@ -285,6 +290,12 @@ class _BoundedOMKC(ShrinkParams, CompiledRounds):
 
     def _component_budgets(self) -> list[int]:
         raise NotImplementedError
+
+    def stored_rows(self, n_rounds: int | None = None) -> int:
+        # besides the budget's rows, each component has a spare slot and a d-long buffer (the
+        # example's non-zero indices); SD's components share the budget, and each keeps the
+        # capacity its store doubled to: about twice the budget in all
+        return (2 if self.stochastic else 1) * self.budget + 2 * M_KERNELS
 
     def _setup(self, d: int) -> None:
         super()._setup(d)

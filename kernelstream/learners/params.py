@@ -36,6 +36,8 @@ class Param:
     def coerce(self, value: Any, learner: str) -> Any:
         if value is None and self.default is None:
             return None
+        if self.name in DATA_WIDTHS:
+            check_not_auto(learner, self.name, value)
         try:
             if self.type is bool and isinstance(value, str):
                 low = value.strip().lower()
@@ -63,6 +65,30 @@ class Param:
         if self.check is not None and not self.check(v):
             raise ValueError(f"{learner}: parameter {self.name!r} must be {self.rule}, got {v!r}")
         return v
+
+
+# The Gaussian widths the commands and the Python API's evaluate/run_replay estimate from the
+# data when asked "auto" (kernelstream.engine.learner_widths); a learner alone sees no data
+DATA_WIDTHS = ("gamma", "sigma", "sigmas")
+
+
+def check_not_auto(learner: str, name: str, value: Any) -> None:
+    """A one-line ``ValueError`` for a width ``"auto"``/``"auto*F"`` given to a learner built
+    alone (``learners.make``): say where the number comes from."""
+    if not isinstance(value, str):
+        return
+    text = value.strip().lower().replace(" ", "")
+    if text != "auto" and not text.startswith("auto*"):
+        return
+    w = "kernelstream.data.widths"
+    how = {"gamma": f"a number: {w}.auto_gamma(X[:1000])",
+           "sigma": f"a number: {w}.gamma_to_sigma({w}.auto_gamma(X[:1000]))",
+           "sigmas": f"a grid: {w}.centred_sigmas({w}.auto_gamma(X[:1000]), the default grid's "
+                     "widths)"}[name]
+    raise ValueError(f"{learner}: {name}={value!r} is a width estimated from the data, which a "
+                     f"learner built alone does not see: give {how}, or pass the "
+                     "configuration to kernelstream.engine.evaluate.evaluate or run_replay, "
+                     "which estimate it as the CLI does")
 
 
 def positive(v: Any) -> bool:

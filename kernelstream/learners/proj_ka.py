@@ -23,7 +23,6 @@ import numpy as np
 
 from kernelstream.learners import compiled
 from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive
-from kernelstream.learners.kernels import sq_dists
 from kernelstream.learners.projectron import Projectron
 from kernelstream.learners.registry import register
 
@@ -47,9 +46,19 @@ def alignment_pow2(X: np.ndarray, y: np.ndarray, exponents: np.ndarray | list[in
     yKy = np.zeros(k)
     fro2 = np.zeros(k + 1)  # fro2[i] collects Σ K_{e_i}²; Σ K_{e_i}² = Σ K_{e_{i+1}}
     g0 = 2.0 ** float(e[0])
+    # ‖x‖² of every row once, a block of rows at a time: sq_dists(X[s:s+b], X[s:]) would square
+    # all of X[s:] (an m x d temporary, as large as the window); the same numbers
+    c = max(1, (1 << 17) // max(X.shape[1], 1))  # rows squared at once: ≤ 1 MB
+    sq = np.concatenate([(X[s:s + c] * X[s:s + c]).sum(1) for s in range(0, m, c)]
+                        or [np.zeros(0)])
     for s in range(0, m, block):
         b = min(block, m - s)
-        K = sq_dists(X[s:s + b], X[s:])  # rows of this block × columns from the block onwards
+        # sq_dists(X[s:s+b], X[s:]): rows of this block × columns from the block onwards
+        # as (‖a‖² + ‖b‖²) − 2.0·(AB): the same operations, two b x m matrices at once
+        K = X[s:s + b] @ X[s:].T
+        K *= 2.0
+        np.subtract(sq[s:s + b, None] + sq[None, s:], K, out=K)
+        np.maximum(K, 0.0, out=K)
         K *= -g0
         np.exp(K, out=K)
         yb, yr = y[s:s + b], y[s:]
@@ -148,6 +157,20 @@ class ProjKA(Learner):
     replay: bool
     tie: str
 
+    def stored_rows(self, n_rounds: int | None = None) -> int:
+        """The window's rows, with the inner Projectron's ``budget`` while it replays them
+        (:meth:`memory_bound` is the inner budget: the window is not the hypothesis)."""
+        m = self.selection_window
+        return (m if n_rounds is None else min(m, int(n_rounds))) + self.budget
+
+    @classmethod
+    def model_bytes(cls, params: dict[str, Any], n_features: int = 0) -> tuple[int, str]:
+        # the window's labels and the selection's work (alignment_pow2): two min(512, m) x m
+        # blocks at once, after the rows squared ~1 MB at a time
+        m = int(params["selection_window"])
+        return (8 * m + max(16 * min(512, m) * m, 8 * max(n_features, 1 << 17)),
+                f"the kernel alignment of {m:,} buffered rows")
+
     def _setup(self, d: int) -> None:
         self._wx = np.zeros((self.selection_window, d))
         self._wy = np.zeros(self.selection_window)
@@ -230,6 +253,8 @@ class ProjKA(Learner):
             pre = "pka.inner."
             self.inner.set_state({k[len(pre):]: v for k, v in state.items()
                                   if k.startswith(pre)})
+            if self.inner.dim != self.dim:  # the inner learner runs on the same rows
+                raise ValueError(f"pka.inner.__dim__ is {self.inner.dim}, not {self.dim}")
             assert self.dim is not None  # for mypy: set_state fixes it first
             self._wx = np.zeros((0, self.dim))
             self._wy = np.zeros(0)

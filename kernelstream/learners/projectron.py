@@ -102,6 +102,11 @@ class _Projectron(KernelLearner):
             cap *= 2
         return cap
 
+    @classmethod
+    def model_bytes(cls, params: dict[str, Any], n_features: int = 0) -> tuple[int, str]:
+        B = int(params["budget"])  # K⁻¹ of the stored points
+        return 8 * B * B, f"budget={B:,}: a {B:,} x {B:,} inverse Gram matrix"
+
     def _setup(self, d: int) -> None:
         super()._setup(d)
         self._thr2 = self.threshold * self.threshold

@@ -21,6 +21,7 @@ import numpy as np
 from kernelstream._suggest import did_you_mean
 from kernelstream.errors import WidthError
 from kernelstream.learners.kernels import parse_sigmas
+from kernelstream.learners.params import check_not_auto
 
 if TYPE_CHECKING:  # the learners import this module; it needs only their class attributes
     from kernelstream.learners.base import Learner, Seed
@@ -77,8 +78,13 @@ def get(name: str) -> type[Learner]:
 
 
 def make(name: str, seed: Seed = 0, **params: Any) -> Learner:
-    """Build a learner by name, e.g. ``make("bogd", seed=1, budget=200, eta=0.1)``."""
-    return get(name)(seed=seed, **params)
+    """Build a learner by name, e.g. ``make("bogd", seed=1, budget=200, eta=0.1)``. Gaussian
+    widths are numbers here: ``"auto"`` (the data's width) is a ``ValueError`` saying how to
+    get it (``learners.params.check_not_auto``)."""
+    cls = get(name)
+    if "sigma" in params:  # (gamma and sigmas: Param.coerce checks them)
+        check_not_auto(name, "sigma", params["sigma"])
+    return cls(seed=seed, **params)
 
 
 def from_state(state: dict[str, np.ndarray]) -> Learner:
@@ -92,13 +98,16 @@ def from_state(state: dict[str, np.ndarray]) -> Learner:
     >>> copy.predict_one([0.2, 0.1]) == m.predict_one([0.2, 0.1])
     True
     """
+    if not isinstance(state, dict) or "__learner__" not in state:
+        raise ValueError("not a learner state: a dict of arrays with a '__learner__' entry "
+                         "(Learner.get_state) is expected")
     return get(str(state["__learner__"])).from_state(state)
 
 
 # -- width and memory ----------------------------------------------------------------------------
 _SLOT_BYTES = 64  # per stored row besides its features (norm, coefficient, ids, pool offsets)
 _DEFAULT_NNZ = 1024  # non-zeros per row assumed for a sparse estimate when none is known
-_MIN_ROWS = 64  # initial capacity of the stores of unbounded learners
+_MIN_ROWS = 64  # initial capacity (per kernel) of the stores of unbounded learners
 
 
 def bounded(name: str | type[Learner]) -> bool:
@@ -133,22 +142,28 @@ def _cls(name: str | type[Learner]) -> type[Learner]:
 
 
 def memory_estimate(name: str | type[Learner], params: dict[str, Any], n_features: int,
-                    sparse: bool = False, nnz_per_row: int | None = None) -> tuple[int, str]:
-    """``(bytes, what)``: the memory the learner's model plans for at this width, and the part
-    that dominates it (for messages). Stored rows cost ``8 d`` bytes dense, ``16 nnz`` sparse
-    (only for learners that take sparse rows natively; others densify); random-feature
-    learners add their ``D × d`` projection, and a learner's
+                    sparse: bool = False, nnz_per_row: int | None = None,
+                    n_rows: int | None = None) -> tuple[int, str]:
+    """``(bytes, what)``: the memory the learner's model plans for at this width (its peak,
+    transient copies included), and the part that dominates it (for messages). Stored rows
+    cost ``8 d`` bytes dense, ``16 nnz`` sparse (only for learners that take sparse rows
+    natively; others densify), as many as
+    :meth:`~kernelstream.learners.base.Learner.stored_rows` says for a stream of ``n_rows``
+    rows (None: a long one); random-feature learners add their ``D × d`` projection (one,
+    shared by every width), and a learner's
     :meth:`~kernelstream.learners.base.Learner.model_bytes` the rest (e.g. RFF-RLS's matrix
-    ``P``: ``D(2D+1)`` numbers). Unbounded learners count their initial capacity only (their
-    growth with the stream is not bounded by a parameter)."""
-    need, what, _ = _estimate(name, params, n_features, sparse, nnz_per_row)
+    ``P``, Proj-KA's selection window). Unbounded learners count their stores' initial
+    capacity only (``initial_rows`` per kernel: their growth with the stream is not bounded
+    by a parameter)."""
+    need, what, _ = _estimate(name, params, n_features, sparse, nnz_per_row, n_rows)
     return need, what
 
 
 def _estimate(name: str | type[Learner], params: dict[str, Any], n_features: int,
-              sparse: bool, nnz_per_row: int | None) -> tuple[int, str, str]:
-    """:func:`memory_estimate` and the part that dominates it: ``rows`` (stored rows),
-    ``projection`` (random features' ``D × d``) or ``model`` (``model_bytes``)."""
+              sparse: bool, nnz_per_row: int | None,
+              n_rows: int | None) -> tuple[int, str, str]:
+    """:func:`memory_estimate` and the part that dominates it: ``rows`` (stored or buffered
+    rows), ``projection`` (random features' ``D × d``) or ``model`` (``model_bytes``)."""
     cls = _cls(name)
     p = cls.resolve_params(params)
     d = int(n_features)
@@ -156,20 +171,23 @@ def _estimate(name: str | type[Learner], params: dict[str, Any], n_features: int
     nnz = min(d, nnz_per_row if nnz_per_row is not None else _DEFAULT_NNZ)
     row = (16 * nnz if native else 8 * d) + _SLOT_BYTES
     k = _n_kernels(p)
-    rows = 1
-    for key in ("budget", "reservoir_size"):
-        if p.get(key):
-            rows += int(p[key]) * k
-    rows = max(rows, _MIN_ROWS * k)  # unbounded stores still preallocate a few rows
+    bound = cls(**params).stored_rows(n_rows)
+    # a bound preallocates its store (one spare slot); unbounded stores start small
+    rows = bound + 1 if bound else 0 if bound == 0 else getattr(cls, "initial_rows", _MIN_ROWS) * k
     stored = rows * row
-    proj = 8 * d * int(p.get("n_components") or 0) * k
-    extra, extra_what = cls.model_bytes(p) or (0, "")
+    D = int(p.get("n_components") or 0)
+    # one D x d draw; per width a weight vector and a round's feature maps (2D each)
+    proj = 8 * d * D + 8 * 2 * D * 4 * k
+    extra, extra_what = cls.model_bytes(p, d) or (0, "")
     total = stored + proj + extra
     if extra > max(stored, proj):
         return total, extra_what, "model"
     if proj > stored:
         return total, (f"a {p['n_components']:,} x {d:,} random-feature projection"
-                       + (f" per kernel ({k})" if k > 1 else "")), "projection"
+                       + (f" shared by {k} kernels" if k > 1 else "")), "projection"
+    if p.get("selection_window"):  # a buffer of rows before the budgeted part starts
+        return (total, f"selection_window={p['selection_window']:,} buffered rows of {d:,} "
+                f"features", "rows")
     what = (f"budget={p['budget']:,} stored rows" if p.get("budget")
             else "its stored rows") + (f" of {d:,} features" if not native else
                                        f" of ~{nnz:,} non-zeros")
@@ -189,13 +207,14 @@ _HASH_HINT_BITS = 18  # the --hash-features width a refusal suggests
 
 def check_width(name: str | type[Learner], params: dict[str, Any], n_features: int,
                 sparse: bool = False, nnz_per_row: int | None = None,
-                limit_bytes: int | None = None) -> None:
+                limit_bytes: int | None = None, n_rows: int | None = None) -> None:
     """Raise :class:`WidthError` (one line: why, and what to use instead) unless learner
     ``name`` with ``params`` fits in memory on rows of ``n_features`` columns (``sparse``:
-    given as sparse rows with about ``nnz_per_row`` non-zeros). Pipelines call it before
+    given as sparse rows with about ``nnz_per_row`` non-zeros; ``n_rows``: the stream's length
+    when known, see :func:`memory_estimate`). Pipelines call it before
     reading data; learners call it when their first example fixes the width."""
     limit = memory_limit() if limit_bytes is None else int(limit_bytes)
-    need, what, part = _estimate(name, params, n_features, sparse, nnz_per_row)
+    need, what, part = _estimate(name, params, n_features, sparse, nnz_per_row, n_rows)
     if need <= limit:
         return
     cls = _cls(name)
@@ -203,7 +222,7 @@ def check_width(name: str | type[Learner], params: dict[str, Any], n_features: i
             f"available")
     # the fix depends on what dominates: hashing narrows the rows, not n_components
     if part == "model":
-        raise WidthError(f"{head}; it does not grow with the width: lower "
+        raise WidthError(f"{head}; lower "
                          + ("n_components" if "n_components" in cls.resolve_params(params)
                             else "the parameters that size it"))
     if part == "projection":

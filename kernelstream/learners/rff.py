@@ -46,6 +46,23 @@ def draw_omega(rng: np.random.Generator, n_components: int, dim: int,
     return om
 
 
+def draw_omega_t(rng: np.random.Generator, n_components: int, dim: int,
+                 scale: float = 1.0) -> np.ndarray:
+    """``Ωᵀ`` (``d × D``, C-contiguous) of the ``Ω`` that :func:`draw_omega` draws, the same
+    numbers and the same generator state after, without ever holding ``Ω`` itself: rows of
+    ``Ω`` are drawn a block at a time (the generator's stream does not depend on how the draw
+    is cut) and written transposed, so the peak is one ``D × d`` matrix, not two."""
+    D, d = int(n_components), int(dim)
+    out = np.empty((d, D))
+    step = max(1, min(-(-D // 16), (1 << 17) // max(d, 1)))  # ≤ 1 MB and ≤ 1/16 of Ω a block
+    for i in range(0, D, step):
+        om = rng.standard_normal((min(step, D - i), d))
+        if scale != 1.0:
+            om *= scale
+        out[:, i:i + len(om)] = om.T
+    return out
+
+
 def compiled_layout(omega: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(Ωᵀ, Ω, work)`` for the compiled feature map (FOGD, RFF-RLS): ``Ωᵀ`` (``d × D``)
     contiguous, so that the projection runs over an example's non-zeros, one contiguous column

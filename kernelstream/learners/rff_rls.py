@@ -19,6 +19,7 @@ from kernelstream.learners import compiled
 from kernelstream.learners.base import (
     KERNEL_PARAMS,
     TIE_PARAM,
+    Y_MAX,
     Learner,
     Param,
     positive,
@@ -29,6 +30,7 @@ from kernelstream.learners.rff import (
     PickleOmegaOnce,
     compiled_layout,
     draw_omega,
+    draw_omega_t,
     features,
     scale_from_gamma,
 )
@@ -74,7 +76,9 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     Parameters
     ----------
     gamma
-        Gaussian width ``exp(-gamma‖x−x'‖²)`` (``sigma`` accepted; ``auto`` from the data).
+        Gaussian width ``exp(-gamma‖x−x'‖²)`` (``sigma`` accepted). Unset or ``auto``, the
+        CLI, ``evaluate`` and ``run_replay`` estimate it from the data
+        (``kernelstream.data.widths``); :func:`~kernelstream.learners.make` needs a number.
     n_components
         Number ``D`` of random frequencies (features ``2D``; ``P`` keeps ``D(2D+1)``
         entries).
@@ -100,6 +104,7 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     """
 
     name = "rff-rls"
+    legacy_state_keys = frozenset({"rls.P"})  # the full D x D matrix of older states
     params = (
         _GAMMA,
         Param("n_components", 200, int,
@@ -132,7 +137,7 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
         return True  # rls_run / rls_update / rls_step of _ck_features
 
     @classmethod
-    def model_bytes(cls, params: dict[str, Any]) -> tuple[int, str]:
+    def model_bytes(cls, params: dict[str, Any], n_features: int = 0) -> tuple[int, str]:
         k = 2 * int(params["n_components"])
         if compiled.fk is None:  # the numpy reference keeps the full matrix
             return 8 * k * k, f"a {k:,} x {k:,} matrix P (n_components={params['n_components']:,})"
@@ -142,10 +147,19 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
 
     def _setup(self, d: int) -> None:
         D = self.n_components
-        self._omega = draw_omega(self.rng, D, d, scale_from_gamma(self.gamma))
+        # compiled: Ω drawn straight into the Ωᵀ layout (compiled_layout then copies nothing)
+        self._omega = (draw_omega_t(self.rng, D, d, scale_from_gamma(self.gamma)).T
+                       if compiled.fk is not None else
+                       draw_omega(self.rng, D, d, scale_from_gamma(self.gamma)))
         self._c = 1.0 / math.sqrt(D)
         self.w = np.zeros(2 * D)
-        self._P = np.eye(2 * D) / self.lam
+        k = 2 * D
+        if compiled.fk is not None:  # I/λ packed as the rounds keep it, never the full k × k
+            self._P = np.zeros(k * (k + 1) // 2)
+            j = np.arange(k)
+            self._P[j * k - j * (j - 1) // 2] = 1.0 / self.lam
+        else:
+            self._P = np.eye(k) / self.lam
         self._compiled_setup()
 
     def _compiled_setup(self) -> None:
@@ -206,7 +220,7 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
         ``rls_run`` does them); anything else, bad input included, takes
         :meth:`Learner.step`."""
         if self.dim is not None and self._compiled and (type(y) is float or type(y) is int):
-            ok = (y == 1 or y == -1) if self.task == "classification" else math.isfinite(y)
+            ok = (y == 1 or y == -1) if self.task == "classification" else abs(y) <= Y_MAX
             if ok:
                 r = compiled.fk.rls_step(compiled.rff_map(self._omega_t, self._c), self.w,
                                          self._P, x, float(y), self._zbuf, self._ubuf,
@@ -247,6 +261,7 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
 
     def _set_state(self, state: dict[str, np.ndarray]) -> None:
         # the Ω drawn again by _setup is overwritten; Learner.set_state restores the RNG last
+        self.__dict__.pop("_omega_t", None)  # the Ωᵀ _setup drew: freed before the copy below
         self._omega = np.ascontiguousarray(state["rls.omega"], dtype=np.float64)
         self.w = np.array(state["rls.w"], dtype=np.float64)
         # packed (k(k+1)/2) or, as saved before P was packed, the full mirrored k x k matrix:

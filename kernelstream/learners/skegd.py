@@ -92,7 +92,11 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
     ``Φ_pm`` (``s_p s_m``), ``Q`` and ``w``; normal stage-2 rounds cost ``O(s_m d + s_m k)``.
     ``n_support_vectors`` counts the points the hypothesis is expressed with: the buffer in
     stage 1, the ``s_m`` landmarks in stage 2 (the rows of ``R`` are sketch memory:
-    ``n_sketch_rows``). :meth:`feature_map` returns ``φ(x)`` under the current map.
+    ``n_sketch_rows``). :meth:`feature_map` returns ``φ(x)`` under the current map. The budget
+    bounds the hypothesis (:meth:`memory_bound` = ``B``), not ``R``: the paper appends a row
+    per update round, so ``R`` grows like ``O(B + log T)`` with an unknown horizon and
+    linearly with an explicit ``update_cycle``; :meth:`max_sketch_rows` is that bound and
+    :meth:`stored_rows` what the memory check counts.
 
     Parameters
     ----------
@@ -248,6 +252,50 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
         if self.dim is None:
             return 0
         return self.sv.n if self._stage == 1 else self._sm
+
+    # -- memory: the hypothesis is budgeted (memory_bound = B), the rows R are not ----------
+    def max_sketch_rows(self, n_rounds: int) -> int:
+        """The most rows ``R`` can have after ``n_rounds`` rounds: ``B`` plus the update rounds
+        when the buffer fills as early as it can (round ``B + 1`` is then ``T₀``; a later
+        ``T₀`` gives fewer updates). ``B`` with the quirks (``R`` never grows); with a fixed
+        ``ρ``, ``⌊(T − 1)/ρ⌋ − ⌊B/ρ⌋`` updates (every round if ``ρ ≤ 1``: linear in ``T``);
+        with the geometric schedule about ``log(T/B)/log(1 + theta)``."""
+        B, T = self.budget, int(n_rounds)
+        if self.reference_quirks or T <= B + 1:
+            return B
+        rho = self._rho
+        if rho is not None:
+            return B + (T - B - 1 if rho <= 1 else (T - 1) // rho - B // rho)
+        n, c = B, B + 1  # the initialisation round, then _schedule_next's steps
+        while True:
+            c += max(1, math.floor(self.theta * (c - B)))
+            if c > T:
+                return n
+            n += 1
+
+    def stored_rows(self, n_rounds: int | None = None) -> int:
+        """Rows held after ``n_rounds`` rounds (None: ``10⁹`` rounds with the geometric
+        schedule, ``horizon`` or ``10⁶`` with a fixed ``ρ``): ``R``'s store (capacity ``B + 1``,
+        doubled as ``R`` grows, the old arrays alive while it grows) and the ``s_m``
+        landmarks. ``R`` is not capped: the paper appends one row per update round (memory
+        ``O(n d)``, ``n = B + ⌊(T − B)/ρ⌋``), so with an unknown horizon it grows like
+        ``O(B + log T)``, and with an explicit ``update_cycle`` linearly."""
+        if n_rounds is None:
+            n_rounds = 10**9 if self._rho is None else (self.horizon or 10**6)
+        n, cap = self.max_sketch_rows(n_rounds), self.budget + 1
+        grown = 0
+        while cap < n:
+            grown, cap = cap, 2 * cap
+        return cap + grown + self._sm
+
+    @classmethod
+    def model_bytes(cls, params: dict[str, Any], n_features: int = 0) -> tuple[int, str]:
+        # stage 1's Gram matrix of the buffer (B x B) and the initialisation's products of
+        # it (K_B S_p, ...), the sketches Φ_pp, Φ_pm and Q
+        B = int(params["budget"])
+        sp, sm, k = sizes(params)
+        return (8 * (3 * B * B + sp * sp + sp * sm + sm * k),
+                f"budget={B:,}: {B:,} x {B:,} matrices")
 
     def feature_map(self, X: Any) -> np.ndarray:
         """``φ(x)`` of the current (last) feature map for each row of ``X`` (``n × k``), so that

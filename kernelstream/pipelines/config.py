@@ -29,10 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from kernelstream import data, fs, kafka_client, learners
 from kernelstream._suggest import did_you_mean
-from kernelstream.data import widths
 from kernelstream.engine.learner_config import LearnerConfig
+from kernelstream.engine.learner_widths import resolve_widths
 from kernelstream.errors import ConfigError
-from kernelstream.learners.kernels import parse_sigmas
 
 if TYPE_CHECKING:
     from kernelstream.learners import Learner
@@ -215,8 +214,8 @@ def learner_configs(
     ``--learner``, ``default`` (learner, parameters) when given, else the
     :data:`DEFAULT_LEARNERS` entry of ``task`` (classification when None). ``auto_width``
     (the run's data → ``gamma``, called at most once) resolves ``gamma=auto``, which is the
-    default of every Gaussian width not given (:func:`resolve_widths`); without it, an unset
-    width keeps the learner's own default."""
+    default of every Gaussian width not given (``engine.learner_widths.resolve_widths``, the
+    Python API's rule too); without it, an unset width keeps the learner's own default."""
     given = list(learner_specs)
     defaults: dict[str, str] = {}
     if not given:
@@ -265,49 +264,11 @@ def learner_configs(
             # an unscoped sigma and a scoped gamma (or the reverse): the scoped one wins
             drop = "gamma" if "sigma" in scoped[label] else "sigma"
             raw.pop(drop)
-        if widths.is_auto(raw.get("sigma")) and accepts(name, "gamma"):
-            # sigma=auto is gamma=auto (one width: gamma = 1/(2 sigma^2)); auto*F scales sigma
-            f = widths.auto_factor(raw.pop("sigma")) or 1.0
-            raw["gamma"] = widths.AUTO if f == 1.0 else f"{widths.AUTO}*{1.0 / (f * f)!r}"
         width = resolve_widths(name, raw, auto_width)
         if width is not None:
             auto_width = width  # estimated once for every configuration
         out.append(LearnerConfig(label, name, raw))
     return tuple(out)
-
-
-def resolve_widths(name: str, raw: dict[str, Any],
-                   auto_width: Callable[[], float] | None) -> Callable[[], float] | None:
-    """Replace, in place, the ``auto`` widths of learner ``name``'s raw parameters by numbers:
-    ``gamma`` (unset, with a Gaussian kernel, or ``auto``) by ``auto_width()``, and ``sigmas``
-    (unset or ``auto``) by the learner's default grid centred on that width
-    (``data.widths.centred_sigmas``). Returns ``auto_width`` memoised once called, so that a
-    grid of configurations reads the data once; ``None`` when it was not given (then an unset
-    width keeps the learner's default and an explicit ``auto`` is a ``ConfigError``)."""
-    params = {p.name: p for p in _learner(name).params}
-    wants: list[str] = []
-    kernel = raw.get("kernel", params["kernel"].default if "kernel" in params else "gaussian")
-    if "gamma" in params and "sigma" not in raw and (
-            widths.is_auto(raw.get("gamma")) or ("gamma" not in raw and kernel == "gaussian")):
-        wants.append("gamma")
-    if "sigmas" in params and ("sigmas" not in raw or widths.is_auto(raw["sigmas"])):
-        wants.append("sigmas")
-    if not wants:
-        return None
-    if auto_width is None:
-        explicit = [k for k in wants if widths.is_auto(raw.get(k))]
-        if explicit:
-            raise ConfigError(f"{name}: {explicit[0]}=auto is estimated from the data's first "
-                              "rows, which this command does not read: give a number")
-        return None
-    value = auto_width()
-    if "gamma" in wants:
-        factor = widths.auto_factor(raw.get("gamma")) or 1.0
-        raw["gamma"] = repr(value if factor == 1.0 else widths.rounded(value * factor))
-    if "sigmas" in wants:
-        grid = parse_sigmas(str(params["sigmas"].default)).tolist()
-        raw["sigmas"] = widths.centred_sigmas(value, grid)
-    return lambda: value
 
 
 def loss_tasks(name: str) -> dict[str, str]:

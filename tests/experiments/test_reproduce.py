@@ -269,19 +269,32 @@ def test_compare_results() -> None:
     same = {"permutations": 2, "machine": "b", "code": "git 89abcde + uncommitted changes",
             "cells": [cell("german", [1.0, 2.0], 5.0)]}
     # a subset; timings, the machine and the commit are not compared
-    assert compare_results(old, same) == (3, [])
+    assert compare_results(old, same) == (3, [], [])
     moved = {"permutations": 2, "cells": [cell("german", [1.0, 2.5], 1.0)]}
-    n, diffs = compare_results(old, moved)
+    n, diffs, _ = compare_results(old, moved)
     assert n == 3 and len(diffs) == 2  # the mean and run r=1
     assert any("r=1" in d and "2.0 -> 2.5" in d for d in diffs)
     # another R: only the runs of each permutation are comparable
     fewer = {"permutations": 1, "cells": [cell("german", [1.0], 1.0)]}
-    assert compare_results(old, fewer) == (2, [])
+    assert compare_results(old, fewer) == (2, [], [])
     assert compare_results(old, {"permutations": 1, "cells": [cell("german", [1.5], 1.0)]})[1]
     # an entry with its own R (P4's rows): its means only at the same R, its runs always
     own = {"cells": [dict(cell("german", [1.0, 2.0], 1.0), perms=2)]}
-    assert compare_results(own, {"cells": [dict(cell("german", [1.0], 1.0), perms=1)]}) == (2, [])
+    assert compare_results(own, {"cells": [dict(cell("german", [1.0], 1.0), perms=1)]}) == (
+        2, [], [])
     assert compare_results(own, {"cells": [dict(cell("german", [1.5], 1.0), perms=1)]})[1]
+    # another R that changes an entry's parameters (P4-2's baselines: the budget is SPA's
+    # mean #SV over the permutations): its runs are not comparable, and not differences
+    derived = {"permutations": 2, "cells": [dict(cell("german", [1.0, 2.0], 1.0),
+                                                  params={"budget": 90})]}
+    at_r1 = {"permutations": 1, "cells": [dict(cell("german", [1.5], 1.0),
+                                                params={"budget": 86})]}
+    n, diffs, skipped = compare_results(derived, at_r1)
+    assert diffs == [] and skipped == [".cells[dataset=german,learner=x]: parameters "
+                                       "budget 90 -> 86"]
+    # at the same R, other parameters are a difference
+    same_r = dict(at_r1, permutations=2)
+    assert any("budget" in d for d in compare_results(derived, same_r)[1])
     extra = {"permutations": 2, "cells": [cell("w7a", [1.0, 2.0], 1.0)]}
     assert compare_results(old, extra)[1] == [".cells[dataset=w7a,learner=x]: not in the "
                                               "committed file"]
@@ -305,3 +318,25 @@ def test_p46_budget_is_bomkc_spa_sv(tmp_path: Path) -> None:
     (tmp_path / "p4.json").write_text(json.dumps({"cells": [cell]}))
     assert p4.bomkc_budget(opts, "a9a", others) == 1235
     assert p4.bomkc_budget(opts, "a9a", [{**cell, "n_sv": 7.0}]) == 7  # the run's own first
+
+
+def test_pass_mark_flags_a_cell_no_better_than_no_skill() -> None:
+    """A verdict on a learner that learnt nothing says so: OKS-SIL's 30.1 % on german is the
+    running majority class's rate (100·(k/n) against 100·k/n: equal in all but the last bit)."""
+    from kernelstream.experiments import report
+    from kernelstream.experiments.grid import KeyResult
+
+    runs = [KeyResult(r, 100.0 * (301 / 1000), 150, 0.1, 1000, 301, noskill=100.0 * 301 / 1000)
+            for r in range(2)]
+    cell: dict = {"published": (29.61, 0.36, 0.25)}
+    report.summarize(cell, runs, 2.0)
+    assert cell["no_skill"] and cell["noskill_mean"] == 30.1
+    assert report.pass_mark(cell["passed"], cell) == "PASS (no skill: 30.1)"
+    skilled = [KeyResult(r, 24.3, 150, 0.1, 1000, 243, noskill=30.1) for r in range(2)]
+    cell = {"published": (25.0, 0.5, 0.25)}
+    report.summarize(cell, skilled, 2.0)
+    assert not cell["no_skill"] and report.pass_mark(cell["passed"], cell) == "PASS"
+    # runs without the figure (an older results file): no mark
+    cell = {"published": (25.0, 0.5, 0.25)}
+    report.summarize(cell, [KeyResult(0, 24.3, 150, 0.1, 1000, 243)], 2.0)
+    assert "no_skill" not in cell and report.pass_mark(False, cell) == "**FAIL**"

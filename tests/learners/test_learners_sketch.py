@@ -4,6 +4,7 @@ error (§2.7), the adversarial streams (§2.6)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from kernelstream.learners import make
 from kernelstream.learners.base import state_from_bytes, state_to_bytes
 from kernelstream.learners.kernels import Gaussian
 from kernelstream.learners.nystrom import IncrementalNystrom, relative_kernel_error
+from kernelstream.learners.skegd import SkeGD
 from kernelstream.learners.sketch import IncrementalSketch, block_layout, sjlt_dense
 from kernelstream.learners.testing import make_stream
 
@@ -298,3 +300,25 @@ def test_presets_and_stream_evaluation() -> None:
     m = make("perceptron", seed=learner_seed(0, 1, "perceptron"), gamma=GAMMA)
     s = m.predict_learn_many(Xs, ys)
     assert res.runs[1].mistakes == int(np.sum(np.where(s >= 0, 1.0, -1.0) != ys))
+
+
+@pytest.mark.parametrize("params", [{}, {"update_cycle": 7}, {"horizon": 900, "theta": 0.05},
+                                    {"update_cycle": 3, "reference_quirks": True}])
+def test_sketch_rows_stay_within_max_sketch_rows(params: dict[str, Any]) -> None:
+    # R grows by one row per update round (the paper); max_sketch_rows(t) is the bound the
+    # memory check counts, nearly reached when the buffer fills early
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((2000, 4))
+    y = np.where(rng.random(2000) < 0.5, 1.0, -1.0)
+    m = SkeGD(seed=0, budget=20, gamma=GAMMA, **params)
+    for i in range(len(X)):
+        m.step(X[i], y[i])
+        bound = m.max_sketch_rows(i + 1)
+        assert m.n_sketch_rows <= bound, (i + 1, m.n_sketch_rows, bound)
+        assert len(m.sv.a) + len(m._land.a) <= m.stored_rows(i + 1)  # capacities
+    # T₀ = 25 here, not the earliest 21: a few geometric steps of 1 are missed
+    assert m.max_sketch_rows(len(X)) - m.n_sketch_rows <= 4, (m.n_sketch_rows, m.init_round)
+    if params.get("reference_quirks"):
+        assert m.max_sketch_rows(10**9) == 20
+    elif not params:  # unknown horizon: logarithmic, ~log(T/B)/log(1.3) updates
+        assert m.max_sketch_rows(10**9) == 98 and m.n_sketch_rows > 40

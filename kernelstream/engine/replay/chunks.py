@@ -23,7 +23,7 @@ from kernelstream.data import LabelMap, ParseError
 from kernelstream.data.labels import label_map_for
 from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
-from kernelstream.data.rows import ParsedRow, TextFormat
+from kernelstream.data.rows import ParsedRow, TextFormat, decompress_reason
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.replay.blocks import Block
@@ -50,8 +50,10 @@ def file_chunks(path: str, chunk_bytes: int) -> list[Chunk]:
             for i, s in enumerate(range(0, size, chunk_bytes))]
 
 
-def iter_chunk_lines(path: str, chunk: Chunk) -> Iterator[bytes]:
-    """The raw lines owned by ``chunk``: a line belongs to the chunk where it starts."""
+def iter_chunk_lines(path: str, chunk: Chunk) -> Iterator[bytes | BaseException]:
+    """The raw lines owned by ``chunk``: a line belongs to the chunk where it starts. A
+    compressed file (one chunk) cut short ends with the decompressor's error, in place of
+    the rest of the file (one dead letter)."""
     with fs.open_binary(path) as f:
         if chunk.start > 0:
             f.seek(chunk.start - 1)
@@ -59,7 +61,11 @@ def iter_chunk_lines(path: str, chunk: Chunk) -> Iterator[bytes]:
         while True:
             if chunk.end >= 0 and f.tell() >= chunk.end:
                 return
-            raw = f.readline()
+            try:
+                raw = f.readline()
+            except fs.DECOMPRESS_ERRORS as e:
+                yield e
+                return
             if not raw:
                 return
             yield raw
@@ -113,6 +119,8 @@ def scan_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk) -> ChunkStats:
     dense: list[np.ndarray] = []
     for raw in iter_chunk_lines(opts.path, chunk):
         st.lines += 1
+        if not isinstance(raw, bytes):
+            continue  # a dead letter in the second pass
         _, row = tf.parse(0, raw)
         if row is None or isinstance(row, ParseError):
             continue
@@ -262,6 +270,10 @@ def read_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk, plan: StreamPlan
         if pos0 + len(y) >= plan.total_rows:
             break  # right after the limit-th example
         line += 1
+        if not isinstance(raw, bytes):  # the end of a truncated compressed file
+            out.dead_letters.append(dead_letter(opts.path, line, "",
+                                                decompress_reason(raw, line - 1)))
+            continue
         text, row = tf.parse(line, raw)
         if row is None:
             continue

@@ -33,7 +33,7 @@ from kernelstream.data import (
     scale_target_minmax,
 )
 from kernelstream.data.hashing import csr_from_pairs, hash_csr, hash_index
-from kernelstream.data.labels import class_key, label_map_for
+from kernelstream.data.labels import class_key, label_map_for, nonfinite_label
 from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, iter_file_rows
@@ -211,8 +211,11 @@ def _clean_for_load(opts: ReadOptions, fmt: str) -> bool:
         return False
     if fmt == "parquet":
         return True
-    with fs.open_binary(opts.path) as f:
-        raw = f.read()
+    try:
+        with fs.open_binary(opts.path) as f:
+            raw = f.read()
+    except fs.DECOMPRESS_ERRORS:
+        return False  # truncated or corrupt: the tolerant reader says where
     raw = raw[:-1] if raw.endswith(b"\n") else raw
     return not _has_blank_line(raw)
 
@@ -379,7 +382,7 @@ def _acceptable(row: ParsedRow, opts: ReadOptions, classes: list[float | str]) -
     """Whether a valid row will be an example (decided online, so that ``limit`` counts
     examples): its class is one of the first two in file order, its target numeric, its
     indices within ``n_features``. The label map (and the dead letter) come later."""
-    if opts.task == "regression":
+    if opts.task == "regression" or nonfinite_label(row.label):
         try:
             LabelMap.regression()(row.label)
         except ParseError:

@@ -86,6 +86,7 @@ def check_bad_input(name: str, params: dict[str, Any]) -> None:
     before = m.get_state()
     xs = {f"{v} in x": np.where(np.arange(D) == 2, v, x0) for v in (np.nan, np.inf, -np.inf)}
     xs["overflowing x"] = np.full(D, 1e200)
+    xs["huge finite x"] = np.full(D, 1e60)  # ‖x‖² finite, above every learner's input bound
     cases: list[tuple[str, Callable[[], Any], str]] = []
     for what, bx in xs.items():
         cases += [
@@ -114,6 +115,26 @@ def check_bad_input(name: str, params: dict[str, Any]) -> None:
          r"10.*9|9.*10|length|rows"),
         ("learn_one, label 'a'", lambda: m.learn_one(x0, "a"), r"label|target|number"),
         ("learn_one, label None", lambda: m.learn_one(x0, None), r"label|target|number"),
+        ("learn_one, label '1'", lambda: m.learn_one(x0, "1"), r"label|target|number"),
+        ("learn_one, label True", lambda: m.learn_one(x0, True), r"label|target|number"),
+        ("predict_learn_many, labels as strings",
+         lambda: m.predict_learn_many(X[60:62], [str(v) for v in y[60:62]]), r"label"),
+        ("predict_one, x 'ab'", lambda: m.predict_one("ab"), re.escape(name)),
+        ("predict_one, complex x", lambda: m.predict_one(x0 + 1j), re.escape(name)),
+        ("learn_one, ragged x", lambda: m.learn_one([1.0, [2.0, 3.0]] + [0.0] * (D - 2), 1.0),
+         re.escape(name)),
+        ("predict_learn_many, ragged X",
+         lambda: m.predict_learn_many([list(X[60]), list(X[61][:-1])], y[60:62]),
+         re.escape(name)),
+        ("predict_learn_many, n_sv too short (checked before any row)",
+         lambda: m.predict_learn_many(X[60:70], y[60:70], n_sv=np.empty(3, dtype=np.int64)),
+         r"n_sv"),
+        ("predict_one, 1-row CSR with float indices",
+         lambda: m.predict_one(CSR(np.array([0, 2]), np.array([0.0, 1.0]), np.ones(2), D)),
+         re.escape(name)),
+        ("predict_one, 1-row CSR with indices and values of different lengths",
+         lambda: m.predict_one(CSR(np.array([0, 2]), np.array([0, 1]), np.ones(3), D)),
+         re.escape(name)),
     ]
     if task == "classification":
         for lab in (0.0, 2.0, 0.5, np.nan, -1.0000001):
@@ -124,7 +145,7 @@ def check_bad_input(name: str, params: dict[str, Any]) -> None:
         cases.append(("predict_learn_many, label 0 in block",
                       lambda: m.predict_learn_many(X[60:70], yb), r"label"))
     else:
-        for lab in (np.nan, np.inf):
+        for lab in (np.nan, np.inf, 1e200):
             cases.append((f"learn_one, target {lab}", partial(m.learn_one, x0, lab),
                           r"target|finite|label"))
         yb = y[60:70].copy()
@@ -135,6 +156,10 @@ def check_bad_input(name: str, params: dict[str, Any]) -> None:
         with np.errstate(over="ignore"):  # the overflowing x warns before it is rejected
             expect_error(fn, pat, what)
         assert_states_equal(m.get_state(), before, f"{what}: state changed")
+    bad_seeds: tuple[Any, ...] = (1.5, None, -1, "12", True)
+    for seed in bad_seeds:
+        expect_error(partial(registry.make, name, seed=seed, **params), rf"{re.escape(name)}.*seed",
+                     f"seed={seed!r}")
     # a pending prediction followed by a bad label: the prediction is kept for the retry
     s = m.predict_one(X[60])
     assert s == ref_scores[60], f"score after rejected inputs {s} != {ref_scores[60]}"

@@ -283,9 +283,14 @@ def _compare(given: Path, paper: str, ours: Path) -> bool:
     if not path.exists():
         print(f"{paper}: no {path} to compare with")
         return False
-    n, diffs = report.compare_results(report.read_json(path), report.read_json(ours))
+    n, diffs, skipped = report.compare_results(report.read_json(path), report.read_json(ours))
     print(f"{paper}: compared {n} entries with {path}: "
           + (f"{len(diffs)} differ" if diffs else "numbers identical"))
     for d in diffs:
         print(f"  {d}")
+    if skipped:
+        print(f"{paper}: {len(skipped)} entries not comparable at another -R (their parameters "
+              "derive from other rows' means over the permutations):")
+        for d in skipped:
+            print(f"  {d}")
     return bool(diffs)

@@ -212,7 +212,7 @@ class StreamConfig:
     def with_widths(self, gamma: float | None, source: str,
                     records: int | None = None) -> StreamConfig:
         """This config with its data-driven widths resolved: ``gamma=auto`` stands for
-        ``gamma`` (``pipelines.config.resolve_widths``, as a replay resolves it; a sigma grid
+        ``gamma`` (``engine.learner_widths.resolve_widths``, as a replay resolves it; a sigma grid
         is centred on it), or, with ``gamma`` None, for the learners' own defaults."""
         params = self.param_specs
         if gamma is None:  # an explicit auto falls back as an unset width does

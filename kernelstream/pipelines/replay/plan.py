@@ -157,13 +157,21 @@ class ReplayRun:
 
 @dataclass
 class ReplayResult:
-    """Per-key summaries (from the metrics output), counters, and where the outputs are."""
+    """Per-key summaries (from the metrics output), counters, and where the outputs are;
+    ``configs``: the configurations the run learnt with (their widths resolved from the data,
+    ``LearnerConfig.with_widths``) and ``seed`` its seed, when the run itself made it."""
 
     summaries: list[dict[str, Any]]
     counters: dict[str, int]
     out: str  # local directory or a URL (gs://...)
     runner: str
     seconds: float
+    configs: tuple[LearnerConfig, ...] = ()
+    seed: int = 0
 
-    def eval_results(self, configs: Sequence[LearnerConfig], seed: int) -> list[EvalResult]:
-        return eval_results(self.summaries, configs, seed=seed)
+    def eval_results(self, configs: Sequence[LearnerConfig] | None = None,
+                     seed: int | None = None) -> list[EvalResult]:
+        """The per-configuration results (their ``params``: the numbers learnt with) of
+        ``configs`` (default: the run's own) with ``seed`` (default: the run's)."""
+        return eval_results(self.summaries, self.configs if configs is None else configs,
+                            seed=self.seed if seed is None else seed)

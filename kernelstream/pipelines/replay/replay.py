@@ -171,7 +171,12 @@ def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
 
     ``order="permuted"`` (the default, the papers' protocol) loads the data set on one worker
     to permute it; ``order="file"`` streams the file in its own order through the chunked
-    reader, for files larger than one worker's memory."""
+    reader, for files larger than one worker's memory.
+
+    Gaussian widths left to the data (``gamma`` unset or ``"auto"``, ``sigma="auto"``,
+    ``sigmas`` unset or ``"auto"``) are estimated from the file's first rows as ``kernelstream
+    replay`` estimates them (:class:`ReplayConfig`); the numbers learnt with are the params of
+    the result's ``configs`` and ``eval_results()``."""
     return execute(make_run(data, configs, out, **options))
 
 
@@ -261,9 +266,11 @@ def _execute(run: ReplayRun) -> ReplayResult:
             with contextlib.suppress(Exception):
                 clear_outputs(run.outputs.out)
         raise
-    if run.execution.shards > 1:  # the parent reads back the outputs of all the shards together
-        return ReplayResult([], counters, run.outputs.out, run.execution.runner, seconds)
-    return read_outputs(run.outputs.out, counters, run.execution.runner, seconds)
+    res = (ReplayResult([], counters, run.outputs.out, run.execution.runner, seconds)
+           if run.execution.shards > 1  # the parent reads back the outputs of all the shards
+           else read_outputs(run.outputs.out, counters, run.execution.runner, seconds))
+    # what it learnt with: the widths the API resolved from the data are in their params
+    return replace(res, configs=tuple(run.learners.configs), seed=run.protocol.seed)
 
 
 def _check_brokers(run: ReplayRun) -> ReplayRun:
@@ -338,8 +345,8 @@ def _count_records(read: ReadOptions) -> int:
 
         return int(pq.ParquetFile(fs.local_path(read.path)).metadata.num_rows)
     n, after_newline = 0, True
-    with fs.open_binary(read.path) as f:
-        while chunk := f.read(1 << 22):
+    with fs.open_binary(read.path) as f, contextlib.suppress(*fs.DECOMPRESS_ERRORS):
+        while chunk := f.read(1 << 22):  # (a truncated file: the lines before the cut)
             # a line counts at its newline when that follows something (not an empty line)
             nl = np.frombuffer(chunk, dtype=np.uint8) == 10
             prev = np.concatenate(([after_newline], nl[:-1]))

@@ -8,6 +8,7 @@ one line."""
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
@@ -181,6 +182,18 @@ class ReplayConfig:
             object.__setattr__(self, "dataset", display_name(self.data))
         if self.read.path != self.data:  # one name of the data: ``data``
             object.__setattr__(self, "read", replace(self.read, path=self.data))
+        # the widths left to the data (gamma unset or auto, ...: LearnerConfig.auto_widths),
+        # from the file's first rows as the CLI's (a sample's: the file it is drawn from); none
+        # for a topic or an adversarial stream, whose learners keep their default widths (an
+        # explicit auto: ConfigError). The CLI's configurations come resolved: nothing to read
+        if any(c.auto_widths for c in self.learners):
+            head = None
+            if self.stream == "none":
+                head = head_options(self.read if self.sample is None
+                                    else replace(self.read, path=self.sample[0]))
+            auto_width = None if head is None else width_estimate(head)
+            object.__setattr__(self, "learners",
+                               tuple(c.with_widths(auto_width) for c in self.learners))
 
     @classmethod
     def of(cls, data: str, learners: Sequence[LearnerConfig | tuple[Any, ...]],
@@ -206,6 +219,9 @@ class ReplayConfig:
         """The run of ``kernelstream replay`` (and of ``tune``'s and ``summary``'s replay
         command lines) from its parsed arguments and ``argv`` (kept for ``--workers`` and
         ``summary.json``); validated: ``ConfigError`` (or ``ValueError``) on bad input."""
+        # read options the task ignores are refused before any line is printed (ReadOptions')
+        ReadOptions(path="", task=args.task or "classification",
+                    positive_label=args.positive_label)
         learner_specs, param_specs = list(args.learner or []), list(args.param or [])
         params_from = getattr(args, "params_from", None)
         tuned = None
@@ -350,21 +366,35 @@ def sample_file(args: argparse.Namespace, src: str, kafka_src: bool, dataset: st
 
 def file_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
     """How a replay reads the file (or embedded set) ``src``, for a look at its first rows
-    before the run; ``None`` for a Kafka topic, ``--stream`` or a missing file (the run
-    reports it)."""
+    before the run (:func:`head_options`); ``None`` for a Kafka topic, ``--stream`` or a
+    missing file (the run reports it)."""
     if is_topic(src) or args.stream != "none":
         return None
-    path = str(data.embedded_path(src)) if is_embedded(src) else src
+    return head_options(ReadOptions(
+        path=src, fmt=args.format, n_features=args.n_features,
+        label_column=column_option(args.label_column),
+        scale=args.scale, delimiter=args.delimiter, header=args.header,
+        key_by=column_option(args.key_by), limit=args.limit,
+        hash_features=args.hash_features, rows=args.rows))
+
+
+def head_options(read: ReadOptions) -> ReadOptions | None:
+    """How a replay with the read options ``read`` reads the first rows of its file (or
+    embedded set): as the run reads its rows (at most its ``limit`` rows), less what does not
+    change them (labels as they come); ``None`` for a Kafka topic or a missing file (the run
+    reports it). The CLI's (:func:`file_options`) and the Python API's (:meth:`ReplayConfig.of`)."""
+    if is_topic(read.path):
+        return None
+    path = str(data.embedded_path(read.path)) if is_embedded(read.path) else read.path
     # a remote file is looked at only when a configuration asks (a launcher may not reach it,
     # and then needs every width given)
     if not fs.is_remote(path) and not fs.exists(path):
         return None
     return ReadOptions(
-        path=path, fmt=args.format, n_features=args.n_features,
-        label_column=column_option(args.label_column),
-        scale=args.scale, delimiter=args.delimiter, header=args.header,
-        key_by=column_option(args.key_by), limit=args.limit,  # gamma=auto: rows it learns
-        hash_features=args.hash_features, rows=args.rows)
+        path=path, fmt=read.fmt, n_features=read.n_features, label_column=read.label_column,
+        scale=read.scale, delimiter=read.delimiter, header=read.header, key_by=read.key_by,
+        limit=read.limit,  # gamma=auto: at most the rows the run learns
+        hash_features=read.hash_features, rows=read.rows)
 
 
 def run_positive_label(args: argparse.Namespace, src: str, task: str) -> str | None:
@@ -398,9 +428,13 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
     its first rows when a configuration asks (``data.widths.file_gamma``); ``None`` when
     :func:`file_options` has no file (a topic's learners keep their own default widths)."""
     opts = file_options(args, src)
-    if opts is None:
-        return None
+    return None if opts is None else width_estimate(opts)
 
+
+def width_estimate(opts: ReadOptions) -> Callable[[], float]:
+    """A function giving ``gamma=auto`` of the file of ``opts`` (:func:`head_options`), read
+    on its first call only."""
+    @functools.cache
     def estimate() -> float:
         try:
             return widths.file_gamma(opts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kernelstream import data, fs
@@ -116,20 +117,24 @@ def check_data(config: ReplayConfig) -> None:
     seen feeds :func:`check_memory`."""
     src = config.data
     width = config.read.n_features
-    if not is_topic(src) and not is_embedded(src) and fs.exists(src):
+    embedded = is_embedded(src)
+    if not is_topic(src) and (embedded or fs.exists(src)):
+        # an embedded set too: it is valid, but read options (--n-features) can reject its rows
+        read = (replace(config.read, path=str(data.embedded_path(src))) if embedded
+                else config.read)
         try:
-            report = data_check.check_file(config.read, max_records=_PRECHECK_RECORDS)
+            report = data_check.check_file(read, max_records=_PRECHECK_RECORDS)
         except (ValueError, OSError) as exc:
             raise ConfigError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
         problem = data_check.verdict(report)
         if problem is not None:
             raise ConfigError(problem)
+    nnz: int | None = None
+    if embedded:  # its manifest's width: its stored rows are as wide as the file's
+        width = width or int(data.embedded_dataset_info(src)["features"])
+    elif not is_topic(src) and fs.exists(src):
         width = width or report.width
-        nnz: int | None = max(1, round(report.nnz_mean))
-    else:
-        nnz = None
-        if is_embedded(src):  # its manifest's width: its stored rows are as wide as the file's
-            width = width or int(data.embedded_dataset_info(src)["features"])
+        nnz = max(1, round(report.nnz_mean))
     if config.read.hash_features is not None:
         width = 1 << config.read.hash_features
     # the rows the learners will get (embedded sets are narrow and dense; --stream is dense)

@@ -88,7 +88,7 @@ def test_cli_arguments_and_python_api_build_the_same_run(tmp_path: Path) -> None
          "--out", str(tmp_path / "cli")])
     assert isinstance(args, argparse.Namespace)
     config = ReplayConfig.from_args(args, ["replay"])
-    assert config.learners == (LearnerConfig("b", "bogd", {"budget": 10}),)
+    assert config.learners == (LearnerConfig("b", "bogd", {"budget": 10, "gamma": 0.5}),)
     a = run_config(config)
     b = run_replay("german", config.learners, tmp_path / "api", limit=200, permutations=2,
                    runner="loop")
