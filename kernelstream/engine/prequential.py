@@ -151,7 +151,7 @@ def score_row(model: Learner, x: Any, target: tuple[float, float] | None = None)
     model restored in between (which has no cache) does: the result does not depend on a
     restart. ``target``: as for :func:`step_block`, the score in the target's units."""
     score = model.predict_one(x)
-    model._pending = None
+    model._drop_pending()
     if target is None:
         return score
     mean, std = target

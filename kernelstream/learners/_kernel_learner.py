@@ -171,7 +171,8 @@ class KernelLearner(Learner):
             if fused[3] is sv.a:
                 r = compiled.bk.step(fused, sv.n, sv.norm2, self.budget, x, y, self.t)
                 if r is not None:
-                    self._pending = None
+                    if self._pending is not None:  # undoes a pending draw
+                        self._drop_pending()
                     self.t += 1
                     score: float
                     score, sv.n, sv.norm2 = r

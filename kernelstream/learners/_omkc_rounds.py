@@ -65,7 +65,8 @@ class CompiledRounds(Combination):
                 self._row_diags(xx)
             vote: Any = compiled.om.step(fused, x, y)
             if vote is not None:
-                self._pending = None
+                if self._pending is not None:  # undoes a pending draw
+                    self._drop_pending()
                 self.t += 1
                 if vote is True:  # no vote in C (compiled.om_vote): Combination._vote's
                     return float(self._fused_T.dot(np.sign(self._fused_S)))
@@ -80,7 +81,8 @@ class CompiledRounds(Combination):
         if fused is not None:
             vote: Any = compiled.om.score(fused, x)
             if vote is not None:
-                self._pending = None
+                if self._pending is not None:  # undoes a pending draw
+                    self._drop_pending()
                 if vote is True:
                     return float(self._fused_T.dot(np.sign(self._fused_S)))
                 return vote  # a float: the vote
@@ -91,7 +93,8 @@ class CompiledRounds(Combination):
         (which scores the row again, to the numbers ``predict_one`` gave) rather than
         ``_update`` in Python from ``predict_one``'s cached round."""
         if self._fused is not None:
-            self._pending = None
+            if self._pending is not None:  # undoes a pending draw
+                self._drop_pending()
         super().learn_one(x, y)
 
     def _step_checked(self, x: Any, xx: float, y: float) -> float:

@@ -148,10 +148,9 @@ class SelectionLearner(Learner):
     @property
     def selected_kernel(self) -> int | None:
         """Index of the kernel that formed the last prediction (``None`` before the first)."""
-        selected = self._drawn("_selected")
-        if self.dim is None or selected < 0:
+        if self.dim is None or self._selected < 0:
             return None
-        return int(selected)
+        return int(self._selected)
 
     @property
     def kernel_distribution(self) -> np.ndarray:

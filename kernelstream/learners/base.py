@@ -317,31 +317,37 @@ class Learner:
         if p is not None and p[0] == key:
             return p[1]
         if self.draws_in_predict:
-            # The round's draw is a function of the state at the round's start: predict_one
-            # takes it without advancing the generator (keeping where it would be after, for
-            # learn_one of the same x). So predicting other rows (a monitor, a probe) leaves
-            # the trajectory alone, and a state saved after predict_one, which holds the
-            # generator before the draw, continues bit for bit: its learn_one draws the same.
-            bg = self.rng.bit_generator
-            before = bg.state, [getattr(self, a) for a in self._draw_attrs]
+            # The round's draw is a function of the state at the round's start. predict_one
+            # makes it in place and keeps that state (the generator and _draw_attrs) with the
+            # cached round; whatever does not learn that round from the cache (a prediction of
+            # another row, step, a block, get_state) puts it back first (_drop_pending). So
+            # predicting other rows (a monitor, a probe) leaves the trajectory alone, and a
+            # state saved after predict_one continues bit for bit: its learn_one draws the same.
+            if p is not None:
+                self._pending = None
+                self._undraw(p[2][1])
+            before = self.rng.bit_generator.state, [getattr(self, a) for a in self._draw_attrs]
             score, aux = self._score(x, xx)
-            drawn = bg.state, [getattr(self, a) for a in self._draw_attrs]
-            bg.state = before[0]
-            for a, v in zip(self._draw_attrs, before[1], strict=True):
-                setattr(self, a, v)
-            self._pending = (key, score, (aux, drawn))
+            self._pending = (key, score, (aux, before))
             return score
         score, aux = self._score(x, xx)
         self._pending = (key, score, aux)
         return score
 
-    def _drawn(self, attr: str) -> Any:
-        """``attr`` (one of ``_draw_attrs``) as the last draw left it: the cached round's of a
-        ``predict_one`` not yet learnt, else the learner's own."""
+    def _undraw(self, before: tuple[Any, list[Any]]) -> None:
+        """Put back the generator and ``_draw_attrs`` a cached round's draw moved on."""
+        self.rng.bit_generator.state = before[0]
+        for a, v in zip(self._draw_attrs, before[1], strict=True):
+            setattr(self, a, v)
+
+    def _drop_pending(self) -> None:
+        """Forget ``predict_one``'s cached round, undoing its draw (``draws_in_predict``): what
+        runs next scores afresh from the state at the round's start."""
         p = self._pending
-        if self.draws_in_predict and p is not None:
-            return p[2][1][1][self._draw_attrs.index(attr)]
-        return getattr(self, attr)
+        if p is not None:
+            self._pending = None
+            if self.draws_in_predict:
+                self._undraw(p[2][1])
 
     def learn_one(self, x: Any, y: Any) -> None:
         """Round-``t`` update with the true label."""
@@ -350,16 +356,14 @@ class Learner:
         if xx - xx != 0.0:
             x, xx = self._check_x(x)
         p = self._pending
-        self._pending = None
         if p is not None and p[0] == (x.key() if type(x) is SparseRow else x.tobytes()):
-            aux = p[2]
-            if self.draws_in_predict:  # the learner moves on as the draw moved it
-                aux, (self.rng.bit_generator.state, values) = aux
-                for a, v in zip(self._draw_attrs, values, strict=True):
-                    setattr(self, a, v)
-            self._update(x, xx, yf, p[1], aux)
+            self._pending = None
+            # a draw was made in place: the learner has already moved on as it moved it
+            self._update(x, xx, yf, p[1], p[2][0] if self.draws_in_predict else p[2])
             self.t += 1
         else:
+            if p is not None:
+                self._drop_pending()
             self._step_checked(x, xx, yf)
 
     def step(self, x: Any, y: Any) -> float:
@@ -368,7 +372,8 @@ class Learner:
         xx = self._fast_sqnorm(x)
         if xx - xx != 0.0:
             x, xx = self._check_x(x)
-        self._pending = None
+        if self._pending is not None:
+            self._drop_pending()
         return self._step_checked(x, xx, yf)
 
     def _fast_sqnorm(self, x: Any) -> float:
@@ -447,7 +452,8 @@ class Learner:
             self._check_y(yi)
         if self.dim is None:
             self._init_dim(X.shape[1])
-        self._pending = None
+        if self._pending is not None:
+            self._drop_pending()
         self._learn_rows(X, zz, yv, out, n_sv)
         return out
 
@@ -553,7 +559,8 @@ class Learner:
             self._check_y(yi)
         if self.dim is None:
             self._init_dim(nf, sparse=True, nnz=max(1, X.nnz // n))
-        self._pending = None
+        if self._pending is not None:
+            self._drop_pending()
         self._learn_sparse_rows(X, yv, out, n_sv)
         return out
 
@@ -631,6 +638,8 @@ class Learner:
     # -- state ---------------------------------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
         """All of the learner as numpy arrays (versioned; no pickled objects)."""
+        if self._pending is not None:
+            self._drop_pending()  # the state at the round's start, before a pending draw
         st: dict[str, np.ndarray] = {
             "__learner__": np.array(self.name),
             "__version__": np.array(STATE_VERSION, dtype=np.int64),

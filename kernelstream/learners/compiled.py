@@ -339,7 +339,8 @@ class DistRuleRounds(FeatureMapRounds):
             d2, k = self._d2buf, self._kbuf
             r = bk.step_dist(fused, self.n_support_vectors, x, y, self.t, d2, k)
             if r is not None:
-                self._pending = None
+                if self._pending is not None:  # undoes a pending draw
+                    self._drop_pending()
                 score, xx, status, n, idx = r
                 self._dist_done(n, fused[9], fused[10])
                 if status != DONE:

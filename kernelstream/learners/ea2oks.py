@@ -263,6 +263,8 @@ class EA2OKS(AO2MDLearner):
         included, take :meth:`Learner.step`."""
         if (compiled.ek is not None and self.dim is not None
                 and (type(y) is float or type(y) is int) and (y == 1 or y == -1)):
+            if self._pending is not None:  # a prediction's draw: the round starts before it
+                self._drop_pending()
             xx = self._fast_sqnorm(x)
             if xx - xx == 0.0:  # the fast lane's row, finite
                 score = self._fused_round(x, xx, y)
@@ -289,7 +291,8 @@ class EA2OKS(AO2MDLearner):
                 self._fused = None
                 continue
             if status < _EA_PYTHON or status == _EA_RESTART:  # the round is done
-                self._pending = None
+                if self._pending is not None:  # undoes a pending draw
+                    self._drop_pending()
                 self._selected = sel
                 self.t += 1
                 if missing:

@@ -161,7 +161,8 @@ class FOGD(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
                                  compiled.MARGIN, self.eta * self._c, 1.0, None, self._zbuf,
                                  self._nzwork)
             if r is not None:
-                self._pending = None
+                if self._pending is not None:  # undoes a pending draw
+                    self._drop_pending()
                 self.t += 1
                 return cast(float, r[0])
         return super().step(x, y)

@@ -213,7 +213,8 @@ class LKMBooks(WeightedWidths, Learner):
                     x.reshape(1, -1), zz1, y1, 0, 1, self.t + 1, out1, None, self.X, self.sqn,
                     self.a, self.p, neg, self.n, self.gmax, consts, code, u, *work)
                 if j == 1:
-                    self._pending = None
+                    if self._pending is not None:  # undoes a pending draw
+                        self._drop_pending()
                     self.t += 1
                     return cast(float, out1.item(0))
                 if saved is not None and used == 0:  # the Python round draws it again

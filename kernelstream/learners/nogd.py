@@ -192,7 +192,8 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
             r = compiled.fk.step(fmap, self._w, x, y, compiled.MARGIN, self._eta2, 1.0,
                                  self._kbuf, self._zbuf, self._nzwork)
             if r is not None:
-                self._pending = None
+                if self._pending is not None:  # undoes a pending draw
+                    self._drop_pending()
                 self.t += 1
                 return cast(float, r[0])
         # Learner's step: KernelLearner's fused round is a compiled rule's (NOGD has none)

@@ -226,7 +226,8 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
                                          self._P, x, float(y), self._zbuf, self._ubuf,
                                          self._nzwork)
                 if r is not None:
-                    self._pending = None
+                    if self._pending is not None:  # undoes a pending draw
+                        self._drop_pending()
                     self.t += 1
                     return float(r[0])
         return super().step(x, y)

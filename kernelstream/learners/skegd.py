@@ -413,7 +413,8 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
             r = compiled.fk.step(self._fmap(), self._w, x, y, compiled.MARGIN, self.eta,
                                  self._shrink, self._kbuf, self._zbuf, self._nzwork)
             if r is not None:
-                self._pending = None
+                if self._pending is not None:  # undoes a pending draw
+                    self._drop_pending()
                 self.t += 1
                 return cast(float, r[0])
         return cast(float, super().step(x, y))

@@ -159,6 +159,7 @@ def _break(mp: pytest.MonkeyPatch, what: str) -> None:
     elif what == "dense-at-any-width":  # a learner that densifies sparse rows, width unchecked
         mp.setattr(cls, "accepts_sparse", False)
         mp.setattr(registry, "memory_estimate", lambda *a, **k: (0, "nothing"))
+        mp.setattr(registry, "_estimate", lambda *a, **k: (0, "nothing", "rows"))  # check_width's
     elif what == "unbounded":  # a budget parameter that is ignored
         budget = Param("budget", 500, int, "ignored", lambda v: v > 0)
         mp.setattr(cls, "params", (*cls.params, budget))

@@ -278,6 +278,19 @@ def check_predict_is_pure(name: str, params: dict[str, Any]) -> None:
         b.learn_one(X[i], y[i])
     assert_scores_equal(got_a, got_b, "predictions for other rows changed the scores")
     assert_states_equal(a.get_state(), b.get_state(), "prediction for another x leaked")
+    # nor into a step or a block that follows them (each undoes a pending round's draw)
+    c = new(name, params)
+    got_c = np.empty(len(X))
+    for i in range(len(X)):
+        if i % 3 == 0:
+            c.predict_one(probe)
+        if i % 2:  # a Python float label: the compiled step paths take only those
+            got_c[i] = c.step(X[i], float(y[i]))
+        else:
+            got_c[i] = c.predict_learn_many(X[i:i + 1], y[i:i + 1])[0]
+    assert_scores_equal(got_c, ref_scores, "a prediction of another row, then step / a block")
+    assert_states_equal(c.get_state(), ref_state,
+                        "a prediction of another row, then step / a block")
 
 
 def check_batch_equals_loop(name: str, params: dict[str, Any]) -> None:
