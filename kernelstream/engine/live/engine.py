@@ -251,7 +251,7 @@ class StreamEngine(StreamRuns):
                         and kind[i + 2] == UNLABELLED_EVENT and st.learner is not None
                         and not type(st.learner).draws_in_predict
                         and not selects_kernels(cast(Learner, st.learner))):
-                    end = self._pair_run_end(st, b, i)
+                    end = self._width_end(b, i, self._pair_run_end(st, b, i), 2)
                     if end - i >= 4 and self._learn_pairs(st, b, i, end, out):
                         i = end
                         continue
@@ -261,7 +261,7 @@ class StreamEngine(StreamRuns):
                     continue
                 if (i + 1 < n and kind[i] == LABELLED_EVENT and kind[i + 1] == LABELLED_EVENT
                         and not selects_kernels(cast(Learner, st.learner))):  # _arrive made it
-                    end = self._run_end(st, b, i)
+                    end = self._width_end(b, i, self._run_end(st, b, i), 1)
                     if end - i >= 2 and self._learn_run(st, b, i, end, out):
                         i = end
                         continue
