@@ -101,6 +101,14 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
         return config
     if n >= 2:
         gamma = widths.auto_gamma(rows)
+        if not (0 < gamma < float("inf")) or (gamma == 1.0
+                                                and widths.median_distance(rows) is None):
+            # the estimator's documented fallback, never a width a learner refuses
+            gamma = 1.0
+            print(f"{PROG} stream: gamma=auto: no usable distance between the first {n:,} "
+                  f"feature records of {topics} (all alike, or too large to measure): "
+                  "gamma=1.0, the median heuristic's fallback; -p gamma=G sets one",
+                  file=sys.stderr, flush=True)
         if not config.quiet:
             _progress(f"gamma=auto = {gamma!r}, from the first {n:,} feature records of "
                       f"{topics}")

@@ -47,6 +47,7 @@ from kernelstream.pipelines import cli
 from kernelstream.pipelines.live import stream_width
 from kernelstream.pipelines.live.stream_config import StreamConfig
 from kernelstream.pipelines.live.stream_prepare import prepare
+from kernelstream.sparse import CSR
 
 SCALE = 1000.0  # unscaled features: the learners' default gamma=0.5 sees no similarity
 _FEATURE = re.compile(rb"(\d+):([-+0-9.e]+)(?=\s|$)")  # a malformed "3:abc" is kept
@@ -137,6 +138,34 @@ def test_gamma_auto_is_the_median_width_of_the_first_records(broker: str) -> Non
                   for recs in read_back(broker, "wa", 2)])
     again = stream_width.resolve(config, later)
     assert dict(again.configs[0].params)["gamma"] == expected_gamma(lat) != want
+
+
+def test_huge_values_among_the_first_records_give_a_usable_width(
+        broker: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Feature values near 1e308 among the first records: their distances overflow and are
+    left out (a median of inf once gave gamma 0.0, which every learner refuses: the stream
+    died on every fresh start); every record huge: gamma 1.0, said in one line."""
+    vals = ["+1 1:0.1 2:0.2", "-1 1:0.3 2:0.1", "+1 1:1e308 2:1e308", "-1 1:0.5 2:0.6",
+            "+1 1:0.2 2:0.2", "-1 1:-1e308", "+1 1:0.1"]
+    create_topics(broker, ["wh", "wh2"], 1)
+    produce(broker, [("wh", 0, f"u/e{i}".encode(), v.encode(), T0 + i)
+                     for i, v in enumerate(vals)])
+    produce(broker, [("wh2", 0, f"u/e{i}".encode(), v.encode(), T0 + i)
+                     for i, v in enumerate(["+1 1:1e308", "-1 1:-1e308 2:1e308"])])
+    argv = stream_argv(broker, "kafka://BROKER/wh", "--n-features", "2", "-l", "a=bogd",
+                       "-l", "perceptron", "--width-wait", "5s", "-q")
+    got = stream_width.resolve(config_of(argv), {("wh", 0): 0})
+    rows = np.array([[0.1, 0.2], [0.3, 0.1], [1e308, 1e308], [0.5, 0.6], [0.2, 0.2],
+                     [-1e308, 0.0], [0.1, 0.0]])
+    gamma = dict(got.configs[0].params)["gamma"]
+    assert gamma == widths.auto_gamma(rows) == widths.auto_gamma(CSR.from_dense(rows))
+    assert 1.0 < gamma < 100 and got.widths_doc()["source"] == "auto"
+    argv = stream_argv(broker, "kafka://BROKER/wh2", "--n-features", "2", "-l", "a=bogd",
+                       "--width-wait", "5s", "-q")
+    got = stream_width.resolve(config_of(argv), {("wh2", 0): 0})
+    assert dict(got.configs[0].params)["gamma"] == 1.0
+    assert "gamma=auto: no usable distance between the first 2 feature records of wh2" in (
+        capsys.readouterr().err)
 
 
 def test_explicit_width_reads_no_records(broker: str, tmp_path: Path,
