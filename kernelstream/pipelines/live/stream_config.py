@@ -49,6 +49,9 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 # defaults (no records to estimate from), or fixed by the command (-p, or no width at all)
 WIDTH_SOURCES = ("auto", "init-from", "default", "given")
 WIDTH_WAIT = "30s"  # --width-wait: how long a fresh stream waits for its first records
+# settings that StreamConfig.stream_doc once wrote only when not default: a snapshot without
+# them was written with these
+STREAM_DOC_DEFAULTS = {"rows": "auto", "hash_features": None}
 
 
 def output_topic_names(prefix: str) -> dict[str, str]:
@@ -245,15 +248,17 @@ class StreamConfig:
                        auto_gamma=gamma, width_records=records)
 
     def stream_doc(self) -> dict[str, Any]:
-        """What a checkpoint's models depend on besides the learners."""
+        """What a checkpoint's models depend on besides the learners: every setting (a
+        resume compares each, :data:`STREAM_DOC_DEFAULTS` standing for one an older
+        snapshot left out), and the ``--init-from`` its new models start from."""
         s, r = self.spec, self.spec.read
         return {"topics": list(self.topics), "labels_topic": self.labels_topic,
                 "seed": s.seed, "format": r.fmt, "n_features": s.width,
                 "label_column": r.label_column, "delimiter": r.delimiter, "task": r.task,
                 "positive_label": r.positive_label, "key_by": r.key_by,
                 "label_ttl_ms": s.label_ttl_ms, "metrics_window_ms": s.metrics_window_ms,
-                **({"rows": r.rows} if r.rows != "auto" else {}),
-                **({"hash_features": r.hash_features} if r.hash_features is not None else {})}
+                "rows": r.rows, "hash_features": r.hash_features,
+                "init_from": None if self.init_from is None else os.path.realpath(self.init_from)}
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
