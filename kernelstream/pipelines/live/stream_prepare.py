@@ -36,10 +36,12 @@ from kernelstream import kafka_client
 from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.learner_config import recorded_target
 from kernelstream.engine.live.engine import StreamEngine
+from kernelstream.engine.live.rows import stream_schemas
 from kernelstream.engine.live.snapshot.files import CorruptSnapshotError
 from kernelstream.engine.live.snapshot.outputs import (
     UnreadableOutputError,
     check_published,
+    ensure_schemas,
     publish,
 )
 from kernelstream.engine.live.snapshot.store import SnapshotStore, SnapshotView, is_snapshot_dir
@@ -425,6 +427,8 @@ def prepare(config: StreamConfig) -> Prepared:
             _check_writable(out, "--out")
             if store is not None:
                 check_published(out, OUTPUT_NAMES)
+            # every output folder, with its schema, from the start (a replay's empty file)
+            ensure_schemas(out, stream_schemas())
         except UnreadableOutputError as exc:
             raise UpfrontError(f"--out {out}: {exc}: its rows of a committed epoch cannot be "
                                "made again from the snapshot; move the file away to go on "

@@ -196,3 +196,22 @@ def test_resume_keeps_its_init_from(broker: str, tmp_path: Path,
         assert prep.init_kind == "stream"
     finally:
         prep.close()
+
+
+def test_every_output_folder_has_its_schema_from_the_start(broker: str,
+                                                           tmp_path: Path) -> None:
+    """``--out`` gets all five folders, as a replay's: one with no rows (no dead letters, no
+    expiry) holds an empty file of its schema, so ``pd.read_parquet`` reads it (it once
+    did not exist: FileNotFoundError)."""
+    import pyarrow.parquet as pq
+
+    from kernelstream.engine.live.rows import stream_schemas
+
+    config = config_of(argv_of(broker, tmp_path, "--n-features", "4", *LEARNER))
+    prep = prepare(config)
+    prep.close()
+    for name, schema in stream_schemas().items():
+        t = pq.read_table(tmp_path / "out" / name)
+        assert t.num_rows == 0 and t.schema.equals(schema), name
+    assert sorted(p.name for p in (tmp_path / "out" / "dead_letters").iterdir()) == [
+        "part-empty.parquet"]
