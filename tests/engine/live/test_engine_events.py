@@ -404,6 +404,36 @@ def test_learner_rejection_is_a_dead_letter() -> None:
     assert (c["predictions"], c["outcomes"], c["dead_letters"]) == (2, 2, 2)
 
 
+def test_a_label_for_a_rejected_event_says_so() -> None:
+    """A label for an event the learner refused is ``label for rejected event id`` (it read
+    as an early label, ``unknown``): the id is remembered for a ttl as a resolved one is,
+    then forgotten; the same id again within it is a duplicate. Memory stays bounded, and
+    the state round-trips with the id remembered."""
+    s = spec(fmt="csv", n_features=None)
+    recs = [rec(0, 0, "a", "1,2,?"), rec(1, 1, "b", "1,2,3,?"), rec(2, 2, "b", "label:1"),
+            rec(3, 3, "c", "1,2,3,1"), rec(4, 4, "c", "label:-1"), rec(5, 5, "b", "3,4,?"),
+            rec(6, 2000, "b", "label:1"), rec(7, 2001, "a", "label:1")]
+    out, states = reference_outputs(recs, s)
+    assert [(d["event_id"], d["stage"], d["reason"].split(":")[0]) for d in out.dead_letters] \
+        == [("b", "learn", "learner rejected the row"),
+            ("b", "join", "label for rejected event id"),
+            ("c", "learn", "learner rejected the row"),
+            ("c", "join", "label for rejected event id"),
+            ("b", "join", "duplicate event id"),
+            ("b", "join", "label for unknown event id"),  # a ttl later: forgotten
+            ("a", "join", "label for expired event id")]
+    st = states["perc#0"]
+    assert not st.resolved.keys() & {"b", "c"} and len(st.forget) == len(st.resolved) == 1
+    c = st.counts()
+    assert (c["predictions"], c["dead_letters"], c["pending"], c["unlabeled"]) == (1, 7, 0, 1)
+    # cut right after the refusal: the restored state knows the id
+    e = StreamEngine(s)
+    _, mid = reference_outputs(recs[:2], s)
+    again = e.decode_state(e.encode_state(mid["perc#0"]))
+    rest, _ = reference_outputs(recs[2:3], s, {"perc#0": again})
+    assert [d["reason"] for d in rest.dead_letters] == ["label for rejected event id"]
+
+
 # -- against the learner itself -------------------------------------------------------------------
 
 
