@@ -116,6 +116,10 @@ def test_route_positive_label_and_regression() -> None:
     e = StreamEngine(spec(positive_label="fraud"))
     assert routed(e, rec(0, 0, "a", "fraud 1:1")).y == 1.0
     assert routed(e, rec(0, 0, "a", "label:ok")).y == -1.0  # one-vs-rest
+    # docs/streaming.md (Messages): every other token is -1, none a dead letter
+    yes = StreamEngine(spec(positive_label="yes"))
+    assert [routed(yes, rec(0, 0, "a", f"label:{t}")).y for t in ("yes", "no", "maybe", "YES")
+            ] == [1.0, -1.0, -1.0, -1.0]
     r = StreamEngine(spec(task="regression"))
     assert routed(r, rec(0, 0, "a", "0.37 1:1")).y == 0.37
     assert routed(r, rec(0, 0, "a", "label:-2.5")).y == -2.5
