@@ -866,3 +866,22 @@ def test_hashed_features_fix_the_width() -> None:
     assert isinstance(xs, CSR) and xs.n_features == 2**20 and xs.data.sum() == 1.5
     with pytest.raises(ValueError, match="LIBSVM messages"):
         spec(fmt="csv", n_features=None, hash_features=12)
+
+
+def test_every_stream_column_is_documented() -> None:
+    """docs/outputs.md (Outputs of a live stream) lists every column of every stream output
+    in schema order, with the type pyarrow prints and whether it may be null: the page cannot
+    drift from ``stream_schemas``."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "outputs.md").read_text()
+    section = text.split("## Outputs of a live stream", 1)[1].split("\n## ", 1)[0]
+    documented: dict[str, list[tuple[str, str, bool]]] = {}
+    for m in re.finditer(r"^### Stream `(\w+)/`\n(.*?)(?=^### |\Z)", section, re.M | re.S):
+        documented[m[1]] = [(c, t, n == "yes") for c, t, n in re.findall(
+            r"^\| `(\w+)` \| ([\w<>]+) \| (yes|no) \|", m[2], re.M)]
+    schemas = stream_schemas()
+    assert documented.keys() == schemas.keys()
+    for name, schema in schemas.items():
+        assert documented[name] == [(f.name, str(f.type), f.nullable) for f in schema], name
