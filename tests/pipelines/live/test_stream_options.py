@@ -215,3 +215,6 @@ def test_every_output_folder_has_its_schema_from_the_start(broker: str,
         assert t.num_rows == 0 and t.schema.equals(schema), name
     assert sorted(p.name for p in (tmp_path / "out" / "dead_letters").iterdir()) == [
         "part-empty.parquet"]
+    # nothing written yet: a run that stopped there leaves a folder the next one may take
+    prepare(config).close()
+
