@@ -330,6 +330,12 @@ def prepare(config: StreamConfig) -> Prepared:
                 recorded_init = (saved.get("stream") or {}).get("init_from")
                 if config.init_from is None and recorded_init is not None:
                     config = replace(config, init_from=str(recorded_init))
+                # the class --positive-label is against, as its first records decided (an
+                # older snapshot: none, every other label -1 as then)
+                if config.wants_labels:
+                    negative = (saved.get("stream") or {}).get("negative_label")
+                    config = config.with_negative_label(None if negative is None
+                                                        else str(negative))
                 # the widths it was learnt with (gamma=auto resolved then), never a new estimate
                 config = config.with_recorded(dict(saved.get("configs") or {}),
                                               saved.get("widths"))

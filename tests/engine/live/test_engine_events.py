@@ -116,10 +116,24 @@ def test_route_positive_label_and_regression() -> None:
     e = StreamEngine(spec(positive_label="fraud"))
     assert routed(e, rec(0, 0, "a", "fraud 1:1")).y == 1.0
     assert routed(e, rec(0, 0, "a", "label:ok")).y == -1.0  # one-vs-rest
-    # docs/streaming.md (Messages): every other token is -1, none a dead letter
+    # one-vs-rest until the other class is known: then a third label is a dead letter, as
+    # in a replay (the stream decides the other class on its first records: stream_width)
     yes = StreamEngine(spec(positive_label="yes"))
     assert [routed(yes, rec(0, 0, "a", f"label:{t}")).y for t in ("yes", "no", "maybe", "YES")
             ] == [1.0, -1.0, -1.0, -1.0]
+    two = spec(positive_label="yes", negative_label="no")
+    recs = [rec(i, i, f"e{i}", v) for i, v in enumerate(
+        ["yes 1:1", "no 2:1", "maybe 1:1", "? 3:1", "YES 1:2", "+1 1:1", "no 1:1 2:1"])]
+    recs += [rec(7, 7, "e3", "label:maybe"), rec(8, 8, "e3", "label:no")]
+    out, _ = reference_outputs(recs, two)
+    third = [(d["event_id"], d["stage"], d["reason"]) for d in out.dead_letters]
+    assert third == [(e, "parse", f"a third label {t!r}: the stream maps 'yes' to +1 and 'no' "
+                      "to -1 (the first two labels of its first records)")
+                     for e, t in (("e2", "maybe"), ("e4", "YES"), ("e5", "+1"), ("e3", "maybe"))]
+    assert [(r["event_id"], r["label"]) for r in out.outcomes] == [
+        ("e0", 1.0), ("e1", -1.0), ("e6", -1.0), ("e3", -1.0)]
+    with pytest.raises(ValueError, match="negative_label goes with positive_label"):
+        spec(negative_label="no")
     r = StreamEngine(spec(task="regression"))
     assert routed(r, rec(0, 0, "a", "0.37 1:1")).y == 0.37
     assert routed(r, rec(0, 0, "a", "label:-2.5")).y == -2.5

@@ -218,3 +218,59 @@ def test_every_output_folder_has_its_schema_from_the_start(broker: str,
     # nothing written yet: a run that stopped there leaves a folder the next one may take
     prepare(config).close()
 
+
+def test_resume_maps_labels_as_recorded(broker: str, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--positive-label``'s other class, decided on a fresh stream's first records, is
+    recorded: a resume maps as before without reading anything (a snapshot of an older
+    version, which has none, continues one-vs-rest)."""
+    from kernelstream.pipelines.live import stream_width
+
+    def no_peek(*args: object, **kw: object) -> None:
+        raise AssertionError("a resume read the first records")
+
+    ckpt = tmp_path / "ckpt"
+    argv = argv_of(broker, tmp_path, "--n-features", "4", *LEARNER, "--positive-label", "yes",
+                   "--scale", "none", "--checkpoint", str(ckpt))
+    first = config_of(argv).with_negative_label("no")
+    stream_checkpoint(ckpt, first, out=tmp_path / "out")
+    monkeypatch.setattr(stream_width, "first_rows", no_peek)
+    prep = prepare(config_of(argv))
+    prep.close()
+    assert prep.resolved.spec.negative_label == "no" and not prep.resolved.wants_labels
+    old = {k: v for k, v in first.stream_doc().items() if k != "negative_label"}
+    stream_checkpoint(tmp_path / "old", first, stream=old, out=tmp_path / "out2")
+    argv = argv_of(broker, tmp_path, "--n-features", "4", *LEARNER, "--positive-label", "yes",
+                   "--scale", "none", "--checkpoint", str(tmp_path / "old"))
+    argv[argv.index(str(tmp_path / "out"))] = str(tmp_path / "out2")
+    prep = prepare(config_of(argv))
+    prep.close()
+    assert prep.resolved.spec.negative_label is None
+
+
+def test_a_third_label_is_a_dead_letter_end_to_end(broker: str, tmp_path: Path) -> None:
+    """The CLI: ``--positive-label yes`` over labels yes, no, maybe: 'no' (the first other)
+    is -1, 'maybe' a dead letter, as a replay of the same records maps them; summary.json
+    records it, and the outputs equal the reference loop's with the recorded spec."""
+    from test_stream import assert_same, outputs, read_back, reference_tables, run_cli, spec_for
+
+    create_topics(broker, ["yn"], 1)
+    labels = ["yes", "no", "maybe", "yes", "no", "YES", "no", "maybe"]
+    produce(broker, [("yn", 0, f"e{i}".encode(), f"{y} 1:{i % 3} 2:1".encode(), T0 + i)
+                     for i, y in enumerate(labels)])
+    out = tmp_path / "yn"
+    argv = stream_argv(broker, "kafka://BROKER/yn", "--n-features", "2", "-l", "perceptron",
+                       "-p", "gamma=1", "--positive-label", "yes", "--out", str(out),
+                       "--idle-stop", "1s", "--width-wait", "2s", "-q")
+    r = run_cli(argv)
+    assert r.returncode == 0, r.stderr
+    assert "--positive-label yes: 'no' is -1" in r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["negative_label"] == "no"
+    got = outputs(out)
+    assert got["outcomes"].num_rows == 5
+    assert sorted(got["dead_letters"].column("reason").to_pylist()) == [
+        f"a third label {t!r}: the stream maps 'yes' to +1 and 'no' to -1 (the first two "
+        "labels of its first records)" for t in ("YES", "maybe", "maybe")]
+    want, _ = reference_tables(read_back(broker, "yn", 1)[0], spec_for(argv))
+    assert_same(got, want)

@@ -168,6 +168,39 @@ def test_huge_values_among_the_first_records_give_a_usable_width(
         capsys.readouterr().err)
 
 
+def test_positive_label_is_against_the_first_other_label(
+        broker: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--positive-label yes``: the -1 class is the first other label the stream reads
+    (labels topic included, in the stream's order), as a replay maps the first two labels
+    it reads; a third is then a dead letter. No other label among the first records:
+    one-vs-rest, said in one line."""
+    create_topics(broker, ["wl", "wl-lab", "wm", "wm-lab"], 1)
+    for topic, labels in (("wl", ["yes", "no", "maybe"]), ("wm", ["yes", "yes"])):
+        msgs: list[Message] = []
+        for i, y in enumerate(labels):
+            msgs.append((topic, 0, f"e{i}".encode(), b"? 1:1", T0 + 10 * i))
+            msgs.append((f"{topic}-lab", 0, f"e{i}".encode(), y.encode(), T0 + 10 * i + 1))
+        if topic == "wl":  # first of all: a labelled event's label counts too
+            msgs.insert(0, (topic, 0, b"x", b"maybe 1:2", T0 - 1))
+        produce(broker, msgs)
+    argv = stream_argv(broker, "kafka://BROKER/wl", "--labels", "kafka://BROKER/wl-lab",
+                       "--n-features", "2", "-l", "perceptron", "-p", "gamma=1",
+                       "--scale", "none", "--positive-label", "yes", "--width-wait", "5s",
+                       "-q")
+    config = config_of(argv)
+    assert config.wants_labels and not config.wants_width
+    got = stream_width.resolve(config, {("wl", 0): 0, ("wl-lab", 0): 0})
+    assert got.spec.negative_label == "maybe" and not got.wants_labels  # the first other
+    assert got.stream_doc()["negative_label"] == "maybe"
+    assert "--positive-label yes: 'maybe' is -1 (the first other label of wl,wl-lab); a " \
+           "third label is a dead letter, as in a replay" in capsys.readouterr().err
+    argv = [a.replace("wl", "wm") for a in argv]
+    got = stream_width.resolve(config_of(argv), {("wm", 0): 0, ("wm-lab", 0): 0})
+    assert got.spec.negative_label is None
+    assert "no other label among the first 2 labels of wm,wm-lab: every label but 'yes' is " \
+           "-1 (one-vs-rest)" in capsys.readouterr().err
+
+
 def test_explicit_width_reads_no_records(broker: str, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing to decide on the first records: an explicit width with ``--scale none``, or
