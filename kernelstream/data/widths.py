@@ -113,11 +113,21 @@ def median_gamma(rows: Rows, pairs: int = MEDIAN_PAIRS) -> float:
 
 
 def median_distance(rows: Rows, pairs: int = MEDIAN_PAIRS) -> float | None:
-    """``median ||x_i - x_j||^2`` over ``pairs`` seeded random pairs ``i != j`` of ``rows``,
-    of the finite distances only (one that overflows, between rows with values near 1e308,
-    says nothing of the scale, dense or sparse alike); the mean when over half the pairs
-    coincide; None when no distance is usable (fewer than two rows, all coincide, every
-    distance overflows, or the median is too small to invert)."""
+    """``median ||x_i - x_j||^2`` over ``pairs`` seeded random pairs ``i != j`` of ``rows``
+    the learners take (a row whose squared norm overflows, values near 1e308, is one they
+    refuse: left out), of the finite distances only (one that overflows says nothing of the
+    scale, dense or sparse alike); the mean when over half the pairs coincide; None when no
+    distance is usable (fewer than two rows, all coincide, every distance overflows, or the
+    median is too small to invert)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if isinstance(rows, CSR):
+            norms = rows.row_sq_norms()
+        else:
+            rows = np.asarray(rows, np.float64)
+            norms = np.einsum("ij,ij->i", rows, rows)
+        good = np.isfinite(norms)
+        if not good.all():
+            rows = rows[good]
     n = rows.shape[0]
     if n < 2:
         return None

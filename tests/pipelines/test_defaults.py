@@ -61,14 +61,16 @@ def test_median_gamma_same_on_dense_and_sparse_rows() -> None:
 
 
 def test_median_gamma_leaves_out_distances_that_overflow() -> None:
-    """Rows with values near 1e308 among the first ones: their distances overflow (inf,
-    or NaN in the sparse form) and say nothing of the scale; the estimate is the other
-    pairs', dense or sparse alike, never 0 (a width every learner refuses)."""
+    """Rows with values near 1e308 among the first ones: the learners refuse them (their
+    squared norms overflow) and their distances (inf, or NaN in the sparse form) say nothing
+    of the scale, even two such rows a finite distance apart; the estimate is the other
+    rows', dense or sparse alike, never 0 (a width every learner refuses)."""
     ok = np.array([[0.1, 0.2], [0.3, 0.1], [0.5, 0.6], [0.2, 0.2], [0.1, 0.0]])
-    X = np.insert(ok, [2, 4], [[1e308, 1e308], [-1e308, 0.0]], axis=0)
+    X = np.insert(ok, [2, 4, 4, 5], [[1e308, 1e308], [-1e308, 0.0], [1e200, 0.0],
+                                     [1e200, 1.0]], axis=0)
     want = widths.median_gamma(ok)
     for rows in (X, CSR.from_dense(X)):
-        assert widths.median_gamma(rows) == pytest.approx(want, rel=0.3)
+        assert widths.median_gamma(rows) == pytest.approx(want, rel=1e-12)
         assert widths.auto_gamma(rows) > 0
     huge = np.array([[1e308, 0.0], [-1e308, 0.0], [1e308, 1e308]])
     for rows in (huge, CSR.from_dense(huge), np.zeros((3, 2))):
