@@ -5,7 +5,8 @@ In order: the checkpoint directory's writer lock and, on a resume, that it was w
 same learners and stream settings; the broker, the topics and their partitions; the committed
 offsets against the log, and the record last read of each partition against the snapshot's
 fingerprint of it (a recreated topic); the ``--kafka-out`` broker and topics (created if missing);
-``--init-from``; ``gamma=auto`` and ``--scale auto``
+``--init-from`` (its models' parameters, feature width and keys: :func:`_check_init_models`);
+``gamma=auto``, ``--scale auto`` and ``--positive-label`` 's other class
 (:mod:`~kernelstream.pipelines.live.stream_width`: a resumed run takes the snapshot's recorded
 widths and feature ranges, one warm-started by ``--init-from`` the ranges its checkpoint
 recorded, a fresh one reads its first records); and the

@@ -37,6 +37,13 @@ well after their events; so the same targets whatever the poll batches, and at l
 ``target``, recorded in the snapshots with the configurations; a resumed or warm-started
 stream continues with the recorded one (``stream_prepare``).
 
+``--positive-label LABEL`` (a classification): the other class is the first other label
+among the first ``RESERVOIR_ROWS`` labels read as the targets above are (labelled events,
+``label:Y`` records, the ``--labels`` topic; in the stream's order), as a replay maps the
+first two labels it reads (``LiveSpec.negative_label``: a third label is then a dead
+letter); none there: every other label is -1 (one-vs-rest). One line on stderr either way;
+recorded in the snapshots (``StreamConfig.stream_doc``), and a resume maps as recorded.
+
 The read stops once every events partition has given ``RESERVOIR_ROWS`` feature records (and
 the first targets are known, for ``--scale-target auto``), or no
 record came for :data:`QUIET_S` seconds after the first (the topic is read to its end: reported
