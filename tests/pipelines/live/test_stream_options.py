@@ -217,6 +217,14 @@ def test_every_output_folder_has_its_schema_from_the_start(broker: str,
         "part-empty.parquet"]
     # nothing written yet: a run that stopped there leaves a folder the next one may take
     prepare(config).close()
+    # the folder's first rows replace it (a rerun's files are then all its own)
+    from kernelstream.engine.live.snapshot.outputs import pending_path, publish
+
+    pq.write_table(stream_schemas()["predictions"].empty_table(),
+                   pending_path(tmp_path / "out", "predictions", 1, "r"))
+    publish(tmp_path / "out", ["predictions"], 1)
+    assert sorted(p.name for p in (tmp_path / "out" / "predictions").iterdir()) == [
+        ".pending", "part-e0000001-r.parquet"]
 
 
 def test_resume_maps_labels_as_recorded(broker: str, tmp_path: Path,

@@ -14,6 +14,7 @@ local or mounted file system.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -97,6 +98,8 @@ def publish(out_dir: str | os.PathLike[str], outputs: Iterable[str] | None, head
                 os.unlink(src)
                 removed += 1
         if moved:  # the renames survive a power cut (else the next start redoes them)
+            with contextlib.suppress(FileNotFoundError):  # rows now carry the schema
+                os.unlink(os.path.join(odir, EMPTY))
             fsync_dir(odir)
     return Published(published, removed)
 
@@ -173,8 +176,9 @@ EMPTY = "part-empty.parquet"  # an output folder's file when it has no rows (yet
 def ensure_schemas(out_dir: str | os.PathLike[str], schemas: dict[str, Any]) -> list[str]:
     """Give every output folder of ``schemas`` (name -> pyarrow schema) that holds no
     published file an empty one of its schema (:data:`EMPTY`), as a replay does, so a
-    reader finds every folder and its columns whether or not rows came. Written to a
-    temporary name and renamed: a crash never leaves a cut one. The names written."""
+    reader finds every folder and its columns whether or not rows came (:func:`publish`
+    removes it with the folder's first rows). Written to a temporary name and renamed: a
+    crash never leaves a cut one. The names written."""
     import pyarrow.parquet as pq
 
     root = local_dir(out_dir)
