@@ -110,26 +110,52 @@ def scale_gamma(rows: Rows) -> float:
 
 def median_gamma(rows: Rows, pairs: int = MEDIAN_PAIRS) -> float:
     """The median heuristic: ``1 / median ||x_i - x_j||^2`` over ``pairs`` seeded random pairs
-    ``i != j`` of ``rows``; the mean when over half the pairs coincide, 1.0 when all do."""
+    ``i != j`` of ``rows`` (:func:`median_distance`); 1.0 when there is no usable distance."""
+    med = median_distance(rows, pairs)
+    return 1.0 if med is None else 1.0 / med
+
+
+def median_distance(rows: Rows, pairs: int = MEDIAN_PAIRS) -> float | None:
+    """``median ||x_i - x_j||^2`` over ``pairs`` seeded random pairs ``i != j`` of ``rows``
+    the learners take (a row whose squared norm overflows, values near 1e308, is one they
+    refuse: left out), of the finite distances only (one that overflows says nothing of the
+    scale, dense or sparse alike); the mean when over half the pairs coincide; None when no
+    distance is usable (fewer than two rows, all coincide, every distance overflows, or the
+    median is too small to invert)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if isinstance(rows, CSR):
+            norms = rows.row_sq_norms()
+        else:
+            rows = np.asarray(rows, np.float64)
+            norms = np.einsum("ij,ij->i", rows, rows)
+        good = np.isfinite(norms)
+        if not good.all():
+            rows = rows[good]
     n = rows.shape[0]
     if n < 2:
-        return 1.0
+        return None
     rng = np.random.default_rng(_SEED)
     i = rng.integers(0, n, pairs)
     j = (i + rng.integers(1, n, pairs)) % n  # j != i
-    if isinstance(rows, CSR):
-        sq = rows.row_sq_norms()
-        dots = np.array([_sparse_dot(rows, a, b)
-                         for a, b in zip(i.tolist(), j.tolist(), strict=True)])
-        dist = np.maximum(sq[i] + sq[j] - 2.0 * dots, 0.0)
-    else:
-        X = np.asarray(rows, np.float64)
-        diff = X[i] - X[j]
-        dist = np.einsum("ij,ij->i", diff, diff)
-    med = float(np.median(dist))
-    if med <= 0:
-        med = float(dist.mean())
-    return 1.0 / med if med > 0 else 1.0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if isinstance(rows, CSR):
+            sq = rows.row_sq_norms()
+            dots = np.array([_sparse_dot(rows, a, b)
+                             for a, b in zip(i.tolist(), j.tolist(), strict=True)])
+            dist = np.maximum(sq[i] + sq[j] - 2.0 * dots, 0.0)
+        else:
+            X = np.asarray(rows, np.float64)
+            diff = X[i] - X[j]
+            dist = np.einsum("ij,ij->i", diff, diff)
+        dist = dist[np.isfinite(dist)]
+        if not dist.size:
+            return None
+        med = float(np.median(dist))
+        if med <= 0:
+            med = float(dist.mean())
+            if not math.isfinite(med):  # the sum overflowed
+                med = float(np.sum(dist / dist.size))
+    return med if 0 < med and math.isfinite(med) and math.isfinite(1.0 / med) else None
 
 
 def _sparse_dot(rows: CSR, a: int, b: int) -> float:

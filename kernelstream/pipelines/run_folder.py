@@ -141,9 +141,23 @@ def continues(folder: Folder, checkpoint: str | None) -> bool:
 _STARTED_ONLY = (MARKER, ".sample", ".run-*")
 
 
+# a stream's output folder before its first rows: only the empty file of its schema
+_EMPTY_OUTPUT = "part-empty.parquet"
+
+
 def _nothing_written(folder: Folder) -> bool:
     return folder.run is not None and all(
-        any(fnmatch.fnmatchcase(e, pat) for pat in _STARTED_ONLY) for e in folder.entries)
+        any(fnmatch.fnmatchcase(e, pat) for pat in _STARTED_ONLY) or _empty_output(folder, e)
+        for e in folder.entries)
+
+
+def _empty_output(folder: Folder, entry: str) -> bool:
+    """Whether ``entry`` is an output folder holding nothing but its empty schema file (a
+    stream writes those at its start)."""
+    if fs.is_remote(folder.path):
+        return False
+    path = os.path.join(fs.local_path(folder.path), entry)
+    return os.path.isdir(path) and os.listdir(path) == [_EMPTY_OUTPUT]
 
 
 def check(out: str, *, overwrite: bool, continuing: bool = False,

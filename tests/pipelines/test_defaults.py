@@ -60,6 +60,24 @@ def test_median_gamma_same_on_dense_and_sparse_rows() -> None:
     assert 0.5 / np.median(d) < dense < 2.0 / np.median(d)  # a sample of the same pairs
 
 
+def test_median_gamma_leaves_out_distances_that_overflow() -> None:
+    """Rows with values near 1e308 among the first ones: the learners refuse them (their
+    squared norms overflow) and their distances (inf, or NaN in the sparse form) say nothing
+    of the scale, even two such rows a finite distance apart; the estimate is the other
+    rows', dense or sparse alike, never 0 (a width every learner refuses)."""
+    ok = np.array([[0.1, 0.2], [0.3, 0.1], [0.5, 0.6], [0.2, 0.2], [0.1, 0.0]])
+    X = np.insert(ok, [2, 4, 4, 5], [[1e308, 1e308], [-1e308, 0.0], [1e200, 0.0],
+                                     [1e200, 1.0]], axis=0)
+    want = widths.median_gamma(ok)
+    for rows in (X, CSR.from_dense(X)):
+        assert widths.median_gamma(rows) == pytest.approx(want, rel=1e-12)
+        assert widths.auto_gamma(rows) > 0
+    huge = np.array([[1e308, 0.0], [-1e308, 0.0], [1e308, 1e308]])
+    for rows in (huge, CSR.from_dense(huge), np.zeros((3, 2))):
+        assert widths.median_distance(rows) is None
+        assert widths.median_gamma(rows) == 1.0  # the documented fallback
+
+
 def test_auto_factor_and_centred_sigmas() -> None:
     assert widths.auto_factor("auto") == 1.0 and widths.auto_factor("AUTO*0.25") == 0.25
     assert widths.auto_factor("0.5") is None and widths.auto_factor("auto*-1") is None

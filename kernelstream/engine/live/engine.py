@@ -48,9 +48,12 @@ What a model does with a record at timestamp ``t`` (milliseconds), in this order
     on its first record, ``config.make(spec.seed, 0)`` (or given to :meth:`new_state`).
     Dead letters (stage ``join``): a feature record whose id is pending or resolved within the
     last ttl ("duplicate event id"), a label for an id never seen or already forgotten ("label
-    for unknown event id"), for an expired id ("label for expired event id"), or for an id
-    already labelled ("duplicate label"). A ``ValueError`` of the learner is a dead letter of
-    stage ``learn`` and the run goes on. Parse errors are dead letters of :meth:`route`.
+    for unknown event id"), for an expired id ("label for expired event id"), for an event
+    the learner refused ("label for rejected event id"), or for an id already labelled
+    ("duplicate label"). A ``ValueError`` of the learner is a dead letter of stage ``learn``
+    and the run goes on; a refused event's id is remembered for a ttl as a resolved one is
+    (the same id again within it is a "duplicate event id"). Parse errors are dead letters of
+    :meth:`route`.
 
     ``score_row`` drops the learner's score cache (the round's work ``predict_one`` keeps for
     the next ``learn_one`` of the same x, e.g. OKS's random kernel draw), so a label always
@@ -105,7 +108,14 @@ from kernelstream.engine.live.rows import (
     unlabeled_row,
 )
 from kernelstream.engine.live.runs import StreamRuns
-from kernelstream.engine.live.state import EXPIRED, LABELLED, ModelState, Pending, StateCut
+from kernelstream.engine.live.state import (
+    EXPIRED,
+    LABELLED,
+    REJECTED,
+    ModelState,
+    Pending,
+    StateCut,
+)
 from kernelstream.engine.live.state import cut_state as _cut_state
 from kernelstream.engine.live.state import decode_state as _decode_state
 from kernelstream.engine.live.state import encode_state as _encode_state
@@ -251,7 +261,7 @@ class StreamEngine(StreamRuns):
                         and kind[i + 2] == UNLABELLED_EVENT and st.learner is not None
                         and not type(st.learner).draws_in_predict
                         and not selects_kernels(cast(Learner, st.learner))):
-                    end = self._pair_run_end(st, b, i)
+                    end = self._width_end(b, i, self._pair_run_end(st, b, i), 2)
                     if end - i >= 4 and self._learn_pairs(st, b, i, end, out):
                         i = end
                         continue
@@ -261,7 +271,7 @@ class StreamEngine(StreamRuns):
                     continue
                 if (i + 1 < n and kind[i] == LABELLED_EVENT and kind[i + 1] == LABELLED_EVENT
                         and not selects_kernels(cast(Learner, st.learner))):  # _arrive made it
-                    end = self._run_end(st, b, i)
+                    end = self._width_end(b, i, self._run_end(st, b, i), 1)
                     if end - i >= 2 and self._learn_run(st, b, i, end, out):
                         i = end
                         continue
@@ -333,6 +343,14 @@ class StreamEngine(StreamRuns):
             source, p.topic, p.partition, p.offset, text, reason, stage, st.key,
             p.event_id, position))
 
+    def _rejected(self, st: ModelState, p: ParsedRecord, out: LiveOutputs,
+                  e: ValueError) -> None:
+        """An event the learner refused: a dead letter, and its id remembered for a ttl as a
+        resolved one is, so that its label says so (not "unknown", which reads as early)."""
+        self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
+        assert st.clock_ms is not None
+        self._resolve(st, p.event_id, REJECTED, st.clock_ms)
+
     def _predict(self, st: ModelState, p: ParsedRecord, out: LiveOutputs) -> None:
         m = st.learner
         assert m is not None and p.x is not None
@@ -340,7 +358,7 @@ class StreamEngine(StreamRuns):
         try:
             score = score_row(m, p.x, self.configs[st.config].target)
         except ValueError as e:
-            self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
+            self._rejected(st, p, out, e)
             return
         st.add_seconds(time.perf_counter() - t0)
         predicted = predicted_label(m, score)
@@ -365,7 +383,7 @@ class StreamEngine(StreamRuns):
         try:
             score = step_row(m, p.x, p.y, self.configs[st.config].target)
         except ValueError as e:
-            self._dead(st, p, out, f"learner rejected the row: {e}", "learn")
+            self._rejected(st, p, out, e)
             return
         st.add_seconds(time.perf_counter() - t0)
         self._learnt(st, p, out, float(score), n_sv, int(m.n_support_vectors))
@@ -392,7 +410,9 @@ class StreamEngine(StreamRuns):
         if ev is None:
             status = st.resolved.get(p.event_id)
             reason = ("label for unknown event id" if status is None else
-                      "label for expired event id" if status == EXPIRED else "duplicate label")
+                      "label for expired event id" if status == EXPIRED else
+                      "label for rejected event id" if status == REJECTED else
+                      "duplicate label")
             self._dead(st, p, out, reason, "join")
             return
         m = st.learner

@@ -15,7 +15,10 @@ Messages (key = event id, UTF-8; a record without key is a dead letter)
     * Label record: value ``label:Y``, on an events topic or on the labels topic, where a bare
       ``Y`` is accepted too.
     * Labels map statelessly: regression labels are floats; classification labels with
-      ``positive_label`` are one-vs-rest (that token is +1, every other token -1), without it
+      ``positive_label`` and ``negative_label`` (the stream's first other label, decided on
+      its first records: ``pipelines.live.stream_width``) map those two and dead-letter a
+      third, as a replay maps the first two labels it reads; with ``positive_label`` alone
+      they are one-vs-rest (that token is +1, every other token -1); without either,
       numeric -1 and 0 are -1 and 1 is +1 (anything else is a dead letter).
     * ``key_by="id-prefix"``: one model per entity, the event id's text before its first ``/``
       (an id without one is a dead letter); otherwise one model per configuration.
@@ -96,6 +99,7 @@ class LiveSpec:
     metrics_window_ms: int = 60_000
     labels_topic: str | None = None
     source_prefix: str = ""
+    negative_label: str | None = None  # with read.positive_label: the -1 class, else the rest
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "configs", tuple(self.configs))
@@ -138,6 +142,9 @@ class LiveSpec:
             raise ValueError(f"task must be classification or regression, got {r.task!r}")
         if r.key_by not in KEY_BY:
             raise ValueError(f"key_by must be one of {KEY_BY}, got {r.key_by!r}")
+        if self.negative_label is not None and (r.task != "classification"
+                                                or r.positive_label is None):
+            raise ValueError("negative_label goes with positive_label, for classification")
         if self.label_ttl_ms < 1 or self.metrics_window_ms < 1:
             raise ValueError("label_ttl_ms and metrics_window_ms must be >= 1 ms")
 
@@ -198,11 +205,16 @@ def _entity_error(eid: str) -> str:
 class _LabelMapping:
     """The stateless label mapping of the module docstring, on ``data.LabelMap``."""
 
-    def __init__(self, task: str, positive_label: str | None) -> None:
+    def __init__(self, task: str, positive_label: str | None,
+                 negative_label: str | None = None) -> None:
         self.other: float | None = None  # value of a token no map knows (one-vs-rest)
         self.default = task == "classification" and positive_label is None
+        self.two = (None if negative_label is None or positive_label is None
+                    else (positive_label, negative_label))
         if task == "regression":
             self.maps: tuple[LabelMap, ...] = (LabelMap.regression(),)
+        elif self.two is not None:
+            self.maps = (LabelMap(negative=negative_label, positive=positive_label),)
         elif positive_label is not None:
             self.maps, self.other = (LabelMap(positive=positive_label),), -1.0
         else:
@@ -219,6 +231,10 @@ class _LabelMapping:
                 err = e
         if self.other is not None:
             return self.other
+        if self.two is not None:
+            raise ParseError(f"a third label {tok.strip()!r}: the stream maps {self.two[0]!r} "
+                             f"to +1 and {self.two[1]!r} to -1 (the first two labels of its "
+                             "first records)")
         if self.default:
             raise ParseError(f"unknown label {tok.strip()!r}: classification labels are -1 or "
                              "0 and 1 (--positive-label names the +1 class of others)")
@@ -234,7 +250,7 @@ class RecordParser:
     def __init__(self, spec: LiveSpec) -> None:
         self.spec = spec
         read = spec.read
-        self.labels = _LabelMapping(read.task, read.positive_label)
+        self.labels = _LabelMapping(read.task, read.positive_label, spec.negative_label)
         # the read options the per-record paths test, as plain attributes (read once here)
         self._libsvm = read.fmt == "libsvm"
         self._width = spec.width

@@ -347,6 +347,21 @@ class StreamRuns:
         return predicted, mistake, loss, pos, learn_pos
 
     @staticmethod
+    def _width_end(b: EventBatch, i: int, end: int, step: int) -> int:
+        """``end``, or where before it the features of ``b[i:end:step]`` first change width.
+        A learner checks a block's width once, so rows of another width (a CSV event with
+        another column count) must not join a block: each goes on its own and is its own
+        ``learn`` dead letter, as on the one-record path."""
+        rows = b.xrow
+        if end - i <= step or all(rows[j] >= 0 for j in range(i, end, step)):
+            return end  # rows of the batch matrix: one width
+        width = _width(b.x(i))
+        for j in range(i + step, end, step):
+            if _width(b.x(j)) != width:
+                return j
+        return end
+
+    @staticmethod
     def _run_rows(b: EventBatch, i: int, end: int) -> np.ndarray | CSR:
         """The features of ``b[i:end]``: a slice of the batch matrix when they are
         consecutive rows of it, else stacked."""
@@ -373,3 +388,10 @@ class StreamRuns:
         """Forget the ids resolved at least a ttl before ``clock``, when any are due."""
         if st.forget.next_at <= clock:
             st.forget_until(clock)
+
+
+def _width(x: np.ndarray | CSR | None) -> int:
+    """A row's width: its columns (dense) or its space's (sparse)."""
+    if isinstance(x, CSR):
+        return int(x.n_features)
+    return -1 if x is None else int(np.shape(x)[-1])

@@ -45,7 +45,8 @@ MAGIC = b"KSEV"
 VERSION = 2
 SPARSE_VERSION = 3  # pending features as CSR rows (written only by sparse streams)
 READS = (1, 2, 3)  # versions decode_state reads
-LABELLED, EXPIRED = 1, 2  # status of a resolved event id
+# status of a resolved event id: labelled, expired, or its event refused by the learner
+LABELLED, EXPIRED, REJECTED = 1, 2, 3
 
 
 class Pending(NamedTuple):
@@ -244,7 +245,8 @@ class ModelState:
     noskill: NoSkill = field(default_factory=NoSkill)  # every outcome so far, in order
     pending: dict[str, Pending] = field(default_factory=dict)
     expiry: list[tuple[int, int, str]] = field(default_factory=list)  # heap, may hold stale
-    resolved: dict[str, int] = field(default_factory=dict)  # event id -> LABELLED | EXPIRED
+    # event id -> LABELLED | EXPIRED | REJECTED
+    resolved: dict[str, int] = field(default_factory=dict)
     forget: Remembered = field(default_factory=Remembered)  # (forget at, id), in order
     applied: dict[tuple[str, int], int] = field(default_factory=dict)  # last offset processed
     window: Window = field(default_factory=Window)
@@ -253,7 +255,8 @@ class ModelState:
     restored: tuple[int, int, int] | None = None
 
     def remember(self, at: int, eid: str, status: int) -> None:
-        """Remember ``eid`` (``status``: LABELLED, EXPIRED) until the clock reaches ``at``."""
+        """Remember ``eid`` (``status``: LABELLED, EXPIRED, REJECTED) until the clock reaches
+        ``at``."""
         self.resolved[eid] = status
         self.forget.append(at, eid, status)
 

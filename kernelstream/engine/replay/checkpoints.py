@@ -280,6 +280,11 @@ class SavedStates:
         with self._lock:
             return len(self._where())
 
+    def keys(self) -> list[str]:
+        """Every stream key of the checkpoint (the ``key`` columns only are read)."""
+        with self._lock:
+            return list(self._where())
+
     def get(self, key: str) -> bytes | None:
         """The saved state bytes of stream ``key`` (None: not in the checkpoint)."""
         with self._lock:

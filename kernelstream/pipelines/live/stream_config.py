@@ -49,6 +49,9 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 # defaults (no records to estimate from), or fixed by the command (-p, or no width at all)
 WIDTH_SOURCES = ("auto", "init-from", "default", "given")
 WIDTH_WAIT = "30s"  # --width-wait: how long a fresh stream waits for its first records
+# settings that StreamConfig.stream_doc once wrote only when not default: a snapshot without
+# them was written with these
+STREAM_DOC_DEFAULTS = {"rows": "auto", "hash_features": None, "negative_label": None}
 
 
 def output_topic_names(prefix: str) -> dict[str, str]:
@@ -135,6 +138,9 @@ class StreamConfig:
     # (mean, std) its configurations learn the target by is each one's ``target``
     scale_target: str = "auto"
     wants_target: bool = False
+    # --positive-label of a classification: the other class is the first other label of the
+    # same first records (stream_width), until then ``wants_labels``; ``spec.negative_label``
+    wants_labels: bool = False
 
     @property
     def all_topics(self) -> tuple[str, ...]:
@@ -209,6 +215,11 @@ class StreamConfig:
             return self
         return self.with_target(recorded_target(saved))
 
+    def with_negative_label(self, label: str | None) -> StreamConfig:
+        """This config with the class its ``--positive-label`` is against decided: ``label``
+        is -1 and any third label a dead letter, or, None, every other label is -1."""
+        return replace(self, spec=replace(self.spec, negative_label=label), wants_labels=False)
+
     def with_widths(self, gamma: float | None, source: str,
                     records: int | None = None) -> StreamConfig:
         """This config with its data-driven widths resolved: ``gamma=auto`` stands for
@@ -245,15 +256,18 @@ class StreamConfig:
                        auto_gamma=gamma, width_records=records)
 
     def stream_doc(self) -> dict[str, Any]:
-        """What a checkpoint's models depend on besides the learners."""
+        """What a checkpoint's models depend on besides the learners: every setting (a
+        resume compares each, :data:`STREAM_DOC_DEFAULTS` standing for one an older
+        snapshot left out), and the ``--init-from`` its new models start from."""
         s, r = self.spec, self.spec.read
         return {"topics": list(self.topics), "labels_topic": self.labels_topic,
                 "seed": s.seed, "format": r.fmt, "n_features": s.width,
                 "label_column": r.label_column, "delimiter": r.delimiter, "task": r.task,
                 "positive_label": r.positive_label, "key_by": r.key_by,
                 "label_ttl_ms": s.label_ttl_ms, "metrics_window_ms": s.metrics_window_ms,
-                **({"rows": r.rows} if r.rows != "auto" else {}),
-                **({"hash_features": r.hash_features} if r.hash_features is not None else {})}
+                "rows": r.rows, "hash_features": r.hash_features,
+                "negative_label": s.negative_label,
+                "init_from": None if self.init_from is None else os.path.realpath(self.init_from)}
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: Sequence[str] = ()) -> StreamConfig:
@@ -392,7 +406,8 @@ class StreamConfig:
             # sparse rows are never min-max scaled (it would fill in their zeros)
             scale=scale, wants_scale=scale == "auto" and not spec.sparse,
             scale_target=scale_target,
-            wants_target=scale_target == "auto" and task == "regression")
+            wants_target=scale_target == "auto" and task == "regression",
+            wants_labels=task == "classification" and args.positive_label is not None)
 
 
 def _check_width(spec: LiveSpec) -> None:

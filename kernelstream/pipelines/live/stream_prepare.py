@@ -5,7 +5,8 @@ In order: the checkpoint directory's writer lock and, on a resume, that it was w
 same learners and stream settings; the broker, the topics and their partitions; the committed
 offsets against the log, and the record last read of each partition against the snapshot's
 fingerprint of it (a recreated topic); the ``--kafka-out`` broker and topics (created if missing);
-``--init-from``; ``gamma=auto`` and ``--scale auto``
+``--init-from`` (its models' parameters, feature width and keys: :func:`_check_init_models`);
+``gamma=auto``, ``--scale auto`` and ``--positive-label`` 's other class
 (:mod:`~kernelstream.pipelines.live.stream_width`: a resumed run takes the snapshot's recorded
 widths and feature ranges, one warm-started by ``--init-from`` the ranges its checkpoint
 recorded, a fresh one reads its first records); and the
@@ -29,20 +30,25 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kernelstream import kafka_client
+from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.learner_config import recorded_target
+from kernelstream.engine.live.engine import StreamEngine
+from kernelstream.engine.live.rows import stream_schemas
 from kernelstream.engine.live.snapshot.files import CorruptSnapshotError
 from kernelstream.engine.live.snapshot.outputs import (
     UnreadableOutputError,
     check_published,
+    ensure_schemas,
     publish,
 )
 from kernelstream.engine.live.snapshot.store import SnapshotStore, SnapshotView, is_snapshot_dir
 from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
 from kernelstream.engine.replay import checkpoints
+from kernelstream.engine.replay.core import decode_replay_state
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.errors import OutFolderError
 from kernelstream.pipelines import run_folder
@@ -51,6 +57,7 @@ from kernelstream.pipelines.live import stream_width
 from kernelstream.pipelines.live.stream_config import (
     OUTPUT_NAMES,
     SCHEME,
+    STREAM_DOC_DEFAULTS,
     StreamConfig,
     output_topic_names,
 )
@@ -119,8 +126,11 @@ def _check_resume(config: StreamConfig, info: dict[str, Any], directory: str) ->
         raise UpfrontError(f"checkpoint {directory} was written by the learner configurations "
                            f"{json.dumps(saved_configs)}; this run has {json.dumps(ours)} (use "
                            "the same ones, or a new --checkpoint)")
-    saved = info.get("stream") or {}
+    saved = dict(info.get("stream") or {})
     mine = config.stream_doc()
+    # a setting a snapshot leaves out: its default (older versions wrote rows and
+    # hash_features only when set), or, when it never recorded the setting, not known
+    saved = {**{k: v for k, v in STREAM_DOC_DEFAULTS.items() if "topics" in saved}, **saved}
     diff = [k for k in mine if k in saved and saved[k] != mine[k]]
     if diff:
         parts = ", ".join(f"{k} {saved[k]!r} -> {mine[k]!r}" for k in diff)
@@ -181,7 +191,75 @@ def _init_kind(config: StreamConfig,
     if not any(name in saved for name in ours):
         raise UpfrontError(f"--init-from {path} has none of this run's configurations "
                            f"({', '.join(ours)}; it has {', '.join(saved) or 'none'})")
+    _check_init_models(config, path, kind, saved)
     return kind, scaling, dict(saved)
+
+
+def _check_init_models(config: StreamConfig, path: str, kind: str,
+                       saved: dict[str, Any]) -> None:
+    """The models of ``--init-from`` are the ones this run continues: a model starts from
+    the init model of its own key (``CONFIG#0``, or ``CONFIG#0@ENTITY`` with ``--key-by``;
+    an entity the init has not seen starts afresh), as it is, with its own parameters and
+    width. So refuse (one line) what would be ignored or reject every row: other
+    parameters, another feature width, or keys of the other kind (global models for a
+    ``--key-by`` stream, or the reverse: no model would ever start from them)."""
+    ours = json.loads(json.dumps(config.configs_doc(), default=str))
+    shared = [name for name in ours if name in saved]
+    for name in shared:
+        theirs = json.loads(json.dumps(saved[name].get("params") or {}, default=str))
+        mine = ours[name]["params"]
+        diff = [k for k in mine if k in theirs and theirs[k] != mine[k]]
+        if diff:
+            raise UpfrontError(
+                f"--init-from {path}: configuration {name!r} was learnt with "
+                + ", ".join(f"{k}={theirs[k]!r}" for k in diff) + "; this run gives "
+                + ", ".join(f"{k}={mine[k]!r}" for k in diff)
+                + " (its models go on with the parameters they were learnt with: drop the -p "
+                "values that differ, or give the configuration another name to start afresh)")
+    if kind == "stream":
+        view = SnapshotView.open(path)
+        keys, get = view.keys(), view.get
+    else:
+        ckpt = checkpoints.latest(path)
+        assert ckpt is not None  # _init_kind found it
+        states = checkpoints.SavedStates.of(ckpt)
+        keys, get = states.keys(), states.get
+    try:
+        by_entity = config.spec.read.key_by is not None
+        first: dict[str, str] = {}  # configuration -> a key of its models
+        kinds: set[bool] = set()  # whether the shared configurations' keys have an entity
+        for k in keys:
+            try:
+                sk = StreamKey.decode(k)
+            except ValueError:
+                continue
+            if sk.config in shared and sk.rep == 0:
+                first.setdefault(sk.config, k)
+                kinds.add(sk.entity is not None)
+        if kinds and by_entity not in kinds:
+            have = ("one model per configuration (CONFIG#0)" if by_entity
+                    else "one model per entity (CONFIG#0@ENTITY, --key-by)")
+            want = ("one per entity (--key-by id-prefix)" if by_entity
+                    else "one per configuration (no --key-by)")
+            raise UpfrontError(f"--init-from {path} holds {have}; this stream learns {want}: "
+                               "a model starts from the init model of its own key, so none "
+                               "would start from it (use --init-from a run keyed as this one)")
+        width = config.spec.width
+        for name, k in first.items():
+            data = get(k)
+            if data is None or width is None:
+                continue
+            learner = (StreamEngine(config.spec).decode_state(data).learner if kind == "stream"
+                       else decode_replay_state(data).learner)
+            dim = getattr(learner, "dim", None)
+            if dim is not None and int(dim) != width:
+                raise UpfrontError(f"--init-from {path}: configuration {name!r} learnt rows "
+                                   f"of {int(dim)} features; this stream's have {width} "
+                                   "(--n-features, --hash-features): every row would be "
+                                   f"refused; give the width it learnt")
+    finally:
+        if kind == "stream":
+            view.close()
 
 
 def _recorded_target(config: StreamConfig, saved: dict[str, Any], what: str) -> StreamConfig:
@@ -248,6 +326,17 @@ def prepare(config: StreamConfig) -> Prepared:
             resume = store.head
             if resume is not None:
                 saved = store.info()
+                # the warm start its new models start from: a resume without --init-from
+                # continues with the recorded one (_check_resume refuses another)
+                recorded_init = (saved.get("stream") or {}).get("init_from")
+                if config.init_from is None and recorded_init is not None:
+                    config = replace(config, init_from=str(recorded_init))
+                # the class --positive-label is against, as its first records decided (an
+                # older snapshot: none, every other label -1 as then)
+                if config.wants_labels:
+                    negative = (saved.get("stream") or {}).get("negative_label")
+                    config = config.with_negative_label(None if negative is None
+                                                        else str(negative))
                 # the widths it was learnt with (gamma=auto resolved then), never a new estimate
                 config = config.with_recorded(dict(saved.get("configs") or {}),
                                               saved.get("widths"))
@@ -345,6 +434,8 @@ def prepare(config: StreamConfig) -> Prepared:
             _check_writable(out, "--out")
             if store is not None:
                 check_published(out, OUTPUT_NAMES)
+            # every output folder, with its schema, from the start (a replay's empty file)
+            ensure_schemas(out, stream_schemas())
         except UnreadableOutputError as exc:
             raise UpfrontError(f"--out {out}: {exc}: its rows of a committed epoch cannot be "
                                "made again from the snapshot; move the file away to go on "

@@ -112,6 +112,8 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
         "auto_gamma": config.auto_gamma, "width_records": config.width_records,
         **config.scale_doc(),  # --scale auto: whether, why and by which ranges
         **config.target_doc(),  # --scale-target auto: the (mean, std) the target is learnt by
+        # --positive-label's other class, decided on the first records (None: the rest)
+        "negative_label": config.spec.negative_label,
         "out": out, "checkpoint": config.checkpoint,
         "snapshot_epoch": epoch, "run": part, "seconds": seconds, "stopped_by": stopped_by,
         "records": records, "records_per_second": records / seconds if seconds > 0 else None,

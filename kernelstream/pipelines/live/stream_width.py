@@ -37,6 +37,13 @@ well after their events; so the same targets whatever the poll batches, and at l
 ``target``, recorded in the snapshots with the configurations; a resumed or warm-started
 stream continues with the recorded one (``stream_prepare``).
 
+``--positive-label LABEL`` (a classification): the other class is the first other label
+among the first ``RESERVOIR_ROWS`` labels read as the targets above are (labelled events,
+``label:Y`` records, the ``--labels`` topic; in the stream's order), as a replay maps the
+first two labels it reads (``LiveSpec.negative_label``: a third label is then a dead
+letter); none there: every other label is -1 (one-vs-rest). One line on stderr either way;
+recorded in the snapshots (``StreamConfig.stream_doc``), and a resume maps as recorded.
+
 The read stops once every events partition has given ``RESERVOIR_ROWS`` feature records (and
 the first targets are known, for ``--scale-target auto``), or no
 record came for :data:`QUIET_S` seconds after the first (the topic is read to its end: reported
@@ -50,6 +57,7 @@ said in one line on stderr. ``summary.json`` and the snapshots record the outcom
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Mapping
@@ -61,6 +69,7 @@ import numpy as np
 from kernelstream import kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
+from kernelstream.data.labels import class_key
 from kernelstream.data.scaling import head_scaling, target_standardisation
 from kernelstream.engine.live.merge import merged
 from kernelstream.engine.live.records import SourceRecord
@@ -82,7 +91,8 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
     """``config`` with ``--scale auto`` and ``gamma=auto`` resolved from the first records
     of its events topics from ``start`` (``{(topic, partition): offset}``), read once for
     both; ``config`` itself when neither is left to the data."""
-    if not config.wants_width and not config.wants_scale and not config.wants_target:
+    if not (config.wants_width or config.wants_scale or config.wants_target
+            or config.wants_labels):
         return config
     head = first_rows(config, start, config.width_wait, None if config.quiet else _progress)
     rows, read = head.rows, head.read
@@ -90,6 +100,8 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
     topics = ",".join(config.topics)
     if config.wants_target:
         config = _standardised(config, head.targets, ",".join(config.all_topics))
+    if config.wants_labels:
+        config = _negative(config, head.labels, ",".join(config.all_topics))
     if config.wants_scale:
         config = _scaled(config, rows, topics)
         if config.scale_ranges is not None:
@@ -101,6 +113,14 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
         return config
     if n >= 2:
         gamma = widths.auto_gamma(rows)
+        if not (0 < gamma < float("inf")) or (gamma == 1.0
+                                                and widths.median_distance(rows) is None):
+            # the estimator's documented fallback, never a width a learner refuses
+            gamma = 1.0
+            print(f"{PROG} stream: gamma=auto: no usable distance between the first {n:,} "
+                  f"feature records of {topics} (all alike, or too large to measure): "
+                  "gamma=1.0, the median heuristic's fallback; -p gamma=G sets one",
+                  file=sys.stderr, flush=True)
         if not config.quiet:
             _progress(f"gamma=auto = {gamma!r}, from the first {n:,} feature records of "
                       f"{topics}")
@@ -141,6 +161,25 @@ def _standardised(config: StreamConfig, targets: list[float], topics: str) -> St
     return config.with_target(target)
 
 
+def _negative(config: StreamConfig, labels: list[str], topics: str) -> StreamConfig:
+    """``config`` with the class of its ``--positive-label`` decided on its first labels
+    ``labels`` (in the stream's order), as a replay maps the first two labels it reads: the
+    first other one is -1 and a third is a dead letter; none among them: every other label
+    is -1 (one-vs-rest). One line on stderr either way."""
+    pos = class_key(str(config.spec.read.positive_label))
+    other = next((t for t in labels if class_key(t) != pos), None)
+    given = config.spec.read.positive_label
+    if other is None:
+        print(f"{PROG} stream: --positive-label {given}: no other label among the first "
+              f"{len(labels):,} labels of {topics}: every label but {given!r} is -1 "
+              "(one-vs-rest)", file=sys.stderr, flush=True)
+    else:
+        print(f"{PROG} stream: --positive-label {given}: {other!r} is -1 (the first other "
+              f"label of {topics}); a third label is a dead letter, as in a replay",
+              file=sys.stderr, flush=True)
+    return config.with_negative_label(other)
+
+
 def _progress(line: str) -> None:
     print(f"{PROG} stream: {line}", file=sys.stderr, flush=True)
 
@@ -154,6 +193,7 @@ class Head:
     rows: np.ndarray | CSR
     targets: list[float]
     read: int
+    labels: list[str] = dataclasses.field(default_factory=list)  # their tokens, stripped
 
 
 def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait: float,
@@ -167,20 +207,24 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
 
     limit = widths.RESERVOIR_ROWS
     router = StreamRouter(config.spec)
-    order_of = config.all_topics if config.wants_target else config.topics
+    # the first labels: the targets of a regression, the tokens of --positive-label's
+    wants_targets = config.wants_target or config.wants_labels
+    token = _LastToken(router) if config.wants_labels else None
+    order_of = config.all_topics if wants_targets else config.topics
     tps = sorted(((t, p) for (t, p) in start if t in order_of),
                  key=lambda tp: (tp[1], order_of.index(tp[0])))
     feature_tps = [tp for tp in tps if tp[0] in config.topics]
     got: dict[tuple[str, int], list[SourceRecord]] = {tp: [] for tp in tps}
     rows_of: dict[tuple[str, int], int] = dict.fromkeys(tps, 0)  # feature rows
     targets_of: dict[tuple[str, int], int] = dict.fromkeys(tps, 0)
-    targets_done = not config.wants_target
+    targets_done = not wants_targets
 
     def enough(tp: tuple[str, int]) -> bool:  # the partition has given all it needs to
         return ((tp not in feature_tps or rows_of[tp] >= limit)
                 and (targets_done or targets_of[tp] >= limit))
     parsed: dict[tuple[str, int, int], np.ndarray | CSR] = {}
     targets: dict[tuple[str, int, int], float] = {}
+    tokens: dict[tuple[str, int, int], str] = {}
     read = 0
     try:
         consumer = kafka_client.assigned_consumer(config.bootstrap, config.client)
@@ -214,6 +258,8 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                     if y is not None:
                         targets[k] = y
                         targets_of[tp] += 1
+                        if token is not None:
+                            tokens[k] = token.last
                     if x is not None:
                         parsed[k] = x
                         rows_of[tp] += 1
@@ -236,7 +282,8 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                 said = now
                 what = ", ".join(w for w, on in (("gamma=auto", config.wants_width),
                                                  ("--scale auto", config.wants_scale),
-                                                 ("--scale-target auto", config.wants_target))
+                                                 ("--scale-target auto", config.wants_target),
+                                                 ("--positive-label", config.wants_labels))
                                  if on)
                 wanted = (f", {len(targets):,} targets (up to {limit:,})"
                           if config.wants_target else "")
@@ -251,7 +298,20 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
     order = [(r.topic, r.partition, r.offset) for r in merged([got[tp] for tp in tps])]
     rows = [parsed[k] for k in order if k in parsed]
     return Head(_stack(rows[:limit]), [targets[k] for k in order if k in targets][:limit],
-                read)
+                read, [tokens[k] for k in order if k in tokens][:limit])
+
+
+class _LastToken:
+    """Put in a router's label map: every label token is +1 to it, and the last one is kept
+    (``last``, stripped), so a first read sees the tokens the labels were written as."""
+
+    def __init__(self, router: StreamRouter) -> None:
+        self.last = ""
+        router.labels = self  # type: ignore[assignment]
+
+    def __call__(self, tok: str) -> float:
+        self.last = tok.strip()
+        return 1.0
 
 
 def _first_targets_known(got: Mapping[tuple[str, int], list[SourceRecord]],

@@ -467,3 +467,29 @@ def test_a_standardised_target_is_learnt_alike_on_every_path(make: Any,
 def _same_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return a.keys() == b.keys() and all(
         np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes() for k in a)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:3], ids=lambda c: c.label)
+def test_an_event_of_another_width_in_a_run_is_a_dead_letter(cfg: LearnerConfig) -> None:
+    """A CSV event with another column count inside a run of labelled events, or of
+    event-label pairs, is a ``learn`` dead letter as on the one-record path (it once reached
+    the run's ``np.stack`` and killed the stream on every restart)."""
+    s = spec((cfg,), fmt="csv", n_features=None, labels_topic=None)
+    vals = ["0.1,0.2,0.3,1", "0.2,0.1,0.3,-1", "0.1,0.2,0.3,0.4,1", "0.5,0.6,0.7,-1",
+            "0.5,0.6,0.7,-1", "0.5,0.6,1", "0.2,0.6,0.1,1", "0.3,0.3,0.3,-1"]
+    recs = [rec(i, i, f"e{i}", v) for i, v in enumerate(vals)]
+    t = len(recs)
+    for i, v in enumerate(["0.1,0.2,0.3", "0.2,0.1,0.3", "0.1,0.2,0.3,0.4", "0.5,0.6",
+                           "0.5,0.6,0.7", "0.4,0.6,0.7", "0.1,0.6,0.7"]):
+        recs += [rec(t, t, f"p{i}", f"{v},?"), rec(t + 1, t, f"p{i}", f"label:{(-1) ** i}")]
+        t += 2
+    want, want_st = one_by_one(recs, s)
+    for chunk in (3, 1000):
+        got, got_st = reference_outputs(recs, s, chunk=chunk)
+        assert rows(got) == rows(want)
+        e = StreamEngine(s)
+        assert all(state_bytes(e, got_st[k]) == state_bytes(e, want_st[k]) for k in want_st)
+    assert [(d["event_id"], d["stage"]) for d in got.dead_letters] == [
+        ("e2", "learn"), ("e5", "learn"), ("p2", "learn"), ("p2", "join"), ("p3", "learn"),
+        ("p3", "join")]
+    assert len(got.outcomes) == 11

@@ -116,6 +116,24 @@ def test_route_positive_label_and_regression() -> None:
     e = StreamEngine(spec(positive_label="fraud"))
     assert routed(e, rec(0, 0, "a", "fraud 1:1")).y == 1.0
     assert routed(e, rec(0, 0, "a", "label:ok")).y == -1.0  # one-vs-rest
+    # one-vs-rest until the other class is known: then a third label is a dead letter, as
+    # in a replay (the stream decides the other class on its first records: stream_width)
+    yes = StreamEngine(spec(positive_label="yes"))
+    assert [routed(yes, rec(0, 0, "a", f"label:{t}")).y for t in ("yes", "no", "maybe", "YES")
+            ] == [1.0, -1.0, -1.0, -1.0]
+    two = spec(positive_label="yes", negative_label="no")
+    recs = [rec(i, i, f"e{i}", v) for i, v in enumerate(
+        ["yes 1:1", "no 2:1", "maybe 1:1", "? 3:1", "YES 1:2", "+1 1:1", "no 1:1 2:1"])]
+    recs += [rec(7, 7, "e3", "label:maybe"), rec(8, 8, "e3", "label:no")]
+    out, _ = reference_outputs(recs, two)
+    third = [(d["event_id"], d["stage"], d["reason"]) for d in out.dead_letters]
+    assert third == [(e, "parse", f"a third label {t!r}: the stream maps 'yes' to +1 and 'no' "
+                      "to -1 (the first two labels of its first records)")
+                     for e, t in (("e2", "maybe"), ("e4", "YES"), ("e5", "+1"), ("e3", "maybe"))]
+    assert [(r["event_id"], r["label"]) for r in out.outcomes] == [
+        ("e0", 1.0), ("e1", -1.0), ("e6", -1.0), ("e3", -1.0)]
+    with pytest.raises(ValueError, match="negative_label goes with positive_label"):
+        spec(negative_label="no")
     r = StreamEngine(spec(task="regression"))
     assert routed(r, rec(0, 0, "a", "0.37 1:1")).y == 0.37
     assert routed(r, rec(0, 0, "a", "label:-2.5")).y == -2.5
@@ -402,6 +420,36 @@ def test_learner_rejection_is_a_dead_letter() -> None:
     assert [r["event_id"] for r in out.outcomes] == ["a", "d"]
     c = states["perc#0"].counts()
     assert (c["predictions"], c["outcomes"], c["dead_letters"]) == (2, 2, 2)
+
+
+def test_a_label_for_a_rejected_event_says_so() -> None:
+    """A label for an event the learner refused is ``label for rejected event id`` (it read
+    as an early label, ``unknown``): the id is remembered for a ttl as a resolved one is,
+    then forgotten; the same id again within it is a duplicate. Memory stays bounded, and
+    the state round-trips with the id remembered."""
+    s = spec(fmt="csv", n_features=None)
+    recs = [rec(0, 0, "a", "1,2,?"), rec(1, 1, "b", "1,2,3,?"), rec(2, 2, "b", "label:1"),
+            rec(3, 3, "c", "1,2,3,1"), rec(4, 4, "c", "label:-1"), rec(5, 5, "b", "3,4,?"),
+            rec(6, 2000, "b", "label:1"), rec(7, 2001, "a", "label:1")]
+    out, states = reference_outputs(recs, s)
+    assert [(d["event_id"], d["stage"], d["reason"].split(":")[0]) for d in out.dead_letters] \
+        == [("b", "learn", "learner rejected the row"),
+            ("b", "join", "label for rejected event id"),
+            ("c", "learn", "learner rejected the row"),
+            ("c", "join", "label for rejected event id"),
+            ("b", "join", "duplicate event id"),
+            ("b", "join", "label for unknown event id"),  # a ttl later: forgotten
+            ("a", "join", "label for expired event id")]
+    st = states["perc#0"]
+    assert not st.resolved.keys() & {"b", "c"} and len(st.forget) == len(st.resolved) == 1
+    c = st.counts()
+    assert (c["predictions"], c["dead_letters"], c["pending"], c["unlabeled"]) == (1, 7, 0, 1)
+    # cut right after the refusal: the restored state knows the id
+    e = StreamEngine(s)
+    _, mid = reference_outputs(recs[:2], s)
+    again = e.decode_state(e.encode_state(mid["perc#0"]))
+    rest, _ = reference_outputs(recs[2:3], s, {"perc#0": again})
+    assert [d["reason"] for d in rest.dead_letters] == ["label for rejected event id"]
 
 
 # -- against the learner itself -------------------------------------------------------------------
@@ -832,3 +880,22 @@ def test_hashed_features_fix_the_width() -> None:
     assert isinstance(xs, CSR) and xs.n_features == 2**20 and xs.data.sum() == 1.5
     with pytest.raises(ValueError, match="LIBSVM messages"):
         spec(fmt="csv", n_features=None, hash_features=12)
+
+
+def test_every_stream_column_is_documented() -> None:
+    """docs/outputs.md (Outputs of a live stream) lists every column of every stream output
+    in schema order, with the type pyarrow prints and whether it may be null: the page cannot
+    drift from ``stream_schemas``."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "outputs.md").read_text()
+    section = text.split("## Outputs of a live stream", 1)[1].split("\n## ", 1)[0]
+    documented: dict[str, list[tuple[str, str, bool]]] = {}
+    for m in re.finditer(r"^### Stream `(\w+)/`\n(.*?)(?=^### |\Z)", section, re.M | re.S):
+        documented[m[1]] = [(c, t, n == "yes") for c, t, n in re.findall(
+            r"^\| `(\w+)` \| ([\w<>]+) \| (yes|no) \|", m[2], re.M)]
+    schemas = stream_schemas()
+    assert documented.keys() == schemas.keys()
+    for name, schema in schemas.items():
+        assert documented[name] == [(f.name, str(f.type), f.nullable) for f in schema], name

@@ -124,7 +124,8 @@ def stream_argv(broker: str, *args: str) -> list[str]:
 def spec_for(argv: Sequence[str]) -> Any:
     """The LiveSpec the CLI builds from ``argv`` (the reference loop's spec), with the widths,
     feature ranges and target standardisation the run recorded once it has run (``gamma=auto``,
-    ``--scale auto`` and ``--scale-target auto``, resolved from its first records: its
+    ``--scale auto``, ``--scale-target auto`` and ``--positive-label`` 's other class, resolved
+    from its first records: its
     ``--checkpoint``'s snapshot, else its ``--out`` summary.json)."""
     args = cli.build_parser().parse_args(list(argv))
     config = StreamConfig.from_args(args)
@@ -132,14 +133,16 @@ def spec_for(argv: Sequence[str]) -> Any:
         with SnapshotView.open(args.checkpoint) as view:
             info = view.info()
         return config.with_recorded(info["configs"], info["widths"]).with_recorded_scale(
-            info.get("scaling")).with_recorded_target(info["configs"]).spec
+            info.get("scaling")).with_recorded_target(info["configs"]).with_negative_label(
+                info["stream"].get("negative_label")).spec
     summary = Path(args.out or "-") / "summary.json"
     if summary.exists():
         doc = json.loads(summary.read_text())
         return config.with_recorded(doc["learners"], {"source": doc["width_source"],
                                                       "gamma": doc["auto_gamma"]},
                                     ).with_recorded_scale(doc).with_recorded_target(
-                                        doc["learners"]).spec
+                                        doc["learners"]).with_negative_label(
+                                            doc.get("negative_label")).spec
     return config.spec
 
 
@@ -473,7 +476,9 @@ def test_option_errors_are_one_line(tmp_path: Path) -> None:
 def test_a_stream_reads_with_the_replays_read_options() -> None:
     """A stream's parsing options are one ``ReadOptions``, the replay's, whose path is the
     topic URL; what a checkpoint records of them (``stream_doc``, compared when a run
-    resumes) stays what it was."""
+    resumes) stays what it was, with every setting now written (``rows``, ``hash_features``,
+    ``init_from``, ``negative_label``: an older snapshot without them stands for their
+    defaults)."""
     hashed = spec_for(["stream", "kafka://h:1/a,b", "--hash-features", "12", "--key-by",
                        "id-prefix", "--positive-label", "x"])
     assert hashed.read == ReadOptions("kafka://h:1/a,b", fmt="libsvm", delimiter=",",
@@ -486,7 +491,8 @@ def test_a_stream_reads_with_the_replays_read_options() -> None:
         "topics": ["a", "b"], "labels_topic": None, "seed": 0, "format": "libsvm",
         "n_features": 4096, "label_column": None, "delimiter": ",", "task": "classification",
         "positive_label": "x", "key_by": "id-prefix", "label_ttl_ms": 3600000,
-        "metrics_window_ms": 60000, "hash_features": 12}
+        "metrics_window_ms": 60000, "rows": "auto", "hash_features": 12, "init_from": None,
+        "negative_label": None}
     argv = ["stream", "kafka://h:1/t", "--format", "csv", "--label-column", "0",
             "--delimiter", ";", "--task", "regression", "--rows", "sparse", "--labels",
             "kafka://h:1/l"]
@@ -495,7 +501,8 @@ def test_a_stream_reads_with_the_replays_read_options() -> None:
     assert StreamConfig.from_args(cli.build_parser().parse_args(argv)).stream_doc() == {
         "topics": ["t"], "labels_topic": "l", "seed": 0, "format": "csv", "n_features": None,
         "label_column": 0, "delimiter": ";", "task": "regression", "positive_label": None,
-        "key_by": None, "label_ttl_ms": 3600000, "metrics_window_ms": 60000, "rows": "sparse"}
+        "key_by": None, "label_ttl_ms": 3600000, "metrics_window_ms": 60000, "rows": "sparse",
+        "hash_features": None, "init_from": None, "negative_label": None}
 
 
 def _closed_port() -> int:

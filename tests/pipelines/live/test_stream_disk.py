@@ -42,6 +42,7 @@ from test_stream import (
 )
 
 from kernelstream.engine.live.rows import OUTPUTS
+from kernelstream.engine.live.snapshot.outputs import EMPTY
 from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.kafka_client import local_broker
 
@@ -93,7 +94,8 @@ def head(ckpt: Path) -> int | None:
 
 
 def published(out: Path) -> list[Path]:
-    return sorted(out.glob("*/part-*.parquet"))
+    """The epochs' published files (not a folder's empty schema file)."""
+    return sorted(f for f in out.glob("*/part-*.parquet") if f.name != EMPTY)
 
 
 def assert_all_readable(out: Path, upto: int | None) -> None:

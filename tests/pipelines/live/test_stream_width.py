@@ -47,6 +47,7 @@ from kernelstream.pipelines import cli
 from kernelstream.pipelines.live import stream_width
 from kernelstream.pipelines.live.stream_config import StreamConfig
 from kernelstream.pipelines.live.stream_prepare import prepare
+from kernelstream.sparse import CSR
 
 SCALE = 1000.0  # unscaled features: the learners' default gamma=0.5 sees no similarity
 _FEATURE = re.compile(rb"(\d+):([-+0-9.e]+)(?=\s|$)")  # a malformed "3:abc" is kept
@@ -137,6 +138,67 @@ def test_gamma_auto_is_the_median_width_of_the_first_records(broker: str) -> Non
                   for recs in read_back(broker, "wa", 2)])
     again = stream_width.resolve(config, later)
     assert dict(again.configs[0].params)["gamma"] == expected_gamma(lat) != want
+
+
+def test_huge_values_among_the_first_records_give_a_usable_width(
+        broker: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Feature values near 1e308 among the first records: their distances overflow and are
+    left out (a median of inf once gave gamma 0.0, which every learner refuses: the stream
+    died on every fresh start); every record huge: gamma 1.0, said in one line."""
+    vals = ["+1 1:0.1 2:0.2", "-1 1:0.3 2:0.1", "+1 1:1e308 2:1e308", "-1 1:0.5 2:0.6",
+            "+1 1:0.2 2:0.2", "-1 1:-1e308", "+1 1:0.1"]
+    create_topics(broker, ["wh", "wh2"], 1)
+    produce(broker, [("wh", 0, f"u/e{i}".encode(), v.encode(), T0 + i)
+                     for i, v in enumerate(vals)])
+    produce(broker, [("wh2", 0, f"u/e{i}".encode(), v.encode(), T0 + i)
+                     for i, v in enumerate(["+1 1:1e308", "-1 1:-1e308 2:1e308"])])
+    argv = stream_argv(broker, "kafka://BROKER/wh", "--n-features", "2", "-l", "a=bogd",
+                       "-l", "perceptron", "--width-wait", "5s", "-q")
+    got = stream_width.resolve(config_of(argv), {("wh", 0): 0})
+    rows = np.array([[0.1, 0.2], [0.3, 0.1], [1e308, 1e308], [0.5, 0.6], [0.2, 0.2],
+                     [-1e308, 0.0], [0.1, 0.0]])
+    gamma = dict(got.configs[0].params)["gamma"]
+    assert gamma == widths.auto_gamma(rows) == widths.auto_gamma(CSR.from_dense(rows))
+    assert 1.0 < gamma < 100 and got.widths_doc()["source"] == "auto"
+    argv = stream_argv(broker, "kafka://BROKER/wh2", "--n-features", "2", "-l", "a=bogd",
+                       "--width-wait", "5s", "-q")
+    got = stream_width.resolve(config_of(argv), {("wh2", 0): 0})
+    assert dict(got.configs[0].params)["gamma"] == 1.0
+    assert "gamma=auto: no usable distance between the first 2 feature records of wh2" in (
+        capsys.readouterr().err)
+
+
+def test_positive_label_is_against_the_first_other_label(
+        broker: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--positive-label yes``: the -1 class is the first other label the stream reads
+    (labels topic included, in the stream's order), as a replay maps the first two labels
+    it reads; a third is then a dead letter. No other label among the first records:
+    one-vs-rest, said in one line."""
+    create_topics(broker, ["wl", "wl-lab", "wm", "wm-lab"], 1)
+    for topic, labels in (("wl", ["yes", "no", "maybe"]), ("wm", ["yes", "yes"])):
+        msgs: list[Message] = []
+        for i, y in enumerate(labels):
+            msgs.append((topic, 0, f"e{i}".encode(), b"? 1:1", T0 + 10 * i))
+            msgs.append((f"{topic}-lab", 0, f"e{i}".encode(), y.encode(), T0 + 10 * i + 1))
+        if topic == "wl":  # first of all: a labelled event's label counts too
+            msgs.insert(0, (topic, 0, b"x", b"maybe 1:2", T0 - 1))
+        produce(broker, msgs)
+    argv = stream_argv(broker, "kafka://BROKER/wl", "--labels", "kafka://BROKER/wl-lab",
+                       "--n-features", "2", "-l", "perceptron", "-p", "gamma=1",
+                       "--scale", "none", "--positive-label", "yes", "--width-wait", "5s",
+                       "-q")
+    config = config_of(argv)
+    assert config.wants_labels and not config.wants_width
+    got = stream_width.resolve(config, {("wl", 0): 0, ("wl-lab", 0): 0})
+    assert got.spec.negative_label == "maybe" and not got.wants_labels  # the first other
+    assert got.stream_doc()["negative_label"] == "maybe"
+    assert "--positive-label yes: 'maybe' is -1 (the first other label of wl,wl-lab); a " \
+           "third label is a dead letter, as in a replay" in capsys.readouterr().err
+    argv = [a.replace("wl", "wm") for a in argv]
+    got = stream_width.resolve(config_of(argv), {("wm", 0): 0, ("wm-lab", 0): 0})
+    assert got.spec.negative_label is None
+    assert "no other label among the first 2 labels of wm,wm-lab: every label but 'yes' is " \
+           "-1 (one-vs-rest)" in capsys.readouterr().err
 
 
 def test_explicit_width_reads_no_records(broker: str, tmp_path: Path,

@@ -14,11 +14,12 @@ local or mounted file system.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kernelstream import fs
 from kernelstream.engine.live.snapshot.files import fsync_dir, local_dir
@@ -97,6 +98,8 @@ def publish(out_dir: str | os.PathLike[str], outputs: Iterable[str] | None, head
                 os.unlink(src)
                 removed += 1
         if moved:  # the renames survive a power cut (else the next start redoes them)
+            with contextlib.suppress(FileNotFoundError):  # rows now carry the schema
+                os.unlink(os.path.join(odir, EMPTY))
             fsync_dir(odir)
     return Published(published, removed)
 
@@ -165,6 +168,32 @@ def check_published(out_dir: str | os.PathLike[str], outputs: Iterable[str]) -> 
                 raise UnreadableOutputError(f"{path} is unreadable ({why})")
             n += 1
     return n
+
+
+EMPTY = "part-empty.parquet"  # an output folder's file when it has no rows (yet)
+
+
+def ensure_schemas(out_dir: str | os.PathLike[str], schemas: dict[str, Any]) -> list[str]:
+    """Give every output folder of ``schemas`` (name -> pyarrow schema) that holds no
+    published file an empty one of its schema (:data:`EMPTY`), as a replay does, so a
+    reader finds every folder and its columns whether or not rows came (:func:`publish`
+    removes it with the folder's first rows). Written to a temporary name and renamed: a
+    crash never leaves a cut one. The names written."""
+    import pyarrow.parquet as pq
+
+    root = local_dir(out_dir)
+    made = []
+    for output, schema in schemas.items():
+        odir = os.path.join(root, output)
+        os.makedirs(odir, exist_ok=True)
+        if any(n.startswith("part-") and n.endswith(".parquet") for n in os.listdir(odir)):
+            continue
+        tmp = os.path.join(odir, f".{EMPTY}.tmp")
+        pq.write_table(schema.empty_table(), tmp)
+        os.replace(tmp, os.path.join(odir, EMPTY))
+        fsync_dir(odir)
+        made.append(output)
+    return made
 
 
 # -- the bounded replay's --follow outputs ---------------------------------------------------
