@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -43,7 +44,7 @@ from kernelstream._suggest import row_error
 from kernelstream.data import widths
 from kernelstream.data.errors import SCALES
 from kernelstream.engine.learner_config import LearnerConfig, learner_config
-from kernelstream.engine.noskill import FIGURES, NoSkill
+from kernelstream.engine.noskill import FIGURES, NoSkill, skill_warnings
 from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
 from kernelstream.learners.base import Learner
 from kernelstream.seeding import permutation
@@ -114,6 +115,13 @@ class EvalResult:
     def seconds(self) -> float:
         return float(self._stat("seconds")[0] or 0.0)
 
+    @property
+    def warnings(self) -> list[str]:
+        """The warnings ``kernelstream replay`` prints about these figures
+        (:func:`~kernelstream.engine.noskill.skill_warnings`, one line each): the learner
+        diverged, it is no better than the no-skill baseline, or it predicts one class."""
+        return skill_warnings(self.label, self.to_summary())
+
     def to_summary(self) -> dict[str, Any]:
         """JSON-ready dict: means, sample stds (``ddof=1``; 0 for one repetition) and the
         per-permutation list. ``examples_per_second`` is ``examples / mean seconds``."""
@@ -179,6 +187,10 @@ def evaluate(
 
     ``block_size`` fixes the rows per ``predict_learn_many`` call (default: adaptive). Progress
     lines go to ``progress`` at most every ``progress_interval`` seconds (``None``: silent).
+
+    The result's :attr:`EvalResult.warnings` (a diverged learner, one no better than the
+    no-skill baseline, one predicting one class: what ``kernelstream replay`` prints) are also
+    issued with ``warnings.warn(..., RuntimeWarning)``.
     """
     try:
         X = np.ascontiguousarray(X, dtype=np.float64)
@@ -207,8 +219,17 @@ def evaluate(
 
     config = learner_config(learner, params, label, seed_name).with_widths(
         lambda: widths.array_gamma(X, scale))
-    return evaluate_runs(lambda r: (X, yv, permutation(n, seed, r)), config, seed=seed,
-                         permutations=permutations, block_size=block_size, on_block=report)
+    result = evaluate_runs(lambda r: (X, yv, permutation(n, seed, r)), config, seed=seed,
+                           permutations=permutations, block_size=block_size, on_block=report)
+    warn_skill(result)
+    return result
+
+
+def warn_skill(result: EvalResult, stacklevel: int = 3) -> None:
+    """Issue ``result.warnings`` as ``RuntimeWarning`` s (``stacklevel``: at the caller of
+    the public function that calls this)."""
+    for line in result.warnings:
+        warnings.warn(line, RuntimeWarning, stacklevel=stacklevel)
 
 
 Stream = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # X, y, rows (None: all, in order)

@@ -62,7 +62,8 @@ class OKS(SelectionLearner):
     1e115–1e153 on bank8FM, bank32nh and elevators; ``oks++``, ``rf-oks++``, ``ioks``,
     ``rf-ioks`` and ``lkmbooks``, whose steps adapt to the observed gradients or are
     projected, stay stable). The rule is the specification's and is kept: give a smaller
-    ``eta``, or use those learners (a replay warns when a run diverged).
+    ``eta``, or use those learners (a replay, ``evaluate`` and ``run_replay`` warn when a run
+    diverged: ``EvalResult.warnings``).
 
     QUIRK (``reference_quirks=True``, convention ``p1`` only): as
     ``OKS.R``, the gradient step is **not** importance-weighted (``f_I ← f_I − λ g κ_I``, i.e.

@@ -139,3 +139,31 @@ def test_bad_input() -> None:
         evaluate(X, y, "no-such-learner", progress=None)
     with pytest.raises(ValueError, match="unknown parameter"):
         evaluate(X, y, "perceptron", {"nope": 1}, progress=None)
+
+
+def test_a_diverged_run_warns_as_the_cli_does(tmp_path) -> None:
+    """oks with loss=square diverges on a plain regression stream: evaluate and run_replay
+    issue the CLI's warning (engine.noskill.skill_warnings) as a RuntimeWarning, and the
+    results carry it; a healthy run issues none."""
+    import warnings
+
+    from kernelstream.learners.testing import make_stream
+    from kernelstream.pipelines.replay.replay import run_replay
+
+    X, y = make_stream("regression", 400)
+    with pytest.warns(RuntimeWarning, match="oks: the learner diverged") as got:
+        res = evaluate(X, y, "oks", {"loss": "square"}, progress=None)
+    assert res.avg_loss > 1e6 and len(res.warnings) == 1
+    assert [str(w.message) for w in got] == res.warnings
+    path = tmp_path / "reg.libsvm"
+    path.write_text("".join(f"{t!r} " + " ".join(f"{j + 1}:{v!r}" for j, v in enumerate(row))
+                            + "\n" for row, t in zip(X.tolist(), y.tolist(), strict=True)))
+    with pytest.warns(RuntimeWarning, match="oks: the learner diverged"):
+        rr = run_replay(str(path), [("oks", "oks", {"loss": "square"})], tmp_path / "out",
+                        runner="loop", order="file", task="regression")
+    assert rr.warnings == rr.eval_results()[0].warnings
+    assert "diverged" in rr.warnings[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Xc, yc = _blobs(200)
+        assert evaluate(Xc, yc, "perceptron", progress=None).warnings == []

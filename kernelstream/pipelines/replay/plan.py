@@ -175,3 +175,10 @@ class ReplayResult:
         ``configs`` (default: the run's own) with ``seed`` (default: the run's)."""
         return eval_results(self.summaries, self.configs if configs is None else configs,
                             seed=self.seed if seed is None else seed)
+
+    @property
+    def warnings(self) -> list[str]:
+        """The warnings ``kernelstream replay`` prints about each configuration's figures
+        (:attr:`EvalResult.warnings <kernelstream.engine.evaluate.EvalResult.warnings>`);
+        per-entity streams (``key_by``) are not looked at."""
+        return [w for r in self.eval_results() for w in r.warnings]

@@ -29,6 +29,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from types import ModuleType
@@ -176,8 +177,15 @@ def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
     Gaussian widths left to the data (``gamma`` unset or ``"auto"``, ``sigma="auto"``,
     ``sigmas`` unset or ``"auto"``) are estimated from the file's first rows as ``kernelstream
     replay`` estimates them (:class:`ReplayConfig`); the numbers learnt with are the params of
-    the result's ``configs`` and ``eval_results()``."""
-    return execute(make_run(data, configs, out, **options))
+    the result's ``configs`` and ``eval_results()``.
+
+    The result's ``warnings`` (a diverged learner, one no better than the no-skill baseline,
+    one predicting one class: what ``kernelstream replay`` prints) are also issued with
+    ``warnings.warn(..., RuntimeWarning)``."""
+    result = execute(make_run(data, configs, out, **options))
+    for line in result.warnings:
+        warnings.warn(line, RuntimeWarning, stacklevel=2)
+    return result
 
 
 def run_loop_outputs(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
