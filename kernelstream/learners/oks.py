@@ -10,7 +10,7 @@ authors' code ``OKS-*.R``).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -129,6 +129,8 @@ class OKS(SelectionLearner):
     )
     reference = ("Yang, Mahdavi, Jin, Yi & Hoi, AAAI 2012; conventions of Zhang & Liao, IJCAI "
                  "2020, Liao & Li, ECML-PKDD 2021 and Li & Liao, ECML-PKDD 2022")
+    # diverges on regression data (docstring): the conformance suite exempts it by name
+    known_divergent: ClassVar[tuple[dict[str, Any], ...]] = ({"loss": "square"},)
 
     loss: str
     convention: str
