@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -43,10 +44,11 @@ from kernelstream._suggest import row_error
 from kernelstream.data import widths
 from kernelstream.data.errors import SCALES
 from kernelstream.engine.learner_config import LearnerConfig, learner_config
-from kernelstream.engine.noskill import FIGURES, NoSkill
+from kernelstream.engine.noskill import FIGURES, NoSkill, skill_warnings
 from kernelstream.engine.prequential import PrequentialPass, learner_loss, outcomes
 from kernelstream.learners.base import Learner
 from kernelstream.seeding import permutation
+from kernelstream.sparse import CSR
 
 ProgressFn = Callable[[str], None]
 
@@ -114,6 +116,15 @@ class EvalResult:
     def seconds(self) -> float:
         return float(self._stat("seconds")[0] or 0.0)
 
+    @property
+    def warnings(self) -> list[str]:
+        """The warnings ``kernelstream replay`` prints about these figures
+        (:func:`~kernelstream.engine.noskill.skill_warnings`, one line each): the learner
+        diverged, it is no better than the no-skill baseline, or it predicts one class
+        (without their ``warning:`` prefix)."""
+        return [w.removeprefix("warning: ") for w in skill_warnings(self.label,
+                                                                    self.to_summary())]
+
     def to_summary(self) -> dict[str, Any]:
         """JSON-ready dict: means, sample stds (``ddof=1``; 0 for one repetition) and the
         per-permutation list. ``examples_per_second`` is ``examples / mean seconds``."""
@@ -147,7 +158,7 @@ def mean_std(values: list[float] | np.ndarray) -> tuple[float, float]:
 
 
 def evaluate(
-    X: np.ndarray,
+    X: np.ndarray | CSR,
     y: np.ndarray,
     learner: str | LearnerConfig,
     params: Mapping[str, Any] | None = None,
@@ -162,6 +173,9 @@ def evaluate(
     scale: str = "none",
 ) -> EvalResult:
     """Run the prequential loop ``permutations`` times and return every repetition's metrics.
+
+    ``X`` is a dense 2-D array or a :class:`kernelstream.sparse.CSR` (sparse rows, given to
+    the learners as they are, as a replay of a sparse file does).
 
     ``learner`` is a registry name (with ``params``, ``label``) or a whole
     :class:`~kernelstream.engine.learner_config.LearnerConfig`, the object of a replay.
@@ -179,13 +193,18 @@ def evaluate(
 
     ``block_size`` fixes the rows per ``predict_learn_many`` call (default: adaptive). Progress
     lines go to ``progress`` at most every ``progress_interval`` seconds (``None``: silent).
+
+    The result's :attr:`EvalResult.warnings` (a diverged learner, one no better than the
+    no-skill baseline, one predicting one class: what ``kernelstream replay`` prints) are also
+    issued with ``warnings.warn(..., RuntimeWarning)``.
     """
-    try:
-        X = np.ascontiguousarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:  # rows as dicts: say what is expected
-        raise row_error("evaluate", X, many=True) or exc from None
+    if not isinstance(X, CSR):  # sparse rows go to the learners as they are, as a replay's
+        try:
+            X = np.ascontiguousarray(X, dtype=np.float64)
+        except (TypeError, ValueError) as exc:  # rows as dicts: say what is expected
+            raise row_error("evaluate", X, many=True) or exc from None
     yv = np.asarray(y, dtype=np.float64).reshape(-1)
-    if X.ndim != 2:
+    if len(X.shape) != 2:
         raise ValueError(f"X must be a 2-D array, got shape {X.shape}")
     n = X.shape[0]
     if n == 0:
@@ -207,11 +226,20 @@ def evaluate(
 
     config = learner_config(learner, params, label, seed_name).with_widths(
         lambda: widths.array_gamma(X, scale))
-    return evaluate_runs(lambda r: (X, yv, permutation(n, seed, r)), config, seed=seed,
-                         permutations=permutations, block_size=block_size, on_block=report)
+    result = evaluate_runs(lambda r: (X, yv, permutation(n, seed, r)), config, seed=seed,
+                           permutations=permutations, block_size=block_size, on_block=report)
+    warn_skill(result)
+    return result
 
 
-Stream = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # X, y, rows (None: all, in order)
+def warn_skill(result: EvalResult, stacklevel: int = 3) -> None:
+    """Issue ``result.warnings`` as ``RuntimeWarning`` s (``stacklevel``: at the caller of
+    the public function that calls this)."""
+    for line in result.warnings:
+        warnings.warn(line, RuntimeWarning, stacklevel=stacklevel)
+
+
+Stream = tuple[np.ndarray | CSR, np.ndarray, np.ndarray | None]  # X, y, rows (None: all, in order)
 
 
 def evaluate_runs(stream: Callable[[int], Stream], config: LearnerConfig, *, seed: int,

@@ -296,8 +296,10 @@ def _replay(path: Path, what: str, keys: Sequence[tuple[Any, ...]], permutations
     out.mkdir(parents=True, exist_ok=True)
     clear_outputs(str(out))
     options: dict[str, Any] = dict(
+        # the papers' rows and targets as the files hold them (run_replay's defaults are the
+        # CLI's auto scaling)
         fmt="libsvm", n_features=dsets.DATASETS[name].n_features, rows="dense", scale="none",
-        task=dsets.DATASETS[name].task, seed=ctx.seed, runner=ctx.runner,
+        scale_target="none", task=dsets.DATASETS[name].task, seed=ctx.seed, runner=ctx.runner,
         pipeline_args=list(ctx.pipeline_args), first_permutation=first, stream_rows=rows)
     try:
         if only is None:

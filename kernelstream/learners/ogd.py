@@ -7,7 +7,7 @@ SPA).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -45,6 +45,15 @@ class OGD(ShrinkParams, LinearPrimal):
         Regularisation ``λ ≥ 0`` (default 0, as in Lu et al.); ``η λ < 1`` is required.
     loss
         Classification loss: ``hinge`` (default), ``logistic`` or ``squared-hinge``.
+        ``squared-hinge`` with the polynomial or linear kernel diverges on ordinary data (the
+        rule is the specification's and is kept; :attr:`known_divergent`): its gradient
+        ``−2y[1 − yf]_+`` grows with ``|f|`` and ``η`` is fixed, so once ``η k(x, x) > 1`` a
+        step overshoots the margin by more than it corrects (``1 − y f`` times
+        ``1 − 2η k(x, x)``) and the errors grow geometrically; the Gaussian kernel has
+        ``k(x, x) = 1``. Measured on german (``[-1, 1]``-scaled, ``‖x‖² ≤ 22``, polynomial
+        ``k(x, x) = ‖x‖⁴ ≤ 486``): polynomial, 248 non-finite scores of 1000 (from row 749; a9a's
+        first 2000 rows: 778); linear, |f| up to 3.5e27. ``η < 1 / max k(x, x)`` keeps both
+        finite (linear ``eta=0.04``: |f| ≤ 10.4; polynomial ``eta=0.002``: |f| ≤ 6.7).
     tie
         Label predicted for a zero score.
 
@@ -68,6 +77,13 @@ class OGD(ShrinkParams, LinearPrimal):
         TIE_PARAM,
     )
     reference = "Kivinen, Smola & Williamson, IEEE Trans. Signal Process. 2004 (NORMA)"
+    # parameter values whose scores diverge on ordinary data (docstring, ``loss``): the
+    # conformance suite (kernelstream.learners.testing) exempts them from its bound on the
+    # scores, by name, instead of letting them pass it
+    known_divergent: ClassVar[tuple[dict[str, Any], ...]] = (
+        {"kernel": "polynomial", "loss": "squared-hinge"},
+        {"kernel": "linear", "loss": "squared-hinge"},
+    )
 
     loss: str
 

@@ -37,7 +37,7 @@ class Param:
         if value is None and self.default is None:
             return None
         if self.name in DATA_WIDTHS:
-            check_not_auto(learner, self.name, value)
+            check_not_auto(learner, self.name, value, self.default)
         try:
             if self.type is bool and isinstance(value, str):
                 low = value.strip().lower()
@@ -72,19 +72,21 @@ class Param:
 DATA_WIDTHS = ("gamma", "sigma", "sigmas")
 
 
-def check_not_auto(learner: str, name: str, value: Any) -> None:
+def check_not_auto(learner: str, name: str, value: Any, default: Any = None) -> None:
     """A one-line ``ValueError`` for a width ``"auto"``/``"auto*F"`` given to a learner built
-    alone (``learners.make``): say where the number comes from."""
+    alone (``learners.make``): say where the number comes from, as code that can be pasted
+    (``default``: the learner's own default ``sigmas`` grid, the one the estimate centres)."""
     if not isinstance(value, str):
         return
     text = value.strip().lower().replace(" ", "")
     if text != "auto" and not text.startswith("auto*"):
         return
     w = "kernelstream.data.widths"
+    grid = default if isinstance(default, str) and default else "2^-2:1:3"
     how = {"gamma": f"a number: {w}.auto_gamma(X[:1000])",
            "sigma": f"a number: {w}.gamma_to_sigma({w}.auto_gamma(X[:1000]))",
-           "sigmas": f"a grid: {w}.centred_sigmas({w}.auto_gamma(X[:1000]), the default grid's "
-                     "widths)"}[name]
+           "sigmas": f"a grid: {w}.centred_sigmas({w}.auto_gamma(X[:1000]), "
+                     f"kernelstream.learners.kernels.parse_sigmas({grid!r}))"}[name]
     raise ValueError(f"{learner}: {name}={value!r} is a width estimated from the data, which a "
                      f"learner built alone does not see: give {how}, or pass the "
                      "configuration to kernelstream.engine.evaluate.evaluate or run_replay, "

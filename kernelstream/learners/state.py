@@ -186,7 +186,13 @@ def check_layout(who: str, want: Layout, state: dict[str, Any],
     each array before its first round) have its dtypes, ranks and sizes along every axis
     longer than 1 there (the width, the hyper-parameters' sizes; the others grow with the
     stream: rows stored, an index pointer's n + 1); ``legacy`` entries only its dtypes. A
-    missing entry is ``_set_state``'s to report (some are read in one of two layouts)."""
+    missing entry is ``_set_state``'s to report (some are read in one of two layouts).
+
+    Entries outside ``want`` are ignored, not refused: ``want`` is the layout before the first
+    round, and some learners store other entries later (``skegd``'s sketch replaces its
+    kernel matrix once built), so an extra entry cannot be told from a later phase's here; a
+    change of the format itself bumps :data:`STATE_VERSION`, which :func:`check_header`
+    refuses."""
     for k, (dtype, want_shape) in want.items():
         if k not in state:
             continue

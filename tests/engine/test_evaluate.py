@@ -139,3 +139,62 @@ def test_bad_input() -> None:
         evaluate(X, y, "no-such-learner", progress=None)
     with pytest.raises(ValueError, match="unknown parameter"):
         evaluate(X, y, "perceptron", {"nope": 1}, progress=None)
+
+
+def test_a_diverged_run_warns_as_the_cli_does(tmp_path) -> None:
+    """oks with loss=square diverges on a plain regression stream: evaluate and run_replay
+    issue the CLI's warning (engine.noskill.skill_warnings) as a RuntimeWarning, and the
+    results carry it; a healthy run issues none."""
+    import warnings
+
+    from kernelstream.learners.testing import make_stream
+    from kernelstream.pipelines.replay.replay import run_replay
+
+    X, y = make_stream("regression", 400)
+    with pytest.warns(RuntimeWarning, match="oks: the learner diverged") as got:
+        res = evaluate(X, y, "oks", {"loss": "square"}, progress=None)
+    assert res.avg_loss > 1e6 and len(res.warnings) == 1
+    assert [str(w.message) for w in got] == res.warnings
+    path = tmp_path / "reg.libsvm"
+    path.write_text("".join(f"{t!r} " + " ".join(f"{j + 1}:{v!r}" for j, v in enumerate(row))
+                            + "\n" for row, t in zip(X.tolist(), y.tolist(), strict=True)))
+    with pytest.warns(RuntimeWarning, match="oks: the learner diverged"):
+        rr = run_replay(str(path), [("oks", "oks", {"loss": "square"})], tmp_path / "out",
+                        runner="loop", order="file", task="regression")
+    assert rr.warnings == rr.eval_results()[0].warnings
+    assert "diverged" in rr.warnings[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Xc, yc = _blobs(200)
+        assert evaluate(Xc, yc, "perceptron", progress=None).warnings == []
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # pa-i is no better than no skill here
+def test_sparse_rows_evaluate_as_the_replay_does(tmp_path) -> None:
+    """A CSR X runs as a replay of the sparse file does: the sparse replay's figures bit for
+    bit, and the dense form's to the replay's own rule (the same mistakes; losses equal to
+    the rounding of sums taken in another order)."""
+    from pathlib import Path
+
+    from kernelstream.data.options import ReadOptions
+    from kernelstream.engine.replay.sources import load_rows
+    from kernelstream.pipelines.replay.replay import run_replay
+    from kernelstream.sparse import CSR
+
+    rcv1 = Path(__file__).resolve().parents[1] / "data" / "rcv1_100.svm"
+    rows = load_rows(ReadOptions(str(rcv1), rows="sparse"))
+    assert isinstance(rows.X, CSR)
+    for name in ("bogd", "pa-i"):
+        sparse = evaluate(rows.X, rows.y, name, {"budget": 30} if name == "bogd" else {},
+                          permutations=2, progress=None)
+        dense = evaluate(rows.X.to_dense(), rows.y, name,
+                         {"budget": 30} if name == "bogd" else {}, permutations=2,
+                         progress=None)
+        assert sparse.params == dense.params
+        assert [r.mistakes for r in sparse.runs] == [r.mistakes for r in dense.runs]
+        np.testing.assert_allclose([r.avg_loss for r in sparse.runs],
+                                   [r.avg_loss for r in dense.runs], rtol=1e-9, atol=1e-12)
+        rr = run_replay(str(rcv1), [(name, name, sparse.params)], tmp_path / name,
+                        runner="loop", permutations=2, rows="sparse").eval_results()[0]
+        assert [(r.mistakes, r.avg_loss) for r in rr.runs] == [
+            (r.mistakes, r.avg_loss) for r in sparse.runs]

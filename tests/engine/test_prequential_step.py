@@ -120,7 +120,7 @@ def test_the_replay_and_the_evaluation_run_the_learner_through_the_prequential_s
     calls: set[tuple[str, str]] = set()
     spy = spy_class(calls, "bogd", budget=20)
     monkeypatch.setattr(learner_config.learners, "make",
-                        lambda name, seed, **p: spy(seed=seed, **p))
+                        lambda name, seed=0, **p: spy(seed=seed, **p))
     cfg = LearnerConfig("b", "bogd", {"budget": 20})
     run_replay("german", [cfg], str(tmp_path / "run"), permutations=2, runner="loop")
     X, y = make_stream("classification", 300, 4, seed=2)

@@ -19,7 +19,13 @@ from kernelstream.learners.kernels import Gaussian
 from kernelstream.learners.perceptron import Perceptron
 from kernelstream.learners.sparse_store import SparseSVStore
 from kernelstream.learners.store import SVStore
-from kernelstream.learners.testing import CHECKS, cases, check_learner
+from kernelstream.learners.testing import (
+    CHECKS,
+    cases,
+    check_bounded_scores,
+    check_kernel_loss_pairs,
+    check_learner,
+)
 
 CASES = [(name, cid, check, params) for name in available() for cid, check, params in cases(name)]
 
@@ -160,6 +166,12 @@ def _break(mp: pytest.MonkeyPatch, what: str) -> None:
         mp.setattr(cls, "accepts_sparse", False)
         mp.setattr(registry, "memory_estimate", lambda *a, **k: (0, "nothing"))
         mp.setattr(registry, "_estimate", lambda *a, **k: (0, "nothing", "rows"))  # check_width's
+    elif what == "diverging":  # coefficients that grow 10 % a round: finite, but unbounded
+        def grow(self, x, xx, y, s, aux):  # type: ignore[no-untyped-def]
+            update(self, x, xx, y, s, aux)
+            self.sv.scale(1.1 / 0.999)
+
+        mp.setattr(cls, "_update", grow)
     elif what == "unbounded":  # a budget parameter that is ignored
         budget = Param("budget", 500, int, "ignored", lambda v: v > 0)
         mp.setattr(cls, "params", (*cls.params, budget))
@@ -171,7 +183,7 @@ def _break(mp: pytest.MonkeyPatch, what: str) -> None:
      ("lost-state", "state_roundtrip"), ("nan-accepted", "bad_input"),
      ("seed-ignored", "seeds"), ("unbounded", "bounded_memory"),
      ("sparse-sv-order", "sparse_rows"), ("sparse-dots", "sparse_rows"),
-     ("dense-at-any-width", "sparse_rows")],
+     ("dense-at-any-width", "sparse_rows"), ("diverging", "bounded_scores")],
 )
 def test_suite_catches_broken_learner(monkeypatch: pytest.MonkeyPatch, what: str,
                                       check: str) -> None:
@@ -180,3 +192,33 @@ def test_suite_catches_broken_learner(monkeypatch: pytest.MonkeyPatch, what: str
     params = {"budget": 20} if what == "unbounded" else {"kernel": "gaussian"}
     with pytest.raises(AssertionError, match=rf"\] {check}:"):
         check_learner(_Decaying.name, **params)
+
+
+def test_declared_divergence_is_exempt_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A configuration the class declares ``known_divergent`` is exempt from the bound (by
+    the values it names only), and a declaration must name real parameters and values."""
+    monkeypatch.setitem(registry._REGISTRY, _Decaying.name, _Decaying)
+    _break(monkeypatch, "diverging")
+    monkeypatch.setattr(_Decaying, "known_divergent", ({"kernel": "gaussian"},), raising=False)
+    check_bounded_scores(_Decaying.name, {"kernel": "gaussian"})
+    with pytest.raises(AssertionError, match="scores diverge"):
+        check_bounded_scores(_Decaying.name, {"kernel": "linear"})
+    monkeypatch.setattr(_Decaying, "known_divergent", ({"kernel": "gausian"},))
+    with pytest.raises(AssertionError, match="not one of"):
+        check_bounded_scores(_Decaying.name, {"kernel": "gaussian"})
+
+
+@pytest.mark.parametrize(("name", "params"), [
+    ("ogd", {"kernel": "polynomial", "loss": "squared-hinge"}),
+    ("skegd", {"kernel": "polynomial", "loss": "squared-hinge", "budget": 20}),
+    ("skegd", {"kernel": "linear", "loss": "squared-hinge", "budget": 20}),
+])
+def test_known_divergent_pairs_do_diverge(monkeypatch: pytest.MonkeyPatch, name: str,
+                                          params: dict[str, Any]) -> None:
+    """The declared pairs are what the bound catches on the suite's stream (1e31..1e111,
+    finite): without their declaration the suite fails them, naming the pair."""
+    monkeypatch.setattr(get(name), "known_divergent", ())
+    with pytest.raises(AssertionError, match="scores diverge"):
+        check_bounded_scores(name, params)
+    with pytest.raises(AssertionError, match=f"kernel={params['kernel']}, loss=squared-hinge"):
+        check_kernel_loss_pairs(name, {k: v for k, v in params.items() if k == "budget"})

@@ -22,6 +22,7 @@ can be imported from here.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -35,8 +36,10 @@ from kernelstream.learners.testing.interface import (
 )
 from kernelstream.learners.testing.support import OVERRIDES, make_stream, new, small_params
 from kernelstream.learners.testing.trajectory import (
+    SCORE_BOUND,
     check_batch_equals_loop,
     check_bounded_memory,
+    check_bounded_scores,
     check_first_prediction,
     check_pickle,
     check_predict_is_pure,
@@ -57,6 +60,28 @@ def _always(m: Learner) -> bool:
     return True
 
 
+def _kernel_and_loss(m: Learner) -> bool:
+    spec = {p.name: p.choices for p in type(m).params}
+    return spec.get("kernel") is not None and spec.get("loss") is not None
+
+
+def check_kernel_loss_pairs(name: str, params: dict[str, Any]) -> None:
+    """:func:`check_bounded_scores` of every pair of the learner's kernel and loss choices:
+    :func:`configurations` varies one parameter at a time, and the two interact (a fixed
+    step against the kernel's scale: squared hinge with the polynomial kernel diverges where
+    either alone does not)."""
+    spec = {p.name: p.choices for p in registry.get(name).params}
+    kernels, losses = spec["kernel"], spec["loss"]
+    assert kernels is not None and losses is not None
+    failed = []
+    for kernel, loss in itertools.product(kernels, losses):
+        try:
+            check_bounded_scores(name, {**params, "kernel": kernel, "loss": loss})
+        except AssertionError as e:
+            failed.append(f"kernel={kernel}, loss={loss}: {e}")
+    assert not failed, "; ".join(failed)
+
+
 CHECKS: dict[str, Check] = {
     "metadata": Check(check_metadata, _always, False),
     "bad_params": Check(check_bad_params, _always, False),
@@ -71,6 +96,8 @@ CHECKS: dict[str, Check] = {
     "first_prediction": Check(check_first_prediction, _always, True),
     "bad_input": Check(check_bad_input, _always, True),
     "sparse_rows": Check(check_sparse_rows, _always, True),
+    "bounded_scores": Check(check_bounded_scores, _always, True),
+    "kernel_loss_pairs": Check(check_kernel_loss_pairs, _kernel_and_loss, False),
 }
 
 # choice-valued parameters not worth a configuration of their own (checked elsewhere)
@@ -117,8 +144,9 @@ def check_learner(name: str, **params: Any) -> None:
         raise AssertionError(f"{name} fails {len(failures)} check(s):\n  " + "\n  ".join(failures))
 
 
-__all__ = ["CHECKS", "SKIP_VARIATION", "Check", "cases", "check_bad_input", "check_bad_params",
-           "check_batch_equals_loop", "check_bounded_memory", "check_first_prediction",
+__all__ = ["CHECKS", "SCORE_BOUND", "SKIP_VARIATION", "Check", "cases", "check_bad_input",
+           "check_bad_params", "check_batch_equals_loop", "check_bounded_memory",
+           "check_bounded_scores", "check_first_prediction", "check_kernel_loss_pairs",
            "check_learner", "check_metadata", "check_pickle", "check_predict_is_pure",
            "check_reproducible", "check_row_lanes", "check_seeds", "check_sparse_rows",
            "check_state_roundtrip",

@@ -10,6 +10,7 @@ both is :mod:`kernelstream.learners.testing`.
 
 from __future__ import annotations
 
+import math
 import pickle
 import re
 from collections.abc import Callable
@@ -48,6 +49,48 @@ def check_reproducible(name: str, params: dict[str, Any]) -> None:
         assert_states_equal(a.get_state(), b.get_state(), f"seed {seed!r}, final state")
         nsv = a.n_support_vectors
         assert isinstance(nsv, (int, np.integer)) and nsv >= 0, f"n_support_vectors={nsv!r}"
+
+
+# |score| above this on the suite's streams (N(0, 1) features, labels ±1 or targets of about
+# unit size) is a diverged learner: the sound configurations stay under 200 (rbp with the
+# polynomial kernel: 160), while a diverging one can stay finite for the stream's 500 rows
+# (skegd with the polynomial kernel and squared hinge: 7e111) and overflow only later
+SCORE_BOUND = 1e6
+
+
+def declared_divergent(m: Learner) -> dict[str, Any] | None:
+    """The entry of ``m``'s class's ``known_divergent`` (parameter values whose scores
+    diverge on ordinary data by the specified rule, documented with the learner) that its
+    parameters match, or None."""
+    for d in getattr(type(m), "known_divergent", ()):
+        if all(m.hparams.get(k) == v for k, v in d.items()):
+            return dict(d)
+    return None
+
+
+def check_bounded_scores(name: str, params: dict[str, Any]) -> None:
+    """Scores stay finite and within :data:`SCORE_BOUND` over the stream, unless the class
+    declares the configuration in ``known_divergent`` (whose entries must name its
+    parameters and their allowed values): a finite score alone lets a learner at 1e111 pass."""
+    cls = registry.get(name)
+    spec = {p.name: p for p in cls.params}
+    for d in getattr(cls, "known_divergent", ()):
+        for k, v in d.items():
+            assert k in spec, f"known_divergent names {k!r}, which is not a parameter"
+            choices = spec[k].choices
+            assert choices is None or v in choices, (
+                f"known_divergent names {k}={v!r}, not one of {choices}")
+    m = new(name, params)
+    if declared_divergent(m) is not None:
+        return
+    X, y = stream_for(m)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = m.predict_learn_many(X, y)
+    top = float(np.max(np.abs(s))) if np.isfinite(s).all() else math.inf
+    assert top <= SCORE_BOUND, (
+        f"scores diverge: max |score| {top:.3g} over {len(s)} rows (bound {SCORE_BOUND:g}); "
+        "a configuration that diverges by its specified rule is documented and declared in "
+        "the class's known_divergent")
 
 
 def check_seeds(name: str, params: dict[str, Any]) -> None:

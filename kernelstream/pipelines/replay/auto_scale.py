@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from typing import Any
 
 from kernelstream import data, fs
 from kernelstream.data import check as data_check
@@ -127,3 +128,30 @@ def resolve_target(args: argparse.Namespace, src: str,
     if report is None or not report.targets:
         return None, None
     return target_standardisation(report.targets)
+
+
+def resolve_options(src: str, options: dict[str, Any],
+                    task: str | None) -> tuple[dict[str, Any], str | None,
+                                               tuple[float, float] | None, list[str]]:
+    """The Python API's ``scale`` and ``scale_target`` (``run_replay``, ``ReplayConfig.of``;
+    ``auto`` when not given, as the CLI's defaults) resolved exactly as ``kernelstream
+    replay`` resolves them: :func:`resolve_features`, then :func:`resolve_target` for the
+    run's ``task`` (None: the features are tried as either task, as without ``--task``).
+    Returns ``options`` with both resolved (``none``/``01``), why the features were scaled
+    (``ReplayConfig.auto_scale``), the target's standardisation (``LearnerConfig.target``)
+    and the lines the CLI prints about them (a hint, a target left alone)."""
+    args = argparse.Namespace(
+        scale=options.get("scale", AUTO), scale_target=options.get("scale_target", AUTO),
+        stream=options.get("stream", "none"), rows=options.get("rows", "auto"),
+        format=options.get("fmt"), n_features=options.get("n_features"),
+        label_column=options.get("label_column"), delimiter=options.get("delimiter"),
+        header=options.get("header"), key_by=options.get("key_by"),
+        hash_features=options.get("hash_features"), limit=options.get("limit"),
+        task=options.get("task"))
+    # --sample: the CLI decides on the file the rows are drawn from
+    head = options["sample"][0] if options.get("sample") is not None else src
+    why, hint = resolve_features(args, head)
+    target, note = resolve_target(args, head, task or "classification")
+    notes = [line for line in (hint, note) if line is not None]
+    return ({**options, "scale": args.scale, "scale_target": args.scale_target}, why, target,
+            notes)

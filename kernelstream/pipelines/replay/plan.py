@@ -76,6 +76,7 @@ class Data:
     read: ReadOptions
     kafka: KafkaReadOptions | None = None  # the data is a Kafka topic (``kafka_client``)
     chunk_bytes: int = 16 << 20
+    auto_scale: str | None = None  # ``scale="auto"`` scaled: why (``ReplayConfig.auto_scale``)
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,10 @@ class ReplayResult:
     seconds: float
     configs: tuple[LearnerConfig, ...] = ()
     seed: int = 0
+    # how the features were read, as summary.json records it: ``scale`` (``none``/``01``) and,
+    # when ``scale="auto"`` scaled them, why (a standardised target: each config's ``target``)
+    scale: str = "none"
+    auto_scale: str | None = None
 
     def eval_results(self, configs: Sequence[LearnerConfig] | None = None,
                      seed: int | None = None) -> list[EvalResult]:
@@ -175,3 +180,10 @@ class ReplayResult:
         ``configs`` (default: the run's own) with ``seed`` (default: the run's)."""
         return eval_results(self.summaries, self.configs if configs is None else configs,
                             seed=self.seed if seed is None else seed)
+
+    @property
+    def warnings(self) -> list[str]:
+        """The warnings ``kernelstream replay`` prints about each configuration's figures
+        (:attr:`EvalResult.warnings <kernelstream.engine.evaluate.EvalResult.warnings>`);
+        per-entity streams (``key_by``) are not looked at."""
+        return [w for r in self.eval_results() for w in r.warnings]

@@ -29,6 +29,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from types import ModuleType
@@ -144,7 +145,8 @@ def plan(config: ReplayConfig) -> ReplayRun:
     return ReplayRun(
         protocol=Protocol(seed=c.seed, permutations=c.permutations, order=order,
                           first_permutation=c.first_permutation, stream_rows=c.stream_rows),
-        data=Data(source=c.data, read=read, kafka=kafka, chunk_bytes=c.chunk_bytes),
+        data=Data(source=c.data, read=read, kafka=kafka, chunk_bytes=c.chunk_bytes,
+                  auto_scale=c.auto_scale),
         learners=Learners(tuple(c.learners)),
         outputs=Outputs(out=c.out, metrics_window=opts.metrics_window or c.metrics_window,
                         kafka_out=None if c.kafka.out is None else _parse_topic(c.kafka.out),
@@ -169,6 +171,13 @@ def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
     ``runner``, ``block_size``, ``order`` ...) or of its read options (``scale``, ``limit``,
     ``key_by`` ..., as in ``data.load``).
 
+    The read is decided as ``kernelstream replay`` decides it (``ReplayConfig.of``): ``task``
+    not given is the learners', and ``scale`` and ``scale_target`` default to ``"auto"``,
+    resolved on the file's first rows by the CLI's rule; the result's ``scale`` and
+    ``auto_scale`` (why it scaled) and its configurations' ``target`` (a standardised
+    regression target) say what was decided. ``scale="none"``, ``scale_target="none"`` keep
+    the data as it is.
+
     ``order="permuted"`` (the default, the papers' protocol) loads the data set on one worker
     to permute it; ``order="file"`` streams the file in its own order through the chunked
     reader, for files larger than one worker's memory.
@@ -176,8 +185,15 @@ def run_replay(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
     Gaussian widths left to the data (``gamma`` unset or ``"auto"``, ``sigma="auto"``,
     ``sigmas`` unset or ``"auto"``) are estimated from the file's first rows as ``kernelstream
     replay`` estimates them (:class:`ReplayConfig`); the numbers learnt with are the params of
-    the result's ``configs`` and ``eval_results()``."""
-    return execute(make_run(data, configs, out, **options))
+    the result's ``configs`` and ``eval_results()``.
+
+    The result's ``warnings`` (a diverged learner, one no better than the no-skill baseline,
+    one predicting one class: what ``kernelstream replay`` prints) are also issued with
+    ``warnings.warn(..., RuntimeWarning)``."""
+    result = execute(make_run(data, configs, out, **options))
+    for line in result.warnings:
+        warnings.warn(line, RuntimeWarning, stacklevel=2)
+    return result
 
 
 def run_loop_outputs(data: str, configs: Sequence[LearnerConfig | tuple[Any, ...]],
@@ -270,7 +286,8 @@ def _execute(run: ReplayRun) -> ReplayResult:
            if run.execution.shards > 1  # the parent reads back the outputs of all the shards
            else read_outputs(run.outputs.out, counters, run.execution.runner, seconds))
     # what it learnt with: the widths the API resolved from the data are in their params
-    return replace(res, configs=tuple(run.learners.configs), seed=run.protocol.seed)
+    return replace(res, configs=tuple(run.learners.configs), seed=run.protocol.seed,
+                   scale=run.data.read.scale, auto_scale=run.data.auto_scale)
 
 
 def _check_brokers(run: ReplayRun) -> ReplayRun:

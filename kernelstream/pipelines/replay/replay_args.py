@@ -200,7 +200,27 @@ class ReplayConfig:
            out: str | os.PathLike[str], **options: Any) -> ReplayConfig:
         """The Python API's form: ``options`` are the fields of this class, of its
         :class:`~kernelstream.data.options.ReadOptions` (``scale=``, ``limit=``, ...) or its
-        :class:`KafkaOptions` by their keywords (``kafka_idle=``, ``checkpoint=``, ...)."""
+        :class:`KafkaOptions` by their keywords (``kafka_idle=``, ``checkpoint=``, ...).
+
+        The read is decided as ``kernelstream replay`` decides it: ``task`` not given is the
+        learners' own (when they agree), and ``scale`` and ``scale_target`` default to
+        ``"auto"``, resolved on the file's first rows by the CLI's rule
+        (:func:`~kernelstream.pipelines.replay.auto_scale.resolve_options`; why it scaled is
+        :attr:`auto_scale`, a standardised target each configuration's ``target``). A Kafka
+        topic's or an adversarial ``stream``'s ``auto`` is ``none`` here (the CLI decides a
+        topic's on its first records)."""
+        configs = tuple(as_configs(learners).values())
+        task = options.get("task")
+        if task is None and len({c.task for c in configs}) == 1:  # the CLI's resolve_task
+            task = configs[0].task
+        # the features by the task given (none: tried as either), the target by the run's
+        options, why, target, _ = auto_scale.resolve_options(data, options, task)
+        if task is not None:
+            options["task"] = task
+        if target is not None:  # learnt standardised, every output in the target's units
+            configs = tuple(replace(c, target=target) for c in configs)
+        if why is not None:
+            options.setdefault("auto_scale", why)
         reads = {f.name for f in fields(ReadOptions)} - {"path"}
         read = ReadOptions(path=data, **{k: v for k, v in options.items() if k in reads})
         # the label map decided before the run, as the CLI does (a one-class prefix maps as the
@@ -211,8 +231,8 @@ class ReplayConfig:
                                 if k in KafkaOptions.KEYWORDS})
         rest = {k: v for k, v in options.items()
                 if k not in reads and k not in KafkaOptions.KEYWORDS}
-        return cls(data=data, learners=tuple(as_configs(learners).values()), out=os.fspath(out),
-                   read=read, kafka=kafka, **rest)
+        return cls(data=data, learners=configs, out=os.fspath(out), read=read, kafka=kafka,
+                   **rest)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: Sequence[str]) -> ReplayConfig:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from kernelstream import data, learners
@@ -111,3 +112,21 @@ def test_make_without_data_says_where_the_width_comes_from(
         learners.make(name, **params)
     msg = str(err.value)
     assert "\n" not in msg and hint in msg and "evaluate" in msg and "run_replay" in msg
+
+
+
+@pytest.mark.parametrize("name", ["raker", "ea2oks"])
+def test_make_sigmas_auto_hint_is_pasteable(name: str) -> None:
+    """The grid hint is code: pasted with the data's X it gives a grid the learner takes,
+    the learner's own default grid centred on the data's width."""
+    import kernelstream.data.widths
+    import kernelstream.learners.kernels
+
+    with pytest.raises(ValueError, match="estimated from the data") as err:
+        learners.make(name, sigmas="auto")
+    code = str(err.value).split("give a grid: ", 1)[1].split(", or pass the", 1)[0]
+    assert repr(learners.make(name).hparams["sigmas"]) in code  # the learner's default grid
+    X = np.random.default_rng(0).normal(size=(200, 4))
+    grid = eval(code, {"kernelstream": kernelstream, "X": X})
+    assert grid == widths.centred_sigmas(widths.auto_gamma(X), [0.25, 0.5, 1, 2, 4, 8])
+    assert learners.make(name, sigmas=grid).hparams["sigmas"] == grid
