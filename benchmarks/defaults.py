@@ -61,6 +61,7 @@ import numpy as np
 from kernelstream import data as ksdata
 from kernelstream.data import widths
 from kernelstream.data.options import AUTO_SPARSE_WIDTH
+from kernelstream.data.scaling import scale_minmax
 from kernelstream.pipelines.config import DEFAULT_BY_ROWS
 from kernelstream.sparse import CSR
 
@@ -502,9 +503,14 @@ def estimate(path: Path, which: str, scale: str = "none") -> float:
 
     rows = (row for _, _, row in iter_file_rows(ReadOptions(path=str(path)))
             if not isinstance(row, ksdata.errors.ParseError))
-    res = widths.reservoir_from_rows(rows, scale=scale)
-    return widths.rounded(widths.median_gamma(res) if which == "median"
-                          else widths.scale_gamma(res))
+    if which == "median":
+        return widths.rounded(widths.median_gamma(widths.reservoir_from_rows(rows, scale=scale)))
+    # the variance over every entry needs the scaled values themselves (the reservoir keeps
+    # only what distances need: each column's shift cancels there, not in this variance)
+    res = widths.reservoir_from_rows(rows)
+    if scale != "none":
+        res = scale_minmax(res.to_dense(), scale)  # type: ignore[arg-type]
+    return widths.rounded(widths.scale_gamma(res))
 
 
 def _mean_sd(values: list[float]) -> str:
