@@ -84,8 +84,10 @@ class CheckReport:
         if not self.rows:
             return out
         k = min(w, len(self.total))
-        mean = self.total[:k] / self.rows
-        out[:k] = np.sqrt(np.maximum(self.total_sq[:k] / self.rows - mean * mean, 0.0))
+        with np.errstate(over="ignore", invalid="ignore"):  # values near 1e308: an inf spread
+            mean = self.total[:k] / self.rows
+            var = self.total_sq[:k] / self.rows - mean * mean
+        out[:k] = np.sqrt(np.maximum(np.where(np.isnan(var), np.inf, var), 0.0))
         return out
 
     def ranges(self) -> tuple[np.ndarray, np.ndarray]:
@@ -367,14 +369,19 @@ def head_ranges(X: np.ndarray, report: CheckReport | None = None,
     scans them), or on ``X`` itself when None (a stream's rows are parsed by its own
     router). Fewer than two rows: nothing to judge."""
     X = np.asarray(X, dtype=np.float64)
+    if X.ndim == 2 and report is None:
+        # rows every learner refuses (their squared norm overflows) say nothing of the others
+        with np.errstate(over="ignore", invalid="ignore"):
+            X = X[np.isfinite(np.einsum("ij,ij->i", X, X))]
     if X.ndim != 2 or X.shape[0] < 2:
         return None, None
     lo, hi = X.min(axis=0), X.max(axis=0)
     if report is None:
         n, d = X.shape
-        report = CheckReport("", "", "classification", rows=n, width=d, lo=lo, hi=hi,
-                             seen=np.full(d, n, np.int64), total=X.sum(axis=0),
-                             total_sq=(X * X).sum(axis=0))
+        with np.errstate(over="ignore"):  # a column's sum of squares may still overflow
+            report = CheckReport("", "", "classification", rows=n, width=d, lo=lo, hi=hi,
+                                 seen=np.full(d, n, np.int64), total=X.sum(axis=0),
+                                 total_sq=(X * X).sum(axis=0))
     report.rows_as = "dense"
     # the target is left as it is (no --scale-target): the features are advised alone
     advice = scaling_advice(report, "none", scale_target="01")
