@@ -212,10 +212,10 @@ def _check_init_models(config: StreamConfig, path: str, kind: str,
         if diff:
             raise UpfrontError(
                 f"--init-from {path}: configuration {name!r} was learnt with "
-                + ", ".join(f"{k}={theirs[k]!r}" for k in diff) + "; this run gives "
+                + ", ".join(f"{k}={theirs[k]!r}" for k in diff) + "; this run has "
                 + ", ".join(f"{k}={mine[k]!r}" for k in diff)
-                + " (its models go on with the parameters they were learnt with: drop the -p "
-                "values that differ, or give the configuration another name to start afresh)")
+                + " (its models go on with the parameters they were learnt with: give those "
+                "with -p, or give the configuration another name to start afresh)")
     if kind == "stream":
         view = SnapshotView.open(path)
         keys, get = view.keys(), view.get

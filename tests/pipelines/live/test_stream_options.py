@@ -106,9 +106,9 @@ def test_init_from_with_other_parameters_is_refused(broker: str, tmp_path: Path,
     err = refused(argv_of(broker, tmp_path, "--n-features", "4", "-l", "b=bogd", "-p",
                           "b.budget=30", "--init-from", str(init)), capsys)
     assert err == (f"kernelstream stream: error: --init-from {init}: configuration 'b' was "
-                   "learnt with budget=20; this run gives budget=30 (its models go on with the "
-                   "parameters they were learnt with: drop the -p values that differ, or give "
-                   "the configuration another name to start afresh)")
+                   "learnt with budget=20; this run has budget=30 (its models go on with the "
+                   "parameters they were learnt with: give those with -p, or give the "
+                   "configuration another name to start afresh)")
     for given in (LEARNER, ("-l", "b=bogd", "-p", "b.budget=20")):
         prep = prepare(config_of(argv_of(broker, tmp_path, "--n-features", "4", *given,
                                           "--init-from", str(init))))
