@@ -323,3 +323,42 @@ def test_target_head_leaves_out_what_the_learners_refuse() -> None:
     for bad in (float("nan"), float("inf"), 1e308):
         got, line = target_standardisation([0.1, 0.2, bad, 0.3, 0.4])
         assert got == clean, (bad, line)
+
+
+def spread_csv(n: int = 120, overflow_at: int | None = None) -> str:
+    """Dense CSV rows whose feature 1 spans 0..1000 and the others 0..1 (``--scale auto``
+    scales them); ``overflow_at``: one row of values near 1e308 there."""
+    lines = [f"{(i * 37) % 1000}.5,{(i % 7) / 7:.3f},{(i % 5) / 5:.3f},{1 if i % 2 else -1}"
+             for i in range(n)]
+    if overflow_at is not None:
+        lines.insert(overflow_at, "1e308,1e308,0.5,1")
+    return "\n".join(lines) + "\n"
+
+
+def test_head_statistics_leave_out_rows_every_learner_refuses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A row whose squared norm is beyond KERNEL_MAX (a dead letter of every learner) is no
+    part of check's ranges and spreads, nor of ``--scale auto``'s decision; no numpy
+    warning."""
+    from kernelstream.data.scaling import KERNEL_MAX
+    from kernelstream.learners.base import KERNEL_MAX as LEARNERS_MAX
+
+    assert KERNEL_MAX == LEARNERS_MAX
+    clean, bad = tmp_path / "clean.csv", tmp_path / "ovf.csv"
+    clean.write_text(spread_csv())
+    bad.write_text(spread_csv(overflow_at=3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rc, err, out = run(capsys, "check", str(bad), "--json")
+        assert rc == 0, err
+        got = json.loads(out)["features"]
+        rc, _, out = run(capsys, "check", str(clean), "--json")
+        want = json.loads(out)["features"]
+        assert got.pop("rows_left_out") == 1
+        assert got == want
+        rc, err, out = run(capsys, "check", str(bad))
+        assert "nan" not in out and "1 row left out" in out, out
+        for data in (clean, bad):
+            rc, err, _ = run(capsys, "replay", str(data), *LOOP, "--runner", "loop",
+                             "--out", str(tmp_path / data.stem))
+            assert rc == 0 and any("scaling features" in ln for ln in err), err
