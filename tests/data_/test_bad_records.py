@@ -362,3 +362,34 @@ def test_head_statistics_leave_out_rows_every_learner_refuses(
             rc, err, _ = run(capsys, "replay", str(data), *LOOP, "--runner", "loop",
                              "--out", str(tmp_path / data.stem))
             assert rc == 0 and any("scaling features" in ln for ln in err), err
+
+
+@pytest.mark.parametrize("case", ["target", "row"])
+def test_learn_dead_letters_name_what_was_given(tmp_path: Path, case: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A target of 1e308 under --scale-target auto (standardised before the learner's check)
+    and a row whose squared norm overflows: the reason names the value as given, the raw
+    column holds plain numbers, the kind says the learner rejected the row (as the stream
+    words it), and no numpy warning leaks."""
+    path = tmp_path / "d.svm"
+    if case == "target":
+        path.write_text(reg_rows(80, {5: "1e308"}))
+        opts = ["--task", "regression"]
+    else:
+        path.write_text(svm_rows(40) + "+1 1:1e200 2:0.5\n" + svm_rows(10))
+        opts = ["--task", "classification", "--scale", "none"]
+    o = tmp_path / "run"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        learner = ["-l", "perceptron"] if case == "row" else []  # regression: the default
+        rc, err, _ = run(capsys, "replay", str(path), *learner, "-q", "--runner", "loop", *opts,
+                         "--out", str(o))
+    assert rc == 0, err
+    (d,) = dead_letters(o)
+    assert d["reason"].startswith("learner rejected the row: "), d
+    assert "np.float64" not in d["raw"], d
+    if case == "target":
+        assert d["reason"].endswith("got 1e+308") and d["raw"].startswith("1e+308 "), d
+    from kernelstream.data.errors import reason_kind
+
+    assert reason_kind(d["reason"]) == "learner rejected the row", d  # the summary line's kind
