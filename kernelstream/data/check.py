@@ -308,6 +308,10 @@ def verdict(report: CheckReport) -> str | None:
         fix = {"index exceeds n_features": "check --n-features",
                "compressed file ends early": "the file is cut short: fetch or write it again",
                }.get(kind, "check --format, --delimiter, --task or --positive-label")
+        if kind.startswith("empty label") and count == n:
+            # a trailing delimiter on each line: an empty last column, read as the label
+            fix = ("the label column is empty in every row: a delimiter at the end of each "
+                   "line? strip it, or give --label-column")
         return (f"{report.source}: {dead} of {n} records would be rejected (most: {kind!r}, "
                 f"{count} times, first at line {line}): {fix}")
     return None

@@ -393,3 +393,19 @@ def test_learn_dead_letters_name_what_was_given(tmp_path: Path, case: str,
     from kernelstream.data.errors import reason_kind
 
     assert reason_kind(d["reason"]) == "learner rejected the row", d  # the summary line's kind
+
+
+def test_an_empty_label_column_is_no_class(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A CSV whose label column is empty in every row (a trailing comma on each line): no
+    class named '' (``run_positive_label``), but the refusal naming the empty label column
+    and --label-column, in check and replay alike."""
+    path = tmp_path / "trail.csv"
+    path.write_text("".join(f"{i % 3}.5,{i % 2},{(i + 1) % 2},\n" for i in range(60)))
+    assert label_mix.run_positive_label(ReadOptions(path=str(path))) is None
+    for cmd in (["check"], ["replay", *LOOP, "--runner", "loop", "--out",
+                            str(tmp_path / "run")]):
+        rc, err, _ = run(capsys, cmd[0], str(path), *cmd[1:])
+        assert rc == 2 and len(err) == 1, (cmd, err)
+        assert "60 of 60 records would be rejected (most: 'empty label in column 4'" in err[0]
+        assert "--label-column" in err[0] and "('')" not in err[0], err
