@@ -178,7 +178,7 @@ class CheckReport:
         yield f"  non-zeros/row min {nz['min']}, mean {nz['mean']}, max {nz['max']}"
         classes = ", ".join(f"{k}: {v}" for k, v in list(d["labels"].items())[:10])
         more = f" (+{len(self.labels) - 10} more)" if len(self.labels) > 10 else ""
-        yield f"  labels        {len(self.labels)} distinct: {classes}{more}"
+        yield f"  labels        {len(self.labels)} distinct: {classes or 'none'}{more}"
         if self.keyed:
             yield (f"  entities      {len(self.entities)} (--key-by); rows without a key: "
                    f"{self.dead.counts.get(MISSING_KEY, 0)}")

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -409,3 +411,47 @@ def test_an_empty_label_column_is_no_class(tmp_path: Path,
         assert rc == 2 and len(err) == 1, (cmd, err)
         assert "60 of 60 records would be rejected (most: 'empty label in column 4'" in err[0]
         assert "--label-column" in err[0] and "('')" not in err[0], err
+
+
+def test_wide_dense_refusal(tmp_path: Path) -> None:
+    """A wide dense run is refused naming what made its rows dense (--rows dense as asked),
+    and gamma=auto's scaled reservoir stays small at any width (its full-width arrays took
+    3.3 GB before the refusal of a 200-row file at --n-features 1e8)."""
+    import tracemalloc
+
+    from kernelstream.data import widths
+    from kernelstream.data.rows import ParsedRow
+    from kernelstream.errors import ConfigError
+    from kernelstream.pipelines.replay.replay_checks import check_dense_rows
+
+    for scale, rows, why in (("01", "dense", "(--rows dense)"), ("none", "dense", "(--rows dense)"),
+                             ("01", "auto", "(--scale 01 makes them dense)")):
+        read = ReadOptions(path="g.svm", scale=scale, rows=rows)
+        with pytest.raises(ConfigError, match=re.escape(why)):
+            check_dense_rows(read, 10**12, 200)
+    parsed = [ParsedRow(str(i % 2), np.array([1, 4, 9 + i]), np.array([0.5 * i, 3.0, 1.0]), None)
+              for i in range(50)]
+    small = widths.reservoir_from_rows(parsed, 60, scale="01")
+    tracemalloc.start()
+    try:
+        wide = widths.reservoir_from_rows(parsed, 10**8, scale="01")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 << 20, peak
+    assert np.array_equal(wide.data, small.data) and np.array_equal(wide.indices, small.indices)
+
+
+def test_check_and_replay_say_what_is_missing(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """check with every row rejected says "labels 0 distinct: none"; a replay whose gamma=auto
+    has no pair of rows to measure (--limit 1) says so in one line."""
+    path = tmp_path / "d.svm"
+    path.write_text(svm_rows(30))
+    rc, err, out = run(capsys, "check", str(path), "--n-features", "2")
+    assert "labels        0 distinct: none" in out, out
+    rc, err, _ = run(capsys, "replay", str(path), "-q", "--runner", "loop", "--limit", "1",
+                     "--out", str(tmp_path / "run"))
+    assert rc == 0, err
+    (line,) = [ln for ln in err if "gamma=auto" in ln]
+    assert "no usable distance between the first 1 row " in line and "gamma=1.0" in line, err
