@@ -459,15 +459,11 @@ def width_estimate(opts: ReadOptions) -> Callable[[], float]:
         try:
             rows = widths.file_reservoir(opts)
             gamma = widths.auto_gamma(rows)  # widths.file_gamma
-            n = rows.shape[0]
-            # gamma is the fallback 1.0: say so (no rows at all: the data check says more)
-            if n and widths.median_distance(rows) is None:
-                why = ("fewer than two rows" if n < 2
-                       else "all alike, or too large to measure")
-                print(f"{PROG}: gamma=auto: no usable distance between the first {n:,} "
-                      f"row{'s' if n != 1 else ''} "
-                      f"of {opts.path} ({why}): gamma=1.0, the median heuristic's fallback; "
-                      "-p gamma=G sets one", file=sys.stderr, flush=True)
+            if rows.shape[0] == 1:  # gamma is the fallback 1.0 (no pair): say so, once
+                # (fewer or alike rows: the data check, which runs later, says more)
+                print(f"{PROG}: gamma=auto: a single row of {opts.path} to measure (no pair "
+                      "of rows): gamma=1.0, the median heuristic's fallback; -p gamma=G sets "
+                      "one", file=sys.stderr, flush=True)
             return gamma
         except (ValueError, OSError) as exc:
             # a file that cannot be read is the read's error, the same line as check_data's
