@@ -18,6 +18,7 @@ from kernelstream.data.labels import LabelMap, class_key, nonfinite_label
 from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import Ranges, ReadOptions
 from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
+from kernelstream.data.scaling import KERNEL_MAX
 
 MISSING_KEY = "missing key-by value"  # the reason kind of a row without its --key-by value
 _BINARY = ("binary garbage", "undecodable bytes", "corrupt compressed file")
@@ -53,6 +54,10 @@ class CheckReport:
     total: np.ndarray = field(default_factory=lambda: np.zeros(0))
     total_sq: np.ndarray = field(default_factory=lambda: np.zeros(0))
     keyed: bool = False  # --key-by: the entities of the rows are counted
+    # rows every learner refuses (‖x‖² over KERNEL_MAX or not finite): counted in ``rows``
+    # (they parse), left out of the feature statistics (one value near 1e308 says nothing of
+    # the others' scale)
+    refused: int = 0
     entities: set[str] = field(default_factory=set)
 
     def add_values(self, cols: np.ndarray, vals: np.ndarray) -> None:
@@ -76,17 +81,23 @@ class CheckReport:
         self.total[cols] += vals
         self.total_sq[cols] += vals * vals
 
+    @property
+    def stat_rows(self) -> int:
+        """The rows the feature statistics (ranges, spreads) are over."""
+        return self.rows - self.refused
+
     def spreads(self) -> np.ndarray:
         """The standard deviation of each of the ``width`` features (at most
         :data:`RANGE_FEATURES`) over the rows scanned, the zeros a row leaves out included."""
         w = min(self.width, RANGE_FEATURES)
         out = np.zeros(w)
-        if not self.rows:
+        n = self.stat_rows
+        if not n:
             return out
         k = min(w, len(self.total))
         with np.errstate(over="ignore", invalid="ignore"):  # values near 1e308: an inf spread
-            mean = self.total[:k] / self.rows
-            var = self.total_sq[:k] / self.rows - mean * mean
+            mean = self.total[:k] / n
+            var = self.total_sq[:k] / n - mean * mean
         out[:k] = np.sqrt(np.maximum(np.where(np.isnan(var), np.inf, var), 0.0))
         return out
 
@@ -95,12 +106,14 @@ class CheckReport:
         over the rows scanned, the zeros a row leaves out included (a feature never written
         is 0)."""
         w = min(self.width, RANGE_FEATURES)
+        if not self.stat_rows:
+            return np.zeros(w), np.zeros(w)
         lo, hi, seen = self.lo[:w], self.hi[:w], self.seen[:w]
         pad = w - len(lo)
         lo = np.concatenate([lo, np.zeros(pad)]) if pad > 0 else lo
         hi = np.concatenate([hi, np.zeros(pad)]) if pad > 0 else hi
         seen = np.concatenate([seen, np.zeros(pad, np.int64)]) if pad > 0 else seen
-        gaps = seen < self.rows  # some rows leave it out: a 0 there
+        gaps = seen < self.stat_rows  # some rows leave it out: a 0 there
         return (np.where(gaps, np.minimum(lo, 0.0), lo),
                 np.where(gaps, np.maximum(hi, 0.0), hi))
 
@@ -108,7 +121,7 @@ class CheckReport:
         """The spread of the feature ranges (the first :data:`RANGE_FEATURES` features): the
         smallest and largest value, the narrowest and widest range (max - min) of the features
         that vary, and how many are constant."""
-        if not self.rows or not self.width:
+        if not self.stat_rows or not self.width:
             return None
         lo, hi = self.ranges()
         span = hi - lo
@@ -117,7 +130,8 @@ class CheckReport:
                 "narrowest_range": float(varying.min()) if len(varying) else 0.0,
                 "widest_range": float(varying.max()) if len(varying) else 0.0,
                 "widest_feature": int(np.argmax(span)) + 1 if len(varying) else None,
-                "constant": int((span == 0).sum()), "spread_ratio": spread_ratio(self)}
+                "constant": int((span == 0).sum()), "spread_ratio": spread_ratio(self),
+                **({"rows_left_out": self.refused} if self.refused else {})}
 
     def target_summary(self) -> dict[str, float] | None:
         """min, max, mean and standard deviation of a regression target."""
@@ -164,7 +178,7 @@ class CheckReport:
         yield f"  non-zeros/row min {nz['min']}, mean {nz['mean']}, max {nz['max']}"
         classes = ", ".join(f"{k}: {v}" for k, v in list(d["labels"].items())[:10])
         more = f" (+{len(self.labels) - 10} more)" if len(self.labels) > 10 else ""
-        yield f"  labels        {len(self.labels)} distinct: {classes}{more}"
+        yield f"  labels        {len(self.labels)} distinct: {classes or 'none'}{more}"
         if self.keyed:
             yield (f"  entities      {len(self.entities)} (--key-by); rows without a key: "
                    f"{self.dead.counts.get(MISSING_KEY, 0)}")
@@ -174,6 +188,10 @@ class CheckReport:
             yield (f"  features      values {f['min']:.4g} .. {f['max']:.4g}; ranges "
                    f"{f['narrowest_range']:.4g} .. {f['widest_range']:.4g} (widest: "
                    f"{widest}); {f['constant']} constant")
+            if self.refused:
+                yield (f"                ({self.refused} row{'s' if self.refused != 1 else ''} "
+                       f"left out: squared norm over {KERNEL_MAX:g} or not finite, which "
+                       "every learner refuses)")
             if f["spread_ratio"] is not None and self.rows_as != "sparse":
                 # what --scale auto decides by, beside its threshold
                 yield (f"                standard deviations: the widest {f['spread_ratio']:.3g}x "
@@ -214,11 +232,16 @@ def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
             report.dead.add(ParseError(row.reason, row.path, line))  # at the item's line
             continue
         nnz = int((row.vals != 0).sum()) if row.idx is None else len(row.idx)
-        if row.idx is None:
-            cols = np.flatnonzero(row.vals)
-            report.add_values(cols, np.asarray(row.vals, np.float64)[cols])
+        vals = np.asarray(row.vals, np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            xx = float(np.dot(vals, vals))
+        if not xx <= KERNEL_MAX:  # a dead letter of every learner: no part of the statistics
+            report.refused += 1
+        elif row.idx is None:
+            cols = np.flatnonzero(vals)
+            report.add_values(cols, vals[cols])
         else:
-            report.add_values(np.asarray(row.idx, np.int64) - 1, np.asarray(row.vals, np.float64))
+            report.add_values(np.asarray(row.idx, np.int64) - 1, vals)
         if report.task == "regression":
             report.targets.append(float(row.label))
         width = len(row.vals) if row.idx is None else (int(row.idx[-1]) if len(row.idx) else 0)
@@ -285,6 +308,10 @@ def verdict(report: CheckReport) -> str | None:
         fix = {"index exceeds n_features": "check --n-features",
                "compressed file ends early": "the file is cut short: fetch or write it again",
                }.get(kind, "check --format, --delimiter, --task or --positive-label")
+        if kind.startswith("empty label") and count == n:
+            # a trailing delimiter on each line: an empty last column, read as the label
+            fix = ("the label column is empty in every row: a delimiter at the end of each "
+                   "line? strip it, or give --label-column")
         return (f"{report.source}: {dead} of {n} records would be rejected (most: {kind!r}, "
                 f"{count} times, first at line {line}): {fix}")
     return None
@@ -369,10 +396,10 @@ def head_ranges(X: np.ndarray, report: CheckReport | None = None,
     scans them), or on ``X`` itself when None (a stream's rows are parsed by its own
     router). Fewer than two rows: nothing to judge."""
     X = np.asarray(X, dtype=np.float64)
-    if X.ndim == 2 and report is None:
-        # rows every learner refuses (their squared norm overflows) say nothing of the others
+    if X.ndim == 2:
+        # rows every learner refuses (‖x‖² over KERNEL_MAX) say nothing of the others' ranges
         with np.errstate(over="ignore", invalid="ignore"):
-            X = X[np.isfinite(np.einsum("ij,ij->i", X, X))]
+            X = X[np.einsum("ij,ij->i", X, X) <= KERNEL_MAX]
     if X.ndim != 2 or X.shape[0] < 2:
         return None, None
     lo, hi = X.min(axis=0), X.max(axis=0)

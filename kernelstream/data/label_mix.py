@@ -53,9 +53,9 @@ def _windows(path: str) -> Iterator[bytes]:
 
 def _iter_labels(read: ReadOptions) -> Iterator[str]:
     """The raw label of every example line (a CSV's header, comments and blank lines
-    skipped), in file order; Parquet's label column. Non-finite labels (nan, inf) are left
-    out: their rows are dead letters, never a class."""
-    return (t for t in _iter_raw_labels(read) if not nonfinite_label(t))
+    skipped), in file order; Parquet's label column. Empty and non-finite labels (nan, inf)
+    are left out: their rows are dead letters, never a class."""
+    return (t for t in _iter_raw_labels(read) if t.strip() and not nonfinite_label(t))
 
 
 def _iter_raw_labels(read: ReadOptions) -> Iterator[str]:

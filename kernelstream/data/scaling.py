@@ -99,6 +99,10 @@ def ranges_from_doc(doc: dict[str, Any] | None) -> Ranges | None:
 # does not import; a test keeps the two equal): larger ones, and non-finite ones, are dead
 # letters of the run, so the head statistics leave them out.
 TARGET_MAX = 1e50
+# The largest squared norm ‖x‖² any learner accepts (``kernelstream.learners.base.KERNEL_MAX``,
+# the Gaussian and linear kernels' bound; a polynomial one's is smaller): a row beyond it is a
+# dead letter of every learner, so the head statistics (ranges, spreads) leave it out.
+KERNEL_MAX = 1e100
 
 
 def target_standardisation(targets: Sequence[float], source: str | None = None,

@@ -231,22 +231,26 @@ def _scaled_for_distances(rows: CSR, scale: str) -> CSR:
     cancels and the zeros stay zeros. Constant columns map to 0 there: dropped here."""
     n, d = rows.shape
     cols = rows.indices
-    lo = np.zeros(d)
-    hi = np.zeros(d)
-    np.minimum.at(lo, cols, rows.data)  # the implicit zeros count where a row has none
-    np.maximum.at(hi, cols, rows.data)
-    full = np.bincount(cols, minlength=d) >= n  # every row writes it: zero is not among them
+    # over the columns written only: arrays of the full width took GiBs (--n-features 1e8)
+    # before a wide dense run was refused; unwritten columns hold no data to scale
+    used, at = np.unique(cols, return_inverse=True)
+    m = len(used)
+    lo = np.zeros(m)
+    hi = np.zeros(m)
+    np.minimum.at(lo, at, rows.data)  # the implicit zeros count where a row has none
+    np.maximum.at(hi, at, rows.data)
+    full = np.bincount(at, minlength=m) >= n  # every row writes it: zero is not among them
     if full.any():
-        written = np.full(d, np.inf)
-        np.minimum.at(written, cols, rows.data)
+        written = np.full(m, np.inf)
+        np.minimum.at(written, at, rows.data)
         lo[full] = written[full]
-        written = np.full(d, -np.inf)
-        np.maximum.at(written, cols, rows.data)
+        written = np.full(m, -np.inf)
+        np.maximum.at(written, at, rows.data)
         hi[full] = written[full]
     span = hi - lo
     factor = np.where(span > 0, (2.0 if scale == "pm1" else 1.0) / np.where(span > 0, span, 1.0),
                       0.0)
-    return CSR(rows.indptr, cols, rows.data * factor[cols], d)
+    return CSR(rows.indptr, cols, rows.data * factor[at], d)
 
 
 def array_gamma(X: Rows, scale: str = "none") -> float:
@@ -287,11 +291,17 @@ def file_gamma(opts: ReadOptions) -> float:
     """``gamma=auto`` of a run over the file of ``opts``: the estimate from the file's first
     :data:`RESERVOIR_ROWS` parsed rows (bad lines skipped), at most its ``limit`` rows (the
     rows the run learns)."""
+    return auto_gamma(file_reservoir(opts))
+
+
+def file_reservoir(opts: ReadOptions) -> Rows:
+    """The rows :func:`file_gamma` measures (:func:`reservoir_from_rows` of the file's first
+    good rows, at most its ``limit``)."""
     good: Iterable[ParsedRow] = (row for _, _, row in iter_file_rows(opts)
                                  if not isinstance(row, ParseError))
     if opts.limit is not None:
         good = itertools.islice(good, opts.limit)
-    return rows_gamma(good, opts)
+    return reservoir_from_rows(good, opts.n_features, opts.hash_features, opts.scale)
 
 
 def rows_gamma(rows: Iterable[ParsedRow], opts: ReadOptions) -> float:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from kernelstream.learners.base import Learner
+from kernelstream.learners.base import Y_MAX, Learner
 from kernelstream.learners.losses import Loss, get_loss
 from kernelstream.sparse import CSR
 
@@ -129,8 +129,30 @@ def step_block(model: Learner, X: Any, y: Any, n_sv: np.ndarray | None = None,
     if target is None:
         return model.predict_learn_many(X, y, n_sv=n_sv)
     mean, std = target
-    z = (np.asarray(y, dtype=np.float64) - mean) / std
+    y = np.asarray(y, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # a huge target: refused just below
+        z = (y - mean) / std
+    bad = ~(np.abs(z) <= Y_MAX)
+    if bad.any():
+        i = int(np.argmax(bad))
+        _refuse_target(model, float(y.flat[i]), float(z.flat[i]))
     return mean + std * model.predict_learn_many(X, z, n_sv=n_sv)
+
+
+def _standardise(model: Learner, y: Any, mean: float, std: float) -> float:
+    """``(y - mean) / std``, or the learner's refusal naming ``y`` as given."""
+    z = (float(y) - mean) / std
+    if not abs(z) <= Y_MAX:
+        _refuse_target(model, float(y), z)
+    return z
+
+
+def _refuse_target(model: Learner, y: float, z: float) -> None:
+    """The ValueError of a target the learner would refuse once standardised: its own message
+    on the target as given (not the standardised inf), else one naming both."""
+    model._check_y(y)
+    raise ValueError(f"{model.name}: regression target {y!r} is {z!r} standardised: it must "
+                     f"be finite with |y| <= {Y_MAX:g} (the bound that keeps the rounds finite)")
 
 
 def step_row(model: Learner, x: Any, y: Any,
@@ -141,7 +163,7 @@ def step_row(model: Learner, x: Any, y: Any,
     if target is None:
         return model.step(x, y)
     mean, std = target
-    return mean + std * model.step(x, (float(y) - mean) / std)
+    return mean + std * model.step(x, _standardise(model, y, mean, std))
 
 
 def score_row(model: Learner, x: Any, target: tuple[float, float] | None = None) -> float:
@@ -166,7 +188,7 @@ def learn_row(model: Learner, x: Any, y: Any,
         model.learn_one(x, y)
         return
     mean, std = target
-    model.learn_one(x, (float(y) - mean) / std)
+    model.learn_one(x, _standardise(model, y, mean, std))
 
 
 # -- the outcome rule ---------------------------------------------------------------------------

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -323,3 +325,133 @@ def test_target_head_leaves_out_what_the_learners_refuse() -> None:
     for bad in (float("nan"), float("inf"), 1e308):
         got, line = target_standardisation([0.1, 0.2, bad, 0.3, 0.4])
         assert got == clean, (bad, line)
+
+
+def spread_csv(n: int = 120, overflow_at: int | None = None) -> str:
+    """Dense CSV rows whose feature 1 spans 0..1000 and the others 0..1 (``--scale auto``
+    scales them); ``overflow_at``: one row of values near 1e308 there."""
+    lines = [f"{(i * 37) % 1000}.5,{(i % 7) / 7:.3f},{(i % 5) / 5:.3f},{1 if i % 2 else -1}"
+             for i in range(n)]
+    if overflow_at is not None:
+        lines.insert(overflow_at, "1e308,1e308,0.5,1")
+    return "\n".join(lines) + "\n"
+
+
+def test_head_statistics_leave_out_rows_every_learner_refuses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A row whose squared norm is beyond KERNEL_MAX (a dead letter of every learner) is no
+    part of check's ranges and spreads, nor of ``--scale auto``'s decision; no numpy
+    warning."""
+    from kernelstream.data.scaling import KERNEL_MAX
+    from kernelstream.learners.base import KERNEL_MAX as LEARNERS_MAX
+
+    assert KERNEL_MAX == LEARNERS_MAX
+    clean, bad = tmp_path / "clean.csv", tmp_path / "ovf.csv"
+    clean.write_text(spread_csv())
+    bad.write_text(spread_csv(overflow_at=3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rc, err, out = run(capsys, "check", str(bad), "--json")
+        assert rc == 0, err
+        got = json.loads(out)["features"]
+        rc, _, out = run(capsys, "check", str(clean), "--json")
+        want = json.loads(out)["features"]
+        assert got.pop("rows_left_out") == 1
+        assert got == want
+        rc, err, out = run(capsys, "check", str(bad))
+        assert "nan" not in out and "1 row left out" in out, out
+        for data in (clean, bad):
+            rc, err, _ = run(capsys, "replay", str(data), *LOOP, "--runner", "loop",
+                             "--out", str(tmp_path / data.stem))
+            assert rc == 0 and any("scaling features" in ln for ln in err), err
+
+
+@pytest.mark.parametrize("case", ["target", "row"])
+def test_learn_dead_letters_name_what_was_given(tmp_path: Path, case: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A target of 1e308 under --scale-target auto (standardised before the learner's check)
+    and a row whose squared norm overflows: the reason names the value as given, the raw
+    column holds plain numbers, the kind says the learner rejected the row (as the stream
+    words it), and no numpy warning leaks."""
+    path = tmp_path / "d.svm"
+    if case == "target":
+        path.write_text(reg_rows(80, {5: "1e308"}))
+        opts = ["--task", "regression"]
+    else:
+        path.write_text(svm_rows(40) + "+1 1:1e200 2:0.5\n" + svm_rows(10))
+        opts = ["--task", "classification", "--scale", "none"]
+    o = tmp_path / "run"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        learner = ["-l", "perceptron"] if case == "row" else []  # regression: the default
+        rc, err, _ = run(capsys, "replay", str(path), *learner, "-q", "--runner", "loop", *opts,
+                         "--out", str(o))
+    assert rc == 0, err
+    (d,) = dead_letters(o)
+    assert d["reason"].startswith("learner rejected the row: "), d
+    assert "np.float64" not in d["raw"], d
+    if case == "target":
+        assert d["reason"].endswith("got 1e+308") and d["raw"].startswith("1e+308 "), d
+    from kernelstream.data.errors import reason_kind
+
+    assert reason_kind(d["reason"]) == "learner rejected the row", d  # the summary line's kind
+
+
+def test_an_empty_label_column_is_no_class(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A CSV whose label column is empty in every row (a trailing comma on each line): no
+    class named '' (``run_positive_label``), but the refusal naming the empty label column
+    and --label-column, in check and replay alike."""
+    path = tmp_path / "trail.csv"
+    path.write_text("".join(f"{i % 3}.5,{i % 2},{(i + 1) % 2},\n" for i in range(60)))
+    assert label_mix.run_positive_label(ReadOptions(path=str(path))) is None
+    for cmd in (["check"], ["replay", *LOOP, "--runner", "loop", "--out",
+                            str(tmp_path / "run")]):
+        rc, err, _ = run(capsys, cmd[0], str(path), *cmd[1:])
+        assert rc == 2 and len(err) == 1, (cmd, err)
+        assert "60 of 60 records would be rejected (most: 'empty label in column 4'" in err[0]
+        assert "--label-column" in err[0] and "('')" not in err[0], err
+
+
+def test_wide_dense_refusal(tmp_path: Path) -> None:
+    """A wide dense run is refused naming what made its rows dense (--rows dense as asked),
+    and gamma=auto's scaled reservoir stays small at any width (its full-width arrays took
+    3.3 GB before the refusal of a 200-row file at --n-features 1e8)."""
+    import tracemalloc
+
+    from kernelstream.data import widths
+    from kernelstream.data.rows import ParsedRow
+    from kernelstream.errors import ConfigError
+    from kernelstream.pipelines.replay.replay_checks import check_dense_rows
+
+    for scale, rows, why in (("01", "dense", "(--rows dense)"), ("none", "dense", "(--rows dense)"),
+                             ("01", "auto", "(--scale 01 makes them dense)")):
+        read = ReadOptions(path="g.svm", scale=scale, rows=rows)
+        with pytest.raises(ConfigError, match=re.escape(why)):
+            check_dense_rows(read, 10**12, 200)
+    parsed = [ParsedRow(str(i % 2), np.array([1, 4, 9 + i]), np.array([0.5 * i, 3.0, 1.0]), None)
+              for i in range(50)]
+    small = widths.reservoir_from_rows(parsed, 60, scale="01")
+    tracemalloc.start()
+    try:
+        wide = widths.reservoir_from_rows(parsed, 10**8, scale="01")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 << 20, peak
+    assert np.array_equal(wide.data, small.data) and np.array_equal(wide.indices, small.indices)
+
+
+def test_check_and_replay_say_what_is_missing(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """check with every row rejected says "labels 0 distinct: none"; a replay whose gamma=auto
+    has no pair of rows to measure (--limit 1) says so in one line."""
+    path = tmp_path / "d.svm"
+    path.write_text(svm_rows(30))
+    rc, err, out = run(capsys, "check", str(path), "--n-features", "2")
+    assert "labels        0 distinct: none" in out, out
+    rc, err, _ = run(capsys, "replay", str(path), "-q", "--runner", "loop", "--limit", "1",
+                     "--out", str(tmp_path / "run"))
+    assert rc == 0, err
+    (line,) = [ln for ln in err if "gamma=auto" in ln]
+    assert "a single row" in line and "gamma=1.0" in line, err

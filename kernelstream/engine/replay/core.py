@@ -216,8 +216,9 @@ class ReplayLearner:
             for i, _, exc in run.blocks():
                 if exc is not None:
                     ok[i] = False
-                    dead.append(dead_letter(self.source, None, _row_text(b, i), str(exc),
-                                            "learn", key, b.start + i, int(b.ids[i])))
+                    dead.append(dead_letter(self.source, None, _row_text(b, i),
+                                            f"learner rejected the row: {exc}", "learn", key,
+                                            b.start + i, int(b.ids[i])))
                 else:
                     n_sv[i] = m.n_support_vectors
                     k = m.selected_kernel
@@ -296,4 +297,4 @@ def _row_text(b: Block, i: int) -> str:
         vals = b.X[i, nz]
     feats = " ".join(f"{j + 1}:{v!r}" for j, v in zip(nz[:50].tolist(), vals[:50].tolist(),
                                                           strict=True))
-    return f"{b.y[i]!r} {feats}" + (" ..." if nz.shape[0] > 50 else "")
+    return f"{float(b.y[i])!r} {feats}" + (" ..." if nz.shape[0] > 50 else "")

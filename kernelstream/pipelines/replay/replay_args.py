@@ -457,7 +457,14 @@ def width_estimate(opts: ReadOptions) -> Callable[[], float]:
     @functools.cache
     def estimate() -> float:
         try:
-            return widths.file_gamma(opts)
+            rows = widths.file_reservoir(opts)
+            gamma = widths.auto_gamma(rows)  # widths.file_gamma
+            if rows.shape[0] == 1:  # gamma is the fallback 1.0 (no pair): say so, once
+                # (fewer or alike rows: the data check, which runs later, says more)
+                print(f"{PROG}: gamma=auto: a single row of {opts.path} to measure (no pair "
+                      "of rows): gamma=1.0, the median heuristic's fallback; -p gamma=G sets "
+                      "one", file=sys.stderr, flush=True)
+            return gamma
         except (ValueError, OSError) as exc:
             # a file that cannot be read is the read's error, the same line as check_data's
             # (not a gamma=auto problem: the estimate is only the first to read it)

@@ -154,8 +154,9 @@ def check_dense_rows(read: ReadOptions, width: int, rows: int) -> None:
     need, limit = rows * width * 8, available_memory()
     if need <= limit:
         return
-    why = (f"--scale {read.scale} makes them dense" if read.scale != "none"
-           else f"--rows {read.rows}")
+    # what made them dense: --rows dense as asked, else the scaling
+    why = ("--rows dense" if read.rows == "dense" or read.scale == "none"
+           else f"--scale {read.scale} makes them dense")
     raise ConfigError(f"{read.path}: dense rows of {width:,} features ({why}) need "
                       f"{fmt_bytes(need)} for {rows:,} rows, more than the {fmt_bytes(limit)} "
                       f"available: keep them sparse (--scale none, --rows auto), hash the "
