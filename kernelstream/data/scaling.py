@@ -17,13 +17,19 @@ from kernelstream.data.options import Ranges
 
 
 def fit_minmax(X: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Per-column ``(lo, hi)`` of a 2-D array (zeros for an empty one)."""
+    """Per-column ``(lo, hi)`` of a 2-D array (zeros for an empty one), over the rows the
+    learners take (squared norm ≤ :data:`KERNEL_MAX`; all of them when none is)."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got shape {X.shape}")
     if X.shape[0] == 0:
         z = np.zeros(X.shape[1], dtype=np.float64)
         return z, z.copy()
+    # rows every learner refuses (dead letters of the run) do not stretch the others' ranges
+    with np.errstate(over="ignore", invalid="ignore"):
+        usable = np.einsum("ij,ij->i", X, X) <= KERNEL_MAX
+    if not usable.all() and usable.any():
+        X = X[usable]
     return X.min(axis=0), X.max(axis=0)
 
 

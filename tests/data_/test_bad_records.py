@@ -455,3 +455,16 @@ def test_check_and_replay_say_what_is_missing(tmp_path: Path,
     assert rc == 0, err
     (line,) = [ln for ln in err if "gamma=auto" in ln]
     assert "a single row" in line and "gamma=1.0" in line, err
+
+
+def test_minmax_ranges_leave_out_rows_every_learner_refuses() -> None:
+    """A row whose squared norm is beyond the learners' bound (a dead letter of the run) does
+    not stretch the scaling ranges of the rows that are learnt."""
+    from kernelstream.data.scaling import KERNEL_MAX, fit_minmax
+    from kernelstream.learners.base import KERNEL_MAX as LEARNERS
+
+    assert KERNEL_MAX == LEARNERS
+    X = np.array([[0.0, 1.0], [2.0, 3.0], [1e308, 1e308], [1.0, 2.0]])
+    lo, hi = fit_minmax(X)
+    assert lo.tolist() == [0.0, 1.0] and hi.tolist() == [2.0, 3.0]
+    assert [v.tolist() for v in fit_minmax(X[[2]])] == [[1e308, 1e308]] * 2  # nothing else
