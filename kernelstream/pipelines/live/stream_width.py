@@ -69,7 +69,7 @@ import numpy as np
 from kernelstream import kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
-from kernelstream.data.labels import class_key
+from kernelstream.data.labels import class_key, never_a_class
 from kernelstream.data.scaling import head_scaling, target_standardisation
 from kernelstream.engine.live.merge import merged
 from kernelstream.engine.live.records import SourceRecord
@@ -165,9 +165,10 @@ def _negative(config: StreamConfig, labels: list[str], topics: str) -> StreamCon
     """``config`` with the class of its ``--positive-label`` decided on its first labels
     ``labels`` (in the stream's order), as a replay maps the first two labels it reads: the
     first other one is -1 and a third is a dead letter; none among them: every other label
-    is -1 (one-vs-rest). One line on stderr either way."""
+    is -1 (one-vs-rest). One line on stderr either way. Tokens that are never a class (empty,
+    nan, inf: dead letters whatever the map) are skipped, as a replay's first labels are."""
     pos = class_key(str(config.spec.read.positive_label))
-    other = next((t for t in labels if class_key(t) != pos), None)
+    other = next((t for t in labels if not never_a_class(t) and class_key(t) != pos), None)
     given = config.spec.read.positive_label
     if other is None:
         print(f"{PROG} stream: --positive-label {given}: no other label among the first "
