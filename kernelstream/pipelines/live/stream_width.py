@@ -97,6 +97,8 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
     head = first_rows(config, start, config.width_wait, None if config.quiet else _progress)
     rows, read = head.rows, head.read
     n = rows.shape[0]
+    if n and config.spec.width is None:  # CSV: the first record fixes the width
+        config = dataclasses.replace(config, head_width=int(rows.shape[1]))
     topics = ",".join(config.topics)
     if config.wants_target:
         config = _standardised(config, head.targets, ",".join(config.all_topics))
@@ -197,16 +199,27 @@ class Head:
     labels: list[str] = dataclasses.field(default_factory=list)  # their tokens, stripped
 
 
+def first_width(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> int | None:
+    """The width of the first feature record the stream ``config`` will read from ``start``
+    (its first valid one in the stream's order: the one that fixes a CSV stream's width),
+    reading each partition up to its first such record, for at most ``--width-wait``; None:
+    none came."""
+    plain = dataclasses.replace(config, wants_target=False, wants_labels=False)
+    head = first_rows(plain, start, config.width_wait, None if config.quiet else _progress,
+                      limit=1)
+    return int(head.rows.shape[1]) if head.rows.shape[0] else None
+
+
 def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait: float,
-               progress: Any = None) -> Head:
+               progress: Any = None, limit: int = widths.RESERVOIR_ROWS) -> Head:
     """The first ``RESERVOIR_ROWS`` feature rows the stream ``config`` will read from
     ``start`` (module docstring), and for ``--scale-target auto`` its first targets, from the
     same records and from its ``--labels`` topic (read alongside, from ``start``; it does not
-    hold the read up). ``progress`` (a line → None) is told while the read waits."""
+    hold the read up). ``progress`` (a line → None) is told while the read waits. ``limit``:
+    the rows (and targets) read of each partition."""
     from kafka import TopicPartition
     from kafka.errors import KafkaError
 
-    limit = widths.RESERVOIR_ROWS
     router = StreamRouter(config.spec)
     # the first labels: the targets of a regression, the tokens of --positive-label's
     wants_targets = config.wants_target or config.wants_labels
@@ -288,7 +301,8 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                                  if on)
                 wanted = (f", {len(targets):,} targets (up to {limit:,})"
                           if config.wants_target else "")
-                progress(f"{what or 'gamma=auto'}: waiting for the first records: "
+                what = what or "--init-from: the stream's width"
+                progress(f"{what}: waiting for the first records: "
                          f"{sum(rows_of[tp] for tp in feature_tps):,} feature records"
                          f"{wanted} after {now - t0:.0f} s (up to {limit:,} of each "
                          f"partition; at most {wait:g} s, --width-wait)")
