@@ -53,6 +53,11 @@ fewer than two feature records there is no distance to measure: the learners' de
 said in one line on stderr. ``summary.json`` and the snapshots record the outcome
 (:meth:`StreamConfig.widths_doc`); a resumed stream continues with the recorded number
 (:meth:`StreamConfig.with_recorded`) and reads nothing here.
+
+A CSV stream without ``--n-features`` has the width of its first record: the read above keeps
+it (``StreamConfig.head_width``), and :func:`first_width` reads up to that record alone when
+nothing else is read, so ``--init-from`` models of another width are refused before the
+pipeline starts (``stream_prepare``).
 """
 
 from __future__ import annotations
