@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 from kernelstream import fs
 from kernelstream._suggest import did_you_mean
-from kernelstream.data.labels import LabelMap, class_key, nonfinite_label
+from kernelstream.data.labels import LabelMap, class_key, never_a_class
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import TextFormat
 from kernelstream.errors import ConfigError
@@ -54,8 +54,8 @@ def _windows(path: str) -> Iterator[bytes]:
 def _iter_labels(read: ReadOptions) -> Iterator[str]:
     """The raw label of every example line (a CSV's header, comments and blank lines
     skipped), in file order; Parquet's label column. Empty and non-finite labels (nan, inf)
-    are left out: their rows are dead letters, never a class."""
-    return (t for t in _iter_raw_labels(read) if t.strip() and not nonfinite_label(t))
+    are left out: their rows are dead letters, never a class (``labels.never_a_class``)."""
+    return (t for t in _iter_raw_labels(read) if not never_a_class(t))
 
 
 def _iter_raw_labels(read: ReadOptions) -> Iterator[str]:
@@ -108,7 +108,7 @@ def label_mix(read: ReadOptions, limit: int) -> tuple[Counter[str], Counter[str]
                 delimiter, col = (tf.delimiter or ",").encode(), tf.label_col
             whole = Counter(s for line in _windows(path)
                             if (t := _label_of(line, fmt, delimiter, col)) is not None
-                            and not nonfinite_label(s := t.decode("utf-8", "replace")))
+                            and not never_a_class(s := t.decode("utf-8", "replace")))
     except (OSError, ValueError, KeyError, ImportError):
         return None
     return prefix, whole

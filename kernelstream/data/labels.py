@@ -47,6 +47,13 @@ def nonfinite_label(tok: str) -> bool:
         return False
 
 
+def never_a_class(tok: str) -> bool:
+    """Whether a label token is never a class: empty, or not finite (:func:`nonfinite_label`).
+    Its row is a dead letter, so it is skipped wherever the first labels decide the classes
+    (a file's, ``data.label_mix``; a stream's first records, ``stream_width``)."""
+    return not _clean_label(tok) or nonfinite_label(tok)
+
+
 def nonfinite_label_error(tok: str) -> ParseError:
     return ParseError(f"non-finite label {_clean_label(tok)!r}")
 

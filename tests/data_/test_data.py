@@ -276,6 +276,10 @@ def test_run_positive_label_is_the_files_map_for_a_one_class_prefix(tmp_path: Pa
     with pytest.raises(ConfigError, match="only one label"):
         decide(one, limit=1)
     assert decide(one, positive_label="h") == "h"  # a file of negatives: valid
+    # an empty label is a dead letter, never a class (labels.never_a_class): not the third
+    # label of 'no' and 'yes' (a false refusal before)
+    blank = write(tmp_path / "blank.csv", "1,2,\n3,4,no\n5,6,yes\n7,8,no\n")
+    assert decide(blank, positive_label="yes") == "yes"
     neg = write(tmp_path / "neg.libsvm", "-1 1:0.5\n-1 2:1\n")
     assert decide(neg) is None  # -1 alone is a class the map can place
     cod = write(tmp_path / "cod.libsvm", "-1 1:1\n-1 1:2\n+1 1:3\n")

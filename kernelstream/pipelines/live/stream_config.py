@@ -141,6 +141,8 @@ class StreamConfig:
     # --positive-label of a classification: the other class is the first other label of the
     # same first records (stream_width), until then ``wants_labels``; ``spec.negative_label``
     wants_labels: bool = False
+    # the width of the first feature record read for the above (stream_width), when any was
+    head_width: int | None = None
 
     @property
     def all_topics(self) -> tuple[str, ...]:

@@ -154,15 +154,16 @@ def _recorded_scale(config: StreamConfig, doc: dict[str, Any] | None, what: str,
 
 
 def _init_kind(config: StreamConfig,
-               ) -> tuple[str | None, dict[str, Any] | None, dict[str, Any]]:
+               ) -> tuple[str | None, dict[str, Any] | None, dict[str, Any], dict[str, int]]:
     """``--init-from``: a stream checkpoint (``"stream"``) or a replay checkpoint
     (``"replay"``), whose learners must be this run's, how it scaled the features
     (``StreamConfig.scale_doc``; a replay's ``--scale auto`` of a topic records its
     ``scale_ranges`` alone) and its recorded configurations (their ``target``: how they
-    learnt a regression target)."""
+    learnt a regression target), and the widths its models learnt (configuration → features:
+    checked by :func:`_check_init_width` once a CSV stream's first records tell its own)."""
     path = config.init_from
     if path is None:
-        return None, None, {}
+        return None, None, {}, {}
     if not os.path.isdir(path):
         raise UpfrontError(f"--init-from {path}: no such directory")
     ours = config.configs_doc()
@@ -191,18 +192,20 @@ def _init_kind(config: StreamConfig,
     if not any(name in saved for name in ours):
         raise UpfrontError(f"--init-from {path} has none of this run's configurations "
                            f"({', '.join(ours)}; it has {', '.join(saved) or 'none'})")
-    _check_init_models(config, path, kind, saved)
-    return kind, scaling, dict(saved)
+    dims = _check_init_models(config, path, kind, saved)
+    return kind, scaling, dict(saved), dims
 
 
 def _check_init_models(config: StreamConfig, path: str, kind: str,
-                       saved: dict[str, Any]) -> None:
+                       saved: dict[str, Any]) -> dict[str, int]:
     """The models of ``--init-from`` are the ones this run continues: a model starts from
     the init model of its own key (``CONFIG#0``, or ``CONFIG#0@ENTITY`` with ``--key-by``;
     an entity the init has not seen starts afresh), as it is, with its own parameters and
     width. So refuse (one line) what would be ignored or reject every row: other
     parameters, another feature width, or keys of the other kind (global models for a
-    ``--key-by`` stream, or the reverse: no model would ever start from them)."""
+    ``--key-by`` stream, or the reverse: no model would ever start from them). Returns the
+    width each shared configuration's models learnt (the check of a stream whose width its
+    first records fix, CSV without ``--n-features``, waits for them: :func:`_check_init_width`)."""
     ours = json.loads(json.dumps(config.configs_doc(), default=str))
     shared = [name for name in ours if name in saved]
     for name in shared:
@@ -245,21 +248,52 @@ def _check_init_models(config: StreamConfig, path: str, kind: str,
                                "a model starts from the init model of its own key, so none "
                                "would start from it (use --init-from a run keyed as this one)")
         width = config.spec.width
+        dims: dict[str, int] = {}
         for name, k in first.items():
             data = get(k)
-            if data is None or width is None:
+            if data is None:
                 continue
             learner = (StreamEngine(config.spec).decode_state(data).learner if kind == "stream"
                        else decode_replay_state(data).learner)
             dim = getattr(learner, "dim", None)
-            if dim is not None and int(dim) != width:
+            if dim is not None:
+                dims[name] = int(dim)
+            if dim is not None and width is not None and int(dim) != width:
                 raise UpfrontError(f"--init-from {path}: configuration {name!r} learnt rows "
                                    f"of {int(dim)} features; this stream's have {width} "
                                    "(--n-features, --hash-features): every row would be "
                                    f"refused; give the width it learnt")
+        return dims
     finally:
         if kind == "stream":
             view.close()
+
+
+def _check_init_width(config: StreamConfig, start: dict[tuple[str, int], int],
+                      dims: dict[str, int]) -> None:
+    """``--init-from`` models of a known width against a stream whose first record fixes its
+    width (CSV without ``--n-features``): that record's width, from the first records read
+    for ``gamma=auto`` and the rest, or else read now (``stream_width.first_width``, up to
+    ``--width-wait``). Another width: refused in one line, as with ``--n-features`` (every
+    row would be a dead letter); no record yet: said in one line, the stream goes on."""
+    if not dims or config.spec.width is not None:
+        return
+    width = config.head_width
+    if width is None:
+        width = stream_width.first_width(config, start)
+    path = config.init_from
+    if width is None:
+        print(f"{PROG} stream: --init-from {path}: no record within {config.width_wait:g} s "
+              "(--width-wait) to tell this stream's width by; its models learnt rows of "
+              + ", ".join(f"{d} features ({n!r})" for n, d in dims.items())
+              + ": rows of another width will be dead letters", file=sys.stderr, flush=True)
+        return
+    for name, dim in dims.items():
+        if dim != width:
+            raise UpfrontError(f"--init-from {path}: configuration {name!r} learnt rows of "
+                               f"{dim} features; this stream's have {width} (its first record's "
+                               "width): every row would be refused; --init-from a run of "
+                               "this width")
 
 
 def _recorded_target(config: StreamConfig, saved: dict[str, Any], what: str) -> StreamConfig:
@@ -396,7 +430,7 @@ def prepare(config: StreamConfig) -> Prepared:
             for tp, off in zip(g.partitions, g.start, strict=True):
                 start[tp] = int(off)
         _check_kafka_out(config, len(groups))
-        init_kind, init_scaling, init_configs = _init_kind(config)
+        init_kind, init_scaling, init_configs, init_dims = _init_kind(config)
         if resume is None and init_kind is not None:
             # the warm-started models learnt rows scaled so (or not at all): nothing is read
             why = (None if init_kind == "stream"
@@ -415,6 +449,8 @@ def prepare(config: StreamConfig) -> Prepared:
                       file=sys.stderr, flush=True)
         # --scale auto, --scale-target auto and gamma=auto: the first records, read once
         config = stream_width.resolve(config, start)
+        if resume is None:
+            _check_init_width(config, start, init_dims)
         try:
             claim()
         except OutFolderError as exc:

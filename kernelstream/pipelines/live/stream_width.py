@@ -53,6 +53,11 @@ fewer than two feature records there is no distance to measure: the learners' de
 said in one line on stderr. ``summary.json`` and the snapshots record the outcome
 (:meth:`StreamConfig.widths_doc`); a resumed stream continues with the recorded number
 (:meth:`StreamConfig.with_recorded`) and reads nothing here.
+
+A CSV stream without ``--n-features`` has the width of its first record: the read above keeps
+it (``StreamConfig.head_width``), and :func:`first_width` reads up to that record alone when
+nothing else is read, so ``--init-from`` models of another width are refused before the
+pipeline starts (``stream_prepare``).
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ import numpy as np
 from kernelstream import kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
-from kernelstream.data.labels import class_key
+from kernelstream.data.labels import class_key, never_a_class
 from kernelstream.data.scaling import head_scaling, target_standardisation
 from kernelstream.engine.live.merge import merged
 from kernelstream.engine.live.records import SourceRecord
@@ -97,6 +102,8 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
     head = first_rows(config, start, config.width_wait, None if config.quiet else _progress)
     rows, read = head.rows, head.read
     n = rows.shape[0]
+    if n and config.spec.width is None:  # CSV: the first record fixes the width
+        config = dataclasses.replace(config, head_width=int(rows.shape[1]))
     topics = ",".join(config.topics)
     if config.wants_target:
         config = _standardised(config, head.targets, ",".join(config.all_topics))
@@ -165,9 +172,10 @@ def _negative(config: StreamConfig, labels: list[str], topics: str) -> StreamCon
     """``config`` with the class of its ``--positive-label`` decided on its first labels
     ``labels`` (in the stream's order), as a replay maps the first two labels it reads: the
     first other one is -1 and a third is a dead letter; none among them: every other label
-    is -1 (one-vs-rest). One line on stderr either way."""
+    is -1 (one-vs-rest). One line on stderr either way. Tokens that are never a class (empty,
+    nan, inf: dead letters whatever the map) are skipped, as a replay's first labels are."""
     pos = class_key(str(config.spec.read.positive_label))
-    other = next((t for t in labels if class_key(t) != pos), None)
+    other = next((t for t in labels if not never_a_class(t) and class_key(t) != pos), None)
     given = config.spec.read.positive_label
     if other is None:
         print(f"{PROG} stream: --positive-label {given}: no other label among the first "
@@ -196,16 +204,27 @@ class Head:
     labels: list[str] = dataclasses.field(default_factory=list)  # their tokens, stripped
 
 
+def first_width(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> int | None:
+    """The width of the first feature record the stream ``config`` will read from ``start``
+    (its first valid one in the stream's order: the one that fixes a CSV stream's width),
+    reading each partition up to its first such record, for at most ``--width-wait``; None:
+    none came."""
+    plain = dataclasses.replace(config, wants_target=False, wants_labels=False)
+    head = first_rows(plain, start, config.width_wait, None if config.quiet else _progress,
+                      limit=1)
+    return int(head.rows.shape[1]) if head.rows.shape[0] else None
+
+
 def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait: float,
-               progress: Any = None) -> Head:
+               progress: Any = None, limit: int = widths.RESERVOIR_ROWS) -> Head:
     """The first ``RESERVOIR_ROWS`` feature rows the stream ``config`` will read from
     ``start`` (module docstring), and for ``--scale-target auto`` its first targets, from the
     same records and from its ``--labels`` topic (read alongside, from ``start``; it does not
-    hold the read up). ``progress`` (a line → None) is told while the read waits."""
+    hold the read up). ``progress`` (a line → None) is told while the read waits. ``limit``:
+    the rows (and targets) read of each partition."""
     from kafka import TopicPartition
     from kafka.errors import KafkaError
 
-    limit = widths.RESERVOIR_ROWS
     router = StreamRouter(config.spec)
     # the first labels: the targets of a regression, the tokens of --positive-label's
     wants_targets = config.wants_target or config.wants_labels
@@ -287,7 +306,8 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                                  if on)
                 wanted = (f", {len(targets):,} targets (up to {limit:,})"
                           if config.wants_target else "")
-                progress(f"{what or 'gamma=auto'}: waiting for the first records: "
+                what = what or "--init-from: the stream's width"
+                progress(f"{what}: waiting for the first records: "
                          f"{sum(rows_of[tp] for tp in feature_tps):,} feature records"
                          f"{wanted} after {now - t0:.0f} s (up to {limit:,} of each "
                          f"partition; at most {wait:g} s, --width-wait)")

@@ -151,6 +151,44 @@ def test_init_from_of_another_width_or_keying_is_refused(
     assert prep.init_kind == kind
 
 
+def test_init_from_of_another_width_than_the_first_csv_record_is_refused(
+        broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A CSV stream without ``--n-features`` has the width of its first record: models learnt
+    on 2 features are refused against 3-feature records as against ``--n-features 3`` (it
+    was an exit-0 run whose every record was a dead letter), whether the first records are
+    read for ``--positive-label`` or only for the width; no record within ``--width-wait``:
+    said in one line, the stream goes on."""
+    create_topics(broker, ["csv3", "csv0"], 1)
+    produce(broker, [("csv3", 0, f"e{i}".encode(), f"0.{i},1.5,2,{(-1) ** i}".encode(),
+                      T0 + i) for i in range(10)])
+
+    def csv(topic: str, *args: str) -> list[str]:
+        return stream_argv(broker, f"kafka://BROKER/{topic}", "--format", "csv", *LEARNER,
+                           *args, "--out", str(tmp_path / "out"), "--idle-stop", "1s",
+                           "--width-wait", "1s", "-q")
+
+    narrow = stream_checkpoint(tmp_path / "narrow", config_of(argv_of(
+        broker, tmp_path, "--n-features", "2", *LEARNER)))
+    for more in ((), ("--positive-label", "1")):
+        capsys.readouterr()  # (--positive-label says its -1 class first)
+        assert cli.main(csv("csv3", "--init-from", str(narrow), *more)) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.endswith(f"--init-from {narrow}: configuration 'b' learnt rows of 2 "
+                            "features; this stream's have 3 (its first record's width): every "
+                            "row would be refused; --init-from a run of this width")
+    wide = stream_checkpoint(tmp_path / "wide", config_of(argv_of(
+        broker, tmp_path, "--n-features", "3", *LEARNER)))
+    prep = prepare(config_of(csv("csv3", "--init-from", str(wide))))
+    prep.close()
+    assert prep.init_kind == "stream"
+    capsys.readouterr()
+    prep = prepare(config_of(csv("csv0", "--init-from", str(narrow))))
+    prep.close()
+    assert (f"--init-from {narrow}: no record within 1 s (--width-wait) to tell this "
+            "stream's width by; its models learnt rows of 2 features ('b'): rows of another "
+            "width will be dead letters") in capsys.readouterr().err
+
+
 def test_resume_compares_every_setting(broker: str, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     """``--hash-features 12`` is not ``--n-features 4096`` (both record n_features 4096), nor

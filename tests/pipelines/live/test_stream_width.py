@@ -201,6 +201,33 @@ def test_positive_label_is_against_the_first_other_label(
            "-1 (one-vs-rest)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("first", ["nan", "inf", "", " "])
+def test_positive_label_skips_dead_letter_labels(broker: str, first: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A first label that is never a class (nan, inf, empty: a dead letter whatever the map)
+    is not the -1 class: the first other real label is, as a replay's first labels decide
+    (``labels.never_a_class``). (It was chosen: nan/inf failed the pipeline, an empty one
+    made every 'no' a dead letter.)"""
+    from kernelstream.engine.live.routing import StreamRouter
+
+    topic = f"wd{['nan', 'inf', '', ' '].index(first)}"
+    create_topics(broker, [topic], 1)
+    msgs: list[Message] = []
+    for i, y in enumerate([first, "yes", "no", "yes", "no"]):
+        msgs.append((topic, 0, f"e{i}".encode(), b"? 1:1 2:0.5", T0 + 10 * i))
+        msgs.append((topic, 0, f"e{i}".encode(), f"label:{y}".encode(), T0 + 10 * i + 1))
+    produce(broker, msgs)
+    argv = stream_argv(broker, f"kafka://BROKER/{topic}", "--n-features", "2", "-l",
+                       "perceptron", "-p", "gamma=1", "--scale", "none", "--positive-label",
+                       "yes", "--width-wait", "5s", "-q")
+    got = stream_width.resolve(config_of(argv), {(topic, 0): 0})
+    assert got.spec.negative_label == "no"
+    assert f"--positive-label yes: 'no' is -1 (the first other label of {topic})" in (
+        capsys.readouterr().err)
+    labels = StreamRouter(got.spec).labels  # the stream's own map: no crash, 'no' is -1
+    assert (labels("yes"), labels("no")) == (1.0, -1.0)
+
+
 def test_explicit_width_reads_no_records(broker: str, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing to decide on the first records: an explicit width with ``--scale none``, or
