@@ -179,6 +179,10 @@ def test_a_param_the_default_lacks_names_the_learner_the_rows_chose(
     assert len(err.splitlines()) == 1
     # a parameter the default has is taken, as with -l
     assert _replay(tmp_path / "e", A9A, "-p", "lam=0.25", "--limit", "50")["params"]["lam"] == 0.25
+    # a misspelt one of the default's is a typo, not another learner's parameter
+    assert main(["replay", A9A, "-p", "gama=0.1", "--out", str(tmp_path / "t"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("has no parameter 'gama'; did you mean 'gamma'?") and "-l bpa-s" not in err
 
 
 def test_file_rows_is_the_rows_the_learners_get(tmp_path: Path) -> None:

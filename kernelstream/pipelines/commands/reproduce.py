@@ -76,8 +76,8 @@ COMMAND = Command(
     "reproduce", help="rerun a paper's tables and judge them against the published numbers",
     description=(
         "Runs a paper's tables with the committed tuned parameters (package data), as keys of\n"
-        "the replay pipeline, and writes TABLE.md (published beside ours, PASS/FAIL, the\n"
-        "machine) and TABLE.json into --out-dir (default: runs/reproduce-PAPER; never the\n"
+        "the replay pipeline, and writes PAPER.md (published beside ours, PASS/FAIL, the\n"
+        "machine) and PAPER.json into --out-dir (default: runs/reproduce-PAPER; never the\n"
         "checkout's committed benchmarks/results/ unless named). --retune first redoes the\n"
         "paper's tuning protocol on the held-out permutation 1000 (its grids and selection\n"
         "rule; p2: the time-budget matching of this machine), writes the tuned file into\n"
@@ -111,12 +111,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="permutations per configuration (default: the paper's protocol)")
     p.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")
     p.add_argument("--out-dir", type=Path,
-                   help="where TABLE.md/.json go (default: runs/reproduce-PAPER in the current "
-                   "directory; the committed results are benchmarks/results of the checkout, "
+                   help="where PAPER.md/.json go, e.g. p3.md (default: runs/reproduce-PAPER in "
+                   "the current directory; the committed results are benchmarks/results of the "
+                   "checkout, "
                    "which only an explicit --out-dir replaces)")
     p.add_argument("--overwrite", action="store_true",
                    help="also write into a non-empty --out-dir that holds no earlier "
-                   "reproduction (its TABLE.md/.json of the same names are replaced; other "
+                   "reproduction (its PAPER.md/.json of the same names are replaced; other "
                    "files stay)")
     p.add_argument("--tuned-dir", type=Path,
                    help="directory of the tuned files (tuned_params*.json, tuned_p*.json) "

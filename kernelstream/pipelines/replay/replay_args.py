@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-from kernelstream import data, fs, kafka_client
+from kernelstream import data, fs, kafka_client, learners
+from kernelstream._suggest import did_you_mean
 from kernelstream.data import label_mix, widths
 from kernelstream.data.options import ReadOptions, column_option
 from kernelstream.data.sample import EXTENSIONS
@@ -481,6 +482,11 @@ def check_default_params(task: str, rows: str, param_specs: Sequence[str]) -> No
     for spec in param_specs:
         scope, key, _ = parse_param_spec(spec)
         if scope is None and not accepts(name, key):
+            # a misspelt parameter of the default learner first, then another learner's
+            close = did_you_mean(key, [p.name for p in learners.get(name).params])
+            if close:
+                raise ConfigError(f"-p {spec}: the default learner on {rows} rows (this "
+                                  f"file's), {name}, has no parameter {key!r}{close}")
             raise ConfigError(f"-p {spec}: the default learner on {rows} rows (this file's) is "
                               f"{name}, which has no parameter {key!r}: name a learner with "
                               f"--learner, e.g. -l {other}")
