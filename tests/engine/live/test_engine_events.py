@@ -899,3 +899,24 @@ def test_every_stream_column_is_documented() -> None:
     assert documented.keys() == schemas.keys()
     for name, schema in schemas.items():
         assert documented[name] == [(f.name, str(f.type), f.nullable) for f in schema], name
+
+
+def test_every_replay_column_is_documented() -> None:
+    """docs/outputs.md (Outputs of a replay) lists every column of the replay's outputs in
+    schema order, with the type pyarrow prints and whether it may be null (the metrics table
+    lacked its no-skill and regression columns)."""
+    import re
+    from pathlib import Path
+
+    from kernelstream.engine.replay import outputs
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "outputs.md").read_text()
+    section = text.split("## Outputs of a replay", 1)[1].split("\n## ", 1)[0]
+    documented: dict[str, list[tuple[str, str, bool]]] = {}
+    for m in re.finditer(r"^### `(\w+)/`\n(.*?)(?=^### |\Z)", section, re.M | re.S):
+        documented[m[1]] = [(c, t, n == "yes") for c, t, n in re.findall(
+            r"^\| `(\w+)` \| ([\w<>: ]+?) \| (yes|no) \|", m[2], re.M)]
+    schemas = outputs.SCHEMAS
+    assert documented.keys() == schemas.keys()
+    for name, schema in schemas.items():
+        assert documented[name] == [(f.name, str(f.type), f.nullable) for f in schema], name
