@@ -77,6 +77,9 @@ def _learner_info(name: str) -> dict[str, Any]:
     tasks = _learner_tasks(name)
     auto: dict[str, Any] = {}  # the widths the commands leave to the data (gamma=auto)
     resolve_widths(name, auto, lambda: 1.0)
+    # what `replay DATA` (no --learner) sets when the rows choose this learner
+    by_default = {k: v for rows in DEFAULT_BY_ROWS.values() for n, fixed in rows.values()
+                  if n == name for k, v in fixed.items() if k != "loss"}
     return {
         "name": name,
         "summary": doc.split("\n\n", 1)[0].replace("\n", " "),
@@ -94,6 +97,7 @@ def _learner_info(name: str) -> dict[str, Any]:
                 "type": p.type.__name__,
                 "default": p.default,  # kernelstream.learners.make's
                 **({"cli_default": "auto"} if p.name in auto else {}),
+                **({"replay_default": by_default[p.name]} if p.name in by_default else {}),
                 "doc": p.doc,
                 **({"choices": list(p.choices)} if p.choices else {}),
                 **({"rule": p.rule} if p.rule else {}),
@@ -128,8 +132,10 @@ def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
                 extra.append("one of " + ", ".join(map(str, p["choices"])))
             if "rule" in p:
                 extra.append(p["rule"])
-            if "cli_default" in p:
-                extra.append(f"API: {p['default']!r}")
+            if "cli_default" in p:  # evaluate / run_replay estimate it too; make() does not
+                extra.append(f"learners.make: {p['default']!r}")
+            if "replay_default" in p:
+                extra.append(f"replay DATA without -l: {p['replay_default']}")
             doc = p["doc"] + (f" ({'; '.join(extra)})" if extra else "")
             print(f"    {c[0]:<{w[0]}}  {c[1]:<{w[1]}}  {c[2]:<{w[2]}}  {doc}", file=out)
 
