@@ -255,7 +255,7 @@ def test_replay_key_by_prints_its_entities_pooled_beside_no_skill(tmp_path, caps
         assert f"{row['mistake_rate']:.4g}"[:4] in lines[list(by_label).index(label)]
     # permutation 0's examples over every entity, of one configuration (was summed over both)
     assert s["examples"] == 80
-    assert "per-entity models, pooled per configuration" in out
+    assert "2 entities: 8 models (entity × configuration × order), pooled per configuration" in out
     # the warning a plain run gives, for the pooled rows (both worse than the majority's 20 %)
     for label, row in by_label.items():
         assert row["mistake_rate"] >= row["noskill_mistake_rate"] == 20.0

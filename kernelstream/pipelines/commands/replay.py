@@ -227,8 +227,10 @@ def print_run(config: ReplayConfig, run: RunOutput, path: str) -> None:
             for line in skill_warnings(s["label"], s):
                 print(f"{PROG}: {line}", file=sys.stderr, flush=True)
     if run.keys and config.read.key_by is not None:
-        print(f"{len(run.keys)} per-entity models, pooled per configuration above (each "
-              "entity's own figures: summary.json 'keys' and metrics/)")
+        entities = len({k.get("entity") for k in run.keys})
+        print(f"{entities:,} entities: {len(run.keys):,} models (entity × configuration × "
+              "order), pooled per configuration above (each entity's own figures: "
+              "summary.json 'keys' and metrics/)")
     if run.counts.get(DEAD_LETTER_TAG):
         where = fs.join(config.out, DEAD_LETTER_TAG)
         why = reasons_summary(dead_letter_reasons(where))  # one line: the reasons by count
