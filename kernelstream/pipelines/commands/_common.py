@@ -58,9 +58,9 @@ def progress_to_stderr(on: bool, shard: tuple[int, int] | None = None) -> None:
     log.setLevel(logging.INFO if on else logging.WARNING)
 
 
-def add_learner_arguments(p: argparse.ArgumentParser) -> None:
+def add_learner_arguments(p: argparse.ArgumentParser, stream: bool = False) -> None:
     """``--learner``, ``-p`` and ``--seed`` (``config.learner_configs``): shared by ``replay``,
-    ``stream`` and ``demo``."""
+    ``stream`` and ``demo`` (``stream``: the help states a live stream's default alone)."""
     def spec(name: str, params: dict[str, str]) -> str:
         return " ".join([name, *(f"-p {k}={v}" for k, v in params.items())])
 
@@ -68,13 +68,22 @@ def add_learner_arguments(p: argparse.ArgumentParser) -> None:
         return ", ".join(f"{spec(*learner)} on {rows} rows"
                          for rows, learner in DEFAULT_BY_ROWS[task].items())
 
-    p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
-                   help="learner (repeatable; default: a replay of a file: "
-                   f"{by_rows('classification')} (by its first rows), with --task regression "
-                   f"{by_rows('regression')}; else {spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}, "
-                   f"with --task regression {spec(*DEFAULT_LEARNERS['regression'])}; "
-                   "replay and tune set Gaussian widths to gamma=auto, from the data); "
-                   f"see `{PROG} learners` and docs/which-learner.md")
+    if stream:
+        p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
+                       help="learner (repeatable; default: "
+                       f"{spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}, with --task regression "
+                       f"{spec(*DEFAULT_LEARNERS['regression'])}; Gaussian widths gamma=auto, "
+                       "from the stream's first records); see "
+                       f"`{PROG} learners` and docs/which-learner.md")
+    else:
+        p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
+                       help="learner (repeatable; default: a replay of a file: "
+                       f"{by_rows('classification')} (by its first rows), with --task "
+                       f"regression {by_rows('regression')}; else "
+                       f"{spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}, with --task regression "
+                       f"{spec(*DEFAULT_LEARNERS['regression'])}; replay and tune set Gaussian "
+                       "widths to gamma=auto, from the data); "
+                       f"see `{PROG} learners` and docs/which-learner.md")
     p.add_argument("-p", "--param", action="append", metavar="[LABEL.]KEY=VALUE",
                    help="learner hyper-parameter (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")

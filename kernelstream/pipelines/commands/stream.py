@@ -79,7 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--labels", metavar="kafka://HOST:PORT/TOPIC",
                    help="labels topic (key = event id, value Y or label:Y), co-partitioned "
                    "with the events topics")
-    add_learner_arguments(p)
+    add_learner_arguments(p, stream=True)
     p.add_argument("--key-by", choices=KEY_BY,
                    help="one model per entity: the event id's text before its first '/'")
     add_data_options(p, MESSAGE_HELP, format={"choices": ("libsvm", "csv")},
