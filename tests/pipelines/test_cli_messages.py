@@ -68,7 +68,26 @@ def test_the_memory_check_of_an_embedded_set_uses_its_width(
     assert main(["replay", str(data.embedded_path("german")), "--format", "libsvm", *big,
                  "--out", str(tmp_path / "b")]) == 2
     assert embedded == _err_line(capsys)
-    assert "of 24 features" in embedded
+    assert "of 24 features" in embedded and "first" not in embedded  # the set's own width
+
+
+def test_a_memory_refusal_on_a_file_head_says_the_width_is_its_first_rows(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The pre-check sees the first 1,000 records of a file: a refusal at their width says so
+    (the file's rows may be wider); with --n-features the width is the file's."""
+    path = tmp_path / "wide-later.svm"
+    rows = [f"{'+1' if i % 2 else '-1'} 1:{i % 7}.5 3:1" for i in range(1100)]
+    rows.append("+1 1:0.5 50:1")  # past the first 1,000 records: a wider row
+    path.write_text("\n".join(rows) + "\n")
+    big = ["-l", "bogd", "-p", "budget=100000000000", "-p", "gamma=0.5", *REPLAY]
+    assert main(["replay", str(path), *big, "--out", str(tmp_path / "a")]) == 2
+    line = _err_line(capsys)
+    assert "stored rows of 3 features" in line
+    assert line.endswith("(width 3: that of the file's first 1,000 records; the whole file "
+                         "may be wider)"), line
+    assert main(["replay", str(path), *big, "--n-features", "50",
+                 "--out", str(tmp_path / "b")]) == 2
+    assert "first 1,000 records" not in _err_line(capsys)
 
 
 # -- 3: the learners' listing ---------------------------------------------------------------

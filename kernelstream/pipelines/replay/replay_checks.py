@@ -130,20 +130,23 @@ def check_data(config: ReplayConfig) -> None:
         if problem is not None:
             raise ConfigError(problem)
     nnz: int | None = None
+    head = None  # the rows the width was seen on, when they are not the whole file
     if embedded:  # its manifest's width: its stored rows are as wide as the file's
         width = width or int(data.embedded_dataset_info(src)["features"])
     elif not is_topic(src) and fs.exists(src):
+        if width is None and report.truncated:
+            head = report.rows + report.dead.total
         width = width or report.width
         nnz = max(1, round(report.nnz_mean))
     if config.read.hash_features is not None:
-        width = 1 << config.read.hash_features
+        width, head = 1 << config.read.hash_features, None
     # the rows the learners will get (embedded sets are narrow and dense; --stream is dense)
     sparse = (config.stream == "none" and (nnz is not None or is_topic(src))
               and config.read.sparse_rows(width or 1))
     if nnz is not None and not config.read.sparse_rows(width or 1):
         rows = report.rows if config.read.limit is None else min(report.rows, config.read.limit)
         check_dense_rows(config.read, width or 1, rows)
-    check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz)
+    check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz, head=head)
 
 
 def check_dense_rows(read: ReadOptions, width: int, rows: int) -> None:
@@ -182,17 +185,20 @@ _WARN_BYTES = 2 << 30
 
 
 def check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
-                  nnz: int | None = None) -> None:
+                  nnz: int | None = None, head: int | None = None) -> None:
     """Refuse, before reading, a learner that cannot fit in this machine's memory at this
     width (the learners' own estimate, ``learners.registry.check_width``: e.g. budget ×
     width × 8 bytes of dense support vectors, or budget × non-zeros per row for sparse rows),
-    with one line naming the fix."""
+    with one line naming the fix. ``head``: the width was seen on the file's first ``head``
+    records only (the file may be wider, and need more), which the line says."""
     for c in configs:
         try:
             check_width(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
                         nnz_per_row=nnz)
         except WidthError as e:
-            raise ConfigError(f"learner {c.label}: {e}") from None
+            seen = ("" if head is None else f" (width {width:,}: that of the file's first "
+                    f"{head:,} records; the whole file may be wider)")
+            raise ConfigError(f"learner {c.label}: {e}{seen}") from None
         need, what = memory_estimate(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
                                      nnz_per_row=nnz)
         if need > _WARN_BYTES:  # it fits, but a user should know before waiting for it
