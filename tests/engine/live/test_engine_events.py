@@ -882,41 +882,33 @@ def test_hashed_features_fix_the_width() -> None:
         spec(fmt="csv", n_features=None, hash_features=12)
 
 
-def test_every_stream_column_is_documented() -> None:
-    """docs/outputs.md (Outputs of a live stream) lists every column of every stream output
-    in schema order, with the type pyarrow prints and whether it may be null: the page cannot
-    drift from ``stream_schemas``."""
+def _check_documented(section_title: str, heading: str, schemas: dict[str, Any]) -> None:
+    """docs/outputs.md's section ``section_title`` has a table per output (``### {heading}``
+    with the output's name) listing every column of its schema in order, with the type
+    pyarrow prints and whether it may be null: the page cannot drift from the schemas."""
     import re
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[3] / "docs" / "outputs.md").read_text()
-    section = text.split("## Outputs of a live stream", 1)[1].split("\n## ", 1)[0]
+    section = text.split(f"## {section_title}", 1)[1].split("\n## ", 1)[0]
     documented: dict[str, list[tuple[str, str, bool]]] = {}
-    for m in re.finditer(r"^### Stream `(\w+)/`\n(.*?)(?=^### |\Z)", section, re.M | re.S):
+    pattern = r"^### " + heading.replace("NAME", r"`(\w+)/`") + r"\n(.*?)(?=^### |\Z)"
+    for m in re.finditer(pattern, section, re.M | re.S):
         documented[m[1]] = [(c, t, n == "yes") for c, t, n in re.findall(
-            r"^\| `(\w+)` \| ([\w<>]+) \| (yes|no) \|", m[2], re.M)]
-    schemas = stream_schemas()
+            r"^\| `(\w+)` \| ([\w<>: ]+?) \| (yes|no) \|", m[2], re.M)]
     assert documented.keys() == schemas.keys()
     for name, schema in schemas.items():
         assert documented[name] == [(f.name, str(f.type), f.nullable) for f in schema], name
+
+
+def test_every_stream_column_is_documented() -> None:
+    """Outputs of a live stream: every column of ``stream_schemas``."""
+    _check_documented("Outputs of a live stream", "Stream NAME", stream_schemas())
 
 
 def test_every_replay_column_is_documented() -> None:
-    """docs/outputs.md (Outputs of a replay) lists every column of the replay's outputs in
-    schema order, with the type pyarrow prints and whether it may be null (the metrics table
-    lacked its no-skill and regression columns)."""
-    import re
-    from pathlib import Path
-
+    """Outputs of a replay: every column of the replay's outputs (the metrics table lacked
+    its no-skill and regression columns)."""
     from kernelstream.engine.replay import outputs
 
-    text = (Path(__file__).resolve().parents[3] / "docs" / "outputs.md").read_text()
-    section = text.split("## Outputs of a replay", 1)[1].split("\n## ", 1)[0]
-    documented: dict[str, list[tuple[str, str, bool]]] = {}
-    for m in re.finditer(r"^### `(\w+)/`\n(.*?)(?=^### |\Z)", section, re.M | re.S):
-        documented[m[1]] = [(c, t, n == "yes") for c, t, n in re.findall(
-            r"^\| `(\w+)` \| ([\w<>: ]+?) \| (yes|no) \|", m[2], re.M)]
-    schemas = outputs.SCHEMAS
-    assert documented.keys() == schemas.keys()
-    for name, schema in schemas.items():
-        assert documented[name] == [(f.name, str(f.type), f.nullable) for f in schema], name
+    _check_documented("Outputs of a replay", "NAME", outputs.SCHEMAS)
