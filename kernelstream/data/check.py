@@ -18,7 +18,7 @@ from kernelstream.data.labels import LabelMap, class_key, nonfinite_label
 from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import Ranges, ReadOptions
 from kernelstream.data.rows import iter_file_rows  # the pipelines' reader
-from kernelstream.data.scaling import KERNEL_MAX
+from kernelstream.data.scaling import KERNEL_MAX, learnable_rows
 
 MISSING_KEY = "missing key-by value"  # the reason kind of a row without its --key-by value
 _BINARY = ("binary garbage", "undecodable bytes", "corrupt compressed file")
@@ -398,8 +398,7 @@ def head_ranges(X: np.ndarray, report: CheckReport | None = None,
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 2:
         # rows every learner refuses (‖x‖² over KERNEL_MAX) say nothing of the others' ranges
-        with np.errstate(over="ignore", invalid="ignore"):
-            X = X[np.einsum("ij,ij->i", X, X) <= KERNEL_MAX]
+        X = X[learnable_rows(X)]
     if X.ndim != 2 or X.shape[0] < 2:
         return None, None
     lo, hi = X.min(axis=0), X.max(axis=0)

@@ -26,8 +26,7 @@ def fit_minmax(X: Any) -> tuple[np.ndarray, np.ndarray]:
         z = np.zeros(X.shape[1], dtype=np.float64)
         return z, z.copy()
     # rows every learner refuses (dead letters of the run) do not stretch the others' ranges
-    with np.errstate(over="ignore", invalid="ignore"):
-        usable = np.einsum("ij,ij->i", X, X) <= KERNEL_MAX
+    usable = learnable_rows(X)
     if not usable.all() and usable.any():
         X = X[usable]
     return X.min(axis=0), X.max(axis=0)
@@ -109,6 +108,13 @@ TARGET_MAX = 1e50
 # the Gaussian and linear kernels' bound; a polynomial one's is smaller): a row beyond it is a
 # dead letter of every learner, so the head statistics (ranges, spreads) leave it out.
 KERNEL_MAX = 1e100
+
+
+def learnable_rows(X: np.ndarray) -> np.ndarray:
+    """Which rows of a dense 2-D array some learner takes: ‖x‖² ≤ :data:`KERNEL_MAX` (NaN,
+    inf and overflowing rows are not)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.einsum("ij,ij->i", X, X) <= KERNEL_MAX
 
 
 def target_standardisation(targets: Sequence[float], source: str | None = None,

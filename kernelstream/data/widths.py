@@ -43,6 +43,7 @@ from kernelstream.data.errors import ParseError
 from kernelstream.data.hashing import hash_row
 from kernelstream.data.options import AUTO_SPARSE_WIDTH
 from kernelstream.data.rows import iter_file_rows
+from kernelstream.data.scaling import KERNEL_MAX, learnable_rows
 from kernelstream.sparse import CSR
 
 if TYPE_CHECKING:
@@ -117,18 +118,17 @@ def median_gamma(rows: Rows, pairs: int = MEDIAN_PAIRS) -> float:
 
 def median_distance(rows: Rows, pairs: int = MEDIAN_PAIRS) -> float | None:
     """``median ||x_i - x_j||^2`` over ``pairs`` seeded random pairs ``i != j`` of ``rows``
-    the learners take (a row whose squared norm overflows, values near 1e308, is one they
-    refuse: left out), of the finite distances only (one that overflows says nothing of the
-    scale, dense or sparse alike); the mean when over half the pairs coincide; None when no
-    distance is usable (fewer than two rows, all coincide, every distance overflows, or the
-    median is too small to invert)."""
+    the learners take (a row whose squared norm is over ``data.scaling.KERNEL_MAX``, values
+    near 1e308 for one, is one they refuse: left out), of the finite distances only (one that
+    overflows says nothing of the scale, dense or sparse alike); the mean when over half the
+    pairs coincide; None when no distance is usable (fewer than two rows, all coincide, every
+    distance overflows, or the median is too small to invert)."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         if isinstance(rows, CSR):
-            norms = rows.row_sq_norms()
+            good = rows.row_sq_norms() <= KERNEL_MAX
         else:
             rows = np.asarray(rows, np.float64)
-            norms = np.einsum("ij,ij->i", rows, rows)
-        good = np.isfinite(norms)
+            good = learnable_rows(rows)
         if not good.all():
             rows = rows[good]
     n = rows.shape[0]
@@ -220,7 +220,10 @@ def reservoir_from_rows(rows: Iterable[ParsedRow], width: int | None = None,
               max(width, 1))
     if scale == "none" or not cols:
         return csr
-    return _scaled_for_distances(csr, scale)
+    # the spans of the rows the learners take, as the run's own scaling (fit_minmax) has them
+    with np.errstate(over="ignore", invalid="ignore"):  # values near 1e308: refused rows
+        good = csr.row_sq_norms() <= KERNEL_MAX
+    return _scaled_for_distances(csr if good.all() else csr[good], scale)
 
 
 def _scaled_for_distances(rows: CSR, scale: str) -> CSR:

@@ -196,8 +196,7 @@ class Learner(RowChecks):
             # predicting other rows (a monitor, a probe) leaves the trajectory alone, and a
             # state saved after predict_one continues bit for bit: its learn_one draws the same.
             if p is not None:
-                self._pending = None
-                self._undraw(p[2][1])
+                self._drop_pending()
             before = self.rng.bit_generator.state, [getattr(self, a) for a in self._draw_attrs]
             score, aux = self._score(x, xx)
             self._pending = (key, score, (aux, before))

@@ -61,14 +61,7 @@ class RowChecks:
             raise ValueError(f"{self.name}: x must be a 1-D feature vector, got shape {x.shape}")
         if not x.flags.c_contiguous:  # a strided view scores as its copy (BLAS sums in
             x = np.ascontiguousarray(x)  # another order) and as the rows of a block do
-        if self.dim is None:
-            if x.shape[0] == 0:
-                raise ValueError(f"{self.name}: x must have at least one feature")
-        elif x.shape[0] != self.dim:
-            raise ValueError(
-                f"{self.name}: expected {self.dim} features (fixed by the first example), "
-                f"got {x.shape[0]}"
-            )
+        self._width(x.shape[0])
         xx = self._sqnorm(x)
         self._check_xx(xx)
         if self.dim is None:  # only a valid first example fixes the dimension

@@ -22,6 +22,7 @@ from kernelstream._suggest import did_you_mean
 from kernelstream.errors import WidthError
 from kernelstream.learners.kernels import parse_sigmas
 from kernelstream.learners.params import check_not_auto
+from kernelstream.learners.state import state_name
 
 if TYPE_CHECKING:  # the learners import this module; it needs only their class attributes
     from kernelstream.learners.base import Learner, Seed
@@ -98,10 +99,7 @@ def from_state(state: dict[str, np.ndarray]) -> Learner:
     >>> copy.predict_one([0.2, 0.1]) == m.predict_one([0.2, 0.1])
     True
     """
-    if not isinstance(state, dict) or "__learner__" not in state:
-        raise ValueError("not a learner state: a dict of arrays with a '__learner__' entry "
-                         "(Learner.get_state) is expected")
-    return get(str(state["__learner__"])).from_state(state)
+    return get(state_name(state)).from_state(state)
 
 
 # -- width and memory ----------------------------------------------------------------------------

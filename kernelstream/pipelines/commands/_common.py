@@ -69,21 +69,18 @@ def add_learner_arguments(p: argparse.ArgumentParser, stream: bool = False) -> N
                          for rows, learner in DEFAULT_BY_ROWS[task].items())
 
     if stream:
-        p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
-                       help="learner (repeatable; default: "
-                       f"{spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}, with --task regression "
-                       f"{spec(*DEFAULT_LEARNERS['regression'])}; Gaussian widths gamma=auto, "
-                       "from the stream's first records); see "
-                       f"`{PROG} learners` and docs/which-learner.md")
+        default = (f"{spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}, with --task regression "
+                   f"{spec(*DEFAULT_LEARNERS['regression'])}; Gaussian widths gamma=auto, from "
+                   "the stream's first records")
     else:
-        p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
-                       help="learner (repeatable; default: a replay of a file: "
-                       f"{by_rows('classification')} (by its first rows), with --task "
-                       f"regression {by_rows('regression')}; else "
-                       f"{spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}, with --task regression "
-                       f"{spec(*DEFAULT_LEARNERS['regression'])}; replay and tune set Gaussian "
-                       "widths to gamma=auto, from the data); "
-                       f"see `{PROG} learners` and docs/which-learner.md")
+        default = (f"a replay of a file: {by_rows('classification')} (by its first rows), "
+                   f"with --task regression {by_rows('regression')}; else "
+                   f"{spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}, with --task regression "
+                   f"{spec(*DEFAULT_LEARNERS['regression'])}; replay and tune set Gaussian "
+                   "widths to gamma=auto, from the data")
+    p.add_argument("--learner", "-l", action="append", metavar="[LABEL=]NAME",
+                   help=f"learner (repeatable; default: {default}); see `{PROG} learners` and "
+                   "docs/which-learner.md")
     p.add_argument("-p", "--param", action="append", metavar="[LABEL.]KEY=VALUE",
                    help="learner hyper-parameter (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="base seed (default: 0)")

@@ -119,11 +119,10 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
     if not config.wants_width:
         return config
     if n >= 2:
-        gamma = widths.auto_gamma(rows)
-        if not (0 < gamma < float("inf")) or (gamma == 1.0
-                                                and widths.median_distance(rows) is None):
-            # the estimator's documented fallback, never a width a learner refuses
-            gamma = 1.0
+        med = widths.median_distance(rows)
+        # no usable distance: the median heuristic's documented fallback (median_gamma's)
+        gamma = 1.0 if med is None else widths.rounded(1.0 / med)
+        if med is None:
             print(f"{PROG} stream: gamma=auto: no usable distance between the first {n:,} "
                   f"feature records of {topics} (all alike, or too large to measure): "
                   "gamma=1.0, the median heuristic's fallback; -p gamma=G sets one",

@@ -113,11 +113,13 @@ def check_data(config: ReplayConfig) -> None:
     """Before the pipeline: the read options must fit the file (columns, --key-by), and its
     head must not be empty, binary, continuous labels for classification, or mostly
     rejected; each raises :class:`ConfigError` with one line naming the fix. Embedded data
-    sets and Kafka topics (checked by their source) are skipped. Returns nothing; the width
-    seen feeds :func:`check_memory`."""
+    sets are checked too (read options such as --n-features can reject their rows); Kafka
+    topics are checked by their source. Returns nothing; the width seen feeds
+    :func:`check_memory`."""
     src = config.data
     width = config.read.n_features
     embedded = is_embedded(src)
+    report = None
     if not is_topic(src) and (embedded or fs.exists(src)):
         # an embedded set too: it is valid, but read options (--n-features) can reject its rows
         read = (replace(config.read, path=str(data.embedded_path(src))) if embedded
@@ -133,7 +135,7 @@ def check_data(config: ReplayConfig) -> None:
     head = None  # the rows the width was seen on, when they are not the whole file
     if embedded:  # its manifest's width: its stored rows are as wide as the file's
         width = width or int(data.embedded_dataset_info(src)["features"])
-    elif not is_topic(src) and fs.exists(src):
+    elif report is not None:  # a file read above
         if width is None and report.truncated:
             head = report.rows + report.dead.total
         width = width or report.width
@@ -143,7 +145,7 @@ def check_data(config: ReplayConfig) -> None:
     # the rows the learners will get (embedded sets are narrow and dense; --stream is dense)
     sparse = (config.stream == "none" and (nnz is not None or is_topic(src))
               and config.read.sparse_rows(width or 1))
-    if nnz is not None and not config.read.sparse_rows(width or 1):
+    if report is not None and nnz is not None and not config.read.sparse_rows(width or 1):
         rows = report.rows if config.read.limit is None else min(report.rows, config.read.limit)
         check_dense_rows(config.read, width or 1, rows)
     check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz, head=head)

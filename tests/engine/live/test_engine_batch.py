@@ -488,8 +488,9 @@ def test_an_event_of_another_width_in_a_run_is_a_dead_letter(cfg: LearnerConfig)
         got, got_st = reference_outputs(recs, s, chunk=chunk)
         assert rows(got) == rows(want)
         e = StreamEngine(s)
+        assert want_st and got_st.keys() == want_st.keys()
         assert all(state_bytes(e, got_st[k]) == state_bytes(e, want_st[k]) for k in want_st)
-    assert [(d["event_id"], d["stage"]) for d in got.dead_letters] == [
-        ("e2", "learn"), ("e5", "learn"), ("p2", "learn"), ("p2", "join"), ("p3", "learn"),
-        ("p3", "join")]
-    assert len(got.outcomes) == 11
+        assert [(d["event_id"], d["stage"]) for d in got.dead_letters] == [
+            ("e2", "learn"), ("e5", "learn"), ("p2", "learn"), ("p2", "join"), ("p3", "learn"),
+            ("p3", "join")]
+        assert len(got.outcomes) == 11
