@@ -80,9 +80,10 @@ class OGD(ShrinkParams, LinearPrimal):
     # parameter values whose scores diverge on ordinary data (docstring, ``loss``): the
     # conformance suite (kernelstream.learners.testing) exempts them from its bound on the
     # scores, by name, instead of letting them pass it
+    # (linear + squared-hinge grows on real data, to 3.5e27 on german, but stays within the
+    # suite's bound on its N(0, 1) stream, so it is checked there like any configuration)
     known_divergent: ClassVar[tuple[dict[str, Any], ...]] = (
         {"kernel": "polynomial", "loss": "squared-hinge"},
-        {"kernel": "linear", "loss": "squared-hinge"},
     )
 
     loss: str

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelstream import __version__, fs
+from kernelstream.engine.live.snapshot.outputs import EMPTY  # a stream's not-yet-written output
 from kernelstream.errors import OutFolderError
 
 MARKER = ".kernelstream-run"
@@ -141,8 +142,6 @@ def continues(folder: Folder, checkpoint: str | None) -> bool:
 _STARTED_ONLY = (MARKER, ".sample", ".run-*")
 
 
-# a stream's output folder before its first rows: only the empty file of its schema
-_EMPTY_OUTPUT = "part-empty.parquet"
 
 
 def _nothing_written(folder: Folder) -> bool:
@@ -157,7 +156,7 @@ def _empty_output(folder: Folder, entry: str) -> bool:
     if fs.is_remote(folder.path):
         return False
     path = os.path.join(fs.local_path(folder.path), entry)
-    return os.path.isdir(path) and os.listdir(path) == [_EMPTY_OUTPUT]
+    return os.path.isdir(path) and os.listdir(path) == [EMPTY]
 
 
 def check(out: str, *, overwrite: bool, continuing: bool = False,
