@@ -101,6 +101,7 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each loads on firs
     )
     from kernelstream.kafka_client.confluent import check_confluent
     from kernelstream.kafka_client.partitions import (
+        MERGES,
         PartitionGroup,
         check_fingerprints,
         kafka_partition_info,
@@ -126,6 +127,7 @@ _LAZY = {
     "KafkaRecord": "kernelstream.kafka_client.bounded",
     "KafkaTopic": "kernelstream.kafka_client.clients",
     "KafkaWriter": "kernelstream.kafka_client.sink",
+    "MERGES": "kernelstream.kafka_client.partitions",
     "MESSAGE_KEY": "kernelstream.kafka_client.blocks",
     "OUTPUT_TOPICS": "kernelstream.kafka_client.sink",
     "PartitionGroup": "kernelstream.kafka_client.partitions",
@@ -170,6 +172,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ID_PARTITION_SHIFT",
+    "MERGES",
     "MESSAGE_KEY",
     "OUTPUT_TOPICS",
     "READ_DEFAULTS",

@@ -2,8 +2,21 @@
 unbounded reader (``transforms/live/kafka_read.py``) reads together.
 
 A stream joins events and labels by partition number, so every input topic must have the same
-partitions; a group is partition ``p`` of each topic, with the offset each starts at (a
-snapshot's, checked against the log) and, for a bounded read, where each stops. The bounded
+partitions. A group is what one reader merges into one order (by timestamp:
+:mod:`kernelstream.engine.live.merge`), with the offset each of its partitions starts at (a
+snapshot's, checked against the log) and, for a bounded read, where each stops. Two ways to
+group them (:data:`MERGES`):
+
+* ``all`` (the stream's default): one group of every partition of every topic. Every model
+  then sees the records in one timestamp order, whatever the reader's timing, so a model fed
+  by several partitions (one per configuration without ``--key-by``, or an entity whose
+  records are spread over partitions) expires its events by one clock that no partition's
+  backlog runs ahead of. One reader reads it all.
+* ``partition``: partition ``p`` of each topic is a group, and the groups are read in turn (or
+  in parallel, by a runner that splits the read). Right when each model is fed by one
+  partition number (``--key-by`` with each entity's events and labels in partition ``p`` of
+  their topics); a model fed by several groups has one event-time clock that every group moves,
+  so one group's backlog can expire another group's events before their labels come. The bounded
 replay's end snapshot (:func:`~kernelstream.kafka_client.bounded.snapshot_ends`) also measures
 the log here, which is why :func:`kafka_partition_info` is not in the reader itself.
 """
@@ -16,6 +29,9 @@ from typing import Any, NamedTuple
 
 from kernelstream.engine.offsets import check_offsets, fingerprint_mismatch
 from kernelstream.kafka_client.clients import SCHEME, assigned_consumer, error_text
+from kernelstream.kafka_client.names import MERGES  # how partitions are grouped (above)
+
+ALL = -1  # PartitionGroup.partition of the one group of every partition
 
 
 def kafka_partition_info(bootstrap: str, topics: Sequence[str],
@@ -67,26 +83,37 @@ def kafka_partition_info(bootstrap: str, topics: Sequence[str],
 
 class PartitionGroup(NamedTuple):
     """Partition ``partition`` of every input topic (events topics, then the labels topic: the
-    topic index of the merge), the offset to start each at and, for a bounded read, the
-    offset to stop each before (None: read on until drained)."""
+    topic index of the merge), or with ``partition`` :data:`ALL` partitions ``0 ..
+    n_partitions - 1`` of every topic (topic by topic), the offset to start each at and, for
+    a bounded read, the offset to stop each before (None: read on until drained); both in the
+    order of :attr:`partitions`."""
 
     partition: int
     topics: tuple[str, ...]
     start: tuple[int, ...]
     stop: tuple[int, ...] | None = None
+    n_partitions: int = 1  # partitions per topic: those of a group of ALL
 
     @property
     def partitions(self) -> list[tuple[str, int]]:
+        """The group's partitions in merge order: topic by topic (events topics, then the
+        labels topic), each topic's by number. Records of the same timestamp go in this
+        order, so those of partition ``p`` keep the order the group of ``p`` alone gives."""
+        if self.partition == ALL:
+            return [(t, p) for t in self.topics for p in range(self.n_partitions)]
         return [(t, self.partition) for t in self.topics]
 
 
 def partition_groups(info: Mapping[tuple[str, int], tuple[int, int]], topics: Sequence[str],
                      start_offsets: Mapping[tuple[str, int], int] | None = None,
                      stop_offsets: Mapping[tuple[str, int], int] | None = None,
-                     ) -> list[PartitionGroup]:
+                     merge: str = "all") -> list[PartitionGroup]:
     """The partition groups of a stream over ``topics`` (events topics, then the labels
-    topic), from :func:`kafka_partition_info`'s ``info``. Every topic must have the same
-    number of partitions (co-partitioned, as a join needs), else :class:`ValueError`.
+    topic), from :func:`kafka_partition_info`'s ``info``: with ``merge="all"`` one group of
+    every partition (topics of one partition each: partition 0 of each, as ``partition``
+    gives), with ``"partition"`` one group per partition number (see the module docstring).
+    Every topic must have the same number of partitions (co-partitioned, as a join needs),
+    else :class:`ValueError`.
 
     A partition starts at its ``start_offsets`` entry (e.g. a snapshot's), else at its
     beginning; a start offset outside ``[beginning, end]`` raises
@@ -120,7 +147,17 @@ def partition_groups(info: Mapping[tuple[str, int], tuple[int, int]], topics: Se
                     raise ValueError(f"stop offset {b} of {tp[0]}/{tp[1]} is outside "
                                      f"[{a}, {info[tp][1]}] (its start offset and end)")
         groups.append(PartitionGroup(p, tuple(topics), first, stop))
-    return groups
+    if merge not in MERGES:
+        raise ValueError(f"merge {merge!r}: expected one of {', '.join(MERGES)}")
+    if merge == "partition" or len(groups) == 1:
+        return groups
+    # topic by topic: the order of PartitionGroup.partitions
+    k = len(topics)
+    return [PartitionGroup(ALL, tuple(topics),
+                           tuple(g.start[i] for i in range(k) for g in groups),
+                           None if stop_offsets is None else tuple(
+                               g.stop[i] for i in range(k) for g in groups  # type: ignore[index]
+                           ), len(groups))]
 
 
 def check_fingerprints(bootstrap: str, marks: Mapping[tuple[str, int], Any],

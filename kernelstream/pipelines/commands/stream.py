@@ -22,6 +22,7 @@ from kernelstream.pipelines.live import stream  # the launcher: Beam only once i
 from kernelstream.pipelines.live.stream_config import (
     KAFKA_CLIENTS,
     KEY_BY,
+    MERGES,
     WIDTH_WAIT,
     StreamConfig,
 )
@@ -119,6 +120,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the reader's Kafka client: confluent-kafka (librdkafka: C decoding, "
                    "background prefetch), or kafka-python; auto (default): confluent-kafka "
                    "when installed and every --kafka-option has a librdkafka equivalent")
+    s.add_argument("--merge", choices=MERGES,
+                   help="how the reader orders the records: all (default for a new run): every "
+                   "partition of every topic in one timestamp order, so a model fed by several "
+                   "partitions expires its events by one clock no partition's backlog runs "
+                   "ahead of; partition: partition p of each topic in its own order, read in "
+                   "turn (for models each fed by one partition number, e.g. --key-by with each "
+                   "entity's records in one partition). Default on resume: the checkpoint's")
     s.add_argument("--init-from", metavar="DIR",
                    help="warm start: models without a snapshot start from the learners in "
                    "this stream checkpoint or replay checkpoint directory")

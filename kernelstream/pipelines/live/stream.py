@@ -239,7 +239,7 @@ def _execute(config: StreamConfig, prep: Prepared,
     job = stream_job.StreamJob(
         spec=config.spec, bootstrap=config.bootstrap, topics=config.topics, out=out,
         control=control, part=part, labels_topic=config.labels_topic, client=config.client,
-        kafka_client=config.kafka_client,
+        kafka_client=config.kafka_client, merge=config.merge or "all",
         start_offsets=tuple((t, p, o) for (t, p), o in sorted(prep.start.items())),
         checkpoint=None if config.checkpoint is None else os.path.realpath(config.checkpoint),
         resume_epoch=prep.resume_epoch, init_from=config.init_from, init_kind=prep.init_kind,

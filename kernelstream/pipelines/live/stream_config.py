@@ -26,7 +26,7 @@ from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
 from kernelstream.engine.replay import checkpoints
 from kernelstream.errors import ConfigError, WidthError
-from kernelstream.kafka_client.names import KAFKA_CLIENTS, SCHEME
+from kernelstream.kafka_client.names import KAFKA_CLIENTS, MERGES, SCHEME
 from kernelstream.learners.registry import check_width
 from kernelstream.pipelines.config import (
     DEFAULT_LEARNERS,
@@ -105,6 +105,9 @@ class StreamConfig:
     kafka_outputs: tuple[str, ...] = OUTPUT_NAMES  # the outputs sent to Kafka
     client: tuple[tuple[str, str], ...] = ()
     kafka_client: str = "auto"  # the reader's client (kafka_client.confluent.reader_consumer)
+    # --merge: how the reader groups the partitions (kafka_client.partitions.MERGES); None
+    # until resolved (stream_prepare): a checkpoint's recorded one, else "all"
+    merge: str | None = None
     init_from: str | None = None
     max_seconds: float | None = None
     idle_stop: float | None = None
@@ -268,7 +271,7 @@ class StreamConfig:
                 "positive_label": r.positive_label, "key_by": r.key_by,
                 "label_ttl_ms": s.label_ttl_ms, "metrics_window_ms": s.metrics_window_ms,
                 "rows": r.rows, "hash_features": r.hash_features,
-                "negative_label": s.negative_label,
+                "negative_label": s.negative_label, "merge": self.merge,
                 "init_from": None if self.init_from is None else os.path.realpath(self.init_from)}
 
     @classmethod
@@ -359,6 +362,9 @@ class StreamConfig:
                 raise ConfigError("--kafka-outputs goes with --kafka-out")
             kafka_outputs = names
         client = kafka_lib.client_settings(args.kafka_option or [])
+        merge = getattr(args, "merge", None)
+        if merge is not None and merge not in MERGES:
+            raise ConfigError(f"--merge {merge!r}: expected one of {', '.join(MERGES)}")
         kafka_client = getattr(args, "kafka_client", None) or "auto"
         if kafka_client not in KAFKA_CLIENTS:
             raise ConfigError(f"--kafka-client {kafka_client!r}: expected one of "
@@ -398,8 +404,8 @@ class StreamConfig:
             bootstrap=bootstrap, topics=topics, labels_topic=labels_topic, configs=configs,
             spec=spec, out=args.out, checkpoint=args.checkpoint, kafka_out=kafka_out,
             kafka_outputs=kafka_outputs,
-            client=client, kafka_client=kafka_client, init_from=args.init_from,
-            max_seconds=max_seconds, idle_stop=idle_stop,
+            client=client, kafka_client=kafka_client, merge=merge,
+            init_from=args.init_from, max_seconds=max_seconds, idle_stop=idle_stop,
             snapshot_every=args.snapshot_every, snapshot_seconds=snapshot_seconds,
             runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv),
             overwrite=bool(getattr(args, "overwrite", False)),

@@ -131,7 +131,8 @@ def _check_resume(config: StreamConfig, info: dict[str, Any], directory: str) ->
     # a setting a snapshot leaves out: its default (older versions wrote rows and
     # hash_features only when set), or, when it never recorded the setting, not known
     saved = {**{k: v for k, v in STREAM_DOC_DEFAULTS.items() if "topics" in saved}, **saved}
-    diff = [k for k in mine if k in saved and saved[k] != mine[k]]
+    # merge is how the partitions are read, not what the models are: it may change
+    diff = [k for k in mine if k in saved and k != "merge" and saved[k] != mine[k]]
     if diff:
         parts = ", ".join(f"{k} {saved[k]!r} -> {mine[k]!r}" for k in diff)
         raise UpfrontError(f"checkpoint {directory} was written with other stream settings "
@@ -380,6 +381,11 @@ def prepare(config: StreamConfig) -> Prepared:
                 # and the ranges its rows were scaled by (--scale auto), or none: as recorded
                 config = _recorded_scale(config, saved.get("scaling"),
                                          f"checkpoint {checkpoint}")
+                # how the reader merged the partitions: as recorded (older snapshots: a group
+                # per partition number) unless --merge says otherwise
+                if config.merge is None:
+                    config = replace(config, merge=str((saved.get("stream") or {}).get(
+                        "merge") or "partition"))
                 _check_resume(config, saved, checkpoint)
                 saved_out = saved.get("out")
                 if out is None:
@@ -412,7 +418,10 @@ def prepare(config: StreamConfig) -> Prepared:
         except (ConnectionError, FileNotFoundError) as exc:
             raise UpfrontError(str(exc)) from None
         try:
-            groups = kafka_client.partition_groups(info, config.all_topics, committed)
+            merge = config.merge or "all"  # a fresh run: one order of every partition
+            config = replace(config, merge=merge)
+            groups = kafka_client.partition_groups(info, config.all_topics, committed,
+                                                   merge=merge)
         except OffsetOutOfLog as exc:
             raise UpfrontError(str(exc)) from None
         except ValueError as exc:
@@ -429,7 +438,8 @@ def prepare(config: StreamConfig) -> Prepared:
         for g in groups:
             for tp, off in zip(g.partitions, g.start, strict=True):
                 start[tp] = int(off)
-        _check_kafka_out(config, len(groups))
+        n_partitions = len({p for _, p in start})  # of each topic (co-partitioned)
+        _check_kafka_out(config, n_partitions)
         init_kind, init_scaling, init_configs, init_dims = _init_kind(config)
         if resume is None and init_kind is not None:
             # the warm-started models learnt rows scaled so (or not at all): nothing is read
@@ -479,7 +489,7 @@ def prepare(config: StreamConfig) -> Prepared:
                                "--checkpoint") from None
         except OSError as exc:
             raise UpfrontError(f"--out {out}: {exc}") from None
-        return Prepared(out, start, store, resume, init_kind, len(groups), config)
+        return Prepared(out, start, store, resume, init_kind, n_partitions, config)
     except BaseException:
         if store is not None:
             store.close()

@@ -106,6 +106,7 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
         "source": f"{SCHEME}{config.bootstrap}/{','.join(config.topics)}",
         "labels": (None if config.labels_topic is None
                    else f"{SCHEME}{config.bootstrap}/{config.labels_topic}"),
+        "merge": config.merge,  # how the reader ordered the partitions' records (--merge)
         "configs": list(config.configs_doc()),
         # the parameters learnt with (gamma=auto resolved) and where the widths came from
         "learners": config.configs_doc(), "width_source": config.width_source,

@@ -3,10 +3,11 @@
 :class:`ReadKafkaPartitions` reads one or more events topics and an optional labels topic
 (co-partitioned: the same number of partitions) with confluent-kafka (librdkafka: C decoding,
 background prefetch; :mod:`kernelstream.kafka_client.confluent`) where it is installed and the
-client settings translate, else kafka-python, as *partition groups*:
-partition ``p`` of every topic is one element, whose records are merged by
-``(timestamp, topic index, offset)`` (:mod:`kernelstream.engine.live.merge`), so a model fed by one
-group sees its records in an order the topic contents alone decide.
+client settings translate, else kafka-python, as *partition groups*: every partition of every
+topic as one element (``merge="all"``, the default), or partition ``p`` of every topic as one
+(``"partition"``; :mod:`kernelstream.kafka_client.partitions`). A group's records are merged by
+``(timestamp, index in the group, offset)`` (:mod:`kernelstream.engine.live.merge`), so a
+model fed by one group sees its records in an order the topic contents alone decide.
 
 Restriction: :class:`GroupRestriction`, the next offset of each partition of the group and,
 for a bounded read, the offsets to stop before (``stop``), else an open end. Its tracker
@@ -69,6 +70,7 @@ from kernelstream.engine.offsets import Fingerprint
 from kernelstream.kafka_client.confluent import KAFKA_CLIENTS, reader_consumer
 from kernelstream.kafka_client.group_reader import GroupReader
 from kernelstream.kafka_client.partitions import (
+    MERGES,
     PartitionGroup,
     kafka_partition_info,
     partition_groups,
@@ -204,7 +206,7 @@ class _ReadGroups(beam.DoFn):
         self.poll_timeout_ms, self.max_records = poll_timeout_ms, max_records
         self.merge_idle_ms, self.idle_lag_ms = merge_idle_ms, idle_watermark_lag_ms
         self.drain_path = drain_path
-        self._readers: dict[tuple[int, tuple[str, ...]], GroupReader] = {}
+        self._readers: dict[tuple[int, tuple[str, ...], int], GroupReader] = {}
 
     def setup(self) -> None:
         self._readers = {}
@@ -225,7 +227,7 @@ class _ReadGroups(beam.DoFn):
 
     def _read(self, group: PartitionGroup, tracker: Any, watermark: Any) -> Iterator[Any]:
         rest: GroupRestriction = tracker.current_restriction()
-        cache_key = (group.partition, tuple(group.topics))
+        cache_key = (group.partition, tuple(group.topics), group.n_partitions)
         reader = self._readers.get(cache_key)
         if reader is None:
             # resolved here, on the worker: "auto" takes confluent-kafka where it imports
@@ -414,13 +416,13 @@ class _ListGroups(beam.DoFn):
     def __init__(self, bootstrap: str, topics: tuple[str, ...],
                  client: tuple[tuple[str, str], ...],
                  start: dict[tuple[str, int], int] | None,
-                 stop: dict[tuple[str, int], int] | None) -> None:
+                 stop: dict[tuple[str, int], int] | None, merge: str) -> None:
         self.bootstrap, self.topics, self.client = bootstrap, topics, client
-        self.start, self.stop = start, stop
+        self.start, self.stop, self.merge = start, stop, merge
 
     def process(self, _: Any) -> Iterator[PartitionGroup]:
         info = kafka_partition_info(self.bootstrap, self.topics, self.client)
-        yield from partition_groups(info, self.topics, self.start, self.stop)
+        yield from partition_groups(info, self.topics, self.start, self.stop, self.merge)
 
 
 class KafkaReadOutputs(NamedTuple):
@@ -436,6 +438,9 @@ class ReadKafkaPartitions(beam.PTransform):
     """``PBegin`` → the records of ``topics`` (events topics, then ``labels_topic``) by
     partition group (see the module docstring) and the reader's progress.
 
+    ``merge``: ``"all"`` reads every partition as one group, merged into one timestamp order;
+    ``"partition"`` reads partition ``p`` of every topic as a group, the groups in turn
+    (:mod:`kernelstream.kafka_client.partitions` says when each is right).
     ``start_offsets``: ``{(topic, partition): next offset}`` (a snapshot's), else each
     partition's beginning; an offset outside the log raises
     :class:`~kernelstream.engine.offsets.OffsetOutOfLog`. ``stop_offsets``: a bounded read
@@ -468,8 +473,12 @@ class ReadKafkaPartitions(beam.PTransform):
                  max_records: int = 1000, merge_idle_ms: int = 50,
                  idle_watermark_lag_ms: int = 1000, drain_path: str | None = None,
                  progress_in_records: bool = False, batch_records: bool = False,
-                 call_ms: int = 0, call_records: int = 0, kafka_client: str = "auto") -> None:
+                 call_ms: int = 0, call_records: int = 0, kafka_client: str = "auto",
+                 merge: str = "all") -> None:
         super().__init__()
+        if merge not in MERGES:
+            raise ValueError(f"merge {merge!r}: expected one of {', '.join(MERGES)}")
+        self.merge = merge
         if isinstance(topics, str) or not topics:
             raise ValueError("ReadKafkaPartitions needs a sequence of one or more topics")
         all_topics = (*topics, *([labels_topic] if labels_topic else []))
@@ -502,7 +511,8 @@ class ReadKafkaPartitions(beam.PTransform):
         out = (pbegin
                | "Impulse" >> beam.Impulse()
                | "ListGroups" >> beam.ParDo(_ListGroups(self.bootstrap, self.topics,
-                                                        self.client, self.start, self.stop))
+                                                        self.client, self.start, self.stop,
+                                                        self.merge))
                | "ReadGroups" >> (beam.ParDo(dofn).with_output_types(Batched)
                                   if self.batch_records else beam.ParDo(dofn)
                                   ).with_outputs(PROGRESS_TAG, main="records"))

@@ -397,7 +397,7 @@ class LiveStream(beam.PTransform):
             # snapshots wait for a bundle's end only with models in Beam state
             call_ms=job.reader_call_ms,
             call_records=job.snapshot_every if job.state_in_beam else 0,
-            kafka_client=job.kafka_client)
+            kafka_client=job.kafka_client, merge=job.merge)
         items = (read.records
                  | "Route" >> beam.ParDo(RouteRecords(job)).with_output_types(
                      typehints.Tuple[str, Batched])

@@ -66,6 +66,9 @@ class StreamJob:
     labels_topic: str | None = None
     client: tuple[tuple[str, str], ...] = ()
     kafka_client: str = "auto"  # the reader's client: auto, confluent or kafka-python
+    # how the reader groups the partitions (kafka_client.partitions.MERGES): "all", one
+    # timestamp order of every partition, or "partition", a group per partition number
+    merge: str = "all"
     start_offsets: tuple[tuple[str, int, int], ...] = ()
     checkpoint: str | None = None
     resume_epoch: int | None = None
@@ -93,7 +96,7 @@ class StreamJob:
         snapshots wait for a bundle's end."""
         if self.call_ms is not None:
             return self.call_ms
-        groups = len({p for _, p, _ in self.start_offsets})
+        groups = 1 if self.merge == "all" else len({p for _, p, _ in self.start_offsets})
         return LONG_CALL_MS if groups == 1 and not self.state_in_beam else CALL_MS
 
     @property

@@ -108,9 +108,13 @@ def read_back(broker: str, topic: str, partitions: int) -> list[list[SourceRecor
 
 
 def reference_records(broker: str, topics: Sequence[str], partitions: int,
-                      ) -> list[SourceRecord]:
-    """The records of every partition group, each group in the stream's merge order."""
+                      merge: str = "all") -> list[SourceRecord]:
+    """The records in the stream's merge order: with ``merge="all"`` (the stream's default)
+    one merge of every partition, topic by topic; with ``"partition"`` each partition group
+    merged on its own, group after group (a model fed by one group sees the same order)."""
     per_topic = [read_back(broker, t, partitions) for t in topics]
+    if merge == "all":
+        return merged([recs[p] for recs in per_topic for p in range(partitions)])
     out: list[SourceRecord] = []
     for p in range(partitions):
         out += merged([recs[p] for recs in per_topic])
