@@ -453,7 +453,7 @@ def test_drain_is_a_checkpoint_not_a_flush() -> None:
     labels = [SourceRecord("lab", 0, i, 100 * (i + 1), b"e%d" % i, b"+1") for i in range(2)]
     dofn = kr._ReadGroupsUnbounded("unused:1", (), 50, 100, 50, 1000, None)
     dofn.setup()
-    dofn._readers[(0, ("ev", "lab"))] = GroupReader(
+    dofn._readers[dofn.reader_key(group)] = GroupReader(
         group, _HeldBack(labels, {("ev", 0): 3, ("lab", 0): 2}), merge_idle_ms=50)
     watermark = ManualWatermarkEstimator(None)
 

@@ -225,9 +225,14 @@ class _ReadGroups(beam.DoFn):
                 ) -> Iterator[Any]:
         yield from self._read(group, tracker, watermark)
 
+    @staticmethod
+    def reader_key(group: PartitionGroup) -> tuple[int, tuple[str, ...], int]:
+        """What names ``group``'s cached reader: its partitions (not where it starts)."""
+        return (group.partition, tuple(group.topics), group.n_partitions)
+
     def _read(self, group: PartitionGroup, tracker: Any, watermark: Any) -> Iterator[Any]:
         rest: GroupRestriction = tracker.current_restriction()
-        cache_key = (group.partition, tuple(group.topics), group.n_partitions)
+        cache_key = self.reader_key(group)
         reader = self._readers.get(cache_key)
         if reader is None:
             # resolved here, on the worker: "auto" takes confluent-kafka where it imports
