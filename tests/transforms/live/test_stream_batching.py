@@ -83,11 +83,14 @@ def test_a_crash_point_counts_every_record_of_a_batch() -> None:
 
 def test_a_single_partition_group_reads_in_long_calls() -> None:
     """A reader call (bundle) lasts long for one group with worker-held models (snapshots do
-    not wait for its end); groups taking turns, or models in Beam state, keep short calls."""
+    not wait for its end): one partition, or every partition merged (--merge all, the
+    default); groups taking turns (--merge partition), or models in Beam state, keep short
+    calls."""
     one = (("ev", 0, 0), ("lab", 0, 0))
     two = (*one, ("ev", 1, 0), ("lab", 1, 0))
     base = job()
     assert replace(base, start_offsets=one).reader_call_ms == LONG_CALL_MS > CALL_MS
-    assert replace(base, start_offsets=two).reader_call_ms == CALL_MS
+    assert replace(base, start_offsets=two).reader_call_ms == LONG_CALL_MS
+    assert replace(base, start_offsets=two, merge="partition").reader_call_ms == CALL_MS
     assert replace(base, start_offsets=one, state_in_beam=True).reader_call_ms == CALL_MS
     assert replace(base, start_offsets=one, call_ms=123).reader_call_ms == 123
