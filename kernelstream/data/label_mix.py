@@ -161,6 +161,20 @@ def mix_warning(read: ReadOptions, limit: int) -> str | None:
             f"sorted by label; --sample {limit} takes random rows")
 
 
+def class_count(read: ReadOptions, stop: int | None = None) -> int:
+    """The distinct classes (``labels.class_key``) among the labels of ``read``'s rows,
+    read only until ``stop`` are seen; 0 when they cannot be read."""
+    keys: set[float | str] = set()
+    try:
+        for tok in _iter_labels(read):
+            keys.add(class_key(tok))
+            if stop is not None and len(keys) >= stop:
+                break
+    except (OSError, ValueError, KeyError, ImportError):
+        return 0
+    return len(keys)
+
+
 def run_positive_label(read: ReadOptions, whole_file: bool = False) -> str | None:
     """The ``positive_label`` a classification run reads ``read`` with, decided on the file's
     labels before the run (only the labels are read, and only as far as needed).

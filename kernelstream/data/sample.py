@@ -1,5 +1,7 @@
 """``--sample N``: N rows of a data file drawn at random, written as a file of the same format
 that the run then reads (``OUT/.sample/``), so every runner and worker reads the same rows.
+They are drawn before the run's data-driven decisions, which read them
+(``pipelines.replay.sample_rows``).
 
 The draw is reproducible: the rows are ``rng.choice(rows, N, replace=False)`` with ``rng``
 seeded by ``SeedSequence([seed, SAMPLE_KEY])`` (``--seed``; apart from the permutations'

@@ -5,7 +5,8 @@ pair when the squared distances are small against ``1/gamma`` and ~0 when they a
 both make a kernel learner predict one class. The distances' scale depends on the dimension
 and the features' units, so ``gamma=auto`` takes it from the data: once, at the start of a run,
 from a reservoir of its first :data:`RESERVOIR_ROWS` rows (the first rows of a file, at most its
-``--limit`` rows, the rows the run learns; the first records of a stream), and the number
+``--limit`` rows, the rows the run learns; of ``--sample``'s drawn rows; the first records of
+a stream), and the number
 is what the run records (``summary.json``, the outputs' parameters, ``--params-from``), so
 that a rerun from those records is exact.
 

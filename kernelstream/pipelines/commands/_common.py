@@ -236,7 +236,8 @@ PREPARE_HELP = {
     "--limit": "use only the first N rows of the file (before permuting; a warning when "
     "their label mix differs from the file's)",
     "--sample": "use N rows of the file drawn at random (seeded by --seed, reproducible; "
-    "kept in file order, written to DIR/.sample/), instead of the first N (--limit)",
+    "kept in file order, written to DIR/.sample/), instead of the first N (--limit); gamma=auto, "
+    "--scale auto, --scale-target auto and the default learner are decided on those rows",
     "--scale": "feature scaling: none, min-max to [0,1] or to [-1,1]; auto: [0,1] when the "
     f"file's first rows are dense and their feature spreads differ by over {SPREAD_RATIO:g}x, "
     "else none (default: auto; the choice is printed and recorded in summary.json)",

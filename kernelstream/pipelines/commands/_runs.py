@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, Any
 from kernelstream import __version__, data, fs
 from kernelstream._json import json_safe
 from kernelstream.data.label_mix import mix_warning
-from kernelstream.data.rows import TextFormat
-from kernelstream.data.sample import draw_sample
 from kernelstream.data.scaling import ranges_doc
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.evaluate import stderr_progress
@@ -42,6 +40,7 @@ from kernelstream.pipelines.config import PROG, is_topic
 from kernelstream.pipelines.replay import replay
 from kernelstream.pipelines.replay.replay_args import ReplayConfig
 from kernelstream.pipelines.replay.replay_checks import check_data, is_embedded
+from kernelstream.pipelines.replay.sample_rows import place
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult
@@ -321,23 +320,15 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _draw_sample(config: ReplayConfig, command: str) -> None:
-    """Write ``--sample N``'s rows where the run reads them (``config.data``)."""
-    assert config.sample is not None
-    src, n = config.sample
-    fmt = config.read.resolved_fmt()
+def _place_sample(config: ReplayConfig, command: str) -> None:
+    """Move ``--sample N``'s rows, drawn before the run's decisions
+    (``pipelines.replay.sample_rows``), to where the run reads them (``config.data``)."""
+    assert config.staged_sample is not None
     try:
-        header = None
-        if fmt == "csv":
-            header = TextFormat.detect(src, "csv", config.read.label_column,
-                                       config.read.delimiter, config.read.header,
-                                       config.read.key_by).header_line
-        got = draw_sample(src, fmt, n, config.seed, config.data, header)
-    except (OSError, ValueError) as exc:
-        raise RefusedError(error(command, f"--sample {n}: cannot read {src}: {exc}")) from None
-    if got < n:
-        print(f"{PROG} {command}: note: --sample {n}: the file has only {got} rows, all "
-              "taken", file=sys.stderr)
+        place(config.staged_sample, config.data)
+    except OSError as exc:
+        raise RefusedError(error(command, f"--sample: cannot write {config.data}: {exc}")
+                           ) from None
 
 
 def _has_checkpoint(directory: str) -> bool:
@@ -389,8 +380,8 @@ def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iter
         except OSError as exc:
             raise RefusedError(error(command, f"cannot create the output directory: {exc}")
                                ) from None
-        if config.sample is not None:  # --sample N: drawn once, read by every worker
-            _draw_sample(config, command)
+        if config.staged_sample is not None:  # --sample N: drawn once, read by every worker
+            _place_sample(config, command)
         if config.workers > 1 and config.runner != "dask":  # dask: its cluster's workers
             from kernelstream.pipelines.replay.workers import WorkerPool, effective_workers
 

@@ -24,7 +24,7 @@ from kernelstream.pipelines.commands._runs import (
 )
 from kernelstream.pipelines.commands.replay import print_run
 from kernelstream.pipelines.config import PROG, is_topic
-from kernelstream.pipelines.replay import replay
+from kernelstream.pipelines.replay import replay, sample_rows
 from kernelstream.pipelines.replay.replay_args import ReplayConfig
 
 COMMAND = Command(
@@ -83,6 +83,9 @@ def submitted_config(submitted: dict[str, Any], out: str) -> ReplayConfig:
     run_args = command_parser(replay_command).parse_args(submitted["argv"])
     run_args.pipeline_args = list(submitted["pipeline_args"])
     run_args.recorded_head = submitted.get("topic_head")
+    # --sample: the rows the run learnt are in out/.sample/: decided on them, not drawn again
+    run_args.out = out
+    setattr(run_args, sample_rows.IN_PLACE, True)
     if run_args.recorded_head is None and is_topic(run_args.data or ""):
         # a record of an earlier version, which read the head again but never standardised a
         # topic's target: rebuilt as that version ran it

@@ -55,6 +55,7 @@ from kernelstream.pipelines.config import (
     parse_learner_spec,
     runners_for,
 )
+from kernelstream.pipelines.replay import sample_rows
 from kernelstream.pipelines.replay.replay_args import (
     ReplayConfig,
     resolve_read,
@@ -264,8 +265,11 @@ def default_configuration(args: argparse.Namespace, name: str | None,
         task = learner_configs([name], fixed, auto_width=lambda: 1.0)[0].task
     task = task or "classification"
     # the read options resolved as the replay resolves them (--scale auto first: scaled rows
-    # are dense), on a copy: the replay of the cells resolves them again and records why
-    _, _, rows = resolve_read(argparse.Namespace(**{**_REPLAY_ONLY, **vars(args)}), args.data)
+    # are dense), on a copy: the replay of the cells resolves them again and records why;
+    # --sample: on the drawn rows, drawn here once (kept in args for that replay)
+    drawn = sample_rows.drawn_sample(args, args.data)
+    _, _, rows = resolve_read(argparse.Namespace(**{**_REPLAY_ONLY, **vars(args)}),
+                              args.data if drawn is None else drawn.rows)
     base_name, params = (DEFAULT_BY_ROWS[task][rows] if rows is not None
                          else DEFAULT_LEARNERS.get(task, DEFAULT_LEARNERS["classification"]))
     return base_name, dict(params)

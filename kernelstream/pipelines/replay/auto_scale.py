@@ -21,7 +21,8 @@ scale; on the shared sets it took raker's MSE ratio to the running mean from 1.1
 and the default rff-rls's from 0.87 to 0.15, 0.09 to 0.07 and 0.52 to 0.50.
 
 Only the first :data:`HEAD_ROWS` rows of a local file or embedded set are read (at most its
-``--limit`` rows: the rows the run learns);
+``--limit`` rows: the rows the run learns; with ``--sample``, of the rows drawn:
+``pipelines.replay.sample_rows``);
 ``--stream``, a remote file and sparse rows (scaling would fill in their zeros) are left as
 they are. A Kafka topic's ``auto`` is decided on its first rows by the same rule once its
 options have passed, and its rows are scaled by those rows' ranges
@@ -148,10 +149,9 @@ def resolve_options(src: str, options: dict[str, Any],
         header=options.get("header"), key_by=options.get("key_by"),
         hash_features=options.get("hash_features"), limit=options.get("limit"),
         task=options.get("task"))
-    # --sample: the CLI decides on the file the rows are drawn from
-    head = options["sample"][0] if options.get("sample") is not None else src
-    why, hint = resolve_features(args, head)
-    target, note = resolve_target(args, head, task or "classification")
+    # (--sample: ``src`` is the drawn rows, which the run learns, as the CLI decides)
+    why, hint = resolve_features(args, src)
+    target, note = resolve_target(args, src, task or "classification")
     notes = [line for line in (hint, note) if line is not None]
     return ({**options, "scale": args.scale, "scale_target": args.scale_target}, why, target,
             notes)

@@ -20,7 +20,6 @@ from kernelstream import data, fs, kafka_client, learners
 from kernelstream._suggest import did_you_mean
 from kernelstream.data import label_mix, widths
 from kernelstream.data.options import ReadOptions, column_option
-from kernelstream.data.sample import EXTENSIONS
 from kernelstream.engine.learner_config import LearnerConfig, as_configs
 from kernelstream.errors import ConfigError
 from kernelstream.experiments import tuning
@@ -37,7 +36,7 @@ from kernelstream.pipelines.config import (
     parse_param_spec,
     resolve_task,
 )
-from kernelstream.pipelines.replay import auto_scale
+from kernelstream.pipelines.replay import auto_scale, sample_rows
 from kernelstream.pipelines.replay.replay_checks import (
     DASK_WORKERS,
     check_dask,
@@ -159,6 +158,9 @@ class ReplayConfig:
     order: str = "permuted"  # "file": one stream in file order, read in parallel chunks
     # ``--sample N``: (the file the rows are drawn from, N); ``data`` is then the drawn file
     sample: tuple[str, int] | None = None
+    # the CLI's ``--sample``: the rows drawn before the run's decisions, staged here until the
+    # run's start moves them to ``data`` (``pipelines.replay.sample_rows``)
+    staged_sample: str | None = None
     chunk_bytes: int = 16 << 20  # the chunks of order="file"
     quiet: bool = False
     argv: tuple[str, ...] = field(default_factory=tuple)
@@ -184,14 +186,13 @@ class ReplayConfig:
         if self.read.path != self.data:  # one name of the data: ``data``
             object.__setattr__(self, "read", replace(self.read, path=self.data))
         # the widths left to the data (gamma unset or auto, ...: LearnerConfig.auto_widths),
-        # from the file's first rows as the CLI's (a sample's: the file it is drawn from); none
+        # from the file's first rows as the CLI's (a sample's: the drawn rows, ``data``); none
         # for a topic or an adversarial stream, whose learners keep their default widths (an
         # explicit auto: ConfigError). The CLI's configurations come resolved: nothing to read
         if any(c.auto_widths for c in self.learners):
             head = None
             if self.stream == "none":
-                head = head_options(self.read if self.sample is None
-                                    else replace(self.read, path=self.sample[0]))
+                head = head_options(self.read)
             auto_width = None if head is None else width_estimate(head)
             object.__setattr__(self, "learners",
                                tuple(c.with_widths(auto_width) for c in self.learners))
@@ -226,8 +227,9 @@ class ReplayConfig:
         read = ReadOptions(path=data, **{k: v for k, v in options.items() if k in reads})
         # the label map decided before the run, as the CLI does (a one-class prefix maps as the
         # whole file; labels it cannot map: ConfigError)
+        sample = options.get("sample")
         read = replace(read, positive_label=decided_positive_label(
-            read, sampled=options.get("sample") is not None))
+            read, drawn_from=None if sample is None else sample[0]))
         kafka = KafkaOptions(**{KafkaOptions.KEYWORDS[k]: v for k, v in options.items()
                                 if k in KafkaOptions.KEYWORDS})
         rest = {k: v for k, v in options.items()
@@ -259,8 +261,12 @@ class ReplayConfig:
                     print(f"{PROG}: {line}", file=sys.stderr)
         src = args.data or DEFAULT_DATASET
         scale = args.scale  # as given: a topic's auto is decided on its head (topic_head)
+        # --sample N: the rows drawn first, once; every decision below reads them, not the
+        # file's head (the run learns them)
+        drawn = sample_rows.drawn_sample(args, src)
+        rows_src = src if drawn is None else drawn.rows
         # before the widths: gamma=auto is estimated on the rows as the learners get them
-        scaled, hint, rows = resolve_read(args, src, default=not learner_specs)
+        scaled, hint, rows = resolve_read(args, rows_src, default=not learner_specs)
         if getattr(args, "shard", None) is None:  # (a shard's parent has said it)
             if scaled is not None:
                 print(f"{PROG}: scaling features to [0, 1] ({scaled}; --scale none keeps "
@@ -276,18 +282,20 @@ class ReplayConfig:
         # a topic's width is read last (below), once every refusal has had its say: until
         # then its configurations hold a stand-in (the widths change no check)
         configs = learner_configs(learner_specs, param_specs, task=args.task,
-                                  auto_width=(lambda: 1.0) if kafka_src else file_width(args, src),
+                                  auto_width=((lambda: 1.0) if kafka_src
+                                              else file_width(args, rows_src)),
                                   default=default)
         task = resolve_task(configs, args.task)
         # a topic's target is standardised by its head (topic_head), a file's here
         topic_target = kafka_src and task == "regression" and args.scale_target == auto_scale.AUTO
-        target, standardised = auto_scale.resolve_target(args, src, task)
+        target, standardised = auto_scale.resolve_target(args, rows_src, task)
         if target is not None:  # the learners learn it standardised, every output in its units
             configs = tuple(replace(c, target=target) for c in configs)
         if standardised is not None and getattr(args, "shard", None) is None:
             print(f"{PROG}: {standardised}", file=sys.stderr)
         dataset = display_name(src)
-        positive = run_positive_label(args, src, task)
+        positive = run_positive_label(args, rows_src, task,
+                                      drawn_from=None if drawn is None else drawn.source)
         settings = kafka_options(args, kafka_src)
         check_at_least(args, permutations=1, seed=0, limit=1)
         if args.runner is None:  # adversarial streams are generated in memory: the loop's job
@@ -307,9 +315,9 @@ class ReplayConfig:
             raise ConfigError("--hash-features applies to data files and topics, not --stream")
         out = args.out if args.out else str(default_out(dataset, configs))
         read_path, read_fmt, sample = src, args.format, None
-        if getattr(args, "sample", None) is not None:
-            read_path, read_fmt, drawn_from = sample_file(args, src, kafka_src, dataset, out)
-            sample = (drawn_from, args.sample)
+        if drawn is not None:  # the run reads the rows in OUT/.sample/ (_runs.started)
+            read_path, read_fmt = fs.join(out, ".sample", drawn.name), drawn.fmt
+            sample = (drawn.source, drawn.n)
         shard = getattr(args, "shard", None)
         if tuned is not None and shard is None:
             note = tuning.overlap_note(tuned, args.seed, args.permutations)
@@ -343,6 +351,7 @@ class ReplayConfig:
             seed=args.seed,
             permutations=args.permutations,
             sample=sample,
+            staged_sample=drawn.rows if drawn is not None and drawn.staged else None,
             read=ReadOptions(
                 path=read_path, fmt=read_fmt, n_features=args.n_features,
                 label_column=column_option(args.label_column),
@@ -365,24 +374,6 @@ class ReplayConfig:
             auto_scale=scaled,
             widths=head.widths,
         )
-
-
-def sample_file(args: argparse.Namespace, src: str, kafka_src: bool, dataset: str,
-                out: str) -> tuple[str, str, str]:
-    """``--sample N``: where the drawn rows go (``OUT/.sample/``, a name of their own for
-    every N and seed), their format and the file they are drawn from; the draw itself is
-    ``_runs.started``'s."""
-    if args.sample < 1:
-        raise ConfigError(f"--sample must be >= 1, got {args.sample}")
-    if args.limit is not None:
-        raise ConfigError("--sample N draws N random rows, --limit N takes the first N: "
-                          "give one of them")
-    if kafka_src or args.stream != "none":
-        raise ConfigError("--sample draws rows of a data file (not a Kafka topic or --stream)")
-    path = str(data.embedded_path(src)) if is_embedded(src) else src
-    fmt = args.format or ReadOptions(path=path).resolved_fmt()
-    name = f"{dataset}-{args.sample}-seed{args.seed}.{EXTENSIONS.get(fmt, fmt)}"
-    return fs.join(out, ".sample", name), fmt, path
 
 
 def file_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
@@ -418,22 +409,25 @@ def head_options(read: ReadOptions) -> ReadOptions | None:
         hash_features=read.hash_features, rows=read.rows)
 
 
-def run_positive_label(args: argparse.Namespace, src: str, task: str) -> str | None:
+def run_positive_label(args: argparse.Namespace, src: str, task: str,
+                       drawn_from: str | None = None) -> str | None:
     """``--positive-label`` as the run reads the file (or embedded set) ``src`` with
     (``data.label_mix.run_positive_label``): the file's +1 class when the rows read
-    (``--limit``, ``--sample``) hold one class of the file's two, so they map as the whole
-    file does; decided here, before any pipeline, so that every worker maps alike. A label
-    not in the file, or a file of one class the map cannot place, is a ``ConfigError``."""
+    (``--limit``; ``--sample``'s, ``src`` drawn from ``drawn_from``) hold one class of the
+    file's two, so they map as the whole file does; decided here, before any pipeline, so
+    that every worker maps alike. A label not in the file, or a file of one class the map
+    cannot place, is a ``ConfigError``."""
     read = ReadOptions(path=src, fmt=args.format, label_column=column_option(args.label_column),
                        task=task, limit=args.limit, positive_label=args.positive_label,
                        delimiter=args.delimiter, header=args.header,
                        key_by=column_option(args.key_by))
-    return decided_positive_label(read, sampled=getattr(args, "sample", None) is not None)
+    return decided_positive_label(read, drawn_from=drawn_from)
 
 
-def decided_positive_label(read: ReadOptions, sampled: bool = False) -> str | None:
+def decided_positive_label(read: ReadOptions, drawn_from: str | None = None) -> str | None:
     """:func:`run_positive_label` of the read options of a file or embedded set (``read.path``;
-    ``sampled``: the rows are drawn from the whole file): the CLI's and the Python API's."""
+    ``drawn_from``: the file its rows are drawn from, ``--sample``'s): the CLI's and the
+    Python API's."""
     given = read.positive_label
     if read.task != "classification" or is_topic(read.path):
         return given
@@ -441,7 +435,11 @@ def decided_positive_label(read: ReadOptions, sampled: bool = False) -> str | No
     # a remote file is left to the run, as file_options leaves it (a launcher may not reach it)
     if fs.is_remote(path) or not fs.exists(path):
         return given  # (a missing file: the run reports it)
-    return label_mix.run_positive_label(replace(read, path=path), whole_file=sampled)
+    read = replace(read, path=path)
+    if drawn_from is not None:  # the drawn rows' own map, the file's when they hold one class
+        source = str(data.embedded_path(drawn_from)) if is_embedded(drawn_from) else drawn_from
+        return sample_rows.sampled_positive_label(read, source)
+    return label_mix.run_positive_label(read)
 
 
 def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None:
