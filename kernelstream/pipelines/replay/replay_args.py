@@ -38,6 +38,7 @@ from kernelstream.pipelines.config import (
     resolve_task,
 )
 from kernelstream.pipelines.replay import auto_scale
+from kernelstream.pipelines.replay.auto_scale import file_options, head_options
 from kernelstream.pipelines.replay.replay_checks import (
     DASK_WORKERS,
     check_dask,
@@ -383,39 +384,6 @@ def sample_file(args: argparse.Namespace, src: str, kafka_src: bool, dataset: st
     fmt = args.format or ReadOptions(path=path).resolved_fmt()
     name = f"{dataset}-{args.sample}-seed{args.seed}.{EXTENSIONS.get(fmt, fmt)}"
     return fs.join(out, ".sample", name), fmt, path
-
-
-def file_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
-    """How a replay reads the file (or embedded set) ``src``, for a look at its first rows
-    before the run (:func:`head_options`); ``None`` for a Kafka topic, ``--stream`` or a
-    missing file (the run reports it)."""
-    if is_topic(src) or args.stream != "none":
-        return None
-    return head_options(ReadOptions(
-        path=src, fmt=args.format, n_features=args.n_features,
-        label_column=column_option(args.label_column),
-        scale=args.scale, delimiter=args.delimiter, header=args.header,
-        key_by=column_option(args.key_by), limit=args.limit,
-        hash_features=args.hash_features, rows=args.rows))
-
-
-def head_options(read: ReadOptions) -> ReadOptions | None:
-    """How a replay with the read options ``read`` reads the first rows of its file (or
-    embedded set): as the run reads its rows (at most its ``limit`` rows), less what does not
-    change them (labels as they come); ``None`` for a Kafka topic or a missing file (the run
-    reports it). The CLI's (:func:`file_options`) and the Python API's (:meth:`ReplayConfig.of`)."""
-    if is_topic(read.path):
-        return None
-    path = str(data.embedded_path(read.path)) if is_embedded(read.path) else read.path
-    # a remote file is looked at only when a configuration asks (a launcher may not reach it,
-    # and then needs every width given)
-    if not fs.is_remote(path) and not fs.exists(path):
-        return None
-    return ReadOptions(
-        path=path, fmt=read.fmt, n_features=read.n_features, label_column=read.label_column,
-        scale=read.scale, delimiter=read.delimiter, header=read.header, key_by=read.key_by,
-        limit=read.limit,  # gamma=auto: at most the rows the run learns
-        hash_features=read.hash_features, rows=read.rows)
 
 
 def run_positive_label(args: argparse.Namespace, src: str, task: str) -> str | None:
