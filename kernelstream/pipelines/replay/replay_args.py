@@ -12,6 +12,7 @@ import functools
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
@@ -417,12 +418,18 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
     its first rows when a configuration asks (``data.widths.file_gamma``); ``None`` when
     :func:`file_options` has no file (a topic's learners keep their own default widths)."""
     opts = file_options(args, src)
-    return None if opts is None else width_estimate(opts)
+    return None if opts is None else width_estimate(opts, say=_say)
 
 
-def width_estimate(opts: ReadOptions) -> Callable[[], float]:
+def _say(line: str) -> None:
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+
+
+def width_estimate(opts: ReadOptions,
+                   say: Callable[[str], None] | None = None) -> Callable[[], float]:
     """A function giving ``gamma=auto`` of the file of ``opts`` (:func:`head_options`), read
-    on its first call only."""
+    on its first call only. A line about the estimate (a single row to measure) goes to
+    ``say`` (the CLI prints it), else is a ``RuntimeWarning`` (the Python API's)."""
     @functools.cache
     def estimate() -> float:
         try:
@@ -430,9 +437,13 @@ def width_estimate(opts: ReadOptions) -> Callable[[], float]:
             gamma = widths.auto_gamma(rows)  # widths.file_gamma
             if rows.shape[0] == 1:  # gamma is the fallback 1.0 (no pair): say so, once
                 # (fewer or alike rows: the data check, which runs later, says more)
-                print(f"{PROG}: gamma=auto: a single row of {opts.path} to measure (no pair "
-                      "of rows): gamma=1.0, the median heuristic's fallback; -p gamma=G sets "
-                      "one", file=sys.stderr, flush=True)
+                line = (f"gamma=auto: a single row of {opts.path} to measure (no pair of "
+                        "rows): gamma=1.0, the median heuristic's fallback; -p gamma=G sets "
+                        "one")
+                if say is None:
+                    warnings.warn(line, RuntimeWarning, stacklevel=2)
+                else:
+                    say(line)
             return gamma
         except (ValueError, OSError) as exc:
             # a file that cannot be read is the read's error, the same line as check_data's
