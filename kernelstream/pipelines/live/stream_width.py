@@ -224,10 +224,10 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
     from kafka import TopicPartition
     from kafka.errors import KafkaError
 
-    router = StreamRouter(config.spec)
     # the first labels: the targets of a regression, the tokens of --positive-label's
     wants_targets = config.wants_target or config.wants_labels
-    token = _LastToken(router) if config.wants_labels else None
+    token = _LastToken() if config.wants_labels else None
+    router = StreamRouter(config.spec, labels=token)
     order_of = config.all_topics if wants_targets else config.topics
     tps = sorted(((t, p) for (t, p) in start if t in order_of),
                  key=lambda tp: (tp[1], order_of.index(tp[0])))
@@ -321,12 +321,12 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
 
 
 class _LastToken:
-    """Put in a router's label map: every label token is +1 to it, and the last one is kept
-    (``last``, stripped), so a first read sees the tokens the labels were written as."""
+    """A router's label map (``StreamRouter(spec, labels=...)``): every label token is +1 to
+    it, and the last one is kept (``last``, stripped), so a first read sees the tokens the
+    labels were written as."""
 
-    def __init__(self, router: StreamRouter) -> None:
+    def __init__(self) -> None:
         self.last = ""
-        router.labels = self  # type: ignore[assignment]
 
     def __call__(self, tok: str) -> float:
         self.last = tok.strip()
