@@ -274,19 +274,35 @@ def _label_error(tok: str, task: str, classes: list[float | str]) -> str | None:
     return "unknown label (a third class)"
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What makes the data unfit for the run (:func:`diagnose`): the line naming it and the
+    likely fix (``text``), and the task the labels ask for when the fix is to read them as
+    another (``task``; None: the task is not the problem)."""
+
+    text: str
+    task: str | None = None
+
+
 def verdict(report: CheckReport) -> str | None:
     """One line naming what makes the data unfit for the run and the likely fix, or None."""
+    found = diagnose(report)
+    return None if found is None else found.text
+
+
+def diagnose(report: CheckReport) -> Verdict | None:
+    """:func:`verdict` with the task the labels ask for (:class:`Verdict`), or None."""
     n = report.records
     dead = n - report.rows
     if n == 0:
-        return f"{report.source}: no data lines (an empty file?)"
+        return Verdict(f"{report.source}: no data lines (an empty file?)")
     binary = sum(report.dead.counts.get(k, 0) for k in _BINARY)
     if binary * 2 > n:
-        return (f"{report.source}: not a {report.fmt} text file ({binary} of {n} lines are "
-                "binary or not UTF-8): check the file or --format")
+        return Verdict(f"{report.source}: not a {report.fmt} text file ({binary} of {n} lines "
+                       "are binary or not UTF-8): check the file or --format")
     if report.fmt == "csv" and report.rows and report.width == 0:
-        return (f"{report.source}: every row has a single column: wrong delimiter? "
-                "(give --delimiter, or --format)")
+        return Verdict(f"{report.source}: every row has a single column: wrong delimiter? "
+                       "(give --delimiter, or --format)")
     if report.task == "classification":
         numeric = [class_key(t) for t in report.labels]
         floats = [v for v in numeric if isinstance(v, float)]
@@ -294,14 +310,14 @@ def verdict(report: CheckReport) -> str | None:
         third_line = report.dead.first_line.get("unknown label", 0)
         distinct = len(report.labels) + (1 if third else 0)
         if third * 2 > n and floats and any(v != int(v) for v in floats):
-            return (f"{report.source}: the labels look continuous ({third} of {n} rows "
-                    f"would be rejected as a third class, e.g. at line {third_line}): "
-                    "use --task regression")
+            return Verdict(f"{report.source}: the labels look continuous ({third} of {n} "
+                           f"rows would be rejected as a third class, e.g. at line "
+                           f"{third_line}): use --task regression", task="regression")
         if third * 2 > n:
-            return (f"{report.source}: more than two label classes ({third} of {n} rows "
-                    f"are a third class, first at line {third_line}): use --task regression or "
-                    f"name the positive class with --positive-label (distinct so far: "
-                    f"{distinct})")
+            return Verdict(f"{report.source}: more than two label classes ({third} of {n} "
+                           f"rows are a third class, first at line {third_line}): use --task "
+                           f"regression or name the positive class with --positive-label "
+                           f"(distinct so far: {distinct})")
     if dead * 2 > n:
         kind, count = max(report.dead.counts.items(), key=lambda kv: kv[1])
         line = report.dead.first_line[kind]
@@ -312,8 +328,8 @@ def verdict(report: CheckReport) -> str | None:
             # a trailing delimiter on each line: an empty last column, read as the label
             fix = ("the label column is empty in every row: a delimiter at the end of each "
                    "line? strip it, or give --label-column")
-        return (f"{report.source}: {dead} of {n} records would be rejected (most: {kind!r}, "
-                f"{count} times, first at line {line}): {fix}")
+        return Verdict(f"{report.source}: {dead} of {n} records would be rejected (most: "
+                       f"{kind!r}, {count} times, first at line {line}): {fix}")
     return None
 
 

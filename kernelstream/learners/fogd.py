@@ -25,8 +25,7 @@ from kernelstream.learners.registry import register
 from kernelstream.learners.rff import (
     PickleOmegaOnce,
     compiled_layout,
-    draw_omega,
-    draw_omega_t,
+    draw_learner_omega,
     scale_from_gamma,
 )
 
@@ -96,10 +95,8 @@ class FOGD(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
 
     def _setup(self, d: int) -> None:
         D = self.n_components
-        # compiled: Ω drawn straight into the Ωᵀ layout (compiled_layout then copies nothing)
-        self._omega = (draw_omega_t(self.rng, D, d, scale_from_gamma(self.gamma)).T
-                       if compiled.fk is not None else
-                       draw_omega(self.rng, D, d, scale_from_gamma(self.gamma)))
+        self._omega = draw_learner_omega(self.rng, D, d, scale_from_gamma(self.gamma),
+                                         compiled=compiled.fk is not None)
         self._c = 1.0 / math.sqrt(D)
         self.w = np.zeros(2 * D)
         self._hinge = self.loss == "hinge"

@@ -141,9 +141,13 @@ def make_kernel(name: str, gamma: float = 0.5, degree: int = 2) -> Kernel:
     raise ValueError(f"unknown kernel {name!r}; valid kernels: {', '.join(KERNELS)}")
 
 
-def sq_dists(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """Pairwise squared Euclidean distances, clipped at 0."""
-    d = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * (A @ B.T)
+def sq_dists(A: np.ndarray, B: np.ndarray, aa: np.ndarray | None = None,
+             bb: np.ndarray | None = None) -> np.ndarray:
+    """Pairwise squared Euclidean distances, clipped at 0. ``aa``, ``bb``: the squared norms of
+    the rows of ``A``, ``B`` when known (``(A * A).sum(1)``), which then are not squared again."""
+    aa = (A * A).sum(1) if aa is None else aa
+    bb = (B * B).sum(1) if bb is None else bb
+    d = aa[:, None] + bb[None, :] - 2.0 * (A @ B.T)
     return np.maximum(d, 0.0, out=d)
 
 

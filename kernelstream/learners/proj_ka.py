@@ -23,6 +23,7 @@ import numpy as np
 
 from kernelstream.learners import compiled
 from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive
+from kernelstream.learners.kernels import sq_dists
 from kernelstream.learners.projectron import Projectron
 from kernelstream.learners.registry import register
 
@@ -46,19 +47,15 @@ def alignment_pow2(X: np.ndarray, y: np.ndarray, exponents: np.ndarray | list[in
     yKy = np.zeros(k)
     fro2 = np.zeros(k + 1)  # fro2[i] collects Σ K_{e_i}²; Σ K_{e_i}² = Σ K_{e_{i+1}}
     g0 = 2.0 ** float(e[0])
-    # ‖x‖² of every row once, a block of rows at a time: sq_dists(X[s:s+b], X[s:]) would square
-    # all of X[s:] (an m x d temporary, as large as the window); the same numbers
+    # ‖x‖² of every row once, a block of rows at a time, given to sq_dists: left to it, it would
+    # square all of X[s:] (an m x d temporary, as large as the window); the same numbers
     c = max(1, (1 << 17) // max(X.shape[1], 1))  # rows squared at once: ≤ 1 MB
     sq = np.concatenate([(X[s:s + c] * X[s:s + c]).sum(1) for s in range(0, m, c)]
                         or [np.zeros(0)])
     for s in range(0, m, block):
         b = min(block, m - s)
-        # sq_dists(X[s:s+b], X[s:]): rows of this block × columns from the block onwards
-        # as (‖a‖² + ‖b‖²) − 2.0·(AB): the same operations, two b x m matrices at once
-        K = X[s:s + b] @ X[s:].T
-        K *= 2.0
-        np.subtract(sq[s:s + b, None] + sq[None, s:], K, out=K)
-        np.maximum(K, 0.0, out=K)
+        # rows of this block × columns from the block onwards
+        K = sq_dists(X[s:s + b], X[s:], sq[s:s + b], sq[s:])
         K *= -g0
         np.exp(K, out=K)
         yb, yr = y[s:s + b], y[s:]

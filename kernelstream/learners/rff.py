@@ -63,6 +63,17 @@ def draw_omega_t(rng: np.random.Generator, n_components: int, dim: int,
     return out
 
 
+def draw_learner_omega(rng: np.random.Generator, n_components: int, dim: int, scale: float,
+                       compiled: bool) -> np.ndarray:
+    """A single-kernel learner's ``Ω`` (FOGD, RFF-RLS): with the compiled map (``compiled``)
+    drawn straight into the ``Ωᵀ`` layout and returned as its view, so that
+    :func:`compiled_layout` then copies nothing; else :func:`draw_omega`'s. The same numbers
+    either way."""
+    if compiled:
+        return draw_omega_t(rng, n_components, dim, scale).T
+    return draw_omega(rng, n_components, dim, scale)
+
+
 def compiled_layout(omega: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(Ωᵀ, Ω, work)`` for the compiled feature map (FOGD, RFF-RLS): ``Ωᵀ`` (``d × D``)
     contiguous, so that the projection runs over an example's non-zeros, one contiguous column

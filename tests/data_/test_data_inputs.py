@@ -90,6 +90,26 @@ def test_continuous_labels_in_classification(tmp_path: Path,
     assert "--task regression" in refused(capsys, "replay", p, "-l", "bogd", "--runner", "loop")
 
 
+
+def test_check_names_the_task_the_labels_ask_for(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # check leaves out the table of a regression file read as classes (the one line says what
+    # to do) by the verdict's task, not by its wording; a third class keeps the table
+    rng = np.random.default_rng(0)
+    cont = write(tmp_path / "r.svm", "".join(f"{v:.4f} 1:{a:.3f}\n"
+                                             for v, a in rng.random((50, 2))).encode())
+    three = write(tmp_path / "t.svm", "".join(f"{i % 5} 1:{i / 50:.3f}\n"
+                                              for i in range(50)).encode())
+    found = data_check.diagnose(data_check.check_file(data.ReadOptions(path=str(cont))))
+    assert found is not None and found.task == "regression"
+    assert data_check.verdict(data_check.check_file(data.ReadOptions(path=str(cont)))) == found.text
+    rc, err, out = run(capsys, "check", str(cont))
+    assert rc == 2 and out == "" and err == [f"kernelstream check: error: {found.text}"]
+    found = data_check.diagnose(data_check.check_file(data.ReadOptions(path=str(three))))
+    assert found is not None and found.task is None and "third class" in found.text
+    rc, err, out = run(capsys, "check", str(three))
+    assert rc == 2 and "rows" in out
+
 @pytest.mark.parametrize("argv", [
     ["--key-by", "nosuchcol"], ["--label-column", "nosuch"], ["--label-column", "9"],
 ])

@@ -217,6 +217,14 @@ def test_gaussian_distances_clipped_for_duplicates() -> None:
     assert g.matrix(X).max() <= 1.0
 
 
+
+def test_sq_dists_given_norms_same_numbers() -> None:
+    # Proj-KA's alignment passes the norms it squared once (alignment_pow2): the same bits
+    rng = np.random.default_rng(6)
+    A, B = rng.normal(size=(7, 5)) * 30, rng.normal(size=(9, 5))
+    d2 = sq_dists(A, B, (A * A).sum(1), (B * B).sum(1))
+    assert np.array_equal(d2, sq_dists(A, B)) and d2.min() >= 0.0
+
 def test_gaussian_rows_multi() -> None:
     d2 = sq_dists(np.arange(6.0).reshape(3, 2), np.ones((4, 2)))
     out = gaussian_rows_multi(d2, [0.1, 1.0])

@@ -24,7 +24,14 @@ from kernelstream.learners.linalg import (
     pinv,
     top_eigh,
 )
-from kernelstream.learners.rff import RFF, draw_omega, scale_from_gamma, scale_from_sigma
+from kernelstream.learners.rff import (
+    RFF,
+    compiled_layout,
+    draw_learner_omega,
+    draw_omega,
+    scale_from_gamma,
+    scale_from_sigma,
+)
 
 
 def _blobs(n: int, d: int = 4, seed: int = 0, noise: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
@@ -158,6 +165,22 @@ def test_rff_inner_products_approach_gaussian_kernel() -> None:
     np.testing.assert_allclose(RFF(om).transform(X), RFF(om1).transform(X, scale_from_gamma(gamma)),
                                atol=1e-12)
 
+
+
+@pytest.mark.parametrize("D,d", [(100, 4), (3, 300), (40, 1)])
+def test_learner_omega_same_draw_in_either_layout(D: int, d: int) -> None:
+    # FOGD's and RFF-RLS's Ω: the compiled layout (a view of a contiguous Ωᵀ, which
+    # compiled_layout keeps without a copy) holds draw_omega's numbers and leaves the generator
+    # where draw_omega leaves it
+    r1, r2 = np.random.default_rng(5), np.random.default_rng(5)
+    om_t = draw_learner_omega(r1, D, d, 0.7, compiled=True)
+    om = draw_learner_omega(r2, D, d, 0.7, compiled=False)
+    assert om_t.shape == om.shape == (D, d) and om_t.T.flags.c_contiguous
+    assert np.array_equal(om_t, om) and np.array_equal(om, draw_omega(np.random.default_rng(5),
+                                                                      D, d, 0.7))
+    assert r1.random() == r2.random()
+    omega_t, omega, _ = compiled_layout(om_t)
+    assert np.shares_memory(omega_t, om_t) and np.shares_memory(omega, om_t)
 
 # -- Projectron ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["projectron", "projectron++"])

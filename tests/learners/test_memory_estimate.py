@@ -127,3 +127,13 @@ def test_narrow_rows_count_the_budget_squared_matrices(name: str) -> None:
     peak, _ = traced_peak(run)
     est, what = registry.memory_estimate(name, params, d, n_rows=n)
     assert LOW <= est / peak <= HIGH, f"{name}: estimate {est:,} B ({what}) vs peak {peak:,} B"
+
+
+def test_the_estimates_instance_allocates_little() -> None:
+    """memory_estimate builds the learner to ask its stored_rows (registry._estimate): an
+    instance holds nothing d-wide before its first row, so that costs next to nothing."""
+    for name in available():
+        cls = registry.get(name)
+        big = {"budget": 10_000} if any(p.name == "budget" for p in cls.params) else {}
+        peak, _ = traced_peak(lambda cls=cls, big=big: cls(**big))
+        assert peak < 64 << 10, (name, peak)

@@ -34,6 +34,7 @@ UTF-8 itself (a dead letter) is kept with its undecodable bytes as ``\\xNN`` esc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -247,10 +248,14 @@ class RecordParser:
     module docstring); :class:`~kernelstream.engine.live.routing.StreamRouter` routes
     with it."""
 
-    def __init__(self, spec: LiveSpec) -> None:
+    def __init__(self, spec: LiveSpec, labels: Callable[[str], float] | None = None) -> None:
         self.spec = spec
         read = spec.read
-        self.labels = _LabelMapping(read.task, read.positive_label, spec.negative_label)
+        # a label token -> y: the stream's mapping, or ``labels`` (a stream's first read
+        # keeps the tokens themselves: pipelines.live.stream_width)
+        self.labels: Callable[[str], float] = (
+            _LabelMapping(read.task, read.positive_label, spec.negative_label)
+            if labels is None else labels)
         # the read options the per-record paths test, as plain attributes (read once here)
         self._libsvm = read.fmt == "libsvm"
         self._width = spec.width

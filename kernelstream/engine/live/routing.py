@@ -23,7 +23,7 @@ containers it fills are :mod:`kernelstream.engine.live.batch`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import numpy as np
@@ -68,8 +68,8 @@ class StreamRouter(RecordParser):
     """Routing of a stream's records (see the module docstring), parsed by its base
     :class:`~kernelstream.engine.live.parsing.RecordParser`."""
 
-    def __init__(self, spec: LiveSpec) -> None:
-        super().__init__(spec)
+    def __init__(self, spec: LiveSpec, labels: Callable[[str], float] | None = None) -> None:
+        super().__init__(spec, labels)
         self._bulk_ok = spec.bulk
         self._global_keys = [StreamKey(c.label, 0).encode() for c in spec.configs]
         self._entity_prefixes = [k + "@" for k in self._global_keys]

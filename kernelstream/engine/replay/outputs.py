@@ -9,6 +9,7 @@ runner (``pipelines.replay.loop``) write these same batches, so their files comp
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
@@ -20,6 +21,7 @@ from kernelstream import fs
 from kernelstream._arrow import pa, pq
 from kernelstream.engine.deadletters import DEAD_LETTER_TAG
 from kernelstream.engine.keys import StreamKey
+from kernelstream.engine.live.snapshot.files import fsync_dir
 from kernelstream.engine.replay.blocks import PredictionBlock
 
 
@@ -218,13 +220,28 @@ def _read_file(source: str | IO[bytes], schema: pa.Schema) -> pa.Table:
     return pq.read_table(source, schema=schema)
 
 
-def ensure_nonempty(directory: str | Path, schema: pa.Schema, prefix: str = "part") -> None:
-    """Write an empty file of ``schema`` into an output directory that got no file (Beam
-    writes nothing for an empty PCollection), so readers always find the schema."""
-    if not parquet_files(directory):
-        fs.makedirs(directory)
-        with fs.open_write(fs.join(directory, f"{prefix}-empty.parquet")) as fh:
+def ensure_nonempty(directory: str | Path, schema: pa.Schema, prefix: str = "part") -> bool:
+    """Give an output directory that holds none of its files (``{prefix}-*.parquet``: Beam
+    writes nothing for an empty PCollection, a stream has no rows yet) an empty one of
+    ``schema`` (``{prefix}-empty.parquet``), so readers always find the schema; whether it
+    wrote one. A replay's outputs and checkpoints and a stream's outputs
+    (``engine.live.snapshot.outputs.ensure_schemas``). A local file is written to a temporary
+    name, renamed and its directory synced: a crash never leaves a cut one (an object store
+    publishes an object only when it is closed)."""
+    if fs.list_files(directory, f"{prefix}-*.parquet"):
+        return False
+    fs.makedirs(directory)
+    name = f"{prefix}-empty.parquet"
+    if fs.is_remote(directory):
+        with fs.open_write(fs.join(directory, name)) as fh:
             pq.write_table(schema.empty_table(), fh)
+        return True
+    local = fs.local_path(directory)
+    tmp = os.path.join(local, f".{name}.tmp")  # (clear_outputs removes one left behind)
+    pq.write_table(schema.empty_table(), tmp)
+    os.replace(tmp, os.path.join(local, name))
+    fsync_dir(local)
+    return True
 
 
 def iter_rows(directory: str | Path, schema: pa.Schema) -> Iterator[dict[str, Any]]:

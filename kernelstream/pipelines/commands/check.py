@@ -91,7 +91,8 @@ def run_check(config: CheckConfig) -> int:
         report.width = 1 << opts.hash_features
     if not is_topic(src) or opts.fmt or opts.hash_features is not None:
         report.rows_as = "sparse" if opts.sparse_rows(max(report.width, 1)) else "dense"
-    problem = data_check.verdict(report)
+    found = data_check.diagnose(report)
+    problem = None if found is None else found.text
     if problem is None and not is_topic(src):  # the labels as replay decides them
         try:
             label_mix.run_positive_label(opts)
@@ -101,19 +102,12 @@ def run_check(config: CheckConfig) -> int:
         doc = report.to_dict()
         doc["problem"] = problem
         print(json.dumps(doc, indent=2))
-    elif not _task_is_wrong(report, problem):  # (a classification table of a regression file
-        for line in report.lines():              # misleads: the one line says what to do)
-            print(line)
+    elif found is None or found.task is None:  # (a table read as the wrong task, a
+        for line in report.lines():             # regression file's as classes, misleads:
+            print(line)                         # the one line says what to do)
     if problem is not None:
         return error("check", problem)
     return 0
-
-
-def _task_is_wrong(report: data_check.CheckReport, problem: str | None) -> bool:
-    """Whether ``problem`` is that the labels are a regression target read as classes (the
-    verdict that ends "use --task regression")."""
-    return (problem is not None and report.task == "classification"
-            and problem.endswith("use --task regression"))
 
 
 COMMAND = Command(

@@ -224,10 +224,10 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
     from kafka import TopicPartition
     from kafka.errors import KafkaError
 
-    router = StreamRouter(config.spec)
     # the first labels: the targets of a regression, the tokens of --positive-label's
     wants_targets = config.wants_target or config.wants_labels
-    token = _LastToken(router) if config.wants_labels else None
+    token = _Tokens() if config.wants_labels else None
+    router = StreamRouter(config.spec, labels=token)
     order_of = config.all_topics if wants_targets else config.topics
     tps = sorted(((t, p) for (t, p) in start if t in order_of),
                  key=lambda tp: (tp[1], order_of.index(tp[0])))
@@ -277,7 +277,7 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                         targets[k] = y
                         targets_of[tp] += 1
                         if token is not None:
-                            tokens[k] = token.last
+                            tokens[k] = token.name(y)
                     if x is not None:
                         parsed[k] = x
                         rows_of[tp] += 1
@@ -320,17 +320,26 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                 read, [tokens[k] for k in order if k in tokens][:limit])
 
 
-class _LastToken:
-    """Put in a router's label map: every label token is +1 to it, and the last one is kept
-    (``last``, stripped), so a first read sees the tokens the labels were written as."""
+class _Tokens:
+    """A router's label map (``StreamRouter(spec, labels=...)``) through which a first read
+    sees the tokens the labels were written as: each distinct token (stripped) maps to its
+    index in ``names``, so a label's token is :meth:`name` of its y, whichever path mapped it
+    (the router maps a label record's value once and reuses the y for the same value)."""
 
-    def __init__(self, router: StreamRouter) -> None:
-        self.last = ""
-        router.labels = self  # type: ignore[assignment]
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._index: dict[str, int] = {}
 
     def __call__(self, tok: str) -> float:
-        self.last = tok.strip()
-        return 1.0
+        t = tok.strip()
+        i = self._index.get(t)
+        if i is None:
+            i = self._index[t] = len(self.names)
+            self.names.append(t)
+        return float(i)
+
+    def name(self, y: float) -> str:
+        return self.names[int(y)]
 
 
 def _first_targets_known(got: Mapping[tuple[str, int], list[SourceRecord]],

@@ -45,25 +45,55 @@ from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions, column_option
 from kernelstream.data.scaling import target_standardisation
 from kernelstream.pipelines.config import is_topic
+from kernelstream.pipelines.replay.replay_checks import is_embedded
 
 AUTO = "auto"
 HEAD_ROWS = 1000  # the replay's up-front check reads as many (``replay_checks._PRECHECK_RECORDS``)
 
 
-def _head_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
-    """How the head of ``src`` is read (unscaled), or None when auto looks at nothing."""
-    if is_topic(src) or args.stream != "none" or args.rows == "sparse":
+def file_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
+    """How a replay reads the file (or embedded set) ``src``, for a look at its first rows
+    before the run (:func:`head_options`); ``None`` for a Kafka topic, ``--stream`` or a
+    missing file (the run reports it)."""
+    if is_topic(src) or args.stream != "none":
         return None
-    try:
-        path = str(data.embedded_path(src))
-    except KeyError:
-        path = src
-    if fs.is_remote(path) or not fs.exists(path):
-        return None  # a remote file is not read up front; a missing one is reported later
-    return ReadOptions(path=path, fmt=args.format, n_features=args.n_features,
-                       label_column=column_option(args.label_column), delimiter=args.delimiter,
-                       header=args.header, key_by=column_option(args.key_by),
-                       hash_features=args.hash_features, rows=args.rows, limit=args.limit)
+    return head_options(ReadOptions(
+        path=src, fmt=args.format, n_features=args.n_features,
+        label_column=column_option(args.label_column),
+        scale=args.scale, delimiter=args.delimiter, header=args.header,
+        key_by=column_option(args.key_by), limit=args.limit,
+        hash_features=args.hash_features, rows=args.rows))
+
+
+def head_options(read: ReadOptions) -> ReadOptions | None:
+    """How a replay with the read options ``read`` reads the first rows of its file (or
+    embedded set): as the run reads its rows (at most its ``limit`` rows), less what does not
+    change them (labels as they come); ``None`` for a Kafka topic or a missing file (the run
+    reports it). The one builder of these options: the CLI's (:func:`file_options`), the
+    Python API's (``ReplayConfig``) and ``auto``'s (:func:`_head_options`)."""
+    if is_topic(read.path):
+        return None
+    path = str(data.embedded_path(read.path)) if is_embedded(read.path) else read.path
+    # a remote file is looked at only when a configuration asks (a launcher may not reach it,
+    # and then needs every width given)
+    if not fs.is_remote(path) and not fs.exists(path):
+        return None
+    return ReadOptions(
+        path=path, fmt=read.fmt, n_features=read.n_features, label_column=read.label_column,
+        scale=read.scale, delimiter=read.delimiter, header=read.header, key_by=read.key_by,
+        limit=read.limit,  # gamma=auto: at most the rows the run learns
+        hash_features=read.hash_features, rows=read.rows)
+
+
+def _head_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
+    """How ``auto`` reads the head of ``src``: :func:`file_options` unscaled, or None when
+    auto looks at nothing (sparse rows, a remote file)."""
+    if args.rows == "sparse":  # (checked first: scaled sparse rows are no ReadOptions)
+        return None
+    opts = file_options(args, src)
+    if opts is None or fs.is_remote(opts.path):
+        return None  # a remote file is not read up front
+    return replace(opts, scale="none")
 
 
 def _head(opts: ReadOptions, task: str) -> data_check.CheckReport | None:
@@ -141,6 +171,8 @@ def resolve_options(src: str, options: dict[str, Any],
     Returns ``options`` with both resolved (``none``/``01``), why the features were scaled
     (``ReplayConfig.auto_scale``), the target's standardisation (``LearnerConfig.target``)
     and the lines the CLI prints about them (a hint, a target left alone)."""
+    # the API's keywords under the CLI's names: the head is read as the CLI reads it
+    # (file_options, then head_options)
     args = argparse.Namespace(
         scale=options.get("scale", AUTO), scale_target=options.get("scale_target", AUTO),
         stream=options.get("stream", "none"), rows=options.get("rows", "auto"),

@@ -12,6 +12,7 @@ import functools
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
@@ -37,6 +38,7 @@ from kernelstream.pipelines.config import (
     resolve_task,
 )
 from kernelstream.pipelines.replay import auto_scale, sample_rows
+from kernelstream.pipelines.replay.auto_scale import file_options, head_options
 from kernelstream.pipelines.replay.replay_checks import (
     DASK_WORKERS,
     check_dask,
@@ -376,39 +378,6 @@ class ReplayConfig:
         )
 
 
-def file_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
-    """How a replay reads the file (or embedded set) ``src``, for a look at its first rows
-    before the run (:func:`head_options`); ``None`` for a Kafka topic, ``--stream`` or a
-    missing file (the run reports it)."""
-    if is_topic(src) or args.stream != "none":
-        return None
-    return head_options(ReadOptions(
-        path=src, fmt=args.format, n_features=args.n_features,
-        label_column=column_option(args.label_column),
-        scale=args.scale, delimiter=args.delimiter, header=args.header,
-        key_by=column_option(args.key_by), limit=args.limit,
-        hash_features=args.hash_features, rows=args.rows))
-
-
-def head_options(read: ReadOptions) -> ReadOptions | None:
-    """How a replay with the read options ``read`` reads the first rows of its file (or
-    embedded set): as the run reads its rows (at most its ``limit`` rows), less what does not
-    change them (labels as they come); ``None`` for a Kafka topic or a missing file (the run
-    reports it). The CLI's (:func:`file_options`) and the Python API's (:meth:`ReplayConfig.of`)."""
-    if is_topic(read.path):
-        return None
-    path = str(data.embedded_path(read.path)) if is_embedded(read.path) else read.path
-    # a remote file is looked at only when a configuration asks (a launcher may not reach it,
-    # and then needs every width given)
-    if not fs.is_remote(path) and not fs.exists(path):
-        return None
-    return ReadOptions(
-        path=path, fmt=read.fmt, n_features=read.n_features, label_column=read.label_column,
-        scale=read.scale, delimiter=read.delimiter, header=read.header, key_by=read.key_by,
-        limit=read.limit,  # gamma=auto: at most the rows the run learns
-        hash_features=read.hash_features, rows=read.rows)
-
-
 def run_positive_label(args: argparse.Namespace, src: str, task: str,
                        drawn_from: str | None = None) -> str | None:
     """``--positive-label`` as the run reads the file (or embedded set) ``src`` with
@@ -447,12 +416,18 @@ def file_width(args: argparse.Namespace, src: str) -> Callable[[], float] | None
     its first rows when a configuration asks (``data.widths.file_gamma``); ``None`` when
     :func:`file_options` has no file (a topic's learners keep their own default widths)."""
     opts = file_options(args, src)
-    return None if opts is None else width_estimate(opts)
+    return None if opts is None else width_estimate(opts, say=_say)
 
 
-def width_estimate(opts: ReadOptions) -> Callable[[], float]:
+def _say(line: str) -> None:
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+
+
+def width_estimate(opts: ReadOptions,
+                   say: Callable[[str], None] | None = None) -> Callable[[], float]:
     """A function giving ``gamma=auto`` of the file of ``opts`` (:func:`head_options`), read
-    on its first call only."""
+    on its first call only. A line about the estimate (a single row to measure) goes to
+    ``say`` (the CLI prints it), else is a ``RuntimeWarning`` (the Python API's)."""
     @functools.cache
     def estimate() -> float:
         try:
@@ -460,9 +435,13 @@ def width_estimate(opts: ReadOptions) -> Callable[[], float]:
             gamma = widths.auto_gamma(rows)  # widths.file_gamma
             if rows.shape[0] == 1:  # gamma is the fallback 1.0 (no pair): say so, once
                 # (fewer or alike rows: the data check, which runs later, says more)
-                print(f"{PROG}: gamma=auto: a single row of {opts.path} to measure (no pair "
-                      "of rows): gamma=1.0, the median heuristic's fallback; -p gamma=G sets "
-                      "one", file=sys.stderr, flush=True)
+                line = (f"gamma=auto: a single row of {opts.path} to measure (no pair of "
+                        "rows): gamma=1.0, the median heuristic's fallback; -p gamma=G sets "
+                        "one")
+                if say is None:
+                    warnings.warn(line, RuntimeWarning, stacklevel=2)
+                else:
+                    say(line)
             return gamma
         except (ValueError, OSError) as exc:
             # a file that cannot be read is the read's error, the same line as check_data's

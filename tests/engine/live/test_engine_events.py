@@ -912,3 +912,29 @@ def test_every_replay_column_is_documented() -> None:
     from kernelstream.engine.replay import outputs
 
     _check_documented("Outputs of a replay", "NAME", outputs.SCHEMAS)
+
+
+def test_a_router_takes_the_label_map_it_is_given() -> None:
+    """``StreamRouter(spec, labels=...)`` maps every label token through the map given (a
+    stream's first read keeps the tokens so: ``pipelines.live.stream_width``), on the label
+    records' fast path, the one-by-one path and a labelled event alike; by default the
+    stream's own map."""
+    from kernelstream.engine.live.routing import StreamRouter
+
+    seen: list[str] = []
+
+    def labels(tok: str) -> float:
+        seen.append(tok)
+        return 0.25
+
+    router = StreamRouter(spec(), labels=labels)
+    recs = [rec(0, 1, "e1", "label:yes"), rec(1, 2, "e2", "label: no "),
+            rec(2, 3, "e3", "maybe 1:1")]
+    ys = []
+    for r in recs:
+        out = router.route(r)
+        assert isinstance(out, list), out
+        ys.append(out[0][1].y)
+    assert ys == [0.25] * 3 and [t.strip() for t in seen] == ["yes", "no", "maybe"]
+    out = StreamRouter(spec()).route(rec(0, 1, "e1", "label:yes"))
+    assert isinstance(out, dict) and "unknown label 'yes'" in out["reason"]

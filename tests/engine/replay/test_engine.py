@@ -166,3 +166,33 @@ def test_pass_skips_rejected_rows() -> None:
     keep = np.arange(20) != 5
     ref = learners.make("perceptron").predict_learn_many(X[keep], y[keep])
     np.testing.assert_array_equal(run.scores[keep], ref)
+
+
+def test_an_output_folder_without_files_gets_one_empty_file_of_its_schema(
+        tmp_path: Path) -> None:
+    """One function gives every kind of output folder its empty file: a replay's outputs, its
+    checkpoint's states and a stream's outputs (``ensure_schemas``). Written whole (no
+    temporary file left); a folder with a file of its own is left as it is, and a checkpoint
+    gets its own even when the one before left files beside it."""
+    from kernelstream._arrow import pq
+    from kernelstream.engine.live.rows import stream_schemas
+    from kernelstream.engine.live.snapshot.outputs import EMPTY, ensure_schemas
+    from kernelstream.engine.replay import checkpoints, outputs
+
+    d = tmp_path / "metrics"
+    assert outputs.ensure_nonempty(str(d), outputs.METRICS_SCHEMA)
+    assert sorted(p.name for p in d.iterdir()) == [EMPTY]
+    assert pq.read_table(d / EMPTY).schema.equals(outputs.METRICS_SCHEMA)
+    assert not outputs.ensure_nonempty(str(d), outputs.METRICS_SCHEMA)  # has its file
+    ck = tmp_path / "ckpt"
+    ck.mkdir()
+    (ck / "ckpt-000001-streams-empty.parquet").write_bytes((d / EMPTY).read_bytes())
+    second = checkpoints.Checkpoint(str(ck), 2)
+    assert outputs.ensure_nonempty(second.directory, checkpoints.STATES_SCHEMA,
+                                   prefix=second.states_prefix)
+    assert [Path(f).name for f in second.state_files()] == ["ckpt-000002-streams-empty.parquet"]
+    out = tmp_path / "stream"
+    schemas = stream_schemas()
+    assert ensure_schemas(out, schemas) == list(schemas)
+    assert ensure_schemas(out, schemas) == []
+    assert all(sorted(p.name for p in (out / n).iterdir()) == [EMPTY] for n in schemas)

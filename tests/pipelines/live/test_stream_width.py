@@ -202,6 +202,29 @@ def test_positive_label_is_against_the_first_other_label(
            "-1 (one-vs-rest)" in capsys.readouterr().err
 
 
+
+def test_a_first_read_sees_each_labels_own_token() -> None:
+    """The token a first read records for a label is that label's, also when the router maps
+    a label record's value once and reuses it: a repeated 'yes' after a 'no' was recorded as
+    'no' (the last token mapped), which could make the wrong label the -1 class of
+    ``--positive-label`` once the stream's order put that record first."""
+    from _helpers import live_spec
+
+    from kernelstream.engine.learner_config import LearnerConfig
+    from kernelstream.engine.live.routing import StreamRouter
+
+    spec = live_spec(configs=(LearnerConfig("p", "perceptron", {"kernel": "linear"}),),
+                     n_features=3, label_ttl_ms=1000, metrics_window_ms=100)
+    token = stream_width._Tokens()
+    router = StreamRouter(spec, labels=token)
+    values = [b"label:yes", b"label: no", b"label:yes", b"yes 1:1", b"label:no", b"maybe 1:2"]
+    got = []
+    for i, v in enumerate(values):
+        _, y = stream_width._example(router, SourceRecord("ev", 0, i, i, b"e%d" % i, v))
+        assert y is not None
+        got.append(token.name(y))
+    assert got == ["yes", "no", "yes", "yes", "no", "maybe"]
+
 @pytest.mark.parametrize("first", ["nan", "inf", "", " "])
 def test_positive_label_skips_dead_letter_labels(broker: str, first: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:

@@ -89,6 +89,17 @@ def test_a_replay_config_built_directly_resolves_too(tmp_path: Path) -> None:
     assert not any(c.auto_widths for c in built.learners)
 
 
+def test_a_single_row_to_measure_is_a_warning_of_the_api(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the library does not print (the CLI prints the same line: test_bad_records)
+    path = tmp_path / "d.svm"
+    path.write_text("".join(f"{1 if i % 2 else -1} 1:{i / 7:.3f} 2:{i % 3}\n" for i in range(9)))
+    with pytest.warns(RuntimeWarning, match=r"gamma=auto: a single row of .* gamma=1\.0"):
+        config = ReplayConfig.of(str(path), [LearnerConfig("r", "rff-rls", {})], tmp_path,
+                                 limit=1)
+    assert config.learners[0].params["gamma"] == 1.0
+    assert capsys.readouterr().err == ''
+
 def test_without_data_an_unset_width_keeps_the_default_and_auto_is_refused(
         tmp_path: Path) -> None:
     # an adversarial stream: the CLI estimates nothing there (file_options), nor does the API

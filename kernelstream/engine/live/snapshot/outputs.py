@@ -177,23 +177,14 @@ def ensure_schemas(out_dir: str | os.PathLike[str], schemas: dict[str, Any]) -> 
     """Give every output folder of ``schemas`` (name -> pyarrow schema) that holds no
     published file an empty one of its schema (:data:`EMPTY`), as a replay does, so a
     reader finds every folder and its columns whether or not rows came (:func:`publish`
-    removes it with the folder's first rows). Written to a temporary name and renamed: a
-    crash never leaves a cut one. The names written."""
-    import pyarrow.parquet as pq
+    removes it with the folder's first rows): the replay's
+    :func:`~kernelstream.engine.replay.outputs.ensure_nonempty` on each (written to a
+    temporary name and renamed: a crash never leaves a cut one). The names written."""
+    from kernelstream.engine.replay.outputs import ensure_nonempty
 
     root = local_dir(out_dir)
-    made = []
-    for output, schema in schemas.items():
-        odir = os.path.join(root, output)
-        os.makedirs(odir, exist_ok=True)
-        if any(n.startswith("part-") and n.endswith(".parquet") for n in os.listdir(odir)):
-            continue
-        tmp = os.path.join(odir, f".{EMPTY}.tmp")
-        pq.write_table(schema.empty_table(), tmp)
-        os.replace(tmp, os.path.join(odir, EMPTY))
-        fsync_dir(odir)
-        made.append(output)
-    return made
+    return [output for output, schema in schemas.items()
+            if ensure_nonempty(os.path.join(root, output), schema)]
 
 
 # -- the bounded replay's --follow outputs ---------------------------------------------------
