@@ -9,8 +9,9 @@ A replay estimates ``gamma=auto`` from the first rows of its file
 (:mod:`kernelstream.data.widths`); a stream does the same from its first
 :data:`~kernelstream.data.widths.RESERVOIR_ROWS` feature records: read (Beam-free, kafka-python)
 from the offsets the stream starts at, each events partition in offset order, all of them
-merged as the stream's reader merges a group (:func:`kernelstream.engine.live.merge.merged`:
-by timestamp; ties by partition, topic, offset), and parsed by the stream's own router
+merged as the stream's reader merges every partition under ``--merge all``
+(:func:`kernelstream.engine.live.merge.merged`: by timestamp; ties by topic, partition,
+offset), and parsed by the stream's own router
 (:class:`~kernelstream.engine.live.routing.StreamRouter`), so the rows are the learners' (hashed,
 dense or sparse). Label records and records that cannot be
 parsed are skipped, not dead-lettered: the stream dead-letters them when it reads them. The
@@ -229,8 +230,10 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
     token = _Tokens() if config.wants_labels else None
     router = StreamRouter(config.spec, labels=token)
     order_of = config.all_topics if wants_targets else config.topics
+    # topic by topic, each topic's partitions by number: the order of ties of the reader's
+    # one merge of every partition (--merge all; kafka_client.partitions.PartitionGroup)
     tps = sorted(((t, p) for (t, p) in start if t in order_of),
-                 key=lambda tp: (tp[1], order_of.index(tp[0])))
+                 key=lambda tp: (order_of.index(tp[0]), tp[1]))
     feature_tps = [tp for tp in tps if tp[0] in config.topics]
     got: dict[tuple[str, int], list[SourceRecord]] = {tp: [] for tp in tps}
     rows_of: dict[tuple[str, int], int] = dict.fromkeys(tps, 0)  # feature rows
@@ -312,8 +315,8 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                          f"partition; at most {wait:g} s, --width-wait)")
     finally:
         consumer.close()
-    # the earliest records first, as the reader merges a group: by timestamp, then (over all
-    # the groups, which the stream reads side by side) partition, topic and offset
+    # the earliest records first, as the reader merges every partition (--merge all): by
+    # timestamp, then topic, partition and offset
     order = [(r.topic, r.partition, r.offset) for r in merged([got[tp] for tp in tps])]
     rows = [parsed[k] for k in order if k in parsed]
     return Head(_stack(rows[:limit]), [targets[k] for k in order if k in targets][:limit],
