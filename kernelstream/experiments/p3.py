@@ -109,7 +109,8 @@ def eval_p3_3(opts: Options, tuned: dict[str, Any], datasets: list[str],
                       "mistake_rate_after_init": a, "init_round": r.init_round,
                       "seconds": r.seconds} for r, a in zip(res, after, strict=True)],
         })
-        report.noskill(cells[-1], res, mr)
+        # the mark sits on the verdict, which is judged on the after-T₀ count
+        report.noskill(cells[-1], res, ma)
     return cells
 
 

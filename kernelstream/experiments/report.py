@@ -115,7 +115,7 @@ def pass_mark(passed: bool, cell: dict[str, Any] | None = None) -> str:
     return mark
 
 
-NOSKILL_NOTE = ("* *(no skill: N)* after a verdict: the cell's mean is no better than N, the "
+NOSKILL_NOTE = ("* *(no skill: N)* after a verdict: the mean it judges is no better than N, the "
                 "no-skill predictor's on the same permutations (the running majority class's "
                 "mistake rate; regression: the running mean's average loss): the learner, as "
                 "published and as reproduced, learnt nothing there.")

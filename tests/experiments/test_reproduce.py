@@ -141,6 +141,11 @@ def test_reproduce_p3_counts_after_the_switch(shared_datasets: Path, tmp_path: P
     assert run["mistake_rate_after_init"] == 100.0 * float(np.sum(wrong[m.init_round:])) / len(yp)
     md = (out / "p3.md").read_text()
     assert "## Table P3-3" in md and "## Table P3-4" not in md
+    # the "(no skill: N)" mark judges the figure the verdict is judged on (after T₀: 26.5 %),
+    # not the all-rounds rate (30.1 %, the no-skill rate of this permutation)
+    assert cell["mistake_mean"] == pytest.approx(cell["noskill_mean"])
+    assert cell["after_init_mean"] < cell["noskill_mean"] and not cell["no_skill"]
+    assert "| -1.43 | PASS |" in md
 
 
 def _committed(stem: str) -> dict:
