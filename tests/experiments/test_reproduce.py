@@ -350,3 +350,34 @@ def test_pass_mark_flags_a_cell_no_better_than_no_skill() -> None:
     cell = {"published": (25.0, 0.5, 0.25)}
     report.summarize(cell, [KeyResult(0, 24.3, 150, 0.1, 1000, 243)], 2.0)
     assert "no_skill" not in cell and report.pass_mark(False, cell) == "**FAIL**"
+
+
+def test_compare_that_compares_nothing_fails(shared_datasets: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    run = ["reproduce", "p3", "--tables", "p3-3", "--datasets", "german", "-R", "1",
+           "--data-dir", str(shared_datasets), "-q", "--out-dir"]
+    # another paper's file, a folder without the paper's: refused before the run
+    assert main([*run, str(tmp_path / "a"), "--compare",
+                 str(REPO / "benchmarks" / "results" / "p0.json")]) == 2
+    assert "p0.json holds p0's results, not p3's" in capsys.readouterr().err
+    (tmp_path / "old").mkdir()
+    assert main([*run, str(tmp_path / "a"), "--compare", str(tmp_path / "old")]) == 2
+    assert f"--compare {tmp_path / 'old'} has no p3.json" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()
+    # the paper's file without an entry of this run: not "identical"
+    (tmp_path / "old" / "p3.json").write_text('{"paper": "p3", "table_p3_3": []}')
+    assert main([*run, str(tmp_path / "a"), "--compare", str(tmp_path / "old")]) == 2
+    out, err = capsys.readouterr()
+    assert "identical" not in out and "nothing was compared" in err
+    assert main([*run, str(tmp_path / "b"), "--compare", str(tmp_path / "a" / "p3.json")]) == 0
+    assert "p3: compared 4 entries with" in capsys.readouterr().out
+
+
+def test_results_files_name_their_paper() -> None:
+    # the committed files predate the "paper" field: recognised by their entries
+    from kernelstream.experiments.report import results_paper
+
+    for paper in ("baselines", "p0", "p1", "p2", "p3", "p4"):
+        assert results_paper(_committed(paper)) == paper
+    assert results_paper({"paper": "p4", "cells": []}) == "p4"
+    assert results_paper({"cells": []}) is None and results_paper([]) is None
