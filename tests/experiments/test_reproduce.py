@@ -381,3 +381,22 @@ def test_results_files_name_their_paper() -> None:
         assert results_paper(_committed(paper)) == paper
     assert results_paper({"paper": "p4", "cells": []}) == "p4"
     assert results_paper({"cells": []}) is None and results_paper([]) is None
+
+
+def test_all_skips_the_papers_without_the_data_sets(shared_datasets: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # p1 and p2 have no german: a note each, no empty tables written (nor compared)
+    out = tmp_path / "out"
+    assert main(["reproduce", "all", "--tables", "p3-3,p1-2,p2-3", "--datasets", "german",
+                 "-R", "1", "--data-dir", str(shared_datasets), "--out-dir", str(out), "-q",
+                 "--compare", str(REPO / "benchmarks" / "results")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["p1: skipped: no data set german (its data sets: w7a, a9a)",
+                         "p2: skipped: no data set german (its data sets: phishing, a9a, "
+                         "magic04, SUSY, elevators, bank32nh, bank8FM)"]
+    assert sorted(p.name for p in out.iterdir()) == ["p3.json", "p3.md"]
+    # no paper of the tables has it: refused as `reproduce p1 --datasets german` is
+    assert main(["reproduce", "all", "--tables", "p1-2", "--datasets", "german",
+                 "--data-dir", str(shared_datasets), "--out-dir", str(tmp_path / "x")]) == 2
+    assert "no paper of --tables p1-2 has the data set german (p1: w7a, a9a)" in \
+        capsys.readouterr().err

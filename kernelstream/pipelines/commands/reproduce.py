@@ -190,6 +190,12 @@ class ReproduceConfig:
             raise ConfigError(f"{self.paper} has no data set {', '.join(unknown)} (data sets: "
                               f"{', '.join(names)})")
         papers, _ = self.plan()
+        if not papers:  # `all --tables T --datasets D`: no paper of T has D
+            raise ConfigError(
+                f"no paper of --tables {', '.join(self.tables or ())} has the data set "
+                f"{', '.join(self.datasets or ())} (" + "; ".join(
+                    f"{p}: {', '.join(m.DATA)}" for p, m in mods.items()
+                    if set(self.tables or ()) & set(m.TABLES)) + ")")
         if self.compare is not None and not self.compare.is_dir() and len(mods) > 1:
             raise ConfigError("--compare FILE.json needs one paper (give a directory of "
                               "results for all)")
@@ -227,12 +233,17 @@ class ReproduceConfig:
 
     def plan(self) -> tuple[dict[str, Any], list[str]]:
         """The papers of :meth:`modules` this run reproduces, and one note for each paper of
-        ``all`` it leaves out (one without any table of ``--tables`` is left out silently:
-        tables are named after their paper)."""
+        ``all`` it leaves out because it has none of ``--datasets`` (it would write empty
+        tables; one without any table of ``--tables`` is left out silently: tables are named
+        after their paper)."""
         papers: dict[str, Any] = {}
         notes: list[str] = []
         for paper, mod in self.modules().items():
             if self.tables and not set(self.tables) & set(mod.TABLES):
+                continue
+            if self.datasets and not set(self.datasets) & set(mod.DATA):
+                notes.append(f"{paper}: skipped: no data set {', '.join(self.datasets)} "
+                             f"(its data sets: {', '.join(mod.DATA)})")
                 continue
             papers[paper] = mod
         return papers, notes
