@@ -163,6 +163,20 @@ def read_json(path: Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text()) if Path(path).exists() else {}
 
 
+def tuning_when(meta: dict[str, Any]) -> str:
+    """When a tuned file (its ``meta``) was tuned: its last retune of the whole protocol, then
+    each later retune of part of it (``experiments.retune.retune``), e.g. ``2026-11-22 22:47
+    UTC; german retuned 2026-11-29 12:44 UTC (0.2 min)``."""
+    text = str(meta.get("tuned_at", "?"))
+    for part in meta.get("partial_retunes", []):
+        what = ", ".join(part.get("datasets", ())) or "nothing"
+        if part.get("tables"):
+            what += f" ({', '.join(part['tables'])})"
+        when = part.get("tuned_at", part.get("calibrated_at", "?"))
+        text += f"; {what} retuned {when} ({float(part.get('seconds', 0)) / 60:.1f} min)"
+    return text
+
+
 def write_report(out_dir: Path, stem: str, lines: list[str], results: dict[str, Any]) -> None:
     """``<stem>.md`` (the lines) and ``<stem>.json`` (what they are rendered from, under the
     paper's name ``stem``: see :func:`results_paper`)."""
