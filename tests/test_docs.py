@@ -69,3 +69,11 @@ def test_readme_maps_every_docs_page() -> None:
     linked = {(ROOT / t.partition("#")[0]).resolve() for t in _links(README)}
     missing = [str(p.relative_to(ROOT)) for p in PAGES if p != README and p not in linked]
     assert not missing, f"pages of docs/ the README's map does not link: {missing}"
+
+
+def test_cli_page_gives_the_replay_checks_record_count() -> None:
+    # docs/cli.md said 5,000 while the check read 1,000
+    from kernelstream.pipelines.replay.replay_checks import _PRECHECK_RECORDS
+
+    text = " ".join((ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split())
+    assert f"the same check on the first {_PRECHECK_RECORDS:,} records of a file" in text

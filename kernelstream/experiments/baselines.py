@@ -253,7 +253,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         f"permutations r = 0..{R - 1} (`kernelstream.seeding`, base seed {ctx.seed}); papers "
         "used 20. Mistake = `predict_label(score) ≠ y` (tie → +1).",
         f"* Tuning (`kernelstream reproduce baselines --retune`, values in "
-        f"`tuned_params.json`, tuned {meta.get('tuned_at', '?')}) on a separate "
+        f"`tuned_params.json`, tuned {report.tuning_when(meta)}) on a separate "
         f"permutation r = {meta.get('tune_perm', '?')} that is never used for evaluation.",
         "* P3 (Table P3-3): hinge loss, B = 100 (german, svmguide3, spambase) / 200 (a9a, w7a), "
         "NOGD rank k = 0.1B with the stage-1 model carried over at the switch (LSOKL "

@@ -109,7 +109,8 @@ def eval_p3_3(opts: Options, tuned: dict[str, Any], datasets: list[str],
                       "mistake_rate_after_init": a, "init_round": r.init_round,
                       "seconds": r.seconds} for r, a in zip(res, after, strict=True)],
         })
-        report.noskill(cells[-1], res, mr)
+        # the mark sits on the verdict, which is judged on the after-T₀ count
+        report.noskill(cells[-1], res, ma)
     return cells
 
 
@@ -331,8 +332,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], p33: list[dict[str, Any]
         f"r = 0..{R - 1}, base seed {ctx.seed}; the paper used 20. Mistake = "
         "`predict_label(score) ≠ y` (tie → +1).",
         f"* Tuning (`kernelstream reproduce p3 --retune`, `tuned_params_skegd.json`, "
-        f"tuned "
-        f"{tuned.get('meta', {}).get('tuned_at', '?')}) on permutation r = "
+        f"tuned {report.tuning_when(tuned.get('meta', {}))}) on permutation r = "
         f"{tuned.get('meta', {}).get('tune_perm', '?')}, never used for evaluation: SkeGD "
         "η ∈ 10^(-5..0) × λ ∈ 10^(-4..1) (ηλ < 1); FOGD η ∈ 10^(-5..0) (german). Widths from "
         "`tuned_params.json`: **ka** = kernel–target alignment (the paper's rule), "

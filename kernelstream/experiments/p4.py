@@ -300,7 +300,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         "column (P4: 20 single-kernel, 10 multi-kernel). Error = mistake rate % "
         "(`predict_label(score) ≠ y`, tie → +1); P4-2's published accuracies are shown as "
         "100 − accuracy.",
-        f"* Tuning (`--retune`, `tuned_p4.json`, tuned {meta.get('tuned_at', '?')}) on "
+        f"* Tuning (`--retune`, `tuned_p4.json`, tuned {report.tuning_when(meta)}) on "
         f"the separate permutation r = {meta.get('tune_perm', '?')}; streams longer than "
         f"{2 * int(meta.get('tune_rows', 0) or 0):,} rows tuned on its first "
         f"{int(meta.get('tune_rows', 0) or 0):,} rows; Per(\\*)'s kernel on a9a and magic04 on the "

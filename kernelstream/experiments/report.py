@@ -115,7 +115,7 @@ def pass_mark(passed: bool, cell: dict[str, Any] | None = None) -> str:
     return mark
 
 
-NOSKILL_NOTE = ("* *(no skill: N)* after a verdict: the cell's mean is no better than N, the "
+NOSKILL_NOTE = ("* *(no skill: N)* after a verdict: the mean it judges is no better than N, the "
                 "no-skill predictor's on the same permutations (the running majority class's "
                 "mistake rate; regression: the running mean's average loss): the learner, as "
                 "published and as reproduced, learnt nothing there.")
@@ -163,12 +163,49 @@ def read_json(path: Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text()) if Path(path).exists() else {}
 
 
+def tuning_when(meta: dict[str, Any]) -> str:
+    """When a tuned file (its ``meta``) was tuned: its last retune of the whole protocol, then
+    each later retune of part of it (``experiments.retune.retune``), e.g. ``2026-11-22 22:47
+    UTC; german retuned 2026-11-29 12:44 UTC (0.2 min)``."""
+    text = str(meta.get("tuned_at", "?"))
+    for part in meta.get("partial_retunes", []):
+        what = ", ".join(part.get("datasets", ())) or "nothing"
+        if part.get("tables"):
+            what += f" ({', '.join(part['tables'])})"
+        when = part.get("tuned_at", part.get("calibrated_at", "?"))
+        text += f"; {what} retuned {when} ({float(part.get('seconds', 0)) / 60:.1f} min)"
+    return text
+
+
 def write_report(out_dir: Path, stem: str, lines: list[str], results: dict[str, Any]) -> None:
-    """``<stem>.md`` (the lines) and ``<stem>.json`` (what they are rendered from)."""
+    """``<stem>.md`` (the lines) and ``<stem>.json`` (what they are rendered from, under the
+    paper's name ``stem``: see :func:`results_paper`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
-    write_json(out / f"{stem}.json", results)
+    write_json(out / f"{stem}.json", {"paper": stem, **results})
+
+
+# A field that every entry of a paper's ``cells`` has and no other paper's: how the results
+# files written before they named their paper are recognised (p3's lists are its tables).
+_CELL_MARKS = (("p1", "algorithm"), ("p2", "verdict"), ("p4", "published_error"),
+               ("baselines", "width"), ("p0", "label"))
+
+
+def results_paper(doc: Any) -> str | None:
+    """The paper a results JSON (``<paper>.json`` of ``kernelstream reproduce``) holds: its
+    ``paper`` field, or, in an older file, the paper its tables' entries are of; None when
+    it is not a paper's results (or holds no entry to tell)."""
+    if not isinstance(doc, dict):
+        return None
+    if isinstance(doc.get("paper"), str):
+        return str(doc["paper"])
+    if any(str(k).startswith("table_p3_") for k in doc):
+        return "p3"
+    cells = doc.get("cells")
+    if not isinstance(cells, list) or not cells or not all(isinstance(c, dict) for c in cells):
+        return None
+    return next((paper for paper, key in _CELL_MARKS if all(key in c for c in cells)), None)
 
 
 def summarize(cell: dict[str, Any], runs: list[Any], tolerance_pp: float) -> None:

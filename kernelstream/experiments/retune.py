@@ -65,6 +65,7 @@ from kernelstream.seeding import learner_seed, permutation
 # paper -> its tuned file (the file its evaluation reads)
 TUNED_FILES = {"baselines": baselines.TUNED_FILE, "p0": p0.TUNED_FILE, "p2": p2.TUNED_FILE,
                "p3": p3.TUNED_FILE, "p4": p4.TUNED_FILE}
+_MODULES = {"baselines": baselines, "p0": p0, "p2": p2, "p3": p3, "p4": p4}
 # P3's Gaussian width grid σ = 2^e, e ∈ {-5, -4.5, …, 7} (kernel alignment and width sweeps)
 SIGMA_EXPONENTS = [e / 2 for e in range(-10, 15)]
 KA_ROWS = 2000  # rows of the tuning permutation for kernel alignment
@@ -77,13 +78,35 @@ P2_CALIB_ROWS = 5000  # P2: rows of the calibration stream (permutation TUNE_PER
 
 def retune(paper: str, opts: Options) -> Path:
     """Run ``paper``'s tuning protocol for ``opts``' data sets (and tables), write the updated
-    tuned file into ``opts.out_dir`` and record it in ``opts.retuned``; its path."""
+    tuned file into ``opts.out_dir`` and record it in ``opts.retuned``; its path.
+
+    The file's ``meta`` (when, where, how long) describes its last retune of the whole
+    protocol; a retune of some data sets or tables leaves it as read, since the other entries
+    are copied unchanged, and adds itself to ``meta["partial_retunes"]`` instead (what it
+    retuned, when, in how many seconds: :func:`report.tuning_when` shows them)."""
     name = TUNED_FILES[paper]
     doc = report.read_json(opts.tuned_file(name))
+    before = dict(doc.get("meta", {}))
     t0 = time.perf_counter()
     _PROTOCOLS[paper](doc, opts)
-    meta = doc.setdefault("meta", {})
-    meta["tuning_seconds"] = round(time.perf_counter() - t0, 1)
+    seconds = round(time.perf_counter() - t0, 1)
+    mod = _MODULES[paper]
+    datasets, tables = opts.pick(mod.DATA), opts.pick(mod.TABLES, "table")
+    if datasets == list(mod.DATA) and tables == list(mod.TABLES):
+        meta = doc.setdefault("meta", {})
+        meta["tuning_seconds"] = seconds
+        meta.pop("partial_retunes", None)  # every entry is this retune's now
+    else:
+        now = doc.get("meta", {})
+        part = {"datasets": datasets, "seconds": seconds,
+                **({"tables": tables} if tables != list(mod.TABLES) else {}),
+                **{k: now[k] for k in ("tuned_at", "calibrated_at", "machine", "base_seed")
+                   if k in now}}
+        # an earlier partial retune of no more than this one's is superseded
+        older = [p for p in before.get("partial_retunes", [])
+                 if not (set(p.get("datasets", ())) <= set(datasets)
+                         and set(p.get("tables", mod.TABLES)) <= set(tables))]
+        meta = doc["meta"] = {**before, "partial_retunes": [*older, part]}
     meta["written_by"] = f"kernelstream reproduce {paper} --retune"
     path = Path(opts.out_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -141,6 +141,11 @@ def test_reproduce_p3_counts_after_the_switch(shared_datasets: Path, tmp_path: P
     assert run["mistake_rate_after_init"] == 100.0 * float(np.sum(wrong[m.init_round:])) / len(yp)
     md = (out / "p3.md").read_text()
     assert "## Table P3-3" in md and "## Table P3-4" not in md
+    # the "(no skill: N)" mark judges the figure the verdict is judged on (after T₀: 26.5 %),
+    # not the all-rounds rate (30.1 %, the no-skill rate of this permutation)
+    assert cell["mistake_mean"] == pytest.approx(cell["noskill_mean"])
+    assert cell["after_init_mean"] < cell["noskill_mean"] and not cell["no_skill"]
+    assert "| -1.43 | PASS |" in md
 
 
 def _committed(stem: str) -> dict:
@@ -345,3 +350,53 @@ def test_pass_mark_flags_a_cell_no_better_than_no_skill() -> None:
     cell = {"published": (25.0, 0.5, 0.25)}
     report.summarize(cell, [KeyResult(0, 24.3, 150, 0.1, 1000, 243)], 2.0)
     assert "no_skill" not in cell and report.pass_mark(False, cell) == "**FAIL**"
+
+
+def test_compare_that_compares_nothing_fails(shared_datasets: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    run = ["reproduce", "p3", "--tables", "p3-3", "--datasets", "german", "-R", "1",
+           "--data-dir", str(shared_datasets), "-q", "--out-dir"]
+    # another paper's file, a folder without the paper's: refused before the run
+    assert main([*run, str(tmp_path / "a"), "--compare",
+                 str(REPO / "benchmarks" / "results" / "p0.json")]) == 2
+    assert "p0.json holds p0's results, not p3's" in capsys.readouterr().err
+    (tmp_path / "old").mkdir()
+    assert main([*run, str(tmp_path / "a"), "--compare", str(tmp_path / "old")]) == 2
+    assert f"--compare {tmp_path / 'old'} has no p3.json" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()
+    # the paper's file without an entry of this run: not "identical"
+    (tmp_path / "old" / "p3.json").write_text('{"paper": "p3", "table_p3_3": []}')
+    assert main([*run, str(tmp_path / "a"), "--compare", str(tmp_path / "old")]) == 2
+    out, err = capsys.readouterr()
+    assert "identical" not in out and "nothing was compared" in err
+    assert main([*run, str(tmp_path / "b"), "--compare", str(tmp_path / "a" / "p3.json")]) == 0
+    assert "p3: compared 4 entries with" in capsys.readouterr().out
+
+
+def test_results_files_name_their_paper() -> None:
+    # the committed files predate the "paper" field: recognised by their entries
+    from kernelstream.experiments.report import results_paper
+
+    for paper in ("baselines", "p0", "p1", "p2", "p3", "p4"):
+        assert results_paper(_committed(paper)) == paper
+    assert results_paper({"paper": "p4", "cells": []}) == "p4"
+    assert results_paper({"cells": []}) is None and results_paper([]) is None
+
+
+def test_all_skips_the_papers_without_the_data_sets(shared_datasets: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # p1 and p2 have no german: a note each, no empty tables written (nor compared)
+    out = tmp_path / "out"
+    assert main(["reproduce", "all", "--tables", "p3-3,p1-2,p2-3", "--datasets", "german",
+                 "-R", "1", "--data-dir", str(shared_datasets), "--out-dir", str(out), "-q",
+                 "--compare", str(REPO / "benchmarks" / "results")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["p1: skipped: no data set german (its data sets: w7a, a9a)",
+                         "p2: skipped: no data set german (its data sets: phishing, a9a, "
+                         "magic04, SUSY, elevators, bank32nh, bank8FM)"]
+    assert sorted(p.name for p in out.iterdir()) == ["p3.json", "p3.md"]
+    # no paper of the tables has it: refused as `reproduce p1 --datasets german` is
+    assert main(["reproduce", "all", "--tables", "p1-2", "--datasets", "german",
+                 "--data-dir", str(shared_datasets), "--out-dir", str(tmp_path / "x")]) == 2
+    assert "no paper of --tables p1-2 has the data set german (p1: w7a, a9a)" in \
+        capsys.readouterr().err

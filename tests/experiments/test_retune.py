@@ -187,3 +187,42 @@ def test_tuned_files_are_package_data(german_dir: Path, tmp_path: Path) -> None:
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "baselines: passed" in proc.stdout
+
+
+def test_a_partial_retune_keeps_the_files_date_and_adds_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a retune of german copies the other data sets' entries: the file's "tuned_at" and
+    # "tuning_seconds" stay those of the whole protocol, and german's retune is recorded
+    # beside them; a retune of everything replaces both
+    from kernelstream.experiments import p0, report, retune
+    from kernelstream.experiments.protocol import Options
+
+    def protocol(doc: dict[str, Any], opts: Options) -> None:
+        retune._meta(doc, opts)
+        for ds in opts.pick(p0.DATA):
+            doc.setdefault(ds, {})["x"] = {"tuned_at": report.now_utc()}
+
+    monkeypatch.setattr(retune, "_PROTOCOLS", {**retune._PROTOCOLS, "p0": protocol})
+    monkeypatch.setattr(report, "now_utc", lambda: "2026-12-01 10:00 UTC")
+    committed = _committed("p0")["meta"]
+
+    def run(out: str, datasets: list[str] | None, tuned_dir: Path | None = None) -> dict:
+        opts = Options(Context(tmp_path, tmp_path / "w", 1), tmp_path / out, tuned_dir,
+                       datasets)
+        return json.loads(retune.retune("p0", opts).read_text())["meta"]
+
+    meta = run("a", ["german"])
+    assert (meta["tuned_at"], meta["tuning_seconds"]) == (committed["tuned_at"],
+                                                          committed["tuning_seconds"])
+    [part] = meta["partial_retunes"]
+    assert (part["datasets"], part["tuned_at"]) == (["german"], "2026-12-01 10:00 UTC")
+    assert report.tuning_when(meta) == (f"{committed['tuned_at']}; german retuned "
+                                        "2026-12-01 10:00 UTC (0.0 min)")
+    # a second partial retune of the file adds to it; the same data set again replaces it
+    meta = run("b", ["german", "w7a"], tmp_path / "a")
+    assert [p["datasets"] for p in meta["partial_retunes"]] == [["german", "w7a"]]
+    meta = run("c", ["a9a"], tmp_path / "b")
+    assert [p["datasets"] for p in meta["partial_retunes"]] == [["german", "w7a"], ["a9a"]]
+    meta = run("d", None, tmp_path / "c")
+    assert meta["tuned_at"] == "2026-12-01 10:00 UTC" and "partial_retunes" not in meta
+    assert meta["tuning_seconds"] < 1.0

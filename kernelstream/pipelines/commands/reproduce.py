@@ -139,7 +139,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare", type=Path, metavar="JSON|DIR",
                    help="afterwards, list the cells whose numbers differ from a committed "
                    "results JSON (a directory: its <paper>.json for each paper); exit 1 if "
-                   "any differ (timings and the machine are not compared)")
+                   "any differ (timings and the machine are not compared), 2 if no entry "
+                   "was compared; another paper's file, or a directory without it, is "
+                   "refused before the run")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.set_defaults(handler=cmd_reproduce)
 
@@ -187,11 +189,21 @@ class ReproduceConfig:
         if unknown:
             raise ConfigError(f"{self.paper} has no data set {', '.join(unknown)} (data sets: "
                               f"{', '.join(names)})")
+        papers, _ = self.plan()
+        if not papers:  # `all --tables T --datasets D`: no paper of T has D
+            raise ConfigError(
+                f"no paper of --tables {', '.join(self.tables or ())} has the data set "
+                f"{', '.join(self.datasets or ())} (" + "; ".join(
+                    f"{p}: {', '.join(m.DATA)}" for p, m in mods.items()
+                    if set(self.tables or ()) & set(m.TABLES)) + ")")
         if self.compare is not None and not self.compare.is_dir() and len(mods) > 1:
             raise ConfigError("--compare FILE.json needs one paper (give a directory of "
                               "results for all)")
         if self.compare is not None and not self.compare.exists():
             raise ConfigError(f"--compare {self.compare} not found")
+        if self.compare is not None:
+            for paper in papers:
+                _check_compare(self.compare, paper)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, argv: Any = None) -> ReproduceConfig:
@@ -219,6 +231,23 @@ class ReproduceConfig:
         return {p: importlib.import_module(f"kernelstream.experiments.{PAPERS[p]}")
                 for p in papers}
 
+    def plan(self) -> tuple[dict[str, Any], list[str]]:
+        """The papers of :meth:`modules` this run reproduces, and one note for each paper of
+        ``all`` it leaves out because it has none of ``--datasets`` (it would write empty
+        tables; one without any table of ``--tables`` is left out silently: tables are named
+        after their paper)."""
+        papers: dict[str, Any] = {}
+        notes: list[str] = []
+        for paper, mod in self.modules().items():
+            if self.tables and not set(self.tables) & set(mod.TABLES):
+                continue
+            if self.datasets and not set(self.datasets) & set(mod.DATA):
+                notes.append(f"{paper}: skipped: no data set {', '.join(self.datasets)} "
+                             f"(its data sets: {', '.join(mod.DATA)})")
+                continue
+            papers[paper] = mod
+        return papers, notes
+
 
 def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
     try:
@@ -231,7 +260,7 @@ def cmd_reproduce(args: argparse.Namespace, argv: Any = None) -> int:
 def run_reproduce(config: ReproduceConfig) -> int:
     """The reproduction of ``config``: each paper's tables written (after its retuning with
     ``--retune``), compared with ``--compare``; 1 when numbers differ, 2 with one line when a
-    protocol cannot run."""
+    protocol cannot run or ``--compare`` compared no entry."""
     # the protocols import learner modules and the compiled kernels: loaded by a run, not by
     # the CLI's parser
     from kernelstream.experiments.retune import TUNED_FILES, retune
@@ -244,13 +273,14 @@ def run_reproduce(config: ReproduceConfig) -> int:
         return error("reproduce", f"cannot read --out-dir {config.out_dir}: {exc}")
     tables = None if config.tables is None else list(config.tables)
     datasets = None if config.datasets is None else list(config.datasets)
-    differ = False
+    rc = 0
     retuned: dict[str, Path] = {}  # shared: p3 reads the widths `all --retune` chose first
+    papers, notes = config.plan()
+    for note in notes:
+        print(note)
     with tempfile.TemporaryDirectory(prefix="kernelstream-reproduce-") as tmp:
         work = config.work_dir or Path(tmp)
-        for paper, mod in config.modules().items():
-            if tables and not set(tables) & set(mod.TABLES):
-                continue
+        for paper, mod in papers.items():
             ctx = Context(config.data_dir, work / paper, config.permutations or mod.PERMUTATIONS,
                           seed=config.seed, runner=config.runner, workers=config.workers,
                           pipeline_args=list(config.pipeline_args),
@@ -271,20 +301,46 @@ def run_reproduce(config: ReproduceConfig) -> int:
                   f"{res.wall_seconds / 60:.1f} min; wrote "
                   + ", ".join(str(f) for f in res.files))
             if config.compare is not None:
-                differ |= _compare(config.compare, paper, opts.out_dir / f"{paper}.json")
-    return 1 if differ else 0
+                rc = max(rc, _compare(config.compare, paper, opts.out_dir / f"{paper}.json"))
+    return rc
 
 
-def _compare(given: Path, paper: str, ours: Path) -> bool:
-    """Print the differences of ``ours`` from the committed JSON; True if there are any."""
+def _compare_path(given: Path, paper: str) -> Path:
+    return given / f"{paper}.json" if given.is_dir() else given
+
+
+def _check_compare(given: Path, paper: str) -> None:
+    """Before the run: ``--compare`` names ``paper``'s results (a folder: its
+    ``<paper>.json``), or :class:`ConfigError` (one line). A comparison with another paper's
+    file, or none, would compare no entry."""
+    from kernelstream.experiments import report
+
+    path = _compare_path(given, paper)
+    if not path.is_file():
+        raise ConfigError(f"--compare {given} has no {paper}.json to compare {paper} with")
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--compare {path} is not a results JSON: {exc}") from exc
+    held = report.results_paper(doc)
+    if held != paper:
+        raise ConfigError(f"--compare {path} holds " + (
+            f"{held}'s results, not {paper}'s" if held else
+            f"no results of `reproduce {paper}` (no table entries)"))
+
+
+def _compare(given: Path, paper: str, ours: Path) -> int:
+    """Print the differences of ``ours`` from the committed JSON: 0 if there are none, 1 if
+    any, 2 (one error line) if no entry could be compared: a check that compared nothing
+    did not find the numbers identical."""
     # the compiled kernels (experiments.report names them): not loaded by the CLI's parser
     from kernelstream.experiments import report
 
-    path = given / f"{paper}.json" if given.is_dir() else given
-    if not path.exists():
-        print(f"{paper}: no {path} to compare with")
-        return False
+    path = _compare_path(given, paper)
     n, diffs, skipped = report.compare_results(report.read_json(path), report.read_json(ours))
+    if n == 0 and not diffs:
+        return error("reproduce", f"--compare {path}: no entry of this {paper} run is in it, "
+                     "nothing was compared")
     print(f"{paper}: compared {n} entries with {path}: "
           + (f"{len(diffs)} differ" if diffs else "numbers identical"))
     for d in diffs:
@@ -294,4 +350,4 @@ def _compare(given: Path, paper: str, ours: Path) -> bool:
               "derive from other rows' means over the permutations):")
         for d in skipped:
             print(f"  {d}")
-    return bool(diffs)
+    return 1 if diffs else 0
