@@ -21,10 +21,10 @@ scale; on the shared sets it took raker's MSE ratio to the running mean from 1.1
 and the default rff-rls's from 0.87 to 0.15, 0.09 to 0.07 and 0.52 to 0.50.
 
 Only the first :data:`HEAD_ROWS` rows of a local file or embedded set are read (at most its
-``--limit`` rows: the rows the run learns);
-``--stream``, a remote file and sparse rows (scaling would fill in their zeros) are left as
-they are. A Kafka topic's ``auto`` is decided on its first rows by the same rule once its
-options have passed, and its rows are scaled by those rows' ranges
+``--limit`` rows: the rows the run learns; ``--stream``'s rows are drawn from those rows, so
+it decides as a plain replay of the file does); a remote file and sparse rows (scaling would
+fill in their zeros) are left as they are. A Kafka topic's ``auto`` is decided on its first
+rows by the same rule once its options have passed, and its rows are scaled by those rows' ranges
 (``topic_head.topic_head``), as a live stream's records are by its first records'
 (``pipelines.live.stream_width``; both through ``data.check.head_ranges``). A topic's
 regression target is standardised by its first rows' targets
@@ -51,7 +51,7 @@ HEAD_ROWS = 1000  # the replay's up-front check reads as many (``replay_checks._
 
 def _head_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
     """How the head of ``src`` is read (unscaled), or None when auto looks at nothing."""
-    if is_topic(src) or args.stream != "none" or args.rows == "sparse":
+    if is_topic(src) or args.rows == "sparse":
         return None
     try:
         path = str(data.embedded_path(src))
@@ -142,7 +142,7 @@ def resolve_options(src: str, options: dict[str, Any],
     and the lines the CLI prints about them (a hint, a target left alone)."""
     args = argparse.Namespace(
         scale=options.get("scale", AUTO), scale_target=options.get("scale_target", AUTO),
-        stream=options.get("stream", "none"), rows=options.get("rows", "auto"),
+        rows=options.get("rows", "auto"),
         format=options.get("fmt"), n_features=options.get("n_features"),
         label_column=options.get("label_column"), delimiter=options.get("delimiter"),
         header=options.get("header"), key_by=options.get("key_by"),
