@@ -136,8 +136,10 @@ def evaluate_stream(
     seed name)."""
     def report(r: int, result: EvalResult) -> None:
         if progress is not None:
-            progress(f"[{result.label}] stream {stream} {r + 1}/{permutations}: "
-                     f"{sig(result.runs[-1].mistake_rate)}% mistakes")
+            last = result.runs[-1]  # a regression has no mistakes: its average loss
+            figure = (f"{sig(last.mistake_rate)}% mistakes" if last.mistake_rate is not None
+                      else f"{result.loss} loss {sig(last.avg_loss)}")
+            progress(f"[{result.label}] stream {stream} {r + 1}/{permutations}: {figure}")
 
     def build(r: int) -> Stream:
         Xs, ys = preset_stream(stream, X, y, seed, r)

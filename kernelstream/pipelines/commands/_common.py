@@ -74,7 +74,8 @@ def add_learner_arguments(p: argparse.ArgumentParser, stream: bool = False) -> N
                    "the stream's first records")
     else:
         default = (f"a replay of a file: {by_rows('classification')} (by its first rows), "
-                   f"with --task regression {by_rows('regression')}; else "
+                   f"with --task regression {by_rows('regression')}; else (a topic, "
+                   "--stream) "
                    f"{spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}, with --task regression "
                    f"{spec(*DEFAULT_LEARNERS['regression'])}; replay and tune set Gaussian "
                    "widths to gamma=auto, from the data")

@@ -187,6 +187,8 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
     if config.default_rows is not None:  # why this learner: the file's rows chose it
         doc["default_learner"] = {"rows": config.default_rows,
                                   "learner": config.learners[0].learner}
+        if config.stream != "none":  # ... or the adversarial stream (config.default_learner)
+            doc["default_learner"]["stream"] = config.stream
     if config.auto_scale is not None:  # --scale auto scaled: why (the value is ``scale``)
         doc["auto_scale"] = config.auto_scale
     if config.widths is not None:  # a topic's gamma=auto: where the widths came from

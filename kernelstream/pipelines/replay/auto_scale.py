@@ -22,10 +22,10 @@ and the default rff-rls's from 0.87 to 0.15, 0.09 to 0.07 and 0.52 to 0.50.
 
 Only the first :data:`HEAD_ROWS` rows of a local file or embedded set are read (at most its
 ``--limit`` rows: the rows the run learns; with ``--sample``, of the rows drawn:
-``pipelines.replay.sample_rows``);
-``--stream``, a remote file and sparse rows (scaling would fill in their zeros) are left as
-they are. A Kafka topic's ``auto`` is decided on its first rows by the same rule once its
-options have passed, and its rows are scaled by those rows' ranges
+``pipelines.replay.sample_rows``; ``--stream``'s rows are drawn from those rows, so it decides
+as a plain replay of the file does); a remote file and sparse rows (scaling would fill in
+their zeros) are left as they are. A Kafka topic's ``auto`` is decided on its first rows by
+the same rule once its options have passed, and its rows are scaled by those rows' ranges
 (``topic_head.topic_head``), as a live stream's records are by its first records'
 (``pipelines.live.stream_width``; both through ``data.check.head_ranges``). A topic's
 regression target is standardised by its first rows' targets
@@ -53,9 +53,10 @@ HEAD_ROWS = 1000  # the replay's up-front check reads as many (``replay_checks._
 
 def file_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
     """How a replay reads the file (or embedded set) ``src``, for a look at its first rows
-    before the run (:func:`head_options`); ``None`` for a Kafka topic, ``--stream`` or a
-    missing file (the run reports it)."""
-    if is_topic(src) or args.stream != "none":
+    before the run (:func:`head_options`); ``None`` for a Kafka topic or a missing file (the
+    run reports it). ``--stream`` reads the file too: its streams repeat the file's rows (at
+    most its ``--limit``), so they are decided as a plain replay's are."""
+    if is_topic(src):
         return None
     return head_options(ReadOptions(
         path=src, fmt=args.format, n_features=args.n_features,
@@ -175,7 +176,7 @@ def resolve_options(src: str, options: dict[str, Any],
     # (file_options, then head_options)
     args = argparse.Namespace(
         scale=options.get("scale", AUTO), scale_target=options.get("scale_target", AUTO),
-        stream=options.get("stream", "none"), rows=options.get("rows", "auto"),
+        rows=options.get("rows", "auto"),
         format=options.get("fmt"), n_features=options.get("n_features"),
         label_column=options.get("label_column"), delimiter=options.get("delimiter"),
         header=options.get("header"), key_by=options.get("key_by"),

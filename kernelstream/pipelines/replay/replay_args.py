@@ -30,6 +30,7 @@ from kernelstream.pipelines.config import (
     PROG,
     accepts,
     check_at_least,
+    default_learner,
     default_out,
     display_name,
     is_topic,
@@ -188,13 +189,12 @@ class ReplayConfig:
         if self.read.path != self.data:  # one name of the data: ``data``
             object.__setattr__(self, "read", replace(self.read, path=self.data))
         # the widths left to the data (gamma unset or auto, ...: LearnerConfig.auto_widths),
-        # from the file's first rows as the CLI's (a sample's: the drawn rows, ``data``); none
-        # for a topic or an adversarial stream, whose learners keep their default widths (an
-        # explicit auto: ConfigError). The CLI's configurations come resolved: nothing to read
+        # from the file's first rows as the CLI's (a sample's: the drawn rows, ``data``; an
+        # adversarial stream's: the file its rows are drawn from); none for a topic, whose
+        # learners keep their default widths (an explicit auto: ConfigError). The CLI's
+        # configurations come resolved: nothing to read
         if any(c.auto_widths for c in self.learners):
-            head = None
-            if self.stream == "none":
-                head = head_options(self.read)
+            head = head_options(self.read)
             auto_width = None if head is None else width_estimate(head)
             object.__setattr__(self, "learners",
                                tuple(c.with_widths(auto_width) for c in self.learners))
@@ -210,9 +210,9 @@ class ReplayConfig:
         learners' own (when they agree), and ``scale`` and ``scale_target`` default to
         ``"auto"``, resolved on the file's first rows by the CLI's rule
         (:func:`~kernelstream.pipelines.replay.auto_scale.resolve_options`; why it scaled is
-        :attr:`auto_scale`, a standardised target each configuration's ``target``). A Kafka
-        topic's or an adversarial ``stream``'s ``auto`` is ``none`` here (the CLI decides a
-        topic's on its first records)."""
+        :attr:`auto_scale`, a standardised target each configuration's ``target``; an
+        adversarial ``stream``'s on the file its rows are drawn from). A Kafka topic's
+        ``auto`` is ``none`` here (the CLI decides a topic's on its first records)."""
         configs = tuple(as_configs(learners).values())
         task = options.get("task")
         if task is None and len({c.task for c in configs}) == 1:  # the CLI's resolve_task
@@ -275,11 +275,12 @@ class ReplayConfig:
                       "them)", file=sys.stderr)
             elif hint is not None:
                 print(f"{PROG}: hint: {hint}", file=sys.stderr)
-        # no learner named: the task's default for the rows the file gives (recorded)
+        # no learner named: the task's default for the rows the file gives, or for an
+        # adversarial stream (recorded)
         task = args.task or "classification"
         if rows is not None:
-            check_default_params(task, rows, param_specs)
-        default = None if rows is None else DEFAULT_BY_ROWS[task][rows]
+            check_default_params(task, rows, param_specs, args.stream)
+        default = None if rows is None else default_learner(task, rows, args.stream)
         kafka_src = is_topic(src)
         # a topic's width is read last (below), once every refusal has had its say: until
         # then its configurations hold a stand-in (the widths change no check)
@@ -451,22 +452,24 @@ def width_estimate(opts: ReadOptions,
     return estimate
 
 
-def check_default_params(task: str, rows: str, param_specs: Sequence[str]) -> None:
+def check_default_params(task: str, rows: str, param_specs: Sequence[str],
+                         stream: str = "none") -> None:
     """A ``-p`` without ``--learner`` is for the default learner: one it does not have is a
-    :class:`ConfigError` saying which learner the file's rows chose."""
-    name = DEFAULT_BY_ROWS[task][rows][0]
+    :class:`ConfigError` saying which learner the file's rows (or ``--stream``) chose."""
+    name = default_learner(task, rows, stream)[0]
     other = next(n for n, _ in DEFAULT_BY_ROWS[task].values() if n != name)
+    on = f"on {rows} rows (this file's)" if stream == "none" else f"of --stream {stream}"
     for spec in param_specs:
         scope, key, _ = parse_param_spec(spec)
         if scope is None and not accepts(name, key):
             # a misspelt parameter of the default learner first, then another learner's
             close = did_you_mean(key, [p.name for p in learners.get(name).params])
             if close:
-                raise ConfigError(f"-p {spec}: the default learner on {rows} rows (this "
-                                  f"file's), {name}, has no parameter {key!r}{close}")
-            raise ConfigError(f"-p {spec}: the default learner on {rows} rows (this file's) is "
-                              f"{name}, which has no parameter {key!r}: name a learner with "
-                              f"--learner, e.g. -l {other}")
+                raise ConfigError(f"-p {spec}: the default learner {on}, {name}, has no "
+                                  f"parameter {key!r}{close}")
+            raise ConfigError(f"-p {spec}: the default learner {on} is {name}, which has no "
+                              f"parameter {key!r}: name a learner with --learner, e.g. "
+                              f"-l {other}")
 
 
 def resolve_read(args: argparse.Namespace, src: str,

@@ -102,13 +102,21 @@ def test_a_single_row_to_measure_is_a_warning_of_the_api(
 
 def test_without_data_an_unset_width_keeps_the_default_and_auto_is_refused(
         tmp_path: Path) -> None:
-    # an adversarial stream: the CLI estimates nothing there (file_options), nor does the API
-    config = ReplayConfig.of("german", [LearnerConfig("r", "rff-rls", {})], tmp_path,
-                             stream="german-1", runner="loop")
+    # a Kafka topic through the Python API: no head is read (the CLI reads one)
+    topic = "kafka://localhost:9092/rows"
+    config = ReplayConfig.of(topic, [LearnerConfig("r", "rff-rls", {})], tmp_path)
     assert config.learners[0].params["gamma"] == 0.5
     with pytest.raises(ConfigError, match="gamma=auto is estimated from the data"):
-        ReplayConfig.of("german", [LearnerConfig("r", "rff-rls", {"gamma": "auto"})],
-                        tmp_path, stream="german-1", runner="loop")
+        ReplayConfig.of(topic, [LearnerConfig("r", "rff-rls", {"gamma": "auto"})], tmp_path)
+
+
+def test_an_adversarial_stream_resolves_as_its_file(tmp_path: Path) -> None:
+    """``stream=``'s rows are drawn from the file: its width and scaling are the file's."""
+    cfg = [LearnerConfig("b", "bpa-s", {"gamma": "auto"})]
+    plain = ReplayConfig.of("german", cfg, tmp_path)
+    stream = ReplayConfig.of("german", cfg, tmp_path, stream="german-1", runner="loop")
+    assert stream.learners == plain.learners and stream.read == plain.read
+    assert stream.auto_scale == plain.auto_scale
 
 
 @pytest.mark.parametrize(("name", "params", "hint"), [
