@@ -39,6 +39,7 @@ word-break:break-all}
 figure{margin:10px 0 18px}figure img{max-width:100%;height:auto;display:block}
 figcaption{color:#555;font-size:12px;margin-top:2px}
 .pass{color:#0a7d28;font-weight:600}.fail{color:#c01818;font-weight:600}
+.unjudged{color:#888;white-space:nowrap}
 .note{color:#8a5a00;font-size:12px}.scroll{overflow-x:auto}
 """
 
@@ -161,8 +162,14 @@ def _result_table(t: ResultTable) -> str:
     def cell(c: TableCell) -> str:
         return f"<span class={c.css}>{esc(c.text)}</span>" if c.css else esc(c.text)
 
-    verdict = (f" — <span class=pass>{t.passed} PASS</span>, "
-               f"<span class=fail>{t.failed} FAIL</span>" if t.passed + t.failed else "")
+    verdict = ""
+    if t.passed + t.failed:
+        verdict = (f" — <span class=pass>{t.passed} PASS</span>, "
+                   f"<span class=fail>{t.failed} FAIL</span>")
+        if t.unjudged:
+            verdict += f" of {t.passed + t.failed} judged; {t.unjudged} not judged"
+    elif t.unjudged:
+        verdict = " — not judged"
     parts = [f"<h3>{esc(t.title)} ({len(t.rows)} rows){verdict}</h3>"]
     if t.constant:
         parts.append("<p class=meta>in every row: "
@@ -174,6 +181,13 @@ def _result_table(t: ResultTable) -> str:
 def _results(res: ResultFile, i: int) -> str:
     parts = [f'<section id="results-{i}"><h2>Results: {esc(res.label)}</h2>',
              f"<p class=meta>{esc(res.path)}</p>"]
+    if res.paper:
+        npass = sum(t.passed for t in res.tables)
+        judged = npass + sum(t.failed for t in res.tables)
+        parts.append(f"<p><b>{esc(res.paper)}: passed {npass}/{judged} judged rows</b> "
+                     f"<span class=meta>(the rows {esc(res.paper)}'s verdict judges, counted as "
+                     f"{esc(res.paper)}.md counts them; the other rows' marks are "
+                     "informative)</span></p>")
     if res.settings:
         parts.append(_table(["setting", "value"],
                             ([esc(k), esc(v)] for k, v in res.settings)))
