@@ -66,6 +66,30 @@ def _table(head: list[str], rows: Iterable[list[str]], numeric: set[int] | None 
     return "".join(out)
 
 
+def _scaling(s: dict[str, Any]) -> str:
+    """How the run scaled its features (and a regression's target), as it resolved them:
+    ``--scale auto``'s decision, with its reason on hover."""
+    scale = str(s.get("scale") or "none")
+    out = esc(scale)
+    if s.get("auto_scale"):
+        out = f"<span title=\"{esc(s['auto_scale'])}\">{esc(scale)} (auto)</span>"
+    if s.get("task") == "regression":
+        target = ("standardised" if s.get("target_standardised")
+                  else str(s.get("scale_target") or "none"))
+        out += f"; target {esc(target)}"
+    return out
+
+
+def _rows_used(s: dict[str, Any]) -> str:
+    """Which rows of the data the run read: all, ``--limit``'s first or ``--sample``'s."""
+    sample = s.get("sample")
+    if isinstance(sample, dict) and sample.get("rows") is not None:
+        return esc(f"sample of {sample['rows']:,} (seed {sample.get('seed', 0)})")
+    if s.get("limit") is not None:
+        return esc(f"first {s['limit']:,}")
+    return "all"
+
+
 def _runs_table(runs: list[LoadedRun]) -> str:
     rows = []
     for r in runs:
@@ -73,12 +97,14 @@ def _runs_table(runs: list[LoadedRun]) -> str:
         argv = " ".join(s.get("argv") or [])
         rows.append([esc(r.label), esc(s.get("dataset", "?")), _num(s.get("examples"), ","),
                      _num(s.get("n_features"), ","), esc(s.get("task") or "auto"),
+                     _scaling(s), _rows_used(s),
                      _num(s.get("permutations"), "d"), _num(s.get("seed"), "d"),
                      esc(s.get("runner", "?")), esc(s.get("key_by") or "–"),
                      _num(s.get("dead_letters"), ","),
                      f"<code>kernelstream {esc(argv)}</code>" if argv else "–"])
-    return _table(["run", "data set", "examples", "features", "task", "perms", "seed",
-                   "runner", "key-by", "dead letters", "command"], rows, {2, 3, 5, 6, 9})
+    return _table(["run", "data set", "examples", "features", "task", "scaling", "rows",
+                   "perms", "seed", "runner", "key-by", "dead letters", "command"], rows,
+                  {2, 3, 7, 8, 11})
 
 
 def _summary_table(runs: list[LoadedRun]) -> str:
@@ -204,6 +230,9 @@ def build_page(runs: list[LoadedRun], results: list[ResultFile]) -> str:
             f"kernelstream {esc(__version__)}</p>"]
     if runs:
         body += ['<section id="runs"><h2>Runs</h2>', _runs_table(runs)]
+        body += [f"<p class=meta>{esc(r.label)}: --scale auto scaled {esc(r.summary.get('scale'))}"
+                 f": {esc(r.summary['auto_scale'])}</p>" for r in runs
+                 if r.summary.get("auto_scale")]
         body += [f"<p class=note>{esc(r.label)}: {esc(n)}</p>" for r in runs for n in r.notes]
         body += ["</section>", '<section id="summary"><h2>Summary</h2>',
                  "<p class=meta>Mean ± sample std over the permutations.</p>",

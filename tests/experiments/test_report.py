@@ -360,3 +360,25 @@ def test_page_loads_in_headless_chromium(tmp_path: Path, runs: dict[str, Path]) 
                       "<script>console.error('boom')</script></body></html>")
     result, _ = _probe(browser, broken, tmp_path)
     assert "boom" in result["errors"] and result["images"] == [["fig-x", 0, 0]]
+
+
+def test_runs_table_shows_scaling_and_rows_used(tmp_path: Path, runs: dict[str, Path]) -> None:
+    """The resolved scaling (with --scale auto's reason) and --limit / --sample are in the
+    Runs table: two runs that differ only there do not look the same."""
+    summary = json.loads((runs["budgets"] / "summary.json").read_text())
+    sampled = tmp_path / "sampled"
+    sampled.mkdir()
+    why = "feature spreads (standard deviations) differ by 52.9x"
+    (sampled / "summary.json").write_text(json.dumps(
+        {**summary, "limit": None, "scale": "01", "auto_scale": why,
+         "sample": {"rows": 2000, "from": "x", "seed": 3, "order": "file"}}))
+    page = _report(tmp_path, runs["budgets"], sampled, runs["regression"])
+    head = re.search(r'<section id="runs">.*?</thead>', page)
+    assert head and "<th>scaling</th><th>rows</th>" in head.group(0)
+    assert f"<td>{summary['scale']}</td><td>first 400</td>" in page
+    assert f'<td><span title="{why}">01 (auto)</span></td><td>sample of 2,000 (seed 3)</td>' \
+        in page
+    assert f"sampled: --scale auto scaled 01: {why}" in page
+    reg = json.loads((runs["regression"] / "summary.json").read_text())
+    target = "standardised" if reg.get("target_standardised") else reg["scale_target"]
+    assert f"; target {target}</td><td>all</td>" in page
