@@ -206,11 +206,18 @@ def kernels(runs: list[LoadedRun]) -> Chart | None:
         ax.set_yticks(np.arange(km.p.shape[0]), km.labels, fontsize=7)
         ax.set_title(f"{pal.name(run, s)} ({s.learner}): {km.what}", fontsize=9)
     axes[-1].set_xlabel("examples")
+    shares = {s.kernels.shares for _, s in maps if s.kernels is not None}
+    label = ("share of predictions" if shares == {True} else "probability / weight"
+             if shares == {False} else "probability, weight or share (panel titles)")
     if image is not None:
-        fig.colorbar(image, ax=list(axes), label="weight", shrink=0.9)
+        fig.colorbar(image, ax=list(axes), label=label, shrink=0.9)
     return Chart("fig-kernels", "Kernel selection",
-                 "Weight of each kernel of the pool over the stream (darker: less weight).",
-                 _png(fig))
+                 "Each kernel of the pool over the stream, one panel per configuration, as its "
+                 "title says: the learner's kernel probabilities (the combination's weights for "
+                 "a learner that combines its kernels, such as raker or OMKC) per metrics "
+                 "window or, for runs of fewer than 8 metrics windows, the share of "
+                 "predictions each kernel made (for a combining learner: the share in which "
+                 "it had the largest weight). Darker: less.", _png(fig))
 
 
 def entities(runs: list[LoadedRun]) -> Chart | None:

@@ -382,3 +382,22 @@ def test_runs_table_shows_scaling_and_rows_used(tmp_path: Path, runs: dict[str, 
     reg = json.loads((runs["regression"] / "summary.json").read_text())
     target = "standardised" if reg.get("target_standardised") else reg["scale_target"]
     assert f"; target {target}</td><td>all</td>" in page
+
+
+def test_kernel_panels_say_what_they_plot(tmp_path: Path, runs: dict[str, Path]) -> None:
+    """A combining learner's panel says it combines (its selected kernel is only the largest
+    weight); the caption names what the panels plot, not "weight" for every map."""
+    from kernelstream.report import figures
+
+    run = _replay(tmp_path / "raker", "--limit", "300", "-l", "raker", "-l", "oks", "-R", "1")
+    loaded = load_run(str(run), "raker")
+    km = {s.config: s.kernels for s in loaded.series}
+    assert km["raker"] is not None and km["oks"] is not None
+    assert km["raker"].shares and km["raker"].what.startswith(
+        "share of predictions in which each kernel had the largest weight (raker combines")
+    assert km["oks"].what.startswith("share of predictions made by each kernel")
+    sel = {s.config: s.kernels for s in load_run(str(runs["selection"]), "sel").series}
+    assert sel["ea2oks"] is not None and not sel["ea2oks"].shares
+    chart = figures.kernels([loaded])
+    assert chart is not None and "share of predictions" in chart.caption
+    assert not chart.caption.startswith("Weight of each kernel")
