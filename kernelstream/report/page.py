@@ -14,6 +14,7 @@ from typing import Any
 
 from kernelstream import __version__
 from kernelstream.errors import ReportError
+from kernelstream.learners.registry import stores_rows
 from kernelstream.numbers import sig, sig_pm
 from kernelstream.report import GENERATOR, figures
 from kernelstream.report.reproduce import ResultFile, ResultTable, TableCell, load_results
@@ -124,7 +125,9 @@ def _summary_table(runs: list[LoadedRun]) -> str:
                 # the no-skill predictor of the same streams: the rate or the loss
                 _sig(c, "noskill_avg_loss" if regress else "noskill_mistake_rate"),
                 _sig(c, "rmse"), _sig(c, "mae"), _sig(c, "r2"),
-                _num(c.get("n_support_vectors"), ",.1f"), _num(c.get("seconds"), ".3f"),
+                # a learner that keeps no examples (random features): no count, not 0.0
+                _num(c.get("n_support_vectors") if stores_rows(str(c.get("learner")))
+                     else None, ",.1f"), _num(c.get("seconds"), ".3f"),
                 _num(c.get("examples_per_second"), ",.0f"),
                 f"<span class=params>{esc(params)}</span>"])
     head = (["run"] if many else []) + [

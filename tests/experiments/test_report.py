@@ -401,3 +401,18 @@ def test_kernel_panels_say_what_they_plot(tmp_path: Path, runs: dict[str, Path])
     chart = figures.kernels([loaded])
     assert chart is not None and "share of predictions" in chart.caption
     assert not chart.caption.startswith("Weight of each kernel")
+
+
+def test_learners_without_stored_examples_have_no_sv_count(tmp_path: Path) -> None:
+    from kernelstream.pipelines.commands._runs import format_table
+
+    run = _replay(tmp_path / "rf", "--limit", "200", "-l", "rff-rls", "-l", "bogd")
+    page = _report(tmp_path, run)
+    assert re.search(r"<td>rff-rls</td><td>rff-rls</td>(<td[^>]*>[^<]*</td>){8}"
+                     r"<td class=n>–</td>", page)
+    assert re.search(r"<td>bogd</td><td>bogd</td>(<td[^>]*>[^<]*</td>){8}"
+                     r"<td class=n>\d[\d,.]*</td>", page)
+    summary = json.loads((run / "summary.json").read_text())
+    rows = {line.split()[0]: line.split() for line in
+            format_table(summary["configs"]).splitlines()[1:3]}
+    assert rows["rff-rls"][-3] == "-" and rows["bogd"][-3] != "-"
