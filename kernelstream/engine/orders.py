@@ -136,8 +136,11 @@ def evaluate_stream(
     seed name)."""
     def report(r: int, result: EvalResult) -> None:
         if progress is not None:
-            progress(f"[{result.label}] stream {stream} {r + 1}/{permutations}: "
-                     f"{sig(result.runs[-1].mistake_rate)}% mistakes")
+            run = result.runs[-1]
+            # regression has no mistakes: its average loss ("-% mistakes" said nothing)
+            done = (f"{sig(run.mistake_rate)}% mistakes" if run.mistake_rate is not None
+                    else f"average loss {sig(run.avg_loss)}")
+            progress(f"[{result.label}] stream {stream} {r + 1}/{permutations}: {done}")
 
     def build(r: int) -> Stream:
         Xs, ys = preset_stream(stream, X, y, seed, r)

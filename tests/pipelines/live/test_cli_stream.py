@@ -41,3 +41,17 @@ def test_replay_unknown_stream(tmp_path, capsys) -> None:
     code, s = _replay(tmp_path, "german", "--learner", "perceptron", "--stream", "german-3")
     assert code == 2 and s is None
     assert "german-1" in capsys.readouterr().err
+
+
+def test_stream_progress_of_a_regression_names_its_loss() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=200)
+    msgs: list[str] = []
+    res = evaluate_stream(X, y, "german-1", "rff-rls", {"loss": "square", "n_components": 50},
+                          progress=msgs.append)
+    assert res.runs[-1].mistake_rate is None
+    assert msgs == [f"[rff-rls] stream german-1 1/1: average loss "
+                    f"{res.runs[-1].avg_loss:.3g}"] and "mistakes" not in msgs[0]
