@@ -22,11 +22,12 @@ from kernelstream.report.runs import LoadedRun, is_run_dir, load_run, run_labels
 
 ENTITY_ROWS = 20  # worst entities listed per run
 RAW_CHARS = 160  # of a dead letter's raw input
+TASK_COLUMNS = ("mistake rate (%)", "RMSE", "MAE", "R²")  # shown when a row has them
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;
 background:#fff}
-main{max-width:1140px;margin:0 auto;padding:12px 20px 40px}
+main{max-width:1500px;margin:0 auto;padding:12px 20px 40px}
 h1{font-size:22px;margin:8px 0 2px}h2{font-size:18px;margin:26px 0 8px;border-bottom:1px solid
 #ddd;padding-bottom:3px}h3{font-size:15px;margin:16px 0 6px}
 .meta{color:#666;font-size:12px}
@@ -34,7 +35,7 @@ table{border-collapse:collapse;margin:6px 0 10px;font-size:12.5px}
 th,td{border:1px solid #e2e2e2;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f5f5f7;font-weight:600}td:first-child{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums;
 white-space:nowrap}
-.params{color:#666;font-size:11px;max-width:340px}
+.params{color:#666;font-size:11px;display:inline-block;min-width:16em}
 code{font:11.5px ui-monospace,Menlo,Consolas,monospace;background:#f5f5f7;padding:0 3px;
 word-break:break-all}
 figure{margin:10px 0 18px}figure img{max-width:100%;height:auto;display:block}
@@ -134,7 +135,13 @@ def _summary_table(runs: list[LoadedRun]) -> str:
         "configuration", "learner", "examples", "perms", "mistake rate (%)", "avg loss",
         "no-skill", "RMSE", "MAE", "R²", "#SV", "seconds", "examples/s", "parameters"]
     k = 1 if many else 0
-    return _table(head, rows, {k + i for i in range(2, 13)})
+    numeric = {k + i for i in range(2, 13)}
+    # the task's columns only (no empty RMSE / MAE / R² beside classifiers): the parameters
+    # stay on screen
+    keep = [i for i, h in enumerate(head)
+            if h not in TASK_COLUMNS or any(row[i] != "–" for row in rows)]
+    return _table([head[i] for i in keep], ([row[i] for i in keep] for row in rows),
+                  {j for j, i in enumerate(keep) if i in numeric})
 
 
 def _sig(c: dict[str, Any], key: str) -> str:

@@ -416,3 +416,16 @@ def test_learners_without_stored_examples_have_no_sv_count(tmp_path: Path) -> No
     rows = {line.split()[0]: line.split() for line in
             format_table(summary["configs"]).splitlines()[1:3]}
     assert rows["rff-rls"][-3] == "-" and rows["bogd"][-3] != "-"
+
+
+def test_summary_has_the_tasks_columns_only(tmp_path: Path, runs: dict[str, Path]) -> None:
+    """No empty RMSE / MAE / R² beside classifiers (they pushed the parameters off screen)."""
+    page = _report(tmp_path, runs["budgets"], runs["selection"])
+    head = re.search(r'<section id="summary">.*?</thead>', page)
+    assert head and "<th>RMSE</th>" not in head.group(0)
+    assert "<th>no-skill</th><th>#SV</th>" in head.group(0)
+    page = _report(tmp_path, runs["budgets"], runs["regression"])
+    head = re.search(r'<section id="summary">.*?</thead>', page)
+    assert head and "<th>mistake rate (%)</th>" in head.group(0) \
+        and "<th>RMSE</th><th>MAE</th><th>R²</th>" in head.group(0)
+
