@@ -160,8 +160,9 @@ def resources(runs: list[LoadedRun]) -> Chart | None:
     pal = _Palette(runs)
     fig = Figure(figsize=(WIDTH, 3.6), layout="constrained")
     left, right = fig.subplots(1, 2)
-    n_sv = n_speed = 0
+    n_sv = 0
     bands = []
+    speeds = []
     for run in runs:
         for s in run.series:
             if s.n_sv is not None:
@@ -169,15 +170,27 @@ def resources(runs: list[LoadedRun]) -> Chart | None:
                 _line(left, s.n_sv, pal.color(run, s), pal.style(run), pal.name(run, s))
                 n_sv += 1
             if s.speed is not None and np.isfinite(s.speed.y).any():
-                _line(right, s.speed, pal.color(run, s), pal.style(run), pal.name(run, s))
-                n_speed += 1
-    if not (n_sv or n_speed):
+                speeds.append((run, s, s.speed))
+    if not (n_sv or speeds):
         return None
     left.set(title="support vectors", xlabel="examples", ylabel="#SV")
-    right.set(title="examples per second (learner time, per metrics window)",
-              xlabel="examples", ylabel="examples/s")
-    if n_speed:
-        right.set_yscale("log")
+    if speeds and max(b.x.size for _, _, b in speeds) == 1:
+        # one metrics window per run (a short stream): a bar per configuration, not a column
+        # of dots at one x
+        names = [pal.name(run, s) for run, s, _ in speeds]
+        right.barh(np.arange(len(speeds)), [float(np.nanmean(b.y)) for _, _, b in speeds],
+                   color=[pal.color(run, s) for run, s, _ in speeds])
+        right.set_yticks(np.arange(len(speeds)), names, fontsize=8)
+        right.invert_yaxis()
+        right.set_xscale("log")
+        right.set(title="examples per second (learner time, one window)", xlabel="examples/s")
+    else:
+        for run, s, band in speeds:
+            _line(right, band, pal.color(run, s), pal.style(run), pal.name(run, s))
+        right.set(title="examples per second (learner time per metrics window)",
+                  xlabel="examples", ylabel="examples/s")
+        if speeds:
+            right.set_yscale("log")
     for ax in (left, right):
         ax.grid(alpha=0.3)
     _x_scale([left, right], bands)

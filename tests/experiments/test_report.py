@@ -429,3 +429,24 @@ def test_summary_has_the_tasks_columns_only(tmp_path: Path, runs: dict[str, Path
     assert head and "<th>mistake rate (%)</th>" in head.group(0) \
         and "<th>RMSE</th><th>MAE</th><th>R²</th>" in head.group(0)
 
+
+def test_one_window_speeds_are_bars(runs: dict[str, Path],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream of one metrics window: examples/s as one bar per configuration, not a column
+    of dots at one x; several windows: lines."""
+    from matplotlib.axes import Axes
+
+    from kernelstream.report import figures
+
+    bars: list[int] = []
+    real = Axes.barh
+
+    def barh(self: Axes, y: object, width: list[float], *a: object, **k: object) -> object:
+        bars.append(len(width))
+        return real(self, y, width, *a, **k)
+
+    monkeypatch.setattr(Axes, "barh", barh)
+    one = load_run(str(runs["regression"]), "reg")
+    assert one.series[0].speed is not None and one.series[0].speed.x.size == 1
+    assert figures.resources([one]) is not None and bars == [1]
+    assert figures.resources([load_run(str(runs["budgets"]), "b")]) is not None and bars == [1]
