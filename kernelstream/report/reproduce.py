@@ -113,6 +113,8 @@ def _records_table(title: str, records: list[dict[str, Any]], drop: str | None =
             if len(vals) == 1 and len({x.text for x in cells[c]}) == 1:
                 constant.append((c, cells[c][0].text))
                 columns.remove(c)
+    if VERDICT in columns:  # first: the tables are wide, and it is what they are read for
+        columns.insert(0, columns.pop(columns.index(VERDICT)))
     rows = [[cells[c][i] for c in columns] for i in range(len(records))]
     table = ResultTable(title, columns, rows, constant)
     # counted over the records, not the columns shown: a verdict shared by every row is a

@@ -54,6 +54,7 @@ def test_counts_are_the_papers_verdicts() -> None:
 def test_p2_verdict_is_a_flag_and_unjudged_marks_say_so() -> None:
     t = _tables(_load("p2.json"))["cells: table 2"]
     col, passed = t.columns.index("verdict"), t.columns.index("passed")
+    assert passed == 0  # the wide tables' verdict first, on screen
     assert {r[col].text for r in t.rows} == {"yes", "no"}
     # the rows that do not decide: their mark, but not judged (bank8FM's verdict rows too)
     marks = {(r[col].text, r[passed].text) for r in t.rows}
