@@ -45,9 +45,14 @@ _NOISE = 1e-12
 
 def sig_pm(mean: float | None, std: float | None, digits: int = 3) -> str:
     """``mean ± std`` with :func:`sig` (``-`` without a mean); a std within rounding noise of
-    the mean prints as ``0``."""
+    the mean prints as ``0``. When the mean has two decimals, so has the std (``28.90 ± 0.70``
+    beside ``33.00 ± 1.20``, not ``± 0.7``), unless that rounds a spread to ``0.00``."""
     if mean is None:
         return "-"
     if std is not None and math.isfinite(mean) and abs(std) <= _NOISE * abs(mean):
         std = 0.0
-    return f"{sig(mean, digits)} ± {sig(std or 0.0, digits)}"
+    s = float(std or 0.0)
+    if (s and math.isfinite(mean) and 0.9995 <= abs(mean) < LARGE
+            and 0.005 <= abs(s) < LARGE):
+        return f"{sig(mean, digits)} ± {s:.2f}"
+    return f"{sig(mean, digits)} ± {sig(s, digits)}"

@@ -93,9 +93,11 @@ def pooled_configs(keys: Sequence[dict[str, Any]],
             "examples": int(np.mean([p["examples"] for p in per])),
             "permutations": len(perms), "params": dict((params or {}).get(config, {})),
             "top_class_share": None,
-            "top_class_share_std": 0.0}
+            "top_class_share_std": None}
         for f in ("mistake_rate", *_WEIGHTED, "rmse", "r2", "n_support_vectors", "seconds"):
-            row[f], row[f"{f}_std"] = mean_std_finite([p[f] for p in per])
+            mean, std = mean_std_finite([p[f] for p in per])
+            # no figure, no spread: null as in a plain run's summary, not a std of 0
+            row[f], row[f"{f}_std"] = mean, (None if mean is None else std)
         row["examples_per_second"] = (row["examples"] / row["seconds"] if row["seconds"]
                                       else None)
         rows.append(row)

@@ -237,10 +237,16 @@ def reproduce(opts: Options) -> Outcome:
         evaluate(opts, cells)
     wall = time.perf_counter() - t0
     write_outputs(opts, cells, datasets, n, wall)
-    judged = [c for c in cells if "passed" in c and c["group"] in ("table2", "table1")]
-    return Outcome(NAME, sum(c["passed"] for c in judged), len(judged), wall,
+    verdicts = [c for c in cells if judged("cells", c)]
+    return Outcome(NAME, sum(c["passed"] for c in verdicts), len(verdicts), wall,
                    (opts.out_dir / f"{NAME}.md", opts.out_dir / f"{NAME}.json"))
 
+
+
+def judged(key: str, cell: dict[str, Any]) -> bool:
+    """A cell P1's verdict counts (``protocol.Judged``): the rows of Tables 1 and 2 (not the
+    extras)."""
+    return key == "cells" and "passed" in cell and cell.get("group") in ("table2", "table1")
 
 
 # -- output --------------------------------------------------------------------------------------

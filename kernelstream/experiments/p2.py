@@ -215,10 +215,16 @@ def reproduce(opts: Options) -> Outcome:
            "tolerance_ratio": TOL_RATIO, "updated": report.now_utc(), "wall_seconds": wall,
            "cells": rows, "calibration": calibration}
     write_outputs(opts, doc)
-    judged = [c for c in rows if c.get("verdict") and "passed" in c
-              and c["dataset"] not in INDICATIVE]
-    return Outcome(NAME, sum(c["passed"] for c in judged), len(judged), wall,
+    verdicts = [c for c in rows if judged("cells", c)]
+    return Outcome(NAME, sum(c["passed"] for c in verdicts), len(verdicts), wall,
                    (opts.out_dir / f"{NAME}.md", opts.out_dir / f"{NAME}.json"))
+
+
+def judged(key: str, cell: dict[str, Any]) -> bool:
+    """A cell P2's verdict counts (``protocol.Judged``): a proposed algorithm's verdict row
+    (its code setting) on a data set P2 used (bank8FM is indicative only)."""
+    return (key == "cells" and bool(cell.get("verdict")) and "passed" in cell
+            and cell.get("dataset") not in INDICATIVE)
 
 
 # -- output --------------------------------------------------------------------------------------
@@ -256,9 +262,9 @@ def write_outputs(opts: Options, doc: dict[str, Any]) -> None:
         "* Tables 6/9 of P2 print AL × 100; the published values below are converted back.",
         "",
     ]
-    verdicts = [c for c in cells if c.get("verdict") and "passed" in c]
-    same = [c for c in verdicts if c["dataset"] not in INDICATIVE]
-    other = [c for c in verdicts if c["dataset"] in INDICATIVE]
+    same = [c for c in cells if judged("cells", c)]
+    other = [c for c in cells if c.get("verdict") and "passed" in c
+             and c["dataset"] in INDICATIVE]
     L += [f"**Verdict rows passed: {sum(c['passed'] for c in same)}/{len(same)}** on the "
           "datasets P2 used; "
           f"{sum(c['passed'] for c in other)}/{len(other)} on bank8FM, compared with P2's "

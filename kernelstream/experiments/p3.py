@@ -233,10 +233,19 @@ def reproduce(opts: Options) -> Outcome:
     wall = time.perf_counter() - t0
     write_outputs(opts, tuned, p33, p34, p32, wall)
     # the verdicts: Table P3-3 at the KA width (after T₀), Table P3-4's stream-tuned SkeGD
-    judged = ([c for c in p33 if c["width"] == "ka"]
-              + [c for c in p34 if c["learner"] == "skegd" and c["variant"] == "stream-tuned"])
-    return Outcome(NAME, sum(c["passed"] for c in judged), len(judged), wall,
+    verdicts = ([c for c in p33 if judged("table_p3_3", c)]
+                + [c for c in p34 if judged("table_p3_4", c)])
+    return Outcome(NAME, sum(c["passed"] for c in verdicts), len(verdicts), wall,
                    (opts.out_dir / f"{NAME}.md", opts.out_dir / f"{NAME}.json"))
+
+
+def judged(key: str, cell: dict[str, Any]) -> bool:
+    """A cell P3's verdict counts (``protocol.Judged``): Table P3-3 at the KA width (after
+    T₀), Table P3-4's stream-tuned SkeGD."""
+    if key == "table_p3_3":
+        return "passed" in cell and cell.get("width") == "ka"
+    return (key == "table_p3_4" and "passed" in cell and cell.get("learner") == "skegd"
+            and cell.get("variant") == "stream-tuned")
 
 
 # -- output --------------------------------------------------------------------------------------
@@ -348,7 +357,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], p33: list[dict[str, Any]
         "",
     ]
     if p33:
-        ka = [c for c in p33 if c["width"] == "ka"]
+        ka = [c for c in p33 if judged("table_p3_3", c)]
         npass = sum(c["passed"] for c in ka)
         nform = sum(c["passed_formula"] for c in ka)
         L += [
@@ -388,8 +397,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], p33: list[dict[str, Any]
                 f"{c['seconds']:.2f} / {psec:g} |")
         L.append("")
     if p34:
-        st = [c["passed"] for c in p34 if c["learner"] == "skegd"
-              and c["variant"] == "stream-tuned"]
+        st = [c["passed"] for c in p34 if judged("table_p3_4", c)]
         ge = [c["passed"] for c in p34 if c["learner"] == "skegd" and c["variant"] == "german-η"]
         L += [
             "## Table P3-4: adversarial streams, mistake rate (%)",

@@ -261,6 +261,12 @@ def p46_params(m: str) -> dict[str, Any]:
     return p
 
 
+def judged(key: str, cell: dict[str, Any]) -> bool:
+    """A cell P4's verdict counts (``protocol.Judged``): the verdict rows, the only ones
+    :func:`summarise` judges."""
+    return key == "cells" and "passed" in cell
+
+
 # -- output --------------------------------------------------------------------------------------
 def _row(c: dict[str, Any], show: str) -> str:
     name = {"per*": "Per(\\*)", "bomkc-spa": "**BOMKC(SPA)**", "spa": "**SPA**"}.get(
@@ -288,7 +294,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         if c["learner"] == "per*":
             c["kernel_label"] = tuned.get("p4-5", {}).get(c["dataset"], {}).get(
                 "per*", {}).get("kernel", "")
-    judged = [c for c in cells if "passed" in c]
+    verdicts = [c for c in cells if judged("cells", c)]
     meta = tuned.get("meta", {})
     L = [
         *report.preamble(NAME, "# Paper 004 (SPA, BOMKC(SPA)): published vs ours",
@@ -314,7 +320,7 @@ def write_outputs(opts: Options, tuned: dict[str, Any], cells: list[dict[str, An
         "α = 1, β = 3, γ = 0.99, δ = 0.001; OMKC PA C = 0.1; #SV summed over kernels.",
         f"* PASS (SPA in P4-2, BOMKC(SPA) in P4-5) = mean error ≤ published + {TOLERANCE_PP:g} "
         "pp and #SV within a factor √10 ≈ 3.2 of the published one (same order of magnitude). "
-        f"Passed {sum(c['passed'] for c in judged)}/{len(judged)} judged rows.",
+        f"Passed {sum(c['passed'] for c in verdicts)}/{len(verdicts)} judged rows.",
         report.NOSKILL_NOTE,
         "",
     ]
@@ -382,8 +388,8 @@ def reproduce(opts: Options) -> Outcome:
     evaluate(opts, cells)
     wall = time.perf_counter() - t0
     write_outputs(opts, tuned, cells, wall)
-    judged = [c for c in cells if "passed" in c]
-    return Outcome(NAME, sum(c["passed"] for c in judged), len(judged), wall,
+    verdicts = [c for c in cells if judged("cells", c)]
+    return Outcome(NAME, sum(c["passed"] for c in verdicts), len(verdicts), wall,
                    (opts.out_dir / f"{NAME}.md", opts.out_dir / f"{NAME}.json"))
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kernelstream.errors import ProtocolError
 from kernelstream.experiments.grid import Context
@@ -11,6 +14,24 @@ from kernelstream.experiments.grid import Context
 # The committed tuned parameters (package data: ``tuned_params*.json``, ``tuned_p*.json``),
 # written by ``kernelstream reproduce PAPER --retune`` (:mod:`kernelstream.experiments.retune`)
 TUNED_DIR = Path(__file__).resolve().parent / "tuned"
+
+# paper -> module of kernelstream.experiments, in the order ``reproduce all`` runs them; each
+# writes PAPER.md and PAPER.json
+PAPERS = {"baselines": "baselines", "p0": "p0", "p1": "p1", "p2": "p2", "p3": "p3", "p4": "p4"}
+
+# Which cells a paper's verdict counts: ``judged(key, cell)``, ``key`` the list of PAPER.json
+# holding the cell ("cells", "table_p3_3", ...). Each paper module defines it; its markdown,
+# its Outcome and ``kernelstream report`` all count with it.
+Judged = Callable[[str, dict[str, Any]], bool]
+
+
+def judged_rule(paper: str) -> Judged | None:
+    """The ``judged`` rule of a paper's results (None: not a paper of :data:`PAPERS`)."""
+    if paper not in PAPERS:
+        return None
+    module = importlib.import_module(f"kernelstream.experiments.{PAPERS[paper]}")
+    rule: Judged = module.judged
+    return rule
 
 
 @dataclass

@@ -327,6 +327,7 @@ class Combination(Learner):
     """
 
     uniform_weights: ClassVar[bool] = False  # OMKC-U: θ fixed at 1/m
+    combines_kernels: ClassVar[bool] = True
 
     discount: float
     tie: str

@@ -172,6 +172,7 @@ class WeightedWidths(HorizonTuning):
     ``sigmas``, the task from ``loss`` (:data:`LOSS_PARAM`), ``kernel_distribution`` = ``p``,
     ``selected_kernel`` = the kernel of largest weight."""
 
+    combines_kernels: ClassVar[bool] = True
     loss: str
     sigmas: str
     dim: int | None

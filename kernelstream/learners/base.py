@@ -121,6 +121,9 @@ class Learner(RowChecks):
     max_poly_degree: ClassVar[int] = 1
     # state entries whose _set_state also reads an older shape (theirs to check)
     legacy_state_keys: ClassVar[frozenset[str]] = frozenset()
+    # predicts with a weighted combination of its kernels, not one of them: its
+    # kernel_distribution is weights, its selected_kernel (if any) the largest one (the report)
+    combines_kernels: ClassVar[bool] = False
 
     def __init__(self, seed: Seed = 0, **params: Any) -> None:
         self.seed = seed

@@ -114,6 +114,16 @@ def bounded(name: str | type[Learner]) -> bool:
     return _cls(name)().memory_bound() is not None
 
 
+def stores_rows(name: str) -> bool:
+    """Whether the learner keeps examples (support vectors) at all: not the random-feature
+    learners (``memory_bound() == 0``), whose #SV is always 0 and is shown as "-". An unknown
+    name: True (its count is shown as it is)."""
+    try:
+        return _cls(name)().memory_bound() != 0
+    except ValueError:
+        return True
+
+
 def sparse_learners() -> list[str]:
     """Names of the learners that run on sparse rows natively (memory O(non-zeros))."""
     return [n for n in available() if _REGISTRY[n].accepts_sparse]

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from kernelstream import learners
 from kernelstream._arrow import pa, pc
 from kernelstream.engine.noskill import NoSkill
 from kernelstream.learners.kernels import parse_sigmas
@@ -68,7 +69,8 @@ class KernelMap:
     x: np.ndarray
     p: np.ndarray
     labels: list[str]
-    what: str  # what p is: the learner's probabilities, or the share of predictions
+    what: str  # what p is: the learner's probabilities (weights), or the share of predictions
+    shares: bool = False  # p is the share of predictions (else the learner's distribution)
 
 
 @dataclass
@@ -279,6 +281,15 @@ def _band(by_perm: dict[int, list[dict[str, Any]]], column: str) -> Band | None:
     return Band(x, np.array(ys))
 
 
+def combines(learner: str) -> bool:
+    """The learner predicts with a weighted combination of its kernels (Raker, OMKC, ...):
+    its distribution is weights, its ``selected_kernel`` only the largest of them."""
+    try:
+        return learners.get(learner).combines_kernels
+    except ValueError:  # a learner this version does not know: say nothing more
+        return False
+
+
 def kernel_labels(params: dict[str, Any], k: int) -> list[str]:
     """Names of the ``k`` kernels of a pool: the Gaussian widths when the configuration's
     ``sigmas`` give ``k`` of them, else their indices."""
@@ -321,8 +332,10 @@ def metrics_curves(metrics: pa.Table, series: dict[str, Series],
         t = min(len(rows) for rows in dists)
         p = np.mean([np.array(rows[:t], dtype=np.float64) for rows in dists], axis=0).T
         x = np.array([r["window_end"] for r in by_perm[min(by_perm)]][:t], dtype=np.float64)
+        what = ("kernel weights of the combination" if combines(s.learner)
+                else "kernel probabilities")
         s.kernels = KernelMap(x, p, kernel_labels(params.get(name, {}), p.shape[0]),
-                              "kernel probabilities (mean over permutations)")
+                              f"{what} (mean over permutations)")
 
 
 def selection_shares(table: pa.Table, series: dict[str, Series],
@@ -356,7 +369,9 @@ def selection_shares(table: pa.Table, series: dict[str, Series],
             with np.errstate(invalid="ignore", divide="ignore"):
                 shares.append(counts / np.maximum(counts.sum(axis=0), 1.0))
         edges = (np.arange(bins) + 1) * n / bins
+        what = ("share of predictions in which each kernel had the largest weight "
+                f"({series[name].learner} combines the kernels)" if combines(series[name].learner)
+                else "share of predictions made by each kernel")
         series[name].kernels = KernelMap(
             edges, np.mean(shares, axis=0), kernel_labels(params.get(name, {}), k),
-            f"share of predictions made by each kernel, {bins} stretches "
-            "(mean over permutations)")
+            f"{what}, {bins} stretches (mean over permutations)", shares=True)

@@ -160,8 +160,9 @@ def resources(runs: list[LoadedRun]) -> Chart | None:
     pal = _Palette(runs)
     fig = Figure(figsize=(WIDTH, 3.6), layout="constrained")
     left, right = fig.subplots(1, 2)
-    n_sv = n_speed = 0
+    n_sv = 0
     bands = []
+    speeds = []
     for run in runs:
         for s in run.series:
             if s.n_sv is not None:
@@ -169,15 +170,27 @@ def resources(runs: list[LoadedRun]) -> Chart | None:
                 _line(left, s.n_sv, pal.color(run, s), pal.style(run), pal.name(run, s))
                 n_sv += 1
             if s.speed is not None and np.isfinite(s.speed.y).any():
-                _line(right, s.speed, pal.color(run, s), pal.style(run), pal.name(run, s))
-                n_speed += 1
-    if not (n_sv or n_speed):
+                speeds.append((run, s, s.speed))
+    if not (n_sv or speeds):
         return None
     left.set(title="support vectors", xlabel="examples", ylabel="#SV")
-    right.set(title="examples per second (learner time, per metrics window)",
-              xlabel="examples", ylabel="examples/s")
-    if n_speed:
-        right.set_yscale("log")
+    if speeds and max(b.x.size for _, _, b in speeds) == 1:
+        # one metrics window per run (a short stream): a bar per configuration, not a column
+        # of dots at one x
+        names = [pal.name(run, s) for run, s, _ in speeds]
+        right.barh(np.arange(len(speeds)), [float(np.nanmean(b.y)) for _, _, b in speeds],
+                   color=[pal.color(run, s) for run, s, _ in speeds])
+        right.set_yticks(np.arange(len(speeds)), names, fontsize=8)
+        right.invert_yaxis()
+        right.set_xscale("log")
+        right.set(title="examples per second (learner time, one window)", xlabel="examples/s")
+    else:
+        for run, s, band in speeds:
+            _line(right, band, pal.color(run, s), pal.style(run), pal.name(run, s))
+        right.set(title="examples per second (learner time per metrics window)",
+                  xlabel="examples", ylabel="examples/s")
+        if speeds:
+            right.set_yscale("log")
     for ax in (left, right):
         ax.grid(alpha=0.3)
     _x_scale([left, right], bands)
@@ -206,11 +219,18 @@ def kernels(runs: list[LoadedRun]) -> Chart | None:
         ax.set_yticks(np.arange(km.p.shape[0]), km.labels, fontsize=7)
         ax.set_title(f"{pal.name(run, s)} ({s.learner}): {km.what}", fontsize=9)
     axes[-1].set_xlabel("examples")
+    shares = {s.kernels.shares for _, s in maps if s.kernels is not None}
+    label = ("share of predictions" if shares == {True} else "probability / weight"
+             if shares == {False} else "probability, weight or share (panel titles)")
     if image is not None:
-        fig.colorbar(image, ax=list(axes), label="weight", shrink=0.9)
+        fig.colorbar(image, ax=list(axes), label=label, shrink=0.9)
     return Chart("fig-kernels", "Kernel selection",
-                 "Weight of each kernel of the pool over the stream (darker: less weight).",
-                 _png(fig))
+                 "Each kernel of the pool over the stream, one panel per configuration, as its "
+                 "title says: the learner's kernel probabilities (the combination's weights for "
+                 "a learner that combines its kernels, such as raker or OMKC) per metrics "
+                 "window or, for runs of fewer than 8 metrics windows, the share of "
+                 "predictions each kernel made (for a combining learner: the share in which "
+                 "it had the largest weight). Darker: less.", _png(fig))
 
 
 def entities(runs: list[LoadedRun]) -> Chart | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from kernelstream import __version__
 from kernelstream.errors import ReportError
+from kernelstream.learners.registry import stores_rows
 from kernelstream.numbers import sig, sig_pm
 from kernelstream.report import GENERATOR, figures
 from kernelstream.report.reproduce import ResultFile, ResultTable, TableCell, load_results
@@ -21,11 +22,12 @@ from kernelstream.report.runs import LoadedRun, is_run_dir, load_run, run_labels
 
 ENTITY_ROWS = 20  # worst entities listed per run
 RAW_CHARS = 160  # of a dead letter's raw input
+TASK_COLUMNS = ("mistake rate (%)", "RMSE", "MAE", "R²")  # shown when a row has them
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;
 background:#fff}
-main{max-width:1140px;margin:0 auto;padding:12px 20px 40px}
+main{max-width:1500px;margin:0 auto;padding:12px 20px 40px}
 h1{font-size:22px;margin:8px 0 2px}h2{font-size:18px;margin:26px 0 8px;border-bottom:1px solid
 #ddd;padding-bottom:3px}h3{font-size:15px;margin:16px 0 6px}
 .meta{color:#666;font-size:12px}
@@ -33,12 +35,13 @@ table{border-collapse:collapse;margin:6px 0 10px;font-size:12.5px}
 th,td{border:1px solid #e2e2e2;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f5f5f7;font-weight:600}td:first-child{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums;
 white-space:nowrap}
-.params{color:#666;font-size:11px;max-width:340px}
+.params{color:#666;font-size:11px;display:inline-block;min-width:16em}
 code{font:11.5px ui-monospace,Menlo,Consolas,monospace;background:#f5f5f7;padding:0 3px;
 word-break:break-all}
 figure{margin:10px 0 18px}figure img{max-width:100%;height:auto;display:block}
 figcaption{color:#555;font-size:12px;margin-top:2px}
 .pass{color:#0a7d28;font-weight:600}.fail{color:#c01818;font-weight:600}
+.unjudged{color:#888;white-space:nowrap}
 .note{color:#8a5a00;font-size:12px}.scroll{overflow-x:auto}
 """
 
@@ -65,6 +68,30 @@ def _table(head: list[str], rows: Iterable[list[str]], numeric: set[int] | None 
     return "".join(out)
 
 
+def _scaling(s: dict[str, Any]) -> str:
+    """How the run scaled its features (and a regression's target), as it resolved them:
+    ``--scale auto``'s decision, with its reason on hover."""
+    scale = str(s.get("scale") or "none")
+    out = esc(scale)
+    if s.get("auto_scale"):
+        out = f"<span title=\"{esc(s['auto_scale'])}\">{esc(scale)} (auto)</span>"
+    if s.get("task") == "regression":
+        target = ("standardised" if s.get("target_standardised")
+                  else str(s.get("scale_target") or "none"))
+        out += f"; target {esc(target)}"
+    return out
+
+
+def _rows_used(s: dict[str, Any]) -> str:
+    """Which rows of the data the run read: all, ``--limit``'s first or ``--sample``'s."""
+    sample = s.get("sample")
+    if isinstance(sample, dict) and sample.get("rows") is not None:
+        return esc(f"sample of {sample['rows']:,} (seed {sample.get('seed', 0)})")
+    if s.get("limit") is not None:
+        return esc(f"first {s['limit']:,}")
+    return "all"
+
+
 def _runs_table(runs: list[LoadedRun]) -> str:
     rows = []
     for r in runs:
@@ -72,12 +99,14 @@ def _runs_table(runs: list[LoadedRun]) -> str:
         argv = " ".join(s.get("argv") or [])
         rows.append([esc(r.label), esc(s.get("dataset", "?")), _num(s.get("examples"), ","),
                      _num(s.get("n_features"), ","), esc(s.get("task") or "auto"),
+                     _scaling(s), _rows_used(s),
                      _num(s.get("permutations"), "d"), _num(s.get("seed"), "d"),
                      esc(s.get("runner", "?")), esc(s.get("key_by") or "–"),
                      _num(s.get("dead_letters"), ","),
                      f"<code>kernelstream {esc(argv)}</code>" if argv else "–"])
-    return _table(["run", "data set", "examples", "features", "task", "perms", "seed",
-                   "runner", "key-by", "dead letters", "command"], rows, {2, 3, 5, 6, 9})
+    return _table(["run", "data set", "examples", "features", "task", "scaling", "rows",
+                   "perms", "seed", "runner", "key-by", "dead letters", "command"], rows,
+                  {2, 3, 7, 8, 11})
 
 
 def _summary_table(runs: list[LoadedRun]) -> str:
@@ -97,14 +126,22 @@ def _summary_table(runs: list[LoadedRun]) -> str:
                 # the no-skill predictor of the same streams: the rate or the loss
                 _sig(c, "noskill_avg_loss" if regress else "noskill_mistake_rate"),
                 _sig(c, "rmse"), _sig(c, "mae"), _sig(c, "r2"),
-                _num(c.get("n_support_vectors"), ",.1f"), _num(c.get("seconds"), ".3f"),
+                # a learner that keeps no examples (random features): no count, not 0.0
+                _num(c.get("n_support_vectors") if stores_rows(str(c.get("learner")))
+                     else None, ",.1f"), _num(c.get("seconds"), ".3f"),
                 _num(c.get("examples_per_second"), ",.0f"),
                 f"<span class=params>{esc(params)}</span>"])
     head = (["run"] if many else []) + [
         "configuration", "learner", "examples", "perms", "mistake rate (%)", "avg loss",
         "no-skill", "RMSE", "MAE", "R²", "#SV", "seconds", "examples/s", "parameters"]
     k = 1 if many else 0
-    return _table(head, rows, {k + i for i in range(2, 13)})
+    numeric = {k + i for i in range(2, 13)}
+    # the task's columns only (no empty RMSE / MAE / R² beside classifiers): the parameters
+    # stay on screen
+    keep = [i for i, h in enumerate(head)
+            if h not in TASK_COLUMNS or any(row[i] != "–" for row in rows)]
+    return _table([head[i] for i in keep], ([row[i] for i in keep] for row in rows),
+                  {j for j, i in enumerate(keep) if i in numeric})
 
 
 def _sig(c: dict[str, Any], key: str) -> str:
@@ -161,8 +198,14 @@ def _result_table(t: ResultTable) -> str:
     def cell(c: TableCell) -> str:
         return f"<span class={c.css}>{esc(c.text)}</span>" if c.css else esc(c.text)
 
-    verdict = (f" — <span class=pass>{t.passed} PASS</span>, "
-               f"<span class=fail>{t.failed} FAIL</span>" if t.passed + t.failed else "")
+    verdict = ""
+    if t.passed + t.failed:
+        verdict = (f" — <span class=pass>{t.passed} PASS</span>, "
+                   f"<span class=fail>{t.failed} FAIL</span>")
+        if t.unjudged:
+            verdict += f" of {t.passed + t.failed} judged; {t.unjudged} not judged"
+    elif t.unjudged:
+        verdict = " — not judged"
     parts = [f"<h3>{esc(t.title)} ({len(t.rows)} rows){verdict}</h3>"]
     if t.constant:
         parts.append("<p class=meta>in every row: "
@@ -174,6 +217,13 @@ def _result_table(t: ResultTable) -> str:
 def _results(res: ResultFile, i: int) -> str:
     parts = [f'<section id="results-{i}"><h2>Results: {esc(res.label)}</h2>',
              f"<p class=meta>{esc(res.path)}</p>"]
+    if res.paper:
+        npass = sum(t.passed for t in res.tables)
+        judged = npass + sum(t.failed for t in res.tables)
+        parts.append(f"<p><b>{esc(res.paper)}: passed {npass}/{judged} judged rows</b> "
+                     f"<span class=meta>(the rows {esc(res.paper)}'s verdict judges, counted as "
+                     f"{esc(res.paper)}.md counts them; the other rows' marks are "
+                     "informative)</span></p>")
     if res.settings:
         parts.append(_table(["setting", "value"],
                             ([esc(k), esc(v)] for k, v in res.settings)))
@@ -190,6 +240,9 @@ def build_page(runs: list[LoadedRun], results: list[ResultFile]) -> str:
             f"kernelstream {esc(__version__)}</p>"]
     if runs:
         body += ['<section id="runs"><h2>Runs</h2>', _runs_table(runs)]
+        body += [f"<p class=meta>{esc(r.label)}: --scale auto scaled {esc(r.summary.get('scale'))}"
+                 f": {esc(r.summary['auto_scale'])}</p>" for r in runs
+                 if r.summary.get("auto_scale")]
         body += [f"<p class=note>{esc(r.label)}: {esc(n)}</p>" for r in runs for n in r.notes]
         body += ["</section>", '<section id="summary"><h2>Summary</h2>',
                  "<p class=meta>Mean ± sample std over the permutations.</p>",

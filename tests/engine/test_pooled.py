@@ -73,3 +73,14 @@ def test_a_missing_figure_is_none_not_a_partial_pool() -> None:
     b["noskill_mistake_rate"] = None  # a key recorded before the baselines existed
     (row,) = pooled_configs([a, b])
     assert row["noskill_mistake_rate"] is None and row["mistake_rate"] == 0.0
+
+
+def test_a_missing_figure_has_no_std() -> None:
+    # classification: no regression figures, and no top class share; their std is null too,
+    # as in a plain run's summary.json (not 0.0, a spread of figures that do not exist)
+    a, _ = _key("c", 0, "a", np.array([1.0, -1, 1]), np.array([1.0, 1, 1]), True)
+    b, _ = _key("c", 1, "a", np.array([1.0, -1, 1]), np.array([-1.0, 1, 1]), True)
+    (row,) = pooled_configs([a, b])
+    for f in ("top_class_share", "noskill_avg_loss", "mae", "rmse", "r2"):
+        assert row[f] is None and row[f"{f}_std"] is None, f
+    assert row["mistake_rate_std"] > 0

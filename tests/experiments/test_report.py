@@ -360,3 +360,96 @@ def test_page_loads_in_headless_chromium(tmp_path: Path, runs: dict[str, Path]) 
                       "<script>console.error('boom')</script></body></html>")
     result, _ = _probe(browser, broken, tmp_path)
     assert "boom" in result["errors"] and result["images"] == [["fig-x", 0, 0]]
+
+
+def test_runs_table_shows_scaling_and_rows_used(tmp_path: Path, runs: dict[str, Path]) -> None:
+    """The resolved scaling (with --scale auto's reason) and --limit / --sample are in the
+    Runs table: two runs that differ only there do not look the same."""
+    summary = json.loads((runs["budgets"] / "summary.json").read_text())
+    sampled = tmp_path / "sampled"
+    sampled.mkdir()
+    why = "feature spreads (standard deviations) differ by 52.9x"
+    (sampled / "summary.json").write_text(json.dumps(
+        {**summary, "limit": None, "scale": "01", "auto_scale": why,
+         "sample": {"rows": 2000, "from": "x", "seed": 3, "order": "file"}}))
+    page = _report(tmp_path, runs["budgets"], sampled, runs["regression"])
+    head = re.search(r'<section id="runs">.*?</thead>', page)
+    assert head and "<th>scaling</th><th>rows</th>" in head.group(0)
+    assert f"<td>{summary['scale']}</td><td>first 400</td>" in page
+    assert f'<td><span title="{why}">01 (auto)</span></td><td>sample of 2,000 (seed 3)</td>' \
+        in page
+    assert f"sampled: --scale auto scaled 01: {why}" in page
+    reg = json.loads((runs["regression"] / "summary.json").read_text())
+    target = "standardised" if reg.get("target_standardised") else reg["scale_target"]
+    assert f"; target {target}</td><td>all</td>" in page
+
+
+def test_kernel_panels_say_what_they_plot(tmp_path: Path, runs: dict[str, Path]) -> None:
+    """A combining learner's panel says it combines (its selected kernel is only the largest
+    weight); the caption names what the panels plot, not "weight" for every map."""
+    from kernelstream.report import figures
+
+    run = _replay(tmp_path / "raker", "--limit", "300", "-l", "raker", "-l", "oks", "-R", "1")
+    loaded = load_run(str(run), "raker")
+    km = {s.config: s.kernels for s in loaded.series}
+    assert km["raker"] is not None and km["oks"] is not None
+    assert km["raker"].shares and km["raker"].what.startswith(
+        "share of predictions in which each kernel had the largest weight (raker combines")
+    assert km["oks"].what.startswith("share of predictions made by each kernel")
+    sel = {s.config: s.kernels for s in load_run(str(runs["selection"]), "sel").series}
+    assert sel["ea2oks"] is not None and not sel["ea2oks"].shares
+    chart = figures.kernels([loaded])
+    assert chart is not None and "share of predictions" in chart.caption
+    assert not chart.caption.startswith("Weight of each kernel")
+
+
+def test_learners_without_stored_examples_have_no_sv_count(tmp_path: Path) -> None:
+    from kernelstream.pipelines.commands._runs import format_table
+
+    run = _replay(tmp_path / "rf", "--limit", "200", "-l", "rff-rls", "-l", "bogd")
+    page = _report(tmp_path, run)
+    summary_table = page[page.index('<section id="summary">'):page.index("</table>",
+                                                                          page.index("#SV"))]
+    head = re.findall(r"<th>([^<]*)</th>", summary_table)
+    cells = {m[0]: m for m in (re.findall(r"<td[^>]*>(.*?)</td>", row) for row in
+                               re.findall(r"<tr>(.*?)</tr>", summary_table)) if m}
+    assert cells["rff-rls"][head.index("#SV")] == "–"
+    assert re.fullmatch(r"\d[\d,.]*", cells["bogd"][head.index("#SV")])
+    summary = json.loads((run / "summary.json").read_text())
+    rows = {line.split()[0]: line.split() for line in
+            format_table(summary["configs"]).splitlines()[1:3]}
+    assert rows["rff-rls"][-3] == "-" and rows["bogd"][-3] != "-"
+
+
+def test_summary_has_the_tasks_columns_only(tmp_path: Path, runs: dict[str, Path]) -> None:
+    """No empty RMSE / MAE / R² beside classifiers (they pushed the parameters off screen)."""
+    page = _report(tmp_path, runs["budgets"], runs["selection"])
+    head = re.search(r'<section id="summary">.*?</thead>', page)
+    assert head and "<th>RMSE</th>" not in head.group(0)
+    assert "<th>no-skill</th><th>#SV</th>" in head.group(0)
+    page = _report(tmp_path, runs["budgets"], runs["regression"])
+    head = re.search(r'<section id="summary">.*?</thead>', page)
+    assert head and "<th>mistake rate (%)</th>" in head.group(0) \
+        and "<th>RMSE</th><th>MAE</th><th>R²</th>" in head.group(0)
+
+
+def test_one_window_speeds_are_bars(runs: dict[str, Path],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream of one metrics window: examples/s as one bar per configuration, not a column
+    of dots at one x; several windows: lines."""
+    from matplotlib.axes import Axes
+
+    from kernelstream.report import figures
+
+    bars: list[int] = []
+    real = Axes.barh
+
+    def barh(self: Axes, y: object, width: list[float], *a: object, **k: object) -> object:
+        bars.append(len(width))
+        return real(self, y, width, *a, **k)
+
+    monkeypatch.setattr(Axes, "barh", barh)
+    one = load_run(str(runs["regression"]), "reg")
+    assert one.series[0].speed is not None and one.series[0].speed.x.size == 1
+    assert figures.resources([one]) is not None and bars == [1]
+    assert figures.resources([load_run(str(runs["budgets"]), "b")]) is not None and bars == [1]

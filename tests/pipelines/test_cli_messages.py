@@ -139,8 +139,16 @@ def test_the_demo_records_its_command_line_once(tmp_path: Path) -> None:
 # -- 7: small output polish -------------------------------------------------------------------
 def test_a_std_within_rounding_noise_prints_as_zero() -> None:
     assert sig_pm(28.0, 4.35e-15) == "28.00 ± 0"
-    assert sig_pm(28.0, 0.5) == "28.00 ± 0.5"
     assert sig_pm(0.0123, 1e-6) == "0.0123 ± 1e-06"  # small, but a spread
+
+
+def test_a_std_has_its_means_decimals() -> None:
+    # one rule: a mean with two decimals gives its std two decimals (not 0.7 beside 1.20)
+    assert sig_pm(28.9, 0.7) == "28.90 ± 0.70" and sig_pm(33.0, 1.2) == "33.00 ± 1.20"
+    assert sig_pm(28.0, 0.5) == "28.00 ± 0.50" and sig_pm(29.9, 0.2828) == "29.90 ± 0.28"
+    assert sig_pm(30.0, 0.001) == "30.00 ± 0.001"  # a spread two decimals would round away
+    assert sig_pm(0.591, 0.00142) == "0.591 ± 0.00142"  # a mean below 1: significant digits
+    assert sig_pm(2e7, 3e6) == "2e+07 ± 3e+06"
 
 
 @pytest.mark.parametrize(("argv", "hint"), [

@@ -33,6 +33,7 @@ from kernelstream.engine.replay.checkpoints import latest
 from kernelstream.engine.replay.outputs import parquet_files
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.errors import ConfigError, DataError, OutFolderError, WorkerError
+from kernelstream.learners.registry import stores_rows
 from kernelstream.numbers import sig_pm
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import error, progress_to_stderr
@@ -310,7 +311,8 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
             *((pm("noskill_mistake_rate"),) if classify else ()),
             f"{pm('avg_loss')} ({s['loss']})",
             *((pm("noskill_avg_loss"), pm("rmse"), pm("mae"), pm("r2")) if regress else ()),
-            _fmt(s["n_support_vectors"], ".1f"), _fmt(s["seconds"], ".3f"),
+            _fmt(s["n_support_vectors"] if stores_rows(s.get("learner") or "") else None,
+                 ".1f"), _fmt(s["seconds"], ".3f"),
             _fmt(s["examples_per_second"], ",.0f"),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -22,14 +22,11 @@ from typing import Any
 
 from kernelstream.errors import ConfigError, OutFolderError, ProtocolError
 from kernelstream.experiments.grid import Context, ReplayError
-from kernelstream.experiments.protocol import Options
+from kernelstream.experiments.protocol import PAPERS, Options
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import Command, error
 from kernelstream.pipelines.config import PROG, at_least, check_declared, runners_for
 from kernelstream.pipelines.replay.replay_args import workers_arg
-
-# paper -> module of kernelstream.experiments, in the order ``all`` runs them
-PAPERS = {"baselines": "baselines", "p0": "p0", "p1": "p1", "p2": "p2", "p3": "p3", "p4": "p4"}
 
 
 def default_out_dir(paper: str) -> Path:
