@@ -306,12 +306,18 @@ def _compare_path(given: Path, paper: str) -> Path:
     return given / f"{paper}.json" if given.is_dir() else given
 
 
+def _report() -> Any:
+    """:mod:`kernelstream.experiments.report`, imported when a comparison needs it."""
+    # the compiled kernels (experiments.report names them): not loaded by the CLI's parser
+    from kernelstream.experiments import report
+
+    return report
+
+
 def _check_compare(given: Path, paper: str) -> None:
     """Before the run: ``--compare`` names ``paper``'s results (a folder: its
     ``<paper>.json``), or :class:`ConfigError` (one line). A comparison with another paper's
     file, or none, would compare no entry."""
-    from kernelstream.experiments import report
-
     path = _compare_path(given, paper)
     if not path.is_file():
         raise ConfigError(f"--compare {given} has no {paper}.json to compare {paper} with")
@@ -319,7 +325,7 @@ def _check_compare(given: Path, paper: str) -> None:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--compare {path} is not a results JSON: {exc}") from exc
-    held = report.results_paper(doc)
+    held = _report().results_paper(doc)
     if held != paper:
         raise ConfigError(f"--compare {path} holds " + (
             f"{held}'s results, not {paper}'s" if held else
@@ -330,9 +336,7 @@ def _compare(given: Path, paper: str, ours: Path) -> int:
     """Print the differences of ``ours`` from the committed JSON: 0 if there are none, 1 if
     any, 2 (one error line) if no entry could be compared: a check that compared nothing
     did not find the numbers identical."""
-    # the compiled kernels (experiments.report names them): not loaded by the CLI's parser
-    from kernelstream.experiments import report
-
+    report = _report()
     path = _compare_path(given, paper)
     n, diffs, skipped = report.compare_results(report.read_json(path), report.read_json(ours))
     if n == 0 and not diffs:

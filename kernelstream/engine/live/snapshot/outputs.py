@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from kernelstream import fs
 from kernelstream.engine.live.snapshot.files import fsync_dir, local_dir
+from kernelstream.engine.replay.outputs import ensure_nonempty
 
 _PENDING = ".pending"
 _PENDING_NAME = re.compile(r"^e(\d{7,})-(.+)$")
@@ -180,8 +181,6 @@ def ensure_schemas(out_dir: str | os.PathLike[str], schemas: dict[str, Any]) -> 
     removes it with the folder's first rows): the replay's
     :func:`~kernelstream.engine.replay.outputs.ensure_nonempty` on each (written to a
     temporary name and renamed: a crash never leaves a cut one). The names written."""
-    from kernelstream.engine.replay.outputs import ensure_nonempty
-
     root = local_dir(out_dir)
     return [output for output, schema in schemas.items()
             if ensure_nonempty(os.path.join(root, output), schema)]
