@@ -200,6 +200,16 @@ def test_family_pages_list_the_current_parameters() -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_readme_counts_the_registered_learners() -> None:
+    """README.md's "The N learners" is the registry's count (docs/adding-a-learner.md, step 7)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"\bThe (\d+) learners\b", readme)
+    assert m, "README.md no longer says how many learners there are (\"The N learners\")"
+    assert int(m[1]) == len(available()), (
+        f"README.md says 'The {m[1]} learners' but {len(available())} are registered: "
+        "update the number")
+
+
 def test_family_pages_quote_results_as_they_stand() -> None:
     """A quoted verdict (``> ...`` right after a link to ``benchmarks/results/X.md``) must still
     be a line of that file, so a rerun that changes it shows here."""

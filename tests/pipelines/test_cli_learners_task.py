@@ -106,7 +106,10 @@ def test_learners_table_is_current(capsys: pytest.CaptureFixture[str]) -> None:
         if not line.startswith("|"):
             break
         table.append(line)
-    assert table == generated
+    assert table == generated, (
+        "docs/learners/README.md's learners table is out of date: run `kernelstream learners "
+        "--format markdown` and put the lines it prints that start with '|' in place of the "
+        "table under its '<!-- generated with: ... -->' line")
 
 
 def test_task_mismatch_names_the_loss_that_fits(tmp_path, capsys: pytest.CaptureFixture[str]
