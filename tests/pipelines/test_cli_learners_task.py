@@ -5,6 +5,7 @@ parameter (e.g. ``ioks`` with ``loss="square"`` is a regression learner) as
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -123,3 +124,14 @@ def test_task_mismatch_names_the_loss_that_fits(tmp_path, capsys: pytest.Capture
     assert "ioks is a classification learner (its task follows its loss: " \
            "-p ioks.loss=absolute or square makes it a regression learner)" in err
     assert "bogd is a classification learner" in err and "bogd.loss" not in err
+
+
+def test_auto_note_names_the_label_the_listing_prints(capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """The footnote under `kernelstream learners` quotes the label that the parameter lines
+    print before the Python default of an estimated gamma ("learners.make: 0.5")."""
+    assert main(["learners", "bogd"]) == 0
+    out = capsys.readouterr().out
+    label = re.search(r"\(.*?; (\S+:) 0\.5\)", out)
+    assert label, out
+    assert f'the number after "{label[1]}" is the default' in out
