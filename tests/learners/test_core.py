@@ -35,7 +35,7 @@ from kernelstream.learners.kernels import (
     sq_dists,
 )
 from kernelstream.learners.losses import LOSSES, get_loss
-from kernelstream.learners.store import SVStore
+from kernelstream.learners.store import SVStore, make_store
 
 KERNELS: dict[str, Kernel] = {
     "gaussian": Gaussian(0.7),
@@ -110,6 +110,25 @@ def test_store_norm_identity_is_not_vacuous() -> None:
     sv.append(z1, 0.0, 1.0)
     sv.append(z2, 0.01, 1.0)  # fz omitted: cross term lost
     assert abs(sv.norm2 - sv.exact_norm2(kern)) > 1.0
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_store_remove_without_fxj_leaves_no_wrong_norm(sparse: bool) -> None:
+    """remove(j) without f(x_j) cannot update ‖f‖²: the norm becomes unknown (NaN) and reading
+    it (or projecting) raises, instead of a silently wrong value."""
+    sv = make_store(2, 4, sparse)
+    kern = KERNELS["gaussian"]
+    for i, z in enumerate(([0.0, 0.0], [0.1, 0.0], [0.0, 0.2])):
+        p = np.array(z)
+        zz = float(p @ p)
+        sv.append(p, zz, 1.0, id_=i, fz=sv.eval(kern, p, zz), kzz=1.0)
+    assert math.isclose(sv.norm2, sv.exact_norm2(kern))
+    sv.remove(0)
+    assert math.isnan(sv.norm2)
+    with pytest.raises(ValueError, match="fxj"):
+        _ = sv.norm
+    with pytest.raises(ValueError, match="not tracked"):
+        sv.project(0.5)
 
 
 def test_store_growth_preserves_contents() -> None:
