@@ -135,3 +135,30 @@ def test_auto_note_names_the_label_the_listing_prints(capsys: pytest.CaptureFixt
     label = re.search(r"\(.*?; (\S+:) 0\.5\)", out)
     assert label, out
     assert f'the number after "{label[1]}" is the default' in out
+
+
+def test_compiled_label_says_whether_updates_are_compiled(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """"compiled rounds" only where the updates run in C too; a learner whose compiled block
+    calls back its Python ``_update`` is marked so. The label agrees with what a kernel
+    learner with its defaults does (a compiled rule, ``_compiled_rule``)."""
+    from kernelstream.learners import compiled
+    from kernelstream.learners._kernel_learner import KernelLearner
+
+    assert main(["learners"]) == 0
+    heads = {ln.split("  [")[0]: ln for ln in capsys.readouterr().out.splitlines()
+             if "  [" in ln}
+    assert heads["rbp"].endswith(", compiled rounds]")
+    assert heads["perceptron"].endswith(", compiled scores, Python updates]")
+    if compiled.ck is None or compiled.bk is None:
+        return
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    for name in learners.available():
+        cls = learners.get(name)
+        if (not (issubclass(cls, KernelLearner) and cls.compiled_rounds())
+                or issubclass(cls, compiled.FeatureMapRounds)):  # NOGD: its driver's steps
+            continue
+        m = learners.make(name, seed=0, gamma=0.5)
+        m.predict_learn_many(X, y)
+        assert bool(m._compiled_rule()) == cls.compiled_updates(), name

@@ -93,6 +93,8 @@ def _learner_info(name: str) -> dict[str, Any]:
         "randomized": bool(cls.randomized),
         "sparse_rows": bool(cls.accepts_sparse),  # keeps sparse SVs for CSR rows
         "compiled": bool(cls.compiled_rounds()),  # dense rounds on the compiled kernels
+        # their updates too (else the rounds call back the Python _update)
+        "compiled_updates": bool(cls.compiled_updates()),
         "params": [
             {
                 "name": p.name,
@@ -116,7 +118,9 @@ def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
         flags = [_task_label(info["tasks"])] + [f for f in ("budgeted", "randomized")
                                                  if info[f]]
         flags += ["sparse rows"] if info["sparse_rows"] else []
-        flags += ["compiled rounds"] if info["compiled"] else []
+        if info["compiled"]:
+            flags += ["compiled rounds" if info["compiled_updates"]
+                      else "compiled scores, Python updates"]
         print(f"{info['name']}  [{', '.join(flags)}]", file=out)
         if info["summary"]:
             print(f"  {info['summary']}", file=out)
