@@ -12,6 +12,7 @@ quote verdict lines that still stand in the results files, and be linked from th
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import re
 import shlex
@@ -208,6 +209,49 @@ def test_readme_counts_the_registered_learners() -> None:
     assert int(m[1]) == len(available()), (
         f"README.md says 'The {m[1]} learners' but {len(available())} are registered: "
         "update the number")
+
+
+_NUMBER = r"-?\d+(?:\.\d+)?(?:e-?\d+)?"
+
+
+def _parameter_entries(doc: str) -> dict[tuple[str, ...], str]:
+    """``(names, text)`` of the numpy-style Parameters section of a docstring: an entry is a
+    line of comma-separated names at the margin and its indented text; any other line at the
+    margin ends the section."""
+    m = re.search(r"^Parameters\n-+\n(.*?)(?=^\S[^\n]*\n-+\n|\Z)", doc, re.S | re.M)
+    out: dict[tuple[str, ...], str] = {}
+    cur = None
+    for line in (m[1] if m else "").splitlines():
+        if re.fullmatch(r"\w+(?:, \w+)*", line):
+            cur = tuple(line.split(", "))
+            out[cur] = ""
+        elif line and not line.startswith(" "):
+            break
+        elif cur is not None:
+            out[cur] += line + "\n"
+    return out
+
+
+def test_docstrings_document_every_parameter_and_its_default() -> None:
+    """Every registered learner's docstring has a Parameters section naming each of its
+    parameters, and each number it gives as a default ("default 0.5") is the code's."""
+    problems = []
+    for name in available():
+        cls = get(name)
+        spec = {p.name: p.default for p in cls.params}
+        entries = _parameter_entries(inspect.getdoc(cls) or "")
+        named = {n for names in entries for n in names}
+        problems += [f"{name}: parameter {p} not in its docstring's Parameters section"
+                     for p in spec if p not in named]
+        for names, text in entries.items():
+            # a formula after "default" (``⌊3B/4⌋``, ``round(0.1 B)``) is not a number
+            stated = [float(v) for v in re.findall(rf"\bdefault:?\s+`*({_NUMBER})\b(?!\s*[·*/^])",
+                                                   text)]
+            have = {float(spec[n]) for n in names if isinstance(spec.get(n), (int, float))
+                    and not isinstance(spec.get(n), bool)}
+            problems += [f"{name}: docstring says {', '.join(names)} default {v:g}, the code "
+                         f"has {sorted(have) or 'no number'}" for v in stated if v not in have]
+    assert not problems, "\n".join(problems)
 
 
 def test_family_pages_quote_results_as_they_stand() -> None:
