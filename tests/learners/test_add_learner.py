@@ -211,7 +211,11 @@ def test_readme_counts_the_registered_learners() -> None:
         "update the number")
 
 
-_NUMBER = r"-?\d+(?:\.\d+)?(?:e-?\d+)?"
+_NUMBER = r"2\^-?\d+|-?\d+(?:\.\d+)?(?:e-?\d+)?"
+# "default 0.5", "default: 4", "default 2^-12 to 2^12"; a formula after "default"
+# (``⌊3B/4⌋``, ``round(0.1 B)``, ``2^-2..2^3``) is no number
+_STATED = re.compile(rf"\bdefault:?\s+`*({_NUMBER})\b(?!\s*[·*/^]|\.\.)"
+                     rf"(?:\s+(?:to|and)\s+({_NUMBER})\b)?")
 
 
 def _parameter_entries(doc: str) -> dict[tuple[str, ...], str]:
@@ -232,9 +236,16 @@ def _parameter_entries(doc: str) -> dict[tuple[str, ...], str]:
     return out
 
 
+def _stated_defaults(text: str) -> list[float]:
+    values = [v for m in _STATED.finditer(text) for v in m.groups() if v]
+    return [2.0 ** int(v[2:]) if v.startswith("2^") else float(v) for v in values]
+
+
 def test_docstrings_document_every_parameter_and_its_default() -> None:
     """Every registered learner's docstring has a Parameters section naming each of its
-    parameters, and each number it gives as a default ("default 0.5") is the code's."""
+    parameters; each numeric default is stated ("default 0.5"), and each number given as a
+    default is the code's. Entries that refer to another class ("As :class:`EA2OKS`.") and
+    the shared kernel parameters are exempt from stating it."""
     problems = []
     for name in available():
         cls = get(name)
@@ -244,13 +255,17 @@ def test_docstrings_document_every_parameter_and_its_default() -> None:
         problems += [f"{name}: parameter {p} not in its docstring's Parameters section"
                      for p in spec if p not in named]
         for names, text in entries.items():
-            # a formula after "default" (``⌊3B/4⌋``, ``round(0.1 B)``) is not a number
-            stated = [float(v) for v in re.findall(rf"\bdefault:?\s+`*({_NUMBER})\b(?!\s*[·*/^])",
-                                                   text)]
-            have = {float(spec[n]) for n in names if isinstance(spec.get(n), (int, float))
-                    and not isinstance(spec.get(n), bool)}
+            stated = _stated_defaults(text)
+            numeric = {n: float(spec[n]) for n in names if isinstance(spec.get(n), (int, float))
+                       and not isinstance(spec.get(n), bool)}
             problems += [f"{name}: docstring says {', '.join(names)} default {v:g}, the code "
-                         f"has {sorted(have) or 'no number'}" for v in stated if v not in have]
+                         f"has {sorted(numeric.values()) or 'no number'}"
+                         for v in stated if numeric and v not in numeric.values()]
+            if text.lstrip().startswith("As :class:"):
+                continue
+            problems += [f"{name}: the docstring does not state {n}'s default {v:g} "
+                         "(write 'default N' in its entry)" for n, v in numeric.items()
+                         if n not in SHARED and v not in stated]
     assert not problems, "\n".join(problems)
 
 
