@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -75,10 +76,14 @@ class _Coefficients:
 
     def remove(self, j: int, fxj: float | None = None, kjj: float = 1.0) -> None:
         """Delete SV ``j`` by moving the last SV into its slot (order is not meaningful; the
-        insertion round ``s`` keeps FIFO information). ``fxj = f(x_j)`` keeps ``‖f‖²`` exact."""
+        insertion round ``s`` keeps FIFO information). ``fxj = f(x_j)`` and
+        ``kjj = κ(x_j, x_j)`` keep ``‖f‖²`` exact; without ``fxj`` the tracked norm is unknown
+        (``norm2`` NaN, as after ``replace``) and :attr:`norm` raises."""
         aj = float(self.a[j])
         if fxj is not None:
             self.norm2 += -2.0 * aj * fxj + aj * aj * kjj
+        else:  # the store has no kernel to compute f(x_j): no norm rather than a wrong one
+            self.norm2 = math.nan
         self._release(j)
         last = self.n - 1
         if j != last:
@@ -120,6 +125,11 @@ class _Coefficients:
 
     @property
     def norm(self) -> float:
+        """``‖f‖`` as tracked; a ValueError once a ``replace`` or a ``remove`` without ``fxj``
+        has made it unknown (a NaN would pass every ``>`` test, :meth:`project` included)."""
+        if math.isnan(self.norm2):
+            raise ValueError("the store's norm is not tracked: a replace(), or a remove() "
+                             "without fxj = f(x_j), left it unknown")
         return float(np.sqrt(max(self.norm2, 0.0)))
 
     def project(self, radius: float) -> None:

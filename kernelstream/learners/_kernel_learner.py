@@ -95,6 +95,17 @@ class KernelLearner(Learner):
         """Whether this learner's dense rounds run on the compiled kernels (when built)."""
         return cls._score is KernelLearner._score
 
+    @classmethod
+    def compiled_updates(cls) -> bool:
+        """Only with a compiled rule (:meth:`_rule_config`) named by a class that owns the
+        ``_update`` in force, as :meth:`_compiled_rule` decides; otherwise the kernel rows and
+        scores run in C and every updating round calls the Python ``_update``."""
+        if not cls.compiled_rounds():
+            return False
+        owner = next(c for c in cls.__mro__ if "_rule_config" in c.__dict__)
+        updater = next(c for c in cls.__mro__ if "_update" in c.__dict__)
+        return owner is not KernelLearner and issubclass(owner, updater)
+
     def _compiled_kernel(self) -> bool:
         """Rounds scored by the compiled kernels (learners scoring their own way keep numpy
         throughout, so their numbers do not change)."""

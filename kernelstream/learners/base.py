@@ -341,6 +341,12 @@ class Learner(RowChecks):
         :mod:`kernelstream.learners.compiled`)."""
         return False
 
+    @classmethod
+    def compiled_updates(cls) -> bool:
+        """Whether those compiled rounds make the updates too, with the default parameters
+        (False where the block driver calls back the learner's Python ``_update``)."""
+        return cls.compiled_rounds()
+
     def _learn_rows(self, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                     n_sv: np.ndarray | None) -> None:
         """Test-then-train over validated dense rows (``zz``: their squared norms): the

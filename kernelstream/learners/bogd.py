@@ -1,8 +1,9 @@
 """Bounded Online Gradient Descent, BOGD (Zhao et al., ICML 2012).
 
 Reference: P. Zhao, J. Wang, P. Wu, R. Jin and S. C. H. Hoi, "Fast bounded online gradient
-descent algorithms for scalable kernel-based online learning", ICML 2012. Baseline of papers
-001, 003 and 004.
+descent algorithms for scalable kernel-based online learning", ICML 2012. Baseline of Liao &
+Li (ECML-PKDD 2021, "BOGD-σ"), Zhang & Liao (ICML 2019, SkeGD, Table 3) and Lu et al. (ACM
+TIST 2018, SPA, Table 2).
 """
 
 from __future__ import annotations

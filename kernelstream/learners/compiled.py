@@ -229,6 +229,12 @@ class FeatureMapRounds(CompiledSqnorms):
     def compiled_rounds(cls) -> bool:
         return True
 
+    @classmethod
+    def compiled_updates(cls) -> bool:
+        # the driver's own steps (NOGD's grow and second stage, SkeGD's shrink-and-step, the
+        # rule of OKL-GD / OKS-SIL); only scheduled events return to Python
+        return True
+
     def _learn_rows(self: Any, X: np.ndarray, zz: np.ndarray, yv: np.ndarray, out: np.ndarray,
                     n_sv: np.ndarray | None) -> None:
         if self._compiled:

@@ -52,10 +52,10 @@ class FOGD(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     gamma
         Gaussian width ``exp(-gamma‖x−x'‖²)`` (``sigma`` accepted).
     n_components
-        Number ``D`` of random frequencies (features ``2D``); Zhang & Liao used
+        Number ``D`` of random frequencies (features ``2D``); default 400. Zhang & Liao used
         ``D = 4B``.
     eta
-        Step size ``η``.
+        Step size ``η``; default 0.5.
     loss
         ``hinge`` (default), ``logistic`` or ``squared-hinge``.
     tie

@@ -305,7 +305,7 @@ class IOKS(IOKSRule, KernelHyp, BanditSelector):
     radius
         ``U``; ``None`` = the C-P2 value of the loss.
     tol
-        Bisection tolerance on ``|F(λ) − 1|``.
+        Bisection tolerance on ``|F(λ) − 1|``; default 1e-05.
     reference_quirks
         See above.
     tie

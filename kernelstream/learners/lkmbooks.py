@@ -63,7 +63,7 @@ class LKMBooks(WeightedWidths, Learner):
     sigmas
         Gaussian widths (default ``2^-2..2^3``).
     budget
-        ``B`` (Li & Liao 2022 tuned it to the time budget: 200–260).
+        ``B``; default 200 (Li & Liao 2022 tuned it to the time budget: 200–260).
     horizon
         Stream length ``T``.
     nu

@@ -55,7 +55,7 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
         Nyström rank ``k``; default ``None`` = ``round(0.2·B)`` as [C-SOL] (Zhang & Liao used
         ``0.1·B``). Must be ``≤ budget``.
     eta
-        Stage-1 step ``η₁`` (coefficient of a new SV).
+        Stage-1 step ``η₁`` (coefficient of a new SV); default 0.5.
     eta2
         Stage-2 step ``η₂``; ``None`` = same as ``eta``.
     init

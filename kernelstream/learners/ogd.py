@@ -40,7 +40,7 @@ class OGD(ShrinkParams, LinearPrimal):
         Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
     eta
         Step size ``η`` (> 0). There is no published default (Lu et al. tune it in
-        ``{10^3, …, 10^-3}``); 0.1 is used.
+        ``{10^3, …, 10^-3}``); default 0.1.
     lam
         Regularisation ``λ ≥ 0`` (default 0, as in Lu et al.); ``η λ < 1`` is required.
     loss

@@ -77,7 +77,7 @@ class OKLGD(IntervalWidthLearner):
         Initial ``γ = 1/(2σ²)`` (``sigma`` is accepted); must lie in ``[gamma_min, gamma_max]``.
         Ignored when ``random_init=True``.
     gamma_min, gamma_max
-        The interval Ω of ``γ`` (default ``[2^-12, 2^12]`` ⇔ ``σ ∈ [2^-6.5, 2^5.5]``).
+        The interval Ω of ``γ`` (default 2^-12 to 2^12, i.e. ``σ ∈ [2^-6.5, 2^5.5]``).
     random_init
         Draw the initial width as in Zhang & Liao's experiments (``σ_1 = 2^{-(i+1)/2}``,
         ``i`` uniform in ``{-12..-6}``) from the learner's RNG — its only randomness.

@@ -269,7 +269,7 @@ class OKSSIL(IntervalWidthLearner):
         Initial kernel parameter ``γ_1`` of ``exp(−γ‖x−x'‖²)`` (``sigma`` is accepted); must lie
         in ``[gamma_min, gamma_max]``. Ignored when ``random_init=True``.
     gamma_min, gamma_max
-        The interval Ω for ``γ`` (default ``[2^-12, 2^12]`` ⇔ ``σ ∈ [2^-6.5, 2^5.5]``).
+        The interval Ω for ``γ`` (default 2^-12 to 2^12, i.e. ``σ ∈ [2^-6.5, 2^5.5]``).
     random_init
         Draw ``γ_1`` as in Zhang & Liao's experiments (``σ_1 = 2^{-(i+1)/2}``, ``i`` uniform in
         ``{-12..-6}``) from the learner's RNG.

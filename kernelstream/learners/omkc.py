@@ -400,7 +400,8 @@ class BOMKCDD(_BoundedOMKC):
     budget_maintenance
         ``rbp`` (default), ``forgetron``, ``bogd`` or ``bpa-s``.
     eta, lam
-        BOGD step size and regularisation (Lu et al. search ``{1, 0.1, …, 10^-4}``).
+        BOGD step size (default 0.1) and regularisation (default 0) (Lu et al. search
+        ``{1, 0.1, …, 10^-4}``).
     c
         BPA-S aggressiveness (default 0.1, Lu et al.'s PA learning rate).
     discount
@@ -467,7 +468,7 @@ class BOMKCSD(_BoundedOMKC):
     budget_maintenance
         ``rbp`` (default), ``forgetron``, ``bogd`` or ``bpa-s``.
     eta, lam
-        BOGD step size and regularisation.
+        BOGD step size (default 0.1) and regularisation (default 0).
     c
         BPA-S aggressiveness (default 0.1).
     discount

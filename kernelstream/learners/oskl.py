@@ -53,7 +53,7 @@ class OSKL(AveragedKernelLearner):
     loss
         ``logistic`` (default) or ``squared-hinge``.
     radius
-        Projection radius ``R`` of ``‖f‖ ≤ R``; 0 (default) = no projection.
+        Projection radius ``R`` of ``‖f‖ ≤ R``; default 0: no projection.
     averaged
         Predict with the averaged classifier (default True) or the last one.
     tie

@@ -76,7 +76,7 @@ class Raker(WeightedWidths, Learner):
     sigmas
         Gaussian widths (default ``2^-2..2^3``).
     n_components
-        ``D`` per kernel (Li & Liao 2022 tuned it to the time budget: 40–100).
+        ``D`` per kernel; default 50 (Li & Liao 2022 tuned it to the time budget: 40–100).
     horizon
         Stream length ``T``.
     eta

@@ -39,9 +39,13 @@ def register(cls: L) -> L:
     """Class decorator: make a learner available under ``cls.name``."""
     name = cls.name
     if name != name.lower() or " " in name or "_" in name:
-        raise ValueError(f"learner names are lower-case with hyphens, got {name!r}")
+        raise ValueError(f"learner names are lower-case with hyphens, got {name!r} "
+                         f"(class {cls.__qualname__} in module {cls.__module__})")
     if name in _REGISTRY and _REGISTRY[name] is not cls:
-        raise ValueError(f"learner {name!r} is registered twice")
+        first = _REGISTRY[name]
+        raise ValueError(f"learner {name!r} is registered twice: by {first.__qualname__} in "
+                         f"module {first.__module__} and by {cls.__qualname__} in module "
+                         f"{cls.__module__} (each learner needs its own name)")
     _REGISTRY[name] = cls
     return cls
 

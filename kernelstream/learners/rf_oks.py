@@ -67,7 +67,7 @@ class RFOKSPlusPlus(OKSPPRule, FeatureHyp, BanditSelector):
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``).
     n_components
-        ``D`` (Li & Liao 2022: 400, the time reference of Tables 5, 6, 8, 9).
+        ``D``; default 400 (Li & Liao 2022: 400, the time reference of Tables 5, 6, 8, 9).
     radius
         ``U`` (``None``: 15 logistic, 1 square).
     reference_quirks
@@ -111,14 +111,14 @@ class RFIOKS(IOKSRule, FeatureHyp, BanditSelector):
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``).
     n_components
-        ``D`` (Li & Liao 2022 tuned it to the time budget: 320–400; 400 is the absolute-loss
-        reference).
+        ``D``; default 400 (Li & Liao 2022 tuned it to the time budget: 320–400; 400 is the
+        absolute-loss reference).
     horizon
         Stream length ``T``.
     radius
         ``U`` (``None``: 15 logistic, 1 absolute and square).
     tol
-        Bisection tolerance.
+        Bisection tolerance; default 1e-05.
     reference_quirks
         See above.
     tie
@@ -213,7 +213,7 @@ class RFOKS(OKSP2Rule, FeatureHyp, BanditSelector):
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``).
     n_components
-        ``D`` (Li & Liao 2022 tuned it to the time budget: 450–530).
+        ``D``; default 400 (Li & Liao 2022 tuned it to the time budget: 450–530).
     horizon
         Stream length ``T``.
     eta

@@ -80,9 +80,9 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
         (``kernelstream.data.widths``); :func:`~kernelstream.learners.make` needs a number.
     n_components
         Number ``D`` of random frequencies (features ``2D``; ``P`` keeps ``D(2D+1)``
-        entries).
+        entries); default 200.
     lam
-        Ridge ``λ > 0``: ``A`` starts at ``λI``.
+        Ridge ``λ > 0``: ``A`` starts at ``λI``; default 1.
     loss
         ``square-pm1`` (classification, default: least squares on the ±1 labels) or
         ``square`` (regression).

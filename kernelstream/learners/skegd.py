@@ -103,24 +103,26 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
     kernel, gamma, degree
         Kernel (Gaussian ``exp(-gamma‖x−x'‖²)`` by default; ``sigma`` is accepted for gamma).
     budget
-        ``B``, stage-1 buffer size (paper: 100 if ``T ≤ 10 000``, else 200).
+        ``B``, stage-1 buffer size; default 100 (paper: 100 if ``T ≤ 10 000``, else 200).
     sketch_size
         ``s_p``, SJLT columns; default ``⌊3B/4⌋``.
     tau
-        ``τ``, landmarks ``s_m = round(τ s_p)`` (paper 0.2; its kernel-approximation experiment
-        uses ``s_m = B/2``, i.e. ``τ = 2/3``).
+        ``τ``, landmarks ``s_m = round(τ s_p)``; default 0.2 (the paper's; its
+        kernel-approximation experiment uses ``s_m = B/2``, i.e. ``τ = 2/3``).
     rank
         ``k``, rank of the eigen-decomposition of ``Φ_pp``; default ``round(0.1 B)``.
     sjlt_nonzeros
-        ``d_b``, SJLT blocks = nonzeros per row of ``S_p`` (paper 4).
+        ``d_b``, SJLT blocks = nonzeros per row of ``S_p``; default 4 (the paper's).
     eta, lam
-        Step size ``η`` and L2 regularisation ``λ`` (``ηλ < 1``; the paper tuned
-        ``η ∈ 10^{-5..0}``, ``λ ∈ 10^{-4..1}``). ``lam = 0`` is [C-FORKS]' unregularised KOGD.
+        Step size ``η`` (default 0.5) and L2 regularisation ``λ`` (default 0.001); ``ηλ < 1``
+        (the paper tuned ``η ∈ 10^{-5..0}``, ``λ ∈ 10^{-4..1}``). ``lam = 0`` is [C-FORKS]'
+        unregularised KOGD.
     horizon, theta, update_cycle
-        Stream length ``T``, ``θ`` and an explicit ``ρ`` (see *Update cycle*).
+        Stream length ``T`` (default None: unknown), ``θ`` (default 0.3) and an explicit ``ρ``
+        (default None: from ``T`` and ``θ``; see *Update cycle*).
     loss
-        ``hinge`` (paper), ``logistic`` or ``squared-hinge``. ``squared-hinge`` with the
-        polynomial or linear kernel diverges on ordinary data (kept: the specification's
+        ``hinge`` (default, the paper's), ``logistic`` or ``squared-hinge``. ``squared-hinge``
+        with the polynomial or linear kernel diverges on ordinary data (kept: the specification's
         rule; :attr:`known_divergent`): the gradient ``−2y[1 − yf]_+`` grows with ``|f|`` at a
         fixed ``η``, so a step with ``η ‖φ(x)‖² > 1`` (about ``η k(x, x)``) overshoots the
         margin by more than it corrects and ``w`` grows geometrically until it overflows.

@@ -12,6 +12,7 @@ quote verdict lines that still stand in the results files, and be linked from th
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import re
 import shlex
@@ -197,6 +198,74 @@ def test_family_pages_list_the_current_parameters() -> None:
             extra = sorted((set(rows) | have_shared) - set(want))
             if extra:
                 problems.append(f"{page} {name}: documents parameters it does not have {extra}")
+    assert not problems, "\n".join(problems)
+
+
+def test_readme_counts_the_registered_learners() -> None:
+    """README.md's "The N learners" is the registry's count (docs/adding-a-learner.md, step 7)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"\bThe (\d+) learners\b", readme)
+    assert m, "README.md no longer says how many learners there are (\"The N learners\")"
+    assert int(m[1]) == len(available()), (
+        f"README.md says 'The {m[1]} learners' but {len(available())} are registered: "
+        "update the number")
+
+
+_NUMBER = r"2\^-?\d+|-?\d+(?:\.\d+)?(?:e-?\d+)?"
+# "default 0.5", "default: 4", "default 2^-12 to 2^12"; a formula after "default"
+# (``⌊3B/4⌋``, ``round(0.1 B)``, ``2^-2..2^3``) is no number
+_STATED = re.compile(rf"\bdefault:?\s+`*({_NUMBER})\b(?!\s*[·*/^]|\.\.)"
+                     rf"(?:\s+(?:to|and)\s+({_NUMBER})\b)?")
+
+
+def _parameter_entries(doc: str) -> dict[tuple[str, ...], str]:
+    """``(names, text)`` of the numpy-style Parameters section of a docstring: an entry is a
+    line of comma-separated names at the margin and its indented text; any other line at the
+    margin ends the section."""
+    m = re.search(r"^Parameters\n-+\n(.*?)(?=^\S[^\n]*\n-+\n|\Z)", doc, re.S | re.M)
+    out: dict[tuple[str, ...], str] = {}
+    cur = None
+    for line in (m[1] if m else "").splitlines():
+        if re.fullmatch(r"\w+(?:, \w+)*", line):
+            cur = tuple(line.split(", "))
+            out[cur] = ""
+        elif line and not line.startswith(" "):
+            break
+        elif cur is not None:
+            out[cur] += line + "\n"
+    return out
+
+
+def _stated_defaults(text: str) -> list[float]:
+    values = [v for m in _STATED.finditer(text) for v in m.groups() if v]
+    return [2.0 ** int(v[2:]) if v.startswith("2^") else float(v) for v in values]
+
+
+def test_docstrings_document_every_parameter_and_its_default() -> None:
+    """Every registered learner's docstring has a Parameters section naming each of its
+    parameters; each numeric default is stated ("default 0.5"), and each number given as a
+    default is the code's. Entries that refer to another class ("As :class:`EA2OKS`.") and
+    the shared kernel parameters are exempt from stating it."""
+    problems = []
+    for name in available():
+        cls = get(name)
+        spec = {p.name: p.default for p in cls.params}
+        entries = _parameter_entries(inspect.getdoc(cls) or "")
+        named = {n for names in entries for n in names}
+        problems += [f"{name}: parameter {p} not in its docstring's Parameters section"
+                     for p in spec if p not in named]
+        for names, text in entries.items():
+            stated = _stated_defaults(text)
+            numeric = {n: float(spec[n]) for n in names if isinstance(spec.get(n), (int, float))
+                       and not isinstance(spec.get(n), bool)}
+            problems += [f"{name}: docstring says {', '.join(names)} default {v:g}, the code "
+                         f"has {sorted(numeric.values()) or 'no number'}"
+                         for v in stated if numeric and v not in numeric.values()]
+            if text.lstrip().startswith("As :class:"):
+                continue
+            problems += [f"{name}: the docstring does not state {n}'s default {v:g} "
+                         "(write 'default N' in its entry)" for n, v in numeric.items()
+                         if n not in SHARED and v not in stated]
     assert not problems, "\n".join(problems)
 
 

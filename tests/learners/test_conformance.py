@@ -22,10 +22,15 @@ from kernelstream.learners.store import SVStore
 from kernelstream.learners.testing import (
     CHECKS,
     cases,
+    check_batch_equals_loop,
     check_bounded_scores,
     check_kernel_loss_pairs,
     check_learner,
+    check_reproducible,
+    check_seeds,
+    check_state_roundtrip,
 )
+from kernelstream.learners.testing.support import global_rng_hint
 
 CASES = [(name, cid, check, params) for name in available() for cid, check, params in cases(name)]
 
@@ -192,6 +197,60 @@ def test_suite_catches_broken_learner(monkeypatch: pytest.MonkeyPatch, what: str
     params = {"budget": 20} if what == "unbounded" else {"kernel": "gaussian"}
     with pytest.raises(AssertionError, match=rf"\] {check}:"):
         check_learner(_Decaying.name, **params)
+
+
+def test_failures_name_the_global_rng(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A learner that draws from numpy's global RNG fails the same-seed checks with a hint at
+    self.rng (the suite reseeds np.random to tell); the global state is left as it was."""
+    monkeypatch.setitem(registry._REGISTRY, _Decaying.name, _Decaying)
+    update = _Decaying._update
+
+    def u(self, x, xx, y, s, aux):  # type: ignore[no-untyped-def]
+        if np.random.random() < 0.7:
+            update(self, x, xx, y, s, aux)
+
+    monkeypatch.setattr(_Decaying, "_update", u)
+    for check in (check_reproducible, check_seeds):
+        with pytest.raises(AssertionError, match=r"instead of self\.rng"):
+            check(_Decaying.name, {"kernel": "gaussian"})
+    params = {"kernel": "gaussian"}
+    assert global_rng_hint(_Decaying.name, params)
+    monkeypatch.setattr(_Decaying, "_update", update)  # sound again: no hint is made up
+    np.random.seed(5)
+    before = np.random.get_state()[1].copy()
+    assert global_rng_hint(_Decaying.name, params) == ""
+    np.testing.assert_array_equal(np.random.get_state()[1], before)  # put back
+
+
+def test_failed_round_trip_names_the_attribute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state that leaves out an attribute the rounds use: the failure names it."""
+    monkeypatch.setitem(registry._REGISTRY, _Decaying.name, _Decaying)
+    _break(monkeypatch, "lost-state")
+    with pytest.raises(AssertionError, match=r"saved the state, or only one of them has "
+                       r"them: extra\b.*get_state / set_state"):
+        check_state_roundtrip(_Decaying.name, {"kernel": "gaussian"})
+
+
+class _EagerMistake(_Decaying):
+    """Declares update_when="mistake" but its _update (the decay) changes the model on every
+    round: the compiled blocks skip those rounds. Test double."""
+
+    name = "test-eager-mistake"
+    update_when = "mistake"
+
+
+def test_update_when_is_named_when_blocks_differ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(registry._REGISTRY, _EagerMistake.name, _EagerMistake)
+    if not _EagerMistake.compiled_rounds() or _compiled_ck() is None:
+        pytest.skip("without the compiled kernels every round calls _update")
+    with pytest.raises(AssertionError, match=r"update_when='mistake'"):
+        check_batch_equals_loop(_EagerMistake.name, {"kernel": "gaussian"})
+
+
+def _compiled_ck() -> Any:
+    from kernelstream.learners import compiled
+
+    return compiled.ck
 
 
 def test_declared_divergence_is_exempt_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,7 +36,7 @@ from kernelstream.learners.kernels import (
     sq_dists,
 )
 from kernelstream.learners.losses import LOSSES, get_loss
-from kernelstream.learners.store import SVStore
+from kernelstream.learners.store import SVStore, make_store
 
 KERNELS: dict[str, Kernel] = {
     "gaussian": Gaussian(0.7),
@@ -110,6 +111,25 @@ def test_store_norm_identity_is_not_vacuous() -> None:
     sv.append(z1, 0.0, 1.0)
     sv.append(z2, 0.01, 1.0)  # fz omitted: cross term lost
     assert abs(sv.norm2 - sv.exact_norm2(kern)) > 1.0
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_store_remove_without_fxj_leaves_no_wrong_norm(sparse: bool) -> None:
+    """remove(j) without f(x_j) cannot update ‖f‖²: the norm becomes unknown (NaN) and reading
+    it (or projecting) raises, instead of a silently wrong value."""
+    sv = make_store(2, 4, sparse)
+    kern = KERNELS["gaussian"]
+    for i, z in enumerate(([0.0, 0.0], [0.1, 0.0], [0.0, 0.2])):
+        p = np.array(z)
+        zz = float(p @ p)
+        sv.append(p, zz, 1.0, id_=i, fz=sv.eval(kern, p, zz), kzz=1.0)
+    assert math.isclose(sv.norm2, sv.exact_norm2(kern))
+    sv.remove(0)
+    assert math.isnan(sv.norm2)
+    with pytest.raises(ValueError, match="fxj"):
+        _ = sv.norm
+    with pytest.raises(ValueError, match="not tracked"):
+        sv.project(0.5)
 
 
 def test_store_growth_preserves_contents() -> None:
@@ -337,13 +357,16 @@ def test_registry_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     assert available() == sorted(available()) and "perceptron" in available()
     for bad in ("Bad", "has space", "under_score"):
-        cls = type("X", (Learner,), {"name": bad})
-        with pytest.raises(ValueError, match="lower-case"):
+        cls = type("X", (Learner,), {"name": bad, "__module__": "my_learners.x"})
+        # the message names the module that declares it (a contributor's file, not ours)
+        with pytest.raises(ValueError, match=r"lower-case.*class X in module my_learners\.x"):
             registry.register(cls)
     perceptron = registry.get("perceptron")
     assert registry.register(perceptron) is perceptron  # idempotent
-    other = type("Y", (Learner,), {"name": "perceptron"})
-    with pytest.raises(ValueError, match="twice"):
+    other = type("Y", (Learner,), {"name": "perceptron", "__module__": "my_learners.y"})
+    with pytest.raises(ValueError, match=re.escape(
+            "twice: by Perceptron in module kernelstream.learners.perceptron and by Y in "
+            "module my_learners.y")):
         registry.register(other)
     ok = type("Z", (Learner,), {"name": "test-ok"})
     registry.register(ok)

@@ -5,6 +5,7 @@ parameter (e.g. ``ioks`` with ``loss="square"`` is a regression learner) as
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -106,7 +107,10 @@ def test_learners_table_is_current(capsys: pytest.CaptureFixture[str]) -> None:
         if not line.startswith("|"):
             break
         table.append(line)
-    assert table == generated
+    assert table == generated, (
+        "docs/learners/README.md's learners table is out of date: run `kernelstream learners "
+        "--format markdown` and put the lines it prints that start with '|' in place of the "
+        "table under its '<!-- generated with: ... -->' line")
 
 
 def test_task_mismatch_names_the_loss_that_fits(tmp_path, capsys: pytest.CaptureFixture[str]
@@ -120,3 +124,41 @@ def test_task_mismatch_names_the_loss_that_fits(tmp_path, capsys: pytest.Capture
     assert "ioks is a classification learner (its task follows its loss: " \
            "-p ioks.loss=absolute or square makes it a regression learner)" in err
     assert "bogd is a classification learner" in err and "bogd.loss" not in err
+
+
+def test_auto_note_names_the_label_the_listing_prints(capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """The footnote under `kernelstream learners` quotes the label that the parameter lines
+    print before the Python default of an estimated gamma ("learners.make: 0.5")."""
+    assert main(["learners", "bogd"]) == 0
+    out = capsys.readouterr().out
+    label = re.search(r"\(.*?; (\S+:) 0\.5\)", out)
+    assert label, out
+    assert f'the number after "{label[1]}" is the default' in out
+
+
+def test_compiled_label_says_whether_updates_are_compiled(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """"compiled rounds" only where the updates run in C too; a learner whose compiled block
+    calls back its Python ``_update`` is marked so. The label agrees with what a kernel
+    learner with its defaults does (a compiled rule, ``_compiled_rule``)."""
+    from kernelstream.learners import compiled
+    from kernelstream.learners._kernel_learner import KernelLearner
+
+    assert main(["learners"]) == 0
+    heads = {ln.split("  [")[0]: ln for ln in capsys.readouterr().out.splitlines()
+             if "  [" in ln}
+    assert heads["rbp"].endswith(", compiled rounds]")
+    assert heads["perceptron"].endswith(", compiled scores, Python updates]")
+    if compiled.ck is None or compiled.bk is None:
+        return
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    for name in learners.available():
+        cls = learners.get(name)
+        if (not (issubclass(cls, KernelLearner) and cls.compiled_rounds())
+                or issubclass(cls, compiled.FeatureMapRounds)):  # NOGD: its driver's steps
+            continue
+        m = learners.make(name, seed=0, gamma=0.5)
+        m.predict_learn_many(X, y)
+        assert bool(m._compiled_rule()) == cls.compiled_updates(), name

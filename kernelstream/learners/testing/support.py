@@ -108,3 +108,86 @@ def expect_error(fn: Callable[[], Any], pattern: str, what: str) -> str:
         return msg
     raise AssertionError(f"{what}: no ValueError raised")
 
+
+
+# -- diagnoses added to a failure's message ----------------------------------------------------
+def global_rng_hint(name: str, params: dict[str, Any]) -> str:
+    """A hint when ``name``'s run depends on numpy's global RNG: two learners of one seed agree
+    when ``np.random`` is reseeded alike before each and differ when it is reseeded otherwise
+    (three runs, made only after a check failed; the global state is put back). Else ``""``."""
+    saved = np.random.get_state()
+    runs = []
+    try:
+        for g in (1, 1, 2):
+            np.random.seed(g)
+            m = new(name, params)
+            X, y = stream_for(m)
+            runs.append(run_steps(m, X, y))
+    except Exception:  # the diagnosis must not hide the check's own failure
+        return ""
+    finally:
+        np.random.set_state(saved)
+    if np.array_equal(runs[0], runs[1]) and not np.array_equal(runs[0], runs[2]):
+        return ("; the runs follow numpy's global RNG (np.random reseeded alike before two "
+                "learners of one seed makes them agree): does it draw from np.random instead "
+                "of self.rng?")
+    return ""
+
+
+def update_when_hint(m: Learner) -> str:
+    """What to suspect when a learner that declares ``update_when`` (the rounds the compiled
+    block driver calls ``_update`` on) disagrees with its own per-row path, else ``""``."""
+    when = getattr(type(m), "update_when", "always")
+    if when == "always":
+        return ""
+    return (f"; {m.name} declares update_when={when!r}: the compiled blocks skip _update on "
+            "the other rounds, so an _update that changes the model (or draws) on one of "
+            "those breaks this")
+
+
+def differing_attributes(a: Any, b: Any, prefix: str = "", depth: int = 3) -> list[str]:
+    """The attributes (dotted paths) whose arrays or numbers differ between two learners (or
+    the objects they hold, ``depth`` levels down), and those only one side has; objects of
+    other kinds are left out."""
+    out: list[str] = []
+    ua, ub = _attrs(a), _attrs(b)
+    for k in sorted(set(ua) | set(ub)):
+        path = f"{prefix}{k}"
+        if (k in ua) != (k in ub):
+            out.append(path)
+            continue
+        u, v = ua[k], ub[k]
+        if isinstance(u, np.ndarray) and isinstance(v, np.ndarray):
+            if u.ndim == v.ndim:  # grown stores: a capacity on either axis
+                common = tuple(slice(0, min(p, q)) for p, q in zip(u.shape, v.shape, strict=True))
+                u, v = u[common], v[common]
+            if u.dtype != v.dtype or u.shape != v.shape or not np.array_equal(
+                    u, v, equal_nan=u.dtype.kind in "fc"):
+                out.append(path)
+        elif isinstance(u, (bool, int, float, np.number)) and isinstance(
+                v, (bool, int, float, np.number)):
+            if u != v and not (u != u and v != v):  # NaN equals NaN here
+                out.append(path)
+        elif isinstance(u, np.random.Generator) and isinstance(v, np.random.Generator):
+            if u.bit_generator.state != v.bit_generator.state:
+                out.append(path)
+        elif depth > 1 and type(u) is type(v) and _attrs(u):
+            out += differing_attributes(u, v, path + ".", depth - 1)
+        elif depth > 1 and isinstance(u, (list, tuple)) and isinstance(v, (list, tuple)):
+            for i, (p, q) in enumerate(zip(u, v, strict=False)):
+                out += differing_attributes(p, q, f"{path}[{i}].", depth - 1) if _attrs(p) \
+                    else []
+    return out
+
+
+def _attrs(o: Any) -> dict[str, Any]:
+    """An object's attributes from ``__dict__`` and ``__slots__`` (none for builtins)."""
+    if isinstance(o, (np.ndarray, np.generic, str, bytes, int, float, bool, type(None))):
+        return {}
+    d = dict(getattr(o, "__dict__", {}))
+    for cls in type(o).__mro__:
+        slots = getattr(cls, "__slots__", ())
+        for s in (slots,) if isinstance(slots, str) else slots:
+            if s not in d and hasattr(o, s):
+                d[s] = getattr(o, s)
+    return {k: v for k, v in d.items() if not k.startswith("__")}

@@ -14,7 +14,7 @@ import math
 import pickle
 import re
 from collections.abc import Callable
-from functools import partial
+from functools import partial, wraps
 from typing import Any
 
 import numpy as np
@@ -27,15 +27,41 @@ from kernelstream.learners.testing.support import (
     D,
     assert_scores_equal,
     assert_states_equal,
+    differing_attributes,
     expect_error,
+    global_rng_hint,
     make_stream,
     new,
     run_steps,
     small_params,
     stream_for,
+    update_when_hint,
 )
 
+CheckFn = Callable[[str, dict[str, Any]], None]
 
+
+def _diagnosed(update_when: bool = False) -> Callable[[CheckFn], CheckFn]:
+    """A check whose failure message gets the likely cause appended: a learner whose runs
+    follow numpy's global RNG (``global_rng_hint``), and with ``update_when`` a learner that
+    declares the rounds its compiled blocks skip (``update_when_hint``)."""
+    def wrap(check: CheckFn) -> CheckFn:
+        @wraps(check)
+        def run(name: str, params: dict[str, Any]) -> None:
+            try:
+                check(name, params)
+            except AssertionError as e:
+                hint = global_rng_hint(name, params)
+                if update_when:
+                    hint += update_when_hint(new(name, params))
+                if hint:
+                    raise AssertionError(f"{e}{hint}") from e
+                raise
+        return run
+    return wrap
+
+
+@_diagnosed()
 def check_reproducible(name: str, params: dict[str, Any]) -> None:
     """Same seed ⇒ bit-identical scores and state; scores are finite floats."""
     for seed in (0, (3, 1, 4)):
@@ -93,6 +119,7 @@ def check_bounded_scores(name: str, params: dict[str, Any]) -> None:
         "the class's known_divergent")
 
 
+@_diagnosed()
 def check_seeds(name: str, params: dict[str, Any]) -> None:
     """Different seeds differ iff the learner is randomized."""
     runs = []
@@ -116,6 +143,7 @@ def _valid_state(st: dict[str, np.ndarray], where: str) -> None:
         assert v.dtype != object, f"{where}: state[{k!r}] has object dtype"
 
 
+@_diagnosed()
 def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
     """get_state/set_state mid-stream continues bit-identically (directly, through bytes,
     through ``from_state``, into a learner that already learned something else)."""
@@ -171,9 +199,13 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
                      for f in ("task", "randomized", "draws_in_predict")]
             flags.append(("memory_bound", b.memory_bound(), ref.memory_bound()))
             assert all(u == v for _, u, v in flags), f"cut {cut}, {what}: flags {flags}"
-            assert_scores_equal(run_steps(b, X[cut:cut + TAIL], y[cut:cut + TAIL]),
-                                scores[cut:cut + TAIL], f"cut {cut}, {what}")
-            assert_states_equal(b.get_state(), want[cut], f"cut {cut}, {what}: state")
+            try:
+                assert_scores_equal(run_steps(b, X[cut:cut + TAIL], y[cut:cut + TAIL]),
+                                    scores[cut:cut + TAIL], f"cut {cut}, {what}")
+                assert_states_equal(b.get_state(), want[cut], f"cut {cut}, {what}: state")
+            except AssertionError as e:
+                raise AssertionError(f"{e}{_restore_diff(name, params, X, y, cut, build)}"
+                                     ) from e
     # versions and names are checked, and a rejected state leaves the learner unchanged
     st = ref.get_state()
     m = new(name, params)
@@ -231,6 +263,27 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
         expect_error(lambda: o.set_state(st), re.escape(name), f"{name} state into {other}")
 
 
+def _restore_diff(name: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray, cut: int,
+                  build: Callable[[], Learner]) -> str:
+    """The attributes in which a learner restored by ``build`` differs from the one that saved
+    the state (rebuilt: ``cut`` rounds of seed 7), for a failed round trip's message."""
+    try:
+        ref = new(name, params, seed=7)
+        run_steps(ref, X[:cut], y[:cut])
+        diff = differing_attributes(build(), ref)
+    except Exception:  # the diagnosis must not hide the check's own failure
+        return ""
+    if not diff:
+        return ""
+    own = [d for d in diff if not d.rsplit(".", 1)[-1].startswith("_")]
+    private = [d for d in diff if d not in own]
+    text = ("; right after the restore these attributes differ from the learner that saved "
+            f"the state, or only one of them has them: {', '.join(own[:8]) or '(no public one)'}")
+    if private:  # scratch buffers and caches are among these
+        text += f" (private, scratch buffers included: {', '.join(private[:8])})"
+    return text + ": are they in get_state / set_state?"
+
+
 def _set(m: Learner, st: dict[str, np.ndarray]) -> Learner:
     m.set_state(st)
     return m
@@ -240,6 +293,7 @@ def _set_new(make: Callable[[], Learner], st: dict[str, np.ndarray]) -> Learner:
     return _set(make(), st)
 
 
+@_diagnosed()
 def check_pickle(name: str, params: dict[str, Any]) -> None:
     """A pickled copy (how Beam ships objects) continues bit-identically."""
     m = new(name, params, seed=5)
@@ -250,6 +304,7 @@ def check_pickle(name: str, params: dict[str, Any]) -> None:
                         "pickled copy")
 
 
+@_diagnosed(update_when=True)
 def check_predict_is_pure(name: str, params: dict[str, Any]) -> None:
     """predict_one 0, 1 or 3 times before each learn_one (same array, an equal list, a reused
     buffer) leaves the trajectory unchanged; repeated predict_one returns the same value."""
@@ -336,6 +391,7 @@ def check_predict_is_pure(name: str, params: dict[str, Any]) -> None:
                         "a prediction of another row, then step / a block")
 
 
+@_diagnosed(update_when=True)
 def check_batch_equals_loop(name: str, params: dict[str, Any]) -> None:
     """predict_learn_many over blocks == predict_one/learn_one loop == step loop."""
     ref = new(name, params)
@@ -363,6 +419,7 @@ def check_batch_equals_loop(name: str, params: dict[str, Any]) -> None:
     assert len(new(name, params).predict_learn_many(np.empty((0, D)), [])) == 0
 
 
+@_diagnosed()
 def check_row_lanes(name: str, params: dict[str, Any]) -> None:
     """Rows that need no conversion (C-contiguous float64 vectors, which the per-example
     methods take as they are) and rows that do (lists, float32, strided views, other byte

@@ -32,11 +32,13 @@ START_HERE = (f"start here: `{PROG} replay DATA` runs the default learner ("
 DEFAULTS = tuple(dict.fromkeys(
     [name for by_rows in DEFAULT_BY_ROWS.values() for name, _ in by_rows.values()]
     + [name for name, _ in DEFAULT_LEARNERS.values()]))
+# the label of an estimated parameter's Python default on its line, which AUTO_NOTE names
+MAKE_LABEL = "learners.make:"
 # what the default column's "auto" means, said once under the listing
 AUTO_NOTE = (f"auto: the Gaussian width gamma (and a sigmas grid centred on it) that `{PROG} "
              "replay`, `tune` and `stream` estimate from the data's first rows when it is not "
-             "given (the median heuristic; -p gamma=NUMBER fixes it); the number after \"API\" "
-             "is the default of kernelstream.learners.make")
+             "given (the median heuristic; -p gamma=NUMBER fixes it); the number after "
+             f"\"{MAKE_LABEL}\" is the default of kernelstream.learners.make")
 
 COMMAND = Command(
     "learners", help="list the learners and their parameters",
@@ -91,6 +93,8 @@ def _learner_info(name: str) -> dict[str, Any]:
         "randomized": bool(cls.randomized),
         "sparse_rows": bool(cls.accepts_sparse),  # keeps sparse SVs for CSR rows
         "compiled": bool(cls.compiled_rounds()),  # dense rounds on the compiled kernels
+        # their updates too (else the rounds call back the Python _update)
+        "compiled_updates": bool(cls.compiled_updates()),
         "params": [
             {
                 "name": p.name,
@@ -114,7 +118,9 @@ def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
         flags = [_task_label(info["tasks"])] + [f for f in ("budgeted", "randomized")
                                                  if info[f]]
         flags += ["sparse rows"] if info["sparse_rows"] else []
-        flags += ["compiled rounds"] if info["compiled"] else []
+        if info["compiled"]:
+            flags += ["compiled rounds" if info["compiled_updates"]
+                      else "compiled scores, Python updates"]
         print(f"{info['name']}  [{', '.join(flags)}]", file=out)
         if info["summary"]:
             print(f"  {info['summary']}", file=out)
@@ -133,7 +139,7 @@ def _print_learners_text(infos: list[dict[str, Any]], out: TextIO) -> None:
             if "rule" in p:
                 extra.append(p["rule"])
             if "cli_default" in p:  # evaluate / run_replay estimate it too; make() does not
-                extra.append(f"learners.make: {p['default']!r}")
+                extra.append(f"{MAKE_LABEL} {p['default']!r}")
             if "replay_default" in p:
                 extra.append(f"replay DATA without -l: {p['replay_default']}")
             doc = p["doc"] + (f" ({'; '.join(extra)})" if extra else "")
