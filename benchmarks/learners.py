@@ -6,10 +6,14 @@ with ``D = 4B`` random features), and, interleaved with it in the same run, the 
 Gaussian row and score per round against ``B`` stored points, computed by the same compiled
 row the learners use, in a compiled loop over the rows (numpy's ``Gaussian(γ).row`` in a Python
 loop when the compiled kernels are not built; FOGD: the random-feature map ``z(x)`` at its
-``D``). Learner and
+``D``; RFF-RLS, at ``D = B`` frequencies: that map plus its ``O(D²)`` update done by the
+reference library, BLAS's packed symmetric ``u = P z`` and rank-1 ``P -= r u uᵀ``
+(``dspmv`` + ``dspr`` through scipy, one thread) on ``D(2D+1)`` doubles per round, where the
+learner fuses both into one pass; ``--param`` sets other ``D``). Learner and
 floor are timed alternately ``--repeats`` times and the medians are compared, which cancels
 most of the noise of a shared machine. The target is learner/floor ≤ 1.5 for every budgeted
-single-kernel learner at B = 200 (issue 14; 2.5 before their updates were compiled);
+single-kernel learner at B = 200, FOGD and RFF-RLS (fixed memory) included (issue 14; 2.5
+before their updates were compiled);
 PASS/FAIL lines say whether it is met, for all of them and
 for the budget baselines (RBP, Forgetron, Projectron(++), BPA-S, BOGD, NOGD, FOGD; the script always
 exits 0). Unbudgeted learners run on ``--unbudgeted-rows`` rows and their floor (at the final #SV)
@@ -89,30 +93,46 @@ NO_UNION = {"raker": "random features", "rf-oks": "random features",
             "proj-ka": "one Projectron after selection"}
 
 
+# the random-feature learners of one kernel: (floor kind, D per unit of budget). FOGD at D = 4B
+# (issue 14's setting); RFF-RLS at D = B (its default 200 at B = 200: a round is O(D²))
+RFF_FLOORS = {"fogd": ("rff", 4), "rff-rls": ("rls", 1)}
 PROJECTRONS = ("projectron", "projectron++")  # a projection floor is measured for them
 # budgeted learners whose rounds run compiled only in blocks: the floor of a per-row path on
 # their block driver
 BASELINES = ("rbp", "forgetron", "projectron", "projectron++", "bpa-s", "bogd", "nogd", "fogd")
 
 
-def learner_config(name: str, budget: int) -> tuple[dict[str, Any], str, int | None]:
+def time_floor(kind: str, Xp: np.ndarray, size: int, gamma: float) -> float:
+    """Seconds of the floor of a random-feature learner (``kind`` "rff" or "rls", ``size``
+    frequencies) over the rows of ``Xp``."""
+    if kind == "rls":
+        return time_rls_floor(Xp, size, gamma)
+    return time_rff_floor(Xp, size, gamma)
+
+
+def learner_config(name: str, budget: int, extra: dict[str, Any] | None = None) -> tuple[
+        dict[str, Any], str, int | None]:
     """(params, floor kind, floor size) of a learner. Kinds: "row" = one Gaussian row
     against ``size`` points (None: its final #SV), "rff" = feature map with ``size``
-    frequencies, "n/a" = multi-kernel learners (no single-row floor)."""
+    frequencies, "rls" = that map plus one pass over RFF-RLS's packed ``P`` (``size``
+    frequencies), "n/a" = multi-kernel learners (no single-row floor). ``extra``: parameters
+    that override these (``--param``), ``n_components`` included."""
     cls = learners.get(name)
     pnames = {p.name for p in cls.params}
     params: dict[str, Any] = {}
     if "gamma" in pnames:
         params["gamma"] = GAMMA
-    if name == "fogd":
-        params["n_components"] = 4 * budget
-        return params, "rff", 4 * budget
+    if name in RFF_FLOORS:  # fixed memory: D frequencies, no stored rows
+        params["n_components"] = RFF_FLOORS[name][1] * budget
+        params.update(extra or {})
+        return params, RFF_FLOORS[name][0], int(params["n_components"])
     if name in ("nogd", "skegd"):
         params["rank"] = max(1, budget // 10)
     kind = "row" if "gamma" in pnames else "n/a"
+    params.update(extra or {})
     if "budget" in pnames and cls().memory_bound() is not None:
-        params["budget"] = budget
-        return params, kind, budget
+        params.setdefault("budget", budget)
+        return params, kind, int(params["budget"])
     return params, kind, None
 
 
@@ -373,6 +393,54 @@ def time_rff_floor(Xp: np.ndarray, D: int, gamma: float) -> float:
     return time.perf_counter() - t0
 
 
+def time_rls_floor(Xp: np.ndarray, D: int, gamma: float) -> float:
+    """Seconds of RFF-RLS's floor over the rows of ``Xp``: FOGD's feature map at ``D``
+    (:func:`time_rff_floor`) plus, per row, its update by BLAS on ``P``'s packed triangle
+    (``D(2D+1)`` doubles, as the compiled rounds keep it): ``u = P z`` (``dspmv``) and
+    ``P -= r u uᵀ`` (``dspr``), which change and read every entry every round. Without scipy,
+    one read-modify-write pass over those doubles per row (the memory any exact round moves)."""
+    k = 2 * D
+    rng = np.random.default_rng(0)
+    P = np.zeros(k * (k + 1) // 2)
+    P[np.arange(k) * k - np.arange(k) * (np.arange(k) - 1) // 2] = 1.0  # I, packed by rows
+    Z = rng.standard_normal((64, k)) / math.sqrt(k)  # z's of unit norm on average
+    t = time_rff_floor(Xp, D, gamma)
+    try:
+        from scipy.linalg import blas
+    except ImportError:
+        mul = np.multiply
+        t0 = time.perf_counter()
+        for _ in range(Xp.shape[0]):
+            mul(P, 1.0, out=P)
+        return t + time.perf_counter() - t0
+    spmv, spr = blas.dspmv, blas.dspr
+    t0 = time.perf_counter()
+    for i in range(Xp.shape[0]):
+        z = Z[i & 63]
+        u = spmv(k, 1.0, P, z)
+        P = spr(k, -1.0 / (1.0 + float(z @ u)), u, P, overwrite_ap=1)
+    return t + time.perf_counter() - t0
+
+
+def parse_params(items: list[str] | None) -> dict[str, dict[str, Any]]:
+    """``--param LEARNER:KEY=VALUE`` items as {learner: {key: value}} (numbers as numbers)."""
+    out: dict[str, dict[str, Any]] = {}
+    for it in items or []:
+        name, _, kv = it.partition(":")
+        key, eq, val = kv.partition("=")
+        if not (name and key and eq):
+            raise SystemExit(f"--param {it!r}: expected LEARNER:KEY=VALUE")
+        v: Any = val
+        for conv in (int, float):
+            try:
+                v = conv(val)
+                break
+            except ValueError:
+                pass
+        out.setdefault(name, {})[key] = v
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = _common.script_parser(__doc__, epilog=False)
     ap.add_argument("--dataset", default="a9a", help="benchmark dataset (default a9a)")
@@ -396,7 +464,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="rows of the pre-issue comparison (default 5000)")
     ap.add_argument("--speedup-repeats", type=int, default=3,
                     help="alternating today/pre-issue runs (default 3)")
+    ap.add_argument("--param", action="append", metavar="LEARNER:KEY=VALUE",
+                    help="a learner's parameter (repeatable), e.g. rff-rls:n_components=500 "
+                         "(the floor follows D)")
     a = ap.parse_args(argv)
+    extra = parse_params(a.param)
 
     names = [s for s in a.learners.split(",") if s] or learners.available()
     X, y = load_dataset(a.dataset, a.data_dir)
@@ -410,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     failed: list[str] = []
     for name in names:
         try:
-            params, kind, size = learner_config(name, a.budget)
+            params, kind, size = learner_config(name, a.budget, extra.get(name))
             bounded = size is not None
             n = min(len(perm), a.rows if bounded else a.unbudgeted_rows)
             Xp, yp = np.ascontiguousarray(X[perm[:n]]), y[perm[:n]]
@@ -428,8 +500,8 @@ def main(argv: list[str] | None = None) -> int:
                 tl.append(t)
                 if bounded:  # the per-example path on the same rows, same results
                     ts.append(time_steps(name, params, Xp, yp, scores))
-                if kind == "rff":
-                    tf.append(time_rff_floor(Xp, int(size or 1), GAMMA))
+                if kind in ("rff", "rls"):
+                    tf.append(time_floor(kind, Xp, int(size or 1), float(params["gamma"])))
                 elif kind == "row":
                     nb = size if size is not None else nsv
                     tf.append(time_row_floor(Xp, Xp[:nb], GAMMA) if nb else math.nan)
@@ -454,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
             bud = str(size) if bounded else "none"
             flag = f"n/a (multi-kernel: {NO_UNION.get(name, 'no union row')})"
         elif bounded:
-            bud = f"D={size}" if kind == "rff" else str(size)
+            bud = f"D={size}" if kind in ("rff", "rls") else str(size)
             if "rank" in params:
                 bud += f" (k={params['rank']})"
             flag = "FAIL" if ratio > TARGET else "ok"

@@ -2,20 +2,23 @@
 
 Measured in one run, on this machine:
 
-1. Speed. Every budgeted single-kernel learner of the registry (a ``memory_bound()``;
-   the kernel-selection / multi-kernel learners, which have no single Gaussian row, are listed
-   as excluded) at B = 200, one pass over the first ``--rows`` rows of permutation 0
+1. Speed. Every budgeted single-kernel learner of the registry (a ``memory_bound()``: FOGD
+   and RFF-RLS, fixed memory, included; the kernel-selection / multi-kernel learners, which
+   have no single Gaussian row, are listed as excluded) at B = 200, one pass over the first
+   ``--rows`` rows of permutation 0
    (:func:`kernelstream.seeding.permutation`) of a9a, magic04, SUSY_30k and w7a, in memory:
    examples/s and µs/round of ``predict_learn_many``, and the ratio to the kernel-row floor
    of ``benchmarks/learners.py`` (one Gaussian row against B = 200 stored points per round,
-   ``Gaussian(γ).row``; FOGD: its random-feature map at D = 4B), timed alternately with the
+   ``Gaussian(γ).row``; FOGD: its random-feature map at D = 4B; RFF-RLS: that map at D = B
+   plus its update by BLAS, ``dspmv`` + ``dspr`` on its packed P), timed alternately with the
    learner ``--repeats`` times (medians). Gaussian width: the tuned parameters of
    ``experiments/tuned/tuned_params.json`` (P3, kernel-alignment selection) where they cover the
    learner and data set, else γ = 1/mean‖x‖² of the rows used. With ``--pre-issue COMMIT``
    (default 6ab0a3a, the code before issue 14; ``--pre-issue ''`` skips it) the same passes
    also run on that commit's ``kernelstream/`` (``git archive`` into a temporary directory, a
    subprocess with ``PYTHONPATH`` pointing at it), which gives the issue's "≥ 2× the pre-issue
-   examples/s" ratio.
+   examples/s" ratio (RFF-RLS is not in that commit: no ratio). KOL has no recursive least
+   squares learner, so RFF-RLS has no peer in sections 2 and 4.
 2. KOL's figures from the issue, printed as reference only (not re-measured here).
 3. End to end: wall time and peak RSS (``RUSAGE_CHILDREN`` of a wrapper process) of
    ``python -m kernelstream.pipelines.cli replay FILE -l bpa-s -p budget=200 --runner R``
@@ -67,6 +70,7 @@ SPEEDUP_TARGET = 2.0  # issue 14: ≥ 2× the pre-issue examples/s (a9a, magic04
 SPEEDUP_SETS = ("a9a", "magic04", "SUSY_30k")
 KOL_TARGET = 1.5  # issue 28: NOGD ≥ 1.5× KOL's examples/s on the SPEEDUP_SETS
 PRE_ISSUE = "6ab0a3a"
+FLOOR_NAMES = {"rff": "rff map D=4B", "rls": "rff map D=B + BLAS dspmv/dspr"}
 TUNED = TUNED_DIR / "tuned_params.json"
 
 # name -> (loader kind, files, fmt, width, scale)
@@ -139,7 +143,8 @@ def inverse_mean_sqnorm(X: np.ndarray) -> float:
 
 def selected_learners() -> tuple[list[str], list[str]]:
     """(budgeted single-kernel learners, excluded budgeted kernel-selection/multi-kernel ones),
-    by benchmarks/learners.py's classification (a ``gamma`` parameter: one Gaussian kernel)."""
+    by benchmarks/learners.py's classification (a floor of one Gaussian kernel: a row, or the
+    random-feature map of FOGD and RFF-RLS)."""
     keep, excluded = [], []
     for name in learners.available():
         if not learners.registry.bounded(name):
@@ -200,8 +205,8 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
                 t, model = bench_learners.time_learner_model(name, params, Xp, yp)
                 nsv = int(model.n_support_vectors)
                 tl.append(t)
-                if kind == "rff":
-                    tf.append(bench_learners.time_rff_floor(Xp, int(size or 1), gamma))
+                if kind in ("rff", "rls"):
+                    tf.append(bench_learners.time_floor(kind, Xp, int(size or 1), gamma))
                 else:
                     tf.append(bench_learners.time_row_floor(Xp, Xp[:BUDGET], gamma))
                 if name in bench_learners.PROJECTRONS:
@@ -209,7 +214,7 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
             us = 1e6 * statistics.median(tl) / n
             fus = 1e6 * statistics.median(tf) / n
             cell = {"dataset": ds, "learner": name, "rows": n, "params": params,
-                    "width": width, "floor": "rff D=4B" if kind == "rff" else "row B=200",
+                    "width": width, "floor": FLOOR_NAMES.get(kind, f"row B={BUDGET}"),
                     "us_per_round": us, "examples_per_s": 1e6 / us, "floor_us": fus,
                     "ratio_floor": us / fus, "n_sv": nsv}
             if tp and not math.isnan(statistics.median(tp)):
@@ -375,7 +380,8 @@ def render(js: dict[str, Any]) -> list[str]:
           "`benchmarks/learners.py`'s kernel-row floor, one Gaussian row and score against "
           f"{BUDGET} stored points per round, by the learners' own row "
           f"({js.get('kernels', 'numpy')}: compiled row in a compiled loop, no Python per "
-          "round; FOGD: its random-feature map at D = 4B), timed "
+          "round; FOGD: its random-feature map at D = 4B; RFF-RLS: that map at D = B plus "
+          "its update by BLAS, `dspmv` + `dspr` on its packed P), timed "
           f"alternately with the learner, medians of {js['repeats']}. Width: **tuned** = "
           "`kernelstream/experiments/tuned/tuned_params.json` (P3, kernel alignment; its other "
           "tuned parameters too), else γ = 1/mean‖x‖² of the rows used. "
@@ -393,7 +399,8 @@ def render(js: dict[str, Any]) -> list[str]:
                  if c["dataset"] in SPEEDUP_SETS else "(not a target set)")
         else:
             pre_s, sp = ("error" if "pre_error" in c else "–"), "–"
-            v = "needs the pre-issue figure"
+            v = ("not in that commit" if "unknown learner" in str(c.get("pre_error", "")).lower()
+                 else "needs the pre-issue figure")
         L.append(f"| {c['dataset']} | {c['learner']} | {c['width']} | "
                  f"{c['examples_per_s']:,.0f} | {c['us_per_round']:.1f} | {c['floor_us']:.1f} | "
                  f"{c['ratio_floor']:.2f} | {_common.pass_mark(ok)} | {pre_s} | {sp} | {v} |")
