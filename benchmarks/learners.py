@@ -468,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a learner's parameter (repeatable), e.g. rff-rls:n_components=500 "
                          "(the floor follows D)")
     a = ap.parse_args(argv)
+    prov = _common.provenance("learners.py", sys.argv[1:] if argv is None else argv)
     extra = parse_params(a.param)
 
     names = [s for s in a.learners.split(",") if s] or learners.available()
@@ -475,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     perm = permutation(X.shape[0], 0, 0)
     print(f"# learner speed vs kernel-row floor — {a.dataset}, B={a.budget}, gamma={GAMMA}; "
           f"{_common.now_utc()}; {_common.machine_info()}")
+    print()
+    print(_common.provenance_line(prov))
     speedups = pre_issue_speedups(a, X, y, perm) if a.pre_issue else []
     rows: list[tuple[str, str, int, float, float, float, str]] = []
     step_us: dict[str, float] = {}  # budgeted learners: step's µs per row
@@ -619,6 +622,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, n, now, old in speedups:
             print(f"| {name} | {n} | {now:.1f} | {old:.1f} | {old / now:.2f} | "
                   f"{_common.pass_mark(old / now >= SPEEDUP_TARGET)} |")
+    print()
+    print(f"Load average (1/5/15 min) at the end: {_common.load_average()} (at the start: "
+          f"{prov['load_start']}).")
     return 0
 
 

@@ -375,6 +375,8 @@ def render(js: dict[str, Any]) -> list[str]:
     L = ["# Our budgeted learners beside KOL (issue 14)", "",
          _common.generated_line("peers.py", js["generated"],
                                 f"{js['git']}; {js['machine']}"), ""]
+    if "command" in js:
+        L += [_common.provenance_line(js), ""]
     L += [f"## 1. Speed at B = {BUDGET}, one pass (permutation 0), in memory", "",
           f"Rows: the first {js['rows']} of each permutation (or the whole set). Floor: "
           "`benchmarks/learners.py`'s kernel-row floor, one Gaussian row and score against "
@@ -513,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
                     "(section 4; skipped without it)")
     a = ap.parse_args(argv)
     a.datasets = _common.parse_list(ap, a.datasets, SETS, "dataset")
+    prov = _common.provenance("peers.py", sys.argv[1:] if argv is None else argv)
     tuned = _common.read_json(TUNED)
     names, excluded = selected_learners()
     log(f"learners: {', '.join(names)}; excluded: {', '.join(excluded)}")
@@ -533,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
           "budget": BUDGET, "learners": names, "excluded": excluded,
           "pre_issue": a.pre_issue or None, "speed": cells, "end_to_end": e2e,
           "kol_reference": {"learners": KOL_LEARNERS, "ratios": KOL_RATIOS}, "kol_nogd": kol,
-          "seconds": time.perf_counter() - t0}
+          "seconds": time.perf_counter() - t0,
+          **prov, "load_end": _common.load_average()}
     _common.write_report(a.out_dir, STEM, render(js), js)
     log(f"wrote {a.out_dir}/{STEM}.md/.json in {js['seconds']:.0f}s")
     return 0

@@ -734,6 +734,7 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
          f"* Machine: {res['machine']}; load average (1/5/15 min) {res['load_start']} at the "
          f"start, {res['load_end']} at the end (a shared machine: the other tenants' load is "
          "in the 'machine busy' figures below).",
+         f"* Command: `{res.get('command', '?')}`; code: git {res.get('git_head', '?')}.",
          f"* Command under test: `kernelstream stream kafka://…/TOPIC {' '.join(LEARNER_ARGS)} "
          "--n-features D --runner direct --out … --checkpoint … [--kafka-out kafka://…/PREFIX "
          "--kafka-outputs predictions, live phases] "
@@ -981,6 +982,8 @@ def main() -> int:
     ctx.set_forkserver_preload(["__main__"])
     started, t_start = now_utc(), time.perf_counter()
     res: dict[str, Any] = {"machine": machine_info(), "load_start": load_avg(), "data": {},
+                           "command": _common.command_line("streaming.py", sys.argv[1:]),
+                           "git_head": _common.git_head(),
                            "datasets": {}, "options": {k: str(v) for k, v in vars(a).items()}}
     traffic = {"a9a": lambda: a9a(a.data_dir), "ijcnn1-like": lambda: ijcnn1_like(seed=a.seed)}
     with local_broker() as b, contextlib.ExitStack() as stack:

@@ -69,3 +69,11 @@ def test_param_overrides_parse_numbers() -> None:
                                         "bpa-s:kernel=gaussian"]) == {
         "rff-rls": {"n_components": 500}, "fogd": {"gamma": 0.5},
         "bpa-s": {"kernel": "gaussian"}}
+
+
+def test_results_header_names_command_code_and_load() -> None:
+    prov = _common.provenance("learners.py", ["--rows", "20000", "--pre-issue", ""])
+    assert prov["command"] == "python benchmarks/learners.py --rows 20000 --pre-issue ''"
+    line = _common.provenance_line({**prov, "load_end": "9.00 / 9.00 / 9.00"})
+    assert prov["command"] in line and prov["load_start"] in line and "9.00 / 9.00" in line
+    assert prov["git_head"].split()[0] in line
