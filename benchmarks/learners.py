@@ -54,6 +54,16 @@ below the table: a Python loop calling a method that does nothing, one compiled 
 single buffer (``‖x‖²`` of the row) and the compiled kernel row against one stored point (the
 call's fixed cost, with the argument handling of a learner's score).
 
+A timing too short to mean anything gets no verdict (*too short*, with the reason, and a
+WARNING line): a pass under 15 ms; an ok when the budget was not full within the first quarter
+of the rows (rounds against fewer points are cheaper than the floor's); a FAIL when the pass
+was more than half one-off cost (estimated from a pass over the first quarter of the rows,
+timed alongside). benchmarks/_verdicts.py says why these bounds. Quick mode (a few minutes;
+what it cannot judge says so)::
+
+    .venv/bin/python benchmarks/learners.py --rows 10000 --repeats 3 --unbudgeted-rows 1000 \
+        --multi-repeats 1 --pre-issue ''
+
 The markdown goes to stdout (progress to stderr); ``benchmarks/results/learners_speed.md`` is
 made by::
 
@@ -75,6 +85,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # first: it limits BLAS to one thread per process before numpy loads
 import numpy as np
 from _common import load_dataset
+from _verdicts import (
+    MAX_FILL_FRACTION,
+    MAX_FIXED_SHARE,
+    MIN_PASS_SECONDS,
+    TOO_SHORT,
+    first_full_round,
+    fixed_cost,
+    timing_too_short,
+)
 
 from kernelstream import learners
 from kernelstream.learners import compiled
@@ -441,6 +460,15 @@ def parse_params(items: list[str] | None) -> dict[str, dict[str, Any]]:
     return out
 
 
+def budget_fill(name: str, params: dict[str, Any], Xp: np.ndarray, yp: np.ndarray) -> int:
+    """The round at which the learner's #SV first reached its budget on these rows (-1: never;
+    an untimed pass)."""
+    m = learners.make(name, seed=learner_seed(0, 0, name), **params)
+    n_sv = np.zeros(len(yp), dtype=np.int64)
+    m.predict_learn_many(Xp, yp, n_sv=n_sv)
+    return first_full_round(n_sv, int(params["budget"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = _common.script_parser(__doc__, epilog=False)
     ap.add_argument("--dataset", default="a9a", help="benchmark dataset (default a9a)")
@@ -483,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     step_us: dict[str, float] = {}  # budgeted learners: step's µs per row
     proj_rows: list[tuple[str, float, float, float, float]] = []
     failed: list[str] = []
+    too_short: dict[str, str] = {}  # learners whose timing cannot be judged, and why
     for name in names:
         try:
             params, kind, size = learner_config(name, a.budget, extra.get(name))
@@ -495,12 +524,14 @@ def main(argv: list[str] | None = None) -> int:
             tf: list[float] = []
             tp: list[float] = []
             ts: list[float] = []
+            tq: list[float] = []  # the first quarter of the rows: the pass's one-off cost
             nsv = 0
             shape = None
             for _ in range(max(1, reps)):  # alternate learner / floor
                 t, model, scores = time_learner_scores(name, params, Xp, yp)
                 nsv = int(model.n_support_vectors)
                 tl.append(t)
+                tq.append(time_learner_scores(name, params, Xp[:n // 4], yp[:n // 4])[0])
                 if bounded:  # the per-example path on the same rows, same results
                     ts.append(time_steps(name, params, Xp, yp, scores))
                 if kind in ("rff", "rls"):
@@ -514,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
                     shape = union_shape(model)
                     if shape is not None and shape[0]:
                         tf.append(time_union_floor(Xp, *shape))
+            fill = budget_fill(name, params, Xp, yp) if "budget" in params else None
         except Exception as e:  # a learner that fails is reported, not fatal
             print(f"{name}: ERROR {type(e).__name__}: {e}", file=sys.stderr)
             failed.append(name)
@@ -521,6 +553,10 @@ def main(argv: list[str] | None = None) -> int:
         us = 1e6 * statistics.median(tl) / n
         fus = 1e6 * statistics.median(tf) / n if tf else math.nan
         ratio = us / fus if fus > 0 else math.nan
+        limit = MULTI_TARGET if kind == "n/a" else TARGET
+        short = timing_too_short(statistics.median(tl), n, fill,
+                                 fixed_cost(statistics.median(tl), statistics.median(tq)),
+                                 over=bool(ratio > limit) if ratio == ratio else None)
         if kind == "n/a" and shape is not None and tf:
             bud = (str(size) if bounded else "none") + f" (union {shape[0]}, K={len(shape[1])})"
             flag = (f"FAIL (> {MULTI_TARGET:g}× union floor)" if ratio > MULTI_TARGET
@@ -536,6 +572,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             bud = f"none (#SV {nsv})"
             flag = "n/a (unbudgeted; floor at final #SV)"
+        if short and (flag in ("ok", "FAIL") or "union floor" in flag):
+            flag = f"{TOO_SHORT} ({short})"  # no verdict: the timing does not measure a round
+            too_short[name] = short
         rows.append((name, bud, n, us, fus, ratio, flag))
         if ts:
             step_us[name] = 1e6 * statistics.median(ts) / n
@@ -543,7 +582,8 @@ def main(argv: list[str] | None = None) -> int:
             proj_rows.append((name, projection_rounds(name, params, Xp, yp),
                               1e6 * statistics.median(tp) / n - fus, fus, us))
         print(f"  {name}: {us:.1f} us/round, floor {fus:.1f} us/round, ratio {ratio:.2f}"
-              + (f", step {step_us[name]:.1f} us/row" if name in step_us else ""),
+              + (f", step {step_us[name]:.1f} us/row" if name in step_us else "")
+              + (f"; TOO SHORT to judge: {short}" if name in too_short else ""),
               file=sys.stderr, flush=True)
 
     print()
@@ -554,12 +594,24 @@ def main(argv: list[str] | None = None) -> int:
         f = "–" if math.isnan(fus) else f"{fus:.1f}"
         r = "–" if math.isnan(ratio) else f"{ratio:.2f}"
         sus = step_us.get(name)
-        st = ("– | – | –" if sus is None else
-              f"{sus:.1f} | {us / sus:.2f} | {_common.pass_mark(us / sus >= PER_EXAMPLE_TARGET)}")
+        if sus is None:
+            st = "– | – | –"
+        else:
+            mark = (TOO_SHORT if name in too_short
+                    else _common.pass_mark(us / sus >= PER_EXAMPLE_TARGET))
+            st = f"{sus:.1f} | {us / sus:.2f} | {mark}"
         print(f"| {name} | {bud} | {n} | {us:.1f} | {f} | {r} | {flag} | {st} |")
     print()
     if failed:
         print(f"ERRORS: {', '.join(failed)}")
+    if too_short:
+        warn = (f"WARNING: {len(too_short)} timing(s) too short to judge, no verdict: "
+                + "; ".join(f"{k} ({v})" for k, v in too_short.items())
+                + f". A pass must last ≥ {1e3 * MIN_PASS_SECONDS:.0f} ms; an ok needs the "
+                f"budget full within the first {100 * MAX_FILL_FRACTION:.0f} % of the rows, a "
+                f"FAIL a pass at most {100 * MAX_FIXED_SHARE:.0f} % one-off cost: more --rows.")
+        print(warn)
+        print(warn, file=sys.stderr)
     others = [r[0] for r in rows if r[6] in ("ok", "FAIL") and r[0] not in BASELINES]
     every = "every budgeted single-kernel learner" + (
         f" (the baselines and {', '.join(others)})" if others else "")
@@ -567,16 +619,23 @@ def main(argv: list[str] | None = None) -> int:
                         ("the budget baselines, the budgeted learners of issue 2", BASELINES)):
         judged = [r for r in rows if r[6] in ("ok", "FAIL") and (pool is None or r[0] in pool)]
         bad = [r[0] for r in judged if r[6] == "FAIL"]
+        if not judged:
+            if any(k in too_short for k in (pool or too_short)):
+                print(f"NO VERDICT ({label}): no timing long enough to judge")
+            continue
         verdict = "FAIL" if bad else "PASS"
         detail = f": over {TARGET}x: {', '.join(bad)}" if bad else ""
         print(f"{verdict} ({label}): {len(judged) - len(bad)}/{len(judged)} within {TARGET}x the "
               f"kernel-row floor at B={a.budget}{detail}")
-    if step_us:
+    judged_steps = {k: v for k, v in step_us.items() if k not in too_short}
+    if judged_steps:
         us_of = {r[0]: r[3] for r in rows}
-        slow = [f"{k} ({us_of[k] / v:.2f})" for k, v in step_us.items()
+        slow = [f"{k} ({us_of[k] / v:.2f})" for k, v in judged_steps.items()
                 if us_of[k] / v < PER_EXAMPLE_TARGET]
-        print(f"{'FAIL' if slow else 'PASS'} (per-example path, every budgeted learner): "
-              f"{len(step_us) - len(slow)}/{len(step_us)} with step ≥ {PER_EXAMPLE_TARGET}x the "
+        print(f"{'FAIL' if slow else 'PASS'} (per-example path, every budgeted learner"
+              + (" not too short" if too_short else "") + "): "
+              f"{len(judged_steps) - len(slow)}/{len(judged_steps)} with step ≥ "
+              f"{PER_EXAMPLE_TARGET}x the "
               f"block path's examples/s, scores bit-identical" +
               (f"; below: {', '.join(slow)}" if slow else ""))
     multi = [r for r in rows if "union floor" in r[6]]

@@ -32,6 +32,12 @@ Measured in one run, on this machine:
    its examples/s is the rows over its printed "Learning time"; ours is
    ``predict_learn_many`` on the rows in memory. The load average is recorded beside.
 
+A section-1 timing too short to mean anything (benchmarks/learners.py's rule: a pass under
+15 ms; an ok with the budget not full within the first quarter of the rows; a FAIL on a pass
+mostly one-off cost)
+gets no verdict (*too short*) and a WARNING line; a quick check (``--rows 5000 --repeats 2
+--pre-issue '' --no-e2e``) says so where it cannot judge.
+
 Progress goes to stderr; ``benchmarks/results/peers.md`` and ``.json`` are written.
 
 Example::
@@ -56,6 +62,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # first: it limits BLAS to one thread per process before numpy loads
 import learners as bench_learners  # benchmarks/learners.py: learner_config and the floors
 import numpy as np
+from _verdicts import (
+    MAX_FILL_FRACTION,
+    MIN_PASS_SECONDS,
+    TOO_SHORT,
+    fixed_cost,
+    timing_too_short,
+)
 
 from kernelstream import data as ksdata
 from kernelstream import learners
@@ -200,11 +213,14 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
             tl: list[float] = []
             tf: list[float] = []
             tp: list[float] = []
+            tq: list[float] = []  # the first quarter of the rows: the pass's one-off cost
             nsv = 0
             for _ in range(max(1, a.repeats)):
                 t, model = bench_learners.time_learner_model(name, params, Xp, yp)
                 nsv = int(model.n_support_vectors)
                 tl.append(t)
+                tq.append(bench_learners.time_learner_model(name, params, Xp[:n // 4],
+                                                            yp[:n // 4])[0])
                 if kind in ("rff", "rls"):
                     tf.append(bench_learners.time_floor(kind, Xp, int(size or 1), gamma))
                 else:
@@ -213,10 +229,15 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
                     tp.append(bench_learners.time_projection_run(model, Xp))
             us = 1e6 * statistics.median(tl) / n
             fus = 1e6 * statistics.median(tf) / n
+            fill = (bench_learners.budget_fill(name, params, Xp, yp) if "budget" in params
+                    else None)
+            short = timing_too_short(statistics.median(tl), n, fill,
+                                     fixed_cost(statistics.median(tl), statistics.median(tq)),
+                                     over=us > FLOOR_TARGET * fus)
             cell = {"dataset": ds, "learner": name, "rows": n, "params": params,
                     "width": width, "floor": FLOOR_NAMES.get(kind, f"row B={BUDGET}"),
                     "us_per_round": us, "examples_per_s": 1e6 / us, "floor_us": fus,
-                    "ratio_floor": us / fus, "n_sv": nsv}
+                    "ratio_floor": us / fus, "n_sv": nsv, "too_short": short}
             if tp and not math.isnan(statistics.median(tp)):
                 cell["projection_us"] = 1e6 * statistics.median(tp) / n - fus
                 cell["projection_rounds"] = bench_learners.projection_rounds(name, params, Xp,
@@ -224,7 +245,8 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
             cells.append(cell)
             jobs.append((name, learner_seed(0, 0, name), params))
             log(f"  {ds} {name}: {1e6 / us:,.0f} ex/s, {us:.1f} us/round, floor {fus:.1f}, "
-                f"ratio {us / fus:.2f} ({width})")
+                f"ratio {us / fus:.2f} ({width})" + (f"; TOO SHORT to judge: {short}"
+                                                     if short else ""))
         if pre_src is not None:
             log(f"  {ds}: pre-issue {a.pre_issue} ...")
             pre = run_pre_issue(pre_src, Xp, yp, jobs)
@@ -395,9 +417,12 @@ def render(js: dict[str, Any]) -> list[str]:
           "|---|---|---|---:|---:|---:|---:|---|---:|---:|---|"]
     for c in js["speed"]:
         ok = c["ratio_floor"] <= FLOOR_TARGET
+        mark = (f"{TOO_SHORT} ({c['too_short']})" if c.get("too_short")
+                else _common.pass_mark(ok))
         if "speedup" in c:
             pre_s, sp = f"{c['pre_examples_per_s']:,.0f}", f"{c['speedup']:.2f}"
-            v = (_common.pass_mark(c["speedup"] >= SPEEDUP_TARGET)
+            v = (TOO_SHORT if c.get("too_short") else
+                 _common.pass_mark(c["speedup"] >= SPEEDUP_TARGET)
                  if c["dataset"] in SPEEDUP_SETS else "(not a target set)")
         else:
             pre_s, sp = ("error" if "pre_error" in c else "–"), "–"
@@ -405,9 +430,15 @@ def render(js: dict[str, Any]) -> list[str]:
                  else "needs the pre-issue figure")
         L.append(f"| {c['dataset']} | {c['learner']} | {c['width']} | "
                  f"{c['examples_per_s']:,.0f} | {c['us_per_round']:.1f} | {c['floor_us']:.1f} | "
-                 f"{c['ratio_floor']:.2f} | {_common.pass_mark(ok)} | {pre_s} | {sp} | {v} |")
+                 f"{c['ratio_floor']:.2f} | {mark} | {pre_s} | {sp} | {v} |")
     L.append("")
-    judged = js["speed"]
+    short = [f"{c['dataset']}/{c['learner']}" for c in js["speed"] if c.get("too_short")]
+    if short:
+        L += [f"**WARNING**: {len(short)} timing(s) too short to judge, no verdict: "
+              f"{', '.join(short)} (a pass must last ≥ {1e3 * MIN_PASS_SECONDS:.0f} ms; a "
+              f"PASS needs the budget full within the first {100 * MAX_FILL_FRACTION:.0f} % "
+              "of the rows, a FAIL a pass not mostly one-off cost; more `--rows`).", ""]
+    judged = [c for c in js["speed"] if not c.get("too_short")]
     bad = [f"{c['dataset']}/{c['learner']}" for c in judged if c["ratio_floor"] > FLOOR_TARGET]
     L.append(f"Floor criterion (≤ {FLOOR_TARGET}×): {len(judged) - len(bad)}/{len(judged)} "
              "pass" + (f"; over: {', '.join(bad)}" if bad else "") + ".")

@@ -64,12 +64,29 @@ def test_drain_window_under_a_few_status_ticks_is_too_short() -> None:
     assert v.drain_too_short(0.5, 6) is None
 
 
-def test_learner_timing_too_short_by_time_or_by_an_unfilled_budget() -> None:
-    # learners.py --rows 3000: skegd's pass took 35 ms
-    assert "ms" in (v.timing_too_short(0.035, 3000, 250) or "")
-    assert v.timing_too_short(0.5, 20000, 250) is None
-    assert "never" in (v.timing_too_short(0.5, 2000, -1) or "")  # bpa-s at 2000 rows
-    assert "round 1,500" in (v.timing_too_short(0.5, 2000, 1500) or "")
+def test_learner_timing_too_short_by_time_by_an_unfilled_budget_or_a_one_off_cost() -> None:
+    # learners.py --rows 2000: bpa-s's pass took 4 ms (0.39x its floor)
+    assert "ms" in (v.timing_too_short(0.004, 2000, 201) or "")
+    assert v.timing_too_short(0.04, 20000, 201, 0.002) is None
+    assert "never" in (v.timing_too_short(0.5, 2000, -1) or "")
+    assert "round 846" in (v.timing_too_short(0.5, 2000, 846) or "")  # projectron
     assert v.timing_too_short(0.5, 2000, None) is None  # nothing to fill (random features)
+    # --rows 3000: skegd 35 ms a pass, ~20 ms of it its one-off sketch (6.85x its floor)
+    f = v.fixed_cost(0.035, 0.0226)
+    assert f == pytest.approx(0.0185, abs=1e-3)
+    assert "one-off" in (v.timing_too_short(0.035, 3000, 199, f) or "")
+    assert v.fixed_cost(0.04, 0.009) == 0.0  # the quarter cheaper per row: nothing one-off
     assert v.first_full_round([1, 5, 200, 200], 200) == 2
     assert v.first_full_round([1, 5], 200) == -1
+
+
+def test_a_late_budget_blocks_only_a_pass_and_a_one_off_cost_only_a_fail() -> None:
+    # skegd at 20,000 rows: 1.03x its floor with a 20-ms one-off cost (56 %): the pass stands
+    assert v.timing_too_short(0.038, 20000, 199, 0.021, over=False) is None
+    assert v.timing_too_short(0.038, 20000, 199, 0.021, over=True) is not None
+    # a budget full late: the learner's rounds were cheaper than the floor's
+    assert v.timing_too_short(0.5, 2000, 846, None, over=False) is not None
+    assert v.timing_too_short(0.5, 2000, 846, None, over=True) is None
+    # too short to time: no verdict either way
+    assert v.timing_too_short(0.004, 2000, 201, 0.0, over=False) is not None
+    assert v.timing_too_short(0.004, 2000, 201, 0.0, over=True) is not None
