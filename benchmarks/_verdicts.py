@@ -158,3 +158,22 @@ def drain_replay_ratio(drain_rates: Sequence[float], too_short: str | None,
     else:
         verdict = interval_verdict(lo, hi, target)
     return {"lo": lo, "ratio": mid, "hi": hi, "verdict": verdict}
+
+
+# A peer timed beside us must have run the same algorithm: the same rows, order, budget and
+# steps give mistake rates within a point or two (float against double and another
+# eigen-solver moved KOL's NOGD on a9a by 0.1 point); 5 points more means its run went wrong
+# (KOL's NOGD made 64.6 % mistakes on magic04, worse than no-skill's 35 %), and its speed is
+# not that of the algorithm.
+PEER_ERROR_GAP = 0.05
+
+
+def peer_not_comparable(ours: float, peer: float, gap: float = PEER_ERROR_GAP) -> str | None:
+    """Why a peer's run (its mistake rate ``peer``, ours ``ours``, fractions) cannot be
+    compared with ours on speed, or None."""
+    if peer != peer:
+        return "did not report its mistake rate"
+    if peer > ours + gap:
+        return (f"made {100 * peer:.1f} % mistakes against our {100 * ours:.1f} % "
+                f"(more than {100 * gap:.0f} points worse: not the same algorithm's run)")
+    return None

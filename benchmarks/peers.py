@@ -30,7 +30,9 @@ Measured in one run, on this machine:
    the same B, rank, γ and steps, alternating one pass of ours and one KOL run ``--repeats``
    times (medians). KOL reads its binary cache (``-c``, written by an untimed first run) and
    its examples/s is the rows over its printed "Learning time"; ours is
-   ``predict_learn_many`` on the rows in memory. The load average is recorded beside.
+   ``predict_learn_many`` on the rows in memory. The load average is recorded beside. A KOL
+   run whose mistake rate is more than 5 points above ours did not run the same algorithm:
+   *not comparable*, no verdict.
 
 A section-1 timing too short to mean anything (benchmarks/learners.py's rule: a pass under
 15 ms; an ok with the budget not full within the first quarter of the rows; a FAIL on a pass
@@ -67,6 +69,7 @@ from _verdicts import (
     MIN_PASS_SECONDS,
     TOO_SHORT,
     fixed_cost,
+    peer_not_comparable,
     timing_too_short,
 )
 
@@ -205,6 +208,8 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
         n = len(yp)
         gamma0 = inverse_mean_sqnorm(Xp)
         log(f"{ds}: {n} rows x {X.shape[1]} features, 1/mean|x|^2 = {gamma0:.4g}")
+        load0 = os.getloadavg()[0]
+        first = len(cells)
         jobs = []
         for name in names:
             params, width = learner_params(name, ds, gamma0, tuned)
@@ -247,6 +252,8 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
             log(f"  {ds} {name}: {1e6 / us:,.0f} ex/s, {us:.1f} us/round, floor {fus:.1f}, "
                 f"ratio {us / fus:.2f} ({width})" + (f"; TOO SHORT to judge: {short}"
                                                      if short else ""))
+        for c in cells[first:]:
+            c["load"] = [load0, os.getloadavg()[0]]
         if pre_src is not None:
             log(f"  {ds}: pre-issue {a.pre_issue} ...")
             pre = run_pre_issue(pre_src, Xp, yp, jobs)
@@ -337,6 +344,7 @@ def kol_nogd(a: Any, tuned: dict[str, Any]) -> list[dict[str, Any]]:
                 "floor_examples_per_s": n / statistics.median(floor), "mistake_rate": err,
                 "kol_mistake_rate": kol_err, "load": [load0[0], os.getloadavg()[0]]}
         cell["ratio"] = cell["examples_per_s"] / cell["kol_examples_per_s"]
+        cell["not_comparable"] = peer_not_comparable(err, kol_err)
         # best runs: on a loaded machine the least disturbed pass of each
         cell["best_ratio"] = min(kol) / min(ours)
         cells.append(cell)
@@ -345,29 +353,49 @@ def kol_nogd(a: Any, tuned: dict[str, Any]) -> list[dict[str, Any]]:
     return cells
 
 
+def _e2e_run(cmd: list[str], tmp: str) -> tuple[dict[str, Any], float]:
+    """One wrapped CLI run: the wrapper's report (rc, wall, maxrss_kb) and the learning
+    seconds of its summary.json."""
+    res = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True,
+                         text=True, check=False, cwd=_common.REPO)
+    w = json.loads(res.stdout.strip().splitlines()[-1])
+    summ_path = Path(tmp) / "summary.json"
+    secs = math.nan
+    if summ_path.exists():
+        secs = _learning_seconds(json.loads(summ_path.read_text()))
+    return w, secs
+
+
 def end_to_end(a: Any) -> list[dict[str, Any]]:
+    """Section 3: ``--e2e-repeats`` runs per file, alternating the runners; medians, and the
+    load average before and after each file's runs."""
     out = []
     for ds, (fname, extra) in E2E_FILES.items():
-        for runner in ("loop", "direct"):
-            with tempfile.TemporaryDirectory() as tmp:
-                cmd = [sys.executable, "-m", "kernelstream.pipelines.cli", "replay",
-                       str(Path(a.data_dir) / fname), "-l", "bpa-s", "-p", f"budget={BUDGET}",
-                       *extra, "--runner", runner, "--out", tmp, "-q"]
-                res = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd],
-                                     capture_output=True, text=True, check=False,
-                                     cwd=_common.REPO)
-                w = json.loads(res.stdout.strip().splitlines()[-1])
-                summ_path = Path(tmp) / "summary.json"
-                secs = math.nan
-                if summ_path.exists():
-                    secs = _learning_seconds(json.loads(summ_path.read_text()))
-            cell = {"dataset": ds, "file": fname, "runner": runner, "rc": w["rc"],
-                    "wall_s": w["wall"], "peak_rss_mb": w["maxrss_kb"] / 1024,
-                    "learning_s": secs, "fixed_s": w["wall"] - secs,
+        load0 = os.getloadavg()[0]
+        runs: dict[str, list[tuple[dict[str, Any], float]]] = {"loop": [], "direct": []}
+        cmds: dict[str, list[str]] = {}
+        for _ in range(max(1, a.e2e_repeats)):
+            for runner in runs:
+                with tempfile.TemporaryDirectory() as tmp:
+                    cmd = [sys.executable, "-m", "kernelstream.pipelines.cli", "replay",
+                           str(Path(a.data_dir) / fname), "-l", "bpa-s", "-p",
+                           f"budget={BUDGET}", *extra, "--runner", runner, "--out", tmp, "-q"]
+                    runs[runner].append(_e2e_run(cmd, tmp))
+                    cmds[runner] = cmd
+        load1 = os.getloadavg()[0]
+        for runner, rr in runs.items():
+            walls = [w["wall"] for w, _ in rr]
+            secs = statistics.median(s for _, s in rr)
+            wall = statistics.median(walls)
+            cmd = cmds[runner]
+            cell = {"dataset": ds, "file": fname, "runner": runner,
+                    "rc": max(w["rc"] for w, _ in rr), "wall_s": wall, "walls": walls,
+                    "peak_rss_mb": max(w["maxrss_kb"] for w, _ in rr) / 1024,
+                    "learning_s": secs, "fixed_s": wall - secs, "load": [load0, load1],
                     "command": " ".join(["python", *cmd[1:4], fname, *cmd[5:-3], "-q"])}
             out.append(cell)
-            log(f"e2e {ds} {runner}: wall {w['wall']:.2f}s, peak {cell['peak_rss_mb']:.0f} MB, "
-                f"learning {secs:.2f}s (rc {w['rc']})")
+            log(f"e2e {ds} {runner}: wall {wall:.2f}s (runs {', '.join(f'{x:.2f}' for x in walls)})"
+                f", peak {cell['peak_rss_mb']:.0f} MB, learning {secs:.2f}s (rc {cell['rc']})")
     return out
 
 
@@ -412,6 +440,12 @@ def render(js: dict[str, Any]) -> list[str]:
           f"Excluded (budgeted kernel-selection / multi-kernel, no single row): "
           f"{', '.join(js['excluded'])}.", ""]
     pre = js.get("pre_issue")
+    loads = {c["dataset"]: c["load"] for c in js["speed"] if "load" in c}
+    if loads:
+        L += ["Load (1-minute load average before → after each data set's timings, 2 cores; "
+              "above ~1 the learner and its floor share a core with others, and the medians "
+              "of alternating runs are what is left of the comparison): "
+              + "; ".join(f"{d} {v[0]:.1f} → {v[1]:.1f}" for d, v in loads.items()) + ".", ""]
     L += ["| data | learner | width | examples/s | µs/round | floor µs | ratio to floor | "
           f"≤ {FLOOR_TARGET}× | pre-issue ex/s | speedup | ≥ {SPEEDUP_TARGET:g}× |",
           "|---|---|---|---:|---:|---:|---:|---|---:|---:|---|"]
@@ -485,13 +519,20 @@ def render(js: dict[str, Any]) -> list[str]:
           "2.1 s / 202 MB (direct) and 1.8 s / 199 MB (loop).", "",
           "## 3. End to end: `kernelstream replay FILE -l bpa-s -p budget=200`", "",
           "Wall time and peak RSS of the CLI process (`RUSAGE_CHILDREN` of a wrapper), "
-          "learning seconds from its summary.json (`seconds`); fixed = wall − learning.", "",
-          "| data (file) | runner | wall s | learning s | fixed s | peak RSS MB |",
-          "|---|---|---:|---:|---:|---:|"]
+          "learning seconds from its summary.json (`seconds`); fixed = wall − learning; "
+          f"medians of {js.get('e2e_repeats', 1)} runs per runner, alternating (the walls of "
+          "every run beside). Load: the 1-minute load average before and after each file's "
+          "runs (2 cores): a fixed cost measured on a loaded machine is mostly the wait "
+          "for a core.", "",
+          "| data (file) | runner | wall s | runs s | learning s | fixed s | peak RSS MB | "
+          "load |", "|---|---|---:|---|---:|---:|---:|---|"]
     for c in js["end_to_end"]:
         rc = "" if c["rc"] == 0 else f" (exit {c['rc']})"
+        runs = ", ".join(f"{x:.2f}" for x in c.get("walls", [c["wall_s"]]))
+        load = f"{c['load'][0]:.1f} → {c['load'][1]:.1f}" if "load" in c else "not recorded"
         L.append(f"| {c['dataset']} ({c['file']}) | {c['runner']}{rc} | {c['wall_s']:.2f} | "
-                 f"{c['learning_s']:.2f} | {c['fixed_s']:.2f} | {c['peak_rss_mb']:.0f} |")
+                 f"{runs} | {c['learning_s']:.2f} | {c['fixed_s']:.2f} | "
+                 f"{c['peak_rss_mb']:.0f} | {load} |")
     L += ["", f"Command: `{js['end_to_end'][0]['command']}` (and `--runner direct`)."
           if js["end_to_end"] else ""]
     if js.get("kol_nogd"):
@@ -516,16 +557,26 @@ def render_kol(js: dict[str, Any]) -> list[str]:
          "| data | parameters | our ex/s | KOL ex/s | ratio | "
          f"≥ {KOL_TARGET:g}× | best-run ratio | map floor ex/s | time / floor | our mistakes | "
          "KOL mistakes | load |", "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    broken = []
     for c in js["kol_nogd"]:
+        why = c.get("not_comparable", peer_not_comparable(c["mistake_rate"],
+                                                          c["kol_mistake_rate"]))
+        mark = ("**not comparable**" if why
+                else _common.pass_mark(c["ratio"] >= KOL_TARGET))
+        if why:
+            broken.append(f"{c['dataset']}: KOL {why}")
         p = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                       for k, v in sorted(c["params"].items()))
         L.append(f"| {c['dataset']} | {p} | {c['examples_per_s']:,.0f} | "
                  f"{c['kol_examples_per_s']:,.0f} | {c['ratio']:.2f} | "
-                 f"{_common.pass_mark(c['ratio'] >= KOL_TARGET)} | {c['best_ratio']:.2f} | "
+                 f"{mark} | {c['best_ratio']:.2f} | "
                  f"{c['floor_examples_per_s']:,.0f} | "
                  f"{c['floor_examples_per_s'] / c['examples_per_s']:.2f} | "
                  f"{100 * c['mistake_rate']:.3f}% | {100 * c['kol_mistake_rate']:.3f}% | "
                  f"{c['load'][0]:.1f} → {c['load'][1]:.1f} |")
+    if broken:
+        L += ["", "**Not comparable** (no verdict): a speed comparison against a run that did "
+              "not learn is not a comparison; " + "; ".join(broken) + "."]
     return L
 
 
@@ -542,6 +593,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="commit whose kernelstream/ to time too (default %(default)s; '' "
                          "skips it)")
     ap.add_argument("--no-e2e", action="store_true", help="skip the end-to-end runs")
+    ap.add_argument("--e2e-repeats", type=int, default=3,
+                    help="end-to-end runs per file and runner, alternating; medians "
+                         "(default %(default)s)")
     ap.add_argument("--kol", default="", help="a KOL binary: time NOGD beside its KERNEL-NOGD "
                     "(section 4; skipped without it)")
     a = ap.parse_args(argv)
@@ -565,6 +619,7 @@ def main(argv: list[str] | None = None) -> int:
           "machine": _common.machine_info(), "rows": a.rows, "repeats": a.repeats,
           "kernels": compiled.STATUS,
           "budget": BUDGET, "learners": names, "excluded": excluded,
+          "e2e_repeats": a.e2e_repeats,
           "pre_issue": a.pre_issue or None, "speed": cells, "end_to_end": e2e,
           "kol_reference": {"learners": KOL_LEARNERS, "ratios": KOL_RATIOS}, "kol_nogd": kol,
           "seconds": time.perf_counter() - t0,

@@ -90,3 +90,11 @@ def test_a_late_budget_blocks_only_a_pass_and_a_one_off_cost_only_a_fail() -> No
     # too short to time: no verdict either way
     assert v.timing_too_short(0.004, 2000, 201, 0.0, over=False) is not None
     assert v.timing_too_short(0.004, 2000, 201, 0.0, over=True) is not None
+
+
+def test_a_peer_run_far_less_accurate_than_ours_is_not_a_speed_comparison() -> None:
+    # peers.md section 4: KOL's NOGD on magic04 and SUSY_30k, and on a9a
+    assert "64.6 %" in (v.peer_not_comparable(0.18623, 0.64553) or "")
+    assert v.peer_not_comparable(0.24590, 0.45570) is not None
+    assert v.peer_not_comparable(0.17460, 0.17575) is None
+    assert v.peer_not_comparable(0.2, math.nan) is not None
