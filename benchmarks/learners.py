@@ -376,7 +376,7 @@ def projection_rounds(name: str, params: dict[str, Any], Xp: np.ndarray,
     """Fraction of a Projectron(++)'s rounds that cannot do without the projection ``d = K⁻¹k``:
     the mistakes and the margin errors that update (an untimed per-example pass, which checks
     whether a round changed the coefficients)."""
-    m = learners.make(name, seed=learner_seed(0, 0, name), **params)
+    m: Any = learners.make(name, seed=learner_seed(0, 0, name), **params)
     need = 0
     for i in range(len(yp)):
         sv = getattr(m, "sv", None)  # made at the first round

@@ -161,7 +161,8 @@ def selected_learners() -> tuple[list[str], list[str]]:
     """(budgeted single-kernel learners, excluded budgeted kernel-selection/multi-kernel ones),
     by benchmarks/learners.py's classification (a floor of one Gaussian kernel: a row, or the
     random-feature map of FOGD and RFF-RLS)."""
-    keep, excluded = [], []
+    keep: list[str] = []
+    excluded: list[str] = []
     for name in learners.available():
         if not learners.registry.bounded(name):
             continue
@@ -183,7 +184,8 @@ def learner_params(name: str, dataset: str, gamma0: float, tuned: dict[str, Any]
 
 
 def run_pre_issue(src: Path, Xp: np.ndarray, yp: np.ndarray,
-                  jobs: list[tuple[str, int, dict[str, Any]]]) -> dict[str, Any]:
+                  jobs: list[tuple[str, tuple[int, int, int], dict[str, Any]]]) -> dict[
+                      str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         npz = Path(tmp) / "stream.npz"
         np.savez(npz, X=Xp, y=yp)
@@ -210,7 +212,7 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
         log(f"{ds}: {n} rows x {X.shape[1]} features, 1/mean|x|^2 = {gamma0:.4g}")
         load0 = os.getloadavg()[0]
         first = len(cells)
-        jobs = []
+        jobs: list[tuple[str, tuple[int, int, int], dict[str, Any]]] = []
         for name in names:
             params, width = learner_params(name, ds, gamma0, tuned)
             _, kind, size = bench_learners.learner_config(name, BUDGET)
@@ -476,13 +478,17 @@ def render(js: dict[str, Any]) -> list[str]:
     bad = [f"{c['dataset']}/{c['learner']}" for c in judged if c["ratio_floor"] > FLOOR_TARGET]
     L.append(f"Floor criterion (≤ {FLOOR_TARGET}×): {len(judged) - len(bad)}/{len(judged)} "
              "pass" + (f"; over: {', '.join(bad)}" if bad else "") + ".")
+    if not judged:
+        L[-1] = "Floor criterion: no verdict (no timing long enough to judge)."
     if pre:
-        sp = [c for c in judged if c["dataset"] in SPEEDUP_SETS and "speedup" in c]
-        slow = [f"{c['dataset']}/{c['learner']} ({c['speedup']:.2f})" for c in sp
+        with_sp = [c for c in judged if c["dataset"] in SPEEDUP_SETS and "speedup" in c]
+        slow = [f"{c['dataset']}/{c['learner']} ({c['speedup']:.2f})" for c in with_sp
                 if c["speedup"] < SPEEDUP_TARGET]
         L.append(f"Speed-up criterion (≥ {SPEEDUP_TARGET:g}× commit {pre} on "
-                 f"{', '.join(SPEEDUP_SETS)}): {len(sp) - len(slow)}/{len(sp)} pass"
+                 f"{', '.join(SPEEDUP_SETS)}): {len(with_sp) - len(slow)}/{len(with_sp)} pass"
                  + (f"; under: {', '.join(slow)}" if slow else "") + ".")
+        if not with_sp:
+            L[-1] = "Speed-up criterion: no verdict (no timing long enough to judge)."
     else:
         L.append("Speed-up criterion: needs the pre-issue figure (run without "
                  "`--pre-issue ''`).")
