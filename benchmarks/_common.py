@@ -162,6 +162,49 @@ now_utc = _report.now_utc
 git_provenance = _report.git_provenance
 
 
+def git_head() -> str:
+    """``git rev-parse HEAD`` of the checkout the script runs from (the full hash), with a note
+    when ``kernelstream/`` or ``benchmarks/`` differ from it."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "kernelstream",
+                                "benchmarks"], cwd=REPO, text=True, capture_output=True,
+                               check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return head + (" + uncommitted changes in kernelstream/ or benchmarks/" if dirty else "")
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages (``os.getloadavg()``), as ``a / b / c``."""
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def command_line(script: str, argv: Sequence[str]) -> str:
+    """The command that ran a benchmark script, as a shell line."""
+    import shlex
+
+    return shlex.join(["python", f"benchmarks/{script}", *argv])
+
+
+def provenance(script: str, argv: Sequence[str]) -> dict[str, str]:
+    """What a results file's header must say about its run, taken at the start: the command,
+    the code (``git rev-parse HEAD``) and the load average (the end's is added by the
+    script when it is done: ``load_end``)."""
+    return {"command": command_line(script, argv), "git_head": git_head(),
+            "load_start": load_average()}
+
+
+def provenance_line(prov: dict[str, str]) -> str:
+    """The header line of :func:`provenance` (and ``load_end`` when present)."""
+    end = f", {prov['load_end']} at the end" if prov.get("load_end") else ""
+    return (f"Command: `{prov['command']}`; code: git {prov['git_head']}; load average "
+            f"(1/5/15 min, 2 cores) {prov['load_start']} at the start{end}.")
+
+
 # -- command line of the scripts -----------------------------------------------------------------
 def script_parser(doc: str, epilog: bool = True) -> argparse.ArgumentParser:
     """Parser of a benchmark script: its docstring's first paragraph is the description, the

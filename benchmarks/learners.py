@@ -6,10 +6,14 @@ with ``D = 4B`` random features), and, interleaved with it in the same run, the 
 Gaussian row and score per round against ``B`` stored points, computed by the same compiled
 row the learners use, in a compiled loop over the rows (numpy's ``Gaussian(γ).row`` in a Python
 loop when the compiled kernels are not built; FOGD: the random-feature map ``z(x)`` at its
-``D``). Learner and
+``D``; RFF-RLS, at ``D = B`` frequencies: that map plus its ``O(D²)`` update done by the
+reference library, BLAS's packed symmetric ``u = P z`` and rank-1 ``P -= r u uᵀ``
+(``dspmv`` + ``dspr`` through scipy, one thread) on ``D(2D+1)`` doubles per round, where the
+learner fuses both into one pass; ``--param`` sets other ``D``). Learner and
 floor are timed alternately ``--repeats`` times and the medians are compared, which cancels
 most of the noise of a shared machine. The target is learner/floor ≤ 1.5 for every budgeted
-single-kernel learner at B = 200 (issue 14; 2.5 before their updates were compiled);
+single-kernel learner at B = 200, FOGD and RFF-RLS (fixed memory) included (issue 14; 2.5
+before their updates were compiled);
 PASS/FAIL lines say whether it is met, for all of them and
 for the budget baselines (RBP, Forgetron, Projectron(++), BPA-S, BOGD, NOGD, FOGD; the script always
 exits 0). Unbudgeted learners run on ``--unbudgeted-rows`` rows and their floor (at the final #SV)
@@ -50,6 +54,16 @@ below the table: a Python loop calling a method that does nothing, one compiled 
 single buffer (``‖x‖²`` of the row) and the compiled kernel row against one stored point (the
 call's fixed cost, with the argument handling of a learner's score).
 
+A timing too short to mean anything gets no verdict (*too short*, with the reason, and a
+WARNING line): a pass under 15 ms; an ok when the budget was not full within the first quarter
+of the rows (rounds against fewer points are cheaper than the floor's); a FAIL when the pass
+was more than half one-off cost (estimated from a pass over the first quarter of the rows,
+timed alongside). benchmarks/_verdicts.py says why these bounds. Quick mode (a few minutes;
+what it cannot judge says so)::
+
+    .venv/bin/python benchmarks/learners.py --rows 10000 --repeats 3 --unbudgeted-rows 1000 \
+        --multi-repeats 1 --pre-issue ''
+
 The markdown goes to stdout (progress to stderr); ``benchmarks/results/learners_speed.md`` is
 made by::
 
@@ -71,6 +85,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # first: it limits BLAS to one thread per process before numpy loads
 import numpy as np
 from _common import load_dataset
+from _verdicts import (
+    MAX_FILL_FRACTION,
+    MAX_FIXED_SHARE,
+    MIN_PASS_SECONDS,
+    TOO_SHORT,
+    first_full_round,
+    fixed_cost,
+    timing_too_short,
+)
 
 from kernelstream import learners
 from kernelstream.learners import compiled
@@ -89,30 +112,46 @@ NO_UNION = {"raker": "random features", "rf-oks": "random features",
             "proj-ka": "one Projectron after selection"}
 
 
+# the random-feature learners of one kernel: (floor kind, D per unit of budget). FOGD at D = 4B
+# (issue 14's setting); RFF-RLS at D = B (its default 200 at B = 200: a round is O(D²))
+RFF_FLOORS = {"fogd": ("rff", 4), "rff-rls": ("rls", 1)}
 PROJECTRONS = ("projectron", "projectron++")  # a projection floor is measured for them
 # budgeted learners whose rounds run compiled only in blocks: the floor of a per-row path on
 # their block driver
 BASELINES = ("rbp", "forgetron", "projectron", "projectron++", "bpa-s", "bogd", "nogd", "fogd")
 
 
-def learner_config(name: str, budget: int) -> tuple[dict[str, Any], str, int | None]:
+def time_floor(kind: str, Xp: np.ndarray, size: int, gamma: float) -> float:
+    """Seconds of the floor of a random-feature learner (``kind`` "rff" or "rls", ``size``
+    frequencies) over the rows of ``Xp``."""
+    if kind == "rls":
+        return time_rls_floor(Xp, size, gamma)
+    return time_rff_floor(Xp, size, gamma)
+
+
+def learner_config(name: str, budget: int, extra: dict[str, Any] | None = None) -> tuple[
+        dict[str, Any], str, int | None]:
     """(params, floor kind, floor size) of a learner. Kinds: "row" = one Gaussian row
     against ``size`` points (None: its final #SV), "rff" = feature map with ``size``
-    frequencies, "n/a" = multi-kernel learners (no single-row floor)."""
+    frequencies, "rls" = that map plus one pass over RFF-RLS's packed ``P`` (``size``
+    frequencies), "n/a" = multi-kernel learners (no single-row floor). ``extra``: parameters
+    that override these (``--param``), ``n_components`` included."""
     cls = learners.get(name)
     pnames = {p.name for p in cls.params}
     params: dict[str, Any] = {}
     if "gamma" in pnames:
         params["gamma"] = GAMMA
-    if name == "fogd":
-        params["n_components"] = 4 * budget
-        return params, "rff", 4 * budget
+    if name in RFF_FLOORS:  # fixed memory: D frequencies, no stored rows
+        params["n_components"] = RFF_FLOORS[name][1] * budget
+        params.update(extra or {})
+        return params, RFF_FLOORS[name][0], int(params["n_components"])
     if name in ("nogd", "skegd"):
         params["rank"] = max(1, budget // 10)
     kind = "row" if "gamma" in pnames else "n/a"
+    params.update(extra or {})
     if "budget" in pnames and cls().memory_bound() is not None:
-        params["budget"] = budget
-        return params, kind, budget
+        params.setdefault("budget", budget)
+        return params, kind, int(params["budget"])
     return params, kind, None
 
 
@@ -337,7 +376,7 @@ def projection_rounds(name: str, params: dict[str, Any], Xp: np.ndarray,
     """Fraction of a Projectron(++)'s rounds that cannot do without the projection ``d = K⁻¹k``:
     the mistakes and the margin errors that update (an untimed per-example pass, which checks
     whether a round changed the coefficients)."""
-    m = learners.make(name, seed=learner_seed(0, 0, name), **params)
+    m: Any = learners.make(name, seed=learner_seed(0, 0, name), **params)
     need = 0
     for i in range(len(yp)):
         sv = getattr(m, "sv", None)  # made at the first round
@@ -373,6 +412,63 @@ def time_rff_floor(Xp: np.ndarray, D: int, gamma: float) -> float:
     return time.perf_counter() - t0
 
 
+def time_rls_floor(Xp: np.ndarray, D: int, gamma: float) -> float:
+    """Seconds of RFF-RLS's floor over the rows of ``Xp``: FOGD's feature map at ``D``
+    (:func:`time_rff_floor`) plus, per row, its update by BLAS on ``P``'s packed triangle
+    (``D(2D+1)`` doubles, as the compiled rounds keep it): ``u = P z`` (``dspmv``) and
+    ``P -= r u uᵀ`` (``dspr``), which change and read every entry every round. Without scipy,
+    one read-modify-write pass over those doubles per row (the memory any exact round moves)."""
+    k = 2 * D
+    rng = np.random.default_rng(0)
+    P = np.zeros(k * (k + 1) // 2)
+    P[np.arange(k) * k - np.arange(k) * (np.arange(k) - 1) // 2] = 1.0  # I, packed by rows
+    Z = rng.standard_normal((64, k)) / math.sqrt(k)  # z's of unit norm on average
+    t = time_rff_floor(Xp, D, gamma)
+    try:
+        from scipy.linalg import blas
+    except ImportError:
+        mul = np.multiply
+        t0 = time.perf_counter()
+        for _ in range(Xp.shape[0]):
+            mul(P, 1.0, out=P)
+        return t + time.perf_counter() - t0
+    spmv, spr = blas.dspmv, blas.dspr
+    t0 = time.perf_counter()
+    for i in range(Xp.shape[0]):
+        z = Z[i & 63]
+        u = spmv(k, 1.0, P, z)
+        P = spr(k, -1.0 / (1.0 + float(z @ u)), u, P, overwrite_ap=1)
+    return t + time.perf_counter() - t0
+
+
+def parse_params(items: list[str] | None) -> dict[str, dict[str, Any]]:
+    """``--param LEARNER:KEY=VALUE`` items as {learner: {key: value}} (numbers as numbers)."""
+    out: dict[str, dict[str, Any]] = {}
+    for it in items or []:
+        name, _, kv = it.partition(":")
+        key, eq, val = kv.partition("=")
+        if not (name and key and eq):
+            raise SystemExit(f"--param {it!r}: expected LEARNER:KEY=VALUE")
+        v: Any = val
+        for conv in (int, float):
+            try:
+                v = conv(val)
+                break
+            except ValueError:
+                pass
+        out.setdefault(name, {})[key] = v
+    return out
+
+
+def budget_fill(name: str, params: dict[str, Any], Xp: np.ndarray, yp: np.ndarray) -> int:
+    """The round at which the learner's #SV first reached its budget on these rows (-1: never;
+    an untimed pass)."""
+    m = learners.make(name, seed=learner_seed(0, 0, name), **params)
+    n_sv = np.zeros(len(yp), dtype=np.int64)
+    m.predict_learn_many(Xp, yp, n_sv=n_sv)
+    return first_full_round(n_sv, int(params["budget"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = _common.script_parser(__doc__, epilog=False)
     ap.add_argument("--dataset", default="a9a", help="benchmark dataset (default a9a)")
@@ -396,21 +492,29 @@ def main(argv: list[str] | None = None) -> int:
                     help="rows of the pre-issue comparison (default 5000)")
     ap.add_argument("--speedup-repeats", type=int, default=3,
                     help="alternating today/pre-issue runs (default 3)")
+    ap.add_argument("--param", action="append", metavar="LEARNER:KEY=VALUE",
+                    help="a learner's parameter (repeatable), e.g. rff-rls:n_components=500 "
+                         "(the floor follows D)")
     a = ap.parse_args(argv)
+    prov = _common.provenance("learners.py", sys.argv[1:] if argv is None else argv)
+    extra = parse_params(a.param)
 
     names = [s for s in a.learners.split(",") if s] or learners.available()
     X, y = load_dataset(a.dataset, a.data_dir)
     perm = permutation(X.shape[0], 0, 0)
     print(f"# learner speed vs kernel-row floor — {a.dataset}, B={a.budget}, gamma={GAMMA}; "
           f"{_common.now_utc()}; {_common.machine_info()}")
+    print()
+    print(_common.provenance_line(prov))
     speedups = pre_issue_speedups(a, X, y, perm) if a.pre_issue else []
     rows: list[tuple[str, str, int, float, float, float, str]] = []
     step_us: dict[str, float] = {}  # budgeted learners: step's µs per row
     proj_rows: list[tuple[str, float, float, float, float]] = []
     failed: list[str] = []
+    too_short: dict[str, str] = {}  # learners whose timing cannot be judged, and why
     for name in names:
         try:
-            params, kind, size = learner_config(name, a.budget)
+            params, kind, size = learner_config(name, a.budget, extra.get(name))
             bounded = size is not None
             n = min(len(perm), a.rows if bounded else a.unbudgeted_rows)
             Xp, yp = np.ascontiguousarray(X[perm[:n]]), y[perm[:n]]
@@ -420,16 +524,18 @@ def main(argv: list[str] | None = None) -> int:
             tf: list[float] = []
             tp: list[float] = []
             ts: list[float] = []
+            tq: list[float] = []  # the first quarter of the rows: the pass's one-off cost
             nsv = 0
             shape = None
             for _ in range(max(1, reps)):  # alternate learner / floor
                 t, model, scores = time_learner_scores(name, params, Xp, yp)
                 nsv = int(model.n_support_vectors)
                 tl.append(t)
+                tq.append(time_learner_scores(name, params, Xp[:n // 4], yp[:n // 4])[0])
                 if bounded:  # the per-example path on the same rows, same results
                     ts.append(time_steps(name, params, Xp, yp, scores))
-                if kind == "rff":
-                    tf.append(time_rff_floor(Xp, int(size or 1), GAMMA))
+                if kind in ("rff", "rls"):
+                    tf.append(time_floor(kind, Xp, int(size or 1), float(params["gamma"])))
                 elif kind == "row":
                     nb = size if size is not None else nsv
                     tf.append(time_row_floor(Xp, Xp[:nb], GAMMA) if nb else math.nan)
@@ -439,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
                     shape = union_shape(model)
                     if shape is not None and shape[0]:
                         tf.append(time_union_floor(Xp, *shape))
+            fill = budget_fill(name, params, Xp, yp) if "budget" in params else None
         except Exception as e:  # a learner that fails is reported, not fatal
             print(f"{name}: ERROR {type(e).__name__}: {e}", file=sys.stderr)
             failed.append(name)
@@ -446,6 +553,10 @@ def main(argv: list[str] | None = None) -> int:
         us = 1e6 * statistics.median(tl) / n
         fus = 1e6 * statistics.median(tf) / n if tf else math.nan
         ratio = us / fus if fus > 0 else math.nan
+        limit = MULTI_TARGET if kind == "n/a" else TARGET
+        short = timing_too_short(statistics.median(tl), n, fill,
+                                 fixed_cost(statistics.median(tl), statistics.median(tq)),
+                                 over=bool(ratio > limit) if ratio == ratio else None)
         if kind == "n/a" and shape is not None and tf:
             bud = (str(size) if bounded else "none") + f" (union {shape[0]}, K={len(shape[1])})"
             flag = (f"FAIL (> {MULTI_TARGET:g}× union floor)" if ratio > MULTI_TARGET
@@ -454,13 +565,16 @@ def main(argv: list[str] | None = None) -> int:
             bud = str(size) if bounded else "none"
             flag = f"n/a (multi-kernel: {NO_UNION.get(name, 'no union row')})"
         elif bounded:
-            bud = f"D={size}" if kind == "rff" else str(size)
+            bud = f"D={size}" if kind in ("rff", "rls") else str(size)
             if "rank" in params:
                 bud += f" (k={params['rank']})"
             flag = "FAIL" if ratio > TARGET else "ok"
         else:
             bud = f"none (#SV {nsv})"
             flag = "n/a (unbudgeted; floor at final #SV)"
+        if short and (flag in ("ok", "FAIL") or "union floor" in flag):
+            flag = f"{TOO_SHORT} ({short})"  # no verdict: the timing does not measure a round
+            too_short[name] = short
         rows.append((name, bud, n, us, fus, ratio, flag))
         if ts:
             step_us[name] = 1e6 * statistics.median(ts) / n
@@ -468,7 +582,8 @@ def main(argv: list[str] | None = None) -> int:
             proj_rows.append((name, projection_rounds(name, params, Xp, yp),
                               1e6 * statistics.median(tp) / n - fus, fus, us))
         print(f"  {name}: {us:.1f} us/round, floor {fus:.1f} us/round, ratio {ratio:.2f}"
-              + (f", step {step_us[name]:.1f} us/row" if name in step_us else ""),
+              + (f", step {step_us[name]:.1f} us/row" if name in step_us else "")
+              + (f"; TOO SHORT to judge: {short}" if name in too_short else ""),
               file=sys.stderr, flush=True)
 
     print()
@@ -479,12 +594,24 @@ def main(argv: list[str] | None = None) -> int:
         f = "–" if math.isnan(fus) else f"{fus:.1f}"
         r = "–" if math.isnan(ratio) else f"{ratio:.2f}"
         sus = step_us.get(name)
-        st = ("– | – | –" if sus is None else
-              f"{sus:.1f} | {us / sus:.2f} | {_common.pass_mark(us / sus >= PER_EXAMPLE_TARGET)}")
+        if sus is None:
+            st = "– | – | –"
+        else:
+            mark = (TOO_SHORT if name in too_short
+                    else _common.pass_mark(us / sus >= PER_EXAMPLE_TARGET))
+            st = f"{sus:.1f} | {us / sus:.2f} | {mark}"
         print(f"| {name} | {bud} | {n} | {us:.1f} | {f} | {r} | {flag} | {st} |")
     print()
     if failed:
         print(f"ERRORS: {', '.join(failed)}")
+    if too_short:
+        warn = (f"WARNING: {len(too_short)} timing(s) too short to judge, no verdict: "
+                + "; ".join(f"{k} ({v})" for k, v in too_short.items())
+                + f". A pass must last ≥ {1e3 * MIN_PASS_SECONDS:.0f} ms; an ok needs the "
+                f"budget full within the first {100 * MAX_FILL_FRACTION:.0f} % of the rows, a "
+                f"FAIL a pass at most {100 * MAX_FIXED_SHARE:.0f} % one-off cost: more --rows.")
+        print(warn)
+        print(warn, file=sys.stderr)
     others = [r[0] for r in rows if r[6] in ("ok", "FAIL") and r[0] not in BASELINES]
     every = "every budgeted single-kernel learner" + (
         f" (the baselines and {', '.join(others)})" if others else "")
@@ -492,16 +619,23 @@ def main(argv: list[str] | None = None) -> int:
                         ("the budget baselines, the budgeted learners of issue 2", BASELINES)):
         judged = [r for r in rows if r[6] in ("ok", "FAIL") and (pool is None or r[0] in pool)]
         bad = [r[0] for r in judged if r[6] == "FAIL"]
+        if not judged:
+            if any(k in too_short for k in (pool or too_short)):
+                print(f"NO VERDICT ({label}): no timing long enough to judge")
+            continue
         verdict = "FAIL" if bad else "PASS"
         detail = f": over {TARGET}x: {', '.join(bad)}" if bad else ""
         print(f"{verdict} ({label}): {len(judged) - len(bad)}/{len(judged)} within {TARGET}x the "
               f"kernel-row floor at B={a.budget}{detail}")
-    if step_us:
+    judged_steps = {k: v for k, v in step_us.items() if k not in too_short}
+    if judged_steps:
         us_of = {r[0]: r[3] for r in rows}
-        slow = [f"{k} ({us_of[k] / v:.2f})" for k, v in step_us.items()
+        slow = [f"{k} ({us_of[k] / v:.2f})" for k, v in judged_steps.items()
                 if us_of[k] / v < PER_EXAMPLE_TARGET]
-        print(f"{'FAIL' if slow else 'PASS'} (per-example path, every budgeted learner): "
-              f"{len(step_us) - len(slow)}/{len(step_us)} with step ≥ {PER_EXAMPLE_TARGET}x the "
+        print(f"{'FAIL' if slow else 'PASS'} (per-example path, every budgeted learner"
+              + (" not too short" if too_short else "") + "): "
+              f"{len(judged_steps) - len(slow)}/{len(judged_steps)} with step ≥ "
+              f"{PER_EXAMPLE_TARGET}x the "
               f"block path's examples/s, scores bit-identical" +
               (f"; below: {', '.join(slow)}" if slow else ""))
     multi = [r for r in rows if "union floor" in r[6]]
@@ -547,6 +681,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, n, now, old in speedups:
             print(f"| {name} | {n} | {now:.1f} | {old:.1f} | {old / now:.2f} | "
                   f"{_common.pass_mark(old / now >= SPEEDUP_TARGET)} |")
+    print()
+    print(f"Load average (1/5/15 min) at the end: {_common.load_average()} (at the start: "
+          f"{prov['load_start']}).")
     return 0
 
 

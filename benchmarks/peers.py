@@ -2,20 +2,23 @@
 
 Measured in one run, on this machine:
 
-1. Speed. Every budgeted single-kernel learner of the registry (a ``memory_bound()``;
-   the kernel-selection / multi-kernel learners, which have no single Gaussian row, are listed
-   as excluded) at B = 200, one pass over the first ``--rows`` rows of permutation 0
+1. Speed. Every budgeted single-kernel learner of the registry (a ``memory_bound()``: FOGD
+   and RFF-RLS, fixed memory, included; the kernel-selection / multi-kernel learners, which
+   have no single Gaussian row, are listed as excluded) at B = 200, one pass over the first
+   ``--rows`` rows of permutation 0
    (:func:`kernelstream.seeding.permutation`) of a9a, magic04, SUSY_30k and w7a, in memory:
    examples/s and µs/round of ``predict_learn_many``, and the ratio to the kernel-row floor
    of ``benchmarks/learners.py`` (one Gaussian row against B = 200 stored points per round,
-   ``Gaussian(γ).row``; FOGD: its random-feature map at D = 4B), timed alternately with the
+   ``Gaussian(γ).row``; FOGD: its random-feature map at D = 4B; RFF-RLS: that map at D = B
+   plus its update by BLAS, ``dspmv`` + ``dspr`` on its packed P), timed alternately with the
    learner ``--repeats`` times (medians). Gaussian width: the tuned parameters of
    ``experiments/tuned/tuned_params.json`` (P3, kernel-alignment selection) where they cover the
    learner and data set, else γ = 1/mean‖x‖² of the rows used. With ``--pre-issue COMMIT``
    (default 6ab0a3a, the code before issue 14; ``--pre-issue ''`` skips it) the same passes
    also run on that commit's ``kernelstream/`` (``git archive`` into a temporary directory, a
    subprocess with ``PYTHONPATH`` pointing at it), which gives the issue's "≥ 2× the pre-issue
-   examples/s" ratio.
+   examples/s" ratio (RFF-RLS is not in that commit: no ratio). KOL has no recursive least
+   squares learner, so RFF-RLS has no peer in sections 2 and 4.
 2. KOL's figures from the issue, printed as reference only (not re-measured here).
 3. End to end: wall time and peak RSS (``RUSAGE_CHILDREN`` of a wrapper process) of
    ``python -m kernelstream.pipelines.cli replay FILE -l bpa-s -p budget=200 --runner R``
@@ -27,7 +30,15 @@ Measured in one run, on this machine:
    the same B, rank, γ and steps, alternating one pass of ours and one KOL run ``--repeats``
    times (medians). KOL reads its binary cache (``-c``, written by an untimed first run) and
    its examples/s is the rows over its printed "Learning time"; ours is
-   ``predict_learn_many`` on the rows in memory. The load average is recorded beside.
+   ``predict_learn_many`` on the rows in memory. The load average is recorded beside. A KOL
+   run whose mistake rate is more than 5 points above ours did not run the same algorithm:
+   *not comparable*, no verdict.
+
+A section-1 timing too short to mean anything (benchmarks/learners.py's rule: a pass under
+15 ms; an ok with the budget not full within the first quarter of the rows; a FAIL on a pass
+mostly one-off cost)
+gets no verdict (*too short*) and a WARNING line; a quick check (``--rows 5000 --repeats 2
+--pre-issue '' --no-e2e``) says so where it cannot judge.
 
 Progress goes to stderr; ``benchmarks/results/peers.md`` and ``.json`` are written.
 
@@ -53,6 +64,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # first: it limits BLAS to one thread per process before numpy loads
 import learners as bench_learners  # benchmarks/learners.py: learner_config and the floors
 import numpy as np
+from _verdicts import (
+    MAX_FILL_FRACTION,
+    MIN_PASS_SECONDS,
+    TOO_SHORT,
+    fixed_cost,
+    peer_not_comparable,
+    timing_too_short,
+)
 
 from kernelstream import data as ksdata
 from kernelstream import learners
@@ -67,6 +86,7 @@ SPEEDUP_TARGET = 2.0  # issue 14: ≥ 2× the pre-issue examples/s (a9a, magic04
 SPEEDUP_SETS = ("a9a", "magic04", "SUSY_30k")
 KOL_TARGET = 1.5  # issue 28: NOGD ≥ 1.5× KOL's examples/s on the SPEEDUP_SETS
 PRE_ISSUE = "6ab0a3a"
+FLOOR_NAMES = {"rff": "rff map D=4B", "rls": "rff map D=B + BLAS dspmv/dspr"}
 TUNED = TUNED_DIR / "tuned_params.json"
 
 # name -> (loader kind, files, fmt, width, scale)
@@ -139,8 +159,10 @@ def inverse_mean_sqnorm(X: np.ndarray) -> float:
 
 def selected_learners() -> tuple[list[str], list[str]]:
     """(budgeted single-kernel learners, excluded budgeted kernel-selection/multi-kernel ones),
-    by benchmarks/learners.py's classification (a ``gamma`` parameter: one Gaussian kernel)."""
-    keep, excluded = [], []
+    by benchmarks/learners.py's classification (a floor of one Gaussian kernel: a row, or the
+    random-feature map of FOGD and RFF-RLS)."""
+    keep: list[str] = []
+    excluded: list[str] = []
     for name in learners.available():
         if not learners.registry.bounded(name):
             continue
@@ -162,7 +184,8 @@ def learner_params(name: str, dataset: str, gamma0: float, tuned: dict[str, Any]
 
 
 def run_pre_issue(src: Path, Xp: np.ndarray, yp: np.ndarray,
-                  jobs: list[tuple[str, int, dict[str, Any]]]) -> dict[str, Any]:
+                  jobs: list[tuple[str, tuple[int, int, int], dict[str, Any]]]) -> dict[
+                      str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         npz = Path(tmp) / "stream.npz"
         np.savez(npz, X=Xp, y=yp)
@@ -187,7 +210,9 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
         n = len(yp)
         gamma0 = inverse_mean_sqnorm(Xp)
         log(f"{ds}: {n} rows x {X.shape[1]} features, 1/mean|x|^2 = {gamma0:.4g}")
-        jobs = []
+        load0 = os.getloadavg()[0]
+        first = len(cells)
+        jobs: list[tuple[str, tuple[int, int, int], dict[str, Any]]] = []
         for name in names:
             params, width = learner_params(name, ds, gamma0, tuned)
             _, kind, size = bench_learners.learner_config(name, BUDGET)
@@ -195,23 +220,31 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
             tl: list[float] = []
             tf: list[float] = []
             tp: list[float] = []
+            tq: list[float] = []  # the first quarter of the rows: the pass's one-off cost
             nsv = 0
             for _ in range(max(1, a.repeats)):
                 t, model = bench_learners.time_learner_model(name, params, Xp, yp)
                 nsv = int(model.n_support_vectors)
                 tl.append(t)
-                if kind == "rff":
-                    tf.append(bench_learners.time_rff_floor(Xp, int(size or 1), gamma))
+                tq.append(bench_learners.time_learner_model(name, params, Xp[:n // 4],
+                                                            yp[:n // 4])[0])
+                if kind in ("rff", "rls"):
+                    tf.append(bench_learners.time_floor(kind, Xp, int(size or 1), gamma))
                 else:
                     tf.append(bench_learners.time_row_floor(Xp, Xp[:BUDGET], gamma))
                 if name in bench_learners.PROJECTRONS:
                     tp.append(bench_learners.time_projection_run(model, Xp))
             us = 1e6 * statistics.median(tl) / n
             fus = 1e6 * statistics.median(tf) / n
+            fill = (bench_learners.budget_fill(name, params, Xp, yp) if "budget" in params
+                    else None)
+            short = timing_too_short(statistics.median(tl), n, fill,
+                                     fixed_cost(statistics.median(tl), statistics.median(tq)),
+                                     over=us > FLOOR_TARGET * fus)
             cell = {"dataset": ds, "learner": name, "rows": n, "params": params,
-                    "width": width, "floor": "rff D=4B" if kind == "rff" else "row B=200",
+                    "width": width, "floor": FLOOR_NAMES.get(kind, f"row B={BUDGET}"),
                     "us_per_round": us, "examples_per_s": 1e6 / us, "floor_us": fus,
-                    "ratio_floor": us / fus, "n_sv": nsv}
+                    "ratio_floor": us / fus, "n_sv": nsv, "too_short": short}
             if tp and not math.isnan(statistics.median(tp)):
                 cell["projection_us"] = 1e6 * statistics.median(tp) / n - fus
                 cell["projection_rounds"] = bench_learners.projection_rounds(name, params, Xp,
@@ -219,7 +252,10 @@ def speed(a: Any, tuned: dict[str, Any], names: list[str], pre_src: Path | None)
             cells.append(cell)
             jobs.append((name, learner_seed(0, 0, name), params))
             log(f"  {ds} {name}: {1e6 / us:,.0f} ex/s, {us:.1f} us/round, floor {fus:.1f}, "
-                f"ratio {us / fus:.2f} ({width})")
+                f"ratio {us / fus:.2f} ({width})" + (f"; TOO SHORT to judge: {short}"
+                                                     if short else ""))
+        for c in cells[first:]:
+            c["load"] = [load0, os.getloadavg()[0]]
         if pre_src is not None:
             log(f"  {ds}: pre-issue {a.pre_issue} ...")
             pre = run_pre_issue(pre_src, Xp, yp, jobs)
@@ -310,6 +346,7 @@ def kol_nogd(a: Any, tuned: dict[str, Any]) -> list[dict[str, Any]]:
                 "floor_examples_per_s": n / statistics.median(floor), "mistake_rate": err,
                 "kol_mistake_rate": kol_err, "load": [load0[0], os.getloadavg()[0]]}
         cell["ratio"] = cell["examples_per_s"] / cell["kol_examples_per_s"]
+        cell["not_comparable"] = peer_not_comparable(err, kol_err)
         # best runs: on a loaded machine the least disturbed pass of each
         cell["best_ratio"] = min(kol) / min(ours)
         cells.append(cell)
@@ -318,29 +355,49 @@ def kol_nogd(a: Any, tuned: dict[str, Any]) -> list[dict[str, Any]]:
     return cells
 
 
+def _e2e_run(cmd: list[str], tmp: str) -> tuple[dict[str, Any], float]:
+    """One wrapped CLI run: the wrapper's report (rc, wall, maxrss_kb) and the learning
+    seconds of its summary.json."""
+    res = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True,
+                         text=True, check=False, cwd=_common.REPO)
+    w = json.loads(res.stdout.strip().splitlines()[-1])
+    summ_path = Path(tmp) / "summary.json"
+    secs = math.nan
+    if summ_path.exists():
+        secs = _learning_seconds(json.loads(summ_path.read_text()))
+    return w, secs
+
+
 def end_to_end(a: Any) -> list[dict[str, Any]]:
+    """Section 3: ``--e2e-repeats`` runs per file, alternating the runners; medians, and the
+    load average before and after each file's runs."""
     out = []
     for ds, (fname, extra) in E2E_FILES.items():
-        for runner in ("loop", "direct"):
-            with tempfile.TemporaryDirectory() as tmp:
-                cmd = [sys.executable, "-m", "kernelstream.pipelines.cli", "replay",
-                       str(Path(a.data_dir) / fname), "-l", "bpa-s", "-p", f"budget={BUDGET}",
-                       *extra, "--runner", runner, "--out", tmp, "-q"]
-                res = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd],
-                                     capture_output=True, text=True, check=False,
-                                     cwd=_common.REPO)
-                w = json.loads(res.stdout.strip().splitlines()[-1])
-                summ_path = Path(tmp) / "summary.json"
-                secs = math.nan
-                if summ_path.exists():
-                    secs = _learning_seconds(json.loads(summ_path.read_text()))
-            cell = {"dataset": ds, "file": fname, "runner": runner, "rc": w["rc"],
-                    "wall_s": w["wall"], "peak_rss_mb": w["maxrss_kb"] / 1024,
-                    "learning_s": secs, "fixed_s": w["wall"] - secs,
+        load0 = os.getloadavg()[0]
+        runs: dict[str, list[tuple[dict[str, Any], float]]] = {"loop": [], "direct": []}
+        cmds: dict[str, list[str]] = {}
+        for _ in range(max(1, a.e2e_repeats)):
+            for runner in runs:
+                with tempfile.TemporaryDirectory() as tmp:
+                    cmd = [sys.executable, "-m", "kernelstream.pipelines.cli", "replay",
+                           str(Path(a.data_dir) / fname), "-l", "bpa-s", "-p",
+                           f"budget={BUDGET}", *extra, "--runner", runner, "--out", tmp, "-q"]
+                    runs[runner].append(_e2e_run(cmd, tmp))
+                    cmds[runner] = cmd
+        load1 = os.getloadavg()[0]
+        for runner, rr in runs.items():
+            walls = [w["wall"] for w, _ in rr]
+            secs = statistics.median(s for _, s in rr)
+            wall = statistics.median(walls)
+            cmd = cmds[runner]
+            cell = {"dataset": ds, "file": fname, "runner": runner,
+                    "rc": max(w["rc"] for w, _ in rr), "wall_s": wall, "walls": walls,
+                    "peak_rss_mb": max(w["maxrss_kb"] for w, _ in rr) / 1024,
+                    "learning_s": secs, "fixed_s": wall - secs, "load": [load0, load1],
                     "command": " ".join(["python", *cmd[1:4], fname, *cmd[5:-3], "-q"])}
             out.append(cell)
-            log(f"e2e {ds} {runner}: wall {w['wall']:.2f}s, peak {cell['peak_rss_mb']:.0f} MB, "
-                f"learning {secs:.2f}s (rc {w['rc']})")
+            log(f"e2e {ds} {runner}: wall {wall:.2f}s (runs {', '.join(f'{x:.2f}' for x in walls)})"
+                f", peak {cell['peak_rss_mb']:.0f} MB, learning {secs:.2f}s (rc {cell['rc']})")
     return out
 
 
@@ -370,45 +427,68 @@ def render(js: dict[str, Any]) -> list[str]:
     L = ["# Our budgeted learners beside KOL (issue 14)", "",
          _common.generated_line("peers.py", js["generated"],
                                 f"{js['git']}; {js['machine']}"), ""]
+    if "command" in js:
+        L += [_common.provenance_line(js), ""]
     L += [f"## 1. Speed at B = {BUDGET}, one pass (permutation 0), in memory", "",
           f"Rows: the first {js['rows']} of each permutation (or the whole set). Floor: "
           "`benchmarks/learners.py`'s kernel-row floor, one Gaussian row and score against "
           f"{BUDGET} stored points per round, by the learners' own row "
           f"({js.get('kernels', 'numpy')}: compiled row in a compiled loop, no Python per "
-          "round; FOGD: its random-feature map at D = 4B), timed "
+          "round; FOGD: its random-feature map at D = 4B; RFF-RLS: that map at D = B plus "
+          "its update by BLAS, `dspmv` + `dspr` on its packed P), timed "
           f"alternately with the learner, medians of {js['repeats']}. Width: **tuned** = "
           "`kernelstream/experiments/tuned/tuned_params.json` (P3, kernel alignment; its other "
           "tuned parameters too), else γ = 1/mean‖x‖² of the rows used. "
           f"Excluded (budgeted kernel-selection / multi-kernel, no single row): "
           f"{', '.join(js['excluded'])}.", ""]
     pre = js.get("pre_issue")
+    loads = {c["dataset"]: c["load"] for c in js["speed"] if "load" in c}
+    if loads:
+        L += ["Load (1-minute load average before → after each data set's timings, 2 cores; "
+              "above ~1 the learner and its floor share a core with others, and the medians "
+              "of alternating runs are what is left of the comparison): "
+              + "; ".join(f"{d} {v[0]:.1f} → {v[1]:.1f}" for d, v in loads.items()) + ".", ""]
     L += ["| data | learner | width | examples/s | µs/round | floor µs | ratio to floor | "
           f"≤ {FLOOR_TARGET}× | pre-issue ex/s | speedup | ≥ {SPEEDUP_TARGET:g}× |",
           "|---|---|---|---:|---:|---:|---:|---|---:|---:|---|"]
     for c in js["speed"]:
         ok = c["ratio_floor"] <= FLOOR_TARGET
+        mark = (f"{TOO_SHORT} ({c['too_short']})" if c.get("too_short")
+                else _common.pass_mark(ok))
         if "speedup" in c:
             pre_s, sp = f"{c['pre_examples_per_s']:,.0f}", f"{c['speedup']:.2f}"
-            v = (_common.pass_mark(c["speedup"] >= SPEEDUP_TARGET)
+            v = (TOO_SHORT if c.get("too_short") else
+                 _common.pass_mark(c["speedup"] >= SPEEDUP_TARGET)
                  if c["dataset"] in SPEEDUP_SETS else "(not a target set)")
         else:
             pre_s, sp = ("error" if "pre_error" in c else "–"), "–"
-            v = "needs the pre-issue figure"
+            v = ("not in that commit" if "unknown learner" in str(c.get("pre_error", "")).lower()
+                 else "needs the pre-issue figure")
         L.append(f"| {c['dataset']} | {c['learner']} | {c['width']} | "
                  f"{c['examples_per_s']:,.0f} | {c['us_per_round']:.1f} | {c['floor_us']:.1f} | "
-                 f"{c['ratio_floor']:.2f} | {_common.pass_mark(ok)} | {pre_s} | {sp} | {v} |")
+                 f"{c['ratio_floor']:.2f} | {mark} | {pre_s} | {sp} | {v} |")
     L.append("")
-    judged = js["speed"]
+    short = [f"{c['dataset']}/{c['learner']}" for c in js["speed"] if c.get("too_short")]
+    if short:
+        L += [f"**WARNING**: {len(short)} timing(s) too short to judge, no verdict: "
+              f"{', '.join(short)} (a pass must last ≥ {1e3 * MIN_PASS_SECONDS:.0f} ms; a "
+              f"PASS needs the budget full within the first {100 * MAX_FILL_FRACTION:.0f} % "
+              "of the rows, a FAIL a pass not mostly one-off cost; more `--rows`).", ""]
+    judged = [c for c in js["speed"] if not c.get("too_short")]
     bad = [f"{c['dataset']}/{c['learner']}" for c in judged if c["ratio_floor"] > FLOOR_TARGET]
     L.append(f"Floor criterion (≤ {FLOOR_TARGET}×): {len(judged) - len(bad)}/{len(judged)} "
              "pass" + (f"; over: {', '.join(bad)}" if bad else "") + ".")
+    if not judged:
+        L[-1] = "Floor criterion: no verdict (no timing long enough to judge)."
     if pre:
-        sp = [c for c in judged if c["dataset"] in SPEEDUP_SETS and "speedup" in c]
-        slow = [f"{c['dataset']}/{c['learner']} ({c['speedup']:.2f})" for c in sp
+        with_sp = [c for c in judged if c["dataset"] in SPEEDUP_SETS and "speedup" in c]
+        slow = [f"{c['dataset']}/{c['learner']} ({c['speedup']:.2f})" for c in with_sp
                 if c["speedup"] < SPEEDUP_TARGET]
         L.append(f"Speed-up criterion (≥ {SPEEDUP_TARGET:g}× commit {pre} on "
-                 f"{', '.join(SPEEDUP_SETS)}): {len(sp) - len(slow)}/{len(sp)} pass"
+                 f"{', '.join(SPEEDUP_SETS)}): {len(with_sp) - len(slow)}/{len(with_sp)} pass"
                  + (f"; under: {', '.join(slow)}" if slow else "") + ".")
+        if not with_sp:
+            L[-1] = "Speed-up criterion: no verdict (no timing long enough to judge)."
     else:
         L.append("Speed-up criterion: needs the pre-issue figure (run without "
                  "`--pre-issue ''`).")
@@ -445,13 +525,20 @@ def render(js: dict[str, Any]) -> list[str]:
           "2.1 s / 202 MB (direct) and 1.8 s / 199 MB (loop).", "",
           "## 3. End to end: `kernelstream replay FILE -l bpa-s -p budget=200`", "",
           "Wall time and peak RSS of the CLI process (`RUSAGE_CHILDREN` of a wrapper), "
-          "learning seconds from its summary.json (`seconds`); fixed = wall − learning.", "",
-          "| data (file) | runner | wall s | learning s | fixed s | peak RSS MB |",
-          "|---|---|---:|---:|---:|---:|"]
+          "learning seconds from its summary.json (`seconds`); fixed = wall − learning; "
+          f"medians of {js.get('e2e_repeats', 1)} runs per runner, alternating (the walls of "
+          "every run beside). Load: the 1-minute load average before and after each file's "
+          "runs (2 cores): a fixed cost measured on a loaded machine is mostly the wait "
+          "for a core.", "",
+          "| data (file) | runner | wall s | runs s | learning s | fixed s | peak RSS MB | "
+          "load |", "|---|---|---:|---|---:|---:|---:|---|"]
     for c in js["end_to_end"]:
         rc = "" if c["rc"] == 0 else f" (exit {c['rc']})"
+        runs = ", ".join(f"{x:.2f}" for x in c.get("walls", [c["wall_s"]]))
+        load = f"{c['load'][0]:.1f} → {c['load'][1]:.1f}" if "load" in c else "not recorded"
         L.append(f"| {c['dataset']} ({c['file']}) | {c['runner']}{rc} | {c['wall_s']:.2f} | "
-                 f"{c['learning_s']:.2f} | {c['fixed_s']:.2f} | {c['peak_rss_mb']:.0f} |")
+                 f"{runs} | {c['learning_s']:.2f} | {c['fixed_s']:.2f} | "
+                 f"{c['peak_rss_mb']:.0f} | {load} |")
     L += ["", f"Command: `{js['end_to_end'][0]['command']}` (and `--runner direct`)."
           if js["end_to_end"] else ""]
     if js.get("kol_nogd"):
@@ -476,16 +563,26 @@ def render_kol(js: dict[str, Any]) -> list[str]:
          "| data | parameters | our ex/s | KOL ex/s | ratio | "
          f"≥ {KOL_TARGET:g}× | best-run ratio | map floor ex/s | time / floor | our mistakes | "
          "KOL mistakes | load |", "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    broken = []
     for c in js["kol_nogd"]:
+        why = c.get("not_comparable", peer_not_comparable(c["mistake_rate"],
+                                                          c["kol_mistake_rate"]))
+        mark = ("**not comparable**" if why
+                else _common.pass_mark(c["ratio"] >= KOL_TARGET))
+        if why:
+            broken.append(f"{c['dataset']}: KOL {why}")
         p = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                       for k, v in sorted(c["params"].items()))
         L.append(f"| {c['dataset']} | {p} | {c['examples_per_s']:,.0f} | "
                  f"{c['kol_examples_per_s']:,.0f} | {c['ratio']:.2f} | "
-                 f"{_common.pass_mark(c['ratio'] >= KOL_TARGET)} | {c['best_ratio']:.2f} | "
+                 f"{mark} | {c['best_ratio']:.2f} | "
                  f"{c['floor_examples_per_s']:,.0f} | "
                  f"{c['floor_examples_per_s'] / c['examples_per_s']:.2f} | "
                  f"{100 * c['mistake_rate']:.3f}% | {100 * c['kol_mistake_rate']:.3f}% | "
                  f"{c['load'][0]:.1f} → {c['load'][1]:.1f} |")
+    if broken:
+        L += ["", "**Not comparable** (no verdict): a speed comparison against a run that did "
+              "not learn is not a comparison; " + "; ".join(broken) + "."]
     return L
 
 
@@ -502,10 +599,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="commit whose kernelstream/ to time too (default %(default)s; '' "
                          "skips it)")
     ap.add_argument("--no-e2e", action="store_true", help="skip the end-to-end runs")
+    ap.add_argument("--e2e-repeats", type=int, default=3,
+                    help="end-to-end runs per file and runner, alternating; medians "
+                         "(default %(default)s)")
     ap.add_argument("--kol", default="", help="a KOL binary: time NOGD beside its KERNEL-NOGD "
                     "(section 4; skipped without it)")
     a = ap.parse_args(argv)
     a.datasets = _common.parse_list(ap, a.datasets, SETS, "dataset")
+    prov = _common.provenance("peers.py", sys.argv[1:] if argv is None else argv)
     tuned = _common.read_json(TUNED)
     names, excluded = selected_learners()
     log(f"learners: {', '.join(names)}; excluded: {', '.join(excluded)}")
@@ -524,9 +625,11 @@ def main(argv: list[str] | None = None) -> int:
           "machine": _common.machine_info(), "rows": a.rows, "repeats": a.repeats,
           "kernels": compiled.STATUS,
           "budget": BUDGET, "learners": names, "excluded": excluded,
+          "e2e_repeats": a.e2e_repeats,
           "pre_issue": a.pre_issue or None, "speed": cells, "end_to_end": e2e,
           "kol_reference": {"learners": KOL_LEARNERS, "ratios": KOL_RATIOS}, "kol_nogd": kol,
-          "seconds": time.perf_counter() - t0}
+          "seconds": time.perf_counter() - t0,
+          **prov, "load_end": _common.load_average()}
     _common.write_report(a.out_dir, STEM, render(js), js)
     log(f"wrote {a.out_dir}/{STEM}.md/.json in {js['seconds']:.0f}s")
     return 0

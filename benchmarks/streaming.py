@@ -19,11 +19,18 @@ in [-1, 1] with ~10 % positives, see :func:`ijcnn1_like`). Per data set, phases:
 2. **replay**: the same rows as a LIBSVM file through ``kernelstream replay FILE -l bogd
    -p budget=200 --runner direct`` (a subprocess, as a user runs it; it learns them in its
    permutation 0), alternating ``--replay-runs`` times with a run on its first ``--replay-small``
-   rows. Rate = (N - small) / (median wall(N) - median wall(small)): end-to-end wall clock
-   with the fixed costs (interpreter, imports, pipeline start) cancelled out, as they are
-   for the stream's drain rate. ``examples_per_second`` of summary.json is learner time only,
-   so it is reported but not used. Ratio = drain rate / replay rate, per shape (target >= 0.5
-   each).
+   rows. Rate = (N - small) / the median over runs of (wall(N) - wall(small)), each run's
+   two walls back to back: end-to-end wall clock with the fixed costs (interpreter, imports,
+   pipeline start) cancelled out, as they are for the stream's drain rate, and the drift of a
+   shared machine between runs too. The rate's interval comes from the min-max of the paired
+   differences (it holds their median with probability 1 - 2 * 0.5^runs: 98 % at 7 runs); a
+   difference <= 0 leaves it unbounded above. ``examples_per_second`` of summary.json is
+   learner time only, so it is reported but not used. Ratio = drain rate / replay rate, per
+   shape (target >= 0.5 each), with the interval of the min-max drain rate over the min-max
+   replay rate: PASS only when all of it is >= 0.5, FAIL when all of it is below,
+   *inconclusive* otherwise (never a verdict on noise); a drain window shorter than 3 status
+   ticks (0.3 s) or with under 3 status counts is *too short to measure* (a larger
+   ``--backlog``).
 3. **live**: a fresh topic and a fresh ``kernelstream stream``; once a probe event has its
    prediction (start-up done), a producer process writes feature records at a steady rate
    (label ``?``, record timestamp = send time) and, after a seeded random delay (exponential,
@@ -86,6 +93,14 @@ from _common import (
     read_lines,
     script_parser,
     write_report,
+)
+from _verdicts import (
+    MIN_DRAIN_TICKS,
+    STATUS_TICK_S,
+    drain_replay_ratio,
+    drain_too_short,
+    paired_rate,
+    spread,
 )
 
 from kernelstream.kafka_client import local_broker
@@ -475,7 +490,9 @@ def backlog_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int,
             for k in range(a.backlog_runs)]
     rates = [r["drain_rate"] for r in runs]
     mid = sorted(runs, key=lambda r: r["drain_rate"])[(len(runs) - 1) // 2]
-    return {**mid, "drain_rates": rates}
+    short = [f"run {k}: {r['too_short']}" for k, r in enumerate(runs) if r.get("too_short")]
+    return {**mid, "drain_rates": rates, "drain_spread": spread(rates),
+            "too_short": "; ".join(short) or None}
 
 
 def backlog_run(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int, tmp: Path,
@@ -525,17 +542,20 @@ def backlog_run(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int, tmp: Path
     # from the first count past 10 % to the end: start-up and the first snapshot excluded
     t10, r10 = next((t, r) for t, r in seen if r >= n // 10)
     t_end = seen[-1][0]
-    rate = (n - r10) / per_event / max(t_end - t10, 1e-9)
+    window, samples = t_end - t10, sum(1 for _, r_ in seen if r_ >= r10)
+    rate = (n - r10) / per_event / max(window, 1e-9)
     r = {"shape": shape, "events": events, "records": n, "arrived": got, "duplicates": 0,
-         "drain_rate": rate,
+         "drain_rate": rate, "window_s": window, "window_samples": samples,
+         "too_short": drain_too_short(window, samples),
          "first_prediction_s": next(t for t, r_ in seen if r_ > 0) - job.t_start,
          "start_to_last_s": t_end - job.t_start,
          "stream_cpu_s": cpu, "stream_cpu_per_event_us": 1e6 * cpu * per_event / max(1, got),
          "load": load, "load1": load0, "exit_code": rc,
          "summary_rate": summary_rate(out)}
     print(f"{tr.name} backlog ({shape}) run {k}: {got:,}/{n:,} records learnt, drain rate "
-          f"{rate:,.0f} events/s "
-          f"(first output {r['first_prediction_s']:.1f} s after start; stream CPU "
+          f"{rate:,.0f} events/s over {window:.2f} s ({samples} status counts"
+          f"{'; TOO SHORT to measure' if r['too_short'] else ''}; first output "
+          f"{r['first_prediction_s']:.1f} s after start; stream CPU "
           f"{r['stream_cpu_per_event_us']:.0f} µs/event; machine busy "
           f"{100 * load['busy']:.0f} %, others {100 * load['others']:.0f} %; exit {rc})",
           file=sys.stderr, flush=True)
@@ -574,11 +594,13 @@ def replay_phase(a: Any, tr: Traffic, n: int, tmp: Path) -> dict[str, Any]:
     med = {m: statistics.median(v) for m, v in walls.items()}
     # each run's N and small replays ran back to back: their difference cancels what drifts
     # between runs (another tenant's load), which the difference of two medians keeps
-    diff = statistics.median(b - s for b, s in zip(walls[n], walls[small], strict=True))
-    rate = (n - small) / diff if diff > 0 else math.nan
+    pr = paired_rate(n - small, walls[n], walls[small])
+    print(f"{tr.name} replay: wall(N) - wall(small) median {pr['median_diff']:.3f} s, "
+          f"min {pr['min_diff']:.3f}, max {pr['max_diff']:.3f}: rate {pr['rate']:,.0f} "
+          f"[{pr['rate_lo']:,.0f}, {pr['rate_hi']:,.0f}] ex/s", file=sys.stderr, flush=True)
     return {"rows": n, "small": small, "walls": {str(k): v for k, v in walls.items()},
-            "median_wall": med[n], "median_wall_small": med[small], "median_diff": diff,
-            "rate": rate,
+            "median_wall": med[n], "median_wall_small": med[small], **pr,
+            "wall_range": {str(m): max(v) - min(v) for m, v in walls.items()},
             "rate_with_fixed_costs": n / med[n],
             "learner_eps": statistics.median(eps) if eps else None}
 
@@ -712,6 +734,7 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
          f"* Machine: {res['machine']}; load average (1/5/15 min) {res['load_start']} at the "
          f"start, {res['load_end']} at the end (a shared machine: the other tenants' load is "
          "in the 'machine busy' figures below).",
+         f"* Command: `{res.get('command', '?')}`; code: git {res.get('git_head', '?')}.",
          f"* Command under test: `kernelstream stream kafka://…/TOPIC {' '.join(LEARNER_ARGS)} "
          "--n-features D --runner direct --out … --checkpoint … [--kafka-out kafka://…/PREFIX "
          "--kafka-outputs predictions, live phases] "
@@ -794,14 +817,20 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
           "each followed by a run on the first `small` rows; rate = (N − small) / the median "
           "over runs of wall(N) − wall(small), so interpreter start, imports and pipeline "
           "start cancel out as they do for the drain rate, and so does a shared machine's "
-          "drift between runs (a run's wall time moved by ±0.4 s here, as much as the "
-          "difference measured). (summary.json's `examples_per_second` is learner time only; "
-          "shown in brackets, not used.)",
+          "drift between runs. " + replay_noise(res) + " (summary.json's "
+          "`examples_per_second` is learner time only; shown in brackets, not used.)",
           f"* *ratio* = drain rate / replay rate, in the same run (target ≥ {RATIO_TARGET}, "
-          "each shape).",
-          "", "| data | shape | backlog events | drain rate (events/s) | stream CPU (µs/event) "
-          "| largest bounded live rate | replay (ex/s) | replay wall N / small (s) | ratio | "
-          "verdict |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+          "each shape), with its interval [min drain rate / replay rate's upper end, max "
+          "drain rate / its lower end]: PASS only when the whole interval is ≥ the target, "
+          "FAIL when all of it is below, *inconclusive* when it straddles the target (the "
+          "noise is as large as what is measured: more `--replay-runs`, a larger "
+          "`--backlog` or a quieter machine); *too short* when a drain window was under "
+          f"{MIN_DRAIN_TICKS} status ticks ({MIN_DRAIN_TICKS * STATUS_TICK_S:g} s) or "
+          f"{MIN_DRAIN_TICKS} status counts.",
+          "", "| data | shape | backlog events | drain rate (events/s; min–max) | stream CPU "
+          "(µs/event) | largest bounded live rate | replay (ex/s; interval) | replay wall N / "
+          "small (s) | ratio [interval] | verdict |",
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, d in res["datasets"].items():
         r, lv = d.get("replay"), d.get("live")
         bounded = [s["rate"] for s in (lv or {}).get("steps", []) if s["bounded"]]
@@ -810,22 +839,29 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
             b = d.get(key)
             if not b and not (shape == "labelled" and (r or lv)):
                 continue
-            ratio = b["drain_rate"] / r["rate"] if b and r and r["rate"] == r["rate"] else None
-            if ratio is not None:
-                d["ratios"][shape] = ratio
+            rv = (drain_replay_ratio(b.get("drain_rates", [b["drain_rate"]]),
+                                     b.get("too_short"), r, RATIO_TARGET)
+                  if b and r and "rate_lo" in r else None)
+            if rv is not None:
+                d["ratios"][shape] = rv
+            lo_hi = (f" ({b['drain_spread'][0]:,.0f}–{b['drain_spread'][2]:,.0f})"
+                     if b and "drain_spread" in b else "")
             L.append(
-                f"| {name} | {shape} | {b['events']:,} | {b['drain_rate']:,.0f} | "
+                f"| {name} | {shape} | {b['events']:,} | {b['drain_rate']:,.0f}{lo_hi} | "
                 f"{b['stream_cpu_per_event_us']:.0f} | " if b
                 else f"| {name} | {shape} | – | – | – | ")
             L[-1] += (f"{max(bounded):,} | " if bounded else ("none | " if lv else "– | "))
             if r:
                 le = f" [{r['learner_eps']:,.0f}]" if r.get("learner_eps") else ""
-                L[-1] += (f"{r['rate']:,.0f}{le} | {r['median_wall']:.2f} / "
+                iv = (f" ({fmt_rate(r['rate_lo'])}–{fmt_rate(r['rate_hi'])})"
+                      if "rate_lo" in r else "")
+                L[-1] += (f"{fmt_rate(r['rate'])}{iv}{le} | {r['median_wall']:.2f} / "
                           f"{r['median_wall_small']:.2f} | ")
             else:
                 L[-1] += "– | – | "
-            L[-1] += (f"{ratio:.3f} | {pass_mark(ratio >= RATIO_TARGET)} (≥ {RATIO_TARGET}) |"
-                      if ratio is not None else "– | – |")
+            L[-1] += (f"{rv['ratio']:.3f} [{rv['lo']:.2f}, {fmt_rate(rv['hi'], '.2f')}] | "
+                      f"{ratio_mark(rv['verdict'])} (≥ {RATIO_TARGET}) |"
+                      if rv is not None else "– | – |")
     L.append("")
     for name, d in res["datasets"].items():
         for shape, key in BACKLOG_KEY.items():
@@ -833,8 +869,12 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
             if b:
                 runs = ", ".join(f"{x:,.0f}" for x in b.get("drain_rates", [b["drain_rate"]]))
                 n_rec = b.get("records", b["events"])
-                L.append(f"* {name} backlog ({shape}): drain rates {runs} events/s; the median "
-                         f"run: first records learnt "
+                short = (f" **too short to measure** ({b['too_short']});"
+                         if b.get("too_short") else "")
+                win = (f" over {b['window_s']:.2f} s ({b['window_samples']} status counts)"
+                       if "window_s" in b else "")
+                L.append(f"* {name} backlog ({shape}): drain rates {runs} events/s;{short} the "
+                         f"median run{win}: first records learnt "
                          f"{b['first_prediction_s']:.1f} s after the stream started, last "
                          f"{b['start_to_last_s']:.1f} s; {b['arrived']:,} of {n_rec:,} "
                          f"records learnt; machine busy {100 * b['load']['busy']:.0f} % "
@@ -854,9 +894,37 @@ def passed(res: dict[str, Any]) -> bool:
         for st in (d.get("live") or {}).get("steps", []):
             if st["rate"] == REQUIRED_RATES[0]:
                 ok = ok and st["p99"] <= LATENCY_TARGET_MS and st["arrived"] == st["sent"]
-        for ratio in (d.get("ratios") or {}).values():
-            ok = ok and ratio >= RATIO_TARGET
+        for rv in (d.get("ratios") or {}).values():
+            ok = ok and rv["verdict"] == "PASS"  # inconclusive or too short: not a pass
     return ok
+
+
+def fmt_rate(x: float, spec: str = ",.0f") -> str:
+    return "∞" if x == math.inf else ("–" if x != x else format(x, spec))
+
+
+def ratio_mark(verdict: str) -> str:
+    return pass_mark(True) if verdict == "PASS" else (
+        pass_mark(False) if verdict == "FAIL" else f"**{verdict}**")
+
+
+def replay_noise(res: dict[str, Any]) -> str:
+    """The sentence on the replay's noise, from this run's measurements."""
+    parts = []
+    for name, d in res["datasets"].items():
+        r = d.get("replay")
+        if not r or "min_diff" not in r:
+            continue
+        wr = r.get("wall_range", {})
+        parts.append(
+            f"{name}: wall(N) − wall(small) {r['median_diff']:.2f} s (median; min "
+            f"{r['min_diff']:.2f}, max {r['max_diff']:.2f}, IQR {r['iqr_diff']:.2f}) over "
+            f"{len(r['diffs'])} runs, the walls themselves spanning "
+            + ", ".join(f"{v:.2f} s ({int(k):,} rows)" for k, v in wr.items())
+            + f"; rate interval {fmt_rate(r['rate_lo'])}–{fmt_rate(r['rate_hi'])} ex/s (the "
+            f"min–max of the differences holds their median with probability "
+            f"{100 * r['coverage']:.0f} %)")
+    return ("Measured in this run: " + "; ".join(parts) + "." if parts else "")
 
 
 PHASES = ("floor", "backlog", "replay", "live")
@@ -914,6 +982,8 @@ def main() -> int:
     ctx.set_forkserver_preload(["__main__"])
     started, t_start = now_utc(), time.perf_counter()
     res: dict[str, Any] = {"machine": machine_info(), "load_start": load_avg(), "data": {},
+                           "command": _common.command_line("streaming.py", sys.argv[1:]),
+                           "git_head": _common.git_head(),
                            "datasets": {}, "options": {k: str(v) for k, v in vars(a).items()}}
     traffic = {"a9a": lambda: a9a(a.data_dir), "ijcnn1-like": lambda: ijcnn1_like(seed=a.seed)}
     with local_broker() as b, contextlib.ExitStack() as stack:
@@ -939,10 +1009,12 @@ def main() -> int:
                 for shape in SHAPES:
                     bl = dr.get(BACKLOG_KEY[shape])
                     if bl:
+                        rv = drain_replay_ratio(bl["drain_rates"], bl["too_short"],
+                                                dr["replay"], RATIO_TARGET)
                         print(f"{name}: replay {dr['replay']['rate']:,.0f} ex/s, drain "
                               f"({shape}) {bl['drain_rate']:,.0f} events/s, ratio "
-                              f"{bl['drain_rate'] / dr['replay']['rate']:.2f}",
-                              file=sys.stderr, flush=True)
+                              f"{rv['ratio']:.2f} [{rv['lo']:.2f}, {rv['hi']:.2f}]: "
+                              f"{rv['verdict']}", file=sys.stderr, flush=True)
             if "live" in phases:
                 rates = live_rates(a, (dr.get("backlog") or {}).get("drain_rate"))
                 dr["live"] = live_phase(a, ctx, b, tr, rates, tmp)

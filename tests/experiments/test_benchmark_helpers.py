@@ -9,6 +9,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import _common
+import learners as bench_learners
+import peers
 import skegd_scaling
 
 from kernelstream.experiments import report
@@ -44,3 +46,34 @@ def test_machines_line_names_each_machine_with_its_cells() -> None:
     two = [*one, {"machine": "B", "t": "y"}, {"machine": "B", "t": "z"}]
     assert report.machines_line(two, lambda c: c["t"], "tables") == (
         "A (tables x, y); B (tables y, z)")
+
+
+def test_random_feature_learners_have_a_floor_and_are_judged() -> None:
+    """rff-rls (the default learner on dense rows) is a fixed-memory single-kernel learner:
+    its floor is FOGD's map plus its O(D²) update, not "unbudgeted" with a NaN floor."""
+    params, kind, size = bench_learners.learner_config("rff-rls", 200)
+    assert (kind, size, params["n_components"]) == ("rls", 200, 200)
+    params, kind, size = bench_learners.learner_config("fogd", 200)
+    assert (kind, size) == ("rff", 800)
+    over = bench_learners.learner_config("rff-rls", 200, {"n_components": 50})
+    assert over[2] == 50 and over[0]["n_components"] == 50
+    X, _ = make_stream("classification", 50, 4, seed=0)
+    t = bench_learners.time_floor("rls", np.ascontiguousarray(X), 20, 0.5)
+    assert 0 < t < 5
+    keep, excluded = peers.selected_learners()
+    assert "rff-rls" in keep and "fogd" in keep and "rff-rls" not in excluded
+
+
+def test_param_overrides_parse_numbers() -> None:
+    assert bench_learners.parse_params(["rff-rls:n_components=500", "fogd:gamma=0.5",
+                                        "bpa-s:kernel=gaussian"]) == {
+        "rff-rls": {"n_components": 500}, "fogd": {"gamma": 0.5},
+        "bpa-s": {"kernel": "gaussian"}}
+
+
+def test_results_header_names_command_code_and_load() -> None:
+    prov = _common.provenance("learners.py", ["--rows", "20000", "--pre-issue", ""])
+    assert prov["command"] == "python benchmarks/learners.py --rows 20000 --pre-issue ''"
+    line = _common.provenance_line({**prov, "load_end": "9.00 / 9.00 / 9.00"})
+    assert prov["command"] in line and prov["load_start"] in line and "9.00 / 9.00" in line
+    assert prov["git_head"].split()[0] in line
