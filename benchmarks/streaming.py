@@ -62,7 +62,6 @@ harness). Writes ``benchmarks/results/streaming.md`` / ``.json`` (generated; do 
 from __future__ import annotations
 
 import contextlib
-import heapq
 import json
 import math
 import multiprocessing as mp
@@ -74,7 +73,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,21 +80,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # first: it limits BLAS to one thread per process before numpy loads
 import numpy as np
 from _common import (
-    DATASETS,
     RESULTS,
     create_topics,
-    generated_line,
     machine_info,
     now_utc,
-    pass_mark,
     produce,
-    read_lines,
     script_parser,
     write_report,
 )
+from _machine_load import LoadMeter, load_avg, tree_cpu_seconds
+from _streaming_report import (
+    BACKLOG_KEY,
+    LEARNER_ARGS,
+    RATIO_TARGET,
+    REQUIRED_RATES,
+    SHAPES,
+    passed,
+    render,
+)
+from _traffic import Consumer, Traffic, a9a, ijcnn1_like, run_producer
 from _verdicts import (
-    MIN_DRAIN_TICKS,
-    STATUS_TICK_S,
     drain_replay_ratio,
     drain_too_short,
     paired_rate,
@@ -105,264 +108,7 @@ from _verdicts import (
 
 from kernelstream.kafka_client import local_broker
 
-# The width and scaling are given, so both commands learn the same rows with the same model,
-# and the stream starts at once: with gamma=auto or --scale auto it would first read its
-# topic's head, and a stream started before its producer (the live phase, whose probes come
-# every 0.5 s) waits up to --width-wait for it, which would be measured as start-up time.
-LEARNER_ARGS = ["-l", "bogd", "-p", "budget=200", "-p", "gamma=0.5", "--scale", "none"]
-LATENCY_TARGET_MS = 100.0  # p99 at 1k events/s
-RATIO_TARGET = 0.5  # stream drain rate / file replay rate
-REQUIRED_RATES = (1000, 5000)
 KERNELSTREAM = str(Path(sys.executable).with_name("kernelstream"))
-
-
-# -- traffic -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Traffic:
-    """Rows of a data set as LIBSVM text: ``labels[i]`` (``+1``/``-1``) and ``features[i]``
-    (the line after the label)."""
-
-    name: str
-    n_features: int
-    labels: list[str]
-    features: list[str]
-    note: str
-
-    def line(self, i: int) -> str:
-        return f"{self.labels[i]} {self.features[i]}"
-
-
-def a9a(data_dir: Path) -> Traffic:
-    d = DATASETS["a9a"]
-    labels, feats = [], []
-    for f in d.files:
-        for ln in read_lines(Path(data_dir) / f):
-            lab, _, rest = ln.decode().strip().partition(" ")
-            labels.append("+1" if float(lab) > 0 else "-1")
-            feats.append(rest)
-    return Traffic("a9a", d.n_features, labels, feats, d.note)
-
-
-def ijcnn1_like(n: int = 50_000, seed: int = 0) -> Traffic:
-    """Synthetic stand-in for ijcnn1 (not in the shared data sets): ``n`` dense rows of 22
-    features uniform in [-1, 1]; the label is +1 for the top 10 % of a fixed nonlinear score
-    (a linear part, a product term and a sine, plus noise), so ~10 % positives as in ijcnn1."""
-    d = 22
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1.0, 1.0, size=(n, d))
-    w = rng.normal(size=d)
-    v = rng.normal(size=d)
-    s = X @ w / math.sqrt(d) + X[:, 0] * X[:, 1] + 0.5 * np.sin(3.0 * (X @ v) / math.sqrt(d))
-    s += 0.3 * rng.normal(size=n)
-    y = np.where(s > np.quantile(s, 0.9), "+1", "-1")
-    feats = [" ".join(f"{j + 1}:{x:.4f}" for j, x in enumerate(row)) for row in X]
-    return Traffic("ijcnn1-like", d, y.tolist(), feats,
-                   f"SYNTHETIC stand-in for ijcnn1 (not in the shared data sets): {n:,} dense "
-                   f"rows, 22 features uniform in [-1, 1], {100 * np.mean(y == '+1'):.1f} % "
-                   f"positives (top 10 % of a seeded nonlinear score plus noise), seed {seed}")
-
-
-# -- machine load --------------------------------------------------------------------------------
-def _jiffies() -> tuple[float, float]:
-    """(busy, total) jiffies of the whole machine (all cores), from /proc/stat."""
-    vals = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = vals[3] + (vals[4] if len(vals) > 4 else 0.0)
-    return sum(vals) - idle, sum(vals)
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) of process ``pid`` and its live descendants, including the
-    children they have already reaped."""
-    tick = os.sysconf("SC_CLK_TCK")
-    procs: dict[int, tuple[int, float]] = {}
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            rest = (p / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        procs[int(p.name)] = (int(rest[1]), sum(float(x) for x in rest[11:15]) / tick)
-    total, todo = 0.0, [pid]
-    while todo:
-        q = todo.pop()
-        if q in procs:
-            total += procs[q][1]
-        todo += [c for c, (ppid, _) in procs.items() if ppid == q]
-    return total
-
-
-class LoadMeter:
-    """CPU use over an interval, as shares of the whole machine (1.0 = every core busy):
-    everything (``busy``), this benchmark's process tree (broker, stream, clients: ``own``),
-    and the rest (``others``: the other tenants of a shared machine)."""
-
-    def __init__(self) -> None:
-        self.j0, self.own0 = _jiffies(), tree_cpu_seconds(os.getpid())
-
-    def read(self) -> dict[str, float]:
-        j1, own1 = _jiffies(), tree_cpu_seconds(os.getpid())
-        total = max(1.0, j1[1] - self.j0[1])
-        busy = (j1[0] - self.j0[0]) / total
-        own = (own1 - self.own0) * os.sysconf("SC_CLK_TCK") / total
-        return {"busy": busy, "own": own, "others": max(0.0, busy - own)}
-
-
-def load_avg() -> str:
-    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-# -- producer and consumer processes -------------------------------------------------------------
-def _producer(bootstrap: str, topic: str, labels_topic: str, first: int, rows: list[str],
-              labels: list[str], rate: float, delay_mean_ms: float, seed: int,
-              out: Any) -> None:
-    """Write ``len(rows)`` feature records (keys ``e<first + j>``, label ``?``) at ``rate``
-    per second, and each one's label record after its random delay; report what was done."""
-    from kafka import KafkaProducer
-
-    n = len(rows)
-    rng = np.random.default_rng([seed, first])
-    delays = np.minimum(rng.exponential(delay_mean_ms / 1000.0, n), 5 * delay_mean_ms / 1000.0)
-    prod = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks=1)
-    prod.partitions_for(topic)  # metadata before the clock starts
-    if labels_topic != topic:
-        prod.partitions_for(labels_topic)
-    pending: list[tuple[float, int]] = []
-    i, worst_lag = 0, 0.0
-    t0 = time.time()
-    t_last = t0
-    while i < n or pending:
-        now = time.time()
-        while pending and pending[0][0] <= now:
-            _, j = heapq.heappop(pending)
-            prod.send(labels_topic, key=f"e{first + j}".encode(),
-                      value=f"label:{labels[j]}".encode(), timestamp_ms=int(time.time() * 1e3))
-        due = min(n, int((now - t0) * rate) + 1)
-        if i < due:
-            worst_lag = max(worst_lag, now - (t0 + i / rate))
-        while i < due:
-            ts = time.time()
-            prod.send(topic, key=f"e{first + i}".encode(), value=f"? {rows[i]}".encode(),
-                      timestamp_ms=int(ts * 1e3))
-            heapq.heappush(pending, (ts + float(delays[i]), i))
-            t_last = ts
-            i += 1
-        nxt = min(t0 + i / rate if i < n else math.inf, pending[0][0] if pending else math.inf)
-        time.sleep(max(0.0, min(nxt - time.time(), 0.01)))
-    prod.flush()
-    prod.close()
-    out.put({"t0": t0, "t_last": t_last, "sent": n,
-             "achieved": (n - 1) / (t_last - t0) if n > 1 and t_last > t0 else float(n),
-             "worst_lag_s": worst_lag})
-
-
-def _consumer(bootstrap: str, topic: str, raw: bool, conn: Any) -> None:
-    """Read ``topic`` from its beginning and record, per event, (event time ms, arrival ms):
-    from the prediction rows' JSON (``event_id``, ``event_time_ms``), or with ``raw`` from the
-    record itself (key, timestamp). Answers the harness's questions on ``conn`` between
-    polls: ``("count", (lo, hi))`` -> how many of ``e<lo>..e<hi-1>`` arrived, ``("get",
-    (lo, hi))`` -> their (event ms, arrival ms) in id order, ``("seen",
-    prefix)`` -> whether an id with that prefix arrived, ``("stop", None)`` -> everything."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    cons = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                         fetch_max_wait_ms=10, auto_offset_reset="earliest")
-    parts = None
-    while parts is None:  # the topic may not exist for a moment
-        parts = cons.partitions_for_topic(topic)
-        if parts is None:
-            time.sleep(0.1)
-    tps = [TopicPartition(topic, p) for p in sorted(parts)]
-    cons.assign(tps)
-    cons.seek_to_beginning(*tps)
-    events: dict[int, tuple[int, float]] = {}
-    others: dict[str, tuple[int, float]] = {}
-    duplicates = rows = 0
-    conn.send("ready")
-    while True:
-        while conn.poll():
-            cmd, arg = conn.recv()
-            if cmd == "count":
-                lo, hi = arg
-                conn.send(sum(1 for k in range(lo, hi) if k in events))
-            elif cmd == "get":
-                lo, hi = arg
-                conn.send([events[k] for k in range(lo, hi) if k in events])
-            elif cmd == "seen":
-                conn.send(any(k.startswith(arg) for k in others))
-            else:
-                cons.close()
-                conn.send({"events": events, "others": others, "duplicates": duplicates,
-                           "rows": rows})
-                return
-        batch = cons.poll(timeout_ms=50, max_records=20_000)
-        arrival = time.time() * 1e3
-        for recs in batch.values():
-            for r in recs:
-                rows += 1
-                if raw:
-                    eid, ts = (r.key or b"").decode(), r.timestamp
-                else:
-                    row = json.loads(r.value)
-                    eid, ts = str(row.get("event_id")), row.get("event_time_ms")
-                if ts is None:
-                    continue
-                if eid.startswith("e") and eid[1:].isdigit():
-                    k = int(eid[1:])
-                    if k in events:
-                        duplicates += 1
-                    else:
-                        events[k] = (int(ts), arrival)
-                elif eid not in others:
-                    others[eid] = (int(ts), arrival)
-
-
-class Consumer:
-    """The consumer process and its pipe."""
-
-    def __init__(self, ctx: Any, bootstrap: str, topic: str, raw: bool = False) -> None:
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_consumer, args=(bootstrap, topic, raw, child),
-                                daemon=True)
-        self.proc.start()
-        if not self.conn.poll(60) or self.conn.recv() != "ready":
-            raise RuntimeError(f"the consumer of {topic} did not start")
-
-    def ask(self, cmd: str, arg: Any = None) -> Any:
-        self.conn.send((cmd, arg))
-        return self.conn.recv()
-
-    def wait_count(self, lo: int, hi: int, timeout: float, alive: Any = None) -> int:
-        """Wait until every event ``lo..hi-1`` has arrived or ``timeout``; the count."""
-        deadline = time.monotonic() + timeout
-        while True:
-            got = self.ask("count", (lo, hi))
-            if got >= hi - lo or time.monotonic() > deadline:
-                return got
-            if alive is not None:
-                alive()
-            time.sleep(0.1)
-
-    def stop(self) -> dict[str, Any]:
-        res = self.ask("stop")
-        self.proc.join(10)
-        return res
-
-
-def run_producer(ctx: Any, bootstrap: str, topic: str, labels_topic: str, tr: Traffic,
-                 first: int, rate: float, seconds: float, delay_mean_ms: float,
-                 seed: int) -> dict[str, Any]:
-    """One steady-rate step (in its own process); its report."""
-    n = max(1, int(rate * seconds))
-    idx = [(first + j) % len(tr.labels) for j in range(n)]
-    q = ctx.Queue()
-    p = ctx.Process(target=_producer, args=(
-        bootstrap, topic, labels_topic, first, [tr.features[i] for i in idx],
-        [tr.labels[i] for i in idx], rate, delay_mean_ms, seed, q), daemon=True)
-    p.start()
-    res = q.get(timeout=seconds * 3 + 60)
-    p.join(30)
-    return res
 
 
 # -- the stream under test -----------------------------------------------------------------------
@@ -471,13 +217,6 @@ def status_samples(out: Path) -> dict[str, Any]:
         except (OSError, ValueError):
             return {}
     return {}
-
-
-# the two message shapes of the backlog: each event carries its label ("LABEL FEATURES"), or
-# each event ("? FEATURES") is followed at once by its label record ("label:Y", same key)
-SHAPES = {"labelled": "labelled events (one record per event: label and features)",
-          "pairs": "event + label record (`? FEATURES`, then `label:Y` with the same key: "
-                   "two records per event)"}
 
 
 def backlog_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int,
@@ -700,7 +439,7 @@ def wait_ready(bootstrap: str, topic: str, tr: Traffic, cons: Consumer, job: Str
     return time.time() - job.t_start
 
 
-# -- report --------------------------------------------------------------------------------------
+# -- the live rates ------------------------------------------------------------------------------
 def nice_rate(x: float) -> int:
     """``x`` rounded to two significant digits."""
     e = 10 ** max(0, math.floor(math.log10(max(x, 1.0))) - 1)
@@ -720,215 +459,7 @@ def live_rates(a: Any, drain_rate: float | None) -> list[int]:
     return sorted(set(REQUIRED_RATES) | set(extra))
 
 
-def verdict(st: dict[str, Any]) -> str:
-    if st["rate"] == REQUIRED_RATES[0]:
-        ok = st["p99"] <= LATENCY_TARGET_MS and st["arrived"] == st["sent"]
-        return (f"{pass_mark(ok)} (p99 ≤ {LATENCY_TARGET_MS:.0f} ms); "
-                f"{'bounded' if st['bounded'] else 'unbounded'}")
-    return "bounded" if st["bounded"] else "**unbounded**"
-
-
-def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[str]:
-    L = ["# Streaming: event-to-prediction latency, sustained rate, ratio to the file replay",
-         "", generated_line("streaming.py", started, f"wall time {minutes:.1f} min"), "",
-         f"* Machine: {res['machine']}; load average (1/5/15 min) {res['load_start']} at the "
-         f"start, {res['load_end']} at the end (a shared machine: the other tenants' load is "
-         "in the 'machine busy' figures below).",
-         f"* Command: `{res.get('command', '?')}`; code: git {res.get('git_head', '?')}.",
-         f"* Command under test: `kernelstream stream kafka://…/TOPIC {' '.join(LEARNER_ARGS)} "
-         "--n-features D --runner direct --out … --checkpoint … [--kafka-out kafka://…/PREFIX "
-         "--kafka-outputs predictions, live phases] "
-         f"--max-seconds …{' ' + ' '.join(a.stream_arg) if a.stream_arg else ''}"
-         f"{' -- ' + ' '.join(a.beam_option) if a.beam_option else ''}` (BOGD "
-         "B = 200), a subprocess per phase, stopped with SIGINT.",
-         "* Broker: local tansu (memory storage, 127.0.0.1), one partition per topic. Test "
-         "clients (kafka-python), each in its own process: producer linger 0 ms, acks 1; "
-         "consumer fetch wait ≤ 10 ms, polling every ≤ 50 ms.",
-         "* Data:"]
-    for name, note in res["data"].items():
-        L.append(f"  * {name}: {note}")
-    fl = res.get("floor")
-    if fl:
-        L.append(f"* Floor (producer → broker → consumer on one topic, no stream, "
-                 f"{fl['rate']:,} records/s): p50 {fl['p50']:.1f} ms, p99 {fl['p99']:.1f} ms "
-                 f"({fl['samples']:,} samples). The stream path crosses the broker twice "
-                 "(events in, predictions out).")
-    L.append("")
-    rows = [(name, st) for name, d in res["datasets"].items()
-            for st in (d.get("live") or {}).get("steps", [])]
-    if rows:
-        lt = "its own topic" if a.labels_topic else "the same topic (label-only records)"
-        L += ["## Event-to-prediction latency on live traffic", "",
-              f"Feature records at a steady rate (label `?`; key = event id; record timestamp "
-              f"= send time); each label follows on {lt} after a seeded random delay "
-              f"(exponential, mean {a.label_delay_ms:g} ms, at most 5× that), so the stream "
-              f"reads two records per event and learns as labels arrive. Latency = arrival "
-              f"of the prediction on `PREFIX-predictions` (consumer wall clock) − its "
-              f"`event_time_ms`. {a.step_seconds:g} s per rate; the first {a.warmup:g} s of "
-              f"each rate are dropped (samples = the rest). *Bounded*: every prediction "
-              f"arrived, p99 ≤ {a.bound_ms:g} ms, and the median of the last quarter of the "
-              f"samples is at most 100 ms above the first quarter's (no growing queue).", "",
-              "| data | rate (events/s) | achieved | predictions | samples | p50 (ms) | "
-              "p99 (ms) | max (ms) | stream CPU | machine busy (others) | verdict |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-        for name, st in rows:
-            late = st["arrived"] < st["sent"]
-            ms = {k: "–" if st["samples"] == 0 else f"{st[k]:.{0 if k == 'max' else 1}f}"
-                  + ("*" if late else "") for k in ("p50", "p99", "max")}
-            L.append(f"| {name} | {st['rate']:,} | {st['achieved']:,.0f} | "
-                     f"{st['arrived']:,} / {st['sent']:,} | {st['samples']:,} | {ms['p50']} | "
-                     f"{ms['p99']} | {ms['max']} | {100 * st['stream_cpu_share']:.0f} % | "
-                     f"{100 * st['load']['busy']:.0f} % ({100 * st['load']['others']:.0f} %) | "
-                     f"{verdict(st)} |")
-        L += ["", "* *predictions*: arrived within the drain timeout / events sent; where some "
-              "are missing, the latencies (*) are of those that arrived only, so the true "
-              "ones are higher.",
-              "* *stream CPU*: CPU time of the stream process tree / wall time of the rate "
-              "(100 % = one core); *machine busy*: share of both cores in use, by everything; "
-              "*others*: the part not used by this benchmark's processes (broker, stream, "
-              "clients), i.e. other tenants of the shared machine.", ""]
-        fl = res.get("floor")
-        for name, st in rows:
-            if st["rate"] != REQUIRED_RATES[0] or not st["samples"]:
-                continue
-            line = (f"* {name} at {st['rate']:,} events/s: event → prediction p50 "
-                    f"{st['p50']:.1f} ms, p99 {st['p99']:.1f} ms")
-            if fl and fl["samples"]:
-                line += (f"; the broker hop alone (floor, this run) p50 {fl['p50']:.1f} ms, "
-                         f"p99 {fl['p99']:.1f} ms; two hops in the stream path, so the "
-                         f"stream's own share of the median is about "
-                         f"{st['p50'] - 2 * fl['p50']:.1f} ms")
-            L.append(line + ".")
-        L.append("")
-    L += ["## Largest sustained rate and the file replay", "",
-          "* *drain rate*: a backlog is on the topic before the stream starts, which writes "
-          "Parquet outputs only; records learnt (the stream's status file: each count with the "
-          "time the stream reached it) from the first count past 10 % to the last / the time "
-          f"between them (start-up excluded), in events/s; the median of {a.backlog_runs} "
-          "drains, each on a fresh topic and stream (every run's rate in the notes below). "
-          "Two message shapes, each measured in this run: "
-          + "; ".join(f"*{k}*: {v}" for k, v in SHAPES.items()) + ".",
-          "* *largest bounded live rate*: the highest rate of the table above that stayed "
-          "bounded (live traffic: two records per event).",
-          "* *file replay*: `kernelstream replay FILE "
-          f"{' '.join(LEARNER_ARGS)} --runner direct` on the same rows as a LIBSVM file "
-          "(a subprocess; the replay learns them in its permutation 0, the same work). "
-          f"End-to-end wall clock, {a.replay_runs} runs on N rows "
-          "each followed by a run on the first `small` rows; rate = (N − small) / the median "
-          "over runs of wall(N) − wall(small), so interpreter start, imports and pipeline "
-          "start cancel out as they do for the drain rate, and so does a shared machine's "
-          "drift between runs. " + replay_noise(res) + " (summary.json's "
-          "`examples_per_second` is learner time only; shown in brackets, not used.)",
-          f"* *ratio* = drain rate / replay rate, in the same run (target ≥ {RATIO_TARGET}, "
-          "each shape), with its interval [min drain rate / replay rate's upper end, max "
-          "drain rate / its lower end]: PASS only when the whole interval is ≥ the target, "
-          "FAIL when all of it is below, *inconclusive* when it straddles the target (the "
-          "noise is as large as what is measured: more `--replay-runs`, a larger "
-          "`--backlog` or a quieter machine); *too short* when a drain window was under "
-          f"{MIN_DRAIN_TICKS} status ticks ({MIN_DRAIN_TICKS * STATUS_TICK_S:g} s) or "
-          f"{MIN_DRAIN_TICKS} status counts.",
-          "", "| data | shape | backlog events | drain rate (events/s; min–max) | stream CPU "
-          "(µs/event) | largest bounded live rate | replay (ex/s; interval) | replay wall N / "
-          "small (s) | ratio [interval] | verdict |",
-          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-    for name, d in res["datasets"].items():
-        r, lv = d.get("replay"), d.get("live")
-        bounded = [s["rate"] for s in (lv or {}).get("steps", []) if s["bounded"]]
-        d["ratios"] = {}
-        for shape, key in BACKLOG_KEY.items():
-            b = d.get(key)
-            if not b and not (shape == "labelled" and (r or lv)):
-                continue
-            rv = (drain_replay_ratio(b.get("drain_rates", [b["drain_rate"]]),
-                                     b.get("too_short"), r, RATIO_TARGET)
-                  if b and r and "rate_lo" in r else None)
-            if rv is not None:
-                d["ratios"][shape] = rv
-            lo_hi = (f" ({b['drain_spread'][0]:,.0f}–{b['drain_spread'][2]:,.0f})"
-                     if b and "drain_spread" in b else "")
-            L.append(
-                f"| {name} | {shape} | {b['events']:,} | {b['drain_rate']:,.0f}{lo_hi} | "
-                f"{b['stream_cpu_per_event_us']:.0f} | " if b
-                else f"| {name} | {shape} | – | – | – | ")
-            L[-1] += (f"{max(bounded):,} | " if bounded else ("none | " if lv else "– | "))
-            if r:
-                le = f" [{r['learner_eps']:,.0f}]" if r.get("learner_eps") else ""
-                iv = (f" ({fmt_rate(r['rate_lo'])}–{fmt_rate(r['rate_hi'])})"
-                      if "rate_lo" in r else "")
-                L[-1] += (f"{fmt_rate(r['rate'])}{iv}{le} | {r['median_wall']:.2f} / "
-                          f"{r['median_wall_small']:.2f} | ")
-            else:
-                L[-1] += "– | – | "
-            L[-1] += (f"{rv['ratio']:.3f} [{rv['lo']:.2f}, {fmt_rate(rv['hi'], '.2f')}] | "
-                      f"{ratio_mark(rv['verdict'])} (≥ {RATIO_TARGET}) |"
-                      if rv is not None else "– | – |")
-    L.append("")
-    for name, d in res["datasets"].items():
-        for shape, key in BACKLOG_KEY.items():
-            b = d.get(key)
-            if b:
-                runs = ", ".join(f"{x:,.0f}" for x in b.get("drain_rates", [b["drain_rate"]]))
-                n_rec = b.get("records", b["events"])
-                short = (f" **too short to measure** ({b['too_short']});"
-                         if b.get("too_short") else "")
-                win = (f" over {b['window_s']:.2f} s ({b['window_samples']} status counts)"
-                       if "window_s" in b else "")
-                L.append(f"* {name} backlog ({shape}): drain rates {runs} events/s;{short} the "
-                         f"median run{win}: first records learnt "
-                         f"{b['first_prediction_s']:.1f} s after the stream started, last "
-                         f"{b['start_to_last_s']:.1f} s; {b['arrived']:,} of {n_rec:,} "
-                         f"records learnt; machine busy {100 * b['load']['busy']:.0f} % "
-                         f"(others {100 * b['load']['others']:.0f} %); exit code "
-                         f"{b['exit_code']}.")
-        lv = d.get("live")
-        if lv:
-            L.append(f"* {name} live: first prediction of a probe {lv['ready_s']:.1f} s "
-                     f"after the stream started; {lv['duplicates']} duplicate predictions; "
-                     f"exit code {lv['exit_code']}.")
-    return L
-
-
-def passed(res: dict[str, Any]) -> bool:
-    ok = True
-    for d in res["datasets"].values():
-        for st in (d.get("live") or {}).get("steps", []):
-            if st["rate"] == REQUIRED_RATES[0]:
-                ok = ok and st["p99"] <= LATENCY_TARGET_MS and st["arrived"] == st["sent"]
-        for rv in (d.get("ratios") or {}).values():
-            ok = ok and rv["verdict"] == "PASS"  # inconclusive or too short: not a pass
-    return ok
-
-
-def fmt_rate(x: float, spec: str = ",.0f") -> str:
-    return "∞" if x == math.inf else ("–" if x != x else format(x, spec))
-
-
-def ratio_mark(verdict: str) -> str:
-    return pass_mark(True) if verdict == "PASS" else (
-        pass_mark(False) if verdict == "FAIL" else f"**{verdict}**")
-
-
-def replay_noise(res: dict[str, Any]) -> str:
-    """The sentence on the replay's noise, from this run's measurements."""
-    parts = []
-    for name, d in res["datasets"].items():
-        r = d.get("replay")
-        if not r or "min_diff" not in r:
-            continue
-        wr = r.get("wall_range", {})
-        parts.append(
-            f"{name}: wall(N) − wall(small) {r['median_diff']:.2f} s (median; min "
-            f"{r['min_diff']:.2f}, max {r['max_diff']:.2f}, IQR {r['iqr_diff']:.2f}) over "
-            f"{len(r['diffs'])} runs, the walls themselves spanning "
-            + ", ".join(f"{v:.2f} s ({int(k):,} rows)" for k, v in wr.items())
-            + f"; rate interval {fmt_rate(r['rate_lo'])}–{fmt_rate(r['rate_hi'])} ex/s (the "
-            f"min–max of the differences holds their median with probability "
-            f"{100 * r['coverage']:.0f} %)")
-    return ("Measured in this run: " + "; ".join(parts) + "." if parts else "")
-
-
 PHASES = ("floor", "backlog", "replay", "live")
-BACKLOG_KEY = {"labelled": "backlog", "pairs": "backlog_pairs"}  # results keys by shape
 
 
 def main() -> int:
