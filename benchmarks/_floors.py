@@ -9,6 +9,7 @@ import math
 import time
 from typing import Any
 
+import _common  # noqa: F401  first: it limits BLAS to one thread per process
 import numpy as np
 
 from kernelstream.learners import compiled

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import _common  # noqa: F401  first: it limits BLAS to one thread per process
 import numpy as np
 from _common import DATASETS, read_lines
 
