@@ -29,7 +29,15 @@ class Traffic:
     note: str
 
     def line(self, i: int) -> str:
-        return f"{self.labels[i]} {self.features[i]}"
+        """Row ``i`` as a LIBSVM line; past the last row the rows repeat (a backlog longer
+        than the data set, so that its drain lasts long enough to be timed)."""
+        return f"{self.label(i)} {self.feature(i)}"
+
+    def label(self, i: int) -> str:
+        return self.labels[i % len(self.labels)]
+
+    def feature(self, i: int) -> str:
+        return self.features[i % len(self.features)]
 
 
 def a9a(data_dir: Path) -> Traffic:
