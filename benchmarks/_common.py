@@ -165,18 +165,12 @@ git_provenance = _report.git_provenance
 def git_head() -> str:
     """``git rev-parse HEAD`` of the checkout the script runs from (the full hash), with a note
     when ``kernelstream/`` or ``benchmarks/`` (its results aside) differ from it."""
-    import subprocess
-
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, text=True,
-                              capture_output=True, check=True).stdout.strip()
-        # the code only: a results file the run is writing (benchmarks/results) is no change
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "kernelstream",
-                                "benchmarks", ":(exclude)benchmarks/results"], cwd=REPO,
-                               text=True, capture_output=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+    # the code only: a results file the run is writing (benchmarks/results) is no change
+    got = _report.git_commit(("kernelstream", "benchmarks", ":(exclude)benchmarks/results"),
+                             short=False)
+    if got is None:
         return "unknown (not a git checkout)"
-    return head + (" + uncommitted changes in kernelstream/ or benchmarks/" if dirty else "")
+    return got[0] + (" + uncommitted changes in kernelstream/ or benchmarks/" if got[1] else "")
 
 
 def load_average() -> str:

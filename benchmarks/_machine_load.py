@@ -51,6 +51,3 @@ class LoadMeter:
         own = (own1 - self.own0) * os.sysconf("SC_CLK_TCK") / total
         return {"busy": busy, "own": own, "others": max(0.0, busy - own)}
 
-
-def load_avg() -> str:
-    return " / ".join(f"{x:.2f}" for x in os.getloadavg())

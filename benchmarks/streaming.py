@@ -89,7 +89,7 @@ from _common import (
     script_parser,
     write_report,
 )
-from _machine_load import LoadMeter, load_avg, tree_cpu_seconds
+from _machine_load import LoadMeter, tree_cpu_seconds
 from _streaming_report import (
     BACKLOG_KEY,
     LEARNER_ARGS,
@@ -515,10 +515,10 @@ def main() -> int:
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["__main__"])
     started, t_start = now_utc(), time.perf_counter()
-    res: dict[str, Any] = {"machine": machine_info(), "load_start": load_avg(), "data": {},
-                           "command": _common.command_line("streaming.py", sys.argv[1:]),
-                           "git_head": _common.git_head(),
-                           "datasets": {}, "options": {k: str(v) for k, v in vars(a).items()}}
+    # the command, the code and the load at the start, as every results header has them
+    res: dict[str, Any] = {"machine": machine_info(), "data": {}, "datasets": {},
+                           **_common.provenance("streaming.py", sys.argv[1:]),
+                           "options": {k: str(v) for k, v in vars(a).items()}}
     traffic = {"a9a": lambda: a9a(a.data_dir), "ijcnn1-like": lambda: ijcnn1_like(seed=a.seed)}
     with local_broker() as b, contextlib.ExitStack() as stack:
         if a.keep_temp:
@@ -552,7 +552,7 @@ def main() -> int:
             if "live" in phases:
                 rates = live_rates(a, (dr.get("backlog") or {}).get("drain_rate"))
                 dr["live"] = live_phase(a, ctx, b, tr, rates, tmp)
-    res["load_end"] = load_avg()
+    res["load_end"] = _common.load_average()
     minutes = (time.perf_counter() - t_start) / 60
     L = render(a, res, started, minutes)
     res["passed"] = passed(res)

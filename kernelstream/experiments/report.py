@@ -40,17 +40,27 @@ def now_utc() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def git_commit(paths: tuple[str, ...] = ("kernelstream",),
+               short: bool = True) -> tuple[str, bool] | None:
+    """The checkout's ``HEAD`` and whether ``paths`` (git pathspecs) differ from it
+    (read-only git); None outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", *(["--short"] if short else []), "HEAD"],
+                              cwd=CHECKOUT, text=True, capture_output=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=CHECKOUT,
+                               text=True, capture_output=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head, bool(dirty)
+
+
 def git_provenance() -> str:
     """The checkout's commit and whether the package differs from it (read-only git)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=CHECKOUT, text=True,
-                              capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "kernelstream"],
-                               cwd=CHECKOUT, text=True, capture_output=True,
-                               check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+    got = git_commit()
+    if got is None:
         return "git commit unknown"
-    return f"git {head}" + (" + uncommitted changes in kernelstream/" if dirty else "")
+    return f"git {got[0]}" + (" + uncommitted changes in kernelstream/" if got[1] else "")
 
 
 def runner_line(ctx: Any) -> str:

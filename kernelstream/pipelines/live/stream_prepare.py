@@ -99,7 +99,6 @@ class Prepared:
     store: Any = None  # the checkpoint's SnapshotStore (writer lock held)
     resume_epoch: int | None = None
     init_kind: str | None = None
-    partitions: int = 0
     config: StreamConfig | None = None  # the run's config, its widths resolved
 
     @property
@@ -438,8 +437,8 @@ def prepare(config: StreamConfig) -> Prepared:
         for g in groups:
             for tp, off in zip(g.partitions, g.start, strict=True):
                 start[tp] = int(off)
-        n_partitions = len({p for _, p in start})  # of each topic (co-partitioned)
-        _check_kafka_out(config, n_partitions)
+        # the output topics get as many partitions as each input topic (co-partitioned)
+        _check_kafka_out(config, len({p for _, p in start}))
         init_kind, init_scaling, init_configs, init_dims = _init_kind(config)
         if resume is None and init_kind is not None:
             # the warm-started models learnt rows scaled so (or not at all): nothing is read
@@ -489,7 +488,7 @@ def prepare(config: StreamConfig) -> Prepared:
                                "--checkpoint") from None
         except OSError as exc:
             raise UpfrontError(f"--out {out}: {exc}") from None
-        return Prepared(out, start, store, resume, init_kind, n_partitions, config)
+        return Prepared(out, start, store, resume, init_kind, config)
     except BaseException:
         if store is not None:
             store.close()
