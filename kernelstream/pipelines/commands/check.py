@@ -23,7 +23,7 @@ from kernelstream.pipelines.commands._common import (
     error,
 )
 from kernelstream.pipelines.config import at_least, check_declared, is_topic
-from kernelstream.pipelines.replay.replay_checks import is_embedded
+from kernelstream.pipelines.replay.replay_checks import data_path
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class CheckConfig:
         """``check``'s arguments → its config (``ValueError`` with the one line to print)."""
         src = args.data
         try:
-            src = str(data.embedded_path(src)) if is_embedded(src) else src
+            src = data_path(src)
         except (KeyError, FileNotFoundError):
             pass
         read = ReadOptions(

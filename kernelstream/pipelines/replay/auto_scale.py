@@ -39,13 +39,13 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
-from kernelstream import data, fs
+from kernelstream import fs
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions, column_option
 from kernelstream.data.scaling import target_standardisation
 from kernelstream.pipelines.config import is_topic
-from kernelstream.pipelines.replay.replay_checks import is_embedded
+from kernelstream.pipelines.replay.replay_checks import data_path
 
 AUTO = "auto"
 HEAD_ROWS = 1000  # the replay's up-front check reads as many (``replay_checks._PRECHECK_RECORDS``)
@@ -74,7 +74,7 @@ def head_options(read: ReadOptions) -> ReadOptions | None:
     Python API's (``ReplayConfig``) and ``auto``'s (:func:`_head_options`)."""
     if is_topic(read.path):
         return None
-    path = str(data.embedded_path(read.path)) if is_embedded(read.path) else read.path
+    path = data_path(read.path)
     # a remote file is looked at only when a configuration asks (a launcher may not reach it,
     # and then needs every width given)
     if not fs.is_remote(path) and not fs.exists(path):

@@ -45,7 +45,7 @@ from kernelstream.pipelines.replay.replay_checks import (
     check_dask,
     check_submit_only,
     check_workers,
-    is_embedded,
+    data_path,
 )
 from kernelstream.pipelines.replay.topic_head import TopicHead, topic_head
 
@@ -401,13 +401,13 @@ def decided_positive_label(read: ReadOptions, drawn_from: str | None = None) -> 
     given = read.positive_label
     if read.task != "classification" or is_topic(read.path):
         return given
-    path = str(data.embedded_path(read.path)) if is_embedded(read.path) else read.path
+    path = data_path(read.path)
     # a remote file is left to the run, as file_options leaves it (a launcher may not reach it)
     if fs.is_remote(path) or not fs.exists(path):
         return given  # (a missing file: the run reports it)
     read = replace(read, path=path)
     if drawn_from is not None:  # the drawn rows' own map, the file's when they hold one class
-        source = str(data.embedded_path(drawn_from)) if is_embedded(drawn_from) else drawn_from
+        source = data_path(drawn_from)
         return sample_rows.sampled_positive_label(read, source)
     return label_mix.run_positive_label(read)
 

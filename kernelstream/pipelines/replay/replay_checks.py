@@ -176,6 +176,11 @@ def is_embedded(src: str) -> bool:
     return True
 
 
+def data_path(src: str) -> str:
+    """The file a data argument names: an embedded set's packaged file, else ``src``."""
+    return str(data.embedded_path(src)) if is_embedded(src) else src
+
+
 def available_memory() -> int:
     """Bytes a run may plan for (``learners.registry.memory_limit``: physical memory, or
     ``$KERNELSTREAM_MEMORY_LIMIT``)."""

@@ -21,14 +21,14 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 
-from kernelstream import data, fs
+from kernelstream import fs
 from kernelstream.data import label_mix
 from kernelstream.data.options import ReadOptions, column_option
 from kernelstream.data.rows import TextFormat
 from kernelstream.data.sample import EXTENSIONS, draw_sample
 from kernelstream.errors import ConfigError
 from kernelstream.pipelines.config import PROG, display_name, is_topic
-from kernelstream.pipelines.replay.replay_checks import is_embedded
+from kernelstream.pipelines.replay.replay_checks import data_path
 
 _CACHE = "drawn_sample"  # the attribute of the parsed arguments that holds the draw
 IN_PLACE = "sample_in_place"  # set by a command whose rows are already in OUT/.sample/
@@ -73,7 +73,7 @@ def drawn_sample(args: argparse.Namespace, src: str) -> DrawnSample | None:
     if cached is not None:
         return cached
     check_sample(args, src)
-    source = str(data.embedded_path(src)) if is_embedded(src) else src
+    source = data_path(src)
     fmt = args.format or ReadOptions(path=source).resolved_fmt()
     name = f"{display_name(src)}-{args.sample}-seed{args.seed}.{EXTENSIONS.get(fmt, fmt)}"
     if getattr(args, "shard", None) is not None or getattr(args, IN_PLACE, False):
