@@ -4,7 +4,8 @@ engine reads them and never needs the router's parsers and label maps to do so):
 * :class:`ParsedRecord` — one record after routing: a label record or an event (features
   ``x``, label ``y`` or None), with its topic, partition, offset, timestamp, text and source.
 * :class:`EventBatch` — one model's records of a reader call, field by field (``kind`` of each
-  record: :data:`FEATURES`, :data:`LABELLED` or :data:`LABEL`; features as rows of the
+  record: :data:`FEATURES`, :data:`LABELLED` or :data:`LABEL`, and :data:`TICK` for a clock
+  tick of :mod:`kernelstream.engine.live.clock`, which is no record; features as rows of the
   vectorised parser's matrix or as per-record rows); it reads as a sequence of
   :class:`ParsedRecord` and gives the engine a run of labelled events without making them.
 * :class:`Later`, :func:`text_and_source` — a record's dead-letter text and source, decoded
@@ -26,10 +27,13 @@ from kernelstream.sparse import CSR
 if TYPE_CHECKING:  # the router fills these containers; they only read its routing tables
     from kernelstream.engine.live.routing import StreamRouter
 
-__all__ = ["FEATURES", "LABEL", "LABELLED", "EventBatch", "Later", "ParsedRecord",
+__all__ = ["FEATURES", "LABEL", "LABELLED", "TICK", "EventBatch", "Later", "ParsedRecord",
            "text_and_source", "value_text"]
 
 FEATURES, LABELLED, LABEL = 0, 1, 2  # what a routed record is: EventBatch.kind
+# a clock tick of a quiet entity's models (engine.live.clock): no record, only a timestamp
+# (the stream clock); its other fields are empty (event id "", partition and offset -1)
+TICK = 3
 _UNROUTED = 255  # a record of a call that is a dead letter
 
 
@@ -57,11 +61,12 @@ class EventBatch:
     fields directly (its features as a slice of ``X``).
 
     ``kind[i]``: :data:`FEATURES` (unlabelled event), :data:`LABELLED` (event with its label)
-    or :data:`LABEL` (label record); ``y[i]``: the label (None: unlabelled); features: row
-    ``xrow[i]`` of ``X`` (the vectorised parser's matrix) or, where ``xrow[i]`` is -1,
-    ``xs[i]`` (the line parser's row; none for labels). ``topic``, ``partition``, ``offset``,
-    ``timestamp_ms`` and ``value`` are the records' own (the text of a dead letter is the
-    value, decoded when needed)."""
+    or :data:`LABEL` (label record), or :data:`TICK` (a clock tick at ``timestamp_ms[i]``, no
+    record: only :meth:`StreamEngine.process_many` reads it); ``y[i]``: the label (None:
+    unlabelled); features: row ``xrow[i]`` of ``X`` (the vectorised parser's matrix) or,
+    where ``xrow[i]`` is -1, ``xs[i]`` (the line parser's row; none for labels). ``topic``,
+    ``partition``, ``offset``, ``timestamp_ms`` and ``value`` are the records' own (the text of
+    a dead letter is the value, decoded when needed)."""
 
     def __init__(self, kind: bytearray, event_id: list[str], y: list[float | None],
                  xrow: list[int], xs: dict[int, Any], X: np.ndarray | None,
@@ -209,6 +214,8 @@ class _Columns:
                                partition, offset, ts, value, prefix)
             return dict.fromkeys(router._global_keys, b), dead
         by: dict[str, list[int]] = {}
+        clock = router.clock
+        ticks: list[int] = []  # the tick times; a tick is index -1 - i in an entity's list
         for j in range(n):
             if self.kind[j] != _UNROUTED:
                 e = self.entity[j]
@@ -218,16 +225,24 @@ class _Columns:
                     by[e] = [j]
                 else:
                     ids.append(j)
+                if clock is not None:
+                    for e2, t in clock.record(e, ts[j]):  # right after record j
+                        by.setdefault(e2, []).append(-1 - len(ticks))
+                        ticks.append(t)
         out: dict[str, EventBatch] = {}
         for e, idx in by.items():
-            b = self._take(idx, topic, partition, offset, ts, value, prefix)
+            b = self._take(idx, topic, partition, offset, ts, value, prefix, ticks)
             for pre in router._entity_prefixes:
                 out[pre + e] = b
         return out, dead
 
     def _take(self, idx: list[int], topic: Sequence[str], partition: Sequence[int],
-              offset: Sequence[int], ts: Sequence[int], value: Sequence[bytes], prefix: str
-              ) -> EventBatch:
+              offset: Sequence[int], ts: Sequence[int], value: Sequence[bytes], prefix: str,
+              ticks: list[int] | None = None) -> EventBatch:
+        """The batch of records ``idx``; a negative index ``-1 - i`` is a tick at
+        ``ticks[i]``."""
+        if ticks and min(idx) < 0:
+            return self._take_ticks(idx, topic, partition, offset, ts, value, prefix, ticks)
         xs = self.xs
         return EventBatch(bytearray([self.kind[j] for j in idx]),
                           [self.eid[j] for j in idx], [self.y[j] for j in idx],
@@ -236,3 +251,27 @@ class _Columns:
                           [topic[j] for j in idx], [partition[j] for j in idx],
                           [offset[j] for j in idx], [ts[j] for j in idx],
                           [value[j] for j in idx], prefix)
+
+    def _take_ticks(self, idx: list[int], topic: Sequence[str], partition: Sequence[int],
+                    offset: Sequence[int], ts: Sequence[int], value: Sequence[bytes],
+                    prefix: str, ticks: list[int]) -> EventBatch:
+        """:meth:`_take` of a batch with ticks among its records."""
+        xs = self.xs
+        m = len(idx)
+        kind = bytearray(m)
+        eid: list[str] = [""] * m
+        y: list[float | None] = [None] * m
+        xrow = [-1] * m
+        tp, pa, of = [""] * m, [-1] * m, [-1] * m
+        tss, val = [0] * m, [b""] * m
+        bxs: dict[int, Any] = {}
+        for i, j in enumerate(idx):
+            if j < 0:
+                kind[i], tss[i] = TICK, ticks[-1 - j]
+                continue
+            kind[i], eid[i], y[i], xrow[i] = self.kind[j], self.eid[j], self.y[j], self.xrow[j]
+            tp[i], pa[i], of[i], tss[i], val[i] = (topic[j], partition[j], offset[j], ts[j],
+                                                   value[j])
+            if j in xs:
+                bxs[i] = xs[j]
+        return EventBatch(kind, eid, y, xrow, bxs, self.X, tp, pa, of, tss, val, prefix)

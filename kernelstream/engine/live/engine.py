@@ -93,7 +93,8 @@ from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.live.batch import FEATURES as UNLABELLED_EVENT
 from kernelstream.engine.live.batch import LABEL as LABEL_RECORD
 from kernelstream.engine.live.batch import LABELLED as LABELLED_EVENT
-from kernelstream.engine.live.batch import EventBatch, ParsedRecord, text_and_source
+from kernelstream.engine.live.batch import TICK, EventBatch, ParsedRecord, text_and_source
+from kernelstream.engine.live.clock import QuietClock
 from kernelstream.engine.live.parsing import LiveSpec
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.routing import StreamRouter
@@ -130,7 +131,7 @@ from kernelstream.engine.replay.core import selects_kernels
 from kernelstream.learners.base import Learner
 from kernelstream.sparse import CSR
 
-__all__ = ["LiveOutputs", "StreamEngine", "reference_outputs"]
+__all__ = ["LiveOutputs", "StreamEngine", "quiet_clock", "reference_outputs"]
 
 # reference_outputs routes and processes records in chunks of this many, as a stream's
 # reader hands them over per call (the chunking never changes a model's rows or state).
@@ -188,9 +189,9 @@ class StreamEngine(StreamRuns):
     :meth:`process_many` learns at once are its base's,
     :class:`~kernelstream.engine.live.runs.StreamRuns`."""
 
-    def __init__(self, spec: LiveSpec) -> None:
+    def __init__(self, spec: LiveSpec, clock: QuietClock | None = None) -> None:
         self.spec = spec
-        self.router = StreamRouter(spec)
+        self.router = StreamRouter(spec, clock=clock)
         self.ttl = int(spec.label_ttl_ms)
         self.window = int(spec.metrics_window_ms)
         self.configs = {c.label: c for c in spec.configs}
@@ -257,6 +258,10 @@ class StreamEngine(StreamRuns):
         try:
             i = 0
             while i < n:
+                if kind[i] == TICK:
+                    self._tick(st, int(b.timestamp_ms[i]), out)
+                    i += 1
+                    continue
                 if (kind[i] == UNLABELLED_EVENT and i + 3 < n and kind[i + 1] == LABEL_RECORD
                         and kind[i + 2] == UNLABELLED_EVENT and st.learner is not None
                         and not type(st.learner).draws_in_predict
@@ -289,21 +294,31 @@ class StreamEngine(StreamRuns):
             st.skipped += 1
             return False
         st.applied[tp] = p.offset
-        t = p.timestamp_ms
+        self._advance(st, p.timestamp_ms, out)
+        st.window.records += 1
+        st.records += 1
+        if st.learner is None:
+            st.learner = self.configs[st.config].make(self.spec.seed, 0)
+        return True
+
+    def _advance(self, st: ModelState, t: int, out: LiveOutputs) -> None:
+        """Steps 1-2 at timestamp ``t``: the clock, the metrics window, expiry."""
         clock = st.clock_ms = t if st.clock_ms is None or t > st.clock_ms else st.clock_ms
         w = st.window
         if w.start is None:
             w.start = clock - clock % self.window
         elif clock >= w.start + self.window:
-            if w.records:
+            if w.records or w.unlabeled:  # a window of a tick's expiries only has a row too
                 out.metrics.append(self._metrics_row(st, final=False, closing=True))
             w.reset(clock - clock % self.window)
         self._expire(st, clock, out)
-        w.records += 1
-        st.records += 1
-        if st.learner is None:
-            st.learner = self.configs[st.config].make(self.spec.seed, 0)
-        return True
+
+    def _tick(self, st: ModelState, t: int, out: LiveOutputs) -> None:
+        """A clock tick at ``t`` (the stream clock; :mod:`kernelstream.engine.live.clock`):
+        steps 1-2 with no record, so the events of a quiet model expire and its window
+        closes. A model that never had a record has nothing to move."""
+        if st.clock_ms is not None:
+            self._advance(st, t, out)
 
     def _act(self, st: ModelState, p: ParsedRecord, out: LiveOutputs) -> None:
         """Step 3 of a record that arrived."""
@@ -456,7 +471,7 @@ class StreamEngine(StreamRuns):
         """The open window's metrics so far (end of input), or nothing when it saw no
         record. ``st`` is not changed: the window goes on, and the row's id
         (``{key}/m/{start}/partial/{records}``) differs from the closed window's."""
-        if st.window.start is None or not st.window.records:
+        if st.window.start is None or not (st.window.records or st.window.unlabeled):
             return []
         return [self._metrics_row(st, final=final, closing=False)]
 
@@ -473,10 +488,20 @@ class StreamEngine(StreamRuns):
 # -- the reference loop ------------------------------------------------------------------------
 
 
+def quiet_clock(spec: LiveSpec) -> QuietClock | None:
+    """The clock that ticks the quiet entities of a stream of ``spec`` (None without
+    ``key_by``: a configuration's one model gets every record, and the stream's clock with
+    it); its quiet interval is ``max(label TTL, metrics window)``."""
+    if spec.read.key_by is None:
+        return None
+    return QuietClock(max(int(spec.label_ttl_ms), int(spec.metrics_window_ms)))
+
+
 def reference_outputs(records: Iterable[SourceRecord], spec: LiveSpec,
                       states: Mapping[str, ModelState] | None = None, *,
-                      flush: bool = False,
-                      chunk: int = REFERENCE_CHUNK) -> tuple[LiveOutputs, dict[str, ModelState]]:
+                      flush: bool = False, chunk: int = REFERENCE_CHUNK,
+                      ticks: bool = True, clock: QuietClock | None = None,
+                      ) -> tuple[LiveOutputs, dict[str, ModelState]]:
     """THE loop: route and process ``records`` in the given order, one state per model (the
     given ``states`` are continued, and mutated), ``chunk`` records at a time as a stream's
     reader hands them over (:meth:`StreamEngine.route_many`, then
@@ -484,11 +509,13 @@ def reference_outputs(records: Iterable[SourceRecord], spec: LiveSpec,
     state, only how the lists interleave: per chunk, parse dead letters first, then the
     models in order of first appearance). ``flush``: end with every model's
     :meth:`~StreamEngine.flush_metrics` (the end of an input for good; a drained stream does
-    not flush: its next run continues the window). Returns the rows and the
+    not flush: its next run continues the window). ``ticks``: quiet entities' models get the
+    ticks of a :func:`quiet_clock` (``clock``: continue that one, mutated, as ``states`` are;
+    a stream read by partition, ``--merge partition``, has none). Returns the rows and the
     states by model key."""
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
-    engine = StreamEngine(spec)
+    engine = StreamEngine(spec, clock if clock is not None or not ticks else quiet_clock(spec))
     out = LiveOutputs()
     st_by_key: dict[str, ModelState] = dict(states or {})
     it = iter(records)

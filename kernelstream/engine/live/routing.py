@@ -14,7 +14,9 @@ This module owns the pass over a reader call: which records take the fast paths 
 feature records, plain label records) and which go one by one, the columns each fills, and
 the models each record goes to: with ``key_by="id-prefix"`` one model per entity, otherwise
 one per configuration; model keys are ``StreamKey(config, 0, entity)`` encoded, as the
-replay's permutation 0. What a record's bytes mean (the message formats, label mapping, line
+replay's permutation 0; and, given a :class:`~kernelstream.engine.live.clock.QuietClock`, the
+ticks of entities gone quiet, placed in their batches after the record that made them due.
+What a record's bytes mean (the message formats, label mapping, line
 and block parsers, and the dead letters of parse errors) is its base,
 :class:`~kernelstream.engine.live.parsing.RecordParser`
 (:mod:`kernelstream.engine.live.parsing`, which also holds :class:`LiveSpec`). The record
@@ -39,6 +41,7 @@ from kernelstream.engine.live.batch import (
     ParsedRecord,
     _Columns,
 )
+from kernelstream.engine.live.clock import QuietClock
 from kernelstream.engine.live.parsing import (
     BULK_MIN,
     LABEL_BYTES,
@@ -68,17 +71,23 @@ class StreamRouter(RecordParser):
     """Routing of a stream's records (see the module docstring), parsed by its base
     :class:`~kernelstream.engine.live.parsing.RecordParser`."""
 
-    def __init__(self, spec: LiveSpec, labels: Callable[[str], float] | None = None) -> None:
+    def __init__(self, spec: LiveSpec, labels: Callable[[str], float] | None = None,
+                 clock: QuietClock | None = None) -> None:
         super().__init__(spec, labels)
         self._bulk_ok = spec.bulk
         self._global_keys = [StreamKey(c.label, 0).encode() for c in spec.configs]
         self._entity_prefixes = [k + "@" for k in self._global_keys]
         self._label_values: dict[bytes, Any] = {}  # label record value -> y or ParseError
-
+        # the ticks of quiet entities (per-entity models only: a configuration's one model
+        # gets every record, so its clock is the stream's)
+        self.clock = clock if self._by_entity else None
 
     def route(self, rec: SourceRecord) -> list[tuple[str, ParsedRecord]] | dict[str, Any]:
         """Parse ``rec`` once: ``(model key, parsed)`` per model it goes to, or the dead-letter
-        row of a record that cannot be parsed (:meth:`route_many` of one record)."""
+        row of a record that cannot be parsed (:meth:`route_many` of one record; a router
+        without a clock: a tick is no record)."""
+        if self.clock is not None:
+            raise ValueError("route() gives records, not ticks: use route_many() with a clock")
         groups, dead = self.route_many((rec,))
         if dead:
             return dead[0]

@@ -35,7 +35,7 @@ import numpy as np
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.batch import FEATURES as UNLABELLED_EVENT
 from kernelstream.engine.live.batch import LABEL as LABEL_RECORD
-from kernelstream.engine.live.batch import EventBatch
+from kernelstream.engine.live.batch import TICK, EventBatch
 from kernelstream.engine.live.rows import OutcomeRow, PredictionRow, Repeat, RowBlock
 from kernelstream.engine.live.state import LABELLED, ModelState
 from kernelstream.engine.prequential import judge, learner_loss, step_block
@@ -67,7 +67,7 @@ class StreamRuns:
         kind = b.kind
         n = len(kind)
         end = n
-        for other in (0, 2):  # the first record of another kind (FEATURES, LABEL)
+        for other in (UNLABELLED_EVENT, LABEL_RECORD, TICK):  # the first of another kind
             j = kind.find(other, i + 1, end)
             if j >= 0:
                 end = j

@@ -312,21 +312,6 @@ def test_an_early_label_is_an_unknown_id_and_its_event_expires() -> None:
     assert [r["event_id"] for r in out.unlabeled] == ["x"] and not out.outcomes
 
 
-def test_a_quiet_keys_pending_events_wait_for_its_own_next_record() -> None:
-    """docs/streaming.md (Limits): each model's clock moves only with its own records, so a
-    ``--key-by`` entity that goes quiet keeps its pending event however far the other
-    entities' time goes; its own next record (a label too) expires it."""
-    s = spec(key_by="id-prefix")
-    head = [rec(0, 0, "u1/a", "? 1:1"), *(rec(i, 1000 * i, f"u2/e{i}", "? 2:1")
-                                          for i in range(1, 6))]
-    out, states = reference_outputs(head, s)
-    assert [r["event_id"] for r in out.unlabeled] == ["u2/e1", "u2/e2", "u2/e3", "u2/e4"]
-    assert len(states["perc#0@u1"].pending) == 1
-    later, states = reference_outputs([rec(6, 5001, "u1/zz", "label:+1")], s, states)
-    assert [r["event_id"] for r in later.unlabeled] == ["u1/a"]
-    assert not states["perc#0@u1"].pending
-
-
 def test_windowed_metrics_by_hand() -> None:
     out, _ = reference_outputs(hand_stream(), spec(), flush=True)
     rows = [{k: v for k, v in r.items() if k not in NONDETERMINISTIC} for r in out.metrics]
