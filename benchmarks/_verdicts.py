@@ -163,8 +163,8 @@ def drain_replay_ratio(drain_rates: Sequence[float], too_short: str | None,
 # A peer timed beside us must have run the same algorithm: the same rows, order, budget and
 # steps give mistake rates within a point or two (float against double and another
 # eigen-solver moved KOL's NOGD on a9a by 0.1 point); 5 points more means its run went wrong
-# (KOL's NOGD made 64.6 % mistakes on magic04, worse than no-skill's 35 %), and its speed is
-# not that of the algorithm.
+# (KOL's NOGD made 64.6 % mistakes on magic04, worse than no-skill's 35 %, when the values we
+# wrote overflowed its parser), and its speed is not that of the algorithm.
 PEER_ERROR_GAP = 0.05
 
 
