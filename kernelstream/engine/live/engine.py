@@ -43,6 +43,11 @@ What a model does with a record at timestamp ``t`` (milliseconds), in this order
     A configuration with a ``target`` (``LearnerConfig.target``, ``--scale-target auto`` of a
     regression) passes it to each of them: its learners learn the standardised target and every
     score comes back in the target's units, as a replay's step does.
+    A **tick** (``TICK`` in a model's batch: no record, only a timestamp) is steps 1-2 alone:
+    the clock of a quiet ``--key-by`` entity's model moves to the stream's clock, so its
+    events expire and its window closes (:mod:`kernelstream.engine.live.clock`, whose
+    :class:`~kernelstream.engine.live.clock.QuietClock` the router places them with; a
+    window that saw only a tick's expiries has a metrics row too).
     Learning order is therefore label arrival order; predictions use the model as it is, and
     the update at label time scores x with the model as it is then. A model's learner is made
     on its first record, ``config.make(spec.seed, 0)`` (or given to :meth:`new_state`).

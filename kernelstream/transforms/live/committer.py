@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 import apache_beam as beam
 
 from kernelstream.engine.live.accounting import Accounting
+from kernelstream.engine.live.clock import CLOCK_KEY
 from kernelstream.engine.live.engine import StreamEngine
 from kernelstream.engine.live.rows import (
     COLUMNAR,
@@ -278,6 +279,8 @@ class Committer(beam.DoFn):
             key, st = value
             if self.store is not None:
                 self.states[key] = st
+            if key == CLOCK_KEY:  # the router's clock (engine.live.clock): no model
+                return
             self.totals.counts.state(key, st)
             self.totals.model(key, st.learnt, st.seconds)
             self.changed = True
@@ -408,7 +411,8 @@ class Committer(beam.DoFn):
             self._write(name)
         cuts = None  # encoded on the commit thread (an hour of remembered ids: seconds)
         if self.store is not None:
-            cuts = {k: self.engine.cut_state(st) for k, st in self.states.items()}
+            cuts = {k: st.cut() if k == CLOCK_KEY else self.engine.cut_state(st)
+                    for k, st in self.states.items()}
         info = dict(self.job.info)
         info["totals"] = self.totals.as_doc()
         writer = kafka_writer(self.job.control)

@@ -28,7 +28,10 @@ checkpointing.
 
 * :class:`RouteRecords` parses a reader call's records at once
   (:meth:`StreamEngine.route_many`) into one ``(model key, [parsed, ...])`` element per model
-  (in record order); unparsable records become ``dead_letters`` rows.
+  (in record order; with ``--key-by``, quiet entities' models get their clock ticks there,
+  :mod:`kernelstream.engine.live.clock`); unparsable records become ``dead_letters`` rows.
+  The router's clock travels to Commit as a state (key
+  :data:`~kernelstream.engine.live.clock.CLOCK_KEY`), so a snapshot cuts it with the models.
 * The Learn DoFn (:func:`learn_dofn`) keeps each model's
   :class:`~kernelstream.engine.live.state.ModelState` in ``ReadModifyWriteState`` (coded by
   the engine's own bytes, :class:`ModelStateCoder`). A key whose state is empty is restored
@@ -66,7 +69,8 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from kernelstream.engine.live.accounting import state_tally
-from kernelstream.engine.live.engine import StreamEngine
+from kernelstream.engine.live.clock import CLOCK_KEY, QuietClock
+from kernelstream.engine.live.engine import StreamEngine, quiet_clock
 from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.engine.live.state import decode_state, encode_state
@@ -214,7 +218,7 @@ class RouteRecords(beam.DoFn):
         self.engine: StreamEngine | None = None
 
     def setup(self) -> None:
-        self.engine = StreamEngine(self.job.spec)
+        self.engine = StreamEngine(self.job.spec, route_clock(self.job))
 
     def process(self, rec: Any) -> Iterator[Any]:
         assert self.engine is not None
@@ -226,6 +230,25 @@ class RouteRecords(beam.DoFn):
         if dead:
             yield PASS_KEY, (DEAD_LETTERS, dead)
         yield from groups.items()
+        clock = self.engine.router.clock
+        if clock is not None:  # the live object, as states go: the Committer cuts it
+            yield PASS_KEY, (STATES_TAG, (CLOCK_KEY, clock))
+
+
+def route_clock(job: StreamJob) -> QuietClock | None:
+    """The router's clock of quiet entities (:mod:`kernelstream.engine.live.clock`): for
+    ``--key-by`` streams read as one merge (``--merge all``; read by partition, the groups
+    take turns and no one clock orders them), continued from the snapshot the run resumed
+    from (a snapshot without one, of an older version, starts it afresh)."""
+    clock = quiet_clock(job.spec)
+    if clock is None or job.merge != "all":
+        return None
+    if job.checkpoint is not None and job.resume_epoch is not None:
+        with SnapshotView.open(job.checkpoint, job.resume_epoch) as view:
+            data = view.get(CLOCK_KEY)
+        if data is not None:
+            return QuietClock.decode(data, clock.quiet_ms)
+    return clock
 
 
 # -- learn ----------------------------------------------------------------------------------------
@@ -430,5 +453,5 @@ class SplitOutputs(beam.PTransform):
 __all__ = ["CRASH_ENV", "CRASH_POINTS", "DEAD_LETTERS", "PASS_KEY", "PROGRESS_TAG", "STATES_TAG",
            "Committer", "LiveStream", "LiveStreamOutputs", "ModelStateCoder", "ReadProgress",
            "RouteRecords", "SplitOutputs", "StreamJob", "StreamPipelineOptions",
-           "WriteKafkaRows", "crash_point", "learn_dofn", "register_local_store",
+           "WriteKafkaRows", "crash_point", "learn_dofn", "register_local_store", "route_clock",
            "row_message", "unregister_local_store"]

@@ -55,6 +55,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kernelstream import fs
+from kernelstream.engine.live.clock import CLOCK_KEY
 from kernelstream.engine.live.snapshot.files import (
     Blob,
     CorruptSnapshotError,
@@ -221,7 +222,8 @@ class SnapshotView:
         return {} if e is None else dict(self._json(e, INFO))
 
     def get(self, key: str) -> bytes | None:
-        """The model's state bytes as of :attr:`head` (None: never snapshotted)."""
+        """The model's state bytes as of :attr:`head` (None: never snapshotted); the router
+        clock's for :data:`~kernelstream.engine.live.clock.CLOCK_KEY`."""
         with self._mutex:  # the index and its files change together on a commit
             pos = self._index().get(key)
             if pos is None:
@@ -233,18 +235,21 @@ class SnapshotView:
         return key in self._index()
 
     def __len__(self) -> int:
-        return len(self._index())
+        """The number of models."""
+        return len(self._index()) - (CLOCK_KEY in self._index())
 
     def keys(self) -> list[str]:
-        """Every model's key, sorted."""
-        return sorted(self._index())
+        """Every model's key, sorted (the router clock's state is no model)."""
+        return sorted(k for k in self._index() if k != CLOCK_KEY)
 
     def items(self) -> Iterator[tuple[str, bytes]]:
-        """Every ``(key, state bytes)``, file by file in file order (sequential reads; one
-        state in memory at a time)."""
+        """Every model's ``(key, state bytes)``, file by file in file order (sequential
+        reads; one state in memory at a time)."""
         where = self._index()
         by_slot: dict[int, list[int]] = {}
-        for pos in where.values():
+        for key, pos in where.items():
+            if key == CLOCK_KEY:
+                continue
             by_slot.setdefault(pos // _SLOT, []).append(pos % _SLOT)
         for slot in sorted(by_slot):
             part = self._parts[slot]
