@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kernelstream._suggest import row_error
-from kernelstream.engine.evaluate import evaluate_runs
+from kernelstream.data import widths
+from kernelstream.engine.evaluate import evaluate_runs, warn_skill
 from kernelstream.engine.learner_config import learner_config
 from kernelstream.numbers import sig
 
@@ -127,13 +128,22 @@ def evaluate_stream(
     seed: int = 0,
     permutations: int = 1,
     progress: Callable[[str], None] | None = None,
+    scale: str = "none",
+    warn: bool = True,
 ) -> EvalResult:
     """Prequential evaluation on adversarial streams: repetition ``r`` runs a fresh learner
     (seed ``learner_seed(seed, r, seed_name)``) over ``preset_stream(stream, X, y, seed, r)`` in
     stream order. Same metrics and result type as :func:`kernelstream.engine.evaluate.evaluate`
     (``PermutationResult.permutation`` holds ``r``). ``learner``: a registry name (with
     ``params``) or a :class:`~kernelstream.engine.learner_config.LearnerConfig` (its label and
-    seed name)."""
+    seed name).
+
+    Gaussian widths left to the data (``gamma`` unset or ``"auto"``) are estimated as
+    :func:`~kernelstream.engine.evaluate.evaluate` estimates them, from the first rows of ``X``
+    in its own order (``scale``: how ``X`` was loaded), as ``kernelstream replay --stream``
+    does from its file; the number learnt with is in the result's ``params``. The result's
+    skill warnings are issued as ``evaluate`` issues them (``warn=False``: only kept in
+    :attr:`EvalResult.warnings`, for a caller that prints them its own way, as the CLI)."""
     def report(r: int, result: EvalResult) -> None:
         if progress is not None:
             last = result.runs[-1]  # a regression has no mistakes: its average loss
@@ -147,5 +157,13 @@ def evaluate_stream(
 
     # one block: the whole stream in one predict_learn_many call
     length = PRESETS[stream].length if stream in PRESETS else None
-    return evaluate_runs(build, learner_config(learner, params), seed=seed,
-                         permutations=permutations, block_size=length, on_run=report)
+    try:  # dense rows, as the streams are built (the width estimate reads them first)
+        X = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:  # rows as dicts: say what is expected
+        raise row_error("evaluate_stream", X, many=True) or exc from None
+    config = learner_config(learner, params).with_widths(lambda: widths.array_gamma(X, scale))
+    result = evaluate_runs(build, config, seed=seed, permutations=permutations,
+                           block_size=length, on_run=report)
+    if warn:
+        warn_skill(result)
+    return result

@@ -80,7 +80,7 @@ def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
     progress = None if config.quiet else stderr_progress
     return [
         evaluate_stream(X, y, config.stream, c, seed=config.seed,
-                        permutations=config.permutations, progress=progress)
+                        permutations=config.permutations, progress=progress, warn=False)
         for c in config.learners
     ]
 

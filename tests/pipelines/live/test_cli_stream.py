@@ -82,6 +82,10 @@ def test_stream_scales_and_estimates_gamma_as_a_plain_replay(tmp_path: Path, sca
     X, y = data.load_dataset(str(path), scale="01")
     ref = evaluate_stream(X, y, "german-1", "bpa-s", {"gamma": s["params"]["gamma"]})
     assert [p["mistakes"] for p in s["per_permutation"]] == [p.mistakes for p in ref.runs]
+    # the library's own default estimates the width from the same rows (it kept bpa-s's 0.5)
+    lib = evaluate_stream(X, y, "german-1", "bpa-s", scale="01")
+    assert lib.params["gamma"] == s["params"]["gamma"]
+    assert [p.mistakes for p in lib.runs] == [p.mistakes for p in ref.runs]
 
 
 def test_stream_accepts_gamma_auto(tmp_path: Path) -> None:
