@@ -25,6 +25,7 @@ from kernelstream.engine.live.records import SourceRecord
 from kernelstream.sparse import CSR
 
 if TYPE_CHECKING:  # the router fills these containers; they only read its routing tables
+    from kernelstream.engine.live.clock import QuietClock
     from kernelstream.engine.live.routing import StreamRouter
 
 __all__ = ["FEATURES", "LABEL", "LABELLED", "TICK", "EventBatch", "Later", "ParsedRecord",
@@ -214,10 +215,10 @@ class _Columns:
                                partition, offset, ts, value, prefix)
             return dict.fromkeys(router._global_keys, b), dead
         by: dict[str, list[int]] = {}
-        clock = router.clock
-        ticks: list[int] = []  # the tick times; a tick is index -1 - i in an entity's list
+        routed: list[int] = []
         for j in range(n):
             if self.kind[j] != _UNROUTED:
+                routed.append(j)
                 e = self.entity[j]
                 assert e is not None
                 ids = by.get(e)
@@ -225,16 +226,33 @@ class _Columns:
                     by[e] = [j]
                 else:
                     ids.append(j)
-                if clock is not None:
-                    for e2, t in clock.record(e, ts[j]):  # right after record j
-                        by.setdefault(e2, []).append(-1 - len(ticks))
-                        ticks.append(t)
+        ticks: list[int] = []  # the tick times; a tick is index -1 - i in an entity's list
+        if router.clock is not None:
+            self._place_ticks(router.clock, routed, ts, by, ticks)
         out: dict[str, EventBatch] = {}
         for e, idx in by.items():
             b = self._take(idx, topic, partition, offset, ts, value, prefix, ticks)
             for pre in router._entity_prefixes:
                 out[pre + e] = b
         return out, dead
+
+    def _place_ticks(self, clock: QuietClock, routed: list[int], ts: Sequence[int],
+                     by: dict[str, list[int]], ticks: list[int]) -> None:
+        """The clock's ticks of the routed records ``routed`` (record indices, in order) into
+        the entities' lists ``by``, each right after the record that made it due (as index
+        ``-1 - i``, its time ``ticks[i]``)."""
+        due = clock.record_many([cast(str, self.entity[j]) for j in routed],
+                                [ts[j] for j in routed])
+        if not due:
+            return
+        after: dict[str, list[tuple[int, int]]] = {}
+        for k, e, t in due:
+            after.setdefault(e, []).append((routed[k], -1 - len(ticks)))
+            ticks.append(t)
+        for e, marks in after.items():
+            # records and ticks by position; a tick after record j sorts after it
+            merged = [(j, 0, j) for j in by.get(e, ())] + [(j, 1, i) for j, i in marks]
+            by[e] = [i for _, _, i in sorted(merged)]
 
     def _take(self, idx: list[int], topic: Sequence[str], partition: Sequence[int],
               offset: Sequence[int], ts: Sequence[int], value: Sequence[bytes], prefix: str,

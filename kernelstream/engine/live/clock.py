@@ -70,33 +70,59 @@ class QuietClock:
     def record(self, entity: str, ts: int) -> list[tuple[str, int]]:
         """A record of ``entity`` at ``ts`` was routed: the ticks due after it, ``(entity,
         stream clock)`` in deadline order (usually none)."""
-        now = self.now = ts if self.now is None or ts > self.now else self.now
-        c = self.clock.get(entity)
-        if c is None:
-            self.clock[entity] = ts
-            heapq.heappush(self._due, (ts + self.quiet_ms, entity))
-        elif ts > c:
-            self.clock[entity] = ts
-        self._left[entity] = TICKS_PER_QUIET
-        due = self._due
-        if due[0][0] > now:
+        return [(e, t) for _, e, t in self.record_many([entity], [ts])]
+
+    def record_many(self, entities: list[str], ts: list[int]) -> list[tuple[int, str, int]]:
+        """:meth:`record` of each ``(entities[k], ts[k])`` in order: the ticks due,
+        ``(k, entity, stream clock)`` for a tick right after record ``k``, in deadline order
+        after each record."""
+        if not ts:
             return []
-        ticks = []
         q = self.quiet_ms
-        while due and due[0][0] <= now:
-            _, e = heapq.heappop(due)
-            c = self.clock[e]
-            if c + q > now:  # it sent since this deadline was set
-                heapq.heappush(due, (c + q, e))
-                continue
-            ticks.append((e, now))
-            left = self._left[e] - 1
-            if left:
-                self._left[e] = left
-                self.clock[e] = now
-                heapq.heappush(due, (now + q, e))
-            else:  # quiet for good: nothing left in its models for a tick to do
-                del self.clock[e], self._left[e]
+        clock, left, due = self.clock, self._left, self._due
+        now = self.now
+        last = max(ts) if now is None else max(now, max(ts))
+        if (not due or due[0][0] > last) and min(ts) + q > last:
+            # the common case: no deadline, old or new (each at least min(ts) + q), is
+            # reached in this call
+            for e, t in zip(entities, ts, strict=True):
+                c = clock.get(e)
+                if c is None:
+                    clock[e] = t
+                    heapq.heappush(due, (t + q, e))
+                elif t > c:
+                    clock[e] = t
+            left.update(dict.fromkeys(entities, TICKS_PER_QUIET))
+            self.now = last
+            return []
+        ticks: list[tuple[int, str, int]] = []
+        for k, (e, t) in enumerate(zip(entities, ts, strict=True)):
+            if now is None or t > now:
+                now = t
+            c = clock.get(e)
+            if c is None:
+                clock[e] = t
+                heapq.heappush(due, (t + q, e))
+            elif t > c:
+                clock[e] = t
+            left[e] = TICKS_PER_QUIET
+            while due[0][0] <= now:
+                _, e2 = heapq.heappop(due)
+                c2 = clock[e2]
+                if c2 + q > now:  # it sent since this deadline was set
+                    heapq.heappush(due, (c2 + q, e2))
+                    continue
+                ticks.append((k, e2, now))
+                n_left = left[e2] - 1
+                if n_left:
+                    left[e2] = n_left
+                    clock[e2] = now
+                    heapq.heappush(due, (now + q, e2))
+                else:  # quiet for good: nothing left in its models for a tick to do
+                    del clock[e2], left[e2]
+                if not due:
+                    break
+        self.now = now
         return ticks
 
     # -- snapshots ---------------------------------------------------------------------------
@@ -104,7 +130,9 @@ class QuietClock:
         """Versioned bytes of the clock (JSON inside, no pickle): what a snapshot keeps."""
         doc = {"quiet_ms": self.quiet_ms, "now": self.now,
                "entities": [[e, c, self._left[e]] for e, c in self.clock.items()],
-               "due": [[d, e] for d, e in self._due]}
+               # sorted: a valid heap whatever order the entries came in (the same bytes
+               # for the same clock, however the reader's calls cut the stream)
+               "due": [[d, e] for d, e in sorted(self._due)]}
         js = json.dumps(doc, separators=(",", ":")).encode()
         return b"".join((_MAGIC, bytes([_VERSION]), struct.pack("<I", len(js)), js))
 
