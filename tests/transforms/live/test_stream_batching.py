@@ -15,6 +15,7 @@ from dataclasses import replace
 from _helpers import live_spec, route_one_by_one
 
 from kernelstream.engine.learner_config import LearnerConfig
+from kernelstream.engine.live.clock import CLOCK_KEY
 from kernelstream.engine.live.engine import StreamEngine
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.transforms.live.kafka_read import ReadProgress, RecordBatch
@@ -23,6 +24,7 @@ from kernelstream.transforms.live.stream import (
     DEAD_LETTERS,
     PASS_KEY,
     PROGRESS_TAG,
+    STATES_TAG,
     RouteRecords,
     StreamJob,
     row_message,
@@ -49,14 +51,18 @@ def test_route_gives_one_element_per_model_and_one_dead_letter_item() -> None:
     want, dead = route_one_by_one(StreamEngine(job().spec), recs)
     assert out[0] == (PASS_KEY, (DEAD_LETTERS, dead))
     assert len(dead) == 6
-    assert [k for k, _ in out[1:]] == list(want)  # models in order of first appearance
-    for k, ps in out[1:]:
+    assert [k for k, _ in out[1:-1]] == list(want)  # models in order of first appearance
+    for k, ps in out[1:-1]:
         assert [(p.event_id, p.offset, p.y, p.x.tolist()) for p in ps] == [
             (p.event_id, p.offset, p.y, p.x.tolist()) for p in want[k]]
+    # then the router's clock of quiet entities (--key-by), for Commit to snapshot
+    assert out[-1] == (PASS_KEY, (STATES_TAG, (CLOCK_KEY, route.engine.router.clock)))
+    assert route.engine is not None and route.engine.router.clock is not None
+    assert route.engine.router.clock.now == 129  # routed records only: not the dead letter
     prog = ReadProgress("ev", 0, 31)
     assert list(route.process(prog)) == [(PASS_KEY, (PROGRESS_TAG, prog))]
     one = list(route.process(recs[1]))  # a single record still goes through
-    assert [k for k, _ in one] == ["a#0@u1", "b#0@u1"] and len(one[0][1]) == 1
+    assert [k for k, _ in one] == ["a#0@u1", "b#0@u1", PASS_KEY] and len(one[0][1]) == 1
 
 
 def test_row_message_encodes_nan_as_null_on_either_path() -> None:
