@@ -203,7 +203,7 @@ class BAO2KS(AO2MDLearner):
         Stream length ``T`` (None = unknown: doubling guess ``1000·2^k ≥ t`` for ``λ``, and
         ``M = 10``).
     reference_quirks
-        See QUIRKS above.
+        See QUIRKS above (default False).
     tie
         Label predicted for a zero score.
 

@@ -59,7 +59,7 @@ class BOGD(ShrinkParams, KernelLearner):
         Regularisation ``λ ≥ 0`` (default 0; Liao & Li use ``8/T²``, negligible for its
         ``T``); ``η λ < 1`` is required.
     variant
-        ``sol`` (default) or ``p1``.
+        ``sol`` or ``p1`` (default ``sol``).
     coef_bound
         ``γ_B > 0``, the ℓ∞ bound in units of ``η`` (``p1`` only; default 1, Liao & Li's grid
         ``{1, 2, 4, 8, 16}``).

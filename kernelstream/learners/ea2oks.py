@@ -126,7 +126,7 @@ class EA2OKS(AO2MDLearner):
         Stream length ``T`` (None = unknown: doubling guess ``1000·2^k ≥ t`` for ``λ``, and
         ``M = 10``).
     reference_quirks
-        See above.
+        See above (default False).
     tie
         Label predicted for a zero score.
 
@@ -495,7 +495,7 @@ class BEA2OKS(EA2OKS):
     sigmas, eta, beta, radius, reservoir_size, horizon, tie
         As :class:`EA2OKS`.
     reference_quirks
-        See QUIRK above.
+        See QUIRK above (default False).
 
     Example
     -------

@@ -57,7 +57,7 @@ class FOGD(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     eta
         Step size ``η``; default 0.5.
     loss
-        ``hinge`` (default), ``logistic`` or ``squared-hinge``.
+        ``hinge``, ``logistic`` or ``squared-hinge`` (default ``hinge``).
     tie
         Label predicted for a zero score.
 

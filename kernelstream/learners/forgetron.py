@@ -56,7 +56,7 @@ class Forgetron(KernelLearner):
     budget
         Maximum number of support vectors ``B`` (default 500, as in Liao & Li's code).
     variant
-        ``self-tuned`` (default) or ``p1``.
+        ``self-tuned`` or ``p1`` (default ``self-tuned``).
     reference_quirks
         Replicate the C++ toolbox's wrong root for ``A < 0`` (self-tuned only; default False).
     tie

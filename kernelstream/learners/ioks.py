@@ -297,17 +297,17 @@ class IOKS(IOKSRule, KernelHyp, BanditSelector):
     ----------
     loss
         ``logistic`` (classification) or ``absolute`` / ``square`` (regression; the task
-        follows the loss).
+        follows the loss); default ``logistic``.
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``).
     horizon
-        Stream length ``T`` (see above).
+        Stream length ``T`` (default None: unknown, a doubling guess; see above).
     radius
         ``U``; ``None`` = the C-P2 value of the loss.
     tol
         Bisection tolerance on ``|F(λ) − 1|``; default 1e-05.
     reference_quirks
-        See above.
+        See above (default False).
     tie
         Label predicted for a zero score.
 

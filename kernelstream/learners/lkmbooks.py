@@ -59,13 +59,14 @@ class LKMBooks(WeightedWidths, Learner):
     Parameters
     ----------
     loss
-        ``logistic`` (classification), ``square`` or ``absolute`` (regression).
+        ``logistic`` (classification), ``square`` or ``absolute`` (regression); default
+        ``logistic``.
     sigmas
         Gaussian widths (default ``2^-2..2^3``).
     budget
         ``B``; default 200 (Li & Liao 2022 tuned it to the time budget: 200–260).
     horizon
-        Stream length ``T``.
+        Stream length ``T`` (default None: unknown, a doubling guess ``1000·2^k ≥ t``).
     nu
         ``ν`` in (0, 1); ``None`` = the C-P2 value of the loss.
     eta

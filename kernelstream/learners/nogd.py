@@ -59,7 +59,7 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
     eta2
         Stage-2 step ``η₂``; ``None`` = same as ``eta``.
     init
-        ``"zero"`` or ``"carry"`` (see above).
+        ``"zero"`` or ``"carry"`` (see above; default ``zero``).
     tie
         Label predicted for a zero score.
 

@@ -44,7 +44,7 @@ class OGD(ShrinkParams, LinearPrimal):
     lam
         Regularisation ``λ ≥ 0`` (default 0, as in Lu et al.); ``η λ < 1`` is required.
     loss
-        Classification loss: ``hinge`` (default), ``logistic`` or ``squared-hinge``.
+        Classification loss: ``hinge``, ``logistic`` or ``squared-hinge`` (default ``hinge``).
         ``squared-hinge`` with the polynomial or linear kernel diverges on ordinary data (the
         rule is the specification's and is kept; :attr:`known_divergent`): its gradient
         ``−2y[1 − yf]_+`` grows with ``|f|`` and ``η`` is fixed, so once ``η k(x, x) > 1`` a

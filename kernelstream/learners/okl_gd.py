@@ -80,7 +80,8 @@ class OKLGD(IntervalWidthLearner):
         The interval Ω of ``γ`` (default 2^-12 to 2^12, i.e. ``σ ∈ [2^-6.5, 2^5.5]``).
     random_init
         Draw the initial width as in Zhang & Liao's experiments (``σ_1 = 2^{-(i+1)/2}``,
-        ``i`` uniform in ``{-12..-6}``) from the learner's RNG — its only randomness.
+        ``i`` uniform in ``{-12..-6}``) from the learner's RNG — its only randomness (default
+        False).
     tie
         Label predicted for a zero score.
 

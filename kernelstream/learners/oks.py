@@ -79,10 +79,10 @@ class OKS(SelectionLearner):
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``, K = 6).
     loss
-        ``hinge`` (default), ``logistic`` (classification) or ``square``, ``absolute``
-        (regression; the task follows the loss).
+        ``hinge``, ``logistic`` (classification) or ``square``, ``absolute`` (regression;
+        the task follows the loss); default ``hinge``.
     convention
-        ``p0``, ``p1`` (default) or ``p2``: see above.
+        ``p0``, ``p1`` or ``p2`` (default ``p1``): see above.
     eta
         Gradient step ``λ``; None = the convention's value.
     delta
@@ -92,7 +92,7 @@ class OKS(SelectionLearner):
     horizon
         Stream length ``T`` (None = unknown, doubling guess).
     reference_quirks
-        See QUIRK above.
+        See QUIRK above (default False).
     tie
         Label predicted for a zero score.
 

@@ -290,13 +290,13 @@ class OKSPlusPlus(OKSPPRule, KernelHyp, BanditSelector):
     ----------
     loss
         ``logistic`` (classification, labels ±1) or ``square`` (regression; the task follows
-        the loss).
+        the loss); default ``logistic``.
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``).
     radius
         ``U``; ``None`` = the C-P2 value of the loss.
     reference_quirks
-        See above.
+        See above (default False).
     tie
         Label predicted for a zero score.
 

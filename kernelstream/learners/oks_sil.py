@@ -272,9 +272,10 @@ class OKSSIL(IntervalWidthLearner):
         The interval Ω for ``γ`` (default 2^-12 to 2^12, i.e. ``σ ∈ [2^-6.5, 2^5.5]``).
     random_init
         Draw ``γ_1`` as in Zhang & Liao's experiments (``σ_1 = 2^{-(i+1)/2}``, ``i`` uniform in
-        ``{-12..-6}``) from the learner's RNG.
+        ``{-12..-6}``) from the learner's RNG (default False).
     recheck_margin
-        Use ``ℓ'(f^w, y_t)`` in the kernel step instead of the paper's ``−y_t`` (see above).
+        Use ``ℓ'(f^w, y_t)`` in the kernel step instead of the paper's ``−y_t`` (see above;
+        default False).
     tie
         Label predicted for a zero score.
 

@@ -398,7 +398,7 @@ class BOMKCDD(_BoundedOMKC):
     budget
         Total budget ``B`` (default 1600; Lu et al. set it to BOMKC(SPA)'s #SV).
     budget_maintenance
-        ``rbp`` (default), ``forgetron``, ``bogd`` or ``bpa-s``.
+        ``rbp``, ``forgetron``, ``bogd`` or ``bpa-s`` (default ``rbp``).
     eta, lam
         BOGD step size (default 0.1) and regularisation (default 0) (Lu et al. search
         ``{1, 0.1, …, 10^-4}``).
@@ -466,7 +466,7 @@ class BOMKCSD(_BoundedOMKC):
     budget
         Total budget ``B`` (default 1600).
     budget_maintenance
-        ``rbp`` (default), ``forgetron``, ``bogd`` or ``bpa-s``.
+        ``rbp``, ``forgetron``, ``bogd`` or ``bpa-s`` (default ``rbp``).
     eta, lam
         BOGD step size (default 0.1) and regularisation (default 0).
     c

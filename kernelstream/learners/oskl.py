@@ -51,7 +51,7 @@ class OSKL(AveragedKernelLearner):
     grad_bound
         Sampling constant ``G > 0`` (default 10): probability ``u_t/G``, step ``η G``.
     loss
-        ``logistic`` (default) or ``squared-hinge``.
+        ``logistic`` or ``squared-hinge`` (default ``logistic``).
     radius
         Projection radius ``R`` of ``‖f‖ ≤ R``; default 0: no projection.
     averaged

@@ -72,13 +72,14 @@ class Raker(WeightedWidths, Learner):
     Parameters
     ----------
     loss
-        ``logistic`` (classification), ``square`` or ``absolute`` (regression).
+        ``logistic`` (classification), ``square`` or ``absolute`` (regression); default
+        ``logistic``.
     sigmas
         Gaussian widths (default ``2^-2..2^3``).
     n_components
         ``D`` per kernel; default 50 (Li & Liao 2022 tuned it to the time budget: 40–100).
     horizon
-        Stream length ``T``.
+        Stream length ``T`` (default None: unknown, a doubling guess ``1000·2^k ≥ t``).
     eta
         Step size; ``None`` = the C-P2 formula above.
     mu
@@ -86,7 +87,7 @@ class Raker(WeightedWidths, Learner):
     loss_max
         Loss scale ``l_max`` of the weights; ``None`` = the C-P2 value of the loss.
     reference_quirks
-        See above.
+        See above (default False).
     tie
         Label predicted for a zero score.
 

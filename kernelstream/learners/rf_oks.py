@@ -63,7 +63,7 @@ class RFOKSPlusPlus(OKSPPRule, FeatureHyp, BanditSelector):
     Parameters
     ----------
     loss
-        ``logistic`` (classification) or ``square`` (regression).
+        ``logistic`` (classification) or ``square`` (regression); default ``logistic``.
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``).
     n_components
@@ -71,7 +71,7 @@ class RFOKSPlusPlus(OKSPPRule, FeatureHyp, BanditSelector):
     radius
         ``U`` (``None``: 15 logistic, 1 square).
     reference_quirks
-        See above.
+        See above (default False).
     tie
         Label predicted for a zero score.
 
@@ -107,20 +107,21 @@ class RFIOKS(IOKSRule, FeatureHyp, BanditSelector):
     Parameters
     ----------
     loss
-        ``logistic`` (classification), ``absolute`` or ``square`` (regression).
+        ``logistic`` (classification), ``absolute`` or ``square`` (regression); default
+        ``logistic``.
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``).
     n_components
         ``D``; default 400 (Li & Liao 2022 tuned it to the time budget: 320–400; 400 is the
         absolute-loss reference).
     horizon
-        Stream length ``T``.
+        Stream length ``T`` (default None: unknown, a doubling guess ``1000·2^k ≥ t``).
     radius
         ``U`` (``None``: 15 logistic, 1 absolute and square).
     tol
         Bisection tolerance; default 1e-05.
     reference_quirks
-        See above.
+        See above (default False).
     tie
         Label predicted for a zero score.
 
@@ -209,13 +210,14 @@ class RFOKS(OKSP2Rule, FeatureHyp, BanditSelector):
     Parameters
     ----------
     loss
-        ``logistic`` (classification), ``absolute`` or ``square`` (regression).
+        ``logistic`` (classification), ``absolute`` or ``square`` (regression); default
+        ``logistic``.
     sigmas
         Candidate Gaussian widths (default ``2^-2..2^3``).
     n_components
         ``D``; default 400 (Li & Liao 2022 tuned it to the time budget: 450–530).
     horizon
-        Stream length ``T``.
+        Stream length ``T`` (default None: unknown, a doubling guess ``1000·2^k ≥ t``).
     eta
         Gradient step ``λ``; ``None`` = ``c√δ/√(KT)`` (named as in ``oks``).
     delta

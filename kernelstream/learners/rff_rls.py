@@ -84,8 +84,8 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     lam
         Ridge ``λ > 0``: ``A`` starts at ``λI``; default 1.
     loss
-        ``square-pm1`` (classification, default: least squares on the ±1 labels) or
-        ``square`` (regression).
+        ``square-pm1`` (classification: least squares on the ±1 labels) or ``square``
+        (regression); default ``square-pm1``.
     tie
         Label predicted for a zero score.
 

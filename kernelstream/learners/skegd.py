@@ -105,12 +105,12 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
     budget
         ``B``, stage-1 buffer size; default 100 (paper: 100 if ``T ≤ 10 000``, else 200).
     sketch_size
-        ``s_p``, SJLT columns; default ``⌊3B/4⌋``.
+        ``s_p``, SJLT columns; default None: ``⌊3B/4⌋``.
     tau
         ``τ``, landmarks ``s_m = round(τ s_p)``; default 0.2 (the paper's; its
         kernel-approximation experiment uses ``s_m = B/2``, i.e. ``τ = 2/3``).
     rank
-        ``k``, rank of the eigen-decomposition of ``Φ_pp``; default ``round(0.1 B)``.
+        ``k``, rank of the eigen-decomposition of ``Φ_pp``; default None: ``round(0.1 B)``.
     sjlt_nonzeros
         ``d_b``, SJLT blocks = nonzeros per row of ``S_p``; default 4 (the paper's).
     eta, lam
@@ -121,18 +121,18 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
         Stream length ``T`` (default None: unknown), ``θ`` (default 0.3) and an explicit ``ρ``
         (default None: from ``T`` and ``θ``; see *Update cycle*).
     loss
-        ``hinge`` (default, the paper's), ``logistic`` or ``squared-hinge``. ``squared-hinge``
-        with the polynomial or linear kernel diverges on ordinary data (kept: the specification's
-        rule; :attr:`known_divergent`): the gradient ``−2y[1 − yf]_+`` grows with ``|f|`` at a
-        fixed ``η``, so a step with ``η ‖φ(x)‖² > 1`` (about ``η k(x, x)``) overshoots the
-        margin by more than it corrects and ``w`` grows geometrically until it overflows.
-        Measured on german (``[-1, 1]``-scaled, ``‖x‖² ≤ 22``): polynomial, 563 non-finite
-        scores of 1000 (from row 437; a9a's first 2000 rows: 1355); linear, 46 (from row
-        953; a9a: 677). ``η < 1 / max k(x, x)`` keeps them finite (linear ``eta=0.04``,
-        polynomial ``eta=1/600``: |f| ≤ 6.3 and 3.1); the Gaussian kernel has ``k(x, x) = 1``.
+        ``hinge`` (the paper's), ``logistic`` or ``squared-hinge``; default ``hinge``.
+        ``squared-hinge`` with the polynomial or linear kernel diverges on ordinary data (kept: the
+        specification's rule; :attr:`known_divergent`): the gradient ``−2y[1 − yf]_+`` grows with
+        ``|f|`` at a fixed ``η``, so a step with ``η ‖φ(x)‖² > 1`` (about ``η k(x, x)``) overshoots
+        the margin by more than it corrects and ``w`` grows geometrically until it overflows.
+        Measured on german (``[-1, 1]``-scaled, ``‖x‖² ≤ 22``): polynomial, 563 non-finite scores
+        of 1000 (from row 437; a9a's first 2000 rows: 1355); linear, 46 (from row 953; a9a: 677).
+        ``η < 1 / max k(x, x)`` keeps them finite (linear ``eta=0.04``, polynomial ``eta=1/600``:
+        |f| ≤ 6.3 and 3.1); the Gaussian kernel has ``k(x, x) = 1``.
     exact_svd
         ``True``: exact ``eigh`` of ``Φ_pp`` (deterministic given the sketches; tests).
-        ``False`` (default, the paper): randomized eigen-decomposition (Halko et al.;
+        ``False`` (the paper; default False): randomized eigen-decomposition (Halko et al.;
         oversampling 10, 2 power iterations — not given by the paper), drawing from the
         learner's RNG. ``Φ_pm^†`` is always the exact SVD pseudo-inverse of
         :func:`~kernelstream.learners.linalg.pinv`.
@@ -146,7 +146,7 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
         settings (``sjlt_nonzeros=1``, ``rank = 0.1 s_p``, ``lam=0``) or evaluation (mistakes
         counted after ``T₀`` only, over all ``T`` rounds: ``init_round`` gives ``T₀``, and
         ``kernelstream reproduce p3`` reports both counts) and are not switched by this flag.
-        Default ``False`` = the paper.
+        The paper's rule is the default False.
     tie
         Label predicted for a zero score.
 

@@ -241,11 +241,82 @@ def _stated_defaults(text: str) -> list[float]:
     return [2.0 ** int(v[2:]) if v.startswith("2^") else float(v) for v in values]
 
 
+# "default True"; "default ``logistic``"; "default None" or what None means: "(None: 5/√T)",
+# "``None`` = the C-P2 value", "None = unknown"
+_STATED_BOOL = re.compile(r"\bdefault:?\s+`*(True|False)\b")
+_STATED_STR = re.compile(r"\bdefault:?\s+``([^`\s]+)``")
+_STATED_NONE = re.compile(r"\bdefault:?\s+`*None\b")
+_NONE_TOLD = re.compile(rf"{_STATED_NONE.pattern}|`*\bNone`*(?::|\s+=)")
+
+
+def _written(default: str) -> str:
+    """How a string default is written in a docstring: a sigma grid of step 1, ``2^a:1:b``,
+    as the modules write grids (``2^a..2^b``); any other string as it is."""
+    return re.sub(r"\A2\^(-?\d+):1:(-?\d+)\Z", r"2^\1..2^\2", default)
+
+
+def _default_problems(name: str, spec: dict[str, object],
+                      entries: dict[tuple[str, ...], str]) -> list[str]:
+    """What the Parameters ``entries`` of learner ``name`` get wrong about the defaults
+    ``spec`` (parameter → the code's default): the rules of the test below."""
+    problems = []
+    for names, text in entries.items():
+        own = {n: spec[n] for n in names if n in spec}
+        numeric = {n: float(v) for n, v in own.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        bools = {n: v for n, v in own.items() if isinstance(v, bool)}
+        strings = {n: _written(v) for n, v in own.items() if isinstance(v, str)}
+        nones = [n for n, v in own.items() if v is None]
+        stated = _stated_defaults(text)
+        stated_bools = [m[1] == "True" for m in _STATED_BOOL.finditer(text)]
+        stated_strs = [m[1] for m in _STATED_STR.finditer(text)] if strings else []
+        where = f"{name}: docstring says {', '.join(names)} default"
+        problems += [f"{where} {v:g}, the code has {sorted(numeric.values()) or 'no number'}"
+                     for v in stated if numeric and v not in numeric.values()]
+        problems += [f"{where} {v}, the code has {', '.join(map(str, bools.values())) or 'no bool'}"
+                     for v in stated_bools if v not in bools.values()]
+        problems += [f"{where} ``{v}``, the code has ``{'``, ``'.join(strings.values())}``"
+                     for v in stated_strs if v not in strings.values()]
+        if _STATED_NONE.search(text) and not nones:
+            problems.append(f"{where} None, the code has {', '.join(map(repr, own.values()))}")
+        if text.lstrip().startswith("As :class:"):
+            continue
+        own = {n: v for n, v in own.items() if n not in SHARED}
+        problems += [f"{name}: the docstring does not state {n}'s default {v:g} "
+                     "(write 'default N' in its entry)" for n, v in numeric.items()
+                     if n in own and v not in stated]
+        problems += [f"{name}: the docstring does not state {n}'s default {v} "
+                     f"(write 'default {v}' in its entry)" for n, v in bools.items()
+                     if n in own and v not in stated_bools]
+        problems += [f"{name}: the docstring does not state {n}'s default '{v}' "
+                     f"(write 'default ``{v}``' in its entry)" for n, v in strings.items()
+                     if n in own and v not in stated_strs]
+        told = len(_NONE_TOLD.findall(text))
+        problems += [f"{name}: the docstring does not state {n}'s default None (write "
+                     "'default None' or what None means, '(None: ...)' or '``None`` = ...')"
+                     for n in [n for n in nones if n in own][told:]]
+    return problems
+
+
 def test_docstrings_document_every_parameter_and_its_default() -> None:
     """Every registered learner's docstring has a Parameters section naming each of its
-    parameters; each numeric default is stated ("default 0.5"), and each number given as a
-    default is the code's. Entries that refer to another class ("As :class:`EA2OKS`.") and
-    the shared kernel parameters are exempt from stating it."""
+    parameters, and each entry states its parameters' defaults as the code has them:
+
+    * a number as "default 0.5" (also "default: 4", "default 2^-12"), and each number given
+      as a default is the code's;
+    * a bool as "default True" / "default False";
+    * a string as "default ``VALUE``", the value without quotes; a sigma grid of step 1,
+      ``'2^a:1:b'``, is written ``2^a..2^b``, the form the modules use for grids;
+    * None as "default None" or by saying what None means: "None:" or "None =" (the word
+      with or without double backticks: "(None: ``5/√T``)", "``None`` = the C-P2 value");
+      an entry of several parameters tells it once for each parameter whose default is None.
+
+    A stated default the code does not have fails: a number, bool or ``VALUE`` given as a
+    default that none of the entry's parameters has (a ``VALUE`` only counts in an entry with
+    a string parameter: elsewhere "default ``⌊3B/4⌋``" is a formula), or "default None" for
+    an entry with no None default. Entries that refer to another class
+    ("As :class:`EA2OKS`.") and the shared kernel parameters are exempt from stating their
+    defaults, not from stating them right."""
     problems = []
     for name in available():
         cls = get(name)
@@ -254,19 +325,58 @@ def test_docstrings_document_every_parameter_and_its_default() -> None:
         named = {n for names in entries for n in names}
         problems += [f"{name}: parameter {p} not in its docstring's Parameters section"
                      for p in spec if p not in named]
-        for names, text in entries.items():
-            stated = _stated_defaults(text)
-            numeric = {n: float(spec[n]) for n in names if isinstance(spec.get(n), (int, float))
-                       and not isinstance(spec.get(n), bool)}
-            problems += [f"{name}: docstring says {', '.join(names)} default {v:g}, the code "
-                         f"has {sorted(numeric.values()) or 'no number'}"
-                         for v in stated if numeric and v not in numeric.values()]
-            if text.lstrip().startswith("As :class:"):
-                continue
-            problems += [f"{name}: the docstring does not state {n}'s default {v:g} "
-                         "(write 'default N' in its entry)" for n, v in numeric.items()
-                         if n not in SHARED and v not in stated]
+        problems += _default_problems(name, spec, entries)
     assert not problems, "\n".join(problems)
+
+
+_FAKE_DOC = """Fake.
+
+Parameters
+----------
+eta
+    Step (default {eta}).
+loss
+    ``hinge`` or ``logistic`` (default ``{loss}``).
+sigmas
+    Widths (default ``{sigmas}``).
+averaged
+    Average (default {averaged}).
+horizon, radius
+    ``T`` (None = unknown) and ``U`` ({radius}).
+rank
+    Rank; default {rank}: ``round(0.1 B)``.
+"""
+_FAKE_SPEC = {"eta": 0.5, "loss": "hinge", "sigmas": "2^-2:1:3", "averaged": True,
+              "horizon": None, "radius": None, "rank": None}
+_FAKE_RIGHT = {"eta": "0.5", "loss": "hinge", "sigmas": "2^-2..2^3", "averaged": "True",
+               "radius": "``None``: 15", "rank": "None"}
+
+
+@pytest.mark.parametrize(("wrong", "expect"), [
+    ({}, []),
+    ({"eta": "0.25"}, ["says eta default 0.25", "not state eta's default 0.5"]),
+    ({"loss": "logistic"}, ["says loss default ``logistic``", "not state loss's default"]),
+    ({"sigmas": "2^-2:1:3"}, ["says sigmas default ``2^-2:1:3``", "not state sigmas's"]),
+    ({"sigmas": "2^-2..2^4"}, ["says sigmas default ``2^-2..2^4``", "not state sigmas's"]),
+    ({"averaged": "False"}, ["says averaged default False", "not state averaged's"]),
+    ({"averaged": "on"}, ["not state averaged's default True"]),
+    ({"radius": "the loss's value"}, ["not state radius's default None"]),
+    ({"rank": "``round(0.1 B)``"}, ["not state rank's default None"]),
+])
+def test_default_checker_catches_missing_and_wrong_defaults(wrong: dict[str, str],
+                                                            expect: list[str]) -> None:
+    """The docstring check on a fake learner: right, and each way of going wrong."""
+    entries = _parameter_entries(_FAKE_DOC.format(**{**_FAKE_RIGHT, **wrong}))
+    problems = _default_problems("fake", _FAKE_SPEC, entries)
+    assert len(problems) == len(expect), problems
+    for p, e in zip(problems, expect, strict=True):
+        assert e in p, problems
+
+
+def test_default_checker_catches_a_none_the_code_does_not_have() -> None:
+    entries = _parameter_entries(_FAKE_DOC.format(**_FAKE_RIGHT))
+    problems = _default_problems("fake", {**_FAKE_SPEC, "rank": 10}, entries)
+    assert len(problems) == 2 and "says rank default None, the code has 10" in problems[0]
 
 
 def test_family_pages_quote_results_as_they_stand() -> None:
