@@ -168,6 +168,46 @@ def beats(cell: CellScore, baseline: CellScore, task: str) -> bool:
     return cell.key(metric, "grid") < baseline.key(metric, "grid")
 
 
+def gain_warning(chosen: CellScore, baseline: CellScore, task: str,
+                 examples: int | None) -> str | None:
+    """A line when the chosen cell beats the default by less than twice the gain's standard
+    error, i.e. by what another draw of the tuning streams could give or take away (None
+    otherwise, or when it does not beat it). Over several tuning permutations: the paired
+    differences' standard error (the same streams for both); over one, for a mistake rate:
+    ``sqrt((p1(1-p1) + p2(1-p2))/n)`` over its ``examples`` rows, which ignores the pairing
+    and so overstates the error (a flagged gain may be real; an unflagged one is not noise)."""
+    if not beats(chosen, baseline, task) or chosen.index == baseline.index:
+        return None
+    metric = metric_for(task)
+    at = 1 if metric == "mistake_rate" else 2  # (r, mistake rate, average loss)
+    base = {p[0]: p[at] for p in baseline.per_permutation}
+    diffs = []
+    for p in chosen.per_permutation:
+        mine, theirs = p[at], base.get(p[0])
+        if mine is not None and theirs is not None:
+            diffs.append(float(mine) - float(theirs))
+    what = "mistake rate" if metric == "mistake_rate" else "average loss"
+    unit = " pp" if metric == "mistake_rate" else ""
+    if len(diffs) >= 2:
+        gain = -float(np.mean(diffs))
+        se = float(np.std(diffs, ddof=1)) / math.sqrt(len(diffs))
+        how = f"over {len(diffs)} tuning permutations, paired"
+    elif len(diffs) == 1 and metric == "mistake_rate" and examples:
+        p1, p2 = chosen.mistake_rate, baseline.mistake_rate
+        assert p1 is not None and p2 is not None
+        gain = p2 - p1
+        se = 100 * math.sqrt((p1 / 100 * (1 - p1 / 100) + p2 / 100 * (1 - p2 / 100)) / examples)
+        how = f"on one tuning permutation of {examples:,} rows"
+    else:
+        return None
+    if gain >= 2 * se:
+        return None
+    return (f"the chosen cell beats the default's {what} by {gain:.3g}{unit}, less than twice "
+            f"its standard error ({se:.3g}{unit} {how}): the gain may be noise "
+            + ("(--tune-permutations 3 or more tells it apart)" if len(diffs) < 3 else
+               "(more --tune-permutations tell it apart)"))
+
+
 def selection_text(task: str, ties: str) -> str:
     if task == "regression":
         return "lowest mean average loss over the tuning permutations; ties: the earlier cell"

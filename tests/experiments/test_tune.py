@@ -73,6 +73,42 @@ def _cell(i: int, mr: float | None, loss: float) -> CellScore:
                      mistake_rate=mr, avg_loss=loss)
 
 
+def _perms(i: int, rates: list[float], losses: list[float] | None = None) -> CellScore:
+    losses = losses or [0.5] * len(rates)
+    return CellScore(index=i, label=f"cell{i}", grid={}, params={},
+                     mistake_rate=float(np.mean(rates)), avg_loss=float(np.mean(losses)),
+                     per_permutation=[(10 + r, m, loss) for r, (m, loss)
+                                      in enumerate(zip(rates, losses, strict=True))])
+
+
+def test_a_gain_within_its_standard_error_is_flagged_as_noise() -> None:
+    base = _perms(-1, [20.0, 22.0, 21.0])
+    # paired: 0.5 pp better on average, differences 0.0, 1.5, 0.0: se 0.5, under twice it
+    noisy = _perms(1, [20.0, 20.5, 21.0])
+    line = tuning.gain_warning(noisy, base, "classification", 1000)
+    assert line is not None and "0.5 pp" in line and "over 3 tuning permutations, paired" in line
+    # a steady gain (1 pp on every permutation: no spread) is no noise
+    assert tuning.gain_warning(_perms(1, [19.0, 21.0, 20.0]), base, "classification",
+                               1000) is None
+    # no gain: nothing to say
+    assert tuning.gain_warning(_perms(1, [21.0, 22.0, 21.0]), base, "classification",
+                               1000) is None
+    # one permutation of a mistake rate: the binomial error of n rows (0.5 pp of ~20 % over
+    # 1,000 rows is well within it; 5 pp over 100,000 rows is not)
+    one_base, one = _perms(-1, [20.0]), _perms(1, [19.5])
+    line = tuning.gain_warning(one, one_base, "classification", 1000)
+    assert line is not None and "one tuning permutation of 1,000 rows" in line
+    assert "--tune-permutations 3 or more" in line
+    assert tuning.gain_warning(_perms(1, [15.0]), one_base, "classification", 100_000) is None
+    # a regression over permutations: the average loss's paired differences
+    rb = _perms(-1, [0.0, 0.0, 0.0], [1.0, 2.0, 1.5])
+    line = tuning.gain_warning(_perms(1, [0.0] * 3, [0.9, 2.1, 1.4]), rb, "regression", None)
+    assert line is not None and "average loss" in line and "pp" not in line
+    # one permutation of a regression: no error to judge by, nothing said
+    assert tuning.gain_warning(_perms(1, [0.0], [0.9]), _perms(-1, [0.0], [1.0]),
+                               "regression", 1000) is None
+
+
 def test_ties_go_to_grid_order_or_to_the_loss() -> None:
     cells = [_cell(2, 10.0, 0.5), _cell(0, 12.0, 0.1), _cell(1, 10.0, 0.4), _cell(3, 10.0, 0.3)]
     assert tuning.choose(cells, "classification").index == 1  # earliest of the 10.0 cells

@@ -329,10 +329,34 @@ def run_tune(tune: TuneConfig) -> int:
         print(f"{PROG} tune: {line}", file=sys.stderr)
     auto = next((float(c["params"]["gamma"]) / f for c in doc["cells"]
                  if (f := widths.auto_factor(c["grid"].get("gamma"))) is not None), None)
-    for line in tune_warnings(axes, cells[doc["cell"]], config.read.limit, auto=auto,
-                              sample=None if config.sample is None else config.sample[1]):
+    lines = tune_warnings(axes, cells[doc["cell"]], config.read.limit, auto=auto,
+                          sample=None if config.sample is None else config.sample[1])
+    gain = _gain_warning(tune, run.results, doc)
+    for line in [*lines, *([gain] if gain else [])]:
         print(f"{PROG} tune: warning: {line}", file=sys.stderr)
     return 0
+
+
+def _gain_warning(tune: TuneConfig, results: Sequence[EvalResult],
+                  doc: dict[str, Any]) -> str | None:
+    """:func:`tuning.gain_warning` of the chosen cell against the replay default."""
+    by_label = {r.label: r for r in results}
+    base = None if tune.baseline is None else by_label.get(tune.baseline)
+    chosen = next((r for r in results if r.label != tune.baseline
+                   and _cell_of(tune, r.label) == doc["cell"]), None)
+    if base is None or chosen is None or doc["baseline"] is None:
+        return None
+    examples = chosen.runs[0].examples if chosen.runs else None
+    return tuning.gain_warning(_score(chosen, doc["cell"], chosen.label, {}),
+                               _score(base, -1, base.label, {}), tune.replay.read.task,
+                               examples)
+
+
+def _cell_of(tune: TuneConfig, label: str) -> int | None:
+    """The grid index of the evaluated cell ``label`` (None: not a cell)."""
+    chosen = list(tune.chosen)
+    return next((i for lab, i in zip(_labels(chosen, len(tune.cells)), chosen, strict=True)
+                 if lab == label), None)
 
 
 def _baseline_text(tune: TuneConfig) -> str:
