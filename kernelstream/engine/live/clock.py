@@ -82,29 +82,21 @@ class QuietClock:
         clock, left, due = self.clock, self._left, self._due
         now = self.now
         last = max(ts) if now is None else max(now, max(ts))
-        if (not due or due[0][0] > last) and min(ts) + q > last:
-            # the common case: no deadline, old or new (each at least min(ts) + q), is
-            # reached in this call
-            for e, t in zip(entities, ts, strict=True):
-                c = clock.get(e)
-                if c is None:
-                    clock[e] = t
-                    heapq.heappush(due, (t + q, e))
-                elif t > c:
-                    clock[e] = t
-            left.update(dict.fromkeys(entities, TICKS_PER_QUIET))
-            self.now = last
-            return []
+        # the common case: no deadline, old or new (each at least min(ts) + q), is reached in
+        # this call, so only the entities' clocks move
+        quiet = (not due or due[0][0] > last) and min(ts) + q > last
         ticks: list[tuple[int, str, int]] = []
         for k, (e, t) in enumerate(zip(entities, ts, strict=True)):
-            if now is None or t > now:
-                now = t
             c = clock.get(e)
             if c is None:
                 clock[e] = t
                 heapq.heappush(due, (t + q, e))
             elif t > c:
                 clock[e] = t
+            if quiet:
+                continue
+            if now is None or t > now:
+                now = t
             left[e] = TICKS_PER_QUIET
             while due[0][0] <= now:
                 _, e2 = heapq.heappop(due)
@@ -122,6 +114,9 @@ class QuietClock:
                     del clock[e2], left[e2]
                 if not due:
                     break
+        if quiet:
+            left.update(dict.fromkeys(entities, TICKS_PER_QUIET))
+            now = last
         self.now = now
         return ticks
 
