@@ -377,6 +377,20 @@ def _encode(st: ModelState, blob: bytes, chunks: tuple[tuple[IdChunk, int], ...]
                      struct.pack("<I", size), *parts, blob))
 
 
+def state_clock(data: bytes) -> tuple[str | None, int | None, bool]:
+    """``(entity, clock, busy)`` of :func:`encode_state` bytes, from their JSON alone (no array
+    decoded): ``busy``, whether the model holds anything a clock tick acts on (pending events,
+    remembered ids, a window that saw records or expiries)."""
+    if data[:4] != MAGIC or data[4] not in READS:
+        raise ValueError("not a kernelstream stream-model state")
+    (nj,) = struct.unpack_from("<I", data, 5)
+    meta: dict[str, Any] = json.loads(bytes(data[9 : 9 + nj]))
+    w = meta["window"]
+    resolved = meta.get("n_resolved", len(meta.get("resolved") or ()))  # version 1: a list
+    busy = bool(meta["n"] or resolved or w[1] or w[5])
+    return meta.get("entity"), meta.get("clock"), busy
+
+
 def decode_state(data: bytes, ttl_ms: int) -> ModelState:
     """The :class:`ModelState` of :func:`encode_state` bytes (``ttl_ms`` rebuilds the expiry
     heap's deadlines)."""

@@ -54,6 +54,7 @@ has always offered (:class:`StreamJob`, :class:`Committer`, :class:`WriteKafkaRo
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import uuid
@@ -73,7 +74,7 @@ from kernelstream.engine.live.clock import CLOCK_KEY, QuietClock
 from kernelstream.engine.live.engine import StreamEngine, quiet_clock
 from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView
-from kernelstream.engine.live.state import decode_state, encode_state
+from kernelstream.engine.live.state import decode_state, encode_state, state_clock
 from kernelstream.engine.replay import checkpoints
 from kernelstream.engine.replay.core import decode_replay_state
 from kernelstream.transforms.live.committer import (
@@ -239,16 +240,25 @@ def route_clock(job: StreamJob) -> QuietClock | None:
     """The router's clock of quiet entities (:mod:`kernelstream.engine.live.clock`): for
     ``--key-by`` streams read as one merge (``--merge all``; read by partition, the groups
     take turns and no one clock orders them), continued from the snapshot the run resumed
-    from (a snapshot without one, of an older version, starts it afresh)."""
+    from. A snapshot whose clock is not current (written by a run that read by partition,
+    which left the clock as it was, or before clocks existed) gets one rebuilt from its
+    models' states (their JSON only), so that no entity quiet by then is forgotten."""
     clock = quiet_clock(job.spec)
     if clock is None or job.merge != "all":
         return None
-    if job.checkpoint is not None and job.resume_epoch is not None:
-        with SnapshotView.open(job.checkpoint, job.resume_epoch) as view:
-            data = view.get(CLOCK_KEY)
-        if data is not None:
-            return QuietClock.decode(data, clock.quiet_ms)
-    return clock
+    if job.checkpoint is None or job.resume_epoch is None:
+        return clock
+    with SnapshotView.open(job.checkpoint, job.resume_epoch) as view:
+        data = view.get(CLOCK_KEY)
+        if data is not None and (view.info().get("stream") or {}).get("merge") == "all":
+            with contextlib.suppress(ValueError):  # another version's: rebuilt below
+                return QuietClock.decode(data, clock.quiet_ms)
+        models = []
+        for _, state in view.items():
+            entity, at, busy = state_clock(state)
+            if entity is not None and at is not None and busy:
+                models.append((entity, at))
+    return QuietClock.rebuilt(clock.quiet_ms, models)
 
 
 # -- learn ----------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from kernelstream.engine.live.clock import CLOCK_KEY, QuietClock
 from kernelstream.engine.live.engine import LiveOutputs, quiet_clock, reference_outputs
 from kernelstream.engine.live.parsing import LiveSpec
 from kernelstream.engine.live.records import SourceRecord
-from kernelstream.engine.live.state import ModelState, decode_state, encode_state
+from kernelstream.engine.live.state import ModelState, decode_state, encode_state, state_clock
 
 PERCEPTRON = LearnerConfig("perc", "perceptron", {"kernel": "linear"})
 # the fields of rows that are not deterministic (wall-clock seconds)
@@ -48,43 +48,66 @@ def state_bytes(st: ModelState) -> bytes:
     return encode_state(st)
 
 
+def quiet_u1() -> list[SourceRecord]:
+    """u1 sends one event at 0 and goes quiet; u2, u3, u4 send an event every 400 ms in turn."""
+    return [rec(0, 0, "u1/a", "? 1:1"),
+            *(rec(i, 400 * i, f"u{2 + i % 3}/e{i}", "? 2:1") for i in range(1, 16))]
+
+
 def test_a_quiet_entitys_event_expires_by_the_stream_clock() -> None:
-    """u1 sends one event and goes quiet while u2 goes on: once the stream's clock passes u1's
-    clock by the quiet interval (max(TTL, window) = 1000 ms), u1's model gets a tick at the
-    stream's clock: its event expires, its window closes; a second tick one interval later
-    forgets the expired id and closes the window the expiry was counted in, and the clock
-    lets u1 go. Before, u1's event waited for u1's own next record, for ever."""
+    """u1 sends one event and goes quiet while three others go on. The stream clock is the
+    latest time three entities have reached (QUORUM): at t = 2000 (u2, u4, u3 at 2000, 1600,
+    1200) it is 1200, past u1's clock (0) by the quiet interval (max(TTL, window) = 1000 ms),
+    so u1's model gets a tick at 1200: its event expires, its window closes; a second tick
+    once the clock reaches 2200 (at t = 3200: 2400) forgets the expired id and closes the
+    window the expiry was counted in, and the clock lets u1 go. Before, u1's event waited for
+    u1's own next record, for ever."""
     s = spec()
-    records = [rec(0, 0, "u1/a", "? 1:1"),
-               *(rec(i, 1000 * i, f"u2/e{i}", "? 2:1") for i in range(1, 6))]
     clock = quiet_clock(s)
     assert clock is not None and clock.quiet_ms == 1000
-    out, states = reference_outputs(records, s, clock=clock)
+    out, states = reference_outputs(quiet_u1(), s, clock=clock)
     u1 = states["perc#0@u1"]
     unl = [r for r in out.unlabeled if r["entity"] == "u1"]
-    assert [(r["event_id"], r["expired_at_ms"]) for r in unl] == [("u1/a", 1000)]
-    assert not u1.pending and not u1.resolved  # forgotten at the second tick (2000)
-    assert u1.clock_ms == 2000 and u1.records == 1
+    assert [(r["event_id"], r["expired_at_ms"]) for r in unl] == [("u1/a", 1200)]
+    assert not u1.pending and not u1.resolved  # forgotten at the second tick (2400)
+    assert u1.clock_ms == 2400 and u1.records == 1
+    assert state_clock(encode_state(u1)) == ("u1", 2400, False)  # nothing for a tick to do
     m = [r for r in out.metrics if r["entity"] == "u1"]
     assert [(r["row_id"], r["records"], r["predictions"], r["unlabeled"], r["pending"])
-            for r in m] == [("perc#0@u1/m/0", 1, 1, 0, 1), ("perc#0@u1/m/1000", 0, 0, 1, 0)]
-    assert "u1" not in clock.clock and len(clock) == 1  # u2 only
-    # u2's own records expire its events as before
-    assert [r["event_id"] for r in out.unlabeled if r["entity"] == "u2"] == [
-        "u2/e1", "u2/e2", "u2/e3", "u2/e4"]
+            for r in m] == [("perc#0@u1/m/0", 1, 1, 0, 1), ("perc#0@u1/m/1200", 0, 0, 1, 0)]
+    assert "u1" not in clock.clock and clock.now == 5200  # (u2, u4, u3 at 6000, 5600, 5200)
     # the counts add up per model: predictions = outcomes + unlabeled + pending + rejected
     for st in states.values():
         c = st.counts()
         assert c["predictions"] == c["outcomes"] + c["unlabeled"] + c["pending"]
 
 
+def test_one_entity_ahead_of_time_moves_no_other_entitys_clock() -> None:
+    """20 devices, an event a second in turn, each labelled 5 s later (TTL 60 s); at 100 s two
+    devices with skewed clocks each send a record stamped a year ahead. Were the stream clock
+    the latest timestamp, every other device's models would tick a year on and their events
+    expire before their labels; the quorum keeps it with the three latest entities."""
+    year = 365 * 24 * 3600 * 1000
+    items: list[tuple[int, int, str, str]] = []  # arrival, timestamp, key, value
+    for sec in range(600):
+        t = 1000 * sec
+        items.append((t, t, f"d{sec % 20}/e{sec}", "? 1:0.5 2:0.1"))
+        items.append((t + 5000, t + 5000, f"d{sec % 20}/e{sec}", "label:+1"))
+        if sec == 100:
+            items += [(t, t + year, "skewed/x", "? 1:0.1 2:0.1"),
+                      (t, t + 2 * year, "skewed2/x", "? 1:0.1 2:0.1")]
+    items.sort(key=lambda r: r[0])
+    records = [rec(o, ts, k, v) for o, (_, ts, k, v) in enumerate(items)]
+    s = spec(label_ttl_ms=60_000, metrics_window_ms=60_000)
+    out, _ = reference_outputs(records, s)
+    assert len(out.outcomes) == 600
+    assert not [r for r in out.unlabeled if not r["entity"].startswith("skewed")]
+
+
 def test_without_ticks_a_quiet_entity_keeps_its_events() -> None:
     """``ticks=False`` (a stream read by partition) keeps the old behaviour, which the test
     above would fail on: u1's event waits for u1's own next record."""
-    s = spec()
-    records = [rec(0, 0, "u1/a", "? 1:1"),
-               *(rec(i, 1000 * i, f"u2/e{i}", "? 2:1") for i in range(1, 6))]
-    out, states = reference_outputs(records, s, ticks=False)
+    out, states = reference_outputs(quiet_u1(), spec(), ticks=False)
     assert not [r for r in out.unlabeled if r["entity"] == "u1"]
     assert len(states["perc#0@u1"].pending) == 1
 
@@ -99,8 +122,8 @@ def test_a_tick_does_not_reach_an_entity_that_keeps_sending() -> None:
     """An entity that sends within every quiet interval never gets a tick: its rows are
     those of a run without ticks."""
     s = spec()
-    records = [rec(i, 400 * i, f"u{i % 2}/e{i}", "? 1:1" if i % 3 else "+1 1:1")
-               for i in range(60)]
+    records = [rec(i, 200 * i, f"u{i % 4}/e{i}", "? 1:1" if i % 3 else "+1 1:1")
+               for i in range(80)]
     with_ticks, _ = reference_outputs(records, s)
     without, _ = reference_outputs(records, s, ticks=False)
     assert rows(with_ticks) == rows(without)
@@ -178,6 +201,29 @@ def test_a_restored_stream_ticks_where_the_whole_one_does(at: int) -> None:
             both[name].extend(rs)
     assert rows(both) == rows(whole)
     assert all(state_bytes(st_rest[k]) == state_bytes(st_whole[k]) for k in st_whole)
+
+
+def test_a_rebuilt_clock_ticks_the_entities_gone_quiet_before_it() -> None:
+    """A snapshot without a current clock (a run that read by partition, or one from before
+    clocks): the clock is rebuilt from the models' states, read from their JSON alone, and
+    every entity that still holds something gets its ticks once the stream moves on."""
+    s = spec()
+    records = _one_off_stream(600, seed=3)
+    half = len(records) // 2
+    _, states = reference_outputs(records[:half], s, ticks=False)
+    assert sum(len(st.pending) for st in states.values()) > 100  # no ticks: all still there
+    seen = [state_clock(encode_state(st)) for st in states.values()]
+    assert all(e == StreamKey.decode(k).entity and c == st.clock_ms
+               for (e, c, _), (k, st) in zip(seen, states.items(), strict=True))
+    busy = [(e, c) for e, c, b in seen if b and e is not None and c is not None]
+    clock = QuietClock.rebuilt(1000, busy)
+    assert len(clock) == len(busy)  # (without ticks, every model still has its window open)
+    _, after = reference_outputs(records[half:], s, states, clock=clock)
+    end = max(r.timestamp_ms for r in records)
+    pending = {StreamKey.decode(k).entity for k, st in after.items() if st.pending}
+    recent = {StreamKey.decode(k).entity for k, st in after.items()
+              if st.clock_ms is not None and st.clock_ms > end - 3 * clock.quiet_ms}
+    assert pending <= recent and len(recent) < 100
 
 
 def test_clock_bytes_are_checked() -> None:

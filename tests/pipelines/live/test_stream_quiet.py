@@ -33,6 +33,7 @@ from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.live.clock import CLOCK_KEY, QuietClock
 from kernelstream.engine.live.engine import reference_outputs
 from kernelstream.engine.live.snapshot.store import SnapshotView
+from kernelstream.engine.live.state import decode_state
 from kernelstream.kafka_client import local_broker
 from kernelstream.transforms.live.stream import CRASH_ENV
 
@@ -123,3 +124,49 @@ def test_quiet_entities_expire_and_a_killed_stream_ticks_as_one_run(
     with SnapshotView.open(ckpt_b) as view:
         assert view.get(CLOCK_KEY) == clock_a
     assert assert_accounting(out_b) == assert_accounting(out_a)
+
+
+def _shifted(msgs: list[Message], first: int, dt: int, topics: tuple[str, str]) -> list[Message]:
+    """``msgs`` with their entities renamed from ``first`` on, ``dt`` ms later, on
+    ``topics``."""
+    names = {"qev": topics[0], "qlab": topics[1]}
+    out = []
+    for topic, part, key, value, ts in msgs:
+        assert key is not None
+        entity, _, rest = key.decode().partition("/")
+        k = f"s{int(entity[1:]) + first}/{rest}".encode()
+        out.append((names[topic], part, k, value, ts + dt))
+    return out
+
+
+def test_a_resume_after_reading_by_partition_rebuilds_the_clock(
+        broker: str, tmp_path: Path) -> None:
+    """A run read by partition (``--merge partition``: no clock, so the snapshot's is left as
+    the previous run wrote it) between two runs read as one merge: the last resumes with a
+    clock rebuilt from the models, so the entities that went quiet during the partition run
+    get their ticks too (before, the stale clock did not know them: pending for ever)."""
+    topics = ("mev", "mlab")
+    create_topics(broker, list(topics), 2)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    argv = [a.replace("/qev", "/mev").replace("/qlab", "/mlab")
+            for a in _argv(broker, out, ckpt)]
+    cut = argv.index("--")
+    left = []
+    for i, merge in enumerate(["all", "partition", "all"]):
+        produce(broker, _shifted(one_off_entities(150, seed=20 + i), 150 * i, 20_000 * i,
+                                 topics))
+        r = run_cli([*argv[:cut], "--merge", merge, *argv[cut:]])
+        assert r.returncode == 0, (merge, r.stderr)
+        with SnapshotView.open(ckpt) as view:
+            assert view.info()["stream"]["merge"] == merge
+            states = {k: decode_state(d, TTL_MS) for k, d in view.items()}
+            clock = view.get(CLOCK_KEY)
+        left.append({k for k, st in states.items() if st.pending})
+    assert len(left[1]) > 50  # read by partition: no ticks, the quiet entities' events wait
+    assert clock is not None
+    now = QuietClock.decode(clock, TTL_MS).now
+    assert now is not None and now > T0 + 40_000
+    assert not left[1] & left[2], "an entity quiet since the partition run kept its events"
+    assert all(st.clock_ms is not None and st.clock_ms > now - 2 * TTL_MS
+               for k, st in states.items() if k in left[2])
+    assert_accounting(out)
