@@ -1,13 +1,19 @@
 """The report of benchmarks/streaming.py (its markdown and verdicts, from its results), with
-the targets and the command under test that it states."""
+the targets, the broker and the command under test that it states."""
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from _common import generated_line, pass_mark
 from _verdicts import MIN_DRAIN_TICKS, STATUS_TICK_S, drain_replay_ratio
+
+from kernelstream.kafka_client import apache, apache_broker, local_broker
+from kernelstream.kafka_client.clients import READ_DEFAULTS
+from kernelstream.kafka_client.confluent import confluent_available
+from kernelstream.kafka_client.producers import KAFKA_PYTHON_LINGER_MS, LINGER_MS
 
 # The width and scaling are given, so both commands learn the same rows with the same model,
 # and the stream starts at once: with gamma=auto or --scale auto it would first read its
@@ -25,6 +31,55 @@ SHAPES = {"labelled": "labelled events (one record per event: label and features
                    "two records per event)"}
 BACKLOG_KEY = {"labelled": "backlog", "pairs": "backlog_pairs"}  # results keys by shape
 
+# --broker: every phase (floor included) runs on it; each broker has its own results file
+BROKERS = ("tansu", "apache")
+TANSU = {"name": "tansu", "label": "tansu",
+         "detail": "local tansu (memory storage, 127.0.0.1), one partition per topic"}
+
+
+def results_stem(broker: str) -> str:
+    """The results file's stem: ``streaming`` on tansu (the original file), else
+    ``streaming_BROKER``, so a run on one broker never overwrites the other's figures."""
+    return "streaming" if broker == "tansu" else f"streaming_{broker}"
+
+
+def broker(name: str) -> tuple[Any, dict[str, str]]:
+    """The broker ``name`` (:data:`BROKERS`) as a context manager, and how the report names it."""
+    if name == "tansu":
+        return local_broker, TANSU
+    return apache_broker, {
+        "name": name, "label": f"Apache Kafka {apache.KAFKA_VERSION}",
+        "detail": "one KRaft node (broker and controller in one JVM, "
+                  f"`{' '.join(apache.JVM_OPTIONS)}`) from the Maven jars, started as "
+                  "tests/kafka/test_apache_kafka.py starts it (`kafka_client.apache_broker`), "
+                  "logs on local disk, 127.0.0.1, one partition per topic"}
+
+
+def stream_kafka() -> str:
+    """The stream's own Kafka client settings, its defaults whatever the broker (no
+    ``--kafka-option`` is given unless ``--stream-arg`` does)."""
+    if confluent_available():
+        import confluent_kafka
+
+        client = (f"confluent-kafka {confluent_kafka.__version__} (librdkafka "
+                  f"{confluent_kafka.libversion()[0]})")
+        linger = LINGER_MS
+    else:
+        client, linger = "kafka-python", KAFKA_PYTHON_LINGER_MS
+    return (f"client {client} (`--kafka-client auto`); reader fetch wait "
+            f"{READ_DEFAULTS['fetch_max_wait_ms']} ms, fetch min bytes 1 (a fetch may return as "
+            f"soon as one record is there); predictions "
+            f"producer acks=all, linger {linger} ms")
+
+
+_RAISE = re.compile(r"fetch_max_wait_ms (\d+) -> (\d+) ms")
+
+
+def fetch_wait_raises(log: str) -> list[int]:
+    """The fetch waits (ms) the stream's reader raised itself to (its FetchWait warnings in
+    the stream's log): the setting it really read with, when not its default."""
+    return [int(m.group(2)) for m in _RAISE.finditer(log)]
+
 
 def verdict(st: dict[str, Any]) -> str:
     if st["rate"] == REQUIRED_RATES[0]:
@@ -35,7 +90,9 @@ def verdict(st: dict[str, Any]) -> str:
 
 
 def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[str]:
-    L = ["# Streaming: event-to-prediction latency, sustained rate, ratio to the file replay",
+    br = res.get("broker") or TANSU  # results of before --broker: tansu
+    L = ["# Streaming: event-to-prediction latency, sustained rate, ratio to the file replay"
+         + ("" if br["name"] == "tansu" else f" ({br['label']})"),
          "", generated_line("streaming.py", started, f"wall time {minutes:.1f} min"), "",
          f"* Machine: {res['machine']}; load average (1/5/15 min) {res['load_start']} at the "
          f"start, {res['load_end']} at the end (a shared machine: the other tenants' load is "
@@ -47,9 +104,11 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
          f"--max-seconds …{' ' + ' '.join(a.stream_arg) if a.stream_arg else ''}"
          f"{' -- ' + ' '.join(a.beam_option) if a.beam_option else ''}` (BOGD "
          "B = 200), a subprocess per phase, stopped with SIGINT.",
-         "* Broker: local tansu (memory storage, 127.0.0.1), one partition per topic. Test "
+         f"* Broker: **{br['label']}**, every phase (the floor too): {br['detail']}. Test "
          "clients (kafka-python), each in its own process: producer linger 0 ms, acks 1; "
          "consumer fetch wait ≤ 10 ms, polling every ≤ 50 ms.",
+         *([f"* The stream's Kafka settings (its defaults, the same on every broker): "
+            f"{res['stream_kafka']}. {raised_note(res)}"] if res.get("stream_kafka") else []),
          "* Data:"]
     for name, note in res["data"].items():
         L.append(f"  * {name}: {note}")
@@ -65,10 +124,11 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
     if rows:
         lt = "its own topic" if a.labels_topic else "the same topic (label-only records)"
         L += ["## Event-to-prediction latency on live traffic", "",
-              f"Feature records at a steady rate (label `?`; key = event id; record timestamp "
-              f"= send time); each label follows on {lt} after a seeded random delay "
-              f"(exponential, mean {a.label_delay_ms:g} ms, at most 5× that), so the stream "
-              f"reads two records per event and learns as labels arrive. Latency = arrival "
+              f"Measured on {br['label']} (the floor above too). Feature records at a "
+              f"steady rate (label `?`; key = event id; record timestamp = send time); each "
+              f"label follows on {lt} after a seeded random delay (exponential, mean "
+              f"{a.label_delay_ms:g} ms, at most 5× that), so the stream reads two records "
+              f"per event and learns as labels arrive. Latency = arrival "
               f"of the prediction on `PREFIX-predictions` (consumer wall clock) − its "
               f"`event_time_ms`. {a.step_seconds:g} s per rate; the first {a.warmup:g} s of "
               f"each rate are dropped (samples = the rest). *Bounded*: every prediction "
@@ -97,12 +157,12 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
         for name, st in rows:
             if st["rate"] != REQUIRED_RATES[0] or not st["samples"]:
                 continue
-            line = (f"* {name} at {st['rate']:,} events/s: event → prediction p50 "
-                    f"{st['p50']:.1f} ms, p99 {st['p99']:.1f} ms")
+            line = (f"* {name} at {st['rate']:,} events/s on {br['label']}: event → "
+                    f"prediction p50 {st['p50']:.1f} ms, p99 {st['p99']:.1f} ms")
             if fl and fl["samples"]:
-                line += (f"; the broker hop alone (floor, this run) p50 {fl['p50']:.1f} ms, "
-                         f"p99 {fl['p99']:.1f} ms; two hops in the stream path, so the "
-                         f"stream's own share of the median is about "
+                line += (f"; the broker hop alone (floor, this run, {br['label']}) p50 "
+                         f"{fl['p50']:.1f} ms, p99 {fl['p99']:.1f} ms; two hops in the "
+                         f"stream path, so the stream's own share of the median is about "
                          f"{st['p50'] - 2 * fl['p50']:.1f} ms")
             L.append(line + ".")
         L.append("")
@@ -192,6 +252,21 @@ def render(a: Any, res: dict[str, Any], started: str, minutes: float) -> list[st
                      f"after the stream started; {lv['duplicates']} duplicate predictions; "
                      f"exit code {lv['exit_code']}.")
     return L
+
+
+def raised_note(res: dict[str, Any]) -> str:
+    """Where the stream's reader raised its fetch wait in this run (:func:`fetch_wait_raises`
+    per phase), or that it never did."""
+    where = []
+    for name, d in res["datasets"].items():
+        for key in (*BACKLOG_KEY.values(), "live"):
+            ms = (d.get(key) or {}).get("fetch_wait_raises") or []
+            if ms:
+                where.append(f"{name} {key.replace('_', ' ')} to {max(ms)} ms")
+    if not where:
+        return "The reader never raised its fetch wait in this run."
+    return ("The reader raised its fetch wait (no records behind the high watermark for 1 s): "
+            + "; ".join(where) + ".")
 
 
 def passed(res: dict[str, Any]) -> bool:

@@ -1,10 +1,13 @@
 """`kernelstream stream` on a local Kafka broker: event-to-prediction latency, the largest
 sustained rate, and the ratio to the bounded file replay of the same rows.
 
-A local Kafka-protocol broker (tansu, memory storage, ``kernelstream.kafka_client.local_broker``)
-is started; BOGD B = 200 learns on a9a (a9a + a9a.t from ``--data-dir``) and on ijcnn1-like
-traffic (ijcnn1 is not in the shared data sets: a seeded synthetic dense set of 22 features
-in [-1, 1] with ~10 % positives, see :func:`ijcnn1_like`). Per data set, phases:
+A local broker is started (``--broker``): tansu, a Kafka-protocol broker with memory storage
+(``kernelstream.kafka_client.local_broker``, the default), or Apache Kafka itself, one KRaft
+node from its Maven jars as the tests start it (``kafka_client.apache_broker``; java 17+ and
+mvn); every phase below runs on it, the floor too. BOGD B = 200 learns on a9a (a9a + a9a.t
+from ``--data-dir``) and on ijcnn1-like traffic (ijcnn1 is not in the shared data sets: a
+seeded synthetic dense set of 22 features in [-1, 1] with ~10 % positives, see
+:func:`ijcnn1_like`). Per data set, phases:
 
 1. **backlog**: ``--backlog`` events (250,000 by default: the data set's rows repeated, since
    a whole data set drains in under 0.3 s) are produced to a fresh topic in one of two shapes
@@ -53,9 +56,13 @@ latency the broker and the two clients add by themselves (the stream path has tw
 the report puts it next to the 1k events/s latencies, so that the stream's own share shows.
 
 Producer and consumer run in their own processes (no GIL sharing with each other or the
-harness). Writes ``benchmarks/results/streaming.md`` / ``.json`` (generated; do not edit)::
+harness). The stream runs with its own Kafka defaults on either broker (the report states
+them, and any fetch wait its reader raised itself to). Writes
+``benchmarks/results/streaming.md`` / ``.json`` on tansu, ``streaming_apache.md`` / ``.json``
+on Apache Kafka (generated; do not edit)::
 
     nice -n 10 .venv/bin/python benchmarks/streaming.py               # ~8 min
+    nice -n 10 .venv/bin/python benchmarks/streaming.py --broker apache
     .venv/bin/python benchmarks/streaming.py --datasets a9a --backlog 10000 \\
         --step-seconds 6 --sweep-fractions '' --out-dir /tmp/ks-bench  # small check
 """
@@ -92,12 +99,17 @@ from _common import (
 from _machine_load import LoadMeter, tree_cpu_seconds
 from _streaming_report import (
     BACKLOG_KEY,
+    BROKERS,
     LEARNER_ARGS,
     RATIO_TARGET,
     REQUIRED_RATES,
     SHAPES,
+    broker,
+    fetch_wait_raises,
     passed,
     render,
+    results_stem,
+    stream_kafka,
 )
 from _traffic import Consumer, Traffic, a9a, ijcnn1_like, run_producer
 from _verdicts import (
@@ -106,8 +118,6 @@ from _verdicts import (
     paired_rate,
     spread,
 )
-
-from kernelstream.kafka_client import local_broker
 
 KERNELSTREAM = str(Path(sys.executable).with_name("kernelstream"))
 
@@ -144,6 +154,9 @@ class StreamJob:
                 self.proc.wait()
         self._f.close()
         return int(self.proc.returncode)
+
+    def fetch_wait_raises(self) -> list[int]:
+        return fetch_wait_raises(self.log.read_text(errors="replace"))
 
 
 def stream_args(a: Any, bootstrap: str, topic: str, prefix: str | None, tr: Traffic, out: Path,
@@ -232,7 +245,8 @@ def backlog_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int,
     mid = sorted(runs, key=lambda r: r["drain_rate"])[(len(runs) - 1) // 2]
     short = [f"run {k}: {r['too_short']}" for k, r in enumerate(runs) if r.get("too_short")]
     return {**mid, "drain_rates": rates, "drain_spread": spread(rates),
-            "too_short": "; ".join(short) or None}
+            "too_short": "; ".join(short) or None,
+            "fetch_wait_raises": [ms for r in runs for ms in r["fetch_wait_raises"]]}
 
 
 def backlog_run(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int, tmp: Path,
@@ -291,7 +305,7 @@ def backlog_run(a: Any, ctx: Any, bootstrap: str, tr: Traffic, n: int, tmp: Path
          "start_to_last_s": t_end - job.t_start,
          "stream_cpu_s": cpu, "stream_cpu_per_event_us": 1e6 * cpu * per_event / max(1, got),
          "load": load, "load1": load0, "exit_code": rc,
-         "summary_rate": summary_rate(out)}
+         "summary_rate": summary_rate(out), "fetch_wait_raises": job.fetch_wait_raises()}
     print(f"{tr.name} backlog ({shape}) run {k}: {got:,}/{n:,} records learnt, drain rate "
           f"{rate:,.0f} events/s over {window:.2f} s ({samples} status counts"
           f"{'; TOO SHORT to measure' if r['too_short'] else ''}; first output "
@@ -401,7 +415,8 @@ def live_phase(a: Any, ctx: Any, bootstrap: str, tr: Traffic, rates: list[int],
         rc = job.stop()
         res = cons.stop()
     return {"ready_s": t_ready if steps else None, "steps": steps, "exit_code": rc,
-            "duplicates": res["duplicates"], "summary_rate": summary_rate(out)}
+            "duplicates": res["duplicates"], "summary_rate": summary_rate(out),
+            "fetch_wait_raises": job.fetch_wait_raises()}
 
 
 def step_stats(cons: Consumer, first: int, n: int, p: dict[str, Any],
@@ -508,6 +523,9 @@ def main() -> int:
     ap.add_argument("--keep-temp", type=Path, metavar="DIR",
                     help="work in DIR (kept: stream logs, outputs, replay files) instead of a "
                          "temporary directory")
+    ap.add_argument("--broker", choices=BROKERS, default="tansu",
+                    help="the local broker of every phase (default %(default)s); results go "
+                         "to streaming.md on tansu, streaming_BROKER.md otherwise")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     a = ap.parse_args()
     names = _common.parse_list(ap, a.datasets, ("a9a", "ijcnn1-like"), "data set")
@@ -519,8 +537,10 @@ def main() -> int:
     res: dict[str, Any] = {"machine": machine_info(), "data": {}, "datasets": {},
                            **_common.provenance("streaming.py", sys.argv[1:]),
                            "options": {k: str(v) for k, v in vars(a).items()}}
+    start_broker, res["broker"] = broker(a.broker)
+    res["stream_kafka"] = stream_kafka()
     traffic = {"a9a": lambda: a9a(a.data_dir), "ijcnn1-like": lambda: ijcnn1_like(seed=a.seed)}
-    with local_broker() as b, contextlib.ExitStack() as stack:
+    with start_broker() as b, contextlib.ExitStack() as stack:
         if a.keep_temp:
             tmp = a.keep_temp
             tmp.mkdir(parents=True)  # a fresh directory: the phases create fixed names in it
@@ -556,7 +576,7 @@ def main() -> int:
     minutes = (time.perf_counter() - t_start) / 60
     L = render(a, res, started, minutes)
     res["passed"] = passed(res)
-    write_report(a.out_dir, "streaming", L, res)
+    write_report(a.out_dir, results_stem(a.broker), L, res)
     print("\n".join(L))
     return 0 if res["passed"] else 1
 

@@ -21,7 +21,10 @@ reports no trace of, and the empty partition's high watermark must come from a l
 than the record's append. A backlog is known from the first fetch on, so only the records
 at the live end wait. The reader also fails
 (:class:`~kernelstream.engine.offsets.LogChanged`) on a high watermark below the position
-already read (the broker came back without its data), and on partitions that the broker,
+already read for longer than :data:`LOST_AFTER_S` (the broker came back without its data;
+Apache Kafka reports in each fetch response the high watermark from before it read the
+records, so a response can hold records past its own high watermark: only a later response
+can say the log is shorter), and on partitions that the broker,
 answering, no longer has after ``PROBE_EVERY_S`` of unreachability (librdkafka waits
 silently for a deleted topic; confluent-kafka only: :meth:`ConfluentConsumer.missing`)."""
 
@@ -161,6 +164,11 @@ class FetchEvidence:
         fetcher._handle_fetch_error = error  # type: ignore[union-attr]
 
 
+# how long a high watermark may stay below what the broker served before the log counts as
+# lost: longer than the longest fetch wait, so that a later fetch response has come in
+LOST_AFTER_S = FetchWait.MAX_MS / 1000 + 1.0
+
+
 class GroupReader:
     """A group's consumer and merge, kept across ``process()`` calls. ``claimed`` is where the
     last call's restriction ended; a call whose restriction starts elsewhere (a retried
@@ -188,6 +196,8 @@ class GroupReader:
         # per partition, the position the broker has served this reader to since the last
         # seek (None before it served anything): a sought offset is not something served
         self.served: list[int | None] = [None] * len(self.keys)
+        # per partition, since when its high watermark has been below what was served
+        self.short_since: list[float | None] = [None] * len(self.keys)
         self.idle_since: list[float | None] = [None] * len(self.keys)
         self.newest_ts: list[int | None] = [None] * len(self.keys)
         # each partition's high watermark in the last fetch response (None before one)
@@ -236,6 +246,7 @@ class GroupReader:
         self.claimed = list(start)
         self.fetched = list(start)
         self.served = [None] * len(self.keys)
+        self.short_since = [None] * len(self.keys)
         self.idle_since = [None] * len(self.keys)
         self._arrived = [deque() for _ in self.keys]
         self._ripe = [-1] * len(self.keys)
@@ -320,12 +331,18 @@ class GroupReader:
                     known.append((hw - 1, now))
             confirmed = self.confirmed(i)
             served = self.served[i]
-            if hw is not None and served is not None and hw < served:
-                # a broker's high watermark never goes back below what it served (a cached
-                # one neither: each is from a fetch response at least as new as the records
-                # read), confirmed or not: this one comes from a broker that lost the data.
-                # (A resume sought past the log's end is not this: librdkafka reports it as
-                # out of range, OffsetOutOfLog, before anything is served.)
+            if hw is None or served is None or hw >= served:
+                self.short_since[i] = None
+            elif self.short_since[i] is None:
+                # Apache Kafka takes a response's high watermark before it reads the records
+                # (kafka.cluster.Partition.readRecords), so records appended meanwhile come
+                # with a high watermark below them: only a later response tells
+                self.short_since[i] = now
+            elif now - self.short_since[i] > LOST_AFTER_S:
+                # a broker's high watermark never goes back below what it served, confirmed
+                # or not: a newer response still below it comes from a broker that lost the
+                # data. (A resume sought past the log's end is not this: librdkafka reports
+                # it as out of range, OffsetOutOfLog, before anything is served.)
                 raise LogChanged(self.keys[i][0], self.keys[i][1],
                                  f"the broker's high watermark {hw} is below offset "
                                  f"{served}, where this stream had read to (the "

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import _common
+import _streaming_report
 import learners as bench_learners
 import peers
 import skegd_scaling
@@ -78,6 +80,49 @@ def test_results_header_names_command_code_and_load() -> None:
     line = _common.provenance_line({**prov, "load_end": "9.00 / 9.00 / 9.00"})
     assert prov["command"] in line and prov["load_start"] in line and "9.00 / 9.00" in line
     assert prov["git_head"].split()[0] in line
+
+
+def _streaming_results(broker: dict[str, str] | None) -> dict[str, object]:
+    """A streaming.py result: the floor and one live rate (1k events/s) on one data set."""
+    load = {"busy": 0.5, "own": 0.5, "others": 0.0}
+    step = {"rate": 1000, "achieved": 1000.0, "sent": 12000, "arrived": 12000,
+            "samples": 10000, "p50": 20.0, "p99": 40.0, "max": 50.0, "growth_ms": 0.0,
+            "stream_cpu_share": 0.1, "load": load, "bounded": True}
+    res: dict[str, object] = {
+        "machine": "M", "load_start": "0.10 / 0.20 / 0.30", "load_end": "0.40 / 0.50 / 0.60",
+        "command": "python benchmarks/streaming.py", "git_head": "abc",
+        "data": {"a9a": "rows"}, "stream_kafka": "client X; reader fetch wait 100 ms",
+        "floor": {"rate": 1000, "samples": 9999, "p50": 5.0, "p99": 9.0},
+        "datasets": {"a9a": {"live": {"ready_s": 1.0, "duplicates": 0, "exit_code": 130,
+                                      "steps": [step], "fetch_wait_raises": [200]}}}}
+    if broker is not None:
+        res["broker"] = broker
+    return res
+
+
+def test_streaming_report_names_the_broker_of_every_figure() -> None:
+    """Each broker has its own results file, and the report says which broker the latencies
+    and the floor were measured on; results of before --broker are tansu's."""
+    a = SimpleNamespace(stream_arg=None, beam_option=None, labels_topic=False,
+                        label_delay_ms=500.0, step_seconds=12.0, warmup=2.0, bound_ms=1000.0,
+                        backlog_runs=5, replay_runs=7)
+    assert _streaming_report.results_stem("tansu") == "streaming"  # the committed file
+    assert _streaming_report.results_stem("apache") == "streaming_apache"
+    _, apache = _streaming_report.broker("apache")
+    text = "\n".join(_streaming_report.render(a, _streaming_results(apache), "now", 1.0))
+    label = apache["label"]
+    assert label.startswith("Apache Kafka ") and label in text.splitlines()[0]
+    assert f"* Broker: **{label}**, every phase (the floor too)" in text
+    assert f"Measured on {label} (the floor above too)" in text
+    assert f"a9a at 1,000 events/s on {label}" in text
+    assert f"floor, this run, {label}) p50 5.0 ms" in text
+    assert "0.10 / 0.20 / 0.30 at the start, 0.40 / 0.50 / 0.60 at the end" in text
+    assert "client X; reader fetch wait 100 ms" in text and "a9a live to 200 ms" in text
+    old = "\n".join(_streaming_report.render(a, _streaming_results(None), "now", 1.0))
+    assert "* Broker: **tansu**" in old and "Measured on tansu" in old
+    log = ("WARNING Kafka reader: no record for 1 s at ev[0] although the broker has more; "
+           "fetch_max_wait_ms 100 -> 200 ms (a broker ...)\nfetch_max_wait_ms 200 -> 400 ms")
+    assert _streaming_report.fetch_wait_raises(log) == [200, 400]
 
 
 def _kol_parse_float(tok: str) -> float:

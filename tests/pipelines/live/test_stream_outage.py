@@ -58,7 +58,8 @@ from kernelstream._services import free_port
 from kernelstream.engine.live.merge import merged
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.snapshot.store import SnapshotView
-from kernelstream.kafka_client.group_reader import GroupReader
+from kernelstream.engine.offsets import LogChanged
+from kernelstream.kafka_client.group_reader import LOST_AFTER_S, GroupReader
 from kernelstream.kafka_client.partitions import PartitionGroup
 
 pytestmark = pytest.mark.slow
@@ -401,6 +402,31 @@ def test_a_stale_high_watermark_holds_the_merge() -> None:
     round_()
     round_()
     assert out == merged([before + later_ev, later_lab])
+
+
+def test_records_past_their_responses_high_watermark_are_no_lost_log() -> None:
+    """Apache Kafka takes a fetch response's high watermark before it reads the records, so
+    records appended meanwhile come with a high watermark below them (the stream failed on
+    Apache Kafka at 1k events/s with "the broker's high watermark 4731 is below offset 4732").
+    That is no lost log until a later response still says so: a high watermark that stays
+    below what was served for LOST_AFTER_S is one."""
+    ev = ("ev", 0)
+    c = _Consumer()
+    reader = GroupReader(PartitionGroup(0, ("ev",), (0,)), c, merge_idle_ms=0)
+    reader.sync((0,))
+    c.polls, c.hw, c.ok = [_recs("ev", 0, [100, 110, 120])], {ev: 2}, {ev: True}
+    reader.fetch(0.0, None, 100)  # served to 3, the response said 2: the race
+    reader.fetch(0.0, None, 100)  # no newer response yet
+    c.hw = {ev: 3}  # the next response
+    reader.fetch(0.0, None, 100)
+    assert reader.short_since == [None]
+    c.hw = {ev: 1}  # the broker lost its data: every response from now on says so
+    reader.fetch(0.0, None, 100)
+    since = reader.short_since[0]
+    assert since is not None
+    reader.short_since = [since - LOST_AFTER_S - 0.1]  # as long ago
+    with pytest.raises(LogChanged, match="high watermark 1 is below offset 3"):
+        reader.fetch(0.0, None, 100)
 
 
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
