@@ -331,14 +331,15 @@ class GroupReader:
                     known.append((hw - 1, now))
             confirmed = self.confirmed(i)
             served = self.served[i]
+            short = self.short_since[i]
             if hw is None or served is None or hw >= served:
                 self.short_since[i] = None
-            elif self.short_since[i] is None:
+            elif short is None:
                 # Apache Kafka takes a response's high watermark before it reads the records
                 # (kafka.cluster.Partition.readRecords), so records appended meanwhile come
                 # with a high watermark below them: only a later response tells
                 self.short_since[i] = now
-            elif now - self.short_since[i] > LOST_AFTER_S:
+            elif now - short > LOST_AFTER_S:
                 # a broker's high watermark never goes back below what it served, confirmed
                 # or not: a newer response still below it comes from a broker that lost the
                 # data. (A resume sought past the log's end is not this: librdkafka reports
