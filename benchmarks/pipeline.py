@@ -435,6 +435,14 @@ def _timed(cmd: list[str]) -> dict[str, Any]:
     return out
 
 
+def loop_command(path: Path, out: Path, budget: int, seed: int) -> list[str]:
+    """The loop runner's replay of ``path`` into ``out``, run again and again: ``--overwrite``
+    (a replay refuses a folder that holds an earlier run)."""
+    return [sys.executable, "-m", "kernelstream.pipelines.cli", "replay", str(path),
+            "-l", "bogd", "-p", f"budget={budget}", "--seed", str(seed),
+            "--runner", "loop", "-q", "--out", str(out), "--overwrite"]
+
+
 def loop_fixed_cost(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     path = tmp / "covtype-50k.libsvm"
     with open(args.data_dir / COVTYPE, "rb") as src, open(path, "wb") as dst:
@@ -443,9 +451,7 @@ def loop_fixed_cost(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 break
             dst.write(line)
     out = tmp / "loop-50k"
-    cmd = [sys.executable, "-m", "kernelstream.pipelines.cli", "replay", str(path),
-           "-l", "bogd", "-p", f"budget={args.budget}", "--seed", str(args.seed),
-           "--runner", "loop", "-q", "--out", str(out)]
+    cmd = loop_command(path, out, args.budget, args.seed)
     runs: list[dict[str, Any]] = []
     bare: list[float] = []
     for i in range(args.cli_runs + 1):  # run 0 warms the page cache and is not counted

@@ -14,6 +14,7 @@ import _common
 import _streaming_report
 import learners as bench_learners
 import peers
+import pipeline as bench_pipeline
 import skegd_scaling
 
 from kernelstream.experiments import report
@@ -152,3 +153,17 @@ def test_kol_input_reads_back_through_kols_own_parser(tmp_path: Path) -> None:
             j, v = f.split(":")
             got[int(j) - 1] = _kol_parse_float(v)
         np.testing.assert_allclose(got, xi.astype(np.float32), rtol=1e-6)
+
+
+def test_the_loop_runs_fixed_cost_command_runs_twice_into_one_folder(tmp_path: Path) -> None:
+    """benchmarks/pipeline.py times the same loop replay again and again into one --out:
+    the replay refuses a folder holding an earlier run unless told to replace it."""
+    import subprocess
+
+    data = tmp_path / "d.libsvm"
+    data.write_text("".join(f"{1 if i % 3 else -1} 1:{i % 7 / 7:.3f} 2:{i % 5 / 5:.3f}\n"
+                            for i in range(60)))
+    cmd = bench_pipeline.loop_command(data, tmp_path / "out", 20, 0)
+    for _ in range(2):
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        assert r.returncode == 0, r.stderr
