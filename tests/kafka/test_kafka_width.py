@@ -25,7 +25,11 @@ from kernelstream import learners
 from kernelstream.data import widths
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow
+from kernelstream.engine.learner_config import LearnerConfig
+from kernelstream.errors import ConfigError
 from kernelstream.pipelines.cli import main
+from kernelstream.pipelines.replay.replay import run_replay
+from kernelstream.pipelines.replay.replay_args import ReplayConfig
 from kernelstream.pipelines.replay.topic_head import head_scaling
 from kernelstream.seeding import learner_seed
 
@@ -363,3 +367,55 @@ def test_a_topic_regression_target_is_standardised_by_its_head(
     assert main([*base, "--scale-target", "none", "--out", str(tmp_path / "o2")]) == 2
     assert "resume it as it ran (--task regression, --scale-target auto)" in (
         capsys.readouterr().err)
+
+
+def test_the_python_api_reads_a_topics_head_as_the_cli(broker: str, tmp_path: Path) -> None:
+    """``run_replay`` of a topic decides ``scale="auto"`` and the widths left to the data on
+    the topic's first examples, as ``kernelstream replay`` does (before: no scaling and the
+    learner's own gamma, 0.5); an empty topic keeps the default widths with a warning, and an
+    explicit ``gamma="auto"`` is refused there."""
+    rng = np.random.default_rng(3)
+    X = _as_text(rng.random((700, 4)) * [1.0, 50.0, 1.0, 0.2])  # ranges 250x apart
+    y = np.where(X[:, 0] + X[:, 2] > 1, 1, -1)
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, m, None) for m in _libsvm(X, y)])
+    url = f"kafka://{broker}/{topic}"
+    assert main(["replay", url, "-l", "bpa-s", "--n-features", "4", "--kafka-idle", "1",
+                 "--out", str(tmp_path / "cli"), "-q"]) == 0
+    cli = _summary(tmp_path / "cli")
+    with pytest.warns(RuntimeWarning, match="scaling features to"):
+        res = run_replay(url, [LearnerConfig("bpa-s", "bpa-s", {})], tmp_path / "api",
+                         n_features=4, kafka_idle=1)
+    assert res.scale == cli["scale"] == "01" and res.auto_scale == cli["auto_scale"]
+    assert res.configs[0].params["gamma"] == cli["auto_gamma"] != 0.5
+    assert _scores(tmp_path / "api") == _scores(tmp_path / "cli")  # the same rows learnt
+    empty = f"kafka://{broker}/{new_topic(broker)}"
+    with pytest.warns(RuntimeWarning, match="too few to estimate a width"):
+        config = ReplayConfig.of(empty, [LearnerConfig("r", "rff-rls", {})], tmp_path / "e",
+                                 n_features=3, kafka_idle=1)
+    assert config.learners[0].params["gamma"] == 0.5
+    with pytest.raises(ConfigError, match="gamma=auto is estimated from the data"), \
+            pytest.warns(RuntimeWarning):
+        ReplayConfig.of(empty, [LearnerConfig("r", "rff-rls", {"gamma": "auto"})],
+                        tmp_path / "e2", n_features=3, kafka_idle=1)
+
+
+def test_the_python_api_resumes_a_topic_with_what_its_checkpoint_recorded(
+        broker: str, tmp_path: Path) -> None:
+    """A resumed ``checkpoint=`` reads no head: its learners go on with the width and the
+    ranges they were learnt with, whatever the rows that came since look like."""
+    rng = np.random.default_rng(4)
+    X = _as_text(rng.random((400, 3)) * [1.0, 30.0, 1.0])
+    y = np.where(X[:, 0] > 0.5, 1, -1)
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, m, None) for m in _libsvm(X, y)])
+    url, ckpt = f"kafka://{broker}/{topic}", tmp_path / "ckpt"
+    cfg = [LearnerConfig("b", "bpa-s", {"budget": 20})]
+    with pytest.warns(RuntimeWarning, match="scaling features to"):
+        first = run_replay(url, cfg, tmp_path / "a", n_features=3, kafka_idle=1,
+                           checkpoint=str(ckpt))
+    produce(broker, topic, [(None, m, None) for m in _libsvm(X * 5, y)])  # wider rows
+    again = run_replay(url, cfg, tmp_path / "b", n_features=3, kafka_idle=1,
+                       checkpoint=str(ckpt))
+    assert again.configs[0].params == first.configs[0].params
+    assert again.scale == first.scale == "01"

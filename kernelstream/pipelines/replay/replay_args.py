@@ -47,7 +47,7 @@ from kernelstream.pipelines.replay.replay_checks import (
     check_workers,
     data_path,
 )
-from kernelstream.pipelines.replay.topic_head import TopicHead, topic_head
+from kernelstream.pipelines.replay.topic_head import TopicHead, api_topic_head, topic_head
 
 
 def hash_bits(s: str) -> int:
@@ -212,8 +212,11 @@ class ReplayConfig:
         (:func:`~kernelstream.pipelines.replay.auto_scale.resolve_options`; why it scaled is
         :attr:`auto_scale`, a standardised target each configuration's ``target``; an
         adversarial ``stream``'s on the file its rows are drawn from). A Kafka topic's
-        ``auto`` is ``none`` here (the CLI decides a topic's on its first records)."""
+        ``scale="auto"`` and widths left to the data are decided on the first examples the
+        run will read, as the CLI decides them (:func:`~kernelstream.pipelines.replay.
+        topic_head.api_topic_head`; a resumed ``checkpoint``: what it recorded)."""
         configs = tuple(as_configs(learners).values())
+        topic_scale = is_topic(data) and options.get("scale", auto_scale.AUTO) == auto_scale.AUTO
         task = options.get("task")
         if task is None and len({c.task for c in configs}) == 1:  # the CLI's resolve_task
             task = configs[0].task
@@ -236,6 +239,14 @@ class ReplayConfig:
                                 if k in KafkaOptions.KEYWORDS})
         rest = {k: v for k, v in options.items()
                 if k not in reads and k not in KafkaOptions.KEYWORDS}
+        if is_topic(data):  # its head, read once now (a file's: its first rows, above)
+            read, configs, why, rest["widths"] = api_topic_head(
+                read, kafka_client.KafkaReadOptions(
+                    kafka_client.KafkaTopic.parse(data), idle_seconds=kafka.idle,
+                    max_seconds=kafka.max_seconds, client=kafka.client),
+                configs, topic_scale, kafka.checkpoint)
+            if why is not None:
+                rest["auto_scale"] = why
         return cls(data=data, learners=configs, out=os.fspath(out), read=read, kafka=kafka,
                    **rest)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -19,7 +20,7 @@ from kernelstream.data import widths
 from kernelstream.data.labels import StreamLabels
 from kernelstream.data.options import Ranges, ReadOptions, column_option
 from kernelstream.data.scaling import ranges_from_doc, target_standardisation
-from kernelstream.engine.learner_config import recorded_target
+from kernelstream.engine.learner_config import LearnerConfig, recorded_target
 from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.errors import ConfigError
 from kernelstream.pipelines.config import PROG, learner_configs, resolve_task
@@ -190,3 +191,58 @@ def checkpoint_info(directory: str | None) -> dict[str, Any] | None:
         return None if ckpt is None else dict(ckpt.info())
     except (OSError, ValueError):
         return None  # the run reports an unreadable checkpoint
+
+
+def api_topic_head(read: ReadOptions, kafka: kafka_client.KafkaReadOptions,
+                   configs: tuple[LearnerConfig, ...], want_scale: bool,
+                   checkpoint: str | None,
+                   ) -> tuple[ReadOptions, tuple[LearnerConfig, ...], str | None,
+                              dict[str, Any] | None]:
+    """The Python API's :func:`topic_head` (``run_replay`` of a ``kafka://`` topic): the
+    widths ``configs`` leave to the data and ``scale="auto"`` (``want_scale``) decided on the
+    first :data:`~kernelstream.data.widths.RESERVOIR_ROWS` examples the run will read, by the
+    CLI's rules; a run resuming ``checkpoint`` continues with the ranges and parameters it
+    recorded. Returns the read options (scaled or not), the configurations with numbers for
+    their widths, why it scaled (None: it did not) and the record of ``ReplayConfig.widths``.
+    Lines the CLI prints are ``RuntimeWarning`` s here."""
+    wanted = any(c.auto_widths for c in configs)
+    if not wanted and not want_scale:
+        return read, configs, None, None
+    src = read.path
+    saved = checkpoint_info(checkpoint)
+    if saved is not None:  # its learners' states were learnt with these: nothing is read
+        ranges = ranges_from_doc(saved.get("scale_ranges")) if want_scale else None
+        why = None if ranges is None else saved.get("auto_scale",
+                                                    "the ranges the checkpoint recorded")
+        if ranges is not None:
+            read = replace(read, scale="01", scale_ranges=ranges)
+        recorded = dict(saved.get("configs") or {})
+        configs = tuple(
+            replace(c, params={**c.params, **(recorded[c.label].get("params") or {})},
+                    auto_widths={})
+            if c.auto_widths and c.label in recorded else c for c in configs)
+        return read, configs, why, {"width_source": "checkpoint", "auto_gamma": None,
+                                    "width_records": None}
+    try:
+        head, records = kafka_client.head_rows(kafka_client.snapshot_ends(kafka), read,
+                                               widths.RESERVOIR_ROWS)
+    except ConnectionError as exc:
+        raise ConfigError(str(exc)) from None
+    ranges, why = head_scaling(head, read) if want_scale else (None, None)
+    if ranges is not None:
+        read = replace(read, scale="01", scale_ranges=ranges)
+        warnings.warn(f"scaling features to [0, 1] by the ranges of the first {len(head):,} "
+                      f"rows of {src} ({why}; a topic is read once: later values may fall "
+                      "outside them; scale='none' keeps the features)", RuntimeWarning,
+                      stacklevel=4)
+    if not wanted:
+        return read, configs, why, None
+    if len(head) < 2:
+        warnings.warn(f"gamma=auto: {len(head)} example(s) among {records:,} records of {src}:"
+                      " too few to estimate a width from; the learners' default widths",
+                      RuntimeWarning, stacklevel=4)
+        return read, tuple(c.with_widths(None) for c in configs), why, {
+            "width_source": "default", "auto_gamma": None, "width_records": len(head)}
+    gamma = widths.rows_gamma(head, read)
+    return read, tuple(c.with_widths(lambda: gamma) for c in configs), why, {
+        "width_source": "auto", "auto_gamma": gamma, "width_records": len(head)}

@@ -15,7 +15,6 @@ from kernelstream import data, learners
 from kernelstream.data import widths
 from kernelstream.engine.evaluate import evaluate
 from kernelstream.engine.learner_config import LearnerConfig
-from kernelstream.errors import ConfigError
 from kernelstream.pipelines import cli
 from kernelstream.pipelines.replay.replay import run_replay
 from kernelstream.pipelines.replay.replay_args import ReplayConfig
@@ -99,16 +98,6 @@ def test_a_single_row_to_measure_is_a_warning_of_the_api(
                                  limit=1)
     assert config.learners[0].params["gamma"] == 1.0
     assert capsys.readouterr().err == ''
-
-def test_without_data_an_unset_width_keeps_the_default_and_auto_is_refused(
-        tmp_path: Path) -> None:
-    # a Kafka topic through the Python API: no head is read (the CLI reads one)
-    topic = "kafka://localhost:9092/rows"
-    config = ReplayConfig.of(topic, [LearnerConfig("r", "rff-rls", {})], tmp_path)
-    assert config.learners[0].params["gamma"] == 0.5
-    with pytest.raises(ConfigError, match="gamma=auto is estimated from the data"):
-        ReplayConfig.of(topic, [LearnerConfig("r", "rff-rls", {"gamma": "auto"})], tmp_path)
-
 
 def test_an_adversarial_stream_resolves_as_its_file(tmp_path: Path) -> None:
     """``stream=``'s rows are drawn from the file: its width and scaling are the file's."""
