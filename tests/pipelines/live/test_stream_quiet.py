@@ -108,6 +108,7 @@ def test_quiet_entities_expire_and_a_killed_stream_ticks_as_one_run(
     with SnapshotView.open(ckpt_a) as view:
         clock_a = view.get(CLOCK_KEY)
         assert clock_a is not None and len(view) == len(view.keys()) == len(states)
+        assert CLOCK_KEY not in view and CLOCK_KEY not in view.keys()  # models only
     assert len(QuietClock.decode(clock_a, TTL_MS)) <= len(last) + 5
 
     out_b, ckpt_b = tmp_path / "b", tmp_path / "ckpt-b"

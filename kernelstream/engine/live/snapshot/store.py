@@ -232,7 +232,9 @@ class SnapshotView:
         return read_blob(part, pos % _SLOT)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._index()
+        """Whether a model of this key was snapshotted (as :meth:`keys`: the router clock's
+        state is no model; :meth:`get` reads it)."""
+        return key != CLOCK_KEY and key in self._index()
 
     def __len__(self) -> int:
         """The number of models."""
