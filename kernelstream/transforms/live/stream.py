@@ -208,6 +208,9 @@ class ModelStateCoder(beam.coders.Coder):
 
 # -- route ----------------------------------------------------------------------------------------
 
+# The router clock of each run in this worker process, by the run's control directory.
+_CLOCKS: dict[str, QuietClock | None] = {}
+
 
 class RouteRecords(beam.DoFn):
     """A ``RecordBatch`` (or one ``SourceRecord``) → ``(model key, [ParsedRecord, ...])`` per
@@ -219,7 +222,15 @@ class RouteRecords(beam.DoFn):
         self.engine: StreamEngine | None = None
 
     def setup(self) -> None:
-        self.engine = StreamEngine(self.job.spec, route_clock(self.job))
+        # a Route DoFn set up again in this process (a runner may rebuild its DoFns) goes on
+        # with the run's live clock, as Learn's models live on in _HELD: the resumed
+        # snapshot's would be behind the models
+        key = self.job.control
+        if key not in _CLOCKS:
+            while len(_CLOCKS) >= 8:  # runs of this process before: done
+                del _CLOCKS[next(iter(_CLOCKS))]
+            _CLOCKS[key] = route_clock(self.job)
+        self.engine = StreamEngine(self.job.spec, _CLOCKS[key])
 
     def process(self, rec: Any) -> Iterator[Any]:
         assert self.engine is not None

@@ -67,6 +67,26 @@ def test_route_gives_one_element_per_model_and_one_dead_letter_item() -> None:
     assert [k for k, _ in one] == ["a#0@u1", "b#0@u1", PASS_KEY] and len(one[0][1]) == 1
 
 
+def test_a_route_dofn_set_up_again_goes_on_with_the_runs_clock() -> None:
+    """The clock of quiet entities lives with the run, not with one DoFn instance: a Route
+    DoFn a runner rebuilds in the same process continues it (the resumed snapshot's clock
+    would be behind the models, which live on)."""
+    j = replace(job(), control=f"/nonexistent/{os.getpid()}-rebuilt")
+    first = RouteRecords(j)
+    first.setup()
+    list(first.process(RecordBatch([SourceRecord("ev", 0, i, 100 + i, f"u{i}/e".encode(),
+                                                 b"+1 1:0.5") for i in range(5)])))
+    again = RouteRecords(j)
+    again.setup()
+    assert first.engine is not None and again.engine is not None
+    assert again.engine.router.clock is first.engine.router.clock
+    assert again.engine.router.clock is not None and again.engine.router.clock.now == 102
+    other = RouteRecords(replace(j, control=j.control + "-other"))  # another run: its own
+    other.setup()
+    assert other.engine is not None and other.engine.router.clock is not None
+    assert other.engine.router.clock.now is None
+
+
 def test_row_message_encodes_nan_as_null_on_either_path() -> None:
     plain = {"row_id": "k/p/1", "score": 0.1, "mistake": None, "n": 3, "ok": True}
     key, value = row_message(plain)
