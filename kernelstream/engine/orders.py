@@ -39,6 +39,7 @@ import numpy as np
 
 from kernelstream._suggest import row_error
 from kernelstream.data import widths
+from kernelstream.data.errors import SCALES
 from kernelstream.engine.evaluate import evaluate_runs, warn_skill
 from kernelstream.engine.learner_config import learner_config
 from kernelstream.numbers import sig
@@ -157,6 +158,8 @@ def evaluate_stream(
 
     # one block: the whole stream in one predict_learn_many call
     length = PRESETS[stream].length if stream in PRESETS else None
+    if scale not in SCALES:  # how X was loaded: "auto" was decided by then
+        raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     try:  # dense rows, as the streams are built (the width estimate reads them first)
         X = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:  # rows as dicts: say what is expected

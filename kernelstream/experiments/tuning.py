@@ -168,12 +168,19 @@ def beats(cell: CellScore, baseline: CellScore, task: str) -> bool:
     return cell.key(metric, "grid") < baseline.key(metric, "grid")
 
 
+# Student's t, 95 % two-sided, by degrees of freedom (tuning permutations - 1); 2 beyond
+_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
+        10: 2.23, 15: 2.13, 20: 2.09}
+
+
 def gain_warning(chosen: CellScore, baseline: CellScore, task: str,
                  examples: int | None) -> str | None:
     """A line when the chosen cell beats the default by less than twice the gain's standard
     error, i.e. by what another draw of the tuning streams could give or take away (None
-    otherwise, or when it does not beat it). Over several tuning permutations: the paired
-    differences' standard error (the same streams for both); over one, for a mistake rate:
+    otherwise, when it does not beat it, or when either diverged). Over several tuning
+    permutations: the paired differences' standard error (the same streams for both), times
+    Student's t for their number rather than 2 (4.30 for 3 permutations); over one, for a
+    mistake rate:
     ``sqrt((p1(1-p1) + p2(1-p2))/n)`` over its ``examples`` rows, which ignores the pairing
     and so overstates the error (a flagged gain may be real; an unflagged one is not noise)."""
     if not beats(chosen, baseline, task) or chosen.index == baseline.index:
@@ -188,22 +195,34 @@ def gain_warning(chosen: CellScore, baseline: CellScore, task: str,
             diffs.append(float(mine) - float(theirs))
     what = "mistake rate" if metric == "mistake_rate" else "average loss"
     unit = " pp" if metric == "mistake_rate" else ""
-    if len(diffs) >= 2:
+    if not all(map(math.isfinite, diffs)):
+        return None  # a diverged default: the gain is no question of noise
+    factor = 2.0
+    # the same difference on every permutation has no spread to judge it by: then, as for
+    # one permutation, the binomial error of the two mistake rates over all the rows
+    spread = len(diffs) >= 2 and max(diffs) - min(diffs) > 1e-9
+    if spread:
         gain = -float(np.mean(diffs))
         se = float(np.std(diffs, ddof=1)) / math.sqrt(len(diffs))
         how = f"over {len(diffs)} tuning permutations, paired"
-    elif len(diffs) == 1 and metric == "mistake_rate" and examples:
+        # few permutations: Student's t (95 %, two-sided) rather than 2
+        dof = len(diffs) - 1
+        factor = _T95[max(k for k in _T95 if k <= dof)] if dof <= max(_T95) else 2.0
+    elif diffs and metric == "mistake_rate" and examples:
         p1, p2 = chosen.mistake_rate, baseline.mistake_rate
         assert p1 is not None and p2 is not None
-        gain = p2 - p1
-        se = 100 * math.sqrt((p1 / 100 * (1 - p1 / 100) + p2 / 100 * (1 - p2 / 100)) / examples)
-        how = f"on one tuning permutation of {examples:,} rows"
+        gain, n = p2 - p1, examples * len(diffs)
+        se = 100 * math.sqrt((p1 / 100 * (1 - p1 / 100) + p2 / 100 * (1 - p2 / 100)) / n)
+        how = (f"on one tuning permutation of {examples:,} rows" if len(diffs) == 1 else
+               f"the gain the same on all {len(diffs)} tuning permutations: the binomial "
+               f"error over their {n:,} rows")
     else:
         return None
-    if gain >= 2 * se:
+    if gain >= factor * se:
         return None
-    return (f"the chosen cell beats the default's {what} by {gain:.3g}{unit}, less than twice "
-            f"its standard error ({se:.3g}{unit} {how}): the gain may be noise "
+    times = "twice" if factor == 2.0 else f"{factor:g} times"
+    return (f"the chosen cell beats the default's {what} by {gain:.3g}{unit}, less than {times} "
+            f"its standard error ({se:.3g}{unit}, {how}): the gain may be noise "
             + ("(--tune-permutations 3 or more tells it apart)" if len(diffs) < 3 else
                "(more --tune-permutations tell it apart)"))
 

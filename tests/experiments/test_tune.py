@@ -5,6 +5,7 @@ replay) and ``replay --params-from``; the choice and ``tuned.json`` of
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +88,20 @@ def test_a_gain_within_its_standard_error_is_flagged_as_noise() -> None:
     noisy = _perms(1, [20.0, 20.5, 21.0])
     line = tuning.gain_warning(noisy, base, "classification", 1000)
     assert line is not None and "0.5 pp" in line and "over 3 tuning permutations, paired" in line
-    # a steady gain (1 pp on every permutation: no spread) is no noise
-    assert tuning.gain_warning(_perms(1, [19.0, 21.0, 20.0]), base, "classification",
+    # the same gain on every permutation has no spread to judge by: the binomial error of
+    # all their rows (1 pp over 3 x 1,000 rows: within it; 5 pp: not)
+    line = tuning.gain_warning(_perms(1, [19.0, 21.0, 20.0]), base, "classification", 1000)
+    assert line is not None and "the gain the same on all 3 tuning permutations" in line
+    assert tuning.gain_warning(_perms(1, [15.0, 17.0, 16.0]), base, "classification",
                                1000) is None
+    # few permutations: Student's t, not 2 (3 permutations: 4.3 standard errors; this gain
+    # of 1.1 pp is 2.2 of them)
+    line = tuning.gain_warning(_perms(1, [19.0, 20.0, 20.7]), base, "classification", 1000)
+    assert line is not None and "4.3 times" in line
+    # a diverged default (a non-finite loss): the gain is no question of noise
+    rd = _perms(-1, [0.0, 0.0, 0.0], [1.0, math.inf, 1.5])
+    assert tuning.gain_warning(_perms(1, [0.0] * 3, [0.9, 2.1, 1.4]), rd, "regression",
+                               None) is None
     # no gain: nothing to say
     assert tuning.gain_warning(_perms(1, [21.0, 22.0, 21.0]), base, "classification",
                                1000) is None

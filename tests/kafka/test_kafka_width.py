@@ -29,7 +29,7 @@ from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.errors import ConfigError
 from kernelstream.pipelines.cli import main
 from kernelstream.pipelines.replay.replay import run_replay
-from kernelstream.pipelines.replay.replay_args import ReplayConfig
+from kernelstream.pipelines.replay.replay_args import KafkaOptions, ReplayConfig
 from kernelstream.pipelines.replay.topic_head import head_scaling
 from kernelstream.seeding import learner_seed
 
@@ -419,3 +419,53 @@ def test_the_python_api_resumes_a_topic_with_what_its_checkpoint_recorded(
                        checkpoint=str(ckpt))
     assert again.configs[0].params == first.configs[0].params
     assert again.scale == first.scale == "01"
+
+
+def test_topic_decisions_with_hashing_a_limit_a_target_and_a_config_built_directly(
+        broker: str, tmp_path: Path) -> None:
+    """The rest of what the CLI and the Python API must agree on for a topic: hashed LIBSVM
+    features (the CLI refused --hash-features, asking for --hash-features), a limit (the
+    head is the rows the run reads), a regression target (standardised by the head, as the
+    CLI's), and a ReplayConfig built directly (it kept gamma 0.5)."""
+    rng = np.random.default_rng(6)
+    X = _as_text(rng.random((500, 4)) * [1.0, 40.0, 1.0, 0.5])
+    y = np.where(X[:, 0] + X[:, 2] > 1, 1, -1)
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, m, None) for m in _libsvm(X, y)])
+    url = f"kafka://{broker}/{topic}"
+    assert main(["replay", url, "-l", "bpa-s", "--hash-features", "3", "--kafka-idle", "1",
+                 "--out", str(tmp_path / "hash"), "-q"]) == 0
+    with pytest.warns(RuntimeWarning):
+        res = run_replay(url, [LearnerConfig("bpa-s", "bpa-s", {})], tmp_path / "hash-api",
+                         hash_features=3, kafka_idle=1)
+    assert res.configs[0].params["gamma"] == _summary(tmp_path / "hash")["auto_gamma"]
+    # a limit: the head is the rows the run reads, as a file's --limit
+    assert main(["replay", url, "-l", "bpa-s", "--n-features", "4", "--limit", "60",
+                 "--kafka-idle", "1", "--out", str(tmp_path / "lim"), "-q"]) == 0
+    file = tmp_path / "rows.libsvm"
+    file.write_bytes(b"\n".join(_libsvm(X, y)) + b"\n")
+    assert main(["replay", str(file), "-l", "bpa-s", "--limit", "60", "--runner", "loop",
+                 "--out", str(tmp_path / "lim-file"), "-q"]) == 0
+    lim = _summary(tmp_path / "lim")
+    assert lim["width_records"] == 60
+    assert lim["auto_gamma"] == _summary(tmp_path / "lim-file")["configs"][0]["params"]["gamma"]
+    # a regression target: standardised by the head, as the CLI does
+    r_topic = new_topic(broker)
+    yr = 3.0 + 2.0 * X[:, 0]
+    produce(broker, r_topic, [(None, m, None) for m in _libsvm(X, yr)])
+    r_url = f"kafka://{broker}/{r_topic}"
+    assert main(["replay", r_url, "--task", "regression", "-l", "raker", "-p", "loss=square",
+                 "--n-features", "4",
+                 "--kafka-idle", "1", "--out", str(tmp_path / "reg"), "-q"]) == 0
+    with pytest.warns(RuntimeWarning, match="standardis"):
+        reg = run_replay(r_url, [LearnerConfig("raker", "raker", {"loss": "square"})],
+                         tmp_path / "reg-api", n_features=4, kafka_idle=1, task="regression")
+    target = _summary(tmp_path / "reg")["target_standardised"]
+    assert reg.configs[0].target == (target["mean"], target["std"])
+    # built directly: the topic's head decides the width all the same
+    direct = ReplayConfig(data=url, learners=(LearnerConfig("b", "bpa-s", {}),),
+                          out=str(tmp_path / "direct"),
+                          read=ReadOptions(path=url, n_features=4),
+                          kafka=KafkaOptions(idle=1))
+    assert direct.widths is not None and direct.widths["width_source"] == "auto"
+    assert direct.learners[0].params["gamma"] == direct.widths["auto_gamma"] != 0.5

@@ -190,9 +190,19 @@ class ReplayConfig:
             object.__setattr__(self, "read", replace(self.read, path=self.data))
         # the widths left to the data (gamma unset or auto, ...: LearnerConfig.auto_widths),
         # from the file's first rows as the CLI's (a sample's: the drawn rows, ``data``; an
-        # adversarial stream's: the file its rows are drawn from); none for a topic, whose
-        # learners keep their default widths (an explicit auto: ConfigError). The CLI's
-        # configurations come resolved: nothing to read
+        # adversarial stream's: the file its rows are drawn from; a topic's: its first
+        # examples, below). The CLI's configurations come resolved: nothing to read
+        if any(c.auto_widths for c in self.learners) and is_topic(self.data):
+            # a topic's first examples, as the CLI's and ``of``'s (the read and the target
+            # as given: a ReplayConfig built directly states them)
+            _, configs, _, record = api_topic_head(
+                self.read, kafka_client.KafkaReadOptions(
+                    kafka_client.KafkaTopic.parse(self.data), idle_seconds=self.kafka.idle,
+                    max_seconds=self.kafka.max_seconds, client=self.kafka.client),
+                self.learners, False, self.kafka.checkpoint, target=None)
+            object.__setattr__(self, "learners", configs)
+            if self.widths is None:
+                object.__setattr__(self, "widths", record)
         if any(c.auto_widths for c in self.learners):
             head = head_options(self.read)
             auto_width = None if head is None else width_estimate(head)
@@ -217,6 +227,8 @@ class ReplayConfig:
         topic_head.api_topic_head`; a resumed ``checkpoint``: what it recorded)."""
         configs = tuple(as_configs(learners).values())
         topic_scale = is_topic(data) and options.get("scale", auto_scale.AUTO) == auto_scale.AUTO
+        topic_target = (is_topic(data)
+                        and options.get("scale_target", auto_scale.AUTO) == auto_scale.AUTO)
         task = options.get("task")
         if task is None and len({c.task for c in configs}) == 1:  # the CLI's resolve_task
             task = configs[0].task
@@ -244,7 +256,8 @@ class ReplayConfig:
                 read, kafka_client.KafkaReadOptions(
                     kafka_client.KafkaTopic.parse(data), idle_seconds=kafka.idle,
                     max_seconds=kafka.max_seconds, client=kafka.client),
-                configs, topic_scale, kafka.checkpoint)
+                configs, topic_scale, kafka.checkpoint,
+                target=topic_target and read.task == "regression")
             if why is not None:
                 rest["auto_scale"] = why
         return cls(data=data, learners=configs, out=os.fspath(out), read=read, kafka=kafka,
@@ -537,7 +550,8 @@ def kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str,
             path=args.data, fmt=args.format, n_features=args.n_features,
             label_column=column_option(args.label_column),
             scale=args.scale, scale_target=args.scale_target, delimiter=args.delimiter,
-            header=args.header, key_by=column_option(args.key_by))
+            header=args.header, key_by=column_option(args.key_by),
+            hash_features=args.hash_features, rows=args.rows)
         kafka_client.check_read_options(read)
         kafka_client.text_format_for(read)
     if args.kafka_out is not None:

@@ -118,7 +118,7 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
                                          max_seconds=args.kafka_max_seconds, client=settings)
     try:
         head, records = kafka_client.head_rows(kafka_client.snapshot_ends(opts), read,
-                                               widths.RESERVOIR_ROWS)
+                                               head_size(args.limit))
     except ConnectionError as exc:
         # the run's own check of the broker would stop on it at once: said once, now
         raise ConfigError(str(exc)) from None
@@ -158,6 +158,13 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
 
 
 
+def head_size(limit: int | None) -> int:
+    """The examples a topic's decisions read: the run's first
+    :data:`~kernelstream.data.widths.RESERVOIR_ROWS`, or all it reads (``limit``) when fewer,
+    as a file's ``--limit`` run decides on the rows it learns."""
+    return widths.RESERVOIR_ROWS if limit is None else min(widths.RESERVOIR_ROWS, limit)
+
+
 def head_scaling(head: Sequence[Any], read: ReadOptions,
                  ) -> tuple[Ranges | None, str | None]:
     """``--scale auto`` of a topic from its first rows ``head`` (parsed, as ``read`` reads
@@ -195,21 +202,28 @@ def checkpoint_info(directory: str | None) -> dict[str, Any] | None:
 
 def api_topic_head(read: ReadOptions, kafka: kafka_client.KafkaReadOptions,
                    configs: tuple[LearnerConfig, ...], want_scale: bool,
-                   checkpoint: str | None,
+                   checkpoint: str | None, target: bool | None = False,
                    ) -> tuple[ReadOptions, tuple[LearnerConfig, ...], str | None,
                               dict[str, Any] | None]:
     """The Python API's :func:`topic_head` (``run_replay`` of a ``kafka://`` topic): the
-    widths ``configs`` leave to the data and ``scale="auto"`` (``want_scale``) decided on the
-    first :data:`~kernelstream.data.widths.RESERVOIR_ROWS` examples the run will read, by the
-    CLI's rules; a run resuming ``checkpoint`` continues with the ranges and parameters it
-    recorded. Returns the read options (scaled or not), the configurations with numbers for
-    their widths, why it scaled (None: it did not) and the record of ``ReplayConfig.widths``.
-    Lines the CLI prints are ``RuntimeWarning`` s here."""
+    widths ``configs`` leave to the data, ``scale="auto"`` (``want_scale``) and a regression's
+    ``scale_target="auto"`` (``target``; None: the configurations' own, neither decided nor
+    checked against the checkpoint, for a ``ReplayConfig`` built directly) decided on the first
+    :func:`head_size` examples the run will read, by the CLI's rules; a run resuming
+    ``checkpoint`` continues with the ranges, parameters and target standardisation it
+    recorded. Returns the read options (scaled or not), the configurations (numbers for their
+    widths, their ``target``), why it scaled (None: it did not) and the record of
+    ``ReplayConfig.widths``. Lines the CLI prints are ``RuntimeWarning`` s here."""
     wanted = any(c.auto_widths for c in configs)
-    if not wanted and not want_scale:
-        return read, configs, None, None
     src = read.path
     saved = checkpoint_info(checkpoint)
+    kept = None if saved is None else recorded_target(dict(saved.get("configs") or {}))
+    if kept is not None and target is False:
+        raise ConfigError(f"checkpoint {checkpoint}: its models learnt a standardised "
+                          "regression target; resume it as it ran (task='regression', "
+                          "scale_target='auto')")
+    if not wanted and not want_scale and not target:
+        return read, configs, None, None
     if saved is not None:  # its learners' states were learnt with these: nothing is read
         ranges = ranges_from_doc(saved.get("scale_ranges")) if want_scale else None
         why = None if ranges is None else saved.get("auto_scale",
@@ -221,11 +235,13 @@ def api_topic_head(read: ReadOptions, kafka: kafka_client.KafkaReadOptions,
             replace(c, params={**c.params, **(recorded[c.label].get("params") or {})},
                     auto_widths={})
             if c.auto_widths and c.label in recorded else c for c in configs)
+        if kept is not None and target:
+            configs = tuple(replace(c, target=kept) for c in configs)
         return read, configs, why, {"width_source": "checkpoint", "auto_gamma": None,
-                                    "width_records": None}
+                                    "width_records": None} if wanted else None
     try:
         head, records = kafka_client.head_rows(kafka_client.snapshot_ends(kafka), read,
-                                               widths.RESERVOIR_ROWS)
+                                               head_size(read.limit))
     except ConnectionError as exc:
         raise ConfigError(str(exc)) from None
     ranges, why = head_scaling(head, read) if want_scale else (None, None)
@@ -235,6 +251,12 @@ def api_topic_head(read: ReadOptions, kafka: kafka_client.KafkaReadOptions,
                       f"rows of {src} ({why}; a topic is read once: later values may fall "
                       "outside them; scale='none' keeps the features)", RuntimeWarning,
                       stacklevel=4)
+    if target:
+        labels = StreamLabels("regression", None)
+        standardised, line = target_standardisation([labels(r.label) for r in head], src)
+        warnings.warn(line, RuntimeWarning, stacklevel=4)
+        if standardised is not None:
+            configs = tuple(replace(c, target=standardised) for c in configs)
     if not wanted:
         return read, configs, why, None
     if len(head) < 2:

@@ -117,6 +117,13 @@ def test_stream_records_its_default_learner(tmp_path: Path) -> None:
     assert s["default_learner"]["learner"] == "raker" and s["target_standardised"] is not None
 
 
+def test_evaluate_stream_refuses_a_scale_it_cannot_know() -> None:
+    """``scale`` says how X was loaded ("auto" was decided by then): as evaluate's."""
+    X, y = data.load_dataset("german")
+    with pytest.raises(ValueError, match="scale must be one of none, 01, pm1, got 'auto'"):
+        evaluate_stream(X, y, "german-1", "bpa-s", scale="auto")
+
+
 def test_a_regression_streams_progress_gives_its_loss() -> None:
     lines: list[str] = []
     rng = np.random.default_rng(1)
