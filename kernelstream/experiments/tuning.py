@@ -259,6 +259,9 @@ def tuned_doc(*, learner: str, task: str, loss: str, cells: Sequence[CellScore],
                 "mistake_rate_std": baseline.mistake_rate_std,
                 "avg_loss_std": baseline.avg_loss_std,
                 "n_support_vectors": baseline.n_support_vectors, "seconds": baseline.seconds,
+                # the default's own scores, for the paired comparison tune warns by
+                "per_permutation": [{"permutation": r, "mistake_rate": m, "avg_loss": a}
+                                    for r, m, a in baseline.per_permutation],
                 "beaten": beats(chosen, baseline, task)}
     return {
         "kind": TUNED_KIND,

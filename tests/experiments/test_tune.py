@@ -426,6 +426,9 @@ def test_tune_without_a_learner_tunes_the_replay_default(tmp_path: Path,
     assert doc["protocol"]["fixed"] == {**fixed, "lam": "2"}
     assert doc["params"]["n_components"] == int(fixed["n_components"])
     assert doc["baseline"]["cell"] is None and doc["baseline"]["params"]["lam"] == 1.0
+    # the default's own scores per permutation, for checking tune's gain warning by hand
+    assert [p["permutation"] for p in doc["baseline"]["per_permutation"]] == [
+        p["permutation"] for p in doc["cells"][0]["per_permutation"]]
     # a learner that is not the default keeps its own parameters, the baseline is the default
     doc = _tune(tmp_path, "german", "-l", "bpa-s", "-p", "budget=20", "--grid",
                 "gamma=auto", "--tune-rows", "150", "--runner", "loop", name="other")
