@@ -99,6 +99,10 @@ class LearnerConfig:
 def as_configs(configs: Iterable[LearnerConfig | tuple[Any, ...]]) -> dict[str, LearnerConfig]:
     """``LearnerConfig`` objects or ``(label, learner, params[, seed_name])`` tuples → by
     label."""
+    if configs is None or isinstance(configs, (str, LearnerConfig)):
+        raise ValueError("learner configurations are a list of LearnerConfig objects or "
+                         "(label, learner, params) tuples, e.g. [('b', 'bpa-s', {})]; got "
+                         f"{configs!r}")
     out: dict[str, LearnerConfig] = {}
     for c in configs:
         cfg = c if isinstance(c, LearnerConfig) else LearnerConfig(*c)
@@ -106,7 +110,8 @@ def as_configs(configs: Iterable[LearnerConfig | tuple[Any, ...]]) -> dict[str, 
             raise ValueError(f"configuration name {cfg.label!r} given twice")
         out[cfg.label] = cfg
     if not out:
-        raise ValueError("no learner configuration given")
+        raise ValueError("no learner configuration given (a list of LearnerConfig objects or "
+                         "(label, learner, params) tuples, e.g. [('b', 'bpa-s', {})])")
     return out
 
 

@@ -369,17 +369,24 @@ def test_a_topic_regression_target_is_standardised_by_its_head(
         capsys.readouterr().err)
 
 
+def _spread_topic(broker: str, n: int, seed: int, spreads: list[float]
+                  ) -> tuple[str, np.ndarray, np.ndarray]:
+    """A new topic of ``n`` LIBSVM rows whose features spread as ``spreads``, labelled by the
+    first and third: its URL, the rows and the labels."""
+    rng = np.random.default_rng(seed)
+    X = _as_text(rng.random((n, len(spreads))) * spreads)
+    y = np.where(X[:, 0] + X[:, 2] > 1, 1, -1)
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, m, None) for m in _libsvm(X, y)])
+    return f"kafka://{broker}/{topic}", X, y
+
+
 def test_the_python_api_reads_a_topics_head_as_the_cli(broker: str, tmp_path: Path) -> None:
     """``run_replay`` of a topic decides ``scale="auto"`` and the widths left to the data on
     the topic's first examples, as ``kernelstream replay`` does (before: no scaling and the
     learner's own gamma, 0.5); an empty topic keeps the default widths with a warning, and an
     explicit ``gamma="auto"`` is refused there."""
-    rng = np.random.default_rng(3)
-    X = _as_text(rng.random((700, 4)) * [1.0, 50.0, 1.0, 0.2])  # ranges 250x apart
-    y = np.where(X[:, 0] + X[:, 2] > 1, 1, -1)
-    topic = new_topic(broker)
-    produce(broker, topic, [(None, m, None) for m in _libsvm(X, y)])
-    url = f"kafka://{broker}/{topic}"
+    url, _, _ = _spread_topic(broker, 700, 3, [1.0, 50.0, 1.0, 0.2])  # ranges 250x apart
     assert main(["replay", url, "-l", "bpa-s", "--n-features", "4", "--kafka-idle", "1",
                  "--out", str(tmp_path / "cli"), "-q"]) == 0
     cli = _summary(tmp_path / "cli")
@@ -427,12 +434,7 @@ def test_topic_decisions_with_hashing_a_limit_a_target_and_a_config_built_direct
     features (the CLI refused --hash-features, asking for --hash-features), a limit (the
     head is the rows the run reads), a regression target (standardised by the head, as the
     CLI's), and a ReplayConfig built directly (it kept gamma 0.5)."""
-    rng = np.random.default_rng(6)
-    X = _as_text(rng.random((500, 4)) * [1.0, 40.0, 1.0, 0.5])
-    y = np.where(X[:, 0] + X[:, 2] > 1, 1, -1)
-    topic = new_topic(broker)
-    produce(broker, topic, [(None, m, None) for m in _libsvm(X, y)])
-    url = f"kafka://{broker}/{topic}"
+    url, X, y = _spread_topic(broker, 500, 6, [1.0, 40.0, 1.0, 0.5])
     assert main(["replay", url, "-l", "bpa-s", "--hash-features", "3", "--kafka-idle", "1",
                  "--out", str(tmp_path / "hash"), "-q"]) == 0
     with pytest.warns(RuntimeWarning):

@@ -42,6 +42,12 @@ def test_cli_learner_specs_give_the_engine_object() -> None:
     assert as_configs([("a", "pa-i", {})]) == {"a": LearnerConfig("a", "pa-i")}
     with pytest.raises(ValueError, match="given twice"):
         as_configs([("a", "pa-i", {}), ("a", "bogd", {})])
+    # no list (None, one configuration alone, a name): what is expected, not a TypeError
+    for bad in (None, LearnerConfig("a", "pa-i"), "bpa-s"):
+        with pytest.raises(ValueError, match=r"a list of LearnerConfig objects or \(label"):
+            as_configs(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no learner configuration given"):
+        as_configs([])
 
 
 def test_runner_table_names_each_commands_runners() -> None:
