@@ -28,7 +28,7 @@ from kernelstream._json import json_safe
 from kernelstream.data import widths
 from kernelstream.engine.noskill import skill_warnings
 from kernelstream.errors import ConfigError
-from kernelstream.experiments import tuning
+from kernelstream.experiments import tuning, tuning_table
 from kernelstream.pipelines.commands._common import (
     Command,
     add_overwrite_argument,
@@ -305,7 +305,7 @@ def run_tune(tune: TuneConfig) -> int:
     doc = tuned_document(tune, run.results)
     write_summary(build_summary(config, run), config.out)
     path, table = write_tuned(doc, config.out)
-    print(tuning.format_table(doc))
+    print(tuning_table.format_table(doc))
     if doc["baseline"] is not None:
         print(f"default: {_baseline_text(tune)}, untuned (replay {tune.data}'s configuration"
               + ("" if doc["baseline"]["cell"] is None else
@@ -478,5 +478,5 @@ def write_tuned(doc: dict[str, Any], out: str) -> tuple[str, str]:
     path, table = fs.join(out, TUNED_FILE), fs.join(out, TABLE_FILE)
     fs.write_bytes_atomic(path, (json.dumps(json_safe(doc), indent=2, allow_nan=False)
                                  + "\n").encode())
-    fs.write_bytes_atomic(table, tuning.format_markdown(doc).encode())
+    fs.write_bytes_atomic(table, tuning_table.format_markdown(doc).encode())
     return path, table
