@@ -117,24 +117,12 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
                                          idle_seconds=args.kafka_idle,
                                          max_seconds=args.kafka_max_seconds, client=settings)
     try:
-        head, records = kafka_client.head_rows(kafka_client.snapshot_ends(opts), read,
-                                               head_size(args.limit))
-    except ConnectionError as exc:
-        # the run's own check of the broker would stop on it at once: said once, now
-        raise ConfigError(str(exc)) from None
+        h = read_head(replace(read, limit=args.limit), opts, want_scale, target, _say,
+                      "--scale none")
     except FileNotFoundError as exc:
         raise ConfigError(f"cannot read data: {exc}") from None
-    ranges, why = head_scaling(head, read) if want_scale else (None, None)
-    if ranges is not None:
-        read = replace(read, scale="01", scale_ranges=ranges)
-        print(f"{PROG}: scaling features to [0, 1] by the ranges of the first {len(head):,} "
-              f"rows of {src} ({why}; a topic is read once: later values may fall outside "
-              "them; --scale none keeps the features)", file=sys.stderr, flush=True)
-    standardised = None
-    if target:
-        labels = StreamLabels("regression", None)
-        standardised, line = target_standardisation([labels(r.label) for r in head], src)
-        print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+    head, records, read, ranges, why, standardised = (h.rows, h.records, h.read, h.ranges,
+                                                       h.why, h.target)
     if not wanted:
         return TopicHead(tuple(param_specs), scale_ranges=ranges, auto_scale=why,
                          target=standardised)
@@ -156,6 +144,53 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
     return TopicHead(tuple(given), None, {"width_source": "default", "auto_gamma": None,
                                           "width_records": len(head)}, target=standardised)
 
+
+
+@dataclass(frozen=True)
+class Head:
+    """The first examples of a topic (:func:`read_head`) and what they decided."""
+
+    rows: list[Any]
+    records: int  # the records read to find them (dead letters included)
+    read: ReadOptions  # scaled by ``ranges`` when they are given
+    ranges: Ranges | None
+    why: str | None  # why it scaled (None: it did not)
+    target: tuple[float, float] | None  # the regression target's standardisation
+
+
+def read_head(read: ReadOptions, kafka: kafka_client.KafkaReadOptions, want_scale: bool,
+              target: bool, say: Callable[[str], None], keep: str) -> Head:
+    """Read the first :func:`head_size` examples of the topic the run will read and decide
+    on them, by the file's rules, ``--scale auto`` (``want_scale``: :func:`head_scaling`)
+    and a regression's ``--scale-target auto`` (``target``); each decision is said in a
+    line to ``say`` (``keep``: how to keep the features as they are). A broker that does not
+    answer is a ``ConfigError`` (the run's own check would stop on it at once)."""
+    try:
+        rows, records = kafka_client.head_rows(kafka_client.snapshot_ends(kafka), read,
+                                               head_size(read.limit))
+    except ConnectionError as exc:
+        raise ConfigError(str(exc)) from None
+    src = read.path
+    ranges, why = head_scaling(rows, read) if want_scale else (None, None)
+    if ranges is not None:
+        read = replace(read, scale="01", scale_ranges=ranges)
+        say(f"scaling features to [0, 1] by the ranges of the first {len(rows):,} rows of "
+            f"{src} ({why}; a topic is read once: later values may fall outside them; "
+            f"{keep} keeps the features)")
+    standardised = None
+    if target:
+        labels = StreamLabels("regression", None)
+        standardised, line = target_standardisation([labels(r.label) for r in rows], src)
+        say(line)
+    return Head(rows, records, read, ranges, why, standardised)
+
+
+def _say(line: str) -> None:  # the CLI's
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+
+
+def _warn(line: str) -> None:  # the Python API's (at the caller of run_replay)
+    warnings.warn(line, RuntimeWarning, stacklevel=6)
 
 
 def head_size(limit: int | None) -> int:
@@ -239,30 +274,15 @@ def api_topic_head(read: ReadOptions, kafka: kafka_client.KafkaReadOptions,
             configs = tuple(replace(c, target=kept) for c in configs)
         return read, configs, why, {"width_source": "checkpoint", "auto_gamma": None,
                                     "width_records": None} if wanted else None
-    try:
-        head, records = kafka_client.head_rows(kafka_client.snapshot_ends(kafka), read,
-                                               head_size(read.limit))
-    except ConnectionError as exc:
-        raise ConfigError(str(exc)) from None
-    ranges, why = head_scaling(head, read) if want_scale else (None, None)
-    if ranges is not None:
-        read = replace(read, scale="01", scale_ranges=ranges)
-        warnings.warn(f"scaling features to [0, 1] by the ranges of the first {len(head):,} "
-                      f"rows of {src} ({why}; a topic is read once: later values may fall "
-                      "outside them; scale='none' keeps the features)", RuntimeWarning,
-                      stacklevel=4)
-    if target:
-        labels = StreamLabels("regression", None)
-        standardised, line = target_standardisation([labels(r.label) for r in head], src)
-        warnings.warn(line, RuntimeWarning, stacklevel=4)
-        if standardised is not None:
-            configs = tuple(replace(c, target=standardised) for c in configs)
+    h = read_head(read, kafka, want_scale, bool(target), _warn, "scale='none'")
+    head, records, read, why = h.rows, h.records, h.read, h.why
+    if h.target is not None:
+        configs = tuple(replace(c, target=h.target) for c in configs)
     if not wanted:
         return read, configs, why, None
     if len(head) < 2:
-        warnings.warn(f"gamma=auto: {len(head)} example(s) among {records:,} records of {src}:"
-                      " too few to estimate a width from; the learners' default widths",
-                      RuntimeWarning, stacklevel=4)
+        _warn(f"gamma=auto: {len(head)} example(s) among {records:,} records of {src}: too "
+              "few to estimate a width from; the learners' default widths")
         return read, tuple(c.with_widths(None) for c in configs), why, {
             "width_source": "default", "auto_gamma": None, "width_records": len(head)}
     gamma = widths.rows_gamma(head, read)
