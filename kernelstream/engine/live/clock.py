@@ -79,15 +79,10 @@ class QuietClock:
         """Entities the clock follows."""
         return len(self.clock)
 
-    def record(self, entity: str, ts: int) -> list[tuple[str, int]]:
-        """A record of ``entity`` at ``ts`` was routed: the ticks due after it, ``(entity,
-        stream clock)`` in deadline order (usually none)."""
-        return [(e, t) for _, e, t in self.record_many([entity], [ts])]
-
     def record_many(self, entities: list[str], ts: list[int]) -> list[tuple[int, str, int]]:
-        """:meth:`record` of each ``(entities[k], ts[k])`` in order: the ticks due,
+        """Records of ``entities[k]`` at ``ts[k]`` were routed, in this order: the ticks due,
         ``(k, entity, stream clock)`` for a tick right after record ``k``, in deadline order
-        after each record."""
+        after each record (usually none)."""
         if not ts:
             return []
         q = self.quiet_ms

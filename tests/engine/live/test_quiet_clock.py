@@ -228,7 +228,7 @@ def test_a_rebuilt_clock_ticks_the_entities_gone_quiet_before_it() -> None:
 
 def test_clock_bytes_are_checked() -> None:
     c = QuietClock(1000)
-    c.record("a", 5)
+    c.record_many(["a"], [5])
     data = c.encode()
     assert QuietClock.decode(data, 1000).encode() == data
     with pytest.raises(ValueError, match="quiet interval"):
