@@ -63,9 +63,8 @@ from kernelstream.learners.kernels import kernel_alignment, sq_dists
 from kernelstream.seeding import learner_seed, permutation
 
 # paper -> its tuned file (the file its evaluation reads)
-TUNED_FILES = {"baselines": baselines.TUNED_FILE, "p0": p0.TUNED_FILE, "p2": p2.TUNED_FILE,
-               "p3": p3.TUNED_FILE, "p4": p4.TUNED_FILE}
 _MODULES = {"baselines": baselines, "p0": p0, "p2": p2, "p3": p3, "p4": p4}
+TUNED_FILES = {paper: m.TUNED_FILE for paper, m in _MODULES.items()}
 # P3's Gaussian width grid σ = 2^e, e ∈ {-5, -4.5, …, 7} (kernel alignment and width sweeps)
 SIGMA_EXPONENTS = [e / 2 for e in range(-10, 15)]
 KA_ROWS = 2000  # rows of the tuning permutation for kernel alignment

@@ -40,7 +40,7 @@ from kernelstream.pipelines.commands._common import error, progress_to_stderr
 from kernelstream.pipelines.config import PROG, is_topic
 from kernelstream.pipelines.replay import replay
 from kernelstream.pipelines.replay.replay_args import ReplayConfig
-from kernelstream.pipelines.replay.replay_checks import check_data, is_embedded
+from kernelstream.pipelines.replay.replay_checks import check_data, data_path
 from kernelstream.pipelines.replay.sample_rows import place
 
 if TYPE_CHECKING:
@@ -406,9 +406,7 @@ def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iter
                 run_folder.release(config.out, made)
             raise RefusedError(error(command, str(exc))) from None
         if config.read.limit is not None and config.stream == "none":
-            read = config.read
-            if is_embedded(config.data):
-                read = replace(read, path=str(data.embedded_path(config.data)))
+            read = replace(config.read, path=data_path(config.data))
             warning = mix_warning(read, config.read.limit)
             if warning is not None:
                 print(f"{PROG} {command}: warning: {warning}", file=sys.stderr, flush=True)

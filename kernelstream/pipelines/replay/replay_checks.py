@@ -122,8 +122,7 @@ def check_data(config: ReplayConfig) -> None:
     report = None
     if not is_topic(src) and (embedded or fs.exists(src)):
         # an embedded set too: it is valid, but read options (--n-features) can reject its rows
-        read = (replace(config.read, path=str(data.embedded_path(src))) if embedded
-                else config.read)
+        read = replace(config.read, path=data_path(src))
         try:
             report = data_check.check_file(read, max_records=_PRECHECK_RECORDS)
         except (ValueError, OSError) as exc:
