@@ -193,7 +193,7 @@ def _progress(line: str) -> None:
 
 
 @dataclass(frozen=True)
-class Head:
+class StreamHead:
     """The first records of a stream (:func:`first_rows`): its first feature ``rows`` as one
     matrix, the first targets (labelled events' and label records', in the order the stream
     reads them) and the number of records ``read``."""
@@ -216,7 +216,7 @@ def first_width(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> i
 
 
 def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait: float,
-               progress: Any = None, limit: int = widths.RESERVOIR_ROWS) -> Head:
+               progress: Any = None, limit: int = widths.RESERVOIR_ROWS) -> StreamHead:
     """The first ``RESERVOIR_ROWS`` feature rows the stream ``config`` will read from
     ``start`` (module docstring), and for ``--scale-target auto`` its first targets, from the
     same records and from its ``--labels`` topic (read alongside, from ``start``; it does not
@@ -250,7 +250,7 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
     try:
         consumer = kafka_client.assigned_consumer(config.bootstrap, config.client)
     except ConnectionError:
-        return Head(_stack([]), [], 0)  # prepare() has just reached it: the stream reports it
+        return StreamHead(_stack([]), [], 0)  # prepare() has just reached it: the stream reports it
     try:
         kps = {tp: TopicPartition(*tp) for tp in tps}
         consumer.assign(list(kps.values()))
@@ -319,7 +319,7 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
     # timestamp, then topic, partition and offset
     order = [(r.topic, r.partition, r.offset) for r in merged([got[tp] for tp in tps])]
     rows = [parsed[k] for k in order if k in parsed]
-    return Head(_stack(rows[:limit]), [targets[k] for k in order if k in targets][:limit],
+    return StreamHead(_stack(rows[:limit]), [targets[k] for k in order if k in targets][:limit],
                 read, [tokens[k] for k in order if k in tokens][:limit])
 
 

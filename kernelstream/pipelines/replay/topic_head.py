@@ -147,7 +147,7 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
 
 
 @dataclass(frozen=True)
-class Head:
+class HeadRows:
     """The first examples of a topic (:func:`read_head`) and what they decided."""
 
     rows: list[Any]
@@ -159,7 +159,7 @@ class Head:
 
 
 def read_head(read: ReadOptions, kafka: kafka_client.KafkaReadOptions, want_scale: bool,
-              target: bool, say: Callable[[str], None], keep: str) -> Head:
+              target: bool, say: Callable[[str], None], keep: str) -> HeadRows:
     """Read the first :func:`head_size` examples of the topic the run will read and decide
     on them, by the file's rules, ``--scale auto`` (``want_scale``: :func:`head_scaling`)
     and a regression's ``--scale-target auto`` (``target``); each decision is said in a
@@ -182,7 +182,7 @@ def read_head(read: ReadOptions, kafka: kafka_client.KafkaReadOptions, want_scal
         labels = StreamLabels("regression", None)
         standardised, line = target_standardisation([labels(r.label) for r in rows], src)
         say(line)
-    return Head(rows, records, read, ranges, why, standardised)
+    return HeadRows(rows, records, read, ranges, why, standardised)
 
 
 def _say(line: str) -> None:  # the CLI's
