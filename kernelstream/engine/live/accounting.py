@@ -67,6 +67,10 @@ FIELDS = ("offsets", "records", "parse_dead_letters", "processed", "skipped", "p
 # counts that add up over runs (pending and pending_start are states, not sums)
 _ADDITIVE = tuple(f for f in FIELDS if f not in ("pending", "pending_start"))
 _NONE = (0, 0, 0)
+# what the models forgotten (--forget-entities-after) had counted, summed: how many, and their
+# ModelState.counts() (pending is always 0 then); ``forgotten`` in run() and all()
+GONE = ("models", "records", "skipped", "predictions", "outcomes", "unlabeled",
+        "learn_rejected", "dead_letters")
 
 
 def state_tally(st: Any) -> tuple[int, int, int]:
@@ -99,6 +103,9 @@ class Accounting:
         # each model's (processed, skipped, pending) when the Committer last saw its state
         self.models: dict[str, tuple[int, int, int]] = {}
         self.pending_delta = 0
+        gone = (base or {}).get("forgotten") or {}
+        self.gone_base = {f: int(gone.get(f) or 0) for f in GONE}
+        self.gone = dict.fromkeys(GONE, 0)
 
     def progress(self, offsets: int, records: int) -> None:
         self.counts["offsets"] += offsets
@@ -121,10 +128,26 @@ class Accounting:
         self.counts["skipped"] += now[1] - before[1]
         self.pending_delta += now[2] - before[2]
 
-    def run(self) -> dict[str, int | None]:
+    def forget(self, key: str, tally: tuple[int, int, int],
+               restored: tuple[int, int, int] | None, counts: Mapping[str, int]) -> None:
+        """A model forgotten (``--forget-entities-after``) with this ``tally`` (its
+        ``restored`` one when this run restored it) and these ``counts`` (all its counters):
+        what it did since it was last seen is counted, its counters join ``forgotten``, and
+        the key starts over (a model of it made later counts from nothing)."""
+        before = self.models.pop(key, None) or restored or _NONE
+        self.counts["processed"] += tally[0] - before[0]
+        self.counts["skipped"] += tally[1] - before[1]
+        self.pending_delta += tally[2] - before[2]
+        self.gone["models"] += 1
+        for f in GONE[1:]:
+            self.gone[f] += int(counts[f])
+
+    def run(self) -> dict[str, Any]:
         """This run's counts (``pending``: every model's now; when the base is unknown, only
-        the models this run touched, and ``pending_start`` None)."""
-        doc: dict[str, int | None] = dict(self.counts)
+        the models this run touched, and ``pending_start`` None), and ``forgotten``: the
+        counters of the models this run forgot."""
+        doc: dict[str, Any] = dict(self.counts)
+        doc["forgotten"] = dict(self.gone)
         if self.base is None:
             doc["pending_start"] = None
             doc["pending"] = sum(t[2] for t in self.models.values())
@@ -133,14 +156,18 @@ class Accounting:
             doc["pending"] = self.base["pending"] + self.pending_delta
         return doc
 
-    def all(self) -> dict[str, int] | None:
-        """The counts of every run on the checkpoint up to now (None: unknown)."""
+    def all(self) -> dict[str, Any] | None:
+        """The counts of every run on the checkpoint up to now (None: unknown), with
+        ``forgotten`` (the counters of every model forgotten by then: with the snapshot's
+        models' counters, they add up to the counts)."""
         if self.base is None:
             return None
-        doc = {f: self.base[f] + self.counts[f] for f in _ADDITIVE}
+        doc: dict[str, Any] = {f: self.base[f] + self.counts[f] for f in _ADDITIVE}
         doc["pending"] = self.base["pending"] + self.pending_delta
         doc["pending_start"] = 0
-        return {f: doc[f] for f in FIELDS}
+        out = {f: doc[f] for f in FIELDS}
+        out["forgotten"] = {f: self.gone_base[f] + self.gone[f] for f in GONE}
+        return out
 
 
 def identities(doc: Mapping[str, Any], configs: int) -> list[tuple[str, int, int]]:

@@ -5,7 +5,8 @@ engine reads them and never needs the router's parsers and label maps to do so):
   ``x``, label ``y`` or None), with its topic, partition, offset, timestamp, text and source.
 * :class:`EventBatch` — one model's records of a reader call, field by field (``kind`` of each
   record: :data:`FEATURES`, :data:`LABELLED` or :data:`LABEL`, and :data:`TICK` for a clock
-  tick of :mod:`kernelstream.engine.live.clock`, which is no record; features as rows of the
+  tick of :mod:`kernelstream.engine.live.clock`, which is no record, or :data:`FORGET` for its
+  forget; features as rows of the
   vectorised parser's matrix or as per-record rows); it reads as a sequence of
   :class:`ParsedRecord` and gives the engine a run of labelled events without making them.
 * :class:`Later`, :func:`text_and_source` — a record's dead-letter text and source, decoded
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
+from kernelstream.engine.live.clock import FORGET, TICK
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.sparse import CSR
 
@@ -28,13 +30,13 @@ if TYPE_CHECKING:  # the router fills these containers; they only read its routi
     from kernelstream.engine.live.clock import QuietClock
     from kernelstream.engine.live.routing import StreamRouter
 
-__all__ = ["FEATURES", "LABEL", "LABELLED", "TICK", "EventBatch", "Later", "ParsedRecord",
+__all__ = ["FEATURES", "FORGET", "LABEL", "LABELLED", "TICK", "EventBatch", "Later", "ParsedRecord",
            "text_and_source", "value_text"]
 
 FEATURES, LABELLED, LABEL = 0, 1, 2  # what a routed record is: EventBatch.kind
-# a clock tick of a quiet entity's models (engine.live.clock): no record, only a timestamp
-# (the stream clock); its other fields are empty (event id "", partition and offset -1)
-TICK = 3
+# TICK and FORGET (engine.live.clock): a quiet entity's models' clock tick and forget, no
+# record, only a timestamp (the stream clock); their other fields are empty (event id "",
+# partition and offset -1)
 _UNROUTED = 255  # a record of a call that is a dead letter
 
 
@@ -63,7 +65,8 @@ class EventBatch:
 
     ``kind[i]``: :data:`FEATURES` (unlabelled event), :data:`LABELLED` (event with its label)
     or :data:`LABEL` (label record), or :data:`TICK` (a clock tick at ``timestamp_ms[i]``, no
-    record: only :meth:`StreamEngine.process_many` reads it); ``y[i]``: the label (None:
+    record: only :meth:`StreamEngine.process_many` reads it) or :data:`FORGET` (the models
+    are dropped there); ``y[i]``: the label (None:
     unlabelled); features: row ``xrow[i]`` of ``X`` (the vectorised parser's matrix) or,
     where ``xrow[i]`` is -1, ``xs[i]`` (the line parser's row; none for labels). ``topic``,
     ``partition``, ``offset``, ``timestamp_ms`` and ``value`` are the records' own (the text of
@@ -226,7 +229,8 @@ class _Columns:
                     by[e] = [j]
                 else:
                     ids.append(j)
-        ticks: list[int] = []  # the tick times; a tick is index -1 - i in an entity's list
+        # the ticks and forgets, (time, kind); the i-th is index -1 - i in an entity's list
+        ticks: list[tuple[int, int]] = []
         if router.clock is not None:
             self._place_ticks(router.clock, routed, ts, by, ticks)
         out: dict[str, EventBatch] = {}
@@ -237,27 +241,28 @@ class _Columns:
         return out, dead
 
     def _place_ticks(self, clock: QuietClock, routed: list[int], ts: Sequence[int],
-                     by: dict[str, list[int]], ticks: list[int]) -> None:
-        """The clock's ticks of the routed records ``routed`` (record indices, in order) into
-        the entities' lists ``by``, each right after the record that made it due (as index
-        ``-1 - i``, its time ``ticks[i]``)."""
+                     by: dict[str, list[int]], ticks: list[tuple[int, int]]) -> None:
+        """The clock's ticks and forgets of the routed records ``routed`` (record indices, in
+        order) into the entities' lists ``by``, each right after the record that made it due
+        (as index ``-1 - i``, its time and kind ``ticks[i]``)."""
         due = clock.record_many([cast(str, self.entity[j]) for j in routed],
                                 [ts[j] for j in routed])
         if not due:
             return
         after: dict[str, list[tuple[int, int]]] = {}
-        for k, e, t in due:
+        for k, e, t, what in due:
             after.setdefault(e, []).append((routed[k], -1 - len(ticks)))
-            ticks.append(t)
+            ticks.append((t, what))
         for e, marks in after.items():
-            # records and ticks by position; a tick after record j sorts after it
-            merged = [(j, 0, j) for j in by.get(e, ())] + [(j, 1, i) for j, i in marks]
-            by[e] = [i for _, _, i in sorted(merged)]
+            # records and ticks by position; a tick after record j sorts after it, and the
+            # ticks after one record in the order they came (a second tick, then a forget)
+            merged = [(j, 0, j) for j in by.get(e, ())] + [(j, 1, -1 - i) for j, i in marks]
+            by[e] = [i if kind == 0 else -1 - i for _, kind, i in sorted(merged)]
 
     def _take(self, idx: list[int], topic: Sequence[str], partition: Sequence[int],
               offset: Sequence[int], ts: Sequence[int], value: Sequence[bytes], prefix: str,
-              ticks: list[int] | None = None) -> EventBatch:
-        """The batch of records ``idx``; a negative index ``-1 - i`` is a tick at
+              ticks: list[tuple[int, int]] | None = None) -> EventBatch:
+        """The batch of records ``idx``; a negative index ``-1 - i`` is the tick or forget
         ``ticks[i]``."""
         if ticks and min(idx) < 0:
             return self._take_ticks(idx, topic, partition, offset, ts, value, prefix, ticks)
@@ -272,7 +277,7 @@ class _Columns:
 
     def _take_ticks(self, idx: list[int], topic: Sequence[str], partition: Sequence[int],
                     offset: Sequence[int], ts: Sequence[int], value: Sequence[bytes],
-                    prefix: str, ticks: list[int]) -> EventBatch:
+                    prefix: str, ticks: list[tuple[int, int]]) -> EventBatch:
         """:meth:`_take` of a batch with ticks among its records."""
         xs = self.xs
         m = len(idx)
@@ -285,7 +290,7 @@ class _Columns:
         bxs: dict[int, Any] = {}
         for i, j in enumerate(idx):
             if j < 0:
-                kind[i], tss[i] = TICK, ticks[-1 - j]
+                tss[i], kind[i] = ticks[-1 - j]
                 continue
             kind[i], eid[i], y[i], xrow[i] = self.kind[j], self.eid[j], self.y[j], self.xrow[j]
             tp[i], pa[i], of[i], tss[i], val[i] = (topic[j], partition[j], offset[j], ts[j],

@@ -21,6 +21,13 @@ and closes. A second tick one quiet interval later forgets the ids resolved at t
 closes the window the expiries were counted in; after it the models hold their learners and
 counters only, and the entity leaves the clock until it sends again.
 
+With ``forget_ms`` (``--forget-entities-after``) the clock follows the entity on: once the
+stream clock is ``forget_ms`` past the entity's last activity (its last record, as the clock
+saw it at the first tick) and both ticks have come, its models get a **forget**: they are
+dropped, with their learners, and an entity that sends again starts afresh (from
+``--init-from`` when given), as a new entity does. Models of entities that come and go (a key
+per session, a device seen once) then no longer pile up in memory and in every snapshot.
+
 A tick goes into the entity's batch right after the record that moved the stream clock past
 the entity's deadline, so where ticks fall depends on the records and their order alone, never
 on how a reader's calls cut them. The clock's state (:meth:`QuietClock.encode`) is part of
@@ -40,7 +47,7 @@ import json
 import struct
 from collections.abc import Iterable
 
-__all__ = ["CLOCK_KEY", "QUORUM", "TICKS_PER_QUIET", "QuietClock"]
+__all__ = ["CLOCK_KEY", "FORGET", "QUORUM", "TICK", "TICKS_PER_QUIET", "QuietClock"]
 
 # The key of the clock's state in a stream snapshot: not a model key (no '#': StreamKey.decode
 # refuses it, so readers that walk a snapshot's models skip it).
@@ -51,26 +58,42 @@ QUORUM = 3
 # expires its pending events and closes its window, the second forgets the ids the first
 # resolved (remembered for a TTL) and closes the window their expiries were counted in.
 TICKS_PER_QUIET = 2
+# what the clock gives an entity's models after a record (EventBatch kinds, engine.live.batch)
+TICK = 3  # a clock advance with no record
+FORGET = 4  # drop the models (after both ticks, ``forget_ms`` past the entity's last record)
 _MAGIC = b"KSCK"
-_VERSION = 2  # 2: the quorum's entities (version 1, without them, is not read: rebuilt)
+# 2: the quorum's entities (version 1, without them, is not read: rebuilt); 3: each entity's
+# last activity once ticked (for forgetting; version 2 is read: none yet)
+_VERSION = 3
+_READS = (2, 3)
 
 
 class QuietClock:
     """The stream clock and the ticks of quiet entities (module docstring).
 
-    ``quiet_ms``: the quiet interval, ``max(label TTL, metrics window)`` of the stream."""
+    ``quiet_ms``: the quiet interval, ``max(label TTL, metrics window)`` of the stream;
+    ``forget_ms``: forget an entity's models this long after its last record (None: never)."""
 
-    __slots__ = ("_due", "_left", "_top", "clock", "now", "quiet_ms")
+    __slots__ = ("_due", "_left", "_seen", "_top", "clock", "forget_ms", "now", "quiet_ms")
 
-    def __init__(self, quiet_ms: int) -> None:
+    def __init__(self, quiet_ms: int, forget_ms: int | None = None) -> None:
         if quiet_ms < 1:
             raise ValueError(f"the quiet interval must be >= 1 ms, got {quiet_ms}")
+        if forget_ms is not None and forget_ms < 1:
+            raise ValueError(f"forget_ms must be >= 1 ms, got {forget_ms}")
         self.quiet_ms = int(quiet_ms)
+        self.forget_ms = None if forget_ms is None else int(forget_ms)
         self.now: int | None = None  # the stream clock (None until QUORUM entities sent)
         self.clock: dict[str, int] = {}  # entity -> its models' clock, as far as records and
-        self._left: dict[str, int] = {}  # ticks tell it; entity -> ticks before it is let go
-        # (deadline, entity): one entry per followed entity; a deadline may be early (the
-        # entity sent since), and is then pushed back when it comes up
+        # ticks tell it; entity -> ticks before it is let go (0: both came, a forget is due)
+        self._left: dict[str, int] = {}
+        # entity -> its last activity, kept at its first tick (the forget's deadline counts
+        # from it; the ticks move the entity's clock on)
+        self._seen: dict[str, int] = {}
+        # (deadline, entity): an entry per followed entity, at least; a deadline may be early
+        # (the entity sent since: pushed back when it comes up) and an entry may be stale (an
+        # entity sent while a forget was due: followed afresh; each tick moves the entity's
+        # clock to the stream clock, so a second entry that comes up gives no second tick)
         self._due: list[tuple[int, str]] = []
         # the QUORUM entities with the latest records: [timestamp, entity], latest first
         self._top: list[tuple[int, str]] = []
@@ -79,13 +102,13 @@ class QuietClock:
         """Entities the clock follows."""
         return len(self.clock)
 
-    def record_many(self, entities: list[str], ts: list[int]) -> list[tuple[int, str, int]]:
-        """Records of ``entities[k]`` at ``ts[k]`` were routed, in this order: the ticks due,
-        ``(k, entity, stream clock)`` for a tick right after record ``k``, in deadline order
-        after each record (usually none)."""
+    def record_many(self, entities: list[str], ts: list[int]) -> list[tuple[int, str, int, int]]:
+        """Records of ``entities[k]`` at ``ts[k]`` were routed, in this order: what is due,
+        ``(k, entity, stream clock, TICK or FORGET)`` right after record ``k``, in deadline
+        order after each record (usually nothing)."""
         if not ts:
             return []
-        q = self.quiet_ms
+        q, forget = self.quiet_ms, self.forget_ms
         clock, left, due, top = self.clock, self._left, self._due, self._top
         now = self.now
         # the common case: no deadline, old or new (each at least min(ts) + q), can be reached
@@ -93,14 +116,18 @@ class QuietClock:
         # entities' clocks and the quorum move
         last = max(ts) if now is None else max(now, max(ts))
         quiet = (not due or due[0][0] > last) and min(ts) + q > last
-        ticks: list[tuple[int, str, int]] = []
+        out: list[tuple[int, str, int, int]] = []
         for k, (e, t) in enumerate(zip(entities, ts, strict=True)):
             c = clock.get(e)
             if c is None:
                 clock[e] = t
                 heapq.heappush(due, (t + q, e))
-            elif t > c:
-                clock[e] = t
+            else:
+                if t > c:
+                    clock[e] = c = t
+                if forget is not None and left.get(e) == 0:  # a forget was due: it sent
+                    left[e] = TICKS_PER_QUIET
+                    heapq.heappush(due, (c + q, e))
             if len(top) < QUORUM or t > top[-1][0]:  # (else it changes nothing there)
                 _join_top(top, e, t)
                 if len(top) == QUORUM:
@@ -111,31 +138,66 @@ class QuietClock:
             if now is None:
                 continue
             while due and due[0][0] <= now:
-                _, e2 = heapq.heappop(due)
-                c2 = clock[e2]
-                if c2 + q > now:  # it sent since this deadline was set
-                    heapq.heappush(due, (c2 + q, e2))
-                    continue
-                ticks.append((k, e2, now))
-                n_left = left[e2] - 1
-                if n_left:
-                    left[e2] = n_left
-                    clock[e2] = now
-                    heapq.heappush(due, (now + q, e2))
-                else:  # quiet for good: nothing left in its models for a tick to do
-                    del clock[e2], left[e2]
+                self._come_up(heapq.heappop(due)[1], k, now, out)
         if quiet:
             left.update(dict.fromkeys(entities, TICKS_PER_QUIET))
         self.now = now
-        return ticks
+        return out
+
+    def _come_up(self, e: str, k: int, now: int, out: list[tuple[int, str, int, int]]) -> None:
+        """An entry of ``e`` came up at stream clock ``now`` (after record ``k``): its tick or
+        forget into ``out`` if due, else its entry pushed back."""
+        clock, left, due, q = self.clock, self._left, self._due, self.quiet_ms
+        n = left.get(e)
+        if n is None:
+            return  # a stale entry of an entity let go
+        c = clock[e]
+        if n == 0:  # both ticks came: its forget
+            assert self.forget_ms is not None
+            at = self._seen[e] + self.forget_ms
+            if at > now:
+                heapq.heappush(due, (at, e))
+            else:
+                out.append((k, e, now, FORGET))
+                self._let_go(e)
+            return
+        if c + q > now:  # it sent since this deadline was set
+            heapq.heappush(due, (c + q, e))
+            return
+        if n == TICKS_PER_QUIET:
+            self._seen[e] = c
+        out.append((k, e, now, TICK))
+        n -= 1
+        clock[e] = now
+        if n:
+            left[e] = n
+            heapq.heappush(due, (now + q, e))
+        elif self.forget_ms is None:  # quiet for good: nothing left for a tick to do
+            self._let_go(e)
+        else:
+            left[e] = 0
+            # (a version-2 clock's entity between its ticks has no last activity kept:
+            # its first tick's clock less a quiet interval is the latest it can have been)
+            at = self._seen.setdefault(e, c - q) + self.forget_ms
+            if at <= now:
+                out.append((k, e, now, FORGET))
+                self._let_go(e)
+            else:
+                heapq.heappush(due, (at, e))
+
+    def _let_go(self, e: str) -> None:
+        del self.clock[e], self._left[e]
+        self._seen.pop(e, None)
 
     @classmethod
-    def rebuilt(cls, quiet_ms: int, models: Iterable[tuple[str, int]]) -> QuietClock:
+    def rebuilt(cls, quiet_ms: int, models: Iterable[tuple[str, int]],
+                forget_ms: int | None = None) -> QuietClock:
         """A clock for a stream whose snapshot has no current one: each entity's clock is the
-        latest of its models' (``(entity, model clock)`` pairs, of the models that still hold
-        something a tick would act on), every such entity is followed afresh, and the quorum
-        is taken from those clocks."""
-        out = cls(quiet_ms)
+        latest of its models' (``(entity, model clock)`` pairs: of the models that still hold
+        something a tick would act on, and with ``forget_ms`` of every model, so that the
+        entities gone quiet before are forgotten too), every such entity is followed afresh,
+        and the quorum is taken from those clocks."""
+        out = cls(quiet_ms, forget_ms)
         for e, c in models:
             if c > out.clock.get(e, c - 1):
                 out.clock[e] = c
@@ -156,28 +218,35 @@ class QuietClock:
     def cut(self) -> _ClockCut:
         """The clock at this moment, detached (a snapshot's cut: copies made here, on the
         stream's thread; the bytes made by ``encode()``, on the commit thread)."""
-        return _ClockCut(self.quiet_ms, self.now, dict(self.clock), dict(self._left),
-                         list(self._due), list(self._top))
+        return _ClockCut(self.quiet_ms, self.forget_ms, self.now, dict(self.clock),
+                         dict(self._left), dict(self._seen), list(self._due), list(self._top))
 
     @classmethod
-    def decode(cls, data: bytes, quiet_ms: int) -> QuietClock:
+    def decode(cls, data: bytes, quiet_ms: int, forget_ms: int | None = None) -> QuietClock:
         """The clock of :meth:`encode`'s bytes, for a stream whose quiet interval is
-        ``quiet_ms`` (a snapshot of another interval is refused: the resume compares the TTL and
-        window first, so this means corrupt bytes)."""
+        ``quiet_ms`` and whose forget interval is ``forget_ms``. Bytes of another quiet
+        interval are refused (the resume compares the TTL and window first, so this means
+        corrupt bytes), and so are those of another forget interval (``--forget-entities-after``
+        may change on a resume: the caller rebuilds the clock then)."""
         if data[:4] != _MAGIC or len(data) < 9:
             raise ValueError("not a stream clock state")
-        if data[4] != _VERSION:
+        if data[4] not in _READS:
             raise ValueError(f"unsupported stream clock state version {data[4]}")
         (n,) = struct.unpack("<I", data[5:9])
         doc = json.loads(data[9:9 + n])
         if int(doc["quiet_ms"]) != quiet_ms:
             raise ValueError(f"stream clock state of a {doc['quiet_ms']} ms quiet interval, "
                              f"this stream's is {quiet_ms} ms")
-        out = cls(quiet_ms)
+        if doc.get("forget_ms") != forget_ms:
+            raise ValueError(f"stream clock state of forget interval {doc.get('forget_ms')}, "
+                             f"this stream's is {forget_ms}")
+        out = cls(quiet_ms, forget_ms)
         out.now = None if doc["now"] is None else int(doc["now"])
-        for e, c, left in doc["entities"]:
+        for e, c, left, *seen in doc["entities"]:
             out.clock[e] = int(c)
             out._left[e] = int(left)
+            if seen:
+                out._seen[e] = int(seen[0])
         out._due = [(int(d), e) for d, e in doc["due"]]
         heapq.heapify(out._due)
         out._top = [(int(t), e) for t, e in doc["top"]]
@@ -206,17 +275,19 @@ class _ClockCut:
     """:meth:`QuietClock.cut`: the clock's contents at a cut, encoded when asked (the models'
     cuts' interface)."""
 
-    __slots__ = ("clock", "due", "left", "now", "quiet_ms", "top")
+    __slots__ = ("clock", "due", "forget_ms", "left", "now", "quiet_ms", "seen", "top")
 
-    def __init__(self, quiet_ms: int, now: int | None, clock: dict[str, int],
-                 left: dict[str, int], due: list[tuple[int, str]],
-                 top: list[tuple[int, str]]) -> None:
-        self.quiet_ms, self.now, self.clock, self.left = quiet_ms, now, clock, left
-        self.due, self.top = due, top
+    def __init__(self, quiet_ms: int, forget_ms: int | None, now: int | None,
+                 clock: dict[str, int], left: dict[str, int], seen: dict[str, int],
+                 due: list[tuple[int, str]], top: list[tuple[int, str]]) -> None:
+        self.quiet_ms, self.forget_ms, self.now, self.clock = quiet_ms, forget_ms, now, clock
+        self.left, self.seen, self.due, self.top = left, seen, due, top
 
     def encode(self) -> bytes:
-        doc = {"quiet_ms": self.quiet_ms, "now": self.now,
-               "entities": [[e, c, self.left[e]] for e, c in self.clock.items()],
+        seen = self.seen
+        doc = {"quiet_ms": self.quiet_ms, "forget_ms": self.forget_ms, "now": self.now,
+               "entities": [[e, c, self.left[e]] if e not in seen
+                            else [e, c, self.left[e], seen[e]] for e, c in self.clock.items()],
                # sorted: a valid heap whatever order the entries came in (the same bytes
                # for the same clock, however the reader's calls cut the stream)
                "due": [[d, e] for d, e in sorted(self.due)],

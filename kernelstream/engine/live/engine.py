@@ -47,7 +47,11 @@ What a model does with a record at timestamp ``t`` (milliseconds), in this order
     the clock of a quiet ``--key-by`` entity's model moves to the stream's clock, so its
     events expire and its window closes (:mod:`kernelstream.engine.live.clock`, whose
     :class:`~kernelstream.engine.live.clock.QuietClock` the router places them with; a
-    window that saw only a tick's expiries has a metrics row too).
+    window that saw only a tick's expiries has a metrics row too). A **forget** (``FORGET``,
+    with ``--forget-entities-after``) drops the model: its counts go to
+    :attr:`LiveOutputs.forgotten`, and the state becomes a new model's (``renew``), which a
+    later record of the entity starts from; a driver drops a state left new
+    (:func:`forgotten_model`).
     Learning order is therefore label arrival order; predictions use the model as it is, and
     the update at label time scores x with the model as it is then. A model's learner is made
     on its first record, ``config.make(spec.seed, 0)`` (or given to :meth:`new_state`).
@@ -88,7 +92,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -96,9 +100,9 @@ import numpy as np
 from kernelstream.engine.exact import exact_add, exact_value
 from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.live.batch import FEATURES as UNLABELLED_EVENT
+from kernelstream.engine.live.batch import FORGET, TICK, EventBatch, ParsedRecord, text_and_source
 from kernelstream.engine.live.batch import LABEL as LABEL_RECORD
 from kernelstream.engine.live.batch import LABELLED as LABELLED_EVENT
-from kernelstream.engine.live.batch import TICK, EventBatch, ParsedRecord, text_and_source
 from kernelstream.engine.live.clock import QuietClock
 from kernelstream.engine.live.parsing import LiveSpec
 from kernelstream.engine.live.records import SourceRecord
@@ -118,6 +122,7 @@ from kernelstream.engine.live.state import (
     EXPIRED,
     LABELLED,
     REJECTED,
+    Forgotten,
     ModelState,
     Pending,
     StateCut,
@@ -136,7 +141,8 @@ from kernelstream.engine.replay.core import selects_kernels
 from kernelstream.learners.base import Learner
 from kernelstream.sparse import CSR
 
-__all__ = ["LiveOutputs", "StreamEngine", "quiet_clock", "reference_outputs"]
+__all__ = ["LiveOutputs", "StreamEngine", "forgotten_model", "quiet_clock",
+           "reference_outputs"]
 
 # reference_outputs routes and processes records in chunks of this many, as a stream's
 # reader hands them over per call (the chunking never changes a model's rows or state).
@@ -149,9 +155,11 @@ class LiveOutputs:
     are :class:`~kernelstream.engine.live.rows.Rows` (column blocks, read as row dicts),
     the other outputs lists of row dicts."""
 
-    __slots__ = (*OUTPUTS, "_model", "_p", "_o")
+    __slots__ = (*OUTPUTS, "_model", "_o", "_p", "_rid", "forgotten")
 
     def __init__(self) -> None:
+        # the models forgotten (FORGET), in order: (model key, what it had counted)
+        self.forgotten: list[tuple[str, Forgotten]] = []
         self.predictions = Rows()
         self.outcomes = Rows()
         self.unlabeled: list[dict[str, Any]] = []
@@ -160,6 +168,7 @@ class LiveOutputs:
         # rows of the model being processed, one named row each, until they become a
         # block of columns (_flush)
         self._model: tuple[str, str, str | None] = ("", "", None)
+        self._rid = ""  # the model's ModelState.rid
         self._p: list[PredictionRow] = []
         self._o: list[OutcomeRow] = []
 
@@ -174,17 +183,20 @@ class LiveOutputs:
 
     def _start(self, st: ModelState) -> None:
         self._model = (st.key, st.config, st.entity)
+        self._rid = st.rid
 
     def _flush(self) -> None:
         """The pending named rows as blocks (a named row of columns each) of the current
         model."""
         if self._p:
             self.predictions.append(RowBlock("predictions", *self._model,
-                                             PredictionRow._make(zip(*self._p, strict=True))))
+                                             PredictionRow._make(zip(*self._p, strict=True)),
+                                             self._rid))
             self._p = []
         if self._o:
             self.outcomes.append(RowBlock("outcomes", *self._model,
-                                          OutcomeRow._make(zip(*self._o, strict=True))))
+                                          OutcomeRow._make(zip(*self._o, strict=True)),
+                                          self._rid))
             self._o = []
 
 
@@ -200,6 +212,9 @@ class StreamEngine(StreamRuns):
         self.ttl = int(spec.label_ttl_ms)
         self.window = int(spec.metrics_window_ms)
         self.configs = {c.label: c for c in spec.configs}
+        # with forgetting, a new model is stamped with where its first record was read
+        # (ModelState.born: its rows' ids differ from a forgotten model's of the same key)
+        self.stamp = spec.forget_after_ms is not None
         self._losses: dict[str, Any] = {}  # config name -> loss function of its learners
 
     # -- routing: the router's (once per record, or per reader call) ----------------------
@@ -243,7 +258,8 @@ class StreamEngine(StreamRuns):
 
     def process_many(self, model_key: str, st: ModelState,
                      parsed: EventBatch | Sequence[ParsedRecord],
-                     out: LiveOutputs | None = None) -> LiveOutputs:
+                     out: LiveOutputs | None = None,
+                     renew: Callable[[str], ModelState] | None = None) -> LiveOutputs:
         """Apply a model's routed records in order: exactly the rows and state of
         :meth:`process` one record at a time. A run of labelled events that nothing else
         interleaves (no window closes and no pending event expires inside it, no id seen
@@ -253,12 +269,18 @@ class StreamEngine(StreamRuns):
         Likewise a run of unlabelled events each followed at once by its label record
         (:meth:`_pair_run_end`): predicting, then learning from a fresh score of the same
         row on the same model, is the learner's ``step`` when its score draws nothing
-        (``draws_in_predict`` false), so the run is one ``predict_learn_many`` too."""
+        (``draws_in_predict`` false), so the run is one ``predict_learn_many`` too.
+
+        A forget (``FORGET``) makes ``st`` in place the state ``renew(model_key)`` gives (a new
+        model's: :meth:`new_state` when None; a stream's warm start gives its ``--init-from``
+        learner), after the old one's counts went to ``out.forgotten``."""
         if out is None:
             out = LiveOutputs()
         b = parsed if isinstance(parsed, EventBatch) else EventBatch.of(parsed)
         kind = b.kind
         n = len(kind)
+        if self.stamp and st.born is None and not st.records:
+            self._stamp(st, b, 0)
         out._start(st)
         try:
             i = 0
@@ -266,6 +288,14 @@ class StreamEngine(StreamRuns):
                 if kind[i] == TICK:
                     self._tick(st, int(b.timestamp_ms[i]), out)
                     i += 1
+                    continue
+                if kind[i] == FORGET:
+                    self._drop(st, renew or self.new_state, out)
+                    i += 1
+                    if self.stamp and st.born is None and not st.records:
+                        self._stamp(st, b, i)
+                    out._flush()  # the rows so far are the forgotten model's
+                    out._start(st)
                     continue
                 if (kind[i] == UNLABELLED_EVENT and i + 3 < n and kind[i + 1] == LABEL_RECORD
                         and kind[i + 2] == UNLABELLED_EVENT and st.learner is not None
@@ -325,6 +355,27 @@ class StreamEngine(StreamRuns):
         if st.clock_ms is not None:
             self._advance(st, t, out)
 
+    def _drop(self, st: ModelState, renew: Callable[[str], ModelState],
+                out: LiveOutputs) -> None:
+        """A forget (:mod:`kernelstream.engine.live.clock`): the model goes, its counts to
+        ``out.forgotten``, and ``st`` becomes a new one. Its two ticks came first, so nothing
+        is pending; a model that still holds events (none can) is kept, to lose nothing."""
+        if st.pending or st.clock_ms is None:
+            return
+        out.forgotten.append((st.key, Forgotten((st.records, st.skipped, 0), st.restored,
+                                                st.learnt, st.seconds, st.counts())))
+        st.become(renew(st.key))
+
+    @staticmethod
+    def _stamp(st: ModelState, b: EventBatch, i: int) -> None:
+        """A new model's birth place: its first record's in ``b`` (from ``i``; none there:
+        the next batch's)."""
+        kind = b.kind
+        for j in range(i, len(kind)):
+            if kind[j] < TICK:
+                st.born = f"{b.topic[j]}:{b.partition[j]}:{b.offset[j]}"
+                return
+
     def _act(self, st: ModelState, p: ParsedRecord, out: LiveOutputs) -> None:
         """Step 3 of a record that arrived."""
         if p.label_only:
@@ -349,7 +400,7 @@ class StreamEngine(StreamRuns):
             st.unlabeled += 1
             st.window.unlabeled += 1
             out.unlabeled.append(unlabeled_row(st.key, st.config, st.entity, eid, pos,
-                                               ev.event_time_ms, clock))
+                                               ev.event_time_ms, clock, st.rid))
 
     def _resolve(self, st: ModelState, eid: str, status: int, clock: int) -> None:
         st.remember(clock + self.ttl, eid, status)
@@ -493,13 +544,21 @@ class StreamEngine(StreamRuns):
 # -- the reference loop ------------------------------------------------------------------------
 
 
+def forgotten_model(st: ModelState) -> bool:
+    """Whether a driver should drop ``st`` after a :meth:`StreamEngine.process_many` that
+    forgot models: a model left new (by a forget, with no record since) holds nothing a new
+    one would not."""
+    return st.clock_ms is None
+
+
 def quiet_clock(spec: LiveSpec) -> QuietClock | None:
     """The clock that ticks the quiet entities of a stream of ``spec`` (None without
     ``key_by``: a configuration's one model gets every record, and the stream's clock with
     it); its quiet interval is ``max(label TTL, metrics window)``."""
     if spec.read.key_by is None:
         return None
-    return QuietClock(max(int(spec.label_ttl_ms), int(spec.metrics_window_ms)))
+    return QuietClock(max(int(spec.label_ttl_ms), int(spec.metrics_window_ms)),
+                      spec.forget_after_ms)
 
 
 def reference_outputs(records: Iterable[SourceRecord], spec: LiveSpec,
@@ -532,6 +591,8 @@ def reference_outputs(records: Iterable[SourceRecord], spec: LiveSpec,
             if st is None:
                 st = st_by_key[key] = engine.new_state(key)
             engine.process_many(key, st, parsed, out)
+            if out.forgotten and forgotten_model(st):
+                del st_by_key[key]
     if flush:
         for st in st_by_key.values():
             out.metrics.extend(engine.flush_metrics(st, final=True))

@@ -91,7 +91,10 @@ class LiveSpec:
     the ranges of the stream's first records, ``scale`` then ``"01"``), and refuses the
     options that only a file has (scaling over the whole data, ``limit``, a header);
     ``source_prefix`` is put before ``TOPIC/PARTITION`` in dead letters' ``source`` (e.g.
-    ``kafka://HOST:PORT/``)."""
+    ``kafka://HOST:PORT/``); ``forget_after_ms`` (``--forget-entities-after``, with ``key_by``):
+    an entity's models are dropped once the stream clock is this far past its last record
+    (:mod:`kernelstream.engine.live.clock`; at least twice ``max(label_ttl_ms,
+    metrics_window_ms)``, the two ticks that expire its events and forget their ids first)."""
 
     configs: tuple[Any, ...]
     read: ReadOptions
@@ -101,6 +104,7 @@ class LiveSpec:
     labels_topic: str | None = None
     source_prefix: str = ""
     negative_label: str | None = None  # with read.positive_label: the -1 class, else the rest
+    forget_after_ms: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "configs", tuple(self.configs))
@@ -148,6 +152,13 @@ class LiveSpec:
             raise ValueError("negative_label goes with positive_label, for classification")
         if self.label_ttl_ms < 1 or self.metrics_window_ms < 1:
             raise ValueError("label_ttl_ms and metrics_window_ms must be >= 1 ms")
+        if self.forget_after_ms is not None:
+            if r.key_by is None:
+                raise ValueError("forget_after_ms forgets entities' models: it needs key_by")
+            least = 2 * max(self.label_ttl_ms, self.metrics_window_ms)
+            if self.forget_after_ms < least:
+                raise ValueError(f"forget_after_ms must be at least twice max(label_ttl_ms, "
+                                 f"metrics_window_ms) = {least} ms, got {self.forget_after_ms}")
 
     @property
     def width(self) -> int | None:

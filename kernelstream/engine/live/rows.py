@@ -18,6 +18,11 @@ metrics         ``{key}/m/{window_start_ms}`` a closed window;
 dead_letters    ``dl/{topic}/{partition}/{offset}/{key or ''}``
 ==============  ===========================================================================
 
+With ``--forget-entities-after``, ``{key}`` in these ids is ``{key}~{born}`` for a model
+made while forgetting is on, ``born`` being where its first record was read
+(``topic:partition:offset``): a key forgotten and made again gives a new model whose counts
+start over, and its rows' ids must not repeat the forgotten model's.
+
 Predictions and outcomes, one or two rows per record, are kept column by column
 (:class:`RowBlock`, collected in a :class:`Rows`): a run of events the engine learns at once
 gives its rows as arrays, and they become Arrow columns without a Python object per value
@@ -125,11 +130,12 @@ class RowBlock:
     ``row_id`` derives from the position field; ``key``, ``config`` and ``entity`` are the
     model's, the same on every row."""
 
-    __slots__ = ("cols", "config", "entity", "key", "n", "output")
+    __slots__ = ("cols", "config", "entity", "key", "n", "output", "rid")
 
     def __init__(self, output: str, key: str, config: str, entity: str | None,
-                 cols: Sequence[Any]) -> None:
+                 cols: Sequence[Any], rid: str | None = None) -> None:
         self.output, self.key, self.config, self.entity = output, key, config, entity
+        self.rid = key if rid is None else rid  # the row ids' start (ModelState.rid)
         self.cols = ROW_TYPES[output]._make(cols)
         self.n = len(self.cols[0])  # the first field (event ids) is never a Repeat
 
@@ -140,7 +146,7 @@ class RowBlock:
         fields, infix, at = COLUMNAR[self.output]
         cols = [_values(c, self.n) for c in self.cols]
         head = {"row_id": "", "key": self.key, "config": self.config, "entity": self.entity}
-        pre = f"{self.key}{infix}"
+        pre = f"{self.rid}{infix}"
         for vals in zip(*cols, strict=True):
             row = dict(head)
             row["row_id"] = f"{pre}{vals[at]}"
@@ -201,7 +207,7 @@ def _blocks_batch(blocks: list[RowBlock], schema: Any) -> Any:
                         string)
 
     pos = gathered(at, pa.int64())
-    keys = [b.key for b in blocks]
+    keys = [b.rid for b in blocks]
     prefix: Any = (f"{keys[0]}{infix}" if same(keys) else
                    pa.array([f"{v}{infix}" for v, k in zip(keys, sizes, strict=True)
                              for _ in range(k)], string))
@@ -323,9 +329,12 @@ class Rows:
 
 
 def unlabeled_row(key: str, config: str, entity: str | None, event_id: str, position: int,
-                  event_time_ms: int, expired_at_ms: int) -> dict[str, Any]:
-    """A prediction whose label never came within the TTL."""
-    return {"row_id": f"{key}/u/{position}", "key": key, "config": config, "entity": entity,
+                  event_time_ms: int, expired_at_ms: int, rid: str | None = None
+                  ) -> dict[str, Any]:
+    """A prediction whose label never came within the TTL (``rid``: the model's
+    ``ModelState.rid``, the key when None)."""
+    return {"row_id": f"{key if rid is None else rid}/u/{position}", "key": key,
+            "config": config, "entity": entity,
             "event_id": event_id, "position": position, "event_time_ms": event_time_ms,
             "expired_at_ms": expired_at_ms}
 
@@ -338,7 +347,7 @@ def metrics_row(st: ModelState, learner: str, window_ms: int, classify: bool,
     w = st.window
     assert w.start is not None
     delays = sorted(w.delays)
-    row_id = f"{st.key}/m/{w.start}" + ("" if closing else f"/partial/{st.records}")
+    row_id = f"{st.rid}/m/{w.start}" + ("" if closing else f"/partial/{st.records}")
 
     def rate(mistakes: int, n: int) -> float | None:
         return 100.0 * mistakes / n if classify and n else None

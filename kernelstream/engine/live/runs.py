@@ -34,8 +34,8 @@ import numpy as np
 
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.batch import FEATURES as UNLABELLED_EVENT
+from kernelstream.engine.live.batch import FORGET, TICK, EventBatch
 from kernelstream.engine.live.batch import LABEL as LABEL_RECORD
-from kernelstream.engine.live.batch import TICK, EventBatch
 from kernelstream.engine.live.rows import OutcomeRow, PredictionRow, Repeat, RowBlock
 from kernelstream.engine.live.state import LABELLED, ModelState
 from kernelstream.engine.prequential import judge, learner_loss, step_block
@@ -67,7 +67,7 @@ class StreamRuns:
         kind = b.kind
         n = len(kind)
         end = n
-        for other in (UNLABELLED_EVENT, LABEL_RECORD, TICK):  # the first of another kind
+        for other in (UNLABELLED_EVENT, LABEL_RECORD, TICK, FORGET):  # the first of another kind
             j = kind.find(other, i + 1, end)
             if j >= 0:
                 end = j
@@ -177,12 +177,12 @@ class StreamRuns:
         out.predictions.append(RowBlock("predictions", key, config, entity, PredictionRow(
             event_id=ids, position=pos, event_time_ms=ts, topic=topic, partition=part,
             offset=off, score=scores, predicted=predicted, n_support_vectors=n_sv[:k],
-            labelled=Repeat(True))))
+            labelled=Repeat(True)), out._rid))
         out.outcomes.append(RowBlock("outcomes", key, config, entity, OutcomeRow(
             event_id=ids, learn_position=learn_pos, prediction_position=pos, event_time_ms=ts,
             label_time_ms=ts, score=scores, predicted=predicted, label=y, mistake=mistake,
             loss=loss, delay_ms=Repeat(0), n_support_vectors=n_sv[1:], label_topic=topic,
-            label_partition=part, label_offset=off)))
+            label_partition=part, label_offset=off), out._rid))
         # the ids are resolved at each record's clock, then forgotten as step 2 would have
         st.remember_many((clock + self.ttl).tolist(), ids, LABELLED)
         self._forget(st, st.clock_ms)
@@ -294,12 +294,13 @@ class StreamRuns:
         out.predictions.append(RowBlock("predictions", key, config, entity, PredictionRow(
             event_id=ids, position=pos, event_time_ms=ev_ts, topic=ev_topic, partition=ev_part,
             offset=off[0::2], score=scores, predicted=predicted, n_support_vectors=n_sv[:k],
-            labelled=Repeat(False))))
+            labelled=Repeat(False)), out._rid))
         out.outcomes.append(RowBlock("outcomes", key, config, entity, OutcomeRow(
             event_id=ids, learn_position=learn_pos, prediction_position=pos,
             event_time_ms=ev_ts, label_time_ms=lab_ts, score=scores, predicted=predicted,
             label=y, mistake=mistake, loss=loss, delay_ms=delay, n_support_vectors=n_sv[1:],
-            label_topic=lab_topic, label_partition=lab_part, label_offset=off[1::2])))
+            label_topic=lab_topic, label_partition=lab_part, label_offset=off[1::2]),
+            out._rid))
         # each id resolved at its label's clock, then forgotten as step 2 would have
         st.remember_many((clock[1::2] + self.ttl).tolist(), ids, LABELLED)
         self._forget(st, st.clock_ms)

@@ -250,9 +250,24 @@ class ModelState:
     forget: Remembered = field(default_factory=Remembered)  # (forget at, id), in order
     applied: dict[tuple[str, int], int] = field(default_factory=dict)  # last offset processed
     window: Window = field(default_factory=Window)
+    # where its first record was read, "topic:partition:offset", with
+    # --forget-entities-after (None otherwise, or before it was on): its rows' ids carry it,
+    # so a model of a key forgotten before never repeats the forgotten one's row ids
+    born: str | None = None
     # (records, skipped, pending) when a run restored this state from its snapshot; not
     # encoded: the run's accounting counts what it adds (engine.live.accounting)
     restored: tuple[int, int, int] | None = None
+
+    @property
+    def rid(self) -> str:
+        """What its rows' ``row_id`` s start with: the key, and where it was born if known."""
+        return self.key if self.born is None else f"{self.key}~{self.born}"
+
+    def become(self, other: ModelState) -> None:
+        """Take ``other``'s contents, in place (a forgotten model renewed: its holders, Beam
+        state and the snapshot's cut among them, keep this object)."""
+        for name in self.__slots__:
+            setattr(self, name, getattr(other, name))
 
     def remember(self, at: int, eid: str, status: int) -> None:
         """Remember ``eid`` (``status``: LABELLED, EXPIRED, REJECTED) until the clock reaches
@@ -284,6 +299,27 @@ class ModelState:
                 "outcomes": self.learnt, "unlabeled": self.unlabeled,
                 "pending": len(self.pending), "learn_rejected": self.learn_rejected,
                 "dead_letters": self.dead_letters, "mistakes": self.mistakes}
+
+
+class Forgotten(NamedTuple):
+    """A model dropped by its entity's forget (``--forget-entities-after``,
+    :mod:`kernelstream.engine.live.clock`), as the snapshot and the accounting need it: what
+    it had counted when it went (``tally``: records, skipped, pending; ``restored``: its tally
+    when this run restored it; ``learnt``, ``seconds``; ``counts``: all its counters). As a
+    snapshot's state it is a tombstone: no bytes (:meth:`encode`), the key leaves the
+    snapshot."""
+
+    tally: tuple[int, int, int]
+    restored: tuple[int, int, int] | None
+    learnt: int
+    seconds: float
+    counts: dict[str, int]  # ModelState.counts() when it went
+
+    def cut(self) -> Forgotten:
+        return self
+
+    def encode(self) -> bytes:
+        return b""
 
 
 def encode_state(st: ModelState) -> bytes:
@@ -326,7 +362,8 @@ def cut_state(st: ModelState) -> StateCut:
         applied=st.applied.copy(),
         window=Window(w.start, w.records, w.predictions, w.outcomes, w.mistakes, w.unlabeled,
                       w.dead_letters, w.seconds, coded=w.coded,
-                      coded_losses=w.coded_losses.copy(), coded_delays=w.coded_delays.copy()))
+                      coded_losses=w.coded_losses.copy(), coded_delays=w.coded_delays.copy()),
+        born=st.born)
     blob = b"" if st.learner is None else state_to_bytes(st.learner.get_state())
     return StateCut(copy, blob, ids)
 
@@ -350,6 +387,8 @@ def _encode(st: ModelState, blob: bytes, chunks: tuple[tuple[IdChunk, int], ...]
         "window": [w.start, w.records, w.predictions, w.outcomes, w.mistakes, w.unlabeled,
                    w.dead_letters, w.seconds, w.coded],
     }
+    if st.born is not None:  # (absent otherwise: the bytes of the states before it)
+        meta["born"] = st.born
     parts: list[Any] = []  # bytes and arrays, joined as buffers
     if n:
         if sparse:  # nnz per row, then all column indices, then all values
@@ -440,6 +479,7 @@ def decode_state(data: bytes, ttl_ms: int) -> ModelState:
                        dead_letters, float(win[7]), take("<f8", k).tolist(),
                        take("<i8", k).tolist())
     st.clock_ms = meta["clock"]
+    st.born = meta.get("born")
     (st.position, st.learnt, st.records, st.mistakes, st.unlabeled, st.dead_letters,
      st.learn_rejected, st.skipped) = map(int, meta["counts"])
     st.loss_total, st.seconds = int(meta["loss_total"]), float(meta["seconds"])

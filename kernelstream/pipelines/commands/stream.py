@@ -93,6 +93,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "expires as an unlabeled row (default: 1h; e.g. 30s, 10m, 2d)")
     p.add_argument("--metrics-window", default="1m", metavar="DURATION",
                    help="event-time window of the metrics rows (default: 1m)")
+    p.add_argument("--forget-entities-after", metavar="DURATION",
+                   help="with --key-by: drop an entity's models once the stream's clock is "
+                   "this far past its last record (at least twice max(--label-ttl, "
+                   "--metrics-window)); it starts afresh if it sends again. never: keep every "
+                   "model (default for a new run; on resume: the checkpoint's)")
     s = p.add_argument_group("outputs and snapshots")
     s.add_argument("--out", "-o", metavar="DIR",
                    help="output directory (default: the checkpoint's, else "

@@ -60,6 +60,22 @@ def output_topic_names(prefix: str) -> dict[str, str]:
     return {name: f"{prefix}-{name.replace('_', '-')}" for name in OUTPUT_NAMES}
 
 
+def _forget_ms(text: str | None, key_by: str | None, ttl: float, window: float) -> int | None:
+    """``--forget-entities-after`` in milliseconds (None: not given, or ``never``)."""
+    if text is None or text == "never":
+        return None
+    ms = max(1, round(parse_duration(text, "--forget-entities-after") * 1000))
+    if key_by is None:
+        raise ConfigError("--forget-entities-after forgets entities' models: it goes with "
+                          "--key-by")
+    least = 2 * max(max(1, round(ttl * 1000)), max(1, round(window * 1000)))
+    if ms < least:
+        raise ConfigError(f"--forget-entities-after {text}: at least twice max(--label-ttl, "
+                          f"--metrics-window) = {least / 1000:g}s (an entity's last events "
+                          "expire, and their ids are forgotten, before its models go)")
+    return ms
+
+
 def parse_duration(text: str, what: str) -> float:
     """``"10m"``, ``"2.5s"``, ``"500ms"``, ``"1h"``, ``"7d"`` or plain seconds → seconds."""
     m = _DURATION.match(str(text))
@@ -108,6 +124,9 @@ class StreamConfig:
     # --merge: how the reader groups the partitions (kafka_client.partitions.MERGES); None
     # until resolved (stream_prepare): a checkpoint's recorded one, else "all"
     merge: str | None = None
+    # --forget-entities-after was given (spec.forget_after_ms: its value, None for never);
+    # when not, a resume takes the checkpoint's (stream_prepare)
+    forget_given: bool = False
     init_from: str | None = None
     max_seconds: float | None = None
     idle_stop: float | None = None
@@ -272,6 +291,7 @@ class StreamConfig:
                 "label_ttl_ms": s.label_ttl_ms, "metrics_window_ms": s.metrics_window_ms,
                 "rows": r.rows, "hash_features": r.hash_features,
                 "negative_label": s.negative_label, "merge": self.merge,
+                "forget_after_ms": s.forget_after_ms,
                 "init_from": None if self.init_from is None else os.path.realpath(self.init_from)}
 
     @classmethod
@@ -338,6 +358,8 @@ class StreamConfig:
                                   f"have no header), got {args.label_column!r}") from None
         ttl = parse_duration(args.label_ttl, "--label-ttl")
         window = parse_duration(args.metrics_window, "--metrics-window")
+        forget_ms = _forget_ms(getattr(args, "forget_entities_after", None), args.key_by,
+                               ttl, window)
         check_at_least(args, snapshot_every=1)
         snapshot_seconds = parse_duration(args.snapshot_seconds, "--snapshot-seconds")
         max_seconds = (None if args.max_seconds is None
@@ -396,7 +418,7 @@ class StreamConfig:
             spec = LiveSpec(
                 configs=configs, read=read, seed=args.seed, label_ttl_ms=max(1, round(ttl * 1000)),
                 metrics_window_ms=max(1, round(window * 1000)), labels_topic=labels_topic,
-                source_prefix=f"{SCHEME}{bootstrap}/")
+                source_prefix=f"{SCHEME}{bootstrap}/", forget_after_ms=forget_ms)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         _check_width(spec)
@@ -405,6 +427,7 @@ class StreamConfig:
             spec=spec, out=args.out, checkpoint=args.checkpoint, kafka_out=kafka_out,
             kafka_outputs=kafka_outputs,
             client=client, kafka_client=kafka_client, merge=merge,
+            forget_given=getattr(args, "forget_entities_after", None) is not None,
             init_from=args.init_from, max_seconds=max_seconds, idle_stop=idle_stop,
             snapshot_every=args.snapshot_every, snapshot_seconds=snapshot_seconds,
             runner=args.runner, pipeline_args=pipeline_args, quiet=args.quiet, argv=tuple(argv),

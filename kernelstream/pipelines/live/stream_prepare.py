@@ -130,8 +130,10 @@ def _check_resume(config: StreamConfig, info: dict[str, Any], directory: str) ->
     # a setting a snapshot leaves out: its default (older versions wrote rows and
     # hash_features only when set), or, when it never recorded the setting, not known
     saved = {**{k: v for k, v in STREAM_DOC_DEFAULTS.items() if "topics" in saved}, **saved}
-    # merge is how the partitions are read, not what the models are: it may change
-    diff = [k for k in mine if k in saved and k != "merge" and saved[k] != mine[k]]
+    # merge is how the partitions are read, not what the models are, and forgetting quiet
+    # entities can be turned on (or off) for a stream that runs: both may change
+    diff = [k for k in mine if k in saved and k not in ("merge", "forget_after_ms")
+            and saved[k] != mine[k]]
     if diff:
         parts = ", ".join(f"{k} {saved[k]!r} -> {mine[k]!r}" for k in diff)
         raise UpfrontError(f"checkpoint {directory} was written with other stream settings "
@@ -385,6 +387,19 @@ def prepare(config: StreamConfig) -> Prepared:
                 if config.merge is None:
                     config = replace(config, merge=str((saved.get("stream") or {}).get(
                         "merge") or "partition"))
+                # and when entities are forgotten: as recorded unless given; once on, it
+                # stays on (a model made without a birth stamp could take the row ids of a
+                # forgotten model of its key)
+                forget = (saved.get("stream") or {}).get("forget_after_ms")
+                if not config.forget_given:
+                    config = replace(config, spec=replace(
+                        config.spec, forget_after_ms=None if forget is None else int(forget)))
+                elif forget is not None and config.spec.forget_after_ms is None:
+                    raise UpfrontError(
+                        f"checkpoint {checkpoint} forgets quiet entities (after "
+                        f"{int(forget) / 1000:g}s); once on, forgetting stays on (a model "
+                        "made later could reuse the row ids of a forgotten one): give a "
+                        "duration (a longer one keeps models longer), or a new --checkpoint")
                 _check_resume(config, saved, checkpoint)
                 saved_out = saved.get("out")
                 if out is None:
@@ -416,6 +431,9 @@ def prepare(config: StreamConfig) -> Prepared:
                                                      config.client)
         except (ConnectionError, FileNotFoundError) as exc:
             raise UpfrontError(str(exc)) from None
+        if (config.merge or "all") != "all" and config.forget_given and config.spec.forget_after_ms:
+            raise UpfrontError("--forget-entities-after needs --merge all: read by partition, "
+                               "there is no one stream clock to tell when an entity went quiet")
         try:
             merge = config.merge or "all"  # a fresh run: one order of every partition
             config = replace(config, merge=merge)

@@ -31,6 +31,9 @@ predates these counts) from the models' states. With ``C = len(configs)``::
     processed == predictions + outcomes - labelled + (dead_letters - parse_dead_letters)
     predictions + pending_start == outcomes + unlabeled + pending + rejected
 
+``forgotten``: the models this run dropped by ``--forget-entities-after``
+(``forget_after_ms``; None: never), each after its last events expired.
+
 ``totals`` holds the same counts for **all runs on the checkpoint** (the last snapshot's,
 ``info["totals"]["all"]``; ``pending_start`` 0), crashed runs included: its row counts equal
 the rows of every published file in ``OUT`` when only this checkpoint's runs wrote there, and
@@ -107,6 +110,9 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
         "labels": (None if config.labels_topic is None
                    else f"{SCHEME}{config.bootstrap}/{config.labels_topic}"),
         "merge": config.merge,  # how the reader ordered the partitions' records (--merge)
+        # --forget-entities-after (None: never) and the models this run forgot by it
+        "forget_after_ms": config.spec.forget_after_ms,
+        "forgotten": int((status.get("forgotten") or {}).get("models") or 0),
         "configs": list(config.configs_doc()),
         # the parameters learnt with (gamma=auto resolved) and where the widths came from
         "learners": config.configs_doc(), "width_source": config.width_source,
@@ -229,7 +235,8 @@ def format_summary(doc: dict[str, Any], checkpoint: str | None) -> str:
           if len(per) > 1 else []),
         f"unlabeled {doc['unlabeled']:,}  pending {_count(doc['pending'])}  rejected "
         f"{doc['rejected']:,}  dead letters {doc['dead_letters']:,}  metrics rows "
-        f"{doc['metrics']:,}",
+        f"{doc['metrics']:,}" + (f"  models forgotten {doc.get('forgotten') or 0:,}"
+                                 if doc.get("forget_after_ms") else ""),
         f"outputs: {doc['out']}" + (f"  {snapshot_phrase(doc['snapshot_epoch'])} in {checkpoint}"
                                     if checkpoint else ""),
     ]

@@ -44,6 +44,7 @@ from kernelstream.engine.live.snapshot.outputs import (
     seal,
 )
 from kernelstream.engine.live.snapshot.store import SnapshotStore
+from kernelstream.engine.live.state import Forgotten
 from kernelstream.transforms.live.kafka_rows import kafka_writer
 from kernelstream.transforms.live.stream_job import (
     PROGRESS_TAG,
@@ -120,6 +121,13 @@ class _Totals:
         self.models[key] = (learnt, seconds)
         self.learnt += learnt - n0
         self.learn_seconds += seconds - s0
+
+    def forget(self, key: str, gone: Forgotten) -> None:
+        """A model forgotten: its last counters folded in, its key started over."""
+        self.counts.forget(key, gone.tally, gone.restored, gone.counts)
+        n0, s0 = self.models.pop(key, (0, 0.0))
+        self.learnt += gone.learnt - n0
+        self.learn_seconds += gone.seconds - s0
 
     def as_doc(self) -> dict[str, Any]:
         return {**self.counts.run(), "all": self.counts.all(), "rows": dict(self.rows),
@@ -281,6 +289,10 @@ class Committer(beam.DoFn):
                 self.states[key] = st
             if key == CLOCK_KEY:  # the router's clock (engine.live.clock): no model
                 return
+            if isinstance(st, Forgotten):  # a tombstone: the key leaves the snapshot
+                self.totals.forget(key, st)
+                self.changed = True
+                return
             self.totals.counts.state(key, st)
             self.totals.model(key, st.learnt, st.seconds)
             self.changed = True
@@ -411,8 +423,8 @@ class Committer(beam.DoFn):
             self._write(name)
         cuts = None  # encoded on the commit thread (an hour of remembered ids: seconds)
         if self.store is not None:
-            cuts = {k: st.cut() if k == CLOCK_KEY else self.engine.cut_state(st)
-                    for k, st in self.states.items()}
+            cuts = {k: st.cut() if k == CLOCK_KEY or isinstance(st, Forgotten)
+                    else self.engine.cut_state(st) for k, st in self.states.items()}
         info = dict(self.job.info)
         info["totals"] = self.totals.as_doc()
         writer = kafka_writer(self.job.control)

@@ -71,7 +71,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from kernelstream.engine.live.accounting import state_tally
 from kernelstream.engine.live.clock import CLOCK_KEY, QuietClock
-from kernelstream.engine.live.engine import StreamEngine, quiet_clock
+from kernelstream.engine.live.engine import StreamEngine, forgotten_model, quiet_clock
 from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.engine.live.state import decode_state, encode_state, state_clock
@@ -152,6 +152,9 @@ class HeldState(CacheAware):
 
 # Models this worker process holds, by the token its Beam state carries (see ModelStateCoder).
 _HELD: dict[str, HeldState] = {}
+# The keys each run of this process forgot (--forget-entities-after) that the snapshot it
+# resumed from holds, by the run's control directory: never restored from there again.
+_GONE: dict[str, set[str]] = {}
 
 
 class ModelStateCoder(beam.coders.Coder):
@@ -252,8 +255,10 @@ def route_clock(job: StreamJob) -> QuietClock | None:
     ``--key-by`` streams read as one merge (``--merge all``; read by partition, the groups
     take turns and no one clock orders them), continued from the snapshot the run resumed
     from. A snapshot whose clock is not current (written by a run that read by partition,
-    which left the clock as it was, or before clocks existed) gets one rebuilt from its
-    models' states (their JSON only), so that no entity quiet by then is forgotten."""
+    which left the clock as it was, or before clocks existed, or by a run with another
+    ``--forget-entities-after``) gets one rebuilt from its models' states (their JSON only),
+    so that no entity quiet by then is missed: with a forget interval, every model's entity
+    is followed (those let go before are forgotten in their turn)."""
     clock = quiet_clock(job.spec)
     if clock is None or job.merge != "all":
         return None
@@ -263,13 +268,13 @@ def route_clock(job: StreamJob) -> QuietClock | None:
         data = view.get(CLOCK_KEY)
         if data is not None and (view.info().get("stream") or {}).get("merge") == "all":
             with contextlib.suppress(ValueError):  # another version's: rebuilt below
-                return QuietClock.decode(data, clock.quiet_ms)
+                return QuietClock.decode(data, clock.quiet_ms, clock.forget_ms)
         models = []
         for _, state in view.items():
             entity, at, busy = state_clock(state)
-            if entity is not None and at is not None and busy:
+            if entity is not None and at is not None and (busy or clock.forget_ms):
                 models.append((entity, at))
-    return QuietClock.rebuilt(clock.quiet_ms, models)
+    return QuietClock.rebuilt(clock.quiet_ms, models, clock.forget_ms)
 
 
 # -- learn ----------------------------------------------------------------------------------------
@@ -349,14 +354,19 @@ class _LearnBase(beam.DoFn):
 
     def restore(self, key: str) -> Any:
         """The state of a model this worker has none of: from the snapshot the run resumed
-        from, else a new state (warm-started from ``--init-from`` when it has the model)."""
+        from (unless this run forgot it since), else a new one (:meth:`fresh`)."""
         assert self.engine is not None
-        if self.snapshot is not None:
+        if self.snapshot is not None and key not in _GONE.get(self.job.control, ()):
             data = self.snapshot.get(key)
             if data is not None:
                 st = self.engine.decode_state(data)
                 st.restored = state_tally(st)  # the run's accounting starts here
                 return st
+        return self.fresh(key)
+
+    def fresh(self, key: str) -> Any:
+        """A new model's state, warm-started from ``--init-from`` when it has the model."""
+        assert self.engine is not None
         if self.init is not None:
             learner = self.init.learner(key)
             if learner is not None:
@@ -371,8 +381,16 @@ class _LearnBase(beam.DoFn):
         assert self.engine is not None
         held = model.read()
         st = self.restore(key) if held is None else held.st
-        out = self.engine.process_many(key, st, parsed)
-        if held is None or self.job.state_in_beam:
+        out = self.engine.process_many(key, st, parsed, renew=self.fresh)
+        gone = bool(out.forgotten) and forgotten_model(st)
+        if gone:  # forgotten, no record since: out of Beam state and this worker's memory
+            model.clear()
+            if held is not None:
+                _HELD.pop(held.token, None)
+            self.wrote.pop(key, None)
+            if self.snapshot is not None and key in self.snapshot:
+                _GONE.setdefault(self.job.control, set()).add(key)
+        elif held is None or self.job.state_in_beam:
             # Kept in this worker, the model changes in place: Beam's state (its token) is
             # written once. (Each write makes the SDK's state cache weigh the value at the
             # bundle's end, ~3 ms a key on Beam 2.77: objsize scans every module first.)
@@ -381,6 +399,11 @@ class _LearnBase(beam.DoFn):
         for name, rows in out.items():
             if rows:
                 yield name, rows
+        for forgotten in out.forgotten:  # tombstones, before the state of a model made since
+            yield STATES_TAG, forgotten
+        if gone:
+            crash_point("learn", len(parsed))
+            return
         if self.job.state_in_beam:
             self.wrote[key] = st  # handed over at finish_bundle (a new object each bundle)
         else:

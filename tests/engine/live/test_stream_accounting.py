@@ -14,6 +14,7 @@ from test_engine_events import PERCEPTRON, hand_stream, mixed_spec, mixed_stream
 from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.live.accounting import (
     FIELDS,
+    GONE,
     Accounting,
     identities,
     state_tally,
@@ -96,7 +97,7 @@ def test_hand_worked_counts() -> None:
     assert run == {"offsets": 14, "records": 14, "parse_dead_letters": 0, "processed": 14,
                    "skipped": 0, "predictions": 6, "labelled": 1, "outcomes": 4,
                    "unlabeled": 1, "pending": 1, "pending_start": 0, "rejected": 0,
-                   "dead_letters": 5, "metrics": 2}
+                   "dead_letters": 5, "metrics": 2, "forgotten": dict.fromkeys(GONE, 0)}
     assert acct.all() == run
     assert violations(run, 1) == []
     # the proposed "records = predictions + outcomes + dead letters" counts d twice

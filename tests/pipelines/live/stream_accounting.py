@@ -72,6 +72,12 @@ def _check(doc: dict[str, Any], configs: int, what: str) -> None:
     assert not bad, f"{what}: " + "; ".join(bad)
 
 
+# the accounting's names of the models' counters (ModelState.counts())
+_COUNTERS = (("processed", "records"), ("skipped", "skipped"), ("predictions", "predictions"),
+             ("outcomes", "outcomes"), ("unlabeled", "unlabeled"), ("pending", "pending"),
+             ("rejected", "learn_rejected"), ("model_dead_letters", "dead_letters"))
+
+
 def _model_sums(ckpt: Path) -> dict[str, int]:
     """The counters of every model in the last snapshot, summed (engine.live.accounting's
     names)."""
@@ -80,11 +86,7 @@ def _model_sums(ckpt: Path) -> dict[str, int]:
     with SnapshotView.open(ckpt) as view:
         for _, data in view.items():
             c = decode_state(data, 1).counts()
-            for ours, theirs in (("processed", "records"), ("skipped", "skipped"),
-                                 ("predictions", "predictions"), ("outcomes", "outcomes"),
-                                 ("unlabeled", "unlabeled"), ("pending", "pending"),
-                                 ("rejected", "learn_rejected"),
-                                 ("model_dead_letters", "dead_letters")):
+            for ours, theirs in _COUNTERS:
                 sums[ours] += c[theirs]
     return sums
 
@@ -124,6 +126,11 @@ def assert_accounting(out: Path, summary: dict[str, Any] | None = None,
             f"the last snapshot's totals differ: {snap} vs {totals}")
         sums = _model_sums(ckpt)
         sums["model_dead_letters"] += totals["parse_dead_letters"]
+        # the models forgotten (--forget-entities-after) are in no snapshot: their counters
+        gone = totals.get("forgotten") or {}
+        for ours, theirs in _COUNTERS:
+            if theirs != "pending":
+                sums[ours] += int(gone.get(theirs) or 0)
         want = {k: totals[k] for k in ("processed", "skipped", "predictions", "outcomes",
                                        "unlabeled", "pending", "rejected")}
         want["model_dead_letters"] = totals["dead_letters"]

@@ -7,7 +7,8 @@ This is the exactly-once core of ``kernelstream stream --checkpoint DIR``. A sna
     DIR/HEAD                     the newest committed epoch (text), replaced atomically
     DIR/epoch-0000007/
         states.kss               the state bytes of the models that changed since epoch 6
-                                 (a *delta*), or of every model (a *base*)
+                                 (a *delta*; empty bytes: a *tombstone*, the model was
+                                 forgotten), or of every model (a *base*)
         offsets.json             the next offset to read of every (topic, partition)
                                  and, where known, the fingerprint of the last record read
                                  before it ("last": offset, timestamp_ms, digest)
@@ -53,6 +54,8 @@ import shutil
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+import numpy as np
 
 from kernelstream import fs
 from kernelstream.engine.live.clock import CLOCK_KEY
@@ -314,6 +317,7 @@ class SnapshotView:
                         where.update(zip(part.keys, range(slot * _SLOT,
                                                           slot * _SLOT + len(part.keys)),
                                          strict=True))
+                        _drop_tombstones(where, part)
                 self._parts, self._where = parts, where
             return self._where
 
@@ -385,7 +389,8 @@ class SnapshotStore(SnapshotView):
                info: Mapping[str, Any],
                fingerprints: Mapping[tuple[str, int], Fingerprint] | None = None) -> int:
         """Commit a new epoch: ``states`` = the bytes of the models changed since the last
-        commit (older models carry over), ``offsets`` = the full map of next offsets to read,
+        commit (older models carry over; empty bytes drop a model, a tombstone of
+        ``--forget-entities-after``), ``offsets`` = the full map of next offsets to read,
         ``info`` = run info (JSON; other objects are stored as their ``str``),
         ``fingerprints`` = the last record read of some partitions (below their offsets).
         Returns the new epoch; on any error nothing is committed."""
@@ -429,7 +434,8 @@ class SnapshotStore(SnapshotView):
     # -- internals --------------------------------------------------------------------------
 
     def _full(self, fresh: list[tuple[str, Blob]]) -> list[tuple[str, Blob]]:
-        """Every model's newest bytes: ``fresh`` ones, the others copied from their files."""
+        """Every model's newest bytes: ``fresh`` ones, the others copied from their files (a
+        base holds no tombstone: a key forgotten is simply not there)."""
         new = dict(fresh)
         where = self._index()
         for key, pos in where.items():
@@ -437,7 +443,7 @@ class SnapshotStore(SnapshotView):
                 part, i = self._parts[pos // _SLOT], pos % _SLOT
                 new[key] = Blob(int(part.lengths[i]), int(part.crcs[i]), None, part,
                                 int(part.offsets[i]))
-        return sorted(new.items())
+        return sorted((k, b) for k, b in new.items() if b.length)
 
     def _advance(self, e: int, base: bool, part: Part, meta: dict[str, Any]) -> None:
         """Serve epoch ``e`` (the index, if built, learns what ``part`` holds)."""
@@ -455,6 +461,7 @@ class SnapshotStore(SnapshotView):
             slot = len(self._parts) - 1
             self._where.update(zip(part.keys, range(slot * _SLOT, slot * _SLOT + len(part.keys)),
                                    strict=True))
+            _drop_tombstones(self._where, part)
 
     def _prune(self) -> None:
         """Delete the epochs no kept snapshot needs (see the module doc)."""
@@ -470,6 +477,15 @@ class SnapshotStore(SnapshotView):
                 shutil.rmtree(epoch_dir(self.directory, e), ignore_errors=True)
                 self._bases.pop(e, None)
                 self._meta.pop(e, None)
+
+
+def _drop_tombstones(where: dict[str, int], part: Part) -> None:
+    """Keys whose newest bytes are ``part``'s empty ones (a forgotten model's tombstone) are
+    in no snapshot from then on."""
+    if part.base or not len(part.lengths) or part.lengths.min() > 0:
+        return
+    for i in np.flatnonzero(part.lengths == 0).tolist():
+        where.pop(part.keys[i], None)
 
 
 def _offsets_doc(offsets: Mapping[tuple[str, int], int],
