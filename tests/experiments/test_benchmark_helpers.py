@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import _common
@@ -20,6 +21,7 @@ import skegd_scaling
 from kernelstream.experiments import report
 from kernelstream.learners import make
 from kernelstream.learners.testing import make_stream
+from kernelstream.pipelines.config import learner_configs
 
 
 def test_snapshots_are_the_states_of_one_straight_run() -> None:
@@ -69,10 +71,21 @@ def test_random_feature_learners_have_a_floor_and_are_judged() -> None:
 
 
 def test_param_overrides_parse_numbers() -> None:
-    assert bench_learners.parse_params(["rff-rls:n_components=500", "fogd:gamma=0.5",
-                                        "bpa-s:kernel=gaussian"]) == {
+    assert bench_learners.parse_params(["rff-rls.n_components=500", "fogd.gamma=0.5",
+                                        "bpa-s.kernel=gaussian", "bpa-s.sigma=0.5"]) == {
         "rff-rls": {"n_components": 500}, "fogd": {"gamma": 0.5},
-        "bpa-s": {"kernel": "gaussian"}}
+        "bpa-s": {"kernel": "gaussian", "gamma": 2.0}}
+    for bad in ("rff-rls:n_components=500", "n_components=500", "fogd.nope=1"):
+        with pytest.raises(SystemExit):
+            bench_learners.parse_params([bad])
+
+
+def test_param_overrides_are_the_cli_values() -> None:
+    # the benchmark's --param LEARNER.KEY=VALUE is the CLI's -p LABEL.key=value, same values
+    specs = ["rff-rls.n_components=500", "rff-rls.lam=0.01", "rff-rls.sigma=2"]
+    (cli,) = learner_configs(["rff-rls"], specs)
+    got = bench_learners.parse_params(specs)["rff-rls"]
+    assert got == {k: cli.params[k] for k in got}
 
 
 def test_results_header_names_command_code_and_load() -> None:
