@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -180,3 +181,13 @@ def test_the_loop_runs_fixed_cost_command_runs_twice_into_one_folder(tmp_path: P
     for _ in range(2):
         r = subprocess.run(cmd, capture_output=True, text=True, check=False)
         assert r.returncode == 0, r.stderr
+
+
+def test_peers_report_names_one_revision() -> None:
+    # the revision taken before the timings (provenance's git_head), not the end's "git"
+    from _peers_report import render
+
+    js = json.loads((_common.RESULTS / "peers.json").read_text())
+    page = "\n".join(render({**js, "git": "git 0000000"}))
+    assert "0000000" not in page
+    assert len(re.findall(r"\bgit [0-9a-f]{7}", page)) == 1 and js["git_head"] in page
