@@ -155,11 +155,10 @@ def mean_std(v: Iterable[float]) -> tuple[float, float]:
     return evaluate.mean_std(vals) if vals else (math.nan, math.nan)
 
 
-# the machine, time and code lines of every results file: the package's
+# the machine and time lines of every results file: the package's (the code: git_head)
 machines_line = _report.machines_line
 machine_info = _report.machine_info
 now_utc = _report.now_utc
-git_provenance = _report.git_provenance
 
 
 def git_head() -> str:

@@ -29,11 +29,11 @@ KOL_RATIOS = {
 
 
 def render(js: dict[str, Any]) -> list[str]:
+    # one revision, the one that produced the figures: the provenance line's (an older
+    # results file's "git", taken at the end of the run, is not shown)
     L = ["# Our budgeted learners beside KOL (issue 14)", "",
-         _common.generated_line("peers.py", js["generated"],
-                                f"{js['git']}; {js['machine']}"), ""]
-    if "command" in js:
-        L += [_common.provenance_line(js), ""]
+         _common.generated_line("peers.py", js["generated"], js["machine"]), "",
+         _common.provenance_line(js), ""]
     L += [f"## 1. Speed at B = {BUDGET}, one pass (permutation 0), in memory", "",
           f"Rows: the first {js['rows']} of each permutation (or the whole set). Floor: "
           "`benchmarks/learners.py`'s kernel-row floor, one Gaussian row and score against "

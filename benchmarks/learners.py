@@ -103,6 +103,8 @@ from _verdicts import (
 )
 
 from kernelstream import learners
+from kernelstream.errors import ConfigError
+from kernelstream.pipelines.config import parse_param_spec
 from kernelstream.seeding import learner_seed, permutation
 
 TARGET = 1.5  # budgeted single-kernel learners: learner/floor at B = 200
@@ -244,21 +246,26 @@ def projection_rounds(name: str, params: dict[str, Any], Xp: np.ndarray,
 
 
 def parse_params(items: list[str] | None) -> dict[str, dict[str, Any]]:
-    """``--param LEARNER:KEY=VALUE`` items as {learner: {key: value}} (numbers as numbers)."""
-    out: dict[str, dict[str, Any]] = {}
+    """``--param LEARNER.KEY=VALUE`` items as {learner: {key: value}}: the CLI's
+    ``-p LABEL.key=value`` (``parse_param_spec``) with the learner's name as the label, each
+    value typed by the learner's declaration of it (``sigma`` given as ``gamma``)."""
+    given: dict[str, dict[str, str]] = {}
     for it in items or []:
-        name, _, kv = it.partition(":")
-        key, eq, val = kv.partition("=")
-        if not (name and key and eq):
-            raise SystemExit(f"--param {it!r}: expected LEARNER:KEY=VALUE")
-        v: Any = val
-        for conv in (int, float):
-            try:
-                v = conv(val)
-                break
-            except ValueError:
-                pass
-        out.setdefault(name, {})[key] = v
+        try:
+            scope, key, value = parse_param_spec(it)
+        except ConfigError:
+            scope = None
+        if scope is None:
+            raise SystemExit(f"--param {it!r}: expected LEARNER.KEY=VALUE, e.g. "
+                             "rff-rls.n_components=500")
+        given.setdefault(scope, {})[key] = value
+    out: dict[str, dict[str, Any]] = {}
+    for name, kv in given.items():
+        try:
+            typed = learners.get(name).resolve_params(kv)
+        except ValueError as exc:
+            raise SystemExit(f"--param: {exc}") from None
+        out[name] = {k: typed[k] for k in ("gamma" if k == "sigma" else k for k in kv)}
     return out
 
 
@@ -294,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="rows of the pre-issue comparison (default 5000)")
     ap.add_argument("--speedup-repeats", type=int, default=3,
                     help="alternating today/pre-issue runs (default 3)")
-    ap.add_argument("--param", action="append", metavar="LEARNER:KEY=VALUE",
-                    help="a learner's parameter (repeatable), e.g. rff-rls:n_components=500 "
+    ap.add_argument("--param", action="append", metavar="LEARNER.KEY=VALUE",
+                    help="a learner's parameter (repeatable), e.g. rff-rls.n_components=500 "
                          "(the floor follows D)")
     a = ap.parse_args(argv)
     prov = _common.provenance("learners.py", sys.argv[1:] if argv is None else argv)

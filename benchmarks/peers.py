@@ -452,7 +452,10 @@ def main(argv: list[str] | None = None) -> int:
         cells = speed(a, tuned, names, pre_src)
     e2e = [] if a.no_e2e else end_to_end(a)
     kol = kol_nogd(a, tuned) if a.kol else []
-    js = {"generated": _common.now_utc(), "git": _common.git_provenance(),
+    # the code's revision: provenance's git_head, taken before the timings (its "git" field,
+    # git_provenance at the end, could name a commit made during the run, and ignored
+    # benchmarks/)
+    js = {"generated": _common.now_utc(),
           "machine": _common.machine_info(), "rows": a.rows, "repeats": a.repeats,
           "kernels": compiled.STATUS,
           "budget": BUDGET, "learners": names, "excluded": excluded,

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from kernelstream.data.hashing import check_bits
@@ -78,6 +78,24 @@ class ReadOptions:
             raise ValueError("--positive-label (positive_label) applies to classification "
                              "only: a regression target has no positive class")
 
+    @classmethod
+    def from_args(cls, args: Any, path: str, **given: Any) -> ReadOptions:
+        """The read options of a command line's parsed ``args`` (``--format``,
+        ``--label-column``, ``--scale``, ``--limit``, ...: each field's option, ``fmt``'s
+        ``--format``) for the data at ``path``: the one builder of every command that reads
+        data. An option the command does not offer (``check`` has no ``--scale``) keeps the
+        field's default, ``--task`` not given is classification; ``given`` sets fields the
+        caller decided itself (the run's task, its label map, a format sniffed)."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name in ("path", "scale_ranges") or f.name in given:
+                continue  # (scale_ranges: decided on a topic's head, no option)
+            value = getattr(args, _ARG.get(f.name, f.name), None)
+            if value is None:
+                value = None if f.default is MISSING else f.default
+            values[f.name] = column_option(value) if f.name in _COLUMNS else value
+        return cls(path=path, **values, **given)
+
     def check_format(self, fmt: str) -> None:
         """Refuse a read option that the file's format ``fmt`` would ignore (``--delimiter``
         and ``--header`` are CSV's): a ``ValueError`` naming the format it applies to."""
@@ -116,3 +134,7 @@ class ReadOptions:
             "delimiter": self.delimiter,
             "header": self.header,
         }
+
+
+_ARG = {"fmt": "format"}  # a field whose option's destination is not its name
+_COLUMNS = ("label_column", "key_by")  # a position or a header name (column_option)

@@ -196,26 +196,13 @@ def write_report(out_dir: Path, stem: str, lines: list[str], results: dict[str, 
     write_json(out / f"{stem}.json", {"paper": stem, **results})
 
 
-# A field that every entry of a paper's ``cells`` has and no other paper's: how the results
-# files written before they named their paper are recognised (p3's lists are its tables).
-_CELL_MARKS = (("p1", "algorithm"), ("p2", "verdict"), ("p4", "published_error"),
-               ("baselines", "width"), ("p0", "label"))
-
-
 def results_paper(doc: Any) -> str | None:
     """The paper a results JSON (``<paper>.json`` of ``kernelstream reproduce``) holds: its
-    ``paper`` field, or, in an older file, the paper its tables' entries are of; None when
-    it is not a paper's results (or holds no entry to tell)."""
-    if not isinstance(doc, dict):
-        return None
-    if isinstance(doc.get("paper"), str):
+    ``paper`` field (:func:`write_report` writes it); None when it has none (not a paper's
+    results: the committed ones all name theirs, so none is guessed from its entries)."""
+    if isinstance(doc, dict) and isinstance(doc.get("paper"), str):
         return str(doc["paper"])
-    if any(str(k).startswith("table_p3_") for k in doc):
-        return "p3"
-    cells = doc.get("cells")
-    if not isinstance(cells, list) or not cells or not all(isinstance(c, dict) for c in cells):
-        return None
-    return next((paper for paper, key in _CELL_MARKS if all(key in c for c in cells)), None)
+    return None
 
 
 def summarize(cell: dict[str, Any], runs: list[Any], tolerance_pp: float) -> None:

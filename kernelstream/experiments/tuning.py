@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from kernelstream import data, fs
+from kernelstream import fs
 from kernelstream.errors import TunedFileError
 from kernelstream.pipelines.config import (
     display_name,
@@ -46,6 +46,7 @@ from kernelstream.pipelines.config import (
     parse_learner_spec,
     parse_param_spec,
 )
+from kernelstream.pipelines.replay.replay_checks import data_path
 
 TUNED_KIND = "kernelstream.tuned"
 TUNED_SCHEMA = 1
@@ -403,11 +404,13 @@ def read_flags(given: Mapping[str, Any]) -> list[str]:
 def _file_bytes(src: str) -> int | None:
     """The size of the file (or embedded set) ``src``; None for a topic or a remote or
     missing file (nothing is fetched to compare)."""
+    if is_topic(src):
+        return None
     try:
-        path = str(data.embedded_path(src))
-    except (KeyError, FileNotFoundError):
-        path = src
-    if is_topic(src) or fs.is_remote(path):
+        path = data_path(src)
+    except FileNotFoundError:  # an embedded set of a zipped install: no file to measure
+        return None
+    if fs.is_remote(path):
         return None
     try:
         return os.path.getsize(path)

@@ -146,18 +146,21 @@ def _tables(name: str, value: Any, rule: Judged | None = None) -> list[ResultTab
 
 
 def paper_of(path: str, doc: dict[str, Any]) -> str | None:
-    """The paper a results file is from: what its contents say
+    """The paper a results file is from: its ``paper`` field
     (:func:`~kernelstream.experiments.report.results_paper`, as ``reproduce --compare``
-    tells them), else ``PAPER.json`` as ``reproduce`` names it, or the command its
-    ``generated_by`` names; None for other files."""
+    tells them); None for other files. A file that looks like a paper's (named
+    ``PAPER.json``, or its ``generated_by`` naming ``kernelstream reproduce``) without the
+    field is a :class:`ReportError`: its counts would not be the paper's verdicts."""
     held = results_paper(doc)
     if held is not None:
         return held
     stem = os.path.splitext(os.path.basename(path))[0]
-    if stem in PAPERS:
-        return stem
     by = str(doc.get("generated_by") or "").split()
-    return by[-1] if by[:-1] == ["kernelstream", "reproduce"] and by[-1] in PAPERS else None
+    if stem in PAPERS or by[:2] == ["kernelstream", "reproduce"]:
+        raise ReportError(f"{path}: no \"paper\" field, which every results file of "
+                          "`kernelstream reproduce` has: regenerate it with `kernelstream "
+                          f"reproduce {stem if stem in PAPERS else by[-1]}`")
+    return None
 
 
 def load_results(path: str, label: str) -> ResultFile:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import _common
@@ -20,6 +22,7 @@ import skegd_scaling
 from kernelstream.experiments import report
 from kernelstream.learners import make
 from kernelstream.learners.testing import make_stream
+from kernelstream.pipelines.config import learner_configs
 
 
 def test_snapshots_are_the_states_of_one_straight_run() -> None:
@@ -69,10 +72,21 @@ def test_random_feature_learners_have_a_floor_and_are_judged() -> None:
 
 
 def test_param_overrides_parse_numbers() -> None:
-    assert bench_learners.parse_params(["rff-rls:n_components=500", "fogd:gamma=0.5",
-                                        "bpa-s:kernel=gaussian"]) == {
+    assert bench_learners.parse_params(["rff-rls.n_components=500", "fogd.gamma=0.5",
+                                        "bpa-s.kernel=gaussian", "bpa-s.sigma=0.5"]) == {
         "rff-rls": {"n_components": 500}, "fogd": {"gamma": 0.5},
-        "bpa-s": {"kernel": "gaussian"}}
+        "bpa-s": {"kernel": "gaussian", "gamma": 2.0}}
+    for bad in ("rff-rls:n_components=500", "n_components=500", "fogd.nope=1"):
+        with pytest.raises(SystemExit):
+            bench_learners.parse_params([bad])
+
+
+def test_param_overrides_are_the_cli_values() -> None:
+    # the benchmark's --param LEARNER.KEY=VALUE is the CLI's -p LABEL.key=value, same values
+    specs = ["rff-rls.n_components=500", "rff-rls.lam=0.01", "rff-rls.sigma=2"]
+    (cli,) = learner_configs(["rff-rls"], specs)
+    got = bench_learners.parse_params(specs)["rff-rls"]
+    assert got == {k: cli.params[k] for k in got}
 
 
 def test_results_header_names_command_code_and_load() -> None:
@@ -167,3 +181,13 @@ def test_the_loop_runs_fixed_cost_command_runs_twice_into_one_folder(tmp_path: P
     for _ in range(2):
         r = subprocess.run(cmd, capture_output=True, text=True, check=False)
         assert r.returncode == 0, r.stderr
+
+
+def test_peers_report_names_one_revision() -> None:
+    # the revision taken before the timings (provenance's git_head), not the end's "git"
+    from _peers_report import render
+
+    js = json.loads((_common.RESULTS / "peers.json").read_text())
+    page = "\n".join(render({**js, "git": "git 0000000"}))
+    assert "0000000" not in page
+    assert len(re.findall(r"\bgit [0-9a-f]{7}", page)) == 1 and js["git_head"] in page

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelstream.errors import ReportError
 from kernelstream.pipelines.cli import main
 from kernelstream.report.reproduce import ResultFile, ResultTable, load_results
 
@@ -99,3 +100,17 @@ def test_every_row_passing_keeps_its_count(tmp_path: Path, judged: bool) -> None
     (t,) = load_results(str(path), "other.json").tables
     assert (t.passed, t.failed) == ((2, 0) if judged else (0, 2))
     assert ("passed", "PASS" if judged else "FAIL") in t.constant
+
+
+def test_a_papers_file_without_its_paper_field_is_an_error(tmp_path: Path) -> None:
+    # its verdict counts follow the paper's rule: without the field they would not
+    doc = json.loads((RESULTS / "p3.json").read_text())
+    del doc["paper"]
+    path = tmp_path / "p3.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ReportError, match=r'p3\.json: no "paper" field.*reproduce p3'):
+        load_results(str(path), "p3.json")
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({**doc, "generated_by": "kernelstream reproduce p3"}))
+    with pytest.raises(ReportError, match="reproduce p3"):
+        load_results(str(path), "mine.json")

@@ -373,14 +373,22 @@ def test_compare_that_compares_nothing_fails(shared_datasets: Path, tmp_path: Pa
     assert "p3: compared 4 entries with" in capsys.readouterr().out
 
 
-def test_results_files_name_their_paper() -> None:
-    # the committed files predate the "paper" field: recognised by their entries
+def test_results_files_name_their_paper(tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # every committed results file names its paper: none is guessed from its entries
     from kernelstream.experiments.report import results_paper
 
     for paper in ("baselines", "p0", "p1", "p2", "p3", "p4"):
         assert results_paper(_committed(paper)) == paper
     assert results_paper({"paper": "p4", "cells": []}) == "p4"
-    assert results_paper({"cells": []}) is None and results_paper([]) is None
+    old = {k: v for k, v in _committed("p1").items() if k != "paper"}
+    assert results_paper(old) is None and results_paper([]) is None
+    # a file without the field: one clear line, before the run
+    (tmp_path / "p1.json").write_text(json.dumps(old))
+    assert main(["reproduce", "p1", "--out-dir", str(tmp_path / "a"),
+                 "--compare", str(tmp_path)]) == 2
+    assert f'--compare {tmp_path / "p1.json"} has no "paper" field' in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()
 
 
 def test_all_skips_the_papers_without_the_data_sets(shared_datasets: Path, tmp_path: Path,

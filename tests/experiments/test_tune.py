@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -509,3 +510,16 @@ def test_a_cell_that_only_ties_the_default_is_not_chosen(
     assert first["mistake_rate"] == default["mistake_rate"]  # the tie this test is about
     assert doc["baseline"]["cell"] == 1 and doc["cell"] == 1 and default["chosen"]
     assert doc["baseline"]["beaten"] is False and "smallest value" not in err
+
+
+def test_data_record_measures_the_file_a_replay_reads(tmp_path: Path) -> None:
+    # tuned.json's file size: of the file replay_checks.data_path names (an embedded set's
+    # packaged file), the one lookup the replay uses too
+    from kernelstream.pipelines.replay.replay_checks import data_path
+
+    assert tuning.data_record("german")["file_bytes"] == os.path.getsize(data_path("german"))
+    f = tmp_path / "x.svm"
+    f.write_text("1 1:1\n")
+    assert tuning.data_record(str(f))["file_bytes"] == 6
+    assert tuning.data_record(str(tmp_path / "missing"))["file_bytes"] is None
+    assert tuning.data_record("kafka://localhost:9092/t")["file_bytes"] is None

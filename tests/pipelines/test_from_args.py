@@ -92,3 +92,27 @@ def test_from_args_refuses_bad_options_in_one_line(command: ModuleType, argv: li
     with pytest.raises(ConfigError) as exc:
         config_class.from_args(_args(command, argv), argv)
     assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+
+
+def test_read_options_come_from_the_options_of_one_builder(tmp_path: Path) -> None:
+    # ReadOptions.from_args: every field but the path and a topic's head ranges is an option
+    # of replay (a new field without one, or a renamed option, would stay at its default)
+    from kernelstream.data.options import ReadOptions
+
+    given = {"fmt": ("--format", "csv"), "n_features": ("--n-features", 5),
+             "label_column": ("--label-column", 2), "task": ("--task", "regression"),
+             "scale": ("--scale", "01"), "limit": ("--limit", 7),
+             "delimiter": ("--delimiter", ";"), "header": ("--header", True),
+             "key_by": ("--key-by", "id"), "scale_target": ("--scale-target", "01"),
+             "hash_features": ("--hash-features", 10), "rows": ("--rows", "dense")}
+    names = {f.name for f in dataclasses.fields(ReadOptions)} - {"path", "scale_ranges"}
+    assert names - set(given) == {"positive_label"}  # (classification's: below)
+    argv = ["replay", "x.csv", *(a for flag, v in given.values() for a in (
+        [flag] if v is True else [flag, str(v)]))]
+    read = ReadOptions.from_args(_args(replay, argv), "x.csv")
+    assert {k: getattr(read, k) for k in given} == {k: v for k, (_, v) in given.items()}
+    read = ReadOptions.from_args(_args(replay, ["replay", "x", "--positive-label", "yes"]), "x")
+    assert (read.positive_label, read.task, read.scale) == ("yes", "classification", "auto")
+    # a command without an option keeps the field's default (check has no --scale)
+    read = ReadOptions.from_args(_args(check, ["check", "x"]), "x")
+    assert (read.scale, read.rows) == ("none", "auto")

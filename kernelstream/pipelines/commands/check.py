@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kernelstream import data, fs, kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import label_mix
-from kernelstream.data.options import ReadOptions, column_option
+from kernelstream.data.options import ReadOptions
 from kernelstream.errors import ConfigError
 from kernelstream.pipelines.commands._common import (
     Command,
@@ -51,13 +51,7 @@ class CheckConfig:
             src = data_path(src)
         except (KeyError, FileNotFoundError):
             pass
-        read = ReadOptions(
-            path=src, fmt=args.format, n_features=args.n_features,
-            label_column=column_option(args.label_column),
-            task=args.task, limit=args.limit, positive_label=args.positive_label,
-            delimiter=args.delimiter, header=args.header,
-            key_by=column_option(args.key_by),
-            hash_features=args.hash_features)
+        read = ReadOptions.from_args(args, src)
         return cls(read=read, json=args.json, kafka_idle=args.kafka_idle,
                    kafka_options=tuple(args.kafka_option or ()), limit=args.limit)
 

@@ -327,9 +327,9 @@ def _check_compare(given: Path, paper: str) -> None:
         raise ConfigError(f"--compare {path} is not a results JSON: {exc}") from exc
     held = _report().results_paper(doc)
     if held != paper:
-        raise ConfigError(f"--compare {path} holds " + (
-            f"{held}'s results, not {paper}'s" if held else
-            f"no results of `reproduce {paper}` (no table entries)"))
+        raise ConfigError(f"--compare {path} holds {held}'s results, not {paper}'s" if held
+                          else f"--compare {path} has no \"paper\" field: not a results file "
+                          f"of `kernelstream reproduce {paper}`")
 
 
 def _compare(given: Path, paper: str, ours: Path) -> int:

@@ -42,7 +42,7 @@ from typing import Any
 from kernelstream import fs
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
-from kernelstream.data.options import ReadOptions, column_option
+from kernelstream.data.options import ReadOptions
 from kernelstream.data.scaling import target_standardisation
 from kernelstream.pipelines.config import is_topic
 from kernelstream.pipelines.replay.replay_checks import data_path
@@ -58,12 +58,7 @@ def file_options(args: argparse.Namespace, src: str) -> ReadOptions | None:
     most its ``--limit``), so they are decided as a plain replay's are."""
     if is_topic(src):
         return None
-    return head_options(ReadOptions(
-        path=src, fmt=args.format, n_features=args.n_features,
-        label_column=column_option(args.label_column),
-        scale=args.scale, delimiter=args.delimiter, header=args.header,
-        key_by=column_option(args.key_by), limit=args.limit,
-        hash_features=args.hash_features, rows=args.rows))
+    return head_options(ReadOptions.from_args(args, src))
 
 
 def head_options(read: ReadOptions) -> ReadOptions | None:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from kernelstream import data, fs, kafka_client, learners
 from kernelstream._suggest import did_you_mean
 from kernelstream.data import label_mix, widths
-from kernelstream.data.options import ReadOptions, column_option
+from kernelstream.data.options import ReadOptions
 from kernelstream.engine.learner_config import LearnerConfig, as_configs
 from kernelstream.errors import ConfigError
 from kernelstream.experiments import tuning
@@ -268,7 +268,8 @@ class ReplayConfig:
         """The run of ``kernelstream replay`` (and of ``tune``'s and ``summary``'s replay
         command lines) from its parsed arguments and ``argv`` (kept for ``--workers`` and
         ``summary.json``); validated: ``ConfigError`` (or ``ValueError``) on bad input."""
-        # read options the task ignores are refused before any line is printed (ReadOptions')
+        # read options the task ignores are refused before any line is printed (ReadOptions');
+        # only the task's fields: --scale auto is decided below (sparse rows: none)
         ReadOptions(path="", task=args.task or "classification",
                     positive_label=args.positive_label)
         learner_specs, param_specs = list(args.learner or []), list(args.param or [])
@@ -379,14 +380,9 @@ class ReplayConfig:
             permutations=args.permutations,
             sample=sample,
             staged_sample=drawn.rows if drawn is not None and drawn.staged else None,
-            read=ReadOptions(
-                path=read_path, fmt=read_fmt, n_features=args.n_features,
-                label_column=column_option(args.label_column),
-                task=task, scale=args.scale, limit=args.limit, positive_label=positive,
-                delimiter=args.delimiter, header=args.header,
-                key_by=column_option(args.key_by),
-                scale_target=args.scale_target, hash_features=args.hash_features, rows=args.rows,
-                scale_ranges=head.scale_ranges),
+            read=ReadOptions.from_args(args, read_path, fmt=read_fmt, task=task,
+                                       positive_label=positive,
+                                       scale_ranges=head.scale_ranges),
             runner=args.runner,
             stream=args.stream,
             pipeline_args=tuple(getattr(args, "pipeline_args", ())),
@@ -411,10 +407,8 @@ def run_positive_label(args: argparse.Namespace, src: str, task: str,
     file's two, so they map as the whole file does; decided here, before any pipeline, so
     that every worker maps alike. A label not in the file, or a file of one class the map
     cannot place, is a ``ConfigError``."""
-    read = ReadOptions(path=src, fmt=args.format, label_column=column_option(args.label_column),
-                       task=task, limit=args.limit, positive_label=args.positive_label,
-                       delimiter=args.delimiter, header=args.header,
-                       key_by=column_option(args.key_by))
+    # the labels only: unscaled (a topic's --scale auto is not decided yet)
+    read = ReadOptions.from_args(args, src, task=task, scale="none", scale_target="none")
     return decided_positive_label(read, drawn_from=drawn_from)
 
 
@@ -546,12 +540,7 @@ def kafka_options(args: argparse.Namespace, kafka_src: bool) -> tuple[tuple[str,
             raise ConfigError("--stream builds adversarial streams from a data file, not a "
                               "Kafka topic")
         # the source's own checks, before the run: format, columns, no scaling
-        read = ReadOptions(
-            path=args.data, fmt=args.format, n_features=args.n_features,
-            label_column=column_option(args.label_column),
-            scale=args.scale, scale_target=args.scale_target, delimiter=args.delimiter,
-            header=args.header, key_by=column_option(args.key_by),
-            hash_features=args.hash_features, rows=args.rows)
+        read = ReadOptions.from_args(args, args.data)
         kafka_client.check_read_options(read)
         kafka_client.text_format_for(read)
     if args.kafka_out is not None:

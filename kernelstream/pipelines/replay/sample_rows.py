@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from kernelstream import fs
 from kernelstream.data import label_mix
-from kernelstream.data.options import ReadOptions, column_option
+from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import TextFormat
 from kernelstream.data.sample import EXTENSIONS, draw_sample
 from kernelstream.errors import ConfigError
@@ -83,10 +83,11 @@ def drawn_sample(args: argparse.Namespace, src: str) -> DrawnSample | None:
         stage = tempfile.mkdtemp(prefix="kernelstream-sample-")
         atexit.register(shutil.rmtree, stage, True)  # (a run refused before its start)
         drawn = DrawnSample(source, args.sample, fmt, name, os.path.join(stage, name), True)
-        got = _draw(drawn, args.seed, ReadOptions(
-            path=source, fmt=fmt, label_column=column_option(args.label_column),
-            delimiter=args.delimiter, header=args.header,
-            key_by=column_option(getattr(args, "key_by", None))))
+        # the file's lines as they are, from anywhere in it: no limit, no scaling and no label
+        # map (both decided on the rows drawn)
+        raw = ReadOptions.from_args(args, source, fmt=fmt, limit=None, scale="none",
+                                    scale_target="none", positive_label=None)
+        got = _draw(drawn, args.seed, raw)
         if got < drawn.n:
             print(f"{PROG}: note: --sample {drawn.n}: the file has only {got} rows, all taken",
                   file=sys.stderr)

@@ -18,7 +18,7 @@ from kernelstream import kafka_client
 from kernelstream.data import check as data_check
 from kernelstream.data import widths
 from kernelstream.data.labels import StreamLabels
-from kernelstream.data.options import Ranges, ReadOptions, column_option
+from kernelstream.data.options import Ranges, ReadOptions
 from kernelstream.data.scaling import ranges_from_doc, target_standardisation
 from kernelstream.engine.learner_config import LearnerConfig, recorded_target
 from kernelstream.engine.replay import checkpoints as ckpts
@@ -107,18 +107,14 @@ def topic_head(args: argparse.Namespace, src: str, settings: tuple[tuple[str, st
         return TopicHead(tuple(specs), None, record or {
             "width_source": "checkpoint", "auto_gamma": None, "width_records": None},
                          ranges, why, kept)
-    read = ReadOptions(
-        path=src, fmt=args.format, n_features=args.n_features,
-        label_column=column_option(args.label_column),
-        task=resolve_task(probed, args.task), positive_label=args.positive_label,
-        delimiter=args.delimiter, key_by=column_option(args.key_by),
-        hash_features=args.hash_features, rows=args.rows)
+    # the head unscaled: its scaling is what read_head decides on it
+    read = ReadOptions.from_args(args, src, task=resolve_task(probed, args.task), scale="none",
+                                 scale_target="none")
     opts = kafka_client.KafkaReadOptions(kafka_client.KafkaTopic.parse(src),
                                          idle_seconds=args.kafka_idle,
                                          max_seconds=args.kafka_max_seconds, client=settings)
     try:
-        h = read_head(replace(read, limit=args.limit), opts, want_scale, target, _say,
-                      "--scale none")
+        h = read_head(read, opts, want_scale, target, _say, "--scale none")
     except FileNotFoundError as exc:
         raise ConfigError(f"cannot read data: {exc}") from None
     head, records, read, ranges, why, standardised = (h.rows, h.records, h.read, h.ranges,
