@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelstream import __version__, fs
-from kernelstream.engine.live.snapshot.outputs import EMPTY  # a stream's not-yet-written output
+from kernelstream.engine.replay.outputs import EMPTY  # an output folder with no rows yet
 from kernelstream.errors import OutFolderError
 
 MARKER = ".kernelstream-run"

@@ -220,6 +220,9 @@ def _read_file(source: str | IO[bytes], schema: pa.Schema) -> pa.Table:
     return pq.read_table(source, schema=schema)
 
 
+EMPTY = "part-empty.parquet"  # an output folder's file when it has no rows (yet)
+
+
 def ensure_nonempty(directory: str | Path, schema: pa.Schema, prefix: str = "part") -> bool:
     """Give an output directory that holds none of its files (``{prefix}-*.parquet``: Beam
     writes nothing for an empty PCollection, a stream has no rows yet) an empty one of

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from kernelstream import fs
 from kernelstream.engine.live.snapshot.files import fsync_dir, local_dir
-from kernelstream.engine.replay.outputs import ensure_nonempty
+from kernelstream.engine.replay.outputs import EMPTY, ensure_nonempty
 
 _PENDING = ".pending"
 _PENDING_NAME = re.compile(r"^e(\d{7,})-(.+)$")
@@ -169,9 +169,6 @@ def check_published(out_dir: str | os.PathLike[str], outputs: Iterable[str]) -> 
                 raise UnreadableOutputError(f"{path} is unreadable ({why})")
             n += 1
     return n
-
-
-EMPTY = "part-empty.parquet"  # an output folder's file when it has no rows (yet)
 
 
 def ensure_schemas(out_dir: str | os.PathLike[str], schemas: dict[str, Any]) -> list[str]:
