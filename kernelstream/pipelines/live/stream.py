@@ -233,13 +233,15 @@ def _execute(config: StreamConfig, prep: Prepared,
     # the run's control folder: the drain request and the workers' status.json
     control = os.path.join(out, f".run-{part}")
     os.makedirs(control, exist_ok=True)
+    # prepare() resolved it (a checkpoint's, else all): the snapshots record it for resumes
+    assert config.merge is not None, "the stream's --merge is resolved by prepare()"
     info = {"out": out, "configs": config.configs_doc(), "stream": config.stream_doc(),
             "widths": config.widths_doc(), "scaling": config.scale_doc(),
             "argv": list(config.argv)}
     job = stream_job.StreamJob(
         spec=config.spec, bootstrap=config.bootstrap, topics=config.topics, out=out,
         control=control, part=part, labels_topic=config.labels_topic, client=config.client,
-        kafka_client=config.kafka_client, merge=config.merge or "all",
+        kafka_client=config.kafka_client, merge=config.merge,
         start_offsets=tuple((t, p, o) for (t, p), o in sorted(prep.start.items())),
         checkpoint=None if config.checkpoint is None else os.path.realpath(config.checkpoint),
         resume_epoch=prep.resume_epoch, init_from=config.init_from, init_kind=prep.init_kind,
