@@ -419,7 +419,7 @@ def _learning_seconds(summary: Any) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = _common.script_parser(__doc__, epilog=False)
-    _common.add_output_args(ap, STEM)
+    _common.add_output_args(ap, STEM, render_flag="--render")
     ap.add_argument("--rows", type=int, default=20000,
                     help="rounds per pass (default 20000; the whole set if smaller)")
     ap.add_argument("--repeats", type=int, default=5,
@@ -436,6 +436,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kol", default="", help="a KOL binary: time NOGD beside its KERNEL-NOGD "
                     "(section 4; skipped without it)")
     a = ap.parse_args(argv)
+    if a.render:  # the report again from its figures (a change of the report's form)
+        stored = _common.read_json(a.out_dir / f"{STEM}.json")
+        if not stored:
+            ap.error(f"--render: no {a.out_dir / STEM}.json to render")
+        stored.pop("git", None)  # (recorded by older versions: not the figures' revision)
+        _common.write_report(a.out_dir, STEM, render(stored), stored)
+        log(f"rendered {a.out_dir}/{STEM}.md from its .json")
+        return 0
     a.datasets = _common.parse_list(ap, a.datasets, SETS, "dataset")
     prov = _common.provenance("peers.py", sys.argv[1:] if argv is None else argv)
     tuned = _common.read_json(TUNED)
