@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from test_quiet_clock import (
     _one_off_stream,
+    joined,
     quiet_u1,
     rec,
     rows,
@@ -21,7 +22,7 @@ from test_quiet_clock import (
 
 from kernelstream.engine.live.accounting import Accounting
 from kernelstream.engine.live.clock import FORGET, TICK, QuietClock
-from kernelstream.engine.live.engine import LiveOutputs, quiet_clock, reference_outputs
+from kernelstream.engine.live.engine import quiet_clock, reference_outputs
 from kernelstream.engine.live.state import decode_state, encode_state
 
 
@@ -141,13 +142,9 @@ def test_a_restored_stream_forgets_where_the_whole_one_does(at: int) -> None:
     clock2 = QuietClock.decode(clock.cut().encode(), clock.quiet_ms, clock.forget_ms)
     assert clock2.encode() == clock.encode()
     rest, st_rest = reference_outputs(records[at:], s, restored, flush=True, clock=clock2)
-    both = LiveOutputs()
-    for part in (first, rest):
-        for name, rs in part.items():
-            both[name].extend(rs)
+    both = joined(first, rest)
     assert rows(both) == rows(whole)
-    assert sorted(k for k, _ in first.forgotten + rest.forgotten) == sorted(
-        k for k, _ in whole.forgotten)
+    assert sorted(k for k, _ in both.forgotten) == sorted(k for k, _ in whole.forgotten)
     assert st_rest.keys() == st_whole.keys()
     assert all(state_bytes(st_rest[k]) == state_bytes(st_whole[k]) for k in st_whole)
 

@@ -43,6 +43,16 @@ def rows(out: LiveOutputs) -> dict[str, list[dict[str, Any]]]:
             for name, _ in out.items()}
 
 
+def joined(*parts: LiveOutputs) -> LiveOutputs:
+    """The rows of ``parts`` (a stream's runs) as one output."""
+    both = LiveOutputs()
+    for part in parts:
+        for name, rs in part.items():
+            both[name].extend(rs)
+        both.forgotten.extend(part.forgotten)
+    return both
+
+
 def state_bytes(st: ModelState) -> bytes:
     st.seconds = st.window.seconds = 0.0  # wall clock: the only field allowed to differ
     return encode_state(st)
@@ -195,11 +205,7 @@ def test_a_restored_stream_ticks_where_the_whole_one_does(at: int) -> None:
     clock2 = QuietClock.decode(clock.cut().encode(), clock.quiet_ms)
     assert clock2.encode() == clock.encode()
     rest, st_rest = reference_outputs(records[at:], s, restored, flush=True, clock=clock2)
-    both = LiveOutputs()
-    for part in (first, rest):
-        for name, rs in part.items():
-            both[name].extend(rs)
-    assert rows(both) == rows(whole)
+    assert rows(joined(first, rest)) == rows(whole)
     assert all(state_bytes(st_rest[k]) == state_bytes(st_whole[k]) for k in st_whole)
 
 
