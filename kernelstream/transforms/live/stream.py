@@ -389,7 +389,11 @@ class _LearnBase(beam.DoFn):
                 _HELD.pop(held.token, None)
             self.wrote.pop(key, None)
             if self.snapshot is not None and key in self.snapshot:
-                _GONE.setdefault(self.job.control, set()).add(key)
+                if self.job.control not in _GONE:
+                    while len(_GONE) >= 8:  # runs of this process before: done
+                        del _GONE[next(iter(_GONE))]
+                    _GONE[self.job.control] = set()
+                _GONE[self.job.control].add(key)
         elif held is None or self.job.state_in_beam:
             # Kept in this worker, the model changes in place: Beam's state (its token) is
             # written once. (Each write makes the SDK's state cache weigh the value at the
