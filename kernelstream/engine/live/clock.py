@@ -37,7 +37,8 @@ without a current clock (written before clocks existed, or by a run that read by
 is resumed with a clock rebuilt from its models' states (:meth:`QuietClock.rebuilt`).
 
 Cost: a few comparisons and a dictionary update per routed record, and a heap entry per entity
-the clock follows (an entity that sent within the last two quiet intervals).
+the clock follows (an entity that sent within the last two quiet intervals; with
+``forget_ms``, within that long).
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ class QuietClock:
     ``quiet_ms``: the quiet interval, ``max(label TTL, metrics window)`` of the stream;
     ``forget_ms``: forget an entity's models this long after its last record (None: never)."""
 
-    __slots__ = ("_due", "_left", "_seen", "_top", "clock", "forget_ms", "now", "quiet_ms")
+    __slots__ = ("_due", "_left", "_next", "_seen", "_top", "clock", "forget_ms", "now",
+                 "quiet_ms")
 
     def __init__(self, quiet_ms: int, forget_ms: int | None = None) -> None:
         if quiet_ms < 1:
@@ -90,11 +92,12 @@ class QuietClock:
         # entity -> its last activity, kept at its first tick (the forget's deadline counts
         # from it; the ticks move the entity's clock on)
         self._seen: dict[str, int] = {}
-        # (deadline, entity): an entry per followed entity, at least; a deadline may be early
-        # (the entity sent since: pushed back when it comes up) and an entry may be stale (an
-        # entity sent while a forget was due: followed afresh; each tick moves the entity's
-        # clock to the stream clock, so a second entry that comes up gives no second tick)
+        # (deadline, entity) heap; a deadline may be early (the entity sent since: pushed
+        # back when it comes up). Each followed entity has one live entry, _next[e]'s; an
+        # entry of another deadline is stale (its entity sent while its forget was due, and
+        # is followed afresh from an earlier deadline) and is skipped when it comes up
         self._due: list[tuple[int, str]] = []
+        self._next: dict[str, int] = {}
         # the QUORUM entities with the latest records: [timestamp, entity], latest first
         self._top: list[tuple[int, str]] = []
 
@@ -121,13 +124,13 @@ class QuietClock:
             c = clock.get(e)
             if c is None:
                 clock[e] = t
-                heapq.heappush(due, (t + q, e))
+                self._push(t + q, e)
             else:
                 if t > c:
                     clock[e] = c = t
                 if forget is not None and left.get(e) == 0:  # a forget was due: it sent
                     left[e] = TICKS_PER_QUIET
-                    heapq.heappush(due, (c + q, e))
+                    self._push(c + q, e)  # (its forget's entry goes stale)
             if len(top) < QUORUM or t > top[-1][0]:  # (else it changes nothing there)
                 _join_top(top, e, t)
                 if len(top) == QUORUM:
@@ -138,31 +141,32 @@ class QuietClock:
             if now is None:
                 continue
             while due and due[0][0] <= now:
-                self._come_up(heapq.heappop(due)[1], k, now, out)
+                d, e2 = heapq.heappop(due)
+                if self._next.get(e2) == d:
+                    del self._next[e2]
+                    self._come_up(e2, k, now, out)
         if quiet:
             left.update(dict.fromkeys(entities, TICKS_PER_QUIET))
         self.now = now
         return out
 
     def _come_up(self, e: str, k: int, now: int, out: list[tuple[int, str, int, int]]) -> None:
-        """An entry of ``e`` came up at stream clock ``now`` (after record ``k``): its tick or
-        forget into ``out`` if due, else its entry pushed back."""
-        clock, left, due, q = self.clock, self._left, self._due, self.quiet_ms
-        n = left.get(e)
-        if n is None:
-            return  # a stale entry of an entity let go
+        """The live entry of ``e`` came up at stream clock ``now`` (after record ``k``): its
+        tick or forget into ``out`` if due, else its entry pushed back."""
+        clock, left, q = self.clock, self._left, self.quiet_ms
+        n = left[e]
         c = clock[e]
         if n == 0:  # both ticks came: its forget
             assert self.forget_ms is not None
             at = self._seen[e] + self.forget_ms
             if at > now:
-                heapq.heappush(due, (at, e))
+                self._push(at, e)
             else:
                 out.append((k, e, now, FORGET))
                 self._let_go(e)
             return
         if c + q > now:  # it sent since this deadline was set
-            heapq.heappush(due, (c + q, e))
+            self._push(c + q, e)
             return
         if n == TICKS_PER_QUIET:
             self._seen[e] = c
@@ -171,23 +175,31 @@ class QuietClock:
         clock[e] = now
         if n:
             left[e] = n
-            heapq.heappush(due, (now + q, e))
+            self._push(now + q, e)
         elif self.forget_ms is None:  # quiet for good: nothing left for a tick to do
             self._let_go(e)
         else:
             left[e] = 0
-            # (a version-2 clock's entity between its ticks has no last activity kept:
-            # its first tick's clock less a quiet interval is the latest it can have been)
-            at = self._seen.setdefault(e, c - q) + self.forget_ms
+            at = self._seen[e] + self.forget_ms  # (kept at its first tick)
             if at <= now:
                 out.append((k, e, now, FORGET))
                 self._let_go(e)
             else:
-                heapq.heappush(due, (at, e))
+                self._push(at, e)
+
+    def _push(self, d: int, e: str) -> None:
+        """``e``'s live entry is now at ``d`` (any other of its entries goes stale); the heap
+        is rebuilt of the live entries once stale ones make up most of it."""
+        due = self._due
+        heapq.heappush(due, (d, e))
+        self._next[e] = d
+        if len(due) > 2 * len(self._next) + 64:
+            due[:] = sorted((d2, e2) for e2, d2 in self._next.items())  # (sorted: a heap)
 
     def _let_go(self, e: str) -> None:
         del self.clock[e], self._left[e]
         self._seen.pop(e, None)
+        self._next.pop(e, None)
 
     @classmethod
     def rebuilt(cls, quiet_ms: int, models: Iterable[tuple[str, int]],
@@ -204,6 +216,7 @@ class QuietClock:
         for e, c in out.clock.items():
             out._left[e] = TICKS_PER_QUIET
             out._due.append((c + out.quiet_ms, e))
+            out._next[e] = c + out.quiet_ms
             _join_top(out._top, e, c)
         heapq.heapify(out._due)
         if len(out._top) == QUORUM:
@@ -219,7 +232,7 @@ class QuietClock:
         """The clock at this moment, detached (a snapshot's cut: copies made here, on the
         stream's thread; the bytes made by ``encode()``, on the commit thread)."""
         return _ClockCut(self.quiet_ms, self.forget_ms, self.now, dict(self.clock),
-                         dict(self._left), dict(self._seen), list(self._due), list(self._top))
+                         dict(self._left), dict(self._seen), dict(self._next), list(self._top))
 
     @classmethod
     def decode(cls, data: bytes, quiet_ms: int, forget_ms: int | None = None) -> QuietClock:
@@ -247,8 +260,10 @@ class QuietClock:
             out._left[e] = int(left)
             if seen:
                 out._seen[e] = int(seen[0])
-        out._due = [(int(d), e) for d, e in doc["due"]]
-        heapq.heapify(out._due)
+        for d, e in doc["due"]:  # (older versions' bytes may hold stale entries: the earliest)
+            if e in out.clock and int(d) < out._next.get(e, int(d) + 1):
+                out._next[e] = int(d)
+        out._due = sorted((d, e) for e, d in out._next.items())
         out._top = [(int(t), e) for t, e in doc["top"]]
         return out
 
@@ -275,22 +290,22 @@ class _ClockCut:
     """:meth:`QuietClock.cut`: the clock's contents at a cut, encoded when asked (the models'
     cuts' interface)."""
 
-    __slots__ = ("clock", "due", "forget_ms", "left", "now", "quiet_ms", "seen", "top")
+    __slots__ = ("clock", "forget_ms", "left", "next", "now", "quiet_ms", "seen", "top")
 
     def __init__(self, quiet_ms: int, forget_ms: int | None, now: int | None,
                  clock: dict[str, int], left: dict[str, int], seen: dict[str, int],
-                 due: list[tuple[int, str]], top: list[tuple[int, str]]) -> None:
+                 nxt: dict[str, int], top: list[tuple[int, str]]) -> None:
         self.quiet_ms, self.forget_ms, self.now, self.clock = quiet_ms, forget_ms, now, clock
-        self.left, self.seen, self.due, self.top = left, seen, due, top
+        self.left, self.seen, self.next, self.top = left, seen, nxt, top
 
     def encode(self) -> bytes:
         seen = self.seen
         doc = {"quiet_ms": self.quiet_ms, "forget_ms": self.forget_ms, "now": self.now,
                "entities": [[e, c, self.left[e]] if e not in seen
                             else [e, c, self.left[e], seen[e]] for e, c in self.clock.items()],
-               # sorted: a valid heap whatever order the entries came in (the same bytes
-               # for the same clock, however the reader's calls cut the stream)
-               "due": [[d, e] for d, e in sorted(self.due)],
+               # the live entries, sorted: the same bytes for the same clock, however the
+               # reader's calls cut the stream and whatever stale entries its heap holds
+               "due": [[d, e] for d, e in sorted((d, e) for e, d in self.next.items())],
                "top": [[t, e] for t, e in self.top]}
         js = json.dumps(doc, separators=(",", ":")).encode()
         return b"".join((_MAGIC, bytes([_VERSION]), struct.pack("<I", len(js)), js))

@@ -431,9 +431,12 @@ def prepare(config: StreamConfig) -> Prepared:
                                                      config.client)
         except (ConnectionError, FileNotFoundError) as exc:
             raise UpfrontError(str(exc)) from None
-        if (config.merge or "all") != "all" and config.forget_given and config.spec.forget_after_ms:
-            raise UpfrontError("--forget-entities-after needs --merge all: read by partition, "
-                               "there is no one stream clock to tell when an entity went quiet")
+        if (config.merge or "all") != "all" and config.spec.forget_after_ms is not None:
+            raise UpfrontError(
+                ("--forget-entities-after" if config.forget_given else
+                 f"checkpoint {config.checkpoint} forgets quiet entities, which") +
+                " needs --merge all: read by partition, there is no one stream clock to tell "
+                "when an entity went quiet")
         try:
             merge = config.merge or "all"  # a fresh run: one order of every partition
             config = replace(config, merge=merge)

@@ -130,7 +130,10 @@ class HeldState(CacheAware):
     keeps by walking all its objects (``objsize``) at each bundle's commit: ~26 ms for a
     BOGD B=200 model on a9a with an hour of remembered ids, more than the model's update.
     This holder gives it a size estimate instead (learner arrays + ~200 bytes per pending
-    or remembered event)."""
+    or remembered event). ``st`` None: the model was forgotten by this run
+    (``--forget-entities-after``) and the snapshot the run resumed from still holds it, so
+    the key must start afresh, never from there (a marker in the key's own Beam state, so
+    it moves with the key on runners that move state)."""
 
     __slots__ = ("st", "token")
 
@@ -143,6 +146,8 @@ class HeldState(CacheAware):
 
     def __sizeof__(self) -> int:
         st = self.st
+        if st is None:
+            return 64
         learner = 0
         if st.learner is not None:
             learner = sum(getattr(v, "nbytes", 64)
@@ -152,9 +157,6 @@ class HeldState(CacheAware):
 
 # Models this worker process holds, by the token its Beam state carries (see ModelStateCoder).
 _HELD: dict[str, HeldState] = {}
-# The keys each run of this process forgot (--forget-entities-after) that the snapshot it
-# resumed from holds, by the run's control directory: never restored from there again.
-_GONE: dict[str, set[str]] = {}
 
 
 class ModelStateCoder(beam.coders.Coder):
@@ -181,7 +183,7 @@ class ModelStateCoder(beam.coders.Coder):
             token = value.token
             _HELD[token] = value
             return b"W" + token.encode()
-        return b"B" + encode_state(value.st)
+        return b"G" if value.st is None else b"B" + encode_state(value.st)
 
     def decode(self, encoded: bytes) -> Any:
         kind, body = encoded[:1], encoded[1:]
@@ -191,6 +193,8 @@ class ModelStateCoder(beam.coders.Coder):
                 raise RuntimeError("a model's Beam state names a model held by another worker "
                                    "process; run this runner with --state_in_beam")
             return held
+        if kind == b"G":  # a forgotten model's marker (HeldState)
+            return HeldState(None)
         return HeldState(decode_state(body, self.ttl_ms))
 
     def is_deterministic(self) -> bool:
@@ -354,9 +358,9 @@ class _LearnBase(beam.DoFn):
 
     def restore(self, key: str) -> Any:
         """The state of a model this worker has none of: from the snapshot the run resumed
-        from (unless this run forgot it since), else a new one (:meth:`fresh`)."""
+        from, else a new one (:meth:`fresh`)."""
         assert self.engine is not None
-        if self.snapshot is not None and key not in _GONE.get(self.job.control, ()):
+        if self.snapshot is not None:
             data = self.snapshot.get(key)
             if data is not None:
                 st = self.engine.decode_state(data)
@@ -380,25 +384,27 @@ class _LearnBase(beam.DoFn):
             return
         assert self.engine is not None
         held = model.read()
-        st = self.restore(key) if held is None else held.st
+        if held is None:
+            st = self.restore(key)
+        elif held.st is None:  # forgotten by this run: afresh, not the resumed snapshot's
+            st = self.fresh(key)
+        else:
+            st = held.st
         out = self.engine.process_many(key, st, parsed, renew=self.fresh)
         gone = bool(out.forgotten) and forgotten_model(st)
+        if held is not None and (gone or held.st is not st):
+            _HELD.pop(held.token, None)  # (a model forgotten, or a marker replaced)
         if gone:  # forgotten, no record since: out of Beam state and this worker's memory
-            model.clear()
-            if held is not None:
-                _HELD.pop(held.token, None)
             self.wrote.pop(key, None)
             if self.snapshot is not None and key in self.snapshot:
-                if self.job.control not in _GONE:
-                    while len(_GONE) >= 8:  # runs of this process before: done
-                        del _GONE[next(iter(_GONE))]
-                    _GONE[self.job.control] = set()
-                _GONE[self.job.control].add(key)
-        elif held is None or self.job.state_in_beam:
+                model.write(HeldState(None))  # the marker (HeldState)
+            else:
+                model.clear()
+        elif held is None or held.st is not st or self.job.state_in_beam:
             # Kept in this worker, the model changes in place: Beam's state (its token) is
             # written once. (Each write makes the SDK's state cache weigh the value at the
             # bundle's end, ~3 ms a key on Beam 2.77: objsize scans every module first.)
-            model.write(HeldState(st) if held is None else held)
+            model.write(held if held is not None and held.st is st else HeldState(st))
         self.last_ts = ts
         for name, rows in out.items():
             if rows:

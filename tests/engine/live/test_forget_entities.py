@@ -197,3 +197,20 @@ def test_the_spec_refuses_forgetting_before_the_ticks_or_without_entities() -> N
     with pytest.raises(ValueError, match="needs key_by"):
         spec(forget_after_ms=5000, key_by=None)
     assert spec(forget_after_ms=2000).forget_after_ms == 2000
+
+
+def test_an_entity_that_keeps_coming_back_leaves_one_heap_entry() -> None:
+    """A heartbeat (every 5 s, quiet interval 1 s, forget after a day) gets both ticks in each
+    pause and comes back before its forget: the clock keeps one live entry for it, and its
+    heap and bytes stay as small as without forgetting (each return used to add an entry)."""
+    c = QuietClock(1000, forget_ms=86_400_000)
+    plain = QuietClock(1000)
+    ticks = {id(c): 0, id(plain): 0}
+    for t in range(0, 2_000_000, 100):
+        ents = ["a", "b", "c"] + (["hb"] if t % 5000 == 0 else [])
+        for clk in (c, plain):
+            got = clk.record_many(ents, [t] * len(ents))
+            ticks[id(clk)] += sum(1 for _, who, _, what in got if who == "hb" and what == TICK)
+    assert ticks[id(c)] == ticks[id(plain)] == 2 * (2_000_000 // 5000 - 1) + 2
+    assert len(c._due) <= 2 * len(c) + 64
+    assert len(c.encode()) < 2 * len(plain.encode()) + 200
