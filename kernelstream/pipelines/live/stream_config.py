@@ -71,9 +71,18 @@ def _forget_ms(text: str | None, key_by: str | None, ttl: float, window: float) 
     least = 2 * max(max(1, round(ttl * 1000)), max(1, round(window * 1000)))
     if ms < least:
         raise ConfigError(f"--forget-entities-after {text}: at least twice max(--label-ttl, "
-                          f"--metrics-window) = {least / 1000:g}s (an entity's last events "
-                          "expire, and their ids are forgotten, before its models go)")
+                          f"--metrics-window) = {duration_text(least)} (an entity's last "
+                          "events expire, and their ids are forgotten, before its models go)")
     return ms
+
+
+def duration_text(ms: int) -> str:
+    """``ms`` milliseconds in the largest unit :func:`parse_duration` reads that holds it
+    whole: ``2h``, ``90s``, ``1500ms``."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 def parse_duration(text: str, what: str) -> float:
@@ -81,7 +90,7 @@ def parse_duration(text: str, what: str) -> float:
     m = _DURATION.match(str(text))
     if not m:
         raise ConfigError(f"{what} {text!r}: expected a duration such as 500ms, 10s, 10m, 2h, "
-                          "7d")
+                          "7d (a number alone: seconds)")
     value = float(m.group(1)) * _UNIT_S[m.group(2) or "s"]
     if not value > 0:
         raise ConfigError(f"{what} must be > 0, got {text!r}")

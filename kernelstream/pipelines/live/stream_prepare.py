@@ -59,6 +59,7 @@ from kernelstream.pipelines.live.stream_config import (
     SCHEME,
     STREAM_DOC_DEFAULTS,
     StreamConfig,
+    duration_text,
     output_topic_names,
 )
 
@@ -135,9 +136,31 @@ def _check_resume(config: StreamConfig, info: dict[str, Any], directory: str) ->
     diff = [k for k in mine if k in saved and k not in ("merge", "forget_after_ms")
             and saved[k] != mine[k]]
     if diff:
-        parts = ", ".join(f"{k} {saved[k]!r} -> {mine[k]!r}" for k in diff)
+        parts = ", ".join(f"{_OPTION.get(k, k)} {_setting(k, saved[k])} -> {_setting(k, mine[k])}"
+                          for k in diff)
         raise UpfrontError(f"checkpoint {directory} was written with other stream settings "
                            f"({parts}); use the same ones, or a new --checkpoint")
+
+
+# a stream setting (StreamConfig.stream_doc) by the option that sets it, for messages
+_OPTION = {"topics": "SOURCE topics", "labels_topic": "--labels", "seed": "--seed",
+           "format": "--format", "n_features": "--n-features (width)",
+           "label_column": "--label-column", "delimiter": "--delimiter", "task": "--task",
+           "positive_label": "--positive-label", "key_by": "--key-by",
+           "label_ttl_ms": "--label-ttl", "metrics_window_ms": "--metrics-window",
+           "rows": "--rows", "hash_features": "--hash-features",
+           "negative_label": "--positive-label's other class", "init_from": "--init-from"}
+
+
+def _setting(key: str, value: Any) -> str:
+    """A stream setting's value as its option takes it (none: not set)."""
+    if value is None:
+        return "none"
+    if key.endswith("_ms"):
+        return duration_text(int(value))
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
 
 
 def _recorded_scale(config: StreamConfig, doc: dict[str, Any] | None, what: str,
@@ -387,20 +410,23 @@ def prepare(config: StreamConfig) -> Prepared:
                 if config.merge is None:
                     config = replace(config, merge=str((saved.get("stream") or {}).get(
                         "merge") or "partition"))
-                # and when entities are forgotten: as recorded unless given; once on, it
-                # stays on (a model made without a birth stamp could take the row ids of a
-                # forgotten model of its key)
+                _check_resume(config, saved, checkpoint)
+                # and when entities are forgotten: as recorded unless given (the settings it
+                # depends on compared first); once on, it stays on (a model made without a
+                # birth stamp could take the row ids of a forgotten model of its key)
                 forget = (saved.get("stream") or {}).get("forget_after_ms")
                 if not config.forget_given:
-                    config = replace(config, spec=replace(
-                        config.spec, forget_after_ms=None if forget is None else int(forget)))
+                    try:
+                        config = replace(config, spec=replace(
+                            config.spec, forget_after_ms=None if forget is None else int(forget)))
+                    except ValueError as exc:  # (the settings compared equal: a damaged record)
+                        raise UpfrontError(f"checkpoint {checkpoint}: {exc}") from None
                 elif forget is not None and config.spec.forget_after_ms is None:
                     raise UpfrontError(
                         f"checkpoint {checkpoint} forgets quiet entities (after "
-                        f"{int(forget) / 1000:g}s); once on, forgetting stays on (a model "
+                        f"{duration_text(int(forget))}); once on, forgetting stays on (a model "
                         "made later could reuse the row ids of a forgotten one): give a "
                         "duration (a longer one keeps models longer), or a new --checkpoint")
-                _check_resume(config, saved, checkpoint)
                 saved_out = saved.get("out")
                 if out is None:
                     out = saved_out

@@ -119,6 +119,14 @@ def test_forgetting_turned_on_for_a_running_stream_forgets_the_old_entities(
     assert_accounting(out)
     r = run_cli(_forget_argv(broker, out, ckpt, topics, "--forget-entities-after", "never"))
     assert r.returncode == 2 and "once on, forgetting stays on" in r.stderr, r.stderr
+    # another window than the checkpoint's: one line (the recorded forget interval, too short
+    # for it, is never checked first)
+    argv = _forget_argv(broker, out, ckpt, topics)
+    argv[argv.index("--metrics-window") + 1] = "1m"
+    r = run_cli(argv)
+    assert r.returncode == 2, r.stderr
+    assert "other stream settings (--metrics-window 1s -> 1m)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
     # a checkpoint that forgets is not read by partition (nothing would be forgotten)
     r = run_cli(_forget_argv(broker, out, ckpt, topics, "--merge", "partition"))
     assert r.returncode == 2 and "forgets quiet entities, which needs --merge all" in r.stderr

@@ -204,9 +204,9 @@ def test_resume_compares_every_setting(broker: str, tmp_path: Path,
                      str(ckpt))
     assert config_of(hashed).stream_doc()["n_features"] == 4096
     err = refused(hashed, capsys)
-    assert "other stream settings (hash_features None -> 12)" in err
+    assert "other stream settings (--hash-features none -> 12)" in err
     err = refused([*base, "--rows", "sparse"], capsys)
-    assert "other stream settings (rows 'auto' -> 'sparse')" in err
+    assert "other stream settings (--rows auto -> sparse)" in err
     prepare(config_of(base)).close()  # the same settings resume
 
 
@@ -226,8 +226,8 @@ def test_resume_keeps_its_init_from(broker: str, tmp_path: Path,
     assert first.stream_doc()["init_from"] == os.path.realpath(init)
     stream_checkpoint(ckpt, first, out=tmp_path / "out")
     err = refused([*argv, "--init-from", str(other)], capsys)
-    assert (f"other stream settings (init_from {json.dumps(os.path.realpath(init))[1:-1]!r} "
-            f"-> {os.path.realpath(other)!r})") in err
+    assert (f"other stream settings (--init-from {os.path.realpath(init)} "
+            f"-> {os.path.realpath(other)})") in err
     prep = prepare(config_of(argv))
     try:
         assert prep.resolved.init_from == os.path.realpath(init)
