@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kernelstream.engine.replay.core import fmt_duration
 from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live.stream_config import EXIT_STOPPED, StreamConfig
 
@@ -137,7 +138,9 @@ class Stopper:
         self._last_line = (now, records)
         lrate = self._learning_rate(st)
         lag_ms = st.get("lag_ms")
-        lag = "-" if lag_ms is None else f"{lag_ms / 1000:.2f} s"
+        # (a replayed backlog of old records is days behind: then in minutes, hours)
+        lag = ("-" if lag_ms is None else f"{lag_ms / 1000:.2f} s" if lag_ms < 60_000
+               else fmt_duration(lag_ms / 1000))
         written = int(st.get("published", 0)) + int(st.get("buffered", 0))
         epoch = st.get("epoch")
         draining = "  draining" if self.reason else ""

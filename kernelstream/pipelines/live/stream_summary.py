@@ -110,7 +110,10 @@ def summary(config: StreamConfig, out: str, part: str, status: dict[str, Any], s
         "labels": (None if config.labels_topic is None
                    else f"{SCHEME}{config.bootstrap}/{config.labels_topic}"),
         "merge": config.merge,  # how the reader ordered the partitions' records (--merge)
-        # --forget-entities-after (None: never) and the models this run forgot by it
+        # the models' settings: per entity (--key-by), their TTL and metrics window, and
+        # --forget-entities-after (None: never) with the models this run forgot by it
+        "key_by": config.spec.read.key_by, "label_ttl_ms": config.spec.label_ttl_ms,
+        "metrics_window_ms": config.spec.metrics_window_ms,
         "forget_after_ms": config.spec.forget_after_ms,
         "forgotten": int((status.get("forgotten") or {}).get("models") or 0),
         "configs": list(config.configs_doc()),
