@@ -119,6 +119,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "-unlabeled, -metrics, -dead-letters (message key = row_id)")
     s.add_argument("--kafka-outputs", metavar="NAME[,NAME...]",
                    help="with --kafka-out: only these outputs (default: all five)")
+    s.add_argument("--kafka-exactly-once", action="store_true",
+                   help="with --kafka-out and --checkpoint: each snapshot's rows in one Kafka "
+                   "transaction, committed with the snapshot, so consumers reading "
+                   "read_committed see every row once, crashes included (Apache Kafka, "
+                   "confluent-kafka)")
     s.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                    help="kafka-python client setting (repeatable)")
     s.add_argument("--kafka-client", choices=KAFKA_CLIENTS, default="auto",

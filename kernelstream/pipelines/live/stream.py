@@ -51,6 +51,7 @@ from typing import Any
 from kernelstream._services import serve
 from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
+from kernelstream.kafka_client.transactions import markers_topic
 from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live.stream_config import (
@@ -246,6 +247,8 @@ def _execute(config: StreamConfig, prep: Prepared,
         checkpoint=None if config.checkpoint is None else os.path.realpath(config.checkpoint),
         resume_epoch=prep.resume_epoch, init_from=config.init_from, init_kind=prep.init_kind,
         kafka_out=None if config.kafka_out is None else config.kafka_out[0],
+        kafka_markers=(markers_topic(config.kafka_out[1])
+                       if config.kafka_exactly_once and config.kafka_out is not None else None),
         kafka_topics=(() if config.kafka_out is None
                       else tuple((n, t) for n, t in output_topic_names(config.kafka_out[1]).items()
                                  if n in config.kafka_outputs)),

@@ -128,6 +128,7 @@ class StreamConfig:
     checkpoint: str | None = None
     kafka_out: tuple[str, str] | None = None  # (bootstrap, prefix)
     kafka_outputs: tuple[str, ...] = OUTPUT_NAMES  # the outputs sent to Kafka
+    kafka_exactly_once: bool = False  # their rows in a transaction per snapshot
     client: tuple[tuple[str, str], ...] = ()
     kafka_client: str = "auto"  # the reader's client (kafka_client.confluent.reader_consumer)
     # --merge: how the reader groups the partitions (kafka_client.partitions.MERGES); None
@@ -393,6 +394,17 @@ class StreamConfig:
                 raise ConfigError("--kafka-outputs goes with --kafka-out")
             kafka_outputs = names
         client = kafka_lib.client_settings(args.kafka_option or [])
+        exactly_once = bool(getattr(args, "kafka_exactly_once", False))
+        if exactly_once:
+            if kafka_out is None or args.checkpoint is None:
+                raise ConfigError("--kafka-exactly-once commits the --kafka-out rows with the "
+                                  "--checkpoint snapshots: it needs both")
+            if getattr(args, "kafka_client", None) == "kafka-python":
+                raise ConfigError("--kafka-exactly-once needs the confluent-kafka client "
+                                  "(transactions): drop --kafka-client kafka-python")
+            problem = kafka_lib.check_confluent(client)
+            if problem is not None:
+                raise ConfigError(f"--kafka-exactly-once: {problem}")
         merge = getattr(args, "merge", None)
         if merge is not None and merge not in MERGES:
             raise ConfigError(f"--merge {merge!r}: expected one of {', '.join(MERGES)}")
@@ -434,7 +446,7 @@ class StreamConfig:
         return cls(
             bootstrap=bootstrap, topics=topics, labels_topic=labels_topic, configs=configs,
             spec=spec, out=args.out, checkpoint=args.checkpoint, kafka_out=kafka_out,
-            kafka_outputs=kafka_outputs,
+            kafka_outputs=kafka_outputs, kafka_exactly_once=exactly_once,
             client=client, kafka_client=kafka_client, merge=merge,
             forget_given=getattr(args, "forget_entities_after", None) is not None,
             init_from=args.init_from, max_seconds=max_seconds, idle_stop=idle_stop,

@@ -345,6 +345,12 @@ def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
     bootstrap, prefix = config.kafka_out
     topics = output_topic_names(prefix)
     names = [topics[n] for n in config.kafka_outputs]
+    configs: dict[str, dict[str, str]] = {}
+    if config.kafka_exactly_once:  # the epochs' markers: one partition, the latest kept
+        from kernelstream.kafka_client.transactions import markers_topic
+
+        names.append(markers_topic(prefix))
+        configs[names[-1]] = {"cleanup.policy": "compact"}
     try:
         cfg = {"bootstrap_timeout_ms": 5000, "request_timeout_ms": 10000}
         typed = kafka_client.typed_settings(config.client, kafka_client.client_defaults()[0])
@@ -359,7 +365,9 @@ def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
         missing = [n for n in names if n not in have]
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):
-                admin.create_topics([NewTopic(n, max(1, partitions), 1) for n in missing])
+                admin.create_topics([NewTopic(n, 1 if n in configs else max(1, partitions), 1,
+                                              topic_configs=configs.get(n, {}))
+                                     for n in missing])
     except KafkaError as exc:
         raise UpfrontError(f"--kafka-out {bootstrap}: {type(exc).__name__}: {exc}") from None
     finally:

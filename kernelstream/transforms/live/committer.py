@@ -474,6 +474,9 @@ class Committer(beam.DoFn):
             crash_point("after-commit")
             what = f"epoch {epoch} committed, but publishing its output files failed"
             publish(self.job.out, OUTPUTS, epoch, remove_uncommitted=False)
+            if writer is not None:  # --kafka-exactly-once: the epoch's Kafka transaction
+                what = f"epoch {epoch} committed, but its Kafka transaction failed"
+                writer.committed(sent, epoch)
         except Exception as exc:
             self._fail(exc, what)
         return epoch, rows

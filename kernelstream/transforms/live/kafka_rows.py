@@ -5,8 +5,11 @@ A row is keyed by its ``row_id`` (the deterministic identity: a row replayed aft
 the same message again), and a model's rows go to one partition, in order. The Committer waits
 for these sends before it commits each snapshot (:func:`kafka_writer` finds this process's
 writer), so a committed row has always reached Kafka; rows sent after the last snapshot are
-sent again after a crash (same key). It is its own module because it is the only part of the
-stream that talks to the output brokers, and the Committer needs only its hand-off.
+sent again after a crash (same key). With ``--kafka-exactly-once`` each snapshot's rows are
+one Kafka transaction, committed after the snapshot (:mod:`kernelstream.kafka_client.transactions`):
+a ``read_committed`` consumer sees every row once. It is its own module because it is the
+only part of the stream that talks to the output brokers, and the Committer needs only its
+hand-off.
 """
 
 from __future__ import annotations
@@ -75,11 +78,49 @@ class WriteKafkaRows(beam.DoFn):
     def setup(self) -> None:
         assert self.job.kafka_out is not None
         self.topics = self.job.output_topics()
-        self.producer = row_producer(self.job.kafka_out, self.job.client,
-                                     self.job.kafka_client)
-        self.partitions = {t: self.producer.partitions(t) for t in self.topics.values()}
         self.where = {}
+        if self.job.kafka_markers is None:
+            self.producer = row_producer(self.job.kafka_out, self.job.client,
+                                         self.job.kafka_client)
+            self.partitions = {t: self.producer.partitions(t) for t in self.topics.values()}
+        else:
+            self._transactional()
         _KAFKA_WRITERS[self.job.control] = self
+
+    def _transactional(self) -> None:
+        """The exactly-once producer; the epochs a crash kept out of Kafka sent first."""
+        from kernelstream.kafka_client.producers import confluent_producer_config
+        from kernelstream.kafka_client.transactions import (
+            TransactionalRows,
+            last_committed_epoch,
+            transactional_id,
+        )
+
+        job = self.job
+        assert job.kafka_out is not None and job.kafka_markers is not None
+        assert job.checkpoint is not None
+        config = confluent_producer_config(job.kafka_out, job.client)
+        ident = transactional_id(job.checkpoint)
+        self.producer = TransactionalRows(config, ident, job.kafka_markers,
+                                          job.snapshot_seconds)
+        self.partitions = {t: self.producer.partitions(t) for t in self.topics.values()}
+        last = last_committed_epoch(config, job.kafka_markers, ident)
+        self.producer.recover(last, job.resume_epoch, self._published_rows)
+
+    def _published_rows(self, epoch: int) -> Iterator[tuple[str, bytes, bytes, int]]:
+        """The Kafka messages of the rows of ``epoch``'s published output files."""
+        import glob
+        import os
+
+        import pyarrow.parquet as pq
+
+        for name, topic in self.topics.items():
+            files = sorted(glob.glob(os.path.join(self.job.out, name,
+                                                  f"part-e{epoch:07d}-*.parquet")))
+            for path in files:
+                for row in pq.read_table(path).to_pylist():
+                    key, value = row_message(row)
+                    yield topic, key, value, self._partition(topic, row)
 
     def _partition(self, topic: str, row: Mapping[str, Any]) -> int:
         """A model's rows go to one partition, in order (murmur2 of the model key, as Kafka's
@@ -118,6 +159,14 @@ class WriteKafkaRows(beam.DoFn):
         Committer's commit thread calls it while this DoFn goes on sending."""
         self.producer.wait(sent)
         crash_point("kafka-flush")
+
+    def committed(self, sent: Any, epoch: int) -> None:
+        """The snapshot ``epoch`` cut at ``sent`` is committed and its files published:
+        with ``--kafka-exactly-once``, its rows' transaction is committed (on the commit
+        thread)."""
+        if self.job.kafka_markers is not None:
+            crash_point("kafka-commit")
+            self.producer.commit(sent, epoch)
 
     def teardown(self) -> None:
         if _KAFKA_WRITERS.get(self.job.control) is self:

@@ -35,6 +35,7 @@ CRASH_POINTS = (
     "kafka-flush",  # WriteKafkaRows.flush before a snapshot: rows acknowledged, not committed
     "before-commit",  # Committer: output files of the epoch closed, snapshot not committed
     "after-commit",  # Committer: snapshot committed, its output files not yet published
+    "kafka-commit",  # Committer: files published, the epoch's Kafka transaction not committed
 )
 STATUS_FILE = "status.json"
 # A bundle's end costs ~10-20 ms of Beam's bookkeeping during which no record is read (the
@@ -76,6 +77,9 @@ class StreamJob:
     init_kind: str | None = None
     kafka_out: str | None = None  # bootstrap servers of the output topics
     kafka_topics: tuple[tuple[str, str], ...] = ()  # output name -> topic
+    # --kafka-exactly-once: each snapshot's rows in one Kafka transaction (its markers on
+    # this topic; kafka_client.transactions)
+    kafka_markers: str | None = None
     snapshot_every: int = 100_000
     snapshot_seconds: float = 10.0
     info: tuple[tuple[str, Any], ...] = ()  # committed with every snapshot (JSON-able)

@@ -1,0 +1,240 @@
+"""Exactly-once Kafka outputs of a live stream (``stream --kafka-out ... --kafka-exactly-once``):
+each snapshot's rows in one Kafka transaction, committed once the snapshot is.
+
+A snapshot (epoch ``E``) of the stream commits its output files and model states together
+(:mod:`kernelstream.engine.live.snapshot.store`); its rows also went to Kafka as they were
+made. :class:`TransactionalRows` sends the rows of epoch ``E`` inside a transaction of one
+of two transactional producers (``ID-0``, ``ID-1``, taking turns by epoch), and commits it,
+with a *marker* message ``{"epoch": E}`` (key ``ID``) on the stream's ``PREFIX-epochs`` topic,
+only after the snapshot is committed and its files published. A consumer reading with
+``isolation.level=read_committed`` therefore sees a row once its snapshot is durable, and
+never sees the rows of an epoch a crash cut short: a restarted stream makes them again from
+its last snapshot. Two producers because the stream goes on sending the next epoch's rows
+while the commit thread commits the last one; the Committer cuts epoch ``E + 1`` only once
+``E`` is committed, so each producer has at most one transaction open.
+
+A crash between the snapshot's commit and the transaction's leaves epoch ``E`` durable in
+the files and absent from Kafka (the restarted producers fence the old ones, which aborts
+that transaction). The restart finds the last epoch whose marker Kafka has
+(:func:`last_committed_epoch`) and sends the rows of the epochs after it, up to the snapshot it
+resumes from, from their published output files, in one transaction with their markers
+(:meth:`TransactionalRows.recover`), before anything new. A stream that turns this on for a
+checkpoint written without it first commits a marker for the snapshot it resumes from (its
+earlier rows were sent at least once, as then): the marker says where exactly-once starts.
+
+Needs Apache Kafka (0.11 or later: transactions) and confluent-kafka; the transactional ids
+are the checkpoint's (:func:`transactional_id`), so one checkpoint directory has one writer at
+a time, as its lock already ensures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kernelstream.kafka_client.producers import LOGGER, _Generation
+
+# how long a transactional call may wait for the brokers (init fences the previous writer)
+TXN_TIMEOUT_S = 60.0
+MARKERS_SUFFIX = "epochs"
+
+
+def transactional_id(checkpoint: str) -> str:
+    """The transactional id base of the stream of checkpoint directory ``checkpoint``."""
+    digest = hashlib.sha1(os.path.realpath(checkpoint).encode()).hexdigest()[:16]
+    return f"kernelstream-{digest}"
+
+
+def markers_topic(prefix: str) -> str:
+    """The topic of the epoch markers of ``--kafka-out kafka://HOST/PREFIX``."""
+    return f"{prefix}-{MARKERS_SUFFIX}"
+
+
+class TransactionalRows:
+    """The row producer of an exactly-once stream (module docstring): :meth:`send` and
+    :meth:`poll` as the plain one's; :meth:`mark` at a snapshot's cut ends the epoch's
+    transaction for sending (the next epoch's rows go to the other producer), :meth:`wait`
+    flushes it, :meth:`commit` commits it with its marker once the snapshot is durable."""
+
+    def __init__(self, config: dict[str, Any], ident: str, markers: str,
+                 snapshot_seconds: float = 10.0) -> None:
+        from confluent_kafka import Producer
+
+        self.ident, self.markers = ident, markers
+        self._errors: list[Any] = []
+        # a transaction stays open for a snapshot interval and its commit; the brokers abort
+        # one open longer (and cap the timeout at transaction.max.timeout.ms, 15 min)
+        timeout_ms = int(min(900_000, max(60_000, 4000 * snapshot_seconds)))
+        self._slots = [Producer({**config, "transactional.id": f"{ident}-{i}",
+                                 "transaction.timeout.ms": timeout_ms,
+                                 "error_cb": self._errors.append}, logger=LOGGER)
+                       for i in (0, 1)]
+        for p in self._slots:  # fences a previous writer's producers: its open one aborts
+            p.init_transactions(TXN_TIMEOUT_S)
+        self._cur = 0
+        self._open = [False, False]
+        self._gen = _Generation()
+        self._begin()
+
+    def _begin(self) -> None:
+        if self._open[self._cur]:
+            raise RuntimeError("Kafka output: the next epoch's transaction is still open "
+                               "(its snapshot was not committed)")
+        self._slots[self._cur].begin_transaction()
+        self._open[self._cur] = True
+
+    # -- the stream's thread ------------------------------------------------------------------
+    def partitions(self, topic: str, timeout: float = 30.0) -> list[int]:
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                md = self._slots[0].list_topics(topic,
+                                                timeout=max(0.1, deadline - time.monotonic()))
+                t = md.topics.get(topic)
+                if t is not None and t.error is None and t.partitions:
+                    return sorted(t.partitions)
+                why = "no partitions" if t is None or t.error is None else t.error.str()
+            except KafkaException as e:
+                why = str(e.args[0].str() if e.args else e)
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"Kafka output topic {topic}: {why}")
+            time.sleep(0.2)
+
+    def send(self, topic: str, key: bytes, value: bytes, partition: int) -> None:
+        p = self._slots[self._cur]
+        while True:
+            try:
+                p.produce(topic, value, key, partition, on_delivery=self._gen.report)
+                break
+            except BufferError:
+                p.poll(0.05)
+        self._gen.sent += 1
+
+    def poll(self) -> None:
+        self._slots[self._cur].poll(0)
+        self._raise_errors()
+
+    def mark(self) -> tuple[int, _Generation]:
+        """At a snapshot's cut: the epoch's producer and its rows; later rows go to the other
+        producer, in a new transaction."""
+        done = (self._cur, self._gen)
+        self._cur ^= 1
+        self._gen = _Generation()
+        self._begin()
+        return done
+
+    # -- the commit thread --------------------------------------------------------------------
+    def wait(self, mark: Any) -> None:
+        """Every row of the marked epoch has reached the brokers (inside its transaction)."""
+        slot, gen = mark
+        p = self._slots[slot]
+        while len(gen.reports) < gen.sent:
+            p.poll(0.01)
+            self._raise_errors()
+        for err in gen.reports:
+            if err is not None:
+                raise RuntimeError(f"Kafka output: a row was not delivered: {err.str()}")
+
+    def commit(self, mark: Any, epoch: int) -> None:
+        """Commit the marked epoch's transaction, with its marker (its snapshot is
+        durable)."""
+        slot, _ = mark
+        p = self._slots[slot]
+        p.produce(self.markers, json.dumps({"epoch": epoch}).encode(), self.ident.encode(), 0)
+        p.commit_transaction(TXN_TIMEOUT_S)
+        self._open[slot] = False
+
+    def recover(self, last: int | None, resumed: int | None,
+                rows_of: Callable[[int], Iterable[tuple[str, bytes, bytes, int]]]) -> int:
+        """Before anything new: the epochs after ``last`` (the last one Kafka has a marker
+        of; None: none, exactly-once starts here) up to ``resumed`` (the snapshot the run
+        resumed from; None: a new stream), their rows from ``rows_of(epoch)`` (``(topic,
+        key, value, partition)``, from the published files), with their markers, in one
+        transaction (no rows: the marker of where exactly-once starts). Returns the rows
+        sent."""
+        p = self._slots[self._cur]
+        start = resumed or 0
+        epochs = [start] if last is None else list(range(last + 1, start + 1))
+        if not epochs:
+            return 0
+        sent = 0
+        for e in epochs:
+            if last is not None:
+                for topic, key, value, part in rows_of(e):
+                    self.send(topic, key, value, part)
+                    sent += 1
+            p.produce(self.markers, json.dumps({"epoch": e}).encode(), self.ident.encode(), 0)
+        p.flush(TXN_TIMEOUT_S)
+        self.wait((self._cur, self._gen))
+        p.commit_transaction(TXN_TIMEOUT_S)
+        self._gen = _Generation()
+        self._open[self._cur] = False
+        self._begin()
+        return sent
+
+    def _raise_errors(self) -> None:
+        from confluent_kafka import KafkaError
+
+        while self._errors:
+            err = self._errors.pop(0)
+            if err.fatal() or err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+                raise RuntimeError(f"Kafka output: {err.str()}")
+            LOGGER.debug("Kafka output: %s", err.str())
+
+    def close(self, timeout: float) -> None:
+        """Abort what is still open (rows after the last snapshot: a next run makes them
+        again) and let go."""
+        for slot, p in enumerate(self._slots):
+            if self._open[slot]:
+                try:
+                    p.abort_transaction(timeout)
+                except Exception as exc:  # (a broker gone: the next writer's fence aborts it)
+                    LOGGER.debug("Kafka output: abort: %s", exc)
+                self._open[slot] = False
+            p.flush(timeout)
+
+
+def last_committed_epoch(config: dict[str, Any], markers: str, ident: str,
+                         timeout: float = 30.0) -> int | None:
+    """The newest epoch whose marker ``markers`` holds (committed) for ``ident``; None:
+    none."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": config["bootstrap.servers"],
+                  "group.id": f"{ident}-markers", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                  **{k: v for k, v in config.items() if k.startswith(("security.", "sasl.",
+                                                                      "ssl."))}})
+    try:
+        tp = TopicPartition(markers, 0)
+        _, high = c.get_watermark_offsets(tp, timeout=timeout)  # read_committed: the LSO
+        c.assign([TopicPartition(markers, 0, 0)])
+        last = None
+        deadline = time.monotonic() + timeout
+        pos = 0
+        while pos < high:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kafka output: reading {markers} timed out")
+            m = c.poll(0.2)
+            if m is None:
+                pos = c.position([tp])[0].offset
+                continue
+            if m.error():
+                continue
+            pos = int(m.offset() or 0) + 1
+            if m.key() == ident.encode():
+                e = int(json.loads(m.value() or b"{}")["epoch"])
+                last = e if last is None else max(last, e)
+        return last
+    finally:
+        c.close()
+
+
+__all__ = ["TXN_TIMEOUT_S", "TransactionalRows", "last_committed_epoch", "markers_topic",
+           "transactional_id"]

@@ -1,0 +1,131 @@
+"""``kernelstream stream --kafka-out ... --kafka-exactly-once`` on Apache Kafka: a consumer
+reading the output topics with ``isolation.level=read_committed`` sees every row of the
+stream's published files exactly once, however the stream was killed and resumed: mid-bundle,
+after a snapshot's commit, and between a snapshot and its Kafka transaction (whose rows the
+restart sends from the published files). Without the option, the same kills leave duplicates
+(at-least-once, deduplicated by ``row_id``). Skipped where Apache Kafka is unavailable."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines" / "live"))
+from stream_accounting import assert_accounting
+from test_stream import (  # the stream tests' helpers, one copy
+    OUTPUTS,
+    T0,
+    labelled_stream,
+    outputs,
+    produce,
+    run_cli,
+    stream_argv,
+)
+from test_stream_crash import _env
+
+from kernelstream.kafka_client import apache_broker
+from kernelstream.kafka_client.apache import BrokerUnavailableError
+from kernelstream.transforms.live.stream import CRASH_ENV
+
+pytestmark = pytest.mark.slow
+
+# (kafka-commit: the snapshot and its files are durable, its Kafka transaction is not)
+CRASHES = ["learn:150", "kafka-commit:2", "after-commit:2", "kafka-commit:1"]
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[str]:
+    try:
+        with apache_broker() as bootstrap:
+            yield bootstrap
+    except BrokerUnavailableError as exc:
+        pytest.skip(f"Apache Kafka unavailable: {exc}")
+
+
+def _argv(hp: str, out: Path, ckpt: Path, prefix: str, *extra: str) -> list[str]:
+    return stream_argv(hp, "kafka://BROKER/xo", "--labels", "kafka://BROKER/xo-lab",
+                       "--n-features", "24", "-l", "perceptron", "--key-by", "id-prefix",
+                       "--label-ttl", "2s", "--metrics-window", "1s", "--out", str(out),
+                       "--checkpoint", str(ckpt), "--kafka-out", f"kafka://BROKER/{prefix}",
+                       *extra, "--snapshot-every", "100", "--idle-stop", "3s", "-q", "--",
+                       "--max_records=40")
+
+
+def committed_row_ids(hp: str, prefix: str) -> Counter[str]:
+    """How often each row id is on the output topics, for a read_committed consumer."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": hp, "group.id": f"check-{prefix}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                  "auto.offset.reset": "earliest"})
+    topics = [f"{prefix}-{n.replace('_', '-')}" for n in OUTPUTS]
+    md = c.list_topics(timeout=10)
+    c.assign([TopicPartition(t, p, 0) for t in topics for p in md.topics[t].partitions])
+    ids: Counter[str] = Counter()
+    idle = time.monotonic()
+    while time.monotonic() - idle < 3.0:
+        m = c.poll(0.2)
+        if m is None or m.error():
+            continue
+        idle = time.monotonic()
+        ids[json.loads(m.value())["row_id"]] += 1
+    c.close()
+    return ids
+
+
+def test_read_committed_consumers_see_every_row_once_across_kills(
+        kafka: str, tmp_path: Path) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    try:  # the records are stamped years ago: kept (Kafka deletes by timestamp otherwise)
+        admin.create_topics([NewTopic(t, 2, 1, topic_configs={"retention.ms": "-1"})
+                             for t in ("xo", "xo-lab")])
+    finally:
+        admin.close()
+    produce(kafka, [(("xo" if m[0] == "ev" else "xo-lab"), *m[1:])
+                    for m in labelled_stream(420, 0, T0, seed=13)])
+
+    out, ckpt = tmp_path / "eo", tmp_path / "ckpt-eo"
+    argv = _argv(kafka, out, ckpt, "eo", "--kafka-exactly-once")
+    for crash in CRASHES:
+        r = run_cli(argv, env={**_env(), CRASH_ENV: crash})
+        assert r.returncode == -signal.SIGKILL, (crash, r.returncode, r.stderr)
+    r = run_cli(argv, env=_env())
+    assert r.returncode == 0, r.stderr
+    files = outputs(out)
+    want = Counter(i for name in OUTPUTS for i in files[name].column("row_id").to_pylist())
+    assert sum(want.values()) > 500 and max(want.values()) == 1
+    got = committed_row_ids(kafka, "eo")
+    assert got == want, (f"{sum(got.values())} messages for {len(want)} rows: "
+                         f"{sum(1 for n in got.values() if n > 1)} twice, "
+                         f"{len(want.keys() - got.keys())} missing")
+    assert_accounting(out)
+
+    # the same kills without the option: the rows are all there, some twice
+    out2, ckpt2 = tmp_path / "al", tmp_path / "ckpt-al"
+    argv2 = _argv(kafka, out2, ckpt2, "al")
+    for crash in ("learn:150", "after-commit:2"):
+        r = run_cli(argv2, env={**_env(), CRASH_ENV: crash})
+        assert r.returncode == -signal.SIGKILL, (crash, r.returncode, r.stderr)
+    r = run_cli(argv2, env=_env())
+    assert r.returncode == 0, r.stderr
+    plain = committed_row_ids(kafka, "al")
+    assert plain.keys() == want.keys() and sum(plain.values()) > len(want)
+
+
+def test_exactly_once_needs_its_checkpoint_and_the_confluent_client(
+        kafka: str, tmp_path: Path) -> None:
+    argv = _argv(kafka, tmp_path / "o", tmp_path / "c", "np", "--kafka-exactly-once")
+    i = argv.index("--checkpoint")
+    r = run_cli(argv[:i] + argv[i + 2:])
+    assert r.returncode == 2 and "needs both" in r.stderr, r.stderr
+    r = run_cli([*argv[:i], "--kafka-client", "kafka-python", *argv[i:]])
+    assert r.returncode == 2 and "confluent-kafka client" in r.stderr, r.stderr
