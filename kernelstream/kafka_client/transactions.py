@@ -22,17 +22,20 @@ resumes from, from their published output files, in one transaction with their m
 checkpoint written without it first commits a marker for the snapshot it resumes from (its
 earlier rows were sent at least once, as then): the marker says where exactly-once starts.
 
-Needs Apache Kafka (0.11 or later: transactions) and confluent-kafka; the transactional ids
-are the checkpoint's (:func:`transactional_id`), so one checkpoint directory has one writer at
-a time, as its lock already ensures.
+Needs Apache Kafka (0.11 or later: transactions) and confluent-kafka. The transactional ids
+and the markers' key are the checkpoint's own (:func:`checkpoint_id`: a random id made with the
+checkpoint and kept in it), so a checkpoint directory made again at the same path, or the same
+path on another machine, is another writer; one checkpoint has one writer at a time, as its
+lock ensures. A checkpoint restored from a backup older than what Kafka has of it is refused
+(its epochs would be sent twice).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -41,12 +44,42 @@ from kernelstream.kafka_client.producers import LOGGER, _Generation
 # how long a transactional call may wait for the brokers (init fences the previous writer)
 TXN_TIMEOUT_S = 60.0
 MARKERS_SUFFIX = "epochs"
+ID_FILE = "KAFKA_ID"  # in the checkpoint directory: its transactional id
+# the brokers' default transaction.max.timeout.ms: a longer transaction is refused
+MAX_TXN_TIMEOUT_MS = 900_000
+# the longest --snapshot-seconds a transaction per snapshot can span (4x, under the cap)
+MAX_SNAPSHOT_SECONDS = MAX_TXN_TIMEOUT_MS / 4000
+# how long the markers' reader waits for another writer's open transaction to end
+MARKERS_WAIT_S = MAX_TXN_TIMEOUT_MS / 1000 + 60
 
 
-def transactional_id(checkpoint: str) -> str:
-    """The transactional id base of the stream of checkpoint directory ``checkpoint``."""
-    digest = hashlib.sha1(os.path.realpath(checkpoint).encode()).hexdigest()[:16]
-    return f"kernelstream-{digest}"
+def checkpoint_id(directory: str) -> str:
+    """The transactional id of the stream of checkpoint ``directory``: made (random) and kept
+    in it the first time (call it holding the checkpoint's lock)."""
+    path = os.path.join(directory, ID_FILE)
+    try:
+        with open(path) as f:
+            got = f.read().strip()
+        if got:
+            return got
+    except FileNotFoundError:
+        pass
+    ident = f"kernelstream-{uuid.uuid4().hex}"
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(ident + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return ident
+
+
+def transaction_timeout_ms(snapshot_seconds: float, message_timeout_ms: int = 0) -> int:
+    """``transaction.timeout.ms`` of a stream snapshotting every ``snapshot_seconds``: 4
+    intervals (a cut waits while the last commit runs), at least a minute and the messages'
+    delivery timeout, at most the brokers' cap."""
+    return int(min(MAX_TXN_TIMEOUT_MS, max(60_000, 4000 * snapshot_seconds,
+                                          message_timeout_ms)))
 
 
 def markers_topic(prefix: str) -> str:
@@ -68,7 +101,8 @@ class TransactionalRows:
         self._errors: list[Any] = []
         # a transaction stays open for a snapshot interval and its commit; the brokers abort
         # one open longer (and cap the timeout at transaction.max.timeout.ms, 15 min)
-        timeout_ms = int(min(900_000, max(60_000, 4000 * snapshot_seconds)))
+        timeout_ms = transaction_timeout_ms(snapshot_seconds,
+                                            int(config.get("message.timeout.ms", 0)))
         self._slots = [Producer({**config, "transactional.id": f"{ident}-{i}",
                                  "transaction.timeout.ms": timeout_ms,
                                  "error_cb": self._errors.append}, logger=LOGGER)
@@ -122,8 +156,10 @@ class TransactionalRows:
 
     def mark(self) -> tuple[int, _Generation]:
         """At a snapshot's cut: the epoch's producer and its rows; later rows go to the other
-        producer, in a new transaction."""
+        producer, in a new transaction, once these have reached the brokers (two producers'
+        appends to a partition are not ordered: a model's rows must stay in order)."""
         done = (self._cur, self._gen)
+        self.wait(done)
         self._cur ^= 1
         self._gen = _Generation()
         self._begin()
@@ -160,6 +196,11 @@ class TransactionalRows:
         sent."""
         p = self._slots[self._cur]
         start = resumed or 0
+        if last is not None and last > start:
+            raise RuntimeError(
+                f"Kafka output: {self.markers} has epoch {last} of this checkpoint, its "
+                f"snapshot is epoch {start} (a checkpoint restored from an older copy?): its "
+                "epochs would be sent twice; start over with a new --checkpoint")
         epochs = [start] if last is None else list(range(last + 1, start + 1))
         if not epochs:
             return 0
@@ -201,29 +242,44 @@ class TransactionalRows:
 
 
 def last_committed_epoch(config: dict[str, Any], markers: str, ident: str,
-                         timeout: float = 30.0) -> int | None:
+                         timeout: float = MARKERS_WAIT_S) -> int | None:
     """The newest epoch whose marker ``markers`` holds (committed) for ``ident``; None:
-    none."""
+    none. Reads to the end of the log: while another writer's transaction is open there (a
+    stream sharing the prefix), a committed reader stops at its start, so this waits for it
+    to end (at most ``timeout``) rather than answer from before it."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": config["bootstrap.servers"],
-                  "group.id": f"{ident}-markers", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                  **{k: v for k, v in config.items() if k.startswith(("security.", "sasl.",
-                                                                      "ssl."))}})
+    def consumer(level: str) -> Any:
+        return Consumer({"bootstrap.servers": config["bootstrap.servers"],
+                         "group.id": f"{ident}-markers", "enable.auto.commit": False,
+                         "isolation.level": level, "auto.offset.reset": "earliest",
+                         **{k: v for k, v in config.items()
+                            if k.startswith(("security.", "sasl.", "ssl."))}})
+
+    tp = TopicPartition(markers, 0)
+    probe = consumer("read_uncommitted")
     try:
-        tp = TopicPartition(markers, 0)
-        _, high = c.get_watermark_offsets(tp, timeout=timeout)  # read_committed: the LSO
+        _, high = probe.get_watermark_offsets(tp, timeout=TXN_TIMEOUT_S)  # every record's
+    finally:
+        probe.close()
+    c = consumer("read_committed")
+    try:
         c.assign([TopicPartition(markers, 0, 0)])
         last = None
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        said = False
         pos = 0
         while pos < high:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Kafka output: reading {markers} timed out")
+            if time.monotonic() - start > timeout:
+                raise RuntimeError(f"Kafka output: another writer's transaction on {markers} "
+                                   f"stayed open for {timeout:.0f} s")
             m = c.poll(0.2)
             if m is None:
-                pos = c.position([tp])[0].offset
+                pos = max(pos, int(c.position([tp])[0].offset))
+                if not said and time.monotonic() - start > 5:
+                    LOGGER.warning("Kafka output: waiting for a transaction open on %s to "
+                                   "end", markers)
+                    said = True
                 continue
             if m.error():
                 continue
@@ -236,5 +292,5 @@ def last_committed_epoch(config: dict[str, Any], markers: str, ident: str,
         c.close()
 
 
-__all__ = ["TXN_TIMEOUT_S", "TransactionalRows", "last_committed_epoch", "markers_topic",
-           "transactional_id"]
+__all__ = ["MAX_SNAPSHOT_SECONDS", "TXN_TIMEOUT_S", "TransactionalRows", "checkpoint_id",
+           "last_committed_epoch", "markers_topic", "transaction_timeout_ms"]

@@ -58,8 +58,9 @@ def _argv(hp: str, out: Path, ckpt: Path, prefix: str, *extra: str) -> list[str]
                        "--max_records=40")
 
 
-def committed_row_ids(hp: str, prefix: str) -> Counter[str]:
-    """How often each row id is on the output topics, for a read_committed consumer."""
+def committed_row_ids(hp: str, prefix: str, order: list[str] | None = None) -> Counter[str]:
+    """How often each row id is on the output topics, for a read_committed consumer
+    (``order``: the prediction ids as each partition holds them, appended to)."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": hp, "group.id": f"check-{prefix}",
@@ -75,7 +76,10 @@ def committed_row_ids(hp: str, prefix: str) -> Counter[str]:
         if m is None or m.error():
             continue
         idle = time.monotonic()
-        ids[json.loads(m.value())["row_id"]] += 1
+        row = json.loads(m.value())
+        ids[row["row_id"]] += 1
+        if order is not None and m.topic().endswith("-predictions"):
+            order.append(f"{m.partition()}|{row['key']}|{row['position']}")
     c.close()
     return ids
 
@@ -103,11 +107,22 @@ def test_read_committed_consumers_see_every_row_once_across_kills(
     files = outputs(out)
     want = Counter(i for name in OUTPUTS for i in files[name].column("row_id").to_pylist())
     assert sum(want.values()) > 500 and max(want.values()) == 1
-    got = committed_row_ids(kafka, "eo")
+    order: list[str] = []
+    got = committed_row_ids(kafka, "eo", order)
     assert got == want, (f"{sum(got.values())} messages for {len(want)} rows: "
                          f"{sum(1 for n in got.values() if n > 1)} twice, "
                          f"{len(want.keys() - got.keys())} missing")
     assert_accounting(out)
+    # a model's rows in its partition in order (the two producers never interleave them)
+    last: dict[str, int] = {}
+    for item in order:
+        where, pos = item.rsplit("|", 1)
+        assert int(pos) > last.get(where, -1), f"{where}: position {pos} after {last[where]}"
+        last[where] = int(pos)
+    # once on, kept: a resume without it would leave a crashed epoch out of Kafka
+    i = argv.index("--kafka-exactly-once")
+    r = run_cli(argv[:i] + argv[i + 1:])
+    assert r.returncode == 2 and "sends its rows exactly once" in r.stderr, r.stderr
 
     # the same kills without the option: the rows are all there, some twice
     out2, ckpt2 = tmp_path / "al", tmp_path / "ckpt-al"
@@ -129,3 +144,23 @@ def test_exactly_once_needs_its_checkpoint_and_the_confluent_client(
     assert r.returncode == 2 and "needs both" in r.stderr, r.stderr
     r = run_cli([*argv[:i], "--kafka-client", "kafka-python", *argv[i:]])
     assert r.returncode == 2 and "confluent-kafka client" in r.stderr, r.stderr
+    r = run_cli([*argv[:i], "--snapshot-seconds", "10m", *argv[i:]])
+    assert r.returncode == 2 and "--snapshot-seconds must be at most 225s" in r.stderr, r.stderr
+
+
+def test_a_checkpoint_is_its_own_writer(tmp_path: Path) -> None:
+    """The transactional id is made with the checkpoint and kept in it: a resume has the same
+    (it fences the crashed writer), a checkpoint made again at the same path has another."""
+    from kernelstream.kafka_client.transactions import TransactionalRows, checkpoint_id
+
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    first = checkpoint_id(str(d))
+    assert first.startswith("kernelstream-") and checkpoint_id(str(d)) == first
+    (d / "KAFKA_ID").unlink()
+    assert checkpoint_id(str(d)) != first
+    # Kafka holding a later epoch of it than its snapshot (restored from an older copy)
+    rows = TransactionalRows.__new__(TransactionalRows)
+    rows.markers, rows._slots, rows._cur = "p-epochs", [None, None], 0
+    with pytest.raises(RuntimeError, match="restored from an older copy"):
+        rows.recover(7, 5, lambda e: [])

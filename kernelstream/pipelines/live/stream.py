@@ -51,7 +51,7 @@ from typing import Any
 from kernelstream._services import serve
 from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
-from kernelstream.kafka_client.transactions import markers_topic
+from kernelstream.kafka_client.transactions import checkpoint_id, markers_topic
 from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live.stream_config import (
@@ -249,6 +249,8 @@ def _execute(config: StreamConfig, prep: Prepared,
         kafka_out=None if config.kafka_out is None else config.kafka_out[0],
         kafka_markers=(markers_topic(config.kafka_out[1])
                        if config.kafka_exactly_once and config.kafka_out is not None else None),
+        kafka_txn_id=(checkpoint_id(prep.store.directory)
+                      if config.kafka_exactly_once and prep.store is not None else None),
         kafka_topics=(() if config.kafka_out is None
                       else tuple((n, t) for n, t in output_topic_names(config.kafka_out[1]).items()
                                  if n in config.kafka_outputs)),

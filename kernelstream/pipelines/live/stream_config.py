@@ -302,6 +302,9 @@ class StreamConfig:
                 "rows": r.rows, "hash_features": r.hash_features,
                 "negative_label": s.negative_label, "merge": self.merge,
                 "forget_after_ms": s.forget_after_ms,
+                # --kafka-exactly-once and its topics: once on, kept (stream_prepare)
+                "kafka_exactly_once": self.kafka_exactly_once,
+                "kafka_out_prefix": None if self.kafka_out is None else self.kafka_out[1],
                 "init_from": None if self.init_from is None else os.path.realpath(self.init_from)}
 
     @classmethod
@@ -405,6 +408,18 @@ class StreamConfig:
             problem = kafka_lib.check_confluent(client)
             if problem is not None:
                 raise ConfigError(f"--kafka-exactly-once: {problem}")
+            from kernelstream.kafka_client.transactions import MAX_SNAPSHOT_SECONDS
+
+            interval = parse_duration(args.snapshot_seconds, "--snapshot-seconds")
+            if interval > MAX_SNAPSHOT_SECONDS:
+                raise ConfigError(f"--kafka-exactly-once keeps a Kafka transaction open for a "
+                                  f"snapshot interval: --snapshot-seconds must be at most "
+                                  f"{duration_text(int(MAX_SNAPSHOT_SECONDS * 1000))} (the "
+                                  "brokers cap a transaction at 15 minutes)")
+            delivery = dict(client).get("delivery_timeout_ms")
+            if delivery is not None and float(delivery) > 900_000:
+                raise ConfigError("--kafka-exactly-once: delivery_timeout_ms must be at most "
+                                  "900000 (a transaction's limit)")
         merge = getattr(args, "merge", None)
         if merge is not None and merge not in MERGES:
             raise ConfigError(f"--merge {merge!r}: expected one of {', '.join(MERGES)}")

@@ -133,8 +133,19 @@ def _check_resume(config: StreamConfig, info: dict[str, Any], directory: str) ->
     saved = {**{k: v for k, v in STREAM_DOC_DEFAULTS.items() if "topics" in saved}, **saved}
     # merge is how the partitions are read, not what the models are, and forgetting quiet
     # entities can be turned on (or off) for a stream that runs: both may change
-    diff = [k for k in mine if k in saved and k not in ("merge", "forget_after_ms")
+    diff = [k for k in mine if k in saved and k not in ("merge", "forget_after_ms",
+                                                         "kafka_exactly_once",
+                                                         "kafka_out_prefix")
             and saved[k] != mine[k]]
+    # --kafka-exactly-once may be turned on, not off: an epoch a crash left out of Kafka is
+    # sent (from its files) only by a run that has it, to the same topics
+    prefix = saved.get("kafka_out_prefix")
+    if saved.get("kafka_exactly_once") and (not mine["kafka_exactly_once"]
+                                            or prefix != mine["kafka_out_prefix"]):
+        raise UpfrontError(f"checkpoint {directory} sends its rows exactly once to the "
+                           f"topics {prefix}-*: resume it with --kafka-out "
+                           f"kafka://HOST:PORT/{prefix} --kafka-exactly-once, or use a new "
+                           "--checkpoint")
     if diff:
         parts = ", ".join(f"{_OPTION.get(k, k)} {_setting(k, saved[k])} -> {_setting(k, mine[k])}"
                           for k in diff)

@@ -90,17 +90,13 @@ class WriteKafkaRows(beam.DoFn):
     def _transactional(self) -> None:
         """The exactly-once producer; the epochs a crash kept out of Kafka sent first."""
         from kernelstream.kafka_client.producers import confluent_producer_config
-        from kernelstream.kafka_client.transactions import (
-            TransactionalRows,
-            last_committed_epoch,
-            transactional_id,
-        )
+        from kernelstream.kafka_client.transactions import TransactionalRows, last_committed_epoch
 
         job = self.job
         assert job.kafka_out is not None and job.kafka_markers is not None
-        assert job.checkpoint is not None
+        assert job.kafka_txn_id is not None
         config = confluent_producer_config(job.kafka_out, job.client)
-        ident = transactional_id(job.checkpoint)
+        ident = job.kafka_txn_id
         self.producer = TransactionalRows(config, ident, job.kafka_markers,
                                           job.snapshot_seconds)
         self.partitions = {t: self.producer.partitions(t) for t in self.topics.values()}

@@ -80,6 +80,7 @@ class StreamJob:
     # --kafka-exactly-once: each snapshot's rows in one Kafka transaction (its markers on
     # this topic; kafka_client.transactions)
     kafka_markers: str | None = None
+    kafka_txn_id: str | None = None  # the checkpoint's transactional id (checkpoint_id)
     snapshot_every: int = 100_000
     snapshot_seconds: float = 10.0
     info: tuple[tuple[str, Any], ...] = ()  # committed with every snapshot (JSON-able)

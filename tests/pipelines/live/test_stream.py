@@ -497,7 +497,8 @@ def test_a_stream_reads_with_the_replays_read_options() -> None:
         "positive_label": "x", "key_by": "id-prefix", "label_ttl_ms": 3600000,
         "metrics_window_ms": 60000, "rows": "auto", "hash_features": 12, "init_from": None,
         "negative_label": None, "merge": None,  # merge: resolved by prepare (all, or resumed)
-        "forget_after_ms": None}
+        "forget_after_ms": None, "kafka_exactly_once": False,
+        "kafka_out_prefix": None}
     argv = ["stream", "kafka://h:1/t", "--format", "csv", "--label-column", "0",
             "--delimiter", ";", "--task", "regression", "--rows", "sparse", "--labels",
             "kafka://h:1/l"]
@@ -508,7 +509,8 @@ def test_a_stream_reads_with_the_replays_read_options() -> None:
         "label_column": 0, "delimiter": ";", "task": "regression", "positive_label": None,
         "key_by": None, "label_ttl_ms": 3600000, "metrics_window_ms": 60000, "rows": "sparse",
         "hash_features": None, "init_from": None, "negative_label": None, "merge": None,
-        "forget_after_ms": None}
+        "forget_after_ms": None, "kafka_exactly_once": False,
+        "kafka_out_prefix": None}
 
 
 def _closed_port() -> int:
