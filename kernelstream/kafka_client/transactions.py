@@ -187,16 +187,19 @@ class TransactionalRows:
         self._open[slot] = False
 
     def recover(self, last: int | None, resumed: int | None,
-                rows_of: Callable[[int], Iterable[tuple[str, bytes, bytes, int]]]) -> int:
+                rows_of: Callable[[int], Iterable[tuple[str, bytes, bytes, int]]],
+                starts: bool = False) -> int:
         """Before anything new: the epochs after ``last`` (the last one Kafka has a marker
-        of; None: none, exactly-once starts here) up to ``resumed`` (the snapshot the run
-        resumed from; None: a new stream), their rows from ``rows_of(epoch)`` (``(topic,
-        key, value, partition)``, from the published files), with their markers, in one
-        transaction (no rows: the marker of where exactly-once starts). Returns the rows
-        sent."""
+        of; None: none) up to ``resumed`` (the snapshot the run resumed from; None: a new
+        stream), their rows from ``rows_of(epoch)`` (``(topic, key, value, partition)``, from
+        the published files), with their markers, in one transaction. ``starts`` (or no
+        marker yet): exactly-once starts at ``resumed`` (a new stream, or one whose snapshot
+        was written without it): its marker only. Returns the rows sent."""
         p = self._slots[self._cur]
         start = resumed or 0
-        if last is not None and last > start:
+        if starts:
+            last = None
+        elif last is not None and last > start:
             raise RuntimeError(
                 f"Kafka output: {self.markers} has epoch {last} of this checkpoint, its "
                 f"snapshot is epoch {start} (a checkpoint restored from an older copy?): its "
@@ -243,7 +246,7 @@ class TransactionalRows:
 
 def last_committed_epoch(config: dict[str, Any], markers: str, ident: str,
                          timeout: float = MARKERS_WAIT_S) -> int | None:
-    """The newest epoch whose marker ``markers`` holds (committed) for ``ident``; None:
+    """The epoch of the newest marker ``markers`` holds (committed) for ``ident``; None:
     none. Reads to the end of the log: while another writer's transaction is open there (a
     stream sharing the prefix), a committed reader stops at its start, so this waits for it
     to end (at most ``timeout``) rather than answer from before it."""
@@ -284,9 +287,8 @@ def last_committed_epoch(config: dict[str, Any], markers: str, ident: str,
             if m.error():
                 continue
             pos = int(m.offset() or 0) + 1
-            if m.key() == ident.encode():
-                e = int(json.loads(m.value() or b"{}")["epoch"])
-                last = e if last is None else max(last, e)
+            if m.key() == ident.encode():  # the newest marker (they come in order)
+                last = int(json.loads(m.value() or b"{}")["epoch"])
         return last
     finally:
         c.close()

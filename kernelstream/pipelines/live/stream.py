@@ -251,6 +251,8 @@ def _execute(config: StreamConfig, prep: Prepared,
                        if config.kafka_exactly_once and config.kafka_out is not None else None),
         kafka_txn_id=(checkpoint_id(prep.store.directory)
                       if config.kafka_exactly_once and prep.store is not None else None),
+        kafka_eos_starts=(prep.resume_epoch is None or prep.store is None or not (
+            prep.store.info().get("stream") or {}).get("kafka_exactly_once")),
         kafka_topics=(() if config.kafka_out is None
                       else tuple((n, t) for n, t in output_topic_names(config.kafka_out[1]).items()
                                  if n in config.kafka_outputs)),

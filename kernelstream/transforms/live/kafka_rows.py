@@ -101,7 +101,8 @@ class WriteKafkaRows(beam.DoFn):
                                           job.snapshot_seconds)
         self.partitions = {t: self.producer.partitions(t) for t in self.topics.values()}
         last = last_committed_epoch(config, job.kafka_markers, ident)
-        self.producer.recover(last, job.resume_epoch, self._published_rows)
+        self.producer.recover(last, job.resume_epoch, self._published_rows,
+                              starts=job.kafka_eos_starts)
 
     def _published_rows(self, epoch: int) -> Iterator[tuple[str, bytes, bytes, int]]:
         """The Kafka messages of the rows of ``epoch``'s published output files."""

@@ -81,6 +81,8 @@ class StreamJob:
     # this topic; kafka_client.transactions)
     kafka_markers: str | None = None
     kafka_txn_id: str | None = None  # the checkpoint's transactional id (checkpoint_id)
+    # exactly-once starts with this run (a new stream, or a snapshot written without it)
+    kafka_eos_starts: bool = False
     snapshot_every: int = 100_000
     snapshot_seconds: float = 10.0
     info: tuple[tuple[str, Any], ...] = ()  # committed with every snapshot (JSON-able)
