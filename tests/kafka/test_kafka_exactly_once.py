@@ -86,14 +86,7 @@ def committed_row_ids(hp: str, prefix: str, order: list[str] | None = None) -> C
 
 def test_read_committed_consumers_see_every_row_once_across_kills(
         kafka: str, tmp_path: Path) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=kafka)
-    try:  # the records are stamped years ago: kept (Kafka deletes by timestamp otherwise)
-        admin.create_topics([NewTopic(t, 2, 1, topic_configs={"retention.ms": "-1"})
-                             for t in ("xo", "xo-lab")])
-    finally:
-        admin.close()
+    _topics(kafka, "xo", "xo-lab")
     produce(kafka, [(("xo" if m[0] == "ev" else "xo-lab"), *m[1:])
                     for m in labelled_stream(420, 0, T0, seed=13)])
 
@@ -134,6 +127,40 @@ def test_read_committed_consumers_see_every_row_once_across_kills(
     assert r.returncode == 0, r.stderr
     plain = committed_row_ids(kafka, "al")
     assert plain.keys() == want.keys() and sum(plain.values()) > len(want)
+
+
+def _topics(kafka: str, *names: str) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    try:  # the records are stamped years ago: kept (Kafka deletes by timestamp otherwise)
+        admin.create_topics([NewTopic(t, 2, 1, topic_configs={"retention.ms": "-1"})
+                             for t in names])
+    finally:
+        admin.close()
+
+
+def test_turned_on_after_a_run_without_it_sends_nothing_again(
+        kafka: str, tmp_path: Path) -> None:
+    """A run with the option killed before its first snapshot (a marker 0 only), one without
+    it to the end, one with it: exactly-once starts at that snapshot, no epoch is sent
+    again (before: every row twice)."""
+    _topics(kafka, "xt", "xt-lab")
+    produce(kafka, [(("xt" if m[0] == "ev" else "xt-lab"), *m[1:])
+                    for m in labelled_stream(420, 0, T0, seed=17)])
+    out, ckpt = tmp_path / "t", tmp_path / "ckpt-t"
+    argv = [a.replace("/xo", "/xt") for a in _argv(kafka, out, ckpt, "tg")]
+    on = [*argv[:argv.index("--")], "--kafka-exactly-once", *argv[argv.index("--"):]]
+    r = run_cli(on, env={**_env(), CRASH_ENV: "learn:60"})
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    assert not (ckpt / "HEAD").exists()
+    for a in (argv, on):
+        r = run_cli(a, env=_env())
+        assert r.returncode == 0, r.stderr
+    files = outputs(out)
+    want = Counter(i for name in OUTPUTS for i in files[name].column("row_id").to_pylist())
+    got = committed_row_ids(kafka, "tg")
+    assert got == want, f"{sum(got.values())} messages for {len(want)} rows"
 
 
 def test_exactly_once_needs_its_checkpoint_and_the_confluent_client(
