@@ -33,45 +33,22 @@ lock ensures. A checkpoint restored from a backup older than what Kafka has of i
 from __future__ import annotations
 
 import json
-import os
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kernelstream.kafka_client.names import (
+    MAX_SNAPSHOT_SECONDS,
+    MAX_TXN_TIMEOUT_MS,
+    checkpoint_id,
+    markers_topic,
+)
 from kernelstream.kafka_client.producers import LOGGER, _Generation
 
 # how long a transactional call may wait for the brokers (init fences the previous writer)
 TXN_TIMEOUT_S = 60.0
-MARKERS_SUFFIX = "epochs"
-ID_FILE = "KAFKA_ID"  # in the checkpoint directory: its transactional id
-# the brokers' default transaction.max.timeout.ms: a longer transaction is refused
-MAX_TXN_TIMEOUT_MS = 900_000
-# the longest --snapshot-seconds a transaction per snapshot can span (4x, under the cap)
-MAX_SNAPSHOT_SECONDS = MAX_TXN_TIMEOUT_MS / 4000
 # how long the markers' reader waits for another writer's open transaction to end
 MARKERS_WAIT_S = MAX_TXN_TIMEOUT_MS / 1000 + 60
-
-
-def checkpoint_id(directory: str) -> str:
-    """The transactional id of the stream of checkpoint ``directory``: made (random) and kept
-    in it the first time (call it holding the checkpoint's lock)."""
-    path = os.path.join(directory, ID_FILE)
-    try:
-        with open(path) as f:
-            got = f.read().strip()
-        if got:
-            return got
-    except FileNotFoundError:
-        pass
-    ident = f"kernelstream-{uuid.uuid4().hex}"
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(ident + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return ident
 
 
 def transaction_timeout_ms(snapshot_seconds: float, message_timeout_ms: int = 0) -> int:
@@ -80,11 +57,6 @@ def transaction_timeout_ms(snapshot_seconds: float, message_timeout_ms: int = 0)
     delivery timeout, at most the brokers' cap."""
     return int(min(MAX_TXN_TIMEOUT_MS, max(60_000, 4000 * snapshot_seconds,
                                           message_timeout_ms)))
-
-
-def markers_topic(prefix: str) -> str:
-    """The topic of the epoch markers of ``--kafka-out kafka://HOST/PREFIX``."""
-    return f"{prefix}-{MARKERS_SUFFIX}"
 
 
 class TransactionalRows:

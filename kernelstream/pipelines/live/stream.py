@@ -51,7 +51,7 @@ from typing import Any
 from kernelstream._services import serve
 from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
-from kernelstream.kafka_client.transactions import checkpoint_id, markers_topic
+from kernelstream.kafka_client.names import checkpoint_id, markers_topic
 from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live.stream_config import (

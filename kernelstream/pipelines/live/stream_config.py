@@ -26,7 +26,12 @@ from kernelstream.engine.live.rows import OUTPUTS
 from kernelstream.engine.live.snapshot.store import SnapshotView, is_snapshot_dir
 from kernelstream.engine.replay import checkpoints
 from kernelstream.errors import ConfigError, WidthError
-from kernelstream.kafka_client.names import KAFKA_CLIENTS, MERGES, SCHEME
+from kernelstream.kafka_client.names import (
+    KAFKA_CLIENTS,
+    MAX_SNAPSHOT_SECONDS,
+    MERGES,
+    SCHEME,
+)
 from kernelstream.learners.registry import check_width
 from kernelstream.pipelines.config import (
     DEFAULT_LEARNERS,
@@ -408,8 +413,6 @@ class StreamConfig:
             problem = kafka_lib.check_confluent(client)
             if problem is not None:
                 raise ConfigError(f"--kafka-exactly-once: {problem}")
-            from kernelstream.kafka_client.transactions import MAX_SNAPSHOT_SECONDS
-
             interval = parse_duration(args.snapshot_seconds, "--snapshot-seconds")
             if interval > MAX_SNAPSHOT_SECONDS:
                 raise ConfigError(f"--kafka-exactly-once keeps a Kafka transaction open for a "

@@ -51,6 +51,7 @@ from kernelstream.engine.replay import checkpoints
 from kernelstream.engine.replay.core import decode_replay_state
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.errors import OutFolderError
+from kernelstream.kafka_client.names import markers_topic
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live import stream_width
@@ -358,8 +359,6 @@ def _check_kafka_out(config: StreamConfig, partitions: int) -> None:
     names = [topics[n] for n in config.kafka_outputs]
     configs: dict[str, dict[str, str]] = {}
     if config.kafka_exactly_once:  # the epochs' markers: one partition, the latest kept
-        from kernelstream.kafka_client.transactions import markers_topic
-
         names.append(markers_topic(prefix))
         configs[names[-1]] = {"cleanup.policy": "compact"}
     try:

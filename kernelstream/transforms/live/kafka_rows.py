@@ -23,7 +23,8 @@ import apache_beam as beam
 import numpy as np
 
 from kernelstream._json import json_safe
-from kernelstream.kafka_client.producers import row_producer
+from kernelstream.kafka_client.producers import confluent_producer_config, row_producer
+from kernelstream.kafka_client.transactions import TransactionalRows, last_committed_epoch
 from kernelstream.transforms.live.stream_job import StreamJob, crash_point
 
 
@@ -89,9 +90,6 @@ class WriteKafkaRows(beam.DoFn):
 
     def _transactional(self) -> None:
         """The exactly-once producer; the epochs a crash kept out of Kafka sent first."""
-        from kernelstream.kafka_client.producers import confluent_producer_config
-        from kernelstream.kafka_client.transactions import TransactionalRows, last_committed_epoch
-
         job = self.job
         assert job.kafka_out is not None and job.kafka_markers is not None
         assert job.kafka_txn_id is not None
