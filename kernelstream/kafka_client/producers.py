@@ -121,6 +121,49 @@ class _Generation:
         self.reports.append(err)
 
 
+def topic_partitions(producer: Any, topic: str, timeout: float = 30.0) -> list[int]:
+    """A topic's partitions, sorted, as a confluent-kafka ``producer`` sees them (waits for
+    a topic being created)."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            md = producer.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
+            t = md.topics.get(topic)
+            if t is not None and t.error is None and t.partitions:
+                return sorted(t.partitions)
+            why = "no partitions" if t is None or t.error is None else t.error.str()
+        except KafkaException as e:
+            why = str(e.args[0].str() if e.args else e)
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"Kafka output topic {topic}: {why}")
+        time.sleep(0.2)  # a topic being created (auto-creation) shows up shortly
+
+
+def wait_delivered(producer: Any, gen: _Generation, raise_errors: Any) -> None:
+    """Until every row of ``gen`` has its delivery report (polling ``producer``); the first
+    failed one raised."""
+    while len(gen.reports) < gen.sent:
+        producer.poll(0.01)
+        raise_errors()
+    for err in gen.reports:
+        if err is not None:
+            raise RuntimeError(f"Kafka output: a row was not delivered: {err.str()}")
+
+
+def raise_client_errors(errors: list[Any]) -> None:
+    """Raise the first fatal client-level error of ``errors`` (librdkafka's ``error_cb``
+    list; each popped once, whichever thread gets it), log the others."""
+    from confluent_kafka import KafkaError
+
+    while errors:
+        err = errors.pop(0)
+        if err.fatal() or err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            raise RuntimeError(f"Kafka output: {err.str()}")
+        LOGGER.debug("Kafka output: %s", err.str())
+
+
 class ConfluentRows(RowProducer):
     """:class:`RowProducer` over ``confluent_kafka.Producer``."""
 
@@ -134,21 +177,7 @@ class ConfluentRows(RowProducer):
         self._report = self._gen.report
 
     def partitions(self, topic: str, timeout: float = 30.0) -> list[int]:
-        from confluent_kafka import KafkaException
-
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                md = self._p.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
-                t = md.topics.get(topic)
-                if t is not None and t.error is None and t.partitions:
-                    return sorted(t.partitions)
-                why = "no partitions" if t is None or t.error is None else t.error.str()
-            except KafkaException as e:
-                why = str(e.args[0].str() if e.args else e)
-            if time.monotonic() >= deadline:
-                raise RuntimeError(f"Kafka output topic {topic}: {why}")
-            time.sleep(0.2)  # a topic being created (auto-creation) shows up shortly
+        return topic_partitions(self._p, topic, timeout)
 
     def send(self, topic: str, key: bytes, value: bytes, partition: int) -> None:
         while True:
@@ -169,22 +198,10 @@ class ConfluentRows(RowProducer):
         return gen
 
     def wait(self, mark: Any) -> None:
-        gen: _Generation = mark
-        while len(gen.reports) < gen.sent:
-            self._p.poll(0.01)
-            self._raise_errors()
-        for err in gen.reports:
-            if err is not None:
-                raise RuntimeError(f"Kafka output: a row was not delivered: {err.str()}")
+        wait_delivered(self._p, mark, self._raise_errors)
 
     def _raise_errors(self) -> None:
-        from confluent_kafka import KafkaError
-
-        while self._errors:  # both threads may get here: pop() hands each error out once
-            err = self._errors.pop(0)
-            if err.fatal() or err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
-                raise RuntimeError(f"Kafka output: {err.str()}")
-            LOGGER.debug("Kafka output: %s", err.str())
+        raise_client_errors(self._errors)
 
     def close(self, timeout: float) -> None:
         self._p.flush(timeout)

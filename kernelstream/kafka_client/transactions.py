@@ -43,7 +43,13 @@ from kernelstream.kafka_client.names import (
     checkpoint_id,
     markers_topic,
 )
-from kernelstream.kafka_client.producers import LOGGER, _Generation
+from kernelstream.kafka_client.producers import (
+    LOGGER,
+    _Generation,
+    raise_client_errors,
+    topic_partitions,
+    wait_delivered,
+)
 
 # how long a transactional call may wait for the brokers (init fences the previous writer)
 TXN_TIMEOUT_S = 60.0
@@ -95,22 +101,7 @@ class TransactionalRows:
 
     # -- the stream's thread ------------------------------------------------------------------
     def partitions(self, topic: str, timeout: float = 30.0) -> list[int]:
-        from confluent_kafka import KafkaException
-
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                md = self._slots[0].list_topics(topic,
-                                                timeout=max(0.1, deadline - time.monotonic()))
-                t = md.topics.get(topic)
-                if t is not None and t.error is None and t.partitions:
-                    return sorted(t.partitions)
-                why = "no partitions" if t is None or t.error is None else t.error.str()
-            except KafkaException as e:
-                why = str(e.args[0].str() if e.args else e)
-            if time.monotonic() >= deadline:
-                raise RuntimeError(f"Kafka output topic {topic}: {why}")
-            time.sleep(0.2)
+        return topic_partitions(self._slots[0], topic, timeout)
 
     def send(self, topic: str, key: bytes, value: bytes, partition: int) -> None:
         p = self._slots[self._cur]
@@ -141,13 +132,7 @@ class TransactionalRows:
     def wait(self, mark: Any) -> None:
         """Every row of the marked epoch has reached the brokers (inside its transaction)."""
         slot, gen = mark
-        p = self._slots[slot]
-        while len(gen.reports) < gen.sent:
-            p.poll(0.01)
-            self._raise_errors()
-        for err in gen.reports:
-            if err is not None:
-                raise RuntimeError(f"Kafka output: a row was not delivered: {err.str()}")
+        wait_delivered(self._slots[slot], gen, self._raise_errors)
 
     def commit(self, mark: Any, epoch: int) -> None:
         """Commit the marked epoch's transaction, with its marker (its snapshot is
@@ -195,13 +180,7 @@ class TransactionalRows:
         return sent
 
     def _raise_errors(self) -> None:
-        from confluent_kafka import KafkaError
-
-        while self._errors:
-            err = self._errors.pop(0)
-            if err.fatal() or err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
-                raise RuntimeError(f"Kafka output: {err.str()}")
-            LOGGER.debug("Kafka output: %s", err.str())
+        raise_client_errors(self._errors)
 
     def close(self, timeout: float) -> None:
         """Abort what is still open (rows after the last snapshot: a next run makes them

@@ -11,7 +11,6 @@ shows. Skipped, with the reason, where java or mvn is missing or the jars do not
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,19 +32,7 @@ from test_stream import (  # the stream tests' helpers, one copy
     stream_argv,
 )
 
-from kernelstream.kafka_client import apache_broker
-from kernelstream.kafka_client.apache import BrokerUnavailableError
-
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[str]:
-    try:
-        with apache_broker() as bootstrap:
-            yield bootstrap
-    except BrokerUnavailableError as exc:
-        pytest.skip(f"Apache Kafka unavailable: {exc}")
 
 
 def test_stream_on_apache_kafka_equals_the_reference_loop(kafka: str, tmp_path: Path) -> None:

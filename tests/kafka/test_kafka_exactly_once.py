@@ -12,7 +12,6 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,23 +29,12 @@ from test_stream import (  # the stream tests' helpers, one copy
 )
 from test_stream_crash import _env
 
-from kernelstream.kafka_client import apache_broker
-from kernelstream.kafka_client.apache import BrokerUnavailableError
 from kernelstream.transforms.live.stream import CRASH_ENV
 
 pytestmark = pytest.mark.slow
 
 # (kafka-commit: the snapshot and its files are durable, its Kafka transaction is not)
 CRASHES = ["learn:150", "kafka-commit:2", "after-commit:2", "kafka-commit:1"]
-
-
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[str]:
-    try:
-        with apache_broker() as bootstrap:
-            yield bootstrap
-    except BrokerUnavailableError as exc:
-        pytest.skip(f"Apache Kafka unavailable: {exc}")
 
 
 def _argv(hp: str, out: Path, ckpt: Path, prefix: str, *extra: str) -> list[str]:
