@@ -23,11 +23,11 @@ checkpoint written without it first commits a marker for the snapshot it resumes
 earlier rows were sent at least once, as then): the marker says where exactly-once starts.
 
 Needs Apache Kafka (0.11 or later: transactions) and confluent-kafka. The transactional ids
-and the markers' key are the checkpoint's own (:func:`checkpoint_id`: a random id made with the
-checkpoint and kept in it), so a checkpoint directory made again at the same path, or the same
-path on another machine, is another writer; one checkpoint has one writer at a time, as its
-lock ensures. A checkpoint restored from a backup older than what Kafka has of it is refused
-(its epochs would be sent twice).
+and the markers' key are the checkpoint's own (``kafka_client.names.checkpoint_id``: a random
+id made with the checkpoint and kept in it), so a checkpoint directory made again at the
+same path, or the same path on another machine, is another writer; one checkpoint has one
+writer at a time, as its lock ensures. A checkpoint restored from a backup older than what
+Kafka has of it is refused (its epochs would be sent twice).
 """
 
 from __future__ import annotations
@@ -37,12 +37,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kernelstream.kafka_client.names import (
-    MAX_SNAPSHOT_SECONDS,
-    MAX_TXN_TIMEOUT_MS,
-    checkpoint_id,
-    markers_topic,
-)
+from kernelstream.kafka_client.names import MAX_TXN_TIMEOUT_MS
 from kernelstream.kafka_client.producers import (
     LOGGER,
     _Generation,
@@ -137,9 +132,14 @@ class TransactionalRows:
     def commit(self, mark: Any, epoch: int) -> None:
         """Commit the marked epoch's transaction, with its marker (its snapshot is
         durable)."""
-        slot, _ = mark
+        self._commit(mark[0], [epoch])
+
+    def _commit(self, slot: int, epochs: list[int]) -> None:
+        """Commit ``slot``'s transaction with the markers of ``epochs`` (commit_transaction
+        sends everything first)."""
         p = self._slots[slot]
-        p.produce(self.markers, json.dumps({"epoch": epoch}).encode(), self.ident.encode(), 0)
+        for e in epochs:
+            p.produce(self.markers, json.dumps({"epoch": e}).encode(), self.ident.encode(), 0)
         p.commit_transaction(TXN_TIMEOUT_S)
         self._open[slot] = False
 
@@ -152,7 +152,6 @@ class TransactionalRows:
         the published files), with their markers, in one transaction. ``starts`` (or no
         marker yet): exactly-once starts at ``resumed`` (a new stream, or one whose snapshot
         was written without it): its marker only. Returns the rows sent."""
-        p = self._slots[self._cur]
         start = resumed or 0
         if starts:
             last = None
@@ -164,18 +163,14 @@ class TransactionalRows:
         epochs = [start] if last is None else list(range(last + 1, start + 1))
         if not epochs:
             return 0
-        sent = 0
-        for e in epochs:
-            if last is not None:
+        if last is not None:
+            for e in epochs:
                 for topic, key, value, part in rows_of(e):
                     self.send(topic, key, value, part)
-                    sent += 1
-            p.produce(self.markers, json.dumps({"epoch": e}).encode(), self.ident.encode(), 0)
-        p.flush(TXN_TIMEOUT_S)
+        sent = self._gen.sent
         self.wait((self._cur, self._gen))
-        p.commit_transaction(TXN_TIMEOUT_S)
+        self._commit(self._cur, epochs)
         self._gen = _Generation()
-        self._open[self._cur] = False
         self._begin()
         return sent
 
@@ -245,5 +240,5 @@ def last_committed_epoch(config: dict[str, Any], markers: str, ident: str,
         c.close()
 
 
-__all__ = ["MAX_SNAPSHOT_SECONDS", "TXN_TIMEOUT_S", "TransactionalRows", "checkpoint_id",
-           "last_committed_epoch", "markers_topic", "transaction_timeout_ms"]
+__all__ = ["TXN_TIMEOUT_S", "TransactionalRows", "last_committed_epoch",
+           "transaction_timeout_ms"]

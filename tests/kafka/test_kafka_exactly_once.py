@@ -166,7 +166,8 @@ def test_exactly_once_needs_its_checkpoint_and_the_confluent_client(
 def test_a_checkpoint_is_its_own_writer(tmp_path: Path) -> None:
     """The transactional id is made with the checkpoint and kept in it: a resume has the same
     (it fences the crashed writer), a checkpoint made again at the same path has another."""
-    from kernelstream.kafka_client.transactions import TransactionalRows, checkpoint_id
+    from kernelstream.kafka_client.names import checkpoint_id
+    from kernelstream.kafka_client.transactions import TransactionalRows
 
     d = tmp_path / "ckpt"
     d.mkdir()

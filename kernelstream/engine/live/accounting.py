@@ -128,16 +128,16 @@ class Accounting:
         self.counts["skipped"] += now[1] - before[1]
         self.pending_delta += now[2] - before[2]
 
-    def forget(self, key: str, tally: tuple[int, int, int],
-               restored: tuple[int, int, int] | None, counts: Mapping[str, int]) -> None:
-        """A model forgotten (``--forget-entities-after``) with this ``tally`` (its
-        ``restored`` one when this run restored it) and these ``counts`` (all its counters):
-        what it did since it was last seen is counted, its counters join ``forgotten``, and
-        the key starts over (a model of it made later counts from nothing)."""
+    def forget(self, key: str, counts: Mapping[str, int],
+               restored: tuple[int, int, int] | None) -> None:
+        """A model forgotten (``--forget-entities-after``) with these ``counts``
+        (``ModelState.counts()``; ``restored``: its tally when this run restored it): what it
+        did since it was last seen is counted, its counters join ``forgotten``, and the key
+        starts over (a model of it made later counts from nothing)."""
         before = self.models.pop(key, None) or restored or _NONE
-        self.counts["processed"] += tally[0] - before[0]
-        self.counts["skipped"] += tally[1] - before[1]
-        self.pending_delta += tally[2] - before[2]
+        self.counts["processed"] += counts["records"] - before[0]
+        self.counts["skipped"] += counts["skipped"] - before[1]
+        self.pending_delta += counts["pending"] - before[2]
         self.gone["models"] += 1
         for f in GONE[1:]:
             self.gone[f] += int(counts[f])

@@ -279,8 +279,7 @@ class StreamEngine(StreamRuns):
         b = parsed if isinstance(parsed, EventBatch) else EventBatch.of(parsed)
         kind = b.kind
         n = len(kind)
-        if self.stamp and st.born is None and not st.records:
-            self._stamp(st, b, 0)
+        self._stamp(st, b, 0)
         out._start(st)
         try:
             i = 0
@@ -292,8 +291,7 @@ class StreamEngine(StreamRuns):
                 if kind[i] == FORGET:
                     self._drop(st, renew or self.new_state, out)
                     i += 1
-                    if self.stamp and st.born is None and not st.records:
-                        self._stamp(st, b, i)
+                    self._stamp(st, b, i)
                     out._flush()  # the rows so far are the forgotten model's
                     out._start(st)
                     continue
@@ -362,14 +360,14 @@ class StreamEngine(StreamRuns):
         is pending; a model that still holds events (none can) is kept, to lose nothing."""
         if st.pending or st.clock_ms is None:
             return
-        out.forgotten.append((st.key, Forgotten((st.records, st.skipped, 0), st.restored,
-                                                st.learnt, st.seconds, st.counts())))
+        out.forgotten.append((st.key, Forgotten(st.counts(), st.restored, st.seconds)))
         st.become(renew(st.key))
 
-    @staticmethod
-    def _stamp(st: ModelState, b: EventBatch, i: int) -> None:
-        """A new model's birth place: its first record's in ``b`` (from ``i``; none there:
-        the next batch's)."""
+    def _stamp(self, st: ModelState, b: EventBatch, i: int) -> None:
+        """With forgetting, a new model's birth place: its first record's in ``b`` (from
+        ``i``; none there: the next batch's)."""
+        if not self.stamp or st.born is not None or st.records:
+            return
         kind = b.kind
         for j in range(i, len(kind)):
             if kind[j] < TICK:

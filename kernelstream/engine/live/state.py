@@ -304,16 +304,14 @@ class ModelState:
 class Forgotten(NamedTuple):
     """A model dropped by its entity's forget (``--forget-entities-after``,
     :mod:`kernelstream.engine.live.clock`), as the snapshot and the accounting need it: what
-    it had counted when it went (``tally``: records, skipped, pending; ``restored``: its tally
-    when this run restored it; ``learnt``, ``seconds``; ``counts``: all its counters). As a
-    snapshot's state it is a tombstone: no bytes (:meth:`encode`), the key leaves the
+    it had counted when it went (``counts``: :meth:`ModelState.counts`; ``restored``: its
+    ``(records, skipped, pending)`` when this run restored it; ``seconds`` in learner calls).
+    As a snapshot's state it is a tombstone: no bytes (:meth:`encode`), the key leaves the
     snapshot."""
 
-    tally: tuple[int, int, int]
+    counts: dict[str, int]
     restored: tuple[int, int, int] | None
-    learnt: int
     seconds: float
-    counts: dict[str, int]  # ModelState.counts() when it went
 
     def cut(self) -> Forgotten:
         return self

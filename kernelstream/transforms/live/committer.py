@@ -124,9 +124,9 @@ class _Totals:
 
     def forget(self, key: str, gone: Forgotten) -> None:
         """A model forgotten: its last counters folded in, its key started over."""
-        self.counts.forget(key, gone.tally, gone.restored, gone.counts)
+        self.counts.forget(key, gone.counts, gone.restored)
         n0, s0 = self.models.pop(key, (0, 0.0))
-        self.learnt += gone.learnt - n0
+        self.learnt += gone.counts["outcomes"] - n0
         self.learn_seconds += gone.seconds - s0
 
     def as_doc(self) -> dict[str, Any]:

@@ -103,15 +103,16 @@ class WriteKafkaRows(beam.DoFn):
                               starts=job.kafka_eos_starts)
 
     def _published_rows(self, epoch: int) -> Iterator[tuple[str, bytes, bytes, int]]:
-        """The Kafka messages of the rows of ``epoch``'s published output files."""
+        """The Kafka messages of the rows of ``epoch``'s published output files (each run's
+        part of it: its ``published_path`` with any part)."""
         import glob
-        import os
 
         import pyarrow.parquet as pq
 
+        from kernelstream.engine.live.snapshot.outputs import published_path
+
         for name, topic in self.topics.items():
-            files = sorted(glob.glob(os.path.join(self.job.out, name,
-                                                  f"part-e{epoch:07d}-*.parquet")))
+            files = sorted(glob.glob(published_path(self.job.out, name, epoch, "*")))
             for path in files:
                 for row in pq.read_table(path).to_pylist():
                     key, value = row_message(row)

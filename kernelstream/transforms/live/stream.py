@@ -411,7 +411,7 @@ class _LearnBase(beam.DoFn):
                 yield name, rows
         for forgotten in out.forgotten:  # tombstones, before the state of a model made since
             yield STATES_TAG, forgotten
-        if gone:
+        if gone:  # (its tombstone, above, is its state)
             crash_point("learn", len(parsed))
             return
         if self.job.state_in_beam:

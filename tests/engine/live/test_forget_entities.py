@@ -38,7 +38,8 @@ def test_a_quiet_entity_is_forgotten_and_starts_afresh() -> None:
     out, states = reference_outputs(records, s, clock=clock)
     assert [k for k, _ in out.forgotten] == ["perc#0@u1"]
     gone = out.forgotten[0][1]
-    assert gone.tally == (1, 0, 0) and gone.restored is None and gone.learnt == 0
+    assert (gone.counts["records"], gone.counts["skipped"], gone.counts["pending"]) == (1, 0, 0)
+    assert gone.restored is None and gone.counts["outcomes"] == 0
     u1 = states["perc#0@u1"]
     assert (u1.records, u1.position, u1.clock_ms) == (1, 1, 6500)
     assert [(r["event_id"], r["position"]) for r in out.predictions
@@ -103,7 +104,7 @@ def test_per_model_counts_and_the_runs_accounting_add_up_with_forgets() -> None:
         1 for k in states if any(k == g for g, _ in out.forgotten))
     acc = Accounting({})
     for key, gone in out.forgotten:
-        acc.forget(key, gone.tally, gone.restored, gone.counts)
+        acc.forget(key, gone.counts, gone.restored)
     for key, st in states.items():
         acc.state(key, st)
     doc = acc.run()
