@@ -133,7 +133,8 @@ def _check_resume(config: StreamConfig, info: dict[str, Any], directory: str) ->
     # hash_features only when set), or, when it never recorded the setting, not known
     saved = {**{k: v for k, v in STREAM_DOC_DEFAULTS.items() if "topics" in saved}, **saved}
     # merge is how the partitions are read, not what the models are, and forgetting quiet
-    # entities can be turned on (or off) for a stream that runs: both may change
+    # entities may be turned on (or its interval changed) for a stream that runs: both may
+    # change; turning off forgetting or exactly-once is refused (prepare(), below)
     diff = [k for k in mine if k in saved and k not in ("merge", "forget_after_ms",
                                                          "kafka_exactly_once",
                                                          "kafka_out_prefix")
