@@ -23,6 +23,7 @@ import apache_beam as beam
 import numpy as np
 
 from kernelstream._json import json_safe
+from kernelstream.engine.live.snapshot.outputs import published_path
 from kernelstream.kafka_client.producers import confluent_producer_config, row_producer
 from kernelstream.kafka_client.transactions import TransactionalRows, last_committed_epoch
 from kernelstream.transforms.live.stream_job import StreamJob, crash_point
@@ -108,8 +109,6 @@ class WriteKafkaRows(beam.DoFn):
         import glob
 
         import pyarrow.parquet as pq
-
-        from kernelstream.engine.live.snapshot.outputs import published_path
 
         for name, topic in self.topics.items():
             files = sorted(glob.glob(published_path(self.job.out, name, epoch, "*")))
