@@ -385,8 +385,9 @@ def test_results_files_name_their_paper(tmp_path: Path,
     assert results_paper(old) is None and results_paper([]) is None
     # a file without the field: one clear line, before the run
     (tmp_path / "p1.json").write_text(json.dumps(old))
-    assert main(["reproduce", "p1", "--out-dir", str(tmp_path / "a"),
-                 "--compare", str(tmp_path)]) == 2
+    # (a data directory given: CI runs without KERNELSTREAM_DATA, and its check comes first)
+    assert main(["reproduce", "p1", "--data-dir", str(tmp_path), "--out-dir",
+                 str(tmp_path / "a"), "--compare", str(tmp_path)]) == 2
     assert f'--compare {tmp_path / "p1.json"} has no "paper" field' in capsys.readouterr().err
     assert not (tmp_path / "a").exists()
 
