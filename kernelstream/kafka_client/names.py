@@ -22,18 +22,25 @@ def markers_topic(prefix: str) -> str:
     return f"{prefix}-{MARKERS_SUFFIX}"
 
 
-def checkpoint_id(directory: str) -> str:
+def checkpoint_id(directory: str, recorded: str | None = None) -> str:
     """The transactional id of the stream of checkpoint ``directory``: made (random) and kept
-    in it the first time (call it holding the checkpoint's lock)."""
+    in it the first time (call it holding the checkpoint's lock). ``recorded``: the id its
+    last snapshot holds, which wins: a lost file is written again from it (a new id would
+    find none of the epochs' markers), a different one is refused."""
     path = os.path.join(directory, ID_FILE)
+    got = ""
     try:
         with open(path) as f:
             got = f.read().strip()
-        if got:
-            return got
     except FileNotFoundError:
         pass
-    ident = f"kernelstream-{uuid.uuid4().hex}"
+    if got and recorded and got != recorded:
+        raise ValueError(f"checkpoint {directory}: {ID_FILE} holds the transactional id "
+                         f"{got}, its snapshots were sent to Kafka as {recorded} (a file from "
+                         "another checkpoint?): put back the file, or use a new --checkpoint")
+    if got:
+        return got
+    ident = recorded or f"kernelstream-{uuid.uuid4().hex}"
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(ident + "\n")

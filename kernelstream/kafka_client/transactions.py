@@ -149,13 +149,19 @@ class TransactionalRows:
         """Before anything new: the epochs after ``last`` (the last one Kafka has a marker
         of; None: none) up to ``resumed`` (the snapshot the run resumed from; None: a new
         stream), their rows from ``rows_of(epoch)`` (``(topic, key, value, partition)``, from
-        the published files), with their markers, in one transaction. ``starts`` (or no
-        marker yet): exactly-once starts at ``resumed`` (a new stream, or one whose snapshot
-        was written without it): its marker only. Returns the rows sent."""
+        the published files), with their markers, in one transaction. ``starts``:
+        exactly-once starts at ``resumed`` (a new stream, or one whose snapshot was written
+        without it): its marker only; else no marker is refused. Returns the rows sent."""
         start = resumed or 0
         if starts:
             last = None
-        elif last is not None and last > start:
+        elif last is None:  # its first run committed a marker before any snapshot
+            raise RuntimeError(
+                f"Kafka output: {self.markers} has no epoch marker of this checkpoint "
+                f"({self.ident}), whose snapshot {start} was written sending exactly once (the "
+                "markers topic deleted, or the checkpoint's id changed?): which epochs reached "
+                "Kafka is not known; start over with a new --checkpoint")
+        elif last > start:
             raise RuntimeError(
                 f"Kafka output: {self.markers} has epoch {last} of this checkpoint, its "
                 f"snapshot is epoch {start} (a checkpoint restored from an older copy?): its "

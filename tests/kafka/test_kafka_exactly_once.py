@@ -175,8 +175,45 @@ def test_a_checkpoint_is_its_own_writer(tmp_path: Path) -> None:
     assert first.startswith("kernelstream-") and checkpoint_id(str(d)) == first
     (d / "KAFKA_ID").unlink()
     assert checkpoint_id(str(d)) != first
+    # the id its snapshots recorded wins: a lost file is written again, another is refused
+    (d / "KAFKA_ID").unlink()
+    assert checkpoint_id(str(d), first) == first and checkpoint_id(str(d)) == first
+    (d / "KAFKA_ID").write_text("kernelstream-other\n")
+    with pytest.raises(ValueError, match="holds the transactional id kernelstream-other"):
+        checkpoint_id(str(d), first)
     # Kafka holding a later epoch of it than its snapshot (restored from an older copy)
     rows = TransactionalRows.__new__(TransactionalRows)
     rows.markers, rows._slots, rows._cur = "p-epochs", [None, None], 0
     with pytest.raises(RuntimeError, match="restored from an older copy"):
         rows.recover(7, 5, lambda e: [])
+    # no marker of a checkpoint that was sending exactly once: its first run made one before
+    # any snapshot, so the topic or the id was lost; sending only the newest would drop the
+    # epochs a crash kept out of Kafka (before: marker 5 alone, silently)
+    rows.ident = "kernelstream-x"
+    with pytest.raises(RuntimeError, match="has no epoch marker of this checkpoint"):
+        rows.recover(None, 5, lambda e: [])
+
+
+def test_a_lost_id_file_is_restored_from_the_snapshot(kafka: str, tmp_path: Path) -> None:
+    """A crash between a snapshot and its Kafka transaction, then the checkpoint's KAFKA_ID
+    lost: the resume takes the id its snapshots recorded, finds its markers, sends the
+    crashed epoch, and the consumer sees every row once (before: a new id found no marker,
+    and the crashed epoch's rows never reached Kafka)."""
+    _topics(kafka, "xl", "xl-lab")
+    produce(kafka, [(("xl" if m[0] == "ev" else "xl-lab"), *m[1:])
+                    for m in labelled_stream(300, 0, T0, seed=19)])
+    out, ckpt = tmp_path / "l", tmp_path / "ckpt-l"
+    argv = [a.replace("/xo", "/xl") for a in _argv(kafka, out, ckpt, "lo",
+                                                   "--kafka-exactly-once")]
+    r = run_cli(argv, env={**_env(), CRASH_ENV: "kafka-commit:2"})
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    ident = (ckpt / "KAFKA_ID").read_text().strip()
+    (ckpt / "KAFKA_ID").unlink()
+    r = run_cli(argv, env=_env())
+    assert r.returncode == 0, r.stderr
+    assert (ckpt / "KAFKA_ID").read_text().strip() == ident
+    files = outputs(out)
+    want = Counter(i for name in OUTPUTS for i in files[name].column("row_id").to_pylist())
+    got = committed_row_ids(kafka, "lo")
+    assert got == want, (f"{sum(got.values())} messages for {len(want)} rows: "
+                         f"{len(want.keys() - got.keys())} missing")

@@ -51,7 +51,7 @@ from typing import Any
 from kernelstream._services import serve
 from kernelstream.engine.live.snapshot.store import SnapshotView
 from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
-from kernelstream.kafka_client.names import checkpoint_id, markers_topic
+from kernelstream.kafka_client.names import markers_topic
 from kernelstream.pipelines.commands._common import error
 from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live.stream_config import (
@@ -239,6 +239,8 @@ def _execute(config: StreamConfig, prep: Prepared,
     info = {"out": out, "configs": config.configs_doc(), "stream": config.stream_doc(),
             "widths": config.widths_doc(), "scaling": config.scale_doc(),
             "argv": list(config.argv)}
+    if prep.kafka_txn_id is not None:  # a resume finds its markers by it (a lost file too)
+        info["kafka_txn_id"] = prep.kafka_txn_id
     job = stream_job.StreamJob(
         spec=config.spec, bootstrap=config.bootstrap, topics=config.topics, out=out,
         control=control, part=part, labels_topic=config.labels_topic, client=config.client,
@@ -249,8 +251,7 @@ def _execute(config: StreamConfig, prep: Prepared,
         kafka_out=None if config.kafka_out is None else config.kafka_out[0],
         kafka_markers=(markers_topic(config.kafka_out[1])
                        if config.kafka_exactly_once and config.kafka_out is not None else None),
-        kafka_txn_id=(checkpoint_id(prep.store.directory)
-                      if config.kafka_exactly_once and prep.store is not None else None),
+        kafka_txn_id=prep.kafka_txn_id,
         kafka_eos_starts=(prep.resume_epoch is None or prep.store is None or not (
             prep.store.info().get("stream") or {}).get("kafka_exactly_once")),
         kafka_topics=(() if config.kafka_out is None

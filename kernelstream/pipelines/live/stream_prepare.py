@@ -51,7 +51,7 @@ from kernelstream.engine.replay import checkpoints
 from kernelstream.engine.replay.core import decode_replay_state
 from kernelstream.engine.writer_lock import CheckpointInUse
 from kernelstream.errors import OutFolderError
-from kernelstream.kafka_client.names import markers_topic
+from kernelstream.kafka_client.names import checkpoint_id, markers_topic
 from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live import stream_width
@@ -102,6 +102,7 @@ class Prepared:
     resume_epoch: int | None = None
     init_kind: str | None = None
     config: StreamConfig | None = None  # the run's config, its widths resolved
+    kafka_txn_id: str | None = None  # --kafka-exactly-once: the checkpoint's transactional id
 
     @property
     def resolved(self) -> StreamConfig:
@@ -554,7 +555,13 @@ def prepare(config: StreamConfig) -> Prepared:
                                "--checkpoint") from None
         except OSError as exc:
             raise UpfrontError(f"--out {out}: {exc}") from None
-        return Prepared(out, start, store, resume, init_kind, config)
+        ident = None
+        if config.kafka_exactly_once and store is not None:
+            try:  # as its snapshots recorded it: a new one would find none of their markers
+                ident = checkpoint_id(store.directory, store.info().get("kafka_txn_id"))
+            except (OSError, ValueError) as exc:
+                raise UpfrontError(str(exc)) from None
+        return Prepared(out, start, store, resume, init_kind, config, ident)
     except BaseException:
         if store is not None:
             store.close()

@@ -428,6 +428,12 @@ class Committer(beam.DoFn):
         info = dict(self.job.info)
         info["totals"] = self.totals.as_doc()
         writer = kafka_writer(self.job.control)
+        if writer is None and self.job.kafka_out is not None:
+            # a snapshot must wait for its rows' delivery (and commit their transaction):
+            # every item passes the writer first, so it runs here unless a runner split them
+            raise RuntimeError("--kafka-out: the Kafka writer runs in another worker process "
+                               "than the snapshots' Committer; this runner cannot send the "
+                               "stream's outputs to Kafka (run it in one process)")
         sent = None if writer is None else writer.sent()
         self.inflight = self.pool.submit(self._commit, self.epoch, cuts, dict(self.offsets),
                                          info, writer, sent, self.in_epoch, self.handed,

@@ -68,3 +68,25 @@ def test_rows_of_the_snapshot_being_committed_count_as_written(
     finally:
         release.set()
         c.teardown()
+
+
+def test_a_snapshot_with_kafka_outputs_needs_their_writer(tmp_path: Path) -> None:
+    """With ``--kafka-out``, a snapshot waits for its rows' delivery: a Committer that finds
+    no Kafka writer in its process (a runner that split them) refuses to commit one (before:
+    it committed without waiting, and an exactly-once transaction never committed)."""
+    control = tmp_path / "control"
+    control.mkdir()
+    spec = live_spec(configs=(LearnerConfig("a", "perceptron", {}),), n_features=3,
+                     key_by="id-prefix")
+    job = StreamJob(spec=spec, bootstrap="h:1", topics=("ev",), out=str(tmp_path / "out"),
+                    control=str(control), part="p", checkpoint=str(tmp_path / "ckpt"),
+                    start_offsets=(("ev", 0, 0),), kafka_out="h:1/pre")
+    c = Committer(job)
+    c.setup()
+    try:
+        c.process(("unlabeled", Rows([_unlabeled(0)])))
+        c.process((PROGRESS_TAG, ReadProgress("ev", 0, 1)))
+        with pytest.raises(RuntimeError, match="Kafka writer runs in another worker process"):
+            c._snapshot()
+    finally:
+        c.teardown()
