@@ -59,6 +59,14 @@ class SparseRow:
 
 
 
+def _c_array(a: np.ndarray, dtype: type) -> np.ndarray:
+    """``a`` itself when C-contiguous of ``dtype``, else a C-ordered copy of that type (its
+    shape kept: the checks report a wrong one)."""
+    if a.dtype == dtype and a.flags.c_contiguous:
+        return a
+    return np.array(a, dtype=dtype, order="C")
+
+
 @dataclass(frozen=True, eq=False)
 class CSR:
     """``n_rows`` × ``n_features`` rows: row ``i`` has columns ``indices[indptr[i]:indptr[i+1]]``
@@ -100,8 +108,10 @@ class CSR:
         return SparseRow(self.indices[a:b], self.data[a:b], int(self.n_features))
 
     def row_sq_norms(self) -> np.ndarray:
-        """``‖row‖²`` of every row (summed in index order, as the learners do)."""
-        sq = self.data * self.data
+        """``‖row‖²`` of every row (summed in index order, as the learners do), in float64
+        whatever the data's type (integer squares would wrap)."""
+        d = np.asarray(self.data, dtype=np.float64)
+        sq = d * d
         out = np.zeros(self.n_rows)
         nz = np.diff(self.indptr) > 0
         if len(sq):
@@ -194,6 +204,21 @@ class CSR:
     def empty(cls, n_features: int) -> CSR:
         return cls(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
                    np.zeros(0, dtype=np.float64), int(n_features))
+
+    def canonical(self) -> CSR:
+        """The same rows as C-contiguous int64 ``indptr``/``indices`` and float64 ``data``,
+        what the learners and their compiled kernels read (arrays already so are not copied).
+        Integer or float32 data become float64 here, once, so ‖x‖² and every product are
+        summed in float64 (int64 squares would wrap). Raises ``ValueError`` for arrays that
+        are not numbers; :meth:`check` the result."""
+        if (self.indptr.dtype.kind not in "iu" or self.indices.dtype.kind not in "iu"
+                or self.data.dtype.kind not in "iuf"):
+            raise ValueError("CSR: indptr and indices must be integer arrays, data real numbers")
+        p, j, v = (_c_array(self.indptr, np.int64), _c_array(self.indices, np.int64),
+                   _c_array(self.data, np.float64))
+        if p is self.indptr and j is self.indices and v is self.data:
+            return self
+        return CSR(p, j, v, self.n_features)
 
     def check(self) -> CSR:
         """Raise ``ValueError`` (one line) unless the arrays form valid rows; returns self."""

@@ -24,6 +24,7 @@
  * the power table, or with a full store (C does not grow one; SD's components grow up to B) is
  * handed back before it starts.
  */
+#define KS_EXT_NAME "_ck_omkc" /* names the module in its argument errors */
 #include "_ck_budget_rules.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */

@@ -397,7 +397,11 @@ class Learner(RowChecks):
             return out
         nf = int(X.n_features)
         self._width(nf)
-        if len(X.indptr) != n + 1 or X.indptr[0] != 0:
+        try:  # int64/float64 C arrays, as the kernels read them (float64 data: no copy)
+            X = X.canonical()
+        except ValueError as e:
+            raise ValueError(f"{self.name}: bad sparse block: {e}") from None
+        if X.indptr.ndim != 1 or len(X.indptr) != n + 1 or X.indptr[0] != 0:
             raise ValueError(f"{self.name}: bad sparse block: indptr must start at 0")
         # validated in chunks of rows: the checks' temporaries stay small next to the block
         step = max(1, (1 << 16) * n // max(X.nnz, 1))

@@ -319,6 +319,7 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
             raise ValueError(f"{self.name}: no feature map before stage 2 (the buffer of "
                              f"budget={self.budget} points is not full yet)")
         if isinstance(X, CSR):
+            X = X.canonical().check()  # float64 sums, int64 C arrays
             if X.n_features != self.dim:
                 raise ValueError(f"{self.name}: expected {self.dim} features, got "
                                  f"{X.n_features}")
