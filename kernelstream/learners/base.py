@@ -532,7 +532,9 @@ class Learner(RowChecks):
         if h.dim >= 0:
             obj._init_dim(h.dim, sparse=h.sparse)
             check_layout(who, obj._layout(), state, self.legacy_state_keys)
-            own = {k: np.array(v, copy=True) for k, v in state.items()}  # never the caller's
+            # copies, never the caller's; C order, as the learner's own (a Fortran-ordered
+            # matrix would be summed in another order, a round-off off)
+            own = {k: np.array(v, copy=True, order="C") for k, v in state.items()}
             try:
                 obj._set_state(own)
             except KeyError as e:

@@ -146,7 +146,8 @@ def _valid_state(st: dict[str, np.ndarray], where: str) -> None:
 @_diagnosed()
 def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
     """get_state/set_state mid-stream continues bit-identically (directly, through bytes,
-    through ``from_state``, into a learner that already learned something else)."""
+    through ``from_state``, into a learner that already learned something else, from
+    Fortran-ordered copies of its arrays)."""
     cls = registry.get(name)
     ref = new(name, params, seed=7)
     X, y = stream_for(ref)
@@ -191,6 +192,8 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
             ("Learner.from_state", partial(Learner.from_state, st)),
             ("set_state twice from one dict",
              partial(_set_new, partial(new, name, params, 321), st)),
+            ("Fortran-ordered arrays", partial(_set_new, partial(new, name, params, 321), {
+                k: np.asfortranarray(v) if v.ndim > 1 else v for k, v in st.items()})),
         ]
         for what, build in targets:
             b = build()
