@@ -22,7 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CSR", "SparseRow"]
+__all__ = ["CSR", "MAX_FEATURES", "SparseRow"]
+
+#: The widest row space a CSR may have (:meth:`CSR.check`): int64's largest value, as the
+#: column indices are int64 and a learner's state stores its width as one.
+MAX_FEATURES = (1 << 63) - 1
 
 
 class SparseRow:
@@ -230,6 +234,8 @@ class CSR:
         if np.any(np.diff(p) < 0) or p[-1] != len(j) or len(j) != len(v):
             raise ValueError("CSR: indptr must be non-decreasing and end at len(indices) "
                              "== len(data)")
+        if not 0 <= self.n_features <= MAX_FEATURES:
+            raise ValueError(f"CSR: n_features must lie in [0, 2^63 - 1], got {self.n_features}")
         if len(j) and (j.min() < 0 or j.max() >= self.n_features):
             raise ValueError(f"CSR: column indices must lie in [0, {self.n_features})")
         if len(j) > 1:

@@ -275,3 +275,20 @@ def test_compiled_argument_errors_name_their_module() -> None:
     tab = np.zeros(4, np.int64)
     with pytest.raises(TypeError, match=r"^_ck_linear: cols must be a C-contiguous"):
         compiled.lk.col_find(tab, np.arange(6, dtype=np.int64)[::2], np.zeros(3, np.int64))
+
+
+def test_widths_beyond_int64_are_refused_before_learning() -> None:
+    """A width of 2^63 or more was learnt, and then get_state overflowed (no checkpoint)."""
+    from kernelstream.sparse import MAX_FEATURES
+
+    idx, vals = np.array([0, 3], np.int64), np.array([1.0, -2.0])
+    for w in (2**63, 2**64 + 5):
+        m = make("perceptron")
+        with pytest.raises(ValueError, match=r"perceptron: .*n_features must lie in"):
+            m.learn_one(CSR.one_row(idx, vals, w), 1.0)
+        with pytest.raises(ValueError, match=r"n_features must lie in"):
+            m.predict_learn_many(CSR.one_row(idx, vals, w), [1.0])
+        assert m.dim is None and m.t == 0
+    m = make("perceptron")
+    m.learn_one(CSR.one_row(idx, vals, MAX_FEATURES), 1.0)
+    assert int(m.get_state()["__dim__"]) == MAX_FEATURES
