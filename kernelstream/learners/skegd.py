@@ -217,11 +217,15 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
         if sm > B:
             raise ValueError(f"{cls.name}: landmarks s_m = round(tau * s_p) = {sm} must be <= "
                              f"budget {B} (lower tau or sketch_size)")
+        # name the parameters the user set: a default s_p or k comes from the budget
+        s_p = (f"sketch_size s_p = {sp}" if p["sketch_size"] is not None else
+               f"sketch_size s_p = floor(3 * budget / 4) = {sp} for budget={B} (raise budget "
+               "or set sketch_size)")
         if k > sp:
-            raise ValueError(f"{cls.name}: rank {k} must be <= sketch_size s_p = {sp}")
+            raise ValueError(f"{cls.name}: rank {k} must be <= {s_p}, or lower rank")
         if p["sjlt_nonzeros"] > sp:
             raise ValueError(f"{cls.name}: sjlt_nonzeros {p['sjlt_nonzeros']} must be <= "
-                             f"sketch_size s_p = {sp}")
+                             f"{s_p}, or lower sjlt_nonzeros")
         super().check_params(p)
 
     def _configure(self) -> None:
