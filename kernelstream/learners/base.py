@@ -539,8 +539,13 @@ class Learner(RowChecks):
                 obj._set_state(own)
             except KeyError as e:
                 raise ValueError(f"{who}: state misses {e.args[0]!r}") from None
-            except (IndexError, TypeError, ValueError, AttributeError) as e:
+            except (IndexError, TypeError, ValueError, AttributeError, OverflowError,
+                    ZeroDivisionError) as e:
                 raise ValueError(f"{who}: inconsistent state ({e})") from None
+            bound = obj.memory_bound()  # a budget the state's own parameters set (or edited)
+            if bound is not None and obj.n_support_vectors > bound:
+                raise ValueError(f"{who}: inconsistent state: {obj.n_support_vectors} support "
+                                 f"vectors, over the bound {bound} of its parameters")
         try:
             _rng_from_array(obj.rng, h.rng)
         except (TypeError, ValueError, OverflowError) as e:

@@ -30,6 +30,7 @@ from kernelstream.learners.params import ShrinkParams
 from kernelstream.learners.registry import register
 from kernelstream.learners.sketch import IncrementalSketch
 from kernelstream.learners.sparse_store import SparseSVStore
+from kernelstream.learners.state import check_ints, check_shape
 from kernelstream.learners.store import (
     AnyStore,
     SVStore,
@@ -588,6 +589,10 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
         else:
             self._K = np.zeros((0, 0))
             self._sk.set_state(state, "skegd.sk.")
+            check_ints("skegd.sk.landmarks", self._sk.landmarks, 0, self.sv.n)
             self._land = self.sv.subset(self._sk.landmarks)
-            self._set_feature_matrix(np.asarray(state["skegd.Qt"], dtype=np.float64))
+            Qt = np.asarray(state["skegd.Qt"], dtype=np.float64)
+            check_shape("skegd.Qt", Qt, (min(len(Qt), self._k), self._sm))  # ≤ k features
+            self._set_feature_matrix(Qt)
             self._w = np.array(state["skegd.w"], dtype=np.float64)
+            check_shape("skegd.w", self._w, (len(Qt),))
