@@ -22,7 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CSR", "SparseRow"]
+__all__ = ["CSR", "MAX_FEATURES", "SparseRow"]
+
+#: The widest row space a CSR may have (:meth:`CSR.check`): int64's largest value, as the
+#: column indices are int64 and a learner's state stores its width as one.
+MAX_FEATURES = (1 << 63) - 1
 
 
 class SparseRow:
@@ -57,6 +61,14 @@ class SparseRow:
         return cls(idx.astype(np.int64, copy=False), np.ascontiguousarray(x[idx], np.float64),
                    len(x))
 
+
+
+def _c_array(a: np.ndarray, dtype: type) -> np.ndarray:
+    """``a`` itself when C-contiguous of ``dtype``, else a C-ordered copy of that type (its
+    shape kept: the checks report a wrong one)."""
+    if a.dtype == dtype and a.flags.c_contiguous:
+        return a
+    return np.array(a, dtype=dtype, order="C")
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,8 +112,10 @@ class CSR:
         return SparseRow(self.indices[a:b], self.data[a:b], int(self.n_features))
 
     def row_sq_norms(self) -> np.ndarray:
-        """``‖row‖²`` of every row (summed in index order, as the learners do)."""
-        sq = self.data * self.data
+        """``‖row‖²`` of every row (summed in index order, as the learners do), in float64
+        whatever the data's type (integer squares would wrap)."""
+        d = np.asarray(self.data, dtype=np.float64)
+        sq = d * d
         out = np.zeros(self.n_rows)
         nz = np.diff(self.indptr) > 0
         if len(sq):
@@ -195,6 +209,21 @@ class CSR:
         return cls(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
                    np.zeros(0, dtype=np.float64), int(n_features))
 
+    def canonical(self) -> CSR:
+        """The same rows as C-contiguous int64 ``indptr``/``indices`` and float64 ``data``,
+        what the learners and their compiled kernels read (arrays already so are not copied).
+        Integer or float32 data become float64 here, once, so ‖x‖² and every product are
+        summed in float64 (int64 squares would wrap). Raises ``ValueError`` for arrays that
+        are not numbers; :meth:`check` the result."""
+        if (self.indptr.dtype.kind not in "iu" or self.indices.dtype.kind not in "iu"
+                or self.data.dtype.kind not in "iuf"):
+            raise ValueError("CSR: indptr and indices must be integer arrays, data real numbers")
+        p, j, v = (_c_array(self.indptr, np.int64), _c_array(self.indices, np.int64),
+                   _c_array(self.data, np.float64))
+        if p is self.indptr and j is self.indices and v is self.data:
+            return self
+        return CSR(p, j, v, self.n_features)
+
     def check(self) -> CSR:
         """Raise ``ValueError`` (one line) unless the arrays form valid rows; returns self."""
         p, j, v = self.indptr, self.indices, self.data
@@ -205,6 +234,8 @@ class CSR:
         if np.any(np.diff(p) < 0) or p[-1] != len(j) or len(j) != len(v):
             raise ValueError("CSR: indptr must be non-decreasing and end at len(indices) "
                              "== len(data)")
+        if not 0 <= self.n_features <= MAX_FEATURES:
+            raise ValueError(f"CSR: n_features must lie in [0, 2^63 - 1], got {self.n_features}")
         if len(j) and (j.min() < 0 or j.max() >= self.n_features):
             raise ValueError(f"CSR: column indices must lie in [0, {self.n_features})")
         if len(j) > 1:

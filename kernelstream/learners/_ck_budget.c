@@ -25,6 +25,7 @@
  * _ck_budget_steps.h, the rules in _ck_budget_rules.h (_ck_omkc includes them too), OKL-GD's
  * and OKS-SIL's distance-row rules in _ck_budget_dist.h. One translation unit.
  */
+#define KS_EXT_NAME "_ck_budget" /* names the module in its argument errors */
 #include "_ck_budget_rules.h"
 #include "_ck_budget_dist.h"
 

@@ -18,6 +18,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifndef KS_EXT_NAME
+#define KS_EXT_NAME "_ckernels" /* each module's .c defines its own name */
+#endif
+
 #ifndef KS_SOURCE_HASH
 #define KS_SOURCE_HASH "" /* setup.py defines the sources' hash */
 #endif
@@ -126,10 +130,10 @@ static inline int take_buf(PyObject *obj, Buf *b, int writable, char fmt) {
 /* The TypeError of a buffer take_buf refused (why), naming the argument: -1. */
 static inline int buf_error(int why, const char *name, int writable, char fmt) {
     if (why == 1)
-        PyErr_Format(PyExc_TypeError, "_ckernels: %s must be a C-contiguous%s array", name,
+        PyErr_Format(PyExc_TypeError, KS_EXT_NAME ": %s must be a C-contiguous%s array", name,
                      writable ? " writable" : "");
     else
-        PyErr_Format(PyExc_TypeError, "_ckernels: %s must be %s", name,
+        PyErr_Format(PyExc_TypeError, KS_EXT_NAME ": %s must be %s", name,
                      fmt == 'd' ? "float64" : "int64");
     return -1;
 }

@@ -30,6 +30,7 @@
  * binding are in _ck_experts_numpy.h, EA2OKS's AO2MD arithmetic (shared with _ck_multi) in
  * _ck_mirror.h. One translation unit.
  */
+#define KS_EXT_NAME "_ck_experts" /* names the module in its argument errors */
 #include "_ck_mirror.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */

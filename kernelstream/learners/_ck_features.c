@@ -35,6 +35,7 @@
  * loops are in _ck_features_loops.h, the kernel rows (kernel_row, dist_row: also _ckernels'
  * and _ck_budget's) in _ck_common.h. One translation unit.
  */
+#define KS_EXT_NAME "_ck_features" /* names the module in its argument errors */
 #include "_ck_common.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */

@@ -12,6 +12,7 @@
  * no reassociation), so the block driver and the per-example path agree bit for bit, and a
  * model of integers on integer data stays exact. ``scale`` is OGD's shrink (1 otherwise:
  * multiplying or dividing by it is then exact). */
+#define KS_EXT_NAME "_ck_linear" /* names the module in its argument errors */
 #include "_ck_common.h"
 
 #define KL_ABI 1

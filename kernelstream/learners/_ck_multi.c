@@ -34,6 +34,7 @@
  * floor_scores is the benchmarks' union-row floor: one distance row to n points, then for each
  * of K widths its exponentials and the dot with its coefficients, per example of a block.
  */
+#define KS_EXT_NAME "_ck_multi" /* names the module in its argument errors */
 #include "_ck_mirror.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */

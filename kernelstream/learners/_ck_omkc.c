@@ -24,6 +24,7 @@
  * the power table, or with a full store (C does not grow one; SD's components grow up to B) is
  * handed back before it starts.
  */
+#define KS_EXT_NAME "_ck_omkc" /* names the module in its argument errors */
 #include "_ck_budget_rules.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */
@@ -114,13 +115,15 @@ static double comp_score(Comp *c, const double *x, double xx, const Py_ssize_t *
     return f;
 }
 
-/* Combination._refresh_theta: w = gamma^(c - min c), theta = w / w.sum() */
-static void refresh_theta(const int64_t *cnt, const double *powtab, double *theta) {
+/* Combination._refresh_theta: w = gamma^(c - min c), theta = w / w.sum(). A table of L powers
+ * that ends in 0 (gamma^k underflowed) stands for every later power too: 0. */
+static void refresh_theta(const int64_t *cnt, const double *powtab, Py_ssize_t L,
+                          double *theta) {
     int64_t mn = cnt[0];
     for (int i = 1; i < NK; i++)
         if (cnt[i] < mn) mn = cnt[i];
     double w[NK], r[8];
-    for (int i = 0; i < NK; i++) w[i] = powtab[cnt[i] - mn];
+    for (int i = 0; i < NK; i++) w[i] = powtab[cnt[i] - mn < L ? cnt[i] - mn : L - 1];
     for (int l = 0; l < 8; l++) r[l] = w[l] + w[l + 8];
     double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
     for (int i = 0; i < NK; i++) theta[i] = w[i] / s;
@@ -206,14 +209,14 @@ typedef struct {
 } Rounds;
 
 /* Whether the next round can start: O_DONE, or why not (O_POWERS: its discount may need
- * gamma^(max M - min M + 1), past the table; O_FULL: a store has no room for an append). */
+ * gamma^(max M - min M + 1), past a table that does not end in 0; O_FULL: a store has no room for an append). */
 static int round_ready(const Rounds *o) {
     int64_t mn = o->cnt[0], mx = o->cnt[0];
     for (int i = 1; i < NK; i++) {
         if (o->cnt[i] < mn) mn = o->cnt[i];
         if (o->cnt[i] > mx) mx = o->cnt[i];
     }
-    if (mx - mn + 1 >= o->L) return O_POWERS;
+    if (mx - mn + 1 >= o->L && o->powtab[o->L - 1] != 0.0) return O_POWERS;
     for (int i = 0; i < NK; i++)
         if (o->cs[i].st.n >= o->cs[i].st.cap) return O_FULL;
     return O_DONE;
@@ -280,7 +283,7 @@ static int one_round(Rounds *o, const double *x, double xx, double y, Py_ssize_t
                 disc = 1;
             }
     }
-    if (disc) refresh_theta(cnt, o->powtab, o->theta);
+    if (disc) refresh_theta(cnt, o->powtab, o->L, o->theta);
     return 0;
 }
 

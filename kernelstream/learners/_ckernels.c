@@ -20,6 +20,7 @@
  * the Python wrapper guarantees the types, the C side checks sizes so a bad call raises
  * instead of reading out of bounds.
  */
+#define KS_EXT_NAME "_ckernels" /* names the module in its argument errors */
 #include "_ck_common.h"
 
 /* Bumped whenever a signature or a result changes: the wrapper refuses a stale build. */

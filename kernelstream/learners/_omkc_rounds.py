@@ -142,8 +142,8 @@ class CompiledRounds(Combination):
         comps = self.comps
         cnt = self._counts
         powtab = self._powers()
-        while int(cnt.max() - cnt.min()) + 1 >= len(powtab):  # om.step declined for it
-            powtab = self._powers(grow=True)
+        while int(cnt.max() - cnt.min()) + 1 >= len(powtab) and powtab[-1] != 0.0:
+            powtab = self._powers(grow=True)  # om.step declined for it
         heads, rules = zip(*(compiled._omkc_head(c) for c in comps), strict=True)  # grows
         # a polynomial BPA-S's κ_jj of its points (om.step keeps them) and of the row (step)
         diags = tuple(None if r is not None else (c.kern.diag(c.sv.sqn), np.empty(1))
@@ -172,11 +172,17 @@ class CompiledRounds(Combination):
 
     def _powers(self, grow: bool = False) -> np.ndarray:
         """``γ^k`` for ``k < L`` by ``np.power`` (so the compiled weights are numpy's
-        ``_refresh_theta`` numbers), ``L`` doubled on request (derived data, not state)."""
+        ``_refresh_theta`` numbers), ``L`` doubled on request (derived data, not state) up to
+        the first power that underflows to 0: the table ends there (the C code reads every
+        later power as that 0), so its length is bounded by γ, not by the stream."""
         tab = getattr(self, "_powtab", None)
-        if tab is None or grow:
+        if tab is None or (grow and tab[-1] != 0.0):
             n = 1024 if tab is None else 2 * len(tab)
-            tab = self._powtab = np.power(self.discount, np.arange(n, dtype=np.float64))
+            tab = np.power(self.discount, np.arange(n, dtype=np.float64))
+            nz = np.flatnonzero(tab)
+            if len(nz) and nz[-1] + 1 < n:  # zeros from here on: keep the first one
+                tab = tab[:nz[-1] + 2].copy()
+            self._powtab = tab
         return tab
 
     def _setup(self, d: int) -> None:

@@ -397,7 +397,11 @@ class Learner(RowChecks):
             return out
         nf = int(X.n_features)
         self._width(nf)
-        if len(X.indptr) != n + 1 or X.indptr[0] != 0:
+        try:  # int64/float64 C arrays, as the kernels read them (float64 data: no copy)
+            X = X.canonical()
+        except ValueError as e:
+            raise ValueError(f"{self.name}: bad sparse block: {e}") from None
+        if X.indptr.ndim != 1 or len(X.indptr) != n + 1 or X.indptr[0] != 0:
             raise ValueError(f"{self.name}: bad sparse block: indptr must start at 0")
         # validated in chunks of rows: the checks' temporaries stay small next to the block
         step = max(1, (1 << 16) * n // max(X.nnz, 1))
@@ -528,13 +532,20 @@ class Learner(RowChecks):
         if h.dim >= 0:
             obj._init_dim(h.dim, sparse=h.sparse)
             check_layout(who, obj._layout(), state, self.legacy_state_keys)
-            own = {k: np.array(v, copy=True) for k, v in state.items()}  # never the caller's
+            # copies, never the caller's; C order, as the learner's own (a Fortran-ordered
+            # matrix would be summed in another order, a round-off off)
+            own = {k: np.array(v, copy=True, order="C") for k, v in state.items()}
             try:
                 obj._set_state(own)
             except KeyError as e:
                 raise ValueError(f"{who}: state misses {e.args[0]!r}") from None
-            except (IndexError, TypeError, ValueError, AttributeError) as e:
+            except (IndexError, TypeError, ValueError, AttributeError, OverflowError,
+                    ZeroDivisionError) as e:
                 raise ValueError(f"{who}: inconsistent state ({e})") from None
+            bound = obj.memory_bound()  # a budget the state's own parameters set (or edited)
+            if bound is not None and obj.n_support_vectors > bound:
+                raise ValueError(f"{who}: inconsistent state: {obj.n_support_vectors} support "
+                                 f"vectors, over the bound {bound} of its parameters")
         try:
             _rng_from_array(obj.rng, h.rng)
         except (TypeError, ValueError, OverflowError) as e:

@@ -21,6 +21,7 @@ from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.experts import categorical, hedge
 from kernelstream.learners.kernels import parse_sigmas
 from kernelstream.learners.registry import register
+from kernelstream.learners.state import check_reals
 
 
 class ExpWeights:
@@ -60,10 +61,12 @@ class ExpWeights:
                 f"{prefix}p": self.p.copy(), f"{prefix}Lmin": np.array(self.Lmin)}
 
     def set_state(self, state: dict[str, np.ndarray], prefix: str) -> None:
+        check_reals(f"{prefix}r", state[f"{prefix}r"], 1, 511)  # 4^r a finite float
         self._epoch(int(state[f"{prefix}r"]))
         self.L = np.array(state[f"{prefix}L"], dtype=np.float64)
         self.p = np.array(state[f"{prefix}p"], dtype=np.float64)
         self.Lmin = float(state[f"{prefix}Lmin"])
+        check_reals(f"{prefix}p", self.p, 0.0, 1.0)
 
 
 # how ``_ck_experts.ea2oks_run`` / ``ea2oks_step`` stopped (besides the end of its rows and

@@ -157,3 +157,6 @@ class Reservoir:
         self.ids[:n] = state[f"{prefix}ids"]
         self.n = n
         self.seen = int(state[f"{prefix}seen"])
+        if self.seen < n:  # Algorithm R draws with probability capacity / seen
+            raise ValueError(f"state[{prefix + 'seen'!r}] = {self.seen} is below the {n} "
+                             "rows stored")

@@ -114,8 +114,8 @@ class RowChecks:
                              "(use predict_learn_many for blocks)")
         nf = int(X.n_features)
         self._width(nf)
-        try:  # the checks a block's rows get (index and value types, lengths, order)
-            X.check()
+        try:  # the checks a block's rows get (index and value types, lengths, order), on
+            X = X.canonical().check()  # int64/float64 C arrays, as the kernels read them
         except ValueError as e:
             raise ValueError(f"{self.name}: bad sparse x: {e}") from None
         a, b = int(X.indptr[0]), int(X.indptr[1])
@@ -129,8 +129,7 @@ class RowChecks:
     def _sparse_input(self, idx: np.ndarray, vals: np.ndarray, nf: int,
                       xx: float) -> tuple[Any, float]:
         if self.sparse:
-            return SparseRow(idx.astype(np.int64, copy=False),
-                             vals.astype(np.float64, copy=False), nf), xx
+            return SparseRow(idx, vals, nf), xx  # canonical CSR rows: int64, float64
         x = np.zeros(nf)  # dense mode: the d-wide row (check_width allowed this width)
         x[idx] = vals
         return x, self._sqnorm(x)

@@ -18,6 +18,7 @@ from kernelstream.learners._selection import HORIZON_PARAM, SIGMAS_PARAM, Horizo
 from kernelstream.learners.base import TIE_PARAM, Param, positive
 from kernelstream.learners.oks_pp import QUIRKS_DOC, BanditSelector, KernelHyp
 from kernelstream.learners.registry import register
+from kernelstream.learners.state import check_reals, check_shape
 
 _P = -7.0 / 8.0  # mirror map exponent: ∇ψ(q)_j = −q_j^{−7/8}/η_j
 _INV = -8.0 / 7.0  # its inverse
@@ -243,6 +244,10 @@ class IOKSRule(HorizonTuning):
         self.eta = np.array(state["ioks.eta"], dtype=np.float64)
         self.rho = np.array(state["ioks.rho"], dtype=np.float64)
         self.q = np.array(state["ioks.q"], dtype=np.float64)
+        for k, lo, hi in (("S", 0.0, math.inf), ("eta", 0.0, math.inf), ("rho", 0.0, math.inf),
+                          ("q", 0.0, 1.0)):  # what the rounds' logs and powers can take
+            check_shape(f"ioks.{k}", getattr(self, k), (self.K,))
+            check_reals(f"ioks.{k}", getattr(self, k), lo, hi)
 
 
 IOKS_PARAMS: tuple[Param, ...] = (

@@ -17,6 +17,7 @@ from kernelstream.learners._kernel_learner import KernelLearner
 from kernelstream.learners.base import KERNEL_PARAMS, TIE_PARAM, Learner, Param, positive
 from kernelstream.learners.linalg import PINV_ATOL, PINV_RTOL, gram_append, top_eigh
 from kernelstream.learners.registry import register
+from kernelstream.learners.state import check_shape
 from kernelstream.learners.store import SVStore
 
 
@@ -272,5 +273,10 @@ class NOGD(compiled.FeatureMapRounds, KernelLearner):
         n = self.sv.n
         self._K[:n, :n] = state["nogd.K"]
         self._stage2 = int(state["nogd.stage"]) == 2
-        self._set_projection(np.asarray(state["nogd.M"], dtype=np.float64))
+        M = np.asarray(state["nogd.M"], dtype=np.float64)
+        # r ≤ rank features of the B stored points, and w of one entry each (a raw error in
+        # a round otherwise)
+        check_shape("nogd.M", M, (min(len(M), self.effective_rank), self.budget))
+        self._set_projection(M)
         self._w = np.array(state["nogd.w"], dtype=np.float64)
+        check_shape("nogd.w", self._w, (len(M),))

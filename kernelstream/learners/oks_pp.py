@@ -24,6 +24,7 @@ from kernelstream.learners.experts import categorical, hedge
 from kernelstream.learners.losses import LOSSES
 from kernelstream.learners.registry import register
 from kernelstream.learners.rff import FeaturePool
+from kernelstream.learners.state import check_reals, check_shape
 
 QUIRKS_DOC = "replicate the authors' R code [C-P2] instead of the intended rule (see docstring)"
 
@@ -252,6 +253,12 @@ class OKSPPRule:
         self.L = np.array(state["oks++.L"], dtype=np.float64)
         self.q = np.array(state["oks++.q"], dtype=np.float64)
         self.Ct, self.V = (float(v) for v in state["oks++.CV"])
+        # sums of losses and a distribution: what the rounds' roots and logs can take
+        check_shape("oks++.L", self.L, (self.K,))
+        check_shape("oks++.q", self.q, (self.K,))
+        check_reals("oks++.L", self.L, 0.0)
+        check_reals("oks++.q", self.q, 0.0, 1.0)
+        check_reals("oks++.CV", state["oks++.CV"], 0.0)
 
 
 OKSPP_PARAMS: tuple[Param, ...] = (

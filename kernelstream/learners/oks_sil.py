@@ -24,6 +24,7 @@ from kernelstream.learners.base import TIE_PARAM, Learner, Param, positive
 from kernelstream.learners.experts import sample_without_replacement, weighted_distinct
 from kernelstream.learners.linalg import PINV_ATOL, PINV_RTOL, pinv
 from kernelstream.learners.registry import register
+from kernelstream.learners.state import check_reals
 from kernelstream.learners.store import SVStore
 
 # Ω of the paper: σ ∈ [2^-6.5, 2^5.5] ⇔ γ = 1/(2σ²) ∈ [2^-12, 2^12].
@@ -544,3 +545,4 @@ class OKSSIL(IntervalWidthLearner):
         self.sv = SVStore.from_state(state, "sv.", self.dim, capacity=self.budget)
         self._fused = None  # step's head names the store's arrays
         self.current_gamma = float(state["oks_sil.gamma"])
+        check_reals("oks_sil.gamma", self.current_gamma, 0.0)  # a NaN width loops in C

@@ -30,6 +30,7 @@ from kernelstream.learners.params import ShrinkParams
 from kernelstream.learners.registry import register
 from kernelstream.learners.sketch import IncrementalSketch
 from kernelstream.learners.sparse_store import SparseSVStore
+from kernelstream.learners.state import check_ints, check_shape
 from kernelstream.learners.store import (
     AnyStore,
     SVStore,
@@ -217,11 +218,15 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
         if sm > B:
             raise ValueError(f"{cls.name}: landmarks s_m = round(tau * s_p) = {sm} must be <= "
                              f"budget {B} (lower tau or sketch_size)")
+        # name the parameters the user set: a default s_p or k comes from the budget
+        s_p = (f"sketch_size s_p = {sp}" if p["sketch_size"] is not None else
+               f"sketch_size s_p = floor(3 * budget / 4) = {sp} for budget={B} (raise budget "
+               "or set sketch_size)")
         if k > sp:
-            raise ValueError(f"{cls.name}: rank {k} must be <= sketch_size s_p = {sp}")
+            raise ValueError(f"{cls.name}: rank {k} must be <= {s_p}, or lower rank")
         if p["sjlt_nonzeros"] > sp:
             raise ValueError(f"{cls.name}: sjlt_nonzeros {p['sjlt_nonzeros']} must be <= "
-                             f"sketch_size s_p = {sp}")
+                             f"{s_p}, or lower sjlt_nonzeros")
         super().check_params(p)
 
     def _configure(self) -> None:
@@ -319,6 +324,7 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
             raise ValueError(f"{self.name}: no feature map before stage 2 (the buffer of "
                              f"budget={self.budget} points is not full yet)")
         if isinstance(X, CSR):
+            X = X.canonical().check()  # float64 sums, int64 C arrays
             if X.n_features != self.dim:
                 raise ValueError(f"{self.name}: expected {self.dim} features, got "
                                  f"{X.n_features}")
@@ -583,6 +589,10 @@ class SkeGD(ShrinkParams, compiled.FeatureMapRounds, Learner):
         else:
             self._K = np.zeros((0, 0))
             self._sk.set_state(state, "skegd.sk.")
+            check_ints("skegd.sk.landmarks", self._sk.landmarks, 0, self.sv.n)
             self._land = self.sv.subset(self._sk.landmarks)
-            self._set_feature_matrix(np.asarray(state["skegd.Qt"], dtype=np.float64))
+            Qt = np.asarray(state["skegd.Qt"], dtype=np.float64)
+            check_shape("skegd.Qt", Qt, (min(len(Qt), self._k), self._sm))  # ≤ k features
+            self._set_feature_matrix(Qt)
             self._w = np.array(state["skegd.w"], dtype=np.float64)
+            check_shape("skegd.w", self._w, (len(Qt),))

@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from kernelstream.learners.linalg import pinv, top_eigh
+from kernelstream.learners.state import check_ints, check_shape
 
 
 def block_layout(sketch_size: int, nonzeros: int) -> tuple[np.ndarray, np.ndarray]:
@@ -180,8 +181,16 @@ class IncrementalSketch:
     def set_state(self, state: dict[str, np.ndarray], prefix: str) -> None:
         cols = np.asarray(state[f"{prefix}cols"], dtype=np.int64).reshape(-1, self.d_b)
         vals = np.asarray(state[f"{prefix}vals"], dtype=np.float64).reshape(-1, self.d_b)
+        landmarks = np.array(state[f"{prefix}landmarks"], dtype=np.int64)
+        pp = np.array(state[f"{prefix}pp"], dtype=np.float64)
+        pm = np.array(state[f"{prefix}pm"], dtype=np.float64)
+        # sizes and indices from the parameters: checked here, not by a round's raw error
+        check_shape(f"{prefix}vals", vals, cols.shape)
+        check_ints(f"{prefix}cols", cols, 0, self.s_p)
+        check_shape(f"{prefix}landmarks", landmarks, (self.s_m,))
+        check_ints(f"{prefix}landmarks", landmarks, 0, len(cols))
+        check_shape(f"{prefix}pp", pp, (self.s_p, self.s_p))
+        check_shape(f"{prefix}pm", pm, (self.s_p, self.s_m))
         self.n = 0
         self._append_rows(cols, vals)
-        self.landmarks = np.array(state[f"{prefix}landmarks"], dtype=np.int64)
-        self.pp = np.array(state[f"{prefix}pp"], dtype=np.float64)
-        self.pm = np.array(state[f"{prefix}pm"], dtype=np.float64)
+        self.landmarks, self.pp, self.pm = landmarks, pp, pm

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -132,6 +133,31 @@ def _array(state: dict[str, Any], key: str, who: str) -> np.ndarray:
     if not isinstance(v, np.ndarray):
         raise ValueError(f"{who}: state[{key!r}] is a {type(v).__name__}, not a numpy array")
     return v
+
+
+def check_shape(key: str, a: np.ndarray, shape: tuple[int | None, ...]) -> None:
+    """A ValueError naming ``key`` unless ``a`` has ``shape`` (None: any size along that axis):
+    for a ``_set_state`` whose sizes follow from the parameters (set_state adds the learner's
+    name). Only at restore: a mis-sized array would fail later, in a round, with a raw error."""
+    if a.ndim != len(shape) or any(w is not None and g != w
+                                   for g, w in zip(a.shape, shape, strict=True)):
+        want = "x".join("n" if w is None else str(w) for w in shape) or "scalar"
+        raise ValueError(f"state[{key!r}] has shape {a.shape}, expected {want} (for this "
+                         "learner's parameters)")
+
+
+def check_ints(key: str, a: np.ndarray, lo: int, hi: int) -> None:
+    """A ValueError naming ``key`` unless every entry of ``a`` lies in ``[lo, hi)``."""
+    if a.size and (int(a.min()) < lo or int(a.max()) >= hi):
+        raise ValueError(f"state[{key!r}] has entries outside [{lo}, {hi})")
+
+
+def check_reals(key: str, a: Any, lo: float = -math.inf, hi: float = math.inf) -> None:
+    """A ValueError naming ``key`` unless every entry of ``a`` is finite and in ``[lo, hi]``
+    (for values a learner cannot hold: a NaN width loops, an overflowing weight raises)."""
+    v = np.asarray(a, dtype=np.float64)
+    if not (np.all(np.isfinite(v)) and np.all(v >= lo) and np.all(v <= hi)):
+        raise ValueError(f"state[{key!r}] must be finite numbers in [{lo:g}, {hi:g}]")
 
 
 def _scalar(state: dict[str, Any], key: str, who: str, kinds: str) -> Any:

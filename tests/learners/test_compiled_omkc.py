@@ -259,6 +259,33 @@ def test_a_short_power_table_grows_between_calls(name: str) -> None:
 
 @needs_om
 @pytest.mark.parametrize("name", LEARNERS)
+def test_the_power_table_ends_where_the_powers_underflow(name: str) -> None:
+    """The table of γ^k grew with the largest gap between the kernels' mistake counts, i.e.
+    with the stream (2^19 entries, mostly 0, after 600k rounds): it now ends at the first
+    power that underflows (k = 1075 for γ = 0.5), and the rounds are the same numbers."""
+    X, y = _data(seed=3)
+    m0 = _make(name, "rbp", 30, discount=0.5)
+    m0.predict_learn_many(X[:60], y[:60])
+    st = m0.get_state()
+    st["mk.counts"] = st["mk.counts"] + np.arange(16) * 400  # gaps up to 6000 mistakes
+
+    def restored() -> Any:
+        r = _make(name, "rbp", 30, discount=0.5)
+        r.set_state(st)
+        return r
+
+    ref = restored()
+    want = _per_example(ref, X[60:], y[60:])  # fused steps (om.step)
+    m = restored()
+    _assert_same(_blocks(m, X[60:], y[60:], [7, 100]), want, m, ref)  # om.run
+    for r in (ref, m):
+        assert len(r._powtab) == 1076 and r._powtab[-1] == 0.0 and r._powtab[-2] > 0.0
+    theta = np.power(0.5, (m._counts - m._counts.min()).astype(np.float64))
+    np.testing.assert_array_equal(m.kernel_distribution, theta / theta.sum())
+
+
+@needs_om
+@pytest.mark.parametrize("name", LEARNERS)
 @pytest.mark.parametrize("bm", MAINTENANCE)
 def test_numpy_fallback_learns_the_same_model(name: str, bm: str,
                                               monkeypatch: pytest.MonkeyPatch) -> None:

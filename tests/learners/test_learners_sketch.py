@@ -231,6 +231,9 @@ def test_learns_a_nonlinear_concept() -> None:
         ({"budget": 10, "tau": 2.0}, "landmarks"),
         ({"budget": 20, "rank": 16}, "rank"),
         ({"budget": 8, "sjlt_nonzeros": 7}, "sjlt_nonzeros"),
+        # a default s_p comes from the budget: the message names the budget the user set
+        ({"budget": 1}, r"s_p = floor\(3 \* budget / 4\) = 1 for budget=1 \(raise budget"),
+        ({"budget": 20, "sketch_size": 2}, r"sketch_size s_p = 2, or lower sjlt_nonzeros"),
         ({"eta": 2.0, "lam": 0.5}, "eta\\*lam must be < 1"),
         ({"theta": 1.0}, "theta"),
     ],

@@ -242,3 +242,53 @@ def test_sparse_pool_stays_bounded(name: str) -> None:
         sv = m.sv
         assert len(sv._ind) <= 4 * max(sv.nnz, sparse_store._MIN_GARBAGE) + 64, (rep, len(sv._ind))
     assert m.t == 3000
+
+
+def test_integer_csr_data_is_summed_in_float64() -> None:
+    """Integer CSR data are converted to float64 at the input: ``‖x‖²`` of 2^32 counts no
+    longer wraps to 0 in int64 (which let the row through the input bound and learnt it as a
+    zero row), and the learners learn the same as from the float64 row of those values."""
+    idx = np.array([1, 2], np.int64)
+    xi = CSR.one_row(idx, np.array([2**32, 2**32], np.int64), 10)
+    xf = CSR.one_row(idx, np.array([2.0**32, 2.0**32]), 10)
+    assert xi.row_sq_norms()[0] == 2.0**65
+    assert xi.canonical().data.dtype == np.float64 and xf.canonical() is xf
+    z = CSR.one_row(idx, np.array([2.0**32, 2.0**32 + 1e6]), 10)
+    for name in ("perceptron", "bogd", "pa-i"):
+        a, b = make(name), make(name)
+        a.learn_one(xi, 1.0)
+        b.learn_one(xf, 1.0)
+        assert a.predict_one(z) == b.predict_one(z), name
+        # blocks too (the block path converts the whole CSR once)
+        a, b = make(name), make(name)
+        assert np.array_equal(a.predict_learn_many(CSR.vstack([xi, z]), [1.0, -1.0]),
+                              b.predict_learn_many(CSR.vstack([xf, z]), [1.0, -1.0])), name
+    # ‖x‖² = 2^125 (wrapped to 0 before): beyond the input bound of a cubic kernel
+    big = CSR.one_row(idx, np.array([2**62, 2**62], np.int64), 10)
+    with pytest.raises(ValueError, match="too large"):
+        make("bogd", kernel="polynomial", degree=3).learn_one(big, 1.0)
+
+
+@pytest.mark.skipif(compiled.lk is None, reason=f"compiled kernels not in use: {compiled.STATUS}")
+def test_compiled_argument_errors_name_their_module() -> None:
+    """A refused array names the C module that refused it (it said ``_ckernels`` for all)."""
+    tab = np.zeros(4, np.int64)
+    with pytest.raises(TypeError, match=r"^_ck_linear: cols must be a C-contiguous"):
+        compiled.lk.col_find(tab, np.arange(6, dtype=np.int64)[::2], np.zeros(3, np.int64))
+
+
+def test_widths_beyond_int64_are_refused_before_learning() -> None:
+    """A width of 2^63 or more was learnt, and then get_state overflowed (no checkpoint)."""
+    from kernelstream.sparse import MAX_FEATURES
+
+    idx, vals = np.array([0, 3], np.int64), np.array([1.0, -2.0])
+    for w in (2**63, 2**64 + 5):
+        m = make("perceptron")
+        with pytest.raises(ValueError, match=r"perceptron: .*n_features must lie in"):
+            m.learn_one(CSR.one_row(idx, vals, w), 1.0)
+        with pytest.raises(ValueError, match=r"n_features must lie in"):
+            m.predict_learn_many(CSR.one_row(idx, vals, w), [1.0])
+        assert m.dim is None and m.t == 0
+    m = make("perceptron")
+    m.learn_one(CSR.one_row(idx, vals, MAX_FEATURES), 1.0)
+    assert int(m.get_state()["__dim__"]) == MAX_FEATURES

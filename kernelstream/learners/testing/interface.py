@@ -229,6 +229,24 @@ def _csr_steps(m: Learner, C: CSR, y: np.ndarray) -> np.ndarray:
     return np.array([m.step(C.rows(i, i + 1), y[i]) for i in range(C.n_rows)], dtype=np.float64)
 
 
+def _check_odd_csr_arrays(name: str, params: dict[str, Any], C: CSR, y: np.ndarray) -> None:
+    """CSR rows with int32 indices and float32 data, as strided views (valid CSR) learn as
+    the float64 rows of the same values: converted once at the input, not summed in float32
+    (or wrapped in int64) and not refused by the compiled kernels after a half round."""
+    v32 = C.data.astype(np.float32)
+    ref = CSR(C.indptr, C.indices, v32.astype(np.float64), C.n_features)
+    odd = CSR(C.indptr.astype(np.int32), np.repeat(C.indices.astype(np.int32), 2)[::2],
+              np.repeat(v32, 2)[::2], C.n_features)
+    m = new(name, params, seed=3)
+    want = m.predict_learn_many(ref, y)
+    st = m.get_state()
+    for how, fn in (("block", lambda m: m.predict_learn_many(odd, y)),
+                    ("steps", lambda m: _csr_steps(m, odd, y))):
+        m = new(name, params, seed=3)
+        assert_scores_equal(fn(m), want, f"sparse: int32/float32 strided CSR, {how}")
+        assert_states_equal(m.get_state(), st, f"sparse: int32/float32 strided CSR, {how}")
+
+
 def check_sparse_rows(name: str, params: dict[str, Any]) -> None:
     """Sparse input (1-row CSR / CSR blocks): deterministic; predict_learn_many over blocks ==
     predict_one/learn_one == step loop, bit for bit; a state saved mid-stream (sparse SVs
@@ -236,8 +254,8 @@ def check_sparse_rows(name: str, params: dict[str, Any]) -> None:
     learner's state stops growing; results agree with the same rows given dense (to round-off
     for learners that run sparse, exactly for those that densify); a learner that keeps dense
     rows refuses an enormous width with one line before learning, and a sparse learner runs at
-    that width with memory independent of it; bad sparse input is rejected and leaves the
-    learner unchanged."""
+    that width with memory independent of it; int32/float32 strided CSR arrays learn as their
+    float64 values; bad sparse input is rejected and leaves the learner unchanged."""
     ref = new(name, params, seed=3)
     X, y = sparse_stream(ref)
     C = CSR.from_dense(X)
@@ -263,6 +281,7 @@ def check_sparse_rows(name: str, params: dict[str, Any]) -> None:
                               for s in range(0, n, bs)])
         assert_scores_equal(got, scores, f"sparse: predict_learn_many, blocks of {bs}")
         assert_states_equal(m.get_state(), st_ref, f"sparse: predict_learn_many, blocks of {bs}")
+    _check_odd_csr_arrays(name, params, C, y)
     for cut in (1, n // 2):
         a = new(name, params, seed=3)
         a.predict_learn_many(C.rows(0, cut), y[:cut])

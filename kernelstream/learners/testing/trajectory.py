@@ -10,6 +10,7 @@ both is :mod:`kernelstream.learners.testing`.
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 import re
@@ -146,7 +147,9 @@ def _valid_state(st: dict[str, np.ndarray], where: str) -> None:
 @_diagnosed()
 def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
     """get_state/set_state mid-stream continues bit-identically (directly, through bytes,
-    through ``from_state``, into a learner that already learned something else)."""
+    through ``from_state``, into a learner that already learned something else, from
+    Fortran-ordered copies of its arrays); inconsistent states (a budget below the support
+    vectors stored among them) are refused, leaving the learner unchanged."""
     cls = registry.get(name)
     ref = new(name, params, seed=7)
     X, y = stream_for(ref)
@@ -191,6 +194,8 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
             ("Learner.from_state", partial(Learner.from_state, st)),
             ("set_state twice from one dict",
              partial(_set_new, partial(new, name, params, 321), st)),
+            ("Fortran-ordered arrays", partial(_set_new, partial(new, name, params, 321), {
+                k: np.asfortranarray(v) if v.ndim > 1 else v for k, v in st.items()})),
         ]
         for what, build in targets:
             b = build()
@@ -240,6 +245,14 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
                 bads.append((f"{k} with a column less", re.escape(k.rsplit(".", 1)[-1]),
                              {**st, k: v[:, :-1]}))
             break
+    small = {**ref.hparams, "budget": ref.n_support_vectors // 2}
+    if "budget" in ref.hparams and (_bound(name, small) or 1 << 62) < ref.n_support_vectors:
+        # a budget edited under the support vectors stored (or another learner's state
+        # relabelled): refused (the state's arrays may not fit first), not a learner over
+        # its own bound
+        bads.append(("budget below its support vectors",
+                     r"support vectors|budget|shape|inconsistent state",
+                     {**st, "__params__": np.array(json.dumps(small, sort_keys=True))}))
     for what, key, bad in bads:
         expect_error(partial(m.set_state, bad), rf"{re.escape(name)}.*(?:{key})",
                      f"state, {what}")
@@ -261,6 +274,14 @@ def check_state_roundtrip(name: str, params: dict[str, Any]) -> None:
     if other is not None:
         o = new(other, small_params(other))
         expect_error(lambda: o.set_state(st), re.escape(name), f"{name} state into {other}")
+
+
+def _bound(name: str, params: dict[str, Any]) -> int | None:
+    """``memory_bound()`` of the learner of these parameters; None for none or bad ones."""
+    try:
+        return registry.make(name, **params).memory_bound()
+    except ValueError:
+        return None
 
 
 def _restore_diff(name: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray, cut: int,
