@@ -321,6 +321,18 @@ def resolve_task(configs: Sequence[LearnerConfig], task: str | None) -> str:
     return task
 
 
-def default_out(dataset: str, configs: Sequence[LearnerConfig]) -> Path:
-    """``runs/<dataset>-<label>[+<label>...]`` (relative to the working directory)."""
-    return Path("runs") / f"{dataset}-{'+'.join(c.label for c in configs)}"
+def default_out(dataset: str, configs: Sequence[LearnerConfig],
+                params_from: str | None = None) -> Path:
+    """``runs/<dataset>-<label>[+<label>...]`` (relative to the working directory). A run of
+    ``--params-from DIR/tuned.json`` is named after DIR (``tune-X`` → ``tuned-X``, else
+    ``DIR-tuned``), so that ``replay DATA``, ``tune DATA`` and the replay tune prints do
+    not meet in one folder."""
+    plain = f"{dataset}-{'+'.join(c.label for c in configs)}"
+    if params_from is None:
+        return Path("runs") / plain
+    parts = params_from.replace("\\", "/").rstrip("/").split("/")
+    folder = parts[-2] if len(parts) > 1 and parts[-1].endswith(".json") else parts[-1]
+    if folder in ("", ".", "..") or folder.endswith(".json"):
+        return Path("runs") / f"{plain}-tuned"
+    tuned = "tuned-" + folder.removeprefix("tune-") if folder.startswith("tune-") else None
+    return Path("runs") / (tuned or f"{folder}-tuned")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import os
 from pathlib import Path
 from typing import Any
@@ -523,3 +524,43 @@ def test_data_record_measures_the_file_a_replay_reads(tmp_path: Path) -> None:
     assert tuning.data_record(str(f))["file_bytes"] == 6
     assert tuning.data_record(str(tmp_path / "missing"))["file_bytes"] is None
     assert tuning.data_record("kafka://localhost:9092/t")["file_bytes"] is None
+
+
+def test_the_usual_path_runs_as_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``replay DATA``, ``tune DATA``, then the replay tune prints, each with its default
+    out folder: the tuned replay gets its own (runs/tuned-...), not the first replay's."""
+    monkeypatch.chdir(tmp_path)
+    common = ["--limit", "120", "--runner", "loop", "-q"]
+    assert main(["replay", "german", "-l", "bpa-s", *common]) == 0
+    assert main(["tune", "german", "-l", "bpa-s", "--grid", "c=0.5,2", *common]) == 0
+    stdout = capsys.readouterr().out
+    tuned = Path("runs") / "tune-german-bpa-s" / "tuned.json"
+    assert tuned.exists()
+    # the command tune prints (or the plain one), as written
+    [line] = [ln for ln in stdout.splitlines() if "use: " in ln or "use the default: " in ln]
+    printed = line.split("use: ", 1)[-1].split("use the default: ", 1)[-1].rstrip(")")
+    argv = shlex.split(printed)
+    assert argv[:2] == ["kernelstream", "replay"]
+    if "--params-from" in argv:
+        assert main([*argv[1:], "--runner", "loop", "-q"]) == 0
+    else:  # the tuned file's replay all the same: its own folder beside the plain replay's
+        assert main(["replay", "german", "--params-from", str(tuned), *common]) == 0
+    assert (Path("runs") / "tuned-german-bpa-s" / "summary.json").exists()
+    # its folder names the file (runs/tune-german-bpa-s/tuned.json)
+    assert main(["replay", "german", "--params-from", str(tuned.parent), *common,
+                 "-o", "runs/folder"]) == 0
+    s = json.loads((Path("runs") / "folder" / "summary.json").read_text())
+    assert s["params"] == json.loads(tuned.read_text())["params"]
+
+
+def test_default_out_of_a_tuned_replay_is_named_after_its_folder() -> None:
+    from kernelstream.engine.learner_config import LearnerConfig
+    from kernelstream.pipelines.config import default_out
+    configs = (LearnerConfig("bpa-s", "bpa-s", {}),)
+    assert default_out("a9a", configs) == Path("runs/a9a-bpa-s")
+    assert default_out("a9a", configs, "runs/tune-a9a-bpa-s/tuned.json") == Path(
+        "runs/tuned-a9a-bpa-s")
+    assert default_out("a9a", configs, "runs/a9a-tune/tuned.json") == Path("runs/a9a-tune-tuned")
+    assert default_out("a9a", configs, "runs/a9a-tune/") == Path("runs/a9a-tune-tuned")
+    assert default_out("a9a", configs, "tuned.json") == Path("runs/a9a-bpa-s-tuned")

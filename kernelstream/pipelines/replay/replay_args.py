@@ -276,6 +276,7 @@ class ReplayConfig:
         params_from = getattr(args, "params_from", None)
         tuned = None
         if params_from is not None:  # kernelstream tune's choice, under the explicit -p values
+            params_from = tuning.tuned_path(params_from)  # a tuning run's folder: its file
             tuned = tuning.read_tuned(params_from)
             learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
                                                             param_specs)
@@ -341,7 +342,7 @@ class ReplayConfig:
                               "non-zeros: drop --scale or use --rows dense")
         if args.hash_features is not None and args.stream != "none":
             raise ConfigError("--hash-features applies to data files and topics, not --stream")
-        out = args.out if args.out else str(default_out(dataset, configs))
+        out = args.out if args.out else str(default_out(dataset, configs, params_from))
         read_path, read_fmt, sample = src, args.format, None
         if drawn is not None:  # the run reads the rows in OUT/.sample/ (_runs.started)
             read_path, read_fmt = fs.join(out, ".sample", drawn.name), drawn.fmt
