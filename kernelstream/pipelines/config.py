@@ -297,8 +297,11 @@ def loss_tasks(name: str) -> dict[str, str]:
     return out
 
 
-def resolve_task(configs: Sequence[LearnerConfig], task: str | None) -> str:
-    """The task of the run: the one given, else the learners' own; they must all agree."""
+def resolve_task(configs: Sequence[LearnerConfig], task: str | None,
+                 option: str = "--task") -> str:
+    """The task of the run: the one given, else the learners' own; they must all agree
+    (``option``: how the messages name the given task, the CLI's ``--task`` or the Python
+    API's ``task=``)."""
     tasks = {c.task for c in configs}
     if task is None:
         if len(tasks) > 1:
@@ -308,7 +311,7 @@ def resolve_task(configs: Sequence[LearnerConfig], task: str | None) -> str:
             )
         return tasks.pop()
     if task not in TASKS:
-        raise ConfigError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+        raise ConfigError(f"{option} must be one of {', '.join(TASKS)}, got {task!r}")
     wrong = [c for c in configs if c.task != task]
     if wrong:
         parts = []
@@ -317,7 +320,8 @@ def resolve_task(configs: Sequence[LearnerConfig], task: str | None) -> str:
             hint = (f" (its task follows its loss: -p {c.label}.loss={' or '.join(fits)} "
                     f"makes it a {task} learner)" if fits else "")
             parts.append(f"{c.label} is a {c.task} learner{hint}")
-        raise ConfigError(f"--task {task}, but " + ", ".join(parts))
+        raise ConfigError(f"{option}{' ' if option.startswith('-') else ''}{task}, but "
+                          + ", ".join(parts))
     return task
 
 

@@ -232,6 +232,8 @@ class ReplayConfig:
         task = options.get("task")
         if task is None and len({c.task for c in configs}) == 1:  # the CLI's resolve_task
             task = configs[0].task
+        elif task is not None and configs:  # a learner of the other task: refused, as the CLI
+            resolve_task(configs, task, option="task=")
         # the features by the task given (none: tried as either), the target by the run's
         options, why, target, _ = auto_scale.resolve_options(data, options, task)
         if task is not None:
