@@ -190,6 +190,8 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
                                   "learner": config.learners[0].learner}
         if config.stream != "none":  # ... or the adversarial stream (config.default_learner)
             doc["default_learner"]["stream"] = config.stream
+        if config.read.key_by is not None:  # ... or a model per entity
+            doc["default_learner"]["key_by"] = config.read.key_by
     if config.auto_scale is not None:  # --scale auto scaled: why (the value is ``scale``)
         doc["auto_scale"] = config.auto_scale
     if config.widths is not None:  # a topic's gamma=auto: where the widths came from

@@ -133,7 +133,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_data_options(p, {
         "--key-by": "CSV/Parquet column naming the entity: one model per entity value (0-based "
         "position or header name); for a Kafka topic, 'key' (the message key) or a CSV column "
-        "position"})
+        "position. Without -l, the stream's small default (bpa-s; regression: raker "
+        "loss=square), whatever the rows"})
     k = p.add_argument_group(
         "Kafka", "DATA may be a topic, kafka://HOST:PORT[,HOST:PORT...]/TOPIC: its messages are "
         "LIBSVM or CSV lines (--format; LIBSVM needs --n-features), read from the beginning "

@@ -307,8 +307,10 @@ class ReplayConfig:
         # adversarial stream (recorded)
         task = args.task or "classification"
         if rows is not None:
-            check_default_params(task, rows, param_specs, args.stream)
-        default = None if rows is None else default_learner(task, rows, args.stream)
+            check_default_params(task, rows, param_specs, args.stream,
+                                 getattr(args, "key_by", None))
+        default = None if rows is None else default_learner(task, rows, args.stream,
+                                                            getattr(args, "key_by", None))
         kafka_src = is_topic(src)
         # a topic's width is read last (below), once every refusal has had its say: until
         # then its configurations hold a stand-in (the widths change no check)
@@ -474,12 +476,14 @@ def width_estimate(opts: ReadOptions,
 
 
 def check_default_params(task: str, rows: str, param_specs: Sequence[str],
-                         stream: str = "none") -> None:
+                         stream: str = "none", key_by: str | None = None) -> None:
     """A ``-p`` without ``--learner`` is for the default learner: one it does not have is a
-    :class:`ConfigError` saying which learner the file's rows (or ``--stream``) chose."""
-    name = default_learner(task, rows, stream)[0]
+    :class:`ConfigError` saying which learner the file's rows (or ``--stream``, or
+    ``--key-by``) chose."""
+    name = default_learner(task, rows, stream, key_by)[0]
     other = next(n for n, _ in DEFAULT_BY_ROWS[task].values() if n != name)
-    on = f"on {rows} rows (this file's)" if stream == "none" else f"of --stream {stream}"
+    on = (f"of --stream {stream}" if stream != "none" else "of a model per --key-by entity"
+          if key_by is not None else f"on {rows} rows (this file's)")
     for spec in param_specs:
         scope, key, _ = parse_param_spec(spec)
         if scope is None and not accepts(name, key):
