@@ -22,6 +22,7 @@ data is read, so a bad value fails fast.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -152,6 +153,15 @@ def check_at_least(args: Any, **minimums: int) -> None:
         value = getattr(args, dest)
         if value is not None and value < low:
             raise ConfigError(f"--{dest.replace('_', '-')} must be >= {low}, got {value}")
+
+
+def check_limit(args: Any) -> None:
+    """``--limit`` checked before any row is read: >= 1, and at most ``sys.maxsize`` (the
+    largest count the readers' ``itertools.islice`` takes)."""
+    check_at_least(args, limit=1)
+    limit = getattr(args, "limit", None)
+    if limit is not None and limit > sys.maxsize:
+        raise ConfigError(f"--limit must be <= {sys.maxsize}, got {limit}")
 
 
 def display_name(src: str) -> str:

@@ -49,6 +49,7 @@ from kernelstream.pipelines.config import (
     DEFAULT_LEARNERS,
     PROG,
     check_at_least,
+    check_limit,
     display_name,
     is_topic,
     learner_configs,
@@ -186,6 +187,7 @@ class TuneConfig:
         if is_topic(args.data):
             raise ConfigError("tune replays permutations of a data file; a Kafka topic is one "
                               "stream in its own order")
+        check_limit(args)  # before default_configuration reads the file's first rows
         name = None
         if args.learner:
             label, name = parse_learner_spec(args.learner)

@@ -30,6 +30,7 @@ from kernelstream.pipelines.config import (
     PROG,
     accepts,
     check_at_least,
+    check_limit,
     default_learner,
     default_out,
     display_name,
@@ -274,6 +275,7 @@ class ReplayConfig:
         # only the task's fields: --scale auto is decided below (sparse rows: none)
         ReadOptions(path="", task=args.task or "classification",
                     positive_label=args.positive_label)
+        check_limit(args)  # before the first read (the width, the rows, the label map)
         learner_specs, param_specs = list(args.learner or []), list(args.param or [])
         params_from = getattr(args, "params_from", None)
         tuned = None
@@ -330,7 +332,7 @@ class ReplayConfig:
         positive = run_positive_label(args, rows_src, task,
                                       drawn_from=None if drawn is None else drawn.source)
         settings = kafka_options(args, kafka_src)
-        check_at_least(args, permutations=1, seed=0, limit=1)
+        check_at_least(args, permutations=1, seed=0)
         if args.runner is None:  # adversarial streams are generated in memory: the loop's job
             args.runner = "loop" if args.stream != "none" else "direct"
         if args.stream != "none" and args.runner != "loop":
