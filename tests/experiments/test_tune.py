@@ -237,6 +237,11 @@ def test_regression_tunes_the_average_loss(tmp_path: Path) -> None:
     (["german", "-l", "x=bpa-s", "--grid", "c=1"], "the learner's name alone"),
     (["german", "-l", "bpa-s", "--grid", "c=1", "--tune-rows", "0"], "--tune-rows must be"),
     (["kafka://localhost:9/t", "-l", "bpa-s", "--grid", "c=1"], "a Kafka topic"),
+    # a kernel without a width: every cell of a width grid would be the same run
+    (["german", "-l", "perceptron", "-p", "kernel=linear"],
+     "perceptron with kernel=linear has no Gaussian width to tune"),
+    (["german", "-l", "perceptron", "-p", "kernel=polynomial", "--grid", "sigma=1,2"],
+     "--grid sigma=...: kernel=polynomial has no Gaussian width"),
 ])
 def test_bad_tune_commands_fail_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                               args: list[str], msg: str) -> None:

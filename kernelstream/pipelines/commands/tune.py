@@ -197,12 +197,21 @@ class TuneConfig:
         base_name, base_params = default_configuration(args, name, user)
         name = name or base_name
         grid = args.grid
+        # -p kernel=linear (or polynomial): a width that changes nothing, every cell alike
+        kernel = next((v.strip() for k, _, v in (s.partition("=") for s in reversed(user))
+                       if k.strip() == "kernel"), "gaussian")
         if not grid:  # the learner's Gaussian width, around the data-driven one
             if not any(p.name == "gamma" for p in learners.get(name).params):
                 raise ConfigError(f"{name} has no Gaussian width to tune by default: give "
                                   "--grid KEY=V1,V2,...")
+            if kernel != "gaussian":
+                raise ConfigError(f"{name} with kernel={kernel} has no Gaussian width to "
+                                  "tune: give --grid KEY=V1,V2,...")
             grid = [widths.tune_grid()]
         axes = tuning.parse_grid(grid)
+        if kernel != "gaussian" and {"gamma", "sigma"} & set(axes):
+            raise ConfigError(f"--grid {next(iter({'gamma', 'sigma'} & set(axes)))}=...: "
+                              f"kernel={kernel} has no Gaussian width (every cell alike)")
         given = {_width(spec.partition("=")[0].strip()) for spec in user} | set(map(_width, axes))
         # the default learner starts from the default's fixed parameters (n_components=500),
         # unless -p or --grid sets them
