@@ -41,6 +41,7 @@ from kernelstream.pipelines.config import (
 )
 from kernelstream.pipelines.replay import auto_scale, sample_rows
 from kernelstream.pipelines.replay.auto_scale import file_options, head_options
+from kernelstream.pipelines.replay.plan import check_replay_options
 from kernelstream.pipelines.replay.replay_checks import (
     DASK_WORKERS,
     check_dask,
@@ -333,6 +334,7 @@ class ReplayConfig:
                                       drawn_from=None if drawn is None else drawn.source)
         settings = kafka_options(args, kafka_src)
         check_at_least(args, permutations=1, seed=0)
+        check_replay_options(getattr(args, "pipeline_args", ()))  # -- --block_size=0
         if args.runner is None:  # adversarial streams are generated in memory: the loop's job
             args.runner = "loop" if args.stream != "none" else "direct"
         if args.stream != "none" and args.runner != "loop":
