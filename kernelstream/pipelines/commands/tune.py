@@ -57,6 +57,7 @@ from kernelstream.pipelines.config import (
     runners_for,
 )
 from kernelstream.pipelines.replay import sample_rows
+from kernelstream.pipelines.replay.replay_checks import check_source
 from kernelstream.pipelines.replay.replay_args import (
     ReplayConfig,
     resolve_read,
@@ -188,6 +189,7 @@ class TuneConfig:
             raise ConfigError("tune replays permutations of a data file; a Kafka topic is one "
                               "stream in its own order")
         check_limit(args)  # before default_configuration reads the file's first rows
+        check_source(args.data, args.runner)
         name = None
         if args.learner:
             label, name = parse_learner_spec(args.learner)

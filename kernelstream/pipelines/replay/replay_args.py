@@ -46,8 +46,10 @@ from kernelstream.pipelines.replay.replay_checks import (
     DASK_WORKERS,
     check_dask,
     check_submit_only,
+    check_source,
     check_workers,
     data_path,
+    read_error,
 )
 from kernelstream.pipelines.replay.topic_head import TopicHead, api_topic_head, topic_head
 
@@ -277,6 +279,7 @@ class ReplayConfig:
         ReadOptions(path="", task=args.task or "classification",
                     positive_label=args.positive_label)
         check_limit(args)  # before the first read (the width, the rows, the label map)
+        check_source(DEFAULT_DATASET if args.data is None else args.data, args.runner)
         learner_specs, param_specs = list(args.learner or []), list(args.param or [])
         params_from = getattr(args, "params_from", None)
         tuned = None
@@ -292,7 +295,7 @@ class ReplayConfig:
             for line in [*notes, *([unbeaten] if unbeaten else [])]:
                 if getattr(args, "shard", None) is None:
                     print(f"{PROG}: {line}", file=sys.stderr)
-        src = args.data or DEFAULT_DATASET
+        src = DEFAULT_DATASET if args.data is None else args.data
         scale = args.scale  # as given: a topic's auto is decided on its head (topic_head)
         # --sample N: the rows drawn first, once; every decision below reads them, not the
         # file's head (the run learns them)
@@ -474,7 +477,7 @@ def width_estimate(opts: ReadOptions,
         except (ValueError, OSError) as exc:
             # a file that cannot be read is the read's error, the same line as check_data's
             # (not a gamma=auto problem: the estimate is only the first to read it)
-            raise ConfigError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
+            raise read_error(opts.path, exc) from None
 
     return estimate
 

@@ -7,12 +7,14 @@ data's width. Each failure is a ``ConfigError`` (or ``ValueError``): rc 2, one l
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kernelstream import data, fs
+from kernelstream._suggest import did_you_mean
 from kernelstream.data import check as data_check
 from kernelstream.errors import ConfigError, WidthError
 from kernelstream.learners.registry import check_width, fmt_bytes, memory_estimate, memory_limit
@@ -109,6 +111,32 @@ def check_submit_only(args: argparse.Namespace) -> None:
 _PRECHECK_RECORDS = 1000
 
 
+def read_error(src: str, exc: Exception) -> ConfigError:
+    """The one line of a file that cannot be read: the reader's first line, naming the file
+    when the reader does not (pyarrow's "Parquet magic bytes not found in footer")."""
+    line = str(exc).splitlines()[0] if str(exc) else repr(exc)
+    name = str(src).rsplit("/", 1)[-1]
+    return ConfigError(line if name and name in line else f"{src}: {line}")
+
+
+def check_source(src: str, runner: str | None = None) -> None:
+    """DATA before anything reads it: not empty (``""`` ran the default data set), not a
+    directory, and a missing local file named with the closest embedded data set ("did you
+    mean"); a missing file is left to the ``beam`` and ``portable`` runners, whose workers
+    may see files this process does not."""
+    if not src:
+        raise ConfigError("DATA is empty: give an embedded data set's name or a file path")
+    if is_topic(src) or fs.is_remote(src) or is_embedded(src):
+        return
+    if os.path.isdir(src):
+        raise ConfigError(f"{src} is a directory: give a data file")
+    if not os.path.exists(src) and runner not in ("beam", "portable"):
+        names = [n for name in data.embedded_datasets() for n in (
+            name, *data.embedded_dataset_info(name).get("aliases", "").split(",")) if n]
+        raise ConfigError(f"cannot read data: {src!r} is neither a file nor an embedded data "
+                          "set" + did_you_mean(src, names))
+
+
 def check_data(config: ReplayConfig) -> None:
     """Before the pipeline: the read options must fit the file (columns, --key-by), and its
     head must not be empty, binary, continuous labels for classification, or mostly
@@ -126,7 +154,7 @@ def check_data(config: ReplayConfig) -> None:
         try:
             report = data_check.check_file(read, max_records=_PRECHECK_RECORDS)
         except (ValueError, OSError) as exc:
-            raise ConfigError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
+            raise read_error(src, exc) from None
         problem = data_check.verdict(report)
         if problem is not None:
             raise ConfigError(problem)
