@@ -155,6 +155,14 @@ def check_at_least(args: Any, **minimums: int) -> None:
             raise ConfigError(f"--{dest.replace('_', '-')} must be >= {low}, got {value}")
 
 
+def learner_line(config: LearnerConfig, message: str) -> str:
+    """A learner's refusal (``check_width``'s ``NAME: ...``) for the configuration ``config``:
+    its label in front only when it is not the learner's name, said once."""
+    if config.label == config.learner and message.startswith(f"{config.learner}: "):
+        return message
+    return f"learner {config.label}: {message}"
+
+
 def check_limit(args: Any) -> None:
     """``--limit`` checked before any row is read: >= 1, and at most ``sys.maxsize`` (the
     largest count the readers' ``itertools.islice`` takes)."""

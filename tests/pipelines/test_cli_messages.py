@@ -77,6 +77,12 @@ def test_the_memory_check_of_an_embedded_set_uses_its_width(
                  "--out", str(tmp_path / "b")]) == 2
     assert embedded == _err_line(capsys)
     assert "of 24 features" in embedded and "first" not in embedded  # the set's own width
+    # the learner named once, and a verb that fits any estimate's subject
+    assert embedded.startswith("kernelstream replay: error: bogd: budget=1,000,000,000 stored "
+                               "rows of 24 features would take "), embedded
+    assert main(["replay", "german", "-l", "big=bogd", *big[2:], "--out",
+                 str(tmp_path / "c")]) == 2
+    assert "error: learner big: bogd: budget=" in _err_line(capsys)
 
 
 def test_a_memory_refusal_on_a_file_head_says_the_width_is_its_first_rows(

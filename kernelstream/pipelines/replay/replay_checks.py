@@ -18,7 +18,7 @@ from kernelstream._suggest import did_you_mean
 from kernelstream.data import check as data_check
 from kernelstream.errors import ConfigError, WidthError
 from kernelstream.learners.registry import check_width, fmt_bytes, memory_estimate, memory_limit
-from kernelstream.pipelines.config import PROG, is_topic
+from kernelstream.pipelines.config import PROG, is_topic, learner_line
 
 if TYPE_CHECKING:
     from kernelstream.data.options import ReadOptions
@@ -232,7 +232,7 @@ def check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
         except WidthError as e:
             seen = ("" if head is None else f" (width {width:,}: that of the file's first "
                     f"{head:,} records; the whole file may be wider)")
-            raise ConfigError(f"learner {c.label}: {e}{seen}") from None
+            raise ConfigError(learner_line(c, f"{e}{seen}")) from None
         need, what = memory_estimate(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
                                      nnz_per_row=nnz)
         if need > _WARN_BYTES:  # it fits, but a user should know before waiting for it
