@@ -569,3 +569,16 @@ def test_default_out_of_a_tuned_replay_is_named_after_its_folder() -> None:
     assert default_out("a9a", configs, "runs/a9a-tune/tuned.json") == Path("runs/a9a-tune-tuned")
     assert default_out("a9a", configs, "runs/a9a-tune/") == Path("runs/a9a-tune-tuned")
     assert default_out("a9a", configs, "tuned.json") == Path("runs/a9a-bpa-s-tuned")
+
+
+def test_tune_table_shows_no_sv_count_for_learners_that_keep_no_examples() -> None:
+    """rff-rls keeps no examples: "-" under #SV, as replay's table shows it (not 0.0)."""
+    from kernelstream.experiments import tuning_table
+    cell = {"cell": 0, "grid": {"gamma": "auto"}, "chosen": True, "mistake_rate": 25.0,
+            "avg_loss": 0.5, "n_support_vectors": 0.0, "seconds": 1.0}
+    doc = {"protocol": {"grid": {"gamma": ["auto"]}}, "task": "classification",
+           "loss": "hinge", "learner": "rff-rls", "cells": [cell],
+           "baseline": {**cell, "learner": "bpa-s", "n_support_vectors": 500.0}}
+    head, rff, default = tuning_table.table_rows(doc)
+    sv = head.index("#SV")
+    assert (rff[sv], default[sv]) == ("-", "500.0")
