@@ -133,3 +133,21 @@ def test_overwrite_keeps_the_previous_run_when_the_new_one_is_refused(
     assert "lower the budget" in _err_line(capsys)
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
     assert (out / "summary.json").read_text() == summary
+
+
+def test_overwrite_refuses_to_delete_a_user_file_inside_an_output_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--overwrite removes the previous run's output folders whole: a file the user put in
+    one (predictions/notes.txt) is refused, not deleted with them."""
+    out = tmp_path / "run"
+    args = ["replay", "german", "-l", "bpa-s", "--limit", "40", "--runner", "loop", "-q",
+            "--out", str(out)]
+    assert main(args) == 0
+    capsys.readouterr()
+    notes = out / "predictions" / "notes.txt"
+    notes.write_text("mine")
+    assert main([*args, "--overwrite"]) == 2
+    assert "predictions/notes.txt was not written by kernelstream" in _err_line(capsys)
+    assert notes.read_text() == "mine" and (out / "summary.json").exists()
+    notes.unlink()
+    assert main([*args, "--overwrite"]) == 0  # the run's own files only: replaced
