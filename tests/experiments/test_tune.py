@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 

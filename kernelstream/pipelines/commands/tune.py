@@ -57,13 +57,13 @@ from kernelstream.pipelines.config import (
     runners_for,
 )
 from kernelstream.pipelines.replay import sample_rows
-from kernelstream.pipelines.replay.replay_checks import check_source
 from kernelstream.pipelines.replay.replay_args import (
     ReplayConfig,
     resolve_read,
     shard_arg,
     workers_arg,
 )
+from kernelstream.pipelines.replay.replay_checks import check_source
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult

@@ -45,8 +45,8 @@ from kernelstream.pipelines.replay.plan import check_replay_options
 from kernelstream.pipelines.replay.replay_checks import (
     DASK_WORKERS,
     check_dask,
-    check_submit_only,
     check_source,
+    check_submit_only,
     check_workers,
     data_path,
     read_error,
