@@ -582,3 +582,19 @@ def test_tune_table_shows_no_sv_count_for_learners_that_keep_no_examples() -> No
     head, rff, default = tuning_table.table_rows(doc)
     sv = head.index("#SV")
     assert (rff[sv], default[sv]) == ("-", "500.0")
+
+
+def test_no_cell_beats_the_default_names_the_plain_replay_already_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The usual path ran ``replay DATA`` first: tune's "use the default" says where that run
+    is, instead of a command whose folder already holds it."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["replay", "german", "--limit", "60", "--runner", "loop", "-q"]) == 0
+    assert main(["tune", "german", "-l", "bpa-s", "-p", "budget=5", "--grid", "gamma=1000",
+                 "--tune-rows", "300", "--runner", "loop", "-q"]) == 0
+    [no] = [ln for ln in capsys.readouterr().out.splitlines()
+            if ln.startswith("no cell beats the default")]
+    assert no.endswith("use the default: kernelstream replay german (the run in "
+                       f"{Path('runs') / 'german-rff-rls'}, if it was made with these options: "
+                       "no need to run it again)"), no

@@ -29,6 +29,7 @@ from kernelstream.data import widths
 from kernelstream.engine.noskill import skill_warnings
 from kernelstream.errors import ConfigError
 from kernelstream.experiments import tuning, tuning_table
+from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import (
     Command,
     add_overwrite_argument,
@@ -333,9 +334,14 @@ def run_tune(tune: TuneConfig) -> int:
               f"{shlex.join([*replay, '--params-from', path])})")
     else:  # tuning made nothing better: the default run is the one to use
         metric = score["metric"]
+        # the usual path ran `replay DATA` before tune: its folder holds that run already
+        made = Path("runs") / f"{display_name(tune.data)}-{tune.baseline_learner}"
+        use = shlex.join(replay) + (
+            f" (the run in {made}, if it was made with these options: no need to run it again)"
+            if run_folder.inspect(str(made)).run is not None else "")
         print(f"tuned: {path}  (table: {table})\nno cell beats the default "
               f"({_baseline_text(tune)}: {_score_text(metric, base[metric])}): use the "
-              f"default: {shlex.join(replay)}")
+              f"default: {use}")
     # replay's warnings, on the chosen cell: no better than ignoring the features
     [cell] = [c for c in doc["cells"] if c["chosen"]]
     for line in skill_warnings(f"chosen cell {doc['cell']}", cell):
