@@ -392,3 +392,22 @@ def test_a_model_per_key_gets_the_streams_small_default(tmp_path: Path,
                  "-p", "n_components=10", "-o", str(tmp_path / "p"), "-q"]) == 2
     err = capsys.readouterr().err
     assert "default learner of a model per --key-by entity is bpa-s" in err, err
+
+
+def test_a_model_per_key_that_cannot_fit_is_refused_before_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``-l rff-rls --key-by``: the entities of the file's head times 4 MB a model, checked
+    against the memory available before any model is made."""
+    path = tmp_path / "k.csv"
+    path.write_text("key,a,b,label\n" + "".join(f"k{i % 20},{i % 7},{i % 3},{i % 2}\n"
+                                                 for i in range(100)))
+    monkeypatch.setenv("KERNELSTREAM_MEMORY_LIMIT", str(40 << 20))  # 40 MiB
+    args = ["replay", str(path), "--key-by", "key", "--label-column", "label", "--header",
+            "--runner", "loop", "-q"]
+    assert main([*args, "-l", "rff-rls", "-p", "n_components=500", "-o",
+                 str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--key-by key: a model per entity, and the first 100 records hold 20 entities" in err
+    assert "learner rff-rls" in err and len(err.splitlines()) == 1
+    assert main([*args, "-o", str(tmp_path / "b")]) == 0  # the default per key: bpa-s

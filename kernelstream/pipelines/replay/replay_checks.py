@@ -176,6 +176,28 @@ def check_data(config: ReplayConfig) -> None:
         rows = report.rows if config.read.limit is None else min(report.rows, config.read.limit)
         check_dense_rows(config.read, width or 1, rows)
     check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz, head=head)
+    if report is not None and config.read.key_by is not None:
+        check_entities(config, len(report.entities), report.rows + report.dead.total,
+                       width or 1, sparse, nnz)
+
+
+def check_entities(config: ReplayConfig, entities: int, records: int, width: int,
+                   sparse: bool, nnz: int | None) -> None:
+    """``--key-by``: a model per entity, so the entities of the file's first ``records``
+    records (a lower bound on the file's) times the models' memory must fit (100 entities of
+    rff-rls at D = 500 held 490 MB); else a :class:`ConfigError` naming the learner that
+    weighs most and the fix."""
+    sizes = [(memory_estimate(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
+                              nnz_per_row=nnz)[0], c.label) for c in config.learners]
+    per, heaviest = max(sizes)
+    total, limit = entities * sum(s for s, _ in sizes), available_memory()
+    if total <= limit:
+        return
+    raise ConfigError(
+        f"--key-by {config.read.key_by}: a model per entity, and the first {records:,} "
+        f"records hold {entities:,} entities: {fmt_bytes(total)} of models (learner "
+        f"{heaviest}: {fmt_bytes(per)} each), more than the {fmt_bytes(limit)} available; use "
+        "a budgeted learner (bpa-s, the default with --key-by) or a smaller model")
 
 
 def check_dense_rows(read: ReadOptions, width: int, rows: int) -> None:
