@@ -128,9 +128,10 @@ def check_source(src: str, runner: str | None = None) -> None:
         raise ConfigError("DATA is empty: give an embedded data set's name or a file path")
     if is_topic(src) or fs.is_remote(src) or is_embedded(src):
         return
-    if os.path.isdir(src):
+    path = fs.local_path(src)  # file://PATH too
+    if os.path.isdir(path):
         raise ConfigError(f"{src} is a directory: give a data file")
-    if not os.path.exists(src) and runner not in ("beam", "portable"):
+    if not os.path.exists(path) and runner not in ("beam", "portable"):
         names = [n for name in data.embedded_datasets() for n in (
             name, *data.embedded_dataset_info(name).get("aliases", "").split(",")) if n]
         raise ConfigError(f"cannot read data: {src!r} is neither a file nor an embedded data "
