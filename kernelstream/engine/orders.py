@@ -30,6 +30,7 @@ True
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from kernelstream.numbers import sig
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult, Stream
     from kernelstream.engine.learner_config import LearnerConfig
+    from kernelstream.engine.prequential import PrequentialPass
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ PRESETS: dict[str, StreamPreset] = {
     )
 }
 STREAMS = ("none", *PRESETS)  # choices of ``kernelstream replay --stream``
+STREAM_BLOCK = 1024  # rows per predict_learn_many call of a stream (a replay's block_size)
 
 _TAG = zlib.crc32(b"adversarial-stream")  # keeps stream draws apart from the permutations
 
@@ -131,6 +134,7 @@ def evaluate_stream(
     progress: Callable[[str], None] | None = None,
     scale: str = "none",
     warn: bool = True,
+    progress_interval: float = 2.0,
 ) -> EvalResult:
     """Prequential evaluation on adversarial streams: repetition ``r`` runs a fresh learner
     (seed ``learner_seed(seed, r, seed_name)``) over ``preset_stream(stream, X, y, seed, r)`` in
@@ -144,7 +148,20 @@ def evaluate_stream(
     in its own order (``scale``: how ``X`` was loaded), as ``kernelstream replay --stream``
     does from its file; the number learnt with is in the result's ``params``. The result's
     skill warnings are issued as ``evaluate`` issues them (``warn=False``: only kept in
-    :attr:`EvalResult.warnings`, for a caller that prints them its own way, as the CLI)."""
+    :attr:`EvalResult.warnings`, for a caller that prints them its own way, as the CLI).
+    ``progress`` gets ``evaluate``'s line during a repetition, at most every
+    ``progress_interval`` seconds, and one line at its end."""
+    last_report = time.monotonic()
+
+    def during(r: int, run: PrequentialPass, res: EvalResult) -> None:
+        nonlocal last_report
+        now = time.monotonic()
+        if progress is not None and now - last_report >= progress_interval:
+            last_report = now
+            rate_s = f"{run.done / run.seconds:,.0f} ex/s" if run.seconds > 0 else "-"
+            progress(f"[{res.label}] permutation {r + 1}/{permutations}: "
+                     f"{run.done:,}/{run.n:,} rows, {rate_s}")
+
     def report(r: int, result: EvalResult) -> None:
         if progress is not None:
             last = result.runs[-1]  # a regression has no mistakes: its average loss
@@ -156,8 +173,8 @@ def evaluate_stream(
         Xs, ys = preset_stream(stream, X, y, seed, r)
         return Xs, ys, None
 
-    # one block: the whole stream in one predict_learn_many call
-    length = PRESETS[stream].length if stream in PRESETS else None
+    # blocks of STREAM_BLOCK rows, for the progress lines between them (the scores are the
+    # same in any blocks: the engine learns row by row)
     if scale not in SCALES:  # how X was loaded: "auto" was decided by then
         raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     try:  # dense rows, as the streams are built (the width estimate reads them first)
@@ -166,7 +183,7 @@ def evaluate_stream(
         raise row_error("evaluate_stream", X, many=True) or exc from None
     config = learner_config(learner, params).with_widths(lambda: widths.array_gamma(X, scale))
     result = evaluate_runs(build, config, seed=seed, permutations=permutations,
-                           block_size=length, on_run=report)
+                           block_size=STREAM_BLOCK, on_block=during, on_run=report)
     if warn:
         warn_skill(result)
     return result

@@ -309,6 +309,14 @@ def _cell_doc(c: CellScore, chosen: bool) -> dict[str, Any]:
     }
 
 
+def tuned_path(path: str) -> str:
+    """``--params-from``'s file: ``path``, or the ``tuned.json`` in it when it is the folder
+    of a tuning run (``--params-from runs/tune-a9a-rff-rls``)."""
+    if not fs.is_remote(path) and os.path.isdir(path):
+        return os.path.join(path, "tuned.json")
+    return path
+
+
 def read_tuned(path: str, text: str | None = None) -> dict[str, Any]:
     """The document of a ``tuned.json`` (``text``: its contents, else read from ``path``);
     :class:`TunedFileError` with one line when it is not one."""

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kernelstream.experiments.tuning import param_text
+from kernelstream.learners.registry import stores_rows
 
 __all__ = ["baseline_text", "format_markdown", "format_table", "table_rows"]
 
@@ -28,21 +29,25 @@ def table_rows(doc: Mapping[str, Any]) -> list[list[str]]:
     head += [f"avg loss ({doc['loss']})", "#SV", "seconds", ""]
     rows = [head]
 
-    def row(name: str, grid: list[str], c: Mapping[str, Any], mark: str) -> list[str]:
+    def row(name: str, grid: list[str], c: Mapping[str, Any], mark: str,
+            learner: str = "") -> list[str]:
         out = [name, *grid]
+        # a learner that keeps no examples (rff-rls, fogd) has no #SV: "-", as replay's table
+        sv = c.get("n_support_vectors") if stores_rows(learner) else None
         if classify:
             mr, sd = c.get("mistake_rate"), c.get("mistake_rate_std")
             out.append("-" if mr is None else
                        f"{mr:.4f}" + ("" if not sd else f" ± {sd:.4f}"))
-        return [*out, _fmt(c.get("avg_loss"), ".5g"), _fmt(c.get("n_support_vectors"), ".1f"),
+        return [*out, _fmt(c.get("avg_loss"), ".5g"), _fmt(sv, ".1f"),
                 _fmt(c.get("seconds"), ".3f"), mark]
 
     for c in doc["cells"]:
         rows.append(row(str(c["cell"]), [c["grid"][k] for k in keys], c,
-                        "*" if c["chosen"] else ""))
+                        "*" if c["chosen"] else "", doc["learner"]))
     dashes = ["-"] * len(keys)
     if doc.get("baseline"):
-        rows.append(row("default", dashes, doc["baseline"], ""))
+        rows.append(row("default", dashes, doc["baseline"], "",
+                        doc["baseline"].get("learner") or doc["learner"]))
     noskill = doc.get("noskill") or {}
     if noskill.get("avg_loss") is not None or noskill.get("mistake_rate") is not None:
         rows.append(row("no-skill", dashes, noskill, ""))

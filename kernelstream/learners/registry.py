@@ -234,8 +234,8 @@ def check_width(name: str | type[Learner], params: dict[str, Any], n_features: i
     if need <= limit:
         return
     cls = _cls(name)
-    head = (f"{cls.name}: {what} need {fmt_bytes(need)}, more than the {fmt_bytes(limit)} "
-            f"available")
+    head = (f"{cls.name}: {what} would take {fmt_bytes(need)}, more than the "
+            f"{fmt_bytes(limit)} available")
     # the fix depends on what dominates: hashing narrows the rows, not n_components
     if part == "model":
         raise WidthError(f"{head}; lower "

@@ -22,6 +22,7 @@ data is read, so a bad value fails fast.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -63,14 +64,17 @@ DEFAULT_BY_ROWS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
 }
 
 
-def default_learner(task: str, rows: str, stream: str = "none") -> tuple[str, dict[str, str]]:
+def default_learner(task: str, rows: str, stream: str = "none",
+                    key_by: str | None = None) -> tuple[str, dict[str, str]]:
     """The learner (name, fixed parameters) a replay that names none runs on a file of
     ``rows`` (:data:`DEFAULT_BY_ROWS`). An adversarial ``stream`` (``replay --stream``) runs
     DEFAULT_LEARNERS's entry whatever its rows: on german-1 built from five dense sets
     (spambase, german, magic04, svmguide3, phishing) RFF-RLS made 18-33 % mistakes against
     BPA-S's 6.5-7.6 % (no skill: 48-50 %), and on bank8FM RAKER's MSE was 0.021 against
-    RFF-RLS's 0.033 (RFF-RLS never forgets, and the stream negates every other block)."""
-    if stream != "none":
+    RFF-RLS's 0.033 (RFF-RLS never forgets, and the stream negates every other block). So does
+    a model per entity (``--key-by``), as the live stream's: 4 MB of RFF-RLS per entity would
+    take 100 entities to 400 MB."""
+    if stream != "none" or key_by is not None:
         return DEFAULT_LEARNERS[task]
     return DEFAULT_BY_ROWS[task][rows]
 DEFAULT_DATASET = "german"
@@ -149,6 +153,23 @@ def check_at_least(args: Any, **minimums: int) -> None:
         value = getattr(args, dest)
         if value is not None and value < low:
             raise ConfigError(f"--{dest.replace('_', '-')} must be >= {low}, got {value}")
+
+
+def learner_line(config: LearnerConfig, message: str) -> str:
+    """A learner's refusal (``check_width``'s ``NAME: ...``) for the configuration ``config``:
+    its label in front only when it is not the learner's name, said once."""
+    if config.label == config.learner and message.startswith(f"{config.learner}: "):
+        return message
+    return f"learner {config.label}: {message}"
+
+
+def check_limit(args: Any) -> None:
+    """``--limit`` checked before any row is read: >= 1, and at most ``sys.maxsize`` (the
+    largest count the readers' ``itertools.islice`` takes)."""
+    check_at_least(args, limit=1)
+    limit = getattr(args, "limit", None)
+    if limit is not None and limit > sys.maxsize:
+        raise ConfigError(f"--limit must be <= {sys.maxsize}, got {limit}")
 
 
 def display_name(src: str) -> str:
@@ -297,8 +318,11 @@ def loss_tasks(name: str) -> dict[str, str]:
     return out
 
 
-def resolve_task(configs: Sequence[LearnerConfig], task: str | None) -> str:
-    """The task of the run: the one given, else the learners' own; they must all agree."""
+def resolve_task(configs: Sequence[LearnerConfig], task: str | None,
+                 option: str = "--task") -> str:
+    """The task of the run: the one given, else the learners' own; they must all agree
+    (``option``: how the messages name the given task, the CLI's ``--task`` or the Python
+    API's ``task=``)."""
     tasks = {c.task for c in configs}
     if task is None:
         if len(tasks) > 1:
@@ -308,7 +332,7 @@ def resolve_task(configs: Sequence[LearnerConfig], task: str | None) -> str:
             )
         return tasks.pop()
     if task not in TASKS:
-        raise ConfigError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+        raise ConfigError(f"{option} must be one of {', '.join(TASKS)}, got {task!r}")
     wrong = [c for c in configs if c.task != task]
     if wrong:
         parts = []
@@ -317,10 +341,23 @@ def resolve_task(configs: Sequence[LearnerConfig], task: str | None) -> str:
             hint = (f" (its task follows its loss: -p {c.label}.loss={' or '.join(fits)} "
                     f"makes it a {task} learner)" if fits else "")
             parts.append(f"{c.label} is a {c.task} learner{hint}")
-        raise ConfigError(f"--task {task}, but " + ", ".join(parts))
+        raise ConfigError(f"{option}{' ' if option.startswith('-') else ''}{task}, but "
+                          + ", ".join(parts))
     return task
 
 
-def default_out(dataset: str, configs: Sequence[LearnerConfig]) -> Path:
-    """``runs/<dataset>-<label>[+<label>...]`` (relative to the working directory)."""
-    return Path("runs") / f"{dataset}-{'+'.join(c.label for c in configs)}"
+def default_out(dataset: str, configs: Sequence[LearnerConfig],
+                params_from: str | None = None) -> Path:
+    """``runs/<dataset>-<label>[+<label>...]`` (relative to the working directory). A run of
+    ``--params-from DIR/tuned.json`` is named after DIR (``tune-X`` → ``tuned-X``, else
+    ``DIR-tuned``), so that ``replay DATA``, ``tune DATA`` and the replay tune prints do
+    not meet in one folder."""
+    plain = f"{dataset}-{'+'.join(c.label for c in configs)}"
+    if params_from is None:
+        return Path("runs") / plain
+    parts = params_from.replace("\\", "/").rstrip("/").split("/")
+    folder = parts[-2] if len(parts) > 1 and parts[-1].endswith(".json") else parts[-1]
+    if folder in ("", ".", "..") or folder.endswith(".json"):
+        return Path("runs") / f"{plain}-tuned"
+    tuned = "tuned-" + folder.removeprefix("tune-") if folder.startswith("tune-") else None
+    return Path("runs") / (tuned or f"{folder}-tuned")

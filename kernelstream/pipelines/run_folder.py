@@ -15,7 +15,8 @@ whose JSON names a ``kernelstream_version``.
 - a previous run: refused unless ``--overwrite``, which first removes what a run writes
   there (:data:`RUN_ENTRIES`: the output folders, ``summary.json``, ``tuned.json``/``.md``,
   ``submitted.json``, ``--follow``'s ``ckpt-NNNNNN/``, the stream's control folders, the
-  demo's ``checkpoint/``, the marker) and keeps anything else;
+  demo's ``checkpoint/``, the marker) and keeps anything else; a file in its output folders
+  that no run writes (``predictions/notes.txt``) is refused, not deleted with them;
 - the continuation of the same run: used as it is. A ``--checkpoint`` run (``stream``,
   ``replay`` on a topic) continues the run whose marker names the same checkpoint folder
   (a stream restarted after a crash, a ``--follow`` started again).
@@ -46,6 +47,11 @@ MARKER = ".kernelstream-run"
 RUN_ENTRIES = ("predictions", "metrics", "dead_letters", "outcomes", "unlabeled",
                "summary.json", "tuned.json", "tuned.md", "submitted.json", "ckpt-[0-9]*",
                ".run-*", "checkpoint", ".sample", MARKER)
+# The output folders among them, and the files runs write into those (Parquet parts, their
+# writers' hidden temporary files): anything else there is the user's, and --overwrite,
+# which removes those folders whole, refuses rather than delete it.
+OUTPUT_DIRS = ("predictions", "metrics", "dead_letters", "outcomes", "unlabeled")
+OUTPUT_FILES = ("part-*.parquet", ".*")
 # the documents a run of an earlier version (no marker) is recognised by
 _LEGACY_DOCS = ("summary.json", "tuned.json", "submitted.json")
 
@@ -178,7 +184,28 @@ def check(out: str, *, overwrite: bool, continuing: bool = False,
         raise OutFolderError(
             f"--out {out} holds a previous kernelstream {run.get('command', '?')} run{when}: "
             "add --overwrite to replace it, or choose another folder")
+    foreign = _foreign_files(folder)
+    if foreign:
+        raise OutFolderError(
+            f"--out {out}: {foreign[0]} was not written by kernelstream, and --overwrite would "
+            "delete it with the previous run's outputs: move it out of the folder first")
     return folder
+
+
+def _foreign_files(folder: Folder) -> list[str]:
+    """Files in a run's local output folders (:data:`OUTPUT_DIRS`) that no run writes
+    (:data:`OUTPUT_FILES`), as ``predictions/notes.txt``."""
+    if fs.is_remote(folder.path):
+        return []  # a bucket's listing is the run's own writers'; not checked
+    root = fs.local_path(folder.path)
+    found = []
+    for name in folder.entries:
+        path = os.path.join(root, name)
+        if name not in OUTPUT_DIRS or not os.path.isdir(path) or os.path.islink(path):
+            continue
+        found += [f"{name}/{e}" for e in sorted(os.listdir(path))
+                  if not any(fnmatch.fnmatchcase(e, pat) for pat in OUTPUT_FILES)]
+    return found
 
 
 def remove_previous(folder: Folder, keep: Iterable[str] = ()) -> list[str]:

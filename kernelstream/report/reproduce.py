@@ -145,6 +145,11 @@ def _tables(name: str, value: Any, rule: Judged | None = None) -> list[ResultTab
     return []
 
 
+# the fields by which a results file says where it came from (every file of
+# benchmarks/results has one)
+PROVENANCE = frozenset({"paper", "generated", "generated_by", "machine", "provenance"})
+
+
 def paper_of(path: str, doc: dict[str, Any]) -> str | None:
     """The paper a results file is from: its ``paper`` field
     (:func:`~kernelstream.experiments.report.results_paper`, as ``reproduce --compare``
@@ -182,4 +187,9 @@ def load_results(path: str, label: str) -> ResultFile:
         else:
             text = fmt(v, k).text
             settings.append((k, text if len(text) <= 300 else text[:300] + " …"))
+    if not tables and not PROVENANCE & set(doc):
+        # any JSON object would otherwise make a page of its keys, rc 0
+        raise ReportError(f"{path}: not a results file of `kernelstream reproduce` or the "
+                          "benchmarks (no table, no paper/machine/generated field), nor a "
+                          "run's summary.json")
     return ResultFile(label or os.path.basename(path), path, settings, tables, paper)

@@ -179,6 +179,9 @@ def load_run(path: str, label: str) -> LoadedRun:
     if not isinstance(summary, dict) or summary.get("command") == "stream":
         raise ReportError(f"{path}: not a replay run folder (reports read the outputs of "
                           "`kernelstream replay`)")
+    if not {"schema", "kernelstream_version"} & set(summary):  # any JSON named summary.json
+        raise ReportError(f"{path}: its summary.json was not written by kernelstream (no "
+                          "schema, no kernelstream_version)")
     rows = _config_rows(summary)
     run = LoadedRun(label, path, summary, rows, [])
     key_by = summary.get("key_by") is not None

@@ -271,6 +271,12 @@ def test_errors_are_one_line_with_exit_2(tmp_path: Path, runs: dict[str, Path],
     assert "not a replay run folder" in refused(str(stream))
     (tmp_path / "list.json").write_text("[1, 2]")
     assert "JSON object" in refused(str(tmp_path / "list.json"))
+    # any JSON object, or one named summary.json, is no run nor results
+    (tmp_path / "any.json").write_text('{"a": 1}')
+    assert "not a results file of `kernelstream reproduce`" in refused(str(tmp_path / "any.json"))
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "summary.json").write_text('{"a": 1}')
+    assert "not written by kernelstream" in refused(str(tmp_path / "other"))
     assert "does not exist" in refused(str(runs["budgets"]), out=tmp_path / "no" / "r.html")
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
     assert "pip install 'kernelstream[report]'" in refused(str(runs["budgets"]))

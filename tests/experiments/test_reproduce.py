@@ -84,6 +84,8 @@ def test_reproduce_errors(german_dir: Path, tmp_path: Path,
     assert "baselines has no table p9" in capsys.readouterr().err
     assert main(["reproduce", "p3", "--datasets", "gremlin", *common]) == 2
     assert "p3 has no data set gremlin" in capsys.readouterr().err
+    assert main(["reproduce", "p3", "--datasets", "germn", *common]) == 2
+    assert capsys.readouterr().err.strip().endswith("; did you mean 'german'?")
     assert main(["reproduce", "baselines", "--tuned-dir", str(tmp_path), "--data-dir",
                  str(german_dir), "--out-dir", str(tmp_path / "out")]) == 2
     assert "tuned_params.json not found" in capsys.readouterr().err

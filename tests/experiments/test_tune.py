@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +237,11 @@ def test_regression_tunes_the_average_loss(tmp_path: Path) -> None:
     (["german", "-l", "x=bpa-s", "--grid", "c=1"], "the learner's name alone"),
     (["german", "-l", "bpa-s", "--grid", "c=1", "--tune-rows", "0"], "--tune-rows must be"),
     (["kafka://localhost:9/t", "-l", "bpa-s", "--grid", "c=1"], "a Kafka topic"),
+    # a kernel without a width: every cell of a width grid would be the same run
+    (["german", "-l", "perceptron", "-p", "kernel=linear"],
+     "perceptron with kernel=linear has no Gaussian width to tune"),
+    (["german", "-l", "perceptron", "-p", "kernel=polynomial", "--grid", "sigma=1,2"],
+     "--grid sigma=...: kernel=polynomial has no Gaussian width"),
 ])
 def test_bad_tune_commands_fail_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                               args: list[str], msg: str) -> None:
@@ -523,3 +529,72 @@ def test_data_record_measures_the_file_a_replay_reads(tmp_path: Path) -> None:
     assert tuning.data_record(str(f))["file_bytes"] == 6
     assert tuning.data_record(str(tmp_path / "missing"))["file_bytes"] is None
     assert tuning.data_record("kafka://localhost:9092/t")["file_bytes"] is None
+
+
+def test_the_usual_path_runs_as_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``replay DATA``, ``tune DATA``, then the replay tune prints, each with its default
+    out folder: the tuned replay gets its own (runs/tuned-...), not the first replay's."""
+    monkeypatch.chdir(tmp_path)
+    common = ["--limit", "120", "--runner", "loop", "-q"]
+    assert main(["replay", "german", "-l", "bpa-s", *common]) == 0
+    assert main(["tune", "german", "-l", "bpa-s", "--grid", "c=0.5,2", *common]) == 0
+    stdout = capsys.readouterr().out
+    tuned = Path("runs") / "tune-german-bpa-s" / "tuned.json"
+    assert tuned.exists()
+    # the command tune prints (or the plain one), as written
+    [line] = [ln for ln in stdout.splitlines() if "use: " in ln or "use the default: " in ln]
+    printed = line.split("use: ", 1)[-1].split("use the default: ", 1)[-1].rstrip(")")
+    argv = shlex.split(printed)
+    assert argv[:2] == ["kernelstream", "replay"]
+    if "--params-from" in argv:
+        assert main([*argv[1:], "--runner", "loop", "-q"]) == 0
+    else:  # the tuned file's replay all the same: its own folder beside the plain replay's
+        assert main(["replay", "german", "--params-from", str(tuned), *common]) == 0
+    assert (Path("runs") / "tuned-german-bpa-s" / "summary.json").exists()
+    # its folder names the file (runs/tune-german-bpa-s/tuned.json)
+    assert main(["replay", "german", "--params-from", str(tuned.parent), *common,
+                 "-o", "runs/folder"]) == 0
+    s = json.loads((Path("runs") / "folder" / "summary.json").read_text())
+    assert s["params"] == json.loads(tuned.read_text())["params"]
+
+
+def test_default_out_of_a_tuned_replay_is_named_after_its_folder() -> None:
+    from kernelstream.engine.learner_config import LearnerConfig
+    from kernelstream.pipelines.config import default_out
+    configs = (LearnerConfig("bpa-s", "bpa-s", {}),)
+    assert default_out("a9a", configs) == Path("runs/a9a-bpa-s")
+    assert default_out("a9a", configs, "runs/tune-a9a-bpa-s/tuned.json") == Path(
+        "runs/tuned-a9a-bpa-s")
+    assert default_out("a9a", configs, "runs/a9a-tune/tuned.json") == Path("runs/a9a-tune-tuned")
+    assert default_out("a9a", configs, "runs/a9a-tune/") == Path("runs/a9a-tune-tuned")
+    assert default_out("a9a", configs, "tuned.json") == Path("runs/a9a-bpa-s-tuned")
+
+
+def test_tune_table_shows_no_sv_count_for_learners_that_keep_no_examples() -> None:
+    """rff-rls keeps no examples: "-" under #SV, as replay's table shows it (not 0.0)."""
+    from kernelstream.experiments import tuning_table
+    cell = {"cell": 0, "grid": {"gamma": "auto"}, "chosen": True, "mistake_rate": 25.0,
+            "avg_loss": 0.5, "n_support_vectors": 0.0, "seconds": 1.0}
+    doc = {"protocol": {"grid": {"gamma": ["auto"]}}, "task": "classification",
+           "loss": "hinge", "learner": "rff-rls", "cells": [cell],
+           "baseline": {**cell, "learner": "bpa-s", "n_support_vectors": 500.0}}
+    head, rff, default = tuning_table.table_rows(doc)
+    sv = head.index("#SV")
+    assert (rff[sv], default[sv]) == ("-", "500.0")
+
+
+def test_no_cell_beats_the_default_names_the_plain_replay_already_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The usual path ran ``replay DATA`` first: tune's "use the default" says where that run
+    is, instead of a command whose folder already holds it."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["replay", "german", "--limit", "60", "--runner", "loop", "-q"]) == 0
+    assert main(["tune", "german", "-l", "bpa-s", "-p", "budget=5", "--grid", "gamma=1000",
+                 "--tune-rows", "300", "--runner", "loop", "-q"]) == 0
+    [no] = [ln for ln in capsys.readouterr().out.splitlines()
+            if ln.startswith("no cell beats the default")]
+    assert no.endswith("use the default: kernelstream replay german (the run in "
+                       f"{Path('runs') / 'german-rff-rls'}, if it was made with these options: "
+                       "no need to run it again)"), no

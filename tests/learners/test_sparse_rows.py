@@ -210,8 +210,8 @@ def test_check_width_counts_a_second_order_matrix() -> None:
     need, what = memory_estimate("rff-rls", {"n_components": 20_000}, 24)
     full = compiled.fk is None  # the numpy reference keeps the full (2D)² matrix
     assert need >= (8 * 40_000 ** 2 if full else 4 * 40_000 * 40_001) and "matrix P" in what
-    with pytest.raises(WidthError, match=r"matrix P .*need 11\.9 GiB" if full
-                       else r"matrix P .*need 6\.0 GiB") as e:
+    with pytest.raises(WidthError, match=r"matrix P .*would take 11\.9 GiB" if full
+                       else r"matrix P .*would take 6\.0 GiB") as e:
         check_width("rff-rls", {"n_components": 20_000}, 24, limit_bytes=2 ** 30)
     assert "\n" not in str(e.value)
     check_width("rff-rls", {"n_components": 200}, 24, limit_bytes=2 ** 30)  # 0.6 MB

@@ -204,6 +204,20 @@ def test_replay_pipeline_options_pass_through(tmp_path) -> None:
                       "-R", "2", "--", "--block_size=16", "--direct_num_workers=2")
     assert code == 0
     assert b["per_permutation"][0]["mistakes"] == a["per_permutation"][0]["mistakes"]
+    # recorded with the rest of the command line (summary.json, the folder's marker)
+    tail = ["--", "--block_size=16", "--direct_num_workers=2"]
+    assert b["argv"][-3:] == tail and b["argv"][0] == "replay"
+    marker = json.loads((tmp_path / "b" / "run" / ".kernelstream-run").read_text())
+    assert marker["argv"] == b["argv"]
+
+
+@pytest.mark.parametrize("option", ["--block_size=0", "--metrics_window=0", "--block_size=x"])
+def test_replay_refuses_bad_replay_options_after_the_separator(tmp_path, capsys,
+                                                               option: str) -> None:
+    assert main(["replay", "german", "--limit", "50", "-l", "bpa-s", "--runner", "loop",
+                 "--out", str(tmp_path / "o"), "--", option]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("kernelstream replay: error:") and option.split("=")[0] in line
 
 
 def test_replay_beam_runner_needs_a_runner_option(tmp_path, capsys) -> None:

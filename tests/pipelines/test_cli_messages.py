@@ -32,7 +32,8 @@ def _csv(path: Path) -> Path:
 
 
 # -- 1: a read error is the same line with or without gamma=auto ------------------------------
-@pytest.mark.parametrize("case", ["misspelt label column", "parquet without label", "folder"])
+@pytest.mark.parametrize("case", ["misspelt label column", "parquet without label", "folder",
+                                  "empty", "misspelt data set", "text read as parquet"])
 def test_a_read_error_is_the_reads_own_line(tmp_path: Path, case: str,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     if case == "misspelt label column":
@@ -43,10 +44,17 @@ def test_a_read_error_is_the_reads_own_line(tmp_path: Path, case: str,
                        tmp_path / "p.parquet")
         args = [str(tmp_path / "p.parquet")]
         expected = "did you mean 'labl'?"
-    else:
+    elif case == "folder":  # named as such, not "[Errno 21] Is a directory"
         (tmp_path / "d").mkdir()
         args = [str(tmp_path / "d")]
-        expected = "Is a directory"
+        expected = f"{tmp_path / 'd'} is a directory: give a data file"
+    elif case == "empty":  # not the default data set
+        args, expected = [""], "DATA is empty"
+    elif case == "misspelt data set":
+        args, expected = ["germna"], "did you mean 'german'?"
+    else:  # pyarrow's line names no file
+        args = [str(_csv(tmp_path / "p.csv")), "--format", "parquet"]
+        expected = f"{tmp_path / 'p.csv'}: Parquet magic bytes not found"
     lines = []
     for width in ([], ["-p", "gamma=0.5"]):  # the default is gamma=auto
         out = tmp_path / f"run{len(width)}"
@@ -69,6 +77,12 @@ def test_the_memory_check_of_an_embedded_set_uses_its_width(
                  "--out", str(tmp_path / "b")]) == 2
     assert embedded == _err_line(capsys)
     assert "of 24 features" in embedded and "first" not in embedded  # the set's own width
+    # the learner named once, and a verb that fits any estimate's subject
+    assert embedded.startswith("kernelstream replay: error: bogd: budget=1,000,000,000 stored "
+                               "rows of 24 features would take "), embedded
+    assert main(["replay", "german", "-l", "big=bogd", *big[2:], "--out",
+                 str(tmp_path / "c")]) == 2
+    assert "error: learner big: bogd: budget=" in _err_line(capsys)
 
 
 def test_a_memory_refusal_on_a_file_head_says_the_width_is_its_first_rows(

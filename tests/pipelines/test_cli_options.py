@@ -59,3 +59,13 @@ def test_check_at_least_names_the_first_option_below_its_minimum() -> None:
         check_at_least(args, limit=1, seed=0, tune_rows=1)
     with pytest.raises(ConfigError, match=r"^--tune-rows must be >= 1, got 0$"):
         check_at_least(args, tune_rows=1, seed=0)
+
+
+def test_the_learner_help_names_only_options_of_its_command() -> None:
+    """demo's --learner help said "with --task regression", an option demo does not have."""
+    import re
+    for name in ("demo", "stream", "replay"):
+        parser = _parsers()[name]
+        [action] = [a for a in parser._actions if "--learner" in a.option_strings]
+        named = set(re.findall(r"(--[a-z][a-z-]*)", action.help or ""))
+        assert named <= set(parser._option_string_actions), (name, named)

@@ -372,3 +372,42 @@ def test_scale_auto_does_not_flip_on_one_added_row(tmp_path: Path, capsys) -> No
         assert s["scale"] == "01", path.name
         assert s["auto_scale"].startswith("feature spreads (standard deviations) differ by")
     assert main(["check", str(zero)]) == 0 and "--scale 01" in capsys.readouterr().out
+
+
+def test_a_model_per_key_gets_the_streams_small_default(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """``--key-by`` without ``-l``: bpa-s on dense rows too (not rff-rls's 4 MB a model)."""
+    path = tmp_path / "k.csv"
+    rng = np.random.default_rng(5)
+    path.write_text("key,a,b,label\n" + "".join(
+        f"k{i % 4},{x:.4f},{z:.4f},{1 if x > 0 else -1}\n"
+        for i, (x, z) in enumerate(rng.normal(size=(80, 2)).tolist())))
+    s = _replay(tmp_path / "o", str(path), "--key-by", "key", "--label-column", "label",
+                "--header")
+    assert s["default_learner"] == {"rows": "dense", "learner": "bpa-s", "key_by": "key"}
+    assert {k["learner"] for k in s["keys"]} == {config.DEFAULT_LEARNERS["classification"][0]}
+    # a -p the small default lacks names it
+    assert main(["replay", str(path), "--key-by", "key", "--label-column", "label", "--header",
+                 "-p", "n_components=10", "-o", str(tmp_path / "p"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "default learner of a model per --key-by entity is bpa-s" in err, err
+
+
+def test_a_model_per_key_that_cannot_fit_is_refused_before_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``-l rff-rls --key-by``: the entities of the file's head times 4 MB a model, checked
+    against the memory available before any model is made."""
+    path = tmp_path / "k.csv"
+    path.write_text("key,a,b,label\n" + "".join(f"k{i % 20},{i % 7},{i % 3},{i % 2}\n"
+                                                 for i in range(100)))
+    monkeypatch.setenv("KERNELSTREAM_MEMORY_LIMIT", str(40 << 20))  # 40 MiB
+    args = ["replay", str(path), "--key-by", "key", "--label-column", "label", "--header",
+            "--runner", "loop", "-q"]
+    assert main([*args, "-l", "rff-rls", "-p", "n_components=500", "-o",
+                 str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--key-by key: a model per entity, and the first 100 records hold 20 entities" in err
+    assert "learner rff-rls" in err and len(err.splitlines()) == 1
+    assert main([*args, "-o", str(tmp_path / "b")]) == 0  # the default per key: bpa-s

@@ -74,6 +74,12 @@ def test_configs_hold_what_the_handlers_ran_on(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("command", "argv", "message"), [
     (check, ["check", "german", "--limit", "0"], "--limit must be >= 1, got 0"),
+    # before any row is read (not islice's message from the width's or the rows' read)
+    (replay, ["replay", "german", "--limit", "-5"], "--limit must be >= 1, got -5"),
+    (replay, ["replay", "/nonexistent/x.csv", "--limit", "0"], "--limit must be >= 1, got 0"),
+    (replay, ["replay", "german", "--limit", "99999999999999999999"],
+     "--limit must be <= 9223372036854775807, got 99999999999999999999"),
+    (tune, ["tune", "german", "--limit", "-5"], "--limit must be >= 1, got -5"),
     (reproduce, ["reproduce", "p0", "--data-dir", ".", "-R", "0"], "-R must be >= 1, got 0"),
     (reproduce, ["reproduce", "p0", "--data-dir", ".", "--tables", "nope"],
      "p0 has no table nope"),
@@ -87,6 +93,7 @@ def test_configs_hold_what_the_handlers_ran_on(tmp_path: Path) -> None:
 def test_from_args_refuses_bad_options_in_one_line(command: ModuleType, argv: list[str],
                                                    message: str) -> None:
     config_class = {check: check.CheckConfig, reproduce: reproduce.ReproduceConfig,
+                    replay: ReplayConfig,
                     demo: demo.DemoConfig, tune: tune.TuneConfig,
                     stream: StreamConfig}[command]
     with pytest.raises(ConfigError) as exc:

@@ -133,3 +133,48 @@ def test_overwrite_keeps_the_previous_run_when_the_new_one_is_refused(
     assert "lower the budget" in _err_line(capsys)
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
     assert (out / "summary.json").read_text() == summary
+
+
+def test_overwrite_refuses_to_delete_a_user_file_inside_an_output_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--overwrite removes the previous run's output folders whole: a file the user put in
+    one (predictions/notes.txt) is refused, not deleted with them."""
+    out = tmp_path / "run"
+    args = ["replay", "german", "-l", "bpa-s", "--limit", "40", "--runner", "loop", "-q",
+            "--out", str(out)]
+    assert main(args) == 0
+    capsys.readouterr()
+    notes = out / "predictions" / "notes.txt"
+    notes.write_text("mine")
+    assert main([*args, "--overwrite"]) == 2
+    assert "predictions/notes.txt was not written by kernelstream" in _err_line(capsys)
+    assert notes.read_text() == "mine" and (out / "summary.json").exists()
+    notes.unlink()
+    assert main([*args, "--overwrite"]) == 0  # the run's own files only: replaced
+
+
+def test_an_interrupted_loop_replay_keeps_no_partial_predictions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C during a loop replay: no predictions/part-loop.parquet that would read as a
+    whole run's (there is no summary.json either); the folder is still a run's, for
+    --overwrite."""
+    from kernelstream.pipelines.replay import loop
+
+    calls = []
+
+    def learnt(self: object, *args: object) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop.Progress, "learnt", learnt)
+    out = tmp_path / "run"
+    args = ["replay", "german", "-l", "bpa-s", "--runner", "loop", "-q", "--out", str(out),
+            "--", "--block_size=100"]
+    assert main(args) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert not list((out / "predictions").glob("*.parquet"))
+    assert not (out / "summary.json").exists() and (out / run_folder.MARKER).exists()
+    monkeypatch.undo()
+    assert main([*args[:-2], "--overwrite"]) == 0

@@ -120,7 +120,8 @@ def test_sample_is_drawn_once_and_before_the_folder_is_claimed(
     capsys.readouterr()
     assert main(["replay", str(tmp_path / "missing.csv"), "--sample", "5", "-q",
                  "--out", str(tmp_path / "never")]) == 2
-    assert "--sample 5: cannot read" in capsys.readouterr().err
+    # refused as DATA before any draw (the same line as without --sample)
+    assert "missing.csv' is neither a file nor an embedded data set" in capsys.readouterr().err
     assert not (tmp_path / "never").exists()
 
 

@@ -58,9 +58,11 @@ def progress_to_stderr(on: bool, shard: tuple[int, int] | None = None) -> None:
     log.setLevel(logging.INFO if on else logging.WARNING)
 
 
-def add_learner_arguments(p: argparse.ArgumentParser, stream: bool = False) -> None:
+def add_learner_arguments(p: argparse.ArgumentParser, stream: bool = False,
+                          task: bool = True) -> None:
     """``--learner``, ``-p`` and ``--seed`` (``config.learner_configs``): shared by ``replay``,
-    ``stream`` and ``demo`` (``stream``: the help states a live stream's default alone)."""
+    ``stream`` and ``demo`` (``stream``: the help states a live stream's default alone;
+    ``task=False``: a command without ``--task``, the demo, whose events are classified)."""
     def spec(name: str, params: dict[str, str]) -> str:
         return " ".join([name, *(f"-p {k}={v}" for k, v in params.items())])
 
@@ -69,13 +71,14 @@ def add_learner_arguments(p: argparse.ArgumentParser, stream: bool = False) -> N
                          for rows, learner in DEFAULT_BY_ROWS[task].items())
 
     if stream:
-        default = (f"{spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}, with --task regression "
-                   f"{spec(*DEFAULT_LEARNERS['regression'])}; Gaussian widths gamma=auto, from "
-                   "the stream's first records")
+        regression = (f", with --task regression {spec(*DEFAULT_LEARNERS['regression'])}"
+                      if task else "")
+        default = (f"{spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}{regression}; Gaussian widths "
+                   "gamma=auto, from the stream's first records")
     else:
         default = (f"a replay of a file: {by_rows('classification')} (by its first rows), "
                    f"with --task regression {by_rows('regression')}; else (a topic, "
-                   "--stream) "
+                   "--stream, --key-by) "
                    f"{spec(DEFAULT_LEARNER, DEFAULT_PARAMS)}, with --task regression "
                    f"{spec(*DEFAULT_LEARNERS['regression'])}; replay and tune set Gaussian "
                    "widths to gamma=auto, from the data")

@@ -67,6 +67,13 @@ class RunOutput:
 OWN_LINE = (CheckpointInUse, OffsetOutOfLog, ConnectionError)
 
 
+def command_line(config: ReplayConfig) -> list[str]:
+    """The arguments after ``kernelstream`` that made the run, Beam's pipeline options after
+    ``--`` included (summary.json's and the folder marker's ``argv``)."""
+    extra = ["--", *config.pipeline_args] if config.pipeline_args else []
+    return [*config.argv, *extra]
+
+
 # -- runners -----------------------------------------------------------------------------------
 def _evaluate_in_memory(config: ReplayConfig) -> list[EvalResult]:
     """Adversarial streams (``--stream``): load the data in memory, then
@@ -176,7 +183,7 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
         "permutations": config.permutations,
         "runner": config.runner,
         "stream": config.stream,
-        "argv": list(config.argv),
+        "argv": command_line(config),
     }
     if run.counts:
         # every input record is either an example (predicted once per stream) or a dead
@@ -190,6 +197,8 @@ def build_summary(config: ReplayConfig, run: RunOutput) -> dict[str, Any]:
                                   "learner": config.learners[0].learner}
         if config.stream != "none":  # ... or the adversarial stream (config.default_learner)
             doc["default_learner"]["stream"] = config.stream
+        if config.read.key_by is not None:  # ... or a model per entity
+            doc["default_learner"]["key_by"] = config.read.key_by
     if config.auto_scale is not None:  # --scale auto scaled: why (the value is ``scale``)
         doc["auto_scale"] = config.auto_scale
     if config.widths is not None:  # a topic's gamma=auto: where the widths came from
@@ -377,7 +386,7 @@ def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iter
             made = fresh and not fs.exists(config.out)
             run_folder.claim(config.out, command, overwrite=overwrite, checkpoint=checkpoint,
                              resumes=checkpoint is not None and _has_checkpoint(checkpoint),
-                             argv=config.argv,
+                             argv=command_line(config),
                              ignore=run_folder.entry_within(config.out, checkpoint))
         except OutFolderError as exc:
             raise RefusedError(error(command, str(exc))) from None

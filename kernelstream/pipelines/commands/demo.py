@@ -82,7 +82,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output directory (default: runs/demo-stream; new, empty, or a "
                    "previous run with --overwrite; its checkpoint/ is started over)")
     add_overwrite_argument(p)
-    add_learner_arguments(p, stream=True)
+    add_learner_arguments(p, stream=True, task=False)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.set_defaults(handler=cmd_demo)
 

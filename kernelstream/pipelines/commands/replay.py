@@ -87,14 +87,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "embedded)")
     add_learner_arguments(p)
     p.add_argument("--params-from", metavar="TUNED_JSON",
-                   help=f"the parameters chosen by `{PROG} tune` (its tuned.json); -p wins")
+                   help=f"the parameters chosen by `{PROG} tune` (its tuned.json, or the folder "
+                   "holding it); -p wins")
     p.add_argument("--permutations", "-R", type=int, default=1, metavar="R",
                    help="number of random stream orders R (default: 1)")
     add_prepare_arguments(p)
     add_read_arguments(p)
     p.add_argument("--out", "-o", metavar="DIR",
-                   help="output directory (default: runs/<dataset>-<learner>[+<learner>...]); "
-                   "new, empty, or a previous run with --overwrite")
+                   help="output directory (default: runs/<dataset>-<learner>[+<learner>...]; with "
+                   "--params-from runs/tune-X/tuned.json: runs/tuned-X); new, empty, or a "
+                   "previous run with --overwrite")
     add_overwrite_argument(p)
     p.add_argument("--stream", choices=STREAMS, default="none",
                    help="replay an adversarial stream built from the data instead of permutations "
@@ -131,7 +133,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_data_options(p, {
         "--key-by": "CSV/Parquet column naming the entity: one model per entity value (0-based "
         "position or header name); for a Kafka topic, 'key' (the message key) or a CSV column "
-        "position"})
+        "position. Without -l, the stream's small default (bpa-s; regression: raker "
+        "loss=square), whatever the rows"})
     k = p.add_argument_group(
         "Kafka", "DATA may be a topic, kafka://HOST:PORT[,HOST:PORT...]/TOPIC: its messages are "
         "LIBSVM or CSV lines (--format; LIBSVM needs --n-features), read from the beginning "

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelstream._suggest import did_you_mean
 from kernelstream.errors import ConfigError, OutFolderError, ProtocolError
 from kernelstream.experiments.grid import Context, ReplayError
 from kernelstream.experiments.protocol import PAPERS, Options
@@ -180,12 +181,12 @@ class ReproduceConfig:
         unknown = [t for t in self.tables or () if t not in known]
         if unknown:  # with "all", a table names the paper it belongs to
             raise ConfigError(f"{self.paper} has no table {', '.join(unknown)} (tables: "
-                              f"{', '.join(known)})")
+                              f"{', '.join(known)}){did_you_mean(unknown[0], known)}")
         names = list(dict.fromkeys(d for m in mods.values() for d in m.DATA))
         unknown = [d for d in self.datasets or () if d not in names]
         if unknown:
             raise ConfigError(f"{self.paper} has no data set {', '.join(unknown)} (data sets: "
-                              f"{', '.join(names)})")
+                              f"{', '.join(names)}){did_you_mean(unknown[0], names)}")
         papers, _ = self.plan()
         if not papers:  # `all --tables T --datasets D`: no paper of T has D
             raise ConfigError(

@@ -29,6 +29,7 @@ from kernelstream.data import widths
 from kernelstream.engine.noskill import skill_warnings
 from kernelstream.errors import ConfigError
 from kernelstream.experiments import tuning, tuning_table
+from kernelstream.pipelines import run_folder
 from kernelstream.pipelines.commands._common import (
     Command,
     add_overwrite_argument,
@@ -49,6 +50,7 @@ from kernelstream.pipelines.config import (
     DEFAULT_LEARNERS,
     PROG,
     check_at_least,
+    check_limit,
     display_name,
     is_topic,
     learner_configs,
@@ -62,6 +64,7 @@ from kernelstream.pipelines.replay.replay_args import (
     shard_arg,
     workers_arg,
 )
+from kernelstream.pipelines.replay.replay_checks import check_source
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult
@@ -186,6 +189,8 @@ class TuneConfig:
         if is_topic(args.data):
             raise ConfigError("tune replays permutations of a data file; a Kafka topic is one "
                               "stream in its own order")
+        check_limit(args)  # before default_configuration reads the file's first rows
+        check_source(args.data, args.runner)
         name = None
         if args.learner:
             label, name = parse_learner_spec(args.learner)
@@ -195,12 +200,21 @@ class TuneConfig:
         base_name, base_params = default_configuration(args, name, user)
         name = name or base_name
         grid = args.grid
+        # -p kernel=linear (or polynomial): a width that changes nothing, every cell alike
+        kernel = next((v.strip() for k, _, v in (s.partition("=") for s in reversed(user))
+                       if k.strip() == "kernel"), "gaussian")
         if not grid:  # the learner's Gaussian width, around the data-driven one
             if not any(p.name == "gamma" for p in learners.get(name).params):
                 raise ConfigError(f"{name} has no Gaussian width to tune by default: give "
                                   "--grid KEY=V1,V2,...")
+            if kernel != "gaussian":
+                raise ConfigError(f"{name} with kernel={kernel} has no Gaussian width to "
+                                  "tune: give --grid KEY=V1,V2,...")
             grid = [widths.tune_grid()]
         axes = tuning.parse_grid(grid)
+        if kernel != "gaussian" and {"gamma", "sigma"} & set(axes):
+            raise ConfigError(f"--grid {next(iter({'gamma', 'sigma'} & set(axes)))}=...: "
+                              f"kernel={kernel} has no Gaussian width (every cell alike)")
         given = {_width(spec.partition("=")[0].strip()) for spec in user} | set(map(_width, axes))
         # the default learner starts from the default's fixed parameters (n_components=500),
         # unless -p or --grid sets them
@@ -320,9 +334,14 @@ def run_tune(tune: TuneConfig) -> int:
               f"{shlex.join([*replay, '--params-from', path])})")
     else:  # tuning made nothing better: the default run is the one to use
         metric = score["metric"]
+        # the usual path ran `replay DATA` before tune: its folder holds that run already
+        made = Path("runs") / f"{display_name(tune.data)}-{tune.baseline_learner}"
+        use = shlex.join(replay) + (
+            f" (the run in {made}, if it was made with these options: no need to run it again)"
+            if run_folder.inspect(str(made)).run is not None else "")
         print(f"tuned: {path}  (table: {table})\nno cell beats the default "
               f"({_baseline_text(tune)}: {_score_text(metric, base[metric])}): use the "
-              f"default: {shlex.join(replay)}")
+              f"default: {use}")
     # replay's warnings, on the chosen cell: no better than ignoring the features
     [cell] = [c for c in doc["cells"] if c["chosen"]]
     for line in skill_warnings(f"chosen cell {doc['cell']}", cell):

@@ -37,6 +37,7 @@ from kernelstream.pipelines.config import (
     DEFAULT_LEARNERS,
     check_at_least,
     learner_configs,
+    learner_line,
     parse_learner_spec,
     resolve_task,
 )
@@ -489,7 +490,7 @@ def _check_width(spec: LiveSpec) -> None:
         try:
             check_width(c.learner, dict(c.params), spec.width, sparse=spec.sparse)
         except WidthError as e:
-            raise ConfigError(f"learner {c.label}: {e}") from None
+            raise ConfigError(learner_line(c, str(e))) from None
 
 
 def init_widths(args: argparse.Namespace) -> list[str]:

@@ -49,7 +49,7 @@ from kernelstream.engine.live.snapshot.store import SnapshotStore, SnapshotView,
 from kernelstream.engine.offsets import LogChanged, OffsetOutOfLog
 from kernelstream.engine.replay import checkpoints
 from kernelstream.engine.replay.core import decode_replay_state
-from kernelstream.engine.writer_lock import CheckpointInUse
+from kernelstream.engine.writer_lock import LOCK, CheckpointInUse
 from kernelstream.errors import OutFolderError
 from kernelstream.kafka_client.names import checkpoint_id, markers_topic
 from kernelstream.pipelines import run_folder
@@ -393,6 +393,9 @@ def prepare(config: StreamConfig) -> Prepared:
     saved_out = None
     committed: dict[tuple[str, int], int] = {}
     resume = None
+    # a --checkpoint folder this run makes is removed again when it is refused (a broker
+    # down): no empty folder left behind
+    made = config.checkpoint is not None and not os.path.exists(config.checkpoint)
     try:
         if (checkpoint := config.checkpoint) is not None:
             try:
@@ -565,6 +568,8 @@ def prepare(config: StreamConfig) -> Prepared:
     except BaseException:
         if store is not None:
             store.close()
+            if made and set(os.listdir(store.directory)) <= {LOCK}:
+                shutil.rmtree(store.directory, ignore_errors=True)
         raise
 
 

@@ -9,6 +9,7 @@ state is needed.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -79,28 +80,16 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
                    for k, t in kafka_client.output_topics(run.outputs.kafka_out).items()}
     # the shards of replay --workers write into the same directories: one name each
     part = PART if run.execution.shards == 1 else f"{PART}-{run.execution.shard}"
-    with fs.open_write(fs.join(run.outputs.out, "predictions", f"{part}.parquet")) as fh, \
-            pq.ParquetWriter(fh, outputs.PREDICTIONS_SCHEMA) as pw:
-        w = PredictionWriter(pw)
-        progress = Progress(total=run.execution.expected_examples)
-        for b in loop_source(run, dead, position):
-            st = states.get(b.key)
-            if st is None:  # a resumed stream starts from its saved state
-                data = None if saved is None else saved.get(b.key)
-                st = states[b.key] = (ReplayState() if data is None
-                                      else decode_replay_state(data))
-            res = core.learn(b.key, st, b)
-            progress.learnt(b.key, st, b.n, res.seconds)
-            p = res.predictions
-            w.write(p)
-            if writers:
-                writers["predictions"].write(kafka_client.prediction_rows(p))
-            metrics += res.metrics
-            dead += res.dead_letters
-            counters["blocks"] += 1
-            counters["examples"] += p.n - len(res.dead_letters)
-            counters["mistakes"] += int((p.mistake == 1).sum())
-        w.flush()
+    predictions = fs.join(run.outputs.out, "predictions", f"{part}.parquet")
+    try:
+        _learn_all(run, core, saved, states, loop_source(run, dead, position), predictions,
+                   writers, metrics, dead, counters)
+    except BaseException:
+        # stopped (Ctrl-C, an error): the file closed on the way out would read as a
+        # whole run's predictions; no part of them is kept (docs/cli.md, exit codes)
+        with contextlib.suppress(Exception):
+            fs.delete([predictions])
+        raise
     counters[DEAD_LETTER_TAG] = len(dead)  # the source's and the learners'
     metrics += [core.final_row(k, st) for k, st in states.items()]
     if run.recovery.writes is not None:
@@ -120,3 +109,33 @@ def run_loop(run: ReplayRun) -> dict[str, int]:
             write_rows(fs.join(run.outputs.out, name, f"{part}.parquet"), rows,
                        outputs.SCHEMAS[name])
     return counters
+
+
+def _learn_all(run: ReplayRun, core: ReplayLearner, saved: ckpts.SavedStates | None,
+               states: dict[str, ReplayState], blocks: Iterator[Block], predictions: str,
+               writers: dict[str, KafkaWriter], metrics: list[dict[str, Any]],
+               dead: list[dict[str, Any]], counters: dict[str, int]) -> None:
+    """The loop of :func:`run_loop`: every block learnt, its predictions written to the file
+    ``predictions`` (and the Kafka writers), its metrics, dead letters and counts added."""
+    with fs.open_write(predictions) as fh, \
+            pq.ParquetWriter(fh, outputs.PREDICTIONS_SCHEMA) as pw:
+        w = PredictionWriter(pw)
+        progress = Progress(total=run.execution.expected_examples)
+        for b in blocks:
+            st = states.get(b.key)
+            if st is None:  # a resumed stream starts from its saved state
+                data = None if saved is None else saved.get(b.key)
+                st = states[b.key] = (ReplayState() if data is None
+                                      else decode_replay_state(data))
+            res = core.learn(b.key, st, b)
+            progress.learnt(b.key, st, b.n, res.seconds)
+            p = res.predictions
+            w.write(p)
+            if writers:
+                writers["predictions"].write(kafka_client.prediction_rows(p))
+            metrics += res.metrics
+            dead += res.dead_letters
+            counters["blocks"] += 1
+            counters["examples"] += p.n - len(res.dead_letters)
+            counters["mistakes"] += int((p.mistake == 1).sum())
+        w.flush()

@@ -20,6 +20,7 @@ from kernelstream.engine.learner_config import LearnerConfig
 from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.engine.replay.metrics import eval_results
 from kernelstream.engine.replay.sources import ReplayStreams
+from kernelstream.errors import ConfigError
 
 if TYPE_CHECKING:  # the Kafka client is imported by the runs that read or write a topic
     from kernelstream.kafka_client import KafkaReadOptions, KafkaTopic, SourcePosition
@@ -47,9 +48,22 @@ def add_replay_options(parser: Any) -> None:
 
 
 def _replay_options(pipeline_args: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
     add_replay_options(parser)
-    return parser.parse_known_args(list(pipeline_args))[0]
+    try:
+        return parser.parse_known_args(list(pipeline_args))[0]
+    except argparse.ArgumentError as exc:  # --block_size=abc: one line, not a usage
+        raise ConfigError(f"after '--': {exc}") from None
+
+
+def check_replay_options(pipeline_args: Sequence[str]) -> None:
+    """The replay's own options after ``--`` checked before the run: ``--block_size`` and
+    ``--metrics_window`` >= 1 (a 0 fell back to the default unsaid)."""
+    opts = _replay_options(pipeline_args)
+    for name in ("block_size", "metrics_window"):
+        value = getattr(opts, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name} (after '--') must be >= 1, got {value}")
 
 
 @dataclass(frozen=True)

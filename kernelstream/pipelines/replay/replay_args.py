@@ -30,6 +30,7 @@ from kernelstream.pipelines.config import (
     PROG,
     accepts,
     check_at_least,
+    check_limit,
     default_learner,
     default_out,
     display_name,
@@ -40,12 +41,15 @@ from kernelstream.pipelines.config import (
 )
 from kernelstream.pipelines.replay import auto_scale, sample_rows
 from kernelstream.pipelines.replay.auto_scale import file_options, head_options
+from kernelstream.pipelines.replay.plan import check_replay_options
 from kernelstream.pipelines.replay.replay_checks import (
     DASK_WORKERS,
     check_dask,
+    check_source,
     check_submit_only,
     check_workers,
     data_path,
+    read_error,
 )
 from kernelstream.pipelines.replay.topic_head import TopicHead, api_topic_head, topic_head
 
@@ -232,6 +236,8 @@ class ReplayConfig:
         task = options.get("task")
         if task is None and len({c.task for c in configs}) == 1:  # the CLI's resolve_task
             task = configs[0].task
+        elif task is not None and configs:  # a learner of the other task: refused, as the CLI
+            resolve_task(configs, task, option="task=")
         # the features by the task given (none: tried as either), the target by the run's
         options, why, target, _ = auto_scale.resolve_options(data, options, task)
         if task is not None:
@@ -272,10 +278,13 @@ class ReplayConfig:
         # only the task's fields: --scale auto is decided below (sparse rows: none)
         ReadOptions(path="", task=args.task or "classification",
                     positive_label=args.positive_label)
+        check_limit(args)  # before the first read (the width, the rows, the label map)
+        check_source(DEFAULT_DATASET if args.data is None else args.data, args.runner)
         learner_specs, param_specs = list(args.learner or []), list(args.param or [])
         params_from = getattr(args, "params_from", None)
         tuned = None
         if params_from is not None:  # kernelstream tune's choice, under the explicit -p values
+            params_from = tuning.tuned_path(params_from)  # a tuning run's folder: its file
             tuned = tuning.read_tuned(params_from)
             learner_specs, param_specs = tuning.apply_tuned(tuned, params_from, learner_specs,
                                                             param_specs)
@@ -286,7 +295,7 @@ class ReplayConfig:
             for line in [*notes, *([unbeaten] if unbeaten else [])]:
                 if getattr(args, "shard", None) is None:
                     print(f"{PROG}: {line}", file=sys.stderr)
-        src = args.data or DEFAULT_DATASET
+        src = DEFAULT_DATASET if args.data is None else args.data
         scale = args.scale  # as given: a topic's auto is decided on its head (topic_head)
         # --sample N: the rows drawn first, once; every decision below reads them, not the
         # file's head (the run learns them)
@@ -304,8 +313,10 @@ class ReplayConfig:
         # adversarial stream (recorded)
         task = args.task or "classification"
         if rows is not None:
-            check_default_params(task, rows, param_specs, args.stream)
-        default = None if rows is None else default_learner(task, rows, args.stream)
+            check_default_params(task, rows, param_specs, args.stream,
+                                 getattr(args, "key_by", None))
+        default = None if rows is None else default_learner(task, rows, args.stream,
+                                                            getattr(args, "key_by", None))
         kafka_src = is_topic(src)
         # a topic's width is read last (below), once every refusal has had its say: until
         # then its configurations hold a stand-in (the widths change no check)
@@ -325,7 +336,8 @@ class ReplayConfig:
         positive = run_positive_label(args, rows_src, task,
                                       drawn_from=None if drawn is None else drawn.source)
         settings = kafka_options(args, kafka_src)
-        check_at_least(args, permutations=1, seed=0, limit=1)
+        check_at_least(args, permutations=1, seed=0)
+        check_replay_options(getattr(args, "pipeline_args", ()))  # -- --block_size=0
         if args.runner is None:  # adversarial streams are generated in memory: the loop's job
             args.runner = "loop" if args.stream != "none" else "direct"
         if args.stream != "none" and args.runner != "loop":
@@ -341,7 +353,7 @@ class ReplayConfig:
                               "non-zeros: drop --scale or use --rows dense")
         if args.hash_features is not None and args.stream != "none":
             raise ConfigError("--hash-features applies to data files and topics, not --stream")
-        out = args.out if args.out else str(default_out(dataset, configs))
+        out = args.out if args.out else str(default_out(dataset, configs, params_from))
         read_path, read_fmt, sample = src, args.format, None
         if drawn is not None:  # the run reads the rows in OUT/.sample/ (_runs.started)
             read_path, read_fmt = fs.join(out, ".sample", drawn.name), drawn.fmt
@@ -465,18 +477,20 @@ def width_estimate(opts: ReadOptions,
         except (ValueError, OSError) as exc:
             # a file that cannot be read is the read's error, the same line as check_data's
             # (not a gamma=auto problem: the estimate is only the first to read it)
-            raise ConfigError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
+            raise read_error(opts.path, exc) from None
 
     return estimate
 
 
 def check_default_params(task: str, rows: str, param_specs: Sequence[str],
-                         stream: str = "none") -> None:
+                         stream: str = "none", key_by: str | None = None) -> None:
     """A ``-p`` without ``--learner`` is for the default learner: one it does not have is a
-    :class:`ConfigError` saying which learner the file's rows (or ``--stream``) chose."""
-    name = default_learner(task, rows, stream)[0]
+    :class:`ConfigError` saying which learner the file's rows (or ``--stream``, or
+    ``--key-by``) chose."""
+    name = default_learner(task, rows, stream, key_by)[0]
     other = next(n for n, _ in DEFAULT_BY_ROWS[task].values() if n != name)
-    on = f"on {rows} rows (this file's)" if stream == "none" else f"of --stream {stream}"
+    on = (f"of --stream {stream}" if stream != "none" else "of a model per --key-by entity"
+          if key_by is not None else f"on {rows} rows (this file's)")
     for spec in param_specs:
         scope, key, _ = parse_param_spec(spec)
         if scope is None and not accepts(name, key):

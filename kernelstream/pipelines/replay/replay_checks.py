@@ -7,16 +7,18 @@ data's width. Each failure is a ``ConfigError`` (or ``ValueError``): rc 2, one l
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kernelstream import data, fs
+from kernelstream._suggest import did_you_mean
 from kernelstream.data import check as data_check
 from kernelstream.errors import ConfigError, WidthError
 from kernelstream.learners.registry import check_width, fmt_bytes, memory_estimate, memory_limit
-from kernelstream.pipelines.config import PROG, is_topic
+from kernelstream.pipelines.config import PROG, is_topic, learner_line
 
 if TYPE_CHECKING:
     from kernelstream.data.options import ReadOptions
@@ -109,6 +111,33 @@ def check_submit_only(args: argparse.Namespace) -> None:
 _PRECHECK_RECORDS = 1000
 
 
+def read_error(src: str, exc: Exception) -> ConfigError:
+    """The one line of a file that cannot be read: the reader's first line, naming the file
+    when the reader does not (pyarrow's "Parquet magic bytes not found in footer")."""
+    line = str(exc).splitlines()[0] if str(exc) else repr(exc)
+    name = str(src).rsplit("/", 1)[-1]
+    return ConfigError(line if name and name in line else f"{src}: {line}")
+
+
+def check_source(src: str, runner: str | None = None) -> None:
+    """DATA before anything reads it: not empty (``""`` ran the default data set), not a
+    directory, and a missing local file named with the closest embedded data set ("did you
+    mean"); a missing file is left to the ``beam`` and ``portable`` runners, whose workers
+    may see files this process does not."""
+    if not src:
+        raise ConfigError("DATA is empty: give an embedded data set's name or a file path")
+    if is_topic(src) or fs.is_remote(src) or is_embedded(src):
+        return
+    path = fs.local_path(src)  # file://PATH too
+    if os.path.isdir(path):
+        raise ConfigError(f"{src} is a directory: give a data file")
+    if not os.path.exists(path) and runner not in ("beam", "portable"):
+        names = [n for name in data.embedded_datasets() for n in (
+            name, *data.embedded_dataset_info(name).get("aliases", "").split(",")) if n]
+        raise ConfigError(f"cannot read data: {src!r} is neither a file nor an embedded data "
+                          "set" + did_you_mean(src, names))
+
+
 def check_data(config: ReplayConfig) -> None:
     """Before the pipeline: the read options must fit the file (columns, --key-by), and its
     head must not be empty, binary, continuous labels for classification, or mostly
@@ -126,7 +155,7 @@ def check_data(config: ReplayConfig) -> None:
         try:
             report = data_check.check_file(read, max_records=_PRECHECK_RECORDS)
         except (ValueError, OSError) as exc:
-            raise ConfigError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
+            raise read_error(src, exc) from None
         problem = data_check.verdict(report)
         if problem is not None:
             raise ConfigError(problem)
@@ -148,6 +177,28 @@ def check_data(config: ReplayConfig) -> None:
         rows = report.rows if config.read.limit is None else min(report.rows, config.read.limit)
         check_dense_rows(config.read, width or 1, rows)
     check_memory(config.learners, width or 1, sparse=sparse, nnz=nnz, head=head)
+    if report is not None and config.read.key_by is not None:
+        check_entities(config, len(report.entities), report.rows + report.dead.total,
+                       width or 1, sparse, nnz)
+
+
+def check_entities(config: ReplayConfig, entities: int, records: int, width: int,
+                   sparse: bool, nnz: int | None) -> None:
+    """``--key-by``: a model per entity, so the entities of the file's first ``records``
+    records (a lower bound on the file's) times the models' memory must fit (100 entities of
+    rff-rls at D = 500 held 490 MB); else a :class:`ConfigError` naming the learner that
+    weighs most and the fix."""
+    sizes = [(memory_estimate(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
+                              nnz_per_row=nnz)[0], c.label) for c in config.learners]
+    per, heaviest = max(sizes)
+    total, limit = entities * sum(s for s, _ in sizes), available_memory()
+    if total <= limit:
+        return
+    raise ConfigError(
+        f"--key-by {config.read.key_by}: a model per entity, and the first {records:,} "
+        f"records hold {entities:,} entities: {fmt_bytes(total)} of models (learner "
+        f"{heaviest}: {fmt_bytes(per)} each), more than the {fmt_bytes(limit)} available; use "
+        "a budgeted learner (bpa-s, the default with --key-by) or a smaller model")
 
 
 def check_dense_rows(read: ReadOptions, width: int, rows: int) -> None:
@@ -204,7 +255,7 @@ def check_memory(configs: Sequence[Any], width: int, sparse: bool = False,
         except WidthError as e:
             seen = ("" if head is None else f" (width {width:,}: that of the file's first "
                     f"{head:,} records; the whole file may be wider)")
-            raise ConfigError(f"learner {c.label}: {e}{seen}") from None
+            raise ConfigError(learner_line(c, f"{e}{seen}")) from None
         need, what = memory_estimate(c.learner, dict(c.params), max(int(width), 1), sparse=sparse,
                                      nnz_per_row=nnz)
         if need > _WARN_BYTES:  # it fits, but a user should know before waiting for it

@@ -525,6 +525,8 @@ def test_broker_down_is_one_line(tmp_path: Path) -> None:
                  str(tmp_path / "o"), "--checkpoint", str(tmp_path / "c"), "-q"], timeout=60)
     assert r.returncode == 2, r.stderr
     assert f"cannot connect to the Kafka broker(s) 127.0.0.1:{port}" in one_line(r.stderr)
+    # the --checkpoint folder the refused run made is gone again, as its --out
+    assert not (tmp_path / "c").exists() and not (tmp_path / "o").exists()
 
 
 def test_offset_outside_the_log_is_one_line(broker: str, tmp_path: Path) -> None:

@@ -80,3 +80,19 @@ def test_auto_is_accepted_and_none_keeps_the_data(tmp_path: Path) -> None:
     kept = ReplayConfig.of(str(data), [("p", "perceptron", {"gamma": 0.5})], tmp_path / "n",
                            scale="none", runner="loop")
     assert kept.read.scale == "none" and kept.auto_scale is None
+
+
+def test_a_task_the_learners_do_not_have_is_refused(tmp_path: Path) -> None:
+    """``task="regression"`` with a classification learner: refused as the CLI refuses
+    ``--task regression -l raker``, not a classification run of no examples."""
+    path = _target_svm(tmp_path / "r.svm")
+    with pytest.raises(ValueError, match="task=regression, but r is a classification learner"):
+        run_replay(str(path), (("r", "raker", {}),), tmp_path / "o", task="regression",
+                   runner="loop")
+    with pytest.raises(ValueError, match="task=classification, but r is a regression"):
+        ReplayConfig.of(str(path), (("r", "raker", {"loss": "square"}),), tmp_path / "o",
+                        task="classification")
+    # the learners' own task, given: accepted
+    config = ReplayConfig.of(str(path), (("r", "raker", {"loss": "square"}),), tmp_path / "o",
+                             task="regression")
+    assert config.read.task == "regression"

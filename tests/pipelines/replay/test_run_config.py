@@ -121,6 +121,22 @@ def test_evaluate_takes_a_learner_config() -> None:
         learner_config(cfg, {"budget": 5})
 
 
+def test_a_stream_reports_progress_during_a_repetition_with_the_same_scores(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/cli.md's ``[label] permutation r/R: rows done/n, examples/s`` lines come between
+    blocks of a stream too (it was one block: only the final line), and the blocks change no
+    figure."""
+    from kernelstream.engine import orders
+    X, y = data.load_dataset("german", scale="01")
+    lines: list[str] = []
+    a = evaluate_stream(X, y, "german-1", "bpa-s", progress=lines.append, progress_interval=0)
+    assert lines[0] == "[bpa-s] permutation 1/1: 1,024/5,000 rows, " + lines[0].split(", ")[-1]
+    assert lines[0].endswith(" ex/s") and lines[-1].startswith("[bpa-s] stream german-1 1/1:")
+    monkeypatch.setattr(orders, "STREAM_BLOCK", 10**9)  # the whole stream in one block
+    b = evaluate_stream(X, y, "german-1", "bpa-s")
+    assert (a.runs[0].mistakes, a.runs[0].avg_loss) == (b.runs[0].mistakes, b.runs[0].avg_loss)
+
+
 def test_stream_preset_on_a_beam_runner_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """Adversarial streams run in memory on the loop runner; the one refusal is the CLI's."""
     code = cli.main(["replay", "german", "--stream", "german-1", "--runner", "direct",
