@@ -93,6 +93,19 @@ def check_not_auto(learner: str, name: str, value: Any, default: Any = None) -> 
                      "which estimate it as the CLI does")
 
 
+def sigma_gamma(sigma: float) -> float:
+    """``gamma = 1/(2σ²)`` of a Gaussian width ``sigma``; NaN unless ``sigma`` and ``gamma`` are
+    both finite and > 0 (a tiny σ's square underflows to 0, a huge one's gamma to 0)."""
+    if not (sigma > 0 and math.isfinite(sigma)):
+        return math.nan
+    s2 = 2.0 * sigma * sigma
+    gamma = 1.0 / s2 if s2 > 0 else math.inf
+    return gamma if 0 < gamma < math.inf else math.nan
+
+
+SIGMA_RULE = "a number > 0 whose gamma = 1/(2 sigma^2) is finite and > 0 (about 1e-154 to 1e154)"
+
+
 def positive(v: Any) -> bool:
     return v > 0
 
