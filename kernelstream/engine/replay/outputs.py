@@ -53,6 +53,7 @@ _METRICS = """
     key:string! config:string! learner:string! permutation:int32! entity:string task:string
     loss_name:string final:bool! window_start:int64! window_end:int64! examples:int64!
     mistakes:int64 mistake_rate:float64 avg_loss:float64 loss_sum:float64
+    diverged:int64  # learnt rows the learner scored NaN (mistakes of infinite loss)
     n_support_vectors:int64! seconds:float64! examples_per_second:float64
     window_examples:int64! window_mistakes:int64 window_mistake_rate:float64
     window_avg_loss:float64 window_seconds:float64! window_examples_per_second:float64
@@ -122,7 +123,8 @@ def predictions_batch(p: PredictionBlock) -> pa.RecordBatch:
     """One prediction block as a record batch of :data:`PREDICTIONS_SCHEMA`."""
     sk = StreamKey.decode(p.key)
     n = p.n
-    bad = np.isnan(p.score)
+    # a rejected row's score and loss are NaN; a diverged row's NaN score has an inf loss
+    bad = np.isnan(p.score) & np.isnan(p.loss)
     return pa.RecordBatch.from_arrays([
         pa.array([p.key] * n, pa.string()),
         pa.array([sk.config] * n, pa.string()),
