@@ -81,6 +81,14 @@ def check_not_auto(learner: str, name: str, value: Any, default: Any = None) -> 
     text = value.strip().lower().replace(" ", "")
     if text != "auto" and not text.startswith("auto*"):
         return
+    if text != "auto":  # a factor that is no number: not a question of where the data are
+        try:
+            factor = float(text[len("auto*"):])
+        except ValueError:
+            factor = math.nan
+        if not (math.isfinite(factor) and factor > 0):
+            raise ValueError(f"{learner}: {name}={value!r}: auto*F needs a positive number F "
+                             "(e.g. auto*2)")
     w = "kernelstream.data.widths"
     grid = default if isinstance(default, str) and default else "2^-2:1:3"
     how = {"gamma": f"a number: {w}.auto_gamma(X[:1000])",

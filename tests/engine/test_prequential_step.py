@@ -198,6 +198,11 @@ def test_a_learner_scoring_nan_diverged_in_every_driver(
     (ev,) = evaluate_runs(lambda _: (X, y, None), cfg, seed=0, permutations=1,
                           block_size=None).runs
     assert ev.diverged >= 40 and ev.avg_loss == np.inf
+    # the live engine (its blocks and its single events): the same rule
+    spec = LiveSpec(configs=(cfg,), read=TOPIC, label_ttl_ms=10_000, metrics_window_ms=10_000)
+    rows = [dict(o) for o in reference_outputs(live_records(), spec)[0].outcomes]
+    nan = [o for o in rows if np.isnan(o["score"])]
+    assert len(nan) == len(rows) - 2 and all(o["mistake"] and o["loss"] == np.inf for o in nan)
 
 
 def test_the_live_rows_are_named_rows_of_the_schema() -> None:

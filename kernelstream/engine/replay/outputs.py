@@ -53,11 +53,12 @@ _METRICS = """
     key:string! config:string! learner:string! permutation:int32! entity:string task:string
     loss_name:string final:bool! window_start:int64! window_end:int64! examples:int64!
     mistakes:int64 mistake_rate:float64 avg_loss:float64 loss_sum:float64
-    diverged:int64  # learnt rows the learner scored NaN (mistakes of infinite loss)
     n_support_vectors:int64! seconds:float64! examples_per_second:float64
     window_examples:int64! window_mistakes:int64 window_mistake_rate:float64
     window_avg_loss:float64 window_seconds:float64! window_examples_per_second:float64
-    n_features:int64 rejected:int64! duplicate_blocks:int64! max_buffered_blocks:int64!
+    n_features:int64 rejected:int64!
+    diverged:int64  # learnt rows the learner scored NaN (mistakes of infinite loss)
+    duplicate_blocks:int64! max_buffered_blocks:int64!
     # kernel-selection learners: their distribution over the kernel pool after the row at
     # ``window_end`` - 1 (null for single-kernel learners)
     kernel_distribution:float64[]
