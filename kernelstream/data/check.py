@@ -332,6 +332,7 @@ def diagnose(report: CheckReport) -> Verdict | None:
         line = report.dead.first_line[kind]
         fix = {"index exceeds n_features": "check --n-features",
                "compressed file ends early": "the file is cut short: fetch or write it again",
+               "qid tokens are not supported": "remove the qid:N tokens from the file",
                }.get(kind, "")
         if not fix:
             generic = "check --format, --delimiter, --task or --positive-label"
@@ -458,11 +459,16 @@ def scaling_hint(report: CheckReport, scale: str = "none",
     advice = scaling_advice(report, scale, scale_target)
     if not advice.flags:
         return None
-    auto = (" (replay and tune scale such features by default, --scale auto, and standardise "
-            "a regression target, --scale-target auto)" if advice.target
-            else " (replay and tune apply it by default: --scale auto)")
-    return (f"{'; '.join(advice.why)}: a Gaussian kernel may do better with "
-            f"{' '.join(advice.flags)}{auto}")
+    why = "; ".join(advice.why)
+    if advice.target:
+        # not --scale-target 01: min-max scaling did worse than the default standardising on
+        # all three shared regression sets (docs/which-learner.md, benchmarks defaults.md)
+        feats = "min-max scale such features (--scale auto) and " if advice.features else ""
+        return (f"{why}: keep replay and tune's defaults, which {feats}standardise the target "
+                "(--scale-target auto); --scale-target 01 did worse on the shared regression "
+                "sets")
+    return (f"{why}: a Gaussian kernel may do better with {' '.join(advice.flags)} (replay "
+            "and tune apply it by default: --scale auto)")
 
 
 def check_file(opts: ReadOptions, max_records: int | None = None) -> CheckReport:

@@ -480,6 +480,11 @@ def test_state_bytes_are_pickle_free() -> None:
     bad = {**st_, "obj": np.array([{}], dtype=object)}
     with pytest.raises(ValueError):  # object arrays would need pickle, which loading refuses
         state_from_bytes(state_to_bytes(bad))
+    # not a state at all: numpy's "contains pickled data ... allow_pickle", a BadZipFile or an
+    # EOFError before
+    for junk in (b"garbage", b"PK\x03\x04junk", b"", state_to_bytes(st_)[:40]):
+        with pytest.raises(ValueError, match=r"^not a kernelstream learner state"):
+            state_from_bytes(junk)
 
 
 @settings(max_examples=300, deadline=None)
