@@ -14,6 +14,7 @@ import numpy as np
 from kernelstream import kafka_client
 from kernelstream.data.errors import BadLines, ParseError
 from kernelstream.data.errors import reason_kind as reason_kind  # its former home
+from kernelstream.data.label_hint import csv_hint
 from kernelstream.data.labels import LabelMap, class_key, nonfinite_label
 from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import Ranges, ReadOptions
@@ -59,6 +60,7 @@ class CheckReport:
     # the others' scale)
     refused: int = 0
     entities: set[str] = field(default_factory=set)
+    read: ReadOptions | None = None  # a file's read options (label_hint looks at its columns)
 
     def add_values(self, cols: np.ndarray, vals: np.ndarray) -> None:
         """Fold one row's non-zeros (0-based columns, unique) into the feature ranges (of the
@@ -215,6 +217,7 @@ def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
     class (classification), non-numeric or non-finite targets (regression) and LIBSVM rows
     with an index over ``n_features`` count as the dead letters they would be in a replay."""
     classes: list[float | str] = []
+    names: dict[float | str, str] = {}
     for line, _text, row in items:
         if max_records is not None and report.records >= max_records:
             report.truncated = True
@@ -253,8 +256,9 @@ def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
         report.rows += 1
         if row.entity is not None:
             report.entities.add(row.entity)
-        tok = row.label.strip()
-        report.labels[tok] = report.labels.get(tok, 0) + 1
+        # by value, as the replay maps them (1 and 1.0 are one class), shown as first written
+        name = names.setdefault(class_key(row.label), row.label.strip())
+        report.labels[name] = report.labels.get(name, 0) + 1
     return report
 
 
@@ -309,21 +313,31 @@ def diagnose(report: CheckReport) -> Verdict | None:
         third = report.dead.counts.get("unknown label", 0)
         third_line = report.dead.first_line.get("unknown label", 0)
         distinct = len(report.labels) + (1 if third else 0)
+        hint = _column_hint(report) if third * 2 > n else ""
         if third * 2 > n and floats and any(v != int(v) for v in floats):
             return Verdict(f"{report.source}: the labels look continuous ({third} of {n} "
                            f"rows would be rejected as a third class, e.g. at line "
-                           f"{third_line}): use --task regression", task="regression")
+                           f"{third_line}): use --task regression{hint}", task="regression")
         if third * 2 > n:
+            # replay learns two classes (the live stream's --positive-label is one against
+            # the rest; replay's only names which of two is +1)
+            fix = ("use --task regression if they are numbers on a scale" if
+                   len(floats) == len(numeric) else "replay learns two classes: map the "
+                   "file's labels to two")
             return Verdict(f"{report.source}: more than two label classes ({third} of {n} "
-                           f"rows are a third class, first at line {third_line}): use --task "
-                           f"regression or name the positive class with --positive-label "
-                           f"(distinct so far: {distinct})")
+                           f"rows are a third class, first at line {third_line}; distinct so "
+                           f"far: {distinct}): {fix}{hint}")
     if dead * 2 > n:
         kind, count = max(report.dead.counts.items(), key=lambda kv: kv[1])
         line = report.dead.first_line[kind]
         fix = {"index exceeds n_features": "check --n-features",
                "compressed file ends early": "the file is cut short: fetch or write it again",
-               }.get(kind, "check --format, --delimiter, --task or --positive-label")
+               "qid tokens are not supported": "remove the qid:N tokens from the file",
+               }.get(kind, "")
+        if not fix:
+            generic = "check --format, --delimiter, --task or --positive-label"
+            hint = _column_hint(report).removeprefix("; or ")
+            fix = f"{hint}, or {generic}" if hint else generic
         if kind.startswith("empty label") and count == n:
             # a trailing delimiter on each line: an empty last column, read as the label
             fix = ("the label column is empty in every row: a delimiter at the end of each "
@@ -331,6 +345,12 @@ def diagnose(report: CheckReport) -> Verdict | None:
         return Verdict(f"{report.source}: {dead} of {n} records would be rejected (most: "
                        f"{kind!r}, {count} times, first at line {line}): {fix}")
     return None
+
+
+def _column_hint(report: CheckReport) -> str:
+    """``"; or COLUMN HINT"`` (:func:`label_hint.csv_hint`) for a CSV file, else ``""``."""
+    hint = None if report.read is None else csv_hint(report.read, report.task)
+    return "" if hint is None else f"; or {hint}"
 
 
 # When to scale (check's hint; the default --scale auto of replay and tune applies it): the
@@ -439,17 +459,22 @@ def scaling_hint(report: CheckReport, scale: str = "none",
     advice = scaling_advice(report, scale, scale_target)
     if not advice.flags:
         return None
-    auto = (" (replay and tune scale such features by default, --scale auto, and standardise "
-            "a regression target, --scale-target auto)" if advice.target
-            else " (replay and tune apply it by default: --scale auto)")
-    return (f"{'; '.join(advice.why)}: a Gaussian kernel may do better with "
-            f"{' '.join(advice.flags)}{auto}")
+    why = "; ".join(advice.why)
+    if advice.target:
+        # not --scale-target 01: min-max scaling did worse than the default standardising on
+        # all three shared regression sets (docs/which-learner.md, benchmarks defaults.md)
+        feats = "min-max scale such features (--scale auto) and " if advice.features else ""
+        return (f"{why}: keep replay and tune's defaults, which {feats}standardise the target "
+                "(--scale-target auto); --scale-target 01 did worse on the shared regression "
+                "sets")
+    return (f"{why}: a Gaussian kernel may do better with {' '.join(advice.flags)} (replay "
+            "and tune apply it by default: --scale auto)")
 
 
 def check_file(opts: ReadOptions, max_records: int | None = None) -> CheckReport:
     """Scan a file (LIBSVM, CSV, Parquet; gzip/bz2/xz) with the replay's own row reader."""
     report = CheckReport(opts.path, opts.resolved_fmt(), opts.task,
-                         keyed=opts.key_by is not None)
+                         keyed=opts.key_by is not None, read=opts)
     return scan(iter_file_rows(opts), report, max_records or opts.limit, opts.n_features)
 
 

@@ -64,7 +64,7 @@ def _parse_csv_lists(
     lc = label_column % n
     label = _clean_label(fields.pop(lc))
     if not label:
-        raise ParseError(f"empty label in column {lc + 1}")
+        raise ParseError(f"empty label in column {lc}")
     if "_" in line or not line.isascii():
         _diagnose_csv(fields, _feature_columns(n, lc))
     try:
@@ -89,8 +89,9 @@ def _split_quoted(line: str, delimiter: str | None) -> list[str]:
 
 
 def _feature_columns(n: int, label_col: int) -> list[int]:
-    """1-based column numbers of the feature fields (for error messages)."""
-    return [c + 1 for c in range(n) if c != label_col]
+    """Column numbers of the feature fields (for error messages): from 0, as
+    ``--label-column`` counts them."""
+    return [c for c in range(n) if c != label_col]
 
 
 def parse_csv_line(
@@ -106,8 +107,8 @@ def parse_csv_line(
     ``delimiter=None`` splits on runs of whitespace. The column count is checked only when
     ``n_columns`` is given (a line parser cannot know the file's width; the file readers pass
     the width of the first row). Standard CSV quoting is accepted (``"1.5","g"``): quoted
-    fields are unquoted, features and label alike. Error messages use 1-based column
-    numbers.
+    fields are unquoted, features and label alike. Error messages count columns from 0, as
+    ``label_column`` does.
     """
     label, feats = _parse_csv_lists(line, label_column, delimiter, n_columns)
     return label, np.array(feats, dtype=np.float64)

@@ -51,6 +51,9 @@ def _diagnose_libsvm(body: Sequence[str]) -> None:
         a, sep, b = tok.partition(":")
         if not sep or not a or not b or ":" in b:
             raise ParseError(f"bad token {tok!r} (expected index:value)")
+        if a == "qid":  # svmlight's ranking query id: every line has one, so say it plainly
+            raise ParseError(f"qid tokens are not supported ({tok!r}: svmlight's query id of "
+                             "a ranking file)")
         if not _is_int_token(a):
             raise ParseError(f"non-integer index {a!r} in {tok!r}")
         if int(a) <= 0:
@@ -248,7 +251,8 @@ def _compact_pairs(idx: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.nda
     """``idx``/``val`` in the smallest types that hold them exactly (indices are at most
     MAX_INDEX; many files hold only small integers or values exact in float32)."""
     idx = idx.astype(np.uint16 if int(idx.max()) < 2**16 else np.int32)
-    v32 = val.astype(np.float32)
+    with np.errstate(over="ignore"):  # a value beyond float32 (1e308) is kept as float64
+        v32 = val.astype(np.float32)
     if np.array_equal(v32.astype(np.float64).view(np.int64), val.view(np.int64)):
         val = v32  # bit for bit the same float64 values once written into X
     return idx, val

@@ -98,8 +98,12 @@ class ReadOptions:
 
     def check_format(self, fmt: str) -> None:
         """Refuse a read option that the file's format ``fmt`` would ignore (``--delimiter``
-        and ``--header`` are CSV's): a ``ValueError`` naming the format it applies to."""
+        and ``--header`` are CSV's, ``--label-column`` not LIBSVM's, ``--n-features`` not CSV's,
+        whose width is its columns): a ``ValueError`` naming the format it applies to."""
         if fmt == "csv":
+            if self.n_features is not None:
+                raise ValueError(f"--n-features applies to LIBSVM and Parquet files; {self.path} "
+                                 "is a CSV file, whose width is its number of columns")
             return
         name = {"libsvm": "LIBSVM", "parquet": "Parquet"}.get(fmt, fmt)
         for flag, given in (("--delimiter", self.delimiter is not None),
@@ -107,6 +111,9 @@ class ReadOptions:
             if given:
                 raise ValueError(f"{flag} applies to CSV files only; {self.path} is a {name} "
                                  "file")
+        if fmt == "libsvm" and self.label_column is not None:
+            raise ValueError(f"--label-column applies to CSV and Parquet files; {self.path} is "
+                             "a LIBSVM file, whose label is each line's first token")
 
     def sparse_rows(self, width: int) -> bool:
         """Whether rows of this width go to the learners as CSR (the ``rows`` rule)."""

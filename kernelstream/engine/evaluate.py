@@ -77,6 +77,7 @@ class PermutationResult:
     mae: float | None = None
     r2: float | None = None  # against the running-mean predictor
     top_class_share: float | None = None  # of the run's predictions, in its top class
+    diverged: int = 0  # rows the learner scored NaN (mistakes of infinite loss)
 
 
 @dataclass
@@ -144,6 +145,7 @@ class EvalResult:
             out[key], out[f"{key}_std"] = m, s
         sec = out["seconds"]
         out["examples_per_second"] = self.examples / sec if sec else None
+        out["diverged"] = sum(r.diverged for r in self.runs)
         out["per_permutation"] = [asdict(r) for r in self.runs]
         return out
 
@@ -300,4 +302,5 @@ def run_metrics(model: Learner, scores: np.ndarray, y: np.ndarray, r: int,
         seconds=seconds,
         examples_per_second=n / seconds if seconds > 0 else None,
         **noskill.figures(classify),
+        diverged=int(np.count_nonzero(np.isnan(predicted))),  # NaN scores (prequential.judge)
     )

@@ -205,6 +205,8 @@ def skill_warnings(label: str, figures: dict[str, Any]) -> list[str]:
     if loss is not None and diverged(loss, base):
         times = (f", {sig(loss / base)} times the no-skill loss ({sig(base)})"
                  if base and math.isfinite(loss) else "")
+        if figures.get("diverged"):  # rows scored NaN: mistakes of infinite loss
+            times += f", {figures['diverged']:,} rows scored NaN"
         out.append(f"warning: {label}: the learner diverged: average loss {sig(loss)}{times}; "
                    "its steps are too large for these data (a smaller step size, or a learner "
                    "that stays stable)")

@@ -208,21 +208,29 @@ def learner_loss(learner: Learner) -> Loss:
 
 def predicted_label(model: Learner, score: float) -> float:
     """What a pre-update ``score`` predicts: the learner's ``predict_label`` (its tie rule for a
-    zero score) for classification, the score itself for regression."""
-    return model.predict_label(score) if model.task == "classification" else score
+    zero score) for classification, the score itself for regression. A NaN score (the learner
+    diverged) predicts NaN, no class: a mistake whatever the label."""
+    if model.task != "classification":
+        return score
+    return model.predict_label(score) if score == score else math.nan
 
 
 def predicted_labels(model: Learner, scores: np.ndarray) -> np.ndarray:
     """:func:`predicted_label` of every score (regression: ``scores`` itself). The base class's
-    ``predict_label`` (the sign; ``tie`` for zero and NaN) is applied as one array
-    expression, another learner's row by row."""
+    ``predict_label`` (the sign; ``tie`` for zero) is applied as one array expression, another
+    learner's row by row; a NaN score predicts NaN."""
     if model.task != "classification":
         return scores
     if type(model).predict_label is Learner.predict_label:
         tie = model.predict_label(0.0)
-        return np.where(scores > 0.0, 1.0, np.where(scores < 0.0, -1.0, tie))
-    return np.fromiter(map(model.predict_label, scores.tolist()), np.float64,
-                       count=int(scores.shape[0]))
+        out = np.where(scores > 0.0, 1.0, np.where(scores < 0.0, -1.0, tie))
+    else:
+        out = np.fromiter(map(model.predict_label, scores.tolist()), np.float64,
+                          count=int(scores.shape[0]))
+    diverged = np.isnan(scores)
+    if diverged.any():
+        out[diverged] = math.nan
+    return out
 
 
 def judge(model: Learner, scores: np.ndarray, y: np.ndarray,
@@ -231,7 +239,9 @@ def judge(model: Learner, scores: np.ndarray, y: np.ndarray,
     """``(predicted, wrong, loss)`` of pre-update ``scores`` against labels ``y``:
     :func:`predicted_labels`, ``predicted != y`` (booleans; None for regression) and each
     row's ``loss_fn(score, y)`` (default :func:`learner_loss`'s). :func:`judge_one` of each
-    row."""
+    row. A NaN score is the learner's divergence (a rejected row never reaches here): a
+    mistake (its predicted NaN is no label) of infinite loss, never a loss that a hinge's
+    ``max(0, nan)`` would make 0 and an average would hide."""
     predicted = predicted_labels(model, scores)
     wrong = predicted != y if model.task == "classification" else None
     if loss_fn is None:
@@ -243,12 +253,18 @@ def judge(model: Learner, scores: np.ndarray, y: np.ndarray,
         fn = loss_fn
         loss = np.fromiter((_loss(fn, f, t) for f, t in zip(scores.tolist(), y.tolist(),
                                                              strict=True)), np.float64, count=n)
+    diverged = np.isnan(scores)
+    if diverged.any():
+        loss[diverged] = math.inf
     return predicted, wrong, loss
 
 
 def _loss(loss_fn: Callable[[float, float], float], score: float, y: float) -> float:
-    """``loss_fn(score, y)``, ``inf`` where it overflows: judging a row never ends a run (the
-    library's losses return inf themselves; a learner's own loss may raise)."""
+    """``loss_fn(score, y)``, ``inf`` where it overflows or ``score`` is NaN (:func:`judge`):
+    judging a row never ends a run (the library's losses return inf themselves; a learner's
+    own loss may raise)."""
+    if score != score:
+        return math.inf
     try:
         return float(loss_fn(score, y))
     except OverflowError:

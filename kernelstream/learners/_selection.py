@@ -76,7 +76,8 @@ SIGMAS_PARAM = Param(
     "sigmas", P1_SIGMAS, str,
     "Gaussian widths sigma_i of the K candidate kernels exp(-||x-x'||^2/(2 sigma_i^2)): "
     "comma-separated numbers or 2^e tokens, or a range 2^a:step:b (default 2^-2..2^3)",
-    _valid_sigmas, "a list of widths > 0 (e.g. '0.5,1,2' or '2^-2:1:3')",
+    _valid_sigmas,
+    "a list of widths > 0 within about 1e-154 to 1e154 (e.g. '0.5,1,2' or '2^-2:1:3')",
 )
 HORIZON_PARAM = Param(
     "horizon", None, int,

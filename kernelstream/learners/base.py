@@ -56,10 +56,12 @@ from kernelstream.learners.inputs import KERNEL_MAX, Y_MAX, RowChecks
 # (state.py): re-exported, every learner and caller imports them from here
 from kernelstream.learners.params import (
     KERNEL_PARAMS,
+    SIGMA_RULE,
     TIE_PARAM,
     Param,
     nonneg,
     positive,
+    sigma_gamma,
     unit_open,
 )
 from kernelstream.learners.registry import check_width, get
@@ -151,10 +153,10 @@ class Learner(RowChecks):
                 sigma = float(raw)
             except (TypeError, ValueError):
                 sigma = math.nan
-            if not sigma > 0 or not math.isfinite(sigma):  # the value as given, not a nan
-                raise ValueError(f"{cls.name}: parameter 'sigma' must be a number > 0, "
+            given["gamma"] = sigma_gamma(sigma)
+            if math.isnan(given["gamma"]):  # the value as given, not a gamma it never named
+                raise ValueError(f"{cls.name}: parameter 'sigma' must be {SIGMA_RULE}, "
                                  f"got {raw!r}")
-            given["gamma"] = 1.0 / (2.0 * sigma * sigma)
         unknown = sorted(set(given) - names)
         if unknown:
             valid = ", ".join(p.name for p in cls.params) or "(none)"

@@ -15,6 +15,8 @@ from typing import overload
 
 import numpy as np
 
+from kernelstream.learners.params import sigma_gamma
+
 KERNELS = ("gaussian", "polynomial", "linear")
 
 #: ``np.exp(x)`` is exactly ``+0.0`` for every float64 ``x`` below this bound: ``e^x`` rounds to
@@ -207,6 +209,7 @@ def parse_sigmas(text: str) -> np.ndarray:
             vals.append(2.0 ** float(m.group(1)) if m else float(tok))
     except (ValueError, OverflowError):
         raise ValueError(f"not a list of widths: {text!r}") from None
-    if not vals or not all(math.isfinite(v) and v > 0 for v in vals):
-        raise ValueError(f"widths must be finite numbers > 0, got {text!r}")
+    if not vals or any(math.isnan(sigma_gamma(v)) for v in vals):
+        raise ValueError(f"widths must be numbers > 0 whose gamma = 1/(2 sigma^2) is finite "
+                         f"and > 0 (about 1e-154 to 1e154), got {text!r}")
     return np.array(vals, dtype=np.float64)

@@ -81,6 +81,14 @@ def check_not_auto(learner: str, name: str, value: Any, default: Any = None) -> 
     text = value.strip().lower().replace(" ", "")
     if text != "auto" and not text.startswith("auto*"):
         return
+    if text != "auto":  # a factor that is no number: not a question of where the data are
+        try:
+            factor = float(text[len("auto*"):])
+        except ValueError:
+            factor = math.nan
+        if not (math.isfinite(factor) and factor > 0):
+            raise ValueError(f"{learner}: {name}={value!r}: auto*F needs a positive number F "
+                             "(e.g. auto*2)")
     w = "kernelstream.data.widths"
     grid = default if isinstance(default, str) and default else "2^-2:1:3"
     how = {"gamma": f"a number: {w}.auto_gamma(X[:1000])",
@@ -91,6 +99,19 @@ def check_not_auto(learner: str, name: str, value: Any, default: Any = None) -> 
                      f"learner built alone does not see: give {how}, or pass the "
                      "configuration to kernelstream.engine.evaluate.evaluate or run_replay, "
                      "which estimate it as the CLI does")
+
+
+def sigma_gamma(sigma: float) -> float:
+    """``gamma = 1/(2σ²)`` of a Gaussian width ``sigma``; NaN unless ``sigma`` and ``gamma`` are
+    both finite and > 0 (a tiny σ's square underflows to 0, a huge one's gamma to 0)."""
+    if not (sigma > 0 and math.isfinite(sigma)):
+        return math.nan
+    s2 = 2.0 * sigma * sigma
+    gamma = 1.0 / s2 if s2 > 0 else math.inf
+    return gamma if 0 < gamma < math.inf else math.nan
+
+
+SIGMA_RULE = "a number > 0 whose gamma = 1/(2 sigma^2) is finite and > 0 (about 1e-154 to 1e154)"
 
 
 def positive(v: Any) -> bool:

@@ -126,6 +126,15 @@ class RFFRLS(PickleOmegaOnce, compiled.CompiledSqnorms, Learner):
     # (engine.prequential.learner_loss), set by _configure
     loss: Loss
 
+    @classmethod
+    def check_params(cls, p: dict[str, Any]) -> None:
+        # P starts as I/λ and each round adds a (P z)(P z)ᵀ term: 1/λ² must be finite, or the
+        # scores turn NaN from the first rounds on (λ ≳ 1.5e-154)
+        lam2 = p["lam"] * p["lam"]
+        if not (lam2 > 0 and math.isfinite(1.0 / lam2)):
+            raise ValueError(f"{cls.name}: parameter 'lam' must be large enough that 1/lam^2 is "
+                             f"finite (about 1.5e-154 or more), got {p['lam']!r}")
+
     def _configure(self) -> None:
         regression = self.hparams["loss"] == "square"
         self.task = "regression" if regression else "classification"  # the loss decides it

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import zipfile
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -96,8 +97,15 @@ def state_to_bytes(state: dict[str, np.ndarray]) -> bytes:
 
 
 def state_from_bytes(data: bytes) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+    # anything but a zip (an .npz) numpy would try as .npy or pickle: "allow_pickle", EOFError
+    try:
+        if bytes(data[:2]) != b"PK":
+            raise zipfile.BadZipFile
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, EOFError, OSError):
+        raise ValueError("not a kernelstream learner state (an .npz archive of "
+                         "state_to_bytes)") from None
 
 
 def state_nbytes(state: dict[str, np.ndarray]) -> int:

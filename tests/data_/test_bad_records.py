@@ -409,7 +409,7 @@ def test_an_empty_label_column_is_no_class(tmp_path: Path,
                             str(tmp_path / "run")]):
         rc, err, _ = run(capsys, cmd[0], str(path), *cmd[1:])
         assert rc == 2 and len(err) == 1, (cmd, err)
-        assert "60 of 60 records would be rejected (most: 'empty label in column 4'" in err[0]
+        assert "60 of 60 records would be rejected (most: 'empty label in column 3'" in err[0]
         assert "--label-column" in err[0] and "('')" not in err[0], err
 
 

@@ -172,8 +172,12 @@ def test_parse_csv_line_malformed(line, reason):
 
 
 def test_parse_csv_line_error_names_original_column():
-    with pytest.raises(ParseError, match="column 3"):
+    # the column of the line (not of the features), from 0 as --label-column counts: it said
+    # "column 3" here, one more than the --label-column that names it
+    with pytest.raises(ParseError, match="column 2"):
         parse_csv_line("g,1,x,2", 0)
+    with pytest.raises(ParseError, match="empty label in column 0"):
+        parse_csv_line(",1,2,2", 0)
 
 
 # --------------------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ def test_iterators_collect_by_default_and_count(tmp_path: Path) -> None:
     bad = BadLines()
     recs = list(iter_records(p, label_map=LabelMap("a", "b"), errors=bad))
     assert [r[0] for r in recs] == [2, 3, 5, 6, 7]
-    assert bad.to_dict() == {"empty field in column 2": {"count": 1, "first_line": 6},
+    assert bad.to_dict() == {"empty field in column 1": {"count": 1, "first_line": 6},
                              "non-numeric value": {"count": 1, "first_line": 3},
                              "unknown label": {"count": 1, "first_line": 7}}
     errs = [r[2] for r in recs if isinstance(r[2], ParseError)]
@@ -88,7 +88,8 @@ def test_raise_policy_raises_what_load_raises(tmp_path: Path) -> None:
         with pytest.raises(ParseError) as from_iter:
             list(records)
         assert str(from_iter.value) == str(from_load.value)
-    assert str(from_load.value) == f"{p}:3: non-numeric value 'x' in column 2"
+    # columns counted from 0, as --label-column counts them
+    assert str(from_load.value) == f"{p}:3: non-numeric value 'x' in column 1"
     # the policy applies to the records within the limit only
     assert len(list(iter_records(p, limit=1, errors=ErrorPolicy.RAISE))) == 1
     assert load(p, limit=1, positive_label="a")[0].tolist() == [[1, 2]]

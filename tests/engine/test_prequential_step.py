@@ -144,13 +144,16 @@ def test_the_outcome_rule_is_one_rule_by_block_and_by_row(tie: str) -> None:
     assert wrong is not None
     one = [(p := predicted_label(m, s), *judge_one(True, s, p, t, loss_fn))
            for s, t in zip(scores.tolist(), y.tolist(), strict=True)]
-    assert predicted.tolist() == [p for p, _, _ in one] == predicted_labels(m, scores).tolist()
+    assert (predicted.tobytes() == np.array([p for p, _, _ in one]).tobytes()
+            == predicted_labels(m, scores).tobytes())
     assert wrong.tolist() == [w for _, w, _ in one]
     assert loss.tobytes() == np.array([v for _, _, v in one]).tobytes()
     tie_label = -1.0 if tie == "negative" else 1.0
-    assert predicted[[2, 3, 4, 7]].tolist() == [tie_label] * 4
+    assert predicted[[2, 3, 7]].tolist() == [tie_label] * 3
+    # a NaN score is a divergence: no class (a mistake whatever the label) of infinite loss
+    assert np.isnan(predicted[4]) and wrong[4] and loss[4] == np.inf
     p2, mistake, loss2 = outcomes(m, scores, y)
-    assert p2.tolist() == predicted.tolist() and loss2.tobytes() == loss.tobytes()
+    assert p2.tobytes() == predicted.tobytes() and loss2.tobytes() == loss.tobytes()
     assert mistake.dtype == np.int8 and mistake.tolist() == wrong.astype(int).tolist()
 
 
@@ -164,6 +167,42 @@ def test_the_outcome_rule_of_a_regression() -> None:
                      prequential.learner_loss(m).value) == (None, loss[0])
     p2, mistake, _ = outcomes(m, scores, y)
     assert p2 is not scores and mistake.tolist() == [-1, -1, -1]
+    _, _, loss = judge(m, np.array([np.nan, 0.5]), np.array([1.0, 1.0]))
+    assert loss.tolist() == [np.inf, 0.25]  # a NaN score: an infinite loss, as a classifier's
+
+
+def test_a_learner_scoring_nan_diverged_in_every_driver(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rff-rls with a ridge whose 1/λ² overflows (refused since; its check is lifted here)
+    scores NaN from the second row on: those rows were nulls as rejected rows are (yet no
+    dead letters), their hinge loss max(0, nan) = 0 averaged in. Now each driver counts them
+    diverged, as mistakes of infinite loss, and the replay's warning says so."""
+    from kernelstream.engine.replay.outputs import METRICS_SCHEMA, PREDICTIONS_SCHEMA, read_table
+    from kernelstream.learners.rff_rls import RFFRLS
+
+    monkeypatch.setattr(RFFRLS, "check_params", classmethod(lambda cls, p: None))
+    cfg = LearnerConfig("r", "rff-rls", {"lam": 1e-300, "n_components": 20})
+    with pytest.warns(RuntimeWarning, match="diverged: average loss inf, 998 rows scored NaN"):
+        res = run_replay("german", [cfg], str(tmp_path / "run"), runner="loop")
+    (r,) = res.eval_results([cfg], 0)
+    run = r.runs[0]
+    assert run.diverged == 998 and run.mistakes >= 998 and run.avg_loss == np.inf
+    assert r.to_summary()["diverged"] == 998
+    preds = read_table(tmp_path / "run" / "predictions", PREDICTIONS_SCHEMA)
+    assert preds["score"].null_count == 0  # NaN, not the null of a rejected row
+    assert sum(preds["mistake"].to_pylist()) == run.mistakes
+    final = [m for m in read_table(tmp_path / "run" / "metrics", METRICS_SCHEMA).to_pylist()
+             if m["final"]]
+    assert final[0]["diverged"] == 998 and final[0]["rejected"] == 0
+    X, y = make_stream("classification", 50, 4, seed=2)
+    (ev,) = evaluate_runs(lambda _: (X, y, None), cfg, seed=0, permutations=1,
+                          block_size=None).runs
+    assert ev.diverged >= 40 and ev.avg_loss == np.inf
+    # the live engine (its blocks and its single events): the same rule
+    spec = LiveSpec(configs=(cfg,), read=TOPIC, label_ttl_ms=10_000, metrics_window_ms=10_000)
+    rows = [dict(o) for o in reference_outputs(live_records(), spec)[0].outcomes]
+    nan = [o for o in rows if np.isnan(o["score"])]
+    assert len(nan) == len(rows) - 2 and all(o["mistake"] and o["loss"] == np.inf for o in nan)
 
 
 def test_the_live_rows_are_named_rows_of_the_schema() -> None:

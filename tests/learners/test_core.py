@@ -439,6 +439,23 @@ def test_sigma_for_gamma() -> None:
         make("perceptron", sigmaa=1.0)
 
 
+@pytest.mark.parametrize("sigma", [1e-300, 1e-160, 1e200, "1e-300"])
+def test_sigma_whose_gamma_is_not_finite_is_refused(sigma: object) -> None:
+    # 1/(2σ²) divided by zero (a tiny σ) or gave gamma=0 (a huge one), the error naming gamma
+    with pytest.raises(ValueError, match=r"bogd: parameter 'sigma' must be .*gamma = 1/\(2"):
+        make("bogd", sigma=sigma)
+    assert make("bogd", sigma=1e-150).gamma == pytest.approx(5e299)  # the range's edges work
+    assert make("bogd", sigma=1e150).gamma == pytest.approx(5e-301)
+
+
+def test_rls_lam_whose_inverse_overflows_is_refused() -> None:
+    # P = I/λ and its rank-one updates: λ = 1e-300 gave NaN scores on every row
+    with pytest.raises(ValueError, match=r"rff-rls: parameter 'lam' must be .*1/lam\^2"):
+        make("rff-rls", lam=1e-300)
+    m = make("rff-rls", lam=1e-150, n_components=8)
+    assert all(np.isfinite(m.step(np.full(3, 0.1 * i), 1 if i % 2 else -1)) for i in range(20))
+
+
 def test_rng_state_roundtrip() -> None:
     rng = np.random.default_rng(8)
     rng.integers(0, 10, dtype=np.uint32)  # leaves a buffered half word (has_uint32 = 1)
@@ -463,6 +480,11 @@ def test_state_bytes_are_pickle_free() -> None:
     bad = {**st_, "obj": np.array([{}], dtype=object)}
     with pytest.raises(ValueError):  # object arrays would need pickle, which loading refuses
         state_from_bytes(state_to_bytes(bad))
+    # not a state at all: numpy's "contains pickled data ... allow_pickle", a BadZipFile or an
+    # EOFError before
+    for junk in (b"garbage", b"PK\x03\x04junk", b"", state_to_bytes(st_)[:40]):
+        with pytest.raises(ValueError, match=r"^not a kernelstream learner state"):
+            state_from_bytes(junk)
 
 
 @settings(max_examples=300, deadline=None)

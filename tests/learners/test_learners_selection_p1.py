@@ -322,11 +322,14 @@ def test_parse_sigmas_ranges() -> None:
     assert len(parse_sigmas("2^-1:0.5:2.5")) == 8
     np.testing.assert_allclose(parse_sigmas("2^-1:1:2"), [0.5, 1, 2, 4])
     np.testing.assert_allclose(parse_sigmas("0.25, 2^3"), [0.25, 8.0])
-    for bad in ("", "a", "0", "-1", "2^1:0:3", "2^3:1:1", "nan"):
+    # 1e-300 and 1e200: their gammas 1/(2σ²) are inf and 0 (numpy warnings, then NaN scores)
+    for bad in ("", "a", "0", "-1", "2^1:0:3", "2^3:1:1", "nan", "1e-300", "1,1e200"):
         with pytest.raises(ValueError):
             parse_sigmas(bad)
     with pytest.raises(ValueError, match="sigmas"):
         make("bao2ks", sigmas="x")
+    with pytest.raises(ValueError, match="raker: parameter 'sigmas'"):
+        make("raker", sigmas="1e-300")
 
 
 def test_reservoir_size_and_horizon() -> None:

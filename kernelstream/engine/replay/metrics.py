@@ -35,19 +35,22 @@ class Accumulator:
     mistakes: int = 0
     loss: int = 0  # exact sum of the losses, scaled (see exact_add)
     seconds: float = 0.0
+    diverged: int = 0  # rows the learner scored NaN (``prequential.judge``: mistakes, loss inf)
 
-    def add(self, examples: int, mistakes: int, losses: np.ndarray, seconds: float) -> None:
+    def add(self, examples: int, mistakes: int, losses: np.ndarray, seconds: float,
+            diverged: int = 0) -> None:
         self.examples += examples
         self.mistakes += mistakes
         self.loss = exact_add(self.loss, losses)
         self.seconds += seconds
+        self.diverged += diverged
 
     def to_json(self) -> list[Any]:
-        return [self.examples, self.mistakes, str(self.loss), self.seconds]
+        return [self.examples, self.mistakes, str(self.loss), self.seconds, self.diverged]
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Accumulator:
-        return cls(int(v[0]), int(v[1]), int(v[2]), float(v[3]))
+        return cls(int(v[0]), int(v[1]), int(v[2]), float(v[3]), int(v[4]) if len(v) > 4 else 0)
 
 
 @dataclass
@@ -87,9 +90,11 @@ class StreamMetrics:
             ex = int(okk.sum())
             mi = int(np.count_nonzero(mistake[sl][okk] == 1))
             ls = loss[sl][okk]
+            # a learnt row predicts NaN only when its score was NaN (prequential.judge)
+            dv = int(np.count_nonzero(np.isnan(predicted[sl][okk])))
             sec = seconds * take / n  # learner time is measured per block: pro rata
-            self.total.add(ex, mi, ls, sec)
-            self.window.add(ex, mi, ls, sec)
+            self.total.add(ex, mi, ls, sec, dv)
+            self.window.add(ex, mi, ls, sec, dv)
             self.noskill.add(y[sl][okk], predicted[sl][okk], classify, loss_fn)
             i += take
             if start + i == boundary:
@@ -123,6 +128,7 @@ def metrics_row(key: dict[str, Any], m: StreamMetrics, *, position: int, final: 
         "mistake_rate": rate(tot),
         "avg_loss": avg(tot),
         "loss_sum": exact_value(tot.loss),
+        "diverged": tot.diverged,
         "n_support_vectors": n_support_vectors,
         "seconds": tot.seconds,
         "examples_per_second": eps(tot),
@@ -174,6 +180,7 @@ def key_summaries(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             "examples_per_second": r["examples_per_second"],
             "n_features": r["n_features"],
             "rejected": r["rejected"],
+            "diverged": r.get("diverged") or 0,  # (None in outputs older than it)
             # the learner's state after the last example (None in outputs older than these)
             "kernel_distribution": r.get("kernel_distribution"),
             "diagnostics": None if r.get("diagnostics") is None else json.loads(r["diagnostics"]),
@@ -212,6 +219,7 @@ def eval_results(summaries: Sequence[dict[str, Any]], configs: Sequence[Any], *,
                 seconds=float(s["seconds"]),
                 examples_per_second=s["examples_per_second"],
                 **{f: s[f] for f in FIGURES},
+                diverged=int(s["diverged"]),
             ))
         out.append(res)
     return out

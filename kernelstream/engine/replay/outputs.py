@@ -56,7 +56,9 @@ _METRICS = """
     n_support_vectors:int64! seconds:float64! examples_per_second:float64
     window_examples:int64! window_mistakes:int64 window_mistake_rate:float64
     window_avg_loss:float64 window_seconds:float64! window_examples_per_second:float64
-    n_features:int64 rejected:int64! duplicate_blocks:int64! max_buffered_blocks:int64!
+    n_features:int64 rejected:int64!
+    diverged:int64  # learnt rows the learner scored NaN (mistakes of infinite loss)
+    duplicate_blocks:int64! max_buffered_blocks:int64!
     # kernel-selection learners: their distribution over the kernel pool after the row at
     # ``window_end`` - 1 (null for single-kernel learners)
     kernel_distribution:float64[]
@@ -122,7 +124,8 @@ def predictions_batch(p: PredictionBlock) -> pa.RecordBatch:
     """One prediction block as a record batch of :data:`PREDICTIONS_SCHEMA`."""
     sk = StreamKey.decode(p.key)
     n = p.n
-    bad = np.isnan(p.score)
+    # a rejected row's score and loss are NaN; a diverged row's NaN score has an inf loss
+    bad = np.isnan(p.score) & np.isnan(p.loss)
     return pa.RecordBatch.from_arrays([
         pa.array([p.key] * n, pa.string()),
         pa.array([sk.config] * n, pa.string()),

@@ -189,6 +189,16 @@ def command_parser(*commands: Any) -> Parser:
     return parser
 
 
+def delimiter(s: str) -> str:
+    """``--delimiter``: one character; ``\\t`` typed as two characters (a shell's quotes keep
+    the backslash) is a tab. A longer one was taken, then split every row into one column."""
+    if s == "\\t":
+        return "\t"
+    if len(s) != 1:
+        raise argparse.ArgumentTypeError(f"must be one character (\\t for a tab), got {s!r}")
+    return s
+
+
 # How each data option parses (type, choices, metavar, default), defined once for every command
 # that offers it; the help texts are the commands' own, since a file, a topic's messages and a
 # check read them to different ends.
@@ -198,7 +208,7 @@ DATA_OPTIONS: dict[str, dict[str, Any]] = {
     "--n-features": {"type": int, "metavar": "D"},
     "--hash-features": {"type": hash_bits, "metavar": "K"},
     "--positive-label": {"metavar": "LABEL"},
-    "--delimiter": {"metavar": "CHAR"},
+    "--delimiter": {"type": delimiter, "metavar": "CHAR"},
     "--header": {"action": argparse.BooleanOptionalAction, "default": None},
     "--key-by": {"metavar": "COL"},
     "--limit": {"type": int, "metavar": "N"},

@@ -122,6 +122,16 @@ def test_make_without_data_says_where_the_width_comes_from(
     assert "\n" not in msg and hint in msg and "evaluate" in msg and "run_replay" in msg
 
 
+@pytest.mark.parametrize("width", ["auto*x", "auto*-2", "auto*0", "AUTO*nan"])
+def test_a_bad_auto_factor_asks_for_a_number_not_for_the_data(width: str) -> None:
+    """``auto*x`` is a typo, not a width to estimate: the CLI printed the Python API's advice
+    (``kernelstream.data.widths.auto_gamma(X[:1000])``) for it."""
+    for name, key in (("bogd", "gamma"), ("bogd", "sigma"), ("raker", "sigmas")):
+        with pytest.raises(ValueError, match=r"auto\*F needs a positive number F") as err:
+            learners.make(name, **{key: width})
+        assert "estimated from the data" not in str(err.value)
+    assert cli.main(["replay", "german", "-l", "bogd", "-p", f"gamma={width}"]) == 2
+
 
 @pytest.mark.parametrize("name", ["raker", "ea2oks"])
 def test_make_sigmas_auto_hint_is_pasteable(name: str) -> None:
