@@ -327,7 +327,7 @@ def check_sparse_rows(name: str, params: dict[str, Any]) -> None:
         assert nbytes < 400_000, f"state of {nbytes} bytes at width 2^31-1"
     else:
         empty = w.get_state()
-        msg = expect_error(lambda: w.predict_learn_many(wide, y[:40]), r"need.*more than",
+        msg = expect_error(lambda: w.predict_learn_many(wide, y[:40]), r"would take.*more than",
                            "dense learner at width 2^31-1")
         assert "\n" not in msg and "sparse" in msg, f"width error is not one helpful line: {msg!r}"
         try:
