@@ -53,6 +53,7 @@ it labels that was not fetched yet: a dead letter for good.
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 import pickle
@@ -92,6 +93,7 @@ PROGRESS_TAG = "progress"
 _TIMESTAMP = operator.itemgetter(3)  # SourceRecord.timestamp_ms
 
 _DRAIN = threading.Event()
+DRAIN_CHECK_S = 0.02  # how often a reader looks for the drain file (see _ReadGroups._draining)
 
 
 def request_drain() -> None:
@@ -206,10 +208,12 @@ class _ReadGroups(beam.DoFn):
         self.poll_timeout_ms, self.max_records = poll_timeout_ms, max_records
         self.merge_idle_ms, self.idle_lag_ms = merge_idle_ms, idle_watermark_lag_ms
         self.drain_path = drain_path
+        self._drain_checked, self._drain_seen = -math.inf, False
         self._readers: dict[tuple[int, tuple[str, ...], int], GroupReader] = {}
 
     def setup(self) -> None:
         self._readers = {}
+        self._drain_checked, self._drain_seen = -math.inf, False
 
     def teardown(self) -> None:
         for r in self._readers.values():
@@ -217,8 +221,17 @@ class _ReadGroups(beam.DoFn):
         self._readers = {}
 
     def _draining(self) -> bool:
-        return drain_requested() or (self.drain_path is not None
-                                     and os.path.exists(self.drain_path))
+        if drain_requested():
+            return True
+        if self.drain_path is None:
+            return False
+        # the drain file is looked for at most every DRAIN_CHECK_S, not every round: a stat
+        # per round (hundreds a second at live rates) for a request that is never urgent
+        now = time.monotonic()
+        if now - self._drain_checked >= DRAIN_CHECK_S:
+            self._drain_checked = now
+            self._drain_seen = os.path.exists(self.drain_path)
+        return self._drain_seen
 
     def process(self, group: PartitionGroup,
                 tracker: Any = _TRACKER, watermark: Any = _WATERMARK,
