@@ -200,8 +200,10 @@ class _ReadGroups(beam.DoFn):
                  max_records: int, merge_idle_ms: int, idle_watermark_lag_ms: int,
                  drain_path: str | None, progress_in_records: bool = False,
                  batch_records: bool = False, call_ms: int = 0,
-                 call_records: int = 0, kafka_client: str = "auto") -> None:
+                 call_records: int = 0, kafka_client: str = "auto",
+                 poll_linger_ms: int = 0) -> None:
         self.bootstrap, self.client, self.kafka_client = bootstrap, client, kafka_client
+        self.poll_linger_ms = poll_linger_ms
         self.call_ms, self.call_records = call_ms, call_records
         self.progress_in_records = progress_in_records
         self.batch_records = batch_records
@@ -282,7 +284,7 @@ class _ReadGroups(beam.DoFn):
                     wait = 0.0 if out else reader.wait_s(budget, now)
                     if self.call_ms:
                         wait = min(wait, max(0.001, call_end - now))
-                    reader.fetch(wait, stop, self.max_records)
+                    reader.fetch(wait, stop, self.max_records, self.poll_linger_ms / 1000.0)
                     out += reader.ready(stop, time.monotonic(), self.max_records - len(out))
             split_away = yield from self._emit(reader, out, claimed, stop, tracker, watermark)
             n_call += len(out)
@@ -482,7 +484,10 @@ class ReadKafkaPartitions(beam.PTransform):
     (rounds) before it defers the remainder, i.e. how long a bundle lasts (shared by the
     groups of one worker); 0: one round per call. ``call_records``: a call also ends once it
     has emitted this many records (0: no limit), e.g. so that a downstream snapshot every N
-    records can happen at a bundle's end."""
+    records can happen at a bundle's end. ``poll_linger_ms``: a round that had to wait for
+    its first record waits up to this long more for others to come with it (confluent-kafka
+    reader only): fewer, larger rounds (less CPU a record at live rates), each record later
+    by up to that much; 0: a round takes what came with its first record."""
 
     def __init__(self, bootstrap: str, topics: Sequence[str], labels_topic: str | None = None,
                  start_offsets: Mapping[tuple[str, int], int] | None = None,
@@ -492,7 +497,7 @@ class ReadKafkaPartitions(beam.PTransform):
                  idle_watermark_lag_ms: int = 1000, drain_path: str | None = None,
                  progress_in_records: bool = False, batch_records: bool = False,
                  call_ms: int = 0, call_records: int = 0, kafka_client: str = "auto",
-                 merge: str = "all") -> None:
+                 merge: str = "all", poll_linger_ms: int = 0) -> None:
         super().__init__()
         if merge not in MERGES:
             raise ValueError(f"merge {merge!r}: expected one of {', '.join(MERGES)}")
@@ -503,9 +508,9 @@ class ReadKafkaPartitions(beam.PTransform):
         if len(set(all_topics)) != len(all_topics):
             raise ValueError(f"a topic is given twice: {list(all_topics)}")
         if (poll_timeout_ms < 1 or max_records < 1
-                or min(merge_idle_ms, call_ms, call_records) < 0):
+                or min(merge_idle_ms, call_ms, call_records, poll_linger_ms) < 0):
             raise ValueError("poll_timeout_ms and max_records must be >= 1, merge_idle_ms, "
-                             "call_ms and call_records >= 0")
+                             "call_ms, call_records and poll_linger_ms >= 0")
         if kafka_client not in KAFKA_CLIENTS:
             raise ValueError(f"kafka_client {kafka_client!r}: expected one of "
                              f"{', '.join(KAFKA_CLIENTS)}")
@@ -519,13 +524,14 @@ class ReadKafkaPartitions(beam.PTransform):
         self.progress_in_records = progress_in_records
         self.batch_records = batch_records
         self.call_ms, self.call_records = call_ms, call_records
+        self.poll_linger_ms = poll_linger_ms
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> KafkaReadOutputs:
         cls = _ReadGroups if self.stop is not None else _ReadGroupsUnbounded
         dofn = cls(self.bootstrap, self.client, self.poll_timeout_ms, self.max_records,
                    self.merge_idle_ms, self.idle_lag_ms, self.drain_path,
                    self.progress_in_records, self.batch_records, self.call_ms,
-                   self.call_records, self.kafka_client)
+                   self.call_records, self.kafka_client, self.poll_linger_ms)
         out = (pbegin
                | "Impulse" >> beam.Impulse()
                | "ListGroups" >> beam.ParDo(_ListGroups(self.bootstrap, self.topics,

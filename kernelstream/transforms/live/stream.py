@@ -493,6 +493,7 @@ class LiveStream(beam.PTransform):
             job.bootstrap, job.topics, job.labels_topic, start_offsets=job.offsets(),
             client=job.client, poll_timeout_ms=job.poll_timeout_ms,
             max_records=job.max_records, merge_idle_ms=job.merge_idle_ms,
+            poll_linger_ms=job.poll_linger_ms,
             drain_path=job.drain_path, progress_in_records=True, batch_records=True,
             # snapshots wait for a bundle's end only with models in Beam state
             call_ms=job.reader_call_ms,
