@@ -433,9 +433,11 @@ class ConfluentConsumer:
 
     # -- records
 
-    def poll_records(self, timeout_s: float, max_records: int) -> list[SourceRecord]:
+    def poll_records(self, timeout_s: float, max_records: int,
+                     linger_s: float = 0.0) -> list[SourceRecord]:
         """At most ``max_records`` records (each partition's in offset order) as
-        :class:`SourceRecord` s, waiting up to ``timeout_s`` for the first."""
+        :class:`SourceRecord` s, waiting up to ``timeout_s`` for the first; when it had to
+        wait for one, up to ``linger_s`` more for others to come with it."""
         if self._loss_seen:  # reported during another call (a watermark query, ...)
             self._loss_seen = False
             self._lost()
@@ -449,7 +451,7 @@ class ConfluentConsumer:
         if not msgs and timeout_s > 0:
             msgs = consume(1, timeout_s)
             if msgs and max_records > 1:
-                msgs += consume(max_records - 1, 0)
+                msgs += consume(max_records - 1, linger_s)
         if self._errors:
             self._raise_errors()
         # a loss reported meanwhile: these messages may have been fetched before it, so they

@@ -285,7 +285,8 @@ class GroupReader:
         ends += [a[0][1] + self.merge_idle_s - now for a in self._arrived if a]
         return max(0.001, min([budget_s, *[e for e in ends if e > 0]]))
 
-    def fetch(self, timeout_s: float, stop: Sequence[int] | None, max_records: int) -> None:
+    def fetch(self, timeout_s: float, stop: Sequence[int] | None, max_records: int,
+              linger_s: float = 0.0) -> None:
         # Not fetched: partitions at their stop (producers go on writing) and partitions with
         # a full buffer (their records wait for an older partition: bounded memory)
         cap = max(1000, 4 * max_records)
@@ -301,7 +302,7 @@ class GroupReader:
         if len(hold) == len(self.keys):
             return
         if self.direct:  # raises OffsetOutOfLog itself
-            recs = self.consumer.poll_records(timeout_s, max_records)
+            recs = self.consumer.poll_records(timeout_s, max_records, linger_s)
             if stop is not None:
                 index = self.index
                 recs = [r for r in recs if r.offset < stop[index[(r.topic, r.partition)]]]

@@ -113,6 +113,33 @@ def test_a_poll_returns_once_records_are_there(broker: str, consumer: ConfluentC
     assert time.monotonic() - t0 < 2
 
 
+def test_a_poll_that_waited_lingers_for_the_records_after_its_first(
+        broker: str, consumer: ConfluentConsumer) -> None:
+    """``linger_s`` (``--poll_linger_ms``): a poll that had to wait for its first record
+    waits up to that long more, so records sent just after it come in the same round."""
+    import threading
+
+    topic = new_topic(broker, 1)
+    consumer.assign([(topic, 0)])
+    consumer.seek((topic, 0), 0)
+    msgs = _messages(6)[::2]
+
+    def send() -> None:
+        _produce(broker, topic, msgs[:1])
+        time.sleep(0.3)
+        _produce(broker, topic, msgs[1:])
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        t0 = time.monotonic()
+        got = consumer.poll_records(10.0, 1000, linger_s=3.0)
+        took = time.monotonic() - t0
+    finally:
+        sender.join()
+    assert [r.offset for r in got] == list(range(len(msgs))) and took < 8, took
+
+
 def test_positions_seek_back_pause_and_resume(broker: str, consumer: ConfluentConsumer
                                               ) -> None:
     topic = new_topic(broker, 2)

@@ -425,7 +425,8 @@ class _HeldBack:
     def seek(self, tp: Any, offset: int) -> None:
         self.pos[(tp[0], tp[1])] = offset
 
-    def poll_records(self, timeout_s: float, max_records: int) -> list[SourceRecord]:
+    def poll_records(self, timeout_s: float, max_records: int,
+                     linger_s: float = 0.0) -> list[SourceRecord]:
         out, self.recs = self.recs, []
         for r in out:
             self.pos[(r.topic, r.partition)] = r.offset + 1

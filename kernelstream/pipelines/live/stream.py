@@ -313,7 +313,8 @@ def _reader_options(pipeline_args: Sequence[str]) -> dict[str, Any]:
 
     o = PipelineOptions(list(pipeline_args)).view_as(StreamPipelineOptions)
     out = {}
-    for name in ("poll_timeout_ms", "max_records", "merge_idle_ms", "call_ms"):
+    for name in ("poll_timeout_ms", "max_records", "merge_idle_ms", "call_ms",
+                 "poll_linger_ms"):
         v = getattr(o, name)
         if v is not None:
             out[name] = int(v)

@@ -322,6 +322,7 @@ class _LearnBase(beam.DoFn):
         self.snapshot: Any = None
         self.init: _InitStates | None = None
         self.wrote: dict[str, Any] = {}
+        self.read_cache: dict[str, HeldState | None] = {}  # this bundle's reads (_read)
         self.last_ts: Timestamp | None = None
 
     def setup(self) -> None:
@@ -355,6 +356,27 @@ class _LearnBase(beam.DoFn):
 
     def start_bundle(self) -> None:
         self.wrote = {}
+        self.read_cache = {}
+
+    def _read(self, key: str, model: Any) -> Any:
+        """``model.read()``, once a bundle per key with models held by this worker: Beam's
+        state read (its cache's lookups, ~30 us) was paid every round, a few hundred a
+        second at live rates, for a value only this DoFn writes."""
+        if self.job.state_in_beam:
+            return model.read()
+        if key not in self.read_cache:
+            self.read_cache[key] = model.read()
+        return self.read_cache[key]
+
+    def _write(self, key: str, model: Any, held: HeldState | None) -> None:
+        """``model.write(held)``, or ``model.clear()`` for None; the bundle's read of
+        ``key`` (:meth:`_read`) follows."""
+        if held is None:
+            model.clear()
+        else:
+            model.write(held)
+        if not self.job.state_in_beam:
+            self.read_cache[key] = held
 
     def restore(self, key: str) -> Any:
         """The state of a model this worker has none of: from the snapshot the run resumed
@@ -383,7 +405,7 @@ class _LearnBase(beam.DoFn):
             yield parsed
             return
         assert self.engine is not None
-        held = model.read()
+        held = self._read(key, model)
         if held is None:
             st = self.restore(key)
         elif held.st is None:  # forgotten by this run: afresh, not the resumed snapshot's
@@ -397,14 +419,15 @@ class _LearnBase(beam.DoFn):
         if gone:  # forgotten, no record since: out of Beam state and this worker's memory
             self.wrote.pop(key, None)
             if self.snapshot is not None and key in self.snapshot:
-                model.write(HeldState(None))  # the marker (HeldState)
+                self._write(key, model, HeldState(None))  # the marker (HeldState)
             else:
-                model.clear()
+                self._write(key, model, None)
         elif held is None or held.st is not st or self.job.state_in_beam:
             # Kept in this worker, the model changes in place: Beam's state (its token) is
             # written once. (Each write makes the SDK's state cache weigh the value at the
             # bundle's end, ~3 ms a key on Beam 2.77: objsize scans every module first.)
-            model.write(held if held is not None and held.st is st else HeldState(st))
+            self._write(key, model, held if held is not None and held.st is st
+                        else HeldState(st))
         self.last_ts = ts
         for name, rows in out.items():
             if rows:
@@ -470,6 +493,7 @@ class LiveStream(beam.PTransform):
             job.bootstrap, job.topics, job.labels_topic, start_offsets=job.offsets(),
             client=job.client, poll_timeout_ms=job.poll_timeout_ms,
             max_records=job.max_records, merge_idle_ms=job.merge_idle_ms,
+            poll_linger_ms=job.poll_linger_ms,
             drain_path=job.drain_path, progress_in_records=True, batch_records=True,
             # snapshots wait for a bundle's end only with models in Beam state
             call_ms=job.reader_call_ms,

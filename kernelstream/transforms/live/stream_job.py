@@ -91,6 +91,8 @@ class StreamJob:
     # rounds of fixed work); a live stream's rounds are smaller anyway
     max_records: int = 4000
     merge_idle_ms: int = 50
+    # a round that waited for its first record waits this long more for others (0: none)
+    poll_linger_ms: int = 0
     # how long a reader call (a bundle) goes on reading; None: reader_call_ms decides
     call_ms: int | None = None
     state_in_beam: bool = False  # models as bytes in Beam state (see ModelStateCoder)
@@ -135,6 +137,11 @@ class StreamPipelineOptions(PipelineOptions):
                             help="how long a reader call, i.e. a bundle, goes on reading "
                             "(default 500, or 5000 for one partition group without "
                             "--state_in_beam)")
+        parser.add_argument("--poll_linger_ms", type=int, default=None,
+                            help="how long a reader round that waited for its first record "
+                            "waits more for others to come with it: fewer, larger rounds "
+                            "(less CPU per record at live rates), each record later by up "
+                            "to that much (default 0; confluent-kafka reader only)")
         parser.add_argument("--merge_idle_ms", type=int, default=None,
                             help="how long an empty partition of a group must stay caught up "
                             "before the others' records pass it (default 50)")

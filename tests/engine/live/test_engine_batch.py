@@ -347,6 +347,30 @@ def test_route_many_fast_paths_equal_the_record_by_record_path(key_by: str | Non
             assert all(parsed_equal(a, b) for a, b in zip(ps, want_groups[k], strict=True))
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_small_rounds_pick_the_fast_candidates_of_the_joined_search(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live round of a few records tests each value on its own (routing.SMALL_ROUND); it
+    picks the records the search over the joined values picks, and routes them alike."""
+    from kernelstream.engine.live import routing
+
+    e = StreamEngine(spec((LearnerConfig("a", "perceptron", {}),)))
+    recs = stream(seed, 120) + pairs_stream(seed, 40)
+    recs += [SourceRecord("ev", 0, 5000 + i, 9000 + i, b"k", v) for i, (_, v) in
+             enumerate(ODD_LABELS)] + [rec(6000, 1, "k", "\ufeff1 1:2"), rec(6001, 1, "k", "#")]
+    windows = [recs[i:i + n] for n in (1, 2, 3, 5, 9, routing.SMALL_ROUND - 1)
+               for i in range(0, len(recs) - n, 7)]
+    small = [e.router._fast_candidates(w) for w in windows]
+    routed = [e.route_many(w) for w in windows]
+    monkeypatch.setattr(routing, "SMALL_ROUND", 0)  # the joined search for every size
+    assert small == [e.router._fast_candidates(w) for w in windows]
+    for (groups, dead), w in zip(routed, windows, strict=True):
+        want_groups, want_dead = e.route_many(w)
+        assert dead == want_dead and list(groups) == list(want_groups)
+        for k, ps in groups.items():
+            assert all(parsed_equal(a, b) for a, b in zip(ps, want_groups[k], strict=True))
+
+
 def test_route_many_parses_in_bulk_and_reports_lines_it_cannot() -> None:
     e = StreamEngine(spec((LearnerConfig("a", "perceptron", {}),)))
     good = [rec(i, i, f"e{i}", f"+1 {i % (D - 1) + 2}:{i}.5 1:-0") for i in range(40)]

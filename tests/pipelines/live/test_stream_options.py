@@ -320,3 +320,11 @@ def test_a_third_label_is_a_dead_letter_end_to_end(broker: str, tmp_path: Path) 
         "labels of its first records)" for t in ("YES", "maybe", "maybe")]
     want, _ = reference_tables(read_back(broker, "yn", 1)[0], spec_for(argv))
     assert_same(got, want)
+
+
+def test_reader_tuning_after_the_double_dash_reaches_the_job() -> None:
+    from kernelstream.pipelines.live.stream import _reader_options
+
+    assert _reader_options(["--poll_linger_ms=2", "--call_ms=300"]) == {
+        "poll_linger_ms": 2, "call_ms": 300}
+    assert _reader_options([]) == {}

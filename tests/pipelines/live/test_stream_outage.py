@@ -355,7 +355,8 @@ class _Consumer:
     def hw_confirmed(self, tp: tuple[str, int]) -> bool:
         return self.ok.get(tp, False)
 
-    def poll_records(self, timeout_s: float, max_records: int) -> list[SourceRecord]:
+    def poll_records(self, timeout_s: float, max_records: int,
+                     linger_s: float = 0.0) -> list[SourceRecord]:
         recs = self.polls.pop(0) if self.polls else []
         for r in recs:
             self.pos[(r.topic, r.partition)] = r.offset + 1

@@ -91,3 +91,47 @@ def test_a_forgotten_key_starts_afresh_not_from_the_resumed_snapshot(
             assert ids == ["perc#0@u1~ev:0:7/p/0"]  # a new model's, not the third of the old
     finally:
         learn.teardown()
+
+
+class CountingState(BeamState):
+    def __init__(self, coder: live.ModelStateCoder) -> None:
+        super().__init__(coder)
+        self.reads = self.writes = 0
+
+    def read(self) -> Any:
+        self.reads += 1
+        return super().read()
+
+    def write(self, value: Any) -> None:
+        self.writes += 1
+        super().write(value)
+
+
+def test_a_bundle_reads_a_model_held_by_the_worker_once(tmp_path: Path) -> None:
+    """Beam's state read (~30 us a time) once per key and bundle, not once per round: the
+    model, written once, is the same object every round; a new bundle reads it again."""
+    spec = live_spec(configs=(LearnerConfig("perc", "perceptron", {"kernel": "linear"}),),
+                     n_features=3, key_by="id-prefix")
+    engine = StreamEngine(spec)
+    job = StreamJob(spec=spec, bootstrap="h:1", topics=("ev",), out=str(tmp_path / "out"),
+                    control=str(tmp_path / "control"), part="p")
+    learn = live.learn_dofn(job)
+    learn.setup()
+    try:
+        state = CountingState(live.ModelStateCoder(1000, True))
+        seen = []
+        for bundle in range(2):
+            learn.start_bundle()
+            for i in range(3):
+                off = 3 * bundle + i
+                batch = [p for _, p in engine.route(_rec(off, 10 * off, f"u1/e{off}",
+                                                         "+1 1:1"))]
+                items = list(learn.learn((KEY, batch), state, 0))
+                seen += [st for tag, (_, st) in
+                         ((t, v) for t, v in items if t == STATES_TAG)]
+            list(learn.finish_bundle())
+            assert state.reads == bundle + 1
+        assert state.writes == 1 and all(st is seen[0] for st in seen)
+        assert seen[0].records == 6
+    finally:
+        learn.teardown()
