@@ -466,7 +466,7 @@ def test_option_errors_are_one_line(tmp_path: Path) -> None:
         (["kafka://h:1/t", "--n-features", "3", "--hash-features", "10"], "drop --n-features"),
         # dense support vectors of 10^9 features cannot fit: refused before connecting
         (["kafka://h:1/t", "--n-features", "1000000000", "--rows", "dense", "-l", "bogd"],
-         "learner bogd"),
+         "bogd: budget=500 stored rows"),
         # asked for confluent-kafka with a setting librdkafka cannot take: no silent fallback
         (["kafka://h:1/t", "--n-features", "3", "--kafka-client", "confluent",
           "--kafka-option", "sasl_mechanism=OAUTHBEARER"], "sasl_mechanism=OAUTHBEARER"),

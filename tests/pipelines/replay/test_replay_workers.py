@@ -212,10 +212,14 @@ def test_workers_value_is_checked(tmp_path: Path, capsys, value: str) -> None:
     assert "--workers" in capsys.readouterr().err
 
 
-def test_failing_workers_end_with_one_line_and_no_outputs(dirty: Path, tmp_path: Path,
-                                                          capsys) -> None:
-    """A worker that fails (here every worker, on an option only a pipeline reads) ends the
-    run with its own line and exit code, once, as one process would; no output is left."""
+def test_failing_workers_end_with_one_line_and_no_outputs(
+        dirty: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that fails (here every worker, on an option only a pipeline reads, its check
+    before the run taken away; the workers are forked with it) ends the run with its own
+    line and exit code, once, as one process would; no output is left."""
+    from kernelstream.pipelines.replay import replay_args
+
+    monkeypatch.setattr(replay_args, "check_replay_options", lambda args: None)
     base = ["replay", str(dirty), "-l", "a=bogd", "-l", "b=pa-i", "-q"]
     code1 = main([*base, "--out", str(tmp_path / "one"), "--", "--block_size=-1"])
     err1 = capsys.readouterr().err
@@ -329,3 +333,17 @@ def test_workers_end_with_their_parent(tmp_path: Path) -> None:
     proc.kill()
     proc.communicate(timeout=60)
     assert _gone(workers), "a worker outlived its parent"
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_malformed_beam_option_is_one_line_before_the_run(
+        dirty: Path, tmp_path: Path, capsys, workers: str) -> None:
+    """Beam's own options after ``--`` are parsed before the run: a malformed one is one line,
+    exit 2, no output (before: Beam's whole usage text, or each worker's traceback)."""
+    out = tmp_path / "o"
+    assert main(["replay", str(dirty), "-l", "a=bogd", "-l", "b=pa-i", "-q", "--workers",
+                 workers, "--out", str(out), "--", "--direct_num_workers=abc"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("kernelstream replay: error: after '--': argument "
+                           "--direct_num_workers: invalid int value: 'abc'"), err
+    assert not out.exists()
