@@ -159,6 +159,24 @@ def mean_std(values: list[float] | np.ndarray) -> tuple[float, float]:
     return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
 
 
+
+def block_progress(progress: Callable[[str], None] | None, permutations: int,
+                   interval: float) -> Callable[[int, PrequentialPass, EvalResult], None]:
+    """An ``on_block`` for :func:`evaluate_runs`: ``progress`` gets a line during a
+    repetition (rows done, examples/s), at most every ``interval`` seconds."""
+    last = time.monotonic()
+
+    def report(r: int, run: PrequentialPass, res: EvalResult) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if progress is not None and now - last >= interval:
+            last = now
+            rate_s = f"{run.done / run.seconds:,.0f} ex/s" if run.seconds > 0 else "-"
+            progress(f"[{res.label}] permutation {r + 1}/{permutations}: "
+                     f"{run.done:,}/{run.n:,} rows, {rate_s}")
+
+    return report
+
 def evaluate(
     X: np.ndarray | CSR,
     y: np.ndarray,
@@ -215,17 +233,7 @@ def evaluate(
         raise ValueError(f"X has {n} rows but y has {yv.shape[0]} labels")
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
-    last_report = time.monotonic()
-
-    def report(r: int, run: PrequentialPass, res: EvalResult) -> None:
-        nonlocal last_report
-        now = time.monotonic()
-        if progress is not None and now - last_report >= progress_interval:
-            last_report = now
-            rate_s = f"{run.done / run.seconds:,.0f} ex/s" if run.seconds > 0 else "-"
-            progress(f"[{res.label}] permutation {r + 1}/{permutations}: "
-                     f"{run.done:,}/{n:,} rows, {rate_s}")
-
+    report = block_progress(progress, permutations, progress_interval)
     config = learner_config(learner, params, label, seed_name).with_widths(
         lambda: widths.array_gamma(X, scale))
     result = evaluate_runs(lambda r: (X, yv, permutation(n, seed, r)), config, seed=seed,

@@ -30,7 +30,6 @@ True
 
 from __future__ import annotations
 
-import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,14 +40,13 @@ import numpy as np
 from kernelstream._suggest import row_error
 from kernelstream.data import widths
 from kernelstream.data.errors import SCALES
-from kernelstream.engine.evaluate import evaluate_runs, warn_skill
+from kernelstream.engine.evaluate import block_progress, evaluate_runs, warn_skill
 from kernelstream.engine.learner_config import learner_config
 from kernelstream.numbers import sig
 
 if TYPE_CHECKING:
     from kernelstream.engine.evaluate import EvalResult, Stream
     from kernelstream.engine.learner_config import LearnerConfig
-    from kernelstream.engine.prequential import PrequentialPass
 
 
 @dataclass(frozen=True)
@@ -151,16 +149,7 @@ def evaluate_stream(
     :attr:`EvalResult.warnings`, for a caller that prints them its own way, as the CLI).
     ``progress`` gets ``evaluate``'s line during a repetition, at most every
     ``progress_interval`` seconds, and one line at its end."""
-    last_report = time.monotonic()
-
-    def during(r: int, run: PrequentialPass, res: EvalResult) -> None:
-        nonlocal last_report
-        now = time.monotonic()
-        if progress is not None and now - last_report >= progress_interval:
-            last_report = now
-            rate_s = f"{run.done / run.seconds:,.0f} ex/s" if run.seconds > 0 else "-"
-            progress(f"[{res.label}] permutation {r + 1}/{permutations}: "
-                     f"{run.done:,}/{run.n:,} rows, {rate_s}")
+    during = block_progress(progress, permutations, progress_interval)
 
     def report(r: int, result: EvalResult) -> None:
         if progress is not None:

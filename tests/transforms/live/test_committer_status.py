@@ -27,15 +27,20 @@ def _unlabeled(i: int) -> dict[str, object]:
             "expired_at_ms": T0 + i + 1}
 
 
-def test_rows_of_the_snapshot_being_committed_count_as_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _job(tmp_path: Path, **kw: Any) -> StreamJob:
+    """A keyed perceptron stream's job, with a checkpoint (``kw``: more of its fields)."""
     control = tmp_path / "control"
     control.mkdir()
     spec = live_spec(configs=(LearnerConfig("a", "perceptron", {}),), n_features=3,
                      key_by="id-prefix")
-    job = StreamJob(spec=spec, bootstrap="h:1", topics=("ev",), out=str(tmp_path / "out"),
-                    control=str(control), part="p", checkpoint=str(tmp_path / "ckpt"),
-                    start_offsets=(("ev", 0, 0),))
+    return StreamJob(spec=spec, bootstrap="h:1", topics=("ev",), out=str(tmp_path / "out"),
+                     control=str(control), part="p", checkpoint=str(tmp_path / "ckpt"),
+                     start_offsets=(("ev", 0, 0),), **kw)
+
+
+def test_rows_of_the_snapshot_being_committed_count_as_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = _job(tmp_path)
     release = threading.Event()
     real = Committer._commit
 
@@ -74,13 +79,7 @@ def test_a_snapshot_with_kafka_outputs_needs_their_writer(tmp_path: Path) -> Non
     """With ``--kafka-out``, a snapshot waits for its rows' delivery: a Committer that finds
     no Kafka writer in its process (a runner that split them) refuses to commit one (before:
     it committed without waiting, and an exactly-once transaction never committed)."""
-    control = tmp_path / "control"
-    control.mkdir()
-    spec = live_spec(configs=(LearnerConfig("a", "perceptron", {}),), n_features=3,
-                     key_by="id-prefix")
-    job = StreamJob(spec=spec, bootstrap="h:1", topics=("ev",), out=str(tmp_path / "out"),
-                    control=str(control), part="p", checkpoint=str(tmp_path / "ckpt"),
-                    start_offsets=(("ev", 0, 0),), kafka_out="h:1/pre")
+    job = _job(tmp_path, kafka_out="h:1/pre")
     c = Committer(job)
     c.setup()
     try:
