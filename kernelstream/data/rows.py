@@ -26,8 +26,8 @@ from kernelstream.data import (  # the line rules of data.load, so the readers a
     parse_csv_line,
     parse_libsvm_line,
 )
-from kernelstream.data.csv import _split_quoted
-from kernelstream.data.lines import strip_bom
+from kernelstream.data.csv import _split_quoted, parse_keyed_csv_fields
+from kernelstream.data.lines import StreamEnd, iter_lines, strip_bom
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.sniff import first_data_line, looks_like_header, sniff_delimiter
 
@@ -111,20 +111,13 @@ class TextFormat:
                 return text, ParsedRow(label, idx, vals, None)
             if lineno == self.header_line:
                 return text, None
-            line, lc, ncol, entity = text, self.label_col, self.n_columns, None
             if self.key_col is not None:
-                fields = text.split(self.delimiter)
-                if ncol is not None and len(fields) != ncol:
-                    raise ParseError(
-                        f"wrong number of columns: expected {ncol}, got {len(fields)}")
-                entity = _clean_label(fields.pop(self.key_col))
-                if not entity:  # not an entity of its own
-                    raise ParseError("missing key-by value (the key column is empty)")
-                line = (self.delimiter or " ").join(fields)
-                lc = lc - 1 if lc > self.key_col else lc
-                ncol = None if ncol is None else ncol - 1
-            label, vals = parse_csv_line(line, lc, self.delimiter, n_columns=ncol)
-            return text, ParsedRow(label, None, vals, entity)
+                lab, feats, key = parse_keyed_csv_fields(text, self.label_col, self.key_col,
+                                                         self.delimiter, self.n_columns)
+                return text, ParsedRow(lab, None, np.array(feats, dtype=np.float64), key)
+            label, vals = parse_csv_line(text, self.label_col, self.delimiter,
+                                         n_columns=self.n_columns)
+            return text, ParsedRow(label, None, vals, None)
         except ParseError as e:
             return text, ParseError(e.reason, None, lineno)
 
@@ -224,15 +217,20 @@ def iter_file_rows(opts: ReadOptions) -> Iterator[tuple[int, str, ParsedRow | Pa
         return
     tf = TextFormat.detect(opts.path, fmt, opts.label_column, opts.delimiter, opts.header,
                            opts.key_by)
-    lineno = 0
     with fs.open_binary(opts.path) as f:
-        try:
-            for lineno, raw in enumerate(f, 1):
-                text, row = tf.parse(lineno, raw)
-                if row is not None:
-                    yield lineno, text, row
-        except fs.DECOMPRESS_ERRORS as e:  # the rows before it are read: the rest is one record
-            yield lineno + 1, "", ParseError(decompress_reason(e, lineno), None, lineno + 1)
+        for lineno, raw in enumerate(iter_lines(f), 1):
+            if isinstance(raw, StreamEnd):  # the rows before it are read: the rest is one record
+                yield lineno, partial_text(raw), ParseError(
+                    decompress_reason(raw.error, lineno - 1), None, lineno)
+                return
+            text, row = tf.parse(lineno, raw)
+            if row is not None:
+                yield lineno, text, row
+
+
+def partial_text(end: StreamEnd) -> str:
+    """The raw text of a compressed file's failure dead letter: its cut line, if any."""
+    return strip_bom(end.partial).decode("utf-8", errors="backslashreplace")
 
 
 def decompress_reason(e: BaseException, lines: int) -> str:
