@@ -22,8 +22,8 @@ from kernelstream import fs
 from kernelstream.data import LabelMap, ParseError
 from kernelstream.data.labels import label_map_for
 from kernelstream.data.libsvm import check_top_index
-from kernelstream.data.options import ReadOptions
 from kernelstream.data.lines import StreamEnd, iter_lines
+from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, TextFormat, decompress_reason, partial_text
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.keys import StreamKey
