@@ -140,3 +140,20 @@ def test_truncated_compressed_file_keeps_the_cut_line(tmp_path: Path,
     assert d["reason"].startswith("compressed file ends early"), d
     cut = text.split(b"\n")[d["line"] - 1].decode()
     assert d["raw"] and cut.startswith(d["raw"]), d
+
+
+# -- 4: check --limit counts what replay --limit counts: rows, not records ----------------------
+def test_check_limit_counts_rows_as_replay_does(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "d.svm"
+    lines = svm_rows(60).splitlines()
+    for i in range(0, 30, 3):  # bad lines among the first rows
+        lines.insert(i, "+1 1:abc")
+    path.write_text("\n".join(lines) + "\n")
+    rc, err, out = run(capsys, "check", str(path), "--limit", "20", "--json")
+    assert rc == 0, err
+    rep = json.loads(out)
+    o = replay_everywhere(tmp_path, capsys, path, "--limit", "20")
+    s = summary(o)
+    assert rep["rows"] == s["examples"] == 20, (rep, s)
+    assert rep["records"] == 20 + len(dead_letters(o)), rep
