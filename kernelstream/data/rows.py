@@ -150,18 +150,7 @@ def iter_parquet_rows(path: str, label_column: int | str | None = None,
     row is its JSON."""
     import json
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pf = pq.ParquetFile(fs.open_read(path) if fs.is_remote(path) else path)
-    names = pf.schema_arrow.names
-    label = _parquet_col(label_column if label_column is not None else "label", names)
-    key = None if key_by is None else _parquet_col(key_by, names)
-
-    def numeric(t: Any) -> bool:
-        return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))
-
-    feats = [c for c in names if c not in (label, key) and numeric(pf.schema_arrow.field(c).type)]
+    pf, feats, label, key = _parquet_columns(path, label_column, key_by)
     cols = [*feats, label] + ([key] if key is not None else [])
     row = first_row
     batches = (pf.iter_batches(columns=cols, row_groups=row_groups) if row_groups is not None
@@ -194,6 +183,45 @@ def iter_parquet_rows(path: str, label_column: int | str | None = None,
             ent = None if keys is None else str(keys[i])
             yield row + i, "", ParsedRow(str(labels[i]), None, F[i].copy(), ent)
         row += n
+
+
+def _parquet_columns(path: str, label_column: int | str | None, key_by: int | str | None
+                     ) -> tuple[Any, list[str], str, str | None]:
+    """``(ParquetFile, feature columns, label column, key column)`` of a Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(fs.open_read(path) if fs.is_remote(path) else path)
+    names = pf.schema_arrow.names
+    label = _parquet_col(label_column if label_column is not None else "label", names)
+    key = None if key_by is None else _parquet_col(key_by, names)
+
+    def numeric(t: Any) -> bool:
+        return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))
+
+    feats = [c for c in names if c not in (label, key) and numeric(pf.schema_arrow.field(c).type)]
+    return pf, feats, label, key
+
+
+def parquet_records_json(path: str, label_column: int | str | None, key_by: int | str | None,
+                         numbers: set[int]) -> dict[int, str]:
+    """The raw text (JSON, as :func:`iter_parquet_rows` gives its bad rows) of the rows
+    ``numbers`` (from 1) of a Parquet file: for the rows that parse but are rejected later
+    (their label), read again since the reader keeps no text for its good rows."""
+    import json
+
+    pf, feats, label, key = _parquet_columns(path, label_column, key_by)
+    cols = [*feats, label] + ([key] if key is not None else [])
+    out: dict[int, str] = {}
+    row = 1
+    for batch in pf.iter_batches(columns=cols):
+        for n in sorted(k for k in numbers if row <= k < row + batch.num_rows):
+            i = n - row
+            out[n] = json.dumps({c: batch.column(c)[i].as_py() for c in cols}, default=str)
+        row += batch.num_rows
+        if row > max(numbers, default=0):
+            break
+    return out
 
 
 def _parquet_col(col: int | str, names: list[str]) -> str:

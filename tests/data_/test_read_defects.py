@@ -157,3 +157,25 @@ def test_check_limit_counts_rows_as_replay_does(tmp_path: Path,
     s = summary(o)
     assert rep["rows"] == s["examples"] == 20, (rep, s)
     assert rep["records"] == 20 + len(dead_letters(o)), rep
+
+
+# -- 5: a Parquet row rejected for its label has the record as JSON for raw ---------------------
+def test_parquet_label_rejections_have_json_raw(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow as pa
+
+    n = 60
+    labels = [float(i % 2) for i in range(n)]
+    labels[7], labels[30] = float("inf"), 2.0  # a non-finite label, a third class
+    path = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"who": [f"u{i % 3}" for i in range(n)],
+                             "a": [i / n for i in range(n)], "b": [(i % 5) / 5 for i in range(n)],
+                             "label": labels}), path)
+    o = replay_everywhere(tmp_path, capsys, path, "--key-by", "who")
+    dead = sorted(dead_letters(o), key=lambda d: d["line"])
+    assert [d["line"] for d in dead] == [8, 31], dead
+    for d in dead:
+        rec = json.loads(d["raw"])
+        i = d["line"] - 1
+        assert rec["who"] == f"u{i % 3}" and rec["a"] == i / n, d
+    assert json.loads(dead[1]["raw"])["label"] == 2.0
