@@ -179,3 +179,65 @@ def test_parquet_label_rejections_have_json_raw(tmp_path: Path,
         i = d["line"] - 1
         assert rec["who"] == f"u{i % 3}" and rec["a"] == i / n, d
     assert json.loads(dead[1]["raw"])["label"] == 2.0
+
+
+# -- 6: a file that changes while the run reads it fails the run, on every runner --------------
+@pytest.mark.parametrize("runner", [["--runner", "loop"], ["--runner", "direct"],
+                                    ["--runner", "direct", "-j", "2"],
+                                    ["--runner", "dask"]])
+def test_a_file_that_grows_during_the_run_fails_it(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    runner: list[str]) -> None:
+    if runner[1] == "dask":
+        pytest.importorskip("distributed")
+    from kernelstream.data import stamp
+    from kernelstream.pipelines.replay import replay
+
+    path = tmp_path / "g.svm"
+    path.write_text(svm_rows(300))
+    size = path.stat().st_size
+
+    def shorter(p: str) -> tuple[int, int] | None:  # the file as it was: 7 bytes shorter
+        st = stamp.file_stamp(p)
+        return None if st is None else (st[0] - 7, st[1])
+
+    monkeypatch.setattr(stamp, "run_stamp", shorter)  # --workers: the parent's
+    monkeypatch.setattr(replay, "run_stamp", shorter)  # a run's own
+    o = tmp_path / "out"
+    rc, err, _ = run(capsys, "replay", str(path), *LOOP, *runner, "--out", str(o))
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].endswith(f"{path} changed while the run read it (size {size - 7} -> {size}): "
+                           "replay a file that is not being written"), err
+    assert not (o / "summary.json").exists()
+    if runner[1] in ("loop", "direct") and len(runner) == 2:  # the chunked file-order reader
+        from kernelstream.engine.learner_config import LearnerConfig
+        from kernelstream.errors import FileChangedError
+
+        with pytest.raises(FileChangedError, match="changed while the run read it"):
+            replay.run_replay(str(path), [LearnerConfig("perceptron", "perceptron", {})],
+                              tmp_path / "file-order", order="file", runner=runner[1])
+
+
+def test_a_line_written_while_the_loop_reads_is_detected(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelstream.engine.replay import sources
+
+    path = tmp_path / "g.svm"
+    text = svm_rows(300)
+    # a bad line (read line by line), and a writer half-way through the last line
+    path.write_text("+1 1:abc\n" + text + "+1 1:0.5 2:0.")
+    read = sources.iter_file_rows
+
+    def writing(opts: Any) -> Any:
+        for i, item in enumerate(read(opts)):
+            if i == 10:
+                with path.open("a") as f:
+                    f.write("25 3:1\n")
+            yield item
+
+    monkeypatch.setattr(sources, "iter_file_rows", writing)
+    rc, err, _ = run(capsys, "replay", str(path), *LOOP, "--runner", "loop",
+                     "--out", str(tmp_path / "o"))
+    assert rc == 2 and "changed while the run read it" in err[0], err

@@ -25,6 +25,7 @@ from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.lines import StreamEnd, iter_lines
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, TextFormat, decompress_reason, partial_text
+from kernelstream.data.stamp import check_unchanged
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.replay.blocks import Block
@@ -149,6 +150,7 @@ def scan_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk) -> ChunkStats:
         st.rows += 1
     if scale:
         _fold_ragged(st, dense)
+    check_unchanged(opts.path, opts.stamp)  # the second pass must read the same lines
     return st
 
 
@@ -286,6 +288,7 @@ def read_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk, plan: StreamPlan
             continue
         X.append(row)
         y.append(yi)
+    check_unchanged(opts.path, opts.stamp)
     n = out.rows = len(y)
     if n == 0:
         return out

@@ -37,6 +37,7 @@ from kernelstream.data.labels import class_key, label_map_for, nonfinite_label
 from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import ParsedRow, iter_file_rows, parquet_records_json
+from kernelstream.data.stamp import check_unchanged
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.replay.blocks import Block
@@ -290,6 +291,12 @@ def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
     rows read. Rows become CSR or dense by :func:`finish_rows`. Tests check that both paths,
     and the chunked reader, give the same stream.
     """
+    ds = _read_rows(opts, source)
+    check_unchanged(opts.path, opts.stamp)  # a file being written: other readers differ
+    return ds
+
+
+def _read_rows(opts: ReadOptions, source: str | None) -> Dataset:
     if source is None and (ready := _PRELOADED.get(opts)) is not None:
         return ready
     fmt = opts.resolved_fmt()
