@@ -64,7 +64,8 @@ class _ErrorIsEnd(io.RawIOBase):
     iterating the decompressing file itself drops its buffered last line."""
 
     def __init__(self, f: Any) -> None:
-        self._f, self.error = f, None
+        self._f = f
+        self.error: BaseException | None = None
 
     def readable(self) -> bool:
         return True

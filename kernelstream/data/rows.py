@@ -119,7 +119,11 @@ class TextFormat:
                                          n_columns=self.n_columns)
             return text, ParsedRow(label, None, vals, None)
         except ParseError as e:
-            return text, ParseError(e.reason, None, lineno)
+            reason = e.reason
+            if "\r" in text:  # lines end only at \n: CR-only endings make one long line
+                reason = ("carriage return inside the line (CR-only line endings? convert "
+                          f"them to newlines): {reason}")
+            return text, ParseError(reason, None, lineno)
 
 
 def _column(col: int | str | None, header: list[str] | None, n: int, what: str,

@@ -241,3 +241,18 @@ def test_a_line_written_while_the_loop_reads_is_detected(tmp_path: Path,
     rc, err, _ = run(capsys, "replay", str(path), *LOOP, "--runner", "loop",
                      "--out", str(tmp_path / "o"))
     assert rc == 2 and "changed while the run read it" in err[0], err
+
+
+# -- 7: a CR-only line ending is named in the dead letter's reason -----------------------------
+@pytest.mark.parametrize("fmt", ["libsvm", "csv"])
+def test_cr_line_endings_are_named(tmp_path: Path, fmt: str) -> None:
+    if fmt == "libsvm":
+        path = tmp_path / "cr.svm"
+        path.write_bytes(b"+1 1:0.5\n-1 1:0.25\n+1 1:0.5\r-1 1:0.75\n")
+    else:
+        path = tmp_path / "cr.csv"
+        path.write_bytes(b"0.5,1\n0.25,0\n0.5,1\r0.75,0\n")
+    bad = [r for _, _, r in iter_file_rows(ReadOptions(str(path)))
+           if isinstance(r, ParseError)]
+    assert len(bad) == 1 and bad[0].line == 3, bad
+    assert bad[0].reason.startswith("carriage return inside the line (CR-only line endings?"), bad
