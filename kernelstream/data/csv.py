@@ -82,8 +82,9 @@ def parse_keyed_csv_fields(
     if not label:
         raise ParseError(f"empty label in column {label_column}")
     skip = (label_column, key_column)
-    feats = [f for c, f in enumerate(fields) if c not in skip]
-    return label, _features(line, feats, n, skip), key
+    del fields[max(skip)]  # the higher one first: the lower one keeps its place
+    del fields[min(skip)]
+    return label, _features(line, fields, n, skip), key
 
 
 def _split_fields(line: str, delimiter: str | None, n_columns: int | None) -> list[str]:
