@@ -53,3 +53,9 @@ class ProtocolError(ValueError):
 
 class TunedFileError(ValueError):
     """A ``--params-from`` file that cannot be used (``experiments.tuning``)."""
+
+
+class FileChangedError(ValueError):
+    """The input file of a run changed while the run read it (its size or modification time
+    differ from the run's start): its readers would see different rows
+    (``data.stamp``)."""

@@ -163,6 +163,14 @@ def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
     return _Owning(cls(fileobj=raw) if kind == "gzip" else cls(raw), raw)  # type: ignore
 
 
+def decompressing(f: Any) -> bool:
+    """Whether ``f`` (from :func:`open_binary`) decompresses (its reads can fail)."""
+    import bz2
+    import gzip
+
+    return isinstance(f, (gzip.GzipFile, bz2.BZ2File, lzma.LZMAFile, _Owning))
+
+
 class _Owning:
     """A decompressing reader that also closes the remote file under it."""
 

@@ -212,14 +212,18 @@ class CheckReport:
 
 
 def scan(items: Iterable[tuple[int, str, Any]], report: CheckReport,
-         max_records: int | None = None, n_features: int | None = None) -> CheckReport:
+         max_records: int | None = None, n_features: int | None = None,
+         max_rows: int | None = None) -> CheckReport:
     """Fold ``(line, text, ParsedRow | ParseError)`` items into ``report``; rows of a third
     class (classification), non-numeric or non-finite targets (regression) and LIBSVM rows
-    with an index over ``n_features`` count as the dead letters they would be in a replay."""
+    with an index over ``n_features`` count as the dead letters they would be in a replay.
+    Stops after ``max_records`` records or ``max_rows`` rows (a replay's ``--limit``: its
+    examples, the dead letters among them not counted)."""
     classes: list[float | str] = []
     names: dict[float | str, str] = {}
     for line, _text, row in items:
-        if max_records is not None and report.records >= max_records:
+        if ((max_records is not None and report.records >= max_records)
+                or (max_rows is not None and report.rows >= max_rows)):
             report.truncated = True
             break
         if not isinstance(row, ParseError):
@@ -475,7 +479,9 @@ def check_file(opts: ReadOptions, max_records: int | None = None) -> CheckReport
     """Scan a file (LIBSVM, CSV, Parquet; gzip/bz2/xz) with the replay's own row reader."""
     report = CheckReport(opts.path, opts.resolved_fmt(), opts.task,
                          keyed=opts.key_by is not None, read=opts)
-    return scan(iter_file_rows(opts), report, max_records or opts.limit, opts.n_features)
+    # ``check --limit``: a replay's (rows); the callers' own ``max_records`` bound the head
+    limit = opts.limit if max_records is None else None
+    return scan(iter_file_rows(opts), report, max_records, opts.n_features, limit)
 
 
 def check_topic(opts: ReadOptions, idle_seconds: float = 2.0,
@@ -495,4 +501,4 @@ def check_topic(opts: ReadOptions, idle_seconds: float = 2.0,
             yield rec.offset, text, row
 
     report = CheckReport(opts.path, tf.fmt, opts.task)
-    return scan(items(), report, opts.limit, opts.n_features)
+    return scan(items(), report, None, opts.n_features, opts.limit)

@@ -51,30 +51,67 @@ def _diagnose_csv(fields: Sequence[str], columns: Sequence[int]) -> None:
 def _parse_csv_lists(
     line: str, label_column: int, delimiter: str | None, n_columns: int | None
 ) -> tuple[str, list[float]]:
-    _check_garbage(line)
-    if not line.strip():
-        raise ParseError("empty line")
-    # a quote anywhere: standard CSV quoting (the rare slow path; plain lines only split)
-    fields = line.split(delimiter) if '"' not in line else _split_quoted(line, delimiter)
+    fields = _split_fields(line, delimiter, n_columns)
     n = len(fields)
-    if n_columns is not None and n != n_columns:
-        raise ParseError(f"wrong number of columns: expected {n_columns}, got {n}")
     if not -n <= label_column < n:
         raise ParseError(f"wrong number of columns: no label column {label_column} in {n} columns")
     lc = label_column % n
     label = _clean_label(fields.pop(lc))
     if not label:
         raise ParseError(f"empty label in column {lc}")
-    if "_" in line or not line.isascii():
-        _diagnose_csv(fields, _feature_columns(n, lc))
+    return label, _features(line, fields, n, (lc,))
+
+
+def parse_keyed_csv_fields(
+    line: str, label_column: int, key_column: int, delimiter: str | None,
+    n_columns: int | None
+) -> tuple[str, list[float], str]:
+    """``(label, features, key)`` of a line with a ``--key-by`` column (0-based positions in
+    the full field list): split once, quoting-aware like every line, and reasons count
+    columns as without a key column."""
+    fields = _split_fields(line, delimiter, n_columns)
+    n = len(fields)
+    for what, c in (("key", key_column), ("label", label_column)):
+        if not -n <= c < n:
+            raise ParseError(f"wrong number of columns: no {what} column {c} in {n} columns")
+    label_column, key_column = label_column % n, key_column % n
+    key = _clean_label(fields[key_column])
+    if not key:  # not an entity of its own
+        raise ParseError("missing key-by value (the key column is empty)")
+    label = _clean_label(fields[label_column])
+    if not label:
+        raise ParseError(f"empty label in column {label_column}")
+    skip = (label_column, key_column)
+    del fields[max(skip)]  # the higher one first: the lower one keeps its place
+    del fields[min(skip)]
+    return label, _features(line, fields, n, skip), key
+
+
+def _split_fields(line: str, delimiter: str | None, n_columns: int | None) -> list[str]:
+    _check_garbage(line)
+    if not line.strip():
+        raise ParseError("empty line")
+    # a quote anywhere: standard CSV quoting (the rare slow path; plain lines only split)
+    fields = line.split(delimiter) if '"' not in line else _split_quoted(line, delimiter)
+    if n_columns is not None and len(fields) != n_columns:
+        raise ParseError(f"wrong number of columns: expected {n_columns}, got {len(fields)}")
+    return fields
+
+
+def _features(line: str, fields: list[str], n: int, skip: tuple[int, ...]) -> list[float]:
+    """The feature ``fields`` (the ``n`` columns but ``skip``) as floats, else the ParseError
+    of the first bad one."""
+    if ("_" in line or not line.isascii()) and any(
+            "_" in f or not f.isascii() for f in fields):  # float() would take 1_0 or ٣
+        _diagnose_csv(fields, _feature_columns(n, skip))
     try:
         feats = [float(f) for f in fields]
     except ValueError:
-        _diagnose_csv(fields, _feature_columns(n, lc))
+        _diagnose_csv(fields, _feature_columns(n, skip))
         raise ParseError("non-numeric value") from None  # unreachable
     if not math.isfinite(sum(feats)):
-        _diagnose_csv(fields, _feature_columns(n, lc))
-    return label, feats
+        _diagnose_csv(fields, _feature_columns(n, skip))
+    return feats
 
 
 def _split_quoted(line: str, delimiter: str | None) -> list[str]:
@@ -88,10 +125,10 @@ def _split_quoted(line: str, delimiter: str | None) -> list[str]:
     return [_clean_label(f) for f in fields]
 
 
-def _feature_columns(n: int, label_col: int) -> list[int]:
+def _feature_columns(n: int, skip: tuple[int, ...]) -> list[int]:
     """Column numbers of the feature fields (for error messages): from 0, as
     ``--label-column`` counts them."""
-    return [c for c in range(n) if c != label_col]
+    return [c for c in range(n) if c not in skip]
 
 
 def parse_csv_line(

@@ -5,9 +5,10 @@ become part of a label or a header name."""
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Generator, Iterator
-from typing import IO
+from typing import IO, Any, NamedTuple
 
 import numpy as np
 
@@ -49,17 +50,73 @@ def _decode_line(raw: bytes) -> tuple[str, ParseError | None]:
         return text, ParseError(f"undecodable bytes (not UTF-8 text at byte {e.start})")
 
 
+class StreamEnd(NamedTuple):
+    """The end of a compressed file whose decompression fails: the error, and the bytes of
+    the line it cuts (a truncated stream; empty when the cut falls after a newline)."""
+
+    error: BaseException
+    partial: bytes
+
+
+class _ErrorIsEnd(io.RawIOBase):
+    """A decompressing file whose read error is an end of file (kept in ``error``): a
+    buffered reader over it hands out every byte decompressed before the error, where
+    iterating the decompressing file itself drops its buffered last line."""
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+        self.error: BaseException | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if self.error is not None:
+            return 0
+        try:
+            data = self._f.read1(len(b))  # one read: nothing decompressed is held back
+        except fs.DECOMPRESS_ERRORS as e:
+            self.error = e
+            return 0
+        b[: len(data)] = data
+        return len(data)
+
+
+def iter_lines(f: IO[bytes]) -> Iterator[bytes | StreamEnd]:
+    """The raw lines of ``f`` (from :func:`fs.open_binary`). A compressed file whose
+    decompression fails ends with a :class:`StreamEnd` instead of raising: after trailing
+    garbage or a bad checksum, every line before it is yielded (the last one too when it has
+    no newline, as when it has one); a truncated stream's cut last line is the StreamEnd's
+    ``partial``. Plain files are iterated directly (the fast path)."""
+    if not fs.decompressing(f):
+        yield from f
+        return
+    src = _ErrorIsEnd(f)
+    last = b""  # only the last line can lack a newline
+    for raw in io.BufferedReader(src, 1 << 16):
+        if not raw.endswith(b"\n"):
+            last = raw
+            break
+        yield raw
+    if last and not isinstance(src.error, EOFError):  # a whole line: garbage comes after it
+        yield last
+        last = b""
+    if src.error is not None:
+        yield StreamEnd(src.error, last)
+
+
 def _iter_raw_lines(path: PathLike) -> Iterator[tuple[int, bytes | ParseError]]:
     """``(line_number, raw_bytes)`` lazily; a decompression failure ends the stream with a
     ``ParseError`` item instead of raising."""
     lineno = 0
     with fs.open_binary(path) as f:
-        try:
-            for raw in f:
-                lineno += 1
-                yield lineno, strip_bom(raw)
-        except fs.DECOMPRESS_ERRORS as e:
-            yield lineno + 1, ParseError(f"corrupt compressed file ({e})", os.fspath(path))
+        for raw in iter_lines(f):
+            lineno += 1
+            if isinstance(raw, StreamEnd):
+                yield lineno, ParseError(f"corrupt compressed file ({raw.error})",
+                                         os.fspath(path))
+                return
+            yield lineno, strip_bom(raw)
 
 
 def _iter_line_blocks(path: PathLike, limit: int | None, size: int) -> Generator[bytes]:

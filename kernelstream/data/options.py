@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from kernelstream.data.hashing import check_bits
@@ -65,6 +65,9 @@ class ReadOptions:
     # columns over the first rows, applied to every row (``kafka_client.blocks``; a topic is
     # read once, so its ranges cannot be those of all its rows as a file's are)
     scale_ranges: Ranges | None = None
+    # the file's (size, mtime_ns) when the run started (``data.stamp``): its readers check it
+    # is unchanged when they have read it; not part of the options' identity
+    stamp: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.rows not in ROWS:
@@ -88,7 +91,7 @@ class ReadOptions:
         caller decided itself (the run's task, its label map, a format sniffed)."""
         values: dict[str, Any] = {}
         for f in fields(cls):
-            if f.name in ("path", "scale_ranges") or f.name in given:
+            if f.name in ("path", "scale_ranges", "stamp") or f.name in given:
                 continue  # (scale_ranges: decided on a topic's head, no option)
             value = getattr(args, _ARG.get(f.name, f.name), None)
             if value is None:

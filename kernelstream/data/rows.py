@@ -26,8 +26,8 @@ from kernelstream.data import (  # the line rules of data.load, so the readers a
     parse_csv_line,
     parse_libsvm_line,
 )
-from kernelstream.data.csv import _split_quoted
-from kernelstream.data.lines import strip_bom
+from kernelstream.data.csv import _split_quoted, parse_keyed_csv_fields
+from kernelstream.data.lines import StreamEnd, iter_lines, strip_bom
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.sniff import first_data_line, looks_like_header, sniff_delimiter
 
@@ -111,22 +111,19 @@ class TextFormat:
                 return text, ParsedRow(label, idx, vals, None)
             if lineno == self.header_line:
                 return text, None
-            line, lc, ncol, entity = text, self.label_col, self.n_columns, None
             if self.key_col is not None:
-                fields = text.split(self.delimiter)
-                if ncol is not None and len(fields) != ncol:
-                    raise ParseError(
-                        f"wrong number of columns: expected {ncol}, got {len(fields)}")
-                entity = _clean_label(fields.pop(self.key_col))
-                if not entity:  # not an entity of its own
-                    raise ParseError("missing key-by value (the key column is empty)")
-                line = (self.delimiter or " ").join(fields)
-                lc = lc - 1 if lc > self.key_col else lc
-                ncol = None if ncol is None else ncol - 1
-            label, vals = parse_csv_line(line, lc, self.delimiter, n_columns=ncol)
-            return text, ParsedRow(label, None, vals, entity)
+                lab, feats, key = parse_keyed_csv_fields(text, self.label_col, self.key_col,
+                                                         self.delimiter, self.n_columns)
+                return text, ParsedRow(lab, None, np.array(feats, dtype=np.float64), key)
+            label, vals = parse_csv_line(text, self.label_col, self.delimiter,
+                                         n_columns=self.n_columns)
+            return text, ParsedRow(label, None, vals, None)
         except ParseError as e:
-            return text, ParseError(e.reason, None, lineno)
+            reason = e.reason
+            if "\r" in text:  # lines end only at \n: CR-only endings make one long line
+                reason = ("carriage return inside the line (CR-only line endings? convert "
+                          f"them to newlines): {reason}")
+            return text, ParseError(reason, None, lineno)
 
 
 def _column(col: int | str | None, header: list[str] | None, n: int, what: str,
@@ -157,18 +154,7 @@ def iter_parquet_rows(path: str, label_column: int | str | None = None,
     row is its JSON."""
     import json
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pf = pq.ParquetFile(fs.open_read(path) if fs.is_remote(path) else path)
-    names = pf.schema_arrow.names
-    label = _parquet_col(label_column if label_column is not None else "label", names)
-    key = None if key_by is None else _parquet_col(key_by, names)
-
-    def numeric(t: Any) -> bool:
-        return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))
-
-    feats = [c for c in names if c not in (label, key) and numeric(pf.schema_arrow.field(c).type)]
+    pf, feats, label, key = _parquet_columns(path, label_column, key_by)
     cols = [*feats, label] + ([key] if key is not None else [])
     row = first_row
     batches = (pf.iter_batches(columns=cols, row_groups=row_groups) if row_groups is not None
@@ -203,6 +189,45 @@ def iter_parquet_rows(path: str, label_column: int | str | None = None,
         row += n
 
 
+def _parquet_columns(path: str, label_column: int | str | None, key_by: int | str | None
+                     ) -> tuple[Any, list[str], str, str | None]:
+    """``(ParquetFile, feature columns, label column, key column)`` of a Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(fs.open_read(path) if fs.is_remote(path) else path)
+    names = pf.schema_arrow.names
+    label = _parquet_col(label_column if label_column is not None else "label", names)
+    key = None if key_by is None else _parquet_col(key_by, names)
+
+    def numeric(t: Any) -> bool:
+        return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))
+
+    feats = [c for c in names if c not in (label, key) and numeric(pf.schema_arrow.field(c).type)]
+    return pf, feats, label, key
+
+
+def parquet_records_json(path: str, label_column: int | str | None, key_by: int | str | None,
+                         numbers: set[int]) -> dict[int, str]:
+    """The raw text (JSON, as :func:`iter_parquet_rows` gives its bad rows) of the rows
+    ``numbers`` (from 1) of a Parquet file: for the rows that parse but are rejected later
+    (their label), read again since the reader keeps no text for its good rows."""
+    import json
+
+    pf, feats, label, key = _parquet_columns(path, label_column, key_by)
+    cols = [*feats, label] + ([key] if key is not None else [])
+    out: dict[int, str] = {}
+    row = 1
+    for batch in pf.iter_batches(columns=cols):
+        for n in sorted(k for k in numbers if row <= k < row + batch.num_rows):
+            i = n - row
+            out[n] = json.dumps({c: batch.column(c)[i].as_py() for c in cols}, default=str)
+        row += batch.num_rows
+        if row > max(numbers, default=0):
+            break
+    return out
+
+
 def _parquet_col(col: int | str, names: list[str]) -> str:
     if isinstance(col, int):
         if not -len(names) <= col < len(names):
@@ -224,15 +249,20 @@ def iter_file_rows(opts: ReadOptions) -> Iterator[tuple[int, str, ParsedRow | Pa
         return
     tf = TextFormat.detect(opts.path, fmt, opts.label_column, opts.delimiter, opts.header,
                            opts.key_by)
-    lineno = 0
     with fs.open_binary(opts.path) as f:
-        try:
-            for lineno, raw in enumerate(f, 1):
-                text, row = tf.parse(lineno, raw)
-                if row is not None:
-                    yield lineno, text, row
-        except fs.DECOMPRESS_ERRORS as e:  # the rows before it are read: the rest is one record
-            yield lineno + 1, "", ParseError(decompress_reason(e, lineno), None, lineno + 1)
+        for lineno, raw in enumerate(iter_lines(f), 1):
+            if isinstance(raw, StreamEnd):  # the rows before it are read: the rest is one record
+                yield lineno, partial_text(raw), ParseError(
+                    decompress_reason(raw.error, lineno - 1), None, lineno)
+                return
+            text, row = tf.parse(lineno, raw)
+            if row is not None:
+                yield lineno, text, row
+
+
+def partial_text(end: StreamEnd) -> str:
+    """The raw text of a compressed file's failure dead letter: its cut line, if any."""
+    return strip_bom(end.partial).decode("utf-8", errors="backslashreplace")
 
 
 def decompress_reason(e: BaseException, lines: int) -> str:

@@ -22,8 +22,10 @@ from kernelstream import fs
 from kernelstream.data import LabelMap, ParseError
 from kernelstream.data.labels import label_map_for
 from kernelstream.data.libsvm import check_top_index
+from kernelstream.data.lines import StreamEnd, iter_lines
 from kernelstream.data.options import ReadOptions
-from kernelstream.data.rows import ParsedRow, TextFormat, decompress_reason
+from kernelstream.data.rows import ParsedRow, TextFormat, decompress_reason, partial_text
+from kernelstream.data.stamp import check_unchanged
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.replay.blocks import Block
@@ -50,24 +52,18 @@ def file_chunks(path: str, chunk_bytes: int) -> list[Chunk]:
             for i, s in enumerate(range(0, size, chunk_bytes))]
 
 
-def iter_chunk_lines(path: str, chunk: Chunk) -> Iterator[bytes | BaseException]:
+def iter_chunk_lines(path: str, chunk: Chunk) -> Iterator[bytes | StreamEnd]:
     """The raw lines owned by ``chunk``: a line belongs to the chunk where it starts. A
-    compressed file (one chunk) cut short ends with the decompressor's error, in place of
-    the rest of the file (one dead letter)."""
+    compressed file (one chunk) cut short ends with a :class:`StreamEnd`, in place of the
+    rest of the file (one dead letter)."""
     with fs.open_binary(path) as f:
+        if chunk.end < 0 and chunk.start == 0:
+            yield from iter_lines(f)
+            return
         if chunk.start > 0:
             f.seek(chunk.start - 1)
             f.readline()  # the rest of the line that started before this chunk
-        while True:
-            if chunk.end >= 0 and f.tell() >= chunk.end:
-                return
-            try:
-                raw = f.readline()
-            except fs.DECOMPRESS_ERRORS as e:
-                yield e
-                return
-            if not raw:
-                return
+        while f.tell() < chunk.end and (raw := f.readline()):
             yield raw
 
 
@@ -154,6 +150,7 @@ def scan_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk) -> ChunkStats:
         st.rows += 1
     if scale:
         _fold_ragged(st, dense)
+    check_unchanged(opts.path, opts.stamp)  # the second pass must read the same lines
     return st
 
 
@@ -270,9 +267,9 @@ def read_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk, plan: StreamPlan
         if pos0 + len(y) >= plan.total_rows:
             break  # right after the limit-th example
         line += 1
-        if not isinstance(raw, bytes):  # the end of a truncated compressed file
-            out.dead_letters.append(dead_letter(opts.path, line, "",
-                                                decompress_reason(raw, line - 1)))
+        if isinstance(raw, StreamEnd):  # the end of a truncated compressed file
+            out.dead_letters.append(dead_letter(opts.path, line, partial_text(raw),
+                                                decompress_reason(raw.error, line - 1)))
             continue
         text, row = tf.parse(line, raw)
         if row is None:
@@ -291,6 +288,7 @@ def read_chunk(opts: ReadOptions, tf: TextFormat, chunk: Chunk, plan: StreamPlan
             continue
         X.append(row)
         y.append(yi)
+    check_unchanged(opts.path, opts.stamp)
     n = out.rows = len(y)
     if n == 0:
         return out

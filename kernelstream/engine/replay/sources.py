@@ -36,7 +36,8 @@ from kernelstream.data.hashing import csr_from_pairs, hash_csr, hash_index
 from kernelstream.data.labels import class_key, label_map_for, nonfinite_label
 from kernelstream.data.libsvm import check_top_index
 from kernelstream.data.options import ReadOptions
-from kernelstream.data.rows import ParsedRow, iter_file_rows
+from kernelstream.data.rows import ParsedRow, iter_file_rows, parquet_records_json
+from kernelstream.data.stamp import check_unchanged
 from kernelstream.engine.deadletters import dead_letter
 from kernelstream.engine.keys import StreamKey
 from kernelstream.engine.replay.blocks import Block
@@ -290,6 +291,12 @@ def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
     rows read. Rows become CSR or dense by :func:`finish_rows`. Tests check that both paths,
     and the chunked reader, give the same stream.
     """
+    ds = _read_rows(opts, source)
+    check_unchanged(opts.path, opts.stamp)  # a file being written: other readers differ
+    return ds
+
+
+def _read_rows(opts: ReadOptions, source: str | None) -> Dataset:
     if source is None and (ready := _PRELOADED.get(opts)) is not None:
         return ready
     fmt = opts.resolved_fmt()
@@ -333,6 +340,7 @@ def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
     max_idx = 0
     lmap = label_map_for((r.label for r in rows), opts.task, opts.positive_label) if rows \
         else None
+    rejected: list[tuple[int, str]] = []
     for i, r in enumerate(rows):
         assert lmap is not None
         try:
@@ -340,10 +348,16 @@ def load_rows(opts: ReadOptions, source: str | None = None) -> Dataset:
             if r.idx is not None:
                 max_idx = max(max_idx, check_top_index(r.idx, opts.n_features))
         except ParseError as e:
-            dead.append(dead_letter(src, lines[i], texts[i] or _row_raw(r), e.reason))
+            rejected.append((i, e.reason))
             continue
         keep.append(i)
         y.append(yi)
+    # a Parquet row has no text until rejected: its raw is the record as JSON, as for a bad row
+    raws = parquet_records_json(opts.path, opts.label_column, opts.key_by,
+                                {lines[i] for i, _ in rejected if not texts[i]}) \
+        if fmt == "parquet" and rejected else {}
+    dead += [dead_letter(src, lines[i], texts[i] or raws.get(lines[i]) or _row_raw(rows[i]),
+                         reason) for i, reason in rejected]
     good = [rows[i] for i in keep]
     X: np.ndarray | CSR
     if fmt == "libsvm":

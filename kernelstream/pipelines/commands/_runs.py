@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -32,7 +33,13 @@ from kernelstream.engine.pooled import pooled_configs
 from kernelstream.engine.replay.checkpoints import latest
 from kernelstream.engine.replay.outputs import parquet_files
 from kernelstream.engine.writer_lock import CheckpointInUse
-from kernelstream.errors import ConfigError, DataError, OutFolderError, WorkerError
+from kernelstream.errors import (
+    ConfigError,
+    DataError,
+    FileChangedError,
+    OutFolderError,
+    WorkerError,
+)
 from kernelstream.learners.registry import stores_rows
 from kernelstream.numbers import sig_pm
 from kernelstream.pipelines import run_folder
@@ -64,7 +71,7 @@ class RunOutput:
 
 # errors whose message is the whole story (one line, exit 2): another run holds the checkpoint
 # directory, a resume offset outside the log, a broker that does not answer
-OWN_LINE = (CheckpointInUse, OffsetOutOfLog, ConnectionError)
+OWN_LINE = (CheckpointInUse, OffsetOutOfLog, ConnectionError, FileChangedError)
 
 
 def command_line(config: ReplayConfig) -> list[str]:
@@ -136,7 +143,8 @@ def execute(config: ReplayConfig, command: str, pool: WorkerPool | None = None
             print(line, file=sys.stderr)
         return exc.code
     except OWN_LINE as exc:  # a second writer, a resume offset outside the log, broker down
-        return error(command, str(exc))
+        # (raised in a Beam transform: without the transform Beam names after it)
+        return error(command, re.sub(r"\s*\[while running '[^']*'\]\s*$", "", str(exc)))
     except DataError as exc:
         return error(command, f"cannot read data: {exc}")
     except ConfigError as exc:  # found once the run starts (e.g. a checkpoint's learners)

@@ -124,7 +124,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_data_options(p, {"--task": "how labels are read (default: classification)"},
                      task={"default": "classification"})
     add_read_arguments(p)
-    add_data_options(p, {"--key-by": "as for replay", "--limit": "stop after N records"})
+    add_data_options(p, {"--key-by": "as for replay",
+                         "--limit": "stop after N rows, as replay --limit does (the bad "
+                                    "records among them not counted)"})
     p.add_argument("--kafka-idle", type=float, default=2.0, metavar="SECONDS",
                    help="a topic: stop after this long without a record (default: 2)")
     p.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",

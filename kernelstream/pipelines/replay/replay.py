@@ -42,6 +42,7 @@ from kernelstream import fs, kafka_client
 from kernelstream.data.options import ReadOptions
 from kernelstream.data.rows import TextFormat
 from kernelstream.data.scaling import ranges_doc
+from kernelstream.data.stamp import run_stamp
 from kernelstream.engine.evaluate import EvalResult
 from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.replay import checkpoints as ckpts
@@ -140,6 +141,8 @@ def plan(config: ReplayConfig) -> ReplayRun:
     if opts.reshuffle_blocks:
         reshuffle = opts.reshuffle_blocks == "true"
     read = replace(c.read, path=path, fmt=fmt)
+    if not topic and read.stamp is None:  # its readers check the file is as it was now
+        read = replace(read, stamp=run_stamp(path))
     if kafka is not None:
         kafka_client.check_read_options(read)
     return ReplayRun(

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import kernelstream
 from kernelstream import fs
+from kernelstream.data.stamp import stamp_env
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
 from kernelstream.engine.replay.outputs import OUTPUTS
 from kernelstream.engine.replay.sources import core_free, forget_preloaded, preload_rows
@@ -206,18 +207,21 @@ class WorkerPool:
         config, n = self.config, self.count
         # a thread started since spawn() (none in the command) would make a fork unsafe
         fork = self.method == "fork" and threading.active_count() == 1
+        # the input as the run starts: every worker checks it is so when it has read it
+        opts = _file_read_options(config)
+        stamp = stamp_env(opts.path) if opts is not None else {}
         try:
             if fork:
                 preload(config)
                 # objects of this process stay out of the workers' collections: a collection
                 # would touch (and so copy) every page they share with this process
                 gc.freeze()
-            env = None if fork else worker_env()
+            env = None if fork else {**worker_env(), **stamp}
             for i in range(n):
                 # stdin: "go" once this process has checked the data and cleared the outputs;
                 # then a pipe that closes when this process dies: no worker outlives it
                 proc: subprocess.Popen[str] | _Forked = (
-                    _fork_worker(worker_args(config, i, n), self.workers) if fork else
+                    _fork_worker(worker_args(config, i, n), self.workers, stamp) if fork else
                     subprocess.Popen(worker_argv(config, i, n), stdin=subprocess.PIPE,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      env=env, text=True, bufsize=1))
@@ -334,15 +338,17 @@ def _file_read_options(config: ReplayConfig) -> ReadOptions | None:
     return replace(config.read, path=path, fmt=fmt)
 
 
-def _fork_worker(args: list[str], earlier: list[_Worker]) -> _Forked:
+def _fork_worker(args: list[str], earlier: list[_Worker], env: dict[str, str]) -> _Forked:
     """Fork a worker that runs the command ``args`` (:func:`_forked_main`) with a pipe from
-    this process as its standard input and one to this process as its standard error."""
+    this process as its standard input and one to this process as its standard error, and
+    ``env`` added to its environment."""
     in_r, in_w = os.pipe()
     err_r, err_w = os.pipe()
     sys.stdout.flush()  # what is buffered here must not be written twice
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
+        os.environ.update(env)
         _forked_main(args, in_r, err_w, (in_w, err_r), earlier)
     os.close(in_r)
     os.close(err_w)
