@@ -102,8 +102,9 @@ def test_from_args_refuses_bad_options_in_one_line(command: ModuleType, argv: li
 
 
 def test_read_options_come_from_the_options_of_one_builder(tmp_path: Path) -> None:
-    # ReadOptions.from_args: every field but the path and a topic's head ranges is an option
-    # of replay (a new field without one, or a renamed option, would stay at its default)
+    # ReadOptions.from_args: every field but the path, a topic's head ranges and the file's
+    # stamp when the run started is an option of replay (a new field without one, or a
+    # renamed option, would stay at its default)
     from kernelstream.data.options import ReadOptions
 
     given = {"fmt": ("--format", "csv"), "n_features": ("--n-features", 5),
@@ -112,7 +113,8 @@ def test_read_options_come_from_the_options_of_one_builder(tmp_path: Path) -> No
              "delimiter": ("--delimiter", ";"), "header": ("--header", True),
              "key_by": ("--key-by", "id"), "scale_target": ("--scale-target", "01"),
              "hash_features": ("--hash-features", 10), "rows": ("--rows", "dense")}
-    names = {f.name for f in dataclasses.fields(ReadOptions)} - {"path", "scale_ranges"}
+    names = {f.name for f in dataclasses.fields(ReadOptions)} - {"path", "scale_ranges",
+                                                                 "stamp"}
     assert names - set(given) == {"positive_label"}  # (classification's: below)
     argv = ["replay", "x.csv", *(a for flag, v in given.values() for a in (
         [flag] if v is True else [flag, str(v)]))]

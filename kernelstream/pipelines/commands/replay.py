@@ -170,6 +170,8 @@ def cmd_replay(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     """Check the options and the data, then one run (or ``--follow``'s runs); the exit code."""
     try:
         config = ReplayConfig.from_args(args, argv)
+        if config.shard is None:  # (a worker's were checked by its parent)
+            replay.check_pipeline_options(config)
     except ValueError as exc:  # unknown learner, bad parameter, inconsistent options
         return error("replay", str(exc))
     if config.shard is not None:

@@ -30,11 +30,12 @@ outputs)::
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -48,6 +49,7 @@ from kernelstream.engine.replay.checkpoints import SavedStates
 from kernelstream.engine.replay.metrics import METRICS_NAMESPACE
 from kernelstream.engine.replay.outputs import OUTPUTS, SCHEMAS, output_of
 from kernelstream.engine.replay.sources import FileLoader
+from kernelstream.errors import ConfigError
 from kernelstream.kafka_client.sink import output_topics
 from kernelstream.pipelines.replay.plan import ReplayRun, add_replay_options
 from kernelstream.transforms.replay import checkpoint as ckpts
@@ -67,6 +69,23 @@ class ReplayPipelineOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser: Any) -> None:
         add_replay_options(parser)
+
+
+def check_beam_options(pipeline_args: Sequence[str]) -> None:
+    """Beam's pipeline options after ``--`` parsed before the run: a malformed one
+    (``--direct_num_workers=abc``) is one line, not Beam's usage text and an exit from
+    inside the run (a worker's traceback). ReplayPipelineOptions known to Beam, so that
+    ``--block_size`` is no unparseable option."""
+    if not pipeline_args:
+        return
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            ReplayPipelineOptions(list(pipeline_args)).get_all_options(
+                retain_unknown_options=True)
+    except SystemExit:  # argparse's error: its last line says what is wrong
+        lines = said.getvalue().strip().splitlines() or ["invalid pipeline options"]
+        raise ConfigError(f"after '--': {lines[-1].split('error: ', 1)[-1]}") from None
 
 
 # -- Beam ----------------------------------------------------------------------------------------

@@ -56,28 +56,6 @@ def _replay_options(pipeline_args: Sequence[str]) -> argparse.Namespace:
         raise ConfigError(f"after '--': {exc}") from None
 
 
-def check_beam_options(pipeline_args: Sequence[str]) -> None:
-    """Beam's pipeline options after ``--`` parsed before the run: a malformed one
-    (``--direct_num_workers=abc``) is one line, not Beam's usage text and an exit from
-    inside the run (a worker's traceback). Imports Beam: for the runners that run it."""
-    if not pipeline_args:
-        return
-    import contextlib
-    import io
-
-    # (ReplayPipelineOptions known to Beam: --block_size is no unparseable option)
-    from kernelstream.pipelines.replay.beam_replay import ReplayPipelineOptions
-
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(said):
-            ReplayPipelineOptions(list(pipeline_args)).get_all_options(
-                retain_unknown_options=True)
-    except SystemExit:  # argparse's error: its last line says what is wrong
-        lines = said.getvalue().strip().splitlines() or ["invalid pipeline options"]
-        raise ConfigError(f"after '--': {lines[-1].split('error: ', 1)[-1]}") from None
-
-
 def check_replay_options(pipeline_args: Sequence[str]) -> None:
     """The replay's own options after ``--`` checked before the run: ``--block_size`` and
     ``--metrics_window`` >= 1 (a 0 fell back to the default unsaid)."""

@@ -329,6 +329,13 @@ def _beam() -> ModuleType:
     return beam_replay
 
 
+def check_pipeline_options(config: ReplayConfig) -> None:
+    """Beam's pipeline options after ``--`` parsed before the run, for the runners on Beam
+    (:func:`~kernelstream.pipelines.replay.beam_replay.check_beam_options`)."""
+    if config.runner != "loop" and config.pipeline_args:
+        _beam().check_beam_options(config.pipeline_args)
+
+
 def load_runner(runner: str) -> None:
     """Import what a run on ``runner`` imports (Beam, but for the loop runner) now: a worker
     of ``--workers`` does it while its parent checks the data, before it is let go."""

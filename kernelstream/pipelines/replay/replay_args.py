@@ -41,7 +41,7 @@ from kernelstream.pipelines.config import (
 )
 from kernelstream.pipelines.replay import auto_scale, sample_rows
 from kernelstream.pipelines.replay.auto_scale import file_options, head_options
-from kernelstream.pipelines.replay.plan import check_beam_options, check_replay_options
+from kernelstream.pipelines.replay.plan import check_replay_options
 from kernelstream.pipelines.replay.replay_checks import (
     DASK_WORKERS,
     check_dask,
@@ -340,8 +340,6 @@ class ReplayConfig:
         check_replay_options(getattr(args, "pipeline_args", ()))  # -- --block_size=0
         if args.runner is None:  # adversarial streams are generated in memory: the loop's job
             args.runner = "loop" if args.stream != "none" else "direct"
-        if args.runner != "loop":
-            check_beam_options(getattr(args, "pipeline_args", ()))
         if args.stream != "none" and args.runner != "loop":
             raise ConfigError(f"--stream {args.stream} is only supported by the loop runner")
         if args.runner == "beam" and not any(a.startswith("--runner") for a in args.pipeline_args):
