@@ -8,7 +8,8 @@ own. Nothing here imports Apache Beam.
 
 Modules: :mod:`.runs` (a run folder: summary rows, entities, dead letters), :mod:`.curves`
 (per-configuration curves over the stream), :mod:`.figures` (matplotlib), :mod:`.reproduce`
-(reproduction results), :mod:`.page` (the HTML page and :func:`render_report`).
+(reproduction results), :mod:`.checks` (the summary fields the report reads, type-checked),
+:mod:`.page` (the HTML page and :func:`render_report`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from kernelstream._arrow import pa, pc, pq
 from kernelstream.data.errors import reason_kind
 from kernelstream.engine.pooled import mean_std_finite, pooled_configs
 from kernelstream.errors import ReportError
+from kernelstream.report.checks import check_summary
 from kernelstream.report.curves import (
     MAX_PREDICTION_ROWS,
     Series,
@@ -101,14 +104,29 @@ def read_columns(directory: Path, columns: list[str]) -> pa.Table | None:
         return None
     tables = []
     for f in files:
-        pf = pq.ParquetFile(f)
-        have = set(pf.schema_arrow.names)
-        tables.append(pf.read(columns=[c for c in columns if c in have]))
+        with _damaged(f):
+            pf = pq.ParquetFile(f)
+            have = set(pf.schema_arrow.names)
+            tables.append(pf.read(columns=[c for c in columns if c in have]))
     return pa.concat_tables(tables, promote_options="permissive")
 
 
 def row_count(directory: Path) -> int:
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in _files(directory))
+    total = 0
+    for f in _files(directory):
+        with _damaged(f):
+            total += pq.ParquetFile(f).metadata.num_rows
+    return total
+
+
+@contextmanager
+def _damaged(file: str) -> Iterator[None]:
+    """A Parquet file that cannot be read (truncated, overwritten) refused in one line."""
+    try:
+        yield
+    except (pa.ArrowException, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ReportError(f"{file}: damaged: not a readable Parquet file ({first})") from exc
 
 
 def _config_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -182,6 +200,7 @@ def load_run(path: str, label: str) -> LoadedRun:
     if not {"schema", "kernelstream_version"} & set(summary):  # any JSON named summary.json
         raise ReportError(f"{path}: its summary.json was not written by kernelstream (no "
                           "schema, no kernelstream_version)")
+    check_summary(summary, str(root / "summary.json"))
     rows = _config_rows(summary)
     run = LoadedRun(label, path, summary, rows, [])
     key_by = summary.get("key_by") is not None

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -281,6 +282,45 @@ def test_errors_are_one_line_with_exit_2(tmp_path: Path, runs: dict[str, Path],
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
     assert "pip install 'kernelstream[report]'" in refused(str(runs["budgets"]))
     assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize(("run", "damage", "says"), [
+    ("budgets", lambda s: s["configs"][0].update(mistake_rate="abc"),
+     "configs[0].mistake_rate is 'abc', not a number"),
+    ("budgets", lambda s: s["configs"][1].update(noskill_mistake_rate="n"),
+     "configs[1].noskill_mistake_rate is 'n', not a number"),
+    ("budgets", lambda s: s.update(configs={"a": 1}), "configs is {'a': 1}, not a list"),
+    ("budgets", lambda s: s.update(examples="lots"), "examples is 'lots', not a number"),
+    ("budgets", lambda s: s["configs"][0].update(params=[1]),
+     "configs[0].params is [1], not an object"),
+    ("budgets", lambda s: s.update(permutations=2.5), "permutations is 2.5, not an integer"),
+    ("entities", lambda s: s["keys"][3].update(examples="x"),
+     "keys[3].examples is 'x', not a number"),
+    ("entities", lambda s: s["keys"][0].pop("entity"), "keys[0].entity is missing"),
+])
+def test_damaged_summary_is_one_line_with_exit_2(
+        tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str],
+        run: str, damage: Any, says: str) -> None:
+    """A summary.json with a field of the wrong type: its file and field, no traceback."""
+    folder = shutil.copytree(runs[run], tmp_path / run)
+    summary = json.loads((folder / "summary.json").read_text())
+    damage(summary)
+    (folder / "summary.json").write_text(json.dumps(summary))
+    assert main(["report", str(folder), "--out", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.endswith(f"{folder / 'summary.json'}: damaged: {says}")
+
+
+@pytest.mark.parametrize("output", ["predictions", "metrics", "dead_letters"])
+def test_damaged_parquet_is_one_line_with_exit_2(
+        tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str],
+        output: str) -> None:
+    folder = shutil.copytree(runs["budgets"], tmp_path / "budgets")
+    first = sorted((folder / output).glob("*.parquet"))[0]
+    first.write_text("garbage\n")
+    assert main(["report", str(folder), "--out", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{first}: damaged: not a readable Parquet file" in err
 
 
 def test_summary_only_run(tmp_path: Path) -> None:
