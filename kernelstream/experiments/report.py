@@ -245,6 +245,37 @@ def _identity(d: dict[str, Any]) -> tuple[Any, ...]:
                  and (isinstance(v, str) or (k in ("r", "budget") and isinstance(v, int))))
 
 
+def _text_for_number(a: Any, b: Any) -> bool:
+    """One side text, the other a number: a number written as text, not another name."""
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    return (isinstance(a, str) and number(b)) or (number(a) and isinstance(b, str))
+
+
+def _find(by_id: dict[tuple[Any, ...], dict[str, Any]], x: dict[str, Any],
+          ) -> dict[str, Any] | None:
+    """The entry of ``by_id`` that is ``x``: the one of the same identity, or else the only one
+    that differs from it just in fields that are text on one side and a number on the other
+    (a damaged number is a difference of that entry, not a new entry)."""
+    ident = _identity(x)
+    if ident in by_id:
+        return by_id[ident]
+    names = {k for k, _ in ident}
+    found = [y for i, y in by_id.items()
+             if all(y.get(k) == x.get(k) or _text_for_number(y.get(k), x.get(k))
+                    for k in names | {k for k, _ in i})]
+    return found[0] if len(found) == 1 else None
+
+
+def _difference(path: str, a: Any, b: Any) -> str:
+    if isinstance(a, str) and _text_for_number(a, b):
+        return f"{path}: {a!r} in the committed file is not a number (ours {b!r})"
+    if isinstance(b, str) and _text_for_number(a, b):
+        return f"{path}: ours {b!r} is not a number (committed {a!r})"
+    return f"{path}: {a!r} -> {b!r}"
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
@@ -254,14 +285,15 @@ def _same(a: Any, b: Any) -> bool:
 def compare_results(old: dict[str, Any], new: dict[str, Any],
                     ) -> tuple[int, list[str], list[str]]:
     """The entries of ``new`` (a reproduction's JSON) whose numbers differ from ``old`` (a
-    committed one): ``(entries compared, one line per difference, entries not comparable)``.
+    committed one): ``(entries compared, one line per difference, entries not compared)``.
     Timings, the machine and the run's settings are not compared; list entries are matched by
     their identity (text fields, ``r``, ``budget``), so a run on a subset (``--datasets``,
     ``--tables``) compares the entries it has. With another R (``-R``) only the
     per-permutation runs are compared, since means over other permutations differ by
     construction; and not even those of an entry whose parameters differ, since at another R
     they can be derived from other entries' means (P4-2's baselines learn with SPA's average
-    #SV as their budget): such entries are listed as not comparable, not as differences."""
+    #SV as their budget): such entries are listed as not compared, not as differences, as are
+    the runs of the permutations a larger R adds."""
     same_r = old.get("permutations") == new.get("permutations")
     diffs: list[str] = []
     skipped: list[str] = []
@@ -275,7 +307,8 @@ def compare_results(old: dict[str, Any], new: dict[str, Any],
             if any(k in a and k in b and a[k] != b[k] for k in _R_KEYS):
                 aggregates = False
             if not aggregates and "params" in a and "params" in b and a["params"] != b["params"]:
-                skipped.append(f"{path}: parameters {_param_change(a['params'], b['params'])}")
+                skipped.append(f"{path}: parameters {_param_change(a['params'], b['params'])}"
+                               " (derived from other rows' means over the permutations)")
                 return
             for k, va in a.items():
                 if _volatile(k):
@@ -288,26 +321,32 @@ def compare_results(old: dict[str, Any], new: dict[str, Any],
                 if isinstance(va, (dict, list)):
                     walk(va, vb, f"{path}.{k}", aggregates)
                 elif aggregates and not _same(va, vb):
-                    diffs.append(f"{path}.{k}: {va!r} -> {vb!r}")
+                    diffs.append(_difference(f"{path}.{k}", va, vb))
             return
         if isinstance(a, list) and isinstance(b, list):
             if a and all(isinstance(x, dict) for x in a) and all(isinstance(x, dict) for x in b):
                 by_id = {_identity(x): x for x in a}
                 for x in b:
-                    ident = _identity(x)
+                    y = _find(by_id, x)
+                    # named by the fields both have alike (not a damaged number's text)
+                    ident = tuple((k, v) for k, v in _identity(x) if y is None or y.get(k) == v)
                     name = path + "[" + ",".join(f"{k}={v}" for k, v in ident) + "]"
-                    if ident not in by_id:
+                    if y is None and not aggregates and "r" in dict(ident):
+                        skipped.append(f"{name}: a permutation the committed file did not run "
+                                       "(it has a smaller R)")
+                        continue
+                    if y is None:
                         diffs.append(f"{name}: not in the committed file")
                         continue
                     count += 1
                     # a run of one permutation is comparable whatever R is
-                    walk(by_id[ident], x, name, aggregates or "r" in dict(ident))
+                    walk(y, x, name, aggregates or "r" in dict(ident))
                 return
             if aggregates and not _same(a, b):
-                diffs.append(f"{path}: {a!r} -> {b!r}")
+                diffs.append(_difference(path, a, b))
             return
         if aggregates and not _same(a, b):
-            diffs.append(f"{path}: {a!r} -> {b!r}")
+            diffs.append(_difference(path, a, b))
 
     walk(old, new, "", same_r)
     return count, diffs, skipped

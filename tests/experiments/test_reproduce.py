@@ -303,13 +303,25 @@ def test_compare_results() -> None:
                                                 params={"budget": 86})]}
     n, diffs, skipped = compare_results(derived, at_r1)
     assert diffs == [] and skipped == [".cells[dataset=german,learner=x]: parameters "
-                                       "budget 90 -> 86"]
+                                       "budget 90 -> 86 (derived from other rows' means over "
+                                       "the permutations)"]
     # at the same R, other parameters are a difference
     same_r = dict(at_r1, permutations=2)
     assert any("budget" in d for d in compare_results(derived, same_r)[1])
     extra = {"permutations": 2, "cells": [cell("w7a", [1.0, 2.0], 1.0)]}
     assert compare_results(old, extra)[1] == [".cells[dataset=w7a,learner=x]: not in the "
                                               "committed file"]
+    # a larger R: the runs both have compared, the others not compared (not differences)
+    more = {"permutations": 3, "cells": [cell("german", [1.0, 2.0, 7.0], 1.0)]}
+    assert compare_results(old, more) == (3, [], [
+        ".cells[dataset=german,learner=x].runs[r=2]: a permutation the committed file did not "
+        "run (it has a smaller R)"])
+    moved_more = {"permutations": 3, "cells": [cell("german", [1.0, 2.5, 7.0], 1.0)]}
+    assert compare_results(old, moved_more)[1] == [
+        ".cells[dataset=german,learner=x].runs[r=1].mistake_rate: 2.0 -> 2.5"]
+    # at the same R an extra run is a difference
+    assert (".cells[dataset=german,learner=x].runs[r=2]: not in the committed file"
+            in compare_results(old, dict(more, permutations=2))[1])
 
 
 def test_p46_budget_is_bomkc_spa_sv(tmp_path: Path) -> None:
@@ -373,6 +385,43 @@ def test_compare_that_compares_nothing_fails(shared_datasets: Path, tmp_path: Pa
     assert "identical" not in out and "nothing was compared" in err
     assert main([*run, str(tmp_path / "b"), "--compare", str(tmp_path / "a" / "p3.json")]) == 0
     assert "p3: compared 4 entries with" in capsys.readouterr().out
+
+
+def test_compare_names_a_field_that_is_not_a_number() -> None:
+    """A number written as text in the committed file: that field, not the whole cell "not in
+    the committed file"."""
+    from kernelstream.experiments.report import compare_results
+
+    def cell(mean: object) -> dict:
+        return {"dataset": "german", "learner": "x", "mistake_mean": mean,
+                "runs": [{"r": 0, "mistake_rate": 1.5}]}
+
+    assert compare_results({"permutations": 1, "cells": [cell("abc")]},
+                           {"permutations": 1, "cells": [cell(1.5)]}) == (2, [
+        ".cells[dataset=german,learner=x].mistake_mean: 'abc' in the committed file is not a "
+        "number (ours 1.5)"], [])
+    # and ours as text (never written so): the same field named
+    assert compare_results({"permutations": 1, "cells": [cell(1.5)]},
+                           {"permutations": 1, "cells": [cell("n")]})[1] == [
+        ".cells[dataset=german,learner=x].mistake_mean: ours 'n' is not a number "
+        "(committed 1.5)"]
+
+
+def test_compare_at_a_larger_r(shared_datasets: Path, tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/reproducing.md: with another -R only the runs of each permutation are compared;
+    the runs the committed file lacks are said not compared, and are no difference."""
+    run = ["reproduce", "p3", "--tables", "p3-3", "--datasets", "german",
+           "--data-dir", str(shared_datasets), "-q", "--out-dir"]
+    assert main([*run, str(tmp_path / "r2"), "-R", "2"]) == 0
+    capsys.readouterr()
+    assert main([*run, str(tmp_path / "r3"), "-R", "3",
+                 "--compare", str(tmp_path / "r2" / "p3.json")]) == 0
+    out = capsys.readouterr().out
+    assert "numbers identical" in out and "not in the committed file" not in out
+    assert "-R 3 here, 2 in" in out and "not the means over them" in out
+    assert "2 entries not compared at another -R" in out
+    assert "runs[r=2]: a permutation the committed file did not run" in out
 
 
 def test_results_files_name_their_paper(tmp_path: Path,
