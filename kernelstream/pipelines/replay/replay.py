@@ -278,7 +278,9 @@ def _execute(run: ReplayRun) -> ReplayResult:
                 # --scale auto's ranges of the first run's first rows: the next runs keep them
                 "scale_ranges": ranges_doc(run.data.read.scale_ranges),
                 # the snapshot of the log's end the read stopped at (partition -> offset)
-                "read_to": [[p, o] for p, o in run.data.kafka.stop]})
+                "read_to": [[p, o] for p, o in run.data.kafka.stop],
+                # the folder holding this run's outputs: the next run must not clear it
+                "out": _where(run.outputs.out)})
     except BaseException:
         # outputs of a run that committed no checkpoint: the next run writes them again
         if run.recovery.writes is not None and not fs.exists(run.recovery.writes.marker):
@@ -291,6 +293,10 @@ def _execute(run: ReplayRun) -> ReplayResult:
     # what it learnt with: the widths the API resolved from the data are in their params
     return replace(res, configs=tuple(run.learners.configs), seed=run.protocol.seed,
                    scale=run.data.read.scale, auto_scale=run.data.auto_scale)
+
+
+def _where(out: str) -> str:
+    return out if fs.is_remote(out) else os.path.realpath(fs.local_path(out))
 
 
 def _check_brokers(run: ReplayRun) -> ReplayRun:

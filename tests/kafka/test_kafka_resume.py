@@ -1,0 +1,47 @@
+"""A topic replay continued across runs with ``--checkpoint``: what a resume may not change
+(its output folder's earlier rows, the label classes, the width), what it reports when
+nothing new arrived, and a topic whose records are all unusable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _helpers import new_topic, output_columns, produce
+
+from kernelstream import data, fs
+from kernelstream.pipelines.cli import main
+
+
+def _lines(n: int) -> list[bytes]:
+    with fs.open_binary(str(data.embedded_path("german"))) as f:
+        return [ln.rstrip(b"\n") for ln in f if ln.strip()][:n]
+
+
+def _base(broker: str, topic: str, ck: Path) -> list[str]:
+    return ["replay", f"kafka://{broker}/{topic}", "-l", "perceptron", "-p", "gamma=0.05",
+            "--n-features", "24", "--kafka-idle", "0.5", "--runner", "loop", "-q",
+            "--checkpoint", str(ck)]
+
+
+def test_resume_into_the_same_out_keeps_its_rows(broker: str, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume whose --out holds the outputs of the run that committed the checkpoint is
+    refused in one line (exit 2) before the run, those rows kept; a new --out continues."""
+    lines = _lines(300)
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, ln, None) for ln in lines[:200]])
+    base, out = _base(broker, topic, tmp_path / "ck"), tmp_path / "o"
+    assert main([*base, "--out", str(out)]) == 0
+    produce(broker, topic, [(None, ln, None) for ln in lines[200:]])
+    capsys.readouterr()
+    for extra in ([], ["--overwrite"]):
+        assert main([*base, "--out", str(out), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "new --out" in err[0], err
+        assert len(output_columns(out, "predictions")["score"]) == 200
+        assert json.loads((out / "summary.json").read_text())["predictions"] == 200
+    assert main([*base, "--out", str(tmp_path / "o2")]) == 0
+    assert len(output_columns(tmp_path / "o2", "predictions")["score"]) == 100
+    assert len(output_columns(out, "predictions")["score"]) == 200
