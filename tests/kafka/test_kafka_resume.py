@@ -45,3 +45,24 @@ def test_resume_into_the_same_out_keeps_its_rows(broker: str, tmp_path: Path,
     assert main([*base, "--out", str(tmp_path / "o2")]) == 0
     assert len(output_columns(tmp_path / "o2", "predictions")["score"]) == 100
     assert len(output_columns(out, "predictions")["score"]) == 200
+
+
+def test_resume_refuses_another_label_map_or_width(broker: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume with another --positive-label (the classes would flip midway) or another
+    --n-features is refused in one line, exit 2, before the run; the same options continue."""
+    lines = _lines(300)
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, ln, None) for ln in lines[:200]])
+    base = _base(broker, topic, tmp_path / "ck")
+    assert main([*base, "--out", str(tmp_path / "o1")]) == 0
+    produce(broker, topic, [(None, ln, None) for ln in lines[200:]])
+    capsys.readouterr()
+    for i, (extra, msg) in enumerate(((["--positive-label", "-1"], "--positive-label"),
+                                      (["--n-features", "30"], "has 24 features, not 30"))):
+        assert main([*base, *extra, "--out", str(tmp_path / f"x{i}")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and msg in err[0], err
+        assert not list((tmp_path / f"x{i}").glob("predictions/part-loop*"))
+    assert main([*base, "--out", str(tmp_path / "o2")]) == 0
+    assert len(output_columns(tmp_path / "o2", "predictions")["score"]) == 100

@@ -248,6 +248,7 @@ def _execute(run: ReplayRun) -> ReplayResult:
         if run.recovery.resume_from is not None:
             try:
                 ckpts.check_configs(run.recovery.resume_from, configs)
+                _check_resume_read(run)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
     run = _check_brokers(run)
@@ -277,6 +278,8 @@ def _execute(run: ReplayRun) -> ReplayResult:
                 "data": run.data.source, "seed": run.protocol.seed, "configs": configs,
                 # --scale auto's ranges of the first run's first rows: the next runs keep them
                 "scale_ranges": ranges_doc(run.data.read.scale_ranges),
+                # the +1 class of the labels seen: a resume may not map them otherwise
+                "positive_label": run.data.read.positive_label,
                 # the snapshot of the log's end the read stopped at (partition -> offset)
                 "read_to": [[p, o] for p, o in run.data.kafka.stop],
                 # the folder holding this run's outputs: the next run must not clear it
@@ -293,6 +296,27 @@ def _execute(run: ReplayRun) -> ReplayResult:
     # what it learnt with: the widths the API resolved from the data are in their params
     return replace(res, configs=tuple(run.learners.configs), seed=run.protocol.seed,
                    scale=run.data.read.scale, auto_scale=run.data.auto_scale)
+
+
+def _check_resume_read(run: ReplayRun) -> None:
+    """Refuse a resume that would read the topic otherwise than the checkpoint's runs did:
+    another ``--positive-label`` (the classes seen would flip midway) or another width."""
+    ckpt, read = run.recovery.resume_from, run.data.read
+    assert ckpt is not None
+    info = ckpt.info()
+    if "positive_label" in info and info["positive_label"] != read.positive_label:
+        def shown(v: str | None) -> str:
+            return "the default (-1/0 and 1)" if v is None else repr(v)
+        raise ValueError(
+            f"the checkpoint {ckpt.name} in {ckpt.directory} was learnt with --positive-label "
+            f"{shown(info['positive_label'])}; this run has {shown(read.positive_label)}: "
+            "use the same, or a new checkpoint directory")
+    d = 1 << read.hash_features if read.hash_features is not None else read.n_features
+    saved = ckpt.position().n_features
+    if d is not None and saved is not None and d != saved:
+        raise ValueError(f"the checkpoint {ckpt.name} in {ckpt.directory} has {saved} "
+                         f"features, not {d}: use the same --n-features, or a new checkpoint "
+                         "directory")
 
 
 def _where(out: str) -> str:
