@@ -66,3 +66,30 @@ def test_resume_refuses_another_label_map_or_width(broker: str, tmp_path: Path,
         assert not list((tmp_path / f"x{i}").glob("predictions/part-loop*"))
     assert main([*base, "--out", str(tmp_path / "o2")]) == 0
     assert len(output_columns(tmp_path / "o2", "predictions")["score"]) == 100
+
+
+def test_resume_without_new_records_reports_the_state(broker: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """A resume that reads nothing new reports the figures it continues (examples, configs,
+    n_features as the last run's), says so in one line, and writes no rows; the checkpoint
+    after it still carries them."""
+    lines = _lines(250)
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, ln, None) for ln in lines[:150]])
+    base = _base(broker, topic, tmp_path / "ck")
+    assert main([*base, "--out", str(tmp_path / "o1")]) == 0
+    produce(broker, topic, [(None, ln, None) for ln in lines[150:]])
+    assert main([*base, "--out", str(tmp_path / "o2")]) == 0
+    first = json.loads((tmp_path / "o2" / "summary.json").read_text())
+    assert (first["examples"], first["predictions"]) == (250, 100)
+    assert "no_new_examples" not in first
+    for i in (3, 4):  # twice: the carried state survives a run that learnt nothing
+        capsys.readouterr()
+        assert main([*base, "--out", str(tmp_path / f"o{i}")]) == 0
+        assert "no new examples" in capsys.readouterr().err
+        doc = json.loads((tmp_path / f"o{i}" / "summary.json").read_text())
+        assert (doc["examples"], doc["n_features"], doc["predictions"]) == (250, 24, 0)
+        assert doc["no_new_examples"] is True
+        assert [c["examples"] for c in doc["configs"]] == [250]
+        assert doc["mistake_rate"] == first["mistake_rate"]

@@ -48,7 +48,7 @@ from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.engine.replay import outputs
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
-from kernelstream.engine.replay.metrics import key_summaries
+from kernelstream.engine.replay.metrics import key_summaries, latest_rows
 from kernelstream.engine.replay.outputs import OUTPUTS, ensure_nonempty, iter_rows
 from kernelstream.engine.writer_lock import WriterLock
 from kernelstream.errors import ConfigError
@@ -270,9 +270,11 @@ def _execute(run: ReplayRun) -> ReplayResult:
         else:
             counters = _beam().run_beam(run)
         seconds = time.perf_counter() - t0
+        carried: list[dict[str, Any]] = []  # a resume without new rows: the state it continues
         if run.recovery.writes is not None:
             assert run.data.kafka is not None and run.data.kafka.stop is not None
             resume = run.recovery.resume_from
+            carried = _carry_metrics(run)
             ckpts.commit(run.recovery.writes, {
                 "resumed_from": None if resume is None else resume.number,
                 "data": run.data.source, "seed": run.protocol.seed, "configs": configs,
@@ -293,6 +295,8 @@ def _execute(run: ReplayRun) -> ReplayResult:
     res = (ReplayResult([], counters, run.outputs.out, run.execution.runner, seconds)
            if run.execution.shards > 1  # the parent reads back the outputs of all the shards
            else read_outputs(run.outputs.out, counters, run.execution.runner, seconds))
+    if carried:
+        res = replace(res, summaries=key_summaries(carried))
     # what it learnt with: the widths the API resolved from the data are in their params
     return replace(res, configs=tuple(run.learners.configs), seed=run.protocol.seed,
                    scale=run.data.read.scale, auto_scale=run.data.auto_scale)
@@ -317,6 +321,19 @@ def _check_resume_read(run: ReplayRun) -> None:
         raise ValueError(f"the checkpoint {ckpt.name} in {ckpt.directory} has {saved} "
                          f"features, not {d}: use the same --n-features, or a new checkpoint "
                          "directory")
+
+
+def _carry_metrics(run: ReplayRun) -> list[dict[str, Any]]:
+    """Write the checkpoint's newest metrics row of every stream so far (the resumed
+    checkpoint's, then this run's); returns them when this run wrote none (nothing new on
+    the topic: its summary is the state it continues), else ``[]``."""
+    assert run.recovery.writes is not None
+    schema = outputs.METRICS_SCHEMA
+    new = list(iter_rows(fs.join(run.outputs.out, "metrics"), schema))
+    resume = run.recovery.resume_from
+    old = [] if resume is None else ckpts.read_metrics(resume, schema)
+    ckpts.write_metrics(run.recovery.writes, list(latest_rows([*old, *new]).values()), schema)
+    return old if not new else []
 
 
 def _where(out: str) -> str:
