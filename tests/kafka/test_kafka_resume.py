@@ -5,6 +5,7 @@ nothing new arrived, and a topic whose records are all unusable."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,41 @@ def test_resume_without_new_records_reports_the_state(broker: str, tmp_path: Pat
         assert doc["no_new_examples"] is True
         assert [c["examples"] for c in doc["configs"]] == [250]
         assert doc["mistake_rate"] == first["mistake_rate"]
+
+
+def test_topic_of_unusable_records_is_refused(broker: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A topic whose head records are all rejected is refused in one line, exit 2, as a file
+    is; too few examples (an empty topic) give the default widths in one line, the head read
+    once, no Python warning."""
+    topic = new_topic(broker)
+    produce(broker, topic, [(None, ln, None) for ln in _lines(50)])
+    url = f"kafka://{broker}/{topic}"
+    for extra, why in ((["--n-features", "0"], "index exceeds n_features"),
+                       (["--format", "csv"], "would be rejected")):
+        capsys.readouterr()
+        rc = main(["replay", url, *extra, "--kafka-idle", "0.5", "--runner", "loop", "-q",
+                   "--out", str(tmp_path / "o")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1 and "50 of 50 records" in err[0] and why in err[0], err
+        assert not (tmp_path / "o").exists()
+    from kernelstream.pipelines.replay import topic_head
+
+    reads: list[int] = []
+    head_rows = topic_head.kafka_client.head_rows
+
+    def counted(*a: object, **k: object) -> object:
+        reads.append(1)
+        return head_rows(*a, **k)  # type: ignore[arg-type]
+
+    empty = new_topic(broker)
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mp.setattr(topic_head.kafka_client, "head_rows", counted)
+        rc = main(["replay", f"kafka://{broker}/{empty}", "--n-features", "24",
+                   "--kafka-idle", "0.5", "--runner", "loop", "-q",
+                   "--out", str(tmp_path / "e")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 0 and len(err) == 1 and "gamma=auto: 0 examples" in err[0], err
+    assert reads == [1]
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
