@@ -12,7 +12,10 @@ import pytest
 from _helpers import new_topic, output_columns, produce
 
 from kernelstream import data, fs
+from kernelstream.engine.learner_config import LearnerConfig
+from kernelstream.errors import ConfigError
 from kernelstream.pipelines.cli import main
+from kernelstream.pipelines.replay.replay import run_replay
 
 
 def _lines(n: int) -> list[bytes]:
@@ -46,6 +49,13 @@ def test_resume_into_the_same_out_keeps_its_rows(broker: str, tmp_path: Path,
     assert main([*base, "--out", str(tmp_path / "o2")]) == 0
     assert len(output_columns(tmp_path / "o2", "predictions")["score"]) == 100
     assert len(output_columns(out, "predictions")["score"]) == 200
+    # the Python API refuses it too
+    produce(broker, topic, [(None, ln, None) for ln in _lines(320)[300:]])
+    cfg = [LearnerConfig("perceptron", "perceptron", {"gamma": 0.05})]
+    with pytest.raises(ConfigError, match="new output folder"):
+        run_replay(f"kafka://{broker}/{topic}", cfg, tmp_path / "o2", n_features=24,
+                   kafka_idle=0.5, runner="loop", checkpoint=str(tmp_path / "ck"))
+    assert len(output_columns(tmp_path / "o2", "predictions")["score"]) == 100
 
 
 def test_resume_refuses_another_label_map_or_width(broker: str, tmp_path: Path,

@@ -303,11 +303,16 @@ def _execute(run: ReplayRun) -> ReplayResult:
 
 
 def _check_resume_read(run: ReplayRun) -> None:
-    """Refuse a resume that would read the topic otherwise than the checkpoint's runs did:
+    """Refuse a resume into the output folder of the run it continues (clearing it would lose
+    that run's rows), or that would read the topic otherwise than the checkpoint's runs did:
     another ``--positive-label`` (the classes seen would flip midway) or another width."""
     ckpt, read = run.recovery.resume_from, run.data.read
     assert ckpt is not None
     info = ckpt.info()
+    if info.get("out") == _where(run.outputs.out):  # (the CLI refuses it before its claim)
+        raise ValueError(f"--out {run.outputs.out} holds the outputs of the run that committed "
+                         f"{ckpt.name} of {ckpt.directory}, which this run continues: give "
+                         "this run a new output folder")
     if "positive_label" in info and info["positive_label"] != read.positive_label:
         def shown(v: str | None) -> str:
             return "the default (-1/0 and 1)" if v is None else repr(v)
