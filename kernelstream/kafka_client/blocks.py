@@ -271,8 +271,8 @@ class KafkaBlocks:
             records.close()  # closes the consumer when the limit stops the read early
 
 
-def head_rows(opts: KafkaReadOptions, read: ReadOptions,
-              limit: int) -> tuple[list[ParsedRow], int]:
+def head_rows(opts: KafkaReadOptions, read: ReadOptions, limit: int,
+              rejected: dict[str, int] | None = None) -> tuple[list[ParsedRow], int]:
     """The first ``limit`` examples a fresh replay of the topic (``opts``, bounded by its
     ``stop`` snapshot) will learn, as parsed rows, and the number of records read for
     them: read from the topic's beginning by the replay's own reader and parser
@@ -280,7 +280,8 @@ def head_rows(opts: KafkaReadOptions, read: ReadOptions,
     partitions merged by ``(timestamp, partition, offset)`` even with ``key_by`` (whose run
     interleaves them as they arrive), so the rows depend on the topic's contents alone.
     What ``gamma=auto`` of a topic replay is estimated from
-    (``pipelines.replay.topic_head.topic_head``)."""
+    (``pipelines.replay.topic_head.topic_head``). ``rejected``: counts the skipped records
+    by their dead letters' reason."""
     blocks = KafkaBlocks(opts.topic, read, (), 1)
     records = iter_topic_records(opts, merge=True)
     rows: list[ParsedRow] = []
@@ -289,10 +290,13 @@ def head_rows(opts: KafkaReadOptions, read: ReadOptions,
         for rec in records:
             n += 1
             _, example = blocks.parse(rec)
-            if not isinstance(example, ParseError):
-                rows.append(example[3])
-                if len(rows) >= limit:
-                    break
+            if isinstance(example, ParseError):
+                if rejected is not None:
+                    rejected[example.reason] = rejected.get(example.reason, 0) + 1
+                continue
+            rows.append(example[3])
+            if len(rows) >= limit:
+                break
     finally:
         records.close()
     return rows, n

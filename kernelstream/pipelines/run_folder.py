@@ -19,7 +19,9 @@ whose JSON names a ``kernelstream_version``.
   that no run writes (``predictions/notes.txt``) is refused, not deleted with them;
 - the continuation of the same run: used as it is. A ``--checkpoint`` run (``stream``,
   ``replay`` on a topic) continues the run whose marker names the same checkpoint folder
-  (a stream restarted after a crash, a ``--follow`` started again).
+  (a stream restarted after a crash, a ``--follow`` started again). A topic replay that
+  resumes a checkpoint whose run wrote this folder is refused (``commands._runs``): each
+  checkpointed run writes its own folder, and clearing it would lose those outputs.
 """
 
 from __future__ import annotations
@@ -118,7 +120,8 @@ def inspect(out: str, ignore: Iterable[str] = ()) -> Folder:
     return Folder(out, entries, run)
 
 
-def _same_path(a: str | None, b: str | None) -> bool:
+def same_path(a: str | None, b: str | None) -> bool:
+    """Whether ``a`` and ``b`` name the same folder (local: after links)."""
     if a is None or b is None:
         return False
     if fs.is_remote(a) or fs.is_remote(b):
@@ -140,7 +143,7 @@ def continues(folder: Folder, checkpoint: str | None) -> bool:
     """Whether a run with ``--checkpoint checkpoint`` continues the run in ``folder``: its
     marker names the same checkpoint folder."""
     return (checkpoint is not None and folder.run is not None
-            and _same_path(folder.run.get("checkpoint"), checkpoint))
+            and same_path(folder.run.get("checkpoint"), checkpoint))
 
 
 # what a run writes before its data is checked: a folder holding only these is a run that

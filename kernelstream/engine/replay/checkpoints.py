@@ -9,6 +9,7 @@ written by one run::
     DIR/ckpt-000003-streams-<uuid>.parquet   every stream's state: key, encode_replay_state bytes
                                              (row groups of ~GROUP_BYTES: read by key)
     DIR/ckpt-000003.source.json              where the read ended (kafka_client.SourcePosition)
+    DIR/ckpt-000003.metrics.parquet          the newest metrics row of every stream so far
     DIR/ckpt-000003.committed                written last, once the run has succeeded
 
 A run resumes from the newest *committed* checkpoint: each partition is read from the offset
@@ -93,6 +94,10 @@ class Checkpoint:
     def marker(self) -> str:
         return fs.join(self.directory, f"{self.name}.committed")
 
+    @property
+    def metrics_path(self) -> str:
+        return fs.join(self.directory, f"{self.name}.metrics.parquet")
+
     def state_files(self) -> list[str]:
         return fs.list_files(self.directory, f"{self.states_prefix}-*.parquet")
 
@@ -160,6 +165,21 @@ def commit(ckpt: Checkpoint, info: dict[str, Any]) -> None:
     keep = {c.number for c in committed(ckpt.directory)[-KEEP:]}
     fs.delete([p for p in fs.list_files(ckpt.directory, "ckpt-*")
                if (n := _number(p)) is not None and n not in keep])
+
+
+def write_metrics(ckpt: Checkpoint, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> None:
+    """The newest metrics row of every stream learnt so far (``rows``), before the commit: a
+    resume without new records reports them."""
+    with fs.open_write(ckpt.metrics_path) as fh:
+        pq.write_table(pa.Table.from_pylist(list(rows), schema=schema), fh)
+
+
+def read_metrics(ckpt: Checkpoint, schema: pa.Schema) -> list[dict[str, Any]]:
+    """What :func:`write_metrics` wrote (none in a checkpoint of an earlier version)."""
+    if not fs.exists(ckpt.metrics_path):
+        return []
+    with fs.open_read(ckpt.metrics_path) as fh:
+        return list(pq.read_table(fh, schema=schema).to_pylist())
 
 
 def state_file(path: str) -> Iterator[tuple[str, bytes]]:

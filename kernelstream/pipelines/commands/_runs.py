@@ -357,6 +357,26 @@ def _has_checkpoint(directory: str) -> bool:
     return fs.exists(directory) and latest(directory) is not None
 
 
+def _check_resume_out(out: str, checkpoint: str) -> None:
+    """Refuse a topic replay that resumes ``checkpoint`` into the folder holding the outputs
+    of the run that committed it: a run clears its ``--out`` first, so those would be lost
+    (each checkpointed run writes its own folder). Raises :class:`OutFolderError`."""
+    ck = latest(checkpoint) if fs.exists(checkpoint) else None
+    if ck is None:
+        return
+    wrote = ck.info().get("out")
+    if wrote is None:  # a checkpoint of an earlier version: a finished run's summary tells
+        folder = run_folder.inspect(out, run_folder.entry_within(out, checkpoint))
+        if not (run_folder.continues(folder, checkpoint) and "summary.json" in folder.entries):
+            return
+    elif not run_folder.same_path(wrote, out):
+        return
+    raise OutFolderError(
+        f"--out {out} holds the outputs of the run that committed {ck.name} of --checkpoint "
+        f"{checkpoint}, which this run continues: give this run a new --out (one folder per "
+        "checkpointed run, e.g. --out runs/$(date +%s))")
+
+
 class RefusedError(Exception):
     """A run refused before it started; its one-line error is printed, ``code`` is the exit
     code."""
@@ -392,6 +412,8 @@ def started(config: ReplayConfig, command: str, overwrite: bool = False) -> Iter
             checkpoint = config.kafka.checkpoint
             fresh = checkpoint is None and run_folder.inspect(config.out).empty
             made = fresh and not fs.exists(config.out)
+            if checkpoint is not None:
+                _check_resume_out(config.out, checkpoint)
             run_folder.claim(config.out, command, overwrite=overwrite, checkpoint=checkpoint,
                              resumes=checkpoint is not None and _has_checkpoint(checkpoint),
                              argv=command_line(config),

@@ -211,7 +211,15 @@ def _run_once(config: ReplayConfig, brief: bool = False,
     if config.shard is not None:  # a worker of --workers: its parent writes the summary
         return 0
     doc = build_summary(config, run)
+    # a resume that read no new example: its figures are the state it continues
+    carried = (config.kafka.checkpoint is not None and not run.counts.get("predictions")
+               and bool(run.results or run.keys))
+    if carried:
+        doc["no_new_examples"] = True
     path = write_summary(doc, config.out)
+    if carried and not brief:
+        print(f"{PROG} replay: no new examples on {config.data} since the last checkpoint: the "
+              "figures are those of the runs it continues", file=sys.stderr, flush=True)
     if brief:
         print(f"{time.strftime('%H:%M:%S')} {config.out}: {doc.get('predictions', 0)} new "
               f"predictions, {doc.get('dead_letters', 0)} dead letters", flush=True)

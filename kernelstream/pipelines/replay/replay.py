@@ -48,7 +48,7 @@ from kernelstream.engine.learner_config import LearnerConfig, records
 from kernelstream.engine.replay import checkpoints as ckpts
 from kernelstream.engine.replay import outputs
 from kernelstream.engine.replay.core import PROGRESS_LOGGER
-from kernelstream.engine.replay.metrics import key_summaries
+from kernelstream.engine.replay.metrics import key_summaries, latest_rows
 from kernelstream.engine.replay.outputs import OUTPUTS, ensure_nonempty, iter_rows
 from kernelstream.engine.writer_lock import WriterLock
 from kernelstream.errors import ConfigError
@@ -248,6 +248,7 @@ def _execute(run: ReplayRun) -> ReplayResult:
         if run.recovery.resume_from is not None:
             try:
                 ckpts.check_configs(run.recovery.resume_from, configs)
+                _check_resume_read(run)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
     run = _check_brokers(run)
@@ -269,16 +270,22 @@ def _execute(run: ReplayRun) -> ReplayResult:
         else:
             counters = _beam().run_beam(run)
         seconds = time.perf_counter() - t0
+        carried: list[dict[str, Any]] = []  # a resume without new rows: the state it continues
         if run.recovery.writes is not None:
             assert run.data.kafka is not None and run.data.kafka.stop is not None
             resume = run.recovery.resume_from
+            carried = _carry_metrics(run)
             ckpts.commit(run.recovery.writes, {
                 "resumed_from": None if resume is None else resume.number,
                 "data": run.data.source, "seed": run.protocol.seed, "configs": configs,
                 # --scale auto's ranges of the first run's first rows: the next runs keep them
                 "scale_ranges": ranges_doc(run.data.read.scale_ranges),
+                # the +1 class of the labels seen: a resume may not map them otherwise
+                "positive_label": run.data.read.positive_label,
                 # the snapshot of the log's end the read stopped at (partition -> offset)
-                "read_to": [[p, o] for p, o in run.data.kafka.stop]})
+                "read_to": [[p, o] for p, o in run.data.kafka.stop],
+                # the folder holding this run's outputs: the next run must not clear it
+                "out": _where(run.outputs.out)})
     except BaseException:
         # outputs of a run that committed no checkpoint: the next run writes them again
         if run.recovery.writes is not None and not fs.exists(run.recovery.writes.marker):
@@ -288,9 +295,54 @@ def _execute(run: ReplayRun) -> ReplayResult:
     res = (ReplayResult([], counters, run.outputs.out, run.execution.runner, seconds)
            if run.execution.shards > 1  # the parent reads back the outputs of all the shards
            else read_outputs(run.outputs.out, counters, run.execution.runner, seconds))
+    if carried:
+        res = replace(res, summaries=key_summaries(carried))
     # what it learnt with: the widths the API resolved from the data are in their params
     return replace(res, configs=tuple(run.learners.configs), seed=run.protocol.seed,
                    scale=run.data.read.scale, auto_scale=run.data.auto_scale)
+
+
+def _check_resume_read(run: ReplayRun) -> None:
+    """Refuse a resume into the output folder of the run it continues (clearing it would lose
+    that run's rows), or that would read the topic otherwise than the checkpoint's runs did:
+    another ``--positive-label`` (the classes seen would flip midway) or another width."""
+    ckpt, read = run.recovery.resume_from, run.data.read
+    assert ckpt is not None
+    info = ckpt.info()
+    if info.get("out") == _where(run.outputs.out):  # (the CLI refuses it before its claim)
+        raise ValueError(f"--out {run.outputs.out} holds the outputs of the run that committed "
+                         f"{ckpt.name} of {ckpt.directory}, which this run continues: give "
+                         "this run a new output folder")
+    if "positive_label" in info and info["positive_label"] != read.positive_label:
+        def shown(v: str | None) -> str:
+            return "the default (-1/0 and 1)" if v is None else repr(v)
+        raise ValueError(
+            f"the checkpoint {ckpt.name} in {ckpt.directory} was learnt with --positive-label "
+            f"{shown(info['positive_label'])}; this run has {shown(read.positive_label)}: "
+            "use the same, or a new checkpoint directory")
+    d = 1 << read.hash_features if read.hash_features is not None else read.n_features
+    saved = ckpt.position().n_features
+    if d is not None and saved is not None and d != saved:
+        raise ValueError(f"the checkpoint {ckpt.name} in {ckpt.directory} has {saved} "
+                         f"features, not {d}: use the same --n-features, or a new checkpoint "
+                         "directory")
+
+
+def _carry_metrics(run: ReplayRun) -> list[dict[str, Any]]:
+    """Write the checkpoint's newest metrics row of every stream so far (the resumed
+    checkpoint's, then this run's); returns them when this run wrote none (nothing new on
+    the topic: its summary is the state it continues), else ``[]``."""
+    assert run.recovery.writes is not None
+    schema = outputs.METRICS_SCHEMA
+    new = list(iter_rows(fs.join(run.outputs.out, "metrics"), schema))
+    resume = run.recovery.resume_from
+    old = [] if resume is None else ckpts.read_metrics(resume, schema)
+    ckpts.write_metrics(run.recovery.writes, list(latest_rows([*old, *new]).values()), schema)
+    return old if not new else []
+
+
+def _where(out: str) -> str:
+    return out if fs.is_remote(out) else os.path.realpath(fs.local_path(out))
 
 
 def _check_brokers(run: ReplayRun) -> ReplayRun:

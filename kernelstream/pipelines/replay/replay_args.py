@@ -379,6 +379,10 @@ class ReplayConfig:
                               target=topic_target)
             configs = learner_configs(learner_specs, head.param_specs, task=args.task,
                                       auto_width=head.auto_width, default=default)
+            if head.widths is not None and head.widths["width_source"] == "default":
+                # too few examples: the learners' default widths, decided (the head is
+                # read once, not again by __post_init__)
+                configs = tuple(replace(c, auto_widths={}) for c in configs)
             if head.target is not None:
                 configs = tuple(replace(c, target=head.target) for c in configs)
             if head.scale_ranges is not None:

@@ -161,12 +161,19 @@ def read_head(read: ReadOptions, kafka: kafka_client.KafkaReadOptions, want_scal
     and a regression's ``--scale-target auto`` (``target``); each decision is said in a
     line to ``say`` (``keep``: how to keep the features as they are). A broker that does not
     answer is a ``ConfigError`` (the run's own check would stop on it at once)."""
+    rejected: dict[str, int] = {}
     try:
         rows, records = kafka_client.head_rows(kafka_client.snapshot_ends(kafka), read,
-                                               head_size(read.limit))
+                                               head_size(read.limit), rejected)
     except ConnectionError as exc:
         raise ConfigError(str(exc)) from None
     src = read.path
+    if not rows and rejected:  # every record read is a dead letter: refused, as a file is
+        reason, n = max(rejected.items(), key=lambda kv: kv[1])
+        raise ConfigError(
+            f"{src}: {records:,} of {records:,} records would be rejected (most: {reason!r}, "
+            f"{n:,} times): check --format, --n-features, --label-column, --task or "
+            "--positive-label")
     ranges, why = head_scaling(rows, read) if want_scale else (None, None)
     if ranges is not None:
         read = replace(read, scale="01", scale_ranges=ranges)
