@@ -215,11 +215,20 @@ def test_workers_value_is_checked(tmp_path: Path, capsys, value: str) -> None:
 def test_failing_workers_end_with_one_line_and_no_outputs(
         dirty: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker that fails (here every worker, on an option only a pipeline reads, its check
-    before the run taken away; the workers are forked with it) ends the run with its own
-    line and exit code, once, as one process would; no output is left."""
+    before the run taken away) ends the run with its own line and exit code, once, as one
+    process would; no output is left. The workers are spawned (a forked one would inherit
+    the patch only when this process runs one thread) and patched by a sitecustomize."""
     from kernelstream.pipelines.replay import replay_args
 
     monkeypatch.setattr(replay_args, "check_replay_options", lambda args: None)
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    (site_dir / "sitecustomize.py").write_text(
+        "from kernelstream.pipelines.replay import replay_args\n"
+        "replay_args.check_replay_options = lambda args: None\n")
+    monkeypatch.setenv(START_ENV, "spawn")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        p for p in (str(site_dir), os.environ.get("PYTHONPATH")) if p))
     base = ["replay", str(dirty), "-l", "a=bogd", "-l", "b=pa-i", "-q"]
     code1 = main([*base, "--out", str(tmp_path / "one"), "--", "--block_size=-1"])
     err1 = capsys.readouterr().err
