@@ -60,14 +60,10 @@ from kernelstream.pipelines.live.stream_config import (
     SCHEME,
     STREAM_DOC_DEFAULTS,
     StreamConfig,
+    UpfrontError,
     duration_text,
     output_topic_names,
 )
-
-
-class UpfrontError(Exception):
-    """A check before the run failed (one line, exit 2)."""
-
 
 PROBE_BYTES = 64 << 10  # what a folder must take at start: far less than a snapshot's files
 
