@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelstream.pipelines import cli
+from kernelstream.pipelines.live import stream_monitor
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PAGES = sorted([README, *(ROOT / "docs").rglob("*.md")])
@@ -77,3 +80,29 @@ def test_cli_page_gives_the_replay_checks_record_count() -> None:
 
     text = " ".join((ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split())
     assert f"the same check on the first {_PRECHECK_RECORDS:,} records of a file" in text
+
+
+def test_streaming_page_says_what_a_stream_does() -> None:
+    """docs/streaming.md: its examples run the learners they name (a ``--kafka-out`` prefix
+    ``clicks-bogd`` with ``-l bogd``, not the default), it says how to get the local broker
+    they need, and every ``stopped_by`` of summary.json (the reasons the stream's monitor
+    drains for, and the signals); a stopped stream flushes no open window, so the accounting
+    page does not promise a flush at the end."""
+    page = (ROOT / "docs" / "streaming.md").read_text(encoding="utf-8")
+    first = FENCE.search(page)
+    assert first is not None
+    for command in first[0].strip("`\n").replace("\\\n", " ").splitlines():
+        args = cli.build_parser().parse_args(command.split()[1:])
+        if args.kafka_out is not None:
+            suffix = args.kafka_out.rsplit("-", 1)[-1]
+            assert any(suffix in spec for spec in args.learner or ()), command
+    assert "kafka_client import local_broker" in page and "kafka-local" in page
+    source = Path(stream_monitor.__file__).read_text(encoding="utf-8")
+    reasons = set(re.findall(r'self\.drain\("([^"]+)"\)', source)) | {"SIGINT", "SIGTERM"}
+    assert len(reasons) >= 5
+    stopped = page[page.index("`stopped_by`"):][:600]
+    for reason in reasons:
+        assert f"`{reason}`" in stopped, reason
+    accounting = (ROOT / "docs" / "stream-accounting.md").read_text(encoding="utf-8")
+    assert "plus a flush at the end" not in accounting
+    assert "does not flush its open windows" in accounting

@@ -29,7 +29,10 @@ reader and from the models' states)
                        a feature record the learner refused has no position: it made no
                        prediction)
 ``dead_letters``       dead-letter rows (stages ``parse``, ``join``, ``learn``)
-``metrics``            metrics rows (in no identity: one per closed window, plus flushes)
+``metrics``            metrics rows (in no identity): one per closed window; a stream that
+                       stops does not flush its open ones (a stop is a checkpoint: the
+                       resuming run closes them); only the reference loop, whose input
+                       ends for good, adds a partial row of each open window
 =====================  =====================================================================
 
 Identities (:func:`identities`; ``C`` = the number of configurations)

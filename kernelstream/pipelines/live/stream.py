@@ -57,10 +57,11 @@ from kernelstream.pipelines.config import PROG
 from kernelstream.pipelines.live.stream_config import (
     EXIT_STOPPED,
     StreamConfig,
+    UpfrontError,
     output_topic_names,
 )
 from kernelstream.pipelines.live.stream_monitor import Stopper
-from kernelstream.pipelines.live.stream_prepare import Prepared, UpfrontError, prepare
+from kernelstream.pipelines.live.stream_prepare import Prepared, prepare
 from kernelstream.pipelines.live.stream_summary import (
     format_summary,
     snapshot_phrase,

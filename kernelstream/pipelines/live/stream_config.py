@@ -121,6 +121,11 @@ def parse_topics(url: str, what: str) -> tuple[str, tuple[str, ...]]:
     return servers, topics
 
 
+class UpfrontError(Exception):
+    """A check before the run failed (one line, exit 2; ``stream_prepare`` and the first
+    records' read, ``stream_width``, raise it)."""
+
+
 @dataclass(frozen=True)
 class StreamConfig:
     """A fully checked ``kernelstream stream`` command (no Beam, no broker contacted)."""

@@ -60,14 +60,10 @@ from kernelstream.pipelines.live.stream_config import (
     SCHEME,
     STREAM_DOC_DEFAULTS,
     StreamConfig,
+    UpfrontError,
     duration_text,
     output_topic_names,
 )
-
-
-class UpfrontError(Exception):
-    """A check before the run failed (one line, exit 2)."""
-
 
 PROBE_BYTES = 64 << 10  # what a folder must take at start: far less than a snapshot's files
 
@@ -121,13 +117,20 @@ def _default_out(config: StreamConfig) -> str:
 
 
 def _check_resume(config: StreamConfig, info: dict[str, Any], directory: str) -> None:
-    """A checkpoint continues the run that wrote it: same learners, same stream settings."""
+    """A checkpoint continues the run that wrote it: same learners, same stream settings
+    (those compared first, by :func:`_check_settings`, before the recorded target and ranges
+    are applied: a width changed is said as such, not as ranges that do not fit)."""
     saved_configs = info.get("configs")
     ours = json.loads(json.dumps(config.configs_doc(), default=str))
     if saved_configs is not None and saved_configs != ours:
         raise UpfrontError(f"checkpoint {directory} was written by the learner configurations "
                            f"{json.dumps(saved_configs)}; this run has {json.dumps(ours)} (use "
                            "the same ones, or a new --checkpoint)")
+    _check_settings(config, info, directory)
+
+
+def _check_settings(config: StreamConfig, info: dict[str, Any], directory: str) -> None:
+    """The stream settings of a checkpoint (``StreamConfig.stream_doc``) are this run's."""
     saved = dict(info.get("stream") or {})
     mine = config.stream_doc()
     # a setting a snapshot leaves out: its default (older versions wrote rows and
@@ -422,17 +425,20 @@ def prepare(config: StreamConfig) -> Prepared:
                 # the widths it was learnt with (gamma=auto resolved then), never a new estimate
                 config = config.with_recorded(dict(saved.get("configs") or {}),
                                               saved.get("widths"))
+                # how the reader merged the partitions: as recorded (older snapshots: a group
+                # per partition number) unless --merge says otherwise
+                if config.merge is None:
+                    config = replace(config, merge=str((saved.get("stream") or {}).get(
+                        "merge") or "partition"))
+                # the settings first: recorded ranges of 24 columns do not fit rows of 25
+                # features because --n-features changed, which is what to say
+                _check_settings(config, saved, checkpoint)
                 # and the target as its models learnt it (--scale-target auto), or as it came
                 config = _recorded_target(config, dict(saved.get("configs") or {}),
                                           f"checkpoint {checkpoint}")
                 # and the ranges its rows were scaled by (--scale auto), or none: as recorded
                 config = _recorded_scale(config, saved.get("scaling"),
                                          f"checkpoint {checkpoint}")
-                # how the reader merged the partitions: as recorded (older snapshots: a group
-                # per partition number) unless --merge says otherwise
-                if config.merge is None:
-                    config = replace(config, merge=str((saved.get("stream") or {}).get(
-                        "merge") or "partition"))
                 _check_resume(config, saved, checkpoint)
                 # and when entities are forgotten: as recorded unless given (the settings it
                 # depends on compared first); once on, it stays on (a model made without a

@@ -14,7 +14,9 @@ merged as the stream's reader merges every partition under ``--merge all``
 offset), and parsed by the stream's own router
 (:class:`~kernelstream.engine.live.routing.StreamRouter`), so the rows are the learners' (hashed,
 dense or sparse). Label records and records that cannot be
-parsed are skipped, not dead-lettered: the stream dead-letters them when it reads them. The
+parsed are skipped, not dead-lettered: the stream dead-letters them when it reads them; but
+when every record read would be one (a wrong ``--format`` or ``--key-by``), the stream is
+refused before it starts, in one line naming the most common reason. The
 estimate is :func:`kernelstream.data.widths.auto_gamma` of those rows, so it depends only on the
 topic's contents.
 
@@ -81,7 +83,7 @@ from kernelstream.engine.live.merge import merged
 from kernelstream.engine.live.records import SourceRecord
 from kernelstream.engine.live.routing import StreamRouter
 from kernelstream.pipelines.config import PROG
-from kernelstream.pipelines.live.stream_config import StreamConfig
+from kernelstream.pipelines.live.stream_config import StreamConfig, UpfrontError
 from kernelstream.sparse import CSR
 
 # --scale-target auto: the fewest targets a stream standardises by (it reads up to the first
@@ -101,6 +103,7 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
             or config.wants_labels):
         return config
     head = first_rows(config, start, config.width_wait, None if config.quiet else _progress)
+    _refuse_rejected(config, head)
     rows, read = head.rows, head.read
     n = rows.shape[0]
     if n and config.spec.width is None:  # CSV: the first record fixes the width
@@ -135,13 +138,34 @@ def resolve(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> Strea
     resolved = config.with_widths(None, "default", n)
     own = ", ".join(f"{c.label} {k}={c.params[k]}" for c in resolved.configs
                     for k in ("gamma", "sigmas") if k in c.params)
+    dead = sum(head.rejected.values())
     # a warning, not progress: shown with --quiet too
     print(f"{PROG} stream: gamma=auto: {n} feature record{'s' if n != 1 else ''} among "
-          f"{read:,} records of {topics} after waiting up to {config.width_wait:g} s "
-          f"(--width-wait): too few to estimate a width from; the learners' default widths "
+          f"{read:,} records of {topics}"
+          + (f" ({dead:,} of them would be dead letters)" if dead else "")
+          + f" after reading for {head.waited:.1f} s (at most {config.width_wait:g} s, "
+          f"--width-wait): too few to estimate a width from; the learners' default widths "
           f"({own or 'none'}), recorded as width_source \"default\"", file=sys.stderr,
           flush=True)
     return resolved
+
+
+def _refuse_rejected(config: StreamConfig, head: StreamHead) -> None:
+    """Every record the first read found would be a dead letter (a wrong --format, --key-by,
+    --n-features...): refused before the stream starts, in one line, as a replay refuses
+    such a file or topic. Some parsed, or none read yet (a producer not yet running): on."""
+    dead = sum(head.rejected.values())
+    if not head.read or dead < head.read:
+        return
+    # (reasons that name the record, e.g. its key, are each once: the first is said)
+    reason, k = max(head.rejected.items(), key=lambda kv: kv[1])
+    topics = ",".join(config.all_topics if config.wants_target or config.wants_labels
+                      else config.topics)
+    raise UpfrontError(
+        f"{topics}: {dead:,} of {head.read:,} records read first would be rejected ("
+        + (f"most: {reason!r}, {k:,} times" if k > 1 else f"the first: {reason!r}")
+        + "): check --format, --key-by, --n-features, --label-column, --task or "
+        "--positive-label")
 
 
 def _scaled(config: StreamConfig, rows: np.ndarray | CSR, topics: str) -> StreamConfig:
@@ -202,6 +226,9 @@ class StreamHead:
     targets: list[float]
     read: int
     labels: list[str] = dataclasses.field(default_factory=list)  # their tokens, stripped
+    # the records read that the stream will dead-letter, by reason
+    rejected: dict[str, int] = dataclasses.field(default_factory=dict)
+    waited: float = 0.0  # how long the read took (s)
 
 
 def first_width(config: StreamConfig, start: Mapping[tuple[str, int], int]) -> int | None:
@@ -246,6 +273,7 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
     parsed: dict[tuple[str, int, int], np.ndarray | CSR] = {}
     targets: dict[tuple[str, int, int], float] = {}
     tokens: dict[tuple[str, int, int], str] = {}
+    rejected: dict[str, int] = {}
     read = 0
     try:
         consumer = kafka_client.assigned_consumer(config.bootstrap, config.client)
@@ -256,7 +284,7 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
         consumer.assign(list(kps.values()))
         for tp, kp in kps.items():
             consumer.seek(kp, int(start[tp]))
-        t0 = time.monotonic()
+        t0 = now = time.monotonic()
         last: float | None = None  # when the last record came
         said = t0
         while True:
@@ -274,7 +302,9 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
                                        r.key, r.value)
                     got[tp].append(rec)
                     read += 1
-                    x, y = _example(router, rec)
+                    x, y, reason = _example(router, rec)
+                    if reason is not None:
+                        rejected[reason] = rejected.get(reason, 0) + 1
                     k = (rec.topic, rec.partition, rec.offset)
                     if y is not None:
                         targets[k] = y
@@ -320,7 +350,8 @@ def first_rows(config: StreamConfig, start: Mapping[tuple[str, int], int], wait:
     order = [(r.topic, r.partition, r.offset) for r in merged([got[tp] for tp in tps])]
     rows = [parsed[k] for k in order if k in parsed]
     return StreamHead(_stack(rows[:limit]), [targets[k] for k in order if k in targets][:limit],
-                read, [tokens[k] for k in order if k in tokens][:limit])
+                      read, [tokens[k] for k in order if k in tokens][:limit], rejected,
+                      now - t0)
 
 
 class _Tokens:
@@ -369,19 +400,22 @@ def _first_targets_known(got: Mapping[tuple[str, int], list[SourceRecord]],
 
 
 def _example(router: StreamRouter, rec: SourceRecord,
-             ) -> tuple[np.ndarray | CSR | None, float | None]:
-    """The features of a feature record as the learners get them (None for a label record)
-    and its label or a label record's (None: unlabelled); ``(None, None)`` for a record the
-    stream will dead-letter (non-finite values included)."""
+             ) -> tuple[np.ndarray | CSR | None, float | None, str | None]:
+    """The features of a feature record as the learners get them (None for a label record),
+    its label or a label record's (None: unlabelled), and None; ``(None, None, reason)`` for
+    a record the router dead-letters, ``(None, None, None)`` for one of non-finite values
+    (the learners refuse it)."""
     routed = router.route(rec)
-    if isinstance(routed, dict) or not routed:
-        return None, None
+    if isinstance(routed, dict):
+        return None, None, str(routed.get("reason"))
+    if not routed:
+        return None, None, None
     p = routed[0][1]
     y = p.y if p.y is not None and np.isfinite(p.y) else None
     if p.label_only or p.x is None:
-        return None, y
+        return None, y, None
     vals = p.x.data if isinstance(p.x, CSR) else p.x
-    return (p.x, y) if np.isfinite(vals).all() else (None, None)
+    return (p.x, y, None) if np.isfinite(vals).all() else (None, None, None)
 
 
 def _stack(rows: list[np.ndarray | CSR]) -> np.ndarray | CSR:

@@ -210,6 +210,23 @@ def test_resume_compares_every_setting(broker: str, tmp_path: Path,
     prepare(config_of(base)).close()  # the same settings resume
 
 
+def test_resume_with_another_width_of_scaled_models_says_the_setting(
+        broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint whose rows were scaled (--scale auto) resumed with another --n-features
+    is refused by the settings line, as with --scale none: not by its recorded ranges, which
+    do not fit the new width only because the width changed."""
+    ckpt = tmp_path / "ckpt"
+    argv = argv_of(broker, tmp_path, *LEARNER, "--checkpoint", str(ckpt))
+    scaled = config_of([*argv, "--n-features", "4"]).with_scale(
+        ((0.0,) * 4, (1.0, 10.0, 100.0, 1000.0)), "spreads differ")
+    stream_checkpoint(ckpt, scaled, out=tmp_path / "out")
+    err = refused([*argv, "--n-features", "5"], capsys)
+    assert err.endswith(f"checkpoint {ckpt} was written with other stream settings "
+                        "(--n-features (width) 4 -> 5); use the same ones, or a new "
+                        "--checkpoint"), err
+    prepare(config_of([*argv, "--n-features", "4"])).close()  # the same settings resume
+
+
 def test_resume_keeps_its_init_from(broker: str, tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     """A checkpoint records the ``--init-from`` its new models start from: a resume with

@@ -220,7 +220,7 @@ def test_a_first_read_sees_each_labels_own_token() -> None:
     values = [b"label:yes", b"label: no", b"label:yes", b"yes 1:1", b"label:no", b"maybe 1:2"]
     got = []
     for i, v in enumerate(values):
-        _, y = stream_width._example(router, SourceRecord("ev", 0, i, i, b"e%d" % i, v))
+        _, y, _ = stream_width._example(router, SourceRecord("ev", 0, i, i, b"e%d" % i, v))
         assert y is not None
         got.append(token.name(y))
     assert got == ["yes", "no", "yes", "yes", "no", "maybe"]
@@ -337,3 +337,52 @@ def test_fresh_stream_resolves_records_and_resumes_with_its_width(broker: str,
         "b": want, "perceptron": want}
     wanted, _ = reference_tables(reference_records(broker, ["wr", "wr-lab"], 2), spec)
     assert_same(outputs(out), wanted)
+
+
+@pytest.mark.parametrize("wrong", [["--key-by", "id-prefix"], ["--format", "csv"]])
+def test_first_records_all_rejected_are_refused(broker: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str],
+                                                wrong: list[str]) -> None:
+    """A wrong ``--key-by`` (keys without '/') or ``--format`` (CSV of LIBSVM records): every
+    record the first read finds would be a dead letter, so the stream is refused before it
+    starts, in one line naming the most common reason and the options to check (not run to
+    the end with every record a dead letter and only a width line)."""
+    topic = "wrej" + wrong[0][2:5]
+    create_topics(broker, [topic], 1)
+    produce(broker, [(topic, 0, f"e{i}".encode(), f"{(-1) ** i:+d} 1:{i % 5} 3:0.5".encode(),
+                      T0 + i) for i in range(20)])
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert cli.main(stream_argv(broker, f"kafka://BROKER/{topic}", "--n-features", "3",
+                                "-l", "bogd", *wrong, "--out", str(out), "--idle-stop", "1s",
+                                "--width-wait", "5s", "-q")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"kernelstream stream: error: {topic}: 20 of 20 records read first "
+                          "would be rejected ("), err
+    # a reason naming the record (its key) is said for the first one
+    assert (", 20 times): " in err if wrong[0] == "--format" else
+            "(the first: \"event id 'e0' has no entity prefix" in err), err
+    assert "): check --format, --key-by, --n-features" in err
+    assert not out.exists()
+
+
+def test_some_first_records_rejected_are_counted(broker: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Some first records parse: the stream goes on; the width line counts the others
+    apart from the feature records and says how long the read took (the topic went quiet
+    well before --width-wait)."""
+    create_topics(broker, ["wsome"], 1)
+    produce(broker, [("wsome", 0, f"u/e{i}".encode(),
+                      (b"+1 1:0.5" if i == 0 else b"+1 1:abc"), T0 + i) for i in range(6)])
+    capsys.readouterr()
+    prep = prepare(config_of(stream_argv(broker, "kafka://BROKER/wsome", "--n-features", "3",
+                                         "-l", "bogd", "--out", str(tmp_path / "o"),
+                                         "--width-wait", "30s", "-q")))
+    prep.close()
+    err = capsys.readouterr().err
+    m = re.search(r"gamma=auto: 1 feature record among 6 records of wsome \(5 of them would "
+                  r"be dead letters\) after reading for ([0-9.]+) s \(at most 30 s, "
+                  r"--width-wait\)", err)
+    assert m is not None, err
+    assert float(m.group(1)) < 20
