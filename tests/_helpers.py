@@ -264,3 +264,18 @@ def without_warnings(stderr: str) -> str:
     """``stderr`` without the one-line result warnings (``... warning: ...``: a run no
     better than the no-skill baseline), which tests of other behaviour do not judge."""
     return "\n".join(ln for ln in stderr.splitlines() if ": warning: " not in ln)
+
+
+# summary.json fields that describe how a replay ran, not what its streams learnt
+RUN_FIELDS = frozenset({"seconds", "seconds_std", "examples_per_second", "argv", "runner"})
+
+
+def strip_run_fields(doc: Any, drop: Iterable[str] = RUN_FIELDS) -> Any:
+    """``doc`` (a summary.json) without the fields ``drop`` at any depth: two runs of the
+    same streams on other runners or worker counts compare equal."""
+    drop = frozenset(drop)
+    if isinstance(doc, dict):
+        return {k: strip_run_fields(v, drop) for k, v in doc.items() if k not in drop}
+    if isinstance(doc, list):
+        return [strip_run_fields(v, drop) for v in doc]
+    return doc

@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from _helpers import strip_run_fields
 
 from kernelstream.data import ParseError
 from kernelstream.data.options import ReadOptions
@@ -20,7 +21,6 @@ from kernelstream.engine.replay.outputs import comparable_table
 from kernelstream.pipelines import cli
 
 LOOP = ["-q", "-l", "perceptron"]
-RUN_FIELDS = {"seconds", "seconds_std", "examples_per_second", "argv", "runner"}
 RUNNERS: list[list[str]] = [["--runner", "loop"], ["--runner", "direct"],
                             ["--runner", "direct", "-j", "2"]]
 
@@ -48,14 +48,6 @@ def svm_rows(n: int) -> str:
                    f"3:{i % 2}\n" for i in range(n))
 
 
-def _strip(doc: Any) -> Any:
-    if isinstance(doc, dict):
-        return {k: _strip(v) for k, v in doc.items() if k not in RUN_FIELDS}
-    if isinstance(doc, list):
-        return [_strip(v) for v in doc]
-    return doc
-
-
 def replay_everywhere(tmp_path: Path, capsys: pytest.CaptureFixture[str], path: Path,
                       *args: str, dask: bool = False) -> Path:
     """Replay ``path`` on every runner; assert equal outputs; return the loop's folder."""
@@ -71,7 +63,7 @@ def replay_everywhere(tmp_path: Path, capsys: pytest.CaptureFixture[str], path: 
         for name in ("predictions", "metrics", "dead_letters"):
             a, b = comparable_table(outs[0], name), comparable_table(o, name)
             assert a.equals(b), (name, o)
-        assert _strip(summary(outs[0])) == _strip(summary(o))
+        assert strip_run_fields(summary(outs[0])) == strip_run_fields(summary(o))
     return outs[0]
 
 

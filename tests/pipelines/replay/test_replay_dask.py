@@ -15,11 +15,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from _helpers import strip_run_fields
 
 from kernelstream.engine.replay.outputs import comparable_table
 from kernelstream.pipelines.cli import main
@@ -28,19 +28,9 @@ pytest.importorskip("distributed")
 
 REPO = Path(__file__).resolve().parents[3]
 A9A = REPO / "tests" / "data" / "a9a_300.svm"
-# summary fields that describe the run, not the streams
-RUN_FIELDS = {"seconds", "seconds_std", "examples_per_second", "argv", "runner"}
 # 2 configurations x 2 permutations = 4 stream keys, several blocks each
 GRID = ["-l", "a=bogd", "-l", "b=pa-i", "-p", "a.budget=20", "-R", "2", "-q"]
 BLOCKS = ["--", "--block_size=64"]
-
-
-def _strip(doc: Any) -> Any:
-    if isinstance(doc, dict):
-        return {k: _strip(v) for k, v in doc.items() if k not in RUN_FIELDS}
-    if isinstance(doc, list):
-        return [_strip(v) for v in doc]
-    return doc
 
 
 def assert_same_outputs(loop: Path, dask: Path) -> None:
@@ -55,7 +45,7 @@ def assert_same_outputs(loop: Path, dask: Path) -> None:
     s0 = json.loads((loop / "summary.json").read_text())
     s1 = json.loads((dask / "summary.json").read_text())
     assert (s0["runner"], s1["runner"]) == ("loop", "dask")
-    assert _strip(s0) == _strip(s1)
+    assert strip_run_fields(s0) == strip_run_fields(s1)
 
 
 @pytest.fixture(scope="module")

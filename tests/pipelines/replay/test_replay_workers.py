@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from _helpers import strip_run_fields
 
 from kernelstream.engine.replay.outputs import comparable_table
 from kernelstream.engine.replay.sources import Dataset, ReplayStreams, stream_blocks
@@ -31,14 +32,6 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _strip(doc: Any) -> Any:
-    if isinstance(doc, dict):
-        return {k: _strip(v) for k, v in doc.items() if k not in RUN_FIELDS}
-    if isinstance(doc, list):
-        return [_strip(v) for v in doc]
-    return doc
-
-
 def assert_same_run(one: Path, many: Path) -> None:
     """Outputs equal row for row (metrics but the run's columns); summary.json equal but
     timings and argv."""
@@ -48,7 +41,7 @@ def assert_same_run(one: Path, many: Path) -> None:
         assert a.equals(b), f"{name} differ between 1 and N workers"
     s1 = json.loads((one / "summary.json").read_text())
     sn = json.loads((many / "summary.json").read_text())
-    assert _strip(s1) == _strip(sn)
+    assert strip_run_fields(s1, RUN_FIELDS) == strip_run_fields(sn, RUN_FIELDS)
     assert "--workers" in sn["argv"] and "--workers" not in s1["argv"]
 
 
