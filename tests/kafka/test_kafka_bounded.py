@@ -11,6 +11,7 @@ The end-to-end tests run the tansu broker of the ``test`` extra
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import signal
 import subprocess
@@ -154,6 +155,9 @@ def test_ctrl_c_on_the_default_runner(tmp_path: Path) -> None:
          "bogd", "-p", "budget=1000", "-R", "50", "--runner", "direct",
          "--out", str(tmp_path / "o")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a fatal error says why on stderr (glibc writes its aborts to the terminal otherwise;
+        # one full run here ended by SIGABRT with nothing said)
+        env={**os.environ, "LIBC_FATAL_STDERR_": "1", "PYTHONFAULTHANDLER": "1"},
         # SIGINT as a terminal leaves it (a shell that runs the suite in the background ignores it,
         # and the child would inherit that)
         preexec_fn=_default_sigint)
