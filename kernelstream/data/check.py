@@ -5,7 +5,7 @@ classification run, most rows rejected)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -349,6 +349,17 @@ def diagnose(report: CheckReport) -> Verdict | None:
         return Verdict(f"{report.source}: {dead} of {n} records would be rejected (most: "
                        f"{kind!r}, {count} times, first at line {line}): {fix}")
     return None
+
+
+def all_rejected_line(source: str, read: int, rejected: Mapping[str, int], flags: str,
+                      what: str = "records") -> str:
+    """The refusal of a head of ``read`` records that would all be dead letters (a topic's,
+    a stream's first read), by their most common reason (``rejected``: count by reason; a
+    reason that names its record, e.g. its key, is once each: the first is said)."""
+    reason, k = max(rejected.items(), key=lambda kv: kv[1])
+    most = f"most: {reason!r}, {k:,} times" if k > 1 else f"the first: {reason!r}"
+    return (f"{source}: {sum(rejected.values()):,} of {read:,} {what} would be rejected "
+            f"({most}): check {flags}")
 
 
 def _column_hint(report: CheckReport) -> str:

@@ -157,15 +157,12 @@ def _refuse_rejected(config: StreamConfig, head: StreamHead) -> None:
     dead = sum(head.rejected.values())
     if not head.read or dead < head.read:
         return
-    # (reasons that name the record, e.g. its key, are each once: the first is said)
-    reason, k = max(head.rejected.items(), key=lambda kv: kv[1])
     topics = ",".join(config.all_topics if config.wants_target or config.wants_labels
                       else config.topics)
-    raise UpfrontError(
-        f"{topics}: {dead:,} of {head.read:,} records read first would be rejected ("
-        + (f"most: {reason!r}, {k:,} times" if k > 1 else f"the first: {reason!r}")
-        + "): check --format, --key-by, --n-features, --label-column, --task or "
-        "--positive-label")
+    raise UpfrontError(data_check.all_rejected_line(
+        topics, head.read, head.rejected,
+        "--format, --key-by, --n-features, --label-column, --task or --positive-label",
+        "records read first"))
 
 
 def _scaled(config: StreamConfig, rows: np.ndarray | CSR, topics: str) -> StreamConfig:

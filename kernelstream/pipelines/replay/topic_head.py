@@ -169,11 +169,9 @@ def read_head(read: ReadOptions, kafka: kafka_client.KafkaReadOptions, want_scal
         raise ConfigError(str(exc)) from None
     src = read.path
     if not rows and rejected:  # every record read is a dead letter: refused, as a file is
-        reason, n = max(rejected.items(), key=lambda kv: kv[1])
-        raise ConfigError(
-            f"{src}: {records:,} of {records:,} records would be rejected (most: {reason!r}, "
-            f"{n:,} times): check --format, --n-features, --label-column, --task or "
-            "--positive-label")
+        raise ConfigError(data_check.all_rejected_line(
+            src, records, rejected,
+            "--format, --n-features, --label-column, --task or --positive-label"))
     ranges, why = head_scaling(rows, read) if want_scale else (None, None)
     if ranges is not None:
         read = replace(read, scale="01", scale_ranges=ranges)
